@@ -1,0 +1,58 @@
+#pragma once
+// Small shared command-line helper for the fabricsim subcommands. Each subcommand declares its flags
+// once (name, value name, help, default); --help text comes from those declarations; unknown flags and
+// missing values are errors naming the flag.
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fabricsim::cli {
+
+struct Flag {
+  std::string name;        // "--topology"; short alias in `alias` ("-b")
+  std::string alias;
+  std::string value_name;  // empty for boolean switches
+  std::string help;
+  std::string dflt;        // shown in help
+  bool repeated = false;   // --param k=v may repeat
+};
+
+class Args {
+ public:
+  Args(std::string command, std::string synopsis, std::string description);
+  Args& flag(Flag f);
+  // Common flags: --topology/--param, --json, --calibration, --quiet.
+  Args& topology_flags();
+  // Parses argv (after the subcommand name). Returns false if --help was printed (exit 0).
+  bool parse(int argc, char** argv);
+
+  bool has(const std::string& name) const;
+  std::string get(const std::string& name, const std::string& dflt = "") const;
+  const std::vector<std::string>& all(const std::string& name) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+  // --param key=value pairs as a map (later ones override earlier).
+  std::map<std::string, std::string> params() const;
+  std::string help() const;
+  const std::string& command() const { return command_; }
+
+ private:
+  const Flag* find(const std::string& name) const;
+  std::string command_, synopsis_, description_;
+  std::vector<Flag> flags_;
+  std::map<std::string, std::vector<std::string>> values_;
+  std::vector<std::string> positional_;
+};
+
+// Subcommand entry points (apps/cmd_*.cpp). Return the process exit code.
+int cmd_topo(int argc, char** argv);
+int cmd_coll(int argc, char** argv);
+int cmd_run(int argc, char** argv);
+int cmd_gen(int argc, char** argv);
+int cmd_calibrate(int argc, char** argv);
+int cmd_validate(int argc, char** argv);
+int cmd_sweep(int argc, char** argv);
+int cmd_plan(int argc, char** argv);
+
+}  // namespace fabricsim::cli

@@ -1,0 +1,70 @@
+// fabricsim: one binary, one subcommand per task. Results go to stdout; progress and diagnostics to
+// stderr. Bad input prints one line "fabricsim <cmd>: error: ..." and exits 2.
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "apps/cli.hpp"
+#include "sim/base/error.hpp"
+
+namespace {
+
+struct Sub {
+  const char* name;
+  int (*fn)(int, char**);
+  const char* help;
+};
+
+const Sub kSubs[] = {
+    {"topo", fabricsim::cli::cmd_topo, "describe a topology preset or file: summary, DOT and JSON export"},
+    {"coll", fabricsim::cli::cmd_coll, "simulate NCCL collectives and print the nccl-tests table"},
+    {"run", fabricsim::cli::cmd_run, "run a training scenario (topology + workload) and report the step time"},
+    {"gen", fabricsim::cli::cmd_gen, "generate a workload trace (GPT, DLRM, data-parallel)"},
+    {"calibrate", fabricsim::cli::cmd_calibrate, "fit the network model to nccl-tests measurements"},
+    {"validate", fabricsim::cli::cmd_validate, "compare simulated collectives with measurements"},
+    {"sweep", fabricsim::cli::cmd_sweep, "run a grid of scenarios in parallel and write one CSV row each"},
+    {"plan", fabricsim::cli::cmd_plan, "search parallelism layouts and cluster sizes for a target"},
+};
+
+void usage(std::ostream& o) {
+  o << "usage: fabricsim <command> [options]   (fabricsim <command> --help for details)\n\ncommands:\n";
+  for (const auto& s : kSubs) {
+    std::string n = s.name;
+    o << "  " << n << std::string(12 - n.size(), ' ') << s.help << "\n";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(std::cerr);
+    return 2;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    usage(std::cout);
+    return 0;
+  }
+  if (cmd == "--version") {
+    std::cout << "fabricsim 0.1.0\n";
+    return 0;
+  }
+  for (const auto& s : kSubs) {
+    if (cmd == s.name) {
+      try {
+        return s.fn(argc - 2, argv + 2);
+      } catch (const fabricsim::InputError& e) {
+        std::cerr << "fabricsim " << cmd << ": error: " << e.what() << "\n";
+        return 2;
+      } catch (const std::exception& e) {
+        std::cerr << "fabricsim " << cmd << ": internal error: " << e.what() << "\n";
+        return 3;
+      }
+    }
+  }
+  std::cerr << "fabricsim: unknown command '" << cmd << "'\n";
+  usage(std::cerr);
+  return 2;
+}

@@ -1,0 +1,42 @@
+#pragma once
+// A collective algorithm's output: pure data, a DAG of transfers between topology nodes. The sim/
+// executors run it on a network engine (our flow model or the SimGrid oracle); tests inspect it without
+// any engine. Transfers go GPU->GPU, or GPU<->switch for in-network reductions (NVLS on an NVSwitch,
+// SHARP on an InfiniBand switch).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "topologies/topology.hpp"
+
+namespace fabricsim::models {
+
+struct Transfer {
+  topo::NodeId src = 0;
+  topo::NodeId dst = 0;
+  double bytes = 0;              // bytes on the wire for one instance, one step (protocol overhead included)
+  double payload_bytes = 0;      // useful bytes for one instance, one step (for statistics)
+  double weight = 1;             // identical flows on this same path this transfer stands for: it takes
+                                 // `weight` shares of every link it crosses and moves weight*bytes in total
+  std::uint32_t replicas = 1;    // symmetric copies on other, identical paths (symmetry fidelity); the
+                                 // engine simulates one and reports link statistics for one
+  std::uint32_t steps = 1;       // consecutive algorithm steps merged into this transfer (phase fidelity):
+                                 // it moves steps*bytes and pays the per-step latency `steps` times
+  double step_latency_s = 0;     // fixed latency per step outside link latency (protocol / kernel
+                                 // overhead); link latencies along the route are added by the engine
+  double rate_cap_Bps = 0;       // upper bound on this flow's rate (per instance), 0 = none
+  std::vector<std::uint32_t> deps;  // indices of transfers that must finish before this one starts
+  std::int32_t channel = 0;      // NCCL channel, for display
+  std::int32_t step = 0;         // algorithm step index (first step when merged), for display
+};
+
+struct Schedule {
+  std::string op;         // "all_reduce", ...
+  std::string algorithm;  // "ring", "tree", "nvls", "collnet", "pat", "direct", "pairwise", "hierarchical"
+  std::string protocol;   // "simple", "ll", "ll128"
+  std::string fidelity;   // "step", "phase", "symmetry"
+  double fixed_latency_s = 0;  // launch/base latency added once before the first transfer
+  std::vector<Transfer> transfers;
+};
+
+}  // namespace fabricsim::models

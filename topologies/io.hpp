@@ -1,0 +1,44 @@
+#pragma once
+// JSON topology files (schema: docs/topology.schema.json), Graphviz export, presets and summaries.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/base/json_reader.hpp"
+#include "topologies/topology.hpp"
+
+namespace fabricsim::topo {
+
+// Parses a topology document; errors name `file` and the JSON path.
+Topology topology_from_json(const Json& doc, const std::string& file);
+Topology load_topology_file(const std::string& path);
+Json topology_to_json(const Topology& t);  // round-trips through topology_from_json
+std::string topology_to_dot(const Topology& t);
+
+// Preset registry. `params` are the --param key=value pairs; unknown keys are errors.
+struct PresetInfo {
+  std::string name;
+  std::string description;
+  std::vector<std::pair<std::string, std::string>> params;  // name, description with default
+};
+const std::vector<PresetInfo>& presets();
+bool is_preset(const std::string& name);
+Topology build_preset(const std::string& name, const std::map<std::string, std::string>& params);
+// A preset name or a file path.
+Topology load_topology(const std::string& preset_or_file, const std::map<std::string, std::string>& params);
+
+struct TopologySummary {
+  std::map<std::string, int> node_counts;  // by kind name
+  std::map<std::string, int> link_counts;  // by link kind name
+  int gpus = 0;
+  int hosts = 0;
+  double gpu_nvlink_Bps = 0;   // per GPU, per direction, sum of NVLink bandwidth (first GPU)
+  double gpu_network_Bps = 0;  // per GPU share of host NIC bandwidth per direction
+  double bisection_Bps = 0;    // per direction, min over the GPU halving cut computed by max-flow
+  int diameter_hops = 0;       // max over GPU pairs of route hop count
+};
+TopologySummary summarize(const Topology& t);
+std::string summary_text(const Topology& t, const TopologySummary& s);
+Json summary_json(const Topology& t, const TopologySummary& s);
+
+}  // namespace fabricsim::topo

@@ -1,0 +1,48 @@
+#pragma once
+// Routes between nodes: shortest paths (hop count, ties broken toward higher bandwidth) with
+// deterministic ECMP over equal-cost next hops, hashed on (src, dst) so a pair always takes the same path
+// and different pairs spread. GPU->GPU inside an NVLink domain stays on NVLink/NVSwitch. GPU traffic that
+// leaves its host goes through the GPU's rail NIC (the NIC with the same local index modulo NIC count, as
+// NCCL picks the closest NIC). With `pxn` enabled a GPU whose rail differs from the destination's first
+// moves the data over NVLink to the peer GPU on the destination's rail (NCCL's PXN), so traffic stays on
+// one rail of the fabric. Paths are computed on demand and cached per pair; thread-compatible (one
+// Routing per thread, or external locking).
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "topologies/topology.hpp"
+
+namespace fabricsim::topo {
+
+struct RoutingOptions {
+  bool pxn = false;  // PXN-style forwarding over NVLink to the rail-matching GPU
+};
+
+class Routing {
+ public:
+  explicit Routing(const Topology& t, RoutingOptions opt = {});
+  ~Routing();
+  Routing(Routing&&) noexcept;
+
+  // Sequence of link directions from src to dst (empty when src == dst). Throws InputError if
+  // unreachable. The reference stays valid for the lifetime of the Routing.
+  const std::vector<LinkDir>& route(NodeId src, NodeId dst);
+  // Sum of link latencies along the route, seconds.
+  double latency(NodeId src, NodeId dst);
+  // Minimum per-direction bandwidth along the route, bytes/s.
+  double bottleneck_bandwidth(NodeId src, NodeId dst);
+  // The NIC a GPU uses to leave its host (kNoNode if none).
+  NodeId rail_nic(NodeId gpu) const;
+  const Topology& topology() const { return t_; }
+  std::size_t cached_routes() const;
+
+ private:
+  struct Impl;
+  const Topology& t_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fabricsim::topo
