@@ -1,0 +1,65 @@
+#pragma once
+// What one simulation produced, in a form every output writer reads (summary text, result JSON, Chrome
+// trace timeline, link statistics, HTML report, sweep CSV rows). The replayer fills it; writers never
+// look at the engine. Times in seconds, sizes in bytes, rates in bytes/s.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace fabricsim::sim {
+
+// One executed op on one rank's stream: a compute kernel, a collective (this rank's part) or a send/recv.
+struct OpRecord {
+  std::int32_t rank = 0;        // global GPU rank (index into Topology::gpus())
+  std::int32_t host = 0;        // server index of that GPU
+  std::string stream;           // "compute", "comm", "comm.tp", "comm.dp", "p2p", ...
+  std::string name;             // layer / op name, e.g. "layer3.fwd.attn", "dp.allreduce.bucket2"
+  std::string kind;             // "compute" | "collective" | "send" | "recv"
+  std::string category;         // breakdown bucket: "compute", "tp", "pp", "dp", "ep", "all_to_all", "other"
+  double start_s = 0;           // when it began executing (after deps and stream were free)
+  double end_s = 0;
+  double bytes = 0;             // payload bytes (collective size / message size), 0 for compute
+  std::string algorithm;        // collective algorithm and protocol, empty otherwise
+  std::string protocol;
+  double flops = 0;             // compute ops: FLOPs
+};
+
+struct LinkRecord {
+  std::uint32_t link = 0;       // topology link id
+  std::string a, b;             // node ids (direction 0 is a->b, 1 is b->a)
+  std::string kind;             // "nvlink", "pcie", "infiniband", "ethernet"
+  int tier = 0;                 // 0 inside a host; 1 leaf, 2 spine, 3 core (from the higher-tier endpoint)
+  double capacity_Bps = 0;      // per direction, effective
+  double bytes[2] = {0, 0};     // carried per direction
+  double busy_s[2] = {0, 0};    // time with traffic per direction
+  double peak_util[2] = {0, 0}; // peak instantaneous utilisation per direction (0..1)
+};
+
+struct Breakdown {
+  // Per-rank average, seconds. compute + exposed comm per category + bubble + idle = iteration time.
+  double compute_s = 0;
+  std::map<std::string, double> exposed_comm_s;  // by category: "tp", "pp", "dp", "all_to_all", ...
+  double bubble_s = 0;                          // pipeline bubble (idle waiting on pipeline deps)
+  double idle_s = 0;                            // remaining idle time
+};
+
+struct RunResult {
+  std::string topology;                  // preset name or file
+  std::map<std::string, std::string> topology_params;
+  std::string workload;                  // generator or trace file
+  std::map<std::string, std::string> workload_params;
+  int gpus = 0;
+  double iteration_s = 0;                // one training step
+  double samples_per_s = 0;
+  double tokens_per_s = 0;               // 0 when not a language model
+  double tflops_per_gpu = 0;             // achieved model FLOP/s per GPU / 1e12
+  Breakdown breakdown;
+  std::vector<OpRecord> ops;             // may be a representative subset (ranks simulated); see notes
+  std::vector<LinkRecord> links;         // links that carried traffic
+  std::map<std::string, double> metrics; // extra named figures (e.g. "memory_per_gpu_bytes.max")
+  std::vector<std::string> notes;        // modelling notes (fidelity, symmetry used, ...)
+  double wall_s = 0;                     // simulator wall time (not part of deterministic outputs)
+};
+
+}  // namespace fabricsim::sim
