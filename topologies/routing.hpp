@@ -2,8 +2,9 @@
 // Routes between nodes: shortest paths (hop count, ties broken toward higher bandwidth) with
 // deterministic ECMP over equal-cost next hops, hashed on (src, dst) so a pair always takes the same path
 // and different pairs spread. GPU->GPU inside an NVLink domain stays on NVLink/NVSwitch. GPU traffic that
-// leaves its host goes through the GPU's rail NIC (the NIC with the same local index modulo NIC count, as
-// NCCL picks the closest NIC). With `pxn` enabled a GPU whose rail differs from the destination's first
+// leaves its host goes through the GPU's rail NIC (the closest NIC of its host by hop count through
+// PCIe switches/CPUs, as NCCL picks the closest NIC; ties go to the NIC whose local index equals the GPU's
+// local index modulo the host's NIC count, then to the lowest local index). With `pxn` enabled a GPU whose rail differs from the destination's first
 // moves the data over NVLink to the peer GPU on the destination's rail (NCCL's PXN), so traffic stays on
 // one rail of the fabric. Paths are computed on demand and cached per pair; thread-compatible (one
 // Routing per thread, or external locking).
@@ -38,6 +39,11 @@ class Routing {
   NodeId rail_nic(NodeId gpu) const;
   const Topology& topology() const { return t_; }
   std::size_t cached_routes() const;
+  // Computes the route into `out` without caching it (for sweeps over many pairs, e.g. benchmarks).
+  // Same result as route(src, dst).
+  void compute_route(NodeId src, NodeId dst, std::vector<LinkDir>& out);
+  // Drops all cached pair routes (references returned by route() become invalid).
+  void clear_cache();
 
  private:
   struct Impl;

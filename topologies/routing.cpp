@@ -1,0 +1,389 @@
+// Routing: lazy, cached, deterministic shortest-path routes with hashed ECMP.
+//
+// Route construction for a pair (src, dst), in order of preference:
+//  1. src == dst: empty route.
+//  2. Both GPUs in the same NVLink domain and an NVLink-only path exists whose intermediate nodes are all
+//     NVSwitches: shortest such path (GPUs never forward traffic; NVLink pairs without a direct or switched
+//     NVLink path, as in the DGX-1 hybrid cube-mesh, fall through to PCIe).
+//  3. Both on the same host: shortest path through that host's non-GPU nodes (PCIe switches, CPUs, ...).
+//  4. GPUs on different hosts that both have a rail NIC: three segments, each shortest:
+//       src GPU -> egress NIC (inside the source host; with PXN first over NVLink to the peer GPU whose rail
+//       NIC is on the destination's rail), egress NIC -> ingress NIC through fabric switches only, and
+//       ingress NIC -> dst GPU (inside the destination host). The ingress NIC is the destination GPU's rail
+//       NIC.
+//  5. Anything else (non-GPU endpoints, hand-written graphs without NICs): one shortest path over the whole
+//     graph where GPUs never forward and host-local nodes only forward for the src/dst hosts.
+// The fabric segment uses per-target-switch hop-distance fields over the switch subgraph only (S switches:
+// S*S*2 bytes at most, built lazily), so a route across a 16,384-GPU superpod costs a walk over a few
+// switch adjacency lists, not a BFS over the whole graph.
+// ECMP: at each hop the candidates are the links to neighbours one hop closer; among them those with the
+// highest bandwidth are kept and one is chosen by a hash of (src, dst, hop index).
+#include "topologies/routing.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "sim/base/error.hpp"
+
+namespace fabricsim::topo {
+
+namespace {
+
+constexpr std::uint32_t kInf = std::numeric_limits<std::uint32_t>::max();
+constexpr std::uint16_t kInf16 = std::numeric_limits<std::uint16_t>::max();
+
+std::uint64_t mix64(std::uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+bool is_switch(NodeKind k) { return k == NodeKind::IbSwitch || k == NodeKind::EthSwitch; }
+
+}  // namespace
+
+struct Routing::Impl {
+  const Topology& t;
+  RoutingOptions opt;
+  std::vector<NodeId> rail_nic;  // per node (only GPUs set)
+  std::vector<std::uint32_t> switch_index;  // node -> compact switch index or kInf
+  std::vector<NodeId> switches;
+  std::unordered_map<std::uint32_t, std::vector<std::uint16_t>> fields;  // target switch idx -> dist
+  std::unordered_map<std::uint64_t, std::vector<LinkDir>> cache;
+  std::unordered_map<std::uint64_t, std::vector<LinkDir>> segments;  // in-host segment cache
+  // BFS scratch with generation stamps so that a BFS touching few nodes costs only what it touches.
+  std::vector<std::uint32_t> stamp, dist;
+  std::uint32_t gen = 0;
+  std::vector<NodeId> queue;
+  std::vector<std::pair<LinkId, NodeId>> cand;
+
+  Impl(const Topology& topo, RoutingOptions o) : t(topo), opt(o) {
+    const std::size_t n = t.num_nodes();
+    stamp.assign(n, 0);
+    dist.assign(n, kInf);
+    switch_index.assign(n, kInf);
+    for (NodeId v = 0; v < n; ++v) {
+      if (is_switch(t.node(v).kind)) {
+        switch_index[v] = static_cast<std::uint32_t>(switches.size());
+        switches.push_back(v);
+      }
+    }
+    rail_nic.assign(n, kNoNode);
+    for (NodeId g : t.gpus()) rail_nic[g] = find_rail_nic(g);
+  }
+
+  static std::uint64_t key(NodeId a, NodeId b) { return (std::uint64_t(a) << 32) | b; }
+
+  std::uint32_t d(NodeId v) const { return stamp[v] == gen ? dist[v] : kInf; }
+
+  // Breadth-first search from `root`; a node other than the root is expanded only if `transit(v)`;
+  // a link is followed only if `link_ok(l)`. Distances readable through d() until the next BFS.
+  template <class Transit, class LinkOk>
+  void bfs(NodeId root, Transit transit, LinkOk link_ok) {
+    if (++gen == 0) {  // wrapped: reset stamps
+      std::fill(stamp.begin(), stamp.end(), 0);
+      gen = 1;
+    }
+    queue.clear();
+    queue.push_back(root);
+    stamp[root] = gen;
+    dist[root] = 0;
+    for (std::size_t qi = 0; qi < queue.size(); ++qi) {
+      NodeId v = queue[qi];
+      if (v != root && !transit(v)) continue;
+      for (auto [l, w] : t.adjacent(v)) {
+        if (stamp[w] == gen || !link_ok(l)) continue;
+        stamp[w] = gen;
+        dist[w] = dist[v] + 1;
+        queue.push_back(w);
+      }
+    }
+  }
+
+  // Picks among `cand` (non-empty): highest bandwidth first, then hash.
+  std::pair<LinkId, NodeId> pick(std::uint64_t h, std::size_t hop) {
+    double best = 0;
+    for (auto& c : cand) best = std::max(best, t.link(c.first).bandwidth_Bps);
+    std::size_t m = 0;
+    for (auto& c : cand)
+      if (t.link(c.first).bandwidth_Bps == best) cand[m++] = c;
+    cand.resize(m);
+    if (m == 1) return cand[0];
+    return cand[mix64(h ^ (0x632be59bd9b4e019ull * (hop + 1))) % m];
+  }
+
+  // Walks from src to dst along decreasing d() (after bfs rooted at dst with the same predicates).
+  template <class Transit, class LinkOk>
+  bool walk(NodeId src, NodeId dst, std::uint64_t h, std::size_t hop0, Transit transit, LinkOk link_ok,
+            std::vector<LinkDir>& out) {
+    if (d(src) == kInf) return false;
+    NodeId v = src;
+    std::size_t hop = hop0;
+    while (v != dst) {
+      std::uint32_t dv = d(v);
+      cand.clear();
+      for (auto [l, w] : t.adjacent(v)) {
+        if (!link_ok(l) || d(w) != dv - 1) continue;
+        if (w != dst && !transit(w)) continue;
+        cand.emplace_back(l, w);
+      }
+      if (cand.empty()) return false;
+      auto [l, w] = pick(h, hop++);
+      out.push_back(t.dir_from(l, v));
+      v = w;
+    }
+    return true;
+  }
+
+  template <class Transit, class LinkOk>
+  bool shortest(NodeId src, NodeId dst, std::uint64_t h, std::size_t hop0, Transit transit, LinkOk link_ok,
+                std::vector<LinkDir>& out) {
+    if (src == dst) return true;
+    bfs(dst, transit, link_ok);
+    return walk(src, dst, h, hop0, transit, link_ok, out);
+  }
+
+  bool nvlink_path(NodeId a, NodeId b, std::uint64_t h, std::size_t hop0, std::vector<LinkDir>& out) {
+    auto transit = [&](NodeId v) { return t.node(v).kind == NodeKind::NvSwitch; };
+    auto link_ok = [&](LinkId l) { return t.link(l).kind == LinkKind::NVLink; };
+    return shortest(a, b, h, hop0, transit, link_ok, out);
+  }
+
+  bool host_path(NodeId a, NodeId b, int host, std::uint64_t h, std::size_t hop0, std::vector<LinkDir>& out) {
+    auto transit = [&](NodeId v) {
+      const Node& nd = t.node(v);
+      return nd.host == host && nd.kind != NodeKind::Gpu;
+    };
+    auto link_ok = [](LinkId) { return true; };
+    return shortest(a, b, h, hop0, transit, link_ok, out);
+  }
+
+  NodeId find_rail_nic(NodeId g) {
+    const Node& gn = t.node(g);
+    if (gn.host < 0) return kNoNode;
+    auto transit = [&](NodeId v) {
+      const Node& nd = t.node(v);
+      return nd.host == gn.host && nd.kind != NodeKind::Gpu && nd.kind != NodeKind::Nic;
+    };
+    bfs(g, transit, [](LinkId) { return true; });
+    // Closest NIC of the same host; ties prefer local_index == gpu local_index mod (NICs in host), then
+    // the lowest local index.
+    NodeId best = kNoNode;
+    std::uint32_t best_d = kInf;
+    int nics = 0;
+    for (NodeId v : queue)
+      if (t.node(v).kind == NodeKind::Nic && t.node(v).host == gn.host) ++nics;
+    for (NodeId v : queue) {
+      const Node& nd = t.node(v);
+      if (nd.kind != NodeKind::Nic || nd.host != gn.host) continue;
+      std::uint32_t dv = d(v);
+      bool pref = nics > 0 && gn.local_index >= 0 && nd.local_index == gn.local_index % nics;
+      bool best_pref = best != kNoNode && nics > 0 && gn.local_index >= 0 &&
+                       t.node(best).local_index == gn.local_index % nics;
+      if (dv < best_d || (dv == best_d && ((pref && !best_pref) ||
+                                           (pref == best_pref && nd.local_index < t.node(best).local_index)))) {
+        best = v;
+        best_d = dv;
+      }
+    }
+    return best;
+  }
+
+  int rail_of(NodeId nic) const {
+    const Node& n = t.node(nic);
+    return n.rail >= 0 ? n.rail : n.local_index;
+  }
+
+  const std::vector<std::uint16_t>& field(std::uint32_t sidx) {
+    auto it = fields.find(sidx);
+    if (it != fields.end()) return it->second;
+    std::vector<std::uint16_t> f(switches.size(), kInf16);
+    auto transit = [&](NodeId v) { return switch_index[v] != kInf; };
+    auto link_ok = [](LinkId) { return true; };
+    bfs(switches[sidx], transit, link_ok);
+    for (NodeId v : queue)
+      if (switch_index[v] != kInf) f[switch_index[v]] = static_cast<std::uint16_t>(std::min<std::uint32_t>(d(v), kInf16 - 1));
+    return fields.emplace(sidx, std::move(f)).first->second;
+  }
+
+  // NIC -> NIC through fabric switches only.
+  bool fabric_path(NodeId e, NodeId i, std::uint64_t h, std::size_t hop0, std::vector<LinkDir>& out) {
+    if (e == i) return true;
+    // Targets: switches adjacent to the ingress NIC.
+    std::vector<std::pair<std::uint32_t, const std::vector<std::uint16_t>*>> targets;
+    for (auto [l, w] : t.adjacent(i)) {
+      if (w == e) {  // back-to-back NICs
+        cand.clear();
+        for (auto [l2, w2] : t.adjacent(e))
+          if (w2 == i) cand.emplace_back(l2, w2);
+        auto [lc, wc] = pick(h, hop0);
+        out.push_back(t.dir_from(lc, e));
+        return true;
+      }
+      if (switch_index[w] != kInf) targets.emplace_back(switch_index[w], nullptr);
+    }
+    if (targets.empty()) return false;
+    std::sort(targets.begin(), targets.end());
+    targets.erase(std::unique(targets.begin(), targets.end(),
+                              [](auto& x, auto& y) { return x.first == y.first; }),
+                  targets.end());
+    for (auto& tg : targets) tg.second = &field(tg.first);
+    auto D = [&](NodeId v) -> std::uint32_t {  // hops from switch v to the ingress NIC
+      std::uint32_t s = switch_index[v];
+      if (s == kInf) return kInf;
+      std::uint32_t best = kInf;
+      for (auto& tg : targets) {
+        std::uint16_t x = (*tg.second)[s];
+        if (x != kInf16) best = std::min<std::uint32_t>(best, x + 1u);
+      }
+      return best;
+    };
+    // First hop: switch neighbours of e with minimal D.
+    std::uint32_t best = kInf;
+    for (auto [l, w] : t.adjacent(e)) best = std::min(best, D(w));
+    if (best == kInf) return false;
+    std::size_t hop = hop0;
+    cand.clear();
+    for (auto [l, w] : t.adjacent(e))
+      if (D(w) == best) cand.emplace_back(l, w);
+    auto [l0, v] = pick(h, hop++);
+    out.push_back(t.dir_from(l0, e));
+    while (true) {
+      std::uint32_t dv = D(v);
+      cand.clear();
+      if (dv == 1) {
+        for (auto [l, w] : t.adjacent(v))
+          if (w == i) cand.emplace_back(l, w);
+      } else {
+        for (auto [l, w] : t.adjacent(v))
+          if (D(w) == dv - 1) cand.emplace_back(l, w);
+      }
+      if (cand.empty()) return false;
+      auto [l, w] = pick(h, hop++);
+      out.push_back(t.dir_from(l, v));
+      v = w;
+      if (v == i) return true;
+    }
+  }
+
+  // Cached in-host segment (GPU <-> NIC, GPU -> GPU over NVLink). Segments are not ECMP-hashed on the
+  // full pair; their own endpoints seed the hash (in-host paths are almost always unique).
+  bool segment(NodeId a, NodeId b, bool nvlink_only, std::vector<LinkDir>& out) {
+    std::uint64_t k = key(a, b) ^ (nvlink_only ? 0x8000000000000000ull : 0);
+    auto it = segments.find(k);
+    if (it == segments.end()) {
+      std::vector<LinkDir> p;
+      bool ok = nvlink_only ? nvlink_path(a, b, mix64(key(a, b)), 0, p)
+                            : host_path(a, b, t.node(a).host, mix64(key(a, b)), 0, p);
+      if (!ok) p.assign(1, kNoNode);  // marks "no path"
+      it = segments.emplace(k, std::move(p)).first;
+    }
+    if (it->second.size() == 1 && it->second[0] == kNoNode) return false;
+    out.insert(out.end(), it->second.begin(), it->second.end());
+    return true;
+  }
+
+  bool general(NodeId src, NodeId dst, std::uint64_t h, std::vector<LinkDir>& out) {
+    int hs = t.node(src).host, hd = t.node(dst).host;
+    auto transit = [&](NodeId v) {
+      const Node& nd = t.node(v);
+      if (nd.kind == NodeKind::Gpu) return false;
+      return nd.host < 0 || nd.host == hs || nd.host == hd;
+    };
+    return shortest(src, dst, h, 0, transit, [](LinkId) { return true; }, out);
+  }
+
+  void compute(NodeId src, NodeId dst, std::vector<LinkDir>& out) {
+    out.clear();
+    if (src == dst) return;
+    const std::uint64_t h = mix64(key(src, dst));
+    const Node& s = t.node(src);
+    const Node& dn = t.node(dst);
+    const bool gpus = s.kind == NodeKind::Gpu && dn.kind == NodeKind::Gpu;
+    if (gpus && s.nvlink_domain >= 0 && s.nvlink_domain == dn.nvlink_domain) {
+      if (segment(src, dst, true, out)) return;
+      out.clear();
+    }
+    if (s.host >= 0 && s.host == dn.host) {
+      if (host_path(src, dst, s.host, h, 0, out)) return;
+      out.clear();
+    }
+    if (gpus && s.host != dn.host && rail_nic[src] != kNoNode && rail_nic[dst] != kNoNode) {
+      NodeId in = rail_nic[dst];
+      NodeId from = src;
+      if (opt.pxn) {
+        const int r = rail_of(in);
+        if (rail_of(rail_nic[src]) != r && s.nvlink_domain >= 0) {
+          // Peer GPU on the same host and NVLink domain whose rail NIC is on the destination's rail.
+          for (auto it = std::lower_bound(t.gpus().begin(), t.gpus().end(), src,
+                                          [&](NodeId x, NodeId y) { return t.node(x).host < t.node(y).host; });
+               it != t.gpus().end() && t.node(*it).host == s.host; ++it) {
+            NodeId p = *it;
+            if (p != src && t.node(p).nvlink_domain == s.nvlink_domain && rail_nic[p] != kNoNode &&
+                rail_of(rail_nic[p]) == r) {
+              std::size_t mark = out.size();
+              if (segment(src, p, true, out)) {
+                from = p;
+                break;
+              }
+              out.resize(mark);
+            }
+          }
+        }
+      }
+      NodeId e = rail_nic[from];
+      if (segment(from, e, false, out) && fabric_path(e, in, h, out.size(), out) && segment(in, dst, false, out))
+        return;
+      out.clear();
+    }
+    if (general(src, dst, h, out)) return;
+    out.clear();
+    throw InputError("routing in topology '" + t.name() + "'",
+                     "a path from '" + s.id + "' to '" + dn.id + "' (none exists)");
+  }
+};
+
+Routing::Routing(const Topology& t, RoutingOptions opt) : t_(t), impl_(std::make_unique<Impl>(t, opt)) {}
+Routing::~Routing() = default;
+Routing::Routing(Routing&&) noexcept = default;
+
+const std::vector<LinkDir>& Routing::route(NodeId src, NodeId dst) {
+  if (src >= t_.num_nodes() || dst >= t_.num_nodes())
+    throw InputError("routing", "node ids below " + std::to_string(t_.num_nodes()));
+  auto k = Impl::key(src, dst);
+  auto it = impl_->cache.find(k);
+  if (it != impl_->cache.end()) return it->second;
+  std::vector<LinkDir> p;
+  impl_->compute(src, dst, p);
+  return impl_->cache.emplace(k, std::move(p)).first->second;
+}
+
+void Routing::compute_route(NodeId src, NodeId dst, std::vector<LinkDir>& out) {
+  if (src >= t_.num_nodes() || dst >= t_.num_nodes())
+    throw InputError("routing", "node ids below " + std::to_string(t_.num_nodes()));
+  impl_->compute(src, dst, out);
+}
+
+double Routing::latency(NodeId src, NodeId dst) {
+  double s = 0;
+  for (LinkDir d : route(src, dst)) s += t_.link(Topology::link_of(d)).latency_s;
+  return s;
+}
+
+double Routing::bottleneck_bandwidth(NodeId src, NodeId dst) {
+  const auto& r = route(src, dst);
+  if (r.empty()) return std::numeric_limits<double>::infinity();
+  double b = std::numeric_limits<double>::infinity();
+  for (LinkDir d : r) b = std::min(b, t_.link(Topology::link_of(d)).bandwidth_Bps);
+  return b;
+}
+
+NodeId Routing::rail_nic(NodeId gpu) const { return gpu < impl_->rail_nic.size() ? impl_->rail_nic[gpu] : kNoNode; }
+
+std::size_t Routing::cached_routes() const { return impl_->cache.size(); }
+
+void Routing::clear_cache() { impl_->cache.clear(); }
+
+}  // namespace fabricsim::topo
