@@ -1,10 +1,22 @@
 #pragma once
-// The network model's parameters in one typed struct, loadable from / savable to JSON. Each default cites
-// its source in calibration.cpp. `fabricsim calibrate` fits these to measurements; `--calibration FILE`
-// loads a fitted file.
+// The network model's parameters in one typed struct, loadable from / savable to JSON
+// (docs/calibration.md, docs/calibration.schema.json). Each default cites its source in calibration.cpp.
+// `fabricsim calibrate` fits these to measurements; `--calibration FILE` loads a fitted file.
+//
+// Where each group is applied:
+//  - link[kind]: by the engine, per hop of that link kind (extra latency, capacity fraction). Defaults are
+//    neutral (0 s, 1.0) because the topology already carries nominal link latency/bandwidth and the
+//    achievable fraction is applied per transfer by the collective builder (below), so it is never
+//    applied twice.
+//  - algo[(algorithm, protocol)]: by models::build_schedule and the tuner: per-call base latency, per-step
+//    latency inside an NVLink domain and across the network, and the protocol/algorithm payload
+//    efficiency (wire bytes = payload bytes / efficiency).
+//  - extra: named factors (documented in calibration.cpp and docs/calibration.md); unknown names are
+//    rejected when loading.
 #include <array>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "sim/base/json_reader.hpp"
 #include "topologies/topology.hpp"
@@ -15,8 +27,12 @@ enum class Algorithm { Ring, Tree, Nvls, CollNet, Pat, Direct, Pairwise, Hierarc
 enum class Protocol { Simple, LL, LL128 };
 const char* to_string(Algorithm a);
 const char* to_string(Protocol p);
-bool parse_algorithm(const std::string& s, Algorithm& out);
-bool parse_protocol(const std::string& s, Protocol& out);
+bool parse_algorithm(const std::string& s, Algorithm& out);  // "ring", "tree", "nvls", "collnet", "pat", ...
+bool parse_protocol(const std::string& s, Protocol& out);    // "simple", "ll", "ll128"
+constexpr std::array<Algorithm, 8> kAllAlgorithms = {Algorithm::Ring,   Algorithm::Tree,     Algorithm::Nvls,
+                                                     Algorithm::CollNet, Algorithm::Pat,     Algorithm::Direct,
+                                                     Algorithm::Pairwise, Algorithm::Hierarchical};
+constexpr std::array<Protocol, 3> kAllProtocols = {Protocol::Simple, Protocol::LL, Protocol::LL128};
 
 struct LinkKindParams {
   double latency_s = 0;        // added per hop of this kind, on top of the topology's link latency
@@ -24,9 +40,10 @@ struct LinkKindParams {
 };
 
 struct AlgoProtoParams {
-  double base_latency_s = 0;   // once per collective call
-  double step_latency_s = 0;   // per algorithm step
-  double bw_efficiency = 1.0;  // protocol payload efficiency (LL: 8-byte lines carry 4 data bytes)
+  double base_latency_s = 0;      // once per collective call
+  double step_latency_s = 0;      // per algorithm step between GPUs of one NVLink domain
+  double net_step_latency_s = 0;  // per algorithm step that crosses the network (NIC)
+  double bw_efficiency = 1.0;     // protocol payload efficiency (LL: 8-byte lines carry 4 data bytes)
 };
 
 struct Calibration {
@@ -38,12 +55,22 @@ struct Calibration {
 
   const LinkKindParams& of(topo::LinkKind k) const { return link[static_cast<int>(k)]; }
   LinkKindParams& of(topo::LinkKind k) { return link[static_cast<int>(k)]; }
+  // Throws InputError when the pair has no entry (the protocol does not exist for that algorithm).
   const AlgoProtoParams& of(Algorithm a, Protocol p) const;
+  bool has(Algorithm a, Protocol p) const { return algo.count({a, p}) > 0; }
+  // Named factor; throws InputError when absent (a calibration file cannot remove keys, so only a
+  // hand-built struct can miss one).
+  double factor(const std::string& key) const;
+  // Achievable fraction of nominal NVLink bandwidth for a GPU model ("a100-80gb" matches
+  // "nvlink_efficiency.a100"); falls back to "nvlink_efficiency.default".
+  double nvlink_efficiency(const std::string& gpu_model) const;
 };
 
 Calibration default_calibration();
+// Starts from the defaults and overrides what the document names; unknown keys are errors naming
+// `file` and the JSON path.
 Calibration calibration_from_json(const Json& doc, const std::string& file);
 Calibration load_calibration(const std::string& path);
-Json calibration_to_json(const Calibration& c);
+Json calibration_to_json(const Calibration& c);  // full document; round-trips through calibration_from_json
 
 }  // namespace fabricsim::models
