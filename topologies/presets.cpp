@@ -1,0 +1,797 @@
+// Generated topology presets: single servers (dgx-a100, dgx-h100, dgx-b200, dgx1-v100, pcie-server),
+// NVLink-domain systems (gb200-nvl72, nvlink-switch-system) and `superpod` (N of those joined by a
+// rail-optimised InfiniBand/Ethernet fat tree).
+//
+// Sources. "HS" = /work/shared/data/hardware/hardware_specs.json (fabricsim's shared hardware facts; the
+// entity/fact named). Values HS marks "secondary"/"NOT verified" are flagged UNVERIFIED here as well.
+// Latencies are ESTIMATES TO BE CALIBRATED (no primary source was available); models/calibration
+// overrides them for timing studies.
+//
+// Bandwidths are per direction in bytes/s. A bundle of `count` physical links is one Link whose
+// bandwidth is count * per-link bandwidth.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "sim/base/error.hpp"
+#include "sim/base/units.hpp"
+#include "topologies/io.hpp"
+#include "topologies/presets_internal.hpp"
+
+namespace fabricsim::topo {
+
+namespace {
+
+// ---- Hardware constants ---------------------------------------------------------------------------
+// NVLink per-link bandwidth, per direction.
+// NVLink2 (V100): 25 GB/s per direction per link. HS "V100 SXM2 / NVLink bandwidth per link" (UNVERIFIED,
+// secondary source).
+constexpr double kNvlink2LinkBps = 25e9;
+// NVLink3 (A100): 12 links x 25 GB/s per direction = 300 GB/s. HS "A100 SXM4 / NVLink links per GPU and
+// per-link speed" (primary: nvidia-smi output) and "A100 SXM4 / NVLink aggregate per GPU" (600 GB/s bidir).
+constexpr double kNvlink3LinkBps = 25e9;
+// NVLink4 (H100/H200): 18 links, 900 GB/s bidirectional per GPU -> 25 GB/s per direction per link.
+// HS "H100/H200 SXM / NVLink links per GPU" (primary) and "H100 SXM5 / NVLink aggregate per GPU" (primary).
+constexpr double kNvlink4LinkBps = 25e9;
+// NVLink5 (B200): 18 links, 1.8 TB/s bidirectional per GPU -> 50 GB/s per direction per link.
+// HS "B200 / NVLink links per GPU" and "NVLink5 (Blackwell) / per-GPU NVLink bandwidth" (both UNVERIFIED,
+// secondary sources).
+constexpr double kNvlink5LinkBps = 50e9;
+// PCIe x16 per direction. Gen3 16 GB/s: HS "V100 SXM2 / NVLink links per GPU" quote ("El ancho de banda del
+// enlace PCIe es de 16 GB/s", UNVERIFIED). Gen4 32 GB/s and Gen5 64 GB/s (128 GB/s bidirectional): HS
+// "PCIe Gen4 x16 / Gen5 x16 / nominal bandwidth" (UNVERIFIED, secondary).
+constexpr double kPcie3Bps = 16e9;
+constexpr double kPcie4Bps = 32e9;
+constexpr double kPcie5Bps = 64e9;
+// CPU socket-to-socket interconnect (UPI/xGMI/QPI), per direction. ESTIMATE, not from a source: modelled
+// as one PCIe-kind link of the server's PCIe x16 bandwidth. Only pairs that cross sockets over PCIe use it.
+// InfiniBand HDR 200 Gb/s, NDR 400 Gb/s per port: HS "InfiniBand HDR / NDR / per-port line rate" (primary).
+constexpr double kHdrBps = 200 * kGbps;
+constexpr double kNdrBps = 400 * kGbps;
+// InfiniBand EDR 100 Gb/s (DGX-1 V100 had 4 EDR NICs): not in HS; DGX-1 product literature, UNVERIFIED.
+constexpr double kEdrBps = 100 * kGbps;
+
+// Latencies (seconds): ESTIMATES TO BE CALIBRATED.
+constexpr double kNvlinkLatS = 150e-9;   // GPU<->NVSwitch or GPU<->GPU NVLink hop (estimate)
+constexpr double kPcieLatS = 250e-9;     // one PCIe hop through a switch/root port (estimate)
+constexpr double kCpuLinkLatS = 300e-9;  // socket-to-socket hop (estimate)
+constexpr double kIbLatS = 300e-9;       // one InfiniBand cable + switch traversal (estimate)
+constexpr double kEthLatS = 600e-9;      // one Ethernet cable + switch traversal (estimate)
+
+const std::vector<std::string> kGpuModels = {"a100-40gb", "a100-80gb", "h100", "h200", "b200", "v100"};
+
+// ---- Parameters -------------------------------------------------------------------------------------
+class Params {
+ public:
+  Params(std::string preset, const std::map<std::string, std::string>& given,
+         std::vector<std::string> valid)
+      : preset_(std::move(preset)), given_(given), valid_(std::move(valid)) {
+    for (const auto& [k, v] : given_) {
+      if (std::find(valid_.begin(), valid_.end(), k) == valid_.end()) {
+        std::string list;
+        for (const auto& s : valid_) list += (list.empty() ? "" : ", ") + s;
+        throw InputError("--param " + k, "a parameter of preset '" + preset_ + "' (valid: " +
+                                             (list.empty() ? "none" : list) + ")");
+      }
+    }
+  }
+  bool has(const std::string& k) const { return given_.count(k) > 0; }
+  std::string str(const std::string& k, const std::string& dflt, const std::vector<std::string>& allowed) const {
+    auto it = given_.find(k);
+    if (it == given_.end()) return dflt;
+    if (std::find(allowed.begin(), allowed.end(), it->second) == allowed.end()) {
+      std::string list;
+      for (const auto& s : allowed) list += (list.empty() ? "" : ", ") + s;
+      throw InputError("--param " + k, "one of " + list + " (got '" + it->second + "')");
+    }
+    return it->second;
+  }
+  long long integer(const std::string& k, long long dflt, long long lo, long long hi) const {
+    auto it = given_.find(k);
+    if (it == given_.end()) return dflt;
+    long long v = parse_int(it->second, "--param " + k);
+    if (v < lo || v > hi)
+      throw InputError("--param " + k, "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                           "] for preset '" + preset_ + "' (got " + it->second + ")");
+    return v;
+  }
+  double real(const std::string& k, double dflt, double lo) const {
+    auto it = given_.find(k);
+    if (it == given_.end()) return dflt;
+    double v = parse_double(it->second, "--param " + k);
+    if (!(v >= lo) || !std::isfinite(v))
+      throw InputError("--param " + k, "a number >= " + std::to_string(lo) + " (got " + it->second + ")");
+    return v;
+  }
+  double bandwidth(const std::string& k, double dflt) const {
+    auto it = given_.find(k);
+    if (it == given_.end()) return dflt;
+    return parse_bandwidth(it->second, "--param " + k);
+  }
+
+ private:
+  std::string preset_;
+  const std::map<std::string, std::string>& given_;
+  std::vector<std::string> valid_;
+};
+
+std::string fmt_num(double v) {
+  std::ostringstream o;
+  o.precision(17);
+  o << v;
+  return o.str();
+}
+
+}  // namespace
+
+// ---- Server (host) builders ---------------------------------------------------------------------------
+
+std::vector<std::string> host_presets() {
+  return {"dgx-a100", "dgx-h100", "dgx-b200", "dgx1-v100", "pcie-server"};
+}
+
+HostSpec host_spec(const std::string& preset) {
+  HostSpec s;
+  s.preset = preset;
+  if (preset == "dgx-a100") {
+    // HS "DGX A100 / GPUs and NICs" (primary, MLPerf v2.0 system JSON): 8x A100-SXM4-80GB, 8x CX-6 HDR
+    // 200 Gb/s compute NICs, 2 CPUs. 6 NVSwitches: HS "DGX A100 / number of NVSwitch chips" (UNVERIFIED).
+    // 12 NVLink3 links per GPU, 2 to each NVSwitch: HS "A100 SXM4 / NVLink links per GPU ..." (primary).
+    s.gpu = "a100-80gb";
+    s.gpus = 8;
+    s.nvswitches = 6;
+    s.links_per_switch = {2, 2, 2, 2, 2, 2};
+    s.nvlink_link_Bps = kNvlink3LinkBps;
+    s.nvls = false;  // HS "A100 / NVLS support": not supported (primary)
+    s.nvswitch_model = "nvswitch-gen2";
+    s.nics = 8;
+    s.nic_Bps = kHdrBps;
+    s.nic_model = "connectx-6-hdr";
+    s.pcie_Bps = kPcie4Bps;  // HS "A100 SXM4 / PCIe": gen4
+    // PCIe tree: 4 PCIe switches with 2 GPUs and 2 NICs each, 2 per CPU socket. Modelling choice matching
+    // the DGX A100 system architecture whitepaper's block diagram (UNVERIFIED in this session).
+    s.pcie_switches = 4;
+    s.cpus = 2;
+  } else if (preset == "dgx-h100") {
+    // HS "DGX H100 (NVIDIA Eos) / GPUs and NICs" (primary): 8x H100-SXM5-80GB, 8x CX-7 NDR 400 Gb/s, 2 CPUs.
+    // 4 NVSwitches: HS "DGX H100 / number of NVSwitch chips" (UNVERIFIED). 18 NVLink4 links per GPU
+    // (HS "H100/H200 SXM / NVLink links per GPU", primary) split 5/4/4/5 over the 4 NVSwitches, as in the
+    // DGX H100 user guide's description of the board (UNVERIFIED in this session).
+    s.gpu = "h100";
+    s.gpus = 8;
+    s.nvswitches = 4;
+    s.links_per_switch = {5, 4, 4, 5};
+    s.nvlink_link_Bps = kNvlink4LinkBps;
+    s.nvls = true;  // NVLink SHARP: HS "A100 / NVLS support" ("NVLS was a new feature of H100")
+    s.nvswitch_model = "nvswitch-gen3";
+    s.nics = 8;
+    s.nic_Bps = kNdrBps;
+    s.nic_model = "connectx-7-ndr";
+    s.pcie_Bps = kPcie5Bps;  // HS "H100 SXM5 / PCIe": gen5
+    s.pcie_switches = 4;     // modelling choice: 2 GPUs + 2 NICs per PCIe switch (UNVERIFIED)
+    s.cpus = 2;
+  } else if (preset == "dgx-b200") {
+    // 8x B200 with 18 NVLink5 links each (HS "B200 / NVLink links per GPU", UNVERIFIED). 2 NVSwitch chips
+    // (fifth generation, 72 ports each: 8 GPUs x 18 links = 144 = 2 x 72) with 9 links per GPU to each:
+    // DGX B200 user guide, UNVERIFIED in this session. 8x 400 Gb/s NICs (issue 2 / DGX B200 datasheet,
+    // UNVERIFIED; line rate as HS "InfiniBand HDR / NDR").
+    s.gpu = "b200";
+    s.gpus = 8;
+    s.nvswitches = 2;
+    s.links_per_switch = {9, 9};
+    s.nvlink_link_Bps = kNvlink5LinkBps;
+    s.nvls = true;
+    s.nvswitch_model = "nvswitch-gen4";
+    s.nics = 8;
+    s.nic_Bps = kNdrBps;
+    s.nic_model = "connectx-7-ndr";
+    s.pcie_Bps = kPcie5Bps;
+    s.pcie_switches = 4;  // modelling choice (UNVERIFIED)
+    s.cpus = 2;
+  } else if (preset == "dgx1-v100") {
+    // 8x V100 SXM2, hybrid cube-mesh of NVLink2, 6 links per GPU, no NVSwitch: HS "V100 SXM2 / NVLink links
+    // per GPU" and "V100 SXM2 (DGX-1 style 8-GPU) / topology" (UNVERIFIED, secondary). 4 PCIe gen3 switches
+    // with 2 GPUs and 1 EDR NIC each, 2 CPUs: DGX-1 product literature (UNVERIFIED).
+    s.gpu = "v100";
+    s.gpus = 8;
+    s.nvswitches = 0;
+    s.nvlink_link_Bps = kNvlink2LinkBps;
+    s.nics = 4;
+    s.nic_Bps = kEdrBps;
+    s.nic_model = "connectx-4-edr";
+    s.pcie_Bps = kPcie3Bps;
+    s.pcie_switches = 4;
+    s.cpus = 2;
+    s.cube_mesh = true;
+  } else if (preset == "pcie-server") {
+    // A generic 8-GPU PCIe server without NVLink: 4 PCIe gen4 switches with 2 GPUs and 1 HDR NIC each, 2 CPU
+    // sockets. Illustrative configuration (not a specific product); gen4 x16 from HS "PCIe Gen4 x16".
+    s.gpu = "a100-80gb";
+    s.gpus = 8;
+    s.nvswitches = 0;
+    s.nvlink_link_Bps = 0;
+    s.nics = 4;
+    s.nic_Bps = kHdrBps;
+    s.nic_model = "connectx-6-hdr";
+    s.pcie_Bps = kPcie4Bps;
+    s.pcie_switches = 4;
+    s.cpus = 2;
+  } else {
+    throw InputError("--param node", "a server preset (one of dgx-a100, dgx-h100, dgx-b200, dgx1-v100, "
+                                     "pcie-server, gb200-nvl72; got '" + preset + "')");
+  }
+  return s;
+}
+
+// DGX-1 V100 hybrid cube-mesh: (gpu a, gpu b, NVLink count). Multiplicities as in the commonly published
+// `nvidia-smi topo -m` matrix of a DGX-1 V100 (UNVERIFIED against a primary source): each GPU has 6 links,
+// at most 2 per pair, GPU0-GPU5/6/7 (and symmetric pairs) have none and go over PCIe (HS "V100 SXM2
+// (DGX-1 style 8-GPU) / topology").
+const std::vector<std::array<int, 3>>& cube_mesh_edges() {
+  static const std::vector<std::array<int, 3>> e = {
+      {0, 1, 1}, {0, 2, 1}, {0, 3, 2}, {0, 4, 2}, {1, 2, 2}, {1, 3, 1}, {1, 5, 2}, {2, 3, 2},
+      {2, 6, 1}, {3, 7, 1}, {4, 5, 1}, {4, 6, 1}, {4, 7, 2}, {5, 6, 2}, {5, 7, 1}, {6, 7, 2}};
+  return e;
+}
+
+HostNodes add_host(TopologyBuilder& b, const HostSpec& s, int host, int domain) {
+  HostNodes out;
+  const std::string p = "n" + std::to_string(host) + ".";
+  for (int i = 0; i < s.gpus; ++i) {
+    Node n;
+    n.id = p + "gpu" + std::to_string(i);
+    n.kind = NodeKind::Gpu;
+    n.model = s.gpu;
+    n.host = host;
+    n.local_index = i;
+    n.nvlink_domain = (s.nvswitches > 0 || s.cube_mesh) ? domain : -1;
+    out.gpus.push_back(b.add_node(n));
+  }
+  for (int j = 0; j < s.nvswitches; ++j) {
+    Node n;
+    n.id = p + "nvsw" + std::to_string(j);
+    n.kind = NodeKind::NvSwitch;
+    n.model = s.nvswitch_model;
+    n.host = host;
+    n.local_index = j;
+    n.tier = 1;
+    n.nvls = s.nvls;
+    out.nvswitches.push_back(b.add_node(n));
+  }
+  for (int c = 0; c < s.cpus; ++c) {
+    Node n;
+    n.id = p + "cpu" + std::to_string(c);
+    n.kind = NodeKind::Cpu;
+    n.host = host;
+    n.local_index = c;
+    out.cpus.push_back(b.add_node(n));
+  }
+  for (int q = 0; q < s.pcie_switches; ++q) {
+    Node n;
+    n.id = p + "pcie" + std::to_string(q);
+    n.kind = NodeKind::PcieSwitch;
+    n.host = host;
+    n.local_index = q;
+    out.pcie_switches.push_back(b.add_node(n));
+  }
+  for (int k = 0; k < s.nics; ++k) {
+    Node n;
+    n.id = p + "nic" + std::to_string(k);
+    n.kind = NodeKind::Nic;
+    n.model = s.nic_model;
+    n.host = host;
+    n.local_index = k;
+    n.rail = k;
+    out.nics.push_back(b.add_node(n));
+  }
+  // NVLink.
+  if (s.cube_mesh) {
+    for (const auto& [a, c, cnt] : cube_mesh_edges())
+      b.add_link(out.gpus[a], out.gpus[c], LinkKind::NVLink, cnt * s.nvlink_link_Bps, kNvlinkLatS, cnt);
+  }
+  for (int i = 0; i < s.gpus; ++i)
+    for (int j = 0; j < s.nvswitches; ++j) {
+      int cnt = s.links_per_switch[j];
+      b.add_link(out.gpus[i], out.nvswitches[j], LinkKind::NVLink, cnt * s.nvlink_link_Bps, kNvlinkLatS, cnt);
+    }
+  // PCIe tree: GPU i and NIC k hang off PCIe switch i*P/G and k*P/N; switch q goes to CPU q*C/P.
+  const int P = s.pcie_switches, C = s.cpus;
+  if (P > 0) {
+    for (int i = 0; i < s.gpus; ++i)
+      b.add_link(out.gpus[i], out.pcie_switches[i * P / s.gpus], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
+    for (int k = 0; k < s.nics; ++k)
+      b.add_link(out.nics[k], out.pcie_switches[k * P / s.nics], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
+    if (C > 0)
+      for (int q = 0; q < P; ++q)
+        b.add_link(out.pcie_switches[q], out.cpus[q * C / P], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
+  } else if (C > 0) {
+    for (int i = 0; i < s.gpus; ++i)
+      b.add_link(out.gpus[i], out.cpus[i * C / s.gpus], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
+    for (int k = 0; k < s.nics; ++k)
+      b.add_link(out.nics[k], out.cpus[k * C / s.nics], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
+  }
+  // Socket interconnect (ESTIMATE, see kCpuLinkLatS): a chain cpu0-cpu1-...
+  for (int c = 0; c + 1 < C; ++c)
+    b.add_link(out.cpus[c], out.cpus[c + 1], LinkKind::PCIe, s.pcie_Bps, kCpuLinkLatS);
+  return out;
+}
+
+// Applies the node-level parameters shared by server presets and superpod.
+void apply_host_params(HostSpec& s, const std::map<std::string, std::string>& given, const std::string& preset,
+                       const std::vector<std::string>& valid) {
+  Params p(preset, given, valid);
+  s.gpu = p.str("gpu", s.gpu, kGpuModels);
+  if (s.cube_mesh) {
+    s.gpus = static_cast<int>(p.integer("gpus_per_node", 8, 8, 8));  // the cube-mesh is defined for 8
+  } else {
+    s.gpus = static_cast<int>(p.integer("gpus_per_node", s.gpus, 1, 16));
+  }
+  s.nics = static_cast<int>(p.integer("nics_per_node", s.nics, 0, 16));
+  s.nic_Bps = p.bandwidth("nic_bandwidth", s.nic_Bps);
+  if (p.has("nvlink_bandwidth")) {
+    if (s.nvswitches == 0 && !s.cube_mesh)
+      throw InputError("--param nvlink_bandwidth", "a preset with NVLink ('" + s.preset + "' has none)");
+    double total = p.bandwidth("nvlink_bandwidth", 0);
+    int links = 0;
+    if (s.cube_mesh) links = 6;
+    for (int c : s.links_per_switch) links += c;
+    s.nvlink_link_Bps = total / links;
+  }
+  if (s.pcie_switches > 0) {
+    // Keep the PCIe tree a tree: at most one switch per GPU.
+    s.pcie_switches = std::max(1, std::min(s.pcie_switches, s.gpus));
+  }
+}
+
+double host_nvlink_Bps(const HostSpec& s) {
+  int links = s.cube_mesh ? 6 : 0;
+  for (int c : s.links_per_switch) links += c;
+  return links * s.nvlink_link_Bps;
+}
+
+namespace {
+
+std::string bw_str(double Bps) { return fmt_num(Bps) + "B/s"; }
+
+void record_host_params(TopologyBuilder& b, const HostSpec& s) {
+  b.param("gpu", s.gpu);
+  b.param("gpus_per_node", std::to_string(s.gpus));
+  b.param("nics_per_node", std::to_string(s.nics));
+  b.param("nic_bandwidth", bw_str(s.nic_Bps));
+  if (s.nvswitches > 0 || s.cube_mesh) b.param("nvlink_bandwidth", bw_str(host_nvlink_Bps(s)));
+}
+
+const std::vector<std::string> kHostParams = {"gpu", "gpus_per_node", "nics_per_node", "nic_bandwidth",
+                                              "nvlink_bandwidth"};
+
+// ---- NVLink-domain systems --------------------------------------------------------------------------
+
+struct Nvl72Spec {
+  int trays = 18;
+  int gpus_per_tray = 4;
+  int nvswitch_chips = 18;
+  double link_Bps = kNvlink5LinkBps;
+  int nics_per_tray = 4;
+  double nic_Bps = kNdrBps;
+};
+
+// GB200 NVL72: 18 compute trays of 2 GB200 superchips (4 B200 GPUs, 2 Grace CPUs) and 9 NVSwitch trays
+// of 2 NVSwitch chips (18 chips). Each GPU has 18 NVLink5 links, one to every NVSwitch chip, so the 72
+// GPUs form one NVLink domain: HS "GB200 NVL72 / rack composition and NVLink bandwidth" (72 GPUs, 36 Grace,
+// 9 NVSwitch trays, 1.8 TB/s per GPU; UNVERIFIED, secondary) and HS "B200 / NVLink links per GPU".
+// Per tray: 4 ConnectX-7 400 Gb/s NICs (GB200 NVL72 reference design; UNVERIFIED); each superchip modelled
+// with one PCIe gen5 switch joining its Grace CPU, its 2 GPUs and 2 NICs (modelling choice; the Grace-GPU
+// NVLink-C2C link is not modelled).
+void add_nvl72(TopologyBuilder& b, const Nvl72Spec& s, int rack, int host0, int domain, std::vector<HostNodes>& hosts) {
+  std::vector<NodeId> sw;
+  const std::string rp = "rack" + std::to_string(rack) + ".";
+  for (int j = 0; j < s.nvswitch_chips; ++j) {
+    Node n;
+    n.id = rp + "nvsw" + std::to_string(j);
+    n.kind = NodeKind::NvSwitch;
+    n.model = "nvswitch-gen4";
+    n.local_index = j;
+    n.tier = 1;
+    n.nvls = true;
+    sw.push_back(b.add_node(n));
+  }
+  for (int t = 0; t < s.trays; ++t) {
+    int host = host0 + t;
+    HostNodes hn;
+    const std::string p = "n" + std::to_string(host) + ".";
+    for (int i = 0; i < s.gpus_per_tray; ++i) {
+      Node n;
+      n.id = p + "gpu" + std::to_string(i);
+      n.kind = NodeKind::Gpu;
+      n.model = "b200";
+      n.host = host;
+      n.local_index = i;
+      n.nvlink_domain = domain;
+      hn.gpus.push_back(b.add_node(n));
+    }
+    const int sc = std::max(1, s.gpus_per_tray / 2);  // superchips per tray
+    for (int c = 0; c < sc; ++c) {
+      Node n;
+      n.id = p + "cpu" + std::to_string(c);
+      n.kind = NodeKind::Cpu;
+      n.model = "grace";
+      n.host = host;
+      n.local_index = c;
+      hn.cpus.push_back(b.add_node(n));
+      Node q;
+      q.id = p + "pcie" + std::to_string(c);
+      q.kind = NodeKind::PcieSwitch;
+      q.host = host;
+      q.local_index = c;
+      hn.pcie_switches.push_back(b.add_node(q));
+    }
+    for (int k = 0; k < s.nics_per_tray; ++k) {
+      Node n;
+      n.id = p + "nic" + std::to_string(k);
+      n.kind = NodeKind::Nic;
+      n.model = "connectx-7-ndr";
+      n.host = host;
+      n.local_index = k;
+      n.rail = k;
+      hn.nics.push_back(b.add_node(n));
+    }
+    for (int i = 0; i < s.gpus_per_tray; ++i)
+      for (int j = 0; j < s.nvswitch_chips; ++j)
+        b.add_link(hn.gpus[i], sw[j], LinkKind::NVLink, s.link_Bps, kNvlinkLatS, 1);
+    for (int i = 0; i < s.gpus_per_tray; ++i)
+      b.add_link(hn.gpus[i], hn.pcie_switches[i * sc / s.gpus_per_tray], LinkKind::PCIe, kPcie5Bps, kPcieLatS);
+    for (int k = 0; k < s.nics_per_tray; ++k)
+      b.add_link(hn.nics[k], hn.pcie_switches[k * sc / s.nics_per_tray], LinkKind::PCIe, kPcie5Bps, kPcieLatS);
+    for (int c = 0; c < sc; ++c) b.add_link(hn.pcie_switches[c], hn.cpus[c], LinkKind::PCIe, kPcie5Bps, kPcieLatS);
+    for (int c = 0; c + 1 < sc; ++c) b.add_link(hn.cpus[c], hn.cpus[c + 1], LinkKind::PCIe, kPcie5Bps, kCpuLinkLatS);
+    hosts.push_back(std::move(hn));
+  }
+}
+
+Nvl72Spec nvl72_params(const std::map<std::string, std::string>& given, const std::string& preset,
+                       const std::vector<std::string>& valid) {
+  Params p(preset, given, valid);
+  Nvl72Spec s;
+  p.str("gpu", "b200", {"b200"});
+  s.nics_per_tray = static_cast<int>(p.integer("nics_per_node", s.nics_per_tray, 0, 8));
+  s.nic_Bps = p.bandwidth("nic_bandwidth", s.nic_Bps);
+  if (p.has("nvlink_bandwidth")) s.link_Bps = p.bandwidth("nvlink_bandwidth", 0) / s.nvswitch_chips;
+  return s;
+}
+
+void record_nvl72(TopologyBuilder& b, const Nvl72Spec& s) {
+  b.param("gpu", "b200");
+  b.param("nics_per_node", std::to_string(s.nics_per_tray));
+  b.param("nic_bandwidth", bw_str(s.nic_Bps));
+  b.param("nvlink_bandwidth", bw_str(s.link_Bps * s.nvswitch_chips));
+}
+
+Topology build_gb200_nvl72(const std::map<std::string, std::string>& given) {
+  const std::vector<std::string> valid = {"gpu", "nics_per_node", "nic_bandwidth", "nvlink_bandwidth"};
+  Nvl72Spec s = nvl72_params(given, "gb200-nvl72", valid);
+  TopologyBuilder b("gb200-nvl72");
+  b.param("preset", "gb200-nvl72");
+  record_nvl72(b, s);
+  std::vector<HostNodes> hosts;
+  add_nvl72(b, s, 0, 0, 0, hosts);
+  return std::move(b).build("preset gb200-nvl72");
+}
+
+// NVLink Switch System (Hopper): up to 32 DGX H100 servers (256 GPUs) in one NVLink network. HS "NVLink
+// Switch System (Hopper) / max GPUs and all-to-all bandwidth" (primary: 256 GPUs, 57.6 TB/s all-to-all =
+// 128 GPUs x 450 GB/s, i.e. non-blocking) and "Hopper NVLink Switch System / per-GPU bandwidth across
+// servers" (900 GB/s bidirectional per GPU). Model: each server's 4 NVSwitches (tier 1) send as many NVLink4
+// links up as they receive from GPUs (non-blocking) to tier-2 NVSwitch chips: 2*split[j] chips for the
+// plane of switch j (10+8+8+10 = 36 chips, matching 18 two-chip NVLink Switch units), 4 links from every
+// server's plane-j switch to each. Port counts of the real chips are not enforced (bandwidth-equivalent
+// model, UNVERIFIED wiring).
+Topology build_nvlink_switch_system(const std::map<std::string, std::string>& given) {
+  const std::vector<std::string> valid = {"nodes", "gpu", "nics_per_node", "nic_bandwidth", "nvlink_bandwidth"};
+  Params p("nvlink-switch-system", given, valid);
+  const int nodes = static_cast<int>(p.integer("nodes", 32, 1, 32));
+  std::map<std::string, std::string> hp;
+  for (const auto& [k, v] : given)
+    if (k != "nodes") hp[k] = v;
+  HostSpec s = host_spec("dgx-h100");
+  std::vector<std::string> hvalid = {"gpu", "nics_per_node", "nic_bandwidth", "nvlink_bandwidth"};
+  {
+    Params hpp("nvlink-switch-system", hp, hvalid);
+    s.gpu = hpp.str("gpu", "h100", {"h100", "h200"});
+    s.nics = static_cast<int>(hpp.integer("nics_per_node", s.nics, 0, 16));
+    s.nic_Bps = hpp.bandwidth("nic_bandwidth", s.nic_Bps);
+    if (hpp.has("nvlink_bandwidth")) s.nvlink_link_Bps = hpp.bandwidth("nvlink_bandwidth", 0) / 18.0;
+  }
+  TopologyBuilder b("nvlink-switch-system");
+  b.param("preset", "nvlink-switch-system");
+  b.param("nodes", std::to_string(nodes));
+  b.param("gpu", s.gpu);
+  b.param("nics_per_node", std::to_string(s.nics));
+  b.param("nic_bandwidth", bw_str(s.nic_Bps));
+  b.param("nvlink_bandwidth", bw_str(host_nvlink_Bps(s)));
+  std::vector<HostNodes> hosts;
+  for (int h = 0; h < nodes; ++h) hosts.push_back(add_host(b, s, h, 0));
+  const int per = 4;  // links from one server's plane-j switch to one tier-2 chip
+  for (int j = 0; j < s.nvswitches; ++j) {
+    const int chips = 8 * s.links_per_switch[j] / per;  // = 2 * split[j] for 8 GPUs
+    for (int c = 0; c < chips; ++c) {
+      Node n;
+      n.id = "l2.p" + std::to_string(j) + ".nvsw" + std::to_string(c);
+      n.kind = NodeKind::NvSwitch;
+      n.model = "nvswitch-gen3";
+      n.local_index = c;
+      n.tier = 2;
+      n.nvls = true;
+      NodeId l2 = b.add_node(n);
+      for (int h = 0; h < nodes; ++h)
+        b.add_link(hosts[h].nvswitches[j], l2, LinkKind::NVLink, per * s.nvlink_link_Bps, kNvlinkLatS, per);
+    }
+  }
+  return std::move(b).build("preset nvlink-switch-system");
+}
+
+}  // namespace
+
+// ---- Fat tree ------------------------------------------------------------------------------------------
+
+FatTreeShape plan_fat_tree(int endpoints_per_rail, int rails, int radix, double oversubscription, int tiers) {
+  FatTreeShape f;
+  if (radix < 4) throw InputError("--param radix", "a switch radix >= 4");
+  // Leaf: d downlinks, u uplinks, d:u = oversubscription (all ports at the same speed).
+  f.down = static_cast<int>(std::lround(radix * oversubscription / (1.0 + oversubscription)));
+  f.down = std::clamp(f.down, 1, radix - 1);
+  f.up = radix - f.down;
+  f.leaves_per_rail = (endpoints_per_rail + f.down - 1) / f.down;
+  f.rails = rails;
+  const long long total_leaves = static_cast<long long>(f.leaves_per_rail) * rails;
+  const long long leaf_uplinks = total_leaves * f.up;
+  auto smallest_divisor_at_least = [](int n, long long need) -> int {
+    for (int c = 1; c <= n; ++c)
+      if (n % c == 0 && c >= need) return c;
+    return -1;
+  };
+  auto fits2 = [&]() { return total_leaves <= radix; };
+  if (tiers == 0) tiers = fits2() ? 2 : 3;
+  f.tiers = tiers;
+  if (tiers == 2) {
+    if (!fits2())
+      throw InputError("--param tiers", "3 tiers or a larger radix: a 2-tier fat tree of radix " +
+                                            std::to_string(radix) + " connects at most " + std::to_string(radix) +
+                                            " leaves, this one needs " + std::to_string(total_leaves));
+    // Spines: every leaf connects to every spine with `bundle` links; the fewest spines whose ports
+    // suffice.
+    long long need = (leaf_uplinks + radix - 1) / radix;
+    f.spines = smallest_divisor_at_least(f.up, need);
+    f.leaf_spine_bundle = f.up / f.spines;
+    f.pods = 1;
+    f.leaves_per_pod = static_cast<int>(total_leaves);
+    return f;
+  }
+  if (tiers != 3) throw InputError("--param tiers", "2 or 3 (got " + std::to_string(tiers) + ")");
+  // Pods of up to radix/2 leaves; each leaf sends one link to each of the pod's `up` spines; spines send
+  // radix/2 links up (non-blocking above the leaf) to core group s (spine index within the pod).
+  f.leaves_per_pod = radix / 2;
+  f.pods = static_cast<int>((total_leaves + f.leaves_per_pod - 1) / f.leaves_per_pod);
+  if (f.leaves_per_pod > total_leaves) f.leaves_per_pod = static_cast<int>(total_leaves);
+  f.spines_per_pod = f.up;
+  f.leaf_spine_bundle = 1;
+  const int spine_up = radix / 2;
+  if (f.pods > radix)
+    throw InputError("--param nodes", "a fabric that fits 3 tiers of radix " + std::to_string(radix) + " (needs " +
+                                          std::to_string(f.pods) + " pods, at most " + std::to_string(radix) + ")");
+  long long need = (static_cast<long long>(f.pods) * spine_up + radix - 1) / radix;
+  f.cores_per_group = smallest_divisor_at_least(spine_up, need);
+  if (f.cores_per_group < 0)
+    throw InputError("--param nodes", "a fabric that fits 3 tiers of radix " + std::to_string(radix));
+  f.spine_core_bundle = spine_up / f.cores_per_group;
+  f.spines = f.pods * f.spines_per_pod;
+  return f;
+}
+
+FatTreeNodes add_fat_tree(TopologyBuilder& b, const std::vector<std::vector<NodeId>>& rails, const FatTreeShape& f,
+                          double port_Bps, bool ethernet) {
+  FatTreeNodes out;
+  const NodeKind sk = ethernet ? NodeKind::EthSwitch : NodeKind::IbSwitch;
+  const LinkKind lk = ethernet ? LinkKind::Ethernet : LinkKind::InfiniBand;
+  const double lat = ethernet ? kEthLatS : kIbLatS;
+  // IB switch model by port speed: Quantum (HDR, QM8700, 40 ports) / Quantum-2 (NDR, QM9700, 64 ports);
+  // both support SHARP in-network reduction (NVIDIA Quantum / Quantum-2 datasheets; UNVERIFIED here).
+  const std::string model = ethernet ? "ethernet-switch" : (port_Bps > kHdrBps ? "quantum-2" : "quantum");
+  auto mk = [&](const std::string& id, int tier, int rail, int idx) {
+    Node n;
+    n.id = id;
+    n.kind = sk;
+    n.model = model;
+    n.tier = tier;
+    n.rail = rail;
+    n.local_index = idx;
+    n.sharp = !ethernet;
+    return b.add_node(n);
+  };
+  // Leaves, ordered so that pod p holds consecutive groups of (endpoint group, all rails): leaf index
+  // g*R + r is group g of rail r.
+  const int R = f.rails;
+  out.leaves.resize(static_cast<std::size_t>(f.leaves_per_rail) * R);
+  for (int g = 0; g < f.leaves_per_rail; ++g)
+    for (int r = 0; r < R; ++r) {
+      out.leaves[g * R + r] = mk("leaf.r" + std::to_string(r) + "." + std::to_string(g), 1, r, g);
+      const auto& eps = rails[r];
+      for (int e = g * f.down; e < std::min<int>((g + 1) * f.down, eps.size()); ++e)
+        b.add_link(eps[e], out.leaves[g * R + r], lk, port_Bps, lat, 1);
+    }
+  if (f.tiers == 2) {
+    for (int s = 0; s < f.spines; ++s) out.spines.push_back(mk("spine." + std::to_string(s), 2, -1, s));
+    for (NodeId leaf : out.leaves)
+      for (NodeId sp : out.spines)
+        b.add_link(leaf, sp, lk, f.leaf_spine_bundle * port_Bps, lat, f.leaf_spine_bundle);
+    return out;
+  }
+  for (int p = 0; p < f.pods; ++p)
+    for (int s = 0; s < f.spines_per_pod; ++s)
+      out.spines.push_back(mk("spine.p" + std::to_string(p) + "." + std::to_string(s), 2, -1, s));
+  for (std::size_t li = 0; li < out.leaves.size(); ++li) {
+    int p = static_cast<int>(li / f.leaves_per_pod);
+    for (int s = 0; s < f.spines_per_pod; ++s)
+      b.add_link(out.leaves[li], out.spines[p * f.spines_per_pod + s], lk, port_Bps, lat, 1);
+  }
+  for (int g = 0; g < f.spines_per_pod; ++g)
+    for (int c = 0; c < f.cores_per_group; ++c) {
+      NodeId core = mk("core." + std::to_string(g) + "." + std::to_string(c), 3, -1, c);
+      out.cores.push_back(core);
+      for (int p = 0; p < f.pods; ++p)
+        b.add_link(out.spines[p * f.spines_per_pod + g], core, lk, f.spine_core_bundle * port_Bps, lat,
+                   f.spine_core_bundle);
+    }
+  return out;
+}
+
+namespace {
+
+Topology build_server(const std::string& name, const std::map<std::string, std::string>& given) {
+  HostSpec s = host_spec(name);
+  apply_host_params(s, given, name, kHostParams);
+  TopologyBuilder b(name);
+  b.param("preset", name);
+  record_host_params(b, s);
+  add_host(b, s, 0, 0);
+  return std::move(b).build("preset " + name);
+}
+
+Topology build_superpod(const std::map<std::string, std::string>& given) {
+  const std::vector<std::string> valid = {"nodes", "node", "gpu", "gpus_per_node", "nics_per_node", "nic_bandwidth",
+                                          "nvlink_bandwidth", "tiers", "radix", "oversubscription", "fabric"};
+  Params p("superpod", given, valid);
+  const int nodes = static_cast<int>(p.integer("nodes", 32, 1, 100000));
+  std::vector<std::string> node_kinds = host_presets();
+  node_kinds.push_back("gb200-nvl72");
+  const std::string node = p.str("node", "dgx-h100", node_kinds);
+  const std::string fabric = p.str("fabric", "infiniband", {"infiniband", "ethernet"});
+  const bool eth = fabric == "ethernet";
+  const int tiers = static_cast<int>(p.integer("tiers", 0, 0, 3));
+  if (p.has("tiers") && tiers < 2) throw InputError("--param tiers", "2 or 3");
+  const double over = p.real("oversubscription", 1.0, 1.0);
+  std::map<std::string, std::string> hp;
+  for (const auto& [k, v] : given)
+    if (std::find(kHostParams.begin(), kHostParams.end(), k) != kHostParams.end()) hp[k] = v;
+
+  TopologyBuilder b("superpod");
+  b.param("preset", "superpod");
+  b.param("nodes", std::to_string(nodes));
+  b.param("node", node);
+  b.param("fabric", fabric);
+  std::vector<std::vector<NodeId>> rails;
+  double port_Bps = 0;
+  if (node == "gb200-nvl72") {
+    Nvl72Spec s = nvl72_params(hp, "superpod", valid);
+    if (p.has("gpus_per_node")) throw InputError("--param gpus_per_node", "no value for node=gb200-nvl72 (72 GPUs fixed)");
+    if (s.nics_per_tray < 1) throw InputError("--param nics_per_node", "at least 1 NIC per tray for a superpod");
+    record_nvl72(b, s);
+    port_Bps = s.nic_Bps;
+    rails.resize(s.nics_per_tray);
+    for (int u = 0; u < nodes; ++u) {
+      std::vector<HostNodes> hosts;
+      add_nvl72(b, s, u, u * s.trays, u, hosts);
+      for (const auto& h : hosts)
+        for (int k = 0; k < s.nics_per_tray; ++k) rails[k].push_back(h.nics[k]);
+    }
+  } else {
+    HostSpec s = host_spec(node);
+    apply_host_params(s, hp, "superpod", valid);
+    if (s.nics < 1) throw InputError("--param nics_per_node", "at least 1 NIC per node for a superpod");
+    record_host_params(b, s);
+    port_Bps = s.nic_Bps;
+    rails.resize(s.nics);
+    for (int h = 0; h < nodes; ++h) {
+      HostNodes hn = add_host(b, s, h, h);
+      for (int k = 0; k < s.nics; ++k) rails[k].push_back(hn.nics[k]);
+    }
+  }
+  // Switch radix default: 64 ports for NDR (Quantum-2 QM9700) and Ethernet, 40 for HDR (Quantum QM8700)
+  // and slower (NVIDIA switch datasheets; UNVERIFIED in this session).
+  const int dflt_radix = (!eth && port_Bps <= kHdrBps) ? 40 : 64;
+  const int radix = static_cast<int>(p.integer("radix", dflt_radix, 4, 1024));
+  FatTreeShape f = plan_fat_tree(static_cast<int>(rails[0].size()), static_cast<int>(rails.size()), radix, over, tiers);
+  b.param("tiers", std::to_string(f.tiers));
+  b.param("radix", std::to_string(radix));
+  b.param("oversubscription", fmt_num(over));
+  add_fat_tree(b, rails, f, port_Bps, eth);
+  return std::move(b).build("preset superpod");
+}
+
+std::vector<PresetInfo> make_presets() {
+  auto host_params = [](const HostSpec& s) {
+    std::vector<std::pair<std::string, std::string>> v = {
+        {"gpu", "GPU model, one of a100-40gb a100-80gb h100 h200 b200 v100 (default " + s.gpu + ")"},
+        {"gpus_per_node", "GPUs in the server (default " + std::to_string(s.gpus) + ")"},
+        {"nics_per_node", "network NICs (rails) in the server (default " + std::to_string(s.nics) + ")"},
+        {"nic_bandwidth", "per-NIC bandwidth per direction, e.g. 200Gbps (default " + format_bandwidth(s.nic_Bps) + ")"}};
+    if (s.nvswitches > 0 || s.cube_mesh)
+      v.push_back({"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction, e.g. 450GB/s (default " +
+                                           format_bandwidth(host_nvlink_Bps(s)) + ")"});
+    else
+      v.push_back({"nvlink_bandwidth", "not applicable (no NVLink); giving it is an error"});
+    return v;
+  };
+  std::vector<PresetInfo> out;
+  out.push_back({"dgx-a100", "8x A100 SXM4, 12 NVLink3 links each to 6 NVSwitches, 8x HDR 200 Gb/s NICs, PCIe gen4",
+                 host_params(host_spec("dgx-a100"))});
+  out.push_back({"dgx-h100", "8x H100 SXM5, 18 NVLink4 links (5/4/4/5) to 4 NVLS NVSwitches, 8x NDR 400 Gb/s NICs",
+                 host_params(host_spec("dgx-h100"))});
+  out.push_back({"dgx-b200", "8x B200, 18 NVLink5 links (9/9) to 2 NVSwitches, 8x 400 Gb/s NICs",
+                 host_params(host_spec("dgx-b200"))});
+  out.push_back({"dgx1-v100", "8x V100 SXM2 in the NVLink2 hybrid cube-mesh (no NVSwitch), 4x EDR NICs",
+                 host_params(host_spec("dgx1-v100"))});
+  out.push_back({"pcie-server", "8 GPUs behind 4 PCIe gen4 switches, no NVLink, 4x HDR NICs",
+                 host_params(host_spec("pcie-server"))});
+  out.push_back({"gb200-nvl72", "72 B200 GPUs (18 trays of 4) in one NVLink5 domain over 18 NVSwitch chips",
+                 {{"gpu", "b200 only (default b200)"},
+                  {"nics_per_node", "NICs per compute tray (default 4)"},
+                  {"nic_bandwidth", "per-NIC bandwidth per direction (default 50.0 GB/s)"},
+                  {"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction (default 900.0 GB/s)"}}});
+  out.push_back({"nvlink-switch-system", "up to 32 DGX H100 (256 GPUs) in one NVLink network via tier-2 NVSwitches",
+                 {{"nodes", "DGX H100 servers, 1..32 (default 32)"},
+                  {"gpu", "h100 or h200 (default h100)"},
+                  {"nics_per_node", "NICs per server, not attached to a fabric (default 8)"},
+                  {"nic_bandwidth", "per-NIC bandwidth per direction (default 50.0 GB/s)"},
+                  {"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction (default 450.0 GB/s)"}}});
+  out.push_back({"superpod", "N servers joined by a rail-optimised InfiniBand/Ethernet fat tree",
+                 {{"nodes", "number of servers (racks for node=gb200-nvl72) (default 32)"},
+                  {"node", "server preset: dgx-a100 dgx-h100 dgx-b200 dgx1-v100 pcie-server gb200-nvl72 (default dgx-h100)"},
+                  {"gpu", "GPU model override (default: the node preset's)"},
+                  {"gpus_per_node", "GPUs per server (default: the node preset's)"},
+                  {"nics_per_node", "NICs = rails per server (default: the node preset's)"},
+                  {"nic_bandwidth", "per-NIC and per-fabric-port bandwidth per direction (default: the node preset's)"},
+                  {"nvlink_bandwidth", "NVLink bandwidth per GPU per direction (default: the node preset's)"},
+                  {"tiers", "2 (leaf/spine) or 3 (leaf/spine/core) (default: 2 if it fits the radix, else 3)"},
+                  {"radix", "switch ports (default 64; 40 for HDR-speed InfiniBand)"},
+                  {"oversubscription", "leaf downlink:uplink bandwidth ratio, >= 1 (default 1)"},
+                  {"fabric", "infiniband or ethernet (default infiniband)"}}});
+  return out;
+}
+
+}  // namespace
+
+const std::vector<PresetInfo>& presets() {
+  static const std::vector<PresetInfo> kPresets = make_presets();  // immutable after first use
+  return kPresets;
+}
+
+bool is_preset(const std::string& name) {
+  for (const auto& p : presets())
+    if (p.name == name) return true;
+  return false;
+}
+
+Topology build_preset(const std::string& name, const std::map<std::string, std::string>& params) {
+  for (const auto& h : host_presets())
+    if (name == h) return build_server(name, params);
+  if (name == "gb200-nvl72") return build_gb200_nvl72(params);
+  if (name == "nvlink-switch-system") return build_nvlink_switch_system(params);
+  if (name == "superpod") return build_superpod(params);
+  std::string list;
+  for (const auto& p : presets()) list += (list.empty() ? "" : ", ") + p.name;
+  throw InputError("topology '" + name + "'", "a preset name (" + list + ") or an existing JSON file");
+}
+
+}  // namespace fabricsim::topo

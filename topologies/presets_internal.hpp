@@ -1,0 +1,64 @@
+#pragma once
+// Building blocks of the presets (topologies/presets.cpp), exposed for tests and for composing custom
+// clusters in code. Not a stable API.
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "topologies/topology.hpp"
+
+namespace fabricsim::topo {
+
+// One server: GPUs, NVSwitches, a PCIe tree (PCIe switches under CPU sockets) and NICs.
+struct HostSpec {
+  std::string preset;
+  std::string gpu;                    // model name
+  int gpus = 8;
+  int nvswitches = 0;
+  std::vector<int> links_per_switch;  // NVLinks from each GPU to NVSwitch j
+  double nvlink_link_Bps = 0;         // one NVLink, per direction
+  bool nvls = false;
+  std::string nvswitch_model;
+  bool cube_mesh = false;             // DGX-1 hybrid cube-mesh (8 GPUs, no NVSwitch)
+  int nics = 0;
+  double nic_Bps = 0;                 // per NIC, per direction
+  std::string nic_model;
+  double pcie_Bps = 0;                // PCIe x16 per direction
+  int pcie_switches = 0;
+  int cpus = 0;
+};
+
+struct HostNodes {
+  std::vector<NodeId> gpus, nvswitches, cpus, pcie_switches, nics;
+};
+
+std::vector<std::string> host_presets();
+HostSpec host_spec(const std::string& preset);  // InputError for unknown names
+const std::vector<std::array<int, 3>>& cube_mesh_edges();
+// Adds server `host` (ids "n<host>.gpu<i>", ...); GPUs get nvlink_domain `domain` when they have NVLink.
+HostNodes add_host(TopologyBuilder& b, const HostSpec& s, int host, int domain);
+void apply_host_params(HostSpec& s, const std::map<std::string, std::string>& given, const std::string& preset,
+                       const std::vector<std::string>& valid);
+double host_nvlink_Bps(const HostSpec& s);  // per GPU per direction
+
+// Rail-optimised fat tree. Leaves have `down` endpoint ports and `up` uplinks (down:up =
+// oversubscription); rail r's endpoints fill rail r's leaves in order.
+// 2 tiers: every leaf connects to every spine with `leaf_spine_bundle` links.
+// 3 tiers: pods of `leaves_per_pod` leaves (all rails of consecutive endpoint groups) each with
+// `spines_per_pod` spines (one link from every leaf of the pod); spine s of every pod connects to the
+// `cores_per_group` cores of core group s with `spine_core_bundle` links each.
+struct FatTreeShape {
+  int tiers = 2, rails = 1, down = 0, up = 0, leaves_per_rail = 0;
+  int spines = 0, leaf_spine_bundle = 1;
+  int pods = 1, leaves_per_pod = 0, spines_per_pod = 0, cores_per_group = 0, spine_core_bundle = 1;
+};
+// tiers = 0 picks 2 if it fits, else 3. InputError if the radix cannot build it.
+FatTreeShape plan_fat_tree(int endpoints_per_rail, int rails, int radix, double oversubscription, int tiers);
+struct FatTreeNodes {
+  std::vector<NodeId> leaves, spines, cores;
+};
+FatTreeNodes add_fat_tree(TopologyBuilder& b, const std::vector<std::vector<NodeId>>& rails, const FatTreeShape& f,
+                          double port_Bps, bool ethernet);
+
+}  // namespace fabricsim::topo
