@@ -1,0 +1,663 @@
+#include "validate/nccl_log.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "sim/base/error.hpp"
+#include "sim/base/units.hpp"
+
+namespace fabricsim::validate {
+namespace {
+
+std::vector<std::string> split_ws(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  std::string t;
+  while (in >> t) out.push_back(t);
+  return out;
+}
+
+std::string trim(const std::string& s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string where(const std::string& source, std::size_t line) {
+  return source + ":" + std::to_string(line);
+}
+
+double num(const std::string& tok, const std::string& source, std::size_t line, const char* what) {
+  try {
+    return parse_double(tok, what);
+  } catch (const InputError&) {
+    throw InputError(where(source, line), std::string("expected a number for ") + what + ", got '" + tok + "'");
+  }
+}
+
+long long integer(const std::string& tok, const std::string& source, std::size_t line, const char* what) {
+  try {
+    return parse_int(tok, what);
+  } catch (const InputError&) {
+    throw InputError(where(source, line), std::string("expected an integer for ") + what + ", got '" + tok + "'");
+  }
+}
+
+// Table column layout, from the "#  size  count  type  redop [root]  time algbw busbw error|#wrong ..." line.
+struct Layout {
+  bool has_root = false;
+  bool legacy_error = false;  // "error" column (max numeric error) instead of "#wrong"
+};
+
+bool is_table_header(const std::vector<std::string>& t) {
+  // "#", "size", "count", "type", "redop", ...
+  return t.size() >= 6 && t[0] == "#" && t[1] == "size" && t[2] == "count" && t[3] == "type";
+}
+
+void parse_header_line(const std::vector<std::string>& t, RunHeader& h, const std::string& source,
+                       std::size_t line) {
+  // Tokens after "#": "nThread 1 nGpus 1 minBytes 4 maxBytes 33554432 step: 2(factor) warmup iters: 5 ..."
+  static const std::set<std::string> bare_keys = {"nThread", "nGpus", "minBytes", "maxBytes"};
+  std::vector<std::string> key;
+  std::map<std::string, std::string> kv;
+  for (std::size_t i = 1; i < t.size(); ++i) {
+    const std::string& tok = t[i];
+    bool value_slot = !key.empty() && (key.back().back() == ':' || bare_keys.count(key.back()));
+    if (value_slot) {
+      std::string k;
+      for (std::size_t j = 0; j < key.size(); ++j) {
+        if (j) k += ' ';
+        k += key[j];
+      }
+      if (!k.empty() && k.back() == ':') k.pop_back();
+      kv[k] = tok;
+      key.clear();
+    } else {
+      key.push_back(tok);
+    }
+  }
+  if (!key.empty()) throw InputError(where(source, line), "header key '" + key.front() + "' has no value");
+  auto take_int = [&](const char* k, int& out, bool required) {
+    auto it = kv.find(k);
+    if (it == kv.end()) {
+      if (required) throw InputError(where(source, line), std::string("header lacks '") + k + "'");
+      return;
+    }
+    out = static_cast<int>(integer(it->second, source, line, k));
+    kv.erase(it);
+  };
+  auto take_u64 = [&](const char* k, std::uint64_t& out) {
+    auto it = kv.find(k);
+    if (it == kv.end()) throw InputError(where(source, line), std::string("header lacks '") + k + "'");
+    long long v = integer(it->second, source, line, k);
+    if (v < 0) throw InputError(where(source, line), std::string(k) + " must be >= 0");
+    out = static_cast<std::uint64_t>(v);
+    kv.erase(it);
+  };
+  take_int("nThread", h.nthread, true);
+  take_int("nGpus", h.ngpus, true);
+  take_u64("minBytes", h.min_bytes);
+  take_u64("maxBytes", h.max_bytes);
+  if (auto it = kv.find("step"); it != kv.end()) {
+    h.step = it->second;
+    kv.erase(it);
+  }
+  take_int("warmup iters", h.warmup_iters, false);
+  take_int("iters", h.iters, false);
+  take_int("agg iters", h.agg_iters, false);
+  take_int("validation", h.validation, false);
+  take_int("graph", h.graph, false);
+  h.extra = std::move(kv);
+}
+
+RankInfo parse_rank_line(const std::vector<std::string>& t, const std::string& source, std::size_t line) {
+  // "#" "Rank" N ["Group" G] "Pid" P "on" HOST "device" D "[BUS]" NAME...
+  RankInfo r;
+  std::size_t i = 1;
+  auto expect = [&](const char* word) {
+    if (i >= t.size() || t[i] != word)
+      throw InputError(where(source, line), std::string("rank line: expected '") + word + "'");
+    ++i;
+  };
+  auto next = [&](const char* what) -> const std::string& {
+    if (i >= t.size()) throw InputError(where(source, line), std::string("rank line: missing ") + what);
+    return t[i++];
+  };
+  expect("Rank");
+  r.rank = static_cast<int>(integer(next("rank"), source, line, "rank"));
+  if (i < t.size() && t[i] == "Group") {
+    ++i;
+    r.group = static_cast<int>(integer(next("group"), source, line, "group"));
+  }
+  expect("Pid");
+  r.pid = integer(next("pid"), source, line, "pid");
+  expect("on");
+  r.host = next("host");
+  expect("device");
+  r.device = static_cast<int>(integer(next("device"), source, line, "device"));
+  if (i < t.size() && t[i].size() >= 2 && t[i].front() == '[' && t[i].back() == ']') {
+    r.bus_id = t[i].substr(1, t[i].size() - 2);
+    ++i;
+  }
+  for (; i < t.size(); ++i) {
+    if (!r.gpu_name.empty()) r.gpu_name += ' ';
+    r.gpu_name += t[i];
+  }
+  if (r.gpu_name.empty()) throw InputError(where(source, line), "rank line: missing GPU name");
+  return r;
+}
+
+Row parse_row(const std::vector<std::string>& t, const Layout& lay, const std::string& source, std::size_t line) {
+  const std::size_t expected = lay.has_root ? 13 : 12;
+  if (t.size() != expected)
+    throw InputError(where(source, line), "table row has " + std::to_string(t.size()) + " fields, expected " +
+                                              std::to_string(expected));
+  Row r;
+  std::size_t i = 0;
+  long long size = integer(t[i++], source, line, "size");
+  long long count = integer(t[i++], source, line, "count");
+  if (size < 0 || count < 0) throw InputError(where(source, line), "size and count must be >= 0");
+  r.size_bytes = static_cast<std::uint64_t>(size);
+  r.count = static_cast<std::uint64_t>(count);
+  r.type = t[i++];
+  r.redop = t[i++];
+  if (lay.has_root) r.root = static_cast<int>(integer(t[i++], source, line, "root"));
+  for (Side* s : {&r.oop, &r.ip}) {
+    s->present = true;
+    s->time_us = num(t[i++], source, line, "time (us)");
+    s->algbw_GBps = num(t[i++], source, line, "algbw (GB/s)");
+    s->busbw_GBps = num(t[i++], source, line, "busbw (GB/s)");
+    const std::string& last = t[i++];
+    if (lay.legacy_error) {
+      s->error = num(last, source, line, "error");
+    } else if (last != "N/A") {
+      s->wrong = integer(last, source, line, "#wrong");
+    }
+    if (s->time_us < 0 || s->algbw_GBps < 0 || s->busbw_GBps < 0)
+      throw InputError(where(source, line), "negative time or bandwidth");
+  }
+  return r;
+}
+
+// Records the run's ranks into hosts / gpu / nranks.
+void finish_run(Measurement& m, const ParseHints& hints) {
+  std::set<int> seen;
+  for (const auto& r : m.ranks) {
+    if (!seen.insert(r.rank).second)
+      throw InputError(m.source, "rank " + std::to_string(r.rank) + " listed twice");
+    if (std::find(m.hosts.begin(), m.hosts.end(), r.host) == m.hosts.end()) m.hosts.push_back(r.host);
+    if (m.gpu_model.empty()) m.gpu_model = r.gpu_name;
+  }
+  if (!m.ranks.empty()) {
+    m.nranks = static_cast<int>(m.ranks.size());
+    m.num_nodes = static_cast<int>(m.hosts.size());
+    if (hints.nranks && hints.nranks != m.nranks)
+      throw InputError(m.source, "the log lists " + std::to_string(m.nranks) + " ranks but the hint says " +
+                                     std::to_string(hints.nranks));
+    if (hints.nodes && hints.nodes != m.num_nodes)
+      throw InputError(m.source, "the log lists " + std::to_string(m.num_nodes) + " hosts but the hint says " +
+                                     std::to_string(hints.nodes));
+  } else {
+    m.nranks = hints.nranks;
+    m.num_nodes = hints.nodes;
+  }
+  if (m.gpu_model.empty()) m.gpu_model = hints.gpu_model;
+  if (m.nccl_version.empty()) m.nccl_version = hints.nccl_version;
+  std::string hint_op = normalize_op(hints.op);
+  if (!hints.op.empty() && hint_op.empty()) throw InputError(m.source, "unknown collective '" + hints.op + "'");
+  if (!m.op.empty() && !hint_op.empty() && m.op != hint_op)
+    throw InputError(m.source, "the log is a " + m.op + " run but the hint says " + hint_op);
+  if (m.op.empty()) m.op = hint_op;
+}
+
+}  // namespace
+
+std::string normalize_op(const std::string& name_in) {
+  std::string name = name_in;
+  auto slash = name.find_last_of('/');
+  if (slash != std::string::npos) name = name.substr(slash + 1);
+  name = lower(name);
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, "_perf") == 0) name.resize(name.size() - 5);
+  std::string key;
+  for (char c : name)
+    if (c != '_' && c != '-' && c != ' ') key += c;
+  static const std::map<std::string, std::string> names = {
+      {"allreduce", "all_reduce"},   {"allgather", "all_gather"}, {"reducescatter", "reduce_scatter"},
+      {"broadcast", "broadcast"},    {"reduce", "reduce"},        {"alltoall", "all_to_all"},
+      {"sendrecv", "sendrecv"},      {"p2p", "sendrecv"}};
+  auto it = names.find(key);
+  return it == names.end() ? "" : it->second;
+}
+
+double busbw_factor(const std::string& op, int n) {
+  // nccl-tests doc/PERFORMANCE.md: allreduce 2(n-1)/n; reducescatter, allgather, alltoall (n-1)/n;
+  // broadcast, reduce, sendrecv 1.
+  if (n <= 0) return 1.0;
+  if (op == "all_reduce") return 2.0 * (n - 1) / n;
+  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") return double(n - 1) / n;
+  return 1.0;
+}
+
+std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const std::string& source,
+                                               const ParseHints& hints) {
+  std::vector<Measurement> runs;
+  std::istringstream in(text);
+  std::string raw;
+  std::size_t lineno = 0;
+  bool any_table = false;
+  // Preamble facts seen before a run's header apply to the next run.
+  std::string pending_op, pending_tests_version, pending_nccl;
+  Measurement* cur = nullptr;
+  bool in_devices = false, in_table = false;
+  Layout lay;
+  auto open_run = [&]() {
+    runs.emplace_back();
+    cur = &runs.back();
+    cur->source = source;
+    cur->op = pending_op;
+    cur->nccl_tests_version = pending_tests_version;
+    cur->nccl_version = pending_nccl;
+    in_devices = in_table = false;
+  };
+  while (std::getline(in, raw)) {
+    ++lineno;
+    if (!raw.empty() && raw.back() == '\r') raw.pop_back();
+    auto t = split_ws(raw);
+    if (t.empty()) continue;
+    bool comment = t[0] == "#" || t[0].front() == '#';
+    if (t[0].size() > 1 && t[0].front() == '#') {  // "#wrong" style glued tokens never start a line
+      t.insert(t.begin() + 1, t[0].substr(1));
+      t[0] = "#";
+    }
+    if (comment) {
+      if (t.size() >= 3 && t[1] == "nccl-tests" && t[2] == "version") {
+        pending_tests_version = t.size() > 3 ? t[3] : "";
+        for (std::size_t i = 4; i < t.size(); ++i)
+          if (t[i].rfind("nccl-library=", 0) == 0) pending_nccl = t[i].substr(13);
+        continue;
+      }
+      if (t.size() >= 5 && t[1] == "Collective" && t[2] == "test" && t[3] == "starting:") {
+        pending_op = normalize_op(t[4]);
+        continue;
+      }
+      if (t.size() >= 2 && t[1] == "nThread") {
+        open_run();
+        cur->header.emplace();
+        parse_header_line(t, *cur->header, source, lineno);
+        continue;
+      }
+      if (t.size() >= 3 && t[1] == "Using" && t[2] == "devices") {
+        if (!cur) open_run();
+        in_devices = true;
+        continue;
+      }
+      if (t.size() >= 2 && t[1] == "Rank" && in_devices && cur) {
+        cur->ranks.push_back(parse_rank_line(t, source, lineno));
+        continue;
+      }
+      if (is_table_header(t)) {
+        if (!cur || !cur->rows.empty()) open_run();
+        lay = {};
+        lay.has_root = std::find(t.begin(), t.end(), "root") != t.end();
+        bool wrong = std::find(t.begin(), t.end(), "#wrong") != t.end() ||
+                     std::find(t.begin(), t.end(), "wrong") != t.end();
+        bool err = std::find(t.begin(), t.end(), "error") != t.end();
+        if (!wrong && !err) throw InputError(where(source, lineno), "table header has neither 'error' nor '#wrong'");
+        lay.legacy_error = err && !wrong;
+        cur->format = lay.has_root ? "nccl-tests" : "nccl-tests-legacy";
+        in_devices = false;
+        in_table = true;
+        any_table = true;
+        continue;
+      }
+      if (cur && t.size() >= 4 && t[1] == "Out" && t[2] == "of" && t[3] == "bounds") {
+        for (std::size_t i = 4; i < t.size(); ++i)
+          if (all_digits(t[i])) {
+            cur->out_of_bounds = integer(t[i], source, lineno, "out of bounds values");
+            break;
+          }
+        in_table = false;
+        continue;
+      }
+      if (cur && t.size() >= 5 && t[1] == "Avg" && t[2] == "bus" && t[3] == "bandwidth") {
+        // "# Avg bus bandwidth    : 7.41855"
+        std::size_t i = 4;
+        if (i < t.size() && t[i] == ":") ++i;
+        if (i >= t.size()) throw InputError(where(source, lineno), "Avg bus bandwidth without a value");
+        cur->avg_busbw_GBps = num(t[i], source, lineno, "Avg bus bandwidth");
+        in_table = false;
+        continue;
+      }
+      // Units line "#  (B)  (elements) ..." or a column-group line "out-of-place in-place": keep table state.
+      if (in_table && t.size() >= 2 && (t[1] == "(B)" || t[1] == "out-of-place")) continue;
+      if (t.size() >= 3 && t[1] == "Collective" && t[2] == "test") continue;  // "concluded"
+      if (t.size() == 1) {  // bare "#"
+        in_devices = false;
+        continue;
+      }
+      continue;  // other comments
+    }
+    // Non-comment lines.
+    if (in_table && all_digits(t[0])) {
+      cur->rows.push_back(parse_row(t, lay, source, lineno));
+      continue;
+    }
+    if (t.size() >= 3 && t[0] == "NCCL" && t[1] == "version") {
+      if (cur) cur->nccl_version = t[2];
+      else pending_nccl = t[2];
+      continue;
+    }
+    if (in_table) in_table = false;  // any other text ends the table
+    // A command line naming the test binary ("./build/sendrecv_perf -b 128M ...") names the op.
+    for (const auto& tok : t) {
+      if (tok.size() > 5 && tok.compare(tok.size() - 5, 5, "_perf") == 0) {
+        std::string op = normalize_op(tok);
+        if (!op.empty()) pending_op = op;
+      }
+    }
+  }
+  if (!any_table) throw InputError(source, "no nccl-tests result table found");
+  std::vector<Measurement> out;
+  for (auto& m : runs) {
+    if (m.rows.empty()) continue;  // a header without a table (e.g. an aborted run)
+    if (m.op.empty()) m.op = pending_op;  // command lines printed after the table
+    out.push_back(std::move(m));
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (out.size() > 1) out[i].source = source + "#run" + std::to_string(i + 1);
+    finish_run(out[i], hints);
+  }
+  return out;
+}
+
+std::vector<Measurement> parse_busbw_markdown(const std::string& text, const std::string& source,
+                                              const ParseHints& hints) {
+  // | Message Size (Bytes) | ND A100 V4 (GB/s) |
+  // | -------------------- | ----------------- |
+  // | 1K                   | 0.04              |
+  std::istringstream in(text);
+  std::string raw;
+  std::size_t lineno = 0;
+  Measurement m;
+  m.source = source;
+  m.format = "busbw-markdown";
+  enum { Seek, Sep, Rows, Done } state = Seek;
+  auto cells_of = [](const std::string& line) {
+    std::vector<std::string> cells;
+    std::string s = trim(line);
+    if (s.empty() || s.front() != '|') return cells;
+    std::size_t pos = 1;
+    while (pos < s.size()) {
+      auto bar = s.find('|', pos);
+      if (bar == std::string::npos) break;
+      cells.push_back(trim(s.substr(pos, bar - pos)));
+      pos = bar + 1;
+    }
+    return cells;
+  };
+  while (std::getline(in, raw) && state != Done) {
+    ++lineno;
+    auto cells = cells_of(raw);
+    if (state == Seek) {
+      if (cells.size() == 2 && lower(cells[0]).find("message size") != std::string::npos &&
+          cells[1].find("(GB/s)") != std::string::npos)
+        state = Sep;
+      continue;
+    }
+    if (state == Sep) {
+      if (cells.size() != 2 || cells[0].find("---") == std::string::npos)
+        throw InputError(where(source, lineno), "expected the markdown separator row after the busbw table header");
+      state = Rows;
+      continue;
+    }
+    if (cells.size() != 2) {
+      state = Done;
+      continue;
+    }
+    // Size labels are the decimal renderings of the power-of-two sizes of an `-f 2` sweep ("65K" = 65536,
+    // "132K" = 131072, "1G" = 2^30): map to the nearest power of two and insist it is within 10 %.
+    const std::string& label = cells[0];
+    std::size_t k = 0;
+    while (k < label.size() && (std::isdigit(static_cast<unsigned char>(label[k])) || label[k] == '.')) ++k;
+    if (k == 0) throw InputError(where(source, lineno), "expected a size label like 64K, got '" + label + "'");
+    double v = num(label.substr(0, k), source, lineno, "size label");
+    std::string suffix = label.substr(k);
+    double mult = suffix.empty() ? 1 : suffix == "K" ? 1e3 : suffix == "M" ? 1e6 : suffix == "G" ? 1e9 : -1;
+    if (mult < 0) throw InputError(where(source, lineno), "unknown size suffix '" + suffix + "' (expected K, M or G)");
+    double bytes = v * mult;
+    double p = std::round(std::log2(bytes));
+    double pow2 = std::ldexp(1.0, static_cast<int>(p));
+    if (std::fabs(pow2 - bytes) > 0.1 * pow2)
+      throw InputError(where(source, lineno), "size label '" + label + "' is not near a power of two");
+    Row r;
+    r.size_bytes = static_cast<std::uint64_t>(pow2);
+    r.type = "float";
+    r.redop = "sum";
+    r.ip.present = true;
+    r.ip.busbw_GBps = num(cells[1], source, lineno, "busbw (GB/s)");
+    if (r.ip.busbw_GBps < 0) throw InputError(where(source, lineno), "negative busbw");
+    m.rows.push_back(r);
+  }
+  if (m.rows.empty()) throw InputError(source, "no '| Message Size (Bytes) | ... (GB/s) |' table found");
+  finish_run(m, hints);
+  // A busbw-only table gives algbw = busbw / factor once the op and rank count are known.
+  if (!m.op.empty() && m.nranks > 0)
+    for (auto& r : m.rows) r.ip.algbw_GBps = r.ip.busbw_GBps / busbw_factor(m.op, m.nranks);
+  return {m};
+}
+
+namespace {
+
+Json side_to_json(const Side& s) {
+  Json j = Json::object();
+  j["time_s"] = s.time_us * 1e-6;
+  j["algbw_Bps"] = s.algbw_GBps * kGB;
+  j["busbw_Bps"] = s.busbw_GBps * kGB;
+  if (s.wrong) j["wrong"] = *s.wrong;
+  if (s.error) j["max_error"] = *s.error;
+  return j;
+}
+
+Side side_from_json(const Json& j, const JsonPath& at) {
+  if (!j.is_object()) json_fail(at, "an object with time_s, algbw_Bps, busbw_Bps");
+  ObjectReader r(j, at);
+  Side s;
+  s.present = true;
+  s.time_us = r.number("time_s") * 1e6;
+  s.algbw_GBps = r.number("algbw_Bps") / kGB;
+  s.busbw_GBps = r.number("busbw_Bps") / kGB;
+  if (r.has("wrong")) s.wrong = r.integer("wrong");
+  if (r.has("max_error")) s.error = r.number("max_error");
+  r.finish();
+  if (s.time_us < 0 || s.algbw_GBps < 0 || s.busbw_GBps < 0) json_fail(at, "non-negative time and bandwidths");
+  return s;
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(path, "cannot open file");
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+bool ends_with(const std::string& s, const std::string& suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+
+}  // namespace
+
+Json measurement_to_json(const Measurement& m) {
+  Json j = Json::object();
+  j["schema"] = "fabricsim-coll-v1";
+  j["kind"] = "measured";
+  j["source"] = m.source;
+  j["format"] = m.format;
+  j["op"] = m.op;
+  j["nranks"] = m.nranks;
+  j["nodes"] = m.num_nodes;
+  j["hosts"] = m.hosts;
+  j["gpu"] = m.gpu_model;
+  j["nccl_version"] = m.nccl_version;
+  j["algorithm"] = m.algorithm;
+  j["protocol"] = m.protocol;
+  j["nics"] = m.nics;
+  Json env = Json::object();
+  for (const auto& [k, v] : m.env) env[k] = v;
+  j["env"] = env;
+  Json rows = Json::array();
+  for (const auto& r : m.rows) {
+    Json jr = Json::object();
+    jr["size_bytes"] = r.size_bytes;
+    jr["count"] = r.count;
+    jr["type"] = r.type;
+    jr["redop"] = r.redop;
+    if (r.root) jr["root"] = *r.root;
+    if (r.oop.present) jr["oop"] = side_to_json(r.oop);
+    if (r.ip.present) jr["ip"] = side_to_json(r.ip);
+    rows.push_back(jr);
+  }
+  j["rows"] = rows;
+  return j;
+}
+
+Measurement measurement_from_json(const Json& doc, const std::string& source) {
+  JsonPath root{source, ""};
+  if (!doc.is_object()) json_fail(root, "a fabricsim-coll-v1 object");
+  ObjectReader r(doc, root);
+  if (r.string("schema") != "fabricsim-coll-v1") json_fail(root.child("schema"), "\"fabricsim-coll-v1\"");
+  std::string kind = r.string("kind");
+  if (kind != "measured" && kind != "simulated") json_fail(root.child("kind"), "\"measured\" or \"simulated\"");
+  Measurement m;
+  m.source = r.string_or("source", source);
+  m.format = "fabricsim-json";
+  r.string_or("format", "");
+  m.op = normalize_op(r.string("op"));
+  if (m.op.empty()) json_fail(root.child("op"), "a collective name (all_reduce, all_gather, ...)");
+  m.nranks = static_cast<int>(r.integer("nranks"));
+  if (m.nranks < 1) json_fail(root.child("nranks"), "an integer >= 1");
+  m.num_nodes = static_cast<int>(r.integer_or("nodes", 0));
+  if (const Json* h = r.array_optional("hosts"))
+    for (std::size_t i = 0; i < h->size(); ++i) {
+      if (!(*h)[i].is_string()) json_fail(root.child("hosts").index(i), "a string");
+      m.hosts.push_back((*h)[i].get<std::string>());
+    }
+  m.gpu_model = r.string_or("gpu", "");
+  m.nccl_version = r.string_or("nccl_version", "");
+  m.algorithm = r.string_or("algorithm", "");
+  m.protocol = r.string_or("protocol", "");
+  if (const Json* n = r.array_optional("nics"))
+    for (std::size_t i = 0; i < n->size(); ++i) {
+      if (!(*n)[i].is_string()) json_fail(root.child("nics").index(i), "a string");
+      m.nics.push_back((*n)[i].get<std::string>());
+    }
+  if (const Json* e = r.object_optional("env"))
+    for (auto it = e->begin(); it != e->end(); ++it) {
+      if (!it.value().is_string()) json_fail(root.child("env").child(it.key()), "a string");
+      m.env[it.key()] = it.value().get<std::string>();
+    }
+  const Json& rows = r.array("rows");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    JsonPath at = root.child("rows").index(i);
+    if (!rows[i].is_object()) json_fail(at, "an object");
+    ObjectReader rr(rows[i], at);
+    Row row;
+    row.size_bytes = rr.size("size_bytes");
+    long long count = rr.integer_or("count", 0);
+    if (count < 0) json_fail(at.child("count"), "an integer >= 0");
+    row.count = static_cast<std::uint64_t>(count);
+    row.type = rr.string_or("type", "float");
+    row.redop = rr.string_or("redop", "sum");
+    if (rr.has("root")) row.root = static_cast<int>(rr.integer("root"));
+    if (const Json* o = rr.raw_optional("oop")) row.oop = side_from_json(*o, at.child("oop"));
+    if (const Json* p = rr.raw_optional("ip")) row.ip = side_from_json(*p, at.child("ip"));
+    if (!row.oop.present && !row.ip.present) json_fail(at, "an \"oop\" or \"ip\" result");
+    rr.finish();
+    m.rows.push_back(row);
+  }
+  r.finish();
+  return m;
+}
+
+std::vector<Measurement> load_measurements(const std::string& path, const ParseHints& hints_in) {
+  ParseHints hints = hints_in;
+  std::vector<Measurement> ms;
+  if (ends_with(path, ".meta.json")) {
+    // Sidecar from ../shared/data/nccl-tests: names the raw log and states what the log may not.
+    Json doc = load_json_file(path);
+    JsonPath root{path, ""};
+    if (!doc.is_object()) json_fail(root, "a .meta.json object");
+    ObjectReader r(doc, root);
+    for (const char* k : {"source_url_or_repo_path", "system", "interconnect", "nic", "notes"}) r.string_or(k, "");
+    std::string gpu = r.string("gpu");
+    r.integer("gpus_per_node");
+    int nodes = static_cast<int>(r.integer("nodes"));
+    std::string nccl = r.string_or("nccl_version", "");
+    std::string coll = r.string("collective");
+    int nranks = static_cast<int>(r.integer("nranks"));
+    std::string raw_file = r.string("raw_file");
+    r.finish();
+    // "all_reduce_perf (float, sum), -t 1 ..." or "all_reduce_perf, in-place busbw only": the leading name.
+    std::size_t e = 0;
+    while (e < coll.size() && (std::isalnum(static_cast<unsigned char>(coll[e])) || coll[e] == '_')) ++e;
+    if (hints.op.empty()) hints.op = coll.substr(0, e);
+    if (!hints.nranks) hints.nranks = nranks;
+    if (!hints.nodes) hints.nodes = nodes;
+    if (hints.gpu_model.empty()) hints.gpu_model = gpu;
+    if (hints.nccl_version.empty()) hints.nccl_version = nccl;
+    auto slash = path.find_last_of('/');
+    std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+    std::string raw_path = dir + raw_file;
+    std::string text = read_text_file(raw_path);
+    ms = text.find("| Message Size") != std::string::npos && text.find("# nThread") == std::string::npos
+             ? parse_busbw_markdown(text, raw_path, hints)
+             : parse_nccl_tests_text(text, raw_path, hints);
+  } else if (ends_with(path, ".json")) {
+    ms.push_back(measurement_from_json(load_json_file(path), path));
+  } else {
+    std::string text = read_text_file(path);
+    bool markdown = text.find("| Message Size") != std::string::npos && text.find("# nThread") == std::string::npos &&
+                    text.find("(elements)") == std::string::npos;
+    ms = markdown ? parse_busbw_markdown(text, path, hints) : parse_nccl_tests_text(text, path, hints);
+  }
+  for (const auto& m : ms) {
+    if (m.op.empty())
+      throw InputError(m.source, "cannot tell which collective this log measured; pass --op or use its .meta.json sidecar");
+    if (m.nranks < 1)
+      throw InputError(m.source, "the log has no rank lines; pass --nranks or use its .meta.json sidecar");
+  }
+  return ms;
+}
+
+std::optional<double> row_time_s(const Measurement& m, const Row& r) {
+  if (r.size_bytes == 0) return std::nullopt;
+  std::optional<double> t;
+  for (const Side* s : {&r.oop, &r.ip}) {
+    if (!s->present || s->time_us <= 0) continue;
+    double ts = s->time_us * 1e-6;
+    t = t ? std::min(*t, ts) : ts;
+  }
+  if (t) return t;
+  for (const Side* s : {&r.ip, &r.oop}) {
+    if (!s->present || s->busbw_GBps <= 0) continue;
+    double algbw_Bps = s->busbw_GBps * kGB / busbw_factor(m.op, m.nranks);
+    return static_cast<double>(r.size_bytes) / algbw_Bps;
+  }
+  return std::nullopt;
+}
+
+}  // namespace fabricsim::validate

@@ -1,0 +1,139 @@
+#pragma once
+// Reading collective measurements into typed structs, once, at the edge.
+//
+// Three inputs are understood:
+//  1. nccl-tests text output (all_reduce_perf & co.), in both layouts seen in the shared data:
+//     - the legacy layout (nccl-tests < 2.10, e.g. ABCI 2.0 logs): no root column, an `error` column with
+//       the max numeric error, rank lines "Rank  0 Pid 123 on host device 0 [0x27] GPU name";
+//     - the current layout: a `root` column, `#wrong` counts (or "N/A"), rank lines with "Group N", an
+//       optional "# nccl-tests version ..." / "# Collective test starting: ..." preamble, and header keys
+//       added by forks (the NVIDIA DGXC build adds "side_work: 0 work_sms: 0 direction: H2D").
+//     A file may hold several runs (several headers + tables); each becomes one Measurement. Lines that are
+//     not part of a run (UCX warnings, shell banners, markdown fences) are ignored; lines that look like a
+//     table row but do not parse are errors naming the file and line.
+//  2. A "busbw-only" markdown table (| Message Size (Bytes) | ... (GB/s) |), as published by the Azure
+//     AI-benchmarking guide. It is a different format -- no times, no algbw, size labels such as "65K" or
+//     "1G" -- so it has its own parser; its rows carry only the in-place busbw.
+//  3. Our own measured/simulated-run JSON ("fabricsim-coll-v1", docs/validation.md), written by
+//     fabricsim-nccl-bench and by `fabricsim coll --json`.
+//
+// Units: sizes in bytes; times as printed (microseconds, field names say _us) and converted to seconds in
+// helpers; bandwidths as printed by nccl-tests in GB/s (1 GB = 1e9 bytes, field names say _GBps).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/base/json_reader.hpp"
+
+namespace fabricsim::validate {
+
+// One "Rank N [Group G] Pid P on HOST device D [BUSID] GPU NAME" line.
+struct RankInfo {
+  int rank = -1;
+  int group = -1;  // -1 when the layout has no Group field
+  long long pid = -1;
+  std::string host;
+  int device = -1;
+  std::string bus_id;  // "0x27" or "0000:19:00"
+  std::string gpu_name;  // "A100-SXM4-40GB", "NVIDIA H100 80GB HBM3"
+};
+
+// The "# nThread 1 nGpus 1 minBytes ... " line. Keys not listed here land in `extra` verbatim.
+struct RunHeader {
+  int nthread = 0;
+  int ngpus = 0;
+  std::uint64_t min_bytes = 0;
+  std::uint64_t max_bytes = 0;
+  std::string step;  // "2(factor)" or "1048576(bytes)", as printed
+  int warmup_iters = 0;
+  int iters = 0;
+  int agg_iters = 0;        // 0 when absent (legacy)
+  int validation = 0;
+  int graph = 0;            // 0 when absent
+  std::map<std::string, std::string> extra;  // e.g. side_work, work_sms, direction
+};
+
+// One placement (out-of-place or in-place) of a table row.
+struct Side {
+  bool present = false;        // false: the source did not report it (busbw-only tables)
+  double time_us = 0;          // 0 when not present
+  double algbw_GBps = 0;
+  double busbw_GBps = 0;
+  std::optional<double> error;  // legacy layout: max numeric error
+  std::optional<long long> wrong;  // current layout: #wrong; nullopt for "N/A" or legacy
+};
+
+struct Row {
+  std::uint64_t size_bytes = 0;
+  std::uint64_t count = 0;     // elements; 0 when not reported
+  std::string type;            // "float"
+  std::string redop;           // "sum", "none"
+  std::optional<int> root;     // current layout only (-1 for rootless ops)
+  Side oop, ip;
+};
+
+struct Measurement {
+  std::string source;          // file the run came from (plus "#run N" when a file holds several)
+  std::string format;          // "nccl-tests", "nccl-tests-legacy", "busbw-markdown", "fabricsim-json"
+  std::string op;              // fabricsim name: all_reduce, all_gather, reduce_scatter, broadcast, reduce,
+                               // all_to_all, sendrecv (empty if unknown)
+  int nranks = 0;              // ranks in the communicator (0 if the source does not say)
+  int num_nodes = 0;           // distinct hosts (from the rank lines, else from hints; 0 if unknown)
+  std::vector<std::string> hosts;  // distinct hosts in rank order of first appearance
+  std::string gpu_model;       // GPU name as printed by the source ("" if unknown)
+  std::string nccl_tests_version;  // "2.17.9" when printed
+  std::string nccl_version;    // "22602", "2.29.7+cuda12.9" ... as printed ("" if unknown)
+  std::optional<RunHeader> header;
+  std::vector<RankInfo> ranks;
+  std::vector<Row> rows;
+  std::optional<double> avg_busbw_GBps;  // "# Avg bus bandwidth" summary
+  std::optional<long long> out_of_bounds;  // "# Out of bounds values : 0 OK"
+  std::map<std::string, std::string> env;  // NCCL_ALGO, NCCL_PROTO ... when the source records them
+  std::vector<std::string> nics;           // NIC names when the source records them
+  std::string algorithm, protocol;         // when known (fabricsim JSON), else ""
+};
+
+// Hints from outside the log (a .meta.json sidecar or CLI flags) for what the text does not say.
+struct ParseHints {
+  std::string op;      // fabricsim op name or nccl-tests binary name ("all_reduce_perf")
+  int nranks = 0;
+  int nodes = 0;
+  std::string gpu_model;
+  std::string nccl_version;
+};
+
+// Maps "all_reduce_perf", "allreduce", "AllReduce", "sendrecv_perf", "alltoall" ... to fabricsim op names;
+// returns "" when unknown.
+std::string normalize_op(const std::string& name);
+
+// nccl-tests bus-bandwidth factor: busbw = algbw * factor (all_reduce 2(n-1)/n, all_gather and
+// reduce_scatter (n-1)/n, all_to_all (n-1)/n, broadcast/reduce/sendrecv 1). Source: nccl-tests
+// doc/PERFORMANCE.md.
+double busbw_factor(const std::string& op, int nranks);
+
+// Parses nccl-tests text (format 1) or a busbw markdown table (format 2), chosen by content. Throws
+// InputError naming `source` and the line for malformed input, and when no run is found.
+std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const std::string& source,
+                                               const ParseHints& hints = {});
+std::vector<Measurement> parse_busbw_markdown(const std::string& text, const std::string& source,
+                                              const ParseHints& hints = {});
+
+// Our JSON (format 3).
+Measurement measurement_from_json(const Json& doc, const std::string& source);
+Json measurement_to_json(const Measurement& m);
+
+// Reads one input path: *.json with "schema": "fabricsim-coll-v1" -> our JSON; *.meta.json sidecar (as in
+// tests/data/nccl-tests) -> the raw log it names, with the sidecar's collective/nranks/nodes/gpu as hints;
+// anything else -> text (nccl-tests or busbw markdown). The result has op and nranks filled, or throws an
+// InputError saying which hint (--op / --nranks or a sidecar) is missing.
+std::vector<Measurement> load_measurements(const std::string& path, const ParseHints& hints = {});
+
+// The time a comparison uses for a row, in seconds: the smaller of the out-of-place and in-place times
+// when both are present (the less-perturbed of two back-to-back runs), else whichever is present; when
+// only busbw is present (markdown tables), time is derived as size / (busbw / factor). Returns nullopt for
+// zero-size rows or rows without any usable value.
+std::optional<double> row_time_s(const Measurement& m, const Row& r);
+
+}  // namespace fabricsim::validate
