@@ -25,6 +25,13 @@ struct OpRecord {
   double flops = 0;             // compute ops: FLOPs
 };
 
+// A change point of one link direction's utilisation: from t_s until the next point (or the end of the
+// run) the direction carries util * capacity_Bps. Points are in increasing t_s; the series starts at 0.
+struct UtilPoint {
+  double t_s = 0;
+  double util = 0;  // 0..1
+};
+
 struct LinkRecord {
   std::uint32_t link = 0;       // topology link id
   std::string a, b;             // node ids (direction 0 is a->b, 1 is b->a)
@@ -34,6 +41,9 @@ struct LinkRecord {
   double bytes[2] = {0, 0};     // carried per direction
   double busy_s[2] = {0, 0};    // time with traffic per direction
   double peak_util[2] = {0, 0}; // peak instantaneous utilisation per direction (0..1)
+  // Optional utilisation time series per direction (change points). Empty when the engine did not record
+  // it; the timeline then shows the average over busy time and says so (sim/replay/outputs.hpp).
+  std::vector<UtilPoint> util_series[2];
 };
 
 struct Breakdown {

@@ -1,0 +1,812 @@
+#include "sim/replay/outputs.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "sim/base/units.hpp"
+
+namespace fabricsim::sim {
+
+namespace {
+
+// Fixed-precision number text; never "-0", "nan" or "inf" (non-finite values print as 0: JSON has none).
+std::string fx(double v, int prec) {
+  if (!std::isfinite(v)) v = 0;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
+  std::string s = buf;
+  bool all_zero = true;
+  for (char c : s)
+    if (c != '-' && c != '0' && c != '.') all_zero = false;
+  if (all_zero && !s.empty() && s[0] == '-') s.erase(0, 1);
+  return s;
+}
+// Shortest-ish general format for CSV (deterministic for equal doubles).
+std::string gx(double v) {
+  if (!std::isfinite(v)) v = 0;
+  if (v == 0) return "0";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  o.reserve(s.size() + 2);
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': o += "\\\""; break;
+      case '\\': o += "\\\\"; break;
+      case '\n': o += "\\n"; break;
+      case '\t': o += "\\t"; break;
+      case '\r': o += "\\r"; break;
+      default:
+        if (c < 0x20) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\u%04x", c);
+          o += b;
+        } else {
+          o += static_cast<char>(c);
+        }
+    }
+  }
+  return o;
+}
+std::string q(const std::string& s) {
+  std::string o(1, '"');
+  o += json_escape(s);
+  o += '"';
+  return o;
+}
+
+std::string html_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&#39;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"') o += '"';
+    o += c;
+  }
+  return o + "\"";
+}
+
+std::string tier_name(int tier) {
+  switch (tier) {
+    case 0: return "tier 0 (in host)";
+    case 1: return "tier 1 (leaf)";
+    case 2: return "tier 2 (spine)";
+    case 3: return "tier 3 (core)";
+    default: return "tier " + std::to_string(tier);
+  }
+}
+
+// Streams sort "compute" first, then by name.
+bool stream_less(const std::string& a, const std::string& b) {
+  bool ca = a == "compute", cb = b == "compute";
+  if (ca != cb) return ca;
+  return a < b;
+}
+
+struct RowKey {
+  int host, rank;
+  std::string stream;
+  bool operator<(const RowKey& o) const {
+    if (host != o.host) return host < o.host;
+    if (rank != o.rank) return rank < o.rank;
+    return stream_less(stream, o.stream);
+  }
+};
+
+// Time-weighted mean of a change-point series over [t0, t1) (the last point holds until the end).
+double series_mean(const std::vector<UtilPoint>& s, double t0, double t1) {
+  if (s.empty() || t1 <= t0) return 0;
+  double acc = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    double a = s[i].t_s;
+    double b = i + 1 < s.size() ? s[i + 1].t_s : t1;
+    double lo = std::max(a, t0), hi = std::min(b, t1);
+    if (hi > lo) acc += s[i].util * (hi - lo);
+  }
+  return acc / (t1 - t0);
+}
+
+bool any_series(const RunResult& r) {
+  for (const auto& l : r.links)
+    if (!l.util_series[0].empty() || !l.util_series[1].empty()) return true;
+  return false;
+}
+
+// Category colours (fixed order so reports are stable).
+const char* category_color(const std::string& c) {
+  static const std::pair<const char*, const char*> kColors[] = {
+      {"compute", "#4e79a7"}, {"tp", "#f28e2b"},  {"pp", "#e15759"},     {"dp", "#76b7b2"},
+      {"ep", "#59a14f"},      {"all_to_all", "#edc948"}, {"other", "#b07aa1"}, {"bubble", "#9c755f"},
+      {"idle", "#d3d3d3"}};
+  for (const auto& kv : kColors)
+    if (c == kv.first) return kv.second;
+  // Unknown categories: a stable colour from the name.
+  static const char* kExtra[] = {"#ff9da7", "#8cd17d", "#86bcb6", "#f1ce63", "#a0cbe8", "#ffbe7d"};
+  unsigned h = 0;
+  for (char ch : c) h = h * 31u + static_cast<unsigned char>(ch);
+  return kExtra[h % 6];
+}
+
+std::string heat_color(double u) {
+  u = std::clamp(u, 0.0, 1.0);
+  // white (0) -> orange -> dark red (1)
+  int r = static_cast<int>(std::lround(255 - 75 * u));
+  int g = static_cast<int>(std::lround(255 - 235 * u));
+  int b = static_cast<int>(std::lround(255 - 235 * u));
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", r, g, b);
+  return buf;
+}
+
+std::string ms(double s) { return fx(s * 1e3, 3) + " ms"; }
+
+}  // namespace
+
+// ---- options -----------------------------------------------------------------------------------------
+
+std::vector<OutputFlag> output_flags() {
+  return {
+      {"--timeline", "FILE", "write the Chrome trace event timeline (open in Perfetto / chrome://tracing)"},
+      {"--link-stats", "FILE", "write per-link statistics (CSV; JSON when FILE ends in .json)"},
+      {"--json", "FILE", "write the result JSON (docs/result.schema.json)"},
+      {"--report", "FILE", "write a self-contained HTML report"},
+      {"--top-links", "N", "hottest link directions listed in the summary and report (default 10)"},
+      {"--timeline-links", "N", "link directions with a utilisation track in the timeline (default 16)"},
+      {"--quiet", "", "no progress bar on stderr"},
+  };
+}
+
+OutputOptions output_options_from_json(const Json& outputs, const JsonPath& at) {
+  if (!outputs.is_object()) json_fail(at, "an object with keys timeline, link_stats, json, report, top_links, "
+                                          "timeline_links, quiet");
+  ObjectReader r(outputs, at);
+  OutputOptions o;
+  o.timeline_path = r.string_or("timeline", "");
+  o.link_stats_path = r.string_or("link_stats", "");
+  o.json_path = r.string_or("json", "");
+  o.report_path = r.string_or("report", "");
+  auto top = r.integer_or("top_links", o.top_links);
+  if (top < 0 || top > 100000) json_fail(at.child("top_links"), "an integer between 0 and 100000");
+  o.top_links = static_cast<int>(top);
+  auto tl = r.integer_or("timeline_links", o.timeline_links);
+  if (tl < 0 || tl > 100000) json_fail(at.child("timeline_links"), "an integer between 0 and 100000");
+  o.timeline_links = static_cast<int>(tl);
+  o.quiet = r.boolean_or("quiet", false);
+  r.finish();
+  return o;
+}
+
+void merge_output_flags(OutputOptions& o,
+                        const std::function<std::optional<std::string>(const std::string&)>& lookup) {
+  if (auto v = lookup("--timeline")) o.timeline_path = *v;
+  if (auto v = lookup("--link-stats")) o.link_stats_path = *v;
+  if (auto v = lookup("--json")) o.json_path = *v;
+  if (auto v = lookup("--report")) o.report_path = *v;
+  if (auto v = lookup("--top-links")) {
+    long long n = parse_int(*v, "--top-links");
+    if (n < 0 || n > 100000) throw InputError("--top-links", "expected an integer between 0 and 100000");
+    o.top_links = static_cast<int>(n);
+  }
+  if (auto v = lookup("--timeline-links")) {
+    long long n = parse_int(*v, "--timeline-links");
+    if (n < 0 || n > 100000) throw InputError("--timeline-links", "expected an integer between 0 and 100000");
+    o.timeline_links = static_cast<int>(n);
+  }
+  if (lookup("--quiet")) o.quiet = true;
+}
+
+// ---- statistics --------------------------------------------------------------------------------------
+
+double run_span_s(const RunResult& r) {
+  double span = r.iteration_s;
+  for (const auto& op : r.ops) span = std::max(span, op.end_s);
+  for (const auto& l : r.links)
+    for (int d = 0; d < 2; ++d)
+      if (!l.util_series[d].empty()) span = std::max(span, l.util_series[d].back().t_s);
+  return span;
+}
+
+std::vector<LinkDirStats> link_dir_stats(const RunResult& r) {
+  double span = run_span_s(r);
+  std::vector<LinkDirStats> out;
+  for (const auto& l : r.links) {
+    for (int d = 0; d < 2; ++d) {
+      if (l.bytes[d] <= 0 && l.util_series[d].empty() && l.busy_s[d] <= 0) continue;
+      LinkDirStats s;
+      s.link = l.link;
+      s.dir = d;
+      s.from = d == 0 ? l.a : l.b;
+      s.to = d == 0 ? l.b : l.a;
+      s.kind = l.kind;
+      s.tier = l.tier;
+      s.capacity_Bps = l.capacity_Bps;
+      s.bytes = l.bytes[d];
+      s.busy_s = l.busy_s[d];
+      if (l.capacity_Bps > 0) {
+        if (s.busy_s > 0) s.util_avg_busy = s.bytes / (l.capacity_Bps * s.busy_s);
+        if (span > 0) s.util_avg_run = s.bytes / (l.capacity_Bps * span);
+      }
+      s.util_peak = l.peak_util[d];
+      for (const auto& p : l.util_series[d]) s.util_peak = std::max(s.util_peak, p.util);
+      out.push_back(std::move(s));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const LinkDirStats& a, const LinkDirStats& b) {
+    return std::tie(a.link, a.dir) < std::tie(b.link, b.dir);
+  });
+  return out;
+}
+
+std::vector<LinkDirStats> hottest_links(const RunResult& r, int n) {
+  auto all = link_dir_stats(r);
+  std::sort(all.begin(), all.end(), [](const LinkDirStats& a, const LinkDirStats& b) {
+    if (a.util_avg_run != b.util_avg_run) return a.util_avg_run > b.util_avg_run;
+    if (a.bytes != b.bytes) return a.bytes > b.bytes;
+    return std::tie(a.link, a.dir) < std::tie(b.link, b.dir);
+  });
+  if (n >= 0 && static_cast<std::size_t>(n) < all.size()) all.resize(static_cast<std::size_t>(n));
+  return all;
+}
+
+// ---- timeline ----------------------------------------------------------------------------------------
+
+std::string timeline_json(const RunResult& r, int counter_links) {
+  // Processes: one per host (pid = host + 1); the link counters get their own process after the hosts.
+  // Threads: one per (rank, stream), numbered 1.. within the host in (rank, stream) order.
+  std::map<RowKey, int> tids;
+  std::map<int, int> next_tid;
+  for (const auto& op : r.ops) tids.emplace(RowKey{op.host, op.rank, op.stream}, 0);
+  int max_host = -1;
+  for (auto& [k, tid] : tids) {
+    tid = ++next_tid[k.host];
+    max_host = std::max(max_host, k.host);
+  }
+  const bool have_series = any_series(r);
+  std::ostringstream o;
+  o << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"fabricsim\",\"topology\":" << q(r.topology)
+    << ",\"workload\":" << q(r.workload) << ",\"iteration_s\":" << fx(r.iteration_s, 9)
+    << ",\"link_counters\":"
+    << q(have_series ? "instantaneous utilisation per link direction (0..1) from the engine's time series"
+                     : "no per-link time series was recorded: each link track shows its average utilisation "
+                       "over its busy time, held over the whole run")
+    << "},\n\"traceEvents\":[\n";
+  bool first = true;
+  auto sep = [&]() {
+    if (!first) o << ",\n";
+    first = false;
+  };
+  std::set<int> hosts;
+  for (const auto& [k, tid] : tids) hosts.insert(k.host);
+  for (int h : hosts) {
+    sep();
+    o << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << h + 1 << ",\"tid\":0,\"args\":{\"name\":\"host "
+      << h << "\"}}";
+    sep();
+    o << "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" << h + 1
+      << ",\"tid\":0,\"args\":{\"sort_index\":" << h + 1 << "}}";
+  }
+  for (const auto& [k, tid] : tids) {
+    sep();
+    o << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << k.host + 1 << ",\"tid\":" << tid
+      << ",\"args\":{\"name\":" << q("gpu" + std::to_string(k.rank) + " " + k.stream) << "}}";
+    sep();
+    o << "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":" << k.host + 1 << ",\"tid\":" << tid
+      << ",\"args\":{\"sort_index\":" << tid << "}}";
+  }
+  // Ops in (pid, tid, start, end, name) order.
+  std::vector<const OpRecord*> ops;
+  ops.reserve(r.ops.size());
+  for (const auto& op : r.ops) ops.push_back(&op);
+  std::stable_sort(ops.begin(), ops.end(), [&](const OpRecord* a, const OpRecord* b) {
+    int ta = tids.at(RowKey{a->host, a->rank, a->stream}), tb = tids.at(RowKey{b->host, b->rank, b->stream});
+    return std::tie(a->host, ta, a->start_s, a->end_s, a->name) <
+           std::tie(b->host, tb, b->start_s, b->end_s, b->name);
+  });
+  for (const OpRecord* op : ops) {
+    sep();
+    int tid = tids.at(RowKey{op->host, op->rank, op->stream});
+    o << "{\"name\":" << q(op->name) << ",\"cat\":" << q(op->category.empty() ? op->kind : op->category)
+      << ",\"ph\":\"X\",\"pid\":" << op->host + 1 << ",\"tid\":" << tid << ",\"ts\":" << fx(op->start_s * 1e6, 3)
+      << ",\"dur\":" << fx(std::max(0.0, op->end_s - op->start_s) * 1e6, 3) << ",\"args\":{\"rank\":" << op->rank
+      << ",\"kind\":" << q(op->kind) << ",\"category\":" << q(op->category);
+    if (op->kind != "compute" || op->bytes > 0) o << ",\"bytes\":" << fx(op->bytes, 0);
+    if (!op->algorithm.empty()) o << ",\"algorithm\":" << q(op->algorithm);
+    if (!op->protocol.empty()) o << ",\"protocol\":" << q(op->protocol);
+    if (op->flops > 0) o << ",\"flops\":" << fx(op->flops, 0);
+    o << "}}";
+  }
+  // Link utilisation counters for the busiest link directions.
+  auto hot = hottest_links(r, counter_links);
+  if (!hot.empty()) {
+    int pid = max_host + 2;
+    double span = run_span_s(r);
+    sep();
+    o << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << pid
+      << ",\"tid\":0,\"args\":{\"name\":\"fabric links (utilisation 0..1)\"}}";
+    sep();
+    o << "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":0,\"args\":{\"sort_index\":"
+      << pid << "}}";
+    std::map<std::uint32_t, const LinkRecord*> by_id;
+    for (const auto& l : r.links) by_id.emplace(l.link, &l);
+    for (const auto& h : hot) {
+      std::string name = "link " + std::to_string(h.link) + " " + h.from + "->" + h.to + " (" + h.kind + ")";
+      const LinkRecord* l = by_id.at(h.link);
+      const auto& series = l->util_series[h.dir];
+      auto counter = [&](double t, double u) {
+        sep();
+        o << "{\"name\":" << q(name) << ",\"ph\":\"C\",\"pid\":" << pid << ",\"tid\":0,\"ts\":" << fx(t * 1e6, 3)
+          << ",\"args\":{\"util\":" << fx(u, 4) << "}}";
+      };
+      if (!series.empty()) {
+        std::string last;
+        for (const auto& p : series) {
+          std::string u = fx(p.util, 4);
+          if (u == last) continue;
+          last = u;
+          counter(p.t_s, p.util);
+        }
+      } else {
+        counter(0, h.util_avg_busy);
+        counter(span, 0);
+      }
+    }
+  }
+  o << "\n]}\n";
+  return o.str();
+}
+
+// ---- link statistics ---------------------------------------------------------------------------------
+
+std::string link_stats_csv(const RunResult& r) {
+  std::ostringstream o;
+  o << "link_id,direction,from,to,kind,tier,capacity_Bps,bytes,busy_s,util_avg_busy,util_avg_run,util_peak\n";
+  for (const auto& s : link_dir_stats(r)) {
+    o << s.link << "," << (s.dir == 0 ? "a->b" : "b->a") << "," << csv_field(s.from) << "," << csv_field(s.to)
+      << "," << csv_field(s.kind) << "," << s.tier << "," << gx(s.capacity_Bps) << "," << gx(s.bytes) << ","
+      << gx(s.busy_s) << "," << fx(s.util_avg_busy, 6) << "," << fx(s.util_avg_run, 6) << ","
+      << fx(s.util_peak, 6) << "\n";
+  }
+  return o.str();
+}
+
+namespace {
+Json link_json(const LinkDirStats& s) {
+  Json j = Json::object();
+  j["link_id"] = s.link;
+  j["direction"] = s.dir == 0 ? "a->b" : "b->a";
+  j["from"] = s.from;
+  j["to"] = s.to;
+  j["kind"] = s.kind;
+  j["tier"] = s.tier;
+  j["capacity_Bps"] = s.capacity_Bps;
+  j["bytes"] = s.bytes;
+  j["busy_s"] = s.busy_s;
+  j["util_avg_busy"] = s.util_avg_busy;
+  j["util_avg_run"] = s.util_avg_run;
+  j["util_peak"] = s.util_peak;
+  return j;
+}
+}  // namespace
+
+std::string link_stats_json(const RunResult& r) {
+  Json j = Json::object();
+  j["schema_version"] = 1;
+  j["span_s"] = run_span_s(r);
+  Json arr = Json::array();
+  for (const auto& s : link_dir_stats(r)) arr.push_back(link_json(s));
+  j["links"] = std::move(arr);
+  return j.dump(1) + "\n";
+}
+
+std::string hottest_links_text(const RunResult& r, int top_links) {
+  auto hot = hottest_links(r, top_links);
+  std::ostringstream o;
+  if (hot.empty()) {
+    o << "hottest links: none carried traffic\n";
+    return o.str();
+  }
+  o << "hottest links (util = bytes / (capacity x time); run = whole run, busy = while carrying traffic):\n";
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "  %-4s %-6s %-40s %-11s %4s %8s %8s %8s %12s %12s\n", "#", "link", "from -> to",
+                "kind", "tier", "util_run", "util_bsy", "peak", "bytes", "busy");
+  o << buf;
+  int i = 0;
+  for (const auto& h : hot) {
+    std::string ft = h.from + " -> " + h.to;
+    std::snprintf(buf, sizeof buf, "  %-4d %-6u %-40s %-11s %4d %8s %8s %8s %12s %12s\n", ++i, h.link, ft.c_str(),
+                  h.kind.c_str(), h.tier, fx(h.util_avg_run, 4).c_str(), fx(h.util_avg_busy, 4).c_str(),
+                  fx(h.util_peak, 4).c_str(), format_bytes(h.bytes).c_str(), format_time(h.busy_s).c_str());
+    o << buf;
+  }
+  return o.str();
+}
+
+// ---- result JSON -------------------------------------------------------------------------------------
+
+Json result_json(const RunResult& r, int top_links) {
+  Json j = Json::object();
+  j["schema_version"] = 1;
+  j["topology"] = r.topology;
+  j["topology_params"] = r.topology_params;
+  j["workload"] = r.workload;
+  j["workload_params"] = r.workload_params;
+  j["gpus"] = r.gpus;
+  j["iteration_s"] = r.iteration_s;
+  j["span_s"] = run_span_s(r);
+  j["samples_per_s"] = r.samples_per_s;
+  j["tokens_per_s"] = r.tokens_per_s;
+  j["tflops_per_gpu"] = r.tflops_per_gpu;
+  Json b = Json::object();
+  b["compute_s"] = r.breakdown.compute_s;
+  b["exposed_comm_s"] = r.breakdown.exposed_comm_s;
+  b["bubble_s"] = r.breakdown.bubble_s;
+  b["idle_s"] = r.breakdown.idle_s;
+  double exposed = 0;
+  for (const auto& [k, v] : r.breakdown.exposed_comm_s) exposed += v;
+  b["exposed_comm_total_s"] = exposed;
+  j["breakdown"] = std::move(b);
+  // Ops by category: count, summed duration over all ranks' records, bytes.
+  std::map<std::string, std::tuple<long long, double, double>> cats;
+  std::set<int> ranks;
+  for (const auto& op : r.ops) {
+    auto& c = cats[op.category.empty() ? op.kind : op.category];
+    std::get<0>(c) += 1;
+    std::get<1>(c) += std::max(0.0, op.end_s - op.start_s);
+    std::get<2>(c) += op.bytes;
+    ranks.insert(op.rank);
+  }
+  Json ops = Json::object();
+  ops["count"] = r.ops.size();
+  ops["ranks_recorded"] = ranks.size();
+  Json bc = Json::object();
+  for (const auto& [k, c] : cats)
+    bc[k] = Json{{"count", std::get<0>(c)}, {"total_s", std::get<1>(c)}, {"bytes", std::get<2>(c)}};
+  ops["by_category"] = std::move(bc);
+  j["ops"] = std::move(ops);
+  Json links = Json::object();
+  links["count"] = r.links.size();
+  links["time_series"] = any_series(r);
+  Json hot = Json::array();
+  for (const auto& h : hottest_links(r, top_links)) hot.push_back(link_json(h));
+  links["hottest"] = std::move(hot);
+  // Utilisation by tier: mean util_avg_run over the tier's link directions that carried traffic.
+  std::map<int, std::pair<double, int>> tiers;
+  for (const auto& s : link_dir_stats(r)) {
+    tiers[s.tier].first += s.util_avg_run;
+    tiers[s.tier].second += 1;
+  }
+  Json bt = Json::array();
+  for (const auto& [t, v] : tiers)
+    bt.push_back(Json{{"tier", t}, {"directions", v.second}, {"util_avg_run_mean", v.first / v.second}});
+  links["by_tier"] = std::move(bt);
+  j["links"] = std::move(links);
+  j["metrics"] = r.metrics;
+  j["notes"] = r.notes;
+  return j;
+}
+
+// ---- summary -----------------------------------------------------------------------------------------
+
+namespace {
+std::string params_text(const std::map<std::string, std::string>& p) {
+  if (p.empty()) return "";
+  std::string s = " (";
+  bool first = true;
+  for (const auto& [k, v] : p) {
+    if (!first) s += ", ";
+    first = false;
+    s += k + "=" + v;
+  }
+  return s + ")";
+}
+
+// Breakdown segments in a fixed order: compute, exposed comm by category, bubble, idle.
+std::vector<std::pair<std::string, double>> breakdown_segments(const Breakdown& b) {
+  std::vector<std::pair<std::string, double>> seg;
+  seg.emplace_back("compute", b.compute_s);
+  for (const auto& [k, v] : b.exposed_comm_s) seg.emplace_back(k, v);
+  seg.emplace_back("bubble", b.bubble_s);
+  seg.emplace_back("idle", b.idle_s);
+  return seg;
+}
+}  // namespace
+
+std::string summary_text(const RunResult& r, int top_links) {
+  std::ostringstream o;
+  char buf[256];
+  o << "topology     " << r.topology << params_text(r.topology_params) << "\n";
+  o << "workload     " << r.workload << params_text(r.workload_params) << "\n";
+  o << "GPUs         " << r.gpus << "\n";
+  o << "step time    " << ms(r.iteration_s) << "\n";
+  o << "throughput   " << fx(r.samples_per_s, 1) << " samples/s";
+  if (r.tokens_per_s > 0) o << ", " << fx(r.tokens_per_s, 0) << " tokens/s";
+  o << ", " << fx(r.tflops_per_gpu, 1) << " TFLOP/s per GPU\n";
+  o << "breakdown (per-rank average; exposed = communication not hidden behind compute):\n";
+  for (const auto& [name, v] : breakdown_segments(r.breakdown)) {
+    std::string label = (name == "compute" || name == "bubble" || name == "idle") ? name : "exposed " + name;
+    std::snprintf(buf, sizeof buf, "  %-22s %14s %6s %%\n", label.c_str(), ms(v).c_str(),
+                  fx(r.iteration_s > 0 ? 100.0 * v / r.iteration_s : 0, 1).c_str());
+    o << buf;
+  }
+  if (top_links > 0) o << hottest_links_text(r, top_links);
+  for (const auto& [k, v] : r.metrics) o << "metric       " << k << " = " << gx(v) << "\n";
+  for (const auto& n : r.notes) o << "note         " << n << "\n";
+  return o.str();
+}
+
+// ---- HTML report -------------------------------------------------------------------------------------
+
+namespace {
+
+std::string svg_breakdown(const RunResult& r) {
+  auto seg = breakdown_segments(r.breakdown);
+  double total = 0;
+  for (const auto& s : seg) total += std::max(0.0, s.second);
+  const int W = 900, H = 54, x0 = 10;
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W + 20 << "\" height=\"" << H + 30 * ((seg.size() + 3) / 4) + 20
+    << "\" role=\"img\" aria-label=\"step time breakdown\">\n";
+  double x = x0;
+  for (const auto& [name, v] : seg) {
+    if (v <= 0 || total <= 0) continue;
+    double w = W * v / total;
+    o << "<rect x=\"" << fx(x, 2) << "\" y=\"10\" width=\"" << fx(w, 2) << "\" height=\"" << H - 10
+      << "\" fill=\"" << category_color(name) << "\"><title>" << html_escape(name) << ": " << ms(v) << " ("
+      << fx(100 * v / total, 1) << " %)</title></rect>\n";
+    if (w > 60)
+      o << "<text x=\"" << fx(x + 4, 2) << "\" y=\"" << H / 2 + 10 << "\" font-size=\"12\" fill=\"#fff\">"
+        << html_escape(name) << " " << fx(100 * v / total, 0) << "%</text>\n";
+    x += w;
+  }
+  if (total <= 0)
+    o << "<text x=\"10\" y=\"30\" font-size=\"13\">no breakdown recorded</text>\n";
+  // Legend.
+  int i = 0;
+  for (const auto& [name, v] : seg) {
+    int lx = x0 + (i % 4) * 225, ly = H + 14 + (i / 4) * 30;
+    o << "<rect x=\"" << lx << "\" y=\"" << ly << "\" width=\"14\" height=\"14\" fill=\"" << category_color(name)
+      << "\"/><text x=\"" << lx + 20 << "\" y=\"" << ly + 12 << "\" font-size=\"12\">"
+      << html_escape(name == "compute" || name == "bubble" || name == "idle" ? name : "exposed " + name) << " "
+      << ms(v) << "</text>\n";
+    ++i;
+  }
+  o << "</svg>\n";
+  return o.str();
+}
+
+std::string svg_timeline(const RunResult& r, std::string& caption) {
+  std::map<RowKey, std::vector<const OpRecord*>> rows;
+  for (const auto& op : r.ops) rows[RowKey{op.host, op.rank, op.stream}].push_back(&op);
+  const std::size_t kMaxRows = 96;
+  const int kBins = 300, W = 900, rowH = 8, labelW = 150;
+  double span = run_span_s(r);
+  std::ostringstream o;
+  std::size_t nrows = std::min(rows.size(), kMaxRows);
+  caption = std::to_string(rows.size()) + " GPU streams";
+  if (rows.size() > kMaxRows) caption += " (first " + std::to_string(kMaxRows) + " shown)";
+  caption += "; each row split into " + std::to_string(kBins) +
+             " time bins coloured by the category that occupied most of the bin, opacity = share of the bin busy.";
+  int H = static_cast<int>(nrows) * rowH + 40;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W + labelW + 20 << "\" height=\"" << H
+    << "\" role=\"img\" aria-label=\"per-GPU timeline overview\">\n";
+  if (rows.empty() || span <= 0) {
+    o << "<text x=\"10\" y=\"20\" font-size=\"13\">no ops recorded</text></svg>\n";
+    return o.str();
+  }
+  double binw = span / kBins;
+  std::size_t ri = 0;
+  for (const auto& [key, ops] : rows) {
+    if (ri >= nrows) break;
+    int y = 10 + static_cast<int>(ri) * rowH;
+    if (rowH >= 8 && (nrows <= 48 || ri % 4 == 0))
+      o << "<text x=\"" << labelW - 4 << "\" y=\"" << y + rowH - 1 << "\" font-size=\"8\" text-anchor=\"end\">gpu"
+        << key.rank << " " << html_escape(key.stream) << "</text>\n";
+    std::vector<std::map<std::string, double>> occ(kBins);
+    for (const OpRecord* op : ops) {
+      double a = std::max(0.0, op->start_s), b = std::min(span, op->end_s);
+      if (b <= a) continue;
+      int i0 = std::clamp(static_cast<int>(a / binw), 0, kBins - 1);
+      int i1 = std::clamp(static_cast<int>(b / binw), 0, kBins - 1);
+      const std::string& cat = op->category.empty() ? op->kind : op->category;
+      for (int i = i0; i <= i1; ++i) {
+        double lo = std::max(a, i * binw), hi = std::min(b, (i + 1) * binw);
+        if (hi > lo) occ[i][cat] += hi - lo;
+      }
+    }
+    // Merge runs of bins with the same colour and quantised opacity.
+    std::string run_cat;
+    int run_op = -1, run_start = 0;
+    auto flush = [&](int end) {
+      if (run_op > 0)
+        o << "<rect x=\"" << fx(labelW + static_cast<double>(run_start) * W / kBins, 2) << "\" y=\"" << y
+          << "\" width=\"" << fx(static_cast<double>(end - run_start) * W / kBins, 2) << "\" height=\"" << rowH - 1
+          << "\" fill=\"" << category_color(run_cat) << "\" fill-opacity=\"" << fx(run_op / 10.0, 1) << "\"/>\n";
+    };
+    for (int i = 0; i < kBins; ++i) {
+      std::string best;
+      double bv = 0, tot = 0;
+      for (const auto& [c, v] : occ[i]) {
+        tot += v;
+        if (v > bv) {
+          bv = v;
+          best = c;
+        }
+      }
+      int op = static_cast<int>(std::lround(std::min(1.0, tot / binw) * 10));
+      if (best.empty()) op = 0;
+      if (op > 0 && op < 2) op = 2;  // keep short ops visible
+      if (best != run_cat || op != run_op) {
+        flush(i);
+        run_cat = best;
+        run_op = op;
+        run_start = i;
+      }
+    }
+    flush(kBins);
+    ++ri;
+  }
+  int ay = 10 + static_cast<int>(nrows) * rowH + 14;
+  o << "<text x=\"" << labelW << "\" y=\"" << ay << "\" font-size=\"11\">0</text><text x=\"" << labelW + W
+    << "\" y=\"" << ay << "\" font-size=\"11\" text-anchor=\"end\">" << ms(span) << "</text>\n";
+  o << "</svg>\n";
+  return o.str();
+}
+
+std::string svg_heatmap(const RunResult& r, std::string& caption) {
+  const int kBins = 60, W = 900, rowH = 26, labelW = 190;
+  double span = run_span_s(r);
+  bool series = any_series(r);
+  // Groups: (tier, kind).
+  std::map<std::pair<int, std::string>, std::vector<std::pair<const LinkRecord*, int>>> groups;
+  for (const auto& l : r.links)
+    for (int d = 0; d < 2; ++d)
+      if (l.bytes[d] > 0 || !l.util_series[d].empty()) groups[{l.tier, l.kind}].push_back({&l, d});
+  caption = series ? "Mean utilisation of the link directions in each tier, per time bin (" + std::to_string(kBins) +
+                         " bins over " + ms(span) + ")."
+                   : "The engine recorded no per-link time series: each row shows the tier's mean whole-run "
+                     "average utilisation, flat over time.";
+  std::ostringstream o;
+  int H = static_cast<int>(groups.size()) * rowH + 60;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W + labelW + 20 << "\" height=\"" << H
+    << "\" role=\"img\" aria-label=\"link utilisation heatmap by tier\">\n";
+  if (groups.empty() || span <= 0) {
+    o << "<text x=\"10\" y=\"20\" font-size=\"13\">no link carried traffic</text></svg>\n";
+    return o.str();
+  }
+  double binw = span / kBins;
+  int gi = 0;
+  for (const auto& [key, members] : groups) {
+    int y = 10 + gi * rowH;
+    o << "<text x=\"" << labelW - 6 << "\" y=\"" << y + rowH / 2 + 4 << "\" font-size=\"11\" text-anchor=\"end\">"
+      << html_escape(tier_name(key.first) + " " + key.second) << " (" << members.size() << ")</text>\n";
+    for (int i = 0; i < kBins; ++i) {
+      double acc = 0;
+      for (const auto& [l, d] : members) {
+        if (series)
+          acc += series_mean(l->util_series[d], i * binw, (i + 1) * binw);
+        else if (l->capacity_Bps > 0)
+          acc += l->bytes[d] / (l->capacity_Bps * span);
+      }
+      double u = acc / static_cast<double>(members.size());
+      o << "<rect x=\"" << fx(labelW + static_cast<double>(i) * W / kBins, 2) << "\" y=\"" << y << "\" width=\""
+        << fx(static_cast<double>(W) / kBins, 2) << "\" height=\"" << rowH - 2 << "\" fill=\"" << heat_color(u)
+        << "\"><title>" << html_escape(tier_name(key.first) + " " + key.second) << " " << ms(i * binw) << "-"
+        << ms((i + 1) * binw) << ": " << fx(u * 100, 1) << " %</title></rect>\n";
+    }
+    ++gi;
+  }
+  // Colour scale.
+  int sy = 10 + gi * rowH + 10;
+  for (int i = 0; i <= 10; ++i)
+    o << "<rect x=\"" << labelW + i * 30 << "\" y=\"" << sy << "\" width=\"30\" height=\"12\" fill=\""
+      << heat_color(i / 10.0) << "\" stroke=\"#999\" stroke-width=\"0.5\"/>\n";
+  o << "<text x=\"" << labelW << "\" y=\"" << sy + 26 << "\" font-size=\"11\">0 %</text><text x=\"" << labelW + 330
+    << "\" y=\"" << sy + 26 << "\" font-size=\"11\" text-anchor=\"end\">100 %</text>\n";
+  o << "</svg>\n";
+  return o.str();
+}
+
+}  // namespace
+
+std::string report_html(const RunResult& r, int top_links) {
+  std::ostringstream o;
+  o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>fabricsim report: "
+    << html_escape(r.workload) << " on " << html_escape(r.topology) << "</title>\n<style>\n"
+    << "body{font-family:sans-serif;margin:20px;color:#222;max-width:1120px}\n"
+    << "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}\n"
+    << "th{background:#f2f2f2}td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
+    << "h2{margin-top:28px;border-bottom:1px solid #ddd}p.cap{font-size:12px;color:#555}\n"
+    << "</style>\n</head>\n<body>\n";
+  o << "<h1>fabricsim report</h1>\n<table>\n";
+  auto row = [&](const std::string& k, const std::string& v) {
+    o << "<tr><th>" << html_escape(k) << "</th><td>" << html_escape(v) << "</td></tr>\n";
+  };
+  row("topology", r.topology + params_text(r.topology_params));
+  row("workload", r.workload + params_text(r.workload_params));
+  row("GPUs", std::to_string(r.gpus));
+  row("step time", ms(r.iteration_s));
+  row("samples/s", fx(r.samples_per_s, 1));
+  if (r.tokens_per_s > 0) row("tokens/s", fx(r.tokens_per_s, 0));
+  row("TFLOP/s per GPU", fx(r.tflops_per_gpu, 1));
+  o << "</table>\n";
+  o << "<h2>Step time breakdown</h2>\n<p class=\"cap\">Per-rank average: compute, communication not hidden "
+       "behind compute (by category), pipeline bubble and other idle time.</p>\n"
+    << svg_breakdown(r);
+  std::string cap;
+  std::string tl = svg_timeline(r, cap);
+  o << "<h2>Per-GPU timeline overview</h2>\n<p class=\"cap\">" << html_escape(cap) << "</p>\n" << tl;
+  std::string hm = svg_heatmap(r, cap);
+  o << "<h2>Link utilisation by tier</h2>\n<p class=\"cap\">" << html_escape(cap) << "</p>\n" << hm;
+  o << "<h2>Hottest links</h2>\n";
+  auto hot = hottest_links(r, top_links);
+  if (hot.empty()) {
+    o << "<p>No link carried traffic.</p>\n";
+  } else {
+    o << "<table>\n<tr><th>#</th><th>link</th><th>from &rarr; to</th><th>kind</th><th>tier</th><th>util (run)</th>"
+         "<th>util (busy)</th><th>peak</th><th>bytes</th><th>busy</th></tr>\n";
+    int i = 0;
+    for (const auto& h : hot)
+      o << "<tr><td class=\"n\">" << ++i << "</td><td class=\"n\">" << h.link << "</td><td>"
+        << html_escape(h.from + " -> " + h.to) << "</td><td>" << html_escape(h.kind) << "</td><td class=\"n\">"
+        << h.tier << "</td><td class=\"n\">" << fx(h.util_avg_run * 100, 1) << " %</td><td class=\"n\">"
+        << fx(h.util_avg_busy * 100, 1) << " %</td><td class=\"n\">" << fx(h.util_peak * 100, 1)
+        << " %</td><td class=\"n\">" << html_escape(format_bytes(h.bytes)) << "</td><td class=\"n\">"
+        << html_escape(format_time(h.busy_s)) << "</td></tr>\n";
+    o << "</table>\n";
+  }
+  if (!r.metrics.empty() || !r.notes.empty()) {
+    o << "<h2>Metrics and notes</h2>\n<ul>\n";
+    for (const auto& [k, v] : r.metrics) o << "<li>" << html_escape(k) << " = " << gx(v) << "</li>\n";
+    for (const auto& n : r.notes) o << "<li>" << html_escape(n) << "</li>\n";
+    o << "</ul>\n";
+  }
+  o << "</body>\n</html>\n";
+  return o.str();
+}
+
+// ---- files -------------------------------------------------------------------------------------------
+
+void write_outputs(const RunResult& r, const OutputOptions& opts) {
+  auto put = [](const std::string& path, const std::string& text) {
+    try {
+      write_file_atomic(path, text);
+    } catch (const InputError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw InputError(path, std::string("cannot write output file: ") + e.what());
+    }
+  };
+  if (!opts.timeline_path.empty()) put(opts.timeline_path, timeline_json(r, opts.timeline_links));
+  if (!opts.link_stats_path.empty()) {
+    const std::string& p = opts.link_stats_path;
+    bool js = p.size() >= 5 && p.compare(p.size() - 5, 5, ".json") == 0;
+    put(p, js ? link_stats_json(r) : link_stats_csv(r));
+  }
+  if (!opts.json_path.empty()) put(opts.json_path, result_json(r, opts.top_links).dump(1) + "\n");
+  if (!opts.report_path.empty()) put(opts.report_path, report_html(r, opts.top_links));
+}
+
+}  // namespace fabricsim::sim
