@@ -1,0 +1,51 @@
+#pragma once
+// Compute roofline: the time of one kernel (or a fused group of kernels of one class) on one GPU is
+//   max(flops / (peak_flops(precision) * flops_efficiency[class]),
+//       bytes / (hbm_bandwidth_Bps * memory_efficiency[class])) + kernels * kernel_overhead_s
+// The achieved efficiencies per op class are the calibratable part; defaults in compute.cpp cite their
+// sources, fitted values for the Megatron / distributed-embeddings validation are documented in
+// docs/validation.md ("Training").
+#include <array>
+#include <map>
+#include <string>
+
+#include "models/gpu.hpp"
+#include "sim/base/json_reader.hpp"
+
+namespace fabricsim::models {
+
+enum class OpClass { Gemm, Attention, Elementwise, Embedding };
+constexpr int kNumOpClasses = 4;
+const char* to_string(OpClass c);
+bool parse_op_class(const std::string& s, OpClass& out);  // "gemm", "attention", "elementwise", "embedding"
+
+struct ComputeEfficiency {
+  std::array<double, kNumOpClasses> flops_efficiency{};   // achieved / peak FLOP/s, (0, 1]
+  std::array<double, kNumOpClasses> memory_efficiency{};  // achieved / peak HBM bytes/s, (0, 1]
+  double kernel_overhead_s = 0;                            // per kernel launch (gaps between kernels)
+
+  double flops_eff(OpClass c) const { return flops_efficiency[static_cast<int>(c)]; }
+  double mem_eff(OpClass c) const { return memory_efficiency[static_cast<int>(c)]; }
+};
+
+ComputeEfficiency default_compute_efficiency();
+
+// Overrides from a JSON object {"gemm": {"flops_efficiency": 0.7, "memory_efficiency": 0.8}, ...,
+// "kernel_overhead": "4us"}; unknown keys are errors naming `at`.
+ComputeEfficiency compute_efficiency_from_json(const Json& j, const JsonPath& at, ComputeEfficiency base);
+Json compute_efficiency_to_json(const ComputeEfficiency& e);
+// Overrides from Calibration::extra-style keys "compute.<class>.flops_efficiency",
+// "compute.<class>.memory_efficiency", "compute.kernel_overhead_s". Unknown "compute.*" keys are errors.
+ComputeEfficiency compute_efficiency_from_extra(const std::map<std::string, double>& extra,
+                                                ComputeEfficiency base);
+
+struct ComputeModel {
+  GpuSpec gpu;
+  ComputeEfficiency eff = default_compute_efficiency();
+  Precision precision = Precision::FP16;
+
+  // Seconds for `kernels` kernels of class `c` doing `flops` FLOPs and moving `bytes` bytes of HBM traffic.
+  double time_s(OpClass c, double flops, double bytes, int kernels = 1) const;
+};
+
+}  // namespace fabricsim::models

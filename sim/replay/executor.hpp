@@ -1,0 +1,37 @@
+#pragma once
+// The replay executor: runs a workloads::Trace (per-rank DAG) in simulated time.
+//  - An op becomes ready when all its deps and the previous op of its stream have finished (streams are
+//    FIFO, like CUDA streams).
+//  - Compute ops take their given duration, or the roofline time of the compute model.
+//  - A collective starts when every simulated member of its communicator has reached its k-th call on that
+//    communicator (NCCL semantics: a collective is a rendezvous); all members finish together.
+//  - Send/recv match by (src, dst, tag) in FIFO order and run when both sides are ready.
+//  - When no event is left but ops remain, the replay stops and throws ReplayDeadlock listing the ops that
+//    wait (collectives not reached by all members, sends without a recv, ...). It never hangs.
+#include <cstddef>
+#include <string>
+
+#include "models/compute.hpp"
+#include "sim/base/error.hpp"
+#include "sim/replay/comm_model.hpp"
+#include "sim/replay/result.hpp"
+#include "topologies/topology.hpp"
+#include "workloads/trace.hpp"
+
+namespace fabricsim::sim {
+
+class ReplayDeadlock : public InputError {
+ public:
+  using InputError::InputError;
+};
+
+struct ReplayOptions {
+  bool record_ops = true;               // fill RunResult::ops
+  std::size_t max_op_records = 4000000;  // cap (records beyond it are dropped, noted in RunResult::notes)
+};
+
+// Runs the trace. `topo` supplies ranks' hosts; `compute` prices roofline ops; `comm` prices communication.
+RunResult replay(const workloads::Trace& trace, const topo::Topology& topo, const models::ComputeModel& compute,
+                 CommModel& comm, const ReplayOptions& opt = {});
+
+}  // namespace fabricsim::sim

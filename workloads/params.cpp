@@ -1,0 +1,117 @@
+#include "workloads/params.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "sim/base/error.hpp"
+#include "sim/base/units.hpp"
+
+namespace fabricsim::workloads {
+
+ParamMap params_from_json(const Json& obj, const JsonPath& at) {
+  if (!obj.is_object()) json_fail(at, "expected an object of parameters");
+  ParamMap m;
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    const Json& v = *it;
+    if (v.is_string()) m[it.key()] = v.get<std::string>();
+    else if (v.is_boolean()) m[it.key()] = v.get<bool>() ? "true" : "false";
+    else if (v.is_number_integer()) m[it.key()] = std::to_string(v.get<std::int64_t>());
+    else if (v.is_number()) {
+      std::ostringstream os;
+      os.precision(17);
+      os << v.get<double>();
+      m[it.key()] = os.str();
+    } else {
+      json_fail(at.child(it.key()), "expected a number, string or boolean");
+    }
+  }
+  return m;
+}
+
+void ParamReader::fail(const std::string& k, const std::string& what) const {
+  throw InputError(where_ + " " + k, what);
+}
+
+std::int64_t ParamReader::integer(const std::string& k, std::int64_t dflt, std::int64_t min) {
+  seen_.insert(k);
+  auto it = p_.find(k);
+  std::int64_t v = dflt;
+  if (it != p_.end()) {
+    try {
+      v = parse_int(it->second, k);
+    } catch (const InputError&) {
+      fail(k, "expected an integer, got '" + it->second + "'");
+    }
+  }
+  if (v < min) fail(k, "expected an integer >= " + std::to_string(min) + ", got " + std::to_string(v));
+  used_[k] = std::to_string(v);
+  return v;
+}
+
+std::int64_t ParamReader::integer_required(const std::string& k, std::int64_t min) {
+  if (!p_.count(k)) fail(k, "required parameter is missing");
+  return integer(k, 0, min);
+}
+
+double ParamReader::number(const std::string& k, double dflt, double min) {
+  seen_.insert(k);
+  auto it = p_.find(k);
+  double v = dflt;
+  if (it != p_.end()) {
+    try {
+      v = parse_double(it->second, k);
+    } catch (const InputError&) {
+      fail(k, "expected a number, got '" + it->second + "'");
+    }
+  }
+  if (!(v >= min) || !std::isfinite(v)) fail(k, "expected a finite number >= " + std::to_string(min));
+  std::ostringstream os;
+  os << v;
+  used_[k] = os.str();
+  return v;
+}
+
+bool ParamReader::boolean(const std::string& k, bool dflt) {
+  seen_.insert(k);
+  auto it = p_.find(k);
+  bool v = dflt;
+  if (it != p_.end()) {
+    if (it->second == "true" || it->second == "1") v = true;
+    else if (it->second == "false" || it->second == "0") v = false;
+    else fail(k, "expected true or false, got '" + it->second + "'");
+  }
+  used_[k] = v ? "true" : "false";
+  return v;
+}
+
+std::string ParamReader::string(const std::string& k, const std::string& dflt) {
+  seen_.insert(k);
+  auto it = p_.find(k);
+  std::string v = it == p_.end() ? dflt : it->second;
+  used_[k] = v;
+  return v;
+}
+
+std::uint64_t ParamReader::size(const std::string& k, std::uint64_t dflt) {
+  seen_.insert(k);
+  auto it = p_.find(k);
+  std::uint64_t v = dflt;
+  if (it != p_.end()) {
+    try {
+      v = parse_size(it->second, k);
+    } catch (const InputError&) {
+      fail(k, "expected a size (bytes, or with K/M/G suffix), got '" + it->second + "'");
+    }
+  }
+  used_[k] = std::to_string(v);
+  return v;
+}
+
+void ParamReader::finish() const {
+  std::string unknown;
+  for (const auto& [k, v] : p_)
+    if (!seen_.count(k)) unknown += (unknown.empty() ? "" : ", ") + k;
+  if (!unknown.empty()) throw InputError(where_, "unknown parameter(s): " + unknown);
+}
+
+}  // namespace fabricsim::workloads

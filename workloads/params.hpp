@@ -1,0 +1,41 @@
+#pragma once
+// Generator parameters arrive as key=value strings (from `fabricsim gen --param k=v` or a scenario's
+// "workload.params" object, whose JSON numbers/booleans are converted to text). ParamReader pulls typed
+// values out, names the parameter in errors (`where` + key), and rejects keys that were never read.
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+
+#include "sim/base/json_reader.hpp"
+
+namespace fabricsim::workloads {
+
+using ParamMap = std::map<std::string, std::string>;
+
+// Converts a JSON object of scalars into a ParamMap (errors name the JSON path).
+ParamMap params_from_json(const Json& obj, const JsonPath& at);
+
+class ParamReader {
+ public:
+  // `where` prefixes errors, e.g. "--param" or "scenario.json: /workload/params".
+  ParamReader(const ParamMap& p, std::string where) : p_(p), where_(std::move(where)) {}
+  bool has(const std::string& k) const { return p_.count(k) > 0; }
+  std::int64_t integer(const std::string& k, std::int64_t dflt, std::int64_t min = 0);
+  std::int64_t integer_required(const std::string& k, std::int64_t min = 0);
+  double number(const std::string& k, double dflt, double min = 0);
+  bool boolean(const std::string& k, bool dflt);
+  std::string string(const std::string& k, const std::string& dflt);
+  std::uint64_t size(const std::string& k, std::uint64_t dflt);  // "64M", "1GiB", or bytes
+  [[noreturn]] void fail(const std::string& k, const std::string& what) const;
+  void finish() const;  // unknown keys -> InputError listing them
+  const ParamMap& used() const { return used_; }  // what was read, with defaults filled in (for reports)
+
+ private:
+  const ParamMap& p_;
+  std::string where_;
+  std::set<std::string> seen_;
+  ParamMap used_;
+};
+
+}  // namespace fabricsim::workloads

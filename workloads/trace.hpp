@@ -1,0 +1,89 @@
+#pragma once
+// The workload trace: a per-rank DAG of operations (compute, collective, send, recv) with dependencies and
+// streams. JSON form documented in docs/workloads.md, JSON Schema in docs/trace.schema.json.
+//
+// Symmetry: a trace may list only some ranks ("simulated ranks"); `world_size` is the number of GPUs of the
+// job. Communicators always list all their member ranks (global ranks in [0, world_size)). A collective
+// starts when every *simulated* member has reached it; members that are not simulated are stand-ins
+// assumed to behave exactly like a simulated rank (the generator guarantees it and records how in
+// `notes`). `mirrors` on a communicator names how many identical copies of it (other groups made of
+// non-simulated ranks) run the same collectives at the same time, so their traffic can be modelled.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/compute.hpp"
+#include "sim/base/json_reader.hpp"
+
+namespace fabricsim::workloads {
+
+enum class OpKind : std::uint8_t { Compute, Collective, Send, Recv };
+const char* to_string(OpKind k);
+
+// Collective operations (NCCL names).
+enum class CollOp : std::uint8_t { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce };
+const char* to_string(CollOp c);
+bool parse_coll_op(const std::string& s, CollOp& out);  // "all_reduce", "all_gather", "reduce_scatter",
+                                                        // "all_to_all", "broadcast", "reduce"
+
+struct Op {
+  OpKind kind = OpKind::Compute;
+  std::uint16_t stream = 0;     // index into RankTrace::streams
+  std::string name;
+  std::string category;         // breakdown bucket: "compute", "tp", "pp", "dp", "all_to_all", "ep", "other"
+  std::vector<std::uint32_t> deps;  // indices of ops of the same rank that must finish first
+  // Compute: either duration_s >= 0 (given), or flops/bytes/op_class evaluated by the compute model.
+  double duration_s = -1;       // < 0: use the roofline
+  double flops = 0;             // FLOPs (also recorded for statistics when duration is given)
+  double mem_bytes = 0;         // HBM bytes moved (roofline)
+  models::OpClass op_class = models::OpClass::Gemm;
+  // Collective / send / recv.
+  CollOp coll = CollOp::AllReduce;
+  std::int32_t comm = -1;       // index into Trace::comms (collectives)
+  std::string algorithm;        // optional forced algorithm ("ring", "tree", ...), empty = tuner
+  std::int32_t peer = -1;       // send: destination rank; recv: source rank
+  std::int64_t tag = 0;
+  double bytes = 0;             // collective: NCCL count*sizeof(type) (all_gather: output, reduce_scatter:
+                                // input); send/recv: message bytes
+};
+
+struct RankTrace {
+  std::int32_t rank = 0;
+  std::vector<std::string> streams{"compute"};  // stream 0 is the compute stream by convention
+  std::vector<Op> ops;                           // program order; a stream runs its ops in this order
+};
+
+struct Communicator {
+  std::string name;
+  std::vector<std::int32_t> ranks;  // global ranks, in NCCL rank order
+  std::int32_t mirrors = 0;         // identical concurrent copies on non-simulated ranks (see above)
+  std::string category;             // default category of its collectives ("tp", "dp", ...)
+};
+
+struct Trace {
+  std::string name;
+  std::int32_t world_size = 0;
+  std::vector<RankTrace> ranks;                 // simulated ranks, sorted by rank
+  std::vector<Communicator> comms;
+  std::map<std::string, double> metadata;       // e.g. "samples_per_iteration", "tokens_per_iteration",
+                                                // "model_flops_per_iteration", "memory_per_gpu_bytes.max"
+  std::map<std::string, std::string> params;    // generator parameters (strings, for reports)
+  std::vector<std::string> notes;               // modelling notes (what is simulated)
+  std::string gpu;                              // optional GPU model for roofline ops ("" = topology's)
+
+  std::size_t num_ops() const;
+};
+
+// Strict parsing: unknown keys, bad types, out-of-range deps/streams/comm indices, ranks outside
+// [0, world_size) and duplicate ranks are InputErrors naming `file` and the JSON path.
+Trace trace_from_json(const Json& doc, const std::string& file);
+Trace load_trace_file(const std::string& path);
+Json trace_to_json(const Trace& t);
+
+// Structural checks that do not need a simulation: dependency cycles (through deps and stream order),
+// sends without a matching recv and vice versa (by (src, dst, tag), counted), collectives whose simulated
+// members do not all call it the same number of times. Throws InputError naming the ops involved.
+void check_trace(const Trace& t, const std::string& where);
+
+}  // namespace fabricsim::workloads
