@@ -1,0 +1,325 @@
+#include "sim/engine/flow_model.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace fabricsim::sim {
+
+namespace {
+// Min-heap helpers (std heaps are max-heaps: the comparator says "a comes after b").
+bool level_after(const auto& a, const auto& b) { return a.level > b.level || (a.level == b.level && a.res > b.res); }
+bool finish_after(const auto& a, const auto& b) { return a.t_s > b.t_s || (a.t_s == b.t_s && a.flow > b.flow); }
+}  // namespace
+
+FlowModel::FlowModel(std::vector<double> capacity_Bps) : cap_(std::move(capacity_Bps)) {
+  const std::size_t n = cap_.size();
+  for (std::size_t r = 0; r < n; ++r)
+    if (!(cap_[r] > 0)) throw std::logic_error("FlowModel: resource capacity must be > 0");
+  res_flows_.resize(n);
+  load_.assign(n, 0);
+  stat_t_.assign(n, 0);
+  stats_.assign(n, {});
+  res_mark_.assign(n, 0);
+  s_free_.assign(n, 0);
+  s_w_.assign(n, 0);
+  s_unfrozen_.assign(n, 0);
+  s_ver_.assign(n, 0);
+}
+
+FlowModel::FlowId FlowModel::add(double now_s, std::span<const std::uint32_t> resources, double bytes_per_instance,
+                                 double weight, double rate_cap_Bps, std::uint64_t user) {
+  if (!(now_s >= now_s_)) throw std::logic_error("FlowModel::add in the past");
+  if (resources.empty()) throw std::logic_error("FlowModel::add: a flow needs at least one resource");
+  if (!(bytes_per_instance > 0) || !(weight > 0)) throw std::logic_error("FlowModel::add: bytes and weight must be > 0");
+  now_s_ = now_s;
+  FlowId f;
+  if (!free_ids_.empty()) {
+    f = free_ids_.back();
+    free_ids_.pop_back();
+  } else {
+    f = static_cast<FlowId>(rem_.size());
+    rem_.push_back(0);
+    tupd_.push_back(0);
+    rate_.push_back(0);
+    w_.push_back(0);
+    capr_.push_back(0);
+    finish_.push_back(kInf);
+    user_.push_back(0);
+    hop_off_.push_back(0);
+    hop_cnt_.push_back(0);
+    ver_.push_back(0);
+    flow_mark_.push_back(0);
+    alive_.push_back(0);
+    frozen_.push_back(0);
+  }
+  rem_[f] = bytes_per_instance;
+  tupd_[f] = now_s;
+  rate_[f] = 0;
+  w_[f] = weight;
+  capr_[f] = rate_cap_Bps > 0 ? rate_cap_Bps : 0;
+  finish_[f] = kInf;
+  user_[f] = user;
+  ++ver_[f];
+  alive_[f] = 1;
+  flow_mark_[f] = 0;
+  if (hop_res_.size() > 4096 && dead_hops_ * 2 > hop_res_.size()) compact_hops();
+  hop_off_[f] = hop_res_.size();
+  hop_cnt_[f] = static_cast<std::uint32_t>(resources.size());
+  for (std::uint32_t k = 0; k < resources.size(); ++k) {
+    const std::uint32_t r = resources[k];
+    if (r >= cap_.size()) throw std::logic_error("FlowModel::add: resource id out of range");
+    hop_res_.push_back(r);
+    hop_pos_.push_back(static_cast<std::uint32_t>(res_flows_[r].size()));
+    res_flows_[r].push_back(ResEntry{f, k});
+  }
+  dirty_flows_.push_back(f);
+  ++active_;
+  return f;
+}
+
+void FlowModel::remove_flow(FlowId f) {
+  const std::uint64_t off = hop_off_[f];
+  for (std::uint32_t k = 0; k < hop_cnt_[f]; ++k) {
+    const std::uint32_t r = hop_res_[off + k];
+    const std::uint32_t pos = hop_pos_[off + k];
+    auto& list = res_flows_[r];
+    const ResEntry last = list.back();
+    list[pos] = last;
+    hop_pos_[hop_off_[last.flow] + last.k] = pos;
+    list.pop_back();
+    dirty_res_.push_back(r);
+  }
+  dead_hops_ += hop_cnt_[f];
+  hop_cnt_[f] = 0;
+  alive_[f] = 0;
+  ++ver_[f];
+  rate_[f] = 0;
+  finish_[f] = kInf;
+  free_ids_.push_back(f);
+  --active_;
+}
+
+void FlowModel::compact_hops() {
+  std::vector<std::uint32_t> nres, npos;
+  nres.reserve(hop_res_.size() - dead_hops_);
+  npos.reserve(hop_res_.size() - dead_hops_);
+  for (FlowId f = 0; f < rem_.size(); ++f) {
+    if (!alive_[f]) continue;
+    const std::uint64_t off = hop_off_[f];
+    hop_off_[f] = nres.size();
+    for (std::uint32_t k = 0; k < hop_cnt_[f]; ++k) {
+      nres.push_back(hop_res_[off + k]);
+      npos.push_back(hop_pos_[off + k]);
+    }
+  }
+  hop_res_ = std::move(nres);
+  hop_pos_ = std::move(npos);
+  dead_hops_ = 0;
+}
+
+void FlowModel::settle_resource(std::uint32_t r, double now_s) {
+  const double dt = now_s - stat_t_[r];
+  if (dt > 0) {
+    stats_[r].bytes += load_[r] * dt;
+    if (load_[r] > 0) stats_[r].busy_s += dt;
+  }
+  stat_t_[r] = now_s;
+}
+
+void FlowModel::settle_stats(double now_s) {
+  for (std::uint32_t r = 0; r < cap_.size(); ++r) settle_resource(r, now_s);
+}
+
+void FlowModel::solve(double now_s) {
+  if (!(now_s >= now_s_)) throw std::logic_error("FlowModel::solve in the past");
+  now_s_ = now_s;
+  if (!dirty()) return;
+  ++solves_;
+  if (++epoch_ == 0) {  // wrapped: reset marks
+    std::fill(flow_mark_.begin(), flow_mark_.end(), 0);
+    std::fill(res_mark_.begin(), res_mark_.end(), 0);
+    epoch_ = 1;
+  }
+  const std::uint32_t ep = epoch_;
+  stack_.clear();
+  comp_res_.clear();
+  comp_flows_.clear();
+  auto visit_flow = [&](FlowId f) {
+    flow_mark_[f] = ep;
+    comp_flows_.push_back(f);
+    const std::uint64_t off = hop_off_[f];
+    for (std::uint32_t k = 0; k < hop_cnt_[f]; ++k) {
+      const std::uint32_t r = hop_res_[off + k];
+      if (res_mark_[r] != ep) {
+        res_mark_[r] = ep;
+        stack_.push_back(r);
+      }
+    }
+  };
+  for (FlowId f : dirty_flows_)
+    if (alive_[f] && flow_mark_[f] != ep) visit_flow(f);
+  for (std::uint32_t r : dirty_res_)
+    if (res_mark_[r] != ep) {
+      res_mark_[r] = ep;
+      stack_.push_back(r);
+    }
+  dirty_flows_.clear();
+  dirty_res_.clear();
+  while (!stack_.empty()) {
+    const std::uint32_t r = stack_.back();
+    stack_.pop_back();
+    comp_res_.push_back(r);
+    for (const ResEntry& e : res_flows_[r])
+      if (flow_mark_[e.flow] != ep) visit_flow(e.flow);
+  }
+  flow_visits_ += comp_flows_.size();
+
+  // Settle statistics (old loads) and remaining bytes (old rates) up to now.
+  for (std::uint32_t r : comp_res_) {
+    settle_resource(r, now_s);
+    s_free_[r] = cap_[r];
+    s_w_[r] = 0;
+    s_unfrozen_[r] = 0;
+    load_[r] = 0;
+  }
+  capped_.clear();
+  for (FlowId f : comp_flows_) {
+    rem_[f] -= rate_[f] * (now_s - tupd_[f]);
+    if (rem_[f] < 0) rem_[f] = 0;
+    tupd_[f] = now_s;
+    frozen_[f] = 0;
+    const std::uint64_t off = hop_off_[f];
+    for (std::uint32_t k = 0; k < hop_cnt_[f]; ++k) {
+      const std::uint32_t r = hop_res_[off + k];
+      s_w_[r] += w_[f];
+      ++s_unfrozen_[r];
+    }
+    if (capr_[f] > 0) capped_.emplace_back(capr_[f], f);
+  }
+  std::sort(capped_.begin(), capped_.end());
+  level_heap_.clear();
+  for (std::uint32_t r : comp_res_)
+    if (s_unfrozen_[r] > 0) level_heap_.push_back(LevelEntry{s_free_[r] / s_w_[r], r, ++s_ver_[r]});
+  std::make_heap(level_heap_.begin(), level_heap_.end(), [](const LevelEntry& a, const LevelEntry& b) {
+    return level_after(a, b);
+  });
+  auto heap_cmp = [](const LevelEntry& a, const LevelEntry& b) { return level_after(a, b); };
+
+  // Progressive filling. Old rates stay in rate_ until the end (to detect unchanged flows); new per-instance
+  // rates go to new_rate_.
+  double level = 0;
+  std::size_t remaining = comp_flows_.size();
+  std::size_t ci = 0;
+  std::uint32_t current_res = 0xffffffffu;
+  new_rate_.resize(rem_.size());
+  auto freeze = [&](FlowId f, double x) {
+    frozen_[f] = 1;
+    new_rate_[f] = x;
+    const double w = w_[f];
+    const std::uint64_t off = hop_off_[f];
+    for (std::uint32_t k = 0; k < hop_cnt_[f]; ++k) {
+      const std::uint32_t r = hop_res_[off + k];
+      s_free_[r] -= w * x;
+      s_w_[r] -= w;
+      load_[r] += w * x;
+      if (--s_unfrozen_[r] > 0 && r != current_res) {
+        double key = s_free_[r] / s_w_[r];
+        if (!(key >= level)) key = level;  // rounding: saturation levels never drop below the current level
+        level_heap_.push_back(LevelEntry{key, r, ++s_ver_[r]});
+        std::push_heap(level_heap_.begin(), level_heap_.end(), heap_cmp);
+      } else if (s_unfrozen_[r] == 0) {
+        ++s_ver_[r];
+      }
+    }
+  };
+  while (remaining > 0) {
+    while (!level_heap_.empty() && level_heap_.front().ver != s_ver_[level_heap_.front().res]) {
+      std::pop_heap(level_heap_.begin(), level_heap_.end(), heap_cmp);
+      level_heap_.pop_back();
+    }
+    const double rl = level_heap_.empty() ? kInf : level_heap_.front().level;
+    while (ci < capped_.size() && frozen_[capped_[ci].second]) ++ci;
+    const double cl = ci < capped_.size() ? capped_[ci].first : kInf;
+    if (cl <= rl) {
+      if (cl == kInf) throw std::logic_error("FlowModel: unconstrained flow");
+      level = std::max(level, cl);
+      freeze(capped_[ci].second, cl);
+      ++ci;
+      --remaining;
+    } else {
+      level = std::max(level, rl);
+      const std::uint32_t r = level_heap_.front().res;
+      std::pop_heap(level_heap_.begin(), level_heap_.end(), heap_cmp);
+      level_heap_.pop_back();
+      current_res = r;
+      for (const ResEntry& e : res_flows_[r])
+        if (!frozen_[e.flow]) {
+          freeze(e.flow, level);
+          --remaining;
+        }
+      current_res = 0xffffffffu;
+      ++s_ver_[r];
+    }
+  }
+
+  for (std::uint32_t r : comp_res_) {
+    const double u = load_[r] / cap_[r];
+    if (u > stats_[r].peak_util) stats_[r].peak_util = u;
+  }
+  for (FlowId f : comp_flows_) {
+    const double x = new_rate_[f];
+    if (x == rate_[f] && finish_[f] != kInf) continue;  // unchanged: its heap entry stays valid
+    rate_[f] = x;
+    finish_[f] = x > 0 ? now_s + rem_[f] / x : kInf;
+    ++ver_[f];
+    if (finish_[f] != kInf) {
+      heap_.push_back(HeapEntry{finish_[f], f, ver_[f]});
+      std::push_heap(heap_.begin(), heap_.end(), [](const HeapEntry& a, const HeapEntry& b) {
+        return finish_after(a, b);
+      });
+    }
+  }
+  if (heap_.size() > 2 * active_ + 4096) compact_heap();
+}
+
+void FlowModel::compact_heap() {
+  heap_.clear();
+  for (FlowId f = 0; f < rem_.size(); ++f)
+    if (alive_[f] && finish_[f] != kInf) heap_.push_back(HeapEntry{finish_[f], f, ver_[f]});
+  std::make_heap(heap_.begin(), heap_.end(), [](const HeapEntry& a, const HeapEntry& b) { return finish_after(a, b); });
+}
+
+double FlowModel::next_finish() {
+  auto cmp = [](const HeapEntry& a, const HeapEntry& b) { return finish_after(a, b); };
+  while (!heap_.empty()) {
+    const HeapEntry& top = heap_.front();
+    if (alive_[top.flow] && ver_[top.flow] == top.ver) return top.t_s;
+    std::pop_heap(heap_.begin(), heap_.end(), cmp);
+    heap_.pop_back();
+  }
+  return kInf;
+}
+
+std::size_t FlowModel::complete(double now_s, double tol_s, std::vector<std::uint64_t>& done) {
+  if (!(now_s >= now_s_)) throw std::logic_error("FlowModel::complete in the past");
+  now_s_ = now_s;
+  auto cmp = [](const HeapEntry& a, const HeapEntry& b) { return finish_after(a, b); };
+  const double thr = now_s + tol_s;
+  batch_.clear();
+  while (!heap_.empty()) {
+    const HeapEntry top = heap_.front();
+    const bool valid = alive_[top.flow] && ver_[top.flow] == top.ver;
+    if (valid && top.t_s > thr) break;
+    std::pop_heap(heap_.begin(), heap_.end(), cmp);
+    heap_.pop_back();
+    if (valid) batch_.push_back(top.flow);
+  }
+  std::sort(batch_.begin(), batch_.end());
+  for (FlowId f : batch_) {
+    done.push_back(user_[f]);
+    remove_flow(f);
+  }
+  return batch_.size();
+}
+
+}  // namespace fabricsim::sim

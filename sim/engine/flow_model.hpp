@@ -1,0 +1,127 @@
+#pragma once
+// Flow-level network model with exact (weighted, capped) max-min fair sharing over abstract resources.
+//
+// A resource is one direction of a full-duplex link, with a capacity in bytes/s. A flow crosses a set of
+// resources and has:
+//   - a weight w > 0: it stands for w identical flows on the same path; it takes w shares of every resource
+//     it crosses and its per-instance rate is the fair share x, so it loads each resource with w*x;
+//   - an optional per-instance rate cap (bytes/s), 0 = none;
+//   - its remaining bytes per instance.
+// Rates are the max-min fair allocation computed by progressive filling (water-filling): all unfrozen
+// flows grow at the same per-instance rate; a resource saturates when sum(w*x) reaches its capacity, which
+// freezes every flow crossing it; a capped flow freezes at its cap. Implemented with a heap of resource
+// saturation levels (levels only rise as flows freeze), so a solve costs O(sum of path lengths * log).
+//
+// Changes (a flow added, a flow finished) only mark the touched flows/resources dirty; solve() re-solves
+// only the connected components (flows sharing resources, transitively) that contain dirty items. Flow
+// finish times sit in a lazy min-heap (versioned entries, periodic compaction). Storage is flat
+// (struct-of-arrays indexed by integer flow ids, recycled), with no per-flow heap allocation.
+//
+// Latency is not handled here: callers add a flow once its latency has elapsed (see Network).
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+namespace fabricsim::sim {
+
+struct ResourceStats {
+  double bytes = 0;      // bytes carried (sum over flows of weight * per-instance bytes)
+  double busy_s = 0;     // time with a non-zero load
+  double peak_util = 0;  // max over time of load / capacity
+};
+
+class FlowModel {
+ public:
+  using FlowId = std::uint32_t;
+  static constexpr double kInf = std::numeric_limits<double>::infinity();
+
+  explicit FlowModel(std::vector<double> capacity_Bps);
+
+  std::size_t num_resources() const { return cap_.size(); }
+  double capacity(std::uint32_t r) const { return cap_[r]; }
+  double now() const { return now_s_; }
+
+  // Adds a flow at time now_s (>= now()). `resources` must be non-empty and hold distinct ids; bytes > 0.
+  // `user` is returned when the flow completes. Rates are recomputed at the next solve().
+  FlowId add(double now_s, std::span<const std::uint32_t> resources, double bytes_per_instance,
+             double weight, double rate_cap_Bps, std::uint64_t user);
+
+  bool dirty() const { return !dirty_flows_.empty() || !dirty_res_.empty(); }
+  // Re-solves the components touched since the last solve, at time now_s (>= now()).
+  void solve(double now_s);
+  // Earliest projected finish time among active flows (kInf if none). Requires !dirty().
+  double next_finish();
+  // Completes, at time now_s, every active flow whose projected finish is <= now_s + tol_s (the earliest
+  // finish must be <= now_s + tol_s, i.e. call it at next_finish()). Appends their user tags to `done`
+  // in flow-id order and returns how many. Affected components are solved on the next solve().
+  std::size_t complete(double now_s, double tol_s, std::vector<std::uint64_t>& done);
+
+  std::size_t active_flows() const { return active_; }
+  double rate(FlowId f) const { return rate_[f]; }  // per-instance bytes/s
+  std::size_t solves() const { return solves_; }
+  std::size_t solved_flow_visits() const { return flow_visits_; }
+
+  // Link statistics up to time now_s (settles loads first).
+  void settle_stats(double now_s);
+  const std::vector<ResourceStats>& stats() const { return stats_; }
+
+ private:
+  struct ResEntry {
+    FlowId flow;
+    std::uint32_t k;  // index of this hop within the flow
+  };
+  struct HeapEntry {
+    double t_s;
+    FlowId flow;
+    std::uint32_t ver;
+  };
+  struct LevelEntry {
+    double level;
+    std::uint32_t res;
+    std::uint32_t ver;
+  };
+
+  void remove_flow(FlowId f);
+  void settle_resource(std::uint32_t r, double now_s);
+  void compact_heap();
+  void compact_hops();
+
+  double now_s_ = 0;
+  // resources
+  std::vector<double> cap_;
+  std::vector<std::vector<ResEntry>> res_flows_;
+  std::vector<double> load_;      // current sum of w*rate
+  std::vector<double> stat_t_;    // last time stats were settled
+  std::vector<ResourceStats> stats_;
+  std::vector<std::uint32_t> res_mark_;
+  // solver scratch (per resource)
+  std::vector<double> s_free_, s_w_;
+  std::vector<std::uint32_t> s_unfrozen_, s_ver_;
+  // flows (struct of arrays)
+  std::vector<double> rem_, tupd_, rate_, w_, capr_, finish_;
+  std::vector<std::uint64_t> user_;
+  std::vector<std::uint64_t> hop_off_;
+  std::vector<std::uint32_t> hop_cnt_, ver_, flow_mark_;
+  std::vector<std::uint8_t> alive_, frozen_;
+  std::vector<FlowId> free_ids_;
+  std::vector<std::uint32_t> hop_res_, hop_pos_;
+  std::size_t dead_hops_ = 0;
+  std::size_t active_ = 0;
+  std::uint32_t epoch_ = 0;
+  // dirty sets
+  std::vector<FlowId> dirty_flows_;
+  std::vector<std::uint32_t> dirty_res_;
+  // completion heap
+  std::vector<HeapEntry> heap_;
+  // scratch
+  std::vector<std::uint32_t> stack_, comp_res_;
+  std::vector<FlowId> comp_flows_;
+  std::vector<LevelEntry> level_heap_;
+  std::vector<std::pair<double, FlowId>> capped_;
+  std::vector<double> new_rate_;
+  std::vector<FlowId> batch_;
+  std::size_t solves_ = 0, flow_visits_ = 0;
+};
+
+}  // namespace fabricsim::sim

@@ -1,0 +1,311 @@
+#include "sim/engine/network.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "sim/base/error.hpp"
+
+namespace fabricsim::sim {
+
+namespace {
+constexpr std::uint64_t kIdxBits = 40;
+constexpr std::uint64_t kIdxMask = (std::uint64_t{1} << kIdxBits) - 1;
+constexpr std::uint64_t kReadyBit = std::uint64_t{1} << 63;  // latency-heap entry that makes a root ready
+constexpr std::uint32_t kMaxRuns = 1u << 22;
+
+std::uint64_t make_key(std::uint32_t slot, std::uint64_t idx) { return (std::uint64_t{slot} << kIdxBits) | idx; }
+std::uint32_t key_slot(std::uint64_t k) { return static_cast<std::uint32_t>((k & ~kReadyBit) >> kIdxBits); }
+std::uint64_t key_idx(std::uint64_t k) { return k & kIdxMask; }
+bool lat_after(const auto& a, const auto& b) { return a.t_s > b.t_s || (a.t_s == b.t_s && a.key > b.key); }
+
+std::vector<double> capacities(const topo::Topology& t, const models::Calibration& c) {
+  std::vector<double> cap(2 * t.num_links());
+  for (topo::LinkId l = 0; l < t.num_links(); ++l) {
+    const topo::Link& link = t.link(l);
+    const double eff = c.of(link.kind).bw_efficiency;
+    if (!(eff > 0) || !std::isfinite(eff))
+      throw InputError("calibration '" + c.name + "': link." + topo::to_string(link.kind) + ".bw_efficiency",
+                       "expected a number > 0, got " + std::to_string(eff));
+    if (!(link.bandwidth_Bps > 0))
+      throw InputError("topology '" + t.name() + "': link " + std::to_string(l), "bandwidth must be > 0");
+    cap[2 * l] = cap[2 * l + 1] = link.bandwidth_Bps * eff;
+  }
+  return cap;
+}
+}  // namespace
+
+struct Network::Run {
+  std::uint32_t id = 0;
+  std::shared_ptr<const models::Schedule> s;
+  std::vector<std::uint32_t> pending;   // unmet dependencies per transfer
+  std::vector<std::uint32_t> succ_off;  // CSR successors
+  std::vector<std::uint32_t> succ;
+  std::vector<TransferTiming> timings;
+  std::size_t done = 0;
+  double start_s = 0;
+  ScheduleDone cb;
+};
+
+Network::Network(EventQueue& q, const topo::Topology& t, topo::Routing& routing, const models::Calibration& calib,
+                 NetworkOptions opt)
+    : q_(q), topo_(t), routing_(routing), calib_(calib), opt_(opt), model_(capacities(t, calib)) {
+  if (!(opt_.batch_tolerance_s >= 0) || !std::isfinite(opt_.batch_tolerance_s))
+    throw InputError("batch tolerance", "expected a time >= 0 seconds");
+}
+
+Network::~Network() = default;
+
+double Network::tol(double now) const { return std::max(opt_.batch_tolerance_s, 1e-10 * now + 1e-15); }
+
+double Network::route_latency_s(topo::NodeId src, topo::NodeId dst) {
+  if (src == dst) return 0;
+  double lat = 0;
+  for (topo::LinkDir d : routing_.route(src, dst)) {
+    const topo::Link& link = topo_.link(topo::Topology::link_of(d));
+    lat += link.latency_s + calib_.of(link.kind).latency_s;
+  }
+  return lat;
+}
+
+std::uint32_t Network::start_transfer(const models::Transfer& tr, ScheduleDone on_done) {
+  auto s = std::make_shared<models::Schedule>();
+  s->op = "transfer";
+  s->transfers.push_back(tr);
+  s->transfers.back().deps.clear();
+  return start_schedule(std::move(s), 0.0, std::move(on_done));
+}
+
+std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s, ScheduleDone on_done) {
+  const double d = s ? s->fixed_latency_s : 0;
+  return start_schedule(std::move(s), d, std::move(on_done));
+}
+
+std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s, double root_delay_s,
+                                      ScheduleDone on_done) {
+  if (!s) throw std::logic_error("Network::start_schedule: null schedule");
+  const std::string where = "schedule " + s->op + "/" + s->algorithm;
+  if (!(root_delay_s >= 0) || !std::isfinite(root_delay_s))
+    throw InputError(where + ": fixed_latency_s", "expected a time >= 0 seconds");
+  const std::size_t n = s->transfers.size();
+  if (n > kIdxMask) throw InputError(where, "too many transfers");
+  auto run = std::make_unique<Run>();
+  run->s = s;
+  run->pending.assign(n, 0);
+  run->succ_off.assign(n + 1, 0);
+  run->timings.assign(n, {});
+  const std::size_t nn = topo_.num_nodes();
+  for (std::size_t i = 0; i < n; ++i) {
+    const models::Transfer& tr = s->transfers[i];
+    const std::string w = where + ": transfers[" + std::to_string(i) + "]";
+    if (tr.src >= nn || tr.dst >= nn) throw InputError(w, "src/dst is not a node of topology '" + topo_.name() + "'");
+    if (!(tr.bytes >= 0) || !std::isfinite(tr.bytes)) throw InputError(w + ".bytes", "expected bytes >= 0");
+    if (!(tr.weight > 0) || !std::isfinite(tr.weight)) throw InputError(w + ".weight", "expected a weight > 0");
+    if (tr.steps == 0) throw InputError(w + ".steps", "expected steps >= 1");
+    if (!(tr.step_latency_s >= 0) || !std::isfinite(tr.step_latency_s))
+      throw InputError(w + ".step_latency_s", "expected a time >= 0 seconds");
+    if (!(tr.rate_cap_Bps >= 0)) throw InputError(w + ".rate_cap_Bps", "expected a rate >= 0 bytes/s");
+    for (std::uint32_t d : tr.deps) {
+      if (d >= n || d == i)
+        throw InputError(w + ".deps", "dependency " + std::to_string(d) + " is not another transfer index");
+      ++run->succ_off[d + 1];
+      ++run->pending[i];
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) run->succ_off[i + 1] += run->succ_off[i];
+  run->succ.resize(run->succ_off[n]);
+  {
+    std::vector<std::uint32_t> fill(run->succ_off.begin(), run->succ_off.end() - 1);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::uint32_t d : s->transfers[i].deps) run->succ[fill[d]++] = static_cast<std::uint32_t>(i);
+  }
+  {  // cycle check (Kahn)
+    std::vector<std::uint32_t> pend = run->pending, stack;
+    for (std::uint32_t i = 0; i < n; ++i)
+      if (pend[i] == 0) stack.push_back(i);
+    std::size_t seen = 0;
+    while (!stack.empty()) {
+      const std::uint32_t i = stack.back();
+      stack.pop_back();
+      ++seen;
+      for (std::uint32_t k = run->succ_off[i]; k < run->succ_off[i + 1]; ++k)
+        if (--pend[run->succ[k]] == 0) stack.push_back(run->succ[k]);
+    }
+    if (seen != n) throw InputError(where + ": deps", "the dependencies contain a cycle");
+  }
+  std::uint32_t slot;
+  if (!free_runs_.empty()) {
+    slot = free_runs_.back();
+    free_runs_.pop_back();
+  } else {
+    if (runs_.size() >= kMaxRuns) throw std::logic_error("Network: too many concurrent schedules");
+    slot = static_cast<std::uint32_t>(runs_.size());
+    runs_.emplace_back();
+  }
+  run->start_s = q_.now();
+  run->cb = std::move(on_done);
+  run->id = next_id_++;
+  const std::uint32_t id = run->id;
+  runs_[slot] = std::move(run);
+  ++running_;
+  const double now = q_.now();
+  Run& r = *runs_[slot];
+  if (n == 0) {
+    if (root_delay_s == 0) {
+      finished_runs_.emplace_back(slot, now);
+    } else {
+      // delivered at now + delay through the latency heap: a ready entry with an index past the end
+      lat_heap_.push_back(LatEntry{now + root_delay_s, kReadyBit | make_key(slot, kIdxMask)});
+      std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) {
+        return lat_after(a, b);
+      });
+    }
+  } else {
+    // Roots: pushed in reverse index order so the ready stack pops them in index order.
+    for (std::uint32_t i = static_cast<std::uint32_t>(n); i-- > 0;) {
+      if (r.pending[i] != 0) continue;
+      if (root_delay_s > 0) {
+        lat_heap_.push_back(LatEntry{now + root_delay_s, kReadyBit | make_key(slot, i)});
+        std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) {
+          return lat_after(a, b);
+        });
+      } else {
+        ready_stack_.push_back(make_key(slot, i));
+      }
+    }
+  }
+  if (!in_process_) {
+    drain(now);
+    ensure_wake();
+  }
+  return id;
+}
+
+void Network::ready(std::uint64_t key, double t) {
+  Run& r = *runs_[key_slot(key)];
+  const std::uint64_t i = key_idx(key);
+  const models::Transfer& tr = r.s->transfers[i];
+  r.timings[i].start_s = t;
+  const double lat = route_latency_s(tr.src, tr.dst) + tr.step_latency_s * tr.steps;
+  if (lat > 0) {
+    lat_heap_.push_back(LatEntry{t + lat, key});
+    std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) {
+      return lat_after(a, b);
+    });
+  } else {
+    begin_bandwidth(key, t);
+  }
+}
+
+void Network::begin_bandwidth(std::uint64_t key, double t) {
+  Run& r = *runs_[key_slot(key)];
+  const models::Transfer& tr = r.s->transfers[key_idx(key)];
+  const double bytes = tr.bytes * tr.steps;
+  if (tr.src == tr.dst || !(bytes > 0)) {
+    finish(key, t);
+    return;
+  }
+  const std::vector<topo::LinkDir>& route = routing_.route(tr.src, tr.dst);
+  model_.add(t, std::span<const std::uint32_t>(route.data(), route.size()), bytes, tr.weight, tr.rate_cap_Bps, key);
+}
+
+void Network::finish(std::uint64_t key, double t) {
+  const std::uint32_t slot = key_slot(key);
+  Run& r = *runs_[slot];
+  const std::uint64_t i = key_idx(key);
+  r.timings[i].finish_s = t;
+  for (std::uint32_t k = r.succ_off[i]; k < r.succ_off[i + 1]; ++k) {
+    const std::uint32_t s = r.succ[k];
+    if (--r.pending[s] == 0) ready_stack_.push_back(make_key(slot, s));
+  }
+  if (++r.done == r.timings.size()) finished_runs_.emplace_back(slot, t);
+}
+
+void Network::drain(double t) {
+  while (!ready_stack_.empty()) {
+    const std::uint64_t k = ready_stack_.back();
+    ready_stack_.pop_back();
+    ready(k, t);
+  }
+}
+
+void Network::on_event(EventQueue& q, std::uint64_t tag) {
+  if (!wake_pending_ || tag != wake_token_) return;  // superseded wake-up
+  wake_pending_ = false;
+  process(q.now());
+}
+
+void Network::process(double now) {
+  in_process_ = true;
+  auto cmp = [](const LatEntry& a, const LatEntry& b) { return lat_after(a, b); };
+  // 1. latency phases that end now (and delayed roots that become ready now)
+  while (!lat_heap_.empty() && lat_heap_.front().t_s <= now) {
+    const std::uint64_t key = lat_heap_.front().key;
+    std::pop_heap(lat_heap_.begin(), lat_heap_.end(), cmp);
+    lat_heap_.pop_back();
+    if (key & kReadyBit) {
+      const std::uint64_t k = key & ~kReadyBit;
+      if (key_idx(k) == kIdxMask)
+        finished_runs_.emplace_back(key_slot(k), now);  // empty schedule
+      else
+        ready(k, now);
+    } else {
+      begin_bandwidth(key, now);
+    }
+    drain(now);
+  }
+  // 2. flows that finish now (within the batching tolerance)
+  const double tl = tol(now);
+  if (model_.next_finish() <= now + tl) {
+    done_.clear();
+    model_.complete(now, tl, done_);
+    for (std::uint64_t k : done_) finish(k, now);
+    drain(now);
+  }
+  // 3. new rates for the components touched now
+  model_.solve(now);
+  in_process_ = false;
+  // 4. finished schedules
+  if (!finished_runs_.empty()) {
+    auto fin = std::move(finished_runs_);
+    finished_runs_.clear();
+    for (auto& [slot, t] : fin) {
+      std::unique_ptr<Run> r = std::move(runs_[slot]);
+      free_runs_.push_back(slot);
+      --running_;
+      ScheduleRun out;
+      out.id = r->id;
+      out.start_s = r->start_s;
+      out.finish_s = t;
+      out.transfers = std::move(r->timings);
+      if (r->cb) r->cb(out);
+    }
+  }
+  ensure_wake();
+}
+
+void Network::ensure_wake() {
+  double next;
+  if (model_.dirty() || !ready_stack_.empty() || !finished_runs_.empty()) {
+    next = q_.now();
+  } else {
+    next = model_.next_finish();
+    if (!lat_heap_.empty()) next = std::min(next, lat_heap_.front().t_s);
+  }
+  if (next == FlowModel::kInf) return;
+  if (wake_pending_ && wake_t_ <= next) return;
+  wake_pending_ = true;
+  wake_t_ = next;
+  q_.schedule(next, this, ++wake_token_);
+}
+
+std::vector<LinkDirStats> Network::link_stats() {
+  model_.settle_stats(q_.now());
+  const auto& st = model_.stats();
+  std::vector<LinkDirStats> out(st.size());
+  for (std::size_t d = 0; d < st.size(); ++d) out[d] = LinkDirStats{st[d].bytes, st[d].busy_s, st[d].peak_util};
+  return out;
+}
+
+}  // namespace fabricsim::sim

@@ -1,0 +1,118 @@
+#pragma once
+// The fabricsim network engine bound to an EventQueue: the incremental API used by run_schedule() and by
+// the trace replayer. Several schedules (collectives) and single transfers can be in flight at once; they
+// share the fabric through one FlowModel (max-min fair sharing per link direction), so they contend.
+//
+// Timing model of one transfer (models::Transfer) once its dependencies are met at time t0:
+//   1. latency phase, outside the sharing: L = sum over the route's hops of (link latency_s + calibration
+//      per-kind latency_s) + step_latency_s * steps. Nothing is on the links during this phase (as in
+//      SimGrid's CM02, where a communication's latency is paid before its bandwidth share).
+//   2. bandwidth phase from t0 + L: a flow of weight `weight` carrying bytes * steps bytes per instance,
+//      capped at rate_cap_Bps per instance, sharing every link direction it crosses (capacity = link
+//      bandwidth_Bps * calibration bw_efficiency of the link kind) max-min fairly with all other flows.
+//   A transfer with src == dst, or with 0 bytes, has no bandwidth phase: it finishes at t0 + L.
+// Completion batching: flows whose projected finish lies within `batch_tolerance_s` of the earliest one are
+// completed together at that earliest time (a floor of 1e-10 relative + 1e-15 s always applies, to merge
+// finishes that differ only by floating-point rounding).
+//
+// Usage:
+//   EventQueue q;  Network net(q, topology, routing, calib);
+//   net.start_schedule(schedule_ptr, [](ScheduleRun& r) { ... r.finish_s ... });
+//   q.schedule(5e-3, [&] { net.start_transfer(tr, on_done); });   // e.g. from a compute op's end
+//   q.run();
+// Callbacks run inside the queue's event processing; they may start further schedules/transfers.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "models/calibration.hpp"
+#include "models/schedule.hpp"
+#include "sim/engine/event_queue.hpp"
+#include "sim/engine/flow_model.hpp"
+#include "sim/engine/schedule_runner.hpp"
+#include "topologies/routing.hpp"
+#include "topologies/topology.hpp"
+
+namespace fabricsim::sim {
+
+struct NetworkOptions {
+  double batch_tolerance_s = 0;  // completion batching window, seconds (0 = exact up to rounding)
+};
+
+// A finished schedule: absolute simulated times (seconds since the queue's time 0).
+struct ScheduleRun {
+  std::uint32_t id = 0;                   // as returned by start_schedule / start_transfer
+  double start_s = 0;                     // when start_schedule was called
+  double finish_s = 0;                    // last transfer's finish (>= start_s + fixed_latency_s)
+  std::vector<TransferTiming> transfers;  // absolute start/finish per schedule transfer
+};
+
+class Network final : public EventTarget {
+ public:
+  using ScheduleDone = std::function<void(ScheduleRun&)>;  // may move out of the run
+
+  // The topology, routing and calibration must outlive the Network.
+  Network(EventQueue& q, const topo::Topology& t, topo::Routing& routing, const models::Calibration& calib,
+          NetworkOptions opt = {});
+  ~Network();
+  Network(const Network&) = delete;
+  Network& operator=(const Network&) = delete;
+
+  // Starts a schedule at q.now(): its root transfers start after s->fixed_latency_s. Throws InputError
+  // for malformed schedules (bad node ids, dependency indices or cycles, negative sizes, weight <= 0,
+  // steps == 0). `on_done` (may be empty) is called once the last transfer finished.
+  std::uint32_t start_schedule(std::shared_ptr<const models::Schedule> s, ScheduleDone on_done);
+  // Same, but the roots start at q.now() + root_delay_s instead of after fixed_latency_s.
+  std::uint32_t start_schedule(std::shared_ptr<const models::Schedule> s, double root_delay_s,
+                               ScheduleDone on_done);
+  // Starts one transfer at q.now() (its deps are ignored).
+  std::uint32_t start_transfer(const models::Transfer& tr, ScheduleDone on_done);
+
+  // Latency phase of a transfer on its route (link + calibration per-hop latency), without step latency.
+  double route_latency_s(topo::NodeId src, topo::NodeId dst);
+  // Effective capacity (bytes/s) of a link direction.
+  double capacity_Bps(topo::LinkDir d) const { return model_.capacity(d); }
+
+  // Per link direction (index = topo::LinkDir), statistics up to q.now().
+  std::vector<LinkDirStats> link_stats();
+  std::size_t active_flows() const { return model_.active_flows(); }
+  std::size_t running_schedules() const { return running_; }
+  const FlowModel& model() const { return model_; }
+
+  void on_event(EventQueue& q, std::uint64_t tag) override;
+
+ private:
+  struct Run;
+  struct LatEntry {
+    double t_s;
+    std::uint64_t key;
+  };
+  void ready(std::uint64_t key, double t);
+  void begin_bandwidth(std::uint64_t key, double t);
+  void finish(std::uint64_t key, double t);
+  void drain(double t);
+  void process(double now);
+  void ensure_wake();
+  double tol(double now) const;
+
+  EventQueue& q_;
+  const topo::Topology& topo_;
+  topo::Routing& routing_;
+  const models::Calibration& calib_;
+  NetworkOptions opt_;
+  FlowModel model_;
+  std::vector<std::unique_ptr<Run>> runs_;
+  std::vector<std::uint32_t> free_runs_;
+  std::size_t running_ = 0;
+  std::vector<LatEntry> lat_heap_;
+  std::vector<std::uint64_t> ready_stack_, done_;
+  std::vector<std::pair<std::uint64_t, double>> finished_runs_;
+  bool in_process_ = false;
+  bool wake_pending_ = false;
+  double wake_t_ = 0;
+  std::uint64_t wake_token_ = 0;
+  std::uint32_t next_id_ = 0;
+};
+
+}  // namespace fabricsim::sim

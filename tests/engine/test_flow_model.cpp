@@ -1,0 +1,195 @@
+// Max-min fair sharing over abstract resources, against closed-form allocations.
+#include <doctest/doctest.h>
+
+#include <random>
+#include <vector>
+
+#include "sim/engine/event_queue.hpp"
+#include "sim/engine/flow_model.hpp"
+
+using fabricsim::sim::EventQueue;
+using fabricsim::sim::EventTarget;
+using fabricsim::sim::FlowModel;
+
+namespace {
+std::vector<std::uint32_t> R(std::initializer_list<std::uint32_t> l) { return l; }
+}  // namespace
+
+TEST_CASE("event queue orders by time, then by scheduling order") {
+  EventQueue q;
+  std::vector<int> seen;
+  q.schedule(2.0, [&] { seen.push_back(3); });
+  q.schedule(1.0, [&] { seen.push_back(1); });
+  q.schedule(1.0, [&] {
+    seen.push_back(2);
+    q.schedule(1.0, [&] { seen.push_back(25); });  // same time, scheduled later: runs after
+  });
+  struct T final : EventTarget {
+    std::vector<int>* out;
+    void on_event(EventQueue& qq, std::uint64_t tag) override { out->push_back(static_cast<int>(tag) + 100 * (qq.now() == 3.0)); }
+  } target;
+  target.out = &seen;
+  q.schedule(3.0, &target, 7);
+  q.run();
+  CHECK(seen == std::vector<int>{1, 2, 25, 3, 107});
+  CHECK(q.now() == 3.0);
+  CHECK(q.processed() == 5);
+  CHECK_THROWS(q.schedule(1.0, [] {}));
+}
+
+TEST_CASE("one flow alone gets the full capacity") {
+  FlowModel m({10.0, 5.0});
+  const auto r = R({0});
+  m.add(0, r, 100, 1, 0, 42);
+  m.solve(0);
+  CHECK(m.rate(0) == doctest::Approx(10.0));
+  CHECK(m.next_finish() == doctest::Approx(10.0));
+  std::vector<std::uint64_t> done;
+  CHECK(m.complete(10.0, 0, done) == 1);
+  CHECK(done == std::vector<std::uint64_t>{42});
+  CHECK(m.active_flows() == 0);
+}
+
+TEST_CASE("max-min with a bottleneck: flows on the bottleneck split it, the rest take what is left") {
+  // A (cap 10): f0, f1; B (cap 4): f1, f2. Max-min: B saturates first at 2 per flow; f0 gets 10 - 2 = 8.
+  FlowModel m({10.0, 4.0});
+  const auto a = R({0}), ab = R({0, 1}), b = R({1});
+  const auto f0 = m.add(0, a, 1e9, 1, 0, 0);
+  const auto f1 = m.add(0, ab, 1e9, 1, 0, 1);
+  const auto f2 = m.add(0, b, 1e9, 1, 0, 2);
+  m.solve(0);
+  CHECK(m.rate(f0) == doctest::Approx(8.0));
+  CHECK(m.rate(f1) == doctest::Approx(2.0));
+  CHECK(m.rate(f2) == doctest::Approx(2.0));
+}
+
+TEST_CASE("a rate cap freezes a flow below its fair share and the others share the rest") {
+  FlowModel m({10.0});
+  const auto a = R({0});
+  const auto f0 = m.add(0, a, 1e9, 1, 1.5, 0);
+  const auto f1 = m.add(0, a, 1e9, 1, 0, 1);
+  const auto f2 = m.add(0, a, 1e9, 1, 0, 2);
+  m.solve(0);
+  CHECK(m.rate(f0) == doctest::Approx(1.5));
+  CHECK(m.rate(f1) == doctest::Approx(4.25));
+  CHECK(m.rate(f2) == doctest::Approx(4.25));
+  // A cap above the fair share does not bind.
+  FlowModel m2({10.0});
+  const auto g0 = m2.add(0, a, 1e9, 1, 7.0, 0);
+  const auto g1 = m2.add(0, a, 1e9, 1, 0, 1);
+  m2.solve(0);
+  CHECK(m2.rate(g0) == doctest::Approx(5.0));
+  CHECK(m2.rate(g1) == doctest::Approx(5.0));
+}
+
+TEST_CASE("a weighted flow equals w separate flows (randomised)") {
+  std::mt19937_64 rng(12345);
+  for (int trial = 0; trial < 30; ++trial) {
+    const int nres = 2 + static_cast<int>(rng() % 5);
+    std::vector<double> cap(nres);
+    for (auto& c : cap) c = 1.0 + static_cast<double>(rng() % 100);
+    FlowModel weighted(cap), expanded(cap);
+    const int nflows = 1 + static_cast<int>(rng() % 6);
+    std::vector<FlowModel::FlowId> wid;
+    std::vector<std::vector<FlowModel::FlowId>> eid(nflows);
+    for (int f = 0; f < nflows; ++f) {
+      std::vector<std::uint32_t> res;
+      for (int r = 0; r < nres; ++r)
+        if (rng() % 2) res.push_back(r);
+      if (res.empty()) res.push_back(static_cast<std::uint32_t>(rng() % nres));
+      const int w = 1 + static_cast<int>(rng() % 4);
+      const double cap_rate = (rng() % 3 == 0) ? 0.5 + static_cast<double>(rng() % 20) : 0.0;
+      wid.push_back(weighted.add(0, res, 1000, w, cap_rate, f));
+      for (int k = 0; k < w; ++k) eid[f].push_back(expanded.add(0, res, 1000, 1, cap_rate, f));
+    }
+    weighted.solve(0);
+    expanded.solve(0);
+    for (int f = 0; f < nflows; ++f)
+      for (auto e : eid[f]) CHECK(weighted.rate(wid[f]) == doctest::Approx(expanded.rate(e)).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("max-min allocation is feasible and every flow has a saturated bottleneck (randomised)") {
+  std::mt19937_64 rng(777);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int nres = 1 + static_cast<int>(rng() % 8);
+    std::vector<double> cap(nres);
+    for (auto& c : cap) c = 1.0 + static_cast<double>(rng() % 50);
+    FlowModel m(cap);
+    const int nflows = 1 + static_cast<int>(rng() % 12);
+    std::vector<std::vector<std::uint32_t>> routes;
+    std::vector<double> w, capr;
+    for (int f = 0; f < nflows; ++f) {
+      std::vector<std::uint32_t> res;
+      for (int r = 0; r < nres; ++r)
+        if (rng() % 3 == 0) res.push_back(r);
+      if (res.empty()) res.push_back(static_cast<std::uint32_t>(rng() % nres));
+      routes.push_back(res);
+      w.push_back(1.0 + static_cast<double>(rng() % 3));
+      capr.push_back(rng() % 4 == 0 ? 0.25 + static_cast<double>(rng() % 10) : 0.0);
+      m.add(0, res, 100, w.back(), capr.back(), f);
+    }
+    m.solve(0);
+    std::vector<double> load(nres, 0);
+    for (int f = 0; f < nflows; ++f)
+      for (auto r : routes[f]) load[r] += w[f] * m.rate(f);
+    for (int r = 0; r < nres; ++r) CHECK(load[r] <= cap[r] * (1 + 1e-12));
+    // Bottleneck property: each flow is at its cap, or crosses a saturated resource where its per-instance
+    // rate is the largest among the flows there.
+    for (int f = 0; f < nflows; ++f) {
+      if (capr[f] > 0 && m.rate(f) >= capr[f] * (1 - 1e-12)) {
+        CHECK(m.rate(f) <= capr[f] * (1 + 1e-12));
+        continue;
+      }
+      bool has_bottleneck = false;
+      for (auto r : routes[f]) {
+        if (load[r] < cap[r] * (1 - 1e-9)) continue;
+        bool is_max = true;
+        for (int g = 0; g < nflows; ++g)
+          for (auto rg : routes[g])
+            if (rg == r && m.rate(g) > m.rate(f) * (1 + 1e-9)) is_max = false;
+        if (is_max) has_bottleneck = true;
+      }
+      CHECK(has_bottleneck);
+    }
+  }
+}
+
+TEST_CASE("only the touched component is re-solved, and rates elsewhere stay") {
+  FlowModel m({10.0, 10.0});
+  const auto a = R({0}), b = R({1});
+  m.add(0, a, 100, 1, 0, 0);
+  m.add(0, b, 100, 1, 0, 1);
+  m.solve(0);
+  const auto visits = m.solved_flow_visits();
+  CHECK(visits == 2);
+  m.add(1, a, 100, 1, 0, 2);  // touches resource 0 only
+  m.solve(1);
+  CHECK(m.solved_flow_visits() - visits == 2);  // flows 0 and 2, not flow 1
+  CHECK(m.rate(0) == doctest::Approx(5.0));
+  CHECK(m.rate(1) == doctest::Approx(10.0));
+  // Flow 0 had 90 bytes left at t=1 at rate 5: finishes at 19. Flow 1 finishes at 10.
+  CHECK(m.next_finish() == doctest::Approx(10.0));
+  std::vector<std::uint64_t> done;
+  m.complete(10.0, 0, done);
+  CHECK(done == std::vector<std::uint64_t>{1});
+  m.solve(10.0);
+  CHECK(m.next_finish() == doctest::Approx(19.0));
+}
+
+TEST_CASE("link statistics: bytes, busy time and peak utilisation") {
+  FlowModel m({10.0, 4.0});
+  const auto ab = R({0, 1});
+  m.add(0, ab, 40, 2, 0, 0);  // weight 2: per-instance rate 2, load 4 on both resources, 10 s
+  m.solve(0);
+  CHECK(m.next_finish() == doctest::Approx(20.0));
+  std::vector<std::uint64_t> done;
+  m.complete(20.0, 0, done);
+  m.solve(20.0);
+  m.settle_stats(30.0);
+  CHECK(m.stats()[0].bytes == doctest::Approx(80.0));  // weight * bytes
+  CHECK(m.stats()[1].bytes == doctest::Approx(80.0));
+  CHECK(m.stats()[0].busy_s == doctest::Approx(20.0));
+  CHECK(m.stats()[0].peak_util == doctest::Approx(0.4));
+  CHECK(m.stats()[1].peak_util == doctest::Approx(1.0));
+}
