@@ -1,0 +1,1076 @@
+// Collective algorithms -> Schedule. See models/collectives.hpp and docs/collectives.md.
+#include "models/collectives.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "models/tuner.hpp"
+#include "sim/base/error.hpp"
+
+namespace fabricsim::models {
+
+using topo::NodeId;
+using topo::NodeKind;
+
+const char* to_string(Op op) {
+  switch (op) {
+    case Op::AllReduce: return "all_reduce";
+    case Op::AllGather: return "all_gather";
+    case Op::ReduceScatter: return "reduce_scatter";
+    case Op::Broadcast: return "broadcast";
+    case Op::Reduce: return "reduce";
+    case Op::AllToAll: return "all_to_all";
+    case Op::AllToAllv: return "all_to_allv";
+    case Op::SendRecv: return "send_recv";
+  }
+  return "?";
+}
+
+const char* to_string(Fidelity f) {
+  switch (f) {
+    case Fidelity::Auto: return "auto";
+    case Fidelity::Step: return "step";
+    case Fidelity::Phase: return "phase";
+    case Fidelity::Symmetry: return "symmetry";
+  }
+  return "?";
+}
+
+bool parse_op(const std::string& s, Op& out) {
+  if (s == "sendrecv") {
+    out = Op::SendRecv;
+    return true;
+  }
+  for (Op op : kAllOps)
+    if (s == to_string(op)) {
+      out = op;
+      return true;
+    }
+  return false;
+}
+
+bool parse_fidelity(const std::string& s, Fidelity& out) {
+  for (Fidelity f : {Fidelity::Auto, Fidelity::Step, Fidelity::Phase, Fidelity::Symmetry})
+    if (s == to_string(f)) {
+      out = f;
+      return true;
+    }
+  return false;
+}
+
+std::vector<Algorithm> algorithms_for(Op op) {
+  switch (op) {
+    case Op::AllReduce:
+      return {Algorithm::Ring, Algorithm::Tree, Algorithm::Nvls, Algorithm::CollNet, Algorithm::Hierarchical};
+    case Op::AllGather:
+    case Op::ReduceScatter: return {Algorithm::Ring, Algorithm::Nvls, Algorithm::Pat};
+    case Op::Broadcast:
+    case Op::Reduce: return {Algorithm::Ring};
+    case Op::AllToAll:
+    case Op::AllToAllv: return {Algorithm::Direct, Algorithm::Pairwise};
+    case Op::SendRecv: return {Algorithm::Direct};
+  }
+  return {};
+}
+
+std::vector<Protocol> protocols_for(Algorithm a) {
+  switch (a) {
+    case Algorithm::Ring:
+    case Algorithm::Tree:
+    case Algorithm::Hierarchical: return {Protocol::Simple, Protocol::LL, Protocol::LL128};
+    case Algorithm::Direct:
+    case Algorithm::Pairwise: return {Protocol::Simple, Protocol::LL};
+    case Algorithm::Nvls:
+    case Algorithm::CollNet:
+    case Algorithm::Pat: return {Protocol::Simple};
+  }
+  return {};
+}
+
+double busbw_factor(Op op, int n) {
+  if (n <= 1) return op == Op::AllReduce || op == Op::AllGather || op == Op::ReduceScatter || op == Op::AllToAll ||
+                             op == Op::AllToAllv
+                         ? 0.0
+                         : 1.0;
+  switch (op) {
+    case Op::AllReduce: return 2.0 * (n - 1) / n;
+    case Op::AllGather:
+    case Op::ReduceScatter:
+    case Op::AllToAll:
+    case Op::AllToAllv: return static_cast<double>(n - 1) / n;
+    case Op::Broadcast:
+    case Op::Reduce:
+    case Op::SendRecv: return 1.0;
+  }
+  return 1.0;
+}
+
+std::uint64_t nccl_tests_count(Op op, std::uint64_t bytes, int n, int elem_bytes) {
+  std::uint64_t e = bytes / static_cast<std::uint64_t>(elem_bytes);
+  switch (op) {
+    case Op::AllGather:
+    case Op::ReduceScatter:
+    case Op::AllToAll:
+    case Op::AllToAllv: return e / static_cast<std::uint64_t>(std::max(1, n));
+    default: return e;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Communicator structure helpers
+
+namespace {
+
+struct CommLayout {
+  int n = 0;
+  std::vector<int> host_of_rank;               // index into hosts
+  std::vector<std::vector<int>> hosts;         // ranks per host, in rank order; hosts in first-appearance order
+  std::vector<int> local_of_rank;              // position of the rank within its host list
+  bool equal_per_host = true;
+};
+
+CommLayout layout(const CollectiveSpec& spec, const topo::Topology& t) {
+  CommLayout L;
+  L.n = static_cast<int>(spec.communicator.size());
+  std::map<int, int> idx;
+  L.host_of_rank.resize(L.n);
+  L.local_of_rank.resize(L.n);
+  for (int r = 0; r < L.n; ++r) {
+    const auto& nd = t.node(spec.communicator[r]);
+    // GPUs without a host index (hand-made graphs) count as their own host.
+    int key = nd.host >= 0 ? nd.host : -1 - static_cast<int>(spec.communicator[r]);
+    auto it = idx.find(key);
+    if (it == idx.end()) {
+      it = idx.emplace(key, static_cast<int>(L.hosts.size())).first;
+      L.hosts.emplace_back();
+    }
+    L.host_of_rank[r] = it->second;
+    L.local_of_rank[r] = static_cast<int>(L.hosts[it->second].size());
+    L.hosts[it->second].push_back(r);
+  }
+  for (const auto& h : L.hosts)
+    if (h.size() != L.hosts[0].size()) L.equal_per_host = false;
+  return L;
+}
+
+bool is_fabric_switch(NodeKind k) { return k == NodeKind::IbSwitch || k == NodeKind::EthSwitch; }
+
+// The NVLS switch a GPU reduces through: the adjacent NVLS NVSwitch with the widest link (first on ties).
+NodeId nvls_switch_of(const topo::Topology& t, NodeId gpu) {
+  NodeId best = topo::kNoNode;
+  double bw = 0;
+  for (const auto& [l, nb] : t.adjacent(gpu)) {
+    const auto& nd = t.node(nb);
+    if (nd.kind == NodeKind::NvSwitch && nd.nvls && t.link(l).bandwidth_Bps > bw) {
+      bw = t.link(l).bandwidth_Bps;
+      best = nb;
+    }
+  }
+  return best;
+}
+
+// The SHARP switch a GPU's rail NIC attaches to.
+NodeId sharp_leaf_of(const topo::Topology& t, topo::Routing& r, NodeId gpu) {
+  NodeId nic = r.rail_nic(gpu);
+  if (nic == topo::kNoNode) return topo::kNoNode;
+  for (const auto& [l, nb] : t.adjacent(nic)) {
+    const auto& nd = t.node(nb);
+    if (is_fabric_switch(nd.kind)) return nd.sharp ? nb : topo::kNoNode;
+  }
+  return topo::kNoNode;
+}
+
+// An aggregation root for `leaves`: the single leaf, or a switch adjacent to all of them that satisfies
+// `ok` (a spine for SHARP, a tier-2 NVSwitch for NVLS). kNoNode if none.
+template <class Ok>
+NodeId common_root(const topo::Topology& t, const std::vector<NodeId>& leaves, Ok ok) {
+  std::set<NodeId> distinct(leaves.begin(), leaves.end());
+  if (distinct.size() == 1) return *distinct.begin();
+  NodeId first = *distinct.begin();
+  std::set<NodeId> cands;
+  for (const auto& [l, nb] : t.adjacent(first))
+    if (ok(t.node(nb)) && !distinct.count(nb)) cands.insert(nb);
+  for (NodeId c : cands) {
+    std::set<NodeId> nbs;
+    for (const auto& [l, nb] : t.adjacent(c)) nbs.insert(nb);
+    bool all = true;
+    for (NodeId lf : distinct)
+      if (!nbs.count(lf)) {
+        all = false;
+        break;
+      }
+    if (all) return c;
+  }
+  return topo::kNoNode;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------
+// Validation
+
+std::string why_not_applicable(const CollectiveSpec& spec, Algorithm a, const topo::Topology& t,
+                               topo::Routing& routing) {
+  auto algos = algorithms_for(spec.op);
+  if (std::find(algos.begin(), algos.end(), a) == algos.end()) {
+    std::string list;
+    for (Algorithm x : algos) list += (list.empty() ? "" : ", ") + std::string(to_string(x));
+    return std::string("algorithm ") + to_string(a) + " does not implement " + to_string(spec.op) + " (available: " +
+           list + ")";
+  }
+  CommLayout L = layout(spec, t);
+  switch (a) {
+    case Algorithm::Nvls: {
+      std::vector<NodeId> l1;
+      for (NodeId g : spec.communicator) {
+        NodeId s = nvls_switch_of(t, g);
+        if (s == topo::kNoNode)
+          return "nvls needs NVSwitches with NVLink SHARP (nvls); GPU '" + t.node(g).id + "' has none";
+        l1.push_back(s);
+      }
+      NodeId root = common_root(t, l1, [](const topo::Node& nd) { return nd.kind == NodeKind::NvSwitch && nd.nvls; });
+      if (root == topo::kNoNode)
+        return "nvls needs all ranks under one NVLS NVSwitch (or one NVLS switch above theirs); the ranks span "
+               "several NVLink domains (use hierarchical, ring or tree)";
+      return "";
+    }
+    case Algorithm::CollNet: {
+      if (!L.equal_per_host) return "collnet needs the same number of ranks on every host";
+      std::vector<std::vector<NodeId>> groups(L.hosts[0].size());
+      for (int r = 0; r < L.n; ++r) {
+        NodeId leaf = sharp_leaf_of(t, routing, spec.communicator[r]);
+        if (leaf == topo::kNoNode)
+          return "collnet needs every GPU's rail NIC on an InfiniBand switch with SHARP; GPU '" +
+                 t.node(spec.communicator[r]).id + "' has none";
+        groups[L.local_of_rank[r]].push_back(leaf);
+      }
+      for (const auto& g : groups)
+        if (common_root(t, g, [](const topo::Node& nd) { return is_fabric_switch(nd.kind) && nd.sharp; }) ==
+            topo::kNoNode)
+          return "collnet needs one SHARP switch above all the rail leaves of a rail group (two tiers at most)";
+      return "";
+    }
+    case Algorithm::Pat:
+      if (static_cast<int>(L.hosts.size()) != L.n)
+        return "pat applies only with one rank per host (as in NCCL); this communicator has " +
+               std::to_string(L.n) + " ranks on " + std::to_string(L.hosts.size()) + " hosts";
+      return "";
+    case Algorithm::Hierarchical:
+      if (L.hosts.size() < 2) return "hierarchical needs ranks on at least two hosts";
+      if (!L.equal_per_host) return "hierarchical needs the same number of ranks on every host";
+      return "";
+    default: return "";
+  }
+}
+
+void validate_spec(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing) {
+  const std::string& w = spec.where;
+  if (spec.communicator.empty()) throw InputError(w, "a communicator with at least one GPU");
+  std::set<NodeId> seen;
+  for (std::size_t r = 0; r < spec.communicator.size(); ++r) {
+    NodeId g = spec.communicator[r];
+    if (g >= t.num_nodes())
+      throw InputError(w, "communicator rank " + std::to_string(r) + ": node id " + std::to_string(g) +
+                              " does not exist (topology has " + std::to_string(t.num_nodes()) + " nodes)");
+    if (t.node(g).kind != NodeKind::Gpu)
+      throw InputError(w, "communicator rank " + std::to_string(r) + ": node '" + t.node(g).id + "' is a " +
+                              topo::to_string(t.node(g).kind) + ", not a GPU");
+    if (!seen.insert(g).second)
+      throw InputError(w, "communicator rank " + std::to_string(r) + ": GPU '" + t.node(g).id + "' appears twice");
+  }
+  const int n = static_cast<int>(spec.communicator.size());
+  if (spec.elem_bytes <= 0) throw InputError(w, "a positive element size");
+  if ((spec.op == Op::Broadcast || spec.op == Op::Reduce) && (spec.root < 0 || spec.root >= n))
+    throw InputError(w, "root rank in [0, " + std::to_string(n) + "), got " + std::to_string(spec.root));
+  if (spec.channels < 0) throw InputError(w, "channels >= 0 (0 = automatic)");
+  const std::uint64_t eb = static_cast<std::uint64_t>(spec.elem_bytes);
+  bool per_rank_blocks = spec.op == Op::AllGather || spec.op == Op::ReduceScatter || spec.op == Op::AllToAll ||
+                         (spec.op == Op::AllToAllv && spec.matrix.empty());
+  if (per_rank_blocks) {
+    std::uint64_t unit = eb * static_cast<std::uint64_t>(n);
+    if (spec.bytes % unit != 0)
+      throw InputError(w, std::string("size ") + std::to_string(spec.bytes) + " B: " + to_string(spec.op) +
+                              " bytes must be a multiple of nranks x element size = " + std::to_string(n) + " x " +
+                              std::to_string(spec.elem_bytes) + " = " + std::to_string(unit) +
+                              " B (each rank's block is bytes/nranks)");
+  } else if (spec.bytes % eb != 0) {
+    throw InputError(w, "size " + std::to_string(spec.bytes) + " B is not a multiple of the element size " +
+                            std::to_string(spec.elem_bytes) + " B");
+  }
+  if (spec.op == Op::AllToAllv && !spec.matrix.empty()) {
+    if (static_cast<int>(spec.matrix.size()) != n)
+      throw InputError(w, "all_to_allv matrix with " + std::to_string(n) + " rows (one per rank), got " +
+                              std::to_string(spec.matrix.size()));
+    for (int i = 0; i < n; ++i) {
+      if (static_cast<int>(spec.matrix[i].size()) != n)
+        throw InputError(w, "all_to_allv matrix row " + std::to_string(i) + " with " + std::to_string(n) + " entries");
+      for (auto b : spec.matrix[i])
+        if (b % eb != 0)
+          throw InputError(w, "all_to_allv matrix row " + std::to_string(i) + ": entries multiple of the element size");
+    }
+  } else if (!spec.matrix.empty()) {
+    throw InputError(w, "a matrix only for all_to_allv");
+  }
+  if (spec.algorithm) {
+    std::string why = why_not_applicable(spec, *spec.algorithm, t, routing);
+    if (!why.empty()) throw InputError(w, why);
+    if (spec.protocol) {
+      auto ps = protocols_for(*spec.algorithm);
+      if (std::find(ps.begin(), ps.end(), *spec.protocol) == ps.end())
+        throw InputError(w, std::string("protocol ") + to_string(*spec.protocol) + " does not exist for algorithm " +
+                                to_string(*spec.algorithm));
+    }
+  }
+}
+
+int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing) {
+  if (spec.channels > 0) return spec.channels;
+  CommLayout L = layout(spec, t);
+  if (L.hosts.size() <= 1) return 1;
+  int best = 1;
+  for (const auto& h : L.hosts) {
+    std::set<NodeId> nics;
+    for (int r : h) {
+      NodeId nic = routing.rail_nic(spec.communicator[r]);
+      if (nic != topo::kNoNode) nics.insert(nic);
+    }
+    best = std::max(best, static_cast<int>(nics.size()));
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Schedule construction
+
+namespace {
+
+constexpr std::size_t kAutoStepLimit = 250000;  // transfers; above this `auto` uses symmetry
+
+struct Builder {
+  const CollectiveSpec& spec;
+  const topo::Topology& t;
+  topo::Routing& routing;
+  const Calibration& calib;
+  Algorithm algo;
+  Protocol proto;
+  bool step;  // step fidelity (else phase-style merging)
+  int channels;
+  const AlgoProtoParams& ap;
+  double algo_eff = 1.0;
+  CommLayout L;
+  Schedule s;
+
+  NodeId gpu(int rank) const { return spec.communicator[rank]; }
+
+  // Efficiency and per-step latency of a hop between two nodes.
+  std::pair<double, double> hop_params(NodeId a, NodeId b) const {
+    const auto& na = t.node(a);
+    const auto& nb = t.node(b);
+    const std::string& model = na.kind == NodeKind::Gpu ? na.model : nb.model;
+    auto kinds = [&](NodeKind k) { return na.kind == k || nb.kind == k; };
+    if (kinds(NodeKind::NvSwitch)) return {calib.nvlink_efficiency(model), ap.step_latency_s};
+    if (is_fabric_switch(na.kind) || is_fabric_switch(nb.kind)) return {calib.factor("network_efficiency"), ap.net_step_latency_s};
+    if (na.kind == NodeKind::Gpu && nb.kind == NodeKind::Gpu) {
+      if (na.nvlink_domain >= 0 && na.nvlink_domain == nb.nvlink_domain)
+        return {calib.nvlink_efficiency(model), ap.step_latency_s};
+      if (na.host >= 0 && na.host == nb.host) return {calib.factor("pcie_efficiency"), ap.step_latency_s};
+    }
+    return {calib.factor("network_efficiency"), ap.net_step_latency_s};
+  }
+
+  std::uint32_t emit(NodeId src, NodeId dst, double payload, std::uint32_t steps, double weight,
+                     std::vector<std::uint32_t> deps, int channel, int stepidx) {
+    auto [eff, lat] = hop_params(src, dst);
+    Transfer x;
+    x.src = src;
+    x.dst = dst;
+    x.payload_bytes = payload;
+    x.bytes = payload / (eff * ap.bw_efficiency * algo_eff);
+    x.weight = weight;
+    x.steps = steps;
+    x.step_latency_s = lat;
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    x.deps = std::move(deps);
+    x.channel = channel;
+    x.step = stepidx;
+    s.transfers.push_back(std::move(x));
+    return static_cast<std::uint32_t>(s.transfers.size() - 1);
+  }
+
+  std::uint32_t chunk_count(double max_edge_payload) const {
+    double chunk = calib.factor(proto == Protocol::Simple ? "chunk_bytes.simple"
+                                : proto == Protocol::LL   ? "chunk_bytes.ll"
+                                                          : "chunk_bytes.ll128");
+    double k = std::ceil(max_edge_payload / chunk);
+    double cap = calib.factor("max_pipeline_chunks");
+    return static_cast<std::uint32_t>(std::clamp(k, 1.0, cap));
+  }
+
+  // Ring orders for the given ranks: one per channel, rotating each host's ranks by the channel so that
+  // channels leave each host through different GPUs (and rail NICs). Identical orders are merged into one
+  // ring with weight = number of channels sharing it.
+  std::vector<std::pair<std::vector<int>, int>> ring_orders(const std::vector<int>& ranks, int nch) const {
+    std::vector<std::vector<int>> byhost;
+    std::map<int, int> hidx;
+    for (int r : ranks) {
+      int h = L.host_of_rank[r];
+      auto it = hidx.find(h);
+      if (it == hidx.end()) {
+        it = hidx.emplace(h, static_cast<int>(byhost.size())).first;
+        byhost.emplace_back();
+      }
+      byhost[it->second].push_back(r);
+    }
+    std::map<std::vector<int>, int> count;
+    std::vector<std::vector<int>> order_list;
+    for (int c = 0; c < nch; ++c) {
+      std::vector<int> o;
+      for (const auto& h : byhost) {
+        int m = static_cast<int>(h.size());
+        for (int i = 0; i < m; ++i) o.push_back(h[(i + c) % m]);
+      }
+      // A single host's ring is a cycle: rotations give the same edges.
+      if (byhost.size() == 1) o = byhost[0];
+      if (count[o]++ == 0) order_list.push_back(o);
+    }
+    std::vector<std::pair<std::vector<int>, int>> out;
+    for (auto& o : order_list) out.emplace_back(o, count[o]);
+    return out;
+  }
+
+  // Ring over `ranks`: nsteps steps, each moving chunk_payload per channel from every rank to the next.
+  // stage_deps[rank]: transfers that must finish before rank sends its first step. Returns, per rank, the
+  // transfers whose completion means the rank has received its last step.
+  std::map<int, std::vector<std::uint32_t>> ring(const std::vector<int>& ranks, int nsteps, double total_per_step,
+                                                 const std::map<int, std::vector<std::uint32_t>>& stage_deps) {
+    std::map<int, std::vector<std::uint32_t>> done;
+    const int m = static_cast<int>(ranks.size());
+    if (m < 2 || nsteps <= 0) {
+      for (int r : ranks) {
+        auto it = stage_deps.find(r);
+        if (it != stage_deps.end()) done[r] = it->second;
+      }
+      return done;
+    }
+    auto deps_of = [&](int r) {
+      auto it = stage_deps.find(r);
+      return it == stage_deps.end() ? std::vector<std::uint32_t>{} : it->second;
+    };
+    int c = 0;
+    for (const auto& [order, w] : ring_orders(ranks, channels)) {
+      double chunk = total_per_step / channels;  // per flow; weight w flows share the path
+      if (!step) {
+        for (int p = 0; p < m; ++p) {
+          int src = order[p], dst = order[(p + 1) % m];
+          done[dst].push_back(emit(gpu(src), gpu(dst), chunk, nsteps, w, deps_of(src), c, 0));
+        }
+      } else {
+        std::vector<std::uint32_t> prev(m), cur(m);
+        for (int k = 0; k < nsteps; ++k) {
+          for (int p = 0; p < m; ++p) {
+            int src = order[p], dst = order[(p + 1) % m];
+            std::vector<std::uint32_t> d;
+            if (k == 0) d = deps_of(src);
+            else {
+              d.push_back(prev[(p - 1 + m) % m]);  // the data rank src received in the previous step
+              d.push_back(prev[p]);                // its own previous send
+            }
+            cur[p] = emit(gpu(src), gpu(dst), chunk, 1, w, std::move(d), c, k);
+          }
+          std::swap(prev, cur);
+        }
+        for (int p = 0; p < m; ++p) done[order[(p + 1) % m]].push_back(prev[p]);
+      }
+      c += w;
+    }
+    return done;
+  }
+
+  // Pipelined DAG of edges, every edge carrying its payload in K chunks; chunk k of an edge may start when
+  // chunk k of each parent edge and its own chunk k-1 are done. Edges must be in topological order.
+  struct PEdge {
+    NodeId src, dst;
+    double payload = 0;  // per flow, all chunks
+    double weight = 1;
+    std::vector<int> parents;
+    std::vector<std::uint32_t> start_deps;
+    int channel = 0;
+  };
+  // Returns each edge's completing transfer.
+  std::vector<std::uint32_t> pipeline(const std::vector<PEdge>& edges, std::uint32_t K) {
+    const std::size_t E = edges.size();
+    std::vector<std::uint32_t> last(E);
+    if (step || K == 1) {
+      std::vector<std::uint32_t> prev(E), cur(E);
+      for (std::uint32_t k = 0; k < K; ++k) {
+        for (std::size_t e = 0; e < E; ++e) {
+          const PEdge& pe = edges[e];
+          std::vector<std::uint32_t> d;
+          for (int p : pe.parents) d.push_back(cur[p]);
+          if (k == 0) d.insert(d.end(), pe.start_deps.begin(), pe.start_deps.end());
+          else d.push_back(prev[e]);
+          cur[e] = emit(pe.src, pe.dst, pe.payload / K, 1, pe.weight, std::move(d), pe.channel, static_cast<int>(k));
+        }
+        std::swap(prev, cur);
+      }
+      return prev;
+    }
+    // Phase: head (chunk 0) / body (chunks 1..K-2 merged) / tail (chunk K-1). Exact on uniform paths:
+    // heads carry the pipeline fill, bodies stream concurrently, tails wait for their parents' tails.
+    std::vector<std::uint32_t> head(E), tail(E);
+    for (std::size_t e = 0; e < E; ++e) {
+      const PEdge& pe = edges[e];
+      std::vector<std::uint32_t> d(pe.start_deps);
+      for (int p : pe.parents) d.push_back(head[p]);
+      head[e] = emit(pe.src, pe.dst, pe.payload / K, 1, pe.weight, std::move(d), pe.channel, 0);
+    }
+    for (std::size_t e = 0; e < E; ++e) {
+      const PEdge& pe = edges[e];
+      std::uint32_t before = head[e];
+      if (K > 2)
+        before = emit(pe.src, pe.dst, pe.payload / K, K - 2, pe.weight, {head[e]}, pe.channel, 1);
+      std::vector<std::uint32_t> d{before};
+      for (int p : pe.parents) d.push_back(tail[p]);
+      tail[e] = emit(pe.src, pe.dst, pe.payload / K, 1, pe.weight, std::move(d), pe.channel, static_cast<int>(K - 1));
+    }
+    return tail;
+  }
+
+  double max_payload(const std::vector<PEdge>& edges) const {
+    double m = 0;
+    for (const auto& e : edges) m = std::max(m, e.payload);
+    return m;
+  }
+
+  std::vector<int> all_ranks() const {
+    std::vector<int> v(L.n);
+    for (int i = 0; i < L.n; ++i) v[i] = i;
+    return v;
+  }
+
+  // ---- algorithms ---------------------------------------------------------------------------------
+
+  void build_ring() {
+    const double S = static_cast<double>(spec.bytes);
+    const int n = L.n;
+    switch (spec.op) {
+      case Op::AllReduce: ring(all_ranks(), 2 * (n - 1), S / n, {}); break;
+      case Op::AllGather:
+      case Op::ReduceScatter: ring(all_ranks(), n - 1, S / n, {}); break;
+      case Op::Broadcast:
+      case Op::Reduce: build_chain(); break;
+      default: break;
+    }
+  }
+
+  // Broadcast (root -> along the ring) and reduce (along the ring -> root), pipelined in chunks.
+  void build_chain() {
+    const int n = L.n;
+    if (n < 2) return;
+    const double S = static_cast<double>(spec.bytes);
+    std::vector<PEdge> edges;
+    int c = 0;
+    for (const auto& [order, w] : ring_orders(all_ranks(), channels)) {
+      int rp = static_cast<int>(std::find(order.begin(), order.end(), spec.root) - order.begin());
+      std::vector<int> chain;
+      for (int i = 0; i < n; ++i) chain.push_back(order[(rp + i) % n]);
+      if (spec.op == Op::Reduce) {  // data flows toward the root: chain[n-1] -> ... -> chain[0]
+        std::reverse(chain.begin(), chain.end());
+      }
+      int base = static_cast<int>(edges.size());
+      for (int i = 0; i + 1 < n; ++i) {
+        PEdge e{gpu(chain[i]), gpu(chain[i + 1]), S / channels, static_cast<double>(w), {}, {}, c};
+        if (i > 0) e.parents.push_back(base + i - 1);
+        edges.push_back(e);
+      }
+      c += w;
+    }
+    pipeline(edges, chunk_count(max_payload(edges)));
+  }
+
+  // Double binary tree: an intra-host chain to the host's first rank, a binary tree over hosts; the second
+  // tree mirrors the host order. Each tree carries half the data; reduce up, broadcast down, pipelined.
+  void build_tree() {
+    const int n = L.n;
+    if (n < 2) return;
+    const double S = static_cast<double>(spec.bytes);
+    const int H = static_cast<int>(L.hosts.size());
+    auto host_tree = [&](bool mirror) {
+      std::vector<int> parent(H, -1);
+      std::vector<int> pos(H);
+      for (int i = 0; i < H; ++i) pos[i] = mirror ? H - 1 - i : i;  // position -> host
+      // Balanced tree over positions [lo, hi): root = middle.
+      std::vector<std::tuple<int, int, int>> stack{{0, H, -1}};
+      while (!stack.empty()) {
+        auto [lo, hi, par] = stack.back();
+        stack.pop_back();
+        if (lo >= hi) continue;
+        int mid = (lo + hi) / 2;
+        parent[pos[mid]] = par < 0 ? -1 : pos[par];
+        stack.emplace_back(lo, mid, mid);
+        stack.emplace_back(mid + 1, hi, mid);
+      }
+      // rank-level parent
+      std::vector<int> rp(n, -1);
+      for (int h = 0; h < H; ++h) {
+        const auto& rs = L.hosts[h];
+        for (std::size_t i = 1; i < rs.size(); ++i) rp[rs[i]] = rs[i - 1];
+        if (parent[h] >= 0) rp[rs[0]] = L.hosts[parent[h]][0];
+      }
+      return rp;
+    };
+    std::vector<std::vector<int>> trees{host_tree(false)};
+    std::vector<int> t1 = host_tree(true);
+    double w = channels;
+    if (t1 == trees[0]) w *= 2;  // identical trees: one tree with both halves as weight
+    else trees.push_back(t1);
+    std::vector<PEdge> edges;
+    for (std::size_t ti = 0; ti < trees.size(); ++ti) {
+      const auto& rp = trees[ti];
+      std::vector<std::vector<int>> kids(n);
+      int root = -1;
+      for (int r = 0; r < n; ++r) {
+        if (rp[r] < 0) root = r;
+        else kids[rp[r]].push_back(r);
+      }
+      // pre-order (parents first) for down edges; its reverse (children first) for up edges
+      std::vector<int> post, pre, st{root};
+      while (!st.empty()) {
+        int v = st.back();
+        st.pop_back();
+        pre.push_back(v);
+        for (int k : kids[v]) st.push_back(k);
+      }
+      post.assign(pre.rbegin(), pre.rend());
+      const double payload = S / 2.0 / channels;
+      std::vector<int> up_edge(n, -1), down_edge(n, -1);
+      for (int v : post) {
+        if (v == root) continue;
+        PEdge e{gpu(v), gpu(rp[v]), payload, w, {}, {}, static_cast<int>(ti)};
+        for (int k : kids[v]) e.parents.push_back(up_edge[k]);
+        up_edge[v] = static_cast<int>(edges.size());
+        edges.push_back(e);
+      }
+      for (int v : pre) {
+        if (v == root) continue;
+        PEdge e{gpu(rp[v]), gpu(v), payload, w, {}, {}, static_cast<int>(ti)};
+        if (rp[v] == root) {
+          for (int k : kids[root]) e.parents.push_back(up_edge[k]);
+        } else {
+          e.parents.push_back(down_edge[rp[v]]);
+        }
+        down_edge[v] = static_cast<int>(edges.size());
+        edges.push_back(e);
+      }
+    }
+    pipeline(edges, chunk_count(max_payload(edges)));
+  }
+
+  // In-network reduction tree (NVLS through NVSwitches, CollNet through SHARP switches): members send up
+  // to their aggregation leaf, leaves to the root when there are several, the root sends results down.
+  // up/down payloads are per member; leaf<->root payloads are given per leaf by the callbacks.
+  template <class LeafUp, class LeafDown>
+  std::vector<std::uint32_t> innet(const std::vector<int>& members, const std::vector<NodeId>& leaf_of, NodeId root,
+                                   double up_payload, double down_payload, LeafUp leaf_up, LeafDown leaf_down,
+                                   const std::map<int, std::vector<std::uint32_t>>& start, double weight) {
+    std::vector<PEdge> edges;
+    std::map<NodeId, std::vector<int>> leaf_members;
+    for (std::size_t i = 0; i < members.size(); ++i) leaf_members[leaf_of[i]].push_back(static_cast<int>(i));
+    std::map<NodeId, std::vector<int>> up_into;  // aggregation node -> up edges into it
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      PEdge e{gpu(members[i]), leaf_of[i], up_payload, weight, {}, {}, 0};
+      auto it = start.find(members[i]);
+      if (it != start.end()) e.start_deps = it->second;
+      up_into[leaf_of[i]].push_back(static_cast<int>(edges.size()));
+      edges.push_back(e);
+    }
+    const bool two_level = leaf_members.size() > 1 || leaf_members.begin()->first != root;
+    std::map<NodeId, int> leaf_down_edge;
+    if (two_level) {
+      for (const auto& [leaf, ms] : leaf_members) {
+        PEdge e{leaf, root, leaf_up(static_cast<int>(ms.size())), weight, up_into[leaf], {}, 0};
+        up_into[root].push_back(static_cast<int>(edges.size()));
+        edges.push_back(e);
+      }
+      for (const auto& [leaf, ms] : leaf_members) {
+        PEdge e{root, leaf, leaf_down(static_cast<int>(ms.size())), weight, up_into[root], {}, 0};
+        leaf_down_edge[leaf] = static_cast<int>(edges.size());
+        edges.push_back(e);
+      }
+    }
+    std::vector<int> member_down(members.size());
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      PEdge e{leaf_of[i], gpu(members[i]), down_payload, weight, {}, {}, 0};
+      if (two_level) e.parents.push_back(leaf_down_edge[leaf_of[i]]);
+      else e.parents = up_into[leaf_of[i]];
+      member_down[i] = static_cast<int>(edges.size());
+      edges.push_back(e);
+    }
+    auto last = pipeline(edges, chunk_count(max_payload(edges)));
+    std::vector<std::uint32_t> out;
+    for (int e : member_down) out.push_back(last[e]);
+    return out;
+  }
+
+  void build_nvls() {
+    const int n = L.n;
+    if (n < 2) return;
+    const double S = static_cast<double>(spec.bytes);
+    std::vector<NodeId> leaf_of;
+    for (int r = 0; r < n; ++r) leaf_of.push_back(nvls_switch_of(t, gpu(r)));
+    NodeId root = common_root(t, leaf_of, [](const topo::Node& nd) { return nd.kind == NodeKind::NvSwitch && nd.nvls; });
+    algo_eff = calib.factor("nvls_efficiency");
+    const double nn = n;
+    switch (spec.op) {
+      case Op::AllReduce:
+        // multimem reduce: every rank's full buffer goes up and the reduced buffer comes down.
+        innet(all_ranks(), leaf_of, root, S, S, [&](int) { return S; }, [&](int) { return S; }, {}, 1.0);
+        break;
+      case Op::AllGather:
+        // multicast store: each rank pushes its block, receives the n-1 others.
+        innet(all_ranks(), leaf_of, root, S / nn, S * (nn - 1) / nn, [&](int m) { return m * S / nn; },
+              [&](int m) { return (nn - m) * S / nn; }, {}, 1.0);
+        break;
+      case Op::ReduceScatter:
+        // multimem reduce of the n-1 blocks owned by others, each rank receives its reduced block.
+        innet(all_ranks(), leaf_of, root, S * (nn - 1) / nn, S / nn, [&](int m) { return (nn - m) * S / nn; },
+              [&](int m) { return m * S / nn; }, {}, 1.0);
+        break;
+      default: break;
+    }
+  }
+
+  // CollNet (SHARP): intra-host reduce-scatter ring, per rail group an in-network all_reduce of the
+  // 1/g shard through the SHARP switches, intra-host all_gather ring.
+  void build_collnet() {
+    const int n = L.n;
+    if (n < 2) return;
+    const double S = static_cast<double>(spec.bytes);
+    const int g = static_cast<int>(L.hosts[0].size());
+    std::map<int, std::vector<std::uint32_t>> after_rs;
+    for (const auto& h : L.hosts) {
+      auto d = ring(h, g - 1, S / g, {});
+      for (auto& [r, v] : d) after_rs[r] = v;
+    }
+    algo_eff = calib.factor("collnet_efficiency");
+    std::map<int, std::vector<std::uint32_t>> after_ar;
+    for (int k = 0; k < g; ++k) {
+      std::vector<int> members;
+      std::vector<NodeId> leaves;
+      for (const auto& h : L.hosts) {
+        members.push_back(h[k]);
+        leaves.push_back(sharp_leaf_of(t, routing, gpu(h[k])));
+      }
+      NodeId root = common_root(t, leaves, [](const topo::Node& nd) { return is_fabric_switch(nd.kind) && nd.sharp; });
+      const double shard = S / g;
+      auto done = innet(members, leaves, root, shard, shard, [&](int) { return shard; }, [&](int) { return shard; },
+                        after_rs, 1.0);
+      for (std::size_t i = 0; i < members.size(); ++i) after_ar[members[i]] = {done[i]};
+    }
+    algo_eff = 1.0;
+    for (const auto& h : L.hosts) ring(h, g - 1, S / g, after_ar);
+  }
+
+  // PAT (one rank per host): Bruck-style log2(n) steps; all_gather doubles the blocks sent at each
+  // step, reduce_scatter runs the same steps in reverse.
+  void build_pat() {
+    const int n = L.n;
+    if (n < 2) return;
+    const double block = static_cast<double>(spec.bytes) / n;
+    algo_eff = calib.factor("pat_efficiency");
+    std::vector<int> dist;
+    for (int d = 1; d < n; d *= 2) dist.push_back(d);
+    if (spec.op == Op::ReduceScatter) std::reverse(dist.begin(), dist.end());
+    std::vector<std::uint32_t> sent(n), recvd(n);
+    for (std::size_t k = 0; k < dist.size(); ++k) {
+      int d = dist[k];
+      int blocks = std::min(d, n - d);
+      std::vector<std::uint32_t> ns(n), nr(n);
+      for (int r = 0; r < n; ++r) {
+        int dst = (r - d + n) % n;
+        std::vector<std::uint32_t> dp;
+        if (k > 0) dp = {sent[r], recvd[r]};
+        ns[r] = emit(gpu(r), gpu(dst), blocks * block, 1, 1.0, std::move(dp), 0, static_cast<int>(k));
+        nr[dst] = ns[r];
+      }
+      sent = ns;
+      recvd = nr;
+    }
+  }
+
+  double a2a_bytes(int i, int j) const {
+    if (!spec.matrix.empty()) return static_cast<double>(spec.matrix[i][j]);
+    return static_cast<double>(spec.bytes) / L.n;
+  }
+
+  void build_direct() {
+    const int n = L.n;
+    if (spec.op == Op::SendRecv) {
+      if (n < 2) return;
+      for (int r = 0; r < n; ++r) emit(gpu(r), gpu((r + 1) % n), static_cast<double>(spec.bytes), 1, 1.0, {}, 0, 0);
+      return;
+    }
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        if (i != j && a2a_bytes(i, j) > 0) emit(gpu(i), gpu(j), a2a_bytes(i, j), 1, 1.0, {}, 0, 0);
+  }
+
+  // Pairwise exchange: n-1 rounds, in round k rank r sends to r+k and receives from r-k; a rank starts a
+  // round after its previous send and receive.
+  void build_pairwise() {
+    const int n = L.n;
+    std::vector<std::int64_t> sent(n, -1), recvd(n, -1);
+    for (int k = 1; k < n; ++k) {
+      std::vector<std::int64_t> ns(n, -1), nr(n, -1);
+      for (int r = 0; r < n; ++r) {
+        int dst = (r + k) % n;
+        std::vector<std::uint32_t> dp;
+        if (sent[r] >= 0) dp.push_back(static_cast<std::uint32_t>(sent[r]));
+        if (recvd[r] >= 0) dp.push_back(static_cast<std::uint32_t>(recvd[r]));
+        double b = a2a_bytes(r, dst);
+        // zero-byte rounds still synchronise the pair (NCCL posts them); keep them as tiny transfers.
+        ns[r] = emit(gpu(r), gpu(dst), b, 1, 1.0, std::move(dp), 0, k - 1);
+        nr[dst] = ns[r];
+      }
+      sent = ns;
+      recvd = nr;
+    }
+  }
+
+  // Hierarchical all_reduce: intra-host reduce-scatter ring, inter-host ring all_reduce of each 1/g shard
+  // among the ranks with the same position on every host (one rail each), intra-host all_gather ring.
+  void build_hierarchical() {
+    const double S = static_cast<double>(spec.bytes);
+    const int g = static_cast<int>(L.hosts[0].size());
+    const int H = static_cast<int>(L.hosts.size());
+    std::map<int, std::vector<std::uint32_t>> s1, s2;
+    for (const auto& h : L.hosts) {
+      auto d = ring(h, g - 1, S / g, {});
+      for (auto& [r, v] : d) s1[r] = v;
+    }
+    for (int k = 0; k < g; ++k) {
+      std::vector<int> members;
+      for (const auto& h : L.hosts) members.push_back(h[k]);
+      auto d = ring(members, 2 * (H - 1), S / g / H, s1);
+      for (auto& [r, v] : d) s2[r] = v;
+    }
+    for (const auto& h : L.hosts) ring(h, g - 1, S / g, s2);
+  }
+};
+
+// Weight merge and replica collapse (see docs/collectives.md, "Fidelity").
+void compress(Schedule& s, topo::Routing& routing, const topo::Topology& t, bool collapse_replicas) {
+  const std::size_t N = s.transfers.size();
+  std::vector<char> has_dependents(N, 0);
+  for (const auto& x : s.transfers)
+    for (auto d : x.deps) has_dependents[d] = 1;
+  auto is_free = [&](std::size_t i) { return s.transfers[i].deps.empty() && !has_dependents[i]; };
+  // 1. identical free transfers on the same path -> one with the summed weight.
+  using Key = std::tuple<NodeId, NodeId, double, double, std::uint32_t, double, double, std::uint32_t>;
+  std::map<Key, std::size_t> first;
+  std::vector<std::int64_t> remap(N, -1);
+  std::vector<Transfer> out;
+  out.reserve(N);
+  for (std::size_t i = 0; i < N; ++i) {
+    const Transfer& x = s.transfers[i];
+    if (is_free(i)) {
+      Key k{x.src, x.dst, x.bytes, x.payload_bytes, x.steps, x.step_latency_s, x.rate_cap_Bps, x.replicas};
+      auto it = first.find(k);
+      if (it != first.end()) {
+        out[it->second].weight += x.weight;
+        continue;
+      }
+      first.emplace(k, out.size());
+    }
+    remap[i] = static_cast<std::int64_t>(out.size());
+    out.push_back(x);
+  }
+  for (auto& x : out)
+    for (auto& d : x.deps) d = static_cast<std::uint32_t>(remap[d]);
+  s.transfers = std::move(out);
+  if (!collapse_replicas) return;
+  // 2. free transfers whose every link direction carries no other transfer ("isolated") and that share
+  //    the same bytes/steps/latency and the same sequence of link (kind, bandwidth, latency) finish at the
+  //    same time: keep one, count the others as replicas.
+  const std::size_t M = s.transfers.size();
+  std::vector<char> dependents(M, 0);
+  for (const auto& x : s.transfers)
+    for (auto d : x.deps) dependents[d] = 1;
+  std::unordered_map<topo::LinkDir, std::uint32_t> usage;
+  std::vector<const std::vector<topo::LinkDir>*> routes(M);
+  for (std::size_t i = 0; i < M; ++i) {
+    routes[i] = &routing.route(s.transfers[i].src, s.transfers[i].dst);
+    for (auto ld : *routes[i]) ++usage[ld];
+  }
+  using Sig = std::tuple<double, double, double, std::uint32_t, double, double, std::vector<std::tuple<int, double, double>>>;
+  std::map<Sig, std::size_t> rep;
+  std::vector<char> drop(M, 0);
+  for (std::size_t i = 0; i < M; ++i) {
+    const Transfer& x = s.transfers[i];
+    if (!x.deps.empty() || dependents[i]) continue;
+    bool isolated = true;
+    for (auto ld : *routes[i])
+      if (usage[ld] != 1) {
+        isolated = false;
+        break;
+      }
+    if (!isolated || routes[i]->empty()) continue;
+    std::vector<std::tuple<int, double, double>> path;
+    for (auto ld : *routes[i]) {
+      const auto& lk = t.link(topo::Topology::link_of(ld));
+      path.emplace_back(static_cast<int>(lk.kind), lk.bandwidth_Bps, lk.latency_s);
+    }
+    Sig sig{x.bytes, x.payload_bytes, x.weight, x.steps, x.step_latency_s, x.rate_cap_Bps, std::move(path)};
+    auto it = rep.find(sig);
+    if (it == rep.end()) {
+      rep.emplace(std::move(sig), i);
+    } else {
+      s.transfers[it->second].replicas += x.replicas;
+      drop[i] = 1;
+    }
+  }
+  std::vector<Transfer> kept;
+  std::vector<std::int64_t> rm(M, -1);
+  for (std::size_t i = 0; i < M; ++i)
+    if (!drop[i]) {
+      rm[i] = static_cast<std::int64_t>(kept.size());
+      kept.push_back(std::move(s.transfers[i]));
+    }
+  for (auto& x : kept)
+    for (auto& d : x.deps) d = static_cast<std::uint32_t>(rm[d]);
+  s.transfers = std::move(kept);
+}
+
+std::size_t estimate_step_transfers(const CollectiveSpec& spec, Algorithm a, int channels, const Calibration& c,
+                                    Protocol p) {
+  const double n = static_cast<double>(spec.communicator.size());
+  const double chunk = c.factor(p == Protocol::Simple ? "chunk_bytes.simple" : p == Protocol::LL ? "chunk_bytes.ll" : "chunk_bytes.ll128");
+  const double K = std::clamp(std::ceil(static_cast<double>(spec.bytes) / chunk), 1.0, c.factor("max_pipeline_chunks"));
+  double est = 0;
+  switch (a) {
+    case Algorithm::Ring:
+      if (spec.op == Op::Broadcast || spec.op == Op::Reduce) est = n * K * channels;
+      else est = 2.0 * n * n * channels;
+      break;
+    case Algorithm::Hierarchical: est = 4.0 * n * n * channels; break;
+    case Algorithm::Tree: est = 4.0 * n * K; break;
+    case Algorithm::Nvls:
+    case Algorithm::CollNet: est = 4.0 * n * K + 2.0 * n * n; break;
+    case Algorithm::Pat: est = n * std::log2(std::max(2.0, n)); break;
+    case Algorithm::Direct:
+    case Algorithm::Pairwise: est = n * n; break;
+  }
+  return est > 1e18 ? static_cast<std::size_t>(1e18) : static_cast<std::size_t>(est);
+}
+
+}  // namespace
+
+Fidelity resolve_fidelity(const CollectiveSpec& spec, Algorithm a, Protocol p, int channels) {
+  if (spec.fidelity != Fidelity::Auto) return spec.fidelity;
+  // Direct/pairwise all-to-all flows all share GPU links, so nothing collapses; step = phase for them.
+  Calibration dflt = default_calibration();
+  return estimate_step_transfers(spec, a, channels, dflt, p) <= kAutoStepLimit ? Fidelity::Step : Fidelity::Symmetry;
+}
+
+Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
+                        const Calibration& calib) {
+  validate_spec(spec, t, routing);
+  Algorithm a;
+  Protocol p;
+  if (spec.algorithm && spec.protocol) {
+    a = *spec.algorithm;
+    p = *spec.protocol;
+  } else {
+    TunerChoice ch = tune(spec, t, routing, calib);
+    a = ch.algorithm;
+    p = ch.protocol;
+  }
+  const int channels = default_channels(spec, t, routing);
+  Fidelity f = spec.fidelity;
+  if (f == Fidelity::Auto) {
+    f = estimate_step_transfers(spec, a, channels, calib, p) <= kAutoStepLimit ? Fidelity::Step : Fidelity::Symmetry;
+  }
+  Builder b{spec, t, routing, calib, a, p, f == Fidelity::Step, channels, calib.of(a, p), 1.0, layout(spec, t), {}};
+  b.s.op = to_string(spec.op);
+  b.s.algorithm = to_string(a);
+  b.s.protocol = to_string(p);
+  b.s.fidelity = to_string(f);
+  b.s.fixed_latency_s = b.ap.base_latency_s;
+  switch (a) {
+    case Algorithm::Ring: b.build_ring(); break;
+    case Algorithm::Tree: b.algo_eff = calib.factor("tree_efficiency"); b.build_tree(); break;
+    case Algorithm::Nvls: b.build_nvls(); break;
+    case Algorithm::CollNet: b.build_collnet(); break;
+    case Algorithm::Pat: b.build_pat(); break;
+    case Algorithm::Direct: b.build_direct(); break;
+    case Algorithm::Pairwise: b.build_pairwise(); break;
+    case Algorithm::Hierarchical: b.build_hierarchical(); break;
+  }
+  if (f == Fidelity::Phase || f == Fidelity::Symmetry) compress(b.s, routing, t, f == Fidelity::Symmetry);
+  return std::move(b.s);
+}
+
+Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, const Calibration& calib) {
+  topo::Routing r(t);
+  return build_schedule(spec, t, r, calib);
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+topo::Topology merge_nvswitch_planes(const topo::Topology& t) {
+  topo::TopologyBuilder b(t.name());
+  for (const auto& [k, v] : t.params()) b.param(k, v);
+  b.param("nvswitch_planes", "merged");
+  std::map<std::tuple<int, int, int>, NodeId> group;  // (host, tier, domain) -> new id
+  std::vector<NodeId> map(t.num_nodes());
+  std::vector<int> members;  // per new node: merged count
+  for (NodeId i = 0; i < t.num_nodes(); ++i) {
+    const auto& nd = t.node(i);
+    if (nd.kind == NodeKind::NvSwitch) {
+      std::tuple<int, int, int> key{nd.host, nd.tier, nd.nvlink_domain};
+      auto it = group.find(key);
+      if (it != group.end()) {
+        map[i] = it->second;
+        continue;
+      }
+      topo::Node m = nd;
+      m.id = nd.id + "+planes";
+      map[i] = b.add_node(m);
+      group.emplace(key, map[i]);
+      continue;
+    }
+    map[i] = b.add_node(nd);
+  }
+  // Bundle parallel links (after mapping) by (a, b, kind).
+  std::map<std::tuple<NodeId, NodeId, int>, topo::Link> bundles;
+  std::vector<std::tuple<NodeId, NodeId, int>> order;
+  for (const auto& lk : t.links()) {
+    NodeId a = map[lk.a], c = map[lk.b];
+    if (a == c) continue;
+    if (a > c) std::swap(a, c);
+    std::tuple<NodeId, NodeId, int> key{a, c, static_cast<int>(lk.kind)};
+    auto it = bundles.find(key);
+    if (it == bundles.end()) {
+      topo::Link l = lk;
+      l.a = a;
+      l.b = c;
+      bundles.emplace(key, l);
+      order.push_back(key);
+    } else {
+      it->second.bandwidth_Bps += lk.bandwidth_Bps;
+      it->second.count += lk.count;
+      it->second.latency_s = std::max(it->second.latency_s, lk.latency_s);
+    }
+  }
+  for (const auto& key : order) {
+    const auto& l = bundles.at(key);
+    b.add_link(l.a, l.b, l.kind, l.bandwidth_Bps, l.latency_s, l.count);
+  }
+  return std::move(b).build(t.name() + " (NVSwitch planes merged)");
+}
+
+}  // namespace fabricsim::models

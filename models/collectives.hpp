@@ -1,0 +1,92 @@
+#pragma once
+// NCCL collectives as schedules: a CollectiveSpec (what to run, on which GPUs) becomes a models::Schedule
+// (pure data: transfers with dependencies) that an engine runs. Algorithms follow NCCL's (ring with
+// channels, double binary tree, NVLS, CollNet/SHARP, PAT, p2p all-to-all, send/recv) plus a hierarchical
+// multi-node all_reduce. docs/collectives.md describes what each emits.
+//
+// `bytes` follows nccl-tests' "size" column exactly:
+//   all_reduce      the buffer on every rank (input = output size)
+//   all_gather      the gathered OUTPUT on every rank; each rank contributes bytes/n   (must divide by n)
+//   reduce_scatter  the INPUT on every rank; each rank ends with bytes/n               (must divide by n)
+//   broadcast       the buffer the root sends and every rank ends with
+//   reduce          the buffer every rank contributes; the root ends with it
+//   all_to_all      the send buffer of every rank; bytes/n go to each rank (itself included)  (must divide by n)
+//   all_to_allv     as all_to_all, but `matrix[i][j]` bytes go from rank i to rank j when given
+//   send_recv       what every rank sends to rank (r+1) mod n (and receives from (r-1) mod n)
+// Every per-rank block must also be a whole number of elements (`elem_bytes`, 4 for float).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/calibration.hpp"
+#include "models/schedule.hpp"
+#include "topologies/routing.hpp"
+#include "topologies/topology.hpp"
+
+namespace fabricsim::models {
+
+enum class Op { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, AllToAllv, SendRecv };
+enum class Fidelity { Auto, Step, Phase, Symmetry };
+
+const char* to_string(Op op);
+const char* to_string(Fidelity f);
+bool parse_op(const std::string& s, Op& out);  // "all_reduce", "all_gather", ..., "send_recv" (also "sendrecv")
+bool parse_fidelity(const std::string& s, Fidelity& out);
+constexpr std::array<Op, 8> kAllOps = {Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::Broadcast,
+                                       Op::Reduce,    Op::AllToAll,  Op::AllToAllv,     Op::SendRecv};
+
+struct CollectiveSpec {
+  Op op = Op::AllReduce;
+  std::uint64_t bytes = 0;                 // nccl-tests "size", see the table above
+  std::vector<topo::NodeId> communicator;  // GPU node ids in rank order (any subset of the GPUs)
+  int root = 0;                            // rank of the root (broadcast, reduce)
+  std::optional<Algorithm> algorithm;      // empty: the tuner picks
+  std::optional<Protocol> protocol;        // empty: the tuner picks
+  int channels = 0;                        // ring/tree channels; 0 = NIC count of the busiest host (>= 1)
+  Fidelity fidelity = Fidelity::Auto;
+  int elem_bytes = 4;                      // datatype size (float)
+  std::vector<std::vector<std::uint64_t>> matrix;  // all_to_allv only: bytes rank i -> rank j (n x n)
+  std::string where = "collective";        // names the input in error messages (a flag or file path)
+};
+
+// Algorithms that implement an operation at all (before topology checks), in NCCL's order.
+std::vector<Algorithm> algorithms_for(Op op);
+// Protocols an algorithm supports (NCCL: NVLS, CollNet, PAT Simple only; p2p Simple and LL).
+std::vector<Protocol> protocols_for(Algorithm a);
+
+// Validates the spec against the topology: communicator (non-empty, distinct, existing GPU nodes), root,
+// size divisibility, all_to_allv matrix shape; then, when an algorithm is given, whether it applies here
+// (NVLS needs NVLS NVSwitches shared by all ranks, CollNet needs SHARP switches, PAT one GPU per host,
+// hierarchical several hosts with equal GPU counts). Throws InputError naming spec.where.
+void validate_spec(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing);
+// Empty string when `a` applies to `spec` on `t`, else the reason.
+std::string why_not_applicable(const CollectiveSpec& spec, Algorithm a, const topo::Topology& t,
+                               topo::Routing& routing);
+
+// The fidelity `Auto` resolves to for this spec (step when the step-level schedule stays small).
+Fidelity resolve_fidelity(const CollectiveSpec& spec, Algorithm a, Protocol p, int channels);
+int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing);
+
+// Builds the schedule. Algorithm/protocol come from the spec or, when absent, from the tuner
+// (models/tuner.hpp). `routing` must be the one the engine will use (symmetry fidelity checks that the
+// routes of collapsed transfers are isolated).
+Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
+                        const Calibration& calib);
+// Convenience: builds a default Routing.
+Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, const Calibration& calib);
+
+// nccl-tests' bus-bandwidth factor (busbw = algbw * factor): all_reduce 2(n-1)/n; all_gather,
+// reduce_scatter, all_to_all(v) (n-1)/n; broadcast, reduce, send_recv 1.
+double busbw_factor(Op op, int nranks);
+// Elements nccl-tests prints in its "count" column for `bytes` (per-rank count for all_gather,
+// reduce_scatter and all_to_all as nccl-tests does).
+std::uint64_t nccl_tests_count(Op op, std::uint64_t bytes, int nranks, int elem_bytes);
+
+// NVLink traffic between two GPUs is striped by the hardware over every NVSwitch plane they share, but a
+// flow model routes one flow over one path. This returns a copy of `t` in which the NVSwitches of one
+// (host, tier, nvlink_domain) group are merged into one switch and parallel links are bundled (bandwidth
+// and counts summed), so a GPU pair sees its full NVLink bandwidth. GPUs keep their rank order.
+topo::Topology merge_nvswitch_planes(const topo::Topology& t);
+
+}  // namespace fabricsim::models

@@ -1,0 +1,190 @@
+// Analytic alpha-beta tuner, after NCCL's ncclTopoTuneModel (src/graph/tuning.cc): time = latency terms
+// from the calibration + bytes / bandwidth, with bandwidths taken from the communicator's links.
+#include "models/tuner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "sim/base/error.hpp"
+
+namespace fabricsim::models {
+
+using topo::NodeId;
+using topo::NodeKind;
+
+CommBandwidths comm_bandwidths(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
+                               const Calibration& calib) {
+  CommBandwidths b;
+  b.nranks = static_cast<int>(spec.communicator.size());
+  std::map<int, std::vector<NodeId>> hosts;
+  std::set<int> domains;
+  for (NodeId g : spec.communicator) {
+    const auto& nd = t.node(g);
+    hosts[nd.host >= 0 ? nd.host : -1 - static_cast<int>(g)].push_back(g);
+    domains.insert(nd.nvlink_domain);
+  }
+  b.hosts = static_cast<int>(hosts.size());
+  for (const auto& [h, v] : hosts) b.max_per_host = std::max(b.max_per_host, static_cast<int>(v.size()));
+  b.one_domain = domains.size() == 1 && *domains.begin() >= 0;
+  double intra = std::numeric_limits<double>::infinity();
+  double nic = std::numeric_limits<double>::infinity();
+  double host_net = std::numeric_limits<double>::infinity();
+  for (const auto& [h, v] : hosts) {
+    std::set<NodeId> nics;
+    for (NodeId g : v) {
+      const auto& nd = t.node(g);
+      double nvl = 0, pcie = 0;
+      for (const auto& [l, nb] : t.adjacent(g)) {
+        const auto& lk = t.link(l);
+        if (lk.kind == topo::LinkKind::NVLink) nvl += lk.bandwidth_Bps;
+        if (lk.kind == topo::LinkKind::PCIe) pcie = std::max(pcie, lk.bandwidth_Bps);
+      }
+      double gi = nvl > 0 ? nvl * calib.nvlink_efficiency(nd.model) : pcie * calib.factor("pcie_efficiency");
+      intra = std::min(intra, gi);
+      NodeId n = routing.rail_nic(g);
+      if (n != topo::kNoNode) {
+        nics.insert(n);
+        double port = 0;
+        for (const auto& [l, nb] : t.adjacent(n)) {
+          const auto k = t.node(nb).kind;
+          if (k == NodeKind::IbSwitch || k == NodeKind::EthSwitch) port = std::max(port, t.link(l).bandwidth_Bps);
+        }
+        if (port > 0) nic = std::min(nic, port * calib.factor("network_efficiency"));
+      }
+    }
+    if (std::isfinite(nic)) host_net = std::min(host_net, static_cast<double>(nics.size()) * nic);
+  }
+  b.intra_Bps = std::isfinite(intra) ? intra : 0;
+  b.nic_Bps = std::isfinite(nic) ? nic : 0;
+  b.host_net_Bps = std::isfinite(host_net) ? host_net : 0;
+  return b;
+}
+
+Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const CommBandwidths& bw,
+                  const Calibration& calib, int channels) {
+  Candidate c{a, p, 0, 0};
+  const AlgoProtoParams& ap = calib.of(a, p);
+  const double S = static_cast<double>(spec.bytes);
+  const double n = bw.nranks, H = bw.hosts, g = bw.max_per_host;
+  const double li = ap.step_latency_s, ln = ap.net_step_latency_s, e = ap.bw_efficiency;
+  const double inf = std::numeric_limits<double>::infinity();
+  const double Bi = g > 1 && bw.intra_Bps > 0 ? bw.intra_Bps : inf;
+  const double Bn = H > 1 && bw.nic_Bps > 0 ? bw.nic_Bps : inf;
+  const double Bhost = H > 1 && bw.host_net_Bps > 0 ? std::min(bw.host_net_Bps, channels * bw.nic_Bps) : inf;
+  auto t_of = [](double bytes, double B) { return std::isfinite(B) && B > 0 ? bytes / B : 0.0; };
+  double lat = ap.base_latency_s, xfer = 0;
+  if (n <= 1) {
+    c.latency_s = c.predicted_s = lat;
+    return c;
+  }
+  switch (a) {
+    case Algorithm::Ring: {
+      if (spec.op == Op::Broadcast || spec.op == Op::Reduce) {
+        lat += (n - H) * li + (H - 1) * ln;
+        xfer = t_of(S, std::min(Bi, Bhost) * e);
+        break;
+      }
+      double steps = spec.op == Op::AllReduce ? 2 * (n - 1) : n - 1;
+      double inter = H <= 1 ? 0 : (spec.op == Op::AllReduce ? 2 * (H - 1) : H - 1);
+      lat += (steps - inter) * li + inter * ln;
+      xfer = t_of(steps / n * S, std::min(Bi, Bhost) * e);
+      break;
+    }
+    case Algorithm::Tree: {
+      double te = calib.factor("tree_efficiency");
+      lat += 2 * ((g - 1) * li + std::ceil(std::log2(std::max(1.0, H))) * ln);
+      double net_load = H > 2 ? 1.5 * S : S;  // worst host NIC direction over both trees
+      xfer = std::max(t_of(2 * S, Bi * e * te), t_of(net_load, Bn * e * te));
+      break;
+    }
+    case Algorithm::Nvls: {
+      double ne = calib.factor("nvls_efficiency");
+      lat += H > 1 ? ln : 0;
+      double per_gpu = spec.op == Op::AllReduce ? S : (n - 1) / n * S;
+      xfer = t_of(per_gpu, bw.intra_Bps * e * ne);
+      break;
+    }
+    case Algorithm::CollNet: {
+      double ce = calib.factor("collnet_efficiency");
+      lat += 2 * (g - 1) * li + 2 * ln;
+      xfer = t_of(2 * (g - 1) / g * S, Bi * e) + t_of(S / g, Bn * e * ce);
+      break;
+    }
+    case Algorithm::Pat: {
+      double pe = calib.factor("pat_efficiency");
+      lat += std::ceil(std::log2(n)) * (H > 1 ? ln : li);
+      xfer = t_of((n - 1) / n * S, (H > 1 ? Bn : Bi) * e * pe);
+      break;
+    }
+    case Algorithm::Direct:
+    case Algorithm::Pairwise: {
+      double stepl = H > 1 ? ln : li;
+      if (spec.op == Op::SendRecv) {
+        lat += stepl;
+        xfer = t_of(S, (H > 1 ? Bn : Bi) * e);
+        break;
+      }
+      double row = S;
+      if (!spec.matrix.empty()) {
+        row = 0;
+        for (const auto& r : spec.matrix) {
+          double sum = 0;
+          for (auto v : r) sum += static_cast<double>(v);
+          row = std::max(row, sum);
+        }
+      }
+      lat += a == Algorithm::Pairwise ? (n - 1) * stepl : stepl;
+      xfer = std::max(t_of((g - 1) / n * row, Bi * e), t_of((n - g) / n * row, Bn * e));
+      break;
+    }
+    case Algorithm::Hierarchical: {
+      lat += 2 * (g - 1) * li + 2 * (H - 1) * ln;
+      xfer = t_of(2 * (g - 1) / g * S, Bi * e) + t_of(2 * (H - 1) / H * S / g, Bn * e);
+      break;
+    }
+  }
+  c.latency_s = lat;
+  c.predicted_s = lat + xfer;
+  return c;
+}
+
+TunerChoice tune(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
+                 const Calibration& calib) {
+  TunerChoice out;
+  CommBandwidths bw = comm_bandwidths(spec, t, routing, calib);
+  int channels = default_channels(spec, t, routing);
+  bool found = false;
+  for (Algorithm a : algorithms_for(spec.op)) {
+    if (spec.algorithm && *spec.algorithm != a) continue;
+    std::string why = why_not_applicable(spec, a, t, routing);
+    if (!why.empty()) {
+      out.rejected.push_back(std::string(to_string(a)) + ": " + why);
+      continue;
+    }
+    for (Protocol p : protocols_for(a)) {
+      if (spec.protocol && *spec.protocol != p) continue;
+      if (!calib.has(a, p)) continue;
+      Candidate c = predict(spec, a, p, bw, calib, channels);
+      out.candidates.push_back(c);
+      if (!found || c.predicted_s < out.predicted_s) {
+        found = true;
+        out.algorithm = a;
+        out.protocol = p;
+        out.predicted_s = c.predicted_s;
+      }
+    }
+  }
+  if (!found) {
+    std::string msg = std::string("no applicable algorithm/protocol for ") + to_string(spec.op);
+    if (spec.algorithm) msg += std::string(" with algorithm ") + to_string(*spec.algorithm);
+    if (spec.protocol) msg += std::string(" with protocol ") + to_string(*spec.protocol);
+    for (const auto& r : out.rejected) msg += "; " + r;
+    throw InputError(spec.where, msg);
+  }
+  return out;
+}
+
+}  // namespace fabricsim::models

@@ -1,0 +1,52 @@
+#pragma once
+// Algorithm/protocol selection like NCCL's tuner (src/graph/tuning.cc + enqueue.cc topoGetAlgoInfo):
+// predict each applicable (algorithm, protocol) candidate's time with an analytic alpha-beta model
+// built from the calibration and the communicator's bandwidths in the topology, take the fastest.
+// Overridable: a spec with an algorithm and/or protocol restricts the candidates (like NCCL_ALGO /
+// NCCL_PROTO). docs/collectives.md gives the formulas.
+#include <string>
+#include <vector>
+
+#include "models/calibration.hpp"
+#include "models/collectives.hpp"
+#include "topologies/routing.hpp"
+#include "topologies/topology.hpp"
+
+namespace fabricsim::models {
+
+// Bandwidths the model sees for one communicator, bytes/s per direction, efficiencies applied.
+struct CommBandwidths {
+  int nranks = 0;
+  int hosts = 0;          // distinct hosts among the ranks
+  int max_per_host = 0;   // most ranks on one host
+  bool one_domain = false;  // all ranks in one NVLink domain
+  double intra_Bps = 0;   // per GPU towards other GPUs of its host/domain (NVLink or PCIe)
+  double nic_Bps = 0;     // per GPU through its rail NIC (0 when it has none)
+  double host_net_Bps = 0;  // per host, all rail NICs used by its ranks together
+};
+CommBandwidths comm_bandwidths(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
+                               const Calibration& calib);
+
+struct Candidate {
+  Algorithm algorithm = Algorithm::Ring;
+  Protocol protocol = Protocol::Simple;
+  double predicted_s = 0;  // alpha-beta prediction
+  double latency_s = 0;    // the alpha part
+};
+
+struct TunerChoice {
+  Algorithm algorithm = Algorithm::Ring;
+  Protocol protocol = Protocol::Simple;
+  double predicted_s = 0;
+  std::vector<Candidate> candidates;  // every applicable candidate, in (algorithm, protocol) order
+  std::vector<std::string> rejected;  // "nvls: <reason>" for algorithms that do not apply
+};
+
+// Predicted time of one candidate (assumes it applies).
+Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const CommBandwidths& bw,
+                  const Calibration& calib, int channels);
+// Throws InputError (naming spec.where) when no candidate applies, e.g. --algo nvls on dgx-a100.
+TunerChoice tune(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
+                 const Calibration& calib);
+
+}  // namespace fabricsim::models
