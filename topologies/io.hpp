@@ -36,8 +36,21 @@ struct TopologySummary {
   double gpu_network_Bps = 0;  // per GPU share of host NIC bandwidth per direction
   double bisection_Bps = 0;    // per direction, min over the GPU halving cut computed by max-flow
   int diameter_hops = 0;       // max over GPU pairs of route hop count
+  std::map<std::string, int> physical_link_counts;  // by link kind, summing Link::count
+  bool diameter_exact = true;  // false when only a subset of source GPUs was routed (large topologies)
+};
+struct SummaryOptions {
+  bool bisection = true;
+  bool diameter = true;
+  // All GPU pairs are routed up to this many GPUs; above it the sources are the GPUs of the first and
+  // last host (every GPU is a destination).
+  std::size_t exact_diameter_max_gpus = 1024;
 };
 TopologySummary summarize(const Topology& t);
+TopologySummary summarize(const Topology& t, const SummaryOptions& opt);
+// Max-flow (Boost push-relabel) from GPU ranks [0, n/2) to [n/2, n) with every link carrying its
+// bandwidth in each direction and every node able to forward; bytes/s per direction.
+double bisection_bandwidth(const Topology& t);
 std::string summary_text(const Topology& t, const TopologySummary& s);
 Json summary_json(const Topology& t, const TopologySummary& s);
 

@@ -284,6 +284,7 @@ HostNodes add_host(TopologyBuilder& b, const HostSpec& s, int host, int domain) 
     n.host = host;
     n.local_index = k;
     n.rail = k;
+    n.port_Bps = s.nic_Bps;
     out.nics.push_back(b.add_node(n));
   }
   // NVLink.
@@ -353,7 +354,7 @@ double host_nvlink_Bps(const HostSpec& s) {
 
 namespace {
 
-std::string bw_str(double Bps) { return fmt_num(Bps) + "B/s"; }
+std::string bw_str(double Bps) { return fmt_num(Bps / 1e9) + "GB/s"; }
 
 void record_host_params(TopologyBuilder& b, const HostSpec& s) {
   b.param("gpu", s.gpu);
@@ -435,6 +436,7 @@ void add_nvl72(TopologyBuilder& b, const Nvl72Spec& s, int rack, int host0, int 
       n.host = host;
       n.local_index = k;
       n.rail = k;
+      n.port_Bps = s.nic_Bps;
       hn.nics.push_back(b.add_node(n));
     }
     for (int i = 0; i < s.gpus_per_tray; ++i)

@@ -36,6 +36,7 @@ struct Node {
   bool nvls = false;       // NVSwitch with in-network reduction (NVLink SHARP), H100 and later
   bool sharp = false;      // IB switch with SHARP in-network reduction
   int nvlink_domain = -1;  // GPUs that can reach each other over NVLink share a domain id
+  double port_Bps = 0;     // NICs: line rate per direction in bytes/s (0 = not given)
 };
 
 struct Link {
