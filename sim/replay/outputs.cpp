@@ -577,7 +577,7 @@ std::string svg_breakdown(const RunResult& r) {
       << "\" fill=\"" << category_color(name) << "\"><title>" << html_escape(name) << ": " << ms(v) << " ("
       << fx(100 * v / total, 1) << " %)</title></rect>\n";
     if (w > 60)
-      o << "<text x=\"" << fx(x + 4, 2) << "\" y=\"" << H / 2 + 10 << "\" font-size=\"12\" fill=\"#fff\">"
+      o << "<text x=\"" << fx(x + 4, 2) << "\" y=\"" << H / 2 + 10 << "\" font-size=\"12\" fill=\"" << (name == "idle" ? "#333" : "#fff") << "\">"
         << html_escape(name) << " " << fx(100 * v / total, 0) << "%</text>\n";
     x += w;
   }
