@@ -177,6 +177,10 @@ Row parse_row(const std::vector<std::string>& t, const Layout& lay, const std::s
   r.redop = t[i++];
   if (lay.has_root) r.root = static_cast<int>(integer(t[i++], source, line, "root"));
   for (Side* s : {&r.oop, &r.ip}) {
+    if (t[i] == "N/A") {  // placement not run (fabricsim-nccl-bench prints N/A for all four fields)
+      i += 4;
+      continue;
+    }
     s->present = true;
     s->time_us = num(t[i++], source, line, "time (us)");
     s->algbw_GBps = num(t[i++], source, line, "algbw (GB/s)");

@@ -1,0 +1,118 @@
+#include "validate/nccl_table.hpp"
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "sim/base/error.hpp"
+#include "sim/base/units.hpp"
+
+namespace fabricsim::validate {
+
+std::string perf_binary_name(const std::string& op) {
+  if (op == "all_to_all") return "alltoall_perf";
+  return op + "_perf";
+}
+
+std::vector<std::uint64_t> size_sweep(std::uint64_t min_bytes, std::uint64_t max_bytes, double factor) {
+  if (min_bytes == 0) throw InputError("--min-bytes", "must be > 0");
+  if (min_bytes > max_bytes) throw InputError("--max-bytes", "must be >= --min-bytes");
+  if (!(factor > 1.0)) throw InputError("--step-factor", "must be > 1");
+  std::vector<std::uint64_t> out;
+  double s = static_cast<double>(min_bytes);
+  while (s <= static_cast<double>(max_bytes) * (1 + 1e-12)) {
+    out.push_back(static_cast<std::uint64_t>(std::llround(s)));
+    s *= factor;
+  }
+  return out;
+}
+
+Side side_from_time(const std::string& op, int nranks, std::uint64_t size_bytes, double time_s,
+                    std::optional<long long> wrong) {
+  Side s;
+  s.present = true;
+  s.time_us = time_s * 1e6;
+  double algbw = time_s > 0 ? static_cast<double>(size_bytes) / time_s / kGB : 0.0;
+  s.algbw_GBps = algbw;
+  s.busbw_GBps = algbw * busbw_factor(op, nranks);
+  s.wrong = wrong;
+  return s;
+}
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// nccl-tests prints times with 2 decimals below 10 ms and fewer beyond, keeping 7 characters.
+std::string time_field(double us) {
+  if (us >= 1e5) return fmt("%7.0f", us);
+  if (us >= 1e4) return fmt("%7.1f", us);
+  return fmt("%7.2f", us);
+}
+
+}  // namespace
+
+std::string format_nccl_tests_text(const Measurement& m) {
+  std::ostringstream o;
+  o << "# Collective test starting: " << perf_binary_name(m.op) << "\n";
+  if (m.header) {
+    const RunHeader& h = *m.header;
+    o << "# nThread " << h.nthread << " nGpus " << h.ngpus << " minBytes " << h.min_bytes << " maxBytes "
+      << h.max_bytes << " step: " << h.step << " warmup iters: " << h.warmup_iters << " iters: " << h.iters
+      << " agg iters: " << h.agg_iters << " validation: " << h.validation << " graph: " << h.graph;
+    for (const auto& [k, v] : h.extra) o << " " << k << ": " << v;
+    o << "\n";
+  }
+  o << "#\n# Using devices\n";
+  for (const auto& r : m.ranks) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "#  Rank %2d Group %2d Pid %6lld on %10s device %2d [%s] %s\n", r.rank,
+                  r.group < 0 ? 0 : r.group, r.pid, r.host.c_str(), r.device, r.bus_id.c_str(), r.gpu_name.c_str());
+    o << buf;
+  }
+  o << "#\n";
+  o << "#                                                              out-of-place                       in-place\n";
+  o << "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n";
+  o << "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)\n";
+  long long wrong_total = 0;
+  double busbw_sum = 0;
+  std::size_t busbw_n = 0;
+  for (const auto& r : m.rows) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%12" PRIu64 "  %12" PRIu64 "  %8s  %6s  %6d", r.size_bytes, r.count,
+                  r.type.c_str(), r.redop.c_str(), r.root ? *r.root : -1);
+    o << buf;
+    for (const Side* s : {&r.oop, &r.ip}) {
+      if (!s->present) {
+        o << "      N/A     N/A     N/A     N/A";
+        continue;
+      }
+      o << "  " << time_field(s->time_us) << fmt(" %7.2f", s->algbw_GBps) << fmt(" %7.2f", s->busbw_GBps);
+      if (s->wrong) {
+        char w[32];
+        std::snprintf(w, sizeof w, "  %6lld", *s->wrong);
+        o << w;
+        wrong_total += *s->wrong;
+      } else {
+        o << "     N/A";
+      }
+    }
+    o << "\n";
+    const Side& first = r.oop.present ? r.oop : r.ip;
+    if (first.present) {
+      busbw_sum += first.busbw_GBps;
+      ++busbw_n;
+    }
+  }
+  o << "# Out of bounds values : " << wrong_total << (wrong_total ? " FAILED" : " OK") << "\n";
+  o << "# Avg bus bandwidth    : " << fmt("%g", busbw_n ? busbw_sum / busbw_n : 0.0) << "\n#\n";
+  o << "# Collective test concluded: " << perf_binary_name(m.op) << "\n";
+  return o.str();
+}
+
+}  // namespace fabricsim::validate
