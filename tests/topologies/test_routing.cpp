@@ -1,0 +1,181 @@
+// Routing: NVLink inside a domain, rail NICs across hosts, deterministic and spreading ECMP, PXN.
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include "sim/base/error.hpp"
+#include "topologies/io.hpp"
+#include "topologies/routing.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::topo;
+
+namespace {
+NodeId id(const Topology& t, const std::string& s) {
+  NodeId n = t.find(s);
+  REQUIRE(n != kNoNode);
+  return n;
+}
+std::vector<NodeId> hops(const Topology& t, const std::vector<LinkDir>& r) {
+  std::vector<NodeId> v;
+  for (LinkDir d : r) v.push_back(t.dir_dst(d));
+  return v;
+}
+}  // namespace
+
+TEST_CASE("intra-node GPU traffic stays on NVLink/NVSwitch") {
+  Topology t = build_preset("dgx-h100", {});
+  Routing r(t);
+  for (NodeId a : t.gpus())
+    for (NodeId b : t.gpus()) {
+      const auto& p = r.route(a, b);
+      if (a == b) {
+        CHECK(p.empty());
+        continue;
+      }
+      REQUIRE(p.size() == 2);
+      CHECK(t.dir_src(p[0]) == a);
+      CHECK(t.dir_dst(p[1]) == b);
+      for (LinkDir d : p) CHECK(t.link(Topology::link_of(d)).kind == LinkKind::NVLink);
+      CHECK(t.node(t.dir_dst(p[0])).kind == NodeKind::NvSwitch);
+    }
+  // Ties broken toward higher bandwidth: the 5-link NVSwitches (0 and 3) carry 125 GB/s.
+  CHECK(r.bottleneck_bandwidth(t.gpus()[0], t.gpus()[1]) == doctest::Approx(125e9));
+  CHECK(r.latency(t.gpus()[0], t.gpus()[1]) == doctest::Approx(2 * 150e-9));
+}
+
+TEST_CASE("dgx1-v100: direct NVLink where present, PCIe otherwise") {
+  Topology t = build_preset("dgx1-v100", {});
+  Routing r(t);
+  const auto& p01 = r.route(id(t, "n0.gpu0"), id(t, "n0.gpu1"));
+  REQUIRE(p01.size() == 1);
+  CHECK(t.link(Topology::link_of(p01[0])).kind == LinkKind::NVLink);
+  const auto& p06 = r.route(id(t, "n0.gpu0"), id(t, "n0.gpu6"));  // no NVLink between 0 and 6
+  REQUIRE_FALSE(p06.empty());
+  for (LinkDir d : p06) CHECK(t.link(Topology::link_of(d)).kind == LinkKind::PCIe);
+  for (NodeId v : hops(t, p06)) CHECK((v == id(t, "n0.gpu6") || t.node(v).kind != NodeKind::Gpu));
+}
+
+TEST_CASE("inter-node traffic leaves through the GPU's rail NIC") {
+  Topology t = build_preset("superpod", {{"nodes", "32"}, {"node", "dgx-a100"}});
+  Routing r(t);
+  for (int g = 0; g < 8; ++g) {
+    NodeId src = id(t, "n0.gpu" + std::to_string(g));
+    NodeId dst = id(t, "n25.gpu" + std::to_string((g + 3) % 8));
+    CHECK(r.rail_nic(src) == id(t, "n0.nic" + std::to_string(g)));
+    const auto& p = r.route(src, dst);
+    auto v = hops(t, p);
+    // gpu -> pcie -> nic(g) -> leaf(rail g) -> ... -> leaf(rail of dst) -> nic -> pcie -> gpu
+    REQUIRE(v.size() >= 7);
+    CHECK(v[1] == r.rail_nic(src));
+    CHECK(t.node(v[2]).rail == g);
+    CHECK(t.node(v[2]).tier == 1);
+    CHECK(v[v.size() - 3] == r.rail_nic(dst));
+    CHECK(v.back() == dst);
+    for (NodeId x : v) CHECK((x == dst || t.node(x).kind != NodeKind::Gpu));
+    for (NodeId x : v) CHECK((t.node(x).host < 0 || t.node(x).host == 0 || t.node(x).host == 25));
+    CHECK(r.bottleneck_bandwidth(src, dst) == doctest::Approx(25e9));
+  }
+  // Same rail, hosts under the same leaf: leaf turn-around, no spine.
+  const auto& same = r.route(id(t, "n0.gpu2"), id(t, "n1.gpu2"));
+  CHECK(same.size() == 6);
+  // Different hosts within one NVLink-less path count: all routes shortest in hops = 8 for cross-leaf.
+  CHECK(r.route(id(t, "n0.gpu0"), id(t, "n31.gpu0")).size() == 8);
+}
+
+TEST_CASE("ECMP is deterministic per pair and spreads pairs over spines") {
+  Topology t = build_preset("superpod", {{"nodes", "32"}, {"node", "dgx-a100"}});
+  Routing r1(t), r2(t);
+  std::set<NodeId> spines;
+  int pairs = 0;
+  for (int a = 0; a < 20; ++a)
+    for (int b = 20; b < 32; ++b) {
+      NodeId src = id(t, "n" + std::to_string(a) + ".gpu0");
+      NodeId dst = id(t, "n" + std::to_string(b) + ".gpu0");
+      const auto& p1 = r1.route(src, dst);
+      CHECK(p1 == r2.route(src, dst));
+      std::vector<LinkDir> p3;
+      r1.compute_route(src, dst, p3);
+      CHECK(p3 == p1);
+      for (NodeId v : hops(t, p1))
+        if (t.node(v).tier == 2) spines.insert(v);
+      ++pairs;
+    }
+  CHECK(r1.cached_routes() == static_cast<std::size_t>(pairs));
+  // 240 pairs over 10 spines: all of them are used.
+  CHECK(spines.size() == 10);
+  r1.clear_cache();
+  CHECK(r1.cached_routes() == 0);
+}
+
+TEST_CASE("PXN keeps traffic on the destination's rail") {
+  Topology t = build_preset("superpod", {{"nodes", "2"}});
+  Routing plain(t), pxn(t, RoutingOptions{true});
+  NodeId src = id(t, "n0.gpu0"), dst = id(t, "n1.gpu3");
+  auto vp = hops(t, plain.route(src, dst));
+  auto vx = hops(t, pxn.route(src, dst));
+  // Plain: nic0 -> rail-0 leaf -> spine -> rail-3 leaf.
+  bool plain_spine = false;
+  for (NodeId v : vp) plain_spine |= t.node(v).tier == 2;
+  CHECK(plain_spine);
+  // PXN: NVLink to n0.gpu3 first, then its NIC (rail 3), one rail-3 leaf, no spine.
+  REQUIRE(vx.size() >= 4);
+  CHECK(t.node(vx[0]).kind == NodeKind::NvSwitch);
+  CHECK(vx[1] == id(t, "n0.gpu3"));
+  bool pxn_spine = false;
+  for (NodeId v : vx) {
+    pxn_spine |= t.node(v).kind == NodeKind::IbSwitch && t.node(v).tier == 2;
+    if (t.node(v).kind == NodeKind::IbSwitch && t.node(v).tier == 1) CHECK(t.node(v).rail == 3);
+  }
+  CHECK_FALSE(pxn_spine);
+  CHECK(vx.back() == dst);
+}
+
+TEST_CASE("rail NIC is the closest NIC: 4 NICs for 8 GPUs (ABCI-like)") {
+  Topology t = build_preset("dgx-a100", {{"nics_per_node", "4"}});
+  Routing r(t);
+  for (int g = 0; g < 8; ++g)
+    CHECK(r.rail_nic(id(t, "n0.gpu" + std::to_string(g))) == id(t, "n0.nic" + std::to_string(g / 2)));
+  CHECK(r.rail_nic(id(t, "n0.nic0")) == kNoNode);
+}
+
+TEST_CASE("hand-written file: routes and unreachable pairs") {
+  Topology t = load_topology_file(std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/topologies/two_hosts.json");
+  Routing r(t);
+  auto v = hops(t, r.route(id(t, "h0.gpu1"), id(t, "h1.gpu0")));
+  CHECK(v == std::vector<NodeId>{id(t, "h0.nic0"), id(t, "sw"), id(t, "h1.nic0"), id(t, "h1.gpu0")});
+  CHECK(r.latency(id(t, "h0.gpu1"), id(t, "h1.gpu0")) == doctest::Approx(250e-9 + 300e-9 + 0 + 250e-9));
+  CHECK(r.route(id(t, "h0.nic0"), id(t, "h1.nic0")).size() == 2);  // non-GPU endpoints: general search
+
+  TopologyBuilder b("split");
+  Node g;
+  g.kind = NodeKind::Gpu;
+  g.id = "a";
+  NodeId a = b.add_node(g);
+  g.id = "b";
+  NodeId c = b.add_node(g);
+  Node s;
+  s.kind = NodeKind::NvSwitch;
+  s.id = "s1";
+  NodeId s1 = b.add_node(s);
+  s.id = "s2";
+  NodeId s2 = b.add_node(s);
+  b.add_link(a, s1, LinkKind::NVLink, 1e9, 0);
+  b.add_link(c, s2, LinkKind::NVLink, 1e9, 0);
+  Topology split = std::move(b).build();
+  Routing rs(split);
+  CHECK_THROWS_AS(rs.route(a, c), InputError);
+}
+
+TEST_CASE("NVLink domain spanning hosts: gb200-nvl72 and nvlink-switch-system") {
+  Topology t = build_preset("gb200-nvl72", {});
+  Routing r(t);
+  const auto& p = r.route(id(t, "n0.gpu0"), id(t, "n17.gpu3"));
+  REQUIRE(p.size() == 2);
+  for (LinkDir d : p) CHECK(t.link(Topology::link_of(d)).kind == LinkKind::NVLink);
+  Topology n = build_preset("nvlink-switch-system", {{"nodes", "4"}});
+  Routing rn(n);
+  const auto& q = rn.route(id(n, "n0.gpu0"), id(n, "n3.gpu5"));
+  CHECK(q.size() == 4);
+  for (LinkDir d : q) CHECK(n.link(Topology::link_of(d)).kind == LinkKind::NVLink);
+}
