@@ -392,6 +392,16 @@ struct Builder {
     x.weight = weight;
     x.steps = steps;
     x.step_latency_s = lat;
+    if (steps > 1) {
+      // The engine adds the route's link latency once per transfer; a merged transfer stands for `steps`
+      // transfers that would each pay it, so the other steps-1 route latencies go into the step latency.
+      double route = 0;
+      for (auto ld : routing.route(src, dst)) {
+        const auto& lk = t.link(topo::Topology::link_of(ld));
+        route += lk.latency_s + calib.of(lk.kind).latency_s;
+      }
+      x.step_latency_s += route * (steps - 1) / steps;
+    }
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     x.deps = std::move(deps);
