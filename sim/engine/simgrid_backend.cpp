@@ -1,0 +1,340 @@
+// The SimGrid 3.32 oracle: runs a models::Schedule on SimGrid's CM02 flow model over a platform built from
+// the same topology, so tests can check our max-min solver against an independent implementation.
+//
+// Platform (see /work/shared/docs/architecture.md, "The engine decision"):
+//  - one flat NetZone (a NetZoneImpl subclass) holding every topology node as a host; routes are computed on
+//    the fly in get_local_route() from topo::Routing (no Floyd/Dijkstra tables);
+//  - one SimGrid link per link direction (full duplex), bandwidth = nominal * calibration bw_efficiency,
+//    shared (max-min) policy;
+//  - CM02 with crosstraffic off, TCP-gamma off (no window bound) and weight-S 0. CM02 gives every
+//    communication a sharing penalty equal to its route latency (a TCP RTT artefact we do not model), so the
+//    zone reports the same route latency (1 s) for every pair, making all penalties equal (plain max-min),
+//    and a latency-factor callback restores the true latency: sum over the route's links of (link latency
+//    + calibration per-hop latency). SimGrid pays a comm's latency before it takes a bandwidth share, as our
+//    engine does.
+//  - a transfer = an Exec of step_latency_s*steps seconds on a dedicated "delay" host (speed 1e9 flop/s,
+//    one core per transfer so delays never share a core), then `weight` comms (weight must be an integer:
+//    a weighted flow stands for that many identical flows), each capped at rate_cap_Bps with
+//    Comm::set_rate. Dependencies are SimGrid activity dependencies (add_successor); everything starts
+//    with vetoable_start() and SimGrid starts each activity when its dependencies are done.
+// SimGrid's Engine is a process-wide singleton that cannot be re-created, so each run forks a child that
+// builds the platform, runs, and sends the timings back over a pipe.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <simgrid/kernel/resource/NetworkModelIntf.hpp>
+#include <simgrid/kernel/routing/NetPoint.hpp>
+#include <simgrid/kernel/routing/NetZoneImpl.hpp>
+#include <simgrid/s4u.hpp>
+#include <xbt/log.h>
+
+#include "sim/base/error.hpp"
+#include "sim/engine/simgrid_backend.hpp"
+
+namespace fabricsim::sim {
+
+namespace {
+
+namespace sg4 = simgrid::s4u;
+namespace sgr = simgrid::kernel::routing;
+
+constexpr double kReportedRouteLatency_s = 1.0;  // constant per route; the true one comes from the factor cb
+constexpr double kDelayHostSpeed = 1e9;          // flop/s: delays are expressed in nanoseconds of work
+
+class FlatZone final : public sgr::NetZoneImpl {
+ public:
+  FlatZone(const std::string& name, topo::Routing& routing) : NetZoneImpl(name), routing_(routing) {}
+  void set_maps(std::unordered_map<const sgr::NetPoint*, topo::NodeId> node_of,
+                std::vector<sg4::Link*> link_of_dir) {
+    node_of_ = std::move(node_of);
+    link_of_dir_ = std::move(link_of_dir);
+  }
+  // A proxy host stands for `node` behind a private link: a comm sent from it crosses that link first.
+  void add_proxy(const sgr::NetPoint* proxy, topo::NodeId node, sg4::Link* private_link) {
+    proxies_[proxy] = {node, private_link};
+  }
+  void get_local_route(const sgr::NetPoint* src, const sgr::NetPoint* dst, sgr::Route* into,
+                       double* latency) override {
+    auto s = node_of_.find(src);
+    const auto d = node_of_.find(dst);
+    if (const auto p = proxies_.find(src); p != proxies_.end()) {
+      into->link_list_.push_back(p->second.second->get_impl());
+      s = node_of_.find(host_netpoint_of(p->second.first));
+    }
+    if (s == node_of_.end() || d == node_of_.end()) throw std::logic_error("simgrid backend: unknown netpoint");
+    for (topo::LinkDir dir : routing_.route(s->second, d->second))
+      into->link_list_.push_back(link_of_dir_[dir]->get_impl());
+    if (latency) *latency += kReportedRouteLatency_s;
+  }
+
+  const sgr::NetPoint* host_netpoint_of(topo::NodeId n) const { return netpoint_of_[n]; }
+  void set_netpoints(std::vector<const sgr::NetPoint*> np) { netpoint_of_ = std::move(np); }
+
+ private:
+
+ private:
+  topo::Routing& routing_;
+  std::unordered_map<const sgr::NetPoint*, topo::NodeId> node_of_;
+  std::vector<const sgr::NetPoint*> netpoint_of_;
+  std::unordered_map<const sgr::NetPoint*, std::pair<topo::NodeId, sg4::Link*>> proxies_;
+  std::vector<sg4::Link*> link_of_dir_;
+};
+
+struct ChildResult {
+  std::vector<double> start, finish;
+  double events = 0;
+};
+
+ChildResult run_in_child(const models::Schedule& s, const topo::Topology& t, topo::Routing& routing,
+                         const models::Calibration& calib) {
+  std::string a0 = "fabricsim-simgrid";
+  std::vector<std::string> args = {a0,
+                                   "--cfg=network/model:CM02",
+                                   "--cfg=network/crosstraffic:0",
+                                   "--cfg=network/TCP-gamma:0",
+                                   "--cfg=network/weight-S:0",
+                                   "--log=root.thres:critical"};
+  if (const char* lg = std::getenv("FABRICSIM_SIMGRID_LOG")) args.back() = std::string("--log=") + lg;  // debugging
+  std::vector<char*> argv;
+  for (auto& x : args) argv.push_back(x.data());
+  argv.push_back(nullptr);
+  int argc = static_cast<int>(args.size());
+  sg4::Engine e(&argc, argv.data());
+
+  auto* zone = new FlatZone("fabric", routing);  // becomes the root zone; owned by SimGrid's engine
+  sg4::NetZone* z = zone->get_iface();
+  std::unordered_map<const sgr::NetPoint*, topo::NodeId> node_of;
+  std::vector<sg4::Host*> host_of(t.num_nodes());
+  std::vector<const sgr::NetPoint*> netpoint_of(t.num_nodes());
+  for (topo::NodeId n = 0; n < t.num_nodes(); ++n) {
+    host_of[n] = z->create_host(t.node(n).id, 1.0);
+    netpoint_of[n] = host_of[n]->get_netpoint();
+    node_of[netpoint_of[n]] = n;
+  }
+  zone->set_netpoints(netpoint_of);
+  const std::size_t n = s.transfers.size();
+  sg4::Host* delay_host = z->create_host("__fabricsim_delay__", kDelayHostSpeed);
+  delay_host->set_core_count(static_cast<int>(std::min<std::size_t>(n + 1, 1u << 30)));
+  std::vector<sg4::Link*> link_of_dir(2 * t.num_links());
+  std::unordered_map<const sg4::Link*, double> true_latency;
+  for (topo::LinkId l = 0; l < t.num_links(); ++l) {
+    const topo::Link& lk = t.link(l);
+    const auto& kp = calib.of(lk.kind);
+    for (int d = 0; d < 2; ++d) {
+      sg4::Link* link =
+          z->create_link("l" + std::to_string(l) + "d" + std::to_string(d), lk.bandwidth_Bps * kp.bw_efficiency);
+      link->set_latency(0);
+      link_of_dir[2 * l + d] = link;
+      true_latency[link] = lk.latency_s + kp.latency_s;
+    }
+  }
+  zone->set_maps(std::move(node_of), std::move(link_of_dir));
+  // Activities per transfer: optional gate (delay exec), then `weight` comms. Created unassigned, linked,
+  // then assigned to hosts (assignment may start an activity whose dependencies are solved).
+  // Comm::set_rate does not reach host-to-host comms in 3.32, so a capped comm is sent from a proxy host
+  // behind a private link of bandwidth = cap, which bounds it exactly as a rate bound would.
+  std::vector<sg4::ExecPtr> gate(n);
+  std::vector<std::vector<sg4::CommPtr>> comms(n);
+  std::vector<std::vector<sg4::Host*>> comm_src(n);
+  std::size_t proxies = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const models::Transfer& tr = s.transfers[i];
+    const double delay = tr.step_latency_s * tr.steps;
+    const bool local = tr.src == tr.dst;
+    if (delay > 0 || local) {
+      gate[i] = sg4::Exec::init();
+      gate[i]->set_flops_amount(delay * kDelayHostSpeed);
+    }
+    if (!local) {
+      const auto w = static_cast<std::uint64_t>(tr.weight);
+      const std::uint64_t bytes = static_cast<std::uint64_t>(std::llround(tr.bytes * tr.steps));
+      for (std::uint64_t k = 0; k < w; ++k) {
+        sg4::CommPtr c = sg4::Comm::sendto_init();
+        c->set_payload_size(bytes);
+        sg4::Host* src = host_of[tr.src];
+        if (tr.rate_cap_Bps > 0) {
+          const std::string name = "__fabricsim_proxy" + std::to_string(proxies++);
+          src = z->create_host(name, 1.0);
+          sg4::Link* priv = z->create_link(name + "_link", tr.rate_cap_Bps);
+          priv->set_latency(0);
+          true_latency[priv] = 0;
+          zone->add_proxy(src->get_netpoint(), tr.src, priv);
+        }
+        if (gate[i]) gate[i]->add_successor(c);
+        comms[i].push_back(c);
+        comm_src[i].push_back(src);
+      }
+    }
+  }
+  // Dependencies: every last activity of a dependency precedes every first activity of the dependent.
+  auto link_to = [&](auto& last, std::size_t i) {
+    if (gate[i])
+      last->add_successor(gate[i]);
+    else
+      for (auto& c : comms[i]) last->add_successor(c);
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::uint32_t d : s.transfers[i].deps) {
+      if (!comms[d].empty())
+        for (auto& c : comms[d]) link_to(c, i);
+      else
+        link_to(gate[d], i);
+    }
+  }
+  z->seal();
+
+  auto* model = z->get_network_model();
+  model->set_lat_factor_cb([&true_latency](double, const sg4::Host*, const sg4::Host*,
+                                           const std::vector<sg4::Link*>& links,
+                                           const std::unordered_set<sg4::NetZone*>&) {
+    double lat = 0;
+    for (const sg4::Link* l : links) lat += true_latency.at(l);
+    return lat / kReportedRouteLatency_s;
+  });
+  model->set_bw_factor_cb([](double, const sg4::Host*, const sg4::Host*, const std::vector<sg4::Link*>&,
+                             const std::unordered_set<sg4::NetZone*>&) { return 1.0; });
+
+  auto not_started = [](const sg4::Activity& a) {
+    return a.get_state() == sg4::Activity::State::INITED || a.get_state() == sg4::Activity::State::STARTING;
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    if (gate[i]) {
+      gate[i]->set_host(delay_host);
+      if (not_started(*gate[i])) gate[i]->vetoable_start();
+    }
+    for (std::size_t k = 0; k < comms[i].size(); ++k) {
+      comms[i][k]->set_source(comm_src[i][k])->set_destination(host_of[s.transfers[i].dst]);
+      if (not_started(*comms[i][k])) comms[i][k]->vetoable_start();
+    }
+  }
+  e.run();
+
+  ChildResult r;
+  r.start.resize(n);
+  r.finish.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (gate[i]) {
+      if (gate[i]->get_state() != sg4::Activity::State::FINISHED)
+        throw std::runtime_error("simgrid: transfer " + std::to_string(i) + " did not complete");
+      r.start[i] = gate[i]->get_start_time();
+      r.finish[i] = gate[i]->get_finish_time();
+    }
+    for (std::size_t k = 0; k < comms[i].size(); ++k) {
+      const auto& c = comms[i][k];
+      if (c->get_state() != sg4::Activity::State::FINISHED)
+        throw std::runtime_error("simgrid: transfer " + std::to_string(i) + " did not complete");
+      if (!gate[i] && k == 0) r.start[i] = c->get_start_time();
+      r.finish[i] = k == 0 ? c->get_finish_time() : std::max(r.finish[i], c->get_finish_time());
+    }
+  }
+  return r;
+}
+
+bool write_all(int fd, const void* p, std::size_t len) {
+  const char* c = static_cast<const char*>(p);
+  while (len > 0) {
+    const ssize_t k = ::write(fd, c, len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    c += k;
+    len -= static_cast<std::size_t>(k);
+  }
+  return true;
+}
+
+}  // namespace
+
+ScheduleResult run_schedule_simgrid(const models::Schedule& s, const topo::Topology& t, topo::Routing& routing,
+                                    const models::Calibration& calib, const RunOptions& opt) {
+  const std::string where = "schedule " + s.op + "/" + s.algorithm;
+  const std::size_t n = s.transfers.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const models::Transfer& tr = s.transfers[i];
+    const std::string w = where + ": transfers[" + std::to_string(i) + "]";
+    if (tr.src >= t.num_nodes() || tr.dst >= t.num_nodes()) throw InputError(w, "src/dst is not a topology node");
+    if (!(tr.weight >= 1) || tr.weight != std::floor(tr.weight) || tr.weight > 1e6)
+      throw InputError(w + ".weight", "the simgrid engine needs an integer weight >= 1 (it runs w flows)");
+    if (!(tr.bytes >= 0) || tr.steps == 0 || !(tr.step_latency_s >= 0) || !(tr.rate_cap_Bps >= 0))
+      throw InputError(w, "bytes, step_latency_s and rate_cap_Bps must be >= 0 and steps >= 1");
+    for (std::uint32_t d : tr.deps)
+      if (d >= n || d == i) throw InputError(w + ".deps", "dependency " + std::to_string(d) + " is not a transfer");
+    if (tr.src != tr.dst) routing.route(tr.src, tr.dst);  // unreachable pairs throw InputError here, not in the child
+  }
+  for (const auto& l : calib.link)
+    if (!(l.bw_efficiency > 0)) throw InputError("calibration: bw_efficiency", "expected a number > 0");
+
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error(std::string("simgrid backend: pipe: ") + std::strerror(errno));
+  std::fflush(nullptr);  // do not let the child inherit (and flush again) buffered output
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("simgrid backend: fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::close(fds[0]);
+    // The parent's crash handlers (e.g. a test framework's) must not report the child's failures.
+    std::signal(SIGABRT, SIG_DFL);
+    std::signal(SIGSEGV, SIG_DFL);
+    int status = 0;
+    try {
+      ChildResult r = run_in_child(s, t, routing, calib);
+      const std::uint64_t count = n;
+      const bool ok = write_all(fds[1], &count, sizeof count) &&
+                      write_all(fds[1], r.start.data(), n * sizeof(double)) &&
+                      write_all(fds[1], r.finish.data(), n * sizeof(double));
+      status = ok ? 0 : 4;
+    } catch (const std::exception& ex) {
+      const std::string msg = ex.what();
+      const std::uint64_t marker = ~std::uint64_t{0};
+      write_all(fds[1], &marker, sizeof marker);
+      write_all(fds[1], msg.data(), msg.size());
+      status = 3;
+    }
+    ::close(fds[1]);
+    ::_exit(status);
+  }
+  ::close(fds[1]);
+  std::vector<char> buf;
+  char chunk[65536];
+  for (;;) {
+    const ssize_t k = ::read(fds[0], chunk, sizeof chunk);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    buf.insert(buf.end(), chunk, chunk + k);
+  }
+  ::close(fds[0]);
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  std::uint64_t count = 0;
+  if (buf.size() >= sizeof count) std::memcpy(&count, buf.data(), sizeof count);
+  if (count == ~std::uint64_t{0})
+    throw std::runtime_error("simgrid backend: " + std::string(buf.begin() + sizeof count, buf.end()));
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0 || count != n ||
+      buf.size() != sizeof count + 2 * n * sizeof(double))
+    throw std::runtime_error("simgrid backend: the SimGrid child process failed (status " +
+                             std::to_string(wstatus) + ")");
+  ScheduleResult res;
+  res.transfers.resize(n);
+  const char* p = buf.data() + sizeof count;
+  double last = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::memcpy(&res.transfers[i].start_s, p + i * sizeof(double), sizeof(double));
+    std::memcpy(&res.transfers[i].finish_s, p + (n + i) * sizeof(double), sizeof(double));
+    last = std::max(last, res.transfers[i].finish_s);
+  }
+  res.makespan_s = s.fixed_latency_s + last;
+  (void)opt;
+  return res;
+}
+
+}  // namespace fabricsim::sim
