@@ -58,7 +58,7 @@ int cmd_coll(int argc, char** argv) {
              "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, all_to_allv, send_recv",
              "all_reduce"});
   args.flag({"--minbytes", "-b", "SIZE", "smallest size (nccl-tests -b)", "32M"});
-  args.flag({"--maxbytes", "-e", "SIZE", "largest size (nccl-tests -e)", "32M"});
+  args.flag({"--maxbytes", "-e", "SIZE", "largest size (nccl-tests -e)", "32M, or -b when only -b is given"});
   args.flag({"--stepfactor", "-f", "N", "multiply the size by N between rows (nccl-tests -f)", "2"});
   args.flag({"--ngpus", "-g", "N", "use the first N GPUs of the topology (rank order)", "all"});
   args.flag({"--comm", "", "R,R,...", "communicator as cluster GPU ranks (indices in the topology's GPU order)", ""});
@@ -112,7 +112,9 @@ int cmd_coll(int argc, char** argv) {
     spec.channels = static_cast<int>(c);
   }
   const std::uint64_t minb = parse_size(args.get("--minbytes", "32M"), "-b");
-  const std::uint64_t maxb = parse_size(args.get("--maxbytes", "32M"), "-e");
+  // Like nccl-tests, -e defaults to 32M; given -b alone, the sweep is that one size.
+  const std::uint64_t maxb =
+      parse_size(args.get("--maxbytes", args.has("--minbytes") && !args.has("--maxbytes") ? args.get("--minbytes") : "32M"), "-e");
   if (minb == 0) throw InputError("-b", "a size of at least 1 byte");
   if (maxb < minb) throw InputError("-e", "a size >= -b");
   const long long factor = parse_int(args.get("--stepfactor", "2"), "-f");

@@ -609,7 +609,7 @@ struct Builder {
     if (n < 2) return;
     const double S = static_cast<double>(spec.bytes);
     const int H = static_cast<int>(L.hosts.size());
-    auto host_tree = [&](bool mirror) {
+    auto host_tree = [&](bool mirror, int c) {
       std::vector<int> parent(H, -1);
       std::vector<int> pos(H);
       for (int i = 0; i < H; ++i) pos[i] = mirror ? H - 1 - i : i;  // position -> host
@@ -624,20 +624,26 @@ struct Builder {
         stack.emplace_back(lo, mid, mid);
         stack.emplace_back(mid + 1, hi, mid);
       }
-      // rank-level parent
+      // Rank-level parent. Channel c rotates each host's chain by c, so that channels enter and leave
+      // hosts through different GPUs and rail NICs (as NCCL's per-channel trees do).
       std::vector<int> rp(n, -1);
+      auto head = [&](int h) { return L.hosts[h][c % L.hosts[h].size()]; };
       for (int h = 0; h < H; ++h) {
         const auto& rs = L.hosts[h];
-        for (std::size_t i = 1; i < rs.size(); ++i) rp[rs[i]] = rs[i - 1];
-        if (parent[h] >= 0) rp[rs[0]] = L.hosts[parent[h]][0];
+        const std::size_t m = rs.size();
+        for (std::size_t i = 1; i < m; ++i) rp[rs[(i + c) % m]] = rs[(i - 1 + c) % m];
+        if (parent[h] >= 0) rp[head(h)] = head(parent[h]);
       }
       return rp;
     };
-    std::vector<std::vector<int>> trees{host_tree(false)};
-    std::vector<int> t1 = host_tree(true);
-    double w = channels;
-    if (t1 == trees[0]) w *= 2;  // identical trees: one tree with both halves as weight
-    else trees.push_back(t1);
+    // Each (tree, channel) carries S / (2 * channels); identical structures merge into one weighted tree.
+    std::map<std::vector<int>, int> count;
+    std::vector<std::vector<int>> trees;
+    for (int c = 0; c < channels; ++c)
+      for (bool mirror : {false, true}) {
+        std::vector<int> rp = host_tree(mirror, c);
+        if (count[rp]++ == 0) trees.push_back(rp);
+      }
     std::vector<PEdge> edges;
     for (std::size_t ti = 0; ti < trees.size(); ++ti) {
       const auto& rp = trees[ti];
@@ -657,10 +663,11 @@ struct Builder {
       }
       post.assign(pre.rbegin(), pre.rend());
       const double payload = S / 2.0 / channels;
+      const double w = count[rp];
       std::vector<int> up_edge(n, -1), down_edge(n, -1);
       for (int v : post) {
         if (v == root) continue;
-        PEdge e{gpu(v), gpu(rp[v]), payload, w, {}, {}, static_cast<int>(ti)};
+        PEdge e{gpu(v), gpu(rp[v]), payload, w, {}, {}, static_cast<int>(ti)};  // up
         for (int k : kids[v]) e.parents.push_back(up_edge[k]);
         up_edge[v] = static_cast<int>(edges.size());
         edges.push_back(e);

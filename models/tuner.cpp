@@ -96,8 +96,8 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
     case Algorithm::Tree: {
       double te = calib.factor("tree_efficiency");
       lat += 2 * ((g - 1) * li + std::ceil(std::log2(std::max(1.0, H))) * ln);
-      double net_load = H > 2 ? 1.5 * S : S;  // worst host NIC direction over both trees
-      xfer = std::max(t_of(2 * S, Bi * e * te), t_of(net_load, Bn * e * te));
+      double net_load = H > 2 ? 1.5 * S : S;  // worst host direction over both trees, spread over the NICs
+      xfer = std::max(t_of(2 * S, Bi * e * te), t_of(net_load, Bhost * e * te));
       break;
     }
     case Algorithm::Nvls: {
