@@ -1,0 +1,81 @@
+// Calibration defaults and strict JSON load/save.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "models/calibration.hpp"
+#include "sim/base/error.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::models;
+
+TEST_CASE("default calibration: NCCL tuning.cc values and the log-derived factors") {
+  Calibration c = default_calibration();
+  // tuning.cc baseLatencies Ring {LL 6.6, LL128 14.0, Simple 8.4} us; hwLatencies NVLINK Ring Simple 3.4 us
+  CHECK(c.of(Algorithm::Ring, Protocol::Simple).base_latency_s == doctest::Approx(8.4e-6));
+  CHECK(c.of(Algorithm::Ring, Protocol::LL).base_latency_s == doctest::Approx(6.6e-6));
+  CHECK(c.of(Algorithm::Ring, Protocol::Simple).step_latency_s == doctest::Approx(3.4e-6));
+  CHECK(c.of(Algorithm::Ring, Protocol::Simple).net_step_latency_s == doctest::Approx(14e-6));
+  CHECK(c.of(Algorithm::Ring, Protocol::LL).bw_efficiency == doctest::Approx(0.5));
+  CHECK_FALSE(c.has(Algorithm::Nvls, Protocol::LL));
+  CHECK_THROWS_AS(c.of(Algorithm::Nvls, Protocol::LL), InputError);
+  CHECK(c.nvlink_efficiency("a100-80gb") == doctest::Approx(0.8));
+  CHECK(c.nvlink_efficiency("h100") == doctest::Approx(0.824));
+  CHECK(c.nvlink_efficiency("unknown-gpu") == doctest::Approx(0.8));
+  // ring busbw on 8x H100 = 450 GB/s x 0.824 = 370.8 GB/s, the together_h100 ring log peaks at 368.09
+  CHECK(450.0 * c.nvlink_efficiency("h100") == doctest::Approx(368.09).epsilon(0.02));
+  for (const auto& l : c.link) {
+    CHECK(l.bw_efficiency == 1.0);
+    CHECK(l.latency_s == 0.0);
+  }
+}
+
+TEST_CASE("calibration JSON round-trips and overrides") {
+  Calibration c = default_calibration();
+  c.extra["network_efficiency"] = 0.5;
+  c.algo[{Algorithm::Tree, Protocol::LL}].base_latency_s = 1e-6;
+  Json j = calibration_to_json(c);
+  Calibration d = calibration_from_json(j, "mem.json");
+  CHECK(calibration_to_json(d) == j);
+  CHECK(d.factor("network_efficiency") == 0.5);
+
+  Json partial = parse_json_text(R"({"name": "fit", "algorithms": {"ring": {"simple": {"base_latency": "5us"}}},
+                                     "links": {"nvlink": {"latency": "100ns"}}, "extra": {"nvls_efficiency": 0.7}})",
+                                 "p.json");
+  Calibration p = calibration_from_json(partial, "p.json");
+  CHECK(p.name == "fit");
+  CHECK(p.of(Algorithm::Ring, Protocol::Simple).base_latency_s == doctest::Approx(5e-6));
+  CHECK(p.of(Algorithm::Ring, Protocol::Simple).step_latency_s == doctest::Approx(3.4e-6));  // default kept
+  CHECK(p.of(topo::LinkKind::NVLink).latency_s == doctest::Approx(100e-9));
+  CHECK(p.factor("nvls_efficiency") == 0.7);
+}
+
+TEST_CASE("calibration JSON: unknown keys and bad values name the file and path") {
+  auto fails = [](const char* text, const char* needle) {
+    Json j = parse_json_text(text, "c.json");
+    CHECK_THROWS_WITH_AS(calibration_from_json(j, "c.json"), doctest::Contains(needle), InputError);
+  };
+  fails(R"({"bogus": 1})", "c.json: /bogus");
+  fails(R"({"links": {"nvlink": {"bw": 1}}})", "/links/nvlink/bw");
+  fails(R"({"links": {"warp": {}}})", "/links/warp");
+  fails(R"({"algorithms": {"ring": {"simple": {"bw_efficiency": 1.5}}}})", "fraction");
+  fails(R"({"algorithms": {"nvls": {"ll": {}}}})", "/algorithms/nvls/ll");
+  fails(R"({"algorithms": {"magic": {}}})", "/algorithms/magic");
+  fails(R"({"extra": {"no_such_factor": 1}})", "/extra/no_such_factor");
+  fails(R"({"extra": {"tree_efficiency": 2}})", "fraction");
+  fails(R"({"extra": {"max_pipeline_chunks": 2.5}})", "integer");
+  fails(R"({"algorithms": {"ring": {"simple": {"base_latency": "fast"}}}})", "base_latency");
+}
+
+TEST_CASE("load_calibration reads a file; a missing file is an InputError") {
+  const char* path = "test_calibration_tmp.json";
+  {
+    std::ofstream f(path);
+    f << calibration_to_json(default_calibration()).dump(1);
+  }
+  Calibration c = load_calibration(path);
+  CHECK(c.factor("pat_efficiency") == 0.75);
+  std::remove(path);
+  CHECK_THROWS_AS(load_calibration("/nonexistent/calib.json"), InputError);
+}

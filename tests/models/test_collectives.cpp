@@ -1,0 +1,359 @@
+// Collective schedules without an engine: who sends what to whom, the bytes each GPU receives, acyclic
+// dependencies, fidelity levels carrying the same bytes, and the errors for inputs that do not apply.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "models/calibration.hpp"
+#include "models/collectives.hpp"
+#include "models/tuner.hpp"
+#include "sim/base/error.hpp"
+#include "topologies/io.hpp"
+#include "topologies/routing.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::models;
+
+namespace {
+
+topo::Topology preset(const std::string& name, std::map<std::string, std::string> p = {}) {
+  return merge_nvswitch_planes(topo::build_preset(name, p));
+}
+
+CollectiveSpec make(const topo::Topology& t, Op op, std::uint64_t bytes, Algorithm a, Protocol p,
+                    Fidelity f = Fidelity::Step, int ngpus = -1) {
+  CollectiveSpec s;
+  s.op = op;
+  s.bytes = bytes;
+  s.algorithm = a;
+  s.protocol = p;
+  s.fidelity = f;
+  const auto& g = t.gpus();
+  s.communicator.assign(g.begin(), ngpus < 0 ? g.end() : g.begin() + ngpus);
+  return s;
+}
+
+// Sum of payload bytes (all steps, weights and replicas) received per destination node.
+std::map<topo::NodeId, double> received(const Schedule& s) {
+  std::map<topo::NodeId, double> r;
+  for (const auto& x : s.transfers) r[x.dst] += x.payload_bytes * x.steps * x.weight * x.replicas;
+  return r;
+}
+std::map<topo::NodeId, double> sent(const Schedule& s) {
+  std::map<topo::NodeId, double> r;
+  for (const auto& x : s.transfers) r[x.src] += x.payload_bytes * x.steps * x.weight * x.replicas;
+  return r;
+}
+double total_payload(const Schedule& s) {
+  double t = 0;
+  for (const auto& x : s.transfers) t += x.payload_bytes * x.steps * x.weight * x.replicas;
+  return t;
+}
+double total_steps(const Schedule& s) {
+  double t = 0;
+  for (const auto& x : s.transfers) t += static_cast<double>(x.steps) * x.weight * x.replicas;
+  return t;
+}
+
+void check_dag(const Schedule& s) {
+  for (std::size_t i = 0; i < s.transfers.size(); ++i) {
+    for (auto d : s.transfers[i].deps) REQUIRE(d < i);  // emitted in topological order -> acyclic
+    REQUIRE(s.transfers[i].src != s.transfers[i].dst);
+    REQUIRE(s.transfers[i].bytes >= s.transfers[i].payload_bytes);  // efficiencies <= 1
+  }
+}
+
+bool is_gpu(const topo::Topology& t, topo::NodeId n) { return t.node(n).kind == topo::NodeKind::Gpu; }
+
+// What every rank must receive (payload) for each op/algorithm, S = spec bytes, n ranks, g per host,
+// H hosts. Checked only for GPU destinations (switch traffic of NVLS/CollNet is checked separately).
+double expected_gpu_received(const CollectiveSpec& s, Algorithm a, int rank, int g, int H) {
+  const double S = static_cast<double>(s.bytes), n = static_cast<double>(s.communicator.size());
+  switch (s.op) {
+    case Op::AllReduce:
+      switch (a) {
+        case Algorithm::Ring: return 2 * (n - 1) / n * S;
+        case Algorithm::Nvls: return S;
+        case Algorithm::Hierarchical: return 2 * (g - 1.0) / g * S + 2 * (H - 1.0) / H * S / g;
+        case Algorithm::CollNet: return 2 * (g - 1.0) / g * S + S / g;
+        default: return -1;  // tree: depends on the rank's position, checked by totals
+      }
+    case Op::AllGather: return (n - 1) / n * S;
+    case Op::ReduceScatter: return a == Algorithm::Nvls ? S / n : (n - 1) / n * S;
+    case Op::Broadcast: return rank == s.root ? 0 : S;
+    case Op::Reduce: return -1;
+    case Op::AllToAll: return (n - 1) / n * S;
+    case Op::AllToAllv: return -1;
+    case Op::SendRecv: return S;
+  }
+  return -1;
+}
+
+struct Sys {
+  std::string name;
+  topo::Topology t;
+};
+
+std::vector<Sys> systems() {
+  std::vector<Sys> v;
+  v.push_back({"dgx-a100", preset("dgx-a100")});
+  v.push_back({"dgx-h100", preset("dgx-h100")});
+  v.push_back({"superpod4", preset("superpod", {{"nodes", "4"}})});
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("every op x algorithm x protocol on dgx-a100, dgx-h100 and a 4-node superpod") {
+  Calibration cal = default_calibration();
+  int built = 0, rejected = 0;
+  for (auto& sys : systems()) {
+    topo::Routing routing(sys.t);
+    for (Op op : kAllOps) {
+      for (Algorithm a : algorithms_for(op)) {
+        for (Protocol p : protocols_for(a)) {
+          const std::uint64_t S = 64ull << 20;  // 64 MiB divides by every rank count here
+          for (int pat_comm = 0; pat_comm < (a == Algorithm::Pat ? 2 : 1); ++pat_comm) {
+            CollectiveSpec s = make(sys.t, op, S, a, p);
+            if (pat_comm) {  // one GPU per host: every 8th GPU
+              s.communicator.clear();
+              for (std::size_t i = 0; i < sys.t.gpus().size(); i += 8) s.communicator.push_back(sys.t.gpus()[i]);
+            }
+            if (op == Op::Broadcast || op == Op::Reduce) s.root = 1 % static_cast<int>(s.communicator.size());
+            std::string why = why_not_applicable(s, a, sys.t, routing);
+            CAPTURE(sys.name);
+            CAPTURE(to_string(op));
+            CAPTURE(to_string(a));
+            CAPTURE(to_string(p));
+            CAPTURE(why);
+            if (!why.empty()) {
+              CHECK_THROWS_AS(build_schedule(s, sys.t, routing, cal), InputError);
+              ++rejected;
+              continue;
+            }
+            Schedule sch = build_schedule(s, sys.t, routing, cal);
+            ++built;
+            CHECK(sch.algorithm == to_string(a));
+            CHECK(sch.protocol == to_string(p));
+            CHECK(sch.fidelity == "step");
+            check_dag(sch);
+            const int n = static_cast<int>(s.communicator.size());
+            if (n > 1) CHECK(!sch.transfers.empty());
+            std::set<topo::NodeId> comm(s.communicator.begin(), s.communicator.end());
+            for (const auto& x : sch.transfers) {
+              // GPU endpoints are members; non-GPU endpoints only for in-network reduction.
+              if (is_gpu(sys.t, x.src)) CHECK(comm.count(x.src));
+              if (is_gpu(sys.t, x.dst)) CHECK(comm.count(x.dst));
+              if (!is_gpu(sys.t, x.src) || !is_gpu(sys.t, x.dst))
+                CHECK((a == Algorithm::Nvls || a == Algorithm::CollNet));
+            }
+            auto rec = received(sch);
+            auto snd = sent(sch);
+            std::map<int, int> per_host;
+            for (auto gnode : s.communicator) per_host[sys.t.node(gnode).host]++;
+            const int H = static_cast<int>(per_host.size());
+            const int g = per_host.begin()->second;
+            for (int r = 0; r < n; ++r) {
+              double e = expected_gpu_received(s, a, r, g, H);
+              if (e >= 0) CHECK(rec[s.communicator[r]] == doctest::Approx(e).epsilon(1e-9));
+            }
+            const double Sd = static_cast<double>(S);
+            if (op == Op::Reduce) {  // the root receives S; every other rank sends S
+              for (int r = 0; r < n; ++r)
+                CHECK(snd[s.communicator[r]] == doctest::Approx(r == s.root ? 0.0 : Sd));
+              CHECK(rec[s.communicator[s.root]] == doctest::Approx(Sd));
+            }
+            if (op == Op::AllReduce && a == Algorithm::Tree) {
+              // Each of the two trees (per channel) moves S/2 up and S/2 down over n-1 edges.
+              CHECK(total_payload(sch) == doctest::Approx(2.0 * (n - 1) * Sd));
+              for (int r = 0; r < n; ++r) CHECK(rec[s.communicator[r]] >= Sd * 0.5 - 1);
+            }
+            if (op == Op::AllToAllv) {
+              for (int r = 0; r < n; ++r) CHECK(rec[s.communicator[r]] == doctest::Approx((n - 1.0) / n * Sd));
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(built > 80);
+  CHECK(rejected > 5);  // nvls on dgx-a100 and the superpod, pat with 8 GPUs per host, collnet on one node
+}
+
+TEST_CASE("ring all_reduce step schedule: 2(n-1) steps of S/n, each rank sends to its ring successor") {
+  topo::Topology t = preset("dgx-h100");
+  CollectiveSpec s = make(t, Op::AllReduce, 8 << 20, Algorithm::Ring, Protocol::Simple);
+  Schedule sch = build_schedule(s, t, default_calibration());
+  const int n = 8;
+  REQUIRE(sch.transfers.size() == static_cast<std::size_t>(2 * (n - 1) * n));
+  std::map<std::pair<topo::NodeId, topo::NodeId>, int> pairs;
+  for (const auto& x : sch.transfers) {
+    CHECK(x.payload_bytes == doctest::Approx((8 << 20) / 8.0));
+    pairs[{x.src, x.dst}]++;
+  }
+  CHECK(pairs.size() == 8u);
+  for (int r = 0; r < n; ++r) CHECK(pairs[{t.gpus()[r], t.gpus()[(r + 1) % n]}] == 2 * (n - 1));
+  // step k > 0 of rank r waits for step k-1 of its predecessor (the data it forwards)
+  const auto& x = sch.transfers[n + 3];  // step 1, position 3
+  CHECK(x.step == 1);
+  CHECK(x.deps.size() == 2u);
+  CHECK(sch.transfers[x.deps[0]].dst == x.src);
+}
+
+TEST_CASE("fidelity levels carry the same bytes and steps") {
+  Calibration cal = default_calibration();
+  for (auto& sys : systems()) {
+    topo::Routing routing(sys.t);
+    for (Op op : {Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::Broadcast, Op::AllToAll}) {
+      for (Algorithm a : algorithms_for(op)) {
+        CollectiveSpec s = make(sys.t, op, 256ull << 20, a, Protocol::Simple);
+        if (!why_not_applicable(s, a, sys.t, routing).empty()) continue;
+        CAPTURE(sys.name);
+        CAPTURE(to_string(op));
+        CAPTURE(to_string(a));
+        Schedule st = build_schedule(s, sys.t, routing, cal);
+        s.fidelity = Fidelity::Phase;
+        Schedule ph = build_schedule(s, sys.t, routing, cal);
+        s.fidelity = Fidelity::Symmetry;
+        Schedule sy = build_schedule(s, sys.t, routing, cal);
+        check_dag(ph);
+        check_dag(sy);
+        CHECK(ph.fidelity == "phase");
+        CHECK(sy.fidelity == "symmetry");
+        CHECK(total_payload(ph) == doctest::Approx(total_payload(st)).epsilon(1e-9));
+        CHECK(total_payload(sy) == doctest::Approx(total_payload(st)).epsilon(1e-9));
+        CHECK(total_steps(ph) == doctest::Approx(total_steps(st)).epsilon(1e-9));
+        CHECK(total_steps(sy) == doctest::Approx(total_steps(st)).epsilon(1e-9));
+        CHECK(ph.transfers.size() <= st.transfers.size());
+        CHECK(sy.transfers.size() <= ph.transfers.size());
+      }
+    }
+  }
+}
+
+TEST_CASE("symmetry collapses isolated identical ring hops into replicas") {
+  topo::Topology t = preset("dgx-h100");
+  CollectiveSpec s = make(t, Op::AllReduce, 1 << 30, Algorithm::Ring, Protocol::Simple, Fidelity::Symmetry);
+  Schedule sch = build_schedule(s, t, default_calibration());
+  // 8 ring hops GPU i -> NVSwitch -> GPU i+1, every link direction used once: one transfer, 8 replicas.
+  REQUIRE(sch.transfers.size() == 1u);
+  CHECK(sch.transfers[0].replicas == 8u);
+  CHECK(sch.transfers[0].steps == 14u);
+  // all_to_all flows share GPU links: nothing may collapse.
+  CollectiveSpec a = make(t, Op::AllToAll, 1 << 30, Algorithm::Direct, Protocol::Simple, Fidelity::Symmetry);
+  Schedule sa = build_schedule(a, t, default_calibration());
+  CHECK(sa.transfers.size() == 56u);
+  for (const auto& x : sa.transfers) CHECK(x.replicas == 1u);
+}
+
+TEST_CASE("auto fidelity: step when small, symmetry for a large ring") {
+  topo::Topology t = preset("dgx-h100");
+  CollectiveSpec s = make(t, Op::AllReduce, 1 << 20, Algorithm::Ring, Protocol::Simple, Fidelity::Auto);
+  CHECK(build_schedule(s, t, default_calibration()).fidelity == "step");
+  CHECK(resolve_fidelity(s, Algorithm::Ring, Protocol::Simple, 1) == Fidelity::Step);
+  topo::Topology big = preset("superpod", {{"nodes", "64"}});
+  CollectiveSpec b = make(big, Op::AllReduce, 1 << 30, Algorithm::Ring, Protocol::Simple, Fidelity::Auto);
+  CHECK(resolve_fidelity(b, Algorithm::Ring, Protocol::Simple, 8) == Fidelity::Symmetry);
+}
+
+TEST_CASE("errors: nvls without NVSwitch, bad communicators, sizes that do not divide") {
+  Calibration cal = default_calibration();
+  topo::Topology a100 = preset("dgx-a100");
+  topo::Routing ra(a100);
+  CollectiveSpec s = make(a100, Op::AllReduce, 1 << 20, Algorithm::Nvls, Protocol::Simple);
+  CHECK_THROWS_WITH_AS(build_schedule(s, a100, ra, cal), doctest::Contains("nvls"), InputError);
+
+  CollectiveSpec c = make(a100, Op::AllReduce, 1 << 20, Algorithm::Ring, Protocol::Simple);
+  c.communicator.push_back(a100.find("n0.nic0"));
+  CHECK_THROWS_WITH_AS(build_schedule(c, a100, ra, cal), doctest::Contains("not a GPU"), InputError);
+  c.communicator.back() = 100000;
+  CHECK_THROWS_WITH_AS(build_schedule(c, a100, ra, cal), doctest::Contains("does not exist"), InputError);
+  c.communicator.back() = c.communicator.front();
+  CHECK_THROWS_WITH_AS(build_schedule(c, a100, ra, cal), doctest::Contains("twice"), InputError);
+  c.communicator.clear();
+  CHECK_THROWS_AS(build_schedule(c, a100, ra, cal), InputError);
+
+  CollectiveSpec ag = make(a100, Op::AllGather, 8 * 4 * 3 + 4, Algorithm::Ring, Protocol::Simple);
+  CHECK_THROWS_WITH_AS(build_schedule(ag, a100, ra, cal), doctest::Contains("multiple of nranks"), InputError);
+  ag.bytes = 8 * 4 * 3;
+  CHECK_NOTHROW(build_schedule(ag, a100, ra, cal));
+  CollectiveSpec ar = make(a100, Op::AllReduce, 10, Algorithm::Ring, Protocol::Simple);
+  CHECK_THROWS_WITH_AS(build_schedule(ar, a100, ra, cal), doctest::Contains("element size"), InputError);
+
+  CollectiveSpec pat = make(a100, Op::AllGather, 1 << 20, Algorithm::Pat, Protocol::Simple);
+  CHECK_THROWS_WITH_AS(build_schedule(pat, a100, ra, cal), doctest::Contains("one rank per host"), InputError);
+  CollectiveSpec ll = make(preset("dgx-h100"), Op::AllReduce, 1 << 20, Algorithm::Nvls, Protocol::LL);
+  CHECK_THROWS_WITH_AS(build_schedule(ll, preset("dgx-h100"), cal), doctest::Contains("protocol ll"), InputError);
+  CollectiveSpec wrong = make(a100, Op::Broadcast, 1 << 20, Algorithm::Tree, Protocol::Simple);
+  CHECK_THROWS_WITH_AS(build_schedule(wrong, a100, ra, cal), doctest::Contains("does not implement"), InputError);
+  CollectiveSpec root = make(a100, Op::Broadcast, 1 << 20, Algorithm::Ring, Protocol::Simple);
+  root.root = 8;
+  CHECK_THROWS_WITH_AS(build_schedule(root, a100, ra, cal), doctest::Contains("root"), InputError);
+  CollectiveSpec cn = make(a100, Op::AllReduce, 1 << 20, Algorithm::CollNet, Protocol::Simple);
+  CHECK_THROWS_WITH_AS(build_schedule(cn, a100, ra, cal), doctest::Contains("SHARP"), InputError);
+  CollectiveSpec v = make(a100, Op::AllToAllv, 1 << 20, Algorithm::Direct, Protocol::Simple);
+  v.matrix.assign(3, std::vector<std::uint64_t>(3, 4));
+  CHECK_THROWS_WITH_AS(build_schedule(v, a100, ra, cal), doctest::Contains("matrix"), InputError);
+}
+
+TEST_CASE("tuner: fastest candidate, overrides respected, NCCL-like choices") {
+  Calibration cal = default_calibration();
+  topo::Topology h = preset("dgx-h100");
+  topo::Routing rh(h);
+  CollectiveSpec s = make(h, Op::AllReduce, 8ull << 30, Algorithm::Ring, Protocol::Simple);
+  s.algorithm.reset();
+  s.protocol.reset();
+  TunerChoice big = tune(s, h, rh, cal);
+  CHECK(to_string(big.algorithm) == std::string("nvls"));
+  for (const auto& c : big.candidates) CHECK(c.predicted_s >= big.predicted_s);
+  s.bytes = 8;
+  TunerChoice small = tune(s, h, rh, cal);
+  CHECK(small.protocol == Protocol::LL);  // latency-bound: LL, as NCCL
+  s.algorithm = Algorithm::Ring;
+  s.bytes = 8ull << 30;
+  TunerChoice forced = tune(s, h, rh, cal);
+  CHECK(forced.algorithm == Algorithm::Ring);
+  CHECK(forced.protocol == Protocol::Simple);
+  topo::Topology a = preset("dgx-a100");
+  topo::Routing ra(a);
+  CollectiveSpec n = make(a, Op::AllReduce, 1 << 20, Algorithm::Nvls, Protocol::Simple);
+  n.protocol.reset();
+  CHECK_THROWS_WITH_AS(tune(n, a, ra, cal), doctest::Contains("nvls"), InputError);
+  // Bandwidths seen by the tuner: 12 NVLink3 x 25 GB/s x 0.8 on A100.
+  CommBandwidths bw = comm_bandwidths(n, a, ra, cal);
+  CHECK(bw.intra_Bps == doctest::Approx(300e9 * 0.8));
+}
+
+TEST_CASE("merge_nvswitch_planes bundles the NVSwitch planes of a host") {
+  topo::Topology raw = topo::build_preset("dgx-h100", {});
+  topo::Topology m = merge_nvswitch_planes(raw);
+  int sw = 0;
+  for (const auto& nd : m.nodes()) sw += nd.kind == topo::NodeKind::NvSwitch;
+  CHECK(sw == 1);
+  REQUIRE(m.gpus().size() == raw.gpus().size());
+  for (std::size_t i = 0; i < m.gpus().size(); ++i) CHECK(m.node(m.gpus()[i]).id == raw.node(raw.gpus()[i]).id);
+  double nvl = 0;
+  for (const auto& [l, nb] : m.adjacent(m.gpus()[0]))
+    if (m.link(l).kind == topo::LinkKind::NVLink) nvl += m.link(l).bandwidth_Bps;
+  CHECK(nvl == doctest::Approx(18 * 25e9));
+  topo::Routing r(m);
+  CHECK(r.bottleneck_bandwidth(m.gpus()[0], m.gpus()[1]) == doctest::Approx(18 * 25e9));
+}
+
+TEST_CASE("nccl-tests busbw factors and counts") {
+  CHECK(busbw_factor(Op::AllReduce, 8) == doctest::Approx(14.0 / 8));
+  CHECK(busbw_factor(Op::AllGather, 8) == doctest::Approx(7.0 / 8));
+  CHECK(busbw_factor(Op::ReduceScatter, 8) == doctest::Approx(7.0 / 8));
+  CHECK(busbw_factor(Op::AllToAll, 8) == doctest::Approx(7.0 / 8));
+  CHECK(busbw_factor(Op::Broadcast, 8) == 1.0);
+  CHECK(busbw_factor(Op::SendRecv, 8) == 1.0);
+  // together_h100 all_gather log: size 8589934592 B -> count 268435456 (per rank) with 8 ranks
+  CHECK(nccl_tests_count(Op::AllGather, 8589934592ull, 8, 4) == 268435456ull);
+  CHECK(nccl_tests_count(Op::AllReduce, 8589934592ull, 8, 4) == 2147483648ull);
+  Op op;
+  CHECK(parse_op("sendrecv", op));
+  CHECK(op == Op::SendRecv);
+  CHECK_FALSE(parse_op("allreduce", op));
+}
