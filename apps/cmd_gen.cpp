@@ -1,10 +1,44 @@
+// fabricsim gen gpt|dlrm|dp [--param k=v]... -o trace.json: write a workload trace (docs/trace.schema.json).
+#include <iostream>
+
 #include "apps/cli.hpp"
+#include "models/compute.hpp"
+#include "models/gpu.hpp"
 #include "sim/base/error.hpp"
+#include "sim/base/json_reader.hpp"
+#include "workloads/scenario.hpp"
+#include "workloads/trace.hpp"
 
 namespace fabricsim::cli {
+
 int cmd_gen(int argc, char** argv) {
-  Args args("gen", "[options]", "Not built yet.");
+  Args args("gen", "gpt|dlrm|dp [--param key=value]... -o trace.json",
+            "Generate a workload trace. Parameters (docs/workloads.md):\n"
+            "  gpt: Megatron-LM argument names (num_layers, hidden_size, num_attention_heads, seq_length,\n"
+            "       padded_vocab_size, micro_batch_size, global_batch_size, tensor_model_parallel_size,\n"
+            "       pipeline_model_parallel_size, num_layers_per_virtual_pipeline_stage, sequence_parallel,\n"
+            "       recompute_granularity, use_distributed_optimizer, overlap_grad_reduce, bucket_size),\n"
+            "       world_size, gpu, gpus_per_host\n"
+            "  dlrm: configs (distributed-embeddings synthetic configs JSON), model, global_batch_size,\n"
+            "       world_size, sharding (auto|table|column|row), optimizer, gpu, precision\n"
+            "  dp: num_parameters, tokens_per_sample, flops_per_sample, global_batch_size, world_size,\n"
+            "       bucket_size, overlap_grad_reduce, gpu");
+  args.flag({"--param", "-p", "KEY=VALUE", "generator parameter (repeatable)", "", true});
+  args.flag({"--output", "-o", "FILE", "trace file to write", ""});
   if (!args.parse(argc, argv)) return 0;
-  throw InputError("fabricsim gen", "this subcommand is not implemented yet");
+  if (args.positional().size() != 1) throw InputError("fabricsim gen", "expected one generator: gpt, dlrm or dp");
+  if (!args.has("--output")) throw InputError("--output", "required: the trace file to write");
+  std::string gen = args.positional()[0];
+  if (gen == "dp") gen = "dataparallel";
+  if (gen != "gpt" && gen != "dlrm" && gen != "dataparallel")
+    throw InputError("fabricsim gen", "unknown generator '" + gen + "' (expected gpt, dlrm or dp)");
+  models::ComputeModel cm;
+  cm.gpu = models::gpu_spec("a100-80gb");
+  workloads::Trace tr = workloads::generate(gen, args.params(), cm, "--param");
+  write_file_atomic(args.get("--output"), workloads::trace_to_json(tr).dump() + "\n");
+  std::cerr << "fabricsim gen: wrote " << tr.num_ops() << " ops for " << tr.ranks.size() << " simulated of "
+            << tr.world_size << " ranks to " << args.get("--output") << "\n";
+  return 0;
 }
+
 }  // namespace fabricsim::cli

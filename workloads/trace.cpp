@@ -118,6 +118,12 @@ Trace trace_from_json(const Json& doc, const std::string& file) {
       std::int64_t mirrors = cr.integer_or("mirrors", 0);
       if (mirrors < 0) json_fail(cr.path_of("mirrors"), "expected an integer >= 0");
       c.mirrors = static_cast<std::int32_t>(mirrors);
+      std::int64_t stride = cr.integer_or("mirror_stride", 1);
+      if (stride < 1) json_fail(cr.path_of("mirror_stride"), "expected an integer >= 1");
+      c.mirror_stride = static_cast<std::int32_t>(stride);
+      for (auto rk2 : c.ranks)
+        if (rk2 + static_cast<std::int64_t>(c.mirrors) * c.mirror_stride >= t.world_size)
+          json_fail(cr.path_of("mirrors"), "mirror copies would reach rank >= world_size");
       c.category = cr.string_or("category", "other");
       if (!kCategories.count(c.category))
         json_fail(cr.path_of("category"), "expected one of compute, tp, pp, dp, all_to_all, ep, other");
@@ -247,7 +253,10 @@ Json trace_to_json(const Trace& t) {
   Json comms = Json::array();
   for (const auto& c : t.comms) {
     Json cj = {{"name", c.name}, {"ranks", c.ranks}, {"category", c.category}};
-    if (c.mirrors) cj["mirrors"] = c.mirrors;
+    if (c.mirrors) {
+      cj["mirrors"] = c.mirrors;
+      cj["mirror_stride"] = c.mirror_stride;
+    }
     comms.push_back(std::move(cj));
   }
   j["communicators"] = std::move(comms);

@@ -57,7 +57,9 @@ struct RankTrace {
 struct Communicator {
   std::string name;
   std::vector<std::int32_t> ranks;  // global ranks, in NCCL rank order
-  std::int32_t mirrors = 0;         // identical concurrent copies on non-simulated ranks (see above)
+  std::int32_t mirrors = 0;         // identical concurrent copies on non-simulated ranks (see above),
+                                    // co-located with this group (sharing its hosts' network interfaces)
+  std::int32_t mirror_stride = 1;   // copy k (1..mirrors) has ranks shifted by k * mirror_stride
   std::string category;             // default category of its collectives ("tp", "dp", ...)
 };
 

@@ -1,0 +1,44 @@
+#include "sim/replay/run_scenario.hpp"
+
+#include <chrono>
+#include <memory>
+
+#include "models/calibration.hpp"
+#include "sim/replay/engine_comm_model.hpp"
+#include "topologies/io.hpp"
+
+namespace fabricsim::sim {
+
+ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions& opt) {
+  auto t0 = std::chrono::steady_clock::now();
+  topo::Topology topo = topo::load_topology(s.topology, s.topology_params);
+  models::Calibration calib =
+      s.calibration_file.empty() ? models::default_calibration() : models::load_calibration(s.calibration_file);
+  models::ComputeModel cm = workloads::scenario_compute_model(s, topo, calib.extra);
+  workloads::Trace trace = workloads::build_workload(s, topo, cm);
+  auto t1 = std::chrono::steady_clock::now();
+  std::string which = opt.comm_model.empty() ? s.comm_model : opt.comm_model;
+  std::unique_ptr<CommModel> comm;
+  if (which == "analytic") comm = std::make_unique<AnalyticCommModel>(topo);
+  else comm = std::make_unique<EngineCommModel>(topo, calib);
+  ScenarioRun out;
+  out.trace_ops = trace.num_ops();
+  out.result = replay(trace, topo, cm, *comm, opt.replay);
+  auto t2 = std::chrono::steady_clock::now();
+  RunResult& r = out.result;
+  r.topology = s.topology;
+  r.topology_params = topo.params();
+  if (s.workload.kind != "generator") r.workload = s.workload.file;
+  else r.workload = s.workload.generator;
+  r.notes.push_back("compute: roofline on " + cm.gpu.name + " (" + models::to_string(cm.precision) +
+                    "), efficiencies gemm " + std::to_string(cm.eff.flops_eff(models::OpClass::Gemm)) + ", attention " +
+                    std::to_string(cm.eff.flops_eff(models::OpClass::Attention)) + ", elementwise memory " +
+                    std::to_string(cm.eff.mem_eff(models::OpClass::Elementwise)) + ", embedding memory " +
+                    std::to_string(cm.eff.mem_eff(models::OpClass::Embedding)));
+  out.generate_wall_s = std::chrono::duration<double>(t1 - t0).count();
+  out.replay_wall_s = std::chrono::duration<double>(t2 - t1).count();
+  r.wall_s = std::chrono::duration<double>(t2 - t0).count();
+  return out;
+}
+
+}  // namespace fabricsim::sim

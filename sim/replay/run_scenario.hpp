@@ -1,0 +1,26 @@
+#pragma once
+// One call from a parsed scenario to a filled RunResult: build the topology, the calibration and compute
+// model, generate or load the workload trace, replay it with the chosen communication model.
+#include <string>
+
+#include "sim/replay/executor.hpp"
+#include "sim/replay/result.hpp"
+#include "workloads/scenario.hpp"
+
+namespace fabricsim::sim {
+
+struct ScenarioRunOptions {
+  std::string comm_model;  // "" = the scenario's ("engine" by default), or "engine" / "analytic"
+  ReplayOptions replay;
+};
+
+struct ScenarioRun {
+  RunResult result;
+  double generate_wall_s = 0;  // topology + trace generation
+  double replay_wall_s = 0;
+  std::size_t trace_ops = 0;
+};
+
+ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions& opt = {});
+
+}  // namespace fabricsim::sim

@@ -1,0 +1,159 @@
+#include "workloads/scenario.hpp"
+
+#include <filesystem>
+
+#include "models/gpu.hpp"
+#include "sim/base/error.hpp"
+#include "workloads/dataparallel.hpp"
+#include "workloads/dlrm.hpp"
+#include "workloads/gpt.hpp"
+#include "workloads/importers.hpp"
+
+namespace fabricsim::workloads {
+
+namespace {
+std::string resolve(const std::string& base_file, const std::string& name) {
+  if (name.empty() || base_file.empty() || base_file == "<built-in>") return name;
+  std::filesystem::path p(name);
+  if (p.is_absolute()) return name;
+  return (std::filesystem::path(base_file).parent_path() / p).lexically_normal().string();
+}
+}  // namespace
+
+Scenario scenario_from_json(const Json& doc, const std::string& file) {
+  Scenario s;
+  s.file = file;
+  ObjectReader r(doc, JsonPath{file, ""});
+  {
+    ObjectReader tr(r.object("topology"), r.path_of("topology"));
+    bool has_preset = tr.has("preset"), has_file = tr.has("file");
+    if (has_preset == has_file) json_fail(r.path_of("topology"), "expected exactly one of \"preset\" or \"file\"");
+    if (has_preset) {
+      s.topology = tr.string("preset");
+      if (const Json* p = tr.object_optional("params")) s.topology_params = params_from_json(*p, tr.path_of("params"));
+    } else {
+      s.topology = resolve(file, tr.string("file"));
+    }
+    tr.finish();
+  }
+  {
+    ObjectReader wr(r.object("workload"), r.path_of("workload"));
+    int kinds = wr.has("generator") + wr.has("trace") + wr.has("chakra") + wr.has("astra");
+    if (kinds != 1)
+      json_fail(r.path_of("workload"), "expected exactly one of \"generator\", \"trace\", \"chakra\", \"astra\"");
+    WorkloadSpec& w = s.workload;
+    if (wr.has("generator")) {
+      w.kind = "generator";
+      w.generator = wr.string("generator");
+      if (w.generator != "gpt" && w.generator != "dlrm" && w.generator != "dataparallel")
+        json_fail(wr.path_of("generator"), "expected gpt, dlrm or dataparallel");
+    } else {
+      w.kind = wr.has("trace") ? "trace" : wr.has("chakra") ? "chakra" : "astra";
+      w.file = resolve(file, wr.string(w.kind));
+    }
+    if (const Json* p = wr.object_optional("params")) {
+      if (w.kind == "trace" || w.kind == "chakra") json_fail(wr.path_of("params"), "\"params\" applies to generators and astra workloads only");
+      w.params = params_from_json(*p, wr.path_of("params"));
+    }
+    w.where = wr.path_of("params").str();
+    wr.finish();
+  }
+  if (r.has("calibration")) s.calibration_file = resolve(file, r.string("calibration"));
+  if (const Json* c = r.object_optional("compute")) {
+    s.compute = *c;
+    s.compute_at = r.path_of("compute");
+    models::compute_efficiency_from_json(*c, s.compute_at, models::default_compute_efficiency());  // validate now
+  }
+  s.comm_model = r.string_or("comm_model", "engine");
+  if (s.comm_model != "engine" && s.comm_model != "analytic")
+    json_fail(r.path_of("comm_model"), "expected \"engine\" or \"analytic\"");
+  if (const Json* o = r.object_optional("outputs")) {
+    Json resolved = *o;
+    for (const char* k : {"timeline", "link_stats", "json", "report"})
+      if (resolved.contains(k) && resolved[k].is_string()) resolved[k] = resolve(file, resolved[k].get<std::string>());
+    s.outputs = resolved;
+    s.outputs_at = r.path_of("outputs");
+  }
+  r.finish();
+  return s;
+}
+
+Scenario load_scenario(const std::string& path) { return scenario_from_json(load_json_file(path), path); }
+
+Json default_scenario_json() {
+  return Json::parse(R"({
+    "topology": {"preset": "superpod", "params": {"nodes": 128, "node": "dgx-a100"}},
+    "workload": {"generator": "gpt", "params": {
+      "num_layers": 96, "hidden_size": 12288, "num_attention_heads": 96, "seq_length": 2048,
+      "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": 1536,
+      "tensor_model_parallel_size": 8, "pipeline_model_parallel_size": 16,
+      "num_layers_per_virtual_pipeline_stage": 3, "recompute_granularity": "full"}}
+  })");
+}
+
+Scenario default_scenario() { return scenario_from_json(default_scenario_json(), "<built-in>"); }
+
+models::ComputeModel scenario_compute_model(const Scenario& s, const topo::Topology& t,
+                                            const std::map<std::string, double>& calibration_extra) {
+  models::ComputeModel cm;
+  std::string gpu;
+  auto it = s.workload.params.find("gpu");
+  if (it != s.workload.params.end()) gpu = it->second;
+  else if (!t.gpus().empty()) gpu = t.node(t.gpus()[0]).model;
+  if (gpu.empty()) gpu = "a100-80gb";
+  cm.gpu = models::gpu_spec(gpu, s.workload.where + " gpu");
+  cm.eff = models::compute_efficiency_from_extra(calibration_extra, models::default_compute_efficiency());
+  if (s.compute) cm.eff = models::compute_efficiency_from_json(*s.compute, s.compute_at, cm.eff);
+  auto pr = s.workload.params.find("precision");
+  if (pr != s.workload.params.end()) models::parse_precision(pr->second, cm.precision);
+  return cm;
+}
+
+Trace generate(const std::string& generator, const ParamMap& params, const models::ComputeModel& cm_in,
+               const std::string& where) {
+  models::ComputeModel cm = cm_in;
+  if (auto it = params.find("gpu"); it != params.end()) cm.gpu = models::gpu_spec(it->second, where + " gpu");
+  if (auto it = params.find("precision"); it != params.end()) models::parse_precision(it->second, cm.precision);
+  if (generator == "gpt") {
+    ParamMap p = params;
+    if (!p.count("gpu")) p["gpu"] = cm.gpu.name;
+    return generate_gpt(gpt_config_from_params(p, where), cm, where);
+  }
+  if (generator == "dlrm") {
+    ParamMap p = params;
+    if (!p.count("gpu")) p["gpu"] = cm.gpu.name;
+    return generate_dlrm(dlrm_config_from_params(p, where), cm, where);
+  }
+  if (generator == "dataparallel" || generator == "dp") {
+    ParamMap p = params;
+    if (!p.count("gpu")) p["gpu"] = cm.gpu.name;
+    return generate_dataparallel(dataparallel_config_from_params(p, where), cm, where);
+  }
+  throw InputError(where, "unknown generator '" + generator + "' (expected gpt, dlrm or dataparallel)");
+}
+
+Trace build_workload(const Scenario& s, const topo::Topology& t, const models::ComputeModel& cm) {
+  const auto& w = s.workload;
+  const std::int64_t gpus = static_cast<std::int64_t>(t.gpus().size());
+  Trace tr;
+  if (w.kind == "generator") {
+    ParamMap p = w.params;
+    if (!p.count("world_size")) p["world_size"] = std::to_string(gpus);
+    if (!p.count("gpu")) p["gpu"] = cm.gpu.name;
+    if (w.generator == "gpt" && !p.count("gpus_per_host") && t.num_hosts() > 0)
+      p["gpus_per_host"] = std::to_string(std::max<std::int64_t>(1, gpus / t.num_hosts()));
+    tr = generate(w.generator, p, cm, w.where);
+  } else if (w.kind == "trace") {
+    tr = load_trace_file(w.file);
+  } else if (w.kind == "chakra") {
+    tr = import_chakra_file(w.file);
+  } else {
+    tr = import_astra_file(w.file, w.params, w.where);
+  }
+  if (tr.world_size > gpus)
+    throw InputError(w.kind == "generator" ? w.where + " world_size" : w.file,
+                     "workload needs " + std::to_string(tr.world_size) + " GPUs but the topology has " + std::to_string(gpus));
+  return tr;
+}
+
+}  // namespace fabricsim::workloads

@@ -1,0 +1,68 @@
+#pragma once
+// A scenario file (docs/scenario.schema.json, docs/workloads.md): which cluster, which workload, which
+// calibration, which outputs. Parsed once, strictly (unknown keys are errors naming file and JSON path).
+//
+// {
+//   "topology": {"preset": "superpod", "params": {"nodes": 128, "node": "dgx-a100"}}   | {"file": "t.json"},
+//   "workload": {"generator": "gpt" | "dlrm" | "dataparallel", "params": {...}}
+//             | {"trace": "trace.json"} | {"chakra": "et.json"} | {"astra": "workload.txt", "params": {...}},
+//   "calibration": "calib.json",                 (optional; models::Calibration file)
+//   "compute": {"gemm": {"flops_efficiency": 0.7}, ...},   (optional; overrides, models/compute.hpp)
+//   "comm_model": "engine" | "analytic",         (optional; default engine)
+//   "outputs": {"timeline": "t.json", "link_stats": "l.csv", "json": "r.json", "report": "r.html"}
+// }
+// Relative file names are relative to the scenario file's directory.
+#include <map>
+#include <optional>
+#include <string>
+
+#include "models/compute.hpp"
+#include "sim/base/json_reader.hpp"
+#include "topologies/topology.hpp"
+#include "workloads/params.hpp"
+#include "workloads/trace.hpp"
+
+namespace fabricsim::workloads {
+
+struct WorkloadSpec {
+  std::string kind;       // "generator", "trace", "chakra", "astra"
+  std::string generator;  // "gpt", "dlrm", "dataparallel"
+  std::string file;       // trace / chakra / astra file (resolved path)
+  ParamMap params;
+  std::string where;      // for error messages ("scenario.json: /workload/params")
+};
+
+struct Scenario {
+  std::string file;  // the scenario's path ("<built-in>" for the default)
+  std::string topology;  // preset name or resolved file path
+  std::map<std::string, std::string> topology_params;
+  WorkloadSpec workload;
+  std::string calibration_file;  // empty = defaults
+  std::optional<Json> compute;   // efficiency overrides
+  JsonPath compute_at;
+  std::string comm_model = "engine";
+  std::optional<Json> outputs;   // passed to sim::output_options_from_json
+  JsonPath outputs_at;
+};
+
+Scenario scenario_from_json(const Json& doc, const std::string& file);
+Scenario load_scenario(const std::string& path);
+// The flagship default for `fabricsim run` without arguments: GPT-3 175B (Megatron layout TP 8, PP 16,
+// DP 8, interleaved) on 1024 A100 GPUs (128 DGX A100 in a rail-optimised HDR InfiniBand SuperPOD).
+Scenario default_scenario();
+Json default_scenario_json();
+
+// Compute model for the scenario: GPU from the topology's first GPU (or the workload's "gpu" param),
+// efficiencies from defaults <- calibration extra "compute.*" keys <- scenario "compute".
+models::ComputeModel scenario_compute_model(const Scenario& s, const topo::Topology& t,
+                                            const std::map<std::string, double>& calibration_extra);
+
+// Builds the workload's trace for this topology (generator defaults: world_size = the topology's GPUs,
+// gpu = the topology's GPU model, gpus_per_host from the topology).
+Trace build_workload(const Scenario& s, const topo::Topology& t, const models::ComputeModel& cm);
+
+// Generates a trace by generator name from key=value params (used by `fabricsim gen` and build_workload).
+Trace generate(const std::string& generator, const ParamMap& params, const models::ComputeModel& cm,
+               const std::string& where);
+
+}  // namespace fabricsim::workloads
