@@ -220,6 +220,7 @@ void finish_run(Measurement& m, const ParseHints& hints) {
     m.num_nodes = hints.nodes;
   }
   if (m.gpu_model.empty()) m.gpu_model = hints.gpu_model;
+  if (m.algorithm.empty()) m.algorithm = hints.algorithm;
   if (m.nccl_version.empty()) m.nccl_version = hints.nccl_version;
   std::string hint_op = normalize_op(hints.op);
   if (!hints.op.empty() && hint_op.empty()) throw InputError(m.source, "unknown collective '" + hints.op + "'");
@@ -466,29 +467,39 @@ std::vector<Measurement> parse_busbw_markdown(const std::string& text, const std
 
 namespace {
 
-Json side_to_json(const Side& s) {
-  Json j = Json::object();
-  j["time_s"] = s.time_us * 1e-6;
-  j["algbw_Bps"] = s.algbw_GBps * kGB;
-  j["busbw_Bps"] = s.busbw_GBps * kGB;
+// Row fields of the shared collective-results schema (docs/collectives.md): the out-of-place result sits at
+// the row's top level as `fabricsim coll --json` writes it; a measured in-place result goes in "in_place".
+void side_to_json(const Side& s, Json& j) {
+  j["time_us"] = s.time_us;
+  j["algbw_GBps"] = s.algbw_GBps;
+  j["busbw_GBps"] = s.busbw_GBps;
   if (s.wrong) j["wrong"] = *s.wrong;
   if (s.error) j["max_error"] = *s.error;
-  return j;
 }
 
-Side side_from_json(const Json& j, const JsonPath& at) {
-  if (!j.is_object()) json_fail(at, "an object with time_s, algbw_Bps, busbw_Bps");
-  ObjectReader r(j, at);
+// Reads the side fields present in `r` (all or none of time_us/algbw_GBps/busbw_GBps; busbw alone for
+// busbw-only sources).
+Side side_from_reader(ObjectReader& r) {
   Side s;
+  if (!r.has("time_us") && !r.has("algbw_GBps") && !r.has("busbw_GBps")) return s;
   s.present = true;
-  s.time_us = r.number("time_s") * 1e6;
-  s.algbw_GBps = r.number("algbw_Bps") / kGB;
-  s.busbw_GBps = r.number("busbw_Bps") / kGB;
+  s.time_us = r.number_or("time_us", 0);
+  s.algbw_GBps = r.number_or("algbw_GBps", 0);
+  s.busbw_GBps = r.number("busbw_GBps");
   if (r.has("wrong")) s.wrong = r.integer("wrong");
   if (r.has("max_error")) s.error = r.number("max_error");
-  r.finish();
-  if (s.time_us < 0 || s.algbw_GBps < 0 || s.busbw_GBps < 0) json_fail(at, "non-negative time and bandwidths");
+  if (s.time_us < 0 || s.algbw_GBps < 0 || s.busbw_GBps < 0) json_fail(r.path(), "non-negative time and bandwidths");
   return s;
+}
+
+std::vector<std::string> string_list(const Json* a, const JsonPath& at) {
+  std::vector<std::string> out;
+  if (!a) return out;
+  for (std::size_t i = 0; i < a->size(); ++i) {
+    if (!(*a)[i].is_string()) json_fail(at.index(i), "a string");
+    out.push_back((*a)[i].get<std::string>());
+  }
+  return out;
 }
 
 std::string read_text_file(const std::string& path) {
@@ -505,75 +516,107 @@ bool ends_with(const std::string& s, const std::string& suf) {
 
 }  // namespace
 
+const char* kCollectiveResultsSchema = "fabricsim.collective_results/1";
+
 Json measurement_to_json(const Measurement& m) {
-  Json j = Json::object();
-  j["schema"] = "fabricsim-coll-v1";
-  j["kind"] = "measured";
-  j["source"] = m.source;
-  j["format"] = m.format;
-  j["op"] = m.op;
-  j["nranks"] = m.nranks;
-  j["nodes"] = m.num_nodes;
-  j["hosts"] = m.hosts;
-  j["gpu"] = m.gpu_model;
-  j["nccl_version"] = m.nccl_version;
-  j["algorithm"] = m.algorithm;
-  j["protocol"] = m.protocol;
-  j["nics"] = m.nics;
+  Json sys = Json::object();
+  sys["gpus"] = m.nranks;
+  sys["hosts"] = m.num_nodes;
+  sys["gpu_model"] = m.gpu_model;
+  sys["host_names"] = m.hosts;
+  sys["nics"] = m.nics;
+  sys["nccl_version"] = m.nccl_version;
   Json env = Json::object();
   for (const auto& [k, v] : m.env) env[k] = v;
-  j["env"] = env;
+  sys["env"] = env;
+  sys["origin"] = m.source;
+  sys["format"] = m.format;
   Json rows = Json::array();
+  double bus_sum = 0;
+  std::size_t bus_n = 0;
+  std::string type = "float", redop = "sum";
+  int root = -1;
   for (const auto& r : m.rows) {
     Json jr = Json::object();
     jr["size_bytes"] = r.size_bytes;
     jr["count"] = r.count;
-    jr["type"] = r.type;
-    jr["redop"] = r.redop;
-    if (r.root) jr["root"] = *r.root;
-    if (r.oop.present) jr["oop"] = side_to_json(r.oop);
-    if (r.ip.present) jr["ip"] = side_to_json(r.ip);
+    if (r.oop.present) side_to_json(r.oop, jr);
+    if (r.ip.present) {
+      Json ip = Json::object();
+      side_to_json(r.ip, ip);
+      jr["in_place"] = ip;
+    }
+    const Side& first = r.oop.present ? r.oop : r.ip;
+    bus_sum += first.busbw_GBps;
+    ++bus_n;
+    type = r.type;
+    redop = r.redop;
+    if (r.root) root = *r.root;
     rows.push_back(jr);
   }
+  Json j = Json::object();
+  j["schema"] = kCollectiveResultsSchema;
+  j["source"] = "measurement";
+  j["system"] = sys;
+  j["collective"] = m.op;
+  j["datatype"] = type;
+  j["redop"] = redop;
+  j["root"] = root;
+  j["nranks"] = m.nranks;
+  j["requested_algorithm"] = m.algorithm.empty() ? "auto" : m.algorithm;
+  j["requested_protocol"] = m.protocol.empty() ? "auto" : m.protocol;
   j["rows"] = rows;
+  j["avg_busbw_GBps"] = bus_n ? bus_sum / static_cast<double>(bus_n) : 0.0;
   return j;
 }
 
 Measurement measurement_from_json(const Json& doc, const std::string& source) {
   JsonPath root{source, ""};
-  if (!doc.is_object()) json_fail(root, "a fabricsim-coll-v1 object");
+  if (!doc.is_object()) json_fail(root, std::string("a ") + kCollectiveResultsSchema + " object");
   ObjectReader r(doc, root);
-  if (r.string("schema") != "fabricsim-coll-v1") json_fail(root.child("schema"), "\"fabricsim-coll-v1\"");
-  std::string kind = r.string("kind");
-  if (kind != "measured" && kind != "simulated") json_fail(root.child("kind"), "\"measured\" or \"simulated\"");
+  if (r.string("schema") != kCollectiveResultsSchema)
+    json_fail(root.child("schema"), std::string("\"") + kCollectiveResultsSchema + "\"");
+  std::string kind = r.string("source");
+  if (kind != "measurement" && kind != "simulation") json_fail(root.child("source"), "\"measurement\" or \"simulation\"");
   Measurement m;
-  m.source = r.string_or("source", source);
-  m.format = "fabricsim-json";
-  r.string_or("format", "");
-  m.op = normalize_op(r.string("op"));
-  if (m.op.empty()) json_fail(root.child("op"), "a collective name (all_reduce, all_gather, ...)");
+  m.source = source;
+  m.format = kind == "measurement" ? "fabricsim-json" : "fabricsim-json-simulation";
+  {
+    ObjectReader sr(r.object("system"), root.child("system"));
+    m.gpu_model = sr.string_or("gpu_model", "");
+    m.num_nodes = static_cast<int>(sr.integer_or("hosts", 0));
+    sr.integer_or("gpus", 0);
+    m.hosts = string_list(sr.array_optional("host_names"), sr.path_of("host_names"));
+    m.nics = string_list(sr.array_optional("nics"), sr.path_of("nics"));
+    m.nccl_version = sr.string_or("nccl_version", "");
+    if (const Json* e = sr.object_optional("env"))
+      for (auto it = e->begin(); it != e->end(); ++it) {
+        if (!it.value().is_string()) json_fail(sr.path_of("env").child(it.key()), "a string");
+        m.env[it.key()] = it.value().get<std::string>();
+      }
+    std::string origin = sr.string_or("origin", "");
+    if (!origin.empty()) m.source = origin;
+    sr.string_or("format", "");
+    // Written by `fabricsim coll --json` (simulations): which topology it ran on.
+    sr.string_or("topology", "");
+    sr.object_optional("params");
+    sr.finish();
+  }
+  m.op = normalize_op(r.string("collective"));
+  if (m.op.empty()) json_fail(root.child("collective"), "a collective name (all_reduce, all_gather, ...)");
+  std::string type = r.string_or("datatype", "float");
+  std::string redop = r.string_or("redop", "sum");
+  int rootrank = static_cast<int>(r.integer_or("root", -1));
   m.nranks = static_cast<int>(r.integer("nranks"));
   if (m.nranks < 1) json_fail(root.child("nranks"), "an integer >= 1");
-  m.num_nodes = static_cast<int>(r.integer_or("nodes", 0));
-  if (const Json* h = r.array_optional("hosts"))
-    for (std::size_t i = 0; i < h->size(); ++i) {
-      if (!(*h)[i].is_string()) json_fail(root.child("hosts").index(i), "a string");
-      m.hosts.push_back((*h)[i].get<std::string>());
-    }
-  m.gpu_model = r.string_or("gpu", "");
-  m.nccl_version = r.string_or("nccl_version", "");
-  m.algorithm = r.string_or("algorithm", "");
-  m.protocol = r.string_or("protocol", "");
-  if (const Json* n = r.array_optional("nics"))
-    for (std::size_t i = 0; i < n->size(); ++i) {
-      if (!(*n)[i].is_string()) json_fail(root.child("nics").index(i), "a string");
-      m.nics.push_back((*n)[i].get<std::string>());
-    }
-  if (const Json* e = r.object_optional("env"))
-    for (auto it = e->begin(); it != e->end(); ++it) {
-      if (!it.value().is_string()) json_fail(root.child("env").child(it.key()), "a string");
-      m.env[it.key()] = it.value().get<std::string>();
-    }
+  std::string algo = r.string_or("requested_algorithm", "auto");
+  std::string proto = r.string_or("requested_protocol", "auto");
+  m.algorithm = algo == "auto" ? "" : algo;
+  m.protocol = proto == "auto" ? "" : proto;
+  r.array_optional("communicator");
+  r.string_or("engine", "");
+  r.string_or("calibration", "");
+  r.number_or("avg_busbw_GBps", 0);
   const Json& rows = r.array("rows");
   for (std::size_t i = 0; i < rows.size(); ++i) {
     JsonPath at = root.child("rows").index(i);
@@ -584,12 +627,22 @@ Measurement measurement_from_json(const Json& doc, const std::string& source) {
     long long count = rr.integer_or("count", 0);
     if (count < 0) json_fail(at.child("count"), "an integer >= 0");
     row.count = static_cast<std::uint64_t>(count);
-    row.type = rr.string_or("type", "float");
-    row.redop = rr.string_or("redop", "sum");
-    if (rr.has("root")) row.root = static_cast<int>(rr.integer("root"));
-    if (const Json* o = rr.raw_optional("oop")) row.oop = side_from_json(*o, at.child("oop"));
-    if (const Json* p = rr.raw_optional("ip")) row.ip = side_from_json(*p, at.child("ip"));
-    if (!row.oop.present && !row.ip.present) json_fail(at, "an \"oop\" or \"ip\" result");
+    row.type = type;
+    row.redop = redop;
+    row.root = rootrank;
+    row.oop = side_from_reader(rr);
+    if (const Json* ip = rr.object_optional("in_place")) {
+      ObjectReader ir(*ip, at.child("in_place"));
+      row.ip = side_from_reader(ir);
+      ir.finish();
+    }
+    // Simulation-only row fields (fabricsim coll --json).
+    rr.string_or("algorithm", "");
+    rr.string_or("protocol", "");
+    rr.string_or("fidelity", "");
+    rr.number_or("predicted_time_us", 0);
+    rr.number_or("transfers", 0);
+    if (!row.oop.present && !row.ip.present) json_fail(at, "a result (time_us/algbw_GBps/busbw_GBps or in_place)");
     rr.finish();
     m.rows.push_back(row);
   }
@@ -619,6 +672,17 @@ std::vector<Measurement> load_measurements(const std::string& path, const ParseH
     std::size_t e = 0;
     while (e < coll.size() && (std::isalnum(static_cast<unsigned char>(coll[e])) || coll[e] == '_')) ++e;
     if (hints.op.empty()) hints.op = coll.substr(0, e);
+    // The algorithm, when the sidecar records it: "NCCL_ALGO=Ring ..." or "Ring per file name".
+    if (hints.algorithm.empty()) {
+      auto a = coll.find("NCCL_ALGO=");
+      if (a != std::string::npos) {
+        std::size_t b = a + 10, f = b;
+        while (f < coll.size() && std::isalnum(static_cast<unsigned char>(coll[f]))) ++f;
+        hints.algorithm = lower(coll.substr(b, f - b));
+      } else if (coll.find("Ring per file name") != std::string::npos) {
+        hints.algorithm = "ring";
+      }
+    }
     if (!hints.nranks) hints.nranks = nranks;
     if (!hints.nodes) hints.nodes = nodes;
     if (hints.gpu_model.empty()) hints.gpu_model = gpu;
@@ -630,7 +694,7 @@ std::vector<Measurement> load_measurements(const std::string& path, const ParseH
     ms = text.find("| Message Size") != std::string::npos && text.find("# nThread") == std::string::npos
              ? parse_busbw_markdown(text, raw_path, hints)
              : parse_nccl_tests_text(text, raw_path, hints);
-  } else if (ends_with(path, ".json")) {
+  } else if (ends_with(path, ".json")) {  // fabricsim.collective_results/1 (bench or coll --json)
     ms.push_back(measurement_from_json(load_json_file(path), path));
   } else {
     std::string text = read_text_file(path);

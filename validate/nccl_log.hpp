@@ -14,8 +14,10 @@
 //  2. A "busbw-only" markdown table (| Message Size (Bytes) | ... (GB/s) |), as published by the Azure
 //     AI-benchmarking guide. It is a different format -- no times, no algbw, size labels such as "65K" or
 //     "1G" -- so it has its own parser; its rows carry only the in-place busbw.
-//  3. Our own measured/simulated-run JSON ("fabricsim-coll-v1", docs/validation.md), written by
-//     fabricsim-nccl-bench and by `fabricsim coll --json`.
+//  3. The collective-results JSON ("schema": "fabricsim.collective_results/1", docs/collectives.md and
+//     docs/validation.md) written by `fabricsim coll --json` ("source": "simulation") and by
+//     fabricsim-nccl-bench ("source": "measurement"; adds host names, NICs, NCCL version, env, in-place
+//     results and #wrong).
 //
 // Units: sizes in bytes; times as printed (microseconds, field names say _us) and converted to seconds in
 // helpers; bandwidths as printed by nccl-tests in GB/s (1 GB = 1e9 bytes, field names say _GBps).
@@ -102,6 +104,7 @@ struct ParseHints {
   int nodes = 0;
   std::string gpu_model;
   std::string nccl_version;
+  std::string algorithm;  // NCCL_ALGO the run used, lower case ("ring"), when known
 };
 
 // Maps "all_reduce_perf", "allreduce", "AllReduce", "sendrecv_perf", "alltoall" ... to fabricsim op names;
@@ -120,11 +123,12 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const st
 std::vector<Measurement> parse_busbw_markdown(const std::string& text, const std::string& source,
                                               const ParseHints& hints = {});
 
-// Our JSON (format 3).
+// The collective-results JSON (format 3).
+extern const char* kCollectiveResultsSchema;  // "fabricsim.collective_results/1"
 Measurement measurement_from_json(const Json& doc, const std::string& source);
 Json measurement_to_json(const Measurement& m);
 
-// Reads one input path: *.json with "schema": "fabricsim-coll-v1" -> our JSON; *.meta.json sidecar (as in
+// Reads one input path: *.json -> collective-results JSON; *.meta.json sidecar (as in
 // tests/data/nccl-tests) -> the raw log it names, with the sidecar's collective/nranks/nodes/gpu as hints;
 // anything else -> text (nccl-tests or busbw markdown). The result has op and nranks filled, or throws an
 // InputError saying which hint (--op / --nranks or a sidecar) is missing.

@@ -308,12 +308,35 @@ TEST_CASE("malformed input: errors name the file and line") {
   CHECK_THROWS_AS(load_measurements(kData + "raw/does_not_exist.txt"), InputError);
 }
 
+TEST_CASE("a simulation written by fabricsim coll --json reads as a measurement-shaped run") {
+  Json doc = {{"schema", "fabricsim.collective_results/1"},
+              {"source", "simulation"},
+              {"system", {{"topology", "dgx-h100"}, {"params", Json::object()}, {"gpus", 8}, {"hosts", 1}, {"gpu_model", "h100"}}},
+              {"collective", "all_reduce"}, {"datatype", "float"}, {"redop", "sum"}, {"root", -1}, {"nranks", 8},
+              {"communicator", Json::array({"n0.gpu0"})}, {"engine", "fabricsim"}, {"calibration", "default"},
+              {"requested_algorithm", "ring"}, {"requested_protocol", "auto"},
+              {"rows", Json::array({{{"size_bytes", 1048576}, {"count", 262144}, {"time_us", 50.0}, {"algbw_GBps", 20.97},
+                                     {"busbw_GBps", 36.7}, {"algorithm", "ring"}, {"protocol", "ll128"},
+                                     {"fidelity", "step"}, {"predicted_time_us", 49.0}, {"transfers", 112}}})},
+              {"avg_busbw_GBps", 36.7}};
+  Measurement m = measurement_from_json(doc, "sim.json");
+  CHECK(m.format == "fabricsim-json-simulation");
+  CHECK(m.algorithm == "ring");
+  CHECK(m.protocol.empty());
+  REQUIRE(m.rows.size() == 1);
+  CHECK(m.rows[0].oop.time_us == doctest::Approx(50.0));
+  CHECK(!m.rows[0].ip.present);
+}
+
 TEST_CASE("our JSON round-trips and rejects unknown keys") {
   auto ms = load_measurements(kData + "together_h100_1node_8gpu_all_reduce_ring.meta.json");
   Json j = measurement_to_json(ms[0]);
-  CHECK(j["schema"] == "fabricsim-coll-v1");
-  CHECK(j["rows"][30]["oop"]["time_s"].get<double>() == doctest::Approx(40838.9e-6));
-  CHECK(j["rows"][30]["oop"]["busbw_Bps"].get<double>() == doctest::Approx(368.09e9));
+  CHECK(j["schema"] == "fabricsim.collective_results/1");
+  CHECK(j["source"] == "measurement");
+  CHECK(j["collective"] == "all_reduce");
+  CHECK(j["rows"][30]["time_us"].get<double>() == doctest::Approx(40838.9));
+  CHECK(j["rows"][30]["busbw_GBps"].get<double>() == doctest::Approx(368.09));
+  CHECK(j["rows"][30]["in_place"]["busbw_GBps"].get<double>() == doctest::Approx(368.62));
   Measurement back = measurement_from_json(j, "mem.json");
   CHECK(back.op == "all_reduce");
   CHECK(back.nranks == 8);
@@ -328,13 +351,13 @@ TEST_CASE("our JSON round-trips and rejects unknown keys") {
     CHECK(back.rows[i].oop.algbw_GBps == doctest::Approx(ms[0].rows[i].oop.algbw_GBps).epsilon(1e-12));
   }
   Json bad = j;
-  bad["rows"][0]["oop"]["speed"] = 1;
+  bad["rows"][0]["in_place"]["speed"] = 1;
   try {
     measurement_from_json(bad, "bad.json");
     FAIL("expected InputError");
   } catch (const InputError& e) {
     CHECK(std::string(e.what()).find("bad.json") != std::string::npos);
-    CHECK(std::string(e.what()).find("/rows/0/oop") != std::string::npos);
+    CHECK(std::string(e.what()).find("/rows/0/in_place") != std::string::npos);
   }
   Json bad2 = j;
   bad2["schema"] = "other";

@@ -1,5 +1,6 @@
 // fabricsim-nccl-bench: measures NCCL collectives on real GPUs and writes the nccl-tests table (stdout) and
-// fabricsim's collective JSON ("fabricsim-coll-v1", the schema of `fabricsim coll --json`), so measured and
+// fabricsim's collective-results JSON ("fabricsim.collective_results/1", the schema of `fabricsim coll
+// --json`, with "source": "measurement"), so measured and
 // simulated runs compare without conversion. See docs/validation.md for how to run it on a DGX.
 //
 // Plain C++ against the CUDA runtime and NCCL C APIs (no nvcc, no kernels): buffers are filled from the host
@@ -90,7 +91,7 @@ const char* kUsage =
     "  -g, --ngpus N        single-process mode: GPUs to use (default: all visible)\n"
     "  -c, --check 0|1      check results on the host (default 1)\n"
     "  --check-max-bytes S  skip the check above this size (default 1G)\n"
-    "  --json FILE          write the fabricsim-coll-v1 JSON (only with a single --op)\n"
+    "  --json FILE          write the collective-results JSON (only with a single --op)\n"
     "  --json-dir DIR       write DIR/<op>.json for every op\n"
     "  --uid-file PATH      multi-process mode: NCCL unique id exchanged through PATH on a shared filesystem\n"
     "  --rank R --nranks N --local-gpu D   multi-process identity (default: Slurm, then Open MPI env)\n"

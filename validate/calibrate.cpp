@@ -1,0 +1,346 @@
+#include "validate/calibrate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <thread>
+
+#include "sim/base/error.hpp"
+
+namespace fabricsim::validate {
+namespace {
+
+enum class Field { Base, Step, NetStep };
+
+struct Param {
+  std::string name;
+  bool is_extra = true;
+  std::string key;  // extra key
+  Field field = Field::Base;
+  models::Protocol proto = models::Protocol::Simple;
+  bool fraction = false;  // capped at 1
+};
+
+double& field_of(models::AlgoProtoParams& a, Field f) {
+  return f == Field::Base ? a.base_latency_s : f == Field::Step ? a.step_latency_s : a.net_step_latency_s;
+}
+
+const char* field_name(Field f) {
+  return f == Field::Base ? "base_latency" : f == Field::Step ? "step_latency" : "net_step_latency";
+}
+
+// Value reported for a parameter: the extra factor, or the Ring value of a latency group (the group
+// multiplier applies to every algorithm).
+double report_value(const models::Calibration& c, const Param& p) {
+  if (p.is_extra) return c.extra.at(p.key);
+  for (models::Algorithm a : {models::Algorithm::Ring, models::Algorithm::Nvls, models::Algorithm::Direct}) {
+    auto it = c.algo.find({a, p.proto});
+    if (it != c.algo.end()) {
+      auto copy = it->second;
+      return field_of(copy, p.field);
+    }
+  }
+  return 0;
+}
+
+std::vector<Param> candidate_params(const models::Calibration& start) {
+  std::vector<Param> out;
+  for (const auto& [k, v] : start.extra) {
+    bool eff = k.rfind("nvlink_efficiency.", 0) == 0 || k == "network_efficiency" || k == "pcie_efficiency" ||
+               k == "nvls_efficiency" || k == "tree_efficiency";
+    if (!eff || !(v > 0)) continue;
+    Param p;
+    p.name = k;
+    p.key = k;
+    p.fraction = true;
+    out.push_back(p);
+  }
+  for (models::Protocol pr : models::kAllProtocols)
+    for (Field f : {Field::Base, Field::Step, Field::NetStep}) {
+      // A group only exists when some algorithm has a positive value to scale.
+      bool any = false;
+      for (const auto& [ap, v] : start.algo) {
+        auto copy = v;
+        if (ap.second == pr && field_of(copy, f) > 0) any = true;
+      }
+      if (!any) continue;
+      Param p;
+      p.is_extra = false;
+      p.field = f;
+      p.proto = pr;
+      p.name = std::string(field_name(f)) + "." + models::to_string(pr);
+      out.push_back(p);
+    }
+  return out;
+}
+
+models::Calibration apply(const models::Calibration& start, const std::vector<Param>& ps, const std::vector<double>& theta) {
+  models::Calibration c = start;
+  for (std::size_t k = 0; k < ps.size(); ++k) {
+    const Param& p = ps[k];
+    const double mult = std::exp(theta[k]);
+    if (p.is_extra) {
+      double v = start.extra.at(p.key) * mult;
+      c.extra[p.key] = p.fraction ? std::min(v, 1.0) : v;
+    } else {
+      for (auto& [ap, v] : c.algo)
+        if (ap.second == p.proto) field_of(v, p.field) *= mult;
+    }
+  }
+  return c;
+}
+
+// The nvlink_efficiency key Calibration::nvlink_efficiency resolves for a GPU model (longest prefix).
+std::string nvlink_key(const models::Calibration& c, const std::string& model) {
+  std::string best;
+  const std::string pre = "nvlink_efficiency.";
+  for (const auto& [k, v] : c.extra) {
+    if (k.rfind(pre, 0) != 0) continue;
+    std::string m = k.substr(pre.size());
+    if (m == "default") continue;
+    if (model.rfind(m, 0) == 0 && m.size() > best.size()) best = m;
+  }
+  return pre + (best.empty() ? "default" : best);
+}
+
+bool relevant(const Param& p, const Case& cs, const models::Calibration& c) {
+  if (!p.is_extra) return true;
+  if (p.key.rfind("nvlink_efficiency.", 0) == 0) {
+    for (const auto& m : cs.gpu_models)
+      if (nvlink_key(c, m) == p.key) return true;
+    return false;
+  }
+  if (p.key == "network_efficiency") return cs.m.num_nodes > 1;
+  return true;
+}
+
+double huber(double r, double d) {
+  double a = std::fabs(r);
+  return a <= d ? 0.5 * r * r : d * (a - 0.5 * d);
+}
+
+// ln(t_sim) for every usable row of one case.
+std::vector<double> log_times(const Case& cs, const models::Calibration& c, int& sims) {
+  std::vector<double> out;
+  out.reserve(cs.sizes.size());
+  for (auto s : cs.sizes) {
+    out.push_back(std::log(cs.sys->simulate(s, c).time_s));
+    ++sims;
+  }
+  return out;
+}
+
+// ln(t_sim) of the selected cases, computed on up to `threads` threads (each case owns its topology and
+// routing, so cases are independent; results land in case order, so the output does not depend on the
+// thread count).
+std::vector<std::vector<double>> simulate_cases(const std::vector<Case>& cases, const std::vector<bool>& use,
+                                                const models::Calibration& c, int threads, int& sims) {
+  std::vector<std::vector<double>> out(cases.size());
+  std::vector<std::size_t> todo;
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    if (use[i]) todo.push_back(i);
+  std::vector<int> counts(todo.size(), 0);
+  auto work = [&](std::size_t from, std::size_t step) {
+    for (std::size_t t = from; t < todo.size(); t += step) out[todo[t]] = log_times(cases[todo[t]], c, counts[t]);
+  };
+  std::size_t nt = static_cast<std::size_t>(std::max(1, threads));
+  nt = std::min(nt, std::max<std::size_t>(1, todo.size()));
+  if (nt == 1) {
+    work(0, 1);
+  } else {
+    std::vector<std::thread> pool;
+    for (std::size_t k = 0; k < nt; ++k) pool.emplace_back(work, k, nt);
+    for (auto& th : pool) th.join();
+  }
+  for (int n : counts) sims += n;
+  return out;
+}
+
+// Solves A x = b (small dense, partial pivoting). Returns false when singular.
+bool solve(std::vector<std::vector<double>> A, std::vector<double> b, std::vector<double>& x) {
+  const std::size_t n = b.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t piv = i;
+    for (std::size_t r = i + 1; r < n; ++r)
+      if (std::fabs(A[r][i]) > std::fabs(A[piv][i])) piv = r;
+    if (std::fabs(A[piv][i]) < 1e-300) return false;
+    std::swap(A[i], A[piv]);
+    std::swap(b[i], b[piv]);
+    for (std::size_t r = i + 1; r < n; ++r) {
+      double f = A[r][i] / A[i][i];
+      for (std::size_t k = i; k < n; ++k) A[r][k] -= f * A[i][k];
+      b[r] -= f * b[i];
+    }
+  }
+  x.assign(n, 0);
+  for (std::size_t i = n; i-- > 0;) {
+    double s = b[i];
+    for (std::size_t k = i + 1; k < n; ++k) s -= A[i][k] * x[k];
+    x[i] = s / A[i][i];
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<Case> make_cases(const std::vector<Measurement>& ms, const std::string& preset,
+                             const std::map<std::string, std::string>& params) {
+  std::vector<Case> out;
+  for (const auto& m : ms) {
+    Case c;
+    c.m = m;
+    SystemMapping map = map_system(m, preset, params);
+    c.sys = std::make_shared<SimSystem>(map, m);
+    for (const auto& r : m.rows) {
+      auto t = row_time_s(m, r);
+      if (!t || !(*t > 0)) continue;
+      // nccl-tests rows whose per-rank block is not a whole number of floats cannot be simulated.
+      c.sizes.push_back(r.size_bytes);
+      c.measured_s.push_back(*t);
+    }
+    c.gpu_models = c.sys->gpu_models();
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<RowResidual> residuals(const std::vector<Case>& cases, const models::Calibration& calib) {
+  std::vector<RowResidual> out;
+  for (const auto& cs : cases)
+    for (std::size_t i = 0; i < cs.sizes.size(); ++i) {
+      RowResidual r;
+      r.source = cs.m.source;
+      r.size_bytes = cs.sizes[i];
+      r.measured_s = cs.measured_s[i];
+      r.simulated_s = cs.sys->simulate(cs.sizes[i], calib).time_s;
+      r.log_residual = std::log(r.simulated_s / r.measured_s);
+      out.push_back(r);
+    }
+  return out;
+}
+
+FitResult fit_calibration(const std::vector<Case>& cases, const models::Calibration& start, const FitOptions& opt) {
+  std::size_t nrows = 0;
+  for (const auto& c : cases) nrows += c.sizes.size();
+  if (nrows == 0) throw InputError("calibrate", "no measured rows with a usable time to fit");
+  FitResult res;
+  const std::vector<Param> ps = candidate_params(start);
+  const std::size_t np = ps.size();
+  std::vector<double> theta(np, 0.0);
+  // Upper bound in log space for fractions (value <= 1).
+  std::vector<double> hi(np, 3.0), lo(np, -3.0);
+  for (std::size_t k = 0; k < np; ++k)
+    if (ps[k].fraction) hi[k] = std::log(1.0 / start.extra.at(ps[k].key));
+
+  std::vector<double> logmeas;
+  for (const auto& c : cases)
+    for (double t : c.measured_s) logmeas.push_back(std::log(t));
+
+  auto eval = [&](const models::Calibration& c, std::vector<std::vector<double>>& per_case) {
+    std::vector<bool> all(cases.size(), true);
+    per_case = simulate_cases(cases, all, c, opt.threads, res.simulations);
+    double obj = 0;
+    std::size_t i = 0;
+    for (const auto& fc : per_case)
+      for (double f : fc) obj += huber(f - logmeas[i++], opt.huber_delta);
+    return obj;
+  };
+
+  models::Calibration cur = apply(start, ps, theta);
+  std::vector<std::vector<double>> f;
+  double obj = eval(cur, f);
+  res.start_objective = obj;
+  double lambda = 1e-2;
+  std::vector<bool> active(np, false);
+  for (int it = 0; it < opt.max_iterations; ++it) {
+    ++res.iterations;
+    // Residuals, IRLS weights, Jacobian of ln t_sim with respect to theta.
+    std::vector<double> r, w;
+    {
+      std::size_t i = 0;
+      for (const auto& fc : f)
+        for (double v : fc) {
+          double ri = v - logmeas[i++];
+          r.push_back(ri);
+          w.push_back(std::fabs(ri) <= opt.huber_delta ? 1.0 : opt.huber_delta / std::fabs(ri));
+        }
+    }
+    std::vector<std::vector<double>> J(nrows, std::vector<double>(np, 0.0));
+    for (std::size_t k = 0; k < np; ++k) {
+      std::vector<double> th = theta;
+      double h = theta[k] + opt.fd_step > hi[k] ? -opt.fd_step : opt.fd_step;
+      th[k] += h;
+      models::Calibration ck = apply(start, ps, th);
+      std::vector<bool> use(cases.size());
+      for (std::size_t ci = 0; ci < cases.size(); ++ci) use[ci] = relevant(ps[k], cases[ci], cur);
+      auto fks = simulate_cases(cases, use, ck, opt.threads, res.simulations);
+      std::size_t i = 0;
+      for (std::size_t ci = 0; ci < cases.size(); ++ci) {
+        if (!use[ci]) {
+          i += cases[ci].sizes.size();
+          continue;
+        }
+        for (std::size_t j = 0; j < fks[ci].size(); ++j, ++i) J[i][k] = (fks[ci][j] - f[ci][j]) / h;
+      }
+    }
+    // Normal equations over the parameters the data constrains.
+    std::vector<std::size_t> idx;
+    for (std::size_t k = 0; k < np; ++k) {
+      double s = 0;
+      for (std::size_t i = 0; i < nrows; ++i) s += J[i][k] * J[i][k];
+      if (s > 1e-10) {
+        idx.push_back(k);
+        active[k] = true;
+      }
+    }
+    if (idx.empty()) break;
+    const std::size_t m = idx.size();
+    std::vector<std::vector<double>> A(m, std::vector<double>(m, 0.0));
+    std::vector<double> g(m, 0.0);
+    for (std::size_t i = 0; i < nrows; ++i)
+      for (std::size_t a = 0; a < m; ++a) {
+        double ja = J[i][idx[a]];
+        if (ja == 0) continue;
+        g[a] -= w[i] * ja * r[i];
+        for (std::size_t b = 0; b < m; ++b) A[a][b] += w[i] * ja * J[i][idx[b]];
+      }
+    bool improved = false;
+    for (int tries = 0; tries < 6 && !improved; ++tries) {
+      auto Ad = A;
+      for (std::size_t a = 0; a < m; ++a) Ad[a][a] += lambda * A[a][a] + 1e-9;
+      std::vector<double> step;
+      if (!solve(Ad, g, step)) {
+        lambda *= 10;
+        continue;
+      }
+      std::vector<double> th = theta;
+      for (std::size_t a = 0; a < m; ++a) {
+        std::size_t k = idx[a];
+        th[k] = std::clamp(theta[k] + std::clamp(step[a], -1.0, 1.0), lo[k], hi[k]);
+      }
+      models::Calibration cand = apply(start, ps, th);
+      std::vector<std::vector<double>> fc;
+      double o = eval(cand, fc);
+      if (o < obj * (1 - opt.min_improvement)) {
+        theta = th;
+        cur = cand;
+        f = std::move(fc);
+        obj = o;
+        lambda = std::max(lambda / 3, 1e-6);
+        improved = true;
+      } else {
+        lambda *= 4;
+      }
+    }
+    if (!improved) break;
+  }
+  res.final_objective = obj;
+  res.calib = cur;
+  for (std::size_t k = 0; k < np; ++k)
+    if (active[k]) res.params.push_back({ps[k].name, report_value(start, ps[k]), report_value(cur, ps[k])});
+  res.residuals = residuals(cases, cur);
+  res.simulations += static_cast<int>(nrows);
+  return res;
+}
+
+}  // namespace fabricsim::validate

@@ -1,0 +1,76 @@
+#pragma once
+// Fitting the network model's calibration to measured collective times.
+//
+// Residual of one measured row: r = ln(t_simulated / t_measured) (t_measured from row_time_s). The fit
+// minimises sum_i rho(r_i) with the Huber loss rho (delta = FitOptions::huber_delta, in log units: 0.1 is
+// about 10 %), by iteratively reweighted Gauss-Newton with Levenberg-Marquardt damping: each iteration
+// takes finite-difference derivatives of ln(t_sim) with respect to every free parameter (in log space, so
+// every parameter stays positive), solves the weighted normal equations with IRLS weights
+// w_i = min(1, delta / |r_i|), and keeps a step only if the true objective (a full re-simulation, tuner
+// choices included) decreases. Parameters that no training row depends on are left at their start value.
+//
+// Free parameters (names as in calibration JSON, docs/calibration.md):
+//   extra factors   nvlink_efficiency.<gpu>, network_efficiency, pcie_efficiency, nvls_efficiency,
+//                   tree_efficiency (fractions, capped at 1)
+//   latency groups  base_latency.<proto>, step_latency.<proto>, net_step_latency.<proto> for proto in
+//                   simple/ll/ll128: one multiplier on that field of every algorithm with that protocol,
+//                   keeping NCCL's relative latencies between algorithms.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/calibration.hpp"
+#include "validate/nccl_log.hpp"
+#include "validate/simulate.hpp"
+
+namespace fabricsim::validate {
+
+// One measured run prepared for simulation.
+struct Case {
+  Measurement m;
+  std::shared_ptr<SimSystem> sys;
+  std::vector<std::uint64_t> sizes;   // rows with a usable measured time, in row order
+  std::vector<double> measured_s;     // their measured times
+  std::vector<std::string> gpu_models;  // GPU models in the simulated communicator (for parameter relevance)
+};
+
+// Builds cases (mapping every measurement to a topology). `preset`/`params` as map_system.
+std::vector<Case> make_cases(const std::vector<Measurement>& ms, const std::string& preset = "",
+                             const std::map<std::string, std::string>& params = {});
+
+struct FitOptions {
+  int max_iterations = 12;
+  double huber_delta = 0.1;       // log units
+  double fd_step = 0.02;          // finite-difference step in log space
+  double min_improvement = 1e-4;  // relative objective decrease that counts as progress
+  int threads = 2;                // cases simulated in parallel (results do not depend on it)
+};
+
+struct ParamValue {
+  std::string name;
+  double start = 0, fitted = 0;  // absolute values (seconds for latencies: the group's Ring value)
+};
+
+struct RowResidual {
+  std::string source;
+  std::uint64_t size_bytes = 0;
+  double measured_s = 0, simulated_s = 0;
+  double log_residual = 0;  // ln(simulated / measured)
+};
+
+struct FitResult {
+  models::Calibration calib;
+  std::vector<ParamValue> params;  // the free parameters the data constrained
+  double start_objective = 0, final_objective = 0;
+  int iterations = 0, simulations = 0;
+  std::vector<RowResidual> residuals;  // at the fitted calibration
+};
+
+// Fits `start` to the cases. Throws InputError when there is nothing to fit (no usable rows).
+FitResult fit_calibration(const std::vector<Case>& cases, const models::Calibration& start,
+                          const FitOptions& opt = {});
+
+// Residuals of every usable row under `calib`.
+std::vector<RowResidual> residuals(const std::vector<Case>& cases, const models::Calibration& calib);
+
+}  // namespace fabricsim::validate

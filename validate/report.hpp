@@ -1,0 +1,72 @@
+#pragma once
+// Measured vs simulated: per log and size, the measured and simulated time and bus bandwidth and the busbw
+// error; a summary of absolute busbw errors (median and 90th percentile, for sizes >= 1 MiB and below);
+// text, JSON and a hand-written SVG plot. Leave-one-out evaluation of the calibration fit.
+//
+// Error convention: busbw error = simulated busbw / measured busbw - 1 = t_measured / t_simulated - 1
+// (positive: the simulator is optimistic). Percentiles use the nearest-rank method: the p-quantile of n
+// sorted values is the ceil(p*n)-th smallest.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "models/calibration.hpp"
+#include "validate/calibrate.hpp"
+
+namespace fabricsim::validate {
+
+constexpr std::uint64_t kLargeMessageBytes = 1u << 20;  // the split: >= 1 MiB vs smaller
+
+struct PointCompare {
+  std::uint64_t size_bytes = 0;
+  double measured_s = 0, simulated_s = 0;
+  double measured_busbw_GBps = 0, simulated_busbw_GBps = 0;
+  double busbw_error = 0;  // fraction, see the convention above
+  std::string algorithm, protocol;
+};
+
+struct LogCompare {
+  std::string source, op, gpu, mapping, family, calibration;
+  int nranks = 0, nodes = 0;
+  std::vector<PointCompare> points;
+};
+
+struct ErrorStats {
+  std::size_t count = 0;
+  double median = 0, p90 = 0, max = 0;  // absolute busbw error, fractions
+};
+
+struct ErrorSummary {
+  ErrorStats large, small;  // sizes >= kLargeMessageBytes / below
+};
+
+struct Report {
+  std::string title;
+  std::vector<LogCompare> logs;
+  ErrorSummary summary;
+};
+
+// Nearest-rank quantile of absolute values (q in (0, 1]); 0 for an empty list.
+double quantile_abs(std::vector<double> v, double q);
+ErrorSummary summarize(const std::vector<LogCompare>& logs);
+
+// Simulates every case with the calibration `calib_for(case_index)` returns.
+Report compare(const std::vector<Case>& cases,
+               const std::function<const models::Calibration&(std::size_t)>& calib_for, const std::string& title);
+
+// The unit held out in leave-one-out: the raw log file (a file with several runs is held out whole).
+std::string log_unit(const Measurement& m);
+
+// Leave-one-out: for each log file, fit `start` on the other logs of the same hardware family
+// (SystemMapping::family) -- or on all other logs when it is the only one of its family -- and predict it.
+// `fits` (optional) receives the fitted calibration per held-out unit, in order of first appearance.
+Report leave_one_out(const std::vector<Case>& cases, const models::Calibration& start, const FitOptions& opt,
+                     std::vector<std::pair<std::string, FitResult>>* fits = nullptr);
+
+std::string report_text(const Report& r);
+Json report_json(const Report& r);
+// Measured (filled markers) vs simulated (lines) busbw over message size, log-log axes, one colour per log.
+std::string report_svg(const Report& r);
+
+}  // namespace fabricsim::validate

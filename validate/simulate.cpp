@@ -1,0 +1,184 @@
+#include "validate/simulate.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "models/collectives.hpp"
+#include "models/tuner.hpp"
+#include "sim/base/error.hpp"
+#include "sim/engine/schedule_runner.hpp"
+#include "topologies/io.hpp"
+#include "topologies/routing.hpp"
+#include "topologies/topology.hpp"
+
+namespace fabricsim::validate {
+namespace {
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool contains(const std::string& s, const char* sub) { return s.find(sub) != std::string::npos; }
+
+void finish_mapping(SystemMapping& s, const Measurement& m) {
+  if (m.num_nodes < 1)
+    throw InputError(m.source, "the number of hosts is unknown (no rank lines); use the log's .meta.json sidecar");
+  if (m.nranks % m.num_nodes != 0)
+    throw InputError(m.source, std::to_string(m.nranks) + " ranks do not spread evenly over " +
+                                   std::to_string(m.num_nodes) + " hosts");
+  s.ranks_per_host = m.nranks / m.num_nodes;
+  if (m.num_nodes > 1) {
+    std::map<std::string, std::string> p = s.params;
+    p["node"] = s.preset;
+    p["nodes"] = std::to_string(m.num_nodes);
+    s.params = p;
+    s.preset = "superpod";
+    s.rule += ", " + std::to_string(m.num_nodes) + " hosts -> superpod";
+  }
+}
+
+}  // namespace
+
+SystemMapping map_system(const Measurement& m) {
+  const std::string g = lower(m.gpu_model);
+  SystemMapping s;
+  if (contains(g, "a100") && contains(g, "40gb")) {
+    // ABCI 2.0 A node: 8x A100-SXM4-40GB on NVSwitch, 4x InfiniBand HDR per node (abci_* .meta.json "nic").
+    s.preset = "dgx-a100";
+    s.params = {{"gpu", "a100-40gb"}, {"nics_per_node", "4"}};
+    s.family = "a100";
+    s.rule = "A100-SXM4-40GB -> dgx-a100 gpu=a100-40gb nics_per_node=4 (ABCI A node)";
+  } else if (contains(g, "a100")) {
+    s.preset = "dgx-a100";
+    s.family = "a100";
+    s.rule = "A100 -> dgx-a100";
+  } else if (contains(g, "h100") || contains(g, "h200")) {
+    s.preset = "dgx-h100";
+    if (contains(g, "h200")) s.params = {{"gpu", "h200"}};
+    s.family = "h100";
+    s.rule = "H100 -> dgx-h100";
+  } else if (contains(g, "b200")) {
+    s.preset = "dgx-b200";
+    s.family = "b200";
+    s.rule = "B200 -> dgx-b200";
+  } else if (contains(g, "v100")) {
+    // ABCI V node: 4x V100 SXM2 and 2 EDR 100 Gb/s ports per node (abci_*vnode* .meta.json "nic"). Its four
+    // GPUs are fully connected by NVLink2 (6 links per GPU, 25 GB/s per direction each:
+    // /work/shared/data/hardware/hardware_specs.json "V100 SXM2"); NCCL runs several rings over all six
+    // links. No preset has a 4-GPU full mesh, and dgx1-v100's cube-mesh (GPUs 0-3 of it have single-link
+    // pairs) is a different wiring, so the node is approximated by a 4-GPU NVSwitch crossbar with the same
+    // per-GPU NVLink total (6 x 25 = 150 GB/s per direction). docs/validation.md discusses the error.
+    s.preset = "dgx-a100";
+    s.params = {{"gpu", "v100"}, {"gpus_per_node", "4"}, {"nvlink_bandwidth", "150GB/s"},
+                {"nics_per_node", "2"}, {"nic_bandwidth", "100Gbps"}};
+    s.family = "v100";
+    s.rule = "V100 -> dgx-a100 gpu=v100 gpus_per_node=4 nvlink_bandwidth=150GB/s nics_per_node=2 "
+             "nic_bandwidth=100Gbps (ABCI V node, 4-GPU NVLink2 mesh as a crossbar)";
+  } else {
+    throw InputError(m.source, "no topology mapping for GPU '" + m.gpu_model +
+                                   "' (known: A100, H100/H200, B200, V100); pass --topology");
+  }
+  finish_mapping(s, m);
+  return s;
+}
+
+SystemMapping map_system(const Measurement& m, const std::string& preset,
+                         const std::map<std::string, std::string>& params) {
+  if (preset.empty()) return map_system(m);
+  SystemMapping s;
+  s.preset = preset;
+  s.params = params;
+  SystemMapping guess;
+  try {
+    guess = map_system(m);
+  } catch (const InputError&) {
+  }
+  s.family = guess.family;
+  s.rule = "--topology " + preset;
+  finish_mapping(s, m);
+  return s;
+}
+
+struct SimSystem::Impl {
+  topo::Topology topo;
+  topo::Routing routing;
+  models::CollectiveSpec base;
+  explicit Impl(topo::Topology t) : topo(std::move(t)), routing(topo) {}
+};
+
+SimSystem::SimSystem(const SystemMapping& map, const Measurement& m) : map_(map) {
+  // NVLink traffic is striped over all NVSwitch planes by the hardware: merge them for the flow model, as
+  // `fabricsim coll` does.
+  impl_ = std::make_unique<Impl>(models::merge_nvswitch_planes(topo::load_topology(map.preset, map.params)));
+  const auto& t = impl_->topo;
+  // Communicator: the first ranks_per_host GPUs of each host, host-major like nccl-tests' rank order.
+  std::map<int, std::vector<topo::NodeId>> by_host;
+  for (topo::NodeId gid : t.gpus()) by_host[t.node(gid).host].push_back(gid);
+  const int hosts = std::max(1, m.num_nodes);
+  if (static_cast<int>(by_host.size()) < hosts)
+    throw InputError(m.source, "topology '" + map.preset + "' has " + std::to_string(by_host.size()) +
+                                   " hosts, the run used " + std::to_string(hosts));
+  int h = 0;
+  for (const auto& [host, gpus] : by_host) {
+    if (h++ >= hosts) break;
+    if (static_cast<int>(gpus.size()) < map.ranks_per_host)
+      throw InputError(m.source, "topology '" + map.preset + "' has " + std::to_string(gpus.size()) +
+                                     " GPUs per host, the run used " + std::to_string(map.ranks_per_host));
+    for (int i = 0; i < map.ranks_per_host; ++i) impl_->base.communicator.push_back(gpus[i]);
+  }
+  if (!models::parse_op(m.op, impl_->base.op))
+    throw InputError(m.source, "collective '" + m.op + "' is not simulated by fabricsim");
+  if (!m.algorithm.empty()) {
+    models::Algorithm a;
+    if (!models::parse_algorithm(lower(m.algorithm), a))
+      throw InputError(m.source, "unknown NCCL algorithm '" + m.algorithm + "'");
+    impl_->base.algorithm = a;
+  }
+  if (!m.protocol.empty()) {
+    models::Protocol p;
+    if (!models::parse_protocol(lower(m.protocol), p))
+      throw InputError(m.source, "unknown NCCL protocol '" + m.protocol + "'");
+    impl_->base.protocol = p;
+  }
+  impl_->base.where = m.source;
+}
+
+SimSystem::~SimSystem() = default;
+
+int SimSystem::nranks() const { return static_cast<int>(impl_->base.communicator.size()); }
+
+std::vector<std::string> SimSystem::gpu_models() const {
+  std::set<std::string> s;
+  for (auto g : impl_->base.communicator) s.insert(impl_->topo.node(g).model);
+  return {s.begin(), s.end()};
+}
+
+SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration& calib) const {
+  models::CollectiveSpec spec = impl_->base;
+  spec.bytes = size_bytes;
+  spec.where = impl_->base.where + " size " + std::to_string(size_bytes);
+  models::TunerChoice tc = models::tune(spec, impl_->topo, impl_->routing, calib);
+  spec.algorithm = tc.algorithm;
+  spec.protocol = tc.protocol;
+  if (!map_.allow_collnet && tc.algorithm == models::Algorithm::CollNet) {
+    // Fastest predicted candidate that is not CollNet (see SystemMapping::allow_collnet).
+    const models::Candidate* best = nullptr;
+    for (const auto& c : tc.candidates)
+      if (c.algorithm != models::Algorithm::CollNet && (!best || c.predicted_s < best->predicted_s)) best = &c;
+    if (!best) throw InputError(spec.where, "only CollNet applies, and the run had no SHARP");
+    spec.algorithm = best->algorithm;
+    spec.protocol = best->protocol;
+  }
+  models::Schedule sch = models::build_schedule(spec, impl_->topo, impl_->routing, calib);
+  sim::ScheduleResult r = sim::run_schedule(sch, impl_->topo, impl_->routing, calib);
+  SimPoint p;
+  p.size_bytes = size_bytes;
+  p.time_s = r.makespan_s;
+  p.algorithm = sch.algorithm;
+  p.protocol = sch.protocol;
+  return p;
+}
+
+}  // namespace fabricsim::validate
