@@ -10,21 +10,25 @@
 using namespace fabricsim;
 using namespace fabricsim::models;
 
+// Relative comparison (doctest's Approx adds an absolute margin of epsilon * 1.0 by default, far too
+// loose for times in seconds); default tolerance 1e-12 relative.
+static doctest::Approx approx(double v) { return doctest::Approx(v).epsilon(1e-12).scale(1e-300); }
+
 TEST_CASE("default calibration: NCCL tuning.cc values and the log-derived factors") {
   Calibration c = default_calibration();
   // tuning.cc baseLatencies Ring {LL 6.6, LL128 14.0, Simple 8.4} us; hwLatencies NVLINK Ring Simple 3.4 us
-  CHECK(c.of(Algorithm::Ring, Protocol::Simple).base_latency_s == doctest::Approx(8.4e-6));
-  CHECK(c.of(Algorithm::Ring, Protocol::LL).base_latency_s == doctest::Approx(6.6e-6));
-  CHECK(c.of(Algorithm::Ring, Protocol::Simple).step_latency_s == doctest::Approx(3.4e-6));
-  CHECK(c.of(Algorithm::Ring, Protocol::Simple).net_step_latency_s == doctest::Approx(14e-6));
-  CHECK(c.of(Algorithm::Ring, Protocol::LL).bw_efficiency == doctest::Approx(0.5));
+  CHECK(c.of(Algorithm::Ring, Protocol::Simple).base_latency_s == approx(8.4e-6));
+  CHECK(c.of(Algorithm::Ring, Protocol::LL).base_latency_s == approx(6.6e-6));
+  CHECK(c.of(Algorithm::Ring, Protocol::Simple).step_latency_s == approx(3.4e-6));
+  CHECK(c.of(Algorithm::Ring, Protocol::Simple).net_step_latency_s == approx(14e-6));
+  CHECK(c.of(Algorithm::Ring, Protocol::LL).bw_efficiency == approx(0.5));
   CHECK_FALSE(c.has(Algorithm::Nvls, Protocol::LL));
   CHECK_THROWS_AS(c.of(Algorithm::Nvls, Protocol::LL), InputError);
-  CHECK(c.nvlink_efficiency("a100-80gb") == doctest::Approx(0.8));
-  CHECK(c.nvlink_efficiency("h100") == doctest::Approx(0.824));
-  CHECK(c.nvlink_efficiency("unknown-gpu") == doctest::Approx(0.8));
+  CHECK(c.nvlink_efficiency("a100-80gb") == approx(0.8));
+  CHECK(c.nvlink_efficiency("h100") == approx(0.824));
+  CHECK(c.nvlink_efficiency("unknown-gpu") == approx(0.8));
   // ring busbw on 8x H100 = 450 GB/s x 0.824 = 370.8 GB/s, the together_h100 ring log peaks at 368.09
-  CHECK(450.0 * c.nvlink_efficiency("h100") == doctest::Approx(368.09).epsilon(0.02));
+  CHECK(450.0 * c.nvlink_efficiency("h100") == approx(368.09).epsilon(0.02));
   for (const auto& l : c.link) {
     CHECK(l.bw_efficiency == 1.0);
     CHECK(l.latency_s == 0.0);
@@ -45,9 +49,9 @@ TEST_CASE("calibration JSON round-trips and overrides") {
                                  "p.json");
   Calibration p = calibration_from_json(partial, "p.json");
   CHECK(p.name == "fit");
-  CHECK(p.of(Algorithm::Ring, Protocol::Simple).base_latency_s == doctest::Approx(5e-6));
-  CHECK(p.of(Algorithm::Ring, Protocol::Simple).step_latency_s == doctest::Approx(3.4e-6));  // default kept
-  CHECK(p.of(topo::LinkKind::NVLink).latency_s == doctest::Approx(100e-9));
+  CHECK(p.of(Algorithm::Ring, Protocol::Simple).base_latency_s == approx(5e-6));
+  CHECK(p.of(Algorithm::Ring, Protocol::Simple).step_latency_s == approx(3.4e-6));  // default kept
+  CHECK(p.of(topo::LinkKind::NVLink).latency_s == approx(100e-9));
   CHECK(p.factor("nvls_efficiency") == 0.7);
 }
 

@@ -16,6 +16,10 @@
 using namespace fabricsim;
 using namespace fabricsim::models;
 
+// Relative comparison (doctest's Approx adds an absolute margin of epsilon * 1.0 by default, far too
+// loose for times in seconds); default tolerance 1e-12 relative.
+static doctest::Approx approx(double v) { return doctest::Approx(v).epsilon(1e-12).scale(1e-300); }
+
 namespace {
 
 topo::Topology preset(const std::string& name, std::map<std::string, std::string> p = {}) {
@@ -124,9 +128,9 @@ TEST_CASE("every op x algorithm x protocol on dgx-a100, dgx-h100 and a 4-node su
             if (op == Op::Broadcast || op == Op::Reduce) s.root = 1 % static_cast<int>(s.communicator.size());
             std::string why = why_not_applicable(s, a, sys.t, routing);
             CAPTURE(sys.name);
-            CAPTURE(to_string(op));
-            CAPTURE(to_string(a));
-            CAPTURE(to_string(p));
+            CAPTURE(std::string(to_string(op)));
+            CAPTURE(std::string(to_string(a)));
+            CAPTURE(std::string(to_string(p)));
             CAPTURE(why);
             if (!why.empty()) {
               CHECK_THROWS_AS(build_schedule(s, sys.t, routing, cal), InputError);
@@ -157,21 +161,21 @@ TEST_CASE("every op x algorithm x protocol on dgx-a100, dgx-h100 and a 4-node su
             const int g = per_host.begin()->second;
             for (int r = 0; r < n; ++r) {
               double e = expected_gpu_received(s, a, r, g, H);
-              if (e >= 0) CHECK(rec[s.communicator[r]] == doctest::Approx(e).epsilon(1e-9));
+              if (e >= 0) CHECK(rec[s.communicator[r]] == approx(e).epsilon(1e-9));
             }
             const double Sd = static_cast<double>(S);
             if (op == Op::Reduce) {  // the root receives S; every other rank sends S
               for (int r = 0; r < n; ++r)
-                CHECK(snd[s.communicator[r]] == doctest::Approx(r == s.root ? 0.0 : Sd));
-              CHECK(rec[s.communicator[s.root]] == doctest::Approx(Sd));
+                CHECK(snd[s.communicator[r]] == approx(r == s.root ? 0.0 : Sd));
+              CHECK(rec[s.communicator[s.root]] == approx(Sd));
             }
             if (op == Op::AllReduce && a == Algorithm::Tree) {
               // Each of the two trees (per channel) moves S/2 up and S/2 down over n-1 edges.
-              CHECK(total_payload(sch) == doctest::Approx(2.0 * (n - 1) * Sd));
+              CHECK(total_payload(sch) == approx(2.0 * (n - 1) * Sd));
               for (int r = 0; r < n; ++r) CHECK(rec[s.communicator[r]] >= Sd * 0.5 - 1);
             }
             if (op == Op::AllToAllv) {
-              for (int r = 0; r < n; ++r) CHECK(rec[s.communicator[r]] == doctest::Approx((n - 1.0) / n * Sd));
+              for (int r = 0; r < n; ++r) CHECK(rec[s.communicator[r]] == approx((n - 1.0) / n * Sd));
             }
           }
         }
@@ -190,7 +194,7 @@ TEST_CASE("ring all_reduce step schedule: 2(n-1) steps of S/n, each rank sends t
   REQUIRE(sch.transfers.size() == static_cast<std::size_t>(2 * (n - 1) * n));
   std::map<std::pair<topo::NodeId, topo::NodeId>, int> pairs;
   for (const auto& x : sch.transfers) {
-    CHECK(x.payload_bytes == doctest::Approx((8 << 20) / 8.0));
+    CHECK(x.payload_bytes == approx((8 << 20) / 8.0));
     pairs[{x.src, x.dst}]++;
   }
   CHECK(pairs.size() == 8u);
@@ -211,8 +215,8 @@ TEST_CASE("fidelity levels carry the same bytes and steps") {
         CollectiveSpec s = make(sys.t, op, 256ull << 20, a, Protocol::Simple);
         if (!why_not_applicable(s, a, sys.t, routing).empty()) continue;
         CAPTURE(sys.name);
-        CAPTURE(to_string(op));
-        CAPTURE(to_string(a));
+        CAPTURE(std::string(to_string(op)));
+        CAPTURE(std::string(to_string(a)));
         Schedule st = build_schedule(s, sys.t, routing, cal);
         s.fidelity = Fidelity::Phase;
         Schedule ph = build_schedule(s, sys.t, routing, cal);
@@ -222,10 +226,10 @@ TEST_CASE("fidelity levels carry the same bytes and steps") {
         check_dag(sy);
         CHECK(ph.fidelity == "phase");
         CHECK(sy.fidelity == "symmetry");
-        CHECK(total_payload(ph) == doctest::Approx(total_payload(st)).epsilon(1e-9));
-        CHECK(total_payload(sy) == doctest::Approx(total_payload(st)).epsilon(1e-9));
-        CHECK(total_steps(ph) == doctest::Approx(total_steps(st)).epsilon(1e-9));
-        CHECK(total_steps(sy) == doctest::Approx(total_steps(st)).epsilon(1e-9));
+        CHECK(total_payload(ph) == approx(total_payload(st)).epsilon(1e-9));
+        CHECK(total_payload(sy) == approx(total_payload(st)).epsilon(1e-9));
+        CHECK(total_steps(ph) == approx(total_steps(st)).epsilon(1e-9));
+        CHECK(total_steps(sy) == approx(total_steps(st)).epsilon(1e-9));
         CHECK(ph.transfers.size() <= st.transfers.size());
         CHECK(sy.transfers.size() <= ph.transfers.size());
       }
@@ -323,7 +327,7 @@ TEST_CASE("tuner: fastest candidate, overrides respected, NCCL-like choices") {
   CHECK_THROWS_WITH_AS(tune(n, a, ra, cal), doctest::Contains("nvls"), InputError);
   // Bandwidths seen by the tuner: 12 NVLink3 x 25 GB/s x 0.8 on A100.
   CommBandwidths bw = comm_bandwidths(n, a, ra, cal);
-  CHECK(bw.intra_Bps == doctest::Approx(300e9 * 0.8));
+  CHECK(bw.intra_Bps == approx(300e9 * 0.8));
 }
 
 TEST_CASE("merge_nvswitch_planes bundles the NVSwitch planes of a host") {
@@ -337,16 +341,16 @@ TEST_CASE("merge_nvswitch_planes bundles the NVSwitch planes of a host") {
   double nvl = 0;
   for (const auto& [l, nb] : m.adjacent(m.gpus()[0]))
     if (m.link(l).kind == topo::LinkKind::NVLink) nvl += m.link(l).bandwidth_Bps;
-  CHECK(nvl == doctest::Approx(18 * 25e9));
+  CHECK(nvl == approx(18 * 25e9));
   topo::Routing r(m);
-  CHECK(r.bottleneck_bandwidth(m.gpus()[0], m.gpus()[1]) == doctest::Approx(18 * 25e9));
+  CHECK(r.bottleneck_bandwidth(m.gpus()[0], m.gpus()[1]) == approx(18 * 25e9));
 }
 
 TEST_CASE("nccl-tests busbw factors and counts") {
-  CHECK(busbw_factor(Op::AllReduce, 8) == doctest::Approx(14.0 / 8));
-  CHECK(busbw_factor(Op::AllGather, 8) == doctest::Approx(7.0 / 8));
-  CHECK(busbw_factor(Op::ReduceScatter, 8) == doctest::Approx(7.0 / 8));
-  CHECK(busbw_factor(Op::AllToAll, 8) == doctest::Approx(7.0 / 8));
+  CHECK(busbw_factor(Op::AllReduce, 8) == approx(14.0 / 8));
+  CHECK(busbw_factor(Op::AllGather, 8) == approx(7.0 / 8));
+  CHECK(busbw_factor(Op::ReduceScatter, 8) == approx(7.0 / 8));
+  CHECK(busbw_factor(Op::AllToAll, 8) == approx(7.0 / 8));
   CHECK(busbw_factor(Op::Broadcast, 8) == 1.0);
   CHECK(busbw_factor(Op::SendRecv, 8) == 1.0);
   // together_h100 all_gather log: size 8589934592 B -> count 268435456 (per rank) with 8 ranks

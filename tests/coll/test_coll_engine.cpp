@@ -1,0 +1,207 @@
+// Collective schedules run on the engine against closed forms on idle fabrics, fidelity levels against
+// each other, and the SimGrid oracle against our engine (when built).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "models/calibration.hpp"
+#include "models/collectives.hpp"
+#include "sim/engine/schedule_runner.hpp"
+#include "topologies/io.hpp"
+#include "topologies/routing.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::models;
+
+// Relative comparison (doctest's Approx adds an absolute margin of epsilon * 1.0 by default, far too
+// loose for times in seconds); default tolerance 1e-12 relative.
+static doctest::Approx approx(double v) { return doctest::Approx(v).epsilon(1e-12).scale(1e-300); }
+
+namespace {
+
+topo::Node gpu(const std::string& id, int idx) {
+  topo::Node n;
+  n.id = id;
+  n.kind = topo::NodeKind::Gpu;
+  n.host = 0;
+  n.local_index = idx;
+  n.nvlink_domain = 0;
+  return n;
+}
+
+// n GPUs of one host on one NVSwitch, NVLink links of bw_Bps and lat_s.
+topo::Topology nvswitch_star(int n, double bw_Bps, double lat_s) {
+  topo::TopologyBuilder b("star");
+  for (int i = 0; i < n; ++i) b.add_node(gpu("g" + std::to_string(i), i));
+  topo::Node sw;
+  sw.id = "nvsw";
+  sw.kind = topo::NodeKind::NvSwitch;
+  sw.host = 0;
+  sw.nvlink_domain = 0;
+  topo::NodeId s = b.add_node(sw);
+  for (int i = 0; i < n; ++i) b.add_link(static_cast<topo::NodeId>(i), s, topo::LinkKind::NVLink, bw_Bps, lat_s);
+  return std::move(b).build();
+}
+
+// n GPUs of one host in a line: g0 - g1 - ... - g(n-1), direct NVLinks.
+topo::Topology nvlink_line(int n, double bw_Bps, double lat_s) {
+  topo::TopologyBuilder b("line");
+  for (int i = 0; i < n; ++i) b.add_node(gpu("g" + std::to_string(i), i));
+  for (int i = 0; i + 1 < n; ++i)
+    b.add_link(static_cast<topo::NodeId>(i), static_cast<topo::NodeId>(i + 1), topo::LinkKind::NVLink, bw_Bps, lat_s);
+  return std::move(b).build();
+}
+
+CollectiveSpec spec_for(const topo::Topology& t, Op op, std::uint64_t S, Algorithm a, Fidelity f,
+                        Protocol p = Protocol::Simple) {
+  CollectiveSpec s;
+  s.op = op;
+  s.bytes = S;
+  s.algorithm = a;
+  s.protocol = p;
+  s.fidelity = f;
+  s.communicator = t.gpus();
+  return s;
+}
+
+double run(const CollectiveSpec& s, const topo::Topology& t, topo::Routing& r, const Calibration& c,
+           const std::string& engine = "fabricsim") {
+  Schedule sch = build_schedule(s, t, r, c);
+  sim::RunOptions o;
+  o.engine = engine;
+  return sim::run_schedule(sch, t, r, c, o).makespan_s;
+}
+
+constexpr Fidelity kFids[] = {Fidelity::Step, Fidelity::Phase, Fidelity::Symmetry};
+
+}  // namespace
+
+TEST_CASE("ring all_reduce on an idle NVSwitch = 2(n-1)*alpha + 2(n-1)/n * S/B, at every fidelity") {
+  const int n = 8;
+  const double B = 100e9, l = 1e-6;
+  const std::uint64_t S = 64ull << 20;
+  topo::Topology t = nvswitch_star(n, B, l);
+  topo::Routing r(t);
+  Calibration c = default_calibration();
+  const auto& ap = c.of(Algorithm::Ring, Protocol::Simple);
+  const double e = c.nvlink_efficiency("");  // hand-made GPUs have no model: the default factor
+  const double alpha = ap.step_latency_s + 2 * l;  // GPU -> switch -> GPU
+  const double expect = ap.base_latency_s + 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * S / (B * e);
+  for (Fidelity f : kFids) {
+    CAPTURE(std::string(to_string(f)));
+    CHECK(run(spec_for(t, Op::AllReduce, S, Algorithm::Ring, f), t, r, c) == approx(expect).epsilon(1e-9));
+  }
+  // all_gather / reduce_scatter: (n-1) steps of S/n
+  const double ag = ap.base_latency_s + (n - 1) * alpha + (n - 1.0) / n * S / (B * e);
+  CHECK(run(spec_for(t, Op::AllGather, S, Algorithm::Ring, Fidelity::Step), t, r, c) == approx(ag).epsilon(1e-9));
+  // LL halves the bandwidth (8-byte lines carry 4 data bytes) and uses LL latencies
+  const auto& ll = c.of(Algorithm::Ring, Protocol::LL);
+  const double exll = ll.base_latency_s + 2 * (n - 1) * (ll.step_latency_s + 2 * l) +
+                      2.0 * (n - 1) / n * S / (B * e * ll.bw_efficiency);
+  CHECK(run(spec_for(t, Op::AllReduce, S, Algorithm::Ring, Fidelity::Step, Protocol::LL), t, r, c) ==
+        approx(exll).epsilon(1e-9));
+}
+
+TEST_CASE("tree all_reduce on an idle NVLink chain = base + (K + 2(n-1) - 1) * (alpha + S/(K B))") {
+  const int n = 4;
+  const double B = 50e9, l = 0.5e-6;
+  const std::uint64_t S = 32ull << 20;
+  topo::Topology t = nvlink_line(n, B, l);
+  topo::Routing r(t);
+  Calibration c = default_calibration();
+  const auto& ap = c.of(Algorithm::Tree, Protocol::Simple);
+  const double e = c.nvlink_efficiency("") * c.factor("tree_efficiency");
+  // One host: both trees are the chain g0 <- g1 <- g2 <- g3, each with S/2, merged into one weight-2
+  // flow per edge; K chunks of the S/2 edge payload.
+  const double K = std::min(c.factor("max_pipeline_chunks"), std::ceil(S / 2.0 / c.factor("chunk_bytes.simple")));
+  const double per_chunk = ap.step_latency_s + l + S / (K * B * e);
+  const double expect = ap.base_latency_s + (K + 2 * (n - 1) - 1) * per_chunk;
+  for (Fidelity f : kFids) {
+    CAPTURE(std::string(to_string(f)));
+    CHECK(run(spec_for(t, Op::AllReduce, S, Algorithm::Tree, f), t, r, c) == approx(expect).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("direct all_to_all on an idle NVSwitch = base + alpha + (n-1)/n * S/B") {
+  const int n = 6;
+  const double B = 80e9, l = 0.2e-6;
+  const std::uint64_t S = 6ull << 24;
+  topo::Topology t = nvswitch_star(n, B, l);
+  topo::Routing r(t);
+  Calibration c = default_calibration();
+  const auto& ap = c.of(Algorithm::Direct, Protocol::Simple);
+  const double e = c.nvlink_efficiency("");
+  // every GPU's uplink and downlink carry n-1 flows of S/n: each gets B/(n-1)
+  const double expect = ap.base_latency_s + ap.step_latency_s + 2 * l + (n - 1.0) / n * S / (B * e);
+  for (Fidelity f : kFids) {
+    CAPTURE(std::string(to_string(f)));
+    CHECK(run(spec_for(t, Op::AllToAll, S, Algorithm::Direct, f), t, r, c) == approx(expect).epsilon(1e-9));
+  }
+  // send/recv: one flow per GPU, full bandwidth
+  const double sr = ap.base_latency_s + ap.step_latency_s + 2 * l + S / (B * e);
+  CHECK(run(spec_for(t, Op::SendRecv, S, Algorithm::Direct, Fidelity::Step), t, r, c) == approx(sr).epsilon(1e-9));
+}
+
+TEST_CASE("fidelity levels agree on the presets (engine makespans)") {
+  Calibration c = default_calibration();
+  struct Case {
+    std::string topo;
+    std::map<std::string, std::string> params;
+  };
+  for (const auto& cs : {Case{"dgx-h100", {}}, Case{"dgx-a100", {}}, Case{"superpod", {{"nodes", "4"}}}}) {
+    topo::Topology t = merge_nvswitch_planes(topo::build_preset(cs.topo, cs.params));
+    topo::Routing r(t);
+    for (Op op : {Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::Broadcast, Op::Reduce, Op::AllToAll}) {
+      for (Algorithm a : algorithms_for(op)) {
+        CollectiveSpec s = spec_for(t, op, 64ull << 20, a, Fidelity::Step);
+        if (!why_not_applicable(s, a, t, r).empty()) continue;
+        CAPTURE(cs.topo);
+        CAPTURE(std::string(to_string(op)));
+        CAPTURE(std::string(to_string(a)));
+        const double step = run(s, t, r, c);
+        s.fidelity = Fidelity::Phase;
+        const double phase = run(s, t, r, c);
+        s.fidelity = Fidelity::Symmetry;
+        const double sym = run(s, t, r, c);
+        CHECK(sym == approx(phase).epsilon(1e-9));  // collapsing isolated replicas is exact
+        // Merged ring steps, direct/pairwise flows, NVLS/CollNet trees and hierarchical stages reproduce the
+        // step schedule exactly on these fabrics. Pipelined trees and multi-channel chains are approximated
+        // by head/body/tail transfers (exact on uniform, uncontended paths: see the tree closed form above);
+        // where the up and down pipelines or several channels contend the merged bodies share links in a
+        // different pattern. Measured phase vs step: tree -1.5 % (dgx-h100), -1.3 % (dgx-a100), -12.8 %
+        // (superpod 4 nodes); broadcast +5.1 %, reduce +4.4 % (superpod). docs/collectives.md states this.
+        const bool approximated = a == Algorithm::Tree || ((op == Op::Broadcast || op == Op::Reduce) && cs.topo == "superpod");
+        if (approximated) CHECK(phase == approx(step).epsilon(0.15));
+        else CHECK(phase == approx(step).epsilon(1e-9));
+      }
+    }
+  }
+}
+
+TEST_CASE("simgrid oracle agrees with our engine on every collective (dgx-h100, 4-node superpod)") {
+  auto names = sim::engine_names();
+  if (std::find(names.begin(), names.end(), "simgrid") == names.end()) {
+    MESSAGE("SimGrid backend not built: skipped");
+    return;
+  }
+  Calibration c = default_calibration();
+  for (const auto& [name, params] : std::vector<std::pair<std::string, std::map<std::string, std::string>>>{
+           {"dgx-h100", {}}, {"superpod", {{"nodes", "4"}}}}) {
+    topo::Topology t = merge_nvswitch_planes(topo::build_preset(name, params));
+    topo::Routing r(t);
+    for (Op op : kAllOps) {
+      CollectiveSpec s = spec_for(t, op, 4ull << 20, Algorithm::Ring, Fidelity::Phase);
+      s.algorithm.reset();
+      s.protocol.reset();
+      if (op == Op::AllToAllv) continue;  // needs a matrix; covered by all_to_all
+      CAPTURE(name);
+      CAPTURE(std::string(to_string(op)));
+      const double ours = run(s, t, r, c);
+      const double sg = run(s, t, r, c, "simgrid");
+      CHECK(sg == approx(ours).epsilon(1e-3));
+    }
+  }
+}
