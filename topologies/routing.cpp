@@ -50,7 +50,10 @@ struct Routing::Impl {
   std::vector<NodeId> rail_nic;  // per node (only GPUs set)
   std::vector<std::uint32_t> switch_index;  // node -> compact switch index or kInf
   std::vector<NodeId> switches;
-  std::unordered_map<std::uint32_t, std::vector<std::uint16_t>> fields;  // target switch idx -> dist
+  std::vector<std::vector<std::pair<LinkId, std::uint32_t>>> sw_adj;  // switch idx -> (link, switch idx)
+  std::vector<std::unique_ptr<std::vector<std::uint16_t>>> fields;  // target switch idx -> hop distances
+  std::vector<const std::vector<std::uint16_t>*> targets;
+  std::vector<std::unique_ptr<std::vector<LinkDir>>> up_seg, down_seg;  // per GPU: to / from its rail NIC
   std::unordered_map<std::uint64_t, std::vector<LinkDir>> cache;
   std::unordered_map<std::uint64_t, std::vector<LinkDir>> segments;  // in-host segment cache
   // BFS scratch with generation stamps so that a BFS touching few nodes costs only what it touches.
@@ -70,6 +73,13 @@ struct Routing::Impl {
         switches.push_back(v);
       }
     }
+    sw_adj.resize(switches.size());
+    for (std::uint32_t si = 0; si < switches.size(); ++si)
+      for (auto [l, w] : t.adjacent(switches[si]))
+        if (switch_index[w] != kInf) sw_adj[si].emplace_back(l, switch_index[w]);
+    fields.resize(switches.size());
+    up_seg.resize(n);
+    down_seg.resize(n);
     rail_nic.assign(n, kNoNode);
     for (NodeId g : t.gpus()) rail_nic[g] = find_rail_nic(g);
   }
@@ -197,22 +207,29 @@ struct Routing::Impl {
   }
 
   const std::vector<std::uint16_t>& field(std::uint32_t sidx) {
-    auto it = fields.find(sidx);
-    if (it != fields.end()) return it->second;
-    std::vector<std::uint16_t> f(switches.size(), kInf16);
-    auto transit = [&](NodeId v) { return switch_index[v] != kInf; };
-    auto link_ok = [](LinkId) { return true; };
-    bfs(switches[sidx], transit, link_ok);
-    for (NodeId v : queue)
-      if (switch_index[v] != kInf) f[switch_index[v]] = static_cast<std::uint16_t>(std::min<std::uint32_t>(d(v), kInf16 - 1));
-    return fields.emplace(sidx, std::move(f)).first->second;
+    if (fields[sidx]) return *fields[sidx];
+    auto f = std::make_unique<std::vector<std::uint16_t>>(switches.size(), kInf16);
+    // BFS over the switch subgraph only.
+    queue.clear();
+    queue.push_back(sidx);
+    (*f)[sidx] = 0;
+    for (std::size_t qi = 0; qi < queue.size(); ++qi) {
+      std::uint32_t v = queue[qi];
+      for (auto [l, w] : sw_adj[v]) {
+        if ((*f)[w] != kInf16) continue;
+        (*f)[w] = static_cast<std::uint16_t>((*f)[v] + 1);
+        queue.push_back(w);
+      }
+    }
+    fields[sidx] = std::move(f);
+    return *fields[sidx];
   }
 
   // NIC -> NIC through fabric switches only.
   bool fabric_path(NodeId e, NodeId i, std::uint64_t h, std::size_t hop0, std::vector<LinkDir>& out) {
     if (e == i) return true;
-    // Targets: switches adjacent to the ingress NIC.
-    std::vector<std::pair<std::uint32_t, const std::vector<std::uint16_t>*>> targets;
+    // Targets: distance fields of the switches adjacent to the ingress NIC.
+    targets.clear();
     for (auto [l, w] : t.adjacent(i)) {
       if (w == e) {  // back-to-back NICs
         cand.clear();
@@ -222,43 +239,41 @@ struct Routing::Impl {
         out.push_back(t.dir_from(lc, e));
         return true;
       }
-      if (switch_index[w] != kInf) targets.emplace_back(switch_index[w], nullptr);
+      if (switch_index[w] != kInf) {
+        const auto* f = &field(switch_index[w]);
+        if (std::find(targets.begin(), targets.end(), f) == targets.end()) targets.push_back(f);
+      }
     }
     if (targets.empty()) return false;
-    std::sort(targets.begin(), targets.end());
-    targets.erase(std::unique(targets.begin(), targets.end(),
-                              [](auto& x, auto& y) { return x.first == y.first; }),
-                  targets.end());
-    for (auto& tg : targets) tg.second = &field(tg.first);
-    auto D = [&](NodeId v) -> std::uint32_t {  // hops from switch v to the ingress NIC
-      std::uint32_t s = switch_index[v];
-      if (s == kInf) return kInf;
+    auto D = [&](std::uint32_t s) -> std::uint32_t {  // hops from switch index s to the ingress NIC
       std::uint32_t best = kInf;
-      for (auto& tg : targets) {
-        std::uint16_t x = (*tg.second)[s];
+      for (const auto* f : targets) {
+        std::uint16_t x = (*f)[s];
         if (x != kInf16) best = std::min<std::uint32_t>(best, x + 1u);
       }
       return best;
     };
     // First hop: switch neighbours of e with minimal D.
     std::uint32_t best = kInf;
-    for (auto [l, w] : t.adjacent(e)) best = std::min(best, D(w));
+    for (auto [l, w] : t.adjacent(e))
+      if (switch_index[w] != kInf) best = std::min(best, D(switch_index[w]));
     if (best == kInf) return false;
     std::size_t hop = hop0;
     cand.clear();
     for (auto [l, w] : t.adjacent(e))
-      if (D(w) == best) cand.emplace_back(l, w);
+      if (switch_index[w] != kInf && D(switch_index[w]) == best) cand.emplace_back(l, w);
     auto [l0, v] = pick(h, hop++);
     out.push_back(t.dir_from(l0, e));
     while (true) {
-      std::uint32_t dv = D(v);
+      const std::uint32_t sv = switch_index[v];
+      const std::uint32_t dv = D(sv);
       cand.clear();
       if (dv == 1) {
-        for (auto [l, w] : t.adjacent(v))
-          if (w == i) cand.emplace_back(l, w);
+        for (auto [l, w] : t.adjacent(i))
+          if (w == v) cand.emplace_back(l, i);
       } else {
-        for (auto [l, w] : t.adjacent(v))
-          if (D(w) == dv - 1) cand.emplace_back(l, w);
+        for (auto [l, ws] : sw_adj[sv])
+          if (D(ws) == dv - 1) cand.emplace_back(l, switches[ws]);
       }
       if (cand.empty()) return false;
       auto [l, w] = pick(h, hop++);
@@ -266,6 +281,22 @@ struct Routing::Impl {
       v = w;
       if (v == i) return true;
     }
+  }
+
+  // GPU <-> rail NIC segments, cached per GPU (computed on first use).
+  bool rail_segment(NodeId gpu, bool up, std::vector<LinkDir>& out) {
+    auto& slot = up ? up_seg[gpu] : down_seg[gpu];
+    if (!slot) {
+      std::vector<LinkDir> p;
+      NodeId nic = rail_nic[gpu];
+      bool ok = up ? host_path(gpu, nic, t.node(gpu).host, mix64(key(gpu, nic)), 0, p)
+                   : host_path(nic, gpu, t.node(gpu).host, mix64(key(nic, gpu)), 0, p);
+      if (!ok) p.assign(1, kNoNode);
+      slot = std::make_unique<std::vector<LinkDir>>(std::move(p));
+    }
+    if (slot->size() == 1 && (*slot)[0] == kNoNode) return false;
+    out.insert(out.end(), slot->begin(), slot->end());
+    return true;
   }
 
   // Cached in-host segment (GPU <-> NIC, GPU -> GPU over NVLink). Segments are not ECMP-hashed on the
@@ -334,7 +365,7 @@ struct Routing::Impl {
         }
       }
       NodeId e = rail_nic[from];
-      if (segment(from, e, false, out) && fabric_path(e, in, h, out.size(), out) && segment(in, dst, false, out))
+      if (rail_segment(from, true, out) && fabric_path(e, in, h, out.size(), out) && rail_segment(dst, false, out))
         return;
       out.clear();
     }
