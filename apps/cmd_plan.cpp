@@ -1,10 +1,218 @@
+// fabricsim plan [scenario.json] --target-tokens-per-day N | --target-step-time T: search GPT parallelism
+// layouts (TP x PP, micro-batch) and cluster sizes (the topology's "nodes" parameter) and print the cheapest
+// configurations that meet the target: fewest GPUs first, then the fastest step. Every candidate is a real
+// simulation (the sweep machinery, threads on all cores); layouts that do not fit (divisibility, memory,
+// batch) fail in the generator and count as infeasible. Cluster sizes are tried smallest first and the
+// search stops after the first size at which enough (--top) configurations meet the target, since any
+// larger cluster costs more GPUs.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
 #include "apps/cli.hpp"
 #include "sim/base/error.hpp"
+#include "sim/base/units.hpp"
+#include "sim/replay/outputs_sweep.hpp"
+#include "sim/replay/run_scenario.hpp"
+#include "workloads/scenario.hpp"
 
 namespace fabricsim::cli {
-int cmd_plan(int argc, char** argv) {
-  Args args("plan", "[options]", "Not built yet.");
-  if (!args.parse(argc, argv)) return 0;
-  throw InputError("fabricsim plan", "this subcommand is not implemented yet");
+
+namespace {
+
+std::vector<long long> int_list(const std::string& text, const std::string& flag) {
+  std::vector<long long> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    long long v = parse_int(item, flag);
+    if (v < 1) throw InputError(flag, "values must be >= 1, got " + item);
+    out.push_back(v);
+  }
+  if (out.empty()) throw InputError(flag, "expected a comma-separated list of integers");
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
+
+struct Candidate {
+  long long nodes = 0, tp = 0, pp = 0, mbs = 0;
+  bool ok = false;
+  std::string error;
+  sim::RunResult r;
+};
+
+double exposed_total(const sim::RunResult& r) {
+  double t = 0;
+  for (const auto& [k, v] : r.breakdown.exposed_comm_s) t += v;
+  return t;
+}
+
+}  // namespace
+
+int cmd_plan(int argc, char** argv) {
+  Args args("plan", "[scenario.json] (--target-tokens-per-day N | --target-step-time T) [options]",
+            "Find the cheapest cluster and parallelism layout for a GPT scenario that meets a target. The scenario\n"
+            "(default: the built-in GPT-3 175B on a DGX A100 SuperPOD, see `fabricsim run --print-default`) gives\n"
+            "the model, the topology family (its preset and params) and the batch; plan varies the topology's\n"
+            "\"nodes\" and the workload's tensor_model_parallel_size, pipeline_model_parallel_size and\n"
+            "micro_batch_size, simulates every candidate, and prints the configurations meeting the target\n"
+            "ordered by GPU count, then step time. Interleaving (num_layers_per_virtual_pipeline_stage) is kept\n"
+            "where PP > 1 and dropped at PP = 1.");
+  args.flag({"--target-tokens-per-day", "", "N", "required training throughput, tokens per day", ""});
+  args.flag({"--target-step-time", "", "TIME", "required step time, e.g. 10s or 800ms", ""});
+  args.flag({"--nodes", "", "LIST", "cluster sizes to try (topology param nodes)", "1,2,4,8,16,32,64,128,256"});
+  args.flag({"--tp", "", "LIST", "tensor-parallel sizes", "1,2,4,8"});
+  args.flag({"--pp", "", "LIST", "pipeline-parallel sizes", "1,2,4,8,16"});
+  args.flag({"--mbs", "", "LIST", "micro-batch sizes (default: the scenario's)", ""});
+  args.flag({"--top", "", "N", "configurations to print", "5"});
+  args.flag({"--threads", "-j", "N", "worker threads (0 = all cores)", "0"});
+  args.flag({"--comm-model", "", "MODEL", "engine or analytic (overrides the scenario's comm_model)", ""});
+  args.flag({"--output", "-o", "FILE", "also write every candidate as a sweep CSV", ""});
+  args.flag({"--quiet", "-q", "", "no progress on stderr", ""});
+  if (!args.parse(argc, argv)) return 0;
+  if (args.positional().size() > 1) throw InputError("fabricsim plan", "expected at most one scenario file");
+  bool by_tokens = args.has("--target-tokens-per-day"), by_time = args.has("--target-step-time");
+  if (by_tokens == by_time)
+    throw InputError("fabricsim plan", "give exactly one of --target-tokens-per-day and --target-step-time");
+  double target_tokens_per_day = 0, target_step_s = 0;
+  if (by_tokens) {
+    target_tokens_per_day = parse_double(args.get("--target-tokens-per-day"), "--target-tokens-per-day");
+    if (!(target_tokens_per_day > 0)) throw InputError("--target-tokens-per-day", "expected a number > 0");
+  } else {
+    target_step_s = parse_time(args.get("--target-step-time"), "--target-step-time");
+    if (!(target_step_s > 0)) throw InputError("--target-step-time", "expected a time > 0");
+  }
+  auto nodes = int_list(args.get("--nodes", "1,2,4,8,16,32,64,128,256"), "--nodes");
+  auto tps = int_list(args.get("--tp", "1,2,4,8"), "--tp");
+  auto pps = int_list(args.get("--pp", "1,2,4,8,16"), "--pp");
+  long long top = parse_int(args.get("--top", "5"), "--top");
+  if (top < 1) throw InputError("--top", "expected an integer >= 1");
+  long long threads = parse_int(args.get("--threads", "0"), "--threads");
+  if (threads < 0 || threads > 4096) throw InputError("--threads", "expected 0..4096");
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  std::string comm_model = args.get("--comm-model");
+  if (!comm_model.empty() && comm_model != "engine" && comm_model != "analytic")
+    throw InputError("--comm-model", "expected engine or analytic");
+  bool quiet = args.has("--quiet");
+
+  std::string source = args.positional().empty() ? "<built-in>" : args.positional()[0];
+  Json base = args.positional().empty() ? workloads::default_scenario_json() : load_json_file(source);
+  workloads::Scenario parsed = workloads::scenario_from_json(base, source);  // validates the base once
+  if (parsed.workload.kind != "generator" || parsed.workload.generator != "gpt")
+    throw InputError(source + ": /workload/generator", "plan searches GPT layouts: expected generator \"gpt\"");
+  if (!base["topology"].contains("preset"))
+    throw InputError(source + ": /topology", "plan varies the preset's \"nodes\": expected a topology preset");
+  const Json& wp = base["workload"]["params"];
+  std::vector<long long> mbss;
+  if (args.has("--mbs")) mbss = int_list(args.get("--mbs"), "--mbs");
+  else mbss = {wp.contains("micro_batch_size") ? wp["micro_batch_size"].get<long long>() : 1};
+  // Derived GPT quantities decide the world size; the scenario must not pin it.
+  base.erase("outputs");
+  if (base["workload"]["params"].contains("world_size")) base["workload"]["params"].erase("world_size");
+
+  sim::SweepSpec spec;
+  spec.file = source;
+  spec.base = base;
+  spec.base_source = source;
+  spec.input_columns = {"nodes", "tp", "pp", "mbs"};
+  std::vector<Candidate> cands;
+  for (long long n : nodes)
+    for (long long tp : tps)
+      for (long long pp : pps)
+        for (long long m : mbss) {
+          sim::SweepPoint p;
+          p.index = spec.points.size();
+          p.inputs = {std::to_string(n), std::to_string(tp), std::to_string(pp), std::to_string(m)};
+          p.set = {{"/topology/params/nodes", n},
+                   {"/workload/params/tensor_model_parallel_size", tp},
+                   {"/workload/params/pipeline_model_parallel_size", pp},
+                   {"/workload/params/micro_batch_size", m}};
+          spec.points.push_back(p);
+          cands.push_back({n, tp, pp, m});
+        }
+  for (auto& p : spec.points) {  // interleaving needs PP > 1
+    if (cands[p.index].pp == 1 && wp.contains("num_layers_per_virtual_pipeline_stage"))
+      p.set.push_back({"/workload/params/num_layers_per_virtual_pipeline_stage", 0});
+    sim::point_scenario(spec, p);
+  }
+
+  auto meets = [&](const sim::RunResult& r) {
+    return by_tokens ? r.tokens_per_s * 86400.0 >= target_tokens_per_day : r.iteration_s <= target_step_s;
+  };
+  std::map<std::size_t, std::string> rows;
+  std::size_t feasible = 0, infeasible = 0, run_count = 0;
+  for (std::size_t ni = 0; ni < nodes.size(); ++ni) {
+    std::vector<std::size_t> todo;
+    for (const auto& p : spec.points)
+      if (cands[p.index].nodes == nodes[ni]) todo.push_back(p.index);
+    sim::SweepRunOptions ro;
+    ro.threads = static_cast<int>(threads);
+    ro.progress = !quiet;
+    sim::ScenarioRunner runner = [&](const Json& scen, const std::string& src) {
+      workloads::Scenario sc = workloads::scenario_from_json(scen, src);
+      sim::ScenarioRunOptions o;
+      o.comm_model = comm_model;
+      return sim::run_scenario(sc, o).result;
+    };
+    ro.on_result = [&](std::size_t index, const sim::RunResult& r) {
+      cands[index].ok = true;
+      cands[index].r = r;
+      cands[index].r.ops.clear();  // keep only the figures
+      cands[index].r.links.clear();
+    };
+    ro.on_row = [&](std::size_t index, const std::string&, bool ok, const std::string& error) {
+      if (!ok) cands[index].error = error;
+    };
+    auto got = sim::run_sweep_points(spec, todo, runner, ro);
+    run_count += todo.size();
+    for (const auto& [i, row] : got) {
+      rows[i] = row;
+      if (!cands[i].ok) ++infeasible;
+      else if (meets(cands[i].r)) ++feasible;
+    }
+    if (feasible >= static_cast<std::size_t>(top)) break;
+  }
+  if (args.has("--output")) write_file_atomic(args.get("--output"), sim::sweep_csv(spec, rows));
+
+  std::vector<const Candidate*> good;
+  for (const auto& c : cands)
+    if (c.ok && meets(c.r)) good.push_back(&c);
+  std::sort(good.begin(), good.end(), [](const Candidate* a, const Candidate* b) {
+    if (a->r.gpus != b->r.gpus) return a->r.gpus < b->r.gpus;
+    if (a->r.iteration_s != b->r.iteration_s) return a->r.iteration_s < b->r.iteration_s;
+    return std::tie(a->nodes, a->tp, a->pp, a->mbs) < std::tie(b->nodes, b->tp, b->pp, b->mbs);
+  });
+  std::ostringstream o;
+  o << "plan: " << source << " (" << parsed.topology << "), target "
+    << (by_tokens ? std::to_string(static_cast<long long>(target_tokens_per_day)) + " tokens/day"
+                  : format_time(target_step_s) + " per step")
+    << "\n";
+  o << "simulated " << run_count << " candidates: " << feasible << " meet the target, " << infeasible
+    << " infeasible (layout, batch or memory does not fit)\n";
+  if (good.empty()) {
+    o << "no configuration meets the target within the searched range\n";
+    std::cout << o.str();
+    return 1;
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-4s %6s %6s %4s %4s %5s %4s %12s %14s %10s %12s %10s\n", "#", "nodes", "GPUs", "TP",
+                "PP", "DP", "MBS", "step_s", "tokens/day", "TFLOP/s", "exposed_s", "bubble_s");
+  o << buf;
+  for (std::size_t i = 0; i < good.size() && i < static_cast<std::size_t>(top); ++i) {
+    const Candidate& c = *good[i];
+    long long dp = c.r.gpus / (c.tp * c.pp);
+    std::snprintf(buf, sizeof buf, "%-4zu %6lld %6d %4lld %4lld %5lld %4lld %12.4f %14.4g %10.1f %12.4f %10.4f\n",
+                  i + 1, c.nodes, c.r.gpus, c.tp, c.pp, dp, c.mbs, c.r.iteration_s, c.r.tokens_per_s * 86400.0,
+                  c.r.tflops_per_gpu, exposed_total(c.r), c.r.breakdown.bubble_s);
+    o << buf;
+  }
+  std::cout << o.str();
+  return 0;
+}
+
 }  // namespace fabricsim::cli

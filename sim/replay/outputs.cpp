@@ -81,12 +81,13 @@ std::string html_escape(const std::string& s) {
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string o = "\"";
+  std::string o(1, '"');
   for (char c : s) {
     if (c == '"') o += '"';
     o += c;
   }
-  return o + "\"";
+  o += '"';
+  return o;
 }
 
 std::string tier_name(int tier) {

@@ -17,12 +17,13 @@ namespace {
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string o = "\"";
+  std::string o(1, '"');
   for (char c : s) {
     if (c == '"') o += '"';
     o += c;
   }
-  return o + "\"";
+  o += '"';
+  return o;
 }
 
 std::vector<std::string> parse_csv_line(const std::string& line) {
@@ -334,9 +335,10 @@ std::map<std::size_t, std::string> run_sweep_points(const SweepSpec& s, const st
       const SweepPoint& p = s.points.at(todo[k]);
       std::string row, error;
       bool ok = false;
+      RunResult r;
       try {
         Json scen = point_scenario(s, p);
-        RunResult r = run(scen, s.base_source);
+        r = run(scen, s.base_source);
         row = sweep_csv_row_ok(s, p, r);
         ok = true;
       } catch (const std::exception& e) {
@@ -346,6 +348,7 @@ std::map<std::size_t, std::string> run_sweep_points(const SweepSpec& s, const st
       {
         std::lock_guard<std::mutex> lock(mu);
         rows[p.index] = row;
+        if (ok && opt.on_result) opt.on_result(p.index, r);
         if (opt.on_row) opt.on_row(p.index, row, ok, error);
       }
       bar.advance(1);

@@ -74,6 +74,8 @@ struct SweepRunOptions {
   // Called (under a lock, in completion order) with each finished row; e.g. append it to the CSV so an
   // interrupted sweep can resume. May be empty.
   std::function<void(std::size_t index, const std::string& row, bool ok, const std::string& error)> on_row;
+  // Called (under the same lock) with each successful point's full result, before on_row. May be empty.
+  std::function<void(std::size_t index, const RunResult& result)> on_result;
   bool progress = false;  // progress bar on stderr (only drawn when stderr is a TTY)
 };
 

@@ -368,3 +368,29 @@ TEST_CASE("progress bar text and silence") {
   CHECK(out2.str().find("100.0%") != std::string::npos);
   CHECK(out2.str().back() == '\n');
 }
+
+TEST_CASE("result JSON keys match docs/result.schema.json") {
+  Json schema = Json::parse(slurp(std::string(FABRICSIM_SOURCE_DIR) + "/docs/result.schema.json"));
+  Json j = sim::result_json(sample_result(), 5);
+  auto keys_of = [](const Json& o) {
+    std::set<std::string> k;
+    for (const auto& [key, v] : o.items()) k.insert(key);
+    return k;
+  };
+  auto required = [](const Json& s) {
+    std::set<std::string> k;
+    for (const auto& v : s["required"]) k.insert(v.get<std::string>());
+    return k;
+  };
+  CHECK(keys_of(j) == required(schema));
+  CHECK(keys_of(j) == keys_of(schema["properties"]));
+  CHECK(keys_of(j["breakdown"]) == required(schema["properties"]["breakdown"]));
+  CHECK(keys_of(j["ops"]) == required(schema["properties"]["ops"]));
+  CHECK(keys_of(j["links"]) == required(schema["properties"]["links"]));
+  CHECK(keys_of(j["links"]["hottest"][0]) == required(schema["$defs"]["link_direction"]));
+  CHECK(keys_of(j["links"]["by_tier"][0]) == required(schema["properties"]["links"]["properties"]["by_tier"]["items"]));
+  CHECK(keys_of(j["ops"]["by_category"]["tp"]) ==
+        required(schema["properties"]["ops"]["properties"]["by_category"]["additionalProperties"]));
+  Json lj = Json::parse(sim::link_stats_json(sample_result()));
+  CHECK(keys_of(lj["links"][0]) == required(schema["$defs"]["link_direction"]));
+}

@@ -1,0 +1,140 @@
+// `fabricsim sweep` end to end: real simulations of a small GPT on 1-2 DGX H100 nodes. The CSV is
+// identical for 1 and 2 threads and under `mpirun -np 2`; a failing point is a row (and exit status 1);
+// a resumed sweep runs only the missing points and produces the same file.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+struct Proc {
+  int status = -1;
+  std::string err;
+};
+
+Proc sh(const std::string& cmd, const fs::path& dir) {
+  fs::path err = dir / "stderr.txt";
+  std::string full = "cd '" + dir.string() + "' && " + cmd + " 2>'" + err.string() + "'";
+  int rc = std::system(full.c_str());
+  Proc p;
+  p.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  p.err = slurp(err);
+  return p;
+}
+
+int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+// 2 node counts x 3 layouts; layout tp16 cannot exist (16 heads but only 8 GPUs on one node): fails at nodes=1.
+void write_inputs(const fs::path& dir) {
+  std::ofstream(dir / "base.json") << R"({
+  "topology": {"preset": "superpod", "params": {"nodes": 1, "node": "dgx-h100"}},
+  "workload": {"generator": "gpt", "params": {
+    "num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 1024,
+    "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": 64,
+    "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1}},
+  "outputs": {"timeline": "should_not_be_written.json"}
+})";
+  std::ofstream(dir / "sweep.json") << R"({
+  "scenario": "base.json",
+  "axes": [
+    {"name": "nodes", "path": "/topology/params/nodes", "values": [1, 2]},
+    {"name": "tp", "path": "/workload/params/tensor_model_parallel_size", "values": [2, 8, 16]}
+  ],
+  "output": "out.csv"
+})";
+}
+
+}  // namespace
+
+TEST_CASE("fabricsim sweep: threads, failures, resume, MPI give one CSV") {
+  fs::path dir = fs::temp_directory_path() / ("fabricsim_sweep_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  write_inputs(dir);
+  const std::string bin = FABRICSIM_BINARY;
+
+  Proc one = sh(bin + " sweep sweep.json --threads 1 --quiet", dir);
+  CHECK_MESSAGE(one.status == 1, one.err);  // one point fails -> exit 1
+  std::string csv1 = slurp(dir / "out.csv");
+  REQUIRE(count_lines(csv1) == 1 + 6);
+  CHECK(!fs::exists(dir / "should_not_be_written.json"));
+  std::istringstream in(csv1);
+  std::string header, line;
+  std::getline(in, header);
+  CHECK(header.rfind("point,nodes,tp,status,error,gpus,iteration_s,", 0) == 0);
+  int ok = 0, failed = 0;
+  while (std::getline(in, line)) {
+    if (line.find(",ok,") != std::string::npos) ++ok;
+    if (line.find(",failed,") != std::string::npos) ++failed;
+  }
+  CHECK(ok == 5);
+  CHECK(failed == 1);
+  CHECK(csv1.find("\n2,1,16,failed,") != std::string::npos);
+  CHECK(one.err.find("point 2 (nodes=1, tp=16) failed") != std::string::npos);
+  // The ok rows carry real figures: 8 GPUs on one node, 16 on two.
+  CHECK(csv1.find("\n0,1,2,ok,,8,") != std::string::npos);
+  CHECK(csv1.find("\n3,2,2,ok,,16,") != std::string::npos);
+
+  fs::rename(dir / "out.csv", dir / "one.csv");
+  Proc two = sh(bin + " sweep sweep.json --threads 2 --quiet", dir);
+  CHECK(two.status == 1);
+  CHECK(slurp(dir / "out.csv") == csv1);
+
+  // Resume: keep the header and rows 4 and 0 plus half a row; the sweep reruns only the other 4 points.
+  {
+    std::istringstream all(csv1);
+    std::string h, rows[6];
+    std::getline(all, h);
+    for (auto& r : rows) std::getline(all, r);
+    std::ofstream(dir / "out.csv") << h << "\n" << rows[4] << "\n" << rows[0] << "\n" << rows[5].substr(0, 9);
+  }
+  Proc resumed = sh(bin + " sweep sweep.json --threads 2", dir);
+  CHECK(resumed.status == 1);
+  CHECK_MESSAGE(resumed.err.find("6 points, 2 already in out.csv, 4 to run") != std::string::npos, resumed.err);
+  CHECK(slurp(dir / "out.csv") == csv1);
+  // Nothing left to run: the file is unchanged and no point runs.
+  Proc again = sh(bin + " sweep sweep.json", dir);
+  CHECK(again.err.find("6 already in out.csv, 0 to run") != std::string::npos);
+  CHECK(slurp(dir / "out.csv") == csv1);
+
+  // Bad input: exit 2, one line, no output file.
+  std::ofstream(dir / "bad.json") << R"({"scenario": "base.json", "axes": [], "output": "bad.csv"})";
+  Proc bad = sh(bin + " sweep bad.json", dir);
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("bad.json: /axes") != std::string::npos);
+  CHECK(count_lines(bad.err) == 1);
+  CHECK(!fs::exists(dir / "bad.csv"));
+
+  // MPI: same CSV from two ranks.
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) {
+    MESSAGE("SKIPPED: mpirun not found; the MPI sweep was not run");
+  } else {
+    fs::remove(dir / "out.csv");
+    Proc mpi = sh("mpirun --allow-run-as-root --oversubscribe -np 2 " + bin + " sweep sweep.json --threads 1", dir);
+    if (mpi.err.find("on 2 process(es)") == std::string::npos) {
+      MESSAGE("SKIPPED: fabricsim was built without MPI (no 'on 2 process(es)' in its stderr): " << mpi.err);
+    } else {
+      CHECK(mpi.status == 1);
+      CHECK(slurp(dir / "out.csv") == csv1);
+    }
+  }
+  fs::remove_all(dir);
+}
