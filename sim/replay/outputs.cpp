@@ -426,7 +426,8 @@ std::string hottest_links_text(const RunResult& r, int top_links) {
   auto hot = hottest_links(r, top_links);
   std::ostringstream o;
   if (hot.empty()) {
-    o << "hottest links: none carried traffic\n";
+    o << "hottest links: no link records in this result (the communication model reported no per-link "
+         "traffic)\n";
     return o.str();
   }
   o << "hottest links (util = bytes / (capacity x time); run = whole run, busy = while carrying traffic):\n";
