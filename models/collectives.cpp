@@ -381,6 +381,16 @@ struct Builder {
     return {calib.factor("network_efficiency"), ap.net_step_latency_s};
   }
 
+  // Link latency along the route, as the engine adds it (topology latency + calibration per link kind).
+  double route_latency(NodeId src, NodeId dst) const {
+    double route = 0;
+    for (auto ld : routing.route(src, dst)) {
+      const auto& lk = t.link(topo::Topology::link_of(ld));
+      route += lk.latency_s + calib.of(lk.kind).latency_s;
+    }
+    return route;
+  }
+
   std::uint32_t emit(NodeId src, NodeId dst, double payload, std::uint32_t steps, double weight,
                      std::vector<std::uint32_t> deps, int channel, int stepidx) {
     auto [eff, lat] = hop_params(src, dst);
@@ -395,12 +405,7 @@ struct Builder {
     if (steps > 1) {
       // The engine adds the route's link latency once per transfer; a merged transfer stands for `steps`
       // transfers that would each pay it, so the other steps-1 route latencies go into the step latency.
-      double route = 0;
-      for (auto ld : routing.route(src, dst)) {
-        const auto& lk = t.link(topo::Topology::link_of(ld));
-        route += lk.latency_s + calib.of(lk.kind).latency_s;
-      }
-      x.step_latency_s += route * (steps - 1) / steps;
+      x.step_latency_s += route_latency(src, dst) * (steps - 1) / steps;
     }
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
@@ -470,30 +475,32 @@ struct Builder {
       auto it = stage_deps.find(r);
       return it == stage_deps.end() ? std::vector<std::uint32_t>{} : it->second;
     };
+    const std::uint32_t window = static_cast<std::uint32_t>(calib.factor("ring_outstanding_steps"));
     int c = 0;
     for (const auto& [order, w] : ring_orders(ranks, channels)) {
       double chunk = total_per_step / channels;  // per flow; weight w flows share the path
       if (!step) {
+        // One transfer per hop carrying all steps (each step pays the hop's own latency, as the step
+        // schedule with ring_outstanding_steps = 1 does).
         for (int p = 0; p < m; ++p) {
           int src = order[p], dst = order[(p + 1) % m];
           done[dst].push_back(emit(gpu(src), gpu(dst), chunk, nsteps, w, deps_of(src), c, 0));
         }
       } else {
-        std::vector<std::uint32_t> prev(m), cur(m);
+        // Step k of a rank waits for step k-1 of its predecessor (the data it forwards) and for its own
+        // step k-window (calibration ring_outstanding_steps; see calibration.cpp).
+        std::vector<std::vector<std::uint32_t>> ids(static_cast<std::size_t>(nsteps), std::vector<std::uint32_t>(m));
         for (int k = 0; k < nsteps; ++k) {
           for (int p = 0; p < m; ++p) {
             int src = order[p], dst = order[(p + 1) % m];
             std::vector<std::uint32_t> d;
             if (k == 0) d = deps_of(src);
-            else {
-              d.push_back(prev[(p - 1 + m) % m]);  // the data rank src received in the previous step
-              d.push_back(prev[p]);                // its own previous send
-            }
-            cur[p] = emit(gpu(src), gpu(dst), chunk, 1, w, std::move(d), c, k);
+            else d.push_back(ids[k - 1][(p - 1 + m) % m]);
+            if (k >= static_cast<int>(window)) d.push_back(ids[k - window][p]);
+            ids[k][p] = emit(gpu(src), gpu(dst), chunk, 1, w, std::move(d), c, k);
           }
-          std::swap(prev, cur);
         }
-        for (int p = 0; p < m; ++p) done[order[(p + 1) % m]].push_back(prev[p]);
+        for (int p = 0; p < m; ++p) done[order[(p + 1) % m]].push_back(ids[nsteps - 1][p]);
       }
       c += w;
     }
