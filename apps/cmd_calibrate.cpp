@@ -1,10 +1,119 @@
+// fabricsim calibrate: fit the network model's calibration to nccl-tests measurements (validate/calibrate.hpp).
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
 #include "apps/cli.hpp"
+#include "models/calibration.hpp"
 #include "sim/base/error.hpp"
+#include "sim/base/json_reader.hpp"
+#include "sim/base/units.hpp"
+#include "validate/calibrate.hpp"
+#include "validate/inputs.hpp"
+#include "validate/report.hpp"
 
 namespace fabricsim::cli {
-int cmd_calibrate(int argc, char** argv) {
-  Args args("calibrate", "[options]", "Not built yet.");
-  if (!args.parse(argc, argv)) return 0;
-  throw InputError("fabricsim calibrate", "this subcommand is not implemented yet");
+
+namespace {
+std::string pct(double f) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f %%", f * 100);
+  return b;
 }
+}  // namespace
+
+int cmd_calibrate(int argc, char** argv) {
+  Args args("calibrate", "[options] LOGS... -o CALIB.json",
+            "Fits the collective model's calibration (per-protocol latencies, NVLink/network/NVLS/tree efficiencies)\n"
+            "to measured nccl-tests times by robust (Huber) least squares on log-time residuals, prints the fitted\n"
+            "parameters and residuals, and writes a calibration file for --calibration. LOGS are nccl-tests text\n"
+            "outputs, their .meta.json sidecars (tests/data/nccl-tests), or collective-results JSON files.\n"
+            "Without --topology each log is mapped to a preset from its GPU model and host count\n"
+            "(docs/validation.md).");
+  args.topology_flags();
+  args.flag({"--output", "-o", "FILE", "calibration JSON to write", ""});
+  args.flag({"--start", "", "FILE", "calibration to start from", "built-in defaults"});
+  args.flag({"--name", "", "NAME", "name stored in the calibration file", "fitted"});
+  args.flag({"--json", "", "FILE", "also write the fitted parameters and per-row residuals as JSON", ""});
+  args.flag({"--op", "", "OP", "collective of raw logs that do not name it (all_reduce, sendrecv, ...)", ""});
+  args.flag({"--nranks", "", "N", "rank count of raw logs without rank lines", ""});
+  args.flag({"--nodes", "", "N", "host count of raw logs without rank lines", ""});
+  args.flag({"--iterations", "", "N", "Gauss-Newton iterations at most", "12"});
+  if (!args.parse(argc, argv)) return 0;
+  if (!args.has("--output")) throw InputError("--output", "the calibration file to write (-o FILE)");
+  validate::ParseHints hints;
+  hints.op = args.get("--op");
+  if (args.has("--nranks")) hints.nranks = static_cast<int>(parse_int(args.get("--nranks"), "--nranks"));
+  if (args.has("--nodes")) hints.nodes = static_cast<int>(parse_int(args.get("--nodes"), "--nodes"));
+  validate::FitOptions opt;
+  if (args.has("--iterations")) {
+    long long n = parse_int(args.get("--iterations"), "--iterations");
+    if (n < 0 || n > 1000) throw InputError("--iterations", "an integer in 0..1000");
+    opt.max_iterations = static_cast<int>(n);
+  }
+  models::Calibration start =
+      args.has("--start") ? models::load_calibration(args.get("--start")) : models::default_calibration();
+  auto ms = validate::load_all(args.positional(), hints);
+  auto cases = validate::make_cases(ms, args.get("--topology"), args.params());
+  validate::FitResult fr = validate::fit_calibration(cases, start, opt);
+  fr.calib.name = args.get("--name", "fitted");
+  std::ostringstream src;
+  src << "fabricsim calibrate (robust Huber fit on ln time, docs/validation.md) from " << start.name << " to:";
+  for (const auto& m : ms) src << " " << m.source;
+  fr.calib.source = src.str();
+
+  std::ostringstream o;
+  o << "# fabricsim calibrate: " << cases.size() << " runs, " << fr.residuals.size() << " rows, " << fr.iterations
+    << " iterations, " << fr.simulations << " simulations\n";
+  o << "# objective (Huber, delta " << opt.huber_delta << " on ln time): " << fr.start_objective << " -> "
+    << fr.final_objective << "\n";
+  o << "# parameter                         start            fitted\n";
+  for (const auto& p : fr.params) {
+    char b[160];
+    std::snprintf(b, sizeof b, "  %-28s %14.6g %17.6g\n", p.name.c_str(), p.start, p.fitted);
+    o << b;
+  }
+  o << "# residuals at the fit (busbw error = t_meas/t_sim - 1):\n";
+  o << "#        size   meas_time   sim_time   error  source\n";
+  std::vector<validate::LogCompare> logs(1);
+  for (const auto& r : fr.residuals) {
+    double err = r.measured_s / r.simulated_s - 1;
+    char b[400];
+    std::snprintf(b, sizeof b, "%13llu %11.2f %10.2f %7.1f  %s\n", static_cast<unsigned long long>(r.size_bytes),
+                  r.measured_s * 1e6, r.simulated_s * 1e6, err * 100, r.source.c_str());
+    o << b;
+    validate::PointCompare pc;
+    pc.size_bytes = r.size_bytes;
+    pc.busbw_error = err;
+    logs[0].points.push_back(pc);
+  }
+  auto sum = validate::summarize(logs);
+  o << "# in-sample |busbw error|: >= 1 MiB median " << pct(sum.large.median) << ", p90 " << pct(sum.large.p90)
+    << "; < 1 MiB median " << pct(sum.small.median) << ", p90 " << pct(sum.small.p90) << "\n";
+
+  Json cj = models::calibration_to_json(fr.calib);
+  std::string cal_text = cj.dump(1) + "\n";
+  std::string json_text;
+  if (args.has("--json")) {
+    Json params = Json::array();
+    for (const auto& p : fr.params) params.push_back({{"name", p.name}, {"start", p.start}, {"fitted", p.fitted}});
+    Json rows = Json::array();
+    for (const auto& r : fr.residuals)
+      rows.push_back({{"source", r.source}, {"size_bytes", r.size_bytes}, {"measured_time_s", r.measured_s},
+                      {"simulated_time_s", r.simulated_s}, {"log_residual", r.log_residual}});
+    Json doc = {{"schema", "fabricsim.calibration_fit/1"},
+                {"huber_delta", opt.huber_delta},
+                {"iterations", fr.iterations},
+                {"start_objective", fr.start_objective},
+                {"final_objective", fr.final_objective},
+                {"parameters", params},
+                {"residuals", rows}};
+    json_text = doc.dump(1) + "\n";
+  }
+  write_file_atomic(args.get("--output"), cal_text);
+  if (args.has("--json")) write_file_atomic(args.get("--json"), json_text);
+  std::cout << o.str();
+  return 0;
+}
+
 }  // namespace fabricsim::cli
