@@ -230,13 +230,13 @@ double run_span_s(const RunResult& r) {
   return span;
 }
 
-std::vector<LinkDirStats> link_dir_stats(const RunResult& r) {
+std::vector<LinkDirSummary> link_dir_stats(const RunResult& r) {
   double span = run_span_s(r);
-  std::vector<LinkDirStats> out;
+  std::vector<LinkDirSummary> out;
   for (const auto& l : r.links) {
     for (int d = 0; d < 2; ++d) {
       if (l.bytes[d] <= 0 && l.util_series[d].empty() && l.busy_s[d] <= 0) continue;
-      LinkDirStats s;
+      LinkDirSummary s;
       s.link = l.link;
       s.dir = d;
       s.from = d == 0 ? l.a : l.b;
@@ -255,15 +255,15 @@ std::vector<LinkDirStats> link_dir_stats(const RunResult& r) {
       out.push_back(std::move(s));
     }
   }
-  std::sort(out.begin(), out.end(), [](const LinkDirStats& a, const LinkDirStats& b) {
+  std::sort(out.begin(), out.end(), [](const LinkDirSummary& a, const LinkDirSummary& b) {
     return std::tie(a.link, a.dir) < std::tie(b.link, b.dir);
   });
   return out;
 }
 
-std::vector<LinkDirStats> hottest_links(const RunResult& r, int n) {
+std::vector<LinkDirSummary> hottest_links(const RunResult& r, int n) {
   auto all = link_dir_stats(r);
-  std::sort(all.begin(), all.end(), [](const LinkDirStats& a, const LinkDirStats& b) {
+  std::sort(all.begin(), all.end(), [](const LinkDirSummary& a, const LinkDirSummary& b) {
     if (a.util_avg_run != b.util_avg_run) return a.util_avg_run > b.util_avg_run;
     if (a.bytes != b.bytes) return a.bytes > b.bytes;
     return std::tie(a.link, a.dir) < std::tie(b.link, b.dir);
@@ -394,7 +394,7 @@ std::string link_stats_csv(const RunResult& r) {
 }
 
 namespace {
-Json link_json(const LinkDirStats& s) {
+Json link_json(const LinkDirSummary& s) {
   Json j = Json::object();
   j["link_id"] = s.link;
   j["direction"] = s.dir == 0 ? "a->b" : "b->a";

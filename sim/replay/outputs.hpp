@@ -54,7 +54,7 @@ void merge_output_flags(OutputOptions& opts,
 // ---- derived statistics ------------------------------------------------------------------------------
 
 // One direction of one link, with the figures the outputs print.
-struct LinkDirStats {
+struct LinkDirSummary {
   std::uint32_t link = 0;
   int dir = 0;               // 0: a->b, 1: b->a
   std::string from, to, kind;
@@ -70,9 +70,9 @@ struct LinkDirStats {
 // The simulated span the run averages use: max(iteration_s, latest op end, latest series point).
 double run_span_s(const RunResult& r);
 // Every link direction that carried bytes (or has a series), ordered by (link id, direction).
-std::vector<LinkDirStats> link_dir_stats(const RunResult& r);
+std::vector<LinkDirSummary> link_dir_stats(const RunResult& r);
 // The `n` hottest directions: by util_avg_run descending, then bytes descending, then (link, dir).
-std::vector<LinkDirStats> hottest_links(const RunResult& r, int n);
+std::vector<LinkDirSummary> hottest_links(const RunResult& r, int n);
 
 // ---- writers (strings; write_outputs puts them in files) ----------------------------------------------
 
