@@ -1,0 +1,99 @@
+// `fabricsim validate` and `fabricsim calibrate` end to end through the binary.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kData = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/nccl-tests/";
+
+struct Run {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+Run run(const std::string& args, const fs::path& dir) {
+  std::string out = (dir / "stdout.txt").string(), err = (dir / "stderr.txt").string();
+  std::string cmd = std::string(FABRICSIM_BINARY) + " " + args + " >" + out + " 2>" + err;
+  int st = std::system(cmd.c_str());
+  Run r;
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+fs::path tmpdir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("fabricsim_test_validate_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("fabricsim validate: text, JSON and SVG for two logs") {
+  auto d = tmpdir("v");
+  Run r = run("validate " + kData + "abci_intra_vnode_job4_7280532_4gpu_all_reduce.meta.json " + kData +
+                  "together_h100_1node_8gpu_reduce_scatter_ring.meta.json --json " + (d / "r.json").string() +
+                  " --svg " + (d / "r.svg").string(),
+              d);
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("sizes >= 1 MiB") != std::string::npos);
+  CHECK(r.out.find("reduce_scatter, 8 ranks on 1 host(s)") != std::string::npos);
+  auto j = nlohmann::json::parse(slurp((d / "r.json").string()));
+  CHECK(j["logs"].size() == 2);
+  CHECK(j["summary"]["large"]["points"].get<int>() + j["summary"]["small"]["points"].get<int>() == 24 + 27);
+  CHECK(slurp((d / "r.svg").string()).rfind("<svg", 0) == 0);
+  fs::remove_all(d);
+}
+
+TEST_CASE("fabricsim calibrate writes a calibration that validate --calibration loads") {
+  auto d = tmpdir("c");
+  std::string cal = (d / "cal.json").string();
+  Run c = run("calibrate " + kData + "abci_intra_vnode_job4_7280532_4gpu_all_reduce.meta.json --iterations 3 -o " + cal +
+                  " --name test-v100",
+              d);
+  REQUIRE(c.rc == 0);
+  CHECK(c.out.find("nvlink_efficiency.v100") != std::string::npos);
+  auto cj = nlohmann::json::parse(slurp(cal));
+  CHECK(cj["name"] == "test-v100");
+  Run v = run("validate -q --calibration " + cal + " " + kData + "abci_intra_vnode_job4_7280532_4gpu_all_reduce.meta.json", d);
+  REQUIRE(v.rc == 0);
+  CHECK(v.out.find("calibration test-v100") != std::string::npos);
+  fs::remove_all(d);
+}
+
+TEST_CASE("bad inputs: one error line, exit 2, no output file") {
+  auto d = tmpdir("e");
+  std::string out = (d / "x.json").string();
+  Run a = run("validate " + kData + "raw/abci_intra_vnode_job04.sh.7280532.nccl.txt --json " + out, d);
+  CHECK(a.rc == 2);
+  CHECK(a.err.find("--op") != std::string::npos);
+  CHECK(!fs::exists(out));
+  Run b = run("calibrate " + kData + "abci_intra_vnode_job4_7280532_4gpu_all_reduce.meta.json", d);
+  CHECK(b.rc == 2);
+  CHECK(b.err.find("--output") != std::string::npos);
+  Run c = run("validate", d);
+  CHECK(c.rc == 2);
+  Run e = run("validate --calibration /nonexistent.json " + kData + "liplus_a100_8gpu_nvlink_sendrecv.meta.json", d);
+  CHECK(e.rc == 2);
+  fs::remove_all(d);
+}

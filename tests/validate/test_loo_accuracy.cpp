@@ -1,0 +1,66 @@
+// Leave-one-out accuracy of calibrate + simulate on the shared nccl-tests logs (issue 4).
+//
+// The issue's targets: for sizes >= 1 MiB, median |busbw error| <= 5 % and p90 <= 12 %; below 1 MiB,
+// median <= 15 %. The model does NOT reach them on the whole shared data set today (measured 2026-11-21,
+// docs/validation.md "Leave-one-out accuracy": >= 1 MiB median 11.2 %, p90 44.3 %; < 1 MiB median 21.3 %).
+// The gap comes from the ABCI A100/V100 logs (NCCL 2.8.4, 2021) and the B200 log, which has no other log of its
+// family to fit on; docs/validation.md explains which model changes would close it. So this test asserts:
+//  1. the issue's bounds on the subset where they hold today (the Together H100 ring logs, NCCL 2.26), and
+//  2. regression guards at the measured whole-set values (rounded up to the next percent), so any change that
+//     makes the model worse fails here. Tighten these as the model improves; never loosen them to pass.
+// It runs the real fits (about 40 s of CPU in Release).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "models/calibration.hpp"
+#include "validate/report.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::validate;
+
+TEST_CASE("leave-one-out accuracy on the shared logs") {
+  const std::string data = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/nccl-tests/";
+  std::vector<std::string> metas;
+  for (const auto& e : std::filesystem::directory_iterator(data)) {
+    std::string p = e.path().string();
+    if (p.size() > 10 && p.compare(p.size() - 10, 10, ".meta.json") == 0) metas.push_back(p);
+  }
+  std::sort(metas.begin(), metas.end());
+  REQUIRE(metas.size() == 15);
+  std::vector<Measurement> all;
+  for (const auto& p : metas)
+    for (auto& m : load_measurements(p)) all.push_back(std::move(m));
+  auto cases = make_cases(all);
+  Report r = leave_one_out(cases, models::default_calibration(), FitOptions{});
+  REQUIRE(r.logs.size() == 16);  // 15 files, the B200 file holds two runs
+
+  // Every prediction was made by a calibration fitted without its own log.
+  for (const auto& l : r.logs) {
+    CAPTURE(l.source);
+    std::string file = l.source.substr(l.source.find_last_of('/') + 1);
+    file = file.substr(0, file.find("#run"));
+    CHECK(l.calibration.find("loo-without-" + file) == 0);
+  }
+
+  SUBCASE("issue bounds hold on the Together H100 ring logs") {
+    std::vector<LogCompare> sub;
+    for (const auto& l : r.logs)
+      if (l.source.find("together_h100_") != std::string::npos) sub.push_back(l);
+    REQUIRE(sub.size() == 3);
+    ErrorSummary s = summarize(sub);
+    CHECK(s.large.count == 42);
+    CHECK(s.large.median <= 0.05);
+    CHECK(s.large.p90 <= 0.12);
+    CHECK(s.small.median <= 0.15);
+  }
+
+  SUBCASE("whole shared set: regression guards at the measured values (issue bounds NOT met, see header)") {
+    CHECK(r.summary.large.count == 133);
+    CHECK(r.summary.small.count == 224);
+    CHECK(r.summary.large.median <= 0.12);
+    CHECK(r.summary.large.p90 <= 0.45);
+    CHECK(r.summary.small.median <= 0.22);
+  }
+}

@@ -1,0 +1,147 @@
+// Mapping measured runs to topologies, the comparison report, the calibration fit (on synthetic data with a
+// known answer) and the report formats.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "models/calibration.hpp"
+#include "sim/base/error.hpp"
+#include "validate/calibrate.hpp"
+#include "validate/report.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::validate;
+
+namespace {
+const std::string kData = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/nccl-tests/";
+
+Measurement load1(const std::string& meta) {
+  auto ms = load_measurements(kData + meta);
+  REQUIRE(!ms.empty());
+  return ms[0];
+}
+}  // namespace
+
+TEST_CASE("nearest-rank quantiles and the 1 MiB split") {
+  CHECK(quantile_abs({}, 0.5) == 0);
+  CHECK(quantile_abs({0.3, -0.1, 0.2}, 0.5) == doctest::Approx(0.2));
+  CHECK(quantile_abs({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0.9) == doctest::Approx(9));
+  CHECK(quantile_abs({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0.5) == doctest::Approx(5));
+  CHECK(quantile_abs({-4, 1}, 1.0) == doctest::Approx(4));
+  LogCompare l;
+  for (std::uint64_t s : {1024ull, 1048575ull, 1048576ull, 8388608ull}) {
+    PointCompare p;
+    p.size_bytes = s;
+    p.busbw_error = s >= kLargeMessageBytes ? -0.2 : 0.05;
+    l.points.push_back(p);
+  }
+  auto sum = summarize({l});
+  CHECK(sum.large.count == 2);
+  CHECK(sum.small.count == 2);
+  CHECK(sum.large.median == doctest::Approx(0.2));
+  CHECK(sum.small.p90 == doctest::Approx(0.05));
+}
+
+TEST_CASE("machine mapping: ABCI A/V nodes, H100, multi-host superpod, errors") {
+  auto a = map_system(load1("abci_inter_anode_job2_7194279_16gpu_all_reduce.meta.json"));
+  CHECK(a.preset == "superpod");
+  CHECK(a.params.at("node") == "dgx-a100");
+  CHECK(a.params.at("nodes") == "2");
+  CHECK(a.params.at("gpu") == "a100-40gb");
+  CHECK(a.params.at("nics_per_node") == "4");
+  CHECK(a.ranks_per_host == 8);
+  CHECK(a.family == "a100");
+  auto v = map_system(load1("abci_intra_vnode_job4_7280532_4gpu_all_reduce.meta.json"));
+  CHECK(v.preset == "dgx-a100");
+  CHECK(v.params.at("gpu") == "v100");
+  CHECK(v.params.at("gpus_per_node") == "4");
+  CHECK(v.params.at("nic_bandwidth") == "100Gbps");
+  CHECK(v.ranks_per_host == 4);
+  auto intra4 = map_system(load1("abci_intra_anode_job4_7280520_4gpu_all_reduce.meta.json"));
+  CHECK(intra4.preset == "dgx-a100");
+  CHECK(intra4.ranks_per_host == 4);
+  auto h = map_system(load1("together_h100_1node_8gpu_all_reduce_ring.meta.json"));
+  CHECK(h.preset == "dgx-h100");
+  CHECK(h.family == "h100");
+  Measurement odd = load1("together_h100_1node_8gpu_all_reduce_ring.meta.json");
+  odd.gpu_model = "Radeon Instinct MI250X";
+  CHECK_THROWS_AS(map_system(odd), InputError);
+  Measurement uneven = load1("abci_inter_anode_job2_7194279_16gpu_all_reduce.meta.json");
+  uneven.num_nodes = 3;
+  CHECK_THROWS_AS(map_system(uneven), InputError);
+}
+
+TEST_CASE("compare: one point per usable row, error convention, measured busbw from the log") {
+  auto cases = make_cases({load1("together_h100_1node_8gpu_all_reduce_ring.meta.json")});
+  REQUIRE(cases.size() == 1);
+  CHECK(cases[0].sizes.size() == 31);
+  auto def = models::default_calibration();
+  Report r = compare(cases, [&](std::size_t) -> const models::Calibration& { return def; }, "t");
+  REQUIRE(r.logs.size() == 1);
+  const auto& pts = r.logs[0].points;
+  REQUIRE(pts.size() == 31);
+  for (const auto& p : pts) {
+    CHECK(p.simulated_s > 0);
+    CHECK(p.busbw_error == doctest::Approx(p.measured_s / p.simulated_s - 1));
+    CHECK(p.algorithm == "ring");  // the sidecar records NCCL_ALGO=Ring
+  }
+  // 8 GiB row: min(oop 40838.9, ip 40780.5) us -> busbw 8 GiB / 40780.5 us * 1.75 = 368.6 GB/s as printed.
+  CHECK(pts.back().measured_busbw_GBps == doctest::Approx(368.62).epsilon(1e-3));
+  CHECK(r.summary.large.count + r.summary.small.count == 31);
+}
+
+TEST_CASE("the fit recovers a known calibration from synthetic measurements") {
+  // Truth: the defaults with NVLink efficiency for H100 and the LL base latency changed. "Measurements" are
+  // simulations under the truth; the fit starts from the defaults and must find the truth again.
+  models::Calibration truth = models::default_calibration();
+  truth.extra["nvlink_efficiency.h100"] = 0.65;
+  for (auto& [ap, v] : truth.algo)
+    if (ap.second == models::Protocol::LL) v.base_latency_s *= 2.0;
+  Measurement m = load1("together_h100_1node_8gpu_all_reduce_ring.meta.json");
+  auto cases0 = make_cases({m});
+  for (std::size_t i = 0; i < m.rows.size(); ++i) {
+    auto& r = m.rows[i];
+    if (r.size_bytes == 0) continue;
+    double t = cases0[0].sys->simulate(r.size_bytes, truth).time_s;
+    r.oop.time_us = r.ip.time_us = t * 1e6;
+  }
+  auto cases = make_cases({m});
+  FitResult fr = fit_calibration(cases, models::default_calibration());
+  CHECK(fr.final_objective < fr.start_objective);
+  CHECK(fr.calib.extra.at("nvlink_efficiency.h100") == doctest::Approx(0.65).epsilon(0.03));
+  const double base_ll = fr.calib.of(models::Algorithm::Ring, models::Protocol::LL).base_latency_s;
+  CHECK(base_ll == doctest::Approx(truth.of(models::Algorithm::Ring, models::Protocol::LL).base_latency_s).epsilon(0.1));
+  for (const auto& r : fr.residuals) CHECK(std::fabs(r.log_residual) < 0.03);
+  // Parameters no row depends on stay where they started.
+  CHECK(fr.calib.extra.at("network_efficiency") == models::default_calibration().extra.at("network_efficiency"));
+}
+
+TEST_CASE("report formats: text summary lines, JSON fields, SVG with one series per log") {
+  auto cases = make_cases({load1("abci_intra_vnode_job4_7280532_4gpu_all_reduce.meta.json"),
+                           load1("liplus_a100_8gpu_nvlink_sendrecv.meta.json")});
+  auto def = models::default_calibration();
+  Report r = compare(cases, [&](std::size_t) -> const models::Calibration& { return def; }, "a<b");
+  std::string text = report_text(r);
+  CHECK(text.find("sizes >= 1 MiB") != std::string::npos);
+  CHECK(text.find("sizes <  1 MiB") != std::string::npos);
+  Json j = report_json(r);
+  CHECK(j["schema"] == "fabricsim.validation_report/1");
+  CHECK(j["logs"].size() == 2);
+  CHECK(j["logs"][1]["points"].size() == 4);
+  CHECK(j["summary"]["large"]["points"].get<int>() == static_cast<int>(r.summary.large.count));
+  std::string svg = report_svg(r);
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.find("</svg>") != std::string::npos);
+  CHECK(svg.find("a&lt;b") != std::string::npos);  // title escaped
+  std::size_t paths = 0;
+  for (std::size_t p = svg.find("<path"); p != std::string::npos; p = svg.find("<path", p + 1)) ++paths;
+  CHECK(paths == 2);
+}
+
+TEST_CASE("log_unit groups the runs of one file") {
+  Measurement m;
+  m.source = "x/raw/b200.txt#run2";
+  CHECK(log_unit(m) == "x/raw/b200.txt");
+  m.source = "y.txt";
+  CHECK(log_unit(m) == "y.txt");
+}
