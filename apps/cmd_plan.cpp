@@ -133,7 +133,12 @@ int cmd_plan(int argc, char** argv) {
                    {"/workload/params/pipeline_model_parallel_size", pp},
                    {"/workload/params/micro_batch_size", m}};
           spec.points.push_back(p);
-          cands.push_back({n, tp, pp, m});
+          Candidate c;
+          c.nodes = n;
+          c.tp = tp;
+          c.pp = pp;
+          c.mbs = m;
+          cands.push_back(std::move(c));
         }
   for (auto& p : spec.points) {  // interleaving needs PP > 1
     if (cands[p.index].pp == 1 && wp.contains("num_layers_per_virtual_pipeline_stage"))
@@ -192,7 +197,8 @@ int cmd_plan(int argc, char** argv) {
     << (by_tokens ? std::to_string(static_cast<long long>(target_tokens_per_day)) + " tokens/day"
                   : format_time(target_step_s) + " per step")
     << "\n";
-  o << "simulated " << run_count << " candidates: " << feasible << " meet the target, " << infeasible
+  o << "simulated " << run_count << " candidates: " << feasible << " meet the target, "
+    << run_count - feasible - infeasible << " too slow, " << infeasible
     << " infeasible (layout, batch or memory does not fit)\n";
   if (good.empty()) {
     o << "no configuration meets the target within the searched range\n";
