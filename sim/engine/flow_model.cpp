@@ -7,7 +7,6 @@ namespace fabricsim::sim {
 
 namespace {
 // Min-heap helpers (std heaps are max-heaps: the comparator says "a comes after b").
-bool level_after(const auto& a, const auto& b) { return a.level > b.level || (a.level == b.level && a.res > b.res); }
 bool finish_after(const auto& a, const auto& b) { return a.t_s > b.t_s || (a.t_s == b.t_s && a.flow > b.flow); }
 }  // namespace
 
@@ -23,7 +22,7 @@ FlowModel::FlowModel(std::vector<double> capacity_Bps) : cap_(std::move(capacity
   s_free_.assign(n, 0);
   s_w_.assign(n, 0);
   s_unfrozen_.assign(n, 0);
-  s_ver_.assign(n, 0);
+  rpos_.assign(n, kNoPos);
 }
 
 FlowModel::FlowId FlowModel::add(double now_s, std::span<const std::uint32_t> resources, double bytes_per_instance,
@@ -197,20 +196,26 @@ void FlowModel::solve(double now_s) {
     if (capr_[f] > 0) capped_.emplace_back(capr_[f], f);
   }
   std::sort(capped_.begin(), capped_.end());
-  level_heap_.clear();
-  for (std::uint32_t r : comp_res_)
-    if (s_unfrozen_[r] > 0) level_heap_.push_back(LevelEntry{s_free_[r] / s_w_[r], r, ++s_ver_[r]});
-  std::make_heap(level_heap_.begin(), level_heap_.end(), [](const LevelEntry& a, const LevelEntry& b) {
-    return level_after(a, b);
-  });
-  auto heap_cmp = [](const LevelEntry& a, const LevelEntry& b) { return level_after(a, b); };
+  // Indexed binary min-heap of the component's resources by saturation level (free capacity / unfrozen
+  // weight = the per-instance rate at which the resource would saturate). Each round either freezes the
+  // smallest-capped flow (if its cap is below the minimum level) or saturates the minimum resource and
+  // freezes every unfrozen flow crossing it.
+  rheap_.clear();
+  for (std::uint32_t r : comp_res_) {
+    if (s_unfrozen_[r] == 0) {
+      rpos_[r] = kNoPos;
+      continue;
+    }
+    rpos_[r] = static_cast<std::uint32_t>(rheap_.size());
+    rheap_.push_back(HeapNode{s_free_[r] / s_w_[r], r});
+  }
+  for (std::size_t i = rheap_.size() / 2; i-- > 0;) sift_down(static_cast<std::uint32_t>(i));
 
   // Progressive filling. Old rates stay in rate_ until the end (to detect unchanged flows); new per-instance
   // rates go to new_rate_.
   double level = 0;
   std::size_t remaining = comp_flows_.size();
   std::size_t ci = 0;
-  std::uint32_t current_res = 0xffffffffu;
   new_rate_.resize(rem_.size());
   auto freeze = [&](FlowId f, double x) {
     frozen_[f] = 1;
@@ -222,22 +227,30 @@ void FlowModel::solve(double now_s) {
       s_free_[r] -= w * x;
       s_w_[r] -= w;
       load_[r] += w * x;
-      if (--s_unfrozen_[r] > 0 && r != current_res) {
-        double key = s_free_[r] / s_w_[r];
-        if (!(key >= level)) key = level;  // rounding: saturation levels never drop below the current level
-        level_heap_.push_back(LevelEntry{key, r, ++s_ver_[r]});
-        std::push_heap(level_heap_.begin(), level_heap_.end(), heap_cmp);
-      } else if (s_unfrozen_[r] == 0) {
-        ++s_ver_[r];
-      }
+      --s_unfrozen_[r];
     }
   };
   while (remaining > 0) {
-    while (!level_heap_.empty() && level_heap_.front().ver != s_ver_[level_heap_.front().res]) {
-      std::pop_heap(level_heap_.begin(), level_heap_.end(), heap_cmp);
-      level_heap_.pop_back();
+    ++rounds_;
+    // Refresh the top lazily: stored keys are lower bounds (levels only rise as flows freeze), so an
+    // out-of-date top is re-keyed and sifted down until the top is current.
+    while (!rheap_.empty()) {
+      const std::uint32_t r = rheap_.front().res;
+      if (s_unfrozen_[r] == 0) {
+        heap_remove(r);
+        continue;
+      }
+      double k = s_free_[r] / s_w_[r];
+      if (!(k >= level)) k = level;  // rounding: levels never drop below the current level
+      if (k > rheap_.front().key) {
+        ++rekeys_;
+        rheap_.front().key = k;
+        sift_down(0);
+        continue;
+      }
+      break;
     }
-    const double rl = level_heap_.empty() ? kInf : level_heap_.front().level;
+    const double rl = rheap_.empty() ? kInf : rheap_.front().key;
     while (ci < capped_.size() && frozen_[capped_[ci].second]) ++ci;
     const double cl = ci < capped_.size() ? capped_[ci].first : kInf;
     if (cl <= rl) {
@@ -248,17 +261,13 @@ void FlowModel::solve(double now_s) {
       --remaining;
     } else {
       level = std::max(level, rl);
-      const std::uint32_t r = level_heap_.front().res;
-      std::pop_heap(level_heap_.begin(), level_heap_.end(), heap_cmp);
-      level_heap_.pop_back();
-      current_res = r;
+      const std::uint32_t r = rheap_.front().res;
+      heap_remove(r);
       for (const ResEntry& e : res_flows_[r])
         if (!frozen_[e.flow]) {
           freeze(e.flow, level);
           --remaining;
         }
-      current_res = 0xffffffffu;
-      ++s_ver_[r];
     }
   }
 
@@ -280,6 +289,51 @@ void FlowModel::solve(double now_s) {
     }
   }
   if (heap_.size() > 2 * active_ + 4096) compact_heap();
+}
+
+namespace {
+inline bool hless(double ka, std::uint32_t ra, double kb, std::uint32_t rb) { return ka < kb || (ka == kb && ra < rb); }
+}  // namespace
+
+void FlowModel::sift_up(std::uint32_t i) {
+  const HeapNode x = rheap_[i];
+  while (i > 0) {
+    const std::uint32_t p = (i - 1) / 2;
+    if (!hless(x.key, x.res, rheap_[p].key, rheap_[p].res)) break;
+    rheap_[i] = rheap_[p];
+    rpos_[rheap_[i].res] = i;
+    i = p;
+  }
+  rheap_[i] = x;
+  rpos_[x.res] = i;
+}
+
+void FlowModel::sift_down(std::uint32_t i) {
+  const std::uint32_t n = static_cast<std::uint32_t>(rheap_.size());
+  const HeapNode x = rheap_[i];
+  for (;;) {
+    std::uint32_t c = 2 * i + 1;
+    if (c >= n) break;
+    if (c + 1 < n && hless(rheap_[c + 1].key, rheap_[c + 1].res, rheap_[c].key, rheap_[c].res)) ++c;
+    if (!hless(rheap_[c].key, rheap_[c].res, x.key, x.res)) break;
+    rheap_[i] = rheap_[c];
+    rpos_[rheap_[i].res] = i;
+    i = c;
+  }
+  rheap_[i] = x;
+  rpos_[x.res] = i;
+}
+
+void FlowModel::heap_remove(std::uint32_t r) {
+  const std::uint32_t i = rpos_[r];
+  rpos_[r] = kNoPos;
+  const HeapNode last = rheap_.back();
+  rheap_.pop_back();
+  if (last.res == r) return;
+  rheap_[i] = last;
+  rpos_[last.res] = i;
+  sift_down(i);
+  sift_up(rpos_[last.res]);
 }
 
 void FlowModel::compact_heap() {

@@ -9,8 +9,9 @@
 //   - its remaining bytes per instance.
 // Rates are the max-min fair allocation computed by progressive filling (water-filling): all unfrozen
 // flows grow at the same per-instance rate; a resource saturates when sum(w*x) reaches its capacity, which
-// freezes every flow crossing it; a capped flow freezes at its cap. Implemented with a heap of resource
-// saturation levels (levels only rise as flows freeze), so a solve costs O(sum of path lengths * log).
+// freezes every flow crossing it; a capped flow freezes at its cap. Implemented with an indexed heap of resource
+// saturation levels whose keys are refreshed lazily at the top (levels only rise as flows freeze, so a
+// stored key is a lower bound), so a solve costs about O(sum of path lengths + refreshes * log(resources)).
 //
 // Changes (a flow added, a flow finished) only mark the touched flows/resources dirty; solve() re-solves
 // only the connected components (flows sharing resources, transitively) that contain dirty items. Flow
@@ -61,6 +62,8 @@ class FlowModel {
   double rate(FlowId f) const { return rate_[f]; }  // per-instance bytes/s
   std::size_t solves() const { return solves_; }
   std::size_t solved_flow_visits() const { return flow_visits_; }
+  std::size_t solver_rounds() const { return rounds_; }
+  std::size_t solver_rekeys() const { return rekeys_; }
 
   // Link statistics up to time now_s (settles loads first).
   void settle_stats(double now_s);
@@ -74,11 +77,6 @@ class FlowModel {
   struct HeapEntry {
     double t_s;
     FlowId flow;
-    std::uint32_t ver;
-  };
-  struct LevelEntry {
-    double level;
-    std::uint32_t res;
     std::uint32_t ver;
   };
 
@@ -97,7 +95,7 @@ class FlowModel {
   std::vector<std::uint32_t> res_mark_;
   // solver scratch (per resource)
   std::vector<double> s_free_, s_w_;
-  std::vector<std::uint32_t> s_unfrozen_, s_ver_;
+  std::vector<std::uint32_t> s_unfrozen_;
   // flows (struct of arrays)
   std::vector<double> rem_, tupd_, rate_, w_, capr_, finish_;
   std::vector<std::uint64_t> user_;
@@ -117,11 +115,21 @@ class FlowModel {
   // scratch
   std::vector<std::uint32_t> stack_, comp_res_;
   std::vector<FlowId> comp_flows_;
-  std::vector<LevelEntry> level_heap_;
+  // indexed min-heap of resources by saturation level (solver)
+  static constexpr std::uint32_t kNoPos = 0xffffffffu;
+  struct HeapNode {
+    double key;
+    std::uint32_t res;
+  };
+  std::vector<HeapNode> rheap_;
+  std::vector<std::uint32_t> rpos_;
+  void sift_up(std::uint32_t i);
+  void sift_down(std::uint32_t i);
+  void heap_remove(std::uint32_t r);
   std::vector<std::pair<double, FlowId>> capped_;
   std::vector<double> new_rate_;
   std::vector<FlowId> batch_;
-  std::size_t solves_ = 0, flow_visits_ = 0;
+  std::size_t solves_ = 0, flow_visits_ = 0, rounds_ = 0, rekeys_ = 0;
 };
 
 }  // namespace fabricsim::sim

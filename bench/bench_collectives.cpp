@@ -1,0 +1,86 @@
+// Benchmark: NCCL collectives on a superpod of DGX H100 servers, built by models::build_schedule and run by
+// an engine. One case per process, so the peak RSS (getrusage) belongs to that case alone.
+//
+//   bench_collectives --op all_reduce --gpus 4096 --bytes 1G [--algo ring] [--fidelity auto|step|phase|symmetry]
+//                     [--engine fabricsim|simgrid] [--batch-tolerance SECONDS]
+// Prints one line: op, GPUs, bytes, algorithm, protocol, fidelity, transfers, simulated time, wall times
+// (topology, schedule build, engine run, total) and peak RSS. Results: docs/performance.md.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <map>
+#include <string>
+
+#include "models/calibration.hpp"
+#include "models/collectives.hpp"
+#include "sim/base/error.hpp"
+#include "sim/base/units.hpp"
+#include "sim/engine/schedule_runner.hpp"
+#include "topologies/io.hpp"
+#include "topologies/routing.hpp"
+
+using namespace fabricsim;
+
+namespace {
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+double peak_rss_MiB() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::map<std::string, std::string> a = {{"--op", "all_reduce"}, {"--gpus", "64"},       {"--bytes", "1G"},
+                                            {"--fidelity", "auto"},  {"--engine", "fabricsim"}, {"--algo", ""},
+                                            {"--batch-tolerance", "0"}};
+    for (int i = 1; i < argc; i += 2) {
+      const std::string k = argv[i];
+      if (!a.count(k) || i + 1 >= argc) throw InputError(k, "a known flag with a value (see the source header)");
+      a[k] = argv[i + 1];
+    }
+    const double t0 = now_s();
+    models::CollectiveSpec spec;
+    if (!models::parse_op(a["--op"], spec.op)) throw InputError("--op", "a collective name");
+    if (!models::parse_fidelity(a["--fidelity"], spec.fidelity)) throw InputError("--fidelity", "auto/step/phase/symmetry");
+    const long long gpus = parse_int(a["--gpus"], "--gpus");
+    spec.bytes = parse_size(a["--bytes"], "--bytes");
+    if (!a["--algo"].empty()) {
+      models::Algorithm al;
+      if (!models::parse_algorithm(a["--algo"], al)) throw InputError("--algo", "an algorithm name");
+      spec.algorithm = al;
+      spec.protocol = models::Protocol::Simple;
+    }
+    if (gpus < 8 || gpus % 8 != 0) throw InputError("--gpus", "a multiple of 8 (DGX H100 servers)");
+    const topo::Topology t = models::merge_nvswitch_planes(
+        topo::build_preset("superpod", {{"nodes", std::to_string(gpus / 8)}, {"node", "dgx-h100"}}));
+    topo::Routing routing(t);
+    spec.communicator = t.gpus();
+    const models::Calibration calib = models::default_calibration();
+    const double t1 = now_s();
+    const models::Schedule s = models::build_schedule(spec, t, routing, calib);
+    const double t2 = now_s();
+    sim::RunOptions opt;
+    opt.engine = a["--engine"];
+    opt.batch_tolerance_s = parse_double(a["--batch-tolerance"], "--batch-tolerance");
+    const sim::ScheduleResult r = sim::run_schedule(s, t, routing, calib, opt);
+    const double t3 = now_s();
+    std::printf(
+        "op=%s gpus=%lld bytes=%s algo=%s proto=%s fidelity=%s engine=%s transfers=%zu simulated_s=%.9g "
+        "topo_s=%.3f build_s=%.3f run_s=%.3f total_s=%.3f peak_rss_MiB=%.1f\n",
+        a["--op"].c_str(), gpus, a["--bytes"].c_str(), s.algorithm.c_str(), s.protocol.c_str(), s.fidelity.c_str(),
+        opt.engine.c_str(), s.transfers.size(), r.makespan_s, t1 - t0, t2 - t1, t3 - t2, t3 - t0, peak_rss_MiB());
+    return 0;
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "bench_collectives: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_collectives: error: %s\n", e.what());
+    return 1;
+  }
+}
