@@ -349,6 +349,7 @@ std::map<std::size_t, std::string> run_sweep_points(const SweepSpec& s, const st
         std::lock_guard<std::mutex> lock(mu);
         rows[p.index] = row;
         if (ok && opt.on_result) opt.on_result(p.index, r);
+        if (!ok) bar.interrupt();  // on_row may print the failure on stderr
         if (opt.on_row) opt.on_row(p.index, row, ok, error);
       }
       bar.advance(1);

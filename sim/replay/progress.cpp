@@ -77,6 +77,14 @@ void Progress::advance(double by) {
   draw_locked(false);
 }
 
+void Progress::interrupt() {
+  if (!enabled_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_) return;
+  out_ << "\r\033[K" << std::flush;  // carriage return + erase to end of line (ANSI)
+  last_draw_ = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+}
+
 void Progress::finish() {
   if (!enabled_) return;
   std::lock_guard<std::mutex> lock(mu_);

@@ -23,6 +23,8 @@ class Progress {
   void set(double done);      // absolute progress
   void advance(double by = 1);  // relative progress
   void finish();              // draws 100 % and ends the line (idempotent)
+  // Clears the bar's line so the caller can print a message on stderr; the bar redraws on the next update.
+  void interrupt();
   bool enabled() const { return enabled_; }
 
   static bool stderr_is_tty();

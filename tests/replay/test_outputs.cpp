@@ -367,6 +367,15 @@ TEST_CASE("progress bar text and silence") {
   }
   CHECK(out2.str().find("100.0%") != std::string::npos);
   CHECK(out2.str().back() == '\n');
+  std::ostringstream out3;
+  {
+    sim::Progress p("x", 10, true, out3);
+    p.advance(1);
+    p.interrupt();
+    CHECK(out3.str().substr(out3.str().size() - 4) == "\r\033[K");
+    p.advance(1);  // redraws at once after an interrupt
+    CHECK(out3.str().find("2/10") != std::string::npos);
+  }
 }
 
 TEST_CASE("result JSON keys match docs/result.schema.json") {
