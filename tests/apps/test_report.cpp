@@ -3,11 +3,13 @@
 // where no chromium binary is installed.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <map>
 #include <string>
 
 #include <unistd.h>
@@ -146,5 +148,67 @@ TEST_CASE("HTML report renders in headless Chromium without console errors") {
   std::ofstream(bad) << "<!DOCTYPE html><html><body><script>undefinedFunction();</script></body></html>\n";
   Render broken = render(chromium, bad, dir);
   CHECK(has_console_error(broken.log));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("fabricsim run writes timeline, link stats, result JSON and report that agree, deterministically") {
+  fs::path dir = fs::temp_directory_path() / ("fabricsim_run_outputs_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "s.json") << R"({
+  "topology": {"preset": "superpod", "params": {"nodes": 2, "node": "dgx-h100"}},
+  "workload": {"generator": "gpt", "params": {
+    "num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 1024,
+    "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": 16,
+    "tensor_model_parallel_size": 4, "pipeline_model_parallel_size": 2}},
+  "outputs": {"report": "r.html"}
+})";
+  auto run = [&](const std::string& tag) {
+    std::string cmd = "cd '" + dir.string() + "' && " + FABRICSIM_BINARY + " run s.json --quiet --timeline t" + tag +
+                      ".json --link-stats l" + tag + ".csv --json r" + tag + ".json > stdout" + tag + ".txt 2>/dev/null";
+    return std::system(cmd.c_str());
+  };
+  REQUIRE(run("1") == 0);
+  REQUIRE(run("2") == 0);
+  for (const char* f : {"t", "l", "r"}) {
+    std::string ext = std::string(f) == "l" ? ".csv" : ".json";
+    CHECK_MESSAGE(slurp(dir / (std::string(f) + "1" + ext)) == slurp(dir / (std::string(f) + "2" + ext)), f);
+  }
+  CHECK(slurp(dir / "stdout1.txt") == slurp(dir / "stdout2.txt"));
+  CHECK(fs::exists(dir / "r.html"));  // from the scenario's outputs section, relative to the scenario
+
+  Json t = Json::parse(slurp(dir / "t1.json"));
+  Json r = Json::parse(slurp(dir / "r1.json"));
+  CHECK(r["schema_version"] == 1);
+  CHECK(r["gpus"] == 16);
+  std::map<std::string, long long> slices_by_cat;
+  long long slices = 0;
+  double last_end_us = 0;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    ++slices;
+    slices_by_cat[e["cat"].get<std::string>()] += 1;
+    last_end_us = std::max(last_end_us, e["ts"].get<double>() + e["dur"].get<double>());
+  }
+  CHECK(slices == r["ops"]["count"].get<long long>());
+  REQUIRE(slices > 0);
+  for (const auto& [cat, v] : r["ops"]["by_category"].items()) CHECK(slices_by_cat[cat] == v["count"].get<long long>());
+  // The slices end within the simulated span.
+  CHECK(last_end_us <= r["span_s"].get<double>() * 1e6 + 1e-3);
+  CHECK(slurp(dir / "l1.csv").rfind("link_id,direction,from,to,kind,tier,capacity_Bps,", 0) == 0);
+  // The summary on stdout prints the same step time as the JSON.
+  char ms[64];
+  std::snprintf(ms, sizeof ms, "step time    %.3f ms", r["iteration_s"].get<double>() * 1e3);
+  CHECK(slurp(dir / "stdout1.txt").find(ms) != std::string::npos);
+
+  std::string chromium = find_chromium();
+  if (chromium.empty()) {
+    MESSAGE("SKIPPED: no chromium binary on PATH; the real run's report was not rendered");
+  } else {
+    Render rr = render(chromium, dir / "r.html", dir);
+    CHECK(rr.rc == 0);
+    CHECK(rr.png.size() > 20000);
+    CHECK_MESSAGE(!has_console_error(rr.log), rr.log);
+  }
   fs::remove_all(dir);
 }
