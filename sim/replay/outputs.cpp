@@ -318,17 +318,25 @@ std::string timeline_json(const RunResult& r, int counter_links) {
       << ",\"args\":{\"sort_index\":" << tid << "}}";
   }
   // Ops in (pid, tid, start, end, name) order.
-  std::vector<const OpRecord*> ops;
-  ops.reserve(r.ops.size());
-  for (const auto& op : r.ops) ops.push_back(&op);
-  std::stable_sort(ops.begin(), ops.end(), [&](const OpRecord* a, const OpRecord* b) {
-    int ta = tids.at(RowKey{a->host, a->rank, a->stream}), tb = tids.at(RowKey{b->host, b->rank, b->stream});
-    return std::tie(a->host, ta, a->start_s, a->end_s, a->name) <
-           std::tie(b->host, tb, b->start_s, b->end_s, b->name);
+  // Thread id of every op, looked up once (a row lookup compares strings).
+  std::vector<int> op_tid(r.ops.size());
+  {
+    std::map<std::pair<int, std::string>, int> by_rank_stream;
+    for (const auto& [k, tid] : tids) by_rank_stream[{k.rank, k.stream}] = tid;
+    for (std::size_t i = 0; i < r.ops.size(); ++i) op_tid[i] = by_rank_stream.at({r.ops[i].rank, r.ops[i].stream});
+  }
+  std::vector<std::size_t> order(r.ops.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t ia, std::size_t ib) {
+    const OpRecord& a = r.ops[ia];
+    const OpRecord& b = r.ops[ib];
+    return std::tie(a.host, op_tid[ia], a.start_s, a.end_s, a.name) <
+           std::tie(b.host, op_tid[ib], b.start_s, b.end_s, b.name);
   });
-  for (const OpRecord* op : ops) {
+  for (std::size_t oi : order) {
+    const OpRecord* op = &r.ops[oi];
     sep();
-    int tid = tids.at(RowKey{op->host, op->rank, op->stream});
+    int tid = op_tid[oi];
     o << "{\"name\":" << q(op->name) << ",\"cat\":" << q(op->category.empty() ? op->kind : op->category)
       << ",\"ph\":\"X\",\"pid\":" << op->host + 1 << ",\"tid\":" << tid << ",\"ts\":" << fx(op->start_s * 1e6, 3)
       << ",\"dur\":" << fx(std::max(0.0, op->end_s - op->start_s) * 1e6, 3) << ",\"args\":{\"rank\":" << op->rank
