@@ -42,4 +42,71 @@ std::vector<LinkRecord> link_records(const topo::Topology& t, const std::vector<
   return out;
 }
 
+RunResult collective_run_result(const topo::Topology& t, const models::Schedule& s, const ScheduleResult& res,
+                                const CollectiveRunInfo& info) {
+  RunResult r;
+  r.topology = info.topology;
+  r.topology_params = info.topology_params;
+  r.workload = "collective " + info.op;
+  r.workload_params = {{"op", info.op},
+                       {"bytes", std::to_string(static_cast<unsigned long long>(info.bytes))},
+                       {"algorithm", s.algorithm},
+                       {"protocol", s.protocol},
+                       {"fidelity", s.fidelity}};
+  r.gpus = static_cast<int>(info.communicator.size());
+  r.iteration_s = res.makespan_s;
+  r.breakdown.exposed_comm_s[info.op] = res.makespan_s;
+  std::map<topo::NodeId, int> rank_of;
+  for (std::size_t i = 0; i < t.gpus().size(); ++i) rank_of[t.gpus()[i]] = static_cast<int>(i);
+  auto gpu_rank = [&](topo::NodeId n) {
+    auto it = rank_of.find(n);
+    return it == rank_of.end() ? -1 : it->second;
+  };
+  for (topo::NodeId g : info.communicator) {
+    OpRecord o;
+    o.rank = gpu_rank(g);
+    o.host = t.node(g).host;
+    o.stream = "comm";
+    o.name = info.op;
+    o.kind = "collective";
+    o.category = info.op;
+    o.start_s = 0;
+    o.end_s = res.makespan_s;
+    o.bytes = info.bytes;
+    o.algorithm = s.algorithm;
+    o.protocol = s.protocol;
+    r.ops.push_back(std::move(o));
+  }
+  if (s.transfers.size() <= info.max_transfer_ops && res.transfers.size() == s.transfers.size()) {
+    for (std::size_t i = 0; i < s.transfers.size(); ++i) {
+      const models::Transfer& x = s.transfers[i];
+      int src = gpu_rank(x.src), dst = gpu_rank(x.dst);
+      bool from_gpu = src >= 0;
+      int rank = from_gpu ? src : dst;
+      if (rank < 0) continue;  // switch to switch: not on any GPU's timeline
+      OpRecord o;
+      o.rank = rank;
+      o.host = t.node(from_gpu ? x.src : x.dst).host;
+      o.stream = "xfer.ch" + std::to_string(x.channel);
+      o.kind = from_gpu ? "send" : "recv";
+      o.category = info.op;
+      o.name = "step " + std::to_string(x.step) + (from_gpu ? " -> " + t.node(x.dst).id : " <- " + t.node(x.src).id);
+      o.start_s = res.transfers[i].start_s;
+      o.end_s = res.transfers[i].finish_s;
+      o.bytes = x.bytes * x.steps * x.weight;
+      r.ops.push_back(std::move(o));
+    }
+  } else {
+    r.notes.push_back("timeline: the schedule's " + std::to_string(s.transfers.size()) +
+                      " transfers are not shown (more than " + std::to_string(info.max_transfer_ops) + ")");
+  }
+  r.links = link_records(t, res.link_dirs);
+  if (res.link_dirs.empty())
+    r.notes.push_back("no link statistics: run the schedule with RunOptions::collect_link_stats");
+  r.notes.push_back("link utilisation is relative to nominal link bandwidth (before calibration efficiency)");
+  if (s.fidelity == "symmetry")
+    r.notes.push_back("symmetry fidelity: link statistics count one of each set of symmetric replicas");
+  return r;
+}
+
 }  // namespace fabricsim::sim
