@@ -318,7 +318,12 @@ TopologySummary summarize(const Topology& t, const SummaryOptions& opt) {
     std::vector<LinkDir> path;
     for (NodeId a : sources)
       for (NodeId b : g) {
-        r.compute_route(a, b, path);
+        try {
+          r.compute_route(a, b, path);
+        } catch (const InputError&) {
+          ++s.unreachable_gpu_pairs;
+          continue;
+        }
         s.diameter_hops = std::max(s.diameter_hops, static_cast<int>(path.size()));
       }
   }
@@ -358,6 +363,8 @@ std::string summary_text(const Topology& t, const TopologySummary& s) {
     << " per direction (min cut between GPU ranks [0, n/2) and [n/2, n))\n";
   o << "diameter: " << s.diameter_hops << " hops over routed GPU pairs"
     << (s.diameter_exact ? " (all pairs)" : " (sources: GPUs of the first and last host)") << "\n";
+  if (s.unreachable_gpu_pairs > 0)
+    o << "warning: " << s.unreachable_gpu_pairs << " ordered GPU pairs have no route (disconnected graph)\n";
   return o.str();
 }
 
@@ -379,6 +386,7 @@ Json summary_json(const Topology& t, const TopologySummary& s) {
   j["bisection_Bps"] = s.bisection_Bps;
   j["diameter_hops"] = s.diameter_hops;
   j["diameter_exact"] = s.diameter_exact;
+  j["unreachable_gpu_pairs"] = s.unreachable_gpu_pairs;
   return j;
 }
 

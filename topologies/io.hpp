@@ -38,6 +38,7 @@ struct TopologySummary {
   int diameter_hops = 0;       // max over GPU pairs of route hop count
   std::map<std::string, int> physical_link_counts;  // by link kind, summing Link::count
   bool diameter_exact = true;  // false when only a subset of source GPUs was routed (large topologies)
+  long long unreachable_gpu_pairs = 0;  // ordered GPU pairs without any route (among those examined)
 };
 struct SummaryOptions {
   bool bisection = true;

@@ -165,6 +165,10 @@ TEST_CASE("hand-written file: routes and unreachable pairs") {
   Topology split = std::move(b).build();
   Routing rs(split);
   CHECK_THROWS_AS(rs.route(a, c), InputError);
+  TopologySummary sum = summarize(split);
+  CHECK(sum.unreachable_gpu_pairs == 2);
+  CHECK(sum.bisection_Bps == 0);
+  CHECK(summary_text(split, sum).find("2 ordered GPU pairs have no route") != std::string::npos);
 }
 
 TEST_CASE("NVLink domain spanning hosts: gb200-nvl72 and nvlink-switch-system") {
