@@ -14,8 +14,9 @@
 //  5. Anything else (non-GPU endpoints, hand-written graphs without NICs): one shortest path over the whole
 //     graph where GPUs never forward and host-local nodes only forward for the src/dst hosts.
 // The fabric segment uses per-target-switch hop-distance fields over the switch subgraph only (S switches:
-// S*S*2 bytes at most, built lazily), so a route across a 16,384-GPU superpod costs a walk over a few
-// switch adjacency lists, not a BFS over the whole graph.
+// S*S*2 bytes at most, built lazily); GPU<->rail-NIC segments are cached per GPU and NVLink segments per
+// pair. A route across a 16,384-GPU superpod thus costs a walk over a few switch adjacency lists, not a
+// BFS over the whole graph (docs/performance.md, "Topology").
 // ECMP: at each hop the candidates are the links to neighbours one hop closer; among them those with the
 // highest bandwidth are kept and one is chosen by a hash of (src, dst, hop index).
 #include "topologies/routing.hpp"
