@@ -27,7 +27,7 @@ namespace fabricsim::cli {
 namespace {
 
 // MPI is used only when the process was started by an MPI launcher (mpirun sets these variables).
-bool launched_by_mpi() {
+[[maybe_unused]] bool launched_by_mpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
     if (std::getenv(v)) return true;
   return false;
