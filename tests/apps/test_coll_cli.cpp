@@ -1,0 +1,185 @@
+// `fabricsim coll` end to end: peak all_reduce busbw with the default calibration lands in the range of
+// the shared nccl-tests logs, the table has nccl-tests' columns, --json follows docs/collectives.md, and
+// bad input exits 2 with one line on stderr and no output file.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Out {
+  int rc = -1;
+  std::string out, err;
+};
+
+Out run_cli(const std::string& args) {
+  namespace fs = std::filesystem;
+  const std::string o = (fs::temp_directory_path() / "fabricsim_coll_test.out").string();
+  const std::string e = (fs::temp_directory_path() / "fabricsim_coll_test.err").string();
+  std::string cmd = std::string(FABRICSIM_BINARY) + " coll " + args + " >" + o + " 2>" + e;
+  int st = std::system(cmd.c_str());
+  Out r;
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  auto slurp = [](const std::string& p) {
+    std::ifstream f(p);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  };
+  r.out = slurp(o);
+  r.err = slurp(e);
+  return r;
+}
+
+struct RowV {
+  double size, time_us, algbw, busbw;
+  std::string algo;
+};
+
+std::vector<RowV> rows(const std::string& out) {
+  std::vector<RowV> v;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream l(line);
+    RowV r;
+    std::string count, type, redop, root;
+    l >> r.size >> count >> type >> redop >> root >> r.time_us >> r.algbw >> r.busbw >> r.algo;
+    v.push_back(r);
+  }
+  return v;
+}
+
+double peak_busbw(const std::string& out) {
+  double p = 0;
+  for (const auto& r : rows(out)) p = std::max(p, r.busbw);
+  return p;
+}
+
+}  // namespace
+
+// Logs: /work/shared/data/nccl-tests (copied in tests/data/nccl-tests):
+//   nvidia_dgxc_dgxh100_1node_8gpu_all_reduce   peak 480.16 GB/s (NVLS, 8 GiB)
+//   together_h100_1node_8gpu_all_reduce_ring     peak 368.09 GB/s out-of-place (NCCL_ALGO=Ring, 8 GiB)
+//   azure_ndv4_a100_1node_8gpu_all_reduce_busbw_only  peak 231.58 GB/s (8 GiB)
+// "In the range" = within 10 % of the logged peak.
+TEST_CASE("peak all_reduce busbw on dgx-h100 / dgx-a100 matches the nccl-tests logs") {
+  Out h = run_cli("--topology dgx-h100 --op all_reduce -b 1G -e 8G -f 2");
+  REQUIRE(h.rc == 0);
+  CHECK(peak_busbw(h.out) >= 480.16 * 0.9);
+  CHECK(peak_busbw(h.out) <= 480.16 * 1.1);
+  CHECK(rows(h.out).back().algo == "nvls");
+
+  Out r = run_cli("--topology dgx-h100 --op all_reduce --algo ring -b 1G -e 8G -f 2");
+  REQUIRE(r.rc == 0);
+  CHECK(peak_busbw(r.out) >= 368.09 * 0.9);
+  CHECK(peak_busbw(r.out) <= 368.09 * 1.1);
+
+  Out a = run_cli("--topology dgx-a100 --op all_reduce -b 1G -e 8G -f 2");
+  REQUIRE(a.rc == 0);
+  CHECK(peak_busbw(a.out) >= 231.58 * 0.9);
+  CHECK(peak_busbw(a.out) <= 231.58 * 1.1);
+}
+
+TEST_CASE("table: nccl-tests columns, busbw factors, one row per size") {
+  Out o = run_cli("--topology dgx-h100 --op all_gather -b 1M -e 8M -f 2 --algo ring");
+  REQUIRE(o.rc == 0);
+  CHECK(o.out.find("#       size         count      type   redop    root     time   algbw   busbw") != std::string::npos);
+  auto v = rows(o.out);
+  REQUIRE(v.size() == 4u);
+  CHECK(v[0].size == 1048576);
+  CHECK(v[3].size == 8388608);
+  for (const auto& r : v) {
+    CHECK(r.algbw == doctest::Approx(r.size / (r.time_us * 1e-6) / 1e9).epsilon(0.01));
+    CHECK(r.busbw == doctest::Approx(r.algbw * 7.0 / 8.0).epsilon(0.01));  // (n-1)/n
+    CHECK(r.algo == "ring");
+  }
+  CHECK(o.out.find("    float    none      -1") != std::string::npos);
+  Out b = run_cli("--topology dgx-a100 --op broadcast -b 64M -r 3");
+  REQUIRE(b.rc == 0);
+  auto bv = rows(b.out);
+  REQUIRE(bv.size() == 1u);
+  CHECK(bv[0].busbw == doctest::Approx(bv[0].algbw).epsilon(0.01));
+  CHECK(b.out.find("    float    none       3") != std::string::npos);
+}
+
+TEST_CASE("every operation runs on every preset family") {
+  for (const char* topo : {"dgx-a100", "dgx-h100", "superpod --param nodes=4", "dgx1-v100", "pcie-server"}) {
+    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all",
+                           "all_to_allv", "send_recv"}) {
+      CAPTURE(topo);
+      CAPTURE(op);
+      Out o = run_cli(std::string("--topology ") + topo + " --op " + op + " -b 1M -e 4M -f 4");
+      CHECK(o.rc == 0);
+      CHECK(o.err.empty());
+      auto v = rows(o.out);
+      REQUIRE(v.size() == 2u);
+      CHECK(v[1].time_us > v[0].time_us);
+      CHECK(v[1].busbw > 0);
+    }
+  }
+}
+
+TEST_CASE("--json writes the documented schema") {
+  namespace fs = std::filesystem;
+  const std::string path = (fs::temp_directory_path() / "fabricsim_coll_test.json").string();
+  fs::remove(path);
+  Out o = run_cli("--topology dgx-h100 -g 4 --op reduce_scatter -b 1M -e 2M --json " + path);
+  REQUIRE(o.rc == 0);
+  std::ifstream f(path);
+  nlohmann::json j = nlohmann::json::parse(f);
+  CHECK(j["schema"] == "fabricsim.collective_results/1");
+  CHECK(j["source"] == "simulation");
+  CHECK(j["collective"] == "reduce_scatter");
+  CHECK(j["nranks"] == 4);
+  CHECK(j["communicator"].size() == 4u);
+  REQUIRE(j["rows"].size() == 2u);
+  const auto& r = j["rows"][1];
+  CHECK(r["size_bytes"] == 2097152);
+  CHECK(r["count"] == 2097152 / 4 / 4);
+  CHECK(r["busbw_GBps"].get<double>() == doctest::Approx(r["algbw_GBps"].get<double>() * 0.75));
+  for (const char* k : {"time_us", "algorithm", "protocol", "fidelity", "predicted_time_us", "transfers"})
+    CHECK(r.contains(k));
+  fs::remove(path);
+}
+
+TEST_CASE("bad input: one line on stderr, exit 2, no partial output") {
+  namespace fs = std::filesystem;
+  const std::string path = (fs::temp_directory_path() / "fabricsim_coll_bad.json").string();
+  struct Bad {
+    std::string args, needle;
+  };
+  for (const auto& b : std::vector<Bad>{
+           {"--topology dgx-h100 --op allreduce", "--op allreduce"},
+           {"--topology dgx-h100 --algo warp", "--algo warp"},
+           {"--topology dgx-h100 --proto fast", "--proto fast"},
+           {"--topology no-such-topology", "no-such-topology"},
+           {"--topology dgx-a100 --algo nvls -b 1M", "nvls"},
+           {"--topology dgx-h100 --comm 0,1,99", "99"},
+           {"--topology dgx-h100 --comm 0,1,1", "twice"},
+           {"--topology dgx-h100 --op all_gather -b 12", "multiple of nranks"},
+           {"--topology dgx-h100 --op all_gather -b 48 -e 4M", "multiple of nranks"},
+           {"--topology dgx-h100 --algo pat --op all_gather", "one rank per host"},
+           {"--topology dgx-h100 --engine warp", "--engine warp"},
+           {"--topology dgx-h100 -d float7", "--datatype"},
+           {"--topology dgx-h100 --calibration /nonexistent.json", "/nonexistent.json"},
+       }) {
+    CAPTURE(b.args);
+    fs::remove(path);
+    Out o = run_cli(b.args + " --json " + path);
+    CHECK(o.rc == 2);
+    CHECK(o.out.empty());
+    CHECK(o.err.find(b.needle) != std::string::npos);
+    CHECK(std::count(o.err.begin(), o.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(path));
+  }
+}
