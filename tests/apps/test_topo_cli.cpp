@@ -45,6 +45,14 @@ Run run(const std::string& args) {
 
 std::string data(const std::string& f) { return std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/topologies/" + f; }
 
+// "\"<s>\"" (built with append: GCC 12 warns falsely on literal + string temporaries).
+std::string q(const std::string& s) {
+  std::string r = "\"";
+  r += s;
+  r += '"';
+  return r;
+}
+
 int lines(const std::string& s) {
   int n = 0;
   for (char c : s) n += c == '\n';
@@ -108,16 +116,24 @@ TEST_CASE("bad inputs: exit 2, one line on stderr naming the problem, no output 
     std::string args, expect;
   };
   const Case cases[] = {
-      {"\"" + data("bad_syntax.json") + "\"", "bad_syntax.json:5:"},
-      {"\"" + data("bad_unknown_key.json") + "\"", "/links/2/colour"},
-      {"\"" + data("bad_dangling_link.json") + "\"", "/links/6/b"},
-      {"\"" + data("bad_disconnected_gpu.json") + "\"", "/nodes/7"},
-      {"\"" + data("bad_zero_bandwidth.json") + "\"", "/links/4/bandwidth"},
+      {q(data("bad_syntax.json")), "bad_syntax.json:5:"},
+      {q(data("bad_unknown_key.json")), "/links/2/colour"},
+      {q(data("bad_dangling_link.json")), "/links/6/b"},
+      {q(data("bad_disconnected_gpu.json")), "/nodes/7"},
+      {q(data("bad_zero_bandwidth.json")), "/links/4/bandwidth"},
       {"dgx-h100 --param nodes=4", "--param nodes"},
       {"superpod --param tiers=5", "--param tiers"},
       {"no-such-topology", "a preset name"},
       {"dgx-h100 --frobnicate", "--frobnicate"},
   };
+  // An --dot into a missing directory fails before the --export is written.
+  {
+    Run r = run("dgx-h100 --dot /nonexistent-dir/x.dot --export \"" + exp + "\"");
+    CHECK(r.rc == 2);
+    CHECK(lines(r.err) == 1);
+    CHECK(r.err.find("--dot") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(exp));
+  }
   for (const auto& c : cases) {
     CAPTURE(c.args);
     Run r = run(c.args + " --export \"" + exp + "\"");

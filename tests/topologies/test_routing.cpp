@@ -16,6 +16,14 @@ NodeId id(const Topology& t, const std::string& s) {
   REQUIRE(n != kNoNode);
   return n;
 }
+// "n<host>.gpu<idx>" (built with append: GCC 12 warns falsely on literal + to_string temporaries).
+std::string gpu_id(int host, int idx) {
+  std::string s = "n";
+  s += std::to_string(host);
+  s += ".gpu";
+  s += std::to_string(idx);
+  return s;
+}
 std::vector<NodeId> hops(const Topology& t, const std::vector<LinkDir>& r) {
   std::vector<NodeId> v;
   for (LinkDir d : r) v.push_back(t.dir_dst(d));
@@ -90,8 +98,8 @@ TEST_CASE("ECMP is deterministic per pair and spreads pairs over spines") {
   int pairs = 0;
   for (int a = 0; a < 20; ++a)
     for (int b = 20; b < 32; ++b) {
-      NodeId src = id(t, "n" + std::to_string(a) + ".gpu0");
-      NodeId dst = id(t, "n" + std::to_string(b) + ".gpu0");
+      NodeId src = id(t, gpu_id(a, 0));
+      NodeId dst = id(t, gpu_id(b, 0));
       const auto& p1 = r1.route(src, dst);
       CHECK(p1 == r2.route(src, dst));
       std::vector<LinkDir> p3;
