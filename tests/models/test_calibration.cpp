@@ -83,3 +83,34 @@ TEST_CASE("load_calibration reads a file; a missing file is an InputError") {
   std::remove(path);
   CHECK_THROWS_AS(load_calibration("/nonexistent/calib.json"), InputError);
 }
+
+TEST_CASE("docs/calibration.schema.json lists exactly the keys calibration_to_json writes") {
+  Json schema = load_json_file(std::string(FABRICSIM_SOURCE_DIR) + "/docs/calibration.schema.json");
+  Json doc = calibration_to_json(default_calibration());
+  const Json& props = schema["properties"];
+  for (auto it = doc.begin(); it != doc.end(); ++it) CHECK(props.contains(it.key()));
+  // extra factors: same set in both directions
+  const Json& ex = props["extra"]["properties"];
+  CHECK(ex.size() == doc["extra"].size());
+  for (auto it = doc["extra"].begin(); it != doc["extra"].end(); ++it) CHECK(ex.contains(it.key()));
+  // links
+  for (auto it = doc["links"].begin(); it != doc["links"].end(); ++it) {
+    CHECK(props["links"]["properties"].contains(it.key()));
+    for (auto f = it.value().begin(); f != it.value().end(); ++f)
+      CHECK(schema["$defs"]["link"]["properties"].contains(f.key()));
+  }
+  // algorithms and their protocols
+  const Json& algos = props["algorithms"]["properties"];
+  CHECK(algos.size() == doc["algorithms"].size());
+  for (auto a = doc["algorithms"].begin(); a != doc["algorithms"].end(); ++a) {
+    REQUIRE(algos.contains(a.key()));
+    std::string ref = algos[a.key()]["$ref"];
+    const Json& protos = schema["$defs"][ref.substr(ref.rfind('/') + 1)]["properties"];
+    CHECK(protos.size() == a.value().size());
+    for (auto p = a.value().begin(); p != a.value().end(); ++p) {
+      CHECK(protos.contains(p.key()));
+      for (auto f = p.value().begin(); f != p.value().end(); ++f)
+        CHECK(schema["$defs"]["algoproto"]["properties"].contains(f.key()));
+    }
+  }
+}
