@@ -191,3 +191,33 @@ TEST_CASE("NVLink domain spanning hosts: gb200-nvl72 and nvlink-switch-system") 
   CHECK(q.size() == 4);
   for (LinkDir d : q) CHECK(n.link(Topology::link_of(d)).kind == LinkKind::NVLink);
 }
+
+TEST_CASE("3-tier fat tree: cross-pod routes climb to a core, ECMP spreads over cores") {
+  // radix 16: 8 nodes per leaf, pods of 8 leaves = 8 nodes x 8 rails; hosts 0-7 are pod 0, 56-63 pod 7.
+  Topology t = build_preset("superpod", {{"nodes", "64"}, {"radix", "16"}, {"tiers", "3"}});
+  Routing r(t);
+  std::set<NodeId> cores;
+  for (int a = 0; a < 8; ++a)
+    for (int b = 56; b < 64; ++b)
+      for (int g = 0; g < 8; ++g) {
+        auto v = hops(t, r.route(id(t, gpu_id(a, g)), id(t, gpu_id(b, g))));
+        CHECK(v.size() == 10);
+        int top = 0;
+        for (NodeId x : v)
+          if (t.node(x).kind == NodeKind::IbSwitch) {
+            top = std::max(top, t.node(x).tier);
+            if (t.node(x).tier == 3) cores.insert(x);
+          }
+        CHECK(top == 3);
+      }
+  CHECK(cores.size() == 32);  // 512 pairs reach all 32 cores
+  // Same pod (hosts 0-7, all rails), different rails: leaf-spine-leaf, no core.
+  auto v = hops(t, r.route(id(t, gpu_id(0, 1)), id(t, gpu_id(5, 2))));
+  CHECK(v.size() == 8);
+  int spines = 0;
+  for (NodeId x : v) {
+    CHECK(t.node(x).tier != 3);
+    spines += t.node(x).kind == NodeKind::IbSwitch && t.node(x).tier == 2;
+  }
+  CHECK(spines == 1);
+}
