@@ -670,8 +670,7 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
   const std::string node = p.str("node", "dgx-h100", node_kinds);
   const std::string fabric = p.str("fabric", "infiniband", {"infiniband", "ethernet"});
   const bool eth = fabric == "ethernet";
-  const int tiers = static_cast<int>(p.integer("tiers", 0, 0, 3));
-  if (p.has("tiers") && tiers < 2) throw InputError("--param tiers", "2 or 3");
+  const int tiers = static_cast<int>(p.integer("tiers", 0, 2, 3));  // 0 (default): 2 if it fits, else 3
   const double over = p.real("oversubscription", 1.0, 1.0);
   std::map<std::string, std::string> hp;
   for (const auto& [k, v] : given)
