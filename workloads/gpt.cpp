@@ -33,6 +33,7 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
   c.bucket_size = r.integer("bucket_size", c.bucket_size, 1);
   c.grad_reduce_in_fp32 = r.boolean("grad_reduce_in_fp32", false);
+  c.overlap_p2p_comm = r.boolean("overlap_p2p_comm", false);
   c.gpu = r.string("gpu", c.gpu);
   c.precision = r.string("precision", c.precision);
   c.gpus_per_host = r.integer("gpus_per_host", c.gpus_per_host, 1);
@@ -87,6 +88,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   m["recompute_granularity"] = c.recompute_granularity;
   m["use_distributed_optimizer"] = c.use_distributed_optimizer ? "true" : "false";
   m["overlap_grad_reduce"] = c.overlap_grad_reduce ? "true" : "false";
+  m["overlap_p2p_comm"] = c.overlap_p2p_comm ? "true" : "false";
   I("bucket_size", c.bucket_size);
   m["gpu"] = c.gpu;
   m["precision"] = c.precision;
@@ -448,8 +450,12 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm, const std
           snd.peer = rank_of(st == p - 1 ? 0 : st + 1, 0, 0);
           snd.tag = tag(mb, st == p - 1 ? ch + 1 : ch, 0);
           snd.bytes = pp_bytes;
-          snd.deps.push_back(rb.last());
-          rb.push(std::move(snd));
+          if (c.overlap_p2p_comm) {
+            snd.deps.push_back(rb.last());
+            rb.push(std::move(snd));
+          } else {
+            rb.chain(std::move(snd));  // Megatron waits for its p2p requests before computing on
+          }
         }
       } else {
         if (!last_chunk) {
@@ -506,8 +512,12 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm, const std
           snd.peer = rank_of(st == 0 ? p - 1 : st - 1, 0, 0);
           snd.tag = tag(mb, st == 0 ? ch - 1 : ch, 1);
           snd.bytes = pp_bytes;
-          snd.deps.push_back(rb.last());
-          rb.push(std::move(snd));
+          if (c.overlap_p2p_comm) {
+            snd.deps.push_back(rb.last());
+            rb.push(std::move(snd));
+          } else {
+            rb.chain(std::move(snd));
+          }
         }
       }
     }

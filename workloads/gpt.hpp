@@ -39,6 +39,8 @@ struct GptConfig {
   bool overlap_grad_reduce = false;
   std::int64_t bucket_size = 40000000;  // gradient elements per DP bucket (Megatron DDP default 40M)
   bool grad_reduce_in_fp32 = false;     // DP gradient reduction in fp32 (4 bytes) instead of 2
+  bool overlap_p2p_comm = false;        // false: compute waits for its pipeline send to complete (Megatron-LM
+                                        // waits on its batched isend/irecv requests; --overlap-p2p-communication)
   std::string gpu = "a100-80gb";
   std::string precision = "fp16";        // fp16 | bf16
   std::int64_t gpus_per_host = 8;        // for placing mirrors; taken from the topology by the scenario

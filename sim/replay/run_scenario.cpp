@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "models/calibration.hpp"
+#include "models/collectives.hpp"
 #include "sim/replay/engine_comm_model.hpp"
 #include "topologies/io.hpp"
 
@@ -11,7 +12,9 @@ namespace fabricsim::sim {
 
 ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions& opt) {
   auto t0 = std::chrono::steady_clock::now();
-  topo::Topology topo = topo::load_topology(s.topology, s.topology_params);
+  // NVLink traffic is striped by the hardware over all NVSwitch planes; the flow model needs them merged
+  // (models/collectives.hpp, merge_nvswitch_planes), as `fabricsim coll` does.
+  topo::Topology topo = models::merge_nvswitch_planes(topo::load_topology(s.topology, s.topology_params));
   models::Calibration calib =
       s.calibration_file.empty() ? models::default_calibration() : models::load_calibration(s.calibration_file);
   models::ComputeModel cm = workloads::scenario_compute_model(s, topo, calib.extra);
