@@ -97,3 +97,18 @@ TEST_CASE("bad inputs: one error line, exit 2, no output file") {
   CHECK(e.rc == 2);
   fs::remove_all(d);
 }
+
+TEST_CASE("a fabricsim coll --json result reads back into validate and matches itself (shared schema)") {
+  auto d = tmpdir("s");
+  std::string sim = (d / "sim.json").string();
+  Run c = run("coll --topology dgx-h100 --op all_gather -b 1M -e 64M --json " + sim, d);
+  REQUIRE(c.rc == 0);
+  Run v = run("validate --json " + (d / "r.json").string() + " " + sim, d);
+  REQUIRE(v.rc == 0);
+  auto j = nlohmann::json::parse(slurp((d / "r.json").string()));
+  REQUIRE(j["logs"].size() == 1);
+  CHECK(j["logs"][0]["points"].size() == 7);
+  // Same topology, calibration and tuner: the re-simulation reproduces the file's times.
+  CHECK(j["summary"]["large"]["max_abs_busbw_error"].get<double>() < 1e-9);
+  fs::remove_all(d);
+}
