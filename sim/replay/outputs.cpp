@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <sstream>
@@ -149,6 +150,13 @@ const char* category_color(const std::string& c) {
   unsigned h = 0;
   for (char ch : c) h = h * 31u + static_cast<unsigned char>(ch);
   return kExtra[h % 6];
+}
+
+// Dark text on light fills, white on dark ones (relative luminance of "#rrggbb").
+const char* text_color_on(const char* fill) {
+  unsigned v = static_cast<unsigned>(std::strtoul(fill + 1, nullptr, 16));
+  double lum = 0.2126 * ((v >> 16) & 255) + 0.7152 * ((v >> 8) & 255) + 0.0722 * (v & 255);
+  return lum > 150 ? "#222" : "#fff";
 }
 
 std::string heat_color(double u) {
@@ -587,7 +595,7 @@ std::string svg_breakdown(const RunResult& r) {
       << "\" fill=\"" << category_color(name) << "\"><title>" << html_escape(name) << ": " << ms(v) << " ("
       << fx(100 * v / total, 1) << " %)</title></rect>\n";
     if (w > 60)
-      o << "<text x=\"" << fx(x + 4, 2) << "\" y=\"" << H / 2 + 10 << "\" font-size=\"12\" fill=\"" << (name == "idle" ? "#333" : "#fff") << "\">"
+      o << "<text x=\"" << fx(x + 4, 2) << "\" y=\"" << H / 2 + 10 << "\" font-size=\"12\" fill=\"" << text_color_on(category_color(name)) << "\">"
         << html_escape(name) << " " << fx(100 * v / total, 0) << "%</text>\n";
     x += w;
   }
