@@ -1049,13 +1049,20 @@ topo::Topology merge_nvswitch_planes(const topo::Topology& t) {
   topo::TopologyBuilder b(t.name());
   for (const auto& [k, v] : t.params()) b.param(k, v);
   b.param("nvswitch_planes", "merged");
-  std::map<std::tuple<int, int, int>, NodeId> group;  // (host, tier, domain) -> new id
+  // Planes = NVSwitches of the same tier attached to the same set of GPUs (all GPUs of a DGX, of an NVL72
+  // rack). Switches without GPUs (second-tier NVLink switches) group by (tier, host, NVLink domain).
+  using Key = std::tuple<int, int, int, std::vector<NodeId>>;
+  std::map<Key, NodeId> group;
   std::vector<NodeId> map(t.num_nodes());
-  std::vector<int> members;  // per new node: merged count
   for (NodeId i = 0; i < t.num_nodes(); ++i) {
     const auto& nd = t.node(i);
     if (nd.kind == NodeKind::NvSwitch) {
-      std::tuple<int, int, int> key{nd.host, nd.tier, nd.nvlink_domain};
+      std::vector<NodeId> gpus;
+      for (const auto& [l, nb] : t.adjacent(i))
+        if (t.node(nb).kind == NodeKind::Gpu) gpus.push_back(nb);
+      std::sort(gpus.begin(), gpus.end());
+      gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
+      Key key = gpus.empty() ? Key{nd.tier, nd.host, nd.nvlink_domain, {}} : Key{nd.tier, -2, -2, gpus};
       auto it = group.find(key);
       if (it != group.end()) {
         map[i] = it->second;

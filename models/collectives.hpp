@@ -85,7 +85,7 @@ std::uint64_t nccl_tests_count(Op op, std::uint64_t bytes, int nranks, int elem_
 
 // NVLink traffic between two GPUs is striped by the hardware over every NVSwitch plane they share, but a
 // flow model routes one flow over one path. This returns a copy of `t` in which the NVSwitches of one
-// (host, tier, nvlink_domain) group are merged into one switch and parallel links are bundled (bandwidth
+// tier attached to the same GPUs (or, without GPUs, of one (tier, host, nvlink_domain)) are merged into one switch and parallel links are bundled (bandwidth
 // and counts summed), so a GPU pair sees its full NVLink bandwidth. GPUs keep their rank order.
 topo::Topology merge_nvswitch_planes(const topo::Topology& t);
 

@@ -358,6 +358,15 @@ TEST_CASE("merge_nvswitch_planes bundles the NVSwitch planes of a host") {
   CHECK(nvl == approx(18 * 25e9));
   topo::Routing r(m);
   CHECK(r.bottleneck_bandwidth(m.gpus()[0], m.gpus()[1]) == approx(18 * 25e9));
+  // Two NVL72 racks: 18 NVSwitch chips per rack become one switch per rack, never one across racks.
+  topo::Topology racks = merge_nvswitch_planes(topo::build_preset("superpod", {{"nodes", "2"}, {"node", "gb200-nvl72"}}));
+  int rsw = 0;
+  for (const auto& nd : racks.nodes()) rsw += nd.kind == topo::NodeKind::NvSwitch;
+  CHECK(rsw == 2);
+  topo::Routing rr(racks);
+  CHECK(why_not_applicable(make(racks, Op::AllReduce, 1 << 20, Algorithm::Nvls, Protocol::Simple), Algorithm::Nvls,
+                           racks, rr)
+            .find("several NVLink domains") != std::string::npos);
 }
 
 TEST_CASE("nccl-tests busbw factors and counts") {
