@@ -167,6 +167,9 @@ TunerChoice tune(const CollectiveSpec& spec, const topo::Topology& t, topo::Rout
     for (Protocol p : protocols_for(a)) {
       if (spec.protocol && *spec.protocol != p) continue;
       if (!calib.has(a, p)) continue;
+      // One rank: nothing to communicate; like NCCL (which costs only Ring/Simple then), take the first
+      // applicable algorithm with its first protocol instead of comparing launch latencies.
+      if (bw.nranks <= 1 && found) continue;
       Candidate c = predict(spec, a, p, bw, calib, channels);
       out.candidates.push_back(c);
       if (!found || c.predicted_s < out.predicted_s) {
