@@ -14,6 +14,8 @@
 #include "sim/base/json_reader.hpp"
 #include "sim/base/units.hpp"
 #include "sim/engine/schedule_runner.hpp"
+#include "sim/replay/outputs.hpp"
+#include "sim/replay/outputs_links.hpp"
 #include "topologies/io.hpp"
 #include "topologies/routing.hpp"
 
@@ -75,6 +77,9 @@ int cmd_coll(int argc, char** argv) {
   args.flag({"--batch-tolerance", "", "TIME",
              "engine completion batching window (flows finishing within it complete together)",
              "auto: exact below 20000 transfers, else 1us"});
+  args.flag({"--timeline", "", "FILE", "Chrome trace of the largest size's transfers (docs/outputs.md)", ""});
+  args.flag({"--link-stats", "", "FILE", "per-link statistics of the largest size; CSV, or JSON for *.json", ""});
+  args.flag({"--report", "", "FILE", "HTML report of the largest size (docs/outputs.md)", ""});
   args.flag({"--pxn", "", "", "route cross-rail traffic through the peer GPU on the destination's rail (NCCL PXN)", ""});
   if (!args.parse(argc, argv)) return 0;
   if (!args.positional().empty()) throw InputError(args.positional()[0], "unexpected argument");
@@ -206,7 +211,11 @@ int cmd_coll(int argc, char** argv) {
     models::validate_spec(s, t, routing);
     specs.push_back(std::move(s));
   }
-  for (const auto& s : specs) {
+  const bool want_outputs = args.has("--timeline") || args.has("--link-stats") || args.has("--report");
+  sim::RunResult last_result;
+  for (std::size_t si = 0; si < specs.size(); ++si) {
+    const auto& s = specs[si];
+    const bool last = si + 1 == specs.size();
     models::TunerChoice tc = models::tune(s, t, routing, calib);
     models::CollectiveSpec fixed = s;
     fixed.algorithm = tc.algorithm;
@@ -216,7 +225,17 @@ int cmd_coll(int argc, char** argv) {
     // Large schedules: batch completions within 1 us (architecture.md: 10x fewer engine steps for
     // < 0.05 % error; measured here: 256-GPU all_to_all 64 MiB 1530.96 vs 1531.29 us exact, 0.47 vs 48 s).
     if (auto_batch && sch.transfers.size() > 20000) o.batch_tolerance_s = 1e-6;
+    o.collect_link_stats = want_outputs && last;
     sim::ScheduleResult res = sim::run_schedule(sch, t, routing, calib, o);
+    if (want_outputs && last) {
+      sim::CollectiveRunInfo info;
+      info.topology = args.get("--topology");
+      info.topology_params = args.params();
+      info.op = models::to_string(s.op);
+      info.bytes = static_cast<double>(s.bytes);
+      info.communicator = s.communicator;
+      last_result = sim::collective_run_result(t, sch, res, info);
+    }
     rows.push_back({s.bytes, res.makespan_s, tc.predicted_s, sch.algorithm, sch.protocol, sch.fidelity,
                     sch.transfers.size()});
   }
@@ -291,6 +310,14 @@ int cmd_coll(int argc, char** argv) {
                 {"rows", jrows},
                 {"avg_busbw_GBps", avg}};
     write_file_atomic(args.get("--json"), doc.dump(1) + "\n");
+  }
+  if (want_outputs) {
+    sim::OutputOptions out;
+    out.timeline_path = args.get("--timeline");
+    out.link_stats_path = args.get("--link-stats");
+    out.report_path = args.get("--report");
+    out.quiet = true;
+    sim::write_outputs(last_result, out);
   }
   std::cout << o.str();
   return 0;

@@ -183,3 +183,31 @@ TEST_CASE("bad input: one line on stderr, exit 2, no partial output") {
     CHECK_FALSE(fs::exists(path));
   }
 }
+
+TEST_CASE("--timeline / --link-stats / --report describe the largest size") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "fabricsim_coll_outputs";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string tl = (dir / "t.json").string(), ls = (dir / "l.csv").string(), rp = (dir / "r.html").string();
+  Out o = run_cli("--topology dgx-h100 --algo ring -b 1M -e 4M --timeline " + tl + " --link-stats " + ls +
+                  " --report " + rp);
+  REQUIRE(o.rc == 0);
+  std::ifstream t(tl);
+  nlohmann::json j = nlohmann::json::parse(t);
+  CHECK(j["traceEvents"].size() > 8u);
+  std::ifstream l(ls);
+  std::string header, first;
+  std::getline(l, header);
+  std::getline(l, first);
+  CHECK(header.rfind("link_id,direction,from,to,kind", 0) == 0);
+  CHECK(first.find("nvlink") != std::string::npos);
+  CHECK(fs::file_size(rp) > 1000u);
+  // a bad size fails before anything is written
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  Out bad = run_cli("--topology dgx-h100 --op all_gather -b 12 --timeline " + tl);
+  CHECK(bad.rc == 2);
+  CHECK_FALSE(fs::exists(tl));
+  fs::remove_all(dir);
+}
