@@ -54,6 +54,8 @@ Scenario scenario_from_json(const Json& doc, const std::string& file) {
     if (const Json* p = wr.object_optional("params")) {
       if (w.kind == "trace" || w.kind == "chakra") json_fail(wr.path_of("params"), "\"params\" applies to generators and astra workloads only");
       w.params = params_from_json(*p, wr.path_of("params"));
+      // File-valued generator parameters are relative to the scenario file, like every other path.
+      if (auto it = w.params.find("configs"); it != w.params.end()) it->second = resolve(file, it->second);
     }
     w.where = wr.path_of("params").str();
     wr.finish();

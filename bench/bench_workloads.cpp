@@ -1,0 +1,92 @@
+// Workload benchmarks (docs/performance.md, "Workloads"): wall time (trace generation + replay) and peak
+// resident memory for GPT-3 175B (TP 8, PP 16, 1F1B, DP = the rest) on 1024, 4096 and 16384 A100 GPUs and a
+// DLRM (distributed-embeddings "large") on 128 and 1024 GPUs, in DGX A100 SuperPODs.
+// Usage: bench_workloads [all | gpt1024 | gpt4096 | gpt16384 | dlrm128 | dlrm1024] [--comm-model analytic]
+// `all` runs each case in its own child process so peak RSS is per case.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "sim/replay/run_scenario.hpp"
+#include "workloads/scenario.hpp"
+
+using namespace fabricsim;
+
+namespace {
+
+// The repository root, from this file's compile-time path (CMake compiles with absolute paths).
+std::string source_dir() {
+  std::string f = __FILE__;
+  auto pos = f.rfind("/bench/");
+  return pos == std::string::npos ? "." : f.substr(0, pos);
+}
+
+Json gpt_case(int gpus) {
+  return {{"topology", {{"preset", "superpod"}, {"params", {{"nodes", gpus / 8}, {"node", "dgx-a100"}}}}},
+          {"workload",
+           {{"generator", "gpt"},
+            {"params",
+             {{"num_layers", 96}, {"hidden_size", 12288}, {"num_attention_heads", 96}, {"seq_length", 2048},
+              {"padded_vocab_size", 51200}, {"micro_batch_size", 1}, {"global_batch_size", 1536},
+              {"tensor_model_parallel_size", 8}, {"pipeline_model_parallel_size", 16},
+              {"recompute_granularity", "full"}}}}}};
+}
+
+Json dlrm_case(int gpus) {
+  return {{"topology", {{"preset", "superpod"}, {"params", {{"nodes", gpus / 8}, {"node", "dgx-a100"}}}}},
+          {"workload",
+           {{"generator", "dlrm"},
+            {"params",
+             {{"configs", source_dir() + "/tests/data/training/distributed_embeddings_synthetic_configs.json"},
+              {"model", "large"}, {"global_batch_size", 65536}}}}}};
+}
+
+int run_one(const std::string& name, const std::string& comm) {
+  Json sc;
+  if (name == "gpt1024") sc = gpt_case(1024);
+  else if (name == "gpt4096") sc = gpt_case(4096);
+  else if (name == "gpt16384") sc = gpt_case(16384);
+  else if (name == "dlrm128") sc = dlrm_case(128);
+  else if (name == "dlrm1024") sc = dlrm_case(1024);
+  else {
+    std::fprintf(stderr, "unknown case %s\n", name.c_str());
+    return 2;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto s = workloads::scenario_from_json(sc, name);
+  sim::ScenarioRunOptions opt;
+  opt.comm_model = comm;
+  auto run = sim::run_scenario(s, opt);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf("%-9s gpus=%-6d ops=%-8zu step=%.3f s  wall=%.2f s (generate %.2f, replay %.2f)  peak_rss=%.0f MiB\n",
+              name.c_str(), run.result.gpus, run.trace_ops, run.result.iteration_s, wall, run.generate_wall_s,
+              run.replay_wall_s, ru.ru_maxrss / 1024.0);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string which = argc > 1 ? argv[1] : "all";
+  std::string comm = "engine";
+  for (int i = 2; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--comm-model") == 0) comm = argv[i + 1];
+  if (which != "all") return run_one(which, comm);
+  for (const char* c : {"gpt1024", "gpt4096", "gpt16384", "dlrm128", "dlrm1024"}) {
+    std::fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) _exit(run_one(c, comm));
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) std::printf("%s failed\n", c);
+  }
+  return 0;
+}
