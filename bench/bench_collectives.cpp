@@ -7,6 +7,7 @@
 // (topology, schedule build, engine run, total) and peak RSS. Results: docs/performance.md.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -27,10 +28,12 @@ namespace {
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+// Peak RSS of this process and of any child it waited for (the SimGrid engine runs in a forked child).
 double peak_rss_MiB() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+  rusage self{}, children{};
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &children);
+  return static_cast<double>(std::max(self.ru_maxrss, children.ru_maxrss)) / 1024.0;  // KiB on Linux
 }
 }  // namespace
 
@@ -71,10 +74,10 @@ int main(int argc, char** argv) {
     const sim::ScheduleResult r = sim::run_schedule(s, t, routing, calib, opt);
     const double t3 = now_s();
     std::printf(
-        "op=%s gpus=%lld bytes=%s algo=%s proto=%s fidelity=%s engine=%s transfers=%zu simulated_s=%.9g "
+        "op=%s gpus=%lld bytes=%s algo=%s proto=%s fidelity=%s engine=%s transfers=%zu events=%zu simulated_s=%.9g "
         "topo_s=%.3f build_s=%.3f run_s=%.3f total_s=%.3f peak_rss_MiB=%.1f\n",
         a["--op"].c_str(), gpus, a["--bytes"].c_str(), s.algorithm.c_str(), s.protocol.c_str(), s.fidelity.c_str(),
-        opt.engine.c_str(), s.transfers.size(), r.makespan_s, t1 - t0, t2 - t1, t3 - t2, t3 - t0, peak_rss_MiB());
+        opt.engine.c_str(), s.transfers.size(), r.events, r.makespan_s, t1 - t0, t2 - t1, t3 - t2, t3 - t0, peak_rss_MiB());
     return 0;
   } catch (const InputError& e) {
     std::fprintf(stderr, "bench_collectives: %s\n", e.what());

@@ -172,6 +172,8 @@ void FlowModel::solve(double now_s) {
       if (flow_mark_[e.flow] != ep) visit_flow(e.flow);
   }
   flow_visits_ += comp_flows_.size();
+  // Id order: the passes below then walk the per-flow arrays sequentially instead of in BFS order.
+  if (comp_flows_.size() > 1024) std::sort(comp_flows_.begin(), comp_flows_.end());
 
   // Settle statistics (old loads) and remaining bytes (old rates) up to now.
   for (std::uint32_t r : comp_res_) {
