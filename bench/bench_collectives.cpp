@@ -28,6 +28,15 @@ namespace {
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+// CPU time (user + system) of this process and its waited-for children, seconds: on a shared machine it is
+// a steadier measure than wall time.
+double cpu_s() {
+  rusage self{}, children{};
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &children);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return sec(self.ru_utime) + sec(self.ru_stime) + sec(children.ru_utime) + sec(children.ru_stime);
+}
 // Peak RSS of this process and of any child it waited for (the SimGrid engine runs in a forked child).
 double peak_rss_MiB() {
   rusage self{}, children{};
@@ -75,9 +84,9 @@ int main(int argc, char** argv) {
     const double t3 = now_s();
     std::printf(
         "op=%s gpus=%lld bytes=%s algo=%s proto=%s fidelity=%s engine=%s transfers=%zu events=%zu simulated_s=%.9g "
-        "topo_s=%.3f build_s=%.3f run_s=%.3f total_s=%.3f peak_rss_MiB=%.1f\n",
+        "topo_s=%.3f build_s=%.3f run_s=%.3f total_s=%.3f cpu_s=%.3f peak_rss_MiB=%.1f\n",
         a["--op"].c_str(), gpus, a["--bytes"].c_str(), s.algorithm.c_str(), s.protocol.c_str(), s.fidelity.c_str(),
-        opt.engine.c_str(), s.transfers.size(), r.events, r.makespan_s, t1 - t0, t2 - t1, t3 - t2, t3 - t0, peak_rss_MiB());
+        opt.engine.c_str(), s.transfers.size(), r.events, r.makespan_s, t1 - t0, t2 - t1, t3 - t2, t3 - t0, cpu_s(), peak_rss_MiB());
     return 0;
   } catch (const InputError& e) {
     std::fprintf(stderr, "bench_collectives: %s\n", e.what());

@@ -40,12 +40,10 @@ FlowModel::FlowId FlowModel::add(double now_s, std::span<const std::uint32_t> re
     rem_.push_back(0);
     tupd_.push_back(0);
     rate_.push_back(0);
-    w_.push_back(0);
+    hot_.push_back(FlowHot{});
     capr_.push_back(0);
     finish_.push_back(kInf);
     user_.push_back(0);
-    hop_off_.push_back(0);
-    hop_cnt_.push_back(0);
     ver_.push_back(0);
     flow_mark_.push_back(0);
     alive_.push_back(0);
@@ -54,7 +52,7 @@ FlowModel::FlowId FlowModel::add(double now_s, std::span<const std::uint32_t> re
   rem_[f] = bytes_per_instance;
   tupd_[f] = now_s;
   rate_[f] = 0;
-  w_[f] = weight;
+  hot_[f].w = weight;
   capr_[f] = rate_cap_Bps > 0 ? rate_cap_Bps : 0;
   finish_[f] = kInf;
   user_[f] = user;
@@ -62,8 +60,9 @@ FlowModel::FlowId FlowModel::add(double now_s, std::span<const std::uint32_t> re
   alive_[f] = 1;
   flow_mark_[f] = 0;
   if (hop_res_.size() > 4096 && dead_hops_ * 2 > hop_res_.size()) compact_hops();
-  hop_off_[f] = hop_res_.size();
-  hop_cnt_[f] = static_cast<std::uint32_t>(resources.size());
+  if (hop_res_.size() + resources.size() > 0xffffffffu) throw std::logic_error("FlowModel: too many hops");
+  hot_[f].off = static_cast<std::uint32_t>(hop_res_.size());
+  hot_[f].cnt = static_cast<std::uint32_t>(resources.size());
   for (std::uint32_t k = 0; k < resources.size(); ++k) {
     const std::uint32_t r = resources[k];
     if (r >= cap_.size()) throw std::logic_error("FlowModel::add: resource id out of range");
@@ -77,19 +76,19 @@ FlowModel::FlowId FlowModel::add(double now_s, std::span<const std::uint32_t> re
 }
 
 void FlowModel::remove_flow(FlowId f) {
-  const std::uint64_t off = hop_off_[f];
-  for (std::uint32_t k = 0; k < hop_cnt_[f]; ++k) {
+  const std::uint64_t off = hot_[f].off;
+  for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
     const std::uint32_t r = hop_res_[off + k];
     const std::uint32_t pos = hop_pos_[off + k];
     auto& list = res_flows_[r];
     const ResEntry last = list.back();
     list[pos] = last;
-    hop_pos_[hop_off_[last.flow] + last.k] = pos;
+    hop_pos_[hot_[last.flow].off + last.k] = pos;
     list.pop_back();
     dirty_res_.push_back(r);
   }
-  dead_hops_ += hop_cnt_[f];
-  hop_cnt_[f] = 0;
+  dead_hops_ += hot_[f].cnt;
+  hot_[f].cnt = 0;
   alive_[f] = 0;
   ++ver_[f];
   rate_[f] = 0;
@@ -104,9 +103,9 @@ void FlowModel::compact_hops() {
   npos.reserve(hop_res_.size() - dead_hops_);
   for (FlowId f = 0; f < rem_.size(); ++f) {
     if (!alive_[f]) continue;
-    const std::uint64_t off = hop_off_[f];
-    hop_off_[f] = nres.size();
-    for (std::uint32_t k = 0; k < hop_cnt_[f]; ++k) {
+    const std::uint64_t off = hot_[f].off;
+    hot_[f].off = static_cast<std::uint32_t>(nres.size());
+    for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
       nres.push_back(hop_res_[off + k]);
       npos.push_back(hop_pos_[off + k]);
     }
@@ -146,8 +145,8 @@ void FlowModel::solve(double now_s) {
   auto visit_flow = [&](FlowId f) {
     flow_mark_[f] = ep;
     comp_flows_.push_back(f);
-    const std::uint64_t off = hop_off_[f];
-    for (std::uint32_t k = 0; k < hop_cnt_[f]; ++k) {
+    const std::uint64_t off = hot_[f].off;
+    for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
       const std::uint32_t r = hop_res_[off + k];
       if (res_mark_[r] != ep) {
         res_mark_[r] = ep;
@@ -189,10 +188,10 @@ void FlowModel::solve(double now_s) {
     if (rem_[f] < 0) rem_[f] = 0;
     tupd_[f] = now_s;
     frozen_[f] = 0;
-    const std::uint64_t off = hop_off_[f];
-    for (std::uint32_t k = 0; k < hop_cnt_[f]; ++k) {
+    const std::uint64_t off = hot_[f].off;
+    for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
       const std::uint32_t r = hop_res_[off + k];
-      s_w_[r] += w_[f];
+      s_w_[r] += hot_[f].w;
       ++s_unfrozen_[r];
     }
     if (capr_[f] > 0) capped_.emplace_back(capr_[f], f);
@@ -222,9 +221,9 @@ void FlowModel::solve(double now_s) {
   auto freeze = [&](FlowId f, double x) {
     frozen_[f] = 1;
     new_rate_[f] = x;
-    const double w = w_[f];
-    const std::uint64_t off = hop_off_[f];
-    for (std::uint32_t k = 0; k < hop_cnt_[f]; ++k) {
+    const double w = hot_[f].w;
+    const std::uint64_t off = hot_[f].off;
+    for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
       const std::uint32_t r = hop_res_[off + k];
       s_free_[r] -= w * x;
       s_w_[r] -= w;

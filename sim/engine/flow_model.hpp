@@ -97,10 +97,15 @@ class FlowModel {
   std::vector<double> s_free_, s_w_;
   std::vector<std::uint32_t> s_unfrozen_;
   // flows (struct of arrays)
-  std::vector<double> rem_, tupd_, rate_, w_, capr_, finish_;
+  struct FlowHot {  // what the solver reads per flow, packed in one cache line slot
+    double w = 0;             // weight
+    std::uint32_t off = 0;    // first hop in hop_res_/hop_pos_
+    std::uint32_t cnt = 0;    // number of hops
+  };
+  std::vector<FlowHot> hot_;
+  std::vector<double> rem_, tupd_, rate_, capr_, finish_;
   std::vector<std::uint64_t> user_;
-  std::vector<std::uint64_t> hop_off_;
-  std::vector<std::uint32_t> hop_cnt_, ver_, flow_mark_;
+  std::vector<std::uint32_t> ver_, flow_mark_;
   std::vector<std::uint8_t> alive_, frozen_;
   std::vector<FlowId> free_ids_;
   std::vector<std::uint32_t> hop_res_, hop_pos_;
