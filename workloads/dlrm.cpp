@@ -100,7 +100,8 @@ namespace {
 double state_factor(const DlrmConfig& c) { return c.optimizer == "adagrad" ? 2.0 : 1.0; }  // weights (+ accumulator)
 }  // namespace
 
-ShardingPlan plan_sharding(const DlrmConfig& c, double capacity, const std::string& where) {
+ShardingPlan plan_sharding(const DlrmConfig& c, double capacity, const std::string& where,
+                           double per_shard_cost_bytes) {
   const int N = static_cast<int>(c.world_size);
   const double B = double(c.global_batch_size);
   ShardingPlan plan;
@@ -175,6 +176,7 @@ ShardingPlan plan_sharding(const DlrmConfig& c, double capacity, const std::stri
   plan.lookup_bytes_per_gpu.assign(N, 0);
   plan.output_width_per_gpu.assign(N, 0);
   std::map<std::int32_t, int> next_row_gpu;
+  std::vector<double> load(N, 0);  // lookup bytes + per-shard cost
   for (std::size_t oi : order) {
     Shard& s = shards[oi];
     int best = -1;
@@ -184,9 +186,8 @@ ShardingPlan plan_sharding(const DlrmConfig& c, double capacity, const std::stri
     } else {
       for (int g = 0; g < N; ++g) {
         if (plan.memory_per_gpu_bytes[g] + s.memory_bytes > capacity) continue;
-        if (best < 0 || plan.lookup_bytes_per_gpu[g] < plan.lookup_bytes_per_gpu[best] ||
-            (plan.lookup_bytes_per_gpu[g] == plan.lookup_bytes_per_gpu[best] &&
-             plan.memory_per_gpu_bytes[g] < plan.memory_per_gpu_bytes[best]))
+        if (best < 0 || load[g] < load[best] ||
+            (load[g] == load[best] && plan.memory_per_gpu_bytes[g] < plan.memory_per_gpu_bytes[best]))
           best = g;
       }
     }
@@ -207,6 +208,7 @@ ShardingPlan plan_sharding(const DlrmConfig& c, double capacity, const std::stri
       throw InputError(where, buf);
     }
     s.gpu = best;
+    load[best] += s.lookup_bytes + per_shard_cost_bytes;
     plan.memory_per_gpu_bytes[best] += s.memory_bytes;
     plan.lookup_bytes_per_gpu[best] += s.lookup_bytes;
     plan.output_width_per_gpu[best] += double(s.width) * double(c.tables[s.table].hotness.size());
@@ -256,7 +258,9 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
   const double mlp_kernels = double(layers.size());
   // Memory: weights + optimizer state of embeddings, plus MLP weights/state (4 copies: weight, grad, 2 state).
   const double capacity = cm.gpu.hbm_capacity_bytes * c.memory_fraction - 4.0 * 4.0 * mlp_params;
-  ShardingPlan plan = plan_sharding(c, capacity, where);
+  // Balance lookup time plus per-shard overhead (3 kernels per shard per step, see below), in bytes.
+  const double shard_cost = 3.0 * cm.eff.kernel_overhead_s * cm.gpu.hbm_bandwidth_Bps * cm.eff.mem_eff(models::OpClass::Embedding);
+  ShardingPlan plan = plan_sharding(c, capacity, where, shard_cost);
 
   Trace tr;
   tr.name = "dlrm";

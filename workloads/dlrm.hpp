@@ -69,7 +69,10 @@ struct ShardingPlan {
 };
 
 // Throws InputError(where) when the tables cannot be placed within capacity (naming the table and sizes).
-ShardingPlan plan_sharding(const DlrmConfig& c, double capacity_bytes, const std::string& where);
+// `per_shard_cost_bytes` adds a fixed cost per shard to the load being balanced (the per-shard kernel/op
+// overhead expressed in equivalent lookup bytes), so GPUs get similar numbers of shards too.
+ShardingPlan plan_sharding(const DlrmConfig& c, double capacity_bytes, const std::string& where,
+                           double per_shard_cost_bytes = 0);
 
 Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm, const std::string& where);
 

@@ -100,3 +100,42 @@ TEST_CASE("validation: Megatron-LM SC'21 Table 1 achieved TFLOP/s per GPU") {
   MESSAGE(table);
   CHECK(median(errs) <= 0.05);
 }
+
+// Known to miss the 15 % bound on 2 of 8 rows (Small on 8 and 16 GPUs, about -25 %); reported, not
+// loosened (docs/validation.md "Training"). may_fail keeps the suite green while still printing the rows.
+TEST_CASE("validation: distributed-embeddings synthetic model step times" * doctest::may_fail()) {
+  Json fit = load_json_file(kData + "dlrm_fit.json");
+  std::string table = "model   GPUs  measured_ms  sim_ms   error  (fit row *)\n";
+  int within = 0, rows = 0;
+  for (const auto& r : read_csv(kData + "distributed_embeddings_benchmarks.csv")) {
+    if (r.at("table") != "synthetic_step_time") continue;
+    int n = std::stoi(r.at("num_gpus"));
+    Json topo = n <= 8 ? Json{{"preset", "dgx-a100"}}
+                       : Json{{"preset", "superpod"}, {"params", {{"nodes", n / 8}, {"node", "dgx-a100"}}}};
+    std::string model = r.at("model");
+    std::string lower = model;
+    for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    Json sc = {{"topology", topo},
+               {"workload", {{"generator", "dlrm"},
+                             {"params", {{"configs", kData + "distributed_embeddings_synthetic_configs.json"},
+                                         {"model", lower}, {"global_batch_size", std::stoi(r.at("global_batch_size"))},
+                                         {"world_size", n}}}}},
+               {"compute", fit.at("compute")}};
+    auto s = workloads::scenario_from_json(sc, "dlrm row " + model + "/" + std::to_string(n));
+    auto res = sim::run_scenario(s).result;
+    double meas = std::stod(r.at("step_time_ms")), sim_ms = res.iteration_s * 1e3;
+    double err = (sim_ms - meas) / meas;
+    bool fitted = false;
+    for (const auto& f : fit.at("fit_rows")) fitted = fitted || f.get<std::string>() == model + "/" + std::to_string(n);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%-7s %3d  %8.2f  %8.2f  %+6.1f%% %s\n", model.c_str(), n, meas, sim_ms, 100 * err,
+                  fitted ? "*" : "");
+    table += buf;
+    ++rows;
+    within += std::abs(err) <= 0.15;
+    CHECK_MESSAGE(std::abs(err) <= 0.15, model << " on " << n << " GPUs: error " << 100 * err << " %");
+  }
+  MESSAGE(table);
+  CHECK(rows == 8);
+  MESSAGE(within << " of " << rows << " rows within 15 %");
+}
