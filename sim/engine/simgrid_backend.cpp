@@ -104,6 +104,10 @@ ChildResult run_in_child(const models::Schedule& s, const topo::Topology& t, top
                                    "--cfg=network/crosstraffic:0",
                                    "--cfg=network/TCP-gamma:0",
                                    "--cfg=network/weight-S:0",
+                                   // tighter than the defaults (1e-9 s for event dates and remains, 1e-5
+                                   // relative in the max-min solver), which blur pipelined schedules
+                                   "--cfg=surf/precision:1e-13",
+                                   "--cfg=maxmin/precision:1e-11",
                                    "--log=root.thres:critical"};
   if (const char* lg = std::getenv("FABRICSIM_SIMGRID_LOG")) args.back() = std::string("--log=") + lg;  // debugging
   std::vector<char*> argv;
