@@ -2,6 +2,9 @@
 // Contract between the collective algorithms (models::Schedule, pure data) and the engines that run
 // them. Two engines implement it: "fabricsim" (our flow-level max-min engine) and "simgrid" (the SimGrid
 // 3.32 oracle, built when FABRICSIM_HAVE_SIMGRID). Both must give the same transfer finish times.
+// The timing model (latency phase, then max-min fair bandwidth phase; batching; weights) is described in
+// docs/engine.md; the incremental API (several schedules/transfers in flight on one EventQueue) is
+// sim::Network in sim/engine/network.hpp.
 #include <string>
 #include <vector>
 
@@ -14,7 +17,8 @@ namespace fabricsim::sim {
 
 struct RunOptions {
   std::string engine = "fabricsim";   // "fabricsim" | "simgrid"
-  double batch_tolerance_s = 0;        // completion batching window (0 = exact)
+  double batch_tolerance_s = 0;        // completion batching window, seconds (0 = exact); 1e-6 makes large
+                                       // all-to-alls tractable (see docs/performance.md)
   bool collect_link_stats = false;
 };
 
@@ -36,7 +40,10 @@ struct ScheduleResult {
   std::size_t events = 0;                    // engine events processed (diagnostics)
 };
 
-// Runs `s` from time 0 on an idle fabric. Throws InputError for an unknown engine name.
+// Runs `s` from time 0 on an idle fabric: roots start at 0; per-transfer times exclude fixed_latency_s,
+// which is added to makespan_s. Throws InputError for an unknown engine name or a malformed schedule (the
+// simgrid engine also needs integer weights; it rounds bytes to whole bytes and reports events = 0 and no
+// link statistics).
 ScheduleResult run_schedule(const models::Schedule& s, const topo::Topology& t, topo::Routing& routing,
                             const models::Calibration& calib, const RunOptions& opt = {});
 
