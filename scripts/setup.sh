@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-build/apps/fabricsim topo dgx-h100
+build/apps/fabricsim run
