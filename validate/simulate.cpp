@@ -101,10 +101,53 @@ SystemMapping map_system(const Measurement& m, const std::string& preset,
   return s;
 }
 
+namespace {
+
+// NCCL version as major * 100 + minor from "2.8.4-1 (...)", "2.26.2; ...", "22602" (NCCL_VERSION_CODE);
+// -1 when unknown.
+int nccl_minor_code(const std::string& v) {
+  std::size_t i = 0;
+  while (i < v.size() && !std::isdigit(static_cast<unsigned char>(v[i]))) ++i;
+  std::size_t j = i;
+  while (j < v.size() && std::isdigit(static_cast<unsigned char>(v[j]))) ++j;
+  if (i == j) return -1;
+  const std::string first = v.substr(i, j - i);
+  if (j < v.size() && v[j] == '.') {
+    std::size_t k = j + 1;
+    while (k < v.size() && std::isdigit(static_cast<unsigned char>(v[k]))) ++k;
+    if (k == j + 1) return -1;
+    return std::stoi(first) * 100 + std::stoi(v.substr(j + 1, k - j - 1));
+  }
+  if (first.size() == 5) return std::stoi(first) / 100;  // 22602 -> 2.26 (NCCL_VERSION_CODE >= 2.9)
+  return -1;
+}
+
+// Algorithms the measured NCCL had (the tuner's choice is restricted to them when the log does not pin one):
+//  - hierarchical is fabricsim's own two-level all_reduce; no NCCL release has it, but it stays allowed:
+//    it is the model's stand-in for NCCL's multi-node ring/tree pipelining, and excluding it was measured
+//    to be worse (leave-one-out >= 1 MiB median 11.9 % / p90 53.5 % instead of 9.4 % / 41.6 %, because the
+//    tree and ring models over-serialise the ABCI multi-node runs; docs/validation.md);
+//  - CollNet needs the SHARP plugin (SystemMapping::allow_collnet);
+//  - NVLS appeared in NCCL 2.17 and PAT in NCCL 2.23 (NVIDIA NCCL release notes), so older logs
+//    (ABCI's NCCL 2.8.4) cannot have used them.
+bool nccl_has_algorithm(const SystemMapping& map, const std::string& nccl_version, models::Algorithm a) {
+  const int v = nccl_minor_code(nccl_version);
+  switch (a) {
+    case models::Algorithm::Hierarchical: return true;
+    case models::Algorithm::CollNet: return map.allow_collnet;
+    case models::Algorithm::Nvls: return v < 0 || v >= 217;
+    case models::Algorithm::Pat: return v < 0 || v >= 223;
+    default: return true;
+  }
+}
+
+}  // namespace
+
 struct SimSystem::Impl {
   topo::Topology topo;
   topo::Routing routing;
   models::CollectiveSpec base;
+  std::string nccl_version;
   explicit Impl(topo::Topology t) : topo(std::move(t)), routing(topo) {}
 };
 
@@ -143,6 +186,7 @@ SimSystem::SimSystem(const SystemMapping& map, const Measurement& m) : map_(map)
     impl_->base.protocol = p;
   }
   impl_->base.where = m.source;
+  impl_->nccl_version = m.nccl_version;
 }
 
 SimSystem::~SimSystem() = default;
@@ -162,12 +206,16 @@ SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration
   models::TunerChoice tc = models::tune(spec, impl_->topo, impl_->routing, calib);
   spec.algorithm = tc.algorithm;
   spec.protocol = tc.protocol;
-  if (!map_.allow_collnet && tc.algorithm == models::Algorithm::CollNet) {
-    // Fastest predicted candidate that is not CollNet (see SystemMapping::allow_collnet).
+  if (!nccl_has_algorithm(map_, impl_->nccl_version, tc.algorithm)) {
+    // Fastest predicted candidate that the measured NCCL had (see nccl_has_algorithm).
     const models::Candidate* best = nullptr;
     for (const auto& c : tc.candidates)
-      if (c.algorithm != models::Algorithm::CollNet && (!best || c.predicted_s < best->predicted_s)) best = &c;
-    if (!best) throw InputError(spec.where, "only CollNet applies, and the run had no SHARP");
+      if (nccl_has_algorithm(map_, impl_->nccl_version, c.algorithm) &&
+          (!best || c.predicted_s < best->predicted_s))
+        best = &c;
+    if (!best)
+      throw InputError(spec.where, std::string("only ") + models::to_string(tc.algorithm) +
+                                       " applies, which the measured NCCL (" + impl_->nccl_version + ") lacks");
     spec.algorithm = best->algorithm;
     spec.protocol = best->protocol;
   }

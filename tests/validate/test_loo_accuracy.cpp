@@ -2,12 +2,15 @@
 //
 // The targets: for sizes >= 1 MiB, median |busbw error| <= 5 % and p90 <= 12 %; below 1 MiB,
 // median <= 15 %. The model does NOT reach them on the whole shared data set today (measured 2026-11-21,
-// docs/validation.md "Leave-one-out accuracy": >= 1 MiB median 11.2 %, p90 44.3 %; < 1 MiB median 21.3 %).
+// docs/validation.md "Leave-one-out accuracy": >= 1 MiB median 9.4 %, p90 41.6 %; < 1 MiB median 21.7 %).
 // The gap comes from the ABCI A100/V100 logs (NCCL 2.8.4, 2021) and the B200 log, which has no other log of its
 // family to fit on; docs/validation.md explains which model changes would close it. So this test asserts:
 //  1. the bounds on the subset where they hold today (the Together H100 ring logs, NCCL 2.26), and
 //  2. regression guards at the measured whole-set values (rounded up to the next percent), so any change that
 //     makes the model worse fails here. Tighten these as the model improves; never loosen them to pass.
+//  3. the ABCI V intra-node log (4x V100): NVLink efficiency is fitted on single-host runs only
+//     (validate/calibrate.cpp `relevant`); before that rule its LOO error was 80 % (the inter-node logs drove
+//     nvlink_efficiency.v100 to 0.10). Guarded at the measured 9.9 %.
 // It runs the real fits (about 40 s of CPU in Release; several minutes of wall time when the 2 shared cores
 // are busy).
 #include <doctest/doctest.h>
@@ -65,8 +68,19 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
                                               << r.summary.small.p90);
     CHECK(r.summary.large.count == 133);
     CHECK(r.summary.small.count == 224);
-    CHECK(r.summary.large.median <= 0.12);
-    CHECK(r.summary.large.p90 <= 0.45);
-    CHECK(r.summary.small.median <= 0.22);
+    CHECK(r.summary.large.median <= 0.10);  // measured 9.4 %
+    CHECK(r.summary.large.p90 <= 0.42);     // measured 41.6 %
+    CHECK(r.summary.small.median <= 0.22);  // measured 21.7 %
+  }
+
+  {  // ABCI V intra-node (single-host V100): regression guard at the measured value
+    std::vector<LogCompare> sub;
+    for (const auto& l : r.logs)
+      if (l.source.find("abci_intra_vnode") != std::string::npos) sub.push_back(l);
+    REQUIRE(sub.size() == 1);
+    ErrorSummary s = summarize(sub);
+    MESSAGE("ABCI V intra LOO: >= 1 MiB median " << s.large.median << "; < 1 MiB median " << s.small.median);
+    CHECK(s.large.count == 6);
+    CHECK(s.large.median <= 0.10);  // measured 9.9 % (80.3 % before the single-host NVLink rule)
   }
 }
