@@ -2,7 +2,10 @@
 // an engine. One case per process, so the peak RSS (getrusage) belongs to that case alone.
 //
 //   bench_collectives --op all_reduce --gpus 4096 --bytes 1G [--algo ring] [--fidelity auto|step|phase|symmetry]
-//                     [--engine fabricsim|simgrid] [--batch-tolerance SECONDS]
+//                     [--engine fabricsim|simgrid] [--batch-tolerance SECONDS] [--routing dmodk|hash] [--pxn 0|1]
+// --pxn 1 (default) routes cross-rail traffic through the peer GPU on the destination's rail, as NCCL does
+// by default on rail-optimised DGX systems; it also enables the aggregated all_to_all schedule at
+// phase/symmetry fidelity (docs/collectives.md). --routing picks the fabric multipath rule (docs/topology.md).
 // Prints one line: op, GPUs, bytes, algorithm, protocol, fidelity, transfers, simulated time, wall times
 // (topology, schedule build, engine run, total) and peak RSS. Results: docs/performance.md.
 #include <sys/resource.h>
@@ -50,7 +53,8 @@ int main(int argc, char** argv) {
   try {
     std::map<std::string, std::string> a = {{"--op", "all_reduce"}, {"--gpus", "64"},       {"--bytes", "1G"},
                                             {"--fidelity", "auto"},  {"--engine", "fabricsim"}, {"--algo", ""},
-                                            {"--batch-tolerance", "0"}};
+                                            {"--batch-tolerance", "0"}, {"--routing", "dmodk"},
+                                            {"--pxn", "1"}};
     for (int i = 1; i < argc; i += 2) {
       const std::string k = argv[i];
       if (!a.count(k) || i + 1 >= argc) throw InputError(k, "a known flag with a value (see the source header)");
@@ -71,7 +75,12 @@ int main(int argc, char** argv) {
     if (gpus < 8 || gpus % 8 != 0) throw InputError("--gpus", "a multiple of 8 (DGX H100 servers)");
     const topo::Topology t = models::merge_nvswitch_planes(
         topo::build_preset("superpod", {{"nodes", std::to_string(gpus / 8)}, {"node", "dgx-h100"}}));
-    topo::Routing routing(t);
+    topo::RoutingOptions ropt;
+    if (a["--routing"] == "hash") ropt.fabric = topo::FabricRouting::Hash;
+    else if (a["--routing"] != "dmodk") throw InputError("--routing", "dmodk or hash");
+    if (a["--pxn"] != "0" && a["--pxn"] != "1") throw InputError("--pxn", "0 or 1");
+    ropt.pxn = a["--pxn"] == "1";
+    topo::Routing routing(t, ropt);
     spec.communicator = t.gpus();
     const models::Calibration calib = models::default_calibration();
     const double t1 = now_s();
@@ -83,10 +92,10 @@ int main(int argc, char** argv) {
     const sim::ScheduleResult r = sim::run_schedule(s, t, routing, calib, opt);
     const double t3 = now_s();
     std::printf(
-        "op=%s gpus=%lld bytes=%s algo=%s proto=%s fidelity=%s engine=%s transfers=%zu events=%zu simulated_s=%.9g "
+        "op=%s gpus=%lld bytes=%s algo=%s proto=%s fidelity=%s engine=%s routing=%s pxn=%s transfers=%zu events=%zu simulated_s=%.9g "
         "topo_s=%.3f build_s=%.3f run_s=%.3f total_s=%.3f cpu_s=%.3f peak_rss_MiB=%.1f\n",
         a["--op"].c_str(), gpus, a["--bytes"].c_str(), s.algorithm.c_str(), s.protocol.c_str(), s.fidelity.c_str(),
-        opt.engine.c_str(), s.transfers.size(), r.events, r.makespan_s, t1 - t0, t2 - t1, t3 - t2, t3 - t0, cpu_s(), peak_rss_MiB());
+        opt.engine.c_str(), a["--routing"].c_str(), a["--pxn"].c_str(), s.transfers.size(), r.events, r.makespan_s, t1 - t0, t2 - t1, t3 - t2, t3 - t0, cpu_s(), peak_rss_MiB());
     return 0;
   } catch (const InputError& e) {
     std::fprintf(stderr, "bench_collectives: %s\n", e.what());

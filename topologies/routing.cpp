@@ -17,8 +17,19 @@
 // S*S*2 bytes at most, built lazily); GPU<->rail-NIC segments are cached per GPU and NVLink segments per
 // pair. A route across a 16,384-GPU superpod thus costs a walk over a few switch adjacency lists, not a
 // BFS over the whole graph (docs/performance.md, "Topology").
-// ECMP: at each hop the candidates are the links to neighbours one hop closer; among them those with the
-// highest bandwidth are kept and one is chosen by a hash of (src, dst, hop index).
+// Multipath: at each hop the candidates are the links to neighbours one hop closer; among them those with the
+// highest bandwidth are kept. Inside the switch fabric (NIC -> NIC) the choice is, by default, D-mod-k:
+// fabric endpoints (nodes attached to a fabric switch that are not switches, i.e. NICs) are numbered in
+// switch order (grouped by the switch's rail, -1 first) then adjacency (port) order, so the NICs of one
+// leaf, and the leaves of one rail, get consecutive indices; the k-th hop
+// that has m_k > 1 candidates takes candidate (floor(idx / (m_1 * ... * m_{k-1})) + rail) mod m_k, with idx
+// the ingress NIC's number and rail the rail of its leaf (0 outside rail-optimised fabrics). The rail term
+// staggers the rails: without it, the leaves of one pod (one per rail, numbered rail-major) would all map
+// to the same core of each group, and with leaf-order numbering instead the leaves of one rail would. In a fat tree only up-going hops have several candidates, so this is the classic
+// destination-mod-k rule: the destinations under one leaf use every up-port equally, and a permutation or
+// all-to-all pattern loads every up and down link equally. With FabricRouting::Hash, and everywhere
+// outside the fabric (in-host paths, which are almost always unique), one candidate is chosen by a hash of
+// (src, dst, hop index).
 #include "topologies/routing.hpp"
 
 #include <algorithm>
@@ -51,12 +62,16 @@ struct Routing::Impl {
   std::vector<NodeId> rail_nic;  // per node (only GPUs set)
   std::vector<std::uint32_t> switch_index;  // node -> compact switch index or kInf
   std::vector<NodeId> switches;
+  std::vector<std::uint32_t> endpoint_index;  // node -> D-mod-k destination index (fabric endpoints only)
+  std::vector<std::uint32_t> endpoint_rail;   // node -> rail of its fabric switch (0 if none): D-mod-k stagger
   std::vector<std::vector<std::pair<LinkId, std::uint32_t>>> sw_adj;  // switch idx -> (link, switch idx)
   std::vector<std::unique_ptr<std::vector<std::uint16_t>>> fields;  // target switch idx -> hop distances
   std::vector<const std::vector<std::uint16_t>*> targets;
   std::vector<std::unique_ptr<std::vector<LinkDir>>> up_seg, down_seg;  // per GPU: to / from its rail NIC
   std::unordered_map<std::uint64_t, std::vector<LinkDir>> cache;
   std::unordered_map<std::uint64_t, std::vector<LinkDir>> segments;  // in-host segment cache
+  std::unordered_map<std::uint64_t, std::pair<std::size_t, std::uint32_t>> fabric_cache;  // (switch, NIC) -> pool
+  std::vector<LinkDir> fabric_pool;
   // BFS scratch with generation stamps so that a BFS touching few nodes costs only what it touches.
   std::vector<std::uint32_t> stamp, dist;
   std::uint32_t gen = 0;
@@ -79,6 +94,21 @@ struct Routing::Impl {
       for (auto [l, w] : t.adjacent(switches[si]))
         if (switch_index[w] != kInf) sw_adj[si].emplace_back(l, switch_index[w]);
     fields.resize(switches.size());
+    // Fabric endpoints in switch order (switches of rail-optimised fabrics grouped by rail first, so the
+    // leaves of one rail are numbered consecutively), then port (adjacency) order: the NICs of one leaf are
+    // consecutive, and so are the leaves of one rail, which keeps rail-local (PXN) traffic balanced at the
+    // upper tiers too.
+    endpoint_index.assign(n, kInf);
+    endpoint_rail.assign(n, 0);
+    std::uint32_t next_ep = 0;
+    std::vector<NodeId> by_rail = switches;
+    std::stable_sort(by_rail.begin(), by_rail.end(), [&](NodeId a, NodeId b) { return t.node(a).rail < t.node(b).rail; });
+    for (NodeId sw : by_rail)
+      for (auto [l, w] : t.adjacent(sw))
+        if (switch_index[w] == kInf && endpoint_index[w] == kInf) {
+          endpoint_index[w] = next_ep++;
+          endpoint_rail[w] = static_cast<std::uint32_t>(std::max(0, t.node(sw).rail));
+        }
     up_seg.resize(n);
     down_seg.resize(n);
     rail_nic.assign(n, kNoNode);
@@ -226,9 +256,30 @@ struct Routing::Impl {
     return *fields[sidx];
   }
 
+  // Picks among `cand` (non-empty) inside the fabric: highest bandwidth first, then D-mod-k on the ingress
+  // endpoint's index (`div` is the product of the candidate counts of the earlier multi-choice hops) or,
+  // with FabricRouting::Hash, the pair hash.
+  std::pair<LinkId, NodeId> pick_fabric(std::uint64_t h, std::size_t hop, std::uint32_t dst_idx, std::uint32_t dst_rail,
+                                        std::uint64_t& div) {
+    if (opt.fabric == FabricRouting::Hash || dst_idx == kInf) return pick(h, hop);
+    double best = 0;
+    for (auto& c : cand) best = std::max(best, t.link(c.first).bandwidth_Bps);
+    std::size_t m = 0;
+    for (auto& c : cand)
+      if (t.link(c.first).bandwidth_Bps == best) cand[m++] = c;
+    cand.resize(m);
+    if (m == 1) return cand[0];
+    const std::size_t k = static_cast<std::size_t>((dst_idx / div + dst_rail) % m);
+    if (div < (std::uint64_t(1) << 40)) div *= m;
+    return cand[k];
+  }
+
   // NIC -> NIC through fabric switches only.
   bool fabric_path(NodeId e, NodeId i, std::uint64_t h, std::size_t hop0, std::vector<LinkDir>& out) {
     if (e == i) return true;
+    const std::uint32_t dst_idx = endpoint_index[i];
+    const std::uint32_t dst_rail = endpoint_rail[i];
+    std::uint64_t div = 1;
     // Targets: distance fields of the switches adjacent to the ingress NIC.
     targets.clear();
     for (auto [l, w] : t.adjacent(i)) {
@@ -263,8 +314,34 @@ struct Routing::Impl {
     cand.clear();
     for (auto [l, w] : t.adjacent(e))
       if (switch_index[w] != kInf && D(switch_index[w]) == best) cand.emplace_back(l, w);
-    auto [l0, v] = pick(h, hop++);
+    auto [l0, v] = pick_fabric(h, hop++, dst_idx, dst_rail, div);
     out.push_back(t.dir_from(l0, e));
+    // With D-mod-k the rest of the route depends only on (first switch, ingress NIC) when the first hop had
+    // no choice (div still 1): it is cached per such pair in a flat pool (a leaf's routes to the NICs it
+    // reaches; far fewer pairs than GPU pairs).
+    const bool cacheable = opt.fabric == FabricRouting::DModK && dst_idx != kInf && div == 1;
+    const std::uint64_t ck = key(v, i);
+    if (cacheable) {
+      auto it = fabric_cache.find(ck);
+      if (it != fabric_cache.end()) {
+        out.insert(out.end(), fabric_pool.begin() + it->second.first,
+                   fabric_pool.begin() + it->second.first + it->second.second);
+        return true;
+      }
+    }
+    const std::size_t mark = out.size();
+    if (!fabric_walk(v, i, h, hop, dst_idx, dst_rail, div, D, out)) return false;
+    if (cacheable) {
+      fabric_cache.emplace(ck, std::make_pair(fabric_pool.size(), static_cast<std::uint32_t>(out.size() - mark)));
+      fabric_pool.insert(fabric_pool.end(), out.begin() + mark, out.end());
+    }
+    return true;
+  }
+
+  // Rest of a fabric route from switch v to the ingress NIC i (helper of fabric_path).
+  template <class Dist>
+  bool fabric_walk(NodeId v, NodeId i, std::uint64_t h, std::size_t hop, std::uint32_t dst_idx,
+                   std::uint32_t dst_rail, std::uint64_t div, Dist& D, std::vector<LinkDir>& out) {
     while (true) {
       const std::uint32_t sv = switch_index[v];
       const std::uint32_t dv = D(sv);
@@ -277,7 +354,7 @@ struct Routing::Impl {
           if (D(ws) == dv - 1) cand.emplace_back(l, switches[ws]);
       }
       if (cand.empty()) return false;
-      auto [l, w] = pick(h, hop++);
+      auto [l, w] = pick_fabric(h, hop++, dst_idx, dst_rail, div);
       out.push_back(t.dir_from(l, v));
       v = w;
       if (v == i) return true;
@@ -415,6 +492,8 @@ double Routing::bottleneck_bandwidth(NodeId src, NodeId dst) {
 NodeId Routing::rail_nic(NodeId gpu) const { return gpu < impl_->rail_nic.size() ? impl_->rail_nic[gpu] : kNoNode; }
 
 std::size_t Routing::cached_routes() const { return impl_->cache.size(); }
+
+RoutingOptions Routing::options() const { return impl_->opt; }
 
 void Routing::clear_cache() { impl_->cache.clear(); }
 

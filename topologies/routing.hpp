@@ -1,7 +1,10 @@
 #pragma once
-// Routes between nodes: shortest paths (hop count, ties broken toward higher bandwidth) with
-// deterministic ECMP over equal-cost next hops, hashed on (src, dst) so a pair always takes the same path
-// and different pairs spread. GPU->GPU inside an NVLink domain stays on NVLink/NVSwitch. GPU traffic that
+// Routes between nodes: shortest paths (hop count, ties broken toward higher bandwidth). Among equal-cost
+// next hops inside the switch fabric the default is destination-based static routing (D-mod-k, as the
+// InfiniBand subnet manager's fat-tree engines compute it): the k-th multi-choice hop takes candidate
+// floor(dst_index / (m_1*...*m_{k-1})) mod m_k, where dst_index is the ingress NIC's position among fabric
+// endpoints in leaf order, so destinations spread evenly over up-ports and shift/all-to-all patterns are
+// balanced. FabricRouting::Hash selects the older per-pair hashed ECMP instead (hash of (src, dst, hop)). GPU->GPU inside an NVLink domain stays on NVLink/NVSwitch. GPU traffic that
 // leaves its host goes through the GPU's rail NIC (the closest NIC of its host by hop count through
 // PCIe switches/CPUs, as NCCL picks the closest NIC; ties go to the NIC whose local index equals the GPU's
 // local index modulo the host's NIC count, then to the lowest local index). With `pxn` enabled a GPU whose rail differs from the destination's first
@@ -18,8 +21,14 @@
 
 namespace fabricsim::topo {
 
+enum class FabricRouting {
+  DModK,  // destination-based static routing (InfiniBand subnet manager ftree / D-mod-k style): default
+  Hash,   // per-(src, dst) hashed ECMP
+};
+
 struct RoutingOptions {
   bool pxn = false;  // PXN-style forwarding over NVLink to the rail-matching GPU
+  FabricRouting fabric = FabricRouting::DModK;  // choice among equal-cost next hops in the switch fabric
 };
 
 class Routing {
@@ -38,6 +47,7 @@ class Routing {
   // The NIC a GPU uses to leave its host (kNoNode if none).
   NodeId rail_nic(NodeId gpu) const;
   const Topology& topology() const { return t_; }
+  RoutingOptions options() const;
   std::size_t cached_routes() const;
   // Computes the route into `out` without caching it (for sweeps over many pairs, e.g. benchmarks).
   // Same result as route(src, dst).

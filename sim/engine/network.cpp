@@ -62,7 +62,10 @@ double Network::tol(double now) const { return std::max(opt_.batch_tolerance_s, 
 double Network::route_latency_s(topo::NodeId src, topo::NodeId dst) {
   if (src == dst) return 0;
   double lat = 0;
-  for (topo::LinkDir d : routing_.route(src, dst)) {
+  // Uncached route computation: a cache of every pair's route costs more (hash look-ups, one allocation
+  // per pair, hundreds of MB for a 4096-GPU all-to-all) than recomputing it (docs/performance.md).
+  routing_.compute_route(src, dst, route_buf_);
+  for (topo::LinkDir d : route_buf_) {
     const topo::Link& link = topo_.link(topo::Topology::link_of(d));
     lat += link.latency_s + calib_.of(link.kind).latency_s;
   }
@@ -206,8 +209,9 @@ void Network::begin_bandwidth(std::uint64_t key, double t) {
     finish(key, t);
     return;
   }
-  const std::vector<topo::LinkDir>& route = routing_.route(tr.src, tr.dst);
-  model_.add(t, std::span<const std::uint32_t>(route.data(), route.size()), bytes, tr.weight, tr.rate_cap_Bps, key);
+  routing_.compute_route(tr.src, tr.dst, route_buf_);
+  model_.add(t, std::span<const std::uint32_t>(route_buf_.data(), route_buf_.size()), bytes, tr.weight,
+             tr.rate_cap_Bps, key);
 }
 
 void Network::finish(std::uint64_t key, double t) {

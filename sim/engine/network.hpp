@@ -107,6 +107,7 @@ class Network final : public EventTarget {
   std::size_t running_ = 0;
   std::vector<LatEntry> lat_heap_;
   std::vector<std::uint64_t> ready_stack_, done_;
+  std::vector<topo::LinkDir> route_buf_;  // scratch: the route being looked at
   std::vector<std::pair<std::uint64_t, double>> finished_runs_;
   bool in_process_ = false;
   bool wake_pending_ = false;

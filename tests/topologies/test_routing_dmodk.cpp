@@ -1,0 +1,93 @@
+// Fat-tree multipath: destination-based D-mod-k routing (the default) balances an all-to-all over every
+// leaf-spine and spine-core link direction exactly; the older hashed ECMP stays selectable and does not.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "topologies/io.hpp"
+#include "topologies/routing.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::topo;
+
+namespace {
+// Routes of every pair among `gpus` on different hosts, counted per link direction between two fabric
+// switches, grouped by (tier of the sending switch, tier of the receiving switch). Per group: the fewest and
+// most routes on one direction, and how many directions are used.
+struct Load {
+  int min = 0, max = 0;
+  std::size_t dirs = 0;
+};
+std::map<std::pair<int, int>, Load> switch_link_load(const Topology& t, Routing& r, const std::vector<NodeId>& gpus) {
+  std::map<LinkDir, int> c;
+  std::vector<LinkDir> p;
+  for (NodeId a : gpus)
+    for (NodeId b : gpus) {
+      if (a == b || t.node(a).host == t.node(b).host) continue;
+      r.compute_route(a, b, p);
+      for (LinkDir d : p) {
+        const Link& l = t.link(Topology::link_of(d));
+        if (t.node(l.a).kind == NodeKind::IbSwitch && t.node(l.b).kind == NodeKind::IbSwitch) ++c[d];
+      }
+    }
+  std::map<std::pair<int, int>, Load> out;
+  for (auto& [d, k] : c) {
+    const NodeId from = t.dir_src(d), to = t.dir_dst(d);
+    Load& g = out[{t.node(from).tier, t.node(to).tier}];
+    g.min = g.dirs == 0 ? k : std::min(g.min, k);
+    g.max = g.dirs == 0 ? k : std::max(g.max, k);
+    ++g.dirs;
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("D-mod-k balances an all-to-all over the spines of a 2-tier fat tree; hashed ECMP does not") {
+  // 64 DGX H100: 16 leaves (2 per rail), 8 spines, 4-link bundles leaf<->spine.
+  Topology t = build_preset("superpod", {{"nodes", "64"}, {"node", "dgx-h100"}});
+  std::vector<NodeId> gpus;
+  for (NodeId g : t.gpus())
+    if (t.node(g).local_index % 4 == 0) gpus.push_back(g);  // rails 0 and 4: cross-rail and same-rail pairs
+  Routing dmodk(t);
+  CHECK(dmodk.options().fabric == FabricRouting::DModK);
+  auto d = switch_link_load(t, dmodk, gpus);
+  REQUIRE(d.size() == 2);  // leaf -> spine and spine -> leaf
+  for (auto& [k, g] : d) {
+    CHECK(g.dirs == 4u * 8u);  // 4 leaves x 8 spines, all used
+    CHECK(g.min == g.max);
+  }
+  Routing hashed(t, RoutingOptions{false, FabricRouting::Hash});
+  auto h = switch_link_load(t, hashed, gpus);
+  REQUIRE(h.size() == 2);
+  CHECK(h.begin()->second.max > h.begin()->second.min);
+}
+
+TEST_CASE("D-mod-k balances a rail-local all-to-all over spines and cores of a 3-tier fat tree") {
+  // 512 DGX H100 (the 4096-GPU benchmark fabric): 128 leaves in 4 pods of 32, 32 spines per pod, 32 core
+  // groups of 2 cores. Rail 0 only (the traffic pattern of the PXN all-to-all): 16 leaves over 4 pods.
+  Topology t = build_preset("superpod", {{"nodes", "512"}, {"node", "dgx-h100"}});
+  std::vector<NodeId> gpus;
+  for (NodeId g : t.gpus())
+    if (t.node(g).local_index == 0) gpus.push_back(g);
+  Routing r(t);
+  auto d = switch_link_load(t, r, gpus);
+  REQUIRE(d.size() == 4);  // leaf->spine, spine->core, core->spine, spine->leaf
+  for (auto& [k, g] : d) {
+    CAPTURE(k.first);
+    CAPTURE(k.second);
+    CHECK(g.min == g.max);
+  }
+  CHECK(d[{2, 3}].dirs == 4u * 32u * 2u);  // every spine uses both cores of its group
+  Routing hashed(t, RoutingOptions{false, FabricRouting::Hash});
+  auto h = switch_link_load(t, hashed, gpus);
+  CHECK(h[{1, 2}].max > h[{1, 2}].min);
+  // Determinism: a second Routing gives the same route for a cross-pod pair; it climbs to a core.
+  Routing r2(t);
+  const auto& p1 = r.route(gpus.front(), gpus.back());
+  CHECK(p1 == r2.route(gpus.front(), gpus.back()));
+  bool core = false;
+  for (LinkDir ld : p1) core = core || t.node(t.dir_dst(ld)).tier == 3;
+  CHECK(core);
+}
