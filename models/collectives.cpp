@@ -362,6 +362,7 @@ struct Builder {
   double algo_eff = 1.0;
   CommLayout L;
   Schedule s;
+  bool aggregated = false;  // the builder already emitted merged flows (compress() would find nothing)
 
   NodeId gpu(int rank) const { return spec.communicator[rank]; }
 
@@ -831,8 +832,87 @@ struct Builder {
     return static_cast<double>(spec.bytes) / L.n;
   }
 
+  // Aggregated direct all_to_all (phase/symmetry fidelity; docs/collectives.md, "Aggregated all_to_all").
+  // Models NCCL's PXN forwarding on rail-optimised systems: a block for an off-host destination j first
+  // crosses NVLink from the sender to the peer GPU on j's rail (the first rank of the host whose rail NIC
+  // is on j's rail, the peer topo::Routing picks with pxn on), unless the sender is on that rail itself, and
+  // then goes over the network from that GPU to j. All senders of one host that leave through the same GPU
+  // towards j move equal blocks on the same path, so they become one flow of weight = their count (exact in
+  // max-min: a weight-w flow is w identical flows). The NVLink forwarding of each (sender, peer) pair is one
+  // flow carrying all its forwarded blocks; it runs concurrently with the network flows (NCCL pipelines
+  // the two legs), which is the approximation: the per-pair form couples each block's two legs into one
+  // flow. Used only when the routing has PXN on (so the step form routes the same way); needs equal
+  // blocks, every rank on a host with a rail NIC, one NVLink domain per host and the same set of rails on
+  // every host; returns false (and emits nothing) otherwise.
+  bool build_direct_aggregated() {
+    const int n = L.n;
+    const int H = static_cast<int>(L.hosts.size());
+    if (step || !routing.options().pxn || spec.op != Op::AllToAll || !spec.matrix.empty() || n < 2 || H < 2)
+      return false;
+    std::vector<int> rail(n);
+    for (int r = 0; r < n; ++r) {
+      const NodeId nic = routing.rail_nic(gpu(r));
+      if (nic == topo::kNoNode) return false;
+      const auto& nd = t.node(nic);
+      rail[r] = nd.rail >= 0 ? nd.rail : nd.local_index;
+    }
+    std::vector<std::map<int, int>> proxy(H);  // host -> rail -> first rank on it
+    for (int h = 0; h < H; ++h) {
+      const int dom = t.node(gpu(L.hosts[h][0])).nvlink_domain;
+      for (int r : L.hosts[h]) {
+        if (dom < 0 || t.node(gpu(r)).nvlink_domain != dom) return false;
+        proxy[h].emplace(rail[r], r);
+      }
+    }
+    for (int h = 1; h < H; ++h) {
+      if (proxy[h].size() != proxy[0].size()) return false;
+      for (auto a = proxy[h].begin(), b = proxy[0].begin(); a != proxy[h].end(); ++a, ++b)
+        if (a->first != b->first) return false;
+    }
+    const double blk = static_cast<double>(spec.bytes) / n;
+    std::map<int, int> dst_per_rail;  // rail -> ranks on it (all hosts)
+    for (int r = 0; r < n; ++r) ++dst_per_rail[rail[r]];
+    // 1. intra-host blocks over NVLink.
+    for (const auto& h : L.hosts)
+      for (int i : h)
+        for (int j : h)
+          if (i != j) emit(gpu(i), gpu(j), blk, 1, 1.0, {}, 0, 0);
+    // 2. PXN forwarding: sender i -> peer p on rail k carries the blocks for every off-host rank on rail k.
+    for (int h = 0; h < H; ++h) {
+      std::map<int, int> here;  // rail -> ranks on this host
+      for (int r : L.hosts[h]) ++here[rail[r]];
+      for (int i : L.hosts[h])
+        for (const auto& [k, p] : proxy[h]) {
+          if (rail[i] == k) continue;
+          const int off_host = dst_per_rail[k] - here[k];
+          if (off_host > 0) emit(gpu(i), gpu(p), blk * off_host, 1, 1.0, {}, 0, 0);
+        }
+    }
+    // 3. network: per (source host, destination rank), one weighted flow per leaving GPU.
+    for (int h = 0; h < H; ++h) {
+      std::map<int, std::vector<std::pair<int, int>>> senders;  // rail -> (leaving rank, weight)
+      for (const auto& [k, p] : proxy[h]) {
+        auto& v = senders[k];
+        int via_proxy = 0;
+        for (int i : L.hosts[h]) {
+          if (rail[i] != k) ++via_proxy;
+          else if (i != p) v.emplace_back(i, 1);
+        }
+        v.emplace_back(p, via_proxy + 1);
+        std::sort(v.begin(), v.end());
+      }
+      for (int j = 0; j < n; ++j) {
+        if (L.host_of_rank[j] == h) continue;
+        for (const auto& [from, w] : senders[rail[j]]) emit(gpu(from), gpu(j), blk, 1, static_cast<double>(w), {}, 0, 0);
+      }
+    }
+    aggregated = true;
+    return true;
+  }
+
   void build_direct() {
     const int n = L.n;
+    if (build_direct_aggregated()) return;
     if (spec.op == Op::SendRecv) {
       if (n < 2) return;
       for (int r = 0; r < n; ++r) emit(gpu(r), gpu((r + 1) % n), static_cast<double>(spec.bytes), 1, 1.0, {}, 0, 0);
@@ -1018,7 +1098,7 @@ Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, top
   if (f == Fidelity::Auto) {
     f = estimate_step_transfers(spec, a, channels, calib, p) <= kAutoStepLimit ? Fidelity::Step : Fidelity::Symmetry;
   }
-  Builder b{spec, t, routing, calib, a, p, f == Fidelity::Step, channels, calib.of(a, p), 1.0, layout(spec, t), {}};
+  Builder b{spec, t, routing, calib, a, p, f == Fidelity::Step, channels, calib.of(a, p), 1.0, layout(spec, t), {}, false};
   b.s.op = to_string(spec.op);
   b.s.algorithm = to_string(a);
   b.s.protocol = to_string(p);
@@ -1034,7 +1114,8 @@ Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, top
     case Algorithm::Pairwise: b.build_pairwise(); break;
     case Algorithm::Hierarchical: b.build_hierarchical(); break;
   }
-  if (f == Fidelity::Phase || f == Fidelity::Symmetry) compress(b.s, routing, t, f == Fidelity::Symmetry);
+  if ((f == Fidelity::Phase || f == Fidelity::Symmetry) && !b.aggregated)
+    compress(b.s, routing, t, f == Fidelity::Symmetry);
   return std::move(b.s);
 }
 
