@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,10 @@ std::string source_dir() {
 }
 
 Json gpt_case(int gpus) {
-  return {{"topology", {{"preset", "superpod"}, {"params", {{"nodes", gpus / 8}, {"node", "dgx-a100"}}}}},
+  // 2048 DGX A100 need switches of radix 64 for a 3-tier fat tree (radix 40 HDR switches top out below).
+  Json tp = {{"nodes", gpus / 8}, {"node", "dgx-a100"}};
+  if (gpus > 8192) tp["radix"] = 64;
+  return {{"topology", {{"preset", "superpod"}, {"params", tp}}},
           {"workload",
            {{"generator", "gpt"},
             {"params",
@@ -83,7 +87,16 @@ int main(int argc, char** argv) {
   for (const char* c : {"gpt1024", "gpt4096", "gpt16384", "dlrm128", "dlrm1024"}) {
     std::fflush(stdout);
     pid_t pid = fork();
-    if (pid == 0) _exit(run_one(c, comm));
+    if (pid == 0) {
+      int rc = 1;
+      try {
+        rc = run_one(c, comm);
+      } catch (const std::exception& e) {
+        std::printf("%s: error: %s\n", c, e.what());
+      }
+      std::fflush(stdout);
+      _exit(rc);
+    }
     int status = 0;
     waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) std::printf("%s failed\n", c);
