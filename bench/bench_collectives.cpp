@@ -2,10 +2,11 @@
 // an engine. One case per process, so the peak RSS (getrusage) belongs to that case alone.
 //
 //   bench_collectives --op all_reduce --gpus 4096 --bytes 1G [--algo ring] [--fidelity auto|step|phase|symmetry]
-//                     [--engine fabricsim|simgrid] [--batch-tolerance SECONDS] [--routing dmodk|hash] [--pxn 0|1]
-// --pxn 1 (default) routes cross-rail traffic through the peer GPU on the destination's rail, as NCCL does
-// by default on rail-optimised DGX systems; it also enables the aggregated all_to_all schedule at
-// phase/symmetry fidelity (docs/collectives.md). --routing picks the fabric multipath rule (docs/topology.md).
+//                     [--engine fabricsim|simgrid] [--batch-tolerance SECONDS] [--routing dmodk|hash] [--pxn auto|0|1]
+// --pxn 1 routes cross-rail traffic through the peer GPU on the destination's rail, as NCCL does by default
+// for point-to-point traffic on rail-optimised DGX systems; it also enables the aggregated all_to_all
+// schedule at phase/symmetry fidelity (docs/engine.md). --pxn auto (default): on for all_to_all,
+// all_to_allv and send_recv (NCCL's p2p-based operations), off for the others. --routing picks the fabric multipath rule (docs/topology.md).
 // Prints one line: op, GPUs, bytes, algorithm, protocol, fidelity, transfers, simulated time, wall times
 // (topology, schedule build, engine run, total) and peak RSS. Results: docs/performance.md.
 #include <sys/resource.h>
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
     std::map<std::string, std::string> a = {{"--op", "all_reduce"}, {"--gpus", "64"},       {"--bytes", "1G"},
                                             {"--fidelity", "auto"},  {"--engine", "fabricsim"}, {"--algo", ""},
                                             {"--batch-tolerance", "0"}, {"--routing", "dmodk"},
-                                            {"--pxn", "1"}};
+                                            {"--pxn", "auto"}};
     for (int i = 1; i < argc; i += 2) {
       const std::string k = argv[i];
       if (!a.count(k) || i + 1 >= argc) throw InputError(k, "a known flag with a value (see the source header)");
@@ -78,7 +79,9 @@ int main(int argc, char** argv) {
     topo::RoutingOptions ropt;
     if (a["--routing"] == "hash") ropt.fabric = topo::FabricRouting::Hash;
     else if (a["--routing"] != "dmodk") throw InputError("--routing", "dmodk or hash");
-    if (a["--pxn"] != "0" && a["--pxn"] != "1") throw InputError("--pxn", "0 or 1");
+    if (a["--pxn"] == "auto")
+      a["--pxn"] = spec.op == models::Op::AllToAll || spec.op == models::Op::AllToAllv || spec.op == models::Op::SendRecv ? "1" : "0";
+    if (a["--pxn"] != "0" && a["--pxn"] != "1") throw InputError("--pxn", "auto, 0 or 1");
     ropt.pxn = a["--pxn"] == "1";
     topo::Routing routing(t, ropt);
     spec.communicator = t.gpus();

@@ -832,7 +832,7 @@ struct Builder {
     return static_cast<double>(spec.bytes) / L.n;
   }
 
-  // Aggregated direct all_to_all (phase/symmetry fidelity; docs/collectives.md, "Aggregated all_to_all").
+  // Aggregated direct all_to_all (phase/symmetry fidelity; docs/engine.md, "Aggregated all_to_all").
   // Models NCCL's PXN forwarding on rail-optimised systems: a block for an off-host destination j first
   // crosses NVLink from the sender to the peer GPU on j's rail (the first rank of the host whose rail NIC
   // is on j's rail, the peer topo::Routing picks with pxn on), unless the sender is on that rail itself, and
