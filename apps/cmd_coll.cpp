@@ -8,6 +8,7 @@
 
 #include "apps/cli.hpp"
 #include "models/calibration.hpp"
+#include "models/calibration_presets.hpp"
 #include "models/collectives.hpp"
 #include "models/tuner.hpp"
 #include "sim/base/error.hpp"
@@ -70,7 +71,9 @@ int cmd_coll(int argc, char** argv) {
   args.flag({"--channels", "", "N", "ring/tree channels", "NICs per host, 1 on one host"});
   args.flag({"--engine", "", "NAME", "fabricsim or simgrid", "fabricsim"});
   args.flag({"--fidelity", "", "LEVEL", "auto, step, phase or symmetry", "auto"});
-  args.flag({"--calibration", "", "FILE", "calibration JSON (docs/calibration.md)", "built-in defaults"});
+  args.flag({"--calibration", "", "auto|default|shipped:NAME|FILE",
+             "network calibration: auto = the shipped file fitted on matching hardware (validate/calibrations/), "
+             "default = built-in cited defaults, or a JSON file (docs/calibration.md)", "auto"});
   args.flag({"--json", "", "FILE", "also write the results as JSON (schema in docs/collectives.md)", ""});
   args.flag({"--datatype", "-d", "TYPE", "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16", "float"});
   args.flag({"--redop", "-o", "OP", "sum, prod, min, max, avg (reductions only; printed)", "sum"});
@@ -140,12 +143,11 @@ int cmd_coll(int argc, char** argv) {
     }
     if (!known) throw InputError("--engine " + ropt.engine, "one of the engines built in: " + names);
   }
-  models::Calibration calib =
-      args.has("--calibration") ? models::load_calibration(args.get("--calibration")) : models::default_calibration();
-
   // NVLink traffic is striped over all NVSwitch planes in hardware; merge them for the flow model.
   const topo::Topology t =
       models::merge_nvswitch_planes(topo::load_topology(args.get("--topology"), args.params()));
+  // Default: the shipped calibration fitted on the matching hardware's logs (models/calibration_presets.hpp).
+  models::Calibration calib = models::resolve_calibration(args.get("--calibration", "auto"), t);
   topo::Routing routing(t, topo::RoutingOptions{args.has("--pxn")});
   const auto& gpus = t.gpus();
   if (gpus.empty()) throw InputError("--topology", "a topology with GPUs");
