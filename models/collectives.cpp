@@ -870,6 +870,12 @@ struct Builder {
         if (a->first != b->first) return false;
     }
     const double blk = static_cast<double>(spec.bytes) / n;
+    {  // exact count when every host has one GPU per rail (DGX): avoids regrowing a 2 M-element vector
+      std::size_t est = 0;
+      for (const auto& h : L.hosts) est += h.size() * (h.size() - 1) + h.size() * (proxy[0].size() - 1);
+      est += static_cast<std::size_t>(n) * static_cast<std::size_t>(n - static_cast<int>(L.hosts[0].size()));
+      s.transfers.reserve(s.transfers.size() + est);
+    }
     std::map<int, int> dst_per_rail;  // rail -> ranks on it (all hosts)
     for (int r = 0; r < n; ++r) ++dst_per_rail[rail[r]];
     // 1. intra-host blocks over NVLink.
