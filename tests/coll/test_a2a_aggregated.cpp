@@ -55,7 +55,7 @@ TEST_CASE("aggregated all_to_all: one weighted flow per (source host, destinatio
     CHECK(rel(pay_agg - pay_step, blk * n * 7.0 / 8.0 * (n - 8)) < 1e-12);  // 7 of 8 off-host blocks forwarded
     // Same makespan as the per-pair PXN form: the network is the bottleneck and aggregation of same-path
     // flows is exact; what differs is the NVLink leg (decoupled) and its latency (measured 4 nodes: see
-    // docs/collectives.md).
+    // docs/engine.md, "Aggregated all_to_all").
     const double ts = sim::run_schedule(step, t, pxn, c).makespan_s;
     const double ta = sim::run_schedule(agg, t, pxn, c).makespan_s;
     CAPTURE(ts);
