@@ -101,9 +101,12 @@ TEST_CASE("validation: Megatron-LM SC'21 Table 1 achieved TFLOP/s per GPU") {
   CHECK(median(errs) <= 0.05);
 }
 
-// Known to miss the 15 % bound on 2 of 8 rows (Small on 8 and 16 GPUs, about -25 %); reported, not
-// loosened (docs/validation.md "Training"). may_fail keeps the suite green while still printing the rows.
-TEST_CASE("validation: distributed-embeddings synthetic model step times" * doctest::may_fail()) {
+// Issue 5 asks for 15 % on every row. Measured: 6 of 8 rows meet it; Small on 8 and 16 GPUs miss it (about
+// -26 % and -24 %, docs/validation.md "Training"). The issue's bound is asserted on every row that meets it;
+// the two known misses are held to regression guards at their measured error (+2 points), so the gap stays
+// visible and cannot grow unnoticed. The bound itself is not loosened.
+TEST_CASE("validation: distributed-embeddings synthetic model step times") {
+  const std::map<std::string, double> known_misses = {{"Small/8", 0.28}, {"Small/16", 0.26}};
   Json fit = load_json_file(kData + "dlrm_fit.json");
   std::string table = "model   GPUs  measured_ms  sim_ms   error  (fit row *)\n";
   int within = 0, rows = 0;
@@ -133,9 +136,12 @@ TEST_CASE("validation: distributed-embeddings synthetic model step times" * doct
     table += buf;
     ++rows;
     within += std::abs(err) <= 0.15;
-    CHECK_MESSAGE(std::abs(err) <= 0.15, model << " on " << n << " GPUs: error " << 100 * err << " %");
+    auto miss = known_misses.find(model + "/" + std::to_string(n));
+    double bound = miss == known_misses.end() ? 0.15 : miss->second;
+    CHECK_MESSAGE(std::abs(err) <= bound, model << " on " << n << " GPUs: error " << 100 * err << " %");
   }
   MESSAGE(table);
   CHECK(rows == 8);
   MESSAGE(within << " of " << rows << " rows within 15 %");
+  CHECK(within >= 6);
 }
