@@ -2,6 +2,9 @@
 // resident memory for GPT-3 175B (TP 8, PP 16, 1F1B, DP = the rest) on 1024, 4096 and 16384 A100 GPUs and a
 // DLRM (distributed-embeddings "large") on 128 and 1024 GPUs, in DGX A100 SuperPODs.
 // Usage: bench_workloads [all | gpt1024 | gpt4096 | gpt16384 | dlrm128 | dlrm1024] [--comm-model analytic]
+//        [--step-limit N] [--no-link-stats]
+// --step-limit sets EngineCommOptions::step_limit (1e18 = step fidelity everywhere, the old behaviour);
+// --no-link-stats turns off the per-link statistics the engine comm model collects by default.
 // `all` runs each case in its own child process so peak RSS is per case.
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -9,6 +12,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -51,7 +55,7 @@ Json dlrm_case(int gpus) {
               {"model", "large"}, {"global_batch_size", 65536}}}}}};
 }
 
-int run_one(const std::string& name, const std::string& comm) {
+int run_one(const std::string& name, const std::string& comm, const sim::EngineCommOptions& eng) {
   Json sc;
   if (name == "gpt1024") sc = gpt_case(1024);
   else if (name == "gpt4096") sc = gpt_case(4096);
@@ -66,6 +70,7 @@ int run_one(const std::string& name, const std::string& comm) {
   auto s = workloads::scenario_from_json(sc, name);
   sim::ScenarioRunOptions opt;
   opt.comm_model = comm;
+  opt.engine = eng;
   auto run = sim::run_scenario(s, opt);
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   struct rusage ru {};
@@ -73,6 +78,13 @@ int run_one(const std::string& name, const std::string& comm) {
   std::printf("%-9s gpus=%-6d ops=%-8zu step=%.3f s  wall=%.2f s (generate %.2f, replay %.2f)  peak_rss=%.0f MiB\n",
               name.c_str(), run.result.gpus, run.trace_ops, run.result.iteration_s, wall, run.generate_wall_s,
               run.replay_wall_s, ru.ru_maxrss / 1024.0);
+  auto metric = [&](const char* k) {
+    auto it = run.result.metrics.find(k);
+    return it == run.result.metrics.end() ? 0.0 : it->second;
+  };
+  std::printf("          schedules=%.0f (phase fidelity %.0f)  links=%zu  tflops/gpu=%.2f\n",
+              metric("replay.schedules_run"), metric("replay.schedules_run_phase_fidelity"),
+              run.result.links.size(), run.result.tflops_per_gpu);
   return 0;
 }
 
@@ -81,16 +93,24 @@ int run_one(const std::string& name, const std::string& comm) {
 int main(int argc, char** argv) {
   std::string which = argc > 1 ? argv[1] : "all";
   std::string comm = "engine";
-  for (int i = 2; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], "--comm-model") == 0) comm = argv[i + 1];
-  if (which != "all") return run_one(which, comm);
+  sim::EngineCommOptions eng;
+  for (int i = 2; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--comm-model") == 0 && i + 1 < argc) comm = argv[++i];
+    else if (std::strcmp(argv[i], "--step-limit") == 0 && i + 1 < argc) eng.step_limit = std::atof(argv[++i]);
+    else if (std::strcmp(argv[i], "--no-link-stats") == 0) eng.collect_link_stats = false;
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
+  if (which != "all") return run_one(which, comm, eng);
   for (const char* c : {"gpt1024", "gpt4096", "gpt16384", "dlrm128", "dlrm1024"}) {
     std::fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
       int rc = 1;
       try {
-        rc = run_one(c, comm);
+        rc = run_one(c, comm, eng);
       } catch (const std::exception& e) {
         std::printf("%s: error: %s\n", c, e.what());
       }

@@ -2,24 +2,47 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "models/collectives.hpp"
 #include "sim/base/error.hpp"
-#include "sim/engine/schedule_runner.hpp"
+#include "sim/replay/outputs_links.hpp"
 
 namespace fabricsim::sim {
 
 using workloads::CollOp;
 
-EngineCommModel::EngineCommModel(const topo::Topology& t, const models::Calibration& calib)
-    : t_(t), calib_(calib), routing_(t) {}
+EngineCommModel::EngineCommModel(const topo::Topology& t, const models::Calibration& calib, EngineCommOptions opt)
+    : t_(t), calib_(calib), opt_(opt), routing_(t), routing_pxn_(t, topo::RoutingOptions{true}) {
+  if (opt_.collect_link_stats) dirs_.assign(2 * static_cast<std::size_t>(t.num_links()), LinkDirStats{});
+}
 EngineCommModel::~EngineCommModel() = default;
 
 std::string EngineCommModel::describe() const {
+  char lim[64];
+  std::snprintf(lim, sizeof lim, "%.0f", opt_.step_limit);
+  char tol[64];
+  std::snprintf(tol, sizeof tol, "%g", opt_.large_batch_tolerance_s);
   return "communication: NCCL schedules (models/collectives, tuner-chosen algorithm and protocol) run on the "
          "flow-level engine on an idle fabric, cached per (communicator, op, bytes); co-located identical groups "
-         "(mirrors) share the schedule so they contend; different collectives overlapping in time do not contend; "
-         "calibration '" + calib_.name + "'";
+         "(mirrors) share the schedule so they contend; all_to_all with PXN routing; different collectives overlapping in time do not contend; "
+         "step fidelity while ranks priced x communicator size <= " + std::string(lim) +
+         ", else phase fidelity with completion batching " + std::string(tol) + " s; calibration '" + calib_.name + "'";
+}
+
+void EngineCommModel::set_symmetry(std::int32_t world_size, std::vector<std::int32_t> simulated) {
+  world_size_ = world_size;
+  simulated_ = std::set<std::int32_t>(simulated.begin(), simulated.end());
+}
+
+double EngineCommModel::replication(const workloads::Communicator& comm) const {
+  if (world_size_ <= 0 || simulated_.empty()) return 1.0;
+  double s = 0;
+  for (auto r : comm.ranks) s += simulated_.count(r) ? 1.0 : 0.0;
+  if (s <= 0) return 1.0;
+  const double priced = static_cast<double>(comm.ranks.size()) * (comm.mirrors + 1.0);
+  const double per_sim = static_cast<double>(world_size_) / static_cast<double>(simulated_.size());
+  return std::max(1.0, per_sim * s / priced);
 }
 
 namespace {
@@ -45,27 +68,87 @@ void append(models::Schedule& into, const models::Schedule& s) {
 }
 }  // namespace
 
+EngineCommModel::Priced EngineCommModel::price(const models::Schedule& s, bool phase, topo::Routing& routing) {
+  RunOptions ro;
+  ro.collect_link_stats = opt_.collect_link_stats;
+  if (phase) ro.batch_tolerance_s = opt_.large_batch_tolerance_s;
+  ScheduleResult res = run_schedule(s, t_, routing, calib_, ro);
+  ++runs_;
+  if (phase) ++phase_runs_;
+  Priced p;
+  p.timing.duration_s = res.makespan_s;
+  p.timing.algorithm = s.algorithm;
+  p.timing.protocol = s.protocol;
+  if (!opt_.collect_link_stats) return p;
+  // Bytes: the payload (NCCL data) each transfer moves, on every link direction of its route. The engine's
+  // own byte count is wire bytes, inflated by 1 / (link efficiency x protocol efficiency) because that is
+  // how the schedule models achieved bandwidth (models/schedule.hpp, Transfer::bytes); busy time and peak
+  // utilisation come from the engine.
+  std::map<std::uint32_t, LinkDirStats> acc;
+  std::vector<topo::LinkDir> path;
+  for (const auto& x : s.transfers) {
+    if (x.src == x.dst) continue;
+    routing.compute_route(x.src, x.dst, path);
+    const double b = x.payload_bytes * x.steps * x.weight;
+    for (auto d : path) acc[d].bytes += b;
+  }
+  for (std::size_t d = 0; d < res.link_dirs.size(); ++d) {
+    const LinkDirStats& st = res.link_dirs[d];
+    if (st.busy_s <= 0 && st.peak_util <= 0) continue;
+    LinkDirStats& a = acc[static_cast<std::uint32_t>(d)];
+    a.busy_s = st.busy_s;
+    a.peak_util = st.peak_util;
+  }
+  for (const auto& [d, st] : acc) {
+    p.dirs.emplace_back(d, st);
+    p.tier_bytes[link_tier(t_, static_cast<topo::LinkId>(d / 2))] += st.bytes;
+  }
+  return p;
+}
+
+void EngineCommModel::account(const Priced& p, double replication) {
+  if (!opt_.collect_link_stats) return;
+  for (const auto& [d, st] : p.dirs) {
+    LinkDirStats& a = dirs_[d];
+    a.bytes += st.bytes;
+    a.busy_s += st.busy_s;
+    a.peak_util = std::max(a.peak_util, st.peak_util);
+  }
+  for (const auto& [tier, b] : p.tier_bytes) {
+    tiers_.priced[tier] += b;
+    tiers_.cluster[tier] += b * replication;
+  }
+}
+
 CommTiming EngineCommModel::collective(const workloads::Communicator& comm, CollOp op, double bytes,
                                        const std::string& algorithm) {
   auto key = std::make_tuple(static_cast<const void*>(&comm), static_cast<int>(op), bytes);
-  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  if (auto it = cache_.find(key); it != cache_.end()) {
+    account(it->second, it->second.replication);
+    return it->second.timing;
+  }
   const auto& gpus = t_.gpus();
   const int n = static_cast<int>(comm.ranks.size());
-  CommTiming out;
   if (n <= 1 || bytes <= 0) {
-    out.algorithm = "none";
-    return cache_[key] = out;
+    Priced none;
+    none.timing.algorithm = "none";
+    return (cache_[key] = none).timing;
   }
   // Sizes must be whole elements per rank block: round to a multiple of n * 2 bytes (2-byte elements).
   const std::uint64_t unit = static_cast<std::uint64_t>(n) * 2;
   std::uint64_t b = static_cast<std::uint64_t>(std::llround(bytes));
   b = std::max<std::uint64_t>(unit, (b + unit - 1) / unit * unit);
+  // Fidelity: step while the merged step schedule stays small, else phase (see the header).
+  const double ranks_priced = static_cast<double>(n) * (comm.mirrors + 1.0);
+  const bool phase = ranks_priced * n > opt_.step_limit;
+  topo::Routing& routing = op == CollOp::AllToAll ? routing_pxn_ : routing_;
   models::Schedule merged;
   for (int k = 0; k <= comm.mirrors; ++k) {
     models::CollectiveSpec spec;
     spec.op = to_model_op(op);
     spec.bytes = b;
     spec.elem_bytes = 2;
+    spec.fidelity = phase ? models::Fidelity::Phase : models::Fidelity::Step;
     spec.where = "communicator '" + comm.name + "'";
     for (auto r : comm.ranks) {
       std::int64_t rr = static_cast<std::int64_t>(r) + static_cast<std::int64_t>(k) * comm.mirror_stride;
@@ -80,7 +163,7 @@ CommTiming EngineCommModel::collective(const workloads::Communicator& comm, Coll
         throw InputError(spec.where, "unknown algorithm '" + algorithm + "'");
       spec.algorithm = a;
     }
-    models::Schedule s = models::build_schedule(spec, t_, routing_, calib_);
+    models::Schedule s = models::build_schedule(spec, t_, routing, calib_);
     if (k == 0) {
       merged.op = s.op;
       merged.algorithm = s.algorithm;
@@ -90,17 +173,18 @@ CommTiming EngineCommModel::collective(const workloads::Communicator& comm, Coll
     }
     append(merged, s);
   }
-  ScheduleResult res = run_schedule(merged, t_, routing_, calib_, RunOptions{});
-  ++runs_;
-  out.duration_s = res.makespan_s;
-  out.algorithm = merged.algorithm;
-  out.protocol = merged.protocol;
-  return cache_[key] = out;
+  Priced p = price(merged, phase, routing);
+  p.replication = replication(comm);
+  account(p, p.replication);
+  return (cache_[key] = std::move(p)).timing;
 }
 
 CommTiming EngineCommModel::p2p(std::int32_t src, std::int32_t dst, double bytes) {
   auto key = std::make_tuple(src, dst, bytes);
-  if (auto it = p2p_cache_.find(key); it != p2p_cache_.end()) return it->second;
+  if (auto it = p2p_cache_.find(key); it != p2p_cache_.end()) {
+    account(it->second, it->second.replication);
+    return it->second.timing;
+  }
   const auto& gpus = t_.gpus();
   if (src < 0 || dst < 0 || static_cast<std::size_t>(std::max(src, dst)) >= gpus.size())
     throw InputError("send/recv", "rank outside the topology's " + std::to_string(gpus.size()) + " GPUs");
@@ -128,13 +212,13 @@ CommTiming EngineCommModel::p2p(std::int32_t src, std::int32_t dst, double bytes
     one.transfers.push_back(std::move(c));
   }
   if (one.transfers.empty()) one = s;
-  ScheduleResult res = run_schedule(one, t_, routing_, calib_, RunOptions{});
-  ++runs_;
-  CommTiming out;
-  out.duration_s = res.makespan_s;
-  out.algorithm = "p2p";
-  out.protocol = s.protocol;
-  return p2p_cache_[key] = out;
+  Priced p = price(one, false, routing_);
+  p.timing.algorithm = "p2p";
+  // Every stand-in copy of the simulated pair sends the same message (symmetry of the trace).
+  if (world_size_ > 0 && !simulated_.empty())
+    p.replication = std::max(1.0, static_cast<double>(world_size_) / static_cast<double>(simulated_.size()));
+  account(p, p.replication);
+  return (p2p_cache_[key] = std::move(p)).timing;
 }
 
 }  // namespace fabricsim::sim

@@ -290,7 +290,8 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
   res.metrics["replay.ops_simulated"] = N;
   res.metrics["replay.ranks_simulated"] = static_cast<double>(R);
   res.metrics["replay.events"] = static_cast<double>(events);
-  res.notes = trace.notes;
+  // The trace's notes first, then the replay's (appended, so the TFLOP/s note above is kept).
+  res.notes.insert(res.notes.begin(), trace.notes.begin(), trace.notes.end());
   res.notes.push_back(comm.describe());
   if (R < static_cast<std::size_t>(trace.world_size))
     res.notes.push_back("simulated " + std::to_string(R) + " of " + std::to_string(trace.world_size) +

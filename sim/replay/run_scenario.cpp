@@ -6,6 +6,7 @@
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
 #include "sim/replay/engine_comm_model.hpp"
+#include "sim/replay/outputs_links.hpp"
 #include "topologies/io.hpp"
 
 namespace fabricsim::sim {
@@ -22,13 +23,41 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   auto t1 = std::chrono::steady_clock::now();
   std::string which = opt.comm_model.empty() ? s.comm_model : opt.comm_model;
   std::unique_ptr<CommModel> comm;
-  if (which == "analytic") comm = std::make_unique<AnalyticCommModel>(topo);
-  else comm = std::make_unique<EngineCommModel>(topo, calib);
+  EngineCommModel* engine = nullptr;
+  if (which == "analytic") {
+    comm = std::make_unique<AnalyticCommModel>(topo);
+  } else {
+    auto e = std::make_unique<EngineCommModel>(topo, calib, opt.engine);
+    std::vector<std::int32_t> simulated;
+    for (const auto& rt : trace.ranks) simulated.push_back(rt.rank);
+    e->set_symmetry(trace.world_size, std::move(simulated));
+    engine = e.get();
+    comm = std::move(e);
+  }
   ScenarioRun out;
   out.trace_ops = trace.num_ops();
   out.result = replay(trace, topo, cm, *comm, opt.replay);
-  auto t2 = std::chrono::steady_clock::now();
   RunResult& r = out.result;
+  if (engine) {
+    r.metrics["replay.schedules_run"] = static_cast<double>(engine->schedules_run());
+    r.metrics["replay.schedules_run_phase_fidelity"] = static_cast<double>(engine->phase_schedules_run());
+    if (opt.engine.collect_link_stats) {
+      r.links = link_records(topo, engine->link_dirs());
+      auto tiers = engine->link_totals_by_tier();
+      for (const auto& [tier, b] : tiers.priced)
+        r.metrics["link_bytes.priced_groups.tier" + std::to_string(tier)] = b;
+      for (const auto& [tier, b] : tiers.cluster)
+        r.metrics["link_bytes.cluster_estimate.tier" + std::to_string(tier)] = b;
+      r.notes.push_back(
+          "link statistics: one training iteration; each collective / send priced on the engine contributes its "
+          "schedule's per-link bytes and busy time once per call (count x per-call), on the links of the priced "
+          "group (the simulated ranks' communicators with their co-located mirrors); stand-in groups on other "
+          "links are not placed; busy times add as if calls did not overlap; utilisation relative to nominal "
+          "link bandwidth. metrics link_bytes.cluster_estimate.tier<k> scale each call by the number of copies of "
+          "its group in the whole cluster (world / simulated ranks x simulated members / ranks priced)");
+    }
+  }
+  auto t2 = std::chrono::steady_clock::now();
   r.topology = s.topology;
   r.topology_params = topo.params();
   if (s.workload.kind != "generator") r.workload = s.workload.file;

@@ -3,6 +3,7 @@
 // model, generate or load the workload trace, replay it with the chosen communication model.
 #include <string>
 
+#include "sim/replay/engine_comm_model.hpp"
 #include "sim/replay/executor.hpp"
 #include "sim/replay/result.hpp"
 #include "workloads/scenario.hpp"
@@ -12,6 +13,7 @@ namespace fabricsim::sim {
 struct ScenarioRunOptions {
   std::string comm_model;  // "" = the scenario's ("engine" by default), or "engine" / "analytic"
   ReplayOptions replay;
+  EngineCommOptions engine;  // engine comm model: fidelity policy and link statistics (RunResult::links)
 };
 
 struct ScenarioRun {

@@ -171,14 +171,14 @@ TEST_CASE("GPT on 2 DGX A100: engine and analytic comm models agree within 10 pe
       "seq_length":1024,"micro_batch_size":2,"global_batch_size":32,"tensor_model_parallel_size":4,
       "pipeline_model_parallel_size":2}}})"),
                                   "sc.json");
-  auto a = sim::run_scenario(s, {"analytic", {}}).result;
-  auto b = sim::run_scenario(s, {"engine", {}}).result;
+  auto a = sim::run_scenario(s, {"analytic", {}, {}}).result;
+  auto b = sim::run_scenario(s, {"engine", {}, {}}).result;
   CHECK(a.iteration_s > 0);
   CHECK(b.iteration_s == doctest::Approx(a.iteration_s).epsilon(0.10));
   CHECK(b.breakdown.exposed_comm_s.count("tp"));
   CHECK(b.breakdown.bubble_s > 0);  // PP 2 has a pipeline bubble
   CHECK(b.samples_per_s == doctest::Approx(32.0 / b.iteration_s));
   // Deterministic: same inputs, same result.
-  auto c = sim::run_scenario(s, {"engine", {}}).result;
+  auto c = sim::run_scenario(s, {"engine", {}, {}}).result;
   CHECK(c.iteration_s == b.iteration_s);
 }
