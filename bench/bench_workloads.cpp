@@ -75,7 +75,7 @@ int run_one(const std::string& name, const std::string& comm, const sim::EngineC
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
-  std::printf("%-9s gpus=%-6d ops=%-8zu step=%.3f s  wall=%.2f s (generate %.2f, replay %.2f)  peak_rss=%.0f MiB\n",
+  std::printf("%-9s gpus=%-6d ops=%-8zu step=%.6f s  wall=%.2f s (generate %.2f, replay %.2f)  peak_rss=%.0f MiB\n",
               name.c_str(), run.result.gpus, run.trace_ops, run.result.iteration_s, wall, run.generate_wall_s,
               run.replay_wall_s, ru.ru_maxrss / 1024.0);
   auto metric = [&](const char* k) {

@@ -84,24 +84,25 @@ EngineCommModel::Priced EngineCommModel::price(const models::Schedule& s, bool p
   // own byte count is wire bytes, inflated by 1 / (link efficiency x protocol efficiency) because that is
   // how the schedule models achieved bandwidth (models/schedule.hpp, Transfer::bytes); busy time and peak
   // utilisation come from the engine.
-  std::map<std::uint32_t, LinkDirStats> acc;
-  std::vector<topo::LinkDir> path;
+  // Routes come from the Routing's per-pair cache (Routing::route, same result as the engine's
+  // compute_route): ring steps and the different bucket sizes of one communicator repeat the same pairs.
+  std::vector<double> bytes(2 * static_cast<std::size_t>(t_.num_links()), 0.0);
   for (const auto& x : s.transfers) {
     if (x.src == x.dst) continue;
-    routing.compute_route(x.src, x.dst, path);
     const double b = x.payload_bytes * x.steps * x.weight;
-    for (auto d : path) acc[d].bytes += b;
+    for (auto d : routing.route(x.src, x.dst)) bytes[d] += b;
   }
-  for (std::size_t d = 0; d < res.link_dirs.size(); ++d) {
-    const LinkDirStats& st = res.link_dirs[d];
-    if (st.busy_s <= 0 && st.peak_util <= 0) continue;
-    LinkDirStats& a = acc[static_cast<std::uint32_t>(d)];
-    a.busy_s = st.busy_s;
-    a.peak_util = st.peak_util;
-  }
-  for (const auto& [d, st] : acc) {
-    p.dirs.emplace_back(d, st);
-    p.tier_bytes[link_tier(t_, static_cast<topo::LinkId>(d / 2))] += st.bytes;
+  for (std::size_t d = 0; d < bytes.size(); ++d) {
+    const LinkDirStats* st = d < res.link_dirs.size() ? &res.link_dirs[d] : nullptr;
+    if (bytes[d] <= 0 && (!st || (st->busy_s <= 0 && st->peak_util <= 0))) continue;
+    LinkDirStats a;
+    a.bytes = bytes[d];
+    if (st) {
+      a.busy_s = st->busy_s;
+      a.peak_util = st->peak_util;
+    }
+    p.dirs.emplace_back(static_cast<std::uint32_t>(d), a);
+    p.tier_bytes[link_tier(t_, static_cast<topo::LinkId>(d / 2))] += a.bytes;
   }
   return p;
 }
