@@ -83,7 +83,9 @@ int cmd_coll(int argc, char** argv) {
   args.flag({"--timeline", "", "FILE", "Chrome trace of the largest size's transfers (docs/outputs.md)", ""});
   args.flag({"--link-stats", "", "FILE", "per-link statistics of the largest size; CSV, or JSON for *.json", ""});
   args.flag({"--report", "", "FILE", "HTML report of the largest size (docs/outputs.md)", ""});
-  args.flag({"--pxn", "", "", "route cross-rail traffic through the peer GPU on the destination's rail (NCCL PXN)", ""});
+  args.flag({"--pxn", "", "auto|on|off",
+             "route cross-rail traffic through the peer GPU on the destination's rail (NCCL PXN); auto = on for "
+             "all_to_all(v) and send_recv (NCCL's default on rail-optimised systems), off otherwise", "auto"});
   if (!args.parse(argc, argv)) return 0;
   if (!args.positional().empty()) throw InputError(args.positional()[0], "unexpected argument");
   if (!args.has("--topology")) throw InputError("--topology", "a topology preset or JSON file is required");
@@ -148,7 +150,16 @@ int cmd_coll(int argc, char** argv) {
       models::merge_nvswitch_planes(topo::load_topology(args.get("--topology"), args.params()));
   // Default: the shipped calibration fitted on the matching hardware's logs (models/calibration_presets.hpp).
   models::Calibration calib = models::resolve_calibration(args.get("--calibration", "auto"), t);
-  topo::Routing routing(t, topo::RoutingOptions{args.has("--pxn")});
+  const std::string pxn = args.get("--pxn", "auto");
+  bool use_pxn = false;
+  if (pxn == "on" || pxn == "1") use_pxn = true;
+  else if (pxn == "off" || pxn == "0") use_pxn = false;
+  else if (pxn == "auto")
+    use_pxn = spec.op == models::Op::AllToAll || spec.op == models::Op::AllToAllv || spec.op == models::Op::SendRecv;
+  else throw InputError("--pxn " + pxn, "one of auto, on, off");
+  topo::RoutingOptions ropts;
+  ropts.pxn = use_pxn;
+  topo::Routing routing(t, ropts);
   const auto& gpus = t.gpus();
   if (gpus.empty()) throw InputError("--topology", "a topology with GPUs");
   if (args.has("--comm") && args.has("--ngpus")) throw InputError("--comm", "either --comm or -g, not both");
