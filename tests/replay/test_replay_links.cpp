@@ -172,3 +172,27 @@ TEST_CASE("fabricsim run on a GPT scenario fills RunResult::links and the --link
   CHECK(rows >= 2);  // header + at least one link direction
   std::remove(path.c_str());
 }
+
+TEST_CASE("replay keeps the note that TFLOP/s came from the trace's op FLOPs, after the trace's notes") {
+  Trace tr = trace_from_json(Json::parse(R"({"format":"fabricsim-trace","version":1,"world_size":1,
+      "notes":["from the trace"],
+      "ranks":[{"rank":0,"ops":[{"type":"compute","duration_ns":1000000,"flops":2e12}]}]})"),
+                             "t.json");
+  topo::Topology t = topo::load_topology("dgx-a100", {});
+  struct NoComm final : sim::CommModel {
+    sim::CommTiming collective(const Communicator&, CollOp, double, const std::string&) override { return {}; }
+    sim::CommTiming p2p(std::int32_t, std::int32_t, double) override { return {}; }
+    std::string describe() const override { return "none"; }
+  } comm;
+  auto r = sim::replay(tr, t, cm(), comm);
+  CHECK(r.tflops_per_gpu == doctest::Approx(2e12 / 1e-3 / 1e12));
+  bool estimated = false, trace_note = false;
+  for (const auto& n : r.notes) {
+    estimated = estimated || n.find("tflops_per_gpu from the trace's compute-op FLOPs") != std::string::npos;
+    trace_note = trace_note || n == "from the trace";
+  }
+  CHECK(estimated);
+  CHECK(trace_note);
+  REQUIRE_FALSE(r.notes.empty());
+  CHECK(r.notes.front() == "from the trace");
+}
