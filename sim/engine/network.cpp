@@ -62,14 +62,27 @@ double Network::tol(double now) const { return std::max(opt_.batch_tolerance_s, 
 double Network::route_latency_s(topo::NodeId src, topo::NodeId dst) {
   if (src == dst) return 0;
   double lat = 0;
-  // Uncached route computation: a cache of every pair's route costs more (hash look-ups, one allocation
-  // per pair, hundreds of MB for a 4096-GPU all-to-all) than recomputing it (docs/performance.md).
-  routing_.compute_route(src, dst, route_buf_);
-  for (topo::LinkDir d : route_buf_) {
+  // Routes come from a bounded cache (network.hpp, route_of): caching every pair of a 4096-GPU all-to-all
+  // would cost hundreds of MB, so only the first kRouteCacheEntries pairs are kept.
+  for (topo::LinkDir d : route_of(src, dst)) {
     const topo::Link& link = topo_.link(topo::Topology::link_of(d));
     lat += link.latency_s + calib_.of(link.kind).latency_s;
   }
   return lat;
+}
+
+std::span<const topo::LinkDir> Network::route_of(topo::NodeId src, topo::NodeId dst) {
+  const std::uint64_t key = (static_cast<std::uint64_t>(src) << 32) | dst;
+  auto it = route_cache_.find(key);
+  if (it != route_cache_.end())
+    return std::span<const topo::LinkDir>(route_pool_.data() + it->second.first, it->second.second);
+  routing_.compute_route(src, dst, route_buf_);
+  if (route_cache_.size() < kRouteCacheEntries) {
+    const auto off = static_cast<std::uint32_t>(route_pool_.size());
+    route_pool_.insert(route_pool_.end(), route_buf_.begin(), route_buf_.end());
+    route_cache_.emplace(key, std::make_pair(off, static_cast<std::uint32_t>(route_buf_.size())));
+  }
+  return std::span<const topo::LinkDir>(route_buf_.data(), route_buf_.size());
 }
 
 std::uint32_t Network::start_transfer(const models::Transfer& tr, ScheduleDone on_done) {
@@ -209,9 +222,8 @@ void Network::begin_bandwidth(std::uint64_t key, double t) {
     finish(key, t);
     return;
   }
-  routing_.compute_route(tr.src, tr.dst, route_buf_);
-  model_.add(t, std::span<const std::uint32_t>(route_buf_.data(), route_buf_.size()), bytes, tr.weight,
-             tr.rate_cap_Bps, key);
+  const auto route = route_of(tr.src, tr.dst);
+  model_.add(t, std::span<const std::uint32_t>(route.data(), route.size()), bytes, tr.weight, tr.rate_cap_Bps, key);
 }
 
 void Network::finish(std::uint64_t key, double t) {

@@ -24,6 +24,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "models/calibration.hpp"
@@ -108,6 +110,13 @@ class Network final : public EventTarget {
   std::vector<LatEntry> lat_heap_;
   std::vector<std::uint64_t> ready_stack_, done_;
   std::vector<topo::LinkDir> route_buf_;  // scratch: the route being looked at
+  // Bounded route cache: the first kRouteCacheEntries distinct (src, dst) pairs keep their route (pooled);
+  // later pairs are computed each time. Replays price the same collectives over and over (the same pairs),
+  // while a huge all-to-all touches millions of pairs once each and must not pay a cache of all of them.
+  static constexpr std::size_t kRouteCacheEntries = 1u << 18;
+  std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> route_cache_;  // -> (offset, length)
+  std::vector<topo::LinkDir> route_pool_;
+  std::span<const topo::LinkDir> route_of(topo::NodeId src, topo::NodeId dst);
   std::vector<std::pair<std::uint64_t, double>> finished_runs_;
   bool in_process_ = false;
   bool wake_pending_ = false;
