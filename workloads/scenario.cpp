@@ -16,7 +16,9 @@ std::string resolve(const std::string& base_file, const std::string& name) {
   if (name.empty() || base_file.empty() || base_file == "<built-in>") return name;
   std::filesystem::path p(name);
   if (p.is_absolute()) return name;
-  return (std::filesystem::path(base_file).parent_path() / p).lexically_normal().string();
+  // A scenario embedded in another file is named "<file>#/<json pointer>": paths are relative to <file>.
+  const std::string containing = base_file.substr(0, base_file.find('#'));
+  return (std::filesystem::path(containing).parent_path() / p).lexically_normal().string();
 }
 }  // namespace
 
