@@ -857,8 +857,12 @@ struct Builder {
       rail[r] = nd.rail >= 0 ? nd.rail : nd.local_index;
     }
     std::vector<std::map<int, int>> proxy(H);  // host -> rail -> first rank on it
+    std::set<int> domains;
     for (int h = 0; h < H; ++h) {
       const int dom = t.node(gpu(L.hosts[h][0])).nvlink_domain;
+      // Hosts that share an NVLink domain (NVLink Switch System, NVL72) talk over NVLink directly, not
+      // through rail NICs: PXN forwarding does not apply, so the per-pair form is used.
+      if (!domains.insert(dom).second) return false;
       for (int r : L.hosts[h]) {
         if (dom < 0 || t.node(gpu(r)).nvlink_domain != dom) return false;
         proxy[h].emplace(rail[r], r);

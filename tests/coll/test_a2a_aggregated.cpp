@@ -66,3 +66,19 @@ TEST_CASE("aggregated all_to_all: one weighted flow per (source host, destinatio
     CHECK(build_schedule(a2a(t, S, Fidelity::Phase), t, plain, c).transfers.size() == step.transfers.size());
   }
 }
+
+TEST_CASE("all_to_all inside one multi-host NVLink domain stays per-pair on NVLink (no PXN forwarding)") {
+  Calibration c = default_calibration();
+  topo::Topology t = merge_nvswitch_planes(topo::build_preset("nvlink-switch-system", {{"nodes", "4"}}));
+  topo::Routing pxn(t, topo::RoutingOptions{true});
+  const std::uint64_t S = 64ull << 20;
+  const std::size_t n = t.gpus().size();
+  Schedule step = build_schedule(a2a(t, S, Fidelity::Step), t, pxn, c);
+  Schedule phase = build_schedule(a2a(t, S, Fidelity::Phase), t, pxn, c);
+  // No forwarding legs: every block goes straight from its source to its destination.
+  CHECK(phase.transfers.size() == n * (n - 1));
+  for (const auto& x : phase.transfers) CHECK(x.weight == 1.0);
+  const double ts = sim::run_schedule(step, t, pxn, c).makespan_s;
+  const double tp = sim::run_schedule(phase, t, pxn, c).makespan_s;
+  CHECK(rel(tp, ts) < 1e-3);
+}
