@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "apps/cli.hpp"
+#include "apps/log_hints.hpp"
 #include "models/calibration.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/json_reader.hpp"
@@ -35,16 +36,11 @@ int cmd_calibrate(int argc, char** argv) {
   args.flag({"--start", "", "FILE", "calibration to start from", "built-in defaults"});
   args.flag({"--name", "", "NAME", "name stored in the calibration file", "fitted"});
   args.flag({"--json", "", "FILE", "also write the fitted parameters and per-row residuals as JSON", ""});
-  args.flag({"--op", "", "OP", "collective of raw logs that do not name it (all_reduce, sendrecv, ...)", ""});
-  args.flag({"--nranks", "", "N", "rank count of raw logs without rank lines", ""});
-  args.flag({"--nodes", "", "N", "host count of raw logs without rank lines", ""});
+  log_hint_flags(args);
   args.flag({"--iterations", "", "N", "Gauss-Newton iterations at most", "12"});
   if (!args.parse(argc, argv)) return 0;
   if (!args.has("--output")) throw InputError("--output", "the calibration file to write (-o FILE)");
-  validate::ParseHints hints;
-  hints.op = args.get("--op");
-  if (args.has("--nranks")) hints.nranks = static_cast<int>(parse_int(args.get("--nranks"), "--nranks"));
-  if (args.has("--nodes")) hints.nodes = static_cast<int>(parse_int(args.get("--nodes"), "--nodes"));
+  const validate::ParseHints hints = log_hints(args);
   validate::FitOptions opt;
   if (args.has("--iterations")) {
     long long n = parse_int(args.get("--iterations"), "--iterations");

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "apps/cli.hpp"
+#include "apps/log_hints.hpp"
 #include "models/calibration.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/json_reader.hpp"
@@ -24,15 +25,10 @@ int cmd_validate(int argc, char** argv) {
   args.flag({"--loo", "", "", "leave-one-out: fit without each log, then predict it", ""});
   args.flag({"--json", "", "FILE", "also write the report as JSON", ""});
   args.flag({"--svg", "", "FILE", "also write an SVG plot of measured vs simulated busbw", ""});
-  args.flag({"--op", "", "OP", "collective of raw logs that do not name it (all_reduce, sendrecv, ...)", ""});
-  args.flag({"--nranks", "", "N", "rank count of raw logs without rank lines", ""});
-  args.flag({"--nodes", "", "N", "host count of raw logs without rank lines", ""});
+  log_hint_flags(args);
   args.flag({"--quiet", "-q", "", "print only the summary", ""});
   if (!args.parse(argc, argv)) return 0;
-  validate::ParseHints hints;
-  hints.op = args.get("--op");
-  if (args.has("--nranks")) hints.nranks = static_cast<int>(parse_int(args.get("--nranks"), "--nranks"));
-  if (args.has("--nodes")) hints.nodes = static_cast<int>(parse_int(args.get("--nodes"), "--nodes"));
+  const validate::ParseHints hints = log_hints(args);
   models::Calibration calib = args.has("--calibration") ? models::load_calibration(args.get("--calibration"))
                                                         : models::default_calibration();
   auto ms = validate::load_all(args.positional(), hints);
