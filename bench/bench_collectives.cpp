@@ -18,6 +18,7 @@
 #include <map>
 #include <string>
 
+#include "bench/bench_util.hpp"
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
 #include "sim/base/error.hpp"
@@ -28,27 +29,9 @@
 
 using namespace fabricsim;
 
-namespace {
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-// CPU time (user + system) of this process and its waited-for children, seconds: on a shared machine it is
-// a steadier measure than wall time.
-double cpu_s() {
-  rusage self{}, children{};
-  getrusage(RUSAGE_SELF, &self);
-  getrusage(RUSAGE_CHILDREN, &children);
-  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
-  return sec(self.ru_utime) + sec(self.ru_stime) + sec(children.ru_utime) + sec(children.ru_stime);
-}
-// Peak RSS of this process and of any child it waited for (the SimGrid engine runs in a forked child).
-double peak_rss_MiB() {
-  rusage self{}, children{};
-  getrusage(RUSAGE_SELF, &self);
-  getrusage(RUSAGE_CHILDREN, &children);
-  return static_cast<double>(std::max(self.ru_maxrss, children.ru_maxrss)) / 1024.0;  // KiB on Linux
-}
-}  // namespace
+using fabricsim::bench::cpu_s;
+using fabricsim::bench::now_s;
+using fabricsim::bench::peak_rss_MiB;
 
 int main(int argc, char** argv) {
   try {

@@ -1,0 +1,33 @@
+#pragma once
+// Timing and memory figures shared by the bench/ programs.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace fabricsim::bench {
+
+// Monotonic wall clock, seconds.
+inline double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// CPU time (user + system) of this process and its waited-for children, seconds: on a shared machine it is
+// a steadier measure than wall time.
+inline double cpu_s() {
+  rusage self{}, children{};
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &children);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return sec(self.ru_utime) + sec(self.ru_stime) + sec(children.ru_utime) + sec(children.ru_stime);
+}
+
+// Peak RSS of this process and of any child it waited for (the SimGrid engine runs in a forked child), MiB.
+inline double peak_rss_MiB() {
+  rusage self{}, children{};
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &children);
+  return static_cast<double>(std::max(self.ru_maxrss, children.ru_maxrss)) / 1024.0;  // KiB on Linux
+}
+
+}  // namespace fabricsim::bench
