@@ -12,11 +12,9 @@
 //    and a latency-factor callback restores the true latency: sum over the route's links of (link latency
 //    + calibration per-hop latency). SimGrid pays a comm's latency before it takes a bandwidth share, as our
 //    engine does.
-//  - a transfer = an Exec of step_latency_s*steps seconds on a dedicated "delay" host (speed 1e9 flop/s,
-//    one core per transfer so delays never share a core), then `weight` comms (weight must be an integer:
-//    a weighted flow stands for that many identical flows), each capped at rate_cap_Bps with
-//    Comm::set_rate. Dependencies are SimGrid activity dependencies (add_successor); everything starts
-//    with vetoable_start() and SimGrid starts each activity when its dependencies are done.
+//  - a transfer = its per-step delay (step_latency_s*steps, a timer of the actor that starts it), then
+//    `weight` comms (weight must be an integer: a weighted flow stands for that many identical flows), each
+//    capped at rate_cap_Bps by a private proxy link. Actors drive the dependency DAG (see DagState below).
 // SimGrid's Engine is a process-wide singleton that cannot be re-created, so each run forks a child that
 // builds the platform, runs, and sends the timings back over a pipe.
 #include <sys/wait.h>
@@ -28,6 +26,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <map>
+#include <queue>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -82,8 +83,6 @@ class FlatZone final : public sgr::NetZoneImpl {
   void set_netpoints(std::vector<const sgr::NetPoint*> np) { netpoint_of_ = std::move(np); }
 
  private:
-
- private:
   topo::Routing& routing_;
   std::unordered_map<const sgr::NetPoint*, topo::NodeId> node_of_;
   std::vector<const sgr::NetPoint*> netpoint_of_;
@@ -93,7 +92,103 @@ class FlatZone final : public sgr::NetZoneImpl {
 
 struct ChildResult {
   std::vector<double> start, finish;
-  double events = 0;
+};
+
+// The schedule's DAG is driven by actors, not by SimGrid activity dependencies: in 3.32 every host-to-host
+// Comm (Comm::sendto_init) is detached, and each detached comm, when it finishes, is removed from maestro's
+// single std::list of activities by a linear search (CommImpl::finish), so F concurrent comms cost O(F^2)
+// (a 128-GPU step-level all_to_all, 16k comms, took 21 s; 512 GPUs would take hours). Mailbox comms sent by
+// an actor are not detached: they live in their sender's list only. So:
+//  - one "driver" actor per source node of the schedule's initial transfers (those without dependencies);
+//    a driver starts a transfer's comms with Mailbox::put_async and waits for them with Comm::wait_any_for;
+//  - when a transfer finishes, the driver that saw it finish releases its dependents; a dependent whose
+//    last dependency this was is started by that same driver (at ready time + step delay, with a timeout on
+//    the wait), so no cross-actor signalling is needed and every list stays as short as one driver's share;
+//  - a comm's route is taken from its sender actor's host at start, so a driver first moves itself to the
+//    transfer's source host (Actor::set_host; a rate-capped comm: to its proxy host, see below);
+//  - every destination node has a mailbox whose permanent receiver is an idle daemon actor on that node's
+//    host: a comm to it starts at once (no matching receive needed), from the sender's host to that host.
+// Timings: start = when the transfer became ready (its delay starts), finish = when its last comm finished.
+struct Driver {
+  std::vector<sg4::CommPtr> live;    // started, unfinished comms of this driver
+  std::vector<std::uint32_t> owner;  // transfer of each live comm
+  // pending starts: (date, transfer), earliest first, ties by transfer index (deterministic)
+  std::priority_queue<std::pair<double, std::uint32_t>, std::vector<std::pair<double, std::uint32_t>>,
+                      std::greater<>>
+      due;
+};
+
+struct DagState {
+  const models::Schedule* s = nullptr;
+  std::vector<std::uint32_t> unfinished_deps;
+  std::vector<std::vector<std::uint32_t>> dependents;
+  std::vector<std::uint32_t> comms_left;
+  std::vector<std::vector<sg4::Host*>> comm_src;  // per transfer, the sending host of each of its comms
+  std::vector<sg4::Mailbox*> mailbox_of;          // per destination node
+  std::vector<std::uint64_t> bytes;               // per transfer, bytes of each comm
+  ChildResult r;
+  std::size_t done = 0;
+  char token = 0;  // the payload pointer every comm carries (no data is copied: no receive buffer)
+
+  double delay_of(std::uint32_t i) const { return s->transfers[i].step_latency_s * s->transfers[i].steps; }
+
+  void finish(Driver& d, std::uint32_t i, double now) {
+    r.finish[i] = now;
+    ++done;
+    for (std::uint32_t k : dependents[i])
+      if (--unfinished_deps[k] == 0) {
+        r.start[k] = now;
+        d.due.emplace(now + delay_of(k), k);
+      }
+  }
+
+  void launch(Driver& d, std::uint32_t i, double now) {
+    if (comm_src[i].empty()) {  // a local transfer: only its delay
+      finish(d, i, now);
+      return;
+    }
+    sg4::Actor* self = sg4::Actor::self();
+    comms_left[i] = static_cast<std::uint32_t>(comm_src[i].size());
+    for (sg4::Host* h : comm_src[i]) {
+      if (self->get_host() != h) self->set_host(h);
+      d.live.push_back(mailbox_of[s->transfers[i].dst]->put_async(&token, bytes[i]));
+      d.owner.push_back(i);
+    }
+  }
+
+  void run_driver(Driver& d) {
+    for (;;) {
+      double now = sg4::Engine::get_clock();
+      while (!d.due.empty() && d.due.top().first <= now) {
+        const std::uint32_t i = d.due.top().second;
+        d.due.pop();
+        launch(d, i, now);
+      }
+      if (d.live.empty() && d.due.empty()) return;
+      const double next = d.due.empty() ? -1.0 : d.due.top().first;
+      if (d.live.empty()) {
+        sg4::this_actor::sleep_until(next);
+      } else {
+        const ssize_t k = sg4::Comm::wait_any_for(d.live, next < 0 ? -1.0 : std::max(0.0, next - now));
+        if (k >= 0) {
+          const std::uint32_t i = d.owner[static_cast<std::size_t>(k)];
+          d.live[static_cast<std::size_t>(k)] = d.live.back();
+          d.live.pop_back();
+          d.owner[static_cast<std::size_t>(k)] = d.owner.back();
+          d.owner.pop_back();
+          if (--comms_left[i] == 0) finish(d, i, sg4::Engine::get_clock());
+          continue;
+        }
+      }
+      // the timer for `next` fired: start what was due then, even if the clock reads one rounding below it
+      now = sg4::Engine::get_clock();
+      while (!d.due.empty() && d.due.top().first <= next) {
+        const std::uint32_t i = d.due.top().second;
+        d.due.pop();
+        launch(d, i, now);
+      }
+    }
+  }
 };
 
 ChildResult run_in_child(const models::Schedule& s, const topo::Topology& t, topo::Routing& routing,
@@ -108,6 +203,8 @@ ChildResult run_in_child(const models::Schedule& s, const topo::Topology& t, top
                                    // relative in the max-min solver), which blur pipelined schedules
                                    "--cfg=surf/precision:1e-13",
                                    "--cfg=maxmin/precision:1e-11",
+                                   // one actor per node: small stacks (KiB) keep thousands of them cheap
+                                   "--cfg=contexts/stack-size:256",
                                    "--log=root.thres:critical"};
   if (const char* lg = std::getenv("FABRICSIM_SIMGRID_LOG")) args.back() = std::string("--log=") + lg;  // debugging
   std::vector<char*> argv;
@@ -128,72 +225,59 @@ ChildResult run_in_child(const models::Schedule& s, const topo::Topology& t, top
   }
   zone->set_netpoints(netpoint_of);
   const std::size_t n = s.transfers.size();
-  sg4::Host* delay_host = z->create_host("__fabricsim_delay__", kDelayHostSpeed);
-  delay_host->set_core_count(static_cast<int>(std::min<std::size_t>(n + 1, 1u << 30)));
   std::vector<sg4::Link*> link_of_dir(2 * t.num_links());
   std::unordered_map<const sg4::Link*, double> true_latency;
   for (topo::LinkId l = 0; l < t.num_links(); ++l) {
     const topo::Link& lk = t.link(l);
     const auto& kp = calib.of(lk.kind);
     for (int d = 0; d < 2; ++d) {
-      sg4::Link* link =
-          z->create_link("l" + std::to_string(l) + "d" + std::to_string(d), lk.bandwidth_Bps * kp.bw_efficiency);
+      std::string name = "l";
+      name += std::to_string(l);
+      name += d == 0 ? "d0" : "d1";
+      sg4::Link* link = z->create_link(name, lk.bandwidth_Bps * kp.bw_efficiency);
       link->set_latency(0);
       link_of_dir[2 * l + d] = link;
       true_latency[link] = lk.latency_s + kp.latency_s;
     }
   }
   zone->set_maps(std::move(node_of), std::move(link_of_dir));
-  // Activities per transfer: optional gate (delay exec), then `weight` comms. Created unassigned, linked,
-  // then assigned to hosts (assignment may start an activity whose dependencies are solved).
-  // Comm::set_rate does not reach host-to-host comms in 3.32, so a capped comm is sent from a proxy host
-  // behind a private link of bandwidth = cap, which bounds it exactly as a rate bound would.
-  std::vector<sg4::ExecPtr> gate(n);
-  std::vector<std::vector<sg4::CommPtr>> comms(n);
-  std::vector<std::vector<sg4::Host*>> comm_src(n);
+
+  DagState g;
+  g.s = &s;
+  g.unfinished_deps.assign(n, 0);
+  g.dependents.resize(n);
+  g.comms_left.assign(n, 0);
+  g.comm_src.resize(n);
+  g.bytes.assign(n, 0);
+  g.mailbox_of.assign(t.num_nodes(), nullptr);
+  g.r.start.assign(n, 0.0);
+  g.r.finish.assign(n, -1.0);
+  // A comm's rate cap: the tuned TCP-gamma 0 turns CM02's per-comm bound off (min(rate, gamma/2lat) = 0 =
+  // unbounded), so a capped comm is sent from a proxy host behind a private link of bandwidth = cap, which
+  // bounds it exactly as a rate bound would.
   std::size_t proxies = 0;
+  std::vector<bool> is_dst(t.num_nodes(), false);
   for (std::size_t i = 0; i < n; ++i) {
     const models::Transfer& tr = s.transfers[i];
-    const double delay = tr.step_latency_s * tr.steps;
-    const bool local = tr.src == tr.dst;
-    if (delay > 0 || local) {
-      gate[i] = sg4::Exec::init();
-      gate[i]->set_flops_amount(delay * kDelayHostSpeed);
+    for (std::uint32_t d : tr.deps) {
+      ++g.unfinished_deps[i];
+      g.dependents[d].push_back(static_cast<std::uint32_t>(i));
     }
-    if (!local) {
-      const auto w = static_cast<std::uint64_t>(tr.weight);
-      const std::uint64_t bytes = static_cast<std::uint64_t>(std::llround(tr.bytes * tr.steps));
-      for (std::uint64_t k = 0; k < w; ++k) {
-        sg4::CommPtr c = sg4::Comm::sendto_init();
-        c->set_payload_size(bytes);
-        sg4::Host* src = host_of[tr.src];
-        if (tr.rate_cap_Bps > 0) {
-          const std::string name = "__fabricsim_proxy" + std::to_string(proxies++);
-          src = z->create_host(name, 1.0);
-          sg4::Link* priv = z->create_link(name + "_link", tr.rate_cap_Bps);
-          priv->set_latency(0);
-          true_latency[priv] = 0;
-          zone->add_proxy(src->get_netpoint(), tr.src, priv);
-        }
-        if (gate[i]) gate[i]->add_successor(c);
-        comms[i].push_back(c);
-        comm_src[i].push_back(src);
+    if (tr.src == tr.dst) continue;
+    is_dst[tr.dst] = true;
+    g.bytes[i] = static_cast<std::uint64_t>(std::llround(tr.bytes * tr.steps));
+    const auto w = static_cast<std::uint64_t>(tr.weight);
+    for (std::uint64_t k = 0; k < w; ++k) {
+      sg4::Host* src = host_of[tr.src];
+      if (tr.rate_cap_Bps > 0) {
+        const std::string name = "__fabricsim_proxy" + std::to_string(proxies++);
+        src = z->create_host(name, 1.0);
+        sg4::Link* priv = z->create_link(name + "_link", tr.rate_cap_Bps);
+        priv->set_latency(0);
+        true_latency[priv] = 0;
+        zone->add_proxy(src->get_netpoint(), tr.src, priv);
       }
-    }
-  }
-  // Dependencies: every last activity of a dependency precedes every first activity of the dependent.
-  auto link_to = [&](auto& last, std::size_t i) {
-    if (gate[i])
-      last->add_successor(gate[i]);
-    else
-      for (auto& c : comms[i]) last->add_successor(c);
-  };
-  for (std::size_t i = 0; i < n; ++i) {
-    for (std::uint32_t d : s.transfers[i].deps) {
-      if (!comms[d].empty())
-        for (auto& c : comms[d]) link_to(c, i);
-      else
-        link_to(gate[d], i);
+      g.comm_src[i].push_back(src);
     }
   }
   z->seal();
@@ -209,40 +293,37 @@ ChildResult run_in_child(const models::Schedule& s, const topo::Topology& t, top
   model->set_bw_factor_cb([](double, const sg4::Host*, const sg4::Host*, const std::vector<sg4::Link*>&,
                              const std::unordered_set<sg4::NetZone*>&) { return 1.0; });
 
-  auto not_started = [](const sg4::Activity& a) {
-    return a.get_state() == sg4::Activity::State::INITED || a.get_state() == sg4::Activity::State::STARTING;
-  };
-  for (std::size_t i = 0; i < n; ++i) {
-    if (gate[i]) {
-      gate[i]->set_host(delay_host);
-      if (not_started(*gate[i])) gate[i]->vetoable_start();
+  // Receivers first (they never run: a daemon blocked on a mailbox nobody writes to), then the drivers.
+  for (topo::NodeId node = 0; node < t.num_nodes(); ++node) {
+    if (!is_dst[node]) continue;
+    const std::string id = std::to_string(node);
+    sg4::ActorPtr rx = sg4::Actor::create("rx" + id, host_of[node], [id] {
+      sg4::Actor::self()->daemonize();
+      sg4::Mailbox::by_name("__fabricsim_idle" + id)->get<char>();
+    });
+    g.mailbox_of[node] = sg4::Mailbox::by_name("__fabricsim_to" + id);
+    g.mailbox_of[node]->set_receiver(rx);
+  }
+  std::map<topo::NodeId, Driver> drivers;  // by source node: deterministic creation order
+  for (std::size_t i = 0; i < n; ++i)
+    if (s.transfers[i].deps.empty()) {
+      Driver& d = drivers[s.transfers[i].src];
+      d.due.emplace(g.delay_of(static_cast<std::uint32_t>(i)), static_cast<std::uint32_t>(i));
     }
-    for (std::size_t k = 0; k < comms[i].size(); ++k) {
-      comms[i][k]->set_source(comm_src[i][k])->set_destination(host_of[s.transfers[i].dst]);
-      if (not_started(*comms[i][k])) comms[i][k]->vetoable_start();
-    }
+  for (auto& [node, d] : drivers) {
+    Driver* dp = &d;
+    sg4::Actor::create("drv" + std::to_string(node), host_of[node], [&g, dp] { g.run_driver(*dp); });
   }
   e.run();
 
-  ChildResult r;
-  r.start.resize(n);
-  r.finish.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (gate[i]) {
-      if (gate[i]->get_state() != sg4::Activity::State::FINISHED)
+  if (g.done != n) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (g.r.finish[i] < 0)
         throw std::runtime_error("simgrid: transfer " + std::to_string(i) + " did not complete");
-      r.start[i] = gate[i]->get_start_time();
-      r.finish[i] = gate[i]->get_finish_time();
-    }
-    for (std::size_t k = 0; k < comms[i].size(); ++k) {
-      const auto& c = comms[i][k];
-      if (c->get_state() != sg4::Activity::State::FINISHED)
-        throw std::runtime_error("simgrid: transfer " + std::to_string(i) + " did not complete");
-      if (!gate[i] && k == 0) r.start[i] = c->get_start_time();
-      r.finish[i] = k == 0 ? c->get_finish_time() : std::max(r.finish[i], c->get_finish_time());
-    }
   }
-  return r;
+  for (auto& m : g.mailbox_of)
+    if (m) m->set_receiver(nullptr);
+  return std::move(g.r);
 }
 
 bool write_all(int fd, const void* p, std::size_t len) {

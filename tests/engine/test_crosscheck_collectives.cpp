@@ -20,16 +20,20 @@ TEST_CASE("cross-check against SimGrid: every collective on dgx-h100 and a 4-nod
   const auto calib = models::default_calibration();
   for (const auto& [preset, params] : systems) {
     const topo::Topology t = models::merge_nvswitch_planes(topo::build_preset(preset, params));
+    // 4 MiB at the default fidelity, and 64 MiB at step level (thousands of pipelined transfers)
+    for (const auto& [bytes, fidelity] : {std::pair{std::uint64_t{4} << 20, models::Fidelity::Auto},
+                                          std::pair{std::uint64_t{64} << 20, models::Fidelity::Step}})
     for (models::Op op : models::kAllOps) {
       if (op == models::Op::AllToAllv) continue;  // needs a matrix; same builder as all_to_all
       topo::Routing routing(t);
       models::CollectiveSpec spec;
       spec.op = op;
-      spec.bytes = 4u << 20;
+      spec.bytes = bytes;
       spec.communicator = t.gpus();
+      spec.fidelity = fidelity;
       models::Schedule s = models::build_schedule(spec, t, routing, calib);
       for (auto& tr : s.transfers) tr.bytes = std::round(tr.bytes);
-      INFO(preset << " " << models::to_string(op) << " " << s.algorithm << " " << s.fidelity << " ("
+      INFO(preset << " " << bytes << " B " << models::to_string(op) << " " << s.algorithm << " " << s.fidelity << " ("
                   << s.transfers.size() << " transfers)");
       sim::RunOptions oracle;
       oracle.engine = "simgrid";
