@@ -99,7 +99,8 @@ struct ChildResult {
 // single std::list of activities by a linear search (CommImpl::finish), so F concurrent comms cost O(F^2)
 // (a 128-GPU step-level all_to_all, 16k comms, took 21 s; 512 GPUs would take hours). Mailbox comms sent by
 // an actor are not detached: they live in their sender's list only. So:
-//  - one "driver" actor per source node of the schedule's initial transfers (those without dependencies);
+//  - "driver" actors, each holding up to kInitialPerDriver of one source node's initial transfers (those
+//    without dependencies);
 //    a driver starts a transfer's comms with Mailbox::put_async and waits for them with Comm::wait_any_for;
 //  - when a transfer finishes, the driver that saw it finish releases its dependents; a dependent whose
 //    last dependency this was is started by that same driver (at ready time + step delay, with a timeout on
@@ -304,15 +305,22 @@ ChildResult run_in_child(const models::Schedule& s, const topo::Topology& t, top
     g.mailbox_of[node] = sg4::Mailbox::by_name("__fabricsim_to" + id);
     g.mailbox_of[node]->set_receiver(rx);
   }
-  std::map<topo::NodeId, Driver> drivers;  // by source node: deterministic creation order
+  // Drivers: the initial transfers of each source node, in chunks of at most kInitialPerDriver (each
+  // completion costs its driver O(live comms) in SimGrid: wait_any re-registers on every one of them and
+  // the finished comm leaves the actor's std::list by linear search).
+  constexpr std::size_t kInitialPerDriver = 32;
+  std::map<std::pair<topo::NodeId, std::size_t>, Driver> drivers;  // deterministic creation order
+  std::vector<std::size_t> initial_of(t.num_nodes(), 0);
   for (std::size_t i = 0; i < n; ++i)
     if (s.transfers[i].deps.empty()) {
-      Driver& d = drivers[s.transfers[i].src];
+      const topo::NodeId src = s.transfers[i].src;
+      Driver& d = drivers[{src, initial_of[src]++ / kInitialPerDriver}];
       d.due.emplace(g.delay_of(static_cast<std::uint32_t>(i)), static_cast<std::uint32_t>(i));
     }
-  for (auto& [node, d] : drivers) {
+  for (auto& [key, d] : drivers) {
     Driver* dp = &d;
-    sg4::Actor::create("drv" + std::to_string(node), host_of[node], [&g, dp] { g.run_driver(*dp); });
+    sg4::Actor::create("drv" + std::to_string(key.first) + "." + std::to_string(key.second), host_of[key.first],
+                       [&g, dp] { g.run_driver(*dp); });
   }
   e.run();
 
