@@ -99,7 +99,7 @@ struct ChildResult {
 // single std::list of activities by a linear search (CommImpl::finish), so F concurrent comms cost O(F^2)
 // (a 128-GPU step-level all_to_all, 16k comms, took 21 s; 512 GPUs would take hours). Mailbox comms sent by
 // an actor are not detached: they live in their sender's list only. So:
-//  - "driver" actors, each holding up to kInitialPerDriver of one source node's initial transfers (those
+//  - "driver" actors, each holding a chunk of one source node's initial transfers (those
 //    without dependencies);
 //    a driver starts a transfer's comms with Mailbox::put_async and waits for them with Comm::wait_any_for;
 //  - when a transfer finishes, the driver that saw it finish releases its dependents; a dependent whose
@@ -305,16 +305,21 @@ ChildResult run_in_child(const models::Schedule& s, const topo::Topology& t, top
     g.mailbox_of[node] = sg4::Mailbox::by_name("__fabricsim_to" + id);
     g.mailbox_of[node]->set_receiver(rx);
   }
-  // Drivers: the initial transfers of each source node, in chunks of at most kInitialPerDriver (each
+  // Drivers: the initial transfers of each source node, in chunks of 32 or more (each
   // completion costs its driver O(live comms) in SimGrid: wait_any re-registers on every one of them and
   // the finished comm leaves the actor's std::list by linear search).
-  constexpr std::size_t kInitialPerDriver = 32;
+  // At most kMaxDrivers actors: each one's stack takes two memory mappings (stack + guard page), and Linux's
+  // default vm.max_map_count is 65536.
+  constexpr std::size_t kMaxDrivers = 8192;
+  std::size_t initial = 0;
+  for (const auto& tr : s.transfers) initial += tr.deps.empty() ? 1 : 0;
+  const std::size_t per_driver = std::max<std::size_t>(32, (initial + kMaxDrivers - 1) / kMaxDrivers);
   std::map<std::pair<topo::NodeId, std::size_t>, Driver> drivers;  // deterministic creation order
   std::vector<std::size_t> initial_of(t.num_nodes(), 0);
   for (std::size_t i = 0; i < n; ++i)
     if (s.transfers[i].deps.empty()) {
       const topo::NodeId src = s.transfers[i].src;
-      Driver& d = drivers[{src, initial_of[src]++ / kInitialPerDriver}];
+      Driver& d = drivers[{src, initial_of[src]++ / per_driver}];
       d.due.emplace(g.delay_of(static_cast<std::uint32_t>(i)), static_cast<std::uint32_t>(i));
     }
   for (auto& [key, d] : drivers) {
