@@ -13,31 +13,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_test_util.hpp"
+
 namespace {
 
-struct Out {
-  int rc = -1;
-  std::string out, err;
-};
+namespace fs = std::filesystem;
+namespace cli_test = fabricsim::cli_test;
+using Out = cli_test::Run;
 
-Out run_cli(const std::string& args) {
-  namespace fs = std::filesystem;
-  const std::string o = (fs::temp_directory_path() / "fabricsim_coll_test.out").string();
-  const std::string e = (fs::temp_directory_path() / "fabricsim_coll_test.err").string();
-  std::string cmd = std::string(FABRICSIM_BINARY) + " coll " + args + " >" + o + " 2>" + e;
-  int st = std::system(cmd.c_str());
-  Out r;
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  auto slurp = [](const std::string& p) {
-    std::ifstream f(p);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-  };
-  r.out = slurp(o);
-  r.err = slurp(e);
-  return r;
+// One scratch directory for this test program: every file the tests write goes there.
+fs::path scratch() {
+  static const fs::path d = cli_test::scratch_dir("coll_cli");
+  return d;
 }
+
+Out run_cli(const std::string& args) { return cli_test::run_in(scratch(), cli_test::fabricsim("coll " + args)); }
 
 struct RowV {
   double size, time_us, algbw, busbw;
@@ -130,8 +120,7 @@ TEST_CASE("every operation runs on every preset family") {
 }
 
 TEST_CASE("--json writes the documented schema") {
-  namespace fs = std::filesystem;
-  const std::string path = (fs::temp_directory_path() / "fabricsim_coll_test.json").string();
+  const std::string path = (scratch() / "test.json").string();
   fs::remove(path);
   Out o = run_cli("--topology dgx-h100 -g 4 --op reduce_scatter -b 1M -e 2M --json " + path);
   REQUIRE(o.rc == 0);
@@ -153,8 +142,7 @@ TEST_CASE("--json writes the documented schema") {
 }
 
 TEST_CASE("bad input: one line on stderr, exit 2, no partial output") {
-  namespace fs = std::filesystem;
-  const std::string path = (fs::temp_directory_path() / "fabricsim_coll_bad.json").string();
+  const std::string path = (scratch() / "bad.json").string();
   struct Bad {
     std::string args, needle;
   };
@@ -185,8 +173,7 @@ TEST_CASE("bad input: one line on stderr, exit 2, no partial output") {
 }
 
 TEST_CASE("--timeline / --link-stats / --report describe the largest size") {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "fabricsim_coll_outputs";
+  const fs::path dir = scratch() / "outputs";
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string tl = (dir / "t.json").string(), ls = (dir / "l.csv").string(), rp = (dir / "r.html").string();

@@ -4,7 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -12,35 +11,17 @@
 #include <tuple>
 #include <vector>
 
-#include <sys/wait.h>
-#include <unistd.h>
+#include "cli_test_util.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+namespace cli_test = fabricsim::cli_test;
+using cli_test::slurp;
+using Proc = cli_test::Run;
 
-struct Proc {
-  int status = -1;
-  std::string out, err;
-};
-
-Proc sh(const std::string& cmd, const fs::path& dir) {
-  std::string full = "cd '" + dir.string() + "' && " + cmd + " >'" + (dir / "o.txt").string() + "' 2>'" +
-                     (dir / "e.txt").string() + "'";
-  int rc = std::system(full.c_str());
-  Proc p;
-  p.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  p.out = slurp(dir / "o.txt");
-  p.err = slurp(dir / "e.txt");
-  return p;
-}
+Proc sh(const std::string& cmd, const fs::path& dir) { return cli_test::run_in(dir, cmd); }
 
 std::vector<std::string> split(const std::string& line, char sep) {
   std::vector<std::string> f;
@@ -53,9 +34,7 @@ std::vector<std::string> split(const std::string& line, char sep) {
 }  // namespace
 
 TEST_CASE("fabricsim plan picks the cheapest configurations that meet the target") {
-  fs::path dir = fs::temp_directory_path() / ("fabricsim_plan_test_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = cli_test::scratch_dir("plan_test");
   std::ofstream(dir / "base.json") << R"({
   "topology": {"preset": "superpod", "params": {"nodes": 1, "node": "dgx-h100"}},
   "workload": {"generator": "gpt", "params": {
@@ -63,10 +42,10 @@ TEST_CASE("fabricsim plan picks the cheapest configurations that meet the target
     "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": 64,
     "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1}}
 })";
-  const std::string bin = FABRICSIM_BINARY;
+  const std::string bin = cli_test::quoted(FABRICSIM_BINARY);
   // First: every candidate at every size, to know the ground truth.
   Proc all = sh(bin + " plan base.json --nodes 1,2,4 --tp 1,2,8 --pp 1,2 --target-step-time 1000s --top 100 -o all.csv -q", dir);
-  REQUIRE_MESSAGE(all.status == 0, all.err);
+  REQUIRE_MESSAGE(all.rc == 0, all.err);
   struct Row {
     int nodes, tp, pp, gpus;
     double step;
@@ -107,7 +86,7 @@ TEST_CASE("fabricsim plan picks the cheapest configurations that meet the target
   Proc plan = sh(bin + " plan base.json --nodes 1,2,4 --tp 1,2,8 --pp 1,2 --target-step-time " + t + " --top " +
                      std::to_string(at_two) + " -o some.csv -q",
                  dir);
-  REQUIRE_MESSAGE(plan.status == 0, plan.err);
+  REQUIRE_MESSAGE(plan.rc == 0, plan.err);
   // Printed rows: "#  nodes GPUs TP PP DP MBS step ..." after the header line.
   std::istringstream out(plan.out);
   std::string line;
@@ -136,10 +115,10 @@ TEST_CASE("fabricsim plan picks the cheapest configurations that meet the target
   CHECK(some.find("\n6,2,") != std::string::npos);
 
   Proc none = sh(bin + " plan base.json --nodes 1 --tp 1 --pp 1 --target-step-time 1us -q", dir);
-  CHECK(none.status == 1);
+  CHECK(none.rc == 1);
   CHECK(none.out.find("no configuration meets the target") != std::string::npos);
   Proc bad = sh(bin + " plan base.json --target-step-time 1s --target-tokens-per-day 5", dir);
-  CHECK(bad.status == 2);
+  CHECK(bad.rc == 2);
   CHECK(bad.err.find("exactly one of") != std::string::npos);
   fs::remove_all(dir);
 }

@@ -8,12 +8,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <map>
+#include <sstream>
 #include <string>
 
-#include <unistd.h>
-
+#include "cli_test_util.hpp"
 #include "sim/replay/outputs.hpp"
 
 using namespace fabricsim;
@@ -29,12 +28,8 @@ std::string find_chromium() {
   return "";
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+namespace cli_test = fabricsim::cli_test;
+using cli_test::slurp;
 
 struct Render {
   int rc = -1;
@@ -115,8 +110,7 @@ TEST_CASE("HTML report renders in headless Chromium without console errors") {
     MESSAGE("SKIPPED: no chromium binary on PATH (install the Debian package `chromium`); report not rendered");
     return;
   }
-  fs::path dir = fs::temp_directory_path() / ("fabricsim_report_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const fs::path dir = cli_test::scratch_dir("report_test");
   fs::path html = dir / "report.html";
   sim::OutputOptions o;
   o.report_path = html.string();
@@ -152,9 +146,7 @@ TEST_CASE("HTML report renders in headless Chromium without console errors") {
 }
 
 TEST_CASE("fabricsim run writes timeline, link stats, result JSON and report that agree, deterministically") {
-  fs::path dir = fs::temp_directory_path() / ("fabricsim_run_outputs_test_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = cli_test::scratch_dir("run_outputs_test");
   std::ofstream(dir / "s.json") << R"({
   "topology": {"preset": "superpod", "params": {"nodes": 2, "node": "dgx-h100"}},
   "workload": {"generator": "gpt", "params": {
@@ -164,17 +156,18 @@ TEST_CASE("fabricsim run writes timeline, link stats, result JSON and report tha
   "outputs": {"report": "r.html"}
 })";
   auto run = [&](const std::string& tag) {
-    std::string cmd = "cd '" + dir.string() + "' && " + FABRICSIM_BINARY + " run s.json --quiet --timeline t" + tag +
-                      ".json --link-stats l" + tag + ".csv --json r" + tag + ".json > stdout" + tag + ".txt 2>/dev/null";
-    return std::system(cmd.c_str());
+    return cli_test::run_in(dir, cli_test::fabricsim("run s.json --quiet --timeline t" + tag + ".json --link-stats l" +
+                                                     tag + ".csv --json r" + tag + ".json"));
   };
-  REQUIRE(run("1") == 0);
-  REQUIRE(run("2") == 0);
+  const cli_test::Run run1 = run("1");
+  REQUIRE_MESSAGE(run1.rc == 0, run1.err);
+  const cli_test::Run run2 = run("2");
+  REQUIRE_MESSAGE(run2.rc == 0, run2.err);
   for (const char* f : {"t", "l", "r"}) {
     std::string ext = std::string(f) == "l" ? ".csv" : ".json";
     CHECK_MESSAGE(slurp(dir / (std::string(f) + "1" + ext)) == slurp(dir / (std::string(f) + "2" + ext)), f);
   }
-  CHECK(slurp(dir / "stdout1.txt") == slurp(dir / "stdout2.txt"));
+  CHECK(run1.out == run2.out);
   CHECK(fs::exists(dir / "r.html"));  // from the scenario's outputs section, relative to the scenario
 
   Json t = Json::parse(slurp(dir / "t1.json"));
@@ -199,7 +192,7 @@ TEST_CASE("fabricsim run writes timeline, link stats, result JSON and report tha
   // The summary on stdout prints the same step time as the JSON.
   char ms[64];
   std::snprintf(ms, sizeof ms, "step time    %.3f ms", r["iteration_s"].get<double>() * 1e3);
-  CHECK(slurp(dir / "stdout1.txt").find(ms) != std::string::npos);
+  CHECK(run1.out.find(ms) != std::string::npos);
 
   std::string chromium = find_chromium();
   if (chromium.empty()) {

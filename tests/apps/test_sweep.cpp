@@ -4,41 +4,22 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
-#include <sys/wait.h>
-#include <unistd.h>
+#include "cli_test_util.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+namespace cli_test = fabricsim::cli_test;
+using cli_test::slurp;
+using Proc = cli_test::Run;
 
-struct Proc {
-  int status = -1;
-  std::string err;
-};
-
-Proc sh(const std::string& cmd, const fs::path& dir) {
-  fs::path err = dir / "stderr.txt";
-  std::string full = "cd '" + dir.string() + "' && " + cmd + " 2>'" + err.string() + "'";
-  int rc = std::system(full.c_str());
-  Proc p;
-  p.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  p.err = slurp(err);
-  return p;
-}
+Proc sh(const std::string& cmd, const fs::path& dir) { return cli_test::run_in(dir, cmd); }
 
 int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 
@@ -65,14 +46,12 @@ void write_inputs(const fs::path& dir) {
 }  // namespace
 
 TEST_CASE("fabricsim sweep: threads, failures, resume, MPI give one CSV") {
-  fs::path dir = fs::temp_directory_path() / ("fabricsim_sweep_test_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = cli_test::scratch_dir("sweep_test");
   write_inputs(dir);
-  const std::string bin = FABRICSIM_BINARY;
+  const std::string bin = cli_test::quoted(FABRICSIM_BINARY);
 
   Proc one = sh(bin + " sweep sweep.json --threads 1 --quiet", dir);
-  CHECK_MESSAGE(one.status == 1, one.err);  // one point fails -> exit 1
+  CHECK_MESSAGE(one.rc == 1, one.err);  // one point fails -> exit 1
   std::string csv1 = slurp(dir / "out.csv");
   REQUIRE(count_lines(csv1) == 1 + 6);
   CHECK(!fs::exists(dir / "should_not_be_written.json"));
@@ -95,7 +74,7 @@ TEST_CASE("fabricsim sweep: threads, failures, resume, MPI give one CSV") {
 
   fs::rename(dir / "out.csv", dir / "one.csv");
   Proc two = sh(bin + " sweep sweep.json --threads 2 --quiet", dir);
-  CHECK(two.status == 1);
+  CHECK(two.rc == 1);
   CHECK(slurp(dir / "out.csv") == csv1);
 
   // Resume: keep the header and rows 4 and 0 plus half a row; the sweep reruns only the other 4 points.
@@ -107,7 +86,7 @@ TEST_CASE("fabricsim sweep: threads, failures, resume, MPI give one CSV") {
     std::ofstream(dir / "out.csv") << h << "\n" << rows[4] << "\n" << rows[0] << "\n" << rows[5].substr(0, 9);
   }
   Proc resumed = sh(bin + " sweep sweep.json --threads 2", dir);
-  CHECK(resumed.status == 1);
+  CHECK(resumed.rc == 1);
   CHECK_MESSAGE(resumed.err.find("6 points, 2 already in out.csv, 4 to run") != std::string::npos, resumed.err);
   CHECK(slurp(dir / "out.csv") == csv1);
   // Nothing left to run: the file is unchanged and no point runs.
@@ -118,7 +97,7 @@ TEST_CASE("fabricsim sweep: threads, failures, resume, MPI give one CSV") {
   // Bad input: exit 2, one line, no output file.
   std::ofstream(dir / "bad.json") << R"({"scenario": "base.json", "axes": [], "output": "bad.csv"})";
   Proc bad = sh(bin + " sweep bad.json", dir);
-  CHECK(bad.status == 2);
+  CHECK(bad.rc == 2);
   CHECK(bad.err.find("bad.json: /axes") != std::string::npos);
   CHECK(count_lines(bad.err) == 1);
   CHECK(!fs::exists(dir / "bad.csv"));
@@ -132,7 +111,7 @@ TEST_CASE("fabricsim sweep: threads, failures, resume, MPI give one CSV") {
     if (mpi.err.find("on 2 process(es)") == std::string::npos) {
       MESSAGE("SKIPPED: fabricsim was built without MPI (no 'on 2 process(es)' in its stderr): " << mpi.err);
     } else {
-      CHECK(mpi.status == 1);
+      CHECK(mpi.rc == 1);
       CHECK(slurp(dir / "out.csv") == csv1);
     }
   }

@@ -1,57 +1,29 @@
 // `fabricsim topo` end to end through the built binary: exit codes, one-line errors, outputs.
 #include <doctest/doctest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
-#include <sys/wait.h>
-#include <unistd.h>
+#include "cli_test_util.hpp"
 
 namespace {
 
-struct Run {
-  int rc = -1;
-  std::string out, err;
-};
+namespace cli_test = fabricsim::cli_test;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using cli_test::Run;
+using cli_test::slurp;
 
+// One scratch directory for this test program (exports written by one call are read by the next).
 std::filesystem::path scratch() {
-  auto d = std::filesystem::temp_directory_path() / ("fabricsim_topo_cli_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(d);
+  static const std::filesystem::path d = cli_test::scratch_dir("topo_cli");
   return d;
 }
 
-Run run(const std::string& args) {
-  auto dir = scratch();
-  std::string out = (dir / "stdout.txt").string(), err = (dir / "stderr.txt").string();
-  std::string cmd = std::string("\"") + FABRICSIM_BINARY + "\" topo " + args + " >\"" + out + "\" 2>\"" + err + "\"";
-  int status = std::system(cmd.c_str());
-  Run r;
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+Run run(const std::string& args) { return cli_test::run_in(scratch(), cli_test::fabricsim("topo " + args)); }
 
 std::string data(const std::string& f) { return std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/topologies/" + f; }
 
-// "\"<s>\"" (built with append: GCC 12 warns falsely on literal + string temporaries).
-std::string q(const std::string& s) {
-  std::string r = "\"";
-  r += s;
-  r += '"';
-  return r;
-}
+std::string q(const std::string& s) { return cli_test::quoted(s); }
 
 int lines(const std::string& s) {
   int n = 0;

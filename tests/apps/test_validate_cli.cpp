@@ -1,51 +1,25 @@
 // `fabricsim validate` and `fabricsim calibrate` end to end through the binary.
 #include <doctest/doctest.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
+
+#include "cli_test_util.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+namespace cli_test = fabricsim::cli_test;
 const std::string kData = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/nccl-tests/";
 
-struct Run {
-  int rc = -1;
-  std::string out, err;
-};
+using cli_test::Run;
+using cli_test::slurp;
 
-std::string slurp(const std::string& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+Run run(const std::string& args, const fs::path& dir) { return cli_test::run_in(dir, cli_test::fabricsim(args)); }
 
-Run run(const std::string& args, const fs::path& dir) {
-  std::string out = (dir / "stdout.txt").string(), err = (dir / "stderr.txt").string();
-  std::string cmd = std::string(FABRICSIM_BINARY) + " " + args + " >" + out + " 2>" + err;
-  int st = std::system(cmd.c_str());
-  Run r;
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-fs::path tmpdir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("fabricsim_test_validate_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path tmpdir(const std::string& name) { return cli_test::scratch_dir("test_validate_" + name); }
 
 }  // namespace
 

@@ -1,0 +1,67 @@
+#pragma once
+// Shared by the tests in tests/apps: run a shell command (usually the built `fabricsim` binary) in a
+// scratch directory and capture its exit status, stdout and stderr.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace fabricsim::cli_test {
+
+namespace fs = std::filesystem;
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// An empty directory for one test: <tmp>/fabricsim_<name>_<pid> (removed first if it exists).
+inline fs::path scratch_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("fabricsim_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// '<s>' for the shell (the tests' paths contain no single quote).
+inline std::string quoted(const std::string& s) {
+  std::string r = "'";
+  r += s;
+  r += '\'';
+  return r;
+}
+
+// "'<fabricsim binary>' <args>"
+inline std::string fabricsim(const std::string& args) {
+  std::string r = quoted(FABRICSIM_BINARY);
+  r += ' ';
+  r += args;
+  return r;
+}
+
+struct Run {
+  int rc = -1;  // exit status, -1 when the command did not exit normally
+  std::string out, err;
+};
+
+// Runs `cmd` with `dir` as working directory; stdout and stderr go to dir/stdout.txt and dir/stderr.txt
+// (`cmd` must not redirect them itself).
+inline Run run_in(const fs::path& dir, const std::string& cmd) {
+  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
+  std::string full = "cd " + quoted(dir.string()) + " && " + cmd + " >" + quoted(out.string()) + " 2>" +
+                     quoted(err.string());
+  const int st = std::system(full.c_str());
+  Run r;
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+}  // namespace fabricsim::cli_test
