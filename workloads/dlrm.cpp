@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <numeric>
+#include <utility>
 
 #include "models/gpu.hpp"
 #include "sim/base/error.hpp"
+#include "sim/base/units.hpp"
 
 namespace fabricsim::workloads {
 
@@ -84,9 +87,33 @@ DlrmConfig dlrm_config_from_params(const ParamMap& p, const std::string& where) 
   c.gpu = r.string("gpu", c.gpu);
   c.precision = r.string("precision", c.precision);
   c.memory_fraction = r.number("memory_fraction", c.memory_fraction, 0.01);
+  c.column_slice_threshold = r.integer("column_slice_threshold", c.column_slice_threshold, 0);
+  c.index_bytes = r.number("index_bytes", c.index_bytes, 0);
+  c.host_input = r.boolean("host_input", c.host_input);
+  if (r.has("h2d_bandwidth")) {
+    std::string v = r.string("h2d_bandwidth", "");
+    try {
+      c.h2d_bandwidth_Bps = parse_bandwidth(v, "h2d_bandwidth");
+    } catch (const InputError&) {
+      r.fail("h2d_bandwidth", "expected a bandwidth such as \"26.28GB/s\", found '" + v + "'");
+    }
+    if (!(c.h2d_bandwidth_Bps > 0)) r.fail("h2d_bandwidth", "expected a bandwidth > 0");
+  }
+  c.gpus_per_pcie_uplink = r.integer("gpus_per_pcie_uplink", c.gpus_per_pcie_uplink, 1);
+  if (r.has("collective_latency")) {
+    std::string v = r.string("collective_latency", "");
+    try {
+      c.collective_latency_s = parse_time(v, "collective_latency");
+    } catch (const InputError&) {
+      r.fail("collective_latency", "expected a time such as \"0.5ms\", found '" + v + "'");
+    }
+    if (!(c.collective_latency_s >= 0)) r.fail("collective_latency", "expected a time >= 0");
+  }
   r.finish();
-  if (c.sharding != "auto" && c.sharding != "table" && c.sharding != "column" && c.sharding != "row")
-    r.fail("sharding", "expected auto, table, column or row");
+  if (c.sharding != "auto" && c.sharding != "table" && c.sharding != "column" && c.sharding != "row" &&
+      c.sharding != "basic" && c.sharding != "memory_balanced" && c.sharding != "memory_optimized")
+    r.fail("sharding", "expected auto, table, column, row (fabricsim's planner) or basic, memory_balanced, "
+                       "memory_optimized (distributed-embeddings' strategies)");
   if (c.optimizer != "adagrad" && c.optimizer != "sgd") r.fail("optimizer", "expected adagrad or sgd");
   if (c.memory_fraction > 1) r.fail("memory_fraction", "expected a fraction in (0, 1]");
   if (c.global_batch_size % c.world_size) r.fail("global_batch_size", "must be a multiple of world_size");
@@ -100,8 +127,11 @@ namespace {
 double state_factor(const DlrmConfig& c) { return c.optimizer == "adagrad" ? 2.0 : 1.0; }  // weights (+ accumulator)
 }  // namespace
 
+static bool is_de_strategy(const std::string& s) { return s == "basic" || s == "memory_balanced" || s == "memory_optimized"; }
+
 ShardingPlan plan_sharding(const DlrmConfig& c, double capacity, const std::string& where,
                            double per_shard_cost_bytes) {
+  if (is_de_strategy(c.sharding)) return plan_sharding_de(c, capacity, where);
   const int N = static_cast<int>(c.world_size);
   const double B = double(c.global_batch_size);
   ShardingPlan plan;
@@ -125,6 +155,8 @@ ShardingPlan plan_sharding(const DlrmConfig& c, double capacity, const std::stri
       s.lookup_fraction = frac;
       s.memory_bytes = double(rows) * double(width) * t.bytes_per_element * state_factor(c);
       s.lookup_bytes = lookup_bytes(t, width, frac);
+      s.ids = B * t.lookups_per_sample() * frac;
+      s.inputs = static_cast<std::int32_t>(t.hotness.size());
       shards.push_back(s);
     };
     std::string mode = c.sharding;
@@ -220,6 +252,122 @@ ShardingPlan plan_sharding(const DlrmConfig& c, double capacity, const std::stri
   return plan;
 }
 
+// distributed-embeddings' placement, as DistEmbeddingStrategy does it (github:NVIDIA-Merlin/distributed-
+// embeddings @ c6b2e2f, the commit whose synthetic-model step times the README still reports;
+// distributed_embeddings/python/layers/dist_model_parallel.py):
+//  - world size 1: every table on the one GPU, unsliced.
+//  - maybe_slice_table_column: a table of rows*width elements above column_slice_threshold is cut into
+//    N column slices, N = the smallest power of 2 that brings rows*width/N under the threshold, capped at
+//    the world size and the width; the first width%N slices get one extra column.
+//  - apply_stragety over all slices (size = rows*width elements):
+//      basic:            round robin of the slices in table order;
+//      memory_balanced:  slices sorted by (size, table id) descending; GPU i takes sorted[i::2N] and
+//                        sorted[2N-1-i::2N] (equal slice counts, sizes paired large/small);
+//      memory_optimized: largest first onto the GPU with the least total size (ties: Python list order).
+//  - every input of a table is looked up by each of its slices (input_table_map), so a slice serves all
+//    of its table's inputs for the global batch (model-parallel input, dp_input=False in the benchmark).
+// The library does not check memory; here a GPU above capacity is an InputError (it would run out of
+// memory), and fewer tables than GPUs is one too (the library raises NotImplementedError).
+ShardingPlan plan_sharding_de(const DlrmConfig& c, double capacity, const std::string& where) {
+  const int N = static_cast<int>(c.world_size);
+  const double B = double(c.global_batch_size);
+  if (N > 1 && c.tables.size() < static_cast<std::size_t>(N))
+    throw InputError(where + " sharding", "distributed-embeddings needs at least as many tables as GPUs (" +
+                                              std::to_string(c.tables.size()) + " tables, " + std::to_string(N) +
+                                              " GPUs)");
+  struct Piece {
+    std::int64_t size = 0;  // elements
+    std::int32_t table = 0;
+    std::int64_t width = 0;
+    bool sliced = false;
+  };
+  std::vector<Piece> pieces;  // in table order, slices of a table adjacent
+  for (std::size_t i = 0; i < c.tables.size(); ++i) {
+    const auto& t = c.tables[i];
+    std::int64_t k = 1;
+    if (N > 1 && c.column_slice_threshold > 0) {
+      double size = double(t.rows) * double(t.width);
+      while (size > double(c.column_slice_threshold)) {
+        k *= 2;
+        size /= 2;
+      }
+      k = std::min<std::int64_t>({k, N, t.width});
+    }
+    for (std::int64_t s = 0; s < k; ++s) {
+      std::int64_t w = t.width / k + (s < t.width % k ? 1 : 0);
+      pieces.push_back({t.rows * w, static_cast<std::int32_t>(i), w, k > 1});
+    }
+  }
+  std::vector<std::vector<std::size_t>> per_gpu(N);  // indices into pieces, in the library's order
+  if (N == 1) {
+    for (std::size_t p = 0; p < pieces.size(); ++p) per_gpu[0].push_back(p);
+  } else if (c.sharding == "basic") {
+    for (std::size_t p = 0; p < pieces.size(); ++p) per_gpu[p % N].push_back(p);
+  } else {
+    std::vector<std::size_t> sorted(pieces.size());
+    std::iota(sorted.begin(), sorted.end(), 0);
+    // Python sorted(zip(sizes, ids)): ascending by (size, table id); slices of one table compare equal and
+    // keep their order (stable sort).
+    std::stable_sort(sorted.begin(), sorted.end(), [&](std::size_t a, std::size_t b) {
+      if (pieces[a].size != pieces[b].size) return pieces[a].size < pieces[b].size;
+      return pieces[a].table < pieces[b].table;
+    });
+    if (c.sharding == "memory_balanced") {
+      std::reverse(sorted.begin(), sorted.end());  // reverse=True
+      const std::size_t M = sorted.size(), step = 2 * static_cast<std::size_t>(N);
+      for (int i = 0; i < N; ++i) {
+        for (std::size_t k = static_cast<std::size_t>(i); k < M; k += step) per_gpu[i].push_back(sorted[k]);
+        for (std::size_t k = step - 1 - static_cast<std::size_t>(i); k < M; k += step) per_gpu[i].push_back(sorted[k]);
+      }
+    } else {  // memory_optimized: pop the largest onto res[0], then re-sort res by (total, table ids)
+      std::vector<std::pair<std::pair<std::int64_t, std::vector<std::int32_t>>, std::vector<std::size_t>>> res(N);
+      for (std::size_t k = sorted.size(); k-- > 0;) {
+        const Piece& pc = pieces[sorted[k]];
+        res[0].first.first += pc.size;
+        res[0].first.second.push_back(pc.table);
+        res[0].second.push_back(sorted[k]);
+        std::stable_sort(res.begin(), res.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      }
+      for (int i = 0; i < N; ++i) per_gpu[i] = res[i].second;
+    }
+  }
+  ShardingPlan plan;
+  plan.capacity_bytes = capacity;
+  plan.memory_per_gpu_bytes.assign(N, 0);
+  plan.lookup_bytes_per_gpu.assign(N, 0);
+  plan.output_width_per_gpu.assign(N, 0);
+  for (int g = 0; g < N; ++g) {
+    for (std::size_t p : per_gpu[g]) {
+      const Piece& pc = pieces[p];
+      const auto& t = c.tables[pc.table];
+      Shard s;
+      s.table = pc.table;
+      s.gpu = g;
+      s.kind = pc.sliced ? "column" : "table";
+      s.rows = t.rows;
+      s.width = pc.width;
+      s.memory_bytes = double(t.rows) * double(pc.width) * t.bytes_per_element * state_factor(c);
+      s.ids = B * t.lookups_per_sample();
+      s.lookup_bytes = s.ids * double(pc.width) * t.bytes_per_element;
+      s.inputs = static_cast<std::int32_t>(t.hotness.size());
+      plan.memory_per_gpu_bytes[g] += s.memory_bytes;
+      plan.lookup_bytes_per_gpu[g] += s.lookup_bytes;
+      plan.output_width_per_gpu[g] += double(s.width) * double(s.inputs);
+      plan.shards.push_back(s);
+    }
+    if (plan.memory_per_gpu_bytes[g] > capacity) {
+      char buf[400];
+      std::snprintf(buf, sizeof buf,
+                    "embedding tables do not fit in GPU memory: distributed-embeddings strategy '%s' puts %.1f GiB "
+                    "(weights and optimizer state) on GPU %d, capacity %.1f GiB; set column_slice_threshold "
+                    "(elements per slice) or use more GPUs",
+                    c.sharding.c_str(), plan.memory_per_gpu_bytes[g] / 1073741824.0, g, capacity / 1073741824.0);
+      throw InputError(where, buf);
+    }
+  }
+  return plan;
+}
+
 Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, const std::string& where) {
   models::ComputeModel cm = cm_in;
   cm.gpu = models::gpu_spec(c.gpu, where + " gpu");
@@ -258,7 +406,8 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
   const double mlp_kernels = double(layers.size());
   // Memory: weights + optimizer state of embeddings, plus MLP weights/state (4 copies: weight, grad, 2 state).
   const double capacity = cm.gpu.hbm_capacity_bytes * c.memory_fraction - 4.0 * 4.0 * mlp_params;
-  // Balance lookup time plus per-shard overhead (3 kernels per shard per step, see below), in bytes.
+  // fabricsim's planner balances lookup time plus a per-shard overhead (the 3 per-shard optimizer ops of the
+  // backward, see below), in equivalent bytes.
   const double shard_cost = 3.0 * cm.eff.kernel_overhead_s * cm.gpu.hbm_bandwidth_Bps * cm.eff.mem_eff(models::OpClass::Embedding);
   ShardingPlan plan = plan_sharding(c, capacity, where, shard_cost);
 
@@ -280,16 +429,26 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
   tr.comms.push_back(dp);
   double max_out = 0;
   for (double w : plan.output_width_per_gpu) max_out = std::max(max_out, w);
-  // all_to_all bytes (NCCL convention: each rank's send buffer): the busiest sender's pooled outputs for
-  // the global batch, or the receive side (B/N samples x all outputs), whichever is larger.
+  // all_to_all bytes (NCCL convention: each rank's send buffer). distributed-embeddings calls
+  // hvd.alltoall on each GPU's concatenated outputs [B x local widths] with equal splits (dist_model_parallel.py
+  // _call_base), so sizes differ per GPU; the trace's collective has one size, the larger of the busiest
+  // sender's (B x its widths) and the receive side (B/N samples x all widths).
   const double a2a_bytes = std::max(B * max_out * 4.0, Bl * emb_width * 4.0);
-  std::vector<int> shards_per_gpu(N, 0);
-  for (const auto& s : plan.shards) ++shards_per_gpu[s.gpu];
-  const double upd_factor = c.optimizer == "adagrad" ? 4.0 : 2.0;  // read+write weight (+ accumulator) per gathered element
+  // Per-GPU embedding work from the plan.
+  std::vector<double> ids(N, 0), inputs(N, 0), shards(N, 0);
+  for (const auto& s : plan.shards) {
+    ids[s.gpu] += s.ids;
+    inputs[s.gpu] += s.inputs;
+    shards[s.gpu] += 1;
+  }
+  // Host->device copy of the categorical ids: the uplink bandwidth is shared by the GPUs behind one PCIe
+  // switch, all copying at the same time in a multi-GPU step.
+  const double h2d_Bps = c.h2d_bandwidth_Bps / double(std::min<std::int64_t>(N, c.gpus_per_pcie_uplink));
   for (int g = 0; g < N; ++g) {
     RankTrace rt;
     rt.rank = g;
     rt.streams = {"compute", "comm.a2a", "comm.dp"};
+    if (c.host_input) rt.streams.push_back("copy.h2d");
     auto add = [&](Op op) {
       rt.ops.push_back(std::move(op));
       return static_cast<std::uint32_t>(rt.ops.size() - 1);
@@ -306,8 +465,21 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
       op.deps = std::move(deps);
       return add(op);
     };
+    auto fixed = [&](const std::string& name, std::uint16_t stream, double seconds, std::vector<std::uint32_t> deps) {
+      Op op;
+      op.kind = OpKind::Compute;
+      op.stream = stream;
+      op.name = name;
+      op.category = "compute";
+      op.duration_s = std::llround(seconds * 1e9) * 1e-9;
+      op.deps = std::move(deps);
+      return add(op);
+    };
     auto coll = [&](const std::string& name, CollOp k, std::int32_t comm, double bytes, std::uint16_t stream,
                     const char* cat, std::vector<std::uint32_t> deps) {
+      // Framework latency first (Horovod: the op waits for the background thread's next cycle), on the
+      // collective's stream so it delays only the collective.
+      if (c.collective_latency_s > 0) deps = {fixed("framework.wait." + name, stream, c.collective_latency_s, std::move(deps))};
       Op op;
       op.kind = OpKind::Collective;
       op.stream = stream;
@@ -319,10 +491,29 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
       op.deps = std::move(deps);
       return add(op);
     };
-    const double lb = plan.lookup_bytes_per_gpu[g];
+    // Embedding kernels and bytes per GPU (distributed-embeddings with a sum combiner, TensorFlow ops):
+    //  forward, per local input: ReadVariableNoCopy + EmbeddingLookupConstantHotness (embedding.py,
+    //    embedding_lookup_ops.py): reads the ids (index_bytes each) and the gathered rows, writes the pooled
+    //    [B x width] output.
+    //  backward, per local input: EmbeddingLookupConstantHotnessGrad writes one gradient row per id (an
+    //    IndexedSlices, not a dense gradient), DistributedGradientTape scales it by 1/world size (read +
+    //    write, dist_model_parallel.py), plus a reshape of the ids; per table shard (one variable): the Keras
+    //    optimizer's sparse path de-duplicates the ids (Unique + UnsortedSegmentSum: reads the ids and the
+    //    gradient rows) and applies ResourceSparseApplyAdagradV2 to the unique rows. With the benchmark's
+    //    power-law ids (alpha 1.05) the unique rows are a minority of the ids; their update is not
+    //    counted separately (the fitted embedding memory efficiency absorbs it).
+    //  So: forward = ids*index_bytes + gathered bytes + pooled outputs, 2 ops per input; backward = pooled
+    //  gradient + 4 x gathered bytes (write, scale r+w, segment-sum read) + ids*index_bytes, 3 ops per
+    //  input + 3 per table shard.
+    const double gathered = plan.lookup_bytes_per_gpu[g];
     const double out_bytes = B * plan.output_width_per_gpu[g] * 4.0;
-    const int ks = std::max(1, shards_per_gpu[g]);
-    auto e_f = comp("embedding.fwd", models::OpClass::Embedding, 0, lb + out_bytes, ks, {});
+    const double idx_bytes = ids[g] * c.index_bytes;
+    const int fwd_ops = std::max(1, static_cast<int>(2 * inputs[g]));
+    const int bwd_ops = std::max(1, static_cast<int>(3 * inputs[g] + 3 * shards[g]));
+    std::vector<std::uint32_t> first_deps;
+    if (c.host_input && idx_bytes > 0)
+      first_deps.push_back(fixed("input.h2d", 3, idx_bytes / h2d_Bps, {}));
+    auto e_f = comp("embedding.fwd", models::OpClass::Embedding, 0, idx_bytes + gathered + out_bytes, fwd_ops, first_deps);
     std::uint32_t last = e_f;
     if (N > 1) last = coll("embedding.fwd.all_to_all", CollOp::AllToAll, 0, a2a_bytes, 1, "all_to_all", {e_f});
     last = comp("interaction.fwd", models::OpClass::Elementwise, 0, 2.0 * 4.0 * Bl * feat, 1, {last});
@@ -331,7 +522,7 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
     std::uint32_t mlp_done = last;
     last = comp("interaction.bwd", models::OpClass::Elementwise, 0, 2.0 * 4.0 * Bl * feat, 1, {last});
     if (N > 1) last = coll("embedding.bwd.all_to_all", CollOp::AllToAll, 0, a2a_bytes, 1, "all_to_all", {last});
-    last = comp("embedding.bwd_update", models::OpClass::Embedding, 0, upd_factor * lb + out_bytes, 2 * ks, {last});
+    last = comp("embedding.bwd_update", models::OpClass::Embedding, 0, out_bytes + 4.0 * gathered + idx_bytes, bwd_ops, {last});
     std::vector<std::uint32_t> fin = {last};
     if (N > 1) fin.push_back(coll("mlp.grad.all_reduce", CollOp::AllReduce, 1, 4.0 * mlp_params, 2, "dp", {mlp_done}));
     comp("mlp.optimizer", models::OpClass::Elementwise, 0, 4.0 * 4.0 * 3.0 * mlp_params, 1, fin);
@@ -350,11 +541,19 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
   tr.metadata["memory_per_gpu_bytes.mean"] = sum / N;
   tr.metadata["embedding_shards"] = double(plan.shards.size());
   tr.metadata["all_to_all_bytes"] = a2a_bytes;
+  tr.metadata["embedding_ids_per_gpu.max"] = *std::max_element(ids.begin(), ids.end());
   if (N <= 64)
     for (int g = 0; g < N; ++g) tr.metadata["memory_per_gpu_bytes.gpu" + std::to_string(g)] = plan.memory_per_gpu_bytes[g];
   tr.notes.push_back("dlrm: all " + std::to_string(N) + " ranks simulated; " + std::to_string(c.tables.size()) +
                      " tables placed as " + std::to_string(plan.shards.size()) + " shards (sharding=" + c.sharding +
                      "); per-GPU embedding memory max " + std::to_string(mx / 1073741824.0) + " GiB");
+  if (c.host_input)
+    tr.notes.push_back("dlrm: categorical ids (" + std::to_string(static_cast<int>(c.index_bytes)) +
+                       " bytes each) copied host->device every step at " + format_bandwidth(h2d_Bps) +
+                       " per GPU (op input.h2d, counted as compute in the breakdown)");
+  if (c.collective_latency_s > 0)
+    tr.notes.push_back("dlrm: framework latency " + format_time(c.collective_latency_s) +
+                       " before each collective (ops framework.wait.*, counted as compute in the breakdown)");
   return tr;
 }
 

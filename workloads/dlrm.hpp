@@ -1,13 +1,19 @@
 #pragma once
 // DLRM-style recommender training step with model-parallel embedding tables and data-parallel MLPs (the
 // NVIDIA Merlin distributed-embeddings / TorchRec layout):
-//   embedding lookups on the GPUs that own each table shard (for the whole global batch)
+//   [optional: host->device copy of the categorical ids, as the distributed-embeddings synthetic benchmark
+//   feeds them] -> embedding lookups on the GPUs that own each table shard (for the whole global batch)
 //   -> all-to-all (model parallel -> data parallel) -> interaction + MLP forward and backward on the local
 //   batch -> all-to-all of embedding gradients back -> sparse embedding update (Adagrad/SGD); the MLP
-//   gradient all-reduce overlaps the embedding backward.
-// The sharding planner places tables table-wise, column-wise (width slices) or row-wise (row ranges)
-// under the per-GPU memory capacity, balancing lookup bytes; it reports the memory it chose per GPU.
-// All ranks are simulated (embedding load differs per GPU).
+//   gradient all-reduce overlaps the embedding backward. An optional framework latency (Horovod's cycle)
+//   precedes each collective.
+// Two planners: fabricsim's own ("auto" | "table" | "column" | "row": table-wise, column-wise (width slices)
+// or row-wise (row ranges) under the per-GPU memory capacity, balancing lookup bytes) and the placement
+// strategies of NVIDIA Merlin distributed-embeddings itself ("basic" | "memory_balanced" |
+// "memory_optimized", with its column_slice_threshold), reproduced from the library's source
+// (github:NVIDIA-Merlin/distributed-embeddings @ c6b2e2f, distributed_embeddings/python/layers/
+// dist_model_parallel.py, DistEmbeddingStrategy) so that its per-GPU load imbalance is simulated as it is.
+// Both report the memory they chose per GPU. All ranks are simulated (embedding load differs per GPU).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,10 +48,22 @@ struct DlrmConfig {
   std::string gpu = "a100-80gb";
   std::string precision = "tf32";       // MLP math
   double memory_fraction = 0.9;         // usable share of HBM for embeddings + state
+  // distributed-embeddings column_slice_threshold (elements per slice upper bound; 0 = none). Used by the
+  // "basic" / "memory_balanced" / "memory_optimized" strategies only.
+  std::int64_t column_slice_threshold = 0;
+  double index_bytes = 8;               // bytes per categorical id (int64, as the synthetic benchmark feeds)
+  // Categorical ids live in host memory and are copied host->device every step (the distributed-
+  // embeddings synthetic benchmark: numpy power-law ids via tf.convert_to_tensor, see dlrm.cpp).
+  bool host_input = false;
+  double h2d_bandwidth_Bps = 26.28e9;   // per PCIe uplink to the CPU (see dlrm.cpp for the source)
+  std::int64_t gpus_per_pcie_uplink = 2;  // GPUs sharing one uplink (DGX A100: 2 per PCIe switch)
+  // Framework latency before each collective (Horovod: wait for the background thread's next cycle).
+  double collective_latency_s = 0;
 };
 
 // Reads params: model + configs (path to distributed_embeddings_synthetic_configs.json) or the defaults;
-// global_batch_size, world_size, sharding, optimizer, gpu, precision, memory_fraction.
+// global_batch_size, world_size, sharding, optimizer, gpu, precision, memory_fraction,
+// column_slice_threshold, index_bytes, host_input, h2d_bandwidth, gpus_per_pcie_uplink, collective_latency.
 DlrmConfig dlrm_config_from_params(const ParamMap& p, const std::string& where);
 // Loads one model from a distributed-embeddings synthetic configs file.
 DlrmConfig load_dlrm_model(const std::string& configs_path, const std::string& model, const std::string& where);
@@ -58,6 +76,8 @@ struct Shard {
   double lookup_fraction = 1;  // share of the table's lookups this shard serves (row-wise: rows/rows_total)
   double memory_bytes = 0;     // weights + optimizer state
   double lookup_bytes = 0;     // forward gather bytes per step
+  double ids = 0;              // categorical ids this shard looks up per step (global batch)
+  std::int32_t inputs = 1;     // inputs (lookups producing one pooled output each) served by this shard
 };
 
 struct ShardingPlan {
@@ -69,10 +89,16 @@ struct ShardingPlan {
 };
 
 // Throws InputError(where) when the tables cannot be placed within capacity (naming the table and sizes).
+// Dispatches on c.sharding: fabricsim's planner or the distributed-embeddings strategies (below).
 // `per_shard_cost_bytes` adds a fixed cost per shard to the load being balanced (the per-shard kernel/op
 // overhead expressed in equivalent lookup bytes), so GPUs get similar numbers of shards too.
 ShardingPlan plan_sharding(const DlrmConfig& c, double capacity_bytes, const std::string& where,
                            double per_shard_cost_bytes = 0);
+
+// distributed-embeddings' own placement (c.sharding = basic | memory_balanced | memory_optimized, with
+// c.column_slice_threshold); InputError when a GPU exceeds `capacity_bytes` or there are fewer tables than
+// GPUs (the library raises NotImplementedError then).
+ShardingPlan plan_sharding_de(const DlrmConfig& c, double capacity_bytes, const std::string& where);
 
 Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm, const std::string& where);
 

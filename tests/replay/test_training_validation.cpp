@@ -3,7 +3,8 @@
 //    Compute efficiencies come from tests/data/training/megatron_fit.json, fitted on 3 rows only
 //    (1.7B, 145B, 1T) by tests/data/training/fit_megatron.py; the other 7 rows are predictions.
 //  - NVIDIA distributed-embeddings synthetic models: step time within 15 % on 1, 8 and 16 A100, with
-//    tests/data/training/dlrm_fit.json fitted on 3 rows (see that file).
+//    tests/data/training/dlrm_fit.json's compute parameters fitted on 3 rows (Tiny/1, Small/1, Small/8)
+//    by tests/data/training/fit_dlrm.py; the other 5 rows are predictions.
 // Print the tables with: test_replay -tc="*validation*" -s
 #include <doctest/doctest.h>
 
@@ -101,12 +102,11 @@ TEST_CASE("validation: Megatron-LM SC'21 Table 1 achieved TFLOP/s per GPU") {
   CHECK(median(errs) <= 0.05);
 }
 
-// Issue 5 asks for 15 % on every row. Measured: 6 of 8 rows meet it; Small on 8 and 16 GPUs miss it (about
-// -26 % and -24 %, docs/validation.md "Training"). The issue's bound is asserted on every row that meets it;
-// the two known misses are held to regression guards at their measured error (+2 points), so the gap stays
-// visible and cannot grow unnoticed. The bound itself is not loosened.
+// Issue 5 asks for 15 % on every row. The scenario reproduces how the benchmark runs (distributed-embeddings'
+// memory_balanced placement with the README's column_slice_threshold, host->device copy of the int64 ids,
+// Horovod's cycle before each collective: dlrm_fit.json "workload", sources in fit_dlrm.py); the two compute
+// parameters are fitted on Tiny/1, Small/1 and Small/8 only.
 TEST_CASE("validation: distributed-embeddings synthetic model step times") {
-  const std::map<std::string, double> known_misses = {{"Small/8", 0.28}, {"Small/16", 0.26}};
   Json fit = load_json_file(kData + "dlrm_fit.json");
   std::string table = "model   GPUs  measured_ms  sim_ms   error  (fit row *)\n";
   int within = 0, rows = 0;
@@ -118,11 +118,12 @@ TEST_CASE("validation: distributed-embeddings synthetic model step times") {
     std::string model = r.at("model");
     std::string lower = model;
     for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    Json params = {{"configs", kData + "distributed_embeddings_synthetic_configs.json"},
+                   {"model", lower}, {"global_batch_size", std::stoi(r.at("global_batch_size"))},
+                   {"world_size", n}};
+    for (auto it = fit.at("workload").begin(); it != fit.at("workload").end(); ++it) params[it.key()] = it.value();
     Json sc = {{"topology", topo},
-               {"workload", {{"generator", "dlrm"},
-                             {"params", {{"configs", kData + "distributed_embeddings_synthetic_configs.json"},
-                                         {"model", lower}, {"global_batch_size", std::stoi(r.at("global_batch_size"))},
-                                         {"world_size", n}}}}},
+               {"workload", {{"generator", "dlrm"}, {"params", params}}},
                {"compute", fit.at("compute")}};
     auto s = workloads::scenario_from_json(sc, "dlrm row " + model + "/" + std::to_string(n));
     auto res = sim::run_scenario(s).result;
@@ -136,12 +137,10 @@ TEST_CASE("validation: distributed-embeddings synthetic model step times") {
     table += buf;
     ++rows;
     within += std::abs(err) <= 0.15;
-    auto miss = known_misses.find(model + "/" + std::to_string(n));
-    double bound = miss == known_misses.end() ? 0.15 : miss->second;
-    CHECK_MESSAGE(std::abs(err) <= bound, model << " on " << n << " GPUs: error " << 100 * err << " %");
+    CHECK_MESSAGE(std::abs(err) <= 0.15, model << " on " << n << " GPUs: error " << 100 * err << " %");
   }
   MESSAGE(table);
   CHECK(rows == 8);
   MESSAGE(within << " of " << rows << " rows within 15 %");
-  CHECK(within >= 6);
+  CHECK(fit.at("fit_rows").size() <= 3);
 }
