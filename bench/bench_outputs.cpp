@@ -1,11 +1,11 @@
 // Output writers on a large synthetic RunResult: how long the timeline, link statistics, result JSON and
 // HTML report take, and how big they are. Usage: bench_outputs [ops=1000000] [links=20000]
 // Results go in docs/performance.md ("Outputs").
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "bench/bench_util.hpp"
 #include "sim/replay/outputs.hpp"
 
 using namespace fabricsim;
@@ -53,9 +53,9 @@ int main(int argc, char** argv) {
     r.links.push_back(std::move(x));
   }
   auto time = [](const char* what, auto fn) {
-    auto t0 = std::chrono::steady_clock::now();
+    const double t0 = fabricsim::bench::now_s();
     std::size_t bytes = fn();
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = fabricsim::bench::now_s() - t0;
     std::printf("%-16s %8.3f s  %10.1f MB\n", what, s, bytes / 1e6);
   };
   std::printf("ops %ld, links %ld (100 series points each)\n", static_cast<long>(r.ops.size()), links);

@@ -6,35 +6,25 @@
 //   --all         route every ordered GPU pair (N*8)^2, uncached
 //   --threads T   routing threads, each with its own Routing (default 1)
 //   --cache-pairs P  also insert P pairs into one Routing's per-pair cache to measure its memory (default 1e6)
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/bench_util.hpp"
 #include "topologies/io.hpp"
 #include "topologies/routing.hpp"
 
 using namespace fabricsim::topo;
-using Clock = std::chrono::steady_clock;
 
 namespace {
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-double cpu_s() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
-}
-double peak_rss_MiB() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss / 1024.0;  // ru_maxrss is in KiB on Linux
-}
+using fabricsim::bench::cpu_s;
+using fabricsim::bench::peak_rss_MiB;
+double since(double t0_s) { return fabricsim::bench::now_s() - t0_s; }
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,7 +51,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  auto t0 = Clock::now();
+  auto t0 = fabricsim::bench::now_s();
   Topology t = build_preset("superpod", {{"nodes", std::to_string(nodes)}, {"node", node}});
   const double build_s = since(t0);
   const auto& g = t.gpus();
@@ -71,7 +61,7 @@ int main(int argc, char** argv) {
               t.num_links());
   std::printf("build: %.3f s, peak RSS %.1f MiB\n", build_s, peak_rss_MiB());
 
-  t0 = Clock::now();
+  t0 = fabricsim::bench::now_s();
   Routing probe(t);
   std::printf("routing setup (rail NICs of all GPUs): %.3f s\n", since(t0));
 
@@ -85,7 +75,7 @@ int main(int argc, char** argv) {
   std::atomic<std::size_t> next_src{0};
   std::atomic<unsigned long long> total_hops{0}, routes{0}, bad{0};
   std::atomic<int> max_hops{0};
-  t0 = Clock::now();
+  t0 = fabricsim::bench::now_s();
   const double cpu0 = cpu_s();
   auto worker = [&]() {
     Routing r(t);
@@ -127,7 +117,7 @@ int main(int argc, char** argv) {
   std::printf("peak RSS after routing: %.1f MiB\n", peak_rss_MiB());
 
   if (cache_pairs > 0) {
-    t0 = Clock::now();
+    t0 = fabricsim::bench::now_s();
     // Distinct pseudo-random pairs: pair index k -> (k / n, k % n) with k from a fixed-seed LCG stepping
     // through [0, n*n) (full period as n*n is a power of two for these presets; duplicates are harmless).
     std::uint64_t k = 12345, mod = static_cast<std::uint64_t>(n) * n;

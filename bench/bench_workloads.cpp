@@ -6,11 +6,9 @@
 // --step-limit sets EngineCommOptions::step_limit (1e18 = step fidelity everywhere, the old behaviour);
 // --no-link-stats turns off the per-link statistics the engine comm model collects by default.
 // `all` runs each case in its own child process so peak RSS is per case.
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.hpp"
 #include "sim/replay/run_scenario.hpp"
 #include "workloads/scenario.hpp"
 
@@ -66,18 +65,16 @@ int run_one(const std::string& name, const std::string& comm, const sim::EngineC
     std::fprintf(stderr, "unknown case %s\n", name.c_str());
     return 2;
   }
-  auto t0 = std::chrono::steady_clock::now();
+  const double t0 = bench::now_s();
   auto s = workloads::scenario_from_json(sc, name);
   sim::ScenarioRunOptions opt;
   opt.comm_model = comm;
   opt.engine = eng;
   auto run = sim::run_scenario(s, opt);
-  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
+  const double wall = bench::now_s() - t0;
   std::printf("%-9s gpus=%-6d ops=%-8zu step=%.6f s  wall=%.2f s (generate %.2f, replay %.2f)  peak_rss=%.0f MiB\n",
               name.c_str(), run.result.gpus, run.trace_ops, run.result.iteration_s, wall, run.generate_wall_s,
-              run.replay_wall_s, ru.ru_maxrss / 1024.0);
+              run.replay_wall_s, bench::peak_rss_MiB());
   auto metric = [&](const char* k) {
     auto it = run.result.metrics.find(k);
     return it == run.result.metrics.end() ? 0.0 : it->second;
