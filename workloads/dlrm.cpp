@@ -87,6 +87,7 @@ DlrmConfig dlrm_config_from_params(const ParamMap& p, const std::string& where) 
   c.gpu = r.string("gpu", c.gpu);
   c.precision = r.string("precision", c.precision);
   c.memory_fraction = r.number("memory_fraction", c.memory_fraction, 0.01);
+  c.embedding_ops = r.string("embedding_ops", c.embedding_ops);
   c.column_slice_threshold = r.integer("column_slice_threshold", c.column_slice_threshold, 0);
   c.index_bytes = r.number("index_bytes", c.index_bytes, 0);
   c.host_input = r.boolean("host_input", c.host_input);
@@ -114,6 +115,7 @@ DlrmConfig dlrm_config_from_params(const ParamMap& p, const std::string& where) 
       c.sharding != "basic" && c.sharding != "memory_balanced" && c.sharding != "memory_optimized")
     r.fail("sharding", "expected auto, table, column, row (fabricsim's planner) or basic, memory_balanced, "
                        "memory_optimized (distributed-embeddings' strategies)");
+  if (c.embedding_ops != "fused" && c.embedding_ops != "tensorflow") r.fail("embedding_ops", "expected fused or tensorflow");
   if (c.optimizer != "adagrad" && c.optimizer != "sgd") r.fail("optimizer", "expected adagrad or sgd");
   if (c.memory_fraction > 1) r.fail("memory_fraction", "expected a fraction in (0, 1]");
   if (c.global_batch_size % c.world_size) r.fail("global_batch_size", "must be a multiple of world_size");
@@ -417,7 +419,8 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
   tr.gpu = cm.gpu.name;
   tr.params = {{"model", c.model}, {"global_batch_size", std::to_string(c.global_batch_size)},
                {"world_size", std::to_string(N)}, {"sharding", c.sharding}, {"optimizer", c.optimizer},
-               {"gpu", cm.gpu.name}, {"precision", c.precision}, {"tables", std::to_string(c.tables.size())}};
+               {"gpu", cm.gpu.name}, {"precision", c.precision}, {"tables", std::to_string(c.tables.size())},
+               {"embedding_ops", c.embedding_ops}};
   Communicator world;
   world.name = "world";
   for (int g = 0; g < N; ++g) world.ranks.push_back(g);
@@ -505,15 +508,23 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
     //  So: forward = ids*index_bytes + gathered bytes + pooled outputs, 2 ops per input; backward = pooled
     //  gradient + 4 x gathered bytes (write, scale r+w, segment-sum read) + ids*index_bytes, 3 ops per
     //  input + 3 per table shard.
+    // "fused" (fabricsim's default): one fused lookup kernel per shard forward; one fused backward +
+    // optimizer per shard that reads the pooled gradient and reads + writes each gathered row and its
+    // optimizer state in place (Adagrad: weight + accumulator = 4 x gathered bytes, SGD: 2 x).
     const double gathered = plan.lookup_bytes_per_gpu[g];
     const double out_bytes = B * plan.output_width_per_gpu[g] * 4.0;
     const double idx_bytes = ids[g] * c.index_bytes;
-    const int fwd_ops = std::max(1, static_cast<int>(2 * inputs[g]));
-    const int bwd_ops = std::max(1, static_cast<int>(3 * inputs[g] + 3 * shards[g]));
+    const bool tf_ops = c.embedding_ops == "tensorflow";
+    const int fwd_ops = tf_ops ? std::max(1, static_cast<int>(2 * inputs[g])) : std::max(1, static_cast<int>(shards[g]));
+    const int bwd_ops = tf_ops ? std::max(1, static_cast<int>(3 * inputs[g] + 3 * shards[g]))
+                               : 2 * std::max(1, static_cast<int>(shards[g]));
+    const double fwd_bytes = tf_ops ? idx_bytes + gathered + out_bytes : gathered + out_bytes;
+    const double bwd_bytes = tf_ops ? out_bytes + 4.0 * gathered + idx_bytes
+                                    : (c.optimizer == "adagrad" ? 4.0 : 2.0) * gathered + out_bytes;
     std::vector<std::uint32_t> first_deps;
     if (c.host_input && idx_bytes > 0)
       first_deps.push_back(fixed("input.h2d", 3, idx_bytes / h2d_Bps, {}));
-    auto e_f = comp("embedding.fwd", models::OpClass::Embedding, 0, idx_bytes + gathered + out_bytes, fwd_ops, first_deps);
+    auto e_f = comp("embedding.fwd", models::OpClass::Embedding, 0, fwd_bytes, fwd_ops, first_deps);
     std::uint32_t last = e_f;
     if (N > 1) last = coll("embedding.fwd.all_to_all", CollOp::AllToAll, 0, a2a_bytes, 1, "all_to_all", {e_f});
     last = comp("interaction.fwd", models::OpClass::Elementwise, 0, 2.0 * 4.0 * Bl * feat, 1, {last});
@@ -522,7 +533,7 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
     std::uint32_t mlp_done = last;
     last = comp("interaction.bwd", models::OpClass::Elementwise, 0, 2.0 * 4.0 * Bl * feat, 1, {last});
     if (N > 1) last = coll("embedding.bwd.all_to_all", CollOp::AllToAll, 0, a2a_bytes, 1, "all_to_all", {last});
-    last = comp("embedding.bwd_update", models::OpClass::Embedding, 0, out_bytes + 4.0 * gathered + idx_bytes, bwd_ops, {last});
+    last = comp("embedding.bwd_update", models::OpClass::Embedding, 0, bwd_bytes, bwd_ops, {last});
     std::vector<std::uint32_t> fin = {last};
     if (N > 1) fin.push_back(coll("mlp.grad.all_reduce", CollOp::AllReduce, 1, 4.0 * mlp_params, 2, "dp", {mlp_done}));
     comp("mlp.optimizer", models::OpClass::Elementwise, 0, 4.0 * 4.0 * 3.0 * mlp_params, 1, fin);

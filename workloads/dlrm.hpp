@@ -48,6 +48,10 @@ struct DlrmConfig {
   std::string gpu = "a100-80gb";
   std::string precision = "tf32";       // MLP math
   double memory_fraction = 0.9;         // usable share of HBM for embeddings + state
+  // Embedding kernels: "fused" (one fused lookup kernel per shard forward, one fused backward + optimizer
+  // update per shard, FBGEMM/TorchRec style) or "tensorflow" (distributed-embeddings' TensorFlow ops: per
+  // input lookup, gradient, scaling; per table de-duplication and sparse update; see dlrm.cpp).
+  std::string embedding_ops = "fused";
   // distributed-embeddings column_slice_threshold (elements per slice upper bound; 0 = none). Used by the
   // "basic" / "memory_balanced" / "memory_optimized" strategies only.
   std::int64_t column_slice_threshold = 0;
@@ -62,7 +66,7 @@ struct DlrmConfig {
 };
 
 // Reads params: model + configs (path to distributed_embeddings_synthetic_configs.json) or the defaults;
-// global_batch_size, world_size, sharding, optimizer, gpu, precision, memory_fraction,
+// global_batch_size, world_size, sharding, optimizer, gpu, precision, memory_fraction, embedding_ops,
 // column_slice_threshold, index_bytes, host_input, h2d_bandwidth, gpus_per_pcie_uplink, collective_latency.
 DlrmConfig dlrm_config_from_params(const ParamMap& p, const std::string& where);
 // Loads one model from a distributed-embeddings synthetic configs file.

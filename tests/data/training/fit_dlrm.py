@@ -6,6 +6,7 @@ dlrm_fit.json next to this script. Usage: fit_dlrm.py path/to/fabricsim
 
 The workload parameters below describe how the benchmark runs; they are taken from its source, not fitted:
   github:NVIDIA-Merlin/distributed-embeddings @ c6b2e2f (the commit whose step times the README reports)
+  - TensorFlow ops per input and per table (embedding_ops=tensorflow; op list in workloads/dlrm.cpp).
   - examples/benchmarks/synthetic_models/synthetic_models.py: SyntheticModel uses
     DistributedEmbedding(strategy="memory_balanced", dp_input=False): model-parallel input, no id all-to-all.
   - examples/benchmarks/synthetic_models/README.md: the multi-GPU command passes
@@ -23,7 +24,7 @@ import csv, json, os, subprocess, sys, tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 FS = sys.argv[1]
 FIT = [('Tiny', 1), ('Small', 1), ('Small', 8)]
-WORKLOAD = {"sharding": "memory_balanced", "column_slice_threshold": 1280 * 1048576, "host_input": True,
+WORKLOAD = {"embedding_ops": "tensorflow", "sharding": "memory_balanced", "column_slice_threshold": 1280 * 1048576, "host_input": True,
             "index_bytes": 8, "h2d_bandwidth": "26.28GB/s", "gpus_per_pcie_uplink": 2,
             "collective_latency": "0.5ms"}
 rows = [r for r in csv.DictReader(open(os.path.join(HERE, 'distributed_embeddings_benchmarks.csv')))
