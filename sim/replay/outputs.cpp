@@ -9,6 +9,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "sim/base/csv.hpp"
 #include "sim/base/units.hpp"
 
 namespace fabricsim::sim {
@@ -77,17 +78,6 @@ std::string html_escape(const std::string& s) {
       default: o += c;
     }
   }
-  return o;
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string o(1, '"');
-  for (char c : s) {
-    if (c == '"') o += '"';
-    o += c;
-  }
-  o += '"';
   return o;
 }
 

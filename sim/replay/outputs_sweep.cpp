@@ -9,22 +9,12 @@
 #include <sstream>
 #include <thread>
 
+#include "sim/base/csv.hpp"
 #include "sim/replay/progress.hpp"
 
 namespace fabricsim::sim {
 
 namespace {
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string o(1, '"');
-  for (char c : s) {
-    if (c == '"') o += '"';
-    o += c;
-  }
-  o += '"';
-  return o;
-}
 
 std::vector<std::string> parse_csv_line(const std::string& line) {
   std::vector<std::string> out;
@@ -232,18 +222,27 @@ Json point_scenario(const SweepSpec& s, const SweepPoint& p) {
 
 std::string sweep_csv_header(const SweepSpec& s) {
   std::string h = "point";
-  for (const auto& c : s.input_columns) h += "," + csv_field(c);
+  for (const auto& c : s.input_columns) {
+    h += ',';
+    h += csv_field(c);
+  }
   h += ",status,error,gpus,iteration_s,samples_per_s,tokens_per_s,tflops_per_gpu,gpu_seconds_per_step,compute_s";
   for (const char* c : kExposed) h += std::string(",exposed_") + c + "_s";
   h += ",exposed_other_s,exposed_comm_total_s,bubble_s,idle_s";
-  for (const auto& m : s.metric_columns) h += "," + csv_field(m);
+  for (const auto& m : s.metric_columns) {
+    h += ',';
+    h += csv_field(m);
+  }
   return h + "\n";
 }
 
 namespace {
 std::string row_prefix(const SweepPoint& p) {
   std::string o = std::to_string(p.index);
-  for (const auto& v : p.inputs) o += "," + csv_field(v);
+  for (const auto& v : p.inputs) {
+    o += ',';
+    o += csv_field(v);
+  }
   return o;
 }
 // status, error, gpus, iteration_s, samples_per_s, tokens_per_s, tflops_per_gpu, gpu_seconds_per_step,
@@ -268,7 +267,8 @@ std::string sweep_csv_row_ok(const SweepSpec& s, const SweepPoint& p, const RunR
   o += "," + num(other) + "," + num(total) + "," + num(r.breakdown.bubble_s) + "," + num(r.breakdown.idle_s);
   for (const auto& m : s.metric_columns) {
     auto it = r.metrics.find(m);
-    o += "," + (it == r.metrics.end() ? std::string() : num(it->second));
+    o += ',';
+    if (it != r.metrics.end()) o += num(it->second);
   }
   return o + "\n";
 }
