@@ -71,7 +71,7 @@ int cmd_plan(int argc, char** argv) {
   args.flag({"--mbs", "", "LIST", "micro-batch sizes (default: the scenario's)", ""});
   args.flag({"--top", "", "N", "configurations to print", "5"});
   args.flag({"--threads", "-j", "N", "worker threads (0 = all cores)", "0"});
-  args.flag({"--comm-model", "", "MODEL", "engine or analytic (overrides the scenario's comm_model)", ""});
+  args.flag({"--comm-model", "", "MODEL", "engine, shared or analytic (overrides the scenario's comm_model)", ""});
   args.flag({"--output", "-o", "FILE", "also write every candidate as a sweep CSV", ""});
   args.flag({"--quiet", "-q", "", "no progress on stderr", ""});
   if (!args.parse(argc, argv)) return 0;
@@ -96,8 +96,8 @@ int cmd_plan(int argc, char** argv) {
   if (threads < 0 || threads > 4096) throw InputError("--threads", "expected 0..4096");
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   std::string comm_model = args.get("--comm-model");
-  if (!comm_model.empty() && comm_model != "engine" && comm_model != "analytic")
-    throw InputError("--comm-model", "expected engine or analytic");
+  if (!comm_model.empty() && !workloads::is_comm_model(comm_model))
+    throw InputError("--comm-model", std::string("expected ") + workloads::comm_model_help());
   bool quiet = args.has("--quiet");
 
   std::string source = args.positional().empty() ? "<built-in>" : args.positional()[0];

@@ -19,7 +19,7 @@ int cmd_run(int argc, char** argv) {
             "goes (compute, exposed communication per kind, pipeline bubble, idle). Without a scenario file the\n"
             "built-in default runs: GPT-3 175B, TP 8, PP 16 (interleaved), DP 8 on 128 DGX A100 (1024 GPUs).\n"
             "Scenario format: docs/workloads.md and docs/scenario.schema.json.");
-  args.flag({"--comm-model", "", "MODEL", "engine (NCCL schedules on the flow engine) or analytic (closed form)", ""});
+  args.flag({"--comm-model", "", "MODEL", "engine (NCCL schedules on the flow engine, each collective priced on an idle fabric), shared (all communication on one shared network: overlapping collectives contend) or analytic (closed form)", ""});
   args.flag({"--print-default", "", "", "print the built-in default scenario as JSON and exit", ""});
   args.flag({"--quiet", "-q", "", "no progress output", ""});
   for (const auto& f : sim::output_flags())
@@ -40,8 +40,8 @@ int cmd_run(int argc, char** argv) {
   });
   sim::ScenarioRunOptions opt;
   opt.comm_model = args.get("--comm-model");
-  if (!opt.comm_model.empty() && opt.comm_model != "engine" && opt.comm_model != "analytic")
-    throw InputError("--comm-model", "expected engine or analytic");
+  if (!opt.comm_model.empty() && !workloads::is_comm_model(opt.comm_model))
+    throw InputError("--comm-model", std::string("expected ") + workloads::comm_model_help());
   if (!args.has("--quiet") && !out.quiet)
     std::cerr << "fabricsim run: " << (args.positional().empty() ? std::string("<built-in default>") : sc.file) << "\n";
   sim::ScenarioRun run = sim::run_scenario(sc, opt);

@@ -106,7 +106,7 @@ int cmd_sweep(int argc, char** argv) {
             "Exit status: 0 all points ok, 1 some point failed, 2 bad input.");
   args.flag({"--output", "-o", "FILE", "CSV file (overrides the sweep's \"output\"; without either: stdout)", ""});
   args.flag({"--threads", "-j", "N", "worker threads per process (overrides \"threads\"; 0 = all cores)", ""});
-  args.flag({"--comm-model", "", "MODEL", "engine or analytic (overrides each scenario's comm_model)", ""});
+  args.flag({"--comm-model", "", "MODEL", "engine, shared or analytic (overrides each scenario's comm_model)", ""});
   args.flag({"--quiet", "-q", "", "no progress bar", ""});
   if (!args.parse(argc, argv)) return 0;
   MpiSession mpi;
@@ -127,8 +127,8 @@ int cmd_sweep(int argc, char** argv) {
       threads = std::max(1, cores / (mpi.active ? local : 1));
     }
     std::string comm_model = args.get("--comm-model");
-    if (!comm_model.empty() && comm_model != "engine" && comm_model != "analytic")
-      throw InputError("--comm-model", "expected engine or analytic");
+    if (!comm_model.empty() && !workloads::is_comm_model(comm_model))
+      throw InputError("--comm-model", std::string("expected ") + workloads::comm_model_help());
 
     // Resume: rows already in the output file.
     std::map<std::size_t, std::string> done;

@@ -8,7 +8,7 @@
 //             | {"trace": "trace.json"} | {"chakra": "et.json"} | {"astra": "workload.txt", "params": {...}},
 //   "calibration": "calib.json",                 (optional; models::Calibration file)
 //   "compute": {"gemm": {"flops_efficiency": 0.7}, ...},   (optional; overrides, models/compute.hpp)
-//   "comm_model": "engine" | "analytic",         (optional; default engine)
+//   "comm_model": "engine" | "shared" | "analytic",   (optional; default engine; see comm_model_help())
 //   "outputs": {"timeline": "t.json", "link_stats": "l.csv", "json": "r.json", "report": "r.html"}
 // }
 // Relative file names are relative to the scenario file's directory.
@@ -44,6 +44,13 @@ struct Scenario {
   std::optional<Json> outputs;   // passed to sim::output_options_from_json
   JsonPath outputs_at;
 };
+
+// Communication models a scenario (or --comm-model) may name: "engine" (NCCL schedules on the flow engine,
+// each distinct collective priced once on an idle fabric), "shared" (every collective and message on one
+// shared flow-level network as the replay runs, so overlapping communication contends), "analytic"
+// (closed form).
+bool is_comm_model(const std::string& name);
+const char* comm_model_help();  // "engine, shared or analytic"
 
 Scenario scenario_from_json(const Json& doc, const std::string& file);
 Scenario load_scenario(const std::string& path);

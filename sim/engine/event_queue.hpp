@@ -10,6 +10,7 @@
 //    recycled slot table.
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <vector>
 
 namespace fabricsim::sim {
@@ -45,6 +46,8 @@ class EventQueue {
   void run_until(double t_s);
 
   bool empty() const { return heap_.empty(); }
+  // Time of the earliest pending event, or +infinity when none is pending.
+  double next_time_s() const { return heap_.empty() ? std::numeric_limits<double>::infinity() : heap_.front().t_s; }
   std::size_t pending() const { return heap_.size(); }
   std::size_t processed() const { return processed_; }
 

@@ -43,6 +43,7 @@ struct Network::Run {
   std::vector<std::uint32_t> succ_off;  // CSR successors
   std::vector<std::uint32_t> succ;
   std::vector<TransferTiming> timings;
+  bool alt = false;  // routes from the alternate routing
   std::size_t done = 0;
   double start_s = 0;
   ScheduleDone cb;
@@ -59,24 +60,27 @@ Network::~Network() = default;
 
 double Network::tol(double now) const { return std::max(opt_.batch_tolerance_s, 1e-10 * now + 1e-15); }
 
-double Network::route_latency_s(topo::NodeId src, topo::NodeId dst) {
+double Network::route_latency_s(topo::NodeId src, topo::NodeId dst, bool alternate_routing) {
   if (src == dst) return 0;
   double lat = 0;
   // Routes come from a bounded cache (network.hpp, route_of): caching every pair of a 4096-GPU all-to-all
   // would cost hundreds of MB, so only the first kRouteCacheEntries pairs are kept.
-  for (topo::LinkDir d : route_of(src, dst)) {
+  for (topo::LinkDir d : route_of(src, dst, alternate_routing)) {
     const topo::Link& link = topo_.link(topo::Topology::link_of(d));
     lat += link.latency_s + calib_.of(link.kind).latency_s;
   }
   return lat;
 }
 
-std::span<const topo::LinkDir> Network::route_of(topo::NodeId src, topo::NodeId dst) {
-  const std::uint64_t key = (static_cast<std::uint64_t>(src) << 32) | dst;
+std::span<const topo::LinkDir> Network::route_of(topo::NodeId src, topo::NodeId dst, bool alternate) {
+  if (alternate && !alt_routing_) throw std::logic_error("Network: no alternate routing set");
+  // bit 63 tells the two routings apart (node ids are 32-bit)
+  const std::uint64_t key =
+      (static_cast<std::uint64_t>(alternate) << 63) | (static_cast<std::uint64_t>(src) << 32) | dst;
   auto it = route_cache_.find(key);
   if (it != route_cache_.end())
     return std::span<const topo::LinkDir>(route_pool_.data() + it->second.first, it->second.second);
-  routing_.compute_route(src, dst, route_buf_);
+  (alternate ? *alt_routing_ : routing_).compute_route(src, dst, route_buf_);
   if (route_cache_.size() < kRouteCacheEntries) {
     const auto off = static_cast<std::uint32_t>(route_pool_.size());
     route_pool_.insert(route_pool_.end(), route_buf_.begin(), route_buf_.end());
@@ -100,6 +104,12 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
 
 std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s, double root_delay_s,
                                       ScheduleDone on_done) {
+  return start_schedule(std::move(s), root_delay_s, std::move(on_done), false);
+}
+
+std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s, double root_delay_s,
+                                      ScheduleDone on_done, bool alternate_routing) {
+  if (alternate_routing && !alt_routing_) throw std::logic_error("Network: no alternate routing set");
   if (!s) throw std::logic_error("Network::start_schedule: null schedule");
   const std::string where = "schedule " + s->op + "/" + s->algorithm;
   if (!(root_delay_s >= 0) || !std::isfinite(root_delay_s))
@@ -160,6 +170,7 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
     runs_.emplace_back();
   }
   run->start_s = q_.now();
+  run->alt = alternate_routing;
   run->cb = std::move(on_done);
   run->id = next_id_++;
   const std::uint32_t id = run->id;
@@ -203,7 +214,7 @@ void Network::ready(std::uint64_t key, double t) {
   const std::uint64_t i = key_idx(key);
   const models::Transfer& tr = r.s->transfers[i];
   r.timings[i].start_s = t;
-  const double lat = route_latency_s(tr.src, tr.dst) + tr.step_latency_s * tr.steps;
+  const double lat = route_latency_s(tr.src, tr.dst, r.alt) + tr.step_latency_s * tr.steps;
   if (lat > 0) {
     lat_heap_.push_back(LatEntry{t + lat, key});
     std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) {
@@ -222,7 +233,7 @@ void Network::begin_bandwidth(std::uint64_t key, double t) {
     finish(key, t);
     return;
   }
-  const auto route = route_of(tr.src, tr.dst);
+  const auto route = route_of(tr.src, tr.dst, r.alt);
   model_.add(t, std::span<const std::uint32_t>(route.data(), route.size()), bytes, tr.weight, tr.rate_cap_Bps, key);
 }
 

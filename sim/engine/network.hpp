@@ -68,11 +68,18 @@ class Network final : public EventTarget {
   // Same, but the roots start at q.now() + root_delay_s instead of after fixed_latency_s.
   std::uint32_t start_schedule(std::shared_ptr<const models::Schedule> s, double root_delay_s,
                                ScheduleDone on_done);
+  // Same, with the routes of `set_alternate_routing` instead of the constructor's routing (e.g. all_to_all
+  // with PXN while rings keep NCCL's default routes, sharing one fabric).
+  std::uint32_t start_schedule(std::shared_ptr<const models::Schedule> s, double root_delay_s, ScheduleDone on_done,
+                               bool alternate_routing);
+  // A second routing of the same topology (must outlive the Network) for schedules started with
+  // alternate_routing = true.
+  void set_alternate_routing(topo::Routing& r) { alt_routing_ = &r; }
   // Starts one transfer at q.now() (its deps are ignored).
   std::uint32_t start_transfer(const models::Transfer& tr, ScheduleDone on_done);
 
   // Latency phase of a transfer on its route (link + calibration per-hop latency), without step latency.
-  double route_latency_s(topo::NodeId src, topo::NodeId dst);
+  double route_latency_s(topo::NodeId src, topo::NodeId dst, bool alternate_routing = false);
   // Effective capacity (bytes/s) of a link direction.
   double capacity_Bps(topo::LinkDir d) const { return model_.capacity(d); }
 
@@ -101,6 +108,7 @@ class Network final : public EventTarget {
   EventQueue& q_;
   const topo::Topology& topo_;
   topo::Routing& routing_;
+  topo::Routing* alt_routing_ = nullptr;
   const models::Calibration& calib_;
   NetworkOptions opt_;
   FlowModel model_;
@@ -116,7 +124,7 @@ class Network final : public EventTarget {
   static constexpr std::size_t kRouteCacheEntries = 1u << 18;
   std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> route_cache_;  // -> (offset, length)
   std::vector<topo::LinkDir> route_pool_;
-  std::span<const topo::LinkDir> route_of(topo::NodeId src, topo::NodeId dst);
+  std::span<const topo::LinkDir> route_of(topo::NodeId src, topo::NodeId dst, bool alternate = false);
   std::vector<std::pair<std::uint64_t, double>> finished_runs_;
   bool in_process_ = false;
   bool wake_pending_ = false;

@@ -7,6 +7,9 @@
 //    Schedule and runs it on the flow-level engine; see sim/replay/engine_comm_model.hpp if present.
 // Models cache results per (communicator, op, bytes): a training step repeats the same collectives.
 #include <cstdint>
+#include <functional>
+#include <limits>
+#include <stdexcept>
 #include <map>
 #include <string>
 #include <tuple>
@@ -32,6 +35,25 @@ class CommModel {
                                 const std::string& algorithm) = 0;
   virtual CommTiming p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes) = 0;
   virtual std::string describe() const = 0;  // one line for RunResult::notes
+
+  // Asynchronous models put every collective and message on one shared, time-stepped network, so that
+  // communication overlapping in time contends. The replay then calls start_collective / start_p2p at the
+  // simulated time the operation starts (never earlier than a time already passed to it), and interleaves
+  // its own events with the model's: next_event_s() is the model's earliest pending event, run_until(t)
+  // processes every event up to t. `done(end_s, timing)` is called from inside run_until (or from inside a
+  // start_* call, for an operation that takes no time) with the absolute finish time.
+  using Done = std::function<void(double end_s, const CommTiming& timing)>;
+  virtual bool asynchronous() const { return false; }
+  virtual void start_collective(double /*now_s*/, const workloads::Communicator& /*comm*/, workloads::CollOp /*op*/,
+                                double /*bytes*/, const std::string& /*algorithm*/, Done /*done*/) {
+    throw std::logic_error("CommModel: not an asynchronous model");
+  }
+  virtual void start_p2p(double /*now_s*/, std::int32_t /*src_rank*/, std::int32_t /*dst_rank*/, double /*bytes*/,
+                         Done /*done*/) {
+    throw std::logic_error("CommModel: not an asynchronous model");
+  }
+  virtual double next_event_s() const { return std::numeric_limits<double>::infinity(); }
+  virtual void run_until(double /*t_s*/) {}
 };
 
 struct AnalyticCommParams {

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <memory>
+#include <stdexcept>
 
 #include "models/collectives.hpp"
 #include "sim/base/error.hpp"
@@ -15,10 +18,27 @@ using workloads::CollOp;
 EngineCommModel::EngineCommModel(const topo::Topology& t, const models::Calibration& calib, EngineCommOptions opt)
     : t_(t), calib_(calib), opt_(opt), routing_(t), routing_pxn_(t, topo::RoutingOptions{true}) {
   if (opt_.collect_link_stats) dirs_.assign(2 * static_cast<std::size_t>(t.num_links()), LinkDirStats{});
+  if (opt_.shared_network) {
+    q_ = std::make_unique<EventQueue>();
+    net_ = std::make_unique<Network>(*q_, t_, routing_, calib_, NetworkOptions{opt_.shared_batch_tolerance_s});
+    net_->set_alternate_routing(routing_pxn_);
+  }
 }
 EngineCommModel::~EngineCommModel() = default;
 
 std::string EngineCommModel::describe() const {
+  if (opt_.shared_network) {
+    char lim[64];
+    std::snprintf(lim, sizeof lim, "%.0f", opt_.step_limit);
+    char tol[64];
+    std::snprintf(tol, sizeof tol, "%g", opt_.shared_batch_tolerance_s);
+    return "communication: NCCL schedules (models/collectives, tuner-chosen algorithm and protocol) all run on one "
+           "shared flow-level network at the simulated time they start, so collectives and messages that overlap "
+           "in time contend for links (max-min fair); co-located identical groups (mirrors) are started with "
+           "their group; all_to_all with PXN routing; step fidelity while ranks priced x communicator size <= " +
+           std::string(lim) + ", else phase fidelity; completion batching " + std::string(tol) +
+           " s; calibration '" + calib_.name + "'";
+  }
   char lim[64];
   std::snprintf(lim, sizeof lim, "%.0f", opt_.step_limit);
   char tol[64];
@@ -80,6 +100,25 @@ EngineCommModel::Priced EngineCommModel::price(const models::Schedule& s, bool p
   p.timing.algorithm = s.algorithm;
   p.timing.protocol = s.protocol;
   if (!opt_.collect_link_stats) return p;
+  payload_bytes(s, routing, p);
+  // Busy time and peak utilisation from the engine, on every direction that carried payload or was busy.
+  std::vector<std::pair<std::uint32_t, LinkDirStats>> dirs;
+  std::size_t k = 0;
+  for (std::uint32_t d = 0; d < res.link_dirs.size(); ++d) {
+    const LinkDirStats& st = res.link_dirs[d];
+    const bool payload = k < p.dirs.size() && p.dirs[k].first == d;
+    if (!payload && st.busy_s <= 0 && st.peak_util <= 0) continue;
+    LinkDirStats a;
+    if (payload) a.bytes = p.dirs[k++].second.bytes;
+    a.busy_s = st.busy_s;
+    a.peak_util = st.peak_util;
+    dirs.emplace_back(d, a);
+  }
+  p.dirs = std::move(dirs);
+  return p;
+}
+
+void EngineCommModel::payload_bytes(const models::Schedule& s, topo::Routing& routing, Priced& p) const {
   // Bytes: the payload (NCCL data) each transfer moves, on every link direction of its route. The engine's
   // own byte count is wire bytes, inflated by 1 / (link efficiency x protocol efficiency) because that is
   // how the schedule models achieved bandwidth (models/schedule.hpp, Transfer::bytes); busy time and peak
@@ -93,18 +132,12 @@ EngineCommModel::Priced EngineCommModel::price(const models::Schedule& s, bool p
     for (auto d : routing.route(x.src, x.dst)) bytes[d] += b;
   }
   for (std::size_t d = 0; d < bytes.size(); ++d) {
-    const LinkDirStats* st = d < res.link_dirs.size() ? &res.link_dirs[d] : nullptr;
-    if (bytes[d] <= 0 && (!st || (st->busy_s <= 0 && st->peak_util <= 0))) continue;
+    if (bytes[d] <= 0) continue;
     LinkDirStats a;
     a.bytes = bytes[d];
-    if (st) {
-      a.busy_s = st->busy_s;
-      a.peak_util = st->peak_util;
-    }
     p.dirs.emplace_back(static_cast<std::uint32_t>(d), a);
     p.tier_bytes[link_tier(t_, static_cast<topo::LinkId>(d / 2))] += a.bytes;
   }
-  return p;
 }
 
 void EngineCommModel::account(const Priced& p, double replication) {
@@ -121,35 +154,28 @@ void EngineCommModel::account(const Priced& p, double replication) {
   }
 }
 
-CommTiming EngineCommModel::collective(const workloads::Communicator& comm, CollOp op, double bytes,
-                                       const std::string& algorithm) {
-  auto key = std::make_tuple(static_cast<const void*>(&comm), static_cast<int>(op), bytes);
-  if (auto it = cache_.find(key); it != cache_.end()) {
-    account(it->second, it->second.replication);
-    return it->second.timing;
-  }
+EngineCommModel::Built EngineCommModel::build_collective(const workloads::Communicator& comm, CollOp op,
+                                                         double bytes, const std::string& algorithm) {
+  Built out;
   const auto& gpus = t_.gpus();
   const int n = static_cast<int>(comm.ranks.size());
-  if (n <= 1 || bytes <= 0) {
-    Priced none;
-    none.timing.algorithm = "none";
-    return (cache_[key] = none).timing;
-  }
+  if (n <= 1 || bytes <= 0) return out;
   // Sizes must be whole elements per rank block: round to a multiple of n * 2 bytes (2-byte elements).
   const std::uint64_t unit = static_cast<std::uint64_t>(n) * 2;
   std::uint64_t b = static_cast<std::uint64_t>(std::llround(bytes));
   b = std::max<std::uint64_t>(unit, (b + unit - 1) / unit * unit);
   // Fidelity: step while the merged step schedule stays small, else phase (see the header).
   const double ranks_priced = static_cast<double>(n) * (comm.mirrors + 1.0);
-  const bool phase = ranks_priced * n > opt_.step_limit;
-  topo::Routing& routing = op == CollOp::AllToAll ? routing_pxn_ : routing_;
-  models::Schedule merged;
+  out.phase = ranks_priced * n > opt_.step_limit;
+  out.pxn = op == CollOp::AllToAll;
+  topo::Routing& routing = out.pxn ? routing_pxn_ : routing_;
+  auto merged = std::make_shared<models::Schedule>();
   for (int k = 0; k <= comm.mirrors; ++k) {
     models::CollectiveSpec spec;
     spec.op = to_model_op(op);
     spec.bytes = b;
     spec.elem_bytes = 2;
-    spec.fidelity = phase ? models::Fidelity::Phase : models::Fidelity::Step;
+    spec.fidelity = out.phase ? models::Fidelity::Phase : models::Fidelity::Step;
     spec.where = "communicator '" + comm.name + "'";
     for (auto r : comm.ranks) {
       std::int64_t rr = static_cast<std::int64_t>(r) + static_cast<std::int64_t>(k) * comm.mirror_stride;
@@ -166,26 +192,19 @@ CommTiming EngineCommModel::collective(const workloads::Communicator& comm, Coll
     }
     models::Schedule s = models::build_schedule(spec, t_, routing, calib_);
     if (k == 0) {
-      merged.op = s.op;
-      merged.algorithm = s.algorithm;
-      merged.protocol = s.protocol;
-      merged.fidelity = s.fidelity;
-      merged.fixed_latency_s = s.fixed_latency_s;
+      merged->op = s.op;
+      merged->algorithm = s.algorithm;
+      merged->protocol = s.protocol;
+      merged->fidelity = s.fidelity;
+      merged->fixed_latency_s = s.fixed_latency_s;
     }
-    append(merged, s);
+    append(*merged, s);
   }
-  Priced p = price(merged, phase, routing);
-  p.replication = replication(comm);
-  account(p, p.replication);
-  return (cache_[key] = std::move(p)).timing;
+  out.s = std::move(merged);
+  return out;
 }
 
-CommTiming EngineCommModel::p2p(std::int32_t src, std::int32_t dst, double bytes) {
-  auto key = std::make_tuple(src, dst, bytes);
-  if (auto it = p2p_cache_.find(key); it != p2p_cache_.end()) {
-    account(it->second, it->second.replication);
-    return it->second.timing;
-  }
+EngineCommModel::Built EngineCommModel::build_p2p(std::int32_t src, std::int32_t dst, double bytes) {
   const auto& gpus = t_.gpus();
   if (src < 0 || dst < 0 || static_cast<std::size_t>(std::max(src, dst)) >= gpus.size())
     throw InputError("send/recv", "rank outside the topology's " + std::to_string(gpus.size()) + " GPUs");
@@ -197,8 +216,8 @@ CommTiming EngineCommModel::p2p(std::int32_t src, std::int32_t dst, double bytes
   spec.where = "send/recv " + std::to_string(src) + "->" + std::to_string(dst);
   models::Schedule s = models::build_schedule(spec, t_, routing_, calib_);
   // Keep only the src->dst direction (send_recv on two ranks also sends dst->src).
-  models::Schedule one = s;
-  one.transfers.clear();
+  auto one = std::make_shared<models::Schedule>(s);
+  one->transfers.clear();
   std::vector<std::int64_t> remap(s.transfers.size(), -1);
   for (std::size_t i = 0; i < s.transfers.size(); ++i) {
     const auto& tr = s.transfers[i];
@@ -209,17 +228,127 @@ CommTiming EngineCommModel::p2p(std::int32_t src, std::int32_t dst, double bytes
     auto c = tr;
     c.deps.clear();
     for (auto d : tr.deps) c.deps.push_back(static_cast<std::uint32_t>(remap[d]));
-    remap[i] = static_cast<std::int64_t>(one.transfers.size());
-    one.transfers.push_back(std::move(c));
+    remap[i] = static_cast<std::int64_t>(one->transfers.size());
+    one->transfers.push_back(std::move(c));
   }
-  if (one.transfers.empty()) one = s;
-  Priced p = price(one, false, routing_);
-  p.timing.algorithm = "p2p";
+  if (one->transfers.empty()) *one = s;
+  Built out;
+  out.s = std::move(one);
+  return out;
+}
+
+double EngineCommModel::p2p_replication() const {
   // Every stand-in copy of the simulated pair sends the same message (symmetry of the trace).
   if (world_size_ > 0 && !simulated_.empty())
-    p.replication = std::max(1.0, static_cast<double>(world_size_) / static_cast<double>(simulated_.size()));
+    return std::max(1.0, static_cast<double>(world_size_) / static_cast<double>(simulated_.size()));
+  return 1.0;
+}
+
+CommTiming EngineCommModel::collective(const workloads::Communicator& comm, CollOp op, double bytes,
+                                       const std::string& algorithm) {
+  if (opt_.shared_network) throw std::logic_error("EngineCommModel: shared_network mode is asynchronous");
+  auto key = std::make_tuple(static_cast<const void*>(&comm), static_cast<int>(op), bytes);
+  if (auto it = cache_.find(key); it != cache_.end()) {
+    account(it->second, it->second.replication);
+    return it->second.timing;
+  }
+  const Built b = build_collective(comm, op, bytes, algorithm);
+  if (!b.s) {
+    Priced none;
+    none.timing.algorithm = "none";
+    return (cache_[key] = none).timing;
+  }
+  Priced p = price(*b.s, b.phase, b.pxn ? routing_pxn_ : routing_);
+  p.replication = replication(comm);
+  account(p, p.replication);
+  return (cache_[key] = std::move(p)).timing;
+}
+
+CommTiming EngineCommModel::p2p(std::int32_t src, std::int32_t dst, double bytes) {
+  if (opt_.shared_network) throw std::logic_error("EngineCommModel: shared_network mode is asynchronous");
+  auto key = std::make_tuple(src, dst, bytes);
+  if (auto it = p2p_cache_.find(key); it != p2p_cache_.end()) {
+    account(it->second, it->second.replication);
+    return it->second.timing;
+  }
+  const Built b = build_p2p(src, dst, bytes);
+  Priced p = price(*b.s, false, routing_);
+  p.timing.algorithm = "p2p";
+  p.replication = p2p_replication();
   account(p, p.replication);
   return (p2p_cache_[key] = std::move(p)).timing;
+}
+
+// ---- shared_network mode ----
+
+void EngineCommModel::start_shared(double now_s, Priced& p, const std::shared_ptr<const models::Schedule>& s,
+                                   bool pxn, Done done) {
+  q_->run_until(now_s);
+  account(p, p.replication);
+  ++runs_;
+  const CommTiming timing = p.timing;
+  net_->start_schedule(s, s->fixed_latency_s, [done = std::move(done), timing](ScheduleRun& r) {
+    done(r.finish_s, timing);
+  }, pxn);
+}
+
+void EngineCommModel::start_collective(double now_s, const workloads::Communicator& comm, CollOp op, double bytes,
+                                       const std::string& algorithm, Done done) {
+  if (!opt_.shared_network) throw std::logic_error("EngineCommModel: start_collective needs shared_network");
+  auto key = std::make_tuple(static_cast<const void*>(&comm), static_cast<int>(op), bytes);
+  auto it = shared_cache_.find(key);
+  if (it == shared_cache_.end()) {
+    SharedEntry e;
+    e.b = build_collective(comm, op, bytes, algorithm);
+    if (e.b.s) {
+      e.p.timing.algorithm = e.b.s->algorithm;
+      e.p.timing.protocol = e.b.s->protocol;
+      if (opt_.collect_link_stats) payload_bytes(*e.b.s, e.b.pxn ? routing_pxn_ : routing_, e.p);
+      e.p.replication = replication(comm);
+    } else {
+      e.p.timing.algorithm = "none";
+    }
+    it = shared_cache_.emplace(key, std::move(e)).first;
+  }
+  if (!it->second.b.s) {
+    done(now_s, it->second.p.timing);
+    return;
+  }
+  if (it->second.b.phase) ++phase_runs_;
+  start_shared(now_s, it->second.p, it->second.b.s, it->second.b.pxn, std::move(done));
+}
+
+void EngineCommModel::start_p2p(double now_s, std::int32_t src, std::int32_t dst, double bytes, Done done) {
+  if (!opt_.shared_network) throw std::logic_error("EngineCommModel: start_p2p needs shared_network");
+  auto key = std::make_tuple(src, dst, bytes);
+  auto it = shared_p2p_cache_.find(key);
+  if (it == shared_p2p_cache_.end()) {
+    SharedEntry e;
+    e.b = build_p2p(src, dst, bytes);
+    e.p.timing.algorithm = "p2p";
+    e.p.timing.protocol = e.b.s->protocol;
+    if (opt_.collect_link_stats) payload_bytes(*e.b.s, routing_, e.p);
+    e.p.replication = p2p_replication();
+    it = shared_p2p_cache_.emplace(key, std::move(e)).first;
+  }
+  start_shared(now_s, it->second.p, it->second.b.s, false, std::move(done));
+}
+
+double EngineCommModel::next_event_s() const {
+  return q_ ? q_->next_time_s() : std::numeric_limits<double>::infinity();
+}
+
+void EngineCommModel::run_until(double t_s) {
+  if (q_) q_->run_until(t_s);
+}
+
+void EngineCommModel::finalize_link_stats() {
+  if (!opt_.shared_network || !opt_.collect_link_stats) return;
+  const std::vector<LinkDirStats> st = net_->link_stats();
+  for (std::size_t d = 0; d < st.size() && d < dirs_.size(); ++d) {
+    dirs_[d].busy_s = st[d].busy_s;
+    dirs_[d].peak_util = st[d].peak_util;
+  }
 }
 
 }  // namespace fabricsim::sim

@@ -28,6 +28,8 @@
 #include <vector>
 
 #include "models/calibration.hpp"
+#include "sim/engine/event_queue.hpp"
+#include "sim/engine/network.hpp"
 #include "sim/engine/schedule_runner.hpp"
 #include "sim/replay/comm_model.hpp"
 #include "topologies/routing.hpp"
@@ -36,6 +38,12 @@ namespace fabricsim::sim {
 
 struct EngineCommOptions {
   bool collect_link_stats = true;
+  // Contention between different collectives: false = each distinct collective is priced once on an idle
+  // fabric and cached (fast; overlapping collectives do not slow each other down); true = every collective
+  // and message of the replay runs on one shared network at the time it starts (asynchronous model), so
+  // everything in flight at the same time shares the links max-min fairly (slower: nothing is cached).
+  bool shared_network = false;
+  double shared_batch_tolerance_s = 0;  // completion batching of the shared network, seconds (0 = exact)
   // Step-level pricing while ranks_priced x communicator_size <= step_limit (a ring all_reduce emits about
   // 2 x that x channels transfers; a direct all_to_all that many flows); phase fidelity above.
   double step_limit = 20000;
@@ -50,6 +58,17 @@ class EngineCommModel final : public CommModel {
                         const std::string& algorithm) override;
   CommTiming p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes) override;
   std::string describe() const override;
+  // shared_network mode (asynchronous; see CommModel): the replay calls these instead.
+  bool asynchronous() const override { return opt_.shared_network; }
+  void start_collective(double now_s, const workloads::Communicator& comm, workloads::CollOp op, double bytes,
+                        const std::string& algorithm, Done done) override;
+  void start_p2p(double now_s, std::int32_t src_rank, std::int32_t dst_rank, double bytes, Done done) override;
+  double next_event_s() const override;
+  void run_until(double t_s) override;
+  // shared_network mode: copies the shared network's busy time and peak utilisation per link direction
+  // into link_dirs() (call once the replay is over; bytes are accounted as operations start).
+  void finalize_link_stats();
+
   std::size_t schedules_run() const { return runs_; }
   std::size_t phase_schedules_run() const { return phase_runs_; }
 
@@ -85,8 +104,22 @@ class EngineCommModel final : public CommModel {
     std::map<int, double> tier_bytes;                           // per call, by link tier
     double replication = 1;                                     // copies in the whole cluster
   };
+  // A collective's (or message's) schedule, with how it is run.
+  struct Built {
+    std::shared_ptr<const models::Schedule> s;  // null: nothing to move (one rank, or 0 bytes)
+    bool phase = false;                          // phase fidelity (else step)
+    bool pxn = false;                            // routed with PXN (all_to_all)
+  };
+  Built build_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
+                         const std::string& algorithm);
+  Built build_p2p(std::int32_t src, std::int32_t dst, double bytes);
   Priced price(const models::Schedule& s, bool phase, topo::Routing& routing);
+  // Payload bytes per link direction and per tier of one run of `s` (busy time / peak left at 0).
+  void payload_bytes(const models::Schedule& s, topo::Routing& routing, Priced& into) const;
+  double p2p_replication() const;
   void account(const Priced& p, double replication);
+  void start_shared(double now_s, Priced& p, const std::shared_ptr<const models::Schedule>& s, bool pxn,
+                    Done done);
   double replication(const workloads::Communicator& comm) const;
 
   const topo::Topology& t_;
@@ -96,6 +129,15 @@ class EngineCommModel final : public CommModel {
   topo::Routing routing_pxn_;  // PXN on: all_to_all (NCCL enables PXN by default since 2.12)
   std::map<std::tuple<const void*, int, double>, Priced> cache_;
   std::map<std::tuple<std::int32_t, std::int32_t, double>, Priced> p2p_cache_;
+  // shared_network mode: the schedules built so far (same keys as the caches above) and the shared engine
+  struct SharedEntry {
+    Priced p;
+    Built b;
+  };
+  std::map<std::tuple<const void*, int, double>, SharedEntry> shared_cache_;
+  std::map<std::tuple<std::int32_t, std::int32_t, double>, SharedEntry> shared_p2p_cache_;
+  std::unique_ptr<EventQueue> q_;
+  std::unique_ptr<Network> net_;
   std::size_t runs_ = 0, phase_runs_ = 0;
   std::int32_t world_size_ = 0;
   std::set<std::int32_t> simulated_;

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <map>
 #include <queue>
 #include <tuple>
@@ -114,7 +115,18 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
         auto k = calls[r][op.comm]++;
         auto& pc = colls[{op.comm, k}];
         pc.gids.push_back(g);
-        if (++pc.arrived == sim_members[op.comm]) {
+        if (++pc.arrived == sim_members[op.comm] && comm.asynchronous()) {
+          std::vector<std::uint32_t> gids = std::move(pc.gids);
+          colls.erase({op.comm, k});
+          comm.start_collective(t, trace.comms[op.comm], op.coll, op.bytes, op.algorithm,
+                                [&, gids = std::move(gids), t](double end, const CommTiming& ct) {
+                                  for (auto m : gids) {
+                                    finish_at(m, t, end);
+                                    algo[m] = ct.algorithm;
+                                    proto[m] = ct.protocol;
+                                  }
+                                });
+        } else if (pc.arrived == sim_members[op.comm]) {
           CommTiming ct = comm.collective(trace.comms[op.comm], op.coll, op.bytes, op.algorithm);
           for (auto m : pc.gids) {
             finish_at(m, t, t + ct.duration_s);
@@ -139,6 +151,16 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
           std::uint32_t o = other.front();
           other.pop_front();
           std::uint32_t sg = send ? g : o;
+          if (comm.asynchronous()) {
+            comm.start_p2p(t, std::get<0>(key), std::get<1>(key), op_of(sg).bytes,
+                           [&, g, o, t](double end, const CommTiming& ct) {
+                             finish_at(g, t, end);
+                             finish_at(o, t, end);
+                             algo[g] = algo[o] = ct.algorithm;
+                             proto[g] = proto[o] = ct.protocol;
+                           });
+            break;
+          }
           CommTiming ct = comm.p2p(std::get<0>(key), std::get<1>(key), op_of(sg).bytes);
           finish_at(g, t, t + ct.duration_s);
           finish_at(o, t, t + ct.duration_s);
@@ -154,7 +176,16 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
     if (pending[g] == 0) make_ready(g, 0.0);
   std::uint32_t done = 0;
   std::size_t events = 0;
-  while (!q.empty()) {
+  // The replay's own events and (for an asynchronous communication model) the network's, in time order;
+  // at equal times the network goes first, so communication that ends at t is done before ops at t run.
+  for (;;) {
+    const double tq = q.empty() ? std::numeric_limits<double>::infinity() : q.top().t;
+    const double tc = comm.next_event_s();
+    if (q.empty() && !(tc < std::numeric_limits<double>::infinity())) break;
+    if (tc <= tq) {
+      comm.run_until(tc);
+      continue;
+    }
     Event ev = q.top();
     q.pop();
     ++done;

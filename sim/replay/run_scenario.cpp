@@ -27,7 +27,9 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   if (which == "analytic") {
     comm = std::make_unique<AnalyticCommModel>(topo);
   } else {
-    auto e = std::make_unique<EngineCommModel>(topo, calib, opt.engine);
+    EngineCommOptions eo = opt.engine;
+    eo.shared_network = which == "shared";
+    auto e = std::make_unique<EngineCommModel>(topo, calib, eo);
     std::vector<std::int32_t> simulated;
     for (const auto& rt : trace.ranks) simulated.push_back(rt.rank);
     e->set_symmetry(trace.world_size, std::move(simulated));
@@ -42,19 +44,29 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
     r.metrics["replay.schedules_run"] = static_cast<double>(engine->schedules_run());
     r.metrics["replay.schedules_run_phase_fidelity"] = static_cast<double>(engine->phase_schedules_run());
     if (opt.engine.collect_link_stats) {
+      engine->finalize_link_stats();
       r.links = link_records(topo, engine->link_dirs());
       auto tiers = engine->link_totals_by_tier();
       for (const auto& [tier, b] : tiers.priced)
         r.metrics["link_bytes.priced_groups.tier" + std::to_string(tier)] = b;
       for (const auto& [tier, b] : tiers.cluster)
         r.metrics["link_bytes.cluster_estimate.tier" + std::to_string(tier)] = b;
-      r.notes.push_back(
-          "link statistics: one training iteration; each collective / send priced on the engine contributes its "
-          "schedule's per-link bytes and busy time once per call (count x per-call), on the links of the priced "
-          "group (the simulated ranks' communicators with their co-located mirrors); stand-in groups on other "
-          "links are not placed; busy times add as if calls did not overlap; utilisation relative to nominal "
-          "link bandwidth. metrics link_bytes.cluster_estimate.tier<k> scale each call by the number of copies of "
-          "its group in the whole cluster (world / simulated ranks x simulated members / ranks priced)");
+      if (which == "shared")
+        r.notes.push_back(
+            "link statistics: one training iteration on the shared network: per-link bytes are the payload of "
+            "every collective / send started (the simulated ranks' communicators with their co-located mirrors; "
+            "stand-in groups on other links are not placed), busy time and peak utilisation are measured on the "
+            "shared network, where overlapping communication shares the links; utilisation relative to nominal "
+            "link bandwidth. metrics link_bytes.cluster_estimate.tier<k> scale each call by the number of copies "
+            "of its group in the whole cluster (world / simulated ranks x simulated members / ranks priced)");
+      else
+        r.notes.push_back(
+            "link statistics: one training iteration; each collective / send priced on the engine contributes its "
+            "schedule's per-link bytes and busy time once per call (count x per-call), on the links of the priced "
+            "group (the simulated ranks' communicators with their co-located mirrors); stand-in groups on other "
+            "links are not placed; busy times add as if calls did not overlap; utilisation relative to nominal "
+            "link bandwidth. metrics link_bytes.cluster_estimate.tier<k> scale each call by the number of copies of "
+            "its group in the whole cluster (world / simulated ranks x simulated members / ranks priced)");
     }
   }
   auto t2 = std::chrono::steady_clock::now();

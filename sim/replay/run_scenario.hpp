@@ -11,7 +11,7 @@
 namespace fabricsim::sim {
 
 struct ScenarioRunOptions {
-  std::string comm_model;  // "" = the scenario's ("engine" by default), or "engine" / "analytic"
+  std::string comm_model;  // "" = the scenario's ("engine" by default), or "engine" / "shared" / "analytic"
   ReplayOptions replay;
   EngineCommOptions engine;  // engine comm model: fidelity policy and link statistics (RunResult::links)
 };
