@@ -444,8 +444,13 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
     inputs[s.gpu] += s.inputs;
     shards[s.gpu] += 1;
   }
-  // Host->device copy of the categorical ids: the uplink bandwidth is shared by the GPUs behind one PCIe
-  // switch, all copying at the same time in a multi-GPU step.
+  // Host->device copy of the categorical ids (host_input): the distributed-embeddings synthetic benchmark
+  // (c6b2e2f examples/benchmarks/synthetic_models/synthetic_models.py, gen_power_law_data; main.py default
+  // alpha 1.05) builds the ids with numpy (int64) and tf.convert_to_tensor, i.e. host tensors that the
+  // GPU lookups copy in every step. Default h2d_bandwidth 26.28 GB/s: measured nvbandwidth host-to-device on
+  // A100 (ND A100 v4), /work/shared/data/hardware/hardware_specs.json facts[12]. The uplink bandwidth is
+  // shared by the GPUs behind one PCIe switch (gpus_per_pcie_uplink, 2 on DGX A100 as in the dgx-a100
+  // preset's PCIe tree), all copying at the same time in a multi-GPU step.
   const double h2d_Bps = c.h2d_bandwidth_Bps / double(std::min<std::int64_t>(N, c.gpus_per_pcie_uplink));
   for (int g = 0; g < N; ++g) {
     RankTrace rt;
@@ -480,8 +485,11 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
     };
     auto coll = [&](const std::string& name, CollOp k, std::int32_t comm, double bytes, std::uint16_t stream,
                     const char* cat, std::vector<std::uint32_t> deps) {
-      // Framework latency first (Horovod: the op waits for the background thread's next cycle), on the
-      // collective's stream so it delays only the collective.
+      // Framework latency first (collective_latency), on the collective's stream so it delays only the
+      // collective. For distributed-embeddings this is Horovod (hvd.alltoall / DistributedGradientTape in
+      // dist_model_parallel.py): a collective runs from Horovod's background thread, which cycles every
+      // HOROVOD_CYCLE_TIME (default 1 ms since Horovod v0.21.0, changelog "Changed default cycle time from
+      // 5ms to 1ms"), so it waits half a cycle on average (0.5 ms, dlrm_fit.json).
       if (c.collective_latency_s > 0) deps = {fixed("framework.wait." + name, stream, c.collective_latency_s, std::move(deps))};
       Op op;
       op.kind = OpKind::Collective;

@@ -18,7 +18,8 @@ The workload parameters below describe how the benchmark runs; they are taken fr
     (topologies/presets.cpp dgx-a100 PCIe tree).
   - Horovod runs every collective from its background thread, which cycles every HOROVOD_CYCLE_TIME
     (default 1 ms since Horovod v0.21.0, changelog "Changed default cycle time from 5ms to 1ms"): a
-    collective waits half a cycle on average, 0.5 ms.
+    collective waits half a cycle on average, 0.5 ms. (Assumes the README's container,
+    nvcr.io/nvidia/tensorflow:22.02-tf2-py3, ships Horovod >= v0.21.0; its version is not verified here.)
 """
 import csv, json, os, subprocess, sys, tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
