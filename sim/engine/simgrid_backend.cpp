@@ -107,7 +107,7 @@ struct ChildResult {
 //    the wait), so no cross-actor signalling is needed and every list stays as short as one driver's share;
 //  - a comm's route is taken from its sender actor's host at start, so a driver first moves itself to the
 //    transfer's source host (Actor::set_host; a rate-capped comm: to its proxy host, see below);
-//  - every destination node has a mailbox whose permanent receiver is an idle daemon actor on that node's
+//  - every destination node has a mailbox whose permanent receiver is an idle actor on that node's
 //    host: a comm to it starts at once (no matching receive needed), from the sender's host to that host.
 // Timings: start = when the transfer became ready (its delay starts), finish = when its last comm finished.
 struct Driver {
@@ -130,6 +130,8 @@ struct DagState {
   ChildResult r;
   std::size_t done = 0;
   char token = 0;  // the payload pointer every comm carries (no data is copied: no receive buffer)
+  sg4::SemaphorePtr idle;        // receivers wait on it until the last driver is done
+  std::size_t receivers = 0, drivers_left = 0;
 
   double delay_of(std::uint32_t i) const { return s->transfers[i].step_latency_s * s->transfers[i].steps; }
 
@@ -294,17 +296,6 @@ ChildResult run_in_child(const models::Schedule& s, const topo::Topology& t, top
   model->set_bw_factor_cb([](double, const sg4::Host*, const sg4::Host*, const std::vector<sg4::Link*>&,
                              const std::unordered_set<sg4::NetZone*>&) { return 1.0; });
 
-  // Receivers first (they never run: a daemon blocked on a mailbox nobody writes to), then the drivers.
-  for (topo::NodeId node = 0; node < t.num_nodes(); ++node) {
-    if (!is_dst[node]) continue;
-    const std::string id = std::to_string(node);
-    sg4::ActorPtr rx = sg4::Actor::create("rx" + id, host_of[node], [id] {
-      sg4::Actor::self()->daemonize();
-      sg4::Mailbox::by_name("__fabricsim_idle" + id)->get<char>();
-    });
-    g.mailbox_of[node] = sg4::Mailbox::by_name("__fabricsim_to" + id);
-    g.mailbox_of[node]->set_receiver(rx);
-  }
   // Drivers: the initial transfers of each source node, in chunks of 32 or more (each
   // completion costs its driver O(live comms) in SimGrid: wait_any re-registers on every one of them and
   // the finished comm leaves the actor's std::list by linear search).
@@ -322,10 +313,28 @@ ChildResult run_in_child(const models::Schedule& s, const topo::Topology& t, top
       Driver& d = drivers[{src, initial_of[src]++ / per_driver}];
       d.due.emplace(g.delay_of(static_cast<std::uint32_t>(i)), static_cast<std::uint32_t>(i));
     }
+  // Receivers (created before the drivers; none without drivers: nothing would release them). A receiver
+  // only waits on a semaphore that the last driver to finish releases once per receiver, so every actor
+  // returns normally (no actor is killed at the end: killing unwinds the actor's stack by an exception,
+  // which AddressSanitizer misreads on SimGrid's stacks).
+  g.idle = sg4::Semaphore::create(0);
+  for (topo::NodeId node = 0; node < t.num_nodes() && !drivers.empty(); ++node) {
+    if (!is_dst[node]) continue;
+    const std::string id = std::to_string(node);
+    ++g.receivers;
+    sg4::ActorPtr rx = sg4::Actor::create("rx" + id, host_of[node], [&g] { g.idle->acquire(); });
+    g.mailbox_of[node] = sg4::Mailbox::by_name("__fabricsim_to" + id);
+    g.mailbox_of[node]->set_receiver(rx);
+  }
+  g.drivers_left = drivers.size();
   for (auto& [key, d] : drivers) {
     Driver* dp = &d;
     sg4::Actor::create("drv" + std::to_string(key.first) + "." + std::to_string(key.second), host_of[key.first],
-                       [&g, dp] { g.run_driver(*dp); });
+                       [&g, dp] {
+                         g.run_driver(*dp);
+                         if (--g.drivers_left == 0)
+                           for (std::size_t k = 0; k < g.receivers; ++k) g.idle->release();
+                       });
   }
   e.run();
 
