@@ -447,7 +447,8 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
   // Host->device copy of the categorical ids (host_input): the distributed-embeddings synthetic benchmark
   // (c6b2e2f examples/benchmarks/synthetic_models/synthetic_models.py, gen_power_law_data; main.py default
   // alpha 1.05) builds the ids with numpy (int64) and tf.convert_to_tensor, i.e. host tensors that the
-  // GPU lookups copy in every step. Default h2d_bandwidth 26.28 GB/s: measured nvbandwidth host-to-device on
+  // GPU lookups copy in every step (convert_to_tensor creates the eager tensor on the CPU device, even
+  // under tf.device("GPU"): github:tensorflow/tensorflow issue #42242, TF 2.3). Default h2d_bandwidth 26.28 GB/s: measured nvbandwidth host-to-device on
   // A100 (ND A100 v4), /work/shared/data/hardware/hardware_specs.json facts[12]. The uplink bandwidth is
   // shared by the GPUs behind one PCIe switch (gpus_per_pcie_uplink, 2 on DGX A100 as in the dgx-a100
   // preset's PCIe tree), all copying at the same time in a multi-GPU step.

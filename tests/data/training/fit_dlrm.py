@@ -12,7 +12,8 @@ The workload parameters below describe how the benchmark runs; they are taken fr
   - examples/benchmarks/synthetic_models/README.md: the multi-GPU command passes
     --column_slice_threshold $((1280*1048576)) (without it Medium puts 120 GiB on one 80 GB GPU).
   - synthetic_models.py gen_power_law_data (main.py default alpha 1.05): numpy int64 ids turned into tensors
-    with tf.convert_to_tensor, i.e. in host memory, looked up on the GPU every step: a host->device copy of
+    with tf.convert_to_tensor, i.e. in host memory (convert_to_tensor makes a CPU eager tensor:
+    github:tensorflow/tensorflow issue #42242), looked up on the GPU every step: a host->device copy of
     8 bytes per id per step. H2D 26.28 GB/s: measured nvbandwidth on A100 (ND A100 v4),
     /work/shared/data/hardware/hardware_specs.json facts[12]; 2 GPUs per PCIe switch in a DGX A100
     (topologies/presets.cpp dgx-a100 PCIe tree).
