@@ -448,11 +448,27 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
   // (c6b2e2f examples/benchmarks/synthetic_models/synthetic_models.py, gen_power_law_data; main.py default
   // alpha 1.05) builds the ids with numpy (int64) and tf.convert_to_tensor, i.e. host tensors that the
   // GPU lookups copy in every step (convert_to_tensor creates the eager tensor on the CPU device, even
-  // under tf.device("GPU"): github:tensorflow/tensorflow issue #42242, TF 2.3). Default h2d_bandwidth 26.28 GB/s: measured nvbandwidth host-to-device on
-  // A100 (ND A100 v4), /work/shared/data/hardware/hardware_specs.json facts[12]. The uplink bandwidth is
-  // shared by the GPUs behind one PCIe switch (gpus_per_pcie_uplink, 2 on DGX A100 as in the dgx-a100
-  // preset's PCIe tree), all copying at the same time in a multi-GPU step.
-  const double h2d_Bps = c.h2d_bandwidth_Bps / double(std::min<std::int64_t>(N, c.gpus_per_pcie_uplink));
+  // under tf.device("GPU"): github:tensorflow/tensorflow issue #42242, TF 2.3).
+  // Default h2d_bandwidth 26.28 GB/s: measured nvbandwidth host-to-device on A100 (ND A100 v4),
+  // /work/shared/data/hardware/hardware_specs.json facts[12]. The uplink is shared by the GPUs behind one
+  // PCIe switch (gpus_per_pcie_uplink consecutive ranks; 2 on DGX A100 as in the dgx-a100 preset's PCIe
+  // tree), all starting their copies with the step: fair sharing, so a GPU's copy ends when
+  //   t_i = t_(i-1) + (bytes_i - bytes_(i-1)) * (GPUs still copying) / bandwidth   (bytes sorted ascending).
+  std::vector<double> h2d_s(N, 0);
+  if (c.host_input) {
+    const int G = static_cast<int>(std::min<std::int64_t>(N, c.gpus_per_pcie_uplink));
+    for (int first = 0; first < N; first += G) {
+      std::vector<std::pair<double, int>> grp;
+      for (int g = first; g < std::min(N, first + G); ++g) grp.push_back({ids[g] * c.index_bytes, g});
+      std::sort(grp.begin(), grp.end());
+      double t = 0, prev = 0;
+      for (std::size_t i = 0; i < grp.size(); ++i) {
+        t += (grp[i].first - prev) * double(grp.size() - i) / c.h2d_bandwidth_Bps;
+        prev = grp[i].first;
+        h2d_s[grp[i].second] = t;
+      }
+    }
+  }
   for (int g = 0; g < N; ++g) {
     RankTrace rt;
     rt.rank = g;
@@ -532,7 +548,7 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
                                     : (c.optimizer == "adagrad" ? 4.0 : 2.0) * gathered + out_bytes;
     std::vector<std::uint32_t> first_deps;
     if (c.host_input && idx_bytes > 0)
-      first_deps.push_back(fixed("input.h2d", 3, idx_bytes / h2d_Bps, {}));
+      first_deps.push_back(fixed("input.h2d", 3, h2d_s[g], {}));
     auto e_f = comp("embedding.fwd", models::OpClass::Embedding, 0, fwd_bytes, fwd_ops, first_deps);
     std::uint32_t last = e_f;
     if (N > 1) last = coll("embedding.fwd.all_to_all", CollOp::AllToAll, 0, a2a_bytes, 1, "all_to_all", {e_f});
@@ -569,8 +585,9 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
                      "); per-GPU embedding memory max " + std::to_string(mx / 1073741824.0) + " GiB");
   if (c.host_input)
     tr.notes.push_back("dlrm: categorical ids (" + std::to_string(static_cast<int>(c.index_bytes)) +
-                       " bytes each) copied host->device every step at " + format_bandwidth(h2d_Bps) +
-                       " per GPU (op input.h2d, counted as compute in the breakdown)");
+                       " bytes each) copied host->device every step, " + format_bandwidth(c.h2d_bandwidth_Bps) +
+                       " per PCIe uplink shared by " + std::to_string(std::min<std::int64_t>(N, c.gpus_per_pcie_uplink)) +
+                       " GPUs (op input.h2d, counted as compute in the breakdown)");
   if (c.collective_latency_s > 0)
     tr.notes.push_back("dlrm: framework latency " + format_time(c.collective_latency_s) +
                        " before each collective (ops framework.wait.*, counted as compute in the breakdown)");
