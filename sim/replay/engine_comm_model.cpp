@@ -45,7 +45,7 @@ std::string EngineCommModel::describe() const {
   std::snprintf(tol, sizeof tol, "%g", opt_.large_batch_tolerance_s);
   return "communication: NCCL schedules (models/collectives, tuner-chosen algorithm and protocol) run on the "
          "flow-level engine on an idle fabric, cached per (communicator, op, bytes); co-located identical groups "
-         "(mirrors) share the schedule so they contend; all_to_all with PXN routing; different collectives overlapping in time do not contend; "
+         "(mirrors) share the schedule so they contend; all_to_all with PXN routing; different collectives overlapping in time do not contend (comm_model \"shared\" makes them); "
          "step fidelity while ranks priced x communicator size <= " + std::string(lim) +
          ", else phase fidelity with completion batching " + std::string(tol) + " s; calibration '" + calib_.name + "'";
 }
