@@ -27,27 +27,24 @@ EngineCommModel::EngineCommModel(const topo::Topology& t, const models::Calibrat
 EngineCommModel::~EngineCommModel() = default;
 
 std::string EngineCommModel::describe() const {
-  if (opt_.shared_network) {
-    char lim[64];
-    std::snprintf(lim, sizeof lim, "%.0f", opt_.step_limit);
-    char tol[64];
-    std::snprintf(tol, sizeof tol, "%g", opt_.shared_batch_tolerance_s);
+  auto num = [](const char* fmt, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, fmt, v);
+    return std::string(buf);
+  };
+  const std::string fidelity =
+      "step fidelity while ranks priced x communicator size <= " + num("%.0f", opt_.step_limit) + ", else phase fidelity";
+  const std::string common = "co-located identical groups (mirrors) run with their group; all_to_all with PXN routing; ";
+  if (opt_.shared_network)
     return "communication: NCCL schedules (models/collectives, tuner-chosen algorithm and protocol) all run on one "
            "shared flow-level network at the simulated time they start, so collectives and messages that overlap "
-           "in time contend for links (max-min fair); co-located identical groups (mirrors) are started with "
-           "their group; all_to_all with PXN routing; step fidelity while ranks priced x communicator size <= " +
-           std::string(lim) + ", else phase fidelity; completion batching " + std::string(tol) +
-           " s; calibration '" + calib_.name + "'";
-  }
-  char lim[64];
-  std::snprintf(lim, sizeof lim, "%.0f", opt_.step_limit);
-  char tol[64];
-  std::snprintf(tol, sizeof tol, "%g", opt_.large_batch_tolerance_s);
+           "in time contend for links (max-min fair); " + common + fidelity + "; completion batching " +
+           num("%g", opt_.shared_batch_tolerance_s) + " s; calibration '" + calib_.name + "'";
   return "communication: NCCL schedules (models/collectives, tuner-chosen algorithm and protocol) run on the "
-         "flow-level engine on an idle fabric, cached per (communicator, op, bytes); co-located identical groups "
-         "(mirrors) share the schedule so they contend; all_to_all with PXN routing; different collectives overlapping in time do not contend (comm_model \"shared\" makes them); "
-         "step fidelity while ranks priced x communicator size <= " + std::string(lim) +
-         ", else phase fidelity with completion batching " + std::string(tol) + " s; calibration '" + calib_.name + "'";
+         "flow-level engine on an idle fabric, cached per (communicator, op, bytes); " + common +
+         "different collectives overlapping in time do not contend (comm_model \"shared\" makes them); " + fidelity +
+         " with completion batching " + num("%g", opt_.large_batch_tolerance_s) + " s; calibration '" + calib_.name +
+         "'";
 }
 
 void EngineCommModel::set_symmetry(std::int32_t world_size, std::vector<std::int32_t> simulated) {
