@@ -50,3 +50,33 @@ TEST_CASE("cross-check against SimGrid: every collective on dgx-h100 and a 4-nod
 }
 
 #endif
+
+#ifdef FABRICSIM_HAVE_SIMGRID
+TEST_CASE("cross-check against SimGrid: step-level all_to_all on 64 GPUs (several driver actors per source)") {
+  // 63 concurrent transfers per source GPU: more than one SimGrid driver actor per source (simgrid_backend.cpp
+  // gives each at most 32 initial transfers), 4032 flows sharing NVLink, NICs, leaves and spines.
+  const topo::Topology t = models::merge_nvswitch_planes(topo::build_preset("superpod", {{"nodes", "8"}}));
+  topo::Routing routing(t);
+  const auto calib = models::default_calibration();
+  models::CollectiveSpec spec;
+  spec.op = models::Op::AllToAll;
+  spec.bytes = std::uint64_t{16} << 20;
+  spec.communicator = t.gpus();
+  spec.fidelity = models::Fidelity::Step;
+  models::Schedule s = models::build_schedule(spec, t, routing, calib);
+  for (auto& tr : s.transfers) tr.bytes = std::round(tr.bytes);
+  REQUIRE(s.transfers.size() == 64u * 63u);
+  sim::RunOptions oracle;
+  oracle.engine = "simgrid";
+  const auto a = sim::run_schedule(s, t, routing, calib);
+  const auto b = sim::run_schedule(s, t, routing, calib, oracle);
+  REQUIRE(a.transfers.size() == b.transfers.size());
+  CHECK(a.makespan_s == doctest::Approx(b.makespan_s).epsilon(1e-4));
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < a.transfers.size(); ++i) {
+    if (std::abs(a.transfers[i].finish_s - b.transfers[i].finish_s) > 1e-4 * b.transfers[i].finish_s) ++bad;
+    if (std::abs(a.transfers[i].start_s - b.transfers[i].start_s) > 1e-4 * b.transfers[i].finish_s) ++bad;
+  }
+  CHECK(bad == 0);
+}
+#endif
