@@ -38,10 +38,12 @@ int cmd_calibrate(int argc, char** argv) {
   args.flag({"--json", "", "FILE", "also write the fitted parameters and per-row residuals as JSON", ""});
   log_hint_flags(args);
   args.flag({"--iterations", "", "N", "Gauss-Newton iterations at most", "12"});
+  args.flag({"--split-fit", "", "", "also fit NCCL-generation tables and LL/LL128 efficiencies, each parameter from the runs that show it (docs/validation.md)", ""});
   if (!args.parse(argc, argv)) return 0;
   if (!args.has("--output")) throw InputError("--output", "the calibration file to write (-o FILE)");
   const validate::ParseHints hints = log_hints(args);
   validate::FitOptions opt;
+  opt.split_identification = args.has("--split-fit");
   if (args.has("--iterations")) {
     long long n = parse_int(args.get("--iterations"), "--iterations");
     if (n < 0 || n > 1000) throw InputError("--iterations", "an integer in 0..1000");

@@ -23,6 +23,7 @@ int cmd_validate(int argc, char** argv) {
   args.topology_flags();
   args.flag({"--calibration", "", "FILE", "calibration JSON (with --loo: the fit's starting point)", "built-in defaults"});
   args.flag({"--loo", "", "", "leave-one-out: fit without each log, then predict it", ""});
+  args.flag({"--split-fit", "", "", "with --loo: fit as `fabricsim calibrate --split-fit` (docs/validation.md)", ""});
   args.flag({"--json", "", "FILE", "also write the report as JSON", ""});
   args.flag({"--svg", "", "FILE", "also write an SVG plot of measured vs simulated busbw", ""});
   log_hint_flags(args);
@@ -35,7 +36,11 @@ int cmd_validate(int argc, char** argv) {
   auto cases = validate::make_cases(ms, args.get("--topology"), args.params());
   validate::Report rep =
       args.has("--loo")
-          ? validate::leave_one_out(cases, calib, validate::FitOptions{})
+          ? validate::leave_one_out(cases, calib, [&] {
+              validate::FitOptions o;
+              o.split_identification = args.has("--split-fit");
+              return o;
+            }())
           : validate::compare(cases, [&](std::size_t) -> const models::Calibration& { return calib; },
                               "calibration " + calib.name);
   std::string text = validate::report_text(rep);

@@ -5,9 +5,12 @@
 //           hwLatencies; ncclTopoTuneModel: protocol/algorithm bandwidth factors), read, not copied.
 //  [NCCL-H] NVIDIA/nccl src/graph/topo.h @ 5067397c (SM*_NVLINK_BW, PCI_BW: NCCL's modelled usable
 //           bandwidth per link) and src/include/device.h / src/init.cc (NCCL_STEPS, buffer sizes).
+//  [NCCL-T28] NVIDIA/nccl src/graph/tuning.cc @ tag v2.8.4-1 (baseLat, hwLat, Ring LL busBw factor), the
+//           same rows checked unchanged through tag v2.17.1-1. Read, not copied.
 //  [LOG-*]  /work/shared/data/nccl-tests/<name>.csv (copied in docs/calibration.md with the derivation).
 #include "models/calibration.hpp"
 
+#include <cctype>
 #include <set>
 
 #include "sim/base/error.hpp"
@@ -181,7 +184,82 @@ Calibration default_calibration() {
   // other steps' data; setting 8 models that at step fidelity only (measured: a 4-node superpod 64 MiB
   // ring all_reduce then takes 0.49 ms at step vs 0.71 ms at phase fidelity).
   x["ring_outstanding_steps"] = 1.0;
+  // Multiplier on the per-call base latency when the communicator spans several hosts. 1.0 is NCCL's
+  // model ([NCCL-T]: baseLat does not depend on the node count; the network enters through the per-step
+  // NET latencies). A fit may raise it: a multi-host call also posts network requests and waits on the
+  // proxy thread once per call, which single-host runs do not pay, so the single-host launch latency and
+  // this factor are identified from different runs (validate/calibrate.cpp).
+  x["multi_host_base_latency_factor"] = 1.0;
+
   return c;
+}
+
+std::vector<NcclEra> default_nccl_eras() {
+  // NCCL 2.8 to 2.17: [NCCL-T28] baseLat and hwLat differ from the current table, and Ring LL's bandwidth
+  // is busBw / 4 (all_reduce, or any multi-node run; busBw / 3 for single-node all_gather, reduce_scatter,
+  // broadcast: one value per (algorithm, protocol) here, so the all_reduce one). The baseLat Tree/Ring
+  // rows, the NVLINK and NET hwLat Tree/Ring rows and the LL factor are identical in v2.8.4-1 through
+  // v2.17.1-1 (checked tag by tag); v2.18 changed them. CollNet, NVLS and PAT keep the current rows
+  // (NVLS/PAT did not exist before 2.17/2.23; CollNet's row changed inside the range).
+  std::vector<NcclEra> out;
+  {
+    NcclEra e;
+    e.name = "2.8-2.17";
+    e.from_code = 208;
+    e.until_code = 218;
+    auto put = [&](Algorithm a, Protocol p, double base_us, double nvl_us, double net_us, double eff) {
+      e.algo[{a, p}] = AlgoProtoParams{base_us * us, nvl_us * us, net_us * us, eff};
+    };
+    //                                          base  nvl-step net-step efficiency
+    put(Algorithm::Ring, Protocol::LL, 3.6, 0.47, 2.7, 0.25);
+    put(Algorithm::Ring, Protocol::LL128, 10.0, 1.9, 4.0, 0.92);
+    put(Algorithm::Ring, Protocol::Simple, 8.4, 3.4, 9.6, 1.0);
+    // Tree: baseLat {4.4, 4.4, 0}; hwLat NVLINK {.52, 1.25, 28}, NET {5.0, 8.5, 28}; LL busBw / 3.8,
+    // LL128 0.915 across nodes (7/9 inside one node; the multi-node value here, as in the current table).
+    put(Algorithm::Tree, Protocol::LL, 4.4, 0.52, 5.0, 1.0 / 3.8);
+    put(Algorithm::Tree, Protocol::LL128, 4.4, 1.25, 8.5, 0.915);
+    put(Algorithm::Tree, Protocol::Simple, 0.0, 28.0, 28.0, 1.0);
+    // p2p and fabricsim's hierarchical all_reduce reuse the era's Ring rows, as the current table does.
+    for (Algorithm a : {Algorithm::Direct, Algorithm::Pairwise, Algorithm::Hierarchical}) {
+      put(a, Protocol::LL, 3.6, 0.47, 2.7, 0.25);
+      put(a, Protocol::Simple, 8.4, 3.4, 9.6, 1.0);
+    }
+    put(Algorithm::Hierarchical, Protocol::LL128, 10.0, 1.9, 4.0, 0.92);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+int nccl_version_code(const std::string& v) {
+  std::size_t i = 0;
+  while (i < v.size() && !std::isdigit(static_cast<unsigned char>(v[i]))) ++i;
+  std::size_t j = i;
+  while (j < v.size() && std::isdigit(static_cast<unsigned char>(v[j]))) ++j;
+  if (i == j || j - i > 6) return -1;
+  const std::string first = v.substr(i, j - i);
+  if (j < v.size() && v[j] == '.') {
+    std::size_t k = j + 1;
+    while (k < v.size() && std::isdigit(static_cast<unsigned char>(v[k]))) ++k;
+    if (k == j + 1 || k - j - 1 > 4) return -1;
+    return std::stoi(first) * 100 + std::stoi(v.substr(j + 1, k - j - 1));
+  }
+  if (first.size() == 5) return std::stoi(first) / 100;  // 22602 -> 2.26 (NCCL_VERSION_CODE >= 2.9)
+  return -1;
+}
+
+int nccl_era_index(const Calibration& c, int code) {
+  if (code < 0) return -1;
+  for (std::size_t i = 0; i < c.nccl_eras.size(); ++i)
+    if (code >= c.nccl_eras[i].from_code && code < c.nccl_eras[i].until_code) return static_cast<int>(i);
+  return -1;
+}
+
+Calibration for_nccl_version(const Calibration& c, const std::string& version) {
+  Calibration out = c;
+  const int e = nccl_era_index(c, nccl_version_code(version));
+  if (e < 0) return out;
+  for (const auto& [key, q] : c.nccl_eras[static_cast<std::size_t>(e)].algo) out.algo[key] = q;
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -197,6 +275,45 @@ double read_fraction(ObjectReader& r, const std::string& key, double dflt) {
   if (!(v > 0.0 && v <= 1.0)) json_fail(r.path_of(key), "expected a fraction in (0, 1], found " + std::to_string(v));
   return v;
 }
+
+// Reads an "algorithms" object into `into`; only (algorithm, protocol) pairs already present may be named.
+void read_algorithms(const Json& algos, const JsonPath& at0,
+                     std::map<std::pair<Algorithm, Protocol>, AlgoProtoParams>& into) {
+  ObjectReader ar(algos, at0);
+  for (Algorithm a : kAllAlgorithms) {
+    if (!ar.has(to_string(a))) continue;
+    ObjectReader pr(ar.object(to_string(a)), ar.path_of(to_string(a)));
+    for (Protocol p : kAllProtocols) {
+      if (!pr.has(to_string(p))) continue;
+      JsonPath at = pr.path_of(to_string(p));
+      if (!into.count({a, p}))
+        json_fail(at, std::string("protocol ") + to_string(p) + " does not exist for algorithm " + to_string(a) +
+                          " (in this table)");
+      ObjectReader one(pr.object(to_string(p)), at);
+      AlgoProtoParams& q = into[{a, p}];
+      q.base_latency_s = one.time_or("base_latency", q.base_latency_s);
+      q.step_latency_s = one.time_or("step_latency", q.step_latency_s);
+      q.net_step_latency_s = one.time_or("net_step_latency", q.net_step_latency_s);
+      q.bw_efficiency = read_fraction(one, "bw_efficiency", q.bw_efficiency);
+      one.finish();
+    }
+    pr.finish();
+  }
+  ar.finish();
+}
+
+Json algorithms_json(const std::map<std::pair<Algorithm, Protocol>, AlgoProtoParams>& algo) {
+  Json algos = Json::object();
+  for (const auto& [key, q] : algo) {
+    algos[to_string(key.first)][to_string(key.second)] = {{"base_latency", q.base_latency_s},
+                                                          {"step_latency", q.step_latency_s},
+                                                          {"net_step_latency", q.net_step_latency_s},
+                                                          {"bw_efficiency", q.bw_efficiency}};
+  }
+  return algos;
+}
+
+std::string version_str(int code) { return std::to_string(code / 100) + "." + std::to_string(code % 100); }
 
 }  // namespace
 
@@ -217,27 +334,46 @@ Calibration calibration_from_json(const Json& doc, const std::string& file) {
     }
     lr.finish();
   }
-  if (const Json* algos = root.object_optional("algorithms")) {
-    ObjectReader ar(*algos, root.path_of("algorithms"));
-    for (Algorithm a : kAllAlgorithms) {
-      if (!ar.has(to_string(a))) continue;
-      ObjectReader pr(ar.object(to_string(a)), ar.path_of(to_string(a)));
-      for (Protocol p : kAllProtocols) {
-        if (!pr.has(to_string(p))) continue;
-        JsonPath at = pr.path_of(to_string(p));
-        if (!c.has(a, p))
-          json_fail(at, std::string("protocol ") + to_string(p) + " does not exist for algorithm " + to_string(a));
-        ObjectReader one(pr.object(to_string(p)), at);
-        AlgoProtoParams& q = c.algo[{a, p}];
-        q.base_latency_s = one.time_or("base_latency", q.base_latency_s);
-        q.step_latency_s = one.time_or("step_latency", q.step_latency_s);
-        q.net_step_latency_s = one.time_or("net_step_latency", q.net_step_latency_s);
-        q.bw_efficiency = read_fraction(one, "bw_efficiency", q.bw_efficiency);
-        one.finish();
+  if (const Json* algos = root.object_optional("algorithms")) read_algorithms(*algos, root.path_of("algorithms"), c.algo);
+  if (const Json* eras = root.object_optional("nccl_eras")) {
+    ObjectReader er(*eras, root.path_of("nccl_eras"));
+    for (auto it = eras->begin(); it != eras->end(); ++it) {
+      const std::string& nm = it.key();
+      ObjectReader one(er.object(nm), er.path_of(nm));
+      NcclEra* e = nullptr;
+      for (auto& x : c.nccl_eras)
+        if (x.name == nm) e = &x;
+      if (!e) {
+        // A built-in era (default_nccl_eras) starts from its cited table; any other from the file's current
+        // table and needs its version range.
+        NcclEra fresh;
+        for (auto& d : default_nccl_eras())
+          if (d.name == nm) fresh = d;
+        if (fresh.name.empty()) {
+          if (!one.has("from") || !one.has("until"))
+            json_fail(one.path(), "a new NCCL era needs \"from\" and \"until\" versions (\"2.8\", \"2.18\")");
+          fresh.name = nm;
+          fresh.algo = c.algo;
+        }
+        c.nccl_eras.push_back(std::move(fresh));
+        e = &c.nccl_eras.back();
       }
-      pr.finish();
+      for (const char* k : {"from", "until"}) {
+        if (!one.has(k)) continue;
+        const std::string v = one.string(k);
+        const int code = nccl_version_code(v);
+        if (code < 0) json_fail(one.path_of(k), "expected an NCCL version such as \"2.8\", found \"" + v + "\"");
+        (std::string(k) == "from" ? e->from_code : e->until_code) = code;
+      }
+      if (e->until_code <= e->from_code) json_fail(one.path(), "expected \"until\" after \"from\"");
+      if (const Json* a = one.object_optional("algorithms")) read_algorithms(*a, one.path_of("algorithms"), e->algo);
+      one.finish();
     }
-    ar.finish();
+    for (std::size_t i = 0; i < c.nccl_eras.size(); ++i)
+      for (std::size_t k = i + 1; k < c.nccl_eras.size(); ++k)
+        if (c.nccl_eras[i].from_code < c.nccl_eras[k].until_code && c.nccl_eras[k].from_code < c.nccl_eras[i].until_code)
+          json_fail(er.path(), "NCCL eras '" + c.nccl_eras[i].name + "' and '" + c.nccl_eras[k].name + "' overlap");
+    er.finish();
   }
   if (const Json* extra = root.object_optional("extra")) {
     JsonPath at = root.path_of("extra");
@@ -269,14 +405,14 @@ Json calibration_to_json(const Calibration& c) {
   for (int k = 0; k < 4; ++k)
     links[link_key(k)] = {{"latency", c.link[k].latency_s}, {"bw_efficiency", c.link[k].bw_efficiency}};
   j["links"] = links;
-  Json algos = Json::object();
-  for (const auto& [key, q] : c.algo) {
-    algos[to_string(key.first)][to_string(key.second)] = {{"base_latency", q.base_latency_s},
-                                                          {"step_latency", q.step_latency_s},
-                                                          {"net_step_latency", q.net_step_latency_s},
-                                                          {"bw_efficiency", q.bw_efficiency}};
+  j["algorithms"] = algorithms_json(c.algo);
+  if (!c.nccl_eras.empty()) {
+    Json eras = Json::object();
+    for (const auto& e : c.nccl_eras)
+      eras[e.name] = {{"from", version_str(e.from_code)}, {"until", version_str(e.until_code)},
+                      {"algorithms", algorithms_json(e.algo)}};
+    j["nccl_eras"] = eras;
   }
-  j["algorithms"] = algos;
   Json extra = Json::object();
   for (const auto& [k, v] : c.extra) extra[k] = v;
   j["extra"] = extra;

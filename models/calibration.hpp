@@ -17,6 +17,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "sim/base/json_reader.hpp"
 #include "topologies/topology.hpp"
@@ -46,12 +47,24 @@ struct AlgoProtoParams {
   double bw_efficiency = 1.0;     // protocol payload efficiency (LL: 8-byte lines carry 4 data bytes)
 };
 
+// Latency/efficiency table of a range of NCCL releases whose tuning model (src/graph/tuning.cc) differs
+// from the current one. For a measured run whose NCCL version falls in [from_code, until_code), the
+// entries of `algo` replace those of Calibration::algo (see for_nccl_version); everything else (link
+// efficiencies, extra factors) is shared by all versions. Codes are major * 100 + minor (2.8 -> 208).
+struct NcclEra {
+  std::string name;  // "2.8-2.17"
+  int from_code = 0;
+  int until_code = 0;
+  std::map<std::pair<Algorithm, Protocol>, AlgoProtoParams> algo;
+};
+
 struct Calibration {
   std::string name = "default";
   std::string source;  // provenance of the values
   std::array<LinkKindParams, 4> link{};  // indexed by topo::LinkKind
   std::map<std::pair<Algorithm, Protocol>, AlgoProtoParams> algo;
   std::map<std::string, double> extra;  // model-specific named factors (documented where used)
+  std::vector<NcclEra> nccl_eras;        // older NCCL tuning tables, applied by for_nccl_version
 
   const LinkKindParams& of(topo::LinkKind k) const { return link[static_cast<int>(k)]; }
   LinkKindParams& of(topo::LinkKind k) { return link[static_cast<int>(k)]; }
@@ -66,7 +79,18 @@ struct Calibration {
   double nvlink_efficiency(const std::string& gpu_model) const;
 };
 
-Calibration default_calibration();
+Calibration default_calibration();  // no NCCL eras: the current NCCL tables for every version
+// NCCL's older tuning tables with their cited values (calibration.cpp): today the NCCL 2.8-2.17 table.
+// `fabricsim calibrate/validate --split-fit` fits them (validate/calibrate.hpp FitOptions).
+std::vector<NcclEra> default_nccl_eras();
+// NCCL version as major * 100 + minor from "2.8.4-1 (...)", "2.26.2; ...", "22602" (NCCL_VERSION_CODE of
+// releases >= 2.9); -1 when unknown.
+int nccl_version_code(const std::string& version);
+// Index into c.nccl_eras of the era holding `code`, or -1 (unknown version or current tables).
+int nccl_era_index(const Calibration& c, int code);
+// The calibration as it applies to a run of that NCCL version: the era's table entries replace `algo`'s
+// (a copy; unchanged when no era matches or the version is unknown).
+Calibration for_nccl_version(const Calibration& c, const std::string& version);
 // Starts from the defaults and overrides what the document names; unknown keys are errors naming
 // `file` and the JSON path.
 Calibration calibration_from_json(const Json& doc, const std::string& file);

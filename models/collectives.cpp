@@ -1113,7 +1113,9 @@ Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, top
   b.s.algorithm = to_string(a);
   b.s.protocol = to_string(p);
   b.s.fidelity = to_string(f);
-  b.s.fixed_latency_s = b.ap.base_latency_s;
+  // Per-call latency; a communicator spanning several hosts pays it times multi_host_base_latency_factor
+  // (calibration.cpp).
+  b.s.fixed_latency_s = b.ap.base_latency_s * (b.L.hosts.size() > 1 ? calib.factor("multi_host_base_latency_factor") : 1.0);
   switch (a) {
     case Algorithm::Ring: b.build_ring(); break;
     case Algorithm::Tree: b.algo_eff = calib.factor("tree_efficiency"); b.build_tree(); break;

@@ -75,7 +75,9 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
   const double Bn = H > 1 && bw.nic_Bps > 0 ? bw.nic_Bps : inf;
   const double Bhost = H > 1 && bw.host_net_Bps > 0 ? std::min(bw.host_net_Bps, channels * bw.nic_Bps) : inf;
   auto t_of = [](double bytes, double B) { return std::isfinite(B) && B > 0 ? bytes / B : 0.0; };
-  double lat = ap.base_latency_s, xfer = 0;
+  // Per-call latency; a communicator spanning several hosts pays it times multi_host_base_latency_factor
+  // (1 = NCCL's model, calibration.cpp).
+  double lat = ap.base_latency_s * (H > 1 ? calib.factor("multi_host_base_latency_factor") : 1.0), xfer = 0;
   if (n <= 1) {
     c.latency_s = c.predicted_s = lat;
     return c;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -10,7 +11,7 @@
 namespace fabricsim::validate {
 namespace {
 
-enum class Field { Base, Step, NetStep };
+enum class Field { Base, Step, NetStep, Eff };
 
 struct Param {
   std::string name;
@@ -18,24 +19,48 @@ struct Param {
   std::string key;  // extra key
   Field field = Field::Base;
   models::Protocol proto = models::Protocol::Simple;
+  int era = -1;           // latency groups: index into Calibration::nccl_eras, -1 for the current table
   bool fraction = false;  // capped at 1
 };
 
+// Upper bound of a protocol's payload efficiency set by its wire format ([NCCL-H] src/include/device.h):
+// an LL line is 8 bytes carrying 4 data bytes and a 4-byte flag (0.5); an LL128 line is 128 bytes carrying
+// 120 data bytes (120/128). The fit may lower a protocol's efficiency (slower than NCCL's model), never
+// raise it past its format.
+double wire_format_cap(models::Protocol p) {
+  return p == models::Protocol::LL ? 0.5 : p == models::Protocol::LL128 ? 120.0 / 128.0 : 1.0;
+}
+
+using AlgoTable = std::map<std::pair<models::Algorithm, models::Protocol>, models::AlgoProtoParams>;
+AlgoTable& table_of(models::Calibration& c, int era) {
+  return era < 0 ? c.algo : c.nccl_eras[static_cast<std::size_t>(era)].algo;
+}
+const AlgoTable& table_of(const models::Calibration& c, int era) {
+  return era < 0 ? c.algo : c.nccl_eras[static_cast<std::size_t>(era)].algo;
+}
+
 double& field_of(models::AlgoProtoParams& a, Field f) {
-  return f == Field::Base ? a.base_latency_s : f == Field::Step ? a.step_latency_s : a.net_step_latency_s;
+  return f == Field::Base ? a.base_latency_s
+         : f == Field::Step ? a.step_latency_s
+         : f == Field::Eff  ? a.bw_efficiency
+                            : a.net_step_latency_s;
 }
 
 const char* field_name(Field f) {
-  return f == Field::Base ? "base_latency" : f == Field::Step ? "step_latency" : "net_step_latency";
+  return f == Field::Base ? "base_latency"
+         : f == Field::Step ? "step_latency"
+         : f == Field::Eff  ? "bw_efficiency"
+                            : "net_step_latency";
 }
 
 // Value reported for a parameter: the extra factor, or the Ring value of a latency group (the group
 // multiplier applies to every algorithm).
 double report_value(const models::Calibration& c, const Param& p) {
   if (p.is_extra) return c.extra.at(p.key);
+  const AlgoTable& tab = table_of(c, p.era);
   for (models::Algorithm a : {models::Algorithm::Ring, models::Algorithm::Nvls, models::Algorithm::Direct}) {
-    auto it = c.algo.find({a, p.proto});
-    if (it != c.algo.end()) {
+    auto it = tab.find({a, p.proto});
+    if (it != tab.end()) {
       auto copy = it->second;
       return field_of(copy, p.field);
     }
@@ -43,34 +68,43 @@ double report_value(const models::Calibration& c, const Param& p) {
   return 0;
 }
 
-std::vector<Param> candidate_params(const models::Calibration& start) {
+std::vector<Param> candidate_params(const models::Calibration& start, bool split) {
   std::vector<Param> out;
   for (const auto& [k, v] : start.extra) {
     bool eff = k.rfind("nvlink_efficiency.", 0) == 0 || k == "network_efficiency" || k == "pcie_efficiency" ||
                k == "nvls_efficiency" || k == "tree_efficiency";
-    if (!eff || !(v > 0)) continue;
+    const bool multi = split && k == "multi_host_base_latency_factor";
+    if ((!eff && !multi) || !(v > 0)) continue;
     Param p;
     p.name = k;
     p.key = k;
-    p.fraction = true;
+    p.fraction = eff;
     out.push_back(p);
   }
-  for (models::Protocol pr : models::kAllProtocols)
-    for (Field f : {Field::Base, Field::Step, Field::NetStep}) {
-      // A group only exists when some algorithm has a positive value to scale.
-      bool any = false;
-      for (const auto& [ap, v] : start.algo) {
-        auto copy = v;
-        if (ap.second == pr && field_of(copy, f) > 0) any = true;
+  // Latency groups of the current table, then of every older NCCL era (models::NcclEra): each era's
+  // multipliers are fitted on the runs of that NCCL generation only.
+  for (int era = -1; era < static_cast<int>(start.nccl_eras.size()); ++era)
+    for (Field f : {Field::Base, Field::Step, Field::NetStep, Field::Eff})
+      for (models::Protocol pr : models::kAllProtocols) {
+        // Protocol payload efficiency (--split-fit only): LL and LL128 (Simple moves whole buffers; its
+        // losses are the link efficiencies). One multiplier per protocol, capped by the wire format.
+        if (f == Field::Eff && (!split || pr == models::Protocol::Simple)) continue;
+        // A group only exists when some algorithm has a positive value to scale.
+        bool any = false;
+        for (const auto& [ap, v] : table_of(start, era)) {
+          auto copy = v;
+          if (ap.second == pr && field_of(copy, f) > 0) any = true;
+        }
+        if (!any) continue;
+        Param p;
+        p.is_extra = false;
+        p.field = f;
+        p.proto = pr;
+        p.era = era;
+        p.name = (era < 0 ? std::string() : "nccl_eras." + start.nccl_eras[static_cast<std::size_t>(era)].name + ".") +
+                 field_name(f) + "." + models::to_string(pr);
+        out.push_back(p);
       }
-      if (!any) continue;
-      Param p;
-      p.is_extra = false;
-      p.field = f;
-      p.proto = pr;
-      p.name = std::string(field_name(f)) + "." + models::to_string(pr);
-      out.push_back(p);
-    }
   return out;
 }
 
@@ -83,8 +117,11 @@ models::Calibration apply(const models::Calibration& start, const std::vector<Pa
       double v = start.extra.at(p.key) * mult;
       c.extra[p.key] = p.fraction ? std::min(v, 1.0) : v;
     } else {
-      for (auto& [ap, v] : c.algo)
-        if (ap.second == p.proto) field_of(v, p.field) *= mult;
+      for (auto& [ap, v] : table_of(c, p.era))
+        if (ap.second == p.proto) {
+          field_of(v, p.field) *= mult;
+          if (p.field == Field::Eff) v.bw_efficiency = std::min(v.bw_efficiency, wire_format_cap(ap.second));
+        }
     }
   }
   return c;
@@ -103,8 +140,20 @@ std::string nvlink_key(const models::Calibration& c, const std::string& model) {
   return pre + (best.empty() ? "default" : best);
 }
 
-bool relevant(const Param& p, const Case& cs, const models::Calibration& c) {
-  if (!p.is_extra) return true;
+bool relevant(const Param& p, const Case& cs, const models::Calibration& c, bool split) {
+  // A latency group moves the runs of its own NCCL era only (the era's table replaces the current one).
+  if (!p.is_extra) {
+    if (models::nccl_era_index(c, models::nccl_version_code(cs.m.nccl_version)) != p.era) return false;
+    if (!split) return true;
+    // Per-step latency inside a host and the LL/LL128 payload efficiency are identified from single-host
+    // runs only, the network step latency from multi-host runs only (the same reasoning as for NVLink
+    // efficiency below: in a multi-host run the intra-host steps are hidden behind the network ones, and a
+    // protocol efficiency multiplies the network hops exactly like network_efficiency, so the two cannot
+    // be told apart there; fitted on multi-host runs they absorbed the multi-host model's error).
+    if (p.field == Field::NetStep) return cs.m.num_nodes > 1;
+    if (p.field == Field::Base) return true;
+    return cs.m.num_nodes <= 1;
+  }
   if (p.key.rfind("nvlink_efficiency.", 0) == 0) {
     // NVLink efficiency is identified from single-host runs only. In multi-host runs NCCL is limited by the
     // network (an EDR/HDR port moves 12.5-25 GB/s, a GPU's NVLink 150-300 GB/s), and letting those rows
@@ -116,7 +165,7 @@ bool relevant(const Param& p, const Case& cs, const models::Calibration& c) {
       if (nvlink_key(c, m) == p.key) return true;
     return false;
   }
-  if (p.key == "network_efficiency") return cs.m.num_nodes > 1;
+  if (p.key == "network_efficiency" || p.key == "multi_host_base_latency_factor") return cs.m.num_nodes > 1;
   return true;
 }
 
@@ -225,18 +274,29 @@ std::vector<RowResidual> residuals(const std::vector<Case>& cases, const models:
   return out;
 }
 
-FitResult fit_calibration(const std::vector<Case>& cases, const models::Calibration& start, const FitOptions& opt) {
+FitResult fit_calibration(const std::vector<Case>& cases, const models::Calibration& start_in, const FitOptions& opt) {
   std::size_t nrows = 0;
   for (const auto& c : cases) nrows += c.sizes.size();
   if (nrows == 0) throw InputError("calibrate", "no measured rows with a usable time to fit");
   FitResult res;
-  const std::vector<Param> ps = candidate_params(start);
+  // --split-fit starts from NCCL's older tuning tables too (models::default_nccl_eras) unless the start
+  // calibration already has eras.
+  models::Calibration start = start_in;
+  if (opt.split_identification && start.nccl_eras.empty()) start.nccl_eras = models::default_nccl_eras();
+  const std::vector<Param> ps = candidate_params(start, opt.split_identification);
   const std::size_t np = ps.size();
   std::vector<double> theta(np, 0.0);
   // Upper bound in log space for fractions (value <= 1).
   std::vector<double> hi(np, 3.0), lo(np, -3.0);
   for (std::size_t k = 0; k < np; ++k)
     if (ps[k].fraction) hi[k] = std::log(1.0 / start.extra.at(ps[k].key));
+  for (std::size_t k = 0; k < np; ++k)
+    if (!ps[k].is_extra && ps[k].field == Field::Eff) {
+      double mx = 0;  // the multiplier stops where the protocol's most efficient entry reaches its cap
+      for (const auto& [ap, v] : table_of(start, ps[k].era))
+        if (ap.second == ps[k].proto) mx = std::max(mx, v.bw_efficiency);
+      if (mx > 0) hi[k] = std::max(0.0, std::log(wire_format_cap(ps[k].proto) / mx));
+    }
 
   std::vector<double> logmeas;
   for (const auto& c : cases)
@@ -251,6 +311,7 @@ FitResult fit_calibration(const std::vector<Case>& cases, const models::Calibrat
       for (double f : fc) obj += huber(f - logmeas[i++], opt.huber_delta);
     return obj;
   };
+
 
   models::Calibration cur = apply(start, ps, theta);
   std::vector<std::vector<double>> f;
@@ -278,7 +339,7 @@ FitResult fit_calibration(const std::vector<Case>& cases, const models::Calibrat
       th[k] += h;
       models::Calibration ck = apply(start, ps, th);
       std::vector<bool> use(cases.size());
-      for (std::size_t ci = 0; ci < cases.size(); ++ci) use[ci] = relevant(ps[k], cases[ci], cur);
+      for (std::size_t ci = 0; ci < cases.size(); ++ci) use[ci] = relevant(ps[k], cases[ci], cur, opt.split_identification);
       auto fks = simulate_cases(cases, use, ck, opt.threads, res.simulations);
       std::size_t i = 0;
       for (std::size_t ci = 0; ci < cases.size(); ++ci) {

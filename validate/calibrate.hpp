@@ -14,7 +14,11 @@
 //                   tree_efficiency (fractions, capped at 1)
 //   latency groups  base_latency.<proto>, step_latency.<proto>, net_step_latency.<proto> for proto in
 //                   simple/ll/ll128: one multiplier on that field of every algorithm with that protocol,
-//                   keeping NCCL's relative latencies between algorithms.
+//                   keeping NCCL's relative latencies between algorithms; the same groups per NCCL era
+//                   (nccl_eras.<name>.<field>.<proto>) when the calibration has eras, each fitted on the
+//                   runs of that NCCL generation only.
+//   with FitOptions::split_identification: bw_efficiency.ll / .ll128 (capped by the wire format) and
+//                   multi_host_base_latency_factor.
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +48,12 @@ struct FitOptions {
   double fd_step = 0.02;          // finite-difference step in log space
   double min_improvement = 1e-4;  // relative objective decrease that counts as progress
   int threads = 2;                // cases simulated in parallel (results do not depend on it)
+  // --split-fit (docs/validation.md "Leave-one-out accuracy"): also fit NCCL's older tuning tables
+  // (models::default_nccl_eras, e.g. NCCL 2.8-2.17, separate latency multipliers for runs of that
+  // generation), the LL/LL128 payload efficiencies and multi_host_base_latency_factor, and identify each
+  // parameter from the runs that show it: per-step latency inside a host and protocol efficiencies from
+  // single-host runs, network step latency and the multi-host factor from multi-host runs.
+  bool split_identification = false;
 };
 
 struct ParamValue {

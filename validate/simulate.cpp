@@ -103,25 +103,6 @@ SystemMapping map_system(const Measurement& m, const std::string& preset,
 
 namespace {
 
-// NCCL version as major * 100 + minor from "2.8.4-1 (...)", "2.26.2; ...", "22602" (NCCL_VERSION_CODE);
-// -1 when unknown.
-int nccl_minor_code(const std::string& v) {
-  std::size_t i = 0;
-  while (i < v.size() && !std::isdigit(static_cast<unsigned char>(v[i]))) ++i;
-  std::size_t j = i;
-  while (j < v.size() && std::isdigit(static_cast<unsigned char>(v[j]))) ++j;
-  if (i == j) return -1;
-  const std::string first = v.substr(i, j - i);
-  if (j < v.size() && v[j] == '.') {
-    std::size_t k = j + 1;
-    while (k < v.size() && std::isdigit(static_cast<unsigned char>(v[k]))) ++k;
-    if (k == j + 1) return -1;
-    return std::stoi(first) * 100 + std::stoi(v.substr(j + 1, k - j - 1));
-  }
-  if (first.size() == 5) return std::stoi(first) / 100;  // 22602 -> 2.26 (NCCL_VERSION_CODE >= 2.9)
-  return -1;
-}
-
 // Algorithms the measured NCCL had (the tuner's choice is restricted to them when the log does not pin one):
 //  - hierarchical is fabricsim's own two-level all_reduce; no NCCL release has it, but it stays allowed:
 //    it is the model's stand-in for NCCL's multi-node ring/tree pipelining, and excluding it was measured
@@ -131,7 +112,7 @@ int nccl_minor_code(const std::string& v) {
 //  - NVLS appeared in NCCL 2.17 and PAT in NCCL 2.23 (NVIDIA NCCL release notes), so older logs
 //    (ABCI's NCCL 2.8.4) cannot have used them.
 bool nccl_has_algorithm(const SystemMapping& map, const std::string& nccl_version, models::Algorithm a) {
-  const int v = nccl_minor_code(nccl_version);
+  const int v = models::nccl_version_code(nccl_version);
   switch (a) {
     case models::Algorithm::Hierarchical: return true;
     case models::Algorithm::CollNet: return map.allow_collnet;
@@ -199,7 +180,11 @@ std::vector<std::string> SimSystem::gpu_models() const {
   return {s.begin(), s.end()};
 }
 
-SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration& calib) const {
+SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration& calib_all) const {
+  // The measured NCCL's tuning table (models::NcclEra) when the calibration has one for its version.
+  models::Calibration with_era;
+  if (!calib_all.nccl_eras.empty()) with_era = models::for_nccl_version(calib_all, impl_->nccl_version);
+  const models::Calibration& calib = calib_all.nccl_eras.empty() ? calib_all : with_era;
   models::CollectiveSpec spec = impl_->base;
   spec.bytes = size_bytes;
   spec.where = impl_->base.where + " size " + std::to_string(size_bytes);

@@ -114,3 +114,66 @@ TEST_CASE("docs/calibration.schema.json lists exactly the keys calibration_to_js
     }
   }
 }
+
+TEST_CASE("NCCL versions and eras: version codes, the era table for a version, JSON round trip") {
+  CHECK(nccl_version_code("2.8.4-1 (CUDA 11.2.2, OpenMPI 4.0.5)") == 208);
+  CHECK(nccl_version_code("2.26.2; nccl-tests 2.17.9") == 226);
+  CHECK(nccl_version_code("22602") == 226);  // NCCL_VERSION_CODE
+  CHECK(nccl_version_code("2.29.7+cuda12.9") == 229);
+  CHECK(nccl_version_code("not shown") == -1);
+  CHECK(nccl_version_code("") == -1);
+
+  Calibration c = default_calibration();
+  CHECK(c.nccl_eras.empty());  // the defaults use the current NCCL table for every version
+  c.nccl_eras = default_nccl_eras();
+  REQUIRE(c.nccl_eras.size() == 1u);
+  CHECK(c.nccl_eras[0].name == "2.8-2.17");
+  CHECK(nccl_era_index(c, 208) == 0);
+  CHECK(nccl_era_index(c, 217) == 0);
+  CHECK(nccl_era_index(c, 218) == -1);
+  CHECK(nccl_era_index(c, -1) == -1);
+  // NCCL v2.8.4-1 tuning.cc: Ring LL baseLat 3.6 us, NVLINK hwLat 0.47 us, busBw / 4; Tree Simple hwLat 28 us
+  Calibration old = for_nccl_version(c, "2.8.4-1");
+  CHECK(old.of(Algorithm::Ring, Protocol::LL).base_latency_s == approx(3.6e-6));
+  CHECK(old.of(Algorithm::Ring, Protocol::LL).step_latency_s == approx(0.47e-6));
+  CHECK(old.of(Algorithm::Ring, Protocol::LL).bw_efficiency == approx(0.25));
+  CHECK(old.of(Algorithm::Tree, Protocol::Simple).step_latency_s == approx(28e-6));
+  CHECK(old.of(Algorithm::Nvls, Protocol::Simple).base_latency_s == approx(25e-6));  // not in the era: current
+  Calibration now = for_nccl_version(c, "2.26.2");
+  CHECK(now.of(Algorithm::Ring, Protocol::LL).base_latency_s == approx(6.6e-6));
+  CHECK(for_nccl_version(c, "unknown").of(Algorithm::Ring, Protocol::LL).base_latency_s == approx(6.6e-6));
+
+  c.nccl_eras[0].algo[{Algorithm::Ring, Protocol::Simple}].base_latency_s = 20e-6;
+  Json j = calibration_to_json(c);
+  Calibration d = calibration_from_json(j, "eras.json");
+  CHECK(calibration_to_json(d) == j);
+  CHECK(for_nccl_version(d, "2.10.3").of(Algorithm::Ring, Protocol::Simple).base_latency_s == approx(20e-6));
+  // A built-in era named in a file starts from its cited table; a new one needs its version range.
+  Calibration e = calibration_from_json(
+      parse_json_text(R"({"nccl_eras": {"2.8-2.17": {"algorithms": {"ring": {"ll": {"base_latency": "5us"}}}}}})", "e.json"),
+      "e.json");
+  REQUIRE(e.nccl_eras.size() == 1u);
+  CHECK(for_nccl_version(e, "2.8.4").of(Algorithm::Ring, Protocol::LL).base_latency_s == approx(5e-6));
+  CHECK(for_nccl_version(e, "2.8.4").of(Algorithm::Ring, Protocol::LL).step_latency_s == approx(0.47e-6));
+  auto fails = [](const char* text, const char* needle) {
+    CHECK_THROWS_WITH_AS(calibration_from_json(parse_json_text(text, "c.json"), "c.json"), doctest::Contains(needle),
+                         InputError);
+  };
+  fails(R"({"nccl_eras": {"mine": {"algorithms": {}}}})", "needs \"from\" and \"until\"");
+  fails(R"({"nccl_eras": {"mine": {"from": "2.x", "until": "2.9"}}})", "/nccl_eras/mine/from");
+  fails(R"({"nccl_eras": {"mine": {"from": "2.9", "until": "2.9"}}})", "\"until\" after \"from\"");
+  fails(R"({"nccl_eras": {"2.8-2.17": {}, "mine": {"from": "2.10", "until": "2.20"}}})", "overlap");
+  fails(R"({"nccl_eras": {"2.8-2.17": {"algorithms": {"nvls": {"simple": {}}}}}})", "/nccl_eras/2.8-2.17/algorithms/nvls/simple");
+  fails(R"({"nccl_eras": {"2.8-2.17": {"bogus": 1}}})", "/nccl_eras/2.8-2.17/bogus");
+}
+
+TEST_CASE("multi_host_base_latency_factor defaults to NCCL's model (1) and is a positive factor") {
+  Calibration c = default_calibration();
+  CHECK(c.factor("multi_host_base_latency_factor") == 1.0);
+  CHECK_THROWS_AS(calibration_from_json(parse_json_text(R"({"extra": {"multi_host_base_latency_factor": 0}})", "c.json"),
+                                        "c.json"),
+                  InputError);
+  Calibration d = calibration_from_json(
+      parse_json_text(R"({"extra": {"multi_host_base_latency_factor": 2.5}})", "c.json"), "c.json");
+  CHECK(d.factor("multi_host_base_latency_factor") == 2.5);
+}

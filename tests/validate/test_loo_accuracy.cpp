@@ -1,18 +1,23 @@
 // Leave-one-out accuracy of calibrate + simulate on the shared nccl-tests logs (issue 4).
 //
 // The issue's targets: for sizes >= 1 MiB, median |busbw error| <= 5 % and p90 <= 12 %; below 1 MiB,
-// median <= 15 %. The model does NOT reach them on the whole shared data set today (measured 2026-11-21,
-// docs/validation.md "Leave-one-out accuracy": >= 1 MiB median 9.4 %, p90 41.6 %; < 1 MiB median 21.7 %).
-// The gap comes from the ABCI A100/V100 logs (NCCL 2.8.4, 2021) and the B200 log, which has no other log of its
-// family to fit on; docs/validation.md explains which model changes would close it. So this test asserts:
-//  1. the issue's bounds on the subset where they hold today (the Together H100 ring logs, NCCL 2.26), and
+// median <= 15 %. The model does NOT reach them on the whole shared data set (docs/validation.md
+// "Leave-one-out accuracy": default fit >= 1 MiB median 9.4 %, p90 41.6 %; < 1 MiB median 21.7 %;
+// --split-fit 9.7 %, 38.0 %; 17.6 %). The gap comes from the ABCI A100/V100 logs (NCCL 2.8.4, 2021, sweeps
+// that stop at 32 MiB) and the azure/li-plus A100 logs; docs/validation.md explains what limits them.
+// So this test asserts, for the default fit:
+//  1. the issue's bounds on the subset where they hold (the Together H100 ring logs, NCCL 2.26), and
 //  2. regression guards at the measured whole-set values (rounded up to the next percent), so any change that
 //     makes the model worse fails here. Tighten these as the model improves; never loosen them to pass.
 //  3. the ABCI V intra-node log (4x V100): NVLink efficiency is fitted on single-host runs only
 //     (validate/calibrate.cpp `relevant`); before that rule its LOO error was 80 % (the inter-node logs drove
 //     nvlink_efficiency.v100 to 0.10). Guarded at the measured 9.9 %.
-// It runs the real fits (about 40 s of CPU in Release; several minutes of wall time when the 2 shared cores
-// are busy).
+// and for the --split-fit fit (FitOptions::split_identification: NCCL 2.8-2.17 tuning table, LL/LL128
+// efficiencies and a multi-host launch factor, each parameter identified from the runs that show it):
+//  4. regression guards at its measured values, that it beats the default fit where it was measured to
+//     (whole-set p90 >= 1 MiB, median < 1 MiB, the B200 log predicted from the other families), and the
+//     ABCI V intra-node log.
+// It runs the real fits twice (about 80 s of CPU in Release; longer when the 2 shared cores are busy).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -23,6 +28,16 @@
 
 using namespace fabricsim;
 using namespace fabricsim::validate;
+
+namespace {
+ErrorSummary subset(const Report& r, const char* needle, std::size_t expect_logs) {
+  std::vector<LogCompare> sub;
+  for (const auto& l : r.logs)
+    if (l.source.find(needle) != std::string::npos) sub.push_back(l);
+  REQUIRE(sub.size() == expect_logs);
+  return summarize(sub);
+}
+}  // namespace
 
 TEST_CASE("leave-one-out accuracy on the shared logs") {
   const std::string data = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/nccl-tests/";
@@ -38,15 +53,20 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
     for (auto& m : load_measurements(p)) all.push_back(std::move(m));
   auto cases = make_cases(all);
   Report r = leave_one_out(cases, models::default_calibration(), FitOptions{});
+  FitOptions split_opt;
+  split_opt.split_identification = true;
+  Report rs = leave_one_out(cases, models::default_calibration(), split_opt);
   REQUIRE(r.logs.size() == 16);  // 15 files, the B200 file holds two runs
 
   // Every prediction was made by a calibration fitted without its own log.
-  for (const auto& l : r.logs) {
-    CAPTURE(l.source);
-    std::string file = l.source.substr(l.source.find_last_of('/') + 1);
-    file = file.substr(0, file.find("#run"));
-    CHECK(l.calibration.find("loo-without-" + file) == 0);
-  }
+  REQUIRE(rs.logs.size() == 16);
+  for (const Report* rep : {&r, &rs})
+    for (const auto& l : rep->logs) {
+      CAPTURE(l.source);
+      std::string file = l.source.substr(l.source.find_last_of('/') + 1);
+      file = file.substr(0, file.find("#run"));
+      CHECK(l.calibration.find("loo-without-" + file) == 0);
+    }
 
   {  // issue bounds hold on the Together H100 ring logs (plain blocks, not SUBCASEs: the fits run once)
     std::vector<LogCompare> sub;
@@ -74,13 +94,39 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
   }
 
   {  // ABCI V intra-node (single-host V100): regression guard at the measured value
-    std::vector<LogCompare> sub;
-    for (const auto& l : r.logs)
-      if (l.source.find("abci_intra_vnode") != std::string::npos) sub.push_back(l);
-    REQUIRE(sub.size() == 1);
-    ErrorSummary s = summarize(sub);
+    ErrorSummary s = subset(r, "abci_intra_vnode", 1);
     MESSAGE("ABCI V intra LOO: >= 1 MiB median " << s.large.median << "; < 1 MiB median " << s.small.median);
     CHECK(s.large.count == 6);
     CHECK(s.large.median <= 0.10);  // measured 9.9 % (80.3 % before the single-host NVLink rule)
+  }
+
+  {  // --split-fit: regression guards at its measured values (2026-11-22) and where it beats the default
+    MESSAGE("split-fit LOO: >= 1 MiB median " << rs.summary.large.median << " p90 " << rs.summary.large.p90
+                                              << "; < 1 MiB median " << rs.summary.small.median << " p90 "
+                                              << rs.summary.small.p90);
+    CHECK(rs.summary.large.count == 133);
+    CHECK(rs.summary.small.count == 224);
+    CHECK(rs.summary.large.median <= 0.10);  // measured 9.7 %
+    CHECK(rs.summary.large.p90 <= 0.39);     // measured 38.0 %
+    CHECK(rs.summary.small.median <= 0.18);  // measured 17.6 %
+    CHECK(rs.summary.small.p90 <= 0.67);     // measured 66.0 %
+    CHECK(rs.summary.large.p90 < r.summary.large.p90);
+    CHECK(rs.summary.small.median < r.summary.small.median);
+    CHECK(rs.summary.small.p90 < r.summary.small.p90);
+    // B200 (no other log of its family: fitted on all other logs). With LL/LL128 efficiencies identified on
+    // single-host runs, the ABCI multi-host runs no longer push network_efficiency down: 42.9 % -> 5.6 %.
+    ErrorSummary b = subset(rs, "together_b200", 2);
+    ErrorSummary b0 = subset(r, "together_b200", 2);
+    MESSAGE("B200 LOO: default >= 1 MiB median " << b0.large.median << ", split-fit " << b.large.median);
+    CHECK(b.large.median <= 0.06);  // measured 5.6 %
+    CHECK(b.large.median < b0.large.median);
+    ErrorSummary v = subset(rs, "abci_intra_vnode", 1);
+    CHECK(v.large.median <= 0.07);  // measured 6.2 %
+    // Not met with --split-fit: the Together H100 ring logs' p90 >= 1 MiB is 15.6 % (> the issue's 12 %;
+    // the default fit meets it), so --split-fit is not the default.
+    ErrorSummary t = subset(rs, "together_h100_", 3);
+    CHECK(t.large.median <= 0.05);   // measured 3.7 %
+    CHECK(t.small.median <= 0.08);   // measured 7.0 %
+    CHECK(t.large.p90 <= 0.16);      // measured 15.6 %
   }
 }
