@@ -429,6 +429,28 @@ struct Builder {
   // Ring orders for the given ranks: one per channel, rotating each host's ranks by the channel so that
   // channels leave each host through different GPUs (and rail NICs). Identical orders are merged into one
   // ring with weight = number of channels sharing it.
+  // Where channel c enters and leaves a host that has fewer rail NICs than GPUs: the host's ranks whose
+  // rail NIC is the channel's NIC (NIC c mod #NICs, in order of first appearance), rotated by the channel's
+  // round over the NICs. NCCL's ring and tree search (src/graph/search.cc) builds each channel's path through
+  // a node from one NIC back to the same NIC, so that with 2 GPUs per NIC (ABCI A and V nodes) the channels
+  // spread over all NICs. Empty when every GPU has its own NIC (then the rotation of ring_orders already
+  // spreads channels over the rails) or no NIC is known.
+  std::vector<int> channel_nic_ranks(const std::vector<int>& host, int c) const {
+    std::vector<NodeId> nics;
+    for (int r : host) {
+      const NodeId k = routing.rail_nic(gpu(r));
+      if (k != topo::kNoNode && std::find(nics.begin(), nics.end(), k) == nics.end()) nics.push_back(k);
+    }
+    if (nics.empty() || nics.size() >= host.size()) return {};
+    const int nn = static_cast<int>(nics.size());
+    const NodeId k = nics[static_cast<std::size_t>(c % nn)];
+    std::vector<int> on;
+    for (int r : host)
+      if (routing.rail_nic(gpu(r)) == k) on.push_back(r);
+    std::rotate(on.begin(), on.begin() + (c / nn) % static_cast<int>(on.size()), on.end());
+    return on;
+  }
+
   std::vector<std::pair<std::vector<int>, int>> ring_orders(const std::vector<int>& ranks, int nch) const {
     std::vector<std::vector<int>> byhost;
     std::map<int, int> hidx;
@@ -447,7 +469,18 @@ struct Builder {
       std::vector<int> o;
       for (const auto& h : byhost) {
         int m = static_cast<int>(h.size());
-        for (int i = 0; i < m; ++i) o.push_back(h[(i + c) % m]);
+        std::vector<int> rot;
+        for (int i = 0; i < m; ++i) rot.push_back(h[(i + c) % m]);
+        // Enter and leave through GPUs on the channel's NIC when GPUs share NICs (channel_nic_ranks).
+        const std::vector<int> on = byhost.size() > 1 ? channel_nic_ranks(h, c) : std::vector<int>{};
+        if (on.size() >= 2) {
+          o.push_back(on[0]);
+          for (int r : rot)
+            if (r != on[0] && r != on[1]) o.push_back(r);
+          o.push_back(on[1]);
+        } else {
+          o.insert(o.end(), rot.begin(), rot.end());
+        }
       }
       // A single host's ring is a cycle: rotations give the same edges.
       if (byhost.size() == 1) o = byhost[0];
@@ -617,29 +650,47 @@ struct Builder {
     if (n < 2) return;
     const double S = static_cast<double>(spec.bytes);
     const int H = static_cast<int>(L.hosts.size());
-    auto host_tree = [&](bool mirror, int c) {
+    // NCCL's double binary tree over hosts (src/graph/trees.cc): in the first tree a host's parent is
+    // found from the lowest set bit of its index (odd indices are leaves, 0 is the root with one child);
+    // the second tree is the first one mirrored (index -> H-1-index) when H is even, shifted by one when
+    // H is odd, so a host that is internal in one tree is a leaf in the other and no host forwards for
+    // both trees.
+    auto btree_parent = [&](int r) {
+      if (r == 0) return -1;
+      int bit = 1;
+      while (bit < H && !(bit & r)) bit <<= 1;
+      int up = (r ^ bit) | (bit << 1);
+      if (up >= H) up = r ^ bit;
+      return up;
+    };
+    auto host_tree = [&](bool second, int c) {
       std::vector<int> parent(H, -1);
-      std::vector<int> pos(H);
-      for (int i = 0; i < H; ++i) pos[i] = mirror ? H - 1 - i : i;  // position -> host
-      // Balanced tree over positions [lo, hi): root = middle.
-      std::vector<std::tuple<int, int, int>> stack{{0, H, -1}};
-      while (!stack.empty()) {
-        auto [lo, hi, par] = stack.back();
-        stack.pop_back();
-        if (lo >= hi) continue;
-        int mid = (lo + hi) / 2;
-        parent[pos[mid]] = par < 0 ? -1 : pos[par];
-        stack.emplace_back(lo, mid, mid);
-        stack.emplace_back(mid + 1, hi, mid);
+      for (int h = 0; h < H; ++h) {
+        if (!second) {
+          parent[h] = btree_parent(h);
+        } else if (H % 2 == 0) {  // mirror: host h sits at index H-1-h of the first tree
+          const int up = btree_parent(H - 1 - h);
+          parent[h] = up < 0 ? -1 : H - 1 - up;
+        } else {  // shift: host h sits at index (h-1) mod H
+          const int up = btree_parent((h - 1 + H) % H);
+          parent[h] = up < 0 ? -1 : (up + 1) % H;
+        }
       }
-      // Rank-level parent. Channel c rotates each host's chain by c, so that channels enter and leave
-      // hosts through different GPUs and rail NICs (as NCCL's per-channel trees do).
+      // Where GPUs share NICs, the head is a GPU on the channel's NIC (channel_nic_ranks).
       std::vector<int> rp(n, -1);
-      auto head = [&](int h) { return L.hosts[h][c % L.hosts[h].size()]; };
+      std::vector<std::size_t> head_pos(H);
+      for (int h = 0; h < H; ++h) {
+        const auto& rs = L.hosts[h];
+        head_pos[h] = c % rs.size();
+        const std::vector<int> on = H > 1 ? channel_nic_ranks(rs, c) : std::vector<int>{};
+        if (!on.empty())
+          head_pos[h] = static_cast<std::size_t>(std::find(rs.begin(), rs.end(), on[0]) - rs.begin());
+      }
+      auto head = [&](int h) { return L.hosts[h][head_pos[h]]; };
       for (int h = 0; h < H; ++h) {
         const auto& rs = L.hosts[h];
         const std::size_t m = rs.size();
-        for (std::size_t i = 1; i < m; ++i) rp[rs[(i + c) % m]] = rs[(i - 1 + c) % m];
+        for (std::size_t i = 1; i < m; ++i) rp[rs[(i + head_pos[h]) % m]] = rs[(i - 1 + head_pos[h]) % m];
         if (parent[h] >= 0) rp[head(h)] = head(parent[h]);
       }
       return rp;

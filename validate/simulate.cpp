@@ -104,17 +104,18 @@ SystemMapping map_system(const Measurement& m, const std::string& preset,
 namespace {
 
 // Algorithms the measured NCCL had (the tuner's choice is restricted to them when the log does not pin one):
-//  - hierarchical is fabricsim's own two-level all_reduce; no NCCL release has it, but it stays allowed:
-//    it is the model's stand-in for NCCL's multi-node ring/tree pipelining, and excluding it was measured
-//    to be worse (leave-one-out >= 1 MiB median 11.9 % / p90 53.5 % instead of 9.4 % / 41.6 %, because the
-//    tree and ring models over-serialise the ABCI multi-node runs; docs/validation.md);
+//  - hierarchical is fabricsim's own two-level all_reduce; no NCCL release has it, so a measured run is
+//    never predicted with it. (It used to stand in for NCCL's multi-node rings and trees, which were too slow
+//    on hosts with fewer NICs than GPUs until rings and tree heads followed NCCL's one-NIC-per-channel
+//    paths; leave-one-out with it allowed: >= 1 MiB median 9.4 %, p90 41.5 %; without it: 5.9 %, 46.0 %,
+//    docs/validation.md);
 //  - CollNet needs the SHARP plugin (SystemMapping::allow_collnet);
 //  - NVLS appeared in NCCL 2.17 and PAT in NCCL 2.23 (NVIDIA NCCL release notes), so older logs
 //    (ABCI's NCCL 2.8.4) cannot have used them.
 bool nccl_has_algorithm(const SystemMapping& map, const std::string& nccl_version, models::Algorithm a) {
   const int v = models::nccl_version_code(nccl_version);
   switch (a) {
-    case models::Algorithm::Hierarchical: return true;
+    case models::Algorithm::Hierarchical: return false;
     case models::Algorithm::CollNet: return map.allow_collnet;
     case models::Algorithm::Nvls: return v < 0 || v >= 217;
     case models::Algorithm::Pat: return v < 0 || v >= 223;
