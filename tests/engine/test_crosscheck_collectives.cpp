@@ -14,6 +14,28 @@
 
 using namespace fabricsim;
 
+namespace {
+// Runs `s` (byte counts rounded to whole bytes first, as SimGrid's comm sizes are) on both engines and checks
+// the makespan and every transfer's finish (and, with `starts`, start) within `rel` of SimGrid's.
+void check_both_engines(models::Schedule s, const topo::Topology& t, topo::Routing& routing,
+                        const models::Calibration& calib, double rel, bool starts) {
+  for (auto& tr : s.transfers) tr.bytes = std::round(tr.bytes);
+  sim::RunOptions oracle;
+  oracle.engine = "simgrid";
+  const auto a = sim::run_schedule(s, t, routing, calib);
+  const auto b = sim::run_schedule(s, t, routing, calib, oracle);
+  REQUIRE(a.transfers.size() == b.transfers.size());
+  CHECK(a.makespan_s == doctest::Approx(b.makespan_s).epsilon(rel));
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < a.transfers.size(); ++i) {
+    const double tol = rel * b.transfers[i].finish_s;
+    if (std::abs(a.transfers[i].finish_s - b.transfers[i].finish_s) > tol) ++bad;
+    if (starts && std::abs(a.transfers[i].start_s - b.transfers[i].start_s) > tol) ++bad;
+  }
+  CHECK(bad == 0);
+}
+}  // namespace
+
 TEST_CASE("cross-check against SimGrid: every collective on dgx-h100 and a 4-node superpod") {
   const std::vector<std::pair<std::string, std::map<std::string, std::string>>> systems = {
       {"dgx-h100", {}}, {"superpod", {{"nodes", "4"}}}};
@@ -31,27 +53,15 @@ TEST_CASE("cross-check against SimGrid: every collective on dgx-h100 and a 4-nod
       spec.bytes = bytes;
       spec.communicator = t.gpus();
       spec.fidelity = fidelity;
-      models::Schedule s = models::build_schedule(spec, t, routing, calib);
-      for (auto& tr : s.transfers) tr.bytes = std::round(tr.bytes);
+      const models::Schedule s = models::build_schedule(spec, t, routing, calib);
       INFO(preset << " " << bytes << " B " << models::to_string(op) << " " << s.algorithm << " " << s.fidelity << " ("
                   << s.transfers.size() << " transfers)");
-      sim::RunOptions oracle;
-      oracle.engine = "simgrid";
-      const auto a = sim::run_schedule(s, t, routing, calib);
-      const auto b = sim::run_schedule(s, t, routing, calib, oracle);
-      REQUIRE(a.transfers.size() == b.transfers.size());
-      CHECK(a.makespan_s == doctest::Approx(b.makespan_s).epsilon(1e-3));
-      std::size_t bad = 0;
-      for (std::size_t i = 0; i < a.transfers.size(); ++i)
-        if (std::abs(a.transfers[i].finish_s - b.transfers[i].finish_s) > 1e-3 * b.transfers[i].finish_s) ++bad;
-      CHECK(bad == 0);
+      check_both_engines(s, t, routing, calib, 1e-3, false);
     }
   }
 }
 
-#endif
 
-#ifdef FABRICSIM_HAVE_SIMGRID
 TEST_CASE("cross-check against SimGrid: step-level all_to_all on 64 GPUs (several driver actors per source)") {
   // 63 concurrent transfers per source GPU: more than one SimGrid driver actor per source (simgrid_backend.cpp
   // gives each at most 32 initial transfers), 4032 flows sharing NVLink, NICs, leaves and spines.
@@ -63,20 +73,8 @@ TEST_CASE("cross-check against SimGrid: step-level all_to_all on 64 GPUs (severa
   spec.bytes = std::uint64_t{16} << 20;
   spec.communicator = t.gpus();
   spec.fidelity = models::Fidelity::Step;
-  models::Schedule s = models::build_schedule(spec, t, routing, calib);
-  for (auto& tr : s.transfers) tr.bytes = std::round(tr.bytes);
+  const models::Schedule s = models::build_schedule(spec, t, routing, calib);
   REQUIRE(s.transfers.size() == 64u * 63u);
-  sim::RunOptions oracle;
-  oracle.engine = "simgrid";
-  const auto a = sim::run_schedule(s, t, routing, calib);
-  const auto b = sim::run_schedule(s, t, routing, calib, oracle);
-  REQUIRE(a.transfers.size() == b.transfers.size());
-  CHECK(a.makespan_s == doctest::Approx(b.makespan_s).epsilon(1e-4));
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < a.transfers.size(); ++i) {
-    if (std::abs(a.transfers[i].finish_s - b.transfers[i].finish_s) > 1e-4 * b.transfers[i].finish_s) ++bad;
-    if (std::abs(a.transfers[i].start_s - b.transfers[i].start_s) > 1e-4 * b.transfers[i].finish_s) ++bad;
-  }
-  CHECK(bad == 0);
+  check_both_engines(s, t, routing, calib, 1e-4, true);
 }
 #endif
