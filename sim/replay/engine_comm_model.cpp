@@ -165,7 +165,7 @@ EngineCommModel::Built EngineCommModel::build_collective(const workloads::Commun
   const double ranks_priced = static_cast<double>(n) * (comm.mirrors + 1.0);
   out.phase = ranks_priced * n > opt_.step_limit;
   out.pxn = op == CollOp::AllToAll;
-  topo::Routing& routing = out.pxn ? routing_pxn_ : routing_;
+  topo::Routing& routing = routing_of(out);
   auto merged = std::make_shared<models::Schedule>();
   for (int k = 0; k <= comm.mirrors; ++k) {
     models::CollectiveSpec spec;
@@ -246,89 +246,86 @@ CommTiming EngineCommModel::collective(const workloads::Communicator& comm, Coll
   if (opt_.shared_network) throw std::logic_error("EngineCommModel: shared_network mode is asynchronous");
   auto key = std::make_tuple(static_cast<const void*>(&comm), static_cast<int>(op), bytes);
   if (auto it = cache_.find(key); it != cache_.end()) {
-    account(it->second, it->second.replication);
-    return it->second.timing;
+    account(it->second.p, it->second.p.replication);
+    return it->second.p.timing;
   }
   const Built b = build_collective(comm, op, bytes, algorithm);
+  Entry e;
   if (!b.s) {
-    Priced none;
-    none.timing.algorithm = "none";
-    return (cache_[key] = none).timing;
+    e.p.timing.algorithm = "none";
+    return (cache_[key] = std::move(e)).p.timing;
   }
-  Priced p = price(*b.s, b.phase, b.pxn ? routing_pxn_ : routing_);
-  p.replication = replication(comm);
-  account(p, p.replication);
-  return (cache_[key] = std::move(p)).timing;
+  e.p = price(*b.s, b.phase, routing_of(b));
+  e.p.replication = replication(comm);
+  account(e.p, e.p.replication);
+  return (cache_[key] = std::move(e)).p.timing;
 }
 
 CommTiming EngineCommModel::p2p(std::int32_t src, std::int32_t dst, double bytes) {
   if (opt_.shared_network) throw std::logic_error("EngineCommModel: shared_network mode is asynchronous");
   auto key = std::make_tuple(src, dst, bytes);
   if (auto it = p2p_cache_.find(key); it != p2p_cache_.end()) {
-    account(it->second, it->second.replication);
-    return it->second.timing;
+    account(it->second.p, it->second.p.replication);
+    return it->second.p.timing;
   }
   const Built b = build_p2p(src, dst, bytes);
-  Priced p = price(*b.s, false, routing_);
-  p.timing.algorithm = "p2p";
-  p.replication = p2p_replication();
-  account(p, p.replication);
-  return (p2p_cache_[key] = std::move(p)).timing;
+  Entry e;
+  e.p = price(*b.s, false, routing_of(b));
+  e.p.timing.algorithm = "p2p";
+  e.p.replication = p2p_replication();
+  account(e.p, e.p.replication);
+  return (p2p_cache_[key] = std::move(e)).p.timing;
 }
 
 // ---- shared_network mode ----
 
-void EngineCommModel::start_shared(double now_s, Priced& p, const std::shared_ptr<const models::Schedule>& s,
-                                   bool pxn, Done done) {
+void EngineCommModel::start_shared(double now_s, Entry& e, Done done) {
+  if (!e.b.s) {  // nothing to move
+    done(now_s, e.p.timing);
+    return;
+  }
   q_->run_until(now_s);
-  account(p, p.replication);
+  account(e.p, e.p.replication);
   ++runs_;
-  const CommTiming timing = p.timing;
-  net_->start_schedule(s, s->fixed_latency_s, [done = std::move(done), timing](ScheduleRun& r) {
+  if (e.b.phase) ++phase_runs_;
+  net_->start_schedule(e.b.s, e.b.s->fixed_latency_s, [done = std::move(done), timing = e.p.timing](ScheduleRun& r) {
     done(r.finish_s, timing);
-  }, pxn);
+  }, e.b.pxn);
 }
 
 void EngineCommModel::start_collective(double now_s, const workloads::Communicator& comm, CollOp op, double bytes,
                                        const std::string& algorithm, Done done) {
   if (!opt_.shared_network) throw std::logic_error("EngineCommModel: start_collective needs shared_network");
   auto key = std::make_tuple(static_cast<const void*>(&comm), static_cast<int>(op), bytes);
-  auto it = shared_cache_.find(key);
-  if (it == shared_cache_.end()) {
-    SharedEntry e;
+  auto it = cache_.find(key);
+  if (it == cache_.end()) {
+    Entry e;
     e.b = build_collective(comm, op, bytes, algorithm);
+    e.p.timing.algorithm = e.b.s ? e.b.s->algorithm : "none";
     if (e.b.s) {
-      e.p.timing.algorithm = e.b.s->algorithm;
       e.p.timing.protocol = e.b.s->protocol;
-      if (opt_.collect_link_stats) payload_bytes(*e.b.s, e.b.pxn ? routing_pxn_ : routing_, e.p);
+      if (opt_.collect_link_stats) payload_bytes(*e.b.s, routing_of(e.b), e.p);
       e.p.replication = replication(comm);
-    } else {
-      e.p.timing.algorithm = "none";
     }
-    it = shared_cache_.emplace(key, std::move(e)).first;
+    it = cache_.emplace(key, std::move(e)).first;
   }
-  if (!it->second.b.s) {
-    done(now_s, it->second.p.timing);
-    return;
-  }
-  if (it->second.b.phase) ++phase_runs_;
-  start_shared(now_s, it->second.p, it->second.b.s, it->second.b.pxn, std::move(done));
+  start_shared(now_s, it->second, std::move(done));
 }
 
 void EngineCommModel::start_p2p(double now_s, std::int32_t src, std::int32_t dst, double bytes, Done done) {
   if (!opt_.shared_network) throw std::logic_error("EngineCommModel: start_p2p needs shared_network");
   auto key = std::make_tuple(src, dst, bytes);
-  auto it = shared_p2p_cache_.find(key);
-  if (it == shared_p2p_cache_.end()) {
-    SharedEntry e;
+  auto it = p2p_cache_.find(key);
+  if (it == p2p_cache_.end()) {
+    Entry e;
     e.b = build_p2p(src, dst, bytes);
     e.p.timing.algorithm = "p2p";
     e.p.timing.protocol = e.b.s->protocol;
-    if (opt_.collect_link_stats) payload_bytes(*e.b.s, routing_, e.p);
+    if (opt_.collect_link_stats) payload_bytes(*e.b.s, routing_of(e.b), e.p);
     e.p.replication = p2p_replication();
-    it = shared_p2p_cache_.emplace(key, std::move(e)).first;
+    it = p2p_cache_.emplace(key, std::move(e)).first;
   }
-  start_shared(now_s, it->second.p, it->second.b.s, false, std::move(done));
+  start_shared(now_s, it->second, std::move(done));
 }
 
 double EngineCommModel::next_event_s() const {

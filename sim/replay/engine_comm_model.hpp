@@ -110,6 +110,13 @@ class EngineCommModel final : public CommModel {
     bool phase = false;                          // phase fidelity (else step)
     bool pxn = false;                            // routed with PXN (all_to_all)
   };
+  // What is cached per (communicator, op, bytes) or (src, dst, bytes). Idle mode: the priced timing and
+  // link figures (no schedule kept). shared_network mode: the schedule to start on every call, its
+  // algorithm/protocol and payload link figures.
+  struct Entry {
+    Priced p;
+    Built b;
+  };
   Built build_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                          const std::string& algorithm);
   Built build_p2p(std::int32_t src, std::int32_t dst, double bytes);
@@ -118,8 +125,8 @@ class EngineCommModel final : public CommModel {
   void payload_bytes(const models::Schedule& s, topo::Routing& routing, Priced& into) const;
   double p2p_replication() const;
   void account(const Priced& p, double replication);
-  void start_shared(double now_s, Priced& p, const std::shared_ptr<const models::Schedule>& s, bool pxn,
-                    Done done);
+  topo::Routing& routing_of(const Built& b) { return b.pxn ? routing_pxn_ : routing_; }
+  void start_shared(double now_s, Entry& e, Done done);
   double replication(const workloads::Communicator& comm) const;
 
   const topo::Topology& t_;
@@ -127,15 +134,9 @@ class EngineCommModel final : public CommModel {
   EngineCommOptions opt_;
   topo::Routing routing_;      // NCCL's default routes (no PXN): rings, trees, send/recv
   topo::Routing routing_pxn_;  // PXN on: all_to_all (NCCL enables PXN by default since 2.12)
-  std::map<std::tuple<const void*, int, double>, Priced> cache_;
-  std::map<std::tuple<std::int32_t, std::int32_t, double>, Priced> p2p_cache_;
-  // shared_network mode: the schedules built so far (same keys as the caches above) and the shared engine
-  struct SharedEntry {
-    Priced p;
-    Built b;
-  };
-  std::map<std::tuple<const void*, int, double>, SharedEntry> shared_cache_;
-  std::map<std::tuple<std::int32_t, std::int32_t, double>, SharedEntry> shared_p2p_cache_;
+  std::map<std::tuple<const void*, int, double>, Entry> cache_;
+  std::map<std::tuple<std::int32_t, std::int32_t, double>, Entry> p2p_cache_;
+  // shared_network mode: the one network every collective and message runs on
   std::unique_ptr<EventQueue> q_;
   std::unique_ptr<Network> net_;
   std::size_t runs_ = 0, phase_runs_ = 0;
