@@ -180,7 +180,8 @@ TEST_CASE("resume: rows already present are recognised; a changed sweep is refus
 
   CHECK(sim::read_done_rows(s, "", "out.csv").empty());
   CHECK_THROWS_AS(sim::read_done_rows(s, "point,x\n", "out.csv"), InputError);
-  std::string changed = sim::sweep_csv_header(s) + rows[0];
+  std::string changed = sim::sweep_csv_header(s);
+  changed += rows[0];
   changed.replace(changed.find("\n0,1,tp1") + 3, 1, "9");  // point 0 now claims nodes=9
   CHECK_THROWS_AS(sim::read_done_rows(s, changed, "out.csv"), InputError);
 }

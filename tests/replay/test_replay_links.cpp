@@ -36,7 +36,10 @@ models::ComputeModel cm() {
 // `simulated` are replayed.
 Trace ring_trace(int world, int n, const std::vector<int>& simulated, int calls, std::uint64_t bytes) {
   std::string comm_ranks;
-  for (int r = 0; r < n; ++r) comm_ranks += (r ? "," : "") + std::to_string(r);
+  for (int r = 0; r < n; ++r) {
+    if (r) comm_ranks += ',';
+    comm_ranks += std::to_string(r);
+  }
   std::string ranks;
   for (std::size_t i = 0; i < simulated.size(); ++i) {
     std::string ops;
