@@ -35,15 +35,10 @@ using fabricsim::bench::peak_rss_MiB;
 
 int main(int argc, char** argv) {
   try {
-    std::map<std::string, std::string> a = {{"--op", "all_reduce"}, {"--gpus", "64"},       {"--bytes", "1G"},
-                                            {"--fidelity", "auto"},  {"--engine", "fabricsim"}, {"--algo", ""},
-                                            {"--batch-tolerance", "0"}, {"--routing", "dmodk"},
-                                            {"--pxn", "auto"}};
-    for (int i = 1; i < argc; i += 2) {
-      const std::string k = argv[i];
-      if (!a.count(k) || i + 1 >= argc) throw InputError(k, "a known flag with a value (see the source header)");
-      a[k] = argv[i + 1];
-    }
+    std::map<std::string, std::string> a = bench::parse_flags(
+        argc, argv,
+        {{"--op", "all_reduce"}, {"--gpus", "64"}, {"--bytes", "1G"}, {"--fidelity", "auto"}, {"--engine", "fabricsim"},
+         {"--algo", ""}, {"--batch-tolerance", "0"}, {"--routing", "dmodk"}, {"--pxn", "auto"}});
     const double t0 = now_s();
     models::CollectiveSpec spec;
     if (!models::parse_op(a["--op"], spec.op)) throw InputError("--op", "a collective name");
@@ -62,8 +57,10 @@ int main(int argc, char** argv) {
     topo::RoutingOptions ropt;
     if (a["--routing"] == "hash") ropt.fabric = topo::FabricRouting::Hash;
     else if (a["--routing"] != "dmodk") throw InputError("--routing", "dmodk or hash");
-    if (a["--pxn"] == "auto")
-      a["--pxn"] = spec.op == models::Op::AllToAll || spec.op == models::Op::AllToAllv || spec.op == models::Op::SendRecv ? "1" : "0";
+    if (a["--pxn"] == "auto") {
+      const bool p2p = spec.op == models::Op::AllToAll || spec.op == models::Op::AllToAllv || spec.op == models::Op::SendRecv;
+      a["--pxn"].assign(1, p2p ? '1' : '0');
+    }
     if (a["--pxn"] != "0" && a["--pxn"] != "1") throw InputError("--pxn", "auto, 0 or 1");
     ropt.pxn = a["--pxn"] == "1";
     topo::Routing routing(t, ropt);

@@ -33,13 +33,10 @@ using fabricsim::bench::peak_rss_MiB;
 
 int main(int argc, char** argv) {
   try {
-    std::map<std::string, std::string> a = {{"--pattern", "a2a"}, {"--gpus", "64"},          {"--bytes", "64M"},
-                                            {"--engine", "fabricsim"}, {"--batch-tolerance", "0"}, {"--seed", "1"}};
-    for (int i = 1; i < argc; i += 2) {
-      const std::string k = argv[i];
-      if (!a.count(k) || i + 1 >= argc) throw InputError(k, "a known flag with a value (see the source header)");
-      a[k] = argv[i + 1];
-    }
+    std::map<std::string, std::string> a = bench::parse_flags(
+        argc, argv,
+        {{"--pattern", "a2a"}, {"--gpus", "64"}, {"--bytes", "64M"}, {"--engine", "fabricsim"},
+         {"--batch-tolerance", "0"}, {"--seed", "1"}});
     const long long n = parse_int(a["--gpus"], "--gpus");
     if (n < 8 || n % 8 != 0) throw InputError("--gpus", "a multiple of 8 (DGX H100 servers)");
     const double bytes = static_cast<double>(parse_size(a["--bytes"], "--bytes"));

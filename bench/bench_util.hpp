@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <string>
+
+#include "sim/base/error.hpp"
 
 namespace fabricsim::bench {
 
@@ -28,6 +32,17 @@ inline double peak_rss_MiB() {
   getrusage(RUSAGE_SELF, &self);
   getrusage(RUSAGE_CHILDREN, &children);
   return static_cast<double>(std::max(self.ru_maxrss, children.ru_maxrss)) / 1024.0;  // KiB on Linux
+}
+
+// `--flag value` pairs over `defaults` (flag -> default value); an unknown flag or a missing value is an
+// InputError naming the flag.
+inline std::map<std::string, std::string> parse_flags(int argc, char** argv, std::map<std::string, std::string> defaults) {
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (!defaults.count(k) || i + 1 >= argc) throw InputError(k, "a known flag with a value (see the source header)");
+    defaults[k] = argv[i + 1];
+  }
+  return defaults;
 }
 
 }  // namespace fabricsim::bench
