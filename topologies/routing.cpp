@@ -143,14 +143,20 @@ struct Routing::Impl {
     }
   }
 
-  // Picks among `cand` (non-empty): highest bandwidth first, then hash.
-  std::pair<LinkId, NodeId> pick(std::uint64_t h, std::size_t hop) {
+  // Keeps only the highest-bandwidth candidates (in order); returns how many remain.
+  std::size_t keep_widest() {
     double best = 0;
     for (auto& c : cand) best = std::max(best, t.link(c.first).bandwidth_Bps);
     std::size_t m = 0;
     for (auto& c : cand)
       if (t.link(c.first).bandwidth_Bps == best) cand[m++] = c;
     cand.resize(m);
+    return m;
+  }
+
+  // Picks among `cand` (non-empty): highest bandwidth first, then hash.
+  std::pair<LinkId, NodeId> pick(std::uint64_t h, std::size_t hop) {
+    const std::size_t m = keep_widest();
     if (m == 1) return cand[0];
     return cand[mix64(h ^ (0x632be59bd9b4e019ull * (hop + 1))) % m];
   }
@@ -262,12 +268,7 @@ struct Routing::Impl {
   std::pair<LinkId, NodeId> pick_fabric(std::uint64_t h, std::size_t hop, std::uint32_t dst_idx, std::uint32_t dst_rail,
                                         std::uint64_t& div) {
     if (opt.fabric == FabricRouting::Hash || dst_idx == kInf) return pick(h, hop);
-    double best = 0;
-    for (auto& c : cand) best = std::max(best, t.link(c.first).bandwidth_Bps);
-    std::size_t m = 0;
-    for (auto& c : cand)
-      if (t.link(c.first).bandwidth_Bps == best) cand[m++] = c;
-    cand.resize(m);
+    const std::size_t m = keep_widest();
     if (m == 1) return cand[0];
     const std::size_t k = static_cast<std::size_t>((dst_idx / div + dst_rail) % m);
     if (div < (std::uint64_t(1) << 40)) div *= m;
