@@ -160,36 +160,36 @@ struct DagState {
   }
 
   void run_driver(Driver& d) {
+    double fired = -1;  // date of the timer that just fired (its starts are due even if the clock reads
+                        // one rounding below it)
     for (;;) {
-      double now = sg4::Engine::get_clock();
-      while (!d.due.empty() && d.due.top().first <= now) {
+      const double now = sg4::Engine::get_clock();
+      const double limit = std::max(now, fired);
+      while (!d.due.empty() && d.due.top().first <= limit) {
         const std::uint32_t i = d.due.top().second;
         d.due.pop();
         launch(d, i, now);
       }
+      fired = -1;
       if (d.live.empty() && d.due.empty()) return;
       const double next = d.due.empty() ? -1.0 : d.due.top().first;
       if (d.live.empty()) {
         sg4::this_actor::sleep_until(next);
-      } else {
-        const ssize_t k = sg4::Comm::wait_any_for(d.live, next < 0 ? -1.0 : std::max(0.0, next - now));
-        if (k >= 0) {
-          const std::uint32_t i = d.owner[static_cast<std::size_t>(k)];
-          d.live[static_cast<std::size_t>(k)] = d.live.back();
-          d.live.pop_back();
-          d.owner[static_cast<std::size_t>(k)] = d.owner.back();
-          d.owner.pop_back();
-          if (--comms_left[i] == 0) finish(d, i, sg4::Engine::get_clock());
-          continue;
-        }
+        fired = next;
+        continue;
       }
-      // the timer for `next` fired: start what was due then, even if the clock reads one rounding below it
-      now = sg4::Engine::get_clock();
-      while (!d.due.empty() && d.due.top().first <= next) {
-        const std::uint32_t i = d.due.top().second;
-        d.due.pop();
-        launch(d, i, now);
+      const ssize_t k = sg4::Comm::wait_any_for(d.live, next < 0 ? -1.0 : std::max(0.0, next - now));
+      if (k < 0) {
+        fired = next;
+        continue;
       }
+      const auto kk = static_cast<std::size_t>(k);
+      const std::uint32_t i = d.owner[kk];
+      d.live[kk] = d.live.back();
+      d.live.pop_back();
+      d.owner[kk] = d.owner.back();
+      d.owner.pop_back();
+      if (--comms_left[i] == 0) finish(d, i, sg4::Engine::get_clock());
     }
   }
 };
