@@ -155,6 +155,21 @@ std::string report_text(const Report& r) {
     o << "# " << what << ": " << s.count << " points, |busbw error| median " << fmt("%.1f", s.median * 100)
       << " %, p90 " << fmt("%.1f", s.p90 * 100) << " %, max " << fmt("%.1f", s.max * 100) << " %\n";
   };
+  // Where the error comes from: the same statistics per log (a file with several runs has one row per run).
+  o << "#\n# per log: |busbw error| (%) for sizes >= 1 MiB and < 1 MiB; '-' where a log has no such size\n";
+  o << "#  >=1MiB pts  median    p90    max |   <1MiB pts  median    p90    max | log\n";
+  for (const auto& l : r.logs) {
+    const ErrorSummary s = summarize({l});
+    auto cols = [](const ErrorStats& e) {
+      char buf[64];
+      if (e.count == 0)
+        std::snprintf(buf, sizeof buf, "%12s%8s%7s%7s", "-", "-", "-", "-");
+      else
+        std::snprintf(buf, sizeof buf, "%12zu%8.1f%7.1f%7.1f", e.count, e.median * 100, e.p90 * 100, e.max * 100);
+      return std::string(buf);
+    };
+    o << "#" << cols(s.large) << " |" << cols(s.small) << " | " << basename_of(l.source) << "\n";
+  }
   o << "#\n# summary (" << r.title << ")\n";
   line("sizes >= 1 MiB", r.summary.large);
   line("sizes <  1 MiB", r.summary.small);
@@ -188,6 +203,10 @@ Json report_json(const Report& r) {
     return Json{{"points", s.count}, {"median_abs_busbw_error", s.median}, {"p90_abs_busbw_error", s.p90},
                 {"max_abs_busbw_error", s.max}};
   };
+  for (std::size_t i = 0; i < r.logs.size(); ++i) {
+    const ErrorSummary s = summarize({r.logs[i]});
+    logs[i]["summary"] = {{"large", stats(s.large)}, {"small", stats(s.small)}};
+  }
   return {{"schema", "fabricsim.validation_report/1"},
           {"title", r.title},
           {"logs", logs},

@@ -129,6 +129,25 @@ TEST_CASE("report formats: text summary lines, JSON fields, SVG with one series 
   CHECK(j["logs"].size() == 2);
   CHECK(j["logs"][1]["points"].size() == 4);
   CHECK(j["summary"]["large"]["points"].get<int>() == static_cast<int>(r.summary.large.count));
+  // Per-log statistics: each log's own sizes only (li-plus has no size below 1 MiB), and in the text one
+  // row per log with its file name.
+  for (std::size_t i = 0; i < r.logs.size(); ++i) {
+    const ErrorSummary own = summarize({r.logs[i]});
+    const Json& s = j["logs"][i]["summary"];
+    CHECK(s["large"]["points"].get<std::size_t>() == own.large.count);
+    CHECK(s["small"]["points"].get<std::size_t>() == own.small.count);
+    CHECK(s["large"]["median_abs_busbw_error"].get<double>() == own.large.median);
+    CHECK(s["small"]["p90_abs_busbw_error"].get<double>() == own.small.p90);
+  }
+  CHECK(j["logs"][1]["summary"]["small"]["points"].get<int>() == 0);
+  CHECK(j["logs"][1]["summary"]["large"]["points"].get<int>() == 4);
+  CHECK(j["logs"][0]["summary"]["large"]["points"].get<std::size_t>() + j["logs"][1]["summary"]["large"]["points"].get<std::size_t>() ==
+        r.summary.large.count);
+  const std::size_t per_log = text.find("# per log:");
+  REQUIRE(per_log != std::string::npos);
+  CHECK(per_log < text.find("# summary ("));
+  CHECK(text.find("| abci_intra_vnode_job04.sh.7280532.nccl.txt\n", per_log) != std::string::npos);
+  CHECK(text.find("      -      - | liplus_a100_8gpu_sendrecv.txt\n", per_log) != std::string::npos);
   std::string svg = report_svg(r);
   CHECK(svg.rfind("<svg", 0) == 0);
   CHECK(svg.find("</svg>") != std::string::npos);
