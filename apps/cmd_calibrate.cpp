@@ -39,11 +39,13 @@ int cmd_calibrate(int argc, char** argv) {
   log_hint_flags(args);
   args.flag({"--iterations", "", "N", "Gauss-Newton iterations at most", "12"});
   args.flag({"--split-fit", "", "", "also fit NCCL-generation tables and LL/LL128 efficiencies, each parameter from the runs that show it (docs/validation.md)", ""});
+  args.flag({"--nccl-eras", "", "", "runs of NCCL 2.8-2.17 use that generation's tuning table with their own latency multipliers (docs/validation.md)", ""});
   if (!args.parse(argc, argv)) return 0;
   if (!args.has("--output")) throw InputError("--output", "the calibration file to write (-o FILE)");
   const validate::ParseHints hints = log_hints(args);
   validate::FitOptions opt;
   opt.split_identification = args.has("--split-fit");
+  opt.nccl_eras = args.has("--nccl-eras");
   if (args.has("--iterations")) {
     long long n = parse_int(args.get("--iterations"), "--iterations");
     if (n < 0 || n > 1000) throw InputError("--iterations", "an integer in 0..1000");

@@ -24,11 +24,14 @@ int cmd_validate(int argc, char** argv) {
   args.flag({"--calibration", "", "FILE", "calibration JSON (with --loo: the fit's starting point)", "built-in defaults"});
   args.flag({"--loo", "", "", "leave-one-out: fit without each log, then predict it", ""});
   args.flag({"--split-fit", "", "", "with --loo: fit as `fabricsim calibrate --split-fit` (docs/validation.md)", ""});
+  args.flag({"--nccl-eras", "", "", "with --loo: fit as `fabricsim calibrate --nccl-eras` (docs/validation.md)", ""});
   args.flag({"--json", "", "FILE", "also write the report as JSON", ""});
   args.flag({"--svg", "", "FILE", "also write an SVG plot of measured vs simulated busbw", ""});
   log_hint_flags(args);
   args.flag({"--quiet", "-q", "", "print only the summary", ""});
   if (!args.parse(argc, argv)) return 0;
+  for (const char* f : {"--split-fit", "--nccl-eras"})
+    if (args.has(f) && !args.has("--loo")) throw InputError(f, "only applies with --loo (a fit); without it nothing is fitted");
   const validate::ParseHints hints = log_hints(args);
   models::Calibration calib = args.has("--calibration") ? models::load_calibration(args.get("--calibration"))
                                                         : models::default_calibration();
@@ -39,6 +42,7 @@ int cmd_validate(int argc, char** argv) {
           ? validate::leave_one_out(cases, calib, [&] {
               validate::FitOptions o;
               o.split_identification = args.has("--split-fit");
+              o.nccl_eras = args.has("--nccl-eras");
               return o;
             }())
           : validate::compare(cases, [&](std::size_t) -> const models::Calibration& { return calib; },

@@ -282,7 +282,8 @@ FitResult fit_calibration(const std::vector<Case>& cases, const models::Calibrat
   // --split-fit starts from NCCL's older tuning tables too (models::default_nccl_eras) unless the start
   // calibration already has eras.
   models::Calibration start = start_in;
-  if (opt.split_identification && start.nccl_eras.empty()) start.nccl_eras = models::default_nccl_eras();
+  if ((opt.split_identification || opt.nccl_eras) && start.nccl_eras.empty())
+    start.nccl_eras = models::default_nccl_eras();
   const std::vector<Param> ps = candidate_params(start, opt.split_identification);
   const std::size_t np = ps.size();
   std::vector<double> theta(np, 0.0);

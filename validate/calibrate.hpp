@@ -54,6 +54,11 @@ struct FitOptions {
   // parameter from the runs that show it: per-step latency inside a host and protocol efficiencies from
   // single-host runs, network step latency and the multi-host factor from multi-host runs.
   bool split_identification = false;
+  // --nccl-eras: only the first part of --split-fit. Runs of an older NCCL generation use that
+  // generation's tuning table (models::default_nccl_eras) with latency multipliers fitted on those runs
+  // only; everything else as the default fit. Leave-one-out on the shared logs (docs/validation.md): the
+  // < 1 MiB median meets its bound (11.0 %), the >= 1 MiB median does not (9.0 % against 5.9 % without).
+  bool nccl_eras = false;
 };
 
 struct ParamValue {

@@ -69,6 +69,12 @@ TEST_CASE("bad inputs: one error line, exit 2, no output file") {
   CHECK(c.rc == 2);
   Run e = run("validate --calibration /nonexistent.json " + kData + "liplus_a100_8gpu_nvlink_sendrecv.meta.json", d);
   CHECK(e.rc == 2);
+  // A fitting option without a fit is an error, not silently ignored.
+  Run f = run("validate --nccl-eras --json " + out + " " + kData + "liplus_a100_8gpu_nvlink_sendrecv.meta.json", d);
+  CHECK(f.rc == 2);
+  CHECK(f.err.find("--nccl-eras") != std::string::npos);
+  CHECK(f.err.find("--loo") != std::string::npos);
+  CHECK(!fs::exists(out));
   fs::remove_all(d);
 }
 

@@ -116,6 +116,34 @@ TEST_CASE("the fit recovers a known calibration from synthetic measurements") {
   CHECK(fr.calib.extra.at("network_efficiency") == models::default_calibration().extra.at("network_efficiency"));
 }
 
+TEST_CASE("FitOptions::nccl_eras: an NCCL 2.8.4 run moves its generation's latency table, not the current one") {
+  auto cases = make_cases({load1("abci_intra_vnode_job4_7280532_4gpu_all_reduce.meta.json")});
+  const models::Calibration def = models::default_calibration();
+  FitOptions opt;
+  opt.max_iterations = 3;
+  opt.nccl_eras = true;
+  FitResult fr = fit_calibration(cases, def, opt);
+  REQUIRE(fr.calib.nccl_eras.size() == models::default_nccl_eras().size());
+  const auto era0 = models::default_nccl_eras()[0].algo;
+  bool era_moved = false;
+  for (const auto& [ap, v] : fr.calib.nccl_eras[0].algo) {
+    const auto& d = era0.at(ap);
+    if (v.base_latency_s != d.base_latency_s || v.step_latency_s != d.step_latency_s) era_moved = true;
+  }
+  CHECK(era_moved);
+  // The run is NCCL 2.8.4: the current table's latencies have no row to fit and stay at their defaults.
+  for (const auto& [ap, v] : fr.calib.algo) {
+    CHECK(v.base_latency_s == def.algo.at(ap).base_latency_s);
+    CHECK(v.step_latency_s == def.algo.at(ap).step_latency_s);
+  }
+  bool named = false;
+  for (const auto& p : fr.params) named = named || p.name.rfind("nccl_eras.2.8-2.17.", 0) == 0;
+  CHECK(named);
+  // Without the option the default fit has no era table.
+  opt.nccl_eras = false;
+  CHECK(fit_calibration(cases, def, opt).calib.nccl_eras.empty());
+}
+
 TEST_CASE("report formats: text summary lines, JSON fields, SVG with one series per log") {
   auto cases = make_cases({load1("abci_intra_vnode_job4_7280532_4gpu_all_reduce.meta.json"),
                            load1("liplus_a100_8gpu_nvlink_sendrecv.meta.json")});
