@@ -279,7 +279,7 @@ FitResult fit_calibration(const std::vector<Case>& cases, const models::Calibrat
   for (const auto& c : cases) nrows += c.sizes.size();
   if (nrows == 0) throw InputError("calibrate", "no measured rows with a usable time to fit");
   FitResult res;
-  // --split-fit starts from NCCL's older tuning tables too (models::default_nccl_eras) unless the start
+  // --split-fit and --nccl-eras start from NCCL's older tuning tables too (models::default_nccl_eras) unless the start
   // calibration already has eras.
   models::Calibration start = start_in;
   if ((opt.split_identification || opt.nccl_eras) && start.nccl_eras.empty())
