@@ -91,25 +91,9 @@ DlrmConfig dlrm_config_from_params(const ParamMap& p, const std::string& where) 
   c.column_slice_threshold = r.integer("column_slice_threshold", c.column_slice_threshold, 0);
   c.index_bytes = r.number("index_bytes", c.index_bytes, 0);
   c.host_input = r.boolean("host_input", c.host_input);
-  if (r.has("h2d_bandwidth")) {
-    std::string v = r.string("h2d_bandwidth", "");
-    try {
-      c.h2d_bandwidth_Bps = parse_bandwidth(v, "h2d_bandwidth");
-    } catch (const InputError&) {
-      r.fail("h2d_bandwidth", "expected a bandwidth such as \"26.28GB/s\", found '" + v + "'");
-    }
-    if (!(c.h2d_bandwidth_Bps > 0)) r.fail("h2d_bandwidth", "expected a bandwidth > 0");
-  }
+  c.h2d_bandwidth_Bps = r.bandwidth("h2d_bandwidth", c.h2d_bandwidth_Bps);
   c.gpus_per_pcie_uplink = r.integer("gpus_per_pcie_uplink", c.gpus_per_pcie_uplink, 1);
-  if (r.has("collective_latency")) {
-    std::string v = r.string("collective_latency", "");
-    try {
-      c.collective_latency_s = parse_time(v, "collective_latency");
-    } catch (const InputError&) {
-      r.fail("collective_latency", "expected a time such as \"0.5ms\", found '" + v + "'");
-    }
-    if (!(c.collective_latency_s >= 0)) r.fail("collective_latency", "expected a time >= 0");
-  }
+  c.collective_latency_s = r.time("collective_latency", c.collective_latency_s);
   r.finish();
   if (c.sharding != "auto" && c.sharding != "table" && c.sharding != "column" && c.sharding != "row" &&
       c.sharding != "basic" && c.sharding != "memory_balanced" && c.sharding != "memory_optimized")

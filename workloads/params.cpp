@@ -107,6 +107,46 @@ std::uint64_t ParamReader::size(const std::string& k, std::uint64_t dflt) {
   return v;
 }
 
+// bandwidth() and time(): a given value is parsed with its unit and recorded as written; the default is
+// used (and recorded in base units) when the key is absent.
+double ParamReader::bandwidth(const std::string& k, double dflt) {
+  seen_.insert(k);
+  auto it = p_.find(k);
+  if (it == p_.end()) {
+    used_[k] = format_bandwidth(dflt);
+    return dflt;
+  }
+  double v = 0;
+  try {
+    v = parse_bandwidth(it->second, k);
+  } catch (const InputError&) {
+    fail(k, "expected a bandwidth such as \"26.28GB/s\", found '" + it->second + "'");
+  }
+  if (!(v > 0)) fail(k, "expected a bandwidth > 0");
+  used_[k] = it->second;
+  return v;
+}
+
+double ParamReader::time(const std::string& k, double dflt) {
+  seen_.insert(k);
+  auto it = p_.find(k);
+  if (it == p_.end()) {
+    std::ostringstream os;
+    os << dflt << "s";
+    used_[k] = os.str();
+    return dflt;
+  }
+  double v = 0;
+  try {
+    v = parse_time(it->second, k);
+  } catch (const InputError&) {
+    fail(k, "expected a time such as \"0.5ms\", found '" + it->second + "'");
+  }
+  if (!(v >= 0)) fail(k, "expected a time >= 0");
+  used_[k] = it->second;
+  return v;
+}
+
 void ParamReader::finish() const {
   std::string unknown;
   for (const auto& [k, v] : p_)

@@ -27,6 +27,8 @@ class ParamReader {
   bool boolean(const std::string& k, bool dflt);
   std::string string(const std::string& k, const std::string& dflt);
   std::uint64_t size(const std::string& k, std::uint64_t dflt);  // "64M", "1GiB", or bytes
+  double bandwidth(const std::string& k, double dflt);  // bytes/s from "26.28GB/s", "200Gbps"; given: > 0
+  double time(const std::string& k, double dflt);       // seconds from "0.5ms", "3us"; given: >= 0
   [[noreturn]] void fail(const std::string& k, const std::string& what) const;
   void finish() const;  // unknown keys -> InputError listing them
   const ParamMap& used() const { return used_; }  // what was read, with defaults filled in (for reports)
