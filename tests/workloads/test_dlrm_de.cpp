@@ -4,6 +4,8 @@
 // the library's algorithm on the Small v3 model (107 tables), not read back from the implementation.
 #include <doctest/doctest.h>
 
+#include "workloads_test_util.hpp"
+
 #include <algorithm>
 #include <functional>
 #include <set>
@@ -22,15 +24,6 @@ using namespace fabricsim::workloads;
 namespace {
 const std::string kConfigs =
     std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/training/distributed_embeddings_synthetic_configs.json";
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::set<int> tables_on(const ShardingPlan& p, int gpu) {
   std::set<int> out;

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "workloads_test_util.hpp"
+
 #include <cmath>
 #include <string>
 
@@ -17,15 +19,6 @@ using namespace fabricsim::workloads;
 
 namespace {
 const std::string kData = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/training/";
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 Json small_trace() {
   return Json::parse(R"({"format":"fabricsim-trace","version":1,"world_size":2,
