@@ -10,6 +10,7 @@
 //  [LOG-*]  /work/shared/data/nccl-tests/<name>.csv (copied in docs/calibration.md with the derivation).
 #include "models/calibration.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <set>
 
@@ -190,8 +191,20 @@ Calibration default_calibration() {
   // proxy thread once per call, which single-host runs do not pay, so the single-host launch latency and
   // this factor are identified from different runs (validate/calibrate.cpp).
   x["multi_host_base_latency_factor"] = 1.0;
+  // Host CPU time to launch one collective kernel on one GPU, in seconds. A thread that drives g GPUs
+  // (nccl-tests -g g, one process with ncclCommInitAll) launches g kernels per call, one after another, so
+  // back-to-back calls cannot complete faster than one per g x kernel_launch_s however small the message
+  // (host_launch_floor_s). [LOG-together_h100_1node_8gpu_all_gather_ring] (-g 8): the time stays at 34.28-
+  // 35.1 us from 128 B to 128 KiB, against 13.0 us at 8 B for one process per GPU on the same GPUs
+  // [LOG-nvidia_dgxc_dgxh100_1node_8gpu_all_reduce], and the two logs agree again from 2 MiB (42.1 us both);
+  // 34.28 us / 8 GPUs.
+  x["kernel_launch_s"] = 34.28e-6 / 8.0;
 
   return c;
+}
+
+double host_launch_floor_s(const Calibration& c, int gpus_per_thread) {
+  return std::max(1, gpus_per_thread) * c.factor("kernel_launch_s");
 }
 
 std::vector<NcclEra> default_nccl_eras() {

@@ -79,6 +79,12 @@ struct Calibration {
   double nvlink_efficiency(const std::string& gpu_model) const;
 };
 
+// Shortest time per call, in seconds, that a host thread driving `gpus_per_thread` GPUs can sustain when it
+// issues back-to-back collectives (nccl-tests' timing loop): it launches one kernel per GPU per call, so
+// calls complete no faster than gpus_per_thread x extra "kernel_launch_s" (values < 1 count as 1). A measured
+// time is max(simulated collective time, this floor).
+double host_launch_floor_s(const Calibration& c, int gpus_per_thread);
+
 Calibration default_calibration();  // no NCCL eras: the current NCCL tables for every version
 // NCCL's older tuning tables with their cited values (calibration.cpp): today the NCCL 2.8-2.17 table.
 // `fabricsim calibrate/validate --split-fit` fits them (validate/calibrate.hpp FitOptions).

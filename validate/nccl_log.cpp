@@ -220,6 +220,11 @@ void finish_run(Measurement& m, const ParseHints& hints) {
     m.num_nodes = hints.nodes;
   }
   if (m.gpu_model.empty()) m.gpu_model = hints.gpu_model;
+  if (m.header && m.header->ngpus > 0) m.gpus_per_thread = m.header->ngpus;
+  if (hints.gpus_per_thread > 0 && m.gpus_per_thread > 0 && hints.gpus_per_thread != m.gpus_per_thread)
+    throw InputError(m.source, "the log drives " + std::to_string(m.gpus_per_thread) +
+                                   " GPUs per thread (nGpus) but the hint says -g " + std::to_string(hints.gpus_per_thread));
+  if (m.gpus_per_thread == 0) m.gpus_per_thread = hints.gpus_per_thread;
   if (m.algorithm.empty()) m.algorithm = hints.algorithm;
   if (m.nccl_version.empty()) m.nccl_version = hints.nccl_version;
   std::string hint_op = normalize_op(hints.op);
@@ -248,6 +253,27 @@ std::string normalize_op(const std::string& name_in) {
   return it == names.end() ? "" : it->second;
 }
 
+int nccl_tests_gpus_flag(const std::string& text, const std::string& where) {
+  std::vector<std::string> t;
+  for (auto tok : split_ws(text)) {
+    while (!tok.empty() && (tok.back() == ',' || tok.back() == ';' || tok.back() == ')' || tok.back() == '.'))
+      tok.pop_back();
+    t.push_back(tok);
+  }
+  bool command = false;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const auto& tok = t[i];
+    if (tok.size() > 5 && tok.compare(tok.size() - 5, 5, "_perf") == 0) command = true;
+    if (!command || (tok != "-g" && tok != "--ngpus")) continue;
+    const std::string v = i + 1 < t.size() ? t[i + 1] : "";
+    if (v.empty() || v.size() > 4 || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+        std::stoi(v) < 1)
+      throw InputError(where, "nccl-tests flag " + tok + " needs a positive integer (GPUs per thread), got '" + v + "'");
+    return std::stoi(v);
+  }
+  return 0;
+}
+
 double busbw_factor(const std::string& op, int n) {
   // nccl-tests doc/PERFORMANCE.md: allreduce 2(n-1)/n; reducescatter, allgather, alltoall (n-1)/n;
   // broadcast, reduce, sendrecv 1.
@@ -266,6 +292,7 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const st
   bool any_table = false;
   // Preamble facts seen before a run's header apply to the next run.
   std::string pending_op, pending_tests_version, pending_nccl;
+  int command_gpus = 0;  // -g of a command line in the text
   Measurement* cur = nullptr;
   bool in_devices = false, in_table = false;
   Layout lay;
@@ -367,13 +394,15 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const st
       continue;
     }
     if (in_table) in_table = false;  // any other text ends the table
-    // A command line naming the test binary ("./build/sendrecv_perf -b 128M ...") names the op.
+    // A command line naming the test binary ("./build/sendrecv_perf -b 128M ... -g 8") names the op and,
+    // with -g, the GPUs per thread.
     for (const auto& tok : t) {
       if (tok.size() > 5 && tok.compare(tok.size() - 5, 5, "_perf") == 0) {
         std::string op = normalize_op(tok);
         if (!op.empty()) pending_op = op;
       }
     }
+    if (int g = nccl_tests_gpus_flag(raw, where(source, lineno))) command_gpus = g;
   }
   if (!any_table) throw InputError(source, "no nccl-tests result table found");
   std::vector<Measurement> out;
@@ -382,9 +411,14 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const st
     if (m.op.empty()) m.op = pending_op;  // command lines printed after the table
     out.push_back(std::move(m));
   }
+  ParseHints run_hints = hints;
+  if (command_gpus > 0 && hints.gpus_per_thread > 0 && command_gpus != hints.gpus_per_thread)
+    throw InputError(source, "the log's command line says -g " + std::to_string(command_gpus) + " but the hint says -g " +
+                                 std::to_string(hints.gpus_per_thread));
+  if (command_gpus > 0) run_hints.gpus_per_thread = command_gpus;
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (out.size() > 1) out[i].source = source + "#run" + std::to_string(i + 1);
-    finish_run(out[i], hints);
+    finish_run(out[i], run_hints);
   }
   return out;
 }
@@ -526,6 +560,7 @@ Json measurement_to_json(const Measurement& m) {
   sys["host_names"] = m.hosts;
   sys["nics"] = m.nics;
   sys["nccl_version"] = m.nccl_version;
+  if (m.gpus_per_thread > 0) sys["gpus_per_thread"] = m.gpus_per_thread;
   Json env = Json::object();
   for (const auto& [k, v] : m.env) env[k] = v;
   sys["env"] = env;
@@ -589,6 +624,8 @@ Measurement measurement_from_json(const Json& doc, const std::string& source) {
     m.hosts = string_list(sr.array_optional("host_names"), sr.path_of("host_names"));
     m.nics = string_list(sr.array_optional("nics"), sr.path_of("nics"));
     m.nccl_version = sr.string_or("nccl_version", "");
+    m.gpus_per_thread = static_cast<int>(sr.integer_or("gpus_per_thread", 0));
+    if (m.gpus_per_thread < 0) json_fail(sr.path_of("gpus_per_thread"), "an integer >= 1 (GPUs one host thread drives)");
     if (const Json* e = sr.object_optional("env"))
       for (auto it = e->begin(); it != e->end(); ++it) {
         if (!it.value().is_string()) json_fail(sr.path_of("env").child(it.key()), "a string");
@@ -659,7 +696,8 @@ std::vector<Measurement> load_measurements(const std::string& path, const ParseH
     JsonPath root{path, ""};
     if (!doc.is_object()) json_fail(root, "a .meta.json object");
     ObjectReader r(doc, root);
-    for (const char* k : {"source_url_or_repo_path", "system", "interconnect", "nic", "notes"}) r.string_or(k, "");
+    for (const char* k : {"source_url_or_repo_path", "system", "interconnect", "nic"}) r.string_or(k, "");
+    std::string notes = r.string_or("notes", "");
     std::string gpu = r.string("gpu");
     r.integer("gpus_per_node");
     int nodes = static_cast<int>(r.integer("nodes"));
@@ -685,6 +723,12 @@ std::vector<Measurement> load_measurements(const std::string& path, const ParseH
     }
     if (!hints.nranks) hints.nranks = nranks;
     if (!hints.nodes) hints.nodes = nodes;
+    // How the run was launched, when the sidecar quotes the nccl-tests command ("sendrecv_perf (float), -g 8",
+    // or "... run as all_reduce_perf -b 8 -e 8G -f 2 -g 8 -n 40" in the notes).
+    if (!hints.gpus_per_thread) {
+      hints.gpus_per_thread = nccl_tests_gpus_flag(coll, path + ": collective");
+      if (!hints.gpus_per_thread) hints.gpus_per_thread = nccl_tests_gpus_flag(notes, path + ": notes");
+    }
     if (hints.gpu_model.empty()) hints.gpu_model = gpu;
     if (hints.nccl_version.empty()) hints.nccl_version = nccl;
     auto slash = path.find_last_of('/');

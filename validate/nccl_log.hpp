@@ -95,6 +95,10 @@ struct Measurement {
   std::map<std::string, std::string> env;  // NCCL_ALGO, NCCL_PROTO ... when the source records them
   std::vector<std::string> nics;           // NIC names when the source records them
   std::string algorithm, protocol;         // when known (fabricsim JSON), else ""
+  // GPUs one host thread drives (nccl-tests -g / the header's nGpus; fabricsim-nccl-bench's single-process
+  // mode drives all of them); 0 when the source does not say. Such a thread launches one kernel per GPU for
+  // every call, which puts a floor under the measured time (models::host_launch_floor_s).
+  int gpus_per_thread = 0;
 };
 
 // Hints from outside the log (a .meta.json sidecar or CLI flags) for what the text does not say.
@@ -105,7 +109,13 @@ struct ParseHints {
   std::string gpu_model;
   std::string nccl_version;
   std::string algorithm;  // NCCL_ALGO the run used, lower case ("ring"), when known
+  int gpus_per_thread = 0;  // nccl-tests -g, when known
 };
+
+// The value of nccl-tests' "-g N" flag in a command line that names a test binary ("all_reduce_perf -b 8
+// -e 8G -f 2 -g 8", "sendrecv_perf (float), -g 8"); 0 when there is none. Throws InputError naming `where`
+// when the flag has no positive integer value.
+int nccl_tests_gpus_flag(const std::string& text, const std::string& where);
 
 // Maps "all_reduce_perf", "allreduce", "AllReduce", "sendrecv_perf", "alltoall" ... to fabricsim op names;
 // returns "" when unknown.

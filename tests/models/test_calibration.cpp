@@ -177,3 +177,16 @@ TEST_CASE("multi_host_base_latency_factor defaults to NCCL's model (1) and is a 
       parse_json_text(R"({"extra": {"multi_host_base_latency_factor": 2.5}})", "c.json"), "c.json");
   CHECK(d.factor("multi_host_base_latency_factor") == 2.5);
 }
+
+TEST_CASE("host launch floor: one kernel launch per GPU a thread drives, per call") {
+  Calibration c = default_calibration();
+  // [LOG-together_h100_1node_8gpu_all_gather_ring]: 34.28 us with -g 8.
+  CHECK(c.factor("kernel_launch_s") == doctest::Approx(34.28e-6 / 8));
+  CHECK(host_launch_floor_s(c, 8) == doctest::Approx(34.28e-6));
+  CHECK(host_launch_floor_s(c, 1) == doctest::Approx(34.28e-6 / 8));
+  CHECK(host_launch_floor_s(c, 0) == host_launch_floor_s(c, 1));  // unknown launch mode: one GPU per thread
+  Calibration d = calibration_from_json(parse_json_text(R"({"extra": {"kernel_launch_s": 5e-6}})", "c.json"), "c.json");
+  CHECK(host_launch_floor_s(d, 4) == doctest::Approx(20e-6));
+  CHECK_THROWS_WITH_AS(calibration_from_json(parse_json_text(R"({"extra": {"kernel_launch_s": -1}})", "c.json"), "c.json"),
+                       doctest::Contains("kernel_launch_s"), InputError);
+}

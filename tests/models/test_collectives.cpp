@@ -384,3 +384,29 @@ TEST_CASE("nccl-tests busbw factors and counts") {
   CHECK(op == Op::SendRecv);
   CHECK_FALSE(parse_op("allreduce", op));
 }
+
+TEST_CASE("tuner: Tree is priced with NCCL's model (algorithm bandwidth = busBw / 2 at every host count)") {
+  // [NCCL-T] ratio .5 for non-ring algorithms: a 2-host all_reduce goes to Ring at large sizes, as NCCL
+  // does, although the simulated double binary tree moves only S per NIC there.
+  Calibration cal = default_calibration();
+  for (const char* nodes : {"2", "4"}) {
+    CAPTURE(nodes);
+    topo::Topology t = preset("superpod", {{"nodes", nodes}});
+    topo::Routing r(t);
+    CollectiveSpec s = make(t, Op::AllReduce, 1ull << 30, Algorithm::Ring, Protocol::Simple);
+    s.algorithm.reset();
+    s.protocol.reset();
+    TunerChoice c = tune(s, t, r, cal);
+    CHECK(c.algorithm == Algorithm::Ring);
+    CommBandwidths bw = comm_bandwidths(s, t, r, cal);
+    const double S = static_cast<double>(s.bytes);
+    const double B = std::min(bw.intra_Bps, std::min(bw.host_net_Bps, default_channels(s, t, r) * bw.nic_Bps));
+    bool seen = false;
+    for (const auto& k : c.candidates)
+      if (k.algorithm == Algorithm::Tree && k.protocol == Protocol::Simple) {
+        seen = true;
+        CHECK(k.predicted_s - k.latency_s == doctest::Approx(2 * S / (B * cal.factor("tree_efficiency"))));
+      }
+    CHECK(seen);
+  }
+}

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 
@@ -337,7 +338,9 @@ TEST_CASE("our JSON round-trips and rejects unknown keys") {
   CHECK(j["rows"][30]["time_us"].get<double>() == doctest::Approx(40838.9));
   CHECK(j["rows"][30]["busbw_GBps"].get<double>() == doctest::Approx(368.09));
   CHECK(j["rows"][30]["in_place"]["busbw_GBps"].get<double>() == doctest::Approx(368.62));
+  CHECK(j["system"]["gpus_per_thread"] == 8);
   Measurement back = measurement_from_json(j, "mem.json");
+  CHECK(back.gpus_per_thread == 8);
   CHECK(back.op == "all_reduce");
   CHECK(back.nranks == 8);
   CHECK(back.num_nodes == 1);
@@ -362,6 +365,41 @@ TEST_CASE("our JSON round-trips and rejects unknown keys") {
   Json bad2 = j;
   bad2["schema"] = "other";
   CHECK_THROWS_AS(measurement_from_json(bad2, "bad2.json"), InputError);
+}
+
+TEST_CASE("GPUs per thread: header nGpus, a printed -g, or the sidecar's quoted command") {
+  // Expected values read off the raw files / sidecars by eye.
+  const std::map<std::string, int> expect = {
+      {"abci_inter_anode_job2_7194279_16gpu_all_reduce", 1},   // header nGpus 1 (one process per GPU)
+      {"nvidia_dgxc_dgxh100_1node_8gpu_all_reduce", 1},        // header nGpus 1
+      {"together_b200_2node_16gpu_sendrecv", 1},               // header nGpus 1 (both runs)
+      {"together_h100_1node_8gpu_all_gather_ring", 8},         // header nGpus 8
+      {"liplus_a100_8gpu_nvlink_sendrecv", 8},                 // "./build/sendrecv_perf ... -g 8" in the text
+      {"azure_ndv4_a100_1node_8gpu_all_reduce_busbw_only", 8}, // sidecar notes: "all_reduce_perf ... -g 8 -n 40"
+  };
+  for (const auto& [name, g] : expect) {
+    CAPTURE(name);
+    auto ms = load_measurements(kData + name + ".meta.json");
+    REQUIRE(!ms.empty());
+    for (const auto& m : ms) CHECK(m.gpus_per_thread == g);
+  }
+  // The raw li-plus log alone (no sidecar) still says -g 8; the Azure markdown alone does not say.
+  CHECK(load_measurements(kData + "raw/liplus_a100_8gpu_sendrecv.txt", hint("", 8, 1))[0].gpus_per_thread == 8);
+  CHECK(load_measurements(kData + "raw/azure_ai_benchmarking_guide_ND_A100_v4_results.md", hint("all_reduce", 8, 1))[0]
+            .gpus_per_thread == 0);
+  CHECK(nccl_tests_gpus_flag("mpirun -np 8 ./all_reduce_perf -b 8 -e 1G -g 1", "w") == 1);
+  CHECK(nccl_tests_gpus_flag("sendrecv_perf (float), -g 8", "w") == 8);
+  CHECK(nccl_tests_gpus_flag("-g 8 but no test binary", "w") == 0);
+  CHECK_THROWS_WITH_AS(nccl_tests_gpus_flag("all_reduce_perf -g x", "cmd.txt"), doctest::Contains("cmd.txt"), InputError);
+  // A hint that contradicts the log is an error.
+  ParseHints h = hint("all_reduce");
+  h.gpus_per_thread = 4;
+  CHECK_THROWS_WITH_AS(load_measurements(kData + "raw/together_h100_1node_all_reduce_ring.txt", h),
+                       doctest::Contains("GPUs per thread"), InputError);
+  ParseHints l = hint("", 8, 1);
+  l.gpus_per_thread = 1;
+  CHECK_THROWS_WITH_AS(load_measurements(kData + "raw/liplus_a100_8gpu_sendrecv.txt", l), doctest::Contains("-g 8"),
+                       InputError);
 }
 
 TEST_CASE("op names and bus-bandwidth factors") {

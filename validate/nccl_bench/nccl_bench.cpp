@@ -522,6 +522,7 @@ int run(int argc, char** argv) {
     m.nccl_version = nccl_version;
     m.env = env;
     m.nics = local_nics();
+    m.gpus_per_thread = static_cast<int>(c.devs.size());
     if (auto it = env.find("NCCL_ALGO"); it != env.end()) m.algorithm = it->second;
     if (auto it = env.find("NCCL_PROTO"); it != env.end()) m.protocol = it->second;
     m.ranks = c.multi_process ? std::vector<fv::RankInfo>{} : ranks;  // multi-process: rank 0 knows only itself
