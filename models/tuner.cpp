@@ -15,6 +15,21 @@ namespace fabricsim::models {
 using topo::NodeId;
 using topo::NodeKind;
 
+double ll_max_busbw_Bps(const std::string& gpu_model, int hosts) {
+  // [NCCL-T] llMaxBws (GB/s of busBw) for 1 / 2 / >= 4 nodes (NCCL's index is 0, 1, 2 for 1, 2, > 2 nodes).
+  struct Row {
+    const char* prefix;
+    double gbps[3];
+  };
+  static const Row rows[] = {{"v100", {39.0, 39.0, 20.4}},    {"a100", {87.7, 22.5, 19.0}},
+                             {"h100", {141.0, 45.0, 35.0}},   {"h200", {141.0, 45.0, 35.0}},
+                             {"gb200", {282.0, 90.0, 70.0}}, {"b200", {282.0, 90.0, 70.0}}};
+  const int k = hosts <= 1 ? 0 : hosts == 2 ? 1 : 2;
+  for (const auto& r : rows)
+    if (gpu_model.rfind(r.prefix, 0) == 0) return r.gbps[k] * 1e9;
+  return 0;
+}
+
 CommBandwidths comm_bandwidths(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
                                const Calibration& calib) {
   CommBandwidths b;
@@ -60,6 +75,7 @@ CommBandwidths comm_bandwidths(const CollectiveSpec& spec, const topo::Topology&
   b.intra_Bps = std::isfinite(intra) ? intra : 0;
   b.nic_Bps = std::isfinite(nic) ? nic : 0;
   b.host_net_Bps = std::isfinite(host_net) ? host_net : 0;
+  b.ll_max_Bps = ll_max_busbw_Bps(t.node(spec.communicator.front()).model, b.hosts);
   return b;
 }
 
@@ -75,6 +91,8 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
   const double Bn = H > 1 && bw.nic_Bps > 0 ? bw.nic_Bps : inf;
   const double Bhost = H > 1 && bw.host_net_Bps > 0 ? std::min(bw.host_net_Bps, channels * bw.nic_Bps) : inf;
   auto t_of = [](double bytes, double B) { return std::isfinite(B) && B > 0 ? bytes / B : 0.0; };
+  // [NCCL-T] ncclTopoTuneModel caps Ring and Tree LL at llMaxBw (busBw, per GPU generation and node count).
+  auto ll_capped = [&](double B) { return p == Protocol::LL && bw.ll_max_Bps > 0 ? std::min(B, bw.ll_max_Bps) : B; };
   // Per-call latency; a communicator spanning several hosts pays it times multi_host_base_latency_factor
   // (1 = NCCL's model, calibration.cpp).
   double lat = ap.base_latency_s * (H > 1 ? calib.factor("multi_host_base_latency_factor") : 1.0), xfer = 0;
@@ -92,7 +110,7 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
       double steps = spec.op == Op::AllReduce ? 2 * (n - 1) : n - 1;
       double inter = H <= 1 ? 0 : (spec.op == Op::AllReduce ? 2 * (H - 1) : H - 1);
       lat += (steps - inter) * li + inter * ln;
-      xfer = t_of(steps / n * S, std::min(Bi, Bhost) * e);
+      xfer = t_of(steps / n * S, ll_capped(std::min(Bi, Bhost) * e));
       break;
     }
     case Algorithm::Tree: {
@@ -104,7 +122,7 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
       // simulated schedule reproduces, but NCCL chooses by this model, so the tuner must too: with the
       // physical NIC load instead it picked Tree for 2-host all_reduce at every size >= 1 MiB, where NCCL
       // runs Ring (the ABCI 2-node logs measure the same busbw as 4 nodes; docs/validation.md).
-      xfer = t_of(2 * S, std::min(Bi, Bhost) * e * te);
+      xfer = t_of(2 * S, ll_capped(std::min(Bi, Bhost) * e * te));
       break;
     }
     case Algorithm::Nvls: {

@@ -23,7 +23,11 @@ struct CommBandwidths {
   double intra_Bps = 0;   // per GPU towards other GPUs of its host/domain (NVLink or PCIe)
   double nic_Bps = 0;     // per GPU through its rail NIC (0 when it has none)
   double host_net_Bps = 0;  // per host, all rail NICs used by its ranks together
+  double ll_max_Bps = 0;    // NCCL's LL busBw ceiling for this GPU generation and host count (0: none known)
 };
+// [NCCL-T] llMaxBws: the LL protocol's modelled busBw ceiling for a GPU model ("a100-40gb" -> Ampere) and host
+// count, in bytes/s; 0 for models NCCL's table does not cover.
+double ll_max_busbw_Bps(const std::string& gpu_model, int hosts);
 CommBandwidths comm_bandwidths(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
                                const Calibration& calib);
 

@@ -410,3 +410,20 @@ TEST_CASE("tuner: Tree is priced with NCCL's model (algorithm bandwidth = busBw 
     CHECK(seen);
   }
 }
+
+TEST_CASE("tuner: NCCL's LL busBw ceiling (llMaxBws) per GPU generation and host count") {
+  CHECK(ll_max_busbw_Bps("a100-40gb", 1) == approx(87.7e9));
+  CHECK(ll_max_busbw_Bps("a100-80gb", 2) == approx(22.5e9));
+  CHECK(ll_max_busbw_Bps("v100", 8) == approx(20.4e9));
+  CHECK(ll_max_busbw_Bps("h100", 1) == approx(141.0e9));
+  CHECK(ll_max_busbw_Bps("gb200", 4) == approx(70.0e9));
+  CHECK(ll_max_busbw_Bps("mi300x", 1) == 0.0);
+  // 8x A100 (240 GB/s usable NVLink per GPU): Ring LL's bandwidth term uses 87.7 GB/s, not 0.5 x 240.
+  Calibration cal = default_calibration();
+  topo::Topology a = preset("dgx-a100");
+  topo::Routing ra(a);
+  CollectiveSpec s = make(a, Op::AllReduce, 64ull << 20, Algorithm::Ring, Protocol::LL);
+  TunerChoice c = tune(s, a, ra, cal);
+  REQUIRE(c.candidates.size() == 1);
+  CHECK(c.candidates[0].predicted_s - c.candidates[0].latency_s == approx(14.0 / 8 * (64 << 20) / 87.7e9));
+}
