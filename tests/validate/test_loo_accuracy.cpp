@@ -11,7 +11,7 @@
 //     a model change that docs/validation.md records with before/after numbers:
 //     - 2026-11-22 02:05 UTC, NIC-aware rings and tree heads, NCCL's double binary tree, no `hierarchical`:
 //       9.4 / 41.6 / 21.7 % -> 5.9 / 46.0 / 17.1 % (>= 1 MiB median / p90 / < 1 MiB median);
-//     - 2026-11-22 05:30 UTC, the tuner prices Tree and LL with NCCL's own model (tree busBw / 2 at every
+//     - 2026-11-22 04:05 UTC, the tuner prices Tree and LL with NCCL's own model (tree busBw / 2 at every
 //       node count, llMaxBws) and the validation models nccl-tests' host launch floor (-g 8 runs):
 //       5.9 / 46.0 / 17.1 / 64.7 % -> 5.3 / 29.5 / 20.5 / 46.2 % (and < 1 MiB p90). The < 1 MiB median got
 //       worse (its guard moved 18 -> 21 %) and the Together H100 p90 rose from 9.8 to 14.5 %: with the host
@@ -98,7 +98,7 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
                                               << r.summary.small.p90);
     CHECK(r.summary.large.count == 133);
     CHECK(r.summary.small.count == 224);
-    // Measured 2026-11-22 05:30 UTC (docs/validation.md): 5.3 % / 29.5 %; 20.5 % / 46.2 %.
+    // Measured 2026-11-22 04:05 UTC (docs/validation.md): 5.3 % / 29.5 %; 20.5 % / 46.2 %.
     CHECK(r.summary.large.median <= 0.06);
     CHECK(r.summary.large.p90 <= 0.30);
     CHECK(r.summary.small.median <= 0.21);
@@ -112,7 +112,7 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
     ErrorSummary s = subset(r, "abci_intra_vnode", 1);
     MESSAGE("ABCI V intra LOO: >= 1 MiB median " << s.large.median << "; < 1 MiB median " << s.small.median);
     CHECK(s.large.count == 6);
-    // measured 4.0 % (15.7 % before the 05:30 change, 9.9 % before the 02:05 one, 80.3 % before the
+    // measured 4.0 % (15.7 % before the 04:05 change, 9.9 % before the 02:05 one, 80.3 % before the
     // single-host NVLink rule)
     CHECK(s.large.median <= 0.05);
   }
@@ -148,7 +148,7 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
     CHECK(re.summary.small.count == 224);
     CHECK(re.summary.large.median <= 0.08);  // measured 7.5 %
     CHECK(re.summary.large.p90 <= 0.33);     // measured 32.1 %
-    CHECK(re.summary.small.median <= 0.24);  // measured 23.0 % (11.0 % before the 05:30 change)
+    CHECK(re.summary.small.median <= 0.24);  // measured 23.0 % (11.0 % before the 04:05 change)
     CHECK(re.summary.small.p90 <= 0.73);     // measured 72.6 %
   }
 }
