@@ -1,5 +1,6 @@
 // fabricsim coll: simulate one NCCL collective over a size sweep and print the nccl-tests table
 // (docs/collectives.md). Flags follow nccl-tests where it has them (-b -e -f -g -d -o -r).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -64,6 +65,10 @@ int cmd_coll(int argc, char** argv) {
   args.flag({"--maxbytes", "-e", "SIZE", "largest size (nccl-tests -e)", "32M, or -b when only -b is given"});
   args.flag({"--stepfactor", "-f", "N", "multiply the size by N between rows (nccl-tests -f)", "2"});
   args.flag({"--ngpus", "-g", "N", "use the first N GPUs of the topology (rank order)", "all"});
+  args.flag({"--gpus-per-thread", "", "N",
+             "model an nccl-tests -g N run: one host thread launches on N GPUs, so each call takes at least N x "
+             "kernel_launch_s (docs/validation.md, host launch floor)",
+             "no floor"});
   args.flag({"--comm", "", "R,R,...", "communicator as cluster GPU ranks (indices in the topology's GPU order)", ""});
   args.flag({"--root", "-r", "RANK", "root rank for broadcast/reduce (nccl-tests -r)", "0"});
   args.flag({"--algo", "", "ALGO", "ring, tree, nvls, collnet, pat, direct, pairwise, hierarchical (NCCL_ALGO)", "tuner"});
@@ -123,6 +128,12 @@ int cmd_coll(int argc, char** argv) {
     long long c = parse_int(args.get("--channels"), "--channels");
     if (c < 1 || c > 64) throw InputError("--channels", "an integer in 1..64");
     spec.channels = static_cast<int>(c);
+  }
+  int gpus_per_thread = 0;
+  if (args.has("--gpus-per-thread")) {
+    long long g = parse_int(args.get("--gpus-per-thread"), "--gpus-per-thread");
+    if (g < 1 || g > 4096) throw InputError("--gpus-per-thread", "an integer in 1..4096 (GPUs one host thread drives)");
+    gpus_per_thread = static_cast<int>(g);
   }
   const std::uint64_t minb = parse_size(args.get("--minbytes", "32M"), "-b");
   // Like nccl-tests, -e defaults to 32M; given -b alone, the sweep is that one size.
@@ -249,7 +260,9 @@ int cmd_coll(int argc, char** argv) {
       info.communicator = s.communicator;
       last_result = sim::collective_run_result(t, sch, res, info);
     }
-    rows.push_back({s.bytes, res.makespan_s, tc.predicted_s, sch.algorithm, sch.protocol, sch.fidelity,
+    double time_s = res.makespan_s;
+    if (gpus_per_thread > 0) time_s = std::max(time_s, models::host_launch_floor_s(calib, gpus_per_thread));
+    rows.push_back({s.bytes, time_s, tc.predicted_s, sch.algorithm, sch.protocol, sch.fidelity,
                     sch.transfers.size()});
   }
 
@@ -263,7 +276,11 @@ int cmd_coll(int argc, char** argv) {
   }
   std::ostringstream o;
   o << "# fabricsim coll: " << opname << " on " << t.name() << " (" << n << " GPUs on " << hosts << " hosts), engine "
-    << ropt.engine << ", calibration " << calib.name << "\n";
+    << ropt.engine << ", calibration " << calib.name;
+  if (gpus_per_thread > 0)
+    o << ", host launch floor " << fmt("%.2f", models::host_launch_floor_s(calib, gpus_per_thread) * 1e6) << " us ("
+      << gpus_per_thread << " GPUs per thread)";
+  o << "\n";
   o << "#\n";
   o << "#       size         count      type   redop    root     time   algbw   busbw  algo          proto   fidelity\n";
   o << "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)\n";
@@ -322,6 +339,7 @@ int cmd_coll(int argc, char** argv) {
                 {"requested_protocol", spec.protocol ? models::to_string(*spec.protocol) : "auto"},
                 {"rows", jrows},
                 {"avg_busbw_GBps", avg}};
+    if (gpus_per_thread > 0) doc["system"]["gpus_per_thread"] = gpus_per_thread;
     write_file_atomic(args.get("--json"), doc.dump(1) + "\n");
   }
   if (want_outputs) {

@@ -93,3 +93,38 @@ TEST_CASE("a fabricsim coll --json result reads back into validate and matches i
   CHECK(j["summary"]["large"]["max_abs_busbw_error"].get<double>() < 1e-9);
   fs::remove_all(d);
 }
+
+TEST_CASE("coll --gpus-per-thread: nccl-tests -g host launch floor, written to JSON and honoured by validate") {
+  auto d = tmpdir("g");
+  std::string sim = (d / "sim.json").string();
+  Run c = run("coll --topology dgx-h100 --calibration default --op all_reduce -b 8 -e 64M --gpus-per-thread 8 --json " +
+                  sim,
+              d);
+  REQUIRE(c.rc == 0);
+  CHECK(c.out.find("host launch floor 34.28 us (8 GPUs per thread)") != std::string::npos);
+  auto s = nlohmann::json::parse(slurp(sim));
+  CHECK(s["system"]["gpus_per_thread"] == 8);
+  // Small sizes sit on the floor (8 x 4.285 us, docs/calibration.md); large ones are untouched.
+  CHECK(s["rows"][0]["time_us"].get<double>() == doctest::Approx(34.28));
+  Run plain = run("coll --topology dgx-h100 --calibration default --op all_reduce -b 8 -e 8 --json " +
+                      (d / "plain.json").string(),
+                  d);
+  REQUIRE(plain.rc == 0);
+  auto p = nlohmann::json::parse(slurp((d / "plain.json").string()));
+  CHECK(p["rows"][0]["time_us"].get<double>() < 34.28);
+  CHECK(!p["system"].contains("gpus_per_thread"));
+  const auto& rows = s["rows"];
+  CHECK(rows[rows.size() - 1]["time_us"].get<double>() > 100.0);
+  // validate reads gpus_per_thread back and applies the same floor: the re-simulation matches exactly.
+  Run v = run("validate --json " + (d / "r.json").string() + " " + sim, d);
+  REQUIRE(v.rc == 0);
+  auto j = nlohmann::json::parse(slurp((d / "r.json").string()));
+  CHECK(j["summary"]["small"]["max_abs_busbw_error"].get<double>() < 1e-9);
+  CHECK(j["summary"]["large"]["max_abs_busbw_error"].get<double>() < 1e-9);
+  for (const char* bad : {"0", "x", "5000"}) {
+    Run b = run(std::string("coll --topology dgx-h100 -b 8 --gpus-per-thread ") + bad, d);
+    CHECK(b.rc == 2);
+    CHECK(b.err.find("--gpus-per-thread") != std::string::npos);
+  }
+  fs::remove_all(d);
+}
