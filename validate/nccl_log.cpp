@@ -625,7 +625,7 @@ Measurement measurement_from_json(const Json& doc, const std::string& source) {
     m.nics = string_list(sr.array_optional("nics"), sr.path_of("nics"));
     m.nccl_version = sr.string_or("nccl_version", "");
     m.gpus_per_thread = static_cast<int>(sr.integer_or("gpus_per_thread", 0));
-    if (m.gpus_per_thread < 0) json_fail(sr.path_of("gpus_per_thread"), "an integer >= 1 (GPUs one host thread drives)");
+    if (m.gpus_per_thread < 0) json_fail(sr.path_of("gpus_per_thread"), "an integer >= 0 (GPUs one host thread drives; 0 = unknown)");
     if (const Json* e = sr.object_optional("env"))
       for (auto it = e->begin(); it != e->end(); ++it) {
         if (!it.value().is_string()) json_fail(sr.path_of("env").child(it.key()), "a string");

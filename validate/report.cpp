@@ -78,6 +78,8 @@ Report compare(const std::vector<Case>& cases,
     lc.calibration = c.name;
     lc.nranks = cs.m.nranks;
     lc.nodes = cs.m.num_nodes;
+    lc.gpus_per_thread = cs.m.gpus_per_thread;
+    lc.host_launch_floor_s = models::host_launch_floor_s(c, cs.m.gpus_per_thread);
     const double factor = busbw_factor(cs.m.op, cs.m.nranks);
     for (std::size_t i = 0; i < cs.sizes.size(); ++i) {
       SimPoint sp = cs.sys->simulate(cs.sizes[i], c);
@@ -90,6 +92,7 @@ Report compare(const std::vector<Case>& cases,
       p.busbw_error = p.measured_s / p.simulated_s - 1.0;
       p.algorithm = sp.algorithm;
       p.protocol = sp.protocol;
+      p.at_host_floor = sp.at_host_floor;
       lc.points.push_back(p);
     }
     rep.logs.push_back(std::move(lc));
@@ -140,14 +143,18 @@ std::string report_text(const Report& r) {
   for (const auto& l : r.logs) {
     o << "#\n# " << l.source << "\n#   " << l.op << ", " << l.nranks << " ranks on " << l.nodes << " host(s), " << l.gpu
       << "\n#   topology: " << l.mapping << "\n#   calibration: " << l.calibration << "\n";
+    o << "#   host launch floor: " << fmt("%.2f", l.host_launch_floor_s * 1e6) << " us ("
+      << (l.gpus_per_thread > 0 ? std::to_string(l.gpus_per_thread) + " GPU(s) per host thread"
+                                : std::string("GPUs per host thread not recorded: 1 assumed"))
+      << "); rows marked 'floor' are simulated at it\n";
     o << "#        size   meas_time   sim_time  meas_busbw  sim_busbw   error  algo/proto\n";
     o << "#         (B)        (us)       (us)      (GB/s)     (GB/s)     (%)\n";
     for (const auto& p : l.points) {
       char buf[256];
-      std::snprintf(buf, sizeof buf, "%13llu %11.2f %10.2f %11.2f %10.2f %7.1f  %s/%s\n",
+      std::snprintf(buf, sizeof buf, "%13llu %11.2f %10.2f %11.2f %10.2f %7.1f  %s/%s%s\n",
                     static_cast<unsigned long long>(p.size_bytes), p.measured_s * 1e6, p.simulated_s * 1e6,
                     p.measured_busbw_GBps, p.simulated_busbw_GBps, p.busbw_error * 100, p.algorithm.c_str(),
-                    p.protocol.c_str());
+                    p.protocol.c_str(), p.at_host_floor ? " floor" : "");
       o << buf;
     }
   }
@@ -188,7 +195,8 @@ Json report_json(const Report& r) {
                      {"simulated_busbw_Bps", p.simulated_busbw_GBps * kGB},
                      {"busbw_error", p.busbw_error},
                      {"algorithm", p.algorithm},
-                     {"protocol", p.protocol}});
+                     {"protocol", p.protocol},
+                     {"at_host_launch_floor", p.at_host_floor}});
     logs.push_back({{"source", l.source},
                     {"collective", l.op},
                     {"nranks", l.nranks},
@@ -197,6 +205,8 @@ Json report_json(const Report& r) {
                     {"topology", l.mapping},
                     {"family", l.family},
                     {"calibration", l.calibration},
+                    {"gpus_per_thread", l.gpus_per_thread},
+                    {"host_launch_floor_s", l.host_launch_floor_s},
                     {"points", pts}});
   }
   auto stats = [](const ErrorStats& s) {

@@ -24,11 +24,14 @@ struct PointCompare {
   double measured_busbw_GBps = 0, simulated_busbw_GBps = 0;
   double busbw_error = 0;  // fraction, see the convention above
   std::string algorithm, protocol;
+  bool at_host_floor = false;  // the simulated time is the host launch floor, not the collective's
 };
 
 struct LogCompare {
   std::string source, op, gpu, mapping, family, calibration;
   int nranks = 0, nodes = 0;
+  int gpus_per_thread = 0;       // as the log says (0: unknown, one assumed)
+  double host_launch_floor_s = 0;  // models::host_launch_floor_s under this log's calibration
   std::vector<PointCompare> points;
 };
 

@@ -212,7 +212,9 @@ SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration
   SimPoint p;
   p.size_bytes = size_bytes;
   // The measurement loop's host launch floor (nccl-tests -g: one thread launching a kernel on each GPU).
-  p.time_s = std::max(r.makespan_s, models::host_launch_floor_s(calib, impl_->gpus_per_thread));
+  const double floor_s = models::host_launch_floor_s(calib, impl_->gpus_per_thread);
+  p.time_s = std::max(r.makespan_s, floor_s);
+  p.at_host_floor = floor_s > r.makespan_s;
   p.algorithm = sch.algorithm;
   p.protocol = sch.protocol;
   return p;

@@ -48,6 +48,7 @@ struct SimPoint {
   std::uint64_t size_bytes = 0;
   double time_s = 0;
   std::string algorithm, protocol;  // what the tuner (or the log's NCCL_ALGO) chose
+  bool at_host_floor = false;       // time_s is the host launch floor (models::host_launch_floor_s)
 };
 
 // Topology, routing and communicator of one measured run, built once and reused for every size and every

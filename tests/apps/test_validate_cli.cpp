@@ -36,6 +36,17 @@ TEST_CASE("fabricsim validate: text, JSON and SVG for two logs") {
   CHECK(j["logs"].size() == 2);
   CHECK(j["summary"]["large"]["points"].get<int>() + j["summary"]["small"]["points"].get<int>() == 24 + 27);
   CHECK(slurp((d / "r.svg").string()).rfind("<svg", 0) == 0);
+  // Host launch floor: ABCI ran one process per GPU (nGpus 1), Together one thread on 8 GPUs (nGpus 8).
+  CHECK(j["logs"][0]["gpus_per_thread"] == 1);
+  CHECK(j["logs"][1]["gpus_per_thread"] == 8);
+  CHECK(j["logs"][1]["host_launch_floor_s"].get<double>() == doctest::Approx(34.28e-6));
+  CHECK(r.out.find("host launch floor: 34.28 us (8 GPU(s) per host thread)") != std::string::npos);
+  // With the built-in calibration the Together log's smallest sizes sit on the floor, its largest do not.
+  const auto& pts = j["logs"][1]["points"];
+  CHECK(pts[0]["at_host_launch_floor"] == true);
+  CHECK(pts[0]["simulated_time_s"].get<double>() == doctest::Approx(34.28e-6));
+  CHECK(pts[pts.size() - 1]["at_host_launch_floor"] == false);
+  for (const auto& p : j["logs"][0]["points"]) CHECK(p["at_host_launch_floor"] == false);
   fs::remove_all(d);
 }
 
