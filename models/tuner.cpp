@@ -176,6 +176,17 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
   return c;
 }
 
+Protocol nccl_p2p_protocol(const CollectiveSpec& spec, int hosts) {
+  // [NCCL-E] src/enqueue.cc + src/init.cc: a p2p operation (send/recv, and the all_to_all NCCL builds from
+  // grouped send/recv) runs LL only when the bytes to one peer are at most NCCL_P2P_LL_THRESHOLD (16384 B by
+  // default), and over the network only when NCCL_ALLOC_P2P_NET_LL_BUFFERS is set (default 0: the shared
+  // network buffers carry Simple only); otherwise Simple. NCCL does not compare costs here.
+  constexpr double kP2pLLThresholdBytes = 16384;
+  const double n = static_cast<double>(std::max<std::size_t>(1, spec.communicator.size()));
+  const double per_peer = spec.op == Op::SendRecv ? static_cast<double>(spec.bytes) : static_cast<double>(spec.bytes) / n;
+  return hosts <= 1 && per_peer <= kP2pLLThresholdBytes ? Protocol::LL : Protocol::Simple;
+}
+
 TunerChoice tune(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
                  const Calibration& calib) {
   TunerChoice out;
@@ -189,9 +200,11 @@ TunerChoice tune(const CollectiveSpec& spec, const topo::Topology& t, topo::Rout
       out.rejected.push_back(std::string(to_string(a)) + ": " + why);
       continue;
     }
+    const bool p2p = a == Algorithm::Direct || a == Algorithm::Pairwise;
     for (Protocol p : protocols_for(a)) {
       if (spec.protocol && *spec.protocol != p) continue;
       if (!calib.has(a, p)) continue;
+      if (p2p && !spec.protocol && p != nccl_p2p_protocol(spec, bw.hosts)) continue;
       // One rank: nothing to communicate; like NCCL (which costs only Ring/Simple then), take the first
       // applicable algorithm with its first protocol instead of comparing launch latencies.
       if (bw.nranks <= 1 && found) continue;

@@ -14,6 +14,11 @@
 
 namespace fabricsim::models {
 
+// [NCCL-E] The protocol NCCL gives a p2p operation (send/recv; all_to_all as grouped send/recv): LL when the
+// bytes to one peer are <= NCCL_P2P_LL_THRESHOLD (16384 B) and no peer is across the network, else Simple.
+// The tuner uses it for direct/pairwise unless the protocol is forced.
+Protocol nccl_p2p_protocol(const CollectiveSpec& spec, int hosts);
+
 // Bandwidths the model sees for one communicator, bytes/s per direction, efficiencies applied.
 struct CommBandwidths {
   int nranks = 0;

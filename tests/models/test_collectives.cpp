@@ -427,3 +427,27 @@ TEST_CASE("tuner: NCCL's LL busBw ceiling (llMaxBws) per GPU generation and host
   REQUIRE(c.candidates.size() == 1);
   CHECK(c.candidates[0].predicted_s - c.candidates[0].latency_s == approx(14.0 / 8 * (64 << 20) / 87.7e9));
 }
+
+TEST_CASE("tuner: p2p protocol follows NCCL's rule (LL up to 16 KiB per peer inside a host, else Simple)") {
+  Calibration cal = default_calibration();
+  topo::Topology h = preset("dgx-h100");
+  topo::Routing rh(h);
+  auto choose = [&](Op op, std::uint64_t bytes, const topo::Topology& t, topo::Routing& r) {
+    CollectiveSpec s = make(t, op, bytes, Algorithm::Direct, Protocol::Simple);
+    s.protocol.reset();
+    return tune(s, t, r, cal);
+  };
+  CHECK(choose(Op::SendRecv, 16384, h, rh).protocol == Protocol::LL);
+  CHECK(choose(Op::SendRecv, 16384 + 4, h, rh).protocol == Protocol::Simple);
+  CHECK(choose(Op::SendRecv, 8, h, rh).candidates.size() == 1);  // not a cost comparison
+  // all_to_all: bytes / n to each peer (8 GPUs: 128 KiB total is 16 KiB per peer).
+  CHECK(choose(Op::AllToAll, 128 << 10, h, rh).protocol == Protocol::LL);
+  CHECK(choose(Op::AllToAll, 256 << 10, h, rh).protocol == Protocol::Simple);
+  // Across hosts the network connections have no LL buffers: Simple at any size.
+  topo::Topology sp = preset("superpod", {{"nodes", "2"}});
+  topo::Routing rs(sp);
+  CHECK(choose(Op::SendRecv, 8, sp, rs).protocol == Protocol::Simple);
+  // A forced protocol still wins.
+  CollectiveSpec f = make(h, Op::SendRecv, 1 << 20, Algorithm::Direct, Protocol::LL);
+  CHECK(tune(f, h, rh, cal).protocol == Protocol::LL);
+}
