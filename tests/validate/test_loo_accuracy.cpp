@@ -2,8 +2,8 @@
 //
 // The issue's targets: for sizes >= 1 MiB, median |busbw error| <= 5 % and p90 <= 12 %; below 1 MiB,
 // median <= 15 %. The model does NOT reach them on the whole shared data set (docs/validation.md
-// "Leave-one-out accuracy": default fit >= 1 MiB median 5.3 %, p90 29.5 %; < 1 MiB median 20.5 %, p90
-// 46.2 %). docs/validation.md explains what limits it. So this test asserts, for the default fit:
+// "Leave-one-out accuracy": default fit >= 1 MiB median 5.3 %, p90 29.5 %; < 1 MiB median 19.3 %, p90
+// 44.5 %). docs/validation.md explains what limits it. So this test asserts, for the default fit:
 //  1. the issue's medians on the subset where they hold (the Together H100 ring logs, NCCL 2.26), and a
 //     guard on that subset's p90 (14.5 %: over the issue's 12 % since 2026-11-22, see below);
 //  2. regression guards at the measured whole-set values (rounded up to the next percent), so any change that
@@ -13,8 +13,9 @@
 //       9.4 / 41.6 / 21.7 % -> 5.9 / 46.0 / 17.1 % (>= 1 MiB median / p90 / < 1 MiB median);
 //     - 2026-11-22 04:05 UTC, the tuner prices Tree and LL with NCCL's own model (tree busBw / 2 at every
 //       node count, llMaxBws) and the validation models nccl-tests' host launch floor (-g 8 runs):
-//       5.9 / 46.0 / 17.1 / 64.7 % -> 5.3 / 29.5 / 20.5 / 46.2 % (and < 1 MiB p90). The < 1 MiB median got
-//       worse (its guard moved 18 -> 21 %) and the Together H100 p90 rose from 9.8 to 14.5 %: with the host
+//       5.9 / 46.0 / 17.1 / 64.7 % -> 5.3 / 29.5 / 20.5 / 46.2 % (and < 1 MiB p90); with NCCL's p2p protocol
+//       rule (04:50 UTC) 19.3 / 44.5 % below 1 MiB. The < 1 MiB median got
+//       worse (its guard moved 18 -> 20 %) and the Together H100 p90 rose from 9.8 to 14.5 %: with the host
 //       floor explaining their 35 us plateau, the fit no longer inflates LL's latency, and the tuner runs
 //       1-4 MiB with LL where the logs look like LL128.
 //  3. the ABCI V intra-node log (4x V100): NVLink efficiency is fitted on single-host runs only
@@ -22,7 +23,7 @@
 //     nvlink_efficiency.v100 to 0.10).
 // and for the --split-fit and --nccl-eras fits (options, not the default): regression guards at their
 // measured values. Neither meets an issue bound on the whole set since the change above (--nccl-eras met the
-// < 1 MiB median before it: 11.0 %, now 23.0 %).
+// < 1 MiB median before it: 11.0 %, now 21.9 %).
 // It runs the real fits three times (about 2.5 min of CPU in Release; longer when the 2 cores are busy).
 #include <doctest/doctest.h>
 
@@ -98,11 +99,11 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
                                               << r.summary.small.p90);
     CHECK(r.summary.large.count == 133);
     CHECK(r.summary.small.count == 224);
-    // Measured 2026-11-22 04:05 UTC (docs/validation.md): 5.3 % / 29.5 %; 20.5 % / 46.2 %.
+    // Measured 2026-11-22 04:50 UTC (docs/validation.md): 5.3 % / 29.5 %; 19.3 % / 44.5 %.
     CHECK(r.summary.large.median <= 0.06);
     CHECK(r.summary.large.p90 <= 0.30);
-    CHECK(r.summary.small.median <= 0.21);
-    CHECK(r.summary.small.p90 <= 0.47);
+    CHECK(r.summary.small.median <= 0.20);
+    CHECK(r.summary.small.p90 <= 0.45);
     ErrorSummary b = subset(r, "together_b200", 2);
     MESSAGE("B200 LOO (default fit): >= 1 MiB median " << b.large.median);
     CHECK(b.large.median <= 0.05);  // measured 3.4 % (41.6 % before the 02:05 change)
@@ -127,8 +128,8 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
     CHECK(rs.summary.small.count == 224);
     CHECK(rs.summary.large.median <= 0.10);  // measured 9.4 %
     CHECK(rs.summary.large.p90 <= 0.43);     // measured 42.9 %
-    CHECK(rs.summary.small.median <= 0.23);  // measured 22.3 %
-    CHECK(rs.summary.small.p90 <= 0.69);     // measured 68.4 %
+    CHECK(rs.summary.small.median <= 0.24);  // measured 23.0 % (22.3 % before the p2p protocol rule)
+    CHECK(rs.summary.small.p90 <= 0.69);     // measured 68.3 %
     ErrorSummary b = subset(rs, "together_b200", 2);
     MESSAGE("B200 LOO: split-fit >= 1 MiB median " << b.large.median);
     CHECK(b.large.median <= 0.05);  // measured 4.6 %
@@ -146,9 +147,9 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
                                               << re.summary.small.p90);
     CHECK(re.summary.large.count == 133);
     CHECK(re.summary.small.count == 224);
-    CHECK(re.summary.large.median <= 0.08);  // measured 7.5 %
+    CHECK(re.summary.large.median <= 0.08);  // measured 7.9 %
     CHECK(re.summary.large.p90 <= 0.33);     // measured 32.1 %
-    CHECK(re.summary.small.median <= 0.24);  // measured 23.0 % (11.0 % before the 04:05 change)
-    CHECK(re.summary.small.p90 <= 0.73);     // measured 72.6 %
+    CHECK(re.summary.small.median <= 0.22);  // measured 21.9 % (11.0 % before the 04:05 change)
+    CHECK(re.summary.small.p90 <= 0.64);     // measured 63.1 %
   }
 }
