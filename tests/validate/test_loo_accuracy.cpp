@@ -14,7 +14,7 @@
 //     - 2026-11-22 04:05 UTC, the tuner prices Tree and LL with NCCL's own model (tree busBw / 2 at every
 //       node count, llMaxBws) and the validation models nccl-tests' host launch floor (-g 8 runs):
 //       5.9 / 46.0 / 17.1 / 64.7 % -> 5.3 / 29.5 / 20.5 / 46.2 % (and < 1 MiB p90); with NCCL's p2p protocol
-//       rule (04:50 UTC) 19.3 / 44.5 % below 1 MiB. The < 1 MiB median got
+//       rule (04:22 UTC) 19.3 / 44.5 % below 1 MiB. The < 1 MiB median got
 //       worse (its guard moved 18 -> 20 %) and the Together H100 p90 rose from 9.8 to 14.5 %: with the host
 //       floor explaining their 35 us plateau, the fit no longer inflates LL's latency, and the tuner runs
 //       1-4 MiB with LL where the logs look like LL128.
@@ -99,7 +99,7 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
                                               << r.summary.small.p90);
     CHECK(r.summary.large.count == 133);
     CHECK(r.summary.small.count == 224);
-    // Measured 2026-11-22 04:50 UTC (docs/validation.md): 5.3 % / 29.5 %; 19.3 % / 44.5 %.
+    // Measured 2026-11-22 04:22 UTC (docs/validation.md): 5.3 % / 29.5 %; 19.3 % / 44.5 %.
     CHECK(r.summary.large.median <= 0.06);
     CHECK(r.summary.large.p90 <= 0.30);
     CHECK(r.summary.small.median <= 0.20);
