@@ -192,6 +192,7 @@ TunerChoice tune(const CollectiveSpec& spec, const topo::Topology& t, topo::Rout
   TunerChoice out;
   CommBandwidths bw = comm_bandwidths(spec, t, routing, calib);
   int channels = default_channels(spec, t, routing);
+  const Protocol p2p_protocol = nccl_p2p_protocol(spec, bw.hosts);
   bool found = false;
   for (Algorithm a : algorithms_for(spec.op)) {
     if (spec.algorithm && *spec.algorithm != a) continue;
@@ -200,11 +201,11 @@ TunerChoice tune(const CollectiveSpec& spec, const topo::Topology& t, topo::Rout
       out.rejected.push_back(std::string(to_string(a)) + ": " + why);
       continue;
     }
-    const bool p2p = a == Algorithm::Direct || a == Algorithm::Pairwise;
+    const bool p2p_rule = (a == Algorithm::Direct || a == Algorithm::Pairwise) && !spec.protocol;
     for (Protocol p : protocols_for(a)) {
       if (spec.protocol && *spec.protocol != p) continue;
       if (!calib.has(a, p)) continue;
-      if (p2p && !spec.protocol && p != nccl_p2p_protocol(spec, bw.hosts)) continue;
+      if (p2p_rule && p != p2p_protocol) continue;
       // One rank: nothing to communicate; like NCCL (which costs only Ring/Simple then), take the first
       // applicable algorithm with its first protocol instead of comparing launch latencies.
       if (bw.nranks <= 1 && found) continue;

@@ -32,6 +32,13 @@ bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+bool ends_with(const std::string& s, const std::string& suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+
+// An nccl-tests binary name ("all_reduce_perf", "./build/sendrecv_perf").
+bool is_test_binary(const std::string& tok) { return tok.size() > 5 && ends_with(tok, "_perf"); }
+
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -241,7 +248,7 @@ std::string normalize_op(const std::string& name_in) {
   auto slash = name.find_last_of('/');
   if (slash != std::string::npos) name = name.substr(slash + 1);
   name = lower(name);
-  if (name.size() > 5 && name.compare(name.size() - 5, 5, "_perf") == 0) name.resize(name.size() - 5);
+  if (is_test_binary(name)) name.resize(name.size() - 5);
   std::string key;
   for (char c : name)
     if (c != '_' && c != '-' && c != ' ') key += c;
@@ -263,11 +270,10 @@ int nccl_tests_gpus_flag(const std::string& text, const std::string& where) {
   bool command = false;
   for (std::size_t i = 0; i < t.size(); ++i) {
     const auto& tok = t[i];
-    if (tok.size() > 5 && tok.compare(tok.size() - 5, 5, "_perf") == 0) command = true;
+    if (is_test_binary(tok)) command = true;
     if (!command || (tok != "-g" && tok != "--ngpus")) continue;
     const std::string v = i + 1 < t.size() ? t[i + 1] : "";
-    if (v.empty() || v.size() > 4 || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
-        std::stoi(v) < 1)
+    if (!all_digits(v) || v.size() > 4 || std::stoi(v) < 1)
       throw InputError(where, "nccl-tests flag " + tok + " needs a positive integer (GPUs per thread), got '" + v + "'");
     return std::stoi(v);
   }
@@ -397,7 +403,7 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const st
     // A command line naming the test binary ("./build/sendrecv_perf -b 128M ... -g 8") names the op and,
     // with -g, the GPUs per thread.
     for (const auto& tok : t) {
-      if (tok.size() > 5 && tok.compare(tok.size() - 5, 5, "_perf") == 0) {
+      if (is_test_binary(tok)) {
         std::string op = normalize_op(tok);
         if (!op.empty()) pending_op = op;
       }
@@ -542,10 +548,6 @@ std::string read_text_file(const std::string& path) {
   std::ostringstream s;
   s << f.rdbuf();
   return s.str();
-}
-
-bool ends_with(const std::string& s, const std::string& suf) {
-  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
 }
 
 }  // namespace
