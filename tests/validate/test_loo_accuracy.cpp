@@ -44,6 +44,15 @@ ErrorSummary subset(const Report& r, const char* needle, std::size_t expect_logs
   REQUIRE(sub.size() == expect_logs);
   return summarize(sub);
 }
+
+// Prints one fit's whole-set summary and checks that it covers every shared point (133 sizes >= 1 MiB, 224
+// below).
+void whole_set(const char* fit, const Report& rep) {
+  MESSAGE(fit << " LOO: >= 1 MiB median " << rep.summary.large.median << " p90 " << rep.summary.large.p90
+              << "; < 1 MiB median " << rep.summary.small.median << " p90 " << rep.summary.small.p90);
+  CHECK(rep.summary.large.count == 133);
+  CHECK(rep.summary.small.count == 224);
+}
 }  // namespace
 
 TEST_CASE("leave-one-out accuracy on the shared logs") {
@@ -94,11 +103,7 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
   }
 
   {  // whole shared set: regression guards at the measured values (issue bounds NOT met, see header)
-    MESSAGE("all logs LOO: >= 1 MiB median " << r.summary.large.median << " p90 " << r.summary.large.p90
-                                              << "; < 1 MiB median " << r.summary.small.median << " p90 "
-                                              << r.summary.small.p90);
-    CHECK(r.summary.large.count == 133);
-    CHECK(r.summary.small.count == 224);
+    whole_set("all logs", r);
     // Measured 2026-11-22 04:22 UTC (docs/validation.md): 5.3 % / 29.5 %; 19.3 % / 44.5 %.
     CHECK(r.summary.large.median <= 0.06);
     CHECK(r.summary.large.p90 <= 0.30);
@@ -121,11 +126,7 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
   {  // --split-fit: regression guards at its measured values. Its configuration was chosen on an older model
      // (then 9.7 % / 38.0 %; 17.6 % / 66.0 %, B200 5.6 %, V intra 6.2 %); on the current model it is worse
      // than the default fit on every whole-set number (docs/validation.md).
-    MESSAGE("split-fit LOO: >= 1 MiB median " << rs.summary.large.median << " p90 " << rs.summary.large.p90
-                                              << "; < 1 MiB median " << rs.summary.small.median << " p90 "
-                                              << rs.summary.small.p90);
-    CHECK(rs.summary.large.count == 133);
-    CHECK(rs.summary.small.count == 224);
+    whole_set("split-fit", rs);
     CHECK(rs.summary.large.median <= 0.10);  // measured 9.4 %
     CHECK(rs.summary.large.p90 <= 0.43);     // measured 42.9 %
     CHECK(rs.summary.small.median <= 0.24);  // measured 23.0 % (22.3 % before the p2p protocol rule)
@@ -142,11 +143,7 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
   }
 
   {  // --nccl-eras: regression guards at its measured values
-    MESSAGE("nccl-eras LOO: >= 1 MiB median " << re.summary.large.median << " p90 " << re.summary.large.p90
-                                              << "; < 1 MiB median " << re.summary.small.median << " p90 "
-                                              << re.summary.small.p90);
-    CHECK(re.summary.large.count == 133);
-    CHECK(re.summary.small.count == 224);
+    whole_set("nccl-eras", re);
     CHECK(re.summary.large.median <= 0.08);  // measured 7.9 %
     CHECK(re.summary.large.p90 <= 0.33);     // measured 32.1 %
     CHECK(re.summary.small.median <= 0.22);  // measured 21.9 % (11.0 % before the 04:05 change)
