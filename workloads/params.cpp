@@ -109,42 +109,34 @@ std::uint64_t ParamReader::size(const std::string& k, std::uint64_t dflt) {
 
 // bandwidth() and time(): a given value is parsed with its unit and recorded as written; the default is
 // used (and recorded in base units) when the key is absent.
-double ParamReader::bandwidth(const std::string& k, double dflt) {
+double ParamReader::with_unit(const std::string& k, double dflt, const std::string& dflt_text,
+                              double (*parse)(std::string_view, std::string_view), const char* kind,
+                              const char* example, bool zero_ok) {
   seen_.insert(k);
   auto it = p_.find(k);
   if (it == p_.end()) {
-    used_[k] = format_bandwidth(dflt);
+    used_[k] = dflt_text;
     return dflt;
   }
   double v = 0;
   try {
-    v = parse_bandwidth(it->second, k);
+    v = parse(it->second, k);
   } catch (const InputError&) {
-    fail(k, "expected a bandwidth such as \"26.28GB/s\", found '" + it->second + "'");
+    fail(k, std::string("expected a ") + kind + " such as \"" + example + "\", found '" + it->second + "'");
   }
-  if (!(v > 0)) fail(k, "expected a bandwidth > 0");
+  if (zero_ok ? !(v >= 0) : !(v > 0)) fail(k, std::string("expected a ") + kind + (zero_ok ? " >= 0" : " > 0"));
   used_[k] = it->second;
   return v;
 }
 
+double ParamReader::bandwidth(const std::string& k, double dflt) {
+  return with_unit(k, dflt, format_bandwidth(dflt), &parse_bandwidth, "bandwidth", "26.28GB/s", false);
+}
+
 double ParamReader::time(const std::string& k, double dflt) {
-  seen_.insert(k);
-  auto it = p_.find(k);
-  if (it == p_.end()) {
-    std::ostringstream os;
-    os << dflt << "s";
-    used_[k] = os.str();
-    return dflt;
-  }
-  double v = 0;
-  try {
-    v = parse_time(it->second, k);
-  } catch (const InputError&) {
-    fail(k, "expected a time such as \"0.5ms\", found '" + it->second + "'");
-  }
-  if (!(v >= 0)) fail(k, "expected a time >= 0");
-  used_[k] = it->second;
-  return v;
+  std::ostringstream os;
+  os << dflt << "s";
+  return with_unit(k, dflt, os.str(), &parse_time, "time", "0.5ms", true);
 }
 
 void ParamReader::finish() const {

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "sim/base/json_reader.hpp"
 
@@ -34,6 +35,11 @@ class ParamReader {
   const ParamMap& used() const { return used_; }  // what was read, with defaults filled in (for reports)
 
  private:
+  // Shared by bandwidth() and time(): `parse` reads a unit-suffixed value; `example` goes into the error;
+  // zero_ok says whether 0 is allowed (else the value must be > 0).
+  double with_unit(const std::string& k, double dflt, const std::string& dflt_text,
+                   double (*parse)(std::string_view, std::string_view), const char* kind, const char* example,
+                   bool zero_ok);
   const ParamMap& p_;
   std::string where_;
   std::set<std::string> seen_;
