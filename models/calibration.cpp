@@ -8,6 +8,8 @@
 //  [NCCL-T28] NVIDIA/nccl src/graph/tuning.cc @ tag v2.8.4-1 (baseLat, hwLat, Ring LL busBw factor), the
 //           same rows checked unchanged through tag v2.17.1-1. Read, not copied.
 //  [LOG-*]  /work/shared/data/nccl-tests/<name>.csv (copied in docs/calibration.md with the derivation).
+//  [HW]     /work/shared/data/hardware/hardware_specs.json: statements by NVIDIA engineers in nccl-tests
+//           issues, with their quotes (copied with provenance in tests/data/hardware/).
 #include "models/calibration.hpp"
 
 #include <algorithm>
@@ -153,14 +155,15 @@ Calibration default_calibration() {
   x["nvlink_efficiency.gb200"] = 40.1 / 50.0;    // SM100_NVLINK_BW 40.1 / 50
   // PCIe: [NCCL-H] PCI_BW 12.0 GB/s for Gen3 x16, nominal 15.75 GB/s per direction.
   x["pcie_efficiency"] = 12.0 / 15.75;
-  // Network (NIC + InfiniBand/Ethernet): [LOG-together_b200_2node_16gpu_sendrecv] peak 43.14 GB/s
-  // busbw (256 MiB, one 400 Gb/s = 50 GB/s ConnectX-7 NIC per GPU) -> 43.14 / 50.
-  x["network_efficiency"] = 43.14 / 50.0;
-  // NVLS in-switch reduction: fitted to [LOG-nvidia_dgxc_dgxh100_1node_8gpu_all_reduce] peak busbw
-  // 480.16 GB/s (8 GiB). Our NVLS all_reduce moves S up and S down per GPU, so its ideal busbw is
-  // 2(n-1)/n * 450 GB/s * nvlink_efficiency.h100 = 1.75 * 450 * 0.824 = 648.9 GB/s; 480.16 / 648.9.
-  // (NCCL models the same effect with nvlsEfficiency = 0.85 for Hopper times (nCh-1)/nCh.)
-  x["nvls_efficiency"] = 480.16 / (1.75 * 450.0 * (20.6 / 25.0));
+  // Network (NIC + InfiniBand/Ethernet): [HW] "CX-7 NICs at NDR rate (400Gbps) should achieve up to
+  // 48-49GB/s per NIC" (AddyLaddy, NVIDIA, nccl-tests issue 267) -> 48.5 / 50. Deliberately not taken from a
+  // shared measurement log, so that a leave-one-out prediction never starts from its own held-out log.
+  x["network_efficiency"] = 48.5 / 50.0;
+  // NVLS in-switch reduction: [HW] "On 8 GPUs, you should reach a peak busBw of ~480GB/s" (sjeaugey, NVIDIA,
+  // nccl-tests issue 212, NVLS all_reduce on 8 H100). Our NVLS all_reduce moves S up and S down per GPU, so
+  // its ideal busbw is 2(n-1)/n * 450 GB/s * nvlink_efficiency.h100 = 1.75 * 450 * 0.824 = 648.9 GB/s;
+  // 480 / 648.9. (NCCL models the same loss as nvlsEfficiency = 0.85 for Hopper times (nCh-1)/nCh.)
+  x["nvls_efficiency"] = 480.0 / (1.75 * 450.0 * (20.6 / 25.0));
   // [NCCL-T] Tree all_reduce busBw * 0.92.
   x["tree_efficiency"] = 0.92;
   // [NCCL-T] PAT busBw * 0.75.

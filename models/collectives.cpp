@@ -402,12 +402,13 @@ struct Builder {
     x.bytes = payload / (eff * ap.bw_efficiency * algo_eff);
     x.weight = weight;
     x.steps = steps;
-    x.step_latency_s = lat;
-    if (steps > 1) {
-      // The engine adds the route's link latency once per transfer; a merged transfer stands for `steps`
-      // transfers that would each pay it, so the other steps-1 route latencies go into the step latency.
-      x.step_latency_s += route_latency(src, dst) * (steps - 1) / steps;
-    }
+    // NCCL's per-step latencies ([NCCL-T] hwLatencies) are measured end to end, so they already include the
+    // time on the wire: one step costs max(step latency, route latency), not their sum (the sum counted the
+    // NVLink hops twice: 19.2 us for an 8-byte all_reduce on 8 H100 with NCCL's defaults, where NCCL's own
+    // model says 15 us). The engine adds the route's latency once per transfer; a merged transfer stands for
+    // `steps` steps, so the step latency carries the rest: steps x max(lat, route) - route in all.
+    const double route = route_latency(src, dst);
+    x.step_latency_s = std::max(lat, route) - route / steps;
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     x.deps = std::move(deps);

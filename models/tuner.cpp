@@ -30,6 +30,21 @@ double ll_max_busbw_Bps(const std::string& gpu_model, int hosts) {
   return 0;
 }
 
+double nccl_tree_correction(Protocol p, double bytes) {
+  // [NCCL-T] treeCorrectionFactor rows LL, LL128, Simple; column k is for sizes in [64 * 2^k, 64 * 2^(k+1))
+  // bytes, applied (ncclTopoGetAlgoTime) for k = 0..22. The values are NCCL's own measured corrections.
+  static const double table[3][23] = {
+      {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+      {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+      {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+  const double units = std::floor(bytes / 64.0);
+  if (units < 1) return 1.0;
+  const int k = static_cast<int>(std::floor(std::log2(units)));
+  if (k < 0 || k >= 23) return 1.0;
+  const int row = p == Protocol::LL ? 0 : p == Protocol::LL128 ? 1 : 2;
+  return table[row][k];
+}
+
 CommBandwidths comm_bandwidths(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
                                const Calibration& calib) {
   CommBandwidths b;
@@ -122,7 +137,10 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
       // simulated schedule reproduces, but NCCL chooses by this model, so the tuner must too: with the
       // physical NIC load instead it picked Tree for 2-host all_reduce at every size >= 1 MiB, where NCCL
       // runs Ring (the ABCI 2-node logs measure the same busbw as 4 nodes; docs/validation.md).
-      xfer = t_of(2 * S, ll_capped(std::min(Bi, Bhost) * e * te));
+      double tb = ll_capped(std::min(Bi, Bhost) * e * te);
+      // [NCCL-T] ncclTopoGetAlgoTime scales a Tree all_reduce's bandwidth by treeCorrectionFactor.
+      if (spec.op == Op::AllReduce) tb *= nccl_tree_correction(p, S);
+      xfer = t_of(2 * S, tb);
       break;
     }
     case Algorithm::Nvls: {

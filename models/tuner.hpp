@@ -30,6 +30,9 @@ struct CommBandwidths {
   double host_net_Bps = 0;  // per host, all rail NICs used by its ranks together
   double ll_max_Bps = 0;    // NCCL's LL busBw ceiling for this GPU generation and host count (0: none known)
 };
+// [NCCL-T] treeCorrectionFactor: NCCL's static correction of a Tree all_reduce's modelled bandwidth for
+// medium sizes (0.4-1.0, by protocol and power of two of the size from 64 B to 256 MiB); 1 elsewhere.
+double nccl_tree_correction(Protocol p, double bytes);
 // [NCCL-T] llMaxBws: the LL protocol's modelled busBw ceiling for a GPU model ("a100-40gb" -> Ampere) and host
 // count, in bytes/s; 0 for models NCCL's table does not cover.
 double ll_max_busbw_Bps(const std::string& gpu_model, int hosts);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -21,7 +22,26 @@ struct Param {
   models::Protocol proto = models::Protocol::Simple;
   int era = -1;           // latency groups: index into Calibration::nccl_eras, -1 for the current table
   bool fraction = false;  // capped at 1
+  // Latency groups: the one algorithm the group scales (NVLS, CollNet, PAT), or none for a protocol group
+  // (every algorithm built from NCCL's ring/tree/p2p primitives with that protocol).
+  std::optional<models::Algorithm> algo;
 };
+
+// Algorithms whose latencies come from their own mechanism (NVLS multimem through the NVSwitch, CollNet
+// through SHARP switches, PAT's log-step schedule), each with its own [NCCL-T] row: they get their own
+// latency group, so that runs that never use them (a ring-only log) cannot move them through the Simple
+// protocol's group. Measured: fitted on the three Together H100 ring logs, the Simple group rose 20x
+// (8.4 -> 169 us base latency, standing in for Simple's slow approach to its peak) and carried NVLS's
+// 25 us to 500 us, so the held-out DGX H100 log ran on Ring LL128 up to 256 MiB (docs/validation.md).
+bool own_latency_group(models::Algorithm a) {
+  return a == models::Algorithm::Nvls || a == models::Algorithm::CollNet || a == models::Algorithm::Pat;
+}
+
+// Whether latency group `p` scales the table entry of (a, proto).
+bool in_group(const Param& p, models::Algorithm a, models::Protocol proto) {
+  if (proto != p.proto) return false;
+  return p.algo ? *p.algo == a : !own_latency_group(a);
+}
 
 // Upper bound of a protocol's payload efficiency set by its wire format ([NCCL-H] src/include/device.h):
 // an LL line is 8 bytes carrying 4 data bytes and a 4-byte flag (0.5); an LL128 line is 128 bytes carrying
@@ -58,7 +78,9 @@ const char* field_name(Field f) {
 double report_value(const models::Calibration& c, const Param& p) {
   if (p.is_extra) return c.extra.at(p.key);
   const AlgoTable& tab = table_of(c, p.era);
-  for (models::Algorithm a : {models::Algorithm::Ring, models::Algorithm::Nvls, models::Algorithm::Direct}) {
+  for (models::Algorithm a : {models::Algorithm::Ring, models::Algorithm::Direct, models::Algorithm::Nvls,
+                              models::Algorithm::CollNet, models::Algorithm::Pat}) {
+    if (!in_group(p, a, p.proto)) continue;
     auto it = tab.find({a, p.proto});
     if (it != tab.end()) {
       auto copy = it->second;
@@ -84,28 +106,34 @@ std::vector<Param> candidate_params(const models::Calibration& start, bool split
   }
   // Latency groups of the current table, then of every older NCCL era (models::NcclEra): each era's
   // multipliers are fitted on the runs of that NCCL generation only.
+  std::vector<std::optional<models::Algorithm>> groups{std::nullopt};
+  for (models::Algorithm a : models::kAllAlgorithms)
+    if (own_latency_group(a)) groups.push_back(a);
   for (int era = -1; era < static_cast<int>(start.nccl_eras.size()); ++era)
-    for (Field f : {Field::Base, Field::Step, Field::NetStep, Field::Eff})
-      for (models::Protocol pr : models::kAllProtocols) {
-        // Protocol payload efficiency (--split-fit only): LL and LL128 (Simple moves whole buffers; its
-        // losses are the link efficiencies). One multiplier per protocol, capped by the wire format.
-        if (f == Field::Eff && (!split || pr == models::Protocol::Simple)) continue;
-        // A group only exists when some algorithm has a positive value to scale.
-        bool any = false;
-        for (const auto& [ap, v] : table_of(start, era)) {
-          auto copy = v;
-          if (ap.second == pr && field_of(copy, f) > 0) any = true;
+    for (const auto& algo : groups)
+      for (Field f : {Field::Base, Field::Step, Field::NetStep, Field::Eff})
+        for (models::Protocol pr : models::kAllProtocols) {
+          // Protocol payload efficiency (--split-fit only): LL and LL128 (Simple moves whole buffers; its
+          // losses are the link efficiencies). One multiplier per protocol, capped by the wire format.
+          if (f == Field::Eff && (!split || pr == models::Protocol::Simple || algo)) continue;
+          Param p;
+          p.is_extra = false;
+          p.field = f;
+          p.proto = pr;
+          p.era = era;
+          p.algo = algo;
+          // A group only exists when some algorithm in it has a positive value to scale.
+          bool any = false;
+          for (const auto& [ap, v] : table_of(start, era)) {
+            auto copy = v;
+            if (in_group(p, ap.first, ap.second) && field_of(copy, f) > 0) any = true;
+          }
+          if (!any) continue;
+          p.name = (era < 0 ? std::string() : "nccl_eras." + start.nccl_eras[static_cast<std::size_t>(era)].name + ".") +
+                   field_name(f) + "." + (algo ? std::string(models::to_string(*algo)) + "." : std::string()) +
+                   models::to_string(pr);
+          out.push_back(p);
         }
-        if (!any) continue;
-        Param p;
-        p.is_extra = false;
-        p.field = f;
-        p.proto = pr;
-        p.era = era;
-        p.name = (era < 0 ? std::string() : "nccl_eras." + start.nccl_eras[static_cast<std::size_t>(era)].name + ".") +
-                 field_name(f) + "." + models::to_string(pr);
-        out.push_back(p);
-      }
   return out;
 }
 
@@ -119,7 +147,7 @@ models::Calibration apply(const models::Calibration& start, const std::vector<Pa
       c.extra[p.key] = p.fraction ? std::min(v, 1.0) : v;
     } else {
       for (auto& [ap, v] : table_of(c, p.era))
-        if (ap.second == p.proto) {
+        if (in_group(p, ap.first, ap.second)) {
           field_of(v, p.field) *= mult;
           if (p.field == Field::Eff) v.bw_efficiency = std::min(v.bw_efficiency, wire_format_cap(ap.second));
         }
@@ -300,7 +328,7 @@ FitResult fit_calibration(const std::vector<Case>& cases, const models::Calibrat
     if (!ps[k].is_extra && ps[k].field == Field::Eff) {
       double mx = 0;  // the multiplier stops where the protocol's most efficient entry reaches its cap
       for (const auto& [ap, v] : table_of(start, ps[k].era))
-        if (ap.second == ps[k].proto) mx = std::max(mx, v.bw_efficiency);
+        if (in_group(ps[k], ap.first, ap.second)) mx = std::max(mx, v.bw_efficiency);
       if (mx > 0) hi[k] = std::max(0.0, std::log(wire_format_cap(ps[k].proto) / mx));
     }
 

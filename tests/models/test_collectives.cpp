@@ -428,6 +428,28 @@ TEST_CASE("tuner: NCCL's LL busBw ceiling (llMaxBws) per GPU generation and host
   CHECK(c.candidates[0].predicted_s - c.candidates[0].latency_s == approx(14.0 / 8 * (64 << 20) / 87.7e9));
 }
 
+TEST_CASE("tuner: Tree all_reduce bandwidth scaled by NCCL's treeCorrectionFactor") {
+  // Column k covers [64 * 2^k, 64 * 2^(k+1)) bytes; NCCL applies columns 0..22 only.
+  CHECK(nccl_tree_correction(Protocol::LL, 8) == 1.0);                  // below 64 B
+  CHECK(nccl_tree_correction(Protocol::LL, 64 << 10) == approx(0.6));   // k = 10
+  CHECK(nccl_tree_correction(Protocol::LL, (64 << 10) - 1) == approx(0.7));  // k = 9
+  CHECK(nccl_tree_correction(Protocol::LL128, 4 << 20) == approx(0.8));  // k = 16
+  CHECK(nccl_tree_correction(Protocol::Simple, 1 << 20) == approx(0.5));  // k = 14
+  CHECK(nccl_tree_correction(Protocol::Simple, 256ull << 20) == approx(0.9));  // k = 22, the last applied
+  CHECK(nccl_tree_correction(Protocol::Simple, 512ull << 20) == 1.0);          // k = 23: not applied
+  // In the tuner: a 4-node tree at 1 MiB gets half the bandwidth it gets uncorrected.
+  Calibration cal = default_calibration();
+  topo::Topology t = preset("superpod", {{"nodes", "4"}});
+  topo::Routing r(t);
+  CollectiveSpec s = make(t, Op::AllReduce, 1 << 20, Algorithm::Tree, Protocol::Simple);
+  TunerChoice c = tune(s, t, r, cal);
+  REQUIRE(c.candidates.size() == 1);
+  CommBandwidths bw = comm_bandwidths(s, t, r, cal);
+  const double B = std::min(bw.intra_Bps, std::min(bw.host_net_Bps, default_channels(s, t, r) * bw.nic_Bps));
+  CHECK(c.candidates[0].predicted_s - c.candidates[0].latency_s ==
+        doctest::Approx(2.0 * (1 << 20) / (B * cal.factor("tree_efficiency") * 0.5)));
+}
+
 TEST_CASE("tuner: p2p protocol follows NCCL's rule (LL up to 16 KiB per peer inside a host, else Simple)") {
   Calibration cal = default_calibration();
   topo::Topology h = preset("dgx-h100");

@@ -1,30 +1,34 @@
 // Leave-one-out accuracy of calibrate + simulate on the shared nccl-tests logs (issue 4).
 //
 // The issue's targets: for sizes >= 1 MiB, median |busbw error| <= 5 % and p90 <= 12 %; below 1 MiB,
-// median <= 15 %. The model does NOT reach them on the whole shared data set (docs/validation.md
-// "Leave-one-out accuracy": default fit >= 1 MiB median 5.3 %, p90 29.5 %; < 1 MiB median 19.3 %, p90
-// 44.5 %). docs/validation.md explains what limits it. So this test asserts, for the default fit:
-//  1. the issue's medians on the subset where they hold (the Together H100 ring logs, NCCL 2.26), and a
-//     guard on that subset's p90 (14.5 %: over the issue's 12 % since 2026-11-22, see below);
-//  2. regression guards at the measured whole-set values (rounded up to the next percent), so any change that
-//     makes the model worse fails here. Tighten these as the model improves. Re-based twice, each time with
-//     a model change that docs/validation.md records with before/after numbers:
+// median <= 15 %. On the whole shared data set the default fit meets the < 1 MiB median bound (14.0 %, since
+// 2026-11-22 05:15 UTC) but not the two >= 1 MiB bounds (6.2 %, 29.6 %; docs/validation.md "Leave-one-out
+// accuracy" explains what limits them). So this test asserts, for the default fit:
+//  1. the issue's < 1 MiB median bound on the whole set;
+//  2. the issue's medians on the subset where they hold (the Together H100 ring logs, NCCL 2.26), and a
+//     guard on that subset's p90 (14.4 %: over the issue's 12 %);
+//  3. regression guards at the measured whole-set values (rounded up to the next percent), so any change that
+//     makes the model worse fails here. Tighten these as the model improves. Re-based with each model change
+//     that docs/validation.md records with before/after numbers:
 //     - 2026-11-22 02:05 UTC, NIC-aware rings and tree heads, NCCL's double binary tree, no `hierarchical`:
 //       9.4 / 41.6 / 21.7 % -> 5.9 / 46.0 / 17.1 % (>= 1 MiB median / p90 / < 1 MiB median);
-//     - 2026-11-22 04:05 UTC, the tuner prices Tree and LL with NCCL's own model (tree busBw / 2 at every
-//       node count, llMaxBws) and the validation models nccl-tests' host launch floor (-g 8 runs):
-//       5.9 / 46.0 / 17.1 / 64.7 % -> 5.3 / 29.5 / 20.5 / 46.2 % (and < 1 MiB p90); with NCCL's p2p protocol
-//       rule (04:22 UTC) 19.3 / 44.5 % below 1 MiB. The < 1 MiB median got
-//       worse (its guard moved 18 -> 20 %) and the Together H100 p90 rose from 9.8 to 14.5 %: with the host
-//       floor explaining their 35 us plateau, the fit no longer inflates LL's latency, and the tuner runs
-//       1-4 MiB with LL where the logs look like LL128.
-//  3. the ABCI V intra-node log (4x V100): NVLink efficiency is fitted on single-host runs only
+//     - 2026-11-22 04:05-04:22 UTC, NCCL's Tree pricing and llMaxBws in the tuner, nccl-tests' host launch
+//       floor, NCCL's p2p protocol rule: 5.9 / 46.0 / 17.1 / 64.7 % -> 5.3 / 29.5 / 19.3 / 44.5 %;
+//     - 2026-11-22 05:15 UTC (second session of the day): defaults no longer taken from a shared log (the
+//       B200 log's network efficiency, the DGX H100 log's NVLS peak: each log's leave-one-out prediction
+//       used to start from its own value), NVLS/CollNet/PAT latencies fitted in their own groups, a step
+//       costs max(NCCL step latency, route latency) instead of their sum, NCCL's treeCorrectionFactor in
+//       the tuner: 5.3 / 29.5 / 19.3 / 44.5 % -> 6.2 / 29.6 / 14.0 / 41.5 %. Looser: >= 1 MiB median guard
+//       6 -> 7 %, B200 5 -> 8 % (3.4 -> 7.1 %: its network efficiency is now predicted from the ABCI
+//       inter-node logs, not taken from the B200 log itself), ABCI V intra 5 -> 7 %, --split-fit B200
+//       5 -> 27 % (same reason; 4.6 -> 26.2 %). Tighter: < 1 MiB median 20 -> 15 % (the issue bound),
+//       < 1 MiB p90 45 -> 42 %, --split-fit < 1 MiB median 24 -> 12 %, V intra 16 -> 9 %.
+//  4. the ABCI V intra-node log (4x V100): NVLink efficiency is fitted on single-host runs only
 //     (validate/calibrate.cpp `relevant`); before that rule its LOO error was 80 % (the inter-node logs drove
 //     nvlink_efficiency.v100 to 0.10).
 // and for the --split-fit and --nccl-eras fits (options, not the default): regression guards at their
-// measured values. Neither meets an issue bound on the whole set since the change above (--nccl-eras met the
-// < 1 MiB median before it: 11.0 %, now 21.9 %).
-// It runs the real fits three times (about 2.5 min of CPU in Release; longer when the 2 cores are busy).
+// measured values. --split-fit also meets the < 1 MiB median bound (11.6 %), with a worse >= 1 MiB p90.
+// It runs the real fits three times (about 3 min of CPU in Release; longer when the 2 cores are busy).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -97,56 +101,55 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
     MESSAGE("Together H100 ring LOO: >= 1 MiB median " << s.large.median << " p90 " << s.large.p90
                                                        << "; < 1 MiB median " << s.small.median);
     CHECK(s.large.count == 42);
-    CHECK(s.large.median <= 0.05);  // issue bound; measured 4.1 %
-    CHECK(s.large.p90 <= 0.15);     // guard; measured 14.5 % (issue bound 12 %: not met, see header)
+    CHECK(s.large.median <= 0.05);  // issue bound; measured 3.5 %
+    CHECK(s.large.p90 <= 0.15);     // guard; measured 14.4 % (issue bound 12 %: not met, see header)
     CHECK(s.small.median <= 0.15);  // issue bound; measured 3.2 %
   }
 
-  {  // whole shared set: regression guards at the measured values (issue bounds NOT met, see header)
+  {  // whole shared set: the issue's < 1 MiB median bound, regression guards for the >= 1 MiB bounds (NOT met)
     whole_set("all logs", r);
-    // Measured 2026-11-22 04:22 UTC (docs/validation.md): 5.3 % / 29.5 %; 19.3 % / 44.5 %.
-    CHECK(r.summary.large.median <= 0.06);
-    CHECK(r.summary.large.p90 <= 0.30);
-    CHECK(r.summary.small.median <= 0.20);
-    CHECK(r.summary.small.p90 <= 0.45);
+    // Measured 2026-11-22 05:15 UTC (docs/validation.md): 6.2 % / 29.6 %; 14.0 % / 41.5 %.
+    CHECK(r.summary.large.median <= 0.07);  // guard (issue bound 5 %: not met)
+    CHECK(r.summary.large.p90 <= 0.30);     // guard (issue bound 12 %: not met)
+    CHECK(r.summary.small.median <= 0.15);  // issue bound
+    CHECK(r.summary.small.p90 <= 0.42);     // guard
     ErrorSummary b = subset(r, "together_b200", 2);
     MESSAGE("B200 LOO (default fit): >= 1 MiB median " << b.large.median);
-    CHECK(b.large.median <= 0.05);  // measured 3.4 % (41.6 % before the 02:05 change)
+    CHECK(b.large.median <= 0.08);  // measured 7.1 % (3.4 % when the default network efficiency came from this log)
   }
 
   {  // ABCI V intra-node (single-host V100): regression guard at the measured value
     ErrorSummary s = subset(r, "abci_intra_vnode", 1);
     MESSAGE("ABCI V intra LOO: >= 1 MiB median " << s.large.median << "; < 1 MiB median " << s.small.median);
     CHECK(s.large.count == 6);
-    // measured 4.0 % (15.7 % before the 04:05 change, 9.9 % before the 02:05 one, 80.3 % before the
-    // single-host NVLink rule)
-    CHECK(s.large.median <= 0.05);
+    // measured 6.7 % (4.0 % before the 05:15 change, 15.7 % before the 04:05 one, 9.9 % before the 02:05
+    // one, 80.3 % before the single-host NVLink rule)
+    CHECK(s.large.median <= 0.07);
   }
 
   {  // --split-fit: regression guards at its measured values. Its configuration was chosen on an older model
-     // (then 9.7 % / 38.0 %; 17.6 % / 66.0 %, B200 5.6 %, V intra 6.2 %); on the current model it is worse
-     // than the default fit on every whole-set number (docs/validation.md).
+     // (then 9.7 % / 38.0 %; 17.6 % / 66.0 %, B200 5.6 %, V intra 6.2 %) (docs/validation.md).
     whole_set("split-fit", rs);
-    CHECK(rs.summary.large.median <= 0.10);  // measured 9.4 %
-    CHECK(rs.summary.large.p90 <= 0.43);     // measured 42.9 %
-    CHECK(rs.summary.small.median <= 0.24);  // measured 23.0 % (22.3 % before the p2p protocol rule)
-    CHECK(rs.summary.small.p90 <= 0.69);     // measured 68.3 %
+    CHECK(rs.summary.large.median <= 0.07);  // measured 6.7 %
+    CHECK(rs.summary.large.p90 <= 0.42);     // measured 41.3 %
+    CHECK(rs.summary.small.median <= 0.12);  // measured 11.6 % (issue bound 15 %: met)
+    CHECK(rs.summary.small.p90 <= 0.56);     // measured 55.4 %
     ErrorSummary b = subset(rs, "together_b200", 2);
     MESSAGE("B200 LOO: split-fit >= 1 MiB median " << b.large.median);
-    CHECK(b.large.median <= 0.05);  // measured 4.6 %
+    CHECK(b.large.median <= 0.27);  // measured 26.2 % (4.6 % when the default network efficiency came from this log)
     ErrorSummary v = subset(rs, "abci_intra_vnode", 1);
-    CHECK(v.large.median <= 0.16);  // measured 15.8 %
+    CHECK(v.large.median <= 0.09);  // measured 8.9 %
     ErrorSummary t = subset(rs, "together_h100_", 3);
-    CHECK(t.large.median <= 0.04);   // measured 3.9 %
-    CHECK(t.small.median <= 0.04);   // measured 3.2 %
-    CHECK(t.large.p90 <= 0.15);      // measured 14.5 %
+    CHECK(t.large.median <= 0.03);   // measured 2.3 %
+    CHECK(t.small.median <= 0.03);   // measured 2.8 %
+    CHECK(t.large.p90 <= 0.13);      // measured 12.5 %
   }
 
   {  // --nccl-eras: regression guards at its measured values
     whole_set("nccl-eras", re);
-    CHECK(re.summary.large.median <= 0.08);  // measured 7.9 %
-    CHECK(re.summary.large.p90 <= 0.33);     // measured 32.1 %
-    CHECK(re.summary.small.median <= 0.22);  // measured 21.9 % (11.0 % before the 04:05 change)
-    CHECK(re.summary.small.p90 <= 0.64);     // measured 63.1 %
+    CHECK(re.summary.large.median <= 0.07);  // measured 6.4 %
+    CHECK(re.summary.large.p90 <= 0.35);     // measured 34.0 %
+    CHECK(re.summary.small.median <= 0.19);  // measured 18.7 % (11.0 % before the 04:05 change)
+    CHECK(re.summary.small.p90 <= 0.47);     // measured 46.5 %
   }
 }
