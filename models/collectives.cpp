@@ -382,16 +382,6 @@ struct Builder {
     return {calib.factor("network_efficiency"), ap.net_step_latency_s};
   }
 
-  // Link latency along the route, as the engine adds it (topology latency + calibration per link kind).
-  double route_latency(NodeId src, NodeId dst) const {
-    double route = 0;
-    for (auto ld : routing.route(src, dst)) {
-      const auto& lk = t.link(topo::Topology::link_of(ld));
-      route += lk.latency_s + calib.of(lk.kind).latency_s;
-    }
-    return route;
-  }
-
   std::uint32_t emit(NodeId src, NodeId dst, double payload, std::uint32_t steps, double weight,
                      std::vector<std::uint32_t> deps, int channel, int stepidx) {
     auto [eff, lat] = hop_params(src, dst);
@@ -403,12 +393,11 @@ struct Builder {
     x.weight = weight;
     x.steps = steps;
     // NCCL's per-step latencies ([NCCL-T] hwLatencies) are measured end to end, so they already include the
-    // time on the wire: one step costs max(step latency, route latency), not their sum (the sum counted the
-    // NVLink hops twice: 19.2 us for an 8-byte all_reduce on 8 H100 with NCCL's defaults, where NCCL's own
-    // model says 15 us). The engine adds the route's latency once per transfer; a merged transfer stands for
-    // `steps` steps, so the step latency carries the rest: steps x max(lat, route) - route in all.
-    const double route = route_latency(src, dst);
-    x.step_latency_s = std::max(lat, route) - route / steps;
+    // time on the wire: the engine charges each step max(step latency, latency of the route it takes), not
+    // their sum (the sum counted the NVLink hops twice: 19.2 us for an 8-byte all_reduce on 8 H100 with
+    // NCCL's defaults, where NCCL's own model says 15 us). A merged transfer pays it `steps` times.
+    x.step_latency_s = lat;
+    x.latency_includes_route = true;
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     x.deps = std::move(deps);
@@ -1036,7 +1025,7 @@ void compress(Schedule& s, topo::Routing& routing, const topo::Topology& t, bool
     for (auto d : x.deps) has_dependents[d] = 1;
   auto is_free = [&](std::size_t i) { return s.transfers[i].deps.empty() && !has_dependents[i]; };
   // 1. identical free transfers on the same path -> one with the summed weight.
-  using Key = std::tuple<NodeId, NodeId, double, double, std::uint32_t, double, double, std::uint32_t>;
+  using Key = std::tuple<NodeId, NodeId, double, double, std::uint32_t, double, bool, double, std::uint32_t>;
   std::map<Key, std::size_t> first;
   std::vector<std::int64_t> remap(N, -1);
   std::vector<Transfer> out;
@@ -1044,7 +1033,8 @@ void compress(Schedule& s, topo::Routing& routing, const topo::Topology& t, bool
   for (std::size_t i = 0; i < N; ++i) {
     const Transfer& x = s.transfers[i];
     if (is_free(i)) {
-      Key k{x.src, x.dst, x.bytes, x.payload_bytes, x.steps, x.step_latency_s, x.rate_cap_Bps, x.replicas};
+      Key k{x.src, x.dst, x.bytes, x.payload_bytes, x.steps, x.step_latency_s, x.latency_includes_route, x.rate_cap_Bps,
+            x.replicas};
       auto it = first.find(k);
       if (it != first.end()) {
         out[it->second].weight += x.weight;
@@ -1072,7 +1062,8 @@ void compress(Schedule& s, topo::Routing& routing, const topo::Topology& t, bool
     routes[i] = &routing.route(s.transfers[i].src, s.transfers[i].dst);
     for (auto ld : *routes[i]) ++usage[ld];
   }
-  using Sig = std::tuple<double, double, double, std::uint32_t, double, double, std::vector<std::tuple<int, double, double>>>;
+  using Sig = std::tuple<double, double, double, std::uint32_t, double, bool, double,
+                         std::vector<std::tuple<int, double, double>>>;
   std::map<Sig, std::size_t> rep;
   std::vector<char> drop(M, 0);
   for (std::size_t i = 0; i < M; ++i) {
@@ -1090,7 +1081,8 @@ void compress(Schedule& s, topo::Routing& routing, const topo::Topology& t, bool
       const auto& lk = t.link(topo::Topology::link_of(ld));
       path.emplace_back(static_cast<int>(lk.kind), lk.bandwidth_Bps, lk.latency_s);
     }
-    Sig sig{x.bytes, x.payload_bytes, x.weight, x.steps, x.step_latency_s, x.rate_cap_Bps, std::move(path)};
+    Sig sig{x.bytes,         x.payload_bytes,          x.weight,      x.steps,
+            x.step_latency_s, x.latency_includes_route, x.rate_cap_Bps, std::move(path)};
     auto it = rep.find(sig);
     if (it == rep.end()) {
       rep.emplace(std::move(sig), i);

@@ -24,6 +24,9 @@ struct Transfer {
                                  // it moves steps*bytes and pays the per-step latency `steps` times
   double step_latency_s = 0;     // fixed latency per step outside link latency (protocol / kernel
                                  // overhead); link latencies along the route are added by the engine
+  bool latency_includes_route = false;  // true: step_latency_s is an end-to-end per-step latency that
+                                 // already includes the wire (NCCL's hwLatencies), so each step costs
+                                 // max(step_latency_s, route latency) instead of route + step_latency_s
   double rate_cap_Bps = 0;       // upper bound on this flow's rate (per instance), 0 = none
   std::vector<std::uint32_t> deps;  // indices of transfers that must finish before this one starts
   std::int32_t channel = 0;      // NCCL channel, for display

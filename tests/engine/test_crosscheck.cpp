@@ -60,6 +60,7 @@ Case random_case(std::uint64_t seed) {
     tr.weight = 1 + pick(3);
     tr.steps = 1 + pick(3);
     if (pick(3) == 0) tr.step_latency_s = uni(0, 5e-6);
+    if (pick(2) == 0) tr.latency_includes_route = true;
     if (pick(4) == 0) tr.rate_cap_Bps = uni(1e9, 50e9);
     for (int k = 0; k < i && k < 3; ++k)
       if (pick(3) == 0) tr.deps.push_back(static_cast<std::uint32_t>(pick(i)));

@@ -95,6 +95,19 @@ TEST_CASE("weights, steps, step latency, rate cap and fixed latency") {
     CHECK(r.transfers[0].finish_s == doctest::Approx(fin).epsilon(1e-12));
     CHECK(r.makespan_s == doctest::Approx(5e-6 + fin).epsilon(1e-12));
   }
+  SUBCASE("latency_includes_route: each step costs max(step latency, route latency), not the sum") {
+    models::Schedule s;
+    s.transfers = {xfer(0, 1, S), xfer(2, 3, S)};
+    for (auto& x : s.transfers) {
+      x.steps = 3;
+      x.latency_includes_route = true;
+    }
+    s.transfers[0].step_latency_s = 2 * kLat + 1e-6;  // above the route's 2 * kLat
+    s.transfers[1].step_latency_s = 0.5 * kLat;       // below it
+    const auto r = run(s, t, c);
+    CHECK(r.transfers[0].finish_s == doctest::Approx(3 * (2 * kLat + 1e-6) + 3 * S / kBw).epsilon(1e-12));
+    CHECK(r.transfers[1].finish_s == doctest::Approx(3 * (2 * kLat) + 3 * S / kBw).epsilon(1e-12));
+  }
   SUBCASE("a rate cap binds below the fair share") {
     models::Schedule s;
     s.transfers = {xfer(0, 3, S), xfer(1, 3, S)};
