@@ -98,6 +98,9 @@ TEST_CASE("the fit recovers a known calibration from synthetic measurements") {
   for (auto& [ap, v] : truth.algo)
     if (ap.second == models::Protocol::LL) v.base_latency_s *= 2.0;
   Measurement m = load1("together_h100_1node_8gpu_all_reduce_ring.meta.json");
+  // As if run with one process per GPU: NCCL latencies are identified only from such runs
+  // (validate/calibrate.cpp `relevant`; the log itself is nccl-tests -g 8).
+  m.gpus_per_thread = 1;
   auto cases0 = make_cases({m});
   for (std::size_t i = 0; i < m.rows.size(); ++i) {
     auto& r = m.rows[i];
@@ -114,6 +117,29 @@ TEST_CASE("the fit recovers a known calibration from synthetic measurements") {
   for (const auto& r : fr.residuals) CHECK(std::fabs(r.log_residual) < 0.03);
   // Parameters no row depends on stay where they started.
   CHECK(fr.calib.extra.at("network_efficiency") == models::default_calibration().extra.at("network_efficiency"));
+}
+
+TEST_CASE("NCCL latencies are not fitted on nccl-tests -g N runs (host-floor bound), kernel_launch_s is") {
+  Measurement m = load1("together_h100_1node_8gpu_all_gather_ring.meta.json");
+  REQUIRE(m.gpus_per_thread == 8);
+  FitOptions opt;
+  opt.max_iterations = 2;
+  const models::Calibration def = models::default_calibration();
+  FitResult fr = fit_calibration(make_cases({m}), def, opt);
+  bool launch = false;
+  for (const auto& p : fr.params) {
+    CAPTURE(p.name);
+    CHECK(p.name.find("latency") == std::string::npos);
+    launch = launch || p.name == "kernel_launch_s";
+  }
+  CHECK(launch);
+  for (const auto& [ap, v] : fr.calib.algo) CHECK(v.base_latency_s == def.algo.at(ap).base_latency_s);
+  // The same run as if made with one process per GPU: its latencies move.
+  m.gpus_per_thread = 1;
+  FitResult one = fit_calibration(make_cases({m}), def, opt);
+  bool moved = false;
+  for (const auto& p : one.params) moved = moved || p.name.find("latency") != std::string::npos;
+  CHECK(moved);
 }
 
 TEST_CASE("FitOptions::nccl_eras: an NCCL 2.8.4 run moves its generation's latency table, not the current one") {
