@@ -57,6 +57,13 @@ int cmd_calibrate(int argc, char** argv) {
   auto cases = validate::make_cases(ms, args.get("--topology"), args.params());
   validate::FitResult fr = validate::fit_calibration(cases, start, opt);
   fr.calib.name = args.get("--name", "fitted");
+  // NCCL latencies are identified from runs with one GPU per host thread only (validate/calibrate.cpp).
+  std::size_t host_bound = 0;
+  for (const auto& c : cases) host_bound += c.m.gpus_per_thread > 1 ? 1 : 0;
+  if (host_bound == cases.size())
+    std::cerr << "fabricsim calibrate: note: every run drives several GPUs from one host thread (nccl-tests -g N > 1), "
+                 "so NCCL's latencies keep their start values; measure with one process per GPU (-g 1) to fit them "
+                 "(docs/validation.md)\n";
   std::ostringstream src;
   src << "fabricsim calibrate (robust Huber fit on ln time, docs/validation.md) from " << start.name << " to:";
   for (const auto& m : ms) src << " " << m.source;
