@@ -4,9 +4,10 @@
 // share the fabric through one FlowModel (max-min fair sharing per link direction), so they contend.
 //
 // Timing model of one transfer (models::Transfer) once its dependencies are met at time t0:
-//   1. latency phase, outside the sharing: L = sum over the route's hops of (link latency_s + calibration
-//      per-kind latency_s) + step_latency_s * steps. Nothing is on the links during this phase (as in
-//      SimGrid's CM02, where a communication's latency is paid before its bandwidth share).
+//   1. latency phase, outside the sharing: with R = sum over the route's hops of (link latency_s +
+//      calibration per-kind latency_s), L = R + step_latency_s * steps, or steps * max(step_latency_s, R)
+//      when latency_includes_route is set. Nothing is on the links during this phase (as in SimGrid's CM02,
+//      where a communication's latency is paid before its bandwidth share).
 //   2. bandwidth phase from t0 + L: a flow of weight `weight` carrying bytes * steps bytes per instance,
 //      capped at rate_cap_Bps per instance, sharing every link direction it crosses (capacity = link
 //      bandwidth_Bps * calibration bw_efficiency of the link kind) max-min fairly with all other flows.
