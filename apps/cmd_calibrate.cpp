@@ -1,4 +1,5 @@
 // fabricsim calibrate: fit the network model's calibration to nccl-tests measurements (validate/calibrate.hpp).
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -58,9 +59,7 @@ int cmd_calibrate(int argc, char** argv) {
   validate::FitResult fr = validate::fit_calibration(cases, start, opt);
   fr.calib.name = args.get("--name", "fitted");
   // NCCL latencies are identified from runs with one GPU per host thread only (validate/calibrate.cpp).
-  std::size_t host_bound = 0;
-  for (const auto& c : cases) host_bound += c.m.gpus_per_thread > 1 ? 1 : 0;
-  if (host_bound == cases.size())
+  if (std::all_of(cases.begin(), cases.end(), [](const validate::Case& c) { return c.m.gpus_per_thread > 1; }))
     std::cerr << "fabricsim calibrate: note: every run drives several GPUs from one host thread (nccl-tests -g N > 1), "
                  "so NCCL's latencies keep their start values; measure with one process per GPU (-g 1) to fit them "
                  "(docs/validation.md)\n";

@@ -3,6 +3,7 @@
 // executors run it on a network engine (our flow model or the SimGrid oracle); tests inspect it without
 // any engine. Transfers go GPU->GPU, or GPU<->switch for in-network reductions (NVLS on an NVSwitch,
 // SHARP on an InfiniBand switch).
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,6 +33,14 @@ struct Transfer {
   std::int32_t channel = 0;      // NCCL channel, for display
   std::int32_t step = 0;         // algorithm step index (first step when merged), for display
 };
+
+// Latency of one transfer before its bandwidth phase, given the latency of the route it takes (link latencies
+// plus calibration per-kind latencies, seconds): route + step_latency_s x steps, or, with
+// latency_includes_route, steps x max(step_latency_s, route). Both engines use it (docs/engine.md).
+inline double transfer_latency_s(const Transfer& tr, double route_s) {
+  return tr.latency_includes_route ? tr.steps * std::max(tr.step_latency_s, route_s)
+                                   : route_s + tr.step_latency_s * tr.steps;
+}
 
 struct Schedule {
   std::string op;         // "all_reduce", ...

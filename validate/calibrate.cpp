@@ -78,8 +78,7 @@ const char* field_name(Field f) {
 double report_value(const models::Calibration& c, const Param& p) {
   if (p.is_extra) return c.extra.at(p.key);
   const AlgoTable& tab = table_of(c, p.era);
-  for (models::Algorithm a : {models::Algorithm::Ring, models::Algorithm::Direct, models::Algorithm::Nvls,
-                              models::Algorithm::CollNet, models::Algorithm::Pat}) {
+  for (models::Algorithm a : models::kAllAlgorithms) {  // Ring first: a protocol group reports Ring's value
     if (!in_group(p, a, p.proto)) continue;
     auto it = tab.find({a, p.proto});
     if (it != tab.end()) {

@@ -214,9 +214,7 @@ void Network::ready(std::uint64_t key, double t) {
   const std::uint64_t i = key_idx(key);
   const models::Transfer& tr = r.s->transfers[i];
   r.timings[i].start_s = t;
-  const double route = route_latency_s(tr.src, tr.dst, r.alt);
-  const double lat = tr.latency_includes_route ? tr.steps * std::max(tr.step_latency_s, route)
-                                               : route + tr.step_latency_s * tr.steps;
+  const double lat = models::transfer_latency_s(tr, route_latency_s(tr.src, tr.dst, r.alt));
   if (lat > 0) {
     lat_heap_.push_back(LatEntry{t + lat, key});
     std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) {

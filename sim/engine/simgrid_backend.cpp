@@ -256,21 +256,18 @@ ChildResult run_in_child(const models::Schedule& s, const topo::Topology& t, top
   g.mailbox_of.assign(t.num_nodes(), nullptr);
   g.r.start.assign(n, 0.0);
   g.r.finish.assign(n, -1.0);
-  // Per-step delay: step_latency_s x steps, SimGrid adding the route's latency to each comm; with
-  // latency_includes_route (models/schedule.hpp) the transfer costs steps x max(step latency, route latency)
-  // in all, so the timer is that minus the route latency SimGrid adds (the same links get_local_route gives).
+  // Timer before a transfer's comms: its latency (models::transfer_latency_s) minus the route latency SimGrid
+  // adds to each comm itself (the same links get_local_route gives).
   g.delay.assign(n, 0.0);
   for (std::size_t i = 0; i < n; ++i) {
     const models::Transfer& tr = s.transfers[i];
-    g.delay[i] = tr.step_latency_s * tr.steps;
-    if (!tr.latency_includes_route) continue;
     double route = 0;
-    if (tr.src != tr.dst)
+    if (tr.src != tr.dst && tr.latency_includes_route)  // otherwise the route cancels out
       for (topo::LinkDir dir : routing.route(tr.src, tr.dst)) {
         const topo::Link& lk = t.link(topo::Topology::link_of(dir));
         route += lk.latency_s + calib.of(lk.kind).latency_s;
       }
-    g.delay[i] = tr.steps * std::max(tr.step_latency_s, route) - route;
+    g.delay[i] = models::transfer_latency_s(tr, route) - route;
   }
   // A comm's rate cap: the tuned TCP-gamma 0 turns CM02's per-comm bound off (min(rate, gamma/2lat) = 0 =
   // unbounded), so a capped comm is sent from a proxy host behind a private link of bandwidth = cap, which
