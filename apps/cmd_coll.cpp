@@ -261,7 +261,8 @@ int cmd_coll(int argc, char** argv) {
       last_result = sim::collective_run_result(t, sch, res, info);
     }
     double time_s = res.makespan_s;
-    if (gpus_per_thread > 0) time_s = std::max(time_s, models::host_launch_floor_s(calib, gpus_per_thread));
+    if (gpus_per_thread > 0)
+      time_s = std::max(time_s, models::host_launch_floor_s(calib, gpus_per_thread, models::nccl_call_channels(fixed, t)));
     rows.push_back({s.bytes, time_s, tc.predicted_s, sch.algorithm, sch.protocol, sch.fidelity,
                     sch.transfers.size()});
   }
@@ -278,8 +279,9 @@ int cmd_coll(int argc, char** argv) {
   o << "# fabricsim coll: " << opname << " on " << t.name() << " (" << n << " GPUs on " << hosts << " hosts), engine "
     << ropt.engine << ", calibration " << calib.name;
   if (gpus_per_thread > 0)
-    o << ", host launch floor " << fmt("%.2f", models::host_launch_floor_s(calib, gpus_per_thread) * 1e6) << " us ("
-      << gpus_per_thread << " GPUs per thread)";
+    o << ", host launch floor " << fmt("%.2f", models::host_launch_floor_s(calib, gpus_per_thread) * 1e6)
+      << " us at one channel + " << fmt("%.3f", gpus_per_thread * calib.factor("channel_launch_s") * 1e6)
+      << " us per extra channel (" << gpus_per_thread << " GPUs per thread)";
   o << "\n";
   o << "#\n";
   o << "#       size         count      type   redop    root     time   algbw   busbw  algo          proto   fidelity\n";

@@ -202,12 +202,20 @@ Calibration default_calibration() {
   // [LOG-nvidia_dgxc_dgxh100_1node_8gpu_all_reduce], and the two logs agree again from 2 MiB (42.1 us both);
   // 34.28 us / 8 GPUs.
   x["kernel_launch_s"] = 34.28e-6 / 8.0;
+  // Extra host CPU time per launch for every channel beyond the first that the call runs on, in seconds
+  // (NCCL prepares and uploads one work batch per channel: src/enqueue.cc; the channel count of a call is
+  // tuner.hpp nccl_call_channels). [LOG-together_h100_1node_8gpu_all_gather_ring] (-g 8, Ring LL, 24 coll
+  // channels on 8x H100, nccl_coll_channels): the floor rises from 34.28 us (1 channel, <= 32 KiB) through
+  // 36.74 us (8 channels, 256 KiB) and 39.14 us (16, 512 KiB) to 41.47 us (24, 1 MiB), and stays there at 2
+  // and 4 MiB; (41.47 - 34.28) us / 8 GPUs / 23 channels.
+  x["channel_launch_s"] = (41.47e-6 - 34.28e-6) / 8.0 / 23.0;
 
   return c;
 }
 
-double host_launch_floor_s(const Calibration& c, int gpus_per_thread) {
-  return std::max(1, gpus_per_thread) * c.factor("kernel_launch_s");
+double host_launch_floor_s(const Calibration& c, int gpus_per_thread, int channels) {
+  return std::max(1, gpus_per_thread) *
+         (c.factor("kernel_launch_s") + std::max(0, channels - 1) * c.factor("channel_launch_s"));
 }
 
 std::vector<NcclEra> default_nccl_eras() {

@@ -81,9 +81,10 @@ struct Calibration {
 
 // Shortest time per call, in seconds, that a host thread driving `gpus_per_thread` GPUs can sustain when it
 // issues back-to-back collectives (nccl-tests' timing loop): it launches one kernel per GPU per call, so
-// calls complete no faster than gpus_per_thread x extra "kernel_launch_s" (values < 1 count as 1). A measured
-// time is max(simulated collective time, this floor).
-double host_launch_floor_s(const Calibration& c, int gpus_per_thread);
+// calls complete no faster than gpus_per_thread x (extra "kernel_launch_s" + (channels - 1) x extra
+// "channel_launch_s"), where `channels` is what the call runs on (tuner.hpp nccl_call_channels; values < 1
+// count as 1). A measured time is max(simulated collective time, this floor).
+double host_launch_floor_s(const Calibration& c, int gpus_per_thread, int channels = 1);
 
 Calibration default_calibration();  // no NCCL eras: the current NCCL tables for every version
 // NCCL's older tuning tables with their cited values (calibration.cpp): today the NCCL 2.8-2.17 table.

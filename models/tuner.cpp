@@ -30,6 +30,49 @@ double ll_max_busbw_Bps(const std::string& gpu_model, int hosts) {
   return 0;
 }
 
+int nccl_coll_channels(const std::string& gpu_model, int hosts) {
+  // NCCL_DEBUG=INFO "coll channels" lines of real runs (read, not copied):
+  //  - 8x H100 SXM (AWS p5.48xlarge), one node: "24 coll channels, 16 nvls channels"; two nodes: "16 coll
+  //    channels" (aws-samples/aws-do-eks Container-Root/eks/deployment/nccl-test/README.md @ 701c554a).
+  //  - 8x A100 SXM on NVSwitch (HGX A100), one node: "Channel 23/24" (NVIDIA/nccl-tests issue #100).
+  // NCCL derives the count from the GPU's NVLinks (12 on A100, 18 on H100; AddyLaddy in NVIDIA/nccl issue
+  // #1429), so H200 (same NVLink 4 x 18) shares H100's.
+  struct Row {
+    const char* prefix;
+    int one_host, multi_host;  // 0: not measured
+  };
+  static const Row rows[] = {{"h100", 24, 16}, {"h200", 24, 16}, {"a100", 24, 0}};
+  for (const auto& r : rows)
+    if (gpu_model.rfind(r.prefix, 0) == 0) return hosts <= 1 ? r.one_host : r.multi_host;
+  return 0;
+}
+
+int nccl_call_channels(Algorithm a, Protocol p, double bytes, int nranks, int coll_channels) {
+  if (coll_channels <= 1 || (a != Algorithm::Ring && a != Algorithm::Tree)) return 1;
+  // [NCCL-E] threads per channel (maxThreads: LL 512, LL128 640, Simple 512; src/graph/tuning.cc with
+  // NCCL_LL_MAX_NTHREADS, NCCL_LL128_MAX_NTHREADS, NCCL_SIMPLE_MAX_NTHREADS of src/include/device.h) and
+  // bytes per thread below which a channel is dropped (NCCL_LL_THREAD_THRESHOLD 8, LL128 8, Simple 64; Ring
+  // LL's is multiplied by the rank count). An 8-rank H100 run prints "threadThresholds 8/8/64 | 64/8/64"
+  // (the aws-do-eks log above): Tree, then Ring, LL/LL128/Simple.
+  const double threads = p == Protocol::LL128 ? 640 : 512;
+  double per_thread = p == Protocol::Simple ? 64 : 8;
+  if (a == Algorithm::Ring && p == Protocol::LL) per_thread *= std::max(1, nranks);
+  int nc = coll_channels;
+  while (nc >= 2 && bytes < nc * threads * per_thread) --nc;
+  return nc;
+}
+
+int nccl_call_channels(const CollectiveSpec& spec, const topo::Topology& t) {
+  if (!spec.algorithm || !spec.protocol)
+    throw InputError(spec.where, "nccl_call_channels needs the algorithm and protocol chosen");
+  if (spec.communicator.empty()) return 1;
+  std::set<int> hosts;
+  for (NodeId g : spec.communicator) hosts.insert(t.node(g).host);
+  const int coll = nccl_coll_channels(t.node(spec.communicator.front()).model, static_cast<int>(hosts.size()));
+  return nccl_call_channels(*spec.algorithm, *spec.protocol, static_cast<double>(spec.bytes),
+                            static_cast<int>(spec.communicator.size()), coll);
+}
+
 double nccl_tree_correction(Protocol p, double bytes) {
   // [NCCL-T] treeCorrectionFactor rows LL, LL128, Simple; column k is for sizes in [64 * 2^k, 64 * 2^(k+1))
   // bytes, applied (ncclTopoGetAlgoTime) for k = 0..22. The values are NCCL's own measured corrections.

@@ -38,6 +38,17 @@ double nccl_tree_correction(Protocol p, double bytes);
 double ll_max_busbw_Bps(const std::string& gpu_model, int hosts);
 CommBandwidths comm_bandwidths(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
                                const Calibration& calib);
+// Collective channels NCCL opens on a communicator of GPUs of `gpu_model` spread over `hosts` hosts (its
+// NCCL_DEBUG=INFO line "N coll channels"), or 0 when no measurement of it is known (models/tuner.cpp cites
+// each value).
+int nccl_coll_channels(const std::string& gpu_model, int hosts);
+// [NCCL-E] Channels one Ring or Tree call of `bytes` actually runs on, out of `coll_channels`: NCCL drops
+// channels while bytes < channels x threads x threadThreshold (src/enqueue.cc, getNChannels/topoGetAlgoInfo;
+// thresholds from src/graph/tuning.cc). Other algorithms, and coll_channels <= 1, give 1.
+int nccl_call_channels(Algorithm a, Protocol p, double bytes, int nranks, int coll_channels);
+// The same for a spec whose algorithm and protocol are set (throws InputError otherwise), with coll_channels
+// from nccl_coll_channels of its first GPU's model and its host count.
+int nccl_call_channels(const CollectiveSpec& spec, const topo::Topology& t);
 
 struct Candidate {
   Algorithm algorithm = Algorithm::Ring;

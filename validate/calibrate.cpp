@@ -95,7 +95,7 @@ std::vector<Param> candidate_params(const models::Calibration& start, bool split
     bool eff = k.rfind("nvlink_efficiency.", 0) == 0 || k == "network_efficiency" || k == "pcie_efficiency" ||
                k == "nvls_efficiency" || k == "tree_efficiency";
     const bool multi = split && k == "multi_host_base_latency_factor";
-    const bool launch = k == "kernel_launch_s";
+    const bool launch = k == "kernel_launch_s" || k == "channel_launch_s";
     if ((!eff && !multi && !launch) || !(v > 0)) continue;
     Param p;
     p.name = k;
@@ -201,10 +201,10 @@ bool relevant(const Param& p, const Case& cs, const models::Calibration& c, bool
     return false;
   }
   if (p.key == "network_efficiency" || p.key == "multi_host_base_latency_factor") return cs.m.num_nodes > 1;
-  // The host launch cost is identified from runs where one thread drives several GPUs (nccl-tests -g > 1):
-  // with one GPU per thread its floor (one launch, ~4 us) sits below every measured time, and letting those
-  // runs move it would let it absorb their latency error.
-  if (p.key == "kernel_launch_s") return cs.m.gpus_per_thread > 1;
+  // The host launch costs (per launch, per extra channel) are identified from runs where one thread drives
+  // several GPUs (nccl-tests -g > 1): with one GPU per thread its floor (one launch, ~4 us) sits below every
+  // measured time, and letting those runs move it would let it absorb their latency error.
+  if (p.key == "kernel_launch_s" || p.key == "channel_launch_s") return cs.m.gpus_per_thread > 1;
   return true;
 }
 
@@ -412,7 +412,7 @@ FitResult fit_calibration(const std::vector<Case>& cases, const models::Calibrat
         for (std::size_t b = 0; b < m; ++b) A[a][b] += w[i] * ja * J[i][idx[b]];
       }
     bool improved = false;
-    for (int tries = 0; tries < 6 && !improved; ++tries) {
+    for (int tries = 0; tries < 10 && !improved; ++tries) {
       auto Ad = A;
       for (std::size_t a = 0; a < m; ++a) Ad[a][a] += lambda * A[a][a] + 1e-9;
       std::vector<double> step;

@@ -11,8 +11,9 @@
 //
 // Free parameters (names as in calibration JSON, docs/calibration.md):
 //   extra factors   nvlink_efficiency.<gpu>, network_efficiency, pcie_efficiency, nvls_efficiency,
-//                   tree_efficiency (fractions, capped at 1); kernel_launch_s (seconds; moved only by runs
-//                   whose host thread drives several GPUs, nccl-tests -g > 1: models::host_launch_floor_s)
+//                   tree_efficiency (fractions, capped at 1); kernel_launch_s and channel_launch_s
+//                   (seconds; moved only by runs whose host thread drives several GPUs, nccl-tests -g > 1:
+//                   models::host_launch_floor_s)
 //   latency groups  base_latency.<proto>, step_latency.<proto>, net_step_latency.<proto> for proto in
 //                   simple/ll/ll128: one multiplier on that field of every algorithm with that protocol,
 //                   keeping NCCL's relative latencies between algorithms; the same groups per NCCL era

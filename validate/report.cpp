@@ -80,6 +80,7 @@ Report compare(const std::vector<Case>& cases,
     lc.nodes = cs.m.num_nodes;
     lc.gpus_per_thread = cs.m.gpus_per_thread;
     lc.host_launch_floor_s = models::host_launch_floor_s(c, cs.m.gpus_per_thread);
+    lc.host_channel_launch_s = std::max(1, cs.m.gpus_per_thread) * c.factor("channel_launch_s");
     const double factor = busbw_factor(cs.m.op, cs.m.nranks);
     for (std::size_t i = 0; i < cs.sizes.size(); ++i) {
       SimPoint sp = cs.sys->simulate(cs.sizes[i], c);
@@ -143,7 +144,8 @@ std::string report_text(const Report& r) {
   for (const auto& l : r.logs) {
     o << "#\n# " << l.source << "\n#   " << l.op << ", " << l.nranks << " ranks on " << l.nodes << " host(s), " << l.gpu
       << "\n#   topology: " << l.mapping << "\n#   calibration: " << l.calibration << "\n";
-    o << "#   host launch floor: " << fmt("%.2f", l.host_launch_floor_s * 1e6) << " us ("
+    o << "#   host launch floor: " << fmt("%.2f", l.host_launch_floor_s * 1e6) << " us at one channel + "
+      << fmt("%.3f", l.host_channel_launch_s * 1e6) << " us per extra channel ("
       << (l.gpus_per_thread > 0 ? std::to_string(l.gpus_per_thread) + " GPU(s) per host thread"
                                 : std::string("GPUs per host thread not recorded: 1 assumed"))
       << "); rows marked 'floor' are simulated at it\n";
@@ -207,6 +209,7 @@ Json report_json(const Report& r) {
                     {"calibration", l.calibration},
                     {"gpus_per_thread", l.gpus_per_thread},
                     {"host_launch_floor_s", l.host_launch_floor_s},
+                    {"host_channel_launch_s", l.host_channel_launch_s},
                     {"points", pts}});
   }
   auto stats = [](const ErrorStats& s) {

@@ -31,7 +31,8 @@ struct LogCompare {
   std::string source, op, gpu, mapping, family, calibration;
   int nranks = 0, nodes = 0;
   int gpus_per_thread = 0;       // as the log says (0: unknown, one assumed)
-  double host_launch_floor_s = 0;  // models::host_launch_floor_s under this log's calibration
+  double host_launch_floor_s = 0;    // models::host_launch_floor_s under this log's calibration, one channel
+  double host_channel_launch_s = 0;  // what each extra channel a call runs on adds to that floor
   std::vector<PointCompare> points;
 };
 

@@ -211,8 +211,10 @@ SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration
   sim::ScheduleResult r = sim::run_schedule(sch, impl_->topo, impl_->routing, calib);
   SimPoint p;
   p.size_bytes = size_bytes;
-  // The measurement loop's host launch floor (nccl-tests -g: one thread launching a kernel on each GPU).
-  const double floor_s = models::host_launch_floor_s(calib, impl_->gpus_per_thread);
+  // The measurement loop's host launch floor (nccl-tests -g: one thread launching a kernel on each GPU), which
+  // grows with the channels the call runs on.
+  const double floor_s =
+      models::host_launch_floor_s(calib, impl_->gpus_per_thread, models::nccl_call_channels(spec, impl_->topo));
   p.time_s = std::max(r.makespan_s, floor_s);
   p.at_host_floor = floor_s > r.makespan_s;
   p.algorithm = sch.algorithm;

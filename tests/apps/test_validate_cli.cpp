@@ -40,7 +40,8 @@ TEST_CASE("fabricsim validate: text, JSON and SVG for two logs") {
   CHECK(j["logs"][0]["gpus_per_thread"] == 1);
   CHECK(j["logs"][1]["gpus_per_thread"] == 8);
   CHECK(j["logs"][1]["host_launch_floor_s"].get<double>() == doctest::Approx(34.28e-6));
-  CHECK(r.out.find("host launch floor: 34.28 us (8 GPU(s) per host thread)") != std::string::npos);
+  CHECK(r.out.find("host launch floor: 34.28 us at one channel + 0.313 us per extra channel (8 GPU(s) per host thread)") !=
+        std::string::npos);
   // With the built-in calibration the Together log's smallest sizes sit on the floor, its largest do not.
   const auto& pts = j["logs"][1]["points"];
   CHECK(pts[0]["at_host_launch_floor"] == true);
@@ -118,11 +119,16 @@ TEST_CASE("coll --gpus-per-thread: nccl-tests -g host launch floor, written to J
                   sim,
               d);
   REQUIRE(c.rc == 0);
-  CHECK(c.out.find("host launch floor 34.28 us (8 GPUs per thread)") != std::string::npos);
+  CHECK(c.out.find("host launch floor 34.28 us at one channel + 0.313 us per extra channel (8 GPUs per thread)") !=
+        std::string::npos);
   auto s = nlohmann::json::parse(slurp(sim));
   CHECK(s["system"]["gpus_per_thread"] == 8);
   // Small sizes sit on the floor (8 x 4.285 us, docs/calibration.md); large ones are untouched.
   CHECK(s["rows"][0]["time_us"].get<double>() == doctest::Approx(34.28));
+  // ... and the floor rises with the channels the call runs on: Ring LL on 8 ranks uses all 24 of an H100's
+  // channels from 768 KiB (models::nccl_call_channels), 8 x (4.285 + 23 x 0.039) us.
+  CHECK(s["rows"][17]["size_bytes"].get<double>() == 1048576);
+  CHECK(s["rows"][17]["time_us"].get<double>() == doctest::Approx(41.47));
   Run plain = run("coll --topology dgx-h100 --calibration default --op all_reduce -b 8 -e 8 --json " +
                       (d / "plain.json").string(),
                   d);

@@ -190,3 +190,17 @@ TEST_CASE("host launch floor: one kernel launch per GPU a thread drives, per cal
   CHECK_THROWS_WITH_AS(calibration_from_json(parse_json_text(R"({"extra": {"kernel_launch_s": -1}})", "c.json"), "c.json"),
                        doctest::Contains("kernel_launch_s"), InputError);
 }
+
+TEST_CASE("host launch floor grows with the channels a call runs on") {
+  Calibration c = default_calibration();
+  // [LOG-together_h100_1node_8gpu_all_gather_ring]: 34.28 us on one channel, 41.47 us on all 24.
+  CHECK(host_launch_floor_s(c, 8, 1) == doctest::Approx(34.28e-6));
+  CHECK(host_launch_floor_s(c, 8, 24) == doctest::Approx(41.47e-6));
+  CHECK(host_launch_floor_s(c, 8, 16) == doctest::Approx(34.28e-6 + 15 * (41.47e-6 - 34.28e-6) / 23));
+  CHECK(host_launch_floor_s(c, 8, 0) == host_launch_floor_s(c, 8, 1));  // no channel count: one channel
+  Calibration d = calibration_from_json(
+      parse_json_text(R"({"extra": {"kernel_launch_s": 5e-6, "channel_launch_s": 1e-7}})", "c.json"), "c.json");
+  CHECK(host_launch_floor_s(d, 2, 11) == doctest::Approx(2 * (5e-6 + 10 * 1e-7)));
+  CHECK_THROWS_WITH_AS(calibration_from_json(parse_json_text(R"({"extra": {"channel_launch_s": 0}})", "c.json"), "c.json"),
+                       doctest::Contains("channel_launch_s"), InputError);
+}

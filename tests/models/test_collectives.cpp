@@ -473,3 +473,27 @@ TEST_CASE("tuner: p2p protocol follows NCCL's rule (LL up to 16 KiB per peer ins
   CollectiveSpec f = make(h, Op::SendRecv, 1 << 20, Algorithm::Direct, Protocol::LL);
   CHECK(tune(f, h, rh, cal).protocol == Protocol::LL);
 }
+
+TEST_CASE("NCCL channel counts: per communicator, and per call by size") {
+  // Logged "coll channels" (models/tuner.cpp cites each).
+  CHECK(nccl_coll_channels("h100", 1) == 24);
+  CHECK(nccl_coll_channels("h100", 2) == 16);
+  CHECK(nccl_coll_channels("a100-40gb", 1) == 24);
+  CHECK(nccl_coll_channels("a100-80gb", 4) == 0);  // not measured
+  CHECK(nccl_coll_channels("v100", 1) == 0);
+  // Ring LL on 8 ranks: a channel per 512 threads x 8 B x 8 ranks = 32 KiB.
+  CHECK(nccl_call_channels(Algorithm::Ring, Protocol::LL, 1 << 20, 8, 24) == 24);
+  CHECK(nccl_call_channels(Algorithm::Ring, Protocol::LL, 768 << 10, 8, 24) == 24);
+  CHECK(nccl_call_channels(Algorithm::Ring, Protocol::LL, (768 << 10) - 1, 8, 24) == 23);
+  CHECK(nccl_call_channels(Algorithm::Ring, Protocol::LL, 512 << 10, 8, 24) == 16);
+  CHECK(nccl_call_channels(Algorithm::Ring, Protocol::LL, 32 << 10, 8, 24) == 1);
+  CHECK(nccl_call_channels(Algorithm::Ring, Protocol::LL, 8, 8, 24) == 1);
+  CHECK(nccl_call_channels(Algorithm::Ring, Protocol::LL, 512 << 10, 4, 24) == 24);  // 16 KiB per channel
+  // Simple: 512 x 64 B = 32 KiB per channel; LL128: 640 x 8 B = 5 KiB; Tree LL: 512 x 8 B = 4 KiB.
+  CHECK(nccl_call_channels(Algorithm::Ring, Protocol::Simple, 256 << 10, 8, 24) == 8);
+  CHECK(nccl_call_channels(Algorithm::Ring, Protocol::LL128, 60 << 10, 8, 24) == 12);
+  CHECK(nccl_call_channels(Algorithm::Tree, Protocol::LL, 40 << 10, 16, 16) == 10);
+  // Algorithms with their own channel rules, and unknown channel counts: one channel.
+  CHECK(nccl_call_channels(Algorithm::Nvls, Protocol::Simple, 1 << 30, 8, 24) == 1);
+  CHECK(nccl_call_channels(Algorithm::Ring, Protocol::Simple, 1 << 30, 8, 0) == 1);
+}

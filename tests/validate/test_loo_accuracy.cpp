@@ -2,11 +2,11 @@
 //
 // The issue's targets: for sizes >= 1 MiB, median |busbw error| <= 5 % and p90 <= 12 %; below 1 MiB,
 // median <= 15 %. On the whole shared data set all three fits meet the < 1 MiB median bound (default 12.9 %,
-// since 2026-11-22 05:15 UTC) but not the two >= 1 MiB bounds (6.3 %, 28.8 %; docs/validation.md
+// since 2026-11-22 05:15 UTC) but not the two >= 1 MiB bounds (5.6 %, 28.8 %; docs/validation.md
 // "Leave-one-out accuracy" explains what limits them). So this test asserts, for the default fit:
 //  1. the issue's < 1 MiB median bound on the whole set;
 //  2. the issue's medians on the subset where they hold (the Together H100 ring logs, NCCL 2.26), and a
-//     guard on that subset's p90 (14.4 %: over the issue's 12 %);
+//     guard on that subset's p90 (7.5 %: within the issue's 12 % since 2026-11-22 08:10 UTC);
 //  3. regression guards at the measured whole-set values (rounded up to the next percent), so any change that
 //     makes the model worse fails here. Tighten these as the model improves. Re-based with each model change
 //     that docs/validation.md records with before/after numbers:
@@ -27,12 +27,18 @@
 //       nccl-tests -g N runs, whose latency-bound sizes sit on the host floor): 6.2 / 29.6 / 14.0 / 41.5 % ->
 //       6.3 / 28.8 / 12.9 / 40.8 %; --split-fit B200 26.2 -> 4.6 % (guard back to 5 %), --split-fit
 //       9.7 % and --nccl-eras 13.7 % below 1 MiB (both now meet the bound, asserted); Together H100 >= 1 MiB
-//       median 3.5 -> 4.7 % (its latencies now come from the DGX H100 log, not from its sibling -g 8 logs).
+//       median 3.5 -> 4.7 % (its latencies now come from the DGX H100 log, not from its sibling -g 8 logs);
+//     - 2026-11-22 08:10 UTC (third session of the day), the nccl-tests -g host floor grows with the channels
+//       NCCL runs a call on (models::nccl_call_channels, channel_launch_s) and the fit retries a failed step
+//       up to 10 times (was 6): 6.3 / 28.8 / 12.9 / 40.8 % -> 5.6 / 28.8 / 12.9 / 40.4 %; Together H100
+//       >= 1 MiB p90 14.4 -> 7.5 % (guard 15 -> 8 %), --split-fit 14.9 -> 7.4 %. Looser: B200 (default fit)
+//       6.4 -> 7.2 % (guard 7 -> 8 %): every B200 point moved 0.5-0.9 % slower, its network efficiency being
+//       predicted from the other families' fits, which the -g 8 logs' new floor shifted.
 //  4. the ABCI V intra-node log (4x V100): NVLink efficiency is fitted on single-host runs only
 //     (validate/calibrate.cpp `relevant`); before that rule its LOO error was 80 % (the inter-node logs drove
 //     nvlink_efficiency.v100 to 0.10).
 // and for the --split-fit and --nccl-eras fits (options, not the default): regression guards at their
-// measured values; both meet the < 1 MiB median bound too (9.7 %, 13.7 %), asserted.
+// measured values; both meet the < 1 MiB median bound too (9.9 %, 13.7 %), asserted.
 // It runs the real fits three times (about 3 min of CPU in Release; longer when the 2 cores are busy).
 #include <doctest/doctest.h>
 
@@ -57,7 +63,7 @@ ErrorSummary subset(const Report& r, const char* needle, std::size_t expect_logs
 // Prints one fit's whole-set summary and checks that it covers every shared point (133 sizes >= 1 MiB, 224
 // below).
 void whole_set(const char* fit, const Report& rep) {
-  MESSAGE(fit << " LOO: >= 1 MiB median " << rep.summary.large.median << " p90 " << rep.summary.large.p90
+  MESSAGE(std::string(fit) << " LOO: >= 1 MiB median " << rep.summary.large.median << " p90 " << rep.summary.large.p90
               << "; < 1 MiB median " << rep.summary.small.median << " p90 " << rep.summary.small.p90);
   CHECK(rep.summary.large.count == 133);
   CHECK(rep.summary.small.count == 224);
@@ -106,21 +112,21 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
     MESSAGE("Together H100 ring LOO: >= 1 MiB median " << s.large.median << " p90 " << s.large.p90
                                                        << "; < 1 MiB median " << s.small.median);
     CHECK(s.large.count == 42);
-    CHECK(s.large.median <= 0.05);  // issue bound; measured 4.7 %
-    CHECK(s.large.p90 <= 0.15);     // guard; measured 14.4 % (issue bound 12 %: not met, see header)
-    CHECK(s.small.median <= 0.15);  // issue bound; measured 3.3 %
+    CHECK(s.large.median <= 0.05);  // issue bound; measured 4.0 %
+    CHECK(s.large.p90 <= 0.08);     // guard; measured 7.5 % (issue bound 12 %; 14.4 % before the channel floor)
+    CHECK(s.small.median <= 0.15);  // issue bound; measured 1.4 %
   }
 
   {  // whole shared set: the issue's < 1 MiB median bound, regression guards for the >= 1 MiB bounds (NOT met)
     whole_set("all logs", r);
-    // Measured 2026-11-22 06:20 UTC (docs/validation.md): 6.3 % / 28.8 %; 12.9 % / 40.8 %.
-    CHECK(r.summary.large.median <= 0.07);  // guard (issue bound 5 %: not met)
+    // Measured 2026-11-22 08:10 UTC (docs/validation.md): 5.6 % / 28.8 %; 12.9 % / 40.4 %.
+    CHECK(r.summary.large.median <= 0.06);  // guard (issue bound 5 %: not met)
     CHECK(r.summary.large.p90 <= 0.29);     // guard (issue bound 12 %: not met)
     CHECK(r.summary.small.median <= 0.15);  // issue bound (measured 12.9 %)
     CHECK(r.summary.small.p90 <= 0.41);     // guard
     ErrorSummary b = subset(r, "together_b200", 2);
     MESSAGE("B200 LOO (default fit): >= 1 MiB median " << b.large.median);
-    CHECK(b.large.median <= 0.07);  // measured 6.4 % (3.4 % when the default network efficiency came from this log)
+    CHECK(b.large.median <= 0.08);  // measured 7.2 % (3.4 % when the default network efficiency came from this log)
   }
 
   {  // ABCI V intra-node (single-host V100): regression guard at the measured value
@@ -135,24 +141,24 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
   {  // --split-fit: regression guards at its measured values. Its configuration was chosen on an older model
      // (then 9.7 % / 38.0 %; 17.6 % / 66.0 %, B200 5.6 %, V intra 6.2 %) (docs/validation.md).
     whole_set("split-fit", rs);
-    CHECK(rs.summary.large.median <= 0.07);  // measured 6.9 %
+    CHECK(rs.summary.large.median <= 0.06);  // measured 5.7 %
     CHECK(rs.summary.large.p90 <= 0.32);     // measured 31.2 %
-    CHECK(rs.summary.small.median <= 0.15);  // issue bound; measured 9.7 %
-    CHECK(rs.summary.small.p90 <= 0.48);     // measured 47.0 %
+    CHECK(rs.summary.small.median <= 0.15);  // issue bound; measured 9.9 %
+    CHECK(rs.summary.small.p90 <= 0.46);     // measured 45.5 %
     ErrorSummary b = subset(rs, "together_b200", 2);
     MESSAGE("B200 LOO: split-fit >= 1 MiB median " << b.large.median);
-    CHECK(b.large.median <= 0.05);  // measured 4.6 % (26.2 % at 05:15, when -g 8 runs moved the latencies)
+    CHECK(b.large.median <= 0.03);  // measured 2.4 % (26.2 % at 05:15, when -g 8 runs moved the latencies)
     ErrorSummary v = subset(rs, "abci_intra_vnode", 1);
     CHECK(v.large.median <= 0.09);  // measured 8.9 %
     ErrorSummary t = subset(rs, "together_h100_", 3);
-    CHECK(t.large.median <= 0.05);   // measured 4.5 %
-    CHECK(t.small.median <= 0.04);   // measured 3.1 %
-    CHECK(t.large.p90 <= 0.15);      // measured 14.9 %
+    CHECK(t.large.median <= 0.05);   // measured 3.9 %
+    CHECK(t.small.median <= 0.02);   // measured 1.4 %
+    CHECK(t.large.p90 <= 0.08);      // measured 7.4 %
   }
 
   {  // --nccl-eras: regression guards at its measured values
     whole_set("nccl-eras", re);
-    CHECK(re.summary.large.median <= 0.07);  // measured 6.4 %
+    CHECK(re.summary.large.median <= 0.06);  // measured 5.7 %
     CHECK(re.summary.large.p90 <= 0.30);     // measured 29.6 %
     CHECK(re.summary.small.median <= 0.15);  // issue bound; measured 13.7 %
     CHECK(re.summary.small.p90 <= 0.42);     // measured 41.5 %

@@ -119,6 +119,27 @@ TEST_CASE("the fit recovers a known calibration from synthetic measurements") {
   CHECK(fr.calib.extra.at("network_efficiency") == models::default_calibration().extra.at("network_efficiency"));
 }
 
+TEST_CASE("nccl-tests -g 8: the host floor grows with the channels NCCL runs the call on") {
+  // Together 8x H100, -g 8, Ring LL (24 coll channels, models::nccl_coll_channels): measured 35.33 us at
+  // 32 KiB (one channel), 39.14 us at 512 KiB (16), 41.47 us at 1 MiB (24).
+  auto cases = make_cases({load1("together_h100_1node_8gpu_all_gather_ring.meta.json")});
+  const models::Calibration def = models::default_calibration();
+  SimPoint a = cases[0].sys->simulate(32 << 10, def);
+  SimPoint b = cases[0].sys->simulate(512 << 10, def);
+  SimPoint c = cases[0].sys->simulate(1 << 20, def);
+  CHECK(a.at_host_floor);
+  CHECK(b.at_host_floor);
+  CHECK(c.at_host_floor);
+  CHECK(a.protocol == "ll");
+  CHECK(a.time_s == doctest::Approx(models::host_launch_floor_s(def, 8, 1)));
+  CHECK(b.time_s == doctest::Approx(models::host_launch_floor_s(def, 8, 16)));
+  CHECK(c.time_s == doctest::Approx(41.47e-6));
+  // One GPU per host thread: no floor above the simulated time.
+  Measurement one = load1("together_h100_1node_8gpu_all_gather_ring.meta.json");
+  one.gpus_per_thread = 1;
+  CHECK_FALSE(make_cases({one})[0].sys->simulate(1 << 20, def).at_host_floor);
+}
+
 TEST_CASE("NCCL latencies are not fitted on nccl-tests -g N runs (host-floor bound), kernel_launch_s is") {
   Measurement m = load1("together_h100_1node_8gpu_all_gather_ring.meta.json");
   REQUIRE(m.gpus_per_thread == 8);
@@ -126,13 +147,15 @@ TEST_CASE("NCCL latencies are not fitted on nccl-tests -g N runs (host-floor bou
   opt.max_iterations = 2;
   const models::Calibration def = models::default_calibration();
   FitResult fr = fit_calibration(make_cases({m}), def, opt);
-  bool launch = false;
+  bool launch = false, channel = false;
   for (const auto& p : fr.params) {
     CAPTURE(p.name);
     CHECK(p.name.find("latency") == std::string::npos);
     launch = launch || p.name == "kernel_launch_s";
+    channel = channel || p.name == "channel_launch_s";
   }
   CHECK(launch);
+  CHECK(channel);
   for (const auto& [ap, v] : fr.calib.algo) CHECK(v.base_latency_s == def.algo.at(ap).base_latency_s);
   // The same run as if made with one process per GPU: its latencies move.
   m.gpus_per_thread = 1;
