@@ -204,6 +204,12 @@ Row parse_row(const std::vector<std::string>& t, const Layout& lay, const std::s
   return r;
 }
 
+// TUNING lines of one run, keyed by the bytes NCCL logs, each choice counted.
+struct LoggedChoices {
+  std::string op;
+  std::map<std::uint64_t, std::vector<NcclChoice>> by_bytes;
+};
+
 // Records the run's ranks into hosts / gpu / nranks.
 void finish_run(Measurement& m, const ParseHints& hints) {
   std::set<int> seen;
@@ -241,7 +247,52 @@ void finish_run(Measurement& m, const ParseHints& hints) {
   if (m.op.empty()) m.op = hint_op;
 }
 
+// Keeps, per size, the choice most calls made (the first logged one on a tie); NCCL logs all_gather and
+// reduce_scatter per rank, nccl-tests sizes them in total.
+void attach_choices(Measurement& m, const LoggedChoices& lc) {
+  if (lc.by_bytes.empty()) return;
+  if (!lc.op.empty() && !m.op.empty() && lc.op != m.op)
+    throw InputError(m.source, "the log's NCCL TUNING lines are for " + lc.op + " but the run is " + m.op);
+  const std::uint64_t scale = (m.op == "all_gather" || m.op == "reduce_scatter") && m.nranks > 0
+                                  ? static_cast<std::uint64_t>(m.nranks) : 1;
+  for (const auto& [bytes, list] : lc.by_bytes) {
+    const NcclChoice* best = nullptr;
+    for (const auto& c : list)
+      if (!best || c.calls > best->calls) best = &c;
+    m.nccl_choices[bytes * scale] = *best;
+  }
+}
+
 }  // namespace
+
+bool parse_nccl_tuning_line(const std::string& line, std::string& op, std::uint64_t& logged_bytes, NcclChoice& c) {
+  // "<prefix> NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..23}"
+  auto t = split_ws(line);
+  std::size_t i = 0;
+  while (i + 1 < t.size() && !(t[i] == "NCCL" && t[i + 1] == "INFO")) ++i;
+  i += 2;  // the collective's name
+  if (i + 9 > t.size()) return false;
+  const std::string& f = t[i];
+  if (f.size() < 2 || f.back() != ':' || t[i + 2] != "Bytes" || t[i + 3] != "->" || t[i + 4] != "Algo" ||
+      t[i + 6] != "proto" || !all_digits(t[i + 1]) || t[i + 1].size() > 19)
+    return false;
+  const std::string ch = t[i + 8];  // channel{Lo..Hi}={0..23}
+  const std::string pre = "channel{Lo..Hi}={";
+  if (ch.rfind(pre, 0) != 0 || ch.back() != '}') return false;
+  const std::string range = ch.substr(pre.size(), ch.size() - pre.size() - 1);
+  const auto dots = range.find("..");
+  if (dots == std::string::npos) return false;
+  const std::string lo = range.substr(0, dots), hi = range.substr(dots + 2);
+  if (!all_digits(lo) || !all_digits(hi) || lo.size() > 4 || hi.size() > 4 || std::stoi(hi) < std::stoi(lo))
+    return false;
+  op = normalize_op(f.substr(0, f.size() - 1));
+  logged_bytes = std::stoull(t[i + 1]);
+  c.algorithm = lower(t[i + 5]);
+  c.protocol = lower(t[i + 7]);
+  c.channels = std::stoi(hi) - std::stoi(lo) + 1;
+  c.calls = 1;
+  return true;
+}
 
 std::string normalize_op(const std::string& name_in) {
   std::string name = name_in;
@@ -300,6 +351,7 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const st
   std::string pending_op, pending_tests_version, pending_nccl;
   int command_gpus = 0;  // -g of a command line in the text
   Measurement* cur = nullptr;
+  std::map<std::size_t, LoggedChoices> choices;  // NCCL TUNING lines per run (index into runs)
   bool in_devices = false, in_table = false;
   Layout lay;
   auto open_run = [&]() {
@@ -399,6 +451,27 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const st
       else pending_nccl = t[2];
       continue;
     }
+    // NCCL_DEBUG output ("host:pid:tid [0] NCCL INFO ..."), printed between table rows while a size runs: it
+    // does not end the table. Its TUNING lines record NCCL's algorithm, protocol and channels per call.
+    if (std::find(t.begin(), t.end(), "NCCL") != t.end() &&
+        (raw.find("NCCL INFO") != std::string::npos || raw.find("NCCL WARN") != std::string::npos)) {
+      std::string op;
+      std::uint64_t bytes = 0;
+      NcclChoice c;
+      if (cur && parse_nccl_tuning_line(raw, op, bytes, c)) {
+        LoggedChoices& lc = choices[runs.size() - 1];
+        if (lc.op.empty()) lc.op = op;
+        else if (!op.empty() && op != lc.op)
+          throw InputError(where(source, lineno), "NCCL TUNING line for " + op + " inside a " + lc.op + " run");
+        auto& list = lc.by_bytes[bytes];
+        auto same = std::find_if(list.begin(), list.end(), [&](const NcclChoice& o) {
+          return o.algorithm == c.algorithm && o.protocol == c.protocol && o.channels == c.channels;
+        });
+        if (same == list.end()) list.push_back(c);
+        else ++same->calls;
+      }
+      continue;
+    }
     if (in_table) in_table = false;  // any other text ends the table
     // A command line naming the test binary ("./build/sendrecv_perf -b 128M ... -g 8") names the op and,
     // with -g, the GPUs per thread.
@@ -412,10 +485,14 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const st
   }
   if (!any_table) throw InputError(source, "no nccl-tests result table found");
   std::vector<Measurement> out;
-  for (auto& m : runs) {
+  std::vector<const LoggedChoices*> out_choices;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    Measurement& m = runs[r];
     if (m.rows.empty()) continue;  // a header without a table (e.g. an aborted run)
     if (m.op.empty()) m.op = pending_op;  // command lines printed after the table
     out.push_back(std::move(m));
+    auto it = choices.find(r);
+    out_choices.push_back(it == choices.end() ? nullptr : &it->second);
   }
   ParseHints run_hints = hints;
   if (command_gpus > 0 && hints.gpus_per_thread > 0 && command_gpus != hints.gpus_per_thread)
@@ -425,6 +502,7 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const st
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (out.size() > 1) out[i].source = source + "#run" + std::to_string(i + 1);
     finish_run(out[i], run_hints);
+    if (out_choices[i]) attach_choices(out[i], *out_choices[i]);
   }
   return out;
 }

@@ -76,6 +76,15 @@ struct Row {
   Side oop, ip;
 };
 
+// What NCCL itself chose for one call size, from its NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING lines (NCCL >=
+// 2.24 prints, on rank 0, "AllReduce: 1048576 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..23}" per call).
+struct NcclChoice {
+  std::string algorithm;  // NCCL's name, lower case: "ring", "tree", "nvls", "nvls_tree", "collnet_direct", ...
+  std::string protocol;   // "ll", "ll128", "simple"
+  int channels = 0;       // channelHi - channelLo + 1
+  int calls = 0;          // how many logged calls of this size made this choice
+};
+
 struct Measurement {
   std::string source;          // file the run came from (plus "#run N" when a file holds several)
   std::string format;          // "nccl-tests", "nccl-tests-legacy", "busbw-markdown", "fabricsim-json"
@@ -99,7 +108,15 @@ struct Measurement {
   // mode drives all of them); 0 when the source does not say. Such a thread launches one kernel per GPU for
   // every call, which puts a floor under the measured time (models::host_launch_floor_s).
   int gpus_per_thread = 0;
+  // NCCL's own choice per size (nccl-tests size convention, bytes), when the log has its TUNING lines; the most
+  // frequent one when calls of one size differ. Empty otherwise.
+  std::map<std::uint64_t, NcclChoice> nccl_choices;
 };
+
+// Parses one NCCL TUNING line ("... NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto LL
+// channel{Lo..Hi}={0..23}"): the collective (fabricsim op name), the bytes NCCL logs (count x type size: per
+// rank for all_gather / reduce_scatter), and the choice. Returns false for any other line.
+bool parse_nccl_tuning_line(const std::string& line, std::string& op, std::uint64_t& logged_bytes, NcclChoice& c);
 
 // Hints from outside the log (a .meta.json sidecar or CLI flags) for what the text does not say.
 struct ParseHints {

@@ -94,6 +94,7 @@ Report compare(const std::vector<Case>& cases,
       p.algorithm = sp.algorithm;
       p.protocol = sp.protocol;
       p.at_host_floor = sp.at_host_floor;
+      p.from_log = sp.from_log;
       lc.points.push_back(p);
     }
     rep.logs.push_back(std::move(lc));
@@ -148,15 +149,17 @@ std::string report_text(const Report& r) {
       << fmt("%.3f", l.host_channel_launch_s * 1e6) << " us per extra channel ("
       << (l.gpus_per_thread > 0 ? std::to_string(l.gpus_per_thread) + " GPU(s) per host thread"
                                 : std::string("GPUs per host thread not recorded: 1 assumed"))
-      << "); rows marked 'floor' are simulated at it\n";
+      << "); rows marked 'floor' are simulated at it, rows marked 'nccl' with NCCL's own algorithm and protocol "
+         "from the log's TUNING lines\n";
     o << "#        size   meas_time   sim_time  meas_busbw  sim_busbw   error  algo/proto\n";
     o << "#         (B)        (us)       (us)      (GB/s)     (GB/s)     (%)\n";
     for (const auto& p : l.points) {
       char buf[256];
+      const std::string marks = std::string(p.from_log ? " nccl" : "") + (p.at_host_floor ? " floor" : "");
       std::snprintf(buf, sizeof buf, "%13llu %11.2f %10.2f %11.2f %10.2f %7.1f  %s/%s%s\n",
                     static_cast<unsigned long long>(p.size_bytes), p.measured_s * 1e6, p.simulated_s * 1e6,
                     p.measured_busbw_GBps, p.simulated_busbw_GBps, p.busbw_error * 100, p.algorithm.c_str(),
-                    p.protocol.c_str(), p.at_host_floor ? " floor" : "");
+                    p.protocol.c_str(), marks.c_str());
       o << buf;
     }
   }
@@ -198,7 +201,8 @@ Json report_json(const Report& r) {
                      {"busbw_error", p.busbw_error},
                      {"algorithm", p.algorithm},
                      {"protocol", p.protocol},
-                     {"at_host_launch_floor", p.at_host_floor}});
+                     {"at_host_launch_floor", p.at_host_floor},
+                     {"algorithm_from_log", p.from_log}});
     logs.push_back({{"source", l.source},
                     {"collective", l.op},
                     {"nranks", l.nranks},

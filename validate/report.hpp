@@ -25,6 +25,7 @@ struct PointCompare {
   double busbw_error = 0;  // fraction, see the convention above
   std::string algorithm, protocol;
   bool at_host_floor = false;  // the simulated time is the host launch floor, not the collective's
+  bool from_log = false;       // algorithm/protocol are NCCL's own, from the log's TUNING lines (SimPoint)
 };
 
 struct LogCompare {

@@ -123,6 +123,20 @@ bool nccl_has_algorithm(const SystemMapping& map, const std::string& nccl_versio
   }
 }
 
+// fabricsim's algorithm for an NCCL algorithm name as NCCL logs it ("RING", "COLLNET_DIRECT", lower-cased);
+// nullopt for the ones fabricsim does not model (NVLS_TREE, COLLNET_CHAIN), which the tuner then replaces.
+std::optional<models::Algorithm> modelled_nccl_algorithm(const std::string& nccl_name) {
+  std::string k;
+  for (char c : nccl_name)
+    if (c != '_') k += c;
+  if (k == "ring") return models::Algorithm::Ring;
+  if (k == "tree") return models::Algorithm::Tree;
+  if (k == "nvls") return models::Algorithm::Nvls;
+  if (k == "collnetdirect") return models::Algorithm::CollNet;
+  if (k == "pat") return models::Algorithm::Pat;
+  return std::nullopt;
+}
+
 }  // namespace
 
 struct SimSystem::Impl {
@@ -131,6 +145,7 @@ struct SimSystem::Impl {
   models::CollectiveSpec base;
   std::string nccl_version;
   int gpus_per_thread = 0;
+  std::map<std::uint64_t, NcclChoice> nccl_choices;  // Measurement::nccl_choices
   explicit Impl(topo::Topology t) : topo(std::move(t)), routing(topo) {}
 };
 
@@ -171,6 +186,7 @@ SimSystem::SimSystem(const SystemMapping& map, const Measurement& m) : map_(map)
   impl_->base.where = m.source;
   impl_->nccl_version = m.nccl_version;
   impl_->gpus_per_thread = m.gpus_per_thread;
+  impl_->nccl_choices = m.nccl_choices;
 }
 
 SimSystem::~SimSystem() = default;
@@ -191,10 +207,22 @@ SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration
   models::CollectiveSpec spec = impl_->base;
   spec.bytes = size_bytes;
   spec.where = impl_->base.where + " size " + std::to_string(size_bytes);
+  // NCCL's own choice for this size, when the log recorded it (NCCL_DEBUG_SUBSYS=TUNING) and fabricsim models
+  // that algorithm: simulate what NCCL ran rather than what our tuner would pick.
+  const NcclChoice* logged = nullptr;
+  if (auto it = impl_->nccl_choices.find(size_bytes); it != impl_->nccl_choices.end()) {
+    const auto a = modelled_nccl_algorithm(it->second.algorithm);
+    models::Protocol pr;
+    if (a && models::parse_protocol(it->second.protocol, pr)) {
+      logged = &it->second;
+      spec.algorithm = *a;
+      spec.protocol = pr;
+    }
+  }
   models::TunerChoice tc = models::tune(spec, impl_->topo, impl_->routing, calib);
   spec.algorithm = tc.algorithm;
   spec.protocol = tc.protocol;
-  if (!nccl_has_algorithm(map_, impl_->nccl_version, tc.algorithm)) {
+  if (!logged && !nccl_has_algorithm(map_, impl_->nccl_version, tc.algorithm)) {
     // Fastest predicted candidate that the measured NCCL had (see nccl_has_algorithm).
     const models::Candidate* best = nullptr;
     for (const auto& c : tc.candidates)
@@ -213,12 +241,13 @@ SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration
   p.size_bytes = size_bytes;
   // The measurement loop's host launch floor (nccl-tests -g: one thread launching a kernel on each GPU), which
   // grows with the channels the call runs on.
-  const double floor_s =
-      models::host_launch_floor_s(calib, impl_->gpus_per_thread, models::nccl_call_channels(spec, impl_->topo));
+  const int channels = logged ? logged->channels : models::nccl_call_channels(spec, impl_->topo);
+  const double floor_s = models::host_launch_floor_s(calib, impl_->gpus_per_thread, channels);
   p.time_s = std::max(r.makespan_s, floor_s);
   p.at_host_floor = floor_s > r.makespan_s;
   p.algorithm = sch.algorithm;
   p.protocol = sch.protocol;
+  p.from_log = logged != nullptr;
   return p;
 }
 

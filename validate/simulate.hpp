@@ -49,6 +49,7 @@ struct SimPoint {
   double time_s = 0;
   std::string algorithm, protocol;  // what the tuner (or the log's NCCL_ALGO) chose
   bool at_host_floor = false;       // time_s is the host launch floor (models::host_launch_floor_s)
+  bool from_log = false;            // algorithm/protocol (and floor channels) are NCCL's, from the log's TUNING lines
 };
 
 // Topology, routing and communicator of one measured run, built once and reused for every size and every

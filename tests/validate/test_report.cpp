@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "models/calibration.hpp"
 #include "sim/base/error.hpp"
@@ -240,4 +242,89 @@ TEST_CASE("log_unit groups the runs of one file") {
   CHECK(log_unit(m) == "x/raw/b200.txt");
   m.source = "y.txt";
   CHECK(log_unit(m) == "y.txt");
+}
+
+namespace {
+// The Together all_gather log (8x H100, nccl-tests -g 8) with NCCL_DEBUG_SUBSYS=TUNING lines inserted before
+// three of its rows, in the form NCCL >= 2.24 prints them on rank 0 (one per call; NCCL logs all_gather's
+// bytes per rank). The lines are written here for the test; the shared log has none.
+std::string with_tuning_lines(const std::string& extra_line = "") {
+  std::ifstream f(kData + "raw/together_h100_1node_all_gather_ring.txt");
+  REQUIRE(f.good());
+  std::ostringstream out;
+  std::string line;
+  auto info = [](const std::string& rest) { return "h100-node:4242:4250 [0] NCCL INFO AllGather: " + rest + "\n"; };
+  while (std::getline(f, line)) {
+    std::istringstream ls(line);
+    std::string first;
+    ls >> first;
+    if (first == "1048576") {  // 1 MiB total = 131072 B per rank: three calls on LL128 / 4 channels, one on LL
+      for (int i = 0; i < 3; ++i) out << info("131072 Bytes -> Algo RING proto LL128 channel{Lo..Hi}={0..3}");
+      out << info("131072 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..23}");
+      out << extra_line;
+    }
+    if (first == "4194304") out << info("524288 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..23}");
+    if (first == "8388608") out << info("1048576 Bytes -> Algo NVLS_TREE proto SIMPLE channel{Lo..Hi}={0..15}");
+    out << line << "\n";
+  }
+  return out.str();
+}
+}  // namespace
+
+TEST_CASE("NCCL TUNING lines: NCCL's own algorithm, protocol and channels per size are simulated") {
+  const std::string src = "together_all_gather_with_tuning.txt";
+  auto plain = load_measurements(kData + "raw/together_h100_1node_all_gather_ring.txt");
+  auto ms = parse_nccl_tests_text(with_tuning_lines(), src);
+  REQUIRE(ms.size() == 1);
+  const Measurement& m = ms[0];
+  CHECK(m.rows.size() == plain[0].rows.size());  // the INFO lines do not end the table
+  REQUIRE(m.nccl_choices.size() == 3);
+  const auto& c1 = m.nccl_choices.at(1048576);  // keyed by the nccl-tests size: 131072 B x 8 ranks
+  CHECK(c1.algorithm == "ring");
+  CHECK(c1.protocol == "ll128");  // three calls against one
+  CHECK(c1.channels == 4);
+  CHECK(c1.calls == 3);
+  CHECK(m.nccl_choices.at(4194304).protocol == "simple");
+  CHECK(m.nccl_choices.at(8388608).algorithm == "nvls_tree");
+
+  auto cases = make_cases({m});
+  const models::Calibration def = models::default_calibration();
+  SimPoint a = cases[0].sys->simulate(1 << 20, def);
+  CHECK(a.from_log);
+  CHECK(a.algorithm == "ring");
+  CHECK(a.protocol == "ll128");  // the tuner alone picks LL here (see the host-floor test above)
+  CHECK(a.time_s >= models::host_launch_floor_s(def, 8, 4) * (1 - 1e-12));
+  if (a.at_host_floor) CHECK(a.time_s == doctest::Approx(models::host_launch_floor_s(def, 8, 4)));
+  SimPoint b = cases[0].sys->simulate(4 << 20, def);
+  CHECK(b.from_log);
+  CHECK(b.protocol == "simple");
+  SimPoint c = cases[0].sys->simulate(8 << 20, def);  // NVLS_TREE is not modelled: the tuner's choice
+  CHECK_FALSE(c.from_log);
+  CHECK_FALSE(cases[0].sys->simulate(2 << 20, def).from_log);  // no TUNING line for 2 MiB
+
+  // The validate report marks these rows and says so in its JSON.
+  Report r = compare(cases, [&](std::size_t) -> const models::Calibration& { return def; }, "t");
+  int marked = 0;
+  for (const auto& p : r.logs[0].points) marked += p.from_log ? 1 : 0;
+  CHECK(marked == 2);
+  CHECK(report_text(r).find("ring/ll128 nccl") != std::string::npos);
+
+  // A TUNING line for another collective inside the run is an error naming the file and line.
+  CHECK_THROWS_WITH_AS(
+      parse_nccl_tests_text(
+          with_tuning_lines("x:1:2 [0] NCCL INFO AllReduce: 8 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}\n"), src),
+      doctest::Contains("together_all_gather_with_tuning.txt"), InputError);
+  // Other NCCL INFO lines are skipped; malformed TUNING lines are not choices.
+  std::string op;
+  std::uint64_t bytes = 0;
+  NcclChoice ch;
+  CHECK_FALSE(parse_nccl_tuning_line("x [0] NCCL INFO comm 0x1 rank 0 nranks 8 - Init COMPLETE", op, bytes, ch));
+  CHECK_FALSE(parse_nccl_tuning_line("x [0] NCCL INFO AllGather: 12 Bytes -> Algo RING proto LL channel{Lo..Hi}={3..1}",
+                                     op, bytes, ch));
+  REQUIRE(parse_nccl_tuning_line("x [0] NCCL INFO ReduceScatter: 4096 Bytes -> Algo PAT proto SIMPLE channel{Lo..Hi}={0..1}",
+                                 op, bytes, ch));
+  CHECK(op == "reduce_scatter");
+  CHECK(bytes == 4096);
+  CHECK(ch.algorithm == "pat");
+  CHECK(ch.channels == 2);
 }
