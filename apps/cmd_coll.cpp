@@ -280,7 +280,7 @@ int cmd_coll(int argc, char** argv) {
     << ropt.engine << ", calibration " << calib.name;
   if (gpus_per_thread > 0)
     o << ", host launch floor " << fmt("%.2f", models::host_launch_floor_s(calib, gpus_per_thread) * 1e6)
-      << " us at one channel + " << fmt("%.3f", gpus_per_thread * calib.factor("channel_launch_s") * 1e6)
+      << " us at one channel + " << fmt("%.3f", models::host_channel_launch_s(calib, gpus_per_thread) * 1e6)
       << " us per extra channel (" << gpus_per_thread << " GPUs per thread)";
   o << "\n";
   o << "#\n";

@@ -213,6 +213,10 @@ Calibration default_calibration() {
   return c;
 }
 
+double host_channel_launch_s(const Calibration& c, int gpus_per_thread) {
+  return std::max(1, gpus_per_thread) * c.factor("channel_launch_s");
+}
+
 double host_launch_floor_s(const Calibration& c, int gpus_per_thread, int channels) {
   return std::max(1, gpus_per_thread) *
          (c.factor("kernel_launch_s") + std::max(0, channels - 1) * c.factor("channel_launch_s"));

@@ -85,6 +85,8 @@ struct Calibration {
 // "channel_launch_s"), where `channels` is what the call runs on (tuner.hpp nccl_call_channels; values < 1
 // count as 1). A measured time is max(simulated collective time, this floor).
 double host_launch_floor_s(const Calibration& c, int gpus_per_thread, int channels = 1);
+// What each channel beyond the first adds to that floor, in seconds: gpus_per_thread x "channel_launch_s".
+double host_channel_launch_s(const Calibration& c, int gpus_per_thread);
 
 Calibration default_calibration();  // no NCCL eras: the current NCCL tables for every version
 // NCCL's older tuning tables with their cited values (calibration.cpp): today the NCCL 2.8-2.17 table.

@@ -89,13 +89,16 @@ double report_value(const models::Calibration& c, const Param& p) {
   return 0;
 }
 
+// The host launch costs under nccl-tests -g N floors (models::host_launch_floor_s).
+bool is_host_launch_key(const std::string& k) { return k == "kernel_launch_s" || k == "channel_launch_s"; }
+
 std::vector<Param> candidate_params(const models::Calibration& start, bool split) {
   std::vector<Param> out;
   for (const auto& [k, v] : start.extra) {
     bool eff = k.rfind("nvlink_efficiency.", 0) == 0 || k == "network_efficiency" || k == "pcie_efficiency" ||
                k == "nvls_efficiency" || k == "tree_efficiency";
     const bool multi = split && k == "multi_host_base_latency_factor";
-    const bool launch = k == "kernel_launch_s" || k == "channel_launch_s";
+    const bool launch = is_host_launch_key(k);
     if ((!eff && !multi && !launch) || !(v > 0)) continue;
     Param p;
     p.name = k;
@@ -204,7 +207,7 @@ bool relevant(const Param& p, const Case& cs, const models::Calibration& c, bool
   // The host launch costs (per launch, per extra channel) are identified from runs where one thread drives
   // several GPUs (nccl-tests -g > 1): with one GPU per thread its floor (one launch, ~4 us) sits below every
   // measured time, and letting those runs move it would let it absorb their latency error.
-  if (p.key == "kernel_launch_s" || p.key == "channel_launch_s") return cs.m.gpus_per_thread > 1;
+  if (is_host_launch_key(p.key)) return cs.m.gpus_per_thread > 1;
   return true;
 }
 

@@ -453,8 +453,7 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const st
     }
     // NCCL_DEBUG output ("host:pid:tid [0] NCCL INFO ..."), printed between table rows while a size runs: it
     // does not end the table. Its TUNING lines record NCCL's algorithm, protocol and channels per call.
-    if (std::find(t.begin(), t.end(), "NCCL") != t.end() &&
-        (raw.find("NCCL INFO") != std::string::npos || raw.find("NCCL WARN") != std::string::npos)) {
+    if (raw.find("NCCL INFO") != std::string::npos || raw.find("NCCL WARN") != std::string::npos) {
       std::string op;
       std::uint64_t bytes = 0;
       NcclChoice c;

@@ -80,7 +80,7 @@ Report compare(const std::vector<Case>& cases,
     lc.nodes = cs.m.num_nodes;
     lc.gpus_per_thread = cs.m.gpus_per_thread;
     lc.host_launch_floor_s = models::host_launch_floor_s(c, cs.m.gpus_per_thread);
-    lc.host_channel_launch_s = std::max(1, cs.m.gpus_per_thread) * c.factor("channel_launch_s");
+    lc.host_channel_launch_s = models::host_channel_launch_s(c, cs.m.gpus_per_thread);
     const double factor = busbw_factor(cs.m.op, cs.m.nranks);
     for (std::size_t i = 0; i < cs.sizes.size(); ++i) {
       SimPoint sp = cs.sys->simulate(cs.sizes[i], c);

@@ -123,18 +123,13 @@ bool nccl_has_algorithm(const SystemMapping& map, const std::string& nccl_versio
   }
 }
 
-// fabricsim's algorithm for an NCCL algorithm name as NCCL logs it ("RING", "COLLNET_DIRECT", lower-cased);
-// nullopt for the ones fabricsim does not model (NVLS_TREE, COLLNET_CHAIN), which the tuner then replaces.
+// fabricsim's algorithm for an NCCL algorithm name as NCCL logs it (lower-cased: "ring", "tree", "nvls", "pat",
+// "collnet_direct"); nullopt for the ones fabricsim does not model (nvls_tree, collnet_chain), which the tuner
+// then replaces.
 std::optional<models::Algorithm> modelled_nccl_algorithm(const std::string& nccl_name) {
-  std::string k;
-  for (char c : nccl_name)
-    if (c != '_') k += c;
-  if (k == "ring") return models::Algorithm::Ring;
-  if (k == "tree") return models::Algorithm::Tree;
-  if (k == "nvls") return models::Algorithm::Nvls;
-  if (k == "collnetdirect") return models::Algorithm::CollNet;
-  if (k == "pat") return models::Algorithm::Pat;
-  return std::nullopt;
+  models::Algorithm a;
+  if (!models::parse_algorithm(nccl_name == "collnet_direct" ? "collnet" : nccl_name, a)) return std::nullopt;
+  return a;
 }
 
 }  // namespace
