@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include "apps/cli.hpp"
@@ -39,6 +40,8 @@ int cmd_calibrate(int argc, char** argv) {
   args.flag({"--json", "", "FILE", "also write the fitted parameters and per-row residuals as JSON", ""});
   log_hint_flags(args);
   args.flag({"--iterations", "", "N", "Gauss-Newton iterations at most", "12"});
+  args.flag({"--min-bytes", "", "SIZE", "fit only rows of at least this size", "all rows"});
+  args.flag({"--max-bytes", "", "SIZE", "fit only rows of at most this size", "all rows"});
   args.flag({"--split-fit", "", "", "also fit NCCL-generation tables and LL/LL128 efficiencies, each parameter from the runs that show it (docs/validation.md)", ""});
   args.flag({"--nccl-eras", "", "", "runs of NCCL 2.8-2.17 use that generation's tuning table with their own latency multipliers (docs/validation.md)", ""});
   if (!args.parse(argc, argv)) return 0;
@@ -56,6 +59,13 @@ int cmd_calibrate(int argc, char** argv) {
       args.has("--start") ? models::load_calibration(args.get("--start")) : models::default_calibration();
   auto ms = validate::load_all(args.positional(), hints);
   auto cases = validate::make_cases(ms, args.get("--topology"), args.params());
+  if (args.has("--min-bytes") || args.has("--max-bytes")) {
+    const std::uint64_t lo = args.has("--min-bytes") ? parse_size(args.get("--min-bytes"), "--min-bytes") : 0;
+    const std::uint64_t hi = args.has("--max-bytes") ? parse_size(args.get("--max-bytes"), "--max-bytes")
+                                                     : std::numeric_limits<std::uint64_t>::max();
+    if (lo > hi) throw InputError("--max-bytes", "must be >= --min-bytes");
+    validate::restrict_sizes(cases, lo, hi);
+  }
   validate::FitResult fr = validate::fit_calibration(cases, start, opt);
   fr.calib.name = args.get("--name", "fitted");
   // NCCL latencies are identified from runs with one GPU per host thread only (validate/calibrate.cpp).

@@ -363,6 +363,7 @@ struct Builder {
   CommLayout L;
   Schedule s;
   bool aggregated = false;  // the builder already emitted merged flows (compress() would find nothing)
+  double step_latency_scale = 1.0;  // NVLS: NCCL loops per pipeline chunk (build_nvls)
 
   NodeId gpu(int rank) const { return spec.communicator[rank]; }
 
@@ -372,7 +373,11 @@ struct Builder {
     const auto& nb = t.node(b);
     const std::string& model = na.kind == NodeKind::Gpu ? na.model : nb.model;
     auto kinds = [&](NodeKind k) { return na.kind == k || nb.kind == k; };
-    if (kinds(NodeKind::NvSwitch)) return {calib.nvlink_efficiency(model), ap.step_latency_s};
+    // NVLS's efficiency is the fraction of nominal NVLink bandwidth its multimem loads and stores reach
+    // (nvls_efficiency, set as algo_eff by build_nvls), not a loss on top of the copy kernels' NVLink
+    // efficiency, which is measured on ring runs (calibration.cpp).
+    if (kinds(NodeKind::NvSwitch))
+      return {algo == Algorithm::Nvls ? 1.0 : calib.nvlink_efficiency(model), ap.step_latency_s};
     if (is_fabric_switch(na.kind) || is_fabric_switch(nb.kind)) return {calib.factor("network_efficiency"), ap.net_step_latency_s};
     if (na.kind == NodeKind::Gpu && nb.kind == NodeKind::Gpu) {
       if (na.nvlink_domain >= 0 && na.nvlink_domain == nb.nvlink_domain)
@@ -396,7 +401,7 @@ struct Builder {
     // time on the wire: the engine charges each step max(step latency, latency of the route it takes), not
     // their sum (the sum counted the NVLink hops twice: 19.2 us for an 8-byte all_reduce on 8 H100 with
     // NCCL's defaults, where NCCL's own model says 15 us). A merged transfer pays it `steps` times.
-    x.step_latency_s = lat;
+    x.step_latency_s = lat * step_latency_scale;
     x.latency_includes_route = true;
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
@@ -742,7 +747,8 @@ struct Builder {
   template <class LeafUp, class LeafDown>
   std::vector<std::uint32_t> innet(const std::vector<int>& members, const std::vector<NodeId>& leaf_of, NodeId root,
                                    double up_payload, double down_payload, LeafUp leaf_up, LeafDown leaf_down,
-                                   const std::map<int, std::vector<std::uint32_t>>& start, double weight) {
+                                   const std::map<int, std::vector<std::uint32_t>>& start, double weight,
+                                   std::uint32_t chunks = 0) {
     std::vector<PEdge> edges;
     std::map<NodeId, std::vector<int>> leaf_members;
     for (std::size_t i = 0; i < members.size(); ++i) leaf_members[leaf_of[i]].push_back(static_cast<int>(i));
@@ -776,7 +782,7 @@ struct Builder {
       member_down[i] = static_cast<int>(edges.size());
       edges.push_back(e);
     }
-    auto last = pipeline(edges, chunk_count(max_payload(edges)));
+    auto last = pipeline(edges, chunks > 0 ? chunks : chunk_count(max_payload(edges)));
     std::vector<std::uint32_t> out;
     for (int e : member_down) out.push_back(last[e]);
     return out;
@@ -790,21 +796,27 @@ struct Builder {
     for (int r = 0; r < n; ++r) leaf_of.push_back(nvls_switch_of(t, gpu(r)));
     NodeId root = common_root(t, leaf_of, [](const topo::Node& nd) { return nd.kind == NodeKind::NvSwitch && nd.nvls; });
     algo_eff = calib.factor("nvls_efficiency");
+    // NCCL's NVLS kernel works in loops of channels x heads x chunk bytes (tuner.hpp nccl_nvls_loops); each
+    // loop costs the NVLS per-step latency. The pipeline gets one chunk per loop (at most
+    // max_pipeline_chunks, each then standing for several loops and paying their latencies).
+    const NvlsLoops nl = nccl_nvls_loops(S, nccl_nvls_channels(t.node(gpu(0)).model), n);
+    const std::uint32_t K = static_cast<std::uint32_t>(std::clamp(nl.loops, 1.0, calib.factor("max_pipeline_chunks")));
+    step_latency_scale = nl.loops / K;
     const double nn = n;
     switch (spec.op) {
       case Op::AllReduce:
         // multimem reduce: every rank's full buffer goes up and the reduced buffer comes down.
-        innet(all_ranks(), leaf_of, root, S, S, [&](int) { return S; }, [&](int) { return S; }, {}, 1.0);
+        innet(all_ranks(), leaf_of, root, S, S, [&](int) { return S; }, [&](int) { return S; }, {}, 1.0, K);
         break;
       case Op::AllGather:
         // multicast store: each rank pushes its block, receives the n-1 others.
         innet(all_ranks(), leaf_of, root, S / nn, S * (nn - 1) / nn, [&](int m) { return m * S / nn; },
-              [&](int m) { return (nn - m) * S / nn; }, {}, 1.0);
+              [&](int m) { return (nn - m) * S / nn; }, {}, 1.0, K);
         break;
       case Op::ReduceScatter:
         // multimem reduce of the n-1 blocks owned by others, each rank receives its reduced block.
         innet(all_ranks(), leaf_of, root, S * (nn - 1) / nn, S / nn, [&](int m) { return (nn - m) * S / nn; },
-              [&](int m) { return m * S / nn; }, {}, 1.0);
+              [&](int m) { return m * S / nn; }, {}, 1.0, K);
         break;
       default: break;
     }

@@ -47,6 +47,28 @@ int nccl_coll_channels(const std::string& gpu_model, int hosts) {
   return 0;
 }
 
+// [NCCL-T] hwLatencies[NCCL_HW_NVLINK][NCCL_ALGO_NVLS][NCCL_PROTO_SIMPLE]: NCCL's modelled NVLS call latency.
+constexpr double kNcclNvlsLatency_s = 25e-6;
+
+int nccl_nvls_channels(const std::string& gpu_model) {
+  for (const char* b : {"b200", "gb200", "b300", "gb300"})
+    if (gpu_model.rfind(b, 0) == 0) return 24;
+  return 16;
+}
+
+NvlsLoops nccl_nvls_loops(double bytes, int channels, int heads) {
+  NvlsLoops l;
+  const double ops = static_cast<double>(std::max(1, channels)) * std::clamp(heads, 1, 32);
+  double chunk = 131072;
+  if (bytes < 64 * ops * chunk && chunk > 65536) chunk = 65536;
+  if (bytes < 8 * ops * chunk && chunk > 32768) chunk = 32768;
+  if (bytes < 2 * ops * chunk && chunk > 16384) chunk = 16384;
+  l.chunk_bytes = chunk;
+  l.loop_bytes = ops * chunk;
+  l.loops = std::max(1.0, std::ceil(bytes / l.loop_bytes));
+  return l;
+}
+
 int nccl_call_channels(Algorithm a, Protocol p, double bytes, int nranks, int coll_channels) {
   if (coll_channels <= 1 || (a != Algorithm::Ring && a != Algorithm::Tree)) return 1;
   // [NCCL-E] threads per channel (maxThreads: LL 512, LL128 640, Simple 512; src/graph/tuning.cc with
@@ -134,6 +156,7 @@ CommBandwidths comm_bandwidths(const CollectiveSpec& spec, const topo::Topology&
   b.nic_Bps = std::isfinite(nic) ? nic : 0;
   b.host_net_Bps = std::isfinite(host_net) ? host_net : 0;
   b.ll_max_Bps = ll_max_busbw_Bps(t.node(spec.communicator.front()).model, b.hosts);
+  b.gpu_model = t.node(spec.communicator.front()).model;
   return b;
 }
 
@@ -187,8 +210,16 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
       break;
     }
     case Algorithm::Nvls: {
-      double ne = calib.factor("nvls_efficiency");
-      lat += H > 1 ? ln : 0;
+      // nvls_efficiency is a fraction of the nominal NVLink bandwidth (collectives.cpp hop_params), so the
+      // NVLink efficiency in intra_Bps is taken back out.
+      const double nvl = calib.nvlink_efficiency(bw.gpu_model);
+      const double ne = calib.factor("nvls_efficiency") / (nvl > 0 ? nvl : 1.0);
+      // The schedule pays a base latency plus the NVLS step latency once per NCCL loop (collectives.cpp
+      // build_nvls, calibration.cpp). NCCL's own model, whose choice the tuner imitates, has no per-loop cost:
+      // [NCCL-T] one constant per call, hwLatencies[NVLINK][NVLS][Simple] = 25 us (which is about our fitted
+      // base plus one loop). The tuner uses NCCL's constant, so that its crossover from Ring LL to NVLS
+      // (between 1 and 2 MiB on 8x H100, as the DGX H100 and p5 sweeps show) does not move with our fit.
+      lat = kNcclNvlsLatency_s + (H > 1 ? ln : 0);
       double per_gpu = spec.op == Op::AllReduce ? S : (n - 1) / n * S;
       xfer = t_of(per_gpu, bw.intra_Bps * e * ne);
       break;

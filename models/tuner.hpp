@@ -29,6 +29,7 @@ struct CommBandwidths {
   double nic_Bps = 0;     // per GPU through its rail NIC (0 when it has none)
   double host_net_Bps = 0;  // per host, all rail NICs used by its ranks together
   double ll_max_Bps = 0;    // NCCL's LL busBw ceiling for this GPU generation and host count (0: none known)
+  std::string gpu_model;    // model of the communicator's first GPU
 };
 // [NCCL-T] treeCorrectionFactor: NCCL's static correction of a Tree all_reduce's modelled bandwidth for
 // medium sizes (0.4-1.0, by protocol and power of two of the size from 64 B to 256 MiB); 1 elsewhere.
@@ -49,6 +50,23 @@ int nccl_call_channels(Algorithm a, Protocol p, double bytes, int nranks, int co
 // The same for a spec whose algorithm and protocol are set (throws InputError otherwise), with coll_channels
 // from nccl_coll_channels of its first GPU's model and its host count.
 int nccl_call_channels(const CollectiveSpec& spec, const topo::Topology& t);
+
+// [NCCL-E] Channels (CTAs) NCCL runs an NVLS call on, for GPUs of `gpu_model` in one NVLink domain
+// (src/transport/nvls.cc): 16 on Hopper (NVLS_NCHANNELS_SM90, NCCL 2.18-2.28; the aws-do-eks p5.48xlarge
+// log cited in tuner.cpp prints "16 nvls channels"), 24 on Blackwell within one NVLink domain
+// (NVLS_NCHANNELS_SM100_NVL, NCCL 2.28). Other models: Hopper's 16.
+int nccl_nvls_channels(const std::string& gpu_model);
+// How NCCL cuts an NVLS call of `bytes` (src/enqueue.cc calcCollChunking, NCCL 2.18-2.28): the chunk starts
+// at nvlsChunkSize (128 KiB) and drops to 64 KiB below 64 x ops x chunk bytes, 32 KiB below 8 x ops x 64 KiB
+// and 16 KiB below 2 x ops x 32 KiB, where ops = channels x heads (heads: the communicator's ranks, at most
+// NCCL_MAX_NVLS_ARITY = 32); one loop of the kernel moves ops x chunk bytes, so a call takes
+// ceil(bytes / loop) loops (at least 1). The collective model charges NVLS's per-step latency once per loop.
+struct NvlsLoops {
+  double chunk_bytes = 0;
+  double loop_bytes = 0;
+  double loops = 1;
+};
+NvlsLoops nccl_nvls_loops(double bytes, int channels, int heads);
 
 struct Candidate {
   Algorithm algorithm = Algorithm::Ring;

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "sim/base/error.hpp"
@@ -279,6 +280,24 @@ bool solve(std::vector<std::vector<double>> A, std::vector<double> b, std::vecto
 }
 
 }  // namespace
+
+void restrict_sizes(std::vector<Case>& cases, std::uint64_t min_bytes, std::uint64_t max_bytes) {
+  for (auto& c : cases) {
+    std::vector<std::uint64_t> sizes;
+    std::vector<double> times;
+    for (std::size_t i = 0; i < c.sizes.size(); ++i)
+      if (c.sizes[i] >= min_bytes && c.sizes[i] <= max_bytes) {
+        sizes.push_back(c.sizes[i]);
+        times.push_back(c.measured_s[i]);
+      }
+    c.sizes = std::move(sizes);
+    c.measured_s = std::move(times);
+  }
+  cases.erase(std::remove_if(cases.begin(), cases.end(), [](const Case& c) { return c.sizes.empty(); }), cases.end());
+  if (cases.empty())
+    throw InputError("--min-bytes/--max-bytes", "no measured row of any log is in [" + std::to_string(min_bytes) + ", " +
+                                                    std::to_string(max_bytes) + "] bytes");
+}
 
 std::vector<Case> make_cases(const std::vector<Measurement>& ms, const std::string& preset,
                              const std::map<std::string, std::string>& params) {

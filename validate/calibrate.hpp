@@ -43,6 +43,9 @@ struct Case {
 // Builds cases (mapping every measurement to a topology). `preset`/`params` as map_system.
 std::vector<Case> make_cases(const std::vector<Measurement>& ms, const std::string& preset = "",
                              const std::map<std::string, std::string>& params = {});
+// Keeps only the rows of sizes in [min_bytes, max_bytes] (`fabricsim calibrate --min-bytes/--max-bytes`) and
+// drops cases left without rows; throws InputError naming the flags when no row is left.
+void restrict_sizes(std::vector<Case>& cases, std::uint64_t min_bytes, std::uint64_t max_bytes);
 
 struct FitOptions {
   int max_iterations = 12;

@@ -497,3 +497,59 @@ TEST_CASE("NCCL channel counts: per communicator, and per call by size") {
   CHECK(nccl_call_channels(Algorithm::Nvls, Protocol::Simple, 1 << 30, 8, 24) == 1);
   CHECK(nccl_call_channels(Algorithm::Ring, Protocol::Simple, 1 << 30, 8, 0) == 1);
 }
+
+TEST_CASE("NVLS: NCCL's loop and chunk rule, a latency per loop, efficiency independent of the ring's NVLink one") {
+  CHECK(nccl_nvls_channels("h100") == 16);
+  CHECK(nccl_nvls_channels("h200") == 16);
+  CHECK(nccl_nvls_channels("b200") == 24);
+  CHECK(nccl_nvls_channels("gb200") == 24);
+  // 16 channels x 8 heads = 128 concurrent ops: 16 KiB chunks below 2 x 128 x 32 KiB = 8 MiB, 32 KiB below
+  // 8 x 128 x 64 KiB = 64 MiB, 64 KiB below 64 x 128 x 128 KiB = 1 GiB, 128 KiB from there.
+  auto loops = [](double bytes) { return nccl_nvls_loops(bytes, 16, 8); };
+  CHECK(loops(8).chunk_bytes == 16384);
+  CHECK(loops(8).loops == 1);
+  CHECK(loops((8 << 20) - 1).chunk_bytes == 16384);
+  CHECK(loops((8 << 20) - 1).loops == 4);  // 2 MiB per loop
+  CHECK(loops(8 << 20).chunk_bytes == 32768);
+  CHECK(loops(8 << 20).loops == 2);
+  CHECK(loops(64 << 20).chunk_bytes == 65536);
+  CHECK(loops(64 << 20).loops == 8);
+  CHECK(loops(1 << 30).chunk_bytes == 131072);
+  CHECK(loops(1 << 30).loop_bytes == 16 << 20);
+  CHECK(loops(16.0 * (1 << 30)).loops == 1024);
+  CHECK(nccl_nvls_loops(8.0 * (1 << 30), 16, 64).loop_bytes == 16 * 32 * 131072.0);  // heads capped at 32
+
+  topo::Topology h = preset("dgx-h100");
+  topo::Routing rh(h);
+  Calibration cal = default_calibration();
+  const double lat = cal.of(Algorithm::Nvls, Protocol::Simple).step_latency_s;
+  REQUIRE(lat > 0);
+  // 8 MiB: 2 loops, 2 pipeline chunks, each paying one loop's latency on every hop.
+  Schedule s8 = build_schedule(make(h, Op::AllReduce, 8 << 20, Algorithm::Nvls, Protocol::Simple), h, rh, cal);
+  check_dag(s8);
+  std::set<int> steps8;
+  for (const auto& x : s8.transfers) {
+    CHECK(x.step_latency_s == approx(lat));
+    steps8.insert(x.step);
+  }
+  CHECK(steps8.size() == 2);
+  // 16 GiB: 1024 loops in 64 chunks (max_pipeline_chunks), each chunk paying 16 loops' latency.
+  Schedule s16 = build_schedule(make(h, Op::AllReduce, 16ull << 30, Algorithm::Nvls, Protocol::Simple), h, rh, cal);
+  for (const auto& x : s16.transfers) CHECK(x.step_latency_s == approx(16 * lat));
+  // The wire bytes follow nvls_efficiency alone: changing the ring's NVLink efficiency changes nothing.
+  Calibration other = cal;
+  other.extra["nvlink_efficiency.h100"] = 0.5;
+  Schedule o8 = build_schedule(make(h, Op::AllReduce, 8 << 20, Algorithm::Nvls, Protocol::Simple), h, rh, other);
+  REQUIRE(o8.transfers.size() == s8.transfers.size());
+  for (std::size_t i = 0; i < o8.transfers.size(); ++i) {
+    CHECK(o8.transfers[i].bytes == approx(s8.transfers[i].bytes));
+    CHECK(s8.transfers[i].bytes == approx(s8.transfers[i].payload_bytes / cal.factor("nvls_efficiency")));
+  }
+  // The tuner keeps NCCL's crossover on 8x H100 (Ring LL at 1 MiB, NVLS from 2 MiB; DGX H100 and p5 sweeps).
+  CollectiveSpec t = make(h, Op::AllReduce, 1 << 20, Algorithm::Ring, Protocol::Simple);
+  t.algorithm.reset();
+  t.protocol.reset();
+  CHECK(tune(t, h, rh, cal).algorithm == Algorithm::Ring);
+  t.bytes = 2 << 20;
+  CHECK(tune(t, h, rh, cal).algorithm == Algorithm::Nvls);
+}
