@@ -2,7 +2,7 @@
 //
 // The issue's targets: for sizes >= 1 MiB, median |busbw error| <= 5 % and p90 <= 12 %; below 1 MiB,
 // median <= 15 %. On the whole shared data set all three fits meet the < 1 MiB median bound (default 12.9 %,
-// since 2026-11-22 05:15 UTC) but not the two >= 1 MiB bounds (5.6 %, 28.8 %; docs/validation.md
+// since 2026-11-22 05:15 UTC) but not the two >= 1 MiB bounds (5.1 %, 26.7 %; docs/validation.md
 // "Leave-one-out accuracy" explains what limits them). So this test asserts, for the default fit:
 //  1. the issue's < 1 MiB median bound on the whole set;
 //  2. the issue's medians on the subset where they hold (the Together H100 ring logs, NCCL 2.26), and a
@@ -34,6 +34,11 @@
 //       >= 1 MiB p90 14.4 -> 7.5 % (guard 15 -> 8 %), --split-fit 14.9 -> 7.4 %. Looser: B200 (default fit)
 //       6.4 -> 7.2 % (guard 7 -> 8 %): every B200 point moved 0.5-0.9 % slower, its network efficiency being
 //       predicted from the other families' fits, which the -g 8 logs' new floor shifted.
+//     - 2026-11-22 10:00 UTC (fourth session of the day), NVLS in NCCL's loops with a latency per loop and an
+//       efficiency of its own, defaults fitted on an external 8x H100 sweep (tests/data/external): 5.6 / 28.8
+//       / 12.9 / 40.4 % -> 5.1 / 26.7 / 12.9 / 40.4 %. Tighter: >= 1 MiB p90 guard 29 -> 27 %, B200 8 -> 6 %,
+//       --split-fit p90 32 -> 31 %; new: the h100 family's p90 (6.9 %) guarded at 7 %. Together H100 p90
+//       7.5 -> 7.8 % (guard 8 % kept).
 //  4. the ABCI V intra-node log (4x V100): NVLink efficiency is fitted on single-host runs only
 //     (validate/calibrate.cpp `relevant`); before that rule its LOO error was 80 % (the inter-node logs drove
 //     nvlink_efficiency.v100 to 0.10).
@@ -113,20 +118,24 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
                                                        << "; < 1 MiB median " << s.small.median);
     CHECK(s.large.count == 42);
     CHECK(s.large.median <= 0.05);  // issue bound; measured 4.0 %
-    CHECK(s.large.p90 <= 0.08);     // guard; measured 7.5 % (issue bound 12 %; 14.4 % before the channel floor)
+    CHECK(s.large.p90 <= 0.08);     // guard; measured 7.8 % (issue bound 12 %; 14.4 % before the channel floor)
     CHECK(s.small.median <= 0.15);  // issue bound; measured 1.4 %
   }
 
   {  // whole shared set: the issue's < 1 MiB median bound, regression guards for the >= 1 MiB bounds (NOT met)
     whole_set("all logs", r);
-    // Measured 2026-11-22 08:10 UTC (docs/validation.md): 5.6 % / 28.8 %; 12.9 % / 40.4 %.
-    CHECK(r.summary.large.median <= 0.06);  // guard (issue bound 5 %: not met)
-    CHECK(r.summary.large.p90 <= 0.29);     // guard (issue bound 12 %: not met)
+    // Measured 2026-11-22 10:00 UTC (docs/validation.md): 5.1 % / 26.7 %; 12.9 % / 40.4 %.
+    CHECK(r.summary.large.median <= 0.06);  // guard (issue bound 5 %: not met, 66 of the 67 points needed)
+    CHECK(r.summary.large.p90 <= 0.27);     // guard (issue bound 12 %: not met)
     CHECK(r.summary.small.median <= 0.15);  // issue bound (measured 12.9 %)
     CHECK(r.summary.small.p90 <= 0.41);     // guard
     ErrorSummary b = subset(r, "together_b200", 2);
     MESSAGE("B200 LOO (default fit): >= 1 MiB median " << b.large.median);
-    CHECK(b.large.median <= 0.08);  // measured 7.2 % (3.4 % when the default network efficiency came from this log)
+    CHECK(b.large.median <= 0.06);  // measured 5.5 % (3.4 % when the default network efficiency came from this log)
+    ErrorSummary h = subset(r, "h100_1node", 4);
+    MESSAGE("h100 family LOO (default fit): >= 1 MiB median " << h.large.median << " p90 " << h.large.p90);
+    CHECK(h.large.median <= 0.05);  // issue bound; measured 3.9 %
+    CHECK(h.large.p90 <= 0.07);     // guard; measured 6.9 % (16.4 % before NVLS loops: the DGX H100 log)
   }
 
   {  // ABCI V intra-node (single-host V100): regression guard at the measured value
@@ -141,8 +150,8 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
   {  // --split-fit: regression guards at its measured values. Its configuration was chosen on an older model
      // (then 9.7 % / 38.0 %; 17.6 % / 66.0 %, B200 5.6 %, V intra 6.2 %) (docs/validation.md).
     whole_set("split-fit", rs);
-    CHECK(rs.summary.large.median <= 0.06);  // measured 5.7 %
-    CHECK(rs.summary.large.p90 <= 0.32);     // measured 31.2 %
+    CHECK(rs.summary.large.median <= 0.06);  // measured 5.1 %
+    CHECK(rs.summary.large.p90 <= 0.31);     // measured 30.7 %
     CHECK(rs.summary.small.median <= 0.15);  // issue bound; measured 9.9 %
     CHECK(rs.summary.small.p90 <= 0.46);     // measured 45.5 %
     ErrorSummary b = subset(rs, "together_b200", 2);
@@ -158,7 +167,7 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
 
   {  // --nccl-eras: regression guards at its measured values
     whole_set("nccl-eras", re);
-    CHECK(re.summary.large.median <= 0.06);  // measured 5.7 %
+    CHECK(re.summary.large.median <= 0.06);  // measured 5.1 %
     CHECK(re.summary.large.p90 <= 0.30);     // measured 29.6 %
     CHECK(re.summary.small.median <= 0.15);  // issue bound; measured 13.7 %
     CHECK(re.summary.small.p90 <= 0.42);     // measured 41.5 %
