@@ -93,6 +93,22 @@ TEST_CASE("bad inputs: one error line, exit 2, no output file") {
   CHECK(f.err.find("--nccl-eras") != std::string::npos);
   CHECK(f.err.find("--loo") != std::string::npos);
   CHECK(!fs::exists(out));
+  // calibrate's size range: no row in it, a reversed range, a malformed size.
+  const std::string log = kData + "liplus_a100_8gpu_nvlink_sendrecv.meta.json";  // 128 MiB .. 1 GiB
+  Run g = run("calibrate --min-bytes 2G " + log + " -o " + out, d);
+  CHECK(g.rc == 2);
+  CHECK(g.err.find("--min-bytes") != std::string::npos);
+  Run h = run("calibrate --min-bytes 1G --max-bytes 1M " + log + " -o " + out, d);
+  CHECK(h.rc == 2);
+  CHECK(h.err.find("--max-bytes") != std::string::npos);
+  Run i = run("calibrate --max-bytes 12Q " + log + " -o " + out, d);
+  CHECK(i.rc == 2);
+  CHECK(i.err.find("--max-bytes") != std::string::npos);
+  CHECK(!fs::exists(out));
+  // In range: only those rows are fitted and reported.
+  Run k = run("calibrate --iterations 0 --min-bytes 256M --max-bytes 512M " + log + " -o " + out, d);
+  REQUIRE(k.rc == 0);
+  CHECK(k.out.find("1 runs, 2 rows") != std::string::npos);
   fs::remove_all(d);
 }
 
