@@ -132,7 +132,7 @@ Calibration default_calibration() {
   // call). Its kernel, though, works in loops of 16 channels x 8 heads x a 16-128 KiB chunk that shrinks for
   // smaller calls (tuner.hpp nccl_nvls_loops), and real sweeps pay a cost per loop that NCCL's model does not
   // have: the time per MiB of an 8x H100 all_reduce falls from ~5.9 us at 16 KiB chunks to ~3.8 us at 128 KiB
-  // (docs/validation.md, "NVLS loops"). So the per-step latency here is per NVLS loop, and base, per-loop
+  // (docs/calibration.md "NVLS loops"). So the per-step latency here is per NVLS loop, and base, per-loop
   // latency and nvls_efficiency (below) are one fit of this model to the NVLS sizes of [EXT-aws-p5]
   // (`fabricsim calibrate --min-bytes 2M tests/data/external/aws_p5_h100_1node_8gpu_all_reduce.json`; not
   // one of the shared logs, so no leave-one-out prediction starts from its own held-out data): base 18.7 us,
