@@ -125,6 +125,7 @@ CommBandwidths comm_bandwidths(const CollectiveSpec& spec, const topo::Topology&
   for (const auto& [h, v] : hosts) b.max_per_host = std::max(b.max_per_host, static_cast<int>(v.size()));
   b.one_domain = domains.size() == 1 && *domains.begin() >= 0;
   double intra = std::numeric_limits<double>::infinity();
+  double nvlink = std::numeric_limits<double>::infinity();
   double nic = std::numeric_limits<double>::infinity();
   double host_net = std::numeric_limits<double>::infinity();
   for (const auto& [h, v] : hosts) {
@@ -138,6 +139,7 @@ CommBandwidths comm_bandwidths(const CollectiveSpec& spec, const topo::Topology&
         if (lk.kind == topo::LinkKind::PCIe) pcie = std::max(pcie, lk.bandwidth_Bps);
       }
       double gi = nvl > 0 ? nvl * calib.nvlink_efficiency(nd.model) : pcie * calib.factor("pcie_efficiency");
+      if (nvl > 0) nvlink = std::min(nvlink, nvl);
       intra = std::min(intra, gi);
       NodeId n = routing.rail_nic(g);
       if (n != topo::kNoNode) {
@@ -153,10 +155,10 @@ CommBandwidths comm_bandwidths(const CollectiveSpec& spec, const topo::Topology&
     if (std::isfinite(nic)) host_net = std::min(host_net, static_cast<double>(nics.size()) * nic);
   }
   b.intra_Bps = std::isfinite(intra) ? intra : 0;
+  b.nvlink_Bps = std::isfinite(nvlink) ? nvlink : 0;
   b.nic_Bps = std::isfinite(nic) ? nic : 0;
   b.host_net_Bps = std::isfinite(host_net) ? host_net : 0;
   b.ll_max_Bps = ll_max_busbw_Bps(t.node(spec.communicator.front()).model, b.hosts);
-  b.gpu_model = t.node(spec.communicator.front()).model;
   return b;
 }
 
@@ -210,10 +212,8 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
       break;
     }
     case Algorithm::Nvls: {
-      // nvls_efficiency is a fraction of the nominal NVLink bandwidth (collectives.cpp hop_params), so the
-      // NVLink efficiency in intra_Bps is taken back out.
-      const double nvl = calib.nvlink_efficiency(bw.gpu_model);
-      const double ne = calib.factor("nvls_efficiency") / (nvl > 0 ? nvl : 1.0);
+      // nvls_efficiency is a fraction of the nominal NVLink bandwidth (collectives.cpp hop_params).
+      const double ne = calib.factor("nvls_efficiency");
       // The schedule pays a base latency plus the NVLS step latency once per NCCL loop (collectives.cpp
       // build_nvls, calibration.cpp). NCCL's own model, whose choice the tuner imitates, has no per-loop cost:
       // [NCCL-T] one constant per call, hwLatencies[NVLINK][NVLS][Simple] = 25 us (which is about our fitted
@@ -221,7 +221,7 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
       // (between 1 and 2 MiB on 8x H100, as the DGX H100 and p5 sweeps show) does not move with our fit.
       lat = kNcclNvlsLatency_s + (H > 1 ? ln : 0);
       double per_gpu = spec.op == Op::AllReduce ? S : (n - 1) / n * S;
-      xfer = t_of(per_gpu, bw.intra_Bps * e * ne);
+      xfer = t_of(per_gpu, bw.nvlink_Bps * e * ne);
       break;
     }
     case Algorithm::CollNet: {

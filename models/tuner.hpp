@@ -29,7 +29,7 @@ struct CommBandwidths {
   double nic_Bps = 0;     // per GPU through its rail NIC (0 when it has none)
   double host_net_Bps = 0;  // per host, all rail NICs used by its ranks together
   double ll_max_Bps = 0;    // NCCL's LL busBw ceiling for this GPU generation and host count (0: none known)
-  std::string gpu_model;    // model of the communicator's first GPU
+  double nvlink_Bps = 0;    // per GPU, nominal NVLink bandwidth (sum of its NVLinks, no efficiency); 0: none
 };
 // [NCCL-T] treeCorrectionFactor: NCCL's static correction of a Tree all_reduce's modelled bandwidth for
 // medium sizes (0.4-1.0, by protocol and power of two of the size from 64 B to 256 MiB); 1 elsewhere.
