@@ -25,6 +25,10 @@ int cmd_gen(int argc, char** argv) {
             "       bucket_size, overlap_grad_reduce, gpu");
   args.flag({"--param", "-p", "KEY=VALUE", "generator parameter (repeatable)", "", true});
   args.flag({"--output", "-o", "FILE", "trace file to write", ""});
+  args.flag({"--compute-preset", "", "NAME",
+             "compute efficiencies for the kernel durations: default (cited hardware defaults) or megatron-sc21 "
+             "(fitted to Megatron-LM's measured GPT throughput; docs/workloads.md)",
+             "default"});
   if (!args.parse(argc, argv)) return 0;
   if (args.positional().size() != 1) throw InputError("fabricsim gen", "expected one generator: gpt, dlrm or dp");
   if (!args.has("--output")) throw InputError("--output", "required: the trace file to write");
@@ -34,6 +38,9 @@ int cmd_gen(int argc, char** argv) {
     throw InputError("fabricsim gen", "unknown generator '" + gen + "' (expected gpt, dlrm or dp)");
   models::ComputeModel cm;
   cm.gpu = models::gpu_spec("a100-80gb");
+  const std::string preset = args.get("--compute-preset", "default");
+  if (!models::compute_preset(preset, cm.eff))
+    throw InputError("--compute-preset", "unknown preset '" + preset + "' (expected default or megatron-sc21)");
   workloads::Trace tr = workloads::generate(gen, args.params(), cm, "--param");
   write_file_atomic(args.get("--output"), workloads::trace_to_json(tr).dump() + "\n");
   std::cerr << "fabricsim gen: wrote " << tr.num_ops() << " ops for " << tr.ranks.size() << " simulated of "

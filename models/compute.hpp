@@ -8,6 +8,7 @@
 #include <array>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "models/gpu.hpp"
 #include "sim/base/json_reader.hpp"
@@ -30,9 +31,21 @@ struct ComputeEfficiency {
 
 ComputeEfficiency default_compute_efficiency();
 
-// Overrides from a JSON object {"gemm": {"flops_efficiency": 0.7, "memory_efficiency": 0.8}, ...,
-// "kernel_overhead": "4us"}; unknown keys are errors naming `at`.
-ComputeEfficiency compute_efficiency_from_json(const Json& j, const JsonPath& at, ComputeEfficiency base);
+// Named sets of efficiencies fitted to a measured workload (compute.cpp cites each): "default" (the cited
+// hardware defaults above) and "megatron-sc21" (Megatron-LM GPT training on A100, fitted on 3 rows of
+// Narayanan et al. SC'21 Table 1). False for an unknown name.
+bool compute_preset(const std::string& name, ComputeEfficiency& out);
+const std::vector<std::string>& compute_preset_names();
+
+// The efficiencies a compute JSON object starts from: its "preset" (an error naming `at` when unknown), or
+// the defaults when it has none.
+ComputeEfficiency compute_preset_from_json(const Json& j, const JsonPath& at);
+// Overrides from a JSON object {"preset": "megatron-sc21", "gemm": {"flops_efficiency": 0.7,
+// "memory_efficiency": 0.8}, ..., "kernel_overhead": "4us"}: with `apply_preset`, "preset" (optional)
+// first replaces `base` with the named preset; then the other keys override it. Unknown keys are errors
+// naming `at`.
+ComputeEfficiency compute_efficiency_from_json(const Json& j, const JsonPath& at, ComputeEfficiency base,
+                                               bool apply_preset = true);
 Json compute_efficiency_to_json(const ComputeEfficiency& e);
 // Overrides from Calibration::extra-style keys "compute.<class>.flops_efficiency",
 // "compute.<class>.memory_efficiency", "compute.kernel_overhead_s". Unknown "compute.*" keys are errors.

@@ -94,7 +94,8 @@ Json default_scenario_json() {
       "num_layers": 96, "hidden_size": 12288, "num_attention_heads": 96, "seq_length": 2048,
       "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": 1536,
       "tensor_model_parallel_size": 8, "pipeline_model_parallel_size": 16,
-      "num_layers_per_virtual_pipeline_stage": 3, "recompute_granularity": "full"}}
+      "num_layers_per_virtual_pipeline_stage": 3, "recompute_granularity": "full"}},
+    "compute": {"preset": "megatron-sc21"}
   })");
 }
 
@@ -109,8 +110,11 @@ models::ComputeModel scenario_compute_model(const Scenario& s, const topo::Topol
   else if (!t.gpus().empty()) gpu = t.node(t.gpus()[0]).model;
   if (gpu.empty()) gpu = "a100-80gb";
   cm.gpu = models::gpu_spec(gpu, s.workload.where + " gpu");
-  cm.eff = models::compute_efficiency_from_extra(calibration_extra, models::default_compute_efficiency());
-  if (s.compute) cm.eff = models::compute_efficiency_from_json(*s.compute, s.compute_at, cm.eff);
+  // defaults (or the scenario's compute preset) <- calibration "compute.*" keys <- scenario compute keys
+  const models::ComputeEfficiency base = s.compute ? models::compute_preset_from_json(*s.compute, s.compute_at)
+                                                   : models::default_compute_efficiency();
+  cm.eff = models::compute_efficiency_from_extra(calibration_extra, base);
+  if (s.compute) cm.eff = models::compute_efficiency_from_json(*s.compute, s.compute_at, cm.eff, false);
   auto pr = s.workload.params.find("precision");
   if (pr != s.workload.params.end()) models::parse_precision(pr->second, cm.precision);
   return cm;

@@ -55,7 +55,8 @@ const char* comm_model_help();  // "engine, shared or analytic"
 Scenario scenario_from_json(const Json& doc, const std::string& file);
 Scenario load_scenario(const std::string& path);
 // The flagship default for `fabricsim run` without arguments: GPT-3 175B (Megatron layout TP 8, PP 16,
-// DP 8, interleaved) on 1024 A100 GPUs (128 DGX A100 in a rail-optimised HDR InfiniBand SuperPOD).
+// DP 8, interleaved) on 1024 A100 GPUs (128 DGX A100 in a rail-optimised HDR InfiniBand SuperPOD), with the
+// compute efficiencies fitted to Megatron-LM's measured throughput (compute preset "megatron-sc21").
 Scenario default_scenario();
 Json default_scenario_json();
 

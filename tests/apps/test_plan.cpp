@@ -11,6 +11,8 @@
 #include <tuple>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli_test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -121,4 +123,36 @@ TEST_CASE("fabricsim plan picks the cheapest configurations that meet the target
   CHECK(bad.rc == 2);
   CHECK(bad.err.find("exactly one of") != std::string::npos);
   fs::remove_all(dir);
+}
+
+TEST_CASE("fabricsim gen --compute-preset: the Megatron fit lengthens compute; a bad name writes nothing") {
+  fs::path dir = cli_test::scratch_dir("gen_preset");
+  const std::string p =
+      "gen gpt -p num_layers=2 -p hidden_size=1024 -p num_attention_heads=16 -p world_size=8"
+      " -p tensor_model_parallel_size=8 -p pipeline_model_parallel_size=1 -p global_batch_size=8";
+  REQUIRE(sh(cli_test::fabricsim(p + " -o d.json"), dir).rc == 0);
+  REQUIRE(sh(cli_test::fabricsim(p + " --compute-preset megatron-sc21 -o m.json"), dir).rc == 0);
+  // Same ops in the same order; the preset's GEMM and attention efficiencies (0.69, 0.80) are below the
+  // defaults (0.81 both) and nothing else changes, so no compute op gets shorter and the total grows (by
+  // 4.7 % on this small model, where memory-bound elementwise ops are a large share).
+  auto d = nlohmann::json::parse(slurp(dir / "d.json")).at("ranks").at(0).at("ops");
+  auto m = nlohmann::json::parse(slurp(dir / "m.json")).at("ranks").at(0).at("ops");
+  REQUIRE(d.size() == m.size());
+  double td = 0, tm = 0;
+  int shorter = 0;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    if (d[i].at("type") != "compute") continue;
+    const double a = d[i].at("duration_ns").get<double>(), b = m[i].at("duration_ns").get<double>();
+    td += a;
+    tm += b;
+    if (b < a) ++shorter;
+  }
+  CHECK(shorter == 0);
+  CHECK(td > 0);
+  CHECK(tm > td * 1.03);
+  Proc bad = sh(cli_test::fabricsim(p + " --compute-preset fast -o x.json"), dir);
+  CHECK(bad.rc == 2);
+  CHECK(bad.err.find("--compute-preset") != std::string::npos);
+  CHECK(bad.err.find("megatron-sc21") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "x.json"));
 }

@@ -7,11 +7,13 @@
 
 #include "models/compute.hpp"
 #include "models/gpu.hpp"
+#include "topologies/io.hpp"
 #include "sim/base/error.hpp"
 #include "workloads/dataparallel.hpp"
 #include "workloads/dlrm.hpp"
 #include "workloads/gpt.hpp"
 #include "workloads/importers.hpp"
+#include "workloads/scenario.hpp"
 #include "workloads/trace.hpp"
 
 using namespace fabricsim;
@@ -74,6 +76,62 @@ TEST_CASE("roofline: compute bound vs memory bound, efficiency and overhead") {
           models::compute_efficiency_from_json(Json::parse(R"({"gemm":{"flops_efficiency":1.5}})"), {"s.json", "/compute"},
                                                models::default_compute_efficiency());
         }).find("(0, 1]") != std::string::npos);
+}
+
+TEST_CASE("compute presets: megatron-sc21 is the shipped Megatron fit, overrides apply on top, bad names fail") {
+  // The preset must carry the values fit_megatron.py wrote; a refit that changes megatron_fit.json fails here
+  // until compute.cpp is updated with it.
+  Json fit = load_json_file(kData + "megatron_fit.json");
+  models::ComputeEfficiency m;
+  REQUIRE(models::compute_preset("megatron-sc21", m));
+  const models::ComputeEfficiency d = models::default_compute_efficiency();
+  CHECK(m.flops_eff(models::OpClass::Gemm) == fit.at("compute").at("gemm").at("flops_efficiency").get<double>());
+  CHECK(m.flops_eff(models::OpClass::Attention) ==
+        fit.at("compute").at("attention").at("flops_efficiency").get<double>());
+  CHECK(m.flops_eff(models::OpClass::Gemm) != d.flops_eff(models::OpClass::Gemm));
+  // Everything the fit did not touch keeps its cited default.
+  CHECK(m.memory_efficiency == d.memory_efficiency);
+  CHECK(m.kernel_overhead_s == d.kernel_overhead_s);
+  models::ComputeEfficiency x;
+  REQUIRE(models::compute_preset("default", x));
+  CHECK(x.flops_efficiency == d.flops_efficiency);
+  CHECK_FALSE(models::compute_preset("megatron", x));
+
+  // In a compute object the preset replaces the base, then explicit keys override it.
+  auto e = models::compute_efficiency_from_json(
+      Json::parse(R"({"preset":"megatron-sc21","attention":{"flops_efficiency":0.5}})"), {"s.json", "/compute"}, d);
+  CHECK(e.flops_eff(models::OpClass::Gemm) == doctest::Approx(0.69));
+  CHECK(e.flops_eff(models::OpClass::Attention) == doctest::Approx(0.5));
+  std::string err = error_of([] {
+    models::compute_efficiency_from_json(Json::parse(R"({"preset":"megatron"})"), {"s.json", "/compute"},
+                                         models::default_compute_efficiency());
+  });
+  CHECK(err.find("s.json: /compute/preset") != std::string::npos);
+  CHECK(err.find("megatron-sc21") != std::string::npos);
+  CHECK(error_of([] {
+          models::compute_efficiency_from_json(Json::parse(R"({"preset":3})"), {"s.json", "/compute"},
+                                               models::default_compute_efficiency());
+        }).find("/compute/preset") != std::string::npos);
+}
+
+TEST_CASE("scenario compute: preset <- calibration compute.* keys <- scenario keys") {
+  Json sc = Json::parse(R"({"topology": {"preset": "dgx-a100"},
+    "workload": {"generator": "gpt", "params": {}},
+    "compute": {"preset": "megatron-sc21", "elementwise": {"memory_efficiency": 0.5}}})");
+  auto s = scenario_from_json(sc, "s.json");
+  auto t = topo::load_topology("dgx-a100", {});
+  // The calibration's key overrides the preset's attention value; the scenario's own key wins over both.
+  auto cm = scenario_compute_model(s, t, {{"compute.attention.flops_efficiency", 0.6},
+                                          {"compute.elementwise.memory_efficiency", 0.9}});
+  CHECK(cm.eff.flops_eff(models::OpClass::Gemm) == doctest::Approx(0.69));
+  CHECK(cm.eff.flops_eff(models::OpClass::Attention) == doctest::Approx(0.6));
+  CHECK(cm.eff.mem_eff(models::OpClass::Elementwise) == doctest::Approx(0.5));
+  // The built-in default scenario (the flagship) runs with the Megatron fit.
+  auto def = scenario_compute_model(default_scenario(), t, {});
+  CHECK(def.eff.flops_eff(models::OpClass::Gemm) == doctest::Approx(0.69));
+  // An unknown preset is rejected when the scenario is read, naming the file and field.
+  sc["compute"]["preset"] = "fast";
+  CHECK(error_of([&] { scenario_from_json(sc, "s.json"); }).find("s.json: /compute/preset") != std::string::npos);
 }
 
 TEST_CASE("trace JSON round trip and strict errors") {
