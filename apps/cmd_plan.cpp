@@ -72,6 +72,10 @@ int cmd_plan(int argc, char** argv) {
   args.flag({"--top", "", "N", "configurations to print", "5"});
   args.flag({"--threads", "-j", "N", "worker threads (0 = all cores)", "0"});
   args.flag({"--comm-model", "", "MODEL", "engine, shared or analytic (overrides the scenario's comm_model)", ""});
+  args.flag({"--compute-preset", "", "NAME",
+             "compute efficiencies to start from, replacing the scenario's preset: default or megatron-sc21 "
+             "(docs/workloads.md)",
+             ""});
   args.flag({"--output", "-o", "FILE", "also write every candidate as a sweep CSV", ""});
   args.flag({"--quiet", "-q", "", "no progress on stderr", ""});
   if (!args.parse(argc, argv)) return 0;
@@ -102,6 +106,8 @@ int cmd_plan(int argc, char** argv) {
 
   std::string source = args.positional().empty() ? "<built-in>" : args.positional()[0];
   Json base = args.positional().empty() ? workloads::default_scenario_json() : load_json_file(source);
+  if (args.has("--compute-preset"))
+    workloads::set_compute_preset(base, args.get("--compute-preset"), "--compute-preset");
   workloads::Scenario parsed = workloads::scenario_from_json(base, source);  // validates the base once
   if (parsed.workload.kind != "generator" || parsed.workload.generator != "gpt")
     throw InputError(source + ": /workload/generator", "plan searches GPT layouts: expected generator \"gpt\"");

@@ -20,6 +20,10 @@ int cmd_run(int argc, char** argv) {
             "built-in default runs: GPT-3 175B, TP 8, PP 16 (interleaved), DP 8 on 128 DGX A100 (1024 GPUs).\n"
             "Scenario format: docs/workloads.md and docs/scenario.schema.json.");
   args.flag({"--comm-model", "", "MODEL", "engine (NCCL schedules on the flow engine, each collective priced on an idle fabric), shared (all communication on one shared network: overlapping collectives contend) or analytic (closed form)", ""});
+  args.flag({"--compute-preset", "", "NAME",
+             "compute efficiencies to start from, replacing the scenario's preset: default (cited hardware "
+             "ceilings) or megatron-sc21 (fitted to Megatron-LM's measured GPT throughput; docs/workloads.md)",
+             ""});
   args.flag({"--print-default", "", "", "print the built-in default scenario as JSON and exit", ""});
   args.flag({"--quiet", "-q", "", "no progress output", ""});
   for (const auto& f : sim::output_flags())
@@ -30,8 +34,11 @@ int cmd_run(int argc, char** argv) {
     return 0;
   }
   if (args.positional().size() > 1) throw InputError("fabricsim run", "expected at most one scenario file");
-  workloads::Scenario sc = args.positional().empty() ? workloads::default_scenario()
-                                                     : workloads::load_scenario(args.positional()[0]);
+  const std::string file = args.positional().empty() ? std::string("<built-in>") : args.positional()[0];
+  Json doc = args.positional().empty() ? workloads::default_scenario_json() : load_json_file(file);
+  if (args.has("--compute-preset"))
+    workloads::set_compute_preset(doc, args.get("--compute-preset"), "--compute-preset");
+  workloads::Scenario sc = workloads::scenario_from_json(doc, file);
   sim::OutputOptions out;
   if (sc.outputs) out = sim::output_options_from_json(*sc.outputs, sc.outputs_at);
   sim::merge_output_flags(out, [&](const std::string& n) -> std::optional<std::string> {

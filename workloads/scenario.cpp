@@ -101,6 +101,18 @@ Json default_scenario_json() {
 
 Scenario default_scenario() { return scenario_from_json(default_scenario_json(), "<built-in>"); }
 
+void set_compute_preset(Json& doc, const std::string& name, const std::string& where) {
+  models::ComputeEfficiency unused;
+  if (!models::compute_preset(name, unused)) {
+    std::string known;
+    for (const auto& n : models::compute_preset_names()) known += (known.empty() ? "" : ", ") + n;
+    throw InputError(where, "unknown compute preset '" + name + "' (expected one of " + known + ")");
+  }
+  if (!doc.is_object()) return;  // scenario_from_json reports the malformed document
+  if (!doc.contains("compute") || !doc["compute"].is_object()) doc["compute"] = Json::object();
+  doc["compute"]["preset"] = name;
+}
+
 models::ComputeModel scenario_compute_model(const Scenario& s, const topo::Topology& t,
                                             const std::map<std::string, double>& calibration_extra) {
   models::ComputeModel cm;

@@ -60,6 +60,11 @@ Scenario load_scenario(const std::string& path);
 Scenario default_scenario();
 Json default_scenario_json();
 
+// Sets the compute preset of a scenario document (models::compute_preset; the CLI's --compute-preset):
+// "compute"/"preset" is added or replaced, the scenario's other compute keys still apply on top. An unknown
+// name is an InputError naming `where`.
+void set_compute_preset(Json& scenario_doc, const std::string& name, const std::string& where);
+
 // Compute model for the scenario: GPU from the topology's first GPU (or the workload's "gpu" param),
 // efficiencies from defaults <- calibration extra "compute.*" keys <- scenario "compute".
 models::ComputeModel scenario_compute_model(const Scenario& s, const topo::Topology& t,
