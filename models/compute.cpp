@@ -75,6 +75,15 @@ const std::vector<std::string>& compute_preset_names() {
   return names;
 }
 
+std::string compute_preset_list() {
+  std::string known;
+  for (const auto& n : compute_preset_names()) {
+    if (!known.empty()) known += ", ";
+    known += n;
+  }
+  return known;
+}
+
 bool compute_preset(const std::string& name, ComputeEfficiency& out) {
   if (name == "default") {
     out = default_compute_efficiency();
@@ -99,10 +108,8 @@ ComputeEfficiency compute_preset_from_json(const Json& j, const JsonPath& at) {
   ComputeEfficiency e = default_compute_efficiency();
   if (!j.is_object() || !j.contains("preset")) return e;
   const Json& p = j.at("preset");
-  std::string known;
-  for (const auto& n : compute_preset_names()) known += (known.empty() ? "" : ", ") + n;
   if (!p.is_string() || !compute_preset(p.get<std::string>(), e))
-    json_fail(at.child("preset"), "expected a compute preset name (" + known + "), found " + p.dump());
+    json_fail(at.child("preset"), "expected a compute preset name (" + compute_preset_list() + "), found " + p.dump());
   return e;
 }
 

@@ -36,6 +36,7 @@ ComputeEfficiency default_compute_efficiency();
 // Narayanan et al. SC'21 Table 1). False for an unknown name.
 bool compute_preset(const std::string& name, ComputeEfficiency& out);
 const std::vector<std::string>& compute_preset_names();
+std::string compute_preset_list();  // "default, megatron-sc21", for error messages and help
 
 // The efficiencies a compute JSON object starts from: its "preset" (an error naming `at` when unknown), or
 // the defaults when it has none.

@@ -103,11 +103,8 @@ Scenario default_scenario() { return scenario_from_json(default_scenario_json(),
 
 void set_compute_preset(Json& doc, const std::string& name, const std::string& where) {
   models::ComputeEfficiency unused;
-  if (!models::compute_preset(name, unused)) {
-    std::string known;
-    for (const auto& n : models::compute_preset_names()) known += (known.empty() ? "" : ", ") + n;
-    throw InputError(where, "unknown compute preset '" + name + "' (expected one of " + known + ")");
-  }
+  if (!models::compute_preset(name, unused))
+    throw InputError(where, "unknown compute preset '" + name + "' (expected one of " + models::compute_preset_list() + ")");
   if (!doc.is_object()) return;  // scenario_from_json reports the malformed document
   if (!doc.contains("compute") || !doc["compute"].is_object()) doc["compute"] = Json::object();
   doc["compute"]["preset"] = name;
