@@ -125,6 +125,7 @@ int cmd_plan(int argc, char** argv) {
   spec.file = source;
   spec.base = base;
   spec.base_source = source;
+  if (!comm_model.empty()) spec.run_options = std::string("comm_model=") + comm_model;  // as fabricsim sweep
   spec.input_columns = {"nodes", "tp", "pp", "mbs"};
   std::vector<Candidate> cands;
   for (long long n : nodes)

@@ -130,9 +130,12 @@ int cmd_sweep(int argc, char** argv) {
     if (!comm_model.empty() && !workloads::is_comm_model(comm_model))
       throw InputError("--comm-model", std::string("expected ") + workloads::comm_model_help());
 
-    // Resume: rows already in the output file.
+    if (!comm_model.empty()) spec.run_options = std::string("comm_model=") + comm_model;
+    // Resume: rows already in the output file (rows of another scenario or comm model run again).
     std::map<std::size_t, std::string> done;
-    if (!output.empty() && std::filesystem::exists(output)) done = sim::read_done_rows(spec, read_text(output), output);
+    std::size_t stale = 0;
+    if (!output.empty() && std::filesystem::exists(output))
+      done = sim::read_done_rows(spec, read_text(output), output, &stale);
     mpi.barrier();  // every rank has read the file before rank 0 rewrites it
     if (mpi.rank == 0 && !output.empty()) write_file_atomic(output, sim::sweep_csv(spec, done));
 
@@ -146,6 +149,9 @@ int cmd_sweep(int argc, char** argv) {
       std::cerr << "fabricsim sweep: " << spec.points.size() << " points, " << done.size() << " already in "
                 << (output.empty() ? std::string("<stdout>") : output) << ", " << todo.size() << " to run on "
                 << mpi.size << " process(es) x " << threads << " thread(s)\n";
+    if (mpi.rank == 0 && stale > 0)  // said even with --quiet: results the user may have expected to keep
+      std::cerr << "fabricsim sweep: " << stale << " row(s) of " << output
+                << " came from a different scenario or --comm-model (input_hash differs) and run again\n";
 
     sim::ScenarioRunner runner = [comm_model](const Json& scen, const std::string& source) {
       workloads::Scenario sc = workloads::scenario_from_json(scen, source);

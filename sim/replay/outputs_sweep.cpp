@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -233,7 +234,28 @@ std::string sweep_csv_header(const SweepSpec& s) {
     h += ',';
     h += csv_field(m);
   }
-  return h + "\n";
+  return h + ",input_hash\n";
+}
+
+std::string point_input_hash(const SweepSpec& s, const SweepPoint& p) {
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a 64 offset basis
+  auto add = [&h](const std::string& text) {
+    for (unsigned char c : text) {
+      h ^= c;
+      h *= 1099511628211ULL;  // FNV-1a 64 prime
+    }
+    h ^= 0xff;  // field separator (a byte that UTF-8 text never contains)
+    h *= 1099511628211ULL;
+  };
+  add(s.base.dump());
+  for (const auto& [ptr, v] : p.set) {
+    add(ptr);
+    add(v.dump());
+  }
+  add(s.run_options);
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
 }
 
 namespace {
@@ -247,7 +269,7 @@ std::string row_prefix(const SweepPoint& p) {
 }
 // status, error, gpus, iteration_s, samples_per_s, tokens_per_s, tflops_per_gpu, gpu_seconds_per_step,
 // compute_s, 5 exposed, exposed_other_s, exposed_comm_total_s, bubble_s, idle_s = 18; then the metrics.
-std::size_t result_columns(const SweepSpec& s) { return 18 + s.metric_columns.size(); }
+std::size_t result_columns(const SweepSpec& s) { return 19 + s.metric_columns.size(); }  // + input_hash
 }  // namespace
 
 std::string sweep_csv_row_ok(const SweepSpec& s, const SweepPoint& p, const RunResult& r) {
@@ -270,7 +292,7 @@ std::string sweep_csv_row_ok(const SweepSpec& s, const SweepPoint& p, const RunR
     o += ',';
     if (it != r.metrics.end()) o += num(it->second);
   }
-  return o + "\n";
+  return o + "," + point_input_hash(s, p) + "\n";
 }
 
 std::string sweep_csv_row_failed(const SweepSpec& s, const SweepPoint& p, const std::string& error) {
@@ -278,13 +300,14 @@ std::string sweep_csv_row_failed(const SweepSpec& s, const SweepPoint& p, const 
   for (char& c : e)
     if (c == '\n' || c == '\r') c = ' ';
   std::string o = row_prefix(p) + ",failed," + csv_field(e);
-  for (std::size_t i = 0; i < result_columns(s) - 2; ++i) o += ",";
-  return o + "\n";
+  for (std::size_t i = 0; i < result_columns(s) - 3; ++i) o += ",";
+  return o + "," + point_input_hash(s, p) + "\n";
 }
 
 std::map<std::size_t, std::string> read_done_rows(const SweepSpec& s, const std::string& text,
-                                                  const std::string& name) {
+                                                  const std::string& name, std::size_t* stale) {
   std::map<std::size_t, std::string> done;
+  if (stale) *stale = 0;
   std::istringstream in(text);
   std::string line;
   if (!std::getline(in, line)) return done;  // empty file: nothing done
@@ -317,6 +340,10 @@ std::map<std::size_t, std::string> read_done_rows(const SweepSpec& s, const std:
                                     " (the sweep changed; choose another output)");
     std::string st = f[1 + p.inputs.size()];
     if (st != "ok" && st != "failed") throw InputError(where, "status must be ok or failed, got '" + st + "'");
+    if (f.back() != point_input_hash(s, p)) {  // computed from another scenario or other run options
+      if (stale) ++*stale;
+      continue;
+    }
     done[static_cast<std::size_t>(idx)] = line + "\n";
   }
   return done;

@@ -43,6 +43,9 @@ struct SweepSpec {
   std::vector<std::string> metric_columns;
   std::string output;                  // CSV path ("" = stdout)
   int threads = 0;                     // 0 = hardware concurrency
+  // Settings outside the scenario that change every point's result (the CLI's --comm-model override);
+  // part of each row's input_hash, so a resumed sweep does not reuse rows computed under other settings.
+  std::string run_options;
 };
 
 // Parses a sweep file (unknown keys, empty axes, bad pointers are InputErrors naming the JSON path).
@@ -59,15 +62,23 @@ using ScenarioRunner = std::function<RunResult(const Json& scenario, const std::
 
 // CSV layout: point, <inputs...>, status, error, gpus, iteration_s, samples_per_s, tokens_per_s,
 // tflops_per_gpu, gpu_seconds_per_step, compute_s, exposed_{tp,pp,dp,ep,all_to_all,other}_s,
-// exposed_comm_total_s, bubble_s, idle_s, <metrics...>
+// exposed_comm_total_s, bubble_s, idle_s, <metrics...>, input_hash
 std::string sweep_csv_header(const SweepSpec& s);
 std::string sweep_csv_row_ok(const SweepSpec& s, const SweepPoint& p, const RunResult& r);
 std::string sweep_csv_row_failed(const SweepSpec& s, const SweepPoint& p, const std::string& error);
 
+// A point's input fingerprint: 16 hex digits of FNV-1a 64 over the base scenario's JSON (not its path, so
+// running from another directory keeps the rows), the point's (pointer, value) list and s.run_options.
+// Equal inputs give equal hashes on every machine. Files the scenario names (calibration, DLRM configs) are
+// not read, and the fabricsim build is not part of it: after changing those, write to a new output.
+std::string point_input_hash(const SweepSpec& s, const SweepPoint& p);
+
 // Rows already present in an existing output CSV, by point index (for resume). Checks the header and that
-// each row's inputs match the point of that index; a mismatch is an InputError (the sweep changed).
+// each row's inputs match the point of that index; a mismatch is an InputError (the axes changed). A row
+// whose input_hash differs from the point's (the base scenario or the run options changed) is not
+// returned, so the point runs again; `stale` (optional) counts them.
 std::map<std::size_t, std::string> read_done_rows(const SweepSpec& s, const std::string& csv_text,
-                                                  const std::string& csv_name);
+                                                  const std::string& csv_name, std::size_t* stale = nullptr);
 
 struct SweepRunOptions {
   int threads = 1;

@@ -94,6 +94,33 @@ TEST_CASE("fabricsim sweep: threads, failures, resume, MPI give one CSV") {
   CHECK(again.err.find("6 already in out.csv, 0 to run") != std::string::npos);
   CHECK(slurp(dir / "out.csv") == csv1);
 
+  // The base scenario changes outside the axes (a larger batch): the rows on file are stale, every point runs
+  // again (said on stderr even with --quiet) and the step times change; the failed point fails again.
+  fs::copy_file(dir / "base.json", dir / "base.orig.json");
+  {
+    std::string b = slurp(dir / "base.json");
+    const std::string from = "\"global_batch_size\": 64";
+    b.replace(b.find(from), from.size(), "\"global_batch_size\": 128");
+    std::ofstream(dir / "base.json") << b;
+  }
+  Proc restale = sh(bin + " sweep sweep.json --threads 2 --quiet", dir);
+  CHECK(restale.rc == 1);
+  CHECK_MESSAGE(restale.err.find("6 row(s) of out.csv came from a different scenario") != std::string::npos,
+                restale.err);
+  const std::string csv_big = slurp(dir / "out.csv");
+  CHECK(count_lines(csv_big) == 1 + 6);
+  CHECK(csv_big != csv1);
+  CHECK(csv_big.find("\n0,1,2,ok,,8,") != std::string::npos);
+  // --comm-model is part of the inputs too.
+  Proc analytic = sh(bin + " sweep sweep.json --threads 2 --comm-model analytic", dir);
+  CHECK(analytic.err.find("0 already in out.csv, 6 to run") != std::string::npos);
+  // Back to the original base: the original rows again, byte for byte.
+  fs::remove(dir / "base.json");
+  fs::rename(dir / "base.orig.json", dir / "base.json");
+  Proc back = sh(bin + " sweep sweep.json --threads 2 --quiet", dir);
+  CHECK(back.rc == 1);
+  CHECK(slurp(dir / "out.csv") == csv1);
+
   // Bad input: exit 2, one line, no output file.
   std::ofstream(dir / "bad.json") << R"({"scenario": "base.json", "axes": [], "output": "bad.csv"})";
   Proc bad = sh(bin + " sweep bad.json", dir);

@@ -146,10 +146,11 @@ TEST_CASE("rows: ok and failed points, same CSV for 1 and 2 threads") {
   CHECK(line ==
         "point,nodes,layout,status,error,gpus,iteration_s,samples_per_s,tokens_per_s,tflops_per_gpu,"
         "gpu_seconds_per_step,compute_s,exposed_tp_s,exposed_pp_s,exposed_dp_s,exposed_ep_s,exposed_all_to_all_s,"
-        "exposed_other_s,exposed_comm_total_s,bubble_s,idle_s,mem");
+        "exposed_other_s,exposed_comm_total_s,bubble_s,idle_s,mem,input_hash");
   std::getline(in, line);
-  // nodes=1, tp=1: iteration 1 s, 8 GPUs.
-  CHECK(line == "0,1,tp1,ok,,8,1,512,0,0,8,0.5,0.1,0,0.2,0,0,0.05,0.35,0,0,1e+09");
+  // nodes=1, tp=1: iteration 1 s, 8 GPUs; then the point's input hash.
+  CHECK(line == "0,1,tp1,ok,,8,1,512,0,0,8,0.5,0.1,0,0.2,0,0,0.05,0.35,0,0,1e+09," +
+                    sim::point_input_hash(s, s.points[0]));
   std::getline(in, line);
   CHECK(line.rfind("1,1,\"tp8,x\",ok,,8,0.125,", 0) == 0);
   std::getline(in, line);
@@ -184,4 +185,42 @@ TEST_CASE("resume: rows already present are recognised; a changed sweep is refus
   changed += rows[0];
   changed.replace(changed.find("\n0,1,tp1") + 3, 1, "9");  // point 0 now claims nodes=9
   CHECK_THROWS_AS(sim::read_done_rows(s, changed, "out.csv"), InputError);
+}
+
+TEST_CASE("resume: a row computed from another base scenario or other run options runs again") {
+  auto s = grid_spec();
+  // The hash is 16 hex digits, the same for the same inputs, different for each point of the grid.
+  std::set<std::string> hashes;
+  for (const auto& p : s.points) {
+    const std::string h = sim::point_input_hash(s, p);
+    CHECK(h.size() == 16);
+    CHECK(h.find_first_not_of("0123456789abcdef") == std::string::npos);
+    CHECK(h == sim::point_input_hash(grid_spec(), p));
+    hashes.insert(h);
+  }
+  CHECK(hashes.size() == s.points.size());
+  auto rows = sim::run_sweep_points(s, {0, 1, 2, 3, 4, 5}, fake_run, {});
+  const std::string full = sim::sweep_csv(s, rows);
+  std::size_t stale = 99;
+  CHECK(sim::read_done_rows(s, full, "out.csv", &stale).size() == 6);
+  CHECK(stale == 0);
+
+  // Same axes and labels, but the base scenario changed (not an axis): every row is stale.
+  auto changed = grid_spec();
+  changed.base["workload"]["params"]["seq"] = 4096;
+  CHECK(sim::read_done_rows(changed, full, "out.csv", &stale).empty());
+  CHECK(stale == 6);
+  // Different run options (e.g. --comm-model analytic) also invalidate the rows.
+  auto other = grid_spec();
+  other.run_options = "comm_model=analytic";
+  CHECK(sim::read_done_rows(other, full, "out.csv", &stale).empty());
+  CHECK(stale == 6);
+  // One edited row: only that point runs again.
+  std::string one = full;
+  const std::string h0 = sim::point_input_hash(s, s.points[0]);
+  one.replace(one.find(h0), h0.size(), "0000000000000000");
+  auto done = sim::read_done_rows(s, one, "out.csv", &stale);
+  CHECK(stale == 1);
+  CHECK(done.size() == 5);
+  CHECK(!done.count(0));
 }
