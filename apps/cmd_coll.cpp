@@ -197,6 +197,9 @@ int cmd_coll(int argc, char** argv) {
   const int n = static_cast<int>(spec.communicator.size());
   spec.root = static_cast<int>(parse_int(args.get("--root", "0"), "--root"));
   const bool rooted = spec.op == models::Op::Broadcast || spec.op == models::Op::Reduce;
+  if (rooted && (spec.root < 0 || spec.root >= n))
+    throw InputError("--root", "a rank of the communicator, 0.." + std::to_string(n - 1) + " (got " +
+                                   std::to_string(spec.root) + ")");
 
   // Sizes; validate every row before printing anything so that a bad size gives no partial table.
   std::vector<std::uint64_t> sizes;

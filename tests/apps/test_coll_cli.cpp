@@ -160,6 +160,8 @@ TEST_CASE("bad input: one line on stderr, exit 2, no partial output") {
            {"--topology dgx-h100 --engine warp", "--engine warp"},
            {"--topology dgx-h100 -d float7", "--datatype"},
            {"--topology dgx-h100 --calibration /nonexistent.json", "/nonexistent.json"},
+           {"--topology dgx-h100 --op broadcast --root 8", "--root: a rank of the communicator, 0..7"},
+           {"--topology dgx-h100 --op reduce -g 4 --root -1", "--root: a rank of the communicator, 0..3"},
        }) {
     CAPTURE(b.args);
     fs::remove(path);
