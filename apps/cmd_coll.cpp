@@ -92,6 +92,11 @@ int cmd_coll(int argc, char** argv) {
              "route cross-rail traffic through the peer GPU on the destination's rail (NCCL PXN); auto = on for "
              "all_to_all(v) and send_recv (NCCL's default on rail-optimised systems), off otherwise", "auto"});
   if (!args.parse(argc, argv)) return 0;
+  // Output paths are checked before simulating, so a bad one fails at once and nothing is written.
+  if (args.has("--json")) check_output_path(args.get("--json"), "--json");
+  if (args.has("--timeline")) check_output_path(args.get("--timeline"), "--timeline");
+  if (args.has("--link-stats")) check_output_path(args.get("--link-stats"), "--link-stats");
+  if (args.has("--report")) check_output_path(args.get("--report"), "--report");
   if (!args.positional().empty()) throw InputError(args.positional()[0], "unexpected argument");
   if (!args.has("--topology")) throw InputError("--topology", "a topology preset or JSON file is required");
 
@@ -142,7 +147,8 @@ int cmd_coll(int argc, char** argv) {
   if (minb == 0) throw InputError("-b", "a size of at least 1 byte");
   if (maxb < minb) throw InputError("-e", "a size >= -b");
   const long long factor = parse_int(args.get("--stepfactor", "2"), "-f");
-  if (factor < 2 && minb != maxb) throw InputError("-f", "an integer >= 2");
+  if (factor < 1 || (factor < 2 && minb != maxb))
+    throw InputError("-f", "an integer >= 2 (1 only when -b equals -e), got " + std::to_string(factor));
   sim::RunOptions ropt;
   ropt.engine = args.get("--engine", "fabricsim");
   const bool auto_batch = !args.has("--batch-tolerance");

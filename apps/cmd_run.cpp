@@ -45,6 +45,7 @@ int cmd_run(int argc, char** argv) {
     if (!args.has(n)) return std::nullopt;
     return args.get(n);
   });
+  sim::check_output_paths(out);  // fail now, not after the simulation
   sim::ScenarioRunOptions opt;
   opt.comm_model = args.get("--comm-model");
   if (!opt.comm_model.empty() && !workloads::is_comm_model(opt.comm_model))

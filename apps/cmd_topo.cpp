@@ -39,16 +39,8 @@ int cmd_topo(int argc, char** argv) {
     throw InputError("fabricsim topo", "a topology preset name or JSON file (see --list)");
   }
   // Output directories must exist before anything is written, so one bad path leaves no other output behind.
-  for (const char* flag : {"--dot", "--export", "--json"}) {
-    if (!args.has(flag)) continue;
-    std::filesystem::path p(args.get(flag));
-    std::error_code ec;
-    if (p.filename().empty() || std::filesystem::is_directory(p, ec))
-      throw InputError(flag, "a file path (got a directory: '" + p.string() + "')");
-    auto dir = p.parent_path();
-    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
-      throw InputError(flag, "a path in an existing directory ('" + dir.string() + "' does not exist)");
-  }
+  for (const char* flag : {"--dot", "--export", "--json"})
+    if (args.has(flag)) check_output_path(args.get(flag), flag);
   const topo::Topology t = topo::load_topology(what, args.params());
   const topo::TopologySummary s = topo::summarize(t);
   // Build every output before writing any, so a failure leaves no partial outputs.

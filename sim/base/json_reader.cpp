@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -199,6 +200,16 @@ void ObjectReader::finish() const {
       json_fail(path_.child(it.key()), "unknown key '" + it.key() + "' (known keys: " + known + ")");
     }
   }
+}
+
+void check_output_path(const std::string& path, const std::string& what) {
+  std::filesystem::path p(path);
+  std::error_code ec;
+  if (path.empty() || p.filename().empty() || std::filesystem::is_directory(p, ec))
+    throw InputError(what, "a file path (got '" + path + "', a directory)");
+  const auto dir = p.parent_path();
+  if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+    throw InputError(what, "a path in an existing directory ('" + dir.string() + "' does not exist)");
 }
 
 void write_file_atomic(const std::string& path, const std::string& contents) {

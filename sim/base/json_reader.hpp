@@ -75,6 +75,11 @@ double json_bandwidth(const Json& v, const JsonPath& at);
 double json_time(const Json& v, const JsonPath& at);
 std::uint64_t json_size(const Json& v, const JsonPath& at);
 
+// Checks, before any work, that `path` can name an output file: not a directory, in an existing directory.
+// Throws InputError naming `what` (the flag or JSON field). Commands call it for every output they will
+// write, so a bad path fails at once instead of after a long simulation.
+void check_output_path(const std::string& path, const std::string& what);
+
 // Writes `j` to `path` atomically (temporary file then rename) so a failure never leaves a partial file.
 void write_file_atomic(const std::string& path, const std::string& contents);
 

@@ -817,4 +817,14 @@ void write_outputs(const RunResult& r, const OutputOptions& opts) {
   if (!opts.report_path.empty()) put(opts.report_path, report_html(r, opts.top_links));
 }
 
+void check_output_paths(const OutputOptions& opts) {
+  const std::pair<const std::string*, const char*> files[] = {
+      {&opts.timeline_path, "--timeline (outputs.timeline)"},
+      {&opts.link_stats_path, "--link-stats (outputs.link_stats)"},
+      {&opts.json_path, "--json (outputs.json)"},
+      {&opts.report_path, "--report (outputs.report)"}};
+  for (const auto& [path, what] : files)
+    if (!path->empty()) check_output_path(*path, what);
+}
+
 }  // namespace fabricsim::sim

@@ -87,5 +87,7 @@ std::string hottest_links_text(const RunResult& r, int top_links);
 
 // Writes every file named in `opts` (atomically; a failure throws InputError naming the file).
 void write_outputs(const RunResult& r, const OutputOptions& opts);
+// check_output_path for every file named in `opts` (call before simulating).
+void check_output_paths(const OutputOptions& opts);
 
 }  // namespace fabricsim::sim

@@ -162,6 +162,8 @@ TEST_CASE("bad input: one line on stderr, exit 2, no partial output") {
            {"--topology dgx-h100 --calibration /nonexistent.json", "/nonexistent.json"},
            {"--topology dgx-h100 --op broadcast --root 8", "--root: a rank of the communicator, 0..7"},
            {"--topology dgx-h100 --op reduce -g 4 --root -1", "--root: a rank of the communicator, 0..3"},
+           {"--topology dgx-h100 -f 0", "-f: an integer >= 2"},
+           {"--topology dgx-h100 -b 1M -e 4M -f 1", "-f: an integer >= 2"},
        }) {
     CAPTURE(b.args);
     fs::remove(path);

@@ -181,3 +181,33 @@ TEST_CASE("fabricsim run --compute-preset replaces the flagship's Megatron prese
   CHECK(bad.err.find("--compute-preset") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "x.json"));
 }
+
+TEST_CASE("bad output paths fail before any simulation: exit 2, one line naming the flag, nothing on stdout") {
+  fs::path dir = cli_test::scratch_dir("out_paths");
+  const std::string nodir = (dir / "missing" / "x.out").string();
+  const std::string log = std::string(FABRICSIM_SOURCE_DIR) +
+                          "/tests/data/nccl-tests/together_h100_1node_8gpu_all_gather_ring.meta.json";
+  struct Case {
+    std::string args, flag;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"run -q --timeline " + nodir, "--timeline"},
+           {"run -q --json " + dir.string(), "--json"},  // a directory, not a file
+           {"coll -t dgx-h100 --report " + nodir, "--report"},
+           {"coll -t dgx-h100 --link-stats " + nodir, "--link-stats"},
+           {"calibrate " + log + " -o " + nodir, "--output"},
+           {"calibrate " + log + " -o c.json --json " + nodir, "--json"},
+           {"validate --loo " + log + " --svg " + nodir, "--svg"},
+           {"plan --target-tokens-per-day 1e9 -o " + nodir, "--output"},
+           {"topo dgx-h100 --dot " + nodir, "--dot"},
+       }) {
+    CAPTURE(c.args);
+    Proc p = sh(cli_test::fabricsim(c.args), dir);
+    CHECK(p.rc == 2);
+    CHECK(p.out.empty());
+    CHECK(p.err.find("error: " + c.flag) != std::string::npos);
+    CHECK(std::count(p.err.begin(), p.err.end(), '\n') == 1);
+  }
+  CHECK_FALSE(fs::exists(dir / "c.json"));  // the calibration was not written either
+  CHECK_FALSE(fs::exists(dir / "missing"));
+}
