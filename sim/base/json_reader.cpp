@@ -50,7 +50,10 @@ ObjectReader::ObjectReader(const Json& j, JsonPath path) : j_(j), path_(std::mov
   if (!j_.is_object()) json_fail(path_, "expected an object, found " + type_name(j_));
 }
 
-bool ObjectReader::has(const std::string& key) const { return j_.contains(key); }
+bool ObjectReader::has(const std::string& key) const {
+  seen_.insert(key);  // a key the reader asks about is one it knows, whether or not this object has it
+  return j_.contains(key);
+}
 
 const Json& ObjectReader::raw(const std::string& key) {
   seen_.insert(key);

@@ -36,7 +36,7 @@ class ObjectReader {
  public:
   ObjectReader(const Json& j, JsonPath path);
 
-  bool has(const std::string& key) const;
+  bool has(const std::string& key) const;  // also records `key` as known (for finish()'s error message)
   const Json& raw(const std::string& key);  // required, any type
   const Json* raw_optional(const std::string& key);
   JsonPath path_of(const std::string& key) const { return path_.child(key); }
@@ -68,7 +68,7 @@ class ObjectReader {
  private:
   const Json& j_;
   JsonPath path_;
-  std::set<std::string> seen_;
+  mutable std::set<std::string> seen_;  // keys read or asked about; finish() rejects the others
 };
 
 double json_bandwidth(const Json& v, const JsonPath& at);
