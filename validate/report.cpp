@@ -138,6 +138,24 @@ Report leave_one_out(const std::vector<Case>& cases, const models::Calibration& 
       "leave-one-out");
 }
 
+namespace {
+// One row of the per-log / per-family tables: points, median, p90, max (percent), or dashes when empty.
+std::string stats_cols(const ErrorStats& e) {
+  char buf[64];
+  if (e.count == 0)
+    std::snprintf(buf, sizeof buf, "%12s%8s%7s%7s", "-", "-", "-", "-");
+  else
+    std::snprintf(buf, sizeof buf, "%12zu%8.1f%7.1f%7.1f", e.count, e.median * 100, e.p90 * 100, e.max * 100);
+  return buf;
+}
+}  // namespace
+
+std::map<std::string, std::vector<LogCompare>> families(const Report& r) {
+  std::map<std::string, std::vector<LogCompare>> out;
+  for (const auto& l : r.logs) out[l.family.empty() ? std::string("-") : l.family].push_back(l);
+  return out;
+}
+
 std::string report_text(const Report& r) {
   std::ostringstream o;
   o << "# fabricsim validate: " << r.title << "\n";
@@ -172,15 +190,18 @@ std::string report_text(const Report& r) {
   o << "#  >=1MiB pts  median    p90    max |   <1MiB pts  median    p90    max | log\n";
   for (const auto& l : r.logs) {
     const ErrorSummary s = summarize({l});
-    auto cols = [](const ErrorStats& e) {
-      char buf[64];
-      if (e.count == 0)
-        std::snprintf(buf, sizeof buf, "%12s%8s%7s%7s", "-", "-", "-", "-");
-      else
-        std::snprintf(buf, sizeof buf, "%12zu%8.1f%7.1f%7.1f", e.count, e.median * 100, e.p90 * 100, e.max * 100);
-      return std::string(buf);
-    };
-    o << "#" << cols(s.large) << " |" << cols(s.small) << " | " << basename_of(l.source) << "\n";
+    o << "#" << stats_cols(s.large) << " |" << stats_cols(s.small) << " | " << basename_of(l.source) << "\n";
+  }
+  // The same per hardware family (SystemMapping::family: the logs a leave-one-out fit draws on together).
+  const auto fams = families(r);
+  if (fams.size() > 1) {
+    o << "#\n# per hardware family\n";
+    o << "#  >=1MiB pts  median    p90    max |   <1MiB pts  median    p90    max | family (runs)\n";
+    for (const auto& [fam, logs] : fams) {
+      const ErrorSummary s = summarize(logs);
+      o << "#" << stats_cols(s.large) << " |" << stats_cols(s.small) << " | " << fam << " (" << logs.size()
+        << ")\n";
+    }
   }
   o << "#\n# summary (" << r.title << ")\n";
   line("sizes >= 1 MiB", r.summary.large);
@@ -224,9 +245,15 @@ Json report_json(const Report& r) {
     const ErrorSummary s = summarize({r.logs[i]});
     logs[i]["summary"] = {{"large", stats(s.large)}, {"small", stats(s.small)}};
   }
+  Json fam = Json::object();
+  for (const auto& [name, ls] : families(r)) {
+    const ErrorSummary s = summarize(ls);
+    fam[name] = {{"runs", ls.size()}, {"large", stats(s.large)}, {"small", stats(s.small)}};
+  }
   return {{"schema", "fabricsim.validation_report/1"},
           {"title", r.title},
           {"logs", logs},
+          {"families", fam},
           {"summary", {{"large_min_bytes", kLargeMessageBytes},
                        {"large", stats(r.summary.large)},
                        {"small", stats(r.summary.small)}}}};

@@ -8,6 +8,7 @@
 // sorted values is the ceil(p*n)-th smallest.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,9 @@ std::string log_unit(const Measurement& m);
 // `fits` (optional) receives the fitted calibration per held-out unit, in order of first appearance.
 Report leave_one_out(const std::vector<Case>& cases, const models::Calibration& start, const FitOptions& opt,
                      std::vector<std::pair<std::string, FitResult>>* fits = nullptr);
+
+// The report's logs grouped by hardware family (LogCompare::family, "-" when empty), families in name order.
+std::map<std::string, std::vector<LogCompare>> families(const Report& r);
 
 std::string report_text(const Report& r);
 Json report_json(const Report& r);

@@ -227,6 +227,25 @@ TEST_CASE("report formats: text summary lines, JSON fields, SVG with one series 
   CHECK(per_log < text.find("# summary ("));
   CHECK(text.find("| abci_intra_vnode_job04.sh.7280532.nccl.txt\n", per_log) != std::string::npos);
   CHECK(text.find("      -      - | liplus_a100_8gpu_sendrecv.txt\n", per_log) != std::string::npos);
+  // Per hardware family: V100 (ABCI V) and A100 (li-plus), each one run; the JSON groups match summarize().
+  REQUIRE(j["families"].size() == 2);
+  for (const char* fam : {"a100", "v100"}) {
+    CAPTURE(fam);
+    std::vector<LogCompare> mine;
+    for (const auto& l : r.logs)
+      if (l.family == fam) mine.push_back(l);
+    REQUIRE(mine.size() == 1);
+    const ErrorSummary s = summarize(mine);
+    CHECK(j["families"][fam]["runs"].get<std::size_t>() == 1);
+    CHECK(j["families"][fam]["large"]["points"].get<std::size_t>() == s.large.count);
+    CHECK(j["families"][fam]["small"]["median_abs_busbw_error"].get<double>() == s.small.median);
+  }
+  const std::size_t per_family = text.find("# per hardware family");
+  REQUIRE(per_family != std::string::npos);
+  CHECK(per_log < per_family);
+  CHECK(per_family < text.find("# summary ("));
+  CHECK(text.find(" | a100 (1)\n", per_family) != std::string::npos);
+  CHECK(text.find(" | v100 (1)\n", per_family) != std::string::npos);
   std::string svg = report_svg(r);
   CHECK(svg.rfind("<svg", 0) == 0);
   CHECK(svg.find("</svg>") != std::string::npos);
