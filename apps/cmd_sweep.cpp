@@ -114,6 +114,7 @@ int cmd_sweep(int argc, char** argv) {
     if (args.positional().size() != 1) throw InputError("fabricsim sweep", "expected exactly one sweep file");
     sim::SweepSpec spec = sim::load_sweep(args.positional()[0]);
     std::string output = args.has("--output") ? args.get("--output") : spec.output;
+    if (!output.empty()) check_output_path(output, args.has("--output") ? "--output" : spec.file + ": /output");
     int threads = spec.threads;
     if (args.has("--threads")) {
       long long t = parse_int(args.get("--threads"), "--threads");

@@ -208,7 +208,8 @@ void ObjectReader::finish() const {
 void check_output_path(const std::string& path, const std::string& what) {
   std::filesystem::path p(path);
   std::error_code ec;
-  if (path.empty() || p.filename().empty() || std::filesystem::is_directory(p, ec))
+  if (path.empty()) throw InputError(what, "a file path (got an empty string)");
+  if (p.filename().empty() || std::filesystem::is_directory(p, ec))
     throw InputError(what, "a file path (got '" + path + "', a directory)");
   const auto dir = p.parent_path();
   if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
