@@ -78,7 +78,11 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
                     "), efficiencies gemm " + std::to_string(cm.eff.flops_eff(models::OpClass::Gemm)) + ", attention " +
                     std::to_string(cm.eff.flops_eff(models::OpClass::Attention)) + ", elementwise memory " +
                     std::to_string(cm.eff.mem_eff(models::OpClass::Elementwise)) + ", embedding memory " +
-                    std::to_string(cm.eff.mem_eff(models::OpClass::Embedding)));
+                    std::to_string(cm.eff.mem_eff(models::OpClass::Embedding)) + " (compute preset " +
+                    (s.compute && s.compute->contains("preset") && (*s.compute)["preset"].is_string()
+                         ? (*s.compute)["preset"].get<std::string>()
+                         : std::string("default")) +
+                    ", then any calibration compute.* keys and scenario compute keys; docs/workloads.md)");
   out.generate_wall_s = std::chrono::duration<double>(t1 - t0).count();
   out.replay_wall_s = std::chrono::duration<double>(t2 - t1).count();
   r.wall_s = std::chrono::duration<double>(t2 - t0).count();
