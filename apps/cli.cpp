@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "sim/base/error.hpp"
+#include "sim/base/json_reader.hpp"
 
 namespace fabricsim::cli {
 
@@ -77,6 +78,11 @@ const std::vector<std::string>& Args::all(const std::string& name) const {
   static const std::vector<std::string> empty;
   auto it = values_.find(name);
   return it == values_.end() ? empty : it->second;
+}
+
+void Args::check_output_flags(std::initializer_list<const char*> flags) const {
+  for (const char* f : flags)
+    if (has(f)) check_output_path(get(f), f);
 }
 
 std::map<std::string, std::string> Args::params() const {

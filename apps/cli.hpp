@@ -3,6 +3,7 @@
 // once (name, value name, help, default); --help text comes from those declarations; unknown flags and
 // missing values are errors naming the flag.
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -34,6 +35,9 @@ class Args {
   const std::vector<std::string>& positional() const { return positional_; }
   // --param key=value pairs as a map (later ones override earlier).
   std::map<std::string, std::string> params() const;
+  // check_output_path (sim/base/json_reader.hpp) for each of these flags that was given, named by the flag:
+  // commands call it before any work, so a bad output path fails at once and nothing is written.
+  void check_output_flags(std::initializer_list<const char*> flags) const;
   std::string help() const;
   const std::string& command() const { return command_; }
 

@@ -46,8 +46,7 @@ int cmd_calibrate(int argc, char** argv) {
   args.flag({"--nccl-eras", "", "", "runs of NCCL 2.8-2.17 use that generation's tuning table with their own latency multipliers (docs/validation.md)", ""});
   if (!args.parse(argc, argv)) return 0;
   // Output paths are checked before fitting (minutes on many logs), so a bad one fails at once.
-  if (args.has("--output")) check_output_path(args.get("--output"), "--output");
-  if (args.has("--json")) check_output_path(args.get("--json"), "--json");
+  args.check_output_flags({"--output", "--json"});
   if (!args.has("--output")) throw InputError("--output", "the calibration file to write (-o FILE)");
   const validate::ParseHints hints = log_hints(args);
   validate::FitOptions opt;

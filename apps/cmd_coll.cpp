@@ -93,10 +93,7 @@ int cmd_coll(int argc, char** argv) {
              "all_to_all(v) and send_recv (NCCL's default on rail-optimised systems), off otherwise", "auto"});
   if (!args.parse(argc, argv)) return 0;
   // Output paths are checked before simulating, so a bad one fails at once and nothing is written.
-  if (args.has("--json")) check_output_path(args.get("--json"), "--json");
-  if (args.has("--timeline")) check_output_path(args.get("--timeline"), "--timeline");
-  if (args.has("--link-stats")) check_output_path(args.get("--link-stats"), "--link-stats");
-  if (args.has("--report")) check_output_path(args.get("--report"), "--report");
+  args.check_output_flags({"--json", "--timeline", "--link-stats", "--report"});
   if (!args.positional().empty()) throw InputError(args.positional()[0], "unexpected argument");
   if (!args.has("--topology")) throw InputError("--topology", "a topology preset or JSON file is required");
 

@@ -38,10 +38,7 @@ int cmd_gen(int argc, char** argv) {
     throw InputError("fabricsim gen", "unknown generator '" + gen + "' (expected gpt, dlrm or dp)");
   models::ComputeModel cm;
   cm.gpu = models::gpu_spec("a100-80gb");
-  const std::string preset = args.get("--compute-preset", "default");
-  if (!models::compute_preset(preset, cm.eff))
-    throw InputError("--compute-preset", "unknown compute preset '" + preset + "' (expected one of " +
-                                             models::compute_preset_list() + ")");
+  cm.eff = models::compute_preset_named(args.get("--compute-preset", "default"), "--compute-preset");
   workloads::Trace tr = workloads::generate(gen, args.params(), cm, "--param");
   write_file_atomic(args.get("--output"), workloads::trace_to_json(tr).dump() + "\n");
   std::cerr << "fabricsim gen: wrote " << tr.num_ops() << " ops for " << tr.ranks.size() << " simulated of "

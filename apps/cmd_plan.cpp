@@ -80,7 +80,7 @@ int cmd_plan(int argc, char** argv) {
   args.flag({"--quiet", "-q", "", "no progress on stderr", ""});
   if (!args.parse(argc, argv)) return 0;
   // The candidate CSV path is checked before the search, so a bad one fails at once.
-  if (args.has("--output")) check_output_path(args.get("--output"), "--output");
+  args.check_output_flags({"--output"});
   if (args.positional().size() > 1) throw InputError("fabricsim plan", "expected at most one scenario file");
   bool by_tokens = args.has("--target-tokens-per-day"), by_time = args.has("--target-step-time");
   if (by_tokens == by_time)

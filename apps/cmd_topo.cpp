@@ -39,8 +39,7 @@ int cmd_topo(int argc, char** argv) {
     throw InputError("fabricsim topo", "a topology preset name or JSON file (see --list)");
   }
   // Output directories must exist before anything is written, so one bad path leaves no other output behind.
-  for (const char* flag : {"--dot", "--export", "--json"})
-    if (args.has(flag)) check_output_path(args.get(flag), flag);
+  args.check_output_flags({"--dot", "--export", "--json"});
   const topo::Topology t = topo::load_topology(what, args.params());
   const topo::TopologySummary s = topo::summarize(t);
   // Build every output before writing any, so a failure leaves no partial outputs.

@@ -31,8 +31,7 @@ int cmd_validate(int argc, char** argv) {
   args.flag({"--quiet", "-q", "", "print only the summary", ""});
   if (!args.parse(argc, argv)) return 0;
   // Output paths are checked before simulating (minutes with --loo), so a bad one fails at once.
-  if (args.has("--json")) check_output_path(args.get("--json"), "--json");
-  if (args.has("--svg")) check_output_path(args.get("--svg"), "--svg");
+  args.check_output_flags({"--json", "--svg"});
   for (const char* f : {"--split-fit", "--nccl-eras"})
     if (args.has(f) && !args.has("--loo")) throw InputError(f, "only applies with --loo (a fit); without it nothing is fitted");
   const validate::ParseHints hints = log_hints(args);

@@ -104,12 +104,27 @@ bool compute_preset(const std::string& name, ComputeEfficiency& out) {
   return false;
 }
 
-ComputeEfficiency compute_preset_from_json(const Json& j, const JsonPath& at) {
-  ComputeEfficiency e = default_compute_efficiency();
-  if (!j.is_object() || !j.contains("preset")) return e;
+ComputeEfficiency compute_preset_named(const std::string& name, const std::string& where) {
+  ComputeEfficiency e;
+  if (!compute_preset(name, e))
+    throw InputError(where, "unknown compute preset '" + name + "' (expected one of " + compute_preset_list() + ")");
+  return e;
+}
+
+std::string compute_preset_name(const Json& j, const JsonPath& at) {
+  if (!j.is_object() || !j.contains("preset")) return "default";
   const Json& p = j.at("preset");
-  if (!p.is_string() || !compute_preset(p.get<std::string>(), e))
+  if (!p.is_string())
     json_fail(at.child("preset"), "expected a compute preset name (" + compute_preset_list() + "), found " + p.dump());
+  return p.get<std::string>();
+}
+
+ComputeEfficiency compute_preset_from_json(const Json& j, const JsonPath& at) {
+  ComputeEfficiency e;
+  const std::string name = compute_preset_name(j, at);
+  if (!compute_preset(name, e))
+    json_fail(at.child("preset"), "expected a compute preset name (" + compute_preset_list() + "), found \"" +
+                                      name + "\"");
   return e;
 }
 

@@ -38,6 +38,10 @@ bool compute_preset(const std::string& name, ComputeEfficiency& out);
 const std::vector<std::string>& compute_preset_names();
 std::string compute_preset_list();  // "default, megatron-sc21", for error messages and help
 
+// The named preset, or an InputError naming `where` (a CLI flag) and the known names.
+ComputeEfficiency compute_preset_named(const std::string& name, const std::string& where);
+// The preset a compute JSON object names ("default" when it has none; not a string: an error naming `at`).
+std::string compute_preset_name(const Json& j, const JsonPath& at);
 // The efficiencies a compute JSON object starts from: its "preset" (an error naming `at` when unknown), or
 // the defaults when it has none.
 ComputeEfficiency compute_preset_from_json(const Json& j, const JsonPath& at);

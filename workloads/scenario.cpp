@@ -102,9 +102,7 @@ Json default_scenario_json() {
 Scenario default_scenario() { return scenario_from_json(default_scenario_json(), "<built-in>"); }
 
 void set_compute_preset(Json& doc, const std::string& name, const std::string& where) {
-  models::ComputeEfficiency unused;
-  if (!models::compute_preset(name, unused))
-    throw InputError(where, "unknown compute preset '" + name + "' (expected one of " + models::compute_preset_list() + ")");
+  models::compute_preset_named(name, where);  // an unknown name is an error naming `where`
   if (!doc.is_object()) return;  // scenario_from_json reports the malformed document
   if (!doc.contains("compute") || !doc["compute"].is_object()) doc["compute"] = Json::object();
   doc["compute"]["preset"] = name;

@@ -5,6 +5,7 @@
 
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
+#include "models/compute.hpp"
 #include "sim/replay/engine_comm_model.hpp"
 #include "sim/replay/outputs_links.hpp"
 #include "topologies/io.hpp"
@@ -79,9 +80,7 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
                     std::to_string(cm.eff.flops_eff(models::OpClass::Attention)) + ", elementwise memory " +
                     std::to_string(cm.eff.mem_eff(models::OpClass::Elementwise)) + ", embedding memory " +
                     std::to_string(cm.eff.mem_eff(models::OpClass::Embedding)) + " (compute preset " +
-                    (s.compute && s.compute->contains("preset") && (*s.compute)["preset"].is_string()
-                         ? (*s.compute)["preset"].get<std::string>()
-                         : std::string("default")) +
+                    (s.compute ? models::compute_preset_name(*s.compute, s.compute_at) : std::string("default")) +
                     ", then any calibration compute.* keys and scenario compute keys; docs/workloads.md)");
   out.generate_wall_s = std::chrono::duration<double>(t1 - t0).count();
   out.replay_wall_s = std::chrono::duration<double>(t2 - t1).count();
