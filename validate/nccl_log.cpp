@@ -64,8 +64,10 @@ long long integer(const std::string& tok, const std::string& source, std::size_t
   }
 }
 
-// Table column layout, from the "#  size  count  type  redop [root]  time algbw busbw error|#wrong ..." line.
+// Table column layout, from the "#  size  count  type  [redop] [root]  time algbw busbw error|#wrong ..." line.
+// Old nccl-tests broadcast tables (e.g. the ABCI 2021 logs) have a root column but no redop column.
 struct Layout {
+  bool has_redop = true;
   bool has_root = false;
   bool legacy_error = false;  // "error" column (max numeric error) instead of "#wrong"
 };
@@ -169,7 +171,7 @@ RankInfo parse_rank_line(const std::vector<std::string>& t, const std::string& s
 }
 
 Row parse_row(const std::vector<std::string>& t, const Layout& lay, const std::string& source, std::size_t line) {
-  const std::size_t expected = lay.has_root ? 13 : 12;
+  const std::size_t expected = 11 + (lay.has_redop ? 1 : 0) + (lay.has_root ? 1 : 0);
   if (t.size() != expected)
     throw InputError(where(source, line), "table row has " + std::to_string(t.size()) + " fields, expected " +
                                               std::to_string(expected));
@@ -181,7 +183,7 @@ Row parse_row(const std::vector<std::string>& t, const Layout& lay, const std::s
   r.size_bytes = static_cast<std::uint64_t>(size);
   r.count = static_cast<std::uint64_t>(count);
   r.type = t[i++];
-  r.redop = t[i++];
+  r.redop = lay.has_redop ? t[i++] : "none";
   if (lay.has_root) r.root = static_cast<int>(integer(t[i++], source, line, "root"));
   for (Side* s : {&r.oop, &r.ip}) {
     if (t[i] == "N/A") {  // placement not run (fabricsim-nccl-bench prints N/A for all four fields)
@@ -403,12 +405,13 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const st
         if (!cur || !cur->rows.empty()) open_run();
         lay = {};
         lay.has_root = std::find(t.begin(), t.end(), "root") != t.end();
+        lay.has_redop = std::find(t.begin(), t.end(), "redop") != t.end();
         bool wrong = std::find(t.begin(), t.end(), "#wrong") != t.end() ||
                      std::find(t.begin(), t.end(), "wrong") != t.end();
         bool err = std::find(t.begin(), t.end(), "error") != t.end();
         if (!wrong && !err) throw InputError(where(source, lineno), "table header has neither 'error' nor '#wrong'");
         lay.legacy_error = err && !wrong;
-        cur->format = lay.has_root ? "nccl-tests" : "nccl-tests-legacy";
+        cur->format = lay.legacy_error ? "nccl-tests-legacy" : "nccl-tests";
         in_devices = false;
         in_table = true;
         any_table = true;

@@ -3,13 +3,18 @@
 // calibrate's size restriction rejects a range with no rows.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "models/calibration.hpp"
 #include "sim/base/error.hpp"
+#include "sim/base/json_reader.hpp"
 #include "validate/calibrate.hpp"
+#include "validate/nccl_log.hpp"
 #include "validate/report.hpp"
 
 using namespace fabricsim;
@@ -69,4 +74,76 @@ TEST_CASE("calibrate size restriction: keeps the rows in range, drops empty runs
   CHECK(two[0].measured_s.size() == 2);
   auto none = cases;
   CHECK_THROWS_WITH_AS(restrict_sizes(none, 3 * kMiB, 3 * kMiB + 1), doctest::Contains("--min-bytes"), InputError);
+}
+
+TEST_CASE("external ABCI logs: every sidecar parses, rank lines agree with it, old broadcast layout") {
+  namespace fs = std::filesystem;
+  const std::string dir = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/external/abci/";
+  std::vector<std::string> metas;
+  for (const char* sub : {"fit", "repeats"})
+    for (const auto& e : fs::directory_iterator(dir + sub))
+      if (e.path().string().size() > 10 && e.path().string().rfind(".meta.json") == e.path().string().size() - 10)
+        metas.push_back(e.path().string());
+  std::sort(metas.begin(), metas.end());
+  // fit/: 4 all_reduce at 8-32 nodes and 12 broadcast; repeats/: 5 (tests/data/external/README.md)
+  CHECK(metas.size() == 21);
+  int broadcasts = 0;
+  for (const auto& p : metas) {
+    CAPTURE(p);
+    Json meta = load_json_file(p);
+    auto ms = load_measurements(p);
+    REQUIRE(ms.size() == 1);
+    const auto& m = ms[0];
+    CHECK(m.nranks == meta["nranks"].get<int>());
+    CHECK(static_cast<int>(m.ranks.size()) == m.nranks);  // from the rank lines, not only the sidecar
+    CHECK(m.num_nodes == meta["nodes"].get<int>());
+    CHECK(static_cast<int>(m.hosts.size()) == m.num_nodes);
+    CHECK(m.rows.size() == 24);  // 4 B .. 32 MiB, factor 2
+    CHECK(m.format == "nccl-tests-legacy");
+    if (m.op == "broadcast") {
+      ++broadcasts;
+      // Old broadcast table: "size count type root time algbw busbw error ..." (no redop column).
+      for (const auto& r : m.rows) {
+        REQUIRE(r.root);
+        CHECK(*r.root == 0);
+        CHECK(r.redop == "none");
+        CHECK(r.oop.present);
+        CHECK(r.ip.present);
+      }
+    } else {
+      CHECK(m.op == "all_reduce");
+      CHECK(m.rows[0].redop == "sum");
+    }
+  }
+  CHECK(broadcasts == 12);
+}
+
+TEST_CASE("old broadcast layout: values land in their columns; a short row names the count it expected") {
+  const std::string head =
+      "# nThread 1 nGpus 1 minBytes 4 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 100 validation: 1 \n"
+      "#\n# Using devices\n"
+      "#   Rank  0 Pid 1 on      a0048 device  0 [0x27] A100-SXM4-40GB\n"
+      "#   Rank  1 Pid 2 on      a0048 device  1 [0x2a] A100-SXM4-40GB\n#\n"
+      "#       size         count    type    root     time   algbw   busbw  error     time   algbw   busbw  error\n";
+  auto ms = parse_nccl_tests_text(head + "           8             2   float       0     7.28    0.00    0.01  0e+00     7.23    0.00    0.02  1e-07\n",
+                                  "bcast.txt", [] {
+                                    ParseHints h;
+                                    h.op = "broadcast";
+                                    return h;
+                                  }());
+  REQUIRE(ms.size() == 1);
+  REQUIRE(ms[0].rows.size() == 1);
+  const auto& r = ms[0].rows[0];
+  CHECK(r.size_bytes == 8);
+  CHECK(r.count == 2);
+  REQUIRE(r.root);
+  CHECK(*r.root == 0);
+  CHECK(r.oop.time_us == doctest::Approx(7.28));
+  CHECK(r.oop.busbw_GBps == doctest::Approx(0.01));
+  CHECK(r.ip.time_us == doctest::Approx(7.23));
+  CHECK(r.ip.busbw_GBps == doctest::Approx(0.02));
+  REQUIRE(r.ip.error);
+  CHECK(*r.ip.error == doctest::Approx(1e-7));
+  CHECK_THROWS_WITH_AS(parse_nccl_tests_text(head + "  8  2  float  0  7.28  0.00  0.01  0e+00  7.23  0.00  0.02\n", "bcast.txt", {}),
+                       doctest::Contains("bcast.txt:8: table row has 11 fields, expected 12"), InputError);
 }
