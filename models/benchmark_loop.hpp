@@ -20,7 +20,7 @@ namespace fabricsim::models {
 // transfer of copy i-1 that touches g (g's kernel of copy i-1, which sends and receives on all its channels,
 // has finished); each transfer of copy i waits for its own dependencies and for its sender's launch in copy
 // i, not its receiver's: NCCL's sender writes into the receiver's connection buffer (NCCL_STEPS slots per
-// channel, [NCCL-H] src/include/device.h) and the receiver's kernel takes the data when it runs. Those
+// channel, benchmark_loop.cpp kNcclSteps) and the receiver's kernel takes the data when it runs. Those
 // slots are the flow control: a call that takes n slots on connection a -> b (its transfers' steps there, one
 // chunk each) waits until b has sent on what it sent on that channel floor(NCCL_STEPS / n) calls earlier (at
 // least one), so a fast first hop cannot run ahead of a slow one downstream, while calls of one slot run
