@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "apps/cli.hpp"
+#include "models/benchmark_loop.hpp"
 #include "models/calibration.hpp"
 #include "models/calibration_presets.hpp"
 #include "models/collectives.hpp"
@@ -69,6 +70,11 @@ int cmd_coll(int argc, char** argv) {
              "model an nccl-tests -g N run: one host thread launches on N GPUs, so each call takes at least N x "
              "kernel_launch_s (docs/validation.md, host launch floor)",
              "no floor"});
+  args.flag({"--iters", "-n", "N",
+             "time N back-to-back calls per size and print rank 0's time per call, as nccl-tests -n does: broadcast "
+             "and reduce calls overlap (their period, not one call's latency; docs/validation.md, back-to-back calls), "
+             "other operations' calls do not (one call's time)",
+             "one call"});
   args.flag({"--comm", "", "R,R,...", "communicator as cluster GPU ranks (indices in the topology's GPU order)", ""});
   args.flag({"--root", "-r", "RANK", "root rank for broadcast/reduce (nccl-tests -r)", "0"});
   args.flag({"--algo", "", "ALGO", "ring, tree, nvls, collnet, pat, direct, pairwise, hierarchical (NCCL_ALGO)", "tuner"});
@@ -136,6 +142,12 @@ int cmd_coll(int argc, char** argv) {
     long long g = parse_int(args.get("--gpus-per-thread"), "--gpus-per-thread");
     if (g < 1 || g > 4096) throw InputError("--gpus-per-thread", "an integer in 1..4096 (GPUs one host thread drives)");
     gpus_per_thread = static_cast<int>(g);
+  }
+  int iters = 0;
+  if (args.has("--iters")) {
+    long long v = parse_int(args.get("--iters"), "--iters");
+    if (v < 1 || v > 1000000) throw InputError("--iters", "an integer in 1..1000000 (calls per size)");
+    iters = static_cast<int>(v);
   }
   const std::uint64_t minb = parse_size(args.get("--minbytes", "32M"), "-b");
   // Like nccl-tests, -e defaults to 32M; given -b alone, the sweep is that one size.
@@ -267,6 +279,13 @@ int cmd_coll(int argc, char** argv) {
       last_result = sim::collective_run_result(t, sch, res, info);
     }
     double time_s = res.makespan_s;
+    if (iters > 0 && models::calls_overlap(s.op)) {
+      // The loop of a rooted pipeline (timeline, link statistics and report still show one call).
+      models::CollectiveSpec looped = fixed;
+      models::prepare_loop_spec(looped, t, routing);
+      time_s = sim::run_benchmark_loop(models::build_schedule(looped, t, routing, calib), iters,
+                                       looped.communicator.front(), t, routing, calib, o);
+    }
     if (gpus_per_thread > 0)
       time_s = std::max(time_s, models::host_launch_floor_s(calib, gpus_per_thread, models::nccl_call_channels(fixed, t)));
     rows.push_back({s.bytes, time_s, tc.predicted_s, sch.algorithm, sch.protocol, sch.fidelity,
@@ -288,6 +307,9 @@ int cmd_coll(int argc, char** argv) {
     o << ", host launch floor " << fmt("%.2f", models::host_launch_floor_s(calib, gpus_per_thread) * 1e6)
       << " us at one channel + " << fmt("%.3f", models::host_channel_launch_s(calib, gpus_per_thread) * 1e6)
       << " us per extra channel (" << gpus_per_thread << " GPUs per thread)";
+  if (iters > 0)
+    o << ", time per call of " << iters << " back-to-back calls"
+      << (models::calls_overlap(spec.op) ? " (rank 0, calls overlapping)" : " (= one call: calls do not overlap)");
   o << "\n";
   o << "#\n";
   o << "#       size         count      type   redop    root     time   algbw   busbw  algo          proto   fidelity\n";

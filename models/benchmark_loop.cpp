@@ -6,6 +6,7 @@
 #include <utility>
 #include <string>
 
+#include "models/tuner.hpp"
 #include "sim/base/error.hpp"
 
 namespace fabricsim::models {
@@ -16,6 +17,17 @@ namespace {
 constexpr int kNcclSteps = 8;
 bool is_gpu(const topo::Topology& t, topo::NodeId n) { return t.node(n).kind == topo::NodeKind::Gpu; }
 }  // namespace
+
+bool calls_overlap(Op op) { return op == Op::Broadcast || op == Op::Reduce; }
+
+void prepare_loop_spec(CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing) {
+  if (!spec.algorithm || !spec.protocol)
+    throw InputError(spec.where, "prepare_loop_spec needs the algorithm and protocol chosen");
+  spec.fidelity = Fidelity::Step;
+  spec.channels = nccl_call_channels(*spec.algorithm, *spec.protocol, static_cast<double>(spec.bytes),
+                                     static_cast<int>(spec.communicator.size()),
+                                     spec.channels > 0 ? spec.channels : default_channels(spec, t, routing));
+}
 
 BackToBack back_to_back(const Schedule& s, int copies, const topo::Topology& t) {
   if (copies < 1) throw InputError("back_to_back: copies", "expected >= 1, got " + std::to_string(copies));

@@ -10,10 +10,25 @@
 #include <cstddef>
 #include <vector>
 
+#include "models/collectives.hpp"
 #include "models/schedule.hpp"
+#include "topologies/routing.hpp"
 #include "topologies/topology.hpp"
 
 namespace fabricsim::models {
+
+// Operations whose consecutive calls overlap in a benchmark loop (rooted pipelines: broadcast, reduce). For the
+// others a loop's per-call time is one call's time (docs/validation.md, "Back-to-back calls").
+bool calls_overlap(Op op);
+
+// Prepares a spec (algorithm and protocol chosen) for back_to_back: step fidelity (every GPU in the schedule)
+// and NCCL's per-call channel count (nccl_call_channels over the spec's channels, default_channels when 0):
+// each channel's ring reaches a
+// GPU at its own position and the GPU's next call waits for the last of them, so the count sets the period.
+void prepare_loop_spec(CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing);
+
+// Back-to-back calls simulated per loop: 2 to fill the pipeline, the second half gives its period.
+inline constexpr int kLoopCopies = 4;
 
 // `copies` back-to-back instances of `s` as one schedule, the way a loop issues them on every GPU's stream.
 // Copy i on GPU g starts with a launch, a zero-byte transfer g -> g costing s.fixed_latency_s, after every

@@ -18,8 +18,6 @@ namespace {
 
 // nccl-tests' default -n (iterations per size) when a log does not print its header (src/common.cu).
 constexpr int kNcclTestsDefaultIters = 20;
-// Back-to-back calls simulated for a rooted pipeline: 2 to fill it, the second half gives its period.
-constexpr int kLoopCopies = 4;
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -239,29 +237,13 @@ SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration
     spec.protocol = best->protocol;
   }
   // Rooted pipelines overlap from one call to the next in the measurement loop, so what rank 0 measures is
-  // their period, not one call's latency (models/benchmark_loop.hpp); every GPU must be in the schedule.
-  const bool loop = spec.op == models::Op::Broadcast || spec.op == models::Op::Reduce;
-  if (loop) {
-    spec.fidelity = models::Fidelity::Step;
-    // NCCL drops channels for small calls (models::nccl_call_channels); a pipeline's period depends on it: each
-    // channel's ring reaches a GPU at its own position, and a GPU's next call waits for all of them.
-    spec.channels = models::nccl_call_channels(*spec.algorithm, *spec.protocol, static_cast<double>(size_bytes),
-                                               static_cast<int>(spec.communicator.size()),
-                                               models::default_channels(spec, impl_->topo, impl_->routing));
-  }
+  // their period, not one call's latency (models/benchmark_loop.hpp).
+  const bool loop = models::calls_overlap(spec.op);
+  if (loop) models::prepare_loop_spec(spec, impl_->topo, impl_->routing);
   models::Schedule sch = models::build_schedule(spec, impl_->topo, impl_->routing, calib);
-  double time_s = 0;
-  if (loop) {
-    const models::BackToBack b = models::back_to_back(sch, kLoopCopies, impl_->topo);
-    sim::ScheduleResult r = sim::run_schedule(b.schedule, impl_->topo, impl_->routing, calib);
-    std::vector<double> finish;
-    finish.reserve(r.transfers.size());
-    for (const auto& x : r.transfers) finish.push_back(x.finish_s);
-    time_s = models::loop_time_per_call_s(models::copy_finish_s(b, finish, spec.communicator.front()),
-                                          models::steady_period_s(b, finish), impl_->iters);
-  } else {
-    time_s = sim::run_schedule(sch, impl_->topo, impl_->routing, calib).makespan_s;
-  }
+  const double time_s =
+      loop ? sim::run_benchmark_loop(sch, impl_->iters, spec.communicator.front(), impl_->topo, impl_->routing, calib)
+           : sim::run_schedule(sch, impl_->topo, impl_->routing, calib).makespan_s;
   SimPoint p;
   p.size_bytes = size_bytes;
   // The measurement loop's host launch floor (nccl-tests -g: one thread launching a kernel on each GPU), which

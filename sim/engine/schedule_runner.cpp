@@ -3,6 +3,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "models/benchmark_loop.hpp"
 #include "sim/base/error.hpp"
 #include "sim/engine/event_queue.hpp"
 #include "sim/engine/network.hpp"
@@ -56,6 +57,17 @@ std::vector<std::string> engine_names() {
 #else
   return {"fabricsim"};
 #endif
+}
+
+double run_benchmark_loop(const models::Schedule& s, int iters, topo::NodeId printing_gpu, const topo::Topology& t,
+                          topo::Routing& routing, const models::Calibration& calib, const RunOptions& opt) {
+  const models::BackToBack b = models::back_to_back(s, models::kLoopCopies, t);
+  const ScheduleResult r = run_schedule(b.schedule, t, routing, calib, opt);
+  std::vector<double> finish;
+  finish.reserve(r.transfers.size());
+  for (const auto& x : r.transfers) finish.push_back(x.finish_s);
+  return models::loop_time_per_call_s(models::copy_finish_s(b, finish, printing_gpu), models::steady_period_s(b, finish),
+                                      iters);
 }
 
 }  // namespace fabricsim::sim

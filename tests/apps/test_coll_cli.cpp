@@ -202,3 +202,31 @@ TEST_CASE("--timeline / --link-stats / --report describe the largest size") {
   CHECK_FALSE(fs::exists(tl));
   fs::remove_all(dir);
 }
+
+TEST_CASE("--iters: broadcast rows become the loop's period, all_reduce rows stay one call, bad counts exit 2") {
+  // 4 nodes, 32 GPUs: one 4-byte broadcast passes 31 hops; back to back, rank 0 sees about one hop per call
+  // (docs/validation.md, "Back-to-back calls"; the ABCI logs measure 7.4 us at 32 ranks, 7.35 at 8).
+  const std::string base = "--topology superpod -p nodes=4 -b 4 -e 4M -f 1024 --calibration default ";
+  Out one = run_cli(base + "--op broadcast");
+  Out loop = run_cli(base + "--op broadcast -n 100");
+  REQUIRE(one.rc == 0);
+  REQUIRE(loop.rc == 0);
+  CHECK(loop.out.find("time per call of 100 back-to-back calls (rank 0, calls overlapping)") != std::string::npos);
+  auto r1 = rows(one.out), rl = rows(loop.out);
+  REQUIRE(r1.size() == 3);
+  REQUIRE(rl.size() == 3);
+  CHECK(rl[0].time_us < 0.5 * r1[0].time_us);  // 4 B: the chain's latency is hidden
+  for (std::size_t i = 0; i < 3; ++i) CHECK(rl[i].time_us <= r1[i].time_us * 1.001);
+  Out ar1 = run_cli(base + "--op all_reduce");
+  Out arl = run_cli(base + "--op all_reduce --iters 20");
+  REQUIRE(arl.rc == 0);
+  CHECK(arl.out.find("(= one call: calls do not overlap)") != std::string::npos);
+  auto a1 = rows(ar1.out), al = rows(arl.out);
+  REQUIRE(a1.size() == al.size());
+  for (std::size_t i = 0; i < a1.size(); ++i) CHECK(al[i].time_us == a1[i].time_us);
+  for (const char* bad : {"-n 0", "--iters -3", "--iters x"}) {
+    Out e = run_cli(base + "--op broadcast " + bad);
+    CHECK(e.rc == 2);
+    CHECK(e.err.find("--iters") != std::string::npos);
+  }
+}
