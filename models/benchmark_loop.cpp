@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
 #include <tuple>
 #include <utility>
-#include <string>
 
 #include "models/tuner.hpp"
 #include "sim/base/error.hpp"
@@ -16,6 +16,11 @@ namespace {
 // src/include/device.h at the current master (both read 2026-11-22).
 constexpr int kNcclSteps = 8;
 bool is_gpu(const topo::Topology& t, topo::NodeId n) { return t.node(n).kind == topo::NodeKind::Gpu; }
+// Position of `n` in the sorted list `gpus`, or -1.
+std::ptrdiff_t index_of(const std::vector<topo::NodeId>& gpus, topo::NodeId n) {
+  auto it = std::lower_bound(gpus.begin(), gpus.end(), n);
+  return it != gpus.end() && *it == n ? it - gpus.begin() : -1;
+}
 }  // namespace
 
 bool calls_overlap(Op op) { return op == Op::Broadcast || op == Op::Reduce; }
@@ -42,10 +47,7 @@ BackToBack back_to_back(const Schedule& s, int copies, const topo::Topology& t) 
   }
   std::sort(gpus.begin(), gpus.end());
   gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
-  auto gpu_index = [&](topo::NodeId n) -> std::ptrdiff_t {
-    auto it = std::lower_bound(gpus.begin(), gpus.end(), n);
-    return it != gpus.end() && *it == n ? it - gpus.begin() : -1;
-  };
+  auto gpu_index = [&](topo::NodeId n) { return index_of(gpus, n); };
 
   BackToBack b;
   b.gpus = gpus;
@@ -112,20 +114,28 @@ BackToBack back_to_back(const Schedule& s, int copies, const topo::Topology& t) 
   return b;
 }
 
-std::vector<double> copy_finish_s(const BackToBack& b, const std::vector<double>& finish_s, topo::NodeId gpu) {
+namespace {
+// finish[k][c]: when GPU b.gpus[k] finished its part of copy c (its last transfer, or its launch), one pass.
+std::vector<std::vector<double>> finish_table(const BackToBack& b, const std::vector<double>& finish_s) {
   if (finish_s.size() != b.schedule.transfers.size())
     throw InputError("copy_finish_s", "expected one finish time per transfer of the back-to-back schedule");
-  std::vector<double> out;
-  for (std::size_t c = 0; c + 1 < b.copy_begin.size(); ++c) {
-    double f = -1;
-    for (std::size_t i = b.copy_begin[c]; i < b.copy_begin[c + 1]; ++i) {
-      const auto& tr = b.schedule.transfers[i];
-      if (tr.src == gpu || tr.dst == gpu) f = std::max(f, finish_s[i]);
-    }
-    if (f < 0) throw InputError("copy_finish_s", "GPU node " + std::to_string(gpu) + " is not in the schedule");
-    out.push_back(f);
-  }
+  const std::size_t copies = b.copy_begin.size() - 1;
+  std::vector<std::vector<double>> out(b.gpus.size(), std::vector<double>(copies, -1));
+  for (std::size_t c = 0; c < copies; ++c)
+    for (std::size_t i = b.copy_begin[c]; i < b.copy_begin[c + 1]; ++i)
+      for (topo::NodeId n : {b.schedule.transfers[i].src, b.schedule.transfers[i].dst})
+        if (const auto k = index_of(b.gpus, n); k >= 0) {
+          double& f = out[static_cast<std::size_t>(k)][c];
+          f = std::max(f, finish_s[i]);
+        }
   return out;
+}
+}  // namespace
+
+std::vector<double> copy_finish_s(const BackToBack& b, const std::vector<double>& finish_s, topo::NodeId gpu) {
+  const auto k = index_of(b.gpus, gpu);
+  if (k < 0) throw InputError("copy_finish_s", "GPU node " + std::to_string(gpu) + " is not in the schedule");
+  return finish_table(b, finish_s)[static_cast<std::size_t>(k)];
 }
 
 double steady_period_s(const BackToBack& b, const std::vector<double>& finish_s) {
@@ -133,10 +143,8 @@ double steady_period_s(const BackToBack& b, const std::vector<double>& finish_s)
   if (k < 2) throw InputError("steady_period_s", "expected at least 2 simulated copies");
   const std::size_t h = k / 2;
   double period = 0;
-  for (topo::NodeId g : b.gpus) {
-    const auto f = copy_finish_s(b, finish_s, g);
+  for (const auto& f : finish_table(b, finish_s))
     period = std::max(period, (f[k - 1] - f[h - 1]) / static_cast<double>(k - h));
-  }
   return period;
 }
 
