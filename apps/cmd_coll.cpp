@@ -370,6 +370,7 @@ int cmd_coll(int argc, char** argv) {
                 {"rows", jrows},
                 {"avg_busbw_GBps", avg}};
     if (gpus_per_thread > 0) doc["system"]["gpus_per_thread"] = gpus_per_thread;
+    if (iters > 0) doc["system"]["iters"] = iters;
     write_file_atomic(args.get("--json"), doc.dump(1) + "\n");
   }
   if (want_outputs) {

@@ -133,6 +133,13 @@ std::vector<std::vector<double>> finish_table(const BackToBack& b, const std::ve
 }  // namespace
 
 std::vector<double> copy_finish_s(const BackToBack& b, const std::vector<double>& finish_s, topo::NodeId gpu) {
+  if (gpu == topo::kNoNode) {  // the slowest GPU: per copy, the last of them to finish
+    const auto table = finish_table(b, finish_s);
+    std::vector<double> out(b.copy_begin.size() - 1, 0);
+    for (const auto& f : table)
+      for (std::size_t c = 0; c < out.size(); ++c) out[c] = std::max(out[c], f[c]);
+    return out;
+  }
   const auto k = index_of(b.gpus, gpu);
   if (k < 0) throw InputError("copy_finish_s", "GPU node " + std::to_string(gpu) + " is not in the schedule");
   return finish_table(b, finish_s)[static_cast<std::size_t>(k)];

@@ -50,7 +50,8 @@ struct BackToBack {
 BackToBack back_to_back(const Schedule& s, int copies, const topo::Topology& t);
 
 // Finish time of GPU `gpu`'s part of each copy (its last transfer or, with none, its launch), from the
-// per-transfer finish times of a run of `b.schedule`.
+// per-transfer finish times of a run of `b.schedule`; with gpu = topo::kNoNode, the latest over all GPUs
+// (what a benchmark that reports its slowest rank sees, like fabricsim-nccl-bench).
 std::vector<double> copy_finish_s(const BackToBack& b, const std::vector<double>& finish_s, topo::NodeId gpu);
 
 // The loop's steady-state period: the largest mean spacing, over the GPUs, of their finish times in the second

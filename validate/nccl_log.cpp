@@ -236,6 +236,7 @@ void finish_run(Measurement& m, const ParseHints& hints) {
   }
   if (m.gpu_model.empty()) m.gpu_model = hints.gpu_model;
   if (m.header && m.header->ngpus > 0) m.gpus_per_thread = m.header->ngpus;
+  if (m.header && m.header->iters > 0) m.loop_iters = m.header->iters;
   if (hints.gpus_per_thread > 0 && m.gpus_per_thread > 0 && hints.gpus_per_thread != m.gpus_per_thread)
     throw InputError(m.source, "the log drives " + std::to_string(m.gpus_per_thread) +
                                    " GPUs per thread (nGpus) but the hint says -g " + std::to_string(hints.gpus_per_thread));
@@ -643,6 +644,7 @@ Json measurement_to_json(const Measurement& m) {
   sys["nics"] = m.nics;
   sys["nccl_version"] = m.nccl_version;
   if (m.gpus_per_thread > 0) sys["gpus_per_thread"] = m.gpus_per_thread;
+  if (m.loop_iters > 0) sys["iters"] = m.loop_iters;
   Json env = Json::object();
   for (const auto& [k, v] : m.env) env[k] = v;
   sys["env"] = env;
@@ -708,6 +710,8 @@ Measurement measurement_from_json(const Json& doc, const std::string& source) {
     m.nccl_version = sr.string_or("nccl_version", "");
     m.gpus_per_thread = static_cast<int>(sr.integer_or("gpus_per_thread", 0));
     if (m.gpus_per_thread < 0) json_fail(sr.path_of("gpus_per_thread"), "an integer >= 0 (GPUs one host thread drives; 0 = unknown)");
+    m.loop_iters = static_cast<int>(sr.integer_or("iters", 0));
+    if (m.loop_iters < 0) json_fail(sr.path_of("iters"), "an integer >= 0 (back-to-back calls timed per size; 0 = unknown)");
     if (const Json* e = sr.object_optional("env"))
       for (auto it = e->begin(); it != e->end(); ++it) {
         if (!it.value().is_string()) json_fail(sr.path_of("env").child(it.key()), "a string");

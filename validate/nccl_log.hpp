@@ -108,6 +108,9 @@ struct Measurement {
   // mode drives all of them); 0 when the source does not say. Such a thread launches one kernel per GPU for
   // every call, which puts a floor under the measured time (models::host_launch_floor_s).
   int gpus_per_thread = 0;
+  // Back-to-back calls timed per size (nccl-tests -n: the header's iters, JSON system.iters); 0 = not recorded.
+  // A simulation (`fabricsim coll --json`) records it only when it simulated the loop (--iters).
+  int loop_iters = 0;
   // NCCL's own choice per size (nccl-tests size convention, bytes), when the log has its TUNING lines; the most
   // frequent one when calls of one size differ. Empty otherwise.
   std::map<std::uint64_t, NcclChoice> nccl_choices;

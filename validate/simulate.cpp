@@ -145,6 +145,10 @@ struct SimSystem::Impl {
   std::string nccl_version;
   int gpus_per_thread = 0;
   int iters = 0;  // the measurement loop's back-to-back calls (nccl-tests -n; 20, its default, when unknown)
+  // Whose loop time the measurement reports: nccl-tests prints rank 0's (src/common.cu, only process 0
+  // prints), fabricsim-nccl-bench the slowest rank's (validate/nccl_bench time_op).
+  bool slowest_rank = false;
+  bool single_call = false;  // the measurement is one call per size, not a loop
   std::map<std::uint64_t, NcclChoice> nccl_choices;  // Measurement::nccl_choices
   explicit Impl(topo::Topology t) : topo(std::move(t)), routing(topo) {}
 };
@@ -186,7 +190,10 @@ SimSystem::SimSystem(const SystemMapping& map, const Measurement& m) : map_(map)
   impl_->base.where = m.source;
   impl_->nccl_version = m.nccl_version;
   impl_->gpus_per_thread = m.gpus_per_thread;
-  impl_->iters = m.header && m.header->iters > 0 ? m.header->iters : kNcclTestsDefaultIters;
+  impl_->iters = m.loop_iters > 0 ? m.loop_iters : kNcclTestsDefaultIters;
+  impl_->slowest_rank = m.format == "fabricsim-json";
+  // A `fabricsim coll --json` file is one call per size unless it simulated the loop (--iters).
+  impl_->single_call = m.format == "fabricsim-json-simulation" && m.loop_iters == 0;
   impl_->nccl_choices = m.nccl_choices;
 }
 
@@ -238,11 +245,12 @@ SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration
   }
   // Rooted pipelines overlap from one call to the next in the measurement loop, so what rank 0 measures is
   // their period, not one call's latency (models/benchmark_loop.hpp).
-  const bool loop = models::calls_overlap(spec.op);
+  const bool loop = models::calls_overlap(spec.op) && !impl_->single_call;
   if (loop) models::prepare_loop_spec(spec, impl_->topo, impl_->routing);
   models::Schedule sch = models::build_schedule(spec, impl_->topo, impl_->routing, calib);
   const double time_s =
-      loop ? sim::run_benchmark_loop(sch, impl_->iters, spec.communicator.front(), impl_->topo, impl_->routing, calib)
+      loop ? sim::run_benchmark_loop(sch, impl_->iters, impl_->slowest_rank ? topo::kNoNode : spec.communicator.front(),
+                                     impl_->topo, impl_->routing, calib)
            : sim::run_schedule(sch, impl_->topo, impl_->routing, calib).makespan_s;
   SimPoint p;
   p.size_bytes = size_bytes;

@@ -48,7 +48,7 @@ ScheduleResult run_schedule(const models::Schedule& s, const topo::Topology& t, 
                             const models::Calibration& calib, const RunOptions& opt = {});
 
 // The per-call time nccl-tests prints for `iters` back-to-back calls of `s`, timed by the process driving
-// `printing_gpu` (rank 0): models::back_to_back with models::kLoopCopies copies run on the engine, then the
+// `printing_gpu` (rank 0; topo::kNoNode: the slowest rank, as fabricsim-nccl-bench reports): models::back_to_back with models::kLoopCopies copies run on the engine, then the
 // steady period for the remaining calls (models/benchmark_loop.hpp, docs/validation.md "Back-to-back calls").
 double run_benchmark_loop(const models::Schedule& s, int iters, topo::NodeId printing_gpu, const topo::Topology& t,
                           topo::Routing& routing, const models::Calibration& calib, const RunOptions& opt = {});

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -125,6 +126,40 @@ TEST_CASE("a fabricsim coll --json result reads back into validate and matches i
   CHECK(j["logs"][0]["points"].size() == 7);
   // Same topology, calibration and tuner: the re-simulation reproduces the file's times.
   CHECK(j["summary"]["large"]["max_abs_busbw_error"].get<double>() < 1e-9);
+  fs::remove_all(d);
+}
+
+TEST_CASE("coll --json broadcast reads back into validate as itself: one call, or the loop with --iters") {
+  // validate simulates a rooted collective as nccl-tests' back-to-back loop unless the file says it holds
+  // single calls (a coll --json without --iters, no system.iters); with --iters the file records the loop.
+  auto d = tmpdir("b");
+  for (const std::string flags : {"", " --iters 50"}) {
+    CAPTURE(flags);
+    std::string sim = (d / "sim.json").string();
+    Run c = run("coll --topology superpod -p nodes=2 --calibration default --op broadcast -b 4 -e 4M -f 32" + flags +
+                    " --json " + sim,
+                d);
+    REQUIRE(c.rc == 0);
+    auto file = nlohmann::json::parse(slurp(sim));
+    CHECK(file["system"].contains("iters") == !flags.empty());
+    if (!flags.empty()) CHECK(file["system"]["iters"].get<int>() == 50);
+    Run v = run("validate --json " + (d / "r.json").string() + " " + sim, d);
+    REQUIRE(v.rc == 0);
+    auto j = nlohmann::json::parse(slurp((d / "r.json").string()));
+    CHECK(j["logs"][0]["points"].size() == 5);
+    CHECK(j["summary"]["large"]["max_abs_busbw_error"].get<double>() < 1e-9);
+    CHECK(j["summary"]["small"]["max_abs_busbw_error"].get<double>() < 1e-9);
+  }
+  // A negative iteration count in the file is an error naming the field.
+  std::string bad = (d / "bad.json").string();
+  {
+    auto f = nlohmann::json::parse(slurp((d / "sim.json").string()));
+    f["system"]["iters"] = -1;
+    std::ofstream(bad) << f.dump();
+  }
+  Run e = run("validate " + bad, d);
+  CHECK(e.rc == 2);
+  CHECK(e.err.find("/system/iters") != std::string::npos);
   fs::remove_all(d);
 }
 

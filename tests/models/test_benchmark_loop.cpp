@@ -117,6 +117,8 @@ TEST_CASE("loop arithmetic: copy finishes per GPU, steady period, nccl-tests tim
   // g0 touches its launch (0) and g0 -> g1 (3); g2 its launch (2) and g1 -> g2 (4).
   CHECK(copy_finish_s(b, f, g[0]) == std::vector<double>{3, 13, 23, 33});
   CHECK(copy_finish_s(b, f, g[2]) == std::vector<double>{4, 14, 24, 34});
+  // The slowest rank (fabricsim-nccl-bench reports it): per copy, the last GPU to finish.
+  CHECK(copy_finish_s(b, f, topo::kNoNode) == std::vector<double>{4, 14, 24, 34});
   CHECK_THROWS_AS(copy_finish_s(b, f, g[5]), InputError);
   CHECK_THROWS_AS(copy_finish_s(b, std::vector<double>(3), g[0]), InputError);
   CHECK(steady_period_s(b, f) == doctest::Approx(10));

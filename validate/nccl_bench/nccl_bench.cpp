@@ -547,6 +547,7 @@ int run(int argc, char** argv) {
     h.agg_iters = 1;
     h.validation = o.check ? 1 : 0;
     m.header = h;
+    m.loop_iters = o.iters;
     const bool has_ip = op != "all_to_all" && op != "sendrecv";
     for (std::uint64_t bytes : sizes) {
       Shape s = shape_of(op, bytes, c.nranks);
