@@ -283,8 +283,10 @@ int cmd_coll(int argc, char** argv) {
       // The loop of a rooted pipeline (timeline, link statistics and report still show one call).
       models::CollectiveSpec looped = fixed;
       models::prepare_loop_spec(looped, t, routing);
+      sim::RunOptions lo = o;
+      lo.collect_link_stats = false;  // the outputs describe the single call
       time_s = sim::run_benchmark_loop(models::build_schedule(looped, t, routing, calib), iters,
-                                       looped.communicator.front(), t, routing, calib, o);
+                                       looped.communicator.front(), t, routing, calib, lo);
     }
     if (gpus_per_thread > 0)
       time_s = std::max(time_s, models::host_launch_floor_s(calib, gpus_per_thread, models::nccl_call_channels(fixed, t)));

@@ -18,6 +18,7 @@ int cmd_validate(int argc, char** argv) {
             "Simulates every measured run (nccl-tests text, .meta.json sidecar or collective-results JSON) on the\n"
             "matching topology and prints, per log and size, measured vs simulated time and busbw and the busbw\n"
             "error, then the median and 90th percentile absolute error for sizes >= 1 MiB and below.\n"
+            "Broadcast and reduce are simulated as the measurement's loop of back-to-back calls (docs/validation.md).\n"
             "--loo refits the calibration without each log (on the other logs of its hardware family, or on all\n"
             "others when it is alone) and predicts it: the honest accuracy of calibrate + simulate.");
   args.topology_flags();
