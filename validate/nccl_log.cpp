@@ -353,6 +353,7 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const st
   // Preamble facts seen before a run's header apply to the next run.
   std::string pending_op, pending_tests_version, pending_nccl;
   int command_gpus = 0;  // -g of a command line in the text
+  bool pending_slowest = false;  // a kBenchTimeLine since the last "Collective test starting"
   Measurement* cur = nullptr;
   std::map<std::size_t, LoggedChoices> choices;  // NCCL TUNING lines per run (index into runs)
   bool in_devices = false, in_table = false;
@@ -364,6 +365,7 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const st
     cur->op = pending_op;
     cur->nccl_tests_version = pending_tests_version;
     cur->nccl_version = pending_nccl;
+    cur->slowest_rank_time = pending_slowest;
     in_devices = in_table = false;
   };
   while (std::getline(in, raw)) {
@@ -385,6 +387,11 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const st
       }
       if (t.size() >= 5 && t[1] == "Collective" && t[2] == "test" && t[3] == "starting:") {
         pending_op = normalize_op(t[4]);
+        pending_slowest = false;
+        continue;
+      }
+      if (t.size() >= 2 && t[1] == "fabricsim-nccl-bench:") {  // kBenchTimeLine
+        pending_slowest = true;
         continue;
       }
       if (t.size() >= 2 && t[1] == "nThread") {
@@ -649,7 +656,8 @@ Json measurement_to_json(const Measurement& m) {
   for (const auto& [k, v] : m.env) env[k] = v;
   sys["env"] = env;
   sys["origin"] = m.source;
-  sys["format"] = m.format;
+  // Whose time the rows are survives a text -> JSON conversion: the bench's name marks the slowest rank's.
+  sys["format"] = m.slowest_rank_time ? std::string("fabricsim-nccl-bench") : m.format;
   Json rows = Json::array();
   double bus_sum = 0;
   std::size_t bus_n = 0;
@@ -719,7 +727,9 @@ Measurement measurement_from_json(const Json& doc, const std::string& source) {
       }
     std::string origin = sr.string_or("origin", "");
     if (!origin.empty()) m.source = origin;
-    sr.string_or("format", "");
+    // fabricsim-nccl-bench reports the slowest rank's time (Measurement::slowest_rank_time); a converted
+    // nccl-tests log says "nccl-tests" here, a simulation whatever it was written as.
+    m.slowest_rank_time = sr.string_or("format", "") == "fabricsim-nccl-bench";
     // Written by `fabricsim coll --json` (simulations): which topology it ran on.
     sr.string_or("topology", "");
     sr.object_optional("params");

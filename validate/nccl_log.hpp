@@ -85,9 +85,15 @@ struct NcclChoice {
   int calls = 0;          // how many logged calls of this size made this choice
 };
 
+// The comment line (after "# ") with which fabricsim-nccl-bench's text says its rows are the slowest rank's
+// loop time; the parser keys on its first word.
+inline constexpr const char* kBenchTimeLine =
+    "fabricsim-nccl-bench: time = the slowest rank's loop time / iters (nccl-tests prints rank 0's)";
+
 struct Measurement {
   std::string source;          // file the run came from (plus "#run N" when a file holds several)
-  std::string format;          // "nccl-tests", "nccl-tests-legacy", "busbw-markdown", "fabricsim-json"
+  std::string format;          // "nccl-tests", "nccl-tests-legacy", "busbw-markdown", "fabricsim-json",
+                               // "fabricsim-json-simulation"; "fabricsim-nccl-bench" while the bench builds it
   std::string op;              // fabricsim name: all_reduce, all_gather, reduce_scatter, broadcast, reduce,
                                // all_to_all, sendrecv (empty if unknown)
   int nranks = 0;              // ranks in the communicator (0 if the source does not say)
@@ -111,6 +117,10 @@ struct Measurement {
   // Back-to-back calls timed per size (nccl-tests -n: the header's iters, JSON system.iters); 0 = not recorded.
   // A simulation (`fabricsim coll --json`) records it only when it simulated the loop (--iters).
   int loop_iters = 0;
+  // Whose loop time the rows hold: false = rank 0's (nccl-tests prints process 0's), true = the slowest rank's
+  // (fabricsim-nccl-bench: its text says so in a "# fabricsim-nccl-bench:" line after "Collective test
+  // starting", its JSON in system.format). For calls that overlap (broadcast, reduce) the two differ.
+  bool slowest_rank_time = false;
   // NCCL's own choice per size (nccl-tests size convention, bytes), when the log has its TUNING lines; the most
   // frequent one when calls of one size differ. Empty otherwise.
   std::map<std::uint64_t, NcclChoice> nccl_choices;

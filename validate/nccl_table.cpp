@@ -60,6 +60,8 @@ std::string time_field(double us) {
 std::string format_nccl_tests_text(const Measurement& m) {
   std::ostringstream o;
   o << "# Collective test starting: " << perf_binary_name(m.op) << "\n";
+  // Read back by the parser (Measurement::slowest_rank_time): unlike nccl-tests, the rows are the slowest rank's.
+  if (m.slowest_rank_time) o << "# " << kBenchTimeLine << "\n";
   if (m.header) {
     const RunHeader& h = *m.header;
     o << "# nThread " << h.nthread << " nGpus " << h.ngpus << " minBytes " << h.min_bytes << " maxBytes "

@@ -191,7 +191,7 @@ SimSystem::SimSystem(const SystemMapping& map, const Measurement& m) : map_(map)
   impl_->nccl_version = m.nccl_version;
   impl_->gpus_per_thread = m.gpus_per_thread;
   impl_->iters = m.loop_iters > 0 ? m.loop_iters : kNcclTestsDefaultIters;
-  impl_->slowest_rank = m.format == "fabricsim-json";
+  impl_->slowest_rank = m.slowest_rank_time;
   // A `fabricsim coll --json` file is one call per size unless it simulated the loop (--iters).
   impl_->single_call = m.format == "fabricsim-json-simulation" && m.loop_iters == 0;
   impl_->nccl_choices = m.nccl_choices;

@@ -15,6 +15,7 @@
 #include "sim/base/json_reader.hpp"
 #include "validate/calibrate.hpp"
 #include "validate/nccl_log.hpp"
+#include "validate/nccl_table.hpp"
 #include "validate/report.hpp"
 
 using namespace fabricsim;
@@ -174,4 +175,46 @@ TEST_CASE("broadcast is simulated as nccl-tests' back-to-back loop: a tiny call 
   // At 32 MiB the loop is bandwidth-bound: its period is at least the bytes over one GPU's NVLink.
   const SimPoint big = one[0].sys->simulate(32u << 20, def);
   CHECK(big.time_s > (32u << 20) / 300e9);
+}
+
+TEST_CASE("whose loop time: the bench's slowest rank survives text and JSON, and is simulated as such") {
+  // nccl-tests prints rank 0's loop time, fabricsim-nccl-bench the slowest rank's; for a broadcast the two
+  // differ (the root finishes its part of each call first). The bench's text says so in a comment line, its
+  // JSON in system.format, and validate models whichever the file holds.
+  const std::string dir = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/external/abci/fit/";
+  Measurement rank0 = load_measurements(dir + "abci_bcast_inter_anode_job04_7194647_32gpu_broadcast.meta.json").at(0);
+  CHECK(!rank0.slowest_rank_time);
+  Measurement bench = rank0;
+  bench.slowest_rank_time = true;
+  // Text: the marker line reads back; without it the same table is rank 0's.
+  const std::string text = format_nccl_tests_text(bench);
+  CHECK(text.find(std::string("# ") + kBenchTimeLine) != std::string::npos);
+  auto back = parse_nccl_tests_text(text, "bench.txt");
+  REQUIRE(back.size() == 1);
+  CHECK(back[0].slowest_rank_time);
+  auto plain = parse_nccl_tests_text(format_nccl_tests_text(rank0), "plain.txt");
+  REQUIRE(plain.size() == 1);
+  CHECK(!plain[0].slowest_rank_time);
+  // A second run in the same file without the marker is rank 0's again.
+  auto two = parse_nccl_tests_text(text + format_nccl_tests_text(rank0), "two.txt");
+  REQUIRE(two.size() == 2);
+  CHECK(two[0].slowest_rank_time);
+  CHECK(!two[1].slowest_rank_time);
+  // JSON: system.format names the bench; a converted nccl-tests log keeps "nccl-tests" and rank 0.
+  Json jb = measurement_to_json(back[0]);
+  CHECK(jb["system"]["format"] == "fabricsim-nccl-bench");
+  CHECK(measurement_from_json(jb, "b.json").slowest_rank_time);
+  Json jr = measurement_to_json(rank0);
+  CHECK(jr["system"]["format"] == "nccl-tests-legacy");
+  CHECK(!measurement_from_json(jr, "r.json").slowest_rank_time);
+  // Simulated: the slowest rank's period is longer than rank 0's at a latency-bound size, and the same
+  // at a bandwidth-bound one within 2 %.
+  auto c0 = make_cases({rank0});
+  auto cs = make_cases({back[0]});
+  const models::Calibration def = models::default_calibration();
+  const double t0 = c0[0].sys->simulate(4, def).time_s, ts = cs[0].sys->simulate(4, def).time_s;
+  CHECK(ts > t0);
+  const double b0 = c0[0].sys->simulate(32 * kMiB, def).time_s, bs = cs[0].sys->simulate(32 * kMiB, def).time_s;
+  CHECK(bs >= b0);
+  CHECK(bs / b0 < 1.02);
 }

@@ -512,7 +512,8 @@ int run(int argc, char** argv) {
   for (const auto& op : o.ops) {
     fv::Measurement m;
     m.source = "fabricsim-nccl-bench";
-    m.format = "nccl-tests";
+    m.format = "fabricsim-nccl-bench";  // its JSON's system.format: validate models the slowest rank's time
+    m.slowest_rank_time = true;         // and its text says so (kBenchTimeLine)
     m.op = op;
     m.nranks = c.nranks;
     for (const auto& h : hosts)
