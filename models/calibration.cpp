@@ -193,6 +193,18 @@ Calibration default_calibration() {
   // fidelity; larger messages use proportionally larger chunks. Bounds the transfer count; the fill
   // error is below 1/max_pipeline_chunks of the transfer time (tests/models check step vs phase).
   x["max_pipeline_chunks"] = 64.0;
+  // LL throughput of one channel, as a multiple of NCCL's own LL model spread over the channels: one ring or
+  // tree channel moves at most ll_channel_rate x llMaxBw / coll channels bytes of data per second over each
+  // connection ([NCCL-T] llMaxBws, the LL busBw ceiling of the GPU generation; models::nccl_coll_channels),
+  // and a call runs on models::nccl_call_channels of them (collectives.cpp build_schedule). LL is bound by
+  // the SM's flag-polling loads and 8-byte stores, not by the link: on 8x H100 one process per GPU, an
+  // all_reduce takes 18.8-21.2 us from 32 KiB to 512 KiB while NCCL adds one channel per 32 KiB, then 28.6
+  // us at 1 MiB once all 24 are in use ([EXT-aws-p5]). [EXT-aws-p5] fit, everything else at its default:
+  // Huber objective (delta 0.1 on ln time) over its 16 KiB-1 MiB rows 0.01504 / 0.01303 / 0.01286 /
+  // 0.01306 / 0.01430 at 2.25 / 2.5 / 2.6 / 2.75 / 3.0 (docs/validation.md, change 12); 2.6 gives 15.3 GB/s
+  // per H100 channel (141 GB/s / 24 x 2.6) and 9.5 GB/s per A100 channel (87.7 / 24 x 2.6). Applied inside
+  // one host only, and where the channel count is known; elsewhere LL keeps the link-rate model.
+  x["ll_channel_rate"] = 2.6;
   // Ring steps a rank may have in flight on one connection before it waits for the oldest (step
   // fidelity). Modelling choice: 1, so that every ring hop pays its per-step latency serially, which is
   // what the merged phase/symmetry transfers do (they then agree exactly with step fidelity). NCCL keeps

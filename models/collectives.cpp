@@ -364,6 +364,8 @@ struct Builder {
   Schedule s;
   bool aggregated = false;  // the builder already emitted merged flows (compress() would find nothing)
   double step_latency_scale = 1.0;  // NVLS: NCCL loops per pipeline chunk (build_nvls)
+  double ll_cap_payload_Bps = 0;    // LL: data rate cap of one modelled channel's flow, bytes/s (0 = none)
+  double chunk_scale = 1.0;         // NCCL channels one modelled channel stands for, when more than one (LL cap)
 
   NodeId gpu(int rank) const { return spec.communicator[rank]; }
 
@@ -403,6 +405,7 @@ struct Builder {
     // NCCL's defaults, where NCCL's own model says 15 us). A merged transfer pays it `steps` times.
     x.step_latency_s = lat * step_latency_scale;
     x.latency_includes_route = true;
+    if (ll_cap_payload_Bps > 0 && payload > 0) x.rate_cap_Bps = ll_cap_payload_Bps * x.bytes / payload;
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     x.deps = std::move(deps);
@@ -416,6 +419,8 @@ struct Builder {
     double chunk = calib.factor(proto == Protocol::Simple ? "chunk_bytes.simple"
                                 : proto == Protocol::LL   ? "chunk_bytes.ll"
                                                           : "chunk_bytes.ll128");
+    // A modelled channel that stands for several NCCL channels moves their chunks side by side.
+    chunk *= chunk_scale;
     double k = std::ceil(max_edge_payload / chunk);
     double cap = calib.factor("max_pipeline_chunks");
     return static_cast<std::uint32_t>(std::clamp(k, 1.0, cap));
@@ -1172,6 +1177,21 @@ Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, top
   // Per-call latency; a communicator spanning several hosts pays it times multi_host_base_latency_factor
   // (calibration.cpp).
   b.s.fixed_latency_s = b.ap.base_latency_s * (b.L.hosts.size() > 1 ? calib.factor("multi_host_base_latency_factor") : 1.0);
+  // LL is bound per channel, not by the link (calibration.cpp ll_channel_rate): the call's nc NCCL channels
+  // move at most nc x the per-channel rate, shared by the `channels` modelled ones. Inside one host only: that
+  // is where it is measured (the external 8x H100 sweep, the ABCI and DGX single-node logs); across hosts
+  // NCCL's LL ceiling is a network one (llMaxBws N2/N4, by CPU vendor) that no log here calibrates.
+  if (p == Protocol::LL && (a == Algorithm::Ring || a == Algorithm::Tree) && b.L.hosts.size() == 1) {
+    const std::string& model = t.node(spec.communicator.front()).model;
+    const int hosts = static_cast<int>(b.L.hosts.size());
+    const int coll = nccl_coll_channels(model, hosts);
+    const double llmax = ll_max_busbw_Bps(model, hosts);
+    if (coll > 0 && llmax > 0) {
+      const int nc = nccl_call_channels(a, p, static_cast<double>(spec.bytes), static_cast<int>(spec.communicator.size()), coll);
+      b.ll_cap_payload_Bps = llmax / coll * calib.factor("ll_channel_rate") * nc / channels;
+      b.chunk_scale = std::max(1.0, static_cast<double>(nc) / channels);
+    }
+  }
   switch (a) {
     case Algorithm::Ring: b.build_ring(); break;
     case Algorithm::Tree: b.algo_eff = calib.factor("tree_efficiency"); b.build_tree(); break;

@@ -9,6 +9,7 @@
 
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
+#include "models/tuner.hpp"
 #include "sim/engine/schedule_runner.hpp"
 #include "topologies/io.hpp"
 #include "topologies/routing.hpp"
@@ -124,6 +125,53 @@ TEST_CASE("tree all_reduce on an idle NVLink chain = base + (K + 2(n-1) - 1) * (
   for (Fidelity f : kFids) {
     CAPTURE(std::string(to_string(f)));
     CHECK(run(spec_for(t, Op::AllReduce, S, Algorithm::Tree, f), t, r, c) == approx(expect).epsilon(1e-9));
+  }
+}
+
+// LL is bound per channel (calibration ll_channel_rate): a call's nc NCCL channels move at most
+// nc x ll_channel_rate x llMaxBw / coll channels bytes of data per second per connection.
+TEST_CASE("LL ring all_reduce: NCCL's per-call channels, each at the per-channel LL rate") {
+  topo::Topology t = merge_nvswitch_planes(topo::build_preset("dgx-h100", {}));
+  topo::Routing r(t);
+  Calibration c = default_calibration();
+  Calibration uncapped = c;
+  uncapped.extra["ll_channel_rate"] = 1e6;  // never binds: the link-rate model
+  const double link = 450e9 * c.nvlink_efficiency("h100") * c.of(Algorithm::Ring, Protocol::LL).bw_efficiency;
+  const double per_channel = c.factor("ll_channel_rate") * 141e9 / 24;  // [NCCL-T] llMaxBws Hopper N1, 24 channels
+  for (std::uint64_t S : {32ull << 10, 64ull << 10, 256ull << 10, 512ull << 10}) {
+    CAPTURE(S);
+    const double nc = static_cast<double>(nccl_call_channels(Algorithm::Ring, Protocol::LL, static_cast<double>(S), 8, 24));
+    CHECK(nc == static_cast<double>(S >> 15));  // one channel per 32 KiB on 8 ranks
+    const CollectiveSpec s = spec_for(t, Op::AllReduce, S, Algorithm::Ring, Fidelity::Step, Protocol::LL);
+    // 14 steps of S/8 each; only the data part of each step changes.
+    const double extra = 14.0 * (S / 8.0) * (1.0 / std::min(link, nc * per_channel) - 1.0 / link);
+    CHECK(run(s, t, r, c) - run(s, t, r, uncapped) == approx(extra).epsilon(1e-6));
+  }
+  // Channels grow with the size, so the time stays flat while the channels, not the link, bind (up to 256 KiB
+  // here: 8 x 15.3 GB/s < 185 GB/s), as NCCL's does on 8x H100 (18.8-21.2 us from 32 KiB to 512 KiB).
+  const double t32 = run(spec_for(t, Op::AllReduce, 32u << 10, Algorithm::Ring, Fidelity::Step, Protocol::LL), t, r, c);
+  const double t256 = run(spec_for(t, Op::AllReduce, 256u << 10, Algorithm::Ring, Fidelity::Step, Protocol::LL), t, r, c);
+  CHECK(t256 == approx(t32).epsilon(1e-9));
+  // Simple is not capped, and neither is LL where NCCL's channel count is unknown (V100).
+  const CollectiveSpec simple = spec_for(t, Op::AllReduce, 64u << 10, Algorithm::Ring, Fidelity::Step);
+  CHECK(run(simple, t, r, c) == approx(run(simple, t, r, uncapped)));
+  topo::Topology v = merge_nvswitch_planes(topo::build_preset("dgx-a100", {{"gpu", "v100"}}));
+  topo::Routing rv(v);
+  const CollectiveSpec vll = spec_for(v, Op::AllReduce, 64u << 10, Algorithm::Ring, Fidelity::Step, Protocol::LL);
+  CHECK(run(vll, v, rv, c) == approx(run(vll, v, rv, uncapped)));
+  // Nor across hosts (NCCL's LL ceiling there is a network one that no log here calibrates).
+  topo::Topology sp = merge_nvswitch_planes(topo::build_preset("superpod", {{"nodes", "2"}, {"node", "dgx-h100"}}));
+  topo::Routing rs(sp);
+  const CollectiveSpec mll = spec_for(sp, Op::AllReduce, 64u << 10, Algorithm::Ring, Fidelity::Step, Protocol::LL);
+  CHECK(run(mll, sp, rs, c) == approx(run(mll, sp, rs, uncapped)));
+  // A pipelined LL broadcast: the modelled channel stands for the call's NCCL channels and moves their chunks
+  // side by side, so a larger call never finishes sooner.
+  double prev = 0;
+  for (std::uint64_t S = 16u << 10; S <= (4u << 20); S *= 2) {
+    CAPTURE(S);
+    const double tb = run(spec_for(t, Op::Broadcast, S, Algorithm::Ring, Fidelity::Step, Protocol::LL), t, r, c);
+    CHECK(tb >= prev);
+    prev = tb;
   }
 }
 

@@ -1,10 +1,11 @@
 // Leave-one-out accuracy of calibrate + simulate on the shared nccl-tests logs (issue 4).
 //
 // The issue's targets: for sizes >= 1 MiB, median |busbw error| <= 5 % and p90 <= 12 %; below 1 MiB,
-// median <= 15 %. On the whole shared data set all three fits meet the < 1 MiB median bound (default 12.9 %,
-// since 2026-11-22 05:15 UTC) but not the two >= 1 MiB bounds (5.1 %, 26.7 %; docs/validation.md
-// "Leave-one-out accuracy" explains what limits them). So this test asserts, for the default fit:
-//  1. the issue's < 1 MiB median bound on the whole set;
+// median <= 15 %. On the whole shared data set all three fits meet the < 1 MiB median bound (default 13.1 %,
+// since 2026-11-22 05:15 UTC), the default and --nccl-eras fits the >= 1 MiB median bound too (4.8 %, 4.6 %;
+// since 2026-11-22 17:00 UTC), none the p90 bound (29.0 %; docs/validation.md "Leave-one-out accuracy"
+// explains what limits it). So this test asserts, for the default fit:
+//  1. the issue's two median bounds on the whole set;
 //  2. the issue's medians on the subset where they hold (the Together H100 ring logs, NCCL 2.26), and a
 //     guard on that subset's p90 (7.5 %: within the issue's 12 % since 2026-11-22 08:10 UTC);
 //  3. regression guards at the measured whole-set values (rounded up to the next percent), so any change that
@@ -39,6 +40,14 @@
 //       / 12.9 / 40.4 % -> 5.1 / 26.7 / 12.9 / 40.4 %. Tighter: >= 1 MiB p90 guard 29 -> 27 %, B200 8 -> 6 %,
 //       --split-fit p90 32 -> 31 %; new: the h100 family's p90 (6.9 %) guarded at 7 %. Together H100 p90
 //       7.5 -> 7.8 % (guard 8 % kept).
+//     - 2026-11-22 17:00 UTC (session 10), LL bound per channel (calibration ll_channel_rate, NCCL's per-call
+//       channel count; default fitted on the external 8x H100 sweep): 5.1 / 26.7 / 12.9 / 40.4 % -> 4.8 / 29.0
+//       / 13.1 / 46.7 %. Tighter: >= 1 MiB median 6 -> 5 % (the issue bound, met: 68 of 133 points within
+//       5 %), B200 6 -> 3 % (5.5 -> 2.6 %), --split-fit p90 31 -> 29 %, < 1 MiB p90 46 -> 45 %, --nccl-eras
+//       median 6 -> 5 % (bound met, 4.6 %), p90 30 -> 26 %. Looser: >= 1 MiB p90 27 -> 30 % (Azure's 2-4 MiB LL
+//       rows and the ABCI A 4-GPU LL128 rows), < 1 MiB p90 41 -> 47 % and --nccl-eras 42 -> 48 % (the B200
+//       send/recv log's small sizes, 18.0 -> 47.0 % median: its prediction comes from the other families'
+//       Simple latency, which the ABCI LL rows no longer inflate, 30.9 -> 10.4 us).
 //  4. the ABCI V intra-node log (4x V100): NVLink efficiency is fitted on single-host runs only
 //     (validate/calibrate.cpp `relevant`); before that rule its LOO error was 80 % (the inter-node logs drove
 //     nvlink_efficiency.v100 to 0.10).
@@ -124,18 +133,20 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
 
   {  // whole shared set: the issue's < 1 MiB median bound, regression guards for the >= 1 MiB bounds (NOT met)
     whole_set("all logs", r);
-    // Measured 2026-11-22 10:00 UTC (docs/validation.md): 5.1 % / 26.7 %; 12.9 % / 40.4 %.
-    CHECK(r.summary.large.median <= 0.06);  // guard (issue bound 5 %: not met, 66 of the 67 points needed)
-    CHECK(r.summary.large.p90 <= 0.27);     // guard (issue bound 12 %: not met)
-    CHECK(r.summary.small.median <= 0.15);  // issue bound (measured 12.9 %)
-    CHECK(r.summary.small.p90 <= 0.41);     // guard
+    // Measured 2026-11-22 17:00 UTC (docs/validation.md): 4.8 % / 29.0 %; 13.1 % / 46.7 %.
+    CHECK(r.summary.large.median <= 0.05);  // issue bound (met: 68 of 133 points within 5 %, 67 needed)
+    CHECK(r.summary.large.p90 <= 0.30);     // guard (issue bound 12 %: not met)
+    CHECK(r.summary.small.median <= 0.15);  // issue bound (measured 13.1 %)
+    CHECK(r.summary.small.p90 <= 0.47);     // guard
     ErrorSummary b = subset(r, "together_b200", 2);
     MESSAGE("B200 LOO (default fit): >= 1 MiB median " << b.large.median);
-    CHECK(b.large.median <= 0.06);  // measured 5.5 % (3.4 % when the default network efficiency came from this log)
+    CHECK(b.large.median <= 0.03);  // measured 2.6 % (5.5 % before the per-channel LL rate; 3.4 % when the
+                                    // default network efficiency came from this log)
     ErrorSummary h = subset(r, "h100_1node", 4);
     MESSAGE("h100 family LOO (default fit): >= 1 MiB median " << h.large.median << " p90 " << h.large.p90);
-    CHECK(h.large.median <= 0.05);  // issue bound; measured 3.9 %
-    CHECK(h.large.p90 <= 0.07);     // guard; measured 6.9 % (16.4 % before NVLS loops: the DGX H100 log)
+    CHECK(h.large.median <= 0.05);  // issue bound; measured 3.8 %
+    CHECK(h.large.p90 <= 0.07);     // guard; measured 6.8 % (16.4 % before NVLS loops: the DGX H100 log)
+    CHECK(h.small.p90 <= 0.08);     // guard; measured 7.0 % (13.1 % before the per-channel LL rate)
   }
 
   {  // ABCI V intra-node (single-host V100): regression guard at the measured value
@@ -150,13 +161,13 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
   {  // --split-fit: regression guards at its measured values. Its configuration was chosen on an older model
      // (then 9.7 % / 38.0 %; 17.6 % / 66.0 %, B200 5.6 %, V intra 6.2 %) (docs/validation.md).
     whole_set("split-fit", rs);
-    CHECK(rs.summary.large.median <= 0.06);  // measured 5.1 %
-    CHECK(rs.summary.large.p90 <= 0.31);     // measured 30.7 %
+    CHECK(rs.summary.large.median <= 0.06);  // measured 5.2 %
+    CHECK(rs.summary.large.p90 <= 0.29);     // measured 28.4 %
     CHECK(rs.summary.small.median <= 0.15);  // issue bound; measured 9.9 %
-    CHECK(rs.summary.small.p90 <= 0.46);     // measured 45.5 %
+    CHECK(rs.summary.small.p90 <= 0.45);     // measured 44.8 %
     ErrorSummary b = subset(rs, "together_b200", 2);
     MESSAGE("B200 LOO: split-fit >= 1 MiB median " << b.large.median);
-    CHECK(b.large.median <= 0.03);  // measured 2.4 % (26.2 % at 05:15, when -g 8 runs moved the latencies)
+    CHECK(b.large.median <= 0.03);  // measured 1.9 % (26.2 % at 05:15, when -g 8 runs moved the latencies)
     ErrorSummary v = subset(rs, "abci_intra_vnode", 1);
     CHECK(v.large.median <= 0.09);  // measured 8.9 %
     ErrorSummary t = subset(rs, "together_h100_", 3);
@@ -167,9 +178,9 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
 
   {  // --nccl-eras: regression guards at its measured values
     whole_set("nccl-eras", re);
-    CHECK(re.summary.large.median <= 0.06);  // measured 5.1 %
-    CHECK(re.summary.large.p90 <= 0.30);     // measured 29.6 %
-    CHECK(re.summary.small.median <= 0.15);  // issue bound; measured 13.7 %
-    CHECK(re.summary.small.p90 <= 0.42);     // measured 41.5 %
+    CHECK(re.summary.large.median <= 0.05);  // issue bound; measured 4.6 %
+    CHECK(re.summary.large.p90 <= 0.26);     // measured 25.1 %
+    CHECK(re.summary.small.median <= 0.15);  // issue bound; measured 13.3 %
+    CHECK(re.summary.small.p90 <= 0.48);     // measured 47.3 %
   }
 }
