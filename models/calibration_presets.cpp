@@ -9,7 +9,7 @@ std::string matching_calibration_name(const topo::Topology& t) {
   const std::string& m = t.node(t.gpus().front()).model;
   std::string family;
   // a100.json is dominated by the ABCI A100-SXM4-40GB runs (NCCL 2.8.4); on A100-80GB DGX/HGX systems it
-  // predicts 191 GB/s peak all_reduce busbw against 231.58 GB/s measured (azure_ndv4_a100 log), worse than
+  // predicts 194 GB/s peak all_reduce busbw against 231.58 GB/s measured (azure_ndv4_a100 log), worse than
   // the built-in defaults (239.8 GB/s), so it is matched only to a100-40gb.
   if (m == "a100-40gb") family = "a100";
   else if (m == "h100" || m == "h200") family = "h100";
