@@ -1183,9 +1183,8 @@ Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, top
   // NCCL's LL ceiling is a network one (llMaxBws N2/N4, by CPU vendor) that no log here calibrates.
   if (p == Protocol::LL && (a == Algorithm::Ring || a == Algorithm::Tree) && b.L.hosts.size() == 1) {
     const std::string& model = t.node(spec.communicator.front()).model;
-    const int hosts = static_cast<int>(b.L.hosts.size());
-    const int coll = nccl_coll_channels(model, hosts);
-    const double llmax = ll_max_busbw_Bps(model, hosts);
+    const int coll = nccl_coll_channels(model, 1);
+    const double llmax = ll_max_busbw_Bps(model, 1);
     if (coll > 0 && llmax > 0) {
       const int nc = nccl_call_channels(a, p, static_cast<double>(spec.bytes), static_cast<int>(spec.communicator.size()), coll);
       b.ll_cap_payload_Bps = llmax / coll * calib.factor("ll_channel_rate") * nc / channels;
