@@ -27,7 +27,8 @@ std::string pct(double f) {
 
 int cmd_calibrate(int argc, char** argv) {
   Args args("calibrate", "[options] LOGS... -o CALIB.json",
-            "Fits the collective model's calibration (per-protocol latencies, NVLink/network/NVLS/tree efficiencies)\n"
+            "Fits the collective model's calibration (per-protocol latencies, NVLink/network/NVLS/tree efficiencies,\n"
+            "the per-channel LL rate)\n"
             "to measured nccl-tests times by robust (Huber) least squares on log-time residuals, prints the fitted\n"
             "parameters and residuals, and writes a calibration file for --calibration. LOGS are nccl-tests text\n"
             "outputs, their .meta.json sidecars (tests/data/nccl-tests), or collective-results JSON files.\n"
