@@ -99,8 +99,8 @@ std::vector<Param> candidate_params(const models::Calibration& start, bool split
     bool eff = k.rfind("nvlink_efficiency.", 0) == 0 || k == "network_efficiency" || k == "pcie_efficiency" ||
                k == "nvls_efficiency" || k == "tree_efficiency";
     const bool multi = split && k == "multi_host_base_latency_factor";
-    const bool launch = is_host_launch_key(k) || k == "ll_channel_rate";  // free, not a fraction
-    if ((!eff && !multi && !launch) || !(v > 0)) continue;
+    const bool unbounded = is_host_launch_key(k) || k == "ll_channel_rate";  // free, not fractions
+    if ((!eff && !multi && !unbounded) || !(v > 0)) continue;
     Param p;
     p.name = k;
     p.key = k;
@@ -209,9 +209,10 @@ bool relevant(const Param& p, const Case& cs, const models::Calibration& c, bool
   // several GPUs (nccl-tests -g > 1): with one GPU per thread its floor (one launch, ~4 us) sits below every
   // measured time, and letting those runs move it would let it absorb their latency error.
   if (is_host_launch_key(p.key)) return cs.m.gpus_per_thread > 1;
-  // The per-channel LL rate, like the latencies, from runs with one GPU per host thread: with -g N the LL
-  // sizes sit on the host launch floor.
-  if (p.key == "ll_channel_rate") return cs.m.gpus_per_thread <= 1;
+  // The per-channel LL rate, like the latencies, from runs with one GPU per host thread (with -g N the LL
+  // sizes sit on the host launch floor), and single-host ones: the model applies it inside one host only
+  // (models/collectives.cpp build_schedule), so a multi-host run's times do not depend on it.
+  if (p.key == "ll_channel_rate") return cs.m.gpus_per_thread <= 1 && cs.m.num_nodes <= 1;
   return true;
 }
 
