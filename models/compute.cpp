@@ -61,6 +61,23 @@ double ComputeModel::time_s(OpClass c, double flops, double bytes, int kernels) 
   return t + kernels * eff.kernel_overhead_s;
 }
 
+double ComputeModel::kernel_time_s(const KernelDesc& k) const {
+  ComputeModel m = *this;
+  m.precision = k.precision;
+  switch (k.kind) {
+    case KernelKind::Gemm:
+    case KernelKind::GroupedGemm: {
+      const double e = k.precision == Precision::FP8 ? 1.0 : 2.0;
+      const double bytes = double(k.groups) * e * (double(k.m) * k.k + double(k.k) * k.n + double(k.m) * k.n);
+      return m.time_s(OpClass::Gemm, k.flops(), bytes);
+    }
+    case KernelKind::Attention: return m.time_s(OpClass::Attention, k.flops(), 0);
+    case KernelKind::MemoryBound:
+      return m.time_s(k.memory_kind == MemoryKernel::Embedding ? OpClass::Embedding : OpClass::Elementwise, 0, k.bytes);
+  }
+  return 0;
+}
+
 namespace {
 double eff_value(const Json& v, const JsonPath& at) {
   if (!v.is_number()) json_fail(at, "expected a number in (0, 1]");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "models/gpu.hpp"
+#include "models/kernel.hpp"
 #include "sim/base/json_reader.hpp"
 
 namespace fabricsim::models {
@@ -64,6 +65,9 @@ struct ComputeModel {
 
   // Seconds for `kernels` kernels of class `c` doing `flops` FLOPs and moving `bytes` bytes of HBM traffic.
   double time_s(OpClass c, double flops, double bytes, int kernels = 1) const;
+  // Seconds for one kernel described by its shape (models/kernel.hpp). Placeholder until the per-kernel
+  // model lands: the class roofline above with the kernel's FLOPs and a minimal byte count.
+  double kernel_time_s(const KernelDesc& k) const;
 };
 
 }  // namespace fabricsim::models

@@ -10,6 +10,7 @@ const char* to_string(Precision p) {
     case Precision::BF16: return "bf16";
     case Precision::TF32: return "tf32";
     case Precision::FP32: return "fp32";
+    case Precision::FP8: return "fp8";
   }
   return "?";
 }
@@ -19,6 +20,7 @@ bool parse_precision(const std::string& s, Precision& out) {
   else if (s == "bf16") out = Precision::BF16;
   else if (s == "tf32") out = Precision::TF32;
   else if (s == "fp32") out = Precision::FP32;
+  else if (s == "fp8") out = Precision::FP8;
   else return false;
   return true;
 }
@@ -29,6 +31,7 @@ double GpuSpec::peak_flops(Precision p) const {
     case Precision::BF16: return peak_bf16_flops > 0 ? peak_bf16_flops : peak_fp16_flops;
     case Precision::TF32: return peak_tf32_flops;
     case Precision::FP32: return peak_fp32_flops;
+    case Precision::FP8: return peak_fp8_flops;
   }
   return peak_fp16_flops;
 }
@@ -57,17 +60,20 @@ std::vector<GpuSpec> make_specs() {
   //   glennklockwood); TF32 dense 494.7 and FP32 66.9 TFLOP/s: NVIDIA H100 whitepaper (Table 3, SXM5).
   //   HBM3 3.35 TB/s, 80 GB: hardware_specs.json facts[20].
   v.push_back({"h100", 989.4 * T, 989.4 * T, 494.7 * T, 66.9 * T, 3350 * GBps, 80 * GiB,
-               "hardware_specs.json facts[19],[20]; NVIDIA H100 whitepaper"});
+               "hardware_specs.json facts[19],[20]; NVIDIA H100 whitepaper", 1978.9 * T});
+  //   FP8 dense 1978.9 TFLOP/s: NVIDIA H100 whitepaper Table 3 (SXM5, 3957.8 with sparsity).
   // H200 SXM: same GH100 compute as H100 SXM (NVIDIA H200 datasheet: FP16 Tensor 1,979 TFLOPS with
   //   sparsity = 989.5 dense; TF32 989 sparse = 494.7 dense; FP32 67); HBM3e 4.8 TB/s, 141 GB: NVIDIA H200
   //   datasheet. (Measured STREAM 4.0-4.15 TB/s: hardware_specs.json facts[25].)
   v.push_back({"h200", 989.4 * T, 989.4 * T, 494.7 * T, 67 * T, 4800 * GBps, 141 * GB,
-               "NVIDIA H200 datasheet; hardware_specs.json facts[25]"});
+               "NVIDIA H200 datasheet; hardware_specs.json facts[25]", 1979 * T});
+  //   FP8 dense 1979 TFLOP/s: NVIDIA H200 datasheet (FP8 Tensor Core 3,958 TFLOPS with sparsity).
   // B200: FP16 dense 2250 TFLOP/s, HBM3e 8 TB/s, 192 GB: hardware_specs.json facts[41] (secondary; note
   //   there: some DGX/HGX parts expose 180 GB). TF32 dense 1100 TFLOP/s (2.2 PF sparse) and FP32 75 TFLOP/s:
   //   NVIDIA DGX B200 / HGX B200 datasheet (8-GPU totals divided by 8).
   v.push_back({"b200", 2250 * T, 2250 * T, 1100 * T, 75 * T, 8000 * GBps, 192 * GB,
-               "hardware_specs.json facts[41]; NVIDIA HGX B200 datasheet"});
+               "hardware_specs.json facts[41]; NVIDIA HGX B200 datasheet", 4500 * T});
+  //   FP8 dense 4.5 PFLOP/s: NVIDIA HGX B200 datasheet (72 PFLOPS FP8 training per 8 GPUs with sparsity).
   // V100 SXM2 16GB (ABCI V nodes, as in /work/shared/data/nccl-tests abci_*_vnode_*): FP16 Tensor 125
   //   TFLOP/s, FP32 15.7 TFLOP/s, HBM2 900 GB/s, 16 GB: NVIDIA Tesla V100 datasheet (SXM2). No BF16/TF32:
   //   TF32 work runs on the FP32 cores (15.7).

@@ -6,9 +6,9 @@
 
 namespace fabricsim::models {
 
-enum class Precision { FP16, BF16, TF32, FP32 };
+enum class Precision { FP16, BF16, TF32, FP32, FP8 };
 const char* to_string(Precision p);
-bool parse_precision(const std::string& s, Precision& out);  // "fp16", "bf16", "tf32", "fp32"
+bool parse_precision(const std::string& s, Precision& out);  // "fp16", "bf16", "tf32", "fp32", "fp8"
 
 struct GpuSpec {
   std::string name;              // "a100-80gb", "h100", ...
@@ -19,6 +19,7 @@ struct GpuSpec {
   double hbm_bandwidth_Bps = 0;  // bytes/s
   double hbm_capacity_bytes = 0; // bytes
   std::string source;            // short provenance string
+  double peak_fp8_flops = 0;     // FLOP/s, dense Tensor Core FP8 (0 = not supported: V100, A100)
 
   // Peak for a precision; BF16 on a GPU without BF16 falls back to FP16 (the trace's numbers still count).
   double peak_flops(Precision p) const;
