@@ -68,9 +68,11 @@ long long bench_count_wrong(CollectiveBackend& b, const std::string& op, const B
 }
 
 long long bench_fill_run_check(CollectiveBackend& b, const std::string& op, const BenchShape& s, bool in_place,
-                               double stall_s) {
+                               BenchStall stall, double stall_s) {
+  if (stall == BenchStall::DefaultStream)
+    for (int l = 0; l < b.local_count(); ++l) b.stall_default_stream(l, stall_s);
   bench_fill(b, op, s, in_place);
-  if (stall_s > 0)
+  if (stall == BenchStall::OwnStream)
     for (int l = 0; l < b.local_count(); ++l) b.stall(l, stall_s);
   b.collective(op, s, in_place);
   return b.sum_over_ranks(bench_count_wrong(b, op, s, in_place));
@@ -91,13 +93,16 @@ SelfTestResult bench_self_test(CollectiveBackend& b, const std::vector<std::stri
       if (s.count == 0) continue;
       for (bool ip : {false, true}) {
         if (ip && (op == "all_to_all" || op == "sendrecv")) continue;
-        const long long wrong = bench_fill_run_check(b, op, s, ip, stall_s);
-        ++r.checks;
-        if (wrong) ++r.failed;
-        std::snprintf(line, sizeof line, "self-test %-14s %10llu B %-12s stalled %4.0f ms: %lld wrong  %s\n",
-                      op.c_str(), static_cast<unsigned long long>(s.size_bytes), ip ? "in-place" : "out-of-place",
-                      stall_s * 1e3, wrong, wrong ? "FAIL" : "ok");
-        log += line;
+        for (BenchStall where : {BenchStall::OwnStream, BenchStall::DefaultStream}) {
+          const long long wrong = bench_fill_run_check(b, op, s, ip, where, stall_s);
+          ++r.checks;
+          if (wrong) ++r.failed;
+          std::snprintf(line, sizeof line, "self-test %-14s %10llu B %-12s %-14s stream held %3.0f ms: %lld wrong  %s\n",
+                        op.c_str(), static_cast<unsigned long long>(s.size_bytes), ip ? "in-place" : "out-of-place",
+                        where == BenchStall::OwnStream ? "collective's" : "legacy default", stall_s * 1e3, wrong,
+                        wrong ? "FAIL" : "ok");
+          log += line;
+        }
       }
     }
   // Negative control: the same check, reading the result before waiting for the stalled stream.

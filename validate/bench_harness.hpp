@@ -50,6 +50,9 @@ class CollectiveBackend {
   virtual void collective(const std::string& op, const BenchShape& s, bool in_place) = 0;
   // Holds the GPU's stream for `seconds` (self-test: a result read before wait() is then certainly stale).
   virtual void stall(int local, double seconds) = 0;
+  // Holds the GPU's legacy default stream, which the harness must not use, for `seconds` (self-test: an
+  // operation that went there instead of the collective's stream would then land after the collective).
+  virtual void stall_default_stream(int local, double seconds) = 0;
   // Copies `count` elements of `b` from `offset` into this GPU's download slot; the host may poison the
   // slot first, so stale contents never look right.
   virtual void download(int local, BenchBuffer b, std::size_t offset, std::size_t count) = 0;
@@ -63,12 +66,17 @@ class CollectiveBackend {
 void bench_fill(CollectiveBackend& b, const std::string& op, const BenchShape& s, bool in_place);
 // Wrong elements on this process's GPUs (the result of the last collective). Waits before reading.
 long long bench_count_wrong(CollectiveBackend& b, const std::string& op, const BenchShape& s, bool in_place);
+// Which stream a check holds back: none, the collective's own (before the collective, after the fill), or
+// the legacy default stream (before the fill).
+enum class BenchStall { None, OwnStream, DefaultStream };
 // fill, optional stall, collective, count (summed over all ranks).
 long long bench_fill_run_check(CollectiveBackend& b, const std::string& op, const BenchShape& s, bool in_place,
-                               double stall_s = 0);
+                               BenchStall stall = BenchStall::None, double stall_s = 0);
 
 // The harness's self-test (fabricsim-nccl-bench --self-test): every op at sizes around the range the first
-// H200 run failed in, out-of-place and in-place, each with the stream stalled before the collective, must
+// H200 run failed in, out-of-place and in-place, once with its own stream stalled before the collective
+// (exposes a read that does not wait for the GPU) and once with the legacy default stream stalled before the
+// fill (exposes a buffer operation on a stream not ordered with the collective, the first run's bug), must
 // come back with 0 wrong elements; then a negative control reads a stalled result *without* waiting and must
 // see it wrong (proof that the stall would expose a missing synchronisation). Lines go to `log`.
 struct SelfTestResult {

@@ -43,6 +43,7 @@ class DeferredBackend : public CollectiveBackend {
     ++collectives;
   }
   void stall(int, double) override { ++stalls; }  // the queue is already held until wait()
+  void stall_default_stream(int, double) override { ++default_stalls; }  // unordered work lands late anyway
   void download(int l, BenchBuffer b, std::size_t off, std::size_t count) override {
     slot_[l].assign(count, std::nanf(""));
     queue_.push_back([this, l, b, off, count] {
@@ -55,7 +56,7 @@ class DeferredBackend : public CollectiveBackend {
   }
   const float* download_slot(int l) const override { return slot_[l].data(); }
   long long sum_over_ranks(long long v) override { return v; }
-  int collectives = 0, stalls = 0;
+  int collectives = 0, stalls = 0, default_stalls = 0;
 
  private:
   std::vector<float>& buf(int l, BenchBuffer b) { return b == BenchBuffer::Send ? send_[l] : recv_[l]; }
@@ -103,9 +104,11 @@ TEST_CASE("bench harness: every op checks right when the GPU runs only at wait()
         CAPTURE(op);
         CAPTURE(n);
         CAPTURE(ip);
-        CHECK(bench_fill_run_check(b, op, s, ip, 0.01) == 0);
-        CHECK(b.collectives == 1);
+        CHECK(bench_fill_run_check(b, op, s, ip, BenchStall::OwnStream, 0.01) == 0);
+        CHECK(bench_fill_run_check(b, op, s, ip, BenchStall::DefaultStream, 0.01) == 0);
+        CHECK(b.collectives == 2);
         CHECK(b.stalls == n);
+        CHECK(b.default_stalls == n);
       }
   }
 }
@@ -128,8 +131,8 @@ TEST_CASE("bench self-test passes on an ordered backend and fails on the racing 
   std::string log;
   DeferredBackend good(2, 64 * 1024 / 4);
   SelfTestResult r = bench_self_test(good, kOps, 0.02, log, sizes);
-  // 7 ops x 2 sizes out-of-place + 5 ops x 2 sizes in-place.
-  CHECK(r.checks == 24);
+  // (7 ops x 2 sizes out-of-place + 5 ops x 2 sizes in-place) x 2 streams held.
+  CHECK(r.checks == 48);
   CHECK(r.failed == 0);
   CHECK(r.control_detected);  // the read without wait() saw the poisoned slot
   CHECK(r.passed());
@@ -138,7 +141,7 @@ TEST_CASE("bench self-test passes on an ordered backend and fails on the racing 
   std::string bad_log;
   DeferredBackend racing(2, 64 * 1024 / 4, /*unordered_zero=*/true);
   SelfTestResult bad = bench_self_test(racing, kOps, 0.02, bad_log, sizes);
-  CHECK(bad.failed == 14);  // every out-of-place check (7 ops x 2 sizes), none of the in-place ones
+  CHECK(bad.failed == 28);  // every out-of-place check (7 ops x 2 sizes x 2), none of the in-place ones
   CHECK_FALSE(bad.passed());
   CHECK(bad_log.find("-> FAIL") != std::string::npos);
 }

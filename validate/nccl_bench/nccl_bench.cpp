@@ -80,6 +80,7 @@ struct Options {
   double uid_timeout_s = 300;
   bool self_test = false;
   double self_test_stall_s = 0.02;
+  bool self_test_legacy_zero = false;
 };
 
 const char* kUsage =
@@ -100,10 +101,14 @@ const char* kUsage =
     "  --rank R --nranks N --local-gpu D   multi-process identity (default: Slurm, then Open MPI env)\n"
     "  --uid-timeout SEC    how long non-zero ranks wait for PATH (default 300)\n"
     "  --self-test          check the harness itself instead of measuring: every --op at 4 KiB-64 MiB,\n"
-    "                       out-of-place and in-place, with each GPU's stream stalled before the collective\n"
-    "                       (a check that did not wait for the GPU would read stale data); plus a negative\n"
-    "                       control that must see stale data. Exit 0 on PASS, 4 on FAIL. One GPU suffices.\n"
-    "  --self-test-stall T  how long the stall holds each stream (default 20ms)\n";
+    "                       out-of-place and in-place, once with the collective's stream held before the\n"
+    "                       collective (a check that did not wait for the GPU would read stale data), once\n"
+    "                       with the legacy default stream held before the fill (a buffer operation not\n"
+    "                       ordered with the collective would land late); plus a negative control that must\n"
+    "                       see stale data. Exit 0 on PASS, 4 on FAIL. One GPU suffices.\n"
+    "  --self-test-stall T  how long the stall holds each stream (default 20ms)\n"
+    "  --self-test-legacy-zero  zero receive buffers with cudaMemset on the legacy default stream, as the\n"
+    "                       harness did before its first real-GPU run: the self-test must then FAIL\n";
 
 int env_int(const char* name, int dflt) {
   const char* v = std::getenv(name);
@@ -161,6 +166,8 @@ Options parse_args(int argc, char** argv) {
       o.local_gpu = static_cast<int>(fabricsim::parse_int(value(), "--local-gpu"));
     } else if (a == "--self-test") {
       o.self_test = true;
+    } else if (a == "--self-test-legacy-zero") {
+      o.self_test_legacy_zero = true;
     } else if (a == "--self-test-stall") {
       o.self_test_stall_s = fabricsim::parse_time(value(), "--self-test-stall");
       if (!(o.self_test_stall_s > 0 && o.self_test_stall_s <= 10))
@@ -289,12 +296,20 @@ class CudaBackend : public fv::CollectiveBackend {
   }
   void zero(int local, fv::BenchBuffer b, std::size_t offset, std::size_t count) override {
     Dev& d = use(local);
-    CUDA_OK(cudaMemsetAsync(buffer(d, b) + offset, 0, count * sizeof(float), d.stream));
+    if (legacy_zero)  // --self-test-legacy-zero: the first H200 run's bug, kept to show the self-test catches it
+      CUDA_OK(cudaMemset(buffer(d, b) + offset, 0, count * sizeof(float)));
+    else
+      CUDA_OK(cudaMemsetAsync(buffer(d, b) + offset, 0, count * sizeof(float), d.stream));
   }
+  bool legacy_zero = false;
   void collective(const std::string& op, const BenchShape& s, bool in_place) override { run_once(c_, op, s, in_place); }
   void stall(int local, double seconds) override {
     Dev& d = use(local);
     CUDA_OK(cudaLaunchHostFunc(d.stream, host_sleep, new double(seconds)));
+  }
+  void stall_default_stream(int local, double seconds) override {
+    use(local);
+    CUDA_OK(cudaLaunchHostFunc(cudaStreamLegacy, host_sleep, new double(seconds)));
   }
   void download(int local, fv::BenchBuffer b, std::size_t offset, std::size_t count) override {
     Dev& d = use(local);
@@ -463,7 +478,8 @@ int run(int argc, char** argv) {
       c.devs.push_back(d);
     }
   }
-  c.buf_bytes = o.max_bytes;
+  // The self-test sizes go up to 64 MiB whatever -e says.
+  c.buf_bytes = o.self_test ? std::max<std::uint64_t>(o.max_bytes, fv::bench_self_test_sizes().back()) : o.max_bytes;
   for (auto& d : c.devs) {
     CUDA_OK(cudaSetDevice(d.cuda_dev));
     CUDA_OK(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
@@ -475,6 +491,7 @@ int run(int argc, char** argv) {
   }
   const bool leader = !c.multi_process || o.rank == 0;
   CudaBackend backend(c);
+  backend.legacy_zero = o.self_test_legacy_zero;
   if (o.self_test) {
     std::string log;
     fv::SelfTestResult r = fv::bench_self_test(backend, o.ops, o.self_test_stall_s, log);
