@@ -75,6 +75,10 @@ long long bench_fill_run_check(CollectiveBackend& b, const std::string& op, cons
   if (stall == BenchStall::OwnStream)
     for (int l = 0; l < b.local_count(); ++l) b.stall(l, stall_s);
   b.collective(op, s, in_place);
+  // With the default stream held, let whatever was queued there land before reading, so that a misplaced
+  // operation shows in this check's result and not in the next one's.
+  if (stall == BenchStall::DefaultStream)
+    for (int l = 0; l < b.local_count(); ++l) b.wait_device(l);
   return b.sum_over_ranks(bench_count_wrong(b, op, s, in_place));
 }
 

@@ -57,6 +57,8 @@ class CollectiveBackend {
   // slot first, so stale contents never look right.
   virtual void download(int local, BenchBuffer b, std::size_t offset, std::size_t count) = 0;
   virtual void wait(int local) = 0;
+  // Waits for every stream of the GPU (the legacy default stream too).
+  virtual void wait_device(int local) = 0;
   virtual const float* download_slot(int local) const = 0;
   // Sum over every rank of every process (multi-process: a tiny collective; one process: the value).
   virtual long long sum_over_ranks(long long v) = 0;

@@ -54,6 +54,7 @@ class DeferredBackend : public CollectiveBackend {
     for (auto& f : queue_) f();
     queue_.clear();
   }
+  void wait_device(int l) override { wait(l); }
   const float* download_slot(int l) const override { return slot_[l].data(); }
   long long sum_over_ranks(long long v) override { return v; }
   int collectives = 0, stalls = 0, default_stalls = 0;
@@ -157,4 +158,50 @@ TEST_CASE("bench shapes round counts to multiples of the rank count, as nccl-tes
   BenchShape ar = bench_shape("all_reduce", 1000, 3);
   CHECK(ar.send == 250);
   CHECK(ar.size_bytes == 1000);
+}
+
+// The harness's real-GPU runs on one H200 (tests/data/nccl-harness-h200/README.md): before the fix, the
+// out-of-place all_gather/reduce_scatter/broadcast/reduce rows from 512 KiB to 8 MiB came back all wrong;
+// after it, the same sweep has no wrong element in any row.
+#include "validate/nccl_log.hpp"
+
+namespace {
+long long wrong_in(const std::vector<Measurement>& ms, const std::string& op, bool oop, std::uint64_t lo,
+                   std::uint64_t hi, int* rows_checked = nullptr) {
+  long long w = 0;
+  for (const auto& m : ms) {
+    if (m.op != op) continue;
+    for (const auto& r : m.rows) {
+      if (r.size_bytes < lo || r.size_bytes > hi) continue;
+      const Side& s = oop ? r.oop : r.ip;
+      if (!s.present || !s.wrong) continue;
+      w += *s.wrong;
+      if (rows_checked) ++*rows_checked;
+    }
+  }
+  return w;
+}
+}  // namespace
+
+TEST_CASE("bench harness on a real H200: the pre-fix sweep's wrong rows, the fixed sweep's none") {
+  const std::string dir = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/nccl-harness-h200/";
+  auto before = load_measurements(dir + "run1_all_ops_1gpu.txt");
+  auto after = load_measurements(dir + "run3/allops.txt");
+  REQUIRE(before.size() == 7);
+  REQUIRE(after.size() == 7);
+  for (const std::string op : {"all_gather", "reduce_scatter", "broadcast", "reduce"}) {
+    CAPTURE(op);
+    CHECK(wrong_in(before, op, true, 512 << 10, 8 << 20) > 0);
+    int rows = 0;
+    CHECK(wrong_in(after, op, true, 512 << 10, 8 << 20, &rows) == 0);
+    CHECK(rows >= 2);  // the 512 KiB, 2 MiB, 8 MiB rows of the -f 4 sweep were checked
+  }
+  int rows = 0;
+  long long total = 0;
+  for (const auto& op : kOps) {
+    total += wrong_in(after, op, true, 0, ~0ull, &rows);
+    total += wrong_in(after, op, false, 0, ~0ull, &rows);
+  }
+  CHECK(total == 0);
+  CHECK(rows > 100);
 }

@@ -323,6 +323,10 @@ class CudaBackend : public fv::CollectiveBackend {
     CUDA_OK(cudaMemcpyAsync(d.download, buffer(d, b) + offset, count * sizeof(float), cudaMemcpyDeviceToHost, d.stream));
   }
   void wait(int local) override { CUDA_OK(cudaStreamSynchronize(use(local).stream)); }
+  void wait_device(int local) override {
+    use(local);
+    CUDA_OK(cudaDeviceSynchronize());
+  }
   const float* download_slot(int local) const override { return c_.devs[local].download; }
   long long sum_over_ranks(long long v) override;
 
