@@ -1,0 +1,47 @@
+#pragma once
+// One NCCL collective over a size sweep on a topology: the library behind `fabricsim coll` and the Python
+// module's coll() (docs/collectives.md). Takes the request already parsed (units resolved), builds the
+// topology, calibration and routing, prices every size on the engine, and returns the nccl-tests-style table,
+// the collective-results JSON ("fabricsim.collective_results/1") and, on request, the largest size's run for
+// the timeline / link statistics / report writers. Errors are InputErrors naming the CLI flag (the
+// request's fields are named after them).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/collectives.hpp"
+#include "sim/base/json_reader.hpp"
+#include "sim/replay/result.hpp"
+
+namespace fabricsim::sim {
+
+struct CollSweepRequest {
+  std::string topology;                       // preset name or JSON file (--topology)
+  std::map<std::string, std::string> params;  // preset parameters (--param)
+  models::CollectiveSpec spec;                // op, elem_bytes, algorithm/protocol/channels/fidelity, root
+  std::string datatype = "float";             // printed type (-d); spec.elem_bytes is its size
+  std::string redop = "sum";                  // printed reduction (-o)
+  std::uint64_t min_bytes = 32ull << 20, max_bytes = 32ull << 20;
+  long long step_factor = 2;
+  std::optional<long long> ngpus;             // -g: the first N GPUs
+  std::vector<std::string> comm;              // --comm: cluster GPU ranks, as given
+  int gpus_per_thread = 0;                    // host launch floor (0: none)
+  int iters = 0;                              // back-to-back calls per size (0: one call)
+  std::string engine = "fabricsim";
+  std::optional<double> batch_tolerance_s;    // none: automatic
+  std::string calibration = "auto";           // models::resolve_calibration spec
+  std::string pxn = "auto";                   // auto | on | off
+  bool want_run = false;                      // keep the largest size's run (timeline, links, report)
+};
+
+struct CollSweep {
+  std::string text;  // the table, as `fabricsim coll` prints it
+  Json doc;          // the collective-results JSON
+  RunResult last;    // the largest size's run (when want_run)
+};
+
+CollSweep run_coll_sweep(const CollSweepRequest& r);
+
+}  // namespace fabricsim::sim
