@@ -1,7 +1,7 @@
 // fabricsim coll: simulate one NCCL collective over a size sweep and print the nccl-tests table
 // (docs/collectives.md). Flags follow nccl-tests where it has them (-b -e -f -g -d -o -r).
 #include <iostream>
-#include <sstream>
+#include <map>
 
 #include "apps/cli.hpp"
 #include "models/collectives.hpp"
@@ -12,25 +12,6 @@
 #include "sim/replay/outputs.hpp"
 
 namespace fabricsim::cli {
-
-namespace {
-
-struct DType {
-  const char* name;
-  int bytes;
-};
-constexpr DType kTypes[] = {{"int8", 1},  {"uint8", 1}, {"int32", 4}, {"uint32", 4},   {"int64", 8},
-                            {"uint64", 8}, {"half", 2}, {"float", 4}, {"double", 8}, {"bfloat16", 2}};
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  std::istringstream in(s);
-  while (std::getline(in, cur, sep)) out.push_back(cur);
-  return out;
-}
-
-}  // namespace
 
 int cmd_coll(int argc, char** argv) {
   Args args("coll", "--topology PRESET|FILE --op OP [options]",
@@ -82,79 +63,13 @@ int cmd_coll(int argc, char** argv) {
   if (!args.positional().empty()) throw InputError(args.positional()[0], "unexpected argument");
   if (!args.has("--topology")) throw InputError("--topology", "a topology preset or JSON file is required");
 
-  models::CollectiveSpec spec;
-  if (!models::parse_op(args.get("--op", "all_reduce"), spec.op))
-    throw InputError("--op " + args.get("--op"),
-                     "one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, all_to_allv, "
-                     "send_recv");
-  std::string dtype = args.get("--datatype", "float");
-  spec.elem_bytes = 0;
-  for (const auto& t : kTypes)
-    if (dtype == t.name) spec.elem_bytes = t.bytes;
-  if (!spec.elem_bytes)
-    throw InputError("--datatype " + dtype, "one of int8 uint8 int32 uint32 int64 uint64 half float double bfloat16");
-  std::string redop = args.get("--redop", "sum");
-  if (redop != "sum" && redop != "prod" && redop != "min" && redop != "max" && redop != "avg")
-    throw InputError("--redop " + redop, "one of sum, prod, min, max, avg");
-  if (args.has("--algo")) {
-    models::Algorithm a;
-    if (!models::parse_algorithm(args.get("--algo"), a))
-      throw InputError("--algo " + args.get("--algo"),
-                       "one of ring, tree, nvls, collnet, pat, direct, pairwise, hierarchical");
-    spec.algorithm = a;
-  }
-  if (args.has("--proto")) {
-    models::Protocol p;
-    if (!models::parse_protocol(args.get("--proto"), p))
-      throw InputError("--proto " + args.get("--proto"), "one of simple, ll, ll128");
-    spec.protocol = p;
-  }
-  if (!models::parse_fidelity(args.get("--fidelity", "auto"), spec.fidelity))
-    throw InputError("--fidelity " + args.get("--fidelity"), "one of auto, step, phase, symmetry");
-  if (args.has("--channels")) {
-    long long c = parse_int(args.get("--channels"), "--channels");
-    if (c < 1 || c > 64) throw InputError("--channels", "an integer in 1..64");
-    spec.channels = static_cast<int>(c);
-  }
-  int gpus_per_thread = 0;
-  if (args.has("--gpus-per-thread")) {
-    long long g = parse_int(args.get("--gpus-per-thread"), "--gpus-per-thread");
-    if (g < 1 || g > 4096) throw InputError("--gpus-per-thread", "an integer in 1..4096 (GPUs one host thread drives)");
-    gpus_per_thread = static_cast<int>(g);
-  }
-  int iters = 0;
-  if (args.has("--iters")) {
-    long long v = parse_int(args.get("--iters"), "--iters");
-    if (v < 1 || v > 1000000) throw InputError("--iters", "an integer in 1..1000000 (calls per size)");
-    iters = static_cast<int>(v);
-  }
-  const std::uint64_t minb = parse_size(args.get("--minbytes", "32M"), "-b");
-  // Like nccl-tests, -e defaults to 32M; given -b alone, the sweep is that one size.
-  const std::uint64_t maxb =
-      parse_size(args.get("--maxbytes", args.has("--minbytes") && !args.has("--maxbytes") ? args.get("--minbytes") : "32M"), "-e");
-  if (minb == 0) throw InputError("-b", "a size of at least 1 byte");
-  if (maxb < minb) throw InputError("-e", "a size >= -b");
-  const long long factor = parse_int(args.get("--stepfactor", "2"), "-f");
-  if (factor < 1 || (factor < 2 && minb != maxb))
-    throw InputError("-f", "an integer >= 2 (1 only when -b equals -e), got " + std::to_string(factor));
-  sim::CollSweepRequest req;
-  req.topology = args.get("--topology");
-  req.params = args.params();
-  req.datatype = dtype;
-  req.redop = redop;
-  req.min_bytes = minb;
-  req.max_bytes = maxb;
-  req.step_factor = factor;
-  if (args.has("--ngpus")) req.ngpus = parse_int(args.get("--ngpus"), "-g");
-  if (args.has("--comm")) req.comm = split(args.get("--comm"), ',');
-  spec.root = static_cast<int>(parse_int(args.get("--root", "0"), "--root"));
-  req.spec = spec;
-  req.gpus_per_thread = gpus_per_thread;
-  req.iters = iters;
-  req.engine = args.get("--engine", "fabricsim");
-  if (args.has("--batch-tolerance")) req.batch_tolerance_s = parse_time(args.get("--batch-tolerance"), "--batch-tolerance");
-  req.calibration = args.get("--calibration", "auto");
-  req.pxn = args.get("--pxn", "auto");
+  // Every option coll knows, by its long name without the dashes, as the library's request builder takes them.
+  std::map<std::string, std::string> opts;
+  for (const char* f : {"topology", "op", "minbytes", "maxbytes", "stepfactor", "ngpus", "gpus-per-thread", "iters",
+                        "comm", "root", "algo", "proto", "channels", "engine", "fidelity", "calibration", "datatype",
+                        "redop", "batch-tolerance", "pxn"})
+    if (args.has(std::string("--") + f)) opts[f] = args.get(std::string("--") + f);
+  sim::CollSweepRequest req = sim::coll_request(opts, args.params());
   req.want_run = args.has("--timeline") || args.has("--link-stats") || args.has("--report");
   const sim::CollSweep sweep = sim::run_coll_sweep(req);
   if (args.has("--json")) write_file_atomic(args.get("--json"), sweep.doc.dump(1) + "\n");

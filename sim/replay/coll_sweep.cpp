@@ -32,6 +32,114 @@ std::string fmt(const char* f, double v) {
 
 }  // namespace
 
+int coll_datatype_bytes(const std::string& name) {
+  struct DType {
+    const char* name;
+    int bytes;
+  };
+  static constexpr DType kTypes[] = {{"int8", 1},  {"uint8", 1}, {"int32", 4}, {"uint32", 4},   {"int64", 8},
+                                     {"uint64", 8}, {"half", 2}, {"float", 4}, {"double", 8}, {"bfloat16", 2}};
+  for (const auto& t : kTypes)
+    if (name == t.name) return t.bytes;
+  return 0;
+}
+
+CollSweepRequest coll_request(const std::map<std::string, std::string>& options,
+                              const std::map<std::string, std::string>& params) {
+  static const std::set<std::string> known = {"topology", "op", "minbytes", "maxbytes", "stepfactor", "ngpus",
+                                              "gpus-per-thread", "iters", "comm", "root", "algo", "proto",
+                                              "channels", "engine", "fidelity", "calibration", "datatype", "redop",
+                                              "batch-tolerance", "pxn"};
+  for (const auto& [k, v] : options)
+    if (!known.count(k)) throw InputError("coll option '" + k + "'", "unknown (see fabricsim coll --help)");
+  auto has = [&](const char* k) { return options.count(k) > 0; };
+  auto get = [&](const char* k, const std::string& dflt = "") {
+    auto it = options.find(k);
+    return it == options.end() ? dflt : it->second;
+  };
+  auto split = [](const std::string& s, char sep) {
+    std::vector<std::string> out;
+    std::string cur;
+    std::istringstream in(s);
+    while (std::getline(in, cur, sep)) out.push_back(cur);
+    return out;
+  };
+  models::CollectiveSpec spec;
+  if (!models::parse_op(get("op", "all_reduce"), spec.op))
+    throw InputError("--op " + get("op"),
+                     "one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, all_to_allv, "
+                     "send_recv");
+  std::string dtype = get("datatype", "float");
+  spec.elem_bytes = 0;
+  spec.elem_bytes = coll_datatype_bytes(dtype);
+  if (!spec.elem_bytes)
+    throw InputError("--datatype " + dtype, "one of int8 uint8 int32 uint32 int64 uint64 half float double bfloat16");
+  std::string redop = get("redop", "sum");
+  if (redop != "sum" && redop != "prod" && redop != "min" && redop != "max" && redop != "avg")
+    throw InputError("--redop " + redop, "one of sum, prod, min, max, avg");
+  if (has("algo")) {
+    models::Algorithm a;
+    if (!models::parse_algorithm(get("algo"), a))
+      throw InputError("--algo " + get("algo"),
+                       "one of ring, tree, nvls, collnet, pat, direct, pairwise, hierarchical");
+    spec.algorithm = a;
+  }
+  if (has("proto")) {
+    models::Protocol p;
+    if (!models::parse_protocol(get("proto"), p))
+      throw InputError("--proto " + get("proto"), "one of simple, ll, ll128");
+    spec.protocol = p;
+  }
+  if (!models::parse_fidelity(get("fidelity", "auto"), spec.fidelity))
+    throw InputError("--fidelity " + get("fidelity"), "one of auto, step, phase, symmetry");
+  if (has("channels")) {
+    long long c = parse_int(get("channels"), "--channels");
+    if (c < 1 || c > 64) throw InputError("--channels", "an integer in 1..64");
+    spec.channels = static_cast<int>(c);
+  }
+  int gpus_per_thread = 0;
+  if (has("gpus-per-thread")) {
+    long long g = parse_int(get("gpus-per-thread"), "--gpus-per-thread");
+    if (g < 1 || g > 4096) throw InputError("--gpus-per-thread", "an integer in 1..4096 (GPUs one host thread drives)");
+    gpus_per_thread = static_cast<int>(g);
+  }
+  int iters = 0;
+  if (has("iters")) {
+    long long v = parse_int(get("iters"), "--iters");
+    if (v < 1 || v > 1000000) throw InputError("--iters", "an integer in 1..1000000 (calls per size)");
+    iters = static_cast<int>(v);
+  }
+  const std::uint64_t minb = parse_size(get("minbytes", "32M"), "-b");
+  // Like nccl-tests, -e defaults to 32M; given -b alone, the sweep is that one size.
+  const std::uint64_t maxb =
+      parse_size(get("maxbytes", has("minbytes") && !has("maxbytes") ? get("minbytes") : "32M"), "-e");
+  if (minb == 0) throw InputError("-b", "a size of at least 1 byte");
+  if (maxb < minb) throw InputError("-e", "a size >= -b");
+  const long long factor = parse_int(get("stepfactor", "2"), "-f");
+  if (factor < 1 || (factor < 2 && minb != maxb))
+    throw InputError("-f", "an integer >= 2 (1 only when -b equals -e), got " + std::to_string(factor));
+  CollSweepRequest req;
+  if (!has("topology")) throw InputError("--topology", "a topology preset or JSON file is required");
+  req.topology = get("topology");
+  req.params = params;
+  req.datatype = dtype;
+  req.redop = redop;
+  req.min_bytes = minb;
+  req.max_bytes = maxb;
+  req.step_factor = factor;
+  if (has("ngpus")) req.ngpus = parse_int(get("ngpus"), "-g");
+  if (has("comm")) req.comm = split(get("comm"), ',');
+  spec.root = static_cast<int>(parse_int(get("root", "0"), "--root"));
+  req.spec = spec;
+  req.gpus_per_thread = gpus_per_thread;
+  req.iters = iters;
+  req.engine = get("engine", "fabricsim");
+  if (has("batch-tolerance")) req.batch_tolerance_s = parse_time(get("batch-tolerance"), "--batch-tolerance");
+  req.calibration = get("calibration", "auto");
+  req.pxn = get("pxn", "auto");
+  return req;
+}
+
 CollSweep run_coll_sweep(const CollSweepRequest& req) {
   models::CollectiveSpec spec = req.spec;
   RunOptions ropt;

@@ -42,6 +42,14 @@ struct CollSweep {
   RunResult last;    // the largest size's run (when want_run)
 };
 
+// Element size of an nccl-tests datatype name (int8 ... bfloat16); 0 when unknown.
+int coll_datatype_bytes(const std::string& name);
+// The request from option values keyed by coll's long flag names without the dashes ("topology", "op",
+// "minbytes", "maxbytes", "stepfactor", "ngpus", "gpus-per-thread", "iters", "comm", "root", "algo", "proto",
+// "channels", "engine", "fidelity", "calibration", "datatype", "redop", "batch-tolerance", "pxn"), with coll's
+// defaults for absent ones; every value is checked here (InputError naming the flag), unknown keys too.
+CollSweepRequest coll_request(const std::map<std::string, std::string>& options,
+                              const std::map<std::string, std::string>& params);
 CollSweep run_coll_sweep(const CollSweepRequest& r);
 
 }  // namespace fabricsim::sim
