@@ -428,26 +428,31 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   const double full = layer_activation_bytes(c, false);
   const double rep = c.sequence_parallel ? 1.0 / t : 1.0;
   const double input_only = 2.0 * b * (s / cp) * h * rep;
-  double per_chunk_mb = 0;  // bytes of one micro-batch through all of this stage's layers / v
-  double working = 0;
+  // The micro-batch in its backward peaks while a recomputed layer (group) holds its full activations:
+  // block -- the first N layers are recomputed after the stored ones were freed: (N-1) inputs + 1 layer;
+  // uniform -- groups of G layers: (groups-1) inputs + G layers.
+  double per_chunk_mb = 0;  // stored bytes of one micro-batch through one chunk of this stage
+  double mb_peak = 0;
   const double lpc = double(layers) / double(v);
   if (c.recompute_granularity == "full") {
     double n_re = c.recompute_num_layers ? std::min<double>(double(c.recompute_num_layers), lpc) : lpc;
     if (c.recompute_method == "block") {
       per_chunk_mb = n_re * input_only + (lpc - n_re) * full;
-      working = full;
+      mb_peak = std::max(per_chunk_mb, (n_re - 1.0) * input_only + full);
     } else {
       const double group = c.recompute_num_layers ? n_re : 1.0;
-      per_chunk_mb = std::ceil(lpc / group) * input_only;
-      working = group * full;
+      const double groups = std::ceil(lpc / group);
+      per_chunk_mb = groups * input_only;
+      mb_peak = std::max(per_chunk_mb, (groups - 1.0) * input_only + group * full);
     }
   } else {
     per_chunk_mb = lpc * layer_activation_bytes(c, c.recompute_granularity == "selective");
+    mb_peak = per_chunk_mb;
   }
   double inflight;
   if (v == 1) inflight = std::min(m, double(p - st));
   else inflight = std::min(m * double(v), double((p - st - 1) * 2 + (v - 1) * p + 1));
-  double act = per_chunk_mb * inflight + working;
+  double act = per_chunk_mb * (inflight - 1.0) + mb_peak;
   // Logits on the last stage: fp32 s*b*V/t (cross-entropy input and its gradient).
   if (st == p - 1) act += 2.0 * 4.0 * (s / cp) * b * V / t;
   mem.activations_bytes = act;
