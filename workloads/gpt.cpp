@@ -236,7 +236,6 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     fail("num_distributed_optimizer_instances", "must divide the data-parallel x context-parallel size");
   if (c.recompute_num_layers && c.recompute_granularity != "full")
     fail("recompute_num_layers", "needs recompute_granularity full");
-  if (c.fsdp() && pp > 1) fail("use_torch_fsdp2", "FSDP is modelled without pipeline parallelism");
   if (c.flops_convention.empty()) c.flops_convention = gpt_flops_convention(c);
   one_of("flops_convention", c.flops_convention, {"megatron-sc21", "megatron-core"});
   return c;
