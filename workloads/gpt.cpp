@@ -147,6 +147,7 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.bucket_size = r.integer("bucket_size", c.bucket_size, 1);
   c.grad_reduce_in_fp32 = r.boolean("grad_reduce_in_fp32", false);
   c.overlap_p2p_comm = r.boolean("overlap_p2p_comm", false);
+  c.cross_entropy_loss_fusion = r.boolean("cross_entropy_loss_fusion", false);
   c.gpu = r.string("gpu", c.gpu);
   // Precision: "precision", or Megatron-LM's flags --bf16 / --fp16 / --fp8-format {e4m3, hybrid}.
   const bool has_prec = r.has("precision");
@@ -452,8 +453,12 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   if (v == 1) inflight = std::min(m, double(p - st));
   else inflight = std::min(m * double(v), double((p - st - 1) * 2 + (v - 1) * p + 1));
   double act = per_chunk_mb * (inflight - 1.0) + mb_peak;
-  // Logits on the last stage: fp32 s*b*V/t (cross-entropy input and its gradient).
-  if (st == p - 1) act += 2.0 * 4.0 * (s / cp) * b * V / t;
+  // Loss buffers on the last stage, per logit element (s b V / (t cp) of them): Megatron-Core's
+  // vocab-parallel cross entropy (megatron/core/tensor_parallel/cross_entropy.py) keeps the bf16 logits
+  // (2 bytes), upcasts them to fp32 (4), saves the fp32 softmax for the backward (4) and produces an fp32
+  // gradient (4): 14 bytes; the fused version (cross_entropy_loss_fusion, fused_cross_entropy.py) works in
+  // place on the fp32 softmax: 2 + 4 = 6 bytes.
+  if (st == p - 1) act += (c.cross_entropy_loss_fusion ? 6.0 : 14.0) * (s / cp) * b * V / t;
   mem.activations_bytes = act;
   return mem;
 }

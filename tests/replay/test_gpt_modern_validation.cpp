@@ -152,7 +152,7 @@ Outcome simulate(const Row& row) {
 TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and peak memory)") {
   std::vector<double> mem_err, tps_err;
   std::string table = "row | GPUs | published TPS/GPU | sim | error | published GiB | sim GiB | error\n";
-  int expressed = 0;
+  int expressed = 0, parsed = 0;
   for (const auto& r : read_csv(kData + "torchtitan_dense.csv")) {
     Row row = torchtitan_row(r);
     Outcome o = simulate(row);
@@ -167,15 +167,30 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
                   std::isnan(me) ? "-" : (std::to_string(int(std::lround(100 * me))) + " %").c_str(),
                   o.error.empty() ? "" : (" | not run: " + o.error.substr(o.error.find(": ") + 2, 90)).c_str());
     table += buf;
+    parsed += o.mem_gib > 0;
     if (!std::isnan(te)) tps_err.push_back(std::abs(te)), ++expressed;
     if (!std::isnan(me)) mem_err.push_back(std::abs(me));
+    // Memory, full activation recompute without pipeline parallelism (the rows whose recompute matches
+    // Megatron's "full" and whose FSDP keeps no unsharded stage; docs/validation.md says why the others
+    // differ). Table 2 (8B, CP 1-8) is where the 14-byte loss-buffer term was checked against (in-sample,
+    // <= 10 %); Table 4 (70B, TP 8 x FSDP 32) is held out: -21 % / -17 %, guarded at 25 %, short of the
+    // 10 % goal.
+    const std::string rc = r.at("recompute");
+    if (!std::isnan(me) && has(rc, "full") && std::stoi(r.at("pp")) == 1) {
+      CAPTURE(row.label);
+      if (r.at("table") == "Table 2") CHECK(std::abs(me) <= 0.10);
+      else CHECK(std::abs(me) <= 0.25);
+    }
   }
   MESSAGE(table);
   MESSAGE("memory: median |error| " << 100 * median(mem_err) << " %, max "
                                     << 100 * *std::max_element(mem_err.begin(), mem_err.end()) << " % over "
                                     << mem_err.size() << " rows; throughput: median |error| " << 100 * median(tps_err)
                                     << " % over " << tps_err.size() << " rows");
-  CHECK(expressed > 20);
+  // Every H100 / H200 / A100 / B200 row is expressible; the 10 Table 1-3 rows the model says need more
+  // than the 80 GB h100 preset (torchtitan ran 96 GB H100s) are refused, the other 36 run.
+  CHECK(parsed == 46);
+  CHECK(expressed == 36);
 }
 
 TEST_CASE("validation: modern dense training (Llama 3 405B pre-training, TFLOP/s per GPU)") {
