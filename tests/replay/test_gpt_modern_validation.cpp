@@ -77,6 +77,7 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
                     rc = r.at("recompute");
   out.label = r.at("table") + " / " + r.at("row_label") + " / " + m;
   out.gpu = has(g, "H200") ? "h200" : has(g, "A100") ? "a100-80gb" : has(g, "B200") ? "b200" : "h100";
+  out.label += " (" + out.gpu + ")";
   out.node = out.gpu == "h200" ? "dgx-h100" : out.gpu == "a100-80gb" ? "dgx-a100" : out.gpu == "b200" ? "dgx-b200" : "dgx-h100";
   out.gpus = std::stoi(r.at("num_gpus"));
   const int tp = std::stoi(r.at("tp")), pp = std::stoi(r.at("pp")), cp = std::stoi(r.at("cp")), dp = std::stoi(r.at("dp"));
