@@ -328,3 +328,33 @@ TEST_CASE("gpt memory: refusal names the largest term and the stage") {
                         t.metadata.at("memory_per_gpu_bytes.optimizer") + t.metadata.at("memory_per_gpu_bytes.activations")));
   CHECK(t.metadata.at("peak_dense_flops_per_gpu") == doctest::Approx(989.4e12));
 }
+
+TEST_CASE("gpt shape flags: untied output, norm type, position embedding, head dim, loss fusion") {
+  const double V = 32000, h = 1024;
+  GptConfig tied = cfg(small()), untied = cfg(small({{"untie_embeddings_and_output_weights", "true"}}));
+  CHECK(gpt_num_parameters(untied) - gpt_num_parameters(tied) == doctest::Approx(V * h));
+  // Untied: no embedding-gradient all-reduce between the first and last stage.
+  CHECK(count_ops(gen(small()), "embedding.grad.ar") == 1);
+  CHECK(count_ops(gen(small({{"untie_embeddings_and_output_weights", "true"}})), "embedding.grad.ar") == 0);
+  // RMSNorm: one weight vector per norm and no linear biases (Llama-style); LayerNorm: weight + bias and biases.
+  GptConfig rms = cfg(small({{"normalization", "RMSNorm"}}));
+  const double l = 4, f = 2816;
+  const double bias = 3 * h + h + f + h, norms = 2 * (2 * h) - 2 * h;  // per layer: 2 norms; final norm h
+  CHECK(gpt_num_parameters(tied) - gpt_num_parameters(rms) == doctest::Approx(l * (bias + norms) + h));
+  // RoPE rotates Q and K (an elementwise kernel); learned positions add a table of s x h parameters.
+  GptConfig rope = cfg(small({{"position_embedding_type", "rope"}}));
+  CHECK(gpt_num_parameters(tied) - gpt_num_parameters(rope) == doctest::Approx(2048 * h));
+  CHECK(op_named(gen(small({{"position_embedding_type", "rope"}})), "mb0.l0.fwd.attn").duration_s >
+        op_named(gen(small()), "mb0.l0.fwd.attn").duration_s);
+  // kv_channels decouples the head dim from h / a: QKV width (a + 2g) d.
+  const Trace d128 = gen(small({{"kv_channels", "128"}})), d64 = gen(small());
+  CHECK(op_named(d128, "mb0.l0.fwd.attn").flops > 1.9 * op_named(d64, "mb0.l0.fwd.attn").flops);
+  // cross_entropy_loss_fusion: 6 instead of 14 bytes per logit on the last stage (s b V / t elements).
+  const double elems = 2048.0 * 1 * V / 2;
+  CHECK(gpt_memory_of_stage(cfg(small()), 1).activations_bytes -
+            gpt_memory_of_stage(cfg(small({{"cross_entropy_loss_fusion", "true"}})), 1).activations_bytes ==
+        doctest::Approx(8.0 * elems));
+  // Dropout masks (1 byte per element) disappear with hidden_dropout 0.
+  CHECK(gpt_memory_per_gpu(cfg(small({{"hidden_dropout", "0"}}))).activations_bytes <
+        gpt_memory_per_gpu(cfg(small())).activations_bytes);
+}
