@@ -692,10 +692,10 @@ Op coll_op(std::string name, CollOp kind, std::int32_t comm, double bytes, std::
 }
 
 // tp_comm_overlap: Transformer Engine's userbuffers overlap runs the TP all-gather / reduce-scatter chunks
-// with copy engines or a few SMs while the GEMMs run; the GEMMs lose those SMs. Cost: 16 of H100's 132 SMs
-// taken by the communication kernels of the pipelined overlap (TE's default userbuffers config for the
-// "pipeline" method, num_sm 16; transformer_engine/pytorch/module/base.py initialize_ub) -> the overlapped
-// compute runs 132 / 116 = 1.138x longer.
+// while the GEMMs run; the GEMMs lose the SMs the communication kernels take. Cost: 16 of H100's 132 SMs
+// (Transformer Engine's userbuffers default: add_ub(..., num_sm=16) for the ring-exchange, pipeline and bulk
+// methods alike, NVIDIA/TransformerEngine@0004dbd0 transformer_engine/pytorch/module/base.py initialize_ub;
+// 132 SMs: H100 SXM whitepaper) -> the overlapped compute runs 132 / 116 = 1.138x longer.
 constexpr double kTpOverlapComputeFactor = 132.0 / 116.0;
 
 }  // namespace
