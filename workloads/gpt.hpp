@@ -99,7 +99,8 @@ std::vector<std::vector<std::int64_t>> gpt_layer_layout(const GptConfig& c);
 //    et al., SC'21, Sec. 5.1 / Appendix) -- the convention of the SC'21 validation rows;
 //  megatron-core: Megatron-Core's num_floating_point_operations (megatron/training/training.py): 12 B s l h^2
 //    ((1 + g/a + s/h) q/h + (f/h)(3/2 if swiglu) + V/(2 l h)), q = a * kv_channels, independent of recompute,
-//    attention counted non-causal, logits counted once (tied or untied).
+//    attention counted non-causal (the 2024 version; later ones halve s/h for causal masks), logits counted
+//    once (tied or untied).
 double gpt_model_flops(const GptConfig& c);
 std::string gpt_flops_convention(const GptConfig& c);
 // Parameters of the whole model (GQA, SwiGLU, untied output, norm type aware).
