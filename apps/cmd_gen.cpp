@@ -14,11 +14,12 @@ namespace fabricsim::cli {
 int cmd_gen(int argc, char** argv) {
   Args args("gen", "gpt|dlrm|dp [--param key=value]... -o trace.json",
             "Generate a workload trace. Parameters (docs/workloads.md):\n"
-            "  gpt: Megatron-LM argument names (num_layers, hidden_size, num_attention_heads, seq_length,\n"
-            "       padded_vocab_size, micro_batch_size, global_batch_size, tensor_model_parallel_size,\n"
-            "       pipeline_model_parallel_size, num_layers_per_virtual_pipeline_stage, sequence_parallel,\n"
-            "       recompute_granularity, use_distributed_optimizer, overlap_grad_reduce, bucket_size),\n"
-            "       world_size, gpu, gpus_per_host\n"
+            "  gpt: model (llama3-8b, llama3-70b, llama3.1-405b, gpt3-175b, mixtral-8x7b) and Megatron-LM\n"
+            "       argument names (num_layers, hidden_size, num_attention_heads, num_query_groups, swiglu,\n"
+            "       seq_length, micro_batch_size, global_batch_size, tensor_model_parallel_size,\n"
+            "       pipeline_model_parallel_size, context_parallel_size, sequence_parallel, attention_backend,\n"
+            "       precision, fp8_recipe, recompute_granularity, use_distributed_optimizer, tp_comm_overlap,\n"
+            "       use_torch_fsdp2, ...; the full list in docs/workloads.md), world_size, gpu, gpus_per_host\n"
             "  dlrm: configs (distributed-embeddings synthetic configs JSON), model, global_batch_size,\n"
             "       world_size, sharding (auto|table|column|row), optimizer, gpu, precision\n"
             "  dp: num_parameters, tokens_per_sample, flops_per_sample, global_batch_size, world_size,\n"

@@ -1,7 +1,9 @@
 // Workload benchmarks (docs/performance.md, "Workloads"): wall time (trace generation + replay) and peak
 // resident memory for GPT-3 175B (TP 8, PP 16, 1F1B, DP = the rest) on 1024, 4096 and 16384 A100 GPUs and a
-// DLRM (distributed-embeddings "large") on 128 and 1024 GPUs, in DGX A100 SuperPODs.
-// Usage: bench_workloads [all | gpt1024 | gpt4096 | gpt16384 | dlrm128 | dlrm1024] [--comm-model analytic]
+// DLRM (distributed-embeddings "large") on 128 and 1024 GPUs, in DGX A100 SuperPODs, and Llama-3.1-405B on
+// 16,384 H100 (examples/workloads/llama3.1-405b-16384-h100.json: TP 8, CP 1, PP 16, DP 128, seq 8192).
+// Usage: bench_workloads [all | gpt1024 | gpt4096 | gpt16384 | dlrm128 | dlrm1024 | llama405b16k]
+//        [--comm-model analytic]
 //        [--step-limit N] [--no-link-stats]
 // --step-limit sets EngineCommOptions::step_limit (1e18 = step fidelity everywhere, the old behaviour);
 // --no-link-stats turns off the per-link statistics the engine comm model collects by default.
@@ -61,6 +63,7 @@ int run_one(const std::string& name, const std::string& comm, const sim::EngineC
   else if (name == "gpt16384") sc = gpt_case(16384);
   else if (name == "dlrm128") sc = dlrm_case(128);
   else if (name == "dlrm1024") sc = dlrm_case(1024);
+  else if (name == "llama405b16k") sc = load_json_file(source_dir() + "/examples/workloads/llama3.1-405b-16384-h100.json");
   else {
     std::fprintf(stderr, "unknown case %s\n", name.c_str());
     return 2;
@@ -101,7 +104,7 @@ int main(int argc, char** argv) {
     }
   }
   if (which != "all") return run_one(which, comm, eng);
-  for (const char* c : {"gpt1024", "gpt4096", "gpt16384", "dlrm128", "dlrm1024"}) {
+  for (const char* c : {"gpt1024", "gpt4096", "gpt16384", "dlrm128", "dlrm1024", "llama405b16k"}) {
     std::fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {

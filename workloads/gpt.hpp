@@ -1,18 +1,18 @@
 #pragma once
-// Megatron-LM style GPT training step generator. Parameter names follow Megatron-LM's command-line
-// arguments (without the leading dashes, '-' -> '_'): num_layers, hidden_size, num_attention_heads,
-// seq_length, padded_vocab_size, micro_batch_size, global_batch_size, tensor_model_parallel_size,
-// pipeline_model_parallel_size, num_layers_per_virtual_pipeline_stage, sequence_parallel,
-// recompute_granularity (full|selective|none), use_distributed_optimizer, overlap_grad_reduce,
-// bucket_size (elements), ffn_hidden_size, plus world_size (GPUs) and gpu (model name).
+// Megatron-LM style GPT (dense decoder-only transformer) training step generator. Parameter names follow
+// Megatron-LM's command-line arguments (without the leading dashes, '-' -> '_'); docs/workloads.md lists
+// them all. A named model from the catalogue (workloads/gpt_models.hpp, `model`) sets the shape; explicit
+// parameters override it.
 //
 // What is simulated (symmetry): one representative rank per pipeline stage (data-parallel replica 0,
-// tensor-parallel rank 0). TP peers do identical work and are stand-ins; other DP replicas are stand-ins.
-// Communicators still list every real member, so TP collectives are priced over the real TP group and DP
-// collectives over the full DP group on the real fabric, with the other TP positions' concurrent DP
-// groups as `mirrors` (they share the hosts' NICs). Pipeline sends go between the real stage ranks.
+// context-parallel rank 0, tensor-parallel rank 0). TP/CP peers do identical work and are stand-ins; other
+// DP replicas are stand-ins. Communicators still list every real member, so TP collectives are priced over
+// the real TP group, CP exchanges over the real CP group and DP collectives over the full DP x CP group on
+// the real fabric, with the other TP positions' concurrent groups as `mirrors` (they share the hosts'
+// NICs). Pipeline sends go between the real stage ranks.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "models/compute.hpp"
 #include "workloads/params.hpp"
@@ -21,50 +21,104 @@
 namespace fabricsim::workloads {
 
 struct GptConfig {
+  std::string model;  // catalogue name ("" = none; the shape comes from the parameters below)
+  // Shape.
   std::int64_t num_layers = 96;
   std::int64_t hidden_size = 12288;
   std::int64_t num_attention_heads = 96;
-  std::int64_t ffn_hidden_size = 0;  // 0 = 4 * hidden_size
+  std::int64_t num_query_groups = 0;  // GQA key/value heads; 0 = num_attention_heads (MHA)
+  std::int64_t kv_channels = 0;       // head dim; 0 = hidden_size / num_attention_heads
+  std::int64_t ffn_hidden_size = 0;   // 0 = 4 * hidden_size
   std::int64_t seq_length = 2048;
   std::int64_t padded_vocab_size = 51200;
+  bool swiglu = false;                // gated MLP: 3 GEMMs (gate, up, down), fc1 is 2 x ffn wide
+  bool untie_embeddings_and_output_weights = false;
+  std::string normalization = "LayerNorm";                  // LayerNorm | RMSNorm
+  std::string position_embedding_type = "learned_absolute";  // learned_absolute | rope
+  double hidden_dropout = 0.1, attention_dropout = 0.1;      // Megatron-LM defaults
+  std::string attention_backend;                             // flash | fused | unfused ("" -> by GPU)
+  // Batch and layout.
   std::int64_t micro_batch_size = 1;
   std::int64_t global_batch_size = 1536;
   std::int64_t tensor_model_parallel_size = 8;
   std::int64_t pipeline_model_parallel_size = 16;
-  std::int64_t num_layers_per_virtual_pipeline_stage = 0;  // 0 = no interleaving
+  std::int64_t context_parallel_size = 1;
+  std::string cp_comm_type = "p2p";                          // p2p | all_gather | a2a
+  std::int64_t num_layers_per_virtual_pipeline_stage = 0;    // 0 = no interleaving
+  std::int64_t virtual_pipeline_model_parallel_size = 0;     // alternative to the above (chunks per stage)
+  std::int64_t decoder_first_pipeline_num_layers = 0;        // 0 = even split
+  std::int64_t decoder_last_pipeline_num_layers = 0;
+  bool account_for_embedding_in_pipeline_split = false;
+  bool account_for_loss_in_pipeline_split = false;
   std::int64_t world_size = 1024;
   bool sequence_parallel = false;
   std::string recompute_granularity = "full";  // "full" | "selective" | "none"
+  std::string recompute_method = "uniform";    // uniform | block (full recompute only)
+  std::int64_t recompute_num_layers = 0;       // 0 = every layer (uniform: layers per checkpoint group 1)
   bool use_distributed_optimizer = false;
   bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;  // distributed optimizer: parameter all-gather under the next forward
+  bool tp_comm_overlap = false;       // TP all-gather / reduce-scatter overlapped with the GEMMs (SM cost)
+  bool use_torch_fsdp2 = false;       // FSDP / ZeRO-3 (same as data_parallel_sharding_strategy=optim_grads_params)
+  std::string data_parallel_sharding_strategy = "no_shard";  // no_shard | optim | optim_grads | optim_grads_params
+  std::int64_t num_distributed_optimizer_instances = 1;      // HSDP: replica groups (shard group = DP / this)
   std::int64_t bucket_size = 40000000;  // gradient elements per DP bucket (Megatron DDP default 40M)
   bool grad_reduce_in_fp32 = false;     // DP gradient reduction in fp32 (4 bytes) instead of 2
+  bool cross_entropy_loss_fusion = false;  // Megatron's fused vocab-parallel cross entropy (smaller loss buffers)
   bool overlap_p2p_comm = false;        // false: compute waits for its pipeline send to complete (Megatron-LM
                                         // waits on its batched isend/irecv requests; --overlap-p2p-communication)
   std::string gpu = "a100-80gb";
-  std::string precision = "fp16";        // fp16 | bf16
+  std::string precision = "fp16";        // fp16 | bf16 | fp8
+  std::string fp8_recipe = "delayed";    // delayed | tensorwise | mxfp8 | blockwise (precision fp8)
+  std::string flops_convention;          // megatron-sc21 | megatron-core ("" -> by configuration)
   std::int64_t gpus_per_host = 8;        // for placing mirrors; taken from the topology by the scenario
 
-  std::int64_t data_parallel() const { return world_size / (tensor_model_parallel_size * pipeline_model_parallel_size); }
+  std::int64_t data_parallel() const {
+    return world_size / (tensor_model_parallel_size * pipeline_model_parallel_size * context_parallel_size);
+  }
   std::int64_t ffn() const { return ffn_hidden_size ? ffn_hidden_size : 4 * hidden_size; }
+  std::int64_t query_groups() const { return num_query_groups ? num_query_groups : num_attention_heads; }
+  std::int64_t head_dim() const { return kv_channels ? kv_channels : hidden_size / num_attention_heads; }
+  bool fsdp() const { return use_torch_fsdp2 || data_parallel_sharding_strategy == "optim_grads_params"; }
+  bool fp8() const { return precision == "fp8"; }
+  // Virtual pipeline chunks per stage (1 = no interleaving).
+  std::int64_t vp() const;
 };
 
 // Reads and validates (divisibility, memory fit is checked by generate_gpt). Unknown keys are errors.
 GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where);
 ParamMap gpt_config_to_params(const GptConfig& c);
 
-// Megatron SC'21 model FLOPs per iteration: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) with full recompute,
-// 72 (...) without (Narayanan et al., SC'21, Sec. 5.1 / Appendix).
+// Decoder layers of each (pipeline stage, virtual chunk): layout[stage][chunk]. Megatron-LM's rules: an
+// even split, or decoder_first/last_pipeline_num_layers on the first/last stage and the rest evenly, or
+// the embedding / loss counted as one layer each (account_for_*_in_pipeline_split).
+std::vector<std::vector<std::int64_t>> gpt_layer_layout(const GptConfig& c);
+
+// Model FLOPs per iteration in the configuration's convention (gpt_flops_convention):
+//  megatron-sc21: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) with full recompute, 72 (...) without (Narayanan
+//    et al., SC'21, Sec. 5.1 / Appendix) -- the convention of the SC'21 validation rows;
+//  megatron-core: Megatron-Core's num_floating_point_operations (megatron/training/training.py): 12 B s l h^2
+//    ((1 + g/a + s/h) q/h + (f/h)(3/2 if swiglu) + V/(2 l h)), q = a * kv_channels, independent of recompute,
+//    attention counted non-causal (the 2024 version; later ones halve s/h for causal masks), logits counted
+//    once (tied or untied).
 double gpt_model_flops(const GptConfig& c);
-// Parameters of the whole model (for reports): 12 l h^2 (1 + 13/(12h) + (V + s)/(12 l h)).
+std::string gpt_flops_convention(const GptConfig& c);
+// Parameters of the whole model (GQA, SwiGLU, untied output, norm type aware).
 double gpt_num_parameters(const GptConfig& c);
 
 struct GptMemory {
-  double params_bytes = 0;       // weights + grads + optimizer state on the most loaded GPU
-  double activations_bytes = 0;  // stored activations on the most loaded GPU (stage 0, in-flight micro-batches)
-  double total_bytes() const { return params_bytes + activations_bytes; }
+  double weights_bytes = 0;      // model weights (incl. FP8 weight copies) on the most loaded GPU
+  double grads_bytes = 0;        // gradient buffers
+  double optimizer_bytes = 0;    // fp32 master weights + Adam moments (sharded by dist. optimizer / FSDP)
+  double activations_bytes = 0;  // stored activations (in-flight micro-batches) + logits + working set
+  std::int64_t stage = 0;        // pipeline stage of the peak
+  double params_bytes() const { return weights_bytes + grads_bytes + optimizer_bytes; }
+  double total_bytes() const { return params_bytes() + activations_bytes; }
+  std::string largest_term() const;
 };
+// Peak over pipeline stages.
 GptMemory gpt_memory_per_gpu(const GptConfig& c);
+GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t stage);
 
 // Builds the trace. `cm` prices the compute kernels (durations are written into the trace). Throws
 // InputError (`where`) if the layout is invalid or the model does not fit in GPU memory.

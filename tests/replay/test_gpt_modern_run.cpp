@@ -1,0 +1,80 @@
+// The modern GPT examples (examples/workloads) run end to end, and the overlaps change the replayed step
+// the way the real system does.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "sim/replay/run_scenario.hpp"
+#include "workloads/scenario.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::workloads;
+
+namespace {
+const std::string kExamples = std::string(FABRICSIM_SOURCE_DIR) + "/examples/workloads/";
+
+sim::RunResult run_file(const std::string& name, const std::string& comm = "engine") {
+  Scenario s = load_scenario(kExamples + name);
+  return sim::run_scenario(s, {comm, {}, {}}).result;
+}
+
+sim::RunResult run_json(const std::string& text, const std::string& comm = "analytic") {
+  Scenario s = scenario_from_json(Json::parse(text), "sc.json");
+  return sim::run_scenario(s, {comm, {}, {}}).result;
+}
+
+bool has_note(const sim::RunResult& r, const std::string& part) {
+  for (const auto& n : r.notes)
+    if (n.find(part) != std::string::npos) return true;
+  return false;
+}
+}  // namespace
+
+TEST_CASE("examples: Llama-3-70B FP8 on 64 H100 and Llama-3.1-405B on 256 GB200 NVL72 run") {
+  for (const char* f : {"llama3-70b-fp8-64-h100.json", "llama3.1-405b-256-gb200.json"}) {
+    CAPTURE(f);
+    auto r = run_file(f);
+    CHECK(r.iteration_s > 0);
+    CHECK(r.tflops_per_gpu > 0);
+    // Below the dense peak of the precision in use (MFU < 1).
+    CHECK(r.tflops_per_gpu < r.metrics.at("peak_dense_flops_per_gpu") / 1e12);
+    CHECK(r.metrics.at("memory_per_gpu_bytes.max") > 0);
+    CHECK(has_note(r, "megatron-core convention"));
+    CHECK(r.breakdown.bubble_s > 0);
+  }
+}
+
+TEST_CASE("examples: Llama-3.1-405B on 16,384 H100 (TP 8, PP 16, DP 128, seq 8192) runs") {
+  // The engine comm model run is the bench (bench_workloads llama405b16k, docs/performance.md); here the
+  // analytic model keeps the test fast.
+  auto r = run_file("llama3.1-405b-16384-h100.json", "analytic");
+  CHECK(r.gpus == 16384);
+  CHECK(r.tokens_per_s == doctest::Approx(16777216.0 / r.iteration_s));
+  CHECK(r.metrics.at("memory_per_gpu_bytes.max") < 80.0 * 1073741824.0);
+  CHECK(r.metrics.at("micro_batches") == 16);
+}
+
+TEST_CASE("gpt replay: tp_comm_overlap hides TP communication, CP adds its K/V exchange") {
+  const std::string base = R"({"topology":{"preset":"dgx-h100"},
+      "workload":{"generator":"gpt","params":{"num_layers":4,"hidden_size":4096,"num_attention_heads":32,
+      "num_query_groups":8,"ffn_hidden_size":14336,"swiglu":true,"seq_length":4096,"padded_vocab_size":32000,
+      "micro_batch_size":1,"global_batch_size":4,"tensor_model_parallel_size":8,"pipeline_model_parallel_size":1,
+      "sequence_parallel":true,"recompute_granularity":"none")";
+  auto plain = run_json(base + "}}}");
+  auto ovl = run_json(base + R"(,"tp_comm_overlap":true}}})");
+  REQUIRE(plain.breakdown.exposed_comm_s.count("tp"));
+  const double tp_plain = plain.breakdown.exposed_comm_s.at("tp");
+  const double tp_ovl = ovl.breakdown.exposed_comm_s.count("tp") ? ovl.breakdown.exposed_comm_s.at("tp") : 0.0;
+  CHECK(tp_ovl < 0.5 * tp_plain);
+  CHECK(ovl.breakdown.compute_s > plain.breakdown.compute_s);  // the SM cost
+  // Context parallelism 2 (TP 4): half the tokens per GPU, K/V exchanged over the CP group.
+  const std::string cp = R"({"topology":{"preset":"dgx-h100"},
+      "workload":{"generator":"gpt","params":{"num_layers":4,"hidden_size":4096,"num_attention_heads":32,
+      "num_query_groups":8,"ffn_hidden_size":14336,"swiglu":true,"seq_length":16384,"padded_vocab_size":32000,
+      "micro_batch_size":1,"global_batch_size":1,"tensor_model_parallel_size":4,"pipeline_model_parallel_size":1,
+      "sequence_parallel":true,"recompute_granularity":"none","world_size":4)";
+  auto c1 = run_json(cp + "}}}");
+  auto c2 = run_json(cp + R"(,"context_parallel_size":2,"world_size":8,"cp_comm_type":"all_gather"}}})");
+  CHECK(c2.breakdown.compute_s < 0.6 * c1.breakdown.compute_s);
+  CHECK(c2.breakdown.exposed_comm_s.count("other"));  // the executor files "cp" under other
+}

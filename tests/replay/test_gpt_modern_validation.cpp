@@ -1,0 +1,365 @@
+// Validation of the modern GPT step against published runs (tests/data/training-modern/PROVENANCE.md):
+// torchtitan's Llama 3/3.1 tables (tokens/s per GPU, peak memory GiB) and the Llama 3 paper's 405B
+// pre-training throughput (TFLOP/s per GPU). Nothing here is fitted: the compute efficiencies are the
+// compute model's (models/compute.hpp), the memory model has no free parameter. The tables are printed
+// with `build/tests/test_replay -tc='validation: modern*' -s` and copied into docs/validation.md.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/base/error.hpp"
+#include "sim/replay/run_scenario.hpp"
+#include "workloads/gpt.hpp"
+#include "workloads/scenario.hpp"
+
+using namespace fabricsim;
+
+namespace {
+const std::string kData = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/training-modern/";
+
+std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  auto split = [](const std::string& line) {
+    std::vector<std::string> out;
+    std::string cur;
+    bool q = false;
+    for (char ch : line) {
+      if (ch == '"') q = !q;
+      else if (ch == ',' && !q) {
+        out.push_back(cur);
+        cur.clear();
+      } else cur += ch;
+    }
+    out.push_back(cur);
+    return out;
+  };
+  std::string line;
+  std::getline(in, line);
+  auto header = split(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto f = split(line);
+    std::map<std::string, std::string> r;
+    for (std::size_t i = 0; i < header.size() && i < f.size(); ++i) r[header[i]] = f[i];
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+bool has(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+struct Row {
+  std::string label, gpu, node;
+  Json params;
+  int gpus = 0;
+};
+
+// A torchtitan row as gpt parameters: FSDP2 over the `dp` column, TP with sequence parallel norms, async
+// TP as tp_comm_overlap, local batch as the micro-batch (PP: micro-batches of 1), SDPA flash attention,
+// float8 (tensorwise / rowwise dynamic scaling) as fp8_recipe tensorwise, mxfp8 as mxfp8.
+Row torchtitan_row(const std::map<std::string, std::string>& r) {
+  Row out;
+  const std::string m = r.at("model"), g = r.at("gpu"), prec = r.at("precision"), other = r.at("other_settings"),
+                    rc = r.at("recompute");
+  out.label = r.at("table") + " / " + r.at("row_label") + " / " + m;
+  out.gpu = has(g, "H200") ? "h200" : has(g, "A100") ? "a100-80gb" : has(g, "B200") ? "b200" : "h100";
+  out.label += " (" + out.gpu + ")";
+  out.node = out.gpu == "h200" ? "dgx-h100" : out.gpu == "a100-80gb" ? "dgx-a100" : out.gpu == "b200" ? "dgx-b200" : "dgx-h100";
+  out.gpus = std::stoi(r.at("num_gpus"));
+  const int tp = std::stoi(r.at("tp")), pp = std::stoi(r.at("pp")), cp = std::stoi(r.at("cp")), dp = std::stoi(r.at("dp"));
+  const int local = std::stoi(r.at("micro_batch"));
+  Json p = {{"model", has(m, "405B") ? "llama3.1-405b" : has(m, "70B") ? "llama3-70b" : "llama3-8b"},
+            {"gpu", out.gpu}, {"world_size", out.gpus}, {"tensor_model_parallel_size", tp},
+            {"pipeline_model_parallel_size", pp}, {"context_parallel_size", cp}, {"use_torch_fsdp2", true},
+            {"sequence_parallel", tp > 1}, {"grad_reduce_in_fp32", true}, {"attention_backend", "flash"}};
+  if (!r.at("seq_len").empty()) p["seq_length"] = std::stoi(r.at("seq_len"));
+  if (pp > 1) {
+    p["micro_batch_size"] = 1;
+    p["global_batch_size"] = local * dp;
+    p["account_for_embedding_in_pipeline_split"] = true;
+    p["account_for_loss_in_pipeline_split"] = true;
+    if (has(other, "Interleaved")) p["virtual_pipeline_model_parallel_size"] = 2;
+  } else {
+    p["micro_batch_size"] = local;
+    p["global_batch_size"] = local * dp;
+  }
+  const bool none_prec = has(prec, "none") || prec == "bf16";
+  if (!none_prec) {
+    p["precision"] = "fp8";
+    p["fp8_recipe"] = has(prec, "mxfp8") ? "mxfp8" : "tensorwise";
+  } else {
+    p["precision"] = "bf16";
+  }
+  if (has(rc, "full")) p["recompute_granularity"] = "full";
+  else if (has(rc, "layer")) {
+    // torchtitan's layer-level selective AC checkpoints every 2nd layer (ac_freq 2).
+    p["recompute_granularity"] = "full";
+    p["recompute_method"] = "block";
+    p["recompute_num_layers"] = (has(m, "70B") ? 80 : 32) / 2;
+  } else if (has(rc, "selective") || has(rc, "SAC")) p["recompute_granularity"] = "selective";
+  else p["recompute_granularity"] = "none";
+  if (has(other, "async TP") && tp > 1) p["tp_comm_overlap"] = true;
+  out.params = p;
+  return out;
+}
+
+struct Outcome {
+  double sim = 0, mem_gib = 0;
+  std::string error;
+};
+
+Outcome simulate(const Row& row) {
+  Outcome o;
+  workloads::ParamMap pm = workloads::params_from_json(row.params, JsonPath());
+  try {
+    workloads::GptConfig c = workloads::gpt_config_from_params(pm, row.label);
+    o.mem_gib = workloads::gpt_memory_per_gpu(c).total_bytes() / 1073741824.0;
+  } catch (const InputError& e) {
+    o.error = e.what();
+    return o;
+  }
+  const int per_node = row.node == "dgx-b200" || row.node == "dgx-h100" || row.node == "dgx-a100" ? 8 : 8;
+  Json sc = {{"topology", {{"preset", "superpod"}, {"params", {{"nodes", std::max(1, row.gpus / per_node)}, {"node", row.node}}}}},
+             {"workload", {{"generator", "gpt"}, {"params", row.params}}}};
+  if (row.gpu == "h200") sc["topology"]["params"]["gpu"] = "h200";
+  try {
+    auto s = workloads::scenario_from_json(sc, row.label);
+    sim::ScenarioRunOptions opt;
+    opt.comm_model = "analytic";
+    opt.replay.record_ops = false;
+    auto res = sim::run_scenario(s, opt).result;
+    o.sim = res.tokens_per_s / row.gpus;
+  } catch (const InputError& e) {
+    o.error = e.what();
+  }
+  return o;
+}
+}  // namespace
+
+TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and peak memory)") {
+  std::vector<double> mem_err, tps_err;
+  std::string table = "row | GPUs | published TPS/GPU | sim | error | published GiB | sim GiB | error\n";
+  int expressed = 0, parsed = 0;
+  for (const auto& r : read_csv(kData + "torchtitan_dense.csv")) {
+    Row row = torchtitan_row(r);
+    Outcome o = simulate(row);
+    const double tps = std::stod(r.at("tokens_per_s_per_gpu"));
+    const double mem = r.at("memory").empty() ? 0 : std::stod(r.at("memory"));
+    char buf[400];
+    double te = o.sim > 0 ? (o.sim - tps) / tps : NAN, me = mem > 0 && o.mem_gib > 0 ? (o.mem_gib - mem) / mem : NAN;
+    std::snprintf(buf, sizeof buf, "%s | %d | %.0f | %s | %s | %s | %.1f | %s%s\n", row.label.c_str(), row.gpus, tps,
+                  o.sim > 0 ? std::to_string(int(std::lround(o.sim))).c_str() : "-",
+                  std::isnan(te) ? "-" : (std::to_string(int(std::lround(100 * te))) + " %").c_str(),
+                  mem > 0 ? r.at("memory").c_str() : "-", o.mem_gib,
+                  std::isnan(me) ? "-" : (std::to_string(int(std::lround(100 * me))) + " %").c_str(),
+                  o.error.empty() ? "" : (" | not run: " + o.error.substr(o.error.find(": ") + 2, 90)).c_str());
+    table += buf;
+    parsed += o.mem_gib > 0;
+    if (!std::isnan(te)) tps_err.push_back(std::abs(te)), ++expressed;
+    if (!std::isnan(me)) mem_err.push_back(std::abs(me));
+    // Memory, full activation recompute without pipeline parallelism (the rows whose recompute matches
+    // Megatron's "full" and whose FSDP keeps no unsharded stage; docs/validation.md says why the others
+    // differ). Table 2 (8B, CP 1-8) is where the 14-byte loss-buffer term was checked against (in-sample,
+    // <= 10 %); Table 4 (70B, TP 8 x FSDP 32) is held out: -21 % / -17 %, guarded at 25 %, short of the
+    // 10 % goal.
+    const std::string rc = r.at("recompute");
+    if (!std::isnan(me) && has(rc, "full") && std::stoi(r.at("pp")) == 1) {
+      CAPTURE(row.label);
+      if (r.at("table") == "Table 2") CHECK(std::abs(me) <= 0.10);
+      else CHECK(std::abs(me) <= 0.25);
+    }
+  }
+  MESSAGE(table);
+  MESSAGE("memory: median |error| " << 100 * median(mem_err) << " %, max "
+                                    << 100 * *std::max_element(mem_err.begin(), mem_err.end()) << " % over "
+                                    << mem_err.size() << " rows; throughput: median |error| " << 100 * median(tps_err)
+                                    << " % over " << tps_err.size() << " rows");
+  // Every H100 / H200 / A100 / B200 row is expressible; the 10 Table 1-3 rows the model says need more
+  // than the 80 GB h100 preset (torchtitan ran 96 GB H100s) are refused, the other 36 run.
+  CHECK(parsed == 46);
+  CHECK(expressed == 36);
+}
+
+TEST_CASE("validation: modern dense training (Llama 3 405B pre-training, TFLOP/s per GPU)") {
+  std::string table = "row | published TFLOP/s | sim | error | sim GiB\n";
+  for (const auto& r : read_csv(kData + "llama3_405b_h100.csv")) {
+    const int gpus = std::stoi(r.at("num_gpus")), cp = std::stoi(r.at("cp")), dp = std::stoi(r.at("dp"));
+    const int seq = std::stoi(r.at("seq_len"));
+    Row row;
+    row.label = r.at("row_label");
+    row.gpu = "h100";
+    row.node = "dgx-h100";
+    row.gpus = gpus;
+    // Table 4 layout; the paper's text: first and last stage one layer fewer, no activation recompute at 8K,
+    // FSDP-style sharding of optimizer state and gradients (the distributed optimizer), fp32 gradient
+    // reduce-scatter, CP with all-gathered K/V.
+    row.params = {{"model", "llama3.1-405b"}, {"gpu", "h100"}, {"world_size", gpus}, {"tensor_model_parallel_size", 8},
+                  {"pipeline_model_parallel_size", 16}, {"context_parallel_size", cp}, {"cp_comm_type", "all_gather"},
+                  {"decoder_first_pipeline_num_layers", 7}, {"decoder_last_pipeline_num_layers", 7},
+                  {"seq_length", seq}, {"micro_batch_size", 1}, {"global_batch_size", 16777216 / seq},
+                  {"sequence_parallel", true}, {"recompute_granularity", "none"}, {"use_distributed_optimizer", true},
+                  {"overlap_grad_reduce", true}, {"overlap_param_gather", true}, {"grad_reduce_in_fp32", true}};
+    (void)dp;
+    Outcome o = simulate(row);
+    REQUIRE_MESSAGE(o.error.empty(), o.error);
+    // tokens/s per GPU -> Megatron-Core model TFLOP/s per GPU.
+    workloads::GptConfig c =
+        workloads::gpt_config_from_params(workloads::params_from_json(row.params, JsonPath()), row.label);
+    const double tflops = o.sim * gpus * workloads::gpt_model_flops(c) / (double(c.global_batch_size) * seq) / gpus / 1e12;
+    const double pub = std::stod(r.at("tflops_per_gpu"));
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s | %.0f | %.0f | %+.0f %% | %.1f\n", row.label.c_str(), pub, tflops,
+                  100 * (tflops - pub) / pub, o.mem_gib);
+    table += buf;
+    CHECK(o.mem_gib < 80.0);  // the runs fit on 80 GB H100s without recompute
+  }
+  MESSAGE(table);
+}
+
+namespace {
+// An A100 Megatron-LM row (unfused attention, fp16, SC'21-fitted compute preset) -> simulated iteration s.
+double a100_iteration_s(const Json& params, int gpus, const std::string& label, const std::string& comm) {
+  Json tp = {{"nodes", gpus / 8}, {"node", "dgx-a100"}};
+  if (gpus > 8192) tp["radix"] = 64;
+  Json sc = {{"topology", {{"preset", "superpod"}, {"params", tp}}},
+             {"workload", {{"generator", "gpt"}, {"params", params}}},
+             {"compute", {{"preset", "megatron-sc21"}}}};
+  auto s = workloads::scenario_from_json(sc, label);
+  sim::ScenarioRunOptions opt;
+  opt.comm_model = comm;
+  opt.replay.record_ops = false;
+  return sim::run_scenario(s, opt).result.iteration_s;
+}
+}  // namespace
+
+// Korthikanti et al. 2022 Table 5 (A100): iteration time with full recompute and with sequence parallelism
+// + selective recompute. The compute preset megatron-sc21 was fitted on 3 rows of SC'21 Table 1, not on
+// these, so all 8 rows are held out. The layout is the table's (vpp = virtual pipeline stages per rank).
+TEST_CASE("validation: modern dense training (Korthikanti et al. Table 5, A100 iteration time)") {
+  std::vector<double> errs;
+  std::string table = "row | GPUs | published s | sim s | error\n";
+  for (const auto& r : read_csv(kData + "korthikanti_sp_selective.csv")) {
+    if (r.at("table") != "Table 5") continue;
+    const bool sel = has(r.at("recompute"), "selective");
+    const int gpus = std::stoi(r.at("num_gpus")), pp = std::stoi(r.at("pp"));
+    Json p = {{"num_layers", std::stoi(r.at("layers"))}, {"hidden_size", std::stoi(r.at("hidden"))},
+              {"num_attention_heads", std::stoi(r.at("heads"))}, {"seq_length", std::stoi(r.at("seq_len"))},
+              {"padded_vocab_size", std::stoi(r.at("vocab"))}, {"micro_batch_size", std::stoi(r.at("micro_batch"))},
+              {"global_batch_size", std::stoi(r.at("global_batch_seqs"))},
+              {"tensor_model_parallel_size", std::stoi(r.at("tp"))}, {"pipeline_model_parallel_size", pp},
+              {"recompute_granularity", sel ? "selective" : "full"}, {"sequence_parallel", sel}};
+    if (!r.at("vpp").empty()) p["virtual_pipeline_model_parallel_size"] = std::stoi(r.at("vpp"));
+    const double sim_s = a100_iteration_s(p, gpus, r.at("row_label"), "engine");
+    const double pub = std::stod(r.at("iteration_s"));
+    const double err = (sim_s - pub) / pub;
+    errs.push_back(std::abs(err));
+    CHECK_MESSAGE(std::abs(err) <= 0.10, r.at("row_label") << " error " << 100 * err << " %");
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s | %d | %.2f | %.2f | %+.1f %%\n", r.at("row_label").c_str(), gpus, pub, sim_s, 100 * err);
+    table += buf;
+  }
+  MESSAGE(table);
+  REQUIRE(errs.size() == 8);
+  MESSAGE("median |error| " << 100 * median(errs) << " %, max " << 100 * *std::max_element(errs.begin(), errs.end()) << " %");
+  // The SC'21 validation's bounds (same software, hardware and fitted preset): max 10 %, median 5 %.
+  CHECK(median(errs) <= 0.05);
+}
+
+// MegaScale (NSDI'24) Table 2, Megatron-LM rows (A100-class "Ampere", 175B with 128 heads, vocab 64000):
+// iteration time. Assumed where the paper is silent: micro-batch 1, sequence parallel + selective
+// recompute, ZeRO-2-style DP as the distributed optimizer with overlapped gradient reduce.
+TEST_CASE("validation: modern dense training (MegaScale Table 2, Megatron-LM iteration time)") {
+  std::vector<double> errs;
+  std::string table = "row | published s | sim s | error\n";
+  for (const auto& r : read_csv(kData + "megascale_megatron.csv")) {
+    const int gpus = std::stoi(r.at("num_gpus"));
+    Json p = {{"num_layers", std::stoi(r.at("layers"))}, {"hidden_size", std::stoi(r.at("hidden"))},
+              {"num_attention_heads", std::stoi(r.at("heads"))}, {"seq_length", std::stoi(r.at("seq_len"))},
+              {"padded_vocab_size", std::stoi(r.at("vocab"))}, {"micro_batch_size", 1},
+              {"global_batch_size", std::stoi(r.at("global_batch_seqs"))},
+              {"tensor_model_parallel_size", std::stoi(r.at("tp"))}, {"pipeline_model_parallel_size", std::stoi(r.at("pp"))},
+              {"virtual_pipeline_model_parallel_size", std::stoi(r.at("vpp"))}, {"recompute_granularity", "selective"},
+              {"sequence_parallel", true}, {"use_distributed_optimizer", true}, {"overlap_grad_reduce", true}};
+    // Analytic communication model: these runs go to 12,288 GPUs and the suite must stay fast.
+    const double sim_s = a100_iteration_s(p, gpus, r.at("row_label"), "analytic");
+    const double pub = std::stod(r.at("iteration_s"));
+    const double err = (sim_s - pub) / pub;
+    errs.push_back(std::abs(err));
+    // Looser than the SC'21 bounds because micro-batch and recompute are assumed, not published.
+    CHECK_MESSAGE(std::abs(err) <= 0.15, r.at("row_label") << " error " << 100 * err << " %");
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s | %.2f | %.2f | %+.1f %%\n", r.at("row_label").c_str(), pub, sim_s, 100 * err);
+    table += buf;
+  }
+  MESSAGE(table);
+  REQUIRE(errs.size() == 8);
+  MESSAGE("median |error| " << 100 * median(errs) << " %, max " << 100 * *std::max_element(errs.begin(), errs.end()) << " %");
+  CHECK(median(errs) <= 0.10);
+}
+
+// llm-foundry MPT benchmarks (PyTorch FSDP, 8-512 GPUs, seq 512-65536, A100 40/80 GB and H100, bf16 and
+// fp8): every row is expressed (MHA, GELU 4h, LayerNorm without linear biases -- expressed as the
+// LayerNorm shape, ALiBi as rope: no position parameters -- triton flash attention, the MPT yamls' fused
+// cross entropy (loss_fn: fused_crossentropy) as cross_entropy_loss_fusion, FULL_SHARD or
+// SHARD_GRAD_OP as FSDP, grad accumulation as micro-batches) and run. Throughput is priced by the
+// placeholder compute model, so the table is printed, not bounded.
+TEST_CASE("validation: modern dense training (llm-foundry MPT tokens/s per GPU)") {
+  std::vector<double> errs;
+  int rows = 0, run = 0;
+  std::string table = "row | GPU | published TPS/GPU | sim | error\n";
+  for (const auto& r : read_csv(kData + "llmfoundry_mpt.csv")) {
+    ++rows;
+    const std::string g = r.at("gpu");
+    const std::string gpu = g == "h100_80gb" ? "h100" : g == "a100_80gb" ? "a100-80gb" : "a100-40gb";
+    const int gpus = std::stoi(r.at("num_gpus")), mbs = std::stoi(r.at("micro_batch"));
+    const int accum = std::stoi(r.at("other_settings").substr(std::string("grad accum ").size()));
+    Json p = {{"num_layers", std::stoi(r.at("layers"))}, {"hidden_size", std::stoi(r.at("hidden"))},
+              {"num_attention_heads", std::stoi(r.at("heads"))}, {"ffn_hidden_size", std::stoi(r.at("ffn_hidden"))},
+              {"seq_length", std::stoi(r.at("seq_len"))}, {"padded_vocab_size", std::stoi(r.at("vocab"))},
+              {"position_embedding_type", "rope"}, {"hidden_dropout", 0}, {"attention_dropout", 0},
+              {"attention_backend", "flash"}, {"cross_entropy_loss_fusion", true},
+              {"gpu", gpu}, {"world_size", gpus}, {"tensor_model_parallel_size", 1},
+              {"pipeline_model_parallel_size", 1}, {"micro_batch_size", mbs}, {"global_batch_size", mbs * accum * gpus},
+              {"precision", r.at("precision") == "amp_fp8" ? "fp8" : "bf16"},
+              {"recompute_granularity", has(r.at("recompute"), "checkpointing") ? "full" : "none"}};
+    if (has(r.at("fsdp_zero"), "FULL_SHARD")) p["use_torch_fsdp2"] = true;
+    else p["data_parallel_sharding_strategy"] = "optim_grads", p["use_distributed_optimizer"] = true;
+    Row row;
+    row.label = r.at("row_label");
+    row.gpu = gpu;
+    row.node = gpu == "h100" ? "dgx-h100" : "dgx-a100";
+    row.gpus = gpus;
+    row.params = p;
+    Outcome o = simulate(row);
+    const double tps = std::stod(r.at("tokens_per_s_per_gpu"));
+    char buf[300];
+    if (o.sim > 0) {
+      ++run;
+      errs.push_back(std::abs(o.sim - tps) / tps);
+      std::snprintf(buf, sizeof buf, "%s | %s | %.0f | %.0f | %+.0f %%\n", row.label.c_str(), gpu.c_str(), tps, o.sim,
+                    100 * (o.sim - tps) / tps);
+    } else {
+      std::snprintf(buf, sizeof buf, "%s | %s | %.0f | not run: %.100s\n", row.label.c_str(), gpu.c_str(), tps,
+                    o.error.c_str());
+    }
+    table += buf;
+  }
+  MESSAGE(table);
+  MESSAGE(run << " of " << rows << " rows run; median |error| " << 100 * median(errs) << " %");
+  CHECK(rows == 216);
+  CHECK(run == 216);  // every row fits its GPU, as the published runs did
+}

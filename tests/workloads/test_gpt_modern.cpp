@@ -1,0 +1,379 @@
+// The modern GPT step (issue "Training step model for 2024-2026 clusters"): each parameter changes the
+// generated step the way the real system does.
+#include <doctest/doctest.h>
+
+#include "workloads_test_util.hpp"
+
+#include <string>
+
+#include "models/compute.hpp"
+#include "models/gpu.hpp"
+#include "workloads/gpt.hpp"
+#include "workloads/gpt_models.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::workloads;
+
+namespace {
+
+// A small Llama-shaped model on one H100 node unless overridden.
+ParamMap small(ParamMap over = {}) {
+  ParamMap p = {{"num_layers", "4"},           {"hidden_size", "1024"},         {"num_attention_heads", "16"},
+                {"ffn_hidden_size", "2816"},   {"seq_length", "2048"},          {"padded_vocab_size", "32000"},
+                {"micro_batch_size", "1"},     {"global_batch_size", "8"},      {"tensor_model_parallel_size", "2"},
+                {"pipeline_model_parallel_size", "2"}, {"world_size", "8"},   {"gpu", "h100"},
+                {"recompute_granularity", "none"}, {"sequence_parallel", "true"}};
+  for (const auto& [k, v] : over) p[k] = v;
+  return p;
+}
+
+GptConfig cfg(const ParamMap& p) { return gpt_config_from_params(p, "--param"); }
+
+models::ComputeModel cm_for(const std::string& gpu) {
+  models::ComputeModel cm;
+  cm.gpu = models::gpu_spec(gpu);
+  return cm;
+}
+
+Trace gen(const ParamMap& p) {
+  GptConfig c = cfg(p);
+  return generate_gpt(c, cm_for(c.gpu), "test");
+}
+
+// The first op of rank 0 whose name ends with `suffix`.
+const Op& op_named(const Trace& t, const std::string& suffix, std::size_t rank = 0) {
+  for (const auto& op : t.ranks.at(rank).ops)
+    if (op.name.size() >= suffix.size() && op.name.compare(op.name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return op;
+  FAIL("no op named *" << suffix);
+  static Op none;
+  return none;
+}
+
+int count_ops(const Trace& t, const std::string& part, std::size_t rank = 0) {
+  int n = 0;
+  for (const auto& op : t.ranks.at(rank).ops) n += op.name.find(part) != std::string::npos;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("gpt catalogue: named models, overrides, parameter counts") {
+  GptConfig c = cfg({{"model", "llama3-70b"}, {"world_size", "64"}, {"gpu", "h100"},
+                     {"pipeline_model_parallel_size", "4"}, {"global_batch_size", "64"}});
+  CHECK(c.num_layers == 80);
+  CHECK(c.hidden_size == 8192);
+  CHECK(c.query_groups() == 8);
+  CHECK(c.swiglu);
+  CHECK(c.untie_embeddings_and_output_weights);
+  CHECK(c.normalization == "RMSNorm");
+  CHECK(c.seq_length == 8192);
+  CHECK(c.attention_backend == "flash");  // default from H100 on
+  CHECK(c.precision == "bf16");
+  // Published sizes: Llama 3 8B = 8.03B, 70B = 70.6B, 405B = 405.9B (Meta model cards).
+  auto n = [](const char* m) {
+    GptConfig x;
+    const GptModelShape* s = find_gpt_model(m);
+    REQUIRE(s);
+    x.num_layers = s->num_layers, x.hidden_size = s->hidden_size, x.ffn_hidden_size = s->ffn_hidden_size;
+    x.num_attention_heads = s->num_attention_heads, x.num_query_groups = s->num_query_groups;
+    x.kv_channels = s->kv_channels, x.seq_length = s->seq_length, x.padded_vocab_size = s->padded_vocab_size;
+    x.swiglu = s->swiglu, x.untie_embeddings_and_output_weights = s->untie_embeddings_and_output_weights;
+    x.normalization = s->normalization, x.position_embedding_type = s->position_embedding_type;
+    return gpt_num_parameters(x);
+  };
+  CHECK(n("llama3-8b") == doctest::Approx(8.03e9).epsilon(0.005));
+  CHECK(n("llama3-70b") == doctest::Approx(70.6e9).epsilon(0.005));
+  CHECK(n("llama3.1-405b") == doctest::Approx(405.9e9).epsilon(0.005));
+  CHECK(n("gpt3-175b") == doctest::Approx(174.6e9).epsilon(0.01));
+  // Explicit parameters override the catalogue; unknown models and values are errors naming the key.
+  GptConfig o = cfg({{"model", "llama3-8b"}, {"num_layers", "2"}, {"world_size", "8"}, {"gpu", "h100"},
+                     {"pipeline_model_parallel_size", "1"}, {"global_batch_size", "8"}, {"seq_length", "1024"}});
+  CHECK(o.num_layers == 2);
+  CHECK(o.seq_length == 1024);
+  CHECK(error_of([] { cfg({{"model", "llama9"}}); }).find("--param model: unknown model 'llama9' (expected one of llama3-8b") == 0);
+  CHECK(error_of([] { cfg(small({{"normalization", "BatchNorm"}})); }).find("--param normalization") == 0);
+  CHECK(error_of([] { cfg(small({{"attention_backend", "xformers"}})); }).find("--param attention_backend") == 0);
+}
+
+TEST_CASE("gpt GQA: the K/V projection FLOPs shrink by exactly the group ratio") {
+  const Trace mha = gen(small()), gqa = gen(small({{"num_query_groups", "4"}}));
+  // Per TP rank (t = 2), tokens T = 2048: QKV GEMM = 2 T h (a + 2g) d / t; forward, dgrad and wgrad.
+  const double T = 2048, h = 1024, d = 64, t = 2;
+  const double kv_mha = 2 * T * h * 2 * 16 * d / t, kv_gqa = 2 * T * h * 2 * 4 * d / t;
+  CHECK(op_named(mha, "mb0.l0.fwd.attn").flops - op_named(gqa, "mb0.l0.fwd.attn").flops ==
+        doctest::Approx(kv_mha - kv_gqa));
+  CHECK(op_named(mha, "mb0.l0.bwd.attn").flops - op_named(gqa, "mb0.l0.bwd.attn").flops ==
+        doctest::Approx(2 * (kv_mha - kv_gqa)));
+  // Attention kernels themselves are unchanged (same queries); the K/V memory shrinks too.
+  CHECK(gpt_memory_per_gpu(cfg(small({{"num_query_groups", "4"}}))).activations_bytes <
+        gpt_memory_per_gpu(cfg(small())).activations_bytes);
+  CHECK(error_of([] { cfg(small({{"num_query_groups", "3"}})); }).find("num_query_groups") != std::string::npos);
+}
+
+TEST_CASE("gpt SwiGLU: three MLP GEMMs, 1.5x the MLP FLOPs of the same ffn_hidden_size") {
+  const Trace gelu = gen(small()), sw = gen(small({{"swiglu", "true"}}));
+  CHECK(op_named(sw, "mb0.l0.fwd.mlp").flops == doctest::Approx(1.5 * op_named(gelu, "mb0.l0.fwd.mlp").flops));
+  CHECK(op_named(sw, "mb0.l0.bwd.mlp").flops == doctest::Approx(1.5 * op_named(gelu, "mb0.l0.bwd.mlp").flops));
+  // Megatron-Core FLOP count: the MLP term is (f/h) x 3/2.
+  GptConfig a = cfg(small()), b = cfg(small({{"swiglu", "true"}}));
+  const double B = 8, s = 2048, l = 4, h = 1024, f = 2816;
+  CHECK(gpt_model_flops(b) - gpt_model_flops(a) == doctest::Approx(12 * B * s * l * h * h * 0.5 * f / h));
+}
+
+TEST_CASE("gpt FLOP conventions: Megatron-Core for modern configs, SC'21 for the SC'21 shape") {
+  GptConfig c = cfg(small({{"num_query_groups", "4"}, {"untie_embeddings_and_output_weights", "true"}}));
+  CHECK(c.flops_convention == "megatron-core");
+  const double B = 8, s = 2048, l = 4, h = 1024, a = 16, g = 4, f = 2816, V = 32000;
+  CHECK(gpt_model_flops(c) ==
+        doctest::Approx(12 * B * s * l * h * h * ((1 + g / a + s / h) + f / h + V / (2 * l * h))));
+  // Independent of recompute (Megatron-Core counts model FLOPs, not hardware FLOPs).
+  CHECK(gpt_model_flops(cfg(small({{"num_query_groups", "4"}, {"untie_embeddings_and_output_weights", "true"},
+                                   {"recompute_granularity", "full"}}))) == gpt_model_flops(c));
+  GptConfig old;  // GPT-3 175B on A100: unfused attention, SC'21 convention (96 ... with full recompute)
+  CHECK(gpt_flops_convention(old) == "megatron-sc21");
+  GptConfig sc = cfg({});
+  CHECK(sc.attention_backend == "unfused");
+  CHECK(sc.flops_convention == "megatron-sc21");
+  CHECK(cfg({{"flops_convention", "megatron-core"}}).flops_convention == "megatron-core");
+}
+
+TEST_CASE("gpt flash attention: no s^2 activation memory, no s^2 HBM traffic") {
+  auto act = [](const char* backend, const char* seq) {
+    return gpt_memory_per_gpu(cfg(small({{"attention_backend", backend}, {"seq_length", seq}}))).activations_bytes;
+  };
+  // Flash: every stored term is linear in the sequence length (recompute none).
+  CHECK(act("flash", "4096") == doctest::Approx(2 * act("flash", "2048")));
+  // Unfused stores the 5 a s^2 b / t score terms (Korthikanti et al. Table 2): more than linear.
+  CHECK(act("unfused", "4096") > 2.1 * act("unfused", "2048"));
+  CHECK(act("unfused", "2048") > act("flash", "2048"));
+  // The attention forward of the flash step moves no s^2 bytes: it is faster than the unfused kernels.
+  const Trace fl = gen(small({{"attention_backend", "flash"}})), un = gen(small({{"attention_backend", "unfused"}}));
+  CHECK(op_named(fl, "mb0.l0.fwd.attn").duration_s < op_named(un, "mb0.l0.fwd.attn").duration_s);
+  CHECK(error_of([] { cfg(small({{"gpu", "a100-80gb"}, {"attention_backend", "flash"}})); }).empty());
+}
+
+TEST_CASE("gpt precision: fp8 GEMMs, Megatron flags, refusals") {
+  // Llama-3-8B-sized layer (FP8 casts are memory-bound; small GEMMs would not gain).
+  const ParamMap big = {{"hidden_size", "4096"}, {"ffn_hidden_size", "14336"}, {"num_attention_heads", "32"},
+                        {"seq_length", "8192"}};
+  ParamMap pf = small(big), pt = small(big);
+  pf["precision"] = "fp8";
+  pt["precision"] = "fp8";
+  pt["fp8_recipe"] = "tensorwise";
+  const Trace bf = gen(small(big)), f8 = gen(pf);
+  CHECK(op_named(f8, "mb0.l0.fwd.mlp").duration_s < op_named(bf, "mb0.l0.fwd.mlp").duration_s);
+  CHECK(op_named(f8, "mb0.l0.fwd.mlp").flops == doctest::Approx(op_named(bf, "mb0.l0.fwd.mlp").flops));
+  // Current (tensorwise) scaling reads each tensor once more than delayed scaling.
+  const Trace tw = gen(pt);
+  CHECK(op_named(tw, "mb0.l0.fwd.mlp").duration_s > op_named(f8, "mb0.l0.fwd.mlp").duration_s);
+  CHECK(cfg(small({{"fp8_format", "hybrid"}})).precision == "fp8");
+  CHECK(cfg(small({{"bf16", "true"}})).precision == "bf16");
+  CHECK(error_of([] { cfg(small({{"precision", "fp16"}, {"bf16", "true"}})); }).find("contradicts") != std::string::npos);
+  CHECK(error_of([] { cfg(small({{"fp8_format", "e5m2"}})); }).find("--param fp8_format: expected e4m3 or hybrid") == 0);
+  const std::string a100 = error_of([] { cfg(small({{"gpu", "a100-80gb"}, {"precision", "fp8"}})); });
+  CHECK(a100.find("--param precision: fp8 needs FP8 tensor cores; a100-80gb has none") == 0);
+  const std::string mx = error_of([] { cfg(small({{"precision", "fp8"}, {"fp8_recipe", "mxfp8"}})); });
+  CHECK(mx.find("--param fp8_recipe: mxfp8 needs Blackwell") == 0);
+  CHECK(error_of([] { cfg(small({{"gpu", "b200"}, {"precision", "fp8"}, {"fp8_recipe", "mxfp8"}})); }).empty());
+  // FP8 keeps FP8 weight copies: more weight bytes, fewer activation bytes (FP8 GEMM inputs).
+  GptMemory mb = gpt_memory_per_gpu(cfg(small())), m8 = gpt_memory_per_gpu(cfg(small({{"precision", "fp8"}})));
+  CHECK(m8.weights_bytes > mb.weights_bytes);
+  CHECK(m8.activations_bytes < mb.activations_bytes);
+}
+
+TEST_CASE("gpt context parallelism: 1/cp of the attention work, K/V exchange beside it") {
+  const Trace c1 = gen(small({{"world_size", "8"}})), c2 = gen(small({{"context_parallel_size", "2"}}));
+  CHECK(op_named(c2, "mb0.l0.fwd.attn").flops == doctest::Approx(op_named(c1, "mb0.l0.fwd.attn").flops / 2));
+  const Op& kv = op_named(c2, "mb0.l0.attn.cp.kv");
+  CHECK(kv.category == "cp");
+  CHECK(kv.coll == CollOp::AllGather);
+  // K and V of the whole sequence for this rank's 16/2 = 8 heads (MHA): 2 x 2048 x 8 x 64 x 2 bytes.
+  CHECK(kv.bytes == doctest::Approx(2.0 * 2048 * 8 * 64 * 2));
+  // p2p (ring): runs beside the attention compute -- the compute does not wait for it, the join does.
+  const auto& ops = c2.ranks[0].ops;
+  std::size_t kvi = &kv - ops.data();
+  for (std::size_t i = kvi + 1; i < ops.size() && ops[i].name.find(".fwd.attn") == std::string::npos; ++i) {}
+  const Op& fa = op_named(c2, "mb0.l0.fwd.attn");
+  CHECK(std::find(fa.deps.begin(), fa.deps.end(), static_cast<std::uint32_t>(kvi)) == fa.deps.end());
+  CHECK(count_ops(c2, ".bwd.cp.dkv") > 0);
+  // all_gather: the attention waits for the K/V all-gather.
+  const Trace ag = gen(small({{"context_parallel_size", "2"}, {"cp_comm_type", "all_gather"}}));
+  const Op& fa2 = op_named(ag, "mb0.l0.fwd.attn");
+  const auto& ops2 = ag.ranks[0].ops;
+  CHECK(ops2[fa2.deps.front()].name.find(".cp.kv") != std::string::npos);
+  // The DP group for gradients is DP x CP; activations per GPU halve (tokens split).
+  CHECK(gpt_memory_per_gpu(cfg(small({{"context_parallel_size", "2"}}))).activations_bytes <
+        0.6 * gpt_memory_per_gpu(cfg(small())).activations_bytes);
+  CHECK(error_of([] { cfg(small({{"context_parallel_size", "3"}})); }).find("must divide world_size") != std::string::npos);
+}
+
+TEST_CASE("gpt tp_comm_overlap: TP collectives beside the GEMMs, compute pays the SM cost") {
+  const Trace no = gen(small()), ov = gen(small({{"tp_comm_overlap", "true"}}));
+  const Op& a = op_named(no, "mb0.l0.fwd.mlp");
+  const Op& b = op_named(ov, "mb0.l0.fwd.mlp");
+  CHECK(b.duration_s == doctest::Approx(a.duration_s * 132.0 / 116.0).epsilon(1e-6));
+  // Without overlap the compute waits for the SP all-gather; with it, it does not.
+  CHECK(no.ranks[0].ops[a.deps.front()].name.find(".mlp.ag") != std::string::npos);
+  CHECK(ov.ranks[0].ops[b.deps.front()].kind != OpKind::Collective);
+  CHECK(count_ops(ov, ".mlp.join") > 0);
+  CHECK(error_of([] { cfg(small({{"tp_comm_overlap", "true"}, {"sequence_parallel", "false"}})); })
+            .find("needs sequence_parallel") != std::string::npos);
+}
+
+TEST_CASE("gpt pipeline layouts: uneven stages, embedding/loss as layers, virtual stages") {
+  GptConfig c = cfg({{"model", "llama3.1-405b"}, {"gpu", "h100"}, {"world_size", "16384"},
+                     {"pipeline_model_parallel_size", "16"}, {"decoder_first_pipeline_num_layers", "7"},
+                     {"decoder_last_pipeline_num_layers", "7"}, {"global_batch_size", "2048"}});
+  auto lay = gpt_layer_layout(c);
+  CHECK(lay[0][0] == 7);
+  CHECK(lay[1][0] == 8);
+  CHECK(lay[15][0] == 7);
+  // 126 layers + embedding + loss over PP 8 x VP 8: 2 per chunk, one fewer in the first and last chunk.
+  GptConfig v = cfg({{"model", "llama3.1-405b"}, {"gpu", "h100"}, {"world_size", "512"},
+                     {"pipeline_model_parallel_size", "8"}, {"virtual_pipeline_model_parallel_size", "8"},
+                     {"account_for_embedding_in_pipeline_split", "true"}, {"account_for_loss_in_pipeline_split", "true"},
+                     {"global_batch_size", "64"}});
+  auto lv = gpt_layer_layout(v);
+  CHECK(lv[0][0] == 1);
+  CHECK(lv[0][1] == 2);
+  CHECK(lv[7][7] == 1);
+  std::int64_t total = 0;
+  for (auto& st : lv)
+    for (auto n : st) total += n;
+  CHECK(total == 126);
+  CHECK(error_of([] {
+          cfg({{"model", "llama3.1-405b"}, {"gpu", "h100"}, {"world_size", "16384"}, {"pipeline_model_parallel_size", "16"},
+               {"global_batch_size", "2048"}});
+        }).find("--param num_layers: must be a multiple of pipeline_model_parallel_size (16)") == 0);
+  // virtual_pipeline_model_parallel_size and num_layers_per_virtual_pipeline_stage give the same schedule.
+  const Trace a = gen(small({{"num_layers", "8"}, {"virtual_pipeline_model_parallel_size", "2"}}));
+  const Trace b = gen(small({{"num_layers", "8"}, {"num_layers_per_virtual_pipeline_stage", "2"}}));
+  CHECK(a.num_ops() == b.num_ops());
+  CHECK(count_ops(a, ".c1.") > 0);
+  // Uneven stages: the stage with more layers does more compute ops.
+  const Trace u = gen(small({{"num_layers", "5"}, {"decoder_first_pipeline_num_layers", "2"}}));
+  CHECK(count_ops(u, ".fwd.mlp", 1) == 3 * count_ops(u, ".fwd.mlp", 0) / 2);
+}
+
+TEST_CASE("gpt recompute: granularity, method and layer count") {
+  // Stage 0 of PP 2 holds 2 micro-batches of 2 layers.
+  auto mem = [](ParamMap o) { return gpt_memory_of_stage(cfg(small(o)), 0).activations_bytes; };
+  const double none = mem({}), full = mem({{"recompute_granularity", "full"}});
+  const double block1 = mem({{"recompute_granularity", "full"}, {"recompute_method", "block"}, {"recompute_num_layers", "1"}});
+  CHECK(full < block1);
+  CHECK(block1 < none);
+  const Trace tf = gen(small({{"recompute_granularity", "full"}}));
+  const Trace tb = gen(small({{"recompute_granularity", "full"}, {"recompute_method", "block"}, {"recompute_num_layers", "1"}}));
+  CHECK(count_ops(tf, ".recompute.mlp") == 2 * count_ops(tb, ".recompute.mlp"));  // 2 layers per stage, 1 recomputed
+  CHECK(count_ops(gen(small()), ".recompute.") == 0);
+  // Selective with flash attention recomputes the attention kernel in the backward.
+  CHECK(op_named(gen(small({{"recompute_granularity", "selective"}})), "mb0.l0.bwd.attn").flops >
+        op_named(gen(small()), "mb0.l0.bwd.attn").flops);
+}
+
+TEST_CASE("gpt FSDP and distributed-optimizer overlaps") {
+  ParamMap f = small({{"pipeline_model_parallel_size", "1"}, {"tensor_model_parallel_size", "1"}, {"use_torch_fsdp2", "true"}});
+  const Trace t = gen(f);
+  // Per layer and micro-batch: a forward and a backward all-gather, one gradient reduce-scatter.
+  const int mbs = 1;  // 8 sequences over DP 8
+  CHECK(count_ops(t, ".fsdp.ag") == 2 * 4 * mbs);
+  CHECK(count_ops(t, ".fsdp.rs") == 4 * mbs);
+  CHECK(count_ops(t, "dp.bucket") == 0);
+  // Prefetch: layer 1's forward all-gather is issued before layer 0's forward compute.
+  const auto& ops = t.ranks[0].ops;
+  std::size_t ag1 = &op_named(t, "mb0.l1.fsdp.ag") - ops.data(), c0 = &op_named(t, "mb0.l0.fwd.attn") - ops.data();
+  CHECK(ag1 < c0);
+  // FSDP shards weights, gradients and optimizer state over the 8 ranks.
+  ParamMap ddp = f;
+  ddp.erase("use_torch_fsdp2");
+  GptMemory mf = gpt_memory_per_gpu(cfg(f)), md = gpt_memory_per_gpu(cfg(ddp));
+  CHECK(mf.optimizer_bytes == doctest::Approx(md.optimizer_bytes / 8));
+  CHECK(mf.weights_bytes < md.weights_bytes);
+  // HSDP: 2 replicas of 4-way shards, one replica all-reduce.
+  ParamMap h = f;
+  h["num_distributed_optimizer_instances"] = "2";
+  CHECK(count_ops(gen(h), "dp.replica.ar") == 1);
+  CHECK(gpt_memory_per_gpu(cfg(h)).optimizer_bytes == doctest::Approx(2 * mf.optimizer_bytes));
+  // overlap_param_gather: the distributed optimizer's all-gathers move to the start of the step.
+  ParamMap d = small({{"pipeline_model_parallel_size", "1"}, {"use_distributed_optimizer", "true"}, {"bucket_size", "5000000"}});
+  const Trace late = gen(d);
+  d["overlap_param_gather"] = "true";
+  const Trace early = gen(d);
+  auto ag_bytes = [](const Trace& x) {
+    double sum = 0;
+    for (const auto& op : x.ranks[0].ops)
+      if (op.name.rfind("dp.bucket", 0) == 0 && op.coll == CollOp::AllGather) sum += op.bytes;
+    return sum;
+  };
+  CHECK(ag_bytes(early) > 0);
+  CHECK(ag_bytes(late) == doctest::Approx(ag_bytes(early)));
+  CHECK(late.ranks[0].ops.front().name.find("dp.bucket") == std::string::npos);
+  CHECK(early.ranks[0].ops.front().name.find("dp.bucket") == 0);
+  CHECK(error_of([] { cfg(small({{"overlap_param_gather", "true"}})); }).find("needs use_distributed_optimizer") !=
+        std::string::npos);
+}
+
+TEST_CASE("gpt memory: refusal names the largest term and the stage") {
+  ParamMap p = {{"model", "llama3-70b"}, {"gpu", "h100"}, {"world_size", "8"}, {"tensor_model_parallel_size", "8"},
+                {"pipeline_model_parallel_size", "1"}, {"global_batch_size", "8"}, {"recompute_granularity", "none"}};
+  const std::string e = error_of([&] { gen(p); });
+  CHECK(e.find("model does not fit in GPU memory") != std::string::npos);
+  CHECK(e.find("largest: optimizer state") != std::string::npos);
+  CHECK(e.find("pipeline stage 0") != std::string::npos);
+  // The trace reports the terms.
+  const Trace t = gen(small());
+  CHECK(t.metadata.at("memory_per_gpu_bytes.max") ==
+        doctest::Approx(t.metadata.at("memory_per_gpu_bytes.weights") + t.metadata.at("memory_per_gpu_bytes.gradients") +
+                        t.metadata.at("memory_per_gpu_bytes.optimizer") + t.metadata.at("memory_per_gpu_bytes.activations")));
+  CHECK(t.metadata.at("peak_dense_flops_per_gpu") == doctest::Approx(989.4e12));
+}
+
+TEST_CASE("gpt shape flags: untied output, norm type, position embedding, head dim, loss fusion") {
+  const double V = 32000, h = 1024;
+  GptConfig tied = cfg(small()), untied = cfg(small({{"untie_embeddings_and_output_weights", "true"}}));
+  CHECK(gpt_num_parameters(untied) - gpt_num_parameters(tied) == doctest::Approx(V * h));
+  // Untied: no embedding-gradient all-reduce between the first and last stage.
+  CHECK(count_ops(gen(small()), "embedding.grad.ar") == 1);
+  CHECK(count_ops(gen(small({{"untie_embeddings_and_output_weights", "true"}})), "embedding.grad.ar") == 0);
+  // RMSNorm: one weight vector per norm and no linear biases (Llama-style); LayerNorm: weight + bias and biases.
+  GptConfig rms = cfg(small({{"normalization", "RMSNorm"}}));
+  const double l = 4, f = 2816;
+  const double bias = 3 * h + h + f + h, norms = 2 * (2 * h) - 2 * h;  // per layer: 2 norms; final norm h
+  CHECK(gpt_num_parameters(tied) - gpt_num_parameters(rms) == doctest::Approx(l * (bias + norms) + h));
+  // RoPE rotates Q and K (an elementwise kernel); learned positions add a table of s x h parameters.
+  GptConfig rope = cfg(small({{"position_embedding_type", "rope"}}));
+  CHECK(gpt_num_parameters(tied) - gpt_num_parameters(rope) == doctest::Approx(2048 * h));
+  CHECK(op_named(gen(small({{"position_embedding_type", "rope"}})), "mb0.l0.fwd.attn").duration_s >
+        op_named(gen(small()), "mb0.l0.fwd.attn").duration_s);
+  // kv_channels decouples the head dim from h / a: QKV width (a + 2g) d.
+  const Trace d128 = gen(small({{"kv_channels", "128"}})), d64 = gen(small());
+  CHECK(op_named(d128, "mb0.l0.fwd.attn").flops > 1.9 * op_named(d64, "mb0.l0.fwd.attn").flops);
+  // cross_entropy_loss_fusion: 6 instead of 14 bytes per logit on the last stage (s b V / t elements).
+  const double elems = 2048.0 * 1 * V / 2;
+  CHECK(gpt_memory_of_stage(cfg(small()), 1).activations_bytes -
+            gpt_memory_of_stage(cfg(small({{"cross_entropy_loss_fusion", "true"}})), 1).activations_bytes ==
+        doctest::Approx(8.0 * elems));
+  // Dropout masks (1 byte per element) disappear with hidden_dropout 0.
+  CHECK(gpt_memory_per_gpu(cfg(small({{"hidden_dropout", "0"}}))).activations_bytes <
+        gpt_memory_per_gpu(cfg(small())).activations_bytes);
+}
+
+TEST_CASE("gpt traces pass the structural checks in every new layout") {
+  // Matched sends/receives, no dependency cycles, collectives called equally often by their members.
+  std::vector<ParamMap> cases = {
+      small({{"num_layers", "6"}, {"pipeline_model_parallel_size", "2"}, {"virtual_pipeline_model_parallel_size", "2"},
+             {"account_for_embedding_in_pipeline_split", "true"}, {"account_for_loss_in_pipeline_split", "true"}}),
+      small({{"num_layers", "5"}, {"decoder_last_pipeline_num_layers", "2"}, {"tp_comm_overlap", "true"}}),
+      small({{"context_parallel_size", "2"}, {"world_size", "16"}, {"global_batch_size", "8"}, {"precision", "fp8"}}),
+      small({{"use_torch_fsdp2", "true"}, {"world_size", "16"}, {"global_batch_size", "8"}, {"recompute_granularity", "full"}}),
+      small({{"use_distributed_optimizer", "true"}, {"overlap_param_gather", "true"}, {"overlap_grad_reduce", "true"},
+             {"world_size", "16"}, {"global_batch_size", "8"}, {"cp_comm_type", "a2a"}, {"context_parallel_size", "2"}}),
+  };
+  for (const auto& p : cases) {
+    const Trace t = gen(p);
+    CHECK_NOTHROW(check_trace(t, "test"));
+    // Deterministic.
+    CHECK(trace_to_json(gen(p)).dump() == trace_to_json(t).dump());
+  }
+}
