@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config
       libsimgrid-dev libboost-graph-dev nlohmann-json3-dev doctest-dev
-      openmpi-bin libopenmpi-dev python3)
+      openmpi-bin libopenmpi-dev python3 python3-dev pybind11-dev python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,4 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
+scripts/register-python.sh   # `import fabricsim` in python3 (docs/python.md)
 build/apps/fabricsim run
