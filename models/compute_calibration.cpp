@@ -722,7 +722,7 @@ void fit_params(ComputeCalibration& c, const GpuSpec& gpu, const std::vector<con
     return s;
   };
   std::vector<double> x = x0;
-  for (int restart = 0; restart < 3; ++restart) x = nelder_mead(cost, x, restart == 0 ? 0.5 : 0.1, 150 * int(params.size()));
+  for (int restart = 0; restart < 2; ++restart) x = nelder_mead(cost, x, restart == 0 ? 0.5 : 0.1, 120 * int(params.size()));
   apply(c, x);
 }
 
