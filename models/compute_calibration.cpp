@@ -97,9 +97,10 @@ double calibrated_kernel_time_s(const ComputeCalibration& c, const GpuSpec& gpu,
       const AttentionParams& a = c.attn(k.attention_impl, k.backward);
       const double s = double(std::max<std::int64_t>(1, k.seq_kv));
       const double d = double(std::max<std::int64_t>(1, k.head_dim));
-      // Head-dim factor relative to the measured head dim 128 (the fitted efficiency already holds d = 128).
+      // Head-dim factor relative to the measured head dim 128 (the fitted efficiency already holds d = 128):
+      // smaller heads lose like a GEMM with K = d; larger ones are assumed no faster per FLOP (not measured).
       const double dh = c.gemm_bf16.k_half;
-      const double d_factor = (d / (d + dh)) / (128.0 / (128.0 + dh));
+      const double d_factor = std::min(1.0, (d / (d + dh)) / (128.0 / (128.0 + dh)));
       const double eff = std::min(1.0, a.efficiency * (s / (s + a.seq_half)) * d_factor);
       return k.flops() / (peak * eff) + a.overhead_s;
     }
@@ -792,12 +793,12 @@ ComputeCalibration fit_compute_calibration(const KernelMeasurements& m, const Co
   // Grouped GEMMs: the K-loop term and HBM rate are the dense bf16 ones (grouped rows vary tokens, not K);
   // efficiency, the per-SM rate at which small groups stream their expert weights, and the fixed time are fitted.
   if (fits("grouped_gemm")) {
-  c.grouped_gemm.k_half = c.gemm_bf16.k_half;
-  c.grouped_gemm.memory_efficiency = c.gemm_bf16.memory_efficiency;
-  fit_params(c, g, rows_of([](const KernelDesc& k) { return k.kind == KernelKind::GroupedGemm; }),
-             {{[](ComputeCalibration& cc) -> double& { return cc.grouped_gemm.efficiency; }, 0.05, 1.0},
-              {[](ComputeCalibration& cc) -> double& { return cc.grouped_gemm.sm_stream_Bps; }, 1e8, 1e12},
-              {[](ComputeCalibration& cc) -> double& { return cc.grouped_gemm.overhead_s; }, 1e-7, 1e-3}});
+    c.grouped_gemm.k_half = c.gemm_bf16.k_half;
+    c.grouped_gemm.memory_efficiency = c.gemm_bf16.memory_efficiency;
+    fit_params(c, g, rows_of([](const KernelDesc& k) { return k.kind == KernelKind::GroupedGemm; }),
+               {{[](ComputeCalibration& cc) -> double& { return cc.grouped_gemm.efficiency; }, 0.05, 1.0},
+                {[](ComputeCalibration& cc) -> double& { return cc.grouped_gemm.sm_stream_Bps; }, 1e8, 1e12},
+                {[](ComputeCalibration& cc) -> double& { return cc.grouped_gemm.overhead_s; }, 1e-7, 1e-3}});
   }
   for (AttentionImpl impl : {AttentionImpl::Flash, AttentionImpl::Cudnn})
     for (bool bwd : {false, true}) {
@@ -884,7 +885,7 @@ std::vector<HeldOutRow> compute_held_out(const KernelMeasurements& fit, const Ke
     std::map<std::string, std::vector<double>> e2;
     for (const auto& r : other->rows)
       e2[error_class(r.kernel)].push_back(std::fabs(calibrated_kernel_time_s(c, gpu, r.kernel) / r.time_s - 1));
-    summarise(fit.gpu + " -> " + other->gpu, e2, out);
+    summarise(fit.gpu + " -> " + other->gpu + (other->gpu == fit.gpu ? " (other measurements)" : ""), e2, out);
   }
   return out;
 }

@@ -10,7 +10,8 @@
 //                  bytes(A, B, C) / (HBM * mem_eff), bytes / (SMs * sm_stream)) + overhead
 //   fused attention (fwd or bwd, per implementation):
 //     t      = flops / (peak(prec) * eff * s / (s + s_half) * d / (d + d_half)) + overhead
-//              (s = seq_kv; d = head dim with d_half = the GEMM k_half: the S = QK^T GEMM has K = head dim)
+//              (s = seq_kv; d = head dim with d_half = the GEMM k_half: the S = QK^T GEMM has K = head dim),
+//              normalised to 1 at the measured d = 128 and capped there (d > 128 not measured)
 //   memory-bound: t = bytes / (HBM * fraction(kind)) + launch
 // The dimensionless parameters (eff, k_half, s_half, fractions) are fitted per GPU on measured kernel times
 // (fit_compute_calibration); the peaks, HBM bandwidth and SM count come from models/gpu.cpp.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -165,6 +166,13 @@ TEST_CASE("kernel_time_s: shapes, precisions and GPUs") {
   CHECK(att(1, 16384, false, AttentionImpl::Cudnn) > 1.5 * att(1, 16384, false, AttentionImpl::Flash));
   CHECK(att(1, 16384, true, AttentionImpl::Cudnn) < att(1, 16384, false, AttentionImpl::Cudnn));
   CHECK(att(8, 2048, false, AttentionImpl::Cudnn) < att(1, 16384, false, AttentionImpl::Cudnn));
+  // Head dim: 64 slower per FLOP than the measured 128; 256 capped at the 128 rate.
+  auto att_d = [&](std::int64_t d) {
+    KernelDesc k = KernelDesc::attention(1, 32, 8, 16384, 16384, d, true, false, Precision::BF16);
+    return k.flops() / (cm.kernel_time_s(k) - cm.kernel_calibration().attn(AttentionImpl::Cudnn, false).overhead_s);
+  };
+  CHECK(att_d(64) < 0.8 * att_d(128));
+  CHECK(att_d(256) == doctest::Approx(att_d(128)));
   // Memory-bound: the H100 (3.35 TB/s) is slower than the H200 (4.8 TB/s) on a copy; a copy beats a norm.
   ComputeModel h100m;
   h100m.gpu = gpu_spec("h100");
@@ -282,4 +290,28 @@ TEST_CASE("GPU presets: Hopper and Blackwell peaks, capacities, device names") {
   CHECK(gpu_preset_for_device("NVIDIA A100-SXM4-40GB") == "a100-40gb");
   CHECK(gpu_preset_for_device("NVIDIA A100-SXM4", 85e9) == "a100-80gb");
   CHECK(gpu_preset_for_device("Radeon MI300X").empty());
+}
+
+// Kernels measured after the fit (tests/data/hardware/h200-heldout, docs/validation.md "Kernels measured after
+// the fit"), priced by the shipped H200 calibration (= the fit, checked above). Bounds: the measured errors
+// rounded up to the next whole percent.
+TEST_CASE("compute kernels: new shapes and head dims measured after the fit") {
+  const KernelMeasurements m = load_kernel_measurements(kHw + "h200-heldout/kernels.json");
+  REQUIRE(m.rows.size() == 36);
+  const ComputeCalibration& c = shipped_compute_calibration("h200", "t");
+  const GpuSpec& gpu = gpu_spec("h200");
+  std::map<std::string, std::vector<double>> errs;
+  for (const auto& r : m.rows)
+    errs[error_class(r.kernel)].push_back(std::fabs(calibrated_kernel_time_s(c, gpu, r.kernel) / r.time_s - 1));
+  const std::map<std::string, std::pair<double, double>> bounds = {
+      {"gemm-bf16", {0.08, 0.17}},           {"gemm-fp8", {0.08, 0.19}},
+      {"attention-cudnn-fwd", {0.12, 0.14}}, {"attention-cudnn-bwd", {0.25, 0.27}},
+      {"attention-flash-fwd", {0.20, 0.45}}, {"attention-flash-bwd", {0.27, 0.39}}};
+  REQUIRE(errs.size() == bounds.size());
+  for (const auto& [cls, b] : bounds) {
+    CAPTURE(cls);
+    const auto& v = errs.at(cls);
+    CHECK(median(v) <= b.first);
+    CHECK(*std::max_element(v.begin(), v.end()) <= b.second);
+  }
 }
