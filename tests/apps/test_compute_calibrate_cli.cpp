@@ -58,6 +58,12 @@ TEST_CASE("fabricsim calibrate --compute: fit on H200, predict held-out H100 ker
   REQUIRE(h.rc == 0);
   CHECK(h.out.find("| h200 -> h100 | gemm-bf16 | 229 |") != std::string::npos);
   CHECK(h.out.find("| leave-one-group-out h200 | gemm-bf16 | 224 |") != std::string::npos);
+  // docs/validation.md "Kernels measured after the fit".
+  const cli_test::Run n = run("calibrate --compute " + kHw + "h200-kernels --compute-check " + kHw +
+                                  "h200-heldout/kernels.json -o n.json",
+                              d);
+  REQUIRE(n.rc == 0);
+  CHECK(n.out.find("| h200 -> h200 (other measurements) | gemm-fp8 | 10 |") != std::string::npos);
   // The H100 command of docs/calibration.md reproduces the shipped file (up to its source string).
   REQUIRE(run("calibrate --compute " + kHw + "h100-kernels --start " + std::string(FABRICSIM_SOURCE_DIR) +
                   "/validate/compute_calibrations/h200.json -o h100.json",
