@@ -1,5 +1,7 @@
 // fabricsim calibrate: fit the network model's calibration to nccl-tests measurements (validate/calibrate.hpp).
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <cstdio>
 #include <iostream>
 #include <limits>
@@ -8,6 +10,7 @@
 #include "apps/cli.hpp"
 #include "apps/log_hints.hpp"
 #include "models/calibration.hpp"
+#include "models/compute_calibration.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/json_reader.hpp"
 #include "sim/base/units.hpp"
@@ -25,18 +28,84 @@ std::string pct(double f) {
 }
 }  // namespace
 
+namespace {
+// `fabricsim calibrate --compute`: the per-kernel compute model (models/compute_calibration.hpp).
+int calibrate_compute(const Args& args) {
+  if (!args.positional().empty())
+    throw InputError("--compute", "takes kernel measurements only; nccl-tests LOGS are calibrated without --compute");
+  if (!args.has("--output")) throw InputError("--output", "the compute calibration file to write (-o FILE)");
+  const std::string in = args.get("--compute");
+  const models::KernelMeasurements m = models::load_kernel_measurements(in);
+  models::KernelMeasurements check;
+  const bool has_check = args.has("--compute-check");
+  if (has_check) check = models::load_kernel_measurements(args.get("--compute-check"));
+  // --start: a compute calibration (shipped name or file) whose values the parameters without rows keep.
+  const models::ComputeCalibration start = args.has("--start")
+                                               ? models::compute_calibration_named(args.get("--start"), "--start")
+                                               : models::default_fit_start();
+  models::ComputeCalibration c = models::fit_compute_calibration(m, start);
+  c.source = "fabricsim calibrate --compute " + in + " (ln-time least squares, models/compute_calibration.cpp): " +
+             std::to_string(m.rows.size()) + " kernels measured on " + m.device + " (" + m.source + ")" +
+             (args.has("--start") ? "; kinds without rows from " + args.get("--start") : std::string());
+  std::ostringstream o;
+  o << "# fabricsim calibrate --compute: " << m.rows.size() << " kernels on " << m.device << " (preset " << m.gpu
+    << ", " << c.sm_count << " SMs)\n";
+  // In-sample errors are labelled as such; held-out errors come from --held-out / --compute-check.
+  std::map<std::string, std::vector<double>> fitted;
+  const models::GpuSpec gpu = [&] {
+    models::GpuSpec g = models::gpu_spec(m.gpu);
+    g.sm_count = c.sm_count;
+    return g;
+  }();
+  for (const auto& r : m.rows)
+    fitted[models::error_class(r.kernel)].push_back(
+        std::fabs(models::calibrated_kernel_time_s(c, gpu, r.kernel) / r.time_s - 1));
+  o << "# in-sample |error| per class (fitted rows, NOT held out):\n";
+  for (auto& [cls, v] : fitted) {
+    std::sort(v.begin(), v.end());
+    char b[160];
+    std::snprintf(b, sizeof b, "#   %-22s %4zu rows  median %5.1f %%  max %5.1f %%\n", cls.c_str(), v.size(),
+                  100 * v[v.size() / 2], 100 * v.back());
+    o << b;
+  }
+  if (args.has("--held-out") || has_check) {
+    auto rows = models::compute_held_out(m, has_check ? &check : nullptr);
+    o << "# held-out |error| (" << (args.has("--held-out") ? "leave-one-group-out" : "")
+      << (has_check ? std::string(args.has("--held-out") ? "; " : "") + "fit on all, predict " + args.get("--compute-check") : "")
+      << "):\n";
+    if (!args.has("--held-out")) {
+      std::vector<models::HeldOutRow> keep;
+      for (const auto& r : rows)
+        if (r.split.rfind("leave", 0) != 0) keep.push_back(r);
+      rows = keep;
+    }
+    o << models::held_out_table(rows);
+  }
+  write_file_atomic(args.get("--output"), models::compute_calibration_dump(c));
+  std::cout << o.str();
+  return 0;
+}
+}  // namespace
+
 int cmd_calibrate(int argc, char** argv) {
-  Args args("calibrate", "[options] LOGS... -o CALIB.json",
+  Args args("calibrate", "[options] LOGS... -o CALIB.json | --compute FILE|DIR -o COMPUTE_CALIB.json",
             "Fits the collective model's calibration (per-protocol latencies, NVLink/network/NVLS/tree efficiencies,\n"
             "the per-channel LL rate)\n"
             "to measured nccl-tests times by robust (Huber) least squares on log-time residuals, prints the fitted\n"
             "parameters and residuals, and writes a calibration file for --calibration. LOGS are nccl-tests text\n"
             "outputs, their .meta.json sidecars (tests/data/nccl-tests), or collective-results JSON files.\n"
             "Without --topology each log is mapped to a preset from its GPU model and host count\n"
-            "(docs/validation.md).");
+            "(docs/validation.md).\n"
+            "With --compute, fits the per-kernel compute model instead (docs/calibration.md \"Compute kernels\"):\n"
+            "FILE is a fabricsim.kernel_measurements/1 JSON (fabricsim-kernel-bench), DIR a folder of kernel CSVs\n"
+            "(tests/data/hardware/h200-kernels format); -o writes a fabricsim.compute_calibration/1 file that a\n"
+            "scenario names with \"compute\": {\"calibration\": FILE}. Fitted: GEMM efficiency, K-loop half point and\n"
+            "fixed time per precision; grouped-GEMM efficiency, weight-streaming rate and fixed time; attention\n"
+            "efficiency, sequence half point and fixed time per implementation and pass; HBM fraction per\n"
+            "memory-bound kind.");
   args.topology_flags();
   args.flag({"--output", "-o", "FILE", "calibration JSON to write", ""});
-  args.flag({"--start", "", "FILE", "calibration to start from", "built-in defaults"});
+  args.flag({"--start", "", "FILE", "calibration to start from (with --compute: a compute calibration name or file; parameters without measured rows keep its values)", "built-in defaults"});
   args.flag({"--name", "", "NAME", "name stored in the calibration file", "fitted"});
   args.flag({"--json", "", "FILE", "also write the fitted parameters and per-row residuals as JSON", ""});
   log_hint_flags(args);
@@ -44,8 +113,15 @@ int cmd_calibrate(int argc, char** argv) {
   args.flag({"--min-bytes", "", "SIZE", "fit only rows of at least this size", "all rows"});
   args.flag({"--max-bytes", "", "SIZE", "fit only rows of at most this size", "all rows"});
   args.flag({"--split-fit", "", "", "also fit NCCL-generation tables and LL/LL128 efficiencies, each parameter from the runs that show it (docs/validation.md)", ""});
+  args.flag({"--compute", "", "FILE|DIR", "fit the per-kernel compute model on kernel measurements (see above)", ""});
+  args.flag({"--held-out", "", "", "with --compute: also print leave-one-group-out errors (GEMM/grouped: per model; attention: per head config)", ""});
+  args.flag({"--compute-check", "", "FILE|DIR", "with --compute: print the errors of the fit predicting these measurements (another GPU)", ""});
   args.flag({"--nccl-eras", "", "", "runs of NCCL 2.8-2.17 use that generation's tuning table with their own latency multipliers (docs/validation.md)", ""});
   if (!args.parse(argc, argv)) return 0;
+  if (args.has("--compute")) {
+    args.check_output_flags({"--output"});
+    return calibrate_compute(args);
+  }
   // Output paths are checked before fitting (minutes on many logs), so a bad one fails at once.
   args.check_output_flags({"--output", "--json"});
   if (!args.has("--output")) throw InputError("--output", "the calibration file to write (-o FILE)");

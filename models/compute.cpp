@@ -61,21 +61,12 @@ double ComputeModel::time_s(OpClass c, double flops, double bytes, int kernels) 
   return t + kernels * eff.kernel_overhead_s;
 }
 
+const ComputeCalibration& ComputeModel::kernel_calibration() const {
+  return kernels ? *kernels : default_compute_calibration(gpu.name);
+}
+
 double ComputeModel::kernel_time_s(const KernelDesc& k) const {
-  ComputeModel m = *this;
-  m.precision = k.precision;
-  switch (k.kind) {
-    case KernelKind::Gemm:
-    case KernelKind::GroupedGemm: {
-      const double e = k.precision == Precision::FP8 ? 1.0 : 2.0;
-      const double bytes = double(k.groups) * e * (double(k.m) * k.k + double(k.k) * k.n + double(k.m) * k.n);
-      return m.time_s(OpClass::Gemm, k.flops(), bytes);
-    }
-    case KernelKind::Attention: return m.time_s(OpClass::Attention, k.flops(), 0);
-    case KernelKind::MemoryBound:
-      return m.time_s(k.memory_kind == MemoryKernel::Embedding ? OpClass::Embedding : OpClass::Elementwise, 0, k.bytes);
-  }
-  return 0;
+  return calibrated_kernel_time_s(kernel_calibration(), gpu, k);
 }
 
 namespace {
@@ -149,6 +140,12 @@ ComputeEfficiency compute_efficiency_from_json(const Json& j, const JsonPath& at
                                                bool apply_preset) {
   ObjectReader r(j, at);
   if (r.raw_optional("preset") && apply_preset) e = compute_preset_from_json(j, at);
+  if (const Json* c = r.raw_optional("calibration"); c && !c->is_string())
+    json_fail(r.path_of("calibration"), "a compute calibration name (" + [] {
+      std::string s;
+      for (const auto& n : compute_calibration_names()) s += (s.empty() ? "" : ", ") + n;
+      return s;
+    }() + ") or a fabricsim.compute_calibration/1 file path");
   for (int i = 0; i < kNumOpClasses; ++i) {
     std::string name = to_string(static_cast<OpClass>(i));
     if (const Json* c = r.object_optional(name)) {
@@ -199,6 +196,14 @@ ComputeEfficiency compute_efficiency_from_extra(const std::map<std::string, doub
                        "embedding>.<flops_efficiency|memory_efficiency> in (0,1] or compute.kernel_overhead_s >= 0)");
   }
   return e;
+}
+
+std::shared_ptr<const ComputeCalibration> compute_calibration_from_compute_json(const Json& j, const JsonPath& at) {
+  if (!j.is_object() || !j.contains("calibration")) return nullptr;
+  const Json& c = j.at("calibration");
+  if (!c.is_string()) json_fail(at.child("calibration"), "a compute calibration name or file path");
+  return std::make_shared<const ComputeCalibration>(
+      compute_calibration_named(c.get<std::string>(), at.child("calibration").str()));
 }
 
 }  // namespace fabricsim::models

@@ -7,9 +7,11 @@
 // docs/validation.md ("Training").
 #include <array>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "models/compute_calibration.hpp"
 #include "models/gpu.hpp"
 #include "models/kernel.hpp"
 #include "sim/base/json_reader.hpp"
@@ -47,12 +49,16 @@ std::string compute_preset_name(const Json& j, const JsonPath& at);
 // the defaults when it has none.
 ComputeEfficiency compute_preset_from_json(const Json& j, const JsonPath& at);
 // Overrides from a JSON object {"preset": "megatron-sc21", "gemm": {"flops_efficiency": 0.7,
-// "memory_efficiency": 0.8}, ..., "kernel_overhead": "4us"}: with `apply_preset`, "preset" (optional)
+// "memory_efficiency": 0.8}, ..., "kernel_overhead": "4us", "calibration": "h200"}: with `apply_preset`, "preset" (optional)
 // first replaces `base` with the named preset; then the other keys override it. Unknown keys are errors
 // naming `at`.
 ComputeEfficiency compute_efficiency_from_json(const Json& j, const JsonPath& at, ComputeEfficiency base,
                                                bool apply_preset = true);
 Json compute_efficiency_to_json(const ComputeEfficiency& e);
+// The per-kernel calibration a compute JSON object names with "calibration" (a shipped name, "h100" / "h200",
+// or a fabricsim.compute_calibration/1 file path, already resolved by the caller); null when it names none.
+// Errors name `at`/calibration.
+std::shared_ptr<const ComputeCalibration> compute_calibration_from_compute_json(const Json& j, const JsonPath& at);
 // Overrides from Calibration::extra-style keys "compute.<class>.flops_efficiency",
 // "compute.<class>.memory_efficiency", "compute.kernel_overhead_s". Unknown "compute.*" keys are errors.
 ComputeEfficiency compute_efficiency_from_extra(const std::map<std::string, double>& extra,
@@ -65,8 +71,15 @@ struct ComputeModel {
 
   // Seconds for `kernels` kernels of class `c` doing `flops` FLOPs and moving `bytes` bytes of HBM traffic.
   double time_s(OpClass c, double flops, double bytes, int kernels = 1) const;
-  // Seconds for one kernel described by its shape (models/kernel.hpp). Placeholder until the per-kernel
-  // model lands: the class roofline above with the kernel's FLOPs and a minimal byte count.
+  // Per-kernel calibration (models/compute_calibration.hpp); null = the GPU's default
+  // (default_compute_calibration(gpu.name): its shipped fit, h100 / h200, else the H200 fit).
+  std::shared_ptr<const ComputeCalibration> kernels;
+  const ComputeCalibration& kernel_calibration() const;
+
+  // Seconds for one kernel described by its shape (models/kernel.hpp), priced by the per-kernel model
+  // (models/compute_calibration.hpp: tile/wave-quantised GEMMs, fused attention vs sequence and head dim,
+  // memory-bound kernels at a per-kind fraction of HBM bandwidth). `eff` and `precision` are not used: the
+  // kernel carries its precision; FP8 / FP4 on a GPU without them is an InputError naming the GPU.
   double kernel_time_s(const KernelDesc& k) const;
 };
 

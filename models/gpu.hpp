@@ -6,9 +6,9 @@
 
 namespace fabricsim::models {
 
-enum class Precision { FP16, BF16, TF32, FP32, FP8 };
+enum class Precision { FP16, BF16, TF32, FP32, FP8, FP4 };
 const char* to_string(Precision p);
-bool parse_precision(const std::string& s, Precision& out);  // "fp16", "bf16", "tf32", "fp32", "fp8"
+bool parse_precision(const std::string& s, Precision& out);  // "fp16", "bf16", "tf32", "fp32", "fp8", "fp4"
 
 struct GpuSpec {
   std::string name;              // "a100-80gb", "h100", ...
@@ -20,15 +20,22 @@ struct GpuSpec {
   double hbm_capacity_bytes = 0; // bytes
   std::string source;            // short provenance string
   double peak_fp8_flops = 0;     // FLOP/s, dense Tensor Core FP8 (0 = not supported: V100, A100)
+  int sm_count = 0;              // streaming multiprocessors (GEMM wave quantisation, models/compute_calibration)
+  double peak_fp4_flops = 0;     // FLOP/s, dense Tensor Core FP4 (NVFP4; 0 = not supported: before Blackwell)
 
   // Peak for a precision; BF16 on a GPU without BF16 falls back to FP16 (the trace's numbers still count).
   double peak_flops(Precision p) const;
 };
 
-// Known GPUs: a100-40gb, a100-80gb (alias "a100"), h100 (alias "h100-80gb"), h200, b200, v100.
+// Known GPUs: a100-40gb, a100-80gb (alias "a100"), h100 (alias "h100-80gb", "h100-sxm"), h200, b200, gb200,
+// b300, gb300, v100.
 const std::vector<GpuSpec>& gpu_specs();
 // Throws InputError(where, ...) listing the known names when `name` is unknown.
 const GpuSpec& gpu_spec(const std::string& name, const std::string& where = "gpu");
 bool is_known_gpu(const std::string& name);
+// The preset for a device name as CUDA / nvidia-smi reports it ("NVIDIA H200", "NVIDIA H100 80GB HBM3",
+// "NVIDIA A100-SXM4-40GB", "NVIDIA GB200"); "" when none matches. `memory_bytes` (0 = unknown) tells the A100
+// 40/80 GB parts apart.
+std::string gpu_preset_for_device(const std::string& device_name, double memory_bytes = 0);
 
 }  // namespace fabricsim::models

@@ -22,8 +22,35 @@ const char* to_string(MemoryKernel k) {
     case MemoryKernel::Cast: return "cast";
     case MemoryKernel::Optimizer: return "optimizer";
     case MemoryKernel::Embedding: return "embedding";
+    case MemoryKernel::Activation: return "activation";
+    case MemoryKernel::ScatterAdd: return "scatter_add";
   }
   return "?";
+}
+
+bool parse_memory_kernel(const std::string& s, MemoryKernel& out) {
+  for (int i = 0; i < kNumMemoryKernels; ++i)
+    if (s == to_string(static_cast<MemoryKernel>(i))) {
+      out = static_cast<MemoryKernel>(i);
+      return true;
+    }
+  return false;
+}
+
+bool parse_attention_impl(const std::string& s, AttentionImpl& out) {
+  if (s == "flash") out = AttentionImpl::Flash;
+  else if (s == "cudnn") out = AttentionImpl::Cudnn;
+  else return false;
+  return true;
+}
+
+bool parse_kernel_kind(const std::string& s, KernelKind& out) {
+  for (KernelKind k : {KernelKind::Gemm, KernelKind::GroupedGemm, KernelKind::Attention, KernelKind::MemoryBound})
+    if (s == to_string(k)) {
+      out = k;
+      return true;
+    }
+  return false;
 }
 
 const char* to_string(AttentionImpl a) { return a == AttentionImpl::Flash ? "flash" : "cudnn"; }

@@ -21,13 +21,19 @@ enum class KernelKind {
 const char* to_string(KernelKind k);
 
 // What a memory-bound kernel does (efficiencies differ: a copy streams, a row softmax reduces).
-enum class MemoryKernel { Copy, Norm, Elementwise, Softmax, CrossEntropy, Cast, Optimizer, Embedding };
+// Activation: an unfused gated activation (SwiGLU / GeGLU: several elementwise passes, measured far below a
+// residual add); ScatterAdd: index_add / scatter of rows (MoE unpermute), atomics-bound.
+enum class MemoryKernel { Copy, Norm, Elementwise, Softmax, CrossEntropy, Cast, Optimizer, Embedding, Activation, ScatterAdd };
+constexpr int kNumMemoryKernels = 10;
 const char* to_string(MemoryKernel k);
+bool parse_memory_kernel(const std::string& s, MemoryKernel& out);  // the to_string names
 
 // Fused-attention implementation (unfused attention is not one kernel: generators emit its GEMMs and
 // softmax as separate Gemm / MemoryBound kernels).
 enum class AttentionImpl { Flash, Cudnn };
 const char* to_string(AttentionImpl a);
+bool parse_attention_impl(const std::string& s, AttentionImpl& out);  // "flash", "cudnn"
+bool parse_kernel_kind(const std::string& s, KernelKind& out);        // the to_string names
 
 struct KernelDesc {
   KernelKind kind = KernelKind::Gemm;

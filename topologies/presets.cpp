@@ -1,5 +1,5 @@
-// Generated topology presets: single servers (dgx-a100, dgx-h100, dgx-b200, dgx1-v100, pcie-server),
-// NVLink-domain systems (gb200-nvl72, nvlink-switch-system) and `superpod` (N of those joined by a
+// Generated topology presets: single servers (dgx-a100, dgx-h100, dgx-h200, dgx-b200, dgx-b300, dgx1-v100,
+// pcie-server), NVLink-domain systems (gb200-nvl72, gb300-nvl72, nvlink-switch-system) and `superpod` (N of those joined by a
 // rail-optimised InfiniBand/Ethernet fat tree).
 //
 // Sources. "HS" = /work/shared/data/hardware/hardware_specs.json (fabricsim's shared hardware facts; the
@@ -45,6 +45,9 @@ constexpr double kNvlink5LinkBps = 50e9;
 constexpr double kPcie3Bps = 16e9;
 constexpr double kPcie4Bps = 32e9;
 constexpr double kPcie5Bps = 64e9;
+// PCIe 6.0 x16: 64 GT/s x 16 lanes = 128 GB/s per direction (PCI-SIG PCIe 6.0 specification announcement);
+// ConnectX-8 SuperNICs attach over gen6 (NVIDIA ConnectX-8 SuperNIC datasheet, UNVERIFIED in this session).
+constexpr double kPcie6Bps = 128e9;
 // CPU socket-to-socket interconnect (UPI/xGMI/QPI), per direction. ESTIMATE, not from a source: modelled
 // as one PCIe-kind link of the server's PCIe x16 bandwidth. Only pairs that cross sockets over PCIe use it.
 // InfiniBand HDR 200 Gb/s, NDR 400 Gb/s per port: HS "InfiniBand HDR / NDR / per-port line rate" (primary).
@@ -52,6 +55,10 @@ constexpr double kHdrBps = 200 * kGbps;
 constexpr double kNdrBps = 400 * kGbps;
 // InfiniBand EDR 100 Gb/s (DGX-1 V100 had 4 EDR NICs): not in HS; DGX-1 product literature, UNVERIFIED.
 constexpr double kEdrBps = 100 * kGbps;
+// 800 Gb/s per port (ConnectX-8 SuperNIC, DGX B300 / GB300 NVL72): NVIDIA DGX B300 datasheet ("8x OSFP ports
+// serving 8x single-port NVIDIA ConnectX-8 VPI, up to 800Gb/s") and GB300 NVL72 datasheet; not in HS,
+// UNVERIFIED in this session.
+constexpr double kXdrBps = 800 * kGbps;
 
 // Latencies (seconds): ESTIMATES TO BE CALIBRATED.
 constexpr double kNvlinkLatS = 150e-9;   // GPU<->NVSwitch or GPU<->GPU NVLink hop (estimate)
@@ -60,7 +67,7 @@ constexpr double kCpuLinkLatS = 300e-9;  // socket-to-socket hop (estimate)
 constexpr double kIbLatS = 300e-9;       // one InfiniBand cable + switch traversal (estimate)
 constexpr double kEthLatS = 600e-9;      // one Ethernet cable + switch traversal (estimate)
 
-const std::vector<std::string> kGpuModels = {"a100-40gb", "a100-80gb", "h100", "h200", "b200", "v100"};
+const std::vector<std::string> kGpuModels = {"a100-40gb", "a100-80gb", "h100", "h200", "b200", "gb200", "b300", "gb300", "v100"};
 
 // ---- Parameters -------------------------------------------------------------------------------------
 class Params {
@@ -129,7 +136,7 @@ std::string fmt_num(double v) {
 // ---- Server (host) builders ---------------------------------------------------------------------------
 
 std::vector<std::string> host_presets() {
-  return {"dgx-a100", "dgx-h100", "dgx-b200", "dgx1-v100", "pcie-server"};
+  return {"dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "dgx-b300", "dgx1-v100", "pcie-server"};
 }
 
 HostSpec host_spec(const std::string& preset) {
@@ -154,12 +161,14 @@ HostSpec host_spec(const std::string& preset) {
     // the DGX A100 system architecture whitepaper's block diagram (UNVERIFIED in this session).
     s.pcie_switches = 4;
     s.cpus = 2;
-  } else if (preset == "dgx-h100") {
+  } else if (preset == "dgx-h100" || preset == "dgx-h200") {
     // HS "DGX H100 (NVIDIA Eos) / GPUs and NICs" (primary): 8x H100-SXM5-80GB, 8x CX-7 NDR 400 Gb/s, 2 CPUs.
     // 4 NVSwitches: HS "DGX H100 / number of NVSwitch chips" (UNVERIFIED). 18 NVLink4 links per GPU
     // (HS "H100/H200 SXM / NVLink links per GPU", primary) split 5/4/4/5 over the 4 NVSwitches, as in the
     // DGX H100 user guide's description of the board (UNVERIFIED in this session).
-    s.gpu = "h100";
+    // DGX H200: the same board with 8x H200 SXM 141 GB (NVIDIA DGX H200 datasheet: 4 NVSwitches, 900 GB/s
+    // NVLink per GPU, 8x ConnectX-7 400 Gb/s; HS "H100/H200 SXM / NVLink links per GPU", primary).
+    s.gpu = preset == "dgx-h200" ? "h200" : "h100";
     s.gpus = 8;
     s.nvswitches = 4;
     s.links_per_switch = {5, 4, 4, 5};
@@ -172,7 +181,7 @@ HostSpec host_spec(const std::string& preset) {
     s.pcie_Bps = kPcie5Bps;  // HS "H100 SXM5 / PCIe": gen5
     s.pcie_switches = 4;     // modelling choice: 2 GPUs + 2 NICs per PCIe switch (UNVERIFIED)
     s.cpus = 2;
-  } else if (preset == "dgx-b200") {
+  } else if (preset == "dgx-b200" || preset == "dgx-b300") {
     // 8x B200 with 18 NVLink5 links each (HS "B200 / NVLink links per GPU", UNVERIFIED). 2 NVSwitch chips
     // (fifth generation, 72 ports each: 8 GPUs x 18 links = 144 = 2 x 72) with 9 links per GPU to each:
     // DGX B200 user guide, UNVERIFIED in this session. 8x 400 Gb/s NICs (issue 2 / DGX B200 datasheet,
@@ -188,6 +197,14 @@ HostSpec host_spec(const std::string& preset) {
     s.nic_Bps = kNdrBps;
     s.nic_model = "connectx-7-ndr";
     s.pcie_Bps = kPcie5Bps;
+    if (preset == "dgx-b300") {
+      // DGX B300: 8x B300 (Blackwell Ultra) on the same NVLink5 board (1.8 TB/s per GPU, 2 NVSwitch chips) with
+      // 8x ConnectX-8 800 Gb/s NICs on PCIe gen6: NVIDIA DGX B300 datasheet (UNVERIFIED in this session).
+      s.gpu = "b300";
+      s.nic_Bps = kXdrBps;
+      s.nic_model = "connectx-8";
+      s.pcie_Bps = kPcie6Bps;
+    }
     s.pcie_switches = 4;  // modelling choice (UNVERIFIED)
     s.cpus = 2;
   } else if (preset == "dgx1-v100") {
@@ -219,8 +236,8 @@ HostSpec host_spec(const std::string& preset) {
     s.pcie_switches = 4;
     s.cpus = 2;
   } else {
-    throw InputError("--param node", "a server preset (one of dgx-a100, dgx-h100, dgx-b200, dgx1-v100, "
-                                     "pcie-server, gb200-nvl72; got '" + preset + "')");
+    throw InputError("--param node", "a server preset (one of dgx-a100, dgx-h100, dgx-h200, dgx-b200, dgx-b300, "
+                                     "dgx1-v100, pcie-server, gb200-nvl72, gb300-nvl72; got '" + preset + "')");
   }
   return s;
 }
@@ -370,6 +387,9 @@ const std::vector<std::string> kHostParams = {"gpu", "gpus_per_node", "nics_per_
 // ---- NVLink-domain systems --------------------------------------------------------------------------
 
 struct Nvl72Spec {
+  std::string gpu = "b200";
+  std::string nic_model = "connectx-7-ndr";
+  double pcie_Bps = kPcie5Bps;
   int trays = 18;
   int gpus_per_tray = 4;
   int nvswitch_chips = 18;
@@ -406,7 +426,7 @@ void add_nvl72(TopologyBuilder& b, const Nvl72Spec& s, int rack, int host0, int 
       Node n;
       n.id = p + "gpu" + std::to_string(i);
       n.kind = NodeKind::Gpu;
-      n.model = "b200";
+      n.model = s.gpu;
       n.host = host;
       n.local_index = i;
       n.nvlink_domain = domain;
@@ -432,7 +452,7 @@ void add_nvl72(TopologyBuilder& b, const Nvl72Spec& s, int rack, int host0, int 
       Node n;
       n.id = p + "nic" + std::to_string(k);
       n.kind = NodeKind::Nic;
-      n.model = "connectx-7-ndr";
+      n.model = s.nic_model;
       n.host = host;
       n.local_index = k;
       n.rail = k;
@@ -443,20 +463,36 @@ void add_nvl72(TopologyBuilder& b, const Nvl72Spec& s, int rack, int host0, int 
       for (int j = 0; j < s.nvswitch_chips; ++j)
         b.add_link(hn.gpus[i], sw[j], LinkKind::NVLink, s.link_Bps, kNvlinkLatS, 1);
     for (int i = 0; i < s.gpus_per_tray; ++i)
-      b.add_link(hn.gpus[i], hn.pcie_switches[i * sc / s.gpus_per_tray], LinkKind::PCIe, kPcie5Bps, kPcieLatS);
+      b.add_link(hn.gpus[i], hn.pcie_switches[i * sc / s.gpus_per_tray], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
     for (int k = 0; k < s.nics_per_tray; ++k)
-      b.add_link(hn.nics[k], hn.pcie_switches[k * sc / s.nics_per_tray], LinkKind::PCIe, kPcie5Bps, kPcieLatS);
-    for (int c = 0; c < sc; ++c) b.add_link(hn.pcie_switches[c], hn.cpus[c], LinkKind::PCIe, kPcie5Bps, kPcieLatS);
-    for (int c = 0; c + 1 < sc; ++c) b.add_link(hn.cpus[c], hn.cpus[c + 1], LinkKind::PCIe, kPcie5Bps, kCpuLinkLatS);
+      b.add_link(hn.nics[k], hn.pcie_switches[k * sc / s.nics_per_tray], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
+    for (int c = 0; c < sc; ++c) b.add_link(hn.pcie_switches[c], hn.cpus[c], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
+    for (int c = 0; c + 1 < sc; ++c) b.add_link(hn.cpus[c], hn.cpus[c + 1], LinkKind::PCIe, s.pcie_Bps, kCpuLinkLatS);
     hosts.push_back(std::move(hn));
   }
 }
 
-Nvl72Spec nvl72_params(const std::map<std::string, std::string>& given, const std::string& preset,
-                       const std::vector<std::string>& valid) {
-  Params p(preset, given, valid);
+// GB300 NVL72: the same rack (18 trays of 4 GPUs + 2 Grace, 18 NVLink5 NVSwitch chips, 1.8 TB/s per GPU) with
+// Blackwell Ultra GPUs and one ConnectX-8 800 Gb/s SuperNIC per GPU (4 per tray) on PCIe gen6: NVIDIA GB300
+// NVL72 datasheet (UNVERIFIED in this session).
+Nvl72Spec nvl72_spec(const std::string& rack) {
   Nvl72Spec s;
-  p.str("gpu", "b200", {"b200"});
+  if (rack == "gb300-nvl72") {
+    s.gpu = "gb300";
+    s.nic_model = "connectx-8";
+    s.nic_Bps = kXdrBps;
+    s.pcie_Bps = kPcie6Bps;
+  }
+  return s;
+}
+
+Nvl72Spec nvl72_params(const std::map<std::string, std::string>& given, const std::string& preset,
+                       const std::vector<std::string>& valid, const std::string& rack = "gb200-nvl72") {
+  Params p(preset, given, valid);
+  Nvl72Spec s = nvl72_spec(rack);
+  // gb200-nvl72 keeps "b200" as its default GPU model (calibrations and outputs key on it); gpu=gb200 prices
+  // compute at the GB200 part's clocks (models/gpu.cpp).
+  s.gpu = rack == "gb300-nvl72" ? p.str("gpu", "gb300", {"gb300"}) : p.str("gpu", "b200", {"b200", "gb200"});
   s.nics_per_tray = static_cast<int>(p.integer("nics_per_node", s.nics_per_tray, 0, 8));
   s.nic_Bps = p.bandwidth("nic_bandwidth", s.nic_Bps);
   if (p.has("nvlink_bandwidth")) s.link_Bps = p.bandwidth("nvlink_bandwidth", 0) / s.nvswitch_chips;
@@ -464,21 +500,21 @@ Nvl72Spec nvl72_params(const std::map<std::string, std::string>& given, const st
 }
 
 void record_nvl72(TopologyBuilder& b, const Nvl72Spec& s) {
-  b.param("gpu", "b200");
+  b.param("gpu", s.gpu);
   b.param("nics_per_node", std::to_string(s.nics_per_tray));
   b.param("nic_bandwidth", bw_str(s.nic_Bps));
   b.param("nvlink_bandwidth", bw_str(s.link_Bps * s.nvswitch_chips));
 }
 
-Topology build_gb200_nvl72(const std::map<std::string, std::string>& given) {
+Topology build_nvl72(const std::string& rack, const std::map<std::string, std::string>& given) {
   const std::vector<std::string> valid = {"gpu", "nics_per_node", "nic_bandwidth", "nvlink_bandwidth"};
-  Nvl72Spec s = nvl72_params(given, "gb200-nvl72", valid);
-  TopologyBuilder b("gb200-nvl72");
-  b.param("preset", "gb200-nvl72");
+  Nvl72Spec s = nvl72_params(given, rack, valid, rack);
+  TopologyBuilder b(rack);
+  b.param("preset", rack);
   record_nvl72(b, s);
   std::vector<HostNodes> hosts;
   add_nvl72(b, s, 0, 0, 0, hosts);
-  return std::move(b).build("preset gb200-nvl72");
+  return std::move(b).build("preset " + rack);
 }
 
 // NVLink Switch System (Hopper): up to 32 DGX H100 servers (256 GPUs) in one NVLink network. HS "NVLink
@@ -667,6 +703,7 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
   const int nodes = static_cast<int>(p.integer("nodes", 32, 1, 100000));
   std::vector<std::string> node_kinds = host_presets();
   node_kinds.push_back("gb200-nvl72");
+  node_kinds.push_back("gb300-nvl72");
   const std::string node = p.str("node", "dgx-h100", node_kinds);
   const std::string fabric = p.str("fabric", "infiniband", {"infiniband", "ethernet"});
   const bool eth = fabric == "ethernet";
@@ -683,9 +720,9 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
   b.param("fabric", fabric);
   std::vector<std::vector<NodeId>> rails;
   double port_Bps = 0;
-  if (node == "gb200-nvl72") {
-    Nvl72Spec s = nvl72_params(hp, "superpod", valid);
-    if (p.has("gpus_per_node")) throw InputError("--param gpus_per_node", "no value for node=gb200-nvl72 (72 GPUs fixed)");
+  if (node == "gb200-nvl72" || node == "gb300-nvl72") {
+    Nvl72Spec s = nvl72_params(hp, "superpod", valid, node);
+    if (p.has("gpus_per_node")) throw InputError("--param gpus_per_node", "no value for node=" + node + " (72 GPUs fixed)");
     if (s.nics_per_tray < 1) throw InputError("--param nics_per_node", "at least 1 NIC per tray for a superpod");
     record_nvl72(b, s);
     port_Bps = s.nic_Bps;
@@ -723,7 +760,7 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
 std::vector<PresetInfo> make_presets() {
   auto host_params = [](const HostSpec& s) {
     std::vector<std::pair<std::string, std::string>> v = {
-        {"gpu", "GPU model, one of a100-40gb a100-80gb h100 h200 b200 v100 (default " + s.gpu + ")"},
+        {"gpu", "GPU model, one of a100-40gb a100-80gb h100 h200 b200 gb200 b300 gb300 v100 (default " + s.gpu + ")"},
         {"gpus_per_node", "GPUs in the server (default " + std::to_string(s.gpus) + ")"},
         {"nics_per_node", "network NICs (rails) in the server (default " + std::to_string(s.nics) + ")"},
         {"nic_bandwidth", "per-NIC bandwidth per direction, e.g. 200Gbps (default " + format_bandwidth(s.nic_Bps) + ")"}};
@@ -739,16 +776,25 @@ std::vector<PresetInfo> make_presets() {
                  host_params(host_spec("dgx-a100"))});
   out.push_back({"dgx-h100", "8x H100 SXM5, 18 NVLink4 links (5/4/4/5) to 4 NVLS NVSwitches, 8x NDR 400 Gb/s NICs",
                  host_params(host_spec("dgx-h100"))});
+  out.push_back({"dgx-h200", "8x H200 SXM 141 GB, 18 NVLink4 links (5/4/4/5) to 4 NVLS NVSwitches, 8x NDR 400 Gb/s NICs",
+                 host_params(host_spec("dgx-h200"))});
   out.push_back({"dgx-b200", "8x B200, 18 NVLink5 links (9/9) to 2 NVSwitches, 8x 400 Gb/s NICs",
                  host_params(host_spec("dgx-b200"))});
+  out.push_back({"dgx-b300", "8x B300 288 GB, 18 NVLink5 links (9/9) to 2 NVSwitches, 8x ConnectX-8 800 Gb/s NICs (PCIe gen6)",
+                 host_params(host_spec("dgx-b300"))});
   out.push_back({"dgx1-v100", "8x V100 SXM2 in the NVLink2 hybrid cube-mesh (no NVSwitch), 4x EDR NICs",
                  host_params(host_spec("dgx1-v100"))});
   out.push_back({"pcie-server", "8 GPUs behind 4 PCIe gen4 switches, no NVLink, 4x HDR NICs",
                  host_params(host_spec("pcie-server"))});
   out.push_back({"gb200-nvl72", "72 B200 GPUs (18 trays of 4) in one NVLink5 domain over 18 NVSwitch chips",
-                 {{"gpu", "b200 only (default b200)"},
+                 {{"gpu", "b200 or gb200 (B200 silicon at GB200 clocks) (default b200)"},
                   {"nics_per_node", "NICs per compute tray (default 4)"},
                   {"nic_bandwidth", "per-NIC bandwidth per direction (default 50.0 GB/s)"},
+                  {"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction (default 900.0 GB/s)"}}});
+  out.push_back({"gb300-nvl72", "72 Blackwell Ultra GPUs (18 trays of 4) in one NVLink5 domain, 4x ConnectX-8 800 Gb/s per tray",
+                 {{"gpu", "gb300 only (default gb300)"},
+                  {"nics_per_node", "NICs per compute tray (default 4)"},
+                  {"nic_bandwidth", "per-NIC bandwidth per direction (default 100.0 GB/s)"},
                   {"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction (default 900.0 GB/s)"}}});
   out.push_back({"nvlink-switch-system", "up to 32 DGX H100 (256 GPUs) in one NVLink network via tier-2 NVSwitches",
                  {{"nodes", "DGX H100 servers, 1..32 (default 32)"},
@@ -757,8 +803,8 @@ std::vector<PresetInfo> make_presets() {
                   {"nic_bandwidth", "per-NIC bandwidth per direction (default 50.0 GB/s)"},
                   {"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction (default 450.0 GB/s)"}}});
   out.push_back({"superpod", "N servers joined by a rail-optimised InfiniBand/Ethernet fat tree",
-                 {{"nodes", "number of servers (racks for node=gb200-nvl72) (default 32)"},
-                  {"node", "server preset: dgx-a100 dgx-h100 dgx-b200 dgx1-v100 pcie-server gb200-nvl72 (default dgx-h100)"},
+                 {{"nodes", "number of servers (racks for node=gb200-nvl72 / gb300-nvl72) (default 32)"},
+                  {"node", "server preset: dgx-a100 dgx-h100 dgx-h200 dgx-b200 dgx-b300 dgx1-v100 pcie-server gb200-nvl72 gb300-nvl72 (default dgx-h100)"},
                   {"gpu", "GPU model override (default: the node preset's)"},
                   {"gpus_per_node", "GPUs per server (default: the node preset's)"},
                   {"nics_per_node", "NICs = rails per server (default: the node preset's)"},
@@ -787,7 +833,7 @@ bool is_preset(const std::string& name) {
 Topology build_preset(const std::string& name, const std::map<std::string, std::string>& params) {
   for (const auto& h : host_presets())
     if (name == h) return build_server(name, params);
-  if (name == "gb200-nvl72") return build_gb200_nvl72(params);
+  if (name == "gb200-nvl72" || name == "gb300-nvl72") return build_nvl72(name, params);
   if (name == "nvlink-switch-system") return build_nvlink_switch_system(params);
   if (name == "superpod") return build_superpod(params);
   std::string list;

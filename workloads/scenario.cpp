@@ -69,7 +69,14 @@ Scenario scenario_from_json(const Json& doc, const std::string& file) {
   if (const Json* c = r.object_optional("compute")) {
     s.compute = *c;
     s.compute_at = r.path_of("compute");
+    // A compute calibration file path is relative to the scenario file, like every other path.
+    if (c->contains("calibration") && (*c)["calibration"].is_string()) {
+      const std::string v = (*c)["calibration"].get<std::string>();
+      if (v.find('/') != std::string::npos || v.find(".json") != std::string::npos)
+        (*s.compute)["calibration"] = resolve(file, v);
+    }
     models::compute_efficiency_from_json(*c, s.compute_at, models::default_compute_efficiency());  // validate now
+    models::compute_calibration_from_compute_json(*s.compute, s.compute_at);
   }
   s.comm_model = r.string_or("comm_model", "engine");
   if (!is_comm_model(s.comm_model))
@@ -122,6 +129,7 @@ models::ComputeModel scenario_compute_model(const Scenario& s, const topo::Topol
                                                    : models::default_compute_efficiency();
   cm.eff = models::compute_efficiency_from_extra(calibration_extra, base);
   if (s.compute) cm.eff = models::compute_efficiency_from_json(*s.compute, s.compute_at, cm.eff, false);
+  if (s.compute) cm.kernels = models::compute_calibration_from_compute_json(*s.compute, s.compute_at);
   auto pr = s.workload.params.find("precision");
   if (pr != s.workload.params.end()) models::parse_precision(pr->second, cm.precision);
   return cm;
