@@ -12,10 +12,12 @@
 #include "models/calibration.hpp"
 #include "models/calibration_presets.hpp"
 #include "models/collectives.hpp"
+#include "models/ring_stream.hpp"
 #include "models/tuner.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/json_reader.hpp"
 #include "sim/base/units.hpp"
+#include "sim/engine/ring_stream.hpp"
 #include "sim/engine/schedule_runner.hpp"
 #include "sim/replay/outputs.hpp"
 #include "sim/replay/outputs_links.hpp"
@@ -262,6 +264,21 @@ int cmd_coll(int argc, char** argv) {
     models::CollectiveSpec fixed = s;
     fixed.algorithm = tc.algorithm;
     fixed.protocol = tc.protocol;
+    // A step-level ring runs streamed, without materialising its transfers: same times (docs/engine.md,
+    // "Streamed step-level rings"). Not when the outputs need per-transfer timings.
+    const bool ring_op = s.op == models::Op::AllReduce || s.op == models::Op::AllGather || s.op == models::Op::ReduceScatter;
+    if (ropt.engine == "fabricsim" && tc.algorithm == models::Algorithm::Ring && ring_op && !(want_outputs && last)) {
+      if (const auto rs = models::build_ring_stream(fixed, t, routing, calib)) {
+        sim::RingStreamOptions so;
+        so.batch_tolerance_s = auto_batch && rs->transfers() > 20000 ? 1e-6 : ropt.batch_tolerance_s;
+        double time_s = sim::run_ring_stream(*rs, t, routing, calib, so).makespan_s;
+        if (gpus_per_thread > 0)
+          time_s = std::max(time_s, models::host_launch_floor_s(calib, gpus_per_thread, models::nccl_call_channels(fixed, t)));
+        rows.push_back({s.bytes, time_s, tc.predicted_s, rs->algorithm, rs->protocol, "step",
+                        static_cast<std::size_t>(rs->transfers())});
+        continue;
+      }
+    }
     models::Schedule sch = models::build_schedule(fixed, t, routing, calib);
     sim::RunOptions o = ropt;
     // Large schedules: batch completions within 1 us (architecture.md: 10x fewer engine steps for
