@@ -7,6 +7,9 @@
 // for point-to-point traffic on rail-optimised DGX systems; it also enables the aggregated all_to_all
 // schedule at phase/symmetry fidelity (docs/engine.md). --pxn auto (default): on for all_to_all,
 // all_to_allv and send_recv (NCCL's p2p-based operations), off for the others. --routing picks the fabric multipath rule (docs/topology.md).
+// --stream 1 runs a step-level ring (all_reduce, all_gather, reduce_scatter) through sim::run_ring_stream
+// (generated step by step, with exact period skipping unless --skip-periods 0) instead of materialising the
+// schedule. --degrade F gives the first NIC-to-leaf link F times its bandwidth (F = 0.5: one link at 50 %).
 // Prints one line: op, GPUs, bytes, algorithm, protocol, fidelity, transfers, simulated time, wall times
 // (topology, schedule build, engine run, total) and peak RSS. Results: docs/performance.md.
 #include <sys/resource.h>
@@ -23,6 +26,8 @@
 #include "models/collectives.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
+#include "models/ring_stream.hpp"
+#include "sim/engine/ring_stream.hpp"
 #include "sim/engine/schedule_runner.hpp"
 #include "topologies/io.hpp"
 #include "topologies/routing.hpp"
@@ -38,7 +43,8 @@ int main(int argc, char** argv) {
     std::map<std::string, std::string> a = bench::parse_flags(
         argc, argv,
         {{"--op", "all_reduce"}, {"--gpus", "64"}, {"--bytes", "1G"}, {"--fidelity", "auto"}, {"--engine", "fabricsim"},
-         {"--algo", ""}, {"--batch-tolerance", "0"}, {"--routing", "dmodk"}, {"--pxn", "auto"}});
+         {"--algo", ""}, {"--batch-tolerance", "0"}, {"--routing", "dmodk"}, {"--pxn", "auto"},
+         {"--stream", "0"}, {"--skip-periods", "1"}, {"--degrade", "1"}});
     const double t0 = now_s();
     models::CollectiveSpec spec;
     if (!models::parse_op(a["--op"], spec.op)) throw InputError("--op", "a collective name");
@@ -52,8 +58,10 @@ int main(int argc, char** argv) {
       spec.protocol = models::Protocol::Simple;
     }
     if (gpus < 8 || gpus % 8 != 0) throw InputError("--gpus", "a multiple of 8 (DGX H100 servers)");
-    const topo::Topology t = models::merge_nvswitch_planes(
+    topo::Topology t = models::merge_nvswitch_planes(
         topo::build_preset("superpod", {{"nodes", std::to_string(gpus / 8)}, {"node", "dgx-h100"}}));
+    const double degrade = parse_double(a["--degrade"], "--degrade");
+    if (degrade != 1.0) t = bench::with_link_scaled(t, bench::first_nic_uplink(t), degrade);
     topo::RoutingOptions ropt;
     if (a["--routing"] == "hash") ropt.fabric = topo::FabricRouting::Hash;
     else if (a["--routing"] != "dmodk") throw InputError("--routing", "dmodk or hash");
@@ -67,6 +75,25 @@ int main(int argc, char** argv) {
     spec.communicator = t.gpus();
     const models::Calibration calib = models::default_calibration();
     const double t1 = now_s();
+    if (a["--stream"] == "1") {
+      const auto rs = models::build_ring_stream(spec, t, routing, calib);
+      if (!rs) throw InputError("--stream", "a step-level ring (all_reduce, all_gather or reduce_scatter)");
+      const double t2 = now_s();
+      sim::RingStreamOptions so;
+      so.batch_tolerance_s = parse_double(a["--batch-tolerance"], "--batch-tolerance");
+      so.skip_periods = a["--skip-periods"] != "0";
+      const sim::RingStreamResult r = sim::run_ring_stream(*rs, t, routing, calib, so);
+      const double t3 = now_s();
+      std::printf(
+          "op=%s gpus=%lld bytes=%s algo=%s proto=%s fidelity=step engine=fabricsim-stream degrade=%g transfers=%llu "
+          "simulated_transfers=%llu skipped_steps=%llu period_s=%.9g period_steps=%llu period_at_step=%llu events=%zu simulated_s=%.9g "
+          "topo_s=%.3f build_s=%.3f run_s=%.3f total_s=%.3f cpu_s=%.3f peak_rss_MiB=%.1f\n",
+          a["--op"].c_str(), gpus, a["--bytes"].c_str(), rs->algorithm.c_str(), rs->protocol.c_str(), degrade,
+          static_cast<unsigned long long>(r.transfers), static_cast<unsigned long long>(r.simulated),
+          static_cast<unsigned long long>(r.skipped_steps), r.period_s, static_cast<unsigned long long>(r.period_steps), static_cast<unsigned long long>(r.period_at_step),
+          r.events, r.makespan_s, t1 - t0, t2 - t1, t3 - t2, t3 - t0, cpu_s(), peak_rss_MiB());
+      return 0;
+    }
     const models::Schedule s = models::build_schedule(spec, t, routing, calib);
     const double t2 = now_s();
     sim::RunOptions opt;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sim/base/error.hpp"
+#include "topologies/topology.hpp"
 
 namespace fabricsim::bench {
 
@@ -43,6 +44,33 @@ inline std::map<std::string, std::string> parse_flags(int argc, char** argv, std
     defaults[k] = argv[i + 1];
   }
   return defaults;
+}
+
+// A copy of `t` in which link `l` has `factor` times its bandwidth (both directions): a degraded link.
+inline topo::Topology with_link_scaled(const topo::Topology& t, topo::LinkId l, double factor) {
+  if (l >= t.num_links()) throw InputError("degraded link", "link " + std::to_string(l) + " does not exist");
+  if (!(factor > 0)) throw InputError("degraded link", "expected a bandwidth factor > 0");
+  topo::TopologyBuilder b(t.name());
+  for (const auto& [k, v] : t.params()) b.param(k, v);
+  for (const topo::Node& n : t.nodes()) b.add_node(n);
+  for (topo::LinkId i = 0; i < t.num_links(); ++i) {
+    const topo::Link& k = t.link(i);
+    b.add_link(k.a, k.b, k.kind, k.bandwidth_Bps * (i == l ? factor : 1.0), k.latency_s, k.count);
+  }
+  return std::move(b).build();
+}
+
+// The first link between a NIC and a fabric switch (the network link of rail 0 of the first host).
+inline topo::LinkId first_nic_uplink(const topo::Topology& t) {
+  for (topo::LinkId i = 0; i < t.num_links(); ++i) {
+    const topo::Link& k = t.link(i);
+    const auto ka = t.node(k.a).kind, kb = t.node(k.b).kind;
+    const bool nic = ka == topo::NodeKind::Nic || kb == topo::NodeKind::Nic;
+    const bool sw = ka == topo::NodeKind::IbSwitch || kb == topo::NodeKind::IbSwitch || ka == topo::NodeKind::EthSwitch ||
+                    kb == topo::NodeKind::EthSwitch;
+    if (nic && sw) return i;
+  }
+  throw InputError("degraded link", "topology '" + t.name() + "' has no NIC-to-switch link");
 }
 
 }  // namespace fabricsim::bench

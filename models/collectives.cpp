@@ -1,5 +1,6 @@
 // Collective algorithms -> Schedule. See models/collectives.hpp and docs/collectives.md.
 #include "models/collectives.hpp"
+#include "models/ring_stream.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -366,6 +367,7 @@ struct Builder {
   double step_latency_scale = 1.0;  // NVLS: NCCL loops per pipeline chunk (build_nvls)
   double ll_cap_payload_Bps = 0;    // LL: data rate cap of one modelled channel's flow, bytes/s (0 = none)
   double chunk_scale = 1.0;         // NCCL channels one modelled channel stands for, when more than one (LL cap)
+  RingStream* stream = nullptr;     // set: a step-level ring records its step-0 hops here instead (build_ring_stream)
 
   NodeId gpu(int rank) const { return spec.communicator[rank]; }
 
@@ -520,6 +522,18 @@ struct Builder {
           int src = order[p], dst = order[(p + 1) % m];
           done[dst].push_back(emit(gpu(src), gpu(dst), chunk, nsteps, w, deps_of(src), c, 0));
         }
+      } else if (stream) {
+        // Compact form: the step-0 hops of this order (same emit() as below, without dependencies); the
+        // runner repeats them for every step with the dependency rule below (models/ring_stream.hpp).
+        RingStream::Ring rs;
+        for (int p = 0; p < m; ++p) {
+          const std::uint32_t id = emit(gpu(order[p]), gpu(order[(p + 1) % m]), chunk, 1, w, {}, c, 0);
+          rs.hops.push_back(std::move(s.transfers[id]));
+        }
+        s.transfers.clear();
+        stream->rings.push_back(std::move(rs));
+        stream->nsteps = static_cast<std::uint32_t>(nsteps);
+        stream->window = window;
       } else {
         // Step k of a rank waits for step k-1 of its predecessor (the data it forwards) and for its own
         // step k-window (calibration ring_outstanding_steps; see calibration.cpp).
@@ -1151,8 +1165,11 @@ Fidelity resolve_fidelity(const CollectiveSpec& spec, Algorithm a, Protocol p, i
   return estimate_step_transfers(spec, a, channels, dflt, p) <= kAutoStepLimit ? Fidelity::Step : Fidelity::Symmetry;
 }
 
-Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
-                        const Calibration& calib) {
+namespace {
+// build_schedule, or with `stream` set the compact ring (returns false when the schedule is not a plain
+// step-level ring).
+bool build_impl(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing, const Calibration& calib,
+                Schedule& out, RingStream* stream) {
   validate_spec(spec, t, routing);
   Algorithm a;
   Protocol p;
@@ -1169,7 +1186,11 @@ Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, top
   if (f == Fidelity::Auto) {
     f = estimate_step_transfers(spec, a, channels, calib, p) <= kAutoStepLimit ? Fidelity::Step : Fidelity::Symmetry;
   }
+  if (stream && !(a == Algorithm::Ring && f == Fidelity::Step &&
+                  (spec.op == Op::AllReduce || spec.op == Op::AllGather || spec.op == Op::ReduceScatter)))
+    return false;
   Builder b{spec, t, routing, calib, a, p, f == Fidelity::Step, channels, calib.of(a, p), 1.0, layout(spec, t), {}, false};
+  b.stream = stream;
   b.s.op = to_string(spec.op);
   b.s.algorithm = to_string(a);
   b.s.protocol = to_string(p);
@@ -1203,7 +1224,30 @@ Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, top
   }
   if ((f == Fidelity::Phase || f == Fidelity::Symmetry) && !b.aggregated)
     compress(b.s, routing, t, f == Fidelity::Symmetry);
-  return std::move(b.s);
+  if (stream) {
+    stream->op = b.s.op;
+    stream->algorithm = b.s.algorithm;
+    stream->protocol = b.s.protocol;
+    stream->fixed_latency_s = b.s.fixed_latency_s;
+  }
+  out = std::move(b.s);
+  return true;
+}
+}  // namespace
+
+Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
+                        const Calibration& calib) {
+  Schedule s;
+  build_impl(spec, t, routing, calib, s, nullptr);
+  return s;
+}
+
+std::optional<RingStream> build_ring_stream(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
+                                            const Calibration& calib) {
+  RingStream rs;
+  Schedule s;
+  if (!build_impl(spec, t, routing, calib, s, &rs)) return std::nullopt;
+  return rs;
 }
 
 Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, const Calibration& calib) {

@@ -60,6 +60,8 @@ class FlowModel {
 
   std::size_t active_flows() const { return active_; }
   double rate(FlowId f) const { return rate_[f]; }  // per-instance bytes/s
+  // Bytes per instance an active flow still has to deliver at time now_s (>= its last update).
+  double remaining(FlowId f, double now_s) const { return rem_[f] - rate_[f] * (now_s - tupd_[f]); }
   std::size_t solves() const { return solves_; }
   std::size_t solved_flow_visits() const { return flow_visits_; }
   std::size_t solver_rounds() const { return rounds_; }

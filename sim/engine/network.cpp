@@ -20,7 +20,9 @@ std::uint32_t key_slot(std::uint64_t k) { return static_cast<std::uint32_t>((k &
 std::uint64_t key_idx(std::uint64_t k) { return k & kIdxMask; }
 bool lat_after(const auto& a, const auto& b) { return a.t_s > b.t_s || (a.t_s == b.t_s && a.key > b.key); }
 
-std::vector<double> capacities(const topo::Topology& t, const models::Calibration& c) {
+}  // namespace
+
+std::vector<double> link_capacities(const topo::Topology& t, const models::Calibration& c) {
   std::vector<double> cap(2 * t.num_links());
   for (topo::LinkId l = 0; l < t.num_links(); ++l) {
     const topo::Link& link = t.link(l);
@@ -34,7 +36,6 @@ std::vector<double> capacities(const topo::Topology& t, const models::Calibratio
   }
   return cap;
 }
-}  // namespace
 
 struct Network::Run {
   std::uint32_t id = 0;
@@ -51,7 +52,7 @@ struct Network::Run {
 
 Network::Network(EventQueue& q, const topo::Topology& t, topo::Routing& routing, const models::Calibration& calib,
                  NetworkOptions opt)
-    : q_(q), topo_(t), routing_(routing), calib_(calib), opt_(opt), model_(capacities(t, calib)) {
+    : q_(q), topo_(t), routing_(routing), calib_(calib), opt_(opt), model_(link_capacities(t, calib)) {
   if (!(opt_.batch_tolerance_s >= 0) || !std::isfinite(opt_.batch_tolerance_s))
     throw InputError("batch tolerance", "expected a time >= 0 seconds");
 }

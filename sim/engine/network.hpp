@@ -39,6 +39,10 @@
 
 namespace fabricsim::sim {
 
+// Capacity (bytes/s) of every link direction (index = topo::LinkDir): link bandwidth x the calibration's
+// bw_efficiency of its kind. Throws InputError for a non-positive bandwidth or efficiency.
+std::vector<double> link_capacities(const topo::Topology& t, const models::Calibration& c);
+
 struct NetworkOptions {
   double batch_tolerance_s = 0;  // completion batching window, seconds (0 = exact up to rounding)
 };

@@ -8,9 +8,11 @@
 #include "models/benchmark_loop.hpp"
 #include "models/calibration.hpp"
 #include "models/calibration_presets.hpp"
+#include "models/ring_stream.hpp"
 #include "models/tuner.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
+#include "sim/engine/ring_stream.hpp"
 #include "sim/engine/schedule_runner.hpp"
 #include "sim/replay/outputs_links.hpp"
 #include "topologies/io.hpp"
@@ -246,6 +248,23 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
     models::CollectiveSpec fixed = s;
     fixed.algorithm = tc.algorithm;
     fixed.protocol = tc.protocol;
+    // A step-level ring runs streamed, without materialising its transfers: same times (docs/engine.md,
+    // "Streamed step-level rings"). Not when the outputs need per-transfer timings.
+    const bool ring_op =
+        s.op == models::Op::AllReduce || s.op == models::Op::AllGather || s.op == models::Op::ReduceScatter;
+    if (ropt.engine == "fabricsim" && tc.algorithm == models::Algorithm::Ring && ring_op && !(req.want_run && last)) {
+      if (const auto rs = models::build_ring_stream(fixed, t, routing, calib)) {
+        RingStreamOptions so;
+        so.batch_tolerance_s = auto_batch && rs->transfers() > 20000 ? 1e-6 : ropt.batch_tolerance_s;
+        double time_s = run_ring_stream(*rs, t, routing, calib, so).makespan_s;
+        if (req.gpus_per_thread > 0)
+          time_s = std::max(time_s, models::host_launch_floor_s(calib, req.gpus_per_thread,
+                                                                models::nccl_call_channels(fixed, t)));
+        rows.push_back({s.bytes, time_s, tc.predicted_s, rs->algorithm, rs->protocol, "step",
+                        static_cast<std::size_t>(rs->transfers())});
+        continue;
+      }
+    }
     models::Schedule sch = models::build_schedule(fixed, t, routing, calib);
     RunOptions o = ropt;
     // Large schedules: batch completions within 1 us (architecture.md: 10x fewer engine steps for

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Issue 28 cases (docs/performance.md, "Step level without the symmetry shortcut"): one bench_collectives run
+# per line, each under /usr/bin/time (user s, system s, max RSS KiB). Usage: bench/engine_scale.sh [BUILD_DIR]
+# The materialised 4096-GPU ring step case is left out: it needs more than 8 GiB (out of memory).
+set -u
+b=${1:-build}/bench/bench_collectives
+run() { echo "# $*"; /usr/bin/time -f 'time user_s=%U sys_s=%S maxrss_KiB=%M' "$b" "$@" 2>&1; }
+# Ring all_reduce 1 GiB at step level: materialised schedule vs streamed (with and without period skipping)
+run --op all_reduce --bytes 1G --algo ring --gpus 1024 --fidelity step
+run --op all_reduce --bytes 1G --algo ring --gpus 1024 --fidelity step --stream 1
+run --op all_reduce --bytes 1G --algo ring --gpus 1024 --fidelity step --stream 1 --skip-periods 0
+run --op all_reduce --bytes 1G --algo ring --gpus 4096 --fidelity step --stream 1
+# The same ring with the first NIC-to-leaf link at 50 % of its bandwidth
+run --op all_reduce --bytes 1G --algo ring --gpus 1024 --fidelity step --degrade 0.5 --stream 1
+run --op all_reduce --bytes 1G --algo ring --gpus 4096 --fidelity step --degrade 0.5 --stream 1
+# Symmetry shortcut (default fidelity) for reference
+run --op all_reduce --bytes 1G --algo ring --gpus 4096
+# all_to_all 64 MiB (PXN routing, bench default), step level and default
+run --op all_to_all --bytes 64M --gpus 1024 --fidelity step
+run --op all_to_all --bytes 64M --gpus 4096
