@@ -247,8 +247,11 @@ void read_chakra_json(RankFile& rf, const Json& doc, std::set<std::string>& unus
         }
         c.involved_dim = v;
       }
+    static const std::set<std::string> kRead = {"Id", "Name", "NodeType", "data_deps", "ctrl_deps", "ctrlDeps", "runtime",
+                                                "is_cpu_op", "comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag",
+                                                "num_ops", "tensor_size", "pg_name", "involved_dim", "involved_dims"};
     for (const auto& [k, v] : g[i].items())
-      if (!nr.has(k)) unused.insert(k);  // open-ended format: accepted, listed once
+      if (!kRead.count(k)) unused.insert(k);  // open-ended format: accepted, listed once
     rf.nodes.push_back(std::move(c));
   }
 }
@@ -441,6 +444,8 @@ Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
 
   std::size_t missing_deps = 0, self_deps = 0, cpu_colls = 0, untyped_colls = 0, ctrl_dropped_ranks = 0, sends = 0;
   std::vector<std::uint64_t> missing_examples;
+  std::map<std::int32_t, std::vector<std::uint64_t>> node_of_op;  // rank -> Chakra node id of each op
+  std::map<std::int32_t, std::string> file_of_rank;
   std::vector<std::string> ctrl_cycle_notes;
   for (auto& rf : rfs) {
     const std::size_t n = rf.nodes.size();
@@ -728,11 +733,44 @@ Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
       op.stream = static_cast<std::uint16_t>(s);
       stream_tail[static_cast<std::size_t>(s)] = k;
       rt.ops.push_back(std::move(op));
+      node_of_op[rf.rank].push_back(c.id);
     }
     if (rt.streams.empty()) rt.streams.push_back("compute");
+    file_of_rank[rf.rank] = rf.file;
     tr.ranks.push_back(std::move(rt));
   }
   std::sort(tr.ranks.begin(), tr.ranks.end(), [](const RankTrace& a, const RankTrace& b) { return a.rank < b.rank; });
+  // Every simulated member of a communicator must call it equally often; name the first call without a partner.
+  {
+    std::map<std::int32_t, std::map<std::int32_t, std::vector<std::uint32_t>>> calls;  // comm -> rank -> op indices
+    std::set<std::int32_t> simulated;
+    for (const auto& rt : tr.ranks) simulated.insert(rt.rank);
+    for (const auto& rt : tr.ranks)
+      for (std::uint32_t i = 0; i < rt.ops.size(); ++i)
+        if (rt.ops[i].kind == OpKind::Collective) calls[rt.ops[i].comm][rt.rank].push_back(i);
+    for (const auto& [cm, by_rank] : calls) {
+      const auto& members = tr.comms[static_cast<std::size_t>(cm)].ranks;
+      std::size_t most = 0;
+      std::int32_t most_rank = -1;
+      for (auto m : members)
+        if (simulated.count(m)) {
+          const std::size_t n = by_rank.count(m) ? by_rank.at(m).size() : 0;
+          if (n > most) most = n, most_rank = m;
+        }
+      for (auto m : members) {
+        if (!simulated.count(m)) continue;
+        const std::size_t n = by_rank.count(m) ? by_rank.at(m).size() : 0;
+        if (n == most) continue;
+        const auto& rt = *std::find_if(tr.ranks.begin(), tr.ranks.end(), [&](const RankTrace& r) { return r.rank == most_rank; });
+        const std::uint32_t op = by_rank.at(most_rank)[n];
+        throw InputError(node_where(file_of_rank[most_rank], node_of_op[most_rank][op]),
+                         "collective '" + rt.ops[op].name + "' (" + to_string(rt.ops[op].coll) + " #" + std::to_string(n + 1) +
+                             " on communicator '" + tr.comms[static_cast<std::size_t>(cm)].name + "') has no partner on rank " +
+                             std::to_string(m) + ": " + file_of_rank[m] + " calls it " + std::to_string(n) + " time(s), rank " +
+                             std::to_string(most_rank) + " " + std::to_string(most));
+      }
+    }
+  }
 
   // Notes (also on stderr, once).
   std::vector<std::string> notes;
