@@ -52,12 +52,14 @@ bool parse_comm(const std::string& s, Group dflt, Comm& c) {
     base.resize(base.size() - 3);
     g = Group::Ep;
   }
-  if (base == "ALLREDUCE") c.ops = {CollOp::AllReduce};
-  else if (base == "ALLGATHER") c.ops = {CollOp::AllGather};
-  else if (base == "REDUCESCATTER") c.ops = {CollOp::ReduceScatter};
-  else if (base == "ALLTOALL") c.ops = {CollOp::AllToAll};
-  else if (base == "ALLREDUCEALLTOALL") c.ops = {CollOp::AllReduce, CollOp::AllToAll};
-  else if (base == "BROADCAST") c.ops = {CollOp::Broadcast};
+  // Matched by prefix, as SimAI does (ALLREDUCE_ASYNC is an all-reduce on the default group).
+  auto starts = [&](const char* p) { return base.rfind(p, 0) == 0; };
+  if (starts("ALLREDUCEALLTOALL")) c.ops = {CollOp::AllReduce, CollOp::AllToAll};
+  else if (starts("ALLREDUCE")) c.ops = {CollOp::AllReduce};
+  else if (starts("ALLGATHER")) c.ops = {CollOp::AllGather};
+  else if (starts("REDUCESCATTER")) c.ops = {CollOp::ReduceScatter};
+  else if (starts("ALLTOALL")) c.ops = {CollOp::AllToAll};
+  else if (starts("BROADCAST")) c.ops = {CollOp::Broadcast};
   else return false;
   c.none = false;
   c.group = g;
@@ -104,6 +106,7 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
   // Header keys.
   std::int64_t mp = 0, ep = 1, pp = 1, all_gpus = 0, pp_comm = 0, dlrm_last = -1;
   std::vector<int> checkpoints, initiates;
+  std::vector<std::string> ignored_keys;
   auto head_int = [&](std::size_t i, const std::string& key) -> std::int64_t {
     if (i >= head.size()) fail(hl, "'" + key + "' needs a number after it");
     try {
@@ -128,6 +131,8 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
       for (std::int64_t j = 0; j < cnt; ++j) v.push_back(static_cast<int>(head_int(++i, k)));
     } else if ((policy == "HYBRID_DLRM" || policy == "HYBRID_DLRM_ENHANCED") && i == 1) {
       dlrm_last = head_int(i, "last bottom layer");
+    } else if (k.size() > 1 && k.back() == ':' && i + 1 < head.size()) {
+      ignored_keys.push_back(k + " " + head[++i].s);  // a key this importer does not model (SimAI adds keys over time)
     } else {
       fail(hl, "unknown header token '" + k + "' (expected model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, all_gpus:, "
                "checkpoints:, checkpoint_initiates:, pp_comm)");
@@ -144,8 +149,7 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
     throw InputError(where + " npus", "the workload's rank count is not in " + file +
                                           " (no all_gpus: on line 1); give it as params npus / --param npus=N");
   if (all_gpus && npus != all_gpus)
-    throw InputError(where + " npus", "npus " + std::to_string(npus) + " differs from all_gpus: " + std::to_string(all_gpus) +
-                                          " on line 1 of " + file);
+    ignored_keys.push_back("all_gpus: " + std::to_string(all_gpus) + " (npus " + std::to_string(npus) + " given)");
   // Layer count and layers (token stream).
   if (lines.size() < 2) fail(hl, "missing the layer count on line 2");
   std::int64_t nlayers = 0;
@@ -413,6 +417,11 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
                      std::to_string(npus) + " simulated, the others run the same program; groups:" +
                      (groups.empty() ? std::string(" none") : groups) + "; 1 cycle = " + cyc + " ns" +
                      (pp > 1 ? "; pipeline stages beyond the first and pp_comm are not simulated" : ""));
+  if (!ignored_keys.empty()) {
+    std::string k;
+    for (const auto& x : ignored_keys) k += (k.empty() ? "" : ", ") + x;
+    tr.notes.push_back("astra: line 1 keys not used: " + k);
+  }
   check_trace(tr, file);
   return tr;
 }

@@ -10,9 +10,8 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
-#include <google/protobuf/io/zero_copy_stream_impl.h>
-#include <google/protobuf/util/delimited_message_util.h>
 #include <google/protobuf/util/json_util.h>
 
 #include "chakra/et_def.pb.h"  // generated from workloads/chakra/et_def.proto
@@ -124,25 +123,53 @@ std::int32_t ngpus_from_metadata(const pb::GlobalMetadata& md) {
   return 0;
 }
 
+// Chakra's framing (third_party/utils/protoio.hh in mlcommons/chakra): each message is preceded by its
+// length as a varint32; the first is the GlobalMetadata. Files from before GlobalMetadata existed start
+// with a Node: a first message that parses as a Node and carries nothing a GlobalMetadata has is one.
 void read_et(RankFile& rf, std::set<std::string>& unused) {
-  std::ifstream in(rf.file, std::ios::binary);
-  if (!in) throw InputError(rf.file, "cannot open file for reading");
-  google::protobuf::io::IstreamInputStream zin(&in);
-  pb::GlobalMetadata md;
-  bool clean_eof = false;
-  if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&md, &zin, &clean_eof))
-    throw InputError(rf.file, clean_eof ? "empty file (expected a Chakra GlobalMetadata message, then Nodes)"
-                                        : "not a Chakra protobuf trace: the first length-delimited message is not a GlobalMetadata");
-  rf.ngpus = ngpus_from_metadata(md);
-  for (const auto& a : md.attr()) unused.insert("metadata:" + a.name());
-  for (std::size_t k = 0;; ++k) {
-    pb::Node n;
-    clean_eof = false;
-    if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&n, &zin, &clean_eof)) {
-      if (clean_eof) break;
-      throw InputError(rf.file, "truncated or corrupt Node message #" + std::to_string(k + 1) +
-                                    (rf.nodes.empty() ? std::string() : " (after node " + std::to_string(rf.nodes.back().id) + ")"));
+  const std::string buf = read_all(rf.file);
+  std::size_t pos = 0, index = 0;
+  auto next = [&](std::string_view& msg) {
+    if (pos >= buf.size()) return false;
+    std::uint64_t len = 0;
+    int shift = 0;
+    for (;;) {
+      if (pos >= buf.size() || shift > 28)
+        throw InputError(rf.file, "byte " + std::to_string(pos) + ": truncated or corrupt length prefix of message #" +
+                                      std::to_string(index + 1) + " (not a Chakra .et file?)");
+      const auto b = static_cast<unsigned char>(buf[pos++]);
+      len |= static_cast<std::uint64_t>(b & 0x7f) << shift;
+      shift += 7;
+      if (b < 0x80) break;
     }
+    if (len > buf.size() - pos)
+      throw InputError(rf.file, "message #" + std::to_string(index + 1) + " claims " + std::to_string(len) + " bytes but " +
+                                    std::to_string(buf.size() - pos) + " remain (truncated file, or not a Chakra .et)" +
+                                    (rf.nodes.empty() ? std::string() : " after node " + std::to_string(rf.nodes.back().id)));
+    msg = std::string_view(buf).substr(pos, len);
+    pos += len;
+    ++index;
+    return true;
+  };
+  std::string_view msg;
+  if (!next(msg)) throw InputError(rf.file, "empty file (expected a Chakra GlobalMetadata message, then Nodes)");
+  pb::GlobalMetadata md;
+  pb::Node first;
+  const bool md_ok = md.ParseFromArray(msg.data(), static_cast<int>(msg.size()));
+  const bool node_ok = first.ParseFromArray(msg.data(), static_cast<int>(msg.size()));
+  if (md_ok && (!md.version().empty() || md.attr_size() > 0 || !node_ok || first.type() == pb::INVALID_NODE)) {
+    rf.ngpus = ngpus_from_metadata(md);
+    for (const auto& a : md.attr()) unused.insert("metadata:" + a.name());
+  } else if (node_ok) {
+    rf.nodes.push_back(from_proto(first, rf.file, unused));
+  } else {
+    throw InputError(rf.file, "not a Chakra protobuf trace: the first length-delimited message is neither a GlobalMetadata nor a Node");
+  }
+  while (next(msg)) {
+    pb::Node n;
+    if (!n.ParseFromArray(msg.data(), static_cast<int>(msg.size())))
+      throw InputError(rf.file, "message #" + std::to_string(index) + " is not a Chakra Node" +
+                                    (rf.nodes.empty() ? std::string() : " (after node " + std::to_string(rf.nodes.back().id) + ")"));
     rf.nodes.push_back(from_proto(n, rf.file, unused));
   }
 }
@@ -442,6 +469,7 @@ Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
   std::vector<std::int32_t> world_ranks;
   for (std::int32_t i = 0; i < world; ++i) world_ranks.push_back(i);
 
+  std::size_t dims_unknown = 0;
   std::size_t missing_deps = 0, self_deps = 0, cpu_colls = 0, untyped_colls = 0, ctrl_dropped_ranks = 0, sends = 0;
   std::vector<std::uint64_t> missing_examples;
   std::map<std::int32_t, std::vector<std::uint64_t>> node_of_op;  // rank -> Chakra node id of each op
@@ -582,7 +610,7 @@ Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
     rt.streams.clear();
     std::vector<std::uint32_t> pos(n);
     for (std::uint32_t k = 0; k < n; ++k) pos[order[k]] = k;
-    std::vector<std::int64_t> stream_tail;  // op index (new order) of each stream's last op
+    std::unordered_map<std::uint32_t, std::uint32_t> tail_stream;  // last op (new order) of a chain -> its stream
     for (std::uint32_t k = 0; k < n; ++k) {
       const std::uint32_t i = order[k];
       const CNode& c = rf.nodes[i];
@@ -658,10 +686,10 @@ Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
           } else if (c.involved_dim && std::find(c.involved_dim->begin(), c.involved_dim->end(), false) != c.involved_dim->end()) {
             const auto& inv = *c.involved_dim;
             if (opt.dims.empty()) {
-              if (std::find(inv.begin(), inv.end(), true) == inv.end())
-                throw InputError(where, "involved_dim selects no network dimension");
-              throw InputError(where, "involved_dim selects some network dimensions; give the network's NPU count per "
-                                      "dimension (ASTRA-sim npus_count) with params dims=8,4 / --param dims=8,4");
+              // Which ranks the dimensions hold depends on the network: without dims, all ranks (noted).
+              ++dims_unknown;
+              op.comm = comm_for("world", world_ranks, op.category);
+              break;
             }
             if (inv.size() > opt.dims.size())
               throw InputError(where, "involved_dim has " + std::to_string(inv.size()) + " entries but dims has " +
@@ -720,18 +748,21 @@ Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
       }
       // Stream: the chain whose tail this op already depends on, else a new chain.
       std::int64_t s = -1;
-      for (std::size_t t = 0; t < stream_tail.size() && s < 0; ++t)
-        if (std::binary_search(op.deps.begin(), op.deps.end(), static_cast<std::uint32_t>(stream_tail[t])))
-          s = static_cast<std::int64_t>(t);
+      for (auto d : op.deps) {  // deps are sorted: the earliest dependency that ends a chain
+        auto it = tail_stream.find(d);
+        if (it == tail_stream.end()) continue;
+        s = it->second;
+        tail_stream.erase(it);
+        break;
+      }
       if (s < 0) {
-        if (stream_tail.size() >= 65535) throw InputError(rf.file, "more than 65535 independent op chains on one rank");
-        s = static_cast<std::int64_t>(stream_tail.size());
+        if (rt.streams.size() >= 65535) throw InputError(rf.file, "more than 65535 independent op chains on one rank");
+        s = static_cast<std::int64_t>(rt.streams.size());
         const char* kind = op.kind == OpKind::Compute ? (cpu ? "cpu" : "gpu") : "comm";
         rt.streams.push_back(std::string(kind) + "." + std::to_string(s));
-        stream_tail.push_back(-1);
       }
       op.stream = static_cast<std::uint16_t>(s);
-      stream_tail[static_cast<std::size_t>(s)] = k;
+      tail_stream[k] = static_cast<std::uint32_t>(s);
       rt.ops.push_back(std::move(op));
       node_of_op[rf.rank].push_back(c.id);
     }
@@ -784,6 +815,10 @@ Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
     notes.push_back("chakra: " + std::to_string(missing_deps) + " dependencies name node ids that are not in the file (e.g. " +
                     ex + ") and were dropped");
   }
+  if (dims_unknown)
+    notes.push_back("chakra: " + std::to_string(dims_unknown) +
+                    " collective(s) name a subset of network dimensions (involved_dim) but the dimensions are not given "
+                    "(params dims=8,4, ASTRA-sim's npus_count): they ran over all ranks");
   if (self_deps) notes.push_back("chakra: " + std::to_string(self_deps) + " dependencies of a node on itself were dropped");
   if (sends)
     notes.push_back("chakra: sends are eager: a node that depends on a COMM_SEND_NODE waits for what the send waited for, "

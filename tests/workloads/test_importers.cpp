@@ -160,8 +160,13 @@ TEST_CASE("chakra: process groups and involved_dim give each collective its own 
   Trace t2 = import_chakra((d / "p").string(), o2);
   const auto& rt2 = t2.ranks[2];
   CHECK(t2.comms[static_cast<std::size_t>(rt2.ops[op_named(rt2, "tp")].comm)].ranks == std::vector<std::int32_t>{2, 3});
-  // involved_dim selecting a subset needs the dimensions.
-  CHECK(error_of([&] { import_chakra((d / "p").string(), quiet()); }).find("dims") != std::string::npos);
+  // involved_dim selecting a subset without the dimensions: all ranks, and said so.
+  Trace t3 = import_chakra((d / "p").string(), quiet());
+  const auto& rt3 = t3.ranks[0];
+  CHECK(t3.comms[static_cast<std::size_t>(rt3.ops[op_named(rt3, "dim")].comm)].ranks.size() == 4);
+  bool said = false;
+  for (const auto& n : t3.notes) said |= n.find("involved_dim") != std::string::npos;
+  CHECK(said);
 }
 
 TEST_CASE("chakra .et and chakra_jsonizer files: ASTRA-sim microbenchmarks, the custom ring, a PyTorch-converted trace") {
@@ -271,8 +276,9 @@ TEST_CASE("SimAI / AICB text: header keys, EP comm types, checkpoints, every shi
     if (op.kind == OpKind::Collective && op.coll == CollOp::AllToAll)
       a2a_on_ep |= ep.comms[static_cast<std::size_t>(op.comm)].name == "ep";
   CHECK(a2a_on_ep);
-  CHECK(error_of([] { import_astra_file(kFw + "simai-text/simai-example-workload_ep_test.txt", {{"npus", "16"}}, "--param"); })
-            .find("all_gpus") != std::string::npos);
+  // npus given explicitly wins over all_gpus (said in the notes); groups must still divide it.
+  CHECK(error_of([] { import_astra_file(kFw + "simai-text/simai-example-workload_ep_test.txt", {{"npus", "20"}}, "--param"); })
+            .find("multiple") != std::string::npos);
   // Checkpointed layers recompute their forward in backward.
   const std::string ck =
       "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 checkpoints: 1 0 checkpoint_initiates: 1 1\n2\n"
