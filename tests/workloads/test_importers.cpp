@@ -309,3 +309,19 @@ TEST_CASE("SimAI / AICB text: header keys, EP comm types, checkpoints, every shi
     CHECK(w.num_ops() > 0);
   }
 }
+
+TEST_CASE("chakra .et framing: a file without GlobalMetadata, and a truncated file") {
+  fs::path d = scratch("et");
+  // Node{id 1, name "g", type COMP_NODE, duration_micros 7}, varint32-length-prefixed, no GlobalMetadata.
+  const std::string node = std::string("\x08\x01\x12\x01g\x18\x04\x38\x07", 9);
+  write(d / "n.0.et", std::string(1, static_cast<char>(node.size())) + node);
+  Trace t = import_chakra((d / "n").string(), quiet());
+  REQUIRE(t.ranks[0].ops.size() == 1);
+  CHECK(t.ranks[0].ops[0].name == "g");
+  CHECK(t.ranks[0].ops[0].duration_s == doctest::Approx(7e-6));
+  // A length prefix claiming more bytes than the file holds.
+  write(d / "b.0.et", std::string(1, static_cast<char>(node.size() + 5)) + node);
+  const std::string e = error_of([&] { import_chakra((d / "b").string(), quiet()); });
+  CHECK(e.find("b.0.et") != std::string::npos);
+  CHECK(e.find("truncated") != std::string::npos);
+}
