@@ -37,6 +37,7 @@ struct CNode {
   std::optional<double> comm_size, num_ops, tensor_size;
   std::optional<std::string> pg_name;
   std::optional<std::vector<bool>> involved_dim;
+  std::string pg_init;  // "## process_group:init ##" metadata node: its inputs (PyTorch's pg_config_info JSON)
 };
 
 struct RankFile {
@@ -79,6 +80,7 @@ CNode from_proto(const pb::Node& n, const std::string& file, std::set<std::strin
   c.data_deps.assign(n.data_deps().begin(), n.data_deps().end());
   c.ctrl_deps.assign(n.ctrl_deps().begin(), n.ctrl_deps().end());
   c.duration_us = static_cast<double>(n.duration_micros());
+  if (n.name().find("process_group:init") != std::string::npos) c.pg_init = n.inputs().values();
   for (const auto& a : n.attr()) {
     const std::string& k = a.name();
     auto num = [&]() -> double {
@@ -153,11 +155,39 @@ void read_et(RankFile& rf, std::set<std::string>& unused) {
   };
   std::string_view msg;
   if (!next(msg)) throw InputError(rf.file, "empty file (expected a Chakra GlobalMetadata message, then Nodes)");
+  // GlobalMetadata has fields 1 (version) and 2 (attr) only; a Node nearly always has 3 (type) or higher.
+  auto top_level_field_above_2 = [](std::string_view m) {
+    std::size_t i = 0;
+    auto varint = [&](std::uint64_t& v) {
+      v = 0;
+      for (int sh = 0; sh < 64; sh += 7) {
+        if (i >= m.size()) return false;
+        const auto b = static_cast<unsigned char>(m[i++]);
+        v |= static_cast<std::uint64_t>(b & 0x7f) << sh;
+        if (b < 0x80) return true;
+      }
+      return false;
+    };
+    while (i < m.size()) {
+      std::uint64_t tag = 0, v = 0;
+      if (!varint(tag)) return false;
+      if ((tag >> 3) > 2) return true;
+      switch (tag & 7) {
+        case 0: if (!varint(v)) return false; break;
+        case 1: i += 8; break;
+        case 2: if (!varint(v) || v > m.size() - std::min(i, m.size())) return false; i += v; break;
+        case 5: i += 4; break;
+        default: return false;
+      }
+    }
+    return false;
+  };
   pb::GlobalMetadata md;
   pb::Node first;
-  const bool md_ok = md.ParseFromArray(msg.data(), static_cast<int>(msg.size()));
-  const bool node_ok = first.ParseFromArray(msg.data(), static_cast<int>(msg.size()));
-  if (md_ok && (!md.version().empty() || md.attr_size() > 0 || !node_ok || first.type() == pb::INVALID_NODE)) {
+  const bool is_node = top_level_field_above_2(msg);
+  const bool md_ok = !is_node && md.ParseFromArray(msg.data(), static_cast<int>(msg.size()));
+  const bool node_ok = is_node && first.ParseFromArray(msg.data(), static_cast<int>(msg.size()));
+  if (md_ok) {
     rf.ngpus = ngpus_from_metadata(md);
     for (const auto& a : md.attr()) unused.insert("metadata:" + a.name());
   } else if (node_ok) {
@@ -424,14 +454,44 @@ Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
       }
       pgs[k] = rk;
     }
-  } else {
+  }
+  // PyTorch records its process groups in a "## process_group:init ##" node: torch's pg_config_info, a JSON
+  // list of {"pg_name", "ranks", ...} (torch/profiler ExecutionTraceObserver._record_pg_config), kept by
+  // chakra's converter in the node's inputs.
+  std::string pgs_from_trace;
+  std::set<std::string> trace_pgs;
+  if (!pgs_from_file)
+    for (const auto& rf : rfs)
+      for (const auto& n : rf.nodes) {
+        if (n.pg_init.empty()) continue;
+        const auto a = n.pg_init.find('{'), b = n.pg_init.rfind('}');
+        if (a == std::string::npos || b == std::string::npos || b < a) continue;
+        Json list = Json::parse("[" + n.pg_init.substr(a, b + 1 - a) + "]", nullptr, false);
+        if (list.is_discarded()) continue;
+        for (const auto& e : list) {
+          if (!e.is_object() || !e.contains("pg_name") || !e.contains("ranks") || !e["ranks"].is_array()) continue;
+          const std::string name = e["pg_name"].is_string() ? e["pg_name"].get<std::string>() : e["pg_name"].dump();
+          std::vector<std::int32_t> rk;
+          for (const auto& r : e["ranks"])
+            if (r.is_number_integer()) rk.push_back(r.get<std::int32_t>());
+          if (rk.empty() || pgs.count(name)) continue;
+          std::sort(rk.begin(), rk.end());
+          for (auto r : rk)
+            if (!opt.npus) world = std::max(world, r + 1);
+          pgs[name] = rk;
+          trace_pgs.insert(name);
+          pgs_from_trace = node_where(rf.file, n.id);
+        }
+      }
+  if (!pgs_from_file) {
     for (const auto& rf : rfs)
       for (const auto& n : rf.nodes)
-        if (n.pg_name && n.type == pb::COMM_COLL_NODE) {
+        if (n.pg_name && n.type == pb::COMM_COLL_NODE && !trace_pgs.count(*n.pg_name)) {
           auto& v = pgs[*n.pg_name];
           if (v.empty() || v.back() != rf.rank) v.push_back(rf.rank);
         }
     for (auto& [k, v] : pgs) {
+      if (trace_pgs.count(k)) continue;
       std::sort(v.begin(), v.end());
       v.erase(std::unique(v.begin(), v.end()), v.end());
       // One rank file (rank 0 of a larger job): the group's other members are not in the files.
@@ -834,7 +894,10 @@ Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
     notes.push_back("chakra: " + std::to_string(untyped_colls) +
                     " GPU COMM_COLL_NODE(s) without comm_type/comm_size ran for their recorded duration");
   if (!pgs.empty())
-    notes.push_back(std::string("chakra: process groups ") + (pgs_from_file ? "from " + opt.comm_group_file : "inferred from the ranks that call them"));
+    notes.push_back(std::string("chakra: process groups ") +
+                    (pgs_from_file ? "from " + opt.comm_group_file
+                     : pgs_from_trace.size() ? "from the trace's process_group:init node (" + pgs_from_trace + ")"
+                                             : "inferred from the ranks that call them"));
   if (!unused.empty()) {
     std::string u;
     for (const auto& s : unused) u += (u.empty() ? "" : ", ") + s;

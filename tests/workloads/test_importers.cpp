@@ -325,3 +325,20 @@ TEST_CASE("chakra .et framing: a file without GlobalMetadata, and a truncated fi
   CHECK(e.find("b.0.et") != std::string::npos);
   CHECK(e.find("truncated") != std::string::npos);
 }
+
+TEST_CASE("chakra: process groups from the trace's process_group:init node") {
+  fs::path d = scratch("pginit");
+  // jsonizer-style protobuf JSON: metadata, PyTorch's pg node (inputs as the converter writes them), and a
+  // collective on pg "1" from rank 0 of a 4-rank job.
+  const std::string meta = R"({"version": "0.0.4"})";
+  const std::string pg = R"({"id": "2", "name": "## process_group:init ##", "type": "METADATA_NODE",
+    "inputs": {"values": "['[{\"pg_name\": \"0\", \"ranks\": [0, 1, 2, 3]}, {\"pg_name\": \"1\", \"ranks\": [0, 2]}]']"}})";
+  const std::string ar = R"({"id": "3", "name": "ar", "type": "COMM_COLL_NODE", "dataDeps": ["2"],
+    "attr": [{"name": "comm_type", "int64Val": "0"}, {"name": "comm_size", "int64Val": "4096"},
+             {"name": "pg_name", "stringVal": "1"}]})";
+  write(d / "g.0.json", meta + pg + ar);
+  Trace t = import_chakra((d / "g").string(), quiet());
+  CHECK(t.world_size == 4);
+  const auto& rt = t.ranks[0];
+  CHECK(t.comms[static_cast<std::size_t>(rt.ops[op_named(rt, "ar")].comm)].ranks == std::vector<std::int32_t>{0, 2});
+}
