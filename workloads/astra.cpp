@@ -210,8 +210,9 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
     layers.push_back(L);
     at += per;
   }
-  if (at != toks.size())
-    fail(toks[at].line, "unexpected text after the " + std::to_string(nlayers) + " layers: '" + toks[at].s + "'");
+  if (at != toks.size())  // ASTRA-sim reads the stated number of layers and stops; said in the notes
+    ignored_keys.push_back(std::to_string(toks.size() - at) + " token(s) after the " + std::to_string(nlayers) +
+                           " layers, from line " + std::to_string(toks[at].line));
   for (int c : checkpoints)
     if (c < 0 || c >= nlayers) fail(hl, "checkpoint layer " + std::to_string(c) + " outside [0, " + std::to_string(nlayers) + ")");
   for (int c : initiates)
@@ -420,7 +421,7 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
   if (!ignored_keys.empty()) {
     std::string k;
     for (const auto& x : ignored_keys) k += (k.empty() ? "" : ", ") + x;
-    tr.notes.push_back("astra: line 1 keys not used: " + k);
+    tr.notes.push_back("astra: not used: " + k);
   }
   check_trace(tr, file);
   return tr;
