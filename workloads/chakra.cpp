@@ -529,7 +529,9 @@ Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
   std::vector<std::int32_t> world_ranks;
   for (std::int32_t i = 0; i < world; ++i) world_ranks.push_back(i);
 
-  std::size_t dims_unknown = 0;
+  std::size_t dims_unknown = 0, p2p_standin = 0;
+  std::set<std::int32_t> file_ranks;
+  for (const auto& rf : rfs) file_ranks.insert(rf.rank);
   std::size_t missing_deps = 0, self_deps = 0, cpu_colls = 0, untyped_colls = 0, ctrl_dropped_ranks = 0, sends = 0;
   std::vector<std::uint64_t> missing_examples;
   std::map<std::int32_t, std::vector<std::uint64_t>> node_of_op;  // rank -> Chakra node id of each op
@@ -795,6 +797,11 @@ Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
           if (*peer < 0 || *peer >= world)
             throw InputError(where, "peer rank " + std::to_string(*peer) + " outside [0, " + std::to_string(world) + ")");
           if (*peer == rf.rank) throw InputError(where, "a send/recv to its own rank");
+          if (!file_ranks.count(static_cast<std::int32_t>(*peer))) {  // no file for the peer: its recorded time
+            as_timed("other");
+            ++p2p_standin;
+            break;
+          }
           op.peer = static_cast<std::int32_t>(*peer);
           op.tag = c.comm_tag.value_or(0);
           if (!c.comm_size) throw InputError(where, "a send/recv needs comm_size (bytes)");
@@ -879,6 +886,9 @@ Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
     notes.push_back("chakra: " + std::to_string(dims_unknown) +
                     " collective(s) name a subset of network dimensions (involved_dim) but the dimensions are not given "
                     "(params dims=8,4, ASTRA-sim's npus_count): they ran over all ranks");
+  if (p2p_standin)
+    notes.push_back("chakra: " + std::to_string(p2p_standin) +
+                    " send/recv node(s) whose peer has no rank file ran for their recorded duration");
   if (self_deps) notes.push_back("chakra: " + std::to_string(self_deps) + " dependencies of a node on itself were dropped");
   if (sends)
     notes.push_back("chakra: sends are eager: a node that depends on a COMM_SEND_NODE waits for what the send waited for, "

@@ -342,3 +342,18 @@ TEST_CASE("chakra: process groups from the trace's process_group:init node") {
   const auto& rt = t.ranks[0];
   CHECK(t.comms[static_cast<std::size_t>(rt.ops[op_named(rt, "ar")].comm)].ranks == std::vector<std::int32_t>{0, 2});
 }
+
+TEST_CASE("chakra: one rank file of a larger job (rank from the name), sends to ranks without a file") {
+  fs::path d = scratch("one");
+  write(d / "job.3.json", R"({"workload_graph":[
+    {"Id":1,"Name":"s","NodeType":5,"comm_dst":5,"comm_size":1024,"runtime":12},
+    {"Id":2,"Name":"ar","NodeType":7,"comm_type":0,"comm_size":1024,"data_deps":[1]}],"ngpus":8})");
+  Trace t = import_chakra((d / "job.3.json").string(), quiet());
+  CHECK(t.world_size == 8);
+  REQUIRE(t.ranks.size() == 1);
+  CHECK(t.ranks[0].rank == 3);
+  const auto& s = t.ranks[0].ops[op_named(t.ranks[0], "s")];
+  CHECK(s.kind == OpKind::Compute);
+  CHECK(s.duration_s == doctest::Approx(12e-6));
+  CHECK(t.comms[static_cast<std::size_t>(t.ranks[0].ops[op_named(t.ranks[0], "ar")].comm)].ranks.size() == 8);
+}
