@@ -68,7 +68,7 @@ bool parse_comm(const std::string& s, Group dflt, Comm& c) {
 
 const std::vector<std::string> kPolicies = {"DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_DLRM",
                                             "HYBRID_DLRM_ENHANCED", "HYBRID_TRANSFORMER", "HYBRID_TRANSFORMER_FWD_IN_BCKWD",
-                                            "HYBRID_CUSTOMIZED", "MICRO"};
+                                            "HYBRID_CUSTOMIZED", "MICRO", "DISTRIBUTED_INFERENCE"};
 
 }  // namespace
 
@@ -293,8 +293,11 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
       throw InputError(file, "_EP / _DP_EP communication types need a HYBRID_TRANSFORMER policy with ep:");
     if (g == Group::All) return make_comm("all", npus, 1, "dp", 0, 1);
     if (pol == "DATA") return g == Group::Data ? make_comm("all", npus, 1, "dp", 0, 1) : -1;
-    if (pol == "MODEL") return g == Group::Model ? make_comm("all.model", npus, 1, "tp", 0, 1) : -1;
-    const bool data_first = pol == "HYBRID_DATA_MODEL";
+    if (pol == "MODEL" || pol == "DISTRIBUTED_INFERENCE")
+      return g == Group::Model ? make_comm("all.model", npus, 1, "tp", 0, 1) : -1;
+    // decode_involved_dimensions: HYBRID_DATA_MODEL runs its model-parallel collectives in dimension 0 and
+    // its data-parallel ones across the others; HYBRID_MODEL_DATA the reverse.
+    const bool data_first = pol == "HYBRID_MODEL_DATA";
     if (pol == "HYBRID_DATA_MODEL" || pol == "HYBRID_MODEL_DATA") {
       // dimension 0: d0 consecutive ranks; the other dimensions: npus / d0 ranks at stride d0.
       const bool inner = (g == Group::Data) == data_first;
@@ -351,6 +354,11 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
   std::vector<std::uint32_t> wg_ops;
   if (policy == "MICRO") {
     for (const auto& L : layers) collective(L.name + ".wg.comm", L.wc, policy, 1, true);
+  } else if (policy == "DISTRIBUTED_INFERENCE") {  // the forward pass only
+    for (const auto& L : layers) {
+      compute(L.name + ".fwd", L.fwd);
+      collective(L.name + ".fwd.comm", L.fc, policy, 1, true);
+    }
   } else {
     // Forward.
     std::int64_t emb_fwd = -1;
@@ -384,8 +392,11 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
         }
       }
       compute(L.name + ".ig", L.ig);
-      if (dlrm && r == 0) emb_ig = collective(L.name + ".ig.comm", L.ic, policy, 3, false, Group::All);
-      else collective(L.name + ".ig.comm", L.ic, pol_of(L), 1, true);
+      // HYBRID_DLRM: the embedding's input-gradient all-to-all starts once the first top layer's input
+      // gradient is computed (iterate_hybrid_parallel_DLRM) and overlaps the bottom MLP's backward.
+      if (dlrm && static_cast<std::int64_t>(r) == dlrm_last + 1)
+        emb_ig = collective(layers[0].name + ".ig.comm", layers[0].ic, policy, 3, false, Group::All);
+      if (!(dlrm && r == 0)) collective(L.name + ".ig.comm", L.ic, pol_of(L), 1, true);
       compute(L.name + ".wg", L.wg);
       std::int64_t w = collective(L.name + ".wg.comm", L.wc, pol_of(L), 2, false, dlrm && r == 0 ? Group::All : Group::None);
       if (w >= 0) wg_ops.push_back(static_cast<std::uint32_t>(w));

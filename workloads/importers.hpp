@@ -8,7 +8,8 @@
 //   line 1: POLICY [model_parallel_NPU_group: M] [ep: E] [pp: P] [vpp: V] [ga: G] [all_gpus: N]
 //           [checkpoints: K l1..lK] [checkpoint_initiates: K l1..lK] [pp_comm[:] BYTES] [DLRM_LAST_BOTTOM_LAYER: L]
 //           POLICY = DATA | MODEL | HYBRID_DATA_MODEL | HYBRID_MODEL_DATA | HYBRID_DLRM [L] |
-//           HYBRID_DLRM_ENHANCED [L] | HYBRID_TRANSFORMER | HYBRID_TRANSFORMER_FWD_IN_BCKWD | HYBRID_CUSTOMIZED | MICRO
+//           HYBRID_DLRM_ENHANCED [L] | HYBRID_TRANSFORMER | HYBRID_TRANSFORMER_FWD_IN_BCKWD | HYBRID_CUSTOMIZED | MICRO |
+//           DISTRIBUTED_INFERENCE
 //   line 2: the layer count; then per layer 12 tokens: name, reserved, fwd compute, fwd comm type, fwd bytes,
 //           input-grad compute, ig comm type, ig bytes, weight-grad compute, wg comm type, wg bytes, update
 //           time; HYBRID_CUSTOMIZED adds the layer's own policy as a 13th token.

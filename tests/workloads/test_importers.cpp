@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <tuple>
 #include <string>
 
 #include "workloads/importers.hpp"
@@ -260,6 +261,18 @@ TEST_CASE("ASTRA-sim 1.0 text: policies, groups, units") {
   CHECK(group_of_bytes[100] == 4);
   CHECK(group_of_bytes[200] == 4);
   CHECK(group_of_bytes[300] == 8);
+  // HYBRID_DATA_MODEL: model-parallel collectives inside network dimension 0 (8 GPUs per server by
+  // default), data-parallel ones across; HYBRID_MODEL_DATA the reverse (ASTRA-sim decode_involved_dimensions).
+  const std::string layer = "\n1\nl -1 10 ALLGATHER 100 10 ALLREDUCE 200 10 ALLREDUCE 300 1\n";
+  for (const auto& [pol, mp, dp] : {std::tuple{"HYBRID_DATA_MODEL", 8, 4}, std::tuple{"HYBRID_MODEL_DATA", 4, 8}}) {
+    CAPTURE(pol);
+    Trace h = import_astra_text(std::string(pol) + layer, "h.txt", {{"npus", "32"}}, "--param");
+    std::map<double, std::size_t> g;
+    for (const auto& op : h.ranks[0].ops)
+      if (op.kind == OpKind::Collective) g[op.bytes] = h.comms[static_cast<std::size_t>(op.comm)].ranks.size();
+    CHECK(g[100] == static_cast<std::size_t>(mp));
+    CHECK(g[300] == static_cast<std::size_t>(dp));
+  }
 }
 
 TEST_CASE("SimAI / AICB text: header keys, EP comm types, checkpoints, every shipped file") {
