@@ -91,20 +91,27 @@ TEST_CASE("every import command in docs/workloads.md runs and gives a positive s
   std::ifstream doc(kSrc + "/docs/workloads.md");
   REQUIRE(doc.good());
   std::string line;
-  std::vector<std::string> cmds;
-  const std::regex inline_cmd("`fabricsim (run --trace [^`]*)`");
+  std::vector<std::pair<std::string, double>> cmds;  // command, step time the docs state (ms; 0 = none)
+  const std::regex inline_cmd("`fabricsim (run --trace [^`]*)`( \\| ([0-9.]+) ms \\|)?");
   while (std::getline(doc, line)) {
-    if (line.rfind("fabricsim run --trace ", 0) == 0) cmds.push_back(line.substr(10));
-    for (std::sregex_iterator it(line.begin(), line.end(), inline_cmd), end; it != end; ++it) cmds.push_back((*it)[1].str());
+    if (line.rfind("fabricsim run --trace ", 0) == 0) cmds.push_back({line.substr(10), 0});
+    for (std::sregex_iterator it(line.begin(), line.end(), inline_cmd), end; it != end; ++it)
+      cmds.push_back({(*it)[1].str(), (*it)[3].matched ? std::stod((*it)[3].str()) : 0.0});
   }
   CHECK(cmds.size() >= 20);
-  for (const auto& c : cmds) {
+  int stated = 0;
+  for (const auto& [c, doc_ms] : cmds) {
     CAPTURE(c);
     const double s = step_s(c);
     CHECK(s > 0);
     CHECK(std::isfinite(s));
     CHECK(s >= longest_compute_s(c));
+    if (doc_ms > 0) {  // the table's figure is this command's output, rounded to 3 significant digits
+      ++stated;
+      CHECK(s * 1e3 == doctest::Approx(doc_ms).epsilon(0.01));
+    }
   }
+  CHECK(stated >= 18);
 }
 
 TEST_CASE("a Chakra trace with known compute times and one collective gives the hand-computed step") {
