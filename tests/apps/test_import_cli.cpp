@@ -27,8 +27,11 @@ fs::path scratch() {
   return d;
 }
 
-// Runs `fabricsim <args>` from the repository root (the documented paths are relative to it).
-Run run_root(const std::string& args) { return cli_test::run_in(kSrc, cli_test::fabricsim(args)); }
+// Runs `fabricsim <args>` from the repository root (the documented paths are relative to it); stdout and
+// stderr go to the scratch directory, never into the source tree.
+Run run_root(const std::string& args) {
+  return cli_test::run_in(scratch(), "cd " + cli_test::quoted(kSrc) + " && " + cli_test::fabricsim(args));
+}
 
 double step_s(const std::string& args) {
   const fs::path out = scratch() / "r.json";
