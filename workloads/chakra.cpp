@@ -391,6 +391,17 @@ ChakraOptions chakra_options_from_params(const ParamMap& params, const std::stri
 
 std::vector<std::string> chakra_rank_files(const std::string& path) {
   if (std::filesystem::is_regular_file(path)) return {path};
+  if (std::filesystem::is_directory(path)) {  // a folder holding one set of rank files: its PREFIX
+    std::set<std::string> prefixes;
+    static const std::regex re(R"((.*)\.0\.(et|json)$)");
+    for (const auto& e : std::filesystem::directory_iterator(path)) {
+      std::smatch m;
+      const std::string name = e.path().filename().string();
+      if (e.is_regular_file() && std::regex_match(name, m, re)) prefixes.insert(m[1].str());
+    }
+    if (prefixes.size() == 1) return chakra_rank_files((std::filesystem::path(path) / *prefixes.begin()).string());
+    return {};
+  }
   for (const char* ext : {".et", ".json"}) {
     std::vector<std::string> files;
     for (int r = 0;; ++r) {
@@ -418,7 +429,8 @@ bool looks_like_chakra(const std::string& path) {
 Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
   const std::vector<std::string> files = chakra_rank_files(path);
   if (files.empty())
-    throw InputError(path, "no Chakra trace (expected the file itself or " + path + ".0.et / " + path + ".0.json, ...)");
+    throw InputError(path, "no Chakra trace (expected the file itself, " + path + ".0.et / " + path +
+                               ".0.json, ..., or a folder with one such set of rank files)");
   std::set<std::string> unused;
   std::vector<RankFile> rfs(files.size());
   for (std::size_t i = 0; i < files.size(); ++i) {

@@ -180,6 +180,8 @@ TEST_CASE("chakra .et and chakra_jsonizer files: ASTRA-sim microbenchmarks, the 
     CHECK(rt.ops[0].coll == CollOp::AllReduce);
     CHECK(rt.ops[0].bytes == 1048576);
   }
+  // A folder holding one set of rank files reads as that set.
+  CHECK(import_chakra(kFw + "chakra-et/astra-sim-microbench-all_reduce-8npus_1MB", quiet()).ranks.size() == 8);
   // The jsonizer's protobuf-JSON objects read as the same trace as the .et files they came from.
   Trace a2a = import_chakra(kFw + "chakra-et/astra-sim-microbench-all_to_all-4npus_1MB/all_to_all", quiet());
   Trace js = import_chakra(kFw + "chakra-jsonizer/astra-sim-microbench-all_to_all-4npus_1MB/all_to_all", quiet());
