@@ -8,17 +8,25 @@
 #include "sim/base/units.hpp"
 #include "sim/replay/outputs.hpp"
 #include "sim/replay/run_scenario.hpp"
+#include "workloads/importers.hpp"
 #include "workloads/scenario.hpp"
 
 namespace fabricsim::cli {
 
 int cmd_run(int argc, char** argv) {
-  Args args("run", "[scenario.json] [options]",
+  Args args("run", "[scenario.json] [options] | --trace FILE|PREFIX --topology NAME|FILE [--param k=v]...",
             "Replay one training step of a scenario (topology + workload + calibration + outputs) and print\n"
             "the iteration time, throughput (samples/s, tokens/s, achieved TFLOP/s per GPU) and where the time\n"
             "goes (compute, exposed communication per kind, pipeline bubble, idle). Without a scenario file the\n"
             "built-in default runs: GPT-3 175B, TP 8, PP 16 (interleaved), DP 8 on 128 DGX A100 (1024 GPUs).\n"
-            "Scenario format: docs/workloads.md and docs/scenario.schema.json.");
+            "Scenario format: docs/workloads.md and docs/scenario.schema.json. Another tool's workload runs without a\n"
+            "scenario file: --trace names a Chakra trace (.et / JSON, a file or the PREFIX of PREFIX.<rank>.et), an\n"
+            "ASTRA-sim 1.0 / SimAI text workload or a fabricsim trace, --topology the cluster (a server preset such\n"
+            "as dgx-h100 grows into a superpod of enough servers for the workload's ranks).");
+  args.flag({"--trace", "", "FILE|PREFIX", "run this workload file (Chakra, ASTRA-sim/SimAI text, fabricsim trace) instead of a scenario", ""});
+  args.flag({"--format", "", "FORMAT", "auto, chakra, astra or trace (with --trace)", "auto"});
+  args.flag({"--topology", "", "NAME|FILE", "topology preset or file (with --trace)", ""});
+  args.flag({"--param", "-p", "KEY=VALUE", "workload parameter with --trace (repeatable): npus, comm_group, dims, cycle_ns", "", true});
   args.flag({"--comm-model", "", "MODEL", "engine (NCCL schedules on the flow engine, each collective priced on an idle fabric), shared (all communication on one shared network: overlapping collectives contend) or analytic (closed form)", ""});
   args.flag({"--compute-preset", "", "NAME",
              "compute efficiencies to start from, replacing the scenario's preset: default (cited hardware "
@@ -34,8 +42,15 @@ int cmd_run(int argc, char** argv) {
     return 0;
   }
   if (args.positional().size() > 1) throw InputError("fabricsim run", "expected at most one scenario file");
-  const std::string file = args.positional().empty() ? std::string("<built-in>") : args.positional()[0];
-  Json doc = args.positional().empty() ? workloads::default_scenario_json() : load_json_file(file);
+  const bool from_trace = args.has("--trace");
+  if (from_trace && !args.positional().empty()) throw InputError("fabricsim run", "give a scenario file or --trace, not both");
+  if (from_trace != args.has("--topology")) throw InputError("fabricsim run", "--trace and --topology go together");
+  if (!from_trace && (args.has("--param") || args.has("--format")))
+    throw InputError("fabricsim run", "--param and --format apply to --trace");
+  const std::string file = from_trace ? std::string("--trace ") + args.get("--trace")
+                                      : args.positional().empty() ? std::string("<built-in>") : args.positional()[0];
+  Json doc = from_trace ? workloads::scenario_for_trace(args.get("--trace"), args.get("--format"), args.get("--topology"), args.params())
+             : args.positional().empty() ? workloads::default_scenario_json() : load_json_file(file);
   if (args.has("--compute-preset"))
     workloads::set_compute_preset(doc, args.get("--compute-preset"), "--compute-preset");
   workloads::Scenario sc = workloads::scenario_from_json(doc, file);
@@ -51,7 +66,8 @@ int cmd_run(int argc, char** argv) {
   if (!opt.comm_model.empty() && !workloads::is_comm_model(opt.comm_model))
     throw InputError("--comm-model", std::string("expected ") + workloads::comm_model_help());
   if (!args.has("--quiet") && !out.quiet)
-    std::cerr << "fabricsim run: " << (args.positional().empty() ? std::string("<built-in default>") : sc.file) << "\n";
+    std::cerr << "fabricsim run: " << (from_trace ? sc.file + " on " + doc["topology"].dump()
+                                       : args.positional().empty() ? std::string("<built-in default>") : sc.file) << "\n";
   sim::ScenarioRun run = sim::run_scenario(sc, opt);
   std::cout << sim::summary_text(run.result, out.top_links);
   char buf[200];

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -343,8 +344,45 @@ double busbw_factor(const std::string& op, int n) {
   return 1.0;
 }
 
-std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const std::string& source,
+std::string strip_launcher_prefixes(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::size_t b = pos;
+    // mpirun --tag-output: "[<job>,<rank>]<stdout>:" or "<stderr>:" (Open MPI orte/iof tagging).
+    if (text[b] == '[') {
+      const std::size_t close = text.find(']', b);
+      if (close != std::string::npos && close < end) {
+        bool ok = close > b + 1;
+        for (std::size_t i = b + 1; i < close && ok; ++i) ok = std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == ',';
+        for (const char* tag : {"<stdout>:", "<stderr>:", "<stddiag>:"})
+          if (ok && text.compare(close + 1, std::strlen(tag), tag) == 0) {
+            b = close + 1 + std::strlen(tag);
+            break;
+          }
+      }
+    } else {
+      // srun --label: "<task>: " (Slurm prefixes the task number and a colon, right-aligned with spaces).
+      std::size_t i = b;
+      while (i < end && text[i] == ' ') ++i;
+      std::size_t d = i;
+      while (d < end && std::isdigit(static_cast<unsigned char>(text[d]))) ++d;
+      if (d > i && d - i <= 6 && d + 1 < end + 1 && d < end && text[d] == ':' && (d + 1 == end || text[d + 1] == ' '))
+        b = d + 1 < end ? d + 2 : d + 1;
+    }
+    out.append(text, b, end - b);
+    if (end < text.size()) out.push_back('\n');
+    pos = end + 1;
+  }
+  return out;
+}
+
+std::vector<Measurement> parse_nccl_tests_text(const std::string& text_in, const std::string& source,
                                                const ParseHints& hints) {
+  const std::string text = strip_launcher_prefixes(text_in);
   std::vector<Measurement> runs;
   std::istringstream in(text);
   std::string raw;

@@ -156,6 +156,10 @@ std::string normalize_op(const std::string& name);
 // doc/PERFORMANCE.md.
 double busbw_factor(const std::string& op, int nranks);
 
+// Removes the per-line prefixes job launchers add: `mpirun --tag-output` ("[1,0]<stdout>:", "[1,3]<stderr>:")
+// and `srun --label` ("0: ", "12: "). Other lines are unchanged. parse_nccl_tests_text applies it.
+std::string strip_launcher_prefixes(const std::string& text);
+
 // Parses nccl-tests text (format 1) or a busbw markdown table (format 2), chosen by content. Throws
 // InputError naming `source` and the line for malformed input, and when no run is found.
 std::vector<Measurement> parse_nccl_tests_text(const std::string& text, const std::string& source,

@@ -1,38 +1,62 @@
 #pragma once
-// Importers of other simulators' workload descriptions into a fabricsim Trace.
+// Importers of other simulators' workload descriptions into a fabricsim Trace (docs/workloads.md,
+// "Running other tools' workloads"). Chakra execution traces: workloads/chakra.hpp.
 //
-// Chakra execution traces, JSON form (the layout ASTRA-sim's et_feeder reads: {"workload_graph": [node...]},
-// one file per rank named PREFIX.<rank>.json). Node fields: "Id", "Name", "NodeType" (4 COMP_NODE,
-// 5 COMM_SEND_NODE, 6 COMM_RECV_NODE, 7 COMM_COLL_NODE; 1-3 metadata/memory nodes are imported as
-// zero-time ops), "data_deps" (ids), "runtime" (nanoseconds, ASTRA-sim's tick), "comm_type"
-// (Chakra CollectiveCommType: 0 ALL_REDUCE, 1 REDUCE, 2 ALL_GATHER, 5 BROADCAST, 6 ALL_TO_ALL,
-// 7 REDUCE_SCATTER), "comm_size" (bytes), "comm_src", "comm_dst", "comm_tag"; "is_cpu_op",
-// "tensor_size", "comm_priority", "involved_dim(s)", "involved_dim_size" are accepted and ignored
-// (collectives run over all ranks). Other keys are errors.
-//
-// ASTRA-sim 1.0 text workloads: line 1 the parallelism (DATA, MODEL, HYBRID_DLRM <last bottom layer>,
-// HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, HYBRID_TRANSFORMER), line 2 the layer count, then one line per
-// layer: name, reserved, fwd compute (cycles), fwd comm type, fwd comm bytes, input-grad compute, ig comm
-// type, ig bytes, weight-grad compute, wg comm type, wg bytes, update time. Comm types ALLREDUCE,
-// ALLGATHER, REDUCESCATTER, ALLTOALL, NONE. Semantics imported: forward layers in order (fwd compute, then
-// its fwd collective, blocking); backward in reverse order (ig compute + blocking ig collective, wg compute,
-// wg collective non-blocking on a separate stream, all waited for before the update). Params: "npus"
-// (required: ranks), "cycle_ns" (default 1). All ranks run the same program, so rank 0 is simulated and
-// the collectives span all npus ranks (symmetry).
+// ASTRA-sim 1.0 / SimAI (AICB) text workloads (workloads/astra.cpp). Grammar, as ASTRA-sim 1.0's
+// Workload::initialize_workload and SimAI's fork of it read it (whitespace-separated tokens; line breaks
+// inside a layer do not matter):
+//   line 1: POLICY [model_parallel_NPU_group: M] [ep: E] [pp: P] [vpp: V] [ga: G] [all_gpus: N]
+//           [checkpoints: K l1..lK] [checkpoint_initiates: K l1..lK] [pp_comm[:] BYTES] [DLRM_LAST_BOTTOM_LAYER: L]
+//           POLICY = DATA | MODEL | HYBRID_DATA_MODEL | HYBRID_MODEL_DATA | HYBRID_DLRM [L] |
+//           HYBRID_DLRM_ENHANCED [L] | HYBRID_TRANSFORMER | HYBRID_TRANSFORMER_FWD_IN_BCKWD | HYBRID_CUSTOMIZED | MICRO |
+//           DISTRIBUTED_INFERENCE
+//   line 2: the layer count; then per layer 12 tokens: name, reserved, fwd compute, fwd comm type, fwd bytes,
+//           input-grad compute, ig comm type, ig bytes, weight-grad compute, wg comm type, wg bytes, update
+//           time; HYBRID_CUSTOMIZED adds the layer's own policy as a 13th token.
+//   comm types: NONE, ALLREDUCE, ALLGATHER, REDUCESCATTER, ALLTOALL, ALLREDUCEALLTOALL, BROADCAST, each
+//           optionally suffixed _EP or _DP_EP (SimAI: the expert-parallel group, or the data-parallel group
+//           of ranks holding the same experts).
+// Groups (rank 0 is simulated, the other ranks run the same program; collectives span the group's ranks):
+//   fwd / ig collectives run on the model-parallel group, wg collectives on the data-parallel group;
+//   Transformer policies: TP = M consecutive ranks, DP = npus / (M * pp) ranks at stride M, EP = E of the
+//   DP ranks, DP_EP = DP / E ranks at stride M * E. DATA: wg over all ranks (fwd/ig collectives involve no
+//   dimension and are not run, as in ASTRA-sim 1.0); MODEL: fwd/ig over all ranks, no wg collective;
+//   HYBRID_DATA_MODEL: data parallel within the first network dimension (dims, default the GPUs per host),
+//   model parallel across; HYBRID_MODEL_DATA the reverse; HYBRID_DLRM: layer 0 (the embedding) over all
+//   ranks, its forward all-to-all overlaps the bottom MLP until layer L+1; MICRO: the wg collectives
+//   only, back to back, over all ranks.
+// Flow: forward layers in order (compute, then the blocking fwd collective); backward in reverse order
+// (checkpointed layers first recompute their forward), ig compute + blocking ig collective, wg compute + wg
+// collective on its own stream (overlapping the rest of backward); the update after all of them.
+// Params: npus (ranks; default all_gpus from line 1), cycle_ns (default 1: ASTRA-sim 1.0 cycles at 1 GHz,
+// SimAI ticks are ns), dims (network NPU counts for HYBRID_DATA_MODEL / HYBRID_MODEL_DATA, e.g. "8,8"),
+// gpus_per_host (co-located data-parallel copies; set from the topology by `fabricsim run`).
 #include <string>
 
+#include "workloads/chakra.hpp"
 #include "workloads/params.hpp"
 #include "workloads/trace.hpp"
 
 namespace fabricsim::workloads {
 
-// `path`: a single Chakra JSON file (imported as rank 0 of world size max(1, referenced ranks + 1)) or a
-// prefix with files PREFIX.0.json, PREFIX.1.json, ... (ranks 0..n-1).
-Trace import_chakra_file(const std::string& path);
-Trace import_chakra_json(const std::vector<Json>& per_rank, const std::vector<std::string>& files);
-
 Trace import_astra_file(const std::string& path, const ParamMap& params, const std::string& where);
 Trace import_astra_text(const std::string& text, const std::string& file, const ParamMap& params,
                         const std::string& where);
+
+// Chakra (any encoding) with options from params (npus, comm_group, dims); see workloads/chakra.hpp.
+Trace import_chakra_file(const std::string& path, const ParamMap& params = {}, const std::string& where = "params");
+
+}  // namespace fabricsim::workloads
+
+namespace fabricsim::workloads {
+
+// A scenario document for running another tool's workload file without writing a scenario
+// (`fabricsim run --trace PATH --topology NAME`): format "auto" (Chakra .et / JSON / jsonizer rank files or
+// prefix -> "chakra", a fabricsim trace JSON -> "trace", anything else -> ASTRA-sim/SimAI text "astra"),
+// "chakra", "astra" or "trace". `topology` is a preset name or a topology file; a single-server preset
+// (dgx-h100, dgx-a100, ...) too small for the workload's ranks becomes a superpod of enough such servers.
+// An ASTRA-sim file that does not state its rank count (no all_gpus:) gets the topology's GPU count.
+Json scenario_for_trace(const std::string& path, const std::string& format, const std::string& topology,
+                        const ParamMap& params);
 
 }  // namespace fabricsim::workloads

@@ -57,10 +57,11 @@ Scenario scenario_from_json(const Json& doc, const std::string& file) {
       w.file = resolve(file, wr.string(w.kind));
     }
     if (const Json* p = wr.object_optional("params")) {
-      if (w.kind == "trace" || w.kind == "chakra") json_fail(wr.path_of("params"), "\"params\" applies to generators and astra workloads only");
+      if (w.kind == "trace") json_fail(wr.path_of("params"), "\"params\" applies to generators, chakra and astra workloads only");
       w.params = params_from_json(*p, wr.path_of("params"));
       // File-valued generator parameters are relative to the scenario file, like every other path.
-      if (auto it = w.params.find("configs"); it != w.params.end()) it->second = resolve(file, it->second);
+      for (const char* k : {"configs", "comm_group"})
+        if (auto it = w.params.find(k); it != w.params.end()) it->second = resolve(file, it->second);
     }
     w.where = wr.path_of("params").str();
     wr.finish();
@@ -172,9 +173,12 @@ Trace build_workload(const Scenario& s, const topo::Topology& t, const models::C
   } else if (w.kind == "trace") {
     tr = load_trace_file(w.file);
   } else if (w.kind == "chakra") {
-    tr = import_chakra_file(w.file);
+    tr = import_chakra_file(w.file, w.params, w.where);
   } else {
-    tr = import_astra_file(w.file, w.params, w.where);
+    ParamMap p = w.params;
+    if (!p.count("gpus_per_host") && t.num_hosts() > 0)
+      p["gpus_per_host"] = std::to_string(std::max<std::int64_t>(1, gpus / t.num_hosts()));
+    tr = import_astra_file(w.file, p, w.where);
   }
   if (tr.world_size > gpus)
     throw InputError(w.kind == "generator" ? w.where + " world_size" : w.file,

@@ -5,7 +5,7 @@
 // {
 //   "topology": {"preset": "superpod", "params": {"nodes": 128, "node": "dgx-a100"}}   | {"file": "t.json"},
 //   "workload": {"generator": "gpt" | "dlrm" | "dataparallel", "params": {...}}
-//             | {"trace": "trace.json"} | {"chakra": "et.json"} | {"astra": "workload.txt", "params": {...}},
+//             | {"trace": "trace.json"} | {"chakra": "PREFIX or file", "params": {...}} | {"astra": "workload.txt", "params": {...}},
 //   "calibration": "calib.json",                 (optional; models::Calibration file)
 //   "compute": {"gemm": {"flops_efficiency": 0.7}, ...},   (optional; overrides, models/compute.hpp)
 //   "comm_model": "engine" | "shared" | "analytic",   (optional; default engine; see comm_model_help())

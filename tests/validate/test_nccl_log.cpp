@@ -412,3 +412,36 @@ TEST_CASE("op names and bus-bandwidth factors") {
   CHECK(busbw_factor("all_gather", 8) == doctest::Approx(0.875));
   CHECK(busbw_factor("broadcast", 8) == doctest::Approx(1.0));
 }
+
+TEST_CASE("mpirun --tag-output and srun --label prefixes are stripped before parsing") {
+  const std::string path = kData + "raw/abci_inter_anode_job02.sh.7194279.nccl.txt";
+  std::ifstream f(path);
+  REQUIRE(f.good());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string plain = ss.str();
+  auto prefixed = [&](const std::string& pre) {
+    std::istringstream in(plain);
+    std::string line, out;
+    while (std::getline(in, line)) out += pre + line + "\n";
+    return out;
+  };
+  const auto base = parse_nccl_tests_text(plain, "plain.txt");
+  REQUIRE(!base.empty());
+  REQUIRE(!base[0].rows.empty());
+  for (const std::string pre : {"[1,0]<stdout>:", "[12,3]<stderr>:", "0: ", " 3: "}) {
+    CAPTURE(pre);
+    const auto ms = parse_nccl_tests_text(prefixed(pre), "prefixed.txt");
+    REQUIRE(ms.size() == base.size());
+    CHECK(ms[0].nranks == base[0].nranks);
+    REQUIRE(ms[0].rows.size() == base[0].rows.size());
+    for (std::size_t i = 0; i < ms[0].rows.size(); ++i) {
+      CHECK(ms[0].rows[i].size_bytes == base[0].rows[i].size_bytes);
+      CHECK(ms[0].rows[i].oop.time_us == base[0].rows[i].oop.time_us);
+    }
+  }
+  // Only real prefixes go: a table row, an NCCL INFO line and a bracketed non-prefix stay as they are.
+  const std::string keep = "           8             2     float     sum      -1    36.01\nnode1:123:456 [0] NCCL INFO x\n[x]<stdout>:y\n";
+  CHECK(strip_launcher_prefixes(keep) == keep);
+  CHECK(strip_launcher_prefixes("[1,0]<stdout>:#  nThread 1\n12: # Rank 0") == "#  nThread 1\n# Rank 0");
+}

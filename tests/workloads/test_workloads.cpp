@@ -264,38 +264,6 @@ TEST_CASE("DLRM sharding planner: memory capacity, balance, reported memory") {
   CHECK(rp.shards.size() == c.tables.size() * 8);
 }
 
-TEST_CASE("importers: ASTRA-sim text and Chakra JSON") {
-  std::string txt =
-      "DATA\n2\n"
-      "conv1 -1 1000 NONE 0 2000 NONE 0 3000 ALLREDUCE 1048576 10\n"
-      "fc2 -1 500 NONE 0 600 NONE 0 700 ALLREDUCE 2097152 10\n";
-  Trace t = import_astra_text(txt, "w.txt", {{"npus", "16"}}, "--param");
-  CHECK(t.world_size == 16);
-  REQUIRE(t.ranks.size() == 1);
-  int colls = 0;
-  for (const auto& op : t.ranks[0].ops) colls += op.kind == OpKind::Collective;
-  CHECK(colls == 2);
-  CHECK(error_of([&] { import_astra_text("PIPELINE\n1\n", "w.txt", {{"npus", "2"}}, "--param"); }).find("w.txt:1") !=
-        std::string::npos);
-  CHECK(error_of([&] { import_astra_text(txt, "w.txt", {}, "--param"); }).find("npus") != std::string::npos);
-
-  Json r0 = Json::parse(R"({"workload_graph":[
-    {"Id":1,"Name":"gemm","NodeType":4,"runtime":5000,"data_deps":[]},
-    {"Id":2,"Name":"ar","NodeType":7,"comm_type":0,"comm_size":1048576,"data_deps":[1],"involved_dims":[true]},
-    {"Id":3,"Name":"snd","NodeType":5,"comm_src":0,"comm_dst":1,"comm_size":4096,"comm_tag":3,"data_deps":[2]}]})");
-  Json r1 = Json::parse(R"({"workload_graph":[
-    {"Id":10,"Name":"gemm","NodeType":4,"runtime":5000,"data_deps":[]},
-    {"Id":11,"Name":"ar","NodeType":7,"comm_type":0,"comm_size":1048576,"data_deps":[10]},
-    {"Id":12,"Name":"rcv","NodeType":6,"comm_src":0,"comm_dst":1,"comm_size":4096,"comm_tag":3,"data_deps":[11]}]})");
-  Trace c = import_chakra_json({r0, r1}, {"et.0.json", "et.1.json"});
-  CHECK(c.world_size == 2);
-  CHECK(c.ranks[1].ops[2].kind == OpKind::Recv);
-  CHECK(c.ranks[0].ops[0].duration_s == doctest::Approx(5e-6));
-  r1["workload_graph"][2]["bogus"] = 1;
-  CHECK(error_of([&] { import_chakra_json({r0, r1}, {"et.0.json", "et.1.json"}); }).find("et.1.json: /workload_graph/2") !=
-        std::string::npos);
-}
-
 TEST_CASE("data-parallel generator: buckets overlap backward") {
   DataParallelConfig c = dataparallel_config_from_params({{"num_parameters", "1e8"}, {"world_size", "8"},
                                                           {"global_batch_size", "64"}, {"bucket_size", "25000000"}},

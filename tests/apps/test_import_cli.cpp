@@ -1,0 +1,162 @@
+// `fabricsim run --trace FILE|PREFIX --topology NAME` end to end: every command docs/workloads.md shows in
+// "Running other tools' workloads" runs (positive step, never shorter than the longest compute op the file
+// states), a Chakra trace with known compute times and one collective gives the hand-computed step, two
+// independent chains overlap, and a cycle is a one-line error naming the node ids and the file.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_test_util.hpp"
+
+namespace {
+
+namespace cli_test = fabricsim::cli_test;
+namespace fs = std::filesystem;
+using cli_test::Run;
+
+const std::string kSrc = FABRICSIM_SOURCE_DIR;
+
+fs::path scratch() {
+  static const fs::path d = cli_test::scratch_dir("import_cli");
+  return d;
+}
+
+// Runs `fabricsim <args>` from the repository root (the documented paths are relative to it); stdout and
+// stderr go to the scratch directory, never into the source tree.
+Run run_root(const std::string& args) {
+  return cli_test::run_in(scratch(), "cd " + cli_test::quoted(kSrc) + " && " + cli_test::fabricsim(args));
+}
+
+double step_s(const std::string& args) {
+  const fs::path out = scratch() / "r.json";
+  fs::remove(out);
+  Run r = run_root(args + " -q --json " + cli_test::quoted(out.string()));
+  REQUIRE_MESSAGE(r.rc == 0, args << "\n" << r.err);
+  auto j = nlohmann::json::parse(cli_test::slurp(out));
+  return j.at("iteration_s").get<double>();
+}
+
+void write(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary);
+  f << text;
+}
+
+// The longest compute op a workload file states, in seconds (Chakra: microseconds; text: ns columns 2, 5, 8).
+double longest_compute_s(const std::string& cmd) {
+  std::smatch m;
+  REQUIRE(std::regex_search(cmd, m, std::regex("--trace (\\S+)")));
+  const std::string path = kSrc + "/" + m[1].str();
+  double best = 0;
+  if (path.size() > 4 && path.substr(path.size() - 4) == ".txt") {
+    std::ifstream f(path);
+    std::string line;
+    int n = 0;
+    while (std::getline(f, line))
+      if (++n > 2) {
+        std::istringstream ls(line);
+        std::vector<std::string> t;
+        std::string s;
+        while (ls >> s) t.push_back(s);
+        for (std::size_t k : {2, 5, 8})
+          if (t.size() > k) best = std::max(best, std::atof(t[k].c_str()) * 1e-9);
+      }
+    // MICRO workloads run only their collectives (ASTRA-sim 1.0 iterate_micro_benchmark).
+    std::ifstream g(path);
+    std::getline(g, line);
+    if (line.rfind("MICRO", 0) == 0) best = 0;
+    return best;
+  }
+  // Chakra JSON rank files: "runtime" in microseconds (the .et files' durations are checked in
+  // tests/workloads: the longest PyTorch op is milliseconds long).
+  for (const auto& p : {path, path + ".0.json"})
+    if (fs::is_regular_file(p) && p.size() > 5 && p.substr(p.size() - 5) == ".json") {
+      std::ifstream f(p);
+      std::stringstream ss;
+      ss << f.rdbuf();
+      const std::string text = ss.str();
+      if (text.find("workload_graph") == std::string::npos) continue;
+      auto j = nlohmann::json::parse(text);
+      for (const auto& n : j["workload_graph"])
+        if (n.contains("runtime")) best = std::max(best, n["runtime"].get<double>() * 1e-6);
+    }
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("every import command in docs/workloads.md runs and gives a positive step no shorter than its longest op") {
+  std::ifstream doc(kSrc + "/docs/workloads.md");
+  REQUIRE(doc.good());
+  std::string line;
+  std::vector<std::pair<std::string, double>> cmds;  // command, step time the docs state (ms; 0 = none)
+  const std::regex inline_cmd("`fabricsim (run --trace [^`]*)`( \\| ([0-9.]+) ms \\|)?");
+  while (std::getline(doc, line)) {
+    if (line.rfind("fabricsim run --trace ", 0) == 0) cmds.push_back({line.substr(10), 0});
+    for (std::sregex_iterator it(line.begin(), line.end(), inline_cmd), end; it != end; ++it)
+      cmds.push_back({(*it)[1].str(), (*it)[3].matched ? std::stod((*it)[3].str()) : 0.0});
+  }
+  CHECK(cmds.size() >= 20);
+  int stated = 0;
+  for (const auto& [c, doc_ms] : cmds) {
+    CAPTURE(c);
+    const double s = step_s(c);
+    CHECK(s > 0);
+    CHECK(std::isfinite(s));
+    CHECK(s >= longest_compute_s(c));
+    if (doc_ms > 0) {  // the table's figure is this command's output, rounded to 3 significant digits
+      ++stated;
+      CHECK(s * 1e3 == doctest::Approx(doc_ms).epsilon(0.01));
+    }
+  }
+  CHECK(stated >= 18);
+}
+
+TEST_CASE("a Chakra trace with known compute times and one collective gives the hand-computed step") {
+  const fs::path d = scratch();
+  // Minimal example: 100 us + all-reduce + 50 us; the 80 us op with no deps overlaps.
+  const double full = step_s("run --trace examples/imports/minimal --topology dgx-h100");
+  // The same all-reduce alone.
+  for (int r = 0; r < 2; ++r)
+    write(d / ("ar." + std::to_string(r) + ".json"),
+          R"({"workload_graph":[{"Id":2,"Name":"grad_allreduce","NodeType":7,"comm_type":0,"comm_size":1048576}]})");
+  const double ar = step_s("run --trace " + cli_test::quoted((d / "ar").string()) + " --topology dgx-h100");
+  CHECK(ar > 0);
+  CHECK(full == doctest::Approx(100e-6 + ar + 50e-6).epsilon(1e-9));
+  // Two streams: independent chains of 100 + 20 us and 90 us, joined by a 10 us op: 130 us, not 220 us.
+  for (int r = 0; r < 1; ++r)
+    write(d / "two.0.json", R"({"workload_graph":[
+      {"Id":1,"Name":"a1","NodeType":4,"runtime":100},{"Id":2,"Name":"a2","NodeType":4,"runtime":20,"data_deps":[1]},
+      {"Id":3,"Name":"b1","NodeType":4,"runtime":90},
+      {"Id":4,"Name":"join","NodeType":4,"runtime":10,"data_deps":[2],"ctrl_deps":[3]}]})");
+  CHECK(step_s("run --trace " + cli_test::quoted((d / "two").string()) + " --topology dgx-h100") ==
+        doctest::Approx(130e-6).epsilon(1e-12));
+}
+
+TEST_CASE("a cycle or an unmatched collective in a Chakra trace is a one-line error with node ids, not a hang") {
+  const fs::path d = scratch();
+  write(d / "cyc.0.json", R"({"workload_graph":[
+    {"Id":11,"Name":"a","NodeType":4,"runtime":1,"data_deps":[13]},
+    {"Id":12,"Name":"b","NodeType":4,"runtime":1,"data_deps":[11]},
+    {"Id":13,"Name":"c","NodeType":4,"runtime":1,"data_deps":[12]}]})");
+  Run r = run_root("run --trace " + cli_test::quoted((d / "cyc").string()) + " --topology dgx-h100 -q");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("cyc.0.json") != std::string::npos);
+  CHECK(r.err.find("11 -> 12 -> 13 -> 11") != std::string::npos);
+  write(d / "un.0.json", R"({"workload_graph":[{"Id":4,"Name":"ar","NodeType":7,"comm_type":0,"comm_size":64}]})");
+  write(d / "un.1.json", R"({"workload_graph":[{"Id":4,"Name":"g","NodeType":4,"runtime":1}]})");
+  r = run_root("run --trace " + cli_test::quoted((d / "un").string()) + " --topology dgx-h100 -q");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("un.0.json: node 4") != std::string::npos);
+  // A server preset grows into a superpod for a bigger workload; --trace needs --topology.
+  r = run_root("run --trace examples/imports/transformer.txt --topology dgx-h100 --json " +
+               cli_test::quoted((scratch() / "t.json").string()));
+  CHECK(r.rc == 0);
+  CHECK(r.err.find("\"nodes\":2") != std::string::npos);
+  CHECK(run_root("run --trace examples/imports/transformer.txt -q").rc == 2);
+}

@@ -1,0 +1,86 @@
+#include <filesystem>
+#include <fstream>
+
+#include "sim/base/error.hpp"
+#include "topologies/io.hpp"
+#include "workloads/importers.hpp"
+
+namespace fabricsim::workloads {
+
+namespace {
+std::string detect_format(const std::string& path) {
+  if (looks_like_chakra(path)) return "chakra";
+  if (!std::filesystem::is_regular_file(path))
+    throw InputError(path, "no such file, and no Chakra rank files " + path + ".0.et / " + path + ".0.json");
+  std::ifstream in(path, std::ios::binary);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  const auto first = head.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && head[first] == '{') {
+    if (head.find("\"ranks\"") != std::string::npos || head.find("\"world_size\"") != std::string::npos) return "trace";
+    if (head.find("\"schema\"") != std::string::npos && head.find("\"nodes\"") != std::string::npos)
+      throw InputError(path, "a PyTorch execution trace (host ET), not a Chakra trace: convert it with chakra_trace_link "
+                             "and chakra_converter first");
+    return "chakra";
+  }
+  return "astra";
+}
+
+bool states_all_gpus(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line.find("all_gpus:") != std::string::npos;
+}
+}  // namespace
+
+Json scenario_for_trace(const std::string& path, const std::string& format_in, const std::string& topology,
+                        const ParamMap& params) {
+  const std::string format = format_in.empty() || format_in == "auto" ? detect_format(path) : format_in;
+  if (format != "chakra" && format != "astra" && format != "trace")
+    throw InputError("--format", "expected auto, chakra, astra or trace");
+  if (format == "trace" && !params.empty()) throw InputError("--param", "a fabricsim trace takes no workload params");
+  const bool is_file = std::filesystem::is_regular_file(topology);
+  ParamMap p = params;
+  std::int64_t preset_gpus = 0;
+  bool host_preset = false;
+  if (!is_file) {
+    const topo::Topology t = topo::build_preset(topology, {});  // an unknown name lists the presets
+    preset_gpus = static_cast<std::int64_t>(t.gpus().size());
+    host_preset = t.num_hosts() == 1;
+  }
+  if (format == "astra" && !p.count("npus") && !states_all_gpus(path) && preset_gpus > 0)
+    p["npus"] = std::to_string(preset_gpus);
+  // The workload's rank count decides the cluster size for single-server presets.
+  std::int64_t ranks = 0;
+  if (format == "chakra") {
+    ChakraOptions o = chakra_options_from_params(p, "--param");
+    o.quiet = true;  // the run imports it again and says what it noticed then
+    ranks = import_chakra(path, o).world_size;
+  } else if (format == "astra") {
+    ranks = import_astra_file(path, p, "--param").world_size;
+  } else {
+    ranks = load_trace_file(path).world_size;
+  }
+  Json doc;
+  if (is_file) {
+    doc["topology"] = {{"file", std::filesystem::absolute(topology).string()}};
+  } else if (host_preset && ranks > preset_gpus) {
+    const std::int64_t nodes = (ranks + preset_gpus - 1) / preset_gpus;
+    doc["topology"] = {{"preset", "superpod"}, {"params", {{"node", topology}, {"nodes", nodes}}}};
+  } else {
+    doc["topology"] = {{"preset", topology}};
+  }
+  Json w;
+  w[format] = std::filesystem::absolute(path).string();
+  if (!p.empty()) {
+    Json jp = Json::object();
+    for (const auto& [k, v] : p) jp[k] = v;
+    w["params"] = jp;
+  }
+  doc["workload"] = w;
+  return doc;
+}
+
+}  // namespace fabricsim::workloads
