@@ -571,9 +571,10 @@ void run_launch(cudaStream_t st, const Options& o, Arena& arena) {
   const double graphed = time_it(st, o, [&] { CK(cudaGraphLaunch(exec, st)); }) / kernels;
   CK(cudaGraphExecDestroy(exec));
   CK(cudaGraphDestroy(graph));
-  for (auto [label, t] : {std::pair<const char*, double>{"back-to-back tiny kernels, eager", eager},
-                          {"back-to-back tiny kernels in a CUDA graph", graphed}}) {
-    g_points.push_back({"{\"kind\": \"launch\", \"time_us\": " + num(t * 1e6) + ", \"label\": \"" + label + "\"}"});
+  for (const auto& [mode, label, t] : {std::tuple<const char*, const char*, double>{"eager", "back-to-back tiny kernels, eager", eager},
+                                       {"graph", "back-to-back tiny kernels in a CUDA graph", graphed}}) {
+    g_points.push_back({"{\"kind\": \"launch\", \"mode\": \"" + std::string(mode) + "\", \"time_us\": " +
+                        num(t * 1e6) + ", \"label\": \"" + label + "\"}"});
     std::fprintf(stderr, "launch %-44s %8.2f us per kernel\n", label, t * 1e6);
   }
 }
