@@ -33,6 +33,9 @@ int cmd_run(int argc, char** argv) {
              "ceilings) or megatron-sc21 (fitted to Megatron-LM's measured GPT throughput; docs/workloads.md)",
              ""});
   args.flag({"--print-default", "", "", "print the built-in default scenario as JSON and exit", ""});
+  args.flag({"--kernel-shapes", "", "FILE",
+             "write the GEMM shapes the scenario's compute model prices (fabricsim-kernel-bench --shapes format, "
+             "docs/validation.md) and exit without replaying", ""});
   args.flag({"--quiet", "-q", "", "no progress output", ""});
   for (const auto& f : sim::output_flags())
     if (f.name != "--quiet") args.flag({f.name, "", f.value_name, f.help, "", false});
@@ -54,6 +57,11 @@ int cmd_run(int argc, char** argv) {
   if (args.has("--compute-preset"))
     workloads::set_compute_preset(doc, args.get("--compute-preset"), "--compute-preset");
   workloads::Scenario sc = workloads::scenario_from_json(doc, file);
+  if (args.has("--kernel-shapes")) {
+    args.check_output_flags({"--kernel-shapes"});
+    write_file_atomic(args.get("--kernel-shapes"), sim::scenario_gemm_shapes(sc));
+    return 0;
+  }
   sim::OutputOptions out;
   if (sc.outputs) out = sim::output_options_from_json(*sc.outputs, sc.outputs_at);
   sim::merge_output_flags(out, [&](const std::string& n) -> std::optional<std::string> {

@@ -66,6 +66,7 @@ const ComputeCalibration& ComputeModel::kernel_calibration() const {
 }
 
 double ComputeModel::kernel_time_s(const KernelDesc& k) const {
+  if (priced) priced->push_back(k);
   return calibrated_kernel_time_s(kernel_calibration(), gpu, k);
 }
 

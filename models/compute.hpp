@@ -81,6 +81,9 @@ struct ComputeModel {
   // memory-bound kernels at a per-kind fraction of HBM bandwidth). `eff` and `precision` are not used: the
   // kernel carries its precision; FP8 / FP4 on a GPU without them is an InputError naming the GPU.
   double kernel_time_s(const KernelDesc& k) const;
+  // When set, every kernel_time_s call appends its kernel here (the shapes a workload prices:
+  // `fabricsim run --kernel-shapes`, which feeds fabricsim-kernel-bench --shapes).
+  std::vector<KernelDesc>* priced = nullptr;
 };
 
 }  // namespace fabricsim::models

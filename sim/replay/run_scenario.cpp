@@ -1,7 +1,10 @@
 #include "sim/replay/run_scenario.hpp"
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <sstream>
+#include <tuple>
 
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
@@ -86,6 +89,33 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   out.replay_wall_s = std::chrono::duration<double>(t2 - t1).count();
   r.wall_s = std::chrono::duration<double>(t2 - t0).count();
   return out;
+}
+
+std::string scenario_gemm_shapes(const workloads::Scenario& s) {
+  topo::Topology topo = models::merge_nvswitch_planes(topo::load_topology(s.topology, s.topology_params));
+  models::Calibration calib =
+      s.calibration_file.empty() ? models::default_calibration() : models::load_calibration(s.calibration_file);
+  models::ComputeModel cm = workloads::scenario_compute_model(s, topo, calib.extra);
+  std::vector<models::KernelDesc> priced;
+  cm.priced = &priced;
+  workloads::build_workload(s, topo, cm);
+  // Distinct (M, N, K, precision) in first-priced order, with how often each was priced.
+  std::vector<std::pair<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::string>, long>> shapes;
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::string>, std::size_t> at;
+  for (const auto& k : priced) {
+    if (k.kind != models::KernelKind::Gemm) continue;
+    const std::string p = k.precision == models::Precision::FP8 ? "fp8" : "bf16";
+    auto key = std::make_tuple(k.m, k.n, k.k, p);
+    auto [it, fresh] = at.emplace(key, shapes.size());
+    if (fresh) shapes.push_back({key, 0});
+    ++shapes[it->second].second;
+  }
+  std::ostringstream o;
+  o << "# GEMMs priced by " << (s.file.empty() ? std::string("the scenario") : s.file)
+    << " (fabricsim run --kernel-shapes): M N K precision label\n";
+  for (const auto& [key, n] : shapes)
+    o << std::get<0>(key) << " " << std::get<1>(key) << " " << std::get<2>(key) << " " << std::get<3>(key) << " priced x" << n << "\n";
+  return o.str();
 }
 
 }  // namespace fabricsim::sim

@@ -25,4 +25,11 @@ struct ScenarioRun {
 
 ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions& opt = {});
 
+// The GEMMs a scenario's compute model prices while its workload is generated, one line per distinct shape
+// in fabricsim-kernel-bench's --shapes format ("M N K bf16|fp8 label", label: how many times the generator
+// priced that shape), so the bench measures exactly those shapes on the user's GPU. fp16 GEMMs are listed as
+// bf16 (same Tensor Core rate). Empty when the workload prices no GEMM by shape (trace files, SC'21-style
+// unfused GEMMs priced by class).
+std::string scenario_gemm_shapes(const workloads::Scenario& s);
+
 }  // namespace fabricsim::sim
