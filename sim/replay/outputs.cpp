@@ -290,7 +290,8 @@ std::string timeline_json(const RunResult& r, int counter_links) {
     << ",\"link_counters\":"
     << q(have_series ? "instantaneous utilisation per link direction (0..1) from the engine's time series"
                      : "no per-link time series was recorded: each link track shows its average utilisation "
-                       "over its busy time, held over the whole run")
+                       "over the run (bytes / capacity / run time, the link statistics' util_avg_run), held "
+                       "over the whole run")
     << "},\n\"traceEvents\":[\n";
   bool first = true;
   auto sep = [&]() {
@@ -359,9 +360,10 @@ std::string timeline_json(const RunResult& r, int counter_links) {
     std::map<std::uint32_t, const LinkRecord*> by_id;
     for (const auto& l : r.links) by_id.emplace(l.link, &l);
     for (const auto& h : hot) {
-      std::string name = "link " + std::to_string(h.link) + " " + h.from + "->" + h.to + " (" + h.kind + ")";
       const LinkRecord* l = by_id.at(h.link);
       const auto& series = l->util_series[h.dir];
+      std::string name = "link " + std::to_string(h.link) + " " + h.from + "->" + h.to + " (" + h.kind +
+                         (series.empty() ? ", run average)" : ")");
       auto counter = [&](double t, double u) {
         sep();
         o << "{\"name\":" << q(name) << ",\"ph\":\"C\",\"pid\":" << pid << ",\"tid\":0,\"ts\":" << fx(t * 1e6, 3)
@@ -376,7 +378,10 @@ std::string timeline_json(const RunResult& r, int counter_links) {
           counter(p.t_s, p.util);
         }
       } else {
-        counter(0, h.util_avg_busy);
+        // No time series (the engine comm model prices each call on an idle fabric and does not place it in
+        // time): the run average, which is what the link statistics report as util_avg_run. (The average
+        // while busy, shown here before, read as e.g. 80 % all run long for a link busy a tenth of the time.)
+        counter(0, h.util_avg_run);
         counter(span, 0);
       }
     }
