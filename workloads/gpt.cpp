@@ -548,13 +548,13 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_lay
   double mlp = (2.0 * h + gemm_in * h + mask) * rep + 2.0 * fc1 / t + gemm_in * f / t;
   if (moe_layer) {
     // MoE layer: norm/router input, then per routed slot (topk per token, x the busiest rank's load over the
-    // mean) the permuted input (2h), the expert fc1 output and activation input (2 fc1/etp' widths over
+    // mean) the permuted input (fc1 GEMM input, h), the expert fc1 output and activation input (2 fc1/etp' widths over
     // the gathered ETP tokens) and the fc2 input; the shared expert as a TP-split dense MLP.
     const double F = double(c.moe_ffn()), fc1m = c.swiglu ? 2.0 * F : F, etp = double(c.etp());
     const double t_sp = c.sequence_parallel ? t : 1.0;
     const double S = double(c.moe.moe_shared_expert_intermediate_size), fc1s = c.swiglu ? 2.0 * S : S;
     mlp = (2.0 * h + gemm_in * h + mask) * rep +
-          double(c.moe.moe_router_topk) * load_factor * (2.0 * h * etp + 2.0 * fc1m + gemm_in * F) / t_sp +
+          double(c.moe.moe_router_topk) * load_factor * (gemm_in * h * etp + 2.0 * fc1m + gemm_in * F) / t_sp +
           (S > 0 ? 2.0 * fc1s / t + gemm_in * S / t : 0.0);
   }
   const double tokens = double(c.micro_batch_size) * s / cp;
@@ -1431,11 +1431,11 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
     // [ETP all-gather], experts, [ETP reduce-scatter], combine, unpermute; the shared expert (TP-split, with
     // its SP all-gather / reduce-scatter) after, or beside the dispatch with moe_shared_expert_overlap.
     const bool shared_ovl = c.moe.moe_shared_expert_overlap;
-    auto shared_expert = [&](const std::string& nm, const Costs& cost, bool bwd) {
+    auto shared_expert = [&](const std::string& nm, const Costs& cost, const std::string& phase) {
       if (cost.kernels == 0) return;
-      if (t > 1) rb.chain(coll_op(nm + ".shared.ag", CollOp::AllGather, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp"));
-      rb.chain(compute_op(nm + (bwd ? ".bwd" : "") + ".moe.shared", cost));
-      if (t > 1) rb.chain(coll_op(nm + ".shared.rs", CollOp::ReduceScatter, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp"));
+      if (t > 1) rb.chain(coll_op(nm + phase + ".moe.shared.ag", CollOp::AllGather, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp"));
+      rb.chain(compute_op(nm + phase + ".moe.shared", cost));
+      if (t > 1) rb.chain(coll_op(nm + phase + ".moe.shared.rs", CollOp::ReduceScatter, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp"));
     };
     auto moe_layer = [&](const std::string& nm, const std::string& phase, std::int64_t gl, bool bwd,
                          std::vector<std::uint32_t> extra) {
@@ -1457,7 +1457,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
         return rb.fork(wait_op(what));
       };
       std::uint32_t x = exchange(true);
-      if (shared_ovl && !bwd) shared_expert(nm, M.shared_f, false);
+      if (shared_ovl && !bwd) shared_expert(nm, M.shared_f, phase);
       rb.chain(wait_op(nm + phase + ".moe.dispatched"), {x});
       if (a2a && etp > 1)
         rb.chain(coll_op(nm + phase + ".moe.etp.ag", CollOp::AllGather, etp_comm[st], rows * h * 2.0 * double(etp), kEp, "ep"));
@@ -1465,10 +1465,10 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
       if (a2a && etp > 1)
         rb.chain(coll_op(nm + phase + ".moe.etp.rs", CollOp::ReduceScatter, etp_comm[st], rows * h * 2.0 * double(etp), kEp, "ep"));
       x = exchange(false);
-      if (shared_ovl && bwd) shared_expert(nm, M.shared_b, true);
+      if (shared_ovl && bwd) shared_expert(nm, M.shared_b, phase);
       rb.chain(wait_op(nm + phase + ".moe.combined"), {x});
       rb.chain(compute_op(nm + phase + (bwd ? ".moe.router" : ".moe.unpermute"), bwd ? M.pre_b : M.post_f));
-      if (!shared_ovl) shared_expert(nm, bwd ? M.shared_b : M.shared_f, bwd);
+      if (!shared_ovl) shared_expert(nm, bwd ? M.shared_b : M.shared_f, phase);
     };
     auto fwd_layer = [&](const std::string& nm, bool recompute, std::vector<std::uint32_t> extra, std::int64_t gl) {
       block(nm + ".attn", nm + (recompute ? ".recompute.attn" : ".fwd.attn"), L.fwd_attn, true, false, extra);
