@@ -168,6 +168,7 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.attention_backend = r.string("attention_backend", "");
   c.flops_convention = r.string("flops_convention", "");
   c.gpus_per_host = r.integer("gpus_per_host", c.gpus_per_host, 1);
+  c.gpus_per_nvlink_domain = r.integer("gpus_per_nvlink_domain", c.gpus_per_host, 1);
   read_moe_params(r, c.moe);
   r.finish();
   auto fail = [&](const std::string& k, const std::string& w) { r.fail(k, w); };
@@ -316,6 +317,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
     I("expert_tensor_parallel_size", c.etp());
     I("expert_data_parallel_size", c.expert_data_parallel());
     m["moe_token_dispatcher_type"] = e.moe_token_dispatcher_type;
+    if (e.moe_router_num_groups) I("moe_router_num_groups", e.moe_router_num_groups), I("moe_router_group_topk", e.moe_router_group_topk);
     B("moe_grouped_gemm", e.moe_grouped_gemm);
     m["moe_router_load_balancing_type"] = e.moe_router_load_balancing_type;
     char buf[32];
@@ -1204,10 +1206,12 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
     }
   }
   const double a2a_bytes = T_local * double(c.moe.moe_router_topk) * h * 2.0;  // bf16 slots sent per rank
+  const bool fp8_dispatch = c.moe.moe_token_dispatcher_type == "flex" && c.fp8();
   // Expert ranks of a stage: local index = etp_i + etp * (ep_i + ep * edp_i) (expert tensor fastest, as
   // Megatron-Core's expert grid); the simulated rank is local index 0.
   std::vector<std::int32_t> disp_comm(c.num_layers, -1), comb_comm(c.num_layers, -1), epag_comm(p, -1),
       etp_comm(p, -1), edp_comm(p, -1);
+  double flex_dedup = 1.0;
   if (moe_on) {
     const std::int64_t gph = c.gpus_per_host;
     std::int32_t mir = 0, mstride = 1;
@@ -1215,6 +1219,24 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
     else if (ep < gph) mir = static_cast<std::int32_t>(std::min(edp, gph / ep) - 1), mstride = static_cast<std::int32_t>(ep);
     std::vector<std::int64_t> off(p * v + 1, 0);
     for (std::int64_t mc = 0; mc < p * v; ++mc) off[mc + 1] = off[mc] + layout[mc % p][mc / p];
+    // EP rank k sits on GPU k * etp of the stage; NVLink domains of gpus_per_nvlink_domain GPUs (a DGX
+    // server, or a whole NVL72 rack).
+    const std::int64_t dom = std::max(c.gpus_per_nvlink_domain, gph);
+    auto host_of = [&](std::int64_t base, std::size_t k) { return (base + static_cast<std::int64_t>(k) * etp) / dom; };
+    if (c.moe.moe_token_dispatcher_type == "flex") {
+      // DeepEP-style dispatch (flex): a token crosses the scale-out network once per destination node and is
+      // forwarded to that node's experts over NVLink; the combine reduces inside the node before sending
+      // back. Scale-out bytes shrink from the token's remote slots to its distinct remote nodes. With k slots
+      // spread uniformly over G usable nodes (node-limited routing: moe_router_group_topk groups of
+      // num_experts / moe_router_num_groups experts, one group per node when groups == nodes), the expected
+      // distinct nodes are G (1 - (1 - 1/G)^k); remote entries are scaled by that over k. The NVLink
+      // forwarding traffic inside the destination node is not modelled.
+      const double nodes = std::max<double>(1.0, double(ep * etp) / double(dom));
+      double G = nodes;
+      if (c.moe.moe_router_group_topk > 0) G = std::min(nodes, double(c.moe.moe_router_group_topk));
+      const double k = double(c.moe.moe_router_topk);
+      if (nodes > 1) flex_dedup = std::min(1.0, G * (1.0 - std::pow(1.0 - 1.0 / G, k)) / k);
+    }
     for (std::int64_t st = 0; st < p; ++st) {
       const std::int32_t base = rank_of(st, 0, 0, 0);
       auto add = [&](const std::string& name, std::vector<std::int32_t> ranks, std::int32_t mirrors, std::int32_t stride) {
@@ -1239,7 +1261,10 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
             const std::size_t n = static_cast<std::size_t>(ep);
             std::vector<std::vector<double>> W(n, std::vector<double>(n)), WT(n, std::vector<double>(n));
             for (std::size_t i = 0; i < n; ++i)
-              for (std::size_t j = 0; j < n; ++j) W[i][j] = ld.recv_share[j], WT[i][j] = ld.recv_share[i];
+              for (std::size_t j = 0; j < n; ++j) {
+                const double f = host_of(base, i) != host_of(base, j) ? flex_dedup : 1.0;
+                W[i][j] = ld.recv_share[j] * f, WT[i][j] = ld.recv_share[i] * f;
+              }
             disp_comm[gl] = add("ep.l" + std::to_string(gl) + ".dispatch", ep_ranks, mir, mstride);
             tr.comms.back().a2a_matrix = std::move(W);
             comb_comm[gl] = add("ep.l" + std::to_string(gl) + ".combine", ep_ranks, mir, mstride);
@@ -1449,7 +1474,10 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
         std::string what = nm + phase + (first ? ".moe.dispatch" : ".moe.combine");
         if (a2a && ep > 1) {
           std::int32_t cm_ = to_experts ? disp_comm[gl] : comb_comm[gl];
-          return rb.fork(coll_op(what, CollOp::AllToAllv, cm_, a2a_bytes, kEp, "ep"));
+          // flex + FP8: the forward dispatch moves FP8 activations with 1x128 block scales (DeepSeek-V3
+          // arXiv:2412.19437 Sec. 3.3.2: FP8 dispatch, BF16 combine): (1 + 4/128) / 2 of the BF16 bytes.
+          const double scale = (fp8_dispatch && first && !bwd) ? (1.0 + 4.0 / 128.0) / 2.0 : 1.0;
+          return rb.fork(coll_op(what, CollOp::AllToAllv, cm_, a2a_bytes * scale, kEp, "ep"));
         }
         if (!a2a && ep * etp > 1)
           return rb.fork(coll_op(what, first ? CollOp::AllGather : CollOp::ReduceScatter, epag_comm[st],

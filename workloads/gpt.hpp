@@ -73,6 +73,7 @@ struct GptConfig {
   std::string fp8_recipe = "delayed";    // delayed | tensorwise | mxfp8 | blockwise (precision fp8)
   std::string flops_convention;          // megatron-sc21 | megatron-core ("" -> by configuration)
   std::int64_t gpus_per_host = 8;        // for placing mirrors; taken from the topology by the scenario
+  std::int64_t gpus_per_nvlink_domain = 0;  // NVLink domain size (0 = gpus_per_host); from the topology
   MoeConfig moe;                         // experts, multi-latent attention, MTP (workloads/moe.hpp)
 
   std::int64_t data_parallel() const {

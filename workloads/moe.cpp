@@ -21,6 +21,9 @@ bool moe_catalogue_defaults(const std::string& model, MoeConfig& m) {
     c.num_experts = 256, c.moe_router_topk = 8, c.moe_ffn_hidden_size = 2048;
     c.moe_shared_expert_intermediate_size = 2048, c.moe_layer_freq = "([0]*3+[1]*58)";
     c.moe_router_load_balancing_type = "seq_aux_loss";  // Sec. 2.1.2: aux-loss-free bias + sequence-wise loss
+    // Node-limited routing (Sec. 2.1.2 / 3.2.2: each token to at most 4 nodes); config.json n_group 8,
+    // topk_group 4 -> Megatron --moe-router-num-groups 8 --moe-router-group-topk 4.
+    c.moe_router_num_groups = 8, c.moe_router_group_topk = 4;
     c.multi_latent_attention = true, c.q_lora_rank = 1536, c.kv_lora_rank = 512;
     c.qk_head_dim = 128, c.qk_pos_emb_head_dim = 64, c.v_head_dim = 128, c.mtp_num_layers = 1;
   } else if (model == "qwen3-30b-a3b" || model == "qwen3-235b-a22b") {
@@ -57,6 +60,8 @@ void read_moe_params(ParamReader& r, MoeConfig& m) {
   m.expert_tensor_parallel_size = r.integer("expert_tensor_parallel_size", m.expert_tensor_parallel_size, 0);
   m.moe_token_dispatcher_type = r.string("moe_token_dispatcher_type", m.moe_token_dispatcher_type);
   m.moe_grouped_gemm = r.boolean("moe_grouped_gemm", m.moe_grouped_gemm);
+  m.moe_router_num_groups = r.integer("moe_router_num_groups", m.moe_router_num_groups, 0);
+  m.moe_router_group_topk = r.integer("moe_router_group_topk", m.moe_router_group_topk, 0);
   m.moe_router_load_balancing_type = r.string("moe_router_load_balancing_type", m.moe_router_load_balancing_type);
   m.moe_expert_capacity_factor = r.number("moe_expert_capacity_factor", m.moe_expert_capacity_factor, 0);
   m.moe_pad_expert_input_to_capacity = r.boolean("moe_pad_expert_input_to_capacity", m.moe_pad_expert_input_to_capacity);
@@ -92,6 +97,10 @@ void read_moe_params(ParamReader& r, MoeConfig& m) {
     if (m.moe_router_topk > m.num_experts) r.fail("moe_router_topk", "must be <= num_experts");
     if (m.num_experts % m.expert_model_parallel_size)
       r.fail("expert_model_parallel_size", "must divide num_experts (" + std::to_string(m.num_experts) + ")");
+    if (m.moe_router_num_groups && (m.num_experts % m.moe_router_num_groups))
+      r.fail("moe_router_num_groups", "must divide num_experts");
+    if (m.moe_router_group_topk > m.moe_router_num_groups)
+      r.fail("moe_router_group_topk", "must be <= moe_router_num_groups");
     if (m.moe_pad_expert_input_to_capacity && m.moe_expert_capacity_factor <= 0)
       r.fail("moe_pad_expert_input_to_capacity", "needs moe_expert_capacity_factor (Megatron-LM asserts the same)");
   }

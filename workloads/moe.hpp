@@ -23,6 +23,8 @@ struct MoeConfig {
   std::int64_t expert_model_parallel_size = 1;
   std::int64_t expert_tensor_parallel_size = 0;           // 0 = tensor_model_parallel_size (Megatron default)
   std::string moe_token_dispatcher_type = "allgather";    // allgather | alltoall | flex (Megatron default allgather)
+  std::int64_t moe_router_num_groups = 0;                 // device/node-limited routing: expert groups (0 = off)
+  std::int64_t moe_router_group_topk = 0;                 // groups a token may use
   bool moe_grouped_gemm = false;
   std::string moe_router_load_balancing_type = "aux_loss";  // aux_loss | seq_aux_loss | sinkhorn | none
   double moe_expert_capacity_factor = 0;                  // 0 = dropless
