@@ -14,6 +14,7 @@
 #include "models/gpu.hpp"
 #include "workloads/gpt.hpp"
 #include "workloads/moe.hpp"
+#include "workloads/params.hpp"
 
 using namespace fabricsim;
 using namespace fabricsim::workloads;
@@ -43,8 +44,8 @@ Trace gen(const ParamMap& p) {
   return generate_gpt(c, cm, "test");
 }
 
-const Op& first_op(const Trace& t, const std::string& part) {
-  for (const auto& op : t.ranks.at(0).ops)
+const Op& first_op(const Trace& t, const std::string& part, std::size_t rank = 0) {
+  for (const auto& op : t.ranks.at(rank).ops)
     if (op.name.find(part) != std::string::npos) return op;
   FAIL("no op containing " << part);
   static Op none;
@@ -239,4 +240,31 @@ TEST_CASE("moe trace: all_to_allv matrices round-trip through the trace JSON and
       break;
     }
   CHECK(error_of([&] { trace_from_json(j, "t.json"); }).find("all_to_allv_matrix/0") != std::string::npos);
+}
+
+TEST_CASE("moe example: DeepSeek-V3 on 2048 H800 generates with flex dedup, FP8 dispatch and MTP") {
+  const std::string f = std::string(FABRICSIM_SOURCE_DIR) + "/examples/workloads/deepseek-v3-2048-h800.json";
+  Json sc = load_json_file(f);
+  ParamMap p = params_from_json(sc["workload"]["params"], JsonPath{f, "/workload/params"});
+  p["gpus_per_host"] = "8";
+  p["gpu"] = "h100";  // the scenario takes it from the topology (dgx-h100 servers)
+  Trace t = gen(p);
+  CHECK(t.ranks.size() == 16);
+  // Stage 0 holds the 3 dense layers; stage 1 the first MoE layers.
+  const Op& d = first_op(t, ".fwd.moe.dispatch", 1);
+  const auto& W = t.comms.at(d.comm).a2a_matrix;
+  REQUIRE(W.size() == 64);
+  // Node-limited routing to 4 of 8 nodes, top-8: remote entries x 4 (1 - (3/4)^8) / 8 = 0.4499.
+  CHECK(W[0][1] == doctest::Approx(1.0 / 64));
+  CHECK(W[0][8] == doctest::Approx(0.4499 / 64).epsilon(0.001));
+  // FP8 forward dispatch (1 + 4/128 bytes per element), BF16 combine: 4096 tokens x 8 x 7168.
+  CHECK(d.bytes == doctest::Approx(4096.0 * 8 * 7168 * (1.0 + 4.0 / 128)));
+  CHECK(first_op(t, ".fwd.moe.combine", 1).bytes == doctest::Approx(4096.0 * 8 * 7168 * 2));
+  int moe_comms = 0;
+  for (const auto& c : t.comms) moe_comms += c.name.find(".dispatch") != std::string::npos;
+  CHECK(moe_comms == 58);
+  bool mtp = false;
+  for (const auto& op : t.ranks.back().ops) mtp = mtp || op.name.find(".mtp.fwd") != std::string::npos;
+  CHECK(mtp);
+  CHECK(t.metadata.at("memory_per_gpu_bytes.max") < 80.0 * 1024 * 1024 * 1024);
 }
