@@ -1736,7 +1736,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
     // Imbalance: per MoE layer the busiest expert-parallel rank's tokens over the mean, and the expert
     // compute time it costs (busiest minus evenly spread, forward + backward (+ recompute), all micro-
     // batches) on the most loaded pipeline stage.
-    double mx = 0, mean = 0, ratio = 0, dropped = 0, lost_max = 0;
+    double mx = 0, mean = 0, ratio = 0, dropped = 0, lost_max = 0, a2a_ratio = 0;
     std::vector<double> lost(p, 0.0);
     for (std::int64_t gl = 0; gl < c.num_layers; ++gl) {
       if (!moe_pattern[gl]) continue;
@@ -1745,6 +1745,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
       mx = std::max(mx, ld.max_rank_tokens), mean += ld.mean_rank_tokens;
       ratio = std::max(ratio, ld.mean_rank_tokens > 0 ? ld.max_rank_tokens / ld.mean_rank_tokens : 1.0);
       dropped += ld.dropped_fraction;
+      for (double r : ld.recv_share) a2a_ratio = std::max(a2a_ratio, r * double(ep));
       double per_mb = (M.experts_f.seconds - M.experts_f_mean.seconds) * (full ? 2.0 : 1.0) +
                       (M.experts_b.seconds - M.experts_b_mean.seconds);
       for (std::int64_t st = 0; st < p; ++st)
@@ -1756,6 +1757,9 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
     tr.metadata["moe.tokens_per_rank.mean"] = mean / double(n_moe);
     tr.metadata["moe.tokens_per_rank.max_over_mean"] = ratio;
     tr.metadata["moe.dropped_token_fraction"] = dropped / double(n_moe);
+    // Bytes the busiest EP rank receives in a dispatch over the mean (worst layer): the factor by which a
+    // receiver-bound all-to-all is slower than with a uniform router.
+    tr.metadata["moe.all_to_all_max_over_mean_bytes"] = a2a_ratio;
     tr.metadata["moe.imbalance_compute_s"] = lost_max;
     tr.notes.push_back("gpt/moe: " + std::to_string(n_moe) + " MoE layers, EP " + std::to_string(ep) + " x ETP " +
                        std::to_string(etp) + " x EDP " + std::to_string(edp) + ", dispatcher " +

@@ -173,6 +173,8 @@ TEST_CASE("moe generator: dispatch and combine are all_to_allv over EP with the 
   CHECK(hot > 2.0 / 8);
   CHECK(WT[hot_j][0] == doctest::Approx(hot));
   CHECK(z.metadata.at("moe.tokens_per_rank.max_over_mean") > 2.0);
+  CHECK(z.metadata.at("moe.all_to_all_max_over_mean_bytes") == doctest::Approx(hot * 8));
+  CHECK(t.metadata.at("moe.all_to_all_max_over_mean_bytes") == doctest::Approx(1.0));
   CHECK(z.metadata.at("moe.imbalance_compute_s") > 0);
   CHECK(first_op(z, ".fwd.moe.experts").duration_s > 1.5 * first_op(t, ".fwd.moe.experts").duration_s);
   // Deterministic: the same seed gives the same trace.
