@@ -1746,11 +1746,16 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
       ratio = std::max(ratio, ld.mean_rank_tokens > 0 ? ld.max_rank_tokens / ld.mean_rank_tokens : 1.0);
       dropped += ld.dropped_fraction;
       for (double r : ld.recv_share) a2a_ratio = std::max(a2a_ratio, r * double(ep));
-      double per_mb = (M.experts_f.seconds - M.experts_f_mean.seconds) * (full ? 2.0 : 1.0) +
-                      (M.experts_b.seconds - M.experts_b_mean.seconds);
+      const double df = M.experts_f.seconds - M.experts_f_mean.seconds, db = M.experts_b.seconds - M.experts_b_mean.seconds;
       for (std::int64_t st = 0; st < p; ++st)
-        for (std::int64_t ch = 0; ch < v; ++ch)
-          if (gl >= offset[ch * p + st] && gl < offset[ch * p + st] + layout[st][ch]) lost[st] += per_mb * double(m);
+        for (std::int64_t ch = 0; ch < v; ++ch) {
+          const std::int64_t first = offset[ch * p + st], nl = layout[st][ch], l = gl - first;
+          if (l < 0 || l >= nl) continue;
+          // Recomputed layers run the forward (and its experts) twice (full recompute; block: the first N).
+          const bool re = full && !(c.recompute_method == "block" && c.recompute_num_layers &&
+                                    l >= std::min(c.recompute_num_layers, nl));
+          lost[st] += (df * (re ? 2.0 : 1.0) + db) * double(m);
+        }
     }
     for (double x : lost) lost_max = std::max(lost_max, x);
     tr.metadata["moe.tokens_per_rank.max"] = mx;
