@@ -1280,7 +1280,9 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
       if (a2a && etp > 1) {
         std::vector<std::int32_t> r;
         for (std::int64_t k = 0; k < etp; ++k) r.push_back(base + static_cast<std::int32_t>(k));
-        etp_comm[st] = add("etp.stage" + std::to_string(st), r, static_cast<std::int32_t>(std::min(ep, gph / etp) - 1 > 0 ? std::min(ep, gph / etp) - 1 : 0), static_cast<std::int32_t>(etp));
+        // The other EP ranks' ETP groups on the same server run the same gathers (co-located mirrors).
+        const std::int64_t co = std::max<std::int64_t>(0, std::min(ep, gph / etp) - 1);
+        etp_comm[st] = add("etp.stage" + std::to_string(st), r, static_cast<std::int32_t>(co), static_cast<std::int32_t>(etp));
       }
       if (edp > 1) {
         std::vector<std::int32_t> r;
