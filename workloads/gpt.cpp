@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <memory>
 
 #include "models/gpu.hpp"
 #include "sim/base/error.hpp"
@@ -246,6 +248,8 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     if (c.moe.multi_latent_attention && c.num_attention_heads % t)
       fail("tensor_model_parallel_size", "must divide num_attention_heads");
   }
+  if (c.moe.overlap_moe_expert_parallel_comm && !c.moe.enabled())
+    fail("overlap_moe_expert_parallel_comm", "needs num_experts");
   if (c.moe.enabled()) {
     const auto ep = c.moe.expert_model_parallel_size, etp = c.etp();
     if ((t * cp * dp) % (etp * ep))
@@ -255,6 +259,13 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     if (c.moe_ffn() % etp) fail("expert_tensor_parallel_size", "must divide moe_ffn_hidden_size");
     if (t > 1 && ep > 1 && !c.sequence_parallel)
       fail("sequence_parallel", "expert and tensor parallelism together need sequence_parallel (Megatron-LM asserts the same)");
+    if (c.moe.overlap_moe_expert_parallel_comm) {
+      if (c.moe.moe_token_dispatcher_type == "allgather")
+        fail("overlap_moe_expert_parallel_comm", "needs moe_token_dispatcher_type alltoall or flex");
+      if (c.vp() > 1 || c.fsdp() || cp > 1)
+        fail("overlap_moe_expert_parallel_comm",
+             "is modelled without virtual pipeline stages, FSDP and context parallelism");
+    }
     if (c.moe.moe_shared_expert_overlap && !c.moe.moe_shared_expert_intermediate_size)
       fail("moe_shared_expert_overlap", "needs moe_shared_expert_intermediate_size");
     moe_layer_pattern(c.moe.moe_layer_freq, c.num_layers, where);
@@ -325,6 +336,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
     m["moe_expert_capacity_factor"] = buf;
     B("moe_pad_expert_input_to_capacity", e.moe_pad_expert_input_to_capacity);
     B("moe_permute_fusion", e.moe_permute_fusion);
+    B("overlap_moe_expert_parallel_comm", e.overlap_moe_expert_parallel_comm);
     m["moe_load"] = e.moe_load;
     if (e.moe_load == "zipf" || e.moe_load == "dirichlet") {
       std::snprintf(buf, sizeof buf, "%g", e.moe_load_skew);
@@ -986,6 +998,9 @@ class RankBuilder {
   }
   enum Stream : std::uint16_t { kCompute = 0, kTp = 1, kRecvF = 2, kRecvB = 3, kSendF = 4, kSendB = 5, kDp = 6, kCp = 7, kFsdp = 8 };
   void add_stream(const char* name) { rt_.streams.push_back(name); }
+  // The chain head, saved and restored to build two interleaved chains (MoE A2A overlap).
+  std::pair<std::uint32_t, bool> head() const { return {last_, has_last_}; }
+  void set_head(std::pair<std::uint32_t, bool> h) { last_ = h.first, has_last_ = h.second; }
 
   // Adds an op depending on the chain (and extra deps); returns its index and makes it the chain head.
   std::uint32_t chain(Op op, std::vector<std::uint32_t> extra = {}) {
@@ -1510,7 +1525,191 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
       if (c.recompute_method == "block" && c.recompute_num_layers) return l < std::min(c.recompute_num_layers, n_chunk);
       return true;
     };
-    for (const Slot& sl : order) {
+    // overlap_moe_expert_parallel_comm: the steps of two consecutive slots of opposite direction (a forward
+    // and a backward of different micro-batches, 1F1B's steady state) are interleaved on two chain heads, so
+    // each one's dispatch / combine runs while the other computes (Megatron-Core's combined 1F1B schedule
+    // with EP A2A overlap). A step appends ops to the head current when it runs. Restricted to no virtual
+    // pipeline and no FSDP (checked with the configuration).
+    using Step = std::function<void()>;
+    auto exchange = [&](const std::string& what, std::int64_t gl, bool first, bool bwd) -> std::uint32_t {
+      if (a2a && ep > 1) {
+        const double scale = (fp8_dispatch && first && !bwd) ? (1.0 + 4.0 / 128.0) / 2.0 : 1.0;
+        return rb.fork(coll_op(what, CollOp::AllToAllv, first ? disp_comm[gl] : comb_comm[gl], a2a_bytes * scale, kEp, "ep"));
+      }
+      return rb.fork(wait_op(what));
+    };
+    auto moe_steps = [&](const std::string& nm, const std::string& phase, std::int64_t gl, bool bwd,
+                         std::vector<Step>& out, Step before) {
+      auto x = std::make_shared<std::uint32_t>(0);
+      out.push_back([&, nm, phase, gl, bwd, x, before]() {
+        if (before) before();
+        const MoeCosts& M = moe_cost[moe_index[gl]];
+        rb.chain(compute_op(nm + phase + (bwd ? ".moe.unpermute" : ".moe.router"), bwd ? M.post_b : M.pre_f));
+        *x = exchange(nm + phase + ".moe.dispatch", gl, true, bwd);
+        if (shared_ovl && !bwd) shared_expert(nm, M.shared_f, phase);
+      });
+      out.push_back([&, nm, phase, gl, bwd, x]() {
+        const MoeCosts& M = moe_cost[moe_index[gl]];
+        const double rows = loads[moe_index[gl]].max_rank_tokens / double(etp);
+        rb.chain(wait_op(nm + phase + ".moe.dispatched"), {*x});
+        if (etp > 1)
+          rb.chain(coll_op(nm + phase + ".moe.etp.ag", CollOp::AllGather, etp_comm[st], rows * h * 2.0 * double(etp), kEp, "ep"));
+        rb.chain(compute_op(nm + phase + ".moe.experts", bwd ? M.experts_b : M.experts_f));
+        if (etp > 1)
+          rb.chain(coll_op(nm + phase + ".moe.etp.rs", CollOp::ReduceScatter, etp_comm[st], rows * h * 2.0 * double(etp), kEp, "ep"));
+        *x = exchange(nm + phase + ".moe.combine", gl, false, bwd);
+        if (shared_ovl && bwd) shared_expert(nm, M.shared_b, phase);
+      });
+      out.push_back([&, nm, phase, gl, bwd, x]() {
+        const MoeCosts& M = moe_cost[moe_index[gl]];
+        rb.chain(wait_op(nm + phase + ".moe.combined"), {*x});
+        rb.chain(compute_op(nm + phase + (bwd ? ".moe.router" : ".moe.unpermute"), bwd ? M.pre_b : M.post_f));
+        if (!shared_ovl) shared_expert(nm, bwd ? M.shared_b : M.shared_f, phase);
+      });
+    };
+    auto fwd_steps = [&](const std::string& nm, bool recompute, std::int64_t gl, std::vector<Step>& out) {
+      Step attn = [&, nm, recompute]() {
+        block(nm + ".attn", nm + (recompute ? ".recompute.attn" : ".fwd.attn"), L.fwd_attn, true, false);
+      };
+      if (moe_pattern[gl]) {
+        moe_steps(nm, recompute ? ".recompute" : ".fwd", gl, false, out, attn);
+      } else {
+        out.push_back([&, nm, recompute, attn]() {
+          attn();
+          block(nm + ".mlp", nm + (recompute ? ".recompute.mlp" : ".fwd.mlp"), L.fwd_mlp, false, false);
+        });
+      }
+    };
+    auto slot_steps = [&](const Slot& sl, std::vector<Step>& out) {
+      const std::int64_t mb = sl.mb, nl = layout[st][0], base = offset[st];
+      const std::string mbs = "mb" + std::to_string(mb);
+      if (sl.fwd) {
+        out.push_back([&, mb, base, mbs]() {
+          if (!first_stage) {
+            Op r;
+            r.kind = OpKind::Recv;
+            r.stream = RankBuilder::kRecvF;
+            r.name = mbs + ".recv.fwd";
+            r.category = "pp";
+            r.peer = rank_of(st - 1, 0, 0, 0);
+            r.tag = tag(mb, 0, 0);
+            r.bytes = pp_bytes;
+            std::uint32_t ri = rb.push(std::move(r));
+            rb.chain(wait_op(mbs + ".l" + std::to_string(base) + ".wait"), {ri});
+          } else {
+            rb.chain(compute_op(mbs + ".embed.fwd", embed_fwd));
+          }
+        });
+        for (std::int64_t l = 0; l < nl; ++l) fwd_steps(mbs + ".l" + std::to_string(base + l), false, base + l, out);
+        out.push_back([&, mb, mbs]() {
+          if (last_stage) {
+            rb.chain(compute_op(mbs + ".logits.fwd", logits_fwd));
+            if (mtp.kernels) rb.chain(compute_op(mbs + ".mtp.fwd", mtp));
+            return;
+          }
+          Op snd;
+          snd.kind = OpKind::Send;
+          snd.stream = RankBuilder::kSendF;
+          snd.name = mbs + ".send.fwd";
+          snd.category = "pp";
+          snd.peer = rank_of(st + 1, 0, 0, 0);
+          snd.tag = tag(mb, 0, 0);
+          snd.bytes = pp_bytes;
+          if (c.overlap_p2p_comm) {
+            snd.deps.push_back(rb.last());
+            rb.push(std::move(snd));
+          } else {
+            rb.chain(std::move(snd));
+          }
+        });
+      } else {
+        out.push_back([&, mb, mbs]() {
+          if (!last_stage) {
+            Op r;
+            r.kind = OpKind::Recv;
+            r.stream = RankBuilder::kRecvB;
+            r.name = mbs + ".recv.bwd";
+            r.category = "pp";
+            r.peer = rank_of(st + 1, 0, 0, 0);
+            r.tag = tag(mb, 0, 1);
+            r.bytes = pp_bytes;
+            std::uint32_t ri = rb.push(std::move(r));
+            rb.chain(wait_op(mbs + ".bwd.wait"), {ri});
+          } else {
+            if (mtp_b.kernels) rb.chain(compute_op(mbs + ".mtp.bwd", mtp_b));
+            rb.chain(compute_op(mbs + ".logits.bwd", logits_bwd));
+          }
+        });
+        for (std::int64_t l = nl - 1; l >= 0; --l) {
+          const std::int64_t gl = base + l;
+          const std::string nm = mbs + ".l" + std::to_string(gl);
+          if (recomputed(l, nl)) fwd_steps(nm, true, gl, out);
+          Costs ba = L.bwd_attn;
+          if (selective) ba += L.recompute_attn_extra;
+          if (moe_pattern[gl]) {
+            moe_steps(nm, ".bwd", gl, true, out, {});
+            out.push_back([&, nm, ba, l]() {
+              block(nm + ".attn", nm + ".bwd.attn", ba, true, true);
+              final_bwd[0][l] = rb.last();
+            });
+          } else {
+            out.push_back([&, nm, ba, l]() {
+              block(nm + ".mlp", nm + ".bwd.mlp", L.bwd_mlp, false, true);
+              block(nm + ".attn", nm + ".bwd.attn", ba, true, true);
+              final_bwd[0][l] = rb.last();
+            });
+          }
+        }
+        out.push_back([&, mb, mbs]() {
+          if (first_stage) {
+            rb.chain(compute_op(mbs + ".embed.bwd", embed_bwd));
+            final_embed_bwd = rb.last();
+            return;
+          }
+          Op snd;
+          snd.kind = OpKind::Send;
+          snd.stream = RankBuilder::kSendB;
+          snd.name = mbs + ".send.bwd";
+          snd.category = "pp";
+          snd.peer = rank_of(st - 1, 0, 0, 0);
+          snd.tag = tag(mb, 0, 1);
+          snd.bytes = pp_bytes;
+          if (c.overlap_p2p_comm) {
+            snd.deps.push_back(rb.last());
+            rb.push(std::move(snd));
+          } else {
+            rb.chain(std::move(snd));
+          }
+        });
+      }
+    };
+    const bool a2a_ovl = moe_on && c.moe.overlap_moe_expert_parallel_comm;
+    for (std::size_t si = 0; si < order.size(); ++si) {
+      const Slot& sl = order[si];
+      // Pairs: (forward, backward) of different micro-batches; (backward, forward) only on the first stage,
+      // whose forward waits for no pipeline message (elsewhere that forward's input needs this backward's
+      // gradient to have gone upstream first: the pair would deadlock).
+      const bool pairable = a2a_ovl && si + 1 < order.size() && order[si + 1].fwd != sl.fwd &&
+                            order[si + 1].mb != sl.mb && (sl.fwd || first_stage);
+      if (pairable) {
+        std::vector<Step> sa, sb;
+        slot_steps(sl, sa);
+        slot_steps(order[si + 1], sb);
+        auto ha = rb.head(), hb = rb.head();
+        // The first slot's prologue and first layer step go first (so a backward's wait for its gradient
+        // does not hold the forward's first layer), then one step of each in turn.
+        std::size_t i = 0, j = 0;
+        for (; i < std::min<std::size_t>(2, sa.size()); ++i) rb.set_head(ha), sa[i](), ha = rb.head();
+        while (i < sa.size() || j < sb.size()) {
+          if (j < sb.size()) rb.set_head(hb), sb[j++](), hb = rb.head();
+          if (i < sa.size()) rb.set_head(ha), sa[i++](), ha = rb.head();
+        }
+        rb.set_head(ha);
+        rb.chain(wait_op("mb" + std::to_string(sl.mb) + "+mb" + std::to_string(order[si + 1].mb) + ".a2a_overlap.join"),
+                 {hb.first});
+        ++si;
+        continue;
+      }
       const std::int64_t mb = sl.mb, ch = sl.chunk, nl = layout[st][ch], base = offset[ch * p + st];
       const bool first_chunk = first_stage && ch == 0, last_chunk = last_stage && ch == v - 1;
       const std::string mbs = "mb" + std::to_string(mb) + (v > 1 ? ".c" + std::to_string(ch) : "");

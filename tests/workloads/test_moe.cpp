@@ -270,3 +270,18 @@ TEST_CASE("moe example: DeepSeek-V3 on 2048 H800 generates with flex dedup, FP8 
   CHECK(mtp);
   CHECK(t.metadata.at("memory_per_gpu_bytes.max") < 80.0 * 1024 * 1024 * 1024);
 }
+
+TEST_CASE("moe overlap_moe_expert_parallel_comm: checked against what is modelled") {
+  CHECK(error_of([] { gen(small_moe({{"overlap_moe_expert_parallel_comm", "true"}, {"moe_token_dispatcher_type", "allgather"}})); })
+            .find("alltoall or flex") != std::string::npos);
+  CHECK(error_of([] { gen(small_moe({{"overlap_moe_expert_parallel_comm", "true"}, {"num_layers", "8"},
+                                     {"virtual_pipeline_model_parallel_size", "2"}})); })
+            .find("virtual pipeline") != std::string::npos);
+  // The dense path of the generator is untouched by the option's pairing (a dense model rejects it).
+  CHECK(error_of([] { gen(small_moe({{"overlap_moe_expert_parallel_comm", "true"}, {"num_experts", "0"}})); })
+            .find("needs num_experts") != std::string::npos);
+  Trace t = gen(small_moe({{"overlap_moe_expert_parallel_comm", "true"}}));
+  int joins = 0;
+  for (const auto& op : t.ranks.at(0).ops) joins += op.name.find(".a2a_overlap.join") != std::string::npos;
+  CHECK(joins > 0);
+}
