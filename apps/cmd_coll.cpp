@@ -36,6 +36,10 @@ int cmd_coll(int argc, char** argv) {
              "other operations' calls do not (one call's time)",
              "one call"});
   args.flag({"--comm", "", "R,R,...", "communicator as cluster GPU ranks (indices in the topology's GPU order)", ""});
+  args.flag({"--ep", "", "N",
+             "all_to_all(v) over an expert-parallel group of N GPUs laid out by --ep-span; also prints DeepEP-style "
+             "dispatch/combine bandwidth per rank split into NVLink and RDMA parts", ""});
+  args.flag({"--ep-span", "", "node|rail", "node: the group packs whole servers; rail: GPU 0 of N servers", "node"});
   args.flag({"--root", "-r", "RANK", "root rank for broadcast/reduce (nccl-tests -r)", "0"});
   args.flag({"--algo", "", "ALGO", "ring, tree, nvls, collnet, pat, direct, pairwise, hierarchical (NCCL_ALGO)", "tuner"});
   args.flag({"--proto", "", "PROTO", "simple, ll, ll128 (NCCL_PROTO)", "tuner"});
@@ -67,7 +71,7 @@ int cmd_coll(int argc, char** argv) {
   std::map<std::string, std::string> opts;
   for (const char* f : {"topology", "op", "minbytes", "maxbytes", "stepfactor", "ngpus", "gpus-per-thread", "iters",
                         "comm", "root", "algo", "proto", "channels", "engine", "fidelity", "calibration", "datatype",
-                        "redop", "batch-tolerance", "pxn"})
+                        "redop", "batch-tolerance", "pxn", "ep", "ep-span"})
     if (args.has(std::string("--") + f)) opts[f] = args.get(std::string("--") + f);
   sim::CollSweepRequest req = sim::coll_request(opts, args.params());
   req.want_run = args.has("--timeline") || args.has("--link-stats") || args.has("--report");

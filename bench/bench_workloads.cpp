@@ -2,7 +2,9 @@
 // resident memory for GPT-3 175B (TP 8, PP 16, 1F1B, DP = the rest) on 1024, 4096 and 16384 A100 GPUs and a
 // DLRM (distributed-embeddings "large") on 128 and 1024 GPUs, in DGX A100 SuperPODs, and Llama-3.1-405B on
 // 16,384 H100 (examples/workloads/llama3.1-405b-16384-h100.json: TP 8, CP 1, PP 16, DP 128, seq 8192).
-// Usage: bench_workloads [all | gpt1024 | gpt4096 | gpt16384 | dlrm128 | dlrm1024 | llama405b16k]
+// DeepSeek-V3 on 2048 H800-class GPUs (examples/workloads/deepseek-v3-2048-h800.json: PP 16, EP 64, DP 128,
+// flex dispatch, FP8).
+// Usage: bench_workloads [all | gpt1024 | gpt4096 | gpt16384 | dlrm128 | dlrm1024 | llama405b16k | deepseekv3]
 //        [--comm-model analytic]
 //        [--step-limit N] [--no-link-stats]
 // --step-limit sets EngineCommOptions::step_limit (1e18 = step fidelity everywhere, the old behaviour);
@@ -64,6 +66,7 @@ int run_one(const std::string& name, const std::string& comm, const sim::EngineC
   else if (name == "dlrm128") sc = dlrm_case(128);
   else if (name == "dlrm1024") sc = dlrm_case(1024);
   else if (name == "llama405b16k") sc = load_json_file(source_dir() + "/examples/workloads/llama3.1-405b-16384-h100.json");
+  else if (name == "deepseekv3") sc = load_json_file(source_dir() + "/examples/workloads/deepseek-v3-2048-h800.json");
   else {
     std::fprintf(stderr, "unknown case %s\n", name.c_str());
     return 2;
@@ -85,6 +88,9 @@ int run_one(const std::string& name, const std::string& comm, const sim::EngineC
   std::printf("          schedules=%.0f (phase fidelity %.0f)  links=%zu  tflops/gpu=%.2f\n",
               metric("replay.schedules_run"), metric("replay.schedules_run_phase_fidelity"),
               run.result.links.size(), run.result.tflops_per_gpu);
+  if (name == "deepseekv3")
+    std::printf("          tokens/s/gpu=%.1f  (DeepSeek-V3 report: 1543.2, tests/data/training-modern/deepseek_v3.csv)\n",
+                run.result.tokens_per_s / run.result.gpus);
   return 0;
 }
 
@@ -104,7 +110,7 @@ int main(int argc, char** argv) {
     }
   }
   if (which != "all") return run_one(which, comm, eng);
-  for (const char* c : {"gpt1024", "gpt4096", "gpt16384", "dlrm128", "dlrm1024", "llama405b16k"}) {
+  for (const char* c : {"gpt1024", "gpt4096", "gpt16384", "dlrm128", "dlrm1024", "llama405b16k", "deepseekv3"}) {
     std::fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <memory>
 
 #include "models/gpu.hpp"
 #include "sim/base/error.hpp"
@@ -104,6 +106,7 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     c.swiglu = m->swiglu, c.untie_embeddings_and_output_weights = m->untie_embeddings_and_output_weights;
     c.normalization = m->normalization, c.position_embedding_type = m->position_embedding_type;
     c.hidden_dropout = m->hidden_dropout, c.attention_dropout = m->attention_dropout;
+    moe_catalogue_defaults(c.model, c.moe);
   }
   c.num_layers = r.integer("num_layers", c.num_layers, 1);
   c.hidden_size = r.integer("hidden_size", c.hidden_size, 1);
@@ -167,6 +170,8 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.attention_backend = r.string("attention_backend", "");
   c.flops_convention = r.string("flops_convention", "");
   c.gpus_per_host = r.integer("gpus_per_host", c.gpus_per_host, 1);
+  c.gpus_per_nvlink_domain = r.integer("gpus_per_nvlink_domain", c.gpus_per_host, 1);
+  read_moe_params(r, c.moe);
   r.finish();
   auto fail = [&](const std::string& k, const std::string& w) { r.fail(k, w); };
   auto one_of = [&](const std::string& k, const std::string& v, std::initializer_list<const char*> ok) {
@@ -237,6 +242,34 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     fail("num_distributed_optimizer_instances", "must divide the data-parallel x context-parallel size");
   if (c.recompute_num_layers && c.recompute_granularity != "full")
     fail("recompute_num_layers", "needs recompute_granularity full");
+  if (c.moe.enabled() || c.moe.multi_latent_attention) {
+    if (c.attention_backend == "unfused")
+      fail("attention_backend", "MoE / multi-latent attention models need flash or fused attention");
+    if (c.moe.multi_latent_attention && c.num_attention_heads % t)
+      fail("tensor_model_parallel_size", "must divide num_attention_heads");
+  }
+  if (c.moe.overlap_moe_expert_parallel_comm && !c.moe.enabled())
+    fail("overlap_moe_expert_parallel_comm", "needs num_experts");
+  if (c.moe.enabled()) {
+    const auto ep = c.moe.expert_model_parallel_size, etp = c.etp();
+    if ((t * cp * dp) % (etp * ep))
+      fail("expert_model_parallel_size", "expert tensor (" + std::to_string(etp) + ") x expert parallel (" +
+                                             std::to_string(ep) + ") size must divide tensor x context x data "
+                                             "parallel size (" + std::to_string(t * cp * dp) + ")");
+    if (c.moe_ffn() % etp) fail("expert_tensor_parallel_size", "must divide moe_ffn_hidden_size");
+    if (t > 1 && ep > 1 && !c.sequence_parallel)
+      fail("sequence_parallel", "expert and tensor parallelism together need sequence_parallel (Megatron-LM asserts the same)");
+    if (c.moe.overlap_moe_expert_parallel_comm) {
+      if (c.moe.moe_token_dispatcher_type == "allgather")
+        fail("overlap_moe_expert_parallel_comm", "needs moe_token_dispatcher_type alltoall or flex");
+      if (c.vp() > 1 || c.fsdp() || cp > 1)
+        fail("overlap_moe_expert_parallel_comm",
+             "is modelled without virtual pipeline stages, FSDP and context parallelism");
+    }
+    if (c.moe.moe_shared_expert_overlap && !c.moe.moe_shared_expert_intermediate_size)
+      fail("moe_shared_expert_overlap", "needs moe_shared_expert_intermediate_size");
+    moe_layer_pattern(c.moe.moe_layer_freq, c.num_layers, where);
+  }
   if (c.flops_convention.empty()) c.flops_convention = gpt_flops_convention(c);
   one_of("flops_convention", c.flops_convention, {"megatron-sc21", "megatron-core"});
   return c;
@@ -283,6 +316,43 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   m["precision"] = c.precision;
   if (c.fp8()) m["fp8_recipe"] = c.fp8_recipe;
   m["flops_convention"] = c.flops_convention;
+  if (c.moe.enabled()) {
+    const auto& e = c.moe;
+    I("num_experts", e.num_experts);
+    I("moe_router_topk", e.moe_router_topk);
+    I("moe_ffn_hidden_size", c.moe_ffn());
+    I("moe_shared_expert_intermediate_size", e.moe_shared_expert_intermediate_size);
+    B("moe_shared_expert_overlap", e.moe_shared_expert_overlap);
+    m["moe_layer_freq"] = e.moe_layer_freq;
+    I("expert_model_parallel_size", e.expert_model_parallel_size);
+    I("expert_tensor_parallel_size", c.etp());
+    I("expert_data_parallel_size", c.expert_data_parallel());
+    m["moe_token_dispatcher_type"] = e.moe_token_dispatcher_type;
+    if (e.moe_router_num_groups) I("moe_router_num_groups", e.moe_router_num_groups), I("moe_router_group_topk", e.moe_router_group_topk);
+    B("moe_grouped_gemm", e.moe_grouped_gemm);
+    m["moe_router_load_balancing_type"] = e.moe_router_load_balancing_type;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", e.moe_expert_capacity_factor);
+    m["moe_expert_capacity_factor"] = buf;
+    B("moe_pad_expert_input_to_capacity", e.moe_pad_expert_input_to_capacity);
+    B("moe_permute_fusion", e.moe_permute_fusion);
+    B("overlap_moe_expert_parallel_comm", e.overlap_moe_expert_parallel_comm);
+    m["moe_load"] = e.moe_load;
+    if (e.moe_load == "zipf" || e.moe_load == "dirichlet") {
+      std::snprintf(buf, sizeof buf, "%g", e.moe_load_skew);
+      m["moe_load_skew"] = buf;
+      I("moe_load_seed", e.moe_load_seed);
+    }
+  }
+  if (c.moe.multi_latent_attention) {
+    B("multi_latent_attention", true);
+    I("q_lora_rank", c.moe.q_lora_rank);
+    I("kv_lora_rank", c.moe.kv_lora_rank);
+    I("qk_head_dim", c.moe.qk_head_dim);
+    I("qk_pos_emb_head_dim", c.moe.qk_pos_emb_head_dim);
+    I("v_head_dim", c.moe.v_head_dim);
+  }
+  if (c.moe.mtp_num_layers) I("mtp_num_layers", c.moe.mtp_num_layers);
   return m;
 }
 
@@ -299,7 +369,12 @@ std::string gpt_flops_convention(const GptConfig& c) {
   return sc21 ? "megatron-sc21" : "megatron-core";
 }
 
+namespace {
+double moe_model_flops(const GptConfig& c);
+}
+
 double gpt_model_flops(const GptConfig& c) {
+  if (c.moe.enabled() || c.moe.multi_latent_attention) return moe_model_flops(c);
   const double B = double(c.global_batch_size), s = double(c.seq_length), l = double(c.num_layers),
                h = double(c.hidden_size), V = double(c.padded_vocab_size);
   if (gpt_flops_convention(c) == "megatron-sc21") {
@@ -316,7 +391,96 @@ namespace {
 
 // Parameter elements of one transformer layer held by one TP rank. Integer sums first so the value is
 // exact (and bit-identical to the SC'21 formula 4h^2 + 2hf + 3h + h + f + h for MHA / GELU / biases).
+double layer_params_per_rank_dense(const GptConfig& c);
+// MoE / MLA models: the non-expert parameters of one layer on one TP rank (attention, norms, the dense MLP
+// of a dense layer; the router and shared expert of an MoE layer). MLA (DeepSeek-V2 arXiv:2405.04434
+// Sec. 2.1): the down-projections (h -> q_lora_rank, h -> kv_lora_rank + rope dim) and their norms are
+// replicated over TP (Megatron-Core's MLA keeps them duplicated), the up-projections and the output
+// projection are split. No biases (RMSNorm models).
+double layer_params_moe_model(const GptConfig& c, bool moe_layer) {
+  const double h = double(c.hidden_size), t = double(c.tensor_model_parallel_size), a = double(c.num_attention_heads);
+  const auto& e = c.moe;
+  double attn;
+  if (e.multi_latent_attention) {
+    const double qk = double(e.qk_head_dim + e.qk_pos_emb_head_dim), ql = double(e.q_lora_rank),
+                 kvl = double(e.kv_lora_rank);
+    const double q = ql > 0 ? h * ql + ql + ql * a * qk / t : h * a * qk / t;
+    const double kv = h * (kvl + double(e.qk_pos_emb_head_dim)) + kvl + kvl * a * double(e.qk_head_dim + e.v_head_dim) / t;
+    attn = q + kv + a * double(e.v_head_dim) * h / t;
+  } else {
+    const double d = double(c.head_dim()), g = double(c.query_groups());
+    attn = h * (a + 2.0 * g) * d / t + a * d * h / t;
+  }
+  const double gate = c.swiglu ? 2.0 : 1.0;
+  double mlp;
+  if (moe_layer) {
+    const double S = double(e.moe_shared_expert_intermediate_size);
+    mlp = h * double(e.num_experts) + (gate + 1.0) * h * S / t;
+  } else {
+    mlp = (gate + 1.0) * h * double(c.ffn()) / t;
+  }
+  return attn + mlp + 2.0 * h;  // two RMSNorms
+}
+// Expert parameters of one MoE layer on one GPU: E / EP local experts, each split over ETP.
+double expert_params_per_gpu(const GptConfig& c) {
+  const double gate = c.swiglu ? 2.0 : 1.0;
+  return double(c.moe.num_experts / c.moe.expert_model_parallel_size) * (gate + 1.0) * double(c.hidden_size) *
+         double(c.moe_ffn()) / double(c.etp());
+}
+bool moe_model(const GptConfig& c) { return c.moe.enabled() || c.moe.multi_latent_attention; }
+std::vector<bool> moe_layers_of(const GptConfig& c) {
+  if (!c.moe.enabled()) return std::vector<bool>(c.num_layers, false);
+  return moe_layer_pattern(c.moe.moe_layer_freq, c.num_layers, "gpt");
+}
+// Mean non-expert parameters per layer over the model (DP gradient buckets of MoE models).
+double mean_layer_params_moe_model(const GptConfig& c) {
+  double sum = 0;
+  for (bool m : moe_layers_of(c)) sum += layer_params_moe_model(c, m);
+  return sum / double(c.num_layers);
+}
+// Model FLOPs of MoE / MLA models in Megatron-Core's convention (num_floating_point_operations, which
+// counts MoE layers with topk x moe_ffn + shared expert widths, MLA's projections, MTP layers): 3 x (2 x
+// GEMM weights seen per token + non-causal attention 2 s a (qk + v) per token per layer) per token, logits
+// 6 h V per token (plus one more per MTP layer).
+double moe_model_flops(const GptConfig& c) {
+  const double B = double(c.global_batch_size), s = double(c.seq_length), h = double(c.hidden_size),
+               a = double(c.num_attention_heads), V = double(c.padded_vocab_size);
+  const auto& e = c.moe;
+  const double gate = c.swiglu ? 3.0 : 2.0;
+  double attn_w, attn_sc;
+  if (e.multi_latent_attention) {
+    const double qk = double(e.qk_head_dim + e.qk_pos_emb_head_dim), ql = double(e.q_lora_rank),
+                 kvl = double(e.kv_lora_rank), v = double(e.v_head_dim);
+    attn_w = (ql > 0 ? h * ql + ql * a * qk : h * a * qk) + h * (kvl + double(e.qk_pos_emb_head_dim)) +
+             kvl * a * (double(e.qk_head_dim) + v) + a * v * h;
+    attn_sc = s * a * (qk + v);
+  } else {
+    const double d = double(c.head_dim()), g = double(c.query_groups());
+    attn_w = h * (a + 2.0 * g) * d + a * d * h;
+    attn_sc = 2.0 * s * a * d;
+  }
+  auto layer = [&](bool moe) {
+    double w = attn_w;
+    if (moe) w += gate * h * (double(e.moe_router_topk) * double(c.moe_ffn()) + double(e.moe_shared_expert_intermediate_size)) +
+                  h * double(e.num_experts);
+    else w += gate * h * double(c.ffn());
+    return 6.0 * (w + attn_sc);  // per token: 2 FLOPs per weight forward, x3 with backward
+  };
+  double per_token = 0;
+  const auto pattern = moe_layers_of(c);
+  for (bool m : pattern) per_token += layer(m);
+  // MTP module (DeepSeek-V3 Sec. 2.2): per depth a projection 2h -> h, one transformer layer (MoE like the
+  // last layer) and the shared output head.
+  per_token += double(e.mtp_num_layers) * (6.0 * 2.0 * h * h + layer(pattern.empty() ? false : pattern.back()) + 6.0 * h * V);
+  per_token += 6.0 * h * V;
+  return B * s * per_token;
+}
+
 double layer_params_per_rank(const GptConfig& c) {
+  if (moe_model(c)) return mean_layer_params_moe_model(c);
+  return layer_params_per_rank_dense(c);
+}
+double layer_params_per_rank_dense(const GptConfig& c) {
   const std::int64_t h = c.hidden_size, f = c.ffn(), d = c.head_dim(), a = c.num_attention_heads,
                      g = c.query_groups();
   const double t = double(c.tensor_model_parallel_size);
@@ -343,6 +507,11 @@ double gpt_num_parameters(const GptConfig& c) {
   one.tensor_model_parallel_size = 1;
   const double h = double(c.hidden_size), V = double(c.padded_vocab_size);
   double n = double(c.num_layers) * layer_params_per_rank(one) + embedding_params_per_rank(one);
+  if (c.moe.enabled()) {
+    GptConfig all = one;
+    all.moe.expert_model_parallel_size = 1, all.moe.expert_tensor_parallel_size = 1;
+    for (bool m : moe_layers_of(c)) n += m ? expert_params_per_gpu(all) : 0.0;
+  }
   if (c.untie_embeddings_and_output_weights) n += V * h;
   n += c.normalization == "LayerNorm" ? 2.0 * h : h;  // final norm
   return n;
@@ -366,7 +535,8 @@ namespace {
 // replicated terms (norm/fc inputs, masks) are split over TP too (Sec. 4.2.2); MHA/GELU/dropout gives
 // 34 sbh/t + 5as^2b/t, the paper's formula. FP8 (Transformer Engine) saves the four GEMM inputs as FP8
 // copies (1 byte instead of 2).
-double layer_activation_bytes(const GptConfig& c, bool drop_scores) {
+double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_layer = false,
+                              double load_factor = 1.0) {
   const double h = double(c.hidden_size), a = double(c.num_attention_heads), d = double(c.head_dim()),
                t = double(c.tensor_model_parallel_size), f = double(c.ffn()),
                s = double(c.seq_length), cp = double(c.context_parallel_size);
@@ -381,7 +551,26 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores) {
   } else {
     attn += 4.0 * a / t;
   }
+  if (c.moe.multi_latent_attention) {
+    // MLA: Q, K (qk + rope dims) and V per head instead of the GQA widths, the compressed latents
+    // (q_lora_rank + kv_lora_rank + rope dim, replicated over TP) and the projection input (v_head_dim).
+    const auto& e = c.moe;
+    const double qk = double(e.qk_head_dim + e.qk_pos_emb_head_dim), v = double(e.v_head_dim);
+    attn = (2.0 * h + gemm_in * h + mask) * rep + 2.0 * (a / t) * (2.0 * qk + v) +
+           2.0 * double(e.q_lora_rank + e.kv_lora_rank + e.qk_pos_emb_head_dim) + gemm_in * a * v / t + 4.0 * a / t;
+  }
   double mlp = (2.0 * h + gemm_in * h + mask) * rep + 2.0 * fc1 / t + gemm_in * f / t;
+  if (moe_layer) {
+    // MoE layer: norm/router input, then per routed slot (topk per token, x the busiest rank's load over the
+    // mean) the permuted input (fc1 GEMM input, h), the expert fc1 output and activation input (2 fc1/etp' widths over
+    // the gathered ETP tokens) and the fc2 input; the shared expert as a TP-split dense MLP.
+    const double F = double(c.moe_ffn()), fc1m = c.swiglu ? 2.0 * F : F, etp = double(c.etp());
+    const double t_sp = c.sequence_parallel ? t : 1.0;
+    const double S = double(c.moe.moe_shared_expert_intermediate_size), fc1s = c.swiglu ? 2.0 * S : S;
+    mlp = (2.0 * h + gemm_in * h + mask) * rep +
+          double(c.moe.moe_router_topk) * load_factor * (gemm_in * h * etp + 2.0 * fc1m + gemm_in * F) / t_sp +
+          (S > 0 ? 2.0 * fc1s / t + gemm_in * S / t : 0.0);
+  }
   const double tokens = double(c.micro_batch_size) * s / cp;
   return tokens * (attn + mlp);
 }
@@ -397,8 +586,43 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
                t = double(c.tensor_model_parallel_size), V = double(c.padded_vocab_size),
                cp = double(c.context_parallel_size);
   const double dpcp = double(c.data_parallel() * c.context_parallel_size);
-  const double Pl = layer_params_per_rank(c);
+  double Pl = layer_params_per_rank(c);
   double P = double(layers) * Pl;
+  // MoE / MLA: the stage's own layers; expert weights separately (sharded over EDP by the distributed
+  // optimizer / FSDP instead of DP x CP).
+  double Pe = 0, act_mean = 0, act_max = 0, act_mean_sel = 0;
+  const bool moe = moe_model(c);
+  if (moe) {
+    const auto pattern = moe_layers_of(c);
+    double lf = 1.0;
+    if (c.moe.enabled()) {
+      // Busiest rank's tokens over the mean, worst MoE layer (activations of the dispatched tokens).
+      std::int64_t nm = 0;
+      for (bool b : pattern) nm += b;
+      const auto shares = moe_expert_shares(c.moe, nm, "gpt");
+      const double T = double(c.micro_batch_size * c.seq_length / c.context_parallel_size) /
+                       (c.sequence_parallel ? t : 1.0);
+      for (const auto& sh : shares) {
+        const auto ld = moe_layer_load(c.moe, sh, T, c.moe.expert_model_parallel_size,
+                                       c.moe.expert_model_parallel_size * c.etp());
+        if (ld.mean_rank_tokens > 0) lf = std::max(lf, ld.max_rank_tokens / ld.mean_rank_tokens);
+      }
+    }
+    std::vector<std::int64_t> off(p * v + 1, 0);
+    for (std::int64_t mc = 0; mc < p * v; ++mc) off[mc + 1] = off[mc] + layout[mc % p][mc / p];
+    P = 0;
+    for (std::int64_t ch = 0; ch < v; ++ch)
+      for (std::int64_t l = 0; l < layout[st][ch]; ++l) {
+        const bool m = pattern[off[ch * p + st] + l];
+        P += layer_params_moe_model(c, m);
+        if (m) Pe += expert_params_per_gpu(c);
+        const double a_full = layer_activation_bytes(c, false, m, lf);
+        act_mean += a_full, act_max = std::max(act_max, a_full);
+        act_mean_sel += layer_activation_bytes(c, c.recompute_granularity == "selective", m, lf);
+      }
+    if (layers) act_mean /= double(layers), act_mean_sel /= double(layers);
+    Pl = layers ? P / double(layers) : 0.0;
+  }
   if (st == 0) P += embedding_params_per_rank(c);
   if (st == p - 1 && last_stage_has_output(c)) P += V * h / t;
   GptMemory mem;
@@ -422,10 +646,17 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     const bool sharded = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard";
     mem.optimizer_bytes = 12.0 * P / (sharded ? dpcp / double(c.num_distributed_optimizer_instances) : 1.0);
   }
+  if (Pe > 0) {
+    const double edp = double(c.expert_data_parallel());
+    const bool sharded = c.fsdp() || c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard";
+    mem.weights_bytes += (c.fsdp() ? 2.0 / edp : 2.0) * Pe + (c.fp8() ? 2.0 * Pe : 0.0);
+    mem.grads_bytes += (c.fsdp() ? grad / edp : grad) * Pe;
+    mem.optimizer_bytes += 12.0 * Pe / (sharded ? edp : 1.0);
+  }
   // Activations: in-flight micro-batches of this stage (1F1B: p - st; interleaved: Megatron's warm-up
   // count (p - st - 1) * 2 + (v - 1) p, + 1, in chunk units) times the stored bytes per layer.
   const double m = double(c.global_batch_size / (c.micro_batch_size * c.data_parallel()));
-  const double full = layer_activation_bytes(c, false);
+  const double full = moe ? act_max : layer_activation_bytes(c, false);
   const double rep = c.sequence_parallel ? 1.0 / t : 1.0;
   const double input_only = 2.0 * b * (s / cp) * h * rep;
   // The micro-batch in its backward peaks while a recomputed layer (group) holds its full activations:
@@ -446,7 +677,7 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
       mb_peak = std::max(per_chunk_mb, (groups - 1.0) * input_only + group * full);
     }
   } else {
-    per_chunk_mb = lpc * layer_activation_bytes(c, c.recompute_granularity == "selective");
+    per_chunk_mb = lpc * (moe ? act_mean_sel : layer_activation_bytes(c, c.recompute_granularity == "selective"));
     mb_peak = per_chunk_mb;
   }
   double inflight;
@@ -596,11 +827,36 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   const double rope = c.position_embedding_type == "rope" ? 2.0 * e * double(T) * double((a_t + g_t) * d) : 0.0;
   const double actv = e * double(T) * double(fc1 + f) / double(t);
   LayerCosts L;
+  // Multi-latent attention (DeepSeek-V2 arXiv:2405.04434 Sec. 2.1): down-projections to the q / kv latents
+  // (replicated over TP) with their RMSNorms, up-projections to per-head Q (qk + rope dims), K and V, and
+  // the output projection from v_head_dim per head. The attention kernel's FLOPs use head dim (qk + rope +
+  // v) / 2, which gives QK^T over qk + rope and PV over v exactly.
+  const bool mla = c.moe.multi_latent_attention;
+  std::vector<G> attn_in;  // input-side projections of the attention block
+  G attn_out = proj;
+  KernelDesc fa_f = fa, fa_bw = fa_b;
+  double latent_norm = 0;
+  if (mla) {
+    const auto& me = c.moe;
+    const std::int64_t qk = me.qk_head_dim + me.qk_pos_emb_head_dim, ql = me.q_lora_rank, kvl = me.kv_lora_rank;
+    if (ql > 0) attn_in.push_back({h, ql}), attn_in.push_back({ql, a_t * qk});
+    else attn_in.push_back({h, a_t * qk});
+    attn_in.push_back({h, kvl + me.qk_pos_emb_head_dim});
+    attn_in.push_back({kvl, a_t * (me.qk_head_dim + me.v_head_dim)});
+    attn_out = G{a_t * me.v_head_dim, h};
+    const std::int64_t dh = (qk + me.v_head_dim) / 2;
+    fa_f = KernelDesc::attention(b, a_t, a_t, sl, s, dh, true, false, act, impl);
+    fa_bw = KernelDesc::attention(b, a_t, a_t, sl, s, dh, true, true, act, impl);
+    latent_norm = 2.0 * e * double(T) * double(ql + kvl);
+  } else {
+    attn_in.push_back(qkv);
+  }
   L.fwd_attn.add(cm, mem(MemoryKernel::Norm, norm));
-  fwd_gemm(L.fwd_attn, qkv);
+  for (const G& g : attn_in) fwd_gemm(L.fwd_attn, g);
+  if (latent_norm > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Norm, latent_norm));
   if (rope > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Elementwise, rope));
-  L.fwd_attn.add(cm, fa);
-  fwd_gemm(L.fwd_attn, proj);
+  L.fwd_attn.add(cm, fa_f);
+  fwd_gemm(L.fwd_attn, attn_out);
   L.fwd_attn.add(cm, mem(MemoryKernel::Elementwise, resid));
   L.fwd_mlp.add(cm, mem(MemoryKernel::Norm, norm));
   fwd_gemm(L.fwd_mlp, up);
@@ -615,14 +871,122 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   bwd_gemm(L.bwd_mlp, up);
   L.bwd_mlp.add(cm, mem(MemoryKernel::Norm, 2.0 * norm));
   L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
-  bwd_gemm(L.bwd_attn, proj);
-  L.bwd_attn.add(cm, fa_b);
+  bwd_gemm(L.bwd_attn, attn_out);
+  L.bwd_attn.add(cm, fa_bw);
   if (rope > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, rope));
-  bwd_gemm(L.bwd_attn, qkv);
+  if (latent_norm > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Norm, 2.0 * latent_norm));
+  for (auto it = attn_in.rbegin(); it != attn_in.rend(); ++it) bwd_gemm(L.bwd_attn, *it);
   L.bwd_attn.add(cm, mem(MemoryKernel::Norm, 2.0 * norm));
   // Selective recompute (Megatron-Core "core_attn"): the attention forward again before its backward.
-  L.recompute_attn_extra.add(cm, fa);
+  L.recompute_attn_extra.add(cm, fa_f);
   return L;
+}
+
+// One MoE layer's MLP side for one micro-batch on the simulated rank, split where the dispatch / combine
+// communication sits. Expert GEMMs are priced for the busiest expert-parallel rank of the layer (the
+// all-to-all makes every rank wait for it); `experts_*_mean` prices the same work spread evenly (the
+// difference is the time lost to imbalance).
+struct MoeCosts {
+  Costs pre_f, experts_f, post_f, shared_f, pre_b, experts_b, post_b, shared_b, experts_f_mean, experts_b_mean;
+};
+
+MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const MoeLayerLoad& ld, double T_local) {
+  using models::MemoryKernel;
+  const Precision act = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
+  const Precision gp = c.fp8() ? Precision::FP8 : act;
+  const auto& me = c.moe;
+  const std::int64_t h = c.hidden_size, E = me.num_experts, k = me.moe_router_topk, t = c.tensor_model_parallel_size;
+  const std::int64_t ep = me.expert_model_parallel_size, El = E / ep, etp = c.etp(), F = c.moe_ffn();
+  const std::int64_t fc1 = c.swiglu ? 2 * F : F;
+  const std::int64_t Tl = std::max<std::int64_t>(1, std::llround(T_local));
+  const double e = 2.0, slots = double(Tl) * double(k);
+  auto mem = [&](MemoryKernel kind, double bytes) { return KernelDesc::memory(kind, bytes, act); };
+  const double cast = fp8_cast_bytes_per_element(c.fp8_recipe);
+  MoeCosts M;
+  // Norm, router GEMM (h -> E logits), softmax + top-k over T x E fp32 scores, permutation of the routed
+  // slots (read + write k x h per token). Byte counts as measured in tests/data/hardware/h200-kernels/
+  // kernels2.csv (router_softmax_topk T*E*4, moe_permute_gather 2*T*k*h*2, moe_unpermute_index_add 3*T*k*h*2).
+  const double Te = double(Tl);
+  M.pre_f.add(cm, mem(MemoryKernel::Norm, 2.0 * e * Te * double(h)));
+  M.pre_f.add(cm, KernelDesc::gemm(Tl, E, h, act));
+  M.pre_f.add(cm, mem(MemoryKernel::Softmax, 4.0 * Te * double(E)));
+  M.pre_f.add(cm, mem(MemoryKernel::Copy, 2.0 * e * slots * double(h)));
+  // Unpermute: gather-reduce of the k slots per token weighted by the router probabilities; without
+  // moe_permute_fusion the probability scaling is a separate elementwise pass over the slots.
+  M.post_f.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e * slots * double(h)));
+  if (!me.moe_permute_fusion) M.post_f.add(cm, mem(MemoryKernel::Elementwise, 2.0 * e * slots * double(h)));
+  M.post_f.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e * Te * double(h)));  // residual add
+  M.pre_b.add(cm, mem(MemoryKernel::Copy, 2.0 * e * slots * double(h)));
+  M.pre_b.add(cm, mem(MemoryKernel::Softmax, 2.0 * 4.0 * Te * double(E)));
+  M.pre_b.add(cm, KernelDesc::gemm(Tl, h, E, act));
+  M.pre_b.add(cm, KernelDesc::gemm(h, E, Tl, act));
+  M.pre_b.add(cm, mem(MemoryKernel::Norm, 2.0 * 2.0 * e * Te * double(h)));
+  M.post_b.add(cm, mem(MemoryKernel::Elementwise, 2.0 * 3.0 * e * Te * double(h)));
+  M.post_b.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e * slots * double(h)));
+  if (!me.moe_permute_fusion) M.post_b.add(cm, mem(MemoryKernel::Elementwise, 2.0 * e * slots * double(h)));
+  // Experts: per local expert m_e rows (tokens after dropping/padding, gathered over ETP), fc1 h -> fc1/etp,
+  // activation, fc2 F/etp -> h. moe_grouped_gemm: one grouped GEMM per projection with the mean rows per
+  // local expert; otherwise one GEMM per expert (sequential loop, SequentialMLP).
+  auto experts = [&](const std::vector<double>& rows, Costs& f, Costs& bw) {
+    double total = 0;
+    for (double r : rows) total += r;
+    auto proj = [&](std::int64_t kin, std::int64_t nout, bool fwd) {
+      Costs& out = fwd ? f : bw;
+      if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * total * double(fwd ? kin : nout)));
+      if (me.moe_grouped_gemm) {
+        const std::int64_t m = std::max<std::int64_t>(1, std::llround(total / double(rows.size())));
+        if (fwd) {
+          out.add(cm, KernelDesc::grouped_gemm(El, m, nout, kin, gp));
+        } else {
+          out.add(cm, KernelDesc::grouped_gemm(El, m, kin, nout, gp));   // dgrad
+          out.add(cm, KernelDesc::grouped_gemm(El, kin, nout, m, gp));   // wgrad
+        }
+      } else {
+        for (double r : rows) {
+          const std::int64_t m = std::max<std::int64_t>(1, std::llround(r));
+          if (fwd) {
+            out.add(cm, KernelDesc::gemm(m, nout, kin, gp));
+          } else {
+            out.add(cm, KernelDesc::gemm(m, kin, nout, gp));
+            out.add(cm, KernelDesc::gemm(kin, nout, m, gp));
+          }
+        }
+      }
+    };
+    const double actv = e * total * double(fc1 + F) / double(etp);
+    proj(h, fc1 / etp, true);
+    f.add(cm, mem(MemoryKernel::Elementwise, actv));
+    proj(F / etp, h, true);
+    proj(F / etp, h, false);
+    bw.add(cm, mem(MemoryKernel::Elementwise, 2.0 * actv));
+    proj(h, fc1 / etp, false);
+  };
+  std::vector<double> busiest(ld.expert_tokens.begin() + ld.busiest_rank * El,
+                              ld.expert_tokens.begin() + (ld.busiest_rank + 1) * El);
+  experts(busiest, M.experts_f, M.experts_b);
+  experts(std::vector<double>(El, ld.mean_rank_tokens / double(El)), M.experts_f_mean, M.experts_b_mean);
+  // Shared expert: a dense gated MLP of moe_shared_expert_intermediate_size, split over TP.
+  const std::int64_t S = me.moe_shared_expert_intermediate_size;
+  if (S > 0) {
+    const std::int64_t fs = c.swiglu ? 2 * S : S, Tt = c.sequence_parallel ? Tl * t : Tl;
+    auto g = [&](Costs& out, std::int64_t kin, std::int64_t nout, bool fwd) {
+      if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(Tt) * double(fwd ? kin : nout)));
+      if (fwd) {
+        out.add(cm, KernelDesc::gemm(Tt, nout, kin, gp));
+      } else {
+        out.add(cm, KernelDesc::gemm(Tt, kin, nout, gp));
+        out.add(cm, KernelDesc::gemm(kin, nout, Tt, gp));
+      }
+    };
+    const double sact = e * double(Tt) * double(fs + S) / double(t);
+    g(M.shared_f, h, fs / t, true);
+    M.shared_f.add(cm, mem(MemoryKernel::Elementwise, sact));
+    g(M.shared_f, S / t, h, true);
+    g(M.shared_b, S / t, h, false);
+    M.shared_b.add(cm, mem(MemoryKernel::Elementwise, 2.0 * sact));
+    g(M.shared_b, h, fs / t, false);
+  }
+  return M;
 }
 
 std::int64_t to_ns(double s) { return static_cast<std::int64_t>(std::llround(s * 1e9)); }
@@ -634,6 +998,9 @@ class RankBuilder {
   }
   enum Stream : std::uint16_t { kCompute = 0, kTp = 1, kRecvF = 2, kRecvB = 3, kSendF = 4, kSendB = 5, kDp = 6, kCp = 7, kFsdp = 8 };
   void add_stream(const char* name) { rt_.streams.push_back(name); }
+  // The chain head, saved and restored to build two interleaved chains (MoE A2A overlap).
+  std::pair<std::uint32_t, bool> head() const { return {last_, has_last_}; }
+  void set_head(std::pair<std::uint32_t, bool> h) { last_ = h.first, has_last_ = h.second; }
 
   // Adds an op depending on the chain (and extra deps); returns its index and makes it the chain head.
   std::uint32_t chain(Op op, std::vector<std::uint32_t> extra = {}) {
@@ -758,6 +1125,26 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
     }
   }
 
+  // Multi-token prediction (DeepSeek-V3 Sec. 2.2), per micro-batch on the last stage: per depth a norm +
+  // projection 2h -> h, one transformer layer (compute only: its MoE dispatch is not simulated) and the
+  // shared output head with its loss.
+  Costs mtp, mtp_b;
+  if (c.moe.mtp_num_layers > 0 && !legacy) {
+    const Precision ap = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
+    const std::int64_t Ti = c.micro_batch_size * (c.seq_length / cp);
+    for (std::int64_t k = 0; k < c.moe.mtp_num_layers; ++k) {
+      mtp.add(cm, KernelDesc::gemm(Ti, c.hidden_size / t, 2 * c.hidden_size, ap));
+      mtp += L.fwd_attn;
+      mtp += L.fwd_mlp;
+      mtp += logits_fwd;
+      mtp_b += logits_bwd;
+      mtp_b += L.bwd_mlp;
+      mtp_b += L.bwd_attn;
+      mtp_b.add(cm, KernelDesc::gemm(Ti, 2 * c.hidden_size, c.hidden_size / t, ap));
+      mtp_b.add(cm, KernelDesc::gemm(2 * c.hidden_size, c.hidden_size / t, Ti, ap));
+    }
+  }
+
   Trace tr;
   tr.name = "gpt";
   tr.world_size = static_cast<std::int32_t>(c.world_size);
@@ -812,6 +1199,114 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
       tr.comms.push_back(std::move(rc));
     }
   }
+  // ---- Mixture of experts: routing per MoE layer, per-layer dispatch/combine communicators, costs.
+  const bool moe_on = c.moe.enabled();
+  const std::vector<bool> moe_pattern = moe_layers_of(c);
+  std::vector<std::int64_t> moe_index(c.num_layers, -1);
+  std::int64_t n_moe = 0;
+  for (std::int64_t l = 0; l < c.num_layers; ++l)
+    if (moe_pattern[l]) moe_index[l] = n_moe++;
+  const std::int64_t ep = c.moe.expert_model_parallel_size, etp = moe_on ? c.etp() : 1,
+                     edp = moe_on ? c.expert_data_parallel() : 1;
+  const bool a2a = c.moe.moe_token_dispatcher_type != "allgather";
+  // Tokens entering an MoE layer on one rank per micro-batch (sequence-parallel split over TP).
+  const double T_local = b * s / (c.sequence_parallel ? double(t) : 1.0);
+  std::vector<MoeLayerLoad> loads;
+  std::vector<MoeCosts> moe_cost;
+  if (moe_on) {
+    const auto shares = moe_expert_shares(c.moe, n_moe, where);
+    for (std::int64_t i = 0; i < n_moe; ++i) {
+      loads.push_back(moe_layer_load(c.moe, shares[i], T_local, ep, ep * etp));
+      moe_cost.push_back(moe_costs(c, cm, loads.back(), T_local));
+    }
+  }
+  const double a2a_bytes = T_local * double(c.moe.moe_router_topk) * h * 2.0;  // bf16 slots sent per rank
+  const bool fp8_dispatch = c.moe.moe_token_dispatcher_type == "flex" && c.fp8();
+  // Expert ranks of a stage: local index = etp_i + etp * (ep_i + ep * edp_i) (expert tensor fastest, as
+  // Megatron-Core's expert grid); the simulated rank is local index 0.
+  std::vector<std::int32_t> disp_comm(c.num_layers, -1), comb_comm(c.num_layers, -1), epag_comm(p, -1),
+      etp_comm(p, -1), edp_comm(p, -1);
+  double flex_dedup = 1.0;
+  if (moe_on) {
+    const std::int64_t gph = c.gpus_per_host;
+    std::int32_t mir = 0, mstride = 1;
+    if (etp > 1) mir = static_cast<std::int32_t>(std::min(etp, gph) - 1);
+    else if (ep < gph) mir = static_cast<std::int32_t>(std::min(edp, gph / ep) - 1), mstride = static_cast<std::int32_t>(ep);
+    std::vector<std::int64_t> off(p * v + 1, 0);
+    for (std::int64_t mc = 0; mc < p * v; ++mc) off[mc + 1] = off[mc] + layout[mc % p][mc / p];
+    // EP rank k sits on GPU k * etp of the stage; NVLink domains of gpus_per_nvlink_domain GPUs (a DGX
+    // server, or a whole NVL72 rack).
+    const std::int64_t dom = std::max(c.gpus_per_nvlink_domain, gph);
+    auto host_of = [&](std::int64_t base, std::size_t k) { return (base + static_cast<std::int64_t>(k) * etp) / dom; };
+    if (c.moe.moe_token_dispatcher_type == "flex") {
+      // DeepEP-style dispatch (flex): a token crosses the scale-out network once per destination node and is
+      // forwarded to that node's experts over NVLink; the combine reduces inside the node before sending
+      // back. Scale-out bytes shrink from the token's remote slots to its distinct remote nodes. With k slots
+      // spread uniformly over G usable nodes (node-limited routing: moe_router_group_topk groups of
+      // num_experts / moe_router_num_groups experts, one group per node when groups == nodes), the expected
+      // distinct nodes are G (1 - (1 - 1/G)^k); remote entries are scaled by that over k. The NVLink
+      // forwarding traffic inside the destination node is not modelled.
+      const double nodes = std::max<double>(1.0, double(ep * etp) / double(dom));
+      double G = nodes;
+      if (c.moe.moe_router_group_topk > 0) G = std::min(nodes, double(c.moe.moe_router_group_topk));
+      const double k = double(c.moe.moe_router_topk);
+      if (nodes > 1) flex_dedup = std::min(1.0, G * (1.0 - std::pow(1.0 - 1.0 / G, k)) / k);
+    }
+    for (std::int64_t st = 0; st < p; ++st) {
+      const std::int32_t base = rank_of(st, 0, 0, 0);
+      auto add = [&](const std::string& name, std::vector<std::int32_t> ranks, std::int32_t mirrors, std::int32_t stride) {
+        Communicator cc;
+        cc.name = name;
+        cc.ranks = std::move(ranks);
+        cc.category = "ep";
+        cc.mirrors = mirrors;
+        cc.mirror_stride = stride;
+        tr.comms.push_back(std::move(cc));
+        return static_cast<std::int32_t>(tr.comms.size() - 1);
+      };
+      std::vector<std::int32_t> ep_ranks;
+      for (std::int64_t k = 0; k < ep; ++k) ep_ranks.push_back(base + static_cast<std::int32_t>(k * etp));
+      if (a2a && ep > 1) {
+        for (std::int64_t ch = 0; ch < v; ++ch)
+          for (std::int64_t l = 0; l < layout[st][ch]; ++l) {
+            const std::int64_t gl = off[ch * p + st] + l;
+            if (!moe_pattern[gl]) continue;
+            const auto& ld = loads[moe_index[gl]];
+            // Dispatch: every source sends recv_share[j] of its slots to EP rank j; combine: the transpose.
+            const std::size_t n = static_cast<std::size_t>(ep);
+            std::vector<std::vector<double>> W(n, std::vector<double>(n)), WT(n, std::vector<double>(n));
+            for (std::size_t i = 0; i < n; ++i)
+              for (std::size_t j = 0; j < n; ++j) {
+                const double f = host_of(base, i) != host_of(base, j) ? flex_dedup : 1.0;
+                W[i][j] = ld.recv_share[j] * f, WT[i][j] = ld.recv_share[i] * f;
+              }
+            disp_comm[gl] = add("ep.l" + std::to_string(gl) + ".dispatch", ep_ranks, mir, mstride);
+            tr.comms.back().a2a_matrix = std::move(W);
+            comb_comm[gl] = add("ep.l" + std::to_string(gl) + ".combine", ep_ranks, mir, mstride);
+            tr.comms.back().a2a_matrix = std::move(WT);
+          }
+      }
+      if (!a2a && ep * etp > 1) {
+        std::vector<std::int32_t> r;
+        for (std::int64_t k = 0; k < ep * etp; ++k) r.push_back(base + static_cast<std::int32_t>(k));
+        const std::int32_t m2 = ep * etp < gph ? static_cast<std::int32_t>(std::min(edp, gph / (ep * etp)) - 1) : 0;
+        epag_comm[st] = add("ep.allgather.stage" + std::to_string(st), r, m2, static_cast<std::int32_t>(ep * etp));
+      }
+      if (a2a && etp > 1) {
+        std::vector<std::int32_t> r;
+        for (std::int64_t k = 0; k < etp; ++k) r.push_back(base + static_cast<std::int32_t>(k));
+        // The other EP ranks' ETP groups on the same server run the same gathers (co-located mirrors).
+        const std::int64_t co = std::max<std::int64_t>(0, std::min(ep, gph / etp) - 1);
+        etp_comm[st] = add("etp.stage" + std::to_string(st), r, static_cast<std::int32_t>(co), static_cast<std::int32_t>(etp));
+      }
+      if (edp > 1) {
+        std::vector<std::int32_t> r;
+        for (std::int64_t k = 0; k < edp; ++k) r.push_back(base + static_cast<std::int32_t>(k * ep * etp));
+        edp_comm[st] = add("edp.stage" + std::to_string(st), r, static_cast<std::int32_t>(std::min(ep * etp, gph) - 1), 1);
+        tr.comms.back().category = "dp";
+      }
+    }
+  }
   std::int32_t emb_comm = -1;
   if (p > 1 && !c.untie_embeddings_and_output_weights) {
     Communicator ec;
@@ -844,6 +1339,8 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
     RankBuilder rb(rt);
     if (cp > 1 || c.fsdp()) rb.add_stream("comm.cp");
     if (c.fsdp()) rb.add_stream("comm.fsdp");
+    const std::uint16_t kEp = static_cast<std::uint16_t>(rt.streams.size());
+    if (moe_on) rb.add_stream("comm.ep");
     // Megatron schedule order of (forward?, micro-batch, chunk).
     struct Slot {
       bool fwd;
@@ -972,16 +1469,247 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
       if (gl == c.num_layers - 1 && last_stage_has_output(c)) el += out_el;
       return el;
     };
-    auto fwd_layer = [&](const std::string& nm, bool recompute, std::vector<std::uint32_t> extra) {
+    // MoE layer, forward: router + permute, dispatch (all_to_allv over EP, or all-gather over EP x ETP),
+    // [ETP all-gather], experts, [ETP reduce-scatter], combine, unpermute; the shared expert (TP-split, with
+    // its SP all-gather / reduce-scatter) after, or beside the dispatch with moe_shared_expert_overlap.
+    const bool shared_ovl = c.moe.moe_shared_expert_overlap;
+    auto shared_expert = [&](const std::string& nm, const Costs& cost, const std::string& phase) {
+      if (cost.kernels == 0) return;
+      if (t > 1) rb.chain(coll_op(nm + phase + ".moe.shared.ag", CollOp::AllGather, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp"));
+      rb.chain(compute_op(nm + phase + ".moe.shared", cost));
+      if (t > 1) rb.chain(coll_op(nm + phase + ".moe.shared.rs", CollOp::ReduceScatter, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp"));
+    };
+    auto moe_layer = [&](const std::string& nm, const std::string& phase, std::int64_t gl, bool bwd,
+                         std::vector<std::uint32_t> extra) {
+      const MoeCosts& M = moe_cost[moe_index[gl]];
+      const MoeLayerLoad& ld = loads[moe_index[gl]];
+      const double rows = ld.max_rank_tokens / double(etp);  // rows this rank receives before the ETP gather
+      // Forward order: pre, dispatch, experts, combine, post. Backward: post, combine^T, experts, dispatch^T, pre.
+      rb.chain(compute_op(nm + phase + (bwd ? ".moe.unpermute" : ".moe.router"), bwd ? M.post_b : M.pre_f), extra);
+      auto exchange = [&](bool first) {
+        const bool to_experts = first;  // forward dispatch / backward combine-gradient: tokens to experts
+        std::string what = nm + phase + (first ? ".moe.dispatch" : ".moe.combine");
+        if (a2a && ep > 1) {
+          std::int32_t cm_ = to_experts ? disp_comm[gl] : comb_comm[gl];
+          // flex + FP8: the forward dispatch moves FP8 activations with 1x128 block scales (DeepSeek-V3
+          // arXiv:2412.19437 Sec. 3.3.2: FP8 dispatch, BF16 combine): (1 + 4/128) / 2 of the BF16 bytes.
+          const double scale = (fp8_dispatch && first && !bwd) ? (1.0 + 4.0 / 128.0) / 2.0 : 1.0;
+          return rb.fork(coll_op(what, CollOp::AllToAllv, cm_, a2a_bytes * scale, kEp, "ep"));
+        }
+        if (!a2a && ep * etp > 1)
+          return rb.fork(coll_op(what, first ? CollOp::AllGather : CollOp::ReduceScatter, epag_comm[st],
+                                 T_local * h * 2.0 * double(ep * etp), kEp, "ep"));
+        return rb.fork(wait_op(what));
+      };
+      std::uint32_t x = exchange(true);
+      if (shared_ovl && !bwd) shared_expert(nm, M.shared_f, phase);
+      rb.chain(wait_op(nm + phase + ".moe.dispatched"), {x});
+      if (a2a && etp > 1)
+        rb.chain(coll_op(nm + phase + ".moe.etp.ag", CollOp::AllGather, etp_comm[st], rows * h * 2.0 * double(etp), kEp, "ep"));
+      rb.chain(compute_op(nm + phase + ".moe.experts", bwd ? M.experts_b : M.experts_f));
+      if (a2a && etp > 1)
+        rb.chain(coll_op(nm + phase + ".moe.etp.rs", CollOp::ReduceScatter, etp_comm[st], rows * h * 2.0 * double(etp), kEp, "ep"));
+      x = exchange(false);
+      if (shared_ovl && bwd) shared_expert(nm, M.shared_b, phase);
+      rb.chain(wait_op(nm + phase + ".moe.combined"), {x});
+      rb.chain(compute_op(nm + phase + (bwd ? ".moe.router" : ".moe.unpermute"), bwd ? M.pre_b : M.post_f));
+      if (!shared_ovl) shared_expert(nm, bwd ? M.shared_b : M.shared_f, phase);
+    };
+    auto fwd_layer = [&](const std::string& nm, bool recompute, std::vector<std::uint32_t> extra, std::int64_t gl) {
       block(nm + ".attn", nm + (recompute ? ".recompute.attn" : ".fwd.attn"), L.fwd_attn, true, false, extra);
-      block(nm + ".mlp", nm + (recompute ? ".recompute.mlp" : ".fwd.mlp"), L.fwd_mlp, false, false);
+      if (moe_on && moe_pattern[gl]) moe_layer(nm, recompute ? ".recompute" : ".fwd", gl, false, {});
+      else block(nm + ".mlp", nm + (recompute ? ".recompute.mlp" : ".fwd.mlp"), L.fwd_mlp, false, false);
     };
     auto recomputed = [&](std::int64_t l, std::int64_t n_chunk) {
       if (!full) return false;
       if (c.recompute_method == "block" && c.recompute_num_layers) return l < std::min(c.recompute_num_layers, n_chunk);
       return true;
     };
-    for (const Slot& sl : order) {
+    // overlap_moe_expert_parallel_comm: the steps of two consecutive slots of opposite direction (a forward
+    // and a backward of different micro-batches, 1F1B's steady state) are interleaved on two chain heads, so
+    // each one's dispatch / combine runs while the other computes (Megatron-Core's combined 1F1B schedule
+    // with EP A2A overlap). A step appends ops to the head current when it runs. Restricted to no virtual
+    // pipeline and no FSDP (checked with the configuration).
+    using Step = std::function<void()>;
+    auto exchange = [&](const std::string& what, std::int64_t gl, bool first, bool bwd) -> std::uint32_t {
+      if (a2a && ep > 1) {
+        const double scale = (fp8_dispatch && first && !bwd) ? (1.0 + 4.0 / 128.0) / 2.0 : 1.0;
+        return rb.fork(coll_op(what, CollOp::AllToAllv, first ? disp_comm[gl] : comb_comm[gl], a2a_bytes * scale, kEp, "ep"));
+      }
+      return rb.fork(wait_op(what));
+    };
+    auto moe_steps = [&](const std::string& nm, const std::string& phase, std::int64_t gl, bool bwd,
+                         std::vector<Step>& out, Step before) {
+      auto x = std::make_shared<std::uint32_t>(0);
+      out.push_back([&, nm, phase, gl, bwd, x, before]() {
+        if (before) before();
+        const MoeCosts& M = moe_cost[moe_index[gl]];
+        rb.chain(compute_op(nm + phase + (bwd ? ".moe.unpermute" : ".moe.router"), bwd ? M.post_b : M.pre_f));
+        *x = exchange(nm + phase + ".moe.dispatch", gl, true, bwd);
+        if (shared_ovl && !bwd) shared_expert(nm, M.shared_f, phase);
+      });
+      out.push_back([&, nm, phase, gl, bwd, x]() {
+        const MoeCosts& M = moe_cost[moe_index[gl]];
+        const double rows = loads[moe_index[gl]].max_rank_tokens / double(etp);
+        rb.chain(wait_op(nm + phase + ".moe.dispatched"), {*x});
+        if (etp > 1)
+          rb.chain(coll_op(nm + phase + ".moe.etp.ag", CollOp::AllGather, etp_comm[st], rows * h * 2.0 * double(etp), kEp, "ep"));
+        rb.chain(compute_op(nm + phase + ".moe.experts", bwd ? M.experts_b : M.experts_f));
+        if (etp > 1)
+          rb.chain(coll_op(nm + phase + ".moe.etp.rs", CollOp::ReduceScatter, etp_comm[st], rows * h * 2.0 * double(etp), kEp, "ep"));
+        *x = exchange(nm + phase + ".moe.combine", gl, false, bwd);
+        if (shared_ovl && bwd) shared_expert(nm, M.shared_b, phase);
+      });
+      out.push_back([&, nm, phase, gl, bwd, x]() {
+        const MoeCosts& M = moe_cost[moe_index[gl]];
+        rb.chain(wait_op(nm + phase + ".moe.combined"), {*x});
+        rb.chain(compute_op(nm + phase + (bwd ? ".moe.router" : ".moe.unpermute"), bwd ? M.pre_b : M.post_f));
+        if (!shared_ovl) shared_expert(nm, bwd ? M.shared_b : M.shared_f, phase);
+      });
+    };
+    auto fwd_steps = [&](const std::string& nm, bool recompute, std::int64_t gl, std::vector<Step>& out) {
+      Step attn = [&, nm, recompute]() {
+        block(nm + ".attn", nm + (recompute ? ".recompute.attn" : ".fwd.attn"), L.fwd_attn, true, false);
+      };
+      if (moe_pattern[gl]) {
+        moe_steps(nm, recompute ? ".recompute" : ".fwd", gl, false, out, attn);
+      } else {
+        out.push_back([&, nm, recompute, attn]() {
+          attn();
+          block(nm + ".mlp", nm + (recompute ? ".recompute.mlp" : ".fwd.mlp"), L.fwd_mlp, false, false);
+        });
+      }
+    };
+    auto slot_steps = [&](const Slot& sl, std::vector<Step>& out) {
+      const std::int64_t mb = sl.mb, nl = layout[st][0], base = offset[st];
+      const std::string mbs = "mb" + std::to_string(mb);
+      if (sl.fwd) {
+        out.push_back([&, mb, base, mbs]() {
+          if (!first_stage) {
+            Op r;
+            r.kind = OpKind::Recv;
+            r.stream = RankBuilder::kRecvF;
+            r.name = mbs + ".recv.fwd";
+            r.category = "pp";
+            r.peer = rank_of(st - 1, 0, 0, 0);
+            r.tag = tag(mb, 0, 0);
+            r.bytes = pp_bytes;
+            std::uint32_t ri = rb.push(std::move(r));
+            rb.chain(wait_op(mbs + ".l" + std::to_string(base) + ".wait"), {ri});
+          } else {
+            rb.chain(compute_op(mbs + ".embed.fwd", embed_fwd));
+          }
+        });
+        for (std::int64_t l = 0; l < nl; ++l) fwd_steps(mbs + ".l" + std::to_string(base + l), false, base + l, out);
+        out.push_back([&, mb, mbs]() {
+          if (last_stage) {
+            rb.chain(compute_op(mbs + ".logits.fwd", logits_fwd));
+            if (mtp.kernels) rb.chain(compute_op(mbs + ".mtp.fwd", mtp));
+            return;
+          }
+          Op snd;
+          snd.kind = OpKind::Send;
+          snd.stream = RankBuilder::kSendF;
+          snd.name = mbs + ".send.fwd";
+          snd.category = "pp";
+          snd.peer = rank_of(st + 1, 0, 0, 0);
+          snd.tag = tag(mb, 0, 0);
+          snd.bytes = pp_bytes;
+          if (c.overlap_p2p_comm) {
+            snd.deps.push_back(rb.last());
+            rb.push(std::move(snd));
+          } else {
+            rb.chain(std::move(snd));
+          }
+        });
+      } else {
+        out.push_back([&, mb, mbs]() {
+          if (!last_stage) {
+            Op r;
+            r.kind = OpKind::Recv;
+            r.stream = RankBuilder::kRecvB;
+            r.name = mbs + ".recv.bwd";
+            r.category = "pp";
+            r.peer = rank_of(st + 1, 0, 0, 0);
+            r.tag = tag(mb, 0, 1);
+            r.bytes = pp_bytes;
+            std::uint32_t ri = rb.push(std::move(r));
+            rb.chain(wait_op(mbs + ".bwd.wait"), {ri});
+          } else {
+            if (mtp_b.kernels) rb.chain(compute_op(mbs + ".mtp.bwd", mtp_b));
+            rb.chain(compute_op(mbs + ".logits.bwd", logits_bwd));
+          }
+        });
+        for (std::int64_t l = nl - 1; l >= 0; --l) {
+          const std::int64_t gl = base + l;
+          const std::string nm = mbs + ".l" + std::to_string(gl);
+          if (recomputed(l, nl)) fwd_steps(nm, true, gl, out);
+          Costs ba = L.bwd_attn;
+          if (selective) ba += L.recompute_attn_extra;
+          if (moe_pattern[gl]) {
+            moe_steps(nm, ".bwd", gl, true, out, {});
+            out.push_back([&, nm, ba, l]() {
+              block(nm + ".attn", nm + ".bwd.attn", ba, true, true);
+              final_bwd[0][l] = rb.last();
+            });
+          } else {
+            out.push_back([&, nm, ba, l]() {
+              block(nm + ".mlp", nm + ".bwd.mlp", L.bwd_mlp, false, true);
+              block(nm + ".attn", nm + ".bwd.attn", ba, true, true);
+              final_bwd[0][l] = rb.last();
+            });
+          }
+        }
+        out.push_back([&, mb, mbs]() {
+          if (first_stage) {
+            rb.chain(compute_op(mbs + ".embed.bwd", embed_bwd));
+            final_embed_bwd = rb.last();
+            return;
+          }
+          Op snd;
+          snd.kind = OpKind::Send;
+          snd.stream = RankBuilder::kSendB;
+          snd.name = mbs + ".send.bwd";
+          snd.category = "pp";
+          snd.peer = rank_of(st - 1, 0, 0, 0);
+          snd.tag = tag(mb, 0, 1);
+          snd.bytes = pp_bytes;
+          if (c.overlap_p2p_comm) {
+            snd.deps.push_back(rb.last());
+            rb.push(std::move(snd));
+          } else {
+            rb.chain(std::move(snd));
+          }
+        });
+      }
+    };
+    const bool a2a_ovl = moe_on && c.moe.overlap_moe_expert_parallel_comm;
+    for (std::size_t si = 0; si < order.size(); ++si) {
+      const Slot& sl = order[si];
+      // Pairs: (forward, backward) of different micro-batches; (backward, forward) only on the first stage,
+      // whose forward waits for no pipeline message (elsewhere that forward's input needs this backward's
+      // gradient to have gone upstream first: the pair would deadlock).
+      const bool pairable = a2a_ovl && si + 1 < order.size() && order[si + 1].fwd != sl.fwd &&
+                            order[si + 1].mb != sl.mb && (sl.fwd || first_stage);
+      if (pairable) {
+        std::vector<Step> sa, sb;
+        slot_steps(sl, sa);
+        slot_steps(order[si + 1], sb);
+        auto ha = rb.head(), hb = rb.head();
+        // The first slot's prologue and first layer step go first (so a backward's wait for its gradient
+        // does not hold the forward's first layer), then one step of each in turn.
+        std::size_t i = 0, j = 0;
+        for (; i < std::min<std::size_t>(2, sa.size()); ++i) rb.set_head(ha), sa[i](), ha = rb.head();
+        while (i < sa.size() || j < sb.size()) {
+          if (j < sb.size()) rb.set_head(hb), sb[j++](), hb = rb.head();
+          if (i < sa.size()) rb.set_head(ha), sa[i++](), ha = rb.head();
+        }
+        rb.set_head(ha);
+        rb.chain(wait_op("mb" + std::to_string(sl.mb) + "+mb" + std::to_string(order[si + 1].mb) + ".a2a_overlap.join"),
+                 {hb.first});
+        ++si;
+        continue;
+      }
       const std::int64_t mb = sl.mb, ch = sl.chunk, nl = layout[st][ch], base = offset[ch * p + st];
       const bool first_chunk = first_stage && ch == 0, last_chunk = last_stage && ch == v - 1;
       const std::string mbs = "mb" + std::to_string(mb) + (v > 1 ? ".c" + std::to_string(ch) : "");
@@ -1011,9 +1739,10 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
           }
           if (c.overlap_param_gather && dist_opt_sharded && mb == 0 && !early_ag.empty())
             extra.push_back(early_ag[static_cast<std::size_t>(bucket_of[ch][l])]);
-          fwd_layer(nm, false, extra);
+          fwd_layer(nm, false, extra, gl);
         }
         if (last_chunk) rb.chain(compute_op(mbs + ".logits.fwd", logits_fwd));
+        if (last_chunk && mtp.kernels) rb.chain(compute_op(mbs + ".mtp.fwd", mtp));
         if (!last_chunk) {
           Op snd;
           snd.kind = OpKind::Send;
@@ -1043,6 +1772,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
           std::uint32_t ri = rb.push(std::move(r));
           rb.chain(wait_op(mbs + ".bwd.wait"), {ri});
         } else {
+          if (mtp_b.kernels) rb.chain(compute_op(mbs + ".mtp.bwd", mtp_b));
           rb.chain(compute_op(mbs + ".logits.bwd", logits_bwd));
         }
         std::uint32_t fsdp_next = 0;
@@ -1056,10 +1786,11 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
             extra.push_back(fsdp_next);
             if (l > 0) fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(gl - 1) + ".bwd.fsdp.ag", layer_el(gl - 1));
           }
-          if (recomputed(l, nl)) fwd_layer(nm, true, extra), extra.clear();
+          if (recomputed(l, nl)) fwd_layer(nm, true, extra, gl), extra.clear();
           Costs ba = L.bwd_attn;
           if (selective) ba += L.recompute_attn_extra;
-          block(nm + ".mlp", nm + ".bwd.mlp", L.bwd_mlp, false, true, extra);
+          if (moe_on && moe_pattern[gl]) moe_layer(nm, ".bwd", gl, true, extra);
+          else block(nm + ".mlp", nm + ".bwd.mlp", L.bwd_mlp, false, true, extra);
           block(nm + ".attn", nm + ".bwd.attn", ba, true, true);
           final_bwd[ch][l] = rb.last();
           if (c.fsdp()) {
@@ -1091,6 +1822,22 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
       }
     }
     const std::uint32_t backward_done = rb.last();
+    // Expert gradients: reduced over the expert data-parallel group (reduce-scatter with a sharded
+    // optimizer, else all-reduce) after the backward; the optimizer step waits for it.
+    std::vector<std::uint32_t> expert_grad_done;
+    double stage_expert_params = 0;
+    if (moe_on) {
+      for (std::int64_t ch = 0; ch < v; ++ch)
+        for (std::int64_t l = 0; l < layout[st][ch]; ++l)
+          if (moe_pattern[offset[ch * p + st] + l]) stage_expert_params += expert_params_per_gpu(c);
+      if (edp > 1 && stage_expert_params > 0) {
+        const bool sh = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard" || c.fsdp();
+        Op op = coll_op(sh ? "edp.experts.rs" : "edp.experts.ar", sh ? CollOp::ReduceScatter : CollOp::AllReduce,
+                        edp_comm[st], stage_expert_params * grad_elem_bytes, RankBuilder::kDp, "dp");
+        op.deps.push_back(backward_done);
+        expert_grad_done.push_back(rb.push(std::move(op)));
+      }
+    }
     // Gradient synchronisation: buckets of `bucket_size` elements in backward order (last layer first).
     std::vector<std::pair<std::uint32_t, double>> grad_buckets;  // (ready op, elements)
     {
@@ -1145,7 +1892,9 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
     // Optimizer step: Adam on this rank's (shard of) parameters, memory bound. Bytes per parameter: read
     // gradient (2), fp32 master weight, momentum, variance (12), write them back (12) and the 2-byte model
     // weight (2), plus the gradient-norm / unscale passes reading the gradient twice more (4) = 32 bytes.
-    const double shard = (shard_opt || c.fsdp()) ? local_params / double(shard_n) : local_params;
+    double shard = (shard_opt || c.fsdp()) ? local_params / double(shard_n) : local_params;
+    shard += (shard_opt || c.fsdp()) ? stage_expert_params / double(edp) : stage_expert_params;
+    for (auto d : expert_grad_done) grad_done.push_back(d);
     Costs opt;
     if (legacy) opt.add(cm, Kernel{OpClass::Elementwise, 0, 32.0 * shard});
     else opt.add(cm, KernelDesc::memory(models::MemoryKernel::Optimizer, 32.0 * shard, Precision::FP32));
@@ -1157,6 +1906,11 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
     }
     Op optop = compute_op("optimizer.step", opt);
     rb.chain(std::move(optop), grad_done);
+    if (moe_on && edp > 1 && stage_expert_params > 0 && c.use_distributed_optimizer && !c.fsdp()) {
+      Op op = coll_op("edp.experts.ag", CollOp::AllGather, edp_comm[st], stage_expert_params * 2.0, RankBuilder::kDp, "dp");
+      op.deps.push_back(rb.last());
+      rb.push(std::move(op));
+    }
     if (dist_opt_sharded && !c.overlap_param_gather) {
       for (std::size_t k = 0; k < grad_buckets.size(); ++k) {
         Op op = coll_op("dp.bucket" + std::to_string(k) + ".ag", CollOp::AllGather, dp_comm[st],
@@ -1179,6 +1933,47 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   tr.metadata["memory_per_gpu_bytes.gradients"] = mem.grads_bytes;
   tr.metadata["memory_per_gpu_bytes.optimizer"] = mem.optimizer_bytes;
   tr.metadata["memory_per_gpu_bytes.activations"] = mem.activations_bytes;
+  if (moe_on) {
+    // Imbalance: per MoE layer the busiest expert-parallel rank's tokens over the mean, and the expert
+    // compute time it costs (busiest minus evenly spread, forward + backward (+ recompute), all micro-
+    // batches) on the most loaded pipeline stage.
+    double mx = 0, mean = 0, ratio = 0, dropped = 0, lost_max = 0, a2a_ratio = 0;
+    std::vector<double> lost(p, 0.0);
+    for (std::int64_t gl = 0; gl < c.num_layers; ++gl) {
+      if (!moe_pattern[gl]) continue;
+      const auto& ld = loads[moe_index[gl]];
+      const auto& M = moe_cost[moe_index[gl]];
+      mx = std::max(mx, ld.max_rank_tokens), mean += ld.mean_rank_tokens;
+      ratio = std::max(ratio, ld.mean_rank_tokens > 0 ? ld.max_rank_tokens / ld.mean_rank_tokens : 1.0);
+      dropped += ld.dropped_fraction;
+      for (double r : ld.recv_share) a2a_ratio = std::max(a2a_ratio, r * double(ep));
+      const double df = M.experts_f.seconds - M.experts_f_mean.seconds, db = M.experts_b.seconds - M.experts_b_mean.seconds;
+      for (std::int64_t st = 0; st < p; ++st)
+        for (std::int64_t ch = 0; ch < v; ++ch) {
+          const std::int64_t first = offset[ch * p + st], nl = layout[st][ch], l = gl - first;
+          if (l < 0 || l >= nl) continue;
+          // Recomputed layers run the forward (and its experts) twice (full recompute; block: the first N).
+          const bool re = full && !(c.recompute_method == "block" && c.recompute_num_layers &&
+                                    l >= std::min(c.recompute_num_layers, nl));
+          lost[st] += (df * (re ? 2.0 : 1.0) + db) * double(m);
+        }
+    }
+    for (double x : lost) lost_max = std::max(lost_max, x);
+    tr.metadata["moe.tokens_per_rank.max"] = mx;
+    tr.metadata["moe.tokens_per_rank.mean"] = mean / double(n_moe);
+    tr.metadata["moe.tokens_per_rank.max_over_mean"] = ratio;
+    tr.metadata["moe.dropped_token_fraction"] = dropped / double(n_moe);
+    // Bytes the busiest EP rank receives in a dispatch over the mean (worst layer): the factor by which a
+    // receiver-bound all-to-all is slower than with a uniform router.
+    tr.metadata["moe.all_to_all_max_over_mean_bytes"] = a2a_ratio;
+    tr.metadata["moe.imbalance_compute_s"] = lost_max;
+    tr.notes.push_back("gpt/moe: " + std::to_string(n_moe) + " MoE layers, EP " + std::to_string(ep) + " x ETP " +
+                       std::to_string(etp) + " x EDP " + std::to_string(edp) + ", dispatcher " +
+                       c.moe.moe_token_dispatcher_type + ", load " + c.moe.moe_load +
+                       "; each layer's dispatch/combine is an all_to_allv with the routing's per-destination bytes; "
+                       "expert compute priced for the busiest EP rank of each layer (the simulated rank stands in "
+                       "for it)");
+  }
   tr.notes.push_back("gpt: simulated one rank per pipeline stage (" + std::to_string(p) + " of " +
                      std::to_string(c.world_size) + " GPUs: data-parallel replica 0, context rank 0, tensor rank 0); its " +
                      std::to_string(t - 1) + " tensor-parallel peers, " + std::to_string(cp - 1) +

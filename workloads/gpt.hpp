@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "models/compute.hpp"
+#include "workloads/moe.hpp"
 #include "workloads/params.hpp"
 #include "workloads/trace.hpp"
 
@@ -72,6 +73,8 @@ struct GptConfig {
   std::string fp8_recipe = "delayed";    // delayed | tensorwise | mxfp8 | blockwise (precision fp8)
   std::string flops_convention;          // megatron-sc21 | megatron-core ("" -> by configuration)
   std::int64_t gpus_per_host = 8;        // for placing mirrors; taken from the topology by the scenario
+  std::int64_t gpus_per_nvlink_domain = 0;  // NVLink domain size (0 = gpus_per_host); from the topology
+  MoeConfig moe;                         // experts, multi-latent attention, MTP (workloads/moe.hpp)
 
   std::int64_t data_parallel() const {
     return world_size / (tensor_model_parallel_size * pipeline_model_parallel_size * context_parallel_size);
@@ -81,6 +84,14 @@ struct GptConfig {
   std::int64_t head_dim() const { return kv_channels ? kv_channels : hidden_size / num_attention_heads; }
   bool fsdp() const { return use_torch_fsdp2 || data_parallel_sharding_strategy == "optim_grads_params"; }
   bool fp8() const { return precision == "fp8"; }
+  std::int64_t moe_ffn() const { return moe.moe_ffn_hidden_size ? moe.moe_ffn_hidden_size : ffn(); }
+  std::int64_t etp() const {
+    return moe.expert_tensor_parallel_size ? moe.expert_tensor_parallel_size : tensor_model_parallel_size;
+  }
+  // Expert data-parallel size: the expert grid ETP x EP x EDP covers the TP x CP x DP GPUs of a stage.
+  std::int64_t expert_data_parallel() const {
+    return tensor_model_parallel_size * context_parallel_size * data_parallel() / (etp() * moe.expert_model_parallel_size);
+  }
   // Virtual pipeline chunks per stage (1 = no interleaving).
   std::int64_t vp() const;
 };

@@ -11,10 +11,23 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
   // GPT-3 175B: Brown et al. 2020 (arXiv:2005.14165) Table 2.1 (96 layers, d_model 12288, 96 heads, context
   //   2048); vocabulary 50257 padded to 51200 as in Megatron-LM (Narayanan et al. SC'21 Sec. 5.1); GELU,
   //   LayerNorm, learned positions, tied embeddings, dropout 0.1 (Megatron defaults).
-  // Mixtral 8x7B, dense shape of one expert path: Jiang et al. 2024 "Mixtral of Experts" (arXiv:2401.04088)
-  //   Table 1: dim 4096, 32 layers, head_dim 128, hidden_dim 14336, 32 heads, 8 kv heads, context 32768,
-  //   vocab 32000; SwiGLU/RMSNorm/RoPE as Mistral 7B (arXiv:2310.06825 Sec. 2). The router and the other
-  //   experts are not modelled (top-1 dense equivalent).
+  // Mixtral 8x7B: Jiang et al. 2024 "Mixtral of Experts" (arXiv:2401.04088) Table 1: dim 4096, 32 layers,
+  //   head_dim 128, hidden_dim 14336, 32 heads, 8 kv heads, context 32768, vocab 32000; SwiGLU/RMSNorm/RoPE
+  //   as Mistral 7B (arXiv:2310.06825 Sec. 2). Experts (8, top-2) in workloads/moe.cpp.
+  // Mixtral 8x22B: config.json of mistralai/Mixtral-8x22B-v0.1: 56 layers, hidden 6144, intermediate 16384,
+  //   48 heads, 8 kv heads, vocab 32000, max_position_embeddings 65536; the same shape is in
+  //   tests/data/training-modern/moe_h100.csv (arch_source column). Training runs override seq_length.
+  // DeepSeek-V3: arXiv:2412.19437 Sec. 4.2 and config.json (deepseek-ai/DeepSeek-V3): 61 layers, hidden
+  //   7168, dense-layer intermediate 18432, 128 heads (MLA, workloads/moe.cpp), vocab 129280, untied,
+  //   pre-training sequence length 4096 (Sec. 4.2 "Hyper-Parameters"). kv_channels is unused under MLA.
+  // Qwen3-30B-A3B / Qwen3-235B-A22B: Qwen3 Technical Report (arXiv:2505.09388) Table 2 and config.json:
+  //   48 / 94 layers, hidden 2048 / 4096, 32 / 64 query heads, 4 kv heads, head_dim 128, vocab 151936,
+  //   tie_word_embeddings false, intermediate_size 6144 / 12288 (unused: every layer is MoE); pre-training
+  //   stage S1/S2 sequence length 4096 (report Sec. 3.2).
+  // gpt-oss-120b: model card (arXiv:2508.10925) and config.json (openai/gpt-oss-120b): 36 layers, hidden
+  //   2880, 64 query heads, 8 kv heads, head_dim 64, vocab 201088, untied, gated (SwiGLU-style) experts of
+  //   2880, initial_context_length 4096. Banded-window attention on alternate layers and attention sinks are
+  //   not modelled (full causal attention everywhere).
   static const std::vector<GptModelShape> v = {
       {"llama3-8b", 32, 4096, 14336, 32, 8, 128, 8192, 128256, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "Llama 3 Herd of Models, arXiv:2407.21783 Table 3"},
@@ -25,7 +38,17 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
       {"gpt3-175b", 96, 12288, 49152, 96, 96, 128, 2048, 51200, false, false, "LayerNorm", "learned_absolute",
        0.1, 0.1, "Brown et al. 2020, arXiv:2005.14165 Table 2.1; vocab padding as Megatron-LM SC'21"},
       {"mixtral-8x7b", 32, 4096, 14336, 32, 8, 128, 32768, 32000, true, true, "RMSNorm", "rope", 0.0, 0.0,
-       "Mixtral of Experts, arXiv:2401.04088 Table 1 (dense shape of one expert path)"},
+       "Mixtral of Experts, arXiv:2401.04088 Table 1"},
+      {"mixtral-8x22b", 56, 6144, 16384, 48, 8, 128, 65536, 32000, true, true, "RMSNorm", "rope", 0.0, 0.0,
+       "config.json of mistralai/Mixtral-8x22B-v0.1"},
+      {"deepseek-v3", 61, 7168, 18432, 128, 128, 128, 4096, 129280, true, true, "RMSNorm", "rope", 0.0, 0.0,
+       "DeepSeek-V3 Technical Report, arXiv:2412.19437 Sec. 4.2; config.json"},
+      {"qwen3-30b-a3b", 48, 2048, 6144, 32, 4, 128, 4096, 151936, true, true, "RMSNorm", "rope", 0.0, 0.0,
+       "Qwen3 Technical Report, arXiv:2505.09388 Table 2; config.json"},
+      {"qwen3-235b-a22b", 94, 4096, 12288, 64, 4, 128, 4096, 151936, true, true, "RMSNorm", "rope", 0.0, 0.0,
+       "Qwen3 Technical Report, arXiv:2505.09388 Table 2; config.json"},
+      {"gpt-oss-120b", 36, 2880, 2880, 64, 8, 64, 4096, 201088, true, true, "RMSNorm", "rope", 0.0, 0.0,
+       "gpt-oss-120b model card, arXiv:2508.10925; config.json"},
   };
   return v;
 }

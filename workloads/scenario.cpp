@@ -1,6 +1,7 @@
 #include "workloads/scenario.hpp"
 
 #include <filesystem>
+#include <map>
 
 #include "models/gpu.hpp"
 #include "sim/base/error.hpp"
@@ -60,7 +61,7 @@ Scenario scenario_from_json(const Json& doc, const std::string& file) {
       if (w.kind == "trace") json_fail(wr.path_of("params"), "\"params\" applies to generators, chakra and astra workloads only");
       w.params = params_from_json(*p, wr.path_of("params"));
       // File-valued generator parameters are relative to the scenario file, like every other path.
-      for (const char* k : {"configs", "comm_group"})
+      for (const char* k : {"configs", "comm_group", "moe_expert_token_counts_file"})
         if (auto it = w.params.find(k); it != w.params.end()) it->second = resolve(file, it->second);
     }
     w.where = wr.path_of("params").str();
@@ -169,6 +170,14 @@ Trace build_workload(const Scenario& s, const topo::Topology& t, const models::C
     if (!p.count("gpu")) p["gpu"] = cm.gpu.name;
     if (w.generator == "gpt" && !p.count("gpus_per_host") && t.num_hosts() > 0)
       p["gpus_per_host"] = std::to_string(std::max<std::int64_t>(1, gpus / t.num_hosts()));
+    if (w.generator == "gpt" && !p.count("gpus_per_nvlink_domain")) {
+      // Largest NVLink domain (GB200 NVL72: 72 GPUs over 18 trays); MoE flex dispatch forwards inside it.
+      std::map<int, std::int64_t> dom;
+      for (auto g : t.gpus()) ++dom[t.node(g).nvlink_domain];
+      std::int64_t mx = 1;
+      for (const auto& [d, n] : dom) mx = std::max(mx, d >= 0 ? n : 1);
+      p["gpus_per_nvlink_domain"] = std::to_string(mx);
+    }
     tr = generate(w.generator, p, cm, w.where);
   } else if (w.kind == "trace") {
     tr = load_trace_file(w.file);

@@ -27,12 +27,13 @@ const char* to_string(CollOp c) {
     case CollOp::AllToAll: return "all_to_all";
     case CollOp::Broadcast: return "broadcast";
     case CollOp::Reduce: return "reduce";
+    case CollOp::AllToAllv: return "all_to_allv";
   }
   return "?";
 }
 
 bool parse_coll_op(const std::string& s, CollOp& out) {
-  for (int i = 0; i <= static_cast<int>(CollOp::Reduce); ++i)
+  for (int i = 0; i <= static_cast<int>(CollOp::AllToAllv); ++i)
     if (s == to_string(static_cast<CollOp>(i))) {
       out = static_cast<CollOp>(i);
       return true;
@@ -127,6 +128,24 @@ Trace trace_from_json(const Json& doc, const std::string& file) {
       c.category = cr.string_or("category", "other");
       if (!kCategories.count(c.category))
         json_fail(cr.path_of("category"), "expected one of compute, tp, pp, dp, all_to_all, ep, other");
+      if (const Json* mx = cr.array_optional("all_to_allv_matrix")) {
+        const JsonPath mp = cr.path_of("all_to_allv_matrix");
+        if (mx->size() != c.ranks.size())
+          json_fail(mp, "expected " + std::to_string(c.ranks.size()) + " rows (one per rank), got " +
+                            std::to_string(mx->size()));
+        for (std::size_t a = 0; a < mx->size(); ++a) {
+          const Json& row = (*mx)[a];
+          if (!row.is_array() || row.size() != c.ranks.size())
+            json_fail(mp.index(a), "expected an array of " + std::to_string(c.ranks.size()) + " numbers >= 0");
+          std::vector<double> v;
+          for (std::size_t b = 0; b < row.size(); ++b) {
+            if (!row[b].is_number() || row[b].get<double>() < 0)
+              json_fail(mp.index(a).index(b), "expected a number >= 0 (fraction of the op's bytes)");
+            v.push_back(row[b].get<double>());
+          }
+          c.a2a_matrix.push_back(std::move(v));
+        }
+      }
       cr.finish();
       comm_index[c.name] = static_cast<std::int32_t>(t.comms.size());
       t.comms.push_back(std::move(c));
@@ -257,6 +276,7 @@ Json trace_to_json(const Trace& t) {
       cj["mirrors"] = c.mirrors;
       cj["mirror_stride"] = c.mirror_stride;
     }
+    if (!c.a2a_matrix.empty()) cj["all_to_allv_matrix"] = c.a2a_matrix;
     comms.push_back(std::move(cj));
   }
   j["communicators"] = std::move(comms);

@@ -22,10 +22,10 @@ enum class OpKind : std::uint8_t { Compute, Collective, Send, Recv };
 const char* to_string(OpKind k);
 
 // Collective operations (NCCL names).
-enum class CollOp : std::uint8_t { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce };
+enum class CollOp : std::uint8_t { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce, AllToAllv };
 const char* to_string(CollOp c);
 bool parse_coll_op(const std::string& s, CollOp& out);  // "all_reduce", "all_gather", "reduce_scatter",
-                                                        // "all_to_all", "broadcast", "reduce"
+                                                        // "all_to_all", "broadcast", "reduce", "all_to_allv"
 
 struct Op {
   OpKind kind = OpKind::Compute;
@@ -61,6 +61,11 @@ struct Communicator {
                                     // co-located with this group (sharing its hosts' network interfaces)
   std::int32_t mirror_stride = 1;   // copy k (1..mirrors) has ranks shifted by k * mirror_stride
   std::string category;             // default category of its collectives ("tp", "dp", ...)
+  // all_to_allv on this communicator: rank i (index in `ranks`) sends bytes x a2a_matrix[i][j] to rank j
+  // (`bytes` of the op is the mean send buffer per rank, so the entries of a uniform all_to_all are 1/n).
+  // Empty: uniform. Mirror copies use the same matrix. MoE generators give each layer's dispatch and
+  // combine their own communicator with the routing's matrix (a hot expert -> a heavy column).
+  std::vector<std::vector<double>> a2a_matrix;
 };
 
 struct Trace {

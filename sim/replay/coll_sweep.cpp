@@ -51,7 +51,7 @@ CollSweepRequest coll_request(const std::map<std::string, std::string>& options,
   static const std::set<std::string> known = {"topology", "op", "minbytes", "maxbytes", "stepfactor", "ngpus",
                                               "gpus-per-thread", "iters", "comm", "root", "algo", "proto",
                                               "channels", "engine", "fidelity", "calibration", "datatype", "redop",
-                                              "batch-tolerance", "pxn"};
+                                              "batch-tolerance", "pxn", "ep", "ep-span"};
   for (const auto& [k, v] : options)
     if (!known.count(k)) throw InputError("coll option '" + k + "'", "unknown (see fabricsim coll --help)");
   auto has = [&](const char* k) { return options.count(k) > 0; };
@@ -131,6 +131,16 @@ CollSweepRequest coll_request(const std::map<std::string, std::string>& options,
   req.step_factor = factor;
   if (has("ngpus")) req.ngpus = parse_int(get("ngpus"), "-g");
   if (has("comm")) req.comm = split(get("comm"), ',');
+  if (has("ep")) {
+    req.ep = parse_int(get("ep"), "--ep");
+    if (req.ep < 2) throw InputError("--ep", "an expert-parallel size >= 2");
+    if (spec.op != models::Op::AllToAll && spec.op != models::Op::AllToAllv)
+      throw InputError("--ep", "only with --op all_to_all or all_to_allv");
+  }
+  req.ep_span = get("ep-span", "node");
+  if (req.ep_span != "node" && req.ep_span != "rail")
+    throw InputError("--ep-span", "node or rail, got '" + req.ep_span + "'");
+  if (has("ep-span") && !has("ep")) throw InputError("--ep-span", "needs --ep");
   spec.root = static_cast<int>(parse_int(get("root", "0"), "--root"));
   req.spec = spec;
   req.gpus_per_thread = gpus_per_thread;
@@ -173,7 +183,24 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
   const auto& gpus = t.gpus();
   if (gpus.empty()) throw InputError("--topology", "a topology with GPUs");
   if (!req.comm.empty() && req.ngpus) throw InputError("--comm", "either --comm or -g, not both");
-  if (!req.comm.empty()) {
+  if (req.ep > 0 && (!req.comm.empty() || req.ngpus)) throw InputError("--ep", "either --ep or --comm / -g, not both");
+  if (req.ep > 0) {
+    // EP layout: `node` packs the group onto whole servers (GPUs 0..ep-1 in the topology's order, so
+    // NVLink inside a server and RDMA between), `rail` takes GPU 0 of ep servers (all traffic RDMA, one rail).
+    std::map<int, std::vector<topo::NodeId>> by_host;
+    for (auto g : gpus) by_host[t.node(g).host].push_back(g);
+    if (req.ep_span == "node") {
+      if (req.ep > static_cast<long long>(gpus.size()))
+        throw InputError("--ep", std::to_string(req.ep) + " GPUs but the topology has " + std::to_string(gpus.size()));
+      spec.communicator.assign(gpus.begin(), gpus.begin() + req.ep);
+    } else {
+      if (req.ep > static_cast<long long>(by_host.size()))
+        throw InputError("--ep", "--ep-span rail needs " + std::to_string(req.ep) + " servers, the topology has " +
+                                     std::to_string(by_host.size()));
+      for (const auto& [h, gs] : by_host)
+        if (static_cast<long long>(spec.communicator.size()) < req.ep) spec.communicator.push_back(gs.front());
+    }
+  } else if (!req.comm.empty()) {
     std::string joined;
     for (const auto& tok : req.comm) joined += (joined.empty() ? "" : ",") + tok;
     spec.where = "--comm";
@@ -346,6 +373,26 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
                      {"transfers", r.transfers}});
   }
   const double avg = rows.empty() ? 0 : bus_sum / static_cast<double>(rows.size());
+  if (req.ep > 0 && !rows.empty() && n > 1) {
+    // DeepEP-style figures: bytes each rank sends per second of the call, split by where they go (peers in
+    // its own server over NVLink, peers on other servers over RDMA); rank 0's view, uniform all_to_all.
+    int local = 0;
+    for (auto g : spec.communicator)
+      if (g != spec.communicator.front() && t.node(g).host == t.node(spec.communicator.front()).host) ++local;
+    const int remote = n - 1 - local;
+    o << "# EP " << n << " (" << req.ep_span << " span: " << local + 1 << " GPUs per server, " << hosts
+      << " servers), dispatch/combine bandwidth per rank (DeepEP-style: bytes sent / call time):\n";
+    o << "#       size     time(us)   total(GB/s)   NVLink(GB/s)   RDMA(GB/s)\n";
+    for (const auto& r : rows) {
+      const double per_peer = static_cast<double>(r.bytes) / n;
+      const double nvl = r.time_s > 0 ? per_peer * local / r.time_s / kGB : 0.0;
+      const double rdma = r.time_s > 0 ? per_peer * remote / r.time_s / kGB : 0.0;
+      char line[160];
+      std::snprintf(line, sizeof line, "# %10llu  %11.2f  %12.2f  %13.2f  %11.2f\n", static_cast<unsigned long long>(r.bytes),
+                    r.time_s * 1e6, nvl + rdma, nvl, rdma);
+      o << line;
+    }
+  }
   o << "# Out of bounds values : 0 OK\n";
   o << "# Avg bus bandwidth    : " << fmt("%.4f", avg) << "\n";
   o << "#\n";

@@ -27,6 +27,8 @@ struct CollSweepRequest {
   long long step_factor = 2;
   std::optional<long long> ngpus;             // -g: the first N GPUs
   std::vector<std::string> comm;              // --comm: cluster GPU ranks, as given
+  long long ep = 0;                           // --ep: expert-parallel group of all_to_all(v) (0: none)
+  std::string ep_span = "node";               // --ep-span: node (pack servers) | rail (one GPU per server)
   int gpus_per_thread = 0;                    // host launch floor (0: none)
   int iters = 0;                              // back-to-back calls per size (0: one call)
   std::string engine = "fabricsim";
@@ -46,7 +48,8 @@ struct CollSweep {
 int coll_datatype_bytes(const std::string& name);
 // The request from option values keyed by coll's long flag names without the dashes ("topology", "op",
 // "minbytes", "maxbytes", "stepfactor", "ngpus", "gpus-per-thread", "iters", "comm", "root", "algo", "proto",
-// "channels", "engine", "fidelity", "calibration", "datatype", "redop", "batch-tolerance", "pxn"), with coll's
+// "channels", "engine", "fidelity", "calibration", "datatype", "redop", "batch-tolerance", "pxn", "ep",
+// "ep-span"), with coll's
 // defaults for absent ones; every value is checked here (InputError naming the flag), unknown keys too.
 CollSweepRequest coll_request(const std::map<std::string, std::string>& options,
                               const std::map<std::string, std::string>& params);

@@ -60,7 +60,7 @@ CommTiming AnalyticCommModel::collective(const workloads::Communicator& comm, Co
   const auto& gpus = t_.gpus();
   const int n = static_cast<int>(comm.ranks.size());
   CommTiming out;
-  out.algorithm = op == CollOp::AllToAll ? "pairwise" : "ring";
+  out.algorithm = (op == CollOp::AllToAll || op == CollOp::AllToAllv) ? "pairwise" : "ring";
   out.protocol = "simple";
   if (!algorithm.empty() && algorithm != out.algorithm)
     out.algorithm = algorithm + "(modelled as " + out.algorithm + ")";
@@ -116,7 +116,19 @@ CommTiming AnalyticCommModel::collective(const workloads::Communicator& comm, Co
     case CollOp::Reduce:
       nsteps = n, ninter = inter_nodes, factor = 1.0;
       break;
+    case CollOp::AllToAllv:
     case CollOp::AllToAll: {
+      // all_to_allv: priced as the uniform all_to_all of its busiest rank (largest send or receive share).
+      if (op == CollOp::AllToAllv && !comm.a2a_matrix.empty()) {
+        double worst = 0;
+        for (std::size_t i = 0; i < comm.a2a_matrix.size(); ++i) {
+          double row = 0, col = 0;
+          for (std::size_t j = 0; j < comm.a2a_matrix.size(); ++j)
+            row += comm.a2a_matrix[i][j], col += comm.a2a_matrix[j][i];
+          worst = std::max({worst, row, col});
+        }
+        bytes *= worst;
+      }
       // Each rank sends bytes/n to every other member; the part leaving the host crosses the host NICs,
       // shared by the host's g members (and by mirrors); the rest crosses NVLink.
       double lat = p_.base_latency_s + (crosses_net ? p_.inter_step_latency_s : p_.intra_step_latency_s);

@@ -71,6 +71,7 @@ models::Op to_model_op(CollOp c) {
     case CollOp::AllToAll: return models::Op::AllToAll;
     case CollOp::Broadcast: return models::Op::Broadcast;
     case CollOp::Reduce: return models::Op::Reduce;
+    case CollOp::AllToAllv: return models::Op::AllToAllv;
   }
   return models::Op::AllReduce;
 }
@@ -164,7 +165,7 @@ EngineCommModel::Built EngineCommModel::build_collective(const workloads::Commun
   // Fidelity: step while the merged step schedule stays small, else phase (see the header).
   const double ranks_priced = static_cast<double>(n) * (comm.mirrors + 1.0);
   out.phase = ranks_priced * n > opt_.step_limit;
-  out.pxn = op == CollOp::AllToAll;
+  out.pxn = op == CollOp::AllToAll || op == CollOp::AllToAllv;
   topo::Routing& routing = routing_of(out);
   auto merged = std::make_shared<models::Schedule>();
   for (int k = 0; k <= comm.mirrors; ++k) {
@@ -174,6 +175,14 @@ EngineCommModel::Built EngineCommModel::build_collective(const workloads::Commun
     spec.elem_bytes = 2;
     spec.fidelity = out.phase ? models::Fidelity::Phase : models::Fidelity::Step;
     spec.where = "communicator '" + comm.name + "'";
+    if (op == CollOp::AllToAllv && !comm.a2a_matrix.empty()) {
+      // Per-destination bytes: the op's bytes (mean send buffer per rank) times the communicator's matrix,
+      // rounded to whole 2-byte elements.
+      spec.matrix.assign(n, std::vector<std::uint64_t>(n, 0));
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j)
+          spec.matrix[i][j] = static_cast<std::uint64_t>(std::llround(bytes * comm.a2a_matrix[i][j] / 2.0)) * 2;
+    }
     for (auto r : comm.ranks) {
       std::int64_t rr = static_cast<std::int64_t>(r) + static_cast<std::int64_t>(k) * comm.mirror_stride;
       if (rr < 0 || rr >= static_cast<std::int64_t>(gpus.size()))

@@ -248,3 +248,31 @@ TEST_CASE("--fidelity step ring: the streamed run prints the materialised schedu
   CHECK(ra[1].time_us == rb[1].time_us);  // printed digits equal
   fs::remove_all(dir);
 }
+
+TEST_CASE("coll --ep: an expert-parallel all_to_all with DeepEP-style NVLink / RDMA bandwidth") {
+  // EP 16 packed on two DGX H100: 7 of 15 peers over NVLink, 8 over RDMA.
+  Out n = run_cli("--topology superpod -p nodes=2 --op all_to_all -b 64M -e 64M --ep 16");
+  REQUIRE(n.rc == 0);
+  CHECK(n.out.find("# EP 16 (node span: 8 GPUs per server, 2 servers)") != std::string::npos);
+  auto figures = [](const std::string& out) {
+    std::istringstream in(out.substr(out.find("RDMA(GB/s)")));
+    std::string line, hash;
+    std::getline(in, line);
+    std::getline(in, line);
+    std::istringstream l(line);
+    double size, us, total, nvl, rdma;
+    l >> hash >> size >> us >> total >> nvl >> rdma;
+    return std::vector<double>{total, nvl, rdma};
+  };
+  auto f = figures(n.out);
+  CHECK(f[1] > 0);
+  CHECK(f[2] > 0);
+  CHECK(f[0] == doctest::Approx(f[1] + f[2]).epsilon(0.01));
+  CHECK(f[1] / f[2] == doctest::Approx(7.0 / 8.0).epsilon(0.01));
+  // rail span: one GPU per server, everything over RDMA.
+  Out r = run_cli("--topology superpod -p nodes=2 --op all_to_all -b 64M -e 64M --ep 2 --ep-span rail");
+  REQUIRE(r.rc == 0);
+  CHECK(figures(r.out)[1] == 0.0);
+  CHECK(run_cli("--topology superpod -p nodes=2 --op all_reduce --ep 2").rc == 2);
+  CHECK(run_cli("--topology superpod -p nodes=2 --op all_to_all --ep 2 --ep-span ring").rc == 2);
+}

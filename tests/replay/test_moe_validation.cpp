@@ -1,0 +1,89 @@
+// MoE validation rows (docs/validation.md, "Mixture of experts"): Qwen3-235B-A22B on 256 H100 from
+// tests/data/training-modern/moe_h100.csv, expressed as scenarios in tests/data/training-modern/moe/.
+// and Mixtral-8x22B on 128 H100 (Megatron-MoE-ModelZoo run-script rows). Nothing is fitted to these rows.
+// Skipped in the normal suite (about 5 s); run with
+//   build/tests/test_replay -tc="moe validation*" --no-skip -s
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sim/replay/run_scenario.hpp"
+#include "workloads/scenario.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::workloads;
+
+namespace {
+const std::string kData = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/training-modern/";
+
+// Column `col` of 0-based data row `row` of a CSV with quoted fields.
+std::string csv_cell(const std::string& file, int row, const std::string& col) {
+  std::ifstream in(file);
+  REQUIRE(in.good());
+  auto split = [](const std::string& line) {
+    std::vector<std::string> out;
+    std::string cur;
+    bool q = false;
+    for (char ch : line) {
+      if (ch == '"') q = !q;
+      else if (ch == ',' && !q) out.push_back(cur), cur.clear();
+      else cur += ch;
+    }
+    out.push_back(cur);
+    return out;
+  };
+  // Records may span lines inside quotes: read whole records.
+  auto record = [&](std::string& rec) {
+    rec.clear();
+    std::string line;
+    while (std::getline(in, line)) {
+      rec += (rec.empty() ? "" : "\n") + line;
+      if (std::count(rec.begin(), rec.end(), '"') % 2 == 0) return true;
+    }
+    return !rec.empty();
+  };
+  std::string rec;
+  record(rec);
+  const auto head = split(rec);
+  int idx = -1;
+  for (std::size_t i = 0; i < head.size(); ++i)
+    if (head[i] == col) idx = static_cast<int>(i);
+  REQUIRE(idx >= 0);
+  for (int r = 0; r <= row; ++r) REQUIRE(record(rec));
+  return split(rec).at(idx);
+}
+}  // namespace
+
+TEST_CASE("moe validation: Qwen3-235B-A22B on 256 H100 (moe_h100.csv H100 table) runs; errors printed" *
+          doctest::skip()) {
+  std::printf("row  measured_s  simulated_s  error\n");
+  for (int row : {93, 95, 96, 97}) {
+    CAPTURE(row);
+    const double measured = std::stod(csv_cell(kData + "moe_h100.csv", row, "iteration_s"));
+    const std::string f = kData + "moe/qwen3_235b_h100_row" + std::to_string(row) + ".json";
+    Scenario s = load_scenario(f);
+    auto r = sim::run_scenario(s, {"engine", {}, {}}).result;
+    CHECK(r.iteration_s > 0);
+    std::printf("%-4d %10.1f  %11.2f  %+6.1f %%\n", row, measured, r.iteration_s, 100.0 * (r.iteration_s / measured - 1.0));
+  }
+}
+
+TEST_CASE("moe validation: Mixtral-8x22B on 128 H100 (moe_h100.csv ModelZoo run-script rows) runs; errors printed" *
+          doctest::skip()) {
+  std::printf("row  measured_TFLOPS  simulated  error\n");
+  for (int row : {111, 112, 113, 114}) {
+    CAPTURE(row);
+    const double measured = std::stod(csv_cell(kData + "moe_h100.csv", row, "tflops_per_gpu"));
+    const std::string f = kData + "moe/mixtral_8x22b_h100_row" + std::to_string(row) + ".json";
+    Scenario s = load_scenario(f);
+    auto r = sim::run_scenario(s, {"engine", {}, {}}).result;
+    CHECK(r.tflops_per_gpu > 0);
+    std::printf("%-4d %15.1f  %9.1f  %+6.1f %%\n", row, measured, r.tflops_per_gpu, 100.0 * (r.tflops_per_gpu / measured - 1.0));
+  }
+}

@@ -1,0 +1,287 @@
+// Mixture-of-experts training (issue 21): catalogue shapes, the routing load model, expert-parallel
+// dispatch as all_to_allv with the routing's per-destination bytes, expert compute at the busiest rank.
+#include <doctest/doctest.h>
+
+#include "workloads_test_util.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <string>
+
+#include "models/compute.hpp"
+#include "models/gpu.hpp"
+#include "workloads/gpt.hpp"
+#include "workloads/moe.hpp"
+#include "workloads/params.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::workloads;
+
+namespace {
+
+// A small MoE model (8 experts, top-2) on 16 H100s: PP 2, EP 8, TP 1.
+ParamMap small_moe(ParamMap over = {}) {
+  ParamMap p = {{"num_layers", "4"},          {"hidden_size", "1024"},        {"num_attention_heads", "16"},
+                {"num_query_groups", "4"},    {"ffn_hidden_size", "2816"},    {"swiglu", "true"},
+                {"normalization", "RMSNorm"}, {"position_embedding_type", "rope"},
+                {"untie_embeddings_and_output_weights", "true"},
+                {"seq_length", "2048"},       {"padded_vocab_size", "32000"}, {"micro_batch_size", "1"},
+                {"global_batch_size", "16"},  {"tensor_model_parallel_size", "1"},
+                {"pipeline_model_parallel_size", "2"}, {"world_size", "16"}, {"gpu", "h100"},
+                {"recompute_granularity", "none"}, {"num_experts", "8"}, {"moe_router_topk", "2"},
+                {"expert_model_parallel_size", "8"}, {"moe_token_dispatcher_type", "alltoall"},
+                {"moe_grouped_gemm", "true"}};
+  for (const auto& [k, v] : over) p[k] = v;
+  return p;
+}
+
+Trace gen(const ParamMap& p) {
+  GptConfig c = gpt_config_from_params(p, "--param");
+  models::ComputeModel cm;
+  cm.gpu = models::gpu_spec(c.gpu);
+  return generate_gpt(c, cm, "test");
+}
+
+const Op& first_op(const Trace& t, const std::string& part, std::size_t rank = 0) {
+  for (const auto& op : t.ranks.at(rank).ops)
+    if (op.name.find(part) != std::string::npos) return op;
+  FAIL("no op containing " << part);
+  static Op none;
+  return none;
+}
+
+double model_params(const std::string& model) {
+  ParamMap p = {{"model", model}, {"world_size", "8"}, {"tensor_model_parallel_size", "1"},
+                {"pipeline_model_parallel_size", "1"}, {"global_batch_size", "8"}, {"gpu", "h100"}};
+  return gpt_num_parameters(gpt_config_from_params(p, "--param"));
+}
+
+}  // namespace
+
+TEST_CASE("moe catalogue: total parameters match the published model sizes") {
+  // Published totals: DeepSeek-V3 671B main model (arXiv:2412.19437 Sec. 1, MTP module not counted);
+  // Qwen3-235B-A22B 235B and Qwen3-30B-A3B 30.5B (arXiv:2505.09388 Table 1/2); gpt-oss-120b 116.8B
+  // (model card arXiv:2508.10925 Table 1); Mixtral 8x7B 46.7B (arXiv:2401.04088 Sec. 2.1); Mixtral 8x22B
+  // 141B (Mistral's release announcement "Cheaper, Better, Faster, Stronger", 2024-04-17).
+  const std::pair<const char*, double> published[] = {{"deepseek-v3", 671e9},  {"qwen3-235b-a22b", 235e9},
+                                                      {"qwen3-30b-a3b", 30.5e9}, {"gpt-oss-120b", 116.8e9},
+                                                      {"mixtral-8x7b", 46.7e9}, {"mixtral-8x22b", 141e9}};
+  for (const auto& [m, n] : published) {
+    CAPTURE(m);
+    const double got = model_params(m);
+    CAPTURE(got);
+    CHECK(std::abs(got / n - 1.0) < 0.02);
+  }
+}
+
+TEST_CASE("moe_layer_freq: integers and Megatron's list expressions") {
+  auto ds = moe_layer_pattern("([0]*3+[1]*58)", 61, "t");
+  CHECK(std::count(ds.begin(), ds.end(), true) == 58);
+  CHECK(!ds[2]);
+  CHECK(ds[3]);
+  auto every2 = moe_layer_pattern("2", 4, "t");
+  CHECK(every2 == std::vector<bool>{true, false, true, false});
+  CHECK(moe_layer_pattern("[1,0,1]", 3, "t") == std::vector<bool>{true, false, true});
+  CHECK(error_of([] { moe_layer_pattern("[1,1]", 3, "t"); }).find("2 entries but the model has 3 layers") != std::string::npos);
+  CHECK(error_of([] { moe_layer_pattern("[1,2]*2", 4, "t"); }).find("0 (dense) or 1 (MoE)") != std::string::npos);
+  CHECK(error_of([] { moe_layer_pattern("([0]*3+", 3, "t"); }).find("moe_layer_freq") != std::string::npos);
+}
+
+TEST_CASE("moe load: uniform, seeded zipf / dirichlet, capacity dropping and padding") {
+  MoeConfig m;
+  m.num_experts = 16, m.moe_router_topk = 2;
+  auto uni = moe_expert_shares(m, 2, "t");
+  REQUIRE(uni.size() == 2);
+  for (double x : uni[0]) CHECK(x == doctest::Approx(1.0 / 16));
+  auto ul = moe_layer_load(m, uni[0], 1024, 4, 4);
+  CHECK(ul.max_rank_tokens == doctest::Approx(ul.mean_rank_tokens));
+  CHECK(ul.mean_rank_tokens == doctest::Approx(1024.0 * 2));  // 4 sources x 1024 x 2 slots / 4 ranks
+
+  m.moe_load = "zipf", m.moe_load_skew = 1.2, m.moe_load_seed = 7;
+  auto z1 = moe_expert_shares(m, 3, "t"), z2 = moe_expert_shares(m, 3, "t");
+  CHECK(z1 == z2);                                    // same seed, same loads
+  CHECK(std::accumulate(z1[0].begin(), z1[0].end(), 0.0) == doctest::Approx(1.0));
+  CHECK(z1[0] != z1[1]);                              // each layer draws its own hot experts
+  m.moe_load_seed = 8;
+  CHECK(moe_expert_shares(m, 3, "t") != z1);
+  auto zl = moe_layer_load(m, z1[0], 1024, 4, 4);
+  CHECK(zl.max_rank_tokens > 1.3 * zl.mean_rank_tokens);
+  CHECK(std::accumulate(zl.recv_share.begin(), zl.recv_share.end(), 0.0) == doctest::Approx(1.0));
+
+  m.moe_load = "dirichlet", m.moe_load_skew = 0.5;
+  auto d = moe_expert_shares(m, 1, "t");
+  CHECK(std::accumulate(d[0].begin(), d[0].end(), 0.0) == doctest::Approx(1.0));
+  CHECK(*std::max_element(d[0].begin(), d[0].end()) > 1.5 / 16);
+
+  // Capacity factor 1: no expert gets more than ceil(1024 * 2 / 16) = 128 slots per source.
+  m.moe_load = "zipf", m.moe_expert_capacity_factor = 1.0;
+  auto cl = moe_layer_load(m, z1[0], 1024, 4, 4);
+  for (double x : cl.expert_tokens) CHECK(x <= 4 * 128 + 1e-9);
+  CHECK(cl.dropped_fraction > 0.05);
+  CHECK(cl.max_rank_tokens < zl.max_rank_tokens);
+  m.moe_pad_expert_input_to_capacity = true;
+  auto pl = moe_layer_load(m, z1[0], 1024, 4, 4);
+  for (double x : pl.expert_tokens) CHECK(x == doctest::Approx(4 * 128));
+}
+
+TEST_CASE("moe load from a file of per-expert token counts") {
+  const std::string f = "test_moe_counts.json";
+  {
+    std::ofstream o(f);
+    o << R"({"expert_token_counts": [[8, 0, 0, 0, 0, 0, 0, 0]]})";
+  }
+  MoeConfig m;
+  m.num_experts = 8, m.moe_load = "file", m.moe_expert_token_counts_file = f;
+  auto sh = moe_expert_shares(m, 3, "t");
+  REQUIRE(sh.size() == 3);
+  CHECK(sh[2][0] == doctest::Approx(1.0));
+  {
+    std::ofstream o(f);
+    o << R"({"expert_token_counts": [[1, 2, 3]]})";
+  }
+  CHECK(error_of([&] { moe_expert_shares(m, 3, "t"); }).find("/expert_token_counts/0") != std::string::npos);
+  std::remove(f.c_str());
+}
+
+TEST_CASE("moe generator: dispatch and combine are all_to_allv over EP with the routing's matrix") {
+  Trace t = gen(small_moe());
+  const Op& d = first_op(t, ".moe.dispatch");
+  CHECK(d.kind == OpKind::Collective);
+  CHECK(d.coll == CollOp::AllToAllv);
+  CHECK(d.category == "ep");
+  const Communicator& c = t.comms.at(d.comm);
+  CHECK(c.ranks.size() == 8);
+  REQUIRE(c.a2a_matrix.size() == 8);
+  CHECK(c.a2a_matrix[3][5] == doctest::Approx(1.0 / 8));
+  // 2048 tokens x top-2 x hidden 1024 x 2 bytes sent per rank.
+  CHECK(d.bytes == doctest::Approx(2048.0 * 2 * 1024 * 2));
+  CHECK(t.metadata.at("moe.tokens_per_rank.max_over_mean") == doctest::Approx(1.0));
+  CHECK(t.metadata.at("moe.imbalance_compute_s") == doctest::Approx(0.0));
+
+  // A skewed router: a hot EP rank receives more (a heavy matrix column), the combine is the transpose,
+  // the expert compute is priced for the busiest rank, and the imbalance time is reported.
+  Trace z = gen(small_moe({{"moe_load", "zipf"}, {"moe_load_skew", "1.5"}, {"moe_load_seed", "3"}}));
+  const Op& zd = first_op(z, ".moe.dispatch");
+  const auto& W = z.comms.at(zd.comm).a2a_matrix;
+  const auto& WT = z.comms.at(first_op(z, ".moe.combine").comm).a2a_matrix;
+  double hot = 0;
+  std::size_t hot_j = 0;
+  for (std::size_t j = 0; j < 8; ++j)
+    if (W[0][j] > hot) hot = W[0][j], hot_j = j;
+  CHECK(hot > 2.0 / 8);
+  CHECK(WT[hot_j][0] == doctest::Approx(hot));
+  CHECK(z.metadata.at("moe.tokens_per_rank.max_over_mean") > 2.0);
+  CHECK(z.metadata.at("moe.all_to_all_max_over_mean_bytes") == doctest::Approx(hot * 8));
+  CHECK(t.metadata.at("moe.all_to_all_max_over_mean_bytes") == doctest::Approx(1.0));
+  CHECK(z.metadata.at("moe.imbalance_compute_s") > 0);
+  CHECK(first_op(z, ".fwd.moe.experts").duration_s > 1.5 * first_op(t, ".fwd.moe.experts").duration_s);
+  // Deterministic: the same seed gives the same trace.
+  CHECK(trace_to_json(z).dump() ==
+        trace_to_json(gen(small_moe({{"moe_load", "zipf"}, {"moe_load_skew", "1.5"}, {"moe_load_seed", "3"}}))).dump());
+}
+
+TEST_CASE("moe generator: dispatchers, expert tensor parallelism, shared expert overlap, grouped GEMM") {
+  // allgather dispatcher: all-gather / reduce-scatter over the EP group instead of all_to_allv.
+  Trace ag = gen(small_moe({{"moe_token_dispatcher_type", "allgather"}}));
+  CHECK(first_op(ag, ".moe.dispatch").coll == CollOp::AllGather);
+  CHECK(first_op(ag, ".moe.combine").coll == CollOp::ReduceScatter);
+  // ETP 2 x EP 4 (parallel folding over 8 GPUs of a stage): ETP all-gather / reduce-scatter around the experts.
+  Trace et = gen(small_moe({{"expert_model_parallel_size", "4"}, {"expert_tensor_parallel_size", "2"}}));
+  CHECK(et.comms.at(first_op(et, ".moe.dispatch").comm).ranks.size() == 4);
+  CHECK(first_op(et, ".moe.etp.ag").coll == CollOp::AllGather);
+  // Without grouped GEMM the experts run as a loop of GEMMs: more kernels, no faster.
+  Trace loop = gen(small_moe({{"moe_grouped_gemm", "false"}}));
+  CHECK(first_op(loop, ".fwd.moe.experts").duration_s >= first_op(gen(small_moe()), ".fwd.moe.experts").duration_s);
+  // Shared expert: computed beside the dispatch with moe_shared_expert_overlap (before the dispatched wait).
+  Trace sh = gen(small_moe({{"moe_shared_expert_intermediate_size", "1024"}, {"moe_shared_expert_overlap", "true"}}));
+  const auto& ops = sh.ranks.at(0).ops;
+  std::size_t i_shared = 0, i_wait = 0;
+  for (std::size_t i = 0; i < ops.size() && (!i_shared || !i_wait); ++i) {
+    if (!i_shared && ops[i].name.find(".fwd.moe.shared") != std::string::npos) i_shared = i;
+    if (!i_wait && ops[i].name.find(".fwd.moe.dispatched") != std::string::npos) i_wait = i;
+  }
+  CHECK(i_shared > 0);
+  CHECK(i_shared < i_wait);
+}
+
+TEST_CASE("moe memory: expert weights sharded by EP, optimizer state by EDP") {
+  auto mem = [](ParamMap over) {
+    return gpt_memory_per_gpu(gpt_config_from_params(small_moe(over), "--param"));
+  };
+  const auto ep8 = mem({}), ep4 = mem({{"expert_model_parallel_size", "4"}});
+  CHECK(ep4.weights_bytes > ep8.weights_bytes);
+  // EP 4 on 8 GPUs per stage: expert data-parallel 2 shards the expert optimizer state with the
+  // distributed optimizer.
+  const auto ep4_do = mem({{"expert_model_parallel_size", "4"}, {"use_distributed_optimizer", "true"}});
+  CHECK(ep4_do.optimizer_bytes < ep4.optimizer_bytes);
+  // A skewed router needs more activation memory on the busiest rank.
+  CHECK(mem({{"moe_load", "zipf"}, {"moe_load_skew", "1.5"}}).activations_bytes > ep8.activations_bytes);
+}
+
+TEST_CASE("moe parameters: bad input names the parameter") {
+  CHECK(error_of([] { gen(small_moe({{"expert_model_parallel_size", "3"}})); }).find("expert_model_parallel_size") != std::string::npos);
+  CHECK(error_of([] { gen(small_moe({{"tensor_model_parallel_size", "2"}, {"expert_model_parallel_size", "4"}})); })
+            .find("sequence_parallel") != std::string::npos);
+  CHECK(error_of([] { gen(small_moe({{"moe_token_dispatcher_type", "deepep"}})); }).find("alltoall") != std::string::npos);
+  CHECK(error_of([] { gen(small_moe({{"moe_load", "file"}})); }).find("moe_expert_token_counts_file") != std::string::npos);
+  CHECK(error_of([] { gen(small_moe({{"moe_router_topk", "9"}})); }).find("moe_router_topk") != std::string::npos);
+  CHECK(error_of([] { gen(small_moe({{"moe_capacity", "1"}})); }).find("moe_capacity") != std::string::npos);
+}
+
+TEST_CASE("moe trace: all_to_allv matrices round-trip through the trace JSON and are checked") {
+  Trace t = gen(small_moe({{"moe_load", "zipf"}}));
+  Json j = trace_to_json(t);
+  Trace back = trace_from_json(j, "t.json");
+  const Op& d = first_op(back, ".moe.dispatch");
+  CHECK(back.comms.at(d.comm).a2a_matrix == t.comms.at(first_op(t, ".moe.dispatch").comm).a2a_matrix);
+  for (auto& c : j["communicators"])
+    if (c.contains("all_to_allv_matrix")) {
+      c["all_to_allv_matrix"][0].erase(0);
+      break;
+    }
+  CHECK(error_of([&] { trace_from_json(j, "t.json"); }).find("all_to_allv_matrix/0") != std::string::npos);
+}
+
+TEST_CASE("moe example: DeepSeek-V3 on 2048 H800 generates with flex dedup, FP8 dispatch and MTP") {
+  const std::string f = std::string(FABRICSIM_SOURCE_DIR) + "/examples/workloads/deepseek-v3-2048-h800.json";
+  Json sc = load_json_file(f);
+  ParamMap p = params_from_json(sc["workload"]["params"], JsonPath{f, "/workload/params"});
+  p["gpus_per_host"] = "8";
+  p["gpu"] = "h100";  // the scenario takes it from the topology (dgx-h100 servers)
+  Trace t = gen(p);
+  CHECK(t.ranks.size() == 16);
+  // Stage 0 holds the 3 dense layers; stage 1 the first MoE layers.
+  const Op& d = first_op(t, ".fwd.moe.dispatch", 1);
+  const auto& W = t.comms.at(d.comm).a2a_matrix;
+  REQUIRE(W.size() == 64);
+  // Node-limited routing to 4 of 8 nodes, top-8: remote entries x 4 (1 - (3/4)^8) / 8 = 0.4499.
+  CHECK(W[0][1] == doctest::Approx(1.0 / 64));
+  CHECK(W[0][8] == doctest::Approx(0.4499 / 64).epsilon(0.001));
+  // FP8 forward dispatch (1 + 4/128 bytes per element), BF16 combine: 4096 tokens x 8 x 7168.
+  CHECK(d.bytes == doctest::Approx(4096.0 * 8 * 7168 * (1.0 + 4.0 / 128)));
+  CHECK(first_op(t, ".fwd.moe.combine", 1).bytes == doctest::Approx(4096.0 * 8 * 7168 * 2));
+  int moe_comms = 0;
+  for (const auto& c : t.comms) moe_comms += c.name.find(".dispatch") != std::string::npos;
+  CHECK(moe_comms == 58);
+  bool mtp = false;
+  for (const auto& op : t.ranks.back().ops) mtp = mtp || op.name.find(".mtp.fwd") != std::string::npos;
+  CHECK(mtp);
+  CHECK(t.metadata.at("memory_per_gpu_bytes.max") < 80.0 * 1024 * 1024 * 1024);
+}
+
+TEST_CASE("moe overlap_moe_expert_parallel_comm: checked against what is modelled") {
+  CHECK(error_of([] { gen(small_moe({{"overlap_moe_expert_parallel_comm", "true"}, {"moe_token_dispatcher_type", "allgather"}})); })
+            .find("alltoall or flex") != std::string::npos);
+  CHECK(error_of([] { gen(small_moe({{"overlap_moe_expert_parallel_comm", "true"}, {"num_layers", "8"},
+                                     {"virtual_pipeline_model_parallel_size", "2"}})); })
+            .find("virtual pipeline") != std::string::npos);
+  // The dense path of the generator is untouched by the option's pairing (a dense model rejects it).
+  CHECK(error_of([] { gen(small_moe({{"overlap_moe_expert_parallel_comm", "true"}, {"num_experts", "0"}})); })
+            .find("needs num_experts") != std::string::npos);
+  Trace t = gen(small_moe({{"overlap_moe_expert_parallel_comm", "true"}}));
+  int joins = 0;
+  for (const auto& op : t.ranks.at(0).ops) joins += op.name.find(".a2a_overlap.join") != std::string::npos;
+  CHECK(joins > 0);
+}

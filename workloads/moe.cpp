@@ -1,0 +1,277 @@
+#include "workloads/moe.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <numeric>
+
+#include "sim/base/error.hpp"
+#include "sim/base/json_reader.hpp"
+
+namespace fabricsim::workloads {
+
+bool moe_catalogue_defaults(const std::string& model, MoeConfig& m) {
+  MoeConfig c;
+  if (model == "deepseek-v3") {
+    // DeepSeek-V3 Technical Report (arXiv:2412.19437) Sec. 4.2: 61 layers, all FFNs MoE except the first
+    // three; 1 shared + 256 routed experts of intermediate size 2048, 8 activated per token; MLA with 128
+    // heads, d_c (kv_lora_rank) 512, d_c' (q_lora_rank) 1536, per-head dim 128, decoupled RoPE dim 64;
+    // MTP depth 1. Released config.json (deepseek-ai/DeepSeek-V3): n_routed_experts 256, n_shared_experts 1,
+    // moe_intermediate_size 2048, first_k_dense_replace 3, num_experts_per_tok 8, v_head_dim 128.
+    c.num_experts = 256, c.moe_router_topk = 8, c.moe_ffn_hidden_size = 2048;
+    c.moe_shared_expert_intermediate_size = 2048, c.moe_layer_freq = "([0]*3+[1]*58)";
+    c.moe_router_load_balancing_type = "seq_aux_loss";  // Sec. 2.1.2: aux-loss-free bias + sequence-wise loss
+    // Node-limited routing (Sec. 2.1.2 / 3.2.2: each token to at most 4 nodes); config.json n_group 8,
+    // topk_group 4 -> Megatron --moe-router-num-groups 8 --moe-router-group-topk 4.
+    c.moe_router_num_groups = 8, c.moe_router_group_topk = 4;
+    c.multi_latent_attention = true, c.q_lora_rank = 1536, c.kv_lora_rank = 512;
+    c.qk_head_dim = 128, c.qk_pos_emb_head_dim = 64, c.v_head_dim = 128, c.mtp_num_layers = 1;
+  } else if (model == "qwen3-30b-a3b" || model == "qwen3-235b-a22b") {
+    // Qwen3 Technical Report (arXiv:2505.09388) Table 2: 128 experts, 8 activated, no shared experts;
+    // config.json (Qwen/Qwen3-30B-A3B, Qwen/Qwen3-235B-A22B): moe_intermediate_size 768 / 1536,
+    // decoder_sparse_step 1 (every layer MoE).
+    c.num_experts = 128, c.moe_router_topk = 8;
+    c.moe_ffn_hidden_size = model == "qwen3-30b-a3b" ? 768 : 1536;
+    c.moe_router_load_balancing_type = "aux_loss";  // global-batch load balancing loss (report Sec. 2)
+  } else if (model == "gpt-oss-120b") {
+    // gpt-oss-120b & gpt-oss-20b model card (arXiv:2508.10925) Table 1 / config.json (openai/gpt-oss-120b):
+    // 128 experts, top-4, intermediate_size 2880 per expert, every layer MoE, no shared expert.
+    c.num_experts = 128, c.moe_router_topk = 4, c.moe_ffn_hidden_size = 2880;
+  } else if (model == "mixtral-8x7b" || model == "mixtral-8x22b") {
+    // Mixtral of Experts (arXiv:2401.04088) Table 1: 8 experts, top-2, every layer; expert hidden = the
+    // model's hidden_dim (14336 for 8x7B; 16384 for 8x22B per its config.json, mistralai/Mixtral-8x22B-v0.1).
+    c.num_experts = 8, c.moe_router_topk = 2;
+  } else {
+    return false;
+  }
+  m = c;
+  return true;
+}
+
+void read_moe_params(ParamReader& r, MoeConfig& m) {
+  m.num_experts = r.integer("num_experts", m.num_experts, 0);
+  m.moe_router_topk = r.integer("moe_router_topk", m.moe_router_topk, 1);
+  m.moe_ffn_hidden_size = r.integer("moe_ffn_hidden_size", m.moe_ffn_hidden_size, 0);
+  m.moe_shared_expert_intermediate_size =
+      r.integer("moe_shared_expert_intermediate_size", m.moe_shared_expert_intermediate_size, 0);
+  m.moe_shared_expert_overlap = r.boolean("moe_shared_expert_overlap", m.moe_shared_expert_overlap);
+  m.moe_layer_freq = r.string("moe_layer_freq", m.moe_layer_freq);
+  m.expert_model_parallel_size = r.integer("expert_model_parallel_size", m.expert_model_parallel_size, 1);
+  m.expert_tensor_parallel_size = r.integer("expert_tensor_parallel_size", m.expert_tensor_parallel_size, 0);
+  m.moe_token_dispatcher_type = r.string("moe_token_dispatcher_type", m.moe_token_dispatcher_type);
+  m.moe_grouped_gemm = r.boolean("moe_grouped_gemm", m.moe_grouped_gemm);
+  m.moe_router_num_groups = r.integer("moe_router_num_groups", m.moe_router_num_groups, 0);
+  m.moe_router_group_topk = r.integer("moe_router_group_topk", m.moe_router_group_topk, 0);
+  m.moe_router_load_balancing_type = r.string("moe_router_load_balancing_type", m.moe_router_load_balancing_type);
+  m.moe_expert_capacity_factor = r.number("moe_expert_capacity_factor", m.moe_expert_capacity_factor, 0);
+  m.moe_pad_expert_input_to_capacity = r.boolean("moe_pad_expert_input_to_capacity", m.moe_pad_expert_input_to_capacity);
+  m.moe_permute_fusion = r.boolean("moe_permute_fusion", m.moe_permute_fusion);
+  m.overlap_moe_expert_parallel_comm = r.boolean("overlap_moe_expert_parallel_comm", m.overlap_moe_expert_parallel_comm);
+  m.moe_load = r.string("moe_load", m.moe_load);
+  m.moe_load_skew = r.number("moe_load_skew", m.moe_load_skew, 0);
+  m.moe_load_seed = r.integer("moe_load_seed", m.moe_load_seed, 0);
+  m.moe_expert_token_counts_file = r.string("moe_expert_token_counts_file", m.moe_expert_token_counts_file);
+  m.multi_latent_attention = r.boolean("multi_latent_attention", m.multi_latent_attention);
+  m.q_lora_rank = r.integer("q_lora_rank", m.q_lora_rank, 0);
+  m.kv_lora_rank = r.integer("kv_lora_rank", m.kv_lora_rank, 1);
+  m.qk_head_dim = r.integer("qk_head_dim", m.qk_head_dim, 1);
+  m.qk_pos_emb_head_dim = r.integer("qk_pos_emb_head_dim", m.qk_pos_emb_head_dim, 0);
+  m.v_head_dim = r.integer("v_head_dim", m.v_head_dim, 1);
+  m.mtp_num_layers = r.integer("mtp_num_layers", m.mtp_num_layers, 0);
+  auto one_of = [&](const char* k, const std::string& v, std::initializer_list<const char*> ok) {
+    std::string list;
+    for (const char* o : ok) {
+      if (v == o) return;
+      list += (list.empty() ? "" : ", ") + std::string(o);
+    }
+    r.fail(k, "expected one of " + list + ", got '" + v + "'");
+  };
+  one_of("moe_token_dispatcher_type", m.moe_token_dispatcher_type, {"allgather", "alltoall", "flex"});
+  one_of("moe_router_load_balancing_type", m.moe_router_load_balancing_type,
+         {"aux_loss", "seq_aux_loss", "sinkhorn", "none"});
+  one_of("moe_load", m.moe_load, {"uniform", "zipf", "dirichlet", "file"});
+  if (m.moe_load == "file" && m.moe_expert_token_counts_file.empty())
+    r.fail("moe_load", "'file' needs moe_expert_token_counts_file");
+  if (m.moe_load == "dirichlet" && m.moe_load_skew <= 0)
+    r.fail("moe_load_skew", "the dirichlet concentration must be > 0");
+  if (m.enabled()) {
+    if (m.moe_router_topk > m.num_experts) r.fail("moe_router_topk", "must be <= num_experts");
+    if (m.num_experts % m.expert_model_parallel_size)
+      r.fail("expert_model_parallel_size", "must divide num_experts (" + std::to_string(m.num_experts) + ")");
+    if (m.moe_router_num_groups && (m.num_experts % m.moe_router_num_groups))
+      r.fail("moe_router_num_groups", "must divide num_experts");
+    if (m.moe_router_group_topk > m.moe_router_num_groups)
+      r.fail("moe_router_group_topk", "must be <= moe_router_num_groups");
+    if (m.moe_pad_expert_input_to_capacity && m.moe_expert_capacity_factor <= 0)
+      r.fail("moe_pad_expert_input_to_capacity", "needs moe_expert_capacity_factor (Megatron-LM asserts the same)");
+  }
+}
+
+std::vector<bool> moe_layer_pattern(const std::string& freq, std::int64_t L, const std::string& where) {
+  auto bad = [&](const std::string& why) -> void { throw InputError(where + " moe_layer_freq", why); };
+  std::string s;
+  for (char ch : freq)
+    if (!std::isspace(static_cast<unsigned char>(ch))) s += ch;
+  std::vector<bool> out;
+  if (!s.empty() && std::all_of(s.begin(), s.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); })) {
+    const long long n = std::stoll(s);
+    if (n < 1) bad("an integer frequency must be >= 1");
+    for (std::int64_t i = 0; i < L; ++i) out.push_back(i % n == 0);
+    return out;
+  }
+  // Sum of terms: [a,b,...] optionally followed by *k; the whole may be wrapped in parentheses.
+  if (s.size() >= 2 && s.front() == '(' && s.back() == ')') s = s.substr(1, s.size() - 2);
+  std::size_t i = 0;
+  auto number = [&]() {
+    std::size_t st = i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+    if (st == i) bad("expected a number at character " + std::to_string(st + 1) + " of '" + freq + "'");
+    return std::stoll(s.substr(st, i - st));
+  };
+  while (i < s.size()) {
+    if (s[i] != '[') bad("expected '[' at character " + std::to_string(i + 1) + " of '" + freq + "'");
+    ++i;
+    std::vector<bool> term;
+    while (true) {
+      const long long v = number();
+      if (v != 0 && v != 1) bad("list entries must be 0 (dense) or 1 (MoE)");
+      term.push_back(v == 1);
+      if (i < s.size() && s[i] == ',') { ++i; continue; }
+      if (i < s.size() && s[i] == ']') { ++i; break; }
+      bad("expected ',' or ']' in '" + freq + "'");
+    }
+    long long rep = 1;
+    if (i < s.size() && s[i] == '*') {
+      ++i;
+      rep = number();
+    }
+    for (long long k = 0; k < rep; ++k) out.insert(out.end(), term.begin(), term.end());
+    if (i < s.size()) {
+      if (s[i] != '+') bad("expected '+' at character " + std::to_string(i + 1) + " of '" + freq + "'");
+      ++i;
+    }
+  }
+  if (static_cast<std::int64_t>(out.size()) != L)
+    bad("the list has " + std::to_string(out.size()) + " entries but the model has " + std::to_string(L) + " layers");
+  return out;
+}
+
+namespace {
+
+// SplitMix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014): our own
+// generator and distributions so that a seed gives the same loads with every standard library.
+struct Rng {
+  std::uint64_t s;
+  std::uint64_t next() {
+    std::uint64_t z = (s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return (double(next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }  // (0, 1)
+  double normal() {  // Box-Muller
+    const double u1 = uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+  // Marsaglia & Tsang, "A simple method for generating gamma variables" (ACM TOMS 2000); alpha < 1 via
+  // Gamma(alpha + 1) * U^(1/alpha).
+  double gamma(double a) {
+    if (a < 1.0) return gamma(a + 1.0) * std::pow(uniform(), 1.0 / a);
+    const double d = a - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * d);
+    while (true) {
+      double x, v;
+      do {
+        x = normal();
+        v = 1.0 + c * x;
+      } while (v <= 0);
+      v = v * v * v;
+      const double u = uniform();
+      if (std::log(u) < 0.5 * x * x + d - d * v + d * std::log(v)) return d * v;
+    }
+  }
+};
+
+std::vector<double> normalised(std::vector<double> v) {
+  const double s = std::accumulate(v.begin(), v.end(), 0.0);
+  for (auto& x : v) x = s > 0 ? x / s : 1.0 / double(v.size());
+  return v;
+}
+
+}  // namespace
+
+std::vector<std::vector<double>> moe_expert_shares(const MoeConfig& m, std::int64_t layers, const std::string& where) {
+  const std::size_t E = static_cast<std::size_t>(m.num_experts);
+  std::vector<std::vector<double>> out;
+  if (m.moe_load == "file") {
+    const std::string& f = m.moe_expert_token_counts_file;
+    const Json doc = load_json_file(f);
+    ObjectReader r(doc, JsonPath{f, ""});
+    const Json& rows = r.array("expert_token_counts");
+    r.finish();
+    const JsonPath rp = r.path_of("expert_token_counts");
+    if (rows.size() != 1 && static_cast<std::int64_t>(rows.size()) != layers)
+      json_fail(rp, "expected 1 row or one row per MoE layer (" + std::to_string(layers) + "), got " +
+                        std::to_string(rows.size()));
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (!rows[i].is_array() || rows[i].size() != E)
+        json_fail(rp.index(i), "expected an array of " + std::to_string(E) + " token counts (one per expert)");
+      std::vector<double> v;
+      for (std::size_t e = 0; e < E; ++e) {
+        if (!rows[i][e].is_number() || rows[i][e].get<double>() < 0)
+          json_fail(rp.index(i).index(e), "expected a token count >= 0");
+        v.push_back(rows[i][e].get<double>());
+      }
+      if (std::accumulate(v.begin(), v.end(), 0.0) <= 0) json_fail(rp.index(i), "all counts are zero");
+      out.push_back(normalised(std::move(v)));
+    }
+    while (static_cast<std::int64_t>(out.size()) < layers) out.push_back(out.front());
+    return out;
+  }
+  (void)where;
+  Rng rng{static_cast<std::uint64_t>(m.moe_load_seed) * 0x2545F4914F6CDD1DULL + 1};
+  for (std::int64_t l = 0; l < layers; ++l) {
+    std::vector<double> v(E, 1.0);
+    if (m.moe_load == "zipf") {
+      // Ranks 1..E placed on experts by a seeded Fisher-Yates shuffle.
+      std::vector<std::size_t> perm(E);
+      std::iota(perm.begin(), perm.end(), 0);
+      for (std::size_t i = E; i > 1; --i) std::swap(perm[i - 1], perm[rng.next() % i]);
+      for (std::size_t i = 0; i < E; ++i) v[perm[i]] = std::pow(double(i + 1), -m.moe_load_skew);
+    } else if (m.moe_load == "dirichlet") {
+      for (auto& x : v) x = rng.gamma(m.moe_load_skew);
+    }
+    out.push_back(normalised(std::move(v)));
+  }
+  return out;
+}
+
+MoeLayerLoad moe_layer_load(const MoeConfig& m, const std::vector<double>& shares, double T, std::int64_t ep,
+                            std::int64_t sources) {
+  const std::int64_t E = m.num_experts, local = E / ep;
+  const double slots = T * double(m.moe_router_topk);  // routed slots per source rank
+  const double cap = m.moe_expert_capacity_factor > 0
+                         ? std::ceil(slots / double(E) * m.moe_expert_capacity_factor)
+                         : 0.0;
+  MoeLayerLoad out;
+  out.expert_tokens.assign(E, 0.0);
+  out.rank_tokens.assign(ep, 0.0);
+  out.recv_share.assign(ep, 0.0);
+  double dropped = 0;
+  for (std::int64_t e = 0; e < E; ++e) {
+    double per_src = slots * shares[e];
+    if (cap > 0) {
+      if (per_src > cap) dropped += per_src - cap;
+      per_src = m.moe_pad_expert_input_to_capacity ? cap : std::min(per_src, cap);
+    }
+    out.expert_tokens[e] = per_src * double(sources);
+    out.rank_tokens[e / local] += out.expert_tokens[e];
+    out.recv_share[e / local] += slots > 0 ? per_src / slots : 0.0;
+  }
+  out.dropped_fraction = slots > 0 ? dropped / slots : 0.0;
+  out.mean_rank_tokens = std::accumulate(out.rank_tokens.begin(), out.rank_tokens.end(), 0.0) / double(ep);
+  for (std::int64_t r = 0; r < ep; ++r)
+    if (out.rank_tokens[r] > out.max_rank_tokens) out.max_rank_tokens = out.rank_tokens[r], out.busiest_rank = r;
+  return out;
+}
+
+}  // namespace fabricsim::workloads

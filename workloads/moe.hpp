@@ -1,0 +1,80 @@
+#pragma once
+// Mixture-of-experts and multi-latent-attention parameters of the `gpt` generator (workloads/gpt.hpp), with
+// Megatron-LM's argument names (docs/workloads.md, "Mixture of experts"), and the routing model: how the
+// router spreads each MoE layer's tokens over the experts (uniform, a seeded Zipf or Dirichlet sample, or
+// measured per-expert token counts from a file), what each expert-parallel rank receives after capacity
+// dropping / padding, and the all_to_allv matrices that carry it.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "workloads/params.hpp"
+
+namespace fabricsim::workloads {
+
+struct MoeConfig {
+  // Experts (0 = dense model).
+  std::int64_t num_experts = 0;
+  std::int64_t moe_router_topk = 2;
+  std::int64_t moe_ffn_hidden_size = 0;                   // 0 = ffn_hidden_size
+  std::int64_t moe_shared_expert_intermediate_size = 0;   // 0 = no shared expert
+  bool moe_shared_expert_overlap = false;                 // shared expert runs beside the dispatch/combine
+  std::string moe_layer_freq = "1";                       // N (every N-th layer) or "([0]*3+[1]*58)" / "[1,0,1]"
+  std::int64_t expert_model_parallel_size = 1;
+  std::int64_t expert_tensor_parallel_size = 0;           // 0 = tensor_model_parallel_size (Megatron default)
+  std::string moe_token_dispatcher_type = "allgather";    // allgather | alltoall | flex (Megatron default allgather)
+  std::int64_t moe_router_num_groups = 0;                 // device/node-limited routing: expert groups (0 = off)
+  std::int64_t moe_router_group_topk = 0;                 // groups a token may use
+  bool moe_grouped_gemm = false;
+  std::string moe_router_load_balancing_type = "aux_loss";  // aux_loss | seq_aux_loss | sinkhorn | none
+  double moe_expert_capacity_factor = 0;                  // 0 = dropless
+  bool moe_pad_expert_input_to_capacity = false;
+  bool moe_permute_fusion = false;
+  bool overlap_moe_expert_parallel_comm = false;          // 1F1B A2A overlap with the other micro-batch
+  // Load model (fabricsim's own keys; Megatron has no equivalent): how routed tokens spread over experts.
+  std::string moe_load = "uniform";                       // uniform | zipf | dirichlet | file
+  double moe_load_skew = 1.0;                             // zipf exponent s, or dirichlet concentration alpha
+  std::int64_t moe_load_seed = 1;
+  std::string moe_expert_token_counts_file;               // moe_load=file: JSON, see docs/workloads.md
+  // Multi-latent attention (DeepSeek-V2/V3).
+  bool multi_latent_attention = false;
+  std::int64_t q_lora_rank = 0;  // 0 = no query compression (q projected directly from the hidden state)
+  std::int64_t kv_lora_rank = 512, qk_head_dim = 128, qk_pos_emb_head_dim = 64, v_head_dim = 128;
+  // Multi-token prediction (DeepSeek-V3): extra layers + output heads on the last pipeline stage.
+  std::int64_t mtp_num_layers = 0;
+
+  bool enabled() const { return num_experts > 0; }
+};
+
+// Catalogue defaults for a named model (false when the model has no MoE/MLA entry).
+bool moe_catalogue_defaults(const std::string& model, MoeConfig& out);
+
+// Reads the MoE / MLA keys (call before ParamReader::finish). `m` holds the defaults on entry.
+void read_moe_params(ParamReader& r, MoeConfig& m);
+
+// Which layers are MoE layers (Megatron-LM --moe-layer-freq: an integer N means layers 0, N, 2N, ...; a
+// Python-style list expression such as "([0]*3+[1]*58)" or "[0,1,1]" gives one entry per layer).
+// Throws InputError naming `where` for malformed expressions or a length other than num_layers.
+std::vector<bool> moe_layer_pattern(const std::string& freq, std::int64_t num_layers, const std::string& where);
+
+// Per MoE layer, the fraction of routed token slots each expert gets (sums to 1). uniform: 1/E; zipf:
+// p ~ rank^-skew over a seeded random placement of the ranks; dirichlet: normalised Gamma(skew) samples;
+// file: the file's counts (one row per MoE layer, or one row for all). Deterministic for a seed.
+std::vector<std::vector<double>> moe_expert_shares(const MoeConfig& m, std::int64_t moe_layers,
+                                                   const std::string& where);
+
+// Token counts of one MoE layer and one micro-batch. `tokens_per_rank` tokens enter the layer on each
+// attention rank; each of the `sources` ranks of an expert-parallel group sends its top-k slots. Dropping /
+// padding per Megatron-Core: capacity per expert and source = ceil(tokens * topk / E * capacity_factor).
+struct MoeLayerLoad {
+  std::vector<double> expert_tokens;   // tokens each expert processes (all sources, after dropping/padding)
+  std::vector<double> rank_tokens;     // tokens each EP rank processes (sum over its local experts)
+  std::vector<double> recv_share;      // per EP rank: its tokens / (tokens_per_rank x topk) from one source
+  double mean_rank_tokens = 0, max_rank_tokens = 0;
+  std::int64_t busiest_rank = 0;
+  double dropped_fraction = 0;         // routed slots dropped by the capacity factor
+};
+MoeLayerLoad moe_layer_load(const MoeConfig& m, const std::vector<double>& shares, double tokens_per_rank,
+                            std::int64_t ep, std::int64_t sources);
+
+}  // namespace fabricsim::workloads
