@@ -1,8 +1,11 @@
 // MoE validation rows (docs/validation.md, "Mixture of experts"): Qwen3-235B-A22B on 256 H100 from
 // tests/data/training-modern/moe_h100.csv, expressed as scenarios in tests/data/training-modern/moe/.
-// and Mixtral-8x22B on 128 H100 (Megatron-MoE-ModelZoo run-script rows). Nothing is fitted to these rows.
-// Skipped in the normal suite (about 5 s); run with
-//   build/tests/test_replay -tc="moe validation*" --no-skip -s
+// and Mixtral-8x22B on 128 H100 (Megatron-MoE-ModelZoo run-script rows). Nothing is fitted to these rows: the
+// compute is the per-kernel model fitted on single-kernel measurements (validate/compute_calibrations/h100.json),
+// so all 8 rows are held out. Measured (docs/validation.md, "Mixture of experts"): |error| 2.3, 0.3, 2.7, 39.9 %
+// (Qwen3 rows 93, 95, 96, 97) and 2.7, 1.7, 0.9, 2.8 % (Mixtral rows 111-114): median 2.5 %, max 39.9 %.
+// The bounds below are those figures rounded up. Run with
+//   build/tests/test_replay -tc="moe validation*" -s
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -60,8 +63,11 @@ std::string csv_cell(const std::string& file, int row, const std::string& col) {
 }
 }  // namespace
 
-TEST_CASE("moe validation: Qwen3-235B-A22B on 256 H100 (moe_h100.csv H100 table) runs; errors printed" *
-          doctest::skip()) {
+namespace {
+std::vector<double> g_abs_errors;  // |simulated / measured - 1| of every row, both tables
+}
+
+TEST_CASE("moe validation: Qwen3-235B-A22B on 256 H100 (moe_h100.csv H100 table) runs; errors printed") {
   std::printf("row  measured_s  simulated_s  error\n");
   for (int row : {93, 95, 96, 97}) {
     CAPTURE(row);
@@ -70,12 +76,12 @@ TEST_CASE("moe validation: Qwen3-235B-A22B on 256 H100 (moe_h100.csv H100 table)
     Scenario s = load_scenario(f);
     auto r = sim::run_scenario(s, {"engine", {}, {}}).result;
     CHECK(r.iteration_s > 0);
+    g_abs_errors.push_back(std::fabs(r.iteration_s / measured - 1.0));
     std::printf("%-4d %10.1f  %11.2f  %+6.1f %%\n", row, measured, r.iteration_s, 100.0 * (r.iteration_s / measured - 1.0));
   }
 }
 
-TEST_CASE("moe validation: Mixtral-8x22B on 128 H100 (moe_h100.csv ModelZoo run-script rows) runs; errors printed" *
-          doctest::skip()) {
+TEST_CASE("moe validation: Mixtral-8x22B on 128 H100 (moe_h100.csv ModelZoo run-script rows) runs; errors printed") {
   std::printf("row  measured_TFLOPS  simulated  error\n");
   for (int row : {111, 112, 113, 114}) {
     CAPTURE(row);
@@ -84,6 +90,17 @@ TEST_CASE("moe validation: Mixtral-8x22B on 128 H100 (moe_h100.csv ModelZoo run-
     Scenario s = load_scenario(f);
     auto r = sim::run_scenario(s, {"engine", {}, {}}).result;
     CHECK(r.tflops_per_gpu > 0);
+    g_abs_errors.push_back(std::fabs(r.tflops_per_gpu / measured - 1.0));
     std::printf("%-4d %15.1f  %9.1f  %+6.1f %%\n", row, measured, r.tflops_per_gpu, 100.0 * (r.tflops_per_gpu / measured - 1.0));
   }
+}
+
+TEST_CASE("moe validation: held-out error over the 8 rows (median <= 3 %, max <= 40 %)") {
+  REQUIRE(g_abs_errors.size() == 8);  // the two cases above ran first (doctest runs cases in file order)
+  std::vector<double> e = g_abs_errors;
+  std::sort(e.begin(), e.end());
+  const double median = (e[3] + e[4]) / 2;
+  MESSAGE("MoE rows: median |error| " << 100 * median << " %, max " << 100 * e.back() << " %");
+  CHECK(median <= 0.03);
+  CHECK(e.back() <= 0.40);
 }
