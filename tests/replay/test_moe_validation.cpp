@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "replay_test_util.hpp"
 #include "sim/replay/run_scenario.hpp"
 #include "workloads/scenario.hpp"
 
@@ -27,39 +28,10 @@ const std::string kData = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/train
 
 // Column `col` of 0-based data row `row` of a CSV with quoted fields.
 std::string csv_cell(const std::string& file, int row, const std::string& col) {
-  std::ifstream in(file);
-  REQUIRE(in.good());
-  auto split = [](const std::string& line) {
-    std::vector<std::string> out;
-    std::string cur;
-    bool q = false;
-    for (char ch : line) {
-      if (ch == '"') q = !q;
-      else if (ch == ',' && !q) out.push_back(cur), cur.clear();
-      else cur += ch;
-    }
-    out.push_back(cur);
-    return out;
-  };
-  // Records may span lines inside quotes: read whole records.
-  auto record = [&](std::string& rec) {
-    rec.clear();
-    std::string line;
-    while (std::getline(in, line)) {
-      rec += (rec.empty() ? "" : "\n") + line;
-      if (std::count(rec.begin(), rec.end(), '"') % 2 == 0) return true;
-    }
-    return !rec.empty();
-  };
-  std::string rec;
-  record(rec);
-  const auto head = split(rec);
-  int idx = -1;
-  for (std::size_t i = 0; i < head.size(); ++i)
-    if (head[i] == col) idx = static_cast<int>(i);
-  REQUIRE(idx >= 0);
-  for (int r = 0; r <= row; ++r) REQUIRE(record(rec));
-  return split(rec).at(idx);
+  const auto rows = replay_test::read_csv(file);
+  REQUIRE(row < static_cast<int>(rows.size()));
+  REQUIRE(rows[row].count(col));
+  return rows[row].at(col);
 }
 }  // namespace
 

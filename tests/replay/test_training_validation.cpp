@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "replay_test_util.hpp"
 #include "sim/replay/run_scenario.hpp"
 #include "workloads/scenario.hpp"
 
@@ -25,41 +26,8 @@ using namespace fabricsim;
 namespace {
 const std::string kData = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/training/";
 
-std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  auto split = [](const std::string& line) {
-    std::vector<std::string> out;
-    std::string cur;
-    bool q = false;
-    for (char ch : line) {
-      if (ch == '"') q = !q;
-      else if (ch == ',' && !q) {
-        out.push_back(cur);
-        cur.clear();
-      } else cur += ch;
-    }
-    out.push_back(cur);
-    return out;
-  };
-  std::string line;
-  std::getline(in, line);
-  auto header = split(line);
-  std::vector<std::map<std::string, std::string>> rows;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    auto f = split(line);
-    std::map<std::string, std::string> r;
-    for (std::size_t i = 0; i < header.size() && i < f.size(); ++i) r[header[i]] = f[i];
-    rows.push_back(r);
-  }
-  return rows;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using replay_test::median;
+using replay_test::read_csv;
 }  // namespace
 
 TEST_CASE("validation: Megatron-LM SC'21 Table 1 achieved TFLOP/s per GPU") {

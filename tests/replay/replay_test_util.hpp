@@ -1,0 +1,61 @@
+#pragma once
+// Shared by the validation tests in tests/replay: the published tables in tests/data as rows of
+// column -> cell, and the median of the errors.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace fabricsim::replay_test {
+
+// The data rows of a CSV file (header row first), cells unquoted; quoted cells may hold commas and line
+// breaks. Empty lines are skipped.
+inline std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  auto split = [](const std::string& rec) {
+    std::vector<std::string> out;
+    std::string cur;
+    bool q = false;
+    for (char ch : rec) {
+      if (ch == '"') q = !q;
+      else if (ch == ',' && !q) out.push_back(cur), cur.clear();
+      else cur += ch;
+    }
+    out.push_back(cur);
+    return out;
+  };
+  auto record = [&](std::string& rec) {  // one whole record: lines are joined while a quote is open
+    rec.clear();
+    std::string line;
+    while (std::getline(in, line)) {
+      if (rec.empty() && line.empty()) continue;
+      rec += (rec.empty() ? "" : "\n") + line;
+      if (std::count(rec.begin(), rec.end(), '"') % 2 == 0) return true;
+    }
+    return !rec.empty();
+  };
+  std::string rec;
+  std::vector<std::map<std::string, std::string>> rows;
+  if (!record(rec)) return rows;
+  const auto header = split(rec);
+  while (record(rec)) {
+    const auto f = split(rec);
+    std::map<std::string, std::string> r;
+    for (std::size_t i = 0; i < header.size() && i < f.size(); ++i) r[header[i]] = f[i];
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace fabricsim::replay_test
