@@ -69,7 +69,7 @@ struct Row {
 };
 
 // A torchtitan row as gpt parameters: FSDP2 over the `dp` column, TP with sequence parallel norms, async
-// TP as tp_comm_overlap, local batch as the micro-batch (PP: micro-batches of 1), SDPA flash attention,
+// TP as tp_comm_overlap, local batch as the micro-batch (PP: pp micro-batches of local / pp), SDPA flash attention,
 // float8 tensorwise / rowwise dynamic scaling as fp8_recipe tensorwise / rowwise, mxfp8 as mxfp8,
 // torchtitan's op-level selective AC as selective_ac_option op.
 Row torchtitan_row(const std::map<std::string, std::string>& r) {
@@ -89,7 +89,10 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
             {"sequence_parallel", tp > 1}, {"grad_reduce_in_fp32", true}, {"attention_backend", "flash"}};
   if (!r.at("seq_len").empty()) p["seq_length"] = std::stoi(r.at("seq_len"));
   if (pp > 1) {
-    p["micro_batch_size"] = 1;
+    // torchtitan splits the local batch into pipeline_parallel_microbatches, by default as many as the
+    // pipeline degree (torchtitan parallelisms/pipeline_llama.py of 2024: n_microbatches =
+    // pipeline_parallel_degree when unset; the tables do not print the count).
+    p["micro_batch_size"] = std::max(1, local / pp);
     p["global_batch_size"] = local * dp;
     p["account_for_embedding_in_pipeline_split"] = true;
     p["account_for_loss_in_pipeline_split"] = true;
@@ -213,10 +216,10 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   CHECK(expressed == 42);
   // Nothing here is fitted to these rows (the FP8 rowwise GEMM factor is a kernel measurement,
   // tests/data/hardware/h100-fp8-rowwise), so every row is held out. Bounds at the measured values
-  // (memory: median 14.7 %, max 43.2 % over 28 rows; throughput: median 20.3 % over 42 rows).
-  CHECK(median(mem_err) <= 0.148);
+  // (memory: median 11.5 %, max 43.2 % over 28 rows; throughput: median 15.6 %, max 120 % over 42 rows).
+  CHECK(median(mem_err) <= 0.115);
   CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.433);
-  CHECK(median(tps_err) <= 0.203);
+  CHECK(median(tps_err) <= 0.157);
   CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.201);  // a B200 row (docs/validation.md)
 }
 
