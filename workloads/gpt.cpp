@@ -140,10 +140,12 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.recompute_granularity = r.string("recompute_granularity", c.recompute_granularity);
   c.recompute_method = r.string("recompute_method", c.recompute_method);
   c.recompute_num_layers = r.integer("recompute_num_layers", 0, 0);
+  c.selective_ac_option = r.string("selective_ac_option", "");
   c.use_distributed_optimizer = r.boolean("use_distributed_optimizer", false);
   c.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
   c.overlap_param_gather = r.boolean("overlap_param_gather", false);
   c.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
+  c.tp_comm_bulk_wgrad = r.boolean("tp_comm_bulk_wgrad", true);
   c.use_torch_fsdp2 = r.boolean("use_torch_fsdp2", false);
   c.data_parallel_sharding_strategy = r.string("data_parallel_sharding_strategy", c.data_parallel_sharding_strategy);
   c.num_distributed_optimizer_instances = r.integer("num_distributed_optimizer_instances", 1, 1);
@@ -185,7 +187,7 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   one_of("recompute_granularity", c.recompute_granularity, {"full", "selective", "none"});
   one_of("recompute_method", c.recompute_method, {"uniform", "block"});
   one_of("precision", c.precision, {"fp16", "bf16", "fp8"});
-  one_of("fp8_recipe", c.fp8_recipe, {"delayed", "tensorwise", "mxfp8", "blockwise"});
+  one_of("fp8_recipe", c.fp8_recipe, {"delayed", "tensorwise", "rowwise", "mxfp8", "blockwise"});
   one_of("normalization", c.normalization, {"LayerNorm", "RMSNorm"});
   one_of("position_embedding_type", c.position_embedding_type, {"learned_absolute", "rope"});
   one_of("cp_comm_type", c.cp_comm_type, {"p2p", "all_gather", "a2a"});
@@ -270,6 +272,14 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
       fail("moe_shared_expert_overlap", "needs moe_shared_expert_intermediate_size");
     moe_layer_pattern(c.moe.moe_layer_freq, c.num_layers, where);
   }
+  if (!c.selective_ac_option.empty()) {
+    if (c.selective_ac_option != "op")
+      fail("selective_ac_option", "expected op (torchtitan's per-op policy; for every N-th layer use "
+                                  "recompute_granularity full with recompute_method/recompute_num_layers), got '" +
+                                      c.selective_ac_option + "'");
+    if (c.recompute_granularity != "selective") fail("selective_ac_option", "needs recompute_granularity selective");
+    if (c.attention_backend == "unfused") fail("selective_ac_option", "needs flash or fused attention");
+  }
   if (c.flops_convention.empty()) c.flops_convention = gpt_flops_convention(c);
   one_of("flops_convention", c.flops_convention, {"megatron-sc21", "megatron-core"});
   return c;
@@ -305,10 +315,12 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   I("data_parallel_size", c.data_parallel());
   B("sequence_parallel", c.sequence_parallel);
   m["recompute_granularity"] = c.recompute_granularity;
+  if (!c.selective_ac_option.empty()) m["selective_ac_option"] = c.selective_ac_option;
   B("use_distributed_optimizer", c.use_distributed_optimizer);
   B("overlap_grad_reduce", c.overlap_grad_reduce);
   B("overlap_param_gather", c.overlap_param_gather);
   B("tp_comm_overlap", c.tp_comm_overlap);
+  if (c.tp_comm_overlap && !c.tp_comm_bulk_wgrad) B("tp_comm_bulk_wgrad", false);
   B("fsdp", c.fsdp());
   B("overlap_p2p_comm", c.overlap_p2p_comm);
   I("bucket_size", c.bucket_size);
@@ -575,6 +587,24 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_lay
   return tokens * (attn + mlp);
 }
 
+// Stored bytes of one layer for one micro-batch under torchtitan's per-op selective checkpointing
+// (selective_ac_option "op"; torchtitan/models/llama3/infra/parallelize.py at pytorch/torchtitan@9dec370,
+// _save_list and _custom_policy): the checkpointed block keeps its input (2h per token, split by SP), the
+// outputs of the ops in its save list -- every other matmul (the 1st, 3rd, ... in forward order: wq, wv, w1,
+// w2 of a Llama block; w2's output before the TP reduce-scatter is h wide on every TP rank) and the SDPA
+// output (2ad/t) with its fp32 log-sum-exp (4a/t) -- and recomputes the rest. FP8 GEMM outputs are bf16 as
+// well (torchao float8 returns the high-precision dtype), so the bytes do not depend on the precision.
+double layer_activation_bytes_op_sac(const GptConfig& c) {
+  const double h = double(c.hidden_size), a = double(c.num_attention_heads), d = double(c.head_dim()),
+               t = double(c.tensor_model_parallel_size), f = double(c.ffn()), s = double(c.seq_length),
+               cp = double(c.context_parallel_size);
+  const double g_t = std::max(1.0, double(c.query_groups()) / t);
+  const double rep = c.sequence_parallel ? 1.0 / t : 1.0;
+  const double per_token = 2.0 * h * rep + 2.0 * a * d / t + 2.0 * g_t * d + 2.0 * f / t + 2.0 * h +
+                           2.0 * a * d / t + 4.0 * a / t;
+  return double(c.micro_batch_size) * (s / cp) * per_token;
+}
+
 }  // namespace
 
 GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
@@ -635,7 +665,24 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // FP8 (Transformer Engine): an FP8 copy of each linear weight and its transpose (2 x 1 byte) kept for
   // the micro-batches of a step.
   const double fp8_w = c.fp8() ? 2.0 * double(layers) * Pl : 0.0;
-  if (c.fsdp()) {
+  if (c.use_torch_fsdp2) {
+    // torch FSDP2 with torchtitan's MixedPrecisionPolicy (param_dtype bf16, reduce_dtype fp32): the sharded
+    // parameters are fp32 and are the optimizer's master copy (4 bytes), their gradients are sharded fp32
+    // (4), Adam keeps two fp32 moments (8) -- 16 bytes per parameter over the shard group, no separate
+    // bf16 copy (torch/distributed/fsdp/_fully_shard/_fsdp_param.py: the bf16 weights exist only as
+    // all-gather outputs). Unsharded on top: torchtitan's reshard_after_forward_policy "default" reshards
+    // after forward only without pipeline parallelism (torchtitan parallelize.py apply_fsdp:
+    // reshard_after_forward = not pp_enabled). Without PP: the bf16 weights of the running and the
+    // prefetched layer and the running layer's gradient (upcast to reduce_dtype for the reduce-scatter).
+    // With PP: the whole stage stays gathered in bf16 for the step, and the pipeline schedule turns
+    // gradient sync off until the last micro-batch (torch.distributed.pipelining stage
+    // backward_maybe_with_nosync), so FSDP2 accumulates unsharded gradients in reduce_dtype
+    // (FSDPParam.to_accumulated_grad_if_needed: fp32 for the whole parameter, not the shard).
+    const double shard = dpcp / double(c.num_distributed_optimizer_instances);
+    mem.weights_bytes = 4.0 * P / shard + fp8_w / shard + (p > 1 ? 2.0 * P : 2.0 * 2.0 * Pl);
+    mem.grads_bytes = 4.0 * P / shard + (p > 1 ? grad * P : grad * Pl);
+    mem.optimizer_bytes = 8.0 * P / shard;
+  } else if (c.fsdp()) {
     const double shard = dpcp / double(c.num_distributed_optimizer_instances);
     mem.weights_bytes = 2.0 * P / shard + 2.0 * 2.0 * Pl + fp8_w / shard;
     mem.grads_bytes = grad * P / shard + grad * Pl;
@@ -676,6 +723,10 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
       per_chunk_mb = groups * input_only;
       mb_peak = std::max(per_chunk_mb, (groups - 1.0) * input_only + group * full);
     }
+  } else if (c.selective_ac_option == "op") {
+    // The layer in its backward holds its recomputed activations on top of what was saved.
+    per_chunk_mb = lpc * layer_activation_bytes_op_sac(c);
+    mb_peak = per_chunk_mb + std::max(0.0, layer_activation_bytes(c, true) - layer_activation_bytes_op_sac(c));
   } else {
     per_chunk_mb = lpc * (moe ? act_mean_sel : layer_activation_bytes(c, c.recompute_granularity == "selective"));
     mb_peak = per_chunk_mb;
@@ -718,8 +769,8 @@ struct Costs {
     flops += k.flops * times;
     ++kernels;
   }
-  void add(const models::ComputeModel& cm, const KernelDesc& k) {
-    seconds += cm.kernel_time_s(k);
+  void add(const models::ComputeModel& cm, const KernelDesc& k, double time_factor = 1.0) {
+    seconds += cm.kernel_time_s(k) * time_factor;
     flops += k.flops();
     ++kernels;
   }
@@ -783,8 +834,12 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
 // column-wise copies): 2 + 2 x (1 + 1/32); blockwise (1x128 / 128x128 blocks, fp32 scales, both layouts):
 // 2 + 2 x (1 + 4/128). Recipes: NVIDIA Transformer Engine user guide, "Using FP8 with Transformer Engine"
 // (recipes DelayedScaling, Float8CurrentScaling, MXFP8BlockScaling, Float8BlockScaling).
+// rowwise (torchao float8 rowwise: a scale per row of each operand): a row-scaled tensor cannot serve as
+// the column-scaled operand of the other GEMMs, so each tensor is quantised twice, each time with its own
+// amax pass: 2 x (2 + 2 + 1) = 10 (torchao/float8/float8_linear.py, ScalingGranularity.AXISWISE).
 double fp8_cast_bytes_per_element(const std::string& recipe) {
   if (recipe == "tensorwise") return 6.0;
+  if (recipe == "rowwise") return 10.0;
   if (recipe == "mxfp8") return 2.0 + 2.0 * (1.0 + 1.0 / 32.0);
   if (recipe == "blockwise") return 2.0 + 2.0 * (1.0 + 4.0 / 128.0);
   return 4.0;
@@ -808,14 +863,18 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     std::int64_t k, n;  // input width, output width (per TP rank)
   };
   const G qkv{h, (a_t + 2 * g_t) * d}, proj{a_t * d, h}, up{h, fc1 / t}, down{f / t, h};
+  // Rowwise-scaled FP8 GEMMs (torch._scaled_mm with per-row / per-column scales) take 1.12x the time of
+  // tensorwise ones: median of 12 Llama-3 8B/70B shapes, 1.04-1.42x, measured on an H100 SXM
+  // (tests/data/hardware/h100-fp8-rowwise/scaled_mm.csv).
+  const double gemm_factor = c.fp8() && c.fp8_recipe == "rowwise" ? 1.12 : 1.0;
   auto fwd_gemm = [&](Costs& out, G g) {
     if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.k)));
-    out.add(cm, KernelDesc::gemm(T, g.n, g.k, gp));
+    out.add(cm, KernelDesc::gemm(T, g.n, g.k, gp), gemm_factor);
   };
   auto bwd_gemm = [&](Costs& out, G g) {
     if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.n)));  // output gradient
-    out.add(cm, KernelDesc::gemm(T, g.k, g.n, gp));  // dgrad
-    out.add(cm, KernelDesc::gemm(g.k, g.n, T, gp));  // wgrad
+    out.add(cm, KernelDesc::gemm(T, g.k, g.n, gp), gemm_factor);  // dgrad
+    out.add(cm, KernelDesc::gemm(g.k, g.n, T, gp), gemm_factor);  // wgrad
   };
   const auto impl = c.attention_backend == "flash" ? models::AttentionImpl::Flash : models::AttentionImpl::Cudnn;
   // Causal attention of this rank's s/cp queries over the whole sequence: with load-balanced chunks (2 cp
@@ -877,8 +936,23 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   if (latent_norm > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Norm, 2.0 * latent_norm));
   for (auto it = attn_in.rbegin(); it != attn_in.rend(); ++it) bwd_gemm(L.bwd_attn, *it);
   L.bwd_attn.add(cm, mem(MemoryKernel::Norm, 2.0 * norm));
-  // Selective recompute (Megatron-Core "core_attn"): the attention forward again before its backward.
-  L.recompute_attn_extra.add(cm, fa_f);
+  if (c.selective_ac_option == "op") {
+    // torchtitan's per-op selective checkpointing (layer_activation_bytes_op_sac): the SDPA output is
+    // saved, so attention is not recomputed; the backward recomputes what was not saved -- the two norms,
+    // RoPE, the 2nd, 4th and 6th matmuls in forward order (wk, wo, w3 of a Llama block) and the SwiGLU
+    // product -- before the layer's backward.
+    L.recompute_attn_extra.add(cm, mem(MemoryKernel::Norm, norm));
+    fwd_gemm(L.recompute_attn_extra, G{h, g_t * d});
+    if (rope > 0) L.recompute_attn_extra.add(cm, mem(MemoryKernel::Elementwise, rope));
+    fwd_gemm(L.recompute_attn_extra, attn_out);
+    L.recompute_attn_extra.add(cm, mem(MemoryKernel::Elementwise, resid));
+    L.bwd_mlp.add(cm, mem(MemoryKernel::Norm, norm));
+    fwd_gemm(L.bwd_mlp, G{h, f / t});
+    L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, actv));
+  } else {
+    // Selective recompute (Megatron-Core "core_attn"): the attention forward again before its backward.
+    L.recompute_attn_extra.add(cm, fa_f);
+  }
   return L;
 }
 
@@ -1448,7 +1522,11 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
         Op red = c.sequence_parallel
                      ? coll_op(nm + (bwd ? ".bwd.rs" : ".rs"), CollOp::ReduceScatter, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp")
                      : coll_op(nm + (bwd ? ".bwd.ar" : ".ar"), CollOp::AllReduce, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp");
-        if (ovl) {
+        // tp_comm_bulk_wgrad false: the backward reduce-scatter of the input gradient waits for the GEMMs
+        // (torchtitan's async TP: torch/_inductor/fx_passes/micro_pipeline_tp.py fuses a reduce-scatter only
+        // with the one matmul producing its input, and a Llama block's input gradient is the sum of the
+        // wq/wk/wv (w1/w3) dgrads).
+        if (ovl && (!bwd || c.tp_comm_bulk_wgrad)) {
           // Starts with the compute (the reduce-scatter of each GEMM chunk follows it).
           if (has_pre) red.deps.push_back(pre);
           par.push_back(rb.push(std::move(red)));
@@ -1463,6 +1541,9 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
     auto fsdp_ag = [&](const std::string& nm, double el) {
       return rb.fork(coll_op(nm, CollOp::AllGather, dp_comm[st], el * 2.0, RankBuilder::kFsdp, "dp"));
     };
+    // torch FSDP2 under pipeline parallelism (torchtitan's default reshard_after_forward policy, see
+    // gpt_memory_of_stage): each layer is gathered once, in its first forward, and stays gathered.
+    const bool fsdp_keep_gathered = c.use_torch_fsdp2 && p > 1;
     auto layer_el = [&](std::int64_t gl) {
       double el = Pl;
       if (gl == 0) el += emb_el;
@@ -1727,13 +1808,14 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
           rb.chain(wait_op(mbs + ".l" + std::to_string(base) + ".wait"), {ri});
         }
         std::uint32_t fsdp_next = 0;
-        if (c.fsdp()) fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base) + ".fsdp.ag", layer_el(base));
-        if (first_chunk) rb.chain(compute_op(mbs + ".embed.fwd", embed_fwd), c.fsdp() ? std::vector<std::uint32_t>{fsdp_next} : std::vector<std::uint32_t>{});
+        const bool gather = c.fsdp() && (!fsdp_keep_gathered || mb == 0);
+        if (gather) fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base) + ".fsdp.ag", layer_el(base));
+        if (first_chunk) rb.chain(compute_op(mbs + ".embed.fwd", embed_fwd), gather ? std::vector<std::uint32_t>{fsdp_next} : std::vector<std::uint32_t>{});
         for (std::int64_t l = 0; l < nl; ++l) {
           const std::int64_t gl = base + l;
           std::string nm = mbs + ".l" + std::to_string(gl);
           std::vector<std::uint32_t> extra;
-          if (c.fsdp()) {
+          if (gather) {
             extra.push_back(fsdp_next);
             if (l + 1 < nl) fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(gl + 1) + ".fsdp.ag", layer_el(gl + 1));
           }
@@ -1776,13 +1858,14 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
           rb.chain(compute_op(mbs + ".logits.bwd", logits_bwd));
         }
         std::uint32_t fsdp_next = 0;
-        if (c.fsdp() && nl > 0)
+        const bool gather = c.fsdp() && !fsdp_keep_gathered;
+        if (gather && nl > 0)
           fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base + nl - 1) + ".bwd.fsdp.ag", layer_el(base + nl - 1));
         for (std::int64_t l = nl - 1; l >= 0; --l) {
           const std::int64_t gl = base + l;
           std::string nm = mbs + ".l" + std::to_string(gl);
           std::vector<std::uint32_t> extra;
-          if (c.fsdp()) {
+          if (gather) {
             extra.push_back(fsdp_next);
             if (l > 0) fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(gl - 1) + ".bwd.fsdp.ag", layer_el(gl - 1));
           }
@@ -1793,8 +1876,9 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
           else block(nm + ".mlp", nm + ".bwd.mlp", L.bwd_mlp, false, true, extra);
           block(nm + ".attn", nm + ".bwd.attn", ba, true, true);
           final_bwd[ch][l] = rb.last();
-          if (c.fsdp()) {
-            // Gradient reduce-scatter of this layer (every micro-batch, as FSDP2 without no_sync).
+          if (c.fsdp() && (!fsdp_keep_gathered || mb == m - 1)) {
+            // Gradient reduce-scatter of this layer (every micro-batch, as FSDP2 without no_sync; with
+            // pipeline parallelism torch FSDP2 reduces once, after the last micro-batch).
             rb.fork(coll_op(nm + ".fsdp.rs", CollOp::ReduceScatter, dp_comm[st], layer_el(gl) * grad_elem_bytes,
                             RankBuilder::kFsdp, "dp"));
           }

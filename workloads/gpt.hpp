@@ -56,10 +56,16 @@ struct GptConfig {
   std::string recompute_granularity = "full";  // "full" | "selective" | "none"
   std::string recompute_method = "uniform";    // uniform | block (full recompute only)
   std::int64_t recompute_num_layers = 0;       // 0 = every layer (uniform: layers per checkpoint group 1)
+  // torchtitan's [activation_checkpoint] selective_ac_option with recompute_granularity selective: "" =
+  // Megatron-Core's selective recompute (core attention), "op" = torchtitan's per-op policy (saves the
+  // attention output and every other matmul output; the rest of the layer is recomputed).
+  std::string selective_ac_option;
   bool use_distributed_optimizer = false;
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;  // distributed optimizer: parameter all-gather under the next forward
   bool tp_comm_overlap = false;       // TP all-gather / reduce-scatter overlapped with the GEMMs (SM cost)
+  bool tp_comm_bulk_wgrad = true;    // with tp_comm_overlap: backward reduce-scatter of the input gradient under
+                                     // the weight-gradient GEMM (Megatron --disable-tp-comm-bulk-wgrad: false)
   bool use_torch_fsdp2 = false;       // FSDP / ZeRO-3 (same as data_parallel_sharding_strategy=optim_grads_params)
   std::string data_parallel_sharding_strategy = "no_shard";  // no_shard | optim | optim_grads | optim_grads_params
   std::int64_t num_distributed_optimizer_instances = 1;      // HSDP: replica groups (shard group = DP / this)
@@ -70,7 +76,7 @@ struct GptConfig {
                                         // waits on its batched isend/irecv requests; --overlap-p2p-communication)
   std::string gpu = "a100-80gb";
   std::string precision = "fp16";        // fp16 | bf16 | fp8
-  std::string fp8_recipe = "delayed";    // delayed | tensorwise | mxfp8 | blockwise (precision fp8)
+  std::string fp8_recipe = "delayed";    // delayed | tensorwise | rowwise | mxfp8 | blockwise (precision fp8)
   std::string flops_convention;          // megatron-sc21 | megatron-core ("" -> by configuration)
   std::int64_t gpus_per_host = 8;        // for placing mirrors; taken from the topology by the scenario
   std::int64_t gpus_per_nvlink_domain = 0;  // NVLink domain size (0 = gpus_per_host); from the topology

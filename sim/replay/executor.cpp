@@ -18,7 +18,8 @@ using workloads::Trace;
 namespace {
 
 // Breakdown categories for exposed communication, in attribution priority order.
-const std::array<const char*, 6> kCommCats = {"tp", "ep", "all_to_all", "pp", "dp", "other"};
+const std::array<const char*, 7> kCommCats = {"tp", "cp", "ep", "all_to_all", "pp", "dp", "other"};
+constexpr int kWait = static_cast<int>(kCommCats.size()) + 1;  // breakdown slot of p2p waits
 int cat_index(const std::string& c) {
   for (std::size_t i = 0; i < kCommCats.size(); ++i)
     if (c == kCommCats[i]) return static_cast<int>(i);
@@ -248,7 +249,7 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
   std::array<double, kCommCats.size()> exposed{};
   double compute_sum = 0, bubble_sum = 0, idle_sum = 0;
   for (std::size_t r = 0; r < R; ++r) {
-    // (time, kind, delta): kind 0 compute, 1..6 comm category, 7 p2p wait.
+    // (time, kind, delta): kind 0 compute, 1..kCommCats.size() comm category, kWait p2p wait.
     std::vector<std::tuple<double, int, int>> pts;
     for (std::uint32_t g = base[r]; g < base[r + 1]; ++g) {
       const Op& op = op_of(g);
@@ -265,13 +266,13 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
         pts.emplace_back(end_s[g], k, -1);
       }
       if ((op.kind == OpKind::Send || op.kind == OpKind::Recv) && start_s[g] > ready_s[g]) {
-        pts.emplace_back(ready_s[g], 7, +1);
-        pts.emplace_back(start_s[g], 7, -1);
+        pts.emplace_back(ready_s[g], kWait, +1);
+        pts.emplace_back(start_s[g], kWait, -1);
       }
     }
     pts.emplace_back(T, -1, 0);
     std::sort(pts.begin(), pts.end());
-    std::array<int, 8> cnt{};
+    std::array<int, kWait + 1> cnt{};
     double prev = 0;
     for (const auto& [t, k, d] : pts) {
       double dt = t - prev;
@@ -286,7 +287,7 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
               break;
             }
           if (c >= 0) exposed[c] += dt;
-          else if (cnt[7] > 0 || has_pp) bubble_sum += dt;
+          else if (cnt[kWait] > 0 || has_pp) bubble_sum += dt;
           else idle_sum += dt;
         }
       }
@@ -316,6 +317,10 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
       res.notes.push_back("tflops_per_gpu from the trace's compute-op FLOPs (no model_flops_per_iteration)");
     }
     res.tflops_per_gpu = flops / trace.world_size / T / 1e12;
+    // MFU: achieved model FLOP/s over the dense (no sparsity) tensor-core peak the generator names for the
+    // precision in use; no peak, no MFU.
+    const double peak = meta("peak_dense_flops_per_gpu");
+    if (peak > 0) res.mfu = res.tflops_per_gpu * 1e12 / peak;
   }
   for (const auto& [k, v] : trace.metadata) res.metrics[k] = v;
   res.metrics["replay.ops_simulated"] = N;

@@ -16,6 +16,10 @@ namespace fabricsim::sim {
 
 namespace {
 
+// How the MFU figure is defined (printed next to it).
+const char* const kMfuConvention =
+    "model FLOPs per GPU per second / dense tensor-core peak of the precision in use, metric peak_dense_flops_per_gpu";
+
 // Fixed-precision number text; never "-0", "nan" or "inf" (non-finite values print as 0: JSON has none).
 std::string fx(double v, int prec) {
   if (!std::isfinite(v)) v = 0;
@@ -132,6 +136,7 @@ const char* category_color(const std::string& c) {
   static const std::pair<const char*, const char*> kColors[] = {
       {"compute", "#4e79a7"}, {"tp", "#f28e2b"},  {"pp", "#e15759"},     {"dp", "#76b7b2"},
       {"ep", "#59a14f"},      {"all_to_all", "#edc948"}, {"other", "#b07aa1"}, {"bubble", "#9c755f"},
+      {"cp", "#d37295"},
       {"idle", "#d3d3d3"}};
   for (const auto& kv : kColors)
     if (c == kv.first) return kv.second;
@@ -472,6 +477,10 @@ Json result_json(const RunResult& r, int top_links) {
   j["samples_per_s"] = r.samples_per_s;
   j["tokens_per_s"] = r.tokens_per_s;
   j["tflops_per_gpu"] = r.tflops_per_gpu;
+  if (r.mfu > 0) {
+    j["mfu"] = r.mfu;
+    j["mfu_convention"] = kMfuConvention;
+  }
   Json b = Json::object();
   b["compute_s"] = r.breakdown.compute_s;
   b["exposed_comm_s"] = r.breakdown.exposed_comm_s;
@@ -556,7 +565,9 @@ std::string summary_text(const RunResult& r, int top_links) {
   o << "step time    " << ms(r.iteration_s) << "\n";
   o << "throughput   " << fx(r.samples_per_s, 1) << " samples/s";
   if (r.tokens_per_s > 0) o << ", " << fx(r.tokens_per_s, 0) << " tokens/s";
-  o << ", " << fx(r.tflops_per_gpu, 1) << " TFLOP/s per GPU\n";
+  o << ", " << fx(r.tflops_per_gpu, 1) << " TFLOP/s per GPU";
+  if (r.mfu > 0) o << ", MFU " << fx(100.0 * r.mfu, 1) << " % (of the dense peak, metric peak_dense_flops_per_gpu)";
+  o << "\n";
   o << "breakdown (per-rank average; exposed = communication not hidden behind compute):\n";
   for (const auto& [name, v] : breakdown_segments(r.breakdown)) {
     std::string label = (name == "compute" || name == "bubble" || name == "idle") ? name : "exposed " + name;
@@ -764,6 +775,7 @@ std::string report_html(const RunResult& r, int top_links) {
   row("samples/s", fx(r.samples_per_s, 1));
   if (r.tokens_per_s > 0) row("tokens/s", fx(r.tokens_per_s, 0));
   row("TFLOP/s per GPU", fx(r.tflops_per_gpu, 1));
+  if (r.mfu > 0) row("MFU", fx(100.0 * r.mfu, 1) + " % (" + kMfuConvention + ")");
   o << "</table>\n";
   o << "<h2>Step time breakdown</h2>\n<p class=\"cap\">Per-rank average: compute, communication not hidden "
        "behind compute (by category), pipeline bubble and other idle time.</p>\n"

@@ -16,7 +16,7 @@ struct OpRecord {
   std::string stream;           // "compute", "comm", "comm.tp", "comm.dp", "p2p", ...
   std::string name;             // layer / op name, e.g. "layer3.fwd.attn", "dp.allreduce.bucket2"
   std::string kind;             // "compute" | "collective" | "send" | "recv"
-  std::string category;         // breakdown bucket: "compute", "tp", "pp", "dp", "ep", "all_to_all", "other"
+  std::string category;         // breakdown bucket: "compute", "tp", "cp", "pp", "dp", "ep", "all_to_all", "other"
   double start_s = 0;           // when it began executing (after deps and stream were free)
   double end_s = 0;
   double bytes = 0;             // payload bytes (collective size / message size), 0 for compute
@@ -64,6 +64,7 @@ struct RunResult {
   double samples_per_s = 0;
   double tokens_per_s = 0;               // 0 when not a language model
   double tflops_per_gpu = 0;             // achieved model FLOP/s per GPU / 1e12
+  double mfu = 0;                        // tflops_per_gpu x 1e12 / metric peak_dense_flops_per_gpu; 0: no peak
   Breakdown breakdown;
   std::vector<OpRecord> ops;             // may be a representative subset (ranks simulated); see notes
   std::vector<LinkRecord> links;         // links that carried traffic

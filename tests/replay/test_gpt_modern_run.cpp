@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "sim/replay/outputs.hpp"
 #include "sim/replay/run_scenario.hpp"
 #include "workloads/scenario.hpp"
 
@@ -38,6 +39,14 @@ TEST_CASE("examples: Llama-3-70B FP8 on 64 H100 and Llama-3.1-405B on 256 GB200 
     CHECK(r.tflops_per_gpu > 0);
     // Below the dense peak of the precision in use (MFU < 1).
     CHECK(r.tflops_per_gpu < r.metrics.at("peak_dense_flops_per_gpu") / 1e12);
+    // MFU as the executor reports it: achieved model TFLOP/s over that peak.
+    CHECK(r.mfu == doctest::Approx(r.tflops_per_gpu * 1e12 / r.metrics.at("peak_dense_flops_per_gpu")));
+    CHECK(r.mfu > 0.05);
+    CHECK(r.mfu < 1.0);
+    const Json j = sim::result_json(r, 0);
+    CHECK(j.at("mfu").get<double>() == r.mfu);
+    CHECK(j.at("mfu_convention").get<std::string>().find("peak_dense_flops_per_gpu") != std::string::npos);
+    CHECK(sim::summary_text(r, 0).find("MFU ") != std::string::npos);
     CHECK(r.metrics.at("memory_per_gpu_bytes.max") > 0);
     CHECK(has_note(r, "megatron-core convention"));
     CHECK(r.breakdown.bubble_s > 0);
@@ -76,5 +85,7 @@ TEST_CASE("gpt replay: tp_comm_overlap hides TP communication, CP adds its K/V e
   auto c1 = run_json(cp + "}}}");
   auto c2 = run_json(cp + R"(,"context_parallel_size":2,"world_size":8,"cp_comm_type":"all_gather"}}})");
   CHECK(c2.breakdown.compute_s < 0.6 * c1.breakdown.compute_s);
-  CHECK(c2.breakdown.exposed_comm_s.count("other"));  // the executor files "cp" under other
+  CHECK(c2.breakdown.exposed_comm_s.count("cp"));  // context-parallel exchanges have their own category
+  CHECK_FALSE(c2.breakdown.exposed_comm_s.count("other"));
+  CHECK_FALSE(c1.breakdown.exposed_comm_s.count("cp"));
 }

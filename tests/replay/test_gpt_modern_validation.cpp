@@ -69,8 +69,9 @@ struct Row {
 };
 
 // A torchtitan row as gpt parameters: FSDP2 over the `dp` column, TP with sequence parallel norms, async
-// TP as tp_comm_overlap, local batch as the micro-batch (PP: micro-batches of 1), SDPA flash attention,
-// float8 (tensorwise / rowwise dynamic scaling) as fp8_recipe tensorwise, mxfp8 as mxfp8.
+// TP as tp_comm_overlap, local batch as the micro-batch (PP: pp micro-batches of local / pp), SDPA flash attention,
+// float8 tensorwise / rowwise dynamic scaling as fp8_recipe tensorwise / rowwise, mxfp8 as mxfp8,
+// torchtitan's op-level selective AC as selective_ac_option op.
 Row torchtitan_row(const std::map<std::string, std::string>& r) {
   Row out;
   const std::string m = r.at("model"), g = r.at("gpu"), prec = r.at("precision"), other = r.at("other_settings"),
@@ -88,7 +89,10 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
             {"sequence_parallel", tp > 1}, {"grad_reduce_in_fp32", true}, {"attention_backend", "flash"}};
   if (!r.at("seq_len").empty()) p["seq_length"] = std::stoi(r.at("seq_len"));
   if (pp > 1) {
-    p["micro_batch_size"] = 1;
+    // torchtitan splits the local batch into pipeline_parallel_microbatches, by default as many as the
+    // pipeline degree (torchtitan parallelisms/pipeline_llama.py of 2024: n_microbatches =
+    // pipeline_parallel_degree when unset; the tables do not print the count).
+    p["micro_batch_size"] = std::max(1, local / pp);
     p["global_batch_size"] = local * dp;
     p["account_for_embedding_in_pipeline_split"] = true;
     p["account_for_loss_in_pipeline_split"] = true;
@@ -100,7 +104,7 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   const bool none_prec = has(prec, "none") || prec == "bf16";
   if (!none_prec) {
     p["precision"] = "fp8";
-    p["fp8_recipe"] = has(prec, "mxfp8") ? "mxfp8" : "tensorwise";
+    p["fp8_recipe"] = has(prec, "mxfp8") ? "mxfp8" : has(prec, "rowwise") ? "rowwise" : "tensorwise";
   } else {
     p["precision"] = "bf16";
   }
@@ -110,9 +114,17 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
     p["recompute_granularity"] = "full";
     p["recompute_method"] = "block";
     p["recompute_num_layers"] = (has(m, "70B") ? 80 : 32) / 2;
-  } else if (has(rc, "selective") || has(rc, "SAC")) p["recompute_granularity"] = "selective";
+  } else if (has(rc, "selective") || has(rc, "SAC")) {
+    // torchtitan's op-level selective AC (its llama3 configs' default selective_ac_option "op").
+    p["recompute_granularity"] = "selective";
+    p["selective_ac_option"] = "op";
+  }
   else p["recompute_granularity"] = "none";
-  if (has(other, "async TP") && tp > 1) p["tp_comm_overlap"] = true;
+  if (has(other, "async TP") && tp > 1) {
+    // torchtitan's async TP (inductor micro-pipeline TP) has no counterpart of Megatron's bulk wgrad overlap.
+    p["tp_comm_overlap"] = true;
+    p["tp_comm_bulk_wgrad"] = false;
+  }
   out.params = p;
   return out;
 }
@@ -182,16 +194,33 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
       if (r.at("table") == "Table 2") CHECK(std::abs(me) <= 0.10);
       else CHECK(std::abs(me) <= 0.25);
     }
+    // Memory, FSDP2 with torchtitan's per-op selective AC on H100 (Tables 1 and 3, torchao e2e): held out
+    // (the memory model has no fitted parameter; selective_ac_option "op" follows torchtitan's save list),
+    // -8 % .. +1 %. The H200 / B200 rows of the same configuration are not bounded (+34 % .. +43 %;
+    // docs/validation.md).
+    if (!std::isnan(me) && row.params.contains("selective_ac_option") && row.gpu == "h100") {
+      CAPTURE(row.label);
+      CHECK(std::abs(me) <= 0.10);
+    }
   }
   MESSAGE(table);
   MESSAGE("memory: median |error| " << 100 * median(mem_err) << " %, max "
                                     << 100 * *std::max_element(mem_err.begin(), mem_err.end()) << " % over "
                                     << mem_err.size() << " rows; throughput: median |error| " << 100 * median(tps_err)
+                                    << " %, max " << 100 * *std::max_element(tps_err.begin(), tps_err.end())
                                     << " % over " << tps_err.size() << " rows");
-  // Every H100 / H200 / A100 / B200 row is expressible; the 10 Table 1-3 rows the model says need more
-  // than the 80 GB h100 preset (torchtitan ran 96 GB H100s) are refused, the other 36 run.
+  // Every H100 / H200 / A100 / B200 row is expressible; the 4 Table 2 rows (published 83.9-84.5 GiB,
+  // simulated 84.2) need more than the 80 GB h100 preset (torchtitan ran 96 GB H100s) and are refused, the
+  // other 42 run.
   CHECK(parsed == 46);
-  CHECK(expressed == 36);
+  CHECK(expressed == 42);
+  // Nothing here is fitted to these rows (the FP8 rowwise GEMM factor is a kernel measurement,
+  // tests/data/hardware/h100-fp8-rowwise), so every row is held out. Bounds at the measured values
+  // (memory: median 11.5 %, max 43.2 % over 28 rows; throughput: median 15.6 %, max 120 % over 42 rows).
+  CHECK(median(mem_err) <= 0.115);
+  CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.433);
+  CHECK(median(tps_err) <= 0.157);
+  CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.201);  // a B200 row (docs/validation.md)
 }
 
 TEST_CASE("validation: modern dense training (Llama 3 405B pre-training, TFLOP/s per GPU)") {

@@ -4,6 +4,7 @@
 
 #include "workloads_test_util.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "models/compute.hpp"
@@ -272,6 +273,64 @@ TEST_CASE("gpt recompute: granularity, method and layer count") {
         op_named(gen(small()), "mb0.l0.bwd.attn").flops);
 }
 
+TEST_CASE("gpt torch FSDP2 under pipeline parallelism keeps the stage gathered") {
+  // torchtitan's default reshard_after_forward policy with PP: each layer is all-gathered once (first
+  // forward micro-batch) and its gradient reduce-scattered once (last backward micro-batch).
+  ParamMap f = small({{"pipeline_model_parallel_size", "2"}, {"tensor_model_parallel_size", "1"},
+                      {"use_torch_fsdp2", "true"}, {"global_batch_size", "16"}, {"grad_reduce_in_fp32", "true"}});
+  const Trace t = gen(f);  // 2 layers per stage, 4 micro-batches (16 sequences over DP 4)
+  CHECK(count_ops(t, ".fsdp.ag") == 2);
+  CHECK(count_ops(t, ".fsdp.rs") == 2);
+  CHECK(count_ops(t, "mb3.l0.fsdp.rs") == 1);
+  // Memory: the gathered bf16 stage (2 bytes) and its fp32 accumulated gradient (4 bytes) on top of the
+  // 16 sharded bytes -- more than the same layout with Megatron's FSDP, which reshards per layer.
+  ParamMap m = f;
+  m.erase("use_torch_fsdp2");
+  m["data_parallel_sharding_strategy"] = "optim_grads_params";
+  const GptMemory torch_fsdp = gpt_memory_of_stage(cfg(f), 1), meg = gpt_memory_of_stage(cfg(m), 1);
+  CHECK(torch_fsdp.params_bytes() > meg.params_bytes());
+  const GptMemory no_pp = gpt_memory_per_gpu(cfg(small({{"pipeline_model_parallel_size", "1"},
+      {"tensor_model_parallel_size", "1"}, {"use_torch_fsdp2", "true"}, {"grad_reduce_in_fp32", "true"}})));
+  CHECK(torch_fsdp.weights_bytes > no_pp.weights_bytes);  // half the layers, but gathered
+}
+
+TEST_CASE("gpt torchtitan op-level selective AC: fewer stored bytes than Megatron's selective, more recompute") {
+  ParamMap sel = small({{"recompute_granularity", "selective"}, {"pipeline_model_parallel_size", "1"},
+                        {"world_size", "2"}, {"global_batch_size", "2"}});
+  ParamMap op = sel;
+  op["selective_ac_option"] = "op";
+  CHECK(gpt_memory_per_gpu(cfg(op)).activations_bytes < gpt_memory_per_gpu(cfg(sel)).activations_bytes);
+  CHECK(op_named(gen(op), "mb0.l0.bwd.mlp").duration_s > op_named(gen(sel), "mb0.l0.bwd.mlp").duration_s);
+  ParamMap bad = op;
+  bad["selective_ac_option"] = "2";
+  CHECK_THROWS_WITH_AS(cfg(bad), doctest::Contains("selective_ac_option"), InputError);
+  bad = op;
+  bad["recompute_granularity"] = "full";
+  CHECK_THROWS_WITH_AS(cfg(bad), doctest::Contains("needs recompute_granularity selective"), InputError);
+}
+
+TEST_CASE("gpt fp8_recipe rowwise: slower GEMMs and casts than tensorwise") {
+  ParamMap tw = small({{"precision", "fp8"}, {"fp8_recipe", "tensorwise"}});
+  ParamMap rw = tw;
+  rw["fp8_recipe"] = "rowwise";
+  CHECK(op_named(gen(rw), "mb0.l0.fwd.mlp").duration_s > op_named(gen(tw), "mb0.l0.fwd.mlp").duration_s);
+}
+
+TEST_CASE("gpt tp_comm_bulk_wgrad false leaves the backward reduce-scatter exposed") {
+  ParamMap a = small({{"tp_comm_overlap", "true"}});
+  ParamMap b = a;
+  b["tp_comm_bulk_wgrad"] = "false";
+  // Overlapped, the backward reduce-scatter starts with its GEMMs; not, it waits for them.
+  auto after_compute = [](const Trace& t) {
+    const auto& ops = t.ranks[0].ops;
+    const std::uint32_t gemm = static_cast<std::uint32_t>(&op_named(t, "mb0.l0.bwd.attn") - ops.data());
+    const auto& deps = op_named(t, "mb0.l0.attn.bwd.rs").deps;
+    return std::find(deps.begin(), deps.end(), gemm) != deps.end();
+  };
+  CHECK_FALSE(after_compute(gen(a)));
+  CHECK(after_compute(gen(b)));
+}
+
 TEST_CASE("gpt FSDP and distributed-optimizer overlaps") {
   ParamMap f = small({{"pipeline_model_parallel_size", "1"}, {"tensor_model_parallel_size", "1"}, {"use_torch_fsdp2", "true"}});
   const Trace t = gen(f);
@@ -288,8 +347,13 @@ TEST_CASE("gpt FSDP and distributed-optimizer overlaps") {
   ParamMap ddp = f;
   ddp.erase("use_torch_fsdp2");
   GptMemory mf = gpt_memory_per_gpu(cfg(f)), md = gpt_memory_per_gpu(cfg(ddp));
-  CHECK(mf.optimizer_bytes == doctest::Approx(md.optimizer_bytes / 8));
+  // torch FSDP2: the sharded fp32 parameters are the master copy, so the optimizer keeps only the two
+  // Adam moments (8 of the 12 bytes); Megatron's FSDP (optim_grads_params) keeps all 12.
+  CHECK(mf.optimizer_bytes == doctest::Approx(md.optimizer_bytes / 8 * 8.0 / 12.0));
   CHECK(mf.weights_bytes < md.weights_bytes);
+  ParamMap mfsdp = ddp;
+  mfsdp["data_parallel_sharding_strategy"] = "optim_grads_params";
+  CHECK(gpt_memory_per_gpu(cfg(mfsdp)).optimizer_bytes == doctest::Approx(md.optimizer_bytes / 8));
   // HSDP: 2 replicas of 4-way shards, one replica all-reduce.
   ParamMap h = f;
   h["num_distributed_optimizer_instances"] = "2";
