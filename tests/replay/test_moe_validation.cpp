@@ -35,11 +35,8 @@ std::string csv_cell(const std::string& file, int row, const std::string& col) {
 }
 }  // namespace
 
-namespace {
-std::vector<double> g_abs_errors;  // |simulated / measured - 1| of every row, both tables
-}
-
-TEST_CASE("moe validation: Qwen3-235B-A22B on 256 H100 (moe_h100.csv H100 table) runs; errors printed") {
+TEST_CASE("moe validation: Qwen3-235B-A22B (256 H100) and Mixtral-8x22B (128 H100) held out: median <= 3 %, max <= 40 %") {
+  std::vector<double> abs_errors;  // |simulated / measured - 1| of every row, both tables
   std::printf("row  measured_s  simulated_s  error\n");
   for (int row : {93, 95, 96, 97}) {
     CAPTURE(row);
@@ -48,12 +45,9 @@ TEST_CASE("moe validation: Qwen3-235B-A22B on 256 H100 (moe_h100.csv H100 table)
     Scenario s = load_scenario(f);
     auto r = sim::run_scenario(s, {"engine", {}, {}}).result;
     CHECK(r.iteration_s > 0);
-    g_abs_errors.push_back(std::fabs(r.iteration_s / measured - 1.0));
+    abs_errors.push_back(std::fabs(r.iteration_s / measured - 1.0));
     std::printf("%-4d %10.1f  %11.2f  %+6.1f %%\n", row, measured, r.iteration_s, 100.0 * (r.iteration_s / measured - 1.0));
   }
-}
-
-TEST_CASE("moe validation: Mixtral-8x22B on 128 H100 (moe_h100.csv ModelZoo run-script rows) runs; errors printed") {
   std::printf("row  measured_TFLOPS  simulated  error\n");
   for (int row : {111, 112, 113, 114}) {
     CAPTURE(row);
@@ -62,17 +56,13 @@ TEST_CASE("moe validation: Mixtral-8x22B on 128 H100 (moe_h100.csv ModelZoo run-
     Scenario s = load_scenario(f);
     auto r = sim::run_scenario(s, {"engine", {}, {}}).result;
     CHECK(r.tflops_per_gpu > 0);
-    g_abs_errors.push_back(std::fabs(r.tflops_per_gpu / measured - 1.0));
+    abs_errors.push_back(std::fabs(r.tflops_per_gpu / measured - 1.0));
     std::printf("%-4d %15.1f  %9.1f  %+6.1f %%\n", row, measured, r.tflops_per_gpu, 100.0 * (r.tflops_per_gpu / measured - 1.0));
   }
-}
-
-TEST_CASE("moe validation: held-out error over the 8 rows (median <= 3 %, max <= 40 %)") {
-  REQUIRE(g_abs_errors.size() == 8);  // the two cases above ran first (doctest runs cases in file order)
-  std::vector<double> e = g_abs_errors;
-  std::sort(e.begin(), e.end());
-  const double median = (e[3] + e[4]) / 2;
-  MESSAGE("MoE rows: median |error| " << 100 * median << " %, max " << 100 * e.back() << " %");
-  CHECK(median <= 0.03);
-  CHECK(e.back() <= 0.40);
+  REQUIRE(abs_errors.size() == 8);
+  const double med = replay_test::median(abs_errors);
+  const double worst = *std::max_element(abs_errors.begin(), abs_errors.end());
+  MESSAGE("MoE rows: median |error| " << 100 * med << " %, max " << 100 * worst << " %");
+  CHECK(med <= 0.03);
+  CHECK(worst <= 0.40);
 }
