@@ -431,7 +431,7 @@ Calibration calibration_from_json(const Json& doc, const std::string& file) {
     JsonPath at = root.path_of("extra");
     for (auto it = extra->begin(); it != extra->end(); ++it) {
       JsonPath kp = at.child(it.key());
-      if (!c.extra.count(it.key())) json_fail(kp, "unknown factor " + json_excerpt(Json(it.key())) + " (see docs/calibration.md)");
+      if (!c.extra.count(it.key())) json_fail(kp, "unknown factor '" + text_excerpt(it.key()) + "' (see docs/calibration.md)");
       if (!it.value().is_number()) json_fail(kp, std::string("expected a number, found ") + it.value().type_name());
       double v = it.value().get<double>();
       if (!(v > 0)) json_fail(kp, "expected a positive number");

@@ -30,7 +30,7 @@ DlrmConfig load_dlrm_model(const std::string& configs_path, const std::string& m
   if (!models.contains(model)) {
     std::string known;
     for (auto it = models.begin(); it != models.end(); ++it) known += (known.empty() ? "" : ", ") + it.key();
-    throw InputError(where + " model", "unknown model " + json_excerpt(Json(model)) + " in " + configs_path +
+    throw InputError(where + " model", "unknown model '" + text_excerpt(model) + "' in " + configs_path +
                                            " (known: " + known.substr(0, 300) + (known.size() > 300 ? "..." : "") + ")");
   }
   JsonPath at = r.path_of("models").child(model);
@@ -81,7 +81,8 @@ DlrmConfig load_dlrm_model(const std::string& configs_path, const std::string& m
     c.mlp_sizes.push_back(v.get<std::int64_t>());
   }
   c.num_numerical_features = mr.integer_in("num_numerical_features", 0, 1 << 24);
-  c.interact_stride = mr.integer_in_or("interact_stride", 0, 1 << 24, 0);
+  if (mr.raw_optional("interact_stride"))  // null: no pooling
+    c.interact_stride = mr.integer_in("interact_stride", 0, 1 << 24);
   for (const char* k : {"derived_num_tables", "derived_num_categorical_inputs", "derived_total_embedding_GiB_fp32"})
     mr.raw_optional(k);
   mr.finish();

@@ -41,7 +41,7 @@ std::int64_t ParamReader::integer(const std::string& k, std::int64_t dflt, std::
     try {
       v = parse_int(it->second, k);
     } catch (const InputError&) {
-      fail(k, "expected an integer, got " + json_excerpt(Json(it->second)));
+      fail(k, "expected an integer, got '" + text_excerpt(it->second) + "'");
     }
   }
   if (v < min) fail(k, "expected an integer >= " + std::to_string(min) + ", got " + std::to_string(v));
@@ -62,7 +62,7 @@ double ParamReader::number(const std::string& k, double dflt, double min) {
     try {
       v = parse_double(it->second, k);
     } catch (const InputError&) {
-      fail(k, "expected a number, got " + json_excerpt(Json(it->second)));
+      fail(k, "expected a number, got '" + text_excerpt(it->second) + "'");
     }
   }
   if (!(v >= min) || !std::isfinite(v)) fail(k, "expected a finite number >= " + std::to_string(min));
@@ -79,7 +79,7 @@ bool ParamReader::boolean(const std::string& k, bool dflt) {
   if (it != p_.end()) {
     if (it->second == "true" || it->second == "1") v = true;
     else if (it->second == "false" || it->second == "0") v = false;
-    else fail(k, "expected true or false, got " + json_excerpt(Json(it->second)));
+    else fail(k, "expected true or false, got '" + text_excerpt(it->second) + "'");
   }
   used_[k] = v ? "true" : "false";
   return v;
@@ -101,7 +101,7 @@ std::uint64_t ParamReader::size(const std::string& k, std::uint64_t dflt) {
     try {
       v = parse_size(it->second, k);
     } catch (const InputError&) {
-      fail(k, "expected a size (bytes, or with K/M/G suffix), got " + json_excerpt(Json(it->second)));
+      fail(k, "expected a size (bytes, or with K/M/G suffix), got '" + text_excerpt(it->second) + "'");
     }
   }
   used_[k] = std::to_string(v);
@@ -123,7 +123,7 @@ double ParamReader::with_unit(const std::string& k, double dflt, const std::stri
   try {
     v = parse(it->second, k);
   } catch (const InputError&) {
-    fail(k, std::string("expected a ") + kind + " such as \"" + example + "\", found " + json_excerpt(Json(it->second)));
+    fail(k, std::string("expected a ") + kind + " such as \"" + example + "\", found '" + text_excerpt(it->second) + "'");
   }
   if (zero_ok ? !(v >= 0) : !(v > 0)) fail(k, std::string("expected a ") + kind + (zero_ok ? " >= 0" : " > 0"));
   // The same physical ranges as JSON unit fields (sim/base/json_reader.hpp), so derived times stay finite.
@@ -146,7 +146,7 @@ double ParamReader::time(const std::string& k, double dflt) {
 void ParamReader::finish() const {
   std::string unknown;
   for (const auto& [k, v] : p_)
-    if (!seen_.count(k) && unknown.size() < 200) unknown += (unknown.empty() ? "" : ", ") + json_excerpt(Json(k), 40);
+    if (!seen_.count(k) && unknown.size() < 200) unknown += (unknown.empty() ? "" : ", ") + text_excerpt(k, 40);
   if (!unknown.empty()) throw InputError(where_, "unknown parameter(s): " + unknown);
 }
 

@@ -293,6 +293,7 @@ double json_bandwidth(const Json& v, const JsonPath& at) {
   } else {
     json_fail(at, "expected a bandwidth (number in bytes/s or string with unit), found " + json_excerpt(v));
   }
+  if (!(d > 0)) json_fail(at, "expected a positive bandwidth, found " + json_excerpt(v));
   if (!(d >= kMinBandwidth && d <= kMaxBandwidth))
     json_fail(at, "expected a bandwidth between 1e-3 B/s and 1e18 B/s, found " + json_excerpt(v));
   return d;
@@ -311,6 +312,7 @@ double json_time(const Json& v, const JsonPath& at) {
   } else {
     json_fail(at, "expected a time (number in seconds or string with unit), found " + json_excerpt(v));
   }
+  if (!(d >= 0)) json_fail(at, "expected a non-negative time, found " + json_excerpt(v));
   if (!(d >= 0 && d <= kMaxTime)) json_fail(at, "expected a time between 0 and 1e9 s, found " + json_excerpt(v));
   return d;
 }

@@ -231,8 +231,8 @@ std::string fuzz(const Target& t) {
   auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < execs; ++i) {
     std::string in = t.seeds[rng.below(t.seeds.size())];
-    for (std::size_t m = 0, nm = 1 + rng.below(4); m < nm; ++m) {
-      if (t.json && rng.below(3) == 0 && in.size() < 200000) {
+    for (std::size_t m = 0, nm = 1 + rng.below(3); m < nm; ++m) {
+      if (t.json && rng.below(2) == 0 && in.size() < 200000) {
         if (mutate_json(in, rng)) continue;
       }
       mutate_bytes(in, rng, t.seeds);
@@ -302,7 +302,12 @@ fs::path scratch() {
 }  // namespace
 
 TEST_CASE("fuzz topology JSON") {
-  Target t{"topology", glob("tests/data/topologies", ".json", 20), true, [](const std::string& s) {
+  // The files in tests/data/topologies (mostly bad on purpose) plus two valid preset exports.
+  std::vector<std::string> seeds = glob("tests/data/topologies", ".json", 20);
+  namespace topo = fabricsim::topo;
+  seeds.push_back(topo::topology_to_json(topo::build_preset("dgx-h100", {})).dump(1));
+  seeds.push_back(topo::topology_to_json(topo::build_preset("superpod", {{"nodes", "2"}, {"node", "dgx-a100"}})).dump(1));
+  Target t{"topology", seeds, true, [](const std::string& s) {
              fabricsim::topo::topology_from_json(fabricsim::parse_json_text(s, "topo.json"), "topo.json");
            }};
   const std::string r = fuzz(t);
