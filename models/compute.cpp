@@ -141,7 +141,7 @@ ComputeEfficiency compute_preset_from_json(const Json& j, const JsonPath& at) {
   const std::string name = compute_preset_name(j, at);
   if (!compute_preset(name, e))
     json_fail(at.child("preset"), "expected a compute preset name (" + compute_preset_list() + "), found \"" +
-                                      name + "\"");
+                                      text_excerpt(name) + "\"");
   return e;
 }
 

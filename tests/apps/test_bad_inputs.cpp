@@ -75,6 +75,8 @@ TEST_CASE("issue 24 cases: topology, scenario, calibration and sweep files") {
        "run s1.json --quiet", "s1.json: /compute/gemm/0/0"},
       {"deep scenario outputs", "s2.json", scenario(",\n  \"outputs\": {\"json\": " + deep + "}"),
        "run s2.json --quiet", "s2.json: /outputs/json/0/0"},
+      {"deep Chakra node field", "c.json", R"({"schema": "x", "nodes": [{"id": 0, "name": "n", "attr": )" + deep + "}]}",
+       "run s_chakra.json --quiet", "c.json: /nodes/0/attr/0/0"},
       {"deep sweep inline scenario", "w1.json",
        R"({"scenario": {"topology": )" + deep + R"(}, "axes": [{"name": "n", "path": "/a", "values": [1]}]})",
        "sweep w1.json --quiet", "w1.json: /scenario/topology/0/0"},
@@ -119,6 +121,8 @@ TEST_CASE("issue 24 cases: topology, scenario, calibration and sweep files") {
   };
   std::ofstream(dir / "s_cal.json") << scenario(",\n  \"calibration\": \"cal.json\"");
   std::ofstream(dir / "s_ok.json") << scenario("");
+  std::ofstream(dir / "s_chakra.json")
+      << R"({"topology": {"preset": "dgx-h100"}, "workload": {"chakra": "c.json"}})";
   for (const auto& c : cases) check_case(dir, c);
   CHECK(!fs::exists(dir / "no"));
   // The valid topology still loads (the checks refuse only the bad cases).

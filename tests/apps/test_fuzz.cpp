@@ -8,7 +8,8 @@
 //
 // The default suite runs FABRICSIM_FUZZ_EXECS (default 120) executions per target, a few seconds in all.
 // Long runs:  FABRICSIM_FUZZ_EXECS=1000000 build/tests/test_apps -tc='fuzz*'   (FABRICSIM_FUZZ_SEED
-// shifts the PRNG seed; FABRICSIM_FUZZ_TARGET=name runs one target).
+// shifts the PRNG seed; FABRICSIM_FUZZ_TARGET=name runs one target; FABRICSIM_FUZZ_LAST=file writes each
+// input there before running it, so a crash leaves its reproducer).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -226,6 +227,8 @@ std::string fuzz(const Target& t) {
   }
   REQUIRE_MESSAGE(good_seeds > 0, t.name << ": no seed is accepted");
   Rng rng{0x9E3779B97F4A7C15ULL ^ (std::hash<std::string>{}(t.name) + seed * 0x100000001B3ULL)};
+  const char* last_input = std::getenv("FABRICSIM_FUZZ_LAST");
+  if (last_input && !*last_input) last_input = nullptr;
   std::size_t ok = 0, refused = 0, long_messages = 0;
   std::string first_long;
   auto t0 = std::chrono::steady_clock::now();
@@ -236,6 +239,10 @@ std::string fuzz(const Target& t) {
         if (mutate_json(in, rng)) continue;
       }
       mutate_bytes(in, rng, t.seeds);
+    }
+    if (last_input) {  // FABRICSIM_FUZZ_LAST: after a crash, this file holds the input that caused it
+      std::ofstream f(last_input, std::ios::binary | std::ios::trunc);
+      f << "exec " << i << "\n" << in;
     }
     try {
       t.run(in);
