@@ -424,4 +424,5 @@ TEST_CASE("fuzz Chakra JSON") {
   t.strict_messages = false;
   const std::string r = fuzz(t);
   CHECK_MESSAGE(r.empty(), r);
+  fs::remove_all(scratch());
 }
