@@ -160,6 +160,7 @@ int cmd_sweep(int argc, char** argv) {
       o.comm_model = comm_model;
       return sim::run_scenario(sc, o).result;
     };
+    bool journal_failed = false;
     sim::SweepRunOptions ro;
     ro.threads = threads;
     ro.progress = mpi.rank == 0 && !args.has("--quiet");
@@ -167,9 +168,17 @@ int cmd_sweep(int argc, char** argv) {
       if (!ok)
         std::cerr << "fabricsim sweep: point " << index << " (" << inputs_text(spec, spec.points[index])
                   << ") failed: " << error << "\n";
-      if (mpi.rank == 0 && !output.empty()) {  // journal for resume; the final file is rewritten in order
+      if (mpi.rank == 0 && !output.empty() && !journal_failed) {
+        // Journal for resume (one append per finished row; a kill mid-append leaves a last line without its
+        // newline, which the resume ignores); the final file is rewritten in order, atomically.
         std::ofstream f(output, std::ios::app | std::ios::binary);
         f << row;
+        f.flush();
+        if (!f) {  // disk full or file gone: keep running (rows are kept in memory), say so once
+          journal_failed = true;
+          std::cerr << "fabricsim sweep: warning: cannot append to " << output
+                    << "; finished rows are kept in memory only until the end (an interrupted run would redo them)\n";
+        }
       }
     };
     auto rows = sim::run_sweep_points(spec, mine, runner, ro);

@@ -2,6 +2,7 @@
 // stderr. Bad input prints one line "fabricsim <cmd>: error: ..." and exits 2.
 #include <cstring>
 #include <exception>
+#include <new>
 #include <iostream>
 #include <string>
 
@@ -58,6 +59,13 @@ int main(int argc, char** argv) {
       } catch (const fabricsim::InputError& e) {
         std::cerr << "fabricsim " << cmd << ": error: " << e.what() << "\n";
         return 2;
+      } catch (const std::bad_alloc&) {
+        // Last resort: generators and importers check their sizes before allocating (docs/reliability.md);
+        // reaching here means one did not. One line, a distinct status, no abort().
+        std::cerr << "fabricsim " << cmd
+                  << ": error: out of memory (the input asks for more than this machine has; "
+                     "reduce the model, world size or trace size)\n";
+        return 4;
       } catch (const std::exception& e) {
         std::cerr << "fabricsim " << cmd << ": internal error: " << e.what() << "\n";
         return 3;

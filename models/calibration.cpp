@@ -414,7 +414,7 @@ Calibration calibration_from_json(const Json& doc, const std::string& file) {
         if (!one.has(k)) continue;
         const std::string v = one.string(k);
         const int code = nccl_version_code(v);
-        if (code < 0) json_fail(one.path_of(k), "expected an NCCL version such as \"2.8\", found \"" + v + "\"");
+        if (code < 0) json_fail(one.path_of(k), "expected an NCCL version such as \"2.8\", found " + json_excerpt(Json(v)));
         (std::string(k) == "from" ? e->from_code : e->until_code) = code;
       }
       if (e->until_code <= e->from_code) json_fail(one.path(), "expected \"until\" after \"from\"");
@@ -431,15 +431,18 @@ Calibration calibration_from_json(const Json& doc, const std::string& file) {
     JsonPath at = root.path_of("extra");
     for (auto it = extra->begin(); it != extra->end(); ++it) {
       JsonPath kp = at.child(it.key());
-      if (!c.extra.count(it.key())) json_fail(kp, "unknown factor '" + it.key() + "' (see docs/calibration.md)");
+      if (!c.extra.count(it.key())) json_fail(kp, "unknown factor '" + text_excerpt(it.key()) + "' (see docs/calibration.md)");
       if (!it.value().is_number()) json_fail(kp, std::string("expected a number, found ") + it.value().type_name());
       double v = it.value().get<double>();
       if (!(v > 0)) json_fail(kp, "expected a positive number");
       const std::string& k = it.key();
       bool fraction = k.find("efficiency") != std::string::npos;
       if (fraction && v > 1.0) json_fail(kp, "expected a fraction in (0, 1]");
-      if ((k == "max_pipeline_chunks" || k == "ring_outstanding_steps") && (v < 1 || v != static_cast<double>(static_cast<long long>(v))))
-        json_fail(kp, "expected an integer >= 1");
+      // Range before the cast (a double above 2^63 makes the cast undefined); 10^6 chunks or outstanding
+      // steps is orders of magnitude beyond any pipelining depth a collective uses.
+      if ((k == "max_pipeline_chunks" || k == "ring_outstanding_steps") &&
+          (v < 1 || v > 1e6 || v != static_cast<double>(static_cast<long long>(v))))
+        json_fail(kp, "expected an integer in [1, 1000000]");
       c.extra[k] = v;
     }
   }

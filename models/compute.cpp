@@ -74,7 +74,7 @@ namespace {
 double eff_value(const Json& v, const JsonPath& at) {
   if (!v.is_number()) json_fail(at, "expected a number in (0, 1]");
   double x = v.get<double>();
-  if (!(x > 0 && x <= 1)) json_fail(at, "expected a number in (0, 1], found " + v.dump());
+  if (!(x > 0 && x <= 1)) json_fail(at, "expected a number in (0, 1], found " + json_excerpt(v));
   return x;
 }
 }  // namespace
@@ -124,7 +124,7 @@ std::string compute_preset_name(const Json& j, const JsonPath& at) {
   if (!j.is_object() || !j.contains("preset")) return "default";
   const Json& p = j.at("preset");
   if (!p.is_string())
-    json_fail(at.child("preset"), "expected a compute preset name (" + compute_preset_list() + "), found " + p.dump());
+    json_fail(at.child("preset"), "expected a compute preset name (" + compute_preset_list() + "), found " + json_excerpt(p));
   return p.get<std::string>();
 }
 
@@ -133,7 +133,7 @@ ComputeEfficiency compute_preset_from_json(const Json& j, const JsonPath& at) {
   const std::string name = compute_preset_name(j, at);
   if (!compute_preset(name, e))
     json_fail(at.child("preset"), "expected a compute preset name (" + compute_preset_list() + "), found \"" +
-                                      name + "\"");
+                                      text_excerpt(name) + "\"");
   return e;
 }
 

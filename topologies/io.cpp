@@ -51,12 +51,12 @@ Topology topology_from_json(const Json& doc, const std::string& file) {
     if (n.id.empty()) json_fail(r.path_of("id"), "expected a non-empty node id");
     auto [it, fresh] = ids.emplace(n.id, i);
     if (!fresh)
-      json_fail(r.path_of("id"), "expected a unique node id ('" + n.id + "' is already used by /nodes/" +
+      json_fail(r.path_of("id"), "expected a unique node id ('" + text_excerpt(n.id) + "' is already used by /nodes/" +
                                      std::to_string(it->second) + ")");
     const std::string kind = r.string("kind");
     if (!parse_node_kind(kind, n.kind))
       json_fail(r.path_of("kind"),
-                "expected one of gpu, nvswitch, pcie_switch, cpu, nic, ib_switch, eth_switch (found \"" + kind + "\")");
+                "expected one of gpu, nvswitch, pcie_switch, cpu, nic, ib_switch, eth_switch (found \"" + text_excerpt(kind) + "\")");
     n.model = r.string_or("model", "");
     n.host = small_int(r, "host", -1, -1);
     n.local_index = small_int(r, "local_index", -1, -1);
@@ -77,7 +77,7 @@ Topology topology_from_json(const Json& doc, const std::string& file) {
     auto endpoint = [&](const std::string& key) -> NodeId {
       std::string id = r.string(key);
       auto it = ids.find(id);
-      if (it == ids.end()) json_fail(r.path_of(key), "expected the id of a node in /nodes (no node '" + id + "')");
+      if (it == ids.end()) json_fail(r.path_of(key), "expected the id of a node in /nodes (no node '" + text_excerpt(id) + "')");
       return static_cast<NodeId>(it->second);
     };
     NodeId a = endpoint("a");
@@ -86,7 +86,7 @@ Topology topology_from_json(const Json& doc, const std::string& file) {
     const std::string kind = r.string("kind");
     LinkKind lk;
     if (!parse_link_kind(kind, lk))
-      json_fail(r.path_of("kind"), "expected one of nvlink, pcie, infiniband, ethernet (found \"" + kind + "\")");
+      json_fail(r.path_of("kind"), "expected one of nvlink, pcie, infiniband, ethernet (found \"" + text_excerpt(kind) + "\")");
     double bw = r.bandwidth("bandwidth");
     double lat = r.time_or("latency", 0.0);
     int count = small_int(r, "count", 1, 1);
@@ -97,7 +97,7 @@ Topology topology_from_json(const Json& doc, const std::string& file) {
   for (std::size_t i = 0; i < nodes.size(); ++i)
     if (is_gpu[i] && !connected[i])
       json_fail(root.path_of("nodes").index(i), "expected a GPU connected by at least one link (no link names '" +
-                                                    nodes[i]["id"].get<std::string>() + "')");
+                                                    text_excerpt(nodes[i]["id"].get<std::string>()) + "')");
   root.finish();
   return std::move(b).build(file);
 }
@@ -213,8 +213,19 @@ std::string topology_to_dot(const Topology& t) {
   return o.str();
 }
 
-Topology load_topology(const std::string& preset_or_file, const std::map<std::string, std::string>& params) {
-  if (is_preset(preset_or_file)) return build_preset(preset_or_file, params);
+Topology load_topology(const std::string& preset_or_file, const std::map<std::string, std::string>& params,
+                       const std::string& params_at) {
+  if (is_preset(preset_or_file)) {
+    if (params_at.empty()) return build_preset(preset_or_file, params);
+    try {
+      return build_preset(preset_or_file, params);
+    } catch (const InputError& e) {
+      // The preset builder names parameters as command-line flags ("--param nodes: ..."); these came from a file.
+      const std::string m = e.what();
+      if (m.rfind("--param ", 0) == 0) throw InputError(params_at + "/" + m.substr(8));
+      throw;
+    }
+  }
   std::error_code ec;
   if (std::filesystem::is_regular_file(preset_or_file, ec)) {
     if (!params.empty())

@@ -24,8 +24,10 @@ struct PresetInfo {
 const std::vector<PresetInfo>& presets();
 bool is_preset(const std::string& name);
 Topology build_preset(const std::string& name, const std::map<std::string, std::string>& params);
-// A preset name or a file path.
-Topology load_topology(const std::string& preset_or_file, const std::map<std::string, std::string>& params);
+// A preset name or a file path. `params_at` says where `params` came from when not the command line's
+// --param (e.g. "scenario.json: /topology/params"); a bad parameter is then reported there.
+Topology load_topology(const std::string& preset_or_file, const std::map<std::string, std::string>& params,
+                       const std::string& params_at = "");
 
 struct TopologySummary {
   std::map<std::string, int> node_counts;  // by kind name

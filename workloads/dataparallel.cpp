@@ -25,6 +25,22 @@ DataParallelConfig dataparallel_config_from_params(const ParamMap& p, const std:
   models::gpu_spec(c.gpu, where + " gpu");
   models::Precision pr;
   if (!models::parse_precision(c.precision, pr)) r.fail("precision", "expected fp16, bf16, tf32 or fp32");
+  // Resource bounds, checked before anything is allocated (docs/reliability.md): the generator builds one
+  // backward op and one all-reduce per bucket and one communicator entry per rank.
+  if (c.world_size > kMaxDataParallelWorld)
+    r.fail("world_size", "expected at most " + std::to_string(kMaxDataParallelWorld) + " ranks, got " +
+                             std::to_string(c.world_size));
+  if (c.global_batch_size > (std::int64_t{1} << 40)) r.fail("global_batch_size", "expected at most 2^40 samples");
+  if (c.tokens_per_sample > (std::int64_t{1} << 24)) r.fail("tokens_per_sample", "expected at most 2^24 tokens");
+  if (!(c.num_parameters <= 1e15)) r.fail("num_parameters", "expected at most 1e15 parameters");
+  if (!(c.grad_bytes <= 64)) r.fail("grad_bytes", "expected at most 64 bytes per gradient element");
+  const double buckets = std::ceil(c.num_parameters / double(c.bucket_size));
+  if (buckets > double(kMaxDataParallelBuckets))
+    r.fail("bucket_size", "gives " + std::to_string(static_cast<long long>(buckets)) + " gradient buckets for " +
+                              std::to_string(static_cast<long long>(c.num_parameters)) + " parameters; at most " +
+                              std::to_string(kMaxDataParallelBuckets) +
+                              " are simulated (use a bucket_size of at least num_parameters / " +
+                              std::to_string(kMaxDataParallelBuckets) + ")");
   if (c.global_batch_size % c.world_size)
     r.fail("global_batch_size", "must be a multiple of world_size (" + std::to_string(c.world_size) + ")");
   return c;

@@ -27,6 +27,12 @@ struct DataParallelConfig {
   std::string precision = "fp16";
 };
 
+// Resource bounds (checked by dataparallel_config_from_params before anything is allocated): each bucket
+// costs two ops, each rank one communicator entry. PyTorch DDP's default 25 MB buckets give 40,000 buckets
+// only at 1e12 parameters, so the bucket limit refuses only degenerate settings such as bucket_size 1.
+constexpr std::int64_t kMaxDataParallelBuckets = 100000;
+constexpr std::int64_t kMaxDataParallelWorld = 1 << 20;
+
 DataParallelConfig dataparallel_config_from_params(const ParamMap& p, const std::string& where);
 Trace generate_dataparallel(const DataParallelConfig& c, const models::ComputeModel& cm, const std::string& where);
 

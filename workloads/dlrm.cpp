@@ -30,7 +30,8 @@ DlrmConfig load_dlrm_model(const std::string& configs_path, const std::string& m
   if (!models.contains(model)) {
     std::string known;
     for (auto it = models.begin(); it != models.end(); ++it) known += (known.empty() ? "" : ", ") + it.key();
-    throw InputError(where + " model", "unknown model '" + model + "' in " + configs_path + " (known: " + known + ")");
+    throw InputError(where + " model", "unknown model '" + text_excerpt(model) + "' in " + configs_path +
+                                           " (known: " + known.substr(0, 300) + (known.size() > 300 ? "..." : "") + ")");
   }
   JsonPath at = r.path_of("models").child(model);
   ObjectReader mr(models[model], at);
@@ -41,20 +42,26 @@ DlrmConfig load_dlrm_model(const std::string& configs_path, const std::string& m
   int tix = 0;
   for (std::size_t i = 0; i < ecs.size(); ++i) {
     ObjectReader er(ecs[i], mr.path_of("embedding_configs").index(i));
-    std::int64_t n = er.integer("num_tables");
+    // Ranges before anything is allocated or multiplied (rows * width must not overflow; see dlrm.hpp).
+    std::int64_t n = er.integer_in("num_tables", 1, kMaxDlrmTables);
     std::vector<std::int64_t> nnz;
     const Json& nz = er.array("nnz");
+    if (nz.size() > 4096) json_fail(er.path_of("nnz"), "expected at most 4096 hotness entries");
     for (std::size_t k = 0; k < nz.size(); ++k) {
-      if (!nz[k].is_number_integer() || nz[k].get<std::int64_t>() < 1)
-        json_fail(er.path_of("nnz").index(k), "expected a hotness >= 1");
+      if (!nz[k].is_number_integer() || nz[k].is_number_unsigned() && nz[k].get<std::uint64_t>() > (1u << 20) ||
+          nz[k].get<std::int64_t>() < 1 || nz[k].get<std::int64_t>() > (1 << 20))
+        json_fail(er.path_of("nnz").index(k), "expected a hotness in [1, 2^20]");
       nnz.push_back(nz[k].get<std::int64_t>());
     }
-    std::int64_t rows = er.integer("num_rows"), width = er.integer("width");
+    std::int64_t rows = er.integer_in("num_rows", 1, std::int64_t{1} << 40);
+    std::int64_t width = er.integer_in("width", 1, std::int64_t{1} << 20);
     bool shared = er.boolean_or("shared", false);
     er.finish();
     if (n < 1 || rows < 1 || width < 1 || nnz.empty()) json_fail(er.path(), "expected num_tables, num_rows, width >= 1 and a non-empty nnz");
     if (!shared && nnz.size() != 1)
       json_fail(er.path_of("nnz"), "non-shared multi-hot tables are not defined (one hotness per table expected)");
+    if (static_cast<std::int64_t>(c.tables.size()) + n > kMaxDlrmTables)
+      json_fail(er.path_of("num_tables"), "expected at most " + std::to_string(kMaxDlrmTables) + " tables in all");
     for (std::int64_t k = 0; k < n; ++k) {
       EmbeddingTable t;
       t.name = "t" + std::to_string(tix++);
@@ -64,9 +71,18 @@ DlrmConfig load_dlrm_model(const std::string& configs_path, const std::string& m
       c.tables.push_back(t);
     }
   }
-  for (const auto& v : mr.array("mlp_sizes")) c.mlp_sizes.push_back(v.get<std::int64_t>());
-  c.num_numerical_features = mr.integer("num_numerical_features");
-  if (const Json* s = mr.raw_optional("interact_stride")) c.interact_stride = s->get<std::int64_t>();
+  const Json& mlp = mr.array("mlp_sizes");
+  if (mlp.size() > 1024) json_fail(mr.path_of("mlp_sizes"), "expected at most 1024 layers");
+  for (std::size_t k = 0; k < mlp.size(); ++k) {
+    const Json& v = mlp[k];
+    if (!v.is_number_integer() || v.is_number_unsigned() && v.get<std::uint64_t>() > (1u << 24) ||
+        v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > (1 << 24))
+      json_fail(mr.path_of("mlp_sizes").index(k), "expected a layer width in [1, 2^24], found " + json_excerpt(v));
+    c.mlp_sizes.push_back(v.get<std::int64_t>());
+  }
+  c.num_numerical_features = mr.integer_in("num_numerical_features", 0, 1 << 24);
+  if (mr.raw_optional("interact_stride"))  // null: no pooling
+    c.interact_stride = mr.integer_in("interact_stride", 0, 1 << 24);
   for (const char* k : {"derived_num_tables", "derived_num_categorical_inputs", "derived_total_embedding_GiB_fp32"})
     mr.raw_optional(k);
   mr.finish();
@@ -103,6 +119,16 @@ DlrmConfig dlrm_config_from_params(const ParamMap& p, const std::string& where) 
   if (c.optimizer != "adagrad" && c.optimizer != "sgd") r.fail("optimizer", "expected adagrad or sgd");
   if (c.memory_fraction > 1) r.fail("memory_fraction", "expected a fraction in (0, 1]");
   if (c.global_batch_size % c.world_size) r.fail("global_batch_size", "must be a multiple of world_size");
+  // Resource bounds before any allocation (dlrm.hpp): every rank is simulated, and a table is cut into at most
+  // world_size column slices.
+  if (c.world_size > kMaxDlrmWorld)
+    r.fail("world_size", "expected at most " + std::to_string(kMaxDlrmWorld) + " ranks (every DLRM rank is simulated)");
+  if (c.global_batch_size > (std::int64_t{1} << 40)) r.fail("global_batch_size", "expected at most 2^40 samples");
+  if (double(c.tables.size()) * double(c.world_size) > double(kMaxDlrmShards))
+    r.fail("world_size", std::to_string(c.tables.size()) + " tables on " + std::to_string(c.world_size) +
+                             " ranks could make " + std::to_string(c.tables.size() * std::size_t(c.world_size)) +
+                             " shards; at most " + std::to_string(kMaxDlrmShards) + " are simulated");
+  if (c.index_bytes > 64) r.fail("index_bytes", "expected at most 64 bytes per id");
   models::Precision pr;
   if (!models::parse_precision(c.precision, pr)) r.fail("precision", "expected fp16, bf16, tf32 or fp32");
   models::gpu_spec(c.gpu, where + " gpu");

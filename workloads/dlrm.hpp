@@ -65,6 +65,12 @@ struct DlrmConfig {
   double collective_latency_s = 0;
 };
 
+// Resource bounds, checked while reading (before anything is allocated); far above the largest published
+// synthetic model (tests/data/training/distributed_embeddings_synthetic_configs.json: 2,002 tables).
+constexpr std::int64_t kMaxDlrmTables = 100000;   // tables in one model
+constexpr std::int64_t kMaxDlrmWorld = 65536;     // ranks (all of them are simulated)
+constexpr std::int64_t kMaxDlrmShards = 10000000; // tables x ranks: the most shards a plan could make
+
 // Reads params: model + configs (path to distributed_embeddings_synthetic_configs.json) or the defaults;
 // global_batch_size, world_size, sharding, optimizer, gpu, precision, memory_fraction, embedding_ops,
 // column_slice_threshold, index_bytes, host_input, h2d_bandwidth, gpus_per_pcie_uplink, collective_latency.

@@ -15,6 +15,7 @@ ParamMap params_from_json(const Json& obj, const JsonPath& at) {
     const Json& v = *it;
     if (v.is_string()) m[it.key()] = v.get<std::string>();
     else if (v.is_boolean()) m[it.key()] = v.get<bool>() ? "true" : "false";
+    else if (v.is_number_unsigned()) m[it.key()] = std::to_string(v.get<std::uint64_t>());  // > 2^63 stays exact
     else if (v.is_number_integer()) m[it.key()] = std::to_string(v.get<std::int64_t>());
     else if (v.is_number()) {
       std::ostringstream os;
@@ -40,7 +41,7 @@ std::int64_t ParamReader::integer(const std::string& k, std::int64_t dflt, std::
     try {
       v = parse_int(it->second, k);
     } catch (const InputError&) {
-      fail(k, "expected an integer, got '" + it->second + "'");
+      fail(k, "expected an integer, got '" + text_excerpt(it->second) + "'");
     }
   }
   if (v < min) fail(k, "expected an integer >= " + std::to_string(min) + ", got " + std::to_string(v));
@@ -61,7 +62,7 @@ double ParamReader::number(const std::string& k, double dflt, double min) {
     try {
       v = parse_double(it->second, k);
     } catch (const InputError&) {
-      fail(k, "expected a number, got '" + it->second + "'");
+      fail(k, "expected a number, got '" + text_excerpt(it->second) + "'");
     }
   }
   if (!(v >= min) || !std::isfinite(v)) fail(k, "expected a finite number >= " + std::to_string(min));
@@ -78,7 +79,7 @@ bool ParamReader::boolean(const std::string& k, bool dflt) {
   if (it != p_.end()) {
     if (it->second == "true" || it->second == "1") v = true;
     else if (it->second == "false" || it->second == "0") v = false;
-    else fail(k, "expected true or false, got '" + it->second + "'");
+    else fail(k, "expected true or false, got '" + text_excerpt(it->second) + "'");
   }
   used_[k] = v ? "true" : "false";
   return v;
@@ -100,7 +101,7 @@ std::uint64_t ParamReader::size(const std::string& k, std::uint64_t dflt) {
     try {
       v = parse_size(it->second, k);
     } catch (const InputError&) {
-      fail(k, "expected a size (bytes, or with K/M/G suffix), got '" + it->second + "'");
+      fail(k, "expected a size (bytes, or with K/M/G suffix), got '" + text_excerpt(it->second) + "'");
     }
   }
   used_[k] = std::to_string(v);
@@ -122,9 +123,12 @@ double ParamReader::with_unit(const std::string& k, double dflt, const std::stri
   try {
     v = parse(it->second, k);
   } catch (const InputError&) {
-    fail(k, std::string("expected a ") + kind + " such as \"" + example + "\", found '" + it->second + "'");
+    fail(k, std::string("expected a ") + kind + " such as \"" + example + "\", found '" + text_excerpt(it->second) + "'");
   }
   if (zero_ok ? !(v >= 0) : !(v > 0)) fail(k, std::string("expected a ") + kind + (zero_ok ? " >= 0" : " > 0"));
+  // The same physical ranges as JSON unit fields (sim/base/json_reader.hpp), so derived times stay finite.
+  if (zero_ok ? !(v <= kMaxTime) : !(v >= kMinBandwidth && v <= kMaxBandwidth))
+    fail(k, std::string("expected a ") + kind + (zero_ok ? " of at most 1e9 s" : " between 1e-3 B/s and 1e18 B/s"));
   used_[k] = it->second;
   return v;
 }
@@ -142,7 +146,7 @@ double ParamReader::time(const std::string& k, double dflt) {
 void ParamReader::finish() const {
   std::string unknown;
   for (const auto& [k, v] : p_)
-    if (!seen_.count(k)) unknown += (unknown.empty() ? "" : ", ") + k;
+    if (!seen_.count(k) && unknown.size() < 200) unknown += (unknown.empty() ? "" : ", ") + text_excerpt(k, 40);
   if (!unknown.empty()) throw InputError(where_, "unknown parameter(s): " + unknown);
 }
 

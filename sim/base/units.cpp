@@ -42,7 +42,10 @@ bool split_number(std::string_view s, double& value, std::string& suffix) {
 }
 
 [[noreturn]] void fail(std::string_view what, std::string_view text, std::string_view expected) {
-  throw InputError(std::string(what), "cannot parse '" + std::string(text) + "': expected " + std::string(expected));
+  // Quote at most 60 characters of the input: a message is one line whatever the user passed.
+  std::string shown(text.substr(0, 60));
+  if (text.size() > 60) shown += "...";
+  throw InputError(std::string(what), "cannot parse '" + shown + "': expected " + std::string(expected));
 }
 
 }  // namespace
@@ -80,7 +83,9 @@ std::uint64_t parse_size(std::string_view text, std::string_view what) {
       else if (s == "g") mul = 1e9;
       else if (s == "t") mul = 1e12;
       else fail(what, text, expected);
-      return static_cast<std::uint64_t>(std::llround(v * mul));
+      const double bytes = std::round(v * mul);
+      if (!(bytes < 18446744073709551616.0)) fail(what, text, "a size below 2^64 bytes");  // before the cast
+      return static_cast<std::uint64_t>(bytes);
     }
   }
   double mul = 1;
@@ -92,6 +97,7 @@ std::uint64_t parse_size(std::string_view text, std::string_view what) {
   else fail(what, text, expected);
   double bytes = v * mul;
   if (bytes != std::floor(bytes)) fail(what, text, "a whole number of bytes");
+  if (!(bytes < 18446744073709551616.0)) fail(what, text, "a size below 2^64 bytes");  // before the cast
   return static_cast<std::uint64_t>(bytes);
 }
 
@@ -128,7 +134,7 @@ double parse_bandwidth(std::string_view text, std::string_view what) {
     else fail(what, text, expected);
   }
   double bps = v * mul / (bits ? 8.0 : 1.0);
-  if (!(bps > 0)) fail(what, text, expected);
+  if (!(bps > 0) || !std::isfinite(bps)) fail(what, text, expected);
   return bps;
 }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include "sim/base/csv.hpp"
@@ -64,6 +65,9 @@ std::string scalar_text(const Json& v, const JsonPath& at) {
 
 Json::json_pointer pointer(const std::string& text, const JsonPath& at) {
   if (text.empty() || text[0] != '/') json_fail(at, "a JSON pointer starting with '/', e.g. \"/topology/params/nodes\"");
+  // Setting a pointer creates the objects it names: bound its depth like any parsed document's.
+  if (static_cast<std::size_t>(std::count(text.begin(), text.end(), '/')) > kMaxJsonDepth / 2)
+    json_fail(at, "a JSON pointer of at most " + std::to_string(kMaxJsonDepth / 2) + " levels");
   try {
     return Json::json_pointer(text);
   } catch (const std::exception& e) {
@@ -207,14 +211,68 @@ SweepSpec parse_sweep(const Json& j, const std::string& file) {
 
 SweepSpec load_sweep(const std::string& path) { return parse_sweep(load_json_file(path), path); }
 
+namespace {
+// Sets `v` at JSON pointer `ptr` inside `j` (already validated by pointer()). Missing object members are
+// created as objects; an array is only indexed within its size, or appended to ("-" or its size) by the
+// last token. (nlohmann's operator[] would grow an array to any index it is given: "/a/4000000000".)
+void set_pointer(Json& j, const std::string& ptr, const Json& v) {
+  std::vector<std::string> tokens;
+  for (std::size_t i = 1; i <= ptr.size();) {
+    std::size_t e = ptr.find('/', i);
+    if (e == std::string::npos) e = ptr.size();
+    std::string t;
+    for (std::size_t k = i; k < e; ++k) {
+      if (ptr[k] == '~' && k + 1 < e) {
+        t += ptr[k + 1] == '1' ? '/' : '~';
+        ++k;
+      } else {
+        t += ptr[k];
+      }
+    }
+    tokens.push_back(std::move(t));
+    i = e + 1;
+  }
+  Json* cur = &j;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const std::string& t = tokens[i];
+    const bool last = i + 1 == tokens.size();
+    if (cur->is_null()) *cur = Json::object();
+    if (cur->is_object()) {
+      cur = &(*cur)[t];
+    } else if (cur->is_array()) {
+      std::size_t idx = cur->size();
+      if (t != "-") {
+        if (t.empty() || t.size() > 18 || (t.size() > 1 && t[0] == '0') ||
+            t.find_first_not_of("0123456789") != std::string::npos)
+          throw std::invalid_argument("array index '" + t.substr(0, 20) + "' is not a number");
+        idx = static_cast<std::size_t>(std::stoull(t));
+      }
+      if (idx < cur->size()) {
+        cur = &(*cur)[idx];
+      } else if (idx == cur->size() && last) {
+        cur->push_back(nullptr);
+        cur = &cur->back();
+      } else {
+        throw std::invalid_argument("array index " + t.substr(0, 20) + " is beyond the array's " +
+                                    std::to_string(cur->size()) + " elements");
+      }
+    } else {
+      throw std::invalid_argument(std::string("it goes through a ") + cur->type_name() + ", not an object or array");
+    }
+  }
+  *cur = v;
+}
+}  // namespace
+
 Json point_scenario(const SweepSpec& s, const SweepPoint& p) {
   Json j = s.base;
   j.erase("outputs");
   for (const auto& [ptr, v] : p.set) {
     try {
-      j[Json::json_pointer(ptr)] = v;
+      set_pointer(j, ptr, v);
     } catch (const std::exception& e) {
-      throw InputError(s.file + ": point " + std::to_string(p.index) + " " + ptr,
+      throw InputError(s.file + ": point " + std::to_string(p.index) + " " + ptr.substr(0, 160) +
+                           (ptr.size() > 160 ? "..." : ""),
                        std::string("cannot set this path in the base scenario (") + e.what() + ")");
     }
   }
@@ -308,9 +366,16 @@ std::map<std::size_t, std::string> read_done_rows(const SweepSpec& s, const std:
                                                   const std::string& name, std::size_t* stale) {
   std::map<std::size_t, std::string> done;
   if (stale) *stale = 0;
-  std::istringstream in(text);
+  // A run killed while appending leaves a last line without its newline: that row is not trusted (its
+  // point runs again), whatever it happens to contain.
+  std::string complete = text.substr(0, text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
+  std::istringstream in(complete);
   std::string line;
-  if (!std::getline(in, line)) return done;  // empty file: nothing done
+  if (!std::getline(in, line)) {
+    if (!text.empty() && text != sweep_csv_header(s).substr(0, text.size()))
+      throw InputError(name, "exists and is not a CSV written by this sweep; move it away or choose another output");
+    return done;  // empty file (or a header cut short): nothing done
+  }
   if (line + "\n" != sweep_csv_header(s))
     throw InputError(name, "exists with different columns than this sweep produces; move it away or choose "
                            "another output to start over");
@@ -331,15 +396,15 @@ std::map<std::size_t, std::string> read_done_rows(const SweepSpec& s, const std:
     } catch (...) {
     }
     if (idx < 0 || static_cast<std::size_t>(idx) >= s.points.size())
-      throw InputError(where, "point index '" + f[0] + "' is not a point of this sweep");
+      throw InputError(where, "point index " + json_excerpt(Json(f[0]), 30) + " is not a point of this sweep");
     const SweepPoint& p = s.points[static_cast<std::size_t>(idx)];
     for (std::size_t c = 0; c < p.inputs.size(); ++c)
       if (f[1 + c] != p.inputs[c])
-        throw InputError(where, "point " + f[0] + " has " + s.input_columns[c] + "=" + f[1 + c] +
-                                    " but this sweep's point " + f[0] + " has " + p.inputs[c] +
+        throw InputError(where, "point " + f[0] + " has " + s.input_columns[c] + "=" + json_excerpt(Json(f[1 + c]), 40) +
+                                    " but this sweep's point " + f[0] + " has " + json_excerpt(Json(p.inputs[c]), 40) +
                                     " (the sweep changed; choose another output)");
     std::string st = f[1 + p.inputs.size()];
-    if (st != "ok" && st != "failed") throw InputError(where, "status must be ok or failed, got '" + st + "'");
+    if (st != "ok" && st != "failed") throw InputError(where, "status must be ok or failed, got " + json_excerpt(Json(st), 30));
     if (f.back() != point_input_hash(s, p)) {  // computed from another scenario or other run options
       if (stale) ++*stale;
       continue;

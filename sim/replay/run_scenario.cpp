@@ -19,7 +19,8 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   auto t0 = std::chrono::steady_clock::now();
   // NVLink traffic is striped by the hardware over all NVSwitch planes; the flow model needs them merged
   // (models/collectives.hpp, merge_nvswitch_planes), as `fabricsim coll` does.
-  topo::Topology topo = models::merge_nvswitch_planes(topo::load_topology(s.topology, s.topology_params));
+  topo::Topology topo = models::merge_nvswitch_planes(topo::load_topology(
+      s.topology, s.topology_params, s.file.empty() ? std::string() : JsonPath{s.file, "/topology/params"}.str()));
   models::Calibration calib =
       s.calibration_file.empty() ? models::default_calibration() : models::load_calibration(s.calibration_file);
   models::ComputeModel cm = workloads::scenario_compute_model(s, topo, calib.extra);
