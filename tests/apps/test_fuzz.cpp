@@ -410,12 +410,14 @@ TEST_CASE("fuzz ASTRA-sim text") {
 }
 
 TEST_CASE("fuzz Chakra JSON") {
-  // The 4-rank pipeline example; each input replaces one rank's file (chosen by the input's length), the
-  // other ranks keep the original files.
+  // The 4-rank pipeline example; each input replaces one rank's file (an original seed its own rank's, a
+  // mutated one the rank chosen by its length), the other ranks keep the original files.
   static const std::vector<std::string> orig = glob("examples/workloads/chakra", ".json", 4);
   REQUIRE(orig.size() == 4);
   Target t{"chakra", orig, true, [](const std::string& s) {
-             const std::size_t mine = s.size() % orig.size();
+             const auto same = std::find(orig.begin(), orig.end(), s);
+             const std::size_t mine =
+                 same != orig.end() ? static_cast<std::size_t>(same - orig.begin()) : s.size() % orig.size();
              for (std::size_t r = 0; r < orig.size(); ++r)
                std::ofstream(scratch() / ("chakra." + std::to_string(r) + ".json"), std::ios::binary | std::ios::trunc)
                    << (r == mine ? s : orig[r]);
