@@ -5,7 +5,7 @@
 // so all 8 rows are held out. Measured (docs/validation.md, "Mixture of experts"): |error| 2.3, 0.3, 2.7, 39.9 %
 // (Qwen3 rows 93, 95, 96, 97) and 2.7, 1.7, 0.9, 2.8 % (Mixtral rows 111-114): median 2.5 %, max 39.9 %.
 // The bounds below are those figures rounded up. Run with
-//   build/tests/test_replay -tc="moe validation*" -s
+//   build/tests/test_replay -tc="validation: moe*" -s
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -35,7 +35,7 @@ std::string csv_cell(const std::string& file, int row, const std::string& col) {
 }
 }  // namespace
 
-TEST_CASE("moe validation: Qwen3-235B-A22B (256 H100) and Mixtral-8x22B (128 H100) held out: median <= 3 %, max <= 40 %") {
+TEST_CASE("validation: moe, Qwen3-235B-A22B (256 H100) and Mixtral-8x22B (128 H100) held out: median <= 3 %, max <= 40 %") {
   std::vector<double> abs_errors;  // |simulated / measured - 1| of every row, both tables
   std::printf("row  measured_s  simulated_s  error\n");
   for (int row : {93, 95, 96, 97}) {
