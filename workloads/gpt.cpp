@@ -1234,43 +1234,38 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   // data- and context-parallel ranks together); HSDP (num_distributed_optimizer_instances R) shards over
   // DP x CP / R consecutive ranks and all-reduces across the R replicas.
   const std::int64_t R = c.num_distributed_optimizer_instances, shard_n = dp * cp / R;
+  // Appends a communicator to the trace and returns its index.
+  auto add_comm = [&](std::string name, const char* category, std::vector<std::int32_t> ranks,
+                      std::int64_t mirrors = 0, std::int32_t mirror_stride = 1) {
+    Communicator comm;
+    comm.name = std::move(name);
+    comm.category = category;
+    comm.ranks = std::move(ranks);
+    comm.mirrors = static_cast<std::int32_t>(mirrors);
+    comm.mirror_stride = mirror_stride;
+    tr.comms.push_back(std::move(comm));
+    return static_cast<std::int32_t>(tr.comms.size() - 1);
+  };
   std::vector<std::int32_t> tp_comm(p), dp_comm(p), cp_comm(p, -1), rep_comm(p, -1);
   for (std::int64_t st = 0; st < p; ++st) {
-    Communicator tc;
-    tc.name = "tp.stage" + std::to_string(st);
-    for (std::int64_t k = 0; k < t; ++k) tc.ranks.push_back(rank_of(st, 0, 0, k));
-    tc.category = "tp";
-    tp_comm[st] = static_cast<std::int32_t>(tr.comms.size());
-    tr.comms.push_back(std::move(tc));
-    Communicator dc;
-    dc.name = "dp.stage" + std::to_string(st);
+    const std::string sfx = ".stage" + std::to_string(st);
+    std::vector<std::int32_t> ranks;
+    for (std::int64_t k = 0; k < t; ++k) ranks.push_back(rank_of(st, 0, 0, k));
+    tp_comm[st] = add_comm("tp" + sfx, "tp", std::move(ranks));
+    ranks.clear();
     for (std::int64_t d = 0; d < dp; ++d)
       for (std::int64_t k = 0; k < cp; ++k)
-        if (d * cp + k < shard_n) dc.ranks.push_back(rank_of(st, d, k, 0));
-    dc.category = "dp";
-    dc.mirrors = static_cast<std::int32_t>(dp_mirrors);
-    dp_comm[st] = static_cast<std::int32_t>(tr.comms.size());
-    tr.comms.push_back(std::move(dc));
+        if (d * cp + k < shard_n) ranks.push_back(rank_of(st, d, k, 0));
+    dp_comm[st] = add_comm("dp" + sfx, "dp", std::move(ranks), dp_mirrors);
     if (cp > 1) {
-      Communicator cc;
-      cc.name = "cp.stage" + std::to_string(st);
-      for (std::int64_t k = 0; k < cp; ++k) cc.ranks.push_back(rank_of(st, 0, k, 0));
-      cc.category = "cp";
-      cc.mirrors = static_cast<std::int32_t>(dp_mirrors);
-      cp_comm[st] = static_cast<std::int32_t>(tr.comms.size());
-      tr.comms.push_back(std::move(cc));
+      ranks.clear();
+      for (std::int64_t k = 0; k < cp; ++k) ranks.push_back(rank_of(st, 0, k, 0));
+      cp_comm[st] = add_comm("cp" + sfx, "cp", std::move(ranks), dp_mirrors);
     }
     if (R > 1) {
-      Communicator rc;
-      rc.name = "dp.replica.stage" + std::to_string(st);
-      for (std::int64_t r = 0; r < R; ++r) {
-        const std::int64_t i = r * shard_n;
-        rc.ranks.push_back(rank_of(st, i / cp, i % cp, 0));
-      }
-      rc.category = "dp";
-      rc.mirrors = static_cast<std::int32_t>(dp_mirrors);
-      rep_comm[st] = static_cast<std::int32_t>(tr.comms.size());
-      tr.comms.push_back(std::move(rc));
+      ranks.clear();
+      for (std::int64_t r = 0; r < R; ++r) ranks.push_back(rank_of(st, r * shard_n / cp, r * shard_n % cp, 0));
+      rep_comm[st] = add_comm("dp.replica" + sfx, "dp", std::move(ranks), dp_mirrors);
     }
   }
   // ---- Mixture of experts: routing per MoE layer, per-layer dispatch/combine communicators, costs.
@@ -1329,14 +1324,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
     for (std::int64_t st = 0; st < p; ++st) {
       const std::int32_t base = rank_of(st, 0, 0, 0);
       auto add = [&](const std::string& name, std::vector<std::int32_t> ranks, std::int32_t mirrors, std::int32_t stride) {
-        Communicator cc;
-        cc.name = name;
-        cc.ranks = std::move(ranks);
-        cc.category = "ep";
-        cc.mirrors = mirrors;
-        cc.mirror_stride = stride;
-        tr.comms.push_back(std::move(cc));
-        return static_cast<std::int32_t>(tr.comms.size() - 1);
+        return add_comm(name, "ep", std::move(ranks), mirrors, stride);
       };
       std::vector<std::int32_t> ep_ranks;
       for (std::int64_t k = 0; k < ep; ++k) ep_ranks.push_back(base + static_cast<std::int32_t>(k * etp));
@@ -1383,12 +1371,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   }
   std::int32_t emb_comm = -1;
   if (p > 1 && !c.untie_embeddings_and_output_weights) {
-    Communicator ec;
-    ec.name = "embedding";
-    ec.ranks = {rank_of(0, 0, 0, 0), rank_of(p - 1, 0, 0, 0)};
-    ec.category = "dp";
-    emb_comm = static_cast<std::int32_t>(tr.comms.size());
-    tr.comms.push_back(std::move(ec));
+    emb_comm = add_comm("embedding", "dp", {rank_of(0, 0, 0, 0), rank_of(p - 1, 0, 0, 0)});
   }
   const double grad_elem_bytes = c.grad_reduce_in_fp32 ? 4.0 : 2.0;
   // Pipeline sends use the scatter/gather optimisation (each TP rank sends 1/t of the activation; Narayanan
