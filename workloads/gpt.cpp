@@ -1377,6 +1377,18 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   // Pipeline sends use the scatter/gather optimisation (each TP rank sends 1/t of the activation; Narayanan
   // et al. SC'21 Sec. 4.1), on by default in Megatron-LM.
   const double pp_bytes = act_bytes / double(t);
+  // One pipeline send or receive of a micro-batch's activations (or their gradient).
+  auto pp_op = [&](OpKind kind, std::uint16_t stream, std::string name, std::int32_t peer, std::int64_t msg_tag) {
+    Op o;
+    o.kind = kind;
+    o.stream = stream;
+    o.name = std::move(name);
+    o.category = "pp";
+    o.peer = peer;
+    o.tag = msg_tag;
+    o.bytes = pp_bytes;
+    return o;
+  };
   const double tp_bytes = act_bytes;
   // Context parallelism: K and V of this TP rank's key/value heads for the whole sequence (all-gather
   // output bytes; the ring of p2p exchanges moves the same (cp-1)/cp share); backward also returns dK, dV.
@@ -1650,14 +1662,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
       if (sl.fwd) {
         out.push_back([&, mb, base, mbs]() {
           if (!first_stage) {
-            Op r;
-            r.kind = OpKind::Recv;
-            r.stream = RankBuilder::kRecvF;
-            r.name = mbs + ".recv.fwd";
-            r.category = "pp";
-            r.peer = rank_of(st - 1, 0, 0, 0);
-            r.tag = tag(mb, 0, 0);
-            r.bytes = pp_bytes;
+            Op r = pp_op(OpKind::Recv, RankBuilder::kRecvF, mbs + ".recv.fwd", rank_of(st - 1, 0, 0, 0), tag(mb, 0, 0));
             std::uint32_t ri = rb.push(std::move(r));
             rb.chain(wait_op(mbs + ".l" + std::to_string(base) + ".wait"), {ri});
           } else {
@@ -1671,14 +1676,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
             if (mtp.kernels) rb.chain(compute_op(mbs + ".mtp.fwd", mtp));
             return;
           }
-          Op snd;
-          snd.kind = OpKind::Send;
-          snd.stream = RankBuilder::kSendF;
-          snd.name = mbs + ".send.fwd";
-          snd.category = "pp";
-          snd.peer = rank_of(st + 1, 0, 0, 0);
-          snd.tag = tag(mb, 0, 0);
-          snd.bytes = pp_bytes;
+          Op snd = pp_op(OpKind::Send, RankBuilder::kSendF, mbs + ".send.fwd", rank_of(st + 1, 0, 0, 0), tag(mb, 0, 0));
           if (c.overlap_p2p_comm) {
             snd.deps.push_back(rb.last());
             rb.push(std::move(snd));
@@ -1689,14 +1687,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
       } else {
         out.push_back([&, mb, mbs]() {
           if (!last_stage) {
-            Op r;
-            r.kind = OpKind::Recv;
-            r.stream = RankBuilder::kRecvB;
-            r.name = mbs + ".recv.bwd";
-            r.category = "pp";
-            r.peer = rank_of(st + 1, 0, 0, 0);
-            r.tag = tag(mb, 0, 1);
-            r.bytes = pp_bytes;
+            Op r = pp_op(OpKind::Recv, RankBuilder::kRecvB, mbs + ".recv.bwd", rank_of(st + 1, 0, 0, 0), tag(mb, 0, 1));
             std::uint32_t ri = rb.push(std::move(r));
             rb.chain(wait_op(mbs + ".bwd.wait"), {ri});
           } else {
@@ -1730,14 +1721,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
             final_embed_bwd = rb.last();
             return;
           }
-          Op snd;
-          snd.kind = OpKind::Send;
-          snd.stream = RankBuilder::kSendB;
-          snd.name = mbs + ".send.bwd";
-          snd.category = "pp";
-          snd.peer = rank_of(st - 1, 0, 0, 0);
-          snd.tag = tag(mb, 0, 1);
-          snd.bytes = pp_bytes;
+          Op snd = pp_op(OpKind::Send, RankBuilder::kSendB, mbs + ".send.bwd", rank_of(st - 1, 0, 0, 0), tag(mb, 0, 1));
           if (c.overlap_p2p_comm) {
             snd.deps.push_back(rb.last());
             rb.push(std::move(snd));
@@ -1779,14 +1763,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
       const std::string mbs = "mb" + std::to_string(mb) + (v > 1 ? ".c" + std::to_string(ch) : "");
       if (sl.fwd) {
         if (!first_chunk) {
-          Op r;
-          r.kind = OpKind::Recv;
-          r.stream = RankBuilder::kRecvF;
-          r.name = mbs + ".recv.fwd";
-          r.category = "pp";
-          r.peer = rank_of(st == 0 ? p - 1 : st - 1, 0, 0, 0);
-          r.tag = tag(mb, ch, 0);
-          r.bytes = pp_bytes;
+          Op r = pp_op(OpKind::Recv, RankBuilder::kRecvF, mbs + ".recv.fwd", rank_of(st == 0 ? p - 1 : st - 1, 0, 0, 0), tag(mb, ch, 0));
           std::uint32_t ri = rb.push(std::move(r));
           rb.chain(wait_op(mbs + ".l" + std::to_string(base) + ".wait"), {ri});
         }
@@ -1809,14 +1786,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
         if (last_chunk) rb.chain(compute_op(mbs + ".logits.fwd", logits_fwd));
         if (last_chunk && mtp.kernels) rb.chain(compute_op(mbs + ".mtp.fwd", mtp));
         if (!last_chunk) {
-          Op snd;
-          snd.kind = OpKind::Send;
-          snd.stream = RankBuilder::kSendF;
-          snd.name = mbs + ".send.fwd";
-          snd.category = "pp";
-          snd.peer = rank_of(st == p - 1 ? 0 : st + 1, 0, 0, 0);
-          snd.tag = tag(mb, st == p - 1 ? ch + 1 : ch, 0);
-          snd.bytes = pp_bytes;
+          Op snd = pp_op(OpKind::Send, RankBuilder::kSendF, mbs + ".send.fwd", rank_of(st == p - 1 ? 0 : st + 1, 0, 0, 0), tag(mb, st == p - 1 ? ch + 1 : ch, 0));
           if (c.overlap_p2p_comm) {
             snd.deps.push_back(rb.last());
             rb.push(std::move(snd));
@@ -1826,14 +1796,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
         }
       } else {
         if (!last_chunk) {
-          Op r;
-          r.kind = OpKind::Recv;
-          r.stream = RankBuilder::kRecvB;
-          r.name = mbs + ".recv.bwd";
-          r.category = "pp";
-          r.peer = rank_of(st == p - 1 ? 0 : st + 1, 0, 0, 0);
-          r.tag = tag(mb, ch, 1);
-          r.bytes = pp_bytes;
+          Op r = pp_op(OpKind::Recv, RankBuilder::kRecvB, mbs + ".recv.bwd", rank_of(st == p - 1 ? 0 : st + 1, 0, 0, 0), tag(mb, ch, 1));
           std::uint32_t ri = rb.push(std::move(r));
           rb.chain(wait_op(mbs + ".bwd.wait"), {ri});
         } else {
@@ -1871,14 +1834,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
           final_embed_bwd = rb.last();
         }
         if (!first_chunk) {
-          Op snd;
-          snd.kind = OpKind::Send;
-          snd.stream = RankBuilder::kSendB;
-          snd.name = mbs + ".send.bwd";
-          snd.category = "pp";
-          snd.peer = rank_of(st == 0 ? p - 1 : st - 1, 0, 0, 0);
-          snd.tag = tag(mb, st == 0 ? ch - 1 : ch, 1);
-          snd.bytes = pp_bytes;
+          Op snd = pp_op(OpKind::Send, RankBuilder::kSendB, mbs + ".send.bwd", rank_of(st == 0 ? p - 1 : st - 1, 0, 0, 0), tag(mb, st == 0 ? ch - 1 : ch, 1));
           if (c.overlap_p2p_comm) {
             snd.deps.push_back(rb.last());
             rb.push(std::move(snd));
