@@ -178,6 +178,12 @@ AttentionParams attention_from_json(const Json& j, const JsonPath& at) {
   return a;
 }
 
+// The document's "schema" must be `expected` (error at /schema naming both).
+void require_schema(ObjectReader& r, const char* expected) {
+  const std::string schema = r.string("schema");
+  if (schema != expected) json_fail(r.path_of("schema"), std::string("\"") + expected + "\", found \"" + schema + "\"");
+}
+
 Json attention_to_json(const AttentionParams& a) {
   Json j = Json::object();
   j["efficiency"] = round_sig(a.efficiency);
@@ -191,9 +197,7 @@ Json attention_to_json(const AttentionParams& a) {
 ComputeCalibration compute_calibration_from_json(const Json& j, const std::string& file) {
   const JsonPath at{file, ""};
   ObjectReader r(j, at);
-  const std::string schema = r.string("schema");
-  if (schema != kComputeCalibrationSchema)
-    json_fail(r.path_of("schema"), std::string("\"") + kComputeCalibrationSchema + "\", found \"" + schema + "\"");
+  require_schema(r, kComputeCalibrationSchema);
   ComputeCalibration c;
   c.gpu = r.string("gpu");
   if (!is_known_gpu(c.gpu)) json_fail(r.path_of("gpu"), "a GPU preset of models/gpu.cpp, found \"" + c.gpu + "\"");
@@ -340,9 +344,7 @@ std::int64_t positive_int(ObjectReader& r, const std::string& key) {
 KernelMeasurements kernel_measurements_from_json(const Json& j, const std::string& file) {
   const JsonPath at{file, ""};
   ObjectReader r(j, at);
-  const std::string schema = r.string("schema");
-  if (schema != kKernelMeasurementsSchema)
-    json_fail(r.path_of("schema"), std::string("\"") + kKernelMeasurementsSchema + "\", found \"" + schema + "\"");
+  require_schema(r, kKernelMeasurementsSchema);
   KernelMeasurements m;
   {
     ObjectReader g(r.object("gpu"), r.path_of("gpu"));
