@@ -8,8 +8,8 @@
 #include "sim/base/error.hpp"
 #include "sim/base/json_reader.hpp"
 #include "sim/base/units.hpp"
-#include "sim/replay/coll_sweep.hpp"
-#include "sim/replay/outputs.hpp"
+#include "replay/coll_sweep.hpp"
+#include "replay/outputs.hpp"
 
 namespace fabricsim::cli {
 

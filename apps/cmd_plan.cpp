@@ -16,8 +16,8 @@
 #include "apps/cli.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
-#include "sim/replay/outputs_sweep.hpp"
-#include "sim/replay/run_scenario.hpp"
+#include "replay/outputs_sweep.hpp"
+#include "replay/run_scenario.hpp"
 #include "workloads/scenario.hpp"
 
 namespace fabricsim::cli {

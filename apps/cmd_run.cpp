@@ -6,8 +6,8 @@
 #include "apps/cli.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
-#include "sim/replay/outputs.hpp"
-#include "sim/replay/run_scenario.hpp"
+#include "replay/outputs.hpp"
+#include "replay/run_scenario.hpp"
 #include "workloads/importers.hpp"
 #include "workloads/scenario.hpp"
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "bench/bench_util.hpp"
-#include "sim/replay/outputs.hpp"
+#include "replay/outputs.hpp"
 
 using namespace fabricsim;
 

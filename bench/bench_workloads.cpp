@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "bench/bench_util.hpp"
-#include "sim/replay/run_scenario.hpp"
+#include "replay/run_scenario.hpp"
 #include "workloads/scenario.hpp"
 
 using namespace fabricsim;

@@ -19,9 +19,9 @@
 
 #include "sim/base/error.hpp"
 #include "sim/base/json_reader.hpp"
-#include "sim/replay/coll_sweep.hpp"
-#include "sim/replay/outputs.hpp"
-#include "sim/replay/run_scenario.hpp"
+#include "replay/coll_sweep.hpp"
+#include "replay/outputs.hpp"
+#include "replay/run_scenario.hpp"
 #include "topologies/io.hpp"
 #include "workloads/scenario.hpp"
 

@@ -31,7 +31,7 @@
 #include "models/calibration.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/json_reader.hpp"
-#include "sim/replay/outputs_sweep.hpp"
+#include "replay/outputs_sweep.hpp"
 #include "topologies/io.hpp"
 #include "validate/nccl_log.hpp"
 #include "workloads/dataparallel.hpp"

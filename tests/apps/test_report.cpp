@@ -13,7 +13,7 @@
 #include <string>
 
 #include "cli_test_util.hpp"
-#include "sim/replay/outputs.hpp"
+#include "replay/outputs.hpp"
 
 using namespace fabricsim;
 namespace fs = std::filesystem;

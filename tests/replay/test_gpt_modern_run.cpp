@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "sim/replay/outputs.hpp"
-#include "sim/replay/run_scenario.hpp"
+#include "replay/outputs.hpp"
+#include "replay/run_scenario.hpp"
 #include "workloads/scenario.hpp"
 
 using namespace fabricsim;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "sim/base/error.hpp"
-#include "sim/replay/run_scenario.hpp"
+#include "replay/run_scenario.hpp"
 #include "workloads/gpt.hpp"
 #include "workloads/scenario.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "sim/replay/run_scenario.hpp"
+#include "replay/run_scenario.hpp"
 #include "workloads/scenario.hpp"
 
 using namespace fabricsim;

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "replay_test_util.hpp"
-#include "sim/replay/run_scenario.hpp"
+#include "replay/run_scenario.hpp"
 #include "workloads/scenario.hpp"
 
 using namespace fabricsim;

@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "sim/base/error.hpp"
-#include "sim/replay/outputs.hpp"
-#include "sim/replay/progress.hpp"
+#include "replay/outputs.hpp"
+#include "replay/progress.hpp"
 
 using namespace fabricsim;
 using fabricsim::sim::RunResult;

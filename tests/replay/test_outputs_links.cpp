@@ -6,8 +6,8 @@
 
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
-#include "sim/replay/outputs.hpp"
-#include "sim/replay/outputs_links.hpp"
+#include "replay/outputs.hpp"
+#include "replay/outputs_links.hpp"
 #include "topologies/io.hpp"
 #include "topologies/routing.hpp"
 

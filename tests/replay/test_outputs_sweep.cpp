@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "sim/base/error.hpp"
-#include "sim/replay/outputs_sweep.hpp"
+#include "replay/outputs_sweep.hpp"
 
 using namespace fabricsim;
 

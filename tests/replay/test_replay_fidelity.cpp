@@ -8,7 +8,7 @@
 
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
-#include "sim/replay/engine_comm_model.hpp"
+#include "replay/engine_comm_model.hpp"
 #include "topologies/io.hpp"
 #include "workloads/trace.hpp"
 

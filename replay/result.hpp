@@ -42,7 +42,7 @@ struct LinkRecord {
   double busy_s[2] = {0, 0};    // time with traffic per direction
   double peak_util[2] = {0, 0}; // peak instantaneous utilisation per direction (0..1)
   // Optional utilisation time series per direction (change points). Empty when the engine did not record
-  // it; the timeline then shows the average over busy time and says so (sim/replay/outputs.hpp).
+  // it; the timeline then shows the average over busy time and says so (replay/outputs.hpp).
   std::vector<UtilPoint> util_series[2];
 };
 

@@ -1,4 +1,4 @@
-#include "sim/replay/outputs_links.hpp"
+#include "replay/outputs_links.hpp"
 
 #include <algorithm>
 

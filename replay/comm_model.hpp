@@ -4,7 +4,7 @@
 //  - AnalyticCommModel: closed-form NCCL ring/all-to-all costs from the topology (per-GPU NVLink bandwidth,
 //    host NIC bandwidth shared by concurrent groups, NCCL's latency table). No engine needed.
 //  - (when sim/engine and models/collectives are built) an engine-backed model that builds the collective's
-//    Schedule and runs it on the flow-level engine; see sim/replay/engine_comm_model.hpp if present.
+//    Schedule and runs it on the flow-level engine; see replay/engine_comm_model.hpp if present.
 // Models cache results per (communicator, op, bytes): a training step repeats the same collectives.
 #include <cstdint>
 #include <functional>

@@ -1,4 +1,4 @@
-#include "sim/replay/run_scenario.hpp"
+#include "replay/run_scenario.hpp"
 
 #include <chrono>
 #include <map>
@@ -9,8 +9,8 @@
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
 #include "models/compute.hpp"
-#include "sim/replay/engine_comm_model.hpp"
-#include "sim/replay/outputs_links.hpp"
+#include "replay/engine_comm_model.hpp"
+#include "replay/outputs_links.hpp"
 #include "topologies/io.hpp"
 
 namespace fabricsim::sim {

@@ -1,4 +1,4 @@
-#include "sim/replay/executor.hpp"
+#include "replay/executor.hpp"
 
 #include <algorithm>
 #include <array>

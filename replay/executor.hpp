@@ -13,8 +13,8 @@
 
 #include "models/compute.hpp"
 #include "sim/base/error.hpp"
-#include "sim/replay/comm_model.hpp"
-#include "sim/replay/result.hpp"
+#include "replay/comm_model.hpp"
+#include "replay/result.hpp"
 #include "topologies/topology.hpp"
 #include "workloads/trace.hpp"
 

@@ -3,9 +3,9 @@
 // model, generate or load the workload trace, replay it with the chosen communication model.
 #include <string>
 
-#include "sim/replay/engine_comm_model.hpp"
-#include "sim/replay/executor.hpp"
-#include "sim/replay/result.hpp"
+#include "replay/engine_comm_model.hpp"
+#include "replay/executor.hpp"
+#include "replay/result.hpp"
 #include "workloads/scenario.hpp"
 
 namespace fabricsim::sim {

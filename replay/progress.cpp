@@ -1,4 +1,4 @@
-#include "sim/replay/progress.hpp"
+#include "replay/progress.hpp"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "sim/replay/outputs.hpp"
+#include "replay/outputs.hpp"
 
 #include <algorithm>
 #include <cmath>

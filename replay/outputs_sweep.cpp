@@ -1,4 +1,4 @@
-#include "sim/replay/outputs_sweep.hpp"
+#include "replay/outputs_sweep.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "sim/base/csv.hpp"
-#include "sim/replay/progress.hpp"
+#include "replay/progress.hpp"
 
 namespace fabricsim::sim {
 

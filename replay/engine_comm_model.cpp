@@ -1,4 +1,4 @@
-#include "sim/replay/engine_comm_model.hpp"
+#include "replay/engine_comm_model.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "models/collectives.hpp"
 #include "sim/base/error.hpp"
-#include "sim/replay/outputs_links.hpp"
+#include "replay/outputs_links.hpp"
 
 namespace fabricsim::sim {
 

@@ -13,7 +13,7 @@
 
 #include "models/collectives.hpp"
 #include "sim/base/json_reader.hpp"
-#include "sim/replay/result.hpp"
+#include "replay/result.hpp"
 
 namespace fabricsim::sim {
 

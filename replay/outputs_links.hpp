@@ -8,7 +8,7 @@
 
 #include "models/schedule.hpp"
 #include "sim/engine/schedule_runner.hpp"
-#include "sim/replay/result.hpp"
+#include "replay/result.hpp"
 #include "topologies/topology.hpp"
 
 namespace fabricsim::sim {

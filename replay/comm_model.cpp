@@ -1,4 +1,4 @@
-#include "sim/replay/comm_model.hpp"
+#include "replay/comm_model.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "sim/base/json_reader.hpp"
-#include "sim/replay/result.hpp"
+#include "replay/result.hpp"
 
 namespace fabricsim::sim {
 

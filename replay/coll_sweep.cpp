@@ -1,4 +1,4 @@
-#include "sim/replay/coll_sweep.hpp"
+#include "replay/coll_sweep.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -14,7 +14,7 @@
 #include "sim/base/units.hpp"
 #include "sim/engine/ring_stream.hpp"
 #include "sim/engine/schedule_runner.hpp"
-#include "sim/replay/outputs_links.hpp"
+#include "replay/outputs_links.hpp"
 #include "topologies/io.hpp"
 #include "topologies/routing.hpp"
 

@@ -31,7 +31,7 @@
 #include "sim/engine/event_queue.hpp"
 #include "sim/engine/network.hpp"
 #include "sim/engine/schedule_runner.hpp"
-#include "sim/replay/comm_model.hpp"
+#include "replay/comm_model.hpp"
 #include "topologies/routing.hpp"
 
 namespace fabricsim::sim {
