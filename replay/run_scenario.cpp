@@ -9,6 +9,7 @@
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
 #include "models/compute.hpp"
+#include "replay/cluster_run.hpp"
 #include "replay/engine_comm_model.hpp"
 #include "replay/outputs_links.hpp"
 #include "topologies/io.hpp"
@@ -16,6 +17,7 @@
 namespace fabricsim::sim {
 
 ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions& opt) {
+  if (!s.jobs.empty()) return run_cluster(s, opt);  // several jobs on one fabric (replay/cluster_run.hpp)
   auto t0 = std::chrono::steady_clock::now();
   // NVLink traffic is striped by the hardware over all NVSwitch planes; the flow model needs them merged
   // (models/collectives.hpp, merge_nvswitch_planes), as `fabricsim coll` does.
