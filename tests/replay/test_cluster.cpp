@@ -30,6 +30,13 @@ Json job(const std::string& name, const std::string& trace, std::vector<int> gpu
   return Json{{"name", name}, {"workload", {{"trace", trace}}}, {"gpus", gpus}};
 }
 
+// Relative comparison (doctest's Approx adds an absolute scale of 1.0 by default, too loose for seconds).
+doctest::Approx rel(double v, double eps) { return doctest::Approx(v).epsilon(eps).scale(0); }
+
+// Effective line rate of a 400 Gb/s NIC port in the engine: 50 GB/s x network_efficiency 48.5 / 50
+// (models/calibration.cpp, from NVIDIA's "CX-7 NICs at NDR rate should achieve up to 48-49GB/s").
+constexpr double kPortBps = 48.5e9;
+
 sim::RunResult run(const Json& doc) {
   workloads::Scenario s = workloads::scenario_from_json(doc, kFile);
   return sim::run_scenario(s).result;
@@ -53,14 +60,15 @@ TEST_CASE("cluster: two jobs on a 2:1 oversubscribed fat tree get the max-min sh
               {"jobs", {job("a", "pair_sends.json", {0, 1, 4, 5}), job("b", "pair_sends.json", {2, 3, 6, 7})}}};
   sim::RunResult r = run(doc);
   REQUIRE(r.jobs.size() == 2);
-  const double port = 50e9, S = 1073741824.0;
+  const double S = 1073741824.0;
   for (const char* n : {"a", "b"}) {
     const auto& j = job_of(r, n);
-    // Alone: S / 50 GB/s plus a few microseconds of latency; together: S / 25 GB/s plus the same latency.
-    CHECK(j.iteration_s_alone == doctest::Approx(S / port).epsilon(0.01));
-    const double latency = j.iteration_s_alone - S / port;
-    CHECK(j.iteration_s == doctest::Approx(S / (port / 2) + latency).epsilon(1e-3));
-    CHECK(j.slowdown == doctest::Approx(2.0).epsilon(0.005));
+    // Alone: S / 48.5 GB/s plus the message latency; together: S / (48.5 / 2) GB/s plus the same latency.
+    const double latency = j.iteration_s_alone - S / kPortBps;
+    CHECK(latency > 0);
+    CHECK(latency < 1e-4);
+    CHECK(j.iteration_s == rel(S / (kPortBps / 2) + latency, 1e-3));
+    CHECK(j.slowdown == rel(2.0, 0.005));
   }
   // The interference is reported on the two leaf-0 uplinks (and the two spine -> leaf-1 downlinks).
   REQUIRE(r.shared_links.size() == 4);
@@ -74,7 +82,7 @@ TEST_CASE("cluster: two jobs on a 2:1 oversubscribed fat tree get the max-min sh
   // Text and JSON carry the jobs side by side.
   Json j = sim::result_json(r, 5);
   REQUIRE(j.contains("jobs"));
-  CHECK(j["jobs"][0]["slowdown"].get<double>() == doctest::Approx(2.0).epsilon(0.005));
+  CHECK(j["jobs"][0]["slowdown"].get<double>() == rel(2.0, 0.005));
   CHECK(sim::summary_text(r, 0).find("step alone") != std::string::npos);
 }
 
@@ -85,8 +93,8 @@ TEST_CASE("cluster: the same jobs on a full-bisection tree share no link and do 
   sim::RunResult r = run(doc);
   CHECK(r.shared_links.empty());
   for (const auto& j : r.jobs) {
-    CHECK(j.slowdown == doctest::Approx(1.0).epsilon(1e-9));
-    CHECK(j.iteration_s_alone == doctest::Approx(1073741824.0 / 50e9).epsilon(0.01));
+    CHECK(j.slowdown == rel(1.0, 1e-12));
+    CHECK(j.iteration_s_alone == rel(1073741824.0 / kPortBps, 0.005));
   }
 }
 
@@ -100,12 +108,12 @@ TEST_CASE("cluster: a link at 50 % bandwidth on a ring's path gives NCCL's ring 
   sim::RunResult h = run(healthy), d = run(slow);
   const double S = 1073741824.0, n = 4;
   const double th = h.jobs[0].iteration_s, td = d.jobs[0].iteration_s;
-  const double bw_h = 2 * (n - 1) / n * S / th;  // the bus bandwidth the healthy ring achieved
-  CHECK(bw_h == doctest::Approx(50e9).epsilon(0.1));  // within 10 % of the NIC line rate (protocol overheads)
-  const double term_h = 2 * (n - 1) / n * S / 50e9, term_d = 2 * (n - 1) / n * S / 25e9;
-  const double overhead = th - term_h;  // latency and protocol overhead of the healthy ring, kept as measured
-  CHECK(td == doctest::Approx(term_d + overhead * (term_d / term_h)).epsilon(0.01));
-  CHECK(d.jobs[0].slowdown == doctest::Approx(1.0));  // alone = together for one job
+  const double term_h = 2 * (n - 1) / n * S / kPortBps, term_d = 2 * (n - 1) / n * S / (kPortBps / 2);
+  const double latency = th - term_h;  // the ring's 2 (n-1) step latencies, as the healthy run gives them
+  CHECK(latency > 0);
+  CHECK(latency < 1e-3);
+  CHECK(td == rel(term_d + latency, 1e-3));
+  CHECK(d.jobs[0].slowdown == rel(1.0, 1e-12));  // alone = together for one job
   bool noted = false;
   for (const auto& note : d.notes) noted = noted || note.find("n1.nic0 <-> leaf.r0.0 at 50 %") != std::string::npos;
   CHECK(noted);
@@ -122,10 +130,12 @@ TEST_CASE("cluster: a lost server shrinks the data-parallel job by one replica a
   CHECK(h.jobs[0].gpus == 4);
   CHECK(l.jobs[0].gpus == 3);
   // Same global batch over 3 instead of 4 replicas: 16 instead of 12 samples per GPU, 4/3 the compute.
-  CHECK(l.jobs[0].compute_s / h.jobs[0].compute_s == doctest::Approx(4.0 / 3.0).epsilon(0.01));
+  // (within 2 %: the per-kernel launch overhead does not grow with the batch).
+  CHECK(l.jobs[0].compute_s / h.jobs[0].compute_s == rel(4.0 / 3.0, 0.02));
+  CHECK(l.jobs[0].compute_s / h.jobs[0].compute_s < 4.0 / 3.0);
   CHECK(l.jobs[0].iteration_s > h.jobs[0].iteration_s * 1.2);
   // Same tokens per step, so throughput falls with the step time.
-  CHECK(l.jobs[0].tokens_per_s * l.jobs[0].iteration_s == doctest::Approx(h.jobs[0].tokens_per_s * h.jobs[0].iteration_s));
+  CHECK(l.jobs[0].tokens_per_s * l.jobs[0].iteration_s == rel(h.jobs[0].tokens_per_s * h.jobs[0].iteration_s, 1e-9));
   bool noted = false;
   for (const auto& n : l.notes) noted = noted || n.find("4 -> 3 data-parallel replicas") != std::string::npos;
   CHECK(noted);
@@ -135,7 +145,7 @@ TEST_CASE("cluster: a lost server shrinks the data-parallel job by one replica a
                 {"faults", {Json{{"node", 3}, {"policy", "spare"}}}}};
   sim::RunResult s = run(spare);
   CHECK(s.jobs[0].gpus == 4);
-  CHECK(s.jobs[0].compute_s == doctest::Approx(h.jobs[0].compute_s));
+  CHECK(s.jobs[0].compute_s == rel(h.jobs[0].compute_s, 1e-12));
 }
 
 TEST_CASE("cluster: a slower GPU and compute jitter lengthen the step; same seed, same result") {
@@ -146,14 +156,14 @@ TEST_CASE("cluster: a slower GPU and compute jitter lengthen the step; same seed
   Json slow = base;
   slow["faults"] = Json::array({Json{{"gpu", 2}, {"slowdown", "20%"}}});
   sim::RunResult s = run(slow);
-  CHECK(s.jobs[0].compute_s == doctest::Approx(1.2 * b.jobs[0].compute_s));
+  CHECK(s.jobs[0].compute_s == rel(1.2 * b.jobs[0].compute_s, 1e-9));
   Json jit = base;
   jit["jitter"] = {{"sigma", "5%"}, {"seed", 7}};
   sim::RunResult j1 = run(jit), j2 = run(jit);
   CHECK(j1.jobs[0].compute_s > b.jobs[0].compute_s);  // max over 4 GPUs per kernel: E[max] = 1.03 sigma
   CHECK(j1.jobs[0].iteration_s == j2.jobs[0].iteration_s);
-  CHECK(workloads::normal_quantile(0.975) == doctest::Approx(1.959964).epsilon(1e-6));
-  CHECK(workloads::normal_quantile(1e-6) == doctest::Approx(-4.753424).epsilon(1e-6));
+  CHECK(workloads::normal_quantile(0.975) == rel(1.959964, 1e-6));
+  CHECK(workloads::normal_quantile(1e-6) == rel(-4.753424, 1e-6));
 }
 
 TEST_CASE("cluster: placement policies and strict parsing") {
