@@ -208,3 +208,24 @@ TEST_CASE("cluster: placement policies and strict parsing") {
   bad["workload"] = {{"trace", "x.json"}};
   CHECK(err(bad).find("not both") != std::string::npos);
 }
+
+TEST_CASE("cluster: a start offset that separates the jobs in time removes the interference; iterations repeat") {
+  // The 2:1 case of the first test, but job b starts after job a's transfers are over (22.2 ms alone).
+  Json jb = job("b", "pair_sends.json", {2, 3, 6, 7});
+  jb["start_offset"] = "30ms";
+  Json doc = {{"topology", superpod(16, 6, 2)}, {"jobs", {job("a", "pair_sends.json", {0, 1, 4, 5}), jb}}};
+  sim::RunResult r = run(doc);
+  CHECK(job_of(r, "a").slowdown == rel(1.0, 1e-12));
+  CHECK(job_of(r, "b").slowdown == rel(1.0, 1e-12));
+  CHECK(job_of(r, "b").iteration_s == rel(job_of(r, "a").iteration_s, 1e-12));
+  CHECK(r.iteration_s == rel(0.030 + job_of(r, "b").iteration_s, 1e-12));  // the makespan includes the offset
+  // Two iterations of job a: each step as long as the single one; job b (one step) overlaps only the first.
+  Json two = {{"topology", superpod(16, 6, 2)}, {"jobs", {job("a", "pair_sends.json", {0, 1, 4, 5}), job("b", "pair_sends.json", {2, 3, 6, 7})}}};
+  two["jobs"][0]["iterations"] = 2;
+  sim::RunResult t = run(two);
+  const auto& a = job_of(t, "a");
+  CHECK(a.iterations == 2);
+  CHECK(a.iteration_s_alone == rel(job_of(r, "a").iteration_s_alone, 1e-9));
+  // First step shared (2x), second alone (1x): mean 1.5x.
+  CHECK(a.slowdown == rel(1.5, 0.005));
+}
