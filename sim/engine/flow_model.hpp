@@ -48,6 +48,11 @@ class FlowModel {
   FlowId add(double now_s, std::span<const std::uint32_t> resources, double bytes_per_instance,
              double weight, double rate_cap_Bps, std::uint64_t user);
 
+  // Capacity for `flows` more flows than are active now (and their completion-heap entries), so that a
+  // caller that knows how many flows are about to start (e.g. an all-to-all's roots) saves the growth
+  // copies and the up to 2x slack of doubling vectors. Changes no result.
+  void reserve(std::size_t flows);
+
   bool dirty() const { return !dirty_flows_.empty() || !dirty_res_.empty(); }
   // Re-solves the components touched since the last solve, at time now_s (>= now()).
   void solve(double now_s);
@@ -72,9 +77,8 @@ class FlowModel {
   const std::vector<ResourceStats>& stats() const { return stats_; }
 
  private:
-  struct ResEntry {
+  struct ResEntry {  // a flow crossing the resource (which of its hops it is: found by scanning its route)
     FlowId flow;
-    std::uint32_t k;  // index of this hop within the flow
   };
   struct HeapEntry {
     double t_s;
@@ -112,11 +116,13 @@ class FlowModel {
   std::vector<FlowId> free_ids_;
   std::vector<std::uint32_t> hop_res_, hop_pos_;
   std::size_t dead_hops_ = 0;
+  std::uint64_t added_flows_ = 0, added_hops_ = 0;  // totals, for reserve()'s route-length estimate
   std::size_t active_ = 0;
   std::uint32_t epoch_ = 0;
   // dirty sets
   std::vector<FlowId> dirty_flows_;
-  std::vector<std::uint32_t> dirty_res_;
+  std::vector<std::uint32_t> dirty_res_;   // each resource at most once (res_dirty_)
+  std::vector<std::uint8_t> res_dirty_;
   // completion heap
   std::vector<HeapEntry> heap_;
   // scratch
