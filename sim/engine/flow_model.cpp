@@ -85,25 +85,20 @@ FlowModel::FlowId FlowModel::add(double now_s, std::span<const std::uint32_t> re
 }
 
 void FlowModel::reserve(std::size_t flows) {
-  // Flow ids are recycled: only the ids beyond the free list and the arrays' current size are new.
+  // Flow ids are recycled: arrays hold active flows plus free ids, so `active + flows` entries suffice.
   const std::size_t need = active_ + flows;
-  if (need > rem_.size()) {
-    for (auto* v : {&rem_, &tupd_, &rate_, &capr_, &finish_}) v->reserve(need);
-    hot_.reserve(need);
-    user_.reserve(need);
-    ver_.reserve(need);
-    flow_mark_.reserve(need);
-    alive_.reserve(need);
-    frozen_.reserve(need);
-  }
-  if (heap_.size() + flows > heap_.capacity()) heap_.reserve(heap_.size() + flows);
+  for (auto* v : {&rem_, &tupd_, &rate_, &capr_, &finish_}) reserve_geometric(*v, need);
+  reserve_geometric(hot_, need);
+  reserve_geometric(user_, need);
+  reserve_geometric(ver_, need);
+  reserve_geometric(flow_mark_, need);
+  reserve_geometric(alive_, need);
+  reserve_geometric(frozen_, need);
+  reserve_geometric(heap_, heap_.size() + flows);
   // Hops: the mean route length so far (8 before any flow: GPU-NVSwitch-GPU-NIC-leaf-spine-leaf-NIC-GPU).
   const std::size_t per = added_flows_ ? static_cast<std::size_t>((added_hops_ + added_flows_ - 1) / added_flows_) : 8;
-  const std::size_t hops = hop_res_.size() + flows * per;
-  if (hops > hop_res_.capacity()) {
-    hop_res_.reserve(hops);
-    hop_pos_.reserve(hops);
-  }
+  reserve_geometric(hop_res_, hop_res_.size() + flows * per);
+  reserve_geometric(hop_pos_, hop_res_.size() + flows * per);
 }
 
 void FlowModel::remove_flow(FlowId f) {

@@ -19,6 +19,7 @@
 // (struct-of-arrays indexed by integer flow ids, recycled), with no per-flow heap allocation.
 //
 // Latency is not handled here: callers add a flow once its latency has elapsed (see Network).
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -31,6 +32,13 @@ struct ResourceStats {
   double busy_s = 0;     // time with a non-zero load
   double peak_util = 0;  // max over time of load / capacity
 };
+
+// Makes room for `need` elements in `v`, at least doubling its capacity when it grows: callers that reserve
+// a little more at every schedule (a replay starts thousands) keep the amortised O(1) growth of push_back.
+template <class V>
+void reserve_geometric(V& v, std::size_t need) {
+  if (need > v.capacity()) v.reserve(std::max(need, 2 * v.capacity()));
+}
 
 class FlowModel {
  public:

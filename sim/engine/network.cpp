@@ -194,8 +194,8 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
     std::size_t roots = 0;
     for (std::uint32_t p : r.pending) roots += p == 0;
     model_.reserve(roots);
-    if (lat_heap_.size() + roots > lat_heap_.capacity()) lat_heap_.reserve(lat_heap_.size() + roots);
-    if (root_delay_s == 0 && ready_stack_.size() + roots > ready_stack_.capacity()) ready_stack_.reserve(ready_stack_.size() + roots);
+    reserve_geometric(lat_heap_, lat_heap_.size() + roots);
+    if (root_delay_s == 0) reserve_geometric(ready_stack_, ready_stack_.size() + roots);
     // Roots: pushed in reverse index order so the ready stack pops them in index order.
     for (std::uint32_t i = static_cast<std::uint32_t>(n); i-- > 0;) {
       if (r.pending[i] != 0) continue;
