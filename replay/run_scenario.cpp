@@ -95,6 +95,9 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
 }
 
 std::string scenario_gemm_shapes(const workloads::Scenario& s) {
+  if (!s.jobs.empty())
+    throw InputError(s.file + ": /jobs", "a single-workload scenario for --kernel-shapes (list each job's workload in a "
+                                         "scenario of its own)");
   topo::Topology topo = models::merge_nvswitch_planes(topo::load_topology(s.topology, s.topology_params));
   models::Calibration calib =
       s.calibration_file.empty() ? models::default_calibration() : models::load_calibration(s.calibration_file);
