@@ -116,6 +116,10 @@ struct GptParallelLayout {
   // Communicator indices into the trace: per stage, per decoder layer (EP dispatch / combine).
   std::vector<std::int32_t> tp_comm, dp_comm, cp_comm, rep_comm, epag_comm, etp_comm, edp_comm;
   std::vector<std::vector<std::int32_t>> disp_comm, comb_comm;  // [stage][global layer]
+  // flex dispatcher over several NVLink domains: the forwarding inside the destination domain (DeepEP's
+  // NVLink leg) as its own all_to_allv per layer.
+  bool flex_forwarding = false;
+  std::vector<std::vector<std::int32_t>> fwd_disp_comm, fwd_comb_comm;
   std::int32_t emb_comm = -1;
 };
 // Appends the communicators to `tr`.

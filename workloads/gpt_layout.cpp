@@ -123,14 +123,21 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
       // back. Scale-out bytes shrink from the token's remote slots to its distinct remote nodes. With k slots
       // spread uniformly over G usable nodes (node-limited routing: moe_router_group_topk groups of
       // num_experts / moe_router_num_groups experts, one group per node when groups == nodes), the expected
-      // distinct nodes are G (1 - (1 - 1/G)^k); remote entries are scaled by that over k. The NVLink
-      // forwarding traffic inside the destination node is not modelled.
+      // distinct nodes are G (1 - (1 - 1/G)^k); remote entries are scaled by that over k.
       const double nodes = std::max<double>(1.0, double(ep * etp) / double(dom));
       double G = nodes;
       if (c.moe.moe_router_group_topk > 0) G = std::min(nodes, double(c.moe.moe_router_group_topk));
       const double k = double(c.moe.moe_router_topk);
       if (nodes > 1) flex_dedup = std::min(1.0, G * (1.0 - std::pow(1.0 - 1.0 / G, k)) / k);
+      // The forwarding leg (DeepEP internode dispatch: RDMA to the GPU with the sender's local index in the
+      // destination node, then NVLink to the GPUs holding the token's experts; the combine reduces the other
+      // way): the rail GPU i of a node forwards to GPU j of the same node the slots every remote source with
+      // i's local index routed to j -- recv_share[j] of each such source's slots, one full copy per
+      // destination GPU. Modelled as an all_to_allv inside each NVLink domain beside the RDMA one.
+      Y.flex_forwarding = nodes > 1 && ep > 1 && a2a;
     }
+    Y.fwd_disp_comm.assign(p, std::vector<std::int32_t>(c.num_layers, -1));
+    Y.fwd_comb_comm.assign(p, std::vector<std::int32_t>(c.num_layers, -1));
     for (std::int64_t st = 0; st < p; ++st) {
       const std::int32_t base = rank_of(st, 0, 0, 0);
       auto add = [&](const std::string& name, std::vector<std::int32_t> ranks, std::int32_t mirrors, std::int32_t stride) {
@@ -158,6 +165,25 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
             tr.comms.back().a2a_matrix = std::move(W);
             Y.comb_comm[st][gl] = add(ln + ".combine", ep_ranks, mir, mstride);
             tr.comms.back().a2a_matrix = std::move(WT);
+            if (Y.flex_forwarding) {
+              // Sources per local index in other domains, for each EP rank i: EP ranks in another domain
+              // with i's position in its domain.
+              std::vector<std::vector<double>> F(n, std::vector<double>(n, 0.0)), FT(n, std::vector<double>(n, 0.0));
+              for (std::size_t i = 0; i < n; ++i) {
+                double remote_sources = 0;
+                for (std::size_t s2 = 0; s2 < n; ++s2)
+                  if (host_of(base, s2) != host_of(base, i) &&
+                      (base + static_cast<std::int64_t>(s2) * etp) % dom == (base + static_cast<std::int64_t>(i) * etp) % dom)
+                    remote_sources += 1.0;
+                for (std::size_t j = 0; j < n; ++j)
+                  if (j != i && host_of(base, j) == host_of(base, i))
+                    F[i][j] = remote_sources * ld.recv_share[j], FT[j][i] = remote_sources * ld.recv_share[j];
+              }
+              Y.fwd_disp_comm[st][gl] = add(ln + ".dispatch.nvlink", ep_ranks, mir, mstride);
+              tr.comms.back().a2a_matrix = std::move(F);
+              Y.fwd_comb_comm[st][gl] = add(ln + ".combine.nvlink", ep_ranks, mir, mstride);
+              tr.comms.back().a2a_matrix = std::move(FT);
+            }
           }
       }
       if (!a2a && ep * etp > 1) {

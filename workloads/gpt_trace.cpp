@@ -151,6 +151,10 @@ class StageEmitter {
     if (c.fsdp()) rb.add_stream("comm.fsdp");
     kEp = static_cast<std::uint16_t>(rt.streams.size());
     if (moe_on) rb.add_stream("comm.ep");
+    if (moe_on && Y.flex_forwarding) {
+      kEpNvl = static_cast<std::uint16_t>(rt.streams.size());
+      rb.add_stream("comm.ep.nvlink");
+    }
     if (c.dualpipe()) {
       // DualPipe: the reverse direction's pipeline messages on their own streams (other peers; per-peer
       // order is FIFO, the two directions are not ordered against each other).
@@ -186,6 +190,7 @@ class StageEmitter {
   const std::int64_t st, p, v, t, cp;
   RankBuilder rb;
   std::uint16_t kEp = 0;
+  std::uint16_t kEpNvl = 0;  // flex dispatcher: the NVLink forwarding inside the destination node
   std::uint16_t kRev = 0;  // DualPipe: first of the reverse direction's four pipeline streams
   const bool moe_on = c.moe.enabled();
   bool first_stage = false, last_stage = false, fsdp_keep_gathered = false, dist_opt_sharded = false;
@@ -313,18 +318,25 @@ class StageEmitter {
 
   // Dispatch (first) or combine of an MoE layer on the EP stream, started with the chain head: an
   // all_to_allv over EP, an all-gather / reduce-scatter over EP x ETP (allgather dispatcher), or nothing.
-  std::uint32_t exchange(const std::string& what, std::int64_t gl, bool first, bool bwd) {
+  // With the flex dispatcher across NVLink domains, the NVLink forwarding inside the destination domain
+  // runs beside it on its own stream (gpt_layout.cpp). Returns the ops the layer waits for.
+  std::vector<std::uint32_t> exchange(const std::string& what, std::int64_t gl, bool first, bool bwd) {
     const std::int64_t ep = Y.ep, etp = Y.etp;
     if (Y.a2a && ep > 1) {
       // flex + FP8: the forward dispatch moves FP8 activations with 1x128 block scales (DeepSeek-V3
       // arXiv:2412.19437 Sec. 3.3.2: FP8 dispatch, BF16 combine): (1 + 4/128) / 2 of the BF16 bytes.
       const double scale = (x_.fp8_dispatch && first && !bwd) ? (1.0 + 4.0 / 128.0) / 2.0 : 1.0;
-      return rb.fork(coll_op(what, CollOp::AllToAllv, first ? Y.disp_comm[st][gl] : Y.comb_comm[st][gl], x_.a2a_bytes * scale, kEp, "ep"));
+      std::vector<std::uint32_t> ops{
+          rb.fork(coll_op(what, CollOp::AllToAllv, first ? Y.disp_comm[st][gl] : Y.comb_comm[st][gl], x_.a2a_bytes * scale, kEp, "ep"))};
+      if (Y.flex_forwarding)
+        ops.push_back(rb.fork(coll_op(what + ".nvlink", CollOp::AllToAllv, first ? Y.fwd_disp_comm[st][gl] : Y.fwd_comb_comm[st][gl],
+                                      x_.a2a_bytes * scale, kEpNvl, "ep")));
+      return ops;
     }
     if (!Y.a2a && ep * etp > 1)
-      return rb.fork(coll_op(what, first ? CollOp::AllGather : CollOp::ReduceScatter, Y.epag_comm[st],
-                             K.T_local * x_.h * 2.0 * double(ep * etp), kEp, "ep"));
-    return rb.fork(wait_op(what));
+      return {rb.fork(coll_op(what, first ? CollOp::AllGather : CollOp::ReduceScatter, Y.epag_comm[st],
+                              K.T_local * x_.h * 2.0 * double(ep * etp), kEp, "ep"))};
+    return {rb.fork(wait_op(what))};
   }
 
   // MoE layer as three steps split at its two exchanges. Forward: router + permute, dispatch, [ETP
@@ -334,7 +346,7 @@ class StageEmitter {
   // the first MoE op.
   void moe_steps(const std::string& nm, const std::string& phase, std::int64_t gl, bool bwd, std::vector<Step>& out,
                  Step before, std::shared_ptr<std::vector<std::uint32_t>> extra) {
-    auto xo = std::make_shared<std::uint32_t>(0);
+    auto xo = std::make_shared<std::vector<std::uint32_t>>();
     const bool shared_ovl = c.moe.moe_shared_expert_overlap;
     out.push_back([this, nm, phase, gl, bwd, xo, before, extra, shared_ovl]() {
       if (before) before();
@@ -348,7 +360,7 @@ class StageEmitter {
       const MoeCosts& M = K.moe[K.moe_index[gl]];
       const double rows = K.loads[K.moe_index[gl]].max_rank_tokens / double(Y.etp);  // rows before the ETP gather
       const double etp_bytes = rows * x_.h * 2.0 * double(Y.etp);
-      rb.chain(wait_op(nm + phase + ".moe.dispatched"), {*xo});
+      rb.chain(wait_op(nm + phase + ".moe.dispatched"), *xo);
       if (Y.a2a && Y.etp > 1)
         rb.chain(coll_op(nm + phase + ".moe.etp.ag", CollOp::AllGather, Y.etp_comm[st], etp_bytes, kEp, "ep"));
       rb.chain(compute_op(nm + phase + ".moe.experts", bwd ? M.experts_b : M.experts_f));
@@ -359,7 +371,7 @@ class StageEmitter {
     });
     out.push_back([this, nm, phase, gl, bwd, xo, shared_ovl]() {
       const MoeCosts& M = K.moe[K.moe_index[gl]];
-      rb.chain(wait_op(nm + phase + ".moe.combined"), {*xo});
+      rb.chain(wait_op(nm + phase + ".moe.combined"), *xo);
       rb.chain(compute_op(nm + phase + (bwd ? ".moe.router" : ".moe.unpermute"), bwd ? M.pre_b : M.post_f));
       if (!shared_ovl) shared_expert(nm, bwd ? M.shared_b : M.shared_f, phase);
     });
