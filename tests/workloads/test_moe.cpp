@@ -247,7 +247,7 @@ TEST_CASE("moe trace: all_to_allv matrices round-trip through the trace JSON and
   CHECK(error_of([&] { trace_from_json(j, "t.json"); }).find("all_to_allv_matrix/0") != std::string::npos);
 }
 
-TEST_CASE("moe example: DeepSeek-V3 on 2048 H800 generates with flex dedup, FP8 dispatch and MTP") {
+TEST_CASE("moe example: DeepSeek-V3 on 2048 H800 generates with flex dedup and forwarding, FP8 dispatch, MTP, DualPipe") {
   const std::string f = std::string(FABRICSIM_SOURCE_DIR) + "/examples/workloads/deepseek-v3-2048-h800.json";
   Json sc = load_json_file(f);
   ParamMap p = params_from_json(sc["workload"]["params"], JsonPath{f, "/workload/params"});
@@ -265,9 +265,25 @@ TEST_CASE("moe example: DeepSeek-V3 on 2048 H800 generates with flex dedup, FP8 
   // FP8 forward dispatch (1 + 4/128 bytes per element), BF16 combine: 4096 tokens x 8 x 7168.
   CHECK(d.bytes == doctest::Approx(4096.0 * 8 * 7168 * (1.0 + 4.0 / 128)));
   CHECK(first_op(t, ".fwd.moe.combine", 1).bytes == doctest::Approx(4096.0 * 8 * 7168 * 2));
-  int moe_comms = 0;
-  for (const auto& c : t.comms) moe_comms += c.name.find(".dispatch") != std::string::npos;
-  CHECK(moe_comms == 58);
+  // DualPipe (the scenario's pipeline_parallel_schedule): every MoE layer sits on two ranks, one per
+  // direction, each with its own EP group: 2 x 58 dispatch communicators.
+  auto ends_with = [](const std::string& a, const std::string& b) {
+    return a.size() >= b.size() && a.compare(a.size() - b.size(), b.size(), b) == 0;
+  };
+  int moe_comms = 0, nvl_comms = 0;
+  for (const auto& c : t.comms) moe_comms += ends_with(c.name, ".dispatch"), nvl_comms += ends_with(c.name, ".dispatch.nvlink");
+  CHECK(moe_comms == 2 * 58);
+  // flex's NVLink forwarding leg, one per dispatch: GPU i of a server forwards to GPU j of the same server
+  // the slots that the 7 sources with i's local index in the other 7 servers routed to j (uniform router:
+  // 1/64 of each source's slots), nothing across servers.
+  CHECK(nvl_comms == 2 * 58);
+  const Op& fwd = first_op(t, ".fwd.moe.dispatch.nvlink", 1);
+  const auto& F = t.comms.at(fwd.comm).a2a_matrix;
+  REQUIRE(F.size() == 64);
+  CHECK(F[0][1] == doctest::Approx(7.0 / 64));
+  CHECK(F[0][0] == 0.0);
+  CHECK(F[0][8] == 0.0);
+  CHECK(fwd.bytes == doctest::Approx(d.bytes));
   bool mtp = false;
   for (const auto& op : t.ranks.back().ops) mtp = mtp || op.name.find(".mtp.fwd") != std::string::npos;
   CHECK(mtp);
