@@ -9,6 +9,7 @@
 #include <string>
 
 #include "models/compute.hpp"
+#include "models/compute_calibration.hpp"
 #include "models/gpu.hpp"
 #include "workloads/gpt.hpp"
 #include "workloads/params.hpp"
@@ -106,4 +107,23 @@ TEST_CASE("gpt DualPipe: two copies of the parameters and PP + 1 micro-batches o
   // stage 1 holds p - 1 = 3.
   CHECK(gpt_memory_of_stage(dual, 1).activations_bytes ==
         doctest::Approx(gpt_memory_of_stage(one, 1).activations_bytes * 5.0 / 3.0));
+}
+
+TEST_CASE("gpu preset h100-96gb: torchtitan's 96 GB H100s, the H100's compute and kernel calibration") {
+  const auto& g = models::gpu_spec("h100-96gb");
+  CHECK(g.hbm_capacity_bytes == doctest::Approx(96.0 * 1024 * 1024 * 1024));
+  CHECK(g.peak_bf16_flops == models::gpu_spec("h100").peak_bf16_flops);
+  CHECK(&models::default_compute_calibration("h100-96gb") == &models::default_compute_calibration("h100"));
+  // A100s have no shipped kernel fit: unchanged (the H200 fit), not an "a100" prefix match.
+  CHECK(&models::default_compute_calibration("a100-80gb") == &models::default_compute_calibration("h200"));
+  // Llama 3.1 8B, FSDP 8 on 8 GPUs, sequence 32768, float8, full AC (torchtitan Table 2, published 83.9 GiB,
+  // 84.2 GiB here): more than the 80 GB part, less than the 96 GB one.
+  ParamMap p = {{"model", "llama3-8b"}, {"world_size", "8"}, {"tensor_model_parallel_size", "1"},
+                {"pipeline_model_parallel_size", "1"}, {"use_torch_fsdp2", "true"}, {"micro_batch_size", "1"},
+                {"global_batch_size", "8"}, {"seq_length", "32768"}, {"grad_reduce_in_fp32", "true"},
+                {"attention_backend", "flash"}, {"precision", "fp8"}, {"fp8_recipe", "tensorwise"},
+                {"recompute_granularity", "full"}, {"gpu", "h100-96gb"}};
+  const double need = gpt_memory_per_gpu(gpt_config_from_params(p, "--param")).total_bytes();
+  CHECK(need > models::gpu_spec("h100").hbm_capacity_bytes);
+  CHECK(need < g.hbm_capacity_bytes);
 }
