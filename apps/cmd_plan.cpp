@@ -78,6 +78,7 @@ int cmd_plan(int argc, char** argv) {
              ""});
   args.flag({"--output", "-o", "FILE", "also write every candidate as a sweep CSV", ""});
   args.flag({"--quiet", "-q", "", "no progress on stderr", ""});
+  args.list_flag(Args::kTopologies | Args::kCompute | Args::kModels);
   if (!args.parse(argc, argv)) return 0;
   // The candidate CSV path is checked before the search, so a bad one fails at once.
   args.check_output_flags({"--output"});
