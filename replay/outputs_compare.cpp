@@ -207,8 +207,12 @@ std::string compare_text(const std::vector<CompareColumn>& cols) {
       if (kk == k) return v;
     return 0.0;
   };
-  o << "breakdown (per-rank average per step):\n";
-  for (const auto& k : cats) per(k, [&](const CompareColumn& c) { return ms(value_of(c, k)); });
+  o << "breakdown (per-rank average per step; categories that are 0 in every result left out):\n";
+  for (const auto& k : cats) {
+    bool any = false;
+    for (const auto& c : cols) any = any || std::abs(value_of(c, k)) >= 5e-7;
+    if (any) per(k, [&](const CompareColumn& c) { return ms(value_of(c, k)); });
+  }
   // Link classes.
   std::set<std::string> classes;
   bool any_links = false;
