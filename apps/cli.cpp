@@ -3,8 +3,13 @@
 #include <iostream>
 #include <sstream>
 
+#include "models/calibration_presets.hpp"
+#include "models/compute.hpp"
+#include "models/compute_calibration.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/json_reader.hpp"
+#include "topologies/io.hpp"
+#include "workloads/gpt_models.hpp"
 
 namespace fabricsim::cli {
 
@@ -22,6 +27,48 @@ Args& Args::topology_flags() {
   flag({"--topology", "-t", "PRESET|FILE", "topology preset name (see `fabricsim topo --list`) or JSON file", "", false});
   flag({"--param", "-p", "KEY=VALUE", "topology preset parameter; repeatable", "", true});
   return *this;
+}
+
+Args& Args::list_flag(unsigned catalogues) {
+  catalogues_ = catalogues;
+  std::string what;
+  auto add = [&](unsigned bit, const char* name) {
+    if (!(catalogues & bit)) return;
+    if (!what.empty()) what += ", ";
+    what += name;
+  };
+  add(kTopologies, "topology presets");
+  add(kCalibrations, "network calibrations");
+  add(kCompute, "compute presets and calibrations");
+  add(kModels, "models");
+  flag({"--list", "", "", "list the " + what + " this command accepts, and exit", "", false});
+  return *this;
+}
+
+std::string catalogue_text(unsigned which) {
+  std::ostringstream o;
+  if (which & Args::kTopologies) {
+    o << "topology presets (--topology NAME, scenario \"topology\": {\"preset\": NAME}; parameters: fabricsim topo --list):\n";
+    for (const auto& p : topo::presets()) o << "  " << p.name << ": " << p.description << "\n";
+  }
+  if (which & Args::kCalibrations) {
+    o << "network calibrations (--calibration): auto (the shipped one matching the GPUs), "
+         "default (built-in cited defaults), a JSON file, or shipped:NAME:\n";
+    for (const auto& c : models::embedded_calibrations()) o << "  shipped:" << c.name << "\n";
+  }
+  if (which & Args::kCompute) {
+    o << "compute presets (--compute-preset, scenario \"compute\": {\"preset\": NAME}):\n";
+    for (const auto& n : models::compute_preset_names()) o << "  " << n << "\n";
+    o << "compute calibrations (per-kernel fits, scenario \"compute\": {\"calibration\": NAME}):\n";
+    for (const auto& n : models::compute_calibration_names()) o << "  " << n << "\n";
+  }
+  if (which & Args::kModels) {
+    o << "models (gpt generator, --param model=NAME or workload params \"model\"):\n";
+    for (const auto& m : workloads::gpt_model_catalogue())
+      o << "  " << m.name << ": " << m.num_layers << " layers, hidden " << m.hidden_size << ", " << m.num_attention_heads
+        << " heads, seq " << m.seq_length << "\n";
+  }
+  return o.str();
 }
 
 const Flag* Args::find(const std::string& name) const {
@@ -63,6 +110,10 @@ bool Args::parse(int argc, char** argv) {
     } else {
       positional_.push_back(a);
     }
+  }
+  if (catalogues_ && has("--list")) {
+    std::cout << catalogue_text(catalogues_);
+    return false;
   }
   return true;
 }

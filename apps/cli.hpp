@@ -26,7 +26,11 @@ class Args {
   Args& flag(Flag f);
   // Common flags: --topology/--param, --json, --calibration, --quiet.
   Args& topology_flags();
-  // Parses argv (after the subcommand name). Returns false if --help was printed (exit 0).
+  // Catalogues `--list` prints (a bit set): topology presets, network calibrations, compute presets and
+  // compute calibrations, models of the gpt generator. Declares the --list switch.
+  enum Catalogue : unsigned { kTopologies = 1, kCalibrations = 2, kCompute = 4, kModels = 8 };
+  Args& list_flag(unsigned catalogues);
+  // Parses argv (after the subcommand name). Returns false if --help or --list was printed (exit 0).
   bool parse(int argc, char** argv);
 
   bool has(const std::string& name) const;
@@ -47,7 +51,11 @@ class Args {
   std::vector<Flag> flags_;
   std::map<std::string, std::vector<std::string>> values_;
   std::vector<std::string> positional_;
+  unsigned catalogues_ = 0;
 };
+
+// The catalogues named by `which` (Args::Catalogue bits) as text: names with a one-line description each.
+std::string catalogue_text(unsigned which);
 
 // Subcommand entry points (apps/cmd_*.cpp). Return the process exit code.
 int cmd_topo(int argc, char** argv);
@@ -58,5 +66,6 @@ int cmd_calibrate(int argc, char** argv);
 int cmd_validate(int argc, char** argv);
 int cmd_sweep(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
+int cmd_compare(int argc, char** argv);
 
 }  // namespace fabricsim::cli

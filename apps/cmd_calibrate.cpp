@@ -117,6 +117,7 @@ int cmd_calibrate(int argc, char** argv) {
   args.flag({"--held-out", "", "", "with --compute: also print leave-one-group-out errors (GEMM/grouped: per model; attention: per head config)", ""});
   args.flag({"--compute-check", "", "FILE|DIR", "with --compute: print the errors of the fit predicting these measurements (another GPU)", ""});
   args.flag({"--nccl-eras", "", "", "runs of NCCL 2.8-2.17 use that generation's tuning table with their own latency multipliers (docs/validation.md)", ""});
+  args.list_flag(Args::kTopologies | Args::kCalibrations | Args::kCompute);
   if (!args.parse(argc, argv)) return 0;
   if (args.has("--compute")) {
     args.check_output_flags({"--output"});

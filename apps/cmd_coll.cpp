@@ -61,6 +61,7 @@ int cmd_coll(int argc, char** argv) {
   args.flag({"--pxn", "", "auto|on|off",
              "route cross-rail traffic through the peer GPU on the destination's rail (NCCL PXN); auto = on for "
              "all_to_all(v) and send_recv (NCCL's default on rail-optimised systems), off otherwise", "auto"});
+  args.list_flag(Args::kTopologies | Args::kCalibrations);
   if (!args.parse(argc, argv)) return 0;
   // Output paths are checked before simulating, so a bad one fails at once and nothing is written.
   args.check_output_flags({"--json", "--timeline", "--link-stats", "--report"});

@@ -31,6 +31,7 @@ int cmd_gen(int argc, char** argv) {
              "compute efficiencies for the kernel durations: default (cited hardware defaults) or megatron-sc21 "
              "(fitted to Megatron-LM's measured GPT throughput; docs/workloads.md)",
              "default"});
+  args.list_flag(Args::kCompute | Args::kModels);
   if (!args.parse(argc, argv)) return 0;
   if (args.positional().size() != 1) throw InputError("fabricsim gen", "expected one generator: gpt, dlrm or dp");
   if (!args.has("--output")) throw InputError("--output", "required: the trace file to write");

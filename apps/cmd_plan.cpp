@@ -168,6 +168,7 @@ int cmd_plan(int argc, char** argv) {
              "cluster scenario (with \"jobs\"): placement policies to compare by total throughput, e.g. "
              "packed,spread,fill-racks,random(1),rail-aligned",
              "packed,spread,fill-racks,rail-aligned,random(1)"});
+  args.list_flag(Args::kTopologies | Args::kCompute | Args::kModels);
   if (!args.parse(argc, argv)) return 0;
   if (args.positional().size() == 1) {
     Json doc = load_json_file(args.positional()[0]);

@@ -39,6 +39,7 @@ int cmd_run(int argc, char** argv) {
   args.flag({"--quiet", "-q", "", "no progress output", ""});
   for (const auto& f : sim::output_flags())
     if (f.name != "--quiet") args.flag({f.name, "", f.value_name, f.help, "", false});
+  args.list_flag(Args::kTopologies | Args::kCompute | Args::kModels);
   if (!args.parse(argc, argv)) return 0;
   if (args.has("--print-default")) {
     std::cout << workloads::default_scenario_json().dump(2) << "\n";

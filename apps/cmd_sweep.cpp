@@ -108,6 +108,7 @@ int cmd_sweep(int argc, char** argv) {
   args.flag({"--threads", "-j", "N", "worker threads per process (overrides \"threads\"; 0 = all cores)", ""});
   args.flag({"--comm-model", "", "MODEL", "engine, shared or analytic (overrides each scenario's comm_model)", ""});
   args.flag({"--quiet", "-q", "", "no progress bar", ""});
+  args.list_flag(Args::kTopologies | Args::kCompute | Args::kModels);
   if (!args.parse(argc, argv)) return 0;
   MpiSession mpi;
   try {

@@ -1,5 +1,6 @@
 // fabricsim validate: simulate measured collective runs and report the error (validate/report.hpp).
 #include <iostream>
+#include <optional>
 
 #include "apps/cli.hpp"
 #include "apps/log_hints.hpp"
@@ -30,6 +31,7 @@ int cmd_validate(int argc, char** argv) {
   args.flag({"--svg", "", "FILE", "also write an SVG plot of measured vs simulated busbw", ""});
   log_hint_flags(args);
   args.flag({"--quiet", "-q", "", "print only the summary", ""});
+  args.list_flag(Args::kTopologies | Args::kCalibrations);
   if (!args.parse(argc, argv)) return 0;
   // Output paths are checked before simulating (minutes with --loo), so a bad one fails at once.
   args.check_output_flags({"--json", "--svg"});
@@ -40,6 +42,10 @@ int cmd_validate(int argc, char** argv) {
                                                         : models::default_calibration();
   auto ms = validate::load_all(args.positional(), hints);
   auto cases = validate::make_cases(ms, args.get("--topology"), args.params());
+  // --loo fits once per log (minutes): progress on stderr, a line every few seconds when not a terminal.
+  std::optional<sim::Progress> bar;
+  if (args.has("--loo")) bar.emplace("validate --loo fits", static_cast<double>(validate::loo_units(cases)),
+                                     args.has("--quiet"));
   validate::Report rep =
       args.has("--loo")
           ? validate::leave_one_out(cases, calib, [&] {
@@ -47,7 +53,7 @@ int cmd_validate(int argc, char** argv) {
               o.split_identification = args.has("--split-fit");
               o.nccl_eras = args.has("--nccl-eras");
               return o;
-            }())
+            }(), nullptr, &*bar)
           : validate::compare(cases, [&](std::size_t) -> const models::Calibration& { return calib; },
                               "calibration " + calib.name);
   std::string text = validate::report_text(rep);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
@@ -83,16 +84,6 @@ std::string html_escape(const std::string& s) {
     }
   }
   return o;
-}
-
-std::string tier_name(int tier) {
-  switch (tier) {
-    case 0: return "tier 0 (in host)";
-    case 1: return "tier 1 (leaf)";
-    case 2: return "tier 2 (spine)";
-    case 3: return "tier 3 (core)";
-    default: return "tier " + std::to_string(tier);
-  }
 }
 
 // Streams sort "compute" first, then by name.
@@ -524,6 +515,25 @@ Json result_json(const RunResult& r, int top_links) {
   for (const auto& [t, v] : tiers)
     bt.push_back(Json{{"tier", t}, {"directions", v.second}, {"util_avg_run_mean", v.first / v.second}});
   links["by_tier"] = std::move(bt);
+  // By link class: directions, bytes, mean and max util_avg_run.
+  struct ClassAcc {
+    int n = 0;
+    double bytes = 0, sum = 0, max = 0;
+  };
+  std::map<std::pair<int, std::string>, ClassAcc> classes;
+  for (const auto& s : link_dir_stats(r)) {
+    auto& c = classes[{s.tier, s.kind}];
+    c.n += 1;
+    c.bytes += s.bytes;
+    c.sum += s.util_avg_run;
+    c.max = std::max(c.max, s.util_avg_run);
+  }
+  Json bcl = Json::array();
+  for (const auto& [k, c] : classes)
+    bcl.push_back(Json{{"class", link_class(k.second, k.first)}, {"tier", k.first}, {"kind", k.second},
+                       {"directions", c.n}, {"bytes", c.bytes}, {"util_avg_run_mean", c.sum / c.n},
+                       {"util_avg_run_max", c.max}});
+  links["by_class"] = std::move(bcl);
   j["links"] = std::move(links);
   j["metrics"] = r.metrics;
   j["notes"] = r.notes;
@@ -630,7 +640,212 @@ std::string summary_text(const RunResult& r, int top_links) {
 
 // ---- HTML report -------------------------------------------------------------------------------------
 
+std::string link_class(const std::string& kind, int tier) {
+  switch (tier) {
+    case 0:
+      if (kind == "nvlink") return "NVLink";
+      if (kind == "pcie") return "PCIe";
+      return "in-host " + kind;
+    case 1: return "NIC - leaf";
+    case 2: return "leaf - spine uplink";
+    case 3: return "spine - core uplink";
+    default: return "tier " + std::to_string(tier) + " " + kind;
+  }
+}
+
+std::vector<RankRole> rank_roles(const RunResult& r) {
+  // A rank's signature: its ops in (stream, start) order as (stream, kind, category, name). Times are left
+  // out on purpose: contention makes symmetric ranks differ by nanoseconds, yet they run the same work.
+  std::map<int, std::vector<const OpRecord*>> by_rank;
+  for (const auto& op : r.ops) by_rank[op.rank].push_back(&op);
+  std::map<std::uint64_t, std::size_t> role_of_sig;
+  std::vector<RankRole> roles;
+  for (auto& [rank, ops] : by_rank) {
+    std::stable_sort(ops.begin(), ops.end(), [](const OpRecord* a, const OpRecord* b) {
+      if (a->stream != b->stream) return stream_less(a->stream, b->stream);
+      return a->start_s < b->start_s;
+    });
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a 64
+    auto mix = [&](const std::string& s) {
+      for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+      h = (h ^ 0xff) * 1099511628211ull;
+    };
+    for (const OpRecord* op : ops) {
+      mix(op->stream);
+      mix(op->kind);
+      mix(op->category);
+      mix(op->name);
+    }
+    auto [it, fresh] = role_of_sig.emplace(h, roles.size());
+    if (fresh) {
+      RankRole role;
+      role.representative = rank;
+      roles.push_back(role);
+    }
+    roles[it->second].ranks.push_back(rank);
+  }
+  return roles;
+}
+
 namespace {
+
+// "0-7,16-23" for a sorted rank list.
+std::string rank_ranges(const std::vector<int>& ranks) {
+  std::string s;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!s.empty()) s += ",";
+    s += std::to_string(ranks[i]);
+    if (j > i) s += "-" + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return s;
+}
+
+// A time axis: tick step 1/2/5 x 10^k of the right unit, about 8 ticks over the span.
+struct TimeAxis {
+  double step_s = 0, unit_s = 1;
+  const char* unit = "s";
+};
+TimeAxis time_axis(double span) {
+  TimeAxis a;
+  if (span < 1e-3) {
+    a.unit_s = 1e-6;
+    a.unit = "us";
+  } else if (span < 1) {
+    a.unit_s = 1e-3;
+    a.unit = "ms";
+  }
+  double raw = span / 8;
+  double p = std::pow(10.0, std::floor(std::log10(raw > 0 ? raw : 1)));
+  a.step_s = p;
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= raw) {
+      a.step_s = m * p;
+      break;
+    }
+  return a;
+}
+std::string time_label(double t, const TimeAxis& a) {
+  double v = t / a.unit_s;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%g %s", std::round(v * 1000) / 1000, a.unit);
+  return buf;
+}
+
+// Rows of the timeline: one per (rank, stream) for the ranks given, binned into `bins` columns coloured by
+// the category that occupied most of the bin (opacity = busy share). Returns the SVG.
+std::string svg_rank_rows(const RunResult& r, const std::vector<std::pair<int, std::string>>& rank_labels,
+                          std::size_t max_rows, std::string& note) {
+  std::map<int, std::string> label_of(rank_labels.begin(), rank_labels.end());
+  std::map<RowKey, std::vector<const OpRecord*>> all_rows;
+  for (const auto& op : r.ops)
+    if (label_of.count(op.rank)) all_rows[RowKey{op.host, op.rank, op.stream}].push_back(&op);
+  // Order rows by the order of rank_labels (roles first-seen order), then stream.
+  std::map<int, std::size_t> order;
+  for (std::size_t i = 0; i < rank_labels.size(); ++i) order[rank_labels[i].first] = i;
+  std::vector<std::pair<RowKey, const std::vector<const OpRecord*>*>> rows;
+  for (const auto& [k, v] : all_rows) rows.push_back({k, &v});
+  std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
+    if (order[a.first.rank] != order[b.first.rank]) return order[a.first.rank] < order[b.first.rank];
+    return stream_less(a.first.stream, b.first.stream);
+  });
+  note.clear();
+  if (rows.size() > max_rows) {
+    note = "first " + std::to_string(max_rows) + " of " + std::to_string(rows.size()) + " rows shown";
+    rows.resize(max_rows);
+  }
+  const int kBins = 450, W = 900, labelW = 230;
+  const int rowH = rows.size() > 64 ? 8 : 14;
+  const double span = run_span_s(r);
+  const TimeAxis ax = time_axis(span);
+  const int H = static_cast<int>(rows.size()) * rowH + 44;
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W + labelW + 30 << "\" height=\"" << H
+    << "\" role=\"img\" aria-label=\"timeline\">\n";
+  if (rows.empty() || span <= 0) {
+    o << "<text x=\"10\" y=\"20\" font-size=\"13\">no ops recorded</text></svg>\n";
+    return o.str();
+  }
+  const double binw = span / kBins;
+  // Time grid under the rows.
+  const int y_axis = 8 + static_cast<int>(rows.size()) * rowH;
+  for (double t = 0; t <= span * (1 + 1e-9); t += ax.step_s) {
+    double x = labelW + t / span * W;
+    o << "<line x1=\"" << fx(x, 2) << "\" y1=\"8\" x2=\"" << fx(x, 2) << "\" y2=\"" << y_axis + 4
+      << "\" stroke=\"#ddd\"/><text x=\"" << fx(x, 2) << "\" y=\"" << y_axis + 17
+      << "\" font-size=\"11\" text-anchor=\"middle\">" << time_label(t, ax) << "</text>\n";
+  }
+  o << "<text x=\"" << labelW + W / 2 << "\" y=\"" << y_axis + 34 << "\" font-size=\"11\" text-anchor=\"middle\">time ("
+    << ax.unit << ") from the start of the step</text>\n";
+  int prev_rank = -1;
+  for (std::size_t ri = 0; ri < rows.size(); ++ri) {
+    const RowKey& key = rows[ri].first;
+    const int y = 8 + static_cast<int>(ri) * rowH;
+    std::string label = (key.rank != prev_rank ? label_of[key.rank] + " " : std::string()) + key.stream;
+    prev_rank = key.rank;
+    o << "<text x=\"" << labelW - 4 << "\" y=\"" << y + rowH - 3 << "\" font-size=\"" << (rowH > 8 ? 11 : 7)
+      << "\" text-anchor=\"end\">" << html_escape(label) << "</text>\n";
+    std::vector<std::map<std::string, double>> occ(kBins);
+    for (const OpRecord* op : *rows[ri].second) {
+      double a = std::max(0.0, op->start_s), b = std::min(span, op->end_s);
+      if (b <= a) continue;
+      int i0 = std::clamp(static_cast<int>(a / binw), 0, kBins - 1);
+      int i1 = std::clamp(static_cast<int>(b / binw), 0, kBins - 1);
+      const std::string& cat = op->category.empty() ? op->kind : op->category;
+      for (int i = i0; i <= i1; ++i) {
+        double lo = std::max(a, i * binw), hi = std::min(b, (i + 1) * binw);
+        if (hi > lo) occ[i][cat] += hi - lo;
+      }
+    }
+    std::string run_cat;
+    int run_op = -1, run_start = 0;
+    auto flush = [&](int end) {
+      if (run_op > 0)
+        o << "<rect x=\"" << fx(labelW + static_cast<double>(run_start) * W / kBins, 2) << "\" y=\"" << y
+          << "\" width=\"" << fx(static_cast<double>(end - run_start) * W / kBins, 2) << "\" height=\"" << rowH - 2
+          << "\" fill=\"" << category_color(run_cat) << "\" fill-opacity=\"" << fx(run_op / 10.0, 1) << "\"><title>"
+          << html_escape(run_cat) << " " << time_label(run_start * binw, ax) << " - " << time_label(end * binw, ax)
+          << "</title></rect>\n";
+    };
+    for (int i = 0; i < kBins; ++i) {
+      std::string best;
+      double bv = 0, tot = 0;
+      for (const auto& [c, v] : occ[i]) {
+        tot += v;
+        if (v > bv) {
+          bv = v;
+          best = c;
+        }
+      }
+      int op = static_cast<int>(std::lround(std::min(1.0, tot / binw) * 10));
+      if (best.empty()) op = 0;
+      if (op > 0 && op < 3) op = 3;  // keep short ops visible
+      if (best != run_cat || op != run_op) {
+        flush(i);
+        run_cat = best;
+        run_op = op;
+        run_start = i;
+      }
+    }
+    flush(kBins);
+  }
+  o << "</svg>\n";
+  return o.str();
+}
+
+// The categories the ops use, in the breakdown's colour order, as an HTML legend.
+std::string category_legend(const RunResult& r) {
+  std::set<std::string> cats;
+  for (const auto& op : r.ops) cats.insert(op.category.empty() ? op.kind : op.category);
+  std::ostringstream o;
+  o << "<div class=\"legend\">";
+  for (const auto& c : cats)
+    o << "<span><i style=\"background:" << category_color(c) << "\"></i>" << html_escape(c) << "</span>";
+  o << "<span>opacity = share of the time bin busy</span></div>\n";
+  return o.str();
+}
 
 std::string svg_breakdown(const RunResult& r) {
   auto seg = breakdown_segments(r.breakdown);
@@ -649,12 +864,11 @@ std::string svg_breakdown(const RunResult& r) {
       << fx(100 * v / total, 1) << " %)</title></rect>\n";
     if (w > 60)
       o << "<text x=\"" << fx(x + 4, 2) << "\" y=\"" << H / 2 + 10 << "\" font-size=\"12\" fill=\"" << text_color_on(category_color(name)) << "\">"
-        << html_escape(name) << " " << fx(100 * v / total, 0) << "%</text>\n";
+        << html_escape(name) << " " << fx(100 * v / total, 0) << " %</text>\n";
     x += w;
   }
   if (total <= 0)
     o << "<text x=\"10\" y=\"30\" font-size=\"13\">no breakdown recorded</text>\n";
-  // Legend.
   int i = 0;
   for (const auto& [name, v] : seg) {
     int lx = x0 + (i % 4) * 225, ly = H + 14 + (i / 4) * 30;
@@ -668,137 +882,87 @@ std::string svg_breakdown(const RunResult& r) {
   return o.str();
 }
 
-std::string svg_timeline(const RunResult& r, std::string& caption) {
-  std::map<RowKey, std::vector<const OpRecord*>> rows;
-  for (const auto& op : r.ops) rows[RowKey{op.host, op.rank, op.stream}].push_back(&op);
-  const std::size_t kMaxRows = 96;
-  const int kBins = 300, W = 900, rowH = 8, labelW = 150;
-  double span = run_span_s(r);
+// Per link class: the distribution of the directions' whole-run utilisation as a histogram (10 bins from 0
+// to the class maximum), which is informative with or without a time series.
+std::string svg_util_histogram(const std::vector<double>& utils, double umax) {
+  const int bins = 10, W = 220, H = 40;
+  std::vector<int> count(bins, 0);
+  double top = umax > 0 ? umax : 1;
+  for (double u : utils) count[std::clamp(static_cast<int>(u / top * bins), 0, bins - 1)] += 1;
+  int cmax = *std::max_element(count.begin(), count.end());
   std::ostringstream o;
-  std::size_t nrows = std::min(rows.size(), kMaxRows);
-  caption = std::to_string(rows.size()) + " GPU streams";
-  if (rows.size() > kMaxRows) caption += " (first " + std::to_string(kMaxRows) + " shown)";
-  caption += "; each row split into " + std::to_string(kBins) +
-             " time bins coloured by the category that occupied most of the bin, opacity = share of the bin busy.";
-  int H = static_cast<int>(nrows) * rowH + 40;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W + labelW + 20 << "\" height=\"" << H
-    << "\" role=\"img\" aria-label=\"per-GPU timeline overview\">\n";
-  if (rows.empty() || span <= 0) {
-    o << "<text x=\"10\" y=\"20\" font-size=\"13\">no ops recorded</text></svg>\n";
-    return o.str();
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H + 12 << "\">";
+  for (int i = 0; i < bins; ++i) {
+    double h = cmax > 0 ? static_cast<double>(count[i]) / cmax * H : 0;
+    o << "<rect x=\"" << i * (W / bins) << "\" y=\"" << fx(H - h, 1) << "\" width=\"" << W / bins - 2 << "\" height=\""
+      << fx(h, 1) << "\" fill=\"#c0504d\"><title>" << count[i] << " directions at " << fx(100 * top * i / bins, 1)
+      << "-" << fx(100 * top * (i + 1) / bins, 1) << " %</title></rect>";
   }
-  double binw = span / kBins;
-  std::size_t ri = 0;
-  for (const auto& [key, ops] : rows) {
-    if (ri >= nrows) break;
-    int y = 10 + static_cast<int>(ri) * rowH;
-    if (rowH >= 8 && (nrows <= 48 || ri % 4 == 0))
-      o << "<text x=\"" << labelW - 4 << "\" y=\"" << y + rowH - 1 << "\" font-size=\"8\" text-anchor=\"end\">gpu"
-        << key.rank << " " << html_escape(key.stream) << "</text>\n";
-    std::vector<std::map<std::string, double>> occ(kBins);
-    for (const OpRecord* op : ops) {
-      double a = std::max(0.0, op->start_s), b = std::min(span, op->end_s);
-      if (b <= a) continue;
-      int i0 = std::clamp(static_cast<int>(a / binw), 0, kBins - 1);
-      int i1 = std::clamp(static_cast<int>(b / binw), 0, kBins - 1);
-      const std::string& cat = op->category.empty() ? op->kind : op->category;
-      for (int i = i0; i <= i1; ++i) {
-        double lo = std::max(a, i * binw), hi = std::min(b, (i + 1) * binw);
-        if (hi > lo) occ[i][cat] += hi - lo;
-      }
-    }
-    // Merge runs of bins with the same colour and quantised opacity.
-    std::string run_cat;
-    int run_op = -1, run_start = 0;
-    auto flush = [&](int end) {
-      if (run_op > 0)
-        o << "<rect x=\"" << fx(labelW + static_cast<double>(run_start) * W / kBins, 2) << "\" y=\"" << y
-          << "\" width=\"" << fx(static_cast<double>(end - run_start) * W / kBins, 2) << "\" height=\"" << rowH - 1
-          << "\" fill=\"" << category_color(run_cat) << "\" fill-opacity=\"" << fx(run_op / 10.0, 1) << "\"/>\n";
-    };
-    for (int i = 0; i < kBins; ++i) {
-      std::string best;
-      double bv = 0, tot = 0;
-      for (const auto& [c, v] : occ[i]) {
-        tot += v;
-        if (v > bv) {
-          bv = v;
-          best = c;
-        }
-      }
-      int op = static_cast<int>(std::lround(std::min(1.0, tot / binw) * 10));
-      if (best.empty()) op = 0;
-      if (op > 0 && op < 2) op = 2;  // keep short ops visible
-      if (best != run_cat || op != run_op) {
-        flush(i);
-        run_cat = best;
-        run_op = op;
-        run_start = i;
-      }
-    }
-    flush(kBins);
-    ++ri;
-  }
-  int ay = 10 + static_cast<int>(nrows) * rowH + 14;
-  o << "<text x=\"" << labelW << "\" y=\"" << ay << "\" font-size=\"11\">0</text><text x=\"" << labelW + W
-    << "\" y=\"" << ay << "\" font-size=\"11\" text-anchor=\"end\">" << ms(span) << "</text>\n";
-  o << "</svg>\n";
+  o << "<text x=\"0\" y=\"" << H + 11 << "\" font-size=\"9\">0 %</text><text x=\"" << W << "\" y=\"" << H + 11
+    << "\" font-size=\"9\" text-anchor=\"end\">" << fx(100 * top, 1) << " %</text></svg>";
   return o.str();
 }
 
-std::string svg_heatmap(const RunResult& r, std::string& caption) {
-  const int kBins = 60, W = 900, rowH = 26, labelW = 190;
-  double span = run_span_s(r);
-  bool series = any_series(r);
-  // Groups: (tier, kind).
+std::string svg_class_heatmap(const RunResult& r, double span) {
+  const int kBins = 60, W = 900, rowH = 24, labelW = 190;
   std::map<std::pair<int, std::string>, std::vector<std::pair<const LinkRecord*, int>>> groups;
   for (const auto& l : r.links)
     for (int d = 0; d < 2; ++d)
       if (l.bytes[d] > 0 || !l.util_series[d].empty()) groups[{l.tier, l.kind}].push_back({&l, d});
-  caption = series ? "Mean utilisation of the link directions in each tier, per time bin (" + std::to_string(kBins) +
-                         " bins over " + ms(span) + ")."
-                   : "The engine recorded no per-link time series: each row shows the tier's mean whole-run "
-                     "average utilisation, flat over time.";
+  const TimeAxis ax = time_axis(span);
   std::ostringstream o;
-  int H = static_cast<int>(groups.size()) * rowH + 60;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W + labelW + 20 << "\" height=\"" << H
-    << "\" role=\"img\" aria-label=\"link utilisation heatmap by tier\">\n";
-  if (groups.empty() || span <= 0) {
-    o << "<text x=\"10\" y=\"20\" font-size=\"13\">no link carried traffic</text></svg>\n";
-    return o.str();
-  }
+  int H = static_cast<int>(groups.size()) * rowH + 66;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W + labelW + 30 << "\" height=\"" << H
+    << "\" role=\"img\" aria-label=\"link utilisation over time by class\">\n";
   double binw = span / kBins;
   int gi = 0;
   for (const auto& [key, members] : groups) {
-    int y = 10 + gi * rowH;
+    int y = 4 + gi * rowH;
     o << "<text x=\"" << labelW - 6 << "\" y=\"" << y + rowH / 2 + 4 << "\" font-size=\"11\" text-anchor=\"end\">"
-      << html_escape(tier_name(key.first) + " " + key.second) << " (" << members.size() << ")</text>\n";
+      << html_escape(link_class(key.second, key.first)) << " (" << members.size() << ")</text>\n";
     for (int i = 0; i < kBins; ++i) {
       double acc = 0;
-      for (const auto& [l, d] : members) {
-        if (series)
-          acc += series_mean(l->util_series[d], i * binw, (i + 1) * binw);
-        else if (l->capacity_Bps > 0)
-          acc += l->bytes[d] / (l->capacity_Bps * span);
-      }
+      for (const auto& [l, d] : members) acc += series_mean(l->util_series[d], i * binw, (i + 1) * binw);
       double u = acc / static_cast<double>(members.size());
       o << "<rect x=\"" << fx(labelW + static_cast<double>(i) * W / kBins, 2) << "\" y=\"" << y << "\" width=\""
         << fx(static_cast<double>(W) / kBins, 2) << "\" height=\"" << rowH - 2 << "\" fill=\"" << heat_color(u)
-        << "\"><title>" << html_escape(tier_name(key.first) + " " + key.second) << " " << ms(i * binw) << "-"
-        << ms((i + 1) * binw) << ": " << fx(u * 100, 1) << " %</title></rect>\n";
+        << "\"><title>" << html_escape(link_class(key.second, key.first)) << " " << time_label(i * binw, ax) << " - "
+        << time_label((i + 1) * binw, ax) << ": " << fx(u * 100, 1) << " %</title></rect>\n";
     }
     ++gi;
   }
-  // Colour scale.
-  int sy = 10 + gi * rowH + 10;
+  int ya = 4 + gi * rowH;
+  for (double t = 0; t <= span * (1 + 1e-9); t += ax.step_s)
+    o << "<text x=\"" << fx(labelW + t / span * W, 2) << "\" y=\"" << ya + 13 << "\" font-size=\"11\" text-anchor=\"middle\">"
+      << time_label(t, ax) << "</text>\n";
+  int sy = ya + 24;
   for (int i = 0; i <= 10; ++i)
     o << "<rect x=\"" << labelW + i * 30 << "\" y=\"" << sy << "\" width=\"30\" height=\"12\" fill=\""
       << heat_color(i / 10.0) << "\" stroke=\"#999\" stroke-width=\"0.5\"/>\n";
-  o << "<text x=\"" << labelW << "\" y=\"" << sy + 26 << "\" font-size=\"11\">0 %</text><text x=\"" << labelW + 330
-    << "\" y=\"" << sy + 26 << "\" font-size=\"11\" text-anchor=\"end\">100 %</text>\n";
+  o << "<text x=\"" << labelW - 6 << "\" y=\"" << sy + 10 << "\" font-size=\"11\" text-anchor=\"end\">mean utilisation</text>"
+    << "<text x=\"" << labelW << "\" y=\"" << sy + 25 << "\" font-size=\"11\">0 %</text><text x=\"" << labelW + 330
+    << "\" y=\"" << sy + 25 << "\" font-size=\"11\" text-anchor=\"end\">100 %</text>\n";
   o << "</svg>\n";
   return o.str();
 }
+
+// A metric's value with its unit, from the metric's name.
+std::string metric_text(const std::string& name, double v) {
+  auto ends = [&](const char* suf) {
+    std::size_t n = std::strlen(suf);
+    return name.size() >= n && name.compare(name.size() - n, n, suf) == 0;
+  };
+  if (name.find("bytes") != std::string::npos) return format_bytes(v);
+  if (ends("_s") || name.find("_s.") != std::string::npos) return format_time(v);
+  if (name.find("flops") != std::string::npos)
+    return gx(v / 1e12) + " TFLOP" + (ends("per_s") || name.find("peak") != std::string::npos ? "/s" : "");
+  return gx(v) + (name.find("ops") != std::string::npos || name.find("events") != std::string::npos ||
+                          name.find("ranks") != std::string::npos || name.find("schedules") != std::string::npos
+                      ? " (count)"
+                      : "");
+}
+
+std::string gbps(double Bps) { return fx(Bps * 8 / 1e9, 0) + " Gb/s"; }
 
 }  // namespace
 
@@ -858,59 +1022,188 @@ std::string jobs_html(const RunResult& r) {
 
 std::string report_html(const RunResult& r, int top_links) {
   std::ostringstream o;
+  const std::string model = r.workload_params.count("model") ? r.workload_params.at("model") : r.workload;
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>fabricsim report: "
-    << html_escape(r.workload) << " on " << html_escape(r.topology) << "</title>\n<style>\n"
-    << "body{font-family:sans-serif;margin:20px;color:#222;max-width:1120px}\n"
+    << html_escape(model) << " on " << html_escape(r.topology) << "</title>\n<style>\n"
+    << "body{font-family:sans-serif;margin:20px;color:#222;max-width:1180px}\n"
     << "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}\n"
     << "th{background:#f2f2f2}td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
-    << "h2{margin-top:28px;border-bottom:1px solid #ddd}p.cap{font-size:12px;color:#555}\n"
+    << "h2{margin-top:26px;border-bottom:1px solid #ddd}p.cap{font-size:12px;color:#555}\n"
+    << "table.head td.big{font-size:20px;font-weight:bold}span.p{font-size:11px;font-weight:normal;color:#666}\n"
+    << ".legend{font-size:12px;margin:4px 0 6px}.legend span{margin-right:14px}"
+       ".legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px}\n"
+    << "summary{cursor:pointer;font-size:13px;color:#245}\n"
     << "</style>\n</head>\n<body>\n";
-  o << "<h1>fabricsim report</h1>\n<table>\n";
-  auto row = [&](const std::string& k, const std::string& v) {
-    o << "<tr><th>" << html_escape(k) << "</th><td>" << html_escape(v) << "</td></tr>\n";
+
+  // Header: the question answered.
+  o << "<section id=\"header\">\n<h1>" << html_escape(model) << " on " << html_escape(r.topology) << ": "
+    << ms(r.iteration_s) << " per step</h1>\n<table class=\"head\">\n";
+  auto row = [&](const std::string& k, const std::string& v, bool big = false, const std::string& small = "") {
+    o << "<tr><th>" << html_escape(k) << "</th><td" << (big ? " class=\"big\"" : "") << ">" << html_escape(v);
+    if (!small.empty()) o << " <span class=\"p\">" << html_escape(small) << "</span>";
+    o << "</td></tr>\n";
   };
-  row("topology", r.topology + params_text(r.topology_params));
-  row("workload", r.workload + params_text(r.workload_params));
-  row("GPUs", std::to_string(r.gpus));
-  row("step time", ms(r.iteration_s));
-  row("samples/s", fx(r.samples_per_s, 1));
-  if (r.tokens_per_s > 0) row("tokens/s", fx(r.tokens_per_s, 0));
-  row("TFLOP/s per GPU", fx(r.tflops_per_gpu, 1));
-  if (r.mfu > 0) row("MFU", fx(100.0 * r.mfu, 1) + " % (" + kMfuConvention + ")");
-  o << "</table>\n";
-  o << "<h2>Step time breakdown</h2>\n<p class=\"cap\">Per-rank average: compute, communication not hidden "
-       "behind compute (by category), pipeline bubble and other idle time.</p>\n"
-    << svg_breakdown(r);
-  std::string cap;
-  std::string tl = svg_timeline(r, cap);
-  o << "<h2>Per-GPU timeline overview</h2>\n<p class=\"cap\">" << html_escape(cap) << "</p>\n" << tl;
-  std::string hm = svg_heatmap(r, cap);
-  o << "<h2>Link utilisation by tier</h2>\n<p class=\"cap\">" << html_escape(cap) << "</p>\n" << hm;
-  if (!r.jobs.empty()) o << "<h2>Jobs</h2>\n<p class=\"cap\">Step time of each job with the others on the shared "
-                            "fabric and alone on the same GPUs (same faults).</p>\n" << jobs_html(r);
-  o << "<h2>Hottest links</h2>\n";
-  auto hot = hottest_links(r, top_links);
-  if (hot.empty()) {
+  row("model", r.workload, false, params_text(r.workload_params));
+  row("cluster", std::to_string(r.gpus) + " GPUs, " + r.topology, false, params_text(r.topology_params));
+  row("step time", ms(r.iteration_s), true);
+  if (r.tokens_per_s > 0) row("tokens/s", fx(r.tokens_per_s, 0) + " tokens/s", true);
+  row("samples/s", fx(r.samples_per_s, 2) + " samples/s");
+  row("model FLOP/s per GPU", fx(r.tflops_per_gpu, 1) + " TFLOP/s");
+  row("MFU", r.mfu > 0 ? fx(100.0 * r.mfu, 1) + " %" : std::string("not computed: the workload names no dense peak"),
+      r.mfu > 0, r.mfu > 0 ? std::string("(") + kMfuConvention + ")" : std::string());
+  auto mem = r.metrics.find("memory_per_gpu_bytes.max");
+  row("memory per GPU", mem != r.metrics.end() ? format_bytes(mem->second) + " (largest over the GPUs)"
+                                               : std::string("not estimated by this workload"),
+      mem != r.metrics.end());
+  o << "</table>\n</section>\n";
+
+  o << "<section id=\"breakdown\">\n<h2>Step time breakdown</h2>\n<p class=\"cap\">Per-rank average: compute, "
+       "communication not hidden behind compute (by category), pipeline bubble and other idle time.</p>\n"
+    << svg_breakdown(r) << "</section>\n";
+
+  // Timeline: one representative rank per role, the full set behind a <details>.
+  const auto roles = rank_roles(r);
+  std::set<int> ranks_seen;
+  for (const auto& op : r.ops) ranks_seen.insert(op.rank);
+  std::vector<std::pair<int, std::string>> rep_labels;
+  char rl[32];
+  for (std::size_t k = 0; k < roles.size(); ++k) {
+    std::snprintf(rl, sizeof rl, "role %zu: gpu%d", k + 1, roles[k].representative);
+    rep_labels.emplace_back(roles[k].representative, rl);
+  }
+  std::string note;
+  o << "<section id=\"timeline\">\n<h2>Timeline</h2>\n<p class=\"cap\">One representative GPU per role: ranks that "
+       "run the same sequence of ops (by stream, kind, category and name) share a role. "
+    << roles.size() << (roles.size() == 1 ? " role" : " roles") << " among " << ranks_seen.size()
+    << " recorded ranks";
+  if (static_cast<int>(ranks_seen.size()) < r.gpus) o << " (of " << r.gpus << " GPUs; the replay simulated a representative subset)";
+  o << ". Each row is split into time bins coloured by the category that occupied most of the bin.</p>\n";
+  o << "<table>\n<tr><th>role</th><th>representative</th><th>ranks</th><th>count</th></tr>\n";
+  for (std::size_t k = 0; k < roles.size(); ++k)
+    o << "<tr><td class=\"n\">" << k + 1 << "</td><td>gpu" << roles[k].representative << "</td><td>"
+      << html_escape(rank_ranges(roles[k].ranks)) << "</td><td class=\"n\">" << roles[k].ranks.size()
+      << (roles[k].ranks.size() == 1 ? " rank" : " ranks") << "</td></tr>\n";
+  o << "</table>\n" << category_legend(r);
+  o << svg_rank_rows(r, rep_labels, 64, note);
+  if (!note.empty()) o << "<p class=\"cap\">" << html_escape(note) << "</p>\n";
+  {
+    std::vector<std::pair<int, std::string>> all;
+    std::map<int, std::size_t> role_of;
+    for (std::size_t k = 0; k < roles.size(); ++k)
+      for (int rk : roles[k].ranks) role_of[rk] = k;
+    for (int rk : ranks_seen) all.emplace_back(rk, "gpu" + std::to_string(rk) + " (role " + std::to_string(role_of[rk] + 1) + ")");
+    std::string all_note;
+    std::string svg = svg_rank_rows(r, all, 256, all_note);
+    o << "<details><summary>All " << ranks_seen.size() << " recorded ranks" << (all_note.empty() ? "" : " (" + all_note + ")")
+      << "</summary>\n" << svg << "</details>\n";
+  }
+  o << "</section>\n";
+
+  // Link classes.
+  const auto stats = link_dir_stats(r);
+  const double span = run_span_s(r);
+  o << "<section id=\"links\">\n<h2>Link utilisation by class</h2>\n";
+  if (stats.empty()) {
+    o << "<p>No link carried traffic in this result (the communication model reported no per-link traffic).</p>\n";
+  } else {
+    o << "<p class=\"cap\">Per class of link (NVLink and PCIe inside a host, NIC to leaf switch, leaf to spine and "
+         "spine to core uplinks), over the link directions that carried traffic. util (run) = bytes / (capacity x "
+      << ms(span) << " run span); util (busy) = bytes / (capacity x time carrying traffic). The histogram shows how "
+         "the directions' util (run) spread between 0 and the class maximum.</p>\n";
+    struct Cls {
+      std::vector<double> run, busy;
+      double bytes = 0, cap = 0, peak = 0, busy_s = 0;
+    };
+    std::map<std::pair<int, std::string>, Cls> cls;
+    for (const auto& s : stats) {
+      auto& c = cls[{s.tier, s.kind}];
+      c.run.push_back(s.util_avg_run);
+      c.busy.push_back(s.util_avg_busy);
+      c.bytes += s.bytes;
+      c.cap = std::max(c.cap, s.capacity_Bps);
+      c.peak = std::max(c.peak, s.util_peak);
+      c.busy_s = std::max(c.busy_s, s.busy_s);
+    }
+    o << "<table>\n<tr><th>class</th><th>directions</th><th>capacity per direction</th><th>bytes carried</th>"
+         "<th>util (run) mean</th><th>util (run) max</th><th>util (busy) mean</th><th>peak</th>"
+         "<th>spread of util (run)</th></tr>\n";
+    for (const auto& [key, c] : cls) {
+      double mean_run = 0, max_run = 0, mean_busy = 0;
+      for (double u : c.run) {
+        mean_run += u;
+        max_run = std::max(max_run, u);
+      }
+      for (double u : c.busy) mean_busy += u;
+      mean_run /= static_cast<double>(c.run.size());
+      mean_busy /= static_cast<double>(c.busy.size());
+      o << "<tr class=\"linkclass\"><td>" << html_escape(link_class(key.second, key.first)) << "</td><td class=\"n\">"
+        << c.run.size() << "</td><td class=\"n\">" << gbps(c.cap) << "</td><td class=\"n\">" << format_bytes(c.bytes)
+        << "</td><td class=\"n\">" << fx(100 * mean_run, 1) << " %</td><td class=\"n\">" << fx(100 * max_run, 1)
+        << " %</td><td class=\"n\">" << fx(100 * mean_busy, 1) << " %</td><td class=\"n\">" << fx(100 * c.peak, 1)
+        << " %</td><td>" << svg_util_histogram(c.run, max_run) << "</td></tr>\n";
+    }
+    o << "</table>\n";
+    if (any_series(r)) {
+      o << "<p class=\"cap\">Over time: mean instantaneous utilisation of each class's directions per time bin "
+           "(the engine's per-link time series).</p>\n"
+        << svg_class_heatmap(r, span);
+    } else {
+      o << "<p class=\"cap\">This communication model records no per-link time series, so utilisation over time is "
+           "not shown; the whole-run figures above are exact (bytes carried / capacity / time).</p>\n";
+    }
+  }
+  o << "</section>\n";
+
+  if (!r.jobs.empty())
+    o << "<section id=\"jobs\">\n<h2>Jobs</h2>\n<p class=\"cap\">Step time of each job with the others on the shared "
+         "fabric and alone on the same GPUs (same faults).</p>\n"
+      << jobs_html(r) << "</section>\n";
+
+  // Hottest links per class; directions tied at the same utilisation are one row.
+  o << "<section id=\"hottest\">\n<h2>Hottest links by class</h2>\n";
+  if (stats.empty()) {
     o << "<p>No link carried traffic.</p>\n";
   } else {
-    o << "<table>\n<tr><th>#</th><th>link</th><th>from &rarr; to</th><th>kind</th><th>tier</th><th>util (run)</th>"
-         "<th>util (busy)</th><th>peak</th><th>bytes</th><th>busy</th></tr>\n";
-    int i = 0;
-    for (const auto& h : hot)
-      o << "<tr><td class=\"n\">" << ++i << "</td><td class=\"n\">" << h.link << "</td><td>"
-        << html_escape(h.from + " -> " + h.to) << "</td><td>" << html_escape(h.kind) << "</td><td class=\"n\">"
-        << h.tier << "</td><td class=\"n\">" << fx(h.util_avg_run * 100, 1) << " %</td><td class=\"n\">"
-        << fx(h.util_avg_busy * 100, 1) << " %</td><td class=\"n\">" << fx(h.util_peak * 100, 1)
-        << " %</td><td class=\"n\">" << html_escape(format_bytes(h.bytes)) << "</td><td class=\"n\">"
-        << html_escape(format_time(h.busy_s)) << "</td></tr>\n";
+    o << "<p class=\"cap\">The busiest link directions of each class by util (run), at most " << top_links
+      << " rows per class; directions with the same utilisation and bytes are one row.</p>\n";
+    std::map<std::pair<int, std::string>, std::vector<LinkDirSummary>> by_cls;
+    for (const auto& s : hottest_links(r, -1)) by_cls[{s.tier, s.kind}].push_back(s);
+    o << "<table>\n<tr><th>class</th><th>link direction(s)</th><th>util (run)</th><th>util (busy)</th><th>peak</th>"
+         "<th>bytes</th><th>busy time</th><th>capacity</th></tr>\n";
+    for (const auto& [key, v] : by_cls) {
+      int shown = 0;
+      for (std::size_t i = 0; i < v.size() && shown < top_links;) {
+        std::size_t j = i;
+        while (j + 1 < v.size() && fx(v[j + 1].util_avg_run * 100, 1) == fx(v[i].util_avg_run * 100, 1) &&
+               format_bytes(v[j + 1].bytes) == format_bytes(v[i].bytes))
+          ++j;
+        const auto& h = v[i];
+        std::string who = "link " + std::to_string(h.link) + " " + h.from + " -> " + h.to;
+        if (j > i) who = std::to_string(j - i + 1) + " directions, e.g. " + who;
+        o << "<tr><td>" << html_escape(link_class(key.second, key.first)) << "</td><td>" << html_escape(who)
+          << "</td><td class=\"n\">" << fx(h.util_avg_run * 100, 1) << " %</td><td class=\"n\">"
+          << fx(h.util_avg_busy * 100, 1) << " %</td><td class=\"n\">" << fx(h.util_peak * 100, 1)
+          << " %</td><td class=\"n\">" << html_escape(format_bytes(h.bytes)) << "</td><td class=\"n\">"
+          << html_escape(format_time(h.busy_s)) << "</td><td class=\"n\">" << gbps(h.capacity_Bps) << "</td></tr>\n";
+        ++shown;
+        i = j + 1;
+      }
+    }
     o << "</table>\n";
   }
-  if (!r.metrics.empty() || !r.notes.empty()) {
-    o << "<h2>Metrics and notes</h2>\n<ul>\n";
-    for (const auto& [k, v] : r.metrics) o << "<li>" << html_escape(k) << " = " << gx(v) << "</li>\n";
-    for (const auto& n : r.notes) o << "<li>" << html_escape(n) << "</li>\n";
-    o << "</ul>\n";
+  o << "</section>\n";
+
+  o << "<section id=\"notes\">\n<h2>Metrics and notes</h2>\n";
+  if (!r.metrics.empty()) {
+    o << "<table>\n<tr><th>metric</th><th>value</th></tr>\n";
+    for (const auto& [k, v] : r.metrics)
+      o << "<tr><td>" << html_escape(k) << "</td><td class=\"n\">" << html_escape(metric_text(k, v)) << "</td></tr>\n";
+    o << "</table>\n";
   }
+  o << "<h3>Model limits and notes</h3>\n<ul>\n";
+  for (const auto& n : r.notes) o << "<li>" << html_escape(n) << "</li>\n";
+  if (r.notes.empty()) o << "<li>none recorded for this run</li>\n";
+  o << "</ul>\n</section>\n";
   o << "</body>\n</html>\n";
   return o.str();
 }

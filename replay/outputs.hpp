@@ -74,6 +74,18 @@ std::vector<LinkDirSummary> link_dir_stats(const RunResult& r);
 // The `n` hottest directions: by util_avg_run descending, then bytes descending, then (link, dir).
 std::vector<LinkDirSummary> hottest_links(const RunResult& r, int n);
 
+// What a planner calls a link: "NVLink", "PCIe" (inside a host, tier 0), "NIC - leaf" (tier 1),
+// "leaf - spine uplink" (tier 2), "spine - core uplink" (tier 3).
+std::string link_class(const std::string& kind, int tier);
+
+// Ranks grouped by role: ranks that ran the same ops (stream, kind, category, name, in stream order) share
+// one; roles in order of their lowest rank; `representative` is that rank.
+struct RankRole {
+  int representative = 0;
+  std::vector<int> ranks;  // ascending
+};
+std::vector<RankRole> rank_roles(const RunResult& r);
+
 // ---- writers (strings; write_outputs puts them in files) ----------------------------------------------
 
 std::string timeline_json(const RunResult& r, int counter_links);

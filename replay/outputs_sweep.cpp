@@ -16,8 +16,6 @@
 
 namespace fabricsim::sim {
 
-namespace {
-
 std::vector<std::string> parse_csv_line(const std::string& line) {
   std::vector<std::string> out;
   std::string cur;
@@ -47,6 +45,8 @@ std::vector<std::string> parse_csv_line(const std::string& line) {
   out.push_back(cur);
   return out;
 }
+
+namespace {
 
 std::string num(double v) {
   if (!std::isfinite(v)) return "";

@@ -64,6 +64,8 @@ using ScenarioRunner = std::function<RunResult(const Json& scenario, const std::
 // tflops_per_gpu, gpu_seconds_per_step, compute_s, exposed_{tp,pp,dp,ep,all_to_all,other}_s,
 // exposed_comm_total_s, bubble_s, idle_s, <metrics...>, input_hash
 std::string sweep_csv_header(const SweepSpec& s);
+// One line of such a CSV split into fields (RFC 4180 quoting: "a,b" and "" inside quotes).
+std::vector<std::string> parse_csv_line(const std::string& line);
 std::string sweep_csv_row_ok(const SweepSpec& s, const SweepPoint& p, const RunResult& r);
 std::string sweep_csv_row_failed(const SweepSpec& s, const SweepPoint& p, const std::string& error);
 

@@ -10,6 +10,10 @@
 namespace fabricsim::sim {
 
 namespace {
+// Off a terminal: one progress line this often (wall seconds): often enough to show a minutes-long
+// `validate --loo` is alive, rarely enough not to flood a log.
+constexpr double kOffTtyLineInterval_s = 5.0;
+
 std::string format_eta(double s) {
   if (!std::isfinite(s) || s < 0) return "--:--";
   long long t = static_cast<long long>(std::llround(s));
@@ -28,11 +32,21 @@ Progress::Progress(std::string label, double total, bool enabled, std::ostream& 
   last_draw_ = start_ - std::chrono::seconds(1);
 }
 
+Progress::Progress(std::string label, double total, bool enabled, std::ostream& out, Mode mode,
+                   double line_interval_s)
+    : Progress(std::move(label), total, enabled, out) {
+  mode_ = mode;
+  line_interval_s_ = line_interval_s;
+  // The first line comes after one interval: a run shorter than that prints only its final line.
+  last_draw_ = start_;
+}
+
 Progress::Progress(std::string label, double total, bool quiet)
-    : Progress(std::move(label), total, !quiet && stderr_is_tty(), std::cerr) {}
+    : Progress(std::move(label), total, !quiet, std::cerr, stderr_is_tty() ? Mode::bar : Mode::lines,
+               kOffTtyLineInterval_s) {}
 
 Progress::~Progress() {
-  if (enabled_ && !finished_) {
+  if (enabled_ && !finished_ && mode_ == Mode::bar) {
     std::lock_guard<std::mutex> lock(mu_);
     out_ << "\n" << std::flush;  // leave the partial bar on its own line
   }
@@ -55,10 +69,16 @@ std::string Progress::render(const std::string& label, double done, double total
 
 void Progress::draw_locked(bool force) {
   auto now = std::chrono::steady_clock::now();
-  if (!force && now - last_draw_ < std::chrono::milliseconds(100)) return;
+  const auto min_gap = mode_ == Mode::bar ? std::chrono::duration<double>(0.1)
+                                          : std::chrono::duration<double>(line_interval_s_);
+  if (!force && now - last_draw_ < min_gap) return;
   last_draw_ = now;
   double elapsed = std::chrono::duration<double>(now - start_).count();
-  out_ << "\r" << render(label_, done_, total_, elapsed) << std::flush;
+  if (mode_ == Mode::lines && total_ <= 0) return;  // nothing to do (a resumed sweep with every row done)
+  if (mode_ == Mode::bar)
+    out_ << "\r" << render(label_, done_, total_, elapsed) << std::flush;
+  else
+    out_ << render(label_, done_, total_, elapsed) << "\n" << std::flush;
 }
 
 void Progress::set(double done) {
@@ -78,7 +98,7 @@ void Progress::advance(double by) {
 }
 
 void Progress::interrupt() {
-  if (!enabled_) return;
+  if (!enabled_ || mode_ == Mode::lines) return;  // lines never leave a partial line to clear
   std::lock_guard<std::mutex> lock(mu_);
   if (finished_) return;
   out_ << "\r\033[K" << std::flush;  // carriage return + erase to end of line (ANSI)
@@ -91,7 +111,7 @@ void Progress::finish() {
   if (finished_) return;
   done_ = total_;
   draw_locked(true);
-  out_ << "\n" << std::flush;
+  if (mode_ == Mode::bar) out_ << "\n" << std::flush;
   finished_ = true;
 }
 

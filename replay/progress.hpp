@@ -1,7 +1,9 @@
 #pragma once
-// A progress bar with ETA for long simulations and sweeps. It draws on stderr only when stderr is a
-// terminal and the user did not ask for --quiet; stdout is never touched. Thread-safe: sweep worker threads
-// may call advance() concurrently. Redraws at most every 100 ms of wall time.
+// Progress with ETA for long simulations, sweeps and fits, on stderr unless the user asked for --quiet;
+// stdout is never touched. On a terminal: a bar redrawn in place at most every 100 ms. Off a terminal (piped,
+// a log file, CI): one full line (label, done/total, elapsed, ETA) every few seconds (line_interval_s, 5 s by
+// default) and a last line at finish, so a long run piped to a file still shows it is alive. Thread-safe:
+// sweep worker threads may call advance() concurrently.
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -14,7 +16,10 @@ class Progress {
  public:
   // `total` units of work (events, points, simulated seconds...). `enabled` false draws nothing.
   Progress(std::string label, double total, bool enabled, std::ostream& out);
-  // Convenience: enabled when !quiet and stderr is a TTY; draws on std::cerr.
+  // Line mode (no '\r', one line per update) with at most one line per `line_interval_s` of wall time.
+  enum class Mode { bar, lines };
+  Progress(std::string label, double total, bool enabled, std::ostream& out, Mode mode, double line_interval_s);
+  // Convenience: enabled when !quiet; draws on std::cerr, as a bar on a TTY and as lines every 5 s otherwise.
   Progress(std::string label, double total, bool quiet);
   ~Progress();
   Progress(const Progress&) = delete;
@@ -37,6 +42,8 @@ class Progress {
   std::string label_;
   double total_ = 0, done_ = 0;
   bool enabled_ = false, finished_ = false;
+  Mode mode_ = Mode::bar;
+  double line_interval_s_ = 5;
   std::ostream& out_;
   std::mutex mu_;
   std::chrono::steady_clock::time_point start_, last_draw_;

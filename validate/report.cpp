@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -108,11 +109,20 @@ std::string log_unit(const Measurement& m) {
   return h == std::string::npos ? m.source : m.source.substr(0, h);
 }
 
-Report leave_one_out(const std::vector<Case>& cases, const models::Calibration& start, const FitOptions& opt,
-                     std::vector<std::pair<std::string, FitResult>>* fits) {
+namespace {
+std::vector<std::string> units_of(const std::vector<Case>& cases) {
   std::vector<std::string> units;
   for (const auto& c : cases)
     if (std::find(units.begin(), units.end(), log_unit(c.m)) == units.end()) units.push_back(log_unit(c.m));
+  return units;
+}
+}  // namespace
+
+std::size_t loo_units(const std::vector<Case>& cases) { return units_of(cases).size(); }
+
+Report leave_one_out(const std::vector<Case>& cases, const models::Calibration& start, const FitOptions& opt,
+                     std::vector<std::pair<std::string, FitResult>>* fits, sim::Progress* progress) {
+  const std::vector<std::string> units = units_of(cases);
   std::map<std::string, models::Calibration> calib_of_unit;
   for (const auto& u : units) {
     std::string family;
@@ -132,7 +142,9 @@ Report leave_one_out(const std::vector<Case>& cases, const models::Calibration& 
     fr.calib.name = "loo-without-" + basename_of(u) + " (" + scope + ")";
     calib_of_unit[u] = fr.calib;
     if (fits) fits->emplace_back(u, std::move(fr));
+    if (progress) progress->advance();
   }
+  if (progress) progress->finish();
   return compare(
       cases, [&](std::size_t i) -> const models::Calibration& { return calib_of_unit.at(log_unit(cases[i].m)); },
       "leave-one-out");
@@ -259,99 +271,210 @@ Json report_json(const Report& r) {
                        {"small", stats(r.summary.small)}}}};
 }
 
-std::string report_svg(const Report& r) {
-  // Axes: x = log2(size), y = log10(busbw GB/s); ranges from the data.
-  double xmin = 1e300, xmax = -1e300, ymin = 1e300, ymax = -1e300;
+namespace {
+
+const char* const kLogColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                                  "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39",
+                                  "#7b4173", "#3182bd"};
+const char* log_color(std::size_t k) { return kLogColors[k % (sizeof kLogColors / sizeof *kLogColors)]; }
+
+// "1KiB", "64MiB", ... for a power-of-two exponent (x axis ticks).
+std::string pow2_label(int e) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  if (e < 0) return "";
+  int u = std::min(4, e / 10);
+  return std::to_string(1LL << (e - 10 * u)) + units[u];
+}
+
+// A label cut to `n` characters with an ellipsis (the full text goes in a <title> next to it).
+std::string cut(const std::string& s, std::size_t n) {
+  if (s.size() <= n) return s;
+  return s.substr(0, n - 1) + "\u2026";
+}
+
+// Integer log2 range [lo, hi] of the report's sizes.
+std::pair<int, int> size_range(const Report& r) {
+  double lo = 1e300, hi = -1e300;
   for (const auto& l : r.logs)
     for (const auto& p : l.points) {
-      double x = std::log2(static_cast<double>(p.size_bytes));
-      xmin = std::min(xmin, x);
-      xmax = std::max(xmax, x);
-      for (double b : {p.measured_busbw_GBps, p.simulated_busbw_GBps}) {
-        if (!(b > 0)) continue;
-        ymin = std::min(ymin, std::log10(b));
-        ymax = std::max(ymax, std::log10(b));
-      }
+      double x = std::log2(static_cast<double>(std::max<std::uint64_t>(1, p.size_bytes)));
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
     }
-  if (xmin > xmax) {
-    xmin = 0;
-    xmax = 1;
-    ymin = 0;
-    ymax = 1;
-  }
-  ymin = std::floor(ymin);
-  ymax = std::ceil(ymax);
-  if (ymax <= ymin) ymax = ymin + 1;
-  xmin = std::floor(xmin);
-  xmax = std::ceil(xmax);
-  if (xmax <= xmin) xmax = xmin + 1;
-  const double W = 960, H = 600, L = 80, R = 330, T = 50, B = 60;
-  const double pw = W - L - R, ph = H - T - B;
-  auto X = [&](double x) { return L + (x - xmin) / (xmax - xmin) * pw; };
-  auto Y = [&](double y) { return T + ph - (y - ymin) / (ymax - ymin) * ph; };
-  static const char* colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-                                 "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39",
-                                 "#7b4173", "#3182bd"};
-  std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" viewBox=\"0 0 " << W
-    << " " << H << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
-  o << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  o << "<text x=\"" << L << "\" y=\"24\" font-size=\"15\">fabricsim validate: " << xml_escape(r.title)
-    << " - busbw, measured (dots) vs simulated (lines)</text>\n";
-  // Grid and ticks.
-  for (int e = static_cast<int>(ymin); e <= static_cast<int>(ymax); ++e) {
-    double y = Y(e);
-    o << "<line x1=\"" << L << "\" y1=\"" << fmt("%.1f", y) << "\" x2=\"" << L + pw << "\" y2=\"" << fmt("%.1f", y)
-      << "\" stroke=\"#ddd\"/>\n";
-    o << "<text x=\"" << L - 6 << "\" y=\"" << fmt("%.1f", y + 4) << "\" text-anchor=\"end\">" << fmt("%g", std::pow(10.0, e))
-      << "</text>\n";
-  }
-  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  for (int e = static_cast<int>(xmin); e <= static_cast<int>(xmax); ++e) {
+  if (lo > hi) return {0, 1};
+  int a = static_cast<int>(std::floor(lo)), b = static_cast<int>(std::ceil(hi));
+  if (b <= a) b = a + 1;
+  return {a, b};
+}
+
+// A "nice" axis maximum >= v (1, 2, 2.5, 5 x 10^k).
+double nice_max(double v) {
+  if (!(v > 0)) return 1;
+  double p = std::pow(10.0, std::floor(std::log10(v)));
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
+// X ticks every `step` powers of two, labelled, between lo and hi.
+void x_ticks(std::ostringstream& o, int lo, int hi, const std::function<double(double)>& X, double y0, double y1,
+             int font) {
+  int step = (hi - lo) > 24 ? 8 : (hi - lo) > 12 ? 4 : 2;
+  for (int e = lo; e <= hi; ++e) {
+    if ((e - lo) % step != 0 && e != hi) continue;
     double x = X(e);
-    bool major = e % 10 == 0 || e == static_cast<int>(xmin) || e == static_cast<int>(xmax) || (xmax - xmin) <= 12;
-    o << "<line x1=\"" << fmt("%.1f", x) << "\" y1=\"" << T << "\" x2=\"" << fmt("%.1f", x) << "\" y2=\"" << T + ph
-      << "\" stroke=\"" << (e % 10 == 0 ? "#bbb" : "#eee") << "\"/>\n";
-    if (major && e >= 0) {
-      int u = std::min(4, e / 10);
-      o << "<text x=\"" << fmt("%.1f", x) << "\" y=\"" << T + ph + 16 << "\" text-anchor=\"middle\">" << (1LL << (e - 10 * u))
-        << units[u] << "</text>\n";
-    }
+    o << "<line x1=\"" << fmt("%.1f", x) << "\" y1=\"" << fmt("%.1f", y0) << "\" x2=\"" << fmt("%.1f", x) << "\" y2=\""
+      << fmt("%.1f", y1) << "\" stroke=\"#e4e4e4\"/>\n";
+    if ((e - lo) % step == 0)
+      o << "<text x=\"" << fmt("%.1f", x) << "\" y=\"" << fmt("%.1f", y1 + font + 3) << "\" font-size=\"" << font
+        << "\" text-anchor=\"middle\">" << pow2_label(e) << "</text>\n";
   }
-  o << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << pw << "\" height=\"" << ph
-    << "\" fill=\"none\" stroke=\"black\"/>\n";
-  o << "<text x=\"" << L + pw / 2 << "\" y=\"" << H - 18 << "\" text-anchor=\"middle\">message size (bytes, log scale)</text>\n";
-  o << "<text transform=\"translate(20," << T + ph / 2 << ") rotate(-90)\" text-anchor=\"middle\">bus bandwidth (GB/s, log scale)</text>\n";
-  // Series.
-  for (std::size_t k = 0; k < r.logs.size(); ++k) {
+}
+
+}  // namespace
+
+std::string report_svg(const Report& r) {
+  // Layout: a title line with the shared legend; one small panel per log (measured dots vs simulated line,
+  // busbw in GB/s on a linear axis over message size on a log2 axis), three to a row; then one error panel
+  // (signed busbw error in % vs size, every log in its colour) with a legend in columns under it.
+  const auto [xlo, xhi] = size_range(r);
+  const double W = 960, M = 20;
+  const int cols = 3;
+  const double pw = (W - 2 * M) / cols;  // panel cell width
+  const double cellH = 190, pl = 46, pr = 10, pt = 22, pb = 30;  // inner plot margins inside a cell
+  const std::size_t n = r.logs.size();
+  const std::size_t rows = (n + cols - 1) / cols;
+  const double top = 54;
+  const double errTop = top + static_cast<double>(rows) * cellH + 20;
+  const double errH = 260, eL = 70, eR = 20, eT = 28, eB = 40;
+  const int legendCols = 3;
+  const double legendRowH = 15;
+  const std::size_t legendRows = (n + legendCols - 1) / legendCols;
+  const double H = errTop + errH + 12 + static_cast<double>(legendRows) * legendRowH + 40;
+
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << fmt("%.0f", H)
+    << "\" viewBox=\"0 0 " << W << " " << fmt("%.0f", H) << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
+  o << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  o << "<text x=\"" << M << "\" y=\"22\" font-size=\"15\">fabricsim validate: " << xml_escape(r.title) << " (" << n
+    << (n == 1 ? " log" : " logs") << ")</text>\n";
+  // Shared legend for the per-log panels.
+  o << "<circle cx=\"" << M + 6 << "\" cy=\"38\" r=\"3\" fill=\"#444\"/><text x=\"" << M + 14
+    << "\" y=\"42\">measured busbw</text>\n";
+  o << "<line x1=\"" << M + 120 << "\" y1=\"38\" x2=\"" << M + 140 << "\" y2=\"38\" stroke=\"#444\" stroke-width=\"1.5\"/>"
+    << "<text x=\"" << M + 146 << "\" y=\"42\">simulated busbw</text>\n";
+  o << "<text x=\"" << M + 270 << "\" y=\"42\" fill=\"#555\">y: bus bandwidth (GB/s); x: message size (log scale)</text>\n";
+
+  for (std::size_t k = 0; k < n; ++k) {
     const auto& l = r.logs[k];
-    const char* col = colors[k % (sizeof colors / sizeof *colors)];
+    const char* col = log_color(k);
+    const double cx = M + static_cast<double>(k % cols) * pw, cy = top + static_cast<double>(k / cols) * cellH;
+    const double x0 = cx + pl, x1 = cx + pw - pr, y0 = cy + pt, y1 = cy + cellH - pb;
+    double ymax = 0;
+    for (const auto& p : l.points) ymax = std::max({ymax, p.measured_busbw_GBps, p.simulated_busbw_GBps});
+    ymax = nice_max(ymax);
+    auto X = [&](double e) { return x0 + (e - xlo) / (xhi - xlo) * (x1 - x0); };
+    auto Y = [&](double v) { return y1 - v / ymax * (y1 - y0); };
+    const ErrorSummary es = summarize({l});
+    std::string title = basename_of(l.source);
+    o << "<g class=\"panel\">\n";
+    o << "<text x=\"" << fmt("%.1f", cx + 4) << "\" y=\"" << fmt("%.1f", cy + 12) << "\" font-size=\"10.5\" fill=\"" << col
+      << "\"><title>" << xml_escape(title) << "</title>" << xml_escape(cut(title, 50)) << "</text>\n";
+    // 4 or 5 intervals, whichever gives round tick labels (100 -> 25s, 25 -> 5s, 50 -> 10s, 20 -> 5s).
+    const double mant = ymax / std::pow(10.0, std::floor(std::log10(ymax)));
+    const int nt = (std::abs(mant - 2.5) < 1e-9 || std::abs(mant - 5) < 1e-9) ? 5 : 4;
+    for (int t = 0; t <= nt; ++t) {
+      double v = ymax * t / nt, y = Y(v);
+      o << "<line x1=\"" << fmt("%.1f", x0) << "\" y1=\"" << fmt("%.1f", y) << "\" x2=\"" << fmt("%.1f", x1) << "\" y2=\""
+        << fmt("%.1f", y) << "\" stroke=\"#eee\"/><text x=\"" << fmt("%.1f", x0 - 4) << "\" y=\"" << fmt("%.1f", y + 3)
+        << "\" font-size=\"9\" text-anchor=\"end\">" << fmt("%g", v) << "</text>\n";
+    }
+    x_ticks(o, xlo, xhi, X, y0, y1, 9);
+    o << "<rect x=\"" << fmt("%.1f", x0) << "\" y=\"" << fmt("%.1f", y0) << "\" width=\"" << fmt("%.1f", x1 - x0)
+      << "\" height=\"" << fmt("%.1f", y1 - y0) << "\" fill=\"none\" stroke=\"#888\"/>\n";
     std::ostringstream path;
     bool first = true;
     for (const auto& p : l.points) {
       if (!(p.simulated_busbw_GBps > 0)) continue;
       path << (first ? "M" : " L") << fmt("%.1f", X(std::log2(static_cast<double>(p.size_bytes)))) << ","
-           << fmt("%.1f", Y(std::log10(p.simulated_busbw_GBps)));
+           << fmt("%.1f", Y(p.simulated_busbw_GBps));
       first = false;
     }
     if (!first)
-      o << "<path d=\"" << path.str() << "\" fill=\"none\" stroke=\"" << col << "\" stroke-width=\"1.5\"/>\n";
-    for (const auto& p : l.points) {
-      if (!(p.measured_busbw_GBps > 0)) continue;
-      o << "<circle cx=\"" << fmt("%.1f", X(std::log2(static_cast<double>(p.size_bytes)))) << "\" cy=\""
-        << fmt("%.1f", Y(std::log10(p.measured_busbw_GBps))) << "\" r=\"2.5\" fill=\"" << col << "\"/>\n";
-    }
-    double ly = T + 10 + 16.0 * static_cast<double>(k);
-    o << "<circle cx=\"" << L + pw + 16 << "\" cy=\"" << fmt("%.1f", ly - 4) << "\" r=\"3\" fill=\"" << col << "\"/>\n";
-    o << "<text x=\"" << L + pw + 26 << "\" y=\"" << fmt("%.1f", ly) << "\">" << xml_escape(basename_of(l.source).substr(0, 44))
-      << "</text>\n";
+      o << "<path class=\"sim\" d=\"" << path.str() << "\" fill=\"none\" stroke=\"" << col << "\" stroke-width=\"1.5\"/>\n";
+    for (const auto& p : l.points)
+      if (p.measured_busbw_GBps > 0)
+        o << "<circle class=\"meas\" cx=\"" << fmt("%.1f", X(std::log2(static_cast<double>(p.size_bytes)))) << "\" cy=\""
+          << fmt("%.1f", Y(p.measured_busbw_GBps)) << "\" r=\"2.2\" fill=\"" << col << "\"/>\n";
+    // Per-log error figures in the panel's corner (>= 1 MiB median absolute busbw error).
+    if (es.large.count > 0)
+      o << "<text x=\"" << fmt("%.1f", x0 + 4) << "\" y=\"" << fmt("%.1f", y0 + 11) << "\" font-size=\"9\" fill=\"#333\">"
+        << "&gt;= 1 MiB: median |err| " << fmt("%.1f", es.large.median * 100) << " %</text>\n";
+    o << "</g>\n";
   }
-  const auto& s = r.summary;
-  double sy = T + 10 + 16.0 * static_cast<double>(r.logs.size()) + 10;
-  o << "<text x=\"" << L + pw + 16 << "\" y=\"" << fmt("%.1f", sy) << "\">&gt;= 1 MiB: median " << fmt("%.1f", s.large.median * 100)
-    << " %, p90 " << fmt("%.1f", s.large.p90 * 100) << " %</text>\n";
-  o << "<text x=\"" << L + pw + 16 << "\" y=\"" << fmt("%.1f", sy + 16) << "\">&lt; 1 MiB: median " << fmt("%.1f", s.small.median * 100)
-    << " %, p90 " << fmt("%.1f", s.small.p90 * 100) << " %</text>\n";
+
+  // Error panel: signed busbw error (%) vs size, all logs.
+  {
+    const double x0 = M + eL, x1 = W - M - eR, y0 = errTop + eT, y1 = errTop + errH - eB;
+    // The y range covers the errors (busbw error >= -100 % by definition) with round bounds, at least +-10 %.
+    double ehi = 10, elo = -10;
+    for (const auto& l : r.logs)
+      for (const auto& p : l.points)
+        if (std::isfinite(p.busbw_error) && p.measured_busbw_GBps > 0) {
+          ehi = std::max(ehi, p.busbw_error * 100);
+          elo = std::min(elo, p.busbw_error * 100);
+        }
+    const double estep = nice_max((ehi - elo) / 8);
+    const double emax = std::ceil(ehi / estep) * estep, emin = std::floor(elo / estep) * estep;
+    auto X = [&](double e) { return x0 + (e - xlo) / (xhi - xlo) * (x1 - x0); };
+    auto Y = [&](double v) { return y0 + (emax - v) / (emax - emin) * (y1 - y0); };
+    o << "<g class=\"error-panel\">\n";
+    o << "<text x=\"" << M << "\" y=\"" << fmt("%.1f", errTop + 14) << "\" font-size=\"13\">signed busbw error = "
+         "simulated / measured - 1 (positive: the simulator is optimistic), every log</text>\n";
+    for (int t = static_cast<int>(std::lround(emin / estep)); t <= static_cast<int>(std::lround(emax / estep)); ++t) {
+      double v = estep * t, y = Y(v);
+      o << "<line x1=\"" << fmt("%.1f", x0) << "\" y1=\"" << fmt("%.1f", y) << "\" x2=\"" << fmt("%.1f", x1) << "\" y2=\""
+        << fmt("%.1f", y) << "\" stroke=\"" << (t == 0 ? "#555" : "#eee") << "\"/><text x=\"" << fmt("%.1f", x0 - 5)
+        << "\" y=\"" << fmt("%.1f", y + 3) << "\" font-size=\"10\" text-anchor=\"end\">" << fmt("%+g", v) << " %</text>\n";
+    }
+    x_ticks(o, xlo, xhi, X, y0, y1, 10);
+    o << "<rect x=\"" << fmt("%.1f", x0) << "\" y=\"" << fmt("%.1f", y0) << "\" width=\"" << fmt("%.1f", x1 - x0)
+      << "\" height=\"" << fmt("%.1f", y1 - y0) << "\" fill=\"none\" stroke=\"#888\"/>\n";
+    o << "<text x=\"" << fmt("%.1f", (x0 + x1) / 2) << "\" y=\"" << fmt("%.1f", y1 + 30)
+      << "\" text-anchor=\"middle\">message size (log scale)</text>\n";
+    for (std::size_t k = 0; k < n; ++k) {
+      const auto& l = r.logs[k];
+      std::ostringstream path;
+      bool first = true;
+      for (const auto& p : l.points) {
+        if (!(p.measured_busbw_GBps > 0) || !std::isfinite(p.busbw_error)) continue;
+        double v = std::clamp(p.busbw_error * 100, emin, emax);
+        path << (first ? "M" : " L") << fmt("%.1f", X(std::log2(static_cast<double>(p.size_bytes)))) << ","
+             << fmt("%.1f", Y(v));
+        first = false;
+      }
+      if (!first)
+        o << "<path class=\"err\" d=\"" << path.str() << "\" fill=\"none\" stroke=\"" << log_color(k)
+          << "\" stroke-width=\"1.2\" stroke-opacity=\"0.85\"/>\n";
+    }
+    // Legend in columns under the panel: every log's colour and name (cut to fit the column).
+    const double lw = (W - 2 * M) / legendCols;
+    for (std::size_t k = 0; k < n; ++k) {
+      double lx = M + static_cast<double>(k % legendCols) * lw,
+             ly = errTop + errH + 12 + static_cast<double>(k / legendCols) * legendRowH;
+      std::string name = basename_of(r.logs[k].source);
+      o << "<line x1=\"" << fmt("%.1f", lx) << "\" y1=\"" << fmt("%.1f", ly - 4) << "\" x2=\"" << fmt("%.1f", lx + 16)
+        << "\" y2=\"" << fmt("%.1f", ly - 4) << "\" stroke=\"" << log_color(k) << "\" stroke-width=\"2\"/><text x=\""
+        << fmt("%.1f", lx + 20) << "\" y=\"" << fmt("%.1f", ly) << "\" font-size=\"10\"><title>" << xml_escape(name)
+        << "</title>" << xml_escape(cut(name, 46)) << "</text>\n";
+    }
+    const auto& s = r.summary;
+    double sy = errTop + errH + 12 + static_cast<double>(legendRows) * legendRowH + 12;
+    o << "<text x=\"" << M << "\" y=\"" << fmt("%.1f", sy) << "\">all logs: &gt;= 1 MiB median |error| "
+      << fmt("%.1f", s.large.median * 100) << " %, p90 " << fmt("%.1f", s.large.p90 * 100) << " %; &lt; 1 MiB median "
+      << fmt("%.1f", s.small.median * 100) << " %, p90 " << fmt("%.1f", s.small.p90 * 100) << " %</text>\n";
+    o << "</g>\n";
+  }
   o << "</svg>\n";
   return o.str();
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "models/calibration.hpp"
+#include "replay/progress.hpp"
 #include "validate/calibrate.hpp"
 
 namespace fabricsim::validate {
@@ -67,15 +68,20 @@ std::string log_unit(const Measurement& m);
 // Leave-one-out: for each log file, fit `start` on the other logs of the same hardware family
 // (SystemMapping::family) -- or on all other logs when it is the only one of its family -- and predict it.
 // `fits` (optional) receives the fitted calibration per held-out unit, in order of first appearance.
+// `progress` (optional) advances by one per held-out unit fitted (its total should be loo_units(cases)).
 Report leave_one_out(const std::vector<Case>& cases, const models::Calibration& start, const FitOptions& opt,
-                     std::vector<std::pair<std::string, FitResult>>* fits = nullptr);
+                     std::vector<std::pair<std::string, FitResult>>* fits = nullptr,
+                     sim::Progress* progress = nullptr);
+// How many fits leave_one_out runs: the distinct log_unit()s.
+std::size_t loo_units(const std::vector<Case>& cases);
 
 // The report's logs grouped by hardware family (LogCompare::family, "-" when empty), families in name order.
 std::map<std::string, std::vector<LogCompare>> families(const Report& r);
 
 std::string report_text(const Report& r);
 Json report_json(const Report& r);
-// Measured (filled markers) vs simulated (lines) busbw over message size, log-log axes, one colour per log.
+// One small panel per log (measured busbw dots vs simulated line over message size, log-x) and one error
+// panel (signed busbw error in % vs size, every log in its colour) with a legend in columns that fits.
 std::string report_svg(const Report& r);
 
 }  // namespace fabricsim::validate

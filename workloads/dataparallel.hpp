@@ -16,7 +16,10 @@ namespace fabricsim::workloads {
 struct DataParallelConfig {
   double num_parameters = 1.0e9;        // model parameters
   double flops_per_sample = 0;          // forward+backward FLOPs per sample (0 = 6 * num_parameters * tokens_per_sample)
-  std::int64_t tokens_per_sample = 1;   // for the 6*N*tokens rule and tokens/s
+  // For the 6*N*tokens rule and tokens/s. Default 2048: GPT-3's context length (Brown et al. 2020, "Language
+  // Models are Few-Shot Learners", Table 2.1, n_ctx = 2048), so the default step is a language-model step
+  // (1 token per sample gave 0.4 TFLOP/s per GPU, issue 26); set 1 with flops_per_sample for non-LM models.
+  std::int64_t tokens_per_sample = 2048;
   std::int64_t global_batch_size = 256;
   std::int64_t world_size = 8;
   std::int64_t bucket_size = 25000000;  // gradient elements per bucket (PyTorch DDP bucket_cap_mb=25 -> ~25 MB;

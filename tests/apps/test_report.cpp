@@ -9,11 +9,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "cli_test_util.hpp"
 #include "replay/outputs.hpp"
+#include "sim/base/units.hpp"
 
 using namespace fabricsim;
 namespace fs = std::filesystem;
@@ -37,8 +40,8 @@ struct Render {
   std::string log;
 };
 
-// Screenshots `html` (a file) at 1200x900; returns the PNG bytes and the browser's stderr.
-Render render(const std::string& chromium, const fs::path& html, const fs::path& dir) {
+// Screenshots `html` (a file) at 1200 x `height`; returns the PNG bytes and the browser's stderr.
+Render render(const std::string& chromium, const fs::path& html, const fs::path& dir, int height = 900) {
   fs::path png = dir / (html.stem().string() + ".png");
   fs::path log = dir / (html.stem().string() + ".log");
   fs::path profile = dir / (html.stem().string() + ".profile");
@@ -47,7 +50,7 @@ Render render(const std::string& chromium, const fs::path& html, const fs::path&
                     " --headless --no-sandbox --disable-gpu --disable-background-networking"
                     " --disable-component-update --disable-sync --no-first-run --enable-logging=stderr --v=0"
                     " --user-data-dir='" + profile.string() + "' --screenshot='" + png.string() +
-                    "' --window-size=1200,900 'file://" + fs::absolute(html).string() + "' >/dev/null 2>'" +
+                    "' --window-size=1200," + std::to_string(height) + " 'file://" + fs::absolute(html).string() + "' >/dev/null 2>'" +
                     log.string() + "'";
   Render r;
   r.rc = std::system(cmd.c_str());
@@ -101,6 +104,27 @@ sim::RunResult report_result() {
   r.notes = {"rendered by the report test"};
   return r;
 }
+
+}  // namespace
+
+TEST_CASE("report roles: ranks with the same ops share a role, shown by the lowest rank") {
+  sim::RunResult r = report_result();
+  auto roles = sim::rank_roles(r);
+  REQUIRE(roles.size() == 1);  // 16 ranks, the same ops (start times differ by 10 us per rank: not part of a role)
+  CHECK(roles[0].representative == 0);
+  CHECK(roles[0].ranks.size() == 16);
+  for (auto& o : r.ops)
+    if (o.rank >= 8 && o.name == "layer3") o.name = "layer3b";  // the second host's ranks run other work
+  roles = sim::rank_roles(r);
+  REQUIRE(roles.size() == 2);
+  CHECK(roles[1].representative == 8);
+  CHECK(roles[1].ranks == std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15});
+  const std::string html = sim::report_html(r, 10);
+  CHECK(html.find("<td>8-15</td><td class=\"n\">8 ranks</td>") != std::string::npos);
+  CHECK(html.find("2 roles among 16 recorded ranks.") != std::string::npos);
+}
+
+namespace {
 
 }  // namespace
 
@@ -202,6 +226,176 @@ TEST_CASE("fabricsim run writes timeline, link stats, result JSON and report tha
     CHECK(rr.rc == 0);
     CHECK(rr.png.size() > 20000);
     CHECK_MESSAGE(!has_console_error(rr.log), rr.log);
+  }
+  fs::remove_all(dir);
+}
+
+namespace {
+
+// Every <td class="n">...</td> cell's text.
+std::vector<std::string> number_cells(const std::string& html) {
+  std::vector<std::string> out;
+  const std::string open = "<td class=\"n\">";
+  for (std::size_t p = html.find(open); p != std::string::npos; p = html.find(open, p + 1)) {
+    std::size_t a = p + open.size(), b = html.find("</td>", a);
+    out.push_back(html.substr(a, b - a));
+  }
+  return out;
+}
+
+std::string section_of(const std::string& html, const std::string& id) {
+  std::size_t a = html.find("<section id=\"" + id + "\">");
+  if (a == std::string::npos) return "";
+  std::size_t b = html.find("</section>", a);
+  return html.substr(a, b - a + 10);
+}
+
+std::size_t count_of(const std::string& s, const std::string& needle) {
+  std::size_t c = 0;
+  for (std::size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + 1)) ++c;
+  return c;
+}
+
+// IHDR height of a PNG.
+unsigned png_height(const std::string& png) {
+  if (png.size() < 24) return 0;
+  unsigned v = 0;
+  for (int i = 20; i < 24; ++i) v = (v << 8) | static_cast<unsigned char>(png[static_cast<std::size_t>(i)]);
+  return v;
+}
+
+}  // namespace
+
+// The report's elements (issue 26) on a real run under every communication model, and a screenshot of each
+// section (written to docs/img/ when FABRICSIM_UPDATE_DOCS_IMG=1; docs/outputs.md shows them).
+TEST_CASE("report: header, roles timeline, link classes under every comm model, hottest by class, units") {
+  const fs::path dir = cli_test::scratch_dir("report_sections");
+  std::ofstream(dir / "s.json") << R"({
+  "topology": {"preset": "superpod", "params": {"nodes": 2, "node": "dgx-h100"}},
+  "workload": {"generator": "gpt", "params": {
+    "num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 1024,
+    "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": 16,
+    "tensor_model_parallel_size": 4, "pipeline_model_parallel_size": 2}}
+})";
+  std::string engine_html;
+  for (const std::string cm : {"engine", "shared", "analytic"}) {
+    CAPTURE(cm);
+    const cli_test::Run run = cli_test::run_in(
+        dir, cli_test::fabricsim("run s.json --quiet --comm-model " + cm + " --report " + cm + ".html --json " + cm + ".json"));
+    REQUIRE_MESSAGE(run.rc == 0, run.err);
+    const std::string html = slurp(dir / (cm + ".html"));
+    const Json j = Json::parse(slurp(dir / (cm + ".json")));
+    // Header: the question answered, each figure with its unit.
+    const std::string head = section_of(html, "header");
+    REQUIRE(!head.empty());
+    char step[64];
+    std::snprintf(step, sizeof step, "%.3f ms", j["iteration_s"].get<double>() * 1e3);
+    CHECK(head.find(std::string("<h1>gpt on superpod: ") + step + " per step</h1>") != std::string::npos);
+    for (const char* k : {">model<", ">cluster<", "16 GPUs", ">step time<", " tokens/s<", ">MFU<", ">memory per GPU<"})
+      CHECK_MESSAGE(head.find(k) != std::string::npos, k);
+    const std::string mem = format_bytes(j["metrics"]["memory_per_gpu_bytes.max"].get<double>()) + " (largest over the GPUs)";
+    CHECK(mem.find(" MiB") != std::string::npos);  // 489 MiB: the unit is part of the figure
+    CHECK_MESSAGE(head.find(mem) != std::string::npos, mem);
+    // Every number carries its unit: no bare decimal number in a numeric cell (integers are counts).
+    for (const auto& cell : number_cells(html)) {
+      CAPTURE(cell);
+      CHECK(!std::regex_match(cell, std::regex("[-+]?[0-9]*\\.[0-9]+")));
+      if (std::regex_match(cell, std::regex("[0-9]+"))) continue;
+      CHECK(std::regex_search(cell, std::regex(" (ms|us|ns|s|%|B|KiB|MiB|GiB|TiB|Gb/s|TFLOP/s|TFLOP|ranks?|\\(count\\))$")));
+    }
+    // Notes at the end.
+    CHECK(html.find("<section id=\"notes\">") > html.find("<section id=\"hottest\">"));
+    const std::string links = section_of(html, "links");
+    const std::string hot = section_of(html, "hottest");
+    if (cm == "analytic") {
+      // The analytic model prices collectives with closed forms and places no bytes on links (replay/comm_model.hpp):
+      // the report says so instead of drawing empty charts.
+      CHECK(j["links"]["by_class"].empty());
+      CHECK(links.find("the communication model reported no per-link traffic") != std::string::npos);
+      continue;
+    }
+    // Link classes: NVLink, PCIe and NIC - leaf carry traffic, with the result JSON's figures.
+    REQUIRE(j["links"]["by_class"].size() >= 2);
+    int nonzero = 0;
+    for (const auto& c : j["links"]["by_class"]) {
+      const std::string cls = c["class"].get<std::string>();
+      char util[64];
+      std::snprintf(util, sizeof util, "%.1f %%", c["util_avg_run_mean"].get<double>() * 100);
+      const std::size_t row = links.find("<tr class=\"linkclass\"><td>" + cls + "</td>");
+      REQUIRE_MESSAGE(row != std::string::npos, cls);
+      CHECK_MESSAGE(links.find(util, row) < links.find("</tr>", row), cls << " " << util);
+      nonzero += c["util_avg_run_mean"].get<double>() >= 0.001;  // >= 0.1 %: a visible figure
+    }
+    CHECK(nonzero >= 3);
+    CHECK(count_of(links, "<tr class=\"linkclass\">") == j["links"]["by_class"].size());
+    // Hottest links: grouped by class, at most top_links (10) rows per class; ties folded into one row.
+    for (const auto& c : j["links"]["by_class"])
+      CHECK(hot.find("<tr><td>" + c["class"].get<std::string>() + "</td>") != std::string::npos);
+    CHECK(count_of(hot, "<tr><td>") <= 10 * j["links"]["by_class"].size());
+    if (cm == "engine") engine_html = html;
+  }
+  // Timeline: the replay simulates one rank per pipeline stage (gpu0, gpu8); PP 2 makes them two roles, each
+  // shown by its lowest rank; every recorded rank behind <details>.
+  const std::string tl = section_of(engine_html, "timeline");
+  CHECK(tl.find("2 roles among 2 recorded ranks (of 16 GPUs") != std::string::npos);
+  CHECK(tl.find(">role 1: gpu0 compute<") != std::string::npos);
+  CHECK(tl.find(">role 2: gpu8 compute<") != std::string::npos);
+  CHECK(tl.find("<details><summary>All 2 recorded ranks</summary>") != std::string::npos);
+  CHECK(tl.find("time (ms) from the start of the step") != std::string::npos);
+  CHECK(count_of(tl, " ms</text>") >= 5);  // axis ticks with their unit
+  CHECK(tl.find("<div class=\"legend\">") != std::string::npos);
+  CHECK(tl.find(">compute</span>") != std::string::npos);
+
+  std::string chromium = find_chromium();
+  if (chromium.empty()) {
+    MESSAGE("SKIPPED: no chromium binary on PATH; the sections were not rendered");
+    fs::remove_all(dir);
+    return;
+  }
+  // docs/outputs.md shows a screenshot of each section, and the files are in the repository.
+  const std::pair<const char*, int> sections[] = {{"header", 500},   {"breakdown", 260}, {"timeline", 560},
+                                                   {"links", 400},    {"hottest", 300},   {"notes", 520}};
+  const fs::path img = fs::path(FABRICSIM_SOURCE_DIR) / "docs" / "img";
+  const std::string outputs_md = slurp(fs::path(FABRICSIM_SOURCE_DIR) / "docs" / "outputs.md");
+  for (const auto& [id_c, height] : sections) {
+    const std::string id = id_c;
+    CAPTURE(id);
+    CHECK(outputs_md.find(std::string("img/report-") + id + ".png") != std::string::npos);
+  }
+  // The whole report renders without console errors (one browser start: ~5 s on a loaded 2-core machine).
+  // FABRICSIM_UPDATE_DOCS_IMG=1 also renders each section alone (the report's own <head>, so its styles, and
+  // that <section>) and writes docs/img/report-<section>.png.
+  const Render whole = render(chromium, dir / "engine.html", dir, 2600);
+  CHECK(whole.rc == 0);
+  CHECK(png_height(whole.png) == 2600u);
+  CHECK(whole.png.size() > 100000);  // charts and tables; a blank 1200x2600 page is ~10 KB
+  CHECK_MESSAGE(!has_console_error(whole.log), whole.log);
+  const char* update = std::getenv("FABRICSIM_UPDATE_DOCS_IMG");
+  const bool write_imgs = update && std::string(update) == "1";
+  const std::string head_html = engine_html.substr(0, engine_html.find("<body>") + 6);
+  std::string blank_png;
+  if (write_imgs) {
+    std::ofstream(dir / "blank.html") << head_html << "</body></html>\n";
+    blank_png = render(chromium, dir / "blank.html", dir, 400).png;
+    REQUIRE(!blank_png.empty());
+  }
+  for (const auto& [id_c, height] : sections) {
+    const std::string id = id_c;
+    CAPTURE(id);
+    if (write_imgs) {
+      fs::path page = dir / (std::string("report-") + id + ".html");
+      std::ofstream(page) << head_html << section_of(engine_html, id) << "</body></html>\n";
+      const Render r = render(chromium, page, dir, height);
+      CHECK(r.rc == 0);
+      CHECK(png_height(r.png) == static_cast<unsigned>(height));
+      CHECK(r.png.size() > 2 * blank_png.size());  // the section draws something
+      CHECK_MESSAGE(!has_console_error(r.log), r.log);
+      fs::create_directories(img);
+      std::ofstream(img / (std::string("report-") + id + ".png"), std::ios::binary) << r.png;
+    }
+    const std::string png = slurp(img / (std::string("report-") + id + ".png"));
+    CHECK(png.size() > 5000);
+    CHECK(png.compare(1, 3, "PNG") == 0);
   }
   fs::remove_all(dir);
 }

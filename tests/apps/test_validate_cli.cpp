@@ -202,3 +202,22 @@ TEST_CASE("coll --gpus-per-thread: nccl-tests -g host launch floor, written to J
   }
   fs::remove_all(d);
 }
+
+TEST_CASE("fabricsim validate --loo piped: progress lines on stderr, results on stdout") {
+  auto d = tmpdir("loo_progress");
+  // Two logs (two fits, ~0.5 s of CPU); stderr is a file here, so progress comes as whole lines.
+  Run r = run("validate --loo " + kData + "abci_intra_vnode_job4_7280532_4gpu_all_reduce.meta.json " + kData +
+                  "abci_inter_vnode_job2_7194532_8gpu_all_reduce.meta.json",
+              d);
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(r.err.find("validate --loo fits [") != std::string::npos);
+  CHECK(r.err.find("100.0% 2/2") != std::string::npos);  // the last line, at the end
+  CHECK(r.err.find('\r') == std::string::npos);           // no terminal redraws in a file
+  CHECK(r.out.find("validate --loo fits") == std::string::npos);
+  Run q = run("validate --loo --quiet " + kData + "abci_intra_vnode_job4_7280532_4gpu_all_reduce.meta.json " + kData +
+                  "abci_inter_vnode_job2_7194532_8gpu_all_reduce.meta.json",
+              d);
+  REQUIRE(q.rc == 0);
+  CHECK(q.err.find("validate --loo fits") == std::string::npos);
+  fs::remove_all(d);
+}

@@ -419,6 +419,33 @@ TEST_CASE("progress bar text and silence") {
   }
 }
 
+TEST_CASE("progress off a terminal: whole lines at the interval, and the final line") {
+  std::ostringstream every;
+  {
+    sim::Progress p("fits", 4, true, every, sim::Progress::Mode::lines, 0.0);
+    p.advance();
+    p.advance();
+    p.finish();
+  }
+  // interval 0: a line per update plus the finish line, no carriage returns.
+  const std::string e = every.str();
+  CHECK(e.find('\r') == std::string::npos);
+  CHECK(std::count(e.begin(), e.end(), '\n') == 3);
+  CHECK(e.find("fits [") == 0);
+  CHECK(e.find("2/4") != std::string::npos);
+  CHECK(e.find("4/4") != std::string::npos);
+  std::ostringstream rare;
+  {
+    sim::Progress p("fits", 4, true, rare, sim::Progress::Mode::lines, 3600.0);
+    for (int i = 0; i < 4; ++i) p.advance();
+    p.finish();
+  }
+  // An hour's interval: only the finish line.
+  const std::string ra = rare.str();
+  CHECK(std::count(ra.begin(), ra.end(), '\n') == 1);
+  CHECK(ra.find("100.0% 4/4") != std::string::npos);
+}
+
 TEST_CASE("result JSON keys match docs/result.schema.json") {
   Json schema = Json::parse(slurp(std::string(FABRICSIM_SOURCE_DIR) + "/docs/result.schema.json"));
   sim::RunResult with_mfu = sample_result();
@@ -446,6 +473,7 @@ TEST_CASE("result JSON keys match docs/result.schema.json") {
   CHECK(keys_of(j["links"]) == required(schema["properties"]["links"]));
   CHECK(keys_of(j["links"]["hottest"][0]) == required(schema["$defs"]["link_direction"]));
   CHECK(keys_of(j["links"]["by_tier"][0]) == required(schema["properties"]["links"]["properties"]["by_tier"]["items"]));
+  CHECK(keys_of(j["links"]["by_class"][0]) == required(schema["properties"]["links"]["properties"]["by_class"]["items"]));
   CHECK(keys_of(j["ops"]["by_category"]["tp"]) ==
         required(schema["properties"]["ops"]["properties"]["by_category"]["additionalProperties"]));
   Json lj = Json::parse(sim::link_stats_json(sample_result()));

@@ -250,9 +250,20 @@ TEST_CASE("report formats: text summary lines, JSON fields, SVG with one series 
   CHECK(svg.rfind("<svg", 0) == 0);
   CHECK(svg.find("</svg>") != std::string::npos);
   CHECK(svg.find("a&lt;b") != std::string::npos);  // title escaped
-  std::size_t paths = 0;
-  for (std::size_t p = svg.find("<path"); p != std::string::npos; p = svg.find("<path", p + 1)) ++paths;
-  CHECK(paths == 2);
+  auto count = [&](const std::string& needle) {
+    std::size_t c = 0;
+    for (std::size_t p = svg.find(needle); p != std::string::npos; p = svg.find(needle, p + 1)) ++c;
+    return c;
+  };
+  // One panel per log with its simulated line, and one error line per log in the error panel.
+  CHECK(count("<g class=\"panel\">") == r.logs.size());
+  CHECK(count("<path class=\"sim\"") == 2);
+  CHECK(count("<path class=\"err\"") == 2);
+  CHECK(count("<g class=\"error-panel\">") == 1);
+  std::size_t measured = 0;
+  for (const auto& l : r.logs)
+    for (const auto& p : l.points) measured += p.measured_busbw_GBps > 0;
+  CHECK(count("<circle class=\"meas\"") == measured);
 }
 
 TEST_CASE("log_unit groups the runs of one file") {
