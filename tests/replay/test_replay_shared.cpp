@@ -54,9 +54,11 @@ models::Calibration latency_free() {
 
 sim::RunResult run(const Trace& t, bool shared, const models::Calibration& calib = models::default_calibration()) {
   static const topo::Topology topo = models::merge_nvswitch_planes(topo::load_topology("dgx-h100", {}));
-  sim::EngineCommOptions o;
-  o.shared_network = shared;
-  sim::EngineCommModel comm(topo, calib, o);
+  if (shared) {
+    sim::SharedNetworkCommModel comm(topo, calib);
+    return sim::replay(t, topo, cm(), comm);
+  }
+  sim::EngineCommModel comm(topo, calib);
   return sim::replay(t, topo, cm(), comm);
 }
 
