@@ -91,6 +91,10 @@ TEST_CASE("shared network: overlapping all_reduces share the links, sequential o
   CHECK(shared_overlap.ops[0].end_s == doctest::Approx(shared_overlap.ops[1].end_s).epsilon(1e-9));
   // deterministic
   CHECK(run(two_all_reduces(true), true).iteration_s == shared_overlap.iteration_s);
+  // Both calls are on communicator "w", whose links nothing else uses: the shared model first prices it as
+  // isolated, finds two of its calls in flight at once and reruns the replay with it on the network.
+  CHECK(shared_overlap.metrics.at("replay.restarts") == 1);
+  CHECK(shared_seq.metrics.count("replay.restarts") == 0);
 }
 
 TEST_CASE("shared network: send/recv contend with a collective on the same NVLinks") {
