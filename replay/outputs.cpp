@@ -472,6 +472,7 @@ Json result_json(const RunResult& r, int top_links) {
   j["workload"] = r.workload;
   j["workload_params"] = r.workload_params;
   j["gpus"] = r.gpus;
+  if (!r.comm_model.empty()) j["comm_model"] = r.comm_model;
   j["iteration_s"] = r.iteration_s;
   j["span_s"] = run_span_s(r);
   j["samples_per_s"] = r.samples_per_s;
@@ -556,12 +557,21 @@ std::vector<std::pair<std::string, double>> breakdown_segments(const Breakdown& 
 }
 }  // namespace
 
+// "shared (one shared network: overlapping communication contends)", ...
+static std::string comm_model_text(const std::string& m) {
+  if (m == "shared") return m + " (one shared network: overlapping communication contends)";
+  if (m == "engine") return m + " (each collective priced alone on an idle fabric: no contention between them)";
+  if (m == "analytic") return m + " (closed-form NCCL costs)";
+  return m;
+}
+
 std::string summary_text(const RunResult& r, int top_links) {
   std::ostringstream o;
   char buf[256];
   o << "topology     " << r.topology << params_text(r.topology_params) << "\n";
   o << "workload     " << r.workload << params_text(r.workload_params) << "\n";
   o << "GPUs         " << r.gpus << "\n";
+  if (!r.comm_model.empty()) o << "comm model   " << comm_model_text(r.comm_model) << "\n";
   o << "step time    " << ms(r.iteration_s) << "\n";
   o << "throughput   " << fx(r.samples_per_s, 1) << " samples/s";
   if (r.tokens_per_s > 0) o << ", " << fx(r.tokens_per_s, 0) << " tokens/s";
@@ -771,6 +781,7 @@ std::string report_html(const RunResult& r, int top_links) {
   row("topology", r.topology + params_text(r.topology_params));
   row("workload", r.workload + params_text(r.workload_params));
   row("GPUs", std::to_string(r.gpus));
+  if (!r.comm_model.empty()) row("Communication model", comm_model_text(r.comm_model));
   row("step time", ms(r.iteration_s));
   row("samples/s", fx(r.samples_per_s, 1));
   if (r.tokens_per_s > 0) row("tokens/s", fx(r.tokens_per_s, 0));

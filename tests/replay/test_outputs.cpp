@@ -423,6 +423,7 @@ TEST_CASE("result JSON keys match docs/result.schema.json") {
   Json schema = Json::parse(slurp(std::string(FABRICSIM_SOURCE_DIR) + "/docs/result.schema.json"));
   sim::RunResult with_mfu = sample_result();
   with_mfu.mfu = 0.4;  // mfu / mfu_convention: written only when the workload names its dense peak
+  with_mfu.comm_model = "shared";  // comm_model: written when a replay named its model
   Json j = sim::result_json(sample_result(), 5), jm = sim::result_json(with_mfu, 5);
   auto keys_of = [](const Json& o) {
     std::set<std::string> k;

@@ -134,6 +134,6 @@ TEST_CASE("comm_model names: shared is accepted, unknown names are errors listin
   } catch (const InputError& e) {
     const std::string m = e.what();
     CHECK(m.find("/comm_model") != std::string::npos);
-    CHECK(m.find("engine, shared or analytic") != std::string::npos);
+    CHECK(m.find("shared, engine or analytic") != std::string::npos);
   }
 }
