@@ -109,7 +109,14 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (which != "all") return run_one(which, comm, eng);
+  if (which != "all") {
+    try {
+      return run_one(which, comm, eng);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_workloads: error: %s\n", e.what());
+      return 2;
+    }
+  }
   for (const char* c : {"gpt1024", "gpt4096", "gpt16384", "dlrm128", "dlrm1024", "llama405b16k", "deepseekv3"}) {
     std::fflush(stdout);
     pid_t pid = fork();
