@@ -157,7 +157,7 @@ int cmd_plan(int argc, char** argv) {
   args.flag({"--mbs", "", "LIST", "micro-batch sizes (default: the scenario's)", ""});
   args.flag({"--top", "", "N", "configurations to print", "5"});
   args.flag({"--threads", "-j", "N", "worker threads (0 = all cores)", "0"});
-  args.flag({"--comm-model", "", "MODEL", "engine, shared or analytic (overrides the scenario's comm_model)", ""});
+  args.flag({"--comm-model", "", "MODEL", "shared (default), engine or analytic (overrides the scenario's comm_model)", ""});
   args.flag({"--compute-preset", "", "NAME",
              "compute efficiencies to start from, replacing the scenario's preset: default or megatron-sc21 "
              "(docs/workloads.md)",

@@ -27,7 +27,7 @@ int cmd_run(int argc, char** argv) {
   args.flag({"--format", "", "FORMAT", "auto, chakra, astra or trace (with --trace)", "auto"});
   args.flag({"--topology", "", "NAME|FILE", "topology preset or file (with --trace)", ""});
   args.flag({"--param", "-p", "KEY=VALUE", "workload parameter with --trace (repeatable): npus, comm_group, dims, cycle_ns", "", true});
-  args.flag({"--comm-model", "", "MODEL", "engine (NCCL schedules on the flow engine, each collective priced on an idle fabric), shared (all communication on one shared network: overlapping collectives contend) or analytic (closed form)", ""});
+  args.flag({"--comm-model", "", "MODEL", "shared (the default: all communication on one shared network, overlapping collectives contend), engine (the fast tier: NCCL schedules on the flow engine, each collective priced alone on an idle fabric) or analytic (closed form); overrides the scenario's comm_model", ""});
   args.flag({"--compute-preset", "", "NAME",
              "compute efficiencies to start from, replacing the scenario's preset: default (cited hardware "
              "ceilings) or megatron-sc21 (fitted to Megatron-LM's measured GPT throughput; docs/workloads.md)",

@@ -106,7 +106,7 @@ int cmd_sweep(int argc, char** argv) {
             "Exit status: 0 all points ok, 1 some point failed, 2 bad input.");
   args.flag({"--output", "-o", "FILE", "CSV file (overrides the sweep's \"output\"; without either: stdout)", ""});
   args.flag({"--threads", "-j", "N", "worker threads per process (overrides \"threads\"; 0 = all cores)", ""});
-  args.flag({"--comm-model", "", "MODEL", "engine, shared or analytic (overrides each scenario's comm_model)", ""});
+  args.flag({"--comm-model", "", "MODEL", "shared (default), engine or analytic (overrides each scenario's comm_model)", ""});
   args.flag({"--quiet", "-q", "", "no progress bar", ""});
   args.list_flag(Args::kTopologies | Args::kCompute | Args::kModels);
   if (!args.parse(argc, argv)) return 0;

@@ -1,10 +1,12 @@
 #pragma once
 // How long a collective or a point-to-point message takes on the fabric, as the replay executor asks it.
-// Two implementations:
-//  - AnalyticCommModel: closed-form NCCL ring/all-to-all costs from the topology (per-GPU NVLink bandwidth,
-//    host NIC bandwidth shared by concurrent groups, NCCL's latency table). No engine needed.
-//  - (when sim/engine and models/collectives are built) an engine-backed model that builds the collective's
-//    Schedule and runs it on the flow-level engine; see replay/engine_comm_model.hpp if present.
+// Three implementations:
+//  - AnalyticCommModel ("analytic"): closed-form NCCL ring/all-to-all costs from the topology (per-GPU
+//    NVLink bandwidth, host NIC bandwidth shared by concurrent groups, NCCL's latency table).
+//  - EngineCommModel ("engine", replay/engine_comm_model.hpp): each collective's NCCL schedule priced on
+//    the flow-level engine on an idle fabric, cached (the fast tier: overlapping collectives do not contend).
+//  - SharedNetworkCommModel ("shared", same header): every collective and message on one shared network on
+//    the replay's clock, so overlapping communication contends for links.
 // Models cache results per (communicator, op, bytes): a training step repeats the same collectives.
 #include <cstdint>
 #include <functional>
@@ -15,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "sim/engine/event_queue.hpp"
 #include "topologies/routing.hpp"
 #include "topologies/topology.hpp"
 #include "workloads/trace.hpp"
@@ -36,24 +39,35 @@ class CommModel {
   virtual CommTiming p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes) = 0;
   virtual std::string describe() const = 0;  // one line for RunResult::notes
 
-  // Asynchronous models put every collective and message on one shared, time-stepped network, so that
-  // communication overlapping in time contends. The replay then calls start_collective / start_p2p at the
-  // simulated time the operation starts (never earlier than a time already passed to it), and interleaves
-  // its own events with the model's: next_event_s() is the model's earliest pending event, run_until(t)
-  // processes every event up to t. `done(end_s, timing)` is called from inside run_until (or from inside a
-  // start_* call, for an operation that takes no time) with the absolute finish time.
+  // Asynchronous models put every collective and message on one shared network that runs on the replay's
+  // own EventQueue (one clock for compute, messages and collectives). The replay calls bind(q) once before
+  // it starts, then start_collective / start_p2p at q.now(), the simulated time the operation starts;
+  // `done(end_s, timing)` is called from inside the queue's event processing (or from inside the start_*
+  // call, for an operation that takes no time) with the absolute finish time, which is q.now() then.
+  // A start_* call may throw ReplayRestart (below): the replay then discards everything simulated so far,
+  // calls bind() again on a fresh queue and reruns from time 0.
   using Done = std::function<void(double end_s, const CommTiming& timing)>;
   virtual bool asynchronous() const { return false; }
-  virtual void start_collective(double /*now_s*/, const workloads::Communicator& /*comm*/, workloads::CollOp /*op*/,
-                                double /*bytes*/, const std::string& /*algorithm*/, Done /*done*/) {
+  // Called by the replay once with the whole trace before anything runs (a model may look ahead).
+  virtual void prepare(const workloads::Trace& /*trace*/) {}
+  virtual void bind(EventQueue& /*q*/) {}
+  virtual void start_collective(const workloads::Communicator& /*comm*/, workloads::CollOp /*op*/, double /*bytes*/,
+                                const std::string& /*algorithm*/, Done /*done*/) {
     throw std::logic_error("CommModel: not an asynchronous model");
   }
-  virtual void start_p2p(double /*now_s*/, std::int32_t /*src_rank*/, std::int32_t /*dst_rank*/, double /*bytes*/,
-                         Done /*done*/) {
+  virtual void start_p2p(std::int32_t /*src_rank*/, std::int32_t /*dst_rank*/, double /*bytes*/, Done /*done*/) {
     throw std::logic_error("CommModel: not an asynchronous model");
   }
-  virtual double next_event_s() const { return std::numeric_limits<double>::infinity(); }
-  virtual void run_until(double /*t_s*/) {}
+  // Which model this is, as results name it: "engine", "shared", "analytic".
+  virtual std::string name() const { return "custom"; }
+};
+
+// Thrown by an asynchronous model's start_* when what it assumed about the rest of the replay turned out
+// wrong (SharedNetworkCommModel: two operations of a communicator it priced as isolated overlap in time);
+// the model has already changed its assumption, and the replay starts over (replay/executor.cpp).
+class ReplayRestart : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 struct AnalyticCommParams {
@@ -84,6 +98,7 @@ class AnalyticCommModel final : public CommModel {
                         const std::string& algorithm) override;
   CommTiming p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes) override;
   std::string describe() const override;
+  std::string name() const override { return "analytic"; }
 
   // Per-GPU figures derived from the topology (bytes/s, per direction), exposed for tests.
   double gpu_nvlink_Bps(std::int32_t rank) const;

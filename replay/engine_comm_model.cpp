@@ -15,44 +15,46 @@ namespace fabricsim::sim {
 
 using workloads::CollOp;
 
-EngineCommModel::EngineCommModel(const topo::Topology& t, const models::Calibration& calib, EngineCommOptions opt)
+EngineCommBase::EngineCommBase(const topo::Topology& t, const models::Calibration& calib, EngineCommOptions opt)
     : t_(t), calib_(calib), opt_(opt), routing_(t), routing_pxn_(t, topo::RoutingOptions{true}) {
-  if (opt_.collect_link_stats) dirs_.assign(2 * static_cast<std::size_t>(t.num_links()), LinkDirStats{});
-  if (opt_.shared_network) {
-    q_ = std::make_unique<EventQueue>();
-    net_ = std::make_unique<Network>(*q_, t_, routing_, calib_, NetworkOptions{opt_.shared_batch_tolerance_s});
-    net_->set_alternate_routing(routing_pxn_);
-  }
+  reset_stats();
 }
-EngineCommModel::~EngineCommModel() = default;
+
+void EngineCommBase::reset_stats() {
+  dirs_.assign(opt_.collect_link_stats ? 2 * static_cast<std::size_t>(t_.num_links()) : 0, LinkDirStats{});
+  tiers_ = {};
+}
+
+namespace {
+std::string num(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return std::string(buf);
+}
+}  // namespace
+
+std::string EngineCommBase::describe_common() const {
+  return "co-located identical groups (mirrors) run with their group; all_to_all with PXN routing; step fidelity "
+         "while ranks priced x communicator size <= " + num("%.0f", opt_.step_limit) + ", else phase fidelity";
+}
+
+EngineCommModel::EngineCommModel(const topo::Topology& t, const models::Calibration& calib, EngineCommOptions opt)
+    : EngineCommBase(t, calib, opt) {}
 
 std::string EngineCommModel::describe() const {
-  auto num = [](const char* fmt, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, fmt, v);
-    return std::string(buf);
-  };
-  const std::string fidelity =
-      "step fidelity while ranks priced x communicator size <= " + num("%.0f", opt_.step_limit) + ", else phase fidelity";
-  const std::string common = "co-located identical groups (mirrors) run with their group; all_to_all with PXN routing; ";
-  if (opt_.shared_network)
-    return "communication: NCCL schedules (models/collectives, tuner-chosen algorithm and protocol) all run on one "
-           "shared flow-level network at the simulated time they start, so collectives and messages that overlap "
-           "in time contend for links (max-min fair); " + common + fidelity + "; completion batching " +
-           num("%g", opt_.shared_batch_tolerance_s) + " s; calibration '" + calib_.name + "'";
-  return "communication: NCCL schedules (models/collectives, tuner-chosen algorithm and protocol) run on the "
-         "flow-level engine on an idle fabric, cached per (communicator, op, bytes); " + common +
-         "different collectives overlapping in time do not contend (comm_model \"shared\" makes them); " + fidelity +
-         " with completion batching " + num("%g", opt_.large_batch_tolerance_s) + " s; calibration '" + calib_.name +
-         "'";
+  return "communication model engine (idle fabric, the fast tier): NCCL schedules (models/collectives, tuner-chosen "
+         "algorithm and protocol) run on the flow-level engine on an idle fabric, cached per (communicator, op, "
+         "bytes); different collectives overlapping in time do not contend (comm_model \"shared\" makes them); " +
+         describe_common() + " with completion batching " + num("%g", opt_.large_batch_tolerance_s) +
+         " s; calibration '" + calib_.name + "'";
 }
 
-void EngineCommModel::set_symmetry(std::int32_t world_size, std::vector<std::int32_t> simulated) {
+void EngineCommBase::set_symmetry(std::int32_t world_size, std::vector<std::int32_t> simulated) {
   world_size_ = world_size;
   simulated_ = std::set<std::int32_t>(simulated.begin(), simulated.end());
 }
 
-double EngineCommModel::replication(const workloads::Communicator& comm) const {
+double EngineCommBase::replication(const workloads::Communicator& comm) const {
   if (world_size_ <= 0 || simulated_.empty()) return 1.0;
   double s = 0;
   for (auto r : comm.ranks) s += simulated_.count(r) ? 1.0 : 0.0;
@@ -86,10 +88,11 @@ void append(models::Schedule& into, const models::Schedule& s) {
 }
 }  // namespace
 
-EngineCommModel::Priced EngineCommModel::price(const models::Schedule& s, bool phase, topo::Routing& routing) {
+EngineCommBase::Priced EngineCommBase::price(const models::Schedule& s, double tolerance_s, bool phase,
+                                             topo::Routing& routing) {
   RunOptions ro;
   ro.collect_link_stats = opt_.collect_link_stats;
-  if (phase) ro.batch_tolerance_s = opt_.large_batch_tolerance_s;
+  ro.batch_tolerance_s = tolerance_s;
   ScheduleResult res = run_schedule(s, t_, routing, calib_, ro);
   ++runs_;
   if (phase) ++phase_runs_;
@@ -116,7 +119,7 @@ EngineCommModel::Priced EngineCommModel::price(const models::Schedule& s, bool p
   return p;
 }
 
-void EngineCommModel::payload_bytes(const models::Schedule& s, topo::Routing& routing, Priced& p) const {
+void EngineCommBase::payload_bytes(const models::Schedule& s, topo::Routing& routing, Priced& p) const {
   // Bytes: the payload (NCCL data) each transfer moves, on every link direction of its route. The engine's
   // own byte count is wire bytes, inflated by 1 / (link efficiency x protocol efficiency) because that is
   // how the schedule models achieved bandwidth (models/schedule.hpp, Transfer::bytes); busy time and peak
@@ -138,7 +141,7 @@ void EngineCommModel::payload_bytes(const models::Schedule& s, topo::Routing& ro
   }
 }
 
-void EngineCommModel::account(const Priced& p, double replication) {
+void EngineCommBase::account(const Priced& p, double replication) {
   if (!opt_.collect_link_stats) return;
   for (const auto& [d, st] : p.dirs) {
     LinkDirStats& a = dirs_[d];
@@ -152,7 +155,7 @@ void EngineCommModel::account(const Priced& p, double replication) {
   }
 }
 
-EngineCommModel::Built EngineCommModel::build_collective(const workloads::Communicator& comm, CollOp op,
+EngineCommBase::Built EngineCommBase::build_collective(const workloads::Communicator& comm, CollOp op,
                                                          double bytes, const std::string& algorithm) {
   Built out;
   const auto& gpus = t_.gpus();
@@ -210,7 +213,7 @@ EngineCommModel::Built EngineCommModel::build_collective(const workloads::Commun
   return out;
 }
 
-EngineCommModel::Built EngineCommModel::build_p2p(std::int32_t src, std::int32_t dst, double bytes) {
+EngineCommBase::Built EngineCommBase::build_p2p(std::int32_t src, std::int32_t dst, double bytes) {
   const auto& gpus = t_.gpus();
   if (src < 0 || dst < 0 || static_cast<std::size_t>(std::max(src, dst)) >= gpus.size())
     throw InputError("send/recv", "rank outside the topology's " + std::to_string(gpus.size()) + " GPUs");
@@ -243,114 +246,235 @@ EngineCommModel::Built EngineCommModel::build_p2p(std::int32_t src, std::int32_t
   return out;
 }
 
-double EngineCommModel::p2p_replication() const {
+double EngineCommBase::p2p_replication() const {
   // Every stand-in copy of the simulated pair sends the same message (symmetry of the trace).
   if (world_size_ > 0 && !simulated_.empty())
     return std::max(1.0, static_cast<double>(world_size_) / static_cast<double>(simulated_.size()));
   return 1.0;
 }
 
+// ---- EngineCommModel: idle fabric, cached ----
+
 CommTiming EngineCommModel::collective(const workloads::Communicator& comm, CollOp op, double bytes,
                                        const std::string& algorithm) {
-  if (opt_.shared_network) throw std::logic_error("EngineCommModel: shared_network mode is asynchronous");
   auto key = std::make_tuple(static_cast<const void*>(&comm), static_cast<int>(op), bytes);
   if (auto it = cache_.find(key); it != cache_.end()) {
-    account(it->second.p, it->second.p.replication);
-    return it->second.p.timing;
+    account(it->second, it->second.replication);
+    return it->second.timing;
   }
   const Built b = build_collective(comm, op, bytes, algorithm);
-  Entry e;
+  Priced p;
   if (!b.s) {
-    e.p.timing.algorithm = "none";
-    return (cache_[key] = std::move(e)).p.timing;
+    p.timing.algorithm = "none";
+    return (cache_[key] = std::move(p)).timing;
   }
-  e.p = price(*b.s, b.phase, routing_of(b));
-  e.p.replication = replication(comm);
-  account(e.p, e.p.replication);
-  return (cache_[key] = std::move(e)).p.timing;
+  p = price(*b.s, b.phase ? opt_.large_batch_tolerance_s : 0.0, b.phase, routing_of(b));
+  p.replication = replication(comm);
+  account(p, p.replication);
+  return (cache_[key] = std::move(p)).timing;
 }
 
 CommTiming EngineCommModel::p2p(std::int32_t src, std::int32_t dst, double bytes) {
-  if (opt_.shared_network) throw std::logic_error("EngineCommModel: shared_network mode is asynchronous");
   auto key = std::make_tuple(src, dst, bytes);
   if (auto it = p2p_cache_.find(key); it != p2p_cache_.end()) {
-    account(it->second.p, it->second.p.replication);
-    return it->second.p.timing;
+    account(it->second, it->second.replication);
+    return it->second.timing;
   }
   const Built b = build_p2p(src, dst, bytes);
-  Entry e;
-  e.p = price(*b.s, false, routing_of(b));
-  e.p.timing.algorithm = "p2p";
-  e.p.replication = p2p_replication();
-  account(e.p, e.p.replication);
-  return (p2p_cache_[key] = std::move(e)).p.timing;
+  Priced p = price(*b.s, 0.0, false, routing_of(b));
+  p.timing.algorithm = "p2p";
+  p.replication = p2p_replication();
+  account(p, p.replication);
+  return (p2p_cache_[key] = std::move(p)).timing;
 }
 
-// ---- shared_network mode ----
+// ---- SharedNetworkCommModel ----
 
-void EngineCommModel::start_shared(double now_s, Entry& e, Done done) {
+SharedNetworkCommModel::SharedNetworkCommModel(const topo::Topology& t, const models::Calibration& calib,
+                                               EngineCommOptions opt)
+    : EngineCommBase(t, calib, opt), link_owner_(2 * static_cast<std::size_t>(t.num_links()), -1) {}
+SharedNetworkCommModel::~SharedNetworkCommModel() = default;
+
+std::string SharedNetworkCommModel::describe() const {
+  return "communication model shared (contention): NCCL schedules (models/collectives, tuner-chosen algorithm and "
+         "protocol) all run on one shared flow-level network at the simulated time they start, so collectives "
+         "and messages that overlap in time contend for links (max-min fair); " +
+         std::string(opt_.shared_isolation_shortcut
+                         ? "a communicator or message pair whose links nothing else uses is priced once on an idle "
+                           "fabric while its calls do not overlap (exact: nothing could share its links); "
+                         : "") +
+         describe_common() + "; completion batching " + num("%g", opt_.shared_batch_tolerance_s) +
+         " s; calibration '" + calib_.name + "'";
+}
+
+CommTiming SharedNetworkCommModel::collective(const workloads::Communicator&, CollOp, double, const std::string&) {
+  throw std::logic_error("SharedNetworkCommModel is asynchronous: use start_collective");
+}
+CommTiming SharedNetworkCommModel::p2p(std::int32_t, std::int32_t, double) {
+  throw std::logic_error("SharedNetworkCommModel is asynchronous: use start_p2p");
+}
+
+std::size_t SharedNetworkCommModel::shared_owners() const {
+  return static_cast<std::size_t>(std::count(owner_shared_.begin(), owner_shared_.end(), 1));
+}
+
+SharedNetworkCommModel::Entry& SharedNetworkCommModel::collective_entry(const workloads::Communicator& comm, CollOp op,
+                                                                        double bytes, const std::string& algorithm) {
+  auto key = std::make_tuple(static_cast<const void*>(&comm), static_cast<int>(op), bytes);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  Entry e;
+  e.b = build_collective(comm, op, bytes, algorithm);
+  e.p.timing.algorithm = e.b.s ? e.b.s->algorithm : "none";
+  if (e.b.s) {
+    e.p.timing.protocol = e.b.s->protocol;
+    if (opt_.collect_link_stats) payload_bytes(*e.b.s, routing_of(e.b), e.p);
+    e.p.replication = replication(comm);
+  }
+  auto [o, fresh] = comm_owner_.emplace(static_cast<const void*>(&comm), static_cast<std::uint32_t>(owner_shared_.size()));
+  if (fresh) {
+    owner_shared_.push_back(opt_.shared_isolation_shortcut ? 0 : 1);
+    owner_in_flight_.push_back(0);
+  }
+  e.owner = o->second;
+  return cache_.emplace(key, std::move(e)).first->second;
+}
+
+SharedNetworkCommModel::Entry& SharedNetworkCommModel::p2p_entry(std::int32_t src, std::int32_t dst, double bytes) {
+  auto key = std::make_tuple(src, dst, bytes);
+  auto it = p2p_cache_.find(key);
+  if (it != p2p_cache_.end()) return it->second;
+  Entry e;
+  e.b = build_p2p(src, dst, bytes);
+  e.p.timing.algorithm = "p2p";
+  e.p.timing.protocol = e.b.s->protocol;
+  if (opt_.collect_link_stats) payload_bytes(*e.b.s, routing_of(e.b), e.p);
+  e.p.replication = p2p_replication();
+  auto [o, fresh] = p2p_owner_.emplace(std::make_pair(src, dst), static_cast<std::uint32_t>(owner_shared_.size()));
+  if (fresh) {
+    owner_shared_.push_back(opt_.shared_isolation_shortcut ? 0 : 1);
+    owner_in_flight_.push_back(0);
+  }
+  e.owner = o->second;
+  return p2p_cache_.emplace(key, std::move(e)).first->second;
+}
+
+void SharedNetworkCommModel::claim(Entry& e) {
+  e.claimed = true;
+  if (!e.b.s) return;
+  topo::Routing& routing = routing_of(e.b);
+  std::vector<std::uint32_t> others;
+  bool conflict = false;
+  for (const auto& x : e.b.s->transfers) {
+    if (x.src == x.dst) continue;
+    for (auto d : routing.route(x.src, x.dst)) {
+      std::int64_t& o = link_owner_[d];
+      if (o == -1) {
+        o = e.owner;
+      } else if (o != static_cast<std::int64_t>(e.owner)) {
+        conflict = true;
+        if (o >= 0) others.push_back(static_cast<std::uint32_t>(o));
+        o = -2;
+      }
+    }
+  }
+  if (!conflict) return;
+  // Every owner that met another on a link direction now runs on the network; if one of them has a call
+  // priced as isolated still in flight, that call's price may be wrong: start over.
+  others.push_back(e.owner);
+  bool in_flight = false;
+  for (auto o : others) {
+    owner_shared_[o] = 1;
+    in_flight = in_flight || owner_in_flight_[o] > 0;
+  }
+  if (in_flight) {
+    ++restarts_;
+    throw ReplayRestart("a communicator priced as isolated shares a link with another in flight");
+  }
+}
+
+void SharedNetworkCommModel::prepare(const workloads::Trace& trace) {
+  // Build the schedule of every distinct call and mark its links, so that isolation is known before the
+  // first call runs (no restart needed for sharing between owners).
+  for (const auto& rt : trace.ranks)
+    for (const auto& op : rt.ops) {
+      if (op.kind == workloads::OpKind::Collective) {
+        Entry& e = collective_entry(trace.comms[op.comm], op.coll, op.bytes, op.algorithm);
+        if (!e.claimed) claim(e);
+      } else if (op.kind == workloads::OpKind::Send) {
+        if (op.peer < 0 || op.peer >= static_cast<std::int32_t>(t_.gpus().size())) continue;  // reported by the replay
+        Entry& e = p2p_entry(rt.rank, op.peer, op.bytes);
+        if (!e.claimed) claim(e);
+      }
+    }
+}
+
+void SharedNetworkCommModel::bind(EventQueue& q) {
+  // A fresh network on the replay's queue (a restarted replay binds a fresh queue); what was learnt about
+  // owners and the cached schedules are kept.
+  q_ = &q;
+  net_ = std::make_unique<Network>(q, t_, routing_, calib_, NetworkOptions{opt_.shared_batch_tolerance_s});
+  net_->set_alternate_routing(routing_pxn_);
+  std::fill(owner_in_flight_.begin(), owner_in_flight_.end(), 0);
+  reset_stats();
+  isolated_calls_ = network_calls_ = 0;
+}
+
+void SharedNetworkCommModel::start(Entry& e, Done done) {
+  if (!q_) throw std::logic_error("SharedNetworkCommModel: bind() before starting operations");
+  const double now = q_->now();
   if (!e.b.s) {  // nothing to move
-    done(now_s, e.p.timing);
+    done(now, e.p.timing);
     return;
   }
-  q_->run_until(now_s);
+  if (!e.claimed) claim(e);
+  if (!owner_shared_[e.owner] && owner_in_flight_[e.owner] > 0) {
+    // two calls of one isolated owner overlap: they would share its links
+    owner_shared_[e.owner] = 1;
+    ++restarts_;
+    throw ReplayRestart("two calls of a communicator priced as isolated overlap in time");
+  }
+  if (!owner_shared_[e.owner]) {
+    if (!e.idle_priced) {
+      e.idle = price(*e.b.s, opt_.shared_batch_tolerance_s, e.b.phase, routing_of(e.b));
+      e.idle_priced = true;
+    }
+    account(e.idle, e.p.replication);
+    ++isolated_calls_;
+    ++owner_in_flight_[e.owner];
+    const double end = now + e.idle.timing.duration_s;
+    q_->schedule(end, [this, owner = e.owner, end, timing = e.p.timing, done = std::move(done)] {
+      --owner_in_flight_[owner];
+      done(end, timing);
+    });
+    return;
+  }
   account(e.p, e.p.replication);
   ++runs_;
+  ++network_calls_;
   if (e.b.phase) ++phase_runs_;
   net_->start_schedule(e.b.s, e.b.s->fixed_latency_s, [done = std::move(done), timing = e.p.timing](ScheduleRun& r) {
     done(r.finish_s, timing);
   }, e.b.pxn);
 }
 
-void EngineCommModel::start_collective(double now_s, const workloads::Communicator& comm, CollOp op, double bytes,
-                                       const std::string& algorithm, Done done) {
-  if (!opt_.shared_network) throw std::logic_error("EngineCommModel: start_collective needs shared_network");
-  auto key = std::make_tuple(static_cast<const void*>(&comm), static_cast<int>(op), bytes);
-  auto it = cache_.find(key);
-  if (it == cache_.end()) {
-    Entry e;
-    e.b = build_collective(comm, op, bytes, algorithm);
-    e.p.timing.algorithm = e.b.s ? e.b.s->algorithm : "none";
-    if (e.b.s) {
-      e.p.timing.protocol = e.b.s->protocol;
-      if (opt_.collect_link_stats) payload_bytes(*e.b.s, routing_of(e.b), e.p);
-      e.p.replication = replication(comm);
-    }
-    it = cache_.emplace(key, std::move(e)).first;
-  }
-  start_shared(now_s, it->second, std::move(done));
+void SharedNetworkCommModel::start_collective(const workloads::Communicator& comm, CollOp op, double bytes,
+                                              const std::string& algorithm, Done done) {
+  start(collective_entry(comm, op, bytes, algorithm), std::move(done));
 }
 
-void EngineCommModel::start_p2p(double now_s, std::int32_t src, std::int32_t dst, double bytes, Done done) {
-  if (!opt_.shared_network) throw std::logic_error("EngineCommModel: start_p2p needs shared_network");
-  auto key = std::make_tuple(src, dst, bytes);
-  auto it = p2p_cache_.find(key);
-  if (it == p2p_cache_.end()) {
-    Entry e;
-    e.b = build_p2p(src, dst, bytes);
-    e.p.timing.algorithm = "p2p";
-    e.p.timing.protocol = e.b.s->protocol;
-    if (opt_.collect_link_stats) payload_bytes(*e.b.s, routing_of(e.b), e.p);
-    e.p.replication = p2p_replication();
-    it = p2p_cache_.emplace(key, std::move(e)).first;
-  }
-  start_shared(now_s, it->second, std::move(done));
+void SharedNetworkCommModel::start_p2p(std::int32_t src, std::int32_t dst, double bytes, Done done) {
+  start(p2p_entry(src, dst, bytes), std::move(done));
 }
 
-double EngineCommModel::next_event_s() const {
-  return q_ ? q_->next_time_s() : std::numeric_limits<double>::infinity();
-}
-
-void EngineCommModel::run_until(double t_s) {
-  if (q_) q_->run_until(t_s);
-}
-
-void EngineCommModel::finalize_link_stats() {
-  if (!opt_.shared_network || !opt_.collect_link_stats) return;
+void SharedNetworkCommModel::finalize_link_stats() {
+  if (!opt_.collect_link_stats || !net_) return;
+  // Isolated owners' links carry nothing on the network (their busy time and peak were added per call);
+  // the others' come from the network.
   const std::vector<LinkDirStats> st = net_->link_stats();
   for (std::size_t d = 0; d < st.size() && d < dirs_.size(); ++d) {
-    dirs_[d].busy_s = st[d].busy_s;
-    dirs_[d].peak_util = st[d].peak_util;
+    dirs_[d].busy_s += st[d].busy_s;
+    dirs_[d].peak_util = std::max(dirs_[d].peak_util, st[d].peak_util);
   }
 }
 

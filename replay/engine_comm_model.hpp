@@ -1,11 +1,17 @@
 #pragma once
-// Engine-backed communication costs: each distinct (communicator, operation, bytes) is turned into an NCCL
-// schedule by models::build_schedule (algorithm/protocol from the tuner unless the trace forces one) and
-// run on the flow-level engine (sim::run_schedule) on an idle fabric; the makespan is cached. Concurrent
-// identical groups (`mirrors`, ranks shifted by k * mirror_stride) are merged into the same schedule so
-// that they contend for shared links (e.g. the 8 data-parallel rings of a DGX node on the rails and
-// spines). Different collectives in flight at the same time do not contend with each other in this
-// model (stated in RunResult::notes).
+// Engine-backed communication costs, two models behind the CommModel interface:
+//  - EngineCommModel ("engine", the explicit fast tier): each distinct (communicator, operation, bytes) is
+//    turned into an NCCL schedule by models::build_schedule (algorithm/protocol from the tuner unless the
+//    trace forces one) and run on the flow-level engine (sim::run_schedule) on an idle fabric; the makespan
+//    is cached. Different collectives in flight at the same time do not contend (stated in the notes).
+//  - SharedNetworkCommModel ("shared"): every collective and message runs on one sim::Network bound to the
+//    replay's EventQueue at the simulated time it starts, so everything in flight at the same time shares
+//    the links max-min fairly. Exact shortcut (SharedNetworkCommModel below): an operation whose links no
+//    other communicator or message of the replay uses, and that does not overlap another operation of its
+//    own communicator, is priced once on an idle fabric and reused, because nothing could share its links.
+// Both: concurrent identical groups (`mirrors`, ranks shifted by k * mirror_stride) are merged into the
+// same schedule so that they contend for shared links (e.g. the 8 data-parallel rings of a DGX node on the
+// rails and spines).
 //
 // Fidelity (models/collectives.hpp): a priced schedule whose step-level size estimate (ranks priced, i.e.
 // members x (mirrors + 1), times communicator size) exceeds EngineCommOptions::step_limit is built at
@@ -38,37 +44,20 @@ namespace fabricsim::sim {
 
 struct EngineCommOptions {
   bool collect_link_stats = true;
-  // Contention between different collectives: false = each distinct collective is priced once on an idle
-  // fabric and cached (fast; overlapping collectives do not slow each other down); true = every collective
-  // and message of the replay runs on one shared network at the time it starts (asynchronous model), so
-  // everything in flight at the same time shares the links max-min fairly (slower: nothing is cached).
-  bool shared_network = false;
-  double shared_batch_tolerance_s = 0;  // completion batching of the shared network, seconds (0 = exact)
+  double shared_batch_tolerance_s = 0;  // SharedNetworkCommModel: completion batching, seconds (0 = exact)
+  // SharedNetworkCommModel: price operations on links nobody else uses once on an idle fabric (exact; see
+  // the class). false runs every operation on the network (the reference the shortcut is tested against).
+  bool shared_isolation_shortcut = true;
   // Step-level pricing while ranks_priced x communicator_size <= step_limit (a ring all_reduce emits about
   // 2 x that x channels transfers; a direct all_to_all that many flows); phase fidelity above.
   double step_limit = 20000;
   double large_batch_tolerance_s = 1e-6;  // completion batching for phase-fidelity schedules, seconds
 };
 
-class EngineCommModel final : public CommModel {
+// What the two engine-backed models share: building schedules (collectives with their mirrors, messages),
+// pricing one on an idle fabric, link statistics and the symmetry bookkeeping for cluster-wide totals.
+class EngineCommBase : public CommModel {
  public:
-  EngineCommModel(const topo::Topology& t, const models::Calibration& calib, EngineCommOptions opt = {});
-  ~EngineCommModel() override;
-  CommTiming collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
-                        const std::string& algorithm) override;
-  CommTiming p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes) override;
-  std::string describe() const override;
-  // shared_network mode (asynchronous; see CommModel): the replay calls these instead.
-  bool asynchronous() const override { return opt_.shared_network; }
-  void start_collective(double now_s, const workloads::Communicator& comm, workloads::CollOp op, double bytes,
-                        const std::string& algorithm, Done done) override;
-  void start_p2p(double now_s, std::int32_t src_rank, std::int32_t dst_rank, double bytes, Done done) override;
-  double next_event_s() const override;
-  void run_until(double t_s) override;
-  // shared_network mode: copies the shared network's busy time and peak utilisation per link direction
-  // into link_dirs() (call once the replay is over; bytes are accounted as operations start).
-  void finalize_link_stats();
-
   std::size_t schedules_run() const { return runs_; }
   std::size_t phase_schedules_run() const { return phase_runs_; }
 
@@ -78,14 +67,16 @@ class EngineCommModel final : public CommModel {
   void set_symmetry(std::int32_t world_size, std::vector<std::int32_t> simulated);
 
   // Per link direction (indexed by topo::LinkDir, size 2 x links), summed over every call priced so far:
-  // bytes (payload, i.e. NCCL data, not the efficiency-inflated wire bytes the engine runs) and busy time
-  // = sum over calls of the per-call values of the schedule that priced it (the
-  // communicator and its mirrors, run alone on an idle fabric); peak_util = max over calls. These are the
-  // links the *priced* groups use (the simulated ranks' communicators and their co-located mirrors), with
-  // the traffic those groups put on them; stand-in groups elsewhere in the cluster (e.g. the tensor-
-  // parallel groups of other data-parallel replicas) are not placed on their own links. Busy times add
-  // per call as if calls did not overlap (an upper bound on the real busy time when they do).
+  // bytes (payload, i.e. NCCL data, not the efficiency-inflated wire bytes the engine runs) and busy time /
+  // peak utilisation. EngineCommModel: busy time = sum over calls of the per-call values of the schedule
+  // that priced it (the communicator and its mirrors, run alone on an idle fabric), an upper bound on the
+  // real busy time when calls overlap; peak_util = max over calls. SharedNetworkCommModel: measured on the
+  // shared network (after finalize_link_stats()). These are the links the *priced* groups use (the
+  // simulated ranks' communicators with their co-located mirrors); stand-in groups elsewhere in the
+  // cluster (e.g. the tensor-parallel groups of other data-parallel replicas) are not placed.
   const std::vector<LinkDirStats>& link_dirs() const { return dirs_; }
+  // Call once the replay is over, before link_dirs() (the shared model copies the network's figures).
+  virtual void finalize_link_stats() {}
 
   // Bytes by link tier (0 in-host, 1 leaf, 2 spine, 3 core): "priced" = sum of link_dirs() bytes;
   // "cluster" = each call's bytes times its replication factor R = (world_size / simulated ranks) x
@@ -97,7 +88,8 @@ class EngineCommModel final : public CommModel {
   };
   TierBytes link_totals_by_tier() const { return tiers_; }
 
- private:
+ protected:
+  EngineCommBase(const topo::Topology& t, const models::Calibration& calib, EngineCommOptions opt);
   struct Priced {
     CommTiming timing;
     std::vector<std::pair<std::uint32_t, LinkDirStats>> dirs;  // link directions with traffic, per call
@@ -110,40 +102,108 @@ class EngineCommModel final : public CommModel {
     bool phase = false;                          // phase fidelity (else step)
     bool pxn = false;                            // routed with PXN (all_to_all)
   };
-  // What is cached per (communicator, op, bytes) or (src, dst, bytes). Idle mode: the priced timing and
-  // link figures (no schedule kept). shared_network mode: the schedule to start on every call, its
-  // algorithm/protocol and payload link figures.
-  struct Entry {
-    Priced p;
-    Built b;
-  };
   Built build_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                          const std::string& algorithm);
   Built build_p2p(std::int32_t src, std::int32_t dst, double bytes);
-  Priced price(const models::Schedule& s, bool phase, topo::Routing& routing);
+  // Runs `s` alone on an idle fabric with completion batching `tolerance_s`.
+  Priced price(const models::Schedule& s, double tolerance_s, bool phase, topo::Routing& routing);
   // Payload bytes per link direction and per tier of one run of `s` (busy time / peak left at 0).
   void payload_bytes(const models::Schedule& s, topo::Routing& routing, Priced& into) const;
   double p2p_replication() const;
-  void account(const Priced& p, double replication);
-  topo::Routing& routing_of(const Built& b) { return b.pxn ? routing_pxn_ : routing_; }
-  void start_shared(double now_s, Entry& e, Done done);
   double replication(const workloads::Communicator& comm) const;
+  void account(const Priced& p, double replication);
+  void reset_stats();
+  topo::Routing& routing_of(const Built& b) { return b.pxn ? routing_pxn_ : routing_; }
+  std::string describe_common() const;
 
   const topo::Topology& t_;
   const models::Calibration& calib_;
   EngineCommOptions opt_;
   topo::Routing routing_;      // NCCL's default routes (no PXN): rings, trees, send/recv
   topo::Routing routing_pxn_;  // PXN on: all_to_all (NCCL enables PXN by default since 2.12)
-  std::map<std::tuple<const void*, int, double>, Entry> cache_;
-  std::map<std::tuple<std::int32_t, std::int32_t, double>, Entry> p2p_cache_;
-  // shared_network mode: the one network every collective and message runs on
-  std::unique_ptr<EventQueue> q_;
-  std::unique_ptr<Network> net_;
   std::size_t runs_ = 0, phase_runs_ = 0;
   std::int32_t world_size_ = 0;
   std::set<std::int32_t> simulated_;
   std::vector<LinkDirStats> dirs_;
   TierBytes tiers_;
+};
+
+// "engine": idle-fabric pricing, cached per (communicator, op, bytes) and (src, dst, bytes).
+class EngineCommModel final : public EngineCommBase {
+ public:
+  EngineCommModel(const topo::Topology& t, const models::Calibration& calib, EngineCommOptions opt = {});
+  CommTiming collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
+                        const std::string& algorithm) override;
+  CommTiming p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes) override;
+  std::string describe() const override;
+  std::string name() const override { return "engine"; }
+
+ private:
+  std::map<std::tuple<const void*, int, double>, Priced> cache_;
+  std::map<std::tuple<std::int32_t, std::int32_t, double>, Priced> p2p_cache_;
+};
+
+// "shared": every collective and message on one sim::Network on the replay's EventQueue (asynchronous).
+//
+// Isolation shortcut (exact): every communicator and every (src, dst) message pair is an *owner* of the
+// link directions its schedules route over (all its priced calls, mirrors included). prepare() builds the
+// schedule of every distinct call of the trace up front and marks each link direction with its owner; an
+// owner none of whose link directions is used by another owner is *isolated*. A call of an isolated owner
+// while no other call of that owner is in flight cannot share a link with anything, so the shared network
+// would give it exactly its idle-fabric time: it is priced once on an idle fabric (same completion
+// batching as the network) and its end is scheduled on the replay's queue. Calls of owners that share a
+// link run on the network. Two calls of an isolated owner that overlap in time (e.g. two collectives of one
+// communicator on two streams) would contend with each other: the owner is then marked shared and the
+// model throws ReplayRestart, so the replay reruns from time 0 with it on the network (metric
+// replay.restarts). Owners not seen by prepare() (a trace replayed without it) claim their links on first
+// use, with the same restart rule when that reveals sharing with an owner that has a call in flight.
+class SharedNetworkCommModel final : public EngineCommBase {
+ public:
+  SharedNetworkCommModel(const topo::Topology& t, const models::Calibration& calib, EngineCommOptions opt = {});
+  ~SharedNetworkCommModel() override;
+  CommTiming collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
+                        const std::string& algorithm) override;
+  CommTiming p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes) override;
+  std::string describe() const override;
+  std::string name() const override { return "shared"; }
+  bool asynchronous() const override { return true; }
+  void prepare(const workloads::Trace& trace) override;
+  void bind(EventQueue& q) override;
+  void start_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
+                        const std::string& algorithm, Done done) override;
+  void start_p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes, Done done) override;
+  void finalize_link_stats() override;
+
+  std::size_t isolated_calls() const { return isolated_calls_; }  // priced by the isolation shortcut
+  std::size_t network_calls() const { return network_calls_; }    // run on the shared network
+  std::size_t restarts() const { return restarts_; }
+  std::size_t shared_owners() const;                               // owners that share a link
+
+ private:
+  struct Entry {
+    Priced p;              // algorithm/protocol, payload link figures
+    Built b;
+    std::uint32_t owner = 0;
+    bool claimed = false;  // its link directions are marked with its owner
+    bool idle_priced = false;
+    Priced idle;           // idle-fabric timing and link figures (isolated owners)
+  };
+  Entry& collective_entry(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
+                          const std::string& algorithm);
+  Entry& p2p_entry(std::int32_t src, std::int32_t dst, double bytes);
+  void claim(Entry& e);  // may throw ReplayRestart
+  void start(Entry& e, Done done);
+
+  std::map<std::tuple<const void*, int, double>, Entry> cache_;
+  std::map<std::tuple<std::int32_t, std::int32_t, double>, Entry> p2p_cache_;
+  std::map<const void*, std::uint32_t> comm_owner_;
+  std::map<std::pair<std::int32_t, std::int32_t>, std::uint32_t> p2p_owner_;
+  std::vector<std::int64_t> link_owner_;  // per link direction: -1 none, -2 several, else the owner
+  std::vector<std::uint8_t> owner_shared_;
+  std::vector<std::uint32_t> owner_in_flight_;  // isolated calls in flight per owner
+  EventQueue* q_ = nullptr;
+  std::unique_ptr<Network> net_;
+  std::size_t isolated_calls_ = 0, network_calls_ = 0, restarts_ = 0;
 };
 
 }  // namespace fabricsim::sim

@@ -6,8 +6,9 @@
 #include <deque>
 #include <limits>
 #include <map>
-#include <queue>
 #include <tuple>
+
+#include "sim/engine/event_queue.hpp"
 
 namespace fabricsim::sim {
 
@@ -26,248 +27,287 @@ int cat_index(const std::string& c) {
   return static_cast<int>(kCommCats.size()) - 1;
 }
 
-struct Event {
-  double t;
-  std::uint64_t seq;
-  std::uint32_t gid;
-  bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
-};
+// ---- rank/stream state: every op of every simulated rank as one global id (gid), with its successors ----
+struct OpGraph {
+  const Trace& trace;
+  std::vector<std::uint32_t> base;    // first gid of each simulated rank (size R + 1)
+  std::vector<std::uint32_t> owner;   // rank index of each gid
+  std::vector<std::uint32_t> indeg;   // unmet predecessors at the start (deps + previous op of its stream)
+  std::vector<std::uint32_t> succ_off, succ;  // CSR successor lists
+  std::map<std::int32_t, std::size_t> rank_index;  // global rank -> simulated rank index
+  std::vector<int> sim_members;       // simulated members per communicator
 
-struct PendingColl {
-  int arrived = 0;
-  std::vector<std::uint32_t> gids;
-};
-
-}  // namespace
-
-RunResult replay(const Trace& trace, const topo::Topology& topo, const models::ComputeModel& compute, CommModel& comm,
-                 const ReplayOptions& opt) {
-  const std::size_t R = trace.ranks.size();
-  if (trace.world_size > static_cast<std::int32_t>(topo.gpus().size()))
-    throw InputError("trace '" + trace.name + "'", "needs " + std::to_string(trace.world_size) +
-                                                       " GPUs but the topology has " + std::to_string(topo.gpus().size()));
-  std::vector<std::uint32_t> base(R + 1, 0);
-  for (std::size_t r = 0; r < R; ++r) base[r + 1] = base[r] + static_cast<std::uint32_t>(trace.ranks[r].ops.size());
-  const std::uint32_t N = base[R];
-  std::vector<std::uint32_t> owner(N);
-  for (std::size_t r = 0; r < R; ++r)
-    for (std::uint32_t g = base[r]; g < base[r + 1]; ++g) owner[g] = static_cast<std::uint32_t>(r);
-  auto op_of = [&](std::uint32_t g) -> const Op& { return trace.ranks[owner[g]].ops[g - base[owner[g]]]; };
-
-  // Successor lists (CSR) from deps and stream order.
-  std::vector<std::uint32_t> pending(N, 0), succ_count(N + 1, 0);
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> edges;
-  edges.reserve(N * 2);
-  for (std::size_t r = 0; r < R; ++r) {
-    const auto& rt = trace.ranks[r];
-    std::vector<std::int64_t> last(rt.streams.size(), -1);
-    for (std::uint32_t i = 0; i < rt.ops.size(); ++i) {
-      std::uint32_t g = base[r] + i;
-      for (auto d : rt.ops[i].deps) edges.push_back({base[r] + d, g});
-      auto& l = last[rt.ops[i].stream];
-      if (l >= 0) edges.push_back({base[r] + static_cast<std::uint32_t>(l), g});
-      l = i;
+  explicit OpGraph(const Trace& t) : trace(t) {
+    const std::size_t R = t.ranks.size();
+    base.assign(R + 1, 0);
+    for (std::size_t r = 0; r < R; ++r) base[r + 1] = base[r] + static_cast<std::uint32_t>(t.ranks[r].ops.size());
+    const std::uint32_t N = base[R];
+    owner.resize(N);
+    for (std::size_t r = 0; r < R; ++r)
+      for (std::uint32_t g = base[r]; g < base[r + 1]; ++g) owner[g] = static_cast<std::uint32_t>(r);
+    // Edges from deps and stream order (streams are FIFO, like CUDA streams).
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> edges;
+    edges.reserve(static_cast<std::size_t>(N) * 2);
+    for (std::size_t r = 0; r < R; ++r) {
+      const auto& rt = t.ranks[r];
+      std::vector<std::int64_t> last(rt.streams.size(), -1);
+      for (std::uint32_t i = 0; i < rt.ops.size(); ++i) {
+        const std::uint32_t g = base[r] + i;
+        for (auto d : rt.ops[i].deps) edges.push_back({base[r] + d, g});
+        auto& l = last[rt.ops[i].stream];
+        if (l >= 0) edges.push_back({base[r] + static_cast<std::uint32_t>(l), g});
+        l = i;
+      }
     }
-  }
-  for (const auto& e : edges) {
-    ++succ_count[e.first + 1];
-    ++pending[e.second];
-  }
-  for (std::uint32_t g = 0; g < N; ++g) succ_count[g + 1] += succ_count[g];
-  std::vector<std::uint32_t> succ(edges.size());
-  {
-    std::vector<std::uint32_t> fill(succ_count.begin(), succ_count.end() - 1);
+    indeg.assign(N, 0);
+    succ_off.assign(static_cast<std::size_t>(N) + 1, 0);
+    for (const auto& e : edges) {
+      ++succ_off[e.first + 1];
+      ++indeg[e.second];
+    }
+    for (std::uint32_t g = 0; g < N; ++g) succ_off[g + 1] += succ_off[g];
+    succ.resize(edges.size());
+    std::vector<std::uint32_t> fill(succ_off.begin(), succ_off.end() - 1);
     for (const auto& e : edges) succ[fill[e.first]++] = e.second;
+    for (std::size_t r = 0; r < R; ++r) rank_index[t.ranks[r].rank] = r;
+    sim_members.assign(t.comms.size(), 0);
+    for (std::size_t c = 0; c < t.comms.size(); ++c)
+      for (auto m : t.comms[c].ranks) sim_members[c] += rank_index.count(m) ? 1 : 0;
   }
-  edges.clear();
-  edges.shrink_to_fit();
-
-  // Simulated members per communicator.
-  std::map<std::int32_t, std::size_t> rank_index;
-  for (std::size_t r = 0; r < R; ++r) rank_index[trace.ranks[r].rank] = r;
-  std::vector<int> sim_members(trace.comms.size(), 0);
-  for (std::size_t c = 0; c < trace.comms.size(); ++c)
-    for (auto m : trace.comms[c].ranks) sim_members[c] += rank_index.count(m) ? 1 : 0;
-
-  std::vector<double> ready_s(N, -1), start_s(N, -1), end_s(N, -1);
-  std::vector<std::string> algo(N), proto(N);
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> q;
-  std::uint64_t seq = 0;
-  std::vector<std::vector<std::uint32_t>> calls(R, std::vector<std::uint32_t>(trace.comms.size(), 0));
-  std::map<std::pair<std::int32_t, std::uint32_t>, PendingColl> colls;
-  std::map<std::tuple<std::int32_t, std::int32_t, std::int64_t>, std::pair<std::deque<std::uint32_t>, std::deque<std::uint32_t>>> p2p;
-
-  auto finish_at = [&](std::uint32_t g, double s, double e) {
-    start_s[g] = s;
-    end_s[g] = e;
-    q.push({e, seq++, g});
-  };
-  auto make_ready = [&](std::uint32_t g, double t) {
-    ready_s[g] = t;
-    const Op& op = op_of(g);
-    const std::size_t r = owner[g];
-    switch (op.kind) {
-      case OpKind::Compute: {
-        double d = op.duration_s >= 0 ? op.duration_s : compute.time_s(op.op_class, op.flops, op.mem_bytes);
-        finish_at(g, t, t + d);
-        break;
-      }
-      case OpKind::Collective: {
-        auto k = calls[r][op.comm]++;
-        auto& pc = colls[{op.comm, k}];
-        pc.gids.push_back(g);
-        if (++pc.arrived == sim_members[op.comm] && comm.asynchronous()) {
-          std::vector<std::uint32_t> gids = std::move(pc.gids);
-          colls.erase({op.comm, k});
-          comm.start_collective(t, trace.comms[op.comm], op.coll, op.bytes, op.algorithm,
-                                [&, gids = std::move(gids), t](double end, const CommTiming& ct) {
-                                  for (auto m : gids) {
-                                    finish_at(m, t, end);
-                                    algo[m] = ct.algorithm;
-                                    proto[m] = ct.protocol;
-                                  }
-                                });
-        } else if (pc.arrived == sim_members[op.comm]) {
-          CommTiming ct = comm.collective(trace.comms[op.comm], op.coll, op.bytes, op.algorithm);
-          for (auto m : pc.gids) {
-            finish_at(m, t, t + ct.duration_s);
-            algo[m] = ct.algorithm;
-            proto[m] = ct.protocol;
-          }
-          colls.erase({op.comm, k});
-        }
-        break;
-      }
-      case OpKind::Send:
-      case OpKind::Recv: {
-        const std::int32_t me = trace.ranks[r].rank;
-        bool send = op.kind == OpKind::Send;
-        auto key = send ? std::make_tuple(me, op.peer, op.tag) : std::make_tuple(op.peer, me, op.tag);
-        auto& qs = p2p[key];
-        auto& mine = send ? qs.first : qs.second;
-        auto& other = send ? qs.second : qs.first;
-        if (other.empty()) {
-          mine.push_back(g);
-        } else {
-          std::uint32_t o = other.front();
-          other.pop_front();
-          std::uint32_t sg = send ? g : o;
-          if (comm.asynchronous()) {
-            comm.start_p2p(t, std::get<0>(key), std::get<1>(key), op_of(sg).bytes,
-                           [&, g, o, t](double end, const CommTiming& ct) {
-                             finish_at(g, t, end);
-                             finish_at(o, t, end);
-                             algo[g] = algo[o] = ct.algorithm;
-                             proto[g] = proto[o] = ct.protocol;
-                           });
-            break;
-          }
-          CommTiming ct = comm.p2p(std::get<0>(key), std::get<1>(key), op_of(sg).bytes);
-          finish_at(g, t, t + ct.duration_s);
-          finish_at(o, t, t + ct.duration_s);
-          algo[g] = algo[o] = ct.algorithm;
-          proto[g] = proto[o] = ct.protocol;
-        }
-        break;
-      }
-    }
-  };
-
-  for (std::uint32_t g = 0; g < N; ++g)
-    if (pending[g] == 0) make_ready(g, 0.0);
-  std::uint32_t done = 0;
-  std::size_t events = 0;
-  // The replay's own events and (for an asynchronous communication model) the network's, in time order;
-  // at equal times the network goes first, so communication that ends at t is done before ops at t run.
-  for (;;) {
-    const double tq = q.empty() ? std::numeric_limits<double>::infinity() : q.top().t;
-    const double tc = comm.next_event_s();
-    if (q.empty() && !(tc < std::numeric_limits<double>::infinity())) break;
-    if (tc <= tq) {
-      comm.run_until(tc);
-      continue;
-    }
-    Event ev = q.top();
-    q.pop();
-    ++done;
-    ++events;
-    for (std::uint32_t i = succ_count[ev.gid]; i < succ_count[ev.gid + 1]; ++i) {
-      std::uint32_t s = succ[i];
-      if (--pending[s] == 0) make_ready(s, ev.t);
-    }
-  }
-
-  auto label = [&](std::uint32_t g) {
-    const Op& op = op_of(g);
+  std::uint32_t size() const { return base.back(); }
+  const Op& op(std::uint32_t g) const { return trace.ranks[owner[g]].ops[g - base[owner[g]]]; }
+  std::string label(std::uint32_t g) const {
+    const Op& o = op(g);
     return "rank " + std::to_string(trace.ranks[owner[g]].rank) + " op " + std::to_string(g - base[owner[g]]) +
-           (op.name.empty() ? "" : " '" + op.name + "'");
-  };
-  if (done != N) {
-    std::string msg;
-    int shown = 0;
-    for (const auto& [key, pc] : colls) {
-      if (shown >= 4) break;
-      const auto& c = trace.comms[key.first];
-      std::string missing;
-      std::vector<std::int32_t> arrived;
-      for (auto g : pc.gids) arrived.push_back(trace.ranks[owner[g]].rank);
-      int listed = 0;
-      for (auto m : c.ranks)
-        if (rank_index.count(m) && std::find(arrived.begin(), arrived.end(), m) == arrived.end() && listed++ < 8)
-          missing += (missing.empty() ? "" : ",") + std::to_string(m);
-      msg += (shown++ ? "; " : "") + std::string("collective ") + workloads::to_string(op_of(pc.gids[0]).coll) +
-             " #" + std::to_string(key.second) + " on '" + c.name + "' reached by " + label(pc.gids[0]) +
-             (pc.gids.size() > 1 ? " and " + std::to_string(pc.gids.size() - 1) + " more" : "") +
-             " but not by rank(s) " + missing;
-    }
-    for (const auto& [key, qs] : p2p) {
-      for (int side = 0; side < 2 && shown < 8; ++side)
-        for (auto g : side == 0 ? qs.first : qs.second) {
-          if (shown >= 8) break;
-          msg += (shown++ ? "; " : "") + std::string(side == 0 ? "send " : "recv ") + "from rank " +
-                 std::to_string(std::get<0>(key)) + " to rank " + std::to_string(std::get<1>(key)) + " tag " +
-                 std::to_string(std::get<2>(key)) + " (" + label(g) + ") has no matching " +
-                 (side == 0 ? "recv" : "send") + " ready";
-        }
-    }
-    if (msg.empty()) msg = "ops wait on each other (dependency cycle)";
-    throw ReplayDeadlock("replay of '" + trace.name + "'", "deadlock after " + std::to_string(done) + " of " +
-                                                               std::to_string(N) + " ops: " + msg);
+           (o.name.empty() ? "" : " '" + o.name + "'");
+  }
+};
+
+// One replay attempt on one EventQueue: every op's end is an event of that queue (tag = gid), and an
+// asynchronous communication model's network runs on the same queue, so there is one clock.
+class Replayer final : public EventTarget {
+ public:
+  Replayer(const OpGraph& g, const models::ComputeModel& compute, CommModel& comm, EventQueue& q)
+      : g_(g), compute_(compute), comm_(comm), q_(q), pending_(g.indeg) {
+    const std::size_t N = g.size();
+    ready_s_.assign(N, -1);
+    start_s_.assign(N, -1);
+    end_s_.assign(N, -1);
+    algo_.resize(N);
+    proto_.resize(N);
+    calls_.assign(g.trace.ranks.size(), std::vector<std::uint32_t>(g.trace.comms.size(), 0));
   }
 
-  RunResult res;
-  res.workload = trace.name;
-  res.workload_params = trace.params;
-  res.gpus = trace.world_size;
-  double T = 0;
-  for (std::uint32_t g = 0; g < N; ++g) T = std::max(T, end_s[g]);
-  res.iteration_s = T;
+  // Starts the ops without predecessors at time 0 and runs the queue dry.
+  void run() {
+    for (std::uint32_t g = 0; g < g_.size(); ++g)
+      if (pending_[g] == 0) make_ready(g);
+    q_.run();
+  }
 
-  // Breakdown per simulated rank, then averaged.
+  // ---- deadlock detection: ops left when no event is: what waits on what ----
+  void check_complete() const;
+
+  // ---- accounting and result assembly ----
+  double iteration_s() const {
+    double T = 0;
+    for (double e : end_s_) T = std::max(T, e);
+    return T;
+  }
+  Breakdown breakdown(double T) const;
+  std::vector<double> rank_end_s() const {
+    std::vector<double> out(g_.trace.ranks.size(), 0.0);
+    for (std::uint32_t g = 0; g < g_.size(); ++g) out[g_.owner[g]] = std::max(out[g_.owner[g]], end_s_[g]);
+    return out;
+  }
+  void record_ops(const topo::Topology& topo, const ReplayOptions& opt, RunResult& res) const;
+  std::uint32_t done() const { return done_; }
+
+  // ---- dependency release: op `tag` ended at q.now() ----
+  void on_event(EventQueue& q, std::uint64_t tag) override {
+    const auto gid = static_cast<std::uint32_t>(tag);
+    ++done_;
+    for (std::uint32_t i = g_.succ_off[gid]; i < g_.succ_off[gid + 1]; ++i) {
+      const std::uint32_t s = g_.succ[i];
+      if (--pending_[s] == 0) make_ready(s);
+    }
+    (void)q;
+  }
+
+ private:
+  void finish_at(std::uint32_t g, double s, double e) {
+    start_s_[g] = s;
+    end_s_[g] = e;
+    q_.schedule(e, this, g);
+  }
+  void set_timing(std::uint32_t g, const CommTiming& ct) {
+    algo_[g] = ct.algorithm;
+    proto_[g] = ct.protocol;
+  }
+
+  // An op whose predecessors all ended starts now: compute runs, communication waits for its partners.
+  void make_ready(std::uint32_t g) {
+    const double t = q_.now();
+    ready_s_[g] = t;
+    const Op& op = g_.op(g);
+    switch (op.kind) {
+      case OpKind::Compute:
+        finish_at(g, t, t + (op.duration_s >= 0 ? op.duration_s : compute_.time_s(op.op_class, op.flops, op.mem_bytes)));
+        break;
+      case OpKind::Collective:
+        arrive_collective(g, op);
+        break;
+      case OpKind::Send:
+      case OpKind::Recv:
+        arrive_p2p(g, op);
+        break;
+    }
+  }
+
+  // ---- collective rendezvous: the k-th call on a communicator starts when every simulated member reached it ----
+  void arrive_collective(std::uint32_t g, const Op& op) {
+    const std::size_t r = g_.owner[g];
+    const std::uint32_t k = calls_[r][op.comm]++;
+    auto it = colls_.try_emplace({op.comm, k}).first;
+    it->second.push_back(g);
+    if (static_cast<int>(it->second.size()) < g_.sim_members[op.comm]) return;
+    std::vector<std::uint32_t> gids = std::move(it->second);
+    colls_.erase(it);
+    dispatch_collective(op, std::move(gids));
+  }
+
+  // ---- send/recv matching by (src, dst, tag), FIFO ----
+  void arrive_p2p(std::uint32_t g, const Op& op) {
+    const std::int32_t me = g_.trace.ranks[g_.owner[g]].rank;
+    const bool send = op.kind == OpKind::Send;
+    auto key = send ? std::make_tuple(me, op.peer, op.tag) : std::make_tuple(op.peer, me, op.tag);
+    auto& qs = p2p_[key];
+    auto& mine = send ? qs.first : qs.second;
+    auto& other = send ? qs.second : qs.first;
+    if (other.empty()) {
+      mine.push_back(g);
+      return;
+    }
+    const std::uint32_t o = other.front();
+    other.pop_front();
+    const std::uint32_t sg = send ? g : o;
+    dispatch_p2p(g, o, std::get<0>(key), std::get<1>(key), g_.op(sg).bytes);
+  }
+
+  // ---- communication-model dispatch: priced now (synchronous model) or started on the shared network ----
+  void dispatch_collective(const Op& op, std::vector<std::uint32_t> gids) {
+    const double t = q_.now();
+    const auto& comm = g_.trace.comms[op.comm];
+    if (comm_.asynchronous()) {
+      comm_.start_collective(comm, op.coll, op.bytes, op.algorithm,
+                             [this, gids = std::move(gids), t](double end, const CommTiming& ct) {
+                               for (auto m : gids) {
+                                 finish_at(m, t, end);
+                                 set_timing(m, ct);
+                               }
+                             });
+      return;
+    }
+    const CommTiming ct = comm_.collective(comm, op.coll, op.bytes, op.algorithm);
+    for (auto m : gids) {
+      finish_at(m, t, t + ct.duration_s);
+      set_timing(m, ct);
+    }
+  }
+  void dispatch_p2p(std::uint32_t g, std::uint32_t o, std::int32_t src, std::int32_t dst, double bytes) {
+    const double t = q_.now();
+    auto both = [this, g, o, t](double end, const CommTiming& ct) {
+      finish_at(g, t, end);
+      finish_at(o, t, end);
+      set_timing(g, ct);
+      set_timing(o, ct);
+    };
+    if (comm_.asynchronous()) {
+      comm_.start_p2p(src, dst, bytes, both);
+      return;
+    }
+    const CommTiming ct = comm_.p2p(src, dst, bytes);
+    both(t + ct.duration_s, ct);
+  }
+
+  const OpGraph& g_;
+  const models::ComputeModel& compute_;
+  CommModel& comm_;
+  EventQueue& q_;
+  std::vector<std::uint32_t> pending_;
+  std::vector<double> ready_s_, start_s_, end_s_;
+  std::vector<std::string> algo_, proto_;
+  std::vector<std::vector<std::uint32_t>> calls_;  // per simulated rank and communicator: calls made
+  std::map<std::pair<std::int32_t, std::uint32_t>, std::vector<std::uint32_t>> colls_;  // (comm, k) -> arrived
+  std::map<std::tuple<std::int32_t, std::int32_t, std::int64_t>,
+           std::pair<std::deque<std::uint32_t>, std::deque<std::uint32_t>>> p2p_;  // (src, dst, tag) -> sends, recvs
+  std::uint32_t done_ = 0;
+};
+
+void Replayer::check_complete() const {
+  if (done_ == g_.size()) return;
+  const Trace& trace = g_.trace;
+  std::string msg;
+  int shown = 0;
+  for (const auto& [key, gids] : colls_) {
+    if (shown >= 4) break;
+    const auto& c = trace.comms[key.first];
+    std::string missing;
+    std::vector<std::int32_t> arrived;
+    for (auto g : gids) arrived.push_back(trace.ranks[g_.owner[g]].rank);
+    int listed = 0;
+    for (auto m : c.ranks)
+      if (g_.rank_index.count(m) && std::find(arrived.begin(), arrived.end(), m) == arrived.end() && listed++ < 8)
+        missing += (missing.empty() ? "" : ",") + std::to_string(m);
+    msg += (shown++ ? "; " : "") + std::string("collective ") + workloads::to_string(g_.op(gids[0]).coll) + " #" +
+           std::to_string(key.second) + " on '" + c.name + "' reached by " + g_.label(gids[0]) +
+           (gids.size() > 1 ? " and " + std::to_string(gids.size() - 1) + " more" : "") + " but not by rank(s) " +
+           missing;
+  }
+  for (const auto& [key, qs] : p2p_) {
+    for (int side = 0; side < 2 && shown < 8; ++side)
+      for (auto g : side == 0 ? qs.first : qs.second) {
+        if (shown >= 8) break;
+        msg += (shown++ ? "; " : "") + std::string(side == 0 ? "send " : "recv ") + "from rank " +
+               std::to_string(std::get<0>(key)) + " to rank " + std::to_string(std::get<1>(key)) + " tag " +
+               std::to_string(std::get<2>(key)) + " (" + g_.label(g) + ") has no matching " +
+               (side == 0 ? "recv" : "send") + " ready";
+      }
+  }
+  if (msg.empty()) msg = "ops wait on each other (dependency cycle)";
+  throw ReplayDeadlock("replay of '" + trace.name + "'", "deadlock after " + std::to_string(done_) + " of " +
+                                                             std::to_string(g_.size()) + " ops: " + msg);
+}
+
+// Per simulated rank, the time from 0 to T split into compute (any compute op running), exposed
+// communication by category (first category in kCommCats order among those running, when no compute runs),
+// bubble (waiting on a p2p partner, or any other idle time in a pipelined trace) and idle; then averaged.
+Breakdown Replayer::breakdown(double T) const {
+  const std::size_t R = g_.trace.ranks.size();
   bool has_pp = false;
-  for (std::uint32_t g = 0; g < N && !has_pp; ++g) has_pp = op_of(g).category == "pp";
+  for (std::uint32_t g = 0; g < g_.size() && !has_pp; ++g) has_pp = g_.op(g).category == "pp";
   std::array<double, kCommCats.size()> exposed{};
   double compute_sum = 0, bubble_sum = 0, idle_sum = 0;
   for (std::size_t r = 0; r < R; ++r) {
     // (time, kind, delta): kind 0 compute, 1..kCommCats.size() comm category, kWait p2p wait.
     std::vector<std::tuple<double, int, int>> pts;
-    for (std::uint32_t g = base[r]; g < base[r + 1]; ++g) {
-      const Op& op = op_of(g);
+    for (std::uint32_t g = g_.base[r]; g < g_.base[r + 1]; ++g) {
+      const Op& op = g_.op(g);
       if (op.kind == OpKind::Compute) {
-        if (end_s[g] > start_s[g]) {
-          pts.emplace_back(start_s[g], 0, +1);
-          pts.emplace_back(end_s[g], 0, -1);
+        if (end_s_[g] > start_s_[g]) {
+          pts.emplace_back(start_s_[g], 0, +1);
+          pts.emplace_back(end_s_[g], 0, -1);
         }
         continue;
       }
-      int k = 1 + cat_index(op.category);
-      if (end_s[g] > start_s[g]) {
-        pts.emplace_back(start_s[g], k, +1);
-        pts.emplace_back(end_s[g], k, -1);
+      const int k = 1 + cat_index(op.category);
+      if (end_s_[g] > start_s_[g]) {
+        pts.emplace_back(start_s_[g], k, +1);
+        pts.emplace_back(end_s_[g], k, -1);
       }
-      if ((op.kind == OpKind::Send || op.kind == OpKind::Recv) && start_s[g] > ready_s[g]) {
-        pts.emplace_back(ready_s[g], kWait, +1);
-        pts.emplace_back(start_s[g], kWait, -1);
+      if ((op.kind == OpKind::Send || op.kind == OpKind::Recv) && start_s_[g] > ready_s_[g]) {
+        pts.emplace_back(ready_s_[g], kWait, +1);
+        pts.emplace_back(start_s_[g], kWait, -1);
       }
     }
     pts.emplace_back(T, -1, 0);
@@ -275,7 +315,7 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
     std::array<int, kWait + 1> cnt{};
     double prev = 0;
     for (const auto& [t, k, d] : pts) {
-      double dt = t - prev;
+      const double dt = t - prev;
       if (dt > 0) {
         if (cnt[0] > 0) {
           compute_sum += dt;
@@ -296,67 +336,114 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
     }
   }
   const double rn = R ? static_cast<double>(R) : 1.0;
-  res.breakdown.compute_s = compute_sum / rn;
+  Breakdown b;
+  b.compute_s = compute_sum / rn;
   for (std::size_t i = 0; i < kCommCats.size(); ++i)
-    if (exposed[i] > 0) res.breakdown.exposed_comm_s[kCommCats[i]] = exposed[i] / rn;
-  res.breakdown.bubble_s = bubble_sum / rn;
-  res.breakdown.idle_s = idle_sum / rn;
+    if (exposed[i] > 0) b.exposed_comm_s[kCommCats[i]] = exposed[i] / rn;
+  b.bubble_s = bubble_sum / rn;
+  b.idle_s = idle_sum / rn;
+  return b;
+}
 
+void Replayer::record_ops(const topo::Topology& topo, const ReplayOptions& opt, RunResult& res) const {
+  const std::uint32_t N = g_.size();
+  const std::size_t n = std::min<std::size_t>(N, opt.max_op_records);
+  res.ops.reserve(n);
+  for (std::uint32_t g = 0; g < n; ++g) {
+    const Op& op = g_.op(g);
+    const auto& rt = g_.trace.ranks[g_.owner[g]];
+    OpRecord rec;
+    rec.rank = rt.rank;
+    rec.host = rt.rank < static_cast<std::int32_t>(topo.gpus().size()) ? topo.node(topo.gpus()[rt.rank]).host : -1;
+    rec.stream = rt.streams[op.stream];
+    rec.name = op.name;
+    rec.kind = workloads::to_string(op.kind);
+    rec.category = op.category;
+    rec.start_s = start_s_[g];
+    rec.end_s = end_s_[g];
+    rec.bytes = op.kind == OpKind::Compute ? 0 : op.bytes;
+    rec.algorithm = algo_[g];
+    rec.protocol = proto_[g];
+    rec.flops = op.flops;
+    res.ops.push_back(std::move(rec));
+  }
+  if (n < N) res.notes.push_back("op records capped at " + std::to_string(n) + " of " + std::to_string(N));
+}
+
+// Throughput figures from the trace's metadata and the iteration time.
+void fill_throughput(const OpGraph& g, double T, RunResult& res) {
+  const Trace& trace = g.trace;
   auto meta = [&](const char* k) {
     auto it = trace.metadata.find(k);
     return it == trace.metadata.end() ? 0.0 : it->second;
   };
-  if (T > 0) {
-    res.samples_per_s = meta("samples_per_iteration") / T;
-    res.tokens_per_s = meta("tokens_per_iteration") / T;
-    double flops = meta("model_flops_per_iteration");
-    if (flops <= 0) {
-      double sim_flops = 0;
-      for (std::uint32_t g = 0; g < N; ++g) sim_flops += op_of(g).flops;
-      flops = R ? sim_flops / rn * trace.world_size : 0;
-      res.notes.push_back("tflops_per_gpu from the trace's compute-op FLOPs (no model_flops_per_iteration)");
-    }
-    res.tflops_per_gpu = flops / trace.world_size / T / 1e12;
-    // MFU: achieved model FLOP/s over the dense (no sparsity) tensor-core peak the generator names for the
-    // precision in use; no peak, no MFU.
-    const double peak = meta("peak_dense_flops_per_gpu");
-    if (peak > 0) res.mfu = res.tflops_per_gpu * 1e12 / peak;
+  if (!(T > 0)) return;
+  const double rn = trace.ranks.empty() ? 1.0 : static_cast<double>(trace.ranks.size());
+  res.samples_per_s = meta("samples_per_iteration") / T;
+  res.tokens_per_s = meta("tokens_per_iteration") / T;
+  double flops = meta("model_flops_per_iteration");
+  if (flops <= 0) {
+    double sim_flops = 0;
+    for (std::uint32_t i = 0; i < g.size(); ++i) sim_flops += g.op(i).flops;
+    flops = trace.ranks.empty() ? 0 : sim_flops / rn * trace.world_size;
+    res.notes.push_back("tflops_per_gpu from the trace's compute-op FLOPs (no model_flops_per_iteration)");
   }
-  for (const auto& [k, v] : trace.metadata) res.metrics[k] = v;
-  res.metrics["replay.ops_simulated"] = N;
-  res.metrics["replay.ranks_simulated"] = static_cast<double>(R);
-  res.metrics["replay.events"] = static_cast<double>(events);
-  // The trace's notes first, then the replay's (appended, so the TFLOP/s note above is kept).
-  res.notes.insert(res.notes.begin(), trace.notes.begin(), trace.notes.end());
-  res.notes.push_back(comm.describe());
-  if (R < static_cast<std::size_t>(trace.world_size))
-    res.notes.push_back("simulated " + std::to_string(R) + " of " + std::to_string(trace.world_size) +
-                        " ranks; the others are symmetric stand-ins (breakdown averaged over simulated ranks)");
+  res.tflops_per_gpu = flops / trace.world_size / T / 1e12;
+  // MFU: achieved model FLOP/s over the dense (no sparsity) tensor-core peak the generator names for the
+  // precision in use; no peak, no MFU.
+  const double peak = meta("peak_dense_flops_per_gpu");
+  if (peak > 0) res.mfu = res.tflops_per_gpu * 1e12 / peak;
+}
 
-  if (opt.record_ops) {
-    std::size_t n = std::min<std::size_t>(N, opt.max_op_records);
-    res.ops.reserve(n);
-    for (std::uint32_t g = 0; g < n; ++g) {
-      const Op& op = op_of(g);
-      const auto& rt = trace.ranks[owner[g]];
-      OpRecord rec;
-      rec.rank = rt.rank;
-      rec.host = rt.rank < static_cast<std::int32_t>(topo.gpus().size()) ? topo.node(topo.gpus()[rt.rank]).host : -1;
-      rec.stream = rt.streams[op.stream];
-      rec.name = op.name;
-      rec.kind = workloads::to_string(op.kind);
-      rec.category = op.category;
-      rec.start_s = start_s[g];
-      rec.end_s = end_s[g];
-      rec.bytes = op.kind == OpKind::Compute ? 0 : op.bytes;
-      rec.algorithm = algo[g];
-      rec.protocol = proto[g];
-      rec.flops = op.flops;
-      res.ops.push_back(std::move(rec));
+}  // namespace
+
+RunResult replay(const Trace& trace, const topo::Topology& topo, const models::ComputeModel& compute, CommModel& comm,
+                 const ReplayOptions& opt) {
+  if (trace.world_size > static_cast<std::int32_t>(topo.gpus().size()))
+    throw InputError("trace '" + trace.name + "'", "needs " + std::to_string(trace.world_size) +
+                                                       " GPUs but the topology has " + std::to_string(topo.gpus().size()));
+  const OpGraph graph(trace);
+  comm.prepare(trace);
+  // An asynchronous model may find an assumption wrong mid-run (ReplayRestart): run again from time 0 on a
+  // fresh queue. The model marks what it learnt before throwing, so this ends (at most once per communicator).
+  std::size_t restarts = 0;
+  for (;;) {
+    EventQueue q;
+    comm.bind(q);
+    Replayer rp(graph, compute, comm, q);
+    try {
+      rp.run();
+    } catch (const ReplayRestart&) {
+      ++restarts;
+      continue;
     }
-    if (n < N) res.notes.push_back("op records capped at " + std::to_string(n) + " of " + std::to_string(N));
+    rp.check_complete();
+
+    RunResult res;
+    res.workload = trace.name;
+    res.workload_params = trace.params;
+    res.gpus = trace.world_size;
+    res.comm_model = comm.name();
+    const double T = rp.iteration_s();
+    res.iteration_s = T;
+    res.breakdown = rp.breakdown(T);
+    res.rank_end_s = rp.rank_end_s();
+    fill_throughput(graph, T, res);
+    for (const auto& [k, v] : trace.metadata) res.metrics[k] = v;
+    res.metrics["replay.ops_simulated"] = graph.size();
+    res.metrics["replay.ranks_simulated"] = static_cast<double>(trace.ranks.size());
+    res.metrics["replay.events"] = static_cast<double>(rp.done());
+    if (restarts) res.metrics["replay.restarts"] = static_cast<double>(restarts);
+    // The trace's notes first, then the replay's (appended, so the TFLOP/s note above is kept).
+    res.notes.insert(res.notes.begin(), trace.notes.begin(), trace.notes.end());
+    res.notes.push_back(comm.describe());
+    if (trace.ranks.size() < static_cast<std::size_t>(trace.world_size))
+      res.notes.push_back("simulated " + std::to_string(trace.ranks.size()) + " of " +
+                          std::to_string(trace.world_size) +
+                          " ranks; the others are symmetric stand-ins (breakdown averaged over simulated ranks)");
+    if (opt.record_ops) rp.record_ops(topo, opt, res);
+    return res;
   }
-  return res;
 }
 
 }  // namespace fabricsim::sim

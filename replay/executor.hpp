@@ -6,6 +6,10 @@
 //  - A collective starts when every simulated member of its communicator has reached its k-th call on that
 //    communicator (NCCL semantics: a collective is a rendezvous); all members finish together.
 //  - Send/recv match by (src, dst, tag) in FIFO order and run when both sides are ready.
+//  - Everything runs on one sim::EventQueue (one clock): op ends are its events, and an asynchronous
+//    communication model (CommModel::bind) runs its network on the same queue.
+//  - The trace's ranks may be any subset of the topology's GPUs (rank r runs on Topology::gpus()[r]);
+//    RunResult::rank_end_s gives each simulated rank's finish time.
 //  - When no event is left but ops remain, the replay stops and throws ReplayDeadlock listing the ops that
 //    wait (collectives not reached by all members, sends without a recv, ...). It never hangs.
 #include <cstddef>

@@ -463,6 +463,7 @@ Json result_json(const RunResult& r, int top_links) {
   j["workload"] = r.workload;
   j["workload_params"] = r.workload_params;
   j["gpus"] = r.gpus;
+  if (!r.comm_model.empty()) j["comm_model"] = r.comm_model;
   j["iteration_s"] = r.iteration_s;
   j["span_s"] = run_span_s(r);
   j["samples_per_s"] = r.samples_per_s;
@@ -612,12 +613,21 @@ std::string jobs_text(const RunResult& r) {
   return o.str();
 }
 
+// "shared (one shared network: overlapping communication contends)", ...
+static std::string comm_model_text(const std::string& m) {
+  if (m == "shared") return m + " (one shared network: overlapping communication contends)";
+  if (m == "engine") return m + " (each collective priced alone on an idle fabric: no contention between them)";
+  if (m == "analytic") return m + " (closed-form NCCL costs)";
+  return m;
+}
+
 std::string summary_text(const RunResult& r, int top_links) {
   std::ostringstream o;
   char buf[256];
   o << "topology     " << r.topology << params_text(r.topology_params) << "\n";
   o << "workload     " << r.workload << params_text(r.workload_params) << "\n";
   o << "GPUs         " << r.gpus << "\n";
+  if (!r.comm_model.empty()) o << "comm model   " << comm_model_text(r.comm_model) << "\n";
   o << "step time    " << ms(r.iteration_s) << "\n";
   o << "throughput   " << fx(r.samples_per_s, 1) << " samples/s";
   if (r.tokens_per_s > 0) o << ", " << fx(r.tokens_per_s, 0) << " tokens/s";
@@ -1045,6 +1055,7 @@ std::string report_html(const RunResult& r, int top_links) {
   };
   row("model", r.workload, false, params_text(r.workload_params));
   row("cluster", std::to_string(r.gpus) + " GPUs, " + r.topology, false, params_text(r.topology_params));
+  if (!r.comm_model.empty()) row("communication model", comm_model_text(r.comm_model));
   row("step time", ms(r.iteration_s), true);
   if (r.tokens_per_s > 0) row("tokens/s", fx(r.tokens_per_s, 0) + " tokens/s", true);
   row("samples/s", fx(r.samples_per_s, 2) + " samples/s");

@@ -90,6 +90,9 @@ struct RunResult {
   std::map<std::string, std::string> topology_params;
   std::string workload;                  // generator or trace file
   std::map<std::string, std::string> workload_params;
+  // Which communication model priced the communication: "engine" (idle fabric, the fast tier), "shared"
+  // (one shared network: overlapping communication contends) or "analytic"; its full description is in notes.
+  std::string comm_model;
   int gpus = 0;
   double iteration_s = 0;                // one training step
   double samples_per_s = 0;
@@ -97,6 +100,9 @@ struct RunResult {
   double tflops_per_gpu = 0;             // achieved model FLOP/s per GPU / 1e12
   double mfu = 0;                        // tflops_per_gpu x 1e12 / metric peak_dense_flops_per_gpu; 0: no peak
   Breakdown breakdown;
+  // When each simulated rank's last op ended, in the trace's rank order (Trace::ranks), seconds. Not written
+  // by the output writers; for callers that replay a subset of a topology's GPUs (e.g. several jobs).
+  std::vector<double> rank_end_s;
   std::vector<OpRecord> ops;             // may be a representative subset (ranks simulated); see notes
   std::vector<LinkRecord> links;         // links that carried traffic
   std::map<std::string, double> metrics; // extra named figures (e.g. "memory_per_gpu_bytes.max")

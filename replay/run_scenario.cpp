@@ -30,13 +30,19 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   auto t1 = std::chrono::steady_clock::now();
   std::string which = opt.comm_model.empty() ? s.comm_model : opt.comm_model;
   std::unique_ptr<CommModel> comm;
-  EngineCommModel* engine = nullptr;
+  EngineCommBase* engine = nullptr;
+  SharedNetworkCommModel* shared = nullptr;
   if (which == "analytic") {
     comm = std::make_unique<AnalyticCommModel>(topo);
   } else {
-    EngineCommOptions eo = opt.engine;
-    eo.shared_network = which == "shared";
-    auto e = std::make_unique<EngineCommModel>(topo, calib, eo);
+    std::unique_ptr<EngineCommBase> e;
+    if (which == "shared") {
+      auto sh = std::make_unique<SharedNetworkCommModel>(topo, calib, opt.engine);
+      shared = sh.get();
+      e = std::move(sh);
+    } else {
+      e = std::make_unique<EngineCommModel>(topo, calib, opt.engine);
+    }
     std::vector<std::int32_t> simulated;
     for (const auto& rt : trace.ranks) simulated.push_back(rt.rank);
     e->set_symmetry(trace.world_size, std::move(simulated));
@@ -50,6 +56,11 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   if (engine) {
     r.metrics["replay.schedules_run"] = static_cast<double>(engine->schedules_run());
     r.metrics["replay.schedules_run_phase_fidelity"] = static_cast<double>(engine->phase_schedules_run());
+    if (shared) {
+      r.metrics["replay.shared.isolated_calls"] = static_cast<double>(shared->isolated_calls());
+      r.metrics["replay.shared.network_calls"] = static_cast<double>(shared->network_calls());
+      r.metrics["replay.shared.sharing_owners"] = static_cast<double>(shared->shared_owners());
+    }
     if (opt.engine.collect_link_stats) {
       engine->finalize_link_stats();
       r.links = link_records(topo, engine->link_dirs());
@@ -63,7 +74,8 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
             "link statistics: one training iteration on the shared network: per-link bytes are the payload of "
             "every collective / send started (the simulated ranks' communicators with their co-located mirrors; "
             "stand-in groups on other links are not placed), busy time and peak utilisation are measured on the "
-            "shared network, where overlapping communication shares the links; utilisation relative to nominal "
+            "shared network, where overlapping communication shares the links (on links only one communicator "
+            "uses, per call from its idle-fabric run: the same figures); utilisation relative to nominal "
             "link bandwidth. metrics link_bytes.cluster_estimate.tier<k> scale each call by the number of copies "
             "of its group in the whole cluster (world / simulated ranks x simulated members / ranks priced)");
       else

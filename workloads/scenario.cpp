@@ -51,7 +51,7 @@ WorkloadSpec workload_from_json(const Json& doc, const JsonPath& at, const std::
 }
 
 bool is_comm_model(const std::string& name) { return name == "engine" || name == "shared" || name == "analytic"; }
-const char* comm_model_help() { return "engine, shared or analytic"; }
+const char* comm_model_help() { return "shared, engine or analytic"; }
 
 Scenario scenario_from_json(const Json& doc, const std::string& file) {
   Scenario s;
@@ -90,7 +90,7 @@ Scenario scenario_from_json(const Json& doc, const std::string& file) {
     models::compute_efficiency_from_json(*c, s.compute_at, models::default_compute_efficiency());  // validate now
     models::compute_calibration_from_compute_json(*s.compute, s.compute_at);
   }
-  s.comm_model = r.string_or("comm_model", "engine");
+  s.comm_model = r.string_or("comm_model", "shared");
   if (!is_comm_model(s.comm_model))
     json_fail(r.path_of("comm_model"), std::string("expected one of ") + comm_model_help());
   if (const Json* o = r.object_optional("outputs")) {

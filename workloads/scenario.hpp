@@ -8,7 +8,7 @@
 //             | {"trace": "trace.json"} | {"chakra": "PREFIX or file", "params": {...}} | {"astra": "workload.txt", "params": {...}},
 //   "calibration": "calib.json",                 (optional; models::Calibration file)
 //   "compute": {"gemm": {"flops_efficiency": 0.7}, ...},   (optional; overrides, models/compute.hpp)
-//   "comm_model": "engine" | "shared" | "analytic",   (optional; default engine; see comm_model_help())
+//   "comm_model": "engine" | "shared" | "analytic",   (optional; default shared; see comm_model_help())
 //   "outputs": {"timeline": "t.json", "link_stats": "l.csv", "json": "r.json", "report": "r.html"}
 // }
 // Relative file names are relative to the scenario file's directory.
@@ -72,7 +72,7 @@ struct Scenario {
   std::string calibration_file;  // empty = defaults
   std::optional<Json> compute;   // efficiency overrides
   JsonPath compute_at;
-  std::string comm_model = "engine";
+  std::string comm_model = "shared";
   std::optional<Json> outputs;   // passed to sim::output_options_from_json
   JsonPath outputs_at;
   std::vector<JobSpec> jobs;       // cluster scenario (then `workload` is unused)
@@ -88,7 +88,7 @@ WorkloadSpec workload_from_json(const Json& w, const JsonPath& at, const std::st
 // shared flow-level network as the replay runs, so overlapping communication contends), "analytic"
 // (closed form).
 bool is_comm_model(const std::string& name);
-const char* comm_model_help();  // "engine, shared or analytic"
+const char* comm_model_help();  // "shared, engine or analytic"
 
 Scenario scenario_from_json(const Json& doc, const std::string& file);
 Scenario load_scenario(const std::string& path);

@@ -450,6 +450,7 @@ TEST_CASE("result JSON keys match docs/result.schema.json") {
   Json schema = Json::parse(slurp(std::string(FABRICSIM_SOURCE_DIR) + "/docs/result.schema.json"));
   sim::RunResult with_mfu = sample_result();
   with_mfu.mfu = 0.4;  // mfu / mfu_convention: written only when the workload names its dense peak
+  with_mfu.comm_model = "shared";  // comm_model: written when a replay named its model
   with_mfu.jobs.push_back(sim::JobResult{});  // jobs / shared_links: written only for cluster scenarios
   with_mfu.jobs[0].name = "a";
   with_mfu.shared_links.push_back(sim::SharedLinkRecord{});

@@ -54,9 +54,11 @@ models::Calibration latency_free() {
 
 sim::RunResult run(const Trace& t, bool shared, const models::Calibration& calib = models::default_calibration()) {
   static const topo::Topology topo = models::merge_nvswitch_planes(topo::load_topology("dgx-h100", {}));
-  sim::EngineCommOptions o;
-  o.shared_network = shared;
-  sim::EngineCommModel comm(topo, calib, o);
+  if (shared) {
+    sim::SharedNetworkCommModel comm(topo, calib);
+    return sim::replay(t, topo, cm(), comm);
+  }
+  sim::EngineCommModel comm(topo, calib);
   return sim::replay(t, topo, cm(), comm);
 }
 
@@ -89,6 +91,10 @@ TEST_CASE("shared network: overlapping all_reduces share the links, sequential o
   CHECK(shared_overlap.ops[0].end_s == doctest::Approx(shared_overlap.ops[1].end_s).epsilon(1e-9));
   // deterministic
   CHECK(run(two_all_reduces(true), true).iteration_s == shared_overlap.iteration_s);
+  // Both calls are on communicator "w", whose links nothing else uses: the shared model first prices it as
+  // isolated, finds two of its calls in flight at once and reruns the replay with it on the network.
+  CHECK(shared_overlap.metrics.at("replay.restarts") == 1);
+  CHECK(shared_seq.metrics.count("replay.restarts") == 0);
 }
 
 TEST_CASE("shared network: send/recv contend with a collective on the same NVLinks") {
@@ -128,6 +134,6 @@ TEST_CASE("comm_model names: shared is accepted, unknown names are errors listin
   } catch (const InputError& e) {
     const std::string m = e.what();
     CHECK(m.find("/comm_model") != std::string::npos);
-    CHECK(m.find("engine, shared or analytic") != std::string::npos);
+    CHECK(m.find("shared, engine or analytic") != std::string::npos);
   }
 }
