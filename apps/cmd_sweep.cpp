@@ -101,9 +101,10 @@ int cmd_sweep(int argc, char** argv) {
             "Run every point of a sweep (a grid or list of variations of one scenario; format in docs/outputs.md)\n"
             "in parallel and write one CSV row per point: the varied inputs, status, step time, breakdown and\n"
             "cost figures (GPU count, GPU-seconds per step). Failed points are rows with status \"failed\" and the\n"
-            "error. If the output file exists, its rows are kept and only the missing points run (resume).\n"
+            "error; layouts that need more GPU memory than the GPU has are rows with status \"does_not_fit\".\n"
+            "If the output file exists, its rows are kept and only the missing points run (resume).\n"
             "Under `mpirun -np N fabricsim sweep ...` points are spread across the ranks; the CSV is identical.\n"
-            "Exit status: 0 all points ok, 1 some point failed, 2 bad input.");
+            "Exit status: 0 every point ok or does_not_fit, 1 some point failed, 2 bad input.");
   args.flag({"--output", "-o", "FILE", "CSV file (overrides the sweep's \"output\"; without either: stdout)", ""});
   args.flag({"--threads", "-j", "N", "worker threads per process (overrides \"threads\"; 0 = all cores)", ""});
   args.flag({"--comm-model", "", "MODEL", "shared (default), engine or analytic (overrides each scenario's comm_model)", ""});
@@ -168,7 +169,8 @@ int cmd_sweep(int argc, char** argv) {
     ro.on_row = [&](std::size_t index, const std::string& row, bool ok, const std::string& error) {
       if (!ok)
         std::cerr << "fabricsim sweep: point " << index << " (" << inputs_text(spec, spec.points[index])
-                  << ") failed: " << error << "\n";
+                  << (sim::sweep_row_status(spec, row) == "does_not_fit" ? ") does not fit: " : ") failed: ") << error
+                  << "\n";
       if (mpi.rank == 0 && !output.empty() && !journal_failed) {
         // Journal for resume (one append per finished row; a kill mid-append leaves a last line without its
         // newline, which the resume ignores); the final file is rewritten in order, atomically.
@@ -194,17 +196,21 @@ int cmd_sweep(int argc, char** argv) {
       std::size_t idx = static_cast<std::size_t>(std::stoull(line.substr(0, line.find(','))));
       done[idx] = line + "\n";
     }
-    std::size_t failed = 0;
-    for (const auto& [i, r] : done)
-      if (!sim::sweep_row_ok(spec, r)) ++failed;
+    std::size_t failed = 0, no_fit = 0;
+    for (const auto& [i, r] : done) {
+      const std::string st = sim::sweep_row_status(spec, r);
+      if (st == "does_not_fit") ++no_fit;
+      else if (st != "ok") ++failed;
+    }
     std::string csv = sim::sweep_csv(spec, done);
     if (output.empty())
       std::cout << csv;
     else
       write_file_atomic(output, csv);
     if (!args.has("--quiet"))
-      std::cerr << "fabricsim sweep: " << done.size() << " rows (" << done.size() - failed << " ok, " << failed
-                << " failed)" << (output.empty() ? std::string() : " -> " + output) << "\n";
+      std::cerr << "fabricsim sweep: " << done.size() << " rows (" << done.size() - failed - no_fit << " ok, " << no_fit
+                << " do not fit in GPU memory, " << failed << " failed)"
+                << (output.empty() ? std::string() : " -> " + output) << "\n";
     return failed ? 1 : 0;
   } catch (const InputError& e) {
     if (mpi.rank != 0) return 2;  // every rank read the same input; rank 0 reports it

@@ -353,11 +353,12 @@ std::string sweep_csv_row_ok(const SweepSpec& s, const SweepPoint& p, const RunR
   return o + "," + point_input_hash(s, p) + "\n";
 }
 
-std::string sweep_csv_row_failed(const SweepSpec& s, const SweepPoint& p, const std::string& error) {
+std::string sweep_csv_row_failed(const SweepSpec& s, const SweepPoint& p, const std::string& error,
+                                 const std::string& status) {
   std::string e = error;
   for (char& c : e)
     if (c == '\n' || c == '\r') c = ' ';
-  std::string o = row_prefix(p) + ",failed," + csv_field(e);
+  std::string o = row_prefix(p) + "," + status + "," + csv_field(e);
   for (std::size_t i = 0; i < result_columns(s) - 3; ++i) o += ",";
   return o + "," + point_input_hash(s, p) + "\n";
 }
@@ -404,7 +405,8 @@ std::map<std::size_t, std::string> read_done_rows(const SweepSpec& s, const std:
                                     " but this sweep's point " + f[0] + " has " + json_excerpt(Json(p.inputs[c]), 40) +
                                     " (the sweep changed; choose another output)");
     std::string st = f[1 + p.inputs.size()];
-    if (st != "ok" && st != "failed") throw InputError(where, "status must be ok or failed, got " + json_excerpt(Json(st), 30));
+    if (st != "ok" && st != "failed" && st != "does_not_fit")
+      throw InputError(where, "status must be ok, failed or does_not_fit, got " + json_excerpt(Json(st), 30));
     if (f.back() != point_input_hash(s, p)) {  // computed from another scenario or other run options
       if (stale) ++*stale;
       continue;
@@ -433,6 +435,9 @@ std::map<std::size_t, std::string> run_sweep_points(const SweepSpec& s, const st
         r = run(scen, s.base_source);
         row = sweep_csv_row_ok(s, p, r);
         ok = true;
+      } catch (const DoesNotFitError& e) {  // an answer about this layout, not a failure of the run
+        error = e.what();
+        row = sweep_csv_row_failed(s, p, error, "does_not_fit");
       } catch (const std::exception& e) {
         error = e.what();
         row = sweep_csv_row_failed(s, p, error);
@@ -456,13 +461,15 @@ std::map<std::size_t, std::string> run_sweep_points(const SweepSpec& s, const st
   return rows;
 }
 
-bool sweep_row_ok(const SweepSpec& s, const std::string& row) {
+std::string sweep_row_status(const SweepSpec& s, const std::string& row) {
   std::string line = row;
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
   auto f = parse_csv_line(line);
   std::size_t at = 1 + s.input_columns.size();
-  return f.size() > at && f[at] == "ok";
+  return f.size() > at ? f[at] : std::string();
 }
+
+bool sweep_row_ok(const SweepSpec& s, const std::string& row) { return sweep_row_status(s, row) == "ok"; }
 
 std::string sweep_csv(const SweepSpec& s, const std::map<std::size_t, std::string>& rows) {
   std::string o = sweep_csv_header(s);

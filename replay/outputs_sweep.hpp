@@ -5,7 +5,8 @@
 // the scenario JSON at a JSON pointer (so a sweep can vary anything a scenario has: topology preset and its
 // parameters, workload parameters, calibration), the copy's "outputs" section is dropped, and the point is
 // run by a ScenarioRunner (the `fabricsim run` path). Points run in parallel threads, one simulation per
-// thread; failures become rows with status "failed" and the error text; rows come out ordered by point
+// thread; failures become rows with status "failed" and the error text (a layout that needs more GPU memory
+// than the GPU has: status "does_not_fit", an answer rather than a failure); rows come out ordered by point
 // index whatever the thread count (or MPI rank count, apps/cmd_sweep.cpp), so the CSV is byte-identical.
 //
 //   {"scenario": "base.json" | {...inline scenario...},
@@ -67,7 +68,8 @@ std::string sweep_csv_header(const SweepSpec& s);
 // One line of such a CSV split into fields (RFC 4180 quoting: "a,b" and "" inside quotes).
 std::vector<std::string> parse_csv_line(const std::string& line);
 std::string sweep_csv_row_ok(const SweepSpec& s, const SweepPoint& p, const RunResult& r);
-std::string sweep_csv_row_failed(const SweepSpec& s, const SweepPoint& p, const std::string& error);
+std::string sweep_csv_row_failed(const SweepSpec& s, const SweepPoint& p, const std::string& error,
+                                 const std::string& status = "failed");
 
 // A point's input fingerprint: 16 hex digits of FNV-1a 64 over the base scenario's JSON (not its path, so
 // running from another directory keeps the rows), the point's (pointer, value) list and s.run_options.
@@ -96,8 +98,9 @@ struct SweepRunOptions {
 std::map<std::size_t, std::string> run_sweep_points(const SweepSpec& s, const std::vector<std::size_t>& todo,
                                                     const ScenarioRunner& run, const SweepRunOptions& opt);
 
-// Whether a CSV row (as produced above) has status "ok".
+// Whether a CSV row (as produced above) has status "ok"; its status ("ok", "failed", "does_not_fit").
 bool sweep_row_ok(const SweepSpec& s, const std::string& row);
+std::string sweep_row_status(const SweepSpec& s, const std::string& row);
 
 // The complete CSV text: header + rows ordered by index.
 std::string sweep_csv(const SweepSpec& s, const std::map<std::size_t, std::string>& rows);

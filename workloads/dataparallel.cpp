@@ -56,7 +56,7 @@ Trace generate_dataparallel(const DataParallelConfig& c, const models::ComputeMo
                   "model does not fit in GPU memory: %.3g parameters need %.1f GiB (16 bytes each for weights, "
                   "gradients and Adam state) but %s has %.1f GiB; use the gpt generator with model parallelism",
                   c.num_parameters, mem / 1073741824.0, gpu.name.c_str(), gpu.hbm_capacity_bytes / 1073741824.0);
-    throw InputError(where, buf);
+    throw DoesNotFitError(where, buf);
   }
   const double per_gpu_samples = double(c.global_batch_size / c.world_size);
   const double fps = c.flops_per_sample > 0 ? c.flops_per_sample : 6.0 * c.num_parameters * double(c.tokens_per_sample);

@@ -672,7 +672,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
                   mem.grads_bytes / 1073741824.0, mem.optimizer_bytes / 1073741824.0,
                   mem.activations_bytes / 1073741824.0, mem.largest_term().c_str(), gpu.name.c_str(),
                   gpu.hbm_capacity_bytes / 1073741824.0);
-    throw InputError(where, buf);
+    throw DoesNotFitError(where, buf);
   }
   // 2. Kernels of one step, priced.
   const GptStepKernels K = gpt_step_kernels(c, cm, where);

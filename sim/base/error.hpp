@@ -37,4 +37,11 @@ class InputError : public std::runtime_error {
   explicit InputError(const std::string& msg) : std::runtime_error(one_line_message(msg)) {}
 };
 
+// A well-formed configuration that needs more GPU memory than the GPU has: an input error for `run`, and an
+// answer ("does not fit", not a failure) for `sweep` and `plan`, which explore layouts.
+class DoesNotFitError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 }  // namespace fabricsim

@@ -144,3 +144,32 @@ TEST_CASE("fabricsim sweep: threads, failures, resume, MPI give one CSV") {
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("fabricsim sweep: a layout that needs more GPU memory than the GPU has is a does_not_fit row, exit 0") {
+  const fs::path dir = cli_test::scratch_dir("sweep_no_fit");
+  write_inputs(dir);
+  // hidden 1024 fits; hidden 65536 on 4 layers is 4 x 12 x 65536^2 = 206e9 parameters on one 8-GPU node with
+  // TP 2: about 1.6 TiB of weights, gradients and Adam state per GPU against 80 GiB.
+  std::ofstream(dir / "fit.json") << R"({
+  "scenario": "base.json",
+  "axes": [
+    {"name": "hidden", "path": "/workload/params/hidden_size", "values": [1024, 65536]},
+    {"name": "tp", "path": "/workload/params/tensor_model_parallel_size", "values": [2]}
+  ],
+  "output": "fit.csv"
+})";
+  const std::string bin = cli_test::quoted(FABRICSIM_BINARY);
+  Proc r = sh(bin + " sweep fit.json --threads 1", dir);
+  CHECK_MESSAGE(r.rc == 0, r.err);
+  const std::string csv = slurp(dir / "fit.csv");
+  CHECK(csv.find("\n0,1024,2,ok,,8,") != std::string::npos);
+  CHECK(csv.find("\n1,65536,2,does_not_fit,") != std::string::npos);
+  CHECK(csv.find("model does not fit in GPU memory") != std::string::npos);
+  CHECK(r.err.find("point 1 (hidden=65536, tp=2) does not fit") != std::string::npos);
+  CHECK(r.err.find("1 ok, 1 do not fit in GPU memory, 0 failed") != std::string::npos);
+  // Resume keeps the does_not_fit row (a deterministic answer) and runs nothing.
+  Proc again = sh(bin + " sweep fit.json --threads 1", dir);
+  CHECK(again.rc == 0);
+  CHECK(again.err.find("2 already in") != std::string::npos);
+  CHECK(slurp(dir / "fit.csv") == csv);
+}
