@@ -7,13 +7,15 @@ build=$1 target=$2 secs=$3
 shift 3
 corpus=$build/fuzz-corpus/$target
 if [ ! -d "$corpus" ]; then
+  trap 'rm -rf "$corpus"' ERR  # no half-seeded corpus left behind
   mkdir -p "$corpus"
   case $target in
     topology) cp tests/data/topologies/*.json "$corpus"/ ;;
     scenario) cp examples/workloads/*.json "$corpus"/ ;;
     calibration) cp validate/calibrations/*.json "$corpus"/ ;;
     sweep) cp examples/sweeps/*.json "$corpus"/ ;;
-    trace) "$build/apps/fabricsim" gen dp --param num_parameters=1e8 --param world_size=4 \
+    trace) fs="$build/apps/fabricsim"; [ -x "$fs" ] || fs=build/apps/fabricsim  # a Release build's CLI will do
+           "$fs" gen dp --param num_parameters=1e8 --param world_size=4 \
              --param global_batch_size=16 -o "$corpus/dp.json" >/dev/null ;;
     nccl_tests) cp tests/data/nccl-tests/raw/*.txt "$corpus"/ ;;
     astra) cp examples/workloads/*.txt "$corpus"/; find tests/data/foreign-workloads/astra-sim-1.0-text tests/data/foreign-workloads/simai-text -type f -name '*.txt' -exec cp {} "$corpus"/ \; ;;

@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include <google/protobuf/util/json_util.h>
+#include <google/protobuf/stubs/logging.h>
 
 #include "chakra/et_def.pb.h"  // generated from workloads/chakra/et_def.proto
 #include "sim/base/error.hpp"
@@ -72,6 +73,14 @@ std::optional<double> attr_number(const pb::AttributeProto& a) {
 }
 
 std::string node_where(const std::string& file, std::uint64_t id) { return file + ": node " + std::to_string(id); }
+
+// protobuf logs parse problems (invalid UTF-8 in a string field, ...) to stderr on its own; the importer reports
+// a bad message itself in one line, so protobuf's log is discarded (SetLogHandler(nullptr), protobuf 3.21
+// stubs/logging.h). Found by the libFuzzer Chakra target (docs/reliability.md).
+void quiet_protobuf() {
+  static const bool once = (google::protobuf::SetLogHandler(nullptr), true);
+  (void)once;
+}
 
 // An integer-valued attribute (protobuf attributes may arrive as doubles), checked before any narrowing.
 std::int64_t integral(double v, const std::string& where, const std::string& what) {
@@ -161,6 +170,7 @@ std::int32_t ngpus_from_metadata(const pb::GlobalMetadata& md, const std::string
 // length as a varint32; the first is the GlobalMetadata. Files from before GlobalMetadata existed start
 // with a Node: a first message that parses as a Node and carries nothing a GlobalMetadata has is one.
 void read_et(RankFile& rf, std::set<std::string>& unused) {
+  quiet_protobuf();
   const std::string buf = read_all(rf.file);
   std::size_t pos = 0, index = 0;
   auto next = [&](std::string_view& msg) {
@@ -266,6 +276,7 @@ std::vector<std::string> split_json_objects(const std::string& text, const std::
 
 // chakra_jsonizer output: protobuf-JSON GlobalMetadata, then Nodes.
 void read_pb_json(RankFile& rf, const std::vector<std::string>& objs, std::set<std::string>& unused) {
+  quiet_protobuf();
   google::protobuf::util::JsonParseOptions o;
   o.ignore_unknown_fields = false;
   pb::GlobalMetadata md;

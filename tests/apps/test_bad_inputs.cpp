@@ -176,6 +176,9 @@ TEST_CASE("issue 24 cases: generators, imported workloads, traces and nccl-tests
        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n",
        "validate log.txt --op all_reduce --nranks 8 --topology dgx-h100", "log.txt:4: the result table has no rows"},
+      // protobuf logged its own line (invalid UTF-8 in a string field) before ours: found by the libFuzzer target
+      {"Chakra .et with invalid UTF-8 in GlobalMetadata.version", "bad.0.et", std::string("\x04\x0a\x02\xff\xfe", 5),
+       "run --trace bad --topology dgx-h100 --quiet", "bad.0.et: not a Chakra protobuf trace"},
       // unclear before: a cycle in rank 1's Chakra file was attributed to rank 0's file
       {"Chakra cycle in rank 1's file", "c.1.json",
        R"({"workload_graph":[{"Id":5,"Name":"a","NodeType":4,"runtime":1,"data_deps":[6]},
