@@ -10,6 +10,7 @@
 #include "sim/base/units.hpp"
 #include "replay/coll_sweep.hpp"
 #include "replay/outputs.hpp"
+#include "validate/nccl_table.hpp"
 
 namespace fabricsim::cli {
 
@@ -50,6 +51,7 @@ int cmd_coll(int argc, char** argv) {
              "network calibration: auto = the shipped file fitted on matching hardware (validate/calibrations/), "
              "default = built-in cited defaults, or a JSON file (docs/calibration.md)", "auto"});
   args.flag({"--json", "", "FILE", "also write the results as JSON (schema in docs/collectives.md)", ""});
+  args.flag({"--nccl-tests", "", "FILE", "also write the results as an nccl-tests log, which `fabricsim validate` reads", ""});
   args.flag({"--datatype", "-d", "TYPE", "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16", "float"});
   args.flag({"--redop", "-o", "OP", "sum, prod, min, max, avg (reductions only; printed)", "sum"});
   args.flag({"--batch-tolerance", "", "TIME",
@@ -64,7 +66,7 @@ int cmd_coll(int argc, char** argv) {
   args.list_flag(Args::kTopologies | Args::kCalibrations);
   if (!args.parse(argc, argv)) return 0;
   // Output paths are checked before simulating, so a bad one fails at once and nothing is written.
-  args.check_output_flags({"--json", "--timeline", "--link-stats", "--report"});
+  args.check_output_flags({"--json", "--nccl-tests", "--timeline", "--link-stats", "--report"});
   if (!args.positional().empty()) throw InputError(args.positional()[0], "unexpected argument");
   if (!args.has("--topology")) throw InputError("--topology", "a topology preset or JSON file is required");
 
@@ -78,6 +80,8 @@ int cmd_coll(int argc, char** argv) {
   req.want_run = args.has("--timeline") || args.has("--link-stats") || args.has("--report");
   const sim::CollSweep sweep = sim::run_coll_sweep(req);
   if (args.has("--json")) write_file_atomic(args.get("--json"), sweep.doc.dump(1) + "\n");
+  if (args.has("--nccl-tests"))
+    write_file_atomic(args.get("--nccl-tests"), validate::simulation_as_nccl_tests_text(sweep.doc, "--nccl-tests"));
   if (req.want_run) {
     sim::OutputOptions out;
     out.timeline_path = args.get("--timeline");

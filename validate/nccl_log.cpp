@@ -388,6 +388,7 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text_in, const
   std::string raw;
   std::size_t lineno = 0;
   bool any_table = false;
+  std::size_t first_table_line = 0;  // the first table header's line, for a log whose tables have no rows
   // Preamble facts seen before a run's header apply to the next run.
   std::string pending_op, pending_tests_version, pending_nccl;
   int command_gpus = 0;  // -g of a command line in the text
@@ -461,6 +462,7 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text_in, const
         in_devices = false;
         in_table = true;
         any_table = true;
+        if (!first_table_line) first_table_line = lineno;
         continue;
       }
       if (cur && t.size() >= 4 && t[1] == "Out" && t[2] == "of" && t[3] == "bounds") {
@@ -542,6 +544,10 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text_in, const
     auto it = choices.find(r);
     out_choices.push_back(it == choices.end() ? nullptr : &it->second);
   }
+  if (out.empty())  // every table ended before its first row: nothing was measured
+    throw InputError(where(source, first_table_line),
+                     "the result table has no rows (the run stopped before measuring; expected one row per message size "
+                     "after the header)");
   ParseHints run_hints = hints;
   if (command_gpus > 0 && hints.gpus_per_thread > 0 && command_gpus != hints.gpus_per_thread)
     throw InputError(source, "the log's command line says -g " + std::to_string(command_gpus) + " but the hint says -g " +
@@ -830,7 +836,9 @@ std::vector<Measurement> load_measurements(const std::string& path, const ParseH
     JsonPath root{path, ""};
     if (!doc.is_object()) json_fail(root, "a .meta.json object");
     ObjectReader r(doc, root);
-    for (const char* k : {"source_url_or_repo_path", "system", "interconnect", "nic"}) r.string_or(k, "");
+    r.string_or("source_url_or_repo_path", "");
+    const std::string system = r.string_or("system", "");
+    const std::string network = r.string_or("interconnect", "") + "; " + r.string_or("nic", "");
     std::string notes = r.string_or("notes", "");
     std::string gpu = r.string("gpu");
     r.integer("gpus_per_node");
@@ -872,6 +880,10 @@ std::vector<Measurement> load_measurements(const std::string& path, const ParseH
     ms = text.find("| Message Size") != std::string::npos && text.find("# nThread") == std::string::npos
              ? parse_busbw_markdown(text, raw_path, hints)
              : parse_nccl_tests_text(text, raw_path, hints);
+    for (auto& m : ms) {
+      m.stated_system = system;
+      m.stated_network = network;
+    }
   } else if (ends_with(path, ".json")) {  // fabricsim.collective_results/1 (bench or coll --json)
     ms.push_back(measurement_from_json(load_json_file(path), path));
   } else {

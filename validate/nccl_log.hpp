@@ -124,6 +124,10 @@ struct Measurement {
   // NCCL's own choice per size (nccl-tests size convention, bytes), when the log has its TUNING lines; the most
   // frequent one when calls of one size differ. Empty otherwise.
   std::map<std::uint64_t, NcclChoice> nccl_choices;
+  // What a .meta.json sidecar states about where the run came from: its "system" text, and its "interconnect"
+  // and "nic" texts joined. Empty for a bare log. validate maps a multi-host run to a topology only when these
+  // state the system and its network (validate/simulate.cpp map_system).
+  std::string stated_system, stated_network;
 };
 
 // Parses one NCCL TUNING line ("... NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto LL

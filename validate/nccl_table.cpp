@@ -1,5 +1,6 @@
 #include "validate/nccl_table.hpp"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -115,6 +116,47 @@ std::string format_nccl_tests_text(const Measurement& m) {
   o << "# Avg bus bandwidth    : " << fmt("%g", busbw_n ? busbw_sum / busbw_n : 0.0) << "\n#\n";
   o << "# Collective test concluded: " << perf_binary_name(m.op) << "\n";
   return o.str();
+}
+
+std::string simulation_as_nccl_tests_text(const Json& doc, const std::string& where) {
+  Measurement m = measurement_from_json(doc, where);
+  if (!m.algorithm.empty() || !m.protocol.empty())
+    throw InputError(where, "an nccl-tests log does not record a forced --algo / --proto; use --json to keep them");
+  if (m.loop_iters == 0 && (m.op == "broadcast" || m.op == "reduce"))
+    throw InputError(where, "an nccl-tests log holds the time per call of a loop of calls, which overlap for " + m.op +
+                                "; simulate that loop with --iters N (nccl-tests -n)");
+  if (m.num_nodes < 1 || m.nranks % m.num_nodes)
+    throw InputError(where, std::to_string(m.nranks) + " ranks do not spread evenly over " + std::to_string(m.num_nodes) + " hosts");
+  RunHeader h;
+  h.nthread = 1;
+  h.ngpus = std::max(1, m.gpus_per_thread);
+  h.min_bytes = m.rows.empty() ? 0 : m.rows.front().size_bytes;
+  h.max_bytes = m.rows.empty() ? 0 : m.rows.back().size_bytes;
+  h.step = m.rows.size() > 1 && m.rows[0].size_bytes > 0
+               ? std::to_string(m.rows[1].size_bytes / m.rows[0].size_bytes) + "(factor)"
+               : "2(factor)";
+  h.warmup_iters = 5;
+  h.iters = m.loop_iters > 0 ? m.loop_iters : 20;  // nccl-tests' default -n (src/common.cu)
+  h.agg_iters = 1;
+  h.validation = 0;
+  m.header = h;
+  const int per_host = m.nranks / m.num_nodes;
+  for (int r = 0; r < m.nranks; ++r) {
+    RankInfo ri;
+    ri.rank = r;
+    ri.group = 0;
+    ri.pid = 1000 + r / per_host;
+    ri.host = "host" + std::to_string(r / per_host);
+    ri.device = r % per_host;
+    ri.bus_id = "0x00";
+    ri.gpu_name = m.gpu_model.empty() ? "unknown" : m.gpu_model;
+    m.ranks.push_back(ri);
+  }
+  for (auto& row : m.rows) {
+    row.ip = row.oop;  // one simulated call stands for both placements
+    row.oop.wrong = row.ip.wrong = 0;
+  }
+  return format_nccl_tests_text(m);
 }
 
 }  // namespace fabricsim::validate

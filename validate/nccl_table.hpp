@@ -27,4 +27,13 @@ Side side_from_time(const std::string& op, int nranks, std::uint64_t size_bytes,
 // bandwidth" (mean of the out-of-place busbw over the rows, as nccl-tests computes it).
 std::string format_nccl_tests_text(const Measurement& m);
 
+// A simulation (`fabricsim coll --json`'s collective-results document) as an nccl-tests log, what `fabricsim coll
+// --nccl-tests FILE` writes: the header (nGpus = GPUs per thread, 1 when coll did not model it; iters = coll's
+// --iters, else nccl-tests' default 20), one rank line per GPU (ranks host-major on hosts "host0", "host1", ...;
+// GPU name = the topology's GPU model), the simulated time as both the out-of-place and the in-place column.
+// `validate` reads it back to the same op, ranks, hosts and times (as printed: 2 decimals in microseconds).
+// Throws InputError naming `where` for what the text layout cannot carry: a forced algorithm or protocol, and
+// a rooted collective (broadcast, reduce) simulated as one call rather than nccl-tests' loop (--iters).
+std::string simulation_as_nccl_tests_text(const Json& coll_doc, const std::string& where);
+
 }  // namespace fabricsim::validate

@@ -26,6 +26,51 @@ std::string lower(std::string s) {
 
 bool contains(const std::string& s, const char* sub) { return s.find(sub) != std::string::npos; }
 
+// The NIC technology a sidecar's interconnect / NIC text names: "infiniband", "roce", "efa", "tcpx", or "".
+std::string nic_technology(const std::string& text) {
+  const std::string t = lower(text);
+  if (contains(t, "infiniband")) return "infiniband";
+  if (contains(t, "roce")) return "roce";
+  if (contains(t, "efa") || contains(t, "elastic fabric adapter")) return "efa";
+  if (contains(t, "tcpx")) return "tcpx";
+  return "";
+}
+
+// The superpod preset's `fabric` for a NIC technology. InfiniBand is its InfiniBand fat tree and RoCE its Ethernet
+// one; any other technology is used when the preset has a fabric of that name, else the run cannot be mapped.
+std::string fabric_for(const std::string& tech, const std::string& node_preset, const std::string& source) {
+  static const std::map<std::string, std::string> kFabricOf = {{"infiniband", "infiniband"}, {"roce", "ethernet"}};
+  if (auto it = kFabricOf.find(tech); it != kFabricOf.end()) return it->second;
+  try {
+    topo::build_preset("superpod", {{"nodes", "2"}, {"node", node_preset}, {"fabric", tech}});
+    return tech;
+  } catch (const InputError& e) {
+    throw InputError(source, "the run's network is " + tech + ", which no superpod fabric models (" +
+                                 text_excerpt(e.what(), 200) + "); pass --topology with a topology of that network");
+  }
+}
+
+// Multi-host text logs: the GPU model fixes the server, not the network between servers, so the mapping is
+// made only when a sidecar states the system and its network technology, and a system-specific rule
+// (`only_for`, e.g. ABCI's node types) only for that system. Sets the superpod fabric from the technology.
+void check_multi_host(SystemMapping& s, const Measurement& m, const char* only_for) {
+  if (m.num_nodes <= 1 || m.format.rfind("fabricsim-json", 0) == 0) return;
+  const std::string how = "pass --topology PRESET (with --param nics_per_node=N nic_bandwidth=... fabric=...) or a "
+                          ".meta.json sidecar stating \"system\" and \"interconnect\"";
+  if (m.stated_system.empty())
+    throw InputError(m.source, "a " + std::to_string(m.num_nodes) + "-host run whose log does not say which system and "
+                               "network it ran on, so no topology is certain; " + how);
+  if (only_for && !contains(lower(m.stated_system), only_for))
+    throw InputError(m.source, "the rule '" + s.rule + "' describes " + only_for + " nodes, but the sidecar's system is '" +
+                                   text_excerpt(m.stated_system) + "'; " + how);
+  const std::string tech = nic_technology(m.stated_network);
+  if (tech.empty())
+    throw InputError(m.source, "the sidecar does not name the network technology (InfiniBand, RoCE, EFA, TCPX) of this " +
+                                   std::to_string(m.num_nodes) + "-host run; " + how);
+  s.params["fabric"] = fabric_for(tech, s.preset, m.source);
+  s.rule += ", " + tech + " -> fabric=" + s.params["fabric"];
+}
+
 void finish_mapping(SystemMapping& s, const Measurement& m) {
   if (m.num_nodes < 1)
     throw InputError(m.source, "the number of hosts is unknown (no rank lines); use the log's .meta.json sidecar");
@@ -48,12 +93,14 @@ void finish_mapping(SystemMapping& s, const Measurement& m) {
 SystemMapping map_system(const Measurement& m) {
   const std::string g = lower(m.gpu_model);
   SystemMapping s;
+  const char* only_for = nullptr;  // a rule describing one site's nodes
   if (contains(g, "a100") && contains(g, "40gb")) {
     // ABCI 2.0 A node: 8x A100-SXM4-40GB on NVSwitch, 4x InfiniBand HDR per node (abci_* .meta.json "nic").
     s.preset = "dgx-a100";
     s.params = {{"gpu", "a100-40gb"}, {"nics_per_node", "4"}};
     s.family = "a100";
     s.rule = "A100-SXM4-40GB -> dgx-a100 gpu=a100-40gb nics_per_node=4 (ABCI A node)";
+    only_for = "abci";
   } else if (contains(g, "a100")) {
     s.preset = "dgx-a100";
     s.family = "a100";
@@ -80,10 +127,12 @@ SystemMapping map_system(const Measurement& m) {
     s.family = "v100";
     s.rule = "V100 -> dgx-a100 gpu=v100 gpus_per_node=4 nvlink_bandwidth=150GB/s nics_per_node=2 "
              "nic_bandwidth=100Gbps (ABCI V node, 4-GPU NVLink2 mesh as a crossbar)";
+    only_for = "abci";
   } else {
     throw InputError(m.source, "no topology mapping for GPU '" + m.gpu_model +
                                    "' (known: A100, H100/H200, B200, V100); pass --topology");
   }
+  check_multi_host(s, m, only_for);
   finish_mapping(s, m);
   return s;
 }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "sim/base/error.hpp"
+#include "sim/base/json_reader.hpp"
 #include "sim/base/units.hpp"
 #include "workloads/importers.hpp"
 
@@ -19,6 +20,16 @@ namespace fabricsim::workloads {
 namespace {
 
 enum class Group { None, Model, Data, Ep, DpEp, All };
+
+std::string num_text(double v) {  // "1e+300", "1.5", for messages
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Layers per file: far above any real workload (AICB writes one line per layer and micro-batch, thousands);
+// checked before the layer loop so a huge stated count fails at once.
+constexpr std::int64_t kMaxAstraLayers = 1 << 22;
 
 struct Comm {
   bool none = true;
@@ -101,7 +112,7 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
   if (std::find(kPolicies.begin(), kPolicies.end(), policy) == kPolicies.end()) {
     std::string all;
     for (const auto& p : kPolicies) all += (all.empty() ? "" : ", ") + p;
-    fail(hl, "unknown parallelism '" + policy + "' (expected one of " + all + ")");
+    fail(hl, "unknown parallelism '" + text_excerpt(policy) + "' (expected one of " + all + ")");
   }
   // Header keys.
   std::int64_t mp = 0, ep = 1, pp = 1, all_gpus = 0, pp_comm = 0, dlrm_last = -1;
@@ -112,7 +123,7 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
     try {
       return parse_int(head[i].s, key);
     } catch (const InputError&) {
-      fail(hl, "'" + key + "' needs an integer, found '" + head[i].s + "'");
+      fail(hl, "'" + key + "' needs an integer, found '" + text_excerpt(head[i].s) + "'");
     }
     return 0;
   };
@@ -128,20 +139,34 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
     else if (k == "checkpoints:" || k == "checkpoint_initiates:") {
       auto& v = k == "checkpoints:" ? checkpoints : initiates;
       std::int64_t cnt = head_int(++i, k);
-      for (std::int64_t j = 0; j < cnt; ++j) v.push_back(static_cast<int>(head_int(++i, k)));
+      for (std::int64_t j = 0; j < cnt; ++j) {
+        const std::int64_t layer = head_int(++i, k);
+        if (layer < 0 || layer > kMaxAstraLayers)  // checked against the layer count below; no narrowing first
+          fail(hl, "'" + k + "' layer " + std::to_string(layer) + " is not a layer index");
+        v.push_back(static_cast<int>(layer));
+      }
     } else if ((policy == "HYBRID_DLRM" || policy == "HYBRID_DLRM_ENHANCED") && i == 1) {
       dlrm_last = head_int(i, "last bottom layer");
     } else if (k.size() > 1 && k.back() == ':' && i + 1 < head.size()) {
-      ignored_keys.push_back(k + " " + head[++i].s);  // a key this importer does not model (SimAI adds keys over time)
+      ignored_keys.push_back(text_excerpt(k) + " " + text_excerpt(head[++i].s));  // a key this importer does not model (SimAI adds keys over time)
     } else {
-      fail(hl, "unknown header token '" + k + "' (expected model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, all_gpus:, "
+      fail(hl, "unknown header token '" + text_excerpt(k) + "' (expected model_parallel_NPU_group:, ep:, pp:, vpp:, ga:, all_gpus:, "
                "checkpoints:, checkpoint_initiates:, pp_comm)");
     }
   }
   if (mp < 0 || ep < 1 || pp < 1 || all_gpus < 0 || pp_comm < 0) fail(hl, "header counts must be >= 1");
+  // Group sizes and the rank count are checked against the limit before any product or narrowing.
+  for (auto [v, key] : {std::pair{mp, "model_parallel_NPU_group:"}, {ep, "ep:"}, {pp, "pp:"}, {all_gpus, "all_gpus:"}})
+    if (v > kMaxImportedWorld)
+      fail(hl, std::string(key) + " " + std::to_string(v) + " is above the " + std::to_string(kMaxImportedWorld) +
+                   " ranks an imported workload may have");
+  if (!(double(pp_comm) <= double(kMaxSize))) fail(hl, "pp_comm is above 2^60 bytes");
   ParamReader pr(params, where);
   std::int64_t npus = pr.integer("npus", all_gpus, 0);
   const double cycle_ns = pr.number("cycle_ns", 1.0, 0);
+  if (npus > kMaxImportedWorld)
+    pr.fail("npus", "expected at most " + std::to_string(kMaxImportedWorld) + " ranks, found " + std::to_string(npus));
+  if (!(cycle_ns <= kMaxTime * 1e9)) pr.fail("cycle_ns", "expected at most 1e18 ns per cycle");
   const std::string dims_s = pr.string("dims", "");
   const std::int64_t gpus_per_host = pr.integer("gpus_per_host", 8, 1);
   pr.finish();
@@ -156,9 +181,10 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
   try {
     nlayers = parse_int(lines[1][0].s, "layer count");
   } catch (const InputError&) {
-    fail(lines[1][0].line, "expected the layer count, found '" + lines[1][0].s + "'");
+    fail(lines[1][0].line, "expected the layer count, found '" + text_excerpt(lines[1][0].s) + "'");
   }
-  if (nlayers < 1) fail(lines[1][0].line, "expected a layer count >= 1");
+  if (nlayers < 1 || nlayers > kMaxAstraLayers)
+    fail(lines[1][0].line, "expected a layer count in [1, " + std::to_string(kMaxAstraLayers) + "]");
   std::vector<Tok> toks(lines[1].begin() + 1, lines[1].end());
   for (std::size_t i = 2; i < lines.size(); ++i) toks.insert(toks.end(), lines[i].begin(), lines[i].end());
   const std::size_t per = policy == "HYBRID_CUSTOMIZED" ? 13 : 12;
@@ -179,31 +205,45 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
       try {
         v = parse_double(t.s, what);
       } catch (const InputError&) {
-        fail(t.line, std::string("layer '") + L.name + "': expected " + what + " (a number), found '" + t.s + "'");
+        fail(t.line, std::string("layer '") + text_excerpt(L.name) + "': expected " + what + " (a number), found '" +
+                         text_excerpt(t.s) + "'");
       }
-      if (v < 0) fail(t.line, std::string("layer '") + L.name + "': " + what + " must be >= 0");
+      if (v < 0) fail(t.line, std::string("layer '") + text_excerpt(L.name) + "': " + what + " must be >= 0");
+      return v;
+    };
+    // Compute times are cycles: cycles x cycle_ns must stay within the time range (1e9 s); sizes within 2^60 bytes.
+    auto cycles = [&](std::size_t k, const char* what) {
+      const double v = num(k, what);
+      if (!(v * cycle_ns / 1e9 <= kMaxTime))
+        fail(toks[at + k].line, std::string("layer '") + text_excerpt(L.name) + "': " + what + " of " + text_excerpt(toks[at + k].s) +
+                                    " cycles x " + num_text(cycle_ns) + " ns is beyond 1e9 s");
+      return v;
+    };
+    auto bytes = [&](std::size_t k, const char* what) {
+      const double v = num(k, what);
+      if (!(v <= double(kMaxSize))) fail(toks[at + k].line, std::string("layer '") + text_excerpt(L.name) + "': " + what + " is above 2^60 bytes");
       return v;
     };
     auto comm = [&](std::size_t k, Group dflt, Comm& c, const char* what) {
       if (!parse_comm(toks[at + k].s, dflt, c))
-        fail(toks[at + k].line, std::string("layer '") + L.name + "': unknown " + what + " communication type '" +
-                                    toks[at + k].s + "' (expected " + kComm + ")");
+        fail(toks[at + k].line, std::string("layer '") + text_excerpt(L.name) + "': unknown " + what + " communication type '" +
+                                    text_excerpt(toks[at + k].s) + "' (expected " + kComm + ")");
     };
-    L.fwd = num(2, "forward compute time");
+    L.fwd = cycles(2, "forward compute time");
     comm(3, Group::Model, L.fc, "forward");
-    L.fc.bytes = num(4, "forward bytes");
-    L.ig = num(5, "input-gradient compute time");
+    L.fc.bytes = bytes(4, "forward bytes");
+    L.ig = cycles(5, "input-gradient compute time");
     comm(6, Group::Model, L.ic, "input-gradient");
-    L.ic.bytes = num(7, "input-gradient bytes");
-    L.wg = num(8, "weight-gradient compute time");
+    L.ic.bytes = bytes(7, "input-gradient bytes");
+    L.wg = cycles(8, "weight-gradient compute time");
     comm(9, Group::Data, L.wc, "weight-gradient");
-    L.wc.bytes = num(10, "weight-gradient bytes");
-    L.upd = num(11, "update time");
+    L.wc.bytes = bytes(10, "weight-gradient bytes");
+    L.upd = cycles(11, "update time");
     if (per == 13) {
       L.policy = toks[at + 12].s;
       if (L.policy == "HYBRID_CUSTOMIZED" ||
           std::find(kPolicies.begin(), kPolicies.end(), L.policy) == kPolicies.end())
-        fail(toks[at + 12].line, "layer '" + L.name + "': unknown layer parallelism '" + L.policy +
+        fail(toks[at + 12].line, "layer '" + text_excerpt(L.name) + "': unknown layer parallelism '" + text_excerpt(L.policy) +
                                      "' (expected DATA, MODEL, HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, ...)");
     }
     (void)data_like;
@@ -233,10 +273,11 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
       } catch (const InputError&) {
         throw InputError(where + " dims", "expected comma-separated NPU counts per network dimension, e.g. 8,8");
       }
-      if (v < 1) throw InputError(where + " dims", "expected counts >= 1");
+      if (v < 1 || v > npus) throw InputError(where + " dims", "expected counts in [1, npus " + std::to_string(npus) + "]");
       if (first) d0 = v;
       first = false;
       prod *= v;
+      if (prod > npus) throw InputError(where + " dims", "dims multiply to more than npus " + std::to_string(npus));
     }
     if (prod != npus) throw InputError(where + " dims", "dims multiply to " + std::to_string(prod) + ", not npus " + std::to_string(npus));
   } else {
@@ -404,6 +445,9 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
     if (emb_ig >= 0) wg_ops.push_back(static_cast<std::uint32_t>(emb_ig));
     double upd = 0;
     for (const auto& L : layers) upd += L.upd;
+    if (!(upd * cycle_ns / 1e9 <= kMaxTime))
+      fail(hl, "the layers' update times add up to more than 1e9 s (" + num_text(upd) + " cycles x " +
+                   num_text(cycle_ns) + " ns)");
     Op u;
     u.kind = OpKind::Compute;
     u.name = "update";
@@ -428,7 +472,10 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
   tr.notes.push_back("astra: " + policy + " workload, " + std::to_string(nlayers) + " layers; rank 0 of " +
                      std::to_string(npus) + " simulated, the others run the same program; groups:" +
                      (groups.empty() ? std::string(" none") : groups) + "; 1 cycle = " + cyc + " ns" +
-                     (pp > 1 ? "; pipeline stages beyond the first and pp_comm are not simulated" : ""));
+                     (pp > 1 ? "; pp " + std::to_string(pp) + ": every stage runs this layer list (as in SimAI, whose "
+                               "Workload.cc reads pp_comm but sends nothing between stages), data-parallel groups are "
+                               "npus / (TP x pp)" + (pp_comm ? "; pp_comm " + std::to_string(pp_comm) + " bytes not sent" : std::string())
+                            : std::string()));
   if (!ignored_keys.empty()) {
     std::string k;
     for (const auto& x : ignored_keys) k += (k.empty() ? "" : ", ") + x;

@@ -1,6 +1,7 @@
 #include "workloads/chakra.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include <unordered_map>
 
 #include <google/protobuf/util/json_util.h>
+#include <google/protobuf/stubs/logging.h>
 
 #include "chakra/et_def.pb.h"  // generated from workloads/chakra/et_def.proto
 #include "sim/base/error.hpp"
@@ -72,6 +74,43 @@ std::optional<double> attr_number(const pb::AttributeProto& a) {
 
 std::string node_where(const std::string& file, std::uint64_t id) { return file + ": node " + std::to_string(id); }
 
+// protobuf logs parse problems (invalid UTF-8 in a string field, ...) to stderr on its own; the importer reports
+// a bad message itself in one line, so protobuf's log is discarded (SetLogHandler(nullptr), protobuf 3.21
+// stubs/logging.h). Found by the libFuzzer Chakra target (docs/reliability.md).
+void quiet_protobuf() {
+  static const bool once = (google::protobuf::SetLogHandler(nullptr), true);
+  (void)once;
+}
+
+// An integer-valued attribute (protobuf attributes may arrive as doubles), checked before any narrowing.
+std::int64_t integral(double v, const std::string& where, const std::string& what) {
+  if (!(std::fabs(v) <= 9007199254740992.0) || v != std::floor(v))  // 2^53: every such double is an exact integer
+    throw InputError(where, "attribute '" + what + "': expected an integer of at most 2^53");
+  return static_cast<std::int64_t>(v);
+}
+
+// Range checks every encoding goes through once a node is read (docs/reliability.md): times and sizes finite
+// and within the simulator's ranges, peer ranks within the ranks an imported trace may have.
+void check_node(const CNode& c, const std::string& file) {
+  const std::string where = node_where(file, c.id);
+  if (!(c.duration_us >= 0 && c.duration_us <= kMaxTime * 1e6))
+    throw InputError(where, "duration (microseconds) must be in [0, 1e15] (1e9 s)");
+  for (auto [v, what] : {std::pair{c.comm_size, "comm_size"}, {c.tensor_size, "tensor_size"}})
+    if (v && !(*v >= 0 && *v <= double(kMaxSize))) throw InputError(where, std::string(what) + " must be in [0, 2^60] bytes");
+  if (c.num_ops && !(*c.num_ops >= 0 && *c.num_ops <= 1e30)) throw InputError(where, "num_ops must be in [0, 1e30]");
+  for (auto [v, what] : {std::pair{c.comm_src, "comm_src"}, {c.comm_dst, "comm_dst"}})
+    if (v && *v >= kMaxImportedWorld)
+      throw InputError(where, std::string(what) + " " + std::to_string(*v) + " is beyond the " +
+                                  std::to_string(kMaxImportedWorld) + " ranks an imported trace may have");
+}
+
+// A rank count (ngpus, npus, a comm group's rank) checked against kMaxImportedWorld before narrowing.
+std::int32_t rank_count(std::int64_t v, const std::string& where, const std::string& what) {
+  if (v < 0 || v > kMaxImportedWorld)
+    throw InputError(where, what + " " + std::to_string(v) + " is outside [0, " + std::to_string(kMaxImportedWorld) + "]");
+  return static_cast<std::int32_t>(v);
+}
+
 CNode from_proto(const pb::Node& n, const std::string& file, std::set<std::string>& unused) {
   CNode c;
   c.id = n.id();
@@ -89,24 +128,25 @@ CNode from_proto(const pb::Node& n, const std::string& file, std::set<std::strin
       return *v;
     };
     if (k == "is_cpu_op") c.is_cpu_op = num() != 0;
-    else if (k == "comm_type") c.comm_type = static_cast<std::int64_t>(num());
+    else if (k == "comm_type") c.comm_type = integral(num(), node_where(file, c.id), k);
     else if (k == "comm_size") c.comm_size = num();
-    else if (k == "comm_src") c.comm_src = static_cast<std::int64_t>(num());
-    else if (k == "comm_dst") c.comm_dst = static_cast<std::int64_t>(num());
-    else if (k == "comm_tag") c.comm_tag = static_cast<std::int64_t>(num());
+    else if (k == "comm_src") c.comm_src = integral(num(), node_where(file, c.id), k);
+    else if (k == "comm_dst") c.comm_dst = integral(num(), node_where(file, c.id), k);
+    else if (k == "comm_tag") c.comm_tag = integral(num(), node_where(file, c.id), k);
     else if (k == "num_ops") c.num_ops = num();
     else if (k == "tensor_size") c.tensor_size = num();
     else if (k == "pg_name") {
       if (a.value_case() == pb::AttributeProto::kStringVal) c.pg_name = a.string_val();
-      else c.pg_name = std::to_string(static_cast<std::int64_t>(num()));
+      else c.pg_name = std::to_string(integral(num(), node_where(file, c.id), k));
     } else if (k == "involved_dim") {
       if (a.value_case() != pb::AttributeProto::kBoolList)
         throw InputError(node_where(file, c.id), "attribute 'involved_dim': expected a bool_list");
       c.involved_dim = std::vector<bool>(a.bool_list().values().begin(), a.bool_list().values().end());
     } else {
-      unused.insert(k);
+      unused.insert(text_excerpt(k));
     }
   }
+  check_node(c, file);
   return c;
 }
 
@@ -118,10 +158,11 @@ std::string read_all(const std::string& path) {
   return ss.str();
 }
 
-std::int32_t ngpus_from_metadata(const pb::GlobalMetadata& md) {
+std::int32_t ngpus_from_metadata(const pb::GlobalMetadata& md, const std::string& file) {
   for (const auto& a : md.attr())
     if (a.name() == "ngpus" || a.name() == "world_size" || a.name() == "npus")
-      if (auto v = attr_number(a)) return static_cast<std::int32_t>(*v);
+      if (auto v = attr_number(a))
+        return rank_count(integral(*v, file + ": metadata", a.name()), file + ": metadata", a.name());
   return 0;
 }
 
@@ -129,6 +170,7 @@ std::int32_t ngpus_from_metadata(const pb::GlobalMetadata& md) {
 // length as a varint32; the first is the GlobalMetadata. Files from before GlobalMetadata existed start
 // with a Node: a first message that parses as a Node and carries nothing a GlobalMetadata has is one.
 void read_et(RankFile& rf, std::set<std::string>& unused) {
+  quiet_protobuf();
   const std::string buf = read_all(rf.file);
   std::size_t pos = 0, index = 0;
   auto next = [&](std::string_view& msg) {
@@ -188,8 +230,8 @@ void read_et(RankFile& rf, std::set<std::string>& unused) {
   const bool md_ok = !is_node && md.ParseFromArray(msg.data(), static_cast<int>(msg.size()));
   const bool node_ok = is_node && first.ParseFromArray(msg.data(), static_cast<int>(msg.size()));
   if (md_ok) {
-    rf.ngpus = ngpus_from_metadata(md);
-    for (const auto& a : md.attr()) unused.insert("metadata:" + a.name());
+    rf.ngpus = ngpus_from_metadata(md, rf.file);
+    for (const auto& a : md.attr()) unused.insert("metadata:" + text_excerpt(a.name()));
   } else if (node_ok) {
     rf.nodes.push_back(from_proto(first, rf.file, unused));
   } else {
@@ -234,13 +276,14 @@ std::vector<std::string> split_json_objects(const std::string& text, const std::
 
 // chakra_jsonizer output: protobuf-JSON GlobalMetadata, then Nodes.
 void read_pb_json(RankFile& rf, const std::vector<std::string>& objs, std::set<std::string>& unused) {
+  quiet_protobuf();
   google::protobuf::util::JsonParseOptions o;
   o.ignore_unknown_fields = false;
   pb::GlobalMetadata md;
   auto st = google::protobuf::util::JsonStringToMessage(objs[0], &md, o);
   if (!st.ok()) throw InputError(rf.file, "object 1: not a Chakra GlobalMetadata (" + std::string(st.message()) + ")");
-  rf.ngpus = ngpus_from_metadata(md);
-  for (const auto& a : md.attr()) unused.insert("metadata:" + a.name());
+  rf.ngpus = ngpus_from_metadata(md, rf.file);
+  for (const auto& a : md.attr()) unused.insert("metadata:" + text_excerpt(a.name()));
   for (std::size_t k = 1; k < objs.size(); ++k) {
     pb::Node n;
     st = google::protobuf::util::JsonStringToMessage(objs[k], &n, o);
@@ -264,9 +307,9 @@ std::vector<std::uint64_t> id_list(ObjectReader& r, const std::string& key) {
 void read_chakra_json(RankFile& rf, const Json& doc, std::set<std::string>& unused) {
   ObjectReader top(doc, JsonPath{rf.file, ""});
   const Json& g = top.array("workload_graph");
-  if (top.has("ngpus")) rf.ngpus = static_cast<std::int32_t>(top.integer("ngpus"));
+  if (top.has("ngpus")) rf.ngpus = rank_count(top.integer("ngpus"), top.path_of("ngpus").str(), "ngpus");
   for (const auto& [k, v] : doc.items())
-    if (k != "workload_graph" && k != "ngpus") unused.insert("top-level:" + k);
+    if (k != "workload_graph" && k != "ngpus") unused.insert("top-level:" + text_excerpt(k));
   for (std::size_t i = 0; i < g.size(); ++i) {
     JsonPath at = top.path_of("workload_graph").index(i);
     ObjectReader nr(g[i], at);
@@ -275,7 +318,9 @@ void read_chakra_json(RankFile& rf, const Json& doc, std::set<std::string>& unus
     if (id < 0) json_fail(nr.path_of("Id"), "expected a node id >= 0");
     c.id = static_cast<std::uint64_t>(id);
     c.name = nr.string_or("Name", "");
-    c.type = static_cast<int>(nr.integer("NodeType"));
+    const std::int64_t type = nr.integer("NodeType");
+    if (type < 0 || type > 255) json_fail(nr.path_of("NodeType"), "expected a Chakra NodeType (1 to 7)");
+    c.type = static_cast<int>(type);
     c.data_deps = id_list(nr, "data_deps");
     for (const char* k : {"ctrl_deps", "ctrlDeps"}) {
       auto v = id_list(nr, k);
@@ -308,7 +353,8 @@ void read_chakra_json(RankFile& rf, const Json& doc, std::set<std::string>& unus
                                                 "is_cpu_op", "comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag",
                                                 "num_ops", "tensor_size", "pg_name", "involved_dim", "involved_dims"};
     for (const auto& [k, v] : g[i].items())
-      if (!kRead.count(k)) unused.insert(k);  // open-ended format: accepted, listed once
+      if (!kRead.count(k)) unused.insert(text_excerpt(k));  // open-ended format: accepted, listed once
+    check_node(c, rf.file);
     rf.nodes.push_back(std::move(c));
   }
 }
@@ -349,8 +395,11 @@ std::optional<std::int32_t> rank_in_name(const std::string& file) {
   static const std::regex re(R"(.*\.([0-9]+)\.(et|json)$)");
   std::smatch m;
   const std::string base = std::filesystem::path(file).filename().string();
-  if (std::regex_match(base, m, re)) return static_cast<std::int32_t>(std::stol(m[1]));
-  return std::nullopt;
+  if (!std::regex_match(base, m, re)) return std::nullopt;
+  if (m[1].length() > 9 || std::stol(m[1]) >= kMaxImportedWorld)
+    throw InputError(file, "the rank in the file name is beyond the " + std::to_string(kMaxImportedWorld) +
+                               " ranks an imported trace may have");
+  return static_cast<std::int32_t>(std::stol(m[1]));
 }
 
 struct CommKey {
@@ -368,7 +417,9 @@ const char* coll_help =
 ChakraOptions chakra_options_from_params(const ParamMap& params, const std::string& where) {
   ChakraOptions o;
   ParamReader pr(params, where);
-  o.npus = static_cast<std::int32_t>(pr.integer("npus", 0, 0));
+  const std::int64_t npus = pr.integer("npus", 0, 0);
+  if (npus > kMaxImportedWorld) pr.fail("npus", "expected at most " + std::to_string(kMaxImportedWorld) + " ranks");
+  o.npus = static_cast<std::int32_t>(npus);
   o.comm_group_file = pr.string("comm_group", "");
   const std::string dims = pr.string("dims", "");
   pr.finish();
@@ -382,7 +433,8 @@ ChakraOptions chakra_options_from_params(const ParamMap& params, const std::stri
       } catch (const InputError&) {
         throw InputError(where + " dims", "expected comma-separated NPU counts per network dimension, e.g. 8,4");
       }
-      if (v < 1) throw InputError(where + " dims", "expected counts >= 1");
+      if (v < 1 || v > kMaxImportedWorld)
+        throw InputError(where + " dims", "expected counts in [1, " + std::to_string(kMaxImportedWorld) + "]");
       o.dims.push_back(static_cast<std::int32_t>(v));
     }
   }
@@ -423,6 +475,7 @@ bool looks_like_chakra(const std::string& path) {
   std::string head(256, '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<std::size_t>(in.gcount()));
+  if (head.find("\"fabricsim-trace\"") != std::string::npos) return false;  // our own trace format also has "version"
   return head.find("workload_graph") != std::string::npos || head.find("\"version\"") != std::string::npos;
 }
 
@@ -460,7 +513,8 @@ Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
       if (!v.is_array() || v.empty()) json_fail(at, "expected a non-empty array of ranks");
       std::vector<std::int32_t> rk;
       for (std::size_t j = 0; j < v.size(); ++j) {
-        if (!v[j].is_number_integer() || v[j].get<std::int64_t>() < 0) json_fail(at.index(j), "expected a rank >= 0");
+        if (!v[j].is_number_integer() || v[j].get<std::int64_t>() < 0 || v[j].get<std::int64_t>() >= kMaxImportedWorld)
+          json_fail(at.index(j), "expected a rank in [0, " + std::to_string(kMaxImportedWorld) + ")");
         rk.push_back(v[j].get<std::int32_t>());
         if (!opt.npus) world = std::max(world, rk.back() + 1);
       }
@@ -636,8 +690,8 @@ Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
       const std::string via_both = cycle_text(indeg, true);
       indeg = topo(false, order);
       if (order.size() != n)
-        throw InputError(rf.file, "dependency cycle through data_deps: nodes " + cycle_text(indeg, false) +
-                                      " (each waits for the one before it)");
+        throw InputError(rf.file, "dependency cycle through data_deps on rank " + std::to_string(rf.rank) + ": nodes " +
+                                      cycle_text(indeg, false) + " (each waits for the one before it)");
       use_ctrl = false;
       ++ctrl_dropped_ranks;
       if (ctrl_cycle_notes.size() < 3) ctrl_cycle_notes.push_back(rf.file + " (nodes " + via_both + ")");
@@ -929,7 +983,10 @@ Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
     tr.notes.push_back(s);
     if (!opt.quiet) std::cerr << s << "\n";
   }
-  check_trace(tr, files[0]);
+  // Errors name the rank's file and the Chakra node id of the op.
+  check_trace(tr, files[0], [&](std::int32_t rank, std::size_t op) {
+    return node_where(file_of_rank[rank], node_of_op[rank][op]);
+  });
   return tr;
 }
 

@@ -17,6 +17,15 @@ namespace fabricsim::workloads {
 // Layer 1, model description: the configuration (shape, precision, parallel sizes, options), its
 // validation and the pipeline layer split. Parameter counts, FLOPs and memory are in gpt_model.cpp.
 
+namespace {
+// Micro-batches x layers per iteration the generator builds a trace for (issue 24 resource bound): about 8 ops
+// per micro-batch and layer (measured: 131,074 ops for 8,192 micro-batches of 2 layers, `fabricsim gen gpt`),
+// so the limit is about 8.4 million ops; a run at 1/8 of it (65,536 micro-batches of 2 layers: 1,048,578 ops)
+// peaked at 705 MB and 14 s (`fabricsim run`, shared 2-core machine), so the limit is about 6 GB. Real runs are
+// far below it (the 405B / 16k-GPU example: 16 micro-batches x 126 layers).
+constexpr std::int64_t kMaxGptMicroBatchLayers = 1 << 20;
+}  // namespace
+
 bool gpt_detail::is_blackwell(const std::string& gpu) {
   return gpu == "b200" || gpu == "gb200" || gpu == "b300" || gpu == "gb300";
 }
@@ -228,6 +237,15 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     fail("num_layers_per_virtual_pipeline_stage", "must divide the layers per pipeline stage (" + std::to_string(c.num_layers / pp) + ")");
   layout_of(c, fail);
   const auto dp = c.data_parallel();
+  // Resource bound (docs/reliability.md), checked before anything is allocated: each simulated rank holds a
+  // few ops per layer and micro-batch, so micro-batches x layers bounds the trace.
+  if (double(c.global_batch_size) / (double(c.micro_batch_size) * double(dp)) * double(c.num_layers) >
+      double(kMaxGptMicroBatchLayers))
+    fail("global_batch_size", "gives " + std::to_string(c.global_batch_size / (c.micro_batch_size * dp)) +
+                                  " micro-batches (global_batch_size / (micro_batch_size x data-parallel size " +
+                                  std::to_string(dp) + ")) of " + std::to_string(c.num_layers) + " layers; at most " +
+                                  std::to_string(kMaxGptMicroBatchLayers) +
+                                  " micro-batch x layer steps are simulated (raise micro_batch_size or the data-parallel size)");
   if (c.global_batch_size % (c.micro_batch_size * dp))
     fail("global_batch_size", "must be a multiple of micro_batch_size x data-parallel size (" +
                                   std::to_string(c.micro_batch_size) + " x " + std::to_string(dp) + ")");

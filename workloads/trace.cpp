@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <tuple>
 
@@ -319,14 +320,26 @@ Json trace_to_json(const Trace& t) {
 }
 
 namespace {
-std::string op_label(const RankTrace& rt, std::size_t i) {
+// "rank 1 op 7 'name' (send)", plus where the op came from when the importer can say (a file and node id).
+std::string op_label(const RankTrace& rt, std::size_t i, const OpLocator& locate) {
   const Op& op = rt.ops[i];
   return "rank " + std::to_string(rt.rank) + " op " + std::to_string(i) +
-         (op.name.empty() ? "" : " '" + op.name + "'") + " (" + to_string(op.kind) + ")";
+         (op.name.empty() ? "" : " '" + text_excerpt(op.name) + "'") + " (" + to_string(op.kind) + ")" +
+         (locate ? " at " + locate(rt.rank, i) : "");
+}
+
+// Bytes as an integer when they are one (what users write), else with full precision.
+std::string bytes_text(double b) {
+  char buf[40];
+  if (b == std::floor(b) && std::fabs(b) < 9.007199254740992e15) std::snprintf(buf, sizeof buf, "%.0f", b);
+  else std::snprintf(buf, sizeof buf, "%.17g", b);
+  return std::string(buf) + " bytes";
 }
 }  // namespace
 
-void check_trace(const Trace& t, const std::string& where) {
+void check_trace(const Trace& t, const std::string& where, const OpLocator& locate) {
+  // An error is located at the first op it names when the importer can locate ops, else at `where`.
+  auto at = [&](const RankTrace& rt, std::size_t i) { return locate ? locate(rt.rank, i) : where; };
   std::map<std::int32_t, std::size_t> index;
   for (std::size_t i = 0; i < t.ranks.size(); ++i) index[t.ranks[i].rank] = i;
   // Cycles: Kahn's algorithm over deps + stream order, per rank.
@@ -361,54 +374,98 @@ void check_trace(const Trace& t, const std::string& where) {
     if (done != n) {
       std::string ops;
       int shown = 0;
+      std::size_t first = n;
       for (std::size_t i = 0; i < n && shown < 4; ++i)
         if (indeg[i]) {
-          ops += (shown ? "; " : "") + op_label(rt, i);
+          if (first == n) first = i;
+          ops += (shown ? "; " : "") + op_label(rt, i, locate);
           ++shown;
         }
-      throw InputError(where, "dependency cycle (through deps and stream order) involving " + ops);
+      throw InputError(at(rt, first), "dependency cycle on rank " + std::to_string(rt.rank) +
+                                          " (through deps and stream order) involving " + ops);
     }
   }
-  // Send/recv matching by (src, dst, tag) counts; peers must be simulated.
-  std::map<std::tuple<std::int32_t, std::int32_t, std::int64_t>, std::pair<std::int64_t, std::string>> bal;
+  // Send/recv matching by (src, dst, tag): equal counts, and the k-th send (in the sender's program order)
+  // and the k-th recv (in the receiver's) move the same number of bytes. Peers must be simulated.
+  struct P2p {
+    std::vector<std::pair<const RankTrace*, std::size_t>> sends, recvs;
+  };
+  std::map<std::tuple<std::int32_t, std::int32_t, std::int64_t>, P2p> p2p;
   for (const auto& rt : t.ranks)
     for (std::size_t i = 0; i < rt.ops.size(); ++i) {
       const Op& op = rt.ops[i];
       if (op.kind != OpKind::Send && op.kind != OpKind::Recv) continue;
       if (!index.count(op.peer))
-        throw InputError(where, op_label(rt, i) + ": peer rank " + std::to_string(op.peer) +
-                                    " is not simulated in this trace (point-to-point peers must be listed ranks)");
-      auto key = op.kind == OpKind::Send ? std::make_tuple(rt.rank, op.peer, op.tag)
-                                         : std::make_tuple(op.peer, rt.rank, op.tag);
-      auto& b = bal[key];
-      b.first += op.kind == OpKind::Send ? 1 : -1;
-      if (b.second.empty()) b.second = op_label(rt, i);
+        throw InputError(at(rt, i), op_label(rt, i, locate) + ": peer rank " + std::to_string(op.peer) +
+                                        " is not simulated in this trace (point-to-point peers must be listed ranks)");
+      const bool send = op.kind == OpKind::Send;
+      auto key = send ? std::make_tuple(rt.rank, op.peer, op.tag) : std::make_tuple(op.peer, rt.rank, op.tag);
+      (send ? p2p[key].sends : p2p[key].recvs).emplace_back(&rt, i);
     }
-  for (const auto& [k, b] : bal)
-    if (b.first != 0)
-      throw InputError(where, std::string(b.first > 0 ? "unmatched send" : "unmatched recv") + ": " +
-                                  std::to_string(std::abs(b.first)) + " more " + (b.first > 0 ? "sends" : "recvs") +
-                                  " than " + (b.first > 0 ? "recvs" : "sends") + " from rank " +
-                                  std::to_string(std::get<0>(k)) + " to rank " + std::to_string(std::get<1>(k)) +
-                                  " tag " + std::to_string(std::get<2>(k)) + " (first: " + b.second + ")");
-  // Collectives: every simulated member calls each communicator the same number of times.
-  std::vector<std::map<std::int32_t, std::int64_t>> calls(t.comms.size());
+  for (const auto& [k, p] : p2p) {
+    const std::int64_t diff = static_cast<std::int64_t>(p.sends.size()) - static_cast<std::int64_t>(p.recvs.size());
+    if (diff != 0) {
+      // The first op without a partner.
+      const auto& [rt, i] = diff > 0 ? p.sends[p.recvs.size()] : p.recvs[p.sends.size()];
+      throw InputError(at(*rt, i), std::string(diff > 0 ? "unmatched send" : "unmatched recv") + ": " +
+                                       std::to_string(std::abs(diff)) + " more " + (diff > 0 ? "sends" : "recvs") + " than " +
+                                       (diff > 0 ? "recvs" : "sends") + " from rank " + std::to_string(std::get<0>(k)) +
+                                       " to rank " + std::to_string(std::get<1>(k)) + " tag " + std::to_string(std::get<2>(k)) +
+                                       " (first without a partner: " + op_label(*rt, i, locate) + ")");
+    }
+    for (std::size_t n = 0; n < p.sends.size(); ++n) {
+      const auto& [srt, si] = p.sends[n];
+      const auto& [rrt, ri] = p.recvs[n];
+      const double sb = srt->ops[si].bytes, rb = rrt->ops[ri].bytes;
+      if (sb != rb)
+        throw InputError(at(*rrt, ri), "send/recv size mismatch (message #" + std::to_string(n + 1) + " from rank " +
+                                           std::to_string(std::get<0>(k)) + " to rank " + std::to_string(std::get<1>(k)) +
+                                           " tag " + std::to_string(std::get<2>(k)) + "): " + op_label(*rrt, ri, locate) +
+                                           " receives " + bytes_text(rb) + ", " + op_label(*srt, si, locate) + " sends " +
+                                           bytes_text(sb));
+    }
+  }
+  // Collectives: every simulated member calls each communicator the same number of times, and the k-th call
+  // (in each rank's program order, the order NCCL requires ranks to issue calls on one communicator) agrees in
+  // operation and bytes. Roots are not part of the trace format (broadcast and reduce are timed root-agnostic).
+  std::vector<std::map<std::int32_t, std::vector<std::uint32_t>>> calls(t.comms.size());
   for (const auto& rt : t.ranks)
-    for (const auto& op : rt.ops)
-      if (op.kind == OpKind::Collective) ++calls[op.comm][rt.rank];
+    for (std::size_t i = 0; i < rt.ops.size(); ++i)
+      if (rt.ops[i].kind == OpKind::Collective) calls[rt.ops[i].comm][rt.rank].push_back(static_cast<std::uint32_t>(i));
+  static const std::vector<std::uint32_t> kNone;
   for (std::size_t c = 0; c < t.comms.size(); ++c) {
-    std::int64_t ref = -1;
+    const std::vector<std::uint32_t>* ref = nullptr;
     std::int32_t ref_rank = -1;
     for (auto m : t.comms[c].ranks) {
       if (!index.count(m)) continue;
-      std::int64_t n = calls[c].count(m) ? calls[c][m] : 0;
-      if (ref < 0) {
-        ref = n;
+      auto it = calls[c].find(m);
+      const auto& mine = it == calls[c].end() ? kNone : it->second;
+      if (!ref) {
+        ref = &mine;
         ref_rank = m;
-      } else if (n != ref) {
-        throw InputError(where, "collective mismatch on communicator '" + t.comms[c].name + "': rank " +
-                                    std::to_string(ref_rank) + " calls it " + std::to_string(ref) + " times, rank " +
-                                    std::to_string(m) + " " + std::to_string(n) + " times");
+        continue;
+      }
+      if (mine.size() != ref->size()) {
+        // Located at the first call the other rank lacks.
+        const bool ref_more = ref->size() > mine.size();
+        const RankTrace& more = t.ranks[index[ref_more ? ref_rank : m]];
+        const std::size_t first = ref_more ? (*ref)[mine.size()] : mine[ref->size()];
+        throw InputError(at(more, first), "collective mismatch on communicator '" + text_excerpt(t.comms[c].name) + "': rank " +
+                                              std::to_string(ref_rank) + " calls it " + std::to_string(ref->size()) +
+                                              " times, rank " + std::to_string(m) + " " + std::to_string(mine.size()) +
+                                              " times (first call without a partner: " + op_label(more, first, locate) + ")");
+      }
+      const RankTrace& ra = t.ranks[index[ref_rank]];
+      const RankTrace& rb = t.ranks[index[m]];
+      for (std::size_t k = 0; k < mine.size(); ++k) {
+        const Op& a = ra.ops[(*ref)[k]];
+        const Op& b = rb.ops[mine[k]];
+        if (a.coll == b.coll && a.bytes == b.bytes) continue;
+        throw InputError(at(rb, mine[k]), "collective mismatch on communicator '" + text_excerpt(t.comms[c].name) +
+                                              "' call #" + std::to_string(k + 1) + ": " + op_label(ra, (*ref)[k], locate) +
+                                              " is " + to_string(a.coll) + " of " + bytes_text(a.bytes) + ", " +
+                                              op_label(rb, mine[k], locate) + " is " + to_string(b.coll) + " of " +
+                                              bytes_text(b.bytes));
       }
     }
   }

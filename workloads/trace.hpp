@@ -9,6 +9,7 @@
 // `notes`). `mirrors` on a communicator names how many identical copies of it (other groups made of
 // non-simulated ranks) run the same collectives at the same time, so their traffic can be modelled.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -17,6 +18,10 @@
 #include "sim/base/json_reader.hpp"
 
 namespace fabricsim::workloads {
+
+// The most ranks an imported workload (ASTRA-sim/SimAI text, Chakra) may have: 2^20, as for the generators'
+// worlds (kMaxDataParallelWorld). Checked before anything is sized by the rank count (docs/reliability.md).
+constexpr std::int64_t kMaxImportedWorld = 1 << 20;
 
 enum class OpKind : std::uint8_t { Compute, Collective, Send, Recv };
 const char* to_string(OpKind k);
@@ -88,9 +93,15 @@ Trace trace_from_json(const Json& doc, const std::string& file);
 Trace load_trace_file(const std::string& path);
 Json trace_to_json(const Trace& t);
 
-// Structural checks that do not need a simulation: dependency cycles (through deps and stream order),
-// sends without a matching recv and vice versa (by (src, dst, tag), counted), collectives whose simulated
-// members do not all call it the same number of times. Throws InputError naming the ops involved.
-void check_trace(const Trace& t, const std::string& where);
+// Where an op came from in the importer's input ("file: node 17"), for errors; empty = not known.
+using OpLocator = std::function<std::string(std::int32_t rank, std::size_t op)>;
+
+// Structural checks that do not need a simulation: dependency cycles (through deps and stream order, named
+// with the rank), sends without a matching recv and vice versa (by (src, dst, tag), counted), the k-th send
+// and k-th recv of one (src, dst, tag) moving different byte counts, collectives whose simulated members do
+// not all call it the same number of times, and the k-th call of a communicator differing between members in
+// operation or bytes. Throws InputError naming the ops involved (both sides of a mismatch); located at
+// `where`, or at the first op named when `locate` is given.
+void check_trace(const Trace& t, const std::string& where, const OpLocator& locate = {});
 
 }  // namespace fabricsim::workloads

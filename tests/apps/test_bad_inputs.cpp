@@ -130,3 +130,61 @@ TEST_CASE("issue 24 cases: topology, scenario, calibration and sweep files") {
   CHECK_MESSAGE(ok.rc == 0, ok.err);
   fs::remove_all(dir);
 }
+
+TEST_CASE("issue 24 cases: generators, imported workloads, traces and nccl-tests logs") {
+  const fs::path dir = cli_test::scratch_dir("bad_inputs_import");
+  const std::string layer = "\n1\nl -1 1000 NONE 0 1000 NONE 0 1000 ALLREDUCE 1048576 10\n";
+  const std::string trace_head = R"({"format":"fabricsim-trace","version":1,"world_size":2,
+    "communicators":[{"name":"w","ranks":[0,1],"category":"dp"}],"ranks":[
+      {"rank":0,"ops":[{"type":"collective","op":"all_reduce","comm":"w","bytes":1048576},
+                       {"type":"send","peer":1,"tag":0,"bytes":2097152}]},)";
+  std::ofstream(dir / "c.0.json") << R"({"workload_graph":[{"Id":1,"Name":"a","NodeType":4,"runtime":1}]})";
+  const std::vector<Case> cases = {
+      // bad_alloc before: each allocated before it checked
+      {"GPT global batch 2e8 on 8 GPUs", "g.json",
+       R"({"topology": {"preset": "dgx-h100"},
+          "workload": {"generator": "gpt", "params": {"num_layers": 2, "hidden_size": 1024, "num_attention_heads": 16,
+            "seq_length": 1024, "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": 2e8,
+            "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1}}})",
+       "run g.json --quiet", "g.json: /workload/params global_batch_size: gives 25000000 micro-batches"},
+      {"ASTRA npus 2147483647", "a1.txt", "DATA" + layer, "run --trace a1.txt --topology dgx-h100 --param npus=2147483647 --quiet",
+       "--param npus: expected at most 1048576 ranks"},
+      {"Chakra comm_dst 2e9", "p.0.json",
+       R"({"workload_graph":[{"Id":4,"Name":"s","NodeType":5,"comm_dst":2000000000,"comm_size":64}]})",
+       "run --trace p.0.json --topology dgx-h100 --quiet", "p.0.json: node 4: comm_dst 2000000000 is beyond"},
+      // silently accepted before
+      {"ASTRA npus 4294967304 (truncated to 8)", "a2.txt", "DATA all_gpus: 4294967304" + layer,
+       "run --trace a2.txt --topology dgx-h100 --quiet", "a2.txt:1: all_gpus: 4294967304 is above the 1048576 ranks"},
+      {"ASTRA compute of 1e300 cycles", "a3.txt", "DATA\n1\nl -1 1e300 NONE 0 1 NONE 0 1 ALLREDUCE 64 1\n",
+       "run --trace a3.txt --topology dgx-h100 --param npus=8 --quiet", "a3.txt:3: layer 'l': forward compute time of 1e300"},
+      {"trace: all_reduce on rank 0, all_gather on rank 1", "t1.json",
+       trace_head + R"({"rank":1,"ops":[{"type":"collective","op":"all_gather","comm":"w","bytes":1048576},
+                       {"type":"recv","peer":0,"tag":0,"bytes":2097152}]}]})",
+       "run --trace t1.json --topology dgx-h100 --quiet",
+       "t1.json: collective mismatch on communicator 'w' call #1: rank 0 op 0 (collective) is all_reduce of 1048576 "
+       "bytes, rank 1 op 0 (collective) is all_gather of 1048576 bytes"},
+      {"trace: 1 KiB recv matched with a 2 MiB send", "t2.json",
+       trace_head + R"({"rank":1,"ops":[{"type":"collective","op":"all_reduce","comm":"w","bytes":1048576},
+                       {"type":"recv","peer":0,"tag":0,"bytes":1024}]}]})",
+       "run --trace t2.json --topology dgx-h100 --quiet",
+       "t2.json: send/recv size mismatch (message #1 from rank 0 to rank 1 tag 0): rank 1 op 1 (recv) receives 1024 "
+       "bytes, rank 0 op 1 (send) sends 2097152 bytes"},
+      {"nccl-tests log with a header and no rows", "log.txt",
+       "# nThread 1 nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
+       "validation: 1 graph: 0\n#\n"
+       "#                                                              out-of-place                       in-place          \n"
+       "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+       "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n",
+       "validate log.txt --op all_reduce --nranks 8 --topology dgx-h100", "log.txt:4: the result table has no rows"},
+      // protobuf logged its own line (invalid UTF-8 in a string field) before ours: found by the libFuzzer target
+      {"Chakra .et with invalid UTF-8 in GlobalMetadata.version", "bad.0.et", std::string("\x04\x0a\x02\xff\xfe", 5),
+       "run --trace bad --topology dgx-h100 --quiet", "bad.0.et: not a Chakra protobuf trace"},
+      // unclear before: a cycle in rank 1's Chakra file was attributed to rank 0's file
+      {"Chakra cycle in rank 1's file", "c.1.json",
+       R"({"workload_graph":[{"Id":5,"Name":"a","NodeType":4,"runtime":1,"data_deps":[6]},
+                             {"Id":6,"Name":"b","NodeType":4,"runtime":1,"data_deps":[5]}]})",
+       "run --trace c --topology dgx-h100 --quiet", "c.1.json: dependency cycle through data_deps on rank 1: nodes"},
+  };
+  for (const auto& c : cases) check_case(dir, c);
+  fs::remove_all(dir);
+}

@@ -210,6 +210,9 @@ TEST_CASE("whose loop time: the bench's slowest rank survives text and JSON, and
   // Simulated: the slowest rank's period is longer than rank 0's at a latency-bound size, and the same
   // at a bandwidth-bound one within 2 %.
   auto c0 = make_cases({rank0});
+  // The text carries no system: state the sidecar's, as for the rank-0 run (multi-host mapping needs it).
+  back[0].stated_system = rank0.stated_system;
+  back[0].stated_network = rank0.stated_network;
   auto cs = make_cases({back[0]});
   const models::Calibration def = models::default_calibration();
   const double t0 = c0[0].sys->simulate(4, def).time_s, ts = cs[0].sys->simulate(4, def).time_s;
