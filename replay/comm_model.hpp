@@ -58,6 +58,9 @@ class CommModel {
   virtual void start_p2p(std::int32_t /*src_rank*/, std::int32_t /*dst_rank*/, double /*bytes*/, Done /*done*/) {
     throw std::logic_error("CommModel: not an asynchronous model");
   }
+  // Called once the replay's queue ran dry, before results are read: an asynchronous model that finds
+  // now that an assumption it made during the run was wrong may throw ReplayRestart here.
+  virtual void end_of_replay() {}
   // Which model this is, as results name it: "engine", "shared", "analytic".
   virtual std::string name() const { return "custom"; }
 };

@@ -301,7 +301,9 @@ std::string SharedNetworkCommModel::describe() const {
          "and messages that overlap in time contend for links (max-min fair); " +
          std::string(opt_.shared_isolation_shortcut
                          ? "a communicator or message pair whose links nothing else uses is priced once on an idle "
-                           "fabric while its calls do not overlap (exact: nothing could share its links); "
+                           "fabric while its calls do not overlap, and any other call whose links stay free of other calls from "
+                           "its start to its end likewise (exact: checked, the replay reruns with a call on the "
+                           "network when another started on its links); "
                          : "") +
          describe_common() + "; completion batching " + num("%g", opt_.shared_batch_tolerance_s) +
          " s; calibration '" + calib_.name + "'";
@@ -368,6 +370,7 @@ void SharedNetworkCommModel::claim(Entry& e) {
   for (const auto& x : e.b.s->transfers) {
     if (x.src == x.dst) continue;
     for (auto d : routing.route(x.src, x.dst)) {
+      e.dirs_used.push_back(static_cast<std::uint32_t>(d));
       std::int64_t& o = link_owner_[d];
       if (o == -1) {
         o = e.owner;
@@ -378,6 +381,9 @@ void SharedNetworkCommModel::claim(Entry& e) {
       }
     }
   }
+  std::sort(e.dirs_used.begin(), e.dirs_used.end());
+  e.dirs_used.erase(std::unique(e.dirs_used.begin(), e.dirs_used.end()), e.dirs_used.end());
+  e.dirs_used.shrink_to_fit();
   if (!conflict) return;
   // Every owner that met another on a link direction now runs on the network; if one of them has a call
   // priced as isolated still in flight, that call's price may be wrong: start over.
@@ -417,7 +423,29 @@ void SharedNetworkCommModel::bind(EventQueue& q) {
   net_->set_alternate_routing(routing_pxn_);
   std::fill(owner_in_flight_.begin(), owner_in_flight_.end(), 0);
   reset_stats();
-  isolated_calls_ = network_calls_ = 0;
+  isolated_calls_ = network_calls_ = window_calls_ = 0;
+  dir_busy_.assign(link_owner_.size(), 0);
+  dir_window_.assign(link_owner_.size(), -1);
+  owner_calls_.assign(owner_shared_.size(), 0);
+  window_.clear();
+  free_windows_.clear();
+  invalidated_ = 0;
+}
+
+void SharedNetworkCommModel::end_of_replay() {
+  if (invalidated_ == 0) return;
+  // Some call priced on an idle window met another call on its links: rerun with those instances on the
+  // network (or, after kMaxWindowReruns reruns, every call of a sharing owner).
+  if (++window_reruns_ >= kMaxWindowReruns) window_off_ = true;
+  ++restarts_;
+  throw ReplayRestart("a call priced on an idle window shared a link with another call");
+}
+
+void SharedNetworkCommModel::price_idle(Entry& e) {
+  if (!e.idle_priced) {
+    e.idle = price(*e.b.s, opt_.shared_batch_tolerance_s, e.b.phase, routing_of(e.b));
+    e.idle_priced = true;
+  }
 }
 
 void SharedNetworkCommModel::start(Entry& e, Done done) {
@@ -435,10 +463,7 @@ void SharedNetworkCommModel::start(Entry& e, Done done) {
     throw ReplayRestart("two calls of a communicator priced as isolated overlap in time");
   }
   if (!owner_shared_[e.owner]) {
-    if (!e.idle_priced) {
-      e.idle = price(*e.b.s, opt_.shared_batch_tolerance_s, e.b.phase, routing_of(e.b));
-      e.idle_priced = true;
-    }
+    price_idle(e);
     account(e.idle, e.p.replication);
     ++isolated_calls_;
     ++owner_in_flight_[e.owner];
@@ -449,13 +474,63 @@ void SharedNetworkCommModel::start(Entry& e, Done done) {
     });
     return;
   }
+  // A sharing owner: idle-window pricing (see the class comment) unless this instance is marked.
+  if (owner_calls_.size() < owner_shared_.size()) owner_calls_.resize(owner_shared_.size(), 0);
+  const std::uint64_t instance = (static_cast<std::uint64_t>(e.owner) << 32) | owner_calls_[e.owner]++;
+  bool window = opt_.shared_isolation_shortcut && !window_off_ && !forced_.count(instance);
+  for (auto d : e.dirs_used) {
+    if (!window) break;
+    window = dir_busy_[d] == 0;
+  }
+  if (window) {
+    price_idle(e);
+    account(e.idle, e.p.replication);
+    ++isolated_calls_;
+    ++window_calls_;
+    std::int32_t w;
+    if (!free_windows_.empty()) {
+      w = free_windows_.back();
+      free_windows_.pop_back();
+    } else {
+      w = static_cast<std::int32_t>(window_.size());
+      window_.emplace_back();
+    }
+    window_[w] = Window{instance, false};
+    for (auto d : e.dirs_used) {
+      ++dir_busy_[d];
+      dir_window_[d] = w;
+    }
+    const double end = now + e.idle.timing.duration_s;
+    q_->schedule(end, [this, &e, w, end, timing = e.p.timing, done = std::move(done)] {
+      for (auto d : e.dirs_used) {
+        --dir_busy_[d];
+        if (dir_window_[d] == w) dir_window_[d] = -1;
+      }
+      free_windows_.push_back(w);
+      done(end, timing);
+    });
+    return;
+  }
+  // On the network: an idle-window call in flight on one of its links was priced wrong.
+  for (auto d : e.dirs_used) {
+    const std::int32_t w = dir_window_[d];
+    if (w >= 0 && !window_[w].invalid) {
+      window_[w].invalid = true;
+      forced_.insert(window_[w].instance);
+      ++invalidated_;
+    }
+    ++dir_busy_[d];
+  }
   account(e.p, e.p.replication);
   ++runs_;
   ++network_calls_;
   if (e.b.phase) ++phase_runs_;
-  net_->start_schedule(e.b.s, e.b.s->fixed_latency_s, [done = std::move(done), timing = e.p.timing](ScheduleRun& r) {
-    done(r.finish_s, timing);
-  }, e.b.pxn);
+  net_->start_schedule(e.b.s, e.b.s->fixed_latency_s,
+                       [this, &e, done = std::move(done), timing = e.p.timing](ScheduleRun& r) {
+                         for (auto d : e.dirs_used) --dir_busy_[d];
+                         done(r.finish_s, timing);
+                       },
+                       e.b.pxn);
 }
 
 void SharedNetworkCommModel::start_collective(const workloads::Communicator& comm, CollOp op, double bytes,

@@ -157,6 +157,17 @@ class EngineCommModel final : public EngineCommBase {
 // model throws ReplayRestart, so the replay reruns from time 0 with it on the network (metric
 // replay.restarts). Owners not seen by prepare() (a trace replayed without it) claim their links on first
 // use, with the same restart rule when that reveals sharing with an owner that has a call in flight.
+//
+// Idle-window pricing (exact, for calls of owners that do share links): a call that starts while none of
+// its link directions is used by another call in flight is priced on an idle fabric too, optimistically.
+// If another call then starts on one of its link directions before it ends, the optimistic price may be
+// wrong: that call instance ((owner, k-th call of the owner) of this run) is marked to run on the network,
+// the replay goes on to its end and then reruns from time 0 (ReplayRestart from end_of_replay()). A run
+// with no such invalidation is exact: every call priced on an idle fabric had its links to itself for
+// its whole duration, where the shared network would have given it the same time. The marked set only
+// grows, so the reruns end; after kMaxWindowReruns reruns every call of a sharing owner runs on the
+// network (the previous behaviour). Conservative: a call occupies all its link directions from its start
+// to its end.
 class SharedNetworkCommModel final : public EngineCommBase {
  public:
   SharedNetworkCommModel(const topo::Topology& t, const models::Calibration& calib, EngineCommOptions opt = {});
@@ -177,7 +188,14 @@ class SharedNetworkCommModel final : public EngineCommBase {
   std::size_t isolated_calls() const { return isolated_calls_; }  // priced by the isolation shortcut
   std::size_t network_calls() const { return network_calls_; }    // run on the shared network
   std::size_t restarts() const { return restarts_; }
+  std::size_t window_calls() const { return window_calls_; }        // of isolated_calls(): idle-window ones
+  std::size_t window_reruns() const { return window_reruns_; }      // reruns after an invalidated window
+  void end_of_replay() override;
   std::size_t shared_owners() const;                               // owners that share a link
+  // The shared network's max-min solver since the last bind(): component re-solves and the flows they
+  // visited (where the CPU goes when many calls run on the network).
+  std::size_t network_solves() const { return net_ ? net_->model().solves() : 0; }
+  std::size_t network_solver_flow_visits() const { return net_ ? net_->model().solved_flow_visits() : 0; }
 
  private:
   struct Entry {
@@ -187,7 +205,10 @@ class SharedNetworkCommModel final : public EngineCommBase {
     bool claimed = false;  // its link directions are marked with its owner
     bool idle_priced = false;
     Priced idle;           // idle-fabric timing and link figures (isolated owners)
+    std::vector<std::uint32_t> dirs_used;  // distinct link directions its schedule routes over (sorted)
   };
+  static constexpr std::size_t kMaxWindowReruns = 8;
+  void price_idle(Entry& e);
   Entry& collective_entry(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                           const std::string& algorithm);
   Entry& p2p_entry(std::int32_t src, std::int32_t dst, double bytes);
@@ -204,6 +225,20 @@ class SharedNetworkCommModel final : public EngineCommBase {
   EventQueue* q_ = nullptr;
   std::unique_ptr<Network> net_;
   std::size_t isolated_calls_ = 0, network_calls_ = 0, restarts_ = 0;
+  // idle-window pricing: per link direction the calls in flight on it (this run) and the idle-window call
+  // occupying it (index into window_, or -1); per owner the calls started this run; the marked instances
+  std::vector<std::uint32_t> dir_busy_;
+  std::vector<std::int32_t> dir_window_;
+  std::vector<std::uint32_t> owner_calls_;
+  struct Window {
+    std::uint64_t instance = 0;  // owner << 32 | k
+    bool invalid = false;
+  };
+  std::vector<Window> window_;
+  std::vector<std::int32_t> free_windows_;
+  std::set<std::uint64_t> forced_;
+  bool window_off_ = false;
+  std::size_t invalidated_ = 0, window_calls_ = 0, window_reruns_ = 0;
 };
 
 }  // namespace fabricsim::sim

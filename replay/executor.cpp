@@ -413,6 +413,7 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
     Replayer rp(graph, compute, comm, q);
     try {
       rp.run();
+      comm.end_of_replay();
     } catch (const ReplayRestart&) {
       ++restarts;
       continue;

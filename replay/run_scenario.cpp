@@ -60,6 +60,10 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
       r.metrics["replay.shared.isolated_calls"] = static_cast<double>(shared->isolated_calls());
       r.metrics["replay.shared.network_calls"] = static_cast<double>(shared->network_calls());
       r.metrics["replay.shared.sharing_owners"] = static_cast<double>(shared->shared_owners());
+      r.metrics["replay.shared.idle_window_calls"] = static_cast<double>(shared->window_calls());
+      r.metrics["replay.shared.idle_window_reruns"] = static_cast<double>(shared->window_reruns());
+      r.metrics["replay.shared.network_solves"] = static_cast<double>(shared->network_solves());
+      r.metrics["replay.shared.network_solver_flow_visits"] = static_cast<double>(shared->network_solver_flow_visits());
     }
     if (opt.engine.collect_link_stats) {
       engine->finalize_link_stats();
