@@ -288,6 +288,64 @@ CommTiming EngineCommModel::p2p(std::int32_t src, std::int32_t dst, double bytes
   return (p2p_cache_[key] = std::move(p)).timing;
 }
 
+// ---- AnalyticLinksCommModel: analytic times, schedule bytes ----
+
+AnalyticLinksCommModel::AnalyticLinksCommModel(const topo::Topology& t, const models::Calibration& calib,
+                                               EngineCommOptions opt)
+    : EngineCommBase(t, calib, opt), analytic_(t) {}
+
+std::string AnalyticLinksCommModel::describe() const {
+  return analytic_.describe() +
+         "; link statistics: each call's per-link payload bytes from its NCCL schedule (models/collectives, as the "
+         "engine models build it), busy for the analytic time";
+}
+
+void AnalyticLinksCommModel::add_call(const Priced& b, double duration_s) {
+  if (!opt_.collect_link_stats) return;
+  scratch_.dirs = b.dirs;
+  scratch_.tier_bytes = b.tier_bytes;
+  for (auto& [d, st] : scratch_.dirs) {
+    st.busy_s = duration_s;
+    // mean load over the call relative to nominal bandwidth (link_dirs() utilisation convention)
+    const double nominal = t_.link(static_cast<topo::LinkId>(d / 2)).bandwidth_Bps;
+    st.peak_util = duration_s > 0 && nominal > 0 ? std::min(1.0, st.bytes / (duration_s * nominal)) : 0.0;
+  }
+  account(scratch_, b.replication);
+}
+
+CommTiming AnalyticLinksCommModel::collective(const workloads::Communicator& comm, CollOp op, double bytes,
+                                              const std::string& algorithm) {
+  const CommTiming t = analytic_.collective(comm, op, bytes, algorithm);
+  if (!opt_.collect_link_stats) return t;
+  auto key = std::make_tuple(static_cast<const void*>(&comm), static_cast<int>(op), bytes);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) {
+    Priced p;
+    const Built b = build_collective(comm, op, bytes, algorithm);
+    if (b.s) payload_bytes(*b.s, routing_of(b), p);
+    p.replication = replication(comm);
+    it = cache_.emplace(key, std::move(p)).first;
+  }
+  add_call(it->second, t.duration_s);
+  return t;
+}
+
+CommTiming AnalyticLinksCommModel::p2p(std::int32_t src, std::int32_t dst, double bytes) {
+  const CommTiming t = analytic_.p2p(src, dst, bytes);
+  if (!opt_.collect_link_stats) return t;
+  auto key = std::make_tuple(src, dst, bytes);
+  auto it = p2p_cache_.find(key);
+  if (it == p2p_cache_.end()) {
+    Priced p;
+    const Built b = build_p2p(src, dst, bytes);
+    payload_bytes(*b.s, routing_of(b), p);
+    p.replication = p2p_replication();
+    it = p2p_cache_.emplace(key, std::move(p)).first;
+  }
+  add_call(it->second, t.duration_s);
+  return t;
+}
+
 // ---- SharedNetworkCommModel ----
 
 SharedNetworkCommModel::SharedNetworkCommModel(const topo::Topology& t, const models::Calibration& calib,

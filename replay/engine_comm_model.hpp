@@ -143,6 +143,30 @@ class EngineCommModel final : public EngineCommBase {
   std::map<std::tuple<std::int32_t, std::int32_t, double>, Priced> p2p_cache_;
 };
 
+// "analytic" with link statistics: the closed-form AnalyticCommModel prices every call (the times are
+// exactly its), and each call's per-link-direction payload bytes come from the NCCL schedule the engine
+// models would run for it (models::build_schedule with the same algorithm choice, mirrors and PXN routing,
+// built once per distinct call; the bytes do not depend on the timing model). Busy time per call = the
+// analytic duration on every direction that carries bytes, peak utilisation = the call's mean load over
+// that time relative to nominal bandwidth (bytes / (duration x nominal), at most 1), so
+// links.by_class has real bytes and utilisation under comm_model "analytic" too. Nothing is simulated.
+class AnalyticLinksCommModel final : public EngineCommBase {
+ public:
+  AnalyticLinksCommModel(const topo::Topology& t, const models::Calibration& calib, EngineCommOptions opt = {});
+  CommTiming collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
+                        const std::string& algorithm) override;
+  CommTiming p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes) override;
+  std::string describe() const override;
+  std::string name() const override { return "analytic"; }
+
+ private:
+  void add_call(const Priced& bytes_only, double duration_s);
+  AnalyticCommModel analytic_;
+  std::map<std::tuple<const void*, int, double>, Priced> cache_;
+  std::map<std::tuple<std::int32_t, std::int32_t, double>, Priced> p2p_cache_;
+  Priced scratch_;
+};
+
 // "shared": every collective and message on one sim::Network on the replay's EventQueue (asynchronous).
 //
 // Isolation shortcut (exact): every communicator and every (src, dst) message pair is an *owner* of the

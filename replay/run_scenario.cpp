@@ -32,8 +32,19 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   std::unique_ptr<CommModel> comm;
   EngineCommBase* engine = nullptr;
   SharedNetworkCommModel* shared = nullptr;
+  AnalyticLinksCommModel* analytic = nullptr;
   if (which == "analytic") {
-    comm = std::make_unique<AnalyticCommModel>(topo);
+    if (opt.engine.collect_link_stats) {
+      // analytic times; per-link bytes from the calls' schedules (replay/engine_comm_model.hpp)
+      auto a = std::make_unique<AnalyticLinksCommModel>(topo, calib, opt.engine);
+      std::vector<std::int32_t> simulated;
+      for (const auto& rt : trace.ranks) simulated.push_back(rt.rank);
+      a->set_symmetry(trace.world_size, std::move(simulated));
+      analytic = a.get();
+      comm = std::move(a);
+    } else {
+      comm = std::make_unique<AnalyticCommModel>(topo);
+    }
   } else {
     std::unique_ptr<EngineCommBase> e;
     if (which == "shared") {
@@ -91,6 +102,19 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
             "link bandwidth. metrics link_bytes.cluster_estimate.tier<k> scale each call by the number of copies of "
             "its group in the whole cluster (world / simulated ranks x simulated members / ranks priced)");
     }
+  }
+  if (analytic) {
+    r.links = link_records(topo, analytic->link_dirs());
+    auto tiers = analytic->link_totals_by_tier();
+    for (const auto& [tier, b] : tiers.priced) r.metrics["link_bytes.priced_groups.tier" + std::to_string(tier)] = b;
+    for (const auto& [tier, b] : tiers.cluster) r.metrics["link_bytes.cluster_estimate.tier" + std::to_string(tier)] = b;
+    r.notes.push_back(
+        "link statistics: one training iteration; bytes per link are each collective / send's payload on the "
+        "routes of the NCCL schedule the engine would run for it (the simulated ranks' communicators with their "
+        "co-located mirrors; stand-in groups on other links are not placed), busy time is the analytic time of "
+        "every call on each link it uses (added as if calls did not overlap); utilisation relative to nominal "
+        "link bandwidth. metrics link_bytes.cluster_estimate.tier<k> scale each call by the number of copies of "
+        "its group in the whole cluster (world / simulated ranks x simulated members / ranks priced)");
   }
   auto t2 = std::chrono::steady_clock::now();
   r.topology = s.topology;
