@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -491,10 +493,15 @@ void SharedNetworkCommModel::bind(EventQueue& q) {
 }
 
 void SharedNetworkCommModel::end_of_replay() {
+  if (std::getenv("FABRICSIM_DEBUG_WINDOWS"))
+    std::fprintf(stderr, "end_of_replay: window %zu network %zu invalidated %zu forced %zu clock %.1f\n", window_calls_,
+                 network_calls_, invalidated_, forced_.size(), static_cast<double>(std::clock()) / CLOCKS_PER_SEC);
   if (invalidated_ == 0) return;
   // Some call priced on an idle window met another call on its links: rerun with those instances on the
-  // network (or, after kMaxWindowReruns reruns, every call of a sharing owner).
-  if (++window_reruns_ >= kMaxWindowReruns) window_off_ = true;
+  // network. After kMaxWindowReruns reruns, or when a quarter or more of this run's idle windows failed
+  // (the sharing communicators' calls overlap as a rule, e.g. expert-parallel all_to_alls beside pipeline
+  // sends: more reruns would cost more than they save), every call of a sharing owner runs on the network.
+  if (++window_reruns_ >= kMaxWindowReruns || 4 * invalidated_ >= window_calls_) window_off_ = true;
   ++restarts_;
   throw ReplayRestart("a call priced on an idle window shared a link with another call");
 }
@@ -535,7 +542,9 @@ void SharedNetworkCommModel::start(Entry& e, Done done) {
   // A sharing owner: idle-window pricing (see the class comment) unless this instance is marked.
   if (owner_calls_.size() < owner_shared_.size()) owner_calls_.resize(owner_shared_.size(), 0);
   const std::uint64_t instance = (static_cast<std::uint64_t>(e.owner) << 32) | owner_calls_[e.owner]++;
-  bool window = opt_.shared_isolation_shortcut && !window_off_ && !forced_.count(instance);
+  if (owner_invalid_.size() < owner_shared_.size()) owner_invalid_.resize(owner_shared_.size(), 0);
+  bool window = opt_.shared_isolation_shortcut && !window_off_ && owner_invalid_[e.owner] < kOwnerWindowLimit &&
+                !forced_.count(instance);
   for (auto d : e.dirs_used) {
     if (!window) break;
     window = dir_busy_[d] == 0;
@@ -575,10 +584,12 @@ void SharedNetworkCommModel::start(Entry& e, Done done) {
     if (w >= 0 && !window_[w].invalid) {
       window_[w].invalid = true;
       forced_.insert(window_[w].instance);
+      ++owner_invalid_[window_[w].instance >> 32];
       ++invalidated_;
     }
     ++dir_busy_[d];
   }
+  if (invalidated_ >= kRunInvalidLimit) end_of_replay();  // the rest of this run is timed wrong: rerun now
   account(e.p, e.p.replication);
   ++runs_;
   ++network_calls_;

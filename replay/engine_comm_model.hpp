@@ -231,7 +231,12 @@ class SharedNetworkCommModel final : public EngineCommBase {
     Priced idle;           // idle-fabric timing and link figures (isolated owners)
     std::vector<std::uint32_t> dirs_used;  // distinct link directions its schedule routes over (sorted)
   };
-  static constexpr std::size_t kMaxWindowReruns = 8;
+  // An owner whose idle-window calls were invalidated kOwnerWindowLimit times runs all its calls on the
+  // network from the next run on (its calls overlap others: windows would only cost reruns); a run stops
+  // at once (ReplayRestart) after kRunInvalidLimit invalidations, since what follows is timed wrong anyway.
+  static constexpr std::size_t kMaxWindowReruns = 16;
+  static constexpr std::uint32_t kOwnerWindowLimit = 2;
+  static constexpr std::size_t kRunInvalidLimit = 64;
   void price_idle(Entry& e);
   Entry& collective_entry(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                           const std::string& algorithm);
@@ -261,6 +266,7 @@ class SharedNetworkCommModel final : public EngineCommBase {
   std::vector<Window> window_;
   std::vector<std::int32_t> free_windows_;
   std::set<std::uint64_t> forced_;
+  std::vector<std::uint32_t> owner_invalid_;  // invalidated idle-window calls per owner, over all runs
   bool window_off_ = false;
   std::size_t invalidated_ = 0, window_calls_ = 0, window_reruns_ = 0;
 };
