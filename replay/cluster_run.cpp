@@ -26,9 +26,8 @@ RunResult replay_jobs(const std::vector<const workloads::PlacedJob*>& jobs, cons
                       const models::Calibration& calib, const models::ComputeModel& cm, const ScenarioRunOptions& opt) {
   workloads::Trace trace = workloads::merge_jobs(jobs, static_cast<std::int32_t>(topo.gpus().size()));
   EngineCommOptions eo = opt.engine;
-  eo.shared_network = true;
   eo.collect_link_stats = true;
-  EngineCommModel engine(topo, calib, eo);
+  SharedNetworkCommModel engine(topo, calib, eo);  // all jobs' flows on one network: they contend
   std::vector<std::int32_t> simulated;
   for (const auto& rt : trace.ranks) simulated.push_back(rt.rank);
   std::int32_t world = 0;
