@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "apps/cli.hpp"
+#include "models/system.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
 #include "replay/outputs_sweep.hpp"
@@ -154,6 +155,24 @@ int cmd_sweep(int argc, char** argv) {
       std::cerr << "fabricsim sweep: " << stale << " row(s) of " << output
                 << " came from a different scenario or --comm-model (input_hash differs) and run again\n";
 
+    // Every point's inputs are checked before the first one runs (scenario keys, calibration, generator
+    // parameters against its topology): a bad point fails the sweep with exit 2 and nothing is simulated.
+    {
+      std::map<std::string, models::System> systems;  // points often share a system
+      for (std::size_t i : todo) {
+        const sim::SweepPoint& pt = spec.points[i];
+        try {
+          workloads::Scenario sc = workloads::scenario_from_json(sim::point_scenario(spec, pt), spec.base_source);
+          Json key = {sc.topology, sc.topology_params, sc.calibration_file};
+          auto it = systems.find(key.dump());
+          if (it == systems.end()) it = systems.emplace(key.dump(), sim::scenario_system(sc)).first;
+          sim::check_scenario_inputs(sc, it->second);
+        } catch (const InputError& e) {
+          throw InputError(spec.file + ": point " + std::to_string(i) + " (" + inputs_text(spec, pt) + ")",
+                           std::string(e.what()) + "; nothing was run");
+        }
+      }
+    }
     sim::ScenarioRunner runner = [comm_model](const Json& scen, const std::string& source) {
       workloads::Scenario sc = workloads::scenario_from_json(scen, source);
       sim::ScenarioRunOptions o;

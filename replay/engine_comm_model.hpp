@@ -120,7 +120,8 @@ class EngineCommModel final : public CommModel {
   Built build_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                          const std::string& algorithm);
   Built build_p2p(std::int32_t src, std::int32_t dst, double bytes);
-  Priced price(const models::Schedule& s, bool phase, topo::Routing& routing);
+  // `ran`: the schedule's result when it was already run (with link statistics), else it is run here.
+  Priced price(const models::Schedule& s, bool phase, topo::Routing& routing, const ScheduleResult* ran = nullptr);
   // Payload bytes per link direction and per tier of one run of `s` (busy time / peak left at 0).
   void payload_bytes(const models::Schedule& s, topo::Routing& routing, Priced& into) const;
   double p2p_replication() const;

@@ -469,6 +469,7 @@ Json result_json(const RunResult& r, int top_links) {
   j["schema_version"] = 1;
   j["topology"] = r.topology;
   j["topology_params"] = r.topology_params;
+  if (!r.calibration.empty()) j["calibration"] = r.calibration;
   j["workload"] = r.workload;
   j["workload_params"] = r.workload_params;
   j["gpus"] = r.gpus;
@@ -560,6 +561,7 @@ std::string summary_text(const RunResult& r, int top_links) {
   std::ostringstream o;
   char buf[256];
   o << "topology     " << r.topology << params_text(r.topology_params) << "\n";
+  if (!r.calibration.empty()) o << "calibration  " << r.calibration << "\n";
   o << "workload     " << r.workload << params_text(r.workload_params) << "\n";
   o << "GPUs         " << r.gpus << "\n";
   o << "step time    " << ms(r.iteration_s) << "\n";
@@ -769,6 +771,7 @@ std::string report_html(const RunResult& r, int top_links) {
     o << "<tr><th>" << html_escape(k) << "</th><td>" << html_escape(v) << "</td></tr>\n";
   };
   row("topology", r.topology + params_text(r.topology_params));
+  if (!r.calibration.empty()) row("calibration", r.calibration);
   row("workload", r.workload + params_text(r.workload_params));
   row("GPUs", std::to_string(r.gpus));
   row("step time", ms(r.iteration_s));
