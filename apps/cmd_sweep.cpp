@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -17,6 +18,7 @@
 #include "sim/base/units.hpp"
 #include "replay/outputs_sweep.hpp"
 #include "replay/run_scenario.hpp"
+#include "workloads/params.hpp"
 #include "workloads/scenario.hpp"
 
 #ifdef FABRICSIM_HAVE_MPI
@@ -133,6 +135,34 @@ int cmd_sweep(int argc, char** argv) {
       throw InputError("--comm-model", std::string("expected ") + workloads::comm_model_help());
 
     if (!comm_model.empty()) spec.run_options = std::string("comm_model=") + comm_model;
+    // Every point's scenario and generator parameters are read before the first point runs: a malformed
+    // scenario, an unknown generator parameter or an ill-typed value in any point fails the sweep (exit 2)
+    // with nothing simulated. What only that point's combination makes impossible (a TP size that does not
+    // divide its GPUs, a topology that cannot be built) stays that point's failed row.
+    {
+      std::map<std::string, std::shared_ptr<models::System>> systems;  // points often share a system
+      for (const sim::SweepPoint& pt : spec.points) {
+        const std::size_t i = pt.index;
+        const std::string at = spec.file + ": point " + std::to_string(i) + " (" + inputs_text(spec, pt) + ")";
+        workloads::Scenario sc;
+        try {
+          sc = workloads::scenario_from_json(sim::point_scenario(spec, pt), spec.base_source);
+        } catch (const InputError& e) {
+          throw InputError(at, std::string(e.what()) + "; nothing was run");
+        }
+        try {
+          const std::string key = Json{sc.topology, sc.topology_params, sc.calibration_file}.dump();
+          auto it = systems.find(key);
+          if (it == systems.end())
+            it = systems.emplace(key, std::make_shared<models::System>(sim::scenario_system(sc))).first;
+          sim::check_scenario_inputs(sc, *it->second);
+        } catch (const workloads::ParamError& e) {
+          throw InputError(at, std::string(e.what()) + "; nothing was run");
+        } catch (const InputError&) {
+          // That point's own failure: reported as its row when it runs.
+        }
+      }
+    }
     // Resume: rows already in the output file (rows of another scenario or comm model run again).
     std::map<std::size_t, std::string> done;
     std::size_t stale = 0;
@@ -155,24 +185,6 @@ int cmd_sweep(int argc, char** argv) {
       std::cerr << "fabricsim sweep: " << stale << " row(s) of " << output
                 << " came from a different scenario or --comm-model (input_hash differs) and run again\n";
 
-    // Every point's inputs are checked before the first one runs (scenario keys, calibration, generator
-    // parameters against its topology): a bad point fails the sweep with exit 2 and nothing is simulated.
-    {
-      std::map<std::string, models::System> systems;  // points often share a system
-      for (std::size_t i : todo) {
-        const sim::SweepPoint& pt = spec.points[i];
-        try {
-          workloads::Scenario sc = workloads::scenario_from_json(sim::point_scenario(spec, pt), spec.base_source);
-          Json key = {sc.topology, sc.topology_params, sc.calibration_file};
-          auto it = systems.find(key.dump());
-          if (it == systems.end()) it = systems.emplace(key.dump(), sim::scenario_system(sc)).first;
-          sim::check_scenario_inputs(sc, it->second);
-        } catch (const InputError& e) {
-          throw InputError(spec.file + ": point " + std::to_string(i) + " (" + inputs_text(spec, pt) + ")",
-                           std::string(e.what()) + "; nothing was run");
-        }
-      }
-    }
     sim::ScenarioRunner runner = [comm_model](const Json& scen, const std::string& source) {
       workloads::Scenario sc = workloads::scenario_from_json(scen, source);
       sim::ScenarioRunOptions o;
