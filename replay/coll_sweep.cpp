@@ -286,6 +286,7 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
       info.bytes = static_cast<double>(c.spec.bytes);
       info.communicator = c.spec.communicator;
       out.last = collective_run_result(t, *ct.schedule, *ct.run, info);
+      out.last.calibration = sys.calibration_label();
     }
     rows.push_back({c.spec.bytes, ct.time_s, ct.predicted_s, ct.algorithm, ct.protocol, ct.fidelity, ct.transfers});
     out.times_s.push_back(ct.time_s);

@@ -45,7 +45,8 @@ std::string EngineCommModel::describe() const {
          "flow-level engine on an idle fabric, cached per (communicator, op, bytes); " + common +
          "different collectives overlapping in time do not contend (comm_model \"shared\" makes them); a group "
          "without mirrors is priced by sim::time_collective, the time `fabricsim coll` and `validate` give for the same "
-         "call (fidelity auto); merged mirror groups at " + fidelity +
+         "call (fidelity auto) while ranks x communicator size <= " + num("%.0f", opt_.step_limit) + ", else at phase "
+         "fidelity; merged mirror groups at " + fidelity +
          " with completion batching " + num("%g", opt_.large_batch_tolerance_s) + " s; calibration '" + calib_.name +
          "'";
 }
@@ -279,17 +280,28 @@ CommTiming EngineCommModel::collective(const workloads::Communicator& comm, Coll
     // One group on an idle fabric: the one price of a call (sim/engine/collective_time.hpp), the time
     // `fabricsim coll` and `fabricsim validate` give for the same call (tests/validate/test_one_price.cpp).
     // With link statistics the materialised schedule's run provides them; the time stays the same.
+    // Groups beyond step_limit (ranks x size > 20000 by default, i.e. more than 141 ranks) keep this model's
+    // fast tier: phase fidelity with completion batching (EngineCommOptions); below it the fidelity is the one
+    // `coll` uses (auto).
+    const bool phase = static_cast<double>(comm.ranks.size()) * static_cast<double>(comm.ranks.size()) > opt_.step_limit;
     CollectiveCall call;
-    call.spec = group_spec(t_, comm, op, bytes, algorithm, 0, models::Fidelity::Auto);
+    call.spec = group_spec(t_, comm, op, bytes, algorithm, 0, phase ? models::Fidelity::Phase : models::Fidelity::Auto);
     call.pxn = op == CollOp::AllToAll || op == CollOp::AllToAllv;
     call.keep_run = opt_.collect_link_stats;
+    if (phase) call.batch_tolerance_s = opt_.large_batch_tolerance_s;
     topo::Routing& routing = *call.pxn ? routing_pxn_ : routing_;
     const CollectiveTime ct = time_collective(t_, routing, calib_, call);
     Entry e;
-    if (ct.run) {
-      e.p = price(*ct.schedule, false, routing, ct.run.get());
+    if (ct.run && ct.fidelity == "symmetry") {
+      // Symmetry collapses transfers, so its run lacks the collapsed links' busy time: link statistics come
+      // from the step/phase schedule of this model's fidelity policy (the time stays time_collective's).
+      const Built b = build_collective(comm, op, bytes, algorithm);
+      e.p = price(*b.s, b.phase, routing_of(b));
+    } else if (ct.run) {
+      e.p = price(*ct.schedule, phase, routing, ct.run.get());
     } else {
       ++runs_;
+      if (phase) ++phase_runs_;
     }
     e.p.timing.duration_s = ct.time_s;
     e.p.timing.algorithm = ct.algorithm;

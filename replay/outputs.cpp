@@ -469,7 +469,7 @@ Json result_json(const RunResult& r, int top_links) {
   j["schema_version"] = 1;
   j["topology"] = r.topology;
   j["topology_params"] = r.topology_params;
-  if (!r.calibration.empty()) j["calibration"] = r.calibration;
+  j["calibration"] = r.calibration;
   j["workload"] = r.workload;
   j["workload_params"] = r.workload_params;
   j["gpus"] = r.gpus;

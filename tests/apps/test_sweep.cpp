@@ -162,7 +162,7 @@ TEST_CASE("fabricsim sweep: an unknown or ill-typed generator parameter in any p
 })";
   Proc typo = sh(bin + " sweep typo.json --threads 1 --quiet", dir);
   CHECK(typo.rc == 2);
-  CHECK_MESSAGE(typo.err.find("typo.json: point 2 (c)") != std::string::npos, typo.err);
+  CHECK_MESSAGE(typo.err.find("typo.json: point 2 (label=c)") != std::string::npos, typo.err);
   CHECK(typo.err.find("unknown parameter(s): num_layres") != std::string::npos);
   CHECK(typo.err.find("nothing was run") != std::string::npos);
   CHECK(!fs::exists(dir / "typo.csv"));
@@ -170,7 +170,8 @@ TEST_CASE("fabricsim sweep: an unknown or ill-typed generator parameter in any p
   std::ofstream(dir / "typed.json") << R"({
   "scenario": "base.json",
   "mode": "list",
-  "points": [{"label": "a", "set": {}}, {"label": "b", "set": {"/workload/params/micro_batch_size": "two"}}],
+  "points": [{"label": "a", "set": {"/workload/params/num_layers": 2}},
+             {"label": "b", "set": {"/workload/params/micro_batch_size": "two"}}],
   "output": "typed.csv"
 })";
   Proc typed = sh(bin + " sweep typed.json --threads 1 --quiet", dir);

@@ -143,7 +143,7 @@ TEST_CASE("coll --json broadcast reads back into validate as itself: one call, o
     auto file = nlohmann::json::parse(slurp(sim));
     CHECK(file["system"].contains("iters") == !flags.empty());
     if (!flags.empty()) CHECK(file["system"]["iters"].get<int>() == 50);
-    Run v = run("validate --json " + (d / "r.json").string() + " " + sim, d);
+    Run v = run("validate --calibration default --json " + (d / "r.json").string() + " " + sim, d);
     REQUIRE(v.rc == 0);
     auto j = nlohmann::json::parse(slurp((d / "r.json").string()));
     CHECK(j["logs"][0]["points"].size() == 5);
