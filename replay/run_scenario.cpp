@@ -10,6 +10,7 @@
 #include "models/collectives.hpp"
 #include "models/compute.hpp"
 #include "models/system.hpp"
+#include "replay/cluster_run.hpp"
 #include "replay/engine_comm_model.hpp"
 #include "replay/outputs_links.hpp"
 #include "topologies/io.hpp"
@@ -31,6 +32,7 @@ void check_scenario_inputs(const workloads::Scenario& s, const models::System& s
 }
 
 ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions& opt) {
+  if (!s.jobs.empty()) return run_cluster(s, opt);  // several jobs on one fabric (replay/cluster_run.hpp)
   auto t0 = std::chrono::steady_clock::now();
   // NVLink traffic is striped by the hardware over all NVSwitch planes; the flow model needs them merged
   // (models/collectives.hpp, merge_nvswitch_planes), as `fabricsim coll` does.
@@ -108,6 +110,9 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
 }
 
 std::string scenario_gemm_shapes(const workloads::Scenario& s) {
+  if (!s.jobs.empty())
+    throw InputError(s.file + ": /jobs", "a single-workload scenario for --kernel-shapes (list each job's workload in a "
+                                         "scenario of its own)");
   const models::System sys = scenario_system(s);
   const topo::Topology& topo = sys.topology();
   const models::Calibration& calib = sys.calibration();
