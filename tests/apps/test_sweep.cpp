@@ -172,6 +172,8 @@ TEST_CASE("fabricsim sweep: a layout that needs more GPU memory than the GPU has
   CHECK(again.rc == 0);
   CHECK(again.err.find("2 already in") != std::string::npos);
   CHECK(slurp(dir / "fit.csv") == csv);
+  fs::remove_all(dir);
+}
 
 TEST_CASE("fabricsim sweep: an unknown or ill-typed generator parameter in any point fails before the first runs") {
   const fs::path dir = cli_test::scratch_dir("sweep_params_test");
