@@ -169,9 +169,12 @@ double read_calibration_param(const ParamDecl& d, const Json& v, const JsonPath&
         json_fail(at, std::string("expected ") + range);
       break;
     case ParamUnit::Bytes:
-    case ParamUnit::Seconds:
       std::snprintf(range, sizeof range, "%s in [%g, %g]", to_string(d.unit), d.min, d.max);
       if (!(x >= d.min && x <= d.max)) json_fail(at, std::string("expected ") + range);
+      break;
+    case ParamUnit::Seconds:  // a latency or launch cost of 0 is not a calibration of real hardware
+      std::snprintf(range, sizeof range, "%s in (%g, %g]", to_string(d.unit), d.min, d.max);
+      if (!(x > d.min && x <= d.max)) json_fail(at, std::string("expected ") + range);
       break;
   }
   return x;
@@ -184,7 +187,7 @@ std::string calibration_params_text() {
   for (const auto& d : calibration_params()) {
     char line[512];
     char range[64];
-    const bool open_low = d.unit == ParamUnit::Fraction || d.unit == ParamUnit::Multiplier;
+    const bool open_low = d.unit != ParamUnit::Count && d.unit != ParamUnit::Bytes;
     std::snprintf(range, sizeof range, "%s%g, %g]", open_low ? "(" : "[", d.min, d.max);
     char dflt[32];
     if (std::isnan(d.default_value)) std::snprintf(dflt, sizeof dflt, "preset");
