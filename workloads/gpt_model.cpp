@@ -375,6 +375,12 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     inflight = std::min(m * double(v), double((p - st - 1) * 2 + (v - 1) * p + 1) + extra);
   }
   double act = per_chunk_mb * (inflight - 1.0) + mb_peak;
+  // torch.distributed.pipelining (the PP runtime under torch FSDP2): a stage keeps each forwarded
+  // micro-batch's outputs in fwd_cache until that micro-batch's backward (torch/distributed/pipelining/
+  // stage.py, forward_one_chunk: fwd_cache[fwd_chunk_id] = (output_tuple, input_values)), one chunk output
+  // (2 b s h / cp bytes, split by SP) per in-flight micro-batch; Megatron frees the sent output's storage
+  // (deallocate_pipeline_outputs). The last stage's output is the loss.
+  if (c.use_torch_fsdp2 && p > 1) act += (holds_last ? inflight - 1.0 : inflight) * input_only;
   // Loss buffers on the last stage, per logit element (s b V / (t cp) of them): Megatron-Core's
   // vocab-parallel cross entropy (megatron/core/tensor_parallel/cross_entropy.py) keeps the bf16 logits
   // (2 bytes), upcasts them to fp32 (4), saves the fp32 softmax for the backward (4) and produces an fp32
