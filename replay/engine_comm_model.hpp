@@ -105,8 +105,15 @@ class EngineCommBase : public CommModel {
   Built build_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                          const std::string& algorithm);
   Built build_p2p(std::int32_t src, std::int32_t dst, double bytes);
-  // Runs `s` alone on an idle fabric with completion batching `tolerance_s`.
-  Priced price(const models::Schedule& s, double tolerance_s, bool phase, topo::Routing& routing);
+  // Runs `s` alone on an idle fabric with completion batching `tolerance_s`; `ran`: the schedule's result when
+  // it was already run (with link statistics), else it is run here.
+  Priced price(const models::Schedule& s, double tolerance_s, bool phase, topo::Routing& routing,
+               const ScheduleResult* ran = nullptr);
+  // The one price of a call of a group without mirrors (sim::time_collective: the time `fabricsim coll` and
+  // `validate` give for the same call) with its link statistics. false (and `out` untouched) when the group
+  // has mirrors or there is nothing to move: the caller prices the merged schedule instead.
+  bool price_one_group(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
+                       const std::string& algorithm, Priced& out);
   // Payload bytes per link direction and per tier of one run of `s` (busy time / peak left at 0).
   void payload_bytes(const models::Schedule& s, topo::Routing& routing, Priced& into) const;
   double p2p_replication() const;
@@ -187,6 +194,11 @@ class SharedNetworkCommModel final : public EngineCommBase {
     bool claimed = false;  // its link directions are marked with its owner
     bool idle_priced = false;
     Priced idle;           // idle-fabric timing and link figures (isolated owners)
+    // The call, for its idle-fabric price (collectives; comm points into the replayed trace's communicators).
+    const workloads::Communicator* comm = nullptr;
+    workloads::CollOp op{};
+    double bytes = 0;
+    std::string algorithm;
   };
   Entry& collective_entry(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                           const std::string& algorithm);

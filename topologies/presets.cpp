@@ -115,7 +115,12 @@ class Params {
   double bandwidth(const std::string& k, double dflt) const {
     auto it = given_.find(k);
     if (it == given_.end()) return dflt;
-    return parse_bandwidth(it->second, "--param " + k);
+    // A bare number would be bytes/s (topology files' convention): on a preset parameter "400" is surely not
+    // 400 B/s, so the unit is required (issue 20).
+    const std::string& v = it->second;
+    if (!v.empty() && v.find_first_not_of("0123456789.eE+-") == std::string::npos)
+      throw InputError("--param " + k + "=" + v, "a bandwidth needs its unit, e.g. \"" + v + "Gbps\" or \"" + v + "GB/s\"");
+    return parse_bandwidth(v, "--param " + k);
   }
 
  private:

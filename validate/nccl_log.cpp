@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "models/collectives.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
 
@@ -336,12 +337,11 @@ int nccl_tests_gpus_flag(const std::string& text, const std::string& where) {
 }
 
 double busbw_factor(const std::string& op, int n) {
-  // nccl-tests doc/PERFORMANCE.md: allreduce 2(n-1)/n; reducescatter, allgather, alltoall (n-1)/n;
-  // broadcast, reduce, sendrecv 1.
-  if (n <= 0) return 1.0;
-  if (op == "all_reduce") return 2.0 * (n - 1) / n;
-  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") return double(n - 1) / n;
-  return 1.0;
+  // The one table (models::busbw_factor, nccl-tests doc/PERFORMANCE.md); names fabricsim does not simulate
+  // (e.g. "sendrecv" spelled otherwise) count as 1, as nccl-tests does for its other tests.
+  models::Op o;
+  if (n <= 0 || !models::parse_op(op, o)) return 1.0;
+  return models::busbw_factor(o, n);
 }
 
 std::string strip_launcher_prefixes(const std::string& text) {

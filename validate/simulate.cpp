@@ -8,7 +8,7 @@
 #include "models/collectives.hpp"
 #include "models/tuner.hpp"
 #include "sim/base/error.hpp"
-#include "sim/engine/schedule_runner.hpp"
+#include "sim/engine/collective_time.hpp"
 #include "topologies/io.hpp"
 #include "topologies/routing.hpp"
 #include "topologies/topology.hpp"
@@ -188,8 +188,7 @@ std::optional<models::Algorithm> modelled_nccl_algorithm(const std::string& nccl
 }  // namespace
 
 struct SimSystem::Impl {
-  topo::Topology topo;
-  topo::Routing routing;
+  models::System sys;
   models::CollectiveSpec base;
   std::string nccl_version;
   int gpus_per_thread = 0;
@@ -199,14 +198,18 @@ struct SimSystem::Impl {
   bool slowest_rank = false;
   bool single_call = false;  // the measurement is one call per size, not a loop
   std::map<std::uint64_t, NcclChoice> nccl_choices;  // Measurement::nccl_choices
-  explicit Impl(topo::Topology t) : topo(std::move(t)), routing(topo) {}
+  explicit Impl(models::System s) : sys(std::move(s)) {}
 };
 
 SimSystem::SimSystem(const SystemMapping& map, const Measurement& m) : map_(map) {
-  // NVLink traffic is striped over all NVSwitch planes by the hardware: merge them for the flow model, as
-  // `fabricsim coll` does.
-  impl_ = std::make_unique<Impl>(models::merge_nvswitch_planes(topo::load_topology(map.preset, map.params)));
-  const auto& t = impl_->topo;
+  // The System every command builds (models/system.hpp); the calibration is the caller's per simulate() call
+  // (the fitter tries many), the one named here is only the System's default.
+  models::SystemSpec spec;
+  spec.topology = map.preset;
+  spec.params = map.params;
+  spec.calibration = "default";
+  impl_ = std::make_unique<Impl>(models::System(spec));
+  const auto& t = impl_->sys.topology();
   // Communicator: the first ranks_per_host GPUs of each host, host-major like nccl-tests' rank order.
   std::map<int, std::vector<topo::NodeId>> by_host;
   for (topo::NodeId gid : t.gpus()) by_host[t.node(gid).host].push_back(gid);
@@ -252,7 +255,7 @@ int SimSystem::nranks() const { return static_cast<int>(impl_->base.communicator
 
 std::vector<std::string> SimSystem::gpu_models() const {
   std::set<std::string> s;
-  for (auto g : impl_->base.communicator) s.insert(impl_->topo.node(g).model);
+  for (auto g : impl_->base.communicator) s.insert(impl_->sys.topology().node(g).model);
   return {s.begin(), s.end()};
 }
 
@@ -276,7 +279,14 @@ SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration
       spec.protocol = pr;
     }
   }
-  models::TunerChoice tc = models::tune(spec, impl_->topo, impl_->routing, calib);
+  sim::CollectiveCall call;
+  // PXN (cross-rail traffic through the peer GPU on the destination's rail) appeared in NCCL 2.12 (NVIDIA NCCL
+  // 2.12 release notes) and is on by default since; older runs (ABCI's 2.8.4) routed without it.
+  const int version = models::nccl_version_code(impl_->nccl_version);
+  if (version >= 0 && version < 212) call.pxn = false;
+  call.spec = spec;
+  topo::Routing& routing = sim::call_routing(impl_->sys, call);
+  models::TunerChoice tc = models::tune(spec, impl_->sys.topology(), routing, calib);
   spec.algorithm = tc.algorithm;
   spec.protocol = tc.protocol;
   if (!logged && !nccl_has_algorithm(map_, impl_->nccl_version, tc.algorithm)) {
@@ -292,27 +302,26 @@ SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration
     spec.algorithm = best->algorithm;
     spec.protocol = best->protocol;
   }
-  // Rooted pipelines overlap from one call to the next in the measurement loop, so what rank 0 measures is
-  // their period, not one call's latency (models/benchmark_loop.hpp).
-  const bool loop = models::calls_overlap(spec.op) && !impl_->single_call;
-  if (loop) models::prepare_loop_spec(spec, impl_->topo, impl_->routing);
-  models::Schedule sch = models::build_schedule(spec, impl_->topo, impl_->routing, calib);
-  const double time_s =
-      loop ? sim::run_benchmark_loop(sch, impl_->iters, impl_->slowest_rank ? topo::kNoNode : spec.communicator.front(),
-                                     impl_->topo, impl_->routing, calib)
-           : sim::run_schedule(sch, impl_->topo, impl_->routing, calib).makespan_s;
+  // The one price of a call (sim/engine/collective_time.hpp), as `fabricsim coll` and the replay use it. Rooted
+  // pipelines overlap from one call to the next in the measurement loop, so what rank 0 measures is their
+  // period, not one call's latency (models/benchmark_loop.hpp); the loop's host launch floor (nccl-tests -g:
+  // one thread launching a kernel on each GPU) grows with the channels the call runs on.
+  call.spec = spec;
+  call.iters = impl_->single_call ? 0 : impl_->iters;
+  call.slowest_rank = impl_->slowest_rank;
+  call.gpus_per_thread = impl_->gpus_per_thread;
+  if (logged) call.floor_channels = logged->channels;
+  const sim::CollectiveTime ct = sim::time_collective(impl_->sys, call, calib);
   SimPoint p;
   p.size_bytes = size_bytes;
-  // The measurement loop's host launch floor (nccl-tests -g: one thread launching a kernel on each GPU), which
-  // grows with the channels the call runs on.
-  const int channels = logged ? logged->channels : models::nccl_call_channels(spec, impl_->topo);
-  const double floor_s = models::host_launch_floor_s(calib, impl_->gpus_per_thread, channels);
-  p.time_s = std::max(time_s, floor_s);
-  p.at_host_floor = floor_s > time_s;
-  p.algorithm = sch.algorithm;
-  p.protocol = sch.protocol;
+  p.time_s = ct.time_s;
+  p.at_host_floor = ct.at_host_floor;
+  p.algorithm = ct.algorithm;
+  p.protocol = ct.protocol;
   p.from_log = logged != nullptr;
   return p;
 }
+
+const models::System& SimSystem::system() const { return impl_->sys; }
 
 }  // namespace fabricsim::validate
