@@ -38,7 +38,11 @@ bool ends_with(const std::string& s, const std::string& suf) {
 }
 
 // An nccl-tests binary name ("all_reduce_perf", "./build/sendrecv_perf").
-bool is_test_binary(const std::string& tok) { return tok.size() > 5 && ends_with(tok, "_perf"); }
+// nccl-tests binaries: all_reduce_perf, or all_reduce_perf_mpi as its MPI build names them (the XE9680 log of
+// tests/data/nccl-tests-multinode).
+bool is_test_binary(const std::string& tok) {
+  return (tok.size() > 5 && ends_with(tok, "_perf")) || (tok.size() > 9 && ends_with(tok, "_perf_mpi"));
+}
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -303,7 +307,7 @@ std::string normalize_op(const std::string& name_in) {
   auto slash = name.find_last_of('/');
   if (slash != std::string::npos) name = name.substr(slash + 1);
   name = lower(name);
-  if (is_test_binary(name)) name.resize(name.size() - 5);
+  if (is_test_binary(name)) name.resize(name.size() - (ends_with(name, "_mpi") ? 9 : 5));
   std::string key;
   for (char c : name)
     if (c != '_' && c != '-' && c != ' ') key += c;
@@ -830,7 +834,11 @@ std::vector<Measurement> load_measurements(const std::string& path, const ParseH
     JsonPath root{path, ""};
     if (!doc.is_object()) json_fail(root, "a .meta.json object");
     ObjectReader r(doc, root);
-    for (const char* k : {"source_url_or_repo_path", "system", "interconnect", "nic"}) r.string_or(k, "");
+    // "source" is the key of ../shared/data/nccl-tests-multinode's sidecars, "source_url_or_repo_path" that of
+    // ../shared/data/nccl-tests'; interconnect and nic describe the scale-out fabric (validate/simulate.cpp).
+    for (const char* k : {"source_url_or_repo_path", "source", "system"}) r.string_or(k, "");
+    const std::string interconnect = r.string_or("interconnect", "");
+    const std::string nic = r.string_or("nic", "");
     std::string notes = r.string_or("notes", "");
     std::string gpu = r.string("gpu");
     r.integer("gpus_per_node");
@@ -865,6 +873,8 @@ std::vector<Measurement> load_measurements(const std::string& path, const ParseH
     }
     if (hints.gpu_model.empty()) hints.gpu_model = gpu;
     if (hints.nccl_version.empty()) hints.nccl_version = nccl;
+    if (hints.interconnect.empty()) hints.interconnect = interconnect;
+    if (hints.nic.empty()) hints.nic = nic;
     auto slash = path.find_last_of('/');
     std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
     std::string raw_path = dir + raw_file;
@@ -880,7 +890,9 @@ std::vector<Measurement> load_measurements(const std::string& path, const ParseH
                     text.find("(elements)") == std::string::npos;
     ms = markdown ? parse_busbw_markdown(text, path, hints) : parse_nccl_tests_text(text, path, hints);
   }
-  for (const auto& m : ms) {
+  for (auto& m : ms) {
+    m.interconnect = hints.interconnect;
+    m.nic = hints.nic;
     if (m.op.empty())
       throw InputError(m.source, "cannot tell which collective this log measured; pass --op or use its .meta.json sidecar");
     if (m.nranks < 1)

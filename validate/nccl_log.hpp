@@ -124,6 +124,8 @@ struct Measurement {
   // NCCL's own choice per size (nccl-tests size convention, bytes), when the log has its TUNING lines; the most
   // frequent one when calls of one size differ. Empty otherwise.
   std::map<std::uint64_t, NcclChoice> nccl_choices;
+  // The scale-out fabric as the source describes it (.meta.json "interconnect" and "nic"); "" if unknown.
+  std::string interconnect, nic;
 };
 
 // Parses one NCCL TUNING line ("... NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto LL
@@ -140,6 +142,7 @@ struct ParseHints {
   std::string nccl_version;
   std::string algorithm;  // NCCL_ALGO the run used, lower case ("ring"), when known
   int gpus_per_thread = 0;  // nccl-tests -g, when known
+  std::string interconnect, nic;  // the sidecar's fabric description, when known
 };
 
 // The value of nccl-tests' "-g N" flag in a command line that names a test binary ("all_reduce_perf -b 8

@@ -1,5 +1,7 @@
 #include "validate/simulate.hpp"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <cctype>
 #include <set>
@@ -12,6 +14,7 @@
 #include "topologies/io.hpp"
 #include "topologies/routing.hpp"
 #include "topologies/topology.hpp"
+#include "validate/fabric_mapping.hpp"
 
 namespace fabricsim::validate {
 namespace {
@@ -26,6 +29,12 @@ std::string lower(std::string s) {
 
 bool contains(const std::string& s, const char* sub) { return s.find(sub) != std::string::npos; }
 
+std::string fmt_gbps_param(double gbps) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%gGbps", gbps);
+  return b;
+}
+
 void finish_mapping(SystemMapping& s, const Measurement& m) {
   if (m.num_nodes < 1)
     throw InputError(m.source, "the number of hosts is unknown (no rank lines); use the log's .meta.json sidecar");
@@ -35,6 +44,14 @@ void finish_mapping(SystemMapping& s, const Measurement& m) {
   s.ranks_per_host = m.nranks / m.num_nodes;
   if (m.num_nodes > 1) {
     std::map<std::string, std::string> p = s.params;
+    // The scale-out fabric from the run's own description (validate/fabric_mapping.hpp), unless the user named it.
+    if (!p.count("fabric")) {
+      const FabricDescription fd = describe_fabric(m.source, m.interconnect, m.nic, s.ranks_per_host);
+      p["fabric"] = fd.fabric;
+      p["nics_per_node"] = std::to_string(fd.nics_per_node);
+      p["nic_bandwidth"] = fmt_gbps_param(fd.nic_gbps);
+      s.rule += ", fabric " + fd.rule;
+    }
     p["node"] = s.preset;
     p["nodes"] = std::to_string(m.num_nodes);
     s.params = p;
