@@ -29,8 +29,10 @@ FabricDescription describe_fabric(const std::string& source, const std::string& 
   const std::string ic = lower(interconnect_in), nic = lower(nic_in), all = ic + " | " + nic;
   FabricDescription d;
   if (ic.empty() && nic.empty())
-    throw InputError(source, "a multi-host run needs its scale-out fabric described (the .meta.json sidecar's "
-                             "\"interconnect\" and \"nic\": which fabric, NICs per host, Gb/s per NIC); none given");
+    throw InputError(source, "a multi-host run needs its scale-out fabric described (which fabric, NICs per host, "
+                             "Gb/s per NIC: a .meta.json sidecar's \"interconnect\" and \"nic\", the same keys in a "
+                             "results JSON's \"system\", or --topology SERVER --param fabric=NAME --param "
+                             "nics_per_node=N --param nic_bandwidth=RATE); none given");
   static const std::regex ib_word(R"((^|[^a-z])ib([^a-z]|$))");
   // Most specific first: Slingshot calls itself "HPC Ethernet", TCPXO contains "tcpx".
   if (has(all, "slingshot")) d.fabric = "slingshot";

@@ -700,6 +700,9 @@ Json measurement_to_json(const Measurement& m) {
   sys["origin"] = m.source;
   // Whose time the rows are survives a text -> JSON conversion: the bench's name marks the slowest rank's.
   sys["format"] = m.slowest_rank_time ? std::string("fabricsim-nccl-bench") : m.format;
+  // The scale-out fabric's description (validate/fabric_mapping.hpp), when known.
+  if (!m.interconnect.empty()) sys["interconnect"] = m.interconnect;
+  if (!m.nic.empty()) sys["nic"] = m.nic;
   Json rows = Json::array();
   double bus_sum = 0;
   std::size_t bus_n = 0;
@@ -772,6 +775,8 @@ Measurement measurement_from_json(const Json& doc, const std::string& source) {
     // fabricsim-nccl-bench reports the slowest rank's time (Measurement::slowest_rank_time); a converted
     // nccl-tests log says "nccl-tests" here, a simulation whatever it was written as.
     m.slowest_rank_time = sr.string_or("format", "") == "fabricsim-nccl-bench";
+    m.interconnect = sr.string_or("interconnect", "");
+    m.nic = sr.string_or("nic", "");
     // Written by `fabricsim coll --json` (simulations): which topology it ran on.
     sr.string_or("topology", "");
     sr.object_optional("params");
@@ -891,8 +896,8 @@ std::vector<Measurement> load_measurements(const std::string& path, const ParseH
     ms = markdown ? parse_busbw_markdown(text, path, hints) : parse_nccl_tests_text(text, path, hints);
   }
   for (auto& m : ms) {
-    m.interconnect = hints.interconnect;
-    m.nic = hints.nic;
+    if (!hints.interconnect.empty()) m.interconnect = hints.interconnect;
+    if (!hints.nic.empty()) m.nic = hints.nic;
     if (m.op.empty())
       throw InputError(m.source, "cannot tell which collective this log measured; pass --op or use its .meta.json sidecar");
     if (m.nranks < 1)

@@ -45,7 +45,11 @@ void finish_mapping(SystemMapping& s, const Measurement& m) {
   if (m.num_nodes > 1) {
     std::map<std::string, std::string> p = s.params;
     // The scale-out fabric from the run's own description (validate/fabric_mapping.hpp), unless the user named it.
-    if (!p.count("fabric")) {
+    if (!p.count("fabric") && m.format == "fabricsim-json-simulation" && m.interconnect.empty() && m.nic.empty()) {
+      // A fabricsim simulation's own results: superpod's default fabric (its JSON does not carry the fabric).
+      p["fabric"] = "infiniband";
+      s.rule += ", fabricsim simulation: superpod's default fabric";
+    } else if (!p.count("fabric")) {
       const FabricDescription fd = describe_fabric(m.source, m.interconnect, m.nic, s.ranks_per_host);
       p["fabric"] = fd.fabric;
       p["nics_per_node"] = std::to_string(fd.nics_per_node);
