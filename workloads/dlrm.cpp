@@ -380,42 +380,143 @@ ShardingPlan plan_sharding_de(const DlrmConfig& c, double capacity, const std::s
   return plan;
 }
 
+namespace {
+
+// generate_dlrm in layers: model description (the MLP stack of the configuration) -> placement (the
+// sharding plan and what each GPU looks up) -> per-GPU kernels (embedding forward / backward bytes and
+// kernel counts) -> schedule (one step: lookup, all-to-all, interaction, MLPs, gradient exchange, update)
+// -> trace.
+
+// Model description: bottom + top MLP layers (in, out) and their per-GPU work for Bl samples (fp32).
+struct DlrmMlp {
+  double emb_width = 0, feat = 0;
+  std::vector<std::pair<double, double>> layers;  // (in, out)
+  double params = 0, flops_fwd = 0, bytes_fwd = 0;
+  double kernels() const { return double(layers.size()); }
+};
+DlrmMlp dlrm_mlp(const DlrmConfig& c, double Bl) {
+  DlrmMlp M;
+  for (const auto& t : c.tables) M.emb_width += double(t.width) * double(t.hotness.size());
+  double dense = double(c.num_numerical_features);
+  if (!c.bottom_mlp_sizes.empty()) {
+    double in = dense;
+    for (auto s : c.bottom_mlp_sizes) {
+      M.layers.push_back({in, double(s)});
+      in = double(s);
+    }
+    dense = in;
+  }
+  M.feat = M.emb_width + dense;
+  if (c.interact_stride > 0) M.feat = std::ceil(M.feat / double(c.interact_stride));
+  {
+    double in = M.feat;
+    for (auto s : c.mlp_sizes) {
+      M.layers.push_back({in, double(s)});
+      in = double(s);
+    }
+    M.layers.push_back({in, 1.0});
+  }
+  for (const auto& [in, out] : M.layers) {
+    M.params += in * out + out;
+    M.flops_fwd += 2.0 * Bl * in * out;
+    M.bytes_fwd += 4.0 * (in * out + Bl * (in + out));
+  }
+  return M;
+}
+
+// Placement: per GPU the ids it looks up, its input features and table shards (from the sharding plan).
+struct DlrmPlacement {
+  std::vector<double> ids, inputs, shards;
+};
+DlrmPlacement dlrm_placement(const ShardingPlan& plan, int N) {
+  DlrmPlacement P;
+  P.ids.assign(N, 0), P.inputs.assign(N, 0), P.shards.assign(N, 0);
+  for (const auto& s : plan.shards) {
+    P.ids[s.gpu] += s.ids;
+    P.inputs[s.gpu] += s.inputs;
+    P.shards[s.gpu] += 1;
+  }
+  return P;
+}
+
+// Host->device copy of the categorical ids (host_input): the distributed-embeddings synthetic benchmark
+// (c6b2e2f examples/benchmarks/synthetic_models/synthetic_models.py, gen_power_law_data; main.py default
+// alpha 1.05) builds the ids with numpy (int64) and tf.convert_to_tensor, i.e. host tensors that the
+// GPU lookups copy in every step (convert_to_tensor creates the eager tensor on the CPU device, even
+// under tf.device("GPU"): github:tensorflow/tensorflow issue #42242, TF 2.3).
+// Default h2d_bandwidth 26.28 GB/s: measured nvbandwidth host-to-device on A100 (ND A100 v4),
+// /work/shared/data/hardware/hardware_specs.json facts[12]. The uplink is shared by the GPUs behind one
+// PCIe switch (gpus_per_pcie_uplink consecutive ranks; 2 on DGX A100 as in the dgx-a100 preset's PCIe
+// tree), all starting their copies with the step: fair sharing, so a GPU's copy ends when
+//   t_i = t_(i-1) + (bytes_i - bytes_(i-1)) * (GPUs still copying) / bandwidth   (bytes sorted ascending).
+std::vector<double> dlrm_h2d_seconds(const DlrmConfig& c, const std::vector<double>& ids, int N) {
+  std::vector<double> h2d_s(N, 0);
+  if (!c.host_input) return h2d_s;
+  const int G = static_cast<int>(std::min<std::int64_t>(N, c.gpus_per_pcie_uplink));
+  for (int first = 0; first < N; first += G) {
+    std::vector<std::pair<double, int>> grp;
+    for (int g = first; g < std::min(N, first + G); ++g) grp.push_back({ids[g] * c.index_bytes, g});
+    std::sort(grp.begin(), grp.end());
+    double t = 0, prev = 0;
+    for (std::size_t i = 0; i < grp.size(); ++i) {
+      t += (grp[i].first - prev) * double(grp.size() - i) / c.h2d_bandwidth_Bps;
+      prev = grp[i].first;
+      h2d_s[grp[i].second] = t;
+    }
+  }
+  return h2d_s;
+}
+
+// Per-GPU embedding kernels: bytes and kernel counts of the forward lookup and the backward + update.
+// Embedding kernels and bytes per GPU (distributed-embeddings with a sum combiner, TensorFlow ops):
+//  forward, per local input: ReadVariableNoCopy + EmbeddingLookupConstantHotness (embedding.py,
+//    embedding_lookup_ops.py): reads the ids (index_bytes each) and the gathered rows, writes the pooled
+//    [B x width] output.
+//  backward, per local input: EmbeddingLookupConstantHotnessGrad writes one gradient row per id (an
+//    IndexedSlices, not a dense gradient), DistributedGradientTape scales it by 1/world size (read +
+//    write, dist_model_parallel.py), plus a reshape of the ids; per table shard (one variable): the Keras
+//    optimizer's sparse path de-duplicates the ids (Unique + UnsortedSegmentSum: reads the ids and the
+//    gradient rows) and applies ResourceSparseApplyAdagradV2 to the unique rows. With the benchmark's
+//    power-law ids (alpha 1.05) the unique rows are a minority of the ids; their update is not
+//    counted separately (the fitted embedding memory efficiency absorbs it).
+//  So: forward = ids*index_bytes + gathered bytes + pooled outputs, 2 ops per input; backward = pooled
+//  gradient + 4 x gathered bytes (write, scale r+w, segment-sum read) + ids*index_bytes, 3 ops per
+//  input + 3 per table shard.
+// "fused" (fabricsim's default): one fused lookup kernel per shard forward; one fused backward +
+// optimizer per shard that reads the pooled gradient and reads + writes each gathered row and its
+// optimizer state in place (Adagrad: weight + accumulator = 4 x gathered bytes, SGD: 2 x).
+struct DlrmEmbeddingWork {
+  double idx_bytes = 0, fwd_bytes = 0, bwd_bytes = 0;
+  int fwd_ops = 1, bwd_ops = 1;
+};
+DlrmEmbeddingWork dlrm_embedding_work(const DlrmConfig& c, const ShardingPlan& plan, const DlrmPlacement& P, double B,
+                                      int g) {
+  DlrmEmbeddingWork w;
+  const double gathered = plan.lookup_bytes_per_gpu[g];
+  const double out_bytes = B * plan.output_width_per_gpu[g] * 4.0;
+  w.idx_bytes = P.ids[g] * c.index_bytes;
+  const bool tf_ops = c.embedding_ops == "tensorflow";
+  w.fwd_ops = tf_ops ? std::max(1, static_cast<int>(2 * P.inputs[g])) : std::max(1, static_cast<int>(P.shards[g]));
+  w.bwd_ops = tf_ops ? std::max(1, static_cast<int>(3 * P.inputs[g] + 3 * P.shards[g]))
+                     : 2 * std::max(1, static_cast<int>(P.shards[g]));
+  w.fwd_bytes = tf_ops ? w.idx_bytes + gathered + out_bytes : gathered + out_bytes;
+  w.bwd_bytes = tf_ops ? out_bytes + 4.0 * gathered + w.idx_bytes
+                       : (c.optimizer == "adagrad" ? 4.0 : 2.0) * gathered + out_bytes;
+  return w;
+}
+
+}  // namespace
+
 Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, const std::string& where) {
   models::ComputeModel cm = cm_in;
   cm.gpu = models::gpu_spec(c.gpu, where + " gpu");
   models::parse_precision(c.precision, cm.precision);
   const int N = static_cast<int>(c.world_size);
   const double B = double(c.global_batch_size), Bl = B / N;
-  // MLP parameters and FLOPs (fp32 weights, 4 bytes).
-  double emb_width = 0;
-  for (const auto& t : c.tables) emb_width += double(t.width) * double(t.hotness.size());
-  double dense = double(c.num_numerical_features);
-  std::vector<std::pair<double, double>> layers;  // (in, out)
-  if (!c.bottom_mlp_sizes.empty()) {
-    double in = dense;
-    for (auto s : c.bottom_mlp_sizes) {
-      layers.push_back({in, double(s)});
-      in = double(s);
-    }
-    dense = in;
-  }
-  double feat = emb_width + dense;
-  if (c.interact_stride > 0) feat = std::ceil(feat / double(c.interact_stride));
-  {
-    double in = feat;
-    for (auto s : c.mlp_sizes) {
-      layers.push_back({in, double(s)});
-      in = double(s);
-    }
-    layers.push_back({in, 1.0});
-  }
-  double mlp_params = 0, mlp_flops_fwd = 0, mlp_bytes_fwd = 0;
-  for (const auto& [in, out] : layers) {
-    mlp_params += in * out + out;
-    mlp_flops_fwd += 2.0 * Bl * in * out;
-    mlp_bytes_fwd += 4.0 * (in * out + Bl * (in + out));
-  }
-  const double mlp_kernels = double(layers.size());
+  // Model: MLP parameters and FLOPs (fp32 weights, 4 bytes).
+  const DlrmMlp mlp = dlrm_mlp(c, Bl);
+  const double emb_width = mlp.emb_width, feat = mlp.feat, mlp_params = mlp.params, mlp_flops_fwd = mlp.flops_fwd,
+               mlp_bytes_fwd = mlp.bytes_fwd, mlp_kernels = mlp.kernels();
   // Memory: weights + optimizer state of embeddings, plus MLP weights/state (4 copies: weight, grad, 2 state).
   const double capacity = cm.gpu.hbm_capacity_bytes * c.memory_fraction - 4.0 * 4.0 * mlp_params;
   // fabricsim's planner balances lookup time plus a per-shard overhead (the 3 per-shard optimizer ops of the
@@ -447,38 +548,10 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
   // _call_base), so sizes differ per GPU; the trace's collective has one size, the larger of the busiest
   // sender's (B x its widths) and the receive side (B/N samples x all widths).
   const double a2a_bytes = std::max(B * max_out * 4.0, Bl * emb_width * 4.0);
-  // Per-GPU embedding work from the plan.
-  std::vector<double> ids(N, 0), inputs(N, 0), shards(N, 0);
-  for (const auto& s : plan.shards) {
-    ids[s.gpu] += s.ids;
-    inputs[s.gpu] += s.inputs;
-    shards[s.gpu] += 1;
-  }
-  // Host->device copy of the categorical ids (host_input): the distributed-embeddings synthetic benchmark
-  // (c6b2e2f examples/benchmarks/synthetic_models/synthetic_models.py, gen_power_law_data; main.py default
-  // alpha 1.05) builds the ids with numpy (int64) and tf.convert_to_tensor, i.e. host tensors that the
-  // GPU lookups copy in every step (convert_to_tensor creates the eager tensor on the CPU device, even
-  // under tf.device("GPU"): github:tensorflow/tensorflow issue #42242, TF 2.3).
-  // Default h2d_bandwidth 26.28 GB/s: measured nvbandwidth host-to-device on A100 (ND A100 v4),
-  // /work/shared/data/hardware/hardware_specs.json facts[12]. The uplink is shared by the GPUs behind one
-  // PCIe switch (gpus_per_pcie_uplink consecutive ranks; 2 on DGX A100 as in the dgx-a100 preset's PCIe
-  // tree), all starting their copies with the step: fair sharing, so a GPU's copy ends when
-  //   t_i = t_(i-1) + (bytes_i - bytes_(i-1)) * (GPUs still copying) / bandwidth   (bytes sorted ascending).
-  std::vector<double> h2d_s(N, 0);
-  if (c.host_input) {
-    const int G = static_cast<int>(std::min<std::int64_t>(N, c.gpus_per_pcie_uplink));
-    for (int first = 0; first < N; first += G) {
-      std::vector<std::pair<double, int>> grp;
-      for (int g = first; g < std::min(N, first + G); ++g) grp.push_back({ids[g] * c.index_bytes, g});
-      std::sort(grp.begin(), grp.end());
-      double t = 0, prev = 0;
-      for (std::size_t i = 0; i < grp.size(); ++i) {
-        t += (grp[i].first - prev) * double(grp.size() - i) / c.h2d_bandwidth_Bps;
-        prev = grp[i].first;
-        h2d_s[grp[i].second] = t;
-      }
-    }
-  }
+  // Placement: per-GPU embedding work from the plan, host->device id copies.
+  const DlrmPlacement place = dlrm_placement(plan, N);
+  const std::vector<double>& ids = place.ids;
+  const std::vector<double> h2d_s = dlrm_h2d_seconds(c, ids, N);
   for (int g = 0; g < N; ++g) {
     RankTrace rt;
     rt.rank = g;
@@ -529,33 +602,10 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
       op.deps = std::move(deps);
       return add(op);
     };
-    // Embedding kernels and bytes per GPU (distributed-embeddings with a sum combiner, TensorFlow ops):
-    //  forward, per local input: ReadVariableNoCopy + EmbeddingLookupConstantHotness (embedding.py,
-    //    embedding_lookup_ops.py): reads the ids (index_bytes each) and the gathered rows, writes the pooled
-    //    [B x width] output.
-    //  backward, per local input: EmbeddingLookupConstantHotnessGrad writes one gradient row per id (an
-    //    IndexedSlices, not a dense gradient), DistributedGradientTape scales it by 1/world size (read +
-    //    write, dist_model_parallel.py), plus a reshape of the ids; per table shard (one variable): the Keras
-    //    optimizer's sparse path de-duplicates the ids (Unique + UnsortedSegmentSum: reads the ids and the
-    //    gradient rows) and applies ResourceSparseApplyAdagradV2 to the unique rows. With the benchmark's
-    //    power-law ids (alpha 1.05) the unique rows are a minority of the ids; their update is not
-    //    counted separately (the fitted embedding memory efficiency absorbs it).
-    //  So: forward = ids*index_bytes + gathered bytes + pooled outputs, 2 ops per input; backward = pooled
-    //  gradient + 4 x gathered bytes (write, scale r+w, segment-sum read) + ids*index_bytes, 3 ops per
-    //  input + 3 per table shard.
-    // "fused" (fabricsim's default): one fused lookup kernel per shard forward; one fused backward +
-    // optimizer per shard that reads the pooled gradient and reads + writes each gathered row and its
-    // optimizer state in place (Adagrad: weight + accumulator = 4 x gathered bytes, SGD: 2 x).
-    const double gathered = plan.lookup_bytes_per_gpu[g];
-    const double out_bytes = B * plan.output_width_per_gpu[g] * 4.0;
-    const double idx_bytes = ids[g] * c.index_bytes;
-    const bool tf_ops = c.embedding_ops == "tensorflow";
-    const int fwd_ops = tf_ops ? std::max(1, static_cast<int>(2 * inputs[g])) : std::max(1, static_cast<int>(shards[g]));
-    const int bwd_ops = tf_ops ? std::max(1, static_cast<int>(3 * inputs[g] + 3 * shards[g]))
-                               : 2 * std::max(1, static_cast<int>(shards[g]));
-    const double fwd_bytes = tf_ops ? idx_bytes + gathered + out_bytes : gathered + out_bytes;
-    const double bwd_bytes = tf_ops ? out_bytes + 4.0 * gathered + idx_bytes
-                                    : (c.optimizer == "adagrad" ? 4.0 : 2.0) * gathered + out_bytes;
+    // Per-GPU kernels, then the step's schedule.
+    const DlrmEmbeddingWork ew = dlrm_embedding_work(c, plan, place, B, g);
+    const double idx_bytes = ew.idx_bytes, fwd_bytes = ew.fwd_bytes, bwd_bytes = ew.bwd_bytes;
+    const int fwd_ops = ew.fwd_ops, bwd_ops = ew.bwd_ops;
     std::vector<std::uint32_t> first_deps;
     if (c.host_input && idx_bytes > 0)
       first_deps.push_back(fixed("input.h2d", 3, h2d_s[g], {}));

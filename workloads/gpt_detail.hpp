@@ -1,0 +1,132 @@
+#pragma once
+// Internal layers of the `gpt` generator (workloads/gpt.hpp), each in its own file; a new feature lands in
+// the one layer it changes:
+//   1. model description   gpt.cpp (GptConfig: shape, precision, options, validation), gpt_model.cpp
+//                          (parameter counts, model FLOPs, memory per GPU);
+//   2. kernels             gpt_kernels.cpp: the kernels of one layer / micro-batch with their shapes, FLOPs and
+//                          bytes, priced by the compute model (GptStepKernels);
+//   3. parallel layout     gpt_layout.cpp: rank numbering and the TP / CP / DP / PP / EP / ETP / EDP groups as
+//                          trace communicators (GptParallelLayout);
+//   4. schedule            gpt_schedule.cpp: the per-stage order of forward / backward slots (1F1B,
+//                          interleaved) and which slots overlap (GptSchedule);
+//   5. trace               gpt_trace.cpp: turns the schedule into ops with dependencies (generate_gpt).
+// Not part of the public API: only the gpt_*.cpp files include this header.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/compute.hpp"
+#include "models/kernel.hpp"
+#include "workloads/gpt.hpp"
+#include "workloads/moe.hpp"
+#include "workloads/trace.hpp"
+
+namespace fabricsim::workloads::gpt_detail {
+
+// ---- 1. Model description (gpt.cpp, gpt_model.cpp).
+bool is_blackwell(const std::string& gpu);
+bool pre_hopper(const std::string& gpu);
+bool moe_model(const GptConfig& c);                    // MoE or multi-latent attention
+std::vector<bool> moe_layers_of(const GptConfig& c);   // per decoder layer: is it an MoE layer
+double layer_params_per_rank(const GptConfig& c);      // mean parameters of one layer on one TP rank
+double layer_params_moe_model(const GptConfig& c, bool moe_layer);
+double expert_params_per_gpu(const GptConfig& c);      // expert parameters of one MoE layer on one GPU
+double embedding_params_per_rank(const GptConfig& c);
+bool last_stage_has_output(const GptConfig& c);
+double moe_model_flops(const GptConfig& c);
+// First global layer of each model chunk in Megatron's interleaved order: chunk (stage st, virtual chunk ch)
+// holds layers [offset[ch * p + st], offset[ch * p + st] + layout[st][ch]).
+std::vector<std::int64_t> chunk_offsets(const GptConfig& c, const std::vector<std::vector<std::int64_t>>& layout);
+
+// ---- 2. Kernels (gpt_kernels.cpp).
+// A kernel described by its op class with FLOPs and bytes (the SC'21 roofline path of unfused attention).
+struct Kernel {
+  models::OpClass cls;
+  double flops, bytes;
+};
+
+// Priced work of a group of kernels.
+struct Costs {
+  double seconds = 0, flops = 0;
+  int kernels = 0;
+  void add(const models::ComputeModel& cm, const Kernel& k, double times = 1.0);
+  void add(const models::ComputeModel& cm, const models::KernelDesc& k, double time_factor = 1.0);
+  void operator+=(const Costs& o) { seconds += o.seconds, flops += o.flops, kernels += o.kernels; }
+};
+
+// One decoder layer (one micro-batch, one TP rank), split where the communication sits.
+struct LayerCosts {
+  Costs fwd_attn, fwd_mlp, bwd_attn, bwd_mlp, recompute_attn_extra;
+};
+
+// One MoE layer's MLP side for one micro-batch on the simulated rank, split where the dispatch / combine
+// communication sits. Expert GEMMs are priced for the busiest expert-parallel rank of the layer (the
+// all-to-all makes every rank wait for it); `experts_*_mean` prices the same work spread evenly (the
+// difference is the time lost to imbalance).
+struct MoeCosts {
+  Costs pre_f, experts_f, post_f, shared_f, pre_b, experts_b, post_b, shared_b, experts_f_mean, experts_b_mean;
+};
+
+LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& cm);
+LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm);
+MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const MoeLayerLoad& ld, double T_local);
+double fp8_cast_bytes_per_element(const std::string& recipe);
+
+// Everything the step computes, priced once: per decoder layer, the first stage's embedding, the last
+// stage's logits / loss and MTP heads, per MoE layer its routing load and costs, and the optimizer rate.
+struct GptStepKernels {
+  bool legacy = false;              // unfused attention (SC'21 roofline pricing)
+  LayerCosts layer;
+  Costs logits_fwd, logits_bwd, embed_fwd, embed_bwd, mtp, mtp_b;
+  // MoE: index of each decoder layer among the MoE layers (-1 = dense), per MoE layer its load and costs.
+  std::vector<bool> moe_pattern;
+  std::vector<std::int64_t> moe_index;
+  std::int64_t n_moe = 0;
+  double T_local = 0;               // tokens entering an MoE layer on one rank per micro-batch
+  std::vector<MoeLayerLoad> loads;
+  std::vector<MoeCosts> moe;
+  // Optimizer step over `elements` parameters (Adam, memory bound).
+  Costs optimizer(const models::ComputeModel& cm, double elements) const;
+};
+GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& cm, const std::string& where);
+
+// ---- 3. Parallel layout (gpt_layout.cpp).
+struct GptParallelLayout {
+  std::int64_t t = 1, p = 1, dp = 1, cp = 1, v = 1;
+  std::int64_t ep = 1, etp = 1, edp = 1;
+  std::int64_t R = 1, shard_n = 1;   // HSDP replicas, ranks per shard group (DP x CP / R)
+  std::int64_t dp_mirrors = 0;
+  bool a2a = false;                  // dispatcher alltoall / flex (else allgather)
+  double flex_dedup = 1.0;           // flex: scale-out bytes per remote slot (distinct nodes / slots)
+  // Megatron-LM's default order (tensor fastest, then context, then data, then pipeline).
+  std::int32_t rank_of(std::int64_t stage, std::int64_t d, std::int64_t k, std::int64_t tp) const {
+    return static_cast<std::int32_t>(stage * dp * cp * t + d * cp * t + k * t + tp);
+  }
+  // Communicator indices into the trace: per stage, per decoder layer (EP dispatch / combine).
+  std::vector<std::int32_t> tp_comm, dp_comm, cp_comm, rep_comm, epag_comm, etp_comm, edp_comm;
+  std::vector<std::int32_t> disp_comm, comb_comm;
+  std::int32_t emb_comm = -1;
+};
+// Appends the communicators to `tr`.
+GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std::vector<std::int64_t>>& layout,
+                                      const GptStepKernels& k, Trace& tr);
+
+// ---- 4. Schedule (gpt_schedule.cpp).
+// One forward or backward pass of a micro-batch through one model chunk of a stage.
+struct GptSlot {
+  bool fwd;
+  std::int64_t mb, chunk;
+};
+// Slots run one after the other; a group of two is emitted interleaved on two dependency chains so
+// that each one's communication runs under the other's compute.
+struct GptSlotGroup {
+  std::vector<GptSlot> slots;  // 1 or 2
+};
+struct GptSchedule {
+  std::vector<GptSlotGroup> groups;
+};
+// Slot order of pipeline stage `st` with `m` micro-batches: 1F1B (v = 1) or Megatron's interleaved 1F1B.
+std::vector<GptSlot> pipeline_order(std::int64_t p, std::int64_t v, std::int64_t m, std::int64_t st);
+GptSchedule gpt_schedule(const GptConfig& c, std::int64_t st, std::int64_t m);
+
+}  // namespace fabricsim::workloads::gpt_detail

@@ -1,0 +1,383 @@
+#include "workloads/gpt.hpp"
+
+// Layer 2, kernels: what one decoder layer, the embedding, the logits / loss, the MTP heads, the MoE
+// router / experts and the optimizer compute per micro-batch, each kernel described by its shape (GEMM M/N/K
+// and precision, attention batch/heads/sequence, memory-bound bytes) and priced by the compute model.
+#include <algorithm>
+#include <cmath>
+
+#include "models/gpu.hpp"
+#include "workloads/gpt_detail.hpp"
+
+namespace fabricsim::workloads::gpt_detail {
+
+using models::KernelDesc;
+using models::OpClass;
+using models::Precision;
+
+void Costs::add(const models::ComputeModel& cm, const Kernel& k, double times) {
+  seconds += cm.time_s(k.cls, k.flops * times, k.bytes * times, 1);
+  flops += k.flops * times;
+  ++kernels;
+}
+void Costs::add(const models::ComputeModel& cm, const KernelDesc& k, double time_factor) {
+  seconds += cm.kernel_time_s(k) * time_factor;
+  flops += k.flops();
+  ++kernels;
+}
+
+// Unfused attention (SC'21-era Megatron-LM). Per-TP-rank kernels of one transformer layer for one
+// micro-batch. FLOP counts follow Narayanan et al. SC'21 Sec. 5.1 (24 b s h^2 + 4 b s^2 h forward, without
+// logits) generalised to GQA / SwiGLU widths; byte counts assume 2-byte activations and that each kernel
+// reads its inputs and writes its outputs once (no cache reuse across kernels).
+LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& cm) {
+  const double b = double(c.micro_batch_size), s = double(c.seq_length) / double(c.context_parallel_size),
+               h = double(c.hidden_size), t = double(c.tensor_model_parallel_size), f = double(c.ffn()),
+               a = double(c.num_attention_heads), skv = double(c.seq_length);
+  const double T = b * s;                                  // tokens per micro-batch
+  const double Te = c.sequence_parallel ? T / t : T;       // tokens in replicated elementwise regions
+  const double E = b * (a / t) * s * skv;                  // attention score elements per rank
+  const double B2 = 2.0;                                   // bytes per activation element
+  // Integer widths (exact, so MHA/GELU reproduce 3h/t and f/t bit for bit).
+  const double qkv_w = double((c.num_attention_heads + 2 * c.query_groups()) * c.head_dim());
+  const double q_w = double(c.num_attention_heads * c.head_dim());
+  const double fc1_w = double(c.swiglu ? 2 * c.ffn() : c.ffn());
+  auto gemm = [&](double m, double k, double n) {
+    return Kernel{OpClass::Gemm, 2.0 * m * k * n, B2 * (m * k + k * n + m * n)};
+  };
+  Kernel ln{OpClass::Elementwise, 0, B2 * 2.0 * Te * h};
+  Kernel qkv = gemm(T, h, qkv_w / t);
+  Kernel qk{OpClass::Attention, 2.0 * T * skv * q_w / t, B2 * (2.0 * T * q_w / t + E)};
+  Kernel softmax{OpClass::Elementwise, 0, B2 * 2.0 * E};               // fused scale-mask-softmax: read+write
+  Kernel attn_dropout{OpClass::Elementwise, 0, c.attention_dropout > 0 ? (B2 * 2.0 + 1.0) * E : 0.0};
+  Kernel av{OpClass::Attention, 2.0 * T * skv * q_w / t, B2 * (E + 2.0 * T * q_w / t)};
+  Kernel proj = gemm(T, q_w / t, h);
+  Kernel drop_add{OpClass::Elementwise, 0, (B2 * 3.0 + (c.hidden_dropout > 0 ? 1.0 : 0.0)) * Te * h};
+  Kernel fc1 = gemm(T, h, fc1_w / t);
+  Kernel gelu{OpClass::Elementwise, 0, c.swiglu ? B2 * (fc1_w + f) / t * T : B2 * 2.0 * T * f / t};
+  Kernel fc2 = gemm(T, f / t, h);
+  LayerCosts L;
+  for (const Kernel& k : {ln, qkv, qk, softmax, attn_dropout, av, proj, drop_add}) L.fwd_attn.add(cm, k);
+  for (const Kernel& k : {ln, fc1, gelu, fc2, drop_add}) L.fwd_mlp.add(cm, k);
+  // Backward: each GEMM becomes two GEMMs of the same size (input and weight gradients); elementwise
+  // backward kernels move about twice the bytes (read output grad and saved input, write input grad).
+  for (const Kernel& k : {qkv, qk, av, proj}) L.bwd_attn.add(cm, k, 2.0);
+  for (const Kernel& k : {ln, softmax, attn_dropout, drop_add}) L.bwd_attn.add(cm, k, 2.0);
+  for (const Kernel& k : {fc1, fc2}) L.bwd_mlp.add(cm, k, 2.0);
+  for (const Kernel& k : {ln, gelu, drop_add}) L.bwd_mlp.add(cm, k, 2.0);
+  for (const Kernel& k : {qk, softmax, attn_dropout, av}) L.recompute_attn_extra.add(cm, k);
+  return L;
+}
+
+// Bytes an FP8 recipe moves per element it quantises (read the bf16 tensor, write the FP8 data):
+// delayed scaling (Transformer Engine default, amax fused into the cast; Hopper FP8 GEMMs need a
+// transposed copy for the other operand layout, written in the same pass): 2 + 1 + 1 = 4;
+// tensorwise current scaling (torchao float8 tensorwise / TE Float8CurrentScaling): an extra amax pass
+// reads the tensor once more: 6; mxfp8 (32-element blocks, one 1-byte E8M0 scale each, row- and
+// column-wise copies): 2 + 2 x (1 + 1/32); blockwise (1x128 / 128x128 blocks, fp32 scales, both layouts):
+// 2 + 2 x (1 + 4/128). Recipes: NVIDIA Transformer Engine user guide, "Using FP8 with Transformer Engine"
+// (recipes DelayedScaling, Float8CurrentScaling, MXFP8BlockScaling, Float8BlockScaling).
+// rowwise (torchao float8 rowwise: a scale per row of each operand): a row-scaled tensor cannot serve as
+// the column-scaled operand of the other GEMMs, so each tensor is quantised twice, each time with its own
+// amax pass: 2 x (2 + 2 + 1) = 10 (torchao/float8/float8_linear.py, ScalingGranularity.AXISWISE).
+double fp8_cast_bytes_per_element(const std::string& recipe) {
+  if (recipe == "tensorwise") return 6.0;
+  if (recipe == "rowwise") return 10.0;
+  if (recipe == "mxfp8") return 2.0 + 2.0 * (1.0 + 1.0 / 32.0);
+  if (recipe == "blockwise") return 2.0 + 2.0 * (1.0 + 4.0 / 128.0);
+  return 4.0;
+}
+
+// Flash / fused attention (Megatron-Core with Transformer Engine): each kernel described by its shape and
+// priced by the per-kernel compute model (models/compute.hpp). Tokens on this rank: b s / cp.
+LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm) {
+  const std::int64_t b = c.micro_batch_size, cp = c.context_parallel_size, t = c.tensor_model_parallel_size;
+  const std::int64_t s = c.seq_length, sl = s / cp, T = b * sl, h = c.hidden_size, f = c.ffn(), d = c.head_dim();
+  const std::int64_t a_t = c.num_attention_heads / t, g_t = std::max<std::int64_t>(1, c.query_groups() / t);
+  const std::int64_t Te = c.sequence_parallel ? T / t : T;
+  const std::int64_t fc1 = c.swiglu ? 2 * f : f;
+  const Precision act = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
+  const Precision gp = c.fp8() ? Precision::FP8 : act;
+  const double e = 2.0;  // bytes per activation element
+  using models::MemoryKernel;
+  auto mem = [&](MemoryKernel k, double bytes) { return KernelDesc::memory(k, bytes, act); };
+  const double cast = fp8_cast_bytes_per_element(c.fp8_recipe);
+  struct G {
+    std::int64_t k, n;  // input width, output width (per TP rank)
+  };
+  const G qkv{h, (a_t + 2 * g_t) * d}, proj{a_t * d, h}, up{h, fc1 / t}, down{f / t, h};
+  // Rowwise-scaled FP8 GEMMs (torch._scaled_mm with per-row / per-column scales) take 1.12x the time of
+  // tensorwise ones: median of 12 Llama-3 8B/70B shapes, 1.04-1.42x, measured on an H100 SXM
+  // (tests/data/hardware/h100-fp8-rowwise/scaled_mm.csv).
+  const double gemm_factor = c.fp8() && c.fp8_recipe == "rowwise" ? 1.12 : 1.0;
+  auto fwd_gemm = [&](Costs& out, G g) {
+    if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.k)));
+    out.add(cm, KernelDesc::gemm(T, g.n, g.k, gp), gemm_factor);
+  };
+  auto bwd_gemm = [&](Costs& out, G g) {
+    if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.n)));  // output gradient
+    out.add(cm, KernelDesc::gemm(T, g.k, g.n, gp), gemm_factor);  // dgrad
+    out.add(cm, KernelDesc::gemm(g.k, g.n, T, gp), gemm_factor);  // wgrad
+  };
+  const auto impl = c.attention_backend == "flash" ? models::AttentionImpl::Flash : models::AttentionImpl::Cudnn;
+  // Causal attention of this rank's s/cp queries over the whole sequence: with load-balanced chunks (2 cp
+  // pieces, Megatron-Core / TE ring attention) every rank does 1/cp of the causal work.
+  const KernelDesc fa = KernelDesc::attention(b, a_t, g_t, sl, s, d, true, false, act, impl);
+  const KernelDesc fa_b = KernelDesc::attention(b, a_t, g_t, sl, s, d, true, true, act, impl);
+  const double norm = 2.0 * e * double(Te) * double(h);
+  const double resid = (3.0 * e + (c.hidden_dropout > 0 ? 1.0 : 0.0)) * double(Te) * double(h);
+  const double rope = c.position_embedding_type == "rope" ? 2.0 * e * double(T) * double((a_t + g_t) * d) : 0.0;
+  const double actv = e * double(T) * double(fc1 + f) / double(t);
+  LayerCosts L;
+  // Multi-latent attention (DeepSeek-V2 arXiv:2405.04434 Sec. 2.1): down-projections to the q / kv latents
+  // (replicated over TP) with their RMSNorms, up-projections to per-head Q (qk + rope dims), K and V, and
+  // the output projection from v_head_dim per head. The attention kernel's FLOPs use head dim (qk + rope +
+  // v) / 2, which gives QK^T over qk + rope and PV over v exactly.
+  const bool mla = c.moe.multi_latent_attention;
+  std::vector<G> attn_in;  // input-side projections of the attention block
+  G attn_out = proj;
+  KernelDesc fa_f = fa, fa_bw = fa_b;
+  double latent_norm = 0;
+  if (mla) {
+    const auto& me = c.moe;
+    const std::int64_t qk = me.qk_head_dim + me.qk_pos_emb_head_dim, ql = me.q_lora_rank, kvl = me.kv_lora_rank;
+    if (ql > 0) attn_in.push_back({h, ql}), attn_in.push_back({ql, a_t * qk});
+    else attn_in.push_back({h, a_t * qk});
+    attn_in.push_back({h, kvl + me.qk_pos_emb_head_dim});
+    attn_in.push_back({kvl, a_t * (me.qk_head_dim + me.v_head_dim)});
+    attn_out = G{a_t * me.v_head_dim, h};
+    const std::int64_t dh = (qk + me.v_head_dim) / 2;
+    fa_f = KernelDesc::attention(b, a_t, a_t, sl, s, dh, true, false, act, impl);
+    fa_bw = KernelDesc::attention(b, a_t, a_t, sl, s, dh, true, true, act, impl);
+    latent_norm = 2.0 * e * double(T) * double(ql + kvl);
+  } else {
+    attn_in.push_back(qkv);
+  }
+  L.fwd_attn.add(cm, mem(MemoryKernel::Norm, norm));
+  for (const G& g : attn_in) fwd_gemm(L.fwd_attn, g);
+  if (latent_norm > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Norm, latent_norm));
+  if (rope > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Elementwise, rope));
+  L.fwd_attn.add(cm, fa_f);
+  fwd_gemm(L.fwd_attn, attn_out);
+  L.fwd_attn.add(cm, mem(MemoryKernel::Elementwise, resid));
+  L.fwd_mlp.add(cm, mem(MemoryKernel::Norm, norm));
+  fwd_gemm(L.fwd_mlp, up);
+  L.fwd_mlp.add(cm, mem(MemoryKernel::Elementwise, actv));
+  fwd_gemm(L.fwd_mlp, down);
+  L.fwd_mlp.add(cm, mem(MemoryKernel::Elementwise, resid));
+  // Backward: memory-bound kernels move twice their forward bytes (read the output gradient and the saved
+  // input, write the input gradient).
+  L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
+  bwd_gemm(L.bwd_mlp, down);
+  L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, 2.0 * actv));
+  bwd_gemm(L.bwd_mlp, up);
+  L.bwd_mlp.add(cm, mem(MemoryKernel::Norm, 2.0 * norm));
+  L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
+  bwd_gemm(L.bwd_attn, attn_out);
+  L.bwd_attn.add(cm, fa_bw);
+  if (rope > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, rope));
+  if (latent_norm > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Norm, 2.0 * latent_norm));
+  for (auto it = attn_in.rbegin(); it != attn_in.rend(); ++it) bwd_gemm(L.bwd_attn, *it);
+  L.bwd_attn.add(cm, mem(MemoryKernel::Norm, 2.0 * norm));
+  if (c.selective_ac_option == "op") {
+    // torchtitan's per-op selective checkpointing (layer_activation_bytes_op_sac): the SDPA output is
+    // saved, so attention is not recomputed; the backward recomputes what was not saved -- the two norms,
+    // RoPE, the 2nd, 4th and 6th matmuls in forward order (wk, wo, w3 of a Llama block) and the SwiGLU
+    // product -- before the layer's backward.
+    L.recompute_attn_extra.add(cm, mem(MemoryKernel::Norm, norm));
+    fwd_gemm(L.recompute_attn_extra, G{h, g_t * d});
+    if (rope > 0) L.recompute_attn_extra.add(cm, mem(MemoryKernel::Elementwise, rope));
+    fwd_gemm(L.recompute_attn_extra, attn_out);
+    L.recompute_attn_extra.add(cm, mem(MemoryKernel::Elementwise, resid));
+    L.bwd_mlp.add(cm, mem(MemoryKernel::Norm, norm));
+    fwd_gemm(L.bwd_mlp, G{h, f / t});
+    L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, actv));
+  } else {
+    // Selective recompute (Megatron-Core "core_attn"): the attention forward again before its backward.
+    L.recompute_attn_extra.add(cm, fa_f);
+  }
+  return L;
+}
+
+MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const MoeLayerLoad& ld, double T_local) {
+  using models::MemoryKernel;
+  const Precision act = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
+  const Precision gp = c.fp8() ? Precision::FP8 : act;
+  const auto& me = c.moe;
+  const std::int64_t h = c.hidden_size, E = me.num_experts, k = me.moe_router_topk, t = c.tensor_model_parallel_size;
+  const std::int64_t ep = me.expert_model_parallel_size, El = E / ep, etp = c.etp(), F = c.moe_ffn();
+  const std::int64_t fc1 = c.swiglu ? 2 * F : F;
+  const std::int64_t Tl = std::max<std::int64_t>(1, std::llround(T_local));
+  const double e = 2.0, slots = double(Tl) * double(k);
+  auto mem = [&](MemoryKernel kind, double bytes) { return KernelDesc::memory(kind, bytes, act); };
+  const double cast = fp8_cast_bytes_per_element(c.fp8_recipe);
+  MoeCosts M;
+  // Norm, router GEMM (h -> E logits), softmax + top-k over T x E fp32 scores, permutation of the routed
+  // slots (read + write k x h per token). Byte counts as measured in tests/data/hardware/h200-kernels/
+  // kernels2.csv (router_softmax_topk T*E*4, moe_permute_gather 2*T*k*h*2, moe_unpermute_index_add 3*T*k*h*2).
+  const double Te = double(Tl);
+  M.pre_f.add(cm, mem(MemoryKernel::Norm, 2.0 * e * Te * double(h)));
+  M.pre_f.add(cm, KernelDesc::gemm(Tl, E, h, act));
+  M.pre_f.add(cm, mem(MemoryKernel::Softmax, 4.0 * Te * double(E)));
+  M.pre_f.add(cm, mem(MemoryKernel::Copy, 2.0 * e * slots * double(h)));
+  // Unpermute: gather-reduce of the k slots per token weighted by the router probabilities; without
+  // moe_permute_fusion the probability scaling is a separate elementwise pass over the slots.
+  M.post_f.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e * slots * double(h)));
+  if (!me.moe_permute_fusion) M.post_f.add(cm, mem(MemoryKernel::Elementwise, 2.0 * e * slots * double(h)));
+  M.post_f.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e * Te * double(h)));  // residual add
+  M.pre_b.add(cm, mem(MemoryKernel::Copy, 2.0 * e * slots * double(h)));
+  M.pre_b.add(cm, mem(MemoryKernel::Softmax, 2.0 * 4.0 * Te * double(E)));
+  M.pre_b.add(cm, KernelDesc::gemm(Tl, h, E, act));
+  M.pre_b.add(cm, KernelDesc::gemm(h, E, Tl, act));
+  M.pre_b.add(cm, mem(MemoryKernel::Norm, 2.0 * 2.0 * e * Te * double(h)));
+  M.post_b.add(cm, mem(MemoryKernel::Elementwise, 2.0 * 3.0 * e * Te * double(h)));
+  M.post_b.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e * slots * double(h)));
+  if (!me.moe_permute_fusion) M.post_b.add(cm, mem(MemoryKernel::Elementwise, 2.0 * e * slots * double(h)));
+  // Experts: per local expert m_e rows (tokens after dropping/padding, gathered over ETP), fc1 h -> fc1/etp,
+  // activation, fc2 F/etp -> h. moe_grouped_gemm: one grouped GEMM per projection with the mean rows per
+  // local expert; otherwise one GEMM per expert (sequential loop, SequentialMLP).
+  auto experts = [&](const std::vector<double>& rows, Costs& f, Costs& bw) {
+    double total = 0;
+    for (double r : rows) total += r;
+    auto proj = [&](std::int64_t kin, std::int64_t nout, bool fwd) {
+      Costs& out = fwd ? f : bw;
+      if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * total * double(fwd ? kin : nout)));
+      if (me.moe_grouped_gemm) {
+        const std::int64_t m = std::max<std::int64_t>(1, std::llround(total / double(rows.size())));
+        if (fwd) {
+          out.add(cm, KernelDesc::grouped_gemm(El, m, nout, kin, gp));
+        } else {
+          out.add(cm, KernelDesc::grouped_gemm(El, m, kin, nout, gp));   // dgrad
+          out.add(cm, KernelDesc::grouped_gemm(El, kin, nout, m, gp));   // wgrad
+        }
+      } else {
+        for (double r : rows) {
+          const std::int64_t m = std::max<std::int64_t>(1, std::llround(r));
+          if (fwd) {
+            out.add(cm, KernelDesc::gemm(m, nout, kin, gp));
+          } else {
+            out.add(cm, KernelDesc::gemm(m, kin, nout, gp));
+            out.add(cm, KernelDesc::gemm(kin, nout, m, gp));
+          }
+        }
+      }
+    };
+    const double actv = e * total * double(fc1 + F) / double(etp);
+    proj(h, fc1 / etp, true);
+    f.add(cm, mem(MemoryKernel::Elementwise, actv));
+    proj(F / etp, h, true);
+    proj(F / etp, h, false);
+    bw.add(cm, mem(MemoryKernel::Elementwise, 2.0 * actv));
+    proj(h, fc1 / etp, false);
+  };
+  std::vector<double> busiest(ld.expert_tokens.begin() + ld.busiest_rank * El,
+                              ld.expert_tokens.begin() + (ld.busiest_rank + 1) * El);
+  experts(busiest, M.experts_f, M.experts_b);
+  experts(std::vector<double>(El, ld.mean_rank_tokens / double(El)), M.experts_f_mean, M.experts_b_mean);
+  // Shared expert: a dense gated MLP of moe_shared_expert_intermediate_size, split over TP.
+  const std::int64_t S = me.moe_shared_expert_intermediate_size;
+  if (S > 0) {
+    const std::int64_t fs = c.swiglu ? 2 * S : S, Tt = c.sequence_parallel ? Tl * t : Tl;
+    auto g = [&](Costs& out, std::int64_t kin, std::int64_t nout, bool fwd) {
+      if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(Tt) * double(fwd ? kin : nout)));
+      if (fwd) {
+        out.add(cm, KernelDesc::gemm(Tt, nout, kin, gp));
+      } else {
+        out.add(cm, KernelDesc::gemm(Tt, kin, nout, gp));
+        out.add(cm, KernelDesc::gemm(kin, nout, Tt, gp));
+      }
+    };
+    const double sact = e * double(Tt) * double(fs + S) / double(t);
+    g(M.shared_f, h, fs / t, true);
+    M.shared_f.add(cm, mem(MemoryKernel::Elementwise, sact));
+    g(M.shared_f, S / t, h, true);
+    g(M.shared_b, S / t, h, false);
+    M.shared_b.add(cm, mem(MemoryKernel::Elementwise, 2.0 * sact));
+    g(M.shared_b, h, fs / t, false);
+  }
+  return M;
+}
+
+GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& cm, const std::string& where) {
+  GptStepKernels K;
+  const auto t = c.tensor_model_parallel_size, cp = c.context_parallel_size;
+  const bool legacy = c.attention_backend == "unfused";
+  K.legacy = legacy;
+  const double h = double(c.hidden_size), s = double(c.seq_length) / double(cp), b = double(c.micro_batch_size),
+               V = double(c.padded_vocab_size);
+  K.layer = legacy ? layer_costs_unfused(c, cm) : layer_costs_fused(c, cm);
+  const LayerCosts& L = K.layer;
+  // Logits and loss (last stage), embedding lookup (first stage), per micro-batch.
+  {
+    const double T = b * s, tt = double(t);
+    Kernel ce{OpClass::Elementwise, 0, 3.0 * 4.0 * T * V / tt};  // fp32 softmax cross-entropy: read, write, grad
+    if (legacy) {
+      Kernel lg{OpClass::Gemm, 2.0 * T * h * V / tt, 2.0 * (T * h + h * V / tt + T * V / tt)};
+      K.logits_fwd.add(cm, lg);
+      K.logits_fwd.add(cm, ce);
+      K.logits_bwd.add(cm, lg, 2.0);
+      K.logits_bwd.add(cm, ce);
+      Kernel emb{OpClass::Embedding, 0, 2.0 * 2.0 * T * h};  // gather rows + position add, 2-byte elements
+      K.embed_fwd.add(cm, emb);
+      K.embed_bwd.add(cm, emb, 2.0);
+    } else {
+      // The output layer stays in bf16 under FP8 (Transformer Engine recipes quantise the decoder linears).
+      const Precision ap = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
+      const std::int64_t Ti = c.micro_batch_size * (c.seq_length / cp), Vt = c.padded_vocab_size / t;
+      K.logits_fwd.add(cm, KernelDesc::gemm(Ti, Vt, c.hidden_size, ap));
+      K.logits_fwd.add(cm, KernelDesc::memory(models::MemoryKernel::CrossEntropy, ce.bytes, ap));
+      K.logits_bwd.add(cm, KernelDesc::memory(models::MemoryKernel::CrossEntropy, ce.bytes, ap));
+      K.logits_bwd.add(cm, KernelDesc::gemm(Ti, c.hidden_size, Vt, ap));
+      K.logits_bwd.add(cm, KernelDesc::gemm(c.hidden_size, Vt, Ti, ap));
+      const double eb = (c.position_embedding_type == "learned_absolute" ? 2.0 : 1.0) * 2.0 * T * h;
+      K.embed_fwd.add(cm, KernelDesc::memory(models::MemoryKernel::Embedding, eb, ap));
+      K.embed_bwd.add(cm, KernelDesc::memory(models::MemoryKernel::Embedding, 2.0 * eb, ap));
+    }
+  }
+  // Multi-token prediction (DeepSeek-V3 Sec. 2.2), per micro-batch on the last stage: per depth a norm +
+  // projection 2h -> h, one transformer layer (compute only: its MoE dispatch is not simulated) and the
+  // shared output head with its loss.
+  if (c.moe.mtp_num_layers > 0 && !legacy) {
+    const Precision ap = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
+    const std::int64_t Ti = c.micro_batch_size * (c.seq_length / cp);
+    for (std::int64_t k = 0; k < c.moe.mtp_num_layers; ++k) {
+      K.mtp.add(cm, KernelDesc::gemm(Ti, c.hidden_size / t, 2 * c.hidden_size, ap));
+      K.mtp += L.fwd_attn;
+      K.mtp += L.fwd_mlp;
+      K.mtp += K.logits_fwd;
+      K.mtp_b += K.logits_bwd;
+      K.mtp_b += L.bwd_mlp;
+      K.mtp_b += L.bwd_attn;
+      K.mtp_b.add(cm, KernelDesc::gemm(Ti, 2 * c.hidden_size, c.hidden_size / t, ap));
+      K.mtp_b.add(cm, KernelDesc::gemm(2 * c.hidden_size, c.hidden_size / t, Ti, ap));
+    }
+  }
+  // Mixture of experts: routing per MoE layer (who gets how many tokens) and the priced MoE kernels.
+  K.moe_pattern = moe_layers_of(c);
+  K.moe_index.assign(c.num_layers, -1);
+  for (std::int64_t l = 0; l < c.num_layers; ++l)
+    if (K.moe_pattern[l]) K.moe_index[l] = K.n_moe++;
+  // Tokens entering an MoE layer on one rank per micro-batch (sequence-parallel split over TP).
+  K.T_local = b * s / (c.sequence_parallel ? double(t) : 1.0);
+  if (c.moe.enabled()) {
+    const std::int64_t ep = c.moe.expert_model_parallel_size, etp = c.etp();
+    const auto shares = moe_expert_shares(c.moe, K.n_moe, where);
+    for (std::int64_t i = 0; i < K.n_moe; ++i) {
+      K.loads.push_back(moe_layer_load(c.moe, shares[i], K.T_local, ep, ep * etp));
+      K.moe.push_back(moe_costs(c, cm, K.loads.back(), K.T_local));
+    }
+  }
+  return K;
+}
+
+// Optimizer step: Adam on this rank's (shard of) parameters, memory bound. Bytes per parameter: read
+// gradient (2), fp32 master weight, momentum, variance (12), write them back (12) and the 2-byte model
+// weight (2), plus the gradient-norm / unscale passes reading the gradient twice more (4) = 32 bytes.
+Costs GptStepKernels::optimizer(const models::ComputeModel& cm, double elements) const {
+  Costs opt;
+  if (legacy) opt.add(cm, Kernel{OpClass::Elementwise, 0, 32.0 * elements});
+  else opt.add(cm, KernelDesc::memory(models::MemoryKernel::Optimizer, 32.0 * elements, Precision::FP32));
+  return opt;
+}
+
+}  // namespace fabricsim::workloads::gpt_detail

@@ -1,0 +1,158 @@
+#include "workloads/gpt.hpp"
+
+// Layer 3, parallel layout: how the world's ranks form the tensor / context / data / pipeline / expert
+// groups (Megatron-LM's rank order and expert grid) and the communicators of the simulated ranks, with the
+// concurrent groups that share their hosts' NICs as mirrors.
+#include <algorithm>
+#include <cmath>
+
+#include "workloads/gpt_detail.hpp"
+
+namespace fabricsim::workloads::gpt_detail {
+
+GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std::vector<std::int64_t>>& layout,
+                                      const GptStepKernels& K, Trace& tr) {
+  GptParallelLayout Y;
+  const auto t = c.tensor_model_parallel_size, p = c.pipeline_model_parallel_size, dp = c.data_parallel(),
+             cp = c.context_parallel_size, v = c.vp();
+  Y.t = t, Y.p = p, Y.dp = dp, Y.cp = cp, Y.v = v;
+  // Rank layout as Megatron-LM's default order (tensor fastest, then context, then data, then pipeline):
+  //   rank = stage * (dp * cp * t) + dp_index * (cp * t) + cp_index * t + tp_index.
+  auto rank_of = [&](std::int64_t stage, std::int64_t d, std::int64_t k, std::int64_t tp) { return Y.rank_of(stage, d, k, tp); };
+  const std::int64_t dp_mirrors = std::min<std::int64_t>(t, c.gpus_per_host) - 1;
+  Y.dp_mirrors = dp_mirrors;
+  // Gradient / parameter collectives run over the DP x CP group (Megatron-Core reduces gradients over
+  // data- and context-parallel ranks together); HSDP (num_distributed_optimizer_instances R) shards over
+  // DP x CP / R consecutive ranks and all-reduces across the R replicas.
+  const std::int64_t R = c.num_distributed_optimizer_instances, shard_n = dp * cp / R;
+  Y.R = R, Y.shard_n = shard_n;
+  // Appends a communicator to the trace and returns its index.
+  auto add_comm = [&](std::string name, const char* category, std::vector<std::int32_t> ranks,
+                      std::int64_t mirrors = 0, std::int32_t mirror_stride = 1) {
+    Communicator comm;
+    comm.name = std::move(name);
+    comm.category = category;
+    comm.ranks = std::move(ranks);
+    comm.mirrors = static_cast<std::int32_t>(mirrors);
+    comm.mirror_stride = mirror_stride;
+    tr.comms.push_back(std::move(comm));
+    return static_cast<std::int32_t>(tr.comms.size() - 1);
+  };
+  auto& tp_comm = Y.tp_comm;
+  auto& dp_comm = Y.dp_comm;
+  auto& cp_comm = Y.cp_comm;
+  auto& rep_comm = Y.rep_comm;
+  tp_comm.assign(p, 0), dp_comm.assign(p, 0), cp_comm.assign(p, -1), rep_comm.assign(p, -1);
+  for (std::int64_t st = 0; st < p; ++st) {
+    const std::string sfx = ".stage" + std::to_string(st);
+    std::vector<std::int32_t> ranks;
+    for (std::int64_t k = 0; k < t; ++k) ranks.push_back(rank_of(st, 0, 0, k));
+    tp_comm[st] = add_comm("tp" + sfx, "tp", std::move(ranks));
+    ranks.clear();
+    for (std::int64_t d = 0; d < dp; ++d)
+      for (std::int64_t k = 0; k < cp; ++k)
+        if (d * cp + k < shard_n) ranks.push_back(rank_of(st, d, k, 0));
+    dp_comm[st] = add_comm("dp" + sfx, "dp", std::move(ranks), dp_mirrors);
+    if (cp > 1) {
+      ranks.clear();
+      for (std::int64_t k = 0; k < cp; ++k) ranks.push_back(rank_of(st, 0, k, 0));
+      cp_comm[st] = add_comm("cp" + sfx, "cp", std::move(ranks), dp_mirrors);
+    }
+    if (R > 1) {
+      ranks.clear();
+      for (std::int64_t r = 0; r < R; ++r) ranks.push_back(rank_of(st, r * shard_n / cp, r * shard_n % cp, 0));
+      rep_comm[st] = add_comm("dp.replica" + sfx, "dp", std::move(ranks), dp_mirrors);
+    }
+  }
+  // ---- Mixture of experts: per-layer dispatch/combine communicators.
+  const bool moe_on = c.moe.enabled();
+  const auto& moe_pattern = K.moe_pattern;
+  const std::int64_t ep = c.moe.expert_model_parallel_size, etp = moe_on ? c.etp() : 1,
+                     edp = moe_on ? c.expert_data_parallel() : 1;
+  Y.ep = ep, Y.etp = etp, Y.edp = edp;
+  const bool a2a = c.moe.moe_token_dispatcher_type != "allgather";
+  Y.a2a = a2a;
+  // Expert ranks of a stage: local index = etp_i + etp * (ep_i + ep * edp_i) (expert tensor fastest, as
+  // Megatron-Core's expert grid); the simulated rank is local index 0.
+  Y.disp_comm.assign(c.num_layers, -1), Y.comb_comm.assign(c.num_layers, -1);
+  Y.epag_comm.assign(p, -1), Y.etp_comm.assign(p, -1), Y.edp_comm.assign(p, -1);
+  double& flex_dedup = Y.flex_dedup;
+  if (moe_on) {
+    const std::int64_t gph = c.gpus_per_host;
+    std::int32_t mir = 0, mstride = 1;
+    if (etp > 1) mir = static_cast<std::int32_t>(std::min(etp, gph) - 1);
+    else if (ep < gph) mir = static_cast<std::int32_t>(std::min(edp, gph / ep) - 1), mstride = static_cast<std::int32_t>(ep);
+    const std::vector<std::int64_t> off = chunk_offsets(c, layout);
+    // EP rank k sits on GPU k * etp of the stage; NVLink domains of gpus_per_nvlink_domain GPUs (a DGX
+    // server, or a whole NVL72 rack).
+    const std::int64_t dom = std::max(c.gpus_per_nvlink_domain, gph);
+    auto host_of = [&](std::int64_t base, std::size_t k) { return (base + static_cast<std::int64_t>(k) * etp) / dom; };
+    if (c.moe.moe_token_dispatcher_type == "flex") {
+      // DeepEP-style dispatch (flex): a token crosses the scale-out network once per destination node and is
+      // forwarded to that node's experts over NVLink; the combine reduces inside the node before sending
+      // back. Scale-out bytes shrink from the token's remote slots to its distinct remote nodes. With k slots
+      // spread uniformly over G usable nodes (node-limited routing: moe_router_group_topk groups of
+      // num_experts / moe_router_num_groups experts, one group per node when groups == nodes), the expected
+      // distinct nodes are G (1 - (1 - 1/G)^k); remote entries are scaled by that over k. The NVLink
+      // forwarding traffic inside the destination node is not modelled.
+      const double nodes = std::max<double>(1.0, double(ep * etp) / double(dom));
+      double G = nodes;
+      if (c.moe.moe_router_group_topk > 0) G = std::min(nodes, double(c.moe.moe_router_group_topk));
+      const double k = double(c.moe.moe_router_topk);
+      if (nodes > 1) flex_dedup = std::min(1.0, G * (1.0 - std::pow(1.0 - 1.0 / G, k)) / k);
+    }
+    for (std::int64_t st = 0; st < p; ++st) {
+      const std::int32_t base = rank_of(st, 0, 0, 0);
+      auto add = [&](const std::string& name, std::vector<std::int32_t> ranks, std::int32_t mirrors, std::int32_t stride) {
+        return add_comm(name, "ep", std::move(ranks), mirrors, stride);
+      };
+      std::vector<std::int32_t> ep_ranks;
+      for (std::int64_t k = 0; k < ep; ++k) ep_ranks.push_back(base + static_cast<std::int32_t>(k * etp));
+      if (a2a && ep > 1) {
+        for (std::int64_t ch = 0; ch < v; ++ch)
+          for (std::int64_t l = 0; l < layout[st][ch]; ++l) {
+            const std::int64_t gl = off[ch * p + st] + l;
+            if (!moe_pattern[gl]) continue;
+            const auto& ld = K.loads[K.moe_index[gl]];
+            // Dispatch: every source sends recv_share[j] of its slots to EP rank j; combine: the transpose.
+            const std::size_t n = static_cast<std::size_t>(ep);
+            std::vector<std::vector<double>> W(n, std::vector<double>(n)), WT(n, std::vector<double>(n));
+            for (std::size_t i = 0; i < n; ++i)
+              for (std::size_t j = 0; j < n; ++j) {
+                const double f = host_of(base, i) != host_of(base, j) ? flex_dedup : 1.0;
+                W[i][j] = ld.recv_share[j] * f, WT[i][j] = ld.recv_share[i] * f;
+              }
+            Y.disp_comm[gl] = add("ep.l" + std::to_string(gl) + ".dispatch", ep_ranks, mir, mstride);
+            tr.comms.back().a2a_matrix = std::move(W);
+            Y.comb_comm[gl] = add("ep.l" + std::to_string(gl) + ".combine", ep_ranks, mir, mstride);
+            tr.comms.back().a2a_matrix = std::move(WT);
+          }
+      }
+      if (!a2a && ep * etp > 1) {
+        std::vector<std::int32_t> r;
+        for (std::int64_t k = 0; k < ep * etp; ++k) r.push_back(base + static_cast<std::int32_t>(k));
+        const std::int32_t m2 = ep * etp < gph ? static_cast<std::int32_t>(std::min(edp, gph / (ep * etp)) - 1) : 0;
+        Y.epag_comm[st] = add("ep.allgather.stage" + std::to_string(st), r, m2, static_cast<std::int32_t>(ep * etp));
+      }
+      if (a2a && etp > 1) {
+        std::vector<std::int32_t> r;
+        for (std::int64_t k = 0; k < etp; ++k) r.push_back(base + static_cast<std::int32_t>(k));
+        // The other EP ranks' ETP groups on the same server run the same gathers (co-located mirrors).
+        const std::int64_t co = std::max<std::int64_t>(0, std::min(ep, gph / etp) - 1);
+        Y.etp_comm[st] = add("etp.stage" + std::to_string(st), r, static_cast<std::int32_t>(co), static_cast<std::int32_t>(etp));
+      }
+      if (edp > 1) {
+        std::vector<std::int32_t> r;
+        for (std::int64_t k = 0; k < edp; ++k) r.push_back(base + static_cast<std::int32_t>(k * ep * etp));
+        Y.edp_comm[st] = add("edp.stage" + std::to_string(st), r, static_cast<std::int32_t>(std::min(ep * etp, gph) - 1), 1);
+        tr.comms.back().category = "dp";
+      }
+    }
+  }
+  if (p > 1 && !c.untie_embeddings_and_output_weights) {
+    Y.emb_comm = add_comm("embedding", "dp", {rank_of(0, 0, 0, 0), rank_of(p - 1, 0, 0, 0)});
+  }
+  return Y;
+}
+
+}  // namespace fabricsim::workloads::gpt_detail

@@ -1,0 +1,380 @@
+#include "workloads/gpt.hpp"
+
+// Layer 1, model description (derived quantities): parameters per rank and per model, model FLOPs in
+// Megatron's conventions, and the memory per GPU (weights, gradients, optimizer state, activations).
+#include <algorithm>
+#include <cmath>
+
+#include "workloads/gpt_detail.hpp"
+
+namespace fabricsim::workloads {
+
+namespace gpt_detail {
+
+namespace {
+double layer_params_per_rank_dense(const GptConfig& c);
+}
+
+// Parameter elements of one transformer layer held by one TP rank. Integer sums first so the value is
+// exact (and bit-identical to the SC'21 formula 4h^2 + 2hf + 3h + h + f + h for MHA / GELU / biases).
+// MoE / MLA models: the non-expert parameters of one layer on one TP rank (attention, norms, the dense MLP
+// of a dense layer; the router and shared expert of an MoE layer). MLA (DeepSeek-V2 arXiv:2405.04434
+// Sec. 2.1): the down-projections (h -> q_lora_rank, h -> kv_lora_rank + rope dim) and their norms are
+// replicated over TP (Megatron-Core's MLA keeps them duplicated), the up-projections and the output
+// projection are split. No biases (RMSNorm models).
+double layer_params_moe_model(const GptConfig& c, bool moe_layer) {
+  const double h = double(c.hidden_size), t = double(c.tensor_model_parallel_size), a = double(c.num_attention_heads);
+  const auto& e = c.moe;
+  double attn;
+  if (e.multi_latent_attention) {
+    const double qk = double(e.qk_head_dim + e.qk_pos_emb_head_dim), ql = double(e.q_lora_rank),
+                 kvl = double(e.kv_lora_rank);
+    const double q = ql > 0 ? h * ql + ql + ql * a * qk / t : h * a * qk / t;
+    const double kv = h * (kvl + double(e.qk_pos_emb_head_dim)) + kvl + kvl * a * double(e.qk_head_dim + e.v_head_dim) / t;
+    attn = q + kv + a * double(e.v_head_dim) * h / t;
+  } else {
+    const double d = double(c.head_dim()), g = double(c.query_groups());
+    attn = h * (a + 2.0 * g) * d / t + a * d * h / t;
+  }
+  const double gate = c.swiglu ? 2.0 : 1.0;
+  double mlp;
+  if (moe_layer) {
+    const double S = double(e.moe_shared_expert_intermediate_size);
+    mlp = h * double(e.num_experts) + (gate + 1.0) * h * S / t;
+  } else {
+    mlp = (gate + 1.0) * h * double(c.ffn()) / t;
+  }
+  return attn + mlp + 2.0 * h;  // two RMSNorms
+}
+// Expert parameters of one MoE layer on one GPU: E / EP local experts, each split over ETP.
+double expert_params_per_gpu(const GptConfig& c) {
+  const double gate = c.swiglu ? 2.0 : 1.0;
+  return double(c.moe.num_experts / c.moe.expert_model_parallel_size) * (gate + 1.0) * double(c.hidden_size) *
+         double(c.moe_ffn()) / double(c.etp());
+}
+bool moe_model(const GptConfig& c) { return c.moe.enabled() || c.moe.multi_latent_attention; }
+std::vector<bool> moe_layers_of(const GptConfig& c) {
+  if (!c.moe.enabled()) return std::vector<bool>(c.num_layers, false);
+  return moe_layer_pattern(c.moe.moe_layer_freq, c.num_layers, "gpt");
+}
+// Mean non-expert parameters per layer over the model (DP gradient buckets of MoE models).
+double mean_layer_params_moe_model(const GptConfig& c) {
+  double sum = 0;
+  for (bool m : moe_layers_of(c)) sum += layer_params_moe_model(c, m);
+  return sum / double(c.num_layers);
+}
+// Model FLOPs of MoE / MLA models in Megatron-Core's convention (num_floating_point_operations, which
+// counts MoE layers with topk x moe_ffn + shared expert widths, MLA's projections, MTP layers): 3 x (2 x
+// GEMM weights seen per token + non-causal attention 2 s a (qk + v) per token per layer) per token, logits
+// 6 h V per token (plus one more per MTP layer).
+double moe_model_flops(const GptConfig& c) {
+  const double B = double(c.global_batch_size), s = double(c.seq_length), h = double(c.hidden_size),
+               a = double(c.num_attention_heads), V = double(c.padded_vocab_size);
+  const auto& e = c.moe;
+  const double gate = c.swiglu ? 3.0 : 2.0;
+  double attn_w, attn_sc;
+  if (e.multi_latent_attention) {
+    const double qk = double(e.qk_head_dim + e.qk_pos_emb_head_dim), ql = double(e.q_lora_rank),
+                 kvl = double(e.kv_lora_rank), v = double(e.v_head_dim);
+    attn_w = (ql > 0 ? h * ql + ql * a * qk : h * a * qk) + h * (kvl + double(e.qk_pos_emb_head_dim)) +
+             kvl * a * (double(e.qk_head_dim) + v) + a * v * h;
+    attn_sc = s * a * (qk + v);
+  } else {
+    const double d = double(c.head_dim()), g = double(c.query_groups());
+    attn_w = h * (a + 2.0 * g) * d + a * d * h;
+    attn_sc = 2.0 * s * a * d;
+  }
+  auto layer = [&](bool moe) {
+    double w = attn_w;
+    if (moe) w += gate * h * (double(e.moe_router_topk) * double(c.moe_ffn()) + double(e.moe_shared_expert_intermediate_size)) +
+                  h * double(e.num_experts);
+    else w += gate * h * double(c.ffn());
+    return 6.0 * (w + attn_sc);  // per token: 2 FLOPs per weight forward, x3 with backward
+  };
+  double per_token = 0;
+  const auto pattern = moe_layers_of(c);
+  for (bool m : pattern) per_token += layer(m);
+  // MTP module (DeepSeek-V3 Sec. 2.2): per depth a projection 2h -> h, one transformer layer (MoE like the
+  // last layer) and the shared output head.
+  per_token += double(e.mtp_num_layers) * (6.0 * 2.0 * h * h + layer(pattern.empty() ? false : pattern.back()) + 6.0 * h * V);
+  per_token += 6.0 * h * V;
+  return B * s * per_token;
+}
+
+double layer_params_per_rank(const GptConfig& c) {
+  if (moe_model(c)) return mean_layer_params_moe_model(c);
+  return layer_params_per_rank_dense(c);
+}
+namespace {
+double layer_params_per_rank_dense(const GptConfig& c) {
+  const std::int64_t h = c.hidden_size, f = c.ffn(), d = c.head_dim(), a = c.num_attention_heads,
+                     g = c.query_groups();
+  const double t = double(c.tensor_model_parallel_size);
+  const std::int64_t fc1 = c.swiglu ? 2 * f : f;
+  const std::int64_t gemm_w = h * (a + 2 * g) * d + a * d * h + h * fc1 + f * h;
+  const bool bias = c.normalization == "LayerNorm";  // Megatron GPT: biases on; Llama-style configs disable them
+  const std::int64_t biases = bias ? (a + 2 * g) * d + h + fc1 + h : 0;
+  const double norms = c.normalization == "LayerNorm" ? 4.0 * double(h) : 2.0 * double(h);
+  return double(gemm_w + biases) / t + norms;
+}
+}  // namespace
+
+double embedding_params_per_rank(const GptConfig& c) {
+  const double h = double(c.hidden_size), V = double(c.padded_vocab_size), t = double(c.tensor_model_parallel_size);
+  return V * h / t + (c.position_embedding_type == "learned_absolute" ? double(c.seq_length) * h : 0.0);
+}
+bool last_stage_has_output(const GptConfig& c) {
+  return c.untie_embeddings_and_output_weights || c.pipeline_model_parallel_size > 1;
+}
+std::vector<std::int64_t> chunk_offsets(const GptConfig& c, const std::vector<std::vector<std::int64_t>>& layout) {
+  const std::int64_t p = c.pipeline_model_parallel_size, v = c.vp();
+  std::vector<std::int64_t> off(p * v + 1, 0);
+  for (std::int64_t mc = 0; mc < p * v; ++mc) off[mc + 1] = off[mc] + layout[mc % p][mc / p];
+  return off;
+}
+
+}  // namespace gpt_detail
+
+using namespace gpt_detail;
+
+double gpt_num_parameters(const GptConfig& c) {
+  GptConfig one = c;
+  one.tensor_model_parallel_size = 1;
+  const double h = double(c.hidden_size), V = double(c.padded_vocab_size);
+  double n = double(c.num_layers) * layer_params_per_rank(one) + embedding_params_per_rank(one);
+  if (c.moe.enabled()) {
+    GptConfig all = one;
+    all.moe.expert_model_parallel_size = 1, all.moe.expert_tensor_parallel_size = 1;
+    for (bool m : moe_layers_of(c)) n += m ? expert_params_per_gpu(all) : 0.0;
+  }
+  if (c.untie_embeddings_and_output_weights) n += V * h;
+  n += c.normalization == "LayerNorm" ? 2.0 * h : h;  // final norm
+  return n;
+}
+
+std::string GptMemory::largest_term() const {
+  std::pair<double, const char*> terms[] = {{weights_bytes, "weights"}, {grads_bytes, "gradients"},
+                                            {optimizer_bytes, "optimizer state"}, {activations_bytes, "activations"}};
+  return std::max_element(std::begin(terms), std::end(terms))->second;
+}
+
+namespace {
+
+// Stored activation bytes of one layer for one micro-batch on one GPU, no recompute. Korthikanti et al.,
+// "Reducing Activation Recomputation in Large Transformer Models" (MLSys'23) Sec. 4.1 / Table 2, term by
+// term, generalised: per token, attention block 2h (norm input) + 2h (QKV input) + 2(a+2g)d/t (Q, K, V)
+// + 2ad/t (projection input) + h (dropout mask, when hidden_dropout > 0); unfused attention adds the
+// score terms 5as/t (softmax output, dropout mask and output; 2as/t without attention dropout), flash /
+// fused attention stores only the fp32 log-sum-exp (4a/t). MLP block 2h (norm input) + 2h (fc1 input)
+// + 2 fc1_width/t (activation input) + 2f/t (fc2 input) + h (dropout mask). With sequence parallelism the
+// replicated terms (norm/fc inputs, masks) are split over TP too (Sec. 4.2.2); MHA/GELU/dropout gives
+// 34 sbh/t + 5as^2b/t, the paper's formula. FP8 (Transformer Engine) saves the four GEMM inputs as FP8
+// copies (1 byte instead of 2).
+double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_layer = false,
+                              double load_factor = 1.0) {
+  const double h = double(c.hidden_size), a = double(c.num_attention_heads), d = double(c.head_dim()),
+               t = double(c.tensor_model_parallel_size), f = double(c.ffn()),
+               s = double(c.seq_length), cp = double(c.context_parallel_size);
+  const double g_t = std::max(1.0, double(c.query_groups()) / t);
+  const double rep = c.sequence_parallel ? 1.0 / t : 1.0;
+  const double mask = c.hidden_dropout > 0 ? h : 0.0;
+  const double fc1 = c.swiglu ? 2.0 * f : f;
+  const double gemm_in = c.fp8() ? 1.0 : 2.0;
+  double attn = (2.0 * h + gemm_in * h + mask) * rep + 2.0 * (a / t + 2.0 * g_t) * d + gemm_in * a * d / t;
+  if (c.attention_backend == "unfused") {
+    if (!drop_scores) attn += (c.attention_dropout > 0 ? 5.0 : 2.0) * a * (s / cp) / t;
+  } else {
+    attn += 4.0 * a / t;
+  }
+  if (c.moe.multi_latent_attention) {
+    // MLA: Q, K (qk + rope dims) and V per head instead of the GQA widths, the compressed latents
+    // (q_lora_rank + kv_lora_rank + rope dim, replicated over TP) and the projection input (v_head_dim).
+    const auto& e = c.moe;
+    const double qk = double(e.qk_head_dim + e.qk_pos_emb_head_dim), v = double(e.v_head_dim);
+    attn = (2.0 * h + gemm_in * h + mask) * rep + 2.0 * (a / t) * (2.0 * qk + v) +
+           2.0 * double(e.q_lora_rank + e.kv_lora_rank + e.qk_pos_emb_head_dim) + gemm_in * a * v / t + 4.0 * a / t;
+  }
+  double mlp = (2.0 * h + gemm_in * h + mask) * rep + 2.0 * fc1 / t + gemm_in * f / t;
+  if (moe_layer) {
+    // MoE layer: norm/router input, then per routed slot (topk per token, x the busiest rank's load over the
+    // mean) the permuted input (fc1 GEMM input, h), the expert fc1 output and activation input (2 fc1/etp' widths over
+    // the gathered ETP tokens) and the fc2 input; the shared expert as a TP-split dense MLP.
+    const double F = double(c.moe_ffn()), fc1m = c.swiglu ? 2.0 * F : F, etp = double(c.etp());
+    const double t_sp = c.sequence_parallel ? t : 1.0;
+    const double S = double(c.moe.moe_shared_expert_intermediate_size), fc1s = c.swiglu ? 2.0 * S : S;
+    mlp = (2.0 * h + gemm_in * h + mask) * rep +
+          double(c.moe.moe_router_topk) * load_factor * (gemm_in * h * etp + 2.0 * fc1m + gemm_in * F) / t_sp +
+          (S > 0 ? 2.0 * fc1s / t + gemm_in * S / t : 0.0);
+  }
+  const double tokens = double(c.micro_batch_size) * s / cp;
+  return tokens * (attn + mlp);
+}
+
+// Stored bytes of one layer for one micro-batch under torchtitan's per-op selective checkpointing
+// (selective_ac_option "op"; torchtitan/models/llama3/infra/parallelize.py at pytorch/torchtitan@9dec370,
+// _save_list and _custom_policy): the checkpointed block keeps its input (2h per token, split by SP), the
+// outputs of the ops in its save list -- every other matmul (the 1st, 3rd, ... in forward order: wq, wv, w1,
+// w2 of a Llama block; w2's output before the TP reduce-scatter is h wide on every TP rank) and the SDPA
+// output (2ad/t) with its fp32 log-sum-exp (4a/t) -- and recomputes the rest. FP8 GEMM outputs are bf16 as
+// well (torchao float8 returns the high-precision dtype), so the bytes do not depend on the precision.
+double layer_activation_bytes_op_sac(const GptConfig& c) {
+  const double h = double(c.hidden_size), a = double(c.num_attention_heads), d = double(c.head_dim()),
+               t = double(c.tensor_model_parallel_size), f = double(c.ffn()), s = double(c.seq_length),
+               cp = double(c.context_parallel_size);
+  const double g_t = std::max(1.0, double(c.query_groups()) / t);
+  const double rep = c.sequence_parallel ? 1.0 / t : 1.0;
+  const double per_token = 2.0 * h * rep + 2.0 * a * d / t + 2.0 * g_t * d + 2.0 * f / t + 2.0 * h +
+                           2.0 * a * d / t + 4.0 * a / t;
+  return double(c.micro_batch_size) * (s / cp) * per_token;
+}
+
+}  // namespace
+
+GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
+  const auto layout = gpt_layer_layout(c);
+  const std::int64_t p = c.pipeline_model_parallel_size, v = c.vp();
+  std::int64_t layers = 0;
+  for (auto n : layout[st]) layers += n;
+  const double h = double(c.hidden_size), s = double(c.seq_length), b = double(c.micro_batch_size),
+               t = double(c.tensor_model_parallel_size), V = double(c.padded_vocab_size),
+               cp = double(c.context_parallel_size);
+  const double dpcp = double(c.data_parallel() * c.context_parallel_size);
+  double Pl = layer_params_per_rank(c);
+  double P = double(layers) * Pl;
+  // MoE / MLA: the stage's own layers; expert weights separately (sharded over EDP by the distributed
+  // optimizer / FSDP instead of DP x CP).
+  double Pe = 0, act_mean = 0, act_max = 0, act_mean_sel = 0;
+  const bool moe = moe_model(c);
+  if (moe) {
+    const auto pattern = moe_layers_of(c);
+    double lf = 1.0;
+    if (c.moe.enabled()) {
+      // Busiest rank's tokens over the mean, worst MoE layer (activations of the dispatched tokens).
+      std::int64_t nm = 0;
+      for (bool b : pattern) nm += b;
+      const auto shares = moe_expert_shares(c.moe, nm, "gpt");
+      const double T = double(c.micro_batch_size * c.seq_length / c.context_parallel_size) /
+                       (c.sequence_parallel ? t : 1.0);
+      for (const auto& sh : shares) {
+        const auto ld = moe_layer_load(c.moe, sh, T, c.moe.expert_model_parallel_size,
+                                       c.moe.expert_model_parallel_size * c.etp());
+        if (ld.mean_rank_tokens > 0) lf = std::max(lf, ld.max_rank_tokens / ld.mean_rank_tokens);
+      }
+    }
+    std::vector<std::int64_t> off(p * v + 1, 0);
+    for (std::int64_t mc = 0; mc < p * v; ++mc) off[mc + 1] = off[mc] + layout[mc % p][mc / p];
+    P = 0;
+    for (std::int64_t ch = 0; ch < v; ++ch)
+      for (std::int64_t l = 0; l < layout[st][ch]; ++l) {
+        const bool m = pattern[off[ch * p + st] + l];
+        P += layer_params_moe_model(c, m);
+        if (m) Pe += expert_params_per_gpu(c);
+        const double a_full = layer_activation_bytes(c, false, m, lf);
+        act_mean += a_full, act_max = std::max(act_max, a_full);
+        act_mean_sel += layer_activation_bytes(c, c.recompute_granularity == "selective", m, lf);
+      }
+    if (layers) act_mean /= double(layers), act_mean_sel /= double(layers);
+    Pl = layers ? P / double(layers) : 0.0;
+  }
+  if (st == 0) P += embedding_params_per_rank(c);
+  if (st == p - 1 && last_stage_has_output(c)) P += V * h / t;
+  GptMemory mem;
+  mem.stage = st;
+  // Mixed precision (ZeRO, Rajbhandari et al. SC'20 Sec. 3.1): 2-byte weights, 2-byte gradients (4 with
+  // grad_reduce_in_fp32), 12 bytes of fp32 master weight + Adam moments; the distributed optimizer shards
+  // the 12 bytes over the DP x CP group (Megatron-LM docs, distrib_optimizer.md), FSDP / ZeRO-3 shards all
+  // of it, keeping the gathered weights (and gradients) of the running and the prefetched layer.
+  const double grad = c.grad_reduce_in_fp32 ? 4.0 : 2.0;
+  // FP8 (Transformer Engine): an FP8 copy of each linear weight and its transpose (2 x 1 byte) kept for
+  // the micro-batches of a step.
+  const double fp8_w = c.fp8() ? 2.0 * double(layers) * Pl : 0.0;
+  if (c.use_torch_fsdp2) {
+    // torch FSDP2 with torchtitan's MixedPrecisionPolicy (param_dtype bf16, reduce_dtype fp32): the sharded
+    // parameters are fp32 and are the optimizer's master copy (4 bytes), their gradients are sharded fp32
+    // (4), Adam keeps two fp32 moments (8) -- 16 bytes per parameter over the shard group, no separate
+    // bf16 copy (torch/distributed/fsdp/_fully_shard/_fsdp_param.py: the bf16 weights exist only as
+    // all-gather outputs). Unsharded on top: torchtitan's reshard_after_forward_policy "default" reshards
+    // after forward only without pipeline parallelism (torchtitan parallelize.py apply_fsdp:
+    // reshard_after_forward = not pp_enabled). Without PP: the bf16 weights of the running and the
+    // prefetched layer and the running layer's gradient (upcast to reduce_dtype for the reduce-scatter).
+    // With PP: the whole stage stays gathered in bf16 for the step, and the pipeline schedule turns
+    // gradient sync off until the last micro-batch (torch.distributed.pipelining stage
+    // backward_maybe_with_nosync), so FSDP2 accumulates unsharded gradients in reduce_dtype
+    // (FSDPParam.to_accumulated_grad_if_needed: fp32 for the whole parameter, not the shard).
+    const double shard = dpcp / double(c.num_distributed_optimizer_instances);
+    mem.weights_bytes = 4.0 * P / shard + fp8_w / shard + (p > 1 ? 2.0 * P : 2.0 * 2.0 * Pl);
+    mem.grads_bytes = 4.0 * P / shard + (p > 1 ? grad * P : grad * Pl);
+    mem.optimizer_bytes = 8.0 * P / shard;
+  } else if (c.fsdp()) {
+    const double shard = dpcp / double(c.num_distributed_optimizer_instances);
+    mem.weights_bytes = 2.0 * P / shard + 2.0 * 2.0 * Pl + fp8_w / shard;
+    mem.grads_bytes = grad * P / shard + grad * Pl;
+    mem.optimizer_bytes = 12.0 * P / shard;
+  } else {
+    mem.weights_bytes = 2.0 * P + fp8_w;
+    mem.grads_bytes = grad * P;
+    const bool sharded = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard";
+    mem.optimizer_bytes = 12.0 * P / (sharded ? dpcp / double(c.num_distributed_optimizer_instances) : 1.0);
+  }
+  if (Pe > 0) {
+    const double edp = double(c.expert_data_parallel());
+    const bool sharded = c.fsdp() || c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard";
+    mem.weights_bytes += (c.fsdp() ? 2.0 / edp : 2.0) * Pe + (c.fp8() ? 2.0 * Pe : 0.0);
+    mem.grads_bytes += (c.fsdp() ? grad / edp : grad) * Pe;
+    mem.optimizer_bytes += 12.0 * Pe / (sharded ? edp : 1.0);
+  }
+  // Activations: in-flight micro-batches of this stage (1F1B: p - st; interleaved: Megatron's warm-up
+  // count (p - st - 1) * 2 + (v - 1) p, + 1, in chunk units) times the stored bytes per layer.
+  const double m = double(c.global_batch_size / (c.micro_batch_size * c.data_parallel()));
+  const double full = moe ? act_max : layer_activation_bytes(c, false);
+  const double rep = c.sequence_parallel ? 1.0 / t : 1.0;
+  const double input_only = 2.0 * b * (s / cp) * h * rep;
+  // The micro-batch in its backward peaks while a recomputed layer (group) holds its full activations:
+  // block -- the first N layers are recomputed after the stored ones were freed: (N-1) inputs + 1 layer;
+  // uniform -- groups of G layers: (groups-1) inputs + G layers.
+  double per_chunk_mb = 0;  // stored bytes of one micro-batch through one chunk of this stage
+  double mb_peak = 0;
+  const double lpc = double(layers) / double(v);
+  if (c.recompute_granularity == "full") {
+    double n_re = c.recompute_num_layers ? std::min<double>(double(c.recompute_num_layers), lpc) : lpc;
+    if (c.recompute_method == "block") {
+      per_chunk_mb = n_re * input_only + (lpc - n_re) * full;
+      mb_peak = std::max(per_chunk_mb, (n_re - 1.0) * input_only + full);
+    } else {
+      const double group = c.recompute_num_layers ? n_re : 1.0;
+      const double groups = std::ceil(lpc / group);
+      per_chunk_mb = groups * input_only;
+      mb_peak = std::max(per_chunk_mb, (groups - 1.0) * input_only + group * full);
+    }
+  } else if (c.selective_ac_option == "op") {
+    // The layer in its backward holds its recomputed activations on top of what was saved.
+    per_chunk_mb = lpc * layer_activation_bytes_op_sac(c);
+    mb_peak = per_chunk_mb + std::max(0.0, layer_activation_bytes(c, true) - layer_activation_bytes_op_sac(c));
+  } else {
+    per_chunk_mb = lpc * (moe ? act_mean_sel : layer_activation_bytes(c, c.recompute_granularity == "selective"));
+    mb_peak = per_chunk_mb;
+  }
+  double inflight;
+  if (v == 1) inflight = std::min(m, double(p - st));
+  else inflight = std::min(m * double(v), double((p - st - 1) * 2 + (v - 1) * p + 1));
+  double act = per_chunk_mb * (inflight - 1.0) + mb_peak;
+  // Loss buffers on the last stage, per logit element (s b V / (t cp) of them): Megatron-Core's
+  // vocab-parallel cross entropy (megatron/core/tensor_parallel/cross_entropy.py) keeps the bf16 logits
+  // (2 bytes), upcasts them to fp32 (4), saves the fp32 softmax for the backward (4) and produces an fp32
+  // gradient (4): 14 bytes; the fused version (cross_entropy_loss_fusion, fused_cross_entropy.py) works in
+  // place on the fp32 softmax: 2 + 4 = 6 bytes.
+  if (st == p - 1) act += (c.cross_entropy_loss_fusion ? 6.0 : 14.0) * (s / cp) * b * V / t;
+  mem.activations_bytes = act;
+  return mem;
+}
+
+GptMemory gpt_memory_per_gpu(const GptConfig& c) {
+  GptMemory best;
+  for (std::int64_t st = 0; st < c.pipeline_model_parallel_size; ++st) {
+    GptMemory m = gpt_memory_of_stage(c, st);
+    if (st == 0 || m.total_bytes() > best.total_bytes()) best = m;
+  }
+  return best;
+}
+
+}  // namespace fabricsim::workloads

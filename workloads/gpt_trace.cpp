@@ -1,0 +1,742 @@
+#include "workloads/gpt.hpp"
+
+// Layer 5, trace: turns the schedule of each simulated rank (one per pipeline stage) into trace ops with
+// their dependencies -- compute ops priced by the kernels layer, collectives on the parallel layout's
+// communicators, pipeline sends / receives -- then the gradient synchronisation and the optimizer step.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <memory>
+
+#include "models/gpu.hpp"
+#include "sim/base/error.hpp"
+#include "workloads/gpt_detail.hpp"
+
+namespace fabricsim::workloads {
+
+using models::KernelDesc;
+using models::Precision;
+using namespace gpt_detail;
+
+namespace {
+
+std::int64_t to_ns(double s) { return static_cast<std::int64_t>(std::llround(s * 1e9)); }
+
+class RankBuilder {
+ public:
+  RankBuilder(RankTrace& rt) : rt_(rt) {
+    rt_.streams = {"compute", "comm.tp", "pp.recv.fwd", "pp.recv.bwd", "pp.send.fwd", "pp.send.bwd", "comm.dp"};
+  }
+  enum Stream : std::uint16_t { kCompute = 0, kTp = 1, kRecvF = 2, kRecvB = 3, kSendF = 4, kSendB = 5, kDp = 6, kCp = 7, kFsdp = 8 };
+  void add_stream(const char* name) { rt_.streams.push_back(name); }
+  // The chain head, saved and restored to build two interleaved chains (MoE A2A overlap).
+  std::pair<std::uint32_t, bool> head() const { return {last_, has_last_}; }
+  void set_head(std::pair<std::uint32_t, bool> h) { last_ = h.first, has_last_ = h.second; }
+
+  // Adds an op depending on the chain (and extra deps); returns its index and makes it the chain head.
+  std::uint32_t chain(Op op, std::vector<std::uint32_t> extra = {}) {
+    if (has_last_) op.deps.push_back(last_);
+    for (auto d : extra) op.deps.push_back(d);
+    std::uint32_t i = push(std::move(op));
+    last_ = i;
+    has_last_ = true;
+    return i;
+  }
+  // Adds an op that starts with the chain head (depends on it) without becoming the head.
+  std::uint32_t fork(Op op) {
+    if (has_last_) op.deps.push_back(last_);
+    return push(std::move(op));
+  }
+  std::uint32_t push(Op op) {
+    rt_.ops.push_back(std::move(op));
+    return static_cast<std::uint32_t>(rt_.ops.size() - 1);
+  }
+  std::uint32_t last() const { return last_; }
+  bool has_last() const { return has_last_; }
+
+ private:
+  RankTrace& rt_;
+  std::uint32_t last_ = 0;
+  bool has_last_ = false;
+};
+
+Op compute_op(std::string name, const Costs& c) {
+  Op op;
+  op.kind = OpKind::Compute;
+  op.stream = RankBuilder::kCompute;
+  op.name = std::move(name);
+  op.category = "compute";
+  op.duration_s = static_cast<double>(to_ns(c.seconds)) * 1e-9;
+  op.flops = c.flops;
+  return op;
+}
+
+Op wait_op(std::string name) {
+  Op w = compute_op(std::move(name), Costs{});
+  w.duration_s = 0;
+  return w;
+}
+
+Op coll_op(std::string name, CollOp kind, std::int32_t comm, double bytes, std::uint16_t stream, const char* cat) {
+  Op op;
+  op.kind = OpKind::Collective;
+  op.stream = stream;
+  op.name = std::move(name);
+  op.category = cat;
+  op.coll = kind;
+  op.comm = comm;
+  op.bytes = bytes;
+  return op;
+}
+
+// tp_comm_overlap: Transformer Engine's userbuffers overlap runs the TP all-gather / reduce-scatter chunks
+// while the GEMMs run; the GEMMs lose the SMs the communication kernels take. Cost: 16 of H100's 132 SMs
+// (Transformer Engine's userbuffers default: add_ub(..., num_sm=16) for the ring-exchange, pipeline and bulk
+// methods alike, NVIDIA/TransformerEngine@0004dbd0 transformer_engine/pytorch/module/base.py initialize_ub;
+// 132 SMs: H100 SXM whitepaper) -> the overlapped compute runs 132 / 116 = 1.138x longer.
+constexpr double kTpOverlapComputeFactor = 132.0 / 116.0;
+
+
+// Step-wide quantities the stages share.
+struct StepContext {
+  const GptConfig& c;
+  const models::ComputeModel& cm;
+  const GptStepKernels& K;
+  const GptParallelLayout& Y;
+  const std::vector<std::vector<std::int64_t>>& layout;
+  std::vector<std::int64_t> offset;  // first global layer of each model chunk (chunk_offsets)
+  std::int64_t m = 0;                // micro-batches per step
+  double h = 0, V = 0;
+  double tp_bytes = 0, pp_bytes = 0, kv_bytes = 0, qkv_local = 0, o_local = 0, a2a_bytes = 0;
+  double Pl = 0, emb_el = 0, out_el = 0, grad_elem_bytes = 2.0;
+  bool fp8_dispatch = false;
+};
+
+StepContext step_context(const GptConfig& c, const models::ComputeModel& cm, const GptStepKernels& K,
+                         const GptParallelLayout& Y, const std::vector<std::vector<std::int64_t>>& layout) {
+  StepContext x{c, cm, K, Y, layout};
+  const auto t = Y.t, cp = Y.cp;
+  x.offset = chunk_offsets(c, layout);
+  x.m = c.global_batch_size / (c.micro_batch_size * Y.dp);
+  x.h = double(c.hidden_size), x.V = double(c.padded_vocab_size);
+  const double s = double(c.seq_length) / double(cp), b = double(c.micro_batch_size);
+  const double act_bytes = b * s * x.h * 2.0;  // one micro-batch's hidden states on this rank, 2-byte elements
+  x.tp_bytes = act_bytes;
+  // Pipeline sends use the scatter/gather optimisation (each TP rank sends 1/t of the activation; Narayanan
+  // et al. SC'21 Sec. 4.1), on by default in Megatron-LM.
+  x.pp_bytes = act_bytes / double(t);
+  // Context parallelism: K and V of this TP rank's key/value heads for the whole sequence (all-gather
+  // output bytes; the ring of p2p exchanges moves the same (cp-1)/cp share); backward also returns dK, dV.
+  const double g_t = std::max<double>(1.0, double(c.query_groups()) / double(t));
+  x.kv_bytes = 2.0 * b * double(c.seq_length) * g_t * double(c.head_dim()) * 2.0;
+  const double a_t = double(c.num_attention_heads / t);
+  x.qkv_local = b * s * (a_t + 2.0 * g_t) * double(c.head_dim()) * 2.0;
+  x.o_local = b * s * a_t * double(c.head_dim()) * 2.0;
+  x.a2a_bytes = K.T_local * double(c.moe.moe_router_topk) * x.h * 2.0;  // bf16 slots sent per rank
+  x.fp8_dispatch = c.moe.moe_token_dispatcher_type == "flex" && c.fp8();
+  x.Pl = layer_params_per_rank(c);
+  x.emb_el = embedding_params_per_rank(c), x.out_el = x.V * x.h / double(t);
+  x.grad_elem_bytes = c.grad_reduce_in_fp32 ? 4.0 : 2.0;
+  return x;
+}
+
+// Emits the ops of one simulated rank (pipeline stage `st`).
+class StageEmitter {
+ public:
+  StageEmitter(const StepContext& x, std::int64_t st, RankTrace& rt)
+      : x_(x), c(x.c), K(x.K), Y(x.Y), st(st), p(Y.p), v(Y.v), t(Y.t), cp(Y.cp), rb(rt) {
+    rt.rank = Y.rank_of(st, 0, 0, 0);
+    if (cp > 1 || c.fsdp()) rb.add_stream("comm.cp");
+    if (c.fsdp()) rb.add_stream("comm.fsdp");
+    kEp = static_cast<std::uint16_t>(rt.streams.size());
+    if (moe_on) rb.add_stream("comm.ep");
+    first_stage = st == 0, last_stage = st == p - 1;
+    fsdp_keep_gathered = c.use_torch_fsdp2 && p > 1;
+    dist_opt_sharded = c.use_distributed_optimizer && !c.fsdp() && Y.dp * cp > 1;
+    plan_buckets();
+  }
+
+  void run(const GptSchedule& sched) {
+    for (const GptSlotGroup& g : sched.groups) {
+      if (g.slots.size() == 1) {
+        std::vector<Step> steps;
+        slot_steps(g.slots[0], steps);
+        for (auto& f : steps) f();
+      } else {
+        overlapped_pair(g.slots[0], g.slots[1]);
+      }
+    }
+    finish_step();
+  }
+
+ private:
+  using Step = std::function<void()>;
+  const StepContext& x_;
+  const GptConfig& c;
+  const GptStepKernels& K;
+  const GptParallelLayout& Y;
+  const std::int64_t st, p, v, t, cp;
+  RankBuilder rb;
+  std::uint16_t kEp = 0;
+  const bool moe_on = c.moe.enabled();
+  bool first_stage = false, last_stage = false, fsdp_keep_gathered = false, dist_opt_sharded = false;
+  // Gradient buckets (backward order: last layer first) and, with overlap_param_gather, the parameter
+  // all-gathers issued at the start of the step: bucket_of[chunk][layer].
+  std::vector<std::vector<std::int64_t>> bucket_of;
+  std::vector<double> bucket_elements;
+  std::vector<std::uint32_t> early_ag;
+  // Last backward op index per (chunk, layer) for the final micro-batch (DP bucket readiness).
+  std::vector<std::vector<std::uint32_t>> final_bwd;
+  std::uint32_t final_embed_bwd = 0;
+
+  std::int32_t prev_rank() const { return Y.rank_of(st == 0 ? p - 1 : st - 1, 0, 0, 0); }
+  std::int32_t next_rank() const { return Y.rank_of(st == p - 1 ? 0 : st + 1, 0, 0, 0); }
+  std::int64_t tag(std::int64_t mb, std::int64_t chunk, int dir) const { return (mb * v + chunk) * 2 + dir; }
+  bool recomputed(std::int64_t l, std::int64_t n_chunk) const {
+    if (c.recompute_granularity != "full") return false;
+    if (c.recompute_method == "block" && c.recompute_num_layers) return l < std::min(c.recompute_num_layers, n_chunk);
+    return true;
+  }
+  double layer_el(std::int64_t gl) const {
+    double el = x_.Pl;
+    if (gl == 0) el += x_.emb_el;
+    if (gl == c.num_layers - 1 && last_stage_has_output(c)) el += x_.out_el;
+    return el;
+  }
+
+  void plan_buckets() {
+    bucket_of.resize(v);
+    for (std::int64_t ch = 0; ch < v; ++ch) bucket_of[ch].assign(x_.layout[st][ch], 0);
+    // (chunk, layer) in backward order, as the gradient buckets below.
+    double acc = 0;
+    for (std::int64_t ch = v - 1; ch >= 0; --ch)
+      for (std::int64_t l = x_.layout[st][ch] - 1; l >= 0; --l) {
+        acc += x_.Pl;
+        bucket_of[ch][l] = static_cast<std::int64_t>(bucket_elements.size());
+        if (acc >= double(c.bucket_size)) {
+          bucket_elements.push_back(acc);
+          acc = 0;
+        }
+      }
+    if (acc > 0 || bucket_elements.empty()) bucket_elements.push_back(acc);
+    if (first_stage) bucket_elements.back() += x_.emb_el;
+    if (last_stage && last_stage_has_output(c)) bucket_elements.front() += x_.out_el;
+    // Megatron's overlap_param_gather: each bucket's parameter all-gather (the previous step's optimizer
+    // update) is issued at the start of the forward, first layers first, and the bucket's layers wait for
+    // it in the first micro-batch; only the first bucket's gather is exposed.
+    early_ag.assign(bucket_elements.size(), 0);
+    if (c.overlap_param_gather && dist_opt_sharded)
+      for (std::size_t k = bucket_elements.size(); k-- > 0;)
+        early_ag[k] = rb.push(coll_op("dp.bucket" + std::to_string(k) + ".ag", CollOp::AllGather, Y.dp_comm[st],
+                                      bucket_elements[k] * 2.0, RankBuilder::kDp, "dp"));
+    final_bwd.resize(v);
+    for (std::int64_t ch = 0; ch < v; ++ch) final_bwd[ch].assign(x_.layout[st][ch], 0);
+  }
+
+  // One TP block: [SP all-gather] compute [SP reduce-scatter | all-reduce], with the CP exchange of an
+  // attention block. tp_comm_overlap runs the SP collectives beside the compute (which pays the SM
+  // cost); p2p context parallelism runs the ring exchange beside the attention compute.
+  void block(const std::string& nm, const std::string& cname, const Costs& cost, bool attn, bool bwd,
+             const std::vector<std::uint32_t>& extra = {}) {
+    const auto& tp_comm = Y.tp_comm;
+    const double tp_bytes = x_.tp_bytes, kv_bytes = x_.kv_bytes;
+    std::vector<std::uint32_t> par;
+    const bool ovl = c.tp_comm_overlap && t > 1;
+    const bool has_pre = rb.has_last();
+    const std::uint32_t pre = rb.last();
+    if (t > 1 && c.sequence_parallel) {
+      Op ag = coll_op(nm + (bwd ? ".bwd.ag" : ".ag"), CollOp::AllGather, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp");
+      if (ovl) par.push_back(rb.fork(std::move(ag)));
+      else rb.chain(std::move(ag));
+    }
+    if (attn && cp > 1) {
+      const std::int32_t cc = Y.cp_comm[st];
+      if (c.cp_comm_type == "p2p") {
+        par.push_back(rb.fork(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.kv", CollOp::AllGather, cc, kv_bytes, RankBuilder::kCp, "cp")));
+        if (bwd)
+          par.push_back(rb.fork(coll_op(nm + ".bwd.cp.dkv", CollOp::ReduceScatter, cc, kv_bytes, RankBuilder::kCp, "cp")));
+      } else if (c.cp_comm_type == "all_gather") {
+        rb.chain(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.kv", CollOp::AllGather, cc, kv_bytes, RankBuilder::kCp, "cp"));
+      } else {
+        rb.chain(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.a2a", CollOp::AllToAll, cc, bwd ? x_.o_local : x_.qkv_local, RankBuilder::kCp, "cp"));
+      }
+    }
+    Costs cc = cost;
+    if (ovl) cc.seconds *= kTpOverlapComputeFactor;
+    rb.chain(compute_op(cname, cc), extra);
+    if (attn && cp > 1 && c.cp_comm_type == "all_gather" && bwd)
+      rb.chain(coll_op(nm + ".bwd.cp.dkv", CollOp::ReduceScatter, Y.cp_comm[st], kv_bytes, RankBuilder::kCp, "cp"));
+    if (attn && cp > 1 && c.cp_comm_type == "a2a")
+      rb.chain(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.a2a2", CollOp::AllToAll, Y.cp_comm[st], bwd ? x_.qkv_local : x_.o_local, RankBuilder::kCp, "cp"));
+    if (t > 1) {
+      Op red = c.sequence_parallel
+                   ? coll_op(nm + (bwd ? ".bwd.rs" : ".rs"), CollOp::ReduceScatter, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp")
+                   : coll_op(nm + (bwd ? ".bwd.ar" : ".ar"), CollOp::AllReduce, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp");
+      // tp_comm_bulk_wgrad false: the backward reduce-scatter of the input gradient waits for the GEMMs
+      // (torchtitan's async TP: torch/_inductor/fx_passes/micro_pipeline_tp.py fuses a reduce-scatter only
+      // with the one matmul producing its input, and a Llama block's input gradient is the sum of the
+      // wq/wk/wv (w1/w3) dgrads).
+      if (ovl && (!bwd || c.tp_comm_bulk_wgrad)) {
+        // Starts with the compute (the reduce-scatter of each GEMM chunk follows it).
+        if (has_pre) red.deps.push_back(pre);
+        par.push_back(rb.push(std::move(red)));
+      } else {
+        rb.chain(std::move(red));
+      }
+    }
+    if (!par.empty()) rb.chain(wait_op(nm + (bwd ? ".bwd" : "") + ".join"), par);
+  }
+
+  // FSDP: per-layer parameter all-gathers (prefetched one layer ahead) and gradient reduce-scatters on
+  // the FSDP stream, over the shard group.
+  std::uint32_t fsdp_ag(const std::string& nm, double el) {
+    return rb.fork(coll_op(nm, CollOp::AllGather, Y.dp_comm[st], el * 2.0, RankBuilder::kFsdp, "dp"));
+  }
+
+  // The shared expert (TP-split, with its SP all-gather / reduce-scatter).
+  void shared_expert(const std::string& nm, const Costs& cost, const std::string& phase) {
+    if (cost.kernels == 0) return;
+    if (t > 1) rb.chain(coll_op(nm + phase + ".moe.shared.ag", CollOp::AllGather, Y.tp_comm[st], x_.tp_bytes, RankBuilder::kTp, "tp"));
+    rb.chain(compute_op(nm + phase + ".moe.shared", cost));
+    if (t > 1) rb.chain(coll_op(nm + phase + ".moe.shared.rs", CollOp::ReduceScatter, Y.tp_comm[st], x_.tp_bytes, RankBuilder::kTp, "tp"));
+  }
+
+  // Dispatch (first) or combine of an MoE layer on the EP stream, started with the chain head: an
+  // all_to_allv over EP, an all-gather / reduce-scatter over EP x ETP (allgather dispatcher), or nothing.
+  std::uint32_t exchange(const std::string& what, std::int64_t gl, bool first, bool bwd) {
+    const std::int64_t ep = Y.ep, etp = Y.etp;
+    if (Y.a2a && ep > 1) {
+      // flex + FP8: the forward dispatch moves FP8 activations with 1x128 block scales (DeepSeek-V3
+      // arXiv:2412.19437 Sec. 3.3.2: FP8 dispatch, BF16 combine): (1 + 4/128) / 2 of the BF16 bytes.
+      const double scale = (x_.fp8_dispatch && first && !bwd) ? (1.0 + 4.0 / 128.0) / 2.0 : 1.0;
+      return rb.fork(coll_op(what, CollOp::AllToAllv, first ? Y.disp_comm[gl] : Y.comb_comm[gl], x_.a2a_bytes * scale, kEp, "ep"));
+    }
+    if (!Y.a2a && ep * etp > 1)
+      return rb.fork(coll_op(what, first ? CollOp::AllGather : CollOp::ReduceScatter, Y.epag_comm[st],
+                             K.T_local * x_.h * 2.0 * double(ep * etp), kEp, "ep"));
+    return rb.fork(wait_op(what));
+  }
+
+  // MoE layer as three steps split at its two exchanges. Forward: router + permute, dispatch, [ETP
+  // all-gather], experts, [ETP reduce-scatter], combine, unpermute; the shared expert after, or beside the
+  // dispatch (forward) / combine (backward) with moe_shared_expert_overlap. Backward: the same in reverse.
+  // `before` runs first in the first step (the attention block of a forward); `extra` are dependencies of
+  // the first MoE op.
+  void moe_steps(const std::string& nm, const std::string& phase, std::int64_t gl, bool bwd, std::vector<Step>& out,
+                 Step before, std::shared_ptr<std::vector<std::uint32_t>> extra) {
+    auto xo = std::make_shared<std::uint32_t>(0);
+    const bool shared_ovl = c.moe.moe_shared_expert_overlap;
+    out.push_back([this, nm, phase, gl, bwd, xo, before, extra, shared_ovl]() {
+      if (before) before();
+      const MoeCosts& M = K.moe[K.moe_index[gl]];
+      rb.chain(compute_op(nm + phase + (bwd ? ".moe.unpermute" : ".moe.router"), bwd ? M.post_b : M.pre_f),
+               extra ? *extra : std::vector<std::uint32_t>{});
+      *xo = exchange(nm + phase + ".moe.dispatch", gl, true, bwd);
+      if (shared_ovl && !bwd) shared_expert(nm, M.shared_f, phase);
+    });
+    out.push_back([this, nm, phase, gl, bwd, xo, shared_ovl]() {
+      const MoeCosts& M = K.moe[K.moe_index[gl]];
+      const double rows = K.loads[K.moe_index[gl]].max_rank_tokens / double(Y.etp);  // rows before the ETP gather
+      const double etp_bytes = rows * x_.h * 2.0 * double(Y.etp);
+      rb.chain(wait_op(nm + phase + ".moe.dispatched"), {*xo});
+      if (Y.a2a && Y.etp > 1)
+        rb.chain(coll_op(nm + phase + ".moe.etp.ag", CollOp::AllGather, Y.etp_comm[st], etp_bytes, kEp, "ep"));
+      rb.chain(compute_op(nm + phase + ".moe.experts", bwd ? M.experts_b : M.experts_f));
+      if (Y.a2a && Y.etp > 1)
+        rb.chain(coll_op(nm + phase + ".moe.etp.rs", CollOp::ReduceScatter, Y.etp_comm[st], etp_bytes, kEp, "ep"));
+      *xo = exchange(nm + phase + ".moe.combine", gl, false, bwd);
+      if (shared_ovl && bwd) shared_expert(nm, M.shared_b, phase);
+    });
+    out.push_back([this, nm, phase, gl, bwd, xo, shared_ovl]() {
+      const MoeCosts& M = K.moe[K.moe_index[gl]];
+      rb.chain(wait_op(nm + phase + ".moe.combined"), {*xo});
+      rb.chain(compute_op(nm + phase + (bwd ? ".moe.router" : ".moe.unpermute"), bwd ? M.pre_b : M.post_f));
+      if (!shared_ovl) shared_expert(nm, bwd ? M.shared_b : M.shared_f, phase);
+    });
+  }
+
+  // Forward (or recompute) of one decoder layer: attention block, then the dense MLP block or the MoE
+  // steps. `pre` runs first (FSDP prefetch); `extra` are dependencies of the attention compute.
+  void fwd_layer_steps(const std::string& nm, bool recompute, std::int64_t gl, std::vector<Step>& out, Step pre,
+                       std::shared_ptr<std::vector<std::uint32_t>> extra) {
+    Step attn = [this, nm, recompute, pre, extra]() {
+      if (pre) pre();
+      block(nm + ".attn", nm + (recompute ? ".recompute.attn" : ".fwd.attn"), K.layer.fwd_attn, true, false,
+            extra ? *extra : std::vector<std::uint32_t>{});
+    };
+    if (moe_on && K.moe_pattern[gl]) {
+      moe_steps(nm, recompute ? ".recompute" : ".fwd", gl, false, out, attn, nullptr);
+    } else {
+      out.push_back([this, nm, recompute, attn]() {
+        attn();
+        block(nm + ".mlp", nm + (recompute ? ".recompute.mlp" : ".fwd.mlp"), K.layer.fwd_mlp, false, false);
+      });
+    }
+  }
+
+  void send(OpKind kind, std::uint16_t stream, std::string name, std::int32_t peer, std::int64_t msg_tag) {
+    Op o;
+    o.kind = kind;
+    o.stream = stream;
+    o.name = std::move(name);
+    o.category = "pp";
+    o.peer = peer;
+    o.tag = msg_tag;
+    o.bytes = x_.pp_bytes;
+    if (kind == OpKind::Recv) {
+      std::uint32_t ri = rb.push(std::move(o));
+      pending_recv_ = ri;
+      return;
+    }
+    if (c.overlap_p2p_comm) {
+      o.deps.push_back(rb.last());
+      rb.push(std::move(o));
+    } else {
+      rb.chain(std::move(o));  // Megatron waits for its p2p requests before computing on
+    }
+  }
+  std::uint32_t pending_recv_ = 0;
+
+  // The steps of one slot: a prologue (receive or embedding / loss), one step per layer (three per MoE
+  // layer), an epilogue (send or embedding backward). Run in order they emit the slot's ops; two slots'
+  // steps alternated build two interleaved dependency chains (overlapped_pair).
+  void slot_steps(const GptSlot& sl, std::vector<Step>& out) {
+    const std::int64_t mb = sl.mb, ch = sl.chunk, nl = x_.layout[st][ch], base = x_.offset[ch * p + st];
+    const bool first_chunk = first_stage && ch == 0, last_chunk = last_stage && ch == v - 1;
+    const std::string mbs = "mb" + std::to_string(mb) + (v > 1 ? ".c" + std::to_string(ch) : "");
+    auto fsdp_next = std::make_shared<std::uint32_t>(0);
+    if (sl.fwd) {
+      const bool gather = c.fsdp() && (!fsdp_keep_gathered || mb == 0);
+      out.push_back([this, mb, ch, base, mbs, first_chunk, gather, fsdp_next]() {
+        if (!first_chunk) {
+          send(OpKind::Recv, RankBuilder::kRecvF, mbs + ".recv.fwd", prev_rank(), tag(mb, ch, 0));
+          rb.chain(wait_op(mbs + ".l" + std::to_string(base) + ".wait"), {pending_recv_});
+        }
+        if (gather) *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base) + ".fsdp.ag", layer_el(base));
+        if (first_chunk)
+          rb.chain(compute_op(mbs + ".embed.fwd", K.embed_fwd), gather ? std::vector<std::uint32_t>{*fsdp_next} : std::vector<std::uint32_t>{});
+      });
+      for (std::int64_t l = 0; l < nl; ++l) {
+        const std::int64_t gl = base + l;
+        auto extra = std::make_shared<std::vector<std::uint32_t>>();
+        Step pre = [this, extra, gather, fsdp_next, l, nl, gl, mb, ch, mbs]() {
+          if (gather) {
+            extra->push_back(*fsdp_next);
+            if (l + 1 < nl) *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(gl + 1) + ".fsdp.ag", layer_el(gl + 1));
+          }
+          if (c.overlap_param_gather && dist_opt_sharded && mb == 0 && !early_ag.empty())
+            extra->push_back(early_ag[static_cast<std::size_t>(bucket_of[ch][l])]);
+        };
+        fwd_layer_steps(mbs + ".l" + std::to_string(gl), false, gl, out, pre, extra);
+      }
+      out.push_back([this, mb, ch, mbs, last_chunk]() {
+        if (last_chunk) {
+          rb.chain(compute_op(mbs + ".logits.fwd", K.logits_fwd));
+          if (K.mtp.kernels) rb.chain(compute_op(mbs + ".mtp.fwd", K.mtp));
+          return;
+        }
+        send(OpKind::Send, RankBuilder::kSendF, mbs + ".send.fwd", next_rank(), tag(mb, st == p - 1 ? ch + 1 : ch, 0));
+      });
+      return;
+    }
+    const bool gather = c.fsdp() && !fsdp_keep_gathered;
+    out.push_back([this, mb, ch, base, nl, mbs, last_chunk, gather, fsdp_next]() {
+      if (!last_chunk) {
+        send(OpKind::Recv, RankBuilder::kRecvB, mbs + ".recv.bwd", next_rank(), tag(mb, ch, 1));
+        rb.chain(wait_op(mbs + ".bwd.wait"), {pending_recv_});
+      } else {
+        if (K.mtp_b.kernels) rb.chain(compute_op(mbs + ".mtp.bwd", K.mtp_b));
+        rb.chain(compute_op(mbs + ".logits.bwd", K.logits_bwd));
+      }
+      if (gather && nl > 0)
+        *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base + nl - 1) + ".bwd.fsdp.ag", layer_el(base + nl - 1));
+    });
+    for (std::int64_t l = nl - 1; l >= 0; --l) {
+      const std::int64_t gl = base + l;
+      const std::string nm = mbs + ".l" + std::to_string(gl);
+      // FSDP: this layer waits for its gather and prefetches the next one (in backward order).
+      auto extra = std::make_shared<std::vector<std::uint32_t>>();
+      Step pre = [this, extra, gather, fsdp_next, l, gl, mbs]() {
+        if (gather) {
+          extra->push_back(*fsdp_next);
+          if (l > 0) *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(gl - 1) + ".bwd.fsdp.ag", layer_el(gl - 1));
+        }
+      };
+      const bool re = recomputed(l, nl);
+      if (re) {
+        // The recomputed forward takes the dependencies; the backward then has none.
+        auto none = std::make_shared<std::vector<std::uint32_t>>();
+        fwd_layer_steps(nm, true, gl, out, pre, extra);
+        extra = none;
+        pre = nullptr;
+      }
+      Costs ba = K.layer.bwd_attn;
+      if (c.recompute_granularity == "selective") ba += K.layer.recompute_attn_extra;
+      auto tail = [this, nm, ba, ch, l, gl, mb]() {
+        block(nm + ".attn", nm + ".bwd.attn", ba, true, true);
+        final_bwd[ch][l] = rb.last();
+        if (c.fsdp() && (!fsdp_keep_gathered || mb == x_.m - 1)) {
+          // Gradient reduce-scatter of this layer (every micro-batch, as FSDP2 without no_sync; with
+          // pipeline parallelism torch FSDP2 reduces once, after the last micro-batch).
+          rb.fork(coll_op(nm + ".fsdp.rs", CollOp::ReduceScatter, Y.dp_comm[st], layer_el(gl) * x_.grad_elem_bytes,
+                          RankBuilder::kFsdp, "dp"));
+        }
+      };
+      if (moe_on && K.moe_pattern[gl]) {
+        moe_steps(nm, ".bwd", gl, true, out, pre, extra);
+        out.push_back(tail);
+      } else {
+        out.push_back([this, nm, pre, extra, tail]() {
+          if (pre) pre();
+          block(nm + ".mlp", nm + ".bwd.mlp", K.layer.bwd_mlp, false, true, *extra);
+          tail();
+        });
+      }
+    }
+    out.push_back([this, mb, ch, mbs, first_chunk]() {
+      if (first_chunk) {
+        rb.chain(compute_op(mbs + ".embed.bwd", K.embed_bwd));
+        final_embed_bwd = rb.last();
+        return;
+      }
+      send(OpKind::Send, RankBuilder::kSendB, mbs + ".send.bwd", prev_rank(), tag(mb, st == 0 ? ch - 1 : ch, 1));
+    });
+  }
+
+  // Two slots overlapped (GptSchedule): their steps on two chain heads, one step of each in turn, so each
+  // one's dispatch / combine runs while the other computes. The first slot's prologue and first layer step
+  // go first (so a backward's wait for its gradient does not hold the forward's first layer).
+  void overlapped_pair(const GptSlot& a, const GptSlot& b) {
+    std::vector<Step> sa, sb;
+    slot_steps(a, sa);
+    slot_steps(b, sb);
+    auto ha = rb.head(), hb = rb.head();
+    std::size_t i = 0, j = 0;
+    for (; i < std::min<std::size_t>(2, sa.size()); ++i) rb.set_head(ha), sa[i](), ha = rb.head();
+    while (i < sa.size() || j < sb.size()) {
+      if (j < sb.size()) rb.set_head(hb), sb[j++](), hb = rb.head();
+      if (i < sa.size()) rb.set_head(ha), sa[i++](), ha = rb.head();
+    }
+    rb.set_head(ha);
+    rb.chain(wait_op("mb" + std::to_string(a.mb) + "+mb" + std::to_string(b.mb) + ".a2a_overlap.join"), {hb.first});
+  }
+
+  // After the last backward: expert-gradient and DP gradient reductions, the optimizer step, the
+  // parameter all-gathers of the distributed optimizer.
+  void finish_step() {
+    const std::int64_t dp = Y.dp, edp = Y.edp;
+    const double grad_elem_bytes = x_.grad_elem_bytes;
+    const std::uint32_t backward_done = rb.last();
+    // Expert gradients: reduced over the expert data-parallel group (reduce-scatter with a sharded
+    // optimizer, else all-reduce) after the backward; the optimizer step waits for it.
+    std::vector<std::uint32_t> expert_grad_done;
+    double stage_expert_params = 0;
+    if (moe_on) {
+      for (std::int64_t ch = 0; ch < v; ++ch)
+        for (std::int64_t l = 0; l < x_.layout[st][ch]; ++l)
+          if (K.moe_pattern[x_.offset[ch * p + st] + l]) stage_expert_params += expert_params_per_gpu(c);
+      if (edp > 1 && stage_expert_params > 0) {
+        const bool sh = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard" || c.fsdp();
+        Op op = coll_op(sh ? "edp.experts.rs" : "edp.experts.ar", sh ? CollOp::ReduceScatter : CollOp::AllReduce,
+                        Y.edp_comm[st], stage_expert_params * grad_elem_bytes, RankBuilder::kDp, "dp");
+        op.deps.push_back(backward_done);
+        expert_grad_done.push_back(rb.push(std::move(op)));
+      }
+    }
+    // Gradient synchronisation: buckets of `bucket_size` elements in backward order (last layer first).
+    std::vector<std::pair<std::uint32_t, double>> grad_buckets;  // (ready op, elements)
+    {
+      double acc = 0;
+      std::uint32_t ready = 0;
+      std::vector<std::pair<std::uint32_t, double>> items;  // in the order gradients become ready
+      if (last_stage && last_stage_has_output(c)) {
+        // Output layer: its gradient is ready with the last layer's backward (SC'21 ordering kept).
+        std::uint32_t at = x_.layout[st][v - 1] ? final_bwd[v - 1][x_.layout[st][v - 1] - 1] : backward_done;
+        items.push_back({at, x_.out_el});
+      }
+      for (std::int64_t ch = v - 1; ch >= 0; --ch)
+        for (std::int64_t l = x_.layout[st][ch] - 1; l >= 0; --l) items.push_back({final_bwd[ch][l], x_.Pl});
+      if (first_stage) items.push_back({final_embed_bwd, x_.emb_el});
+      std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (const auto& [op, el] : items) {
+        acc += el;
+        ready = op;
+        if (acc >= double(c.bucket_size)) {
+          grad_buckets.push_back({ready, acc});
+          acc = 0;
+        }
+      }
+      if (acc > 0) grad_buckets.push_back({ready, acc});
+    }
+    std::vector<std::uint32_t> grad_done;
+    double local_params = 0;
+    for (const auto& bk : grad_buckets) local_params += bk.second;
+    const bool shard_opt = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard";
+    if (dp * cp > 1 && !c.fsdp()) {
+      for (std::size_t k = 0; k < grad_buckets.size(); ++k) {
+        Op op = coll_op("dp.bucket" + std::to_string(k) + (shard_opt ? ".rs" : ".ar"),
+                        shard_opt ? CollOp::ReduceScatter : CollOp::AllReduce, Y.dp_comm[st],
+                        grad_buckets[k].second * grad_elem_bytes, RankBuilder::kDp, "dp");
+        op.deps.push_back(c.overlap_grad_reduce ? grad_buckets[k].first : backward_done);
+        grad_done.push_back(rb.push(std::move(op)));
+      }
+    }
+    if (Y.R > 1) {
+      // HSDP: the gradient shards are all-reduced across the replica groups.
+      Op op = coll_op("dp.replica.ar", CollOp::AllReduce, Y.rep_comm[st], local_params / double(Y.shard_n) * grad_elem_bytes,
+                      RankBuilder::kDp, "dp");
+      op.deps = grad_done.empty() ? std::vector<std::uint32_t>{backward_done} : grad_done;
+      grad_done = {rb.push(std::move(op))};
+    }
+    if (Y.emb_comm >= 0 && (first_stage || last_stage)) {
+      Op op = coll_op("embedding.grad.ar", CollOp::AllReduce, Y.emb_comm, x_.V * x_.h / double(t) * grad_elem_bytes,
+                      RankBuilder::kDp, "dp");
+      op.deps.push_back(backward_done);
+      grad_done.push_back(rb.push(std::move(op)));
+    }
+    double shard = (shard_opt || c.fsdp()) ? local_params / double(Y.shard_n) : local_params;
+    shard += (shard_opt || c.fsdp()) ? stage_expert_params / double(edp) : stage_expert_params;
+    for (auto d : expert_grad_done) grad_done.push_back(d);
+    const Costs opt = K.optimizer(x_.cm, shard);
+    if (c.fsdp()) {
+      // The optimizer waits for the last reduce-scatter: a zero-length join on the FSDP stream.
+      Op j = wait_op("fsdp.rs.done");
+      j.stream = RankBuilder::kFsdp;
+      grad_done.push_back(rb.fork(std::move(j)));
+    }
+    rb.chain(compute_op("optimizer.step", opt), grad_done);
+    if (moe_on && edp > 1 && stage_expert_params > 0 && c.use_distributed_optimizer && !c.fsdp()) {
+      Op op = coll_op("edp.experts.ag", CollOp::AllGather, Y.edp_comm[st], stage_expert_params * 2.0, RankBuilder::kDp, "dp");
+      op.deps.push_back(rb.last());
+      rb.push(std::move(op));
+    }
+    if (dist_opt_sharded && !c.overlap_param_gather) {
+      for (std::size_t k = 0; k < grad_buckets.size(); ++k) {
+        Op op = coll_op("dp.bucket" + std::to_string(k) + ".ag", CollOp::AllGather, Y.dp_comm[st],
+                        grad_buckets[k].second * 2.0, RankBuilder::kDp, "dp");
+        op.deps.push_back(rb.last());
+        rb.push(std::move(op));
+      }
+    }
+  }
+};
+
+}  // namespace
+
+Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const std::string& where) {
+  const auto t = c.tensor_model_parallel_size, p = c.pipeline_model_parallel_size, dp = c.data_parallel(),
+             cp = c.context_parallel_size;
+  const auto m = c.global_batch_size / (c.micro_batch_size * dp);
+  const auto layout = gpt_layer_layout(c);
+  const auto& gpu = models::gpu_spec(c.gpu, where + " gpu");
+  models::ComputeModel cm = cm_in;
+  cm.gpu = gpu;
+  // 1. Model description: the memory per GPU decides whether the configuration runs at all.
+  GptMemory mem = gpt_memory_per_gpu(c);
+  if (mem.total_bytes() > gpu.hbm_capacity_bytes) {
+    char buf[600];
+    std::snprintf(buf, sizeof buf,
+                  "model does not fit in GPU memory: needs %.1f GiB per GPU on pipeline stage %lld (weights %.1f GiB, "
+                  "gradients %.1f GiB, optimizer %.1f GiB, activations %.1f GiB; largest: %s) but %s has %.1f GiB; "
+                  "increase tensor/pipeline/context parallelism, enable use_distributed_optimizer or "
+                  "recompute_granularity=full",
+                  mem.total_bytes() / 1073741824.0, static_cast<long long>(mem.stage), mem.weights_bytes / 1073741824.0,
+                  mem.grads_bytes / 1073741824.0, mem.optimizer_bytes / 1073741824.0,
+                  mem.activations_bytes / 1073741824.0, mem.largest_term().c_str(), gpu.name.c_str(),
+                  gpu.hbm_capacity_bytes / 1073741824.0);
+    throw InputError(where, buf);
+  }
+  // 2. Kernels of one step, priced.
+  const GptStepKernels K = gpt_step_kernels(c, cm, where);
+  Trace tr;
+  tr.name = "gpt";
+  tr.world_size = static_cast<std::int32_t>(c.world_size);
+  tr.gpu = gpu.name;
+  tr.params = gpt_config_to_params(c);
+  // 3. Parallel layout: the communicators.
+  const GptParallelLayout Y = gpt_parallel_layout(c, layout, K, tr);
+  const StepContext x = step_context(c, cm, K, Y, layout);
+  // 4. + 5. Per pipeline stage: the schedule, emitted as ops.
+  for (std::int64_t st = 0; st < p; ++st) {
+    RankTrace rt;
+    StageEmitter(x, st, rt).run(gpt_schedule(c, st, m));
+    tr.ranks.push_back(std::move(rt));
+  }
+  const bool moe_on = c.moe.enabled();
+  const bool full = c.recompute_granularity == "full";
+  const std::int64_t v = Y.v, ep = Y.ep, etp = Y.etp, edp = Y.edp, n_moe = K.n_moe;
+  const auto& moe_pattern = K.moe_pattern;
+  const auto& offset = x.offset;
+  const std::int64_t R = Y.R, dp_mirrors = Y.dp_mirrors;
+  (void)t;
+  tr.metadata["samples_per_iteration"] = double(c.global_batch_size);
+  tr.metadata["tokens_per_iteration"] = double(c.global_batch_size) * double(c.seq_length);
+  tr.metadata["model_flops_per_iteration"] = gpt_model_flops(c);
+  tr.metadata["model_parameters"] = gpt_num_parameters(c);
+  tr.metadata["micro_batches"] = double(m);
+  tr.metadata["peak_dense_flops_per_gpu"] = gpu.peak_flops(c.fp8() ? Precision::FP8 : c.precision == "bf16" ? Precision::BF16 : Precision::FP16);
+  tr.metadata["memory_per_gpu_bytes.max"] = mem.total_bytes();
+  tr.metadata["memory_per_gpu_bytes.weights_grads_optimizer"] = mem.params_bytes();
+  tr.metadata["memory_per_gpu_bytes.weights"] = mem.weights_bytes;
+  tr.metadata["memory_per_gpu_bytes.gradients"] = mem.grads_bytes;
+  tr.metadata["memory_per_gpu_bytes.optimizer"] = mem.optimizer_bytes;
+  tr.metadata["memory_per_gpu_bytes.activations"] = mem.activations_bytes;
+  if (moe_on) {
+    // Imbalance: per MoE layer the busiest expert-parallel rank's tokens over the mean, and the expert
+    // compute time it costs (busiest minus evenly spread, forward + backward (+ recompute), all micro-
+    // batches) on the most loaded pipeline stage.
+    double mx = 0, mean = 0, ratio = 0, dropped = 0, lost_max = 0, a2a_ratio = 0;
+    std::vector<double> lost(p, 0.0);
+    for (std::int64_t gl = 0; gl < c.num_layers; ++gl) {
+      if (!moe_pattern[gl]) continue;
+      const auto& ld = K.loads[K.moe_index[gl]];
+      const auto& M = K.moe[K.moe_index[gl]];
+      mx = std::max(mx, ld.max_rank_tokens), mean += ld.mean_rank_tokens;
+      ratio = std::max(ratio, ld.mean_rank_tokens > 0 ? ld.max_rank_tokens / ld.mean_rank_tokens : 1.0);
+      dropped += ld.dropped_fraction;
+      for (double r : ld.recv_share) a2a_ratio = std::max(a2a_ratio, r * double(ep));
+      const double df = M.experts_f.seconds - M.experts_f_mean.seconds, db = M.experts_b.seconds - M.experts_b_mean.seconds;
+      for (std::int64_t st = 0; st < p; ++st)
+        for (std::int64_t ch = 0; ch < v; ++ch) {
+          const std::int64_t first = offset[ch * p + st], nl = layout[st][ch], l = gl - first;
+          if (l < 0 || l >= nl) continue;
+          // Recomputed layers run the forward (and its experts) twice (full recompute; block: the first N).
+          const bool re = full && !(c.recompute_method == "block" && c.recompute_num_layers &&
+                                    l >= std::min(c.recompute_num_layers, nl));
+          lost[st] += (df * (re ? 2.0 : 1.0) + db) * double(m);
+        }
+    }
+    for (double x : lost) lost_max = std::max(lost_max, x);
+    tr.metadata["moe.tokens_per_rank.max"] = mx;
+    tr.metadata["moe.tokens_per_rank.mean"] = mean / double(n_moe);
+    tr.metadata["moe.tokens_per_rank.max_over_mean"] = ratio;
+    tr.metadata["moe.dropped_token_fraction"] = dropped / double(n_moe);
+    // Bytes the busiest EP rank receives in a dispatch over the mean (worst layer): the factor by which a
+    // receiver-bound all-to-all is slower than with a uniform router.
+    tr.metadata["moe.all_to_all_max_over_mean_bytes"] = a2a_ratio;
+    tr.metadata["moe.imbalance_compute_s"] = lost_max;
+    tr.notes.push_back("gpt/moe: " + std::to_string(n_moe) + " MoE layers, EP " + std::to_string(ep) + " x ETP " +
+                       std::to_string(etp) + " x EDP " + std::to_string(edp) + ", dispatcher " +
+                       c.moe.moe_token_dispatcher_type + ", load " + c.moe.moe_load +
+                       "; each layer's dispatch/combine is an all_to_allv with the routing's per-destination bytes; "
+                       "expert compute priced for the busiest EP rank of each layer (the simulated rank stands in "
+                       "for it)");
+  }
+  tr.notes.push_back("gpt: simulated one rank per pipeline stage (" + std::to_string(p) + " of " +
+                     std::to_string(c.world_size) + " GPUs: data-parallel replica 0, context rank 0, tensor rank 0); its " +
+                     std::to_string(t - 1) + " tensor-parallel peers, " + std::to_string(cp - 1) +
+                     " context-parallel peers and the other " + std::to_string(dp - 1) +
+                     " data-parallel replicas are symmetric stand-ins");
+  tr.notes.push_back("gpt: tensor-parallel collectives priced over the real TP group; data-parallel collectives "
+                     "over the full DP group of " + std::to_string(dp * cp / R) + " ranks with " + std::to_string(dp_mirrors) +
+                     " concurrent co-located DP groups (mirrors)");
+  tr.notes.push_back("gpt: model FLOPs (tflops_per_gpu) counted with the " + c.flops_convention +
+                     " convention (docs/workloads.md); MFU = tflops_per_gpu / peak_dense_flops_per_gpu (" +
+                     c.precision + ")");
+  tr.notes.push_back("gpt: compute kernel durations from the compute model at generation time (GPU " + gpu.name +
+                     ", attention " + c.attention_backend + ")");
+  return tr;
+}
+
+}  // namespace fabricsim::workloads
