@@ -108,7 +108,8 @@ std::string log_unit(const Measurement& m) {
   return h == std::string::npos ? m.source : m.source.substr(0, h);
 }
 
-std::string system_unit(const Case& c) {
+std::string loo_unit(const Case& c, bool by_system) {
+  if (!by_system) return log_unit(c.m);
   const SystemMapping& map = c.sys->mapping();
   if (map.preset != "superpod") return log_unit(c.m);
   std::string key = "system:" + map.preset;
@@ -121,7 +122,7 @@ std::string system_unit(const Case& c) {
 Report leave_one_out(const std::vector<Case>& cases, const models::Calibration& start, const FitOptions& opt,
                      std::vector<std::pair<std::string, FitResult>>* fits) {
   // The unit held out: the log file, or with opt.loo_by_system every multi-host log of the same system.
-  auto unit_of = [&](const Case& c) { return opt.loo_by_system ? system_unit(c) : log_unit(c.m); };
+  auto unit_of = [&](const Case& c) { return loo_unit(c, opt.loo_by_system); };
   std::vector<std::string> units;
   for (const auto& c : cases)
     if (std::find(units.begin(), units.end(), unit_of(c)) == units.end()) units.push_back(unit_of(c));

@@ -63,6 +63,10 @@ Report compare(const std::vector<Case>& cases,
 
 // The unit held out in leave-one-out: the raw log file (a file with several runs is held out whole).
 std::string log_unit(const Measurement& m);
+// With by_system (FitOptions::loo_by_system), a multi-host case's unit is its system instead: "system:" plus
+// the superpod mapping's parameters except the node count, plus the GPU models, so every node count of one
+// server + fabric + NIC configuration is held out together. Single-host cases keep log_unit.
+std::string loo_unit(const Case& c, bool by_system);
 
 // Leave-one-out: for each log file, fit `start` on the other logs of the same hardware family
 // (SystemMapping::family) -- or on all other logs when it is the only one of its family -- and predict it.

@@ -8,6 +8,8 @@
 #include "sim/base/error.hpp"
 #include "validate/fabric_mapping.hpp"
 #include "validate/nccl_log.hpp"
+#include "validate/calibrate.hpp"
+#include "validate/report.hpp"
 #include "validate/simulate.hpp"
 
 using namespace fabricsim;
@@ -60,4 +62,24 @@ TEST_CASE("an undescribable fabric is an error that says what is missing") {
   FabricDescription t = describe_fabric("x.txt", "GCP GPUDirect-TCPXO", "8 NICs", 8);
   CHECK(t.fabric == "tcpxo");
   CHECK(t.nic_gbps == doctest::Approx(200));
+}
+
+TEST_CASE("leave-one-out by system holds every node count of one cluster configuration out together") {
+  const std::string d = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/";
+  auto unit = [&](const std::string& f, bool by_system) {
+    auto cases = make_cases(load_measurements(d + f));
+    REQUIRE(cases.size() >= 1);
+    return loo_unit(cases.front(), by_system);
+  };
+  const std::string two = unit("nccl-tests-multinode/nvtests309_h100_ib400_2node_16gpu_all_reduce.meta.json", true);
+  const std::string eight = unit("nccl-tests-multinode/nvtests309_h100_ib400_8node_64gpu_all_reduce_minctas24_qps2.meta.json", true);
+  const std::string p5 = unit("nccl-tests-multinode/aws_p5_2node_16gpu_all_reduce_tableonly.meta.json", true);
+  CHECK(two.rfind("system:", 0) == 0);
+  CHECK(two == eight);  // same servers, fabric and NICs; 2 and 8 nodes
+  CHECK(two != p5);     // EFA, not InfiniBand
+  CHECK(unit("nccl-tests/abci_inter_vnode_job2_7194532_8gpu_all_reduce.meta.json", true) ==
+        unit("nccl-tests/abci_inter_vnode_job8_7194534_32gpu_all_reduce.meta.json", true));
+  // Single-host logs and the plain leave-one-out stay per file.
+  CHECK(unit("nccl-tests/together_h100_1node_8gpu_all_gather_ring.meta.json", true).rfind("system:", 0) != 0);
+  CHECK(unit("nccl-tests-multinode/nvtests309_h100_ib400_2node_16gpu_all_reduce.meta.json", false) != two);
 }
