@@ -83,6 +83,9 @@ FabricDescription describe_fabric(const std::string& source, const std::string& 
     throw InputError(source, "the line rate of the " + d.fabric + " NICs is missing from the description ('" + nic_in +
                                  "')");
   d.rule = d.fabric + ", " + std::to_string(count) + "x " + fmt_gbps(gbps) + " Gb/s";
+  // NCCL runs CollNet only with the SHARP plugin and switches that reduce (InfiniBand Quantum and later).
+  d.sharp = fs.sharp && (has(all, "sharp") || has(all, "collnet"));
+  if (d.sharp) d.rule += ", SHARP (CollNet allowed)";
   // Several ports per GPU (AWS p5: 32 EFA for 8 GPUs; OCI: 16 RDMA VFs) act as one NIC per GPU in NCCL.
   if (gpus_per_node > 0 && count > gpus_per_node && count % gpus_per_node == 0) {
     gbps *= count / gpus_per_node;

@@ -11,6 +11,7 @@ struct FabricDescription {
   std::string fabric;    // a topo::fabric_names() name
   int nics_per_node = 0;  // NICs NCCL drives per host (ports of one GPU's NIC group merged: AWS p5's 32 EFA -> 8)
   double nic_gbps = 0;    // line rate per modelled NIC, Gb/s
+  bool sharp = false;     // the description says the run used in-network reduction (SHARP / NCCL CollNet)
   std::string rule;       // what was read, for reports
 };
 

@@ -54,6 +54,7 @@ void finish_mapping(SystemMapping& s, const Measurement& m) {
       p["fabric"] = fd.fabric;
       p["nics_per_node"] = std::to_string(fd.nics_per_node);
       p["nic_bandwidth"] = fmt_gbps_param(fd.nic_gbps);
+      s.allow_collnet = s.allow_collnet || fd.sharp;
       s.rule += ", fabric " + fd.rule;
     }
     p["node"] = s.preset;

@@ -58,6 +58,10 @@ TEST_CASE("an undescribable fabric is an error that says what is missing") {
                        doctest::Contains("unknown generation"), InputError);
   CHECK_THROWS_WITH_AS(describe_fabric("x.txt", "RoCE v2", "speed not stated", 8),
                        doctest::Contains("number of roce NICs per host is missing"), InputError);
+  // SHARP only where the switches reduce (InfiniBand), and only when the description says it was used.
+  CHECK(describe_fabric("x.txt", "InfiniBand NDR with SHARP (NCCL_COLLNET_ENABLE=1)", "8x 400 Gb/s", 8).sharp);
+  CHECK_FALSE(describe_fabric("x.txt", "InfiniBand NDR", "8x 400 Gb/s", 8).sharp);
+  CHECK_FALSE(describe_fabric("x.txt", "HPE Slingshot 11, NCCL_COLLNET_ENABLE=1", "2x 200 Gb/s", 4).sharp);
   // A fabric with a fixed line rate needs only the count.
   FabricDescription t = describe_fabric("x.txt", "GCP GPUDirect-TCPXO", "8 NICs", 8);
   CHECK(t.fabric == "tcpxo");
