@@ -18,6 +18,7 @@
 #include "sim/base/units.hpp"
 #include "replay/outputs_sweep.hpp"
 #include "replay/run_scenario.hpp"
+#include "workloads/cluster.hpp"
 #include "workloads/scenario.hpp"
 
 namespace fabricsim::cli {
@@ -52,6 +53,91 @@ double exposed_total(const sim::RunResult& r) {
   return t;
 }
 
+// Placement mode: every job without explicit "gpus" gets the same policy; each policy is one cluster run
+// (jobs together on the shared fabric, and alone); ranked by the jobs' summed tokens/s (samples/s when the
+// jobs have no tokens).
+int plan_placements(Args& args, const Json& base) {
+  const std::string source = args.positional()[0];
+  if (args.has("--target-tokens-per-day") || args.has("--target-step-time"))
+    throw InputError("fabricsim plan", "a cluster scenario (with \"jobs\") compares placements; no target");
+  std::vector<std::string> policies;
+  {
+    std::stringstream ss(args.get("--placements", "packed,spread,fill-racks,rail-aligned,random(1)"));
+    std::string item;
+    while (std::getline(ss, item, ','))
+      if (!item.empty()) {
+        if (!workloads::is_placement(item))
+          throw InputError("--placements", std::string("policies among ") + workloads::placement_help() + " (got " + item + ")");
+        policies.push_back(item);
+      }
+    if (policies.empty()) throw InputError("--placements", "at least one policy");
+  }
+  std::string comm_model = args.get("--comm-model");
+  workloads::scenario_from_json(base, source);  // validates the base once
+  struct Row {
+    std::string policy, error;
+    sim::RunResult r;
+    double total = 0;
+  };
+  std::vector<Row> rows;
+  bool tokens = true;
+  for (const auto& pol : policies) {
+    Json doc = base;
+    doc.erase("outputs");
+    for (auto& j : doc["jobs"])
+      if (!j.contains("gpus")) j["placement"] = pol;
+    Row row;
+    row.policy = pol;
+    try {
+      workloads::Scenario sc = workloads::scenario_from_json(doc, source);
+      sim::ScenarioRunOptions o;
+      o.comm_model = comm_model;
+      o.replay.record_ops = false;
+      row.r = sim::run_scenario(sc, o).result;
+      if (row.r.tokens_per_s <= 0) tokens = false;
+    } catch (const InputError& e) {
+      row.error = e.what();
+    }
+    if (!args.has("--quiet")) std::cerr << "plan: placement " << pol << (row.error.empty() ? " done" : " infeasible") << "\n";
+    rows.push_back(std::move(row));
+  }
+  for (auto& row : rows) row.total = tokens ? row.r.tokens_per_s : row.r.samples_per_s;
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    if (a.error.empty() != b.error.empty()) return a.error.empty();
+    return a.total > b.total;
+  });
+  std::ostringstream o;
+  o << "plan: " << source << ": " << base["jobs"].size() << " jobs, placements ranked by total "
+    << (tokens ? "tokens/s" : "samples/s") << " (jobs together on the shared fabric)\n";
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-4s %-14s %16s", "#", "placement", tokens ? "total tokens/s" : "total samples/s");
+  o << buf;
+  for (const auto& j : base["jobs"]) {
+    const std::string n = j.value("name", std::string("?"));
+    std::snprintf(buf, sizeof buf, " %16s %10s", (n + " step").c_str(), "slowdown");
+    o << buf;
+  }
+  o << "\n";
+  int i = 0;
+  for (const auto& row : rows) {
+    std::snprintf(buf, sizeof buf, "%-4d %-14s", ++i, row.policy.c_str());
+    o << buf;
+    if (!row.error.empty()) {
+      o << " infeasible: " << row.error << "\n";
+      continue;
+    }
+    std::snprintf(buf, sizeof buf, " %16.6g", row.total);
+    o << buf;
+    for (const auto& j : row.r.jobs) {
+      std::snprintf(buf, sizeof buf, " %14.4f s %10.4f", j.iteration_s, j.slowdown);
+      o << buf;
+    }
+    o << "\n";
+  }
+  std::cout << o.str();
+  return 0;
+}
+
 }  // namespace
 
 int cmd_plan(int argc, char** argv) {
@@ -78,7 +164,15 @@ int cmd_plan(int argc, char** argv) {
              ""});
   args.flag({"--output", "-o", "FILE", "also write every candidate as a sweep CSV", ""});
   args.flag({"--quiet", "-q", "", "no progress on stderr", ""});
+  args.flag({"--placements", "", "LIST",
+             "cluster scenario (with \"jobs\"): placement policies to compare by total throughput, e.g. "
+             "packed,spread,fill-racks,random(1),rail-aligned",
+             "packed,spread,fill-racks,rail-aligned,random(1)"});
   if (!args.parse(argc, argv)) return 0;
+  if (args.positional().size() == 1) {
+    Json doc = load_json_file(args.positional()[0]);
+    if (doc.is_object() && doc.contains("jobs")) return plan_placements(args, doc);
+  }
   // The candidate CSV path is checked before the search, so a bad one fails at once.
   args.check_output_flags({"--output"});
   if (args.positional().size() > 1) throw InputError("fabricsim plan", "expected at most one scenario file");

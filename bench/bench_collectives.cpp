@@ -10,6 +10,9 @@
 // --stream 1 runs a step-level ring (all_reduce, all_gather, reduce_scatter) through sim::run_ring_stream
 // (generated step by step, with exact period skipping unless --skip-periods 0) instead of materialising the
 // schedule. --degrade F gives the first NIC-to-leaf link F times its bandwidth (F = 0.5: one link at 50 %).
+// --ep N --zipf S (all_to_allv): the GPUs form gpus/N expert-parallel groups of N consecutive GPUs, all
+// dispatching at once; each sends --bytes per rank split by a Zipf(S) expert load drawn per group
+// (bench::zipf_alltoallv_matrix, seed = group index + 1), so the groups differ. One schedule holds them all.
 // Prints one line: op, GPUs, bytes, algorithm, protocol, fidelity, transfers, simulated time, wall times
 // (topology, schedule build, engine run, total) and peak RSS. Results: docs/performance.md.
 #include <sys/resource.h>
@@ -44,7 +47,8 @@ int main(int argc, char** argv) {
         argc, argv,
         {{"--op", "all_reduce"}, {"--gpus", "64"}, {"--bytes", "1G"}, {"--fidelity", "auto"}, {"--engine", "fabricsim"},
          {"--algo", ""}, {"--batch-tolerance", "0"}, {"--routing", "dmodk"}, {"--pxn", "auto"},
-         {"--stream", "0"}, {"--skip-periods", "1"}, {"--degrade", "1"}});
+         {"--stream", "0"}, {"--skip-periods", "1"}, {"--degrade", "1"},
+         {"--ep", "0"}, {"--zipf", "0"}});
     const double t0 = now_s();
     models::CollectiveSpec spec;
     if (!models::parse_op(a["--op"], spec.op)) throw InputError("--op", "a collective name");
@@ -94,7 +98,32 @@ int main(int argc, char** argv) {
           r.events, r.makespan_s, t1 - t0, t2 - t1, t3 - t2, t3 - t0, cpu_s(), peak_rss_MiB());
       return 0;
     }
-    const models::Schedule s = models::build_schedule(spec, t, routing, calib);
+    models::Schedule s;
+    const long long ep = parse_int(a["--ep"], "--ep");
+    if (ep > 0) {
+      if (spec.op != models::Op::AllToAllv) throw InputError("--ep", "only with --op all_to_allv");
+      if (ep < 2 || gpus % ep != 0) throw InputError("--ep", "a group size >= 2 that divides --gpus");
+      const double skew = parse_double(a["--zipf"], "--zipf");
+      const auto all = t.gpus();
+      for (long long g = 0; g < gpus / ep; ++g) {
+        models::CollectiveSpec gs = spec;
+        gs.communicator.assign(all.begin() + g * ep, all.begin() + (g + 1) * ep);
+        gs.matrix = bench::zipf_alltoallv_matrix(static_cast<std::size_t>(ep), spec.bytes, skew,
+                                                 static_cast<std::uint64_t>(g) + 1);
+        models::Schedule one = models::build_schedule(gs, t, routing, calib);
+        if (g == 0) {
+          s = std::move(one);
+          continue;
+        }
+        const auto off = static_cast<std::uint32_t>(s.transfers.size());
+        for (auto& tr : one.transfers) {
+          for (auto& d : tr.deps) d += off;
+          s.transfers.push_back(std::move(tr));
+        }
+      }
+    } else {
+      s = models::build_schedule(spec, t, routing, calib);
+    }
     const double t2 = now_s();
     sim::RunOptions opt;
     opt.engine = a["--engine"];

@@ -4,8 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <map>
+#include <numeric>
 #include <string>
+#include <vector>
 
 #include "sim/base/error.hpp"
 #include "topologies/topology.hpp"
@@ -71,6 +75,30 @@ inline topo::LinkId first_nic_uplink(const topo::Topology& t) {
     if (nic && sw) return i;
   }
   throw InputError("degraded link", "topology '" + t.name() + "' has no NIC-to-switch link");
+}
+
+// A skewed MoE dispatch as an all_to_allv matrix over n expert-parallel ranks (one expert per rank): every
+// rank sends `bytes_per_rank` in total, split over the destinations in proportion to a Zipf law, share of
+// rank j ~ (1 + place(j))^-skew, where place is a permutation drawn from `seed` (a 64-bit LCG, Knuth's MMIX
+// constants, and a Fisher-Yates shuffle: the same matrix on every platform). Blocks are rounded down to whole
+// 4-byte elements. skew 0 is the uniform all_to_all.
+inline std::vector<std::vector<std::uint64_t>> zipf_alltoallv_matrix(std::size_t n, std::uint64_t bytes_per_rank,
+                                                                    double skew, std::uint64_t seed) {
+  std::vector<std::size_t> place(n);
+  std::iota(place.begin(), place.end(), std::size_t{0});
+  std::uint64_t x = seed * 2862933555777941757ull + 3037000493ull;
+  for (std::size_t i = n; i > 1; --i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    std::swap(place[i - 1], place[(x >> 33) % i]);
+  }
+  std::vector<double> share(n);
+  double sum = 0;
+  for (std::size_t j = 0; j < n; ++j) sum += share[j] = std::pow(1.0 + static_cast<double>(place[j]), -skew);
+  std::vector<std::vector<std::uint64_t>> m(n, std::vector<std::uint64_t>(n));
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      m[i][j] = static_cast<std::uint64_t>(static_cast<double>(bytes_per_rank) * share[j] / sum / 4.0) * 4;
+  return m;
 }
 
 }  // namespace fabricsim::bench

@@ -4,7 +4,11 @@
 // 16,384 H100 (examples/workloads/llama3.1-405b-16384-h100.json: TP 8, CP 1, PP 16, DP 128, seq 8192).
 // DeepSeek-V3 on 2048 H800-class GPUs (examples/workloads/deepseek-v3-2048-h800.json: PP 16, EP 64, DP 128,
 // flex dispatch, FP8).
-// Usage: bench_workloads [all | gpt1024 | gpt4096 | gpt16384 | dlrm128 | dlrm1024 | llama405b16k | deepseekv3]
+// cluster100k: two Llama-3-70B jobs of 49,152 GPUs each (TP 8, PP 8, DP 768; one packed, one spread) on a
+// 100,000-GPU H100 cluster (12,500 DGX H100, 3-tier radix-128 fat tree), bench/cluster_100k.json, replayed
+// together on the shared network and each alone (replay/cluster_run.hpp); not part of `all`.
+// Usage: bench_workloads [all | gpt1024 | gpt4096 | gpt16384 | dlrm128 | dlrm1024 | llama405b16k | deepseekv3 |
+//                         cluster100k]
 //        [--comm-model analytic]
 //        [--step-limit N] [--no-link-stats]
 // --step-limit sets EngineCommOptions::step_limit (1e18 = step fidelity everywhere, the old behaviour);
@@ -67,6 +71,7 @@ int run_one(const std::string& name, const std::string& comm, const sim::EngineC
   else if (name == "dlrm1024") sc = dlrm_case(1024);
   else if (name == "llama405b16k") sc = load_json_file(source_dir() + "/examples/workloads/llama3.1-405b-16384-h100.json");
   else if (name == "deepseekv3") sc = load_json_file(source_dir() + "/examples/workloads/deepseek-v3-2048-h800.json");
+  else if (name == "cluster100k") sc = load_json_file(source_dir() + "/bench/cluster_100k.json");
   else {
     std::fprintf(stderr, "unknown case %s\n", name.c_str());
     return 2;
@@ -88,6 +93,9 @@ int run_one(const std::string& name, const std::string& comm, const sim::EngineC
   std::printf("          schedules=%.0f (phase fidelity %.0f)  links=%zu  tflops/gpu=%.2f\n",
               metric("replay.schedules_run"), metric("replay.schedules_run_phase_fidelity"),
               run.result.links.size(), run.result.tflops_per_gpu);
+  for (const auto& j : run.result.jobs)
+    std::printf("          job %s: %d GPUs, step %.6f s together, %.6f s alone, slowdown %.4f\n", j.name.c_str(), j.gpus,
+                j.iteration_s, j.iteration_s_alone, j.slowdown);
   if (name == "deepseekv3")
     std::printf("          tokens/s/gpu=%.1f  (DeepSeek-V3 report: 1543.2, tests/data/training-modern/deepseek_v3.csv)\n",
                 run.result.tokens_per_s / run.result.gpus);
@@ -109,7 +117,14 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (which != "all") return run_one(which, comm, eng);
+  if (which != "all") {
+    try {
+      return run_one(which, comm, eng);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_workloads: error: %s\n", e.what());
+      return 2;
+    }
+  }
   for (const char* c : {"gpt1024", "gpt4096", "gpt16384", "dlrm128", "dlrm1024", "llama405b16k", "deepseekv3"}) {
     std::fflush(stdout);
     pid_t pid = fork();

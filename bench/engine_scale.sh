@@ -18,3 +18,7 @@ run --op all_reduce --bytes 1G --algo ring --gpus 4096
 # all_to_all 64 MiB (PXN routing, bench default), step level and default
 run --op all_to_all --bytes 64M --gpus 1024 --fidelity step
 run --op all_to_all --bytes 64M --gpus 4096
+# Skewed MoE all_to_allv: EP groups of 64 GPUs dispatching at once, Zipf(1.0) expert loads per group
+run --op all_to_allv --bytes 64M --gpus 64 --ep 64 --zipf 1.0
+run --op all_to_allv --bytes 64M --gpus 4096 --ep 64 --zipf 1.0
+run --op all_to_allv --bytes 64M --gpus 4096 --ep 64 --zipf 0

@@ -306,6 +306,12 @@ const ComputeCalibration& default_compute_calibration(const std::string& gpu_nam
   const std::string canon = is_known_gpu(gpu_name) ? gpu_spec(gpu_name).name : gpu_name;
   auto it = shipped().by_name.find(canon);
   if (it != shipped().by_name.end()) return it->second;
+  // A memory-capacity variant ("h100-96gb") runs the base part's kernels.
+  if (const auto dash = canon.rfind('-'); dash != std::string::npos && canon.size() > 2 &&
+                                          canon.compare(canon.size() - 2, 2, "gb") == 0) {
+    it = shipped().by_name.find(canon.substr(0, dash));
+    if (it != shipped().by_name.end()) return it->second;
+  }
   return shipped_compute_calibration("h200", "compute calibration");
 }
 

@@ -527,6 +527,23 @@ Json result_json(const RunResult& r, int top_links) {
   j["links"] = std::move(links);
   j["metrics"] = r.metrics;
   j["notes"] = r.notes;
+  if (!r.jobs.empty()) {
+    Json jobs = Json::array();
+    for (const auto& x : r.jobs)
+      jobs.push_back(Json{{"name", x.name}, {"workload", x.workload}, {"placement", x.placement}, {"gpus", x.gpus},
+                          {"hosts", x.hosts}, {"racks", x.racks}, {"start_offset_s", x.start_offset_s},
+                          {"iterations", x.iterations}, {"iteration_s", x.iteration_s},
+                          {"iteration_s_alone", x.iteration_s_alone}, {"slowdown", x.slowdown},
+                          {"samples_per_s", x.samples_per_s}, {"tokens_per_s", x.tokens_per_s},
+                          {"tflops_per_gpu", x.tflops_per_gpu}, {"compute_s", x.compute_s}, {"notes", x.notes}});
+    j["jobs"] = std::move(jobs);
+    Json sl = Json::array();
+    for (const auto& x : r.shared_links)
+      sl.push_back(Json{{"link", x.link}, {"dir", x.dir}, {"from", x.from}, {"to", x.to}, {"kind", x.kind},
+                        {"tier", x.tier}, {"capacity_Bps", x.capacity_Bps}, {"bytes_by_job", x.bytes_by_job},
+                        {"util_by_job", x.util_by_job}, {"util_together", x.util_together}});
+    j["shared_links"] = std::move(sl);
+  }
   return j;
 }
 
@@ -556,6 +573,35 @@ std::vector<std::pair<std::string, double>> breakdown_segments(const Breakdown& 
 }
 }  // namespace
 
+std::string jobs_text(const RunResult& r) {
+  std::ostringstream o;
+  char buf[320];
+  o << "jobs (step time together on the shared fabric vs alone on the same GPUs):\n";
+  std::snprintf(buf, sizeof buf, "  %-16s %-12s %7s %6s %6s %14s %14s %9s %14s\n", "job", "placement", "GPUs", "hosts",
+                "racks", "step", "step alone", "slowdown", "tokens/s");
+  o << buf;
+  for (const auto& j : r.jobs) {
+    std::snprintf(buf, sizeof buf, "  %-16s %-12s %7d %6d %6d %14s %14s %9s %14s\n", j.name.c_str(), j.placement.c_str(),
+                  j.gpus, j.hosts, j.racks, ms(j.iteration_s).c_str(), ms(j.iteration_s_alone).c_str(),
+                  fx(j.slowdown, 4).c_str(), fx(j.tokens_per_s, 0).c_str());
+    o << buf;
+  }
+  if (r.shared_links.empty()) {
+    o << "links used by two or more jobs: none\n";
+  } else {
+    auto it = r.metrics.find("cluster.shared_link_directions");
+    o << "links used by two or more jobs: " << (it != r.metrics.end() ? static_cast<long long>(it->second) : 0)
+      << " directions; busiest (utilisation over the shared run, per job alone bytes):\n";
+    for (std::size_t i = 0; i < r.shared_links.size() && i < 5; ++i) {
+      const auto& l = r.shared_links[i];
+      o << "  " << l.from << " -> " << l.to << " (tier " << l.tier << "): together " << fx(100 * l.util_together, 1) << " %";
+      for (const auto& [n, u] : l.util_by_job) o << ", " << n << " " << fx(100 * u, 1) << " %";
+      o << "\n";
+    }
+  }
+  return o.str();
+}
+
 std::string summary_text(const RunResult& r, int top_links) {
   std::ostringstream o;
   char buf[256];
@@ -575,6 +621,7 @@ std::string summary_text(const RunResult& r, int top_links) {
                   fx(r.iteration_s > 0 ? 100.0 * v / r.iteration_s : 0, 1).c_str());
     o << buf;
   }
+  if (!r.jobs.empty()) o << jobs_text(r);
   if (top_links > 0) o << hottest_links_text(r, top_links);
   for (const auto& [k, v] : r.metrics) o << "metric       " << k << " = " << gx(v) << "\n";
   for (const auto& n : r.notes) o << "note         " << n << "\n";
@@ -755,6 +802,60 @@ std::string svg_heatmap(const RunResult& r, std::string& caption) {
 
 }  // namespace
 
+std::string svg_jobs(const RunResult& r) {
+  double mx = 0;
+  for (const auto& j : r.jobs) mx = std::max({mx, j.iteration_s, j.iteration_s_alone});
+  const int labelW = 170, W = 600, rowH = 44;
+  const int H = 20 + rowH * static_cast<int>(r.jobs.size()) + 30;
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << labelW + W + 140 << "\" height=\"" << H
+    << "\" role=\"img\" aria-label=\"step time per job, alone and together\">\n";
+  int y = 10;
+  for (const auto& j : r.jobs) {
+    const double wa = mx > 0 ? W * j.iteration_s_alone / mx : 0, wt = mx > 0 ? W * j.iteration_s / mx : 0;
+    o << "<text x=\"" << labelW - 6 << "\" y=\"" << y + 24 << "\" font-size=\"12\" text-anchor=\"end\">"
+      << html_escape(j.name) << "</text>\n";
+    o << "<rect x=\"" << labelW << "\" y=\"" << y << "\" width=\"" << fx(wa, 2) << "\" height=\"16\" fill=\"#9ecae1\"/>"
+      << "<text x=\"" << fx(labelW + wa + 4, 2) << "\" y=\"" << y + 12 << "\" font-size=\"11\">alone " << ms(j.iteration_s_alone)
+      << "</text>\n";
+    o << "<rect x=\"" << labelW << "\" y=\"" << y + 18 << "\" width=\"" << fx(wt, 2) << "\" height=\"16\" fill=\"#e6550d\"/>"
+      << "<text x=\"" << fx(labelW + wt + 4, 2) << "\" y=\"" << y + 30 << "\" font-size=\"11\">together " << ms(j.iteration_s)
+      << " (x" << fx(j.slowdown, 3) << ")</text>\n";
+    y += rowH;
+  }
+  o << "</svg>\n";
+  return o.str();
+}
+
+std::string jobs_html(const RunResult& r) {
+  std::ostringstream o;
+  o << svg_jobs(r);
+  o << "<table>\n<tr><th>job</th><th>workload</th><th>placement</th><th>GPUs</th><th>servers</th><th>racks</th>"
+       "<th>step together</th><th>step alone</th><th>slowdown</th><th>tokens/s</th></tr>\n";
+  for (const auto& j : r.jobs)
+    o << "<tr><td>" << html_escape(j.name) << "</td><td>" << html_escape(j.workload) << "</td><td>"
+      << html_escape(j.placement) << "</td><td class=\"n\">" << j.gpus << "</td><td class=\"n\">" << j.hosts
+      << "</td><td class=\"n\">" << j.racks << "</td><td class=\"n\">" << ms(j.iteration_s) << "</td><td class=\"n\">"
+      << ms(j.iteration_s_alone) << "</td><td class=\"n\">" << fx(j.slowdown, 4) << "</td><td class=\"n\">"
+      << fx(j.tokens_per_s, 0) << "</td></tr>\n";
+  o << "</table>\n";
+  if (!r.shared_links.empty()) {
+    o << "<p class=\"cap\">Links used by two or more jobs (utilisation over the shared run; per job: its bytes when "
+         "alone over the same span).</p>\n<table>\n<tr><th>from &rarr; to</th><th>tier</th><th>together</th><th>per job</th></tr>\n";
+    for (std::size_t i = 0; i < r.shared_links.size() && i < 16; ++i) {
+      const auto& l = r.shared_links[i];
+      std::string per;
+      for (const auto& [n, u] : l.util_by_job) per += (per.empty() ? "" : ", ") + n + " " + fx(100 * u, 1) + " %";
+      o << "<tr><td>" << html_escape(l.from + " -> " + l.to) << "</td><td class=\"n\">" << l.tier
+        << "</td><td class=\"n\">" << fx(100 * l.util_together, 1) << " %</td><td>" << html_escape(per) << "</td></tr>\n";
+    }
+    o << "</table>\n";
+  } else {
+    o << "<p>No link was used by two or more jobs.</p>\n";
+  }
+  return o.str();
+}
+
 std::string report_html(const RunResult& r, int top_links) {
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>fabricsim report: "
@@ -785,6 +886,8 @@ std::string report_html(const RunResult& r, int top_links) {
   o << "<h2>Per-GPU timeline overview</h2>\n<p class=\"cap\">" << html_escape(cap) << "</p>\n" << tl;
   std::string hm = svg_heatmap(r, cap);
   o << "<h2>Link utilisation by tier</h2>\n<p class=\"cap\">" << html_escape(cap) << "</p>\n" << hm;
+  if (!r.jobs.empty()) o << "<h2>Jobs</h2>\n<p class=\"cap\">Step time of each job with the others on the shared "
+                            "fabric and alone on the same GPUs (same faults).</p>\n" << jobs_html(r);
   o << "<h2>Hottest links</h2>\n";
   auto hot = hottest_links(r, top_links);
   if (hot.empty()) {

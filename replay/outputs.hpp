@@ -82,6 +82,11 @@ std::string link_stats_json(const RunResult& r);
 Json result_json(const RunResult& r, int top_links);  // schema_version 1
 std::string report_html(const RunResult& r, int top_links);
 // Human-readable summary for stdout: step time, throughput, breakdown, top-N hottest link directions.
+// Cluster scenarios (RunResult::jobs): the per-job table of the summary (step together vs alone, slowdown,
+// shared links), the report's bar chart (SVG: each job's step alone and together) and its HTML section.
+std::string jobs_text(const RunResult& r);
+std::string svg_jobs(const RunResult& r);
+std::string jobs_html(const RunResult& r);
 std::string summary_text(const RunResult& r, int top_links);
 std::string hottest_links_text(const RunResult& r, int top_links);
 

@@ -54,6 +54,37 @@ struct Breakdown {
   double idle_s = 0;                            // remaining idle time
 };
 
+// One job of a cluster scenario (replay/cluster_run.hpp): its step time with the other jobs on the shared
+// fabric and alone on the same GPUs (same faults), and the ratio.
+struct JobResult {
+  std::string name;
+  std::string workload;                  // generator or file
+  std::string placement;                 // policy or "explicit"
+  int gpus = 0;
+  int hosts = 0, racks = 0;              // servers and racks (leaf groups) it occupies
+  double start_offset_s = 0;
+  int iterations = 1;
+  double iteration_s = 0;                // (finish - start_offset) / iterations, all jobs together
+  double iteration_s_alone = 0;          // the same job alone on the same GPUs
+  double slowdown = 1;                   // iteration_s / iteration_s_alone
+  double samples_per_s = 0, tokens_per_s = 0, tflops_per_gpu = 0;  // at iteration_s
+  double compute_s = 0;                  // mean busy compute time per simulated rank and iteration
+  std::vector<std::string> notes;        // faults and jitter that changed this job
+};
+
+// A link direction that two or more jobs used (the bytes each job's alone run put on it): where the jobs
+// interfere. Utilisation = bytes / (capacity x the shared run's span).
+struct SharedLinkRecord {
+  std::uint32_t link = 0;
+  int dir = 0;
+  std::string from, to, kind;
+  int tier = 0;
+  double capacity_Bps = 0;
+  std::map<std::string, double> bytes_by_job;  // one iteration set (iterations x steps) per job
+  std::map<std::string, double> util_by_job;
+  double util_together = 0;                    // the shared run's bytes on it over the same span
+};
+
 struct RunResult {
   std::string topology;                  // preset name or file
   std::map<std::string, std::string> topology_params;
@@ -71,6 +102,8 @@ struct RunResult {
   std::map<std::string, double> metrics; // extra named figures (e.g. "memory_per_gpu_bytes.max")
   std::vector<std::string> notes;        // modelling notes (fidelity, symmetry used, ...)
   double wall_s = 0;                     // simulator wall time (not part of deterministic outputs)
+  std::vector<JobResult> jobs;           // cluster scenarios only
+  std::vector<SharedLinkRecord> shared_links;  // cluster scenarios: links two or more jobs use, busiest first
 };
 
 }  // namespace fabricsim::sim

@@ -9,6 +9,7 @@
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
 #include "models/compute.hpp"
+#include "replay/cluster_run.hpp"
 #include "replay/engine_comm_model.hpp"
 #include "replay/outputs_links.hpp"
 #include "topologies/io.hpp"
@@ -16,6 +17,7 @@
 namespace fabricsim::sim {
 
 ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions& opt) {
+  if (!s.jobs.empty()) return run_cluster(s, opt);  // several jobs on one fabric (replay/cluster_run.hpp)
   auto t0 = std::chrono::steady_clock::now();
   // NVLink traffic is striped by the hardware over all NVSwitch planes; the flow model needs them merged
   // (models/collectives.hpp, merge_nvswitch_planes), as `fabricsim coll` does.
@@ -93,6 +95,9 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
 }
 
 std::string scenario_gemm_shapes(const workloads::Scenario& s) {
+  if (!s.jobs.empty())
+    throw InputError(s.file + ": /jobs", "a single-workload scenario for --kernel-shapes (list each job's workload in a "
+                                         "scenario of its own)");
   topo::Topology topo = models::merge_nvswitch_planes(topo::load_topology(s.topology, s.topology_params));
   models::Calibration calib =
       s.calibration_file.empty() ? models::default_calibration() : models::load_calibration(s.calibration_file);

@@ -155,6 +155,7 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.bucket_size = r.integer("bucket_size", c.bucket_size, 1);
   c.grad_reduce_in_fp32 = r.boolean("grad_reduce_in_fp32", false);
   c.overlap_p2p_comm = r.boolean("overlap_p2p_comm", false);
+  c.pipeline_parallel_schedule = r.string("pipeline_parallel_schedule", "");
   c.cross_entropy_loss_fusion = r.boolean("cross_entropy_loss_fusion", false);
   c.gpu = r.string("gpu", c.gpu);
   // Precision: "precision", or Megatron-LM's flags --bf16 / --fp16 / --fp8-format {e4m3, hybrid}.
@@ -230,6 +231,26 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   if (c.global_batch_size % (c.micro_batch_size * dp))
     fail("global_batch_size", "must be a multiple of micro_batch_size x data-parallel size (" +
                                   std::to_string(c.micro_batch_size) + " x " + std::to_string(dp) + ")");
+  if (!c.pipeline_parallel_schedule.empty()) {
+    one_of("pipeline_parallel_schedule", c.pipeline_parallel_schedule, {"1F1B", "Interleaved1F1B", "DualPipe"});
+    if (c.pipeline_parallel_schedule == "Interleaved1F1B" && c.vp() < 2)
+      fail("pipeline_parallel_schedule", "Interleaved1F1B needs virtual_pipeline_model_parallel_size > 1");
+    if (c.pipeline_parallel_schedule == "1F1B" && c.vp() > 1)
+      fail("pipeline_parallel_schedule", "1F1B has no virtual pipeline stages (use Interleaved1F1B)");
+  }
+  if (c.dualpipe()) {
+    // github:deepseek-ai/DualPipe dualpipe/dualpipe.py DualPipe.step: an even number of ranks, an even number
+    // of micro-batches, at least twice the ranks.
+    const std::int64_t mbs = c.global_batch_size / (c.micro_batch_size * dp);
+    if (pp < 2 || pp % 2) fail("pipeline_parallel_schedule", "DualPipe needs an even pipeline_model_parallel_size");
+    if (mbs % 2 || mbs < 2 * pp)
+      fail("pipeline_parallel_schedule", "DualPipe needs an even number of micro-batches, at least 2 x pipeline_model_parallel_size (" +
+                                             std::to_string(mbs) + " micro-batches, " + std::to_string(pp) + " stages)");
+    if (c.vp() > 1) fail("pipeline_parallel_schedule", "DualPipe has no virtual pipeline stages");
+    if (c.fsdp()) fail("pipeline_parallel_schedule", "DualPipe is modelled without FSDP");
+    if (c.account_for_embedding_in_pipeline_split || c.account_for_loss_in_pipeline_split)
+      fail("pipeline_parallel_schedule", "DualPipe is modelled with an even or decoder_first/last split");
+  }
   if (c.vp() > 1) {
     if (pp < 2) fail(c.virtual_pipeline_model_parallel_size ? "virtual_pipeline_model_parallel_size" : "num_layers_per_virtual_pipeline_stage",
                      "needs pipeline_model_parallel_size > 1");
@@ -267,9 +288,12 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     if (c.moe.overlap_moe_expert_parallel_comm) {
       if (c.moe.moe_token_dispatcher_type == "allgather")
         fail("overlap_moe_expert_parallel_comm", "needs moe_token_dispatcher_type alltoall or flex");
-      if (c.vp() > 1 || c.fsdp() || cp > 1)
+      if (c.fsdp() || cp > 1)
+        fail("overlap_moe_expert_parallel_comm", "is modelled without FSDP and context parallelism");
+      if (c.vp() > 1 && c.global_batch_size / (c.micro_batch_size * dp) <= pp)
         fail("overlap_moe_expert_parallel_comm",
-             "is modelled without virtual pipeline stages, FSDP and context parallelism");
+             "with virtual pipeline stages needs more micro-batches than pipeline_model_parallel_size (with as many, "
+             "the overlapped pairs of the modelled schedule deadlock)");
     }
     if (c.moe.moe_shared_expert_overlap && !c.moe.moe_shared_expert_intermediate_size)
       fail("moe_shared_expert_overlap", "needs moe_shared_expert_intermediate_size");
@@ -326,6 +350,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   if (c.tp_comm_overlap && !c.tp_comm_bulk_wgrad) B("tp_comm_bulk_wgrad", false);
   B("fsdp", c.fsdp());
   B("overlap_p2p_comm", c.overlap_p2p_comm);
+  if (c.dualpipe()) m["pipeline_parallel_schedule"] = c.pipeline_parallel_schedule;
   I("bucket_size", c.bucket_size);
   m["gpu"] = c.gpu;
   m["precision"] = c.precision;

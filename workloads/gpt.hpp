@@ -72,6 +72,11 @@ struct GptConfig {
   std::int64_t bucket_size = 40000000;  // gradient elements per DP bucket (Megatron DDP default 40M)
   bool grad_reduce_in_fp32 = false;     // DP gradient reduction in fp32 (4 bytes) instead of 2
   bool cross_entropy_loss_fusion = false;  // Megatron's fused vocab-parallel cross entropy (smaller loss buffers)
+  // Pipeline schedule (torchtitan's [parallelism] pipeline_parallel_schedule names; "" = 1F1B, or
+  // Interleaved1F1B with virtual stages): DualPipe = DeepSeek-V3's bidirectional schedule (arXiv:2412.19437
+  // Sec. 3.2.1; github:deepseek-ai/DualPipe dualpipe/dualpipe.py): every rank holds two stages, one of each
+  // direction, and overlaps a forward of one direction with a backward of the other.
+  std::string pipeline_parallel_schedule;
   bool overlap_p2p_comm = false;        // false: compute waits for its pipeline send to complete (Megatron-LM
                                         // waits on its batched isend/irecv requests; --overlap-p2p-communication)
   std::string gpu = "a100-80gb";
@@ -100,6 +105,7 @@ struct GptConfig {
   }
   // Virtual pipeline chunks per stage (1 = no interleaving).
   std::int64_t vp() const;
+  bool dualpipe() const { return pipeline_parallel_schedule == "DualPipe"; }
 };
 
 // Reads and validates (divisibility, memory fit is checked by generate_gpt). Unknown keys are errors.

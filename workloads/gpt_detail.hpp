@@ -91,8 +91,19 @@ struct GptStepKernels {
 GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& cm, const std::string& where);
 
 // ---- 3. Parallel layout (gpt_layout.cpp).
+// One model chunk held by a pipeline rank: its decoder layers, whether it starts (embedding) or ends (loss)
+// the model, and where its activations come from and go to.
+struct GptChunkPlace {
+  std::int64_t base = 0, nl = 0;      // global layers [base, base + nl)
+  bool first = false, last = false;   // holds the embedding / the output layer and loss
+  std::int32_t from = 0, to = 0;      // ranks the forward input comes from / the output goes to
+  std::int64_t to_chunk = 0, from_chunk = 0;  // the neighbours' chunk indices of this micro-batch (message tags)
+};
+
 struct GptParallelLayout {
   std::int64_t t = 1, p = 1, dp = 1, cp = 1, v = 1;
+  std::int64_t chunks = 1;           // model chunks per rank: v, or 2 with DualPipe (one per direction)
+  std::vector<std::vector<GptChunkPlace>> places;  // places[stage][chunk]
   std::int64_t ep = 1, etp = 1, edp = 1;
   std::int64_t R = 1, shard_n = 1;   // HSDP replicas, ranks per shard group (DP x CP / R)
   std::int64_t dp_mirrors = 0;
@@ -104,7 +115,11 @@ struct GptParallelLayout {
   }
   // Communicator indices into the trace: per stage, per decoder layer (EP dispatch / combine).
   std::vector<std::int32_t> tp_comm, dp_comm, cp_comm, rep_comm, epag_comm, etp_comm, edp_comm;
-  std::vector<std::int32_t> disp_comm, comb_comm;
+  std::vector<std::vector<std::int32_t>> disp_comm, comb_comm;  // [stage][global layer]
+  // flex dispatcher over several NVLink domains: the forwarding inside the destination domain (DeepEP's
+  // NVLink leg) as its own all_to_allv per layer.
+  bool flex_forwarding = false;
+  std::vector<std::vector<std::int32_t>> fwd_disp_comm, fwd_comb_comm;
   std::int32_t emb_comm = -1;
 };
 // Appends the communicators to `tr`.
@@ -125,8 +140,10 @@ struct GptSlotGroup {
 struct GptSchedule {
   std::vector<GptSlotGroup> groups;
 };
-// Slot order of pipeline stage `st` with `m` micro-batches: 1F1B (v = 1) or Megatron's interleaved 1F1B.
-std::vector<GptSlot> pipeline_order(std::int64_t p, std::int64_t v, std::int64_t m, std::int64_t st);
+// Slot order of pipeline stage `st` with `m` micro-batches: 1F1B (v = 1) or Megatron's interleaved 1F1B
+// (with `extra_warm` more warm-up forwards).
+std::vector<GptSlot> pipeline_order(std::int64_t p, std::int64_t v, std::int64_t m, std::int64_t st,
+                                    std::int64_t extra_warm = 0);
 GptSchedule gpt_schedule(const GptConfig& c, std::int64_t st, std::int64_t m);
 
 }  // namespace fabricsim::workloads::gpt_detail

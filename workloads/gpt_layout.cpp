@@ -16,6 +16,36 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
   const auto t = c.tensor_model_parallel_size, p = c.pipeline_model_parallel_size, dp = c.data_parallel(),
              cp = c.context_parallel_size, v = c.vp();
   Y.t = t, Y.p = p, Y.dp = dp, Y.cp = cp, Y.v = v;
+  Y.chunks = c.dualpipe() ? 2 : v;
+  {
+    // Model chunks per rank. Interleaved (Megatron): chunk ch of stage st holds the layers from
+    // offset[ch * p + st]; the last stage's chunk ch sends to the first stage's chunk ch + 1. DualPipe
+    // (github:deepseek-ai/DualPipe dualpipe.py): chunk 0 is stage st of the pipeline fed at rank 0, chunk 1
+    // stage p - 1 - st of the pipeline fed at rank p - 1 (the same model, a second copy of its parameters).
+    const std::vector<std::int64_t> off = chunk_offsets(c, layout);
+    Y.places.assign(p, std::vector<GptChunkPlace>(Y.chunks));
+    for (std::int64_t st = 0; st < p; ++st)
+      for (std::int64_t ch = 0; ch < Y.chunks; ++ch) {
+        GptChunkPlace& pl = Y.places[st][ch];
+        if (c.dualpipe()) {
+          const std::int64_t s = ch == 0 ? st : p - 1 - st;
+          pl.base = off[s], pl.nl = layout[s][0];
+          pl.first = s == 0, pl.last = s == p - 1;
+          pl.from = Y.rank_of(ch == 0 ? st - 1 : st + 1, 0, 0, 0);
+          pl.to = Y.rank_of(ch == 0 ? st + 1 : st - 1, 0, 0, 0);
+          pl.to_chunk = pl.from_chunk = ch;
+          if (pl.first) pl.from = -1;
+          if (pl.last) pl.to = -1;
+        } else {
+          pl.base = off[ch * p + st], pl.nl = layout[st][ch];
+          pl.first = st == 0 && ch == 0, pl.last = st == p - 1 && ch == v - 1;
+          pl.from = Y.rank_of(st == 0 ? p - 1 : st - 1, 0, 0, 0);
+          pl.to = Y.rank_of(st == p - 1 ? 0 : st + 1, 0, 0, 0);
+          pl.to_chunk = st == p - 1 ? ch + 1 : ch;
+          pl.from_chunk = st == 0 ? ch - 1 : ch;
+        }
+      }
+  }
   // Rank layout as Megatron-LM's default order (tensor fastest, then context, then data, then pipeline):
   //   rank = stage * (dp * cp * t) + dp_index * (cp * t) + cp_index * t + tp_index.
   auto rank_of = [&](std::int64_t stage, std::int64_t d, std::int64_t k, std::int64_t tp) { return Y.rank_of(stage, d, k, tp); };
@@ -74,7 +104,8 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
   Y.a2a = a2a;
   // Expert ranks of a stage: local index = etp_i + etp * (ep_i + ep * edp_i) (expert tensor fastest, as
   // Megatron-Core's expert grid); the simulated rank is local index 0.
-  Y.disp_comm.assign(c.num_layers, -1), Y.comb_comm.assign(c.num_layers, -1);
+  Y.disp_comm.assign(p, std::vector<std::int32_t>(c.num_layers, -1));
+  Y.comb_comm.assign(p, std::vector<std::int32_t>(c.num_layers, -1));
   Y.epag_comm.assign(p, -1), Y.etp_comm.assign(p, -1), Y.edp_comm.assign(p, -1);
   double& flex_dedup = Y.flex_dedup;
   if (moe_on) {
@@ -82,7 +113,6 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
     std::int32_t mir = 0, mstride = 1;
     if (etp > 1) mir = static_cast<std::int32_t>(std::min(etp, gph) - 1);
     else if (ep < gph) mir = static_cast<std::int32_t>(std::min(edp, gph / ep) - 1), mstride = static_cast<std::int32_t>(ep);
-    const std::vector<std::int64_t> off = chunk_offsets(c, layout);
     // EP rank k sits on GPU k * etp of the stage; NVLink domains of gpus_per_nvlink_domain GPUs (a DGX
     // server, or a whole NVL72 rack).
     const std::int64_t dom = std::max(c.gpus_per_nvlink_domain, gph);
@@ -93,14 +123,21 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
       // back. Scale-out bytes shrink from the token's remote slots to its distinct remote nodes. With k slots
       // spread uniformly over G usable nodes (node-limited routing: moe_router_group_topk groups of
       // num_experts / moe_router_num_groups experts, one group per node when groups == nodes), the expected
-      // distinct nodes are G (1 - (1 - 1/G)^k); remote entries are scaled by that over k. The NVLink
-      // forwarding traffic inside the destination node is not modelled.
+      // distinct nodes are G (1 - (1 - 1/G)^k); remote entries are scaled by that over k.
       const double nodes = std::max<double>(1.0, double(ep * etp) / double(dom));
       double G = nodes;
       if (c.moe.moe_router_group_topk > 0) G = std::min(nodes, double(c.moe.moe_router_group_topk));
       const double k = double(c.moe.moe_router_topk);
       if (nodes > 1) flex_dedup = std::min(1.0, G * (1.0 - std::pow(1.0 - 1.0 / G, k)) / k);
+      // The forwarding leg (DeepEP internode dispatch: RDMA to the GPU with the sender's local index in the
+      // destination node, then NVLink to the GPUs holding the token's experts; the combine reduces the other
+      // way): the rail GPU i of a node forwards to GPU j of the same node the slots every remote source with
+      // i's local index routed to j -- recv_share[j] of each such source's slots, one full copy per
+      // destination GPU. Modelled as an all_to_allv inside each NVLink domain beside the RDMA one.
+      Y.flex_forwarding = nodes > 1 && ep > 1 && a2a;
     }
+    Y.fwd_disp_comm.assign(p, std::vector<std::int32_t>(c.num_layers, -1));
+    Y.fwd_comb_comm.assign(p, std::vector<std::int32_t>(c.num_layers, -1));
     for (std::int64_t st = 0; st < p; ++st) {
       const std::int32_t base = rank_of(st, 0, 0, 0);
       auto add = [&](const std::string& name, std::vector<std::int32_t> ranks, std::int32_t mirrors, std::int32_t stride) {
@@ -109,9 +146,9 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
       std::vector<std::int32_t> ep_ranks;
       for (std::int64_t k = 0; k < ep; ++k) ep_ranks.push_back(base + static_cast<std::int32_t>(k * etp));
       if (a2a && ep > 1) {
-        for (std::int64_t ch = 0; ch < v; ++ch)
-          for (std::int64_t l = 0; l < layout[st][ch]; ++l) {
-            const std::int64_t gl = off[ch * p + st] + l;
+        for (std::int64_t ch = 0; ch < Y.chunks; ++ch)
+          for (std::int64_t l = 0; l < Y.places[st][ch].nl; ++l) {
+            const std::int64_t gl = Y.places[st][ch].base + l;
             if (!moe_pattern[gl]) continue;
             const auto& ld = K.loads[K.moe_index[gl]];
             // Dispatch: every source sends recv_share[j] of its slots to EP rank j; combine: the transpose.
@@ -122,10 +159,31 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
                 const double f = host_of(base, i) != host_of(base, j) ? flex_dedup : 1.0;
                 W[i][j] = ld.recv_share[j] * f, WT[i][j] = ld.recv_share[i] * f;
               }
-            Y.disp_comm[gl] = add("ep.l" + std::to_string(gl) + ".dispatch", ep_ranks, mir, mstride);
+            // DualPipe: every layer sits on two ranks (one per direction), each with its own EP group.
+            const std::string ln = "ep." + (c.dualpipe() ? "s" + std::to_string(st) + "." : std::string()) + "l" + std::to_string(gl);
+            Y.disp_comm[st][gl] = add(ln + ".dispatch", ep_ranks, mir, mstride);
             tr.comms.back().a2a_matrix = std::move(W);
-            Y.comb_comm[gl] = add("ep.l" + std::to_string(gl) + ".combine", ep_ranks, mir, mstride);
+            Y.comb_comm[st][gl] = add(ln + ".combine", ep_ranks, mir, mstride);
             tr.comms.back().a2a_matrix = std::move(WT);
+            if (Y.flex_forwarding) {
+              // Sources per local index in other domains, for each EP rank i: EP ranks in another domain
+              // with i's position in its domain.
+              std::vector<std::vector<double>> F(n, std::vector<double>(n, 0.0)), FT(n, std::vector<double>(n, 0.0));
+              for (std::size_t i = 0; i < n; ++i) {
+                double remote_sources = 0;
+                for (std::size_t s2 = 0; s2 < n; ++s2)
+                  if (host_of(base, s2) != host_of(base, i) &&
+                      (base + static_cast<std::int64_t>(s2) * etp) % dom == (base + static_cast<std::int64_t>(i) * etp) % dom)
+                    remote_sources += 1.0;
+                for (std::size_t j = 0; j < n; ++j)
+                  if (j != i && host_of(base, j) == host_of(base, i))
+                    F[i][j] = remote_sources * ld.recv_share[j], FT[j][i] = remote_sources * ld.recv_share[j];
+              }
+              Y.fwd_disp_comm[st][gl] = add(ln + ".dispatch.nvlink", ep_ranks, mir, mstride);
+              tr.comms.back().a2a_matrix = std::move(F);
+              Y.fwd_comb_comm[st][gl] = add(ln + ".combine.nvlink", ep_ranks, mir, mstride);
+              tr.comms.back().a2a_matrix = std::move(FT);
+            }
           }
       }
       if (!a2a && ep * etp > 1) {

@@ -232,9 +232,21 @@ double layer_activation_bytes_op_sac(const GptConfig& c) {
 
 GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   const auto layout = gpt_layer_layout(c);
-  const std::int64_t p = c.pipeline_model_parallel_size, v = c.vp();
+  const std::int64_t p = c.pipeline_model_parallel_size;
+  // Model chunks on this rank (first layer, layers): the virtual chunks of stage st, or with DualPipe stage
+  // st and stage p - 1 - st (two copies of the model's parameters, DeepSeek-V3 arXiv:2412.19437 Sec. 3.2.1).
+  const std::vector<std::int64_t> off = chunk_offsets(c, layout);
+  std::vector<std::pair<std::int64_t, std::int64_t>> chunks;
+  if (c.dualpipe()) {
+    chunks = {{off[st], layout[st][0]}, {off[p - 1 - st], layout[p - 1 - st][0]}};
+  } else {
+    for (std::int64_t ch = 0; ch < c.vp(); ++ch) chunks.push_back({off[ch * p + st], layout[st][ch]});
+  }
+  const std::int64_t v = static_cast<std::int64_t>(chunks.size());
+  const bool holds_first = st == 0 || (c.dualpipe() && st == p - 1);
+  const bool holds_last = st == p - 1 || (c.dualpipe() && st == 0);
   std::int64_t layers = 0;
-  for (auto n : layout[st]) layers += n;
+  for (const auto& ch : chunks) layers += ch.second;
   const double h = double(c.hidden_size), s = double(c.seq_length), b = double(c.micro_batch_size),
                t = double(c.tensor_model_parallel_size), V = double(c.padded_vocab_size),
                cp = double(c.context_parallel_size);
@@ -261,12 +273,10 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
         if (ld.mean_rank_tokens > 0) lf = std::max(lf, ld.max_rank_tokens / ld.mean_rank_tokens);
       }
     }
-    std::vector<std::int64_t> off(p * v + 1, 0);
-    for (std::int64_t mc = 0; mc < p * v; ++mc) off[mc + 1] = off[mc] + layout[mc % p][mc / p];
     P = 0;
-    for (std::int64_t ch = 0; ch < v; ++ch)
-      for (std::int64_t l = 0; l < layout[st][ch]; ++l) {
-        const bool m = pattern[off[ch * p + st] + l];
+    for (const auto& ch : chunks)
+      for (std::int64_t l = 0; l < ch.second; ++l) {
+        const bool m = pattern[ch.first + l];
         P += layer_params_moe_model(c, m);
         if (m) Pe += expert_params_per_gpu(c);
         const double a_full = layer_activation_bytes(c, false, m, lf);
@@ -276,8 +286,8 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     if (layers) act_mean /= double(layers), act_mean_sel /= double(layers);
     Pl = layers ? P / double(layers) : 0.0;
   }
-  if (st == 0) P += embedding_params_per_rank(c);
-  if (st == p - 1 && last_stage_has_output(c)) P += V * h / t;
+  if (holds_first) P += embedding_params_per_rank(c);
+  if (holds_last && last_stage_has_output(c)) P += V * h / t;
   GptMemory mem;
   mem.stage = st;
   // Mixed precision (ZeRO, Rajbhandari et al. SC'20 Sec. 3.1): 2-byte weights, 2-byte gradients (4 with
@@ -355,15 +365,22 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     mb_peak = per_chunk_mb;
   }
   double inflight;
-  if (v == 1) inflight = std::min(m, double(p - st));
-  else inflight = std::min(m * double(v), double((p - st - 1) * 2 + (v - 1) * p + 1));
+  // DualPipe: PP + 1 micro-batches' activations of one stage-sized chunk per device (DeepSeek-V3
+  // arXiv:2412.19437 Table 2), on every rank (an upper bound for the middle ranks).
+  if (c.dualpipe()) inflight = std::min(m, double(p + 1));
+  else if (v == 1) inflight = std::min(m, double(p - st));
+  else {
+    // overlap_moe_expert_parallel_comm: one more warm-up micro-batch (gpt_schedule.cpp).
+    const double extra = c.moe.enabled() && c.moe.overlap_moe_expert_parallel_comm ? 1.0 : 0.0;
+    inflight = std::min(m * double(v), double((p - st - 1) * 2 + (v - 1) * p + 1) + extra);
+  }
   double act = per_chunk_mb * (inflight - 1.0) + mb_peak;
   // Loss buffers on the last stage, per logit element (s b V / (t cp) of them): Megatron-Core's
   // vocab-parallel cross entropy (megatron/core/tensor_parallel/cross_entropy.py) keeps the bf16 logits
   // (2 bytes), upcasts them to fp32 (4), saves the fp32 softmax for the backward (4) and produces an fp32
   // gradient (4): 14 bytes; the fused version (cross_entropy_loss_fusion, fused_cross_entropy.py) works in
   // place on the fp32 softmax: 2 + 4 = 6 bytes.
-  if (st == p - 1) act += (c.cross_entropy_loss_fusion ? 6.0 : 14.0) * (s / cp) * b * V / t;
+  if (holds_last) act += (c.cross_entropy_loss_fusion ? 6.0 : 14.0) * (s / cp) * b * V / t;
   mem.activations_bytes = act;
   return mem;
 }

@@ -115,7 +115,7 @@ struct StepContext {
 
 StepContext step_context(const GptConfig& c, const models::ComputeModel& cm, const GptStepKernels& K,
                          const GptParallelLayout& Y, const std::vector<std::vector<std::int64_t>>& layout) {
-  StepContext x{c, cm, K, Y, layout};
+  StepContext x{c, cm, K, Y, layout, {}};
   const auto t = Y.t, cp = Y.cp;
   x.offset = chunk_offsets(c, layout);
   x.m = c.global_batch_size / (c.micro_batch_size * Y.dp);
@@ -151,7 +151,18 @@ class StageEmitter {
     if (c.fsdp()) rb.add_stream("comm.fsdp");
     kEp = static_cast<std::uint16_t>(rt.streams.size());
     if (moe_on) rb.add_stream("comm.ep");
+    if (moe_on && Y.flex_forwarding) {
+      kEpNvl = static_cast<std::uint16_t>(rt.streams.size());
+      rb.add_stream("comm.ep.nvlink");
+    }
+    if (c.dualpipe()) {
+      // DualPipe: the reverse direction's pipeline messages on their own streams (other peers; per-peer
+      // order is FIFO, the two directions are not ordered against each other).
+      kRev = static_cast<std::uint16_t>(rt.streams.size());
+      for (const char* n : {"pp.recv.fwd.rev", "pp.recv.bwd.rev", "pp.send.fwd.rev", "pp.send.bwd.rev"}) rb.add_stream(n);
+    }
     first_stage = st == 0, last_stage = st == p - 1;
+    for (const GptChunkPlace& pl : Y.places[st]) has_first = has_first || pl.first, has_last = has_last || pl.last;
     fsdp_keep_gathered = c.use_torch_fsdp2 && p > 1;
     dist_opt_sharded = c.use_distributed_optimizer && !c.fsdp() && Y.dp * cp > 1;
     plan_buckets();
@@ -179,8 +190,13 @@ class StageEmitter {
   const std::int64_t st, p, v, t, cp;
   RankBuilder rb;
   std::uint16_t kEp = 0;
+  std::uint16_t kEpNvl = 0;  // flex dispatcher: the NVLink forwarding inside the destination node
+  std::uint16_t kRev = 0;  // DualPipe: first of the reverse direction's four pipeline streams
   const bool moe_on = c.moe.enabled();
   bool first_stage = false, last_stage = false, fsdp_keep_gathered = false, dist_opt_sharded = false;
+  bool has_first = false, has_last = false;  // holds the embedding / the output layer (a first / last chunk)
+  std::int64_t nchunks() const { return Y.chunks; }
+  const GptChunkPlace& place(std::int64_t ch) const { return Y.places[st][ch]; }
   // Gradient buckets (backward order: last layer first) and, with overlap_param_gather, the parameter
   // all-gathers issued at the start of the step: bucket_of[chunk][layer].
   std::vector<std::vector<std::int64_t>> bucket_of;
@@ -190,9 +206,7 @@ class StageEmitter {
   std::vector<std::vector<std::uint32_t>> final_bwd;
   std::uint32_t final_embed_bwd = 0;
 
-  std::int32_t prev_rank() const { return Y.rank_of(st == 0 ? p - 1 : st - 1, 0, 0, 0); }
-  std::int32_t next_rank() const { return Y.rank_of(st == p - 1 ? 0 : st + 1, 0, 0, 0); }
-  std::int64_t tag(std::int64_t mb, std::int64_t chunk, int dir) const { return (mb * v + chunk) * 2 + dir; }
+  std::int64_t tag(std::int64_t mb, std::int64_t chunk, int dir) const { return (mb * nchunks() + chunk) * 2 + dir; }
   bool recomputed(std::int64_t l, std::int64_t n_chunk) const {
     if (c.recompute_granularity != "full") return false;
     if (c.recompute_method == "block" && c.recompute_num_layers) return l < std::min(c.recompute_num_layers, n_chunk);
@@ -206,12 +220,12 @@ class StageEmitter {
   }
 
   void plan_buckets() {
-    bucket_of.resize(v);
-    for (std::int64_t ch = 0; ch < v; ++ch) bucket_of[ch].assign(x_.layout[st][ch], 0);
+    bucket_of.resize(nchunks());
+    for (std::int64_t ch = 0; ch < nchunks(); ++ch) bucket_of[ch].assign(place(ch).nl, 0);
     // (chunk, layer) in backward order, as the gradient buckets below.
     double acc = 0;
-    for (std::int64_t ch = v - 1; ch >= 0; --ch)
-      for (std::int64_t l = x_.layout[st][ch] - 1; l >= 0; --l) {
+    for (std::int64_t ch = nchunks() - 1; ch >= 0; --ch)
+      for (std::int64_t l = place(ch).nl - 1; l >= 0; --l) {
         acc += x_.Pl;
         bucket_of[ch][l] = static_cast<std::int64_t>(bucket_elements.size());
         if (acc >= double(c.bucket_size)) {
@@ -220,8 +234,8 @@ class StageEmitter {
         }
       }
     if (acc > 0 || bucket_elements.empty()) bucket_elements.push_back(acc);
-    if (first_stage) bucket_elements.back() += x_.emb_el;
-    if (last_stage && last_stage_has_output(c)) bucket_elements.front() += x_.out_el;
+    if (has_first) bucket_elements.back() += x_.emb_el;
+    if (has_last && last_stage_has_output(c)) bucket_elements.front() += x_.out_el;
     // Megatron's overlap_param_gather: each bucket's parameter all-gather (the previous step's optimizer
     // update) is issued at the start of the forward, first layers first, and the bucket's layers wait for
     // it in the first micro-batch; only the first bucket's gather is exposed.
@@ -230,8 +244,8 @@ class StageEmitter {
       for (std::size_t k = bucket_elements.size(); k-- > 0;)
         early_ag[k] = rb.push(coll_op("dp.bucket" + std::to_string(k) + ".ag", CollOp::AllGather, Y.dp_comm[st],
                                       bucket_elements[k] * 2.0, RankBuilder::kDp, "dp"));
-    final_bwd.resize(v);
-    for (std::int64_t ch = 0; ch < v; ++ch) final_bwd[ch].assign(x_.layout[st][ch], 0);
+    final_bwd.resize(nchunks());
+    for (std::int64_t ch = 0; ch < nchunks(); ++ch) final_bwd[ch].assign(place(ch).nl, 0);
   }
 
   // One TP block: [SP all-gather] compute [SP reduce-scatter | all-reduce], with the CP exchange of an
@@ -304,18 +318,25 @@ class StageEmitter {
 
   // Dispatch (first) or combine of an MoE layer on the EP stream, started with the chain head: an
   // all_to_allv over EP, an all-gather / reduce-scatter over EP x ETP (allgather dispatcher), or nothing.
-  std::uint32_t exchange(const std::string& what, std::int64_t gl, bool first, bool bwd) {
+  // With the flex dispatcher across NVLink domains, the NVLink forwarding inside the destination domain
+  // runs beside it on its own stream (gpt_layout.cpp). Returns the ops the layer waits for.
+  std::vector<std::uint32_t> exchange(const std::string& what, std::int64_t gl, bool first, bool bwd) {
     const std::int64_t ep = Y.ep, etp = Y.etp;
     if (Y.a2a && ep > 1) {
       // flex + FP8: the forward dispatch moves FP8 activations with 1x128 block scales (DeepSeek-V3
       // arXiv:2412.19437 Sec. 3.3.2: FP8 dispatch, BF16 combine): (1 + 4/128) / 2 of the BF16 bytes.
       const double scale = (x_.fp8_dispatch && first && !bwd) ? (1.0 + 4.0 / 128.0) / 2.0 : 1.0;
-      return rb.fork(coll_op(what, CollOp::AllToAllv, first ? Y.disp_comm[gl] : Y.comb_comm[gl], x_.a2a_bytes * scale, kEp, "ep"));
+      std::vector<std::uint32_t> ops{
+          rb.fork(coll_op(what, CollOp::AllToAllv, first ? Y.disp_comm[st][gl] : Y.comb_comm[st][gl], x_.a2a_bytes * scale, kEp, "ep"))};
+      if (Y.flex_forwarding)
+        ops.push_back(rb.fork(coll_op(what + ".nvlink", CollOp::AllToAllv, first ? Y.fwd_disp_comm[st][gl] : Y.fwd_comb_comm[st][gl],
+                                      x_.a2a_bytes * scale, kEpNvl, "ep")));
+      return ops;
     }
     if (!Y.a2a && ep * etp > 1)
-      return rb.fork(coll_op(what, first ? CollOp::AllGather : CollOp::ReduceScatter, Y.epag_comm[st],
-                             K.T_local * x_.h * 2.0 * double(ep * etp), kEp, "ep"));
-    return rb.fork(wait_op(what));
+      return {rb.fork(coll_op(what, first ? CollOp::AllGather : CollOp::ReduceScatter, Y.epag_comm[st],
+                              K.T_local * x_.h * 2.0 * double(ep * etp), kEp, "ep"))};
+    return {rb.fork(wait_op(what))};
   }
 
   // MoE layer as three steps split at its two exchanges. Forward: router + permute, dispatch, [ETP
@@ -325,7 +346,7 @@ class StageEmitter {
   // the first MoE op.
   void moe_steps(const std::string& nm, const std::string& phase, std::int64_t gl, bool bwd, std::vector<Step>& out,
                  Step before, std::shared_ptr<std::vector<std::uint32_t>> extra) {
-    auto xo = std::make_shared<std::uint32_t>(0);
+    auto xo = std::make_shared<std::vector<std::uint32_t>>();
     const bool shared_ovl = c.moe.moe_shared_expert_overlap;
     out.push_back([this, nm, phase, gl, bwd, xo, before, extra, shared_ovl]() {
       if (before) before();
@@ -339,7 +360,7 @@ class StageEmitter {
       const MoeCosts& M = K.moe[K.moe_index[gl]];
       const double rows = K.loads[K.moe_index[gl]].max_rank_tokens / double(Y.etp);  // rows before the ETP gather
       const double etp_bytes = rows * x_.h * 2.0 * double(Y.etp);
-      rb.chain(wait_op(nm + phase + ".moe.dispatched"), {*xo});
+      rb.chain(wait_op(nm + phase + ".moe.dispatched"), *xo);
       if (Y.a2a && Y.etp > 1)
         rb.chain(coll_op(nm + phase + ".moe.etp.ag", CollOp::AllGather, Y.etp_comm[st], etp_bytes, kEp, "ep"));
       rb.chain(compute_op(nm + phase + ".moe.experts", bwd ? M.experts_b : M.experts_f));
@@ -350,7 +371,7 @@ class StageEmitter {
     });
     out.push_back([this, nm, phase, gl, bwd, xo, shared_ovl]() {
       const MoeCosts& M = K.moe[K.moe_index[gl]];
-      rb.chain(wait_op(nm + phase + ".moe.combined"), {*xo});
+      rb.chain(wait_op(nm + phase + ".moe.combined"), *xo);
       rb.chain(compute_op(nm + phase + (bwd ? ".moe.router" : ".moe.unpermute"), bwd ? M.pre_b : M.post_f));
       if (!shared_ovl) shared_expert(nm, bwd ? M.shared_b : M.shared_f, phase);
     });
@@ -375,7 +396,9 @@ class StageEmitter {
     }
   }
 
-  void send(OpKind kind, std::uint16_t stream, std::string name, std::int32_t peer, std::int64_t msg_tag) {
+  void send(OpKind kind, std::uint16_t stream, std::string name, std::int32_t peer, std::int64_t msg_tag,
+            std::int64_t chunk) {
+    if (c.dualpipe() && chunk == 1) stream = static_cast<std::uint16_t>(kRev + (stream - RankBuilder::kRecvF));
     Op o;
     o.kind = kind;
     o.stream = stream;
@@ -402,15 +425,16 @@ class StageEmitter {
   // layer), an epilogue (send or embedding backward). Run in order they emit the slot's ops; two slots'
   // steps alternated build two interleaved dependency chains (overlapped_pair).
   void slot_steps(const GptSlot& sl, std::vector<Step>& out) {
-    const std::int64_t mb = sl.mb, ch = sl.chunk, nl = x_.layout[st][ch], base = x_.offset[ch * p + st];
-    const bool first_chunk = first_stage && ch == 0, last_chunk = last_stage && ch == v - 1;
-    const std::string mbs = "mb" + std::to_string(mb) + (v > 1 ? ".c" + std::to_string(ch) : "");
+    const GptChunkPlace& pl = place(sl.chunk);
+    const std::int64_t mb = sl.mb, ch = sl.chunk, nl = pl.nl, base = pl.base;
+    const bool first_chunk = pl.first, last_chunk = pl.last;
+    const std::string mbs = "mb" + std::to_string(mb) + (nchunks() > 1 ? ".c" + std::to_string(ch) : "");
     auto fsdp_next = std::make_shared<std::uint32_t>(0);
     if (sl.fwd) {
       const bool gather = c.fsdp() && (!fsdp_keep_gathered || mb == 0);
       out.push_back([this, mb, ch, base, mbs, first_chunk, gather, fsdp_next]() {
         if (!first_chunk) {
-          send(OpKind::Recv, RankBuilder::kRecvF, mbs + ".recv.fwd", prev_rank(), tag(mb, ch, 0));
+          send(OpKind::Recv, RankBuilder::kRecvF, mbs + ".recv.fwd", place(ch).from, tag(mb, ch, 0), ch);
           rb.chain(wait_op(mbs + ".l" + std::to_string(base) + ".wait"), {pending_recv_});
         }
         if (gather) *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base) + ".fsdp.ag", layer_el(base));
@@ -436,14 +460,14 @@ class StageEmitter {
           if (K.mtp.kernels) rb.chain(compute_op(mbs + ".mtp.fwd", K.mtp));
           return;
         }
-        send(OpKind::Send, RankBuilder::kSendF, mbs + ".send.fwd", next_rank(), tag(mb, st == p - 1 ? ch + 1 : ch, 0));
+        send(OpKind::Send, RankBuilder::kSendF, mbs + ".send.fwd", place(ch).to, tag(mb, place(ch).to_chunk, 0), ch);
       });
       return;
     }
     const bool gather = c.fsdp() && !fsdp_keep_gathered;
     out.push_back([this, mb, ch, base, nl, mbs, last_chunk, gather, fsdp_next]() {
       if (!last_chunk) {
-        send(OpKind::Recv, RankBuilder::kRecvB, mbs + ".recv.bwd", next_rank(), tag(mb, ch, 1));
+        send(OpKind::Recv, RankBuilder::kRecvB, mbs + ".recv.bwd", place(ch).to, tag(mb, ch, 1), ch);
         rb.chain(wait_op(mbs + ".bwd.wait"), {pending_recv_});
       } else {
         if (K.mtp_b.kernels) rb.chain(compute_op(mbs + ".mtp.bwd", K.mtp_b));
@@ -500,7 +524,7 @@ class StageEmitter {
         final_embed_bwd = rb.last();
         return;
       }
-      send(OpKind::Send, RankBuilder::kSendB, mbs + ".send.bwd", prev_rank(), tag(mb, st == 0 ? ch - 1 : ch, 1));
+      send(OpKind::Send, RankBuilder::kSendB, mbs + ".send.bwd", place(ch).from, tag(mb, place(ch).from_chunk, 1), ch);
     });
   }
 
@@ -533,9 +557,9 @@ class StageEmitter {
     std::vector<std::uint32_t> expert_grad_done;
     double stage_expert_params = 0;
     if (moe_on) {
-      for (std::int64_t ch = 0; ch < v; ++ch)
-        for (std::int64_t l = 0; l < x_.layout[st][ch]; ++l)
-          if (K.moe_pattern[x_.offset[ch * p + st] + l]) stage_expert_params += expert_params_per_gpu(c);
+      for (std::int64_t ch = 0; ch < nchunks(); ++ch)
+        for (std::int64_t l = 0; l < place(ch).nl; ++l)
+          if (K.moe_pattern[place(ch).base + l]) stage_expert_params += expert_params_per_gpu(c);
       if (edp > 1 && stage_expert_params > 0) {
         const bool sh = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard" || c.fsdp();
         Op op = coll_op(sh ? "edp.experts.rs" : "edp.experts.ar", sh ? CollOp::ReduceScatter : CollOp::AllReduce,
@@ -550,14 +574,17 @@ class StageEmitter {
       double acc = 0;
       std::uint32_t ready = 0;
       std::vector<std::pair<std::uint32_t, double>> items;  // in the order gradients become ready
-      if (last_stage && last_stage_has_output(c)) {
-        // Output layer: its gradient is ready with the last layer's backward (SC'21 ordering kept).
-        std::uint32_t at = x_.layout[st][v - 1] ? final_bwd[v - 1][x_.layout[st][v - 1] - 1] : backward_done;
-        items.push_back({at, x_.out_el});
-      }
-      for (std::int64_t ch = v - 1; ch >= 0; --ch)
-        for (std::int64_t l = x_.layout[st][ch] - 1; l >= 0; --l) items.push_back({final_bwd[ch][l], x_.Pl});
-      if (first_stage) items.push_back({final_embed_bwd, x_.emb_el});
+      if (last_stage_has_output(c))
+        for (std::int64_t ch = nchunks() - 1; ch >= 0; --ch) {
+          if (!place(ch).last) continue;
+          // Output layer: its gradient is ready with the last layer's backward (SC'21 ordering kept).
+          const std::int64_t nl = place(ch).nl;
+          std::uint32_t at = nl ? final_bwd[ch][nl - 1] : backward_done;
+          items.push_back({at, x_.out_el});
+        }
+      for (std::int64_t ch = nchunks() - 1; ch >= 0; --ch)
+        for (std::int64_t l = place(ch).nl - 1; l >= 0; --l) items.push_back({final_bwd[ch][l], x_.Pl});
+      if (has_first) items.push_back({final_embed_bwd, x_.emb_el});
       std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       for (const auto& [op, el] : items) {
         acc += el;
@@ -665,9 +692,8 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   }
   const bool moe_on = c.moe.enabled();
   const bool full = c.recompute_granularity == "full";
-  const std::int64_t v = Y.v, ep = Y.ep, etp = Y.etp, edp = Y.edp, n_moe = K.n_moe;
+  const std::int64_t ep = Y.ep, etp = Y.etp, edp = Y.edp, n_moe = K.n_moe;
   const auto& moe_pattern = K.moe_pattern;
-  const auto& offset = x.offset;
   const std::int64_t R = Y.R, dp_mirrors = Y.dp_mirrors;
   (void)t;
   tr.metadata["samples_per_iteration"] = double(c.global_batch_size);
@@ -698,13 +724,14 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
       for (double r : ld.recv_share) a2a_ratio = std::max(a2a_ratio, r * double(ep));
       const double df = M.experts_f.seconds - M.experts_f_mean.seconds, db = M.experts_b.seconds - M.experts_b_mean.seconds;
       for (std::int64_t st = 0; st < p; ++st)
-        for (std::int64_t ch = 0; ch < v; ++ch) {
-          const std::int64_t first = offset[ch * p + st], nl = layout[st][ch], l = gl - first;
+        for (std::int64_t ch = 0; ch < Y.chunks; ++ch) {
+          const std::int64_t first = Y.places[st][ch].base, nl = Y.places[st][ch].nl, l = gl - first;
           if (l < 0 || l >= nl) continue;
           // Recomputed layers run the forward (and its experts) twice (full recompute; block: the first N).
           const bool re = full && !(c.recompute_method == "block" && c.recompute_num_layers &&
                                     l >= std::min(c.recompute_num_layers, nl));
-          lost[st] += (df * (re ? 2.0 : 1.0) + db) * double(m);
+          // Each chunk runs every micro-batch (DualPipe: each direction half of them).
+          lost[st] += (df * (re ? 2.0 : 1.0) + db) * double(c.dualpipe() ? m / 2 : m);
         }
     }
     for (double x : lost) lost_max = std::max(lost_max, x);

@@ -5,6 +5,7 @@
 
 #include "models/gpu.hpp"
 #include "sim/base/error.hpp"
+#include "workloads/cluster.hpp"
 #include "workloads/dataparallel.hpp"
 #include "workloads/dlrm.hpp"
 #include "workloads/gpt.hpp"
@@ -22,6 +23,32 @@ std::string resolve(const std::string& base_file, const std::string& name) {
   return (std::filesystem::path(containing).parent_path() / p).lexically_normal().string();
 }
 }  // namespace
+
+WorkloadSpec workload_from_json(const Json& doc, const JsonPath& at, const std::string& file) {
+  ObjectReader wr(doc, at);
+  int kinds = wr.has("generator") + wr.has("trace") + wr.has("chakra") + wr.has("astra");
+  if (kinds != 1) json_fail(at, "expected exactly one of \"generator\", \"trace\", \"chakra\", \"astra\"");
+  WorkloadSpec w;
+  if (wr.has("generator")) {
+    w.kind = "generator";
+    w.generator = wr.string("generator");
+    if (w.generator != "gpt" && w.generator != "dlrm" && w.generator != "dataparallel")
+      json_fail(wr.path_of("generator"), "expected gpt, dlrm or dataparallel");
+  } else {
+    w.kind = wr.has("trace") ? "trace" : wr.has("chakra") ? "chakra" : "astra";
+    w.file = resolve(file, wr.string(w.kind));
+  }
+  if (const Json* p = wr.object_optional("params")) {
+    if (w.kind == "trace") json_fail(wr.path_of("params"), "\"params\" applies to generators, chakra and astra workloads only");
+    w.params = params_from_json(*p, wr.path_of("params"));
+    // File-valued generator parameters are relative to the scenario file, like every other path.
+    for (const char* k : {"configs", "comm_group", "moe_expert_token_counts_file"})
+      if (auto it = w.params.find(k); it != w.params.end()) it->second = resolve(file, it->second);
+  }
+  w.where = wr.path_of("params").str();
+  wr.finish();
+  return w;
+}
 
 bool is_comm_model(const std::string& name) { return name == "engine" || name == "shared" || name == "analytic"; }
 const char* comm_model_help() { return "engine, shared or analytic"; }
@@ -42,30 +69,13 @@ Scenario scenario_from_json(const Json& doc, const std::string& file) {
     }
     tr.finish();
   }
-  {
-    ObjectReader wr(r.object("workload"), r.path_of("workload"));
-    int kinds = wr.has("generator") + wr.has("trace") + wr.has("chakra") + wr.has("astra");
-    if (kinds != 1)
-      json_fail(r.path_of("workload"), "expected exactly one of \"generator\", \"trace\", \"chakra\", \"astra\"");
-    WorkloadSpec& w = s.workload;
-    if (wr.has("generator")) {
-      w.kind = "generator";
-      w.generator = wr.string("generator");
-      if (w.generator != "gpt" && w.generator != "dlrm" && w.generator != "dataparallel")
-        json_fail(wr.path_of("generator"), "expected gpt, dlrm or dataparallel");
-    } else {
-      w.kind = wr.has("trace") ? "trace" : wr.has("chakra") ? "chakra" : "astra";
-      w.file = resolve(file, wr.string(w.kind));
-    }
-    if (const Json* p = wr.object_optional("params")) {
-      if (w.kind == "trace") json_fail(wr.path_of("params"), "\"params\" applies to generators, chakra and astra workloads only");
-      w.params = params_from_json(*p, wr.path_of("params"));
-      // File-valued generator parameters are relative to the scenario file, like every other path.
-      for (const char* k : {"configs", "comm_group", "moe_expert_token_counts_file"})
-        if (auto it = w.params.find(k); it != w.params.end()) it->second = resolve(file, it->second);
-    }
-    w.where = wr.path_of("params").str();
-    wr.finish();
+  if (r.has("jobs")) {
+    if (r.has("workload")) json_fail(r.path_of("workload"), "either \"workload\" or \"jobs\", not both");
+    parse_cluster(s, r, file);
+  } else {
+    if (r.has("faults") || r.has("jitter"))
+      json_fail(r.path_of(r.has("faults") ? "faults" : "jitter"), "\"jobs\" (faults and jitter apply to cluster scenarios)");
+    s.workload = workload_from_json(r.object("workload"), r.path_of("workload"), file);
   }
   if (r.has("calibration")) s.calibration_file = resolve(file, r.string("calibration"));
   if (const Json* c = r.object_optional("compute")) {

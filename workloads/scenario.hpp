@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/compute.hpp"
 #include "sim/base/json_reader.hpp"
@@ -32,6 +33,37 @@ struct WorkloadSpec {
   std::string where;      // for error messages ("scenario.json: /workload/params")
 };
 
+// A cluster scenario (docs/workloads.md "Cluster scenarios"; parsed by workloads/cluster.cpp): several jobs
+// on one topology, faults and a compute-jitter model. Empty `jobs` = the single-`workload` scenario.
+struct JobSpec {
+  std::string name;
+  WorkloadSpec workload;
+  std::vector<std::int32_t> gpus;  // explicit global GPU ranks (Topology::gpus() order); empty = placement
+  std::string placement;           // "packed", "spread", "random", "rail-aligned", "fill-racks" (or "" with gpus)
+  std::uint64_t placement_seed = 0;  // random(SEED)
+  double start_offset_s = 0;
+  int iterations = 1;
+  std::string where;  // "scenario.json: /jobs/0"
+};
+
+struct FaultSpec {
+  std::string kind;            // "link", "switch", "nic", "gpu", "node"
+  std::string a, b;            // link: endpoint node ids; switch / nic: node id in a
+  double bandwidth_factor = 1;  // link: remaining fraction of bandwidth (0 = down)
+  double slowdown = 0;         // gpu: compute takes (1 + slowdown) x as long
+  std::int32_t gpu = -1;       // gpu: global GPU rank
+  std::int32_t host = -1;      // node: server index
+  std::string policy;          // node: "shrink" (fewer DP replicas) or "spare" (the job moves to a free server)
+  std::string where;
+};
+
+struct JitterSpec {
+  double sigma = 0;            // relative standard deviation of a kernel's (or a GPU's) compute time
+  std::uint64_t seed = 0;
+  std::string scope = "kernel";  // "kernel": every kernel draws its own noise; "gpu": one factor per GPU
+  std::string where;
+};
+
 struct Scenario {
   std::string file;  // the scenario's path ("<built-in>" for the default)
   std::string topology;  // preset name or resolved file path
@@ -43,7 +75,13 @@ struct Scenario {
   std::string comm_model = "engine";
   std::optional<Json> outputs;   // passed to sim::output_options_from_json
   JsonPath outputs_at;
+  std::vector<JobSpec> jobs;       // cluster scenario (then `workload` is unused)
+  std::vector<FaultSpec> faults;
+  std::optional<JitterSpec> jitter;
 };
+
+// Parses one workload object ({"generator"...} | {"trace"...} | ...) at `at`; paths relative to `file`.
+WorkloadSpec workload_from_json(const Json& w, const JsonPath& at, const std::string& file);
 
 // Communication models a scenario (or --comm-model) may name: "engine" (NCCL schedules on the flow engine,
 // each distinct collective priced once on an idle fabric), "shared" (every collective and message on one

@@ -19,6 +19,7 @@ FlowModel::FlowModel(std::vector<double> capacity_Bps) : cap_(std::move(capacity
   stat_t_.assign(n, 0);
   stats_.assign(n, {});
   res_mark_.assign(n, 0);
+  res_dirty_.assign(n, 0);
   s_free_.assign(n, 0);
   s_w_.assign(n, 0);
   s_unfrozen_.assign(n, 0);
@@ -61,6 +62,12 @@ FlowModel::FlowId FlowModel::add(double now_s, std::span<const std::uint32_t> re
   flow_mark_[f] = 0;
   if (hop_res_.size() > 4096 && dead_hops_ * 2 > hop_res_.size()) compact_hops();
   if (hop_res_.size() + resources.size() > 0xffffffffu) throw std::logic_error("FlowModel: too many hops");
+  if (hop_res_.size() + resources.size() > hop_res_.capacity()) {
+    // Grow by a quarter, not the vector's doubling: the hop arrays are the model's largest (8 bytes per hop).
+    const std::size_t c = std::max(hop_res_.size() + resources.size(), hop_res_.capacity() + hop_res_.capacity() / 4);
+    hop_res_.reserve(c);
+    hop_pos_.reserve(c);
+  }
   hot_[f].off = static_cast<std::uint32_t>(hop_res_.size());
   hot_[f].cnt = static_cast<std::uint32_t>(resources.size());
   for (std::uint32_t k = 0; k < resources.size(); ++k) {
@@ -68,11 +75,30 @@ FlowModel::FlowId FlowModel::add(double now_s, std::span<const std::uint32_t> re
     if (r >= cap_.size()) throw std::logic_error("FlowModel::add: resource id out of range");
     hop_res_.push_back(r);
     hop_pos_.push_back(static_cast<std::uint32_t>(res_flows_[r].size()));
-    res_flows_[r].push_back(ResEntry{f, k});
+    res_flows_[r].push_back(ResEntry{f});
   }
   dirty_flows_.push_back(f);
   ++active_;
+  ++added_flows_;
+  added_hops_ += resources.size();
   return f;
+}
+
+void FlowModel::reserve(std::size_t flows) {
+  // Flow ids are recycled: arrays hold active flows plus free ids, so `active + flows` entries suffice.
+  const std::size_t need = active_ + flows;
+  for (auto* v : {&rem_, &tupd_, &rate_, &capr_, &finish_}) reserve_geometric(*v, need);
+  reserve_geometric(hot_, need);
+  reserve_geometric(user_, need);
+  reserve_geometric(ver_, need);
+  reserve_geometric(flow_mark_, need);
+  reserve_geometric(alive_, need);
+  reserve_geometric(frozen_, need);
+  reserve_geometric(heap_, heap_.size() + flows);
+  // Hops: the mean route length so far (8 before any flow: GPU-NVSwitch-GPU-NIC-leaf-spine-leaf-NIC-GPU).
+  const std::size_t per = added_flows_ ? static_cast<std::size_t>((added_hops_ + added_flows_ - 1) / added_flows_) : 8;
+  reserve_geometric(hop_res_, hop_res_.size() + flows * per);
+  reserve_geometric(hop_pos_, hop_res_.size() + flows * per);
 }
 
 void FlowModel::remove_flow(FlowId f) {
@@ -83,9 +109,15 @@ void FlowModel::remove_flow(FlowId f) {
     auto& list = res_flows_[r];
     const ResEntry last = list.back();
     list[pos] = last;
-    hop_pos_[hot_[last.flow].off + last.k] = pos;
+    const std::uint32_t loff = hot_[last.flow].off;
+    std::uint32_t lk = 0;
+    while (hop_res_[loff + lk] != r) ++lk;  // routes hold distinct resources: exactly one hop matches
+    hop_pos_[loff + lk] = pos;
     list.pop_back();
-    dirty_res_.push_back(r);
+    if (!res_dirty_[r]) {  // once per resource: an all-to-all's completions touch each NIC link thousands of times
+      res_dirty_[r] = 1;
+      dirty_res_.push_back(r);
+    }
   }
   dead_hops_ += hot_[f].cnt;
   hot_[f].cnt = 0;
@@ -156,11 +188,13 @@ void FlowModel::solve(double now_s) {
   };
   for (FlowId f : dirty_flows_)
     if (alive_[f] && flow_mark_[f] != ep) visit_flow(f);
-  for (std::uint32_t r : dirty_res_)
+  for (std::uint32_t r : dirty_res_) {
+    res_dirty_[r] = 0;
     if (res_mark_[r] != ep) {
       res_mark_[r] = ep;
       stack_.push_back(r);
     }
+  }
   dirty_flows_.clear();
   dirty_res_.clear();
   while (!stack_.empty()) {

@@ -19,6 +19,7 @@
 // (struct-of-arrays indexed by integer flow ids, recycled), with no per-flow heap allocation.
 //
 // Latency is not handled here: callers add a flow once its latency has elapsed (see Network).
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -31,6 +32,13 @@ struct ResourceStats {
   double busy_s = 0;     // time with a non-zero load
   double peak_util = 0;  // max over time of load / capacity
 };
+
+// Makes room for `need` elements in `v`, at least doubling its capacity when it grows: callers that reserve
+// a little more at every schedule (a replay starts thousands) keep the amortised O(1) growth of push_back.
+template <class V>
+void reserve_geometric(V& v, std::size_t need) {
+  if (need > v.capacity()) v.reserve(std::max(need, 2 * v.capacity()));
+}
 
 class FlowModel {
  public:
@@ -47,6 +55,11 @@ class FlowModel {
   // `user` is returned when the flow completes. Rates are recomputed at the next solve().
   FlowId add(double now_s, std::span<const std::uint32_t> resources, double bytes_per_instance,
              double weight, double rate_cap_Bps, std::uint64_t user);
+
+  // Capacity for `flows` more flows than are active now (and their completion-heap entries), so that a
+  // caller that knows how many flows are about to start (e.g. an all-to-all's roots) saves the growth
+  // copies and the up to 2x slack of doubling vectors. Changes no result.
+  void reserve(std::size_t flows);
 
   bool dirty() const { return !dirty_flows_.empty() || !dirty_res_.empty(); }
   // Re-solves the components touched since the last solve, at time now_s (>= now()).
@@ -72,9 +85,8 @@ class FlowModel {
   const std::vector<ResourceStats>& stats() const { return stats_; }
 
  private:
-  struct ResEntry {
+  struct ResEntry {  // a flow crossing the resource (which of its hops it is: found by scanning its route)
     FlowId flow;
-    std::uint32_t k;  // index of this hop within the flow
   };
   struct HeapEntry {
     double t_s;
@@ -112,11 +124,13 @@ class FlowModel {
   std::vector<FlowId> free_ids_;
   std::vector<std::uint32_t> hop_res_, hop_pos_;
   std::size_t dead_hops_ = 0;
+  std::uint64_t added_flows_ = 0, added_hops_ = 0;  // totals, for reserve()'s route-length estimate
   std::size_t active_ = 0;
   std::uint32_t epoch_ = 0;
   // dirty sets
   std::vector<FlowId> dirty_flows_;
-  std::vector<std::uint32_t> dirty_res_;
+  std::vector<std::uint32_t> dirty_res_;   // each resource at most once (res_dirty_)
+  std::vector<std::uint8_t> res_dirty_;
   // completion heap
   std::vector<HeapEntry> heap_;
   // scratch

@@ -190,6 +190,12 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
       });
     }
   } else {
+    // Roots start together (an all-to-all: all of its transfers): room for them in one allocation each.
+    std::size_t roots = 0;
+    for (std::uint32_t p : r.pending) roots += p == 0;
+    model_.reserve(roots);
+    reserve_geometric(lat_heap_, lat_heap_.size() + roots);
+    if (root_delay_s == 0) reserve_geometric(ready_stack_, ready_stack_.size() + roots);
     // Roots: pushed in reverse index order so the ready stack pops them in index order.
     for (std::uint32_t i = static_cast<std::uint32_t>(n); i-- > 0;) {
       if (r.pending[i] != 0) continue;

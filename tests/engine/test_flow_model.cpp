@@ -193,3 +193,76 @@ TEST_CASE("link statistics: bytes, busy time and peak utilisation") {
   CHECK(m.stats()[0].peak_util == doctest::Approx(0.4));
   CHECK(m.stats()[1].peak_util == doctest::Approx(1.0));
 }
+
+TEST_CASE("flows added and completed over time: reserve() changes nothing, shares stay max-min (randomised)") {
+  // Completions remove flows from the middle of resource lists (swap with the last entry); the survivors
+  // must keep exact max-min shares, and a model that reserved room up front must give identical results.
+  std::mt19937_64 rng(4242);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int nres = 2 + static_cast<int>(rng() % 10);
+    std::vector<double> cap(nres);
+    for (auto& c : cap) c = 1.0 + static_cast<double>(rng() % 50);
+    FlowModel a(cap), b(cap);
+    b.reserve(64);
+    std::vector<std::vector<std::uint32_t>> routes;
+    std::vector<double> w;
+    std::vector<FlowModel::FlowId> ida, idb;
+    std::vector<bool> live;
+    double now = 0;
+    std::size_t completions = 0;
+    for (int round = 0; round < 30; ++round) {
+      const int add = static_cast<int>(rng() % 4);
+      if (add > 0 && round % 7 == 3) b.reserve(static_cast<std::size_t>(add));
+      for (int i = 0; i < add; ++i) {
+        std::vector<std::uint32_t> res;
+        for (int r = 0; r < nres; ++r)
+          if (rng() % 3 == 0) res.push_back(static_cast<std::uint32_t>(r));
+        if (res.empty()) res.push_back(static_cast<std::uint32_t>(rng() % nres));
+        const double wt = 1.0 + static_cast<double>(rng() % 3), bytes = 10.0 + static_cast<double>(rng() % 90);
+        const auto tag = static_cast<std::uint64_t>(routes.size());
+        routes.push_back(res);
+        w.push_back(wt);
+        live.push_back(true);
+        ida.push_back(a.add(now, res, bytes, wt, 0, tag));
+        idb.push_back(b.add(now, res, bytes, wt, 0, tag));
+      }
+      a.solve(now);
+      b.solve(now);
+      const double t = a.next_finish();
+      REQUIRE(t == b.next_finish());
+      if (t == FlowModel::kInf) continue;
+      std::vector<std::uint64_t> da, db;
+      a.complete(t, 0, da);
+      b.complete(t, 0, db);
+      REQUIRE(da == db);
+      completions += da.size();
+      for (auto tag : da) live[tag] = false;
+      now = t;
+      a.solve(now);
+      b.solve(now);
+      std::vector<double> load(nres, 0);
+      for (std::size_t f = 0; f < routes.size(); ++f)
+        if (live[f]) {
+          CHECK(a.rate(ida[f]) == b.rate(idb[f]));
+          for (auto r : routes[f]) load[r] += w[f] * a.rate(ida[f]);
+        }
+      for (int r = 0; r < nres; ++r) CHECK(load[r] <= cap[r] * (1 + 1e-12));
+      for (std::size_t f = 0; f < routes.size(); ++f) {
+        if (!live[f]) continue;
+        bool has_bottleneck = false;
+        for (auto r : routes[f]) {
+          if (load[r] < cap[r] * (1 - 1e-9)) continue;
+          bool is_max = true;
+          for (std::size_t g = 0; g < routes.size(); ++g)
+            if (live[g])
+              for (auto rg : routes[g])
+                if (rg == r && a.rate(ida[g]) > a.rate(ida[f]) * (1 + 1e-9)) is_max = false;
+          if (is_max) has_bottleneck = true;
+        }
+        CHECK(has_bottleneck);
+      }
+    }
+    CHECK(a.active_flows() == b.active_flows());
+    CHECK(completions > 0);
+  }
+}

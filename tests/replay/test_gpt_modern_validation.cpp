@@ -77,9 +77,13 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   const std::string m = r.at("model"), g = r.at("gpu"), prec = r.at("precision"), other = r.at("other_settings"),
                     rc = r.at("recompute");
   out.label = r.at("table") + " / " + r.at("row_label") + " / " + m;
-  out.gpu = has(g, "H200") ? "h200" : has(g, "A100") ? "a100-80gb" : has(g, "B200") ? "b200" : "h100";
+  out.gpu = has(g, "H200")   ? "h200"
+            : has(g, "A100") ? "a100-80gb"
+            : has(g, "B200") ? "b200"
+            : has(g, "96GB") ? "h100-96gb"  // torchtitan's Grand Teton H100s
+                             : "h100";
   out.label += " (" + out.gpu + ")";
-  out.node = out.gpu == "h200" ? "dgx-h100" : out.gpu == "a100-80gb" ? "dgx-a100" : out.gpu == "b200" ? "dgx-b200" : "dgx-h100";
+  out.node = out.gpu == "a100-80gb" ? "dgx-a100" : out.gpu == "b200" ? "dgx-b200" : "dgx-h100";
   out.gpus = std::stoi(r.at("num_gpus"));
   const int tp = std::stoi(r.at("tp")), pp = std::stoi(r.at("pp")), cp = std::stoi(r.at("cp")), dp = std::stoi(r.at("dp"));
   const int local = std::stoi(r.at("micro_batch"));
@@ -163,7 +167,7 @@ Outcome simulate(const Row& row) {
 }  // namespace
 
 TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and peak memory)") {
-  std::vector<double> mem_err, tps_err;
+  std::vector<double> mem_err, tps_err, tps_err_80gb_era;  // the last: all but Table 2 (see the bounds)
   std::string table = "row | GPUs | published TPS/GPU | sim | error | published GiB | sim GiB | error\n";
   int expressed = 0, parsed = 0;
   for (const auto& r : read_csv(kData + "torchtitan_dense.csv")) {
@@ -182,6 +186,7 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
     table += buf;
     parsed += o.mem_gib > 0;
     if (!std::isnan(te)) tps_err.push_back(std::abs(te)), ++expressed;
+    if (!std::isnan(te) && r.at("table") != "Table 2") tps_err_80gb_era.push_back(std::abs(te));
     if (!std::isnan(me)) mem_err.push_back(std::abs(me));
     // Memory, full activation recompute without pipeline parallelism (the rows whose recompute matches
     // Megatron's "full" and whose FSDP keeps no unsharded stage; docs/validation.md says why the others
@@ -198,7 +203,7 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
     // (the memory model has no fitted parameter; selective_ac_option "op" follows torchtitan's save list),
     // -8 % .. +1 %. The H200 / B200 rows of the same configuration are not bounded (+34 % .. +43 %;
     // docs/validation.md).
-    if (!std::isnan(me) && row.params.contains("selective_ac_option") && row.gpu == "h100") {
+    if (!std::isnan(me) && row.params.contains("selective_ac_option") && row.gpu.rfind("h100", 0) == 0) {
       CAPTURE(row.label);
       CHECK(std::abs(me) <= 0.10);
     }
@@ -209,17 +214,20 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
                                     << mem_err.size() << " rows; throughput: median |error| " << 100 * median(tps_err)
                                     << " %, max " << 100 * *std::max_element(tps_err.begin(), tps_err.end())
                                     << " % over " << tps_err.size() << " rows");
-  // Every H100 / H200 / A100 / B200 row is expressible; the 4 Table 2 rows (published 83.9-84.5 GiB,
-  // simulated 84.2) need more than the 80 GB h100 preset (torchtitan ran 96 GB H100s) and are refused, the
-  // other 42 run.
+  // Every H100 / H200 / A100 / B200 row is expressible and runs: torchtitan's H100s are the 96 GB Grand Teton
+  // parts (h100-96gb), so the 4 Table 2 rows (published 83.9-84.5 GiB, simulated 84.2) fit.
   CHECK(parsed == 46);
-  CHECK(expressed == 42);
+  CHECK(expressed == 46);
   // Nothing here is fitted to these rows (the FP8 rowwise GEMM factor is a kernel measurement,
   // tests/data/hardware/h100-fp8-rowwise), so every row is held out. Bounds at the measured values
-  // (memory: median 11.5 %, max 43.2 % over 28 rows; throughput: median 15.6 %, max 120 % over 42 rows).
+  // (memory: median 11.5 %, max 43.2 % over 28 rows; throughput: median 20.3 %, max 120 % over 46 rows).
+  // The 42 rows that ran before the 96 GB preset existed keep their median of 15.6 % (unchanged results);
+  // the 4 Table 2 rows come out 22-78 % fast (the preset has the 700 W SXM5's clocks, the parts run at 500 W).
   CHECK(median(mem_err) <= 0.115);
   CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.433);
-  CHECK(median(tps_err) <= 0.157);
+  REQUIRE(tps_err_80gb_era.size() == 42);
+  CHECK(median(tps_err_80gb_era) <= 0.157);
+  CHECK(median(tps_err) <= 0.203);
   CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.201);  // a B200 row (docs/validation.md)
 }
 

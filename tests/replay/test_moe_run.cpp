@@ -63,3 +63,23 @@ TEST_CASE("moe replay: overlap_moe_expert_parallel_comm hides part of the all-to
   CHECK(on4.iteration_s > 0);
   CHECK(exposed(on4, "ep") < exposed(off4, "ep"));
 }
+
+TEST_CASE("moe replay: DualPipe and A2A overlap with virtual pipeline stages run without pipeline deadlock") {
+  // DualPipe on 4 and 8 stages (8 and 16 micro-batches: 2 x PP, the minimum): each rank runs two stages for
+  // half the micro-batches, so the per-rank compute equals 1F1B's; the bidirectional schedule's smaller
+  // bubble and overlapped pairs make the step shorter.
+  for (int pp : {4, 8}) {
+    CAPTURE(pp);
+    const int gbs = 64;  // 32 GPUs: DP 8 (PP 4) -> 8 micro-batches, DP 4 (PP 8) -> 16
+    const int ep = 32 / pp;  // EP within the stage's DP ranks
+    auto f1b = run_small({{"pipeline_model_parallel_size", pp}, {"global_batch_size", gbs}, {"expert_model_parallel_size", ep}});
+    auto dual = run_small({{"pipeline_model_parallel_size", pp}, {"global_batch_size", gbs}, {"expert_model_parallel_size", ep},
+                           {"pipeline_parallel_schedule", "DualPipe"}});
+    CHECK(dual.iteration_s > 0);
+    CHECK(dual.breakdown.compute_s == doctest::Approx(f1b.breakdown.compute_s).epsilon(0.02));
+    CHECK(dual.iteration_s < f1b.iteration_s);
+  }
+  auto vpp = run_small({{"pipeline_model_parallel_size", 2}, {"virtual_pipeline_model_parallel_size", 2},
+                        {"overlap_moe_expert_parallel_comm", true}, {"recompute_granularity", "none"}});
+  CHECK(vpp.iteration_s > 0);
+}

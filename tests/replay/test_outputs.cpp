@@ -423,6 +423,9 @@ TEST_CASE("result JSON keys match docs/result.schema.json") {
   Json schema = Json::parse(slurp(std::string(FABRICSIM_SOURCE_DIR) + "/docs/result.schema.json"));
   sim::RunResult with_mfu = sample_result();
   with_mfu.mfu = 0.4;  // mfu / mfu_convention: written only when the workload names its dense peak
+  with_mfu.jobs.push_back(sim::JobResult{});  // jobs / shared_links: written only for cluster scenarios
+  with_mfu.jobs[0].name = "a";
+  with_mfu.shared_links.push_back(sim::SharedLinkRecord{});
   Json j = sim::result_json(sample_result(), 5), jm = sim::result_json(with_mfu, 5);
   auto keys_of = [](const Json& o) {
     std::set<std::string> k;
@@ -436,6 +439,8 @@ TEST_CASE("result JSON keys match docs/result.schema.json") {
   };
   CHECK(keys_of(j) == required(schema));
   CHECK(keys_of(jm) == keys_of(schema["properties"]));
+  CHECK(keys_of(jm["jobs"][0]) == required(schema["properties"]["jobs"]["items"]));
+  CHECK(keys_of(jm["shared_links"][0]) == keys_of(schema["properties"]["shared_links"]["items"]["properties"]));
   CHECK(keys_of(j["breakdown"]) == required(schema["properties"]["breakdown"]));
   CHECK(keys_of(j["ops"]) == required(schema["properties"]["ops"]));
   CHECK(keys_of(j["links"]) == required(schema["properties"]["links"]));

@@ -1,0 +1,212 @@
+#include "replay/cluster_run.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <set>
+
+#include "models/calibration.hpp"
+#include "models/collectives.hpp"
+#include "replay/engine_comm_model.hpp"
+#include "replay/executor.hpp"
+#include "replay/outputs_links.hpp"
+#include "sim/base/error.hpp"
+#include "topologies/io.hpp"
+#include "workloads/cluster.hpp"
+
+namespace fabricsim::sim {
+
+namespace {
+
+struct Replayed {
+  RunResult r;
+};
+
+RunResult replay_jobs(const std::vector<const workloads::PlacedJob*>& jobs, const topo::Topology& topo,
+                      const models::Calibration& calib, const models::ComputeModel& cm, const ScenarioRunOptions& opt) {
+  workloads::Trace trace = workloads::merge_jobs(jobs, static_cast<std::int32_t>(topo.gpus().size()));
+  EngineCommOptions eo = opt.engine;
+  eo.shared_network = true;
+  eo.collect_link_stats = true;
+  EngineCommModel engine(topo, calib, eo);
+  std::vector<std::int32_t> simulated;
+  for (const auto& rt : trace.ranks) simulated.push_back(rt.rank);
+  std::int32_t world = 0;
+  for (const auto* j : jobs) world += static_cast<std::int32_t>(j->world_size);
+  engine.set_symmetry(world, std::move(simulated));
+  ReplayOptions ro = opt.replay;
+  ro.record_ops = true;  // per-job finish times come from the op records
+  ro.max_op_records = std::numeric_limits<std::size_t>::max();
+  RunResult r = replay(trace, topo, cm, engine, ro);
+  engine.finalize_link_stats();
+  r.links = link_records(topo, engine.link_dirs());
+  r.metrics["replay.schedules_run"] = static_cast<double>(engine.schedules_run());
+  r.metrics["replay.schedules_run_phase_fidelity"] = static_cast<double>(engine.phase_schedules_run());
+  return r;
+}
+
+struct JobTimes {
+  double finish_s = 0, compute_s = 0;
+};
+
+JobTimes job_times(const RunResult& r, const workloads::PlacedJob& j) {
+  std::set<std::int32_t> ranks;
+  for (const auto& rt : j.trace.ranks) ranks.insert(rt.rank);
+  JobTimes out;
+  double comp = 0;
+  for (const auto& op : r.ops) {
+    if (!ranks.count(op.rank)) continue;
+    out.finish_s = std::max(out.finish_s, op.end_s);
+    if (op.kind == "compute" && op.name != "start_offset") comp += op.end_s - op.start_s;
+  }
+  out.compute_s = ranks.empty() ? 0 : comp / static_cast<double>(ranks.size()) / j.iterations;
+  return out;
+}
+
+double meta(const workloads::PlacedJob& j, const char* k) {
+  auto it = j.metadata.find(k);
+  return it == j.metadata.end() ? 0.0 : it->second;
+}
+
+}  // namespace
+
+ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& opt) {
+  auto t0 = std::chrono::steady_clock::now();
+  const std::string which = opt.comm_model.empty() ? s.comm_model : opt.comm_model;
+  if (which == "analytic")
+    throw InputError(s.file + ": /comm_model", "engine or shared for a cluster scenario (its jobs contend on one "
+                                               "shared network; the analytic model has none)");
+  std::vector<std::string> notes;
+  topo::Topology base = models::merge_nvswitch_planes(topo::load_topology(
+      s.topology, s.topology_params, s.file.empty() ? std::string() : JsonPath{s.file, "/topology/params"}.str()));
+  const topo::Topology topo = workloads::apply_topology_faults(base, s.faults, notes);
+  models::Calibration calib =
+      s.calibration_file.empty() ? models::default_calibration() : models::load_calibration(s.calibration_file);
+  workloads::ClusterPlan plan = workloads::plan_cluster(s, topo, calib.extra);
+  models::ComputeModel cm = workloads::scenario_compute_model(s, topo, calib.extra);
+  auto t1 = std::chrono::steady_clock::now();
+
+  std::vector<const workloads::PlacedJob*> all;
+  for (const auto& j : plan.jobs) all.push_back(&j);
+  ScenarioRun out;
+  for (const auto& j : plan.jobs) out.trace_ops += j.trace.num_ops();
+  out.result = replay_jobs(all, topo, calib, cm, opt);
+  RunResult& r = out.result;
+
+  const workloads::ClusterLayout L = workloads::cluster_layout(topo);
+  std::vector<int> host_of_gpu(topo.gpus().size(), -1);
+  for (std::size_t h = 0; h < L.host_gpus.size(); ++h)
+    for (auto g : L.host_gpus[h]) host_of_gpu[g] = static_cast<int>(h);
+  // Per link direction: bytes of each job alone.
+  std::map<std::pair<std::uint32_t, int>, std::map<std::string, double>> by_dir;
+  std::map<std::pair<std::uint32_t, int>, const LinkRecord*> rec_of;
+  std::vector<RunResult> alone;
+  alone.reserve(plan.jobs.size());
+  double total_gpus = 0, flops_rate = 0;
+  for (const auto& j : plan.jobs) {
+    alone.push_back(replay_jobs({&j}, topo, calib, cm, opt));
+    const RunResult& a = alone.back();
+    JobResult jr;
+    jr.name = j.name;
+    jr.workload = j.workload;
+    jr.placement = j.placement;
+    jr.gpus = static_cast<int>(j.world_size);
+    std::set<int> hosts, racks;
+    for (auto g : j.gpus) {
+      int h = host_of_gpu[g];
+      hosts.insert(h);
+      if (h >= 0) racks.insert(L.host_rack[h]);
+    }
+    jr.hosts = static_cast<int>(hosts.size());
+    jr.racks = static_cast<int>(racks.size());
+    jr.start_offset_s = j.start_offset_s;
+    jr.iterations = j.iterations;
+    JobTimes together = job_times(r, j), solo = job_times(a, j);
+    jr.iteration_s = (together.finish_s - j.start_offset_s) / j.iterations;
+    jr.iteration_s_alone = (solo.finish_s - j.start_offset_s) / j.iterations;
+    jr.slowdown = jr.iteration_s_alone > 0 ? jr.iteration_s / jr.iteration_s_alone : 1.0;
+    jr.compute_s = together.compute_s;
+    if (jr.iteration_s > 0) {
+      jr.samples_per_s = meta(j, "samples_per_iteration") / jr.iteration_s;
+      jr.tokens_per_s = meta(j, "tokens_per_iteration") / jr.iteration_s;
+      const double f = meta(j, "model_flops_per_iteration");
+      jr.tflops_per_gpu = f / static_cast<double>(j.world_size) / jr.iteration_s / 1e12;
+      flops_rate += f / jr.iteration_s;
+    }
+    total_gpus += static_cast<double>(j.world_size);
+    jr.notes = j.notes;
+    r.jobs.push_back(std::move(jr));
+    for (const auto& lr : a.links)
+      for (int d = 0; d < 2; ++d)
+        if (lr.bytes[d] > 0) by_dir[{lr.link, d}][j.name] += lr.bytes[d];
+  }
+  for (const auto& lr : r.links)
+    for (int d = 0; d < 2; ++d) rec_of[{lr.link, d}] = &lr;
+  const double span = r.iteration_s > 0 ? r.iteration_s : 1.0;
+  for (const auto& [key, jobs] : by_dir) {
+    if (jobs.size() < 2) continue;
+    const auto& L0 = topo.link(key.first);
+    SharedLinkRecord sl;
+    sl.link = key.first;
+    sl.dir = key.second;
+    sl.from = topo.node(key.second ? L0.b : L0.a).id;
+    sl.to = topo.node(key.second ? L0.a : L0.b).id;
+    sl.kind = topo::to_string(L0.kind);
+    auto it = rec_of.find(key);
+    sl.tier = it != rec_of.end() ? it->second->tier : 0;
+    sl.capacity_Bps = it != rec_of.end() ? it->second->capacity_Bps : L0.bandwidth_Bps;
+    sl.bytes_by_job = jobs;
+    for (const auto& [name, b] : jobs) sl.util_by_job[name] = b / (sl.capacity_Bps * span);
+    if (it != rec_of.end()) sl.util_together = it->second->bytes[key.second] / (sl.capacity_Bps * span);
+    r.shared_links.push_back(std::move(sl));
+  }
+  std::sort(r.shared_links.begin(), r.shared_links.end(), [](const SharedLinkRecord& a, const SharedLinkRecord& b) {
+    if (a.util_together != b.util_together) return a.util_together > b.util_together;
+    return std::tie(a.link, a.dir) < std::tie(b.link, b.dir);
+  });
+  r.metrics["cluster.shared_link_directions"] = static_cast<double>(r.shared_links.size());
+  if (r.shared_links.size() > 64) r.shared_links.resize(64);
+
+  auto t2 = std::chrono::steady_clock::now();
+  r.topology = s.topology;
+  r.topology_params = topo.params();
+  std::string names;
+  for (const auto& j : plan.jobs) names += (names.empty() ? "" : " + ") + j.name;
+  r.workload = "cluster: " + names;
+  r.workload_params.clear();
+  r.gpus = static_cast<int>(total_gpus);
+  r.samples_per_s = r.tokens_per_s = 0;
+  for (const auto& jr : r.jobs) {
+    r.samples_per_s += jr.samples_per_s;
+    r.tokens_per_s += jr.tokens_per_s;
+  }
+  r.tflops_per_gpu = total_gpus > 0 ? flops_rate / total_gpus / 1e12 : 0;
+  r.mfu = 0;
+  for (const auto& jr : r.jobs) {
+    r.metrics["job." + jr.name + ".iteration_s"] = jr.iteration_s;
+    r.metrics["job." + jr.name + ".iteration_s_alone"] = jr.iteration_s_alone;
+    r.metrics["job." + jr.name + ".slowdown"] = jr.slowdown;
+  }
+  // The merged trace's notes are the jobs' generators' (repeated per job); keep them once each.
+  std::vector<std::string> kept;
+  std::set<std::string> seen;
+  for (const auto& n : r.notes)
+    if (seen.insert(n).second && n.rfind("tflops_per_gpu from", 0) != 0) kept.push_back(n);
+  r.notes = std::move(kept);
+  r.notes.insert(r.notes.begin(),
+                 "cluster: " + std::to_string(plan.jobs.size()) + " jobs replayed together on one shared network "
+                 "(comm model shared: every collective and message of every job on one flow-level network, max-min "
+                 "fair where they share links), then each alone on the same GPUs and faults for iteration_s_alone; "
+                 "the top-level step time is the makespan, throughput the jobs' sum");
+  for (const auto& n : notes) r.notes.push_back(n);
+  for (const auto& n : plan.notes) r.notes.push_back(n);
+  for (const auto& jr : r.jobs)
+    for (const auto& n : jr.notes) r.notes.push_back(n);
+  if (!opt.replay.record_ops) r.ops.clear();
+  out.generate_wall_s = std::chrono::duration<double>(t1 - t0).count();
+  out.replay_wall_s = std::chrono::duration<double>(t2 - t1).count();
+  r.wall_s = std::chrono::duration<double>(t2 - t0).count();
+  return out;
+}
+
+}  // namespace fabricsim::sim
