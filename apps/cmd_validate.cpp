@@ -35,6 +35,7 @@ int cmd_validate(int argc, char** argv) {
   args.flag({"--loo", "", "", "leave-one-out: fit without each log, then predict it", ""});
   args.flag({"--split-fit", "", "", "with --loo: fit as `fabricsim calibrate --split-fit` (docs/validation.md)", ""});
   args.flag({"--nccl-eras", "", "", "with --loo: fit as `fabricsim calibrate --nccl-eras` (docs/validation.md)", ""});
+  args.flag({"--loo-by-system", "", "", "with --loo: hold out all multi-host logs of one system (server, fabric, NICs) together", ""});
   args.flag({"--json", "", "FILE", "also write the report as JSON", ""});
   args.flag({"--svg", "", "FILE", "also write an SVG plot of measured vs simulated busbw", ""});
   log_hint_flags(args);
@@ -43,7 +44,7 @@ int cmd_validate(int argc, char** argv) {
   if (!args.parse(argc, argv)) return 0;
   // Output paths are checked before simulating (minutes with --loo), so a bad one fails at once.
   args.check_output_flags({"--json", "--svg"});
-  for (const char* f : {"--split-fit", "--nccl-eras"})
+  for (const char* f : {"--split-fit", "--nccl-eras", "--loo-by-system"})
     if (args.has(f) && !args.has("--loo")) throw InputError(f, "only applies with --loo (a fit); without it nothing is fitted");
   const validate::ParseHints hints = log_hints(args);
   auto ms = validate::load_all(args.positional(), hints);
@@ -57,8 +58,9 @@ int cmd_validate(int argc, char** argv) {
     validate::FitOptions o;
     o.split_identification = args.has("--split-fit");
     o.nccl_eras = args.has("--nccl-eras");
+    o.loo_by_system = args.has("--loo-by-system");
     // --loo fits once per log (minutes): progress on stderr, a line every few seconds when not a terminal.
-    sim::Progress bar("validate --loo fits", static_cast<double>(validate::loo_units(cases)), args.has("--quiet"));
+    sim::Progress bar("validate --loo fits", static_cast<double>(validate::loo_units(cases, o.loo_by_system)), args.has("--quiet"));
     rep = validate::leave_one_out(cases, models::load_calibration_ref(ref), o, nullptr, &bar);
     rep.title += ", every fit starting from calibration: " + ref.label();
   } else {

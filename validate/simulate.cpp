@@ -1,5 +1,7 @@
 #include "validate/simulate.hpp"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <cctype>
 #include <set>
@@ -12,6 +14,7 @@
 #include "topologies/io.hpp"
 #include "topologies/routing.hpp"
 #include "topologies/topology.hpp"
+#include "validate/fabric_mapping.hpp"
 
 namespace fabricsim::validate {
 namespace {
@@ -26,33 +29,9 @@ std::string lower(std::string s) {
 
 bool contains(const std::string& s, const char* sub) { return s.find(sub) != std::string::npos; }
 
-// The NIC technology a sidecar's interconnect / NIC text names: "infiniband", "roce", "efa", "tcpx", or "".
-std::string nic_technology(const std::string& text) {
-  const std::string t = lower(text);
-  if (contains(t, "infiniband")) return "infiniband";
-  if (contains(t, "roce")) return "roce";
-  if (contains(t, "efa") || contains(t, "elastic fabric adapter")) return "efa";
-  if (contains(t, "tcpx")) return "tcpx";
-  return "";
-}
-
-// The superpod preset's `fabric` for a NIC technology. InfiniBand is its InfiniBand fat tree and RoCE its Ethernet
-// one; any other technology is used when the preset has a fabric of that name, else the run cannot be mapped.
-std::string fabric_for(const std::string& tech, const std::string& node_preset, const std::string& source) {
-  static const std::map<std::string, std::string> kFabricOf = {{"infiniband", "infiniband"}, {"roce", "ethernet"}};
-  if (auto it = kFabricOf.find(tech); it != kFabricOf.end()) return it->second;
-  try {
-    topo::build_preset("superpod", {{"nodes", "2"}, {"node", node_preset}, {"fabric", tech}});
-    return tech;
-  } catch (const InputError& e) {
-    throw InputError(source, "the run's network is " + tech + ", which no superpod fabric models (" +
-                                 text_excerpt(e.what(), 200) + "); pass --topology with a topology of that network");
-  }
-}
-
 // Multi-host text logs: the GPU model fixes the server, not the network between servers, so the mapping is
-// made only when a sidecar states the system and its network technology, and a system-specific rule
-// (`only_for`, e.g. ABCI's node types) only for that system. Sets the superpod fabric from the technology.
+// made only when a sidecar states the system (and, checked by finish_mapping through describe_fabric, its
+// network), and a system-specific rule (`only_for`, e.g. ABCI's node types) only for that system.
 void check_multi_host(SystemMapping& s, const Measurement& m, const char* only_for) {
   if (m.num_nodes <= 1 || m.format.rfind("fabricsim-json", 0) == 0) return;
   const std::string how = "pass --topology PRESET (with --param nics_per_node=N nic_bandwidth=... fabric=...) or a "
@@ -63,12 +42,12 @@ void check_multi_host(SystemMapping& s, const Measurement& m, const char* only_f
   if (only_for && !contains(lower(m.stated_system), only_for))
     throw InputError(m.source, "the rule '" + s.rule + "' describes " + only_for + " nodes, but the sidecar's system is '" +
                                    text_excerpt(m.stated_system) + "'; " + how);
-  const std::string tech = nic_technology(m.stated_network);
-  if (tech.empty())
-    throw InputError(m.source, "the sidecar does not name the network technology (InfiniBand, RoCE, EFA, TCPX) of this " +
-                                   std::to_string(m.num_nodes) + "-host run; " + how);
-  s.params["fabric"] = fabric_for(tech, s.preset, m.source);
-  s.rule += ", " + tech + " -> fabric=" + s.params["fabric"];
+}
+
+std::string fmt_gbps_param(double gbps) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%gGbps", gbps);
+  return b;
 }
 
 void finish_mapping(SystemMapping& s, const Measurement& m) {
@@ -80,6 +59,19 @@ void finish_mapping(SystemMapping& s, const Measurement& m) {
   s.ranks_per_host = m.nranks / m.num_nodes;
   if (m.num_nodes > 1) {
     std::map<std::string, std::string> p = s.params;
+    // The scale-out fabric from the run's own description (validate/fabric_mapping.hpp), unless the user named it.
+    if (!p.count("fabric") && m.format == "fabricsim-json-simulation" && m.interconnect.empty() && m.nic.empty()) {
+      // A fabricsim simulation's own results: superpod's default fabric (its JSON does not carry the fabric).
+      p["fabric"] = "infiniband";
+      s.rule += ", fabricsim simulation: superpod's default fabric";
+    } else if (!p.count("fabric")) {
+      const FabricDescription fd = describe_fabric(m.source, m.interconnect, m.nic, s.ranks_per_host);
+      p["fabric"] = fd.fabric;
+      p["nics_per_node"] = std::to_string(fd.nics_per_node);
+      p["nic_bandwidth"] = fmt_gbps_param(fd.nic_gbps);
+      s.allow_collnet = s.allow_collnet || fd.sharp;
+      s.rule += ", fabric " + fd.rule;
+    }
     p["node"] = s.preset;
     p["nodes"] = std::to_string(m.num_nodes);
     s.params = p;
