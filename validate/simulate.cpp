@@ -92,7 +92,9 @@ SystemMapping map_system(const Measurement& m) {
     s.params = {{"gpu", "a100-40gb"}, {"nics_per_node", "4"}};
     s.family = "a100";
     s.rule = "A100-SXM4-40GB -> dgx-a100 gpu=a100-40gb nics_per_node=4 (ABCI A node)";
-    only_for = "abci";
+    // The server is a DGX A100 40GB anywhere; across hosts the NIC count and speed come from the run's own
+    // fabric description (finish_mapping), so this rule is not limited to ABCI (the V100 one below is: its
+    // 4-GPU NVLink mesh is ABCI's node).
   } else if (contains(g, "a100")) {
     s.preset = "dgx-a100";
     s.family = "a100";
