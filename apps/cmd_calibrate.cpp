@@ -10,6 +10,8 @@
 #include "apps/cli.hpp"
 #include "apps/log_hints.hpp"
 #include "models/calibration.hpp"
+#include "models/calibration_params.hpp"
+#include "models/system.hpp"
 #include "models/compute_calibration.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/json_reader.hpp"
@@ -105,7 +107,7 @@ int cmd_calibrate(int argc, char** argv) {
             "memory-bound kind.");
   args.topology_flags();
   args.flag({"--output", "-o", "FILE", "calibration JSON to write", ""});
-  args.flag({"--start", "", "FILE", "calibration to start from (with --compute: a compute calibration name or file; parameters without measured rows keep its values)", "built-in defaults"});
+  args.flag({"--start", "", "default|auto|shipped:NAME|FILE", "calibration to start from, resolved as every command's --calibration (with --compute: a compute calibration name or file; parameters without measured rows keep its values)", "default (built-in cited defaults)"});
   args.flag({"--name", "", "NAME", "name stored in the calibration file", "fitted"});
   args.flag({"--json", "", "FILE", "also write the fitted parameters and per-row residuals as JSON", ""});
   log_hint_flags(args);
@@ -118,7 +120,12 @@ int cmd_calibrate(int argc, char** argv) {
   args.flag({"--compute-check", "", "FILE|DIR", "with --compute: print the errors of the fit predicting these measurements (another GPU)", ""});
   args.flag({"--nccl-eras", "", "", "runs of NCCL 2.8-2.17 use that generation's tuning table with their own latency multipliers (docs/validation.md)", ""});
   args.list_flag(Args::kTopologies | Args::kCalibrations | Args::kCompute);
+  args.flag({"--list-params", "", "", "print the calibration parameters (name, unit, range, default, source, reader) and exit", ""});
   if (!args.parse(argc, argv)) return 0;
+  if (args.has("--list-params")) {
+    std::cout << models::calibration_params_text();
+    return 0;
+  }
   if (args.has("--compute")) {
     args.check_output_flags({"--output"});
     return calibrate_compute(args);
@@ -135,10 +142,14 @@ int cmd_calibrate(int argc, char** argv) {
     if (n < 0 || n > 1000) throw InputError("--iterations", "an integer in 0..1000");
     opt.max_iterations = static_cast<int>(n);
   }
-  models::Calibration start =
-      args.has("--start") ? models::load_calibration(args.get("--start")) : models::default_calibration();
   auto ms = validate::load_all(args.positional(), hints);
   auto cases = validate::make_cases(ms, args.get("--topology"), args.params());
+  // The start, resolved like every command's --calibration (models/system.hpp) on the first run's system;
+  // by default the built-in cited values, so that a fit never starts from an earlier fit of the same logs.
+  if (cases.empty()) throw InputError("fabricsim calibrate", "no measured runs to fit");
+  const models::CalibrationRef start_ref =
+      models::resolve_calibration_ref(args.has("--start") ? args.get("--start") : "default", cases.front().sys->system().topology());
+  models::Calibration start = models::load_calibration_ref(start_ref);
   if (args.has("--min-bytes") || args.has("--max-bytes")) {
     const std::uint64_t lo = args.has("--min-bytes") ? parse_size(args.get("--min-bytes"), "--min-bytes") : 0;
     const std::uint64_t hi = args.has("--max-bytes") ? parse_size(args.get("--max-bytes"), "--max-bytes")
@@ -154,7 +165,7 @@ int cmd_calibrate(int argc, char** argv) {
                  "so NCCL's latencies keep their start values; measure with one process per GPU (-g 1) to fit them "
                  "(docs/validation.md)\n";
   std::ostringstream src;
-  src << "fabricsim calibrate (robust Huber fit on ln time, docs/validation.md) from " << start.name << " to:";
+  src << "fabricsim calibrate (robust Huber fit on ln time, docs/validation.md) from " << start_ref.label() << " to:";
   for (const auto& m : ms) src << " " << m.source;
   fr.calib.source = src.str();
 

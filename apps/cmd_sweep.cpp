@@ -8,14 +8,17 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
 #include "apps/cli.hpp"
+#include "models/system.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
 #include "replay/outputs_sweep.hpp"
 #include "replay/run_scenario.hpp"
+#include "workloads/params.hpp"
 #include "workloads/scenario.hpp"
 
 #ifdef FABRICSIM_HAVE_MPI
@@ -134,6 +137,34 @@ int cmd_sweep(int argc, char** argv) {
       throw InputError("--comm-model", std::string("expected ") + workloads::comm_model_help());
 
     if (!comm_model.empty()) spec.run_options = std::string("comm_model=") + comm_model;
+    // Every point's scenario and generator parameters are read before the first point runs: a malformed
+    // scenario, an unknown generator parameter or an ill-typed value in any point fails the sweep (exit 2)
+    // with nothing simulated. What only that point's combination makes impossible (a TP size that does not
+    // divide its GPUs, a topology that cannot be built) stays that point's failed row.
+    {
+      std::map<std::string, std::shared_ptr<models::System>> systems;  // points often share a system
+      for (const sim::SweepPoint& pt : spec.points) {
+        const std::size_t i = pt.index;
+        const std::string at = spec.file + ": point " + std::to_string(i) + " (" + inputs_text(spec, pt) + ")";
+        workloads::Scenario sc;
+        try {
+          sc = workloads::scenario_from_json(sim::point_scenario(spec, pt), spec.base_source);
+        } catch (const InputError& e) {
+          throw InputError(at, std::string(e.what()) + "; nothing was run");
+        }
+        try {
+          const std::string key = Json{sc.topology, sc.topology_params, sc.calibration_file}.dump();
+          auto it = systems.find(key);
+          if (it == systems.end())
+            it = systems.emplace(key, std::make_shared<models::System>(sim::scenario_system(sc))).first;
+          sim::check_scenario_inputs(sc, *it->second);
+        } catch (const workloads::ParamError& e) {
+          throw InputError(at, std::string(e.what()) + "; nothing was run");
+        } catch (const InputError&) {
+          // That point's own failure: reported as its row when it runs.
+        }
+      }
+    }
     // Resume: rows already in the output file (rows of another scenario or comm model run again).
     std::map<std::size_t, std::string> done;
     std::size_t stale = 0;

@@ -15,6 +15,10 @@
 //           Not one of the shared logs: it only sets NVLS defaults, and leave-one-out never sees it.
 #include "models/calibration.hpp"
 
+#include <cmath>
+
+#include "models/calibration_params.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <set>
@@ -153,86 +157,11 @@ Calibration default_calibration() {
   set(c, Algorithm::Hierarchical, Protocol::LL128, 14.0, 1.9, 4.0, 0.92);
   set(c, Algorithm::Hierarchical, Protocol::Simple, 8.4, 3.4, 14.0, 1.0);
 
-  auto& x = c.extra;
-  // NVLink usable fraction = NCCL's modelled per-link bandwidth [NCCL-H] / nominal per-direction link
-  // bandwidth (/work/shared/data/hardware/hardware_specs.json: NVLink2/3/4 25 GB/s, NVLink5 50 GB/s).
-  x["nvlink_efficiency.default"] = 20.0 / 25.0;  // SM80_NVLINK_BW 20.0 / 25
-  x["nvlink_efficiency.v100"] = 20.0 / 25.0;     // SM70_NVLINK_BW 20.0 / 25
-  x["nvlink_efficiency.a100"] = 20.0 / 25.0;     // SM80_NVLINK_BW 20.0 / 25
-  x["nvlink_efficiency.h100"] = 20.6 / 25.0;     // SM90_NVLINK_BW 20.6 / 25
-  x["nvlink_efficiency.h200"] = 20.6 / 25.0;     // SM90_NVLINK_BW 20.6 / 25
-  x["nvlink_efficiency.b200"] = 40.1 / 50.0;     // SM100_NVLINK_BW 40.1 / 50
-  x["nvlink_efficiency.gb200"] = 40.1 / 50.0;    // SM100_NVLINK_BW 40.1 / 50
-  // PCIe: [NCCL-H] PCI_BW 12.0 GB/s for Gen3 x16, nominal 15.75 GB/s per direction.
-  x["pcie_efficiency"] = 12.0 / 15.75;
-  // Network (NIC + InfiniBand/Ethernet): [HW] "CX-7 NICs at NDR rate (400Gbps) should achieve up to
-  // 48-49GB/s per NIC" (AddyLaddy, NVIDIA, nccl-tests issue 267) -> 48.5 / 50. Deliberately not taken from a
-  // shared measurement log, so that a leave-one-out prediction never starts from its own held-out log.
-  x["network_efficiency"] = 48.5 / 50.0;
-  // NVLS in-switch reduction: the fraction of the GPU's nominal NVLink bandwidth NVLS's multimem loads and
-  // stores reach (not multiplied by nvlink_efficiency, the ring copy kernels' loss; collectives.cpp
-  // hop_params). [EXT-aws-p5] fit with the NVLS latencies above: 0.662, i.e. 521 GB/s busbw on 8x H100
-  // before the per-loop cost; with it the model gives 465 GB/s at 8-16 GiB, against 480-483 measured there
-  // and [HW] "On 8 GPUs, you should reach a peak busBw of ~480GB/s" (sjeaugey, NVIDIA, nccl-tests issue
-  // 212). (NCCL's own model uses nvlsEfficiency = 0.85 for Hopper times (nCh-1)/nCh.)
-  x["nvls_efficiency"] = 0.662;
-  // [NCCL-T] Tree all_reduce busBw * 0.92.
-  x["tree_efficiency"] = 0.92;
-  // [NCCL-T] PAT busBw * 0.75.
-  x["pat_efficiency"] = 0.75;
-  // [NCCL-T] CollNet Direct busBw * 0.85 on compute capability >= 9.0.
-  x["collnet_efficiency"] = 0.85;
-  // Pipeline chunk payload bytes per step: [NCCL-H] Simple: DEFAULT_BUFFSIZE 4 MiB / NCCL_STEPS 8;
-  // LL: DEFAULT_LL_BUFFSIZE = 8 lines * 512 threads * 8 steps * 16 B = 512 KiB, per step 64 KiB of lines
-  // holding 32 KiB of data; LL128: 120 elems * 640 threads * 8 steps * 8 B = 4,915,200 B, per step
-  // 614,400 B of which 120/128 is data = 576,000 B.
-  x["chunk_bytes.simple"] = 4194304.0 / 8.0;
-  x["chunk_bytes.ll"] = 32768.0;
-  x["chunk_bytes.ll128"] = 576000.0;
-  // Modelling choice (not a hardware constant): the most pipeline chunks one edge is split into at step
-  // fidelity; larger messages use proportionally larger chunks. Bounds the transfer count; the fill
-  // error is below 1/max_pipeline_chunks of the transfer time (tests/models check step vs phase).
-  x["max_pipeline_chunks"] = 64.0;
-  // LL throughput of one channel, as a multiple of NCCL's own LL model spread over the channels: one ring or
-  // tree channel moves at most ll_channel_rate x llMaxBw / coll channels bytes of data per second over each
-  // connection ([NCCL-T] llMaxBws, the LL busBw ceiling of the GPU generation; models::nccl_coll_channels),
-  // and a call runs on models::nccl_call_channels of them (collectives.cpp build_schedule). LL is bound by
-  // the SM's flag-polling loads and 8-byte stores, not by the link: on 8x H100 one process per GPU, an
-  // all_reduce takes 18.8-21.2 us from 32 KiB to 512 KiB while NCCL adds one channel per 32 KiB, then 28.6
-  // us at 1 MiB once all 24 are in use ([EXT-aws-p5]). [EXT-aws-p5] fit, everything else at its default:
-  // Huber objective (delta 0.1 on ln time) over its 16 KiB-1 MiB rows 0.01504 / 0.01303 / 0.01286 /
-  // 0.01306 / 0.01430 at 2.25 / 2.5 / 2.6 / 2.75 / 3.0 (docs/validation.md, change 12); 2.6 gives 15.3 GB/s
-  // per H100 channel (141 GB/s / 24 x 2.6) and 9.5 GB/s per A100 channel (87.7 / 24 x 2.6). Applied inside
-  // one host only, and where the channel count is known; elsewhere LL keeps the link-rate model.
-  x["ll_channel_rate"] = 2.6;
-  // Ring steps a rank may have in flight on one connection before it waits for the oldest (step
-  // fidelity). Modelling choice: 1, so that every ring hop pays its per-step latency serially, which is
-  // what the merged phase/symmetry transfers do (they then agree exactly with step fidelity). NCCL keeps
-  // NCCL_STEPS = 8 slots in flight ([NCCL-H] src/include/device.h), overlapping per-step latency with
-  // other steps' data; setting 8 models that at step fidelity only (measured: a 4-node superpod 64 MiB
-  // ring all_reduce then takes 0.49 ms at step vs 0.71 ms at phase fidelity).
-  x["ring_outstanding_steps"] = 1.0;
-  // Multiplier on the per-call base latency when the communicator spans several hosts. 1.0 is NCCL's
-  // model ([NCCL-T]: baseLat does not depend on the node count; the network enters through the per-step
-  // NET latencies). A fit may raise it: a multi-host call also posts network requests and waits on the
-  // proxy thread once per call, which single-host runs do not pay, so the single-host launch latency and
-  // this factor are identified from different runs (validate/calibrate.cpp).
-  x["multi_host_base_latency_factor"] = 1.0;
-  // Host CPU time to launch one collective kernel on one GPU, in seconds. A thread that drives g GPUs
-  // (nccl-tests -g g, one process with ncclCommInitAll) launches g kernels per call, one after another, so
-  // back-to-back calls cannot complete faster than one per g x kernel_launch_s however small the message
-  // (host_launch_floor_s). [LOG-together_h100_1node_8gpu_all_gather_ring] (-g 8): the time stays at 34.28-
-  // 35.1 us from 128 B to 128 KiB, against 13.0 us at 8 B for one process per GPU on the same GPUs
-  // [LOG-nvidia_dgxc_dgxh100_1node_8gpu_all_reduce], and the two logs agree again from 2 MiB (42.1 us both);
-  // 34.28 us / 8 GPUs.
-  x["kernel_launch_s"] = 34.28e-6 / 8.0;
-  // Extra host CPU time per launch for every channel beyond the first that the call runs on, in seconds
-  // (NCCL prepares and uploads one work batch per channel: src/enqueue.cc; the channel count of a call is
-  // tuner.hpp nccl_call_channels). [LOG-together_h100_1node_8gpu_all_gather_ring] (-g 8, Ring LL, 24 coll
-  // channels on 8x H100, nccl_coll_channels): the floor rises from 34.28 us (1 channel, <= 32 KiB) through
-  // 36.74 us (8 channels, 256 KiB) and 39.14 us (16, 512 KiB) to 41.47 us (24, 1 MiB), and stays there at 2
-  // and 4 MiB; (41.47 - 34.28) us / 8 GPUs / 23 channels.
-  x["channel_launch_s"] = (41.47e-6 - 34.28e-6) / 8.0 / 23.0;
+  // Named factors: declared once, with unit, range, default and citation, in models/calibration_params.cpp
+  // (derivations in docs/calibration.md "Named factors"). Keys without a default (compute.*) stay unset so
+  // that the scenario's compute preset applies.
+  for (const auto& d : calibration_params())
+    if (!std::isnan(d.default_value)) c.extra[d.name] = d.default_value;
 
   return c;
 }
@@ -429,21 +358,14 @@ Calibration calibration_from_json(const Json& doc, const std::string& file) {
   }
   if (const Json* extra = root.object_optional("extra")) {
     JsonPath at = root.path_of("extra");
+    if (!extra->is_object()) json_fail(at, std::string("expected an object, found ") + extra->type_name());
     for (auto it = extra->begin(); it != extra->end(); ++it) {
       JsonPath kp = at.child(it.key());
-      if (!c.extra.count(it.key())) json_fail(kp, "unknown factor '" + text_excerpt(it.key()) + "' (see docs/calibration.md)");
-      if (!it.value().is_number()) json_fail(kp, std::string("expected a number, found ") + it.value().type_name());
-      double v = it.value().get<double>();
-      if (!(v > 0)) json_fail(kp, "expected a positive number");
-      const std::string& k = it.key();
-      bool fraction = k.find("efficiency") != std::string::npos;
-      if (fraction && v > 1.0) json_fail(kp, "expected a fraction in (0, 1]");
-      // Range before the cast (a double above 2^63 makes the cast undefined); 10^6 chunks or outstanding
-      // steps is orders of magnitude beyond any pipelining depth a collective uses.
-      if ((k == "max_pipeline_chunks" || k == "ring_outstanding_steps") &&
-          (v < 1 || v > 1e6 || v != static_cast<double>(static_cast<long long>(v))))
-        json_fail(kp, "expected an integer in [1, 1000000]");
-      c.extra[k] = v;
+      const ParamDecl* d = find_calibration_param(it.key());
+      if (!d)
+        json_fail(kp, "unknown parameter '" + text_excerpt(it.key()) + "'; nearest known: '" +
+                          nearest_calibration_param(it.key()) + "' (fabricsim calibrate --list-params, docs/calibration.md)");
+      c.extra[it.key()] = read_calibration_param(*d, it.value(), kp);
     }
   }
   root.finish();

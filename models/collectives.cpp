@@ -467,12 +467,37 @@ struct Builder {
     }
     std::map<std::vector<int>, int> count;
     std::vector<std::vector<int>> order_list;
+    // Rail-aligned hops between hosts whose GPUs each have their own rail NIC: NCCL's channel c enters and
+    // leaves a host through NIC c (src/graph/search.cc; the last GPU reaches NIC c over NVLink, PXN, NCCL >=
+    // 2.12), so every host-to-host hop of a ring stays on one rail of a rail-optimised fabric and never
+    // climbs to the spines. fabricsim routes a GPU-to-GPU flow through the sender's own NIC, so the same
+    // rail alignment is had by running the ring through every second host backwards: host 2k enters at GPU
+    // c and leaves at GPU c-1, host 2k+1 enters at GPU c-1 and leaves at GPU c, and each hop joins two GPUs
+    // of the same local index (rail). Every NIC still carries one channel in and one out. With an odd host
+    // count the hop that closes the ring changes rail. (Before 2026-11-26 every ring hop between hosts changed
+    // rail, so with oversubscribed leaves the rings were congested at the spines, which NCCL's are not:
+    // 64-node H100 all_gather 1 GiB at 2:1, 118 GB/s against 212 at 1:1; docs/collectives.md.)
+    auto own_rail_nics = [&](const std::vector<int>& h) {
+      std::set<NodeId> nics;
+      for (int r : h) {
+        const NodeId k = routing.rail_nic(gpu(r));
+        if (k == topo::kNoNode) return false;
+        nics.insert(k);
+      }
+      return nics.size() == h.size();
+    };
+    bool zigzag = byhost.size() > 1;
+    for (const auto& h : byhost) zigzag = zigzag && h.size() == byhost.front().size() && own_rail_nics(h);
     for (int c = 0; c < nch; ++c) {
       std::vector<int> o;
-      for (const auto& h : byhost) {
+      for (std::size_t hi = 0; hi < byhost.size(); ++hi) {
+        const auto& h = byhost[hi];
         int m = static_cast<int>(h.size());
         std::vector<int> rot;
-        for (int i = 0; i < m; ++i) rot.push_back(h[(i + c) % m]);
+        if (zigzag && hi % 2 == 1)
+          for (int i = 0; i < m; ++i) rot.push_back(h[((c - 1 - i) % m + 2 * m) % m]);
+        else
+          for (int i = 0; i < m; ++i) rot.push_back(h[(i + c) % m]);
         // Enter and leave through GPUs on the channel's NIC when GPUs share NICs (channel_nic_ranks).
         const std::vector<int> on = byhost.size() > 1 ? channel_nic_ranks(h, c) : std::vector<int>{};
         if (on.size() >= 2) {

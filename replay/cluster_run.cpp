@@ -10,6 +10,7 @@
 #include "replay/engine_comm_model.hpp"
 #include "replay/executor.hpp"
 #include "replay/outputs_links.hpp"
+#include "replay/run_scenario.hpp"
 #include "sim/base/error.hpp"
 #include "topologies/io.hpp"
 #include "workloads/cluster.hpp"
@@ -27,7 +28,7 @@ RunResult replay_jobs(const std::vector<const workloads::PlacedJob*>& jobs, cons
   workloads::Trace trace = workloads::merge_jobs(jobs, static_cast<std::int32_t>(topo.gpus().size()));
   EngineCommOptions eo = opt.engine;
   eo.collect_link_stats = true;
-  SharedNetworkCommModel engine(topo, calib, eo);
+  SharedNetworkCommModel engine(topo, calib, eo);  // all jobs' flows on one network: they contend
   std::vector<std::int32_t> simulated;
   for (const auto& rt : trace.ranks) simulated.push_back(rt.rank);
   std::int32_t world = 0;
@@ -76,11 +77,10 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
     throw InputError(s.file + ": /comm_model", "engine or shared for a cluster scenario (its jobs contend on one "
                                                "shared network; the analytic model has none)");
   std::vector<std::string> notes;
-  topo::Topology base = models::merge_nvswitch_planes(topo::load_topology(
-      s.topology, s.topology_params, s.file.empty() ? std::string() : JsonPath{s.file, "/topology/params"}.str()));
-  const topo::Topology topo = workloads::apply_topology_faults(base, s.faults, notes);
-  models::Calibration calib =
-      s.calibration_file.empty() ? models::default_calibration() : models::load_calibration(s.calibration_file);
+  // The System every command builds (models/system.hpp: topology, one calibration policy), then the faults.
+  const models::System sys = scenario_system(s);
+  const topo::Topology topo = workloads::apply_topology_faults(sys.topology(), s.faults, notes);
+  const models::Calibration& calib = sys.calibration();
   workloads::ClusterPlan plan = workloads::plan_cluster(s, topo, calib.extra);
   models::ComputeModel cm = workloads::scenario_compute_model(s, topo, calib.extra);
   auto t1 = std::chrono::steady_clock::now();
@@ -169,6 +169,7 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
   auto t2 = std::chrono::steady_clock::now();
   r.topology = s.topology;
   r.topology_params = topo.params();
+  r.calibration = sys.calibration_label();
   std::string names;
   for (const auto& j : plan.jobs) names += (names.empty() ? "" : " + ") + j.name;
   r.workload = "cluster: " + names;

@@ -12,6 +12,8 @@
 #include "models/tuner.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
+#include "models/system.hpp"
+#include "sim/engine/collective_time.hpp"
 #include "sim/engine/ring_stream.hpp"
 #include "sim/engine/schedule_runner.hpp"
 #include "replay/outputs_links.hpp"
@@ -154,32 +156,32 @@ CollSweepRequest coll_request(const std::map<std::string, std::string>& options,
 
 CollSweep run_coll_sweep(const CollSweepRequest& req) {
   models::CollectiveSpec spec = req.spec;
-  RunOptions ropt;
-  ropt.engine = req.engine;
-  const bool auto_batch = !req.batch_tolerance_s;
-  if (!auto_batch) ropt.batch_tolerance_s = *req.batch_tolerance_s;
+  // One System, resolved by the policy every command uses (models/system.hpp): the calibration is the shipped
+  // file fitted on matching hardware unless --calibration says otherwise.
+  models::SystemSpec sspec;
+  sspec.topology = req.topology;
+  sspec.params = req.params;
+  sspec.calibration = req.calibration;
+  const models::System sys(sspec);
+  const topo::Topology& t = sys.topology();
+  const models::Calibration& calib = sys.calibration();
+  CollectiveCall base;
+  base.engine = req.engine;
+  base.batch_tolerance_s = req.batch_tolerance_s;
+  base.gpus_per_thread = req.gpus_per_thread;
+  base.iters = req.iters;
+  if (req.pxn == "on" || req.pxn == "1") base.pxn = true;
+  else if (req.pxn == "off" || req.pxn == "0") base.pxn = false;
+  else if (req.pxn != "auto") throw InputError("--pxn " + req.pxn, "one of auto, on, off");
   {
     bool known = false;
     std::string names;
     for (const auto& n : engine_names()) {
-      known |= n == ropt.engine;
+      known |= n == req.engine;
       names += (names.empty() ? "" : ", ") + n;
     }
-    if (!known) throw InputError("--engine " + ropt.engine, "one of the engines built in: " + names);
+    if (!known) throw InputError("--engine " + req.engine, "one of the engines built in: " + names);
   }
-  // NVLink traffic is striped over all NVSwitch planes in hardware; merge them for the flow model.
-  const topo::Topology t = models::merge_nvswitch_planes(topo::load_topology(req.topology, req.params));
-  // Default: the shipped calibration fitted on the matching hardware's logs (models/calibration_presets.hpp).
-  models::Calibration calib = models::resolve_calibration(req.calibration, t);
-  bool use_pxn = false;
-  if (req.pxn == "on" || req.pxn == "1") use_pxn = true;
-  else if (req.pxn == "off" || req.pxn == "0") use_pxn = false;
-  else if (req.pxn == "auto")
-    use_pxn = spec.op == models::Op::AllToAll || spec.op == models::Op::AllToAllv || spec.op == models::Op::SendRecv;
-  else throw InputError("--pxn " + req.pxn, "one of auto, on, off");
-  topo::RoutingOptions ropts;
-  ropts.pxn = use_pxn;
-  topo::Routing routing(t, ropts);
   const auto& gpus = t.gpus();
   if (gpus.empty()) throw InputError("--topology", "a topology with GPUs");
   if (!req.comm.empty() && req.ngpus) throw InputError("--comm", "either --comm or -g, not both");
@@ -264,65 +266,30 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
         throw InputError(s.where, "all_to_allv mean size must be a multiple of nranks x element size = " +
                                       std::to_string(static_cast<std::uint64_t>(n) * eb) + " B");
     }
-    models::validate_spec(s, t, routing);
+    CollectiveCall c = base;
+    c.spec = s;
+    models::validate_spec(s, t, call_routing(sys, c));
     specs.push_back(std::move(s));
   }
   CollSweep out;
   for (std::size_t si = 0; si < specs.size(); ++si) {
-    const auto& s = specs[si];
     const bool last = si + 1 == specs.size();
-    models::TunerChoice tc = models::tune(s, t, routing, calib);
-    models::CollectiveSpec fixed = s;
-    fixed.algorithm = tc.algorithm;
-    fixed.protocol = tc.protocol;
-    // A step-level ring runs streamed, without materialising its transfers: same times (docs/engine.md,
-    // "Streamed step-level rings"). Not when the outputs need per-transfer timings.
-    const bool ring_op =
-        s.op == models::Op::AllReduce || s.op == models::Op::AllGather || s.op == models::Op::ReduceScatter;
-    if (ropt.engine == "fabricsim" && tc.algorithm == models::Algorithm::Ring && ring_op && !(req.want_run && last)) {
-      if (const auto rs = models::build_ring_stream(fixed, t, routing, calib)) {
-        RingStreamOptions so;
-        so.batch_tolerance_s = auto_batch && rs->transfers() > 20000 ? 1e-6 : ropt.batch_tolerance_s;
-        double time_s = run_ring_stream(*rs, t, routing, calib, so).makespan_s;
-        if (req.gpus_per_thread > 0)
-          time_s = std::max(time_s, models::host_launch_floor_s(calib, req.gpus_per_thread,
-                                                                models::nccl_call_channels(fixed, t)));
-        rows.push_back({s.bytes, time_s, tc.predicted_s, rs->algorithm, rs->protocol, "step",
-                        static_cast<std::size_t>(rs->transfers())});
-        continue;
-      }
-    }
-    models::Schedule sch = models::build_schedule(fixed, t, routing, calib);
-    RunOptions o = ropt;
-    // Large schedules: batch completions within 1 us (architecture.md: 10x fewer engine steps for
-    // < 0.05 % error; measured here: 256-GPU all_to_all 64 MiB 1530.96 vs 1531.29 us exact, 0.47 vs 48 s).
-    if (auto_batch && sch.transfers.size() > 20000) o.batch_tolerance_s = 1e-6;
-    o.collect_link_stats = req.want_run && last;
-    ScheduleResult res = run_schedule(sch, t, routing, calib, o);
-    if (req.want_run && last) {
+    CollectiveCall c = base;
+    c.spec = specs[si];
+    c.keep_run = req.want_run && last;  // the outputs need the largest size's per-transfer results
+    const CollectiveTime ct = time_collective(sys, c);
+    if (c.keep_run) {
       CollectiveRunInfo info;
       info.topology = req.topology;
       info.topology_params = req.params;
-      info.op = models::to_string(s.op);
-      info.bytes = static_cast<double>(s.bytes);
-      info.communicator = s.communicator;
-      out.last = collective_run_result(t, sch, res, info);
+      info.op = models::to_string(c.spec.op);
+      info.bytes = static_cast<double>(c.spec.bytes);
+      info.communicator = c.spec.communicator;
+      out.last = collective_run_result(t, *ct.schedule, *ct.run, info);
+      out.last.calibration = sys.calibration_label();
     }
-    double time_s = res.makespan_s;
-    if (req.iters > 0 && models::calls_overlap(s.op)) {
-      // The loop of a rooted pipeline (timeline, link statistics and report still show one call).
-      models::CollectiveSpec looped = fixed;
-      models::prepare_loop_spec(looped, t, routing);
-      RunOptions lo = o;
-      lo.collect_link_stats = false;  // the outputs describe the single call
-      time_s = run_benchmark_loop(models::build_schedule(looped, t, routing, calib), req.iters,
-                                  looped.communicator.front(), t, routing, calib, lo);
-    }
-    if (req.gpus_per_thread > 0)
-      time_s = std::max(time_s, models::host_launch_floor_s(calib, req.gpus_per_thread,
-                                                            models::nccl_call_channels(fixed, t)));
-    rows.push_back({s.bytes, time_s, tc.predicted_s, sch.algorithm, sch.protocol, sch.fidelity,
-                    sch.transfers.size()});
+    rows.push_back({c.spec.bytes, ct.time_s, ct.predicted_s, ct.algorithm, ct.protocol, ct.fidelity, ct.transfers});
+    out.times_s.push_back(ct.time_s);
   }
 
   const char* opname = models::to_string(spec.op);
@@ -335,7 +302,7 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
   }
   std::ostringstream o;
   o << "# fabricsim coll: " << opname << " on " << t.name() << " (" << n << " GPUs on " << hosts << " hosts), engine "
-    << ropt.engine << ", calibration " << calib.name;
+    << req.engine << ", calibration: " << sys.calibration_label();
   if (req.gpus_per_thread > 0)
     o << ", host launch floor " << fmt("%.2f", models::host_launch_floor_s(calib, req.gpus_per_thread) * 1e6)
       << " us at one channel + " << fmt("%.3f", models::host_channel_launch_s(calib, req.gpus_per_thread) * 1e6)
@@ -416,8 +383,8 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
              {"root", rooted ? spec.root : -1},
              {"nranks", n},
              {"communicator", comm},
-             {"engine", ropt.engine},
-             {"calibration", calib.name},
+             {"engine", req.engine},
+             {"calibration", sys.calibration_label()},
              {"requested_algorithm", spec.algorithm ? models::to_string(*spec.algorithm) : "auto"},
              {"requested_protocol", spec.protocol ? models::to_string(*spec.protocol) : "auto"},
              {"rows", jrows},

@@ -41,6 +41,7 @@ struct CollSweepRequest {
 struct CollSweep {
   std::string text;  // the table, as `fabricsim coll` prints it
   Json doc;          // the collective-results JSON
+  std::vector<double> times_s;  // each row's time in seconds, unrounded (sim::time_collective)
   RunResult last;    // the largest size's run (when want_run)
 };
 

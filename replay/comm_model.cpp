@@ -10,6 +10,21 @@ namespace fabricsim::sim {
 
 using workloads::CollOp;
 
+AnalyticCommParams analytic_params(const models::Calibration& calib, const topo::Topology& t) {
+  AnalyticCommParams p;
+  const models::AlgoProtoParams& ring = calib.of(models::Algorithm::Ring, models::Protocol::Simple);
+  p.base_latency_s = ring.base_latency_s;
+  p.intra_step_latency_s = ring.step_latency_s;
+  p.inter_step_latency_s = ring.net_step_latency_s;
+  p.nvlink_efficiency = calib.nvlink_efficiency(t.gpus().empty() ? std::string("default") : t.node(t.gpus().front()).model);
+  p.net_efficiency = calib.factor("network_efficiency");
+  p.pcie_efficiency = calib.factor("pcie_efficiency");
+  return p;
+}
+
+AnalyticCommModel::AnalyticCommModel(const topo::Topology& t)
+    : AnalyticCommModel(t, analytic_params(models::default_calibration(), t)) {}
+
 AnalyticCommModel::AnalyticCommModel(const topo::Topology& t, AnalyticCommParams p)
     : t_(t), p_(p), routing_(t) {
   const auto& gpus = t.gpus();

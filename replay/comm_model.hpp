@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "models/calibration.hpp"
 #include "sim/engine/event_queue.hpp"
 #include "topologies/routing.hpp"
 #include "topologies/topology.hpp"
@@ -73,30 +74,29 @@ class ReplayRestart : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The closed-form model's constants. No literal lives here: analytic_params derives them from the System's
+// network calibration (models/calibration.cpp cites every value), so the analytic tier and the engine price
+// with the same NCCL constants.
 struct AnalyticCommParams {
-  // NCCL 2.8-era src/graph/tuning.cc (github NVIDIA/nccl @01afd20): baseLat[Ring][Simple] = 8.4 us;
-  // hwLat[NVLINK][Ring][Simple] = 3.4 us per intra-node step; hwLat[NET][Ring][Simple] = 9.6 us per
-  // inter-node step; compCap80 (A100) caps ring busBw at 235 GB/s.
-  double base_latency_s = 8.4e-6;
-  double intra_step_latency_s = 3.4e-6;
-  double inter_step_latency_s = 9.6e-6;
+  double base_latency_s = 0;        // ring/simple base_latency (once per call)
+  double intra_step_latency_s = 0;  // ring/simple step_latency (per step inside an NVLink domain)
+  double inter_step_latency_s = 0;  // ring/simple net_step_latency (per step across the network)
+  // NCCL src/graph/tuning.cc (read at NVIDIA/nccl 01afd20, NCCL 2.8): compute capability 8.0 (A100) caps ring
+  // busBw at 235 GB/s; applied to every GPU by this closed form.
   double busbw_cap_Bps = 235e9;
-  // NVLink achieved fraction: 8x A100-SXM4-80GB all_reduce peak busbw 231.58 GB/s over 12 NVLink3 x 25 GB/s
-  // = 300 GB/s per direction -> 0.772 (/work/shared/data/nccl-tests/azure_ndv4_a100_1node_8gpu_all_reduce_
-  // busbw_only.csv, 8 GiB row).
-  double nvlink_efficiency = 0.772;
-  // Network achieved fraction of NIC line rate. No large-message multi-node A100 measurement exists in
-  // /work/shared/data (ABCI 4-node stops at 32 MiB, still rising: 31.3 GB/s busbw with 4 HDR NICs/node).
-  // ASSUMPTION 0.9 (HDR 200 Gb/s = 25 GB/s line; NCCL reaches ~22-23 GB/s per NIC in practice); replace
-  // with a fitted calibration ("net_efficiency") when one exists.
-  double net_efficiency = 0.9;
-  // PCIe fraction (PCIe-only hosts): same assumption class as the network.
-  double pcie_efficiency = 0.8;
+  double nvlink_efficiency = 0;     // calibration nvlink_efficiency.<first GPU's model>
+  double net_efficiency = 0;        // calibration network_efficiency
+  double pcie_efficiency = 0;       // calibration pcie_efficiency
 };
+
+// The constants above from a network calibration, for the GPUs of `t` (the first GPU's model).
+AnalyticCommParams analytic_params(const models::Calibration& calib, const topo::Topology& t);
 
 class AnalyticCommModel final : public CommModel {
  public:
-  AnalyticCommModel(const topo::Topology& t, AnalyticCommParams p = {});
+  // Constants from models::default_calibration() (the System's calibration: analytic_params).
+  explicit AnalyticCommModel(const topo::Topology& t);
+  AnalyticCommModel(const topo::Topology& t, AnalyticCommParams p);
   CommTiming collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                         const std::string& algorithm) override;
   CommTiming p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes) override;

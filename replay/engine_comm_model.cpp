@@ -3,14 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <ctime>
 #include <limits>
 #include <memory>
 #include <stdexcept>
 
 #include "models/collectives.hpp"
 #include "sim/base/error.hpp"
+#include "sim/engine/collective_time.hpp"
 #include "replay/outputs_links.hpp"
 
 namespace fabricsim::sim {
@@ -46,7 +45,9 @@ EngineCommModel::EngineCommModel(const topo::Topology& t, const models::Calibrat
 std::string EngineCommModel::describe() const {
   return "communication model engine (idle fabric, the fast tier): NCCL schedules (models/collectives, tuner-chosen "
          "algorithm and protocol) run on the flow-level engine on an idle fabric, cached per (communicator, op, "
-         "bytes); different collectives overlapping in time do not contend (comm_model \"shared\" makes them); " +
+         "bytes); different collectives overlapping in time do not contend (comm_model \"shared\" makes them); a group "
+         "without mirrors is priced by sim::time_collective, the time `fabricsim coll` and `validate` give for the "
+         "same call; " +
          describe_common() + " with completion batching " + num("%g", opt_.large_batch_tolerance_s) +
          " s; calibration '" + calib_.name + "'";
 }
@@ -91,11 +92,11 @@ void append(models::Schedule& into, const models::Schedule& s) {
 }  // namespace
 
 EngineCommBase::Priced EngineCommBase::price(const models::Schedule& s, double tolerance_s, bool phase,
-                                             topo::Routing& routing) {
+                                             topo::Routing& routing, const ScheduleResult* ran) {
   RunOptions ro;
   ro.collect_link_stats = opt_.collect_link_stats;
   ro.batch_tolerance_s = tolerance_s;
-  ScheduleResult res = run_schedule(s, t_, routing, calib_, ro);
+  const ScheduleResult res = ran ? *ran : run_schedule(s, t_, routing, calib_, ro);
   ++runs_;
   if (phase) ++phase_runs_;
   Priced p;
@@ -157,16 +158,54 @@ void EngineCommBase::account(const Priced& p, double replication) {
   }
 }
 
+namespace {
+// Rounded size of a collective of `bytes` on n ranks: whole 2-byte elements per rank block (a multiple of n * 2).
+std::uint64_t group_bytes(double bytes, int n) {
+  const std::uint64_t unit = static_cast<std::uint64_t>(n) * 2;
+  std::uint64_t b = static_cast<std::uint64_t>(std::llround(bytes));
+  return std::max<std::uint64_t>(unit, (b + unit - 1) / unit * unit);
+}
+
+// The spec of copy k (0: the communicator itself, k > 0: its k-th mirror) of a collective.
+models::CollectiveSpec group_spec(const topo::Topology& t, const workloads::Communicator& comm, CollOp op,
+                                  double bytes, const std::string& algorithm, int k, models::Fidelity fidelity) {
+  const auto& gpus = t.gpus();
+  const int n = static_cast<int>(comm.ranks.size());
+  models::CollectiveSpec spec;
+  spec.op = to_model_op(op);
+  spec.bytes = group_bytes(bytes, n);
+  spec.elem_bytes = 2;
+  spec.fidelity = fidelity;
+  spec.where = "communicator '" + comm.name + "'";
+  if (op == CollOp::AllToAllv && !comm.a2a_matrix.empty()) {
+    // Per-destination bytes: the op's bytes (mean send buffer per rank) times the communicator's matrix,
+    // rounded to whole 2-byte elements.
+    spec.matrix.assign(n, std::vector<std::uint64_t>(n, 0));
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        spec.matrix[i][j] = static_cast<std::uint64_t>(std::llround(bytes * comm.a2a_matrix[i][j] / 2.0)) * 2;
+  }
+  for (auto r : comm.ranks) {
+    std::int64_t rr = static_cast<std::int64_t>(r) + static_cast<std::int64_t>(k) * comm.mirror_stride;
+    if (rr < 0 || rr >= static_cast<std::int64_t>(gpus.size()))
+      throw InputError(spec.where, "rank " + std::to_string(rr) + " is not a GPU of the topology (" +
+                                       std::to_string(gpus.size()) + " GPUs)");
+    spec.communicator.push_back(gpus[rr]);
+  }
+  if (!algorithm.empty()) {
+    models::Algorithm a;
+    if (!models::parse_algorithm(algorithm, a)) throw InputError(spec.where, "unknown algorithm '" + algorithm + "'");
+    spec.algorithm = a;
+  }
+  return spec;
+}
+}  // namespace
+
 EngineCommBase::Built EngineCommBase::build_collective(const workloads::Communicator& comm, CollOp op,
                                                          double bytes, const std::string& algorithm) {
   Built out;
-  const auto& gpus = t_.gpus();
   const int n = static_cast<int>(comm.ranks.size());
   if (n <= 1 || bytes <= 0) return out;
-  // Sizes must be whole elements per rank block: round to a multiple of n * 2 bytes (2-byte elements).
-  const std::uint64_t unit = static_cast<std::uint64_t>(n) * 2;
-  std::uint64_t b = static_cast<std::uint64_t>(std::llround(bytes));
-  b = std::max<std::uint64_t>(unit, (b + unit - 1) / unit * unit);
   // Fidelity: step while the merged step schedule stays small, else phase (see the header).
   const double ranks_priced = static_cast<double>(n) * (comm.mirrors + 1.0);
   out.phase = ranks_priced * n > opt_.step_limit;
@@ -174,33 +213,8 @@ EngineCommBase::Built EngineCommBase::build_collective(const workloads::Communic
   topo::Routing& routing = routing_of(out);
   auto merged = std::make_shared<models::Schedule>();
   for (int k = 0; k <= comm.mirrors; ++k) {
-    models::CollectiveSpec spec;
-    spec.op = to_model_op(op);
-    spec.bytes = b;
-    spec.elem_bytes = 2;
-    spec.fidelity = out.phase ? models::Fidelity::Phase : models::Fidelity::Step;
-    spec.where = "communicator '" + comm.name + "'";
-    if (op == CollOp::AllToAllv && !comm.a2a_matrix.empty()) {
-      // Per-destination bytes: the op's bytes (mean send buffer per rank) times the communicator's matrix,
-      // rounded to whole 2-byte elements.
-      spec.matrix.assign(n, std::vector<std::uint64_t>(n, 0));
-      for (int i = 0; i < n; ++i)
-        for (int j = 0; j < n; ++j)
-          spec.matrix[i][j] = static_cast<std::uint64_t>(std::llround(bytes * comm.a2a_matrix[i][j] / 2.0)) * 2;
-    }
-    for (auto r : comm.ranks) {
-      std::int64_t rr = static_cast<std::int64_t>(r) + static_cast<std::int64_t>(k) * comm.mirror_stride;
-      if (rr < 0 || rr >= static_cast<std::int64_t>(gpus.size()))
-        throw InputError(spec.where, "rank " + std::to_string(rr) + " is not a GPU of the topology (" +
-                                         std::to_string(gpus.size()) + " GPUs)");
-      spec.communicator.push_back(gpus[rr]);
-    }
-    if (!algorithm.empty()) {
-      models::Algorithm a;
-      if (!models::parse_algorithm(algorithm, a))
-        throw InputError(spec.where, "unknown algorithm '" + algorithm + "'");
-      spec.algorithm = a;
-    }
+    models::CollectiveSpec spec =
+        group_spec(t_, comm, op, bytes, algorithm, k, out.phase ? models::Fidelity::Phase : models::Fidelity::Step);
     models::Schedule s = models::build_schedule(spec, t_, routing, calib_);
     if (k == 0) {
       merged->op = s.op;
@@ -255,6 +269,43 @@ double EngineCommBase::p2p_replication() const {
   return 1.0;
 }
 
+bool EngineCommBase::price_one_group(const workloads::Communicator& comm, CollOp op, double bytes,
+                                     const std::string& algorithm, Priced& out) {
+  if (comm.mirrors != 0 || comm.ranks.size() <= 1 || bytes <= 0) return false;
+  // One group on an idle fabric: the one price of a call (sim/engine/collective_time.hpp), the time
+  // `fabricsim coll` and `fabricsim validate` give for the same call (tests/validate/test_one_price.cpp).
+  // With link statistics the materialised schedule's run provides them; the time stays the same.
+  // Groups beyond step_limit (ranks x size > 20000 by default, i.e. more than 141 ranks) keep the fast tier:
+  // phase fidelity with completion batching (EngineCommOptions); below it the fidelity is the one `coll`
+  // uses (auto).
+  const bool phase = static_cast<double>(comm.ranks.size()) * static_cast<double>(comm.ranks.size()) > opt_.step_limit;
+  CollectiveCall call;
+  call.spec = group_spec(t_, comm, op, bytes, algorithm, 0, phase ? models::Fidelity::Phase : models::Fidelity::Auto);
+  call.pxn = op == CollOp::AllToAll || op == CollOp::AllToAllv;
+  call.keep_run = opt_.collect_link_stats;
+  const double tolerance = phase ? opt_.large_batch_tolerance_s : 0.0;
+  if (phase) call.batch_tolerance_s = tolerance;
+  topo::Routing& routing = *call.pxn ? routing_pxn_ : routing_;
+  const CollectiveTime ct = time_collective(t_, routing, calib_, call);
+  Priced p;
+  if (ct.run && ct.fidelity == "symmetry") {
+    // Symmetry collapses transfers, so its run lacks the collapsed links' busy time: link statistics come
+    // from the step/phase schedule of this model's fidelity policy (the time stays time_collective's).
+    const Built b = build_collective(comm, op, bytes, algorithm);
+    p = price(*b.s, b.phase ? opt_.large_batch_tolerance_s : 0.0, b.phase, routing_of(b));
+  } else if (ct.run) {
+    p = price(*ct.schedule, tolerance, phase, routing, ct.run.get());
+  } else {
+    ++runs_;
+    if (phase) ++phase_runs_;
+  }
+  p.timing.duration_s = ct.time_s;
+  p.timing.algorithm = ct.algorithm;
+  p.timing.protocol = ct.protocol;
+  out = std::move(p);
+  return true;
+}
+
 // ---- EngineCommModel: idle fabric, cached ----
 
 CommTiming EngineCommModel::collective(const workloads::Communicator& comm, CollOp op, double bytes,
@@ -263,6 +314,11 @@ CommTiming EngineCommModel::collective(const workloads::Communicator& comm, Coll
   if (auto it = cache_.find(key); it != cache_.end()) {
     account(it->second, it->second.replication);
     return it->second.timing;
+  }
+  if (Priced one; price_one_group(comm, op, bytes, algorithm, one)) {
+    one.replication = replication(comm);
+    account(one, one.replication);
+    return (cache_[key] = std::move(one)).timing;
   }
   const Built b = build_collective(comm, op, bytes, algorithm);
   Priced p;
@@ -293,8 +349,8 @@ CommTiming EngineCommModel::p2p(std::int32_t src, std::int32_t dst, double bytes
 // ---- AnalyticLinksCommModel: analytic times, schedule bytes ----
 
 AnalyticLinksCommModel::AnalyticLinksCommModel(const topo::Topology& t, const models::Calibration& calib,
-                                               EngineCommOptions opt)
-    : EngineCommBase(t, calib, opt), analytic_(t) {}
+                                               AnalyticCommParams ap, EngineCommOptions opt)
+    : EngineCommBase(t, calib, opt), analytic_(t, ap) {}
 
 std::string AnalyticLinksCommModel::describe() const {
   return analytic_.describe() +
@@ -387,6 +443,7 @@ SharedNetworkCommModel::Entry& SharedNetworkCommModel::collective_entry(const wo
   if (it != cache_.end()) return it->second;
   Entry e;
   e.b = build_collective(comm, op, bytes, algorithm);
+  e.comm = &comm, e.op = op, e.bytes = bytes, e.algorithm = algorithm;
   e.p.timing.algorithm = e.b.s ? e.b.s->algorithm : "none";
   if (e.b.s) {
     e.p.timing.protocol = e.b.s->protocol;
@@ -493,9 +550,6 @@ void SharedNetworkCommModel::bind(EventQueue& q) {
 }
 
 void SharedNetworkCommModel::end_of_replay() {
-  if (std::getenv("FABRICSIM_DEBUG_WINDOWS"))
-    std::fprintf(stderr, "end_of_replay: window %zu network %zu invalidated %zu forced %zu clock %.1f\n", window_calls_,
-                 network_calls_, invalidated_, forced_.size(), static_cast<double>(std::clock()) / CLOCKS_PER_SEC);
   if (invalidated_ == 0) return;
   // Some call priced on an idle window met another call on its links: rerun with those instances on the
   // network. After kMaxWindowReruns reruns, or when a quarter or more of this run's idle windows failed
@@ -508,7 +562,10 @@ void SharedNetworkCommModel::end_of_replay() {
 
 void SharedNetworkCommModel::price_idle(Entry& e) {
   if (!e.idle_priced) {
-    e.idle = price(*e.b.s, opt_.shared_batch_tolerance_s, e.b.phase, routing_of(e.b));
+    // A collective of a group without mirrors alone on its links: its one price (time_collective), as
+    // `fabricsim coll` gives it; otherwise the merged schedule on an idle fabric.
+    if (!(e.comm && price_one_group(*e.comm, e.op, e.bytes, e.algorithm, e.idle)))
+      e.idle = price(*e.b.s, opt_.shared_batch_tolerance_s, e.b.phase, routing_of(e.b));
     e.idle_priced = true;
   }
 }

@@ -105,8 +105,15 @@ class EngineCommBase : public CommModel {
   Built build_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                          const std::string& algorithm);
   Built build_p2p(std::int32_t src, std::int32_t dst, double bytes);
-  // Runs `s` alone on an idle fabric with completion batching `tolerance_s`.
-  Priced price(const models::Schedule& s, double tolerance_s, bool phase, topo::Routing& routing);
+  // Runs `s` alone on an idle fabric with completion batching `tolerance_s`; `ran`: the schedule's result when
+  // it was already run (with link statistics), else it is run here.
+  Priced price(const models::Schedule& s, double tolerance_s, bool phase, topo::Routing& routing,
+               const ScheduleResult* ran = nullptr);
+  // The one price of a call of a group without mirrors (sim::time_collective: the time `fabricsim coll` and
+  // `validate` give for the same call) with its link statistics. false (and `out` untouched) when the group
+  // has mirrors or there is nothing to move: the caller prices the merged schedule instead.
+  bool price_one_group(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
+                       const std::string& algorithm, Priced& out);
   // Payload bytes per link direction and per tier of one run of `s` (busy time / peak left at 0).
   void payload_bytes(const models::Schedule& s, topo::Routing& routing, Priced& into) const;
   double p2p_replication() const;
@@ -152,7 +159,8 @@ class EngineCommModel final : public EngineCommBase {
 // links.by_class has real bytes and utilisation under comm_model "analytic" too. Nothing is simulated.
 class AnalyticLinksCommModel final : public EngineCommBase {
  public:
-  AnalyticLinksCommModel(const topo::Topology& t, const models::Calibration& calib, EngineCommOptions opt = {});
+  AnalyticLinksCommModel(const topo::Topology& t, const models::Calibration& calib, AnalyticCommParams ap,
+                         EngineCommOptions opt = {});
   CommTiming collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                         const std::string& algorithm) override;
   CommTiming p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes) override;
@@ -230,6 +238,11 @@ class SharedNetworkCommModel final : public EngineCommBase {
     bool idle_priced = false;
     Priced idle;           // idle-fabric timing and link figures (isolated owners)
     std::vector<std::uint32_t> dirs_used;  // distinct link directions its schedule routes over (sorted)
+    // The call, for its idle-fabric price (collectives; comm points into the replayed trace's communicators).
+    const workloads::Communicator* comm = nullptr;
+    workloads::CollOp op{};
+    double bytes = 0;
+    std::string algorithm;
   };
   // An owner whose idle-window calls were invalidated kOwnerWindowLimit times runs all its calls on the
   // network from the next run on (its calls overlap others: windows would only cost reruns); a run stops

@@ -460,6 +460,7 @@ Json result_json(const RunResult& r, int top_links) {
   j["schema_version"] = 1;
   j["topology"] = r.topology;
   j["topology_params"] = r.topology_params;
+  j["calibration"] = r.calibration;
   j["workload"] = r.workload;
   j["workload_params"] = r.workload_params;
   j["gpus"] = r.gpus;
@@ -625,6 +626,7 @@ std::string summary_text(const RunResult& r, int top_links) {
   std::ostringstream o;
   char buf[256];
   o << "topology     " << r.topology << params_text(r.topology_params) << "\n";
+  if (!r.calibration.empty()) o << "calibration  " << r.calibration << "\n";
   o << "workload     " << r.workload << params_text(r.workload_params) << "\n";
   o << "GPUs         " << r.gpus << "\n";
   if (!r.comm_model.empty()) o << "comm model   " << comm_model_text(r.comm_model) << "\n";
@@ -1055,6 +1057,7 @@ std::string report_html(const RunResult& r, int top_links) {
   };
   row("model", r.workload, false, params_text(r.workload_params));
   row("cluster", std::to_string(r.gpus) + " GPUs, " + r.topology, false, params_text(r.topology_params));
+  if (!r.calibration.empty()) row("calibration", r.calibration);
   if (!r.comm_model.empty()) row("communication model", comm_model_text(r.comm_model));
   row("step time", ms(r.iteration_s), true);
   if (r.tokens_per_s > 0) row("tokens/s", fx(r.tokens_per_s, 0) + " tokens/s", true);

@@ -88,6 +88,7 @@ struct SharedLinkRecord {
 struct RunResult {
   std::string topology;                  // preset name or file
   std::map<std::string, std::string> topology_params;
+  std::string calibration;               // the network calibration's label (models::CalibrationRef::label)
   std::string workload;                  // generator or trace file
   std::map<std::string, std::string> workload_params;
   // Which communication model priced the communication: "engine" (idle fabric, the fast tier), "shared"

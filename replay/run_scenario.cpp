@@ -9,6 +9,7 @@
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
 #include "models/compute.hpp"
+#include "models/system.hpp"
 #include "replay/cluster_run.hpp"
 #include "replay/engine_comm_model.hpp"
 #include "replay/outputs_links.hpp"
@@ -16,15 +17,28 @@
 
 namespace fabricsim::sim {
 
+models::System scenario_system(const workloads::Scenario& s) {
+  models::SystemSpec spec;
+  spec.topology = s.topology;
+  spec.params = s.topology_params;
+  spec.params_at = s.file.empty() ? std::string() : JsonPath{s.file, "/topology/params"}.str();
+  spec.calibration = s.calibration_file.empty() ? "auto" : s.calibration_file;
+  return models::System(spec);
+}
+
+void check_scenario_inputs(const workloads::Scenario& s, const models::System& sys) {
+  const models::ComputeModel cm = workloads::scenario_compute_model(s, sys.topology(), sys.calibration().extra);
+  workloads::check_generator_params(s, sys.topology(), cm);
+}
+
 ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions& opt) {
   if (!s.jobs.empty()) return run_cluster(s, opt);  // several jobs on one fabric (replay/cluster_run.hpp)
   auto t0 = std::chrono::steady_clock::now();
   // NVLink traffic is striped by the hardware over all NVSwitch planes; the flow model needs them merged
   // (models/collectives.hpp, merge_nvswitch_planes), as `fabricsim coll` does.
-  topo::Topology topo = models::merge_nvswitch_planes(topo::load_topology(
-      s.topology, s.topology_params, s.file.empty() ? std::string() : JsonPath{s.file, "/topology/params"}.str()));
-  models::Calibration calib =
-      s.calibration_file.empty() ? models::default_calibration() : models::load_calibration(s.calibration_file);
+  const models::System sys = scenario_system(s);
+  const topo::Topology& topo = sys.topology();
+  const models::Calibration& calib = sys.calibration();
   models::ComputeModel cm = workloads::scenario_compute_model(s, topo, calib.extra);
   workloads::Trace trace = workloads::build_workload(s, topo, cm);
   auto t1 = std::chrono::steady_clock::now();
@@ -36,14 +50,14 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   if (which == "analytic") {
     if (opt.engine.collect_link_stats) {
       // analytic times; per-link bytes from the calls' schedules (replay/engine_comm_model.hpp)
-      auto a = std::make_unique<AnalyticLinksCommModel>(topo, calib, opt.engine);
+      auto a = std::make_unique<AnalyticLinksCommModel>(topo, calib, analytic_params(calib, topo), opt.engine);
       std::vector<std::int32_t> simulated;
       for (const auto& rt : trace.ranks) simulated.push_back(rt.rank);
       a->set_symmetry(trace.world_size, std::move(simulated));
       analytic = a.get();
       comm = std::move(a);
     } else {
-      comm = std::make_unique<AnalyticCommModel>(topo);
+      comm = std::make_unique<AnalyticCommModel>(topo, analytic_params(calib, topo));
     }
   } else {
     std::unique_ptr<EngineCommBase> e;
@@ -119,6 +133,7 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   auto t2 = std::chrono::steady_clock::now();
   r.topology = s.topology;
   r.topology_params = topo.params();
+  r.calibration = sys.calibration_label();
   if (s.workload.kind != "generator") r.workload = s.workload.file;
   else r.workload = s.workload.generator;
   r.notes.push_back("compute: roofline on " + cm.gpu.name + " (" + models::to_string(cm.precision) +
@@ -138,9 +153,9 @@ std::string scenario_gemm_shapes(const workloads::Scenario& s) {
   if (!s.jobs.empty())
     throw InputError(s.file + ": /jobs", "a single-workload scenario for --kernel-shapes (list each job's workload in a "
                                          "scenario of its own)");
-  topo::Topology topo = models::merge_nvswitch_planes(topo::load_topology(s.topology, s.topology_params));
-  models::Calibration calib =
-      s.calibration_file.empty() ? models::default_calibration() : models::load_calibration(s.calibration_file);
+  const models::System sys = scenario_system(s);
+  const topo::Topology& topo = sys.topology();
+  const models::Calibration& calib = sys.calibration();
   models::ComputeModel cm = workloads::scenario_compute_model(s, topo, calib.extra);
   std::vector<models::KernelDesc> priced;
   cm.priced = &priced;

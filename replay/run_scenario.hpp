@@ -3,6 +3,7 @@
 // model, generate or load the workload trace, replay it with the chosen communication model.
 #include <string>
 
+#include "models/system.hpp"
 #include "replay/engine_comm_model.hpp"
 #include "replay/executor.hpp"
 #include "replay/result.hpp"
@@ -22,6 +23,15 @@ struct ScenarioRun {
   double replay_wall_s = 0;
   std::size_t trace_ops = 0;
 };
+
+// The scenario's System (topology, its params, calibration: absent = auto), as every command builds it
+// (models/system.hpp).
+models::System scenario_system(const workloads::Scenario& s);
+
+// Checks what can be checked before simulating (the compute model's keys, a generator's parameters against
+// the System's GPUs) and throws the InputError run_scenario would throw later; `fabricsim sweep` calls it on
+// every point before running the first.
+void check_scenario_inputs(const workloads::Scenario& s, const models::System& sys);
 
 ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions& opt = {});
 

@@ -64,8 +64,7 @@ constexpr double kXdrBps = 800 * kGbps;
 constexpr double kNvlinkLatS = 150e-9;   // GPU<->NVSwitch or GPU<->GPU NVLink hop (estimate)
 constexpr double kPcieLatS = 250e-9;     // one PCIe hop through a switch/root port (estimate)
 constexpr double kCpuLinkLatS = 300e-9;  // socket-to-socket hop (estimate)
-constexpr double kIbLatS = 300e-9;       // one InfiniBand cable + switch traversal (estimate)
-constexpr double kEthLatS = 600e-9;      // one Ethernet cable + switch traversal (estimate)
+// InfiniBand / Ethernet link latencies: per fabric in topologies/fabrics.cpp.
 
 const std::vector<std::string> kGpuModels = {"a100-40gb", "a100-80gb", "h100", "h200", "b200", "gb200", "b300", "gb300", "v100"};
 
@@ -115,7 +114,12 @@ class Params {
   double bandwidth(const std::string& k, double dflt) const {
     auto it = given_.find(k);
     if (it == given_.end()) return dflt;
-    return parse_bandwidth(it->second, "--param " + k);
+    // A bare number would be bytes/s (topology files' convention): on a preset parameter "400" is surely not
+    // 400 B/s, so the unit is required (issue 20).
+    const std::string& v = it->second;
+    if (!v.empty() && v.find_first_not_of("0123456789.eE+-") == std::string::npos)
+      throw InputError("--param " + k + "=" + v, "a bandwidth needs its unit, e.g. \"" + v + "Gbps\" or \"" + v + "GB/s\"");
+    return parse_bandwidth(v, "--param " + k);
   }
 
  private:
@@ -628,11 +632,13 @@ FatTreeShape plan_fat_tree(int endpoints_per_rail, int rails, int radix, double 
 }
 
 FatTreeNodes add_fat_tree(TopologyBuilder& b, const std::vector<std::vector<NodeId>>& rails, const FatTreeShape& f,
-                          double port_Bps, bool ethernet) {
+                          double port_Bps, const FabricSpec& fabric) {
   FatTreeNodes out;
+  const bool ethernet = fabric.ethernet;
   const NodeKind sk = ethernet ? NodeKind::EthSwitch : NodeKind::IbSwitch;
   const LinkKind lk = ethernet ? LinkKind::Ethernet : LinkKind::InfiniBand;
-  const double lat = ethernet ? kEthLatS : kIbLatS;
+  const double lat = fabric.switch_latency_s;      // topologies/fabrics.cpp cites both
+  const double nic_lat = fabric.nic_latency_s;
   // IB switch model by port speed: Quantum (HDR, QM8700, 40 ports) / Quantum-2 (NDR, QM9700, 64 ports);
   // both support SHARP in-network reduction (NVIDIA Quantum / Quantum-2 datasheets; UNVERIFIED here).
   const std::string model = ethernet ? "ethernet-switch" : (port_Bps > kHdrBps ? "quantum-2" : "quantum");
@@ -644,7 +650,7 @@ FatTreeNodes add_fat_tree(TopologyBuilder& b, const std::vector<std::vector<Node
     n.tier = tier;
     n.rail = rail;
     n.local_index = idx;
-    n.sharp = !ethernet;
+    n.sharp = fabric.sharp;
     return b.add_node(n);
   };
   // Leaves, ordered so that pod p holds consecutive groups of (endpoint group, all rails): leaf index
@@ -656,7 +662,7 @@ FatTreeNodes add_fat_tree(TopologyBuilder& b, const std::vector<std::vector<Node
       out.leaves[g * R + r] = mk("leaf.r" + std::to_string(r) + "." + std::to_string(g), 1, r, g);
       const auto& eps = rails[r];
       for (int e = g * f.down; e < std::min<int>((g + 1) * f.down, eps.size()); ++e)
-        b.add_link(eps[e], out.leaves[g * R + r], lk, port_Bps, lat, 1);
+        b.add_link(eps[e], out.leaves[g * R + r], lk, port_Bps, nic_lat, 1);
     }
   if (f.tiers == 2) {
     for (int s = 0; s < f.spines; ++s) out.spines.push_back(mk("spine." + std::to_string(s), 2, -1, s));
@@ -705,8 +711,8 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
   node_kinds.push_back("gb200-nvl72");
   node_kinds.push_back("gb300-nvl72");
   const std::string node = p.str("node", "dgx-h100", node_kinds);
-  const std::string fabric = p.str("fabric", "infiniband", {"infiniband", "ethernet"});
-  const bool eth = fabric == "ethernet";
+  const std::string fabric = p.str("fabric", "infiniband", fabric_names());
+  const bool nic_given = p.has("nic_bandwidth");
   const int tiers = static_cast<int>(p.integer("tiers", 0, 2, 3));  // 0 (default): 2 if it fits, else 3
   const double over = p.real("oversubscription", 1.0, 1.0);
   std::map<std::string, std::string> hp;
@@ -722,6 +728,7 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
   double port_Bps = 0;
   if (node == "gb200-nvl72" || node == "gb300-nvl72") {
     Nvl72Spec s = nvl72_params(hp, "superpod", valid, node);
+    if (!nic_given && fabric != "infiniband" && topo::fabric(fabric).nic_Bps > 0) s.nic_Bps = topo::fabric(fabric).nic_Bps;
     if (p.has("gpus_per_node")) throw InputError("--param gpus_per_node", "no value for node=" + node + " (72 GPUs fixed)");
     if (s.nics_per_tray < 1) throw InputError("--param nics_per_node", "at least 1 NIC per tray for a superpod");
     record_nvl72(b, s);
@@ -736,6 +743,7 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
   } else {
     HostSpec s = host_spec(node);
     apply_host_params(s, hp, "superpod", valid);
+    if (!nic_given && fabric != "infiniband" && topo::fabric(fabric).nic_Bps > 0) s.nic_Bps = topo::fabric(fabric).nic_Bps;
     if (s.nics < 1) throw InputError("--param nics_per_node", "at least 1 NIC per node for a superpod");
     record_host_params(b, s);
     port_Bps = s.nic_Bps;
@@ -745,15 +753,16 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
       for (int k = 0; k < s.nics; ++k) rails[k].push_back(hn.nics[k]);
     }
   }
-  // Switch radix default: 64 ports for NDR (Quantum-2 QM9700) and Ethernet, 40 for HDR (Quantum QM8700)
-  // and slower (NVIDIA switch datasheets; UNVERIFIED in this session).
-  const int dflt_radix = (!eth && port_Bps <= kHdrBps) ? 40 : 64;
-  const int radix = static_cast<int>(p.integer("radix", dflt_radix, 4, 1024));
+  // The fabric's properties (topologies/fabrics.cpp): "infiniband" is the generation of the NICs' line rate.
+  const FabricSpec fs = fabric == "infiniband" ? infiniband_for_speed(port_Bps) : topo::fabric(fabric);
+  // Switch radix default: the fabric's switch (40 ports for HDR/EDR Quantum QM8700, 64 for NDR Quantum-2
+  // QM9700 and the Ethernet-class fabrics, 144 for XDR).
+  const int radix = static_cast<int>(p.integer("radix", fs.radix, 4, 1024));
   FatTreeShape f = plan_fat_tree(static_cast<int>(rails[0].size()), static_cast<int>(rails.size()), radix, over, tiers);
   b.param("tiers", std::to_string(f.tiers));
   b.param("radix", std::to_string(radix));
   b.param("oversubscription", fmt_num(over));
-  add_fat_tree(b, rails, f, port_Bps, eth);
+  add_fat_tree(b, rails, f, port_Bps, fs);
   return std::move(b).build("preset superpod");
 }
 
@@ -802,7 +811,7 @@ std::vector<PresetInfo> make_presets() {
                   {"nics_per_node", "NICs per server, not attached to a fabric (default 8)"},
                   {"nic_bandwidth", "per-NIC bandwidth per direction (default 50.0 GB/s)"},
                   {"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction (default 450.0 GB/s)"}}});
-  out.push_back({"superpod", "N servers joined by a rail-optimised InfiniBand/Ethernet fat tree",
+  out.push_back({"superpod", "N servers joined by a rail-optimised fat tree of a named scale-out fabric (InfiniBand, RoCE, EFA, TCPX/TCPXO, Slingshot, Ethernet)",
                  {{"nodes", "number of servers (racks for node=gb200-nvl72 / gb300-nvl72) (default 32)"},
                   {"node", "server preset: dgx-a100 dgx-h100 dgx-h200 dgx-b200 dgx-b300 dgx1-v100 pcie-server gb200-nvl72 gb300-nvl72 (default dgx-h100)"},
                   {"gpu", "GPU model override (default: the node preset's)"},
@@ -813,7 +822,10 @@ std::vector<PresetInfo> make_presets() {
                   {"tiers", "2 (leaf/spine) or 3 (leaf/spine/core) (default: 2 if it fits the radix, else 3)"},
                   {"radix", "switch ports (default 64; 40 for HDR-speed InfiniBand)"},
                   {"oversubscription", "leaf downlink:uplink bandwidth ratio, >= 1 (default 1)"},
-                  {"fabric", "infiniband or ethernet (default infiniband)"}}});
+                  {"fabric", "scale-out fabric: infiniband (the generation of the NICs' speed), infiniband-edr, "
+                             "infiniband-hdr, infiniband-ndr, infiniband-xdr, roce, efa, tcpx, tcpxo, slingshot, ethernet; "
+                             "sets the NIC speed unless nic_bandwidth is given, the NIC and switch latencies, the radix "
+                             "and SHARP (docs/collectives.md \"Scale-out fabrics\") (default infiniband)"}}});
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "topologies/fabrics.hpp"
 #include "topologies/topology.hpp"
 
 namespace fabricsim::topo {
@@ -58,7 +59,9 @@ FatTreeShape plan_fat_tree(int endpoints_per_rail, int rails, int radix, double 
 struct FatTreeNodes {
   std::vector<NodeId> leaves, spines, cores;
 };
+// Links get the fabric's latencies: endpoint-to-leaf fabric.nic_latency_s, switch-to-switch
+// fabric.switch_latency_s; switches are IB (with SHARP when fabric.sharp) or Ethernet by fabric.ethernet.
 FatTreeNodes add_fat_tree(TopologyBuilder& b, const std::vector<std::vector<NodeId>>& rails, const FatTreeShape& f,
-                          double port_Bps, bool ethernet);
+                          double port_Bps, const FabricSpec& fabric);
 
 }  // namespace fabricsim::topo

@@ -64,6 +64,10 @@ struct FitOptions {
   // only; everything else as the default fit. Leave-one-out on the shared logs (docs/validation.md, 2026-11-22
   // 08:10 UTC): >= 1 MiB median 5.7 % (default fit 5.6 %), < 1 MiB median 13.7 % (12.9 %).
   bool nccl_eras = false;
+  // --loo-by system (validate::leave_one_out only): hold out every multi-host log of the held-out log's system
+  // (same server, scale-out fabric, NICs and GPUs; any node count) together, so that no run of the same
+  // cluster trains its prediction. Single-host logs stay held out one file at a time.
+  bool loo_by_system = false;
 };
 
 struct ParamValue {

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "models/collectives.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
 
@@ -38,7 +39,11 @@ bool ends_with(const std::string& s, const std::string& suf) {
 }
 
 // An nccl-tests binary name ("all_reduce_perf", "./build/sendrecv_perf").
-bool is_test_binary(const std::string& tok) { return tok.size() > 5 && ends_with(tok, "_perf"); }
+// nccl-tests binaries: all_reduce_perf, or all_reduce_perf_mpi as its MPI build names them (the XE9680 log of
+// tests/data/nccl-tests-multinode).
+bool is_test_binary(const std::string& tok) {
+  return (tok.size() > 5 && ends_with(tok, "_perf")) || (tok.size() > 9 && ends_with(tok, "_perf_mpi"));
+}
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -303,7 +308,7 @@ std::string normalize_op(const std::string& name_in) {
   auto slash = name.find_last_of('/');
   if (slash != std::string::npos) name = name.substr(slash + 1);
   name = lower(name);
-  if (is_test_binary(name)) name.resize(name.size() - 5);
+  if (is_test_binary(name)) name.resize(name.size() - (ends_with(name, "_mpi") ? 9 : 5));
   std::string key;
   for (char c : name)
     if (c != '_' && c != '-' && c != ' ') key += c;
@@ -336,12 +341,11 @@ int nccl_tests_gpus_flag(const std::string& text, const std::string& where) {
 }
 
 double busbw_factor(const std::string& op, int n) {
-  // nccl-tests doc/PERFORMANCE.md: allreduce 2(n-1)/n; reducescatter, allgather, alltoall (n-1)/n;
-  // broadcast, reduce, sendrecv 1.
-  if (n <= 0) return 1.0;
-  if (op == "all_reduce") return 2.0 * (n - 1) / n;
-  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") return double(n - 1) / n;
-  return 1.0;
+  // The one table (models::busbw_factor, nccl-tests doc/PERFORMANCE.md); names fabricsim does not simulate
+  // (e.g. "sendrecv" spelled otherwise) count as 1, as nccl-tests does for its other tests.
+  models::Op o;
+  if (n <= 0 || !models::parse_op(op, o)) return 1.0;
+  return models::busbw_factor(o, n);
 }
 
 std::string strip_launcher_prefixes(const std::string& text) {
@@ -702,6 +706,9 @@ Json measurement_to_json(const Measurement& m) {
   sys["origin"] = m.source;
   // Whose time the rows are survives a text -> JSON conversion: the bench's name marks the slowest rank's.
   sys["format"] = m.slowest_rank_time ? std::string("fabricsim-nccl-bench") : m.format;
+  // The scale-out fabric's description (validate/fabric_mapping.hpp), when known.
+  if (!m.interconnect.empty()) sys["interconnect"] = m.interconnect;
+  if (!m.nic.empty()) sys["nic"] = m.nic;
   Json rows = Json::array();
   double bus_sum = 0;
   std::size_t bus_n = 0;
@@ -774,6 +781,8 @@ Measurement measurement_from_json(const Json& doc, const std::string& source) {
     // fabricsim-nccl-bench reports the slowest rank's time (Measurement::slowest_rank_time); a converted
     // nccl-tests log says "nccl-tests" here, a simulation whatever it was written as.
     m.slowest_rank_time = sr.string_or("format", "") == "fabricsim-nccl-bench";
+    m.interconnect = sr.string_or("interconnect", "");
+    m.nic = sr.string_or("nic", "");
     // Written by `fabricsim coll --json` (simulations): which topology it ran on.
     sr.string_or("topology", "");
     sr.object_optional("params");
@@ -836,9 +845,13 @@ std::vector<Measurement> load_measurements(const std::string& path, const ParseH
     JsonPath root{path, ""};
     if (!doc.is_object()) json_fail(root, "a .meta.json object");
     ObjectReader r(doc, root);
-    r.string_or("source_url_or_repo_path", "");
+    // "source" is the key of ../shared/data/nccl-tests-multinode's sidecars, "source_url_or_repo_path" that of
+    // ../shared/data/nccl-tests'; interconnect and nic describe the scale-out fabric (validate/simulate.cpp).
+    for (const char* k : {"source_url_or_repo_path", "source"}) r.string_or(k, "");
     const std::string system = r.string_or("system", "");
-    const std::string network = r.string_or("interconnect", "") + "; " + r.string_or("nic", "");
+    const std::string interconnect = r.string_or("interconnect", "");
+    const std::string nic = r.string_or("nic", "");
+    const std::string network = interconnect + "; " + nic;
     std::string notes = r.string_or("notes", "");
     std::string gpu = r.string("gpu");
     r.integer("gpus_per_node");
@@ -873,6 +886,8 @@ std::vector<Measurement> load_measurements(const std::string& path, const ParseH
     }
     if (hints.gpu_model.empty()) hints.gpu_model = gpu;
     if (hints.nccl_version.empty()) hints.nccl_version = nccl;
+    if (hints.interconnect.empty()) hints.interconnect = interconnect;
+    if (hints.nic.empty()) hints.nic = nic;
     auto slash = path.find_last_of('/');
     std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
     std::string raw_path = dir + raw_file;
@@ -892,7 +907,9 @@ std::vector<Measurement> load_measurements(const std::string& path, const ParseH
                     text.find("(elements)") == std::string::npos;
     ms = markdown ? parse_busbw_markdown(text, path, hints) : parse_nccl_tests_text(text, path, hints);
   }
-  for (const auto& m : ms) {
+  for (auto& m : ms) {
+    if (!hints.interconnect.empty()) m.interconnect = hints.interconnect;
+    if (!hints.nic.empty()) m.nic = hints.nic;
     if (m.op.empty())
       throw InputError(m.source, "cannot tell which collective this log measured; pass --op or use its .meta.json sidecar");
     if (m.nranks < 1)

@@ -128,6 +128,8 @@ struct Measurement {
   // and "nic" texts joined. Empty for a bare log. validate maps a multi-host run to a topology only when these
   // state the system and its network (validate/simulate.cpp map_system).
   std::string stated_system, stated_network;
+  // The scale-out fabric as the source describes it (.meta.json "interconnect" and "nic"); "" if unknown.
+  std::string interconnect, nic;
 };
 
 // Parses one NCCL TUNING line ("... NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto LL
@@ -144,6 +146,7 @@ struct ParseHints {
   std::string nccl_version;
   std::string algorithm;  // NCCL_ALGO the run used, lower case ("ring"), when known
   int gpus_per_thread = 0;  // nccl-tests -g, when known
+  std::string interconnect, nic;  // the sidecar's fabric description, when known
 };
 
 // The value of nccl-tests' "-g N" flag in a command line that names a test binary ("all_reduce_perf -b 8

@@ -109,44 +109,59 @@ std::string log_unit(const Measurement& m) {
   return h == std::string::npos ? m.source : m.source.substr(0, h);
 }
 
+std::string loo_unit(const Case& c, bool by_system) {
+  if (!by_system) return log_unit(c.m);
+  const SystemMapping& map = c.sys->mapping();
+  if (map.preset != "superpod") return log_unit(c.m);
+  std::string key = "system:" + map.preset;
+  for (const auto& [k, v] : map.params)
+    if (k != "nodes") key += " " + k + "=" + v;
+  for (const auto& g : c.sys->gpu_models()) key += " " + g;
+  return key;
+}
+
 namespace {
-std::vector<std::string> units_of(const std::vector<Case>& cases) {
+// The units held out, in order of first appearance: log files, or with by_system every multi-host log of one
+// system together.
+std::vector<std::string> units_of(const std::vector<Case>& cases, bool by_system) {
   std::vector<std::string> units;
   for (const auto& c : cases)
-    if (std::find(units.begin(), units.end(), log_unit(c.m)) == units.end()) units.push_back(log_unit(c.m));
+    if (std::find(units.begin(), units.end(), loo_unit(c, by_system)) == units.end())
+      units.push_back(loo_unit(c, by_system));
   return units;
 }
 }  // namespace
 
-std::size_t loo_units(const std::vector<Case>& cases) { return units_of(cases).size(); }
+std::size_t loo_units(const std::vector<Case>& cases, bool by_system) { return units_of(cases, by_system).size(); }
 
 Report leave_one_out(const std::vector<Case>& cases, const models::Calibration& start, const FitOptions& opt,
                      std::vector<std::pair<std::string, FitResult>>* fits, sim::Progress* progress) {
-  const std::vector<std::string> units = units_of(cases);
+  auto unit_of = [&](const Case& c) { return loo_unit(c, opt.loo_by_system); };
+  const std::vector<std::string> units = units_of(cases, opt.loo_by_system);
   std::map<std::string, models::Calibration> calib_of_unit;
   for (const auto& u : units) {
     std::string family;
     for (const auto& c : cases)
-      if (log_unit(c.m) == u) family = c.sys->mapping().family;
+      if (unit_of(c) == u) family = c.sys->mapping().family;
     std::vector<Case> train;
     for (const auto& c : cases)
-      if (log_unit(c.m) != u && c.sys->mapping().family == family) train.push_back(c);
+      if (unit_of(c) != u && c.sys->mapping().family == family) train.push_back(c);
     std::string scope = "family " + family;
     if (train.empty()) {
       for (const auto& c : cases)
-        if (log_unit(c.m) != u) train.push_back(c);
+        if (unit_of(c) != u) train.push_back(c);
       scope = "all other logs";
     }
     if (train.empty()) throw InputError(u, "leave-one-out needs at least two logs");
     FitResult fr = fit_calibration(train, start, opt);
-    fr.calib.name = "loo-without-" + basename_of(u) + " (" + scope + ")";
+    fr.calib.name = (u.rfind("system:", 0) == 0 ? "loo-without-" + u : "loo-without-" + basename_of(u)) + " (" + scope + ")";
     calib_of_unit[u] = fr.calib;
     if (fits) fits->emplace_back(u, std::move(fr));
     if (progress) progress->advance();
   }
   if (progress) progress->finish();
   return compare(
-      cases, [&](std::size_t i) -> const models::Calibration& { return calib_of_unit.at(log_unit(cases[i].m)); },
+      cases, [&](std::size_t i) -> const models::Calibration& { return calib_of_unit.at(unit_of(cases[i])); },
       "leave-one-out");
 }
 

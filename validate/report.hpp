@@ -64,16 +64,21 @@ Report compare(const std::vector<Case>& cases,
 
 // The unit held out in leave-one-out: the raw log file (a file with several runs is held out whole).
 std::string log_unit(const Measurement& m);
+// With by_system (FitOptions::loo_by_system), a multi-host case's unit is its system instead: "system:" plus
+// the superpod mapping's parameters except the node count, plus the GPU models, so every node count of one
+// server + fabric + NIC configuration is held out together. Single-host cases keep log_unit.
+std::string loo_unit(const Case& c, bool by_system);
 
 // Leave-one-out: for each log file, fit `start` on the other logs of the same hardware family
 // (SystemMapping::family) -- or on all other logs when it is the only one of its family -- and predict it.
 // `fits` (optional) receives the fitted calibration per held-out unit, in order of first appearance.
-// `progress` (optional) advances by one per held-out unit fitted (its total should be loo_units(cases)).
+// `progress` (optional) advances by one per held-out unit fitted (its total should be
+// loo_units(cases, opt.loo_by_system)).
 Report leave_one_out(const std::vector<Case>& cases, const models::Calibration& start, const FitOptions& opt,
                      std::vector<std::pair<std::string, FitResult>>* fits = nullptr,
                      sim::Progress* progress = nullptr);
-// How many fits leave_one_out runs: the distinct log_unit()s.
-std::size_t loo_units(const std::vector<Case>& cases);
+// How many fits leave_one_out runs: the distinct loo_unit()s.
+std::size_t loo_units(const std::vector<Case>& cases, bool by_system = false);
 
 // The report's logs grouped by hardware family (LogCompare::family, "-" when empty), families in name order.
 std::map<std::string, std::vector<LogCompare>> families(const Report& r);

@@ -1,5 +1,7 @@
 #include "validate/simulate.hpp"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <cctype>
 #include <set>
@@ -8,10 +10,11 @@
 #include "models/collectives.hpp"
 #include "models/tuner.hpp"
 #include "sim/base/error.hpp"
-#include "sim/engine/schedule_runner.hpp"
+#include "sim/engine/collective_time.hpp"
 #include "topologies/io.hpp"
 #include "topologies/routing.hpp"
 #include "topologies/topology.hpp"
+#include "validate/fabric_mapping.hpp"
 
 namespace fabricsim::validate {
 namespace {
@@ -26,33 +29,9 @@ std::string lower(std::string s) {
 
 bool contains(const std::string& s, const char* sub) { return s.find(sub) != std::string::npos; }
 
-// The NIC technology a sidecar's interconnect / NIC text names: "infiniband", "roce", "efa", "tcpx", or "".
-std::string nic_technology(const std::string& text) {
-  const std::string t = lower(text);
-  if (contains(t, "infiniband")) return "infiniband";
-  if (contains(t, "roce")) return "roce";
-  if (contains(t, "efa") || contains(t, "elastic fabric adapter")) return "efa";
-  if (contains(t, "tcpx")) return "tcpx";
-  return "";
-}
-
-// The superpod preset's `fabric` for a NIC technology. InfiniBand is its InfiniBand fat tree and RoCE its Ethernet
-// one; any other technology is used when the preset has a fabric of that name, else the run cannot be mapped.
-std::string fabric_for(const std::string& tech, const std::string& node_preset, const std::string& source) {
-  static const std::map<std::string, std::string> kFabricOf = {{"infiniband", "infiniband"}, {"roce", "ethernet"}};
-  if (auto it = kFabricOf.find(tech); it != kFabricOf.end()) return it->second;
-  try {
-    topo::build_preset("superpod", {{"nodes", "2"}, {"node", node_preset}, {"fabric", tech}});
-    return tech;
-  } catch (const InputError& e) {
-    throw InputError(source, "the run's network is " + tech + ", which no superpod fabric models (" +
-                                 text_excerpt(e.what(), 200) + "); pass --topology with a topology of that network");
-  }
-}
-
 // Multi-host text logs: the GPU model fixes the server, not the network between servers, so the mapping is
-// made only when a sidecar states the system and its network technology, and a system-specific rule
-// (`only_for`, e.g. ABCI's node types) only for that system. Sets the superpod fabric from the technology.
+// made only when a sidecar states the system (and, checked by finish_mapping through describe_fabric, its
+// network), and a system-specific rule (`only_for`, e.g. ABCI's node types) only for that system.
 void check_multi_host(SystemMapping& s, const Measurement& m, const char* only_for) {
   if (m.num_nodes <= 1 || m.format.rfind("fabricsim-json", 0) == 0) return;
   const std::string how = "pass --topology PRESET (with --param nics_per_node=N nic_bandwidth=... fabric=...) or a "
@@ -63,12 +42,12 @@ void check_multi_host(SystemMapping& s, const Measurement& m, const char* only_f
   if (only_for && !contains(lower(m.stated_system), only_for))
     throw InputError(m.source, "the rule '" + s.rule + "' describes " + only_for + " nodes, but the sidecar's system is '" +
                                    text_excerpt(m.stated_system) + "'; " + how);
-  const std::string tech = nic_technology(m.stated_network);
-  if (tech.empty())
-    throw InputError(m.source, "the sidecar does not name the network technology (InfiniBand, RoCE, EFA, TCPX) of this " +
-                                   std::to_string(m.num_nodes) + "-host run; " + how);
-  s.params["fabric"] = fabric_for(tech, s.preset, m.source);
-  s.rule += ", " + tech + " -> fabric=" + s.params["fabric"];
+}
+
+std::string fmt_gbps_param(double gbps) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%gGbps", gbps);
+  return b;
 }
 
 void finish_mapping(SystemMapping& s, const Measurement& m) {
@@ -80,6 +59,19 @@ void finish_mapping(SystemMapping& s, const Measurement& m) {
   s.ranks_per_host = m.nranks / m.num_nodes;
   if (m.num_nodes > 1) {
     std::map<std::string, std::string> p = s.params;
+    // The scale-out fabric from the run's own description (validate/fabric_mapping.hpp), unless the user named it.
+    if (!p.count("fabric") && m.format == "fabricsim-json-simulation" && m.interconnect.empty() && m.nic.empty()) {
+      // A fabricsim simulation's own results: superpod's default fabric (its JSON does not carry the fabric).
+      p["fabric"] = "infiniband";
+      s.rule += ", fabricsim simulation: superpod's default fabric";
+    } else if (!p.count("fabric")) {
+      const FabricDescription fd = describe_fabric(m.source, m.interconnect, m.nic, s.ranks_per_host);
+      p["fabric"] = fd.fabric;
+      p["nics_per_node"] = std::to_string(fd.nics_per_node);
+      p["nic_bandwidth"] = fmt_gbps_param(fd.nic_gbps);
+      s.allow_collnet = s.allow_collnet || fd.sharp;
+      s.rule += ", fabric " + fd.rule;
+    }
     p["node"] = s.preset;
     p["nodes"] = std::to_string(m.num_nodes);
     s.params = p;
@@ -100,7 +92,9 @@ SystemMapping map_system(const Measurement& m) {
     s.params = {{"gpu", "a100-40gb"}, {"nics_per_node", "4"}};
     s.family = "a100";
     s.rule = "A100-SXM4-40GB -> dgx-a100 gpu=a100-40gb nics_per_node=4 (ABCI A node)";
-    only_for = "abci";
+    // The server is a DGX A100 40GB anywhere; across hosts the NIC count and speed come from the run's own
+    // fabric description (finish_mapping), so this rule is not limited to ABCI (the V100 one below is: its
+    // 4-GPU NVLink mesh is ABCI's node).
   } else if (contains(g, "a100")) {
     s.preset = "dgx-a100";
     s.family = "a100";
@@ -188,8 +182,7 @@ std::optional<models::Algorithm> modelled_nccl_algorithm(const std::string& nccl
 }  // namespace
 
 struct SimSystem::Impl {
-  topo::Topology topo;
-  topo::Routing routing;
+  models::System sys;
   models::CollectiveSpec base;
   std::string nccl_version;
   int gpus_per_thread = 0;
@@ -199,14 +192,18 @@ struct SimSystem::Impl {
   bool slowest_rank = false;
   bool single_call = false;  // the measurement is one call per size, not a loop
   std::map<std::uint64_t, NcclChoice> nccl_choices;  // Measurement::nccl_choices
-  explicit Impl(topo::Topology t) : topo(std::move(t)), routing(topo) {}
+  explicit Impl(models::System s) : sys(std::move(s)) {}
 };
 
 SimSystem::SimSystem(const SystemMapping& map, const Measurement& m) : map_(map) {
-  // NVLink traffic is striped over all NVSwitch planes by the hardware: merge them for the flow model, as
-  // `fabricsim coll` does.
-  impl_ = std::make_unique<Impl>(models::merge_nvswitch_planes(topo::load_topology(map.preset, map.params)));
-  const auto& t = impl_->topo;
+  // The System every command builds (models/system.hpp); the calibration is the caller's per simulate() call
+  // (the fitter tries many), the one named here is only the System's default.
+  models::SystemSpec spec;
+  spec.topology = map.preset;
+  spec.params = map.params;
+  spec.calibration = "default";
+  impl_ = std::make_unique<Impl>(models::System(spec));
+  const auto& t = impl_->sys.topology();
   // Communicator: the first ranks_per_host GPUs of each host, host-major like nccl-tests' rank order.
   std::map<int, std::vector<topo::NodeId>> by_host;
   for (topo::NodeId gid : t.gpus()) by_host[t.node(gid).host].push_back(gid);
@@ -252,7 +249,7 @@ int SimSystem::nranks() const { return static_cast<int>(impl_->base.communicator
 
 std::vector<std::string> SimSystem::gpu_models() const {
   std::set<std::string> s;
-  for (auto g : impl_->base.communicator) s.insert(impl_->topo.node(g).model);
+  for (auto g : impl_->base.communicator) s.insert(impl_->sys.topology().node(g).model);
   return {s.begin(), s.end()};
 }
 
@@ -276,7 +273,14 @@ SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration
       spec.protocol = pr;
     }
   }
-  models::TunerChoice tc = models::tune(spec, impl_->topo, impl_->routing, calib);
+  sim::CollectiveCall call;
+  // PXN (cross-rail traffic through the peer GPU on the destination's rail) appeared in NCCL 2.12 (NVIDIA NCCL
+  // 2.12 release notes) and is on by default since; older runs (ABCI's 2.8.4) routed without it.
+  const int version = models::nccl_version_code(impl_->nccl_version);
+  if (version >= 0 && version < 212) call.pxn = false;
+  call.spec = spec;
+  topo::Routing& routing = sim::call_routing(impl_->sys, call);
+  models::TunerChoice tc = models::tune(spec, impl_->sys.topology(), routing, calib);
   spec.algorithm = tc.algorithm;
   spec.protocol = tc.protocol;
   if (!logged && !nccl_has_algorithm(map_, impl_->nccl_version, tc.algorithm)) {
@@ -292,27 +296,26 @@ SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration
     spec.algorithm = best->algorithm;
     spec.protocol = best->protocol;
   }
-  // Rooted pipelines overlap from one call to the next in the measurement loop, so what rank 0 measures is
-  // their period, not one call's latency (models/benchmark_loop.hpp).
-  const bool loop = models::calls_overlap(spec.op) && !impl_->single_call;
-  if (loop) models::prepare_loop_spec(spec, impl_->topo, impl_->routing);
-  models::Schedule sch = models::build_schedule(spec, impl_->topo, impl_->routing, calib);
-  const double time_s =
-      loop ? sim::run_benchmark_loop(sch, impl_->iters, impl_->slowest_rank ? topo::kNoNode : spec.communicator.front(),
-                                     impl_->topo, impl_->routing, calib)
-           : sim::run_schedule(sch, impl_->topo, impl_->routing, calib).makespan_s;
+  // The one price of a call (sim/engine/collective_time.hpp), as `fabricsim coll` and the replay use it. Rooted
+  // pipelines overlap from one call to the next in the measurement loop, so what rank 0 measures is their
+  // period, not one call's latency (models/benchmark_loop.hpp); the loop's host launch floor (nccl-tests -g:
+  // one thread launching a kernel on each GPU) grows with the channels the call runs on.
+  call.spec = spec;
+  call.iters = impl_->single_call ? 0 : impl_->iters;
+  call.slowest_rank = impl_->slowest_rank;
+  call.gpus_per_thread = impl_->gpus_per_thread;
+  if (logged) call.floor_channels = logged->channels;
+  const sim::CollectiveTime ct = sim::time_collective(impl_->sys, call, calib);
   SimPoint p;
   p.size_bytes = size_bytes;
-  // The measurement loop's host launch floor (nccl-tests -g: one thread launching a kernel on each GPU), which
-  // grows with the channels the call runs on.
-  const int channels = logged ? logged->channels : models::nccl_call_channels(spec, impl_->topo);
-  const double floor_s = models::host_launch_floor_s(calib, impl_->gpus_per_thread, channels);
-  p.time_s = std::max(time_s, floor_s);
-  p.at_host_floor = floor_s > time_s;
-  p.algorithm = sch.algorithm;
-  p.protocol = sch.protocol;
+  p.time_s = ct.time_s;
+  p.at_host_floor = ct.at_host_floor;
+  p.algorithm = ct.algorithm;
+  p.protocol = ct.protocol;
   p.from_log = logged != nullptr;
   return p;
 }
+
+const models::System& SimSystem::system() const { return impl_->sys; }
 
 }  // namespace fabricsim::validate

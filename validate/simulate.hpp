@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "models/calibration.hpp"
+#include "models/system.hpp"
 #include "validate/nccl_log.hpp"
 
 namespace fabricsim::validate {
@@ -67,6 +68,7 @@ class SimSystem {
   const SystemMapping& mapping() const { return map_; }
   int nranks() const;
   std::vector<std::string> gpu_models() const;  // distinct GPU models of the communicator
+  const models::System& system() const;          // the topology and routings (models/system.hpp)
 
  private:
   struct Impl;

@@ -166,6 +166,7 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.overlap_p2p_comm = r.boolean("overlap_p2p_comm", false);
   c.pipeline_parallel_schedule = r.string("pipeline_parallel_schedule", "");
   c.cross_entropy_loss_fusion = r.boolean("cross_entropy_loss_fusion", false);
+  c.cross_entropy_impl = r.string("cross_entropy_impl", c.cross_entropy_impl);
   c.gpu = r.string("gpu", c.gpu);
   // Precision: "precision", or Megatron-LM's flags --bf16 / --fp16 / --fp8-format {e4m3, hybrid}.
   const bool has_prec = r.has("precision");
@@ -317,6 +318,10 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
       fail("moe_shared_expert_overlap", "needs moe_shared_expert_intermediate_size");
     moe_layer_pattern(c.moe.moe_layer_freq, c.num_layers, where);
   }
+  if (c.cross_entropy_impl != "megatron" && c.cross_entropy_impl != "torch" && c.cross_entropy_impl != "torch_compiled")
+    fail("cross_entropy_impl", "expected megatron, torch or torch_compiled, got '" + c.cross_entropy_impl + "'");
+  if (c.cross_entropy_impl != "megatron" && c.cross_entropy_loss_fusion)
+    fail("cross_entropy_loss_fusion", "is Megatron's fused cross entropy; it needs cross_entropy_impl megatron");
   if (!c.selective_ac_option.empty()) {
     if (c.selective_ac_option != "op")
       fail("selective_ac_option", "expected op (torchtitan's per-op policy; for every N-th layer use "
@@ -361,6 +366,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   B("sequence_parallel", c.sequence_parallel);
   m["recompute_granularity"] = c.recompute_granularity;
   if (!c.selective_ac_option.empty()) m["selective_ac_option"] = c.selective_ac_option;
+  if (c.cross_entropy_impl != "megatron") m["cross_entropy_impl"] = c.cross_entropy_impl;
   B("use_distributed_optimizer", c.use_distributed_optimizer);
   B("overlap_grad_reduce", c.overlap_grad_reduce);
   B("overlap_param_gather", c.overlap_param_gather);

@@ -72,6 +72,12 @@ struct GptConfig {
   std::int64_t bucket_size = 40000000;  // gradient elements per DP bucket (Megatron DDP default 40M)
   bool grad_reduce_in_fp32 = false;     // DP gradient reduction in fp32 (4 bytes) instead of 2
   bool cross_entropy_loss_fusion = false;  // Megatron's fused vocab-parallel cross entropy (smaller loss buffers)
+  // Which cross-entropy code runs (its buffers set the last stage's loss memory): "megatron" (Megatron-Core's
+  // vocab-parallel cross entropy), "torch" (eager torch.nn.functional.cross_entropy on fp32-upcast logits, as
+  // torchtitan before pytorch/torchtitan@bbb1b616e, 2025-04-02, or without compile; DTensor loss_parallel
+  // under TP), "torch_compiled" (the same function under torch.compile, torchtitan from bbb1b616e with
+  // training.compile).
+  std::string cross_entropy_impl = "megatron";
   // Pipeline schedule (torchtitan's [parallelism] pipeline_parallel_schedule names; "" = 1F1B, or
   // Interleaved1F1B with virtual stages): DualPipe = DeepSeek-V3's bidirectional schedule (arXiv:2412.19437
   // Sec. 3.2.1; github:deepseek-ai/DualPipe dualpipe/dualpipe.py): every rank holds two stages, one of each

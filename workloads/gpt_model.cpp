@@ -375,12 +375,40 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     inflight = std::min(m * double(v), double((p - st - 1) * 2 + (v - 1) * p + 1) + extra);
   }
   double act = per_chunk_mb * (inflight - 1.0) + mb_peak;
+  // torch.distributed.pipelining (the PP runtime under torch FSDP2): a stage keeps each forwarded
+  // micro-batch's outputs in fwd_cache until that micro-batch's backward (torch/distributed/pipelining/
+  // stage.py, forward_one_chunk: fwd_cache[fwd_chunk_id] = (output_tuple, input_values)), one chunk output
+  // (2 b s h / cp bytes, split by SP) per in-flight micro-batch; Megatron frees the sent output's storage
+  // (deallocate_pipeline_outputs). The last stage's output is the loss.
+  if (c.use_torch_fsdp2 && p > 1) act += (holds_last ? inflight - 1.0 : inflight) * input_only;
   // Loss buffers on the last stage, per logit element (s b V / (t cp) of them): Megatron-Core's
   // vocab-parallel cross entropy (megatron/core/tensor_parallel/cross_entropy.py) keeps the bf16 logits
   // (2 bytes), upcasts them to fp32 (4), saves the fp32 softmax for the backward (4) and produces an fp32
   // gradient (4): 14 bytes; the fused version (cross_entropy_loss_fusion, fused_cross_entropy.py) works in
   // place on the fp32 softmax: 2 + 4 = 6 bytes.
-  if (holds_last) act += (c.cross_entropy_loss_fusion ? 6.0 : 14.0) * (s / cp) * b * V / t;
+  //
+  // PyTorch (cross_entropy_impl torch / torch_compiled; torchtitan's loss
+  // torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), labels), torchtitan/components/loss.py,
+  // with `del pred` before the backward, train.py): eager without TP, the bf16 logits (2), their fp32 copy
+  // (4) and the log_softmax output (4, saved) in the forward; in the backward the saved output (4), the
+  // nll_loss gradient (4, a dense zeros + scatter) and the log_softmax input gradient (4): 12 bytes at the
+  // peak. Under TP the logits stay vocab-sharded and torch.distributed.tensor.parallel.loss_parallel runs
+  // (torchtitan's default): its backward (torch/distributed/tensor/parallel/loss.py,
+  // _nll_loss_and_log_softmax_backward) holds the saved output (4), a zeros_like gradient (4), exp of the
+  // output (4) and their sum and product (4 each, two live at a time): 16 bytes. torch.compile'd (torchtitan
+  // from pytorch/torchtitan@bbb1b616e, 2025-04-02, build_cross_entropy_loss with training.compile): one
+  // fused kernel per pass; the backward needs the saved bf16 logits (2) and writes the bf16 gradient (2):
+  // 4 bytes.
+  double loss_bytes = c.cross_entropy_loss_fusion ? 6.0 : 14.0;
+  if (c.cross_entropy_impl == "torch") loss_bytes = t > 1 ? 16.0 : 12.0;
+  else if (c.cross_entropy_impl == "torch_compiled") loss_bytes = 4.0;
+  if (holds_last) act += loss_bytes * (s / cp) * b * V / t;
+  // torch TP (DTensor plan, torchtitan parallelize_llama.py: "output": ColwiseParallel(input_layouts=Shard(1)))
+  // all-gathers the sequence-parallel final-norm output and nn.Linear saves that replicated input for the
+  // weight gradient: 2 b s h / cp bytes, not split over TP (Megatron-Core saves the sequence-parallel shard and
+  // gathers it again in the backward).
+  if (holds_last && c.use_torch_fsdp2 && c.cross_entropy_impl != "megatron" && t > 1)
+    act += 2.0 * b * (s / cp) * h;
   mem.activations_bytes = act;
   return mem;
 }

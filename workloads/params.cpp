@@ -33,6 +33,10 @@ void ParamReader::fail(const std::string& k, const std::string& what) const {
   throw InputError(where_ + " " + k, what);
 }
 
+void ParamReader::bad_value(const std::string& k, const std::string& what) const {
+  throw ParamError(where_ + " " + k, what);
+}
+
 std::int64_t ParamReader::integer(const std::string& k, std::int64_t dflt, std::int64_t min) {
   seen_.insert(k);
   auto it = p_.find(k);
@@ -41,16 +45,16 @@ std::int64_t ParamReader::integer(const std::string& k, std::int64_t dflt, std::
     try {
       v = parse_int(it->second, k);
     } catch (const InputError&) {
-      fail(k, "expected an integer, got '" + text_excerpt(it->second) + "'");
+      bad_value(k, "expected an integer, got '" + text_excerpt(it->second) + "'");
     }
   }
-  if (v < min) fail(k, "expected an integer >= " + std::to_string(min) + ", got " + std::to_string(v));
+  if (v < min) bad_value(k, "expected an integer >= " + std::to_string(min) + ", got " + std::to_string(v));
   used_[k] = std::to_string(v);
   return v;
 }
 
 std::int64_t ParamReader::integer_required(const std::string& k, std::int64_t min) {
-  if (!p_.count(k)) fail(k, "required parameter is missing");
+  if (!p_.count(k)) bad_value(k, "required parameter is missing");
   return integer(k, 0, min);
 }
 
@@ -62,10 +66,10 @@ double ParamReader::number(const std::string& k, double dflt, double min) {
     try {
       v = parse_double(it->second, k);
     } catch (const InputError&) {
-      fail(k, "expected a number, got '" + text_excerpt(it->second) + "'");
+      bad_value(k, "expected a number, got '" + text_excerpt(it->second) + "'");
     }
   }
-  if (!(v >= min) || !std::isfinite(v)) fail(k, "expected a finite number >= " + std::to_string(min));
+  if (!(v >= min) || !std::isfinite(v)) bad_value(k, "expected a finite number >= " + std::to_string(min));
   std::ostringstream os;
   os << v;
   used_[k] = os.str();
@@ -79,7 +83,7 @@ bool ParamReader::boolean(const std::string& k, bool dflt) {
   if (it != p_.end()) {
     if (it->second == "true" || it->second == "1") v = true;
     else if (it->second == "false" || it->second == "0") v = false;
-    else fail(k, "expected true or false, got '" + text_excerpt(it->second) + "'");
+    else bad_value(k, "expected true or false, got '" + text_excerpt(it->second) + "'");
   }
   used_[k] = v ? "true" : "false";
   return v;
@@ -101,7 +105,7 @@ std::uint64_t ParamReader::size(const std::string& k, std::uint64_t dflt) {
     try {
       v = parse_size(it->second, k);
     } catch (const InputError&) {
-      fail(k, "expected a size (bytes, or with K/M/G suffix), got '" + text_excerpt(it->second) + "'");
+      bad_value(k, "expected a size (bytes, or with K/M/G suffix), got '" + text_excerpt(it->second) + "'");
     }
   }
   used_[k] = std::to_string(v);
@@ -123,12 +127,12 @@ double ParamReader::with_unit(const std::string& k, double dflt, const std::stri
   try {
     v = parse(it->second, k);
   } catch (const InputError&) {
-    fail(k, std::string("expected a ") + kind + " such as \"" + example + "\", found '" + text_excerpt(it->second) + "'");
+    bad_value(k, std::string("expected a ") + kind + " such as \"" + example + "\", found '" + text_excerpt(it->second) + "'");
   }
-  if (zero_ok ? !(v >= 0) : !(v > 0)) fail(k, std::string("expected a ") + kind + (zero_ok ? " >= 0" : " > 0"));
+  if (zero_ok ? !(v >= 0) : !(v > 0)) bad_value(k, std::string("expected a ") + kind + (zero_ok ? " >= 0" : " > 0"));
   // The same physical ranges as JSON unit fields (sim/base/json_reader.hpp), so derived times stay finite.
   if (zero_ok ? !(v <= kMaxTime) : !(v >= kMinBandwidth && v <= kMaxBandwidth))
-    fail(k, std::string("expected a ") + kind + (zero_ok ? " of at most 1e9 s" : " between 1e-3 B/s and 1e18 B/s"));
+    bad_value(k, std::string("expected a ") + kind + (zero_ok ? " of at most 1e9 s" : " between 1e-3 B/s and 1e18 B/s"));
   used_[k] = it->second;
   return v;
 }
@@ -147,7 +151,7 @@ void ParamReader::finish() const {
   std::string unknown;
   for (const auto& [k, v] : p_)
     if (!seen_.count(k) && unknown.size() < 200) unknown += (unknown.empty() ? "" : ", ") + text_excerpt(k, 40);
-  if (!unknown.empty()) throw InputError(where_, "unknown parameter(s): " + unknown);
+  if (!unknown.empty()) throw ParamError(where_, "unknown parameter(s): " + unknown);
 }
 
 }  // namespace fabricsim::workloads

@@ -8,11 +8,21 @@
 #include <string>
 #include <string_view>
 
+#include "sim/base/error.hpp"
 #include "sim/base/json_reader.hpp"
 
 namespace fabricsim::workloads {
 
 using ParamMap = std::map<std::string, std::string>;
+
+// What the reader itself rejects: an unknown parameter, or a value of the wrong type or below its minimum.
+// Checks that relate parameters to each other or to the topology (a TP size that does not divide the GPUs)
+// stay plain InputErrors (`fabricsim sweep` checks every point for ParamErrors before running any, and
+// reports the others as that point's failed row).
+class ParamError : public InputError {
+ public:
+  using InputError::InputError;
+};
 
 // Converts a JSON object of scalars into a ParamMap (errors name the JSON path).
 ParamMap params_from_json(const Json& obj, const JsonPath& at);
@@ -30,7 +40,8 @@ class ParamReader {
   std::uint64_t size(const std::string& k, std::uint64_t dflt);  // "64M", "1GiB", or bytes
   double bandwidth(const std::string& k, double dflt);  // bytes/s from "26.28GB/s", "200Gbps"; given: > 0
   double time(const std::string& k, double dflt);       // seconds from "0.5ms", "3us"; given: >= 0
-  [[noreturn]] void fail(const std::string& k, const std::string& what) const;
+  [[noreturn]] void fail(const std::string& k, const std::string& what) const;  // InputError
+  [[noreturn]] void bad_value(const std::string& k, const std::string& what) const;  // ParamError
   void finish() const;  // unknown keys -> InputError listing them
   const ParamMap& used() const { return used_; }  // what was read, with defaults filled in (for reports)
 

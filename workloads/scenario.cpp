@@ -77,7 +77,12 @@ Scenario scenario_from_json(const Json& doc, const std::string& file) {
       json_fail(r.path_of(r.has("faults") ? "faults" : "jitter"), "\"jobs\" (faults and jitter apply to cluster scenarios)");
     s.workload = workload_from_json(r.object("workload"), r.path_of("workload"), file);
   }
-  if (r.has("calibration")) s.calibration_file = resolve(file, r.string("calibration"));
+  if (r.has("calibration")) {
+    // auto | default | shipped:NAME as every command's --calibration (models/system.hpp); else a file relative
+    // to the scenario.
+    const std::string c = r.string("calibration");
+    s.calibration_file = c == "auto" || c == "default" || c.rfind("shipped:", 0) == 0 ? c : resolve(file, c);
+  }
   if (const Json* c = r.object_optional("compute")) {
     s.compute = *c;
     s.compute_at = r.path_of("compute");
@@ -170,24 +175,50 @@ Trace generate(const std::string& generator, const ParamMap& params, const model
   throw InputError(where, "unknown generator '" + generator + "' (expected gpt, dlrm or dataparallel)");
 }
 
+namespace {
+// The generator's parameters as build_workload passes them: the scenario's, plus what the topology implies.
+ParamMap generator_params(const Scenario& s, const topo::Topology& t, const models::ComputeModel& cm) {
+  const auto& w = s.workload;
+  const std::int64_t gpus = static_cast<std::int64_t>(t.gpus().size());
+  ParamMap p = w.params;
+  if (!p.count("world_size")) p["world_size"] = std::to_string(gpus);
+  if (!p.count("gpu")) p["gpu"] = cm.gpu.name;
+  if (w.generator == "gpt" && !p.count("gpus_per_host") && t.num_hosts() > 0)
+    p["gpus_per_host"] = std::to_string(std::max<std::int64_t>(1, gpus / t.num_hosts()));
+  if (w.generator == "gpt" && !p.count("gpus_per_nvlink_domain")) {
+    // Largest NVLink domain (GB200 NVL72: 72 GPUs over 18 trays); MoE flex dispatch forwards inside it.
+    std::map<int, std::int64_t> dom;
+    for (auto g : t.gpus()) ++dom[t.node(g).nvlink_domain];
+    std::int64_t mx = 1;
+    for (const auto& [d, n] : dom) mx = std::max(mx, d >= 0 ? n : 1);
+    p["gpus_per_nvlink_domain"] = std::to_string(mx);
+  }
+  return p;
+}
+}  // namespace
+
+void check_generator_params(const Scenario& s, const topo::Topology& t, const models::ComputeModel& cm) {
+  const auto& w = s.workload;
+  if (w.kind != "generator") return;
+  ParamMap p = generator_params(s, t, cm);
+  if (auto it = p.find("gpu"); it != p.end()) models::gpu_spec(it->second, w.where + " gpu");
+  if (auto it = p.find("precision"); it != p.end()) {
+    models::Precision pr;
+    models::parse_precision(it->second, pr);
+  }
+  // Each generator's parameter reader checks names, types and ranges (unknown keys are errors) without
+  // generating anything.
+  if (w.generator == "gpt") gpt_config_from_params(p, w.where);
+  else if (w.generator == "dlrm") dlrm_config_from_params(p, w.where);
+  else dataparallel_config_from_params(p, w.where);
+}
+
 Trace build_workload(const Scenario& s, const topo::Topology& t, const models::ComputeModel& cm) {
   const auto& w = s.workload;
   const std::int64_t gpus = static_cast<std::int64_t>(t.gpus().size());
   Trace tr;
   if (w.kind == "generator") {
-    ParamMap p = w.params;
-    if (!p.count("world_size")) p["world_size"] = std::to_string(gpus);
-    if (!p.count("gpu")) p["gpu"] = cm.gpu.name;
-    if (w.generator == "gpt" && !p.count("gpus_per_host") && t.num_hosts() > 0)
-      p["gpus_per_host"] = std::to_string(std::max<std::int64_t>(1, gpus / t.num_hosts()));
-    if (w.generator == "gpt" && !p.count("gpus_per_nvlink_domain")) {
-      // Largest NVLink domain (GB200 NVL72: 72 GPUs over 18 trays); MoE flex dispatch forwards inside it.
-      std::map<int, std::int64_t> dom;
-      for (auto g : t.gpus()) ++dom[t.node(g).nvlink_domain];
-      std::int64_t mx = 1;
-      for (const auto& [d, n] : dom) mx = std::max(mx, d >= 0 ? n : 1);
-      p["gpus_per_nvlink_domain"] = std::to_string(mx);
-    }
+    ParamMap p = generator_params(s, t, cm);
     tr = generate(w.generator, p, cm, w.where);
   } else if (w.kind == "trace") {
     tr = load_trace_file(w.file);

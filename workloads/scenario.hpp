@@ -6,7 +6,7 @@
 //   "topology": {"preset": "superpod", "params": {"nodes": 128, "node": "dgx-a100"}}   | {"file": "t.json"},
 //   "workload": {"generator": "gpt" | "dlrm" | "dataparallel", "params": {...}}
 //             | {"trace": "trace.json"} | {"chakra": "PREFIX or file", "params": {...}} | {"astra": "workload.txt", "params": {...}},
-//   "calibration": "calib.json",                 (optional; models::Calibration file)
+//   "calibration": "calib.json",                 (optional; auto (default) | default | shipped:NAME | a models::Calibration file)
 //   "compute": {"gemm": {"flops_efficiency": 0.7}, ...},   (optional; overrides, models/compute.hpp)
 //   "comm_model": "engine" | "shared" | "analytic",   (optional; default shared; see comm_model_help())
 //   "outputs": {"timeline": "t.json", "link_stats": "l.csv", "json": "r.json", "report": "r.html"}
@@ -69,7 +69,7 @@ struct Scenario {
   std::string topology;  // preset name or resolved file path
   std::map<std::string, std::string> topology_params;
   WorkloadSpec workload;
-  std::string calibration_file;  // empty = defaults
+  std::string calibration_file;  // auto | default | shipped:NAME | a file path; empty = auto (models/system.hpp)
   std::optional<Json> compute;   // efficiency overrides
   JsonPath compute_at;
   std::string comm_model = "shared";
@@ -111,6 +111,9 @@ models::ComputeModel scenario_compute_model(const Scenario& s, const topo::Topol
 // Builds the workload's trace for this topology (generator defaults: world_size = the topology's GPUs,
 // gpu = the topology's GPU model, gpus_per_host from the topology).
 Trace build_workload(const Scenario& s, const topo::Topology& t, const models::ComputeModel& cm);
+// Checks a generator workload's parameters (names, types, ranges, divisibility by the topology's GPUs) as
+// build_workload would read them, without generating: `fabricsim sweep` runs it on every point first.
+void check_generator_params(const Scenario& s, const topo::Topology& t, const models::ComputeModel& cm);
 
 // Generates a trace by generator name from key=value params (used by `fabricsim gen` and build_workload).
 Trace generate(const std::string& generator, const ParamMap& params, const models::ComputeModel& cm,

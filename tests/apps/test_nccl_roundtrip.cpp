@@ -61,7 +61,7 @@ TEST_CASE("coll --nccl-tests writes a log that validate reads back to the same n
       CHECK(r.ip.time_us == printed.at(r.size_bytes));
     }
     // validate on the same topology and calibration reproduces the times, up to the log's 2-decimal rounding.
-    cli_test::Run v = cli_test::run_in(d, cli_test::fabricsim("validate --topology dgx-h100 --json r.json coll.txt"));
+    cli_test::Run v = cli_test::run_in(d, cli_test::fabricsim("validate --topology dgx-h100 --calibration default --json r.json coll.txt"));
     REQUIRE_MESSAGE(v.rc == 0, v.err);
     const auto j = nlohmann::json::parse(cli_test::slurp(d / "r.json"));
     REQUIRE(j["logs"].size() == 1);

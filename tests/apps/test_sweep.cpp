@@ -172,4 +172,41 @@ TEST_CASE("fabricsim sweep: a layout that needs more GPU memory than the GPU has
   CHECK(again.rc == 0);
   CHECK(again.err.find("2 already in") != std::string::npos);
   CHECK(slurp(dir / "fit.csv") == csv);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("fabricsim sweep: an unknown or ill-typed generator parameter in any point fails before the first runs") {
+  const fs::path dir = cli_test::scratch_dir("sweep_params_test");
+  write_inputs(dir);
+  const std::string bin = cli_test::quoted(FABRICSIM_BINARY);
+  // Point 2 misspells a Megatron-LM argument; points 0 and 1 are fine and would take real simulation time.
+  std::ofstream(dir / "typo.json") << R"({
+  "scenario": "base.json",
+  "mode": "list",
+  "points": [
+    {"label": "a", "set": {"/workload/params/num_layers": 2}},
+    {"label": "b", "set": {"/workload/params/num_layers": 4}},
+    {"label": "c", "set": {"/workload/params/num_layres": 4}}
+  ],
+  "output": "typo.csv"
+})";
+  Proc typo = sh(bin + " sweep typo.json --threads 1 --quiet", dir);
+  CHECK(typo.rc == 2);
+  CHECK_MESSAGE(typo.err.find("typo.json: point 2 (label=c)") != std::string::npos, typo.err);
+  CHECK(typo.err.find("unknown parameter(s): num_layres") != std::string::npos);
+  CHECK(typo.err.find("nothing was run") != std::string::npos);
+  CHECK(!fs::exists(dir / "typo.csv"));
+  // An ill-typed value: the same, naming the parameter.
+  std::ofstream(dir / "typed.json") << R"({
+  "scenario": "base.json",
+  "mode": "list",
+  "points": [{"label": "a", "set": {"/workload/params/num_layers": 2}},
+             {"label": "b", "set": {"/workload/params/micro_batch_size": "two"}}],
+  "output": "typed.csv"
+})";
+  Proc typed = sh(bin + " sweep typed.json --threads 1 --quiet", dir);
+  CHECK(typed.rc == 2);
+  CHECK_MESSAGE(typed.err.find("micro_batch_size: expected an integer, got 'two'") != std::string::npos, typed.err);
+  CHECK(!fs::exists(dir / "typed.csv"));
+  fs::remove_all(dir);
 }

@@ -26,7 +26,7 @@ fs::path tmpdir(const std::string& name) { return cli_test::scratch_dir("test_va
 
 TEST_CASE("fabricsim validate: text, JSON and SVG for two logs") {
   auto d = tmpdir("v");
-  Run r = run("validate " + kData + "abci_intra_vnode_job4_7280532_4gpu_all_reduce.meta.json " + kData +
+  Run r = run("validate --calibration default " + kData + "abci_intra_vnode_job4_7280532_4gpu_all_reduce.meta.json " + kData +
                   "together_h100_1node_8gpu_reduce_scatter_ring.meta.json --json " + (d / "r.json").string() +
                   " --svg " + (d / "r.svg").string(),
               d);
@@ -116,10 +116,10 @@ TEST_CASE("bad inputs: one error line, exit 2, no output file") {
 TEST_CASE("a fabricsim coll --json result reads back into validate and matches itself (shared schema)") {
   auto d = tmpdir("s");
   std::string sim = (d / "sim.json").string();
-  // validate defaults to the built-in calibration (predictions must not use files fitted on the logs).
+  // coll and validate resolve the calibration by the same policy (models/system.hpp; both default to auto).
   Run c = run("coll --topology dgx-h100 --calibration default --op all_gather -b 1M -e 64M --json " + sim, d);
   REQUIRE(c.rc == 0);
-  Run v = run("validate --json " + (d / "r.json").string() + " " + sim, d);
+  Run v = run("validate --calibration default --json " + (d / "r.json").string() + " " + sim, d);
   REQUIRE(v.rc == 0);
   auto j = nlohmann::json::parse(slurp((d / "r.json").string()));
   REQUIRE(j["logs"].size() == 1);
@@ -143,7 +143,7 @@ TEST_CASE("coll --json broadcast reads back into validate as itself: one call, o
     auto file = nlohmann::json::parse(slurp(sim));
     CHECK(file["system"].contains("iters") == !flags.empty());
     if (!flags.empty()) CHECK(file["system"]["iters"].get<int>() == 50);
-    Run v = run("validate --json " + (d / "r.json").string() + " " + sim, d);
+    Run v = run("validate --calibration default --json " + (d / "r.json").string() + " " + sim, d);
     REQUIRE(v.rc == 0);
     auto j = nlohmann::json::parse(slurp((d / "r.json").string()));
     CHECK(j["logs"][0]["points"].size() == 5);
@@ -190,7 +190,7 @@ TEST_CASE("coll --gpus-per-thread: nccl-tests -g host launch floor, written to J
   const auto& rows = s["rows"];
   CHECK(rows[rows.size() - 1]["time_us"].get<double>() > 100.0);
   // validate reads gpus_per_thread back and applies the same floor: the re-simulation matches exactly.
-  Run v = run("validate --json " + (d / "r.json").string() + " " + sim, d);
+  Run v = run("validate --calibration default --json " + (d / "r.json").string() + " " + sim, d);
   REQUIRE(v.rc == 0);
   auto j = nlohmann::json::parse(slurp((d / "r.json").string()));
   CHECK(j["summary"]["small"]["max_abs_busbw_error"].get<double>() < 1e-9);

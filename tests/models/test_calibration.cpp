@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <fstream>
 
+#include <cmath>
+
 #include "models/calibration.hpp"
+#include "models/calibration_params.hpp"
 #include "sim/base/error.hpp"
 
 using namespace fabricsim;
@@ -67,6 +70,11 @@ TEST_CASE("calibration JSON: unknown keys and bad values name the file and path"
   fails(R"({"algorithms": {"nvls": {"ll": {}}}})", "/algorithms/nvls/ll");
   fails(R"({"algorithms": {"magic": {}}})", "/algorithms/magic");
   fails(R"({"extra": {"no_such_factor": 1}})", "/extra/no_such_factor");
+  // The nearest declared name is offered.
+  fails(R"({"extra": {"network_eficiency": 0.9}})", "c.json: /extra/network_eficiency: unknown parameter 'network_eficiency'; nearest known: 'network_efficiency'");
+  fails(R"({"extra": {"kernel_launch_s": "4 furlongs"}})", "/extra/kernel_launch_s: expected a time");
+  fails(R"({"extra": {"network_efficiency": "0.9"}})", "expected a number (fraction)");
+  fails(R"({"extra": {"compute.gemm.flops_efficiency": 1.5}})", "/extra/compute.gemm.flops_efficiency: expected a fraction in (0, 1]");
   fails(R"({"extra": {"tree_efficiency": 2}})", "fraction");
   fails(R"({"extra": {"max_pipeline_chunks": 2.5}})", "integer");
   fails(R"({"algorithms": {"ring": {"simple": {"base_latency": "fast"}}}})", "base_latency");
@@ -89,9 +97,16 @@ TEST_CASE("docs/calibration.schema.json lists exactly the keys calibration_to_js
   Json doc = calibration_to_json(default_calibration());
   const Json& props = schema["properties"];
   for (auto it = doc.begin(); it != doc.end(); ++it) CHECK(props.contains(it.key()));
-  // extra factors: same set in both directions
+  // extra factors: the schema names exactly the declared parameters (models/calibration_params.cpp); the
+  // defaults write every parameter that has a default (compute.* keys have none: the compute preset applies).
   const Json& ex = props["extra"]["properties"];
-  CHECK(ex.size() == doc["extra"].size());
+  CHECK(ex.size() == calibration_params().size());
+  std::size_t with_default = 0;
+  for (const auto& d : calibration_params()) {
+    CHECK_MESSAGE(ex.contains(d.name), d.name);
+    with_default += std::isnan(d.default_value) ? 0 : 1;
+  }
+  CHECK(doc["extra"].size() == with_default);
   for (auto it = doc["extra"].begin(); it != doc["extra"].end(); ++it) CHECK(ex.contains(it.key()));
   // links
   for (auto it = doc["links"].begin(); it != doc["links"].end(); ++it) {

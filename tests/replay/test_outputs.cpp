@@ -322,7 +322,9 @@ TEST_CASE("summary and report contain the figures, escaped") {
   CHECK(h.find("http://") == h.find("http://www.w3.org/2000/svg"));  // no external assets, only the SVG ns
   int svgs = 0;
   for (std::size_t p = h.find("<svg"); p != std::string::npos; p = h.find("<svg", p + 1)) ++svgs;
-  CHECK(svgs == 3);
+  // breakdown, timeline of the representative ranks and of all ranks (in <details>), one utilisation histogram
+  // per link class (nvlink, infiniband), the heatmap over time (the sample has a time series)
+  CHECK(svgs == 6);
   CHECK(h.find("a note with &lt;html&gt; &amp; &quot;quotes&quot;") != std::string::npos);
   CHECK(h.find("<html> &") == std::string::npos);
   CHECK(sim::report_html(r, 3) == h);

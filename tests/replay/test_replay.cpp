@@ -130,11 +130,15 @@ TEST_CASE("analytic comm model: NVLink ring inside a DGX, NIC-bound across hosts
   CHECK(m.gpu_nvlink_Bps(0) == doctest::Approx(300e9));
   Communicator tp{"tp", {0, 1, 2, 3, 4, 5, 6, 7}, 0, 1, "tp"};
   double b = 1 << 30;
+  // Constants from the built-in calibration (sim::analytic_params): ring/simple latencies 8.4 us base, 3.4 us
+  // per NVLink step, 14 us per network step; NVLink 300 GB/s x nvlink_efficiency.a100 0.8 = 240 GB/s, capped
+  // at NCCL's A100 ring busBw 235 GB/s; network_efficiency 0.97.
   double t_tp = m.collective(tp, CollOp::AllReduce, b, "").duration_s;
-  CHECK(t_tp == doctest::Approx(2.0 * 7 / 8 * b / 231.6e9).epsilon(0.02));
+  CHECK(t_tp == doctest::Approx(8.4e-6 + 14 * 3.4e-6 + 2.0 * 7 / 8 * b / 235e9).epsilon(1e-12));
   Communicator dp{"dp", {0, 8, 16, 24}, 7, 1, "dp"};  // one GPU per host, 8 co-located groups share 8 NICs
   double t_dp = m.collective(dp, CollOp::AllReduce, b, "").duration_s;
-  CHECK(t_dp == doctest::Approx(2.0 * 3 / 4 * b / (25e9 * 0.9)).epsilon(0.02));
+  // 8 HDR NICs x 25 GB/s per host shared by 8 groups: 25 GB/s each, x 0.97; 6 network steps.
+  CHECK(t_dp == doctest::Approx(8.4e-6 + 6 * 14e-6 + 2.0 * 3 / 4 * b / (25e9 * 0.97)).epsilon(1e-12));
 }
 
 TEST_CASE("scenario: strict parsing and clear errors") {

@@ -191,6 +191,9 @@ TEST_CASE("whose loop time: the bench's slowest rank survives text and JSON, and
   CHECK(text.find(std::string("# ") + kBenchTimeLine) != std::string::npos);
   auto back = parse_nccl_tests_text(text, "bench.txt");
   REQUIRE(back.size() == 1);
+  // The text does not carry the sidecar's fabric description (a multi-host run needs it to be simulated).
+  back[0].interconnect = rank0.interconnect;
+  back[0].nic = rank0.nic;
   CHECK(back[0].slowest_rank_time);
   auto plain = parse_nccl_tests_text(format_nccl_tests_text(rank0), "plain.txt");
   REQUIRE(plain.size() == 1);

@@ -1,6 +1,7 @@
 // A multi-host nccl-tests log is mapped to a topology only when its sidecar states the system and the network
-// technology (issue 23: an OCI A100 2x8 log used to be mapped silently to ABCI's 4-NIC nodes); the technology
-// selects the superpod fabric, and one the preset does not model is a clear error.
+// fabric (issue 23: an OCI A100 2x8 log used to be mapped silently to ABCI's 4-NIC nodes); the description
+// selects the superpod fabric, NIC count and speed (validate/fabric_mapping.hpp), and one that leaves any of
+// them open is a clear error.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -52,8 +53,8 @@ TEST_CASE("multi-host logs map to a topology only when the system and network ar
   const Measurement abci = load_measurements(kData + "abci_inter_anode_job2_7194279_16gpu_all_reduce.meta.json").at(0);
   SystemMapping s = map_system(abci);
   CHECK(s.preset == "superpod");
-  CHECK(s.params.at("fabric") == "infiniband");
-  CHECK(s.rule.find("infiniband -> fabric=infiniband") != std::string::npos);
+  CHECK(s.params.at("fabric") == "infiniband-hdr");
+  CHECK(s.rule.find("fabric infiniband-hdr, 4x 200 Gb/s, 2 hosts -> superpod") != std::string::npos);
   // The same raw log without its sidecar: the GPU name alone does not say which network joined the hosts.
   ParseHints h;
   h.op = "all_reduce";
@@ -64,22 +65,26 @@ TEST_CASE("multi-host logs map to a topology only when the system and network ar
         std::string::npos);
   CHECK(e.find("pass --topology PRESET") != std::string::npos);
   // With --topology the user decides, and the run maps.
-  CHECK(map_system(bare, "dgx-a100", {{"nics_per_node", "4"}}).preset == "superpod");
+  CHECK(map_system(bare, "dgx-a100", {{"fabric", "infiniband"}, {"nics_per_node", "4"}, {"nic_bandwidth", "200Gbps"}})
+            .preset == "superpod");
 
   const fs::path dir = fs::temp_directory_path() / ("fabricsim_mapping_" + std::to_string(::getpid()));
-  // Another site's A100-40GB nodes: the ABCI rule does not describe them.
   const std::string oci = sidecar(dir, "OCI BM.GPU4.8 (A100-SXM4-40GB)", "NVSwitch; RoCE v2", "16x 100 Gb/s RoCE");
-  e = error_of([&] { map_system(load_measurements(oci).at(0)); });
-  CHECK(e.find("describes abci nodes, but the sidecar's system is 'OCI BM.GPU4.8") != std::string::npos);
-  // RoCE on ABCI-like nodes maps to the Ethernet fabric; EFA (no superpod fabric of that name) is an error.
+  // Another site's A100-40GB nodes: the server is a DGX A100 40GB anywhere, the fabric and NICs are the ones the
+  // sidecar describes (16 x 100 Gb/s RoCE ports merged into one NIC per GPU: 8 x 200 Gb/s).
+  const SystemMapping o = map_system(load_measurements(oci).at(0));
+  CHECK(o.params.at("fabric") == "roce");
+  CHECK(o.params.at("nics_per_node") == "8");
+  CHECK(o.params.at("nic_bandwidth") == "200Gbps");
+  // RoCE on ABCI-like nodes maps to the RoCE fabric; EFA without a line rate is an error.
   const std::string roce = sidecar(dir, "ABCI-like cluster", "RoCE v2 between nodes", "4x 200 Gb/s");
-  CHECK(map_system(load_measurements(roce).at(0)).params.at("fabric") == "ethernet");
+  CHECK(map_system(load_measurements(roce).at(0)).params.at("fabric") == "roce");
   const std::string efa = sidecar(dir, "ABCI test with AWS EFA", "EFA", "4x EFA");
   e = error_of([&] { map_system(load_measurements(efa).at(0)); });
-  CHECK(e.find("the run's network is efa, which no superpod fabric models") != std::string::npos);
+  CHECK(e.find("the line rate of the efa NICs is missing from the description ('4x EFA')") != std::string::npos);
   // A sidecar that names no technology.
   const std::string none = sidecar(dir, "ABCI 2.0", "NVSwitch", "4 NICs");
   e = error_of([&] { map_system(load_measurements(none).at(0)); });
-  CHECK(e.find("the sidecar does not name the network technology") != std::string::npos);
+  CHECK(e.find("the interconnect 'NVSwitch' names no scale-out fabric fabricsim models") != std::string::npos);
   fs::remove_all(dir);
 }

@@ -411,6 +411,9 @@ TEST_CASE("op names and bus-bandwidth factors") {
   CHECK(busbw_factor("all_reduce", 8) == doctest::Approx(1.75));
   CHECK(busbw_factor("all_gather", 8) == doctest::Approx(0.875));
   CHECK(busbw_factor("broadcast", 8) == doctest::Approx(1.0));
+  // One table with models::busbw_factor: all_to_allv is (n-1)/n like all_to_all (it was 1 here before issue 20).
+  CHECK(busbw_factor("all_to_allv", 8) == doctest::Approx(0.875));
+  CHECK(busbw_factor("all_to_all", 8) == doctest::Approx(0.875));
 }
 
 TEST_CASE("mpirun --tag-output and srun --label prefixes are stripped before parsing") {

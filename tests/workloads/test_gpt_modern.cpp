@@ -418,6 +418,17 @@ TEST_CASE("gpt shape flags: untied output, norm type, position embedding, head d
   CHECK(gpt_memory_of_stage(cfg(small()), 1).activations_bytes -
             gpt_memory_of_stage(cfg(small({{"cross_entropy_loss_fusion", "true"}})), 1).activations_bytes ==
         doctest::Approx(8.0 * elems));
+  // cross_entropy_impl: eager torch under TP (DTensor loss_parallel) 16 bytes per logit, compiled 4; with FSDP2
+  // and TP the output layer's gathered input (2 b s h bytes) is kept too.
+  auto last = [](ParamMap o) { return gpt_memory_of_stage(cfg(small(o)), 1).activations_bytes; };
+  CHECK(last({{"cross_entropy_impl", "torch"}}) - last({}) == doctest::Approx(2.0 * elems));
+  CHECK(last({}) - last({{"cross_entropy_impl", "torch_compiled"}}) == doctest::Approx(10.0 * elems));
+  CHECK(last({{"cross_entropy_impl", "torch"}, {"use_torch_fsdp2", "true"}}) -
+            last({{"use_torch_fsdp2", "true"}}) ==
+        doctest::Approx(2.0 * elems + 2.0 * 2048 * h));
+  CHECK(error_of([] { cfg(small({{"cross_entropy_impl", "liger"}})); }).find("--param cross_entropy_impl") == 0);
+  CHECK(error_of([] { cfg(small({{"cross_entropy_impl", "torch"}, {"cross_entropy_loss_fusion", "true"}})); })
+            .find("--param cross_entropy_loss_fusion") == 0);
   // Dropout masks (1 byte per element) disappear with hidden_dropout 0.
   CHECK(gpt_memory_per_gpu(cfg(small({{"hidden_dropout", "0"}}))).activations_bytes <
         gpt_memory_per_gpu(cfg(small())).activations_bytes);

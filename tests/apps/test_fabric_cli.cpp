@@ -1,0 +1,64 @@
+// The rail-optimised vs oversubscribed comparison of docs/collectives.md ("Rail-optimised vs oversubscribed:
+// 64 DGX H100 over NDR"): the commands shown there, run as shown, and the differences the doc explains.
+#include <doctest/doctest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_test_util.hpp"
+
+using namespace fabricsim::cli_test;
+
+namespace {
+// busbw (GB/s) of the last table row of `fabricsim coll`.
+double last_busbw(const std::string& out) {
+  std::istringstream in(out);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] != '#') last = line;
+  std::istringstream row(last);
+  std::string tok;
+  std::vector<std::string> t;
+  while (row >> tok) t.push_back(tok);
+  REQUIRE(t.size() >= 8);
+  return std::stod(t[7]);
+}
+
+double busbw(const std::string& params, const std::string& op) {
+  const fs::path d = scratch_dir("fabric_cli");
+  Run r = run_in(d, fabricsim::cli_test::fabricsim("coll -t superpod -p nodes=64 -p fabric=infiniband-ndr " + params + " --op " + op + " -b 256M"));
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  return last_busbw(r.out);
+}
+}  // namespace
+
+TEST_CASE("64 H100 over NDR: 2:1 oversubscription costs nothing on 64-port leaves, all_to_all loses 2/3 on 16-port ones") {
+  const double ag1 = busbw("-p oversubscription=1", "all_gather");
+  const double ag2 = busbw("-p oversubscription=2", "all_gather");
+  // Rail-aligned rings cross a leaf boundary once per rail: the 21 uplinks of a 2:1 leaf carry it.
+  CHECK(ag2 == doctest::Approx(ag1).epsilon(0.01));
+  const double ag16 = busbw("-p radix=16 -p oversubscription=2", "all_gather");
+  CHECK(ag16 < 0.95 * ag1);  // doc: 84.2 against 95.4 GB/s
+  CHECK(ag16 > 0.80 * ag1);
+  const double a1 = busbw("-p radix=16 -p oversubscription=1", "all_to_all");
+  const double a2 = busbw("-p radix=16 -p oversubscription=2", "all_to_all");
+  CHECK(a2 < 0.5 * a1);  // doc: 16.7 against 49.0 GB/s
+  CHECK(a2 > 0.2 * a1);
+}
+
+TEST_CASE("docs/validation.md 'Multi-node logs': the validate command, and a multi-host log without a fabric") {
+  const fs::path d = scratch_dir("fabric_validate");
+  const std::string data = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/";
+  Run r = run_in(d, fabricsim::cli_test::fabricsim(
+                        "validate -q " + data + "nccl-tests/abci_inter_*.meta.json " + data +
+                        "nccl-tests/together_b200_*.meta.json " + data + "nccl-tests-multinode/*_all_*.meta.json"));
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(r.out.find("sizes >= 1 MiB: 162 points") != std::string::npos);
+  // The raw text of an 8-node run names its hosts but not its fabric: an error that says what is missing.
+  Run bad = run_in(d, fabricsim::cli_test::fabricsim("validate " + data +
+                                                      "nccl-tests-multinode/raw/nvtests309_h100_ib400_8node_64gpu_all_reduce_minctas24_qps2.txt"));
+  CHECK(bad.rc == 2);
+  CHECK(bad.err.find("scale-out fabric described") != std::string::npos);
+  CHECK(bad.out.empty());
+}

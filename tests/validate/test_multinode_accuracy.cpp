@@ -1,0 +1,71 @@
+// Held-out accuracy on every visible multi-node nccl-tests log (issue 22), per collective.
+//
+// The split: the built-in default calibration cites its sources (datasheets, NCCL's tables, an external 8x
+// H100 sweep) and is fitted on none of these logs, so predicting them with it is a held-out prediction for
+// every one of them (docs/validation.md "Multi-node logs"; a leave-one-out-by-system refit, `fabricsim
+// validate --loo --loo-by-system`, did not finish in 2.6 CPU minutes and is run by hand). The issue's bounds
+// (median |busbw error| <= 8 % >= 1 MiB and <= 15 % below, per collective) are NOT met; the checks below are
+// regression guards at the measured values (2026-11-26, rounded up), and checks of what the fabric mapping
+// fixed. docs/validation.md "Multi-node logs" explains what is left.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "models/calibration.hpp"
+#include "validate/report.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::validate;
+
+TEST_CASE("multi-node logs: held-out busbw error per collective with the cited defaults") {
+  const std::string d = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/";
+  std::vector<std::string> metas;
+  for (const char* sub : {"nccl-tests-multinode/", "nccl-tests/"})
+    for (const auto& e : std::filesystem::directory_iterator(d + sub)) {
+      const std::string p = e.path().string();
+      const std::string f = e.path().filename().string();
+      if (p.size() < 10 || p.compare(p.size() - 10, 10, ".meta.json") != 0) continue;
+      if (f.find("scatter") != std::string::npos && f.find("reduce_scatter") == std::string::npos)
+        continue;  // nccl-tests scatter_perf: fabricsim has no scatter collective
+      if (std::string(sub) == "nccl-tests/" && f.find("_inter_") == std::string::npos && f.find("2node") == std::string::npos)
+        continue;  // single-host logs
+      metas.push_back(p);
+    }
+  std::sort(metas.begin(), metas.end());
+  REQUIRE(metas.size() == 15);  // 9 in nccl-tests-multinode (p4d scatter left out), ABCI inter 5, B200 1
+  std::vector<Measurement> all;
+  for (const auto& p : metas)
+    for (auto& m : load_measurements(p)) all.push_back(std::move(m));
+  auto cases = make_cases(all);
+  const models::Calibration def = models::default_calibration();
+  Report r = compare(cases, [&](std::size_t) -> const models::Calibration& { return def; }, "defaults");
+  REQUIRE(r.logs.size() == 16);
+  std::map<std::string, std::vector<LogCompare>> by_op;
+  for (const auto& l : r.logs) {
+    CHECK(l.nodes > 1);
+    by_op[l.op].push_back(l);
+  }
+  auto log_of = [&](const char* needle) {
+    for (const auto& l : r.logs)
+      if (l.source.find(needle) != std::string::npos) return summarize({l});
+    FAIL("no log " << needle);
+    return ErrorSummary{};
+  };
+  for (const auto& [op, logs] : by_op) {
+    ErrorSummary s = summarize(logs);
+    MESSAGE(op << ": >= 1 MiB median " << s.large.median << " p90 " << s.large.p90 << " (" << s.large.count
+               << " points); < 1 MiB median " << s.small.median << " (" << s.small.count << ")");
+  }
+  // Guards at the values measured 2026-11-26 (docs/validation.md "Multi-node logs"); issue bounds 8 % / 15 %.
+  ErrorSummary ar = summarize(by_op.at("all_reduce"));
+  CHECK(ar.large.count == 127);
+  CHECK(ar.large.median <= 0.21);  // measured 20.3 % (24.4 % before the fabric mapping)
+  CHECK(ar.small.median <= 0.40);  // measured 39.7 %
+  ErrorSummary sr = summarize(by_op.at("sendrecv"));
+  CHECK(sr.large.median <= 0.12);  // measured 11.5 %
+  // The fabric mapping: OCI's 16 RoCE VFs of 100 Gb/s were 4 HDR NICs (the ABCI A100-40GB rule) before.
+  CHECK(log_of("oci_a100_roce").large.median <= 0.17);  // measured 16.6 % (47.4 % before)
+  CHECK(log_of("polaris_a100_slingshot11_8node").large.median <= 0.40);  // 39.1 % (50.6 % before)
+}
