@@ -169,6 +169,7 @@ Outcome simulate(const Row& row) {
     auto s = workloads::scenario_from_json(sc, row.label);
     sim::ScenarioRunOptions opt;
     opt.comm_model = "analytic";
+    opt.engine.collect_link_stats = false;  // times only (analytic link bytes cost schedule builds)
     opt.replay.record_ops = false;
     auto res = sim::run_scenario(s, opt).result;
     o.sim = res.tokens_per_s / row.gpus;
@@ -302,6 +303,7 @@ double a100_iteration_s(const Json& params, int gpus, const std::string& label, 
   sim::ScenarioRunOptions opt;
   opt.comm_model = comm;
   opt.replay.record_ops = false;
+  if (comm == "analytic") opt.engine.collect_link_stats = false;  // times only
   return sim::run_scenario(s, opt).result.iteration_s;
 }
 }  // namespace
