@@ -469,7 +469,6 @@ std::string sweep_row_status(const SweepSpec& s, const std::string& row) {
   return f.size() > at ? f[at] : std::string();
 }
 
-bool sweep_row_ok(const SweepSpec& s, const std::string& row) { return sweep_row_status(s, row) == "ok"; }
 
 std::string sweep_csv(const SweepSpec& s, const std::map<std::size_t, std::string>& rows) {
   std::string o = sweep_csv_header(s);

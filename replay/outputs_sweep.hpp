@@ -98,8 +98,7 @@ struct SweepRunOptions {
 std::map<std::size_t, std::string> run_sweep_points(const SweepSpec& s, const std::vector<std::size_t>& todo,
                                                     const ScenarioRunner& run, const SweepRunOptions& opt);
 
-// Whether a CSV row (as produced above) has status "ok"; its status ("ok", "failed", "does_not_fit").
-bool sweep_row_ok(const SweepSpec& s, const std::string& row);
+// A CSV row's (as produced above) status: "ok", "failed" or "does_not_fit".
 std::string sweep_row_status(const SweepSpec& s, const std::string& row);
 
 // The complete CSV text: header + rows ordered by index.
