@@ -385,6 +385,20 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // (2 b s h / cp bytes, split by SP) per in-flight micro-batch; Megatron frees the sent output's storage
   // (deallocate_pipeline_outputs). The last stage's output is the loss.
   if (c.use_torch_fsdp2 && p > 1) act += (holds_last ? inflight - 1.0 : inflight) * input_only;
+  // Its receive buffers are allocated once per micro-batch and kept across steps (stage.py,
+  // _prepare_forward_infra: one _make_tensor_from_meta buffer per chunk id on every stage that receives
+  // activations; _prepare_backward_infra / _create_grad_recv_info: one per chunk id on every stage that
+  // receives gradients). A gradient buffer is an output-sized tensor for each micro-batch on every virtual
+  // stage but the last; an activation buffer of an in-flight micro-batch is that micro-batch's first stored
+  // layer input (already counted), the others are extra. Virtual stages of this rank: ch * p + st.
+  if (c.use_torch_fsdp2 && p > 1 && !c.dualpipe()) {
+    const double per_chunk_inflight = inflight / double(v);
+    for (std::int64_t ch = 0; ch < v; ++ch) {
+      const std::int64_t vs = ch * p + st;
+      if (vs != 0) act += std::max(0.0, m - per_chunk_inflight) * input_only;
+      if (vs != p * v - 1) act += m * input_only;
+    }
+  }
   // Loss buffers on the last stage, per logit element (s b V / (t cp) of them): Megatron-Core's
   // vocab-parallel cross entropy (megatron/core/tensor_parallel/cross_entropy.py) keeps the bf16 logits
   // (2 bytes), upcasts them to fp32 (4), saves the fp32 softmax for the backward (4) and produces an fp32

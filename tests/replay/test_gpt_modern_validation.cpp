@@ -225,10 +225,10 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
       if (r.at("table") == "Table 2") CHECK(std::abs(me) <= 0.01);
       else CHECK(std::abs(me) <= 0.175);
     }
-    // Full recompute with torch pipelining (Tables 5 and 6, 405B, PP 8): -6.9 .. -21.0 %.
+    // Full recompute with torch pipelining (Tables 5 and 6, 405B, PP 8): -4.1 .. -19.8 %.
     if (!std::isnan(me) && pp) {
       CAPTURE(row.label);
-      CHECK(std::abs(me) <= 0.21);
+      CHECK(std::abs(me) <= 0.198);
     }
     // Memory, FSDP2 with torchtitan's per-op selective AC: the eager rows (Tables 1 and 3 "FSDP") -3.7 / -2.5 %,
     // the compiled ones on H100 / H200 -0.6 .. +5.7 %, on B200 (torch 2.9 nightly) +13.3 .. +15.0 %.
@@ -251,12 +251,13 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   CHECK(expressed == 46);
   // Nothing here is fitted to these rows (the FP8 rowwise GEMM factor is a kernel measurement,
   // tests/data/hardware/h100-fp8-rowwise), so every row is held out. Bounds at the measured values
-  // (memory: median 5.6 %, max 21.0 % over 28 rows -- 9.2 % / 23.0 % before the torch runtime's phases, FSDP2
-  // units, CP ring buffers and allocator reserve; throughput: median 20.3 %, max 120 % over 46 rows).
+  // (memory: median 5.3 %, max 19.8 % over 28 rows -- 9.2 % / 23.0 % before the torch runtime's phases, FSDP2
+  // units, CP ring buffers, pipelining receive buffers and allocator reserve; throughput: median 20.3 %, max
+  // 120 % over 46 rows).
   // The 42 rows that ran before the 96 GB preset existed keep their median of 15.6 % (unchanged results);
   // the 4 Table 2 rows come out 22-78 % fast (the preset has the 700 W SXM5's clocks, the parts run at 500 W).
-  CHECK(median(mem_err) <= 0.056);
-  CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.210);
+  CHECK(median(mem_err) <= 0.054);
+  CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.198);
   REQUIRE(tps_err_80gb_era.size() == 42);
   CHECK(median(tps_err_80gb_era) <= 0.157);
   CHECK(median(tps_err) <= 0.203);

@@ -335,6 +335,12 @@ TEST_CASE("gpt torch FSDP2 memory: phases, embedding units, CP ring buffers, all
   const double unit = s * 16 * 64;  // local tokens x heads x head dim
   CHECK(cp_mem(2) - cp_mem(1) > 0);
   CHECK(cp_mem(4) - cp_mem(2) == doctest::Approx(4.0 * 2.0 * unit).epsilon(0.01));
+  // torch pipelining keeps a gradient receive buffer per micro-batch on every stage but the last: on the first
+  // stage (1F1B, in-flight capped at PP = 2) 4 more micro-batches cost 4 stage outputs (2 b s h / t bytes).
+  auto stage0 = [](const char* gbs) {
+    return gpt_memory_of_stage(cfg(small({{"use_torch_fsdp2", "true"}, {"global_batch_size", gbs}})), 0).activations_bytes;
+  };
+  CHECK(stage0("16") - stage0("8") == doctest::Approx(4.0 * 2.0 * 2048 * 1024 / 2));
 }
 
 TEST_CASE("gpt torchtitan op-level selective AC: fewer stored bytes than Megatron's selective, more recompute") {
