@@ -476,17 +476,20 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
       const double unit = b * (s / cp) * double(c.num_attention_heads) / t * double(c.head_dim());
       bwd_phase += (4.0 * cp + 36.0) * unit;
     }
-    // Reserved, not live, in the loss phase of torchtitan's eager loss without TP (cross_entropy_impl torch,
-    // t = 1): the caching allocator serves a request from the smallest cached free block that fits
-    // (c10/cuda/CUDACachingAllocator.cpp, get_free_block) and merges only adjacent free blocks. In the
-    // forward the bf16 logits (2 bytes per element), their fp32 copy (4) and the log_softmax output (4) are
-    // allocated one after the other; the fp32 copy dies with log_softmax and `del pred` frees the logits: one
-    // 6-byte hole before the live 4-byte output. The backward's nll_loss gradient (4) takes 4 bytes of the
-    // hole and the log_softmax input gradient (4) does not fit the 2 bytes left, so the segment grows: the
-    // reserved peak is 2 bytes per logit element above the allocated one. (loss_parallel under TP and the
-    // compiled loss allocate differently and are not sized here.)
-    const double loss_hole =
-        holds_last && c.cross_entropy_impl == "torch" && t == 1 ? 2.0 * (s / cp) * b * V : 0.0;
+    // Reserved, not live, in the loss phase of torchtitan's eager loss (cross_entropy_impl torch): the caching
+    // allocator serves a request from the smallest cached free block that fits (c10/cuda/
+    // CUDACachingAllocator.cpp, get_free_block) and merges only adjacent free blocks. Without TP, the forward
+    // allocates the bf16 logits (2 bytes per element), their fp32 copy (4) and the log_softmax output (4) one
+    // after the other; the fp32 copy dies with the loss call and `del pred` frees the logits: one 6-byte
+    // hole before the live 4-byte output. The backward's nll_loss gradient (4) takes 4 bytes of it and the
+    // log_softmax input gradient (4) does not fit the 2 left, so the segment grows: reserved = allocated + 2.
+    // Under TP (loss_parallel, torch/distributed/tensor/parallel/loss.py): logits (2), fp32 copy (4),
+    // `shifted` (4), exp(shifted) (4, freed after its sum; the result (4) reuses its block); `shifted`, the
+    // copy and the logits die: a 14-byte hole before the saved result. The fused backward allocates
+    // zeros_like (4), exp (4) and their sum (4) into it (2 left); the product (4) reuses the freed exp's
+    // block: allocated 16 at the peak, reserved 18 -- again 2 bytes per element. The compiled loss is one
+    // kernel per pass and is not sized here.
+    const double loss_hole = holds_last && c.cross_entropy_impl == "torch" ? 2.0 * (s / cp) * b * V / t : 0.0;
     // The gathered unit weights are reported as weights, the rest of the phase as activations.
     const bool loss_peak = loss_phase + unit_w_loss + loss_hole >= bwd_phase + unit_w_bwd;
     mem.weights_bytes += loss_peak ? unit_w_loss : unit_w_bwd;

@@ -217,13 +217,13 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
     // Memory, per group (every row held out: no memory term has a free parameter; docs/validation.md "Peak
     // memory, term by term"). Full activation recompute without PP: Table 2 (8B, CP 1-8, eager loss) -0.2 ..
     // -0.9 %, flat over CP as published (the loss phase is the peak, the CP ring buffers live in the layer
-    // backward after it); Table 4 (70B, TP 8 x FSDP 32, loss_parallel) -17.4 / -12.1 %.
+    // backward after it); Table 4 (70B, TP 8 x FSDP 32, loss_parallel) -11.9 / -6.3 %.
     const std::string rc = r.at("recompute");
     const bool pp = std::stoi(r.at("pp")) > 1;
     if (!std::isnan(me) && has(rc, "full") && !pp) {
       CAPTURE(row.label);
       if (r.at("table") == "Table 2") CHECK(std::abs(me) <= 0.01);
-      else CHECK(std::abs(me) <= 0.175);
+      else CHECK(std::abs(me) <= 0.12);
     }
     // Full recompute with torch pipelining (Tables 5 and 6, 405B, PP 8): -4.1 .. -19.8 %.
     if (!std::isnan(me) && pp) {
