@@ -223,8 +223,12 @@ double layer_activation_bytes_op_sac(const GptConfig& c) {
                cp = double(c.context_parallel_size);
   const double g_t = std::max(1.0, double(c.query_groups()) / t);
   const double rep = c.sequence_parallel ? 1.0 / t : 1.0;
-  const double per_token = 2.0 * h * rep + 2.0 * a * d / t + 2.0 * g_t * d + 2.0 * f / t + 2.0 * h +
-                           2.0 * a * d / t + 4.0 * a / t;
+  // The save list names the flash and memory-efficient SDPA ops only (torchtitan _save_list at 9dec370 and
+  // at 6fc499f6): with cuDNN attention (attention_backend fused; torchtitan puts cuDNN first on compute
+  // capability 10.0 from pytorch/torchtitan@5de055e30, models/attention.py ScaledDotProductAttention) the
+  // attention output and log-sum-exp are not saved but recomputed.
+  const double sdpa_saved = c.attention_backend == "fused" ? 0.0 : 2.0 * a * d / t + 4.0 * a / t;
+  const double per_token = 2.0 * h * rep + 2.0 * a * d / t + 2.0 * g_t * d + 2.0 * f / t + 2.0 * h + sdpa_saved;
   return double(c.micro_batch_size) * (s / cp) * per_token;
 }
 

@@ -138,6 +138,9 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   // FSDP2 units of the embedding and output layer: torchtitan before pytorch/torchtitan@83e694105 (2025-07-28)
   // leaves them in the root unit; of the runs' commits only 6fc499f6 (torchao B200, 2025-08-14) contains it.
   if (!has(src, "6fc499f6")) p["fsdp_embeddings_in_root"] = true;
+  // SDPA backend: torchtitan puts cuDNN attention first on compute capability 10.0 from
+  // pytorch/torchtitan@5de055e30 (2025-05-20, models/attention.py); of the B200 rows' commits 6fc499f6 has it.
+  if (out.gpu == "b200" && has(src, "6fc499f6")) p["attention_backend"] = "fused";
   if (has(other, "async TP") && tp > 1) {
     // torchtitan's async TP (inductor micro-pipeline TP) has no counterpart of Megatron's bulk wgrad overlap.
     p["tp_comm_overlap"] = true;
@@ -231,11 +234,11 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
       CHECK(std::abs(me) <= 0.198);
     }
     // Memory, FSDP2 with torchtitan's per-op selective AC: the eager rows (Tables 1 and 3 "FSDP") -3.7 / -2.5 %,
-    // the compiled ones on H100 / H200 -0.6 .. +5.7 %, on B200 (torch 2.9 nightly) +13.3 .. +15.0 %.
+    // the compiled ones on H100 / H200 -0.6 .. +5.7 %, on B200 (torch 2.9 nightly, cuDNN attention) +7.3 .. +8.9 %.
     if (!std::isnan(me) && row.params.contains("selective_ac_option")) {
       CAPTURE(row.label);
       const bool eager = !has(other_of(r), "compile") && !has(r.at("row_label"), "compile");
-      CHECK(std::abs(me) <= (eager ? 0.04 : row.gpu == "b200" ? 0.151 : 0.06));
+      CHECK(std::abs(me) <= (eager ? 0.04 : row.gpu == "b200" ? 0.09 : 0.06));
     }
   }
   MESSAGE(table);
@@ -253,7 +256,7 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   // tests/data/hardware/h100-fp8-rowwise), so every row is held out. Bounds at the measured values
   // (memory: median 5.3 %, max 19.8 % over 28 rows -- 9.2 % / 23.0 % before the torch runtime's phases, FSDP2
   // units, CP ring buffers, pipelining receive buffers and allocator reserve; throughput: median 20.3 %, max
-  // 120 % over 46 rows).
+  // 138 % over 46 rows, 120 % before the B200 rows ran cuDNN attention as torchtitan does there).
   // The 42 rows that ran before the 96 GB preset existed keep their median of 15.6 % (unchanged results);
   // the 4 Table 2 rows come out 22-78 % fast (the preset has the 700 W SXM5's clocks, the parts run at 500 W).
   CHECK(median(mem_err) <= 0.054);
@@ -261,7 +264,7 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   REQUIRE(tps_err_80gb_era.size() == 42);
   CHECK(median(tps_err_80gb_era) <= 0.157);
   CHECK(median(tps_err) <= 0.203);
-  CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.201);  // a B200 row (docs/validation.md)
+  CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.381);  // a B200 row (docs/validation.md)
 }
 
 TEST_CASE("validation: modern dense training (Llama 3 405B pre-training, TFLOP/s per GPU)") {
