@@ -10,6 +10,7 @@
 #include "models/compute.hpp"
 #include "models/gpu.hpp"
 #include "workloads/gpt.hpp"
+#include "workloads/gpt_detail.hpp"
 #include "workloads/gpt_models.hpp"
 
 using namespace fabricsim;
@@ -350,6 +351,18 @@ TEST_CASE("gpt torchtitan op-level selective AC: fewer stored bytes than Megatro
   op["selective_ac_option"] = "op";
   CHECK(gpt_memory_per_gpu(cfg(op)).activations_bytes < gpt_memory_per_gpu(cfg(sel)).activations_bytes);
   CHECK(op_named(gen(op), "mb0.l0.bwd.mlp").duration_s > op_named(gen(sel), "mb0.l0.bwd.mlp").duration_s);
+  // cuDNN attention (attention_backend fused) is not in torchtitan's save list: its output is not stored and
+  // its forward is recomputed on top of the per-op recompute (the same attention forward Megatron's
+  // selective recompute adds).
+  ParamMap op_cudnn = op, sel_cudnn = sel;
+  op_cudnn["attention_backend"] = sel_cudnn["attention_backend"] = "fused";
+  CHECK(gpt_memory_per_gpu(cfg(op_cudnn)).activations_bytes < gpt_memory_per_gpu(cfg(op)).activations_bytes);
+  auto extra = [](const ParamMap& p) {
+    const GptConfig c = cfg(p);
+    return gpt_detail::gpt_step_kernels(c, cm_for(c.gpu), "test").layer.recompute_attn_extra;
+  };
+  CHECK(extra(op_cudnn).flops == doctest::Approx(extra(op).flops + extra(sel_cudnn).flops));
+  CHECK(extra(op_cudnn).seconds == doctest::Approx(extra(op).seconds + extra(sel_cudnn).seconds));
   ParamMap bad = op;
   bad["selective_ac_option"] = "2";
   CHECK_THROWS_WITH_AS(cfg(bad), doctest::Contains("selective_ac_option"), InputError);
