@@ -472,6 +472,12 @@ TEST_CASE("ASTRA-sim / SimAI text: per-layer policies, DP_EP groups, and group s
   CHECK(error_of([] { import_astra_text("HYBRID_TRANSFORMER model_parallel_NPU_group: 3\n1\nq -1 1 ALLREDUCE 8 1 NONE 0 1 NONE 0 1\n",
                                         "tp.txt", {{"npus", "8"}}, "--param"); })
             .find("tp.txt:1") != std::string::npos);
+  // A gzip file (PARAM ships its PyTorch traces as .json.gz) or a binary file is named as such, not parsed.
+  const fs::path d = scratch("bin");
+  write(d / "t.json.gz", std::string("\x1f\x8b\x08\x00\x00\x00", 6) + "HYBRID");
+  CHECK(error_of([&] { import_astra_file((d / "t.json.gz").string(), {{"npus", "8"}}, "--param"); }).find("gzip") != std::string::npos);
+  write(d / "b.txt", std::string("DATA\n1\n\0\x01", 9));
+  CHECK(error_of([&] { import_astra_file((d / "b.txt").string(), {{"npus", "8"}}, "--param"); }).find("binary") != std::string::npos);
   // Fewer layer lines than line 2 announces: the file and the last line.
   CHECK(error_of([] { import_astra_text("DATA\n3\nl -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n", "n.txt", {{"npus", "2"}}, "--param"); })
             .find("n.txt:") != std::string::npos);
