@@ -482,3 +482,25 @@ TEST_CASE("ASTRA-sim / SimAI text: per-layer policies, DP_EP groups, and group s
   CHECK(error_of([] { import_astra_text("DATA\n3\nl -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n", "n.txt", {{"npus", "2"}}, "--param"); })
             .find("n.txt:") != std::string::npos);
 }
+
+TEST_CASE("ASTRA-sim / SimAI text: weight-gradient collectives overlap the rest of backward; SimAI ticks are ns") {
+  const std::string txt =
+      "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 8 checkpoints: 0 checkpoint_initiates: 0\n2\n"
+      "a -1 1000 ALLREDUCE 64 2000 ALLREDUCE 64 3000 ALLREDUCE 4096 7\n"
+      "b -1 1500 ALLREDUCE 64 2500 ALLREDUCE 64 3500 ALLREDUCE 8192 11\n";
+  Trace t = import_astra_text(txt, "s.txt", {}, "--param");
+  const RankTrace& rt = t.ranks[0];
+  CHECK(rt.ops[op_named(rt, "a.fwd")].duration_s == doctest::Approx(1000e-9));  // SimAI Tick = 1 ns
+  CHECK(rt.ops[op_named(rt, "b.wg")].duration_s == doctest::Approx(3500e-9));
+  CHECK(rt.ops[op_named(rt, "update")].duration_s == doctest::Approx(18e-9));
+  // Layer b's weight-gradient all-reduce (data-parallel group) starts after b.wg and is not waited for by
+  // layer a's backward, only by the update (ASTRA-sim's non-blocking weight-gradient collectives).
+  const auto bwc = op_named(rt, "b.wg.comm");
+  CHECK(ordered(rt, op_named(rt, "b.wg"), bwc));
+  CHECK_FALSE(ordered(rt, bwc, op_named(rt, "a.ig")));
+  CHECK_FALSE(ordered(rt, bwc, op_named(rt, "a.wg")));
+  CHECK(ordered(rt, bwc, op_named(rt, "update")));
+  // The tensor-parallel input-gradient all-reduce blocks: a's backward waits for b's.
+  CHECK(ordered(rt, op_named(rt, "b.ig.comm"), op_named(rt, "a.ig")));
+  CHECK(t.comms[static_cast<std::size_t>(rt.ops[bwc].comm)].ranks.size() == 4);  // DP = 8 / TP 2
+}
