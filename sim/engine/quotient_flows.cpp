@@ -347,6 +347,8 @@ QuotientResult run_quotient(const TransferProducer& produce, double fixed_latenc
   std::uint32_t last_class = 0;
   bool have_last = false;
   std::size_t seen = 0;
+  const std::size_t max_classes =
+      std::min(opt.max_flow_classes, std::max<std::size_t>(1, (std::size_t{64} << 20) / (4 * std::max<std::size_t>(ndirs, 1))));
   try {
     produce([&](const models::Transfer& tr) {
       check_transfer(tr, seen, t);
@@ -370,8 +372,7 @@ QuotientResult run_quotient(const TransferProducer& produce, double fixed_latenc
       } else {
         auto it = index.find(k);
         if (it == index.end()) {
-          if (acc.size() >= opt.max_flow_classes)
-            throw Abort{"more than " + std::to_string(opt.max_flow_classes) + " flow classes"};
+          if (acc.size() >= max_classes) throw Abort{"more than " + std::to_string(max_classes) + " flow classes"};
           c = static_cast<std::uint32_t>(acc.size());
           index.emplace(k, c);
           ClassAcc a;
@@ -462,7 +463,9 @@ QuotientResult run_quotient(const TransferProducer& produce, double fixed_latenc
     acc[c].info.start_bw_s = q.start;
   }
   std::vector<double> finish;
-  const double last = sim.run(opt.batch_tolerance_s, finish);
+  const double tol = opt.tolerance_for_flows ? opt.tolerance_for_flows(seen) : opt.batch_tolerance_s;
+  if (!(tol >= 0) || !std::isfinite(tol)) throw InputError("batch tolerance", "expected a time >= 0 seconds");
+  const double last = sim.run(tol, finish);
   out.applied = true;
   out.makespan_s = fixed_latency_s + last;
   out.link_classes = sim.cap.size();

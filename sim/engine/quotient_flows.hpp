@@ -39,7 +39,12 @@ namespace fabricsim::sim {
 
 struct QuotientOptions {
   double batch_tolerance_s = 0;        // completion batching window, as RunOptions (0 = exact)
-  std::size_t max_flow_classes = 512;  // more classes than this: not applied (the quotient is not small)
+  // When set, the window as a function of the number of transfers (known once they have streamed past);
+  // overrides batch_tolerance_s (sim::time_collective: exact below 20000 transfers, else 1 us).
+  std::function<double(std::size_t)> tolerance_for_flows;
+  // More classes than this: not applied (the quotient is not small). The per-class link counters
+  // (4 bytes per link direction) are also held to at most 64 MiB in all.
+  std::size_t max_flow_classes = 512;
   bool keep_flow_classes = false;      // fill QuotientResult::flow_class (one entry per transfer; tests)
 };
 
