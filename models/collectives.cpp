@@ -372,6 +372,20 @@ struct Builder {
 
   NodeId gpu(int rank) const { return spec.communicator[rank]; }
 
+  // Calibration factors by name, looked up once per builder (hop_params runs once per transfer: millions of
+  // times for a large all-to-all, where the look-ups by string cost more than the rest of emit()).
+  mutable double net_eff_ = -1, pcie_eff_ = -1, nv_eff_ = -1;
+  mutable std::string nv_model_;
+  double net_eff() const { return net_eff_ >= 0 ? net_eff_ : (net_eff_ = calib.factor("network_efficiency")); }
+  double pcie_eff() const { return pcie_eff_ >= 0 ? pcie_eff_ : (pcie_eff_ = calib.factor("pcie_efficiency")); }
+  double nv_eff(const std::string& model) const {
+    if (nv_eff_ < 0 || model != nv_model_) {
+      nv_eff_ = calib.nvlink_efficiency(model);
+      nv_model_ = model;
+    }
+    return nv_eff_;
+  }
+
   // Efficiency and per-step latency of a hop between two nodes.
   std::pair<double, double> hop_params(NodeId a, NodeId b) const {
     const auto& na = t.node(a);
@@ -381,15 +395,13 @@ struct Builder {
     // NVLS's efficiency is the fraction of nominal NVLink bandwidth its multimem loads and stores reach
     // (nvls_efficiency, set as algo_eff by build_nvls), not a loss on top of the copy kernels' NVLink
     // efficiency, which is measured on ring runs (calibration.cpp).
-    if (kinds(NodeKind::NvSwitch))
-      return {algo == Algorithm::Nvls ? 1.0 : calib.nvlink_efficiency(model), ap.step_latency_s};
-    if (is_fabric_switch(na.kind) || is_fabric_switch(nb.kind)) return {calib.factor("network_efficiency"), ap.net_step_latency_s};
+    if (kinds(NodeKind::NvSwitch)) return {algo == Algorithm::Nvls ? 1.0 : nv_eff(model), ap.step_latency_s};
+    if (is_fabric_switch(na.kind) || is_fabric_switch(nb.kind)) return {net_eff(), ap.net_step_latency_s};
     if (na.kind == NodeKind::Gpu && nb.kind == NodeKind::Gpu) {
-      if (na.nvlink_domain >= 0 && na.nvlink_domain == nb.nvlink_domain)
-        return {calib.nvlink_efficiency(model), ap.step_latency_s};
-      if (na.host >= 0 && na.host == nb.host) return {calib.factor("pcie_efficiency"), ap.step_latency_s};
+      if (na.nvlink_domain >= 0 && na.nvlink_domain == nb.nvlink_domain) return {nv_eff(model), ap.step_latency_s};
+      if (na.host >= 0 && na.host == nb.host) return {pcie_eff(), ap.step_latency_s};
     }
-    return {calib.factor("network_efficiency"), ap.net_step_latency_s};
+    return {net_eff(), ap.net_step_latency_s};
   }
 
   std::uint32_t emit(NodeId src, NodeId dst, double payload, std::uint32_t steps, double weight,

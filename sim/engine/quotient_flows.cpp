@@ -483,6 +483,22 @@ QuotientResult run_collective_quotient(const models::CollectiveSpec& spec, const
                                        const QuotientOptions& opt, models::Schedule* header) {
   // Two passes would build the schedule twice; instead the stream feeds run_quotient directly, and the
   // header (fixed latency) comes back once the stream has ended: run_quotient adds it to the makespan then.
+  // Unequal blocks split the flows into classes by size that are (almost always) not symmetric; refusing
+  // them here saves a pass over every transfer (a replay prices thousands of skewed all_to_allv calls).
+  if (spec.op == models::Op::AllToAllv && !spec.matrix.empty()) {
+    const auto& m = spec.matrix;
+    std::optional<std::uint64_t> blk;
+    for (std::size_t i = 0; i < m.size(); ++i)
+      for (std::size_t j = 0; j < m[i].size(); ++j) {
+        if (i == j) continue;
+        if (!blk) blk = m[i][j];
+        if (m[i][j] != *blk) {
+          QuotientResult no;
+          no.reason = "unequal sizes: the all_to_allv matrix has different off-diagonal blocks";
+          return no;
+        }
+      }
+  }
   std::optional<models::Schedule> head;
   bool direct = true;
   QuotientResult r = run_quotient(

@@ -142,7 +142,16 @@ TEST_CASE("all_to_all quotient falls back on a degraded link, unequal sizes and 
     for (auto& x : row) x = 4096 * (1 + rng() % 64);
   const auto qv = sim::run_collective_quotient(v, t0, pxn0, c);
   CHECK_FALSE(qv.applied);
-  CHECK_FALSE(qv.reason.empty());
+  CHECK(qv.reason.find("unequal sizes") != std::string::npos);
+  // The same refused by the check itself when handed over as transfers (no matrix shortcut).
+  const auto qs = sim::run_quotient(
+      [&](const models::TransferSink& sink) { (void)models::stream_direct(v, t0, pxn0, c, sink); }, 0.0, t0, pxn0, c);
+  CHECK_FALSE(qs.applied);
+  CHECK_FALSE(qs.reason.empty());
+  // A uniform matrix is the all_to_all: it runs through the quotient.
+  for (auto& row : v.matrix)
+    for (auto& x : row) x = 1 << 20;
+  check_equal(t0, pxn0, v);
   // Not a direct all-to-all (a ring all_reduce): nothing streamed.
   CollectiveSpec ar = a2a(t0, 1 << 20, Fidelity::Step);
   ar.op = Op::AllReduce;
