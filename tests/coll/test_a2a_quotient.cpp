@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 #include <string>
 
@@ -74,20 +75,27 @@ TEST_CASE("all_to_all quotient: every transfer finishes when the full flow simul
   check_equal(t, pxn, a2a(t, S, Fidelity::Phase), 1e-6);
 }
 
-TEST_CASE("all_to_all quotient: two scalable units (leaf and spine paths), D-mod-k and hashed ECMP") {
-  topo::Topology t = superpod("64");  // 512 GPUs in 2 scalable units: same-leaf and cross-spine classes
-  topo::Routing pxn(t, topo::RoutingOptions{true});
-  const auto q = check_equal(t, pxn, a2a(t, 64ull << 20, Fidelity::Phase));
-  CHECK(q.classes.size() >= 3);
-  // Hashed ECMP spreads flows unevenly over the spines: the check must refuse (and say where), not guess.
-  topo::RoutingOptions ho;
-  ho.pxn = true;
-  ho.fabric = topo::FabricRouting::Hash;
-  topo::Routing hashed(t, ho);
-  const auto h = sim::run_collective_quotient(a2a(t, 64ull << 20, Fidelity::Phase), t, hashed, default_calibration());
-  CAPTURE(h.reason);
-  CHECK_FALSE(h.applied);
-  CHECK(h.reason.find("not symmetric") != std::string::npos);
+TEST_CASE("all_to_all quotient: several leaves per rail, 2 and 3 tiers, D-mod-k and hashed ECMP") {
+  // 128 GPUs on 16 DGX H100 with radix-16 switches (2 leaves per rail, spines) and radix-8 switches in 3 tiers
+  // (4 leaves per rail, pods, cores): same-leaf, cross-spine and cross-core flow classes.
+  for (const char* radix : {"16", "8"}) {
+    CAPTURE(std::string(radix));
+    std::map<std::string, std::string> p{{"nodes", "16"}, {"node", "dgx-h100"}, {"radix", radix}};
+    if (std::string(radix) == "8") p["tiers"] = "3";
+    topo::Topology t = merge_nvswitch_planes(topo::build_preset("superpod", p));
+    topo::Routing pxn(t, topo::RoutingOptions{true});
+    const auto q = check_equal(t, pxn, a2a(t, 64ull << 20, Fidelity::Phase));
+    CHECK(q.classes.size() >= 3);
+    // Hashed ECMP spreads flows unevenly over the spines: the check must refuse (and say where), not guess.
+    topo::RoutingOptions ho;
+    ho.pxn = true;
+    ho.fabric = topo::FabricRouting::Hash;
+    topo::Routing hashed(t, ho);
+    const auto h = sim::run_collective_quotient(a2a(t, 64ull << 20, Fidelity::Phase), t, hashed, default_calibration());
+    CAPTURE(h.reason);
+    CHECK_FALSE(h.applied);
+    CHECK(h.reason.find("not symmetric") != std::string::npos);
+  }
 }
 
 TEST_CASE("all_to_all quotient falls back on a degraded link, unequal sizes and non-direct schedules") {
