@@ -15,7 +15,8 @@
 // (bench::zipf_alltoallv_matrix, seed = group index + 1), so the groups differ. One schedule holds them all.
 // --quotient auto|0|1: all_to_all(v) run through the exact quotient by the fabric's symmetry
 // (sim/engine/quotient_flows.hpp; method=quotient) when it applies, else the flows (method=flows, with the
-// reason); 0: always the flows; 1: the quotient or an error.
+// reason); 0: always the flows; 1: the quotient or an error; refine: as auto, refining the classes when the
+// one-pass check fails (partial symmetry, QuotientOptions::refine).
 // Prints one line: op, GPUs, bytes, algorithm, protocol, fidelity, transfers, simulated time, wall times
 // (topology, schedule build, engine run, total) and peak RSS. Results: docs/performance.md.
 #include <sys/resource.h>
@@ -131,22 +132,23 @@ int main(int argc, char** argv) {
       // all_to_all(v): the exact quotient by the fabric's symmetry (sim/engine/quotient_flows.hpp) unless
       // --quotient 0; when its check fails (or the schedule is not a direct all-to-all) the flows run.
       const std::string& qa = a["--quotient"];
-      if (qa != "auto" && qa != "0" && qa != "1") throw InputError("--quotient", "auto, 0 or 1");
+      if (qa != "auto" && qa != "0" && qa != "1" && qa != "refine") throw InputError("--quotient", "auto, 0, 1 or refine");
       std::string why;
       if (qa != "0" && opt_engine == "fabricsim") {
         sim::QuotientOptions qo;
         qo.batch_tolerance_s = parse_double(a["--batch-tolerance"], "--batch-tolerance");
+        qo.refine = qa == "refine";
         models::Schedule head;
         const sim::QuotientResult q = sim::run_collective_quotient(spec, t, routing, calib, qo, &head);
         if (q.applied) {
           const double t3 = now_s();
           std::printf(
               "op=%s gpus=%lld bytes=%s algo=%s proto=%s fidelity=%s engine=fabricsim method=quotient routing=%s pxn=%s "
-              "transfers=%zu flow_classes=%zu link_classes=%zu events=%zu simulated_s=%.9g topo_s=%.3f run_s=%.3f "
-              "total_s=%.3f cpu_s=%.3f peak_rss_MiB=%.1f\n",
+              "transfers=%zu flow_classes=%zu link_classes=%zu refine_rounds=%d events=%zu simulated_s=%.9g topo_s=%.3f "
+              "run_s=%.3f total_s=%.3f cpu_s=%.3f peak_rss_MiB=%.1f\n",
               a["--op"].c_str(), gpus, a["--bytes"].c_str(), head.algorithm.c_str(), head.protocol.c_str(),
               head.fidelity.c_str(), a["--routing"].c_str(), a["--pxn"].c_str(), q.flows, q.classes.size(),
-              q.link_classes, q.events, q.makespan_s, t1 - t0, t3 - t1, t3 - t0, cpu_s(), peak_rss_MiB());
+              q.link_classes, q.refine_rounds, q.events, q.makespan_s, t1 - t0, t3 - t1, t3 - t0, cpu_s(), peak_rss_MiB());
           return 0;
         }
         if (qa == "1") throw InputError("--quotient 1", "the quotient does not apply: " + q.reason);

@@ -17,6 +17,7 @@ namespace fabricsim::sim {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr std::uint32_t kNoRes = 0xffffffffu;
 
 std::uint64_t splitmix64(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -300,6 +301,168 @@ void check_transfer(const models::Transfer& tr, std::size_t i, const topo::Topol
   if (!tr.deps.empty()) throw InputError(w + ".deps", "the quotient runs dependency-free transfer sets only");
 }
 
+// The quotient's fluid simulation, from the flow classes and their multiplicities per link class.
+QuotientResult simulate(std::vector<ClassAcc>& acc, const std::vector<std::vector<std::pair<std::uint32_t, double>>>& mult,
+                        std::size_t nlinkclasses, const std::function<double(std::uint32_t)>& cap_of, std::size_t seen,
+                        double fixed_latency_s, const QuotientOptions& opt, QuotientResult out) {
+  QuotientSim sim;
+  std::vector<std::uint32_t> res_of(nlinkclasses, kNoRes);
+  for (std::uint32_t c = 0; c < acc.size(); ++c)
+    for (const auto& [L, m] : mult[c])
+      if (res_of[L] == kNoRes) {
+        res_of[L] = static_cast<std::uint32_t>(sim.cap.size());
+        sim.cap.push_back(cap_of(L));
+      }
+  sim.users.resize(sim.cap.size());
+  sim.cls.resize(acc.size());
+  for (std::uint32_t c = 0; c < acc.size(); ++c) {
+    QClass& q = sim.cls[c];
+    const models::Transfer& tr = acc[c].rep;
+    q.w = tr.weight;
+    q.bytes = tr.bytes * tr.steps;
+    q.cap = tr.rate_cap_Bps;
+    q.start = models::transfer_latency_s(tr, tr.src == tr.dst ? 0.0 : acc[c].route_s);
+    if (tr.src != tr.dst && q.bytes > 0)
+      for (const auto& [L, m] : mult[c]) {
+        q.res.emplace_back(res_of[L], m);
+        sim.users[res_of[L]].push_back(c);
+      }
+    acc[c].info.start_bw_s = q.start;
+  }
+  std::vector<double> finish;
+  const double tol = opt.tolerance_for_flows ? opt.tolerance_for_flows(seen) : opt.batch_tolerance_s;
+  if (!(tol >= 0) || !std::isfinite(tol)) throw InputError("batch tolerance", "expected a time >= 0 seconds");
+  const double last = sim.run(tol, finish);
+  out.applied = true;
+  out.makespan_s = fixed_latency_s + last;
+  out.link_classes = sim.cap.size();
+  out.events = sim.events;
+  out.classes.clear();
+  out.classes.reserve(acc.size());
+  for (std::uint32_t c = 0; c < acc.size(); ++c) {
+    acc[c].info.finish_s = finish[c];
+    out.classes.push_back(acc[c].info);
+  }
+  return out;
+}
+
+// Partial symmetry: the coarsest equitable partition that refines the structural link classes, found by
+// colour refinement on the flow-link incidence (each round re-streams the transfers): flows are classed by
+// the multiset of their links' colours, then every link direction is re-coloured by (its colour, the
+// multiset of flow classes crossing it, as two additive 64-bit hashes), until the number of link colours
+// stops growing. The partition is then equitable (links of a colour see the same multiset of flow classes),
+// so the quotient is exact as in the one-pass case, with more classes.
+QuotientResult refine(const TransferProducer& produce, double fixed_latency_s, const topo::Topology& t,
+                      topo::Routing& routing, const std::vector<double>& capd, const std::vector<double>& latd,
+                      std::vector<std::uint32_t> lc, std::size_t nl, const QuotientOptions& opt, QuotientResult out) {
+  const std::size_t ndirs = lc.size();
+  std::vector<std::uint64_t> sig1(ndirs), sig2(ndirs);
+  std::vector<topo::LinkDir> route;
+  for (int round = 1; round <= opt.max_refine_rounds; ++round) {
+    std::vector<std::uint64_t> rnd1(nl), rnd2(nl);
+    for (std::size_t k = 0; k < nl; ++k) {
+      rnd1[k] = splitmix64(2 * k + 1);
+      rnd2[k] = splitmix64(~(2 * k + 1));
+    }
+    // Representative link direction per colour: the first; flows crossing it give c(L, F).
+    std::vector<topo::LinkDir> rep_of(nl, 0xffffffffu);
+    std::vector<std::uint32_t> rep_idx(ndirs, 0xffffffffu);
+    for (topo::LinkDir d = 0; d < ndirs; ++d)
+      if (rep_of[lc[d]] == 0xffffffffu) {
+        rep_of[lc[d]] = d;
+        rep_idx[d] = lc[d];
+      }
+    std::fill(sig1.begin(), sig1.end(), 0);
+    std::fill(sig2.begin(), sig2.end(), 0);
+    std::vector<ClassAcc> acc;
+    std::unordered_map<FlowKey, std::uint32_t, FlowKeyHash> index;
+    std::unordered_map<std::uint64_t, std::uint32_t> rep_count;  // (class << 32 | colour) -> flows on the rep
+    std::vector<std::uint64_t> crnd1, crnd2;
+    std::size_t seen = 0;
+    out.flow_class.clear();
+    try {
+      produce([&](const models::Transfer& tr) {
+        FlowKey k;
+        k.steps = tr.steps;
+        k.bytes = tr.bytes;
+        k.weight = tr.weight;
+        k.step_latency_s = tr.step_latency_s;
+        k.rate_cap_Bps = tr.rate_cap_Bps;
+        k.includes_route = tr.latency_includes_route;
+        route.clear();
+        if (tr.src != tr.dst) routing.compute_route(tr.src, tr.dst, route);
+        for (topo::LinkDir d : route) {
+          k.h1 += rnd1[lc[d]];
+          k.h2 += rnd2[lc[d]];
+        }
+        k.hops = static_cast<std::uint32_t>(route.size());
+        auto it = index.find(k);
+        std::uint32_t c;
+        if (it == index.end()) {
+          if (acc.size() >= opt.max_flow_classes)
+            throw Abort{"partial symmetry: more than " + std::to_string(opt.max_flow_classes) + " flow classes"};
+          c = static_cast<std::uint32_t>(acc.size());
+          index.emplace(k, c);
+          ClassAcc a;
+          a.info.src = tr.src;
+          a.info.dst = tr.dst;
+          a.info.weight = tr.weight;
+          a.info.bytes = tr.bytes * tr.steps;
+          a.rep = tr;
+          a.rep.deps.clear();
+          for (topo::LinkDir d : route) a.route_s += latd[d];
+          acc.push_back(std::move(a));
+          crnd1.push_back(splitmix64(0x51ed270b27a5f3c1ull ^ (2 * c + 1)));
+          crnd2.push_back(splitmix64(0x2545f4914f6cdd1dull + (2 * c + 1)));
+        } else {
+          c = it->second;
+        }
+        ++acc[c].info.flows;
+        if (tr.bytes * tr.steps > 0)
+          for (topo::LinkDir d : route) {
+            sig1[d] += crnd1[c];
+            sig2[d] += crnd2[c];
+            if (rep_idx[d] != 0xffffffffu) ++rep_count[(std::uint64_t{c} << 32) | rep_idx[d]];
+          }
+        if (opt.keep_flow_classes) out.flow_class.push_back(c);
+        ++seen;
+      });
+    } catch (const Abort& a) {
+      out.reason += "; " + a.reason;
+      out.flow_class.clear();
+      return out;
+    }
+    // Re-colour the link directions.
+    std::vector<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t, topo::LinkDir>> keys(ndirs);
+    for (topo::LinkDir d = 0; d < ndirs; ++d) keys[d] = {lc[d], sig1[d], sig2[d], d};
+    std::sort(keys.begin(), keys.end());
+    std::vector<std::uint32_t> nlc(ndirs);
+    std::size_t nn = 0;
+    for (std::size_t i = 0; i < ndirs; ++i) {
+      if (i == 0 || std::get<0>(keys[i]) != std::get<0>(keys[i - 1]) || std::get<1>(keys[i]) != std::get<1>(keys[i - 1]) ||
+          std::get<2>(keys[i]) != std::get<2>(keys[i - 1]))
+        ++nn;
+      nlc[std::get<3>(keys[i])] = static_cast<std::uint32_t>(nn - 1);
+    }
+    if (nn == nl) {  // stable: equitable
+      std::vector<std::vector<std::pair<std::uint32_t, double>>> mult(acc.size());
+      std::vector<std::pair<std::uint64_t, std::uint32_t>> rc(rep_count.begin(), rep_count.end());
+      std::sort(rc.begin(), rc.end());
+      for (const auto& [key, n] : rc) mult[key >> 32].emplace_back(static_cast<std::uint32_t>(key & 0xffffffffu), n);
+      out.flows = seen;
+      out.refine_rounds = round;
+      out.reason.clear();
+      return simulate(acc, mult, nl, [&](std::uint32_t L) { return capd[rep_of[L]]; }, seen, fixed_latency_s, opt,
+                      std::move(out));
+    }
+    lc = std::move(nlc);
+    nl = nn;
+  }
+  out.reason += "; partial symmetry: not stable after " + std::to_string(opt.max_refine_rounds) + " rounds";
+  out.flow_class.clear();
+  return out;
+}
+
 }  // namespace
 
 QuotientResult run_quotient(const TransferProducer& produce, double fixed_latency_s, const topo::Topology& t,
@@ -412,7 +575,6 @@ QuotientResult run_quotient(const TransferProducer& produce, double fixed_latenc
   std::vector<std::int64_t> per(lkeys.size());
   std::vector<topo::LinkDir> where(lkeys.size());
   std::vector<std::vector<std::pair<std::uint32_t, double>>> mult(acc.size());
-  std::vector<std::uint8_t> used(lkeys.size(), 0);
   for (std::uint32_t c = 0; c < acc.size(); ++c) {
     std::fill(per.begin(), per.end(), -1);
     const auto& cnt = acc[c].count;
@@ -427,55 +589,22 @@ QuotientResult run_quotient(const TransferProducer& produce, double fixed_latenc
                      " transfers of the class of " + t.node(acc[c].info.src).id + "->" + t.node(acc[c].info.dst).id + ", link " +
                      name(d) + " of the same class carries " + std::to_string(cnt[d]);
         out.flow_class.clear();
+        if (opt.refine) {
+          acc.clear();
+          return refine(produce, fixed_latency_s, t, routing, capd, latd, lc, lkeys.size(), opt, std::move(out));
+        }
         return out;
       }
     }
     for (std::uint32_t L = 0; L < lkeys.size(); ++L)
       if (per[L] > 0) {
         mult[c].emplace_back(L, static_cast<double>(per[L]));
-        used[L] = 1;
       }
     std::vector<std::uint32_t>().swap(acc[c].count);
   }
 
-  // The quotient: one resource per link class in use, one flow per class.
-  QuotientSim sim;
-  std::vector<std::uint32_t> res_of(lkeys.size(), 0);
-  for (std::uint32_t L = 0; L < lkeys.size(); ++L)
-    if (used[L]) {
-      res_of[L] = static_cast<std::uint32_t>(sim.cap.size());
-      sim.cap.push_back(lkeys[L].cap);
-    }
-  sim.users.resize(sim.cap.size());
-  sim.cls.resize(acc.size());
-  for (std::uint32_t c = 0; c < acc.size(); ++c) {
-    QClass& q = sim.cls[c];
-    const models::Transfer& tr = acc[c].rep;
-    q.w = tr.weight;
-    q.bytes = tr.bytes * tr.steps;
-    q.cap = tr.rate_cap_Bps;
-    q.start = models::transfer_latency_s(tr, tr.src == tr.dst ? 0.0 : acc[c].route_s);
-    if (tr.src != tr.dst && q.bytes > 0)
-      for (const auto& [L, m] : mult[c]) {
-        q.res.emplace_back(res_of[L], m);
-        sim.users[res_of[L]].push_back(c);
-      }
-    acc[c].info.start_bw_s = q.start;
-  }
-  std::vector<double> finish;
-  const double tol = opt.tolerance_for_flows ? opt.tolerance_for_flows(seen) : opt.batch_tolerance_s;
-  if (!(tol >= 0) || !std::isfinite(tol)) throw InputError("batch tolerance", "expected a time >= 0 seconds");
-  const double last = sim.run(tol, finish);
-  out.applied = true;
-  out.makespan_s = fixed_latency_s + last;
-  out.link_classes = sim.cap.size();
-  out.events = sim.events;
-  out.classes.reserve(acc.size());
-  for (std::uint32_t c = 0; c < acc.size(); ++c) {
-    acc[c].info.finish_s = finish[c];
-    out.classes.push_back(acc[c].info);
-  }
-  return out;
+  return simulate(acc, mult, lkeys.size(), [&](std::uint32_t L) { return lkeys[L].cap; }, seen, fixed_latency_s, opt,
+                  std::move(out));
 }
 
 QuotientResult run_collective_quotient(const models::CollectiveSpec& spec, const topo::Topology& t,

@@ -46,6 +46,11 @@ struct QuotientOptions {
   // (4 bytes per link direction) are also held to at most 64 MiB in all.
   std::size_t max_flow_classes = 512;
   bool keep_flow_classes = false;      // fill QuotientResult::flow_class (one entry per transfer; tests)
+  // Partial symmetry: when the one-pass check fails, refine the classes (colour refinement, one routing pass
+  // per round) until the partition is equitable, and run the quotient over the finer classes (exact in the
+  // same way; QuotientResult::refine_rounds says how many rounds). Off: the check's failure is final.
+  bool refine = false;
+  int max_refine_rounds = 12;
 };
 
 struct QuotientFlowClass {
@@ -63,6 +68,7 @@ struct QuotientResult {
   std::size_t flows = 0;  // transfers seen
   std::size_t link_classes = 0;  // link classes crossed by some transfer
   std::size_t events = 0;        // distinct simulated times processed
+  int refine_rounds = 0;         // with QuotientOptions::refine: colour-refinement rounds run (0: one-pass check)
   std::vector<QuotientFlowClass> classes;
   std::vector<std::uint32_t> flow_class;  // with keep_flow_classes: class index per transfer, in stream order
 };

@@ -126,6 +126,27 @@ TEST_CASE("all_to_all quotient falls back on a degraded link, unequal sizes and 
   const sim::QuotientResult q = sim::run_collective_quotient(spec, t, pxn, c);
   CHECK_FALSE(q.applied);
   CHECK(q.reason.find("not symmetric") != std::string::npos);
+  // Partial symmetry (opt-in): colour refinement splits the classes around the degraded link until the
+  // partition is equitable; every transfer then finishes when the full flow simulation says.
+  {
+    sim::QuotientOptions ro;
+    ro.refine = true;
+    ro.keep_flow_classes = true;
+    const sim::QuotientResult qr = sim::run_collective_quotient(spec, t, pxn, c, ro);
+    CAPTURE(qr.reason);
+    REQUIRE(qr.applied);
+    CHECK(qr.refine_rounds >= 2);
+    const Schedule s = build_schedule(spec, t, pxn, c);
+    const sim::ScheduleResult full = sim::run_schedule(s, t, pxn, c);
+    REQUIRE(qr.flow_class.size() == s.transfers.size());
+    CHECK(rel(qr.makespan_s, full.makespan_s) < 1e-12);
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < s.transfers.size(); ++i)
+      if (rel(qr.classes[qr.flow_class[i]].finish_s, full.transfers[i].finish_s) > 1e-12) ++bad;
+    CHECK(bad == 0);
+    MESSAGE("refined: " << qr.classes.size() << " flow classes, " << qr.link_classes << " link classes, "
+                        << qr.refine_rounds << " rounds");
+  }
   // time_collective falls back to the flows and says so; its time is the full simulation's.
   sim::CollectiveCall call;
   call.spec = spec;
