@@ -20,7 +20,8 @@
 // timing rules (latency phase, bandwidth phase, completion batching with the same tolerance) are
 // sim::Network's. When the check fails (a degraded link, an irregular placement, unequal sizes) nothing is
 // simulated: `applied` is false and `reason` names the first link class whose counts differ; the caller runs
-// the flows (sim::run_schedule).
+// the flows (sim::run_schedule). With QuotientOptions::refine the classes are refined instead (colour
+// refinement, one routing pass per round) until the partition is equitable (partial symmetry).
 //
 // Cost: one route computation per transfer and a counter per (flow class, link direction); memory is
 // O(flow classes x link directions), independent of the number of transfers.
