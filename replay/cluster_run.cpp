@@ -34,6 +34,10 @@ RunResult replay_jobs(const std::vector<const workloads::PlacedJob*>& jobs, cons
   std::int32_t world = 0;
   for (const auto* j : jobs) world += static_cast<std::int32_t>(j->world_size);
   engine.set_symmetry(world, std::move(simulated));
+  // The stand-in ranks' message copies (workloads/cluster.hpp), keyed by the simulated pair; jobs share no GPU.
+  EngineCommBase::PairCopies copies;
+  for (const auto* j : jobs) copies.insert(j->p2p_stand_ins.begin(), j->p2p_stand_ins.end());
+  engine.set_p2p_stand_ins(std::move(copies));
   ReplayOptions ro = opt.replay;
   ro.record_ops = true;  // per-job finish times come from the op records
   ro.max_op_records = std::numeric_limits<std::size_t>::max();
@@ -42,6 +46,14 @@ RunResult replay_jobs(const std::vector<const workloads::PlacedJob*>& jobs, cons
   r.links = link_records(topo, engine.link_dirs());
   r.metrics["replay.schedules_run"] = static_cast<double>(engine.schedules_run());
   r.metrics["replay.schedules_run_phase_fidelity"] = static_cast<double>(engine.phase_schedules_run());
+  // Where the CPU goes (docs/performance.md, "Two jobs on a 100,000-GPU cluster").
+  r.metrics["replay.shared.isolated_calls"] = static_cast<double>(engine.isolated_calls());
+  r.metrics["replay.shared.network_calls"] = static_cast<double>(engine.network_calls());
+  r.metrics["replay.shared.sharing_owners"] = static_cast<double>(engine.shared_owners());
+  r.metrics["replay.shared.idle_window_calls"] = static_cast<double>(engine.window_calls());
+  r.metrics["replay.shared.idle_window_reruns"] = static_cast<double>(engine.window_reruns());
+  r.metrics["replay.shared.network_solves"] = static_cast<double>(engine.network_solves());
+  r.metrics["replay.shared.network_solver_flow_visits"] = static_cast<double>(engine.network_solver_flow_visits());
   return r;
 }
 
@@ -105,6 +117,9 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
   for (const auto& j : plan.jobs) {
     alone.push_back(replay_jobs({&j}, topo, calib, cm, opt));
     const RunResult& a = alone.back();
+    for (const char* k : {"replay.restarts", "replay.shared.network_calls", "replay.shared.network_solves",
+                          "replay.shared.network_solver_flow_visits"})
+      if (auto it = a.metrics.find(k); it != a.metrics.end()) r.metrics["alone." + j.name + "." + (k + 7)] = it->second;
     JobResult jr;
     jr.name = j.name;
     jr.workload = j.workload;
@@ -164,6 +179,10 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
     return std::tie(a.link, a.dir) < std::tie(b.link, b.dir);
   });
   r.metrics["cluster.shared_link_directions"] = static_cast<double>(r.shared_links.size());
+  double groups = 0, pairs = 0;
+  for (const auto& j : plan.jobs) groups += static_cast<double>(j.stand_in_groups), pairs += static_cast<double>(j.stand_in_pairs);
+  r.metrics["cluster.stand_in_groups"] = groups;
+  r.metrics["cluster.stand_in_message_pairs"] = pairs;
   if (r.shared_links.size() > 64) r.shared_links.resize(64);
 
   auto t2 = std::chrono::steady_clock::now();
