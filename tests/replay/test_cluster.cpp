@@ -71,6 +71,7 @@ TEST_CASE("cluster: two jobs on a 2:1 oversubscribed fat tree get the max-min sh
     CHECK(j.slowdown == rel(2.0, 0.005));
   }
   // The interference is reported on the two leaf-0 uplinks (and the two spine -> leaf-1 downlinks).
+  CHECK(r.metrics.at("cluster.alone_replays") == 2);
   REQUIRE(r.shared_links.size() == 4);
   int uplinks = 0;
   for (const auto& l : r.shared_links) {
@@ -92,6 +93,7 @@ TEST_CASE("cluster: the same jobs on a full-bisection tree share no link and do 
               {"jobs", {job("a", "pair_sends.json", {0, 1, 4, 5}), job("b", "pair_sends.json", {2, 3, 6, 7})}}};
   sim::RunResult r = run(doc);
   CHECK(r.shared_links.empty());
+  CHECK(r.metrics.at("cluster.alone_replays") == 0);  // they cannot meet: alone = together, not replayed
   for (const auto& j : r.jobs) {
     CHECK(j.slowdown == rel(1.0, 1e-12));
     CHECK(j.iteration_s_alone == rel(1073741824.0 / kPortBps, 0.005));
