@@ -207,6 +207,9 @@ TEST_CASE("cluster: placement policies and strict parsing") {
   bad["faults"] = Json::array({Json{{"link", {"a", "b"}}, {"bandwidth", "150%"}}});
   CHECK(err(bad).find("c.json: /faults/0/bandwidth") != std::string::npos);
   bad = ok;
+  bad["stand_in_traffic"] = "yes";
+  CHECK(err(bad).find("c.json: /stand_in_traffic") != std::string::npos);
+  bad = ok;
   bad["workload"] = {{"trace", "x.json"}};
   CHECK(err(bad).find("not both") != std::string::npos);
 }
