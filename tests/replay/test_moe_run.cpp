@@ -132,4 +132,15 @@ TEST_CASE("moe replay: where the all-to-all time goes, per link class (examples/
   // The per-class time is each call's busiest link of the class at nominal bandwidth: at most the
   // dispatch / combine time the run exposes plus what compute hid, i.e. bounded by the step.
   CHECK(metric(ep32, "all_to_all.link_time_s.nic_leaf") < ep32.iteration_s);
+  // The sweep asks for these columns; at EP 32 every one of them is filled.
+  const Json sweep = load_json_file(kSweeps + "moe_ep_skew.json");
+  int link_columns = 0;
+  for (const auto& m : sweep.at("metrics")) {
+    const std::string k = m.get<std::string>();
+    if (k.rfind("all_to_all.link_", 0) != 0) continue;
+    CAPTURE(k);
+    CHECK(metric(ep32, k) > 0);
+    ++link_columns;
+  }
+  CHECK(link_columns == 6);
 }
