@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -331,16 +332,28 @@ int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::
   if (spec.channels > 0) return spec.channels;
   CommLayout L = layout(spec, t);
   if (L.hosts.size() <= 1) return 1;
-  int best = 1;
+  // A host's channels: one per distinct rail NIC of its ranks. NCCL's ring/tree search at the top
+  // inter-node speed puts one channel on each NIC (a channel is NET n -> GPUs -> NET n and takes the NIC's
+  // bandwidth; src/graph/search.cc ncclTopoSearchRecNet, ncclTopoCompareGraphs, NCCL 2.30.7), and every
+  // rank then takes the smallest channel count any rank found (src/init.cc: graphs[a]->nChannels = min over
+  // allGather3Data). So a host that lost a NIC (its GPU leaves through a neighbour's NIC) gives the whole
+  // communicator one channel fewer instead of two channels on one NIC. The minimum is over the hosts with
+  // the most ranks of the communicator (same GPUs, fewer usable NICs); hosts holding fewer of its ranks are
+  // not counted (the largest count stays, as before, when no host qualifies).
+  std::size_t most = 0;
+  for (const auto& h : L.hosts) most = std::max(most, h.size());
+  int best = 1, fewest = std::numeric_limits<int>::max();
   for (const auto& h : L.hosts) {
     std::set<NodeId> nics;
     for (int r : h) {
       NodeId nic = routing.rail_nic(spec.communicator[r]);
       if (nic != topo::kNoNode) nics.insert(nic);
     }
-    best = std::max(best, static_cast<int>(nics.size()));
+    const int n = static_cast<int>(nics.size());
+    best = std::max(best, n);
+    if (h.size() == most && n > 0) fewest = std::min(fewest, n);
   }
-  return best;
+  return fewest == std::numeric_limits<int>::max() ? best : std::min(best, fewest);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -368,8 +381,23 @@ struct Builder {
   double ll_cap_payload_Bps = 0;    // LL: data rate cap of one modelled channel's flow, bytes/s (0 = none)
   double chunk_scale = 1.0;         // NCCL channels one modelled channel stands for, when more than one (LL cap)
   RingStream* stream = nullptr;     // set: a step-level ring records its step-0 hops here instead (build_ring_stream)
+  const TransferSink* sink = nullptr;  // set: emit() hands each transfer to it instead of storing it (stream_direct)
 
   NodeId gpu(int rank) const { return spec.communicator[rank]; }
+
+  // Calibration factors by name, looked up once per builder (hop_params runs once per transfer: millions of
+  // times for a large all-to-all, where the look-ups by string cost more than the rest of emit()).
+  mutable double net_eff_ = -1, pcie_eff_ = -1, nv_eff_ = -1;
+  mutable std::string nv_model_;
+  double net_eff() const { return net_eff_ >= 0 ? net_eff_ : (net_eff_ = calib.factor("network_efficiency")); }
+  double pcie_eff() const { return pcie_eff_ >= 0 ? pcie_eff_ : (pcie_eff_ = calib.factor("pcie_efficiency")); }
+  double nv_eff(const std::string& model) const {
+    if (nv_eff_ < 0 || model != nv_model_) {
+      nv_eff_ = calib.nvlink_efficiency(model);
+      nv_model_ = model;
+    }
+    return nv_eff_;
+  }
 
   // Efficiency and per-step latency of a hop between two nodes.
   std::pair<double, double> hop_params(NodeId a, NodeId b) const {
@@ -380,15 +408,13 @@ struct Builder {
     // NVLS's efficiency is the fraction of nominal NVLink bandwidth its multimem loads and stores reach
     // (nvls_efficiency, set as algo_eff by build_nvls), not a loss on top of the copy kernels' NVLink
     // efficiency, which is measured on ring runs (calibration.cpp).
-    if (kinds(NodeKind::NvSwitch))
-      return {algo == Algorithm::Nvls ? 1.0 : calib.nvlink_efficiency(model), ap.step_latency_s};
-    if (is_fabric_switch(na.kind) || is_fabric_switch(nb.kind)) return {calib.factor("network_efficiency"), ap.net_step_latency_s};
+    if (kinds(NodeKind::NvSwitch)) return {algo == Algorithm::Nvls ? 1.0 : nv_eff(model), ap.step_latency_s};
+    if (is_fabric_switch(na.kind) || is_fabric_switch(nb.kind)) return {net_eff(), ap.net_step_latency_s};
     if (na.kind == NodeKind::Gpu && nb.kind == NodeKind::Gpu) {
-      if (na.nvlink_domain >= 0 && na.nvlink_domain == nb.nvlink_domain)
-        return {calib.nvlink_efficiency(model), ap.step_latency_s};
-      if (na.host >= 0 && na.host == nb.host) return {calib.factor("pcie_efficiency"), ap.step_latency_s};
+      if (na.nvlink_domain >= 0 && na.nvlink_domain == nb.nvlink_domain) return {nv_eff(model), ap.step_latency_s};
+      if (na.host >= 0 && na.host == nb.host) return {pcie_eff(), ap.step_latency_s};
     }
-    return {calib.factor("network_efficiency"), ap.net_step_latency_s};
+    return {net_eff(), ap.net_step_latency_s};
   }
 
   std::uint32_t emit(NodeId src, NodeId dst, double payload, std::uint32_t steps, double weight,
@@ -413,6 +439,10 @@ struct Builder {
     x.deps = std::move(deps);
     x.channel = channel;
     x.step = stepidx;
+    if (sink) {  // dependency-free schedules only (stream_direct): nothing refers to the index
+      (*sink)(x);
+      return 0;
+    }
     s.transfers.push_back(std::move(x));
     return static_cast<std::uint32_t>(s.transfers.size() - 1);
   }
@@ -443,7 +473,7 @@ struct Builder {
       const NodeId k = routing.rail_nic(gpu(r));
       if (k != topo::kNoNode && std::find(nics.begin(), nics.end(), k) == nics.end()) nics.push_back(k);
     }
-    if (nics.empty() || nics.size() >= host.size()) return {};
+    if (nics.empty() || nics.size() >= host.size() || uneven_nics(host)) return {};
     const int nn = static_cast<int>(nics.size());
     const NodeId k = nics[static_cast<std::size_t>(c % nn)];
     std::vector<int> on;
@@ -451,6 +481,40 @@ struct Builder {
       if (routing.rail_nic(gpu(r)) == k) on.push_back(r);
     std::rotate(on.begin(), on.begin() + (c / nn) % static_cast<int>(on.size()), on.end());
     return on;
+  }
+
+  // Whether the host's ranks share its rail NICs unevenly (some NIC serves more of them than another): a
+  // server that lost a NIC, whose GPU leaves through a neighbour's NIC.
+  bool uneven_nics(const std::vector<int>& host) const {
+    std::map<NodeId, int> per;
+    for (int r : host) {
+      const NodeId k = routing.rail_nic(gpu(r));
+      if (k != topo::kNoNode) ++per[k];
+    }
+    int lo = std::numeric_limits<int>::max(), hi = 0;
+    for (const auto& [k, n] : per) lo = std::min(lo, n), hi = std::max(hi, n);
+    return !per.empty() && lo != hi;
+  }
+
+  // Where channel c enters and leaves a host whose ranks share its NICs unevenly: enter at the first rank on
+  // NIC c mod m, leave at the first rank on NIC (c - 1) mod m (m distinct NICs in order of first appearance),
+  // so that with m channels (default_channels takes the smallest NIC count of the communicator's hosts, as
+  // NCCL aligns its channels) every usable NIC carries one channel in and one out, as NCCL's search puts
+  // one channel on each NIC (src/graph/search.cc, NCCL 2.30.7). {-1, -1} when it does not apply.
+  std::pair<int, int> uneven_nic_ends(const std::vector<int>& host, int c) const {
+    if (host.size() < 2 || !uneven_nics(host)) return {-1, -1};
+    std::vector<NodeId> nics;
+    std::vector<int> first;
+    for (int r : host) {
+      const NodeId k = routing.rail_nic(gpu(r));
+      if (k != topo::kNoNode && std::find(nics.begin(), nics.end(), k) == nics.end()) {
+        nics.push_back(k);
+        first.push_back(r);
+      }
+    }
+    const int m = static_cast<int>(nics.size());
+    if (m < 2) return {-1, -1};
+    return {first[static_cast<std::size_t>(c % m)], first[static_cast<std::size_t>((c + m - 1) % m)]};
   }
 
   std::vector<std::pair<std::vector<int>, int>> ring_orders(const std::vector<int>& ranks, int nch) const {
@@ -500,11 +564,17 @@ struct Builder {
           for (int i = 0; i < m; ++i) rot.push_back(h[(i + c) % m]);
         // Enter and leave through GPUs on the channel's NIC when GPUs share NICs (channel_nic_ranks).
         const std::vector<int> on = byhost.size() > 1 ? channel_nic_ranks(h, c) : std::vector<int>{};
+        const std::pair<int, int> ends = byhost.size() > 1 ? uneven_nic_ends(h, c) : std::pair<int, int>{-1, -1};
         if (on.size() >= 2) {
           o.push_back(on[0]);
           for (int r : rot)
             if (r != on[0] && r != on[1]) o.push_back(r);
           o.push_back(on[1]);
+        } else if (ends.first >= 0) {
+          o.push_back(ends.first);
+          for (int r : rot)
+            if (r != ends.first && r != ends.second) o.push_back(r);
+          o.push_back(ends.second);
         } else {
           o.insert(o.end(), rot.begin(), rot.end());
         }
@@ -971,7 +1041,7 @@ struct Builder {
         if (a->first != b->first) return false;
     }
     const double blk = static_cast<double>(spec.bytes) / n;
-    {  // exact count when every host has one GPU per rail (DGX): avoids regrowing a 2 M-element vector
+    if (!sink) {  // exact count when every host has one GPU per rail (DGX): avoids regrowing a 2 M-element vector
       std::size_t est = 0;
       for (const auto& h : L.hosts) est += h.size() * (h.size() - 1) + h.size() * (proxy[0].size() - 1);
       est += static_cast<std::size_t>(n) * static_cast<std::size_t>(n - static_cast<int>(L.hosts[0].size()));
@@ -1194,7 +1264,7 @@ namespace {
 // build_schedule, or with `stream` set the compact ring (returns false when the schedule is not a plain
 // step-level ring).
 bool build_impl(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing, const Calibration& calib,
-                Schedule& out, RingStream* stream) {
+                Schedule& out, RingStream* stream, const TransferSink* sink = nullptr) {
   validate_spec(spec, t, routing);
   Algorithm a;
   Protocol p;
@@ -1237,6 +1307,17 @@ bool build_impl(const CollectiveSpec& spec, const topo::Topology& t, topo::Routi
       b.chunk_scale = std::max(1.0, static_cast<double>(nc) / channels);
     }
   }
+  if (sink) {
+    // stream_direct: only the dependency-free direct all_to_all(v) forms, i.e. the per-pair flows at step
+    // fidelity or the aggregated form (phase/symmetry fidelity); anything else (compress() would merge or
+    // collapse transfers afterwards) is not streamed, and nothing reaches the sink.
+    if (a != Algorithm::Direct || (spec.op != Op::AllToAll && spec.op != Op::AllToAllv)) return false;
+    b.sink = sink;
+    if (f == Fidelity::Step) b.build_direct();
+    else if (!b.build_direct_aggregated()) return false;
+    out = std::move(b.s);
+    return true;
+  }
   switch (a) {
     case Algorithm::Ring: b.build_ring(); break;
     case Algorithm::Tree: b.algo_eff = calib.factor("tree_efficiency"); b.build_tree(); break;
@@ -1273,6 +1354,13 @@ std::optional<RingStream> build_ring_stream(const CollectiveSpec& spec, const to
   Schedule s;
   if (!build_impl(spec, t, routing, calib, s, &rs)) return std::nullopt;
   return rs;
+}
+
+std::optional<Schedule> stream_direct(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
+                                      const Calibration& calib, const TransferSink& sink) {
+  Schedule s;
+  if (!build_impl(spec, t, routing, calib, s, nullptr, &sink)) return std::nullopt;
+  return s;
 }
 
 Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, const Calibration& calib) {
