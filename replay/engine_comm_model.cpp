@@ -10,6 +10,7 @@
 #include "models/collectives.hpp"
 #include "sim/base/error.hpp"
 #include "sim/engine/collective_time.hpp"
+#include "replay/outputs.hpp"
 #include "replay/outputs_links.hpp"
 
 namespace fabricsim::sim {
@@ -156,6 +157,18 @@ void EngineCommBase::account(const Priced& p, double replication) {
   for (const auto& [tier, b] : p.tier_bytes) {
     tiers_.priced[tier] += b;
     tiers_.cluster[tier] += b * replication;
+  }
+  if (p.all_to_all) {
+    std::map<std::string, double> worst;  // per class: the busiest direction's bytes / nominal bandwidth
+    for (const auto& [d, st] : p.dirs) {
+      const auto l = static_cast<topo::LinkId>(d / 2);
+      const std::string cls = link_class_slug(topo::to_string(t_.link(l).kind), link_tier(t_, l));
+      a2a_.bytes[cls] += st.bytes;
+      const double bw = t_.link(l).bandwidth_Bps;
+      double& w = worst[cls];
+      if (bw > 0) w = std::max(w, st.bytes / bw);
+    }
+    for (const auto& [cls, s] : worst) a2a_.time_s[cls] += s;
   }
 }
 
@@ -339,8 +352,10 @@ CommTiming EngineCommModel::collective(const workloads::Communicator& comm, Coll
     account(it->second, it->second.replication);
     return it->second.timing;
   }
+  const bool a2a = op == CollOp::AllToAll || op == CollOp::AllToAllv;
   if (Priced one; price_one_group(comm, op, bytes, algorithm, one)) {
     one.replication = replication(comm);
+    one.all_to_all = a2a;
     account(one, one.replication);
     return (cache_[key] = std::move(one)).timing;
   }
@@ -352,6 +367,7 @@ CommTiming EngineCommModel::collective(const workloads::Communicator& comm, Coll
   }
   p = price(*b.s, b.phase ? opt_.large_batch_tolerance_s : 0.0, b.phase, routing_of(b));
   p.replication = replication(comm);
+  p.all_to_all = a2a;
   account(p, p.replication);
   return (cache_[key] = std::move(p)).timing;
 }
@@ -386,6 +402,7 @@ void AnalyticLinksCommModel::add_call(const Priced& b, double duration_s) {
   if (!opt_.collect_link_stats) return;
   scratch_.dirs = b.dirs;
   scratch_.tier_bytes = b.tier_bytes;
+  scratch_.all_to_all = b.all_to_all;
   for (auto& [d, st] : scratch_.dirs) {
     st.busy_s = duration_s;
     // mean load over the call relative to nominal bandwidth (link_dirs() utilisation convention)
@@ -406,6 +423,7 @@ CommTiming AnalyticLinksCommModel::collective(const workloads::Communicator& com
     const Built b = build_collective(comm, op, bytes, algorithm);
     if (b.s) payload_bytes(*b.s, routing_of(b), p);
     p.replication = replication(comm);
+    p.all_to_all = op == CollOp::AllToAll || op == CollOp::AllToAllv;
     it = cache_.emplace(key, std::move(p)).first;
   }
   add_call(it->second, t.duration_s);
@@ -473,6 +491,7 @@ SharedNetworkCommModel::Entry& SharedNetworkCommModel::collective_entry(const wo
     e.p.timing.protocol = e.b.s->protocol;
     if (opt_.collect_link_stats) payload_bytes(*e.b.s, routing_of(e.b), e.p);
     e.p.replication = replication(comm);
+    e.p.all_to_all = op == CollOp::AllToAll || op == CollOp::AllToAllv;
   }
   auto [o, fresh] = comm_owner_.emplace(static_cast<const void*>(&comm), static_cast<std::uint32_t>(owner_shared_.size()));
   if (fresh) {
@@ -590,6 +609,7 @@ void SharedNetworkCommModel::price_idle(Entry& e) {
     // `fabricsim coll` gives it; otherwise the merged schedule on an idle fabric.
     if (!(e.comm && price_one_group(*e.comm, e.op, e.bytes, e.algorithm, e.idle)))
       e.idle = price(*e.b.s, opt_.shared_batch_tolerance_s, e.b.phase, routing_of(e.b));
+    e.idle.all_to_all = e.p.all_to_all;
     e.idle_priced = true;
   }
 }

@@ -92,6 +92,15 @@ class EngineCommBase : public CommModel {
     std::map<int, double> priced, cluster;
   };
   TierBytes link_totals_by_tier() const { return tiers_; }
+  // The all-to-all family (all_to_all, all_to_allv: MoE dispatch / combine) by link class (link_class_slug:
+  // "nvlink", "nic_leaf", "leaf_spine_uplink", ...): payload bytes on the class's link directions, and per
+  // call the time the class's busiest link direction needs to carry its share at nominal bandwidth, summed
+  // over calls (where the all-to-all time goes: a class's time is a lower bound on how long the calls keep
+  // that class's bottleneck link busy). Priced groups only, as link_dirs().
+  struct ClassTotals {
+    std::map<std::string, double> bytes, time_s;
+  };
+  const ClassTotals& all_to_all_by_class() const { return a2a_; }
 
  protected:
   EngineCommBase(const topo::Topology& t, const models::Calibration& calib, EngineCommOptions opt);
@@ -100,6 +109,7 @@ class EngineCommBase : public CommModel {
     std::vector<std::pair<std::uint32_t, LinkDirStats>> dirs;  // link directions with traffic, per call
     std::map<int, double> tier_bytes;                           // per call, by link tier
     double replication = 1;                                     // copies in the whole cluster
+    bool all_to_all = false;                                    // an all_to_all(v) (all_to_all_by_class)
   };
   // A collective's (or message's) schedule, with how it is run.
   struct Built {
@@ -140,6 +150,7 @@ class EngineCommBase : public CommModel {
   PairCopies p2p_stand_ins_;
   std::vector<LinkDirStats> dirs_;
   TierBytes tiers_;
+  ClassTotals a2a_;
 };
 
 // "engine": idle-fabric pricing, cached per (communicator, op, bytes) and (src, dst, bytes).
