@@ -382,13 +382,13 @@ struct Builder {
     // efficiency, which is measured on ring runs (calibration.cpp).
     if (kinds(NodeKind::NvSwitch))
       return {algo == Algorithm::Nvls ? 1.0 : calib.nvlink_efficiency(model), ap.step_latency_s};
-    if (is_fabric_switch(na.kind) || is_fabric_switch(nb.kind)) return {calib.factor("network_efficiency"), ap.net_step_latency_s};
+    if (is_fabric_switch(na.kind) || is_fabric_switch(nb.kind)) return {calib.factors.network_efficiency, ap.net_step_latency_s};
     if (na.kind == NodeKind::Gpu && nb.kind == NodeKind::Gpu) {
       if (na.nvlink_domain >= 0 && na.nvlink_domain == nb.nvlink_domain)
         return {calib.nvlink_efficiency(model), ap.step_latency_s};
-      if (na.host >= 0 && na.host == nb.host) return {calib.factor("pcie_efficiency"), ap.step_latency_s};
+      if (na.host >= 0 && na.host == nb.host) return {calib.factors.pcie_efficiency, ap.step_latency_s};
     }
-    return {calib.factor("network_efficiency"), ap.net_step_latency_s};
+    return {calib.factors.network_efficiency, ap.net_step_latency_s};
   }
 
   std::uint32_t emit(NodeId src, NodeId dst, double payload, std::uint32_t steps, double weight,
@@ -418,13 +418,13 @@ struct Builder {
   }
 
   std::uint32_t chunk_count(double max_edge_payload) const {
-    double chunk = calib.factor(proto == Protocol::Simple ? "chunk_bytes.simple"
-                                : proto == Protocol::LL   ? "chunk_bytes.ll"
-                                                          : "chunk_bytes.ll128");
+    double chunk = proto == Protocol::Simple ? calib.factors.chunk_bytes_simple
+                   : proto == Protocol::LL   ? calib.factors.chunk_bytes_ll
+                                             : calib.factors.chunk_bytes_ll128;
     // A modelled channel that stands for several NCCL channels moves their chunks side by side.
     chunk *= chunk_scale;
     double k = std::ceil(max_edge_payload / chunk);
-    double cap = calib.factor("max_pipeline_chunks");
+    double cap = calib.factors.max_pipeline_chunks;
     return static_cast<std::uint32_t>(std::clamp(k, 1.0, cap));
   }
 
@@ -536,7 +536,7 @@ struct Builder {
       auto it = stage_deps.find(r);
       return it == stage_deps.end() ? std::vector<std::uint32_t>{} : it->second;
     };
-    const std::uint32_t window = static_cast<std::uint32_t>(calib.factor("ring_outstanding_steps"));
+    const std::uint32_t window = static_cast<std::uint32_t>(calib.factors.ring_outstanding_steps);
     int c = 0;
     for (const auto& [order, w] : ring_orders(ranks, channels)) {
       double chunk = total_per_step / channels;  // per flow; weight w flows share the path
@@ -839,12 +839,12 @@ struct Builder {
     std::vector<NodeId> leaf_of;
     for (int r = 0; r < n; ++r) leaf_of.push_back(nvls_switch_of(t, gpu(r)));
     NodeId root = common_root(t, leaf_of, [](const topo::Node& nd) { return nd.kind == NodeKind::NvSwitch && nd.nvls; });
-    algo_eff = calib.factor("nvls_efficiency");
+    algo_eff = calib.factors.nvls_efficiency;
     // NCCL's NVLS kernel works in loops of channels x heads x chunk bytes (tuner.hpp nccl_nvls_loops); each
     // loop costs the NVLS per-step latency. The pipeline gets one chunk per loop (at most
     // max_pipeline_chunks, each then standing for several loops and paying their latencies).
     const NvlsLoops nl = nccl_nvls_loops(S, nccl_nvls_channels(t.node(gpu(0)).model), n);
-    const std::uint32_t K = static_cast<std::uint32_t>(std::clamp(nl.loops, 1.0, calib.factor("max_pipeline_chunks")));
+    const std::uint32_t K = static_cast<std::uint32_t>(std::clamp(nl.loops, 1.0, calib.factors.max_pipeline_chunks));
     step_latency_scale = nl.loops / K;
     const double nn = n;
     switch (spec.op) {
@@ -878,7 +878,7 @@ struct Builder {
       auto d = ring(h, g - 1, S / g, {});
       for (auto& [r, v] : d) after_rs[r] = v;
     }
-    algo_eff = calib.factor("collnet_efficiency");
+    algo_eff = calib.factors.collnet_efficiency;
     std::map<int, std::vector<std::uint32_t>> after_ar;
     for (int k = 0; k < g; ++k) {
       std::vector<int> members;
@@ -903,7 +903,7 @@ struct Builder {
     const int n = L.n;
     if (n < 2) return;
     const double block = static_cast<double>(spec.bytes) / n;
-    algo_eff = calib.factor("pat_efficiency");
+    algo_eff = calib.factors.pat_efficiency;
     std::vector<int> dist;
     for (int d = 1; d < n; d *= 2) dist.push_back(d);
     if (spec.op == Op::ReduceScatter) std::reverse(dist.begin(), dist.end());
@@ -1162,8 +1162,10 @@ void compress(Schedule& s, topo::Routing& routing, const topo::Topology& t, bool
 std::size_t estimate_step_transfers(const CollectiveSpec& spec, Algorithm a, int channels, const Calibration& c,
                                     Protocol p) {
   const double n = static_cast<double>(spec.communicator.size());
-  const double chunk = c.factor(p == Protocol::Simple ? "chunk_bytes.simple" : p == Protocol::LL ? "chunk_bytes.ll" : "chunk_bytes.ll128");
-  const double K = std::clamp(std::ceil(static_cast<double>(spec.bytes) / chunk), 1.0, c.factor("max_pipeline_chunks"));
+  const double chunk = p == Protocol::Simple ? c.factors.chunk_bytes_simple
+                       : p == Protocol::LL   ? c.factors.chunk_bytes_ll
+                                             : c.factors.chunk_bytes_ll128;
+  const double K = std::clamp(std::ceil(static_cast<double>(spec.bytes) / chunk), 1.0, c.factors.max_pipeline_chunks);
   double est = 0;
   switch (a) {
     case Algorithm::Ring:
@@ -1222,7 +1224,7 @@ bool build_impl(const CollectiveSpec& spec, const topo::Topology& t, topo::Routi
   b.s.fidelity = to_string(f);
   // Per-call latency; a communicator spanning several hosts pays it times multi_host_base_latency_factor
   // (calibration.cpp).
-  b.s.fixed_latency_s = b.ap.base_latency_s * (b.L.hosts.size() > 1 ? calib.factor("multi_host_base_latency_factor") : 1.0);
+  b.s.fixed_latency_s = b.ap.base_latency_s * (b.L.hosts.size() > 1 ? calib.factors.multi_host_base_latency_factor : 1.0);
   // LL is bound per channel, not by the link (calibration.cpp ll_channel_rate): the call's nc NCCL channels
   // move at most nc x the per-channel rate, shared by the `channels` modelled ones. Inside one host only: that
   // is where it is measured (the external 8x H100 sweep, the ABCI and DGX single-node logs); across hosts
@@ -1233,13 +1235,13 @@ bool build_impl(const CollectiveSpec& spec, const topo::Topology& t, topo::Routi
     const double llmax = ll_max_busbw_Bps(model, 1);
     if (coll > 0 && llmax > 0) {
       const int nc = nccl_call_channels(a, p, static_cast<double>(spec.bytes), static_cast<int>(spec.communicator.size()), coll);
-      b.ll_cap_payload_Bps = llmax / coll * calib.factor("ll_channel_rate") * nc / channels;
+      b.ll_cap_payload_Bps = llmax / coll * calib.factors.ll_channel_rate * nc / channels;
       b.chunk_scale = std::max(1.0, static_cast<double>(nc) / channels);
     }
   }
   switch (a) {
     case Algorithm::Ring: b.build_ring(); break;
-    case Algorithm::Tree: b.algo_eff = calib.factor("tree_efficiency"); b.build_tree(); break;
+    case Algorithm::Tree: b.algo_eff = calib.factors.tree_efficiency; b.build_tree(); break;
     case Algorithm::Nvls: b.build_nvls(); break;
     case Algorithm::CollNet: b.build_collnet(); break;
     case Algorithm::Pat: b.build_pat(); break;
