@@ -96,7 +96,7 @@ TEST_CASE("the fit recovers a known calibration from synthetic measurements") {
   // Truth: the defaults with NVLink efficiency for H100 and the LL base latency changed. "Measurements" are
   // simulations under the truth; the fit starts from the defaults and must find the truth again.
   models::Calibration truth = models::default_calibration();
-  truth.extra["nvlink_efficiency.h100"] = 0.65;
+  truth.factors.nvlink_efficiency_h100 = 0.65;
   for (auto& [ap, v] : truth.algo)
     if (ap.second == models::Protocol::LL) v.base_latency_s *= 2.0;
   Measurement m = load1("together_h100_1node_8gpu_all_reduce_ring.meta.json");
