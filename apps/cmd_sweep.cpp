@@ -10,6 +10,7 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <set>
 #include <thread>
 
 #include "apps/cli.hpp"
@@ -91,6 +92,34 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
+// --points: "0,3,5-7" (point indices as in the CSV's first column; ranges inclusive), checked against the sweep.
+std::set<std::size_t> parse_point_selection(const std::string& text, std::size_t npoints) {
+  std::set<std::size_t> out;
+  const std::string expect = "expected point indices and ranges such as \"0,3,5-7\" (0.." + std::to_string(npoints - 1) + ")";
+  std::size_t a = 0;
+  while (a <= text.size()) {
+    std::size_t b = text.find(',', a);
+    if (b == std::string::npos) b = text.size();
+    const std::string item = text.substr(a, b - a);
+    const std::size_t dash = item.find('-', 1);
+    auto num = [&](const std::string& t) -> std::size_t {
+      if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos || t.size() > 9)
+        throw InputError("--points", expect + ", got \"" + text + "\"");
+      const std::size_t v = static_cast<std::size_t>(std::stoull(t));
+      if (v >= npoints)
+        throw InputError("--points", "point " + t + " does not exist: the sweep has " + std::to_string(npoints) +
+                                         " points (0.." + std::to_string(npoints - 1) + ")");
+      return v;
+    };
+    const std::size_t lo = num(dash == std::string::npos ? item : item.substr(0, dash));
+    const std::size_t hi = dash == std::string::npos ? lo : num(item.substr(dash + 1));
+    if (hi < lo) throw InputError("--points", "range " + item + " runs backwards; " + expect);
+    for (std::size_t i = lo; i <= hi; ++i) out.insert(i);
+    a = b + 1;
+  }
+  return out;
+}
+
 std::string inputs_text(const sim::SweepSpec& s, const sim::SweepPoint& p) {
   std::string o;
   for (std::size_t i = 0; i < p.inputs.size(); ++i) o += (i ? ", " : "") + s.input_columns[i] + "=" + p.inputs[i];
@@ -107,10 +136,12 @@ int cmd_sweep(int argc, char** argv) {
             "error; layouts that need more GPU memory than the GPU has are rows with status \"does_not_fit\".\n"
             "If the output file exists, its rows are kept and only the missing points run (resume).\n"
             "Under `mpirun -np N fabricsim sweep ...` points are spread across the ranks; the CSV is identical.\n"
+            "--points runs a subset (a quick look at a long sweep; later runs with other points add to the file).\n"
             "Exit status: 0 every point ok or does_not_fit, 1 some point failed, 2 bad input.");
   args.flag({"--output", "-o", "FILE", "CSV file (overrides the sweep's \"output\"; without either: stdout)", ""});
   args.flag({"--threads", "-j", "N", "worker threads per process (overrides \"threads\"; 0 = all cores)", ""});
   args.flag({"--comm-model", "", "MODEL", "shared (default), engine or analytic (overrides each scenario's comm_model)", ""});
+  args.flag({"--points", "", "LIST", "run only these points: indices as in the CSV's first column, e.g. 0,3,5-7", ""});
   args.flag({"--quiet", "-q", "", "no progress bar", ""});
   args.list_flag(Args::kTopologies | Args::kCompute | Args::kModels);
   if (!args.parse(argc, argv)) return 0;
@@ -131,6 +162,11 @@ int cmd_sweep(int argc, char** argv) {
       int local = 1;
       if (const char* l = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local = std::max(1, std::atoi(l));
       threads = std::max(1, cores / (mpi.active ? local : 1));
+    }
+    std::set<std::size_t> selected;
+    if (args.has("--points")) {
+      if (spec.points.empty()) throw InputError("--points", spec.file + " has no points");
+      selected = parse_point_selection(args.get("--points"), spec.points.size());
     }
     std::string comm_model = args.get("--comm-model");
     if (!comm_model.empty() && !workloads::is_comm_model(comm_model))
@@ -175,13 +211,14 @@ int cmd_sweep(int argc, char** argv) {
 
     std::vector<std::size_t> todo;
     for (const auto& p : spec.points)
-      if (!done.count(p.index)) todo.push_back(p.index);
+      if (!done.count(p.index) && (selected.empty() || selected.count(p.index))) todo.push_back(p.index);
     std::vector<std::size_t> mine;
     for (std::size_t k = 0; k < todo.size(); ++k)
       if (static_cast<int>(k % static_cast<std::size_t>(mpi.size)) == mpi.rank) mine.push_back(todo[k]);
     if (mpi.rank == 0 && !args.has("--quiet"))
       std::cerr << "fabricsim sweep: " << spec.points.size() << " points, " << done.size() << " already in "
-                << (output.empty() ? std::string("<stdout>") : output) << ", " << todo.size() << " to run on "
+                << (output.empty() ? std::string("<stdout>") : output) << ", " << todo.size()
+                << (selected.empty() ? "" : " of the " + std::to_string(selected.size()) + " --points") << " to run on "
                 << mpi.size << " process(es) x " << threads << " thread(s)\n";
     if (mpi.rank == 0 && stale > 0)  // said even with --quiet: results the user may have expected to keep
       std::cerr << "fabricsim sweep: " << stale << " row(s) of " << output

@@ -78,23 +78,50 @@ const AlgoProtoParams& Calibration::of(Algorithm a, Protocol p) const {
   return it->second;
 }
 
-double Calibration::factor(const std::string& key) const {
-  auto it = extra.find(key);
-  if (it == extra.end()) throw InputError("calibration '" + name + "'", "missing factor '" + key + "'");
-  return it->second;
+namespace {
+const ParamDecl& declared_param(std::string_view key, const std::string& calibration) {
+  const ParamDecl* d = find_calibration_param(key);
+  if (!d)
+    throw InputError("calibration '" + calibration + "'", "no parameter named '" + std::string(key) +
+                                                              "' (fabricsim calibrate --list-params)");
+  return *d;
+}
+}  // namespace
+
+double Calibration::factor(std::string_view key) const {
+  const double v = factors.*declared_param(key, name).field;
+  if (std::isnan(v)) throw InputError("calibration '" + name + "'", "factor '" + std::string(key) + "' is not set");
+  return v;
+}
+
+bool Calibration::has_factor(std::string_view key) const {
+  const ParamDecl* d = find_calibration_param(key);
+  return d && !std::isnan(factors.*d->field);
+}
+
+void Calibration::set_factor(std::string_view key, double value) { factors.*declared_param(key, name).field = value; }
+
+std::map<std::string, double> Calibration::named_factors() const {
+  std::map<std::string, double> out;
+  for (const auto& d : calibration_params())
+    if (!std::isnan(factors.*d.field)) out[d.name] = factors.*d.field;
+  return out;
 }
 
 double Calibration::nvlink_efficiency(const std::string& gpu_model) const {
-  // Longest key that prefixes the model name wins ("gb200" before "b200" is not an issue: prefixes).
-  std::string best;
-  for (const auto& [k, v] : extra) {
-    const std::string pre = "nvlink_efficiency.";
-    if (k.rfind(pre, 0) != 0) continue;
-    std::string m = k.substr(pre.size());
-    if (m == "default") continue;
-    if (gpu_model.rfind(m, 0) == 0 && m.size() > best.size()) best = m;
-  }
-  return factor("nvlink_efficiency." + (best.empty() ? std::string("default") : best));
+  // The longest GPU prefix of the model name wins ("a100-80gb" -> a100); other GPUs take the default.
+  static const std::pair<std::string_view, double CalibrationFactors::*> kByGpu[] = {
+      {"v100", &CalibrationFactors::nvlink_efficiency_v100},   {"a100", &CalibrationFactors::nvlink_efficiency_a100},
+      {"h100", &CalibrationFactors::nvlink_efficiency_h100},   {"h200", &CalibrationFactors::nvlink_efficiency_h200},
+      {"b200", &CalibrationFactors::nvlink_efficiency_b200},   {"gb200", &CalibrationFactors::nvlink_efficiency_gb200}};
+  double CalibrationFactors::*best = &CalibrationFactors::nvlink_efficiency_default;
+  std::size_t best_len = 0;
+  for (const auto& [prefix, field] : kByGpu)
+    if (prefix.size() > best_len && std::string_view(gpu_model).substr(0, prefix.size()) == prefix) {
+      best = field;
+      best_len = prefix.size();
+    }
+  return factors.*best;
 }
 
 namespace {
@@ -157,22 +184,20 @@ Calibration default_calibration() {
   set(c, Algorithm::Hierarchical, Protocol::LL128, 14.0, 1.9, 4.0, 0.92);
   set(c, Algorithm::Hierarchical, Protocol::Simple, 8.4, 3.4, 14.0, 1.0);
 
-  // Named factors: declared once, with unit, range, default and citation, in models/calibration_params.cpp
-  // (derivations in docs/calibration.md "Named factors"). Keys without a default (compute.*) stay unset so
-  // that the scenario's compute preset applies.
-  for (const auto& d : calibration_params())
-    if (!std::isnan(d.default_value)) c.extra[d.name] = d.default_value;
+  // Named factors (c.factors): their defaults are declared once, with unit, range and citation, in
+  // models/calibration_params.cpp (derivations in docs/calibration.md "Named factors"). Keys without a
+  // default (compute.*) stay unset so that the scenario's compute preset applies.
 
   return c;
 }
 
 double host_channel_launch_s(const Calibration& c, int gpus_per_thread) {
-  return std::max(1, gpus_per_thread) * c.factor("channel_launch_s");
+  return std::max(1, gpus_per_thread) * c.factors.channel_launch_s;
 }
 
 double host_launch_floor_s(const Calibration& c, int gpus_per_thread, int channels) {
   return std::max(1, gpus_per_thread) *
-         (c.factor("kernel_launch_s") + std::max(0, channels - 1) * c.factor("channel_launch_s"));
+         (c.factors.kernel_launch_s + std::max(0, channels - 1) * c.factors.channel_launch_s);
 }
 
 std::vector<NcclEra> default_nccl_eras() {
@@ -365,7 +390,7 @@ Calibration calibration_from_json(const Json& doc, const std::string& file) {
       if (!d)
         json_fail(kp, "unknown parameter '" + text_excerpt(it.key()) + "'; nearest known: '" +
                           nearest_calibration_param(it.key()) + "' (fabricsim calibrate --list-params, docs/calibration.md)");
-      c.extra[it.key()] = read_calibration_param(*d, it.value(), kp);
+      c.factors.*d->field = read_calibration_param(*d, it.value(), kp);
     }
   }
   root.finish();
@@ -391,7 +416,7 @@ Json calibration_to_json(const Calibration& c) {
     j["nccl_eras"] = eras;
   }
   Json extra = Json::object();
-  for (const auto& [k, v] : c.extra) extra[k] = v;
+  for (const auto& [k, v] : c.named_factors()) extra[k] = v;
   j["extra"] = extra;
   return j;
 }

@@ -11,14 +11,16 @@
 //  - algo[(algorithm, protocol)]: by models::build_schedule and the tuner: per-call base latency, per-step
 //    latency inside an NVLink domain and across the network, and the protocol/algorithm payload
 //    efficiency (wire bytes = payload bytes / efficiency).
-//  - extra: named factors (documented in calibration.cpp and docs/calibration.md); unknown names are
-//    rejected when loading.
+//  - factors: the named factors (the JSON "extra" object), typed fields declared once with unit, range,
+//    default and citation in models/calibration_params.cpp; unknown names are rejected when loading.
 #include <array>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "models/calibration_params.hpp"
 #include "sim/base/json_reader.hpp"
 #include "topologies/topology.hpp"
 
@@ -63,7 +65,7 @@ struct Calibration {
   std::string source;  // provenance of the values
   std::array<LinkKindParams, 4> link{};  // indexed by topo::LinkKind
   std::map<std::pair<Algorithm, Protocol>, AlgoProtoParams> algo;
-  std::map<std::string, double> extra;  // model-specific named factors (documented where used)
+  CalibrationFactors factors = default_calibration_factors();  // the named factors, read by field
   std::vector<NcclEra> nccl_eras;        // older NCCL tuning tables, applied by for_nccl_version
 
   const LinkKindParams& of(topo::LinkKind k) const { return link[static_cast<int>(k)]; }
@@ -71,9 +73,13 @@ struct Calibration {
   // Throws InputError when the pair has no entry (the protocol does not exist for that algorithm).
   const AlgoProtoParams& of(Algorithm a, Protocol p) const;
   bool has(Algorithm a, Protocol p) const { return algo.count({a, p}) > 0; }
-  // Named factor; throws InputError when absent (a calibration file cannot remove keys, so only a
-  // hand-built struct can miss one).
-  double factor(const std::string& key) const;
+  // A named factor by its declared name (the fitter, reports and files; the models read `factors` directly).
+  // factor throws InputError for an undeclared name or an unset one (compute.* without a value).
+  double factor(std::string_view key) const;
+  bool has_factor(std::string_view key) const;
+  void set_factor(std::string_view key, double value);  // throws InputError for an undeclared name
+  // The set factors by name, sorted (the file's "extra" object).
+  std::map<std::string, double> named_factors() const;
   // Achievable fraction of nominal NVLink bandwidth for a GPU model ("a100-80gb" matches
   // "nvlink_efficiency.a100"); falls back to "nvlink_efficiency.default".
   double nvlink_efficiency(const std::string& gpu_model) const;
@@ -81,7 +87,7 @@ struct Calibration {
 
 // Shortest time per call, in seconds, that a host thread driving `gpus_per_thread` GPUs can sustain when it
 // issues back-to-back collectives (nccl-tests' timing loop): it launches one kernel per GPU per call, so
-// calls complete no faster than gpus_per_thread x (extra "kernel_launch_s" + (channels - 1) x extra
+// calls complete no faster than gpus_per_thread x (factor "kernel_launch_s" + (channels - 1) x factor
 // "channel_launch_s"), where `channels` is what the call runs on (tuner.hpp nccl_call_channels; values < 1
 // count as 1). A measured time is max(simulated collective time, this floor).
 double host_launch_floor_s(const Calibration& c, int gpus_per_thread, int channels = 1);

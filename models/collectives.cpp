@@ -385,12 +385,12 @@ struct Builder {
 
   NodeId gpu(int rank) const { return spec.communicator[rank]; }
 
-  // Calibration factors by name, looked up once per builder (hop_params runs once per transfer: millions of
-  // times for a large all-to-all, where the look-ups by string cost more than the rest of emit()).
-  mutable double net_eff_ = -1, pcie_eff_ = -1, nv_eff_ = -1;
+  // Calibration factors of a hop (hop_params runs once per transfer: millions of times for a large all-to-all):
+  // typed fields, and the NVLink efficiency of the last GPU model asked for.
+  mutable double nv_eff_ = -1;
   mutable std::string nv_model_;
-  double net_eff() const { return net_eff_ >= 0 ? net_eff_ : (net_eff_ = calib.factor("network_efficiency")); }
-  double pcie_eff() const { return pcie_eff_ >= 0 ? pcie_eff_ : (pcie_eff_ = calib.factor("pcie_efficiency")); }
+  double net_eff() const { return calib.factors.network_efficiency; }
+  double pcie_eff() const { return calib.factors.pcie_efficiency; }
   double nv_eff(const std::string& model) const {
     if (nv_eff_ < 0 || model != nv_model_) {
       nv_eff_ = calib.nvlink_efficiency(model);
@@ -448,13 +448,13 @@ struct Builder {
   }
 
   std::uint32_t chunk_count(double max_edge_payload) const {
-    double chunk = calib.factor(proto == Protocol::Simple ? "chunk_bytes.simple"
-                                : proto == Protocol::LL   ? "chunk_bytes.ll"
-                                                          : "chunk_bytes.ll128");
+    double chunk = proto == Protocol::Simple ? calib.factors.chunk_bytes_simple
+                   : proto == Protocol::LL   ? calib.factors.chunk_bytes_ll
+                                             : calib.factors.chunk_bytes_ll128;
     // A modelled channel that stands for several NCCL channels moves their chunks side by side.
     chunk *= chunk_scale;
     double k = std::ceil(max_edge_payload / chunk);
-    double cap = calib.factor("max_pipeline_chunks");
+    double cap = calib.factors.max_pipeline_chunks;
     return static_cast<std::uint32_t>(std::clamp(k, 1.0, cap));
   }
 
@@ -606,7 +606,7 @@ struct Builder {
       auto it = stage_deps.find(r);
       return it == stage_deps.end() ? std::vector<std::uint32_t>{} : it->second;
     };
-    const std::uint32_t window = static_cast<std::uint32_t>(calib.factor("ring_outstanding_steps"));
+    const std::uint32_t window = static_cast<std::uint32_t>(calib.factors.ring_outstanding_steps);
     int c = 0;
     for (const auto& [order, w] : ring_orders(ranks, channels)) {
       double chunk = total_per_step / channels;  // per flow; weight w flows share the path
@@ -909,12 +909,12 @@ struct Builder {
     std::vector<NodeId> leaf_of;
     for (int r = 0; r < n; ++r) leaf_of.push_back(nvls_switch_of(t, gpu(r)));
     NodeId root = common_root(t, leaf_of, [](const topo::Node& nd) { return nd.kind == NodeKind::NvSwitch && nd.nvls; });
-    algo_eff = calib.factor("nvls_efficiency");
+    algo_eff = calib.factors.nvls_efficiency;
     // NCCL's NVLS kernel works in loops of channels x heads x chunk bytes (tuner.hpp nccl_nvls_loops); each
     // loop costs the NVLS per-step latency. The pipeline gets one chunk per loop (at most
     // max_pipeline_chunks, each then standing for several loops and paying their latencies).
     const NvlsLoops nl = nccl_nvls_loops(S, nccl_nvls_channels(t.node(gpu(0)).model), n);
-    const std::uint32_t K = static_cast<std::uint32_t>(std::clamp(nl.loops, 1.0, calib.factor("max_pipeline_chunks")));
+    const std::uint32_t K = static_cast<std::uint32_t>(std::clamp(nl.loops, 1.0, calib.factors.max_pipeline_chunks));
     step_latency_scale = nl.loops / K;
     const double nn = n;
     switch (spec.op) {
@@ -948,7 +948,7 @@ struct Builder {
       auto d = ring(h, g - 1, S / g, {});
       for (auto& [r, v] : d) after_rs[r] = v;
     }
-    algo_eff = calib.factor("collnet_efficiency");
+    algo_eff = calib.factors.collnet_efficiency;
     std::map<int, std::vector<std::uint32_t>> after_ar;
     for (int k = 0; k < g; ++k) {
       std::vector<int> members;
@@ -973,7 +973,7 @@ struct Builder {
     const int n = L.n;
     if (n < 2) return;
     const double block = static_cast<double>(spec.bytes) / n;
-    algo_eff = calib.factor("pat_efficiency");
+    algo_eff = calib.factors.pat_efficiency;
     std::vector<int> dist;
     for (int d = 1; d < n; d *= 2) dist.push_back(d);
     if (spec.op == Op::ReduceScatter) std::reverse(dist.begin(), dist.end());
@@ -1232,8 +1232,10 @@ void compress(Schedule& s, topo::Routing& routing, const topo::Topology& t, bool
 std::size_t estimate_step_transfers(const CollectiveSpec& spec, Algorithm a, int channels, const Calibration& c,
                                     Protocol p) {
   const double n = static_cast<double>(spec.communicator.size());
-  const double chunk = c.factor(p == Protocol::Simple ? "chunk_bytes.simple" : p == Protocol::LL ? "chunk_bytes.ll" : "chunk_bytes.ll128");
-  const double K = std::clamp(std::ceil(static_cast<double>(spec.bytes) / chunk), 1.0, c.factor("max_pipeline_chunks"));
+  const double chunk = p == Protocol::Simple ? c.factors.chunk_bytes_simple
+                       : p == Protocol::LL   ? c.factors.chunk_bytes_ll
+                                             : c.factors.chunk_bytes_ll128;
+  const double K = std::clamp(std::ceil(static_cast<double>(spec.bytes) / chunk), 1.0, c.factors.max_pipeline_chunks);
   double est = 0;
   switch (a) {
     case Algorithm::Ring:
@@ -1292,7 +1294,7 @@ bool build_impl(const CollectiveSpec& spec, const topo::Topology& t, topo::Routi
   b.s.fidelity = to_string(f);
   // Per-call latency; a communicator spanning several hosts pays it times multi_host_base_latency_factor
   // (calibration.cpp).
-  b.s.fixed_latency_s = b.ap.base_latency_s * (b.L.hosts.size() > 1 ? calib.factor("multi_host_base_latency_factor") : 1.0);
+  b.s.fixed_latency_s = b.ap.base_latency_s * (b.L.hosts.size() > 1 ? calib.factors.multi_host_base_latency_factor : 1.0);
   // LL is bound per channel, not by the link (calibration.cpp ll_channel_rate): the call's nc NCCL channels
   // move at most nc x the per-channel rate, shared by the `channels` modelled ones. Inside one host only: that
   // is where it is measured (the external 8x H100 sweep, the ABCI and DGX single-node logs); across hosts
@@ -1303,7 +1305,7 @@ bool build_impl(const CollectiveSpec& spec, const topo::Topology& t, topo::Routi
     const double llmax = ll_max_busbw_Bps(model, 1);
     if (coll > 0 && llmax > 0) {
       const int nc = nccl_call_channels(a, p, static_cast<double>(spec.bytes), static_cast<int>(spec.communicator.size()), coll);
-      b.ll_cap_payload_Bps = llmax / coll * calib.factor("ll_channel_rate") * nc / channels;
+      b.ll_cap_payload_Bps = llmax / coll * calib.factors.ll_channel_rate * nc / channels;
       b.chunk_scale = std::max(1.0, static_cast<double>(nc) / channels);
     }
   }
@@ -1320,7 +1322,7 @@ bool build_impl(const CollectiveSpec& spec, const topo::Topology& t, topo::Routi
   }
   switch (a) {
     case Algorithm::Ring: b.build_ring(); break;
-    case Algorithm::Tree: b.algo_eff = calib.factor("tree_efficiency"); b.build_tree(); break;
+    case Algorithm::Tree: b.algo_eff = calib.factors.tree_efficiency; b.build_tree(); break;
     case Algorithm::Nvls: b.build_nvls(); break;
     case Algorithm::CollNet: b.build_collnet(); break;
     case Algorithm::Pat: b.build_pat(); break;

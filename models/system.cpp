@@ -9,6 +9,14 @@
 
 namespace fabricsim::models {
 
+SystemSpec system_spec(std::string topology, std::map<std::string, std::string> params, std::string calibration) {
+  SystemSpec s;
+  s.topology = std::move(topology);
+  s.params = std::move(params);
+  s.calibration = std::move(calibration);
+  return s;
+}
+
 std::string CalibrationRef::label() const {
   if (kind == "built-in") return name + " (built-in cited defaults, models/calibration.cpp)";
   return name + " (" + kind + ", " + path + ")";

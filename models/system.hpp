@@ -34,6 +34,10 @@ struct SystemSpec {
   std::string compute;                        // compute calibration: "" = the GPU's shipped one; a name or a file
 };
 
+// A spec for a topology preset (or file) with its parameters and a calibration reference.
+SystemSpec system_spec(std::string topology, std::map<std::string, std::string> params = {},
+                       std::string calibration = "auto");
+
 // Which network calibration a spec resolved to, for every output.
 struct CalibrationRef {
   std::string name;  // "h100", "default", or the file's calibration name

@@ -138,7 +138,7 @@ CommBandwidths comm_bandwidths(const CollectiveSpec& spec, const topo::Topology&
         if (lk.kind == topo::LinkKind::NVLink) nvl += lk.bandwidth_Bps;
         if (lk.kind == topo::LinkKind::PCIe) pcie = std::max(pcie, lk.bandwidth_Bps);
       }
-      double gi = nvl > 0 ? nvl * calib.nvlink_efficiency(nd.model) : pcie * calib.factor("pcie_efficiency");
+      double gi = nvl > 0 ? nvl * calib.nvlink_efficiency(nd.model) : pcie * calib.factors.pcie_efficiency;
       if (nvl > 0) nvlink = std::min(nvlink, nvl);
       intra = std::min(intra, gi);
       NodeId n = routing.rail_nic(g);
@@ -149,7 +149,7 @@ CommBandwidths comm_bandwidths(const CollectiveSpec& spec, const topo::Topology&
           const auto k = t.node(nb).kind;
           if (k == NodeKind::IbSwitch || k == NodeKind::EthSwitch) port = std::max(port, t.link(l).bandwidth_Bps);
         }
-        if (port > 0) nic = std::min(nic, port * calib.factor("network_efficiency"));
+        if (port > 0) nic = std::min(nic, port * calib.factors.network_efficiency);
       }
     }
     if (std::isfinite(nic)) host_net = std::min(host_net, static_cast<double>(nics.size()) * nic);
@@ -178,7 +178,7 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
   auto ll_capped = [&](double B) { return p == Protocol::LL && bw.ll_max_Bps > 0 ? std::min(B, bw.ll_max_Bps) : B; };
   // Per-call latency; a communicator spanning several hosts pays it times multi_host_base_latency_factor
   // (1 = NCCL's model, calibration.cpp).
-  double lat = ap.base_latency_s * (H > 1 ? calib.factor("multi_host_base_latency_factor") : 1.0), xfer = 0;
+  double lat = ap.base_latency_s * (H > 1 ? calib.factors.multi_host_base_latency_factor : 1.0), xfer = 0;
   if (n <= 1) {
     c.latency_s = c.predicted_s = lat;
     return c;
@@ -197,7 +197,7 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
       break;
     }
     case Algorithm::Tree: {
-      double te = calib.factor("tree_efficiency");
+      double te = calib.factors.tree_efficiency;
       lat += 2 * ((g - 1) * li + std::ceil(std::log2(std::max(1.0, H))) * ln);
       // [NCCL-T] ncclTopoTuneModel: a tree's algorithm bandwidth is busBw * 0.5 at any node count (ratio .5
       // for every non-ring algorithm; busBw is the same nChannels * per-channel bandwidth the ring gets). The
@@ -213,7 +213,7 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
     }
     case Algorithm::Nvls: {
       // nvls_efficiency is a fraction of the nominal NVLink bandwidth (collectives.cpp hop_params).
-      const double ne = calib.factor("nvls_efficiency");
+      const double ne = calib.factors.nvls_efficiency;
       // The schedule pays a base latency plus the NVLS step latency once per NCCL loop (collectives.cpp
       // build_nvls, calibration.cpp). NCCL's own model, whose choice the tuner imitates, has no per-loop cost:
       // [NCCL-T] one constant per call, hwLatencies[NVLINK][NVLS][Simple] = 25 us (which is about our fitted
@@ -225,13 +225,13 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
       break;
     }
     case Algorithm::CollNet: {
-      double ce = calib.factor("collnet_efficiency");
+      double ce = calib.factors.collnet_efficiency;
       lat += 2 * (g - 1) * li + 2 * ln;
       xfer = t_of(2 * (g - 1) / g * S, Bi * e) + t_of(S / g, Bn * e * ce);
       break;
     }
     case Algorithm::Pat: {
-      double pe = calib.factor("pat_efficiency");
+      double pe = calib.factors.pat_efficiency;
       lat += std::ceil(std::log2(n)) * (H > 1 ? ln : li);
       xfer = t_of((n - 1) / n * S, (H > 1 ? Bn : Bi) * e * pe);
       break;

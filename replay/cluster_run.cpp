@@ -115,8 +115,8 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
   const models::System sys = scenario_system(s);
   const topo::Topology topo = workloads::apply_topology_faults(sys.topology(), s.faults, notes);
   const models::Calibration& calib = sys.calibration();
-  workloads::ClusterPlan plan = workloads::plan_cluster(s, topo, calib.extra);
-  models::ComputeModel cm = workloads::scenario_compute_model(s, topo, calib.extra);
+  workloads::ClusterPlan plan = workloads::plan_cluster(s, topo, calib.named_factors());
+  models::ComputeModel cm = workloads::scenario_compute_model(s, topo, calib.named_factors());
   auto t1 = std::chrono::steady_clock::now();
 
   std::vector<const workloads::PlacedJob*> all;

@@ -22,6 +22,21 @@
 
 namespace fabricsim::sim {
 
+std::vector<std::uint64_t> size_sweep(std::uint64_t min_bytes, std::uint64_t max_bytes, long long factor) {
+  if (min_bytes == 0) throw InputError("-b", "a size of at least 1 byte");
+  if (max_bytes < min_bytes) throw InputError("-e", "a size >= -b");
+  if (factor < 1 || (factor < 2 && min_bytes != max_bytes))
+    throw InputError("-f", "an integer >= 2 (1 only when -b equals -e), got " + std::to_string(factor));
+  std::vector<std::uint64_t> sizes;
+  const auto f = static_cast<std::uint64_t>(factor);
+  for (std::uint64_t b = min_bytes; b <= max_bytes;) {
+    sizes.push_back(b);
+    if (min_bytes == max_bytes || b > max_bytes / f) break;  // the next size would pass -e (or overflow)
+    b *= f;
+  }
+  return sizes;
+}
+
 namespace {
 
 bool is_reduction(models::Op op) {
@@ -117,11 +132,8 @@ CollSweepRequest coll_request(const std::map<std::string, std::string>& options,
   // Like nccl-tests, -e defaults to 32M; given -b alone, the sweep is that one size.
   const std::uint64_t maxb =
       parse_size(get("maxbytes", has("minbytes") && !has("maxbytes") ? get("minbytes") : "32M"), "-e");
-  if (minb == 0) throw InputError("-b", "a size of at least 1 byte");
-  if (maxb < minb) throw InputError("-e", "a size >= -b");
   const long long factor = parse_int(get("stepfactor", "2"), "-f");
-  if (factor < 1 || (factor < 2 && minb != maxb))
-    throw InputError("-f", "an integer >= 2 (1 only when -b equals -e), got " + std::to_string(factor));
+  size_sweep(minb, maxb, factor);  // checks -b, -e, -f
   CollSweepRequest req;
   if (!has("topology")) throw InputError("--topology", "a topology preset or JSON file is required");
   req.topology = get("topology");
@@ -231,15 +243,7 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
                                    std::to_string(spec.root) + ")");
 
   // Sizes; validate every row before pricing anything so that a bad size gives no partial table.
-  std::vector<std::uint64_t> sizes;
-  const std::uint64_t minb = req.min_bytes, maxb = req.max_bytes;
-  const auto factor = static_cast<std::uint64_t>(req.step_factor);
-  for (std::uint64_t b = minb; b <= maxb;) {
-    sizes.push_back(b);
-    if (minb == maxb) break;
-    if (b > maxb / factor) break;
-    b *= factor;
-  }
+  const std::vector<std::uint64_t> sizes = size_sweep(req.min_bytes, req.max_bytes, req.step_factor);
   struct Row {
     std::uint64_t bytes;
     double time_s, predicted_s;

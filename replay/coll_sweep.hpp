@@ -45,6 +45,11 @@ struct CollSweep {
   RunResult last;    // the largest size's run (when want_run)
 };
 
+// The message sizes of an nccl-tests size sweep (-b MIN -e MAX -f FACTOR): MIN, MIN x FACTOR, ... while
+// <= MAX, as nccl-tests' loop (integer factor). FACTOR >= 2, or 1 when MIN == MAX. The one sweep behind
+// `fabricsim coll`, the Python coll() and fabricsim-nccl-bench; throws InputError naming -b, -e or -f.
+std::vector<std::uint64_t> size_sweep(std::uint64_t min_bytes, std::uint64_t max_bytes, long long factor);
+
 // Element size of an nccl-tests datatype name (int8 ... bfloat16); 0 when unknown.
 int coll_datatype_bytes(const std::string& name);
 // The request from option values keyed by coll's long flag names without the dashes ("topology", "op",

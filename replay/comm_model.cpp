@@ -17,8 +17,8 @@ AnalyticCommParams analytic_params(const models::Calibration& calib, const topo:
   p.intra_step_latency_s = ring.step_latency_s;
   p.inter_step_latency_s = ring.net_step_latency_s;
   p.nvlink_efficiency = calib.nvlink_efficiency(t.gpus().empty() ? std::string("default") : t.node(t.gpus().front()).model);
-  p.net_efficiency = calib.factor("network_efficiency");
-  p.pcie_efficiency = calib.factor("pcie_efficiency");
+  p.net_efficiency = calib.factors.network_efficiency;
+  p.pcie_efficiency = calib.factors.pcie_efficiency;
   return p;
 }
 

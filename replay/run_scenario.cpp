@@ -27,7 +27,7 @@ models::System scenario_system(const workloads::Scenario& s) {
 }
 
 void check_scenario_inputs(const workloads::Scenario& s, const models::System& sys) {
-  const models::ComputeModel cm = workloads::scenario_compute_model(s, sys.topology(), sys.calibration().extra);
+  const models::ComputeModel cm = workloads::scenario_compute_model(s, sys.topology(), sys.calibration().named_factors());
   workloads::check_generator_params(s, sys.topology(), cm);
 }
 
@@ -48,7 +48,7 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   const models::System sys = scenario_system(s);
   const topo::Topology& topo = sys.topology();
   const models::Calibration& calib = sys.calibration();
-  models::ComputeModel cm = workloads::scenario_compute_model(s, topo, calib.extra);
+  models::ComputeModel cm = workloads::scenario_compute_model(s, topo, calib.named_factors());
   workloads::Trace trace = workloads::build_workload(s, topo, cm);
   auto t1 = std::chrono::steady_clock::now();
   std::string which = opt.comm_model.empty() ? s.comm_model : opt.comm_model;
@@ -167,7 +167,7 @@ std::string scenario_gemm_shapes(const workloads::Scenario& s) {
   const models::System sys = scenario_system(s);
   const topo::Topology& topo = sys.topology();
   const models::Calibration& calib = sys.calibration();
-  models::ComputeModel cm = workloads::scenario_compute_model(s, topo, calib.extra);
+  models::ComputeModel cm = workloads::scenario_compute_model(s, topo, calib.named_factors());
   std::vector<models::KernelDesc> priced;
   cm.priced = &priced;
   workloads::build_workload(s, topo, cm);

@@ -77,7 +77,7 @@ const char* field_name(Field f) {
 // Value reported for a parameter: the extra factor, or the Ring value of a latency group (the group
 // multiplier applies to every algorithm).
 double report_value(const models::Calibration& c, const Param& p) {
-  if (p.is_extra) return c.extra.at(p.key);
+  if (p.is_extra) return c.factor(p.key);
   const AlgoTable& tab = table_of(c, p.era);
   for (models::Algorithm a : models::kAllAlgorithms) {  // Ring first: a protocol group reports Ring's value
     if (!in_group(p, a, p.proto)) continue;
@@ -95,7 +95,7 @@ bool is_host_launch_key(const std::string& k) { return k == "kernel_launch_s" ||
 
 std::vector<Param> candidate_params(const models::Calibration& start, bool split) {
   std::vector<Param> out;
-  for (const auto& [k, v] : start.extra) {
+  for (const auto& [k, v] : start.named_factors()) {
     bool eff = k.rfind("nvlink_efficiency.", 0) == 0 || k == "network_efficiency" || k == "pcie_efficiency" ||
                k == "nvls_efficiency" || k == "tree_efficiency";
     const bool multi = split && k == "multi_host_base_latency_factor";
@@ -146,8 +146,8 @@ models::Calibration apply(const models::Calibration& start, const std::vector<Pa
     const Param& p = ps[k];
     const double mult = std::exp(theta[k]);
     if (p.is_extra) {
-      double v = start.extra.at(p.key) * mult;
-      c.extra[p.key] = p.fraction ? std::min(v, 1.0) : v;
+      double v = start.factor(p.key) * mult;
+      c.set_factor(p.key, p.fraction ? std::min(v, 1.0) : v);
     } else {
       for (auto& [ap, v] : table_of(c, p.era))
         if (in_group(p, ap.first, ap.second)) {
@@ -163,7 +163,7 @@ models::Calibration apply(const models::Calibration& start, const std::vector<Pa
 std::string nvlink_key(const models::Calibration& c, const std::string& model) {
   std::string best;
   const std::string pre = "nvlink_efficiency.";
-  for (const auto& [k, v] : c.extra) {
+  for (const auto& [k, v] : c.named_factors()) {
     if (k.rfind(pre, 0) != 0) continue;
     std::string m = k.substr(pre.size());
     if (m == "default") continue;
@@ -355,7 +355,7 @@ FitResult fit_calibration(const std::vector<Case>& cases, const models::Calibrat
   // Upper bound in log space for fractions (value <= 1).
   std::vector<double> hi(np, 3.0), lo(np, -3.0);
   for (std::size_t k = 0; k < np; ++k)
-    if (ps[k].fraction) hi[k] = std::log(1.0 / start.extra.at(ps[k].key));
+    if (ps[k].fraction) hi[k] = std::log(1.0 / start.factor(ps[k].key));
   for (std::size_t k = 0; k < np; ++k)
     if (!ps[k].is_extra && ps[k].field == Field::Eff) {
       double mx = 0;  // the multiplier stops where the protocol's most efficient entry reaches its cap

@@ -16,19 +16,6 @@ std::string perf_binary_name(const std::string& op) {
   return op + "_perf";
 }
 
-std::vector<std::uint64_t> size_sweep(std::uint64_t min_bytes, std::uint64_t max_bytes, double factor) {
-  if (min_bytes == 0) throw InputError("--min-bytes", "must be > 0");
-  if (min_bytes > max_bytes) throw InputError("--max-bytes", "must be >= --min-bytes");
-  if (!(factor > 1.0)) throw InputError("--step-factor", "must be > 1");
-  std::vector<std::uint64_t> out;
-  double s = static_cast<double>(min_bytes);
-  while (s <= static_cast<double>(max_bytes) * (1 + 1e-12)) {
-    out.push_back(static_cast<std::uint64_t>(std::llround(s)));
-    s *= factor;
-  }
-  return out;
-}
-
 Side side_from_time(const std::string& op, int nranks, std::uint64_t size_bytes, double time_s,
                     std::optional<long long> wrong) {
   Side s;

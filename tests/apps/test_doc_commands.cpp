@@ -2,16 +2,19 @@
 // examples/, is run by the suite with a checked output, or names the test that does the same work
 // (tests/apps/doc_commands.txt says which, and why). The list and the docs must agree: a doc command missing
 // from the list, or a listed command no doc shows, fails here, so no command shown in the docs goes stale.
-// FABRICSIM_DOCS_SLOW=1 also runs the `slow` entries (minutes on a loaded 2-core machine).
+// The `long` entries (several seconds of CPU each) run in their own test case, "doc commands: long", which
+// ctest registers as its own test `apps_doc_long` (label `long`) so that it runs beside the others.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <regex>
 #include <set>
 #include <vector>
 
 #include "cli_test_util.hpp"
+#include "sim/base/json_reader.hpp"
 
 using namespace fabricsim::cli_test;
 
@@ -100,8 +103,8 @@ std::vector<Entry> manifest() {
 }
 
 // A scratch directory that looks like the repository to a doc command without letting it write there.
-fs::path doc_sandbox() {
-  fs::path d = scratch_dir("doc_commands");
+fs::path doc_sandbox(const std::string& name) {
+  fs::path d = scratch_dir(name);
   fs::create_directory_symlink(kRoot / "examples", d / "examples");
   fs::create_directory_symlink(kRoot / "tests", d / "tests");
   fs::create_directories(d / "validate" / "calibrations");
@@ -115,6 +118,33 @@ fs::path doc_sandbox() {
   return d;
 }
 
+// The first place where two JSON documents differ ("" when none): numbers to 1e-9 relative (a refit on another
+// machine moves the last digits), everything else exactly; "source" (provenance text naming paths) is skipped.
+std::string json_difference(const fabricsim::Json& a, const fabricsim::Json& b, const std::string& at) {
+  if (a.is_number() && b.is_number()) {
+    const double x = a.get<double>(), y = b.get<double>();
+    return std::abs(x - y) <= 1e-9 * std::max(std::abs(x), std::abs(y)) ? "" : at;
+  }
+  if (a.type() != b.type() || a.size() != b.size()) return at.empty() ? "/" : at;
+  if (a.is_object()) {
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      if (it.key() == "source") continue;
+      if (!b.contains(it.key())) return at + "/" + it.key();
+      const std::string d = json_difference(it.value(), b.at(it.key()), at + "/" + it.key());
+      if (!d.empty()) return d;
+    }
+    return "";
+  }
+  if (a.is_array()) {
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const std::string d = json_difference(a[i], b[i], at + "/" + std::to_string(i));
+      if (!d.empty()) return d;
+    }
+    return "";
+  }
+  return a == b ? "" : at;
+}
+
 void run_entry(const fs::path& d, const Entry& e) {
   CAPTURE(e.line);
   CAPTURE(e.command);
@@ -123,7 +153,16 @@ void run_entry(const fs::path& d, const Entry& e) {
   cmd += e.command;
   const Run r = run_in(d, "bash -c " + fabricsim::cli_test::quoted(cmd));
   CHECK_MESSAGE(r.rc == 0, r.err.substr(0, 600));
-  if (e.expected.rfind("file:", 0) == 0) {  // "file:NAME:TEXT": the command wrote NAME, and NAME holds TEXT
+  if (e.expected.rfind("same-numbers:", 0) == 0) {
+    // "same-numbers:NAME:REF": the command wrote NAME, the same document as the repository's REF (a shipped
+    // calibration is what its documented command fits today).
+    const auto colon = e.expected.find(':', 13);
+    const std::string name = e.expected.substr(13, colon - 13), ref = e.expected.substr(colon + 1);
+    REQUIRE_MESSAGE(fs::exists(d / name), name);
+    const std::string diff =
+        json_difference(fabricsim::Json::parse(slurp(d / name)), fabricsim::Json::parse(slurp(kRoot / ref)), "");
+    CHECK_MESSAGE(diff.empty(), name << " differs from " << ref << " at " << diff << ": refit with this command");
+  } else if (e.expected.rfind("file:", 0) == 0) {  // "file:NAME:TEXT": the command wrote NAME, and NAME holds TEXT
     const auto colon = e.expected.find(':', 5);
     const std::string name = e.expected.substr(5, colon - 5);
     CHECK_MESSAGE(slurp(d / name).find(e.expected.substr(colon + 1)) != std::string::npos, name);
@@ -132,9 +171,24 @@ void run_entry(const fs::path& d, const Entry& e) {
   }
 }
 
-bool slow_enabled() {
-  const char* v = std::getenv("FABRICSIM_DOCS_SLOW");
-  return v && std::string(v) == "1";
+// Runs the entries of one tier in a fresh sandbox, in file order (a later entry may read what an earlier one
+// wrote); returns how many ran.
+int run_tier(const fs::path& d, bool long_tier) {
+  int ran = 0;
+  for (const auto& e : manifest()) {
+    const bool is_long = e.kind == "long" || e.kind == "example-long";
+    const bool is_run = e.kind == "run" || e.kind == "example-run";
+    if (long_tier ? !is_long : !is_run) continue;
+#ifndef FABRICSIM_PYTHON_DIR
+    if (e.command.find("build/python") != std::string::npos) {  // the Python module was not built here
+      MESSAGE("doc_commands.txt:" << e.line << " not run: this build has no Python module (pybind11-dev)");
+      continue;
+    }
+#endif
+    run_entry(d, e);
+    ++ran;
+  }
+  return ran;
 }
 
 }  // namespace
@@ -151,8 +205,8 @@ TEST_CASE("doc commands: the list names every command the docs show, and nothing
   std::set<std::string> listed;
   for (const auto& e : manifest()) {
     CAPTURE(e.line);
-    CHECK_MESSAGE((e.kind == "run" || e.kind == "slow" || e.kind == "covered" || e.kind == "example-run" ||
-                   e.kind == "example-slow" || e.kind == "example-covered" || e.kind == "example-via"),
+    CHECK_MESSAGE((e.kind == "run" || e.kind == "long" || e.kind == "covered" || e.kind == "example-run" ||
+                   e.kind == "example-long" || e.kind == "example-covered" || e.kind == "example-via"),
                   e.kind);
     if (e.kind.rfind("example-", 0) == 0) continue;
     listed.insert(e.command);
@@ -166,7 +220,7 @@ TEST_CASE("doc commands: every examples/ file is run by an entry or by a named t
   const auto entries = manifest();
   std::string commands;
   for (const auto& e : entries)
-    if (e.kind == "run" || e.kind == "slow" || e.kind == "example-run" || e.kind == "example-slow")
+    if (e.kind == "run" || e.kind == "long" || e.kind == "example-run" || e.kind == "example-long")
       commands += e.command + "\n";
   std::map<std::string, std::string> via, covered;
   for (const auto& e : entries) {
@@ -204,21 +258,9 @@ TEST_CASE("doc commands: every examples/ file is run by an entry or by a named t
 }
 
 TEST_CASE("doc commands: run") {
-  const fs::path d = doc_sandbox();
-  const bool slow = slow_enabled();
-  int ran = 0, skipped = 0;
-  for (const auto& e : manifest()) {
-    const bool fast = e.kind == "run" || e.kind == "example-run";
-    const bool is_slow = e.kind == "slow" || e.kind == "example-slow";
-    if (!fast && !is_slow) continue;
-    if (is_slow && !slow) {
-      ++skipped;
-      continue;
-    }
-    run_entry(d, e);
-    ++ran;
-  }
-  MESSAGE("doc commands run: " << ran << "; slow ones left out (FABRICSIM_DOCS_SLOW=1 runs them): " << skipped);
+  const fs::path d = doc_sandbox("doc_commands");
+  const int ran = run_tier(d, false);
+  MESSAGE("doc commands run: " << ran);
   CHECK(ran >= 25);
   // The validation figure docs/validation.md shows is what its command writes today (byte-identical outputs),
   // so a model change that moves it fails here until the figure is regenerated.
@@ -227,6 +269,15 @@ TEST_CASE("doc commands: run") {
                   "docs/img/validate-default.svg is stale: rerun the command docs/validation.md shows");
   // Nothing was written into the repository's validate/calibrations through the sandbox.
   CHECK(fs::is_directory(d / "validate" / "calibrations"));
+  CHECK(!fs::is_symlink(d / "validate" / "calibrations"));
+  fs::remove_all(d);
+}
+
+TEST_CASE("doc commands: long") {
+  const fs::path d = doc_sandbox("doc_commands_long");
+  const int ran = run_tier(d, true);
+  MESSAGE("doc commands run (long tier): " << ran);
+  CHECK(ran >= 10);
   CHECK(!fs::is_symlink(d / "validate" / "calibrations"));
   fs::remove_all(d);
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "models/calibration.hpp"
+#include "models/system.hpp"
 #include "models/collectives.hpp"
 #include "sim/engine/schedule_runner.hpp"
 #include "topologies/io.hpp"
@@ -28,11 +29,12 @@ double rel(double a, double b) { return std::abs(a - b) / std::abs(b); }
 }  // namespace
 
 TEST_CASE("aggregated all_to_all: one weighted flow per (source host, destination), same bytes, same makespan") {
-  Calibration c = default_calibration();
   for (const char* nodes : {"4", "8"}) {
     CAPTURE(std::string(nodes));
-    topo::Topology t = merge_nvswitch_planes(topo::build_preset("superpod", {{"nodes", nodes}, {"node", "dgx-h100"}}));
-    topo::Routing pxn(t, topo::RoutingOptions{true});
+    const System sys(system_spec("superpod", {{"nodes", nodes}, {"node", "dgx-h100"}}, "default"));
+    const topo::Topology& t = sys.topology();
+    topo::Routing& pxn = sys.routing(/*pxn=*/true);
+    const Calibration& c = sys.calibration();
     const std::uint64_t S = 64ull << 20;
     const int n = static_cast<int>(t.gpus().size());
     const int H = n / 8;
@@ -62,15 +64,16 @@ TEST_CASE("aggregated all_to_all: one weighted flow per (source host, destinatio
     CAPTURE(ta);
     CHECK(rel(ta, ts) < 1e-3);
     // Without PXN routing the builder keeps the per-pair form at every fidelity.
-    topo::Routing plain(t);
+    topo::Routing& plain = sys.routing();
     CHECK(build_schedule(a2a(t, S, Fidelity::Phase), t, plain, c).transfers.size() == step.transfers.size());
   }
 }
 
 TEST_CASE("all_to_all inside one multi-host NVLink domain stays per-pair on NVLink (no PXN forwarding)") {
-  Calibration c = default_calibration();
-  topo::Topology t = merge_nvswitch_planes(topo::build_preset("nvlink-switch-system", {{"nodes", "4"}}));
-  topo::Routing pxn(t, topo::RoutingOptions{true});
+  const System sys(system_spec("nvlink-switch-system", {{"nodes", "4"}}, "default"));
+  const topo::Topology& t = sys.topology();
+  topo::Routing& pxn = sys.routing(/*pxn=*/true);
+  const Calibration& c = sys.calibration();
   const std::uint64_t S = 64ull << 20;
   const std::size_t n = t.gpus().size();
   Schedule step = build_schedule(a2a(t, S, Fidelity::Step), t, pxn, c);

@@ -9,6 +9,7 @@
 
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
+#include "models/system.hpp"
 #include "models/tuner.hpp"
 #include "sim/engine/schedule_runner.hpp"
 #include "topologies/io.hpp"
@@ -131,11 +132,12 @@ TEST_CASE("tree all_reduce on an idle NVLink chain = base + (K + 2(n-1) - 1) * (
 // LL is bound per channel (calibration ll_channel_rate): a call's nc NCCL channels move at most
 // nc x ll_channel_rate x llMaxBw / coll channels bytes of data per second per connection.
 TEST_CASE("LL ring all_reduce: NCCL's per-call channels, each at the per-channel LL rate") {
-  topo::Topology t = merge_nvswitch_planes(topo::build_preset("dgx-h100", {}));
-  topo::Routing r(t);
-  Calibration c = default_calibration();
+  const System h100(system_spec("dgx-h100", {}, "default"));
+  const topo::Topology& t = h100.topology();
+  topo::Routing& r = h100.routing();
+  const Calibration& c = h100.calibration();
   Calibration uncapped = c;
-  uncapped.extra["ll_channel_rate"] = 1e6;  // never binds: the link-rate model
+  uncapped.factors.ll_channel_rate = 1e6;  // never binds: the link-rate model
   const double link = 450e9 * c.nvlink_efficiency("h100") * c.of(Algorithm::Ring, Protocol::LL).bw_efficiency;
   const double per_channel = c.factor("ll_channel_rate") * 141e9 / 24;  // [NCCL-T] llMaxBws Hopper N1, 24 channels
   for (std::uint64_t S : {32ull << 10, 64ull << 10, 256ull << 10, 512ull << 10}) {
@@ -155,13 +157,15 @@ TEST_CASE("LL ring all_reduce: NCCL's per-call channels, each at the per-channel
   // Simple is not capped, and neither is LL where NCCL's channel count is unknown (V100).
   const CollectiveSpec simple = spec_for(t, Op::AllReduce, 64u << 10, Algorithm::Ring, Fidelity::Step);
   CHECK(run(simple, t, r, c) == approx(run(simple, t, r, uncapped)));
-  topo::Topology v = merge_nvswitch_planes(topo::build_preset("dgx-a100", {{"gpu", "v100"}}));
-  topo::Routing rv(v);
+  const System v100(system_spec("dgx-a100", {{"gpu", "v100"}}, "default"));
+  const topo::Topology& v = v100.topology();
+  topo::Routing& rv = v100.routing();
   const CollectiveSpec vll = spec_for(v, Op::AllReduce, 64u << 10, Algorithm::Ring, Fidelity::Step, Protocol::LL);
   CHECK(run(vll, v, rv, c) == approx(run(vll, v, rv, uncapped)));
   // Nor across hosts (NCCL's LL ceiling there is a network one that no log here calibrates).
-  topo::Topology sp = merge_nvswitch_planes(topo::build_preset("superpod", {{"nodes", "2"}, {"node", "dgx-h100"}}));
-  topo::Routing rs(sp);
+  const System pod(system_spec("superpod", {{"nodes", "2"}, {"node", "dgx-h100"}}, "default"));
+  const topo::Topology& sp = pod.topology();
+  topo::Routing& rs = pod.routing();
   const CollectiveSpec mll = spec_for(sp, Op::AllReduce, 64u << 10, Algorithm::Ring, Fidelity::Step, Protocol::LL);
   CHECK(run(mll, sp, rs, c) == approx(run(mll, sp, rs, uncapped)));
   // A pipelined LL broadcast: the modelled channel stands for the call's NCCL channels and moves their chunks
@@ -196,14 +200,15 @@ TEST_CASE("direct all_to_all on an idle NVSwitch = base + alpha + (n-1)/n * S/B"
 }
 
 TEST_CASE("fidelity levels agree on the presets (engine makespans)") {
-  Calibration c = default_calibration();
   struct Case {
     std::string topo;
     std::map<std::string, std::string> params;
   };
   for (const auto& cs : {Case{"dgx-h100", {}}, Case{"dgx-a100", {}}, Case{"superpod", {{"nodes", "4"}}}}) {
-    topo::Topology t = merge_nvswitch_planes(topo::build_preset(cs.topo, cs.params));
-    topo::Routing r(t);
+    const System sys(system_spec(cs.topo, cs.params, "default"));
+    const topo::Topology& t = sys.topology();
+    topo::Routing& r = sys.routing();
+    const Calibration& c = sys.calibration();
     for (Op op : {Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::Broadcast, Op::Reduce, Op::AllToAll}) {
       for (Algorithm a : algorithms_for(op)) {
         CollectiveSpec s = spec_for(t, op, 64ull << 20, a, Fidelity::Step);
@@ -237,11 +242,12 @@ TEST_CASE("simgrid oracle agrees with our engine on every collective (dgx-h100, 
     MESSAGE("SimGrid backend not built: skipped");
     return;
   }
-  Calibration c = default_calibration();
   for (const auto& [name, params] : std::vector<std::pair<std::string, std::map<std::string, std::string>>>{
            {"dgx-h100", {}}, {"superpod", {{"nodes", "4"}}}}) {
-    topo::Topology t = merge_nvswitch_planes(topo::build_preset(name, params));
-    topo::Routing r(t);
+    const System sys(system_spec(name, params, "default"));
+    const topo::Topology& t = sys.topology();
+    topo::Routing& r = sys.routing();
+    const Calibration& c = sys.calibration();
     for (Op op : kAllOps) {
       CollectiveSpec s = spec_for(t, op, 4ull << 20, Algorithm::Ring, Fidelity::Phase);
       s.algorithm.reset();

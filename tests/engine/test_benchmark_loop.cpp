@@ -7,6 +7,7 @@
 
 #include "models/benchmark_loop.hpp"
 #include "models/collectives.hpp"
+#include "models/system.hpp"
 #include "sim/engine/schedule_runner.hpp"
 #include "topologies/io.hpp"
 #include "topologies/routing.hpp"
@@ -14,8 +15,9 @@
 using namespace fabricsim;
 
 TEST_CASE("back-to-back chain: the root's calls are spaced by launch + one hop, the single call takes two hops") {
-  const topo::Topology t = models::merge_nvswitch_planes(topo::build_preset("dgx-a100", {}));
-  topo::Routing routing(t);
+  const models::System sys(models::system_spec("dgx-a100", {}, "default"));
+  const topo::Topology& t = sys.topology();
+  topo::Routing& routing = sys.routing();
   const auto& g = t.gpus();
   models::Schedule s;
   s.op = "broadcast";
@@ -33,13 +35,13 @@ TEST_CASE("back-to-back chain: the root's calls are spaced by launch + one hop, 
   b.dst = g[2];
   b.deps = {0};
   s.transfers = {a, b};
-  const auto single = sim::run_schedule(s, t, routing, models::default_calibration());
+  const auto single = sim::run_schedule(s, t, routing, sys.calibration());
   const double hop = single.transfers[0].finish_s - single.transfers[0].start_s;
   CHECK(hop >= 1e-6);
   CHECK(single.makespan_s == doctest::Approx(launch + 2 * hop));
 
   const models::BackToBack loop = models::back_to_back(s, 4, t);
-  const auto r = sim::run_schedule(loop.schedule, t, routing, models::default_calibration());
+  const auto r = sim::run_schedule(loop.schedule, t, routing, sys.calibration());
   std::vector<double> f;
   for (const auto& x : r.transfers) f.push_back(x.finish_s);
   const auto root = models::copy_finish_s(loop, f, g[0]);
@@ -50,9 +52,10 @@ TEST_CASE("back-to-back chain: the root's calls are spaced by launch + one hop, 
 
 #ifdef FABRICSIM_HAVE_SIMGRID
 TEST_CASE("cross-check against SimGrid: back-to-back ring broadcast on a 4-node superpod") {
-  const topo::Topology t = models::merge_nvswitch_planes(topo::build_preset("superpod", {{"nodes", "4"}}));
-  topo::Routing routing(t);
-  const auto calib = models::default_calibration();
+  const models::System sys(models::system_spec("superpod", {{"nodes", "4"}}, "default"));
+  const topo::Topology& t = sys.topology();
+  topo::Routing& routing = sys.routing();
+  const models::Calibration& calib = sys.calibration();
   for (std::uint64_t bytes : {std::uint64_t{4096}, std::uint64_t{4} << 20}) {
     CAPTURE(bytes);
     models::CollectiveSpec spec;

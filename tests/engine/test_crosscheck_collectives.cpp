@@ -7,6 +7,7 @@
 
 #include "bench/bench_util.hpp"
 #include "models/collectives.hpp"
+#include "models/system.hpp"
 #include "sim/engine/schedule_runner.hpp"
 #include "topologies/io.hpp"
 #include "topologies/routing.hpp"
@@ -40,15 +41,16 @@ void check_both_engines(models::Schedule s, const topo::Topology& t, topo::Routi
 TEST_CASE("cross-check against SimGrid: every collective on dgx-h100 and a 4-node superpod") {
   const std::vector<std::pair<std::string, std::map<std::string, std::string>>> systems = {
       {"dgx-h100", {}}, {"superpod", {{"nodes", "4"}}}};
-  const auto calib = models::default_calibration();
   for (const auto& [preset, params] : systems) {
-    const topo::Topology t = models::merge_nvswitch_planes(topo::build_preset(preset, params));
+    const models::System sys(models::system_spec(preset, params, "default"));
+    const topo::Topology& t = sys.topology();
+    const models::Calibration& calib = sys.calibration();
     // 4 MiB at the default fidelity, and 64 MiB at step level (thousands of pipelined transfers)
     for (const auto& [bytes, fidelity] : {std::pair{std::uint64_t{4} << 20, models::Fidelity::Auto},
                                           std::pair{std::uint64_t{64} << 20, models::Fidelity::Step}})
     for (models::Op op : models::kAllOps) {
       if (op == models::Op::AllToAllv) continue;  // needs a matrix; same builder as all_to_all
-      topo::Routing routing(t);
+      topo::Routing& routing = sys.routing();
       models::CollectiveSpec spec;
       spec.op = op;
       spec.bytes = bytes;
@@ -66,9 +68,10 @@ TEST_CASE("cross-check against SimGrid: every collective on dgx-h100 and a 4-nod
 TEST_CASE("cross-check against SimGrid: step-level all_to_all on 64 GPUs (several driver actors per source)") {
   // 63 concurrent transfers per source GPU: more than one SimGrid driver actor per source (simgrid_backend.cpp
   // gives each at most 32 initial transfers), 4032 flows sharing NVLink, NICs, leaves and spines.
-  const topo::Topology t = models::merge_nvswitch_planes(topo::build_preset("superpod", {{"nodes", "8"}}));
-  topo::Routing routing(t);
-  const auto calib = models::default_calibration();
+  const models::System sys(models::system_spec("superpod", {{"nodes", "8"}}, "default"));
+  const topo::Topology& t = sys.topology();
+  topo::Routing& routing = sys.routing();
+  const models::Calibration& calib = sys.calibration();
   models::CollectiveSpec spec;
   spec.op = models::Op::AllToAll;
   spec.bytes = std::uint64_t{16} << 20;
@@ -82,9 +85,10 @@ TEST_CASE("cross-check against SimGrid: step-level all_to_all on 64 GPUs (severa
 TEST_CASE("cross-check against SimGrid: skewed MoE all_to_allv (Zipf expert loads, EP 64 over 8 nodes)") {
   // Every rank dispatches 16 MiB split by a Zipf(1.0) expert load: blocks from 1.7 KiB to 3.6 MiB, so flows
   // finish at many different times and every completion changes the other flows' shares.
-  const topo::Topology t = models::merge_nvswitch_planes(topo::build_preset("superpod", {{"nodes", "8"}}));
-  topo::Routing routing(t, topo::RoutingOptions{.pxn = true});
-  const auto calib = models::default_calibration();
+  const models::System sys(models::system_spec("superpod", {{"nodes", "8"}}, "default"));
+  const topo::Topology& t = sys.topology();
+  topo::Routing& routing = sys.routing(/*pxn=*/true);
+  const models::Calibration& calib = sys.calibration();
   models::CollectiveSpec spec;
   spec.op = models::Op::AllToAllv;
   spec.bytes = std::uint64_t{16} << 20;

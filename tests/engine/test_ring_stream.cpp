@@ -7,6 +7,7 @@
 
 #include "bench/bench_util.hpp"
 #include "models/collectives.hpp"
+#include "models/system.hpp"
 #include "models/ring_stream.hpp"
 #include "sim/engine/ring_stream.hpp"
 #include "sim/engine/schedule_runner.hpp"
@@ -16,8 +17,14 @@
 using namespace fabricsim;
 
 namespace {
-topo::Topology superpod(int nodes) {
-  return models::merge_nvswitch_planes(topo::build_preset("superpod", {{"nodes", std::to_string(nodes)}}));
+models::System superpod(int nodes) {
+  return models::System(models::system_spec("superpod", {{"nodes", std::to_string(nodes)}}, "default"));
+}
+
+// The same system with its first NIC uplink at 50 % (an already built topology: System's second constructor).
+models::System degraded(const models::System& base) {
+  return models::System(bench::with_link_scaled(base.topology(), bench::first_nic_uplink(base.topology()), 0.5),
+                        base.calibration(), base.calibration_ref());
 }
 
 models::CollectiveSpec ring_spec(const topo::Topology& t, models::Op op, std::uint64_t bytes) {
@@ -32,9 +39,10 @@ models::CollectiveSpec ring_spec(const topo::Topology& t, models::Op op, std::ui
 }
 
 // Streamed (skipping on and off) and materialised makespans of the same spec; returns the skipping run.
-sim::RingStreamResult check_stream(const topo::Topology& t, const models::CollectiveSpec& spec) {
-  topo::Routing routing(t);
-  const auto calib = models::default_calibration();
+sim::RingStreamResult check_stream(const models::System& sys, const models::CollectiveSpec& spec) {
+  const topo::Topology& t = sys.topology();
+  topo::Routing& routing = sys.routing();
+  const models::Calibration& calib = sys.calibration();
   const models::Schedule s = models::build_schedule(spec, t, routing, calib);
   const auto rs = models::build_ring_stream(spec, t, routing, calib);
   REQUIRE(rs.has_value());
@@ -56,20 +64,22 @@ sim::RingStreamResult check_stream(const topo::Topology& t, const models::Collec
 }  // namespace
 
 TEST_CASE("ring stream: all_reduce, all_gather, reduce_scatter as the materialised step-level ring") {
-  const topo::Topology t = superpod(8);  // 64 GPUs
-  const auto r = check_stream(t, ring_spec(t, models::Op::AllReduce, std::uint64_t{64} << 20));
+  const models::System sys = superpod(8);  // 64 GPUs
+  const topo::Topology& t = sys.topology();
+  const auto r = check_stream(sys, ring_spec(t, models::Op::AllReduce, std::uint64_t{64} << 20));
   // 126 steps: the state repeats early and most steps are skipped.
   CHECK(r.skipped_steps > 60);
   CHECK(r.period_s > 0);
-  check_stream(t, ring_spec(t, models::Op::AllGather, std::uint64_t{64} << 20));
-  check_stream(t, ring_spec(t, models::Op::ReduceScatter, std::uint64_t{64} << 20));
+  check_stream(sys, ring_spec(t, models::Op::AllGather, std::uint64_t{64} << 20));
+  check_stream(sys, ring_spec(t, models::Op::ReduceScatter, std::uint64_t{64} << 20));
 }
 
 TEST_CASE("ring stream: ring_outstanding_steps > 1 and a single host") {
-  const topo::Topology t = superpod(4);
-  topo::Routing routing(t);
-  auto calib = models::default_calibration();
-  calib.extra["ring_outstanding_steps"] = 3;
+  const models::System sys = superpod(4);
+  const topo::Topology& t = sys.topology();
+  topo::Routing& routing = sys.routing();
+  auto calib = sys.calibration();
+  calib.factors.ring_outstanding_steps = 3;
   const auto spec = ring_spec(t, models::Op::AllReduce, std::uint64_t{16} << 20);
   const models::Schedule s = models::build_schedule(spec, t, routing, calib);
   const auto rs = models::build_ring_stream(spec, t, routing, calib);
@@ -77,29 +87,30 @@ TEST_CASE("ring stream: ring_outstanding_steps > 1 and a single host") {
   CHECK(rs->window == 3);
   CHECK(sim::run_ring_stream(*rs, t, routing, calib).makespan_s ==
         doctest::Approx(sim::run_schedule(s, t, routing, calib).makespan_s).epsilon(1e-9));
-  const topo::Topology one = superpod(1);
-  check_stream(one, ring_spec(one, models::Op::AllReduce, std::uint64_t{8} << 20));
+  const models::System one = superpod(1);
+  check_stream(one, ring_spec(one.topology(), models::Op::AllReduce, std::uint64_t{8} << 20));
 }
 
 TEST_CASE("ring stream: one network link at 50 % (no repetition: every step simulated)") {
-  const topo::Topology base = superpod(2);
-  const topo::Topology t = bench::with_link_scaled(base, bench::first_nic_uplink(base), 0.5);
-  const auto r = check_stream(t, ring_spec(t, models::Op::AllReduce, std::uint64_t{64} << 20));
+  const models::System base = superpod(2);
+  const models::System slowed = degraded(base);
+  const auto r = check_stream(slowed, ring_spec(slowed.topology(), models::Op::AllReduce, std::uint64_t{64} << 20));
   // The slowed channel's ring and the others run at incommensurate paces.
   CHECK(r.skipped_steps == 0);
   // The degraded link makes the collective slower.
-  topo::Routing rb(base), rt(t);
-  const auto calib = models::default_calibration();
-  const auto spec_b = ring_spec(base, models::Op::AllReduce, std::uint64_t{64} << 20);
-  const auto spec_t = ring_spec(t, models::Op::AllReduce, std::uint64_t{64} << 20);
-  CHECK(sim::run_ring_stream(*models::build_ring_stream(spec_t, t, rt, calib), t, rt, calib).makespan_s >
-        1.2 * sim::run_ring_stream(*models::build_ring_stream(spec_b, base, rb, calib), base, rb, calib).makespan_s);
+  auto makespan = [](const models::System& s) {
+    const auto spec = ring_spec(s.topology(), models::Op::AllReduce, std::uint64_t{64} << 20);
+    const auto rs = models::build_ring_stream(spec, s.topology(), s.routing(), s.calibration());
+    return sim::run_ring_stream(*rs, s.topology(), s.routing(), s.calibration()).makespan_s;
+  };
+  CHECK(makespan(slowed) > 1.2 * makespan(base));
 }
 
 TEST_CASE("ring stream: only plain step-level rings have a compact form") {
-  const topo::Topology t = superpod(2);
-  topo::Routing routing(t);
-  const auto calib = models::default_calibration();
+  const models::System sys = superpod(2);
+  const topo::Topology& t = sys.topology();
+  topo::Routing& routing = sys.routing();
+  const models::Calibration& calib = sys.calibration();
   auto spec = ring_spec(t, models::Op::AllReduce, std::uint64_t{64} << 20);
   spec.fidelity = models::Fidelity::Phase;
   CHECK_FALSE(models::build_ring_stream(spec, t, routing, calib).has_value());
@@ -113,10 +124,10 @@ TEST_CASE("ring stream: only plain step-level rings have a compact form") {
 
 #ifdef FABRICSIM_HAVE_SIMGRID
 TEST_CASE("cross-check against SimGrid: step-level ring all_reduce with one network link at 50 %") {
-  const topo::Topology base = superpod(2);  // 16 GPUs, 3840 step-level transfers
-  const topo::Topology t = bench::with_link_scaled(base, bench::first_nic_uplink(base), 0.5);
-  topo::Routing routing(t);
-  const auto calib = models::default_calibration();
+  const models::System slowed = degraded(superpod(2));  // 16 GPUs, 3840 step-level transfers
+  const topo::Topology& t = slowed.topology();
+  topo::Routing& routing = slowed.routing();
+  const models::Calibration& calib = slowed.calibration();
   models::Schedule s = models::build_schedule(ring_spec(t, models::Op::AllReduce, std::uint64_t{64} << 20), t, routing, calib);
   for (auto& tr : s.transfers) tr.bytes = std::round(tr.bytes);  // SimGrid comm sizes are whole bytes
   sim::RunOptions oracle;

@@ -7,6 +7,7 @@
 
 #include "models/benchmark_loop.hpp"
 #include "models/collectives.hpp"
+#include "models/system.hpp"
 #include "sim/base/error.hpp"
 #include "topologies/io.hpp"
 
@@ -42,7 +43,8 @@ Schedule chain(const topo::Topology& t, std::uint32_t steps) {
 }  // namespace
 
 TEST_CASE("back_to_back: launches first, deps shifted, sender's launch only, previous copy ends the launch") {
-  const topo::Topology t = merge_nvswitch_planes(topo::build_preset("dgx-a100", {}));
+  const System sys(system_spec("dgx-a100", {}, "default"));
+  const topo::Topology& t = sys.topology();
   const auto& g = t.gpus();
   const Schedule s = chain(t, 1);
   const BackToBack b = back_to_back(s, 3, t);
@@ -80,7 +82,8 @@ TEST_CASE("back_to_back: launches first, deps shifted, sender's launch only, pre
 }
 
 TEST_CASE("back_to_back flow control: a call filling the slots waits for the receiver to pass the last one on") {
-  const topo::Topology t = merge_nvswitch_planes(topo::build_preset("dgx-a100", {}));
+  const System sys(system_spec("dgx-a100", {}, "default"));
+  const topo::Topology& t = sys.topology();
   // 8 steps = NCCL_STEPS slots: the sender may run one call ahead, so g0 -> g1 of copy 1 waits for g1 -> g2
   // of copy 0.
   const BackToBack full = back_to_back(chain(t, 8), 3, t);
@@ -99,7 +102,8 @@ TEST_CASE("back_to_back flow control: a call filling the slots waits for the rec
 }
 
 TEST_CASE("back_to_back rejects transfers standing for symmetric copies and a copy count below 1") {
-  const topo::Topology t = merge_nvswitch_planes(topo::build_preset("dgx-a100", {}));
+  const System sys(system_spec("dgx-a100", {}, "default"));
+  const topo::Topology& t = sys.topology();
   Schedule s = chain(t, 1);
   CHECK_THROWS_AS(back_to_back(s, 0, t), InputError);
   s.transfers[1].replicas = 4;
@@ -107,7 +111,8 @@ TEST_CASE("back_to_back rejects transfers standing for symmetric copies and a co
 }
 
 TEST_CASE("loop arithmetic: copy finishes per GPU, steady period, nccl-tests time per call") {
-  const topo::Topology t = merge_nvswitch_planes(topo::build_preset("dgx-a100", {}));
+  const System sys(system_spec("dgx-a100", {}, "default"));
+  const topo::Topology& t = sys.topology();
   const auto& g = t.gpus();
   const BackToBack b = back_to_back(chain(t, 1), 4, t);
   // Made-up finish times: copy c's transfers finish at 10 c + index-in-copy (us).

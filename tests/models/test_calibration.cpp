@@ -40,7 +40,7 @@ TEST_CASE("default calibration: NCCL tuning.cc values and the log-derived factor
 
 TEST_CASE("calibration JSON round-trips and overrides") {
   Calibration c = default_calibration();
-  c.extra["network_efficiency"] = 0.5;
+  c.factors.network_efficiency = 0.5;
   c.algo[{Algorithm::Tree, Protocol::LL}].base_latency_s = 1e-6;
   Json j = calibration_to_json(c);
   Calibration d = calibration_from_json(j, "mem.json");

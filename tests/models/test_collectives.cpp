@@ -3,11 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
+#include "models/system.hpp"
 #include "models/tuner.hpp"
 #include "sim/base/error.hpp"
 #include "topologies/io.hpp"
@@ -22,8 +24,13 @@ static doctest::Approx approx(double v) { return doctest::Approx(v).epsilon(1e-1
 
 namespace {
 
+// A preset as every command builds it (models::System: NVSwitch planes merged, routing, calibration);
+// `preset` when only the topology is needed.
+std::shared_ptr<const System> system_of(const std::string& name, std::map<std::string, std::string> p = {}) {
+  return std::make_shared<const System>(system_spec(name, std::move(p), "default"));
+}
 topo::Topology preset(const std::string& name, std::map<std::string, std::string> p = {}) {
-  return merge_nvswitch_planes(topo::build_preset(name, p));
+  return system_of(name, std::move(p))->topology();
 }
 
 CollectiveSpec make(const topo::Topology& t, Op op, std::uint64_t bytes, Algorithm a, Protocol p,
@@ -97,14 +104,16 @@ double expected_gpu_received(const CollectiveSpec& s, Algorithm a, int rank, int
 
 struct Sys {
   std::string name;
-  topo::Topology t;
+  std::shared_ptr<const System> system;
+  const topo::Topology& t;
+  Sys(std::string n, std::shared_ptr<const System> s) : name(std::move(n)), system(std::move(s)), t(system->topology()) {}
 };
 
 std::vector<Sys> systems() {
   std::vector<Sys> v;
-  v.push_back({"dgx-a100", preset("dgx-a100")});
-  v.push_back({"dgx-h100", preset("dgx-h100")});
-  v.push_back({"superpod4", preset("superpod", {{"nodes", "4"}})});
+  v.emplace_back("dgx-a100", system_of("dgx-a100"));
+  v.emplace_back("dgx-h100", system_of("dgx-h100"));
+  v.emplace_back("superpod4", system_of("superpod", {{"nodes", "4"}}));
   return v;
 }
 
@@ -114,7 +123,7 @@ TEST_CASE("every op x algorithm x protocol on dgx-a100, dgx-h100 and a 4-node su
   Calibration cal = default_calibration();
   int built = 0, rejected = 0;
   for (auto& sys : systems()) {
-    topo::Routing routing(sys.t);
+    topo::Routing& routing = sys.system->routing();
     for (Op op : kAllOps) {
       for (Algorithm a : algorithms_for(op)) {
         for (Protocol p : protocols_for(a)) {
@@ -208,7 +217,7 @@ TEST_CASE("ring all_reduce step schedule: 2(n-1) steps of S/n, each rank sends t
   CHECK(sch.transfers[x.deps[1]].src == x.src);  // own step 0
   CHECK(sch.transfers[x.deps[1]].step == 0);
   Calibration w8 = default_calibration();
-  w8.extra["ring_outstanding_steps"] = 8;
+  w8.factors.ring_outstanding_steps = 8;
   Schedule s8 = build_schedule(s, t, w8);
   const auto& y1 = s8.transfers[n + 3];
   CHECK(y1.deps.size() == 1u);
@@ -223,7 +232,7 @@ TEST_CASE("ring all_reduce step schedule: 2(n-1) steps of S/n, each rank sends t
 TEST_CASE("fidelity levels carry the same bytes and steps") {
   Calibration cal = default_calibration();
   for (auto& sys : systems()) {
-    topo::Routing routing(sys.t);
+    topo::Routing& routing = sys.system->routing();
     for (Op op : {Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::Broadcast, Op::AllToAll}) {
       for (Algorithm a : algorithms_for(op)) {
         CollectiveSpec s = make(sys.t, op, 256ull << 20, a, Protocol::Simple);
@@ -278,8 +287,9 @@ TEST_CASE("auto fidelity: step when small, symmetry for a large ring") {
 
 TEST_CASE("errors: nvls without NVSwitch, bad communicators, sizes that do not divide") {
   Calibration cal = default_calibration();
-  topo::Topology a100 = preset("dgx-a100");
-  topo::Routing ra(a100);
+  const auto a100_sys = system_of("dgx-a100");
+  const topo::Topology& a100 = a100_sys->topology();
+  topo::Routing& ra = a100_sys->routing();
   CollectiveSpec s = make(a100, Op::AllReduce, 1 << 20, Algorithm::Nvls, Protocol::Simple);
   CHECK_THROWS_WITH_AS(build_schedule(s, a100, ra, cal), doctest::Contains("nvls"), InputError);
 
@@ -318,8 +328,9 @@ TEST_CASE("errors: nvls without NVSwitch, bad communicators, sizes that do not d
 
 TEST_CASE("tuner: fastest candidate, overrides respected, NCCL-like choices") {
   Calibration cal = default_calibration();
-  topo::Topology h = preset("dgx-h100");
-  topo::Routing rh(h);
+  const auto h_sys = system_of("dgx-h100");
+  const topo::Topology& h = h_sys->topology();
+  topo::Routing& rh = h_sys->routing();
   CollectiveSpec s = make(h, Op::AllReduce, 8ull << 30, Algorithm::Ring, Protocol::Simple);
   s.algorithm.reset();
   s.protocol.reset();
@@ -334,8 +345,9 @@ TEST_CASE("tuner: fastest candidate, overrides respected, NCCL-like choices") {
   TunerChoice forced = tune(s, h, rh, cal);
   CHECK(forced.algorithm == Algorithm::Ring);
   CHECK(forced.protocol == Protocol::Simple);
-  topo::Topology a = preset("dgx-a100");
-  topo::Routing ra(a);
+  const auto a_sys = system_of("dgx-a100");
+  const topo::Topology& a = a_sys->topology();
+  topo::Routing& ra = a_sys->routing();
   CollectiveSpec n = make(a, Op::AllReduce, 1 << 20, Algorithm::Nvls, Protocol::Simple);
   n.protocol.reset();
   CHECK_THROWS_WITH_AS(tune(n, a, ra, cal), doctest::Contains("nvls"), InputError);
@@ -391,8 +403,9 @@ TEST_CASE("tuner: Tree is priced with NCCL's model (algorithm bandwidth = busBw 
   Calibration cal = default_calibration();
   for (const char* nodes : {"2", "4"}) {
     CAPTURE(nodes);
-    topo::Topology t = preset("superpod", {{"nodes", nodes}});
-    topo::Routing r(t);
+    const auto t_sys = system_of("superpod", {{"nodes", nodes}});
+    const topo::Topology& t = t_sys->topology();
+    topo::Routing& r = t_sys->routing();
     CollectiveSpec s = make(t, Op::AllReduce, 1ull << 30, Algorithm::Ring, Protocol::Simple);
     s.algorithm.reset();
     s.protocol.reset();
@@ -420,8 +433,9 @@ TEST_CASE("tuner: NCCL's LL busBw ceiling (llMaxBws) per GPU generation and host
   CHECK(ll_max_busbw_Bps("mi300x", 1) == 0.0);
   // 8x A100 (240 GB/s usable NVLink per GPU): Ring LL's bandwidth term uses 87.7 GB/s, not 0.5 x 240.
   Calibration cal = default_calibration();
-  topo::Topology a = preset("dgx-a100");
-  topo::Routing ra(a);
+  const auto a_sys = system_of("dgx-a100");
+  const topo::Topology& a = a_sys->topology();
+  topo::Routing& ra = a_sys->routing();
   CollectiveSpec s = make(a, Op::AllReduce, 64ull << 20, Algorithm::Ring, Protocol::LL);
   TunerChoice c = tune(s, a, ra, cal);
   REQUIRE(c.candidates.size() == 1);
@@ -439,8 +453,9 @@ TEST_CASE("tuner: Tree all_reduce bandwidth scaled by NCCL's treeCorrectionFacto
   CHECK(nccl_tree_correction(Protocol::Simple, 512ull << 20) == 1.0);          // k = 23: not applied
   // In the tuner: a 4-node tree at 1 MiB gets half the bandwidth it gets uncorrected.
   Calibration cal = default_calibration();
-  topo::Topology t = preset("superpod", {{"nodes", "4"}});
-  topo::Routing r(t);
+  const auto t_sys = system_of("superpod", {{"nodes", "4"}});
+  const topo::Topology& t = t_sys->topology();
+  topo::Routing& r = t_sys->routing();
   CollectiveSpec s = make(t, Op::AllReduce, 1 << 20, Algorithm::Tree, Protocol::Simple);
   TunerChoice c = tune(s, t, r, cal);
   REQUIRE(c.candidates.size() == 1);
@@ -452,8 +467,9 @@ TEST_CASE("tuner: Tree all_reduce bandwidth scaled by NCCL's treeCorrectionFacto
 
 TEST_CASE("tuner: p2p protocol follows NCCL's rule (LL up to 16 KiB per peer inside a host, else Simple)") {
   Calibration cal = default_calibration();
-  topo::Topology h = preset("dgx-h100");
-  topo::Routing rh(h);
+  const auto h_sys = system_of("dgx-h100");
+  const topo::Topology& h = h_sys->topology();
+  topo::Routing& rh = h_sys->routing();
   auto choose = [&](Op op, std::uint64_t bytes, const topo::Topology& t, topo::Routing& r) {
     CollectiveSpec s = make(t, op, bytes, Algorithm::Direct, Protocol::Simple);
     s.protocol.reset();
@@ -466,8 +482,9 @@ TEST_CASE("tuner: p2p protocol follows NCCL's rule (LL up to 16 KiB per peer ins
   CHECK(choose(Op::AllToAll, 128 << 10, h, rh).protocol == Protocol::LL);
   CHECK(choose(Op::AllToAll, 256 << 10, h, rh).protocol == Protocol::Simple);
   // Across hosts the network connections have no LL buffers: Simple at any size.
-  topo::Topology sp = preset("superpod", {{"nodes", "2"}});
-  topo::Routing rs(sp);
+  const auto sp_sys = system_of("superpod", {{"nodes", "2"}});
+  const topo::Topology& sp = sp_sys->topology();
+  topo::Routing& rs = sp_sys->routing();
   CHECK(choose(Op::SendRecv, 8, sp, rs).protocol == Protocol::Simple);
   // A forced protocol still wins.
   CollectiveSpec f = make(h, Op::SendRecv, 1 << 20, Algorithm::Direct, Protocol::LL);
@@ -519,8 +536,11 @@ TEST_CASE("NVLS: NCCL's loop and chunk rule, a latency per loop, efficiency inde
   CHECK(loops(16.0 * (1 << 30)).loops == 1024);
   CHECK(nccl_nvls_loops(8.0 * (1 << 30), 16, 64).loop_bytes == 16 * 32 * 131072.0);  // heads capped at 32
 
-  topo::Topology h = preset("dgx-h100");
-  topo::Routing rh(h);
+  const auto h_sys = system_of("dgx-h100");
+
+  const topo::Topology& h = h_sys->topology();
+
+  topo::Routing& rh = h_sys->routing();
   Calibration cal = default_calibration();
   const double lat = cal.of(Algorithm::Nvls, Protocol::Simple).step_latency_s;
   REQUIRE(lat > 0);
@@ -538,7 +558,7 @@ TEST_CASE("NVLS: NCCL's loop and chunk rule, a latency per loop, efficiency inde
   for (const auto& x : s16.transfers) CHECK(x.step_latency_s == approx(16 * lat));
   // The wire bytes follow nvls_efficiency alone: changing the ring's NVLink efficiency changes nothing.
   Calibration other = cal;
-  other.extra["nvlink_efficiency.h100"] = 0.5;
+  other.factors.nvlink_efficiency_h100 = 0.5;
   Schedule o8 = build_schedule(make(h, Op::AllReduce, 8 << 20, Algorithm::Nvls, Protocol::Simple), h, rh, other);
   REQUIRE(o8.transfers.size() == s8.transfers.size());
   for (std::size_t i = 0; i < o8.transfers.size(); ++i) {

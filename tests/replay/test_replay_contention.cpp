@@ -49,8 +49,8 @@ models::Calibration bytes_only() {
     v.base_latency_s = v.step_latency_s = v.net_step_latency_s = 0;
     v.bw_efficiency = 1;
   }
-  c.extra["network_efficiency"] = 1;
-  c.extra["max_pipeline_chunks"] = 1;
+  c.factors.network_efficiency = 1;
+  c.factors.max_pipeline_chunks = 1;
   return c;
 }
 

@@ -8,6 +8,7 @@
 
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
+#include "models/system.hpp"
 #include "replay/engine_comm_model.hpp"
 #include "topologies/io.hpp"
 #include "workloads/trace.hpp"
@@ -50,8 +51,8 @@ Pair price_both(const topo::Topology& t, const Communicator& comm, CollOp op, do
 TEST_CASE("engine comm model: phase fidelity + 1 us batching = step level on a data-parallel ring with mirrors") {
   // 8 nodes: one data-parallel group of 8 ranks (GPU 0 of each DGX) and its 7 co-located mirrors
   // (GPUs 1..7), as the GPT generator emits for TP 8; the 8 rings share the rails and spines.
-  topo::Topology t = models::merge_nvswitch_planes(
-      topo::load_topology("superpod", {{"nodes", "8"}, {"node", "dgx-a100"}}));
+  const models::System sys(models::system_spec("superpod", {{"nodes", "8"}, {"node", "dgx-a100"}}, "default"));
+  const topo::Topology& t = sys.topology();
   Communicator c;
   c.name = "dp";
   for (int h = 0; h < 8; ++h) c.ranks.push_back(8 * h);
@@ -71,8 +72,8 @@ TEST_CASE("engine comm model: phase fidelity + 1 us batching = step level on a d
 TEST_CASE("engine comm model: phase fidelity all_to_all on 64 GPUs = step level") {
   // The aggregated (PXN) all_to_all of phase fidelity couples each block's NVLink and network legs
   // (docs/engine.md, "Aggregated all_to_all"); measured here against the step-level form.
-  topo::Topology t = models::merge_nvswitch_planes(
-      topo::load_topology("superpod", {{"nodes", "8"}, {"node", "dgx-a100"}}));
+  const models::System sys(models::system_spec("superpod", {{"nodes", "8"}, {"node", "dgx-a100"}}, "default"));
+  const topo::Topology& t = sys.topology();
   Communicator c;
   c.name = "a2a";
   for (int r = 0; r < 64; ++r) c.ranks.push_back(r);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "models/calibration.hpp"
+#include "models/system.hpp"
 #include "models/collectives.hpp"
 #include "models/compute.hpp"
 #include "models/gpu.hpp"
@@ -65,8 +66,9 @@ topo::LinkDir gpu_uplink(const topo::Topology& t, topo::NodeId g) {
 }  // namespace
 
 TEST_CASE("engine comm model link statistics: ring all_reduce moves 2(n-1)/n x S per GPU per call") {
-  topo::Topology t = models::merge_nvswitch_planes(topo::load_topology("dgx-a100", {}));
-  models::Calibration calib = models::default_calibration();
+  const models::System sys(models::system_spec("dgx-a100", {}, "default"));
+  const topo::Topology& t = sys.topology();
+  const models::Calibration& calib = sys.calibration();
   const int n = 8, calls = 3;
   const std::uint64_t S = 256ull << 20;  // 256 MiB: Simple protocol, a whole number of 2-byte elements per rank
   Trace tr = ring_trace(n, n, {0, 1, 2, 3, 4, 5, 6, 7}, calls, S);
@@ -95,9 +97,9 @@ TEST_CASE("engine comm model link statistics: ring all_reduce moves 2(n-1)/n x S
 TEST_CASE("engine comm model: cluster totals scale groups formed by stand-in ranks") {
   // 16 GPUs (2 DGX), a ring of 8 on host 0 with only rank 0 simulated: the other host holds one more copy
   // of the group (factor (16 / 1) x 1 / 8 = 2); the per-link figures stay those of the priced group.
-  topo::Topology t = models::merge_nvswitch_planes(
-      topo::load_topology("superpod", {{"nodes", "2"}, {"node", "dgx-a100"}}));
-  models::Calibration calib = models::default_calibration();
+  const models::System sys(models::system_spec("superpod", {{"nodes", "2"}, {"node", "dgx-a100"}}, "default"));
+  const topo::Topology& t = sys.topology();
+  const models::Calibration& calib = sys.calibration();
   const std::uint64_t S = 64ull << 20;
   Trace tr = ring_trace(16, 8, {0}, 2, S);
   sim::EngineCommModel comm(t, calib);
@@ -110,9 +112,9 @@ TEST_CASE("engine comm model: cluster totals scale groups formed by stand-in ran
 }
 
 TEST_CASE("engine comm model: send/recv link bytes equal the message on every hop of its route") {
-  topo::Topology t = models::merge_nvswitch_planes(
-      topo::load_topology("superpod", {{"nodes", "2"}, {"node", "dgx-a100"}}));
-  models::Calibration calib = models::default_calibration();
+  const models::System sys(models::system_spec("superpod", {{"nodes", "2"}, {"node", "dgx-a100"}}, "default"));
+  const topo::Topology& t = sys.topology();
+  const models::Calibration& calib = sys.calibration();
   sim::EngineCommModel comm(t, calib);
   const double S = 3.0 * (1 << 20);
   comm.p2p(0, 8, S);

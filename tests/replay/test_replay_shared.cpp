@@ -6,6 +6,7 @@
 #include <string>
 
 #include "models/calibration.hpp"
+#include "models/system.hpp"
 #include "models/collectives.hpp"
 #include "models/compute.hpp"
 #include "models/gpu.hpp"
@@ -53,7 +54,8 @@ models::Calibration latency_free() {
 }
 
 sim::RunResult run(const Trace& t, bool shared, const models::Calibration& calib = models::default_calibration()) {
-  static const topo::Topology topo = models::merge_nvswitch_planes(topo::load_topology("dgx-h100", {}));
+  static const models::System sys(models::system_spec("dgx-h100", {}, "default"));
+  const topo::Topology& topo = sys.topology();
   if (shared) {
     sim::SharedNetworkCommModel comm(topo, calib);
     return sim::replay(t, topo, cm(), comm);

@@ -1,6 +1,7 @@
 // The nccl-tests writer used by fabricsim-nccl-bench: its text reads back through the parser unchanged.
 #include <doctest/doctest.h>
 
+#include "replay/coll_sweep.hpp"
 #include "sim/base/error.hpp"
 #include "validate/nccl_log.hpp"
 #include "validate/nccl_table.hpp"
@@ -9,6 +10,7 @@ using namespace fabricsim;
 using namespace fabricsim::validate;
 
 TEST_CASE("size sweep follows nccl-tests -b/-e/-f") {
+  using sim::size_sweep;  // the one sweep: coll, the Python coll() and fabricsim-nccl-bench
   auto s = size_sweep(8, 64, 2);
   CHECK(s == std::vector<std::uint64_t>{8, 16, 32, 64});
   CHECK(size_sweep(1024, 1024, 2).size() == 1);
@@ -16,6 +18,9 @@ TEST_CASE("size sweep follows nccl-tests -b/-e/-f") {
   CHECK_THROWS_AS(size_sweep(0, 8, 2), InputError);
   CHECK_THROWS_AS(size_sweep(16, 8, 2), InputError);
   CHECK_THROWS_AS(size_sweep(8, 16, 1), InputError);
+  CHECK(size_sweep(8, 8, 1) == std::vector<std::uint64_t>{8});
+  // No overflow past the largest size: 2^63 x 2 would wrap.
+  CHECK(size_sweep(1ull << 62, ~0ull, 2) == std::vector<std::uint64_t>{1ull << 62, 1ull << 63});
 }
 
 TEST_CASE("side_from_time computes algbw and busbw as nccl-tests") {

@@ -96,7 +96,7 @@ TEST_CASE("the fit recovers a known calibration from synthetic measurements") {
   // Truth: the defaults with NVLink efficiency for H100 and the LL base latency changed. "Measurements" are
   // simulations under the truth; the fit starts from the defaults and must find the truth again.
   models::Calibration truth = models::default_calibration();
-  truth.extra["nvlink_efficiency.h100"] = 0.65;
+  truth.factors.nvlink_efficiency_h100 = 0.65;
   for (auto& [ap, v] : truth.algo)
     if (ap.second == models::Protocol::LL) v.base_latency_s *= 2.0;
   Measurement m = load1("together_h100_1node_8gpu_all_reduce_ring.meta.json");
@@ -113,12 +113,12 @@ TEST_CASE("the fit recovers a known calibration from synthetic measurements") {
   auto cases = make_cases({m});
   FitResult fr = fit_calibration(cases, models::default_calibration());
   CHECK(fr.final_objective < fr.start_objective);
-  CHECK(fr.calib.extra.at("nvlink_efficiency.h100") == doctest::Approx(0.65).epsilon(0.03));
+  CHECK(fr.calib.factors.nvlink_efficiency_h100 == doctest::Approx(0.65).epsilon(0.03));
   const double base_ll = fr.calib.of(models::Algorithm::Ring, models::Protocol::LL).base_latency_s;
   CHECK(base_ll == doctest::Approx(truth.of(models::Algorithm::Ring, models::Protocol::LL).base_latency_s).epsilon(0.1));
   for (const auto& r : fr.residuals) CHECK(std::fabs(r.log_residual) < 0.03);
   // Parameters no row depends on stay where they started.
-  CHECK(fr.calib.extra.at("network_efficiency") == models::default_calibration().extra.at("network_efficiency"));
+  CHECK(fr.calib.factors.network_efficiency == models::default_calibration().factors.network_efficiency);
 }
 
 TEST_CASE("nccl-tests -g 8: the host floor grows with the channels NCCL runs the call on") {

@@ -37,6 +37,7 @@
 #include "sim/base/error.hpp"
 #include "sim/base/json_reader.hpp"
 #include "sim/base/units.hpp"
+#include "replay/coll_sweep.hpp"
 #include "validate/bench_harness.hpp"
 #include "validate/nccl_log.hpp"
 #include "validate/nccl_table.hpp"
@@ -69,7 +70,7 @@ const std::vector<std::string> kAllOps = {"all_reduce", "all_gather", "reduce_sc
 struct Options {
   std::vector<std::string> ops = kAllOps;
   std::uint64_t min_bytes = 8, max_bytes = 256ull << 20;
-  double factor = 2;
+  long long factor = 2;
   int warmup = 5, iters = 20;
   int ngpus = 0;  // single-process mode: 0 = all visible
   bool check = true;
@@ -89,7 +90,7 @@ const char* kUsage =
     "                       all_to_all,sendrecv (default: all)\n"
     "  -b, --min-bytes SIZE smallest message (default 8); sizes accept K/M/G suffixes\n"
     "  -e, --max-bytes SIZE largest message (default 256M)\n"
-    "  -f, --step-factor F  multiply the size by F each step (default 2)\n"
+    "  -f, --step-factor N  multiply the size by the integer N each step (default 2; 1 only when -b equals -e)\n"
     "  -w, --warmup N       warm-up iterations per size (default 5)\n"
     "  -n, --iters N        timed iterations per size (default 20)\n"
     "  -g, --ngpus N        single-process mode: GPUs to use (default: all visible)\n"
@@ -141,7 +142,7 @@ Options parse_args(int argc, char** argv) {
     } else if (a == "-e" || a == "--max-bytes") {
       o.max_bytes = fabricsim::parse_size(value(), "--max-bytes");
     } else if (a == "-f" || a == "--step-factor") {
-      o.factor = fabricsim::parse_double(value(), "--step-factor");
+      o.factor = fabricsim::parse_int(value(), "--step-factor");
     } else if (a == "-w" || a == "--warmup") {
       o.warmup = static_cast<int>(fabricsim::parse_int(value(), "--warmup"));
     } else if (a == "-n" || a == "--iters") {
@@ -182,7 +183,7 @@ Options parse_args(int argc, char** argv) {
   if (o.iters < 1) throw InputError("--iters", "must be >= 1");
   if (o.ngpus < 0) throw InputError("--ngpus", "must be >= 0");
   if (!o.json_file.empty() && o.ops.size() != 1) throw InputError("--json", "needs exactly one --op; use --json-dir");
-  fv::size_sweep(o.min_bytes, o.max_bytes, o.factor);  // validates the sweep flags
+  fabricsim::sim::size_sweep(o.min_bytes, o.max_bytes, o.factor);  // validates the sweep flags
   if (!o.uid_file.empty()) {
     if (o.rank < 0) o.rank = env_int("SLURM_PROCID", env_int("OMPI_COMM_WORLD_RANK", -1));
     if (o.nranks < 0) o.nranks = env_int("SLURM_NTASKS", env_int("OMPI_COMM_WORLD_SIZE", -1));
@@ -532,7 +533,7 @@ int run(int argc, char** argv) {
   for (const char* k : {"NCCL_ALGO", "NCCL_PROTO", "NCCL_NET", "NCCL_IB_HCA", "NCCL_NVLS_ENABLE", "CUDA_VISIBLE_DEVICES"})
     if (const char* v = std::getenv(k)) env[k] = v;
 
-  auto sizes = fv::size_sweep(o.min_bytes, o.max_bytes, o.factor);
+  auto sizes = fabricsim::sim::size_sweep(o.min_bytes, o.max_bytes, o.factor);
   long long total_wrong = 0;
   for (const auto& op : o.ops) {
     fv::Measurement m;
@@ -567,7 +568,7 @@ int run(int argc, char** argv) {
     h.ngpus = static_cast<int>(c.devs.size());
     h.min_bytes = o.min_bytes;
     h.max_bytes = o.max_bytes;
-    h.step = (o.factor == std::floor(o.factor) ? std::to_string(static_cast<long long>(o.factor)) : std::to_string(o.factor)) + "(factor)";
+    h.step = std::to_string(o.factor) + "(factor)";
     h.warmup_iters = o.warmup;
     h.iters = o.iters;
     h.agg_iters = 1;
