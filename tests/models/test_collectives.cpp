@@ -151,7 +151,7 @@ TEST_CASE("every op x algorithm x protocol on dgx-a100, dgx-h100 and a 4-node su
               if (is_gpu(sys.t, x.src)) CHECK(comm.count(x.src));
               if (is_gpu(sys.t, x.dst)) CHECK(comm.count(x.dst));
               if (!is_gpu(sys.t, x.src) || !is_gpu(sys.t, x.dst))
-                CHECK((a == Algorithm::Nvls || a == Algorithm::CollNet));
+                CHECK((a == Algorithm::Nvls || a == Algorithm::NvlsTree || a == Algorithm::CollNet));
             }
             auto rec = received(sch);
             auto snd = sent(sch);
@@ -173,6 +173,19 @@ TEST_CASE("every op x algorithm x protocol on dgx-a100, dgx-h100 and a 4-node su
               // Each of the two trees (per channel) moves S/2 up and S/2 down over n-1 edges.
               CHECK(total_payload(sch) == approx(2.0 * (n - 1) * Sd));
               for (int r = 0; r < n; ++r) CHECK(rec[s.communicator[r]] >= Sd * 0.5 - 1);
+            }
+            if (op == Op::AllReduce && a == Algorithm::NvlsTree) {
+              // Every GPU gets S from its NVSwitch (its reduced shard and the others' multicast); the heads of
+              // each shard exchange S/g over two trees of H-1 edges, up and down: 2(H-1)S between GPUs in all.
+              std::map<topo::NodeId, double> from_switch;
+              double gpu_to_gpu = 0;
+              for (const auto& x : sch.transfers) {
+                const double b = x.payload_bytes * x.weight * x.steps * x.replicas;
+                if (!is_gpu(sys.t, x.src)) from_switch[x.dst] += b;
+                else if (is_gpu(sys.t, x.dst)) gpu_to_gpu += b;
+              }
+              for (int r = 0; r < n; ++r) CHECK(from_switch[s.communicator[r]] == approx(Sd).epsilon(1e-9));
+              CHECK(gpu_to_gpu == approx(2.0 * (H - 1) * Sd).epsilon(1e-9));
             }
             if (op == Op::AllToAllv) {
               for (int r = 0; r < n; ++r) CHECK(rec[s.communicator[r]] == approx((n - 1.0) / n * Sd));
