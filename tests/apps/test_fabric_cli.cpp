@@ -51,7 +51,7 @@ TEST_CASE("docs/validation.md 'Multi-node logs': the validate command, and a mul
   const fs::path d = scratch_dir("fabric_validate");
   const std::string data = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/";
   Run r = run_in(d, fabricsim::cli_test::fabricsim(
-                        "validate -q " + data + "nccl-tests/abci_inter_*.meta.json " + data +
+                        "validate -q --calibration default " + data + "nccl-tests/abci_inter_*.meta.json " + data +
                         "nccl-tests/together_b200_*.meta.json " + data + "nccl-tests-multinode/*_all_*.meta.json"));
   REQUIRE_MESSAGE(r.rc == 0, r.err);
   CHECK(r.out.find("sizes >= 1 MiB: 162 points") != std::string::npos);
