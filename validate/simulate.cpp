@@ -287,6 +287,13 @@ SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration
   if (version >= 0 && version < 212) call.pxn = false;
   call.spec = spec;
   topo::Routing& routing = sim::call_routing(impl_->sys, call);
+  // A logged algorithm that does not apply to the simulated communicator (NVLS_TREE named for a one-host
+  // all_gather) is replaced by the tuner's choice, as an unmodelled one is.
+  if (logged && !models::why_not_applicable(spec, *spec.algorithm, impl_->sys.topology(), routing).empty()) {
+    logged = nullptr;
+    spec.algorithm = impl_->base.algorithm;
+    spec.protocol = impl_->base.protocol;
+  }
   models::TunerChoice tc = models::tune(spec, impl_->sys.topology(), routing, calib);
   spec.algorithm = tc.algorithm;
   spec.protocol = tc.protocol;
