@@ -61,12 +61,16 @@ TEST_CASE("multi-node logs: held-out busbw error per collective with the cited d
   // Guards at the values measured 2026-11-26 (docs/validation.md "Multi-node logs"); issue bounds 8 % / 15 %.
   ErrorSummary ar = summarize(by_op.at("all_reduce"));
   CHECK(ar.large.count == 127);
-  CHECK(ar.large.median <= 0.165);  // measured 16.0 % (20.3 % before NVLS_TREE, 24.4 % before the fabric mapping)
-  CHECK(ar.small.median <= 0.40);   // measured 39.7 %
+  CHECK(ar.large.median <= 0.16);  // measured 15.9 % (20.3 % before NVLS_TREE, 24.4 % before the fabric mapping)
+  CHECK(ar.small.median <= 0.30);  // measured 29.2 % (39.7 % before NCCL's net overhead in the ring's price)
+  // NCCL's net overhead (>= 1 us per intra-node step of a multi-node ring) makes 8 ranks on 2 hosts a Tree LL
+  // call, as NCCL's model does: ABCI V and Polaris below 1 MiB (45.5 and 53.3 % on Ring LL before).
+  CHECK(log_of("abci_inter_vnode_job02").small.median <= 0.12);                    // measured 11.8 %
+  CHECK(log_of("polaris_a100_slingshot11_2node_8gpu_all_reduce").small.median <= 0.10);  // measured 9.5 %
   ErrorSummary sr = summarize(by_op.at("sendrecv"));
   CHECK(sr.large.median <= 0.12);  // measured 11.5 %
   // The fabric mapping: OCI's 16 RoCE VFs of 100 Gb/s were 4 HDR NICs (the ABCI A100-40GB rule) before.
-  CHECK(log_of("oci_a100_roce").large.median <= 0.17);  // measured 16.0 % (47.4 % before)
+  CHECK(log_of("oci_a100_roce").large.median <= 0.15);  // measured 14.3 % (47.4 % before)
   // Polaris maps to a 4-GPU server with 2 NICs (one per GPU pair) since 2026-11-26; simulated at the NICs'
   // line rate it is now too fast where it was too slow (all four GPUs on one NIC of an 8-GPU DGX): measured
   // 50.6 % (39.1 % with the wrong server); the Slingshot plateau (36 of 50 GB/s) is what is left.
