@@ -65,6 +65,11 @@ class EngineCommBase : public CommModel {
   // `simulated` ranks are replayed; every other rank is a stand-in for a simulated one. Without this call
   // every rank is assumed simulated (replication factor 1).
   void set_symmetry(std::int32_t world_size, std::vector<std::int32_t> simulated);
+  // Cluster runs (workloads/cluster.hpp): the stand-in ranks' copies of each message pair (global ranks),
+  // run with the pair's message; a communicator's copies are its Communicator::stand_ins.
+  using PairCopies =
+      std::map<std::pair<std::int32_t, std::int32_t>, std::vector<std::pair<std::int32_t, std::int32_t>>>;
+  void set_p2p_stand_ins(PairCopies copies) { p2p_stand_ins_ = std::move(copies); }
 
   // Per link direction (indexed by topo::LinkDir, size 2 x links), summed over every call priced so far:
   // bytes (payload, i.e. NCCL data, not the efficiency-inflated wire bytes the engine runs) and busy time /
@@ -104,7 +109,8 @@ class EngineCommBase : public CommModel {
   };
   Built build_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                          const std::string& algorithm);
-  Built build_p2p(std::int32_t src, std::int32_t dst, double bytes);
+  Built build_p2p(std::int32_t src, std::int32_t dst, double bytes);      // with its stand-in copies
+  Built build_p2p_one(std::int32_t src, std::int32_t dst, double bytes);  // the one message
   // Runs `s` alone on an idle fabric with completion batching `tolerance_s`; `ran`: the schedule's result when
   // it was already run (with link statistics), else it is run here.
   Priced price(const models::Schedule& s, double tolerance_s, bool phase, topo::Routing& routing,
@@ -116,7 +122,7 @@ class EngineCommBase : public CommModel {
                        const std::string& algorithm, Priced& out);
   // Payload bytes per link direction and per tier of one run of `s` (busy time / peak left at 0).
   void payload_bytes(const models::Schedule& s, topo::Routing& routing, Priced& into) const;
-  double p2p_replication() const;
+  double p2p_replication(std::int32_t src, std::int32_t dst) const;
   double replication(const workloads::Communicator& comm) const;
   void account(const Priced& p, double replication);
   void reset_stats();
@@ -131,6 +137,7 @@ class EngineCommBase : public CommModel {
   std::size_t runs_ = 0, phase_runs_ = 0;
   std::int32_t world_size_ = 0;
   std::set<std::int32_t> simulated_;
+  PairCopies p2p_stand_ins_;
   std::vector<LinkDirStats> dirs_;
   TierBytes tiers_;
 };
