@@ -33,6 +33,7 @@ const char* to_string(Algorithm a) {
     case Algorithm::Ring: return "ring";
     case Algorithm::Tree: return "tree";
     case Algorithm::Nvls: return "nvls";
+    case Algorithm::NvlsTree: return "nvls_tree";
     case Algorithm::CollNet: return "collnet";
     case Algorithm::Pat: return "pat";
     case Algorithm::Direct: return "direct";
@@ -169,6 +170,12 @@ Calibration default_calibration() {
   // one of the shared logs, so no leave-one-out prediction starts from its own held-out data): base 18.7 us,
   // 5.78 us per loop (in-sample 2-16384 MiB: median 2.7 %, p90 4.8 %).
   set(c, Algorithm::Nvls, Protocol::Simple, 18.7, 5.78, 18.0, 1.0);
+  // NVLS_TREE (multi-host all_reduce, Simple only; collectives.cpp build_nvls_tree): inside the host the NVLS
+  // kernel's loops, so the NVLS fit above (base 18.7 us, 5.78 us per NCCL loop on the NVLink hops; not refitted
+  // on a multi-host log; the tree hops pay the same per-loop cost); between hosts [NCCL-T]
+  // hwLatencies[NET][NVLS_TREE][Simple] = 20.9 us per tree level and direction, once per call as NCCL's model
+  // has it (intraLat + 2 log2(nNodes) interLat; 14 us in NCCL 2.19-2.26, tuning.cc at v2.19.3-1 .. v2.26.2-1).
+  set(c, Algorithm::NvlsTree, Protocol::Simple, 18.7, 5.78, 20.9, 1.0);
   // CollNet (Direct): [NCCL-T] Simple only; baseLatency 0, hwLatencies NVLINK 3.7, NET 31 us.
   set(c, Algorithm::CollNet, Protocol::Simple, 0.0, 3.7, 31.0, 1.0);
   // PAT: [NCCL-T] Simple only; baseLatency 8.0, hwLatencies NVLINK 4.0, NET 14 us.

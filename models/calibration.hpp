@@ -26,14 +26,16 @@
 
 namespace fabricsim::models {
 
-enum class Algorithm { Ring, Tree, Nvls, CollNet, Pat, Direct, Pairwise, Hierarchical };
+// NvlsTree: NCCL's NVLS_TREE (NCCL >= 2.18): NVLink SHARP inside each host, a double binary tree between hosts.
+enum class Algorithm { Ring, Tree, Nvls, NvlsTree, CollNet, Pat, Direct, Pairwise, Hierarchical };
 enum class Protocol { Simple, LL, LL128 };
 const char* to_string(Algorithm a);
 const char* to_string(Protocol p);
-bool parse_algorithm(const std::string& s, Algorithm& out);  // "ring", "tree", "nvls", "collnet", "pat", ...
+bool parse_algorithm(const std::string& s, Algorithm& out);  // "ring", "tree", "nvls", "nvls_tree", "collnet", ...
 bool parse_protocol(const std::string& s, Protocol& out);    // "simple", "ll", "ll128"
-constexpr std::array<Algorithm, 8> kAllAlgorithms = {Algorithm::Ring,   Algorithm::Tree,     Algorithm::Nvls,
-                                                     Algorithm::CollNet, Algorithm::Pat,     Algorithm::Direct,
+constexpr std::array<Algorithm, 9> kAllAlgorithms = {Algorithm::Ring,   Algorithm::Tree,     Algorithm::Nvls,
+                                                     Algorithm::NvlsTree, Algorithm::CollNet, Algorithm::Pat,
+                                                     Algorithm::Direct,
                                                      Algorithm::Pairwise, Algorithm::Hierarchical};
 constexpr std::array<Protocol, 3> kAllProtocols = {Protocol::Simple, Protocol::LL, Protocol::LL128};
 

@@ -66,7 +66,8 @@ bool parse_fidelity(const std::string& s, Fidelity& out) {
 std::vector<Algorithm> algorithms_for(Op op) {
   switch (op) {
     case Op::AllReduce:
-      return {Algorithm::Ring, Algorithm::Tree, Algorithm::Nvls, Algorithm::CollNet, Algorithm::Hierarchical};
+      return {Algorithm::Ring,    Algorithm::Tree,         Algorithm::Nvls,
+              Algorithm::NvlsTree, Algorithm::CollNet, Algorithm::Hierarchical};
     case Op::AllGather:
     case Op::ReduceScatter: return {Algorithm::Ring, Algorithm::Nvls, Algorithm::Pat};
     case Op::Broadcast:
@@ -86,6 +87,7 @@ std::vector<Protocol> protocols_for(Algorithm a) {
     case Algorithm::Direct:
     case Algorithm::Pairwise: return {Protocol::Simple, Protocol::LL};
     case Algorithm::Nvls:
+    case Algorithm::NvlsTree:
     case Algorithm::CollNet:
     case Algorithm::Pat: return {Protocol::Simple};
   }
@@ -239,6 +241,25 @@ std::string why_not_applicable(const CollectiveSpec& spec, Algorithm a, const to
                "several NVLink domains (use hierarchical, ring or tree)";
       return "";
     }
+    case Algorithm::NvlsTree: {
+      // [NCCL-T] NVLS_TREE is disabled on a single node (tuning.cc: "Disable NVLS Tree on a single node").
+      if (L.hosts.size() < 2) return "nvls_tree needs ranks on at least two hosts (NCCL disables it on one node)";
+      if (!L.equal_per_host) return "nvls_tree needs the same number of ranks on every host";
+      for (const auto& h : L.hosts) {
+        std::vector<NodeId> l1;
+        for (int r : h) {
+          const NodeId s = nvls_switch_of(t, spec.communicator[r]);
+          if (s == topo::kNoNode)
+            return "nvls_tree needs NVSwitches with NVLink SHARP (nvls) in every host; GPU '" +
+                   t.node(spec.communicator[r]).id + "' has none";
+          l1.push_back(s);
+        }
+        if (common_root(t, l1, [](const topo::Node& nd) { return nd.kind == NodeKind::NvSwitch && nd.nvls; }) ==
+            topo::kNoNode)
+          return "nvls_tree needs each host's ranks under one NVLS NVSwitch";
+      }
+      return "";
+    }
     case Algorithm::CollNet: {
       if (!L.equal_per_host) return "collnet needs the same number of ranks on every host";
       std::vector<std::vector<NodeId>> groups(L.hosts[0].size());
@@ -363,6 +384,24 @@ namespace {
 
 constexpr std::size_t kAutoStepLimit = 250000;  // transfers; above this `auto` uses symmetry
 
+// [NCCL-E] How NCCL cuts an NVLS_TREE all_reduce (src/enqueue.cc calcCollChunking at v2.26.2-1 and 5067397c,
+// src/transport/nvls.cc for the defaults; read, not copied): the chunk starts at nvlsChunkSize (128 KiB) capped
+// by the tree's maximum (64 KiB on >= 4 nodes, else the chunk size), then drops to 64 KiB below 4 x ops x chunk
+// bytes and to 32 KiB below 1 x ops x chunk, ops = channels x heads; a loop moves ops x chunk. (NVLS's own
+// thresholds are 64x / 8x / 2x, tuner.hpp nccl_nvls_loops: NVLS_TREE keeps larger chunks down to smaller
+// calls, so fewer loops pipeline a mid-size call.)
+NvlsLoops nvls_tree_loops(double bytes, int channels, int heads, int nodes) {
+  NvlsLoops l;
+  const double ops = static_cast<double>(std::max(1, channels)) * std::clamp(heads, 1, 32);
+  double chunk = nodes >= 4 ? 65536 : 131072;
+  if (bytes < 4 * ops * chunk && chunk > 65536) chunk = 65536;
+  if (bytes < 1 * ops * chunk && chunk > 32768) chunk = 32768;
+  l.chunk_bytes = chunk;
+  l.loop_bytes = ops * chunk;
+  l.loops = std::max(1.0, std::ceil(bytes / l.loop_bytes));
+  return l;
+}
+
 struct Builder {
   const CollectiveSpec& spec;
   const topo::Topology& t;
@@ -408,7 +447,13 @@ struct Builder {
     // NVLS's efficiency is the fraction of nominal NVLink bandwidth its multimem loads and stores reach
     // (nvls_efficiency, set as algo_eff by build_nvls), not a loss on top of the copy kernels' NVLink
     // efficiency, which is measured on ring runs (calibration.cpp).
-    if (kinds(NodeKind::NvSwitch)) return {algo == Algorithm::Nvls ? 1.0 : nv_eff(model), ap.step_latency_s};
+    if (kinds(NodeKind::NvSwitch)) {
+      if (algo == Algorithm::NvlsTree) return {calib.factor("nvls_efficiency"), ap.step_latency_s};
+      return {algo == Algorithm::Nvls ? 1.0 : nv_eff(model), ap.step_latency_s};
+    }
+    // NVLS_TREE: every chunk of every edge pays the kernel's per-loop cost (step latency); the network latency
+    // is paid once per tree level and direction per call (build_nvls_tree), as NCCL's model charges it.
+    if (algo == Algorithm::NvlsTree) return {net_eff(), ap.step_latency_s};
     if (is_fabric_switch(na.kind) || is_fabric_switch(nb.kind)) return {net_eff(), ap.net_step_latency_s};
     if (na.kind == NodeKind::Gpu && nb.kind == NodeKind::Gpu) {
       if (na.nvlink_domain >= 0 && na.nvlink_domain == nb.nvlink_domain) return {nv_eff(model), ap.step_latency_s};
@@ -650,6 +695,35 @@ struct Builder {
     return done;
   }
 
+  // Parent of every host (index 0..H-1; -1 for the root) in the first or second tree of NCCL's double binary
+  // tree (src/graph/trees.cc): in the first tree a host's parent is found from the lowest set bit of its index
+  // (odd indices are leaves, 0 is the root with one child); the second tree is the first one mirrored
+  // (index -> H-1-index) when H is even, shifted by one when H is odd, so a host that is internal in one tree
+  // is a leaf in the other and no host forwards for both trees.
+  static std::vector<int> double_binary_tree(int H, bool second) {
+    auto btree_parent = [&](int r) {
+      if (r == 0) return -1;
+      int bit = 1;
+      while (bit < H && !(bit & r)) bit <<= 1;
+      int up = (r ^ bit) | (bit << 1);
+      if (up >= H) up = r ^ bit;
+      return up;
+    };
+    std::vector<int> parent(H, -1);
+    for (int h = 0; h < H; ++h) {
+      if (!second) {
+        parent[h] = btree_parent(h);
+      } else if (H % 2 == 0) {  // mirror: host h sits at index H-1-h of the first tree
+        const int up = btree_parent(H - 1 - h);
+        parent[h] = up < 0 ? -1 : H - 1 - up;
+      } else {  // shift: host h sits at index (h-1) mod H
+        const int up = btree_parent((h - 1 + H) % H);
+        parent[h] = up < 0 ? -1 : (up + 1) % H;
+      }
+    }
+    return parent;
+  }
+
   // Pipelined DAG of edges, every edge carrying its payload in K chunks; chunk k of an edge may start when
   // chunk k of each parent edge and its own chunk k-1 are done. Edges must be in topological order.
   struct PEdge {
@@ -764,27 +838,8 @@ struct Builder {
     // the second tree is the first one mirrored (index -> H-1-index) when H is even, shifted by one when
     // H is odd, so a host that is internal in one tree is a leaf in the other and no host forwards for
     // both trees.
-    auto btree_parent = [&](int r) {
-      if (r == 0) return -1;
-      int bit = 1;
-      while (bit < H && !(bit & r)) bit <<= 1;
-      int up = (r ^ bit) | (bit << 1);
-      if (up >= H) up = r ^ bit;
-      return up;
-    };
     auto host_tree = [&](bool second, int c) {
-      std::vector<int> parent(H, -1);
-      for (int h = 0; h < H; ++h) {
-        if (!second) {
-          parent[h] = btree_parent(h);
-        } else if (H % 2 == 0) {  // mirror: host h sits at index H-1-h of the first tree
-          const int up = btree_parent(H - 1 - h);
-          parent[h] = up < 0 ? -1 : H - 1 - up;
-        } else {  // shift: host h sits at index (h-1) mod H
-          const int up = btree_parent((h - 1 + H) % H);
-          parent[h] = up < 0 ? -1 : (up + 1) % H;
-        }
-      }
+      const std::vector<int> parent = double_binary_tree(H, second);
       // Where GPUs share NICs, the head is a GPU on the channel's NIC (channel_nic_ranks).
       std::vector<int> rp(n, -1);
       std::vector<std::size_t> head_pos(H);
@@ -934,6 +989,100 @@ struct Builder {
         break;
       default: break;
     }
+  }
+
+  // NCCL's NVLS_TREE all_reduce across hosts (NCCL >= 2.18; src/device/all_reduce.h, RunWorkColl for
+  // NCCL_ALGO_NVLS_TREE at v2.26.2-1: scatter to the NVLS heads, tree reduce/broadcast between hosts, gather;
+  // read, not copied): inside each host NVLink SHARP reduces shard k (S/g) of every
+  // rank's buffer into head k (one head per local GPU, each with its own rail NIC), head k of every host
+  // all-reduces its shard over NCCL's double binary tree between hosts (two trees, half the shard each: up
+  // then down), and each head multicasts the result back through the NVSwitch. One pipeline: a chunk
+  // moves up, across the trees and down while the next follows. NVLink bytes per GPU are those of the
+  // single-host NVLS all_reduce (S up, S down: (g-1)/g S of reduce input and S/g of multicast up; S/g of
+  // reduced shard and (g-1)/g S of multicast down), at nvls_efficiency of nominal NVLink as NVLS; the tree
+  // hops are GPU-to-GPU over the heads' rail NICs at network_efficiency.
+  void build_nvls_tree() {
+    if (L.n < 2) return;
+    const double S = static_cast<double>(spec.bytes);
+    const int H = static_cast<int>(L.hosts.size());
+    const int g = static_cast<int>(L.hosts[0].size());
+    const double shard = S / g;
+    // NCCL's NVLS_TREE loop: nvls channels x heads x a chunk that differs from NVLS's (nvls_tree_loops).
+    const NvlsLoops nl = nvls_tree_loops(S, nccl_nvls_channels(t.node(gpu(0)).model), g, H);
+    const std::uint32_t K = static_cast<std::uint32_t>(std::clamp(nl.loops, 1.0, calib.factor("max_pipeline_chunks")));
+    step_latency_scale = nl.loops / K;
+    std::vector<NodeId> sw(H);
+    for (int h = 0; h < H; ++h) {
+      std::vector<NodeId> l1;
+      for (int r : L.hosts[h]) l1.push_back(nvls_switch_of(t, gpu(r)));
+      sw[h] = common_root(t, l1, [](const topo::Node& nd) { return nd.kind == NodeKind::NvSwitch && nd.nvls; });
+    }
+    // [NCCL-T] ncclTopoTuneModel's NVLS_TREE latency, intraLat + 2 log2(nNodes) x interLat: the network part
+    // once per call (the NvlsTree row's net_step_latency per tree level and direction), not per pipeline chunk:
+    // charged per chunk (64 KiB chunks on 8 nodes: 128 loops per GiB) it serialised 2.7 ms of latency into a
+    // 1 GiB call, 8.6 ms simulated against 5.6 ms measured on 8 H100 nodes.
+    s.fixed_latency_s += 2 * std::ceil(std::log2(static_cast<double>(H))) * ap.net_step_latency_s;
+    std::vector<PEdge> edges;
+    auto add = [&](NodeId a, NodeId b, double payload, std::vector<int> parents, int ch) {
+      edges.push_back(PEdge{a, b, payload, 1.0, std::move(parents), {}, ch});
+      return static_cast<int>(edges.size() - 1);
+    };
+    auto head = [&](int h, int k) { return gpu(L.hosts[h][k]); };
+    // Reduce input: every rank sends the g-1 shards it does not head to the switch.
+    std::vector<std::vector<int>> up(H);
+    for (int h = 0; h < H; ++h)
+      for (int k = 0; k < g; ++k) up[h].push_back(add(head(h, k), sw[h], S * (g - 1) / g, {}, k));
+    // The reduced shard k reaches head k.
+    std::vector<std::vector<int>> rs(H, std::vector<int>(g));
+    for (int h = 0; h < H; ++h)
+      for (int k = 0; k < g; ++k) rs[h][k] = add(sw[h], head(h, k), shard, up[h], k);
+    // Trees between the heads of shard k: what each head waits for before multicasting (per tree: the up edges
+    // of its children when it is the root, else the down edge into it).
+    std::vector<std::vector<std::vector<int>>> ready(H, std::vector<std::vector<int>>(g));
+    for (int k = 0; k < g; ++k)
+      for (bool second : {false, true}) {
+        const std::vector<int> parent = double_binary_tree(H, second);
+        std::vector<std::vector<int>> kids(H);
+        int root = -1;
+        for (int h = 0; h < H; ++h) {
+          if (parent[h] < 0) root = h;
+          else kids[parent[h]].push_back(h);
+        }
+        std::vector<int> pre, st{root};
+        while (!st.empty()) {
+          const int v = st.back();
+          st.pop_back();
+          pre.push_back(v);
+          for (int c : kids[v]) st.push_back(c);
+        }
+        std::vector<int> up_e(H, -1), down_e(H, -1);
+        for (auto it = pre.rbegin(); it != pre.rend(); ++it) {  // children first
+          const int v = *it;
+          if (v == root) continue;
+          std::vector<int> par{rs[v][k]};
+          for (int c : kids[v]) par.push_back(up_e[c]);
+          up_e[v] = add(head(v, k), head(parent[v], k), shard / 2, std::move(par), k);
+        }
+        std::vector<int> at_root{rs[root][k]};
+        for (int c : kids[root]) at_root.push_back(up_e[c]);
+        for (int v : pre) {
+          if (v == root) continue;
+          down_e[v] = add(head(parent[v], k), head(v, k), shard / 2,
+                          parent[v] == root ? at_root : std::vector<int>{down_e[parent[v]]}, k);
+        }
+        for (int h = 0; h < H; ++h) {
+          auto& r = ready[h][k];
+          if (h == root) r.insert(r.end(), at_root.begin(), at_root.end());
+          else r.push_back(down_e[h]);
+        }
+      }
+    // Head k multicasts its all-reduced shard; every rank receives the g-1 shards it does not head.
+    std::vector<std::vector<int>> ag(H, std::vector<int>(g));
+    for (int h = 0; h < H; ++h)
+      for (int k = 0; k < g; ++k) ag[h][k] = add(head(h, k), sw[h], shard, ready[h][k], k);
+    for (int h = 0; h < H; ++h)
+      for (int k = 0; k < g; ++k) add(sw[h], head(h, k), S * (g - 1) / g, ag[h], k);
+    pipeline(edges, K);
   }
 
   // CollNet (SHARP): intra-host reduce-scatter ring, per rail group an in-network all_reduce of the
@@ -1245,6 +1394,7 @@ std::size_t estimate_step_transfers(const CollectiveSpec& spec, Algorithm a, int
     case Algorithm::Hierarchical: est = 4.0 * n * n * channels; break;
     case Algorithm::Tree: est = 4.0 * n * K; break;
     case Algorithm::Nvls:
+    case Algorithm::NvlsTree:
     case Algorithm::CollNet: est = 4.0 * n * K + 2.0 * n * n; break;
     case Algorithm::Pat: est = n * std::log2(std::max(2.0, n)); break;
     case Algorithm::Direct:
@@ -1324,6 +1474,7 @@ bool build_impl(const CollectiveSpec& spec, const topo::Topology& t, topo::Routi
     case Algorithm::Ring: b.build_ring(); break;
     case Algorithm::Tree: b.algo_eff = calib.factors.tree_efficiency; b.build_tree(); break;
     case Algorithm::Nvls: b.build_nvls(); break;
+    case Algorithm::NvlsTree: b.build_nvls_tree(); break;
     case Algorithm::CollNet: b.build_collnet(); break;
     case Algorithm::Pat: b.build_pat(); break;
     case Algorithm::Direct: b.build_direct(); break;

@@ -47,8 +47,14 @@ int nccl_coll_channels(const std::string& gpu_model, int hosts) {
   return 0;
 }
 
-// [NCCL-T] hwLatencies[NCCL_HW_NVLINK][NCCL_ALGO_NVLS][NCCL_PROTO_SIMPLE]: NCCL's modelled NVLS call latency.
+// [NCCL-T] hwLatencies[NCCL_HW_NVLINK][NCCL_ALGO_NVLS][NCCL_PROTO_SIMPLE]: NCCL's modelled NVLS call latency
+// (NVLSTree's NVLINK entry is the same 25 us).
 constexpr double kNcclNvlsLatency_s = 25e-6;
+// [NCCL-T] hwLatencies[NCCL_HW_NET][NCCL_ALGO_NVLS_TREE][NCCL_PROTO_SIMPLE] at 5067397c: 20.9 us per tree level
+// and direction (it was 14 us in NCCL 2.19-2.26, tuning.cc at v2.19.3-1 .. v2.26.2-1).
+constexpr double kNcclNvlsTreeNetLatency_s = 20.9e-6;
+// [NCCL-T] getNetOverhead: 1 us on Intel (and any CPU NCCL does not single out), 2 us on AMD x86.
+constexpr double kNcclNetOverhead_s = 1e-6;
 
 int nccl_nvls_channels(const std::string& gpu_model) {
   for (const char* b : {"b200", "gb200", "b300", "gb300"})
@@ -192,7 +198,11 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
       }
       double steps = spec.op == Op::AllReduce ? 2 * (n - 1) : n - 1;
       double inter = H <= 1 ? 0 : (spec.op == Op::AllReduce ? 2 * (H - 1) : H - 1);
-      lat += (steps - inter) * li + inter * ln;
+      // [NCCL-T] ncclTopoTuneModel (NCCL >= 2.18; tuning.cc at v2.18.1-1, v2.26.2-1, 5067397c): "inter-node
+      // rings still have to launch nsteps * net overhead": across nodes each intra-node step costs at least
+      // getNetOverhead, 1 us (2 us on AMD x86 CPUs, which the topology does not say; 1 us taken), x3 for Simple.
+      const double li_ring = H > 1 ? std::max(li, kNcclNetOverhead_s * (p == Protocol::Simple ? 3 : 1)) : li;
+      lat += (steps - inter) * li_ring + inter * ln;
       xfer = t_of(steps / n * S, ll_capped(std::min(Bi, Bhost) * e));
       break;
     }
@@ -222,6 +232,22 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
       lat = kNcclNvlsLatency_s + (H > 1 ? ln : 0);
       double per_gpu = spec.op == Op::AllReduce ? S : (n - 1) / n * S;
       xfer = t_of(per_gpu, bw.nvlink_Bps * e * ne);
+      break;
+    }
+    case Algorithm::NvlsTree: {
+      // [NCCL-T] ncclTopoTuneModel, NVLS_TREE (all_reduce across nodes, Simple only): per-channel bandwidth the
+      // minimum of the NVLS one inside the node and the network one, the latter doubled on <= 2 nodes (NCCL
+      // 2.19-2.26 wrote it as bwInter on <= 2 nodes and bwInter/2 beyond: the same ratio); latency
+      // intraLat + 2 log2(nNodes) x interLat. Here the NVLS side is the NVLS candidate's (S through each GPU's
+      // NVLink at nvls_efficiency of nominal), the network side is head k's shard S/g through its rail NIC,
+      // once on two hosts (each head sends half the shard up one tree and half down the other) and twice
+      // beyond (an inner host of a tree forwards to two children and its parent). NCCL's per-channel cap
+      // (perChMaxNVLSTreeBws: 57.7 GB/s on 2 Hopper nodes x 16 channels) does not bind at these rates.
+      const double ne = calib.factor("nvls_efficiency");
+      lat = kNcclNvlsLatency_s + 2 * std::ceil(std::log2(std::max(1.0, H))) * kNcclNvlsTreeNetLatency_s;
+      const double t_intra = t_of(S, bw.nvlink_Bps * e * ne);
+      const double t_inter = (H <= 2 ? 1.0 : 2.0) * t_of(S / std::max(1.0, g), Bn * e);
+      xfer = std::max(t_intra, t_inter);
       break;
     }
     case Algorithm::CollNet: {
@@ -302,6 +328,18 @@ TunerChoice tune(const CollectiveSpec& spec, const topo::Topology& t, topo::Rout
       // applicable algorithm with its first protocol instead of comparing launch latencies.
       if (bw.nranks <= 1 && found) continue;
       Candidate c = predict(spec, a, p, bw, calib, channels);
+      // [NCCL-T] ncclTopoGetAlgoTime (NCCL >= 2.18; 1.9 for every GPU before): "Plateau effect of ring": a
+      // multi-node Ring/Simple all_reduce with at least 64 bytes per channel and rank has its latency x1.4, x1.9
+      // below compute capability 8.0 (V100). nChannels is the communicator's (nccl_coll_channels, else ours).
+      if (a == Algorithm::Ring && p == Protocol::Simple && bw.hosts > 1 && spec.op == Op::AllReduce) {
+        const std::string& model = t.node(spec.communicator.front()).model;
+        const int nch = std::max(1, nccl_coll_channels(model, bw.hosts) > 0 ? nccl_coll_channels(model, bw.hosts) : channels);
+        if (static_cast<double>(spec.bytes) / (static_cast<double>(nch) * bw.nranks) >= 64) {
+          const double f = model.rfind("v100", 0) == 0 ? 1.9 : 1.4;
+          c.predicted_s += (f - 1) * c.latency_s;
+          c.latency_s *= f;
+        }
+      }
       out.candidates.push_back(c);
       if (!found || c.predicted_s < out.predicted_s) {
         found = true;

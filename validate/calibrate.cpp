@@ -35,12 +35,15 @@ struct Param {
 // (8.4 -> 169 us base latency, standing in for Simple's slow approach to its peak) and carried NVLS's
 // 25 us to 500 us, so the held-out DGX H100 log ran on Ring LL128 up to 256 MiB (docs/validation.md).
 bool own_latency_group(models::Algorithm a) {
-  return a == models::Algorithm::Nvls || a == models::Algorithm::CollNet || a == models::Algorithm::Pat;
+  return a == models::Algorithm::Nvls || a == models::Algorithm::NvlsTree || a == models::Algorithm::CollNet ||
+         a == models::Algorithm::Pat;
 }
 
 // Whether latency group `p` scales the table entry of (a, proto).
 bool in_group(const Param& p, models::Algorithm a, models::Protocol proto) {
   if (proto != p.proto) return false;
+  // NVLS_TREE runs NVLS's kernel loop (calibration.cpp): it moves with NVLS's group, not a group of its own.
+  if (a == models::Algorithm::NvlsTree) a = models::Algorithm::Nvls;
   return p.algo ? *p.algo == a : !own_latency_group(a);
 }
 
@@ -111,7 +114,7 @@ std::vector<Param> candidate_params(const models::Calibration& start, bool split
   // multipliers are fitted on the runs of that NCCL generation only.
   std::vector<std::optional<models::Algorithm>> groups{std::nullopt};
   for (models::Algorithm a : models::kAllAlgorithms)
-    if (own_latency_group(a)) groups.push_back(a);
+    if (own_latency_group(a) && a != models::Algorithm::NvlsTree) groups.push_back(a);
   for (int era = -1; era < static_cast<int>(start.nccl_eras.size()); ++era)
     for (const auto& algo : groups)
       for (Field f : {Field::Base, Field::Step, Field::NetStep, Field::Eff})

@@ -71,6 +71,11 @@ void finish_mapping(SystemMapping& s, const Measurement& m) {
       p["nic_bandwidth"] = fmt_gbps_param(fd.nic_gbps);
       s.allow_collnet = s.allow_collnet || fd.sharp;
       s.rule += ", fabric " + fd.rule;
+      // The described NICs serve the GPUs the run used: a run of 4 ranks per host with 2 NICs per host (ALCF
+      // Polaris: 4 A100 and 2 Slingshot NICs per node) is a 4-GPU server with one NIC per two GPUs, not the
+      // first 4 GPUs of an 8-GPU DGX A100 with its 2 NICs, which leaves GPUs 0-3 on the first NIC alone.
+      if (!p.count("gpus_per_node") && fd.nics_per_node <= s.ranks_per_host)
+        p["gpus_per_node"] = std::to_string(s.ranks_per_host);
     }
     p["node"] = s.preset;
     p["nodes"] = std::to_string(m.num_nodes);
@@ -165,14 +170,16 @@ bool nccl_has_algorithm(const SystemMapping& map, const std::string& nccl_versio
     case models::Algorithm::Hierarchical: return false;
     case models::Algorithm::CollNet: return map.allow_collnet;
     case models::Algorithm::Nvls: return v < 0 || v >= 217;
+    // NCCL_ALGO_NVLS_TREE first appears in NCCL 2.18 (src/include/devcomm.h at v2.18.1-1; absent at v2.17.1-1).
+    case models::Algorithm::NvlsTree: return v < 0 || v >= 218;
     case models::Algorithm::Pat: return v < 0 || v >= 223;
     default: return true;
   }
 }
 
-// fabricsim's algorithm for an NCCL algorithm name as NCCL logs it (lower-cased: "ring", "tree", "nvls", "pat",
-// "collnet_direct"); nullopt for the ones fabricsim does not model (nvls_tree, collnet_chain), which the tuner
-// then replaces.
+// fabricsim's algorithm for an NCCL algorithm name as NCCL logs it (lower-cased: "ring", "tree", "nvls",
+// "nvls_tree", "pat", "collnet_direct"); nullopt for the one fabricsim does not model (collnet_chain), which the
+// tuner then replaces.
 std::optional<models::Algorithm> modelled_nccl_algorithm(const std::string& nccl_name) {
   models::Algorithm a;
   if (!models::parse_algorithm(nccl_name == "collnet_direct" ? "collnet" : nccl_name, a)) return std::nullopt;
@@ -280,6 +287,13 @@ SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration
   if (version >= 0 && version < 212) call.pxn = false;
   call.spec = spec;
   topo::Routing& routing = sim::call_routing(impl_->sys, call);
+  // A logged algorithm that does not apply to the simulated communicator (NVLS_TREE named for a one-host
+  // all_gather) is replaced by the tuner's choice, as an unmodelled one is.
+  if (logged && !models::why_not_applicable(spec, *spec.algorithm, impl_->sys.topology(), routing).empty()) {
+    logged = nullptr;
+    spec.algorithm = impl_->base.algorithm;
+    spec.protocol = impl_->base.protocol;
+  }
   models::TunerChoice tc = models::tune(spec, impl_->sys.topology(), routing, calib);
   spec.algorithm = tc.algorithm;
   spec.protocol = tc.protocol;

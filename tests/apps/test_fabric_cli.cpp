@@ -45,13 +45,18 @@ TEST_CASE("64 H100 over NDR: 2:1 oversubscription costs nothing on 64-port leave
   const double a2 = busbw("-p radix=16 -p oversubscription=2", "all_to_all");
   CHECK(a2 < 0.5 * a1);  // doc: 16.7 against 49.0 GB/s
   CHECK(a2 > 0.2 * a1);
+  // all_reduce as the tuner runs it (nvls_tree): its trees' upper levels cross the oversubscribed uplinks.
+  const double r1 = busbw("-p radix=16 -p oversubscription=1", "all_reduce");
+  const double r2 = busbw("-p radix=16 -p oversubscription=2", "all_reduce");
+  CHECK(r2 < 0.7 * r1);  // doc: 143.9 against 249.9 GB/s
+  CHECK(r2 > 0.4 * r1);
 }
 
 TEST_CASE("docs/validation.md 'Multi-node logs': the validate command, and a multi-host log without a fabric") {
   const fs::path d = scratch_dir("fabric_validate");
   const std::string data = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/";
   Run r = run_in(d, fabricsim::cli_test::fabricsim(
-                        "validate -q " + data + "nccl-tests/abci_inter_*.meta.json " + data +
+                        "validate -q --calibration default " + data + "nccl-tests/abci_inter_*.meta.json " + data +
                         "nccl-tests/together_b200_*.meta.json " + data + "nccl-tests-multinode/*_all_*.meta.json"));
   REQUIRE_MESSAGE(r.rc == 0, r.err);
   CHECK(r.out.find("sizes >= 1 MiB: 162 points") != std::string::npos);

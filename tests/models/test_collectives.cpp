@@ -2,6 +2,8 @@
 // dependencies, fidelity levels carrying the same bytes, and the errors for inputs that do not apply.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <set>
@@ -160,7 +162,7 @@ TEST_CASE("every op x algorithm x protocol on dgx-a100, dgx-h100 and a 4-node su
               if (is_gpu(sys.t, x.src)) CHECK(comm.count(x.src));
               if (is_gpu(sys.t, x.dst)) CHECK(comm.count(x.dst));
               if (!is_gpu(sys.t, x.src) || !is_gpu(sys.t, x.dst))
-                CHECK((a == Algorithm::Nvls || a == Algorithm::CollNet));
+                CHECK((a == Algorithm::Nvls || a == Algorithm::NvlsTree || a == Algorithm::CollNet));
             }
             auto rec = received(sch);
             auto snd = sent(sch);
@@ -182,6 +184,19 @@ TEST_CASE("every op x algorithm x protocol on dgx-a100, dgx-h100 and a 4-node su
               // Each of the two trees (per channel) moves S/2 up and S/2 down over n-1 edges.
               CHECK(total_payload(sch) == approx(2.0 * (n - 1) * Sd));
               for (int r = 0; r < n; ++r) CHECK(rec[s.communicator[r]] >= Sd * 0.5 - 1);
+            }
+            if (op == Op::AllReduce && a == Algorithm::NvlsTree) {
+              // Every GPU gets S from its NVSwitch (its reduced shard and the others' multicast); the heads of
+              // each shard exchange S/g over two trees of H-1 edges, up and down: 2(H-1)S between GPUs in all.
+              std::map<topo::NodeId, double> from_switch;
+              double gpu_to_gpu = 0;
+              for (const auto& x : sch.transfers) {
+                const double b = x.payload_bytes * x.weight * x.steps * x.replicas;
+                if (!is_gpu(sys.t, x.src)) from_switch[x.dst] += b;
+                else if (is_gpu(sys.t, x.dst)) gpu_to_gpu += b;
+              }
+              for (int r = 0; r < n; ++r) CHECK(from_switch[s.communicator[r]] == approx(Sd).epsilon(1e-9));
+              CHECK(gpu_to_gpu == approx(2.0 * (H - 1) * Sd).epsilon(1e-9));
             }
             if (op == Op::AllToAllv) {
               for (int r = 0; r < n; ++r) CHECK(rec[s.communicator[r]] == approx((n - 1.0) / n * Sd));
@@ -398,11 +413,19 @@ TEST_CASE("nccl-tests busbw factors and counts") {
 }
 
 TEST_CASE("tuner: Tree is priced with NCCL's model (algorithm bandwidth = busBw / 2 at every host count)") {
-  // [NCCL-T] ratio .5 for non-ring algorithms: a 2-host all_reduce goes to Ring at large sizes, as NCCL
-  // does, although the simulated double binary tree moves only S per NIC there.
+  // [NCCL-T] ratio .5 for non-ring algorithms: a 2-host all_reduce never goes to Tree at large sizes, as in
+  // NCCL, although the simulated double binary tree moves only S per NIC there. (On DGX H100 hosts NVLS_TREE
+  // wins, as NCCL's does on the 2-node H100 logs; on DGX A100 hosts, without NVLS, Ring.)
   Calibration cal = default_calibration();
   for (const char* nodes : {"2", "4"}) {
     CAPTURE(nodes);
+    const auto a_sys = system_of("superpod", {{"nodes", nodes}, {"node", "dgx-a100"}});
+    const topo::Topology& a = a_sys->topology();
+    topo::Routing& ra = a_sys->routing();
+    CollectiveSpec sa = make(a, Op::AllReduce, 1ull << 30, Algorithm::Ring, Protocol::Simple);
+    sa.algorithm.reset();
+    sa.protocol.reset();
+    CHECK(tune(sa, a, ra, cal).algorithm == Algorithm::Ring);
     const auto t_sys = system_of("superpod", {{"nodes", nodes}});
     const topo::Topology& t = t_sys->topology();
     topo::Routing& r = t_sys->routing();
@@ -410,7 +433,7 @@ TEST_CASE("tuner: Tree is priced with NCCL's model (algorithm bandwidth = busBw 
     s.algorithm.reset();
     s.protocol.reset();
     TunerChoice c = tune(s, t, r, cal);
-    CHECK(c.algorithm == Algorithm::Ring);
+    CHECK(c.algorithm == Algorithm::NvlsTree);
     CommBandwidths bw = comm_bandwidths(s, t, r, cal);
     const double S = static_cast<double>(s.bytes);
     const double B = std::min(bw.intra_Bps, std::min(bw.host_net_Bps, default_channels(s, t, r) * bw.nic_Bps));
@@ -421,6 +444,44 @@ TEST_CASE("tuner: Tree is priced with NCCL's model (algorithm bandwidth = busBw 
         CHECK(k.predicted_s - k.latency_s == doctest::Approx(2 * S / (B * cal.factor("tree_efficiency"))));
       }
     CHECK(seen);
+  }
+}
+
+TEST_CASE("nvls_tree: NCCL's NVLS_TREE across hosts (applicability, tuner model, schedule latency)") {
+  Calibration cal = default_calibration();
+  // Only across hosts, and only where every host's ranks share an NVLS NVSwitch.
+  topo::Topology h = preset("dgx-h100");
+  topo::Routing rh(h);
+  CHECK(why_not_applicable(make(h, Op::AllReduce, 1 << 20, Algorithm::NvlsTree, Protocol::Simple), Algorithm::NvlsTree,
+                           h, rh)
+            .find("two hosts") != std::string::npos);
+  topo::Topology a = preset("superpod", {{"nodes", "2"}, {"node", "dgx-a100"}});
+  topo::Routing ra(a);
+  CHECK(why_not_applicable(make(a, Op::AllReduce, 1 << 20, Algorithm::NvlsTree, Protocol::Simple), Algorithm::NvlsTree,
+                           a, ra)
+            .find("NVLink SHARP") != std::string::npos);
+  for (const char* nodes : {"2", "4"}) {
+    CAPTURE(nodes);
+    const double H = std::atof(nodes);
+    topo::Topology t = preset("superpod", {{"nodes", nodes}});
+    topo::Routing r(t);
+    CollectiveSpec s = make(t, Op::AllReduce, 1ull << 30, Algorithm::NvlsTree, Protocol::Simple);
+    CHECK(why_not_applicable(s, Algorithm::NvlsTree, t, r).empty());
+    TunerChoice c = tune(s, t, r, cal);
+    REQUIRE(c.candidates.size() == 1);
+    // [NCCL-T] latency 25 us + 2 log2(nodes) x 20.9 us; bandwidth: the slower of NVLS inside the host (S per GPU
+    // at nvls_efficiency of nominal NVLink) and head k's shard S/8 through its NIC, once on 2 hosts, twice beyond.
+    CommBandwidths bw = comm_bandwidths(s, t, r, cal);
+    const double S = static_cast<double>(s.bytes);
+    CHECK(c.candidates[0].latency_s == approx(25e-6 + 2 * std::log2(H) * 20.9e-6));
+    const double intra = S / (bw.nvlink_Bps * cal.factor("nvls_efficiency"));
+    const double inter = (H <= 2 ? 1 : 2) * S / 8 / bw.nic_Bps;
+    CHECK(c.candidates[0].predicted_s - c.candidates[0].latency_s == approx(std::max(intra, inter)));
+    // The schedule pays the network latency once per tree level and direction per call, not per chunk.
+    Schedule sch = build_schedule(s, t, r, cal);
+    const auto& ap = cal.of(Algorithm::NvlsTree, Protocol::Simple);
+    CHECK(sch.fixed_latency_s == approx(ap.base_latency_s + 2 * std::log2(H) * ap.net_step_latency_s));
+    for (const auto& x : sch.transfers) CHECK(x.step_latency_s == approx(sch.transfers[0].step_latency_s));
   }
 }
 

@@ -48,6 +48,12 @@
 //       rows and the ABCI A 4-GPU LL128 rows), < 1 MiB p90 41 -> 47 % and --nccl-eras 42 -> 48 % (the B200
 //       send/recv log's small sizes, 18.0 -> 47.0 % median: its prediction comes from the other families'
 //       Simple latency, which the ABCI LL rows no longer inflate, 30.9 -> 10.4 us).
+//     - 2026-11-26 (session 13, multinode2), NCCL's net overhead (>= 1 us per intra-node step of a multi-node
+//       ring) and ring plateau factor in the tuner, NVLS_TREE: 4.8 / 29.0 / 13.1 / 46.7 % -> 4.8 / 17.7 / 9.1 /
+//       36.6 %; ABCI V intra 6.7 -> 5.4 %. Tighter: >= 1 MiB p90 30 -> 18 %, < 1 MiB p90 47 -> 37 %, V intra
+//       7 -> 6 %. Looser (the fits that were chosen on other models): --split-fit 5.2 -> 6.2 %, p90 28.4 ->
+//       31.1 %, its B200 1.9 -> 12.1 %; --nccl-eras 4.6 -> 5.2 % (out of the issue bound). Measured with only
+//       the net overhead (no plateau factor): default p90 22.8 %, but B200 4.1 % and V intra 10.3 %: not kept.
 //  4. the ABCI V intra-node log (4x V100): NVLink efficiency is fitted on single-host runs only
 //     (validate/calibrate.cpp `relevant`); before that rule its LOO error was 80 % (the inter-node logs drove
 //     nvlink_efficiency.v100 to 0.10).
@@ -135,9 +141,10 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
     whole_set("all logs", r);
     // Measured 2026-11-22 17:00 UTC (docs/validation.md): 4.8 % / 29.0 %; 13.1 % / 46.7 %.
     CHECK(r.summary.large.median <= 0.05);  // issue bound (met: 68 of 133 points within 5 %, 67 needed)
-    CHECK(r.summary.large.p90 <= 0.30);     // guard (issue bound 12 %: not met)
+    CHECK(r.summary.large.p90 <= 0.18);     // guard (issue bound 12 %: not met); 17.7 % since NCCL's ring net
+                                            // overhead and plateau in the tuner (29.0 % before, 2026-11-26)
     CHECK(r.summary.small.median <= 0.15);  // issue bound (measured 13.1 %)
-    CHECK(r.summary.small.p90 <= 0.47);     // guard
+    CHECK(r.summary.small.p90 <= 0.37);     // guard; measured 36.6 % (46.7 % before the ring net overhead)
     ErrorSummary b = subset(r, "together_b200", 2);
     MESSAGE("B200 LOO (default fit): >= 1 MiB median " << b.large.median);
     CHECK(b.large.median <= 0.03);  // measured 2.6 % (5.5 % before the per-channel LL rate; 3.4 % when the
@@ -155,19 +162,22 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
     CHECK(s.large.count == 6);
     // measured 6.7 % (4.0 % before the 05:15 change, 15.7 % before the 04:05 one, 9.9 % before the 02:05
     // one, 80.3 % before the single-host NVLink rule)
-    CHECK(s.large.median <= 0.07);
+    CHECK(s.large.median <= 0.06);  // 5.4 % since the ring net overhead (its family fit moved), 6.7 % before
   }
 
   {  // --split-fit: regression guards at its measured values. Its configuration was chosen on an older model
      // (then 9.7 % / 38.0 %; 17.6 % / 66.0 %, B200 5.6 %, V intra 6.2 %) (docs/validation.md).
     whole_set("split-fit", rs);
-    CHECK(rs.summary.large.median <= 0.06);  // measured 5.2 %
-    CHECK(rs.summary.large.p90 <= 0.29);     // measured 28.4 %
+    // Re-based 2026-11-26 with NCCL's ring net overhead and plateau factor in the tuner (NCCL >= 2.18 rules, also
+    // applied to ABCI's NCCL 2.8.4 runs): 5.2 -> 6.2 %, p90 28.4 -> 31.1 %, B200 1.9 -> 12.1 %
+    // (docs/validation.md "Multi-node logs"); the default fit above improved (p90 29.0 -> 17.7 %).
+    CHECK(rs.summary.large.median <= 0.063);  // measured 6.2 %
+    CHECK(rs.summary.large.p90 <= 0.32);      // measured 31.1 %
     CHECK(rs.summary.small.median <= 0.15);  // issue bound; measured 9.9 %
     CHECK(rs.summary.small.p90 <= 0.45);     // measured 44.8 %
     ErrorSummary b = subset(rs, "together_b200", 2);
     MESSAGE("B200 LOO: split-fit >= 1 MiB median " << b.large.median);
-    CHECK(b.large.median <= 0.03);  // measured 1.9 % (26.2 % at 05:15, when -g 8 runs moved the latencies)
+    CHECK(b.large.median <= 0.13);  // measured 12.1 % (1.9 % before the ring net overhead; 26.2 % at 05:15)
     ErrorSummary v = subset(rs, "abci_intra_vnode", 1);
     CHECK(v.large.median <= 0.09);  // measured 8.9 %
     ErrorSummary t = subset(rs, "together_h100_", 3);
@@ -178,7 +188,8 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
 
   {  // --nccl-eras: regression guards at its measured values
     whole_set("nccl-eras", re);
-    CHECK(re.summary.large.median <= 0.05);  // issue bound; measured 4.6 %
+    CHECK(re.summary.large.median <= 0.053);  // measured 5.2 % (4.6 % before the ring net overhead: no longer
+                                              // within the issue bound)
     CHECK(re.summary.large.p90 <= 0.26);     // measured 25.1 %
     CHECK(re.summary.small.median <= 0.15);  // issue bound; measured 13.3 %
     CHECK(re.summary.small.p90 <= 0.48);     // measured 47.3 %

@@ -4,9 +4,9 @@
 // H100 sweep) and is fitted on none of these logs, so predicting them with it is a held-out prediction for
 // every one of them (docs/validation.md "Multi-node logs"; a leave-one-out-by-system refit, `fabricsim
 // validate --loo --loo-by-system`, did not finish in 2.6 CPU minutes and is run by hand). The issue's bounds
-// (median |busbw error| <= 8 % >= 1 MiB and <= 15 % below, per collective) are NOT met; the checks below are
-// regression guards at the measured values (2026-11-26, rounded up), and checks of what the fabric mapping
-// fixed. docs/validation.md "Multi-node logs" explains what is left.
+// (median |busbw error| <= 8 % >= 1 MiB and <= 15 % below, per collective) are NOT met pooled; the checks
+// below are regression guards at the measured values (2026-11-26, rounded up), and checks of what the fabric
+// mapping and NVLS_TREE fixed. docs/validation.md "Multi-node logs" explains what is left, per log.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -61,11 +61,30 @@ TEST_CASE("multi-node logs: held-out busbw error per collective with the cited d
   // Guards at the values measured 2026-11-26 (docs/validation.md "Multi-node logs"); issue bounds 8 % / 15 %.
   ErrorSummary ar = summarize(by_op.at("all_reduce"));
   CHECK(ar.large.count == 127);
-  CHECK(ar.large.median <= 0.21);  // measured 20.3 % (24.4 % before the fabric mapping)
-  CHECK(ar.small.median <= 0.40);  // measured 39.7 %
+  CHECK(ar.large.median <= 0.16);  // measured 15.9 % (20.3 % before NVLS_TREE, 24.4 % before the fabric mapping)
+  CHECK(ar.small.median <= 0.30);  // measured 29.2 % (39.7 % before NCCL's net overhead in the ring's price)
+  // NCCL's net overhead (>= 1 us per intra-node step of a multi-node ring) makes 8 ranks on 2 hosts a Tree LL
+  // call, as NCCL's model does: ABCI V and Polaris below 1 MiB (45.5 and 53.3 % on Ring LL before).
+  CHECK(log_of("abci_inter_vnode_job02").small.median <= 0.12);                    // measured 11.8 %
+  CHECK(log_of("polaris_a100_slingshot11_2node_8gpu_all_reduce").small.median <= 0.10);  // measured 9.5 %
   ErrorSummary sr = summarize(by_op.at("sendrecv"));
   CHECK(sr.large.median <= 0.12);  // measured 11.5 %
   // The fabric mapping: OCI's 16 RoCE VFs of 100 Gb/s were 4 HDR NICs (the ABCI A100-40GB rule) before.
-  CHECK(log_of("oci_a100_roce").large.median <= 0.17);  // measured 16.6 % (47.4 % before)
-  CHECK(log_of("polaris_a100_slingshot11_8node").large.median <= 0.40);  // 39.1 % (50.6 % before)
+  CHECK(log_of("oci_a100_roce").large.median <= 0.15);  // measured 14.3 % (47.4 % before)
+  // Polaris maps to a 4-GPU server with 2 NICs (one per GPU pair) since 2026-11-26; simulated at the NICs'
+  // line rate it is now too fast where it was too slow (all four GPUs on one NIC of an 8-GPU DGX): measured
+  // 50.6 % (39.1 % with the wrong server); the Slingshot plateau (36 of 50 GB/s) is what is left.
+  CHECK(log_of("polaris_a100_slingshot11_8node").large.median <= 0.51);
+  // NVLS_TREE: the three default-setting 2-node H100 logs (whose busbw passes the NICs' line rate) run on it
+  // from 4 MiB up; the two InfiniBand ones are now at the bound at >= 1 MiB.
+  CHECK(log_of("nvtests309_xe9680").large.median <= 0.08);                    // measured 7.9 % (20.3 % before)
+  CHECK(log_of("nvtests309_h100_ib400_2node_16gpu_all_reduce.txt").large.median <= 0.081);  // 8.03 % (21.4 %)
+  for (const auto& l : r.logs)
+    if (l.source.find("xe9680") != std::string::npos || l.source.find("aws_p5") != std::string::npos)
+      for (const auto& p : l.points)
+        if (p.size_bytes >= (128ull << 20)) {
+          CAPTURE(l.source);
+          CAPTURE(p.size_bytes);
+          CHECK(p.algorithm == "nvls_tree");
+        }
 }

@@ -328,7 +328,7 @@ TEST_CASE("NCCL TUNING lines: NCCL's own algorithm, protocol and channels per si
   SimPoint b = cases[0].sys->simulate(4 << 20, def);
   CHECK(b.from_log);
   CHECK(b.protocol == "simple");
-  SimPoint c = cases[0].sys->simulate(8 << 20, def);  // NVLS_TREE is not modelled: the tuner's choice
+  SimPoint c = cases[0].sys->simulate(8 << 20, def);  // NVLS_TREE needs two hosts: the tuner's choice
   CHECK_FALSE(c.from_log);
   CHECK_FALSE(cases[0].sys->simulate(2 << 20, def).from_log);  // no TUNING line for 2 MiB
 
