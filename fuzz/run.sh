@@ -20,7 +20,7 @@ if [ ! -d "$corpus" ]; then
     nccl_tests) cp tests/data/nccl-tests/raw/*.txt "$corpus"/ ;;
     astra) cp examples/workloads/*.txt "$corpus"/; find tests/data/foreign-workloads/astra-sim-1.0-text tests/data/foreign-workloads/simai-text -type f -name '*.txt' -exec cp {} "$corpus"/ \; ;;
     chakra) cp examples/workloads/chakra/*.json "$corpus"/
-            find tests/data/foreign-workloads/chakra-et tests/data/foreign-workloads/chakra-json -type f -size -64k -exec cp {} "$corpus"/ \; ;;
+            find tests/data/foreign-workloads/chakra-et tests/data/foreign-workloads/chakra-json tests/data/foreign-workloads/chakra-jsonizer -type f -size -64k -exec cp {} "$corpus"/ \; ;;
     *) echo "unknown target $target" >&2; exit 2 ;;
   esac
 fi
