@@ -34,7 +34,12 @@ void run(const std::string& s) {
 #elif defined(FABRICSIM_FUZZ_TRACE)
   workloads::trace_from_json(parse_json_text(s, "trace.json"), "trace.json");
 #elif defined(FABRICSIM_FUZZ_NCCL_TESTS)
-  validate::parse_nccl_tests_text(s, "log.txt", {});
+  // As validate::load_measurements tells them apart: a busbw-only markdown table, or an nccl-tests log.
+  if (s.find("| Message Size") != std::string::npos && s.find("# nThread") == std::string::npos &&
+      s.find("(elements)") == std::string::npos)
+    validate::parse_busbw_markdown(s, "table.md", {});
+  else
+    validate::parse_nccl_tests_text(s, "log.txt", {});
 #elif defined(FABRICSIM_FUZZ_ASTRA)
   workloads::import_astra_text(s, "astra.txt", {{"npus", "32"}, {"cycle_ns", "1"}}, "astra");
 #elif defined(FABRICSIM_FUZZ_CHAKRA)

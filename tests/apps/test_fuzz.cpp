@@ -391,6 +391,22 @@ TEST_CASE("fuzz nccl-tests text") {
   CHECK_MESSAGE(r.empty(), r);
 }
 
+TEST_CASE("fuzz nccl-tests busbw markdown table") {
+  // The busbw-only markdown table some vendors publish instead of the log (validate::parse_busbw_markdown);
+  // a hand-written seed in that layout.
+  const std::string seed =
+      "# all_reduce, 8 GPUs\n\n| Message Size (Bytes) | Cluster A (GB/s) |\n| --- | --- |\n| 1K | 0.04 |\n"
+      "| 65K | 2.5 |\n| 132K | 4.75 |\n| 1M | 30.1 |\n| 8G | 231.58 |\n\nNotes after the table.\n";
+  Target t{"nccl_markdown", {seed}, false, [](const std::string& s) {
+             fabricsim::validate::ParseHints h;
+             h.op = "all_reduce";
+             h.nranks = 8;
+             fabricsim::validate::parse_busbw_markdown(s, "table.md", h);
+           }};
+  const std::string r = fuzz(t);
+  CHECK_MESSAGE(r.empty(), r);
+}
+
 TEST_CASE("fuzz ASTRA-sim text") {
   Target t{"astra", files({"examples/workloads/astra-data-parallel.txt"}), false, [](const std::string& s) {
              fabricsim::workloads::import_astra_text(s, "astra.txt", {{"npus", "32"}, {"cycle_ns", "1"}}, "astra");
