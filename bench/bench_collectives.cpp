@@ -13,6 +13,10 @@
 // --ep N --zipf S (all_to_allv): the GPUs form gpus/N expert-parallel groups of N consecutive GPUs, all
 // dispatching at once; each sends --bytes per rank split by a Zipf(S) expert load drawn per group
 // (bench::zipf_alltoallv_matrix, seed = group index + 1), so the groups differ. One schedule holds them all.
+// --quotient auto|0|1: all_to_all(v) run through the exact quotient by the fabric's symmetry
+// (sim/engine/quotient_flows.hpp; method=quotient) when it applies, else the flows (method=flows, with the
+// reason); 0: always the flows; 1: the quotient or an error; refine: as auto, refining the classes when the
+// one-pass check fails (partial symmetry, QuotientOptions::refine).
 // Prints one line: op, GPUs, bytes, algorithm, protocol, fidelity, transfers, simulated time, wall times
 // (topology, schedule build, engine run, total) and peak RSS. Results: docs/performance.md.
 #include <sys/resource.h>
@@ -31,6 +35,7 @@
 #include "sim/base/units.hpp"
 #include "models/ring_stream.hpp"
 #include "sim/engine/ring_stream.hpp"
+#include "sim/engine/quotient_flows.hpp"
 #include "sim/engine/schedule_runner.hpp"
 #include "topologies/io.hpp"
 #include "topologies/routing.hpp"
@@ -48,7 +53,9 @@ int main(int argc, char** argv) {
         {{"--op", "all_reduce"}, {"--gpus", "64"}, {"--bytes", "1G"}, {"--fidelity", "auto"}, {"--engine", "fabricsim"},
          {"--algo", ""}, {"--batch-tolerance", "0"}, {"--routing", "dmodk"}, {"--pxn", "auto"},
          {"--stream", "0"}, {"--skip-periods", "1"}, {"--degrade", "1"},
-         {"--ep", "0"}, {"--zipf", "0"}});
+         {"--ep", "0"}, {"--zipf", "0"}, {"--quotient", "auto"}});
+    const std::string opt_engine = a["--engine"];
+    std::string method = "flows";
     const double t0 = now_s();
     models::CollectiveSpec spec;
     if (!models::parse_op(a["--op"], spec.op)) throw InputError("--op", "a collective name");
@@ -122,7 +129,33 @@ int main(int argc, char** argv) {
         }
       }
     } else {
+      // all_to_all(v): the exact quotient by the fabric's symmetry (sim/engine/quotient_flows.hpp) unless
+      // --quotient 0; when its check fails (or the schedule is not a direct all-to-all) the flows run.
+      const std::string& qa = a["--quotient"];
+      if (qa != "auto" && qa != "0" && qa != "1" && qa != "refine") throw InputError("--quotient", "auto, 0, 1 or refine");
+      std::string why;
+      if (qa != "0" && opt_engine == "fabricsim") {
+        sim::QuotientOptions qo;
+        qo.batch_tolerance_s = parse_double(a["--batch-tolerance"], "--batch-tolerance");
+        qo.refine = qa == "refine";
+        models::Schedule head;
+        const sim::QuotientResult q = sim::run_collective_quotient(spec, t, routing, calib, qo, &head);
+        if (q.applied) {
+          const double t3 = now_s();
+          std::printf(
+              "op=%s gpus=%lld bytes=%s algo=%s proto=%s fidelity=%s engine=fabricsim method=quotient routing=%s pxn=%s "
+              "transfers=%zu flow_classes=%zu link_classes=%zu refine_rounds=%d events=%zu simulated_s=%.9g topo_s=%.3f "
+              "run_s=%.3f total_s=%.3f cpu_s=%.3f peak_rss_MiB=%.1f\n",
+              a["--op"].c_str(), gpus, a["--bytes"].c_str(), head.algorithm.c_str(), head.protocol.c_str(),
+              head.fidelity.c_str(), a["--routing"].c_str(), a["--pxn"].c_str(), q.flows, q.classes.size(),
+              q.link_classes, q.refine_rounds, q.events, q.makespan_s, t1 - t0, t3 - t1, t3 - t0, cpu_s(), peak_rss_MiB());
+          return 0;
+        }
+        if (qa == "1") throw InputError("--quotient 1", "the quotient does not apply: " + q.reason);
+        why = q.reason;
+      }
       s = models::build_schedule(spec, t, routing, calib);
+      method = why.empty() ? "flows" : "flows(quotient: " + why + ")";
     }
     const double t2 = now_s();
     sim::RunOptions opt;
@@ -131,10 +164,10 @@ int main(int argc, char** argv) {
     const sim::ScheduleResult r = sim::run_schedule(s, t, routing, calib, opt);
     const double t3 = now_s();
     std::printf(
-        "op=%s gpus=%lld bytes=%s algo=%s proto=%s fidelity=%s engine=%s routing=%s pxn=%s transfers=%zu events=%zu simulated_s=%.9g "
+        "op=%s gpus=%lld bytes=%s algo=%s proto=%s fidelity=%s engine=%s method=\"%s\" routing=%s pxn=%s transfers=%zu events=%zu simulated_s=%.9g "
         "topo_s=%.3f build_s=%.3f run_s=%.3f total_s=%.3f cpu_s=%.3f peak_rss_MiB=%.1f\n",
         a["--op"].c_str(), gpus, a["--bytes"].c_str(), s.algorithm.c_str(), s.protocol.c_str(), s.fidelity.c_str(),
-        opt.engine.c_str(), a["--routing"].c_str(), a["--pxn"].c_str(), s.transfers.size(), r.events, r.makespan_s, t1 - t0, t2 - t1, t3 - t2, t3 - t0, cpu_s(), peak_rss_MiB());
+        opt.engine.c_str(), method.c_str(), a["--routing"].c_str(), a["--pxn"].c_str(), s.transfers.size(), r.events, r.makespan_s, t1 - t0, t2 - t1, t3 - t2, t3 - t0, cpu_s(), peak_rss_MiB());
     return 0;
   } catch (const InputError& e) {
     std::fprintf(stderr, "bench_collectives: %s\n", e.what());

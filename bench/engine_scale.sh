@@ -15,9 +15,22 @@ run --op all_reduce --bytes 1G --algo ring --gpus 1024 --fidelity step --degrade
 run --op all_reduce --bytes 1G --algo ring --gpus 4096 --fidelity step --degrade 0.5 --stream 1
 # Symmetry shortcut (default fidelity) for reference
 run --op all_reduce --bytes 1G --algo ring --gpus 4096
-# all_to_all 64 MiB (PXN routing, bench default), step level and default
+# all_to_all 64 MiB (PXN routing, bench default), step level and default: through the exact quotient by the
+# fabric's symmetry (method=quotient) and, with --quotient 0, all flows; one link at 50 %: the check fails
+# (the flows run) unless --quotient refine (partial symmetry)
 run --op all_to_all --bytes 64M --gpus 1024 --fidelity step
+run --op all_to_all --bytes 64M --gpus 1024 --fidelity step --quotient 0
+run --op all_to_all --bytes 64M --gpus 1024
+run --op all_to_all --bytes 64M --gpus 1024 --quotient 0
 run --op all_to_all --bytes 64M --gpus 4096
+run --op all_to_all --bytes 64M --gpus 4096 --quotient 0
+run --op all_to_all --bytes 64M --gpus 4096 --fidelity step
+run --op all_to_all --bytes 64M --gpus 16384
+run --op all_to_all --bytes 64M --gpus 512 --degrade 0.5
+run --op all_to_all --bytes 64M --gpus 512 --degrade 0.5 --quotient 0
+run --op all_to_all --bytes 64M --gpus 512 --degrade 0.5 --quotient refine
+run --op all_to_all --bytes 64M --gpus 4096 --degrade 0.5 --quotient refine
+run --op all_to_all --bytes 64M --gpus 4096 --degrade 0.5 --quotient 0
 # Skewed MoE all_to_allv: EP groups of 64 GPUs dispatching at once, Zipf(1.0) expert loads per group
 run --op all_to_allv --bytes 64M --gpus 64 --ep 64 --zipf 1.0
 run --op all_to_allv --bytes 64M --gpus 4096 --ep 64 --zipf 1.0

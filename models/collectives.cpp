@@ -368,8 +368,23 @@ struct Builder {
   double ll_cap_payload_Bps = 0;    // LL: data rate cap of one modelled channel's flow, bytes/s (0 = none)
   double chunk_scale = 1.0;         // NCCL channels one modelled channel stands for, when more than one (LL cap)
   RingStream* stream = nullptr;     // set: a step-level ring records its step-0 hops here instead (build_ring_stream)
+  const TransferSink* sink = nullptr;  // set: emit() hands each transfer to it instead of storing it (stream_direct)
 
   NodeId gpu(int rank) const { return spec.communicator[rank]; }
+
+  // Calibration factors by name, looked up once per builder (hop_params runs once per transfer: millions of
+  // times for a large all-to-all, where the look-ups by string cost more than the rest of emit()).
+  mutable double net_eff_ = -1, pcie_eff_ = -1, nv_eff_ = -1;
+  mutable std::string nv_model_;
+  double net_eff() const { return net_eff_ >= 0 ? net_eff_ : (net_eff_ = calib.factor("network_efficiency")); }
+  double pcie_eff() const { return pcie_eff_ >= 0 ? pcie_eff_ : (pcie_eff_ = calib.factor("pcie_efficiency")); }
+  double nv_eff(const std::string& model) const {
+    if (nv_eff_ < 0 || model != nv_model_) {
+      nv_eff_ = calib.nvlink_efficiency(model);
+      nv_model_ = model;
+    }
+    return nv_eff_;
+  }
 
   // Efficiency and per-step latency of a hop between two nodes.
   std::pair<double, double> hop_params(NodeId a, NodeId b) const {
@@ -380,15 +395,13 @@ struct Builder {
     // NVLS's efficiency is the fraction of nominal NVLink bandwidth its multimem loads and stores reach
     // (nvls_efficiency, set as algo_eff by build_nvls), not a loss on top of the copy kernels' NVLink
     // efficiency, which is measured on ring runs (calibration.cpp).
-    if (kinds(NodeKind::NvSwitch))
-      return {algo == Algorithm::Nvls ? 1.0 : calib.nvlink_efficiency(model), ap.step_latency_s};
-    if (is_fabric_switch(na.kind) || is_fabric_switch(nb.kind)) return {calib.factor("network_efficiency"), ap.net_step_latency_s};
+    if (kinds(NodeKind::NvSwitch)) return {algo == Algorithm::Nvls ? 1.0 : nv_eff(model), ap.step_latency_s};
+    if (is_fabric_switch(na.kind) || is_fabric_switch(nb.kind)) return {net_eff(), ap.net_step_latency_s};
     if (na.kind == NodeKind::Gpu && nb.kind == NodeKind::Gpu) {
-      if (na.nvlink_domain >= 0 && na.nvlink_domain == nb.nvlink_domain)
-        return {calib.nvlink_efficiency(model), ap.step_latency_s};
-      if (na.host >= 0 && na.host == nb.host) return {calib.factor("pcie_efficiency"), ap.step_latency_s};
+      if (na.nvlink_domain >= 0 && na.nvlink_domain == nb.nvlink_domain) return {nv_eff(model), ap.step_latency_s};
+      if (na.host >= 0 && na.host == nb.host) return {pcie_eff(), ap.step_latency_s};
     }
-    return {calib.factor("network_efficiency"), ap.net_step_latency_s};
+    return {net_eff(), ap.net_step_latency_s};
   }
 
   std::uint32_t emit(NodeId src, NodeId dst, double payload, std::uint32_t steps, double weight,
@@ -413,6 +426,10 @@ struct Builder {
     x.deps = std::move(deps);
     x.channel = channel;
     x.step = stepidx;
+    if (sink) {  // dependency-free schedules only (stream_direct): nothing refers to the index
+      (*sink)(x);
+      return 0;
+    }
     s.transfers.push_back(std::move(x));
     return static_cast<std::uint32_t>(s.transfers.size() - 1);
   }
@@ -971,7 +988,7 @@ struct Builder {
         if (a->first != b->first) return false;
     }
     const double blk = static_cast<double>(spec.bytes) / n;
-    {  // exact count when every host has one GPU per rail (DGX): avoids regrowing a 2 M-element vector
+    if (!sink) {  // exact count when every host has one GPU per rail (DGX): avoids regrowing a 2 M-element vector
       std::size_t est = 0;
       for (const auto& h : L.hosts) est += h.size() * (h.size() - 1) + h.size() * (proxy[0].size() - 1);
       est += static_cast<std::size_t>(n) * static_cast<std::size_t>(n - static_cast<int>(L.hosts[0].size()));
@@ -1194,7 +1211,7 @@ namespace {
 // build_schedule, or with `stream` set the compact ring (returns false when the schedule is not a plain
 // step-level ring).
 bool build_impl(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing, const Calibration& calib,
-                Schedule& out, RingStream* stream) {
+                Schedule& out, RingStream* stream, const TransferSink* sink = nullptr) {
   validate_spec(spec, t, routing);
   Algorithm a;
   Protocol p;
@@ -1237,6 +1254,17 @@ bool build_impl(const CollectiveSpec& spec, const topo::Topology& t, topo::Routi
       b.chunk_scale = std::max(1.0, static_cast<double>(nc) / channels);
     }
   }
+  if (sink) {
+    // stream_direct: only the dependency-free direct all_to_all(v) forms, i.e. the per-pair flows at step
+    // fidelity or the aggregated form (phase/symmetry fidelity); anything else (compress() would merge or
+    // collapse transfers afterwards) is not streamed, and nothing reaches the sink.
+    if (a != Algorithm::Direct || (spec.op != Op::AllToAll && spec.op != Op::AllToAllv)) return false;
+    b.sink = sink;
+    if (f == Fidelity::Step) b.build_direct();
+    else if (!b.build_direct_aggregated()) return false;
+    out = std::move(b.s);
+    return true;
+  }
   switch (a) {
     case Algorithm::Ring: b.build_ring(); break;
     case Algorithm::Tree: b.algo_eff = calib.factor("tree_efficiency"); b.build_tree(); break;
@@ -1273,6 +1301,13 @@ std::optional<RingStream> build_ring_stream(const CollectiveSpec& spec, const to
   Schedule s;
   if (!build_impl(spec, t, routing, calib, s, &rs)) return std::nullopt;
   return rs;
+}
+
+std::optional<Schedule> stream_direct(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
+                                      const Calibration& calib, const TransferSink& sink) {
+  Schedule s;
+  if (!build_impl(spec, t, routing, calib, s, nullptr, &sink)) return std::nullopt;
+  return s;
 }
 
 Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, const Calibration& calib) {

@@ -15,6 +15,7 @@
 //   send_recv       what every rank sends to rank (r+1) mod n (and receives from (r-1) mod n)
 // Every per-rank block must also be a whole number of elements (`elem_bytes`, 4 for float).
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,6 +74,16 @@ int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::
 // routes of collapsed transfers are isolated).
 Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
                         const Calibration& calib);
+// A dependency-free direct all_to_all(v) streamed instead of stored: when build_schedule(spec, ...) would
+// return the per-pair direct all_to_all(v) (step fidelity) or the aggregated all_to_all (phase/symmetry
+// fidelity with PXN routing, docs/engine.md), hands each of its transfers to `sink`, in build_schedule's
+// order, and returns that schedule without its transfers (op, algorithm, protocol, fidelity,
+// fixed_latency_s). Otherwise (another algorithm or operation, or a form that build_schedule would merge
+// afterwards) returns std::nullopt without calling `sink`. Used by sim::run_quotient (all-to-alls whose
+// millions of flows need not be held at once).
+using TransferSink = std::function<void(const Transfer&)>;
+std::optional<Schedule> stream_direct(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing,
+                                      const Calibration& calib, const TransferSink& sink);
 // Convenience: builds a default Routing.
 Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, const Calibration& calib);
 

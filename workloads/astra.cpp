@@ -490,7 +490,16 @@ Trace import_astra_file(const std::string& path, const ParamMap& params, const s
   if (!in) throw InputError(path, "cannot open file for reading");
   std::stringstream ss;
   ss << in.rdbuf();
-  return import_astra_text(ss.str(), path, params, where);
+  const std::string text = ss.str();
+  // A compressed or binary file (PARAM ships PyTorch traces as .json.gz) is named as such instead of being
+  // parsed as a workload line full of bytes.
+  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f && static_cast<unsigned char>(text[1]) == 0x8b)
+    throw InputError(path, "a gzip-compressed file: decompress it first (gunzip); fabricsim reads Chakra .et/JSON, "
+                           "ASTRA-sim/SimAI text and fabricsim traces");
+  if (const auto nul = text.find('\0'); nul != std::string::npos && nul < 4096)
+    throw InputError(path, "a binary file, not ASTRA-sim/SimAI workload text (a Chakra .et trace is given by its rank "
+                           "PREFIX, for PREFIX.0.et, PREFIX.1.et, ...)");
+  return import_astra_text(text, path, params, where);
 }
 
 Trace import_chakra_file(const std::string& path, const ParamMap& params, const std::string& where) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -111,6 +112,86 @@ std::int32_t rank_count(std::int64_t v, const std::string& where, const std::str
   if (v < 0 || v > kMaxImportedWorld)
     throw InputError(where, what + " " + std::to_string(v) + " is outside [0, " + std::to_string(kMaxImportedWorld) + "]");
   return static_cast<std::int32_t>(v);
+}
+
+// A wait cycle across ranks: rank 0 waits in a collective for rank 1, which waits in another collective (or a
+// recv) for rank 0. Each rank's own graph is acyclic and every communicator is called equally often, yet the
+// replay would stop in a deadlock naming op indices; found here, the error names the Chakra nodes and files.
+// Collectives are matched as the executor matches them (the k-th call on a communicator with the k-th call of
+// every member, here in each rank's dependency order), sends and recvs by (src, dst, tag) in order. Kahn's
+// algorithm over "op may start" / "op done" events plus one event per collective instance; ops that could
+// start but never finish are the ones waiting on each other.
+void check_cross_rank_waits(const Trace& tr, const std::function<std::string(std::int32_t, std::uint32_t)>& where) {
+  std::vector<std::size_t> base(tr.ranks.size() + 1, 0);
+  for (std::size_t r = 0; r < tr.ranks.size(); ++r) base[r + 1] = base[r] + tr.ranks[r].ops.size();
+  const std::size_t n_ops = base.back();
+  std::map<std::pair<std::int32_t, std::uint32_t>, std::vector<std::size_t>> inst;  // (comm, k) -> ops
+  std::map<std::tuple<std::int32_t, std::int32_t, std::int64_t>, std::pair<std::vector<std::size_t>, std::vector<std::size_t>>> p2p;
+  std::vector<std::vector<std::size_t>> succ(2 * n_ops);
+  auto edge = [&](std::size_t a, std::size_t b) { succ[a].push_back(b); };
+  for (std::size_t r = 0; r < tr.ranks.size(); ++r) {
+    const RankTrace& rt = tr.ranks[r];
+    std::map<std::int32_t, std::uint32_t> calls;
+    for (std::size_t i = 0; i < rt.ops.size(); ++i) {
+      const std::size_t g = base[r] + i;
+      const Op& op = rt.ops[i];
+      edge(2 * g, 2 * g + 1);
+      for (auto d : op.deps) edge(2 * (base[r] + d) + 1, 2 * g);
+      if (op.kind == OpKind::Collective) inst[{op.comm, calls[op.comm]++}].push_back(g);
+      if (op.kind == OpKind::Send) p2p[{rt.rank, op.peer, op.tag}].first.push_back(g);
+      if (op.kind == OpKind::Recv) p2p[{op.peer, rt.rank, op.tag}].second.push_back(g);
+    }
+  }
+  // One event per collective instance: every member's start -> instance -> every member's end.
+  for (const auto& [key, gs] : inst) {
+    const std::size_t v = succ.size();
+    succ.emplace_back();
+    for (auto g : gs) {
+      edge(2 * g, v);
+      edge(v, 2 * g + 1);
+    }
+  }
+  for (const auto& [key, p] : p2p)  // a transfer needs both sides posted
+    for (std::size_t k = 0; k < std::min(p.first.size(), p.second.size()); ++k) {
+      edge(2 * p.first[k], 2 * p.second[k] + 1);
+      edge(2 * p.second[k], 2 * p.first[k] + 1);
+    }
+  std::vector<std::uint32_t> indeg(succ.size(), 0);
+  for (const auto& s : succ)
+    for (auto b : s) ++indeg[b];
+  std::vector<std::size_t> q;
+  std::vector<char> done(succ.size(), 0);
+  for (std::size_t v = 0; v < succ.size(); ++v)
+    if (!indeg[v]) q.push_back(v);
+  while (!q.empty()) {
+    const auto u = q.back();
+    q.pop_back();
+    done[u] = 1;
+    for (auto v : succ[u])
+      if (--indeg[v] == 0) q.push_back(v);
+  }
+  std::string blocked;
+  int shown = 0;
+  std::string first_where;
+  for (std::size_t r = 0; r < tr.ranks.size() && shown < 4; ++r)
+    for (std::uint32_t i = 0; i < tr.ranks[r].ops.size() && shown < 4; ++i) {
+      const std::size_t g = base[r] + i;
+      if (!done[2 * g] || done[2 * g + 1]) continue;  // not reached, or finished
+      const Op& op = tr.ranks[r].ops[i];
+      const std::string w = where(tr.ranks[r].rank, i);
+      if (first_where.empty()) first_where = w;
+      blocked += (shown++ ? "; " : "") + std::string("rank ") + std::to_string(tr.ranks[r].rank) + " " + w + " '" + op.name +
+                 "' (" +
+                 (op.kind == OpKind::Collective ? std::string(to_string(op.coll)) + " on '" + tr.comms[static_cast<std::size_t>(op.comm)].name + "'"
+                  : op.kind == OpKind::Send     ? "send to rank " + std::to_string(op.peer)
+                                                : "recv from rank " + std::to_string(op.peer)) +
+                 ")";
+    }
+  if (!blocked.empty())
+    throw InputError(first_where, "ranks wait on each other (a deadlock): " + blocked +
+                                      ". Each reached a call whose partners wait behind another call (collectives are matched "
+                                      "k-th with k-th per communicator in each rank's dependency order; sends and recvs per "
+                                      "(src, dst, comm_tag) in order)");
 }
 
 CNode from_proto(const pb::Node& n, const std::string& file, std::set<std::string>& unused) {
@@ -932,7 +1013,6 @@ Trace import_rank_files(const std::vector<std::string>& files, const std::functi
       }
     }
   }
-
   // Notes (also on stderr, once).
   std::vector<std::string> notes;
   notes.push_back("chakra: " + std::to_string(rfs.size()) + " rank file(s) of " + std::to_string(world) +
@@ -984,6 +1064,7 @@ Trace import_rank_files(const std::vector<std::string>& files, const std::functi
   check_trace(tr, files[0], [&](std::int32_t rank, std::size_t op) {
     return node_where(file_of_rank[rank], node_of_op[rank][op]);
   });
+  check_cross_rank_waits(tr, [&](std::int32_t rank, std::uint32_t op) { return node_where(file_of_rank[rank], node_of_op[rank][op]); });
   return tr;
 }
 

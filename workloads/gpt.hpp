@@ -78,6 +78,11 @@ struct GptConfig {
   // under TP), "torch_compiled" (the same function under torch.compile, torchtitan from bbb1b616e with
   // training.compile).
   std::string cross_entropy_impl = "megatron";
+  // torch FSDP2 unit of the embedding and output layer: false (torchtitan from pytorch/torchtitan@83e694105,
+  // 2025-07-28: tok_embeddings and [norm, output] are units of their own, the embedding resharded after forward,
+  // the output unit reduced right after its backward), true (torchtitan before it: the three stay in the root
+  // unit, which FSDP2 keeps unsharded from the forward to the end of the backward). Memory only.
+  bool fsdp_embeddings_in_root = false;
   // Pipeline schedule (torchtitan's [parallelism] pipeline_parallel_schedule names; "" = 1F1B, or
   // Interleaved1F1B with virtual stages): DualPipe = DeepSeek-V3's bidirectional schedule (arXiv:2412.19437
   // Sec. 3.2.1; github:deepseek-ai/DualPipe dualpipe/dualpipe.py): every rank holds two stages, one of each
@@ -140,9 +145,10 @@ struct GptMemory {
   double grads_bytes = 0;        // gradient buffers
   double optimizer_bytes = 0;    // fp32 master weights + Adam moments (sharded by dist. optimizer / FSDP)
   double activations_bytes = 0;  // stored activations (in-flight micro-batches) + logits + working set
+  double allocator_reserve_bytes = 0;  // cached, not live (torch runtime only): FSDP2's all-gather pool, loss hole
   std::int64_t stage = 0;        // pipeline stage of the peak
   double params_bytes() const { return weights_bytes + grads_bytes + optimizer_bytes; }
-  double total_bytes() const { return params_bytes() + activations_bytes; }
+  double total_bytes() const { return params_bytes() + activations_bytes + allocator_reserve_bytes; }
   std::string largest_term() const;
 };
 // Peak over pipeline stages.

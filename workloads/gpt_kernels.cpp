@@ -180,10 +180,10 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   for (auto it = attn_in.rbegin(); it != attn_in.rend(); ++it) bwd_gemm(L.bwd_attn, *it);
   L.bwd_attn.add(cm, mem(MemoryKernel::Norm, 2.0 * norm));
   if (c.selective_ac_option == "op") {
-    // torchtitan's per-op selective checkpointing (layer_activation_bytes_op_sac): the SDPA output is
-    // saved, so attention is not recomputed; the backward recomputes what was not saved -- the two norms,
-    // RoPE, the 2nd, 4th and 6th matmuls in forward order (wk, wo, w3 of a Llama block) and the SwiGLU
-    // product -- before the layer's backward.
+    // torchtitan's per-op selective checkpointing (layer_activation_bytes_op_sac): the flash / efficient
+    // SDPA output is saved, so attention is not recomputed; the backward recomputes what was not saved --
+    // the two norms, RoPE, the 2nd, 4th and 6th matmuls in forward order (wk, wo, w3 of a Llama block) and
+    // the SwiGLU product -- before the layer's backward.
     L.recompute_attn_extra.add(cm, mem(MemoryKernel::Norm, norm));
     fwd_gemm(L.recompute_attn_extra, G{h, g_t * d});
     if (rope > 0) L.recompute_attn_extra.add(cm, mem(MemoryKernel::Elementwise, rope));
@@ -192,6 +192,9 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     L.bwd_mlp.add(cm, mem(MemoryKernel::Norm, norm));
     fwd_gemm(L.bwd_mlp, G{h, f / t});
     L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, actv));
+    // cuDNN attention (attention_backend fused) is not in the save list (only the flash and efficient SDPA
+    // ops are; torchtitan _save_list): its forward runs again before its backward.
+    if (c.attention_backend == "fused") L.recompute_attn_extra.add(cm, fa_f);
   } else {
     // Selective recompute (Megatron-Core "core_attn"): the attention forward again before its backward.
     L.recompute_attn_extra.add(cm, fa_f);

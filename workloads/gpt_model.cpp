@@ -223,8 +223,12 @@ double layer_activation_bytes_op_sac(const GptConfig& c) {
                cp = double(c.context_parallel_size);
   const double g_t = std::max(1.0, double(c.query_groups()) / t);
   const double rep = c.sequence_parallel ? 1.0 / t : 1.0;
-  const double per_token = 2.0 * h * rep + 2.0 * a * d / t + 2.0 * g_t * d + 2.0 * f / t + 2.0 * h +
-                           2.0 * a * d / t + 4.0 * a / t;
+  // The save list names the flash and memory-efficient SDPA ops only (torchtitan _save_list at 9dec370 and
+  // at 6fc499f6): with cuDNN attention (attention_backend fused; torchtitan puts cuDNN first on compute
+  // capability 10.0 from pytorch/torchtitan@5de055e30, models/attention.py ScaledDotProductAttention) the
+  // attention output and log-sum-exp are not saved but recomputed.
+  const double sdpa_saved = c.attention_backend == "fused" ? 0.0 : 2.0 * a * d / t + 4.0 * a / t;
+  const double per_token = 2.0 * h * rep + 2.0 * a * d / t + 2.0 * g_t * d + 2.0 * f / t + 2.0 * h + sdpa_saved;
   return double(c.micro_batch_size) * (s / cp) * per_token;
 }
 
@@ -297,7 +301,10 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   const double grad = c.grad_reduce_in_fp32 ? 4.0 : 2.0;
   // FP8 (Transformer Engine): an FP8 copy of each linear weight and its transpose (2 x 1 byte) kept for
   // the micro-batches of a step.
-  const double fp8_w = c.fp8() ? 2.0 * double(layers) * Pl : 0.0;
+  // torchao float8 (the torch runtime) keeps no FP8 weight copies: Float8Linear casts the bf16 weight in every
+  // forward and its autograd function saves the high-precision tensors for the backward
+  // (torchao/float8/float8_linear.py, matmul_with_hp_or_float8_args); the casts are transient.
+  const double fp8_w = c.fp8() && !c.use_torch_fsdp2 ? 2.0 * double(layers) * Pl : 0.0;
   if (c.use_torch_fsdp2) {
     // torch FSDP2 with torchtitan's MixedPrecisionPolicy (param_dtype bf16, reduce_dtype fp32): the sharded
     // parameters are fp32 and are the optimizer's master copy (4 bytes), their gradients are sharded fp32
@@ -315,6 +322,7 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     mem.weights_bytes = 4.0 * P / shard + fp8_w / shard + (p > 1 ? 2.0 * P : 2.0 * 2.0 * Pl);
     mem.grads_bytes = 4.0 * P / shard + (p > 1 ? grad * P : grad * Pl);
     mem.optimizer_bytes = 8.0 * P / shard;
+    // Without PP, the embedding and output layer's gathered weights depend on the phase: see the peak below.
   } else if (c.fsdp()) {
     const double shard = dpcp / double(c.num_distributed_optimizer_instances);
     mem.weights_bytes = 2.0 * P / shard + 2.0 * 2.0 * Pl + fp8_w / shard;
@@ -374,13 +382,27 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     const double extra = c.moe.enabled() && c.moe.overlap_moe_expert_parallel_comm ? 1.0 : 0.0;
     inflight = std::min(m * double(v), double((p - st - 1) * 2 + (v - 1) * p + 1) + extra);
   }
-  double act = per_chunk_mb * (inflight - 1.0) + mb_peak;
+  double act = c.use_torch_fsdp2 ? per_chunk_mb * inflight : per_chunk_mb * (inflight - 1.0) + mb_peak;
   // torch.distributed.pipelining (the PP runtime under torch FSDP2): a stage keeps each forwarded
   // micro-batch's outputs in fwd_cache until that micro-batch's backward (torch/distributed/pipelining/
   // stage.py, forward_one_chunk: fwd_cache[fwd_chunk_id] = (output_tuple, input_values)), one chunk output
   // (2 b s h / cp bytes, split by SP) per in-flight micro-batch; Megatron frees the sent output's storage
   // (deallocate_pipeline_outputs). The last stage's output is the loss.
   if (c.use_torch_fsdp2 && p > 1) act += (holds_last ? inflight - 1.0 : inflight) * input_only;
+  // Its receive buffers are allocated once per micro-batch and kept across steps (stage.py,
+  // _prepare_forward_infra: one _make_tensor_from_meta buffer per chunk id on every stage that receives
+  // activations; _prepare_backward_infra / _create_grad_recv_info: one per chunk id on every stage that
+  // receives gradients). A gradient buffer is an output-sized tensor for each micro-batch on every virtual
+  // stage but the last; an activation buffer of an in-flight micro-batch is that micro-batch's first stored
+  // layer input (already counted), the others are extra. Virtual stages of this rank: ch * p + st.
+  if (c.use_torch_fsdp2 && p > 1 && !c.dualpipe()) {
+    const double per_chunk_inflight = inflight / double(v);
+    for (std::int64_t ch = 0; ch < v; ++ch) {
+      const std::int64_t vs = ch * p + st;
+      if (vs != 0) act += std::max(0.0, m - per_chunk_inflight) * input_only;
+      if (vs != p * v - 1) act += m * input_only;
+    }
+  }
   // Loss buffers on the last stage, per logit element (s b V / (t cp) of them): Megatron-Core's
   // vocab-parallel cross entropy (megatron/core/tensor_parallel/cross_entropy.py) keeps the bf16 logits
   // (2 bytes), upcasts them to fp32 (4), saves the fp32 softmax for the backward (4) and produces an fp32
@@ -402,13 +424,96 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   double loss_bytes = c.cross_entropy_loss_fusion ? 6.0 : 14.0;
   if (c.cross_entropy_impl == "torch") loss_bytes = t > 1 ? 16.0 : 12.0;
   else if (c.cross_entropy_impl == "torch_compiled") loss_bytes = 4.0;
-  if (holds_last) act += loss_bytes * (s / cp) * b * V / t;
+  double loss_phase = holds_last ? loss_bytes * (s / cp) * b * V / t : 0.0;
   // torch TP (DTensor plan, torchtitan parallelize_llama.py: "output": ColwiseParallel(input_layouts=Shard(1)))
   // all-gathers the sequence-parallel final-norm output and nn.Linear saves that replicated input for the
   // weight gradient: 2 b s h / cp bytes, not split over TP (Megatron-Core saves the sequence-parallel shard and
   // gathers it again in the backward).
   if (holds_last && c.use_torch_fsdp2 && c.cross_entropy_impl != "megatron" && t > 1)
-    act += 2.0 * b * (s / cp) * h;
+    loss_phase += 2.0 * b * (s / cp) * h;
+  if (!c.use_torch_fsdp2) {
+    // Megatron-Core path: the loss buffers are added to the recomputed layer's working set (an upper bound;
+    // not checked against published memory).
+    act += loss_phase;
+  } else {
+    // torch runtime (FSDP2, torchtitan): the peak is the larger of two phases that do not overlap in time.
+    // Loss phase: the loss buffers and the output layer's saved input, freed by the output layer's backward
+    // (torchtitan train.py: `del pred`, then loss.backward()). Layer-backward phase, after it: the layer
+    // being recomputed and differentiated (mb_peak above its stored bytes), the CP ring buffers and, without
+    // PP, the output layer's unsharded bf16 weight gradient, which FSDP2 keeps until the root unit's
+    // reduce-scatter in the post-backward final callback (the root's inputs need no gradient;
+    // torch/distributed/_composable/fsdp/_fsdp_state.py, _root_post_backward_final_callback).
+    double bwd_phase = mb_peak - per_chunk_mb;
+    // Without PP (with PP the whole stage is gathered, counted in the weights), the embedding and output
+    // layer's FSDP2 units. torchtitan before pytorch/torchtitan@83e694105 (2025-07-28; fsdp_embeddings_in_root):
+    // tok_embeddings, norm and output are left to the final fully_shard(model), the root unit
+    // (parallelisms/parallelize_llama.py apply_fsdp at 9dec370), which FSDP2 never reshards after forward
+    // (torch/distributed/_composable/fsdp/_fsdp_state.py, FSDPState._lazy_init: "For the root, do not reshard
+    // after forward", post_forward_mesh_info = None): their bf16 weights (2 bytes each) are gathered in both
+    // phases, and the output weight's unsharded bf16 gradient stays from the output layer's backward to the
+    // root's reduce-scatter in the post-backward final callback (the root's inputs need no gradient;
+    // _root_post_backward_final_callback). From 83e694105 (models/llama3/infra/parallelize.py apply_fsdp):
+    // tok_embeddings is a unit resharded after forward, [norm, output] a unit that is not, and whose
+    // gradient is reduce-scattered as soon as its backward ends: only the output layer is gathered, in the
+    // loss phase.
+    double unit_w_loss = 0, unit_w_bwd = 0;
+    if (p == 1) {
+      const double out_w = last_stage_has_output(c) ? V * h / t : 0.0, emb_w = embedding_params_per_rank(c);
+      if (c.fsdp_embeddings_in_root) {
+        unit_w_loss = unit_w_bwd = 2.0 * (emb_w + out_w);
+        bwd_phase += 2.0 * (out_w > 0 ? out_w : emb_w);  // tied: the output's gradient lands on the embedding
+      } else {
+        unit_w_loss = 2.0 * (out_w > 0 ? out_w : emb_w);
+      }
+    }
+    if (cp > 1 && c.attention_backend != "unfused") {
+      // torch context parallelism (torch/distributed/tensor/experimental/_attention.py,
+      // _templated_ring_attention_backward, the rotate method torchtitan defaults to: "allgather",
+      // torchtitan config_manager.py at 9dec370). In the backward of one attention: the all-gathered K and V
+      // of every CP rank in bf16 (_AllGatherRotater: 2 x 2 x cp units), the fp32 accumulators grad_query,
+      // grad_key, grad_value (3 x 4), the dK/dV ring's fp32 send buffer and receive buffer (_AllToAllRotater
+      // for the gradients: 2 x 8) and the fp32 copies of _partial_update's chunk + cat on the load-balanced
+      // half (8): (4 cp + 36) units of one byte per element of b x s/cp x heads x head_dim. The kernel's own
+      // bf16 dq/dk/dv are left out (a single-GPU SDPA backward has them too). K and V carry every query head:
+      // torchtitan's Llama expands the GQA groups with repeat_kv before SDPA (torchtitan/models/llama/
+      // model.py at 9dec370).
+      const double unit = b * (s / cp) * double(c.num_attention_heads) / t * double(c.head_dim());
+      bwd_phase += (4.0 * cp + 36.0) * unit;
+    }
+    // Reserved, not live, in the loss phase of torchtitan's eager loss (cross_entropy_impl torch): the caching
+    // allocator serves a request from the smallest cached free block that fits (c10/cuda/
+    // CUDACachingAllocator.cpp, get_free_block) and merges only adjacent free blocks. Without TP, the forward
+    // allocates the bf16 logits (2 bytes per element), their fp32 copy (4) and the log_softmax output (4) one
+    // after the other; the fp32 copy dies with the loss call and `del pred` frees the logits: one 6-byte
+    // hole before the live 4-byte output. The backward's nll_loss gradient (4) takes 4 bytes of it and the
+    // log_softmax input gradient (4) does not fit the 2 left, so the segment grows: reserved = allocated + 2.
+    // Under TP (loss_parallel, torch/distributed/tensor/parallel/loss.py): logits (2), fp32 copy (4),
+    // `shifted` (4), exp(shifted) (4, freed after its sum; the result (4) reuses its block); `shifted`, the
+    // copy and the logits die: a 14-byte hole before the saved result. The fused backward allocates
+    // zeros_like (4), exp (4) and their sum (4) into it (2 left); the product (4) reuses the freed exp's
+    // block: allocated 16 at the peak, reserved 18 -- again 2 bytes per element. The compiled loss is one
+    // kernel per pass and is not sized here.
+    const double loss_hole = holds_last && c.cross_entropy_impl == "torch" ? 2.0 * (s / cp) * b * V / t : 0.0;
+    // The gathered unit weights are reported as weights, the rest of the phase as activations.
+    const bool loss_peak = loss_phase + unit_w_loss + loss_hole >= bwd_phase + unit_w_bwd;
+    mem.weights_bytes += loss_peak ? unit_w_loss : unit_w_bwd;
+    act += loss_peak ? loss_phase : bwd_phase;
+    // Reserved, not live: FSDP2 all-gathers a unit into one flat buffer allocated on its all-gather copy-in
+    // stream (torch/distributed/_composable/fsdp/_fsdp_collectives.py, foreach_all_gather:
+    // all_gather_copy_in under torch.cuda.stream(all_gather_copy_in_stream)), copies it out into the
+    // parameters' own unsharded tensors on the compute stream (foreach_all_gather_copy_out,
+    // split_with_sizes_copy), and frees the flat buffer only after the next unit's all-gather has been issued
+    // (the previous AllGatherResult is kept in the all-gather state to avoid record_stream). The caching
+    // allocator keeps freed blocks in the pool of the stream that allocated them, where the compute stream
+    // cannot reuse them, so from the first step on the copy-in stream's pool holds the largest two
+    // consecutive flat buffers: the largest unit (the root with fsdp_embeddings_in_root, else the embedding
+    // or output unit, else a layer) and a layer, in bf16. torchtitan's figure is reserved memory
+    // (torchtitan metrics.py: reserved_bytes.all.peak).
+    const double emb_w = holds_first ? embedding_params_per_rank(c) : 0.0;
+    const double out_w = holds_last && last_stage_has_output(c) ? V * h / t : 0.0;
+    const double largest = c.fsdp_embeddings_in_root ? emb_w + out_w : std::max({emb_w, out_w, Pl});
+    mem.allocator_reserve_bytes = 2.0 * (largest + Pl) + (loss_peak ? loss_hole : 0.0);
+  }
   mem.activations_bytes = act;
   return mem;
 }

@@ -662,15 +662,19 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   // 1. Model description: the memory per GPU decides whether the configuration runs at all.
   GptMemory mem = gpt_memory_per_gpu(c);
   if (mem.total_bytes() > gpu.hbm_capacity_bytes) {
-    char buf[600];
+    char res[96] = "";
+    if (mem.allocator_reserve_bytes > 0)
+      std::snprintf(res, sizeof res, ", allocator reserve %.1f GiB", mem.allocator_reserve_bytes / 1073741824.0);
+    const std::string reserve = res;
+    char buf[700];
     std::snprintf(buf, sizeof buf,
                   "model does not fit in GPU memory: needs %.1f GiB per GPU on pipeline stage %lld (weights %.1f GiB, "
-                  "gradients %.1f GiB, optimizer %.1f GiB, activations %.1f GiB; largest: %s) but %s has %.1f GiB; "
+                  "gradients %.1f GiB, optimizer %.1f GiB, activations %.1f GiB%s; largest: %s) but %s has %.1f GiB; "
                   "increase tensor/pipeline/context parallelism, enable use_distributed_optimizer or "
                   "recompute_granularity=full",
                   mem.total_bytes() / 1073741824.0, static_cast<long long>(mem.stage), mem.weights_bytes / 1073741824.0,
                   mem.grads_bytes / 1073741824.0, mem.optimizer_bytes / 1073741824.0,
-                  mem.activations_bytes / 1073741824.0, mem.largest_term().c_str(), gpu.name.c_str(),
+                  mem.activations_bytes / 1073741824.0, reserve.c_str(), mem.largest_term().c_str(), gpu.name.c_str(),
                   gpu.hbm_capacity_bytes / 1073741824.0);
     throw DoesNotFitError(where, buf);
   }
@@ -708,6 +712,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   tr.metadata["memory_per_gpu_bytes.gradients"] = mem.grads_bytes;
   tr.metadata["memory_per_gpu_bytes.optimizer"] = mem.optimizer_bytes;
   tr.metadata["memory_per_gpu_bytes.activations"] = mem.activations_bytes;
+  if (mem.allocator_reserve_bytes > 0) tr.metadata["memory_per_gpu_bytes.allocator_reserve"] = mem.allocator_reserve_bytes;
   if (moe_on) {
     // Imbalance: per MoE layer the busiest expert-parallel rank's tokens over the mean, and the expert
     // compute time it costs (busiest minus evenly spread, forward + backward (+ recompute), all micro-

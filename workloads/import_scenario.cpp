@@ -16,6 +16,8 @@ std::string detect_format(const std::string& path) {
   std::string head(4096, '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<std::size_t>(in.gcount()));
+  if (head.size() >= 2 && static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b)
+    throw InputError(path, "a gzip-compressed file: decompress it first (gunzip)");
   const auto first = head.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && head[first] == '{') {
     if (head.find("\"ranks\"") != std::string::npos || head.find("\"world_size\"") != std::string::npos) return "trace";

@@ -6,6 +6,7 @@
 #include "models/benchmark_loop.hpp"
 #include "models/ring_stream.hpp"
 #include "sim/base/error.hpp"
+#include "sim/engine/quotient_flows.hpp"
 #include "sim/engine/ring_stream.hpp"
 
 namespace fabricsim::sim {
@@ -99,11 +100,39 @@ CollectiveTime time_collective(const topo::Topology& t, topo::Routing& routing, 
       out.algorithm = rs->algorithm;
       out.protocol = rs->protocol;
       out.fidelity = "step";
+      out.method = "ring-stream";
       out.transfers = static_cast<std::size_t>(rs->transfers());
       if (!call.keep_run) {
         apply_floor(*streamed_s);
         return out;
       }
+    }
+  }
+  // A direct all_to_all(v) on a symmetric fabric: the exact quotient by its route classes, without
+  // materialising its flows (docs/engine.md, "Quotient of a symmetric all-to-all"); as for the ring, its
+  // time is the price even when the materialised run is kept for its outputs.
+  std::optional<double> quotient_s;
+  if (call.engine == "fabricsim" && !loop && (op == models::Op::AllToAll || op == models::Op::AllToAllv) &&
+      *fixed.algorithm == models::Algorithm::Direct) {
+    QuotientOptions qo;
+    qo.tolerance_for_flows = [&](std::size_t flows) {
+      return call.batch_tolerance_s ? *call.batch_tolerance_s : flows > kAutoBatchTransfers ? kAutoBatchToleranceS : 0.0;
+    };
+    models::Schedule head;
+    const QuotientResult q = run_collective_quotient(fixed, t, routing, calib, qo, &head);
+    if (q.applied) {
+      quotient_s = q.makespan_s;
+      out.algorithm = head.algorithm;
+      out.protocol = head.protocol;
+      out.fidelity = head.fidelity;
+      out.method = "quotient";
+      out.transfers = q.flows;
+      if (!call.keep_run) {
+        apply_floor(*quotient_s);
+        return out;
+      }
+    } else {
+      out.quotient_reason = q.reason;
     }
   }
   auto sch = std::make_shared<models::Schedule>(models::build_schedule(fixed, t, routing, calib));
@@ -121,7 +150,7 @@ CollectiveTime time_collective(const topo::Topology& t, topo::Routing& routing, 
     RunOptions ro = o;
     ro.collect_link_stats = call.keep_run;
     auto res = std::make_shared<ScheduleResult>(run_schedule(*sch, t, routing, calib, ro));
-    time_s = streamed_s ? *streamed_s : res->makespan_s;
+    time_s = streamed_s ? *streamed_s : quotient_s ? *quotient_s : res->makespan_s;
     if (call.keep_run) {
       out.run = res;
       out.schedule = sch;

@@ -8,7 +8,8 @@
 // fidelity (Auto: models::resolve_fidelity), the routing NCCL would use (PXN for all_to_all(v) and send_recv
 // unless the call says otherwise), then on the engine: a step-level ring streamed (sim::run_ring_stream, the
 // materialised schedule's time up to floating-point rounding, docs/engine.md) unless per-transfer results are
-// wanted, else the schedule (completion batching: exact below 20000 transfers, else 1 us, docs/engine.md);
+// wanted, a direct all_to_all(v) through the exact quotient by the fabric's symmetry when its check passes
+// (sim::run_quotient, docs/engine.md), else the schedule (completion batching: exact below 20000 transfers, else 1 us, docs/engine.md);
 // for rooted operations with `iters` the benchmark loop's period (models/benchmark_loop.hpp); finally the
 // host launch floor when one host thread drives several GPUs (models::host_launch_floor_s).
 #include <cstddef>
@@ -41,6 +42,11 @@ struct CollectiveTime {
   std::string algorithm, protocol, fidelity;
   std::size_t transfers = 0;
   bool at_host_floor = false;  // time_s is the host launch floor
+  // How the engine ran it: "quotient" (a symmetric direct all_to_all(v) through sim::run_quotient, exact),
+  // "ring-stream" (sim::run_ring_stream) or "flows" (the schedule on sim::run_schedule); with "flows" for a
+  // direct all_to_all(v), quotient_reason says why the quotient did not apply.
+  std::string method = "flows";
+  std::string quotient_reason;
   // With keep_run: the single call's schedule and its engine result (link statistics collected).
   std::shared_ptr<models::Schedule> schedule;
   std::shared_ptr<ScheduleResult> run;

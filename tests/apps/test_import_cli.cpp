@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.hpp"
+#include "../workloads/chakra_et_encode.hpp"
 
 namespace {
 
@@ -159,4 +160,68 @@ TEST_CASE("a cycle or an unmatched collective in a Chakra trace is a one-line er
   CHECK(r.rc == 0);
   CHECK(r.err.find("\"nodes\":2") != std::string::npos);
   CHECK(run_root("run --trace examples/imports/transformer.txt -q").rc == 2);
+}
+
+TEST_CASE("the minimal trace as .et and as chakra_jsonizer output gives the Chakra JSON step; two streams overlap in .et") {
+  using fabricsim::et_test::EtNode;
+  const fs::path d = scratch();
+  const double json = step_s("run --trace examples/imports/minimal --topology dgx-h100");
+  CHECK(step_s("run --trace examples/imports/et/minimal --topology dgx-h100") == json);
+  const std::vector<EtNode> minimal = {{1, "gemm", 4, {}, {}, 100, {}, {}},
+                                       {2, "grad_allreduce", 7, {1}, {}, 0, {{"comm_type", 0}, {"comm_size", 1048576}}, {}},
+                                       {3, "optimizer", 4, {2}, {}, 50, {}, {}},
+                                       {4, "data_loader", 4, {}, {}, 80, {{"is_cpu_op", 1}}, {}}};
+  for (int r = 0; r < 2; ++r) fabricsim::et_test::write_jsonizer((d / ("mj." + std::to_string(r) + ".json")).string(), minimal);
+  CHECK(step_s("run --trace " + cli_test::quoted((d / "mj").string()) + " --topology dgx-h100") == json);
+  // Independent chains of 100 + 20 us and 90 us joined by a 10 us op: 130 us (FIFO in file order would be 220 us).
+  fabricsim::et_test::write_et((d / "two.0.et").string(), {{1, "a1", 4, {}, {}, 100, {}, {}},
+                                                           {3, "b1", 4, {}, {}, 90, {}, {}},
+                                                           {2, "a2", 4, {1}, {}, 20, {}, {}},
+                                                           {4, "join", 4, {2}, {3}, 10, {}, {}}});
+  CHECK(step_s("run --trace " + cli_test::quoted((d / "two").string()) + " --topology dgx-h100") ==
+        doctest::Approx(130e-6).epsilon(1e-12));
+}
+
+TEST_CASE("ranks waiting on each other in a Chakra .et, and an ASTRA-sim group that cannot be formed, stop with the file and location") {
+  using fabricsim::et_test::EtNode;
+  const fs::path d = scratch();
+  const std::vector<std::pair<std::string, std::int64_t>> ar = {{"comm_type", 0}, {"comm_size", 4096}};
+  fabricsim::et_test::write_et((d / "dl.0.et").string(), {{1, "x", 7, {}, {}, 0, ar, {{"pg_name", "a"}}},
+                                                          {2, "y", 7, {1}, {}, 0, ar, {{"pg_name", "b"}}}});
+  fabricsim::et_test::write_et((d / "dl.1.et").string(), {{1, "y", 7, {}, {}, 0, ar, {{"pg_name", "b"}}},
+                                                          {2, "x", 7, {1}, {}, 0, ar, {{"pg_name", "a"}}}});
+  Run r = run_root("run --trace " + cli_test::quoted((d / "dl").string()) + " --topology dgx-h100 -q");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("dl.0.et: node 1") != std::string::npos);
+  CHECK(r.err.find("dl.1.et: node 1") != std::string::npos);
+  write(d / "tp3.txt", "HYBRID_TRANSFORMER model_parallel_NPU_group: 3\n1\nq -1 1 ALLREDUCE 8 1 NONE 0 1 NONE 0 1\n");
+  r = run_root("run --trace " + cli_test::quoted((d / "tp3.txt").string()) + " --topology dgx-h100 --param npus=8 -q");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("tp3.txt:1") != std::string::npos);
+}
+
+TEST_CASE("every workload in tests/data/foreign-workloads/manifest.json has a command in docs/workloads.md (which the first test runs)") {
+  const auto manifest = nlohmann::json::parse(cli_test::slurp(kSrc + "/tests/data/foreign-workloads/manifest.json"));
+  const std::string doc = cli_test::slurp(kSrc + "/docs/workloads.md");
+  int counted = 0;
+  for (const auto& w : manifest.at("workloads")) {
+    const std::string input = w.at("input").get<std::string>(), fmt = w.at("format").get<std::string>();
+    CAPTURE(input);
+    if (fmt == "pytorch-et") continue;  // not a Chakra trace (refusal checked below); the manifest does not count it
+    ++counted;
+    // The docs run the prefix, or the one file when the workload is a single file.
+    const std::string base = "--trace tests/data/foreign-workloads/" + input;
+    CHECK((doc.find(base + " ") != std::string::npos || doc.find(base + ".0.json ") != std::string::npos));
+    // A text workload's rank count (the manifest's, where the file does not state it) is what the command passes.
+    const auto pos = doc.find(base);
+    if (pos == std::string::npos || fmt.rfind("chakra", 0) == 0) continue;
+    const std::string cmd = doc.substr(pos, doc.find('`', pos) - pos);
+    const int ranks = w.at("ranks").get<int>();
+    if (cmd.find("--param npus=") != std::string::npos)
+      CHECK(cmd.find("--param npus=" + std::to_string(ranks)) != std::string::npos);
+  }
+  CHECK(counted == 18);
+  Run r = run_root("run --trace tests/data/foreign-workloads/pytorch-et/chakra-unit-test/1.0.2-chakra.0.0.4.json --topology dgx-h100 -q");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("chakra_converter") != std::string::npos);
 }

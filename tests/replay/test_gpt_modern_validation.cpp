@@ -135,6 +135,12 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   const bool loss_compiled_era = has(src, "820504e") || has(src, "e7c0cae") || has(src, "6fc499f6");
   const bool compiled = has(other, "compile") || has(r.at("row_label"), "compile");
   p["cross_entropy_impl"] = loss_compiled_era && compiled ? "torch_compiled" : "torch";
+  // FSDP2 units of the embedding and output layer: torchtitan before pytorch/torchtitan@83e694105 (2025-07-28)
+  // leaves them in the root unit; of the runs' commits only 6fc499f6 (torchao B200, 2025-08-14) contains it.
+  if (!has(src, "6fc499f6")) p["fsdp_embeddings_in_root"] = true;
+  // SDPA backend: torchtitan puts cuDNN attention first on compute capability 10.0 from
+  // pytorch/torchtitan@5de055e30 (2025-05-20, models/attention.py); of the B200 rows' commits 6fc499f6 has it.
+  if (out.gpu == "b200" && has(src, "6fc499f6")) p["attention_backend"] = "fused";
   if (has(other, "async TP") && tp > 1) {
     // torchtitan's async TP (inductor micro-pipeline TP) has no counterpart of Megatron's bulk wgrad overlap.
     p["tp_comm_overlap"] = true;
@@ -184,7 +190,7 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   std::vector<double> mem_err, tps_err, tps_err_80gb_era;  // the last: all but Table 2 (see the bounds)
   std::string table = "row | GPUs | published TPS/GPU | sim | error | published GiB | sim GiB | error\n";
   // Memory rows with the simulated terms (GiB): weights, gradients, optimizer state, activations.
-  std::string terms = "row | published GiB | sim GiB | error | weights | grads | optimizer | activations\n";
+  std::string terms = "row | published GiB | sim GiB | error | weights | grads | optimizer | activations | reserve\n";
   int expressed = 0, parsed = 0;
   for (const auto& r : read_csv(kData + "torchtitan_dense.csv")) {
     Row row = torchtitan_row(r);
@@ -202,32 +208,37 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
     table += buf;
     if (mem > 0 && o.mem_gib > 0) {
       const double g = 1073741824.0;
-      std::snprintf(buf, sizeof buf, "%s | %.1f | %.1f | %+.1f %% | %.1f | %.1f | %.1f | %.1f\n", row.label.c_str(), mem,
-                    o.mem_gib, 100 * me, o.mem.weights_bytes / g, o.mem.grads_bytes / g, o.mem.optimizer_bytes / g,
-                    o.mem.activations_bytes / g);
+      std::snprintf(buf, sizeof buf, "%s | %.1f | %.1f | %+.1f %% | %.1f | %.1f | %.1f | %.1f | %.1f\n", row.label.c_str(),
+                    mem, o.mem_gib, 100 * me, o.mem.weights_bytes / g, o.mem.grads_bytes / g, o.mem.optimizer_bytes / g,
+                    o.mem.activations_bytes / g, o.mem.allocator_reserve_bytes / g);
       terms += buf;
     }
     parsed += o.mem_gib > 0;
     if (!std::isnan(te)) tps_err.push_back(std::abs(te)), ++expressed;
     if (!std::isnan(te) && r.at("table") != "Table 2") tps_err_80gb_era.push_back(std::abs(te));
     if (!std::isnan(me)) mem_err.push_back(std::abs(me));
-    // Memory, full activation recompute without pipeline parallelism: Table 2 (8B, CP 1-8) -9.0 .. -9.6 %,
-    // Table 4 (70B, TP 8 x FSDP 32) -14.0 / -8.5 %. The loss term is no longer fitted to Table 2: it follows
-    // the code each run used (cross_entropy_impl above; 12 bytes per logit eager, 16 with loss_parallel).
+    // Memory, per group (every row held out: no memory term has a free parameter; docs/validation.md "Peak
+    // memory, term by term"). Full activation recompute without PP: Table 2 (8B, CP 1-8, eager loss) -0.2 ..
+    // -0.9 %, flat over CP as published (the loss phase is the peak, the CP ring buffers live in the layer
+    // backward after it); Table 4 (70B, TP 8 x FSDP 32, loss_parallel) -11.9 / -6.3 %.
     const std::string rc = r.at("recompute");
-    if (!std::isnan(me) && has(rc, "full") && std::stoi(r.at("pp")) == 1) {
+    const bool pp = std::stoi(r.at("pp")) > 1;
+    if (!std::isnan(me) && has(rc, "full") && !pp) {
       CAPTURE(row.label);
-      if (r.at("table") == "Table 2") CHECK(std::abs(me) <= 0.10);
-      else CHECK(std::abs(me) <= 0.15);
+      if (r.at("table") == "Table 2") CHECK(std::abs(me) <= 0.01);
+      else CHECK(std::abs(me) <= 0.12);
     }
-    // Memory, FSDP2 with torchtitan's per-op selective AC and a compiled model (Tables 1 and 3, H200, torchao
-    // e2e H100 / B200): -7.7 .. +13.9 %, every row held out. The two eager rows (Tables 1 and 3 "FSDP", no
-    // torch.compile) are -12.3 / -13.0 %: the model's layer terms assume fused kernels, an eager block also
-    // keeps PyTorch's fp32 norm intermediates during its recompute (docs/validation.md).
+    // Full recompute with torch pipelining (Tables 5 and 6, 405B, PP 8): -4.1 .. -19.8 %.
+    if (!std::isnan(me) && pp) {
+      CAPTURE(row.label);
+      CHECK(std::abs(me) <= 0.198);
+    }
+    // Memory, FSDP2 with torchtitan's per-op selective AC: the eager rows (Tables 1 and 3 "FSDP") -3.7 / -2.5 %,
+    // the compiled ones on H100 / H200 -0.6 .. +5.7 %, on B200 (torch 2.9 nightly, cuDNN attention) +7.3 .. +8.9 %.
     if (!std::isnan(me) && row.params.contains("selective_ac_option")) {
       CAPTURE(row.label);
       const bool eager = !has(other_of(r), "compile") && !has(r.at("row_label"), "compile");
-      CHECK(std::abs(me) <= (eager ? 0.131 : 0.14));
+      CHECK(std::abs(me) <= (eager ? 0.04 : row.gpu == "b200" ? 0.09 : 0.06));
     }
   }
   MESSAGE(table);
@@ -243,16 +254,17 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   CHECK(expressed == 46);
   // Nothing here is fitted to these rows (the FP8 rowwise GEMM factor is a kernel measurement,
   // tests/data/hardware/h100-fp8-rowwise), so every row is held out. Bounds at the measured values
-  // (memory: median 9.2 %, max 23.0 % over 28 rows -- before the loss term followed each run's code:
-  // 11.5 % / 43.2 %; throughput: median 20.3 %, max 120 % over 46 rows).
+  // (memory: median 5.3 %, max 19.8 % over 28 rows -- 9.2 % / 23.0 % before the torch runtime's phases, FSDP2
+  // units, CP ring buffers, pipelining receive buffers and allocator reserve; throughput: median 20.3 %, max
+  // 138 % over 46 rows, 120 % before the B200 rows ran cuDNN attention as torchtitan does there).
   // The 42 rows that ran before the 96 GB preset existed keep their median of 15.6 % (unchanged results);
   // the 4 Table 2 rows come out 22-78 % fast (the preset has the 700 W SXM5's clocks, the parts run at 500 W).
-  CHECK(median(mem_err) <= 0.093);
-  CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.231);
+  CHECK(median(mem_err) <= 0.054);
+  CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.198);
   REQUIRE(tps_err_80gb_era.size() == 42);
   CHECK(median(tps_err_80gb_era) <= 0.157);
   CHECK(median(tps_err) <= 0.203);
-  CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.201);  // a B200 row (docs/validation.md)
+  CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.381);  // a B200 row (docs/validation.md)
 }
 
 TEST_CASE("validation: modern dense training (Llama 3 405B pre-training, TFLOP/s per GPU)") {

@@ -10,6 +10,7 @@
 #include "models/compute.hpp"
 #include "models/gpu.hpp"
 #include "workloads/gpt.hpp"
+#include "workloads/gpt_detail.hpp"
 #include "workloads/gpt_models.hpp"
 
 using namespace fabricsim;
@@ -294,6 +295,55 @@ TEST_CASE("gpt torch FSDP2 under pipeline parallelism keeps the stage gathered")
   CHECK(torch_fsdp.weights_bytes > no_pp.weights_bytes);  // half the layers, but gathered
 }
 
+TEST_CASE("gpt torch FSDP2 memory: phases, embedding units, CP ring buffers, allocator reserve") {
+  // No PP, no TP, full recompute, eager torch loss: a small model with a long sequence.
+  ParamMap base = small({{"pipeline_model_parallel_size", "1"}, {"tensor_model_parallel_size", "1"},
+                         {"sequence_parallel", "false"}, {"use_torch_fsdp2", "true"}, {"grad_reduce_in_fp32", "true"},
+                         {"recompute_granularity", "full"}, {"untie_embeddings_and_output_weights", "true"},
+                         {"cross_entropy_impl", "torch"}, {"position_embedding_type", "rope"}});
+  const double h = 1024, V = 32000, s = 2048;
+  const GptMemory split = gpt_memory_per_gpu(cfg(base));
+  ParamMap root = base;
+  root["fsdp_embeddings_in_root"] = "true";
+  const GptMemory in_root = gpt_memory_per_gpu(cfg(root));
+  // The root unit keeps the embedding gathered too (2 bytes per parameter) and its all-gather buffer is larger.
+  CHECK(in_root.weights_bytes - split.weights_bytes == doctest::Approx(2.0 * V * h));
+  CHECK(in_root.allocator_reserve_bytes > split.allocator_reserve_bytes);
+  // The eager loss is the peak phase: its buffers are not added to the recomputed layer's working set, and
+  // the allocator keeps 2 bytes per logit element of the loss's freed bf16 logits (reserve).
+  ParamMap compiled = base;
+  compiled["cross_entropy_impl"] = "torch_compiled";
+  const GptMemory c = gpt_memory_per_gpu(cfg(compiled));
+  CHECK(split.activations_bytes - c.activations_bytes == doctest::Approx((12.0 - 4.0) * s * V));
+  CHECK(split.allocator_reserve_bytes - c.allocator_reserve_bytes == doctest::Approx(2.0 * s * V));
+  // Megatron's runtime has no allocator reserve term and keeps the sum of the loss and the layer.
+  ParamMap meg = base;
+  meg.erase("use_torch_fsdp2");
+  meg.erase("cross_entropy_impl");
+  meg["data_parallel_sharding_strategy"] = "optim_grads_params";
+  CHECK(gpt_memory_per_gpu(cfg(meg)).allocator_reserve_bytes == 0);
+  CHECK_THROWS_AS(cfg(small({{"fsdp_embeddings_in_root", "true"}})), InputError);
+  // CP (torch ring attention, all-gathered K/V): at a fixed number of tokens per GPU the layer backward grows
+  // with the CP degree by 4 bytes per element of the local K/V-sized tensor per CP rank; with a small
+  // vocabulary the layer backward, not the loss, is the peak.
+  auto cp_mem = [&](int cp) {
+    ParamMap p = compiled;
+    p["padded_vocab_size"] = "256";
+    p["context_parallel_size"] = std::to_string(cp);
+    p["seq_length"] = std::to_string(2048 * cp);
+    return gpt_memory_per_gpu(cfg(p)).activations_bytes;
+  };
+  const double unit = s * 16 * 64;  // local tokens x heads x head dim
+  CHECK(cp_mem(2) - cp_mem(1) > 0);
+  CHECK(cp_mem(4) - cp_mem(2) == doctest::Approx(4.0 * 2.0 * unit).epsilon(0.01));
+  // torch pipelining keeps a gradient receive buffer per micro-batch on every stage but the last: on the first
+  // stage (1F1B, in-flight capped at PP = 2) 4 more micro-batches cost 4 stage outputs (2 b s h / t bytes).
+  auto stage0 = [](const char* gbs) {
+    return gpt_memory_of_stage(cfg(small({{"use_torch_fsdp2", "true"}, {"global_batch_size", gbs}})), 0).activations_bytes;
+  };
+  CHECK(stage0("16") - stage0("8") == doctest::Approx(4.0 * 2.0 * 2048 * 1024 / 2));
+}
+
 TEST_CASE("gpt torchtitan op-level selective AC: fewer stored bytes than Megatron's selective, more recompute") {
   ParamMap sel = small({{"recompute_granularity", "selective"}, {"pipeline_model_parallel_size", "1"},
                         {"world_size", "2"}, {"global_batch_size", "2"}});
@@ -301,6 +351,18 @@ TEST_CASE("gpt torchtitan op-level selective AC: fewer stored bytes than Megatro
   op["selective_ac_option"] = "op";
   CHECK(gpt_memory_per_gpu(cfg(op)).activations_bytes < gpt_memory_per_gpu(cfg(sel)).activations_bytes);
   CHECK(op_named(gen(op), "mb0.l0.bwd.mlp").duration_s > op_named(gen(sel), "mb0.l0.bwd.mlp").duration_s);
+  // cuDNN attention (attention_backend fused) is not in torchtitan's save list: its output is not stored and
+  // its forward is recomputed on top of the per-op recompute (the same attention forward Megatron's
+  // selective recompute adds).
+  ParamMap op_cudnn = op, sel_cudnn = sel;
+  op_cudnn["attention_backend"] = sel_cudnn["attention_backend"] = "fused";
+  CHECK(gpt_memory_per_gpu(cfg(op_cudnn)).activations_bytes < gpt_memory_per_gpu(cfg(op)).activations_bytes);
+  auto extra = [](const ParamMap& p) {
+    const GptConfig c = cfg(p);
+    return gpt_detail::gpt_step_kernels(c, cm_for(c.gpu), "test").layer.recompute_attn_extra;
+  };
+  CHECK(extra(op_cudnn).flops == doctest::Approx(extra(op).flops + extra(sel_cudnn).flops));
+  CHECK(extra(op_cudnn).seconds == doctest::Approx(extra(op).seconds + extra(sel_cudnn).seconds));
   ParamMap bad = op;
   bad["selective_ac_option"] = "2";
   CHECK_THROWS_WITH_AS(cfg(bad), doctest::Contains("selective_ac_option"), InputError);

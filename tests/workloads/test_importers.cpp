@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "workloads_test_util.hpp"
+#include "chakra_et_encode.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -371,4 +372,135 @@ TEST_CASE("chakra: one rank file of a larger job (rank from the name), sends to 
   CHECK(s.kind == OpKind::Compute);
   CHECK(s.duration_s == doctest::Approx(12e-6));
   CHECK(t.comms[static_cast<std::size_t>(t.ranks[0].ops[op_named(t.ranks[0], "ar")].comm)].ranks.size() == 8);
+}
+
+TEST_CASE("chakra .et and chakra_jsonizer encodings: microseconds, dependency-only order, process groups, cycles, unmatched and cross-rank waits") {
+  using et_test::EtNode;
+  for (const std::string ext : {".et", ".json"}) {
+    CAPTURE(ext);
+    const fs::path d = scratch("enc" + ext);  // one folder per encoding: a prefix names one set of rank files
+    auto write_rank = [&](const std::string& prefix, int r, const std::vector<EtNode>& nodes) {
+      const std::string p = (d / (prefix + "." + std::to_string(r) + ext)).string();
+      if (ext == ".et") et_test::write_et(p, nodes);
+      else et_test::write_jsonizer(p, nodes);
+    };
+    // 4 ranks: 100 us GEMM -> 1 MiB all-reduce on the rank's TP pair (pg_name) -> 50 us; an 80 us op with no deps.
+    for (int r = 0; r < 4; ++r)
+      write_rank("t", r,
+                 {{1, "gemm", 4, {}, {}, 100, {}, {}},
+                  {2, "ar", 7, {1}, {}, 0, {{"comm_type", 0}, {"comm_size", 1048576}}, {{"pg_name", r < 2 ? "tp0" : "tp1"}}},
+                  {3, "tail", 4, {2}, {}, 50, {}, {}},
+                  {4, "side", 4, {}, {}, 80, {}, {}}});
+    Trace t = import_chakra((d / "t").string(), quiet());
+    REQUIRE(t.ranks.size() == 4);
+    const RankTrace& a = t.ranks[0];
+    CHECK(a.ops[op_named(a, "gemm")].duration_s == doctest::Approx(100e-6));  // microseconds, not ns
+    CHECK(a.ops[op_named(a, "side")].duration_s == doctest::Approx(80e-6));
+    CHECK(ordered(a, op_named(a, "gemm"), op_named(a, "tail")));
+    CHECK_FALSE(ordered(a, op_named(a, "side"), op_named(a, "tail")));  // no FIFO order invented from the file
+    CHECK_FALSE(ordered(a, op_named(a, "gemm"), op_named(a, "side")));
+    const Op& ar0 = a.ops[op_named(a, "ar")];
+    CHECK(ar0.bytes == 1048576);
+    CHECK(t.comms[static_cast<std::size_t>(ar0.comm)].ranks == std::vector<std::int32_t>{0, 1});  // its own communicator
+    const RankTrace& a3 = t.ranks[3];
+    CHECK(t.comms[static_cast<std::size_t>(a3.ops[op_named(a3, "ar")].comm)].ranks == std::vector<std::int32_t>{2, 3});
+    // A cycle through data_deps: the file and the node ids in execution order.
+    write_rank("c", 0, {{7, "a", 4, {9}, {}, 1, {}, {}}, {8, "b", 4, {7}, {}, 1, {}, {}}, {9, "c", 4, {8}, {}, 1, {}, {}}});
+    std::string e = error_of([&] { import_chakra((d / "c").string(), quiet()); });
+    CHECK(e.find("c.0" + ext) != std::string::npos);
+    CHECK(e.find("7 -> 8 -> 9 -> 7") != std::string::npos);
+    // Rank 1 never calls the all-reduce rank 0 waits in: the node and the file.
+    write_rank("u", 0, {{5, "ar", 7, {}, {}, 0, {{"comm_type", 0}, {"comm_size", 64}}, {}}});
+    write_rank("u", 1, {{5, "g", 4, {}, {}, 3, {}, {}}});
+    e = error_of([&] { import_chakra((d / "u").string(), quiet()); });
+    CHECK(e.find("u.0" + ext + ": node 5") != std::string::npos);
+    CHECK(e.find("no partner on rank 1") != std::string::npos);
+    // Each rank is acyclic and calls both groups once, but in opposite orders: rank 0 waits in 'a' for rank 1,
+    // which waits in 'b' for rank 0. Reported with both nodes, not a hang and not a bare replay deadlock.
+    write_rank("o", 0, {{1, "x", 7, {}, {}, 0, {{"comm_type", 0}, {"comm_size", 64}}, {{"pg_name", "a"}}},
+                        {2, "y", 7, {1}, {}, 0, {{"comm_type", 0}, {"comm_size", 64}}, {{"pg_name", "b"}}}});
+    write_rank("o", 1, {{3, "y", 7, {}, {}, 0, {{"comm_type", 0}, {"comm_size", 64}}, {{"pg_name", "b"}}},
+                        {4, "x", 7, {3}, {}, 0, {{"comm_type", 0}, {"comm_size", 64}}, {{"pg_name", "a"}}}});
+    e = error_of([&] { import_chakra((d / "o").string(), quiet()); });
+    CHECK(e.find("wait on each other") != std::string::npos);
+    CHECK(e.find("o.0" + ext + ": node 1") != std::string::npos);
+    CHECK(e.find("o.1" + ext + ": node 3") != std::string::npos);
+    // The same calls in the same order on both ranks run.
+    write_rank("o", 1, {{3, "x", 7, {}, {}, 0, {{"comm_type", 0}, {"comm_size", 64}}, {{"pg_name", "a"}}},
+                        {4, "y", 7, {3}, {}, 0, {{"comm_type", 0}, {"comm_size", 64}}, {{"pg_name", "b"}}}});
+    CHECK(error_of([&] { import_chakra((d / "o").string(), quiet()); }) == "");
+    // A ring of send-then-recv steps is no wait cycle (sends are eager).
+    for (int r = 0; r < 3; ++r)
+      write_rank("ring", r, {{1, "s", 5, {}, {}, 0, {{"comm_dst", (r + 1) % 3}, {"comm_size", 4096}, {"comm_tag", 1}}, {}},
+                             {2, "r", 6, {1}, {}, 0, {{"comm_src", (r + 2) % 3}, {"comm_size", 4096}, {"comm_tag", 1}}, {}}});
+    CHECK(error_of([&] { import_chakra((d / "ring").string(), quiet()); }) == "");
+  }
+}
+
+TEST_CASE("ASTRA-sim / SimAI text: per-layer policies, DP_EP groups, and group sizes that cannot be formed name the line") {
+  // HYBRID_CUSTOMIZED: each layer's 13th column is its policy. MODEL: forward/input-gradient collectives over
+  // all ranks, no weight-gradient one; DATA: only the weight-gradient one, over all ranks.
+  const std::string cu =
+      "HYBRID_CUSTOMIZED\n2\n"
+      "m -1 10 ALLGATHER 100 10 ALLREDUCE 200 10 ALLREDUCE 300 1 MODEL\n"
+      "d -1 10 ALLGATHER 400 10 ALLREDUCE 500 10 ALLREDUCE 600 1 DATA\n";
+  Trace t = import_astra_text(cu, "cu.txt", {{"npus", "16"}}, "--param");
+  std::map<double, std::size_t> g;
+  for (const auto& op : t.ranks[0].ops)
+    if (op.kind == OpKind::Collective) g[op.bytes] = t.comms[static_cast<std::size_t>(op.comm)].ranks.size();
+  CHECK(g == std::map<double, std::size_t>{{100, 16}, {200, 16}, {600, 16}});
+  CHECK(error_of([&] { import_astra_text("HYBRID_CUSTOMIZED\n1\nm -1 1 NONE 0 1 NONE 0 1 NONE 0 1 PIPE\n", "cu.txt", {{"npus", "4"}}, "--param"); })
+            .find("cu.txt:3") != std::string::npos);
+  // SimAI EP types: ALLTOALL_EP on the expert-parallel group, ALLGATHER_DP_EP / REDUCESCATTER_DP_EP on the
+  // data-parallel ranks holding the same experts (TP 2, EP 2 on 16: DP 8, dp_ep 4).
+  const std::string moe =
+      "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 2 pp: 1 vpp: 1 ga: 1 all_gpus: 16 checkpoints: 0 checkpoint_initiates: 0\n1\n"
+      "moe -1 10 ALLTOALL_EP 100 10 ALLTOALL_EP 200 10 REDUCESCATTER_DP_EP 300 1\n"
+      "";
+  Trace m = import_astra_text(std::string(moe), "moe.txt", {}, "--param");
+  std::map<double, std::string> on;
+  for (const auto& op : m.ranks[0].ops)
+    if (op.kind == OpKind::Collective) on[op.bytes] = m.comms[static_cast<std::size_t>(op.comm)].name;
+  CHECK(on[100] == "ep");
+  CHECK(on[200] == "ep");
+  CHECK(on[300] == "dp_ep");
+  for (const auto& c : m.comms) {
+    if (c.name == "ep") CHECK(c.ranks.size() == 2);
+    if (c.name == "dp_ep") CHECK(c.ranks.size() == 4);
+  }
+  // A TP group that does not divide the ranks cannot be formed: the header line, not a hang or a partial group.
+  CHECK(error_of([] { import_astra_text("HYBRID_TRANSFORMER model_parallel_NPU_group: 3\n1\nq -1 1 ALLREDUCE 8 1 NONE 0 1 NONE 0 1\n",
+                                        "tp.txt", {{"npus", "8"}}, "--param"); })
+            .find("tp.txt:1") != std::string::npos);
+  // A gzip file (PARAM ships its PyTorch traces as .json.gz) or a binary file is named as such, not parsed.
+  const fs::path d = scratch("bin");
+  write(d / "t.json.gz", std::string("\x1f\x8b\x08\x00\x00\x00", 6) + "HYBRID");
+  CHECK(error_of([&] { import_astra_file((d / "t.json.gz").string(), {{"npus", "8"}}, "--param"); }).find("gzip") != std::string::npos);
+  write(d / "b.txt", std::string("DATA\n1\n\0\x01", 9));
+  CHECK(error_of([&] { import_astra_file((d / "b.txt").string(), {{"npus", "8"}}, "--param"); }).find("binary") != std::string::npos);
+  // Fewer layer lines than line 2 announces: the file and the last line.
+  CHECK(error_of([] { import_astra_text("DATA\n3\nl -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n", "n.txt", {{"npus", "2"}}, "--param"); })
+            .find("n.txt:") != std::string::npos);
+}
+
+TEST_CASE("ASTRA-sim / SimAI text: weight-gradient collectives overlap the rest of backward; SimAI ticks are ns") {
+  const std::string txt =
+      "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 8 checkpoints: 0 checkpoint_initiates: 0\n2\n"
+      "a -1 1000 ALLREDUCE 64 2000 ALLREDUCE 64 3000 ALLREDUCE 4096 7\n"
+      "b -1 1500 ALLREDUCE 64 2500 ALLREDUCE 64 3500 ALLREDUCE 8192 11\n";
+  Trace t = import_astra_text(txt, "s.txt", {}, "--param");
+  const RankTrace& rt = t.ranks[0];
+  CHECK(rt.ops[op_named(rt, "a.fwd")].duration_s == doctest::Approx(1000e-9));  // SimAI Tick = 1 ns
+  CHECK(rt.ops[op_named(rt, "b.wg")].duration_s == doctest::Approx(3500e-9));
+  CHECK(rt.ops[op_named(rt, "update")].duration_s == doctest::Approx(18e-9));
+  // Layer b's weight-gradient all-reduce (data-parallel group) starts after b.wg and is not waited for by
+  // layer a's backward, only by the update (ASTRA-sim's non-blocking weight-gradient collectives).
+  const auto bwc = op_named(rt, "b.wg.comm");
+  CHECK(ordered(rt, op_named(rt, "b.wg"), bwc));
+  CHECK_FALSE(ordered(rt, bwc, op_named(rt, "a.ig")));
+  CHECK_FALSE(ordered(rt, bwc, op_named(rt, "a.wg")));
+  CHECK(ordered(rt, bwc, op_named(rt, "update")));
+  // The tensor-parallel input-gradient all-reduce blocks: a's backward waits for b's.
+  CHECK(ordered(rt, op_named(rt, "b.ig.comm"), op_named(rt, "a.ig")));
+  CHECK(t.comms[static_cast<std::size_t>(rt.ops[bwc].comm)].ranks.size() == 4);  // DP = 8 / TP 2
 }
