@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -331,16 +332,28 @@ int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::
   if (spec.channels > 0) return spec.channels;
   CommLayout L = layout(spec, t);
   if (L.hosts.size() <= 1) return 1;
-  int best = 1;
+  // A host's channels: one per distinct rail NIC of its ranks. NCCL's ring/tree search at the top
+  // inter-node speed puts one channel on each NIC (a channel is NET n -> GPUs -> NET n and takes the NIC's
+  // bandwidth; src/graph/search.cc ncclTopoSearchRecNet, ncclTopoCompareGraphs, NCCL 2.30.7), and every
+  // rank then takes the smallest channel count any rank found (src/init.cc: graphs[a]->nChannels = min over
+  // allGather3Data). So a host that lost a NIC (its GPU leaves through a neighbour's NIC) gives the whole
+  // communicator one channel fewer instead of two channels on one NIC. The minimum is over the hosts with
+  // the most ranks of the communicator (same GPUs, fewer usable NICs); hosts holding fewer of its ranks are
+  // not counted (the largest count stays, as before, when no host qualifies).
+  std::size_t most = 0;
+  for (const auto& h : L.hosts) most = std::max(most, h.size());
+  int best = 1, fewest = std::numeric_limits<int>::max();
   for (const auto& h : L.hosts) {
     std::set<NodeId> nics;
     for (int r : h) {
       NodeId nic = routing.rail_nic(spec.communicator[r]);
       if (nic != topo::kNoNode) nics.insert(nic);
     }
-    best = std::max(best, static_cast<int>(nics.size()));
+    const int n = static_cast<int>(nics.size());
+    best = std::max(best, n);
+    if (h.size() == most && n > 0) fewest = std::min(fewest, n);
   }
-  return best;
+  return fewest == std::numeric_limits<int>::max() ? best : std::min(best, fewest);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -460,7 +473,7 @@ struct Builder {
       const NodeId k = routing.rail_nic(gpu(r));
       if (k != topo::kNoNode && std::find(nics.begin(), nics.end(), k) == nics.end()) nics.push_back(k);
     }
-    if (nics.empty() || nics.size() >= host.size()) return {};
+    if (nics.empty() || nics.size() >= host.size() || uneven_nics(host)) return {};
     const int nn = static_cast<int>(nics.size());
     const NodeId k = nics[static_cast<std::size_t>(c % nn)];
     std::vector<int> on;
@@ -468,6 +481,40 @@ struct Builder {
       if (routing.rail_nic(gpu(r)) == k) on.push_back(r);
     std::rotate(on.begin(), on.begin() + (c / nn) % static_cast<int>(on.size()), on.end());
     return on;
+  }
+
+  // Whether the host's ranks share its rail NICs unevenly (some NIC serves more of them than another): a
+  // server that lost a NIC, whose GPU leaves through a neighbour's NIC.
+  bool uneven_nics(const std::vector<int>& host) const {
+    std::map<NodeId, int> per;
+    for (int r : host) {
+      const NodeId k = routing.rail_nic(gpu(r));
+      if (k != topo::kNoNode) ++per[k];
+    }
+    int lo = std::numeric_limits<int>::max(), hi = 0;
+    for (const auto& [k, n] : per) lo = std::min(lo, n), hi = std::max(hi, n);
+    return !per.empty() && lo != hi;
+  }
+
+  // Where channel c enters and leaves a host whose ranks share its NICs unevenly: enter at the first rank on
+  // NIC c mod m, leave at the first rank on NIC (c - 1) mod m (m distinct NICs in order of first appearance),
+  // so that with m channels (default_channels takes the smallest NIC count of the communicator's hosts, as
+  // NCCL aligns its channels) every usable NIC carries one channel in and one out, as NCCL's search puts
+  // one channel on each NIC (src/graph/search.cc, NCCL 2.30.7). {-1, -1} when it does not apply.
+  std::pair<int, int> uneven_nic_ends(const std::vector<int>& host, int c) const {
+    if (host.size() < 2 || !uneven_nics(host)) return {-1, -1};
+    std::vector<NodeId> nics;
+    std::vector<int> first;
+    for (int r : host) {
+      const NodeId k = routing.rail_nic(gpu(r));
+      if (k != topo::kNoNode && std::find(nics.begin(), nics.end(), k) == nics.end()) {
+        nics.push_back(k);
+        first.push_back(r);
+      }
+    }
+    const int m = static_cast<int>(nics.size());
+    if (m < 2) return {-1, -1};
+    return {first[static_cast<std::size_t>(c % m)], first[static_cast<std::size_t>((c + m - 1) % m)]};
   }
 
   std::vector<std::pair<std::vector<int>, int>> ring_orders(const std::vector<int>& ranks, int nch) const {
@@ -517,11 +564,17 @@ struct Builder {
           for (int i = 0; i < m; ++i) rot.push_back(h[(i + c) % m]);
         // Enter and leave through GPUs on the channel's NIC when GPUs share NICs (channel_nic_ranks).
         const std::vector<int> on = byhost.size() > 1 ? channel_nic_ranks(h, c) : std::vector<int>{};
+        const std::pair<int, int> ends = byhost.size() > 1 ? uneven_nic_ends(h, c) : std::pair<int, int>{-1, -1};
         if (on.size() >= 2) {
           o.push_back(on[0]);
           for (int r : rot)
             if (r != on[0] && r != on[1]) o.push_back(r);
           o.push_back(on[1]);
+        } else if (ends.first >= 0) {
+          o.push_back(ends.first);
+          for (int r : rot)
+            if (r != ends.first && r != ends.second) o.push_back(r);
+          o.push_back(ends.second);
         } else {
           o.insert(o.end(), rot.begin(), rot.end());
         }

@@ -7,6 +7,7 @@
 
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
+#include "replay/comm_model.hpp"
 #include "replay/engine_comm_model.hpp"
 #include "replay/executor.hpp"
 #include "replay/outputs_links.hpp"
@@ -34,6 +35,10 @@ RunResult replay_jobs(const std::vector<const workloads::PlacedJob*>& jobs, cons
   std::int32_t world = 0;
   for (const auto* j : jobs) world += static_cast<std::int32_t>(j->world_size);
   engine.set_symmetry(world, std::move(simulated));
+  // The stand-in ranks' message copies (workloads/cluster.hpp), keyed by the simulated pair; jobs share no GPU.
+  EngineCommBase::PairCopies copies;
+  for (const auto* j : jobs) copies.insert(j->p2p_stand_ins.begin(), j->p2p_stand_ins.end());
+  engine.set_p2p_stand_ins(std::move(copies));
   ReplayOptions ro = opt.replay;
   ro.record_ops = true;  // per-job finish times come from the op records
   ro.max_op_records = std::numeric_limits<std::size_t>::max();
@@ -42,7 +47,36 @@ RunResult replay_jobs(const std::vector<const workloads::PlacedJob*>& jobs, cons
   r.links = link_records(topo, engine.link_dirs());
   r.metrics["replay.schedules_run"] = static_cast<double>(engine.schedules_run());
   r.metrics["replay.schedules_run_phase_fidelity"] = static_cast<double>(engine.phase_schedules_run());
+  // Where the CPU goes (docs/performance.md, "Two jobs on a 100,000-GPU cluster").
+  r.metrics["replay.shared.isolated_calls"] = static_cast<double>(engine.isolated_calls());
+  r.metrics["replay.shared.network_calls"] = static_cast<double>(engine.network_calls());
+  r.metrics["replay.shared.sharing_owners"] = static_cast<double>(engine.shared_owners());
+  r.metrics["replay.shared.idle_window_calls"] = static_cast<double>(engine.window_calls());
+  r.metrics["replay.shared.idle_window_reruns"] = static_cast<double>(engine.window_reruns());
+  r.metrics["replay.shared.network_solves"] = static_cast<double>(engine.network_solves());
+  r.metrics["replay.shared.network_solver_flow_visits"] = static_cast<double>(engine.network_solver_flow_visits());
   return r;
+}
+
+// Payload bytes per link direction of one job's calls (its NCCL schedules with mirrors and stand-in copies,
+// routed as the shared model routes them), from a replay with analytic times: nothing is simulated.
+std::vector<double> job_link_bytes(const workloads::PlacedJob& j, const topo::Topology& topo,
+                                   const models::Calibration& calib, const models::ComputeModel& cm,
+                                   const ScenarioRunOptions& opt) {
+  workloads::Trace trace = workloads::merge_jobs({&j}, static_cast<std::int32_t>(topo.gpus().size()));
+  EngineCommOptions eo = opt.engine;
+  eo.collect_link_stats = true;
+  AnalyticLinksCommModel model(topo, calib, analytic_params(calib, topo), eo);
+  std::vector<std::int32_t> simulated;
+  for (const auto& rt : trace.ranks) simulated.push_back(rt.rank);
+  model.set_symmetry(static_cast<std::int32_t>(j.world_size), std::move(simulated));
+  model.set_p2p_stand_ins(j.p2p_stand_ins);
+  ReplayOptions ro = opt.replay;
+  ro.record_ops = false;
+  replay(trace, topo, cm, model, ro);
+  std::vector<double> out(model.link_dirs().size());
+  for (std::size_t d = 0; d < out.size(); ++d) out[d] = model.link_dirs()[d].bytes;
+  return out;
 }
 
 struct JobTimes {
@@ -96,15 +130,28 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
   std::vector<int> host_of_gpu(topo.gpus().size(), -1);
   for (std::size_t h = 0; h < L.host_gpus.size(); ++h)
     for (auto g : L.host_gpus[h]) host_of_gpu[g] = static_cast<int>(h);
-  // Per link direction: bytes of each job alone.
+  // Per link direction: bytes of each job's calls (payload of its schedules' routes, analytic replay).
   std::map<std::pair<std::uint32_t, int>, std::map<std::string, double>> by_dir;
   std::map<std::pair<std::uint32_t, int>, const LinkRecord*> rec_of;
+  for (const auto& j : plan.jobs) {
+    const std::vector<double> b = job_link_bytes(j, topo, calib, cm, opt);
+    for (std::size_t d = 0; d < b.size(); ++d)
+      if (b[d] > 0) by_dir[{static_cast<std::uint32_t>(d / 2), static_cast<int>(d % 2)}][j.name] += b[d];
+  }
+  // Jobs that have no link direction in common cannot meet on the network (and share no GPU): each job's
+  // replay together is then exactly its replay alone, and the alone replays are skipped.
+  bool meet = false;
+  for (const auto& [key, jobs] : by_dir) meet = meet || jobs.size() >= 2;
   std::vector<RunResult> alone;
   alone.reserve(plan.jobs.size());
   double total_gpus = 0, flops_rate = 0;
   for (const auto& j : plan.jobs) {
-    alone.push_back(replay_jobs({&j}, topo, calib, cm, opt));
+    // (One job, or jobs that cannot meet: the replay alone would be the replay together.)
+    alone.push_back(meet ? replay_jobs({&j}, topo, calib, cm, opt) : RunResult{});
     const RunResult& a = alone.back();
+    for (const char* k : {"replay.restarts", "replay.shared.network_calls", "replay.shared.network_solves",
+                          "replay.shared.network_solver_flow_visits"})
+      if (auto it = a.metrics.find(k); it != a.metrics.end()) r.metrics["alone." + j.name + "." + (k + 7)] = it->second;
     JobResult jr;
     jr.name = j.name;
     jr.workload = j.workload;
@@ -120,7 +167,7 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
     jr.racks = static_cast<int>(racks.size());
     jr.start_offset_s = j.start_offset_s;
     jr.iterations = j.iterations;
-    JobTimes together = job_times(r, j), solo = job_times(a, j);
+    const JobTimes together = job_times(r, j), solo = meet ? job_times(a, j) : together;
     jr.iteration_s = (together.finish_s - j.start_offset_s) / j.iterations;
     jr.iteration_s_alone = (solo.finish_s - j.start_offset_s) / j.iterations;
     jr.slowdown = jr.iteration_s_alone > 0 ? jr.iteration_s / jr.iteration_s_alone : 1.0;
@@ -135,10 +182,8 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
     total_gpus += static_cast<double>(j.world_size);
     jr.notes = j.notes;
     r.jobs.push_back(std::move(jr));
-    for (const auto& lr : a.links)
-      for (int d = 0; d < 2; ++d)
-        if (lr.bytes[d] > 0) by_dir[{lr.link, d}][j.name] += lr.bytes[d];
   }
+  r.metrics["cluster.alone_replays"] = meet ? static_cast<double>(plan.jobs.size()) : 0.0;
   for (const auto& lr : r.links)
     for (int d = 0; d < 2; ++d) rec_of[{lr.link, d}] = &lr;
   const double span = r.iteration_s > 0 ? r.iteration_s : 1.0;
@@ -164,6 +209,10 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
     return std::tie(a.link, a.dir) < std::tie(b.link, b.dir);
   });
   r.metrics["cluster.shared_link_directions"] = static_cast<double>(r.shared_links.size());
+  double groups = 0, pairs = 0;
+  for (const auto& j : plan.jobs) groups += static_cast<double>(j.stand_in_groups), pairs += static_cast<double>(j.stand_in_pairs);
+  r.metrics["cluster.stand_in_groups"] = groups;
+  r.metrics["cluster.stand_in_message_pairs"] = pairs;
   if (r.shared_links.size() > 64) r.shared_links.resize(64);
 
   auto t2 = std::chrono::steady_clock::now();
@@ -198,6 +247,10 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
                  "(comm model shared: every collective and message of every job on one flow-level network, max-min "
                  "fair where they share links), then each alone on the same GPUs and faults for iteration_s_alone; "
                  "the top-level step time is the makespan, throughput the jobs' sum");
+  if (!meet && plan.jobs.size() > 1)
+    r.notes.push_back("cluster: the jobs' NCCL schedules route over no link direction in common (and the jobs share "
+                      "no GPU), so they cannot meet on the network: each job's step alone equals its step together "
+                      "and the alone replays were not run");
   for (const auto& n : notes) r.notes.push_back(n);
   for (const auto& n : plan.notes) r.notes.push_back(n);
   for (const auto& jr : r.jobs)

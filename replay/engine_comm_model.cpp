@@ -10,6 +10,7 @@
 #include "models/collectives.hpp"
 #include "sim/base/error.hpp"
 #include "sim/engine/collective_time.hpp"
+#include "replay/outputs.hpp"
 #include "replay/outputs_links.hpp"
 
 namespace fabricsim::sim {
@@ -62,7 +63,8 @@ double EngineCommBase::replication(const workloads::Communicator& comm) const {
   double s = 0;
   for (auto r : comm.ranks) s += simulated_.count(r) ? 1.0 : 0.0;
   if (s <= 0) return 1.0;
-  const double priced = static_cast<double>(comm.ranks.size()) * (comm.mirrors + 1.0);
+  double priced = static_cast<double>(comm.ranks.size()) * (comm.mirrors + 1.0);
+  for (const auto& g : comm.stand_ins) priced += static_cast<double>(g.size());
   const double per_sim = static_cast<double>(world_size_) / static_cast<double>(simulated_.size());
   return std::max(1.0, per_sim * s / priced);
 }
@@ -156,6 +158,18 @@ void EngineCommBase::account(const Priced& p, double replication) {
     tiers_.priced[tier] += b;
     tiers_.cluster[tier] += b * replication;
   }
+  if (p.all_to_all) {
+    std::map<std::string, double> worst;  // per class: the busiest direction's bytes / nominal bandwidth
+    for (const auto& [d, st] : p.dirs) {
+      const auto l = static_cast<topo::LinkId>(d / 2);
+      const std::string cls = link_class_slug(topo::to_string(t_.link(l).kind), link_tier(t_, l));
+      a2a_.bytes[cls] += st.bytes;
+      const double bw = t_.link(l).bandwidth_Bps;
+      double& w = worst[cls];
+      if (bw > 0) w = std::max(w, st.bytes / bw);
+    }
+    for (const auto& [cls, s] : worst) a2a_.time_s[cls] += s;
+  }
 }
 
 namespace {
@@ -167,8 +181,10 @@ std::uint64_t group_bytes(double bytes, int n) {
 }
 
 // The spec of copy k (0: the communicator itself, k > 0: its k-th mirror) of a collective.
+// `ranks` (global ranks) replaces the shifted communicator when given: a stand-in group (Communicator::stand_ins).
 models::CollectiveSpec group_spec(const topo::Topology& t, const workloads::Communicator& comm, CollOp op,
-                                  double bytes, const std::string& algorithm, int k, models::Fidelity fidelity) {
+                                  double bytes, const std::string& algorithm, int k, models::Fidelity fidelity,
+                                  const std::vector<std::int32_t>* ranks = nullptr) {
   const auto& gpus = t.gpus();
   const int n = static_cast<int>(comm.ranks.size());
   models::CollectiveSpec spec;
@@ -185,8 +201,8 @@ models::CollectiveSpec group_spec(const topo::Topology& t, const workloads::Comm
       for (int j = 0; j < n; ++j)
         spec.matrix[i][j] = static_cast<std::uint64_t>(std::llround(bytes * comm.a2a_matrix[i][j] / 2.0)) * 2;
   }
-  for (auto r : comm.ranks) {
-    std::int64_t rr = static_cast<std::int64_t>(r) + static_cast<std::int64_t>(k) * comm.mirror_stride;
+  for (auto r : ranks ? *ranks : comm.ranks) {
+    std::int64_t rr = static_cast<std::int64_t>(r) + (ranks ? 0 : static_cast<std::int64_t>(k) * comm.mirror_stride);
     if (rr < 0 || rr >= static_cast<std::int64_t>(gpus.size()))
       throw InputError(spec.where, "rank " + std::to_string(rr) + " is not a GPU of the topology (" +
                                        std::to_string(gpus.size()) + " GPUs)");
@@ -207,7 +223,8 @@ EngineCommBase::Built EngineCommBase::build_collective(const workloads::Communic
   const int n = static_cast<int>(comm.ranks.size());
   if (n <= 1 || bytes <= 0) return out;
   // Fidelity: step while the merged step schedule stays small, else phase (see the header).
-  const double ranks_priced = static_cast<double>(n) * (comm.mirrors + 1.0);
+  double ranks_priced = static_cast<double>(n) * (comm.mirrors + 1.0);
+  for (const auto& g : comm.stand_ins) ranks_priced += static_cast<double>(g.size());
   out.phase = ranks_priced * n > opt_.step_limit;
   out.pxn = op == CollOp::AllToAll || op == CollOp::AllToAllv;
   topo::Routing& routing = routing_of(out);
@@ -225,11 +242,28 @@ EngineCommBase::Built EngineCommBase::build_collective(const workloads::Communic
     }
     append(*merged, s);
   }
+  // Stand-in groups (cluster runs): the same call of the same size on their GPUs, in the same schedule.
+  for (const auto& g : comm.stand_ins) {
+    models::CollectiveSpec spec = group_spec(t_, comm, op, bytes, algorithm, 0,
+                                             out.phase ? models::Fidelity::Phase : models::Fidelity::Step, &g);
+    append(*merged, models::build_schedule(spec, t_, routing, calib_));
+  }
   out.s = std::move(merged);
   return out;
 }
 
 EngineCommBase::Built EngineCommBase::build_p2p(std::int32_t src, std::int32_t dst, double bytes) {
+  Built out = build_p2p_one(src, dst, bytes);
+  auto it = p2p_stand_ins_.find({src, dst});
+  if (it == p2p_stand_ins_.end() || it->second.empty()) return out;
+  // The stand-in copies of the message (cluster runs) in the same schedule.
+  auto merged = std::make_shared<models::Schedule>(*out.s);
+  for (const auto& [a, b] : it->second) append(*merged, *build_p2p_one(a, b, bytes).s);
+  out.s = std::move(merged);
+  return out;
+}
+
+EngineCommBase::Built EngineCommBase::build_p2p_one(std::int32_t src, std::int32_t dst, double bytes) {
   const auto& gpus = t_.gpus();
   if (src < 0 || dst < 0 || static_cast<std::size_t>(std::max(src, dst)) >= gpus.size())
     throw InputError("send/recv", "rank outside the topology's " + std::to_string(gpus.size()) + " GPUs");
@@ -262,16 +296,19 @@ EngineCommBase::Built EngineCommBase::build_p2p(std::int32_t src, std::int32_t d
   return out;
 }
 
-double EngineCommBase::p2p_replication() const {
-  // Every stand-in copy of the simulated pair sends the same message (symmetry of the trace).
+double EngineCommBase::p2p_replication(std::int32_t src, std::int32_t dst) const {
+  // Every stand-in copy of the simulated pair sends the same message (symmetry of the trace); copies placed
+  // with it (cluster runs) are priced already.
+  auto it = p2p_stand_ins_.find({src, dst});
+  const double placed = 1.0 + (it == p2p_stand_ins_.end() ? 0.0 : static_cast<double>(it->second.size()));
   if (world_size_ > 0 && !simulated_.empty())
-    return std::max(1.0, static_cast<double>(world_size_) / static_cast<double>(simulated_.size()));
+    return std::max(1.0, static_cast<double>(world_size_) / static_cast<double>(simulated_.size()) / placed);
   return 1.0;
 }
 
 bool EngineCommBase::price_one_group(const workloads::Communicator& comm, CollOp op, double bytes,
                                      const std::string& algorithm, Priced& out) {
-  if (comm.mirrors != 0 || comm.ranks.size() <= 1 || bytes <= 0) return false;
+  if (comm.mirrors != 0 || !comm.stand_ins.empty() || comm.ranks.size() <= 1 || bytes <= 0) return false;
   // One group on an idle fabric: the one price of a call (sim/engine/collective_time.hpp), the time
   // `fabricsim coll` and `fabricsim validate` give for the same call (tests/validate/test_one_price.cpp).
   // With link statistics the materialised schedule's run provides them; the time stays the same.
@@ -315,8 +352,10 @@ CommTiming EngineCommModel::collective(const workloads::Communicator& comm, Coll
     account(it->second, it->second.replication);
     return it->second.timing;
   }
+  const bool a2a = op == CollOp::AllToAll || op == CollOp::AllToAllv;
   if (Priced one; price_one_group(comm, op, bytes, algorithm, one)) {
     one.replication = replication(comm);
+    one.all_to_all = a2a;
     account(one, one.replication);
     return (cache_[key] = std::move(one)).timing;
   }
@@ -328,6 +367,7 @@ CommTiming EngineCommModel::collective(const workloads::Communicator& comm, Coll
   }
   p = price(*b.s, b.phase ? opt_.large_batch_tolerance_s : 0.0, b.phase, routing_of(b));
   p.replication = replication(comm);
+  p.all_to_all = a2a;
   account(p, p.replication);
   return (cache_[key] = std::move(p)).timing;
 }
@@ -341,7 +381,7 @@ CommTiming EngineCommModel::p2p(std::int32_t src, std::int32_t dst, double bytes
   const Built b = build_p2p(src, dst, bytes);
   Priced p = price(*b.s, 0.0, false, routing_of(b));
   p.timing.algorithm = "p2p";
-  p.replication = p2p_replication();
+  p.replication = p2p_replication(src, dst);
   account(p, p.replication);
   return (p2p_cache_[key] = std::move(p)).timing;
 }
@@ -362,6 +402,7 @@ void AnalyticLinksCommModel::add_call(const Priced& b, double duration_s) {
   if (!opt_.collect_link_stats) return;
   scratch_.dirs = b.dirs;
   scratch_.tier_bytes = b.tier_bytes;
+  scratch_.all_to_all = b.all_to_all;
   for (auto& [d, st] : scratch_.dirs) {
     st.busy_s = duration_s;
     // mean load over the call relative to nominal bandwidth (link_dirs() utilisation convention)
@@ -382,6 +423,7 @@ CommTiming AnalyticLinksCommModel::collective(const workloads::Communicator& com
     const Built b = build_collective(comm, op, bytes, algorithm);
     if (b.s) payload_bytes(*b.s, routing_of(b), p);
     p.replication = replication(comm);
+    p.all_to_all = op == CollOp::AllToAll || op == CollOp::AllToAllv;
     it = cache_.emplace(key, std::move(p)).first;
   }
   add_call(it->second, t.duration_s);
@@ -397,7 +439,7 @@ CommTiming AnalyticLinksCommModel::p2p(std::int32_t src, std::int32_t dst, doubl
     Priced p;
     const Built b = build_p2p(src, dst, bytes);
     payload_bytes(*b.s, routing_of(b), p);
-    p.replication = p2p_replication();
+    p.replication = p2p_replication(src, dst);
     it = p2p_cache_.emplace(key, std::move(p)).first;
   }
   add_call(it->second, t.duration_s);
@@ -449,6 +491,7 @@ SharedNetworkCommModel::Entry& SharedNetworkCommModel::collective_entry(const wo
     e.p.timing.protocol = e.b.s->protocol;
     if (opt_.collect_link_stats) payload_bytes(*e.b.s, routing_of(e.b), e.p);
     e.p.replication = replication(comm);
+    e.p.all_to_all = op == CollOp::AllToAll || op == CollOp::AllToAllv;
   }
   auto [o, fresh] = comm_owner_.emplace(static_cast<const void*>(&comm), static_cast<std::uint32_t>(owner_shared_.size()));
   if (fresh) {
@@ -468,7 +511,7 @@ SharedNetworkCommModel::Entry& SharedNetworkCommModel::p2p_entry(std::int32_t sr
   e.p.timing.algorithm = "p2p";
   e.p.timing.protocol = e.b.s->protocol;
   if (opt_.collect_link_stats) payload_bytes(*e.b.s, routing_of(e.b), e.p);
-  e.p.replication = p2p_replication();
+  e.p.replication = p2p_replication(src, dst);
   auto [o, fresh] = p2p_owner_.emplace(std::make_pair(src, dst), static_cast<std::uint32_t>(owner_shared_.size()));
   if (fresh) {
     owner_shared_.push_back(opt_.shared_isolation_shortcut ? 0 : 1);
@@ -566,6 +609,7 @@ void SharedNetworkCommModel::price_idle(Entry& e) {
     // `fabricsim coll` gives it; otherwise the merged schedule on an idle fabric.
     if (!(e.comm && price_one_group(*e.comm, e.op, e.bytes, e.algorithm, e.idle)))
       e.idle = price(*e.b.s, opt_.shared_batch_tolerance_s, e.b.phase, routing_of(e.b));
+    e.idle.all_to_all = e.p.all_to_all;
     e.idle_priced = true;
   }
 }

@@ -65,6 +65,11 @@ class EngineCommBase : public CommModel {
   // `simulated` ranks are replayed; every other rank is a stand-in for a simulated one. Without this call
   // every rank is assumed simulated (replication factor 1).
   void set_symmetry(std::int32_t world_size, std::vector<std::int32_t> simulated);
+  // Cluster runs (workloads/cluster.hpp): the stand-in ranks' copies of each message pair (global ranks),
+  // run with the pair's message; a communicator's copies are its Communicator::stand_ins.
+  using PairCopies =
+      std::map<std::pair<std::int32_t, std::int32_t>, std::vector<std::pair<std::int32_t, std::int32_t>>>;
+  void set_p2p_stand_ins(PairCopies copies) { p2p_stand_ins_ = std::move(copies); }
 
   // Per link direction (indexed by topo::LinkDir, size 2 x links), summed over every call priced so far:
   // bytes (payload, i.e. NCCL data, not the efficiency-inflated wire bytes the engine runs) and busy time /
@@ -87,6 +92,15 @@ class EngineCommBase : public CommModel {
     std::map<int, double> priced, cluster;
   };
   TierBytes link_totals_by_tier() const { return tiers_; }
+  // The all-to-all family (all_to_all, all_to_allv: MoE dispatch / combine) by link class (link_class_slug:
+  // "nvlink", "nic_leaf", "leaf_spine_uplink", ...): payload bytes on the class's link directions, and per
+  // call the time the class's busiest link direction needs to carry its share at nominal bandwidth, summed
+  // over calls (where the all-to-all time goes: a class's time is a lower bound on how long the calls keep
+  // that class's bottleneck link busy). Priced groups only, as link_dirs().
+  struct ClassTotals {
+    std::map<std::string, double> bytes, time_s;
+  };
+  const ClassTotals& all_to_all_by_class() const { return a2a_; }
 
  protected:
   EngineCommBase(const topo::Topology& t, const models::Calibration& calib, EngineCommOptions opt);
@@ -95,6 +109,7 @@ class EngineCommBase : public CommModel {
     std::vector<std::pair<std::uint32_t, LinkDirStats>> dirs;  // link directions with traffic, per call
     std::map<int, double> tier_bytes;                           // per call, by link tier
     double replication = 1;                                     // copies in the whole cluster
+    bool all_to_all = false;                                    // an all_to_all(v) (all_to_all_by_class)
   };
   // A collective's (or message's) schedule, with how it is run.
   struct Built {
@@ -104,7 +119,8 @@ class EngineCommBase : public CommModel {
   };
   Built build_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                          const std::string& algorithm);
-  Built build_p2p(std::int32_t src, std::int32_t dst, double bytes);
+  Built build_p2p(std::int32_t src, std::int32_t dst, double bytes);      // with its stand-in copies
+  Built build_p2p_one(std::int32_t src, std::int32_t dst, double bytes);  // the one message
   // Runs `s` alone on an idle fabric with completion batching `tolerance_s`; `ran`: the schedule's result when
   // it was already run (with link statistics), else it is run here.
   Priced price(const models::Schedule& s, double tolerance_s, bool phase, topo::Routing& routing,
@@ -116,7 +132,7 @@ class EngineCommBase : public CommModel {
                        const std::string& algorithm, Priced& out);
   // Payload bytes per link direction and per tier of one run of `s` (busy time / peak left at 0).
   void payload_bytes(const models::Schedule& s, topo::Routing& routing, Priced& into) const;
-  double p2p_replication() const;
+  double p2p_replication(std::int32_t src, std::int32_t dst) const;
   double replication(const workloads::Communicator& comm) const;
   void account(const Priced& p, double replication);
   void reset_stats();
@@ -131,8 +147,10 @@ class EngineCommBase : public CommModel {
   std::size_t runs_ = 0, phase_runs_ = 0;
   std::int32_t world_size_ = 0;
   std::set<std::int32_t> simulated_;
+  PairCopies p2p_stand_ins_;
   std::vector<LinkDirStats> dirs_;
   TierBytes tiers_;
+  ClassTotals a2a_;
 };
 
 // "engine": idle-fabric pricing, cached per (communicator, op, bytes) and (src, dst, bytes).

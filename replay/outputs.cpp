@@ -1,6 +1,7 @@
 #include "replay/outputs.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -663,6 +664,16 @@ std::string link_class(const std::string& kind, int tier) {
     case 3: return "spine - core uplink";
     default: return "tier " + std::to_string(tier) + " " + kind;
   }
+}
+
+std::string link_class_slug(const std::string& kind, int tier) {
+  std::string out;
+  for (char ch : link_class(kind, tier)) {
+    if (std::isalnum(static_cast<unsigned char>(ch))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    else if (!out.empty() && out.back() != '_') out += '_';
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  return out;
 }
 
 std::vector<RankRole> rank_roles(const RunResult& r) {

@@ -77,6 +77,8 @@ std::vector<LinkDirSummary> hottest_links(const RunResult& r, int n);
 // What a planner calls a link: "NVLink", "PCIe" (inside a host, tier 0), "NIC - leaf" (tier 1),
 // "leaf - spine uplink" (tier 2), "spine - core uplink" (tier 3).
 std::string link_class(const std::string& kind, int tier);
+// link_class in lower case with runs of other characters as one '_' ("NIC - leaf" -> "nic_leaf"): metric names.
+std::string link_class_slug(const std::string& kind, int tier);
 
 // Ranks grouped by role: ranks that ran the same ops (stream, kind, category, name, in stream order) share
 // one; roles in order of their lowest rank; `representative` is that rank.

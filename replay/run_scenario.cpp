@@ -31,6 +31,15 @@ void check_scenario_inputs(const workloads::Scenario& s, const models::System& s
   workloads::check_generator_params(s, sys.topology(), cm);
 }
 
+namespace {
+// all_to_all.link_bytes.<class> / all_to_all.link_time_s.<class> (EngineCommBase::all_to_all_by_class): where
+// the all-to-all traffic (MoE dispatch / combine) and its time go, per link class.
+void add_all_to_all_metrics(const EngineCommBase::ClassTotals& a2a, RunResult& r) {
+  for (const auto& [cls, b] : a2a.bytes) r.metrics["all_to_all.link_bytes." + cls] = b;
+  for (const auto& [cls, s] : a2a.time_s) r.metrics["all_to_all.link_time_s." + cls] = s;
+}
+}  // namespace
+
 ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions& opt) {
   if (!s.jobs.empty()) return run_cluster(s, opt);  // several jobs on one fabric (replay/cluster_run.hpp)
   auto t0 = std::chrono::steady_clock::now();
@@ -98,6 +107,7 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
         r.metrics["link_bytes.priced_groups.tier" + std::to_string(tier)] = b;
       for (const auto& [tier, b] : tiers.cluster)
         r.metrics["link_bytes.cluster_estimate.tier" + std::to_string(tier)] = b;
+      add_all_to_all_metrics(engine->all_to_all_by_class(), r);
       if (which == "shared")
         r.notes.push_back(
             "link statistics: one training iteration on the shared network: per-link bytes are the payload of "
@@ -122,6 +132,7 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
     auto tiers = analytic->link_totals_by_tier();
     for (const auto& [tier, b] : tiers.priced) r.metrics["link_bytes.priced_groups.tier" + std::to_string(tier)] = b;
     for (const auto& [tier, b] : tiers.cluster) r.metrics["link_bytes.cluster_estimate.tier" + std::to_string(tier)] = b;
+    add_all_to_all_metrics(analytic->all_to_all_by_class(), r);
     r.notes.push_back(
         "link statistics: one training iteration; bytes per link are each collective / send's payload on the "
         "routes of the NCCL schedule the engine would run for it (the simulated ranks' communicators with their "

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -102,6 +103,7 @@ void parse_cluster(Scenario& s, ObjectReader& r, const std::string& file) {
     jr.finish();
     s.jobs.push_back(std::move(j));
   }
+  s.stand_in_traffic = r.boolean_or("stand_in_traffic", true);
   if (const Json* f = r.array_optional("faults")) {
     for (std::size_t i = 0; i < f->size(); ++i) {
       const JsonPath at = r.path_of("faults").index(i);
@@ -402,7 +404,7 @@ namespace {
 // Rewrites `tr` (local ranks) onto global GPU ranks, repeats it `iterations` times (each rank's next step
 // starts when all its streams finished the previous one) after a `offset_s` delay op.
 Trace place_trace(const Trace& tr, const std::vector<std::int32_t>& gpus, const std::string& job, int iterations,
-                  double offset_s, std::int32_t world, std::vector<std::string>& notes) {
+                  double offset_s, std::int32_t world, bool stand_ins, std::vector<std::string>& notes) {
   Trace out;
   out.name = job;
   out.world_size = world;
@@ -437,7 +439,9 @@ Trace place_trace(const Trace& tr, const std::vector<std::int32_t>& gpus, const 
   }
   if (dropped)
     notes.push_back("job " + job + ": " + std::to_string(dropped) + " communicator(s) lost their co-located mirror "
-                    "groups (the placement does not keep their GPU offsets); those groups' traffic is not placed");
+                    "groups (the placement does not keep their GPU offsets); " +
+                    (stand_ins ? "those groups are placed as explicit stand-in groups instead"
+                               : "those groups' traffic is not placed (stand_in_traffic false)"));
   for (const auto& rt : tr.ranks) {
     RankTrace o;
     o.rank = g(rt.rank);
@@ -482,6 +486,203 @@ Trace place_trace(const Trace& tr, const std::vector<std::int32_t>& gpus, const 
   }
   std::sort(out.ranks.begin(), out.ranks.end(), [](const RankTrace& a, const RankTrace& b) { return a.rank < b.rank; });
   return out;
+}
+
+}  // namespace
+
+// ---- stand-in groups ------------------------------------------------------------------------------
+//
+// A job's trace simulates some ranks; every other rank is a stand-in for the simulated rank below it (the
+// simulated ranks split [0, world) into blocks: [sim_i, sim_{i+1}), the first block from 0, the last to the
+// world size; for a GPT job one block per pipeline stage). A stand-in rank does what its simulated rank
+// does on its own groups: a group of the trace (a communicator with its mirrors, or a message pair) has
+// copies made of the stand-in ranks at the same offsets inside their blocks. The copies are found as the
+// translates of the group's footprint that tile the blocks it touches: with O_b the footprint's offsets in
+// block b of size S_b, the copies are O_b + k P for k = 1 .. N - 1, where N = S_b / |O_b| (the same in every
+// touched block) and P is the smallest shift for which the N translates are disjoint inside every block.
+// Megatron's rank order (tensor fastest, then context, data, pipeline) makes each stage's groups such
+// tilings: a tensor-parallel group of t ranks at P = t, a pipeline message between stages at P = 1 (every
+// rank of the stage sends to its counterpart), an expert-parallel group of e consecutive ranks at P = e;
+// a data-parallel group with its co-located mirrors covers its stage (N = 1, no copy).
+
+namespace {
+
+struct Tiling {
+  std::int64_t period = 0, copies = 1;  // copies = N (1: the footprint covers its blocks, nothing to add)
+  bool ok = false;
+};
+
+class StandIns {
+ public:
+  StandIns(const std::vector<std::int32_t>& sim, std::int64_t world) : sim_(sim), world_(world) {}
+
+  std::size_t block_of(std::int64_t r) const {
+    auto it = std::upper_bound(sim_.begin(), sim_.end(), r);
+    return it == sim_.begin() ? 0 : static_cast<std::size_t>(it - sim_.begin() - 1);
+  }
+  std::int64_t start(std::size_t b) const { return b == 0 ? 0 : sim_[b]; }
+  std::int64_t end(std::size_t b) const { return b + 1 < sim_.size() ? sim_[b + 1] : world_; }
+
+  // The tiling of a footprint (local ranks); cached by its shape (offsets per block size).
+  Tiling tiling(const std::vector<std::int64_t>& footprint) {
+    std::map<std::size_t, std::vector<std::int64_t>> by_block;
+    for (auto r : footprint) {
+      const std::size_t b = block_of(r);
+      by_block[b].push_back(r - start(b));
+    }
+    std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> key;
+    for (auto& [b, o] : by_block) {
+      std::sort(o.begin(), o.end());
+      o.erase(std::unique(o.begin(), o.end()), o.end());
+      key.emplace_back(end(b) - start(b), o);
+    }
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    Tiling out;
+    std::int64_t n = -1;
+    bool even = true;
+    for (const auto& [size, o] : key) {
+      if (size % static_cast<std::int64_t>(o.size()) != 0) even = false;
+      const std::int64_t nb = size / static_cast<std::int64_t>(o.size());
+      if (n >= 0 && nb != n) even = false;
+      n = nb;
+    }
+    if (!even || n < 1) return cache_[key] = out;
+    if (n == 1) {
+      out.ok = true;
+      return cache_[key] = out;
+    }
+    // Smallest P with disjoint translates; P cannot exceed (S - 1 - max offset) / (N - 1) in any block.
+    std::int64_t pmax = std::numeric_limits<std::int64_t>::max();
+    for (const auto& [size, o] : key) pmax = std::min(pmax, (size - 1 - o.back()) / (n - 1));
+    std::vector<char> mark;
+    std::int64_t work = 0;
+    for (std::int64_t P = 1; P <= pmax && work < (std::int64_t{1} << 26); ++P) {
+      bool good = true;
+      for (const auto& [size, o] : key) {
+        mark.assign(static_cast<std::size_t>(size), 0);
+        for (std::int64_t k = 0; k < n && good; ++k)
+          for (auto off : o) {
+            char& m = mark[static_cast<std::size_t>(off + k * P)];
+            if (m) {
+              good = false;
+              break;
+            }
+            m = 1;
+          }
+        work += size;
+        if (!good) break;
+      }
+      if (good) {
+        out.ok = true, out.period = P, out.copies = n;
+        break;
+      }
+    }
+    return cache_[key] = out;
+  }
+
+ private:
+  std::vector<std::int32_t> sim_;
+  std::int64_t world_;
+  std::map<std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>>, Tiling> cache_;
+};
+
+// Whether every GPU of `ranks` (global) sits in one server: such a group's traffic stays on that server's
+// links, which no other group of the cluster uses.
+bool one_server(const topo::Topology& t, const std::vector<std::int32_t>& ranks) {
+  const int h = t.node(t.gpus()[ranks.front()]).host;
+  if (h < 0) return false;
+  for (auto r : ranks)
+    if (t.node(t.gpus()[r]).host != h) return false;
+  return true;
+}
+
+// Fills the placed trace's communicators' stand_ins and the job's p2p_stand_ins from the job's own trace
+// (local ranks, its mirrors as generated) and its GPUs.
+void place_stand_ins(const Trace& local, const topo::Topology& t, PlacedJob& pj) {
+  std::vector<std::int32_t> sim;
+  for (const auto& rt : local.ranks) sim.push_back(rt.rank);
+  if (sim.empty()) return;
+  StandIns si(sim, local.world_size);
+  const auto& gpus = pj.gpus;
+  auto global = [&](const std::vector<std::int64_t>& l) {
+    std::vector<std::int32_t> g;
+    g.reserve(l.size());
+    for (auto r : l) g.push_back(gpus[static_cast<std::size_t>(r)]);
+    return g;
+  };
+  std::size_t untiled = 0;
+  for (std::size_t c = 0; c < local.comms.size(); ++c) {
+    const Communicator& lc = local.comms[c];
+    Communicator& pc = pj.trace.comms[c];
+    // Only communicators a simulated rank calls carry traffic.
+    bool called = false;
+    for (auto r : lc.ranks) called = called || std::binary_search(sim.begin(), sim.end(), r);
+    if (!called || lc.ranks.size() < 2) continue;
+    // The group and its mirrors as generated (local ranks).
+    std::vector<std::vector<std::int64_t>> groups;
+    std::vector<std::int64_t> footprint;
+    for (std::int32_t m = 0; m <= lc.mirrors; ++m) {
+      std::vector<std::int64_t> g;
+      for (auto r : lc.ranks) g.push_back(r + static_cast<std::int64_t>(m) * lc.mirror_stride);
+      footprint.insert(footprint.end(), g.begin(), g.end());
+      groups.push_back(std::move(g));
+    }
+    // Mirrors the placement dropped (their GPU offsets broke) are placed as explicit groups instead.
+    if (pc.mirrors == 0)
+      for (std::size_t m = 1; m < groups.size(); ++m) {
+        auto g = global(groups[m]);
+        if (one_server(t, g)) ++pj.stand_ins_in_server;
+        else pc.stand_ins.push_back(std::move(g));
+      }
+    const Tiling tl = si.tiling(footprint);
+    if (!tl.ok) {
+      ++untiled;
+      continue;
+    }
+    for (std::int64_t k = 1; k < tl.copies; ++k)
+      for (const auto& g0 : groups) {
+        std::vector<std::int64_t> g = g0;
+        for (auto& r : g) r += k * tl.period;
+        auto gg = global(g);
+        if (one_server(t, gg)) {
+          ++pj.stand_ins_in_server;
+          continue;
+        }
+        pc.stand_ins.push_back(std::move(gg));
+        ++pj.stand_in_groups;
+      }
+  }
+  std::set<std::pair<std::int32_t, std::int32_t>> pairs;
+  for (const auto& rt : local.ranks)
+    for (const auto& op : rt.ops)
+      if (op.kind == OpKind::Send) pairs.insert({rt.rank, op.peer});
+  for (const auto& [a, b] : pairs) {
+    const Tiling tl = si.tiling({a, b});
+    if (!tl.ok) {
+      ++untiled;
+      continue;
+    }
+    auto& out = pj.p2p_stand_ins[{gpus[static_cast<std::size_t>(a)], gpus[static_cast<std::size_t>(b)]}];
+    for (std::int64_t k = 1; k < tl.copies; ++k) {
+      const auto g = global({a + k * tl.period, b + k * tl.period});
+      if (one_server(t, g)) {
+        ++pj.stand_ins_in_server;
+        continue;
+      }
+      out.emplace_back(g[0], g[1]);
+      ++pj.stand_in_pairs;
+    }
+  }
+  pj.notes.push_back("job " + pj.name + ": stand-in traffic: " + std::to_string(pj.stand_in_groups) +
+                     " communicator copies and " + std::to_string(pj.stand_in_pairs) +
+                     " message-pair copies of the stand-in ranks placed on the fabric beside the simulated ranks' (" +
+                     std::to_string(pj.stand_ins_in_server) + " copies inside one server left out: their traffic "
+                     "stays on that server's links" +
+                     (untiled ? "; " + std::to_string(untiled) + " groups whose stand-in copies are not a tiling of "
+                                "their blocks left without copies"
+                              : std::string()) +
+                     ")");
 }
 
 }  // namespace
@@ -645,7 +846,8 @@ ClusterPlan plan_cluster(const Scenario& s, const topo::Topology& t,
                  "synchronise less often than every kernel)"
                : ", one factor per GPU for the whole run; a simulated rank runs at the slowest factor of the GPUs it "
                  "stands in for"));
-    pj.trace = place_trace(tr, placed[j], js.name, js.iterations, js.start_offset_s, G, pj.notes);
+    pj.trace = place_trace(tr, placed[j], js.name, js.iterations, js.start_offset_s, G, s.stand_in_traffic, pj.notes);
+    if (s.stand_in_traffic) place_stand_ins(tr, t, pj);
     plan.jobs.push_back(std::move(pj));
   }
   return plan;

@@ -59,6 +59,10 @@ struct PlacedJob {
   std::map<std::string, std::string> params;   // generator parameters
   std::string workload;                         // generator name or file
   std::vector<std::string> notes;              // what faults / jitter changed for this job
+  // Stand-in traffic (Scenario::stand_in_traffic): the copies of each message pair the simulated ranks send,
+  // made of stand-in ranks (global ranks; the communicators' copies are Communicator::stand_ins), and counts.
+  std::map<std::pair<std::int32_t, std::int32_t>, std::vector<std::pair<std::int32_t, std::int32_t>>> p2p_stand_ins;
+  std::size_t stand_in_groups = 0, stand_in_pairs = 0, stand_ins_in_server = 0;
 };
 
 struct ClusterPlan {

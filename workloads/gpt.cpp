@@ -165,6 +165,7 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.grad_reduce_in_fp32 = r.boolean("grad_reduce_in_fp32", false);
   c.overlap_p2p_comm = r.boolean("overlap_p2p_comm", false);
   c.pipeline_parallel_schedule = r.string("pipeline_parallel_schedule", "");
+  c.dualpipe_zero_bubble = r.boolean("dualpipe_zero_bubble", c.dualpipe_zero_bubble);
   c.cross_entropy_loss_fusion = r.boolean("cross_entropy_loss_fusion", false);
   c.cross_entropy_impl = r.string("cross_entropy_impl", c.cross_entropy_impl);
   c.fsdp_embeddings_in_root = r.boolean("fsdp_embeddings_in_root", false);
@@ -268,6 +269,9 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
                                              std::to_string(mbs) + " micro-batches, " + std::to_string(pp) + " stages)");
     if (c.vp() > 1) fail("pipeline_parallel_schedule", "DualPipe has no virtual pipeline stages");
     if (c.fsdp()) fail("pipeline_parallel_schedule", "DualPipe is modelled without FSDP");
+    if (c.moe.delay_wgrad_compute)
+      fail("delay_wgrad_compute", "is Megatron's combined-1F1B option; DualPipe splits the weight gradients itself "
+                                  "(dualpipe_zero_bubble)");
     if (c.account_for_embedding_in_pipeline_split || c.account_for_loss_in_pipeline_split)
       fail("pipeline_parallel_schedule", "DualPipe is modelled with an even or decoder_first/last split");
   }
@@ -296,6 +300,12 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   }
   if (c.moe.overlap_moe_expert_parallel_comm && !c.moe.enabled())
     fail("overlap_moe_expert_parallel_comm", "needs num_experts");
+  if (!c.dualpipe_zero_bubble && !c.dualpipe())
+    fail("dualpipe_zero_bubble", "needs pipeline_parallel_schedule DualPipe");
+  // Megatron-Core transformer_config.py: "overlap_moe_expert_parallel_comm must be enabled when enabling
+  // delay_wgrad_compute".
+  if (c.moe.delay_wgrad_compute && !c.moe.overlap_moe_expert_parallel_comm)
+    fail("delay_wgrad_compute", "needs overlap_moe_expert_parallel_comm (Megatron-LM asserts the same)");
   if (c.moe.enabled()) {
     const auto ep = c.moe.expert_model_parallel_size, etp = c.etp();
     if ((t * cp * dp) % (etp * ep))
@@ -310,10 +320,6 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
         fail("overlap_moe_expert_parallel_comm", "needs moe_token_dispatcher_type alltoall or flex");
       if (c.fsdp() || cp > 1)
         fail("overlap_moe_expert_parallel_comm", "is modelled without FSDP and context parallelism");
-      if (c.vp() > 1 && c.global_batch_size / (c.micro_batch_size * dp) <= pp)
-        fail("overlap_moe_expert_parallel_comm",
-             "with virtual pipeline stages needs more micro-batches than pipeline_model_parallel_size (with as many, "
-             "the overlapped pairs of the modelled schedule deadlock)");
     }
     if (c.moe.moe_shared_expert_overlap && !c.moe.moe_shared_expert_intermediate_size)
       fail("moe_shared_expert_overlap", "needs moe_shared_expert_intermediate_size");
@@ -379,6 +385,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   B("fsdp", c.fsdp());
   B("overlap_p2p_comm", c.overlap_p2p_comm);
   if (c.dualpipe()) m["pipeline_parallel_schedule"] = c.pipeline_parallel_schedule;
+  if (c.dualpipe()) B("dualpipe_zero_bubble", c.dualpipe_zero_bubble);
   I("bucket_size", c.bucket_size);
   m["gpu"] = c.gpu;
   m["precision"] = c.precision;
@@ -405,6 +412,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
     B("moe_pad_expert_input_to_capacity", e.moe_pad_expert_input_to_capacity);
     B("moe_permute_fusion", e.moe_permute_fusion);
     B("overlap_moe_expert_parallel_comm", e.overlap_moe_expert_parallel_comm);
+    if (e.delay_wgrad_compute) B("delay_wgrad_compute", true);
     m["moe_load"] = e.moe_load;
     if (e.moe_load == "zipf" || e.moe_load == "dirichlet") {
       std::snprintf(buf, sizeof buf, "%g", e.moe_load_skew);

@@ -88,6 +88,10 @@ struct GptConfig {
   // Sec. 3.2.1; github:deepseek-ai/DualPipe dualpipe/dualpipe.py): every rank holds two stages, one of each
   // direction, and overlaps a forward of one direction with a backward of the other.
   std::string pipeline_parallel_schedule;
+  // DualPipe's zero-bubble split (dualpipe.py enable_zb, WeightGradStore): in the warm-up's nB1W1F1 and the
+  // cool-down's second half each backward computes only the input gradient and queues its weight-gradient
+  // GEMMs, run later (FIFO) in the W steps. false: every backward runs whole (fabricsim's key, for comparison).
+  bool dualpipe_zero_bubble = true;
   bool overlap_p2p_comm = false;        // false: compute waits for its pipeline send to complete (Megatron-LM
                                         // waits on its batched isend/irecv requests; --overlap-p2p-communication)
   std::string gpu = "a100-80gb";

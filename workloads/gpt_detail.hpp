@@ -55,16 +55,20 @@ struct Costs {
 };
 
 // One decoder layer (one micro-batch, one TP rank), split where the communication sits.
+// wgrad_*: the weight-gradient GEMMs inside bwd_* (what a split backward defers: DualPipe's zero-bubble W,
+// Megatron's delay_wgrad_compute).
 struct LayerCosts {
-  Costs fwd_attn, fwd_mlp, bwd_attn, bwd_mlp, recompute_attn_extra;
+  Costs fwd_attn, fwd_mlp, bwd_attn, bwd_mlp, recompute_attn_extra, wgrad_attn, wgrad_mlp;
 };
 
 // One MoE layer's MLP side for one micro-batch on the simulated rank, split where the dispatch / combine
 // communication sits. Expert GEMMs are priced for the busiest expert-parallel rank of the layer (the
 // all-to-all makes every rank wait for it); `experts_*_mean` prices the same work spread evenly (the
 // difference is the time lost to imbalance).
+// pre_w, experts_w, shared_w: the weight-gradient GEMMs inside pre_b (router), experts_b, shared_b.
 struct MoeCosts {
   Costs pre_f, experts_f, post_f, shared_f, pre_b, experts_b, post_b, shared_b, experts_f_mean, experts_b_mean;
+  Costs pre_w, experts_w, shared_w;
 };
 
 LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& cm);
@@ -128,9 +132,13 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
 
 // ---- 4. Schedule (gpt_schedule.cpp).
 // One forward or backward pass of a micro-batch through one model chunk of a stage.
+// A backward with `input_only` computes the input gradient and leaves its weight-gradient GEMMs to a later
+// `weight` slot of the same micro-batch and chunk (DualPipe's zero-bubble split: dualpipe.py enable_zb,
+// WeightGradStore, FIFO).
 struct GptSlot {
   bool fwd;
   std::int64_t mb, chunk;
+  bool input_only = false, weight = false;
 };
 // Slots run one after the other; a group of two is emitted interleaved on two dependency chains so
 // that each one's communication runs under the other's compute.

@@ -65,6 +65,8 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
   for (const Kernel& k : {ln, softmax, attn_dropout, drop_add}) L.bwd_attn.add(cm, k, 2.0);
   for (const Kernel& k : {fc1, fc2}) L.bwd_mlp.add(cm, k, 2.0);
   for (const Kernel& k : {ln, gelu, drop_add}) L.bwd_mlp.add(cm, k, 2.0);
+  for (const Kernel& k : {qkv, proj}) L.wgrad_attn.add(cm, k);  // the weight half of the GEMMs' backward
+  for (const Kernel& k : {fc1, fc2}) L.wgrad_mlp.add(cm, k);
   for (const Kernel& k : {qk, softmax, attn_dropout, av}) L.recompute_attn_extra.add(cm, k);
   return L;
 }
@@ -114,10 +116,11 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.k)));
     out.add(cm, KernelDesc::gemm(T, g.n, g.k, gp), gemm_factor);
   };
-  auto bwd_gemm = [&](Costs& out, G g) {
+  auto bwd_gemm = [&](Costs& out, G g, Costs& w) {
     if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.n)));  // output gradient
     out.add(cm, KernelDesc::gemm(T, g.k, g.n, gp), gemm_factor);  // dgrad
     out.add(cm, KernelDesc::gemm(g.k, g.n, T, gp), gemm_factor);  // wgrad
+    w.add(cm, KernelDesc::gemm(g.k, g.n, T, gp), gemm_factor);
   };
   const auto impl = c.attention_backend == "flash" ? models::AttentionImpl::Flash : models::AttentionImpl::Cudnn;
   // Causal attention of this rank's s/cp queries over the whole sequence: with load-balanced chunks (2 cp
@@ -168,16 +171,16 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   // Backward: memory-bound kernels move twice their forward bytes (read the output gradient and the saved
   // input, write the input gradient).
   L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
-  bwd_gemm(L.bwd_mlp, down);
+  bwd_gemm(L.bwd_mlp, down, L.wgrad_mlp);
   L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, 2.0 * actv));
-  bwd_gemm(L.bwd_mlp, up);
+  bwd_gemm(L.bwd_mlp, up, L.wgrad_mlp);
   L.bwd_mlp.add(cm, mem(MemoryKernel::Norm, 2.0 * norm));
   L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
-  bwd_gemm(L.bwd_attn, attn_out);
+  bwd_gemm(L.bwd_attn, attn_out, L.wgrad_attn);
   L.bwd_attn.add(cm, fa_bw);
   if (rope > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, rope));
   if (latent_norm > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Norm, 2.0 * latent_norm));
-  for (auto it = attn_in.rbegin(); it != attn_in.rend(); ++it) bwd_gemm(L.bwd_attn, *it);
+  for (auto it = attn_in.rbegin(); it != attn_in.rend(); ++it) bwd_gemm(L.bwd_attn, *it, L.wgrad_attn);
   L.bwd_attn.add(cm, mem(MemoryKernel::Norm, 2.0 * norm));
   if (c.selective_ac_option == "op") {
     // torchtitan's per-op selective checkpointing (layer_activation_bytes_op_sac): the flash / efficient
@@ -232,6 +235,7 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
   M.pre_b.add(cm, mem(MemoryKernel::Softmax, 2.0 * 4.0 * Te * double(E)));
   M.pre_b.add(cm, KernelDesc::gemm(Tl, h, E, act));
   M.pre_b.add(cm, KernelDesc::gemm(h, E, Tl, act));
+  M.pre_w.add(cm, KernelDesc::gemm(h, E, Tl, act));
   M.pre_b.add(cm, mem(MemoryKernel::Norm, 2.0 * 2.0 * e * Te * double(h)));
   M.post_b.add(cm, mem(MemoryKernel::Elementwise, 2.0 * 3.0 * e * Te * double(h)));
   M.post_b.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e * slots * double(h)));
@@ -239,7 +243,7 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
   // Experts: per local expert m_e rows (tokens after dropping/padding, gathered over ETP), fc1 h -> fc1/etp,
   // activation, fc2 F/etp -> h. moe_grouped_gemm: one grouped GEMM per projection with the mean rows per
   // local expert; otherwise one GEMM per expert (sequential loop, SequentialMLP).
-  auto experts = [&](const std::vector<double>& rows, Costs& f, Costs& bw) {
+  auto experts = [&](const std::vector<double>& rows, Costs& f, Costs& bw, Costs& w) {
     double total = 0;
     for (double r : rows) total += r;
     auto proj = [&](std::int64_t kin, std::int64_t nout, bool fwd) {
@@ -252,6 +256,7 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
         } else {
           out.add(cm, KernelDesc::grouped_gemm(El, m, kin, nout, gp));   // dgrad
           out.add(cm, KernelDesc::grouped_gemm(El, kin, nout, m, gp));   // wgrad
+          w.add(cm, KernelDesc::grouped_gemm(El, kin, nout, m, gp));
         }
       } else {
         for (double r : rows) {
@@ -261,6 +266,7 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
           } else {
             out.add(cm, KernelDesc::gemm(m, kin, nout, gp));
             out.add(cm, KernelDesc::gemm(kin, nout, m, gp));
+            w.add(cm, KernelDesc::gemm(kin, nout, m, gp));
           }
         }
       }
@@ -275,8 +281,9 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
   };
   std::vector<double> busiest(ld.expert_tokens.begin() + ld.busiest_rank * El,
                               ld.expert_tokens.begin() + (ld.busiest_rank + 1) * El);
-  experts(busiest, M.experts_f, M.experts_b);
-  experts(std::vector<double>(El, ld.mean_rank_tokens / double(El)), M.experts_f_mean, M.experts_b_mean);
+  experts(busiest, M.experts_f, M.experts_b, M.experts_w);
+  Costs unused_w;
+  experts(std::vector<double>(El, ld.mean_rank_tokens / double(El)), M.experts_f_mean, M.experts_b_mean, unused_w);
   // Shared expert: a dense gated MLP of moe_shared_expert_intermediate_size, split over TP.
   const std::int64_t S = me.moe_shared_expert_intermediate_size;
   if (S > 0) {
@@ -288,6 +295,7 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
       } else {
         out.add(cm, KernelDesc::gemm(Tt, kin, nout, gp));
         out.add(cm, KernelDesc::gemm(kin, nout, Tt, gp));
+        M.shared_w.add(cm, KernelDesc::gemm(kin, nout, Tt, gp));
       }
     };
     const double sact = e * double(Tt) * double(fs + S) / double(t);

@@ -3,6 +3,7 @@
 // Layer 4, schedule: in which order a pipeline stage runs the forward and backward passes of its
 // micro-batches (1F1B, Megatron's interleaved 1F1B) and which consecutive passes are overlapped.
 #include <algorithm>
+#include <deque>
 
 #include "workloads/gpt_detail.hpp"
 
@@ -42,10 +43,12 @@ namespace {
 // rank 0) and chunk 1 (stage p - 1 - st of the pipeline fed at rank p - 1); each direction carries half
 // of the m micro-batches (direction d's k-th micro-batch is number d m/2 + k). "Phase" 0 / 1 is chunk 0 / 1
 // on the first half of the ranks and swapped on the second half. A forward of one phase and a backward of
-// the other run as an overlapped pair (forward_backward_chunk). Not modelled: the zero-bubble split of
-// backward into input- and weight-gradient chunks (steps 3, 6, 7, 8): each backward runs whole, so the
-// weight gradients do not fill the bubbles as in the real schedule.
-GptSchedule dualpipe_schedule(std::int64_t p, std::int64_t m, std::int64_t st) {
+// the other run as an overlapped pair (forward_backward_chunk). Zero bubble (`zb`, dualpipe.py enable_zb):
+// the backwards of step 3 (nB1W1F1), of the second half of step 6 and of step 7 (nWB0) compute only the
+// input gradient and queue their weight gradients (WeightGradStore.flush); each W step runs the oldest
+// queued one (WeightGradStore.pop, FIFO) -- one in each step-3 and step-7 iteration, the rest (step 8)
+// at the end. Overlapped pairs and the other backwards run whole, as in dualpipe.py.
+GptSchedule dualpipe_schedule(std::int64_t p, std::int64_t m, std::int64_t st, bool zb) {
   const std::int64_t H = p / 2, hr = std::min(st, p - 1 - st), half = m / 2;
   const std::int64_t second = st >= H ? 1 : 0;
   const bool middle = st == H - 1 || st == H;
@@ -54,16 +57,29 @@ GptSchedule dualpipe_schedule(std::int64_t p, std::int64_t m, std::int64_t st) {
     const std::int64_t d = phase ^ second;
     return GptSlot{true, d * half + fnext[d]++, d};
   };
-  auto B = [&](std::int64_t phase) {
+  std::deque<GptSlot> wq;  // WeightGradStore.funcs_queue
+  auto B = [&](std::int64_t phase, bool split = false) {
     const std::int64_t d = phase ^ second;
-    return GptSlot{false, d * half + bnext[d]++, d};
+    GptSlot b{false, d * half + bnext[d]++, d};
+    if (split && zb) {
+      b.input_only = true;
+      GptSlot w = b;
+      w.input_only = false, w.weight = true;
+      wq.push_back(w);
+    }
+    return b;
   };
   GptSchedule s;
   auto one = [&](GptSlot a) { s.groups.push_back({{a}}); };
+  auto W = [&]() {
+    if (wq.empty()) return;  // zb off: nothing was queued
+    one(wq.front());
+    wq.pop_front();
+  };
   auto pair = [&](GptSlot f, GptSlot b) { s.groups.push_back({{f, b}}); };
   for (std::int64_t i = 0; i < (H - hr - 1) * 2; ++i) one(F(0));           // 1: nF0
   for (std::int64_t i = 0; i < hr + 1; ++i) one(F(0)), one(F(1));          // 2: nF0F1
-  for (std::int64_t i = 0; i < H - hr - 1; ++i) one(B(1)), one(F(1));      // 3: nB1W1F1
+  for (std::int64_t i = 0; i < H - hr - 1; ++i) one(B(1, true)), W(), one(F(1));  // 3: nB1W1F1
   for (std::int64_t i = 0; i < half - p + hr + 1; ++i) {                   // 4: nF0B1F1B0
     if (i == 0 && middle) {
       one(F(0)), one(B(1));  // dualpipe.py: not overlapped on the middle ranks, to shorten the bubble
@@ -79,8 +95,15 @@ GptSchedule dualpipe_schedule(std::int64_t p, std::int64_t m, std::int64_t st) {
     const GptSlot f = F(1);
     pair(f, B(0));
   }
-  for (std::int64_t i = 0; i < hr + 1; ++i) one(B(1)), one(B(0));          // 6: nB1B0
-  for (std::int64_t i = 0; i < H - hr - 1; ++i) one(B(0));                 // 7: nWB0
+  bool split = false;                                                      // 6: nB1B0
+  for (std::int64_t i = 0; i < hr + 1; ++i) {  // the second half of its backwards split
+    if (i == (hr + 1) / 2 && hr % 2 == 1) split = true;
+    one(B(1, split));
+    if (i == (hr + 1) / 2 && hr % 2 == 0) split = true;
+    one(B(0, split));
+  }
+  for (std::int64_t i = 0; i < H - hr - 1; ++i) W(), one(B(0, true));      // 7: nWB0
+  while (!wq.empty()) W();                                                 // 8: nW (hr + 1 of them)
   return s;
 }
 
@@ -88,18 +111,35 @@ GptSchedule dualpipe_schedule(std::int64_t p, std::int64_t m, std::int64_t st) {
 
 GptSchedule gpt_schedule(const GptConfig& c, std::int64_t st, std::int64_t m) {
   const std::int64_t p = c.pipeline_model_parallel_size, v = c.vp();
-  if (c.dualpipe()) return dualpipe_schedule(p, m, st);
+  if (c.dualpipe()) return dualpipe_schedule(p, m, st, c.dualpipe_zero_bubble);
   const bool a2a_ovl = c.moe.enabled() && c.moe.overlap_moe_expert_parallel_comm;
   // With A2A overlap the interleaved schedule runs one more warm-up forward, so that the forward and the
   // backward of every steady-state pair are independent (Megatron-Core pipeline_parallel/schedules.py,
   // get_pp_rank_microbatches: "we schedule one extra micro-batch forward step before the 1f1b stages").
   const std::vector<GptSlot> order = pipeline_order(p, v, m, st, a2a_ovl && v > 1 ? 1 : 0);
-  // overlap_moe_expert_parallel_comm (Megatron-Core's combined 1F1B with EP A2A overlap): pairs of
-  // consecutive slots of opposite direction and different micro-batches overlap. (forward, backward)
-  // pairs anywhere; (backward, forward) only on the first stage, whose forward waits for no pipeline
-  // message (elsewhere that forward's input needs this backward's gradient to have gone upstream first:
-  // the pair would deadlock).
   GptSchedule s;
+  if (a2a_ovl && v > 1) {
+    // Megatron-Core's combined 1F1B (schedules.py forward_backward_pipelining_with_interleaving, steady
+    // loop: forward k + warm-up count with backward k) pairs exactly the steady-state (forward, backward)
+    // slots; warm-up forwards and cool-down backwards run alone. A stage whose warm-up already covers every
+    // micro-batch (get_pp_rank_microbatches' are_all_microbatches_in_warmup: stage 0 with micro-batches =
+    // PP) has no steady state and no pair.
+    const std::int64_t total = m * v;
+    const std::int64_t warm = std::min((p - st - 1) * 2 + (v - 1) * p + 1, total);
+    for (std::int64_t k = 0; k < warm; ++k) s.groups.push_back({{order[static_cast<std::size_t>(k)]}});
+    for (std::int64_t k = 0; k < total - warm; ++k) {
+      const std::size_t at = static_cast<std::size_t>(warm + 2 * k);
+      s.groups.push_back({{order[at], order[at + 1]}});
+    }
+    for (std::size_t k = static_cast<std::size_t>(warm + 2 * (total - warm)); k < order.size(); ++k)
+      s.groups.push_back({{order[k]}});
+    return s;
+  }
+  // Without virtual stages (a fabricsim extension; Megatron requires them with PP > 1 for the overlap):
+  // pairs of consecutive slots of opposite direction and different micro-batches overlap. (forward,
+  // backward) pairs anywhere; (backward, forward) only on the first stage, whose forward waits for no
+  // pipeline message (elsewhere that forward's input needs this backward's gradient to have gone upstream
+  // first: the pair would deadlock).
   for (std::size_t si = 0; si < order.size(); ++si) {
     const GptSlot& sl = order[si];
     const bool pairable = a2a_ovl && si + 1 < order.size() && order[si + 1].fwd != sl.fwd &&

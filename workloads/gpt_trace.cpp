@@ -72,6 +72,12 @@ Op compute_op(std::string name, const Costs& c) {
   return op;
 }
 
+// `a` without the kernels of `b` (a backward without its weight-gradient GEMMs).
+Costs minus(Costs a, const Costs& b) {
+  a.seconds -= b.seconds, a.flops -= b.flops, a.kernels -= b.kernels;
+  return a;
+}
+
 Op wait_op(std::string name) {
   Op w = compute_op(std::move(name), Costs{});
   w.duration_s = 0;
@@ -183,6 +189,10 @@ class StageEmitter {
 
  private:
   using Step = std::function<void()>;
+  // Where a backward's weight-gradient GEMMs run: inside it (Whole); after the input gradient's hand-off
+  // within the same slot (Delay: Megatron's delay_wgrad_compute); in a later weight slot (Deferred:
+  // DualPipe's zero-bubble split, GptSlot::input_only).
+  enum class WMode { Whole, Delay, Deferred };
   const StepContext& x_;
   const GptConfig& c;
   const GptStepKernels& K;
@@ -345,9 +355,18 @@ class StageEmitter {
   // `before` runs first in the first step (the attention block of a forward); `extra` are dependencies of
   // the first MoE op.
   void moe_steps(const std::string& nm, const std::string& phase, std::int64_t gl, bool bwd, std::vector<Step>& out,
-                 Step before, std::shared_ptr<std::vector<std::uint32_t>> extra) {
+                 Step before, std::shared_ptr<std::vector<std::uint32_t>> extra, WMode wm = WMode::Whole) {
     auto xo = std::make_shared<std::vector<std::uint32_t>>();
     const bool shared_ovl = c.moe.moe_shared_expert_overlap;
+    // Split backward: the experts' and the router's weight-gradient GEMMs leave the step (Delay: the experts'
+    // run right after the input gradient, while the combine's all-to-all is in flight (Megatron-Core
+    // model_chunk_schedule_plan.py TransformerLayerSchedulePlan.run: mlp backward, mlp backward_dw, then
+    // moe_dispatch backward on the communication stream); the router's with the attention's at the end of the
+    // layer); Deferred: the shared expert's too (all in the weight slot).
+    const MoeCosts& M0 = K.moe[K.moe_index[gl]];
+    Costs experts_b = M0.experts_b, pre_b = M0.pre_b, shared_b = M0.shared_b;
+    if (bwd && wm != WMode::Whole) experts_b = minus(experts_b, M0.experts_w), pre_b = minus(pre_b, M0.pre_w);
+    if (bwd && wm == WMode::Deferred) shared_b = minus(shared_b, M0.shared_w);
     out.push_back([this, nm, phase, gl, bwd, xo, before, extra, shared_ovl]() {
       if (before) before();
       const MoeCosts& M = K.moe[K.moe_index[gl]];
@@ -356,24 +375,25 @@ class StageEmitter {
       *xo = exchange(nm + phase + ".moe.dispatch", gl, true, bwd);
       if (shared_ovl && !bwd) shared_expert(nm, M.shared_f, phase);
     });
-    out.push_back([this, nm, phase, gl, bwd, xo, shared_ovl]() {
+    out.push_back([this, nm, phase, gl, bwd, xo, shared_ovl, experts_b, shared_b, wm]() {
       const MoeCosts& M = K.moe[K.moe_index[gl]];
       const double rows = K.loads[K.moe_index[gl]].max_rank_tokens / double(Y.etp);  // rows before the ETP gather
       const double etp_bytes = rows * x_.h * 2.0 * double(Y.etp);
       rb.chain(wait_op(nm + phase + ".moe.dispatched"), *xo);
       if (Y.a2a && Y.etp > 1)
         rb.chain(coll_op(nm + phase + ".moe.etp.ag", CollOp::AllGather, Y.etp_comm[st], etp_bytes, kEp, "ep"));
-      rb.chain(compute_op(nm + phase + ".moe.experts", bwd ? M.experts_b : M.experts_f));
+      rb.chain(compute_op(nm + phase + ".moe.experts", bwd ? experts_b : M.experts_f));
       if (Y.a2a && Y.etp > 1)
         rb.chain(coll_op(nm + phase + ".moe.etp.rs", CollOp::ReduceScatter, Y.etp_comm[st], etp_bytes, kEp, "ep"));
       *xo = exchange(nm + phase + ".moe.combine", gl, false, bwd);
-      if (shared_ovl && bwd) shared_expert(nm, M.shared_b, phase);
+      if (bwd && wm == WMode::Delay) rb.chain(compute_op(nm + phase + ".moe.experts.wgrad", M.experts_w));
+      if (shared_ovl && bwd) shared_expert(nm, shared_b, phase);
     });
-    out.push_back([this, nm, phase, gl, bwd, xo, shared_ovl]() {
+    out.push_back([this, nm, phase, gl, bwd, xo, shared_ovl, pre_b, shared_b]() {
       const MoeCosts& M = K.moe[K.moe_index[gl]];
       rb.chain(wait_op(nm + phase + ".moe.combined"), *xo);
-      rb.chain(compute_op(nm + phase + (bwd ? ".moe.router" : ".moe.unpermute"), bwd ? M.pre_b : M.post_f));
-      if (!shared_ovl) shared_expert(nm, bwd ? M.shared_b : M.shared_f, phase);
+      rb.chain(compute_op(nm + phase + (bwd ? ".moe.router" : ".moe.unpermute"), bwd ? pre_b : M.post_f));
+      if (!shared_ovl) shared_expert(nm, bwd ? shared_b : M.shared_f, phase);
     });
   }
 
@@ -430,6 +450,23 @@ class StageEmitter {
     const bool first_chunk = pl.first, last_chunk = pl.last;
     const std::string mbs = "mb" + std::to_string(mb) + (nchunks() > 1 ? ".c" + std::to_string(ch) : "");
     auto fsdp_next = std::make_shared<std::uint32_t>(0);
+    if (sl.weight) {
+      // DualPipe's W step: the weight-gradient GEMMs the input-only backward of this micro-batch and chunk
+      // left, one op per layer in backward order; the layer's gradient is complete after it.
+      for (std::int64_t l = nl - 1; l >= 0; --l)
+        out.push_back([this, mbs, ch, l, gl = base + l]() {
+          Costs w = K.layer.wgrad_attn;
+          if (moe_on && K.moe_pattern[gl]) {
+            const MoeCosts& M = K.moe[K.moe_index[gl]];
+            w += M.pre_w, w += M.experts_w, w += M.shared_w;
+          } else {
+            w += K.layer.wgrad_mlp;
+          }
+          rb.chain(compute_op(mbs + ".l" + std::to_string(gl) + ".wgrad", w));
+          final_bwd[ch][l] = rb.last();
+        });
+      return;
+    }
     if (sl.fwd) {
       const bool gather = c.fsdp() && (!fsdp_keep_gathered || mb == 0);
       out.push_back([this, mb, ch, base, mbs, first_chunk, gather, fsdp_next]() {
@@ -465,6 +502,8 @@ class StageEmitter {
       return;
     }
     const bool gather = c.fsdp() && !fsdp_keep_gathered;
+    const WMode wm = sl.input_only ? WMode::Deferred : c.moe.delay_wgrad_compute ? WMode::Delay : WMode::Whole;
+    Step first_layer_w;  // Delay: the first layer's attention weight gradient, after the slot's pipeline send
     out.push_back([this, mb, ch, base, nl, mbs, last_chunk, gather, fsdp_next]() {
       if (!last_chunk) {
         send(OpKind::Recv, RankBuilder::kRecvB, mbs + ".recv.bwd", place(ch).to, tag(mb, ch, 1), ch);
@@ -497,9 +536,10 @@ class StageEmitter {
       }
       Costs ba = K.layer.bwd_attn;
       if (c.recompute_granularity == "selective") ba += K.layer.recompute_attn_extra;
-      auto tail = [this, nm, ba, ch, l, gl, mb]() {
+      if (wm != WMode::Whole) ba = minus(ba, K.layer.wgrad_attn);
+      auto tail = [this, nm, ba, ch, l, gl, mb, wm]() {
         block(nm + ".attn", nm + ".bwd.attn", ba, true, true);
-        final_bwd[ch][l] = rb.last();
+        if (wm == WMode::Whole) final_bwd[ch][l] = rb.last();
         if (c.fsdp() && (!fsdp_keep_gathered || mb == x_.m - 1)) {
           // Gradient reduce-scatter of this layer (every micro-batch, as FSDP2 without no_sync; with
           // pipeline parallelism torch FSDP2 reduces once, after the last micro-batch).
@@ -508,23 +548,48 @@ class StageEmitter {
         }
       };
       if (moe_on && K.moe_pattern[gl]) {
-        moe_steps(nm, ".bwd", gl, true, out, pre, extra);
+        moe_steps(nm, ".bwd", gl, true, out, pre, extra, wm);
         out.push_back(tail);
       } else {
-        out.push_back([this, nm, pre, extra, tail]() {
+        out.push_back([this, nm, pre, extra, tail, wm]() {
           if (pre) pre();
-          block(nm + ".mlp", nm + ".bwd.mlp", K.layer.bwd_mlp, false, true, *extra);
+          block(nm + ".mlp", nm + ".bwd.mlp", wm == WMode::Whole ? K.layer.bwd_mlp : minus(K.layer.bwd_mlp, K.layer.wgrad_mlp),
+                false, true, *extra);
+          if (wm == WMode::Delay) rb.chain(compute_op(nm + ".bwd.mlp.wgrad", K.layer.wgrad_mlp));
           tail();
         });
       }
+      if (wm == WMode::Delay) {
+        // Megatron-Core: the attention block's (pre_dispatch_computation's) weight gradient runs at the end of
+        // the layer's step (TransformerLayerSchedulePlan.run, backward_dw after the paired forward's combine),
+        // the first layer's after the chunk's pipeline send (TransformerModelChunkSchedulePlan.run: "Delay the
+        // last pre_dispatch_computation wgrad ... for overlapping with the p2p comm").
+        Step w = [this, nm, ch, l, gl]() {
+          Costs cw = K.layer.wgrad_attn;
+          if (moe_on && K.moe_pattern[gl]) cw += K.moe[K.moe_index[gl]].pre_w;
+          rb.chain(compute_op(nm + ".bwd.attn.wgrad", cw));
+          final_bwd[ch][l] = rb.last();
+        };
+        if (l > 0) out.push_back(w);
+        else first_layer_w = w;
+      }
     }
-    out.push_back([this, mb, ch, mbs, first_chunk]() {
+    out.push_back([this, mb, ch, mbs, first_chunk, first_layer_w]() {
       if (first_chunk) {
         rb.chain(compute_op(mbs + ".embed.bwd", K.embed_bwd));
         final_embed_bwd = rb.last();
+        if (first_layer_w) first_layer_w();
         return;
       }
+      const auto before_send = rb.head();
       send(OpKind::Send, RankBuilder::kSendB, mbs + ".send.bwd", place(ch).from, tag(mb, place(ch).from_chunk, 1), ch);
+      if (first_layer_w) {
+        // The weight gradient runs while the gradient is on its way upstream; what follows waits for both.
+        const std::uint32_t sent = rb.last();
+        rb.set_head(before_send);
+        first_layer_w();
+        rb.chain(wait_op(mbs + ".bwd.wgrad.join"), {sent});
+      }
     });
   }
 

@@ -67,6 +67,7 @@ void read_moe_params(ParamReader& r, MoeConfig& m) {
   m.moe_pad_expert_input_to_capacity = r.boolean("moe_pad_expert_input_to_capacity", m.moe_pad_expert_input_to_capacity);
   m.moe_permute_fusion = r.boolean("moe_permute_fusion", m.moe_permute_fusion);
   m.overlap_moe_expert_parallel_comm = r.boolean("overlap_moe_expert_parallel_comm", m.overlap_moe_expert_parallel_comm);
+  m.delay_wgrad_compute = r.boolean("delay_wgrad_compute", m.delay_wgrad_compute);
   m.moe_load = r.string("moe_load", m.moe_load);
   m.moe_load_skew = r.number("moe_load_skew", m.moe_load_skew, 0);
   m.moe_load_seed = r.integer("moe_load_seed", m.moe_load_seed, 0);

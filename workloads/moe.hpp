@@ -31,6 +31,7 @@ struct MoeConfig {
   bool moe_pad_expert_input_to_capacity = false;
   bool moe_permute_fusion = false;
   bool overlap_moe_expert_parallel_comm = false;          // 1F1B A2A overlap with the other micro-batch
+  bool delay_wgrad_compute = false;                       // weight-gradient GEMMs after the input gradient's A2A / p2p
   // Load model (fabricsim's own keys; Megatron has no equivalent): how routed tokens spread over experts.
   std::string moe_load = "uniform";                       // uniform | zipf | dirichlet | file
   double moe_load_skew = 1.0;                             // zipf exponent s, or dirichlet concentration alpha

@@ -78,6 +78,7 @@ struct Scenario {
   std::vector<JobSpec> jobs;       // cluster scenario (then `workload` is unused)
   std::vector<FaultSpec> faults;
   std::optional<JitterSpec> jitter;
+  bool stand_in_traffic = true;    // cluster scenario: place the stand-in ranks' groups' traffic (cluster.hpp)
 };
 
 // Parses one workload object ({"generator"...} | {"trace"...} | ...) at `at`; paths relative to `file`.

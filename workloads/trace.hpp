@@ -71,6 +71,11 @@ struct Communicator {
   // Empty: uniform. Mirror copies use the same matrix. MoE generators give each layer's dispatch and
   // combine their own communicator with the routing's matrix (a hot expert -> a heavy column).
   std::vector<std::vector<double>> a2a_matrix;
+  // Cluster runs only (workloads/cluster.hpp; not read from or written to trace files): the groups of
+  // stand-in (non-simulated) ranks that run this same call at the same time elsewhere in the cluster,
+  // explicit global ranks in NCCL order, besides the `mirrors`. The engine-backed models put their traffic
+  // on the fabric with this group's.
+  std::vector<std::vector<std::int32_t>> stand_ins;
 };
 
 struct Trace {

@@ -16,6 +16,7 @@ FlowModel::FlowModel(std::vector<double> capacity_Bps) : cap_(std::move(capacity
     if (!(cap_[r] > 0)) throw std::logic_error("FlowModel: resource capacity must be > 0");
   res_flows_.resize(n);
   load_.assign(n, 0);
+  wsum_.assign(n, 0);
   stat_t_.assign(n, 0);
   stats_.assign(n, {});
   res_mark_.assign(n, 0);
@@ -76,6 +77,7 @@ FlowModel::FlowId FlowModel::add(double now_s, std::span<const std::uint32_t> re
     hop_res_.push_back(r);
     hop_pos_.push_back(static_cast<std::uint32_t>(res_flows_[r].size()));
     res_flows_[r].push_back(ResEntry{f});
+    wsum_[r] += weight;
   }
   dirty_flows_.push_back(f);
   ++active_;
@@ -102,6 +104,7 @@ void FlowModel::reserve(std::size_t flows) {
 }
 
 void FlowModel::remove_flow(FlowId f) {
+  removed_min_rate_ = std::min(removed_min_rate_, rate_[f]);
   const std::uint64_t off = hot_[f].off;
   for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
     const std::uint32_t r = hop_res_[off + k];
@@ -114,6 +117,7 @@ void FlowModel::remove_flow(FlowId f) {
     while (hop_res_[loff + lk] != r) ++lk;  // routes hold distinct resources: exactly one hop matches
     hop_pos_[loff + lk] = pos;
     list.pop_back();
+    wsum_[r] = list.empty() ? 0 : wsum_[r] - hot_[f].w;
     if (!res_dirty_[r]) {  // once per resource: an all-to-all's completions touch each NIC link thousands of times
       res_dirty_[r] = 1;
       dirty_res_.push_back(r);
@@ -171,6 +175,26 @@ void FlowModel::solve(double now_s) {
     epoch_ = 1;
   }
   const std::uint32_t ep = epoch_;
+  // Threshold (flow_model.hpp): flows with an old rate below theta keep it. A finished flow bounds theta by
+  // its old rate; an added flow by a lower bound of its new rate (no resource saturates below capacity /
+  // total weight, and a capped flow reaches its cap unless frozen earlier). The margin keeps flows whose
+  // rate equals theta up to rounding on the re-solved side.
+  double theta = 0;
+  if (incremental_) {
+    theta = removed_min_rate_;
+    for (FlowId f : dirty_flows_) {
+      if (!alive_[f]) continue;
+      double lb = capr_[f] > 0 ? capr_[f] : kInf;
+      const std::uint64_t off = hot_[f].off;
+      for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
+        const std::uint32_t r = hop_res_[off + k];
+        lb = std::min(lb, cap_[r] / wsum_[r]);
+      }
+      theta = std::min(theta, lb);
+    }
+    theta = theta == kInf ? kInf : theta * (1 - 1e-9);
+  }
+  removed_min_rate_ = kInf;
   stack_.clear();
   comp_res_.clear();
   comp_flows_.clear();
@@ -197,12 +221,23 @@ void FlowModel::solve(double now_s) {
   }
   dirty_flows_.clear();
   dirty_res_.clear();
+  // Reached resources: their flows at or above theta join the re-solve; the load of the others is kept.
   while (!stack_.empty()) {
     const std::uint32_t r = stack_.back();
     stack_.pop_back();
     comp_res_.push_back(r);
-    for (const ResEntry& e : res_flows_[r])
-      if (flow_mark_[e.flow] != ep) visit_flow(e.flow);
+    double kept = 0;
+    for (const ResEntry& e : res_flows_[r]) {
+      const FlowId f = e.flow;
+      if (flow_mark_[f] == ep) continue;
+      if (rate_[f] >= theta) {
+        visit_flow(f);
+      } else {
+        kept += hot_[f].w * rate_[f];
+        ++kept_visits_;
+      }
+    }
+    s_free_[r] = kept;  // the kept load, until the settle pass below
   }
   flow_visits_ += comp_flows_.size();
   // Id order: the passes below then walk the per-flow arrays sequentially instead of in BFS order.
@@ -221,10 +256,10 @@ void FlowModel::solve(double now_s) {
   // Settle statistics (old loads) and remaining bytes (old rates) up to now.
   for (std::uint32_t r : comp_res_) {
     settle_resource(r, now_s);
-    s_free_[r] = cap_[r];
+    load_[r] = s_free_[r];
+    s_free_[r] = cap_[r] - s_free_[r];
     s_w_[r] = 0;
     s_unfrozen_[r] = 0;
-    load_[r] = 0;
   }
   capped_.clear();
   for (FlowId f : comp_flows_) {

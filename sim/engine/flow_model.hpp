@@ -14,7 +14,11 @@
 // stored key is a lower bound), so a solve costs about O(sum of path lengths + refreshes * log(resources)).
 //
 // Changes (a flow added, a flow finished) only mark the touched flows/resources dirty; solve() re-solves
-// only the connected components (flows sharing resources, transitively) that contain dirty items. Flow
+// only the flows whose rate can change: with theta = the smallest old rate of a finished flow and of a lower
+// bound (min over its resources of capacity / total weight, and its cap) of each added flow's new rate,
+// progressive filling below level theta is the same before and after the change, so every flow whose rate
+// is below theta keeps it exactly; the others that are connected to the change through flows at or above
+// theta are re-solved on the capacity that the kept flows leave (theta = 0: whole connected components). Flow
 // finish times sit in a lazy min-heap (versioned entries, periodic compaction). Storage is flat
 // (struct-of-arrays indexed by integer flow ids, recycled), with no per-flow heap allocation.
 //
@@ -79,6 +83,11 @@ class FlowModel {
   std::size_t solved_flow_visits() const { return flow_visits_; }
   std::size_t solver_rounds() const { return rounds_; }
   std::size_t solver_rekeys() const { return rekeys_; }
+  // Off: re-solve whole connected components (the reference for tests). On by default. Same allocation up to
+  // floating-point rounding.
+  void set_incremental(bool on) { incremental_ = on; }
+  // Flows on reached resources that kept their rate below the threshold (counted, not re-solved).
+  std::size_t kept_flow_visits() const { return kept_visits_; }
 
   // Link statistics up to time now_s (settles loads first).
   void settle_stats(double now_s);
@@ -104,6 +113,7 @@ class FlowModel {
   std::vector<double> cap_;
   std::vector<std::vector<ResEntry>> res_flows_;
   std::vector<double> load_;      // current sum of w*rate
+  std::vector<double> wsum_;      // sum of the weights of the flows crossing the resource
   std::vector<double> stat_t_;    // last time stats were settled
   std::vector<ResourceStats> stats_;
   std::vector<std::uint32_t> res_mark_;
@@ -150,7 +160,9 @@ class FlowModel {
   std::vector<std::pair<double, FlowId>> capped_;
   std::vector<double> new_rate_;
   std::vector<FlowId> batch_;
-  std::size_t solves_ = 0, flow_visits_ = 0, rounds_ = 0, rekeys_ = 0;
+  std::size_t solves_ = 0, flow_visits_ = 0, rounds_ = 0, rekeys_ = 0, kept_visits_ = 0;
+  bool incremental_ = true;
+  double removed_min_rate_ = kInf;  // smallest rate among flows finished since the last solve
 };
 
 }  // namespace fabricsim::sim

@@ -71,6 +71,7 @@ TEST_CASE("cluster: two jobs on a 2:1 oversubscribed fat tree get the max-min sh
     CHECK(j.slowdown == rel(2.0, 0.005));
   }
   // The interference is reported on the two leaf-0 uplinks (and the two spine -> leaf-1 downlinks).
+  CHECK(r.metrics.at("cluster.alone_replays") == 2);
   REQUIRE(r.shared_links.size() == 4);
   int uplinks = 0;
   for (const auto& l : r.shared_links) {
@@ -92,6 +93,7 @@ TEST_CASE("cluster: the same jobs on a full-bisection tree share no link and do 
               {"jobs", {job("a", "pair_sends.json", {0, 1, 4, 5}), job("b", "pair_sends.json", {2, 3, 6, 7})}}};
   sim::RunResult r = run(doc);
   CHECK(r.shared_links.empty());
+  CHECK(r.metrics.at("cluster.alone_replays") == 0);  // they cannot meet: alone = together, not replayed
   for (const auto& j : r.jobs) {
     CHECK(j.slowdown == rel(1.0, 1e-12));
     CHECK(j.iteration_s_alone == rel(1073741824.0 / kPortBps, 0.005));
@@ -205,6 +207,9 @@ TEST_CASE("cluster: placement policies and strict parsing") {
   bad["faults"] = Json::array({Json{{"link", {"a", "b"}}, {"bandwidth", "150%"}}});
   CHECK(err(bad).find("c.json: /faults/0/bandwidth") != std::string::npos);
   bad = ok;
+  bad["stand_in_traffic"] = "yes";
+  CHECK(err(bad).find("c.json: /stand_in_traffic") != std::string::npos);
+  bad = ok;
   bad["workload"] = {{"trace", "x.json"}};
   CHECK(err(bad).find("not both") != std::string::npos);
 }
@@ -228,4 +233,62 @@ TEST_CASE("cluster: a start offset that separates the jobs in time removes the i
   CHECK(a.iteration_s_alone == rel(job_of(r, "a").iteration_s_alone, 1e-9));
   // First step shared (2x), second alone (1x): mean 1.5x.
   CHECK(a.slowdown == rel(1.5, 0.005));
+}
+
+TEST_CASE("cluster: stand-in ranks' traffic is on the fabric, as in the run that simulates every rank") {
+  // 2:1 tree of the first test: leaf 0 uplinks to spine 0 carry traffic to servers 4 and 6, to spine 1 to
+  // 5 and 7. Job a sends 0 -> 4 and 1 -> 5 (pair_sends, every rank listed) or only 0 -> 4 with rank 1 the
+  // stand-in of rank 0 (pair_sends_sym: its send 1 -> 5 is a stand-in copy); job b sends 3 -> 7, sharing the
+  // spine-1 uplink with a's 1 -> 5 only. With the copy on the fabric the symmetric run is the full run: both
+  // jobs get half the uplink (slowdown 2). Without it (stand_in_traffic false, the former behaviour) a and b
+  // share nothing and neither slows down.
+  auto doc = [](const std::string& trace_a) {
+    return Json{{"topology", superpod(16, 6, 2)},
+                {"jobs", {job("a", trace_a, {0, 1, 4, 5}), job("b", "one_send.json", {3, 7})}}};
+  };
+  sim::RunResult full = run(doc("pair_sends.json")), sym = run(doc("pair_sends_sym.json"));
+  Json off_doc = doc("pair_sends_sym.json");
+  off_doc["stand_in_traffic"] = false;
+  sim::RunResult off = run(off_doc);
+  for (const char* n : {"a", "b"}) {
+    CHECK(job_of(full, n).slowdown == rel(2.0, 0.005));
+    CHECK(job_of(sym, n).iteration_s == rel(job_of(full, n).iteration_s, 1e-9));
+    CHECK(job_of(sym, n).iteration_s_alone == rel(job_of(full, n).iteration_s_alone, 1e-9));
+    CHECK(job_of(off, n).slowdown == rel(1.0, 1e-12));
+  }
+  CHECK(sym.metrics.at("cluster.stand_in_message_pairs") == 1);
+  CHECK(sym.shared_links.size() == full.shared_links.size());
+  CHECK(off.shared_links.empty());
+
+  // A collective: the all-reduce of {0, 2} with {1, 3} as its stand-in copy against both groups listed.
+  sim::RunResult cfull = run(doc("pair_allreduce_full.json")), csym = run(doc("pair_allreduce_sym.json"));
+  CHECK(job_of(cfull, "b").slowdown > 1.2);
+  for (const char* n : {"a", "b"}) {
+    CHECK(job_of(csym, n).iteration_s == rel(job_of(cfull, n).iteration_s, 1e-9));
+    CHECK(job_of(csym, n).slowdown == rel(job_of(cfull, n).slowdown, 1e-9));
+  }
+  CHECK(csym.metrics.at("cluster.stand_in_groups") == 1);
+}
+
+TEST_CASE("cluster: a server that lost a NIC gives the ring one channel fewer, as NCCL aligns its channels") {
+  // Two DGX H100 (8 GPUs, 8 x 400 Gb/s NICs, one per GPU), one 1 GiB ring all-reduce over the 16 GPUs.
+  // Healthy: 8 channels, each leaving every server through its own NIC; the bandwidth term is
+  // 2 (n-1)/n x S / (8 x 48.5 GB/s). NIC n1.nic7 down: GPU 7 of server 1 leaves through a neighbour's NIC,
+  // so that server's search finds 7 channels (one per usable NIC) and every rank takes the minimum
+  // (NCCL src/init.cc): the term becomes 2 (n-1)/n x S / (7 x 48.5 GB/s), 8/7 of the healthy one. (Keeping 8
+  // channels would put two on one NIC of server 1 and double the term.)
+  const Json topo = {{"preset", "superpod"}, {"params", {{"nodes", 2}, {"node", "dgx-h100"}, {"tiers", 2}}}};
+  std::vector<int> all(16);
+  for (int i = 0; i < 16; ++i) all[i] = i;
+  Json healthy = {{"topology", topo}, {"jobs", {job("ring", "ring_allreduce16.json", all)}}};
+  Json lost = healthy;
+  lost["faults"] = Json::array({Json{{"nic", "n1.nic7"}}});
+  sim::RunResult h = run(healthy), d = run(lost);
+  const double S = 1073741824.0, n = 16;
+  const double term8 = 2 * (n - 1) / n * S / (8 * kPortBps), term7 = 2 * (n - 1) / n * S / (7 * kPortBps);
+  const double th = h.jobs[0].iteration_s, td = d.jobs[0].iteration_s;
+  const double latency = th - term8;
+  CHECK(latency > 0);
+  CHECK(latency < 1e-3);
+  CHECK(td == rel(term7 + latency, 2e-3));
 }

@@ -127,3 +127,48 @@ TEST_CASE("gpu preset h100-96gb: torchtitan's 96 GB H100s, the H100's compute an
   CHECK(need > models::gpu_spec("h100").hbm_capacity_bytes);
   CHECK(need < g.hbm_capacity_bytes);
 }
+
+TEST_CASE("gpt DualPipe zero bubble: input-only backwards and FIFO weight steps where dualpipe.py puts them") {
+  const Trace on = gen(small_dense({{"pipeline_parallel_schedule", "DualPipe"}}));
+  const Trace off = gen(small_dense({{"pipeline_parallel_schedule", "DualPipe"}, {"dualpipe_zero_bubble", "false"}}));
+  auto index_of = [](const RankTrace& r, const std::string& name) {
+    for (std::size_t i = 0; i < r.ops.size(); ++i)
+      if (r.ops[i].name == name) return static_cast<long>(i);
+    return -1L;
+  };
+  // Rank 0 (half_rank 0 of 4 ranks, 8 micro-batches, 4 per direction): step 3 runs B1 split, W, F1 once;
+  // step 6 runs B1 whole then B0 split; step 7 runs W, B0 split; step 8 one W. The queue pops in FIFO order:
+  // the step-3 backward (direction 1's first: micro-batch 4, chunk 1 = stage 3, layers 7, 6), the step-6 B0
+  // (direction 0's third backward: micro-batch 2, chunk 0 = stage 0, layers 1, 0), the step-7 B0 (micro-batch 3).
+  std::vector<std::string> w0;
+  for (const auto& op : on.ranks[0].ops)
+    if (op.name.size() > 6 && op.name.substr(op.name.size() - 6) == ".wgrad") w0.push_back(op.name);
+  CHECK(w0 == std::vector<std::string>{"mb4.c1.l7.wgrad", "mb4.c1.l6.wgrad", "mb2.c0.l1.wgrad", "mb2.c0.l0.wgrad",
+                                       "mb3.c0.l1.wgrad", "mb3.c0.l0.wgrad"});
+  // Step 3's W runs after its backward has sent the input gradient upstream and before the next forward.
+  const RankTrace& r0 = on.ranks[0];
+  CHECK(index_of(r0, "mb4.c1.send.bwd") >= 0);
+  CHECK(index_of(r0, "mb4.c1.l6.wgrad") > index_of(r0, "mb4.c1.send.bwd"));
+  CHECK(index_of(r0, "mb4.c1.l6.wgrad") < index_of(r0, "mb5.c1.l6.fwd.attn"));
+  // Rank 1 (half_rank 1): no step 3 / 7; step 6's second iteration splits both backwards; step 8 runs 2 W.
+  CHECK(count_ops(on.ranks[1], ".wgrad") == 4);
+  // Splitting moves work, it does not add any: a split layer's input-gradient ops plus its W op take what the
+  // whole backward took (each op rounded to the nanosecond), and each rank computes as long as without zb.
+  auto dur = [&](const Trace& t, const std::string& name) {
+    const long i = index_of(t.ranks[0], name);
+    REQUIRE(i >= 0);
+    return t.ranks[0].ops[static_cast<std::size_t>(i)].duration_s;
+  };
+  const double whole = dur(off, "mb4.c1.l7.bwd.mlp") + dur(off, "mb4.c1.l7.bwd.attn");
+  const double split = dur(on, "mb4.c1.l7.bwd.mlp") + dur(on, "mb4.c1.l7.bwd.attn") + dur(on, "mb4.c1.l7.wgrad");
+  CHECK(split == doctest::Approx(whole).epsilon(1e-6));
+  CHECK(dur(on, "mb4.c1.l7.bwd.mlp") < 0.7 * dur(off, "mb4.c1.l7.bwd.mlp"));  // the weight GEMMs left
+  for (std::size_t st = 0; st < 4; ++st) {
+    double a = 0, b = 0;
+    for (const auto& op : on.ranks[st].ops) a += op.kind == OpKind::Compute ? op.duration_s : 0.0;
+    for (const auto& op : off.ranks[st].ops) b += op.kind == OpKind::Compute ? op.duration_s : 0.0;
+    CHECK(a == doctest::Approx(b).epsilon(1e-6));
+  }
+  CHECK(error_of([] { gen(small_dense({{"dualpipe_zero_bubble", "false"}})); }).find("needs pipeline_parallel_schedule DualPipe") !=
+        std::string::npos);
+}
