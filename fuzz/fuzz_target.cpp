@@ -6,11 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <string>
-
-#include <unistd.h>
 
 #include "models/calibration.hpp"
 #include "replay/outputs_sweep.hpp"
@@ -18,6 +14,7 @@
 #include "sim/base/json_reader.hpp"
 #include "topologies/io.hpp"
 #include "validate/nccl_log.hpp"
+#include "workloads/chakra.hpp"
 #include "workloads/importers.hpp"
 #include "workloads/scenario.hpp"
 #include "workloads/trace.hpp"
@@ -37,20 +34,20 @@ void run(const std::string& s) {
 #elif defined(FABRICSIM_FUZZ_TRACE)
   workloads::trace_from_json(parse_json_text(s, "trace.json"), "trace.json");
 #elif defined(FABRICSIM_FUZZ_NCCL_TESTS)
-  validate::parse_nccl_tests_text(s, "log.txt", {});
+  // As validate::load_measurements tells them apart: a busbw-only markdown table, or an nccl-tests log.
+  if (s.find("| Message Size") != std::string::npos && s.find("# nThread") == std::string::npos &&
+      s.find("(elements)") == std::string::npos)
+    validate::parse_busbw_markdown(s, "table.md", {});
+  else
+    validate::parse_nccl_tests_text(s, "log.txt", {});
 #elif defined(FABRICSIM_FUZZ_ASTRA)
   workloads::import_astra_text(s, "astra.txt", {{"npus", "32"}, {"cycle_ns", "1"}}, "astra");
 #elif defined(FABRICSIM_FUZZ_CHAKRA)
-  // One rank file (JSON, jsonizer output or protobuf .et, told apart by content as for real files).
-  static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("fabricsim_libfuzzer_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  std::ofstream(dir / "chakra.0.et", std::ios::binary | std::ios::trunc) << s;
+  // One rank file (JSON, jsonizer output or protobuf .et, told apart by content as for real files), handed
+  // over in memory as the file chakra.0.et.
   workloads::ChakraOptions o;
   o.quiet = true;
-  workloads::import_chakra((dir / "chakra").string(), o);
+  workloads::import_chakra_buffers({{"chakra.0.et", s}}, "chakra", o);
 #else
 #error "define one FABRICSIM_FUZZ_<TARGET>"
 #endif

@@ -17,10 +17,12 @@ if [ ! -d "$corpus" ]; then
     trace) fs="$build/apps/fabricsim"; [ -x "$fs" ] || fs=build/apps/fabricsim  # a Release build's CLI will do
            "$fs" gen dp --param num_parameters=1e8 --param world_size=4 \
              --param global_batch_size=16 -o "$corpus/dp.json" >/dev/null ;;
-    nccl_tests) cp tests/data/nccl-tests/raw/*.txt "$corpus"/ ;;
+    nccl_tests) cp tests/data/nccl-tests/raw/*.txt "$corpus"/
+                printf '| Message Size (Bytes) | A (GB/s) |\n| --- | --- |\n| 1K | 0.04 |\n| 132K | 4.75 |\n| 8G | 231.58 |\n' \
+                  > "$corpus"/busbw-table.md ;;
     astra) cp examples/workloads/*.txt "$corpus"/; find tests/data/foreign-workloads/astra-sim-1.0-text tests/data/foreign-workloads/simai-text -type f -name '*.txt' -exec cp {} "$corpus"/ \; ;;
     chakra) cp examples/workloads/chakra/*.json "$corpus"/
-            find tests/data/foreign-workloads/chakra-et tests/data/foreign-workloads/chakra-json -type f -size -64k -exec cp {} "$corpus"/ \; ;;
+            find tests/data/foreign-workloads/chakra-et tests/data/foreign-workloads/chakra-json tests/data/foreign-workloads/chakra-jsonizer -type f -size -64k -exec cp {} "$corpus"/ \; ;;
     *) echo "unknown target $target" >&2; exit 2 ;;
   esac
 fi

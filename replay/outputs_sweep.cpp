@@ -336,8 +336,9 @@ std::string sweep_csv_row_ok(const SweepSpec& s, const SweepPoint& p, const RunR
        num(r.tokens_per_s) + "," + num(r.tflops_per_gpu) + "," + num(r.gpus * r.iteration_s) + "," +
        num(r.breakdown.compute_s);
   double other = 0, total = 0;
-  for (const auto& [k, v] : r.breakdown.exposed_comm_s) {
+  for (const auto& [name, v] : r.breakdown.exposed_comm_s) {
     total += v;
+    const std::string& k = name;  // clang 14 cannot capture a structured binding in the lambda below
     if (std::none_of(std::begin(kExposed), std::end(kExposed), [&](const char* c) { return k == c; })) other += v;
   }
   for (const char* c : kExposed) {

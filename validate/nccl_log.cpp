@@ -10,6 +10,7 @@
 
 #include "models/collectives.hpp"
 #include "sim/base/error.hpp"
+#include "sim/base/json_reader.hpp"
 #include "sim/base/units.hpp"
 
 namespace fabricsim::validate {
@@ -58,7 +59,7 @@ double num(const std::string& tok, const std::string& source, std::size_t line, 
   try {
     return parse_double(tok, what);
   } catch (const InputError&) {
-    throw InputError(where(source, line), std::string("expected a number for ") + what + ", got '" + tok + "'");
+    throw InputError(where(source, line), std::string("expected a number for ") + what + ", got '" + text_excerpt(tok) + "'");
   }
 }
 
@@ -66,7 +67,7 @@ long long integer(const std::string& tok, const std::string& source, std::size_t
   try {
     return parse_int(tok, what);
   } catch (const InputError&) {
-    throw InputError(where(source, line), std::string("expected an integer for ") + what + ", got '" + tok + "'");
+    throw InputError(where(source, line), std::string("expected an integer for ") + what + ", got '" + text_excerpt(tok) + "'");
   }
 }
 
@@ -105,7 +106,7 @@ void parse_header_line(const std::vector<std::string>& t, RunHeader& h, const st
       key.push_back(tok);
     }
   }
-  if (!key.empty()) throw InputError(where(source, line), "header key '" + key.front() + "' has no value");
+  if (!key.empty()) throw InputError(where(source, line), "header key '" + text_excerpt(key.front()) + "' has no value");
   auto take_int = [&](const char* k, int& out, bool required) {
     auto it = kv.find(k);
     if (it == kv.end()) {
@@ -250,7 +251,7 @@ void finish_run(Measurement& m, const ParseHints& hints) {
   if (m.algorithm.empty()) m.algorithm = hints.algorithm;
   if (m.nccl_version.empty()) m.nccl_version = hints.nccl_version;
   std::string hint_op = normalize_op(hints.op);
-  if (!hints.op.empty() && hint_op.empty()) throw InputError(m.source, "unknown collective '" + hints.op + "'");
+  if (!hints.op.empty() && hint_op.empty()) throw InputError(m.source, "unknown collective '" + text_excerpt(hints.op) + "'");
   if (!m.op.empty() && !hint_op.empty() && m.op != hint_op)
     throw InputError(m.source, "the log is a " + m.op + " run but the hint says " + hint_op);
   if (m.op.empty()) m.op = hint_op;
@@ -334,7 +335,7 @@ int nccl_tests_gpus_flag(const std::string& text, const std::string& where) {
     if (!command || (tok != "-g" && tok != "--ngpus")) continue;
     const std::string v = i + 1 < t.size() ? t[i + 1] : "";
     if (!all_digits(v) || v.size() > 4 || std::stoi(v) < 1)
-      throw InputError(where, "nccl-tests flag " + tok + " needs a positive integer (GPUs per thread), got '" + v + "'");
+      throw InputError(where, "nccl-tests flag " + tok + " needs a positive integer (GPUs per thread), got '" + text_excerpt(v) + "'");
     return std::stoi(v);
   }
   return 0;
@@ -614,16 +615,18 @@ std::vector<Measurement> parse_busbw_markdown(const std::string& text, const std
     const std::string& label = cells[0];
     std::size_t k = 0;
     while (k < label.size() && (std::isdigit(static_cast<unsigned char>(label[k])) || label[k] == '.')) ++k;
-    if (k == 0) throw InputError(where(source, lineno), "expected a size label like 64K, got '" + label + "'");
+    if (k == 0) throw InputError(where(source, lineno), "expected a size label like 64K, got '" + text_excerpt(label) + "'");
     double v = num(label.substr(0, k), source, lineno, "size label");
     std::string suffix = label.substr(k);
     double mult = suffix.empty() ? 1 : suffix == "K" ? 1e3 : suffix == "M" ? 1e6 : suffix == "G" ? 1e9 : -1;
-    if (mult < 0) throw InputError(where(source, lineno), "unknown size suffix '" + suffix + "' (expected K, M or G)");
+    if (mult < 0) throw InputError(where(source, lineno), "unknown size suffix '" + text_excerpt(suffix) + "' (expected K, M or G)");
     double bytes = v * mult;
+    if (!(bytes >= 1 && bytes <= 0x1p62))  // before log2 and the conversion to int
+      throw InputError(where(source, lineno), "size label '" + text_excerpt(label) + "' is not a size between 1 B and 4E");
     double p = std::round(std::log2(bytes));
     double pow2 = std::ldexp(1.0, static_cast<int>(p));
     if (std::fabs(pow2 - bytes) > 0.1 * pow2)
-      throw InputError(where(source, lineno), "size label '" + label + "' is not near a power of two");
+      throw InputError(where(source, lineno), "size label '" + text_excerpt(label) + "' is not near a power of two");
     Row r;
     r.size_bytes = static_cast<std::uint64_t>(pow2);
     r.type = "float";

@@ -352,7 +352,8 @@ std::string report_svg(const Report& r) {
   // Layout: a title line with the shared legend; one small panel per log (measured dots vs simulated line,
   // busbw in GB/s on a linear axis over message size on a log2 axis), three to a row; then one error panel
   // (signed busbw error in % vs size, every log in its colour) with a legend in columns under it.
-  const auto [xlo, xhi] = size_range(r);
+  const auto xrange = size_range(r);  // not a structured binding: clang 14 cannot capture one in the lambdas below
+  const int xlo = xrange.first, xhi = xrange.second;
   const double W = 960, M = 20;
   const int cols = 3;
   const double pw = (W - 2 * M) / cols;  // panel cell width

@@ -45,6 +45,7 @@ struct CNode {
 
 struct RankFile {
   std::string file;
+  std::string data;  // the file's bytes while it is read (cleared once its nodes are)
   std::int32_t rank = 0;
   std::vector<CNode> nodes;
   std::int32_t ngpus = 0;  // from metadata, 0 = not stated
@@ -252,7 +253,7 @@ std::int32_t ngpus_from_metadata(const pb::GlobalMetadata& md, const std::string
 // with a Node: a first message that parses as a Node and carries nothing a GlobalMetadata has is one.
 void read_et(RankFile& rf, std::set<std::string>& unused) {
   quiet_protobuf();
-  const std::string buf = read_all(rf.file);
+  const std::string& buf = rf.data;
   std::size_t pos = 0, index = 0;
   auto next = [&](std::string_view& msg) {
     if (pos >= buf.size()) return false;
@@ -440,15 +441,9 @@ void read_chakra_json(RankFile& rf, const Json& doc, std::set<std::string>& unus
   }
 }
 
+// rf.data holds the file's bytes; the encoding is told apart by content.
 void read_rank_file(RankFile& rf, std::set<std::string>& unused) {
-  std::string head;
-  {
-    std::ifstream in(rf.file, std::ios::binary);
-    if (!in) throw InputError(rf.file, "cannot open file for reading");
-    char buf[64] = {};
-    in.read(buf, sizeof buf);
-    head.assign(buf, static_cast<std::size_t>(in.gcount()));
-  }
+  const std::string head = rf.data.substr(0, 64);
   if (head.size() >= 2 && static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b)
     throw InputError(rf.file, "gzip-compressed: decompress it first (gunzip)");
   const auto first = head.find_first_not_of(" \t\r\n");
@@ -456,8 +451,7 @@ void read_rank_file(RankFile& rf, std::set<std::string>& unused) {
     read_et(rf, unused);
     return;
   }
-  const std::string text = read_all(rf.file);
-  std::vector<std::string> objs = split_json_objects(text, rf.file);
+  std::vector<std::string> objs = split_json_objects(rf.data, rf.file);
   if (objs.empty()) throw InputError(rf.file, "empty file");
   if (objs.size() == 1) {
     Json doc = parse_json_text(objs[0], rf.file);
@@ -560,18 +554,20 @@ bool looks_like_chakra(const std::string& path) {
   return head.find("workload_graph") != std::string::npos || head.find("\"version\"") != std::string::npos;
 }
 
-Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
-  const std::vector<std::string> files = chakra_rank_files(path);
-  if (files.empty())
-    throw InputError(path, "no Chakra trace (expected the file itself, " + path + ".0.et / " + path +
-                               ".0.json, ..., or a folder with one such set of rank files)");
+namespace {
+
+// Reads rank files 0..n-1 (`load(i)` gives the bytes of files[i]) into one trace named after `path`.
+Trace import_rank_files(const std::vector<std::string>& files, const std::function<std::string(std::size_t)>& load,
+                        const std::string& path, const ChakraOptions& opt) {
   std::set<std::string> unused;
   std::vector<RankFile> rfs(files.size());
   for (std::size_t i = 0; i < files.size(); ++i) {
     rfs[i].file = files[i];
     rfs[i].rank = static_cast<std::int32_t>(i);
     if (files.size() == 1) rfs[i].rank = rank_in_name(files[i]).value_or(0);
+    rfs[i].data = load(i);
     read_rank_file(rfs[i], unused);
+    std::string().swap(rfs[i].data);  // one file's bytes held at a time
   }
   // World size: the rank files, the metadata's ngpus, peers named by sends/recvs, the options.
   std::int32_t world = opt.npus;
@@ -1069,6 +1065,23 @@ Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
   });
   check_cross_rank_waits(tr, [&](std::int32_t rank, std::uint32_t op) { return node_where(file_of_rank[rank], node_of_op[rank][op]); });
   return tr;
+}
+
+}  // namespace
+
+Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
+  const std::vector<std::string> files = chakra_rank_files(path);
+  if (files.empty())
+    throw InputError(path, "no Chakra trace (expected the file itself, " + path + ".0.et / " + path +
+                               ".0.json, ..., or a folder with one such set of rank files)");
+  return import_rank_files(files, [&](std::size_t i) { return read_all(files[i]); }, path, opt);
+}
+
+Trace import_chakra_buffers(const std::vector<ChakraRankBuffer>& ranks, const std::string& path, const ChakraOptions& opt) {
+  if (ranks.empty()) throw InputError(path, "no Chakra rank files");
+  std::vector<std::string> names;
+  for (const auto& r : ranks) names.push_back(r.name);
+  return import_rank_files(names, [&](std::size_t i) { return ranks[i].data; }, path, opt);
 }
 
 }  // namespace fabricsim::workloads

@@ -47,6 +47,14 @@ ChakraOptions chakra_options_from_params(const ParamMap& params, const std::stri
 
 // `path`: a file, or a prefix with files PREFIX.0.et / PREFIX.0.json, PREFIX.1..., read as ranks 0..n-1.
 Trace import_chakra(const std::string& path, const ChakraOptions& opt = {});
+// The same import from rank files already in memory (fuzzing, tests): ranks[i] is rank i's file, `name` is
+// how messages name it, and its encoding is told apart by content as for files on disk.
+struct ChakraRankBuffer {
+  std::string name;
+  std::string data;
+};
+Trace import_chakra_buffers(const std::vector<ChakraRankBuffer>& ranks, const std::string& path,
+                            const ChakraOptions& opt = {});
 // The rank files behind `path` (empty when there are none).
 std::vector<std::string> chakra_rank_files(const std::string& path);
 // True when `path` names Chakra data (a .et file, a Chakra / jsonizer JSON file, or a rank prefix of them).

@@ -176,6 +176,11 @@ TEST_CASE("issue 24 cases: generators, imported workloads, traces and nccl-tests
        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n",
        "validate log.txt --op all_reduce --nranks 8 --topology dgx-h100", "log.txt:4: the result table has no rows"},
+      // undefined behaviour (log2 of 0, then its -inf converted to int) before it was checked: found reading the
+      // code behind the nccl_markdown fuzz target
+      {"busbw markdown table with a size label of 0K", "t.md",
+       "| Message Size (Bytes) | A (GB/s) |\n| --- | --- |\n| 1K | 0.04 |\n| 0K | 1.0 |\n",
+       "validate t.md --op all_reduce --nranks 8 --topology dgx-h100", "t.md:4: size label '0K' is not a size between 1 B"},
       // protobuf logged its own line (invalid UTF-8 in a string field) before ours: found by the libFuzzer target
       {"Chakra .et with invalid UTF-8 in GlobalMetadata.version", "bad.0.et", std::string("\x04\x0a\x02\xff\xfe", 5),
        "run --trace bad --topology dgx-h100 --quiet", "bad.0.et: not a Chakra protobuf trace"},

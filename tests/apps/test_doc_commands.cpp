@@ -38,7 +38,8 @@ std::vector<std::string> doc_commands(const fs::path& md) {
   std::istringstream in(slurp(md));
   std::string line, cont;
   bool in_block = false;
-  const std::regex is_cmd(R"(^((build/apps/)?fabricsim\s|python3\s|PYTHONPATH=))");
+  // docs/reliability.md's fuzzing commands too: the driver (FABRICSIM_FUZZ_...), the libFuzzer build and run.
+  const std::regex is_cmd(R"(^((build/apps/)?fabricsim\s|python3\s|PYTHONPATH=|FABRICSIM_FUZZ_|cmake\s|fuzz/run\.sh\s))");
   const std::regex is_error_line(R"(^fabricsim [a-z-]+: )");
   const std::regex synopsis(R"([<\[|]|\.\.\.)");
   while (std::getline(in, line)) {
@@ -111,8 +112,10 @@ fs::path doc_sandbox(const std::string& name) {
   fs::create_directory_symlink(kRoot / "validate" / "compute_calibrations", d / "validate" / "compute_calibrations");
   fs::create_directories(d / "bin");
   fs::create_symlink(FABRICSIM_BINARY, d / "bin" / "fabricsim");
+  // build/tests/test_apps: this executable (docs/reliability.md runs its fuzz driver).
+  fs::create_directories(d / "build" / "tests");
+  fs::create_symlink(fs::read_symlink("/proc/self/exe"), d / "build" / "tests" / "test_apps");
 #ifdef FABRICSIM_PYTHON_DIR
-  fs::create_directories(d / "build");
   fs::create_directory_symlink(FABRICSIM_PYTHON_DIR, d / "build" / "python");
 #endif
   return d;

@@ -26,8 +26,6 @@
 #include <typeinfo>
 #include <vector>
 
-#include <unistd.h>
-
 #include "models/calibration.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/json_reader.hpp"
@@ -200,8 +198,11 @@ struct Target {
   std::vector<std::string> seeds;
   bool json = true;  // JSON-level mutations apply
   std::function<void(const std::string&)> run;
-  // Every parser must keep every message one short line; for the nccl-tests parser, whose messages still quote
-  // whole tokens, an overlong message is counted and reported, not failed.
+  // Optional: a target whose input is one of several files (Chakra rank files) also gets the index of the
+  // seed the input was mutated from.
+  std::function<void(const std::string&, std::size_t)> run_from = nullptr;
+  // Every parser must keep every message one short line (false: an overlong message is counted and reported,
+  // not failed; no target needs it since the nccl-tests parser quotes excerpts).
   bool strict_messages = true;
 };
 
@@ -218,9 +219,10 @@ std::string fuzz(const Target& t) {
   REQUIRE(!t.seeds.empty());
   // The seeds themselves must reach the parser's success path (some are bad on purpose, not all).
   std::size_t good_seeds = 0;
-  for (const auto& sd : t.seeds) {
+  auto call = [&t](const std::string& in, std::size_t from) { t.run_from ? t.run_from(in, from) : t.run(in); };
+  for (std::size_t k = 0; k < t.seeds.size(); ++k) {
     try {
-      t.run(sd);
+      call(t.seeds[k], k);
       ++good_seeds;
     } catch (const InputError&) {
     }
@@ -233,7 +235,8 @@ std::string fuzz(const Target& t) {
   std::string first_long;
   auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < execs; ++i) {
-    std::string in = t.seeds[rng.below(t.seeds.size())];
+    const std::size_t from = rng.below(t.seeds.size());
+    std::string in = t.seeds[from];
     for (std::size_t m = 0, nm = 1 + rng.below(3); m < nm; ++m) {
       if (t.json && rng.below(2) == 0 && in.size() < 200000) {
         if (mutate_json(in, rng)) continue;
@@ -245,7 +248,7 @@ std::string fuzz(const Target& t) {
       f << "exec " << i << "\n" << in;
     }
     try {
-      t.run(in);
+      call(in, from);
       ++ok;
     } catch (const InputError& e) {
       ++refused;
@@ -294,16 +297,6 @@ std::vector<std::string> glob(const fs::path& dir, const std::string& ext, std::
   std::vector<std::string> out;
   for (const auto& p : ps) out.push_back(read(p));
   return out;
-}
-
-// A scratch directory holding the files a target's parser reads by name.
-fs::path scratch() {
-  static fs::path d = [] {
-    fs::path p = fs::temp_directory_path() / ("fabricsim_fuzz_" + std::to_string(::getpid()));
-    fs::create_directories(p);
-    return p;
-  }();
-  return d;
 }
 
 }  // namespace
@@ -394,7 +387,22 @@ TEST_CASE("fuzz nccl-tests text") {
              fabricsim::validate::ParseHints h;
              fabricsim::validate::parse_nccl_tests_text(s, "log.txt", h);
            }};
-  t.strict_messages = false;
+  const std::string r = fuzz(t);
+  CHECK_MESSAGE(r.empty(), r);
+}
+
+TEST_CASE("fuzz nccl-tests busbw markdown table") {
+  // The busbw-only markdown table some vendors publish instead of the log (validate::parse_busbw_markdown);
+  // a hand-written seed in that layout.
+  const std::string seed =
+      "# all_reduce, 8 GPUs\n\n| Message Size (Bytes) | Cluster A (GB/s) |\n| --- | --- |\n| 1K | 0.04 |\n"
+      "| 65K | 2.5 |\n| 132K | 4.75 |\n| 1M | 30.1 |\n| 8G | 231.58 |\n\nNotes after the table.\n";
+  Target t{"nccl_markdown", {seed}, false, [](const std::string& s) {
+             fabricsim::validate::ParseHints h;
+             h.op = "all_reduce";
+             h.nranks = 8;
+             fabricsim::validate::parse_busbw_markdown(s, "table.md", h);
+           }};
   const std::string r = fuzz(t);
   CHECK_MESSAGE(r.empty(), r);
 }
@@ -407,21 +415,74 @@ TEST_CASE("fuzz ASTRA-sim text") {
   CHECK_MESSAGE(r.empty(), r);
 }
 
-TEST_CASE("fuzz Chakra JSON") {
-  // The 4-rank pipeline example; each input replaces one rank's file (an original seed its own rank's, a
-  // mutated one the rank chosen by its length), the other ranks keep the original files.
-  static const std::vector<std::string> orig = glob("examples/workloads/chakra", ".json", 4);
-  REQUIRE(orig.size() == 4);
-  Target t{"chakra", orig, true, [](const std::string& s) {
-             const auto same = std::find(orig.begin(), orig.end(), s);
-             const std::size_t mine =
-                 same != orig.end() ? static_cast<std::size_t>(same - orig.begin()) : s.size() % orig.size();
-             for (std::size_t r = 0; r < orig.size(); ++r)
-               std::ofstream(scratch() / ("chakra." + std::to_string(r) + ".json"), std::ios::binary | std::ios::trunc)
-                   << (r == mine ? s : orig[r]);
-             fabricsim::workloads::import_chakra_file((scratch() / "chakra").string());
-           }};
+TEST_CASE("fuzz Chakra traces") {
+  // Three sets of rank files, one per encoding: the 4-rank pipeline example (Chakra JSON as ASTRA-sim's JSON
+  // feeder reads it), ASTRA-sim's 4-NPU all_to_all microbenchmark as protobuf .et and as chakra_jsonizer output,
+  // and a 1-rank JSON feeder test. Each input replaces the rank file its seed was, the other ranks keep theirs;
+  // the files are handed over in memory (import_chakra_buffers), so an input costs no file writes.
+  struct Set {
+    std::string prefix;
+    std::vector<fs::path> files;
+  };
+  const fs::path fw = "tests/data/foreign-workloads";
+  std::vector<Set> sets;
+  auto add = [&](const std::string& prefix, const fs::path& dir, const std::string& stem, const std::string& ext, int n) {
+    Set st{prefix, {}};
+    for (int r = 0; r < n; ++r) st.files.push_back(dir / (stem + "." + std::to_string(r) + ext));
+    sets.push_back(st);
+  };
+  add("pipeline", "examples/workloads/chakra", "pipeline", ".json", 4);
+  add("all_to_all", fw / "chakra-et/astra-sim-microbench-all_to_all-4npus_1MB", "all_to_all", ".et", 4);
+  add("all_to_all", fw / "chakra-jsonizer/astra-sim-microbench-all_to_all-4npus_1MB", "all_to_all", ".json", 4);
+  add("small_chakra", fw / "chakra-json/chakra-json-feeder-test-small", "small_chakra", ".json", 1);
+  // seed k -> (set, rank); every set's original buffers.
+  static std::vector<std::pair<std::size_t, std::size_t>> seed_of;
+  static std::vector<std::vector<fabricsim::workloads::ChakraRankBuffer>> orig;
+  seed_of.clear();
+  orig.clear();
+  std::vector<std::string> seeds;
+  for (std::size_t k = 0; k < sets.size(); ++k) {
+    orig.emplace_back();
+    for (std::size_t r = 0; r < sets[k].files.size(); ++r) {
+      const std::string data = files({sets[k].files[r]})[0];
+      orig.back().push_back({sets[k].files[r].filename().string(), data});
+      seeds.push_back(data);
+      seed_of.emplace_back(k, r);
+    }
+  }
+  Target t{"chakra", seeds, true, nullptr};
+  t.run_from = [](const std::string& s, std::size_t from) {
+    const auto [set, rank] = seed_of[from];
+    auto ranks = orig[set];
+    ranks[rank].data = s;
+    fabricsim::workloads::ChakraOptions o;
+    o.quiet = true;
+    fabricsim::workloads::import_chakra_buffers(ranks, "chakra", o);
+  };
+  std::size_t et = 0;
+  for (const auto& sd : seeds) et += !sd.empty() && sd[0] != '{';
+  CHECK(et == 4);  // the protobuf reader has seeds of its own
   const std::string r = fuzz(t);
   CHECK_MESSAGE(r.empty(), r);
-  fs::remove_all(scratch());
+}
+
+TEST_CASE("libFuzzer targets: fuzz/ builds one executable per driver target, and fuzz/run.sh seeds each") {
+  // fuzz/fuzz_target.cpp calls, per target, the entry point the driver above fuzzes; this keeps the three lists
+  // (fuzz/CMakeLists.txt's targets, fuzz/run.sh's corpus seeding, the driver's targets) the same.
+  const std::string cmake = read(kSrc / "fuzz/CMakeLists.txt"), run_sh = read(kSrc / "fuzz/run.sh"),
+                    entry = read(kSrc / "fuzz/fuzz_target.cpp"), driver = read(kSrc / "tests/apps/test_fuzz.cpp");
+  const auto a = cmake.find("set(_targets "), b = cmake.find(')', a);
+  REQUIRE(a != std::string::npos);
+  std::istringstream names(cmake.substr(a + 13, b - a - 13));
+  std::vector<std::string> targets;
+  for (std::string n; names >> n;) targets.push_back(n);
+  CHECK(targets.size() == 8);
+  for (const auto& n : targets) {
+    CAPTURE(n);
+    CHECK(run_sh.find("    " + n + ")") != std::string::npos);
+    std::string upper = n;
+    for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    CHECK(entry.find("defined(FABRICSIM_FUZZ_" + upper + ")") != std::string::npos);
+    CHECK(driver.find("{\"" + n + "\",") != std::string::npos);
+  }
 }
