@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <vector>
 
 #include <fcntl.h>
@@ -185,9 +184,17 @@ Json load_json_file(const std::string& path) {
   if (!ec && size > kMaxJsonBytes)
     throw InputError(path, "file is " + std::to_string(size) + " bytes; JSON inputs are limited to " +
                                std::to_string(kMaxJsonBytes) + " bytes");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_json_text(ss.str(), path);
+  // Read in chunks and stop at the limit: a device or pipe (/dev/zero, a FIFO) has no file size to check
+  // above, and reading it whole would never end or exhaust memory.
+  std::string text;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxJsonBytes)
+      throw InputError(path, "more than " + std::to_string(kMaxJsonBytes) +
+                                 " bytes read; JSON inputs are limited to that size");
+  }
+  return parse_json_text(text, path);
 }
 
 void json_fail(const JsonPath& at, const std::string& expected) { throw InputError(at.str(), expected); }
