@@ -9,6 +9,23 @@
 
 namespace fabricsim::sim {
 
+void check_transfer_fields(const models::Transfer& tr, const std::string& where, std::size_t i,
+                           const topo::Topology& topo) {
+  auto at = [&](const char* field) {
+    std::string w = where;
+    w.append(": transfers[").append(std::to_string(i)).append("]").append(field);
+    return w;
+  };
+  if (tr.src >= topo.num_nodes() || tr.dst >= topo.num_nodes())
+    throw InputError(at(""), "src/dst is not a node of topology '" + topo.name() + "'");
+  if (!(tr.bytes >= 0) || !std::isfinite(tr.bytes)) throw InputError(at(".bytes"), "expected bytes >= 0");
+  if (!(tr.weight > 0) || !std::isfinite(tr.weight)) throw InputError(at(".weight"), "expected a weight > 0");
+  if (tr.steps == 0) throw InputError(at(".steps"), "expected steps >= 1");
+  if (!(tr.step_latency_s >= 0) || !std::isfinite(tr.step_latency_s))
+    throw InputError(at(".step_latency_s"), "expected a time >= 0 seconds");
+  if (!(tr.rate_cap_Bps >= 0)) throw InputError(at(".rate_cap_Bps"), "expected a rate >= 0 bytes/s");
+}
+
 namespace {
 constexpr std::uint64_t kIdxBits = 40;
 constexpr std::uint64_t kIdxMask = (std::uint64_t{1} << kIdxBits) - 1;
@@ -122,20 +139,13 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
   run->pending.assign(n, 0);
   run->succ_off.assign(n + 1, 0);
   run->timings.assign(n, {});
-  const std::size_t nn = topo_.num_nodes();
   for (std::size_t i = 0; i < n; ++i) {
     const models::Transfer& tr = s->transfers[i];
-    const std::string w = where + ": transfers[" + std::to_string(i) + "]";
-    if (tr.src >= nn || tr.dst >= nn) throw InputError(w, "src/dst is not a node of topology '" + topo_.name() + "'");
-    if (!(tr.bytes >= 0) || !std::isfinite(tr.bytes)) throw InputError(w + ".bytes", "expected bytes >= 0");
-    if (!(tr.weight > 0) || !std::isfinite(tr.weight)) throw InputError(w + ".weight", "expected a weight > 0");
-    if (tr.steps == 0) throw InputError(w + ".steps", "expected steps >= 1");
-    if (!(tr.step_latency_s >= 0) || !std::isfinite(tr.step_latency_s))
-      throw InputError(w + ".step_latency_s", "expected a time >= 0 seconds");
-    if (!(tr.rate_cap_Bps >= 0)) throw InputError(w + ".rate_cap_Bps", "expected a rate >= 0 bytes/s");
+    check_transfer_fields(tr, where, i, topo_);
     for (std::uint32_t d : tr.deps) {
       if (d >= n || d == i)
-        throw InputError(w + ".deps", "dependency " + std::to_string(d) + " is not another transfer index");
+        throw InputError(where + ": transfers[" + std::to_string(i) + "].deps",
+                         "dependency " + std::to_string(d) + " is not another transfer index");
       ++run->succ_off[d + 1];
       ++run->pending[i];
     }

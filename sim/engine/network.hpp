@@ -39,6 +39,11 @@
 
 namespace fabricsim::sim {
 
+// Checks one transfer's own fields (src/dst are nodes of `topo`; bytes, weight, steps, step latency and rate cap
+// in range); an error names "<where>: transfers[<i>]<.field>". Dependencies are the caller's to check.
+void check_transfer_fields(const models::Transfer& tr, const std::string& where, std::size_t i,
+                           const topo::Topology& topo);
+
 // Capacity (bytes/s) of every link direction (index = topo::LinkDir): link bandwidth x the calibration's
 // bw_efficiency of its kind. Throws InputError for a non-positive bandwidth or efficiency.
 std::vector<double> link_capacities(const topo::Topology& t, const models::Calibration& c);

@@ -63,6 +63,28 @@ struct FlowKeyHash {
   }
 };
 
+// A transfer's class key: its timing attributes and the multiset of link colours `lc` on its route (computed
+// into `route`), hashed with the per-colour random values rnd1/rnd2.
+FlowKey flow_key(const models::Transfer& tr, topo::Routing& routing, std::vector<topo::LinkDir>& route,
+                 const std::vector<std::uint32_t>& lc, const std::vector<std::uint64_t>& rnd1,
+                 const std::vector<std::uint64_t>& rnd2) {
+  FlowKey k;
+  k.steps = tr.steps;
+  k.bytes = tr.bytes;
+  k.weight = tr.weight;
+  k.step_latency_s = tr.step_latency_s;
+  k.rate_cap_Bps = tr.rate_cap_Bps;
+  k.includes_route = tr.latency_includes_route;
+  route.clear();
+  if (tr.src != tr.dst) routing.compute_route(tr.src, tr.dst, route);
+  for (topo::LinkDir d : route) {
+    k.h1 += rnd1[lc[d]];
+    k.h2 += rnd2[lc[d]];
+  }
+  k.hops = static_cast<std::uint32_t>(route.size());
+  return k;
+}
+
 struct ClassAcc {
   QuotientFlowClass info;
   models::Transfer rep;  // the first transfer (timing attributes)
@@ -289,16 +311,10 @@ struct QuotientSim {
 };
 
 void check_transfer(const models::Transfer& tr, std::size_t i, const topo::Topology& t) {
-  const std::string w = "transfer " + std::to_string(i);
-  if (tr.src >= t.num_nodes() || tr.dst >= t.num_nodes())
-    throw InputError(w, "src/dst is not a node of topology '" + t.name() + "'");
-  if (!(tr.bytes >= 0) || !std::isfinite(tr.bytes)) throw InputError(w + ".bytes", "expected bytes >= 0");
-  if (!(tr.weight > 0) || !std::isfinite(tr.weight)) throw InputError(w + ".weight", "expected a weight > 0");
-  if (tr.steps == 0) throw InputError(w + ".steps", "expected steps >= 1");
-  if (!(tr.step_latency_s >= 0) || !std::isfinite(tr.step_latency_s))
-    throw InputError(w + ".step_latency_s", "expected a time >= 0 seconds");
-  if (!(tr.rate_cap_Bps >= 0)) throw InputError(w + ".rate_cap_Bps", "expected a rate >= 0 bytes/s");
-  if (!tr.deps.empty()) throw InputError(w + ".deps", "the quotient runs dependency-free transfer sets only");
+  check_transfer_fields(tr, "quotient", i, t);
+  if (!tr.deps.empty())
+    throw InputError("quotient: transfers[" + std::to_string(i) + "].deps",
+                     "the quotient runs dependency-free transfer sets only");
 }
 
 // The quotient's fluid simulation, from the flow classes and their multiplicities per link class.
@@ -382,20 +398,7 @@ QuotientResult refine(const TransferProducer& produce, double fixed_latency_s, c
     out.flow_class.clear();
     try {
       produce([&](const models::Transfer& tr) {
-        FlowKey k;
-        k.steps = tr.steps;
-        k.bytes = tr.bytes;
-        k.weight = tr.weight;
-        k.step_latency_s = tr.step_latency_s;
-        k.rate_cap_Bps = tr.rate_cap_Bps;
-        k.includes_route = tr.latency_includes_route;
-        route.clear();
-        if (tr.src != tr.dst) routing.compute_route(tr.src, tr.dst, route);
-        for (topo::LinkDir d : route) {
-          k.h1 += rnd1[lc[d]];
-          k.h2 += rnd2[lc[d]];
-        }
-        k.hops = static_cast<std::uint32_t>(route.size());
+        const FlowKey k = flow_key(tr, routing, route, lc, rnd1, rnd2);
         auto it = index.find(k);
         std::uint32_t c;
         if (it == index.end()) {
@@ -515,20 +518,7 @@ QuotientResult run_quotient(const TransferProducer& produce, double fixed_latenc
   try {
     produce([&](const models::Transfer& tr) {
       check_transfer(tr, seen, t);
-      FlowKey k;
-      k.steps = tr.steps;
-      k.bytes = tr.bytes;
-      k.weight = tr.weight;
-      k.step_latency_s = tr.step_latency_s;
-      k.rate_cap_Bps = tr.rate_cap_Bps;
-      k.includes_route = tr.latency_includes_route;
-      route.clear();
-      if (tr.src != tr.dst) routing.compute_route(tr.src, tr.dst, route);
-      for (topo::LinkDir d : route) {
-        k.h1 += rnd1[lc[d]];
-        k.h2 += rnd2[lc[d]];
-      }
-      k.hops = static_cast<std::uint32_t>(route.size());
+      const FlowKey k = flow_key(tr, routing, route, lc, rnd1, rnd2);
       std::uint32_t c;
       if (have_last && k == last_key) {
         c = last_class;
