@@ -96,6 +96,19 @@ struct Abort {
   std::string reason;
 };
 
+// A new flow class represented by its first transfer `tr`, whose route is `route` (per-direction latencies latd).
+ClassAcc new_class(const models::Transfer& tr, const std::vector<topo::LinkDir>& route, const std::vector<double>& latd) {
+  ClassAcc a;
+  a.info.src = tr.src;
+  a.info.dst = tr.dst;
+  a.info.weight = tr.weight;
+  a.info.bytes = tr.bytes * tr.steps;
+  a.rep = tr;
+  a.rep.deps.clear();
+  for (topo::LinkDir d : route) a.route_s += latd[d];
+  return a;
+}
+
 // The weighted fluid simulation over class representatives (the timing rules of sim::Network and the
 // progressive filling of sim::FlowModel, with multiplicities).
 struct QClass {
@@ -406,15 +419,7 @@ QuotientResult refine(const TransferProducer& produce, double fixed_latency_s, c
             throw Abort{"partial symmetry: more than " + std::to_string(opt.max_flow_classes) + " flow classes"};
           c = static_cast<std::uint32_t>(acc.size());
           index.emplace(k, c);
-          ClassAcc a;
-          a.info.src = tr.src;
-          a.info.dst = tr.dst;
-          a.info.weight = tr.weight;
-          a.info.bytes = tr.bytes * tr.steps;
-          a.rep = tr;
-          a.rep.deps.clear();
-          for (topo::LinkDir d : route) a.route_s += latd[d];
-          acc.push_back(std::move(a));
+          acc.push_back(new_class(tr, route, latd));
           crnd1.push_back(splitmix64(0x51ed270b27a5f3c1ull ^ (2 * c + 1)));
           crnd2.push_back(splitmix64(0x2545f4914f6cdd1dull + (2 * c + 1)));
         } else {
@@ -528,16 +533,8 @@ QuotientResult run_quotient(const TransferProducer& produce, double fixed_latenc
           if (acc.size() >= max_classes) throw Abort{"more than " + std::to_string(max_classes) + " flow classes"};
           c = static_cast<std::uint32_t>(acc.size());
           index.emplace(k, c);
-          ClassAcc a;
-          a.info.src = tr.src;
-          a.info.dst = tr.dst;
-          a.info.weight = tr.weight;
-          a.info.bytes = tr.bytes * tr.steps;
-          a.rep = tr;
-          a.rep.deps.clear();
-          for (topo::LinkDir d : route) a.route_s += latd[d];
-          a.count.assign(ndirs, 0);
-          acc.push_back(std::move(a));
+          acc.push_back(new_class(tr, route, latd));
+          acc.back().count.assign(ndirs, 0);
         } else {
           c = it->second;
         }
