@@ -111,11 +111,13 @@ void FlowModel::remove_flow(FlowId f) {
     const std::uint32_t pos = hop_pos_[off + k];
     auto& list = res_flows_[r];
     const ResEntry last = list.back();
-    list[pos] = last;
-    const std::uint32_t loff = hot_[last.flow].off;
-    std::uint32_t lk = 0;
-    while (hop_res_[loff + lk] != r) ++lk;  // routes hold distinct resources: exactly one hop matches
-    hop_pos_[loff + lk] = pos;
+    if (last.flow != f) {  // (f itself is going: a long route, e.g. a lockstep wave, would scan itself per hop)
+      list[pos] = last;
+      const std::uint32_t loff = hot_[last.flow].off;
+      std::uint32_t lk = 0;
+      while (hop_res_[loff + lk] != r) ++lk;  // routes hold distinct resources: exactly one hop matches
+      hop_pos_[loff + lk] = pos;
+    }
     list.pop_back();
     wsum_[r] = list.empty() ? 0 : wsum_[r] - hot_[f].w;
     if (!res_dirty_[r]) {  // once per resource: an all-to-all's completions touch each NIC link thousands of times

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "sim/base/error.hpp"
 
@@ -31,6 +33,11 @@ constexpr std::uint64_t kIdxBits = 40;
 constexpr std::uint64_t kIdxMask = (std::uint64_t{1} << kIdxBits) - 1;
 constexpr std::uint64_t kReadyBit = std::uint64_t{1} << 63;  // latency-heap entry that makes a root ready
 constexpr std::uint32_t kMaxRuns = 1u << 22;
+constexpr std::uint32_t kNoWave = 0xffffffffu;
+// Most link directions in one lockstep wave's route: FlowModel::remove_flow finds a moved flow's hop by scanning
+// its route, so a wave of thousands of members (a 3,072-member PAT step: ~25,000 hops) would cost the square of
+// that when it finishes. 256 keeps the scan below the per-flow costs it saves (about 32 members of 8 hops).
+constexpr std::size_t kMaxWaveHops = 256;
 
 std::uint64_t make_key(std::uint32_t slot, std::uint64_t idx) { return (std::uint64_t{slot} << kIdxBits) | idx; }
 std::uint32_t key_slot(std::uint64_t k) { return static_cast<std::uint32_t>((k & ~kReadyBit) >> kIdxBits); }
@@ -62,6 +69,16 @@ struct Network::Run {
   std::vector<std::uint32_t> succ;
   std::vector<TransferTiming> timings;
   bool alt = false;  // routes from the alternate routing
+  // Lockstep waves (models::Transfer::lockstep, docs/engine.md "Lockstep waves"): the wave of each transfer
+  // (kNoWave: it runs as its own flow); a wave's key index is transfers.size() + its index.
+  struct Wave {
+    std::vector<std::uint32_t> members;
+    std::uint32_t waiting = 0;           // members whose dependencies are not met yet
+    double latency_s = 0;                // the members' common latency phase
+    std::vector<topo::LinkDir> route;    // the union of the members' (link-disjoint) routes
+  };
+  std::vector<std::uint32_t> wave_of;
+  std::vector<Wave> waves;
   std::size_t done = 0;
   double start_s = 0;
   ScheduleDone cb;
@@ -171,6 +188,12 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
     }
     if (seen != n) throw InputError(where + ": deps", "the dependencies contain a cycle");
   }
+  run->alt = alternate_routing;
+  for (const auto& tr : s->transfers)
+    if (tr.lockstep >= 0) {
+      build_waves(*run);
+      break;
+    }
   std::uint32_t slot;
   if (!free_runs_.empty()) {
     slot = free_runs_.back();
@@ -226,11 +249,94 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
   return id;
 }
 
+void Network::build_waves(Run& r) {
+  // Transfers that may run in lockstep (docs/engine.md, "Lockstep waves"): same lockstep id, DAG depth (longest
+  // dependency chain from a root), bytes, steps, weight, rate cap and latency phase. A wave's members have the
+  // same depth, so no member depends on another and every dependency between waves goes to a greater depth:
+  // waiting for a whole wave cannot deadlock. Within such a group, each transfer joins the first sub-wave after
+  // every sub-wave that already crosses one of its link directions, so each wave's routes are link-disjoint and
+  // its union route holds every member's links once.
+  const auto& trs = r.s->transfers;
+  const std::size_t n = trs.size();
+  std::vector<std::uint32_t> depth(n, 0), pend = r.pending, stack;
+  for (std::uint32_t i = 0; i < n; ++i)
+    if (pend[i] == 0) stack.push_back(i);
+  while (!stack.empty()) {
+    const std::uint32_t i = stack.back();
+    stack.pop_back();
+    for (std::uint32_t k = r.succ_off[i]; k < r.succ_off[i + 1]; ++k) {
+      const std::uint32_t j = r.succ[k];
+      depth[j] = std::max(depth[j], depth[i] + 1);
+      if (--pend[j] == 0) stack.push_back(j);
+    }
+  }
+  using Key = std::tuple<std::int32_t, std::uint32_t, double, std::uint32_t, double, double, double>;
+  std::map<Key, std::vector<std::uint32_t>> groups;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const models::Transfer& tr = trs[i];
+    if (tr.lockstep < 0 || tr.src == tr.dst || !(tr.bytes * tr.steps > 0)) continue;
+    const double lat = models::transfer_latency_s(tr, route_latency_s(tr.src, tr.dst, r.alt));
+    groups[Key{tr.lockstep, depth[i], tr.bytes, tr.steps, tr.weight, tr.rate_cap_Bps, lat}].push_back(i);
+  }
+  r.wave_of.assign(n, kNoWave);
+  std::unordered_map<topo::LinkDir, std::uint32_t> next_free;  // link direction -> first sub-wave not crossing it
+  std::vector<std::vector<std::uint32_t>> sub;
+  std::vector<std::size_t> hops;  // per sub-wave
+  for (const auto& [key, members] : groups) {
+    if (members.size() < 2) continue;
+    next_free.clear();
+    sub.clear();
+    hops.clear();
+    for (std::uint32_t i : members) {
+      const auto route = route_of(trs[i].src, trs[i].dst, r.alt);
+      std::uint32_t b = 0;
+      for (auto d : route)
+        if (auto it = next_free.find(d); it != next_free.end()) b = std::max(b, it->second);
+      // Every sub-wave from b on is disjoint from this route; skip the full ones.
+      while (b < hops.size() && hops[b] > 0 && hops[b] + route.size() > kMaxWaveHops) ++b;
+      for (auto d : route) next_free[d] = b + 1;
+      if (sub.size() <= b) sub.resize(b + 1), hops.resize(b + 1, 0);
+      sub[b].push_back(i);
+      hops[b] += route.size();
+    }
+    for (auto& m : sub) {
+      if (m.size() < 2) continue;
+      Run::Wave w;
+      w.latency_s = std::get<6>(key);
+      w.waiting = static_cast<std::uint32_t>(m.size());
+      for (std::uint32_t i : m) {
+        const auto route = route_of(trs[i].src, trs[i].dst, r.alt);
+        w.route.insert(w.route.end(), route.begin(), route.end());
+        r.wave_of[i] = static_cast<std::uint32_t>(r.waves.size());
+      }
+      w.members = std::move(m);
+      r.waves.push_back(std::move(w));
+    }
+  }
+  if (n + r.waves.size() > kIdxMask) throw std::logic_error("Network: too many transfers and waves");
+  if (r.waves.empty()) r.wave_of.clear();
+}
+
 void Network::ready(std::uint64_t key, double t) {
   Run& r = *runs_[key_slot(key)];
   const std::uint64_t i = key_idx(key);
   const models::Transfer& tr = r.s->transfers[i];
   r.timings[i].start_s = t;
+  if (!r.wave_of.empty() && r.wave_of[i] != kNoWave) {
+    // A member of a lockstep wave: the wave starts its latency phase once its last member is ready.
+    Run::Wave& w = r.waves[r.wave_of[i]];
+    if (--w.waiting > 0) return;
+    const std::uint64_t wk = make_key(key_slot(key), r.timings.size() + r.wave_of[i]);
+    if (w.latency_s > 0) {
+      lat_heap_.push_back(LatEntry{t + w.latency_s, wk});
+      std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) {
+        return lat_after(a, b);
+      });
+    } else {
+      begin_bandwidth(wk, t);
+    }
+    return;
+  }
   const double lat = models::transfer_latency_s(tr, route_latency_s(tr.src, tr.dst, r.alt));
   if (lat > 0) {
     lat_heap_.push_back(LatEntry{t + lat, key});
@@ -244,6 +350,13 @@ void Network::ready(std::uint64_t key, double t) {
 
 void Network::begin_bandwidth(std::uint64_t key, double t) {
   Run& r = *runs_[key_slot(key)];
+  if (key_idx(key) >= r.timings.size()) {  // a lockstep wave: one flow over its members' routes
+    const Run::Wave& w = r.waves[key_idx(key) - r.timings.size()];
+    const models::Transfer& tr = r.s->transfers[w.members.front()];
+    model_.add(t, std::span<const std::uint32_t>(w.route.data(), w.route.size()), tr.bytes * tr.steps, tr.weight,
+               tr.rate_cap_Bps, key);
+    return;
+  }
   const models::Transfer& tr = r.s->transfers[key_idx(key)];
   const double bytes = tr.bytes * tr.steps;
   if (tr.src == tr.dst || !(bytes > 0)) {
@@ -258,6 +371,10 @@ void Network::finish(std::uint64_t key, double t) {
   const std::uint32_t slot = key_slot(key);
   Run& r = *runs_[slot];
   const std::uint64_t i = key_idx(key);
+  if (i >= r.timings.size()) {  // a lockstep wave: every member finishes now
+    for (std::uint32_t m : r.waves[i - r.timings.size()].members) finish(make_key(slot, m), t);
+    return;
+  }
   r.timings[i].finish_s = t;
   for (std::uint32_t k = r.succ_off[i]; k < r.succ_off[i + 1]; ++k) {
     const std::uint32_t s = r.succ[k];

@@ -107,6 +107,7 @@ class Network final : public EventTarget {
     double t_s;
     std::uint64_t key;
   };
+  void build_waves(Run& r);
   void ready(std::uint64_t key, double t);
   void begin_bandwidth(std::uint64_t key, double t);
   void finish(std::uint64_t key, double t);
@@ -131,7 +132,7 @@ class Network final : public EventTarget {
   // Bounded route cache: the first kRouteCacheEntries distinct (src, dst) pairs keep their route (pooled);
   // later pairs are computed each time. Replays price the same collectives over and over (the same pairs),
   // while a huge all-to-all touches millions of pairs once each and must not pay a cache of all of them.
-  static constexpr std::size_t kRouteCacheEntries = 1u << 18;
+  static constexpr std::size_t kRouteCacheEntries = 1u << 20;
   std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> route_cache_;  // -> (offset, length)
   std::vector<topo::LinkDir> route_pool_;
   std::span<const topo::LinkDir> route_of(topo::NodeId src, topo::NodeId dst, bool alternate = false);
