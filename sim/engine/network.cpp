@@ -61,6 +61,17 @@ std::vector<double> link_capacities(const topo::Topology& t, const models::Calib
   return cap;
 }
 
+struct Network::WavePlan {
+  struct Wave {
+    std::vector<std::uint32_t> members;
+    double latency_s = 0;                // the members' common latency phase
+    std::vector<topo::LinkDir> route;    // the union of the members' (link-disjoint) routes
+  };
+  std::vector<std::uint32_t> wave_of;    // per transfer (kNoWave: it runs as its own flow)
+  std::vector<Wave> waves;
+  std::size_t hops = 0;                  // link directions held in the routes
+};
+
 struct Network::Run {
   std::uint32_t id = 0;
   std::shared_ptr<const models::Schedule> s;
@@ -69,16 +80,10 @@ struct Network::Run {
   std::vector<std::uint32_t> succ;
   std::vector<TransferTiming> timings;
   bool alt = false;  // routes from the alternate routing
-  // Lockstep waves (models::Transfer::lockstep, docs/engine.md "Lockstep waves"): the wave of each transfer
-  // (kNoWave: it runs as its own flow); a wave's key index is transfers.size() + its index.
-  struct Wave {
-    std::vector<std::uint32_t> members;
-    std::uint32_t waiting = 0;           // members whose dependencies are not met yet
-    double latency_s = 0;                // the members' common latency phase
-    std::vector<topo::LinkDir> route;    // the union of the members' (link-disjoint) routes
-  };
-  std::vector<std::uint32_t> wave_of;
-  std::vector<Wave> waves;
+  // Lockstep waves (docs/engine.md "Lockstep waves"): the schedule's plan (shared by its runs) and, per wave,
+  // the members whose dependencies are not met yet; a wave's key index is transfers.size() + its index.
+  std::shared_ptr<const WavePlan> plan;
+  std::vector<std::uint32_t> waiting;
   std::size_t done = 0;
   double start_s = 0;
   ScheduleDone cb;
@@ -191,7 +196,26 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
   run->alt = alternate_routing;
   for (const auto& tr : s->transfers)
     if (tr.lockstep >= 0) {
-      build_waves(*run);
+      // One plan per schedule and routing, kept while the cached plans hold at most kMaxPlanHops link
+      // directions (a replay starts the same schedules over and over).
+      auto& cache = plans_[alternate_routing ? 1 : 0];
+      auto it = cache.find(s.get());
+      if (it != cache.end()) {
+        run->plan = it->second.second;
+      } else {
+        run->plan = build_waves(*run);
+        if (plan_hops_ + run->plan->hops <= kMaxPlanHops) {
+          plan_hops_ += run->plan->hops;
+          cache.emplace(s.get(), std::make_pair(s, run->plan));
+        }
+      }
+      if (run->plan->waves.empty()) {
+        run->plan.reset();
+      } else {
+        run->waiting.resize(run->plan->waves.size());
+        for (std::size_t w = 0; w < run->waiting.size(); ++w)
+          run->waiting[w] = static_cast<std::uint32_t>(run->plan->waves[w].members.size());
+      }
       break;
     }
   std::uint32_t slot;
@@ -249,7 +273,7 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
   return id;
 }
 
-void Network::build_waves(Run& r) {
+std::shared_ptr<const Network::WavePlan> Network::build_waves(const Run& r) {
   // Transfers that may run in lockstep (docs/engine.md, "Lockstep waves"): same lockstep id, DAG depth (longest
   // dependency chain from a root), bytes, steps, weight, rate cap and latency phase. A wave's members have the
   // same depth, so no member depends on another and every dependency between waves goes to a greater depth:
@@ -278,7 +302,8 @@ void Network::build_waves(Run& r) {
     const double lat = models::transfer_latency_s(tr, route_latency_s(tr.src, tr.dst, r.alt));
     groups[Key{tr.lockstep, depth[i], tr.bytes, tr.steps, tr.weight, tr.rate_cap_Bps, lat}].push_back(i);
   }
-  r.wave_of.assign(n, kNoWave);
+  auto plan = std::make_shared<WavePlan>();
+  plan->wave_of.assign(n, kNoWave);
   std::unordered_map<topo::LinkDir, std::uint32_t> next_free;  // link direction -> first sub-wave not crossing it
   std::vector<std::vector<std::uint32_t>> sub;
   std::vector<std::size_t> hops;  // per sub-wave
@@ -301,20 +326,20 @@ void Network::build_waves(Run& r) {
     }
     for (auto& m : sub) {
       if (m.size() < 2) continue;
-      Run::Wave w;
+      WavePlan::Wave w;
       w.latency_s = std::get<6>(key);
-      w.waiting = static_cast<std::uint32_t>(m.size());
       for (std::uint32_t i : m) {
         const auto route = route_of(trs[i].src, trs[i].dst, r.alt);
         w.route.insert(w.route.end(), route.begin(), route.end());
-        r.wave_of[i] = static_cast<std::uint32_t>(r.waves.size());
+        plan->wave_of[i] = static_cast<std::uint32_t>(plan->waves.size());
       }
+      plan->hops += w.route.size();
       w.members = std::move(m);
-      r.waves.push_back(std::move(w));
+      plan->waves.push_back(std::move(w));
     }
   }
-  if (n + r.waves.size() > kIdxMask) throw std::logic_error("Network: too many transfers and waves");
-  if (r.waves.empty()) r.wave_of.clear();
+  if (n + plan->waves.size() > kIdxMask) throw std::logic_error("Network: too many transfers and waves");
+  return plan;
 }
 
 void Network::ready(std::uint64_t key, double t) {
@@ -322,11 +347,12 @@ void Network::ready(std::uint64_t key, double t) {
   const std::uint64_t i = key_idx(key);
   const models::Transfer& tr = r.s->transfers[i];
   r.timings[i].start_s = t;
-  if (!r.wave_of.empty() && r.wave_of[i] != kNoWave) {
+  if (r.plan && r.plan->wave_of[i] != kNoWave) {
     // A member of a lockstep wave: the wave starts its latency phase once its last member is ready.
-    Run::Wave& w = r.waves[r.wave_of[i]];
-    if (--w.waiting > 0) return;
-    const std::uint64_t wk = make_key(key_slot(key), r.timings.size() + r.wave_of[i]);
+    const std::uint32_t wi = r.plan->wave_of[i];
+    const WavePlan::Wave& w = r.plan->waves[wi];
+    if (--r.waiting[wi] > 0) return;
+    const std::uint64_t wk = make_key(key_slot(key), r.timings.size() + wi);
     if (w.latency_s > 0) {
       lat_heap_.push_back(LatEntry{t + w.latency_s, wk});
       std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) {
@@ -351,7 +377,7 @@ void Network::ready(std::uint64_t key, double t) {
 void Network::begin_bandwidth(std::uint64_t key, double t) {
   Run& r = *runs_[key_slot(key)];
   if (key_idx(key) >= r.timings.size()) {  // a lockstep wave: one flow over its members' routes
-    const Run::Wave& w = r.waves[key_idx(key) - r.timings.size()];
+    const WavePlan::Wave& w = r.plan->waves[key_idx(key) - r.timings.size()];
     const models::Transfer& tr = r.s->transfers[w.members.front()];
     model_.add(t, std::span<const std::uint32_t>(w.route.data(), w.route.size()), tr.bytes * tr.steps, tr.weight,
                tr.rate_cap_Bps, key);
@@ -372,7 +398,7 @@ void Network::finish(std::uint64_t key, double t) {
   Run& r = *runs_[slot];
   const std::uint64_t i = key_idx(key);
   if (i >= r.timings.size()) {  // a lockstep wave: every member finishes now
-    for (std::uint32_t m : r.waves[i - r.timings.size()].members) finish(make_key(slot, m), t);
+    for (std::uint32_t m : r.plan->waves[i - r.timings.size()].members) finish(make_key(slot, m), t);
     return;
   }
   r.timings[i].finish_s = t;

@@ -103,11 +103,12 @@ class Network final : public EventTarget {
 
  private:
   struct Run;
+  struct WavePlan;
   struct LatEntry {
     double t_s;
     std::uint64_t key;
   };
-  void build_waves(Run& r);
+  std::shared_ptr<const WavePlan> build_waves(const Run& r);
   void ready(std::uint64_t key, double t);
   void begin_bandwidth(std::uint64_t key, double t);
   void finish(std::uint64_t key, double t);
@@ -136,6 +137,13 @@ class Network final : public EventTarget {
   std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> route_cache_;  // -> (offset, length)
   std::vector<topo::LinkDir> route_pool_;
   std::span<const topo::LinkDir> route_of(topo::NodeId src, topo::NodeId dst, bool alternate = false);
+  // Lockstep wave plans per schedule (index 1: alternate routing), holding the schedule so its address stays
+  // its own; at most kMaxPlanHops link directions in all (64 MiB), later schedules build theirs per run.
+  static constexpr std::size_t kMaxPlanHops = std::size_t{1} << 24;
+  std::unordered_map<const models::Schedule*,
+                     std::pair<std::shared_ptr<const models::Schedule>, std::shared_ptr<const WavePlan>>>
+      plans_[2];
+  std::size_t plan_hops_ = 0;
   std::vector<std::pair<std::uint64_t, double>> finished_runs_;
   bool in_process_ = false;
   bool wake_pending_ = false;

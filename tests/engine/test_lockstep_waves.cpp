@@ -114,6 +114,20 @@ TEST_CASE("lockstep waves: a wave starts when its last member is ready; members 
   const double wave_end = x_end + 2 * lat + 2 * mib / bw;                        // ... but moves with A
   CHECK(r.run.transfers[2].finish_s == doctest::Approx(wave_end).epsilon(1e-12));
   CHECK(r.run.transfers[3].finish_s == doctest::Approx(wave_end).epsilon(1e-12));
+  {  // the same schedule started again on the same network reuses its wave plan: the same times, shifted
+    sim::EventQueue q;
+    sim::Network net(q, t, routing, c);
+    sim::ScheduleRun second;
+    net.start_schedule(s, [&](sim::ScheduleRun& first) {
+      net.start_schedule(s, [&](sim::ScheduleRun& again) { second = std::move(again); });
+    });
+    q.run();
+    REQUIRE(second.transfers.size() == 4u);
+    CHECK(second.start_s == doctest::Approx(wave_end).epsilon(1e-12));
+    for (std::size_t i = 0; i < 4; ++i)
+      CHECK(second.transfers[i].finish_s - second.start_s ==
+            doctest::Approx(r.run.transfers[i].finish_s).epsilon(1e-9));
+  }
 
   // 0->2 and 1->2 share the switch's link into GPU 2: they are not merged (each gets half of it). 3->4 joins
   // the first of them and moves at its rate: the approximation where members would not run alike (alone it
