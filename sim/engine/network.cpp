@@ -34,9 +34,10 @@ constexpr std::uint64_t kIdxMask = (std::uint64_t{1} << kIdxBits) - 1;
 constexpr std::uint64_t kReadyBit = std::uint64_t{1} << 63;  // latency-heap entry that makes a root ready
 constexpr std::uint32_t kMaxRuns = 1u << 22;
 constexpr std::uint32_t kNoWave = 0xffffffffu;
-// Most link directions in one lockstep wave's route: FlowModel::remove_flow finds a moved flow's hop by scanning
-// its route, so a wave of thousands of members (a 3,072-member PAT step: ~25,000 hops) would cost the square of
-// that when it finishes. 256 keeps the scan below the per-flow costs it saves (about 32 members of 8 hops).
+// Most link directions in one lockstep wave's route: when a flow leaves a link direction that a wave also
+// crosses, FlowModel::remove_flow may scan the wave's route for that hop, so a wave of thousands of members (a
+// 3,072-member PAT step: ~25,000 hops) costs up to that much per such removal. 256 (about 32 members of 8
+// hops) keeps the scan below the per-flow costs a wave saves (docs/performance.md, the cluster section).
 constexpr std::size_t kMaxWaveHops = 256;
 
 std::uint64_t make_key(std::uint32_t slot, std::uint64_t idx) { return (std::uint64_t{slot} << kIdxBits) | idx; }
