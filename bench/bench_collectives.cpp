@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
         argc, argv,
         {{"--op", "all_reduce"}, {"--gpus", "64"}, {"--bytes", "1G"}, {"--fidelity", "auto"}, {"--engine", "fabricsim"},
          {"--algo", ""}, {"--batch-tolerance", "0"}, {"--routing", "dmodk"}, {"--pxn", "auto"},
-         {"--stream", "0"}, {"--skip-periods", "1"}, {"--degrade", "1"},
+         {"--stream", "0"}, {"--skip-periods", "1"}, {"--certify", "0"}, {"--degrade", "1"},
          {"--ep", "0"}, {"--zipf", "0"}, {"--quotient", "auto"}});
     const std::string opt_engine = a["--engine"];
     std::string method = "flows";
@@ -93,16 +93,21 @@ int main(int argc, char** argv) {
       sim::RingStreamOptions so;
       so.batch_tolerance_s = parse_double(a["--batch-tolerance"], "--batch-tolerance");
       so.skip_periods = a["--skip-periods"] != "0";
+      if (a["--certify"] != "0" && a["--certify"] != "1") throw InputError("--certify", "0 or 1");
+      so.certify = a["--certify"] == "1";
       const sim::RingStreamResult r = sim::run_ring_stream(*rs, t, routing, calib, so);
       const double t3 = now_s();
       std::printf(
           "op=%s gpus=%lld bytes=%s algo=%s proto=%s fidelity=step engine=fabricsim-stream degrade=%g transfers=%llu "
           "simulated_transfers=%llu skipped_steps=%llu period_s=%.9g period_steps=%llu period_at_step=%llu events=%zu simulated_s=%.9g "
-          "topo_s=%.3f build_s=%.3f run_s=%.3f total_s=%.3f cpu_s=%.3f peak_rss_MiB=%.1f\n",
+          "method=%s lower_s=%.12g upper_s=%.12g "
+          "topo_s=%.3f build_s=%.3f run_s=%.3f total_s=%.3f cpu_s=%.3f peak_rss_MiB=%.1f%s%s%s\n",
           a["--op"].c_str(), gpus, a["--bytes"].c_str(), rs->algorithm.c_str(), rs->protocol.c_str(), degrade,
           static_cast<unsigned long long>(r.transfers), static_cast<unsigned long long>(r.simulated),
           static_cast<unsigned long long>(r.skipped_steps), r.period_s, static_cast<unsigned long long>(r.period_steps), static_cast<unsigned long long>(r.period_at_step),
-          r.events, r.makespan_s, t1 - t0, t2 - t1, t3 - t2, t3 - t0, cpu_s(), peak_rss_MiB());
+          r.events, r.makespan_s, r.certified ? "certified" : "events", r.lower_s, r.upper_s, t1 - t0, t2 - t1,
+          t3 - t2, t3 - t0, cpu_s(), peak_rss_MiB(), r.certify_reason.empty() ? "" : " not_certified=\"",
+          r.certify_reason.c_str(), r.certify_reason.empty() ? "" : "\"");
       return 0;
     }
     models::Schedule s;
