@@ -190,6 +190,21 @@ TEST_CASE("ring bounds: the certified sandwich brackets the event simulation and
   CHECK(check_bounds(slowed, ring_spec(t, models::Op::ReduceScatter, std::uint64_t{64} << 20), slowed.calibration()).certified);
 }
 
+TEST_CASE("ring bounds: protocols Simple, LL, LL128 at 1 MiB and 1 GiB (rate caps, latency-bound steps)") {
+  const models::System one = superpod(1);
+  const models::System slowed = degraded(superpod(8));
+  for (const models::System* sys : {&one, &slowed})
+    for (auto pr : {models::Protocol::Simple, models::Protocol::LL, models::Protocol::LL128})
+      for (std::uint64_t bytes : {std::uint64_t{1} << 20, std::uint64_t{1} << 30}) {
+        CAPTURE(sys->topology().gpus().size());
+        CAPTURE(static_cast<int>(pr));
+        CAPTURE(bytes);
+        auto spec = ring_spec(sys->topology(), models::Op::AllReduce, bytes);
+        spec.protocol = pr;
+        CHECK(check_bounds(*sys, spec, sys->calibration()).certified);
+      }
+}
+
 TEST_CASE("ring bounds: when the bounds stay apart (window 3, a slow NVLink) the runner simulates the events") {
   const models::System base = superpod(4);
   const models::System slowed = degraded(base);
