@@ -2,6 +2,7 @@
 // an engine. One case per process, so the peak RSS (getrusage) belongs to that case alone.
 //
 //   bench_collectives --op all_reduce --gpus 4096 --bytes 1G [--algo ring] [--fidelity auto|step|phase|symmetry]
+//                     [--stream 0|1 [--skip-periods 0|1] [--certify 0|1]] [--degrade F]
 //                     [--engine fabricsim|simgrid] [--batch-tolerance SECONDS] [--routing dmodk|hash] [--pxn auto|0|1]
 // --pxn 1 routes cross-rail traffic through the peer GPU on the destination's rail, as NCCL does by default
 // for point-to-point traffic on rail-optimised DGX systems; it also enables the aggregated all_to_all
@@ -9,7 +10,9 @@
 // all_to_allv and send_recv (NCCL's p2p-based operations), off for the others. --routing picks the fabric multipath rule (docs/topology.md).
 // --stream 1 runs a step-level ring (all_reduce, all_gather, reduce_scatter) through sim::run_ring_stream
 // (generated step by step, with exact period skipping unless --skip-periods 0) instead of materialising the
-// schedule. --degrade F gives the first NIC-to-leaf link F times its bandwidth (F = 0.5: one link at 50 %).
+// schedule. --certify 1 (with --stream 1) first bounds the ring's makespan by the certified max-plus sandwich
+// (sim/engine/ring_bounds.hpp) and simulates no event when the bounds close (method=certified, with the
+// bounds), else the events (method=events, not_certified="why"). --degrade F gives the first NIC-to-leaf link F times its bandwidth (F = 0.5: one link at 50 %).
 // --ep N --zipf S (all_to_allv): the GPUs form gpus/N expert-parallel groups of N consecutive GPUs, all
 // dispatching at once; each sends --bytes per rank split by a Zipf(S) expert load drawn per group
 // (bench::zipf_alltoallv_matrix, seed = group index + 1), so the groups differ. One schedule holds them all.
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
     spec.communicator = t.gpus();
     const models::Calibration calib = models::default_calibration();
     const double t1 = now_s();
+    if (a["--certify"] != "0" && a["--stream"] != "1") throw InputError("--certify", "only with --stream 1");
     if (a["--stream"] == "1") {
       const auto rs = models::build_ring_stream(spec, t, routing, calib);
       if (!rs) throw InputError("--stream", "a step-level ring (all_reduce, all_gather or reduce_scatter)");
