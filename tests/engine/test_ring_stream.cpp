@@ -190,6 +190,17 @@ TEST_CASE("ring bounds: the certified sandwich brackets the event simulation and
   CHECK(check_bounds(slowed, ring_spec(t, models::Op::ReduceScatter, std::uint64_t{64} << 20), slowed.calibration()).certified);
 }
 
+TEST_CASE("ring bounds: 512 GPUs uniform, 256 GPUs with a degraded link") {
+  const models::System big = superpod(64);  // period skipping makes its event run short
+  CHECK(check_bounds(big, ring_spec(big.topology(), models::Op::AllReduce, std::uint64_t{1} << 30), big.calibration())
+            .certified);
+  // No repetition, every step simulated: an all_gather, half the steps of an all_reduce.
+  const models::System slowed = degraded(superpod(32));
+  CHECK(check_bounds(slowed, ring_spec(slowed.topology(), models::Op::AllGather, std::uint64_t{1} << 30),
+                     slowed.calibration())
+            .certified);
+}
+
 TEST_CASE("ring bounds: protocols Simple, LL, LL128 at 1 MiB and 1 GiB (rate caps, latency-bound steps)") {
   const models::System one = superpod(1);
   const models::System slowed = degraded(superpod(8));
