@@ -216,6 +216,14 @@ TEST_CASE("ring bounds: protocols Simple, LL, LL128 at 1 MiB and 1 GiB (rate cap
       }
 }
 
+TEST_CASE("ring bounds: a DGX A100 superpod, uniform and with a degraded link") {
+  const models::System base(models::system_spec("superpod", {{"nodes", "4"}, {"node", "dgx-a100"}}, "default"));
+  const models::System slowed = degraded(base);
+  for (const models::System* sys : {&base, &slowed})
+    CHECK(check_bounds(*sys, ring_spec(sys->topology(), models::Op::AllReduce, std::uint64_t{1} << 28), sys->calibration())
+              .certified);
+}
+
 TEST_CASE("ring bounds: when the bounds stay apart (window 3, a slow NVLink) the runner simulates the events") {
   const models::System base = superpod(4);
   const models::System slowed = degraded(base);
