@@ -305,6 +305,8 @@ class Runner {
 RingStreamResult run_ring_stream(const models::RingStream& rs, const topo::Topology& t, topo::Routing& routing,
                                  const models::Calibration& calib, const RingStreamOptions& opt) {
   if (opt.certify) {
+    if (!(opt.batch_tolerance_s >= 0) || !std::isfinite(opt.batch_tolerance_s))
+      throw InputError("batch tolerance", "expected a time >= 0 seconds");
     const RingBounds b = bound_ring_stream(rs, t, routing, calib, opt.certify_rel_tol);
     if (b.certified) {
       RingStreamResult res;
