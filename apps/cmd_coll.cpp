@@ -11,6 +11,7 @@
 #include "replay/coll_sweep.hpp"
 #include "replay/outputs.hpp"
 #include "validate/nccl_table.hpp"
+#include "workloads/cluster.hpp"
 
 namespace fabricsim::cli {
 
@@ -63,6 +64,12 @@ int cmd_coll(int argc, char** argv) {
   args.flag({"--pxn", "", "auto|on|off",
              "route cross-rail traffic through the peer GPU on the destination's rail (NCCL PXN); auto = on for "
              "all_to_all(v) and send_recv (NCCL's default on rail-optimised systems), off otherwise", "auto"});
+  args.flag({"--fault", "", "SPEC",
+             "price on the topology with a fault, in a cluster scenario's faults[] vocabulary (docs/workloads.md): "
+             "link=A,B:50% (the link between node ids A and B at 50 % of its bandwidth), link=A,B:down, switch=ID, "
+             "nic=ID, or the JSON object itself, e.g. '{\"link\": [\"n1.nic0\", \"leaf.r0.0\"], \"bandwidth\": \"50%\"}'; "
+             "repeatable. `fabricsim topo` lists the node ids",
+             "none", true});
   args.list_flag(Args::kTopologies | Args::kCalibrations);
   if (!args.parse(argc, argv)) return 0;
   // Output paths are checked before simulating, so a bad one fails at once and nothing is written.
@@ -77,6 +84,7 @@ int cmd_coll(int argc, char** argv) {
                         "redop", "batch-tolerance", "pxn", "ep", "ep-span"})
     if (args.has(std::string("--") + f)) opts[f] = args.get(std::string("--") + f);
   sim::CollSweepRequest req = sim::coll_request(opts, args.params());
+  for (const auto& f : args.all("--fault")) req.faults.push_back(workloads::parse_fault_text(f, "--fault"));
   req.want_run = args.has("--timeline") || args.has("--link-stats") || args.has("--report");
   const sim::CollSweep sweep = sim::run_coll_sweep(req);
   if (args.has("--json")) write_file_atomic(args.get("--json"), sweep.doc.dump(1) + "\n");
