@@ -68,7 +68,7 @@ int cmd_coll(int argc, char** argv) {
              "price on the topology with a fault, in a cluster scenario's faults[] vocabulary (docs/workloads.md): "
              "link=A,B:50% (the link between node ids A and B at 50 % of its bandwidth), link=A,B:down, switch=ID, "
              "nic=ID, or the JSON object itself, e.g. '{\"link\": [\"n1.nic0\", \"leaf.r0.0\"], \"bandwidth\": \"50%\"}'; "
-             "repeatable. `fabricsim topo` lists the node ids",
+             "repeatable. `fabricsim topo --export` writes the node ids",
              "none", true});
   args.list_flag(Args::kTopologies | Args::kCalibrations);
   if (!args.parse(argc, argv)) return 0;
