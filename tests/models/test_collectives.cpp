@@ -596,6 +596,16 @@ TEST_CASE("NVLS: NCCL's loop and chunk rule, a latency per loop, efficiency inde
   CHECK(loops(1 << 30).loop_bytes == 16 << 20);
   CHECK(loops(16.0 * (1 << 30)).loops == 1024);
   CHECK(nccl_nvls_loops(8.0 * (1 << 30), 16, 64).loop_bytes == 16 * 32 * 131072.0);  // heads capped at 32
+  // NVLS_TREE (16 channels x 8 heads = 128 ops): 128 KiB chunks on 2 nodes from 4 x 128 x 128 KiB = 64 MiB,
+  // 64 KiB from 128 x 64 KiB = 8 MiB, 32 KiB below; 64 KiB at most on >= 4 nodes.
+  auto tree = [](double bytes, int nodes) { return nccl_nvls_tree_loops(bytes, 16, 8, nodes); };
+  CHECK(tree(64 << 20, 2).chunk_bytes == 131072);
+  CHECK(tree(64 << 20, 2).loops == 4);
+  CHECK(tree((64 << 20) - 1, 2).chunk_bytes == 65536);
+  CHECK(tree(8 << 20, 2).chunk_bytes == 65536);
+  CHECK(tree((8 << 20) - 1, 2).chunk_bytes == 32768);
+  CHECK(tree(1 << 30, 4).chunk_bytes == 65536);
+  CHECK(tree((8 << 20) - 1, 4).chunk_bytes == 32768);
 
   const auto h_sys = system_of("dgx-h100");
 
