@@ -431,6 +431,18 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // gathers it again in the backward).
   if (holds_last && c.use_torch_fsdp2 && c.cross_entropy_impl != "megatron" && t > 1)
     loss_phase += 2.0 * b * (s / cp) * h;
+  // torch.distributed.pipelining keeps the last stage's output -- the bf16 logits, 2 bytes per logit element
+  // -- of every micro-batch of the step in output_chunks, to merge them when the step ends (torch/distributed/
+  // pipelining/stage.py, forward_one_chunk: `if self.is_last: self.output_chunks.append(output)`; the list is
+  // cleared by clear_runtime_states at the next step). So with PP nothing like `del pred` frees the logits:
+  // during the last micro-batch's loss all m of them are live. The eager losses above do not count the logits
+  // (freed by `del pred` without PP); the compiled loss counts the current micro-batch's as its saved input.
+  // (Before pytorch/pytorch#153383, 2025-05, every stage appended its outputs there, not only the last: up
+  // to (m - in-flight) more stage outputs on the middle stages, never the peak stage of these schedules; not
+  // modelled.)
+  const bool pp_logits_kept = holds_last && c.use_torch_fsdp2 && p > 1 && c.cross_entropy_impl != "megatron";
+  if (pp_logits_kept)
+    loss_phase += 2.0 * (m - (c.cross_entropy_impl == "torch_compiled" ? 1.0 : 0.0)) * (s / cp) * b * V / t;
   if (!c.use_torch_fsdp2) {
     // Megatron-Core path: the loss buffers are added to the recomputed layer's working set (an upper bound;
     // not checked against published memory).
@@ -493,7 +505,11 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     // zeros_like (4), exp (4) and their sum (4) into it (2 left); the product (4) reuses the freed exp's
     // block: allocated 16 at the peak, reserved 18 -- again 2 bytes per element. The compiled loss is one
     // kernel per pass and is not sized here.
-    const double loss_hole = holds_last && c.cross_entropy_impl == "torch" ? 2.0 * (s / cp) * b * V / t : 0.0;
+    // With PP the logits stay (output_chunks above): without TP the 4-byte hole of the dead fp32 copy takes the
+    // nll_loss gradient; under TP the copy and `shifted` leave an 8-byte hole that zeros_like and exp fill
+    // exactly: no hole.
+    const double loss_hole =
+        holds_last && c.cross_entropy_impl == "torch" && !pp_logits_kept ? 2.0 * (s / cp) * b * V / t : 0.0;
     // The gathered unit weights are reported as weights, the rest of the phase as activations.
     const bool loss_peak = loss_phase + unit_w_loss + loss_hole >= bwd_phase + unit_w_bwd;
     mem.weights_bytes += loss_peak ? unit_w_loss : unit_w_bwd;

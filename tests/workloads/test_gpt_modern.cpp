@@ -342,6 +342,18 @@ TEST_CASE("gpt torch FSDP2 memory: phases, embedding units, CP ring buffers, all
     return gpt_memory_of_stage(cfg(small({{"use_torch_fsdp2", "true"}, {"global_batch_size", gbs}})), 0).activations_bytes;
   };
   CHECK(stage0("16") - stage0("8") == doctest::Approx(4.0 * 2.0 * 2048 * 1024 / 2));
+  // ... and keeps every micro-batch's bf16 logits on the last stage until the step ends (output_chunks): on the
+  // last stage (loss phase at the peak) 4 more micro-batches add 4 logit tensors (2 bytes x s V / t each) and 4
+  // activation receive buffers. The logits are never freed, so the eager loss leaves no allocator hole.
+  auto last = [](const char* gbs) {
+    return gpt_memory_of_stage(cfg(small({{"use_torch_fsdp2", "true"}, {"recompute_granularity", "full"},
+                                          {"cross_entropy_impl", "torch"}, {"global_batch_size", gbs}})),
+                               1);
+  };
+  const GptMemory l8 = last("8"), l16 = last("16");
+  CHECK(l16.activations_bytes - l8.activations_bytes ==
+        doctest::Approx(4.0 * 2.0 * 2048 * 32000 / 2 + 4.0 * 2.0 * 2048 * 1024 / 2));
+  CHECK(l16.allocator_reserve_bytes == doctest::Approx(l8.allocator_reserve_bytes));
 }
 
 TEST_CASE("gpt torchtitan op-level selective AC: fewer stored bytes than Megatron's selective, more recompute") {
@@ -481,13 +493,14 @@ TEST_CASE("gpt shape flags: untied output, norm type, position embedding, head d
             gpt_memory_of_stage(cfg(small({{"cross_entropy_loss_fusion", "true"}})), 1).activations_bytes ==
         doctest::Approx(8.0 * elems));
   // cross_entropy_impl: eager torch under TP (DTensor loss_parallel) 16 bytes per logit, compiled 4; with FSDP2
-  // and TP the output layer's gathered input (2 b s h bytes) is kept too.
+  // and TP the output layer's gathered input (2 b s h bytes) is kept too, and with torch pipelining the bf16
+  // logits of all m = 4 micro-batches (output_chunks, 2 bytes per element each).
   auto last = [](ParamMap o) { return gpt_memory_of_stage(cfg(small(o)), 1).activations_bytes; };
   CHECK(last({{"cross_entropy_impl", "torch"}}) - last({}) == doctest::Approx(2.0 * elems));
   CHECK(last({}) - last({{"cross_entropy_impl", "torch_compiled"}}) == doctest::Approx(10.0 * elems));
   CHECK(last({{"cross_entropy_impl", "torch"}, {"use_torch_fsdp2", "true"}}) -
             last({{"use_torch_fsdp2", "true"}}) ==
-        doctest::Approx(2.0 * elems + 2.0 * 2048 * h));
+        doctest::Approx(2.0 * elems + 2.0 * 2048 * h + 4 * 2.0 * elems));
   CHECK(error_of([] { cfg(small({{"cross_entropy_impl", "liger"}})); }).find("--param cross_entropy_impl") == 0);
   CHECK(error_of([] { cfg(small({{"cross_entropy_impl", "torch"}, {"cross_entropy_loss_fusion", "true"}})); })
             .find("--param cross_entropy_loss_fusion") == 0);
