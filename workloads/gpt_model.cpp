@@ -195,6 +195,18 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_lay
            2.0 * double(e.q_lora_rank + e.kv_lora_rank + e.qk_pos_emb_head_dim) + gemm_in * a * v / t + 4.0 * a / t;
   }
   double mlp = (2.0 * h + gemm_in * h + mask) * rep + 2.0 * fc1 / t + gemm_in * f / t;
+  if (c.use_torch_fsdp2 && !moe_layer && !c.moe.multi_latent_attention && c.attention_backend != "unfused") {
+    // torch runtime (torchtitan's Llama, torchtitan/models/llama/model.py and parallelisms/parallelize_llama.py
+    // at pytorch/torchtitan@9dec370): (1) the DTensor TP plan all-gathers the sequence-parallel norm output at
+    // the attention and feed-forward inputs (PrepareModuleInput / PrepareFloat8ModuleInput, desired layout
+    // Replicate) and the column-parallel linears save that replicated tensor for their weight gradient --
+    // gemm_in x h per token on every TP rank, not split (Megatron saves the shard and gathers again in the
+    // backward); (2) repeat_kv expands K and V to every local query head (expand + reshape copies) and SDPA
+    // saves its inputs: 2 x 2 (a/t - g) d more than the grouped K and V; (3) SDPA saves its bf16 output for the
+    // backward, which with float8 is a different tensor from the projection's fp8 input: + 2 a d / t.
+    attn += (1.0 - rep) * gemm_in * h + 4.0 * std::max(0.0, a / t - g_t) * d + (c.fp8() ? 2.0 * a * d / t : 0.0);
+    mlp += (1.0 - rep) * gemm_in * h;
+  }
   if (moe_layer) {
     // MoE layer: norm/router input, then per routed slot (topk per token, x the busiest rank's load over the
     // mean) the permuted input (fc1 GEMM input, h), the expert fc1 output and activation input (2 fc1/etp' widths over
@@ -389,6 +401,18 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // (2 b s h / cp bytes, split by SP) per in-flight micro-batch; Megatron frees the sent output's storage
   // (deallocate_pipeline_outputs). The last stage's output is the loss.
   if (c.use_torch_fsdp2 && p > 1) act += (holds_last ? inflight - 1.0 : inflight) * input_only;
+  // torch FSDP2 under PP frees the unsharded gradients at the end of every step (the last backward's
+  // post_backward reduce-scatters and drops them, torch/distributed/pipelining/stage.py
+  // backward_maybe_with_nosync -> FSDPParamGroup.post_backward), so they are re-created by the step's first
+  // backward. Where 1F1B's warm-up forwards every micro-batch before the first backward (Schedule1F1B:
+  // warmup_chunks = min(n_microbatches, num_stages - stage_index); in-flight = m), the stored micro-batches
+  // peak before any unsharded gradient exists and the gradients are complete only once the first
+  // micro-batch's stored inputs and output are gone: peak = (m - 1) micro-batches + max(one micro-batch, the
+  // unsharded gradients), i.e. the sum less the smaller of the two.
+  if (c.use_torch_fsdp2 && p > 1 && !c.dualpipe() && v == 1 && inflight >= m) {
+    const double first_mb = per_chunk_mb + (holds_last ? 0.0 : input_only);
+    act -= std::min(first_mb, grad * P);
+  }
   // Its receive buffers are allocated once per micro-batch and kept across steps (stage.py,
   // _prepare_forward_infra: one _make_tensor_from_meta buffer per chunk id on every stage that receives
   // activations; _prepare_backward_infra / _create_grad_recv_info: one per chunk id on every stage that

@@ -354,6 +354,27 @@ TEST_CASE("gpt torch FSDP2 memory: phases, embedding units, CP ring buffers, all
   CHECK(l16.activations_bytes - l8.activations_bytes ==
         doctest::Approx(4.0 * 2.0 * 2048 * 32000 / 2 + 4.0 * 2.0 * 2048 * 1024 / 2));
   CHECK(l16.allocator_reserve_bytes == doctest::Approx(l8.allocator_reserve_bytes));
+  // FSDP2 under PP drops the unsharded gradients at every step's end: where 1F1B's warm-up forwards all m
+  // micro-batches (m <= PP - stage), the first micro-batch's stored inputs and output are gone before the
+  // gradients are complete. Stage 0, full recompute, 2 layers per stage, in-flight capped at PP = 2: m = 2 -> 3
+  // adds a gradient receive buffer, and as the warm-up no longer covers every micro-batch the first one is
+  // counted again (2 layer inputs + its output): 4 stage outputs, not 1.
+  auto first = [](const char* gbs) {
+    return gpt_memory_of_stage(cfg(small({{"use_torch_fsdp2", "true"}, {"recompute_granularity", "full"},
+                                          {"global_batch_size", gbs}})),
+                               0)
+        .activations_bytes;
+  };
+  CHECK(first("6") - first("4") == doctest::Approx(4.0 * 2.0 * 2048 * 1024 / 2));
+  // torchtitan's Llama expands K and V to every query head (repeat_kv) before SDPA saves them: the torch
+  // runtime's stored activations do not depend on num_query_groups, Megatron's do.
+  auto acts = [](bool torch, const char* groups) {
+    ParamMap p = small({{"pipeline_model_parallel_size", "1"}, {"num_query_groups", groups}});
+    if (torch) p["use_torch_fsdp2"] = "true";
+    return gpt_memory_per_gpu(cfg(p)).activations_bytes;
+  };
+  CHECK(acts(true, "4") == doctest::Approx(acts(true, "16")));
+  CHECK(acts(false, "4") < acts(false, "16"));
 }
 
 TEST_CASE("gpt torchtitan op-level selective AC: fewer stored bytes than Megatron's selective, more recompute") {
