@@ -455,6 +455,13 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // gathers it again in the backward).
   if (holds_last && c.use_torch_fsdp2 && c.cross_entropy_impl != "megatron" && t > 1)
     loss_phase += 2.0 * b * (s / cp) * h;
+  // torchtitan's own RMSNorm (final_norm_eager; torchtitan/models/norms.py RMSNorm at pytorch/torchtitan@9dec370:
+  // `self._norm(x.float()).type_as(x) * self.weight`, _norm = x * rsqrt(x.pow(2).mean(-1) + eps)) runs the
+  // final norm eagerly -- torch.compile wraps only the transformer blocks (parallelize_llama.py apply_compile)
+  // -- so autograd keeps the fp32 copy of its input (4 bytes, saved by pow and mul) and the bf16 normalized
+  // output (2, saved by the weight multiply) per element of its sequence-parallel input, b s h / (t cp), from
+  // the forward to the norm's backward, which runs after the output layer's: the loss phase.
+  if (holds_last && c.final_norm_eager) loss_phase += 6.0 * b * (s / cp) * h * rep;
   // torch.distributed.pipelining keeps the last stage's output -- the bf16 logits, 2 bytes per logit element
   // -- of every micro-batch of the step in output_chunks, to merge them when the step ends (torch/distributed/
   // pipelining/stage.py, forward_one_chunk: `if self.is_last: self.output_chunks.append(output)`; the list is

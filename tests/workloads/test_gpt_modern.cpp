@@ -375,6 +375,16 @@ TEST_CASE("gpt torch FSDP2 memory: phases, embedding units, CP ring buffers, all
   };
   CHECK(acts(true, "4") == doctest::Approx(acts(true, "16")));
   CHECK(acts(false, "4") < acts(false, "16"));
+  // torchtitan's eager RMSNorm keeps the fp32 copy of the final norm's input and its bf16 output (6 bytes per
+  // element of the sequence-parallel b s h / t) in the loss phase, the peak of the last stage here.
+  ParamMap eager_norm = small({{"use_torch_fsdp2", "true"}, {"recompute_granularity", "full"}});
+  const double no_norm = gpt_memory_of_stage(cfg(eager_norm), 1).activations_bytes;
+  eager_norm["final_norm_eager"] = "true";
+  CHECK(gpt_memory_of_stage(cfg(eager_norm), 1).activations_bytes - no_norm == doctest::Approx(6.0 * 2048 * 1024 / 2));
+  CHECK(gpt_memory_of_stage(cfg(eager_norm), 0).activations_bytes ==
+        doctest::Approx(gpt_memory_of_stage(cfg(small({{"use_torch_fsdp2", "true"}, {"recompute_granularity", "full"}})), 0)
+                            .activations_bytes));
+  CHECK(error_of([] { cfg(small({{"final_norm_eager", "true"}})); }).find("--param final_norm_eager") == 0);
 }
 
 TEST_CASE("gpt torchtitan op-level selective AC: fewer stored bytes than Megatron's selective, more recompute") {
