@@ -554,11 +554,12 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     // allocator keeps freed blocks in the pool of the stream that allocated them, where the compute stream
     // cannot reuse them, so from the first step on the copy-in stream's pool holds the largest two
     // consecutive flat buffers: the largest unit (the root with fsdp_embeddings_in_root, else the embedding
-    // or output unit, else a layer) and a layer, in bf16. torchtitan's figure is reserved memory
+    // or output unit; a layer where that is larger, as on a pipeline stage whose root holds only the output
+    // layer or nothing) and a layer, in bf16. torchtitan's figure is reserved memory
     // (torchtitan metrics.py: reserved_bytes.all.peak).
     const double emb_w = holds_first ? embedding_params_per_rank(c) : 0.0;
     const double out_w = holds_last && last_stage_has_output(c) ? V * h / t : 0.0;
-    const double largest = c.fsdp_embeddings_in_root ? emb_w + out_w : std::max({emb_w, out_w, Pl});
+    const double largest = std::max(c.fsdp_embeddings_in_root ? emb_w + out_w : std::max(emb_w, out_w), Pl);
     mem.allocator_reserve_bytes = 2.0 * (largest + Pl) + (loss_peak ? loss_hole : 0.0);
   }
   mem.activations_bytes = act;

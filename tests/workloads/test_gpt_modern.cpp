@@ -385,6 +385,12 @@ TEST_CASE("gpt torch FSDP2 memory: phases, embedding units, CP ring buffers, all
         doctest::Approx(gpt_memory_of_stage(cfg(small({{"use_torch_fsdp2", "true"}, {"recompute_granularity", "full"}})), 0)
                             .activations_bytes));
   CHECK(error_of([] { cfg(small({{"final_norm_eager", "true"}})); }).find("--param final_norm_eager") == 0);
+  // FSDP2's all-gather pool holds the two largest consecutive flat buffers: on a last stage whose root unit
+  // (output layer) is smaller than a layer, two layers.
+  const GptConfig tiny_vocab = cfg(small({{"use_torch_fsdp2", "true"}, {"fsdp_embeddings_in_root", "true"},
+                                          {"padded_vocab_size", "256"}}));
+  CHECK(gpt_memory_of_stage(tiny_vocab, 1).allocator_reserve_bytes ==
+        doctest::Approx(2.0 * 2.0 * gpt_detail::layer_params_per_rank(tiny_vocab)));
 }
 
 TEST_CASE("gpt torchtitan op-level selective AC: fewer stored bytes than Megatron's selective, more recompute") {
