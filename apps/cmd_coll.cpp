@@ -22,7 +22,7 @@ int cmd_coll(int argc, char** argv) {
             "used for each row. Sizes follow nccl-tests' semantics (docs/collectives.md).");
   args.topology_flags();
   args.flag({"--op", "", "OP",
-             "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, all_to_allv, send_recv",
+             "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, all_to_allv, send_recv, scatter",
              "all_reduce"});
   args.flag({"--minbytes", "-b", "SIZE", "smallest size (nccl-tests -b)", "32M"});
   args.flag({"--maxbytes", "-e", "SIZE", "largest size (nccl-tests -e)", "32M, or -b when only -b is given"});
@@ -42,7 +42,7 @@ int cmd_coll(int argc, char** argv) {
              "all_to_all(v) over an expert-parallel group of N GPUs laid out by --ep-span; also prints DeepEP-style "
              "dispatch/combine bandwidth per rank split into NVLink and RDMA parts", ""});
   args.flag({"--ep-span", "", "node|rail", "node: the group packs whole servers; rail: GPU 0 of N servers", "node"});
-  args.flag({"--root", "-r", "RANK", "root rank for broadcast/reduce (nccl-tests -r)", "0"});
+  args.flag({"--root", "-r", "RANK", "root rank for broadcast/reduce/scatter (nccl-tests -r)", "0"});
   args.flag({"--algo", "", "ALGO", "ring, tree, nvls, collnet, pat, direct, pairwise, hierarchical (NCCL_ALGO)", "tuner"});
   args.flag({"--proto", "", "PROTO", "simple, ll, ll128 (NCCL_PROTO)", "tuner"});
   args.flag({"--channels", "", "N", "ring/tree channels", "NICs per host, 1 on one host"});
@@ -63,7 +63,7 @@ int cmd_coll(int argc, char** argv) {
   args.flag({"--report", "", "FILE", "HTML report of the largest size (docs/outputs.md)", ""});
   args.flag({"--pxn", "", "auto|on|off",
              "route cross-rail traffic through the peer GPU on the destination's rail (NCCL PXN); auto = on for "
-             "all_to_all(v) and send_recv (NCCL's default on rail-optimised systems), off otherwise", "auto"});
+             "all_to_all(v), send_recv and scatter (NCCL's default on rail-optimised systems), off otherwise", "auto"});
   args.flag({"--fault", "", "SPEC",
              "price on the topology with a fault, in a cluster scenario's faults[] vocabulary (docs/workloads.md): "
              "link=A,B:50% (the link between node ids A and B at 50 % of its bandwidth), link=A,B:down, switch=ID, "

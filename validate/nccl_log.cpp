@@ -316,7 +316,7 @@ std::string normalize_op(const std::string& name_in) {
   static const std::map<std::string, std::string> names = {
       {"allreduce", "all_reduce"},   {"allgather", "all_gather"}, {"reducescatter", "reduce_scatter"},
       {"broadcast", "broadcast"},    {"reduce", "reduce"},        {"alltoall", "all_to_all"},
-      {"sendrecv", "sendrecv"},      {"p2p", "sendrecv"}};
+      {"sendrecv", "sendrecv"},      {"p2p", "sendrecv"},         {"scatter", "scatter"}};
   auto it = names.find(key);
   return it == names.end() ? "" : it->second;
 }

@@ -32,7 +32,8 @@ void check_engine(const std::string& name) {
 topo::Routing& call_routing(const models::System& sys, const CollectiveCall& call) {
   const models::Op op = call.spec.op;
   const bool pxn = call.pxn ? *call.pxn
-                            : op == models::Op::AllToAll || op == models::Op::AllToAllv || op == models::Op::SendRecv;
+                            : op == models::Op::AllToAll || op == models::Op::AllToAllv || op == models::Op::SendRecv ||
+                                  op == models::Op::Scatter;
   return sys.routing(pxn);
 }
 
