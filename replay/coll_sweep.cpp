@@ -410,6 +410,8 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
              {"avg_busbw_GBps", avg}};
   if (req.gpus_per_thread > 0) out.doc["system"]["gpus_per_thread"] = req.gpus_per_thread;
   if (req.iters > 0) out.doc["system"]["iters"] = req.iters;
+  // What --fault changed, as the table's "# fault:" lines say it.
+  if (!fault_notes.empty()) out.doc["system"]["faults"] = fault_notes;
   return out;
 }
 

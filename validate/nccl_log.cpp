@@ -789,6 +789,8 @@ Measurement measurement_from_json(const Json& doc, const std::string& source) {
     // Written by `fabricsim coll --json` (simulations): which topology it ran on.
     sr.string_or("topology", "");
     sr.object_optional("params");
+    // Written by `fabricsim coll --fault`: what the faults changed (informational, one string each).
+    string_list(sr.array_optional("faults"), sr.path_of("faults"));
     sr.finish();
   }
   m.op = normalize_op(r.string("collective"));

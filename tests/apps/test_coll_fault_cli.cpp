@@ -88,6 +88,14 @@ TEST_CASE("coll --fault: the degraded ring is certified and equals the event sim
   REQUIRE_MESSAGE(r.rc == 0, r.err);
   CHECK(r.out.find("# fault: link n1.nic0 <-> leaf.r0.0 at 50 % of its bandwidth") != std::string::npos);
   const double cli_s = json_time_s("f.json");
+  // The JSON says what the fault changed, and validate still reads the file (a known key of the schema).
+  {
+    const auto fj = nlohmann::json::parse(cli_test::slurp(scratch() / "f.json"));
+    REQUIRE(fj["system"]["faults"].size() == 1);
+    CHECK(fj["system"]["faults"][0].get<std::string>() == "fault: link n1.nic0 <-> leaf.r0.0 at 50 % of its bandwidth");
+    const auto v = cli_test::run_in(scratch(), cli_test::fabricsim("validate --calibration default f.json"));
+    CHECK_MESSAGE(v.rc == 0, v.err);
+  }
 
   const models::System base = superpod4();
   const models::System faulted = with_faults(base, {link});
