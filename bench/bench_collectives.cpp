@@ -2,6 +2,7 @@
 // an engine. One case per process, so the peak RSS (getrusage) belongs to that case alone.
 //
 //   bench_collectives --op all_reduce --gpus 4096 --bytes 1G [--algo ring] [--fidelity auto|step|phase|symmetry]
+//                     [--stream 0|1 [--skip-periods 0|1] [--certify 0|1]] [--degrade F]
 //                     [--engine fabricsim|simgrid] [--batch-tolerance SECONDS] [--routing dmodk|hash] [--pxn auto|0|1]
 // --pxn 1 routes cross-rail traffic through the peer GPU on the destination's rail, as NCCL does by default
 // for point-to-point traffic on rail-optimised DGX systems; it also enables the aggregated all_to_all
@@ -9,7 +10,9 @@
 // all_to_allv and send_recv (NCCL's p2p-based operations), off for the others. --routing picks the fabric multipath rule (docs/topology.md).
 // --stream 1 runs a step-level ring (all_reduce, all_gather, reduce_scatter) through sim::run_ring_stream
 // (generated step by step, with exact period skipping unless --skip-periods 0) instead of materialising the
-// schedule. --degrade F gives the first NIC-to-leaf link F times its bandwidth (F = 0.5: one link at 50 %).
+// schedule. --certify 1 (with --stream 1) first bounds the ring's makespan by the certified max-plus sandwich
+// (sim/engine/ring_bounds.hpp) and simulates no event when the bounds close (method=certified, with the
+// bounds), else the events (method=events, not_certified="why"). --degrade F gives the first NIC-to-leaf link F times its bandwidth (F = 0.5: one link at 50 %).
 // --ep N --zipf S (all_to_allv): the GPUs form gpus/N expert-parallel groups of N consecutive GPUs, all
 // dispatching at once; each sends --bytes per rank split by a Zipf(S) expert load drawn per group
 // (bench::zipf_alltoallv_matrix, seed = group index + 1), so the groups differ. One schedule holds them all.
@@ -52,7 +55,7 @@ int main(int argc, char** argv) {
         argc, argv,
         {{"--op", "all_reduce"}, {"--gpus", "64"}, {"--bytes", "1G"}, {"--fidelity", "auto"}, {"--engine", "fabricsim"},
          {"--algo", ""}, {"--batch-tolerance", "0"}, {"--routing", "dmodk"}, {"--pxn", "auto"},
-         {"--stream", "0"}, {"--skip-periods", "1"}, {"--degrade", "1"},
+         {"--stream", "0"}, {"--skip-periods", "1"}, {"--certify", "0"}, {"--degrade", "1"},
          {"--ep", "0"}, {"--zipf", "0"}, {"--quotient", "auto"}});
     const std::string opt_engine = a["--engine"];
     std::string method = "flows";
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
     spec.communicator = t.gpus();
     const models::Calibration calib = models::default_calibration();
     const double t1 = now_s();
+    if (a["--certify"] != "0" && a["--stream"] != "1") throw InputError("--certify", "only with --stream 1");
     if (a["--stream"] == "1") {
       const auto rs = models::build_ring_stream(spec, t, routing, calib);
       if (!rs) throw InputError("--stream", "a step-level ring (all_reduce, all_gather or reduce_scatter)");
@@ -93,16 +97,21 @@ int main(int argc, char** argv) {
       sim::RingStreamOptions so;
       so.batch_tolerance_s = parse_double(a["--batch-tolerance"], "--batch-tolerance");
       so.skip_periods = a["--skip-periods"] != "0";
+      if (a["--certify"] != "0" && a["--certify"] != "1") throw InputError("--certify", "0 or 1");
+      so.certify = a["--certify"] == "1";
       const sim::RingStreamResult r = sim::run_ring_stream(*rs, t, routing, calib, so);
       const double t3 = now_s();
       std::printf(
           "op=%s gpus=%lld bytes=%s algo=%s proto=%s fidelity=step engine=fabricsim-stream degrade=%g transfers=%llu "
           "simulated_transfers=%llu skipped_steps=%llu period_s=%.9g period_steps=%llu period_at_step=%llu events=%zu simulated_s=%.9g "
-          "topo_s=%.3f build_s=%.3f run_s=%.3f total_s=%.3f cpu_s=%.3f peak_rss_MiB=%.1f\n",
+          "method=%s lower_s=%.12g upper_s=%.12g "
+          "topo_s=%.3f build_s=%.3f run_s=%.3f total_s=%.3f cpu_s=%.3f peak_rss_MiB=%.1f%s%s%s\n",
           a["--op"].c_str(), gpus, a["--bytes"].c_str(), rs->algorithm.c_str(), rs->protocol.c_str(), degrade,
           static_cast<unsigned long long>(r.transfers), static_cast<unsigned long long>(r.simulated),
           static_cast<unsigned long long>(r.skipped_steps), r.period_s, static_cast<unsigned long long>(r.period_steps), static_cast<unsigned long long>(r.period_at_step),
-          r.events, r.makespan_s, t1 - t0, t2 - t1, t3 - t2, t3 - t0, cpu_s(), peak_rss_MiB());
+          r.events, r.makespan_s, r.certified ? "certified" : "events", r.lower_s, r.upper_s, t1 - t0, t2 - t1,
+          t3 - t2, t3 - t0, cpu_s(), peak_rss_MiB(), r.certify_reason.empty() ? "" : " not_certified=\"",
+          r.certify_reason.c_str(), r.certify_reason.empty() ? "" : "\"");
       return 0;
     }
     models::Schedule s;

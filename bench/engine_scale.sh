@@ -13,6 +13,9 @@ run --op all_reduce --bytes 1G --algo ring --gpus 4096 --fidelity step --stream 
 # The same ring with the first NIC-to-leaf link at 50 % of its bandwidth
 run --op all_reduce --bytes 1G --algo ring --gpus 1024 --fidelity step --degrade 0.5 --stream 1
 run --op all_reduce --bytes 1G --algo ring --gpus 4096 --fidelity step --degrade 0.5 --stream 1
+# ... answered by the certified bounds instead of the events (method=certified; docs/engine.md)
+run --op all_reduce --bytes 1G --algo ring --gpus 1024 --fidelity step --degrade 0.5 --stream 1 --certify 1
+run --op all_reduce --bytes 1G --algo ring --gpus 4096 --fidelity step --degrade 0.5 --stream 1 --certify 1
 # Symmetry shortcut (default fidelity) for reference
 run --op all_reduce --bytes 1G --algo ring --gpus 4096
 # all_to_all 64 MiB (PXN routing, bench default), step level and default: through the exact quotient by the

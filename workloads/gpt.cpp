@@ -169,6 +169,7 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.cross_entropy_loss_fusion = r.boolean("cross_entropy_loss_fusion", false);
   c.cross_entropy_impl = r.string("cross_entropy_impl", c.cross_entropy_impl);
   c.fsdp_embeddings_in_root = r.boolean("fsdp_embeddings_in_root", false);
+  c.final_norm_eager = r.boolean("final_norm_eager", false);
   c.gpu = r.string("gpu", c.gpu);
   // Precision: "precision", or Megatron-LM's flags --bf16 / --fp16 / --fp8-format {e4m3, hybrid}.
   const bool has_prec = r.has("precision");
@@ -329,6 +330,8 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     fail("cross_entropy_impl", "expected megatron, torch or torch_compiled, got '" + c.cross_entropy_impl + "'");
   if (c.fsdp_embeddings_in_root && !c.use_torch_fsdp2)
     fail("fsdp_embeddings_in_root", "describes torch FSDP2's units; it needs use_torch_fsdp2");
+  if (c.final_norm_eager && !c.use_torch_fsdp2)
+    fail("final_norm_eager", "describes torchtitan's eager RMSNorm; it needs use_torch_fsdp2");
   if (c.cross_entropy_impl != "megatron" && c.cross_entropy_loss_fusion)
     fail("cross_entropy_loss_fusion", "is Megatron's fused cross entropy; it needs cross_entropy_impl megatron");
   if (!c.selective_ac_option.empty()) {
@@ -377,6 +380,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   if (!c.selective_ac_option.empty()) m["selective_ac_option"] = c.selective_ac_option;
   if (c.cross_entropy_impl != "megatron") m["cross_entropy_impl"] = c.cross_entropy_impl;
   if (c.fsdp_embeddings_in_root) B("fsdp_embeddings_in_root", true);
+  if (c.final_norm_eager) B("final_norm_eager", true);
   B("use_distributed_optimizer", c.use_distributed_optimizer);
   B("overlap_grad_reduce", c.overlap_grad_reduce);
   B("overlap_param_gather", c.overlap_param_gather);

@@ -83,6 +83,10 @@ struct GptConfig {
   // the output unit reduced right after its backward), true (torchtitan before it: the three stay in the root
   // unit, which FSDP2 keeps unsharded from the forward to the end of the backward). Memory only.
   bool fsdp_embeddings_in_root = false;
+  // The final RMSNorm runs eagerly with an fp32 upcast, autograd keeping the fp32 copy of its input and its
+  // bf16 normalized output (torchtitan's own RMSNorm before pytorch/torchtitan@5078e92e4, 2025-04-17, outside
+  // the per-block torch.compile). torch FSDP2 only; memory only.
+  bool final_norm_eager = false;
   // Pipeline schedule (torchtitan's [parallelism] pipeline_parallel_schedule names; "" = 1F1B, or
   // Interleaved1F1B with virtual stages): DualPipe = DeepSeek-V3's bidirectional schedule (arXiv:2412.19437
   // Sec. 3.2.1; github:deepseek-ai/DualPipe dualpipe/dualpipe.py): every rank holds two stages, one of each

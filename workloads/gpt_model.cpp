@@ -195,6 +195,18 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_lay
            2.0 * double(e.q_lora_rank + e.kv_lora_rank + e.qk_pos_emb_head_dim) + gemm_in * a * v / t + 4.0 * a / t;
   }
   double mlp = (2.0 * h + gemm_in * h + mask) * rep + 2.0 * fc1 / t + gemm_in * f / t;
+  if (c.use_torch_fsdp2 && !moe_layer && !c.moe.multi_latent_attention && c.attention_backend != "unfused") {
+    // torch runtime (torchtitan's Llama, torchtitan/models/llama/model.py and parallelisms/parallelize_llama.py
+    // at pytorch/torchtitan@9dec370): (1) the DTensor TP plan all-gathers the sequence-parallel norm output at
+    // the attention and feed-forward inputs (PrepareModuleInput / PrepareFloat8ModuleInput, desired layout
+    // Replicate) and the column-parallel linears save that replicated tensor for their weight gradient --
+    // gemm_in x h per token on every TP rank, not split (Megatron saves the shard and gathers again in the
+    // backward); (2) repeat_kv expands K and V to every local query head (expand + reshape copies) and SDPA
+    // saves its inputs: 2 x 2 (a/t - g) d more than the grouped K and V; (3) SDPA saves its bf16 output for the
+    // backward, which with float8 is a different tensor from the projection's fp8 input: + 2 a d / t.
+    attn += (1.0 - rep) * gemm_in * h + 4.0 * std::max(0.0, a / t - g_t) * d + (c.fp8() ? 2.0 * a * d / t : 0.0);
+    mlp += (1.0 - rep) * gemm_in * h;
+  }
   if (moe_layer) {
     // MoE layer: norm/router input, then per routed slot (topk per token, x the busiest rank's load over the
     // mean) the permuted input (fc1 GEMM input, h), the expert fc1 output and activation input (2 fc1/etp' widths over
@@ -389,6 +401,18 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // (2 b s h / cp bytes, split by SP) per in-flight micro-batch; Megatron frees the sent output's storage
   // (deallocate_pipeline_outputs). The last stage's output is the loss.
   if (c.use_torch_fsdp2 && p > 1) act += (holds_last ? inflight - 1.0 : inflight) * input_only;
+  // torch FSDP2 under PP frees the unsharded gradients at the end of every step (the last backward's
+  // post_backward reduce-scatters and drops them, torch/distributed/pipelining/stage.py
+  // backward_maybe_with_nosync -> FSDPParamGroup.post_backward), so they are re-created by the step's first
+  // backward. Where 1F1B's warm-up forwards every micro-batch before the first backward (Schedule1F1B:
+  // warmup_chunks = min(n_microbatches, num_stages - stage_index); in-flight = m), the stored micro-batches
+  // peak before any unsharded gradient exists and the gradients are complete only once the first
+  // micro-batch's stored inputs and output are gone: peak = (m - 1) micro-batches + max(one micro-batch, the
+  // unsharded gradients), i.e. the sum less the smaller of the two.
+  if (c.use_torch_fsdp2 && p > 1 && !c.dualpipe() && v == 1 && inflight >= m) {
+    const double first_mb = per_chunk_mb + (holds_last ? 0.0 : input_only);
+    act -= std::min(first_mb, grad * P);
+  }
   // Its receive buffers are allocated once per micro-batch and kept across steps (stage.py,
   // _prepare_forward_infra: one _make_tensor_from_meta buffer per chunk id on every stage that receives
   // activations; _prepare_backward_infra / _create_grad_recv_info: one per chunk id on every stage that
@@ -431,6 +455,25 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // gathers it again in the backward).
   if (holds_last && c.use_torch_fsdp2 && c.cross_entropy_impl != "megatron" && t > 1)
     loss_phase += 2.0 * b * (s / cp) * h;
+  // torchtitan's own RMSNorm (final_norm_eager; torchtitan/models/norms.py RMSNorm at pytorch/torchtitan@9dec370:
+  // `self._norm(x.float()).type_as(x) * self.weight`, _norm = x * rsqrt(x.pow(2).mean(-1) + eps)) runs the
+  // final norm eagerly -- torch.compile wraps only the transformer blocks (parallelize_llama.py apply_compile)
+  // -- so autograd keeps the fp32 copy of its input (4 bytes, saved by pow and mul) and the bf16 normalized
+  // output (2, saved by the weight multiply) per element of its sequence-parallel input, b s h / (t cp), from
+  // the forward to the norm's backward, which runs after the output layer's: the loss phase.
+  if (holds_last && c.final_norm_eager) loss_phase += 6.0 * b * (s / cp) * h * rep;
+  // torch.distributed.pipelining keeps the last stage's output -- the bf16 logits, 2 bytes per logit element
+  // -- of every micro-batch of the step in output_chunks, to merge them when the step ends (torch/distributed/
+  // pipelining/stage.py, forward_one_chunk: `if self.is_last: self.output_chunks.append(output)`; the list is
+  // cleared by clear_runtime_states at the next step). So with PP nothing like `del pred` frees the logits:
+  // during the last micro-batch's loss all m of them are live. The eager losses above do not count the logits
+  // (freed by `del pred` without PP); the compiled loss counts the current micro-batch's as its saved input.
+  // (Before pytorch/pytorch#153383, 2025-05, every stage appended its outputs there, not only the last: up
+  // to (m - in-flight) more stage outputs on the middle stages, never the peak stage of these schedules; not
+  // modelled.)
+  const bool pp_logits_kept = holds_last && c.use_torch_fsdp2 && p > 1 && c.cross_entropy_impl != "megatron";
+  if (pp_logits_kept)
+    loss_phase += 2.0 * (m - (c.cross_entropy_impl == "torch_compiled" ? 1.0 : 0.0)) * (s / cp) * b * V / t;
   if (!c.use_torch_fsdp2) {
     // Megatron-Core path: the loss buffers are added to the recomputed layer's working set (an upper bound;
     // not checked against published memory).
@@ -493,7 +536,11 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     // zeros_like (4), exp (4) and their sum (4) into it (2 left); the product (4) reuses the freed exp's
     // block: allocated 16 at the peak, reserved 18 -- again 2 bytes per element. The compiled loss is one
     // kernel per pass and is not sized here.
-    const double loss_hole = holds_last && c.cross_entropy_impl == "torch" ? 2.0 * (s / cp) * b * V / t : 0.0;
+    // With PP the logits stay (output_chunks above): without TP the 4-byte hole of the dead fp32 copy takes the
+    // nll_loss gradient; under TP the copy and `shifted` leave an 8-byte hole that zeros_like and exp fill
+    // exactly: no hole.
+    const double loss_hole =
+        holds_last && c.cross_entropy_impl == "torch" && !pp_logits_kept ? 2.0 * (s / cp) * b * V / t : 0.0;
     // The gathered unit weights are reported as weights, the rest of the phase as activations.
     const bool loss_peak = loss_phase + unit_w_loss + loss_hole >= bwd_phase + unit_w_bwd;
     mem.weights_bytes += loss_peak ? unit_w_loss : unit_w_bwd;
@@ -507,11 +554,12 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     // allocator keeps freed blocks in the pool of the stream that allocated them, where the compute stream
     // cannot reuse them, so from the first step on the copy-in stream's pool holds the largest two
     // consecutive flat buffers: the largest unit (the root with fsdp_embeddings_in_root, else the embedding
-    // or output unit, else a layer) and a layer, in bf16. torchtitan's figure is reserved memory
+    // or output unit; a layer where that is larger, as on a pipeline stage whose root holds only the output
+    // layer or nothing) and a layer, in bf16. torchtitan's figure is reserved memory
     // (torchtitan metrics.py: reserved_bytes.all.peak).
     const double emb_w = holds_first ? embedding_params_per_rank(c) : 0.0;
     const double out_w = holds_last && last_stage_has_output(c) ? V * h / t : 0.0;
-    const double largest = c.fsdp_embeddings_in_root ? emb_w + out_w : std::max({emb_w, out_w, Pl});
+    const double largest = std::max(c.fsdp_embeddings_in_root ? emb_w + out_w : std::max(emb_w, out_w), Pl);
     mem.allocator_reserve_bytes = 2.0 * (largest + Pl) + (loss_peak ? loss_hole : 0.0);
   }
   mem.activations_bytes = act;

@@ -15,6 +15,7 @@
 // normally. Anything that breaks the repetition (a degraded link whose slowdown is still propagating around
 // the ring) only delays the skip; without a repetition the run is the plain step-by-step simulation.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "models/calibration.hpp"
@@ -27,6 +28,11 @@ namespace fabricsim::sim {
 struct RingStreamOptions {
   double batch_tolerance_s = 0;  // as NetworkOptions::batch_tolerance_s
   bool skip_periods = true;      // false: simulate every step
+  // true: first bound the makespan by the certified sandwich (sim/engine/ring_bounds.hpp); when its bounds
+  // agree within certify_rel_tol the result is their midpoint and no event is simulated, otherwise the
+  // events are simulated as with false and certify_reason says why the bounds did not close.
+  bool certify = false;
+  double certify_rel_tol = 1e-9;
 };
 
 struct RingStreamResult {
@@ -38,6 +44,11 @@ struct RingStreamResult {
   std::uint64_t period_at_step = 0;   // step of the first hop at which the repetition was found (0 = none)
   double period_s = 0;                // the repetition's period (0 = none found)
   std::uint64_t period_steps = 0;     // its length in steps
+  // With RingStreamOptions::certify: the sandwich's bounds (fixed latency included), whether they closed
+  // (then makespan_s is their midpoint and events == simulated == 0), and why not when they did not.
+  bool certified = false;
+  double lower_s = 0, upper_s = 0;
+  std::string certify_reason;
 };
 
 RingStreamResult run_ring_stream(const models::RingStream& rs, const topo::Topology& t, topo::Routing& routing,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "coll_test_util.hpp"
 #include "models/calibration.hpp"
 #include "models/system.hpp"
 #include "models/collectives.hpp"
@@ -14,19 +15,8 @@
 using namespace fabricsim;
 using namespace fabricsim::models;
 
-namespace {
-CollectiveSpec a2a(const topo::Topology& t, std::uint64_t S, Fidelity f) {
-  CollectiveSpec s;
-  s.op = Op::AllToAll;
-  s.bytes = S;
-  s.algorithm = Algorithm::Direct;
-  s.protocol = Protocol::Simple;
-  s.fidelity = f;
-  s.communicator = t.gpus();
-  return s;
-}
-double rel(double a, double b) { return std::abs(a - b) / std::abs(b); }
-}  // namespace
+using test::a2a;
+using test::rel;
 
 TEST_CASE("aggregated all_to_all: one weighted flow per (source host, destination), same bytes, same makespan") {
   for (const char* nodes : {"4", "8"}) {

@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "coll_test_util.hpp"
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
 #include "models/system.hpp"
@@ -20,17 +21,8 @@ using namespace fabricsim;
 using namespace fabricsim::models;
 
 namespace {
-CollectiveSpec a2a(const topo::Topology& t, std::uint64_t S, Fidelity f) {
-  CollectiveSpec s;
-  s.op = Op::AllToAll;
-  s.bytes = S;
-  s.algorithm = Algorithm::Direct;
-  s.protocol = Protocol::Simple;
-  s.fidelity = f;
-  s.communicator = t.gpus();
-  return s;
-}
-double rel(double a, double b) { return std::abs(a - b) / std::abs(b); }
+using test::a2a;
+using test::rel;
 topo::Topology superpod(const std::string& nodes) {
   return merge_nvswitch_planes(topo::build_preset("superpod", {{"nodes", nodes}, {"node", "dgx-h100"}}));
 }

@@ -4,11 +4,13 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <random>
 
 #include "bench/bench_util.hpp"
 #include "models/collectives.hpp"
 #include "models/system.hpp"
 #include "models/ring_stream.hpp"
+#include "sim/engine/ring_bounds.hpp"
 #include "sim/engine/ring_stream.hpp"
 #include "sim/engine/schedule_runner.hpp"
 #include "topologies/io.hpp"
@@ -122,6 +124,147 @@ TEST_CASE("ring stream: only plain step-level rings have a compact form") {
   CHECK_FALSE(models::build_ring_stream(spec, t, routing, calib).has_value());
 }
 
+namespace {
+// The certified sandwich (sim::bound_ring_stream) against the event simulation (sim::run_ring_stream, which
+// the tests above tie to the materialised schedule): the bounds bracket the simulated makespan (up to the
+// engine's batching floor, 1e-10 relative per event), and when they close they give it to 1e-9.
+sim::RingBounds check_bounds(const models::System& sys, const models::CollectiveSpec& spec,
+                             const models::Calibration& calib) {
+  const topo::Topology& t = sys.topology();
+  topo::Routing& routing = sys.routing();
+  const auto rs = models::build_ring_stream(spec, t, routing, calib);
+  REQUIRE(rs.has_value());
+  const sim::RingBounds b = sim::bound_ring_stream(*rs, t, routing, calib);
+  const double sim_s = sim::run_ring_stream(*rs, t, routing, calib).makespan_s;
+  CHECK(b.lower_s <= sim_s * (1 + 1e-9));
+  CHECK(sim_s <= b.upper_s * (1 + 1e-9));
+  CHECK(b.cells <= 2 * rs->transfers());
+  sim::RingStreamOptions opt;
+  opt.certify = true;
+  const auto c = sim::run_ring_stream(*rs, t, routing, calib, opt);
+  CHECK(c.certified == b.certified);
+  CHECK(c.lower_s == b.lower_s);
+  CHECK(c.upper_s == b.upper_s);
+  if (b.certified) {
+    CHECK(b.reason.empty());
+    CHECK(c.events == 0);
+    CHECK(c.makespan_s == doctest::Approx(sim_s).epsilon(1e-9));
+  } else {
+    CHECK(!b.reason.empty());
+    CHECK(c.certify_reason == b.reason);
+    CHECK(c.events > 0);  // fell back to the event simulation
+    CHECK(c.makespan_s == sim_s);
+  }
+  return b;
+}
+
+// The first GPU's NVLink link (GPU to NVSwitch).
+topo::LinkId first_gpu_nvlink(const topo::Topology& t) {
+  for (topo::LinkId i = 0; i < t.num_links(); ++i) {
+    const topo::Link& k = t.link(i);
+    if (k.kind == topo::LinkKind::NVLink &&
+        (t.node(k.a).kind == topo::NodeKind::Gpu || t.node(k.b).kind == topo::NodeKind::Gpu))
+      return i;
+  }
+  FAIL("no NVLink link");
+  return 0;
+}
+}  // namespace
+
+TEST_CASE("ring bounds: the certified sandwich brackets the event simulation and closes on these rings") {
+  for (int nodes : {2, 8, 16}) {  // 16, 64, 128 GPUs
+    CAPTURE(nodes);
+    const models::System base = superpod(nodes);
+    const models::System slowed = degraded(base);
+    for (const models::System* sys : {&base, &slowed}) {
+      const topo::Topology& t = sys->topology();
+      const auto b = check_bounds(*sys, ring_spec(t, models::Op::AllReduce, std::uint64_t{1} << 30), sys->calibration());
+      // One NIC link at 50 % or none: the bounds meet (the ring's pace is set by its network hops, whose
+      // lower and upper rate bounds agree; see docs/engine.md).
+      CHECK(b.certified);
+      CHECK(b.upper_s - b.lower_s <= 1e-12 * b.upper_s);
+    }
+  }
+  const models::System slowed = degraded(superpod(8));
+  const topo::Topology& t = slowed.topology();
+  CHECK(check_bounds(slowed, ring_spec(t, models::Op::AllGather, std::uint64_t{64} << 20), slowed.calibration()).certified);
+  CHECK(check_bounds(slowed, ring_spec(t, models::Op::ReduceScatter, std::uint64_t{64} << 20), slowed.calibration()).certified);
+}
+
+TEST_CASE("ring bounds: 512 GPUs uniform, 256 GPUs with a degraded link") {
+  const models::System big = superpod(64);  // period skipping makes its event run short
+  CHECK(check_bounds(big, ring_spec(big.topology(), models::Op::AllReduce, std::uint64_t{1} << 30), big.calibration())
+            .certified);
+  // No repetition, every step simulated: an all_gather, half the steps of an all_reduce.
+  const models::System slowed = degraded(superpod(32));
+  CHECK(check_bounds(slowed, ring_spec(slowed.topology(), models::Op::AllGather, std::uint64_t{1} << 30),
+                     slowed.calibration())
+            .certified);
+}
+
+TEST_CASE("ring bounds: protocols Simple, LL, LL128 at 1 MiB and 1 GiB (rate caps, latency-bound steps)") {
+  const models::System one = superpod(1);
+  const models::System slowed = degraded(superpod(8));
+  for (const models::System* sys : {&one, &slowed})
+    for (auto pr : {models::Protocol::Simple, models::Protocol::LL, models::Protocol::LL128})
+      for (std::uint64_t bytes : {std::uint64_t{1} << 20, std::uint64_t{1} << 30}) {
+        CAPTURE(sys->topology().gpus().size());
+        CAPTURE(static_cast<int>(pr));
+        CAPTURE(bytes);
+        auto spec = ring_spec(sys->topology(), models::Op::AllReduce, bytes);
+        spec.protocol = pr;
+        CHECK(check_bounds(*sys, spec, sys->calibration()).certified);
+      }
+}
+
+TEST_CASE("ring bounds: a DGX A100 superpod, uniform and with a degraded link") {
+  const models::System base(models::system_spec("superpod", {{"nodes", "4"}, {"node", "dgx-a100"}}, "default"));
+  const models::System slowed = degraded(base);
+  for (const models::System* sys : {&base, &slowed})
+    CHECK(check_bounds(*sys, ring_spec(sys->topology(), models::Op::AllReduce, std::uint64_t{1} << 28), sys->calibration())
+              .certified);
+}
+
+TEST_CASE("ring bounds: random slowed links, windows and sizes: the bounds always bracket the events") {
+  // Soundness, whether or not the bounds close: any link (NVLink, PCIe, NIC, fabric) at 5-100 %, window 1-3.
+  const models::System base = superpod(2);
+  const topo::Topology& t0 = base.topology();
+  std::mt19937_64 rng(28);
+  int closed = 0;
+  for (int trial = 0; trial < 48; ++trial) {
+    CAPTURE(trial);
+    const auto link = static_cast<topo::LinkId>(rng() % t0.num_links());
+    const double factor = 0.05 + 0.95 * std::uniform_real_distribution<double>(0, 1)(rng);
+    const models::System sys(bench::with_link_scaled(t0, link, factor), base.calibration(), base.calibration_ref());
+    auto calib = sys.calibration();
+    calib.factors.ring_outstanding_steps = static_cast<double>(1 + rng() % 3);
+    const std::uint64_t bytes = std::uint64_t{1} << (16 + rng() % 14);  // 64 KiB - 512 MiB
+    const auto op = trial % 3 == 0 ? models::Op::AllGather : models::Op::AllReduce;
+    closed += check_bounds(sys, ring_spec(sys.topology(), op, bytes), calib).certified;
+  }
+  MESSAGE(closed << " of 48 random cases certified");
+}
+
+TEST_CASE("ring bounds: when the bounds stay apart (window 3, a slow NVLink) the runner simulates the events") {
+  const models::System base = superpod(4);
+  const models::System slowed = degraded(base);
+  auto calib = slowed.calibration();
+  calib.factors.ring_outstanding_steps = 3;  // three steps of a hop share its links
+  const auto w3 = check_bounds(slowed, ring_spec(slowed.topology(), models::Op::AllReduce, std::uint64_t{64} << 20), calib);
+  CAPTURE(w3.reason);
+  CHECK_FALSE(w3.certified);
+  CHECK(w3.lower_s < w3.upper_s);
+  // A GPU's NVLink at 10 %: the eight channels' hops out of that GPU share it, and the bound on their
+  // share (capacity / 8) is far below the share they get while some of them are in their latency phase.
+  const models::System nvl(bench::with_link_scaled(base.topology(), first_gpu_nvlink(base.topology()), 0.1),
+                           base.calibration(), base.calibration_ref());
+  const auto b = check_bounds(nvl, ring_spec(nvl.topology(), models::Op::AllReduce, std::uint64_t{64} << 20),
+                              nvl.calibration());
+  CHECK_FALSE(b.certified);
+  CAPTURE(b.reason);
+  CHECK(b.reason.find("nvlink link n0.gpu0") != std::string::npos);
+}
+
 #ifdef FABRICSIM_HAVE_SIMGRID
 TEST_CASE("cross-check against SimGrid: step-level ring all_reduce with one network link at 50 %") {
   const models::System slowed = degraded(superpod(2));  // 16 GPUs, 3840 step-level transfers
@@ -136,6 +279,12 @@ TEST_CASE("cross-check against SimGrid: step-level ring all_reduce with one netw
   const auto b = sim::run_schedule(s, t, routing, calib, oracle);
   REQUIRE(a.transfers.size() == b.transfers.size());
   CHECK(a.makespan_s == doctest::Approx(b.makespan_s).epsilon(1e-3));
+  // The certified sandwich (no events simulated) on the same case: closed, and SimGrid's answer to 1e-3.
+  const auto rs = models::build_ring_stream(ring_spec(t, models::Op::AllReduce, std::uint64_t{64} << 20), t, routing, calib);
+  REQUIRE(rs.has_value());
+  const sim::RingBounds cb = sim::bound_ring_stream(*rs, t, routing, calib);
+  CHECK(cb.certified);
+  CHECK(0.5 * (cb.lower_s + cb.upper_s) == doctest::Approx(b.makespan_s).epsilon(1e-3));
   std::size_t bad = 0;
   for (std::size_t i = 0; i < a.transfers.size(); ++i)
     if (std::abs(a.transfers[i].finish_s - b.transfers[i].finish_s) > 1e-3 * b.transfers[i].finish_s) ++bad;

@@ -138,6 +138,10 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   // FSDP2 units of the embedding and output layer: torchtitan before pytorch/torchtitan@83e694105 (2025-07-28)
   // leaves them in the root unit; of the runs' commits only 6fc499f6 (torchao B200, 2025-08-14) contains it.
   if (!has(src, "6fc499f6")) p["fsdp_embeddings_in_root"] = true;
+  // The final norm: torchtitan's own eager RMSNorm up to pytorch/torchtitan@5078e92e4 (2025-04-17), then
+  // torch.nn.RMSNorm, whose saved tensors depend on the torch build (not modelled). Of the runs' commits 9dec370
+  // (Dec 2024 tables) and torchtitan 0.0.2 (torchao H100 table, torchao of 2025-02-28) are before it.
+  if (has(src, "9dec370") || has(src, "torchtitan 0.0.2")) p["final_norm_eager"] = true;
   // SDPA backend: torchtitan puts cuDNN attention first on compute capability 10.0 from
   // pytorch/torchtitan@5de055e30 (2025-05-20, models/attention.py); of the B200 rows' commits 6fc499f6 has it.
   if (out.gpu == "b200" && has(src, "6fc499f6")) p["attention_backend"] = "fused";
@@ -220,25 +224,27 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
     // Memory, per group (every row held out: no memory term has a free parameter; docs/validation.md "Peak
     // memory, term by term"). Full activation recompute without PP: Table 2 (8B, CP 1-8, eager loss) -0.2 ..
     // -0.9 %, flat over CP as published (the loss phase is the peak, the CP ring buffers live in the layer
-    // backward after it); Table 4 (70B, TP 8 x FSDP 32, loss_parallel) -11.9 / -6.3 %.
+    // backward after it); Table 4 (70B, TP 8 x FSDP 32, loss_parallel) -10.9 / -5.2 %.
     const std::string rc = r.at("recompute");
     const bool pp = std::stoi(r.at("pp")) > 1;
     if (!std::isnan(me) && has(rc, "full") && !pp) {
       CAPTURE(row.label);
       if (r.at("table") == "Table 2") CHECK(std::abs(me) <= 0.01);
-      else CHECK(std::abs(me) <= 0.12);
+      else CHECK(std::abs(me) <= 0.11);
     }
-    // Full recompute with torch pipelining (Tables 5 and 6, 405B, PP 8): -4.1 .. -19.8 %.
+    // Full recompute with torch pipelining (Tables 5 and 6, 405B, PP 8): -17.9 .. +5.8 %. Table 5's 1F1B row
+    // (-17.9 %) publishes 9.8 GiB more than the interleaved row of the same table and 7.2 GiB more than Table
+    // 6's CP 1 row with the same tokens per micro-batch; docs/validation.md shows why no per-rank term meets it.
     if (!std::isnan(me) && pp) {
       CAPTURE(row.label);
-      CHECK(std::abs(me) <= 0.198);
+      CHECK(std::abs(me) <= 0.179);
     }
-    // Memory, FSDP2 with torchtitan's per-op selective AC: the eager rows (Tables 1 and 3 "FSDP") -3.7 / -2.5 %,
-    // the compiled ones on H100 / H200 -0.6 .. +5.7 %, on B200 (torch 2.9 nightly, cuDNN attention) +7.3 .. +8.9 %.
+    // Memory, FSDP2 with torchtitan's per-op selective AC: the eager rows (Tables 1 and 3 "FSDP") -3.2 / -1.9 %,
+    // the compiled ones on H100 / H200 -0.6 .. +6.3 %, on B200 (torch 2.9 nightly, cuDNN attention) +7.3 .. +8.9 %.
     if (!std::isnan(me) && row.params.contains("selective_ac_option")) {
       CAPTURE(row.label);
       const bool eager = !has(other_of(r), "compile") && !has(r.at("row_label"), "compile");
-      CHECK(std::abs(me) <= (eager ? 0.04 : row.gpu == "b200" ? 0.09 : 0.06));
+      CHECK(std::abs(me) <= (eager ? 0.04 : row.gpu == "b200" ? 0.09 : 0.064));
     }
   }
   MESSAGE(table);
@@ -254,13 +260,14 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   CHECK(expressed == 46);
   // Nothing here is fitted to these rows (the FP8 rowwise GEMM factor is a kernel measurement,
   // tests/data/hardware/h100-fp8-rowwise), so every row is held out. Bounds at the measured values
-  // (memory: median 5.3 %, max 19.8 % over 28 rows -- 9.2 % / 23.0 % before the torch runtime's phases, FSDP2
-  // units, CP ring buffers, pipelining receive buffers and allocator reserve; throughput: median 20.3 %, max
+  // (memory: median 5.7 %, max 17.9 % over 28 rows -- 9.2 % / 23.0 % before the torch runtime's phases, FSDP2
+  // units, CP ring buffers, pipelining buffers and kept logits, eager final norm, allocator reserve; 5.3 % / 19.8 %
+  // before the last three and torch TP's saved inputs; throughput: median 20.3 %, max
   // 138 % over 46 rows, 120 % before the B200 rows ran cuDNN attention as torchtitan does there).
   // The 42 rows that ran before the 96 GB preset existed keep their median of 15.6 % (unchanged results);
   // the 4 Table 2 rows come out 22-78 % fast (the preset has the 700 W SXM5's clocks, the parts run at 500 W).
-  CHECK(median(mem_err) <= 0.054);
-  CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.198);
+  CHECK(median(mem_err) <= 0.057);
+  CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.179);
   REQUIRE(tps_err_80gb_era.size() == 42);
   CHECK(median(tps_err_80gb_era) <= 0.157);
   CHECK(median(tps_err) <= 0.203);

@@ -342,6 +342,55 @@ TEST_CASE("gpt torch FSDP2 memory: phases, embedding units, CP ring buffers, all
     return gpt_memory_of_stage(cfg(small({{"use_torch_fsdp2", "true"}, {"global_batch_size", gbs}})), 0).activations_bytes;
   };
   CHECK(stage0("16") - stage0("8") == doctest::Approx(4.0 * 2.0 * 2048 * 1024 / 2));
+  // ... and keeps every micro-batch's bf16 logits on the last stage until the step ends (output_chunks): on the
+  // last stage (loss phase at the peak) 4 more micro-batches add 4 logit tensors (2 bytes x s V / t each) and 4
+  // activation receive buffers. The logits are never freed, so the eager loss leaves no allocator hole.
+  auto last = [](const char* gbs) {
+    return gpt_memory_of_stage(cfg(small({{"use_torch_fsdp2", "true"}, {"recompute_granularity", "full"},
+                                          {"cross_entropy_impl", "torch"}, {"global_batch_size", gbs}})),
+                               1);
+  };
+  const GptMemory l8 = last("8"), l16 = last("16");
+  CHECK(l16.activations_bytes - l8.activations_bytes ==
+        doctest::Approx(4.0 * 2.0 * 2048 * 32000 / 2 + 4.0 * 2.0 * 2048 * 1024 / 2));
+  CHECK(l16.allocator_reserve_bytes == doctest::Approx(l8.allocator_reserve_bytes));
+  // FSDP2 under PP drops the unsharded gradients at every step's end: where 1F1B's warm-up forwards all m
+  // micro-batches (m <= PP - stage), the first micro-batch's stored inputs and output are gone before the
+  // gradients are complete. Stage 0, full recompute, 2 layers per stage, in-flight capped at PP = 2: m = 2 -> 3
+  // adds a gradient receive buffer, and as the warm-up no longer covers every micro-batch the first one is
+  // counted again (2 layer inputs + its output): 4 stage outputs, not 1.
+  auto first = [](const char* gbs) {
+    return gpt_memory_of_stage(cfg(small({{"use_torch_fsdp2", "true"}, {"recompute_granularity", "full"},
+                                          {"global_batch_size", gbs}})),
+                               0)
+        .activations_bytes;
+  };
+  CHECK(first("6") - first("4") == doctest::Approx(4.0 * 2.0 * 2048 * 1024 / 2));
+  // torchtitan's Llama expands K and V to every query head (repeat_kv) before SDPA saves them: the torch
+  // runtime's stored activations do not depend on num_query_groups, Megatron's do.
+  auto acts = [](bool torch, const char* groups) {
+    ParamMap p = small({{"pipeline_model_parallel_size", "1"}, {"num_query_groups", groups}});
+    if (torch) p["use_torch_fsdp2"] = "true";
+    return gpt_memory_per_gpu(cfg(p)).activations_bytes;
+  };
+  CHECK(acts(true, "4") == doctest::Approx(acts(true, "16")));
+  CHECK(acts(false, "4") < acts(false, "16"));
+  // torchtitan's eager RMSNorm keeps the fp32 copy of the final norm's input and its bf16 output (6 bytes per
+  // element of the sequence-parallel b s h / t) in the loss phase, the peak of the last stage here.
+  ParamMap eager_norm = small({{"use_torch_fsdp2", "true"}, {"recompute_granularity", "full"}});
+  const double no_norm = gpt_memory_of_stage(cfg(eager_norm), 1).activations_bytes;
+  eager_norm["final_norm_eager"] = "true";
+  CHECK(gpt_memory_of_stage(cfg(eager_norm), 1).activations_bytes - no_norm == doctest::Approx(6.0 * 2048 * 1024 / 2));
+  CHECK(gpt_memory_of_stage(cfg(eager_norm), 0).activations_bytes ==
+        doctest::Approx(gpt_memory_of_stage(cfg(small({{"use_torch_fsdp2", "true"}, {"recompute_granularity", "full"}})), 0)
+                            .activations_bytes));
+  CHECK(error_of([] { cfg(small({{"final_norm_eager", "true"}})); }).find("--param final_norm_eager") == 0);
+  // FSDP2's all-gather pool holds the two largest consecutive flat buffers: on a last stage whose root unit
+  // (output layer) is smaller than a layer, two layers.
+  const GptConfig tiny_vocab = cfg(small({{"use_torch_fsdp2", "true"}, {"fsdp_embeddings_in_root", "true"},
+                                          {"padded_vocab_size", "256"}}));
+  CHECK(gpt_memory_of_stage(tiny_vocab, 1).allocator_reserve_bytes ==
+        doctest::Approx(2.0 * 2.0 * gpt_detail::layer_params_per_rank(tiny_vocab)));
 }
 
 TEST_CASE("gpt torchtitan op-level selective AC: fewer stored bytes than Megatron's selective, more recompute") {
@@ -481,13 +530,14 @@ TEST_CASE("gpt shape flags: untied output, norm type, position embedding, head d
             gpt_memory_of_stage(cfg(small({{"cross_entropy_loss_fusion", "true"}})), 1).activations_bytes ==
         doctest::Approx(8.0 * elems));
   // cross_entropy_impl: eager torch under TP (DTensor loss_parallel) 16 bytes per logit, compiled 4; with FSDP2
-  // and TP the output layer's gathered input (2 b s h bytes) is kept too.
+  // and TP the output layer's gathered input (2 b s h bytes) is kept too, and with torch pipelining the bf16
+  // logits of all m = 4 micro-batches (output_chunks, 2 bytes per element each).
   auto last = [](ParamMap o) { return gpt_memory_of_stage(cfg(small(o)), 1).activations_bytes; };
   CHECK(last({{"cross_entropy_impl", "torch"}}) - last({}) == doctest::Approx(2.0 * elems));
   CHECK(last({}) - last({{"cross_entropy_impl", "torch_compiled"}}) == doctest::Approx(10.0 * elems));
   CHECK(last({{"cross_entropy_impl", "torch"}, {"use_torch_fsdp2", "true"}}) -
             last({{"use_torch_fsdp2", "true"}}) ==
-        doctest::Approx(2.0 * elems + 2.0 * 2048 * h));
+        doctest::Approx(2.0 * elems + 2.0 * 2048 * h + 4 * 2.0 * elems));
   CHECK(error_of([] { cfg(small({{"cross_entropy_impl", "liger"}})); }).find("--param cross_entropy_impl") == 0);
   CHECK(error_of([] { cfg(small({{"cross_entropy_impl", "torch"}, {"cross_entropy_loss_fusion", "true"}})); })
             .find("--param cross_entropy_loss_fusion") == 0);
