@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "sim/base/error.hpp"
+#include "sim/base/input_file.hpp"
 #include "sim/base/units.hpp"
 
 namespace fabricsim::models {
@@ -459,8 +460,7 @@ std::vector<std::string> split_csv_line(const std::string& line) {
 
 bool read_csv(const std::filesystem::path& p, const std::vector<std::string>& expected_header, Csv& out) {
   if (!std::filesystem::exists(p)) return false;
-  std::ifstream in(p);
-  if (!in) throw InputError(p.string(), "cannot read");
+  std::istringstream in(read_input_file(p.string()));
   out.file = p.string();
   std::string line;
   int n = 0;
@@ -544,9 +544,9 @@ KernelMeasurements load_csv_folder(const std::filesystem::path& dir) {
   KernelMeasurements m;
   const std::filesystem::path env = dir / "env.txt";
   {
-    std::ifstream in(env);
-    if (!in) throw InputError(env.string(), "missing: a kernel folder needs env.txt (\"gpu=NAME sms=N mem_GiB=X ...\")");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!std::filesystem::exists(env))
+      throw InputError(env.string(), "missing: a kernel folder needs env.txt (\"gpu=NAME sms=N mem_GiB=X ...\")");
+    const std::string text = read_input_file(env.string());
     const auto g = text.find("gpu="), s = text.find(" sms=");
     if (g == std::string::npos || s == std::string::npos || s < g)
       throw InputError(env.string() + ":1", "expected \"gpu=NAME sms=N ...\"");
