@@ -257,57 +257,77 @@ const std::vector<std::array<int, 3>>& cube_mesh_edges() {
   return e;
 }
 
+namespace {
+
+// ---- Nodes and the PCIe tree of one server or compute tray ------------------------------------------------
+// Shared by the server presets (add_host), the NVL72 trays and racks (add_nvl72) and the tier-2 NVSwitches of
+// the NVLink Switch System. Ids are "<prefix><kind><index>"; host -1 = a node outside every server.
+
+// A node of kind `kind` with id "<prefix><name><index>", host `host` and local index `index`.
+Node node_of(const std::string& prefix, const char* name, NodeKind kind, int host, int index, const std::string& model) {
+  Node n;
+  n.id = prefix + name + std::to_string(index);
+  n.kind = kind;
+  n.model = model;
+  n.host = host;
+  n.local_index = index;
+  return n;
+}
+
+NodeId add_gpu(TopologyBuilder& b, const std::string& prefix, int host, int i, const std::string& model,
+               int nvlink_domain) {
+  Node n = node_of(prefix, "gpu", NodeKind::Gpu, host, i, model);
+  n.nvlink_domain = nvlink_domain;
+  return b.add_node(n);
+}
+
+NodeId add_nvswitch(TopologyBuilder& b, const std::string& prefix, int host, int j, const std::string& model, int tier,
+                    bool nvls) {
+  Node n = node_of(prefix, "nvsw", NodeKind::NvSwitch, host, j, model);
+  n.tier = tier;
+  n.nvls = nvls;
+  return b.add_node(n);
+}
+
+NodeId add_nic(TopologyBuilder& b, const std::string& prefix, int host, int k, const std::string& model,
+               double port_Bps) {
+  Node n = node_of(prefix, "nic", NodeKind::Nic, host, k, model);
+  n.rail = k;
+  n.port_Bps = port_Bps;
+  return b.add_node(n);
+}
+
+// PCIe tree: GPU i and NIC k hang off PCIe switch i*P/G and k*P/N; switch q goes to CPU q*C/P (GPUs and NICs
+// go straight to the CPUs when there is no switch). Socket interconnect (ESTIMATE, see kCpuLinkLatS): a chain
+// cpu0-cpu1-...
+void add_pcie_tree(TopologyBuilder& b, const HostNodes& h, double pcie_Bps) {
+  const int G = static_cast<int>(h.gpus.size()), N = static_cast<int>(h.nics.size());
+  const int P = static_cast<int>(h.pcie_switches.size()), C = static_cast<int>(h.cpus.size());
+  if (P > 0) {
+    for (int i = 0; i < G; ++i) b.add_link(h.gpus[i], h.pcie_switches[i * P / G], LinkKind::PCIe, pcie_Bps, kPcieLatS);
+    for (int k = 0; k < N; ++k) b.add_link(h.nics[k], h.pcie_switches[k * P / N], LinkKind::PCIe, pcie_Bps, kPcieLatS);
+    if (C > 0)
+      for (int q = 0; q < P; ++q) b.add_link(h.pcie_switches[q], h.cpus[q * C / P], LinkKind::PCIe, pcie_Bps, kPcieLatS);
+  } else if (C > 0) {
+    for (int i = 0; i < G; ++i) b.add_link(h.gpus[i], h.cpus[i * C / G], LinkKind::PCIe, pcie_Bps, kPcieLatS);
+    for (int k = 0; k < N; ++k) b.add_link(h.nics[k], h.cpus[k * C / N], LinkKind::PCIe, pcie_Bps, kPcieLatS);
+  }
+  for (int c = 0; c + 1 < C; ++c) b.add_link(h.cpus[c], h.cpus[c + 1], LinkKind::PCIe, pcie_Bps, kCpuLinkLatS);
+}
+
+}  // namespace
+
 HostNodes add_host(TopologyBuilder& b, const HostSpec& s, int host, int domain) {
   HostNodes out;
   const std::string p = "n" + std::to_string(host) + ".";
-  for (int i = 0; i < s.gpus; ++i) {
-    Node n;
-    n.id = p + "gpu" + std::to_string(i);
-    n.kind = NodeKind::Gpu;
-    n.model = s.gpu;
-    n.host = host;
-    n.local_index = i;
-    n.nvlink_domain = (s.nvswitches > 0 || s.cube_mesh) ? domain : -1;
-    out.gpus.push_back(b.add_node(n));
-  }
-  for (int j = 0; j < s.nvswitches; ++j) {
-    Node n;
-    n.id = p + "nvsw" + std::to_string(j);
-    n.kind = NodeKind::NvSwitch;
-    n.model = s.nvswitch_model;
-    n.host = host;
-    n.local_index = j;
-    n.tier = 1;
-    n.nvls = s.nvls;
-    out.nvswitches.push_back(b.add_node(n));
-  }
-  for (int c = 0; c < s.cpus; ++c) {
-    Node n;
-    n.id = p + "cpu" + std::to_string(c);
-    n.kind = NodeKind::Cpu;
-    n.host = host;
-    n.local_index = c;
-    out.cpus.push_back(b.add_node(n));
-  }
-  for (int q = 0; q < s.pcie_switches; ++q) {
-    Node n;
-    n.id = p + "pcie" + std::to_string(q);
-    n.kind = NodeKind::PcieSwitch;
-    n.host = host;
-    n.local_index = q;
-    out.pcie_switches.push_back(b.add_node(n));
-  }
-  for (int k = 0; k < s.nics; ++k) {
-    Node n;
-    n.id = p + "nic" + std::to_string(k);
-    n.kind = NodeKind::Nic;
-    n.model = s.nic_model;
-    n.host = host;
-    n.local_index = k;
-    n.rail = k;
-    n.port_Bps = s.nic_Bps;
-    out.nics.push_back(b.add_node(n));
-  }
+  const int gpu_domain = (s.nvswitches > 0 || s.cube_mesh) ? domain : -1;
+  for (int i = 0; i < s.gpus; ++i) out.gpus.push_back(add_gpu(b, p, host, i, s.gpu, gpu_domain));
+  for (int j = 0; j < s.nvswitches; ++j)
+    out.nvswitches.push_back(add_nvswitch(b, p, host, j, s.nvswitch_model, 1, s.nvls));
+  for (int c = 0; c < s.cpus; ++c) out.cpus.push_back(b.add_node(node_of(p, "cpu", NodeKind::Cpu, host, c, "")));
+  for (int q = 0; q < s.pcie_switches; ++q)
+    out.pcie_switches.push_back(b.add_node(node_of(p, "pcie", NodeKind::PcieSwitch, host, q, "")));
+  for (int k = 0; k < s.nics; ++k) out.nics.push_back(add_nic(b, p, host, k, s.nic_model, s.nic_Bps));
   // NVLink.
   if (s.cube_mesh) {
     for (const auto& [a, c, cnt] : cube_mesh_edges())
@@ -318,25 +338,7 @@ HostNodes add_host(TopologyBuilder& b, const HostSpec& s, int host, int domain) 
       int cnt = s.links_per_switch[j];
       b.add_link(out.gpus[i], out.nvswitches[j], LinkKind::NVLink, cnt * s.nvlink_link_Bps, kNvlinkLatS, cnt);
     }
-  // PCIe tree: GPU i and NIC k hang off PCIe switch i*P/G and k*P/N; switch q goes to CPU q*C/P.
-  const int P = s.pcie_switches, C = s.cpus;
-  if (P > 0) {
-    for (int i = 0; i < s.gpus; ++i)
-      b.add_link(out.gpus[i], out.pcie_switches[i * P / s.gpus], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
-    for (int k = 0; k < s.nics; ++k)
-      b.add_link(out.nics[k], out.pcie_switches[k * P / s.nics], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
-    if (C > 0)
-      for (int q = 0; q < P; ++q)
-        b.add_link(out.pcie_switches[q], out.cpus[q * C / P], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
-  } else if (C > 0) {
-    for (int i = 0; i < s.gpus; ++i)
-      b.add_link(out.gpus[i], out.cpus[i * C / s.gpus], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
-    for (int k = 0; k < s.nics; ++k)
-      b.add_link(out.nics[k], out.cpus[k * C / s.nics], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
-  }
-  // Socket interconnect (ESTIMATE, see kCpuLinkLatS): a chain cpu0-cpu1-...
-  for (int c = 0; c + 1 < C; ++c)
-    b.add_link(out.cpus[c], out.cpus[c + 1], LinkKind::PCIe, s.pcie_Bps, kCpuLinkLatS);
+  add_pcie_tree(b, out, s.pcie_Bps);
   return out;
 }
 
@@ -412,66 +414,22 @@ struct Nvl72Spec {
 void add_nvl72(TopologyBuilder& b, const Nvl72Spec& s, int rack, int host0, int domain, std::vector<HostNodes>& hosts) {
   std::vector<NodeId> sw;
   const std::string rp = "rack" + std::to_string(rack) + ".";
-  for (int j = 0; j < s.nvswitch_chips; ++j) {
-    Node n;
-    n.id = rp + "nvsw" + std::to_string(j);
-    n.kind = NodeKind::NvSwitch;
-    n.model = "nvswitch-gen4";
-    n.local_index = j;
-    n.tier = 1;
-    n.nvls = true;
-    sw.push_back(b.add_node(n));
-  }
+  for (int j = 0; j < s.nvswitch_chips; ++j) sw.push_back(add_nvswitch(b, rp, -1, j, "nvswitch-gen4", 1, true));
   for (int t = 0; t < s.trays; ++t) {
     int host = host0 + t;
     HostNodes hn;
     const std::string p = "n" + std::to_string(host) + ".";
-    for (int i = 0; i < s.gpus_per_tray; ++i) {
-      Node n;
-      n.id = p + "gpu" + std::to_string(i);
-      n.kind = NodeKind::Gpu;
-      n.model = s.gpu;
-      n.host = host;
-      n.local_index = i;
-      n.nvlink_domain = domain;
-      hn.gpus.push_back(b.add_node(n));
-    }
+    for (int i = 0; i < s.gpus_per_tray; ++i) hn.gpus.push_back(add_gpu(b, p, host, i, s.gpu, domain));
     const int sc = std::max(1, s.gpus_per_tray / 2);  // superchips per tray
     for (int c = 0; c < sc; ++c) {
-      Node n;
-      n.id = p + "cpu" + std::to_string(c);
-      n.kind = NodeKind::Cpu;
-      n.model = "grace";
-      n.host = host;
-      n.local_index = c;
-      hn.cpus.push_back(b.add_node(n));
-      Node q;
-      q.id = p + "pcie" + std::to_string(c);
-      q.kind = NodeKind::PcieSwitch;
-      q.host = host;
-      q.local_index = c;
-      hn.pcie_switches.push_back(b.add_node(q));
+      hn.cpus.push_back(b.add_node(node_of(p, "cpu", NodeKind::Cpu, host, c, "grace")));
+      hn.pcie_switches.push_back(b.add_node(node_of(p, "pcie", NodeKind::PcieSwitch, host, c, "")));
     }
-    for (int k = 0; k < s.nics_per_tray; ++k) {
-      Node n;
-      n.id = p + "nic" + std::to_string(k);
-      n.kind = NodeKind::Nic;
-      n.model = s.nic_model;
-      n.host = host;
-      n.local_index = k;
-      n.rail = k;
-      n.port_Bps = s.nic_Bps;
-      hn.nics.push_back(b.add_node(n));
-    }
+    for (int k = 0; k < s.nics_per_tray; ++k) hn.nics.push_back(add_nic(b, p, host, k, s.nic_model, s.nic_Bps));
     for (int i = 0; i < s.gpus_per_tray; ++i)
       for (int j = 0; j < s.nvswitch_chips; ++j)
         b.add_link(hn.gpus[i], sw[j], LinkKind::NVLink, s.link_Bps, kNvlinkLatS, 1);
-    for (int i = 0; i < s.gpus_per_tray; ++i)
-      b.add_link(hn.gpus[i], hn.pcie_switches[i * sc / s.gpus_per_tray], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
-    for (int k = 0; k < s.nics_per_tray; ++k)
-      b.add_link(hn.nics[k], hn.pcie_switches[k * sc / s.nics_per_tray], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
-    for (int c = 0; c < sc; ++c) b.add_link(hn.pcie_switches[c], hn.cpus[c], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
-    for (int c = 0; c + 1 < sc; ++c) b.add_link(hn.cpus[c], hn.cpus[c + 1], LinkKind::PCIe, s.pcie_Bps, kCpuLinkLatS);
+    add_pcie_tree(b, hn, s.pcie_Bps);  // one switch per superchip, under its own Grace CPU
     hosts.push_back(std::move(hn));
   }
 }
@@ -558,14 +516,7 @@ Topology build_nvlink_switch_system(const std::map<std::string, std::string>& gi
   for (int j = 0; j < s.nvswitches; ++j) {
     const int chips = 8 * s.links_per_switch[j] / per;  // = 2 * split[j] for 8 GPUs
     for (int c = 0; c < chips; ++c) {
-      Node n;
-      n.id = "l2.p" + std::to_string(j) + ".nvsw" + std::to_string(c);
-      n.kind = NodeKind::NvSwitch;
-      n.model = "nvswitch-gen3";
-      n.local_index = c;
-      n.tier = 2;
-      n.nvls = true;
-      NodeId l2 = b.add_node(n);
+      NodeId l2 = add_nvswitch(b, "l2.p" + std::to_string(j) + ".", -1, c, "nvswitch-gen3", 2, true);
       for (int h = 0; h < nodes; ++h)
         b.add_link(hosts[h].nvswitches[j], l2, LinkKind::NVLink, per * s.nvlink_link_Bps, kNvlinkLatS, per);
     }
