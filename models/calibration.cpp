@@ -182,14 +182,11 @@ Calibration default_calibration() {
   set(c, Algorithm::Pat, Protocol::Simple, 8.0, 4.0, 14.0, 1.0);
   // Direct / pairwise all-to-all and send/recv: NCCL's tuning table has no p2p row; p2p runs the Simple
   // protocol (LL only below NCCL_P2P_LL_THRESHOLD), so we reuse [NCCL-T]'s Ring latencies.
-  set(c, Algorithm::Direct, Protocol::Simple, 8.4, 3.4, 14.0, 1.0);
-  set(c, Algorithm::Direct, Protocol::LL, 6.6, 0.6, 2.7, 0.5);
-  set(c, Algorithm::Pairwise, Protocol::Simple, 8.4, 3.4, 14.0, 1.0);
-  set(c, Algorithm::Pairwise, Protocol::LL, 6.6, 0.6, 2.7, 0.5);
   // Hierarchical (intra-node ring + inter-node ring on the rails): [NCCL-T] Ring rows, as above.
-  set(c, Algorithm::Hierarchical, Protocol::LL, 6.6, 0.6, 2.7, 0.5);
-  set(c, Algorithm::Hierarchical, Protocol::LL128, 14.0, 1.9, 4.0, 0.92);
-  set(c, Algorithm::Hierarchical, Protocol::Simple, 8.4, 3.4, 14.0, 1.0);
+  for (Algorithm a : {Algorithm::Direct, Algorithm::Pairwise})
+    for (Protocol p : {Protocol::Simple, Protocol::LL}) c.algo[{a, p}] = c.algo.at({Algorithm::Ring, p});
+  for (Protocol p : {Protocol::LL, Protocol::LL128, Protocol::Simple})
+    c.algo[{Algorithm::Hierarchical, p}] = c.algo.at({Algorithm::Ring, p});
 
   // Named factors (c.factors): their defaults are declared once, with unit, range and citation, in
   // models/calibration_params.cpp (derivations in docs/calibration.md "Named factors"). Keys without a
