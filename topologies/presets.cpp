@@ -139,8 +139,22 @@ std::string fmt_num(double v) {
 
 // ---- Server (host) builders ---------------------------------------------------------------------------
 
+namespace {
+// The server presets, in `topo --list` order, with their one-line descriptions.
+const std::pair<const char*, const char*> kServerPresets[] = {
+    {"dgx-a100", "8x A100 SXM4, 12 NVLink3 links each to 6 NVSwitches, 8x HDR 200 Gb/s NICs, PCIe gen4"},
+    {"dgx-h100", "8x H100 SXM5, 18 NVLink4 links (5/4/4/5) to 4 NVLS NVSwitches, 8x NDR 400 Gb/s NICs"},
+    {"dgx-h200", "8x H200 SXM 141 GB, 18 NVLink4 links (5/4/4/5) to 4 NVLS NVSwitches, 8x NDR 400 Gb/s NICs"},
+    {"dgx-b200", "8x B200, 18 NVLink5 links (9/9) to 2 NVSwitches, 8x 400 Gb/s NICs"},
+    {"dgx-b300", "8x B300 288 GB, 18 NVLink5 links (9/9) to 2 NVSwitches, 8x ConnectX-8 800 Gb/s NICs (PCIe gen6)"},
+    {"dgx1-v100", "8x V100 SXM2 in the NVLink2 hybrid cube-mesh (no NVSwitch), 4x EDR NICs"},
+    {"pcie-server", "8 GPUs behind 4 PCIe gen4 switches, no NVLink, 4x HDR NICs"}};
+}  // namespace
+
 std::vector<std::string> host_presets() {
-  return {"dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "dgx-b300", "dgx1-v100", "pcie-server"};
+  std::vector<std::string> v;
+  for (const auto& [name, description] : kServerPresets) v.push_back(name);
+  return v;
 }
 
 HostSpec host_spec(const std::string& preset) {
@@ -732,20 +746,8 @@ std::vector<PresetInfo> make_presets() {
     return v;
   };
   std::vector<PresetInfo> out;
-  out.push_back({"dgx-a100", "8x A100 SXM4, 12 NVLink3 links each to 6 NVSwitches, 8x HDR 200 Gb/s NICs, PCIe gen4",
-                 host_params(host_spec("dgx-a100"))});
-  out.push_back({"dgx-h100", "8x H100 SXM5, 18 NVLink4 links (5/4/4/5) to 4 NVLS NVSwitches, 8x NDR 400 Gb/s NICs",
-                 host_params(host_spec("dgx-h100"))});
-  out.push_back({"dgx-h200", "8x H200 SXM 141 GB, 18 NVLink4 links (5/4/4/5) to 4 NVLS NVSwitches, 8x NDR 400 Gb/s NICs",
-                 host_params(host_spec("dgx-h200"))});
-  out.push_back({"dgx-b200", "8x B200, 18 NVLink5 links (9/9) to 2 NVSwitches, 8x 400 Gb/s NICs",
-                 host_params(host_spec("dgx-b200"))});
-  out.push_back({"dgx-b300", "8x B300 288 GB, 18 NVLink5 links (9/9) to 2 NVSwitches, 8x ConnectX-8 800 Gb/s NICs (PCIe gen6)",
-                 host_params(host_spec("dgx-b300"))});
-  out.push_back({"dgx1-v100", "8x V100 SXM2 in the NVLink2 hybrid cube-mesh (no NVSwitch), 4x EDR NICs",
-                 host_params(host_spec("dgx1-v100"))});
-  out.push_back({"pcie-server", "8 GPUs behind 4 PCIe gen4 switches, no NVLink, 4x HDR NICs",
-                 host_params(host_spec("pcie-server"))});
+  for (const auto& [name, description] : kServerPresets)
+    out.push_back({name, description, host_params(host_spec(name))});
   out.push_back({"gb200-nvl72", "72 B200 GPUs (18 trays of 4) in one NVLink5 domain over 18 NVSwitch chips",
                  {{"gpu", "b200 or gb200 (B200 silicon at GB200 clocks) (default b200)"},
                   {"nics_per_node", "NICs per compute tray (default 4)"},
