@@ -52,23 +52,22 @@ const char* to_string(Protocol p) {
   return "?";
 }
 
-bool parse_algorithm(const std::string& s, Algorithm& out) {
-  for (Algorithm a : kAllAlgorithms)
-    if (s == to_string(a)) {
-      out = a;
+namespace {
+// The value of `all` whose to_string is `s`; false (out untouched) when none is.
+template <class E, std::size_t N>
+bool parse_named(const std::string& s, const std::array<E, N>& all, E& out) {
+  for (E e : all)
+    if (s == to_string(e)) {
+      out = e;
       return true;
     }
   return false;
 }
+}  // namespace
 
-bool parse_protocol(const std::string& s, Protocol& out) {
-  for (Protocol p : kAllProtocols)
-    if (s == to_string(p)) {
-      out = p;
-      return true;
-    }
-  return false;
-}
+bool parse_algorithm(const std::string& s, Algorithm& out) { return parse_named(s, kAllAlgorithms, out); }
+
+bool parse_protocol(const std::string& s, Protocol& out) { return parse_named(s, kAllProtocols, out); }
 
 const AlgoProtoParams& Calibration::of(Algorithm a, Protocol p) const {
   auto it = algo.find({a, p});
