@@ -11,6 +11,7 @@
 #include "replay/coll_sweep.hpp"
 #include "replay/outputs.hpp"
 #include "validate/nccl_table.hpp"
+#include "workloads/cluster.hpp"
 
 namespace fabricsim::cli {
 
@@ -21,7 +22,7 @@ int cmd_coll(int argc, char** argv) {
             "used for each row. Sizes follow nccl-tests' semantics (docs/collectives.md).");
   args.topology_flags();
   args.flag({"--op", "", "OP",
-             "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, all_to_allv, send_recv",
+             "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, all_to_allv, send_recv, scatter",
              "all_reduce"});
   args.flag({"--minbytes", "-b", "SIZE", "smallest size (nccl-tests -b)", "32M"});
   args.flag({"--maxbytes", "-e", "SIZE", "largest size (nccl-tests -e)", "32M, or -b when only -b is given"});
@@ -41,7 +42,7 @@ int cmd_coll(int argc, char** argv) {
              "all_to_all(v) over an expert-parallel group of N GPUs laid out by --ep-span; also prints DeepEP-style "
              "dispatch/combine bandwidth per rank split into NVLink and RDMA parts", ""});
   args.flag({"--ep-span", "", "node|rail", "node: the group packs whole servers; rail: GPU 0 of N servers", "node"});
-  args.flag({"--root", "-r", "RANK", "root rank for broadcast/reduce (nccl-tests -r)", "0"});
+  args.flag({"--root", "-r", "RANK", "root rank for broadcast/reduce/scatter (nccl-tests -r)", "0"});
   args.flag({"--algo", "", "ALGO", "ring, tree, nvls, collnet, pat, direct, pairwise, hierarchical (NCCL_ALGO)", "tuner"});
   args.flag({"--proto", "", "PROTO", "simple, ll, ll128 (NCCL_PROTO)", "tuner"});
   args.flag({"--channels", "", "N", "ring/tree channels", "NICs per host, 1 on one host"});
@@ -62,7 +63,13 @@ int cmd_coll(int argc, char** argv) {
   args.flag({"--report", "", "FILE", "HTML report of the largest size (docs/outputs.md)", ""});
   args.flag({"--pxn", "", "auto|on|off",
              "route cross-rail traffic through the peer GPU on the destination's rail (NCCL PXN); auto = on for "
-             "all_to_all(v) and send_recv (NCCL's default on rail-optimised systems), off otherwise", "auto"});
+             "all_to_all(v), send_recv and scatter (NCCL's default on rail-optimised systems), off otherwise", "auto"});
+  args.flag({"--fault", "", "SPEC",
+             "price on the topology with a fault, in a cluster scenario's faults[] vocabulary (docs/workloads.md): "
+             "link=A,B:50% (the link between node ids A and B at 50 % of its bandwidth), link=A,B:down, switch=ID, "
+             "nic=ID, or the JSON object itself, e.g. '{\"link\": [\"n1.nic0\", \"leaf.r0.0\"], \"bandwidth\": \"50%\"}'; "
+             "repeatable. `fabricsim topo --export` writes the node ids",
+             "none", true});
   args.list_flag(Args::kTopologies | Args::kCalibrations);
   if (!args.parse(argc, argv)) return 0;
   // Output paths are checked before simulating, so a bad one fails at once and nothing is written.
@@ -77,6 +84,7 @@ int cmd_coll(int argc, char** argv) {
                         "redop", "batch-tolerance", "pxn", "ep", "ep-span"})
     if (args.has(std::string("--") + f)) opts[f] = args.get(std::string("--") + f);
   sim::CollSweepRequest req = sim::coll_request(opts, args.params());
+  for (const auto& f : args.all("--fault")) req.faults.push_back(workloads::parse_fault_text(f, "--fault"));
   req.want_run = args.has("--timeline") || args.has("--link-stats") || args.has("--report");
   const sim::CollSweep sweep = sim::run_coll_sweep(req);
   if (args.has("--json")) write_file_atomic(args.get("--json"), sweep.doc.dump(1) + "\n");

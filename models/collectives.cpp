@@ -27,6 +27,7 @@ const char* to_string(Op op) {
     case Op::AllToAll: return "all_to_all";
     case Op::AllToAllv: return "all_to_allv";
     case Op::SendRecv: return "send_recv";
+    case Op::Scatter: return "scatter";
   }
   return "?";
 }
@@ -74,7 +75,8 @@ std::vector<Algorithm> algorithms_for(Op op) {
     case Op::Reduce: return {Algorithm::Ring};
     case Op::AllToAll:
     case Op::AllToAllv: return {Algorithm::Direct, Algorithm::Pairwise};
-    case Op::SendRecv: return {Algorithm::Direct};
+    case Op::SendRecv:
+    case Op::Scatter: return {Algorithm::Direct};
   }
   return {};
 }
@@ -96,7 +98,7 @@ std::vector<Protocol> protocols_for(Algorithm a) {
 
 double busbw_factor(Op op, int n) {
   if (n <= 1) return op == Op::AllReduce || op == Op::AllGather || op == Op::ReduceScatter || op == Op::AllToAll ||
-                             op == Op::AllToAllv
+                             op == Op::AllToAllv || op == Op::Scatter
                          ? 0.0
                          : 1.0;
   switch (op) {
@@ -104,7 +106,8 @@ double busbw_factor(Op op, int n) {
     case Op::AllGather:
     case Op::ReduceScatter:
     case Op::AllToAll:
-    case Op::AllToAllv: return static_cast<double>(n - 1) / n;
+    case Op::AllToAllv:
+    case Op::Scatter: return static_cast<double>(n - 1) / n;  // nccl-tests src/scatter.cu: (nranks-1)/nranks
     case Op::Broadcast:
     case Op::Reduce:
     case Op::SendRecv: return 1.0;
@@ -118,7 +121,8 @@ std::uint64_t nccl_tests_count(Op op, std::uint64_t bytes, int n, int elem_bytes
     case Op::AllGather:
     case Op::ReduceScatter:
     case Op::AllToAll:
-    case Op::AllToAllv: return e / static_cast<std::uint64_t>(std::max(1, n));
+    case Op::AllToAllv:
+    case Op::Scatter: return e / static_cast<std::uint64_t>(std::max(1, n));
     default: return e;
   }
 }
@@ -306,12 +310,12 @@ void validate_spec(const CollectiveSpec& spec, const topo::Topology& t, topo::Ro
   }
   const int n = static_cast<int>(spec.communicator.size());
   if (spec.elem_bytes <= 0) throw InputError(w, "a positive element size");
-  if ((spec.op == Op::Broadcast || spec.op == Op::Reduce) && (spec.root < 0 || spec.root >= n))
+  if ((spec.op == Op::Broadcast || spec.op == Op::Reduce || spec.op == Op::Scatter) && (spec.root < 0 || spec.root >= n))
     throw InputError(w, "root rank in [0, " + std::to_string(n) + "), got " + std::to_string(spec.root));
   if (spec.channels < 0) throw InputError(w, "channels >= 0 (0 = automatic)");
   const std::uint64_t eb = static_cast<std::uint64_t>(spec.elem_bytes);
   bool per_rank_blocks = spec.op == Op::AllGather || spec.op == Op::ReduceScatter || spec.op == Op::AllToAll ||
-                         (spec.op == Op::AllToAllv && spec.matrix.empty());
+                         spec.op == Op::Scatter || (spec.op == Op::AllToAllv && spec.matrix.empty());
   if (per_rank_blocks) {
     std::uint64_t unit = eb * static_cast<std::uint64_t>(n);
     if (spec.bytes % unit != 0)
@@ -383,24 +387,6 @@ int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::
 namespace {
 
 constexpr std::size_t kAutoStepLimit = 250000;  // transfers; above this `auto` uses symmetry
-
-// [NCCL-E] How NCCL cuts an NVLS_TREE all_reduce (src/enqueue.cc calcCollChunking at v2.26.2-1 and 5067397c,
-// src/transport/nvls.cc for the defaults; read, not copied): the chunk starts at nvlsChunkSize (128 KiB) capped
-// by the tree's maximum (64 KiB on >= 4 nodes, else the chunk size), then drops to 64 KiB below 4 x ops x chunk
-// bytes and to 32 KiB below 1 x ops x chunk, ops = channels x heads; a loop moves ops x chunk. (NVLS's own
-// thresholds are 64x / 8x / 2x, tuner.hpp nccl_nvls_loops: NVLS_TREE keeps larger chunks down to smaller
-// calls, so fewer loops pipeline a mid-size call.)
-NvlsLoops nvls_tree_loops(double bytes, int channels, int heads, int nodes) {
-  NvlsLoops l;
-  const double ops = static_cast<double>(std::max(1, channels)) * std::clamp(heads, 1, 32);
-  double chunk = nodes >= 4 ? 65536 : 131072;
-  if (bytes < 4 * ops * chunk && chunk > 65536) chunk = 65536;
-  if (bytes < 1 * ops * chunk && chunk > 32768) chunk = 32768;
-  l.chunk_bytes = chunk;
-  l.loop_bytes = ops * chunk;
-  l.loops = std::max(1.0, std::ceil(bytes / l.loop_bytes));
-  return l;
-}
 
 struct Builder {
   const CollectiveSpec& spec;
@@ -1007,8 +993,9 @@ struct Builder {
     const int H = static_cast<int>(L.hosts.size());
     const int g = static_cast<int>(L.hosts[0].size());
     const double shard = S / g;
-    // NCCL's NVLS_TREE loop: nvls channels x heads x a chunk that differs from NVLS's (nvls_tree_loops).
-    const NvlsLoops nl = nvls_tree_loops(S, nccl_nvls_channels(t.node(gpu(0)).model), g, H);
+    // NCCL's NVLS_TREE loop: nvls channels x heads x a chunk that differs from NVLS's (tuner.hpp
+    // nccl_nvls_tree_loops).
+    const NvlsLoops nl = nccl_nvls_tree_loops(S, nccl_nvls_channels(t.node(gpu(0)).model), g, H);
     const std::uint32_t K = static_cast<std::uint32_t>(std::clamp(nl.loops, 1.0, calib.factor("max_pipeline_chunks")));
     step_latency_scale = nl.loops / K;
     std::vector<NodeId> sw(H);
@@ -1242,6 +1229,17 @@ struct Builder {
     if (spec.op == Op::SendRecv) {
       if (n < 2) return;
       for (int r = 0; r < n; ++r) emit(gpu(r), gpu((r + 1) % n), static_cast<double>(spec.bytes), 1, 1.0, {}, 0, 0);
+      return;
+    }
+    if (spec.op == Op::Scatter) {
+      // [NCCL-E] NCCL has no scatter kernel: a scatter is point-to-point sends of bytes/n from the root to
+      // every rank (src/enqueue.cc taskAppend at v2.28.3-1: ncclScatter appends one p2p send per rank on the
+      // root and one recv from the root on every rank; before NCCL 2.28, nccl-tests src/scatter.cu issues the
+      // same ncclSend/ncclRecv group), so it runs as the p2p rows do: all sends at once, over PXN paths across
+      // hosts. The root's block to itself is a local copy, not modelled.
+      const double blk = static_cast<double>(spec.bytes) / n;
+      for (int j = 0; j < n; ++j)
+        if (j != spec.root) emit(gpu(spec.root), gpu(j), blk, 1, 1.0, {}, 0, 0);
       return;
     }
     for (int i = 0; i < n; ++i)

@@ -13,6 +13,7 @@
 //   all_to_all      the send buffer of every rank; bytes/n go to each rank (itself included)  (must divide by n)
 //   all_to_allv     as all_to_all, but `matrix[i][j]` bytes go from rank i to rank j when given
 //   send_recv       what every rank sends to rank (r+1) mod n (and receives from (r-1) mod n)
+//   scatter         the root's send buffer; bytes/n go to each rank (the root's own block stays)  (must divide by n)
 // Every per-rank block must also be a whole number of elements (`elem_bytes`, 4 for float).
 #include <cstdint>
 #include <functional>
@@ -27,15 +28,15 @@
 
 namespace fabricsim::models {
 
-enum class Op { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, AllToAllv, SendRecv };
+enum class Op { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, AllToAllv, SendRecv, Scatter };
 enum class Fidelity { Auto, Step, Phase, Symmetry };
 
 const char* to_string(Op op);
 const char* to_string(Fidelity f);
 bool parse_op(const std::string& s, Op& out);  // "all_reduce", "all_gather", ..., "send_recv" (also "sendrecv")
 bool parse_fidelity(const std::string& s, Fidelity& out);
-constexpr std::array<Op, 8> kAllOps = {Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::Broadcast,
-                                       Op::Reduce,    Op::AllToAll,  Op::AllToAllv,     Op::SendRecv};
+constexpr std::array<Op, 9> kAllOps = {Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::Broadcast, Op::Reduce,
+                                       Op::AllToAll,  Op::AllToAllv, Op::SendRecv,      Op::Scatter};
 
 struct CollectiveSpec {
   Op op = Op::AllReduce;

@@ -62,17 +62,36 @@ int nccl_nvls_channels(const std::string& gpu_model) {
   return 16;
 }
 
-NvlsLoops nccl_nvls_loops(double bytes, int channels, int heads) {
+namespace {
+// One loop of NCCL's NVLS kernels moves ops x chunk bytes, ops = channels x heads (heads capped at
+// NCCL_MAX_NVLS_ARITY = 32); `shrink` lowers the chunk for the call's size (the two rules below).
+template <class Shrink>
+NvlsLoops nvls_loops_of(double bytes, int channels, int heads, double chunk, Shrink shrink) {
   NvlsLoops l;
   const double ops = static_cast<double>(std::max(1, channels)) * std::clamp(heads, 1, 32);
-  double chunk = 131072;
-  if (bytes < 64 * ops * chunk && chunk > 65536) chunk = 65536;
-  if (bytes < 8 * ops * chunk && chunk > 32768) chunk = 32768;
-  if (bytes < 2 * ops * chunk && chunk > 16384) chunk = 16384;
+  chunk = shrink(ops, chunk);
   l.chunk_bytes = chunk;
   l.loop_bytes = ops * chunk;
   l.loops = std::max(1.0, std::ceil(bytes / l.loop_bytes));
   return l;
+}
+}  // namespace
+
+NvlsLoops nccl_nvls_loops(double bytes, int channels, int heads) {
+  return nvls_loops_of(bytes, channels, heads, 131072, [bytes](double ops, double chunk) {
+    if (bytes < 64 * ops * chunk && chunk > 65536) chunk = 65536;
+    if (bytes < 8 * ops * chunk && chunk > 32768) chunk = 32768;
+    if (bytes < 2 * ops * chunk && chunk > 16384) chunk = 16384;
+    return chunk;
+  });
+}
+
+NvlsLoops nccl_nvls_tree_loops(double bytes, int channels, int heads, int nodes) {
+  return nvls_loops_of(bytes, channels, heads, nodes >= 4 ? 65536 : 131072, [bytes](double ops, double chunk) {
+    if (bytes < 4 * ops * chunk && chunk > 65536) chunk = 65536;
+    if (bytes < 1 * ops * chunk && chunk > 32768) chunk = 32768;
+    return chunk;
+  });
 }
 
 int nccl_call_channels(Algorithm a, Protocol p, double bytes, int nranks, int coll_channels) {
@@ -268,6 +287,11 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
       if (spec.op == Op::SendRecv) {
         lat += stepl;
         xfer = t_of(S, (H > 1 ? Bn : Bi) * e);
+        break;
+      }
+      if (spec.op == Op::Scatter) {  // the root's sends (build_direct): (g-1)/n of S stays on its host, the
+        lat += stepl;                // rest leaves through the host's NICs (PXN)
+        xfer = std::max(t_of((g - 1) / n * S, Bi * e), t_of((n - g) / n * S, Bhost * e));
         break;
       }
       double row = S;

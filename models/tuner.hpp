@@ -67,6 +67,12 @@ struct NvlsLoops {
   double loops = 1;
 };
 NvlsLoops nccl_nvls_loops(double bytes, int channels, int heads);
+// The same for an NVLS_TREE all_reduce across `nodes` hosts (src/enqueue.cc calcCollChunking at v2.26.2-1 and
+// 5067397c, src/transport/nvls.cc for the defaults): the chunk starts at nvlsChunkSize (128 KiB) capped by the
+// tree's maximum (64 KiB on >= 4 nodes, else the chunk size), then drops to 64 KiB below 4 x ops x chunk bytes
+// and to 32 KiB below 1 x ops x chunk, ops = channels x heads. NVLS_TREE keeps larger chunks down to smaller
+// calls than NVLS (thresholds 64x / 8x / 2x above), so fewer loops pipeline a mid-size call.
+NvlsLoops nccl_nvls_tree_loops(double bytes, int channels, int heads, int nodes);
 
 struct Candidate {
   Algorithm algorithm = Algorithm::Ring;

@@ -3,7 +3,7 @@
 //
 //   fabricsim.run(scenario=None, comm_model="") -> dict        one training step (the result JSON of
 //                                                             `fabricsim run --json`); None = the flagship
-//   fabricsim.coll(topology, op="all_reduce", minbytes="32M", ..., params={}) -> dict
+//   fabricsim.coll(topology, op="all_reduce", minbytes="32M", ..., faults=[...], params={}) -> dict
 //                                                             a collective over a size sweep (the JSON of
 //                                                             `fabricsim coll --json`, plus "table": its text)
 //   fabricsim.topology(name, params={}) -> dict               the summary of `fabricsim topo --json`
@@ -23,6 +23,7 @@
 #include "replay/outputs.hpp"
 #include "replay/run_scenario.hpp"
 #include "topologies/io.hpp"
+#include "workloads/cluster.hpp"
 #include "workloads/scenario.hpp"
 
 namespace py = pybind11;
@@ -76,7 +77,29 @@ py::object run(const py::object& scenario, const std::string& comm_model) {
 }
 
 py::object coll(const std::string& topology, const py::dict& params, const py::kwargs& kw) {
-  std::map<std::string, std::string> opts = string_map(kw, "coll option");
+  // faults=[...]: what `fabricsim coll --fault` takes, each a string in its short form or a dict in a scenario's
+  // faults[] vocabulary (workloads/cluster.hpp reads both).
+  std::vector<fabricsim::workloads::FaultSpec> faults;
+  py::dict rest;
+  for (auto item : kw) {
+    const std::string k = py::str(item.first);
+    if (k != "faults") {
+      rest[item.first] = item.second;
+      continue;
+    }
+    if (!py::isinstance<py::list>(item.second) && !py::isinstance<py::tuple>(item.second))
+      throw fabricsim::InputError("coll option 'faults'", "a list of fault strings or dicts");
+    int i = 0;
+    for (auto f : item.second) {
+      const std::string where = "faults[" + std::to_string(i++) + "]";
+      if (py::isinstance<py::str>(f)) faults.push_back(fabricsim::workloads::parse_fault_text(py::str(f), where));
+      else if (py::isinstance<py::dict>(f))
+        faults.push_back(fabricsim::workloads::parse_fault(to_json(py::reinterpret_borrow<py::object>(f), where),
+                                                           fabricsim::JsonPath{"<python>", "/faults"}.index(i - 1)));
+      else throw fabricsim::InputError(where, "a fault string (link=A,B:50%) or dict");
+    }
+  }
+  std::map<std::string, std::string> opts = string_map(rest, "coll option");
   // Python names use underscores where the flags use dashes (gpus_per_thread -> gpus-per-thread).
   std::map<std::string, std::string> flags;
   for (auto& [k, v] : opts) {
@@ -90,7 +113,9 @@ py::object coll(const std::string& topology, const py::dict& params, const py::k
   {
     const auto p = string_map(params, "param");
     py::gil_scoped_release nogil;
-    sweep = fabricsim::sim::run_coll_sweep(fabricsim::sim::coll_request(flags, p));
+    fabricsim::sim::CollSweepRequest req = fabricsim::sim::coll_request(flags, p);
+    req.faults = std::move(faults);
+    sweep = fabricsim::sim::run_coll_sweep(req);
   }
   Json doc = sweep.doc;
   doc["table"] = sweep.text;

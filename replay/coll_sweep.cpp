@@ -1,6 +1,7 @@
 #include "replay/coll_sweep.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <cstdio>
 #include <set>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include "sim/engine/ring_stream.hpp"
 #include "sim/engine/schedule_runner.hpp"
 #include "replay/outputs_links.hpp"
+#include "workloads/cluster.hpp"
 #include "topologies/io.hpp"
 #include "topologies/routing.hpp"
 
@@ -174,7 +176,19 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
   sspec.topology = req.topology;
   sspec.params = req.params;
   sspec.calibration = req.calibration;
-  const models::System sys(sspec);
+  std::unique_ptr<models::System> built = std::make_unique<models::System>(sspec);
+  // Faults: the same topology with its faulted links scaled or removed (workloads::apply_topology_faults, as
+  // a cluster scenario applies them), priced with the calibration the unfaulted System resolved.
+  std::vector<std::string> fault_notes;
+  if (!req.faults.empty()) {
+    for (const auto& f : req.faults)
+      if (f.kind != "link" && f.kind != "switch" && f.kind != "nic")
+        throw InputError(f.where, "a link, switch or NIC fault (a " + f.kind +
+                                      " fault changes a job's compute or placement, not the fabric a collective runs on)");
+    topo::Topology faulted = workloads::apply_topology_faults(built->topology(), req.faults, fault_notes);
+    built = std::make_unique<models::System>(std::move(faulted), built->calibration(), built->calibration_ref());
+  }
+  const models::System& sys = *built;
   const topo::Topology& t = sys.topology();
   const models::Calibration& calib = sys.calibration();
   CollectiveCall base;
@@ -315,6 +329,7 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
     o << ", time per call of " << req.iters << " back-to-back calls"
       << (models::calls_overlap(spec.op) ? " (rank 0, calls overlapping)" : " (= one call: calls do not overlap)");
   o << "\n";
+  for (const auto& note : fault_notes) o << "# " << note << "\n";
   o << "#\n";
   o << "#       size         count      type   redop    root     time   algbw   busbw  algo          proto   fidelity\n";
   o << "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)\n";
@@ -395,6 +410,8 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
              {"avg_busbw_GBps", avg}};
   if (req.gpus_per_thread > 0) out.doc["system"]["gpus_per_thread"] = req.gpus_per_thread;
   if (req.iters > 0) out.doc["system"]["iters"] = req.iters;
+  // What --fault changed, as the table's "# fault:" lines say it.
+  if (!fault_notes.empty()) out.doc["system"]["faults"] = fault_notes;
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include "models/collectives.hpp"
 #include "sim/base/json_reader.hpp"
 #include "replay/result.hpp"
+#include "workloads/scenario.hpp"
 
 namespace fabricsim::sim {
 
@@ -36,6 +37,10 @@ struct CollSweepRequest {
   std::string calibration = "auto";           // models::resolve_calibration spec
   std::string pxn = "auto";                   // auto | on | off
   bool want_run = false;                      // keep the largest size's run (timeline, links, report)
+  // --fault: link / switch / NIC faults applied to the topology before pricing (workloads::parse_fault_text,
+  // the vocabulary of a scenario's faults[]; docs/workloads.md "Cluster scenarios"). GPU and node faults
+  // change a job, not the fabric: InputError.
+  std::vector<workloads::FaultSpec> faults;
 };
 
 struct CollSweep {

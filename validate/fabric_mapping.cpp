@@ -24,6 +24,13 @@ std::string fmt_gbps(double g) {
 
 }  // namespace
 
+bool merge_nic_ports(int& count, double& gbps, int gpus_per_node) {
+  if (gpus_per_node < 1 || count <= gpus_per_node || count % gpus_per_node != 0) return false;
+  gbps *= count / gpus_per_node;
+  count = gpus_per_node;
+  return true;
+}
+
 FabricDescription describe_fabric(const std::string& source, const std::string& interconnect_in,
                                   const std::string& nic_in, int gpus_per_node) {
   const std::string ic = lower(interconnect_in), nic = lower(nic_in), all = ic + " | " + nic;
@@ -86,12 +93,8 @@ FabricDescription describe_fabric(const std::string& source, const std::string& 
   // NCCL runs CollNet only with the SHARP plugin and switches that reduce (InfiniBand Quantum and later).
   d.sharp = fs.sharp && (has(all, "sharp") || has(all, "collnet"));
   if (d.sharp) d.rule += ", SHARP (CollNet allowed)";
-  // Several ports per GPU (AWS p5: 32 EFA for 8 GPUs; OCI: 16 RDMA VFs) act as one NIC per GPU in NCCL.
-  if (gpus_per_node > 0 && count > gpus_per_node && count % gpus_per_node == 0) {
-    gbps *= count / gpus_per_node;
-    count = gpus_per_node;
+  if (merge_nic_ports(count, gbps, gpus_per_node))
     d.rule += " -> " + std::to_string(count) + "x " + fmt_gbps(gbps) + " Gb/s (ports of one GPU merged)";
-  }
   d.nics_per_node = count;
   d.nic_gbps = gbps;
   return d;

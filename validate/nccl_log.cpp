@@ -316,7 +316,7 @@ std::string normalize_op(const std::string& name_in) {
   static const std::map<std::string, std::string> names = {
       {"allreduce", "all_reduce"},   {"allgather", "all_gather"}, {"reducescatter", "reduce_scatter"},
       {"broadcast", "broadcast"},    {"reduce", "reduce"},        {"alltoall", "all_to_all"},
-      {"sendrecv", "sendrecv"},      {"p2p", "sendrecv"}};
+      {"sendrecv", "sendrecv"},      {"p2p", "sendrecv"},         {"scatter", "scatter"}};
   auto it = names.find(key);
   return it == names.end() ? "" : it->second;
 }
@@ -789,6 +789,8 @@ Measurement measurement_from_json(const Json& doc, const std::string& source) {
     // Written by `fabricsim coll --json` (simulations): which topology it ran on.
     sr.string_or("topology", "");
     sr.object_optional("params");
+    // Written by `fabricsim coll --fault`: what the faults changed (informational, one string each).
+    string_list(sr.array_optional("faults"), sr.path_of("faults"));
     sr.finish();
   }
   m.op = normalize_op(r.string("collective"));

@@ -10,6 +10,8 @@
 #include "models/collectives.hpp"
 #include "models/tuner.hpp"
 #include "sim/base/error.hpp"
+#include "sim/base/units.hpp"
+#include "topologies/fabrics.hpp"
 #include "sim/engine/collective_time.hpp"
 #include "topologies/io.hpp"
 #include "topologies/routing.hpp"
@@ -76,6 +78,28 @@ void finish_mapping(SystemMapping& s, const Measurement& m) {
       // first 4 GPUs of an 8-GPU DGX A100 with its 2 NICs, which leaves GPUs 0-3 on the first NIC alone.
       if (!p.count("gpus_per_node") && fd.nics_per_node <= s.ranks_per_host)
         p["gpus_per_node"] = std::to_string(s.ranks_per_host);
+    } else if (p.count("nics_per_node")) {
+      // The user's own NIC count (--topology ... --param nics_per_node=16): ports beyond one per GPU merge as
+      // the sidecar path merges them (merge_nic_ports, NCCL's NIC port merging), at the given or the fabric's
+      // line rate.
+      int count = static_cast<int>(parse_int(p.at("nics_per_node"), "--param nics_per_node"));
+      const int given = count;
+      const bool several = s.ranks_per_host > 0 && count > s.ranks_per_host && count % s.ranks_per_host == 0;
+      double gbps = 0;
+      if (p.count("nic_bandwidth")) gbps = parse_bandwidth(p.at("nic_bandwidth"), "--param nic_bandwidth") * 8 / 1e9;
+      else if (several && p.at("fabric") != "infiniband")
+        gbps = topo::fabric(p.at("fabric"), "--param fabric").nic_Bps * 8 / 1e9;
+      if (gbps <= 0 && several)
+        throw InputError("--param nics_per_node", std::to_string(count) + " NIC ports for " +
+                                                      std::to_string(s.ranks_per_host) + " GPUs per host need " +
+                                                      "--param nic_bandwidth (fabric " + p.at("fabric") +
+                                                      " has no line rate of its own) to merge into one NIC per GPU");
+      if (merge_nic_ports(count, gbps, s.ranks_per_host)) {
+        p["nics_per_node"] = std::to_string(count);
+        p["nic_bandwidth"] = fmt_gbps_param(gbps);
+        s.rule += ", " + std::to_string(given) + " NIC ports per host -> " + std::to_string(count) + "x " +
+                  fmt_gbps_param(gbps) + " (ports of one GPU merged, as NCCL does)";
+      }
     }
     p["node"] = s.preset;
     p["nodes"] = std::to_string(m.num_nodes);

@@ -61,6 +61,105 @@ bool is_placement(const std::string& text) {
          parse_random(text, seed);
 }
 
+FaultSpec parse_fault(const Json& j, const JsonPath& at) {
+  if (!j.is_object()) json_fail(at, "a fault object");
+  ObjectReader fr(j, at);
+  FaultSpec x;
+  x.where = at.str();
+  int kinds = fr.has("link") + fr.has("switch") + fr.has("nic") + fr.has("gpu") + fr.has("node");
+  if (kinds != 1) json_fail(at, "exactly one of \"link\", \"switch\", \"nic\", \"gpu\", \"node\"");
+  if (fr.has("link")) {
+    x.kind = "link";
+    const Json& l = fr.array("link");
+    if (l.size() != 2 || !l[0].is_string() || !l[1].is_string())
+      json_fail(fr.path_of("link"), "the two node ids of the link, e.g. [\"n1.nic0\", \"leaf.r0.0\"]");
+    x.a = l[0].get<std::string>();
+    x.b = l[1].get<std::string>();
+    const bool down = fr.boolean_or("down", false);
+    if (down == fr.has("bandwidth"))
+      json_fail(at, "exactly one of \"down\": true or \"bandwidth\" (the remaining fraction, e.g. \"50%\")");
+    x.bandwidth_factor = down ? 0.0 : fraction(fr.raw("bandwidth"), fr.path_of("bandwidth"), false, 1.0);
+  } else if (fr.has("switch") || fr.has("nic")) {
+    x.kind = fr.has("switch") ? "switch" : "nic";
+    x.a = fr.string(x.kind);
+    if (!fr.boolean_or("down", true)) json_fail(fr.path_of("down"), "true (a switch or NIC fault takes it down)");
+  } else if (fr.has("gpu")) {
+    x.kind = "gpu";
+    x.gpu = static_cast<std::int32_t>(fr.integer_in("gpu", 0, 10000000));
+    x.slowdown = fraction(fr.raw("slowdown"), fr.path_of("slowdown"), false, 100.0);
+  } else {
+    x.kind = "node";
+    x.host = static_cast<std::int32_t>(fr.integer_in("node", 0, 10000000));
+    x.policy = fr.string_or("policy", "shrink");
+    if (x.policy != "shrink" && x.policy != "spare") json_fail(fr.path_of("policy"), "shrink or spare");
+  }
+  fr.finish();
+  return x;
+}
+
+FaultSpec parse_fault_text(const std::string& text, const std::string& flag) {
+  const JsonPath at{flag + " " + text_excerpt(text), ""};
+  const std::string form =
+      "a fault object as in a scenario's faults[] (e.g. {\"link\": [\"n1.nic0\", \"leaf.r0.0\"], \"bandwidth\": \"50%\"}) "
+      "or link=A,B:50% | link=A,B:down | switch=ID | nic=ID | gpu=RANK:20% | node=HOST[:shrink|spare]";
+  if (!text.empty() && text.front() == '{') {
+    Json j;
+    try {
+      j = Json::parse(text);
+    } catch (const std::exception&) {
+      throw InputError(at.file, form + " (not valid JSON)");
+    }
+    FaultSpec f = parse_fault(j, at);
+    f.where = at.file;
+    return f;
+  }
+  // The compact form is the same object written as KIND=WHAT[:AMOUNT], read by the same parser.
+  const auto eq = text.find('=');
+  if (eq == std::string::npos) throw InputError(at.file, form);
+  const std::string kind = text.substr(0, eq), rest = text.substr(eq + 1);
+  const auto colon = rest.rfind(':');
+  const std::string what = rest.substr(0, colon), amount = colon == std::string::npos ? "" : rest.substr(colon + 1);
+  auto amount_json = [&]() -> Json {
+    if (!amount.empty() && amount.back() == '%') return amount;
+    try {
+      std::size_t used = 0;
+      const double v = std::stod(amount, &used);
+      if (used == amount.size()) return v;
+    } catch (const std::logic_error&) {
+    }
+    return amount;  // the fraction parser names what it expected
+  };
+  auto integer = [&](const std::string& s) -> Json {
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return s;
+    return std::stoll(s.substr(0, 12));
+  };
+  Json j = Json::object();
+  if (kind == "link") {
+    const auto comma = what.find(',');
+    if (comma == std::string::npos || colon == std::string::npos)
+      throw InputError(at.file, "link=A,B:FRACTION or link=A,B:down (the link's two node ids, e.g. "
+                                "link=n1.nic0,leaf.r0.0:50%)");
+    j["link"] = Json::array({what.substr(0, comma), what.substr(comma + 1)});
+    if (amount == "down") j["down"] = true;
+    else j["bandwidth"] = amount_json();
+  } else if (kind == "switch" || kind == "nic") {
+    if (colon != std::string::npos && amount != "down") throw InputError(at.file, kind + "=ID or " + kind + "=ID:down");
+    j[kind] = what;
+  } else if (kind == "gpu") {
+    if (colon == std::string::npos) throw InputError(at.file, "gpu=RANK:SLOWDOWN, e.g. gpu=13:20%");
+    j["gpu"] = integer(what);
+    j["slowdown"] = amount_json();
+  } else if (kind == "node") {
+    j["node"] = integer(what);
+    if (colon != std::string::npos) j["policy"] = amount;
+  } else {
+    throw InputError(at.file, form);
+  }
+  FaultSpec f = parse_fault(j, at);
+  f.where = at.file;
+  return f;
+}
+
 void parse_cluster(Scenario& s, ObjectReader& r, const std::string& file) {
   const Json& jobs = r.array("jobs");
   if (jobs.empty()) json_fail(r.path_of("jobs"), "at least one job");
@@ -105,42 +204,7 @@ void parse_cluster(Scenario& s, ObjectReader& r, const std::string& file) {
   }
   s.stand_in_traffic = r.boolean_or("stand_in_traffic", true);
   if (const Json* f = r.array_optional("faults")) {
-    for (std::size_t i = 0; i < f->size(); ++i) {
-      const JsonPath at = r.path_of("faults").index(i);
-      if (!(*f)[i].is_object()) json_fail(at, "a fault object");
-      ObjectReader fr((*f)[i], at);
-      FaultSpec x;
-      x.where = at.str();
-      int kinds = fr.has("link") + fr.has("switch") + fr.has("nic") + fr.has("gpu") + fr.has("node");
-      if (kinds != 1) json_fail(at, "exactly one of \"link\", \"switch\", \"nic\", \"gpu\", \"node\"");
-      if (fr.has("link")) {
-        x.kind = "link";
-        const Json& l = fr.array("link");
-        if (l.size() != 2 || !l[0].is_string() || !l[1].is_string())
-          json_fail(fr.path_of("link"), "the two node ids of the link, e.g. [\"n1.nic0\", \"leaf.r0.0\"]");
-        x.a = l[0].get<std::string>();
-        x.b = l[1].get<std::string>();
-        const bool down = fr.boolean_or("down", false);
-        if (down == fr.has("bandwidth"))
-          json_fail(at, "exactly one of \"down\": true or \"bandwidth\" (the remaining fraction, e.g. \"50%\")");
-        x.bandwidth_factor = down ? 0.0 : fraction(fr.raw("bandwidth"), fr.path_of("bandwidth"), false, 1.0);
-      } else if (fr.has("switch") || fr.has("nic")) {
-        x.kind = fr.has("switch") ? "switch" : "nic";
-        x.a = fr.string(x.kind);
-        if (!fr.boolean_or("down", true)) json_fail(fr.path_of("down"), "true (a switch or NIC fault takes it down)");
-      } else if (fr.has("gpu")) {
-        x.kind = "gpu";
-        x.gpu = static_cast<std::int32_t>(fr.integer_in("gpu", 0, 10000000));
-        x.slowdown = fraction(fr.raw("slowdown"), fr.path_of("slowdown"), false, 100.0);
-      } else {
-        x.kind = "node";
-        x.host = static_cast<std::int32_t>(fr.integer_in("node", 0, 10000000));
-        x.policy = fr.string_or("policy", "shrink");
-        if (x.policy != "shrink" && x.policy != "spare") json_fail(fr.path_of("policy"), "shrink or spare");
-      }
-      fr.finish();
-      s.faults.push_back(std::move(x));
-    }
+    for (std::size_t i = 0; i < f->size(); ++i) s.faults.push_back(parse_fault((*f)[i], r.path_of("faults").index(i)));
   }
   if (const Json* jt = r.object_optional("jitter")) {
     ObjectReader jr(*jt, r.path_of("jitter"));

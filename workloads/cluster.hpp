@@ -20,6 +20,13 @@ namespace fabricsim::workloads {
 // Reads "jobs", "faults" and "jitter" of the scenario object `r` (called by scenario_from_json).
 void parse_cluster(Scenario& s, ObjectReader& r, const std::string& file);
 
+// One entry of a scenario's "faults" array at `at` (InputError naming it when malformed).
+FaultSpec parse_fault(const Json& j, const JsonPath& at);
+// A fault given on a command line (`flag` names it in errors): the JSON object of a faults[] entry, or the
+// compact form of the same object: link=A,B:50% | link=A,B:down | switch=ID | nic=ID | gpu=RANK:20% |
+// node=HOST[:shrink|spare]. Read by parse_fault, so both forms mean the same and fail the same way.
+FaultSpec parse_fault_text(const std::string& text, const std::string& flag);
+
 // The placement policies, for help texts: "packed, spread, random(SEED), rail-aligned, fill-racks".
 const char* placement_help();
 bool is_placement(const std::string& text);  // also accepts random(N)

@@ -7,9 +7,11 @@
 // time_collective: the tuner's algorithm and protocol unless the call fixes them (models::tune), the spec's
 // fidelity (Auto: models::resolve_fidelity), the routing NCCL would use (PXN for all_to_all(v) and send_recv
 // unless the call says otherwise), then on the engine: a step-level ring streamed (sim::run_ring_stream, the
-// materialised schedule's time up to floating-point rounding, docs/engine.md) unless per-transfer results are
-// wanted, a direct all_to_all(v) through the exact quotient by the fabric's symmetry when its check passes
-// (sim::run_quotient, docs/engine.md), else the schedule (completion batching: exact below 20000 transfers, else 1 us, docs/engine.md);
+// materialised schedule's time up to floating-point rounding, docs/engine.md), first through its certified
+// bounds (sim/engine/ring_bounds.hpp), which when they close give the exact time without events or batching;
+// a direct all_to_all(v) through the exact quotient by the fabric's symmetry when its check passes
+// (sim::run_quotient, docs/engine.md), else the schedule (completion batching: exact below 20000 transfers,
+// else 1 us, docs/engine.md);
 // for rooted operations with `iters` the benchmark loop's period (models/benchmark_loop.hpp); finally the
 // host launch floor when one host thread drives several GPUs (models::host_launch_floor_s).
 #include <cstddef>
@@ -47,6 +49,10 @@ struct CollectiveTime {
   // direct all_to_all(v), quotient_reason says why the quotient did not apply.
   std::string method = "flows";
   std::string quotient_reason;
+  // With "ring-stream": whether the ring's certified bounds closed (time_s is then the exact fluid model's
+  // makespan within 1e-9 relative, no events run), and why not when they did not (the events ran).
+  bool certified = false;
+  std::string certify_reason;
   // With keep_run: the single call's schedule and its engine result (link statistics collected).
   std::shared_ptr<models::Schedule> schedule;
   std::shared_ptr<ScheduleResult> run;

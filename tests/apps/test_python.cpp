@@ -31,6 +31,12 @@ c = fabricsim.coll("dgx-h100", op="all_gather", minbytes="1M", maxbytes="64M", s
 assert c["rows"] == json.load(open("coll.json"))["rows"], "coll() rows differ from fabricsim coll --json"
 assert "busbw" in c["table"]
 print("rows", len(c["rows"]))
+ring = dict(op="all_reduce", minbytes="64M", algo="ring", proto="simple", fidelity="step", calibration="default")
+ok = fabricsim.coll("superpod", {"nodes": 4, "node": "dgx-h100"}, **ring)
+slow = fabricsim.coll("superpod", {"nodes": 4, "node": "dgx-h100"}, faults=["link=n1.nic0,leaf.r0.0:50%"], **ring)
+same = fabricsim.coll("superpod", {"nodes": 4, "node": "dgx-h100"}, faults=[{"link": ["n1.nic0", "leaf.r0.0"], "bandwidth": "50%"}], **ring)
+assert slow["rows"] == same["rows"] and slow["system"]["faults"] == same["system"]["faults"]
+print("fault slower", slow["rows"][0]["time_us"] > 1.1 * ok["rows"][0]["time_us"])
 t = fabricsim.topology("superpod", {"nodes": 2, "node": "dgx-h100"})
 print("gpus", t["gpus"])
 s = fabricsim.default_scenario()
@@ -40,6 +46,7 @@ print("half batch faster", fabricsim.run(s)["iteration_s"] < py["iteration_s"])
   CHECK(r.rc == 0);
   CHECK(r.err == "");
   CHECK(r.out.find("rows 4\n") != std::string::npos);
+  CHECK(r.out.find("fault slower True\n") != std::string::npos);
   CHECK(r.out.find("gpus 16\n") != std::string::npos);
   CHECK(r.out.find("half batch faster True\n") != std::string::npos);
 }
@@ -50,6 +57,8 @@ TEST_CASE("python: bad input raises fabricsim.InputError with the CLI's message"
 for call in (lambda: fabricsim.run({"topology": {"preset": "dgx-h100"}, "workload": {"generator": "gpt", "params": {"num_layerz": 2}}}),
              lambda: fabricsim.coll("dgx-h100", op="all_reducee"),
              lambda: fabricsim.coll("dgx-h100", minbytes="1M", bogus=3),
+             lambda: fabricsim.coll("dgx-h100", faults=["link=n0.gpu0,nowhere:50%"]),
+             lambda: fabricsim.coll("dgx-h100", faults=[{"link": ["a"], "bandwidth": "50%"}]),
              lambda: fabricsim.topology("no-such-preset"),
              lambda: fabricsim.run(comm_model="psychic")):
     try:
@@ -64,6 +73,8 @@ for call in (lambda: fabricsim.run({"topology": {"preset": "dgx-h100"}, "workloa
   CHECK(r.out.find("num_layerz") != std::string::npos);
   CHECK(r.out.find("--op all_reducee") != std::string::npos);
   CHECK(r.out.find("coll option 'bogus'") != std::string::npos);
+  CHECK(r.out.find("nowhere") != std::string::npos);
+  CHECK(r.out.find("<python>: /faults/0/link") != std::string::npos);
   CHECK(r.out.find("no-such-preset") != std::string::npos);
   CHECK(r.out.find("comm_model") != std::string::npos);
 }

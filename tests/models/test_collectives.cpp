@@ -410,6 +410,42 @@ TEST_CASE("nccl-tests busbw factors and counts") {
   CHECK(parse_op("sendrecv", op));
   CHECK(op == Op::SendRecv);
   CHECK_FALSE(parse_op("allreduce", op));
+  // scatter (nccl-tests src/scatter.cu): factor (n-1)/n, count per rank; the p4d log prints count 1 for 64 B
+  // on 16 ranks.
+  CHECK(parse_op("scatter", op));
+  CHECK(op == Op::Scatter);
+  CHECK(busbw_factor(Op::Scatter, 16) == approx(15.0 / 16));
+  CHECK(nccl_tests_count(Op::Scatter, 64, 16, 4) == 1);
+}
+
+TEST_CASE("scatter: NCCL's p2p sends of bytes/n from the root to every other rank") {
+  const auto sys = system_of("superpod", {{"nodes", "2"}});
+  const topo::Topology& t = sys->topology();
+  topo::Routing& routing = sys->routing(true);
+  const Calibration cal = default_calibration();
+  CollectiveSpec s = make(t, Op::Scatter, 16ull << 20, Algorithm::Direct, Protocol::Simple);
+  s.root = 3;
+  const int n = static_cast<int>(s.communicator.size());
+  REQUIRE(n == 16);
+  const Schedule sch = build_schedule(s, t, routing, cal);
+  CHECK(sch.transfers.size() == 15u);
+  for (const auto& x : sch.transfers) {
+    CHECK(x.src == s.communicator[3]);
+    CHECK(x.dst != s.communicator[3]);
+    CHECK(x.payload_bytes == approx((16 << 20) / 16.0));
+  }
+  // The tuner has one candidate (direct) and NCCL's p2p protocol rule picks it.
+  s.algorithm.reset();
+  s.protocol.reset();
+  const TunerChoice tc = tune(s, t, routing, cal);
+  CHECK(tc.algorithm == Algorithm::Direct);
+  CHECK(tc.protocol == Protocol::Simple);  // across hosts the shared network buffers carry Simple only
+  // The root is checked like broadcast's, and the size must divide into n blocks of whole elements.
+  s.root = 16;
+  CHECK_THROWS_AS(build_schedule(s, t, routing, cal), InputError);
+  s.root = 0;
+  s.bytes = 16 * 4 + 4;
+  CHECK_THROWS_AS(build_schedule(s, t, routing, cal), InputError);
 }
 
 TEST_CASE("tuner: Tree is priced with NCCL's model (algorithm bandwidth = busBw / 2 at every host count)") {
@@ -596,6 +632,16 @@ TEST_CASE("NVLS: NCCL's loop and chunk rule, a latency per loop, efficiency inde
   CHECK(loops(1 << 30).loop_bytes == 16 << 20);
   CHECK(loops(16.0 * (1 << 30)).loops == 1024);
   CHECK(nccl_nvls_loops(8.0 * (1 << 30), 16, 64).loop_bytes == 16 * 32 * 131072.0);  // heads capped at 32
+  // NVLS_TREE (16 channels x 8 heads = 128 ops): 128 KiB chunks on 2 nodes from 4 x 128 x 128 KiB = 64 MiB,
+  // 64 KiB from 128 x 64 KiB = 8 MiB, 32 KiB below; 64 KiB at most on >= 4 nodes.
+  auto tree = [](double bytes, int nodes) { return nccl_nvls_tree_loops(bytes, 16, 8, nodes); };
+  CHECK(tree(64 << 20, 2).chunk_bytes == 131072);
+  CHECK(tree(64 << 20, 2).loops == 4);
+  CHECK(tree((64 << 20) - 1, 2).chunk_bytes == 65536);
+  CHECK(tree(8 << 20, 2).chunk_bytes == 65536);
+  CHECK(tree((8 << 20) - 1, 2).chunk_bytes == 32768);
+  CHECK(tree(1 << 30, 4).chunk_bytes == 65536);
+  CHECK(tree((8 << 20) - 1, 4).chunk_bytes == 32768);
 
   const auto h_sys = system_of("dgx-h100");
 

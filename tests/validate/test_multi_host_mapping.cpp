@@ -65,8 +65,25 @@ TEST_CASE("multi-host logs map to a topology only when the system and network ar
         std::string::npos);
   CHECK(e.find("pass --topology PRESET") != std::string::npos);
   // With --topology the user decides, and the run maps.
-  CHECK(map_system(bare, "dgx-a100", {{"fabric", "infiniband"}, {"nics_per_node", "4"}, {"nic_bandwidth", "200Gbps"}})
-            .preset == "superpod");
+  const SystemMapping given =
+      map_system(bare, "dgx-a100", {{"fabric", "infiniband"}, {"nics_per_node", "4"}, {"nic_bandwidth", "200Gbps"}});
+  CHECK(given.preset == "superpod");
+  CHECK(given.params.at("nics_per_node") == "4");  // fewer NICs than GPUs: as given
+  CHECK(given.params.at("nic_bandwidth") == "200Gbps");
+  // The host's ports as the user counts them (OCI: 16 x 100 Gb/s for 8 GPUs) merge into one NIC per GPU, as on
+  // the sidecar path and as NCCL merges the ports of one NIC (validate/fabric_mapping.hpp merge_nic_ports).
+  const SystemMapping ports =
+      map_system(bare, "dgx-a100", {{"fabric", "roce"}, {"nics_per_node", "16"}, {"nic_bandwidth", "100Gbps"}});
+  CHECK(ports.params.at("nics_per_node") == "8");
+  CHECK(ports.params.at("nic_bandwidth") == "200Gbps");
+  CHECK(ports.rule.find("16 NIC ports per host -> 8x 200Gbps") != std::string::npos);
+  // Without nic_bandwidth the fabric's line rate is the port's (InfiniBand NDR: 400 Gb/s).
+  CHECK(map_system(bare, "dgx-a100", {{"fabric", "infiniband-ndr"}, {"nics_per_node", "16"}})
+            .params.at("nic_bandwidth") == "800Gbps");
+  e = error_of([&] { map_system(bare, "dgx-a100", {{"fabric", "roce"}, {"nics_per_node", "many"}}); });
+  CHECK(e.find("--param nics_per_node") != std::string::npos);
+  e = error_of([&] { map_system(bare, "dgx-a100", {{"fabric", "roce"}, {"nics_per_node", "16"}}); });
+  CHECK(e.find("16 NIC ports for 8 GPUs per host need --param nic_bandwidth") != std::string::npos);
 
   const fs::path dir = fs::temp_directory_path() / ("fabricsim_mapping_" + std::to_string(::getpid()));
   const std::string oci = sidecar(dir, "OCI BM.GPU4.8 (A100-SXM4-40GB)", "NVSwitch; RoCE v2", "16x 100 Gb/s RoCE");
