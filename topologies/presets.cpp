@@ -11,6 +11,7 @@
 // bandwidth is count * per-link bandwidth.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -748,16 +749,25 @@ std::vector<PresetInfo> make_presets() {
   std::vector<PresetInfo> out;
   for (const auto& [name, description] : kServerPresets)
     out.push_back({name, description, host_params(host_spec(name))});
+  // The NVL72 racks' parameters, defaults from nvl72_spec.
+  auto nvl72_help = [](const std::string& rack, const std::string& gpu_help) {
+    const Nvl72Spec s = nvl72_spec(rack);
+    auto gbs = [](double Bps) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.1f GB/s", Bps / 1e9);
+      return std::string(b);
+    };
+    return std::vector<std::pair<std::string, std::string>>{
+        {"gpu", gpu_help},
+        {"nics_per_node", "NICs per compute tray (default " + std::to_string(s.nics_per_tray) + ")"},
+        {"nic_bandwidth", "per-NIC bandwidth per direction (default " + gbs(s.nic_Bps) + ")"},
+        {"nvlink_bandwidth",
+         "total NVLink bandwidth per GPU per direction (default " + gbs(s.link_Bps * s.nvswitch_chips) + ")"}};
+  };
   out.push_back({"gb200-nvl72", "72 B200 GPUs (18 trays of 4) in one NVLink5 domain over 18 NVSwitch chips",
-                 {{"gpu", "b200 or gb200 (B200 silicon at GB200 clocks) (default b200)"},
-                  {"nics_per_node", "NICs per compute tray (default 4)"},
-                  {"nic_bandwidth", "per-NIC bandwidth per direction (default 50.0 GB/s)"},
-                  {"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction (default 900.0 GB/s)"}}});
+                 nvl72_help("gb200-nvl72", "b200 or gb200 (B200 silicon at GB200 clocks) (default b200)")});
   out.push_back({"gb300-nvl72", "72 Blackwell Ultra GPUs (18 trays of 4) in one NVLink5 domain, 4x ConnectX-8 800 Gb/s per tray",
-                 {{"gpu", "gb300 only (default gb300)"},
-                  {"nics_per_node", "NICs per compute tray (default 4)"},
-                  {"nic_bandwidth", "per-NIC bandwidth per direction (default 100.0 GB/s)"},
-                  {"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction (default 900.0 GB/s)"}}});
+                 nvl72_help("gb300-nvl72", "gb300 only (default gb300)")});
   out.push_back({"nvlink-switch-system", "up to 32 DGX H100 (256 GPUs) in one NVLink network via tier-2 NVSwitches",
                  {{"nodes", "DGX H100 servers, 1..32 (default 32)"},
                   {"gpu", "h100 or h200 (default h100)"},
