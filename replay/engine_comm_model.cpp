@@ -579,7 +579,8 @@ void SharedNetworkCommModel::bind(EventQueue& q) {
   // A fresh network on the replay's queue (a restarted replay binds a fresh queue); what was learnt about
   // owners and the cached schedules are kept.
   q_ = &q;
-  net_ = std::make_unique<Network>(q, t_, routing_, calib_, NetworkOptions{opt_.shared_batch_tolerance_s});
+  net_ = std::make_unique<Network>(q, t_, routing_, calib_,
+                                   NetworkOptions{opt_.shared_batch_tolerance_s, opt_.shared_bundle_flows});
   net_->set_alternate_routing(routing_pxn_);
   std::fill(owner_in_flight_.begin(), owner_in_flight_.end(), 0);
   reset_stats();

@@ -52,6 +52,9 @@ struct EngineCommOptions {
   // 2 x that x channels transfers; a direct all_to_all that many flows); phase fidelity above.
   double step_limit = 20000;
   double large_batch_tolerance_s = 1e-6;  // completion batching for phase-fidelity schedules, seconds
+  // SharedNetworkCommModel: run the flows of dependency-free schedules (all_to_all(v)) as flow bundles
+  // (sim::NetworkOptions::bundle_flows; exact up to rounding). false: one flow per transfer (the reference).
+  bool shared_bundle_flows = true;
 };
 
 // What the two engine-backed models share: building schedules (collectives with their mirrors, messages),
@@ -246,6 +249,9 @@ class SharedNetworkCommModel final : public EngineCommBase {
   // visited (where the CPU goes when many calls run on the network).
   std::size_t network_solves() const { return net_ ? net_->model().solves() : 0; }
   std::size_t network_solver_flow_visits() const { return net_ ? net_->model().solved_flow_visits() : 0; }
+  // Flow bundles started on the network (EngineCommOptions::shared_bundle_flows) and how many were split.
+  std::size_t network_bundles() const { return net_ ? net_->bundles_added() : 0; }
+  std::size_t network_bundles_split() const { return net_ ? net_->bundles_split() : 0; }
 
  private:
   struct Entry {

@@ -98,6 +98,8 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
       r.metrics["replay.shared.idle_window_reruns"] = static_cast<double>(shared->window_reruns());
       r.metrics["replay.shared.network_solves"] = static_cast<double>(shared->network_solves());
       r.metrics["replay.shared.network_solver_flow_visits"] = static_cast<double>(shared->network_solver_flow_visits());
+      r.metrics["replay.shared.network_bundles"] = static_cast<double>(shared->network_bundles());
+      r.metrics["replay.shared.network_bundles_split"] = static_cast<double>(shared->network_bundles_split());
     }
     if (opt.engine.collect_link_stats) {
       engine->finalize_link_stats();

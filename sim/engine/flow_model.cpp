@@ -29,6 +29,25 @@ FlowModel::FlowModel(std::vector<double> capacity_Bps) : cap_(std::move(capacity
 
 FlowModel::FlowId FlowModel::add(double now_s, std::span<const std::uint32_t> resources, double bytes_per_instance,
                                  double weight, double rate_cap_Bps, std::uint64_t user) {
+  return add_impl(now_s, resources, nullptr, 1, bytes_per_instance, weight, rate_cap_Bps, user);
+}
+
+FlowModel::FlowId FlowModel::add_bundle(double now_s, std::span<const std::uint32_t> resources,
+                                        std::span<const std::uint32_t> multiplicity, std::uint32_t members,
+                                        double bytes_per_instance, double weight, double rate_cap_Bps,
+                                        std::uint64_t user) {
+  if (multiplicity.size() != resources.size() || members == 0)
+    throw std::logic_error("FlowModel::add_bundle: one multiplicity per resource and at least one member");
+  for (std::uint32_t m : multiplicity)
+    if (m == 0 || m > members) throw std::logic_error("FlowModel::add_bundle: multiplicity outside 1..members");
+  ++bundles_added_;
+  return add_impl(now_s, resources, multiplicity.data(), members, bytes_per_instance, weight, rate_cap_Bps, user);
+}
+
+FlowModel::FlowId FlowModel::add_impl(double now_s, std::span<const std::uint32_t> resources,
+                                      const std::uint32_t* multiplicity, std::uint32_t members,
+                                      double bytes_per_instance, double weight, double rate_cap_Bps,
+                                      std::uint64_t user) {
   if (!(now_s >= now_s_)) throw std::logic_error("FlowModel::add in the past");
   if (resources.empty()) throw std::logic_error("FlowModel::add: a flow needs at least one resource");
   if (!(bytes_per_instance > 0) || !(weight > 0)) throw std::logic_error("FlowModel::add: bytes and weight must be > 0");
@@ -50,7 +69,9 @@ FlowModel::FlowId FlowModel::add(double now_s, std::span<const std::uint32_t> re
     flow_mark_.push_back(0);
     alive_.push_back(0);
     frozen_.push_back(0);
+    members_.push_back(1);
   }
+  members_[f] = members;
   rem_[f] = bytes_per_instance;
   tupd_[f] = now_s;
   rate_[f] = 0;
@@ -68,16 +89,19 @@ FlowModel::FlowId FlowModel::add(double now_s, std::span<const std::uint32_t> re
     const std::size_t c = std::max(hop_res_.size() + resources.size(), hop_res_.capacity() + hop_res_.capacity() / 4);
     hop_res_.reserve(c);
     hop_pos_.reserve(c);
+    hop_mult_.reserve(c);
   }
   hot_[f].off = static_cast<std::uint32_t>(hop_res_.size());
   hot_[f].cnt = static_cast<std::uint32_t>(resources.size());
   for (std::uint32_t k = 0; k < resources.size(); ++k) {
     const std::uint32_t r = resources[k];
     if (r >= cap_.size()) throw std::logic_error("FlowModel::add: resource id out of range");
+    const std::uint32_t m = multiplicity ? multiplicity[k] : 1;
     hop_res_.push_back(r);
     hop_pos_.push_back(static_cast<std::uint32_t>(res_flows_[r].size()));
-    res_flows_[r].push_back(ResEntry{f});
-    wsum_[r] += weight;
+    hop_mult_.push_back(m);
+    res_flows_[r].push_back(ResEntry{f, m, k});
+    wsum_[r] += weight * m;
   }
   dirty_flows_.push_back(f);
   ++active_;
@@ -96,11 +120,13 @@ void FlowModel::reserve(std::size_t flows) {
   reserve_geometric(flow_mark_, need);
   reserve_geometric(alive_, need);
   reserve_geometric(frozen_, need);
+  reserve_geometric(members_, need);
   reserve_geometric(heap_, heap_.size() + flows);
   // Hops: the mean route length so far (8 before any flow: GPU-NVSwitch-GPU-NIC-leaf-spine-leaf-NIC-GPU).
   const std::size_t per = added_flows_ ? static_cast<std::size_t>((added_hops_ + added_flows_ - 1) / added_flows_) : 8;
   reserve_geometric(hop_res_, hop_res_.size() + flows * per);
   reserve_geometric(hop_pos_, hop_res_.size() + flows * per);
+  reserve_geometric(hop_mult_, hop_res_.size() + flows * per);
 }
 
 void FlowModel::remove_flow(FlowId f) {
@@ -113,11 +139,9 @@ void FlowModel::remove_flow(FlowId f) {
     const ResEntry last = list.back();
     list[pos] = last;
     const std::uint32_t loff = hot_[last.flow].off;
-    std::uint32_t lk = 0;
-    while (hop_res_[loff + lk] != r) ++lk;  // routes hold distinct resources: exactly one hop matches
-    hop_pos_[loff + lk] = pos;
+    hop_pos_[loff + last.hop] = pos;
     list.pop_back();
-    wsum_[r] = list.empty() ? 0 : wsum_[r] - hot_[f].w;
+    wsum_[r] = list.empty() ? 0 : wsum_[r] - hot_[f].w * hop_mult_[off + k];
     if (!res_dirty_[r]) {  // once per resource: an all-to-all's completions touch each NIC link thousands of times
       res_dirty_[r] = 1;
       dirty_res_.push_back(r);
@@ -134,9 +158,10 @@ void FlowModel::remove_flow(FlowId f) {
 }
 
 void FlowModel::compact_hops() {
-  std::vector<std::uint32_t> nres, npos;
+  std::vector<std::uint32_t> nres, npos, nmult;
   nres.reserve(hop_res_.size() - dead_hops_);
   npos.reserve(hop_res_.size() - dead_hops_);
+  nmult.reserve(hop_res_.size() - dead_hops_);
   for (FlowId f = 0; f < rem_.size(); ++f) {
     if (!alive_[f]) continue;
     const std::uint64_t off = hot_[f].off;
@@ -144,10 +169,12 @@ void FlowModel::compact_hops() {
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
       nres.push_back(hop_res_[off + k]);
       npos.push_back(hop_pos_[off + k]);
+      nmult.push_back(hop_mult_[off + k]);
     }
   }
   hop_res_ = std::move(nres);
   hop_pos_ = std::move(npos);
+  hop_mult_ = std::move(nmult);
   dead_hops_ = 0;
 }
 
@@ -233,7 +260,7 @@ void FlowModel::solve(double now_s) {
       if (rate_[f] >= theta) {
         visit_flow(f);
       } else {
-        kept += hot_[f].w * rate_[f];
+        kept += hot_[f].w * e.mult * rate_[f];
         ++kept_visits_;
       }
     }
@@ -270,7 +297,7 @@ void FlowModel::solve(double now_s) {
     const std::uint64_t off = hot_[f].off;
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
       const std::uint32_t r = hop_res_[off + k];
-      s_w_[r] += hot_[f].w;
+      s_w_[r] += hot_[f].w * hop_mult_[off + k];
       ++s_unfrozen_[r];
     }
     if (capr_[f] > 0) capped_.emplace_back(capr_[f], f);
@@ -304,9 +331,10 @@ void FlowModel::solve(double now_s) {
     const std::uint64_t off = hot_[f].off;
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
       const std::uint32_t r = hop_res_[off + k];
-      s_free_[r] -= w * x;
-      s_w_[r] -= w;
-      load_[r] += w * x;
+      const double wm = w * hop_mult_[off + k];
+      s_free_[r] -= wm * x;
+      s_w_[r] -= wm;
+      load_[r] += wm * x;
       --s_unfrozen_[r];
     }
   };
@@ -345,12 +373,22 @@ void FlowModel::solve(double now_s) {
       heap_remove(r);
       for (const ResEntry& e : res_flows_[r])
         if (!frozen_[e.flow]) {
+          // a bundle frozen by a resource that only some of its members cross: check it below
+          if (e.mult != members_[e.flow]) suspects_.push_back(e.flow);
           freeze(e.flow, level);
           --remaining;
         }
     }
   }
 
+  split_.clear();
+  if (!suspects_.empty()) {
+    for (FlowId f : suspects_)
+      if (!bundle_has_bottleneck(f)) split_.push_back(f);
+    suspects_.clear();
+    std::sort(split_.begin(), split_.end());
+    bundles_split_ += split_.size();
+  }
   for (std::uint32_t r : comp_res_) {
     const double u = load_[r] / cap_[r];
     if (u > stats_[r].peak_util) stats_[r].peak_util = u;
@@ -369,6 +407,40 @@ void FlowModel::solve(double now_s) {
     }
   }
   if (heap_.size() > 2 * active_ + 4096) compact_heap();
+}
+
+bool FlowModel::bundle_has_bottleneck(FlowId f) const {
+  // Called at the end of solve(), before rate_ takes the new rates: re-solved flows (marked this epoch) have
+  // theirs in new_rate_, kept flows in rate_. A bottleneck shared by all members: a resource that every member
+  // crosses, saturated (free capacity within 1e-9 of its capacity: rounding), on which no flow runs faster.
+  const double x = new_rate_[f];
+  if (capr_[f] > 0 && x >= capr_[f] * (1 - 1e-12)) return true;  // every member sits at the common cap
+  const std::uint64_t off = hot_[f].off;
+  for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
+    if (hop_mult_[off + k] != members_[f]) continue;
+    const std::uint32_t r = hop_res_[off + k];
+    if (s_free_[r] > 1e-9 * cap_[r]) continue;
+    bool top = true;
+    for (const ResEntry& e : res_flows_[r]) {
+      const double y = flow_mark_[e.flow] == epoch_ ? new_rate_[e.flow] : rate_[e.flow];
+      if (y > x * (1 + 1e-9)) {
+        top = false;
+        break;
+      }
+    }
+    if (top) return true;
+  }
+  return false;
+}
+
+double FlowModel::cancel(FlowId f, double now_s) {
+  if (!(now_s >= now_s_)) throw std::logic_error("FlowModel::cancel in the past");
+  if (f >= alive_.size() || !alive_[f]) throw std::logic_error("FlowModel::cancel: not an active flow");
+  now_s_ = now_s;
+  // As a completion: its resources are marked dirty and the next solve settles their loads up to now.
+  const double left = std::max(0.0, remaining(f, now_s));
+  remove_flow(f);
+  return left;
 }
 
 namespace {

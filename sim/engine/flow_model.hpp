@@ -22,6 +22,16 @@
 // finish times sit in a lazy min-heap (versioned entries, periodic compaction). Storage is flat
 // (struct-of-arrays indexed by integer flow ids, recycled), with no per-flow heap allocation.
 //
+// Bundles (add_bundle): one flow standing for `members` flows of equal weight, bytes, cap and start whose routes
+// differ, loading each resource with weight x multiplicity (how many members cross it) x rate. Up to the first
+// freeze that involves it, progressive filling with the bundle is progressive filling with its members (the
+// loads are the same), and the members freeze together when the resource that freezes them is crossed by all of
+// them. The solver checks that every re-solved bundle has such a bottleneck (a resource crossed by all members,
+// saturated, on which no flow has a higher rate, or the members' common cap): then every member has a bottleneck,
+// so the expanded allocation is the (unique) max-min fair one of the members and the bundle is exact. A bundle
+// without one is listed in split_requests(); the caller cancels it and adds its members (or smaller bundles)
+// at the same time, before the clock moves.
+//
 // Latency is not handled here: callers add a flow once its latency has elapsed (see Network).
 #include <algorithm>
 #include <cstdint>
@@ -60,6 +70,19 @@ class FlowModel {
   FlowId add(double now_s, std::span<const std::uint32_t> resources, double bytes_per_instance,
              double weight, double rate_cap_Bps, std::uint64_t user);
 
+  // A bundle of `members` flows (each of weight `weight`, `bytes_per_instance`, cap `rate_cap_Bps`): resource
+  // resources[k] is crossed by multiplicity[k] (1..members) of them. rate()/remaining() are per member.
+  FlowId add_bundle(double now_s, std::span<const std::uint32_t> resources, std::span<const std::uint32_t> multiplicity,
+                    std::uint32_t members, double bytes_per_instance, double weight, double rate_cap_Bps,
+                    std::uint64_t user);
+  // Bundles whose last solve found no common bottleneck (see above), in flow-id order; cleared by the next solve.
+  const std::vector<FlowId>& split_requests() const { return split_; }
+  // Removes an active flow without completing it (e.g. a bundle to split) and returns the bytes per instance it
+  // still had to deliver at now_s. Its resources are re-solved at the next solve().
+  double cancel(FlowId f, double now_s);
+  std::size_t bundles_added() const { return bundles_added_; }
+  std::size_t bundles_split() const { return bundles_split_; }
+
   // Capacity for `flows` more flows than are active now (and their completion-heap entries), so that a
   // caller that knows how many flows are about to start (e.g. an all-to-all's roots) saves the growth
   // copies and the up to 2x slack of doubling vectors. Changes no result.
@@ -77,6 +100,7 @@ class FlowModel {
 
   std::size_t active_flows() const { return active_; }
   double rate(FlowId f) const { return rate_[f]; }  // per-instance bytes/s
+  std::uint64_t user(FlowId f) const { return user_[f]; }
   // Bytes per instance an active flow still has to deliver at time now_s (>= its last update).
   double remaining(FlowId f, double now_s) const { return rem_[f] - rate_[f] * (now_s - tupd_[f]); }
   std::size_t solves() const { return solves_; }
@@ -94,8 +118,10 @@ class FlowModel {
   const std::vector<ResourceStats>& stats() const { return stats_; }
 
  private:
-  struct ResEntry {  // a flow crossing the resource (which of its hops it is: found by scanning its route)
+  struct ResEntry {  // a flow crossing the resource
     FlowId flow;
+    std::uint32_t mult;  // how many of its members cross the resource (1 for a plain flow)
+    std::uint32_t hop;   // which of the flow's hops it is (index from hot_[flow].off)
   };
   struct HeapEntry {
     double t_s;
@@ -103,6 +129,10 @@ class FlowModel {
     std::uint32_t ver;
   };
 
+  FlowId add_impl(double now_s, std::span<const std::uint32_t> resources, const std::uint32_t* multiplicity,
+                  std::uint32_t members, double bytes_per_instance, double weight, double rate_cap_Bps,
+                  std::uint64_t user);
+  bool bundle_has_bottleneck(FlowId f) const;
   void remove_flow(FlowId f);
   void settle_resource(std::uint32_t r, double now_s);
   void compact_heap();
@@ -132,7 +162,10 @@ class FlowModel {
   std::vector<std::uint32_t> ver_, flow_mark_;
   std::vector<std::uint8_t> alive_, frozen_;
   std::vector<FlowId> free_ids_;
-  std::vector<std::uint32_t> hop_res_, hop_pos_;
+  std::vector<std::uint32_t> hop_res_, hop_pos_, hop_mult_;
+  std::vector<std::uint32_t> members_;  // per flow: 1, or a bundle's member count
+  std::vector<FlowId> suspects_, split_;
+  std::size_t bundles_added_ = 0, bundles_split_ = 0;
   std::size_t dead_hops_ = 0;
   std::uint64_t added_flows_ = 0, added_hops_ = 0;  // totals, for reserve()'s route-length estimate
   std::size_t active_ = 0;

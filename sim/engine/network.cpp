@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
 #include <stdexcept>
 #include <string>
 
@@ -31,6 +33,7 @@ constexpr std::uint64_t kIdxBits = 40;
 constexpr std::uint64_t kIdxMask = (std::uint64_t{1} << kIdxBits) - 1;
 constexpr std::uint64_t kReadyBit = std::uint64_t{1} << 63;  // latency-heap entry that makes a root ready
 constexpr std::uint32_t kMaxRuns = 1u << 22;
+constexpr std::size_t kMinBundleTransfers = 16;  // smaller dependency-free schedules run flow by flow
 
 std::uint64_t make_key(std::uint32_t slot, std::uint64_t idx) { return (std::uint64_t{slot} << kIdxBits) | idx; }
 std::uint32_t key_slot(std::uint64_t k) { return static_cast<std::uint32_t>((k & ~kReadyBit) >> kIdxBits); }
@@ -54,9 +57,25 @@ std::vector<double> link_capacities(const topo::Topology& t, const models::Calib
   return cap;
 }
 
+// Bundles of a dependency-free schedule (network.hpp). Node keys are transfer indices past the schedule's end
+// (n + node index).
+struct Network::Plan {
+  struct Node {
+    std::vector<std::uint32_t> members;        // transfer indices
+    std::vector<std::uint32_t> res, mult;      // link directions crossed and by how many members
+    std::vector<std::uint32_t> child_nodes;    // when split: these bundles ...
+    std::vector<std::uint32_t> child_singles;  // ... and these transfers as single flows
+    double lat = 0, bytes = 0, weight = 1, cap = 0;
+  };
+  std::shared_ptr<const models::Schedule> s;  // keeps the key valid
+  std::vector<Node> nodes;
+  std::vector<std::uint32_t> top_nodes, singles;  // what starts: bundles and single transfers
+};
+
 struct Network::Run {
   std::uint32_t id = 0;
   std::shared_ptr<const models::Schedule> s;
+  const Plan* plan = nullptr;  // bundled (no dependencies)
   std::vector<std::uint32_t> pending;   // unmet dependencies per transfer
   std::vector<std::uint32_t> succ_off;  // CSR successors
   std::vector<std::uint32_t> succ;
@@ -107,6 +126,72 @@ std::span<const topo::LinkDir> Network::route_of(topo::NodeId src, topo::NodeId 
   return std::span<const topo::LinkDir>(route_buf_.data(), route_buf_.size());
 }
 
+const Network::Plan* Network::plan_for(const std::shared_ptr<const models::Schedule>& s, bool alt) {
+  auto& cache = plans_[alt ? 1 : 0];
+  auto it = cache.find(s.get());
+  if (it != cache.end()) return it->second.get();
+  // Called for a validated schedule without dependencies. Level 1: same destination, bytes, weight, cap and
+  // latency; level 2 (what a level-1 bundle splits into): same route after the first hop.
+  const std::size_t n = s->transfers.size();
+  auto plan = std::make_unique<Plan>();
+  plan->s = s;
+  using Key = std::tuple<topo::NodeId, double, double, double, double>;
+  std::map<Key, std::vector<std::uint32_t>> groups;
+  std::vector<double> lat(n, 0);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const models::Transfer& tr = s->transfers[i];
+    const double bytes = tr.bytes * tr.steps;
+    if (tr.src == tr.dst || !(bytes > 0)) {
+      plan->singles.push_back(i);
+      continue;
+    }
+    lat[i] = models::transfer_latency_s(tr, route_latency_s(tr.src, tr.dst, alt));
+    groups[Key{tr.dst, bytes, tr.weight, tr.rate_cap_Bps, lat[i]}].push_back(i);
+  }
+  auto make_node = [&](const std::vector<std::uint32_t>& members) {
+    Plan::Node nd;
+    nd.members = members;
+    const models::Transfer& t0 = s->transfers[members[0]];
+    nd.lat = lat[members[0]], nd.bytes = t0.bytes * t0.steps, nd.weight = t0.weight, nd.cap = t0.rate_cap_Bps;
+    std::map<std::uint32_t, std::uint32_t> count;
+    for (std::uint32_t i : members)
+      for (topo::LinkDir d : route_of(s->transfers[i].src, s->transfers[i].dst, alt)) ++count[d];
+    for (const auto& [r, c] : count) nd.res.push_back(r), nd.mult.push_back(c);
+    plan->nodes.push_back(std::move(nd));
+    return static_cast<std::uint32_t>(plan->nodes.size() - 1);
+  };
+  for (const auto& [key, members] : groups) {
+    if (members.size() == 1) {
+      plan->singles.push_back(members[0]);
+      continue;
+    }
+    const std::uint32_t top = make_node(members);
+    plan->top_nodes.push_back(top);
+    std::map<std::vector<topo::LinkDir>, std::vector<std::uint32_t>> tails;
+    for (std::uint32_t i : members) {
+      const auto r = route_of(s->transfers[i].src, s->transfers[i].dst, alt);
+      tails[std::vector<topo::LinkDir>(r.begin() + (r.empty() ? 0 : 1), r.end())].push_back(i);
+    }
+    std::vector<std::uint32_t> child_nodes, child_singles;
+    if (tails.size() > 1)
+      for (const auto& [tail, sub] : tails) {
+        if (sub.size() == 1) child_singles.push_back(sub[0]);
+        else child_nodes.push_back(make_node(sub));
+      }
+    else
+      child_singles = members;
+    plan->nodes[top].child_nodes = std::move(child_nodes);
+    plan->nodes[top].child_singles = std::move(child_singles);
+  }
+  // Level-2 bundles split into their members.
+  for (auto& nd : plan->nodes)
+    if (nd.child_nodes.empty() && nd.child_singles.empty()) nd.child_singles = nd.members;
+  std::sort(plan->singles.begin(), plan->singles.end());
+  const Plan* out = plan.get();
+  cache.emplace(s.get(), std::move(plan));
+  return out;
+}
+
 std::uint32_t Network::start_transfer(const models::Transfer& tr, ScheduleDone on_done) {
   auto s = std::make_shared<models::Schedule>();
   s->op = "transfer";
@@ -133,9 +218,15 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
   if (!(root_delay_s >= 0) || !std::isfinite(root_delay_s))
     throw InputError(where + ": fixed_latency_s", "expected a time >= 0 seconds");
   const std::size_t n = s->transfers.size();
-  if (n > kIdxMask) throw InputError(where, "too many transfers");
+  if (n > kIdxMask / 2) throw InputError(where, "too many transfers");
   auto run = std::make_unique<Run>();
   run->s = s;
+  // A schedule planned before was validated then (schedules are immutable and the plan holds it).
+  if (opt_.bundle_flows && n >= kMinBundleTransfers) {
+    auto it = plans_[alternate_routing ? 1 : 0].find(s.get());
+    if (it != plans_[alternate_routing ? 1 : 0].end()) run->plan = it->second.get();
+  }
+  if (!run->plan) {
   run->pending.assign(n, 0);
   run->succ_off.assign(n + 1, 0);
   run->timings.assign(n, {});
@@ -171,6 +262,9 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
     }
     if (seen != n) throw InputError(where + ": deps", "the dependencies contain a cycle");
   }
+  if (opt_.bundle_flows && n >= kMinBundleTransfers && run->succ.empty()) run->plan = plan_for(s, alternate_routing);
+  }
+  if (run->plan) run->timings.assign(n, {});
   std::uint32_t slot;
   if (!free_runs_.empty()) {
     slot = free_runs_.back();
@@ -199,6 +293,23 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
         return lat_after(a, b);
       });
     }
+  } else if (r.plan) {
+    const Plan& pl = *r.plan;
+    const std::size_t starts = pl.top_nodes.size() + pl.singles.size();
+    model_.reserve(starts);
+    reserve_geometric(lat_heap_, lat_heap_.size() + starts);
+    auto push = [&](std::uint64_t idx) {
+      if (root_delay_s > 0) {
+        lat_heap_.push_back(LatEntry{now + root_delay_s, kReadyBit | make_key(slot, idx)});
+        std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) {
+          return lat_after(a, b);
+        });
+      } else {
+        ready_stack_.push_back(make_key(slot, idx));
+      }
+    };
+    for (std::size_t k = pl.top_nodes.size(); k-- > 0;) push(n + pl.top_nodes[k]);
+    for (std::size_t k = pl.singles.size(); k-- > 0;) push(pl.singles[k]);
   } else {
     // Roots start together (an all-to-all: all of its transfers): room for them in one allocation each.
     std::size_t roots = 0;
@@ -229,6 +340,19 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
 void Network::ready(std::uint64_t key, double t) {
   Run& r = *runs_[key_slot(key)];
   const std::uint64_t i = key_idx(key);
+  if (i >= r.timings.size()) {  // a bundle
+    const Plan::Node& nd = r.plan->nodes[i - r.timings.size()];
+    for (std::uint32_t m : nd.members) r.timings[m].start_s = t;
+    if (nd.lat > 0) {
+      lat_heap_.push_back(LatEntry{t + nd.lat, key});
+      std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) {
+        return lat_after(a, b);
+      });
+    } else {
+      begin_bandwidth(key, t);
+    }
+    return;
+  }
   const models::Transfer& tr = r.s->transfers[i];
   r.timings[i].start_s = t;
   const double lat = models::transfer_latency_s(tr, route_latency_s(tr.src, tr.dst, r.alt));
@@ -244,6 +368,12 @@ void Network::ready(std::uint64_t key, double t) {
 
 void Network::begin_bandwidth(std::uint64_t key, double t) {
   Run& r = *runs_[key_slot(key)];
+  if (key_idx(key) >= r.timings.size()) {
+    const Plan::Node& nd = r.plan->nodes[key_idx(key) - r.timings.size()];
+    model_.add_bundle(t, nd.res, nd.mult, static_cast<std::uint32_t>(nd.members.size()), nd.bytes, nd.weight, nd.cap,
+                      key);
+    return;
+  }
   const models::Transfer& tr = r.s->transfers[key_idx(key)];
   const double bytes = tr.bytes * tr.steps;
   if (tr.src == tr.dst || !(bytes > 0)) {
@@ -258,6 +388,15 @@ void Network::finish(std::uint64_t key, double t) {
   const std::uint32_t slot = key_slot(key);
   Run& r = *runs_[slot];
   const std::uint64_t i = key_idx(key);
+  if (r.plan) {
+    if (i >= r.timings.size()) {
+      for (std::uint32_t m : r.plan->nodes[i - r.timings.size()].members) finish(make_key(slot, m), t);
+      return;
+    }
+    r.timings[i].finish_s = t;
+    if (++r.done == r.timings.size()) finished_runs_.emplace_back(slot, t);
+    return;
+  }
   r.timings[i].finish_s = t;
   for (std::uint32_t k = r.succ_off[i]; k < r.succ_off[i + 1]; ++k) {
     const std::uint32_t s = r.succ[k];
@@ -307,8 +446,9 @@ void Network::process(double now) {
     for (std::uint64_t k : done_) finish(k, now);
     drain(now);
   }
-  // 3. new rates for the components touched now
+  // 3. new rates for the components touched now (bundles without a common bottleneck split and re-solved)
   model_.solve(now);
+  if (!model_.split_requests().empty()) split_bundles(now);
   in_process_ = false;
   // 4. finished schedules
   if (!finished_runs_.empty()) {
@@ -327,6 +467,36 @@ void Network::process(double now) {
     }
   }
   ensure_wake();
+}
+
+void Network::split_bundles(double now) {
+  while (!model_.split_requests().empty()) {
+    const std::vector<FlowModel::FlowId> split = model_.split_requests();
+    for (FlowModel::FlowId f : split) {
+      const std::uint64_t key = model_.user(f);
+      const double left = model_.cancel(f, now);
+      ++splits_;
+      Run& r = *runs_[key_slot(key)];
+      const Plan::Node& nd = r.plan->nodes[key_idx(key) - r.timings.size()];
+      if (!(left > 0)) {  // nothing left: it finishes now
+        finish(key, now);
+        continue;
+      }
+      for (std::uint32_t c : nd.child_nodes) {
+        const Plan::Node& ch = r.plan->nodes[c];
+        model_.add_bundle(now, ch.res, ch.mult, static_cast<std::uint32_t>(ch.members.size()), left, ch.weight,
+                          ch.cap, make_key(key_slot(key), r.timings.size() + c));
+      }
+      for (std::uint32_t m : nd.child_singles) {
+        const models::Transfer& tr = r.s->transfers[m];
+        const auto route = route_of(tr.src, tr.dst, r.alt);
+        model_.add(now, std::span<const std::uint32_t>(route.data(), route.size()), left, tr.weight, tr.rate_cap_Bps,
+                   make_key(key_slot(key), m));
+      }
+    }
+    model_.solve(now);
+  }
+  drain(now);
 }
 
 void Network::ensure_wake() {

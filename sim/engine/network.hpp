@@ -16,6 +16,14 @@
 // completed together at that earliest time (a floor of 1e-10 relative + 1e-15 s always applies, to merge
 // finishes that differ only by floating-point rounding).
 //
+// Flow bundles (NetworkOptions::bundle_flows): the transfers of a dependency-free schedule (an all-to-all) that
+// start together with the same bytes, weight, cap and latency and go to the same destination run as one
+// FlowModel bundle (flow_model.hpp) instead of one flow each; a bundle that the solver finds without a bottleneck
+// common to all its members is split at once, at the same time, into bundles of the members that also share
+// their route after the first hop, and those into single flows. Exact (the same allocation as the members run
+// one by one, up to floating-point rounding); the plan is built once per schedule object and reused when the
+// same schedule is started again.
+//
 // Usage:
 //   EventQueue q;  Network net(q, topology, routing, calib);
 //   net.start_schedule(schedule_ptr, [](ScheduleRun& r) { ... r.finish_s ... });
@@ -50,6 +58,7 @@ std::vector<double> link_capacities(const topo::Topology& t, const models::Calib
 
 struct NetworkOptions {
   double batch_tolerance_s = 0;  // completion batching window, seconds (0 = exact up to rounding)
+  bool bundle_flows = false;     // flow bundles for dependency-free schedules (see above; exact)
 };
 
 // A finished schedule: absolute simulated times (seconds since the queue's time 0).
@@ -97,12 +106,15 @@ class Network final : public EventTarget {
   std::vector<LinkDirStats> link_stats();
   std::size_t active_flows() const { return model_.active_flows(); }
   std::size_t running_schedules() const { return running_; }
+  std::size_t bundles_added() const { return model_.bundles_added(); }
+  std::size_t bundles_split() const { return splits_; }
   const FlowModel& model() const { return model_; }
 
   void on_event(EventQueue& q, std::uint64_t tag) override;
 
  private:
   struct Run;
+  struct Plan;
   struct LatEntry {
     double t_s;
     std::uint64_t key;
@@ -113,6 +125,8 @@ class Network final : public EventTarget {
   void drain(double t);
   void process(double now);
   void ensure_wake();
+  const Plan* plan_for(const std::shared_ptr<const models::Schedule>& s, bool alt);
+  void split_bundles(double now);
   double tol(double now) const;
 
   EventQueue& q_;
@@ -136,6 +150,8 @@ class Network final : public EventTarget {
   std::vector<topo::LinkDir> route_pool_;
   std::span<const topo::LinkDir> route_of(topo::NodeId src, topo::NodeId dst, bool alternate = false);
   std::vector<std::pair<std::uint64_t, double>> finished_runs_;
+  std::unordered_map<const models::Schedule*, std::unique_ptr<Plan>> plans_[2];  // [alternate routing]
+  std::size_t splits_ = 0;
   bool in_process_ = false;
   bool wake_pending_ = false;
   double wake_t_ = 0;

@@ -2,6 +2,8 @@
 // all_to_allv (a hot destination rank) and longer expert compute; EP across servers costs more than inside.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "replay/run_scenario.hpp"
@@ -143,4 +145,30 @@ TEST_CASE("moe replay: where the all-to-all time goes, per link class (examples/
     ++link_columns;
   }
   CHECK(link_columns == 6);
+}
+
+TEST_CASE("moe replay: flow bundles on the shared network give the same step as the flows one by one") {
+  // EP 16 over two DGX (x 2 stages) with the flex dispatcher and a Zipf router (unequal per-destination bytes), PP 2 so that
+  // dispatch/combine overlap pipeline sends and each other on the NICs: every op ends where it does with
+  // EngineCommOptions::shared_bundle_flows off (sim::NetworkOptions::bundle_flows, exact up to rounding).
+  Json j = load_json_file(kSweeps + "moe_small.json");
+  auto& p = j["workload"]["params"];
+  p["expert_model_parallel_size"] = 16, p["moe_token_dispatcher_type"] = "flex", p["moe_load"] = "zipf";
+  p["moe_load_skew"] = 1.2, p["pipeline_model_parallel_size"] = 2;
+  Scenario s = scenario_from_json(j, kSweeps + "moe_small.json");
+  sim::ScenarioRunOptions with, without;
+  with.comm_model = without.comm_model = "shared";
+  with.replay.record_ops = without.replay.record_ops = true;
+  without.engine.shared_bundle_flows = false;
+  const sim::RunResult a = sim::run_scenario(s, with).result, b = sim::run_scenario(s, without).result;
+  CHECK(a.metrics.at("replay.shared.network_bundles") > 0);
+  CHECK(b.metrics.at("replay.shared.network_bundles") == 0);
+  MESSAGE("bundles ", a.metrics.at("replay.shared.network_bundles"), " split ",
+          a.metrics.at("replay.shared.network_bundles_split"));
+  CHECK(a.iteration_s == doctest::Approx(b.iteration_s).epsilon(1e-9));
+  REQUIRE(a.ops.size() == b.ops.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < a.ops.size(); ++i)
+    worst = std::max(worst, std::abs(a.ops[i].end_s - b.ops[i].end_s) / std::max(1e-12, b.iteration_s));
+  CHECK(worst < 1e-9);
 }
