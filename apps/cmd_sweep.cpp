@@ -164,9 +164,7 @@ int cmd_sweep(int argc, char** argv) {
       if (spec.points.empty()) throw InputError("--points", spec.file + " has no points");
       selected = parse_point_selection(args.get("--points"), spec.points.size());
     }
-    std::string comm_model = args.get("--comm-model");
-    if (!comm_model.empty() && !workloads::is_comm_model(comm_model))
-      throw InputError("--comm-model", std::string("expected ") + workloads::comm_model_help());
+    std::string comm_model = args.comm_model();
 
     if (!comm_model.empty()) spec.run_options = std::string("comm_model=") + comm_model;
     // Every point's scenario and generator parameters are read before the first point runs: a malformed
