@@ -336,10 +336,7 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
       finished_runs_.emplace_back(slot, now);
     } else {
       // delivered at now + delay through the latency heap: a ready entry with an index past the end
-      lat_heap_.push_back(LatEntry{now + root_delay_s, kReadyBit | make_key(slot, kIdxMask)});
-      std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) {
-        return lat_after(a, b);
-      });
+      push_latency(now + root_delay_s, kReadyBit | make_key(slot, kIdxMask));
     }
   } else if (r.plan) {
     const Plan& pl = *r.plan;
@@ -348,10 +345,7 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
     reserve_geometric(lat_heap_, lat_heap_.size() + starts);
     auto push = [&](std::uint64_t idx) {
       if (root_delay_s > 0) {
-        lat_heap_.push_back(LatEntry{now + root_delay_s, kReadyBit | make_key(slot, idx)});
-        std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) {
-          return lat_after(a, b);
-        });
+        push_latency(now + root_delay_s, kReadyBit | make_key(slot, idx));
       } else {
         ready_stack_.push_back(make_key(slot, idx));
       }
@@ -369,10 +363,7 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
     for (std::uint32_t i = static_cast<std::uint32_t>(n); i-- > 0;) {
       if (r.pending[i] != 0) continue;
       if (root_delay_s > 0) {
-        lat_heap_.push_back(LatEntry{now + root_delay_s, kReadyBit | make_key(slot, i)});
-        std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) {
-          return lat_after(a, b);
-        });
+        push_latency(now + root_delay_s, kReadyBit | make_key(slot, i));
       } else {
         ready_stack_.push_back(make_key(slot, i));
       }
@@ -460,14 +451,7 @@ void Network::ready(std::uint64_t key, double t) {
   if (i >= r.timings.size()) {  // a bundle
     const Plan::Node& nd = r.plan->nodes[i - r.timings.size()];
     for (std::uint32_t m : nd.members) r.timings[m].start_s = t;
-    if (nd.lat > 0) {
-      lat_heap_.push_back(LatEntry{t + nd.lat, key});
-      std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) {
-        return lat_after(a, b);
-      });
-    } else {
-      begin_bandwidth(key, t);
-    }
+    start_phase(key, t, nd.lat);
     return;
   }
   const models::Transfer& tr = r.s->transfers[i];
@@ -478,25 +462,21 @@ void Network::ready(std::uint64_t key, double t) {
     const WavePlan::Wave& w = r.wave_plan->waves[wi];
     if (--r.wave_waiting[wi] > 0) return;
     const std::uint64_t wk = make_key(key_slot(key), r.timings.size() + wi);
-    if (w.latency_s > 0) {
-      lat_heap_.push_back(LatEntry{t + w.latency_s, wk});
-      std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) {
-        return lat_after(a, b);
-      });
-    } else {
-      begin_bandwidth(wk, t);
-    }
+    start_phase(wk, t, w.latency_s);
     return;
   }
   const double lat = models::transfer_latency_s(tr, route_latency_s(tr.src, tr.dst, r.alt));
-  if (lat > 0) {
-    lat_heap_.push_back(LatEntry{t + lat, key});
-    std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) {
-      return lat_after(a, b);
-    });
-  } else {
-    begin_bandwidth(key, t);
-  }
+  start_phase(key, t, lat);
+}
+
+void Network::push_latency(double at_s, std::uint64_t key) {
+  lat_heap_.push_back(LatEntry{at_s, key});
+  std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) { return lat_after(a, b); });
+}
+
+void Network::start_phase(std::uint64_t key, double t, double latency_s) {
+  if (latency_s > 0) push_latency(t + latency_s, key);
+  else begin_bandwidth(key, t);
 }
 
 void Network::begin_bandwidth(std::uint64_t key, double t) {

@@ -122,6 +122,10 @@ class Network final : public EventTarget {
   };
   void ready(std::uint64_t key, double t);
   void begin_bandwidth(std::uint64_t key, double t);
+  // The latency heap's entry for `key` at at_s (a ready entry when key carries kReadyBit).
+  void push_latency(double at_s, std::uint64_t key);
+  // The latency phase of `key` from t when latency_s > 0, else its bandwidth phase at once.
+  void start_phase(std::uint64_t key, double t, double latency_s);
   void finish(std::uint64_t key, double t);
   void drain(double t);
   void process(double now);

@@ -4,12 +4,25 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "replay/result.hpp"
+
 namespace fabricsim::replay_test {
+
+// Two runs of the same scenario with recorded ops (ScenarioRunOptions.replay.record_ops) that must agree:
+// the largest gap between their ops' end times, relative to b's iteration time.
+inline double max_op_end_gap(const sim::RunResult& a, const sim::RunResult& b) {
+  REQUIRE(a.ops.size() == b.ops.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < a.ops.size(); ++i)
+    worst = std::max(worst, std::abs(a.ops[i].end_s - b.ops[i].end_s) / std::max(1e-12, b.iteration_s));
+  return worst;
+}
 
 // The data rows of a CSV file (header row first), cells unquoted; quoted cells may hold commas and line
 // breaks. Empty lines are skipped.
