@@ -10,6 +10,7 @@
 #include "sim/base/json_reader.hpp"
 #include "topologies/io.hpp"
 #include "workloads/gpt_models.hpp"
+#include "workloads/scenario.hpp"
 
 namespace fabricsim::cli {
 
@@ -134,6 +135,13 @@ const std::vector<std::string>& Args::all(const std::string& name) const {
 void Args::check_output_flags(std::initializer_list<const char*> flags) const {
   for (const char* f : flags)
     if (has(f)) check_output_path(get(f), f);
+}
+
+std::string Args::comm_model() const {
+  std::string m = get("--comm-model");
+  if (!m.empty() && !workloads::is_comm_model(m))
+    throw InputError("--comm-model", std::string("expected ") + workloads::comm_model_help());
+  return m;
 }
 
 std::map<std::string, std::string> Args::params() const {

@@ -42,6 +42,9 @@ class Args {
   // check_output_path (sim/base/json_reader.hpp) for each of these flags that was given, named by the flag:
   // commands call it before any work, so a bad output path fails at once and nothing is written.
   void check_output_flags(std::initializer_list<const char*> flags) const;
+  // --comm-model's value, "" when not given; InputError naming the flag unless it is a comm model
+  // (workloads::is_comm_model).
+  std::string comm_model() const;
   std::string help() const;
   const std::string& command() const { return command_; }
 

@@ -196,9 +196,7 @@ int cmd_plan(int argc, char** argv) {
   long long threads = parse_int(args.get("--threads", "0"), "--threads");
   if (threads < 0 || threads > 4096) throw InputError("--threads", "expected 0..4096");
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  std::string comm_model = args.get("--comm-model");
-  if (!comm_model.empty() && !workloads::is_comm_model(comm_model))
-    throw InputError("--comm-model", std::string("expected ") + workloads::comm_model_help());
+  std::string comm_model = args.comm_model();
   bool quiet = args.has("--quiet");
 
   std::string source = args.positional().empty() ? "<built-in>" : args.positional()[0];

@@ -71,9 +71,7 @@ int cmd_run(int argc, char** argv) {
   });
   sim::check_output_paths(out);  // fail now, not after the simulation
   sim::ScenarioRunOptions opt;
-  opt.comm_model = args.get("--comm-model");
-  if (!opt.comm_model.empty() && !workloads::is_comm_model(opt.comm_model))
-    throw InputError("--comm-model", std::string("expected ") + workloads::comm_model_help());
+  opt.comm_model = args.comm_model();
   if (!args.has("--quiet") && !out.quiet)
     std::cerr << "fabricsim run: " << (from_trace ? sc.file + " on " + doc["topology"].dump()
                                        : args.positional().empty() ? std::string("<built-in default>") : sc.file) << "\n";

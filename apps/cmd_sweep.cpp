@@ -16,6 +16,7 @@
 #include "apps/cli.hpp"
 #include "models/system.hpp"
 #include "sim/base/error.hpp"
+#include "sim/base/input_file.hpp"
 #include "sim/base/units.hpp"
 #include "replay/outputs_sweep.hpp"
 #include "replay/run_scenario.hpp"
@@ -85,12 +86,7 @@ struct MpiSession {
   }
 };
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+std::string read_text(const std::string& path) { return read_input_file(path); }
 
 // --points: "0,3,5-7" (point indices as in the CSV's first column; ranges inclusive), checked against the sweep.
 std::set<std::size_t> parse_point_selection(const std::string& text, std::size_t npoints) {
@@ -168,9 +164,7 @@ int cmd_sweep(int argc, char** argv) {
       if (spec.points.empty()) throw InputError("--points", spec.file + " has no points");
       selected = parse_point_selection(args.get("--points"), spec.points.size());
     }
-    std::string comm_model = args.get("--comm-model");
-    if (!comm_model.empty() && !workloads::is_comm_model(comm_model))
-      throw InputError("--comm-model", std::string("expected ") + workloads::comm_model_help());
+    std::string comm_model = args.comm_model();
 
     if (!comm_model.empty()) spec.run_options = std::string("comm_model=") + comm_model;
     // Every point's scenario and generator parameters are read before the first point runs: a malformed

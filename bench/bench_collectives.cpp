@@ -50,7 +50,7 @@ using fabricsim::bench::now_s;
 using fabricsim::bench::peak_rss_MiB;
 
 int main(int argc, char** argv) {
-  try {
+  return bench::run_main("bench_collectives", [&] {
     std::map<std::string, std::string> a = bench::parse_flags(
         argc, argv,
         {{"--op", "all_reduce"}, {"--gpus", "64"}, {"--bytes", "1G"}, {"--fidelity", "auto"}, {"--engine", "fabricsim"},
@@ -71,9 +71,7 @@ int main(int argc, char** argv) {
       spec.algorithm = al;
       spec.protocol = models::Protocol::Simple;
     }
-    if (gpus < 8 || gpus % 8 != 0) throw InputError("--gpus", "a multiple of 8 (DGX H100 servers)");
-    topo::Topology t = models::merge_nvswitch_planes(
-        topo::build_preset("superpod", {{"nodes", std::to_string(gpus / 8)}, {"node", "dgx-h100"}}));
+    topo::Topology t = bench::dgx_h100_superpod(gpus);
     const double degrade = parse_double(a["--degrade"], "--degrade");
     if (degrade != 1.0) t = bench::with_link_scaled(t, bench::first_nic_uplink(t), degrade);
     topo::RoutingOptions ropt;
@@ -178,11 +176,5 @@ int main(int argc, char** argv) {
         a["--op"].c_str(), gpus, a["--bytes"].c_str(), s.algorithm.c_str(), s.protocol.c_str(), s.fidelity.c_str(),
         opt.engine.c_str(), method.c_str(), a["--routing"].c_str(), a["--pxn"].c_str(), s.transfers.size(), r.events, r.makespan_s, t1 - t0, t2 - t1, t3 - t2, t3 - t0, cpu_s(), peak_rss_MiB());
     return 0;
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "bench_collectives: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_collectives: error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -32,17 +32,15 @@ using fabricsim::bench::now_s;
 using fabricsim::bench::peak_rss_MiB;
 
 int main(int argc, char** argv) {
-  try {
+  return bench::run_main("bench_engine", [&] {
     std::map<std::string, std::string> a = bench::parse_flags(
         argc, argv,
         {{"--pattern", "a2a"}, {"--gpus", "64"}, {"--bytes", "64M"}, {"--engine", "fabricsim"},
          {"--batch-tolerance", "0"}, {"--seed", "1"}});
     const long long n = parse_int(a["--gpus"], "--gpus");
-    if (n < 8 || n % 8 != 0) throw InputError("--gpus", "a multiple of 8 (DGX H100 servers)");
-    const double bytes = static_cast<double>(parse_size(a["--bytes"], "--bytes"));
     const double t0 = now_s();
-    const topo::Topology t = models::merge_nvswitch_planes(
-        topo::build_preset("superpod", {{"nodes", std::to_string(n / 8)}, {"node", "dgx-h100"}}));
+    const topo::Topology t = bench::dgx_h100_superpod(n);
+    const double bytes = static_cast<double>(parse_size(a["--bytes"], "--bytes"));
     topo::Routing routing(t);
     models::Calibration calib;  // neutral: no efficiency loss, no per-hop latency beyond the links'
     const auto& g = t.gpus();
@@ -90,11 +88,5 @@ int main(int argc, char** argv) {
                 pat.c_str(), n, opt.engine.c_str(), s.transfers.size(), r.makespan_s, r.events, t1 - t0, t2 - t1,
                 cpu_s(), peak_rss_MiB());
     return 0;
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "bench_engine: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_engine: error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -6,12 +6,17 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <map>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "models/collectives.hpp"
 #include "sim/base/error.hpp"
+#include "sim/base/units.hpp"
+#include "topologies/io.hpp"
 #include "topologies/topology.hpp"
 
 namespace fabricsim::bench {
@@ -48,6 +53,29 @@ inline std::map<std::string, std::string> parse_flags(int argc, char** argv, std
     defaults[k] = argv[i + 1];
   }
   return defaults;
+}
+
+// Runs `body` (returning the exit status) as a bench program's main: an InputError prints "<name>: <what>" and
+// exits 2, any other error "<name>: error: <what>" and exits 1.
+template <class Body>
+int run_main(const char* name, Body&& body) {
+  try {
+    return body();
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    return 1;
+  }
+}
+
+// The cluster of the collective and engine benchmarks: a superpod of gpus/8 DGX H100 servers with each host's
+// NVSwitch planes merged (models::merge_nvswitch_planes). InputError unless gpus is a multiple of 8.
+inline topo::Topology dgx_h100_superpod(long long gpus) {
+  if (gpus < 8 || gpus % 8 != 0) throw InputError("--gpus", "a multiple of 8 (DGX H100 servers)");
+  return models::merge_nvswitch_planes(
+      topo::build_preset("superpod", {{"nodes", std::to_string(gpus / 8)}, {"node", "dgx-h100"}}));
 }
 
 // A copy of `t` in which link `l` has `factor` times its bandwidth (both directions): a degraded link.

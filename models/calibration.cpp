@@ -52,23 +52,22 @@ const char* to_string(Protocol p) {
   return "?";
 }
 
-bool parse_algorithm(const std::string& s, Algorithm& out) {
-  for (Algorithm a : kAllAlgorithms)
-    if (s == to_string(a)) {
-      out = a;
+namespace {
+// The value of `all` whose to_string is `s`; false (out untouched) when none is.
+template <class E, std::size_t N>
+bool parse_named(const std::string& s, const std::array<E, N>& all, E& out) {
+  for (E e : all)
+    if (s == to_string(e)) {
+      out = e;
       return true;
     }
   return false;
 }
+}  // namespace
 
-bool parse_protocol(const std::string& s, Protocol& out) {
-  for (Protocol p : kAllProtocols)
-    if (s == to_string(p)) {
-      out = p;
-      return true;
-    }
-  return false;
-}
+bool parse_algorithm(const std::string& s, Algorithm& out) { return parse_named(s, kAllAlgorithms, out); }
+
+bool parse_protocol(const std::string& s, Protocol& out) { return parse_named(s, kAllProtocols, out); }
 
 const AlgoProtoParams& Calibration::of(Algorithm a, Protocol p) const {
   auto it = algo.find({a, p});
@@ -182,14 +181,11 @@ Calibration default_calibration() {
   set(c, Algorithm::Pat, Protocol::Simple, 8.0, 4.0, 14.0, 1.0);
   // Direct / pairwise all-to-all and send/recv: NCCL's tuning table has no p2p row; p2p runs the Simple
   // protocol (LL only below NCCL_P2P_LL_THRESHOLD), so we reuse [NCCL-T]'s Ring latencies.
-  set(c, Algorithm::Direct, Protocol::Simple, 8.4, 3.4, 14.0, 1.0);
-  set(c, Algorithm::Direct, Protocol::LL, 6.6, 0.6, 2.7, 0.5);
-  set(c, Algorithm::Pairwise, Protocol::Simple, 8.4, 3.4, 14.0, 1.0);
-  set(c, Algorithm::Pairwise, Protocol::LL, 6.6, 0.6, 2.7, 0.5);
   // Hierarchical (intra-node ring + inter-node ring on the rails): [NCCL-T] Ring rows, as above.
-  set(c, Algorithm::Hierarchical, Protocol::LL, 6.6, 0.6, 2.7, 0.5);
-  set(c, Algorithm::Hierarchical, Protocol::LL128, 14.0, 1.9, 4.0, 0.92);
-  set(c, Algorithm::Hierarchical, Protocol::Simple, 8.4, 3.4, 14.0, 1.0);
+  for (Algorithm a : {Algorithm::Direct, Algorithm::Pairwise})
+    for (Protocol p : {Protocol::Simple, Protocol::LL}) c.algo[{a, p}] = c.algo.at({Algorithm::Ring, p});
+  for (Protocol p : {Protocol::LL, Protocol::LL128, Protocol::Simple})
+    c.algo[{Algorithm::Hierarchical, p}] = c.algo.at({Algorithm::Ring, p});
 
   // Named factors (c.factors): their defaults are declared once, with unit, range and citation, in
   // models/calibration_params.cpp (derivations in docs/calibration.md "Named factors"). Keys without a

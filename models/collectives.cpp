@@ -1104,7 +1104,8 @@ struct Builder {
   }
 
   // PAT (one rank per host): Bruck-style log2(n) steps; all_gather doubles the blocks sent at each
-  // step, reduce_scatter runs the same steps in reverse.
+  // step, reduce_scatter runs the same steps in reverse. At phase fidelity each step's transfers are marked as
+  // one lockstep wave, which the engine runs as one flow per link-disjoint set (docs/engine.md).
   void build_pat() {
     const int n = L.n;
     if (n < 2) return;
@@ -1123,6 +1124,8 @@ struct Builder {
         std::vector<std::uint32_t> dp;
         if (k > 0) dp = {sent[r], recvd[r]};
         ns[r] = emit(gpu(r), gpu(dst), blocks * block, 1, 1.0, std::move(dp), 0, static_cast<int>(k));
+        // Phase fidelity: step k is a bulk-synchronous wave (docs/engine.md, "Lockstep waves").
+        if (!step) s.transfers[ns[r]].lockstep = static_cast<std::int32_t>(k);
         nr[dst] = ns[r];
       }
       sent = ns;

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "sim/base/error.hpp"
+#include "sim/base/input_file.hpp"
 #include "sim/base/units.hpp"
 
 namespace fabricsim::models {
@@ -140,13 +141,27 @@ double fraction_value(ObjectReader& r, const std::string& key, double lo, double
   return v;
 }
 
+// The saturation curve GEMM and attention kernels share: an efficiency in (0, 1], the point (`half_key`, >= 0)
+// where the curve reaches half its asymptote, and a fixed time per kernel ("overhead").
+void curve_from_json(ObjectReader& r, const char* half_key, double& efficiency, double& half, double& overhead_s) {
+  efficiency = fraction_value(r, "efficiency", 0, 1);
+  half = r.number(half_key);
+  if (!(half >= 0)) json_fail(r.path_of(half_key), "a number >= 0");
+  overhead_s = r.time("overhead");
+}
+
+Json curve_to_json(const char* half_key, double efficiency, double half, double overhead_s) {
+  Json j = Json::object();
+  j["efficiency"] = round_sig(efficiency);
+  j[half_key] = round_sig(half);
+  j["overhead"] = us_string(overhead_s);
+  return j;
+}
+
 GemmParams gemm_from_json(const Json& j, const JsonPath& at) {
   ObjectReader r(j, at);
   GemmParams g;
-  g.efficiency = fraction_value(r, "efficiency", 0, 1);
-  g.k_half = r.number("k_half");
-  if (!(g.k_half >= 0)) json_fail(r.path_of("k_half"), "a number >= 0");
-  g.overhead_s = r.time("overhead");
+  curve_from_json(r, "k_half", g.efficiency, g.k_half, g.overhead_s);
   g.memory_efficiency = fraction_value(r, "memory_efficiency", 0, 1.5);
   g.sm_stream_Bps = r.has("sm_stream_bandwidth") ? r.bandwidth("sm_stream_bandwidth") : 0;
   r.finish();
@@ -154,10 +169,7 @@ GemmParams gemm_from_json(const Json& j, const JsonPath& at) {
 }
 
 Json gemm_to_json(const GemmParams& g) {
-  Json j = Json::object();
-  j["efficiency"] = round_sig(g.efficiency);
-  j["k_half"] = round_sig(g.k_half);
-  j["overhead"] = us_string(g.overhead_s);
+  Json j = curve_to_json("k_half", g.efficiency, g.k_half, g.overhead_s);
   j["memory_efficiency"] = round_sig(g.memory_efficiency);
   if (g.sm_stream_Bps > 0) {
     char b[64];
@@ -170,10 +182,7 @@ Json gemm_to_json(const GemmParams& g) {
 AttentionParams attention_from_json(const Json& j, const JsonPath& at) {
   ObjectReader r(j, at);
   AttentionParams a;
-  a.efficiency = fraction_value(r, "efficiency", 0, 1);
-  a.seq_half = r.number("seq_half");
-  if (!(a.seq_half >= 0)) json_fail(r.path_of("seq_half"), "a number >= 0");
-  a.overhead_s = r.time("overhead");
+  curve_from_json(r, "seq_half", a.efficiency, a.seq_half, a.overhead_s);
   r.finish();
   return a;
 }
@@ -184,13 +193,7 @@ void require_schema(ObjectReader& r, const char* expected) {
   if (schema != expected) json_fail(r.path_of("schema"), std::string("\"") + expected + "\", found \"" + schema + "\"");
 }
 
-Json attention_to_json(const AttentionParams& a) {
-  Json j = Json::object();
-  j["efficiency"] = round_sig(a.efficiency);
-  j["seq_half"] = round_sig(a.seq_half);
-  j["overhead"] = us_string(a.overhead_s);
-  return j;
-}
+Json attention_to_json(const AttentionParams& a) { return curve_to_json("seq_half", a.efficiency, a.seq_half, a.overhead_s); }
 
 }  // namespace
 
@@ -459,8 +462,7 @@ std::vector<std::string> split_csv_line(const std::string& line) {
 
 bool read_csv(const std::filesystem::path& p, const std::vector<std::string>& expected_header, Csv& out) {
   if (!std::filesystem::exists(p)) return false;
-  std::ifstream in(p);
-  if (!in) throw InputError(p.string(), "cannot read");
+  std::istringstream in(read_input_file(p.string()));
   out.file = p.string();
   std::string line;
   int n = 0;
@@ -544,9 +546,9 @@ KernelMeasurements load_csv_folder(const std::filesystem::path& dir) {
   KernelMeasurements m;
   const std::filesystem::path env = dir / "env.txt";
   {
-    std::ifstream in(env);
-    if (!in) throw InputError(env.string(), "missing: a kernel folder needs env.txt (\"gpu=NAME sms=N mem_GiB=X ...\")");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!std::filesystem::exists(env))
+      throw InputError(env.string(), "missing: a kernel folder needs env.txt (\"gpu=NAME sms=N mem_GiB=X ...\")");
+    const std::string text = read_input_file(env.string());
     const auto g = text.find("gpu="), s = text.find(" sms=");
     if (g == std::string::npos || s == std::string::npos || s < g)
       throw InputError(env.string() + ":1", "expected \"gpu=NAME sms=N ...\"");

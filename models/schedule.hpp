@@ -28,6 +28,10 @@ struct Transfer {
   bool latency_includes_route = false;  // true: step_latency_s is an end-to-end per-step latency that
                                  // already includes the wire (NCCL's hwLatencies), so each step costs
                                  // max(step_latency_s, route latency) instead of route + step_latency_s
+  std::int32_t lockstep = -1;    // >= 0: a step of a bulk-synchronous wave (PAT at phase fidelity). sim::Network
+                                 // runs the transfers of one schedule that have the same lockstep id, DAG
+                                 // depth, bytes, steps, weight, rate cap and latency, and link-disjoint routes,
+                                 // as one flow over the union of their routes (docs/engine.md, "Lockstep waves")
   double rate_cap_Bps = 0;       // upper bound on this flow's rate (per instance), 0 = none
   std::vector<std::uint32_t> deps;  // indices of transfers that must finish before this one starts
   std::int32_t channel = 0;      // NCCL channel, for display

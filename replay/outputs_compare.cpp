@@ -9,6 +9,7 @@
 
 #include "replay/outputs_sweep.hpp"
 #include "sim/base/error.hpp"
+#include "sim/base/input_file.hpp"
 #include "sim/base/json_reader.hpp"
 #include "sim/base/units.hpp"
 
@@ -150,11 +151,7 @@ std::string pct_change(double v, double base) {
 }  // namespace
 
 std::vector<CompareColumn> load_compare_input(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path, "cannot open file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = read_input_file(path);
   std::size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') return {from_result_json(parse_json_text(text, path), path)};
   return from_sweep_csv(text, path);

@@ -11,6 +11,7 @@
 // bandwidth is count * per-link bandwidth.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -139,8 +140,22 @@ std::string fmt_num(double v) {
 
 // ---- Server (host) builders ---------------------------------------------------------------------------
 
+namespace {
+// The server presets, in `topo --list` order, with their one-line descriptions.
+const std::pair<const char*, const char*> kServerPresets[] = {
+    {"dgx-a100", "8x A100 SXM4, 12 NVLink3 links each to 6 NVSwitches, 8x HDR 200 Gb/s NICs, PCIe gen4"},
+    {"dgx-h100", "8x H100 SXM5, 18 NVLink4 links (5/4/4/5) to 4 NVLS NVSwitches, 8x NDR 400 Gb/s NICs"},
+    {"dgx-h200", "8x H200 SXM 141 GB, 18 NVLink4 links (5/4/4/5) to 4 NVLS NVSwitches, 8x NDR 400 Gb/s NICs"},
+    {"dgx-b200", "8x B200, 18 NVLink5 links (9/9) to 2 NVSwitches, 8x 400 Gb/s NICs"},
+    {"dgx-b300", "8x B300 288 GB, 18 NVLink5 links (9/9) to 2 NVSwitches, 8x ConnectX-8 800 Gb/s NICs (PCIe gen6)"},
+    {"dgx1-v100", "8x V100 SXM2 in the NVLink2 hybrid cube-mesh (no NVSwitch), 4x EDR NICs"},
+    {"pcie-server", "8 GPUs behind 4 PCIe gen4 switches, no NVLink, 4x HDR NICs"}};
+}  // namespace
+
 std::vector<std::string> host_presets() {
-  return {"dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "dgx-b300", "dgx1-v100", "pcie-server"};
+  std::vector<std::string> v;
+  for (const auto& [name, description] : kServerPresets) v.push_back(name);
+  return v;
 }
 
 HostSpec host_spec(const std::string& preset) {
@@ -257,57 +272,77 @@ const std::vector<std::array<int, 3>>& cube_mesh_edges() {
   return e;
 }
 
+namespace {
+
+// ---- Nodes and the PCIe tree of one server or compute tray ------------------------------------------------
+// Shared by the server presets (add_host), the NVL72 trays and racks (add_nvl72) and the tier-2 NVSwitches of
+// the NVLink Switch System. Ids are "<prefix><kind><index>"; host -1 = a node outside every server.
+
+// A node of kind `kind` with id "<prefix><name><index>", host `host` and local index `index`.
+Node node_of(const std::string& prefix, const char* name, NodeKind kind, int host, int index, const std::string& model) {
+  Node n;
+  n.id = prefix + name + std::to_string(index);
+  n.kind = kind;
+  n.model = model;
+  n.host = host;
+  n.local_index = index;
+  return n;
+}
+
+NodeId add_gpu(TopologyBuilder& b, const std::string& prefix, int host, int i, const std::string& model,
+               int nvlink_domain) {
+  Node n = node_of(prefix, "gpu", NodeKind::Gpu, host, i, model);
+  n.nvlink_domain = nvlink_domain;
+  return b.add_node(n);
+}
+
+NodeId add_nvswitch(TopologyBuilder& b, const std::string& prefix, int host, int j, const std::string& model, int tier,
+                    bool nvls) {
+  Node n = node_of(prefix, "nvsw", NodeKind::NvSwitch, host, j, model);
+  n.tier = tier;
+  n.nvls = nvls;
+  return b.add_node(n);
+}
+
+NodeId add_nic(TopologyBuilder& b, const std::string& prefix, int host, int k, const std::string& model,
+               double port_Bps) {
+  Node n = node_of(prefix, "nic", NodeKind::Nic, host, k, model);
+  n.rail = k;
+  n.port_Bps = port_Bps;
+  return b.add_node(n);
+}
+
+// PCIe tree: GPU i and NIC k hang off PCIe switch i*P/G and k*P/N; switch q goes to CPU q*C/P (GPUs and NICs
+// go straight to the CPUs when there is no switch). Socket interconnect (ESTIMATE, see kCpuLinkLatS): a chain
+// cpu0-cpu1-...
+void add_pcie_tree(TopologyBuilder& b, const HostNodes& h, double pcie_Bps) {
+  const int G = static_cast<int>(h.gpus.size()), N = static_cast<int>(h.nics.size());
+  const int P = static_cast<int>(h.pcie_switches.size()), C = static_cast<int>(h.cpus.size());
+  if (P > 0) {
+    for (int i = 0; i < G; ++i) b.add_link(h.gpus[i], h.pcie_switches[i * P / G], LinkKind::PCIe, pcie_Bps, kPcieLatS);
+    for (int k = 0; k < N; ++k) b.add_link(h.nics[k], h.pcie_switches[k * P / N], LinkKind::PCIe, pcie_Bps, kPcieLatS);
+    if (C > 0)
+      for (int q = 0; q < P; ++q) b.add_link(h.pcie_switches[q], h.cpus[q * C / P], LinkKind::PCIe, pcie_Bps, kPcieLatS);
+  } else if (C > 0) {
+    for (int i = 0; i < G; ++i) b.add_link(h.gpus[i], h.cpus[i * C / G], LinkKind::PCIe, pcie_Bps, kPcieLatS);
+    for (int k = 0; k < N; ++k) b.add_link(h.nics[k], h.cpus[k * C / N], LinkKind::PCIe, pcie_Bps, kPcieLatS);
+  }
+  for (int c = 0; c + 1 < C; ++c) b.add_link(h.cpus[c], h.cpus[c + 1], LinkKind::PCIe, pcie_Bps, kCpuLinkLatS);
+}
+
+}  // namespace
+
 HostNodes add_host(TopologyBuilder& b, const HostSpec& s, int host, int domain) {
   HostNodes out;
   const std::string p = "n" + std::to_string(host) + ".";
-  for (int i = 0; i < s.gpus; ++i) {
-    Node n;
-    n.id = p + "gpu" + std::to_string(i);
-    n.kind = NodeKind::Gpu;
-    n.model = s.gpu;
-    n.host = host;
-    n.local_index = i;
-    n.nvlink_domain = (s.nvswitches > 0 || s.cube_mesh) ? domain : -1;
-    out.gpus.push_back(b.add_node(n));
-  }
-  for (int j = 0; j < s.nvswitches; ++j) {
-    Node n;
-    n.id = p + "nvsw" + std::to_string(j);
-    n.kind = NodeKind::NvSwitch;
-    n.model = s.nvswitch_model;
-    n.host = host;
-    n.local_index = j;
-    n.tier = 1;
-    n.nvls = s.nvls;
-    out.nvswitches.push_back(b.add_node(n));
-  }
-  for (int c = 0; c < s.cpus; ++c) {
-    Node n;
-    n.id = p + "cpu" + std::to_string(c);
-    n.kind = NodeKind::Cpu;
-    n.host = host;
-    n.local_index = c;
-    out.cpus.push_back(b.add_node(n));
-  }
-  for (int q = 0; q < s.pcie_switches; ++q) {
-    Node n;
-    n.id = p + "pcie" + std::to_string(q);
-    n.kind = NodeKind::PcieSwitch;
-    n.host = host;
-    n.local_index = q;
-    out.pcie_switches.push_back(b.add_node(n));
-  }
-  for (int k = 0; k < s.nics; ++k) {
-    Node n;
-    n.id = p + "nic" + std::to_string(k);
-    n.kind = NodeKind::Nic;
-    n.model = s.nic_model;
-    n.host = host;
-    n.local_index = k;
-    n.rail = k;
-    n.port_Bps = s.nic_Bps;
-    out.nics.push_back(b.add_node(n));
-  }
+  const int gpu_domain = (s.nvswitches > 0 || s.cube_mesh) ? domain : -1;
+  for (int i = 0; i < s.gpus; ++i) out.gpus.push_back(add_gpu(b, p, host, i, s.gpu, gpu_domain));
+  for (int j = 0; j < s.nvswitches; ++j)
+    out.nvswitches.push_back(add_nvswitch(b, p, host, j, s.nvswitch_model, 1, s.nvls));
+  for (int c = 0; c < s.cpus; ++c) out.cpus.push_back(b.add_node(node_of(p, "cpu", NodeKind::Cpu, host, c, "")));
+  for (int q = 0; q < s.pcie_switches; ++q)
+    out.pcie_switches.push_back(b.add_node(node_of(p, "pcie", NodeKind::PcieSwitch, host, q, "")));
+  for (int k = 0; k < s.nics; ++k) out.nics.push_back(add_nic(b, p, host, k, s.nic_model, s.nic_Bps));
   // NVLink.
   if (s.cube_mesh) {
     for (const auto& [a, c, cnt] : cube_mesh_edges())
@@ -318,25 +353,7 @@ HostNodes add_host(TopologyBuilder& b, const HostSpec& s, int host, int domain) 
       int cnt = s.links_per_switch[j];
       b.add_link(out.gpus[i], out.nvswitches[j], LinkKind::NVLink, cnt * s.nvlink_link_Bps, kNvlinkLatS, cnt);
     }
-  // PCIe tree: GPU i and NIC k hang off PCIe switch i*P/G and k*P/N; switch q goes to CPU q*C/P.
-  const int P = s.pcie_switches, C = s.cpus;
-  if (P > 0) {
-    for (int i = 0; i < s.gpus; ++i)
-      b.add_link(out.gpus[i], out.pcie_switches[i * P / s.gpus], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
-    for (int k = 0; k < s.nics; ++k)
-      b.add_link(out.nics[k], out.pcie_switches[k * P / s.nics], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
-    if (C > 0)
-      for (int q = 0; q < P; ++q)
-        b.add_link(out.pcie_switches[q], out.cpus[q * C / P], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
-  } else if (C > 0) {
-    for (int i = 0; i < s.gpus; ++i)
-      b.add_link(out.gpus[i], out.cpus[i * C / s.gpus], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
-    for (int k = 0; k < s.nics; ++k)
-      b.add_link(out.nics[k], out.cpus[k * C / s.nics], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
-  }
-  // Socket interconnect (ESTIMATE, see kCpuLinkLatS): a chain cpu0-cpu1-...
-  for (int c = 0; c + 1 < C; ++c)
-    b.add_link(out.cpus[c], out.cpus[c + 1], LinkKind::PCIe, s.pcie_Bps, kCpuLinkLatS);
+  add_pcie_tree(b, out, s.pcie_Bps);
   return out;
 }
 
@@ -412,66 +429,22 @@ struct Nvl72Spec {
 void add_nvl72(TopologyBuilder& b, const Nvl72Spec& s, int rack, int host0, int domain, std::vector<HostNodes>& hosts) {
   std::vector<NodeId> sw;
   const std::string rp = "rack" + std::to_string(rack) + ".";
-  for (int j = 0; j < s.nvswitch_chips; ++j) {
-    Node n;
-    n.id = rp + "nvsw" + std::to_string(j);
-    n.kind = NodeKind::NvSwitch;
-    n.model = "nvswitch-gen4";
-    n.local_index = j;
-    n.tier = 1;
-    n.nvls = true;
-    sw.push_back(b.add_node(n));
-  }
+  for (int j = 0; j < s.nvswitch_chips; ++j) sw.push_back(add_nvswitch(b, rp, -1, j, "nvswitch-gen4", 1, true));
   for (int t = 0; t < s.trays; ++t) {
     int host = host0 + t;
     HostNodes hn;
     const std::string p = "n" + std::to_string(host) + ".";
-    for (int i = 0; i < s.gpus_per_tray; ++i) {
-      Node n;
-      n.id = p + "gpu" + std::to_string(i);
-      n.kind = NodeKind::Gpu;
-      n.model = s.gpu;
-      n.host = host;
-      n.local_index = i;
-      n.nvlink_domain = domain;
-      hn.gpus.push_back(b.add_node(n));
-    }
+    for (int i = 0; i < s.gpus_per_tray; ++i) hn.gpus.push_back(add_gpu(b, p, host, i, s.gpu, domain));
     const int sc = std::max(1, s.gpus_per_tray / 2);  // superchips per tray
     for (int c = 0; c < sc; ++c) {
-      Node n;
-      n.id = p + "cpu" + std::to_string(c);
-      n.kind = NodeKind::Cpu;
-      n.model = "grace";
-      n.host = host;
-      n.local_index = c;
-      hn.cpus.push_back(b.add_node(n));
-      Node q;
-      q.id = p + "pcie" + std::to_string(c);
-      q.kind = NodeKind::PcieSwitch;
-      q.host = host;
-      q.local_index = c;
-      hn.pcie_switches.push_back(b.add_node(q));
+      hn.cpus.push_back(b.add_node(node_of(p, "cpu", NodeKind::Cpu, host, c, "grace")));
+      hn.pcie_switches.push_back(b.add_node(node_of(p, "pcie", NodeKind::PcieSwitch, host, c, "")));
     }
-    for (int k = 0; k < s.nics_per_tray; ++k) {
-      Node n;
-      n.id = p + "nic" + std::to_string(k);
-      n.kind = NodeKind::Nic;
-      n.model = s.nic_model;
-      n.host = host;
-      n.local_index = k;
-      n.rail = k;
-      n.port_Bps = s.nic_Bps;
-      hn.nics.push_back(b.add_node(n));
-    }
+    for (int k = 0; k < s.nics_per_tray; ++k) hn.nics.push_back(add_nic(b, p, host, k, s.nic_model, s.nic_Bps));
     for (int i = 0; i < s.gpus_per_tray; ++i)
       for (int j = 0; j < s.nvswitch_chips; ++j)
         b.add_link(hn.gpus[i], sw[j], LinkKind::NVLink, s.link_Bps, kNvlinkLatS, 1);
-    for (int i = 0; i < s.gpus_per_tray; ++i)
-      b.add_link(hn.gpus[i], hn.pcie_switches[i * sc / s.gpus_per_tray], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
-    for (int k = 0; k < s.nics_per_tray; ++k)
-      b.add_link(hn.nics[k], hn.pcie_switches[k * sc / s.nics_per_tray], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
-    for (int c = 0; c < sc; ++c) b.add_link(hn.pcie_switches[c], hn.cpus[c], LinkKind::PCIe, s.pcie_Bps, kPcieLatS);
-    for (int c = 0; c + 1 < sc; ++c) b.add_link(hn.cpus[c], hn.cpus[c + 1], LinkKind::PCIe, s.pcie_Bps, kCpuLinkLatS);
+    add_pcie_tree(b, hn, s.pcie_Bps);  // one switch per superchip, under its own Grace CPU
     hosts.push_back(std::move(hn));
   }
 }
@@ -558,14 +531,7 @@ Topology build_nvlink_switch_system(const std::map<std::string, std::string>& gi
   for (int j = 0; j < s.nvswitches; ++j) {
     const int chips = 8 * s.links_per_switch[j] / per;  // = 2 * split[j] for 8 GPUs
     for (int c = 0; c < chips; ++c) {
-      Node n;
-      n.id = "l2.p" + std::to_string(j) + ".nvsw" + std::to_string(c);
-      n.kind = NodeKind::NvSwitch;
-      n.model = "nvswitch-gen3";
-      n.local_index = c;
-      n.tier = 2;
-      n.nvls = true;
-      NodeId l2 = b.add_node(n);
+      NodeId l2 = add_nvswitch(b, "l2.p" + std::to_string(j) + ".", -1, c, "nvswitch-gen3", 2, true);
       for (int h = 0; h < nodes; ++h)
         b.add_link(hosts[h].nvswitches[j], l2, LinkKind::NVLink, per * s.nvlink_link_Bps, kNvlinkLatS, per);
     }
@@ -781,30 +747,27 @@ std::vector<PresetInfo> make_presets() {
     return v;
   };
   std::vector<PresetInfo> out;
-  out.push_back({"dgx-a100", "8x A100 SXM4, 12 NVLink3 links each to 6 NVSwitches, 8x HDR 200 Gb/s NICs, PCIe gen4",
-                 host_params(host_spec("dgx-a100"))});
-  out.push_back({"dgx-h100", "8x H100 SXM5, 18 NVLink4 links (5/4/4/5) to 4 NVLS NVSwitches, 8x NDR 400 Gb/s NICs",
-                 host_params(host_spec("dgx-h100"))});
-  out.push_back({"dgx-h200", "8x H200 SXM 141 GB, 18 NVLink4 links (5/4/4/5) to 4 NVLS NVSwitches, 8x NDR 400 Gb/s NICs",
-                 host_params(host_spec("dgx-h200"))});
-  out.push_back({"dgx-b200", "8x B200, 18 NVLink5 links (9/9) to 2 NVSwitches, 8x 400 Gb/s NICs",
-                 host_params(host_spec("dgx-b200"))});
-  out.push_back({"dgx-b300", "8x B300 288 GB, 18 NVLink5 links (9/9) to 2 NVSwitches, 8x ConnectX-8 800 Gb/s NICs (PCIe gen6)",
-                 host_params(host_spec("dgx-b300"))});
-  out.push_back({"dgx1-v100", "8x V100 SXM2 in the NVLink2 hybrid cube-mesh (no NVSwitch), 4x EDR NICs",
-                 host_params(host_spec("dgx1-v100"))});
-  out.push_back({"pcie-server", "8 GPUs behind 4 PCIe gen4 switches, no NVLink, 4x HDR NICs",
-                 host_params(host_spec("pcie-server"))});
+  for (const auto& [name, description] : kServerPresets)
+    out.push_back({name, description, host_params(host_spec(name))});
+  // The NVL72 racks' parameters, defaults from nvl72_spec.
+  auto nvl72_help = [](const std::string& rack, const std::string& gpu_help) {
+    const Nvl72Spec s = nvl72_spec(rack);
+    auto gbs = [](double Bps) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.1f GB/s", Bps / 1e9);
+      return std::string(b);
+    };
+    return std::vector<std::pair<std::string, std::string>>{
+        {"gpu", gpu_help},
+        {"nics_per_node", "NICs per compute tray (default " + std::to_string(s.nics_per_tray) + ")"},
+        {"nic_bandwidth", "per-NIC bandwidth per direction (default " + gbs(s.nic_Bps) + ")"},
+        {"nvlink_bandwidth",
+         "total NVLink bandwidth per GPU per direction (default " + gbs(s.link_Bps * s.nvswitch_chips) + ")"}};
+  };
   out.push_back({"gb200-nvl72", "72 B200 GPUs (18 trays of 4) in one NVLink5 domain over 18 NVSwitch chips",
-                 {{"gpu", "b200 or gb200 (B200 silicon at GB200 clocks) (default b200)"},
-                  {"nics_per_node", "NICs per compute tray (default 4)"},
-                  {"nic_bandwidth", "per-NIC bandwidth per direction (default 50.0 GB/s)"},
-                  {"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction (default 900.0 GB/s)"}}});
+                 nvl72_help("gb200-nvl72", "b200 or gb200 (B200 silicon at GB200 clocks) (default b200)")});
   out.push_back({"gb300-nvl72", "72 Blackwell Ultra GPUs (18 trays of 4) in one NVLink5 domain, 4x ConnectX-8 800 Gb/s per tray",
-                 {{"gpu", "gb300 only (default gb300)"},
-                  {"nics_per_node", "NICs per compute tray (default 4)"},
-                  {"nic_bandwidth", "per-NIC bandwidth per direction (default 100.0 GB/s)"},
-                  {"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction (default 900.0 GB/s)"}}});
+                 nvl72_help("gb300-nvl72", "gb300 only (default gb300)")});
   out.push_back({"nvlink-switch-system", "up to 32 DGX H100 (256 GPUs) in one NVLink network via tier-2 NVSwitches",
                  {{"nodes", "DGX H100 servers, 1..32 (default 32)"},
                   {"gpu", "h100 or h200 (default h100)"},

@@ -10,6 +10,7 @@
 
 #include "models/collectives.hpp"
 #include "sim/base/error.hpp"
+#include "sim/base/input_file.hpp"
 #include "sim/base/json_reader.hpp"
 #include "sim/base/units.hpp"
 
@@ -681,13 +682,7 @@ std::vector<std::string> string_list(const Json* a, const JsonPath& at) {
   return out;
 }
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path, "cannot open file");
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+std::string read_text_file(const std::string& path) { return read_input_file(path); }
 
 }  // namespace
 

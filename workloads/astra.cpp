@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "sim/base/error.hpp"
+#include "sim/base/input_file.hpp"
 #include "sim/base/json_reader.hpp"
 #include "sim/base/units.hpp"
 #include "workloads/importers.hpp"
@@ -486,11 +487,7 @@ Trace import_astra_text(const std::string& text, const std::string& file, const 
 }
 
 Trace import_astra_file(const std::string& path, const ParamMap& params, const std::string& where) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "cannot open file for reading");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = read_input_file(path);
   // A compressed or binary file (PARAM ships PyTorch traces as .json.gz) is named as such instead of being
   // parsed as a workload line full of bytes.
   if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f && static_cast<unsigned char>(text[1]) == 0x8b)

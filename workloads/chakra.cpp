@@ -19,6 +19,7 @@
 
 #include "chakra/et_def.pb.h"  // generated from workloads/chakra/et_def.proto
 #include "sim/base/error.hpp"
+#include "sim/base/input_file.hpp"
 #include "sim/base/json_reader.hpp"
 #include "sim/base/units.hpp"
 
@@ -232,13 +233,7 @@ CNode from_proto(const pb::Node& n, const std::string& file, std::set<std::strin
   return c;
 }
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "cannot open file for reading");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_all(const std::string& path) { return read_input_file(path); }
 
 std::int32_t ngpus_from_metadata(const pb::GlobalMetadata& md, const std::string& file) {
   for (const auto& a : md.attr())

@@ -29,11 +29,14 @@ std::string detect_format(const std::string& path) {
   return "astra";
 }
 
+// Whether the first line (ASTRA-sim's header, a few words) states the rank count. Only its first 4 KiB are
+// read: a path naming a device without newlines (/dev/zero) must not be read line-wise without end.
 bool states_all_gpus(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line.find("all_gpus:") != std::string::npos;
+  std::ifstream in(path, std::ios::binary);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  return head.substr(0, head.find('\n')).find("all_gpus:") != std::string::npos;
 }
 }  // namespace
 

@@ -37,17 +37,20 @@ void ParamReader::bad_value(const std::string& k, const std::string& what) const
   throw ParamError(where_ + " " + k, what);
 }
 
-std::int64_t ParamReader::integer(const std::string& k, std::int64_t dflt, std::int64_t min) {
+template <class T>
+T ParamReader::parsed(const std::string& k, T dflt, T (*parse)(std::string_view, std::string_view), const char* what) {
   seen_.insert(k);
   auto it = p_.find(k);
-  std::int64_t v = dflt;
-  if (it != p_.end()) {
-    try {
-      v = parse_int(it->second, k);
-    } catch (const InputError&) {
-      bad_value(k, "expected an integer, got '" + text_excerpt(it->second) + "'");
-    }
+  if (it == p_.end()) return dflt;
+  try {
+    return parse(it->second, k);
+  } catch (const InputError&) {
+    bad_value(k, std::string("expected ") + what + ", got '" + text_excerpt(it->second) + "'");
   }
+}
+
+std::int64_t ParamReader::integer(const std::string& k, std::int64_t dflt, std::int64_t min) {
+  const long long v = parsed<long long>(k, dflt, parse_int, "an integer");
   if (v < min) bad_value(k, "expected an integer >= " + std::to_string(min) + ", got " + std::to_string(v));
   used_[k] = std::to_string(v);
   return v;
@@ -59,16 +62,7 @@ std::int64_t ParamReader::integer_required(const std::string& k, std::int64_t mi
 }
 
 double ParamReader::number(const std::string& k, double dflt, double min) {
-  seen_.insert(k);
-  auto it = p_.find(k);
-  double v = dflt;
-  if (it != p_.end()) {
-    try {
-      v = parse_double(it->second, k);
-    } catch (const InputError&) {
-      bad_value(k, "expected a number, got '" + text_excerpt(it->second) + "'");
-    }
-  }
+  const double v = parsed<double>(k, dflt, parse_double, "a number");
   if (!(v >= min) || !std::isfinite(v)) bad_value(k, "expected a finite number >= " + std::to_string(min));
   std::ostringstream os;
   os << v;
@@ -98,16 +92,7 @@ std::string ParamReader::string(const std::string& k, const std::string& dflt) {
 }
 
 std::uint64_t ParamReader::size(const std::string& k, std::uint64_t dflt) {
-  seen_.insert(k);
-  auto it = p_.find(k);
-  std::uint64_t v = dflt;
-  if (it != p_.end()) {
-    try {
-      v = parse_size(it->second, k);
-    } catch (const InputError&) {
-      bad_value(k, "expected a size (bytes, or with K/M/G suffix), got '" + text_excerpt(it->second) + "'");
-    }
-  }
+  const std::uint64_t v = parsed<std::uint64_t>(k, dflt, parse_size, "a size (bytes, or with K/M/G suffix)");
   used_[k] = std::to_string(v);
   return v;
 }

@@ -46,6 +46,10 @@ class ParamReader {
   const ParamMap& used() const { return used_; }  // what was read, with defaults filled in (for reports)
 
  private:
+  // Shared by integer(), number() and size(): the value given for `k` read by `parse` (an InputError becomes
+  // "expected <what>, got '<value>'"), else dflt.
+  template <class T>
+  T parsed(const std::string& k, T dflt, T (*parse)(std::string_view, std::string_view), const char* what);
   // Shared by bandwidth() and time(): `parse` reads a unit-suffixed value; `example` goes into the error;
   // zero_ok says whether 0 is allowed (else the value must be > 0).
   double with_unit(const std::string& k, double dflt, const std::string& dflt_text,

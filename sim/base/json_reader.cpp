@@ -1,4 +1,5 @@
 #include "sim/base/json_reader.hpp"
+#include "sim/base/input_file.hpp"
 
 #include <cerrno>
 #include <cmath>
@@ -176,26 +177,28 @@ Json parse_json_text(const std::string& text, const std::string& source_name) {
   throw InputError(loc, "invalid JSON (" + msg + ")");
 }
 
-Json load_json_file(const std::string& path) {
+std::string read_input_file(const std::string& path, std::size_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "cannot open file for reading");
   std::error_code ec;
   auto size = std::filesystem::file_size(path, ec);
-  if (!ec && size > kMaxJsonBytes)
-    throw InputError(path, "file is " + std::to_string(size) + " bytes; JSON inputs are limited to " +
-                               std::to_string(kMaxJsonBytes) + " bytes");
+  if (!ec && size > max_bytes)
+    throw InputError(path, "file is " + std::to_string(size) + " bytes; inputs are limited to " +
+                               std::to_string(max_bytes) + " bytes");
   // Read in chunks and stop at the limit: a device or pipe (/dev/zero, a FIFO) has no file size to check
   // above, and reading it whole would never end or exhaust memory.
   std::string text;
   char buf[1 << 16];
   while (in.read(buf, sizeof buf) || in.gcount() > 0) {
     text.append(buf, static_cast<std::size_t>(in.gcount()));
-    if (text.size() > kMaxJsonBytes)
-      throw InputError(path, "more than " + std::to_string(kMaxJsonBytes) +
-                                 " bytes read; JSON inputs are limited to that size");
+    if (text.size() > max_bytes)
+      throw InputError(path, "more than " + std::to_string(max_bytes) +
+                                 " bytes read; inputs are limited to that size");
   }
-  return parse_json_text(text, path);
+  return text;
 }
+
+Json load_json_file(const std::string& path) { return parse_json_text(read_input_file(path, kMaxJsonBytes), path); }
 
 void json_fail(const JsonPath& at, const std::string& expected) { throw InputError(at.str(), expected); }
 

@@ -34,6 +34,11 @@ constexpr std::uint64_t kIdxMask = (std::uint64_t{1} << kIdxBits) - 1;
 constexpr std::uint64_t kReadyBit = std::uint64_t{1} << 63;  // latency-heap entry that makes a root ready
 constexpr std::uint32_t kMaxRuns = 1u << 22;
 constexpr std::size_t kMinBundleTransfers = 16;  // smaller dependency-free schedules run flow by flow
+constexpr std::uint32_t kNoWave = 0xffffffffu;
+// Most link directions in one lockstep wave's route. Set when FlowModel::remove_flow scanned a moved flow's
+// route for its hop (a 3,072-member PAT step, ~25,000 hops, then cost the square of that when it finished);
+// kept as measured (docs/performance.md, the cluster section): about 32 members of 8 hops.
+constexpr std::size_t kMaxWaveHops = 256;
 
 std::uint64_t make_key(std::uint32_t slot, std::uint64_t idx) { return (std::uint64_t{slot} << kIdxBits) | idx; }
 std::uint32_t key_slot(std::uint64_t k) { return static_cast<std::uint32_t>((k & ~kReadyBit) >> kIdxBits); }
@@ -72,10 +77,26 @@ struct Network::Plan {
   std::vector<std::uint32_t> top_nodes, singles;  // what starts: bundles and single transfers
 };
 
+struct Network::WavePlan {
+  struct Wave {
+    std::vector<std::uint32_t> members;
+    double latency_s = 0;                // the members' common latency phase
+    std::vector<topo::LinkDir> route;    // the union of the members' (link-disjoint) routes
+  };
+  std::vector<std::uint32_t> wave_of;    // per transfer (kNoWave: it runs as its own flow)
+  std::vector<Wave> waves;
+  std::size_t hops = 0;                  // link directions held in the routes
+};
+
 struct Network::Run {
   std::uint32_t id = 0;
   std::shared_ptr<const models::Schedule> s;
   const Plan* plan = nullptr;  // bundled (no dependencies)
+  // Lockstep waves (docs/engine.md "Lockstep waves"; schedules with dependencies): the schedule's wave plan
+  // (shared by its runs) and, per wave, the members whose dependencies are not met yet; a wave's key index is
+  // transfers.size() + its index.
+  std::shared_ptr<const WavePlan> wave_plan;
+  std::vector<std::uint32_t> wave_waiting;
   std::vector<std::uint32_t> pending;   // unmet dependencies per transfer
   std::vector<std::uint32_t> succ_off;  // CSR successors
   std::vector<std::uint32_t> succ;
@@ -263,6 +284,33 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
     if (seen != n) throw InputError(where + ": deps", "the dependencies contain a cycle");
   }
   if (opt_.bundle_flows && n >= kMinBundleTransfers && run->succ.empty()) run->plan = plan_for(s, alternate_routing);
+  if (!run->plan) {  // (a bundled schedule has no dependencies and runs its bundles instead)
+    run->alt = alternate_routing;
+    for (const auto& tr : s->transfers)
+      if (tr.lockstep >= 0) {
+        // One wave plan per schedule and routing, kept while the cached plans hold at most kMaxWavePlanHops link
+        // directions (a replay starts the same schedules over and over).
+        auto& cache = wave_plans_[alternate_routing ? 1 : 0];
+        auto it = cache.find(s.get());
+        if (it != cache.end()) {
+          run->wave_plan = it->second.second;
+        } else {
+          run->wave_plan = build_waves(*run);
+          if (wave_plan_hops_ + run->wave_plan->hops <= kMaxWavePlanHops) {
+            wave_plan_hops_ += run->wave_plan->hops;
+            cache.emplace(s.get(), std::make_pair(s, run->wave_plan));
+          }
+        }
+        if (run->wave_plan->waves.empty()) {
+          run->wave_plan.reset();
+        } else {
+          run->wave_waiting.resize(run->wave_plan->waves.size());
+          for (std::size_t w = 0; w < run->wave_waiting.size(); ++w)
+            run->wave_waiting[w] = static_cast<std::uint32_t>(run->wave_plan->waves[w].members.size());
+        }
+        break;
+      }
+  }
   }
   if (run->plan) run->timings.assign(n, {});
   std::uint32_t slot;
@@ -337,6 +385,75 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
   return id;
 }
 
+std::shared_ptr<const Network::WavePlan> Network::build_waves(const Run& r) {
+  // Transfers that may run in lockstep (docs/engine.md, "Lockstep waves"): same lockstep id, DAG depth (longest
+  // dependency chain from a root), bytes, steps, weight, rate cap and latency phase. A wave's members have the
+  // same depth, so no member depends on another and every dependency between waves goes to a greater depth:
+  // waiting for a whole wave cannot deadlock. Within such a group, each transfer joins the first sub-wave after
+  // every sub-wave that already crosses one of its link directions, so each wave's routes are link-disjoint and
+  // its union route holds every member's links once.
+  const auto& trs = r.s->transfers;
+  const std::size_t n = trs.size();
+  std::vector<std::uint32_t> depth(n, 0), pend = r.pending, stack;
+  for (std::uint32_t i = 0; i < n; ++i)
+    if (pend[i] == 0) stack.push_back(i);
+  while (!stack.empty()) {
+    const std::uint32_t i = stack.back();
+    stack.pop_back();
+    for (std::uint32_t k = r.succ_off[i]; k < r.succ_off[i + 1]; ++k) {
+      const std::uint32_t j = r.succ[k];
+      depth[j] = std::max(depth[j], depth[i] + 1);
+      if (--pend[j] == 0) stack.push_back(j);
+    }
+  }
+  using Key = std::tuple<std::int32_t, std::uint32_t, double, std::uint32_t, double, double, double>;
+  std::map<Key, std::vector<std::uint32_t>> groups;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const models::Transfer& tr = trs[i];
+    if (tr.lockstep < 0 || tr.src == tr.dst || !(tr.bytes * tr.steps > 0)) continue;
+    const double lat = models::transfer_latency_s(tr, route_latency_s(tr.src, tr.dst, r.alt));
+    groups[Key{tr.lockstep, depth[i], tr.bytes, tr.steps, tr.weight, tr.rate_cap_Bps, lat}].push_back(i);
+  }
+  auto plan = std::make_shared<WavePlan>();
+  plan->wave_of.assign(n, kNoWave);
+  std::unordered_map<topo::LinkDir, std::uint32_t> next_free;  // link direction -> first sub-wave not crossing it
+  std::vector<std::vector<std::uint32_t>> sub;
+  std::vector<std::size_t> hops;  // per sub-wave
+  for (const auto& [key, members] : groups) {
+    if (members.size() < 2) continue;
+    next_free.clear();
+    sub.clear();
+    hops.clear();
+    for (std::uint32_t i : members) {
+      const auto route = route_of(trs[i].src, trs[i].dst, r.alt);
+      std::uint32_t b = 0;
+      for (auto d : route)
+        if (auto it = next_free.find(d); it != next_free.end()) b = std::max(b, it->second);
+      // Every sub-wave from b on is disjoint from this route; skip the full ones.
+      while (b < hops.size() && hops[b] > 0 && hops[b] + route.size() > kMaxWaveHops) ++b;
+      for (auto d : route) next_free[d] = b + 1;
+      if (sub.size() <= b) sub.resize(b + 1), hops.resize(b + 1, 0);
+      sub[b].push_back(i);
+      hops[b] += route.size();
+    }
+    for (auto& m : sub) {
+      if (m.size() < 2) continue;
+      WavePlan::Wave w;
+      w.latency_s = std::get<6>(key);
+      for (std::uint32_t i : m) {
+        const auto route = route_of(trs[i].src, trs[i].dst, r.alt);
+        w.route.insert(w.route.end(), route.begin(), route.end());
+        plan->wave_of[i] = static_cast<std::uint32_t>(plan->waves.size());
+      }
+      plan->hops += w.route.size();
+      w.members = std::move(m);
+      plan->waves.push_back(std::move(w));
+    }
+  }
+  if (n + plan->waves.size() > kIdxMask) throw std::logic_error("Network: too many transfers and waves");
+  return plan;
+}
+
 void Network::ready(std::uint64_t key, double t) {
   Run& r = *runs_[key_slot(key)];
   const std::uint64_t i = key_idx(key);
@@ -355,6 +472,22 @@ void Network::ready(std::uint64_t key, double t) {
   }
   const models::Transfer& tr = r.s->transfers[i];
   r.timings[i].start_s = t;
+  if (r.wave_plan && r.wave_plan->wave_of[i] != kNoWave) {
+    // A member of a lockstep wave: the wave starts its latency phase once its last member is ready.
+    const std::uint32_t wi = r.wave_plan->wave_of[i];
+    const WavePlan::Wave& w = r.wave_plan->waves[wi];
+    if (--r.wave_waiting[wi] > 0) return;
+    const std::uint64_t wk = make_key(key_slot(key), r.timings.size() + wi);
+    if (w.latency_s > 0) {
+      lat_heap_.push_back(LatEntry{t + w.latency_s, wk});
+      std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) {
+        return lat_after(a, b);
+      });
+    } else {
+      begin_bandwidth(wk, t);
+    }
+    return;
+  }
   const double lat = models::transfer_latency_s(tr, route_latency_s(tr.src, tr.dst, r.alt));
   if (lat > 0) {
     lat_heap_.push_back(LatEntry{t + lat, key});
@@ -368,6 +501,13 @@ void Network::ready(std::uint64_t key, double t) {
 
 void Network::begin_bandwidth(std::uint64_t key, double t) {
   Run& r = *runs_[key_slot(key)];
+  if (key_idx(key) >= r.timings.size() && r.wave_plan) {  // a lockstep wave: one flow over its members' routes
+    const WavePlan::Wave& w = r.wave_plan->waves[key_idx(key) - r.timings.size()];
+    const models::Transfer& tr = r.s->transfers[w.members.front()];
+    model_.add(t, std::span<const std::uint32_t>(w.route.data(), w.route.size()), tr.bytes * tr.steps, tr.weight,
+               tr.rate_cap_Bps, key);
+    return;
+  }
   if (key_idx(key) >= r.timings.size()) {
     const Plan::Node& nd = r.plan->nodes[key_idx(key) - r.timings.size()];
     model_.add_bundle(t, nd.res, nd.mult, static_cast<std::uint32_t>(nd.members.size()), nd.bytes, nd.weight, nd.cap,
@@ -395,6 +535,10 @@ void Network::finish(std::uint64_t key, double t) {
     }
     r.timings[i].finish_s = t;
     if (++r.done == r.timings.size()) finished_runs_.emplace_back(slot, t);
+    return;
+  }
+  if (i >= r.timings.size()) {  // a lockstep wave: every member finishes now
+    for (std::uint32_t m : r.wave_plan->waves[i - r.timings.size()].members) finish(make_key(slot, m), t);
     return;
   }
   r.timings[i].finish_s = t;

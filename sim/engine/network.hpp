@@ -115,6 +115,7 @@ class Network final : public EventTarget {
  private:
   struct Run;
   struct Plan;
+  struct WavePlan;
   struct LatEntry {
     double t_s;
     std::uint64_t key;
@@ -145,12 +146,20 @@ class Network final : public EventTarget {
   // Bounded route cache: the first kRouteCacheEntries distinct (src, dst) pairs keep their route (pooled);
   // later pairs are computed each time. Replays price the same collectives over and over (the same pairs),
   // while a huge all-to-all touches millions of pairs once each and must not pay a cache of all of them.
-  static constexpr std::size_t kRouteCacheEntries = 1u << 18;
+  static constexpr std::size_t kRouteCacheEntries = 1u << 20;
   std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> route_cache_;  // -> (offset, length)
   std::vector<topo::LinkDir> route_pool_;
   std::span<const topo::LinkDir> route_of(topo::NodeId src, topo::NodeId dst, bool alternate = false);
   std::vector<std::pair<std::uint64_t, double>> finished_runs_;
   std::unordered_map<const models::Schedule*, std::unique_ptr<Plan>> plans_[2];  // [alternate routing]
+  // Lockstep wave plans per schedule (index 1: alternate routing), holding the schedule so its address stays
+  // its own; at most kMaxWavePlanHops link directions in all (64 MiB), later schedules build theirs per run.
+  static constexpr std::size_t kMaxWavePlanHops = std::size_t{1} << 24;
+  std::unordered_map<const models::Schedule*,
+                     std::pair<std::shared_ptr<const models::Schedule>, std::shared_ptr<const WavePlan>>>
+      wave_plans_[2];
+  std::size_t wave_plan_hops_ = 0;
+  std::shared_ptr<const WavePlan> build_waves(const Run& r);
   std::size_t splits_ = 0;
   bool in_process_ = false;
   bool wake_pending_ = false;

@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "cli_test_util.hpp"
+#include "sim/base/error.hpp"
+#include "sim/base/input_file.hpp"
 
 namespace fs = std::filesystem;
 namespace cli_test = fabricsim::cli_test;
@@ -46,10 +49,21 @@ struct Case {
   std::string name, file, text, command, expect;  // expect: a substring of the one error line
 };
 
+std::set<std::string> listing(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) names.insert(fs::relative(e.path(), dir).string());
+  names.insert({"stdout.txt", "stderr.txt"});  // run_in's captures
+  return names;
+}
+
 void check_case(const fs::path& dir, const Case& c) {
   CAPTURE(c.name);
   std::ofstream(dir / c.file, std::ios::binary | std::ios::trunc) << c.text;
-  cli_test::Run r = cli_test::run_in(dir, cli_test::fabricsim(c.command));
+  const std::set<std::string> before = listing(dir);
+  // A run asked for its outputs must leave none behind, not even a temporary file.
+  const std::string outputs = c.command.rfind("run ", 0) == 0 ? " --json out.json --timeline timeline.json" : "";
+  cli_test::Run r = cli_test::run_in(dir, cli_test::fabricsim(c.command + outputs));
+  CHECK(listing(dir) == before);
   CHECK_MESSAGE(r.rc == 2, r.err.substr(0, 500));
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   CHECK_MESSAGE(r.err.find(c.expect) != std::string::npos, r.err.substr(0, 500));
@@ -155,6 +169,9 @@ TEST_CASE("issue 24 cases: generators, imported workloads, traces and nccl-tests
       // silently accepted before
       {"ASTRA npus 4294967304 (truncated to 8)", "a2.txt", "DATA all_gpus: 4294967304" + layer,
        "run --trace a2.txt --topology dgx-h100 --quiet", "a2.txt:1: all_gpus: 4294967304 is above the 1048576 ranks"},
+      {"ASTRA --param npus=4294967304 (truncated to 8)", "a4.txt", "DATA" + layer,
+       "run --trace a4.txt --topology dgx-h100 --param npus=4294967304 --quiet",
+       "--param npus: expected at most 1048576 ranks, found 4294967304"},
       {"ASTRA compute of 1e300 cycles", "a3.txt", "DATA\n1\nl -1 1e300 NONE 0 1 NONE 0 1 ALLREDUCE 64 1\n",
        "run --trace a3.txt --topology dgx-h100 --param npus=8 --quiet", "a3.txt:3: layer 'l': forward compute time of 1e300"},
       {"trace: all_reduce on rank 0, all_gather on rank 1", "t1.json",
@@ -191,5 +208,49 @@ TEST_CASE("issue 24 cases: generators, imported workloads, traces and nccl-tests
        "run --trace c --topology dgx-h100 --quiet", "c.1.json: dependency cycle through data_deps on rank 1: nodes"},
   };
   for (const auto& c : cases) check_case(dir, c);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("inputs of every format are bounded in size: a large file by its size, a device by what was read") {
+  const fs::path dir = cli_test::scratch_dir("bad_inputs_size");
+  // Sparse files one byte over the limit (no disk space used), refused by their size before being read.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"big.json", "topo big.json"},
+      {"big.txt", "run --trace big.txt --topology dgx-h100 --quiet"},  // ASTRA-sim text
+      {"big.0.et", "run --trace big --topology dgx-h100 --quiet"},     // Chakra protobuf
+      {"log.txt", "validate log.txt --op all_reduce --nranks 8 --topology dgx-h100"},
+      {"a.csv", "compare a.csv a.csv"},
+      {"out.csv", "sweep w.json --quiet"},  // the sweep's own output, read to resume
+  };
+  std::ofstream(dir / "s.json") << scenario("");
+  std::ofstream(dir / "w.json")
+      << R"({"scenario": "s.json", "points": [{"label": "a", "set": {"/topology/params/nodes": 1}}], "output": "out.csv"})";
+  for (const auto& [file, command] : cases) {
+    CAPTURE(command);
+    {
+      std::ofstream f(dir / file, std::ios::binary);
+      f.seekp(static_cast<std::streamoff>(fabricsim::kMaxInputBytes));
+      f << ' ';
+    }
+    cli_test::Run r = cli_test::run_in(dir, cli_test::fabricsim(command));
+    CHECK_MESSAGE(r.rc == 2, r.err.substr(0, 500));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_MESSAGE(r.err.find(file + ": file is " + std::to_string(fabricsim::kMaxInputBytes + 1) +
+                             " bytes; inputs are limited to " + std::to_string(fabricsim::kMaxInputBytes) +
+                             " bytes") != std::string::npos,
+                  r.err.substr(0, 500));
+    fs::remove(dir / file);
+  }
+  // A character device has no size: /dev/zero is read until the limit (here 1 MiB; the CLI's 512 MiB takes a
+  // second and 1 GiB of memory, too much for the suite) and refused, instead of being read without end.
+  if (fs::exists("/dev/zero")) {
+    std::string err;
+    try {
+      fabricsim::read_input_file("/dev/zero", 1 << 20);
+    } catch (const fabricsim::InputError& e) {
+      err = e.what();
+    }
+    CHECK_MESSAGE(err.find("/dev/zero: more than 1048576 bytes read") != std::string::npos, err);
+  }
   fs::remove_all(dir);
 }
