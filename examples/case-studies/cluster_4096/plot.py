@@ -4,8 +4,13 @@ SVG with, per configuration, each job's step time alone and together. Usage: plo
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import svgplot  # noqa: E402  (examples/case-studies/svgplot.py)
+import importlib.util
+
+# The SVG helpers shared by the case-study plots, loaded by path (examples/ is not a package).
+_spec = importlib.util.spec_from_file_location(
+    "svgplot", os.path.join(os.path.dirname(os.path.abspath(__file__)), "../svgplot.py"))
+svgplot = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(svgplot)
 
 
 def main():

@@ -7,8 +7,13 @@ mark on the bar). Usage: plot.py CSV SVG"""
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import svgplot  # noqa: E402  (examples/case-studies/svgplot.py)
+import importlib.util
+
+# The SVG helpers shared by the case-study plots, loaded by path (examples/ is not a package).
+_spec = importlib.util.spec_from_file_location(
+    "svgplot", os.path.join(os.path.dirname(os.path.abspath(__file__)), "../svgplot.py"))
+svgplot = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(svgplot)
 
 # The step's parts, in drawing order: (CSV column, legend, colour). compute + exposed communication + bubble +
 # idle is the step (docs/outputs.md); communication not in these columns is drawn as "other".
