@@ -242,75 +242,17 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
   if (n > kIdxMask / 2) throw InputError(where, "too many transfers");
   auto run = std::make_unique<Run>();
   run->s = s;
+  run->alt = alternate_routing;
   // A schedule planned before was validated then (schedules are immutable and the plan holds it).
   if (opt_.bundle_flows && n >= kMinBundleTransfers) {
     auto it = plans_[alternate_routing ? 1 : 0].find(s.get());
     if (it != plans_[alternate_routing ? 1 : 0].end()) run->plan = it->second.get();
   }
   if (!run->plan) {
-  run->pending.assign(n, 0);
-  run->succ_off.assign(n + 1, 0);
-  run->timings.assign(n, {});
-  for (std::size_t i = 0; i < n; ++i) {
-    const models::Transfer& tr = s->transfers[i];
-    check_transfer_fields(tr, where, i, topo_);
-    for (std::uint32_t d : tr.deps) {
-      if (d >= n || d == i)
-        throw InputError(where + ": transfers[" + std::to_string(i) + "].deps",
-                         "dependency " + std::to_string(d) + " is not another transfer index");
-      ++run->succ_off[d + 1];
-      ++run->pending[i];
-    }
-  }
-  for (std::size_t i = 0; i < n; ++i) run->succ_off[i + 1] += run->succ_off[i];
-  run->succ.resize(run->succ_off[n]);
-  {
-    std::vector<std::uint32_t> fill(run->succ_off.begin(), run->succ_off.end() - 1);
-    for (std::size_t i = 0; i < n; ++i)
-      for (std::uint32_t d : s->transfers[i].deps) run->succ[fill[d]++] = static_cast<std::uint32_t>(i);
-  }
-  {  // cycle check (Kahn)
-    std::vector<std::uint32_t> pend = run->pending, stack;
-    for (std::uint32_t i = 0; i < n; ++i)
-      if (pend[i] == 0) stack.push_back(i);
-    std::size_t seen = 0;
-    while (!stack.empty()) {
-      const std::uint32_t i = stack.back();
-      stack.pop_back();
-      ++seen;
-      for (std::uint32_t k = run->succ_off[i]; k < run->succ_off[i + 1]; ++k)
-        if (--pend[run->succ[k]] == 0) stack.push_back(run->succ[k]);
-    }
-    if (seen != n) throw InputError(where + ": deps", "the dependencies contain a cycle");
-  }
-  if (opt_.bundle_flows && n >= kMinBundleTransfers && run->succ.empty()) run->plan = plan_for(s, alternate_routing);
-  if (!run->plan) {  // (a bundled schedule has no dependencies and runs its bundles instead)
-    run->alt = alternate_routing;
-    for (const auto& tr : s->transfers)
-      if (tr.lockstep >= 0) {
-        // One wave plan per schedule and routing, kept while the cached plans hold at most kMaxWavePlanHops link
-        // directions (a replay starts the same schedules over and over).
-        auto& cache = wave_plans_[alternate_routing ? 1 : 0];
-        auto it = cache.find(s.get());
-        if (it != cache.end()) {
-          run->wave_plan = it->second.second;
-        } else {
-          run->wave_plan = build_waves(*run);
-          if (wave_plan_hops_ + run->wave_plan->hops <= kMaxWavePlanHops) {
-            wave_plan_hops_ += run->wave_plan->hops;
-            cache.emplace(s.get(), std::make_pair(s, run->wave_plan));
-          }
-        }
-        if (run->wave_plan->waves.empty()) {
-          run->wave_plan.reset();
-        } else {
-          run->wave_waiting.resize(run->wave_plan->waves.size());
-          for (std::size_t w = 0; w < run->wave_waiting.size(); ++w)
-            run->wave_waiting[w] = static_cast<std::uint32_t>(run->wave_plan->waves[w].members.size());
-        }
-        break;
-      }
-  }
+    index_dependencies(*run, where);
+    // A bundled schedule has no dependencies and runs its bundles instead; others may run lockstep waves.
+    if (opt_.bundle_flows && n >= kMinBundleTransfers && run->succ.empty()) run->plan = plan_for(s, alternate_routing);
+    else attach_waves(*run);
   }
   if (run->plan) run->timings.assign(n, {});
   std::uint32_t slot;
@@ -323,7 +265,6 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
     runs_.emplace_back();
   }
   run->start_s = q_.now();
-  run->alt = alternate_routing;
   run->cb = std::move(on_done);
   run->id = next_id_++;
   const std::uint32_t id = run->id;
@@ -374,6 +315,69 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
     ensure_wake();
   }
   return id;
+}
+
+void Network::index_dependencies(Run& r, const std::string& where) const {
+  const models::Schedule& s = *r.s;
+  const std::size_t n = s.transfers.size();
+  r.pending.assign(n, 0);
+  r.succ_off.assign(n + 1, 0);
+  r.timings.assign(n, {});
+  for (std::size_t i = 0; i < n; ++i) {
+    const models::Transfer& tr = s.transfers[i];
+    check_transfer_fields(tr, where, i, topo_);
+    for (std::uint32_t d : tr.deps) {
+      if (d >= n || d == i)
+        throw InputError(where + ": transfers[" + std::to_string(i) + "].deps",
+                         "dependency " + std::to_string(d) + " is not another transfer index");
+      ++r.succ_off[d + 1];
+      ++r.pending[i];
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) r.succ_off[i + 1] += r.succ_off[i];
+  r.succ.resize(r.succ_off[n]);
+  {
+    std::vector<std::uint32_t> fill(r.succ_off.begin(), r.succ_off.end() - 1);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::uint32_t d : s.transfers[i].deps) r.succ[fill[d]++] = static_cast<std::uint32_t>(i);
+  }
+  // cycle check (Kahn)
+  std::vector<std::uint32_t> pend = r.pending, stack;
+  for (std::uint32_t i = 0; i < n; ++i)
+    if (pend[i] == 0) stack.push_back(i);
+  std::size_t seen = 0;
+  while (!stack.empty()) {
+    const std::uint32_t i = stack.back();
+    stack.pop_back();
+    ++seen;
+    for (std::uint32_t k = r.succ_off[i]; k < r.succ_off[i + 1]; ++k)
+      if (--pend[r.succ[k]] == 0) stack.push_back(r.succ[k]);
+  }
+  if (seen != n) throw InputError(where + ": deps", "the dependencies contain a cycle");
+}
+
+void Network::attach_waves(Run& r) {
+  const auto& trs = r.s->transfers;
+  if (std::none_of(trs.begin(), trs.end(), [](const models::Transfer& tr) { return tr.lockstep >= 0; })) return;
+  // One wave plan per schedule and routing, kept while the cached plans hold at most kMaxWavePlanHops link
+  // directions (a replay starts the same schedules over and over).
+  auto& cache = wave_plans_[r.alt ? 1 : 0];
+  if (auto it = cache.find(r.s.get()); it != cache.end()) {
+    r.wave_plan = it->second.second;
+  } else {
+    r.wave_plan = build_waves(r);
+    if (wave_plan_hops_ + r.wave_plan->hops <= kMaxWavePlanHops) {
+      wave_plan_hops_ += r.wave_plan->hops;
+      cache.emplace(r.s.get(), std::make_pair(r.s, r.wave_plan));
+    }
+  }
+  if (r.wave_plan->waves.empty()) {
+    r.wave_plan.reset();
+    return;
+  }
+  r.wave_waiting.resize(r.wave_plan->waves.size());
+  for (std::size_t w = 0; w < r.wave_waiting.size(); ++w)
+    r.wave_waiting[w] = static_cast<std::uint32_t>(r.wave_plan->waves[w].members.size());
 }
 
 std::shared_ptr<const Network::WavePlan> Network::build_waves(const Run& r) {

@@ -164,6 +164,11 @@ class Network final : public EventTarget {
       wave_plans_[2];
   std::size_t wave_plan_hops_ = 0;
   std::shared_ptr<const WavePlan> build_waves(const Run& r);
+  // Checks r's transfers and dependencies (InputError naming `where`) and builds its pending counts, successor
+  // lists (CSR) and timings; refuses a dependency cycle.
+  void index_dependencies(Run& r, const std::string& where) const;
+  // The schedule's lockstep waves (cached per schedule and routing) when some transfer has a lockstep id.
+  void attach_waves(Run& r);
   std::size_t splits_ = 0;
   bool in_process_ = false;
   bool wake_pending_ = false;
