@@ -242,7 +242,10 @@ EngineCommBase::Built EngineCommBase::build_collective(const workloads::Communic
     }
     append(*merged, s);
   }
+  out.groups = static_cast<std::uint32_t>(comm.mirrors + 1);
   // Stand-in groups (cluster runs): the same call of the same size on their GPUs, in the same schedule.
+  for (const auto& g : comm.stand_ins) out.groups = g.size() == comm.ranks.size() && out.groups > 0 ? out.groups + 1 : 0;
+  if (out.groups == 0) out.groups = 1;  // blocks of different sizes: no mirror quotient
   for (const auto& g : comm.stand_ins) {
     models::CollectiveSpec spec = group_spec(t_, comm, op, bytes, algorithm, 0,
                                              out.phase ? models::Fidelity::Phase : models::Fidelity::Step, &g);
@@ -701,7 +704,7 @@ void SharedNetworkCommModel::start(Entry& e, Done done) {
                          for (auto d : e.dirs_used) --dir_busy_[d];
                          done(r.finish_s, timing);
                        },
-                       e.b.pxn);
+                       e.b.pxn, opt_.shared_mirror_quotient ? e.b.groups : 1);
 }
 
 void SharedNetworkCommModel::start_collective(const workloads::Communicator& comm, CollOp op, double bytes,
