@@ -676,7 +676,30 @@ MirrorQuotient mirror_quotient(const models::Schedule& s, std::uint32_t groups, 
     return x;
   };
   std::vector<std::uint32_t> hops_off(n0 + 1, 0), hops;  // per transfer: its copies' routes, block by block
+  // The check on the classes of the first `upto` transfers, with the orbits they make.
+  auto prefix_equitable = [&](std::size_t upto) {
+    std::vector<std::uint32_t> size(dirs.size(), 0), cnt(dirs.size(), 0), touched;
+    for (std::uint32_t x = 0; x < dirs.size(); ++x) ++size[find(x)];
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> per;  // (orbit root, count)
+    for (std::size_t i = 0; i < upto; ++i) {
+      touched.clear();
+      for (std::uint32_t k = hops_off[i]; k < hops_off[i + 1]; ++k)
+        if (cnt[hops[k]]++ == 0) touched.push_back(hops[k]);
+      per.clear();
+      for (std::uint32_t x : touched) per.emplace_back(find(x), cnt[x]);
+      std::sort(per.begin(), per.end());
+      for (std::size_t a = 0; a < per.size();) {
+        std::size_t b = a;
+        while (b < per.size() && per[b].first == per[a].first) ++b;
+        if (b - a != size[per[a].first] || per[a].second != per[b - 1].second) return false;
+        a = b;
+      }
+      for (std::uint32_t x : touched) cnt[x] = 0;
+    }
+    return true;
+  };
   std::vector<topo::LinkDir> r0, rg;
+  std::size_t next_check = 64;
   for (std::size_t i = 0; i < n0; ++i) {
     if (moves(s.transfers[i])) {
       route(s.transfers[i].src, s.transfers[i].dst, r0);
@@ -699,6 +722,18 @@ MirrorQuotient mirror_quotient(const models::Schedule& s, std::uint32_t groups, 
       }
     }
     hops_off[i + 1] = static_cast<std::uint32_t>(hops.size());
+    // Orbits only grow as transfers are added and a class's counts are fixed, so a class that crosses its
+    // orbit unequally now does so in the end: checking a prefix first refuses a non-equitable schedule after
+    // routing a few of its transfers instead of all of them.
+    // Checked after 64, 512, 4096, ... transfers.
+    if (i + 1 == next_check && i + 1 < n0) {
+      next_check *= 8;
+      if (!prefix_equitable(i + 1)) {
+        q.reason = "not equitable (the classes of the first " + std::to_string(i + 1) + " transfers)";
+        q.kind = "not equitable";
+        return q;
+      }
+    }
   }
   // 3. Orbits in the order of their smallest link direction; one capacity and per-hop latency each.
   std::vector<std::uint32_t> comp_orbit(dirs.size(), kNoRes);
