@@ -752,6 +752,16 @@ std::shared_ptr<const MirrorQuotient> Network::mirror_plan(const Run& r, std::ui
   auto& cache = mirror_plans_[r.alt ? 1 : 0];
   if (auto it = cache.find(r.s.get()); it != cache.end() && it->second.second->groups == groups)
     return it->second.second;
+  const auto& trs = r.s->transfers;
+  if (std::any_of(trs.begin(), trs.end(), [](const models::Transfer& tr) { return tr.lockstep >= 0; })) {
+    // Lockstep waves (PAT at phase fidelity) already run a step's link-disjoint transfers as one flow, and a
+    // quotient expanded later would continue without them: such schedules keep their waves.
+    auto no = std::make_shared<MirrorQuotient>();
+    no->groups = groups;
+    no->reason = no->kind = "lockstep waves";
+    cache[r.s.get()] = std::make_pair(r.s, no);
+    return no;
+  }
   const std::size_t ndirs = orbit_at_.size();
   std::vector<double> cap(ndirs), lat(ndirs);
   for (topo::LinkDir d = 0; d < ndirs; ++d) {

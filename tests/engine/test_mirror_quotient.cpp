@@ -242,6 +242,20 @@ TEST_CASE("mirror quotient: another call on one mirror's links expands the block
   CHECK(quot.fallbacks.at("another call on its links") == 1);
 }
 
+TEST_CASE("mirror quotient: PAT at phase fidelity keeps its lockstep waves") {
+  const topo::Topology t = superpod({{"nodes", "16"}, {"radix", "8"}, {"tiers", "3"}});
+  topo::Routing routing(t);
+  const models::Calibration c = models::default_calibration();
+  auto s = mirrored(t, routing, c, models::Op::ReduceScatter, models::Algorithm::Pat, models::Fidelity::Phase,
+                    16ull << 20, 8);
+  const Outcome full = run(t, routing, c, s, 1);
+  const Outcome quot = run(t, routing, c, s, 8);
+  CHECK(quot.quotient_runs == 0);
+  CHECK(quot.fallbacks.at("lockstep waves") == 1);
+  CHECK(quot.flows_visited == full.flows_visited);
+  check_same(full, quot);
+}
+
 TEST_CASE("mirror quotient: a degraded link on one mirror falls back to every block's flows") {
   const topo::Topology t = degrade_nic_link(superpod({{"nodes", "4"}}), 2, 0.5);
   topo::Routing routing(t);
