@@ -277,25 +277,34 @@ TEST_CASE("mirror quotient: two overlapping calls of the same mirror groups shar
                     16ull << 20, 4);
   auto b = mirrored(t, routing, c, models::Op::AllGather, models::Algorithm::Ring, models::Fidelity::Step,
                     8ull << 20, 4);
-  auto both = [&](std::uint32_t groups) {
+  // With a message on mirror 2's rail at `msg_at_s` (0: none): it expands both calls.
+  auto both = [&](std::uint32_t groups, double msg_at_s) {
     sim::EventQueue q;
     sim::Network net(q, t, routing, c);
     Outcome out;
+    sim::ScheduleRun msg;
     net.start_schedule(a, a->fixed_latency_s, [&](sim::ScheduleRun& r) { out.main = std::move(r); }, false, groups);
     q.schedule(20e-6, [&] {
       net.start_schedule(b, b->fixed_latency_s, [&](sim::ScheduleRun& r) { out.other = std::move(r); }, false, groups);
     });
+    if (msg_at_s > 0) q.schedule(msg_at_s, [&] { net.start_schedule(message(t, 2, 1 << 20), [&](sim::ScheduleRun& r) { msg = r; }); });
     q.run();
     out.quotient_runs = net.mirror_quotient_runs();
     out.expanded = net.mirror_expanded();
     out.links = net.link_stats();
+    if (msg_at_s > 0) out.main.transfers.push_back(msg.transfers.front());  // compared with the rest
     return out;
   };
-  const Outcome full = both(1), quot = both(4);
-  CHECK(quot.quotient_runs == 2);
-  CHECK(quot.expanded == 0);
-  REQUIRE(full.other.transfers.size() == quot.other.transfers.size());
-  for (std::size_t i = 0; i < full.other.transfers.size(); ++i)
-    CHECK(rel(full.other.transfers[i].start_s, quot.other.transfers[i].start_s) <= 1e-9);
-  check_same(full, quot);
+  for (double msg_at : {0.0, 60e-6}) {
+    CAPTURE(msg_at);
+    const Outcome full = both(1, msg_at), quot = both(4, msg_at);
+    CHECK(quot.quotient_runs == 2);
+    CHECK(quot.expanded == (msg_at > 0 ? 2u : 0u));
+    REQUIRE(full.other.transfers.size() == quot.other.transfers.size());
+    for (std::size_t i = 0; i < full.other.transfers.size(); ++i) {
+      CHECK(rel(full.other.transfers[i].start_s, quot.other.transfers[i].start_s) <= 1e-9);
+      CHECK(rel(full.other.transfers[i].finish_s, quot.other.transfers[i].finish_s) <= 1e-9);
+    }
+    check_same(full, quot);
+  }
 }
