@@ -18,7 +18,11 @@
 // bound (min over its resources of capacity / total weight, and its cap) of each added flow's new rate,
 // progressive filling below level theta is the same before and after the change, so every flow whose rate
 // is below theta keeps it exactly; the others that are connected to the change through flows at or above
-// theta are re-solved on the capacity that the kept flows leave (theta = 0: whole connected components). Flow
+// theta are re-solved on the capacity that the kept flows leave (theta = 0: whole connected components). A flow
+// at theta (to a 1e-9 margin) is also kept ("pinned") when one of its resources, crossed by all its members, is
+// untouched by the changes, saturated, and carries no flow faster than theta: up to level theta that resource's
+// load grows exactly as before, so it saturates at theta again and freezes the flow there (a skewed
+// all-to-all: the flows to one destination finish, the others stay at their receiver's fair share). Flow
 // finish times sit in a lazy min-heap (versioned entries, periodic compaction). Storage is flat
 // (struct-of-arrays indexed by integer flow ids, recycled), with no per-flow heap allocation.
 //
@@ -125,6 +129,8 @@ class FlowModel {
   void set_incremental(bool on) { incremental_ = on; }
   // Flows on reached resources that kept their rate below the threshold (counted, not re-solved).
   std::size_t kept_flow_visits() const { return kept_visits_; }
+  // Flows on reached resources kept at the threshold by an untouched common bottleneck (not re-solved).
+  std::size_t pinned_flow_visits() const { return pinned_visits_; }
 
   // Link statistics up to time now_s (settles loads first).
   void settle_stats(double now_s);
@@ -160,6 +166,9 @@ class FlowModel {
   std::vector<double> stat_t_;    // last time stats were settled
   std::vector<ResourceStats> stats_;
   std::vector<std::uint32_t> res_mark_;
+  // per solve (epoch marks): resources touched by the changes, and the pinned-at-theta test per resource/flow
+  std::vector<std::uint32_t> touch_mark_, pin_res_mark_, pin_flow_mark_;
+  std::vector<std::uint8_t> pin_res_ok_, pin_flow_ok_;
   // solver scratch (per resource)
   std::vector<double> s_free_, s_w_;
   std::vector<std::uint32_t> s_unfrozen_;
@@ -206,7 +215,7 @@ class FlowModel {
   std::vector<std::pair<double, FlowId>> capped_;
   std::vector<double> new_rate_;
   std::vector<FlowId> batch_;
-  std::size_t solves_ = 0, flow_visits_ = 0, rounds_ = 0, rekeys_ = 0, kept_visits_ = 0;
+  std::size_t solves_ = 0, flow_visits_ = 0, rounds_ = 0, rekeys_ = 0, kept_visits_ = 0, pinned_visits_ = 0;
   bool incremental_ = true;
   double removed_min_rate_ = kInf;  // smallest rate among flows finished since the last solve
 };
