@@ -47,6 +47,19 @@ FlowModel::FlowId FlowModel::add_bundle(double now_s, std::span<const std::uint3
   return add_impl(now_s, resources, multiplicity.data(), members, bytes_per_instance, weight, rate_cap_Bps, user);
 }
 
+FlowModel::FlowId FlowModel::add_symmetric(double now_s, std::span<const std::uint32_t> resources,
+                                           std::span<const std::uint32_t> multiplicity, std::uint32_t members,
+                                           double bytes_per_instance, double weight, double rate_cap_Bps,
+                                           std::uint64_t user) {
+  if (multiplicity.size() != resources.size() || members == 0)
+    throw std::logic_error("FlowModel::add_symmetric: one multiplicity per resource and at least one member");
+  for (std::uint32_t m : multiplicity)
+    if (m == 0 || m > members) throw std::logic_error("FlowModel::add_symmetric: multiplicity outside 1..members");
+  const FlowId f = add_impl(now_s, resources, multiplicity.data(), members, bytes_per_instance, weight, rate_cap_Bps, user);
+  members_[f] = 0;  // never a split suspect
+  return f;
+}
+
 FlowModel::FlowId FlowModel::add_impl(double now_s, std::span<const std::uint32_t> resources,
                                       const std::uint32_t* multiplicity, std::uint32_t members,
                                       double bytes_per_instance, double weight, double rate_cap_Bps,
@@ -424,7 +437,7 @@ void FlowModel::solve(double now_s) {
       for (const ResEntry& e : res_flows_[r])
         if (!frozen_[e.flow]) {
           // a bundle frozen by a resource that only some of its members cross: check it below
-          if (e.mult != members_[e.flow]) suspects_.push_back(e.flow);
+          if (e.mult != members_[e.flow] && members_[e.flow] != 0) suspects_.push_back(e.flow);
           freeze(e.flow, level);
           --remaining;
         }

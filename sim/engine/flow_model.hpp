@@ -79,6 +79,19 @@ class FlowModel {
   FlowId add_bundle(double now_s, std::span<const std::uint32_t> resources, std::span<const std::uint32_t> multiplicity,
                     std::uint32_t members, double bytes_per_instance, double weight, double rate_cap_Bps,
                     std::uint64_t user);
+  // A representative of `members` flows that an exact quotient guarantees to run at equal rates (sim::Network's
+  // mirror groups, docs/engine.md "Mirror quotient"): loads resources[k] with weight x multiplicity[k] x rate like a
+  // bundle, but is never checked or split. rate()/remaining() are per member.
+  FlowId add_symmetric(double now_s, std::span<const std::uint32_t> resources,
+                       std::span<const std::uint32_t> multiplicity, std::uint32_t members, double bytes_per_instance,
+                       double weight, double rate_cap_Bps, std::uint64_t user);
+  // Flows (and bundles) crossing resource r now.
+  std::size_t flows_on(std::uint32_t r) const { return res_flows_[r].size(); }
+  // Resource r's statistics settled up to now_s (mutable: sim::Network carries a mirrored link's figures over).
+  ResourceStats& settled_stats(std::uint32_t r, double now_s) {
+    settle_resource(r, now_s);
+    return stats_[r];
+  }
   // Bundles whose last solve found no common bottleneck (see above), in flow-id order; cleared by the next solve.
   const std::vector<FlowId>& split_requests() const { return split_; }
   // Removes an active flow without completing it (e.g. a bundle to split) and returns the bytes per instance it
@@ -172,7 +185,7 @@ class FlowModel {
   std::vector<std::uint8_t> alive_, frozen_;
   std::vector<FlowId> free_ids_;
   std::vector<std::uint32_t> hop_res_, hop_pos_, hop_mult_;
-  std::vector<std::uint32_t> members_;  // per flow: 1, or a bundle's member count
+  std::vector<std::uint32_t> members_;  // per flow: 1, a bundle's member count, or 0 (add_symmetric: never split)
   std::vector<FlowId> suspects_, split_;
   std::size_t bundles_added_ = 0, bundles_split_ = 0;
   std::size_t dead_hops_ = 0;
