@@ -64,6 +64,13 @@ RunResult replay_jobs(const std::vector<const workloads::PlacedJob*>& jobs, cons
   r.metrics["replay.shared.idle_window_reruns"] = static_cast<double>(net->window_reruns());
   r.metrics["replay.shared.network_solves"] = static_cast<double>(net->network_solves());
   r.metrics["replay.shared.network_solver_flow_visits"] = static_cast<double>(net->network_solver_flow_visits());
+  r.metrics["replay.shared.mirror_quotient_calls"] = static_cast<double>(net->mirror_quotient_calls());
+  r.metrics["replay.shared.mirror_quotient_expanded"] = static_cast<double>(net->mirror_quotient_expanded());
+  for (const auto& [why, count] : net->mirror_quotient_fallbacks()) {
+    std::string slug = why;
+    std::replace(slug.begin(), slug.end(), ' ', '_');
+    r.metrics["replay.shared.mirror_quotient_fallback." + slug] = static_cast<double>(count);
+  }
   return r;
 }
 

@@ -219,6 +219,26 @@ models::CollectiveSpec group_spec(const topo::Topology& t, const workloads::Comm
 }
 }  // namespace
 
+namespace {
+// A group's NCCL channels as equal blocks: a ring whose channels are emitted one after the other (ring
+// reduce_scatter / all_gather; models/collectives.cpp rotates each host's ranks per channel, so channel c is
+// the image of channel 0 under a permutation of each host's GPUs). 1 when the schedule is not so made.
+std::uint32_t channel_blocks(const models::Schedule& s) {
+  const auto& trs = s.transfers;
+  std::vector<std::size_t> starts;
+  for (std::size_t i = 0; i < trs.size(); ++i) {
+    if (i > 0 && trs[i].channel == trs[i - 1].channel) continue;
+    if (i > 0 && trs[i].channel < trs[i - 1].channel) return 1;  // a channel seen again: not blocks
+    starts.push_back(i);
+  }
+  if (starts.size() < 2 || trs.size() % starts.size() != 0) return 1;
+  const std::size_t len = trs.size() / starts.size();
+  for (std::size_t k = 0; k < starts.size(); ++k)
+    if (starts[k] != k * len) return 1;
+  return static_cast<std::uint32_t>(starts.size());
+}
+}  // namespace
+
 EngineCommBase::Built EngineCommBase::build_collective(const workloads::Communicator& comm, CollOp op,
                                                          double bytes, const std::string& algorithm) {
   Built out;
@@ -244,7 +264,11 @@ EngineCommBase::Built EngineCommBase::build_collective(const workloads::Communic
     }
     append(*merged, s);
   }
+  out.groups = static_cast<std::uint32_t>(comm.mirrors + 1);
   // Stand-in groups (cluster runs): the same call of the same size on their GPUs, in the same schedule.
+  for (const auto& g : comm.stand_ins) out.groups = g.size() == comm.ranks.size() && out.groups > 0 ? out.groups + 1 : 0;
+  if (out.groups == 0) out.groups = 1;  // blocks of different sizes: no mirror quotient
+  if (comm.mirrors == 0 && comm.stand_ins.empty()) out.groups = channel_blocks(*merged);
   for (const auto& g : comm.stand_ins) {
     models::CollectiveSpec spec = group_spec(t_, comm, op, bytes, algorithm, 0,
                                              out.phase ? models::Fidelity::Phase : models::Fidelity::Step, &g);
@@ -703,7 +727,7 @@ void SharedNetworkCommModel::start(Entry& e, Done done) {
                          for (auto d : e.dirs_used) --dir_busy_[d];
                          done(r.finish_s, timing);
                        },
-                       e.b.pxn);
+                       e.b.pxn, opt_.shared_mirror_quotient ? e.b.groups : 1);
 }
 
 void SharedNetworkCommModel::start_collective(const workloads::Communicator& comm, CollOp op, double bytes,

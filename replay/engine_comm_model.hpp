@@ -55,6 +55,10 @@ struct EngineCommOptions {
   // SharedNetworkCommModel: run the flows of dependency-free schedules (all_to_all(v)) as flow bundles
   // (sim::NetworkOptions::bundle_flows; exact up to rounding). false: one flow per transfer (the reference).
   bool shared_bundle_flows = true;
+  // SharedNetworkCommModel: run a communicator's co-located mirrors (and same-size stand-in groups) as one
+  // representative block while that is an exact quotient of the shared network's load (sim::Network's mirror
+  // quotient, docs/engine.md); false: every block's flows (the reference).
+  bool shared_mirror_quotient = true;
 };
 
 // What the two engine-backed models share: building schedules (collectives with their mirrors, messages),
@@ -119,6 +123,7 @@ class EngineCommBase : public CommModel {
     std::shared_ptr<const models::Schedule> s;  // null: nothing to move (one rank, or 0 bytes)
     bool phase = false;                          // phase fidelity (else step)
     bool pxn = false;                            // routed with PXN (all_to_all)
+    std::uint32_t groups = 1;                    // equal blocks: the group, its mirrors, same-size stand-in groups
   };
   Built build_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                          const std::string& algorithm);
@@ -252,6 +257,13 @@ class SharedNetworkCommModel final : public EngineCommBase {
   // Flow bundles started on the network (EngineCommOptions::shared_bundle_flows) and how many were split.
   std::size_t network_bundles() const { return net_ ? net_->bundles_added() : 0; }
   std::size_t network_bundles_split() const { return net_ ? net_->bundles_split() : 0; }
+  // Mirror quotient on the network (EngineCommOptions::shared_mirror_quotient): calls run as one block, of those
+  // expanded later, and why the other calls with mirrors ran every block.
+  std::size_t mirror_quotient_calls() const { return net_ ? net_->mirror_quotient_runs() : 0; }
+  std::size_t mirror_quotient_expanded() const { return net_ ? net_->mirror_expanded() : 0; }
+  std::map<std::string, std::size_t> mirror_quotient_fallbacks() const {
+    return net_ ? net_->mirror_fallbacks() : std::map<std::string, std::size_t>{};
+  }
 
  private:
   struct Entry {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "replay/run_scenario.hpp"
 
 #include <chrono>
@@ -100,6 +101,13 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
       r.metrics["replay.shared.network_solver_flow_visits"] = static_cast<double>(shared->network_solver_flow_visits());
       r.metrics["replay.shared.network_bundles"] = static_cast<double>(shared->network_bundles());
       r.metrics["replay.shared.network_bundles_split"] = static_cast<double>(shared->network_bundles_split());
+      r.metrics["replay.shared.mirror_quotient_calls"] = static_cast<double>(shared->mirror_quotient_calls());
+      r.metrics["replay.shared.mirror_quotient_expanded"] = static_cast<double>(shared->mirror_quotient_expanded());
+      for (const auto& [why, count] : shared->mirror_quotient_fallbacks()) {
+        std::string slug = why;
+        std::replace(slug.begin(), slug.end(), ' ', '_');
+        r.metrics["replay.shared.mirror_quotient_fallback." + slug] = static_cast<double>(count);
+      }
     }
     if (opt.engine.collect_link_stats) {
       engine->finalize_link_stats();

@@ -25,6 +25,9 @@ FlowModel::FlowModel(std::vector<double> capacity_Bps) : cap_(std::move(capacity
   s_w_.assign(n, 0);
   s_unfrozen_.assign(n, 0);
   rpos_.assign(n, kNoPos);
+  touch_mark_.assign(n, 0);
+  pin_res_mark_.assign(n, 0);
+  pin_res_ok_.assign(n, 0);
 }
 
 FlowModel::FlowId FlowModel::add(double now_s, std::span<const std::uint32_t> resources, double bytes_per_instance,
@@ -42,6 +45,19 @@ FlowModel::FlowId FlowModel::add_bundle(double now_s, std::span<const std::uint3
     if (m == 0 || m > members) throw std::logic_error("FlowModel::add_bundle: multiplicity outside 1..members");
   ++bundles_added_;
   return add_impl(now_s, resources, multiplicity.data(), members, bytes_per_instance, weight, rate_cap_Bps, user);
+}
+
+FlowModel::FlowId FlowModel::add_symmetric(double now_s, std::span<const std::uint32_t> resources,
+                                           std::span<const std::uint32_t> multiplicity, std::uint32_t members,
+                                           double bytes_per_instance, double weight, double rate_cap_Bps,
+                                           std::uint64_t user) {
+  if (multiplicity.size() != resources.size() || members == 0)
+    throw std::logic_error("FlowModel::add_symmetric: one multiplicity per resource and at least one member");
+  for (std::uint32_t m : multiplicity)
+    if (m == 0 || m > members) throw std::logic_error("FlowModel::add_symmetric: multiplicity outside 1..members");
+  const FlowId f = add_impl(now_s, resources, multiplicity.data(), members, bytes_per_instance, weight, rate_cap_Bps, user);
+  members_[f] = 0;  // never a split suspect
+  return f;
 }
 
 FlowModel::FlowId FlowModel::add_impl(double now_s, std::span<const std::uint32_t> resources,
@@ -67,6 +83,8 @@ FlowModel::FlowId FlowModel::add_impl(double now_s, std::span<const std::uint32_
     user_.push_back(0);
     ver_.push_back(0);
     flow_mark_.push_back(0);
+    pin_flow_mark_.push_back(0);
+    pin_flow_ok_.push_back(0);
     alive_.push_back(0);
     frozen_.push_back(0);
     members_.push_back(1);
@@ -82,6 +100,7 @@ FlowModel::FlowId FlowModel::add_impl(double now_s, std::span<const std::uint32_
   ++ver_[f];
   alive_[f] = 1;
   flow_mark_[f] = 0;
+  pin_flow_mark_[f] = 0;
   if (hop_res_.size() > 4096 && dead_hops_ * 2 > hop_res_.size()) compact_hops();
   if (hop_res_.size() + resources.size() > 0xffffffffu) throw std::logic_error("FlowModel: too many hops");
   if (hop_res_.size() + resources.size() > hop_res_.capacity()) {
@@ -118,6 +137,8 @@ void FlowModel::reserve(std::size_t flows) {
   reserve_geometric(user_, need);
   reserve_geometric(ver_, need);
   reserve_geometric(flow_mark_, need);
+  reserve_geometric(pin_flow_mark_, need);
+  reserve_geometric(pin_flow_ok_, need);
   reserve_geometric(alive_, need);
   reserve_geometric(frozen_, need);
   reserve_geometric(members_, need);
@@ -197,8 +218,7 @@ void FlowModel::solve(double now_s) {
   if (!dirty()) return;
   ++solves_;
   if (++epoch_ == 0) {  // wrapped: reset marks
-    std::fill(flow_mark_.begin(), flow_mark_.end(), 0);
-    std::fill(res_mark_.begin(), res_mark_.end(), 0);
+    for (auto* v : {&flow_mark_, &pin_flow_mark_, &res_mark_, &touch_mark_, &pin_res_mark_}) std::fill(v->begin(), v->end(), 0);
     epoch_ = 1;
   }
   const std::uint32_t ep = epoch_;
@@ -206,7 +226,7 @@ void FlowModel::solve(double now_s) {
   // its old rate; an added flow by a lower bound of its new rate (no resource saturates below capacity /
   // total weight, and a capped flow reaches its cap unless frozen earlier). The margin keeps flows whose
   // rate equals theta up to rounding on the re-solved side.
-  double theta = 0;
+  double theta = 0, th0 = 0;
   if (incremental_) {
     theta = removed_min_rate_;
     for (FlowId f : dirty_flows_) {
@@ -219,8 +239,48 @@ void FlowModel::solve(double now_s) {
       }
       theta = std::min(theta, lb);
     }
+    th0 = theta;
     theta = theta == kInf ? kInf : theta * (1 - 1e-9);
   }
+  // Pinned at theta (flow_model.hpp): a flow at theta (to the margin) with a common bottleneck that no change
+  // touched keeps its rate. Touched resources: those of finished (dirty_res_) and of added flows.
+  const double th_hi = th0 * (1 + 1e-9);
+  const bool pinning = incremental_ && th0 > 0 && th0 != kInf;
+  if (pinning) {
+    for (std::uint32_t r : dirty_res_) touch_mark_[r] = ep;
+    for (FlowId f : dirty_flows_) {
+      if (!alive_[f]) continue;
+      const std::uint64_t off = hot_[f].off;
+      for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) touch_mark_[hop_res_[off + k]] = ep;
+    }
+  }
+  // An untouched resource pins its flows at theta when it is saturated and none of its flows runs faster than
+  // theta: up to level theta its load grows as before, so it saturates at theta again. Evaluated once a solve.
+  auto resource_pins = [&](std::uint32_t r) {
+    if (touch_mark_[r] == ep) return false;
+    if (pin_res_mark_[r] == ep) return pin_res_ok_[r] != 0;
+    pin_res_mark_[r] = ep;
+    bool ok = load_[r] >= cap_[r] * (1 - 1e-9);
+    if (ok)
+      for (const ResEntry& e : res_flows_[r])
+        if (rate_[e.flow] > th_hi) {
+          ok = false;
+          break;
+        }
+    pin_res_ok_[r] = ok ? 1 : 0;
+    return ok;
+  };
+  auto pinned = [&](FlowId f) {
+    if (!pinning || rate_[f] > th_hi) return false;
+    if (pin_flow_mark_[f] == ep) return pin_flow_ok_[f] != 0;
+    pin_flow_mark_[f] = ep;
+    bool ok = false;
+    const std::uint64_t off = hot_[f].off;
+    for (std::uint32_t k = 0; k < hot_[f].cnt && !ok; ++k)
+      ok = hop_mult_[off + k] == members_[f] && resource_pins(hop_res_[off + k]);
+    pin_flow_ok_[f] = ok ? 1 : 0;
+    return ok;
+  };
   removed_min_rate_ = kInf;
   stack_.clear();
   comp_res_.clear();
@@ -257,11 +317,14 @@ void FlowModel::solve(double now_s) {
     for (const ResEntry& e : res_flows_[r]) {
       const FlowId f = e.flow;
       if (flow_mark_[f] == ep) continue;
-      if (rate_[f] >= theta) {
-        visit_flow(f);
-      } else {
+      if (rate_[f] < theta) {
         kept += hot_[f].w * e.mult * rate_[f];
         ++kept_visits_;
+      } else if (pinned(f)) {
+        kept += hot_[f].w * e.mult * rate_[f];
+        ++pinned_visits_;
+      } else {
+        visit_flow(f);
       }
     }
     s_free_[r] = kept;  // the kept load, until the settle pass below
@@ -374,7 +437,7 @@ void FlowModel::solve(double now_s) {
       for (const ResEntry& e : res_flows_[r])
         if (!frozen_[e.flow]) {
           // a bundle frozen by a resource that only some of its members cross: check it below
-          if (e.mult != members_[e.flow]) suspects_.push_back(e.flow);
+          if (e.mult != members_[e.flow] && members_[e.flow] != 0) suspects_.push_back(e.flow);
           freeze(e.flow, level);
           --remaining;
         }

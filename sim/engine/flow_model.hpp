@@ -18,7 +18,11 @@
 // bound (min over its resources of capacity / total weight, and its cap) of each added flow's new rate,
 // progressive filling below level theta is the same before and after the change, so every flow whose rate
 // is below theta keeps it exactly; the others that are connected to the change through flows at or above
-// theta are re-solved on the capacity that the kept flows leave (theta = 0: whole connected components). Flow
+// theta are re-solved on the capacity that the kept flows leave (theta = 0: whole connected components). A flow
+// at theta (to a 1e-9 margin) is also kept ("pinned") when one of its resources, crossed by all its members, is
+// untouched by the changes, saturated, and carries no flow faster than theta: up to level theta that resource's
+// load grows exactly as before, so it saturates at theta again and freezes the flow there (a skewed
+// all-to-all: the flows to one destination finish, the others stay at their receiver's fair share). Flow
 // finish times sit in a lazy min-heap (versioned entries, periodic compaction). Storage is flat
 // (struct-of-arrays indexed by integer flow ids, recycled), with no per-flow heap allocation.
 //
@@ -75,6 +79,19 @@ class FlowModel {
   FlowId add_bundle(double now_s, std::span<const std::uint32_t> resources, std::span<const std::uint32_t> multiplicity,
                     std::uint32_t members, double bytes_per_instance, double weight, double rate_cap_Bps,
                     std::uint64_t user);
+  // A representative of `members` flows that an exact quotient guarantees to run at equal rates (sim::Network's
+  // mirror groups, docs/engine.md "Mirror quotient"): loads resources[k] with weight x multiplicity[k] x rate like a
+  // bundle, but is never checked or split. rate()/remaining() are per member.
+  FlowId add_symmetric(double now_s, std::span<const std::uint32_t> resources,
+                       std::span<const std::uint32_t> multiplicity, std::uint32_t members, double bytes_per_instance,
+                       double weight, double rate_cap_Bps, std::uint64_t user);
+  // Flows (and bundles) crossing resource r now.
+  std::size_t flows_on(std::uint32_t r) const { return res_flows_[r].size(); }
+  // Resource r's statistics settled up to now_s (mutable: sim::Network carries a mirrored link's figures over).
+  ResourceStats& settled_stats(std::uint32_t r, double now_s) {
+    settle_resource(r, now_s);
+    return stats_[r];
+  }
   // Bundles whose last solve found no common bottleneck (see above), in flow-id order; cleared by the next solve.
   const std::vector<FlowId>& split_requests() const { return split_; }
   // Removes an active flow without completing it (e.g. a bundle to split) and returns the bytes per instance it
@@ -112,6 +129,8 @@ class FlowModel {
   void set_incremental(bool on) { incremental_ = on; }
   // Flows on reached resources that kept their rate below the threshold (counted, not re-solved).
   std::size_t kept_flow_visits() const { return kept_visits_; }
+  // Flows on reached resources kept at the threshold by an untouched common bottleneck (not re-solved).
+  std::size_t pinned_flow_visits() const { return pinned_visits_; }
 
   // Link statistics up to time now_s (settles loads first).
   void settle_stats(double now_s);
@@ -147,6 +166,9 @@ class FlowModel {
   std::vector<double> stat_t_;    // last time stats were settled
   std::vector<ResourceStats> stats_;
   std::vector<std::uint32_t> res_mark_;
+  // per solve (epoch marks): resources touched by the changes, and the pinned-at-theta test per resource/flow
+  std::vector<std::uint32_t> touch_mark_, pin_res_mark_, pin_flow_mark_;
+  std::vector<std::uint8_t> pin_res_ok_, pin_flow_ok_;
   // solver scratch (per resource)
   std::vector<double> s_free_, s_w_;
   std::vector<std::uint32_t> s_unfrozen_;
@@ -163,7 +185,7 @@ class FlowModel {
   std::vector<std::uint8_t> alive_, frozen_;
   std::vector<FlowId> free_ids_;
   std::vector<std::uint32_t> hop_res_, hop_pos_, hop_mult_;
-  std::vector<std::uint32_t> members_;  // per flow: 1, or a bundle's member count
+  std::vector<std::uint32_t> members_;  // per flow: 1, a bundle's member count, or 0 (add_symmetric: never split)
   std::vector<FlowId> suspects_, split_;
   std::size_t bundles_added_ = 0, bundles_split_ = 0;
   std::size_t dead_hops_ = 0;
@@ -193,7 +215,7 @@ class FlowModel {
   std::vector<std::pair<double, FlowId>> capped_;
   std::vector<double> new_rate_;
   std::vector<FlowId> batch_;
-  std::size_t solves_ = 0, flow_visits_ = 0, rounds_ = 0, rekeys_ = 0, kept_visits_ = 0;
+  std::size_t solves_ = 0, flow_visits_ = 0, rounds_ = 0, rekeys_ = 0, kept_visits_ = 0, pinned_visits_ = 0;
   bool incremental_ = true;
   double removed_min_rate_ = kInf;  // smallest rate among flows finished since the last solve
 };

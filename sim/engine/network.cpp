@@ -35,6 +35,9 @@ constexpr std::uint64_t kReadyBit = std::uint64_t{1} << 63;  // latency-heap ent
 constexpr std::uint32_t kMaxRuns = 1u << 22;
 constexpr std::size_t kMinBundleTransfers = 16;  // smaller dependency-free schedules run flow by flow
 constexpr std::uint32_t kNoWave = 0xffffffffu;
+// A block-0 transfer of a mirror-quotient run (Network::Run::qstate): where it is, so that expanding the run gives
+// every copy the same state.
+enum QState : std::uint8_t { kQWait, kQQueued, kQDelayed, kQLatency, kQBandwidth, kQDone };
 // Most link directions in one lockstep wave's route. Set when FlowModel::remove_flow scanned a moved flow's
 // route for its hop (a 3,072-member PAT step, ~25,000 hops, then cost the square of that when it finished);
 // kept as measured (docs/performance.md, the cluster section): about 32 members of 8 hops.
@@ -102,6 +105,13 @@ struct Network::Run {
   std::vector<std::uint32_t> succ;
   std::vector<TransferTiming> timings;
   bool alt = false;  // routes from the alternate routing
+  // Mirror quotient (docs/engine.md), while set: only block 0 runs, as representatives; per block-0 transfer its
+  // state, when its latency phase or delayed start ends, and its representative flow.
+  std::shared_ptr<const MirrorQuotient> mq;
+  std::vector<std::uint32_t> qorbit;  // the quotient's orbits -> Network::orbits_ indices
+  std::vector<std::uint8_t> qstate;
+  std::vector<double> qlat;
+  std::vector<FlowModel::FlowId> qflow;
   std::size_t done = 0;
   double start_s = 0;
   ScheduleDone cb;
@@ -109,7 +119,8 @@ struct Network::Run {
 
 Network::Network(EventQueue& q, const topo::Topology& t, topo::Routing& routing, const models::Calibration& calib,
                  NetworkOptions opt)
-    : q_(q), topo_(t), routing_(routing), calib_(calib), opt_(opt), model_(link_capacities(t, calib)) {
+    : q_(q), topo_(t), routing_(routing), calib_(calib), opt_(opt), model_(link_capacities(t, calib)),
+      orbit_at_(2 * static_cast<std::size_t>(t.num_links()), 0) {
   if (!(opt_.batch_tolerance_s >= 0) || !std::isfinite(opt_.batch_tolerance_s))
     throw InputError("batch tolerance", "expected a time >= 0 seconds");
 }
@@ -237,6 +248,11 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
 
 std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s, double root_delay_s,
                                       ScheduleDone on_done, bool alternate_routing) {
+  return start_schedule(std::move(s), root_delay_s, std::move(on_done), alternate_routing, 1);
+}
+
+std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s, double root_delay_s,
+                                      ScheduleDone on_done, bool alternate_routing, std::uint32_t mirror_groups) {
   if (alternate_routing && !alt_routing_) throw std::logic_error("Network: no alternate routing set");
   if (!s) throw std::logic_error("Network::start_schedule: null schedule");
   const std::string where = "schedule " + s->op + "/" + s->algorithm;
@@ -255,8 +271,20 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
   if (!run->plan) {
     index_dependencies(*run, where);
     // A bundled schedule has no dependencies and runs its bundles instead; others may run lockstep waves.
-    if (opt_.bundle_flows && n >= kMinBundleTransfers && run->succ.empty()) run->plan = plan_for(s, alternate_routing);
-    else attach_waves(*run);
+    if (opt_.bundle_flows && n >= kMinBundleTransfers && run->succ.empty()) {
+      run->plan = plan_for(s, alternate_routing);
+    } else if (mirror_groups > 1) {
+      // Mirror quotient: the blocks' own check here, the network's (orbits free or shared alike) once the run has
+      // a slot; lockstep waves only when it does not apply.
+      run->mq = mirror_plan(*run, mirror_groups);
+      if (!run->mq->ok) {
+        ++mirror_fallbacks_[run->mq->kind];
+        run->mq.reset();
+        attach_waves(*run);
+      }
+    } else {
+      attach_waves(*run);
+    }
   }
   if (run->plan) run->timings.assign(n, {});
   std::uint32_t slot;
@@ -276,6 +304,21 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
   ++running_;
   const double now = q_.now();
   Run& r = *runs_[slot];
+  std::size_t active_n = n;  // transfers that start: block 0 only for a mirror quotient
+  if (r.mq) {
+    std::string why;
+    if (claim_orbits(r, slot, why)) {
+      ++mirror_runs_;
+      active_n = r.mq->per_group;
+      r.qstate.assign(active_n, kQWait);
+      r.qlat.assign(active_n, 0);
+      r.qflow.assign(active_n, 0);
+    } else {
+      ++mirror_fallbacks_[why];
+      r.mq.reset();
+      attach_waves(r);
+    }
+  }
   if (n == 0) {
     if (root_delay_s == 0) {
       finished_runs_.emplace_back(slot, now);
@@ -305,12 +348,14 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
     reserve_geometric(lat_heap_, lat_heap_.size() + roots);
     if (root_delay_s == 0) reserve_geometric(ready_stack_, ready_stack_.size() + roots);
     // Roots: pushed in reverse index order so the ready stack pops them in index order.
-    for (std::uint32_t i = static_cast<std::uint32_t>(n); i-- > 0;) {
+    for (std::uint32_t i = static_cast<std::uint32_t>(active_n); i-- > 0;) {
       if (r.pending[i] != 0) continue;
       if (root_delay_s > 0) {
         push_latency(now + root_delay_s, kReadyBit | make_key(slot, i));
+        if (r.mq) r.qstate[i] = kQDelayed, r.qlat[i] = now + root_delay_s;
       } else {
         ready_stack_.push_back(make_key(slot, i));
+        if (r.mq) r.qstate[i] = kQQueued;
       }
     }
   }
@@ -474,6 +519,7 @@ void Network::ready(std::uint64_t key, double t) {
     return;
   }
   const double lat = models::transfer_latency_s(tr, route_latency_s(tr.src, tr.dst, r.alt));
+  if (r.mq) r.qstate[i] = kQLatency, r.qlat[i] = t + lat;
   start_phase(key, t, lat);
 }
 
@@ -492,12 +538,14 @@ void Network::begin_bandwidth(std::uint64_t key, double t) {
   if (key_idx(key) >= r.timings.size() && r.wave_plan) {  // a lockstep wave: one flow over its members' routes
     const WavePlan::Wave& w = r.wave_plan->waves[key_idx(key) - r.timings.size()];
     const models::Transfer& tr = r.s->transfers[w.members.front()];
+    if (live_orbits_ > 0) touch(w.route, t);
     model_.add(t, std::span<const std::uint32_t>(w.route.data(), w.route.size()), tr.bytes * tr.steps, tr.weight,
                tr.rate_cap_Bps, key);
     return;
   }
   if (key_idx(key) >= r.timings.size()) {
     const Plan::Node& nd = r.plan->nodes[key_idx(key) - r.timings.size()];
+    if (live_orbits_ > 0) touch(nd.res, t);
     model_.add_bundle(t, nd.res, nd.mult, static_cast<std::uint32_t>(nd.members.size()), nd.bytes, nd.weight, nd.cap,
                       key);
     return;
@@ -508,7 +556,24 @@ void Network::begin_bandwidth(std::uint64_t key, double t) {
     finish(key, t);
     return;
   }
-  const auto route = route_of(tr.src, tr.dst, r.alt);
+  const std::uint64_t i = key_idx(key);
+  if (r.mq) {  // a representative: each orbit its copies cross, with how many of them cross each of its links
+    const MirrorQuotient& q = *r.mq;
+    route_buf_.clear();
+    for (std::uint32_t k = q.off[i]; k < q.off[i + 1]; ++k) route_buf_.push_back(q.orbits[q.orbit[k]].front());
+    r.qflow[i] = model_.add_symmetric(
+        t, std::span<const std::uint32_t>(route_buf_.data(), route_buf_.size()),
+        std::span<const std::uint32_t>(q.mult.data() + q.off[i], q.off[i + 1] - q.off[i]), q.groups, bytes, tr.weight,
+        tr.rate_cap_Bps, key);
+    r.qstate[i] = kQBandwidth;
+    return;
+  }
+  auto route = route_of(tr.src, tr.dst, r.alt);
+  if (live_orbits_ > 0) {
+    const std::vector<topo::LinkDir> mine(route.begin(), route.end());
+    touch(mine, t);
+    route = route_of(tr.src, tr.dst, r.alt);  // expanding may have reused the route scratch
+  }
   model_.add(t, std::span<const std::uint32_t>(route.data(), route.size()), bytes, tr.weight, tr.rate_cap_Bps, key);
 }
 
@@ -523,6 +588,27 @@ void Network::finish(std::uint64_t key, double t) {
     }
     r.timings[i].finish_s = t;
     if (++r.done == r.timings.size()) finished_runs_.emplace_back(slot, t);
+    return;
+  }
+  if (r.mq) {  // a block-0 transfer of a mirror quotient
+    r.timings[i].finish_s = t;
+    r.qstate[i] = kQDone;
+    for (std::uint32_t k = r.succ_off[i]; k < r.succ_off[i + 1]; ++k) {
+      const std::uint32_t s = r.succ[k];
+      if (--r.pending[s] == 0) {
+        ready_stack_.push_back(make_key(slot, s));
+        r.qstate[s] = kQQueued;
+      }
+    }
+    if (++r.done == r.mq->per_group) {  // every block gets block 0's times
+      const std::size_t n0 = r.mq->per_group;
+      for (std::size_t g = 1; g < r.mq->groups; ++g)
+        for (std::size_t j = 0; j < n0; ++j) r.timings[g * n0 + j] = r.timings[j];
+      release_orbits(r, slot, t);
+      r.mq.reset();
+      r.done = r.timings.size();
+      finished_runs_.emplace_back(slot, t);
+    }
     return;
   }
   if (i >= r.timings.size()) {  // a lockstep wave: every member finishes now
@@ -651,7 +737,214 @@ std::vector<LinkDirStats> Network::link_stats() {
   const auto& st = model_.stats();
   std::vector<LinkDirStats> out(st.size());
   for (std::size_t d = 0; d < st.size(); ++d) out[d] = LinkDirStats{st[d].bytes, st[d].busy_s, st[d].peak_util};
+  // Orbits still claimed: their other links carry what the first one carried since the claim.
+  for (const Orbit& ob : orbits_) {
+    if (ob.runs.empty()) continue;
+    const ResourceStats& f = st[ob.links.front()];
+    out[ob.links.front()].peak_util = std::max(ob.saved_peak, f.peak_util);
+    for (std::size_t k = 1; k < ob.links.size(); ++k) {
+      LinkDirStats& o = out[ob.links[k]];
+      o.bytes += f.bytes - ob.bytes0;
+      o.busy_s += f.busy_s - ob.busy0;
+      o.peak_util = std::max(o.peak_util, f.peak_util);
+    }
+  }
   return out;
+}
+
+std::shared_ptr<const MirrorQuotient> Network::mirror_plan(const Run& r, std::uint32_t groups) {
+  auto& cache = mirror_plans_[r.alt ? 1 : 0];
+  if (auto it = cache.find(r.s.get()); it != cache.end() && it->second.second->groups == groups)
+    return it->second.second;
+  const auto& trs = r.s->transfers;
+  if (std::any_of(trs.begin(), trs.end(), [](const models::Transfer& tr) { return tr.lockstep >= 0; })) {
+    // Lockstep waves (PAT at phase fidelity) already run a step's link-disjoint transfers as one flow, and a
+    // quotient expanded later would continue without them: such schedules keep their waves.
+    auto no = std::make_shared<MirrorQuotient>();
+    no->groups = groups;
+    no->reason = no->kind = "lockstep waves";
+    cache[r.s.get()] = std::make_pair(r.s, no);
+    return no;
+  }
+  const std::size_t ndirs = orbit_at_.size();
+  std::vector<double> cap(ndirs), lat(ndirs);
+  for (topo::LinkDir d = 0; d < ndirs; ++d) {
+    const topo::Link& link = topo_.link(topo::Topology::link_of(d));
+    cap[d] = model_.capacity(d);
+    lat[d] = link.latency_s + calib_.of(link.kind).latency_s;  // route_latency_s, per hop
+  }
+  auto plan = std::make_shared<const MirrorQuotient>(mirror_quotient(
+      *r.s, groups,
+      [&](topo::NodeId a, topo::NodeId b, std::vector<topo::LinkDir>& out) {
+        const auto sp = route_of(a, b, r.alt);
+        out.assign(sp.begin(), sp.end());
+      },
+      cap, lat));
+  std::size_t hops = plan->orbit.size();
+  for (const auto& o : plan->orbits) hops += o.size();
+  if (mirror_plan_hops_ + hops <= kMaxWavePlanHops) {
+    mirror_plan_hops_ += hops;
+    cache[r.s.get()] = std::make_pair(r.s, plan);
+  }
+  return plan;
+}
+
+bool Network::claim_orbits(Run& r, std::uint32_t slot, std::string& why) {
+  // Exact while every orbit is loaded alike: an orbit's links are either all free (no flow on any) or held, with
+  // the same link set, by quotient runs in flight; a link of another orbit, or a flow on a free one, falls back.
+  const MirrorQuotient& q = *r.mq;
+  for (const auto& o : q.orbits) {
+    if (const std::uint32_t at = orbit_at_[o.front()]) {
+      if (orbits_[at - 1].links != o) {
+        why = "orbits differ from a quotient call in flight";
+        return false;
+      }
+      continue;
+    }
+    for (topo::LinkDir d : o) {
+      if (orbit_at_[d]) {
+        why = "orbits differ from a quotient call in flight";
+        return false;
+      }
+      if (model_.flows_on(d)) {
+        why = "another call on its links";
+        return false;
+      }
+    }
+  }
+  const double now = q_.now();
+  r.qorbit.resize(q.orbits.size());
+  for (std::size_t k = 0; k < q.orbits.size(); ++k) {
+    const auto& o = q.orbits[k];
+    std::uint32_t at = orbit_at_[o.front()];
+    if (!at) {
+      std::uint32_t id;
+      if (!free_orbits_.empty()) {
+        id = free_orbits_.back();
+        free_orbits_.pop_back();
+      } else {
+        id = static_cast<std::uint32_t>(orbits_.size());
+        orbits_.emplace_back();
+      }
+      Orbit& ob = orbits_[id];
+      ob.links = o;
+      ob.runs.clear();
+      // The first link carries the representatives: its figures from now on are every link's of the orbit.
+      ResourceStats& st = model_.settled_stats(o.front(), now);
+      ob.bytes0 = st.bytes, ob.busy0 = st.busy_s, ob.saved_peak = st.peak_util;
+      st.peak_util = 0;
+      for (topo::LinkDir d : o) orbit_at_[d] = id + 1;
+      ++live_orbits_;
+      at = id + 1;
+    }
+    orbits_[at - 1].runs.push_back(slot);
+    r.qorbit[k] = at - 1;
+  }
+  return true;
+}
+
+void Network::release_orbits(Run& r, std::uint32_t slot, double now) {
+  for (std::uint32_t id : r.qorbit) {
+    Orbit& ob = orbits_[id];
+    auto it = std::find(ob.runs.begin(), ob.runs.end(), slot);
+    if (it != ob.runs.end()) {
+      *it = ob.runs.back();
+      ob.runs.pop_back();
+    }
+    if (!ob.runs.empty()) continue;
+    ResourceStats& f = model_.settled_stats(ob.links.front(), now);
+    const double db = f.bytes - ob.bytes0, dbusy = f.busy_s - ob.busy0, peak = f.peak_util;
+    f.peak_util = std::max(ob.saved_peak, peak);
+    for (std::size_t k = 1; k < ob.links.size(); ++k) {
+      ResourceStats& o = model_.settled_stats(ob.links[k], now);
+      o.bytes += db;
+      o.busy_s += dbusy;
+      o.peak_util = std::max(o.peak_util, peak);
+    }
+    for (topo::LinkDir d : ob.links) orbit_at_[d] = 0;
+    ob.links.clear();
+    free_orbits_.push_back(id);
+    --live_orbits_;
+  }
+  r.qorbit.clear();
+}
+
+void Network::touch(std::span<const topo::LinkDir> route, double now) {
+  std::vector<std::uint32_t> work;
+  for (topo::LinkDir d : route)
+    if (orbit_at_[d]) work.push_back(orbit_at_[d] - 1);
+  if (work.empty()) return;
+  // The closure: runs holding these orbits, the other orbits of those runs, and so on.
+  std::vector<std::uint8_t> seen_orbit(orbits_.size(), 0);
+  std::vector<std::uint32_t> slots;
+  while (!work.empty()) {
+    const std::uint32_t o = work.back();
+    work.pop_back();
+    if (seen_orbit[o]) continue;
+    seen_orbit[o] = 1;
+    for (std::uint32_t s : orbits_[o].runs) {
+      if (std::find(slots.begin(), slots.end(), s) != slots.end()) continue;
+      slots.push_back(s);
+      for (std::uint32_t o2 : runs_[s]->qorbit) work.push_back(o2);
+    }
+  }
+  std::sort(slots.begin(), slots.end());
+  for (std::uint32_t s : slots) expand(s, now);
+}
+
+void Network::expand(std::uint32_t slot, double now) {
+  // Until now every block ran as block 0 does (the quotient is exact), so each copy takes block 0's state: its
+  // pending dependencies, times, latency-heap entry or remaining bytes.
+  Run& r = *runs_[slot];
+  const std::shared_ptr<const MirrorQuotient> q = r.mq;
+  const std::size_t n0 = q->per_group, k = q->groups;
+  std::vector<double> left(n0, 0);
+  for (std::size_t i = 0; i < n0; ++i)
+    if (r.qstate[i] == kQBandwidth) left[i] = model_.cancel(r.qflow[i], now);
+  release_orbits(r, slot, now);
+  r.mq.reset();
+  ++mirror_expanded_;
+  std::size_t done0 = 0;
+  std::vector<std::uint64_t> finish_now;
+  for (std::size_t i = 0; i < n0; ++i) {
+    done0 += r.qstate[i] == kQDone;
+    for (std::size_t g = 0; g < k; ++g) {
+      const std::size_t j = i + g * n0;
+      const std::uint64_t key = make_key(slot, j);
+      if (g > 0) {
+        r.pending[j] = r.pending[i];
+        r.timings[j] = r.timings[i];
+      }
+      switch (r.qstate[i]) {
+        case kQQueued:
+          if (g > 0) ready_stack_.push_back(key);
+          break;
+        case kQDelayed:
+          if (g > 0) push_latency(r.qlat[i], kReadyBit | key);
+          break;
+        case kQLatency:
+          if (g > 0) push_latency(r.qlat[i], key);
+          break;
+        case kQBandwidth: {
+          if (!(left[i] > 0)) {
+            finish_now.push_back(key);
+            break;
+          }
+          const models::Transfer& tr = r.s->transfers[j];
+          const auto route = route_of(tr.src, tr.dst, r.alt);
+          model_.add(now, std::span<const std::uint32_t>(route.data(), route.size()), left[i], tr.weight,
+                     tr.rate_cap_Bps, key);
+          break;
+        }
+        default: break;
+      }
+    }
+  }
+  r.qstate.clear();
+  r.qlat.clear();
+  r.qflow.clear();
+  r.done = done0 * k;
+  for (std::uint64_t key : finish_now) finish(key, now);
 }
 
 }  // namespace fabricsim::sim

@@ -32,6 +32,7 @@
 // Callbacks run inside the queue's event processing; they may start further schedules/transfers.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -41,6 +42,7 @@
 #include "models/schedule.hpp"
 #include "sim/engine/event_queue.hpp"
 #include "sim/engine/flow_model.hpp"
+#include "sim/engine/quotient_flows.hpp"
 #include "sim/engine/schedule_runner.hpp"
 #include "topologies/routing.hpp"
 #include "topologies/topology.hpp"
@@ -91,6 +93,14 @@ class Network final : public EventTarget {
   // with PXN while rings keep NCCL's default routes, sharing one fabric).
   std::uint32_t start_schedule(std::shared_ptr<const models::Schedule> s, double root_delay_s, ScheduleDone on_done,
                                bool alternate_routing);
+  // Same, for a schedule made of `mirror_groups` equal blocks, block g the image of block 0 (a communicator and its
+  // co-located mirrors): while the blocks are an exact quotient of the network's load (docs/engine.md, "Mirror
+  // quotient on the shared network") only block 0 runs, as representatives loading each orbit of link directions
+  // with the copies' multiplicity, and the other blocks get its times; the moment another flow would load the
+  // orbits unequally, the blocks are expanded into their own flows, with block 0's state. mirror_groups <= 1: as
+  // above.
+  std::uint32_t start_schedule(std::shared_ptr<const models::Schedule> s, double root_delay_s, ScheduleDone on_done,
+                               bool alternate_routing, std::uint32_t mirror_groups);
   // A second routing of the same topology (must outlive the Network) for schedules started with
   // alternate_routing = true.
   void set_alternate_routing(topo::Routing& r) { alt_routing_ = &r; }
@@ -108,6 +118,11 @@ class Network final : public EventTarget {
   std::size_t running_schedules() const { return running_; }
   std::size_t bundles_added() const { return model_.bundles_added(); }
   std::size_t bundles_split() const { return splits_; }
+  // Mirror quotient: schedules that started as block 0 only, of those how many were expanded later (another flow
+  // on their orbits), and why the others ran every block (reason -> count).
+  std::size_t mirror_quotient_runs() const { return mirror_runs_; }
+  std::size_t mirror_expanded() const { return mirror_expanded_; }
+  const std::map<std::string, std::size_t>& mirror_fallbacks() const { return mirror_fallbacks_; }
   const FlowModel& model() const { return model_; }
 
   void on_event(EventQueue& q, std::uint64_t tag) override;
@@ -171,6 +186,32 @@ class Network final : public EventTarget {
   // The schedule's lockstep waves (cached per schedule and routing) when some transfer has a lockstep id.
   void attach_waves(Run& r);
   std::size_t splits_ = 0;
+  // Mirror quotient (docs/engine.md). Per schedule and routing: its blocks' quotient (cached like the wave plans).
+  std::unordered_map<const models::Schedule*,
+                     std::pair<std::shared_ptr<const models::Schedule>, std::shared_ptr<const MirrorQuotient>>>
+      mirror_plans_[2];
+  std::size_t mirror_plan_hops_ = 0;
+  std::shared_ptr<const MirrorQuotient> mirror_plan(const Run& r, std::uint32_t groups);
+  // An orbit claimed by quotient runs in flight: its link directions (the first carries the representatives),
+  // the runs (slots) holding it, and the first link's statistics when it was claimed (the others get its
+  // increments when it is released).
+  struct Orbit {
+    std::vector<topo::LinkDir> links;
+    std::vector<std::uint32_t> runs;
+    double bytes0 = 0, busy0 = 0, saved_peak = 0;
+  };
+  std::vector<Orbit> orbits_;
+  std::vector<std::uint32_t> free_orbits_;
+  std::vector<std::uint32_t> orbit_at_;  // per link direction: orbit index + 1, 0 = none
+  std::size_t live_orbits_ = 0;
+  bool claim_orbits(Run& r, std::uint32_t slot, std::string& why);
+  void release_orbits(Run& r, std::uint32_t slot, double now);
+  // Another flow is about to load `route`: expands every quotient run holding one of its orbits (and, in turn,
+  // every quotient run sharing an orbit with those).
+  void touch(std::span<const topo::LinkDir> route, double now);
+  void expand(std::uint32_t slot, double now);
+  std::size_t mirror_runs_ = 0, mirror_expanded_ = 0;
+  std::map<std::string, std::size_t> mirror_fallbacks_;
   bool in_process_ = false;
   bool wake_pending_ = false;
   double wake_t_ = 0;

@@ -633,4 +633,166 @@ QuotientResult run_collective_quotient(const models::CollectiveSpec& spec, const
   return r;
 }
 
+MirrorQuotient mirror_quotient(const models::Schedule& s, std::uint32_t groups, const RouteInto& route,
+                               const std::vector<double>& cap, const std::vector<double>& hop_latency_s) {
+  MirrorQuotient q;
+  q.groups = groups;
+  const std::size_t n = s.transfers.size();
+  if (groups < 2 || n == 0 || n % groups != 0) {
+    q.reason = "not " + std::to_string(groups) + " blocks of equal size";
+    q.kind = "blocks differ";
+    return q;
+  }
+  const std::size_t n0 = n / groups;
+  q.per_group = static_cast<std::uint32_t>(n0);
+  auto moves = [](const models::Transfer& tr) { return tr.src != tr.dst && tr.bytes * tr.steps > 0; };
+  // 1. Block g is the image of block 0: same attributes, dependencies shifted by the block.
+  for (std::size_t g = 1; g < groups; ++g)
+    for (std::size_t i = 0; i < n0; ++i) {
+      const models::Transfer& a = s.transfers[i];
+      const models::Transfer& b = s.transfers[i + g * n0];
+      bool same = a.bytes == b.bytes && a.steps == b.steps && a.weight == b.weight &&
+                  a.rate_cap_Bps == b.rate_cap_Bps && a.step_latency_s == b.step_latency_s &&
+                  a.latency_includes_route == b.latency_includes_route && moves(a) == moves(b) &&
+                  a.deps.size() == b.deps.size();
+      for (std::size_t k = 0; same && k < a.deps.size(); ++k) same = b.deps[k] == a.deps[k] + g * n0;
+      if (!same) {
+        q.reason = "transfer " + std::to_string(i + g * n0) + " is not the image of transfer " + std::to_string(i);
+        q.kind = "blocks differ";
+        return q;
+      }
+    }
+  // 2. Orbits: link directions joined by "hop h of transfer i's copy in block 0 and in block g" (union-find).
+  std::unordered_map<topo::LinkDir, std::uint32_t> local;
+  std::vector<topo::LinkDir> dirs;
+  std::vector<std::uint32_t> parent;
+  auto id = [&](topo::LinkDir d) {
+    auto [it, fresh] = local.emplace(d, static_cast<std::uint32_t>(dirs.size()));
+    if (fresh) dirs.push_back(d), parent.push_back(it->second);
+    return it->second;
+  };
+  auto find = [&](std::uint32_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  std::vector<std::uint32_t> hops_off(n0 + 1, 0), hops;  // per transfer: its copies' routes, block by block
+  // The check on the classes of the first `upto` transfers, with the orbits they make.
+  auto prefix_equitable = [&](std::size_t upto) {
+    std::vector<std::uint32_t> size(dirs.size(), 0), cnt(dirs.size(), 0), touched;
+    for (std::uint32_t x = 0; x < dirs.size(); ++x) ++size[find(x)];
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> per;  // (orbit root, count)
+    for (std::size_t i = 0; i < upto; ++i) {
+      touched.clear();
+      for (std::uint32_t k = hops_off[i]; k < hops_off[i + 1]; ++k)
+        if (cnt[hops[k]]++ == 0) touched.push_back(hops[k]);
+      per.clear();
+      for (std::uint32_t x : touched) per.emplace_back(find(x), cnt[x]);
+      std::sort(per.begin(), per.end());
+      for (std::size_t a = 0; a < per.size();) {
+        std::size_t b = a;
+        while (b < per.size() && per[b].first == per[a].first) ++b;
+        if (b - a != size[per[a].first] || per[a].second != per[b - 1].second) return false;
+        a = b;
+      }
+      for (std::uint32_t x : touched) cnt[x] = 0;
+    }
+    return true;
+  };
+  std::vector<topo::LinkDir> r0, rg;
+  std::size_t next_check = 64;
+  for (std::size_t i = 0; i < n0; ++i) {
+    if (moves(s.transfers[i])) {
+      route(s.transfers[i].src, s.transfers[i].dst, r0);
+      for (topo::LinkDir d : r0) hops.push_back(id(d));
+      for (std::size_t g = 1; g < groups; ++g) {
+        const models::Transfer& b = s.transfers[i + g * n0];
+        route(b.src, b.dst, rg);
+        if (rg.size() != r0.size()) {
+          q.reason = "the route of transfer " + std::to_string(i + g * n0) + " has " + std::to_string(rg.size()) +
+                     " hops, its block-0 image " + std::to_string(r0.size());
+          q.kind = "routes differ";
+          return q;
+        }
+        for (std::size_t h = 0; h < rg.size(); ++h) {
+          const std::uint32_t x = id(rg[h]);
+          hops.push_back(x);
+          const std::uint32_t p0 = find(id(r0[h])), p1 = find(x);
+          if (p0 != p1) parent[std::max(p0, p1)] = std::min(p0, p1);
+        }
+      }
+    }
+    hops_off[i + 1] = static_cast<std::uint32_t>(hops.size());
+    // Orbits only grow as transfers are added and a class's counts are fixed, so a class that crosses its
+    // orbit unequally now does so in the end: checking a prefix first refuses a non-equitable schedule after
+    // routing a few of its transfers instead of all of them.
+    // Checked after 64, 512, 4096, ... transfers.
+    if (i + 1 == next_check && i + 1 < n0) {
+      next_check *= 8;
+      if (!prefix_equitable(i + 1)) {
+        q.reason = "not equitable (the classes of the first " + std::to_string(i + 1) + " transfers)";
+        q.kind = "not equitable";
+        return q;
+      }
+    }
+  }
+  // 3. Orbits in the order of their smallest link direction; one capacity and per-hop latency each.
+  std::vector<std::uint32_t> comp_orbit(dirs.size(), kNoRes);
+  {
+    std::vector<std::pair<topo::LinkDir, std::uint32_t>> by_dir(dirs.size());
+    for (std::uint32_t x = 0; x < dirs.size(); ++x) by_dir[x] = {dirs[x], x};
+    std::sort(by_dir.begin(), by_dir.end());
+    for (const auto& [d, x] : by_dir) {
+      const std::uint32_t root = find(x);
+      if (comp_orbit[root] == kNoRes) {
+        comp_orbit[root] = static_cast<std::uint32_t>(q.orbits.size());
+        q.orbits.emplace_back();
+      }
+      auto& o = q.orbits[comp_orbit[root]];
+      if (!o.empty() && (cap[d] != cap[o.front()] || hop_latency_s[d] != hop_latency_s[o.front()])) {
+        q.reason = "link directions " + std::to_string(o.front()) + " and " + std::to_string(d) +
+                   " are images of each other with different capacity or latency";
+        q.kind = "unequal links";
+        q.orbits.clear();
+        return q;
+      }
+      o.push_back(d);
+    }
+  }
+  // 4. The check (as run_quotient's): per class, the same number of copies on every link direction of an orbit.
+  q.off.assign(n0 + 1, 0);
+  std::vector<std::uint32_t> cnt(dirs.size(), 0), touched;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> per;  // (orbit, local link) crossed by the class
+  for (std::size_t i = 0; i < n0; ++i) {
+    touched.clear();
+    for (std::uint32_t k = hops_off[i]; k < hops_off[i + 1]; ++k)
+      if (cnt[hops[k]]++ == 0) touched.push_back(hops[k]);
+    per.clear();
+    for (std::uint32_t x : touched) per.emplace_back(comp_orbit[find(x)], x);
+    std::sort(per.begin(), per.end());
+    for (std::size_t a = 0; a < per.size();) {
+      std::size_t b = a;
+      while (b < per.size() && per[b].first == per[a].first) ++b;
+      const std::uint32_t o = per[a].first, c = cnt[per[a].second];
+      bool eq = b - a == q.orbits[o].size();
+      for (std::size_t k = a; eq && k < b; ++k) eq = cnt[per[k].second] == c;
+      if (!eq) {
+        q.reason = "not equitable: the copies of transfer " + std::to_string(i) + " cross the " +
+                   std::to_string(q.orbits[o].size()) + " link directions of the orbit of link direction " +
+                   std::to_string(q.orbits[o].front()) + " unequally";
+        q.kind = "not equitable";
+        q.orbits.clear();
+        q.off.clear();
+        return q;
+      }
+      q.orbit.push_back(o);
+      q.mult.push_back(c);
+      a = b;
+    }
+    for (std::uint32_t x : touched) cnt[x] = 0;
+    q.off[i + 1] = static_cast<std::uint32_t>(q.orbit.size());
+  }
+  q.ok = true;
+  return q;
+}
+
 }  // namespace fabricsim::sim

@@ -89,4 +89,29 @@ QuotientResult run_collective_quotient(const models::CollectiveSpec& spec, const
                                        topo::Routing& routing, const models::Calibration& calib,
                                        const QuotientOptions& opt = {}, models::Schedule* header = nullptr);
 
+// Exact quotient of the mirror groups of one schedule (docs/engine.md, "Mirror quotient on the shared network"):
+// the schedule's transfers are `groups` blocks of equal size, block g being the image of block 0 (a communicator
+// and its co-located mirrors, merged as replay/engine_comm_model.cpp does). Transfer i of block 0 and its images
+// form one flow class. The link directions are partitioned into orbits: the connected pieces of "hop h of
+// transfer i in block 0 and hop h of its image in block g" (links of different capacity or per-hop latency in one
+// orbit: not applied). The check is the one of run_quotient: the partition is equitable, i.e. every link direction
+// of an orbit is crossed by the same number of copies of each class. Then max-min gives the copies of a class
+// equal rates at all times, so one representative per class, loading each orbit's first link direction with that
+// number (its multiplicity), gives every copy's times, as long as nothing else loads the orbits unequally
+// (sim::Network's concern).
+struct MirrorQuotient {
+  bool ok = false;
+  std::string reason;  // why not, when !ok
+  std::string kind;    // the reason's category (metrics): "blocks differ", "routes differ", "unequal links", "not equitable"
+  std::uint32_t groups = 1, per_group = 0;
+  std::vector<std::vector<topo::LinkDir>> orbits;  // sorted; represented by their first link direction
+  // Per transfer i < per_group (CSR by off): the orbits its copies cross and how many copies cross each link of one.
+  std::vector<std::uint32_t> off, orbit, mult;
+};
+// `route(src, dst, out)` computes a route (the caller's routing, e.g. Network's cached one); `cap` and `hop_latency_s`
+// per link direction as sim::Network uses them.
+using RouteInto = std::function<void(topo::NodeId, topo::NodeId, std::vector<topo::LinkDir>&)>;
+MirrorQuotient mirror_quotient(const models::Schedule& s, std::uint32_t groups, const RouteInto& route,
+                               const std::vector<double>& cap, const std::vector<double>& hop_latency_s);
+
 }  // namespace fabricsim::sim
