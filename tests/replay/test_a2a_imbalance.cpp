@@ -2,6 +2,7 @@
 // priced against their balanced counterparts on an idle fabric.
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "replay/a2a_imbalance.hpp"
 #include "replay/engine_comm_model.hpp"
 #include "replay/executor.hpp"
+#include "replay/outputs.hpp"
 #include "replay/run_scenario.hpp"
 #include "topologies/io.hpp"
 #include "workloads/scenario.hpp"
@@ -144,6 +146,22 @@ TEST_CASE("a2a imbalance: a Zipf router's MoE step reports a positive all-to-all
     CHECK(uni.metrics.at("moe.imbalance_all_to_all_s") == 0.0);
     CHECK(hot.metrics.at("moe.imbalance_all_to_all_s") > 0.0);
     CHECK(hot.metrics.at("moe.imbalance_compute_s") > 0.0);
+    if (std::string(model) == "engine") {
+      // Without A2A overlap every dispatch/combine is exposed and priced alone: the all-to-all part is
+      // exactly what the skew adds to the exposed EP time.
+      auto ep = [](const sim::RunResult& r) { return r.breakdown.exposed_comm_s.at("ep"); };
+      CHECK(hot.metrics.at("moe.imbalance_all_to_all_s") == doctest::Approx(ep(hot) - ep(uni)).epsilon(1e-9));
+    }
+    // The text summary's imbalance line shows both parts.
+    auto ms = [](double s) {
+      char b[64];
+      std::snprintf(b, sizeof b, "%.3f ms", s * 1e3);
+      return std::string(b);
+    };
+    const std::string text = sim::summary_text(hot, 0);
+    CHECK(text.find("imbalance    time lost to routing skew vs a uniform router: expert compute " +
+                    ms(hot.metrics.at("moe.imbalance_compute_s")) + ", all-to-all " +
+                    ms(hot.metrics.at("moe.imbalance_all_to_all_s"))) != std::string::npos);
   }
   // The flex dispatcher's matrices carry the per-server structure; with a uniform router they are balanced.
   Json j = load_json_file(dir + "moe_small.json");
