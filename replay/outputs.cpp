@@ -589,7 +589,10 @@ std::vector<std::pair<std::string, double>> breakdown_segments(const Breakdown& 
 std::string jobs_text(const RunResult& r) {
   std::ostringstream o;
   char buf[320];
-  o << "jobs (step time together on the shared fabric vs alone on the same GPUs):\n";
+  if (r.comm_model == "shared" || r.comm_model.empty())
+    o << "jobs (step time together on the shared fabric vs alone on the same GPUs):\n";
+  else  // replay/cluster_run.hpp: only the shared model lets the jobs contend
+    o << "jobs (comm model " << r.comm_model << ": every call priced alone on an idle fabric, so the jobs do not contend):\n";
   std::snprintf(buf, sizeof buf, "  %-16s %-12s %7s %6s %6s %14s %14s %9s %14s\n", "job", "placement", "GPUs", "hosts",
                 "racks", "step", "step alone", "slowdown", "tokens/s");
   o << buf;
