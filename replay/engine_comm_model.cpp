@@ -159,17 +159,46 @@ void EngineCommBase::account(const Priced& p, double replication) {
     tiers_.cluster[tier] += b * replication;
   }
   if (p.all_to_all) {
-    std::map<std::string, double> worst;  // per class: the busiest direction's bytes / nominal bandwidth
+    // Per class: payload bytes, and the busiest direction's bytes / nominal bandwidth of this call.
+    if (a2a_class_of_link_.empty()) a2a_class_of_link_.assign(static_cast<std::size_t>(t_.num_links()), -1);
+    a2a_touched_.clear();
     for (const auto& [d, st] : p.dirs) {
       const auto l = static_cast<topo::LinkId>(d / 2);
-      const std::string cls = link_class_slug(topo::to_string(t_.link(l).kind), link_tier(t_, l));
-      a2a_.bytes[cls] += st.bytes;
+      std::int32_t& c = a2a_class_of_link_[l];
+      if (c < 0) {
+        const std::string cls = link_class_slug(topo::to_string(t_.link(l).kind), link_tier(t_, l));
+        const auto it = std::find(a2a_class_names_.begin(), a2a_class_names_.end(), cls);
+        c = static_cast<std::int32_t>(it - a2a_class_names_.begin());
+        if (it == a2a_class_names_.end()) {
+          a2a_class_names_.push_back(cls);
+          a2a_bytes_.push_back(0);
+          a2a_time_.push_back(0);
+          a2a_worst_.push_back(-1);  // < 0: not touched by this call
+        }
+      }
+      a2a_bytes_[c] += st.bytes;
+      double& w = a2a_worst_[c];
+      if (w < 0) {
+        w = 0;
+        a2a_touched_.push_back(static_cast<std::uint32_t>(c));
+      }
       const double bw = t_.link(l).bandwidth_Bps;
-      double& w = worst[cls];
       if (bw > 0) w = std::max(w, st.bytes / bw);
     }
-    for (const auto& [cls, s] : worst) a2a_.time_s[cls] += s;
+    for (auto c : a2a_touched_) {
+      a2a_time_[c] += a2a_worst_[c];
+      a2a_worst_[c] = -1;
+    }
   }
+}
+
+const EngineCommBase::ClassTotals& EngineCommBase::all_to_all_by_class() const {
+  a2a_ = {};
+  for (std::size_t c = 0; c < a2a_class_names_.size(); ++c) {
+    a2a_.bytes[a2a_class_names_[c]] = a2a_bytes_[c];
+    a2a_.time_s[a2a_class_names_[c]] = a2a_time_[c];
+  }
+  return a2a_;
 }
 
 namespace {
