@@ -580,10 +580,15 @@ void SharedNetworkCommModel::claim(Entry& e) {
   topo::Routing& routing = routing_of(e.b);
   std::vector<std::uint32_t> others;
   bool conflict = false;
+  if (dir_mark_.empty()) dir_mark_.assign(link_owner_.size(), 0);
+  ++claims_;
   for (const auto& x : e.b.s->transfers) {
     if (x.src == x.dst) continue;
     for (auto d : routing.route(x.src, x.dst)) {
-      e.dirs_used.push_back(static_cast<std::uint32_t>(d));
+      if (dir_mark_[d] != claims_) {  // each direction once (a ring's 130,048 transfers cross a few hundred)
+        dir_mark_[d] = claims_;
+        e.dirs_used.push_back(static_cast<std::uint32_t>(d));
+      }
       std::int64_t& o = link_owner_[d];
       if (o == -1) {
         o = e.owner;
@@ -595,7 +600,6 @@ void SharedNetworkCommModel::claim(Entry& e) {
     }
   }
   std::sort(e.dirs_used.begin(), e.dirs_used.end());
-  e.dirs_used.erase(std::unique(e.dirs_used.begin(), e.dirs_used.end()), e.dirs_used.end());
   e.dirs_used.shrink_to_fit();
   if (!conflict) return;
   // Every owner that met another on a link direction now runs on the network; if one of them has a call
@@ -632,8 +636,9 @@ void SharedNetworkCommModel::bind(EventQueue& q) {
   // A fresh network on the replay's queue (a restarted replay binds a fresh queue); what was learnt about
   // owners and the cached schedules are kept.
   q_ = &q;
+  // Calls end at their schedule's finish_s: no per-transfer times (NetworkOptions::transfer_times).
   net_ = std::make_unique<Network>(q, t_, routing_, calib_,
-                                   NetworkOptions{opt_.shared_batch_tolerance_s, opt_.shared_bundle_flows});
+                                   NetworkOptions{opt_.shared_batch_tolerance_s, opt_.shared_bundle_flows, false});
   net_->set_alternate_routing(routing_pxn_);
   std::fill(owner_in_flight_.begin(), owner_in_flight_.end(), 0);
   reset_stats();

@@ -304,6 +304,8 @@ class SharedNetworkCommModel final : public EngineCommBase {
   std::map<const void*, std::uint32_t> comm_owner_;
   std::map<std::pair<std::int32_t, std::int32_t>, std::uint32_t> p2p_owner_;
   std::vector<std::int64_t> link_owner_;  // per link direction: -1 none, -2 several, else the owner
+  std::vector<std::uint64_t> dir_mark_;   // per link direction: the last claim() that listed it
+  std::uint64_t claims_ = 0;
   std::vector<std::uint8_t> owner_shared_;
   std::vector<std::uint32_t> owner_in_flight_;  // isolated calls in flight per owner
   EventQueue* q_ = nullptr;
