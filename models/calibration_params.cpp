@@ -70,7 +70,7 @@ const std::vector<ParamDecl>& calibration_params() {
       {"chunk_bytes.ll128", &CalibrationFactors::chunk_bytes_ll128, ParamUnit::Bytes, 1, 1e12, 576000.0,
        "NCCL-H 120 x 640 x 8 x 8 B / 8 steps, 120/128 of it data", "collective builder: LL128 pipeline chunk"},
       {"ll_channel_rate", &CalibrationFactors::ll_channel_rate, ParamUnit::Multiplier, 0, 1e3, 2.6,
-       "EXT aws-p5 16 KiB-1 MiB rows, Huber objective minimum (docs/validation.md change 12)",
+       "EXT aws-p5 16 KiB-1 MiB rows, Huber objective minimum (docs/validation.md \"What the numbers rest on\")",
        "collective builder: LL throughput per channel inside one host"},
       {"max_pipeline_chunks", &CalibrationFactors::max_pipeline_chunks, ParamUnit::Count, 1, 1e6, 64.0,
        "modelling choice: most chunks one pipelined edge is split into", "collective builder"},

@@ -103,7 +103,7 @@ bool compute_preset(const std::string& name, ComputeEfficiency& out) {
     // recompute, unfused attention): GEMM and attention FLOP efficiencies fitted by grid search on 3 of the
     // table's 10 rows (1.7B, 145B, 1T) by tests/data/training/fit_megatron.py, result in
     // tests/data/training/megatron_fit.json (a test checks the two agree); the other 7 rows are held-out
-    // predictions (docs/validation.md "Megatron-LM SC'21 Table 1": max |error| 6.7 %, median 1.9 %). Every
+    // predictions (docs/validation.md "Megatron-LM SC'21 Table 1": max |error| 4.9 %, median 1.9 %). Every
     // other efficiency keeps its cited default.
     out = default_compute_efficiency();
     out.flops_efficiency[static_cast<int>(OpClass::Gemm)] = 0.69;
