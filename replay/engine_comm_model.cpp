@@ -25,6 +25,9 @@ EngineCommBase::EngineCommBase(const topo::Topology& t, const models::Calibratio
 void EngineCommBase::reset_stats() {
   dirs_.assign(opt_.collect_link_stats ? 2 * static_cast<std::size_t>(t_.num_links()) : 0, LinkDirStats{});
   tiers_ = {};
+  // the all-to-all class totals too: a restarted replay (ReplayRestart) counts its last pass only
+  std::fill(a2a_bytes_.begin(), a2a_bytes_.end(), 0.0);
+  std::fill(a2a_time_.begin(), a2a_time_.end(), 0.0);
 }
 
 namespace {
