@@ -785,4 +785,26 @@ void SharedNetworkCommModel::finalize_link_stats() {
   }
 }
 
+// ---- idle-fabric price beside the replay (replay/a2a_imbalance.hpp) ----
+
+CommTiming EngineCommBase::idle_collective(const workloads::Communicator& comm, CollOp op, double bytes,
+                                           const std::string& algorithm) {
+  // Priced as SharedNetworkCommModel::price_idle and EngineCommModel::collective price a call, with link
+  // statistics off; the run counters are put back, so the replay's figures stay its own.
+  const std::size_t runs = runs_, phase_runs = phase_runs_;
+  const bool stats = opt_.collect_link_stats;
+  opt_.collect_link_stats = false;
+  struct Restore {
+    EngineCommBase& m;
+    std::size_t runs, phase_runs;
+    bool stats;
+    ~Restore() { m.runs_ = runs, m.phase_runs_ = phase_runs, m.opt_.collect_link_stats = stats; }
+  } restore{*this, runs, phase_runs, stats};
+  Priced p;
+  if (price_one_group(comm, op, bytes, algorithm, p)) return p.timing;
+  const Built b = build_collective(comm, op, bytes, algorithm);
+  if (!b.s) return CommTiming{0, "none", ""};
+  return price(*b.s, idle_tolerance(b), b.phase, routing_of(b)).timing;
+}
+
 }  // namespace fabricsim::sim

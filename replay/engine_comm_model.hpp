@@ -67,6 +67,11 @@ class EngineCommBase : public CommModel {
  public:
   std::size_t schedules_run() const { return runs_; }
   std::size_t phase_schedules_run() const { return phase_runs_; }
+  // The call alone on an idle fabric, as this model prices an isolated call (the one price of a group
+  // without mirrors, else its merged schedule with this model's completion batching); uncached, and
+  // schedules_run(), link statistics and caches are left as they were.
+  CommTiming idle_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
+                             const std::string& algorithm) override;
 
   // Symmetry of the trace being replayed, for cluster-wide totals: `world_size` GPUs of which the sorted
   // `simulated` ranks are replayed; every other rank is a stand-in for a simulated one. Without this call
@@ -143,6 +148,8 @@ class EngineCommBase : public CommModel {
   double p2p_replication(std::int32_t src, std::int32_t dst) const;
   double replication(const workloads::Communicator& comm) const;
   void account(const Priced& p, double replication);
+  // Completion batching of a merged schedule priced on an idle fabric (idle_collective).
+  virtual double idle_tolerance(const Built& b) const { return b.phase ? opt_.large_batch_tolerance_s : 0.0; }
   void reset_stats();
   topo::Routing& routing_of(const Built& b) { return b.pxn ? routing_pxn_ : routing_; }
   std::string describe_common() const;
@@ -196,6 +203,10 @@ class AnalyticLinksCommModel final : public EngineCommBase {
   CommTiming collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                         const std::string& algorithm) override;
   CommTiming p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes) override;
+  CommTiming idle_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
+                             const std::string& algorithm) override {
+    return analytic_.idle_collective(comm, op, bytes, algorithm);
+  }
   std::string describe() const override;
   std::string name() const override { return "analytic"; }
 
@@ -248,6 +259,7 @@ class SharedNetworkCommModel final : public EngineCommBase {
                         const std::string& algorithm, Done done) override;
   void start_p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes, Done done) override;
   void finalize_link_stats() override;
+  double idle_tolerance(const Built&) const override { return opt_.shared_batch_tolerance_s; }
 
   std::size_t isolated_calls() const { return isolated_calls_; }  // priced by the isolation shortcut
   std::size_t network_calls() const { return network_calls_; }    // run on the shared network

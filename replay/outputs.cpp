@@ -644,6 +644,16 @@ std::string summary_text(const RunResult& r, int top_links) {
                   fx(r.iteration_s > 0 ? 100.0 * v / r.iteration_s : 0, 1).c_str());
     o << buf;
   }
+  {
+    // MoE routing skew: expert compute (the generator's) and all-to-all (replay/a2a_imbalance.hpp) parts.
+    const auto c = r.metrics.find("moe.imbalance_compute_s"), a = r.metrics.find("moe.imbalance_all_to_all_s");
+    if (c != r.metrics.end() || a != r.metrics.end()) {
+      o << "imbalance    time lost to routing skew vs a uniform router: expert compute "
+        << (c != r.metrics.end() ? ms(c->second) : std::string("n/a"));
+      if (a != r.metrics.end()) o << ", all-to-all " << ms(a->second) << " (call time on an idle fabric, hidden or not)";
+      o << "\n";
+    }
+  }
   if (!r.jobs.empty()) o << jobs_text(r);
   if (top_links > 0) o << hottest_links_text(r, top_links);
   for (const auto& [k, v] : r.metrics) o << "metric       " << k << " = " << gx(v) << "\n";
