@@ -101,15 +101,17 @@ EngineCommBase::Priced EngineCommBase::price(const models::Schedule& s, double t
   RunOptions ro;
   ro.collect_link_stats = opt_.collect_link_stats;
   ro.batch_tolerance_s = tolerance_s;
+  Priced p;
+  // Payload bytes first: they route every transfer through `routing`'s cache, where the engine's Network then
+  // finds the routes (sim::Network::route_of) instead of computing them again.
+  if (opt_.collect_link_stats) payload_bytes(s, routing, p);
   const ScheduleResult res = ran ? *ran : run_schedule(s, t_, routing, calib_, ro);
   ++runs_;
   if (phase) ++phase_runs_;
-  Priced p;
   p.timing.duration_s = res.makespan_s;
   p.timing.algorithm = s.algorithm;
   p.timing.protocol = s.protocol;
   if (!opt_.collect_link_stats) return p;
-  payload_bytes(s, routing, p);
   // Busy time and peak utilisation from the engine, on every direction that carried payload or was busy.
   std::vector<std::pair<std::uint32_t, LinkDirStats>> dirs;
   std::size_t k = 0;

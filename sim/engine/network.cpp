@@ -150,7 +150,11 @@ std::span<const topo::LinkDir> Network::route_of(topo::NodeId src, topo::NodeId 
   auto it = route_cache_.find(key);
   if (it != route_cache_.end())
     return std::span<const topo::LinkDir>(route_pool_.data() + it->second.first, it->second.second);
-  (alternate ? *alt_routing_ : routing_).compute_route(src, dst, route_buf_);
+  topo::Routing& routing = alternate ? *alt_routing_ : routing_;
+  // A pair the Routing cached already (the replay's comm models route every call's transfers for their link
+  // bytes before running it) is read from there, neither recomputed nor copied into this cache.
+  if (const auto* cached = routing.cached_route(src, dst)) return std::span<const topo::LinkDir>(*cached);
+  routing.compute_route(src, dst, route_buf_);
   if (route_cache_.size() < kRouteCacheEntries) {
     const auto off = static_cast<std::uint32_t>(route_pool_.size());
     route_pool_.insert(route_pool_.end(), route_buf_.begin(), route_buf_.end());

@@ -168,6 +168,7 @@ class Network final : public EventTarget {
   // Bounded route cache: the first kRouteCacheEntries distinct (src, dst) pairs keep their route (pooled);
   // later pairs are computed each time. Replays price the same collectives over and over (the same pairs),
   // while a huge all-to-all touches millions of pairs once each and must not pay a cache of all of them.
+  // Pairs the Routing has cached already (Routing::cached_route) are read from there and not copied.
   static constexpr std::size_t kRouteCacheEntries = 1u << 20;
   std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> route_cache_;  // -> (offset, length)
   std::vector<topo::LinkDir> route_pool_;
