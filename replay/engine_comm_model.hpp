@@ -112,7 +112,7 @@ class EngineCommBase : public CommModel {
   struct ClassTotals {
     std::map<std::string, double> bytes, time_s;
   };
-  const ClassTotals& all_to_all_by_class() const { return a2a_; }
+  const ClassTotals& all_to_all_by_class() const;
 
  protected:
   EngineCommBase(const topo::Topology& t, const models::Calibration& calib, EngineCommOptions opt);
@@ -165,7 +165,13 @@ class EngineCommBase : public CommModel {
   PairCopies p2p_stand_ins_;
   std::vector<LinkDirStats> dirs_;
   TierBytes tiers_;
-  ClassTotals a2a_;
+  // all_to_all_by_class, accumulated per class index (a link's class is looked up once per link, not per call;
+  // the same additions in the same order as per-name totals): a2a_ is filled from them when asked for.
+  std::vector<std::int32_t> a2a_class_of_link_;  // -1: not looked up yet
+  std::vector<std::string> a2a_class_names_;
+  std::vector<double> a2a_bytes_, a2a_time_, a2a_worst_;
+  std::vector<std::uint32_t> a2a_touched_;
+  mutable ClassTotals a2a_;
 };
 
 // "engine": idle-fabric pricing, cached per (communicator, op, bytes) and (src, dst, bytes).
@@ -310,6 +316,8 @@ class SharedNetworkCommModel final : public EngineCommBase {
   std::map<const void*, std::uint32_t> comm_owner_;
   std::map<std::pair<std::int32_t, std::int32_t>, std::uint32_t> p2p_owner_;
   std::vector<std::int64_t> link_owner_;  // per link direction: -1 none, -2 several, else the owner
+  std::vector<std::uint64_t> dir_mark_;   // per link direction: the last claim() that listed it
+  std::uint64_t claims_ = 0;
   std::vector<std::uint8_t> owner_shared_;
   std::vector<std::uint32_t> owner_in_flight_;  // isolated calls in flight per owner
   EventQueue* q_ = nullptr;

@@ -61,6 +61,9 @@ std::vector<double> link_capacities(const topo::Topology& t, const models::Calib
 struct NetworkOptions {
   double batch_tolerance_s = 0;  // completion batching window, seconds (0 = exact up to rounding)
   bool bundle_flows = false;     // flow bundles for dependency-free schedules (see above; exact)
+  // false: ScheduleRun::transfers is left empty, and a bundle's start and finish cost one update, not one per
+  // member (for callers that use finish_s only; every time and link figure stays the same)
+  bool transfer_times = true;
 };
 
 // A finished schedule: absolute simulated times (seconds since the queue's time 0).
