@@ -53,24 +53,7 @@ RunResult replay_jobs(const std::vector<const workloads::PlacedJob*>& jobs, cons
   RunResult r = replay(trace, topo, cm, *model, ro);
   model->finalize_link_stats();
   r.links = link_records(topo, model->link_dirs());
-  r.metrics["replay.schedules_run"] = static_cast<double>(model->schedules_run());
-  r.metrics["replay.schedules_run_phase_fidelity"] = static_cast<double>(model->phase_schedules_run());
-  if (!net) return r;
-  // Where the CPU goes (docs/performance.md, "Two jobs on a 100,000-GPU cluster").
-  r.metrics["replay.shared.isolated_calls"] = static_cast<double>(net->isolated_calls());
-  r.metrics["replay.shared.network_calls"] = static_cast<double>(net->network_calls());
-  r.metrics["replay.shared.sharing_owners"] = static_cast<double>(net->shared_owners());
-  r.metrics["replay.shared.idle_window_calls"] = static_cast<double>(net->window_calls());
-  r.metrics["replay.shared.idle_window_reruns"] = static_cast<double>(net->window_reruns());
-  r.metrics["replay.shared.network_solves"] = static_cast<double>(net->network_solves());
-  r.metrics["replay.shared.network_solver_flow_visits"] = static_cast<double>(net->network_solver_flow_visits());
-  r.metrics["replay.shared.mirror_quotient_calls"] = static_cast<double>(net->mirror_quotient_calls());
-  r.metrics["replay.shared.mirror_quotient_expanded"] = static_cast<double>(net->mirror_quotient_expanded());
-  for (const auto& [why, count] : net->mirror_quotient_fallbacks()) {
-    std::string slug = why;
-    std::replace(slug.begin(), slug.end(), ' ', '_');
-    r.metrics["replay.shared.mirror_quotient_fallback." + slug] = static_cast<double>(count);
-  }
+  add_engine_run_metrics(*model, net, r);
   return r;
 }
 
