@@ -5,11 +5,12 @@
 // DeepSeek-V3 on 2048 H800-class GPUs (examples/workloads/deepseek-v3-2048-h800.json: PP 16, EP 64, DP 128,
 // flex dispatch, FP8).
 // cluster100k: two Llama-3-70B jobs of 49,152 GPUs each (TP 8, PP 8, DP 768; one packed, one spread) on a
-// 100,000-GPU H100 cluster (12,500 DGX H100, 3-tier radix-128 fat tree), bench/cluster_100k.json, replayed
-// together on the shared network and each alone (replay/cluster_run.hpp); not part of `all`.
+// 100,000-GPU H100 cluster (12,500 DGX H100, 3-tier radix-128 fat tree), bench/cluster_100k.json: with the
+// default engine tier each call priced alone on an idle fabric, with --comm-model shared replayed together on
+// the shared network and each alone where they meet (replay/cluster_run.hpp); not part of `all`.
 // Usage: bench_workloads [all | gpt1024 | gpt4096 | gpt16384 | dlrm128 | dlrm1024 | llama405b16k | deepseekv3 |
 //                         cluster100k]
-//        [--comm-model analytic]
+//        [--comm-model engine | shared | analytic]   (default engine)
 //        [--step-limit N] [--no-link-stats]
 // --step-limit sets EngineCommOptions::step_limit (1e18 = step fidelity everywhere, the old behaviour);
 // --no-link-stats turns off the per-link statistics the engine comm model collects by default.

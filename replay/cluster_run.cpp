@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <memory>
 #include <set>
 
 #include "models/calibration.hpp"
@@ -20,48 +21,39 @@ namespace fabricsim::sim {
 
 namespace {
 
-struct Replayed {
-  RunResult r;
-};
-
+// Replays `jobs` merged into one trace: `shared` on one shared network (their flows contend), else with the
+// idle-fabric engine tier (every distinct call priced alone, cached: the jobs do not contend).
 RunResult replay_jobs(const std::vector<const workloads::PlacedJob*>& jobs, const topo::Topology& topo,
-                      const models::Calibration& calib, const models::ComputeModel& cm, const ScenarioRunOptions& opt) {
+                      const models::Calibration& calib, const models::ComputeModel& cm, const ScenarioRunOptions& opt,
+                      bool shared) {
   workloads::Trace trace = workloads::merge_jobs(jobs, static_cast<std::int32_t>(topo.gpus().size()));
   EngineCommOptions eo = opt.engine;
   eo.collect_link_stats = true;
-  SharedNetworkCommModel engine(topo, calib, eo);  // all jobs' flows on one network: they contend
+  std::unique_ptr<EngineCommBase> model;
+  SharedNetworkCommModel* net = nullptr;
+  if (shared) {
+    auto sh = std::make_unique<SharedNetworkCommModel>(topo, calib, eo);  // all jobs' flows on one network
+    net = sh.get();
+    model = std::move(sh);
+  } else {
+    model = std::make_unique<EngineCommModel>(topo, calib, eo);
+  }
   std::vector<std::int32_t> simulated;
   for (const auto& rt : trace.ranks) simulated.push_back(rt.rank);
   std::int32_t world = 0;
   for (const auto* j : jobs) world += static_cast<std::int32_t>(j->world_size);
-  engine.set_symmetry(world, std::move(simulated));
+  model->set_symmetry(world, std::move(simulated));
   // The stand-in ranks' message copies (workloads/cluster.hpp), keyed by the simulated pair; jobs share no GPU.
   EngineCommBase::PairCopies copies;
   for (const auto* j : jobs) copies.insert(j->p2p_stand_ins.begin(), j->p2p_stand_ins.end());
-  engine.set_p2p_stand_ins(std::move(copies));
+  model->set_p2p_stand_ins(std::move(copies));
   ReplayOptions ro = opt.replay;
   ro.record_ops = true;  // per-job finish times come from the op records
   ro.max_op_records = std::numeric_limits<std::size_t>::max();
-  RunResult r = replay(trace, topo, cm, engine, ro);
-  engine.finalize_link_stats();
-  r.links = link_records(topo, engine.link_dirs());
-  r.metrics["replay.schedules_run"] = static_cast<double>(engine.schedules_run());
-  r.metrics["replay.schedules_run_phase_fidelity"] = static_cast<double>(engine.phase_schedules_run());
-  // Where the CPU goes (docs/performance.md, "Two jobs on a 100,000-GPU cluster").
-  r.metrics["replay.shared.isolated_calls"] = static_cast<double>(engine.isolated_calls());
-  r.metrics["replay.shared.network_calls"] = static_cast<double>(engine.network_calls());
-  r.metrics["replay.shared.sharing_owners"] = static_cast<double>(engine.shared_owners());
-  r.metrics["replay.shared.idle_window_calls"] = static_cast<double>(engine.window_calls());
-  r.metrics["replay.shared.idle_window_reruns"] = static_cast<double>(engine.window_reruns());
-  r.metrics["replay.shared.network_solves"] = static_cast<double>(engine.network_solves());
-  r.metrics["replay.shared.network_solver_flow_visits"] = static_cast<double>(engine.network_solver_flow_visits());
-  r.metrics["replay.shared.mirror_quotient_calls"] = static_cast<double>(engine.mirror_quotient_calls());
-  r.metrics["replay.shared.mirror_quotient_expanded"] = static_cast<double>(engine.mirror_quotient_expanded());
-  for (const auto& [why, count] : engine.mirror_quotient_fallbacks()) {
-    std::string slug = why;
-    std::replace(slug.begin(), slug.end(), ' ', '_');
-    r.metrics["replay.shared.mirror_quotient_fallback." + slug] = static_cast<double>(count);
-  }
+  RunResult r = replay(trace, topo, cm, *model, ro);
+  model->finalize_link_stats();
+  r.links = link_records(topo, model->link_dirs());
+  add_engine_run_metrics(*model, net, r);
   return r;
 }
 
@@ -117,6 +109,8 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
   if (which == "analytic")
     throw InputError(s.file + ": /comm_model", "engine or shared for a cluster scenario (its jobs contend on one "
                                                "shared network; the analytic model has none)");
+  // engine: the fast tier, every distinct call priced alone on an idle fabric, so the jobs do not contend.
+  const bool shared = which != "engine";
   std::vector<std::string> notes;
   // The System every command builds (models/system.hpp: topology, one calibration policy), then the faults.
   const models::System sys = scenario_system(s);
@@ -130,7 +124,7 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
   for (const auto& j : plan.jobs) all.push_back(&j);
   ScenarioRun out;
   for (const auto& j : plan.jobs) out.trace_ops += j.trace.num_ops();
-  out.result = replay_jobs(all, topo, calib, cm, opt);
+  out.result = replay_jobs(all, topo, calib, cm, opt, shared);
   RunResult& r = out.result;
 
   const workloads::ClusterLayout L = workloads::cluster_layout(topo);
@@ -147,14 +141,16 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
   }
   // Jobs that have no link direction in common cannot meet on the network (and share no GPU): each job's
   // replay together is then exactly its replay alone, and the alone replays are skipped.
+  // Under the engine tier no call sees another: each job's replay together is its replay alone too.
   bool meet = false;
   for (const auto& [key, jobs] : by_dir) meet = meet || jobs.size() >= 2;
+  const bool replay_alone = shared && meet;
   std::vector<RunResult> alone;
   alone.reserve(plan.jobs.size());
   double total_gpus = 0, flops_rate = 0;
   for (const auto& j : plan.jobs) {
     // (One job, or jobs that cannot meet: the replay alone would be the replay together.)
-    alone.push_back(meet ? replay_jobs({&j}, topo, calib, cm, opt) : RunResult{});
+    alone.push_back(replay_alone ? replay_jobs({&j}, topo, calib, cm, opt, true) : RunResult{});
     const RunResult& a = alone.back();
     for (const char* k : {"replay.restarts", "replay.shared.network_calls", "replay.shared.network_solves",
                           "replay.shared.network_solver_flow_visits"})
@@ -174,7 +170,7 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
     jr.racks = static_cast<int>(racks.size());
     jr.start_offset_s = j.start_offset_s;
     jr.iterations = j.iterations;
-    const JobTimes together = job_times(r, j), solo = meet ? job_times(a, j) : together;
+    const JobTimes together = job_times(r, j), solo = replay_alone ? job_times(a, j) : together;
     jr.iteration_s = (together.finish_s - j.start_offset_s) / j.iterations;
     jr.iteration_s_alone = (solo.finish_s - j.start_offset_s) / j.iterations;
     jr.slowdown = jr.iteration_s_alone > 0 ? jr.iteration_s / jr.iteration_s_alone : 1.0;
@@ -190,7 +186,7 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
     jr.notes = j.notes;
     r.jobs.push_back(std::move(jr));
   }
-  r.metrics["cluster.alone_replays"] = meet ? static_cast<double>(plan.jobs.size()) : 0.0;
+  r.metrics["cluster.alone_replays"] = replay_alone ? static_cast<double>(plan.jobs.size()) : 0.0;
   for (const auto& lr : r.links)
     for (int d = 0; d < 2; ++d) rec_of[{lr.link, d}] = &lr;
   const double span = r.iteration_s > 0 ? r.iteration_s : 1.0;
@@ -250,11 +246,17 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
     if (seen.insert(n).second && n.rfind("tflops_per_gpu from", 0) != 0) kept.push_back(n);
   r.notes = std::move(kept);
   r.notes.insert(r.notes.begin(),
-                 "cluster: " + std::to_string(plan.jobs.size()) + " jobs replayed together on one shared network "
-                 "(comm model shared: every collective and message of every job on one flow-level network, max-min "
-                 "fair where they share links), then each alone on the same GPUs and faults for iteration_s_alone; "
-                 "the top-level step time is the makespan, throughput the jobs' sum");
-  if (!meet && plan.jobs.size() > 1)
+                 shared ? "cluster: " + std::to_string(plan.jobs.size()) + " jobs replayed together on one shared "
+                          "network (comm model shared: every collective and message of every job on one flow-level "
+                          "network, max-min fair where they share links), then each alone on the same GPUs and faults "
+                          "for iteration_s_alone; the top-level step time is the makespan, throughput the jobs' sum"
+                        : "cluster: " + std::to_string(plan.jobs.size()) + " jobs replayed with comm model engine (the "
+                          "fast tier: every distinct collective and message, with its mirrors and stand-in copies, "
+                          "priced alone on an idle fabric), so the jobs do not contend: iteration_s_alone = "
+                          "iteration_s and slowdown 1 by construction (comm model shared measures the contention); "
+                          "shared_links lists where their traffic would meet; the top-level step time is the "
+                          "makespan, throughput the jobs' sum");
+  if (shared && !meet && plan.jobs.size() > 1)
     r.notes.push_back("cluster: the jobs' NCCL schedules route over no link direction in common (and the jobs share "
                       "no GPU), so they cannot meet on the network: each job's step alone equals its step together "
                       "and the alone replays were not run");

@@ -7,6 +7,9 @@
 // or more jobs' calls route over are reported with each job's bytes (from an analytic-times replay of the
 // job: its schedules' payload on their routes) and utilisation (RunResult::shared_links): where the
 // interference happens. Stand-in traffic: workloads/cluster.hpp, Communicator::stand_ins.
+// Comm model "engine" (the fast tier): the merged trace is replayed once with EngineCommModel (every distinct
+// call with its mirrors and stand-in copies priced alone on an idle fabric), so the jobs do not contend: each
+// job's step alone is its step together and no alone replay runs; shared_links is computed as above.
 #include "replay/run_scenario.hpp"
 
 namespace fabricsim::sim {

@@ -72,6 +72,11 @@ CommTiming AnalyticCommModel::collective(const workloads::Communicator& comm, Co
                                          const std::string& algorithm) {
   auto key = std::make_tuple(static_cast<const void*>(&comm), static_cast<int>(op), bytes);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  return cache_[key] = idle_collective(comm, op, bytes, algorithm);
+}
+
+CommTiming AnalyticCommModel::idle_collective(const workloads::Communicator& comm, CollOp op, double bytes,
+                                              const std::string& algorithm) {
   const auto& gpus = t_.gpus();
   const int n = static_cast<int>(comm.ranks.size());
   CommTiming out;
@@ -81,7 +86,7 @@ CommTiming AnalyticCommModel::collective(const workloads::Communicator& comm, Co
     out.algorithm = algorithm + "(modelled as " + out.algorithm + ")";
   if (n <= 1 || bytes <= 0) {
     out.duration_s = 0;
-    return cache_[key] = out;
+    return out;
   }
   std::map<int, int> per_host;
   int domain = -2;
@@ -157,12 +162,12 @@ CommTiming AnalyticCommModel::collective(const workloads::Communicator& comm, Co
         t_intra = bytes * double(n - 1) / n / intra_bw;
       }
       out.duration_s = lat + std::max(t_intra, t_inter);
-      return cache_[key] = out;
+      return out;
     }
   }
   double lat = p_.base_latency_s + (nsteps - ninter) * p_.intra_step_latency_s + ninter * p_.inter_step_latency_s;
   out.duration_s = lat + factor * bytes / busbw;
-  return cache_[key] = out;
+  return out;
 }
 
 CommTiming AnalyticCommModel::p2p(std::int32_t src, std::int32_t dst, double bytes) {

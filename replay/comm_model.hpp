@@ -39,6 +39,15 @@ class CommModel {
                                 const std::string& algorithm) = 0;
   virtual CommTiming p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes) = 0;
   virtual std::string describe() const = 0;  // one line for RunResult::notes
+  // The call alone on an idle fabric, priced as this model prices a call that nothing else shares links with
+  // (the engine models: their idle-fabric price; analytic: its closed form). Not cached, no link statistics,
+  // no counters: an estimate beside the replay (replay/a2a_imbalance.hpp prices a skewed all_to_allv against
+  // its balanced counterpart with it). `comm` may be a temporary. Default: collective() (a model that caches
+  // by communicator address must override this).
+  virtual CommTiming idle_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
+                                     const std::string& algorithm) {
+    return collective(comm, op, bytes, algorithm);
+  }
 
   // Asynchronous models put every collective and message on one shared network that runs on the replay's
   // own EventQueue (one clock for compute, messages and collectives). The replay calls bind(q) once before
@@ -100,6 +109,8 @@ class AnalyticCommModel final : public CommModel {
   CommTiming collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                         const std::string& algorithm) override;
   CommTiming p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes) override;
+  CommTiming idle_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
+                             const std::string& algorithm) override;
   std::string describe() const override;
   std::string name() const override { return "analytic"; }
 

@@ -25,6 +25,9 @@ EngineCommBase::EngineCommBase(const topo::Topology& t, const models::Calibratio
 void EngineCommBase::reset_stats() {
   dirs_.assign(opt_.collect_link_stats ? 2 * static_cast<std::size_t>(t_.num_links()) : 0, LinkDirStats{});
   tiers_ = {};
+  // the all-to-all class totals too: a restarted replay (ReplayRestart) counts its last pass only
+  std::fill(a2a_bytes_.begin(), a2a_bytes_.end(), 0.0);
+  std::fill(a2a_time_.begin(), a2a_time_.end(), 0.0);
 }
 
 namespace {
@@ -98,15 +101,17 @@ EngineCommBase::Priced EngineCommBase::price(const models::Schedule& s, double t
   RunOptions ro;
   ro.collect_link_stats = opt_.collect_link_stats;
   ro.batch_tolerance_s = tolerance_s;
+  Priced p;
+  // Payload bytes first: they route every transfer through `routing`'s cache, where the engine's Network then
+  // finds the routes (sim::Network::route_of) instead of computing them again.
+  if (opt_.collect_link_stats) payload_bytes(s, routing, p);
   const ScheduleResult res = ran ? *ran : run_schedule(s, t_, routing, calib_, ro);
   ++runs_;
   if (phase) ++phase_runs_;
-  Priced p;
   p.timing.duration_s = res.makespan_s;
   p.timing.algorithm = s.algorithm;
   p.timing.protocol = s.protocol;
   if (!opt_.collect_link_stats) return p;
-  payload_bytes(s, routing, p);
   // Busy time and peak utilisation from the engine, on every direction that carried payload or was busy.
   std::vector<std::pair<std::uint32_t, LinkDirStats>> dirs;
   std::size_t k = 0;
@@ -159,17 +164,46 @@ void EngineCommBase::account(const Priced& p, double replication) {
     tiers_.cluster[tier] += b * replication;
   }
   if (p.all_to_all) {
-    std::map<std::string, double> worst;  // per class: the busiest direction's bytes / nominal bandwidth
+    // Per class: payload bytes, and the busiest direction's bytes / nominal bandwidth of this call.
+    if (a2a_class_of_link_.empty()) a2a_class_of_link_.assign(static_cast<std::size_t>(t_.num_links()), -1);
+    a2a_touched_.clear();
     for (const auto& [d, st] : p.dirs) {
       const auto l = static_cast<topo::LinkId>(d / 2);
-      const std::string cls = link_class_slug(topo::to_string(t_.link(l).kind), link_tier(t_, l));
-      a2a_.bytes[cls] += st.bytes;
+      std::int32_t& c = a2a_class_of_link_[l];
+      if (c < 0) {
+        const std::string cls = link_class_slug(topo::to_string(t_.link(l).kind), link_tier(t_, l));
+        const auto it = std::find(a2a_class_names_.begin(), a2a_class_names_.end(), cls);
+        c = static_cast<std::int32_t>(it - a2a_class_names_.begin());
+        if (it == a2a_class_names_.end()) {
+          a2a_class_names_.push_back(cls);
+          a2a_bytes_.push_back(0);
+          a2a_time_.push_back(0);
+          a2a_worst_.push_back(-1);  // < 0: not touched by this call
+        }
+      }
+      a2a_bytes_[c] += st.bytes;
+      double& w = a2a_worst_[c];
+      if (w < 0) {
+        w = 0;
+        a2a_touched_.push_back(static_cast<std::uint32_t>(c));
+      }
       const double bw = t_.link(l).bandwidth_Bps;
-      double& w = worst[cls];
       if (bw > 0) w = std::max(w, st.bytes / bw);
     }
-    for (const auto& [cls, s] : worst) a2a_.time_s[cls] += s;
+    for (auto c : a2a_touched_) {
+      a2a_time_[c] += a2a_worst_[c];
+      a2a_worst_[c] = -1;
+    }
   }
+}
+
+const EngineCommBase::ClassTotals& EngineCommBase::all_to_all_by_class() const {
+  a2a_ = {};
+  for (std::size_t c = 0; c < a2a_class_names_.size(); ++c) {
+    a2a_.bytes[a2a_class_names_[c]] = a2a_bytes_[c];
+    a2a_.time_s[a2a_class_names_[c]] = a2a_time_[c];
+  }
+  return a2a_;
 }
 
 namespace {
@@ -551,10 +585,15 @@ void SharedNetworkCommModel::claim(Entry& e) {
   topo::Routing& routing = routing_of(e.b);
   std::vector<std::uint32_t> others;
   bool conflict = false;
+  if (dir_mark_.empty()) dir_mark_.assign(link_owner_.size(), 0);
+  ++claims_;
   for (const auto& x : e.b.s->transfers) {
     if (x.src == x.dst) continue;
     for (auto d : routing.route(x.src, x.dst)) {
-      e.dirs_used.push_back(static_cast<std::uint32_t>(d));
+      if (dir_mark_[d] != claims_) {  // each direction once (a ring's 130,048 transfers cross a few hundred)
+        dir_mark_[d] = claims_;
+        e.dirs_used.push_back(static_cast<std::uint32_t>(d));
+      }
       std::int64_t& o = link_owner_[d];
       if (o == -1) {
         o = e.owner;
@@ -566,7 +605,6 @@ void SharedNetworkCommModel::claim(Entry& e) {
     }
   }
   std::sort(e.dirs_used.begin(), e.dirs_used.end());
-  e.dirs_used.erase(std::unique(e.dirs_used.begin(), e.dirs_used.end()), e.dirs_used.end());
   e.dirs_used.shrink_to_fit();
   if (!conflict) return;
   // Every owner that met another on a link direction now runs on the network; if one of them has a call
@@ -603,8 +641,9 @@ void SharedNetworkCommModel::bind(EventQueue& q) {
   // A fresh network on the replay's queue (a restarted replay binds a fresh queue); what was learnt about
   // owners and the cached schedules are kept.
   q_ = &q;
+  // Calls end at their schedule's finish_s: no per-transfer times (NetworkOptions::transfer_times).
   net_ = std::make_unique<Network>(q, t_, routing_, calib_,
-                                   NetworkOptions{opt_.shared_batch_tolerance_s, opt_.shared_bundle_flows});
+                                   NetworkOptions{opt_.shared_batch_tolerance_s, opt_.shared_bundle_flows, false});
   net_->set_alternate_routing(routing_pxn_);
   std::fill(owner_in_flight_.begin(), owner_in_flight_.end(), 0);
   reset_stats();
@@ -746,6 +785,28 @@ void SharedNetworkCommModel::finalize_link_stats() {
     dirs_[d].busy_s += st[d].busy_s;
     dirs_[d].peak_util = std::max(dirs_[d].peak_util, st[d].peak_util);
   }
+}
+
+// ---- idle-fabric price beside the replay (replay/a2a_imbalance.hpp) ----
+
+CommTiming EngineCommBase::idle_collective(const workloads::Communicator& comm, CollOp op, double bytes,
+                                           const std::string& algorithm) {
+  // Priced as SharedNetworkCommModel::price_idle and EngineCommModel::collective price a call, with link
+  // statistics off; the run counters are put back, so the replay's figures stay its own.
+  const std::size_t runs = runs_, phase_runs = phase_runs_;
+  const bool stats = opt_.collect_link_stats;
+  opt_.collect_link_stats = false;
+  struct Restore {
+    EngineCommBase& m;
+    std::size_t runs, phase_runs;
+    bool stats;
+    ~Restore() { m.runs_ = runs, m.phase_runs_ = phase_runs, m.opt_.collect_link_stats = stats; }
+  } restore{*this, runs, phase_runs, stats};
+  Priced p;
+  if (price_one_group(comm, op, bytes, algorithm, p)) return p.timing;
+  const Built b = build_collective(comm, op, bytes, algorithm);
+  if (!b.s) return CommTiming{0, "none", ""};
+  return price(*b.s, idle_tolerance(b), b.phase, routing_of(b)).timing;
 }
 
 }  // namespace fabricsim::sim

@@ -67,6 +67,11 @@ class EngineCommBase : public CommModel {
  public:
   std::size_t schedules_run() const { return runs_; }
   std::size_t phase_schedules_run() const { return phase_runs_; }
+  // The call alone on an idle fabric, as this model prices an isolated call (the one price of a group
+  // without mirrors, else its merged schedule with this model's completion batching); uncached, and
+  // schedules_run(), link statistics and caches are left as they were.
+  CommTiming idle_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
+                             const std::string& algorithm) override;
 
   // Symmetry of the trace being replayed, for cluster-wide totals: `world_size` GPUs of which the sorted
   // `simulated` ranks are replayed; every other rank is a stand-in for a simulated one. Without this call
@@ -107,7 +112,7 @@ class EngineCommBase : public CommModel {
   struct ClassTotals {
     std::map<std::string, double> bytes, time_s;
   };
-  const ClassTotals& all_to_all_by_class() const { return a2a_; }
+  const ClassTotals& all_to_all_by_class() const;
 
  protected:
   EngineCommBase(const topo::Topology& t, const models::Calibration& calib, EngineCommOptions opt);
@@ -143,6 +148,8 @@ class EngineCommBase : public CommModel {
   double p2p_replication(std::int32_t src, std::int32_t dst) const;
   double replication(const workloads::Communicator& comm) const;
   void account(const Priced& p, double replication);
+  // Completion batching of a merged schedule priced on an idle fabric (idle_collective).
+  virtual double idle_tolerance(const Built& b) const { return b.phase ? opt_.large_batch_tolerance_s : 0.0; }
   void reset_stats();
   topo::Routing& routing_of(const Built& b) { return b.pxn ? routing_pxn_ : routing_; }
   std::string describe_common() const;
@@ -158,7 +165,13 @@ class EngineCommBase : public CommModel {
   PairCopies p2p_stand_ins_;
   std::vector<LinkDirStats> dirs_;
   TierBytes tiers_;
-  ClassTotals a2a_;
+  // all_to_all_by_class, accumulated per class index (a link's class is looked up once per link, not per call;
+  // the same additions in the same order as per-name totals): a2a_ is filled from them when asked for.
+  std::vector<std::int32_t> a2a_class_of_link_;  // -1: not looked up yet
+  std::vector<std::string> a2a_class_names_;
+  std::vector<double> a2a_bytes_, a2a_time_, a2a_worst_;
+  std::vector<std::uint32_t> a2a_touched_;
+  mutable ClassTotals a2a_;
 };
 
 // "engine": idle-fabric pricing, cached per (communicator, op, bytes) and (src, dst, bytes).
@@ -190,6 +203,10 @@ class AnalyticLinksCommModel final : public EngineCommBase {
   CommTiming collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                         const std::string& algorithm) override;
   CommTiming p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes) override;
+  CommTiming idle_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
+                             const std::string& algorithm) override {
+    return analytic_.idle_collective(comm, op, bytes, algorithm);
+  }
   std::string describe() const override;
   std::string name() const override { return "analytic"; }
 
@@ -242,6 +259,7 @@ class SharedNetworkCommModel final : public EngineCommBase {
                         const std::string& algorithm, Done done) override;
   void start_p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes, Done done) override;
   void finalize_link_stats() override;
+  double idle_tolerance(const Built&) const override { return opt_.shared_batch_tolerance_s; }
 
   std::size_t isolated_calls() const { return isolated_calls_; }  // priced by the isolation shortcut
   std::size_t network_calls() const { return network_calls_; }    // run on the shared network
@@ -298,6 +316,8 @@ class SharedNetworkCommModel final : public EngineCommBase {
   std::map<const void*, std::uint32_t> comm_owner_;
   std::map<std::pair<std::int32_t, std::int32_t>, std::uint32_t> p2p_owner_;
   std::vector<std::int64_t> link_owner_;  // per link direction: -1 none, -2 several, else the owner
+  std::vector<std::uint64_t> dir_mark_;   // per link direction: the last claim() that listed it
+  std::uint64_t claims_ = 0;
   std::vector<std::uint8_t> owner_shared_;
   std::vector<std::uint32_t> owner_in_flight_;  // isolated calls in flight per owner
   EventQueue* q_ = nullptr;

@@ -8,6 +8,7 @@
 #include <map>
 #include <tuple>
 
+#include "replay/a2a_imbalance.hpp"
 #include "sim/engine/event_queue.hpp"
 
 namespace fabricsim::sim {
@@ -431,6 +432,9 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
     res.rank_end_s = rp.rank_end_s();
     fill_throughput(graph, T, res);
     for (const auto& [k, v] : trace.metadata) res.metrics[k] = v;
+    // The all-to-all part of the imbalance cost beside the expert-compute part (replay/a2a_imbalance.hpp).
+    if (const A2aImbalance imb = all_to_all_imbalance(trace, comm); imb.calls > 0)
+      res.metrics["moe.imbalance_all_to_all_s"] = imb.seconds;
     res.metrics["replay.ops_simulated"] = graph.size();
     res.metrics["replay.ranks_simulated"] = static_cast<double>(trace.ranks.size());
     res.metrics["replay.events"] = static_cast<double>(rp.done());

@@ -589,7 +589,10 @@ std::vector<std::pair<std::string, double>> breakdown_segments(const Breakdown& 
 std::string jobs_text(const RunResult& r) {
   std::ostringstream o;
   char buf[320];
-  o << "jobs (step time together on the shared fabric vs alone on the same GPUs):\n";
+  if (r.comm_model == "shared" || r.comm_model.empty())
+    o << "jobs (step time together on the shared fabric vs alone on the same GPUs):\n";
+  else  // replay/cluster_run.hpp: only the shared model lets the jobs contend
+    o << "jobs (comm model " << r.comm_model << ": every call priced alone on an idle fabric, so the jobs do not contend):\n";
   std::snprintf(buf, sizeof buf, "  %-16s %-12s %7s %6s %6s %14s %14s %9s %14s\n", "job", "placement", "GPUs", "hosts",
                 "racks", "step", "step alone", "slowdown", "tokens/s");
   o << buf;
@@ -643,6 +646,16 @@ std::string summary_text(const RunResult& r, int top_links) {
     std::snprintf(buf, sizeof buf, "  %-22s %14s %6s %%\n", label.c_str(), ms(v).c_str(),
                   fx(r.iteration_s > 0 ? 100.0 * v / r.iteration_s : 0, 1).c_str());
     o << buf;
+  }
+  {
+    // MoE routing skew: expert compute (the generator's) and all-to-all (replay/a2a_imbalance.hpp) parts.
+    const auto c = r.metrics.find("moe.imbalance_compute_s"), a = r.metrics.find("moe.imbalance_all_to_all_s");
+    if (c != r.metrics.end() || a != r.metrics.end()) {
+      o << "imbalance    time lost to routing skew vs a uniform router: expert compute "
+        << (c != r.metrics.end() ? ms(c->second) : std::string("n/a"));
+      if (a != r.metrics.end()) o << ", all-to-all " << ms(a->second) << " (call time on an idle fabric, hidden or not)";
+      o << "\n";
+    }
   }
   if (!r.jobs.empty()) o << jobs_text(r);
   if (top_links > 0) o << hottest_links_text(r, top_links);

@@ -89,26 +89,7 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   out.result = replay(trace, topo, cm, *comm, opt.replay);
   RunResult& r = out.result;
   if (engine) {
-    r.metrics["replay.schedules_run"] = static_cast<double>(engine->schedules_run());
-    r.metrics["replay.schedules_run_phase_fidelity"] = static_cast<double>(engine->phase_schedules_run());
-    if (shared) {
-      r.metrics["replay.shared.isolated_calls"] = static_cast<double>(shared->isolated_calls());
-      r.metrics["replay.shared.network_calls"] = static_cast<double>(shared->network_calls());
-      r.metrics["replay.shared.sharing_owners"] = static_cast<double>(shared->shared_owners());
-      r.metrics["replay.shared.idle_window_calls"] = static_cast<double>(shared->window_calls());
-      r.metrics["replay.shared.idle_window_reruns"] = static_cast<double>(shared->window_reruns());
-      r.metrics["replay.shared.network_solves"] = static_cast<double>(shared->network_solves());
-      r.metrics["replay.shared.network_solver_flow_visits"] = static_cast<double>(shared->network_solver_flow_visits());
-      r.metrics["replay.shared.network_bundles"] = static_cast<double>(shared->network_bundles());
-      r.metrics["replay.shared.network_bundles_split"] = static_cast<double>(shared->network_bundles_split());
-      r.metrics["replay.shared.mirror_quotient_calls"] = static_cast<double>(shared->mirror_quotient_calls());
-      r.metrics["replay.shared.mirror_quotient_expanded"] = static_cast<double>(shared->mirror_quotient_expanded());
-      for (const auto& [why, count] : shared->mirror_quotient_fallbacks()) {
-        std::string slug = why;
-        std::replace(slug.begin(), slug.end(), ' ', '_');
-        r.metrics["replay.shared.mirror_quotient_fallback." + slug] = static_cast<double>(count);
-      }
-    }
+    add_engine_run_metrics(*engine, shared, r);
     if (opt.engine.collect_link_stats) {
       engine->finalize_link_stats();
       r.links = link_records(topo, engine->link_dirs());
@@ -198,6 +179,29 @@ std::string scenario_gemm_shapes(const workloads::Scenario& s) {
   for (const auto& [key, n] : shapes)
     o << std::get<0>(key) << " " << std::get<1>(key) << " " << std::get<2>(key) << " " << std::get<3>(key) << " priced x" << n << "\n";
   return o.str();
+}
+
+void add_engine_run_metrics(const EngineCommBase& engine, const SharedNetworkCommModel* shared, RunResult& r) {
+  r.metrics["replay.schedules_run"] = static_cast<double>(engine.schedules_run());
+  r.metrics["replay.schedules_run_phase_fidelity"] = static_cast<double>(engine.phase_schedules_run());
+  if (shared) {
+    r.metrics["replay.shared.isolated_calls"] = static_cast<double>(shared->isolated_calls());
+    r.metrics["replay.shared.network_calls"] = static_cast<double>(shared->network_calls());
+    r.metrics["replay.shared.sharing_owners"] = static_cast<double>(shared->shared_owners());
+    r.metrics["replay.shared.idle_window_calls"] = static_cast<double>(shared->window_calls());
+    r.metrics["replay.shared.idle_window_reruns"] = static_cast<double>(shared->window_reruns());
+    r.metrics["replay.shared.network_solves"] = static_cast<double>(shared->network_solves());
+    r.metrics["replay.shared.network_solver_flow_visits"] = static_cast<double>(shared->network_solver_flow_visits());
+    r.metrics["replay.shared.network_bundles"] = static_cast<double>(shared->network_bundles());
+    r.metrics["replay.shared.network_bundles_split"] = static_cast<double>(shared->network_bundles_split());
+    r.metrics["replay.shared.mirror_quotient_calls"] = static_cast<double>(shared->mirror_quotient_calls());
+    r.metrics["replay.shared.mirror_quotient_expanded"] = static_cast<double>(shared->mirror_quotient_expanded());
+    for (const auto& [why, count] : shared->mirror_quotient_fallbacks()) {
+      std::string slug = why;
+      std::replace(slug.begin(), slug.end(), ' ', '_');
+      r.metrics["replay.shared.mirror_quotient_fallback." + slug] = static_cast<double>(count);
+    }
+  }
 }
 
 }  // namespace fabricsim::sim

@@ -35,6 +35,13 @@ void check_scenario_inputs(const workloads::Scenario& s, const models::System& s
 
 ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions& opt = {});
 
+class EngineCommBase;
+class SharedNetworkCommModel;
+// The engine-backed models' run figures in r.metrics: schedules priced, and for the shared model where its CPU
+// goes (isolated / network calls, solves, bundles, mirror quotient; docs/performance.md). One place for
+// run_scenario and run_cluster.
+void add_engine_run_metrics(const EngineCommBase& engine, const SharedNetworkCommModel* shared, RunResult& r);
+
 // The GEMMs a scenario's compute model prices while its workload is generated, one line per distinct shape
 // in fabricsim-kernel-bench's --shapes format ("M N K bf16|fp8 label", label: how many times the generator
 // priced that shape), so the bench measures exactly those shapes on the user's GPU. fp16 GEMMs are listed as

@@ -494,6 +494,11 @@ NodeId Routing::rail_nic(NodeId gpu) const { return gpu < impl_->rail_nic.size()
 
 std::size_t Routing::cached_routes() const { return impl_->cache.size(); }
 
+const std::vector<LinkDir>* Routing::cached_route(NodeId src, NodeId dst) const {
+  auto it = impl_->cache.find(Impl::key(src, dst));
+  return it == impl_->cache.end() ? nullptr : &it->second;
+}
+
 RoutingOptions Routing::options() const { return impl_->opt; }
 
 void Routing::clear_cache() { impl_->cache.clear(); }

@@ -49,6 +49,9 @@ class Routing {
   const Topology& topology() const { return t_; }
   RoutingOptions options() const;
   std::size_t cached_routes() const;
+  // The route route(src, dst) cached, or nullptr when that pair was not routed through route() yet; never
+  // computes nor caches (a caller with its own bounded cache reuses what the Routing holds already).
+  const std::vector<LinkDir>* cached_route(NodeId src, NodeId dst) const;
   // Computes the route into `out` without caching it (for sweeps over many pairs, e.g. benchmarks).
   // Same result as route(src, dst).
   void compute_route(NodeId src, NodeId dst, std::vector<LinkDir>& out);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace fabricsim::sim {
 
@@ -35,14 +36,22 @@ FlowModel::FlowId FlowModel::add(double now_s, std::span<const std::uint32_t> re
   return add_impl(now_s, resources, nullptr, 1, bytes_per_instance, weight, rate_cap_Bps, user);
 }
 
+namespace {
+// add_bundle / add_symmetric: one multiplicity per resource, each in 1..members, at least one member.
+void check_multiplicity(const char* who, std::span<const std::uint32_t> resources,
+                        std::span<const std::uint32_t> multiplicity, std::uint32_t members) {
+  if (multiplicity.size() != resources.size() || members == 0)
+    throw std::logic_error(std::string(who) + ": one multiplicity per resource and at least one member");
+  for (std::uint32_t m : multiplicity)
+    if (m == 0 || m > members) throw std::logic_error(std::string(who) + ": multiplicity outside 1..members");
+}
+}  // namespace
+
 FlowModel::FlowId FlowModel::add_bundle(double now_s, std::span<const std::uint32_t> resources,
                                         std::span<const std::uint32_t> multiplicity, std::uint32_t members,
                                         double bytes_per_instance, double weight, double rate_cap_Bps,
                                         std::uint64_t user) {
-  if (multiplicity.size() != resources.size() || members == 0)
-    throw std::logic_error("FlowModel::add_bundle: one multiplicity per resource and at least one member");
-  for (std::uint32_t m : multiplicity)
-    if (m == 0 || m > members) throw std::logic_error("FlowModel::add_bundle: multiplicity outside 1..members");
+  check_multiplicity("FlowModel::add_bundle", resources, multiplicity, members);
   ++bundles_added_;
   return add_impl(now_s, resources, multiplicity.data(), members, bytes_per_instance, weight, rate_cap_Bps, user);
 }
@@ -51,10 +60,7 @@ FlowModel::FlowId FlowModel::add_symmetric(double now_s, std::span<const std::ui
                                            std::span<const std::uint32_t> multiplicity, std::uint32_t members,
                                            double bytes_per_instance, double weight, double rate_cap_Bps,
                                            std::uint64_t user) {
-  if (multiplicity.size() != resources.size() || members == 0)
-    throw std::logic_error("FlowModel::add_symmetric: one multiplicity per resource and at least one member");
-  for (std::uint32_t m : multiplicity)
-    if (m == 0 || m > members) throw std::logic_error("FlowModel::add_symmetric: multiplicity outside 1..members");
+  check_multiplicity("FlowModel::add_symmetric", resources, multiplicity, members);
   const FlowId f = add_impl(now_s, resources, multiplicity.data(), members, bytes_per_instance, weight, rate_cap_Bps, user);
   members_[f] = 0;  // never a split suspect
   return f;

@@ -103,7 +103,8 @@ struct Network::Run {
   std::vector<std::uint32_t> pending;   // unmet dependencies per transfer
   std::vector<std::uint32_t> succ_off;  // CSR successors
   std::vector<std::uint32_t> succ;
-  std::vector<TransferTiming> timings;
+  std::vector<TransferTiming> timings;  // per transfer; empty for a bundled run without transfer times
+  std::size_t nt = 0;                   // transfers in the schedule (key indices from nt on: bundles, waves)
   bool alt = false;  // routes from the alternate routing
   // Mirror quotient (docs/engine.md), while set: only block 0 runs, as representatives; per block-0 transfer its
   // state, when its latency phase or delayed start ends, and its representative flow.
@@ -149,7 +150,11 @@ std::span<const topo::LinkDir> Network::route_of(topo::NodeId src, topo::NodeId 
   auto it = route_cache_.find(key);
   if (it != route_cache_.end())
     return std::span<const topo::LinkDir>(route_pool_.data() + it->second.first, it->second.second);
-  (alternate ? *alt_routing_ : routing_).compute_route(src, dst, route_buf_);
+  topo::Routing& routing = alternate ? *alt_routing_ : routing_;
+  // A pair the Routing cached already (the replay's comm models route every call's transfers for their link
+  // bytes before running it) is read from there, neither recomputed nor copied into this cache.
+  if (const auto* cached = routing.cached_route(src, dst)) return std::span<const topo::LinkDir>(*cached);
+  routing.compute_route(src, dst, route_buf_);
   if (route_cache_.size() < kRouteCacheEntries) {
     const auto off = static_cast<std::uint32_t>(route_pool_.size());
     route_pool_.insert(route_pool_.end(), route_buf_.begin(), route_buf_.end());
@@ -282,7 +287,8 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
       attach_waves(*run);
     }
   }
-  if (run->plan) run->timings.assign(n, {});
+  run->nt = n;
+  if (run->plan && opt_.transfer_times) run->timings.assign(n, {});
   std::uint32_t slot;
   if (!free_runs_.empty()) {
     slot = free_runs_.back();
@@ -497,20 +503,21 @@ std::shared_ptr<const Network::WavePlan> Network::build_waves(const Run& r) {
 void Network::ready(std::uint64_t key, double t) {
   Run& r = *runs_[key_slot(key)];
   const std::uint64_t i = key_idx(key);
-  if (i >= r.timings.size()) {  // a bundle
-    const Plan::Node& nd = r.plan->nodes[i - r.timings.size()];
-    for (std::uint32_t m : nd.members) r.timings[m].start_s = t;
+  if (i >= r.nt) {  // a bundle
+    const Plan::Node& nd = r.plan->nodes[i - r.nt];
+    if (!r.timings.empty())
+      for (std::uint32_t m : nd.members) r.timings[m].start_s = t;
     start_phase(key, t, nd.lat);
     return;
   }
   const models::Transfer& tr = r.s->transfers[i];
-  r.timings[i].start_s = t;
+  if (!r.timings.empty()) r.timings[i].start_s = t;
   if (r.wave_plan && r.wave_plan->wave_of[i] != kNoWave) {
     // A member of a lockstep wave: the wave starts its latency phase once its last member is ready.
     const std::uint32_t wi = r.wave_plan->wave_of[i];
     const WavePlan::Wave& w = r.wave_plan->waves[wi];
     if (--r.wave_waiting[wi] > 0) return;
-    const std::uint64_t wk = make_key(key_slot(key), r.timings.size() + wi);
+    const std::uint64_t wk = make_key(key_slot(key), r.nt + wi);
     start_phase(wk, t, w.latency_s);
     return;
   }
@@ -531,16 +538,16 @@ void Network::start_phase(std::uint64_t key, double t, double latency_s) {
 
 void Network::begin_bandwidth(std::uint64_t key, double t) {
   Run& r = *runs_[key_slot(key)];
-  if (key_idx(key) >= r.timings.size() && r.wave_plan) {  // a lockstep wave: one flow over its members' routes
-    const WavePlan::Wave& w = r.wave_plan->waves[key_idx(key) - r.timings.size()];
+  if (key_idx(key) >= r.nt && r.wave_plan) {  // a lockstep wave: one flow over its members' routes
+    const WavePlan::Wave& w = r.wave_plan->waves[key_idx(key) - r.nt];
     const models::Transfer& tr = r.s->transfers[w.members.front()];
     if (live_orbits_ > 0) touch(w.route, t);
     model_.add(t, std::span<const std::uint32_t>(w.route.data(), w.route.size()), tr.bytes * tr.steps, tr.weight,
                tr.rate_cap_Bps, key);
     return;
   }
-  if (key_idx(key) >= r.timings.size()) {
-    const Plan::Node& nd = r.plan->nodes[key_idx(key) - r.timings.size()];
+  if (key_idx(key) >= r.nt) {
+    const Plan::Node& nd = r.plan->nodes[key_idx(key) - r.nt];
     if (live_orbits_ > 0) touch(nd.res, t);
     model_.add_bundle(t, nd.res, nd.mult, static_cast<std::uint32_t>(nd.members.size()), nd.bytes, nd.weight, nd.cap,
                       key);
@@ -578,12 +585,18 @@ void Network::finish(std::uint64_t key, double t) {
   Run& r = *runs_[slot];
   const std::uint64_t i = key_idx(key);
   if (r.plan) {
-    if (i >= r.timings.size()) {
-      for (std::uint32_t m : r.plan->nodes[i - r.timings.size()].members) finish(make_key(slot, m), t);
+    if (i >= r.nt) {
+      const Plan::Node& nd = r.plan->nodes[i - r.nt];
+      if (r.timings.empty()) {  // no transfer times: the members finish at once
+        r.done += nd.members.size();
+        if (r.done == r.nt) finished_runs_.emplace_back(slot, t);
+        return;
+      }
+      for (std::uint32_t m : nd.members) finish(make_key(slot, m), t);
       return;
     }
-    r.timings[i].finish_s = t;
-    if (++r.done == r.timings.size()) finished_runs_.emplace_back(slot, t);
+    if (!r.timings.empty()) r.timings[i].finish_s = t;
+    if (++r.done == r.nt) finished_runs_.emplace_back(slot, t);
     return;
   }
   if (r.mq) {  // a block-0 transfer of a mirror quotient
@@ -607,8 +620,8 @@ void Network::finish(std::uint64_t key, double t) {
     }
     return;
   }
-  if (i >= r.timings.size()) {  // a lockstep wave: every member finishes now
-    for (std::uint32_t m : r.wave_plan->waves[i - r.timings.size()].members) finish(make_key(slot, m), t);
+  if (i >= r.nt) {  // a lockstep wave: every member finishes now
+    for (std::uint32_t m : r.wave_plan->waves[i - r.nt].members) finish(make_key(slot, m), t);
     return;
   }
   r.timings[i].finish_s = t;
@@ -616,7 +629,7 @@ void Network::finish(std::uint64_t key, double t) {
     const std::uint32_t s = r.succ[k];
     if (--r.pending[s] == 0) ready_stack_.push_back(make_key(slot, s));
   }
-  if (++r.done == r.timings.size()) finished_runs_.emplace_back(slot, t);
+  if (++r.done == r.nt) finished_runs_.emplace_back(slot, t);
 }
 
 void Network::drain(double t) {
@@ -676,7 +689,7 @@ void Network::process(double now) {
       out.id = r->id;
       out.start_s = r->start_s;
       out.finish_s = t;
-      out.transfers = std::move(r->timings);
+      if (opt_.transfer_times) out.transfers = std::move(r->timings);
       if (r->cb) r->cb(out);
     }
   }
@@ -691,7 +704,7 @@ void Network::split_bundles(double now) {
       const double left = model_.cancel(f, now);
       ++splits_;
       Run& r = *runs_[key_slot(key)];
-      const Plan::Node& nd = r.plan->nodes[key_idx(key) - r.timings.size()];
+      const Plan::Node& nd = r.plan->nodes[key_idx(key) - r.nt];
       if (!(left > 0)) {  // nothing left: it finishes now
         finish(key, now);
         continue;
@@ -699,7 +712,7 @@ void Network::split_bundles(double now) {
       for (std::uint32_t c : nd.child_nodes) {
         const Plan::Node& ch = r.plan->nodes[c];
         model_.add_bundle(now, ch.res, ch.mult, static_cast<std::uint32_t>(ch.members.size()), left, ch.weight,
-                          ch.cap, make_key(key_slot(key), r.timings.size() + c));
+                          ch.cap, make_key(key_slot(key), r.nt + c));
       }
       for (std::uint32_t m : nd.child_singles) {
         const models::Transfer& tr = r.s->transfers[m];

@@ -61,6 +61,9 @@ std::vector<double> link_capacities(const topo::Topology& t, const models::Calib
 struct NetworkOptions {
   double batch_tolerance_s = 0;  // completion batching window, seconds (0 = exact up to rounding)
   bool bundle_flows = false;     // flow bundles for dependency-free schedules (see above; exact)
+  // false: ScheduleRun::transfers is left empty, and a bundle's start and finish cost one update, not one per
+  // member (for callers that use finish_s only; every time and link figure stays the same)
+  bool transfer_times = true;
 };
 
 // A finished schedule: absolute simulated times (seconds since the queue's time 0).
@@ -165,6 +168,7 @@ class Network final : public EventTarget {
   // Bounded route cache: the first kRouteCacheEntries distinct (src, dst) pairs keep their route (pooled);
   // later pairs are computed each time. Replays price the same collectives over and over (the same pairs),
   // while a huge all-to-all touches millions of pairs once each and must not pay a cache of all of them.
+  // Pairs the Routing has cached already (Routing::cached_route) are read from there and not copied.
   static constexpr std::size_t kRouteCacheEntries = 1u << 20;
   std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> route_cache_;  // -> (offset, length)
   std::vector<topo::LinkDir> route_pool_;

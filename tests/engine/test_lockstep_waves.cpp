@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include "engine_test_util.hpp"
 #include "models/collectives.hpp"
@@ -139,4 +142,32 @@ TEST_CASE("lockstep waves: a wave starts when its last member is ready; members 
   CHECK(v.run.transfers[0].finish_s == doctest::Approx(2 * lat + 4 * mib / bw).epsilon(1e-12));
   CHECK(v.run.transfers[1].finish_s == doctest::Approx(2 * lat + 4 * mib / bw).epsilon(1e-12));
   CHECK(v.run.transfers[2].finish_s == doctest::Approx(2 * lat + 4 * mib / bw).epsilon(1e-12));
+}
+
+TEST_CASE("network routes: pairs the Routing cached are read from it, the same run bit for bit") {
+  // sim::Network::route_of takes a pair's route from Routing::cached_route when the Routing holds it (the replay's
+  // comm models route every call for its link bytes first), else computes it: the same routes, the same run.
+  const models::System sys(models::system_spec("superpod", {{"nodes", "16"}}, "default"));
+  auto s = pat_mirrors(sys, models::Op::ReduceScatter, models::Fidelity::Phase, std::uint64_t{16} << 21);
+  topo::Routing fresh(sys.topology()), warm(sys.topology());
+  std::set<std::pair<topo::NodeId, topo::NodeId>> seen;
+  for (const auto& x : s->transfers) {
+    if (x.src == x.dst || !seen.insert({x.src, x.dst}).second) continue;
+    CHECK(warm.cached_route(x.src, x.dst) == nullptr);  // not routed through route() yet
+    const std::vector<topo::LinkDir> r = warm.route(x.src, x.dst);
+    REQUIRE(warm.cached_route(x.src, x.dst) != nullptr);
+    CHECK(*warm.cached_route(x.src, x.dst) == r);
+  }
+  const std::size_t cached = warm.cached_routes();
+  CHECK(cached > 100);
+  const Ran a = run_on_network(s, sys.topology(), fresh, sys.calibration());
+  const Ran b = run_on_network(s, sys.topology(), warm, sys.calibration());
+  CHECK(fresh.cached_routes() == 0);  // the Network computes without filling the Routing's cache
+  CHECK(warm.cached_routes() == cached);
+  REQUIRE(a.run.transfers.size() == b.run.transfers.size());
+  for (std::size_t i = 0; i < a.run.transfers.size(); ++i) {
+    CHECK(a.run.transfers[i].start_s == b.run.transfers[i].start_s);
+    CHECK(a.run.transfers[i].finish_s == b.run.transfers[i].finish_s);
+  }
+  CHECK(a.solver_flow_visits == b.solver_flow_visits);
 }

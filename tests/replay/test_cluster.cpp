@@ -87,6 +87,28 @@ TEST_CASE("cluster: two jobs on a 2:1 oversubscribed fat tree get the max-min sh
   CHECK(sim::summary_text(r, 0).find("step alone") != std::string::npos);
 }
 
+TEST_CASE("cluster: comm model engine prices every call alone: each job's step is its shared-model step alone") {
+  // The jobs of the first test (each uplink of leaf 0 carries one flow of each job): under the idle-fabric tier
+  // nothing contends, so each job's step together is the shared model's step alone, slowdown 1, no alone
+  // replay; the link directions both jobs use are still listed.
+  Json doc = {{"topology", superpod(16, 6, 2)},
+              {"jobs", {job("a", "pair_sends.json", {0, 1, 4, 5}), job("b", "pair_sends.json", {2, 3, 6, 7})}}};
+  const sim::RunResult shared = run(doc);
+  doc["comm_model"] = "engine";
+  const sim::RunResult engine = run(doc);
+  for (const char* n : {"a", "b"}) {
+    CHECK(job_of(engine, n).iteration_s == rel(job_of(shared, n).iteration_s_alone, 1e-9));
+    CHECK(job_of(engine, n).iteration_s_alone == job_of(engine, n).iteration_s);
+    CHECK(job_of(engine, n).slowdown == 1.0);
+    CHECK(job_of(shared, n).slowdown == rel(2.0, 0.005));
+  }
+  CHECK(engine.metrics.at("cluster.alone_replays") == 0);
+  CHECK(engine.metrics.count("replay.shared.network_calls") == 0);  // no shared network was built
+  CHECK(engine.shared_links.size() == shared.shared_links.size());
+  REQUIRE(!engine.notes.empty());
+  CHECK(engine.notes.front().find("comm model engine") != std::string::npos);
+}
+
 TEST_CASE("cluster: the same jobs on a full-bisection tree share no link and do not slow each other") {
   // radix 4, 1:1: leaves of 2 servers with 2 uplinks; job A leaf 0 -> leaf 2, job B leaf 1 -> leaf 3.
   Json doc = {{"topology", superpod(8, 4, 1)},

@@ -221,3 +221,17 @@ TEST_CASE("3-tier fat tree: cross-pod routes climb to a core, ECMP spreads over 
   }
   CHECK(spines == 1);
 }
+
+TEST_CASE("cached_route: nullptr until route() cached the pair; compute_route caches nothing") {
+  Topology t = build_preset("superpod", {{"nodes", "4"}});
+  Routing r(t);
+  const auto& g = t.gpus();
+  std::vector<LinkDir> computed;
+  r.compute_route(g[0], g[31], computed);
+  CHECK(r.cached_route(g[0], g[31]) == nullptr);
+  CHECK(r.cached_routes() == 0);
+  const std::vector<LinkDir>& routed = r.route(g[0], g[31]);
+  REQUIRE(r.cached_route(g[0], g[31]) == &routed);
+  CHECK(routed == computed);
+  CHECK(r.cached_route(g[31], g[0]) == nullptr);  // per ordered pair
+}

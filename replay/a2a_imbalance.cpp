@@ -1,0 +1,123 @@
+#include "replay/a2a_imbalance.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <tuple>
+
+namespace fabricsim::sim {
+
+using workloads::CollOp;
+using workloads::OpKind;
+
+std::vector<std::vector<double>> balanced_a2a_matrix(const std::vector<std::vector<double>>& m) {
+  const std::size_t n = m.size();
+  double total = 0, diag = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) total += m[i][j], diag += i == j ? m[i][j] : 0.0;
+  std::vector<std::vector<double>> b = m;
+  if (n == 0 || !(total > 0)) return b;
+  const double target = total / double(n);
+  const double tol = 1e-12 * target;
+  bool ok = false;
+  for (int it = 0; it < 1000 && !ok; ++it) {
+    bool scalable = true;
+    for (std::size_t i = 0; i < n && scalable; ++i) {  // rows
+      double s = 0;
+      for (std::size_t j = 0; j < n; ++j) s += b[i][j];
+      if (!(s > 0)) scalable = false;
+      else
+        for (std::size_t j = 0; j < n; ++j) b[i][j] *= target / s;
+    }
+    ok = scalable;
+    for (std::size_t j = 0; j < n && scalable; ++j) {  // columns
+      double s = 0;
+      for (std::size_t i = 0; i < n; ++i) s += b[i][j];
+      if (!(s > 0)) scalable = false;
+      else
+        for (std::size_t i = 0; i < n; ++i) b[i][j] *= target / s;
+    }
+    if (!scalable) {
+      ok = false;
+      break;
+    }
+    for (std::size_t i = 0; i < n && ok; ++i) {  // rows still balanced after the column step?
+      double s = 0;
+      for (std::size_t j = 0; j < n; ++j) s += b[i][j];
+      ok = std::abs(s - target) <= tol;
+    }
+  }
+  if (!ok) {
+    // No row/column scaling balances it: even spread of the off-diagonal and of the diagonal totals.
+    const double off = n > 1 ? (total - diag) / double(n * (n - 1)) : 0.0;
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j) b[i][j] = i == j ? diag / double(n) : off;
+    return b;
+  }
+  // Snap entries equal to total / n^2 up to rounding (a uniform router's matrix) to exactly that value, so
+  // the balanced counterparts of the layers of one group compare (and cache) equal.
+  const double u = target / double(n);
+  for (auto& row : b)
+    for (double& x : row)
+      if (std::abs(x - u) <= 1e-9 * u) x = u;
+  return b;
+}
+
+namespace {
+bool same(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
+  double mx = 0, d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t j = 0; j < a.size(); ++j) mx = std::max(mx, std::abs(a[i][j])), d = std::max(d, std::abs(a[i][j] - b[i][j]));
+  return d <= 1e-12 * mx;
+}
+}  // namespace
+
+A2aImbalance all_to_all_imbalance(const workloads::Trace& trace, CommModel& comm) {
+  A2aImbalance out;
+  // Per communicator index: its balanced matrix (empty: already balanced, costs nothing).
+  std::map<std::int32_t, std::vector<std::vector<double>>> balanced;
+  // Per distinct call (communicator, bytes, algorithm): skewed - balanced.
+  std::map<std::tuple<std::int32_t, double, std::string>, double> delta;
+  // Balanced calls are alike across layers: cached per (ranks, mirrors, stride, stand-ins, matrix, bytes, algorithm).
+  using BalancedKey = std::tuple<std::vector<std::int32_t>, std::int32_t, std::int32_t,
+                                 std::vector<std::vector<std::int32_t>>, std::vector<std::vector<double>>, double, std::string>;
+  std::map<BalancedKey, double> balanced_time;
+  bool any = false;
+  for (const auto& rt : trace.ranks) {
+    double sum = 0;
+    bool has = false;
+    for (const auto& op : rt.ops) {
+      if (op.kind != OpKind::Collective || op.coll != CollOp::AllToAllv || op.comm < 0) continue;
+      const workloads::Communicator& c = trace.comms[static_cast<std::size_t>(op.comm)];
+      if (c.a2a_matrix.empty()) continue;
+      ++out.calls, has = true;
+      auto bit = balanced.find(op.comm);
+      if (bit == balanced.end()) {
+        auto b = balanced_a2a_matrix(c.a2a_matrix);
+        if (same(b, c.a2a_matrix)) b.clear();
+        bit = balanced.emplace(op.comm, std::move(b)).first;
+      }
+      if (bit->second.empty()) continue;
+      auto key = std::make_tuple(op.comm, op.bytes, op.algorithm);
+      auto dit = delta.find(key);
+      if (dit == delta.end()) {
+        const double skewed = comm.idle_collective(c, op.coll, op.bytes, op.algorithm).duration_s;
+        BalancedKey bk{c.ranks, c.mirrors, c.mirror_stride, c.stand_ins, bit->second, op.bytes, op.algorithm};
+        auto tit = balanced_time.find(bk);
+        if (tit == balanced_time.end()) {
+          workloads::Communicator u = c;
+          u.a2a_matrix = bit->second;
+          tit = balanced_time.emplace(std::move(bk), comm.idle_collective(u, op.coll, op.bytes, op.algorithm).duration_s).first;
+        }
+        ++out.priced;
+        dit = delta.emplace(key, skewed - tit->second).first;
+      }
+      sum += dit->second;
+    }
+    if (has) out.seconds = any ? std::max(out.seconds, sum) : sum, any = true;
+  }
+  return out;
+}
+
+}  // namespace fabricsim::sim

@@ -1,0 +1,85 @@
+// NetworkOptions::transfer_times = false (the shared comm model's setting): a bundle's members start and finish as
+// one update and ScheduleRun::transfers stays empty; every schedule's finish and every link figure must be the
+// same as with per-transfer times.
+#include <doctest/doctest.h>
+
+#include <memory>
+
+#include "bench/bench_util.hpp"
+#include "models/collectives.hpp"
+#include "models/system.hpp"
+#include "sim/engine/event_queue.hpp"
+#include "sim/engine/network.hpp"
+
+using namespace fabricsim;
+
+TEST_CASE("Network without transfer times: same schedule finishes and link statistics, bundles split alike") {
+  // 4 DGX H100 nodes: a skewed all_to_allv (bundles that split), a ring all_reduce with dependencies sharing the
+  // NICs, and a uniform all_to_all started while both run.
+  const models::System sys(models::system_spec("superpod", {{"nodes", "4"}}, "default"));
+  const topo::Topology& t = sys.topology();
+  const models::Calibration& calib = sys.calibration();
+  auto build = [&](models::Op op, std::uint64_t bytes, bool pxn, bool zipf) {
+    models::CollectiveSpec spec;
+    spec.op = op;
+    spec.bytes = bytes;
+    spec.communicator = t.gpus();
+    spec.fidelity = models::Fidelity::Step;
+    if (zipf) spec.matrix = bench::zipf_alltoallv_matrix(t.gpus().size(), bytes, 1.2, 7);
+    return std::make_shared<const models::Schedule>(models::build_schedule(spec, t, sys.routing(pxn), calib));
+  };
+  const auto skewed = build(models::Op::AllToAllv, std::uint64_t{8} << 20, true, true);
+  const auto uniform = build(models::Op::AllToAll, std::uint64_t{4} << 20, true, false);
+  const auto ring = build(models::Op::AllReduce, std::uint64_t{32} << 20, false, false);
+  struct Out {
+    std::vector<sim::ScheduleRun> runs = std::vector<sim::ScheduleRun>(4);
+    std::vector<sim::LinkDirStats> links;
+    std::size_t bundles = 0, splits = 0;
+  };
+  auto run = [&](bool times) {
+    sim::EventQueue q;
+    sim::NetworkOptions opt;
+    opt.bundle_flows = true;
+    opt.transfer_times = times;
+    sim::Network net(q, t, sys.routing(false), calib, opt);
+    net.set_alternate_routing(sys.routing(true));
+    Out o;
+    net.start_schedule(skewed, skewed->fixed_latency_s, [&](sim::ScheduleRun& r) { o.runs[0] = std::move(r); }, true);
+    net.start_schedule(ring, [&](sim::ScheduleRun& r) { o.runs[1] = std::move(r); });
+    q.schedule(2e-4, [&] {
+      net.start_schedule(uniform, uniform->fixed_latency_s, [&](sim::ScheduleRun& r) { o.runs[2] = std::move(r); },
+                         true);
+    });
+    // the skewed schedule again, from its cached plan, while the ring runs
+    q.schedule(5e-4, [&] {
+      net.start_schedule(skewed, skewed->fixed_latency_s, [&](sim::ScheduleRun& r) { o.runs[3] = std::move(r); },
+                         true);
+    });
+    q.run();
+    o.links = net.link_stats();
+    o.bundles = net.bundles_added();
+    o.splits = net.bundles_split();
+    return o;
+  };
+  const Out a = run(true), b = run(false);
+  INFO("bundles " << a.bundles << ", split " << a.splits);
+  CHECK(a.bundles > 0);
+  CHECK(a.splits > 0);
+  CHECK(b.bundles == a.bundles);
+  CHECK(b.splits == a.splits);
+  for (int k = 0; k < 4; ++k) {
+    CHECK(a.runs[k].transfers.size() > 0);
+    CHECK(b.runs[k].transfers.empty());
+    CHECK(b.runs[k].start_s == a.runs[k].start_s);
+    CHECK(b.runs[k].finish_s == a.runs[k].finish_s);
+  }
+  REQUIRE(a.links.size() == b.links.size());
+  std::size_t differ = 0, busy = 0;
+  for (std::size_t d = 0; d < a.links.size(); ++d) {
+    busy += a.links[d].busy_s > 0;
+    differ += a.links[d].bytes != b.links[d].bytes || a.links[d].busy_s != b.links[d].busy_s ||
+              a.links[d].peak_util != b.links[d].peak_util;
+  }
+  CHECK(busy > 0);
+  CHECK(differ == 0);
+}

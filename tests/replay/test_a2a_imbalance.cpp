@@ -1,0 +1,173 @@
+// The all-to-all part of the imbalance cost (issue 21, replay/a2a_imbalance.hpp): skewed all_to_allv calls
+// priced against their balanced counterparts on an idle fabric.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/calibration.hpp"
+#include "models/gpu.hpp"
+#include "replay/a2a_imbalance.hpp"
+#include "replay/engine_comm_model.hpp"
+#include "replay/executor.hpp"
+#include "replay/outputs.hpp"
+#include "replay/run_scenario.hpp"
+#include "topologies/io.hpp"
+#include "workloads/scenario.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::workloads;
+
+namespace {
+using Matrix = std::vector<std::vector<double>>;
+
+// A router's dispatch matrix: every source sends share[j] of its tokens to rank j, times f(i, j).
+Matrix routed(const std::vector<double>& share, double other_server_factor = 1.0, int per_server = 1 << 30) {
+  const std::size_t n = share.size();
+  Matrix m(n, std::vector<double>(n));
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      m[i][j] = share[j] * (int(i) / per_server != int(j) / per_server ? other_server_factor : 1.0);
+  return m;
+}
+Matrix transpose(const Matrix& m) {
+  Matrix t = m;
+  for (std::size_t i = 0; i < m.size(); ++i)
+    for (std::size_t j = 0; j < m.size(); ++j) t[i][j] = m[j][i];
+  return t;
+}
+std::vector<double> hot_share(std::size_t n, double hot) {
+  std::vector<double> s(n, (1.0 - hot) / double(n - 1));
+  s[0] = hot;
+  return s;
+}
+}  // namespace
+
+TEST_CASE("a2a imbalance: the balanced counterpart of a router's matrix is the uniform router's") {
+  // Plain dispatch (and its transpose, the combine): every pair total / n^2, diagonal included.
+  for (const Matrix& m : {routed(hot_share(8, 0.4)), transpose(routed(hot_share(8, 0.4)))}) {
+    const Matrix b = sim::balanced_a2a_matrix(m);
+    for (const auto& row : b)
+      for (double x : row) CHECK(x == doctest::Approx(1.0 / 8).epsilon(1e-12));
+  }
+  // Flex-style structure (pairs on other servers carry 0.6 of the bytes): the uniform router's matrix
+  // with that structure, at the same total; the plain even spread would move bytes between servers.
+  const Matrix flex = routed(hot_share(8, 0.4), 0.6, 4), flex_uniform = routed(std::vector<double>(8, 1.0 / 8), 0.6, 4);
+  const Matrix b = sim::balanced_a2a_matrix(flex);
+  double total = 0, total_u = 0;
+  for (std::size_t i = 0; i < 8; ++i)
+    for (std::size_t j = 0; j < 8; ++j) total += flex[i][j], total_u += flex_uniform[i][j];
+  for (std::size_t i = 0; i < 8; ++i)
+    for (std::size_t j = 0; j < 8; ++j) CHECK(b[i][j] == doctest::Approx(flex_uniform[i][j] * total / total_u).epsilon(1e-9));
+  // A rank that receives nothing: no scaling balances it, the off-diagonal total is spread evenly.
+  Matrix z = routed({0.5, 0.5, 0.0, 0.0});
+  const Matrix bz = sim::balanced_a2a_matrix(z);
+  CHECK(bz[0][0] == doctest::Approx(0.25));  // diagonal total 1 over 4 ranks
+  CHECK(bz[2][3] == doctest::Approx(3.0 / 12));  // off-diagonal total 3 over 12 pairs
+}
+
+TEST_CASE("a2a imbalance: two hand-made calls cost the difference of directly priced calls") {
+  // 16 H100s on two DGX servers; every rank dispatches with a hot rank 0 (30 % of the tokens) and combines
+  // (the transpose), 64 MiB mean send buffer per rank.
+  const topo::Topology topo = topo::load_topology("superpod", {{"nodes", "2"}, {"node", "dgx-h100"}});
+  const models::Calibration calib = models::default_calibration();
+  models::ComputeModel cm;
+  cm.gpu = models::gpu_spec("h100-sxm");
+  const double bytes = 64.0 * (1 << 20);
+  Trace t;
+  t.name = "a2a";
+  t.world_size = 16;
+  std::vector<std::int32_t> all;
+  for (int r = 0; r < 16; ++r) all.push_back(r);
+  t.comms.push_back({"dispatch", all, 0, 1, "ep", routed(hot_share(16, 0.3)), {}});
+  t.comms.push_back({"combine", all, 0, 1, "ep", transpose(routed(hot_share(16, 0.3))), {}});
+  for (int r = 0; r < 16; ++r) {
+    RankTrace rt;
+    rt.rank = r;
+    for (int c = 0; c < 2; ++c) {
+      Op op;
+      op.kind = OpKind::Collective;
+      op.coll = CollOp::AllToAllv;
+      op.comm = c;
+      op.bytes = bytes;
+      op.name = t.comms[c].name;
+      rt.ops.push_back(op);
+    }
+    t.ranks.push_back(rt);
+  }
+  // The same group with the uniform router's matrix (every entry 1/16), made by hand.
+  Communicator uniform{"uniform", all, 0, 1, "ep", Matrix(16, std::vector<double>(16, 1.0 / 16)), {}};
+  sim::EngineCommModel direct(topo, calib);
+  const double d = direct.collective(t.comms[0], CollOp::AllToAllv, bytes, "").duration_s;
+  const double c = direct.collective(t.comms[1], CollOp::AllToAllv, bytes, "").duration_s;
+  const double u = direct.collective(uniform, CollOp::AllToAllv, bytes, "").duration_s;
+  REQUIRE(d > 1.1 * u);  // the hot receiver slows the dispatch
+  REQUIRE(c > 1.1 * u);  // and the hot sender the combine
+  SUBCASE("engine") {
+    sim::EngineCommModel comm(topo, calib);
+    const sim::RunResult r = sim::replay(t, topo, cm, comm);
+    CHECK(r.metrics.at("moe.imbalance_all_to_all_s") == doctest::Approx((d - u) + (c - u)).epsilon(1e-12));
+    // The replay's own call times are the directly priced ones (nothing else runs), and stay its own.
+    CHECK(r.iteration_s == doctest::Approx(d + c).epsilon(1e-12));
+    CHECK(comm.schedules_run() == 2);
+  }
+  SUBCASE("shared") {
+    sim::SharedNetworkCommModel comm(topo, calib);
+    const sim::RunResult r = sim::replay(t, topo, cm, comm);
+    CHECK(r.metrics.at("moe.imbalance_all_to_all_s") == doctest::Approx((d - u) + (c - u)).epsilon(1e-12));
+  }
+  SUBCASE("analytic") {
+    sim::AnalyticCommModel comm(topo);
+    sim::AnalyticCommModel fresh(topo);
+    const double ad = fresh.collective(t.comms[0], CollOp::AllToAllv, bytes, "").duration_s;
+    const double ac = fresh.collective(t.comms[1], CollOp::AllToAllv, bytes, "").duration_s;
+    const double au = fresh.collective(uniform, CollOp::AllToAllv, bytes, "").duration_s;
+    const sim::RunResult r = sim::replay(t, topo, cm, comm);
+    CHECK(ad > au);
+    CHECK(r.metrics.at("moe.imbalance_all_to_all_s") == doctest::Approx((ad - au) + (ac - au)).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("a2a imbalance: a Zipf router's MoE step reports a positive all-to-all part, the uniform router 0") {
+  const std::string dir = std::string(FABRICSIM_SOURCE_DIR) + "/examples/sweeps/";
+  auto run = [&](const std::string& load, const std::string& model) {
+    Json j = load_json_file(dir + "moe_small.json");
+    j["workload"]["params"]["expert_model_parallel_size"] = 16;
+    j["workload"]["params"]["moe_load"] = load;
+    if (load == "zipf") j["workload"]["params"]["moe_load_skew"] = 1.0;
+    Scenario s = scenario_from_json(j, dir + "moe_small.json");
+    return sim::run_scenario(s, {model, {}, {}}).result;
+  };
+  for (const char* model : {"engine", "shared", "analytic"}) {
+    CAPTURE(model);
+    const sim::RunResult uni = run("uniform", model), hot = run("zipf", model);
+    CHECK(uni.metrics.at("moe.imbalance_all_to_all_s") == 0.0);
+    CHECK(hot.metrics.at("moe.imbalance_all_to_all_s") > 0.0);
+    CHECK(hot.metrics.at("moe.imbalance_compute_s") > 0.0);
+    if (std::string(model) == "engine") {
+      // Without A2A overlap every dispatch/combine is exposed and priced alone: the all-to-all part is
+      // exactly what the skew adds to the exposed EP time.
+      auto ep = [](const sim::RunResult& r) { return r.breakdown.exposed_comm_s.at("ep"); };
+      CHECK(hot.metrics.at("moe.imbalance_all_to_all_s") == doctest::Approx(ep(hot) - ep(uni)).epsilon(1e-9));
+    }
+    // The text summary's imbalance line shows both parts.
+    auto ms = [](double s) {
+      char b[64];
+      std::snprintf(b, sizeof b, "%.3f ms", s * 1e3);
+      return std::string(b);
+    };
+    const std::string text = sim::summary_text(hot, 0);
+    CHECK(text.find("imbalance    time lost to routing skew vs a uniform router: expert compute " +
+                    ms(hot.metrics.at("moe.imbalance_compute_s")) + ", all-to-all " +
+                    ms(hot.metrics.at("moe.imbalance_all_to_all_s"))) != std::string::npos);
+  }
+  // The flex dispatcher's matrices carry the per-server structure; with a uniform router they are balanced.
+  Json j = load_json_file(dir + "moe_small.json");
+  for (auto [k, v] : std::map<std::string, Json>{{"expert_model_parallel_size", 32}, {"moe_token_dispatcher_type", "flex"},
+                                                  {"moe_router_num_groups", 4}, {"moe_router_group_topk", 2}, {"moe_load", "uniform"}})
+    j["workload"]["params"][k] = v;
+  const sim::RunResult flex = sim::run_scenario(scenario_from_json(j, dir + "moe_small.json"), {"engine", {}, {}}).result;
+  CHECK(flex.metrics.at("moe.imbalance_all_to_all_s") == 0.0);
+}
