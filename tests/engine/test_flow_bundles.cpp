@@ -14,6 +14,7 @@
 #include "sim/engine/event_queue.hpp"
 #include "sim/engine/flow_model.hpp"
 #include "sim/engine/network.hpp"
+#include "mixed_schedules.hpp"
 
 using namespace fabricsim;
 using sim::FlowModel;
@@ -145,21 +146,13 @@ TEST_CASE("flow bundles: add_bundle checks its multiplicities") {
 TEST_CASE("Network flow bundles: skewed MoE all_to_allv beside a ring and a uniform all_to_all, same times as flow by flow") {
   // 4 DGX H100 nodes (32 GPUs): a Zipf(1.2) all_to_allv with PXN, an all_reduce ring on the default routes that
   // shares the NICs, and a uniform all_to_all started while both run. Bundling must not move any transfer.
-  const models::System sys(models::system_spec("superpod", {{"nodes", "4"}}, "default"));
+  const test::MixedSchedules mix;
+  const models::System& sys = mix.sys;
   const topo::Topology& t = sys.topology();
   const models::Calibration& calib = sys.calibration();
-  auto build = [&](models::Op op, std::uint64_t bytes, bool pxn, bool zipf) {
-    models::CollectiveSpec spec;
-    spec.op = op;
-    spec.bytes = bytes;
-    spec.communicator = t.gpus();
-    spec.fidelity = models::Fidelity::Step;
-    if (zipf) spec.matrix = bench::zipf_alltoallv_matrix(t.gpus().size(), bytes, 1.2, 7);
-    return std::make_shared<const models::Schedule>(models::build_schedule(spec, t, sys.routing(pxn), calib));
-  };
-  const auto skewed = build(models::Op::AllToAllv, std::uint64_t{8} << 20, true, true);
-  const auto uniform = build(models::Op::AllToAll, std::uint64_t{4} << 20, true, false);
-  const auto ring = build(models::Op::AllReduce, std::uint64_t{32} << 20, false, false);
+  const auto& skewed = mix.skewed;
+  const auto& uniform = mix.uniform;
+  const auto& ring = mix.ring;
   REQUIRE(skewed->transfers.size() == 32u * 31u);
   auto run = [&](bool bundle, std::size_t* bundles, std::size_t* splits) {
     sim::EventQueue q;

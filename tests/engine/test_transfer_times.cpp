@@ -10,27 +10,20 @@
 #include "models/system.hpp"
 #include "sim/engine/event_queue.hpp"
 #include "sim/engine/network.hpp"
+#include "mixed_schedules.hpp"
 
 using namespace fabricsim;
 
 TEST_CASE("Network without transfer times: same schedule finishes and link statistics, bundles split alike") {
   // 4 DGX H100 nodes: a skewed all_to_allv (bundles that split), a ring all_reduce with dependencies sharing the
   // NICs, and a uniform all_to_all started while both run.
-  const models::System sys(models::system_spec("superpod", {{"nodes", "4"}}, "default"));
+  const test::MixedSchedules mix;
+  const models::System& sys = mix.sys;
   const topo::Topology& t = sys.topology();
   const models::Calibration& calib = sys.calibration();
-  auto build = [&](models::Op op, std::uint64_t bytes, bool pxn, bool zipf) {
-    models::CollectiveSpec spec;
-    spec.op = op;
-    spec.bytes = bytes;
-    spec.communicator = t.gpus();
-    spec.fidelity = models::Fidelity::Step;
-    if (zipf) spec.matrix = bench::zipf_alltoallv_matrix(t.gpus().size(), bytes, 1.2, 7);
-    return std::make_shared<const models::Schedule>(models::build_schedule(spec, t, sys.routing(pxn), calib));
-  };
-  const auto skewed = build(models::Op::AllToAllv, std::uint64_t{8} << 20, true, true);
-  const auto uniform = build(models::Op::AllToAll, std::uint64_t{4} << 20, true, false);
-  const auto ring = build(models::Op::AllReduce, std::uint64_t{32} << 20, false, false);
+  const auto& skewed = mix.skewed;
+  const auto& uniform = mix.uniform;
+  const auto& ring = mix.ring;
   struct Out {
     std::vector<sim::ScheduleRun> runs = std::vector<sim::ScheduleRun>(4);
     std::vector<sim::LinkDirStats> links;
