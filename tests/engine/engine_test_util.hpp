@@ -1,10 +1,13 @@
 #pragma once
 // Helpers shared by the engine tests: small hand-built topologies and schedules.
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "models/calibration.hpp"
+#include "models/collectives.hpp"
 #include "models/schedule.hpp"
+#include "topologies/routing.hpp"
 #include "topologies/topology.hpp"
 
 namespace fabricsim::test {
@@ -43,6 +46,36 @@ inline models::Transfer xfer(topo::NodeId s, topo::NodeId d, double bytes, std::
   t.payload_bytes = bytes;
   t.deps = std::move(deps);
   return t;
+}
+
+// The data-parallel call of a replay with mirrors (replay/engine_comm_model.cpp merges a communicator's
+// mirrors so): group k = GPU k of every host (k < groups), blocks in order.
+inline std::shared_ptr<models::Schedule> mirrored(const topo::Topology& t, topo::Routing& routing, const models::Calibration& c,
+                                           models::Op op, models::Algorithm algo, models::Fidelity f,
+                                           std::uint64_t bytes, int groups) {
+  const auto& gpus = t.gpus();
+  auto out = std::make_shared<models::Schedule>();
+  for (int k = 0; k < groups; ++k) {
+    models::CollectiveSpec spec;
+    spec.op = op;
+    spec.bytes = bytes;
+    spec.algorithm = algo;
+    spec.protocol = models::Protocol::Simple;
+    spec.fidelity = f;
+    for (std::size_t g = static_cast<std::size_t>(k); g < gpus.size(); g += 8) spec.communicator.push_back(gpus[g]);
+    const models::Schedule s = models::build_schedule(spec, t, routing, c);
+    if (k == 0) {
+      out->op = s.op;
+      out->algorithm = s.algorithm;
+      out->fixed_latency_s = s.fixed_latency_s;
+    }
+    const auto off = static_cast<std::uint32_t>(out->transfers.size());
+    for (auto tr : s.transfers) {
+      for (auto& d : tr.deps) d += off;
+      out->transfers.push_back(std::move(tr));
+    }
+  }
+  return out;
 }
 
 }  // namespace fabricsim::test

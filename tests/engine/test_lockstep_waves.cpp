@@ -43,29 +43,7 @@ Ran run_on_network(std::shared_ptr<const models::Schedule> s, const topo::Topolo
 // host in group k) in one schedule, as replay/engine_comm_model.cpp merges a communicator's mirrors.
 std::shared_ptr<models::Schedule> pat_mirrors(const models::System& sys, models::Op op, models::Fidelity f,
                                               std::uint64_t bytes) {
-  const auto& gpus = sys.topology().gpus();
-  auto out = std::make_shared<models::Schedule>();
-  for (int k = 0; k < 8; ++k) {
-    models::CollectiveSpec spec;
-    spec.op = op;
-    spec.bytes = bytes;
-    spec.algorithm = models::Algorithm::Pat;
-    spec.protocol = models::Protocol::Simple;
-    spec.fidelity = f;
-    for (std::size_t g = static_cast<std::size_t>(k); g < gpus.size(); g += 8) spec.communicator.push_back(gpus[g]);
-    const models::Schedule s = models::build_schedule(spec, sys.topology(), sys.routing(), sys.calibration());
-    if (k == 0) {
-      out->op = s.op;
-      out->algorithm = s.algorithm;
-      out->fixed_latency_s = s.fixed_latency_s;
-    }
-    const auto off = static_cast<std::uint32_t>(out->transfers.size());
-    for (auto tr : s.transfers) {
-      for (auto& d : tr.deps) d += off;
-      out->transfers.push_back(std::move(tr));
-    }
-  }
-  return out;
+  return test::mirrored(sys.topology(), sys.routing(), sys.calibration(), op, models::Algorithm::Pat, f, bytes, 8);
 }
 
 }  // namespace

@@ -17,7 +17,10 @@
 #include "topologies/io.hpp"
 #include "topologies/routing.hpp"
 
+#include "engine_test_util.hpp"
+
 using namespace fabricsim;
+using fabricsim::test::mirrored;
 
 namespace {
 
@@ -50,35 +53,6 @@ topo::Topology degrade_nic_link(const topo::Topology& t0, std::size_t gpu_index,
   }
   REQUIRE(done);
   return std::move(b).build(t0.name() + ", one degraded NIC link");
-}
-
-// The data-parallel call of a replay with mirrors: group k = GPU k of every host (k < groups), blocks in order.
-std::shared_ptr<models::Schedule> mirrored(const topo::Topology& t, topo::Routing& routing, const models::Calibration& c,
-                                           models::Op op, models::Algorithm algo, models::Fidelity f,
-                                           std::uint64_t bytes, int groups) {
-  const auto& gpus = t.gpus();
-  auto out = std::make_shared<models::Schedule>();
-  for (int k = 0; k < groups; ++k) {
-    models::CollectiveSpec spec;
-    spec.op = op;
-    spec.bytes = bytes;
-    spec.algorithm = algo;
-    spec.protocol = models::Protocol::Simple;
-    spec.fidelity = f;
-    for (std::size_t g = static_cast<std::size_t>(k); g < gpus.size(); g += 8) spec.communicator.push_back(gpus[g]);
-    const models::Schedule s = models::build_schedule(spec, t, routing, c);
-    if (k == 0) {
-      out->op = s.op;
-      out->algorithm = s.algorithm;
-      out->fixed_latency_s = s.fixed_latency_s;
-    }
-    const auto off = static_cast<std::uint32_t>(out->transfers.size());
-    for (auto tr : s.transfers) {
-      for (auto& d : tr.deps) d += off;
-      out->transfers.push_back(std::move(tr));
-    }
-  }
-  return out;
 }
 
 struct Outcome {
