@@ -86,10 +86,14 @@ models::Op to_model_op(CollOp c) {
   return models::Op::AllReduce;
 }
 
-// Appends `s` to `into`, offsetting dependency indices.
-void append(models::Schedule& into, const models::Schedule& s) {
+// Appends `s` to `into`, offsetting dependency indices (into empty: s's transfers moved as they are).
+void append(models::Schedule& into, models::Schedule&& s) {
+  if (into.transfers.empty()) {
+    into.transfers = std::move(s.transfers);
+    return;
+  }
   const auto off = static_cast<std::uint32_t>(into.transfers.size());
-  for (auto tr : s.transfers) {
+  for (auto& tr : s.transfers) {
     for (auto& d : tr.deps) d += off;
     into.transfers.push_back(std::move(tr));
   }
@@ -294,7 +298,7 @@ EngineCommBase::Built EngineCommBase::build_collective(const workloads::Communic
       merged->fidelity = s.fidelity;
       merged->fixed_latency_s = s.fixed_latency_s;
     }
-    append(*merged, s);
+    append(*merged, std::move(s));
   }
   out.groups = static_cast<std::uint32_t>(comm.mirrors + 1);
   // Stand-in groups (cluster runs): the same call of the same size on their GPUs, in the same schedule.
@@ -316,7 +320,7 @@ EngineCommBase::Built EngineCommBase::build_p2p(std::int32_t src, std::int32_t d
   if (it == p2p_stand_ins_.end() || it->second.empty()) return out;
   // The stand-in copies of the message (cluster runs) in the same schedule.
   auto merged = std::make_shared<models::Schedule>(*out.s);
-  for (const auto& [a, b] : it->second) append(*merged, *build_p2p_one(a, b, bytes).s);
+  for (const auto& [a, b] : it->second) append(*merged, models::Schedule(*build_p2p_one(a, b, bytes).s));
   out.s = std::move(merged);
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <stdexcept>
@@ -91,6 +92,14 @@ struct Network::WavePlan {
   std::size_t hops = 0;                  // link directions held in the routes
 };
 
+// A schedule's checked dependencies (index_dependencies), shared by its runs: initial pending counts, successors
+// (CSR) and, filled as transfers become ready, each one's latency phase on the index's routing (NaN: not yet).
+struct Network::DepIndex {
+  std::shared_ptr<const models::Schedule> s;  // keeps the key valid
+  std::vector<std::uint32_t> pending, succ_off, succ;
+  std::vector<double> lat;
+};
+
 struct Network::Run {
   std::uint32_t id = 0;
   std::shared_ptr<const models::Schedule> s;
@@ -100,10 +109,9 @@ struct Network::Run {
   // transfers.size() + its index.
   std::shared_ptr<const WavePlan> wave_plan;
   std::vector<std::uint32_t> wave_waiting;
+  std::shared_ptr<DepIndex> dep;       // successors and latencies (not set for a run of a cached bundle plan)
   std::vector<std::uint32_t> pending;   // unmet dependencies per transfer
-  std::vector<std::uint32_t> succ_off;  // CSR successors
-  std::vector<std::uint32_t> succ;
-  std::vector<TransferTiming> timings;  // per transfer; empty for a bundled run without transfer times
+  std::vector<TransferTiming> timings;  // per transfer; empty without NetworkOptions::transfer_times
   std::size_t nt = 0;                   // transfers in the schedule (key indices from nt on: bundles, waves)
   bool alt = false;  // routes from the alternate routing
   // Mirror quotient (docs/engine.md), while set: only block 0 runs, as representatives; per block-0 transfer its
@@ -261,7 +269,13 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
     throw InputError(where + ": fixed_latency_s", "expected a time >= 0 seconds");
   const std::size_t n = s->transfers.size();
   if (n > kIdxMask / 2) throw InputError(where, "too many transfers");
-  auto run = std::make_unique<Run>();
+  std::unique_ptr<Run> run;
+  if (!spare_runs_.empty()) {
+    run = std::move(spare_runs_.back());
+    spare_runs_.pop_back();
+  } else {
+    run = std::make_unique<Run>();
+  }
   run->s = s;
   run->alt = alternate_routing;
   // A schedule planned before was validated then (schedules are immutable and the plan holds it).
@@ -272,7 +286,7 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
   if (!run->plan) {
     index_dependencies(*run, where);
     // A bundled schedule has no dependencies and runs its bundles instead; others may run lockstep waves.
-    if (opt_.bundle_flows && n >= kMinBundleTransfers && run->succ.empty()) {
+    if (opt_.bundle_flows && n >= kMinBundleTransfers && run->dep->succ.empty()) {
       run->plan = plan_for(s, alternate_routing);
     } else if (mirror_groups > 1) {
       // Mirror quotient: the blocks' own check here, the network's (orbits free or shared alike) once the run has
@@ -288,7 +302,7 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
     }
   }
   run->nt = n;
-  if (run->plan && opt_.transfer_times) run->timings.assign(n, {});
+  if (opt_.transfer_times) run->timings.assign(n, {});
   std::uint32_t slot;
   if (!free_runs_.empty()) {
     slot = free_runs_.back();
@@ -368,12 +382,67 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
   return id;
 }
 
-void Network::index_dependencies(Run& r, const std::string& where) const {
-  const models::Schedule& s = *r.s;
+void Network::index_dependencies(Run& r, const std::string& where) {
+  auto& cache = dep_index_[r.alt ? 1 : 0];
+  if (auto it = cache.find(r.s.get()); it != cache.end()) {
+    r.dep = it->second;
+  } else {
+    r.dep = build_dep_index(r.s, where);
+    const std::size_t n = r.s->transfers.size();
+    // Bundled schedules (no dependencies) keep their plan instead.
+    const bool bundled = opt_.bundle_flows && n >= kMinBundleTransfers && r.dep->succ.empty();
+    if (!bundled && dep_index_transfers_ + n > kMaxDepIndexTransfers) {
+      // Full: drop the indexes of schedules nobody else holds any more (they cannot be started again).
+      for (auto& c : dep_index_)
+        for (auto jt = c.begin(); jt != c.end();) {
+          if (jt->second->s.use_count() == 1) {
+            dep_index_transfers_ -= jt->second->pending.size();
+            jt = c.erase(jt);
+          } else {
+            ++jt;
+          }
+        }
+    }
+    if (!bundled && dep_index_transfers_ + n <= kMaxDepIndexTransfers) {
+      dep_index_transfers_ += n;
+      cache.emplace(r.s.get(), r.dep);
+    }
+  }
+  r.pending.assign(r.dep->pending.begin(), r.dep->pending.end());
+}
+
+void Network::recycle(std::unique_ptr<Run> r) {
+  if (spare_runs_.size() >= kMaxSpareRuns) return;
+  // Every field back to a fresh Run's, the vectors keeping their capacity.
+  r->s.reset();
+  r->plan = nullptr;
+  r->wave_plan.reset();
+  r->wave_waiting.clear();
+  r->dep.reset();
+  r->pending.clear();
+  r->timings.clear();
+  r->nt = 0;
+  r->alt = false;
+  r->mq.reset();
+  r->qorbit.clear();
+  r->qstate.clear();
+  r->qlat.clear();
+  r->qflow.clear();
+  r->done = 0;
+  r->start_s = 0;
+  r->cb = nullptr;
+  spare_runs_.push_back(std::move(r));
+}
+
+std::shared_ptr<Network::DepIndex> Network::build_dep_index(const std::shared_ptr<const models::Schedule>& sp,
+                                                            const std::string& where) const {
+  const models::Schedule& s = *sp;
   const std::size_t n = s.transfers.size();
-  r.pending.assign(n, 0);
-  r.succ_off.assign(n + 1, 0);
-  r.timings.assign(n, {});
+  auto ix = std::make_shared<DepIndex>();
+  ix->s = sp;
+  ix->pending.assign(n, 0);
+  ix->succ_off.assign(n + 1, 0);
+  ix->lat.assign(n, std::numeric_limits<double>::quiet_NaN());
   for (std::size_t i = 0; i < n; ++i) {
     const models::Transfer& tr = s.transfers[i];
     check_transfer_fields(tr, where, i, topo_);
@@ -381,19 +450,19 @@ void Network::index_dependencies(Run& r, const std::string& where) const {
       if (d >= n || d == i)
         throw InputError(where + ": transfers[" + std::to_string(i) + "].deps",
                          "dependency " + std::to_string(d) + " is not another transfer index");
-      ++r.succ_off[d + 1];
-      ++r.pending[i];
+      ++ix->succ_off[d + 1];
+      ++ix->pending[i];
     }
   }
-  for (std::size_t i = 0; i < n; ++i) r.succ_off[i + 1] += r.succ_off[i];
-  r.succ.resize(r.succ_off[n]);
+  for (std::size_t i = 0; i < n; ++i) ix->succ_off[i + 1] += ix->succ_off[i];
+  ix->succ.resize(ix->succ_off[n]);
   {
-    std::vector<std::uint32_t> fill(r.succ_off.begin(), r.succ_off.end() - 1);
+    std::vector<std::uint32_t> fill(ix->succ_off.begin(), ix->succ_off.end() - 1);
     for (std::size_t i = 0; i < n; ++i)
-      for (std::uint32_t d : s.transfers[i].deps) r.succ[fill[d]++] = static_cast<std::uint32_t>(i);
+      for (std::uint32_t d : s.transfers[i].deps) ix->succ[fill[d]++] = static_cast<std::uint32_t>(i);
   }
   // cycle check (Kahn)
-  std::vector<std::uint32_t> pend = r.pending, stack;
+  std::vector<std::uint32_t> pend = ix->pending, stack;
   for (std::uint32_t i = 0; i < n; ++i)
     if (pend[i] == 0) stack.push_back(i);
   std::size_t seen = 0;
@@ -401,10 +470,11 @@ void Network::index_dependencies(Run& r, const std::string& where) const {
     const std::uint32_t i = stack.back();
     stack.pop_back();
     ++seen;
-    for (std::uint32_t k = r.succ_off[i]; k < r.succ_off[i + 1]; ++k)
-      if (--pend[r.succ[k]] == 0) stack.push_back(r.succ[k]);
+    for (std::uint32_t k = ix->succ_off[i]; k < ix->succ_off[i + 1]; ++k)
+      if (--pend[ix->succ[k]] == 0) stack.push_back(ix->succ[k]);
   }
   if (seen != n) throw InputError(where + ": deps", "the dependencies contain a cycle");
+  return ix;
 }
 
 void Network::attach_waves(Run& r) {
@@ -440,14 +510,15 @@ std::shared_ptr<const Network::WavePlan> Network::build_waves(const Run& r) {
   // its union route holds every member's links once.
   const auto& trs = r.s->transfers;
   const std::size_t n = trs.size();
-  std::vector<std::uint32_t> depth(n, 0), pend = r.pending, stack;
+  const DepIndex& ix = *r.dep;
+  std::vector<std::uint32_t> depth(n, 0), pend = ix.pending, stack;
   for (std::uint32_t i = 0; i < n; ++i)
     if (pend[i] == 0) stack.push_back(i);
   while (!stack.empty()) {
     const std::uint32_t i = stack.back();
     stack.pop_back();
-    for (std::uint32_t k = r.succ_off[i]; k < r.succ_off[i + 1]; ++k) {
-      const std::uint32_t j = r.succ[k];
+    for (std::uint32_t k = ix.succ_off[i]; k < ix.succ_off[i + 1]; ++k) {
+      const std::uint32_t j = ix.succ[k];
       depth[j] = std::max(depth[j], depth[i] + 1);
       if (--pend[j] == 0) stack.push_back(j);
     }
@@ -521,7 +592,14 @@ void Network::ready(std::uint64_t key, double t) {
     start_phase(wk, t, w.latency_s);
     return;
   }
-  const double lat = models::transfer_latency_s(tr, route_latency_s(tr.src, tr.dst, r.alt));
+  double lat;
+  if (!r.dep) {  // a single transfer of a cached bundle plan
+    lat = models::transfer_latency_s(tr, route_latency_s(tr.src, tr.dst, r.alt));
+  } else {
+    double& known = r.dep->lat[i];
+    if (std::isnan(known)) known = models::transfer_latency_s(tr, route_latency_s(tr.src, tr.dst, r.alt));
+    lat = known;
+  }
   if (r.mq) r.qstate[i] = kQLatency, r.qlat[i] = t + lat;
   start_phase(key, t, lat);
 }
@@ -599,11 +677,12 @@ void Network::finish(std::uint64_t key, double t) {
     if (++r.done == r.nt) finished_runs_.emplace_back(slot, t);
     return;
   }
+  const DepIndex& ix = *r.dep;
   if (r.mq) {  // a block-0 transfer of a mirror quotient
-    r.timings[i].finish_s = t;
+    if (!r.timings.empty()) r.timings[i].finish_s = t;
     r.qstate[i] = kQDone;
-    for (std::uint32_t k = r.succ_off[i]; k < r.succ_off[i + 1]; ++k) {
-      const std::uint32_t s = r.succ[k];
+    for (std::uint32_t k = ix.succ_off[i]; k < ix.succ_off[i + 1]; ++k) {
+      const std::uint32_t s = ix.succ[k];
       if (--r.pending[s] == 0) {
         ready_stack_.push_back(make_key(slot, s));
         r.qstate[s] = kQQueued;
@@ -611,11 +690,12 @@ void Network::finish(std::uint64_t key, double t) {
     }
     if (++r.done == r.mq->per_group) {  // every block gets block 0's times
       const std::size_t n0 = r.mq->per_group;
-      for (std::size_t g = 1; g < r.mq->groups; ++g)
-        for (std::size_t j = 0; j < n0; ++j) r.timings[g * n0 + j] = r.timings[j];
+      if (!r.timings.empty())
+        for (std::size_t g = 1; g < r.mq->groups; ++g)
+          for (std::size_t j = 0; j < n0; ++j) r.timings[g * n0 + j] = r.timings[j];
       release_orbits(r, slot, t);
       r.mq.reset();
-      r.done = r.timings.size();
+      r.done = r.nt;
       finished_runs_.emplace_back(slot, t);
     }
     return;
@@ -624,9 +704,9 @@ void Network::finish(std::uint64_t key, double t) {
     for (std::uint32_t m : r.wave_plan->waves[i - r.nt].members) finish(make_key(slot, m), t);
     return;
   }
-  r.timings[i].finish_s = t;
-  for (std::uint32_t k = r.succ_off[i]; k < r.succ_off[i + 1]; ++k) {
-    const std::uint32_t s = r.succ[k];
+  if (!r.timings.empty()) r.timings[i].finish_s = t;
+  for (std::uint32_t k = ix.succ_off[i]; k < ix.succ_off[i + 1]; ++k) {
+    const std::uint32_t s = ix.succ[k];
     if (--r.pending[s] == 0) ready_stack_.push_back(make_key(slot, s));
   }
   if (++r.done == r.nt) finished_runs_.emplace_back(slot, t);
@@ -690,7 +770,9 @@ void Network::process(double now) {
       out.start_s = r->start_s;
       out.finish_s = t;
       if (opt_.transfer_times) out.transfers = std::move(r->timings);
-      if (r->cb) r->cb(out);
+      ScheduleDone cb = std::move(r->cb);
+      recycle(std::move(r));
+      if (cb) cb(out);
     }
   }
   ensure_wake();
@@ -922,7 +1004,7 @@ void Network::expand(std::uint32_t slot, double now) {
       const std::uint64_t key = make_key(slot, j);
       if (g > 0) {
         r.pending[j] = r.pending[i];
-        r.timings[j] = r.timings[i];
+        if (!r.timings.empty()) r.timings[j] = r.timings[i];
       }
       switch (r.qstate[i]) {
         case kQQueued:

@@ -134,6 +134,7 @@ class Network final : public EventTarget {
   struct Run;
   struct Plan;
   struct WavePlan;
+  struct DepIndex;
   struct LatEntry {
     double t_s;
     std::uint64_t key;
@@ -183,9 +184,20 @@ class Network final : public EventTarget {
       wave_plans_[2];
   std::size_t wave_plan_hops_ = 0;
   std::shared_ptr<const WavePlan> build_waves(const Run& r);
-  // Checks r's transfers and dependencies (InputError naming `where`) and builds its pending counts, successor
-  // lists (CSR) and timings; refuses a dependency cycle.
-  void index_dependencies(Run& r, const std::string& where) const;
+  // Checks r's transfers and dependencies (InputError naming `where`) and builds its pending counts and successor
+  // lists (CSR); refuses a dependency cycle. Done once per schedule and routing while the cached indexes hold at
+  // most kMaxDepIndexTransfers transfers in all (schedules are immutable; the index holds the schedule so its
+  // address stays its own); each run copies the initial pending counts.
+  void index_dependencies(Run& r, const std::string& where);
+  std::shared_ptr<DepIndex> build_dep_index(const std::shared_ptr<const models::Schedule>& s,
+                                            const std::string& where) const;
+  static constexpr std::size_t kMaxDepIndexTransfers = std::size_t{1} << 24;
+  std::unordered_map<const models::Schedule*, std::shared_ptr<DepIndex>> dep_index_[2];  // [alternate routing]
+  std::size_t dep_index_transfers_ = 0;
+  // Finished runs kept for reuse (their vectors keep their capacity: no allocation per start).
+  static constexpr std::size_t kMaxSpareRuns = 64;
+  std::vector<std::unique_ptr<Run>> spare_runs_;
+  void recycle(std::unique_ptr<Run> r);
   // The schedule's lockstep waves (cached per schedule and routing) when some transfer has a lockstep id.
   void attach_waves(Run& r);
   std::size_t splits_ = 0;

@@ -1,0 +1,119 @@
+// A schedule object started again on the same Network reuses what the first start checked and built (its
+// dependency index: pending counts, successor lists, per-transfer latency phases; network.hpp) and a finished
+// run's storage. Every start of a fresh copy builds its own: both must give the same times and link figures.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <vector>
+
+#include "engine_test_util.hpp"
+#include "mixed_schedules.hpp"
+#include "sim/base/error.hpp"
+#include "sim/engine/event_queue.hpp"
+#include "sim/engine/network.hpp"
+
+using namespace fabricsim;
+
+namespace {
+struct Out {
+  std::vector<sim::ScheduleRun> runs;
+  std::vector<sim::LinkDirStats> links;
+  std::size_t mirror_runs = 0;
+};
+
+// Starts: a ring all_reduce (dependencies) three times, two overlapping; the 8 co-located rings of
+// test::mirrored as a mirror quotient twice; a skewed all_to_allv (bundle plan) twice; a single message five
+// times. `copy`: every start gets a fresh copy of its schedule (nothing reused).
+Out run_mix(const test::MixedSchedules& mix, const std::shared_ptr<const models::Schedule>& mirrored, bool copy,
+            bool times) {
+  const models::System& sys = mix.sys;
+  const topo::Topology& t = sys.topology();
+  sim::EventQueue q;
+  sim::NetworkOptions opt;
+  opt.bundle_flows = true;
+  opt.transfer_times = times;
+  sim::Network net(q, t, sys.routing(false), sys.calibration(), opt);
+  net.set_alternate_routing(sys.routing(true));
+  auto msg = std::make_shared<models::Schedule>();
+  msg->transfers = {test::xfer(t.gpus()[0], t.gpus()[9], 4u << 20)};
+  const std::shared_ptr<const models::Schedule> message = msg;
+  Out o;
+  o.runs.resize(12);
+  auto start = [&](int k, const std::shared_ptr<const models::Schedule>& s, bool alt, std::uint32_t groups) {
+    auto sp = copy ? std::make_shared<const models::Schedule>(*s) : s;
+    net.start_schedule(sp, sp->fixed_latency_s, [&o, k](sim::ScheduleRun& r) { o.runs[k] = std::move(r); }, alt,
+                       groups);
+  };
+  start(0, mix.ring, false, 1);
+  start(1, mirrored, false, 8);
+  start(2, message, false, 1);
+  q.schedule(1e-4, [&] { start(3, mix.ring, false, 1); });
+  q.schedule(2e-4, [&] { start(4, message, false, 1); });
+  q.schedule(3e-4, [&] { start(5, mix.skewed, true, 1); });
+  q.schedule(6e-3, [&] { start(6, mix.ring, false, 1); });
+  q.schedule(6e-3, [&] { start(7, mirrored, false, 8); });
+  q.schedule(6.5e-3, [&] { start(8, mix.skewed, true, 1); });
+  for (int k = 9; k < 12; ++k) q.schedule(1e-2 + k * 1e-4, [&, k] { start(k, message, false, 1); });
+  q.run();
+  o.links = net.link_stats();
+  o.mirror_runs = net.mirror_quotient_runs();
+  return o;
+}
+}  // namespace
+
+TEST_CASE("Network: a schedule started again reuses its checked dependencies and latencies (same as fresh copies)") {
+  const test::MixedSchedules mix;
+  const topo::Topology& t = mix.sys.topology();
+  const std::shared_ptr<const models::Schedule> mirrored =
+      test::mirrored(t, mix.sys.routing(false), mix.sys.calibration(), models::Op::AllGather, models::Algorithm::Ring,
+                     models::Fidelity::Step, std::uint64_t{16} << 20, 8);
+  for (bool times : {true, false}) {
+    CAPTURE(times);
+    const Out reused = run_mix(mix, mirrored, false, times), fresh = run_mix(mix, mirrored, true, times);
+    CHECK(reused.mirror_runs > 0);  // the mirror quotient path is exercised
+    CHECK(reused.mirror_runs == fresh.mirror_runs);
+    for (std::size_t k = 0; k < reused.runs.size(); ++k) {
+      CAPTURE(k);
+      CHECK(reused.runs[k].finish_s > reused.runs[k].start_s);
+      CHECK(reused.runs[k].start_s == fresh.runs[k].start_s);
+      CHECK(reused.runs[k].finish_s == fresh.runs[k].finish_s);
+      REQUIRE(reused.runs[k].transfers.size() == fresh.runs[k].transfers.size());
+      CHECK(reused.runs[k].transfers.empty() == !times);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < reused.runs[k].transfers.size(); ++i)
+        differ += reused.runs[k].transfers[i].start_s != fresh.runs[k].transfers[i].start_s ||
+                  reused.runs[k].transfers[i].finish_s != fresh.runs[k].transfers[i].finish_s;
+      CHECK(differ == 0);
+    }
+    // the overlapping ring starts contend: the second ends later than the first alone would
+    CHECK(reused.runs[3].finish_s - reused.runs[3].start_s > reused.runs[6].finish_s - reused.runs[6].start_s);
+    REQUIRE(reused.links.size() == fresh.links.size());
+    std::size_t differ = 0;
+    for (std::size_t d = 0; d < reused.links.size(); ++d)
+      differ += reused.links[d].bytes != fresh.links[d].bytes || reused.links[d].busy_s != fresh.links[d].busy_s ||
+                reused.links[d].peak_util != fresh.links[d].peak_util;
+    CHECK(differ == 0);
+  }
+}
+
+TEST_CASE("Network: a malformed schedule is refused at every start, not only the first") {
+  const auto t = test::star(3, 25e9, 1e-6);
+  models::Calibration c;
+  c.of(topo::LinkKind::InfiniBand) = models::LinkKindParams{0.5e-6, 0.8};
+  topo::Routing r(t);
+  sim::EventQueue q;
+  sim::Network net(q, t, r, c);
+  auto cyc = std::make_shared<models::Schedule>();
+  cyc->transfers = {test::xfer(0, 1, 100, {1}), test::xfer(1, 2, 100, {0})};
+  CHECK_THROWS_AS(net.start_schedule(cyc, nullptr), InputError);
+  CHECK_THROWS_AS(net.start_schedule(cyc, nullptr), InputError);
+  auto ok = std::make_shared<models::Schedule>();
+  ok->transfers = {test::xfer(0, 1, 100), test::xfer(1, 2, 100, {0})};
+  double f1 = -1, f2 = -1;
+  net.start_schedule(ok, [&](sim::ScheduleRun& run) { f1 = run.finish_s; });
+  q.run();
+  net.start_schedule(ok, [&](sim::ScheduleRun& run) { f2 = run.finish_s - run.start_s; });
+  q.run();
+  CHECK(f1 > 0);
+  CHECK(f2 == doctest::Approx(f1).epsilon(1e-12));
+}
