@@ -176,55 +176,95 @@ const Network::Plan* Network::plan_for(const std::shared_ptr<const models::Sched
   auto it = cache.find(s.get());
   if (it != cache.end()) return it->second.get();
   // Called for a validated schedule without dependencies. Level 1: same destination, bytes, weight, cap and
-  // latency; level 2 (what a level-1 bundle splits into): same route after the first hop.
+  // latency; level 2 (what a level-1 bundle splits into): same route after the first hop. Groups are formed by
+  // sorting (key, transfer index): bundles in key order, members in index order, link directions in id order.
   const std::size_t n = s->transfers.size();
   auto plan = std::make_unique<Plan>();
   plan->s = s;
-  using Key = std::tuple<topo::NodeId, double, double, double, double>;
-  std::map<Key, std::vector<std::uint32_t>> groups;
+  // Each moving transfer's route, looked up once (copied: route_of may hand out its scratch).
+  std::vector<std::uint32_t> off(n + 1, 0);
+  std::vector<topo::LinkDir> hops;
   std::vector<double> lat(n, 0);
+  using Key = std::tuple<topo::NodeId, double, double, double, double>;
+  std::vector<std::pair<Key, std::uint32_t>> keyed;
+  keyed.reserve(n);
   for (std::uint32_t i = 0; i < n; ++i) {
     const models::Transfer& tr = s->transfers[i];
     const double bytes = tr.bytes * tr.steps;
     if (tr.src == tr.dst || !(bytes > 0)) {
       plan->singles.push_back(i);
+      off[i + 1] = static_cast<std::uint32_t>(hops.size());
       continue;
     }
-    lat[i] = models::transfer_latency_s(tr, route_latency_s(tr.src, tr.dst, alt));
-    groups[Key{tr.dst, bytes, tr.weight, tr.rate_cap_Bps, lat[i]}].push_back(i);
+    const auto route = route_of(tr.src, tr.dst, alt);
+    double route_lat = 0;  // as route_latency_s
+    for (topo::LinkDir d : route) {
+      const topo::Link& link = topo_.link(topo::Topology::link_of(d));
+      route_lat += link.latency_s + calib_.of(link.kind).latency_s;
+    }
+    hops.insert(hops.end(), route.begin(), route.end());
+    off[i + 1] = static_cast<std::uint32_t>(hops.size());
+    lat[i] = models::transfer_latency_s(tr, route_lat);
+    keyed.emplace_back(Key{tr.dst, bytes, tr.weight, tr.rate_cap_Bps, lat[i]}, i);
   }
-  auto make_node = [&](const std::vector<std::uint32_t>& members) {
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<topo::LinkDir> all;
+  auto make_node = [&](std::vector<std::uint32_t> members) {
     Plan::Node nd;
-    nd.members = members;
     const models::Transfer& t0 = s->transfers[members[0]];
     nd.lat = lat[members[0]], nd.bytes = t0.bytes * t0.steps, nd.weight = t0.weight, nd.cap = t0.rate_cap_Bps;
-    std::map<std::uint32_t, std::uint32_t> count;
-    for (std::uint32_t i : members)
-      for (topo::LinkDir d : route_of(s->transfers[i].src, s->transfers[i].dst, alt)) ++count[d];
-    for (const auto& [r, c] : count) nd.res.push_back(r), nd.mult.push_back(c);
+    all.clear();
+    for (std::uint32_t i : members) all.insert(all.end(), hops.begin() + off[i], hops.begin() + off[i + 1]);
+    std::sort(all.begin(), all.end());
+    for (std::size_t a = 0; a < all.size();) {
+      std::size_t b = a + 1;
+      while (b < all.size() && all[b] == all[a]) ++b;
+      nd.res.push_back(all[a]), nd.mult.push_back(static_cast<std::uint32_t>(b - a));
+      a = b;
+    }
+    nd.members = std::move(members);
     plan->nodes.push_back(std::move(nd));
     return static_cast<std::uint32_t>(plan->nodes.size() - 1);
   };
-  for (const auto& [key, members] : groups) {
+  // A route after its first hop.
+  auto tail = [&](std::uint32_t i) {
+    const std::uint32_t b = off[i] + (off[i + 1] > off[i] ? 1 : 0);
+    return std::span<const topo::LinkDir>(hops.data() + b, off[i + 1] - b);
+  };
+  std::vector<std::uint32_t> members, by_tail;
+  for (std::size_t a = 0; a < keyed.size();) {
+    std::size_t b = a + 1;
+    while (b < keyed.size() && !(keyed[a].first < keyed[b].first)) ++b;
+    members.clear();
+    for (std::size_t k = a; k < b; ++k) members.push_back(keyed[k].second);
+    a = b;
     if (members.size() == 1) {
       plan->singles.push_back(members[0]);
       continue;
     }
     const std::uint32_t top = make_node(members);
     plan->top_nodes.push_back(top);
-    std::map<std::vector<topo::LinkDir>, std::vector<std::uint32_t>> tails;
-    for (std::uint32_t i : members) {
-      const auto r = route_of(s->transfers[i].src, s->transfers[i].dst, alt);
-      tails[std::vector<topo::LinkDir>(r.begin() + (r.empty() ? 0 : 1), r.end())].push_back(i);
-    }
+    by_tail = members;
+    std::stable_sort(by_tail.begin(), by_tail.end(), [&](std::uint32_t x, std::uint32_t y) {
+      const auto tx = tail(x), ty = tail(y);
+      return std::lexicographical_compare(tx.begin(), tx.end(), ty.begin(), ty.end());
+    });
+    auto same_tail = [&](std::uint32_t x, std::uint32_t y) {
+      const auto tx = tail(x), ty = tail(y);
+      return std::equal(tx.begin(), tx.end(), ty.begin(), ty.end());
+    };
     std::vector<std::uint32_t> child_nodes, child_singles;
-    if (tails.size() > 1)
-      for (const auto& [tail, sub] : tails) {
-        if (sub.size() == 1) child_singles.push_back(sub[0]);
-        else child_nodes.push_back(make_node(sub));
+    if (!same_tail(by_tail.front(), by_tail.back())) {
+      for (std::size_t c = 0; c < by_tail.size();) {
+        std::size_t e = c + 1;
+        while (e < by_tail.size() && same_tail(by_tail[c], by_tail[e])) ++e;
+        if (e - c == 1) child_singles.push_back(by_tail[c]);
+        else child_nodes.push_back(make_node(std::vector<std::uint32_t>(by_tail.begin() + c, by_tail.begin() + e)));
+        c = e;
       }
-    else
+    } else {
       child_singles = members;
+    }
     plan->nodes[top].child_nodes = std::move(child_nodes);
     plan->nodes[top].child_singles = std::move(child_singles);
   }

@@ -663,13 +663,16 @@ MirrorQuotient mirror_quotient(const models::Schedule& s, std::uint32_t groups, 
       }
     }
   // 2. Orbits: link directions joined by "hop h of transfer i's copy in block 0 and in block g" (union-find).
-  std::unordered_map<topo::LinkDir, std::uint32_t> local;
+  std::vector<std::uint32_t> local(cap.size(), kNoRes);  // link direction -> its local id, in order of appearance
   std::vector<topo::LinkDir> dirs;
   std::vector<std::uint32_t> parent;
   auto id = [&](topo::LinkDir d) {
-    auto [it, fresh] = local.emplace(d, static_cast<std::uint32_t>(dirs.size()));
-    if (fresh) dirs.push_back(d), parent.push_back(it->second);
-    return it->second;
+    std::uint32_t& x = local[d];
+    if (x == kNoRes) {
+      x = static_cast<std::uint32_t>(dirs.size());
+      dirs.push_back(d), parent.push_back(x);
+    }
+    return x;
   };
   auto find = [&](std::uint32_t x) {
     while (parent[x] != x) x = parent[x] = parent[parent[x]];
