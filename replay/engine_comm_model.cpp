@@ -546,14 +546,35 @@ SharedNetworkCommModel::Entry& SharedNetworkCommModel::collective_entry(const wo
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   Entry e;
-  e.b = build_collective(comm, op, bytes, algorithm);
   e.comm = &comm, e.op = op, e.bytes = bytes, e.algorithm = algorithm;
-  e.p.timing.algorithm = e.b.s ? e.b.s->algorithm : "none";
-  if (e.b.s) {
-    e.p.timing.protocol = e.b.s->protocol;
-    if (opt_.collect_link_stats) payload_bytes(*e.b.s, routing_of(e.b), e.p);
-    e.p.replication = replication(comm);
-    e.p.all_to_all = op == CollOp::AllToAll || op == CollOp::AllToAllv;
+  // The schedule depends on these only (build_collective; the name is for messages), so does the payload.
+  std::shared_ptr<Shape>* shared = nullptr;
+  if (opt_.shared_schedule_reuse) {
+    auto [at, fresh] = shapes_.try_emplace(ShapeKey{static_cast<int>(op), bytes, algorithm, comm.ranks, comm.mirrors,
+                                                    comm.mirror_stride, comm.stand_ins, comm.a2a_matrix});
+    if (!fresh) {
+      e.shape = at->second;
+      e.b = e.shape->b;
+      e.p = e.shape->p;
+      ++shapes_reused_;
+    }
+    shared = &at->second;
+  }
+  if (!e.shape) {
+    e.b = build_collective(comm, op, bytes, algorithm);
+    e.p.timing.algorithm = e.b.s ? e.b.s->algorithm : "none";
+    if (e.b.s) {
+      e.p.timing.protocol = e.b.s->protocol;
+      if (opt_.collect_link_stats) payload_bytes(*e.b.s, routing_of(e.b), e.p);
+      e.p.replication = replication(comm);
+      e.p.all_to_all = op == CollOp::AllToAll || op == CollOp::AllToAllv;
+    }
+    if (shared) {
+      e.shape = std::make_shared<Shape>();
+      e.shape->b = e.b;
+      e.shape->p = e.p;
+      *shared = e.shape;
+    }
   }
   auto [o, fresh] = comm_owner_.emplace(static_cast<const void*>(&comm), static_cast<std::uint32_t>(owner_shared_.size()));
   if (fresh) {
@@ -586,30 +607,37 @@ SharedNetworkCommModel::Entry& SharedNetworkCommModel::p2p_entry(std::int32_t sr
 void SharedNetworkCommModel::claim(Entry& e) {
   e.claimed = true;
   if (!e.b.s) return;
-  topo::Routing& routing = routing_of(e.b);
+  if (e.shape && e.shape->dirs_known) {
+    e.dirs_used = e.shape->dirs;
+  } else {
+    topo::Routing& routing = routing_of(e.b);
+    if (dir_mark_.empty()) dir_mark_.assign(link_owner_.size(), 0);
+    ++claims_;
+    for (const auto& x : e.b.s->transfers) {
+      if (x.src == x.dst) continue;
+      for (auto d : routing.route(x.src, x.dst))
+        if (dir_mark_[d] != claims_) {  // each direction once (a ring's 130,048 transfers cross a few hundred)
+          dir_mark_[d] = claims_;
+          e.dirs_used.push_back(static_cast<std::uint32_t>(d));
+        }
+    }
+    std::sort(e.dirs_used.begin(), e.dirs_used.end());
+    e.dirs_used.shrink_to_fit();
+    if (e.shape) e.shape->dirs = e.dirs_used, e.shape->dirs_known = true;
+  }
+  // Owners per link direction (the same for every hop that crosses it).
   std::vector<std::uint32_t> others;
   bool conflict = false;
-  if (dir_mark_.empty()) dir_mark_.assign(link_owner_.size(), 0);
-  ++claims_;
-  for (const auto& x : e.b.s->transfers) {
-    if (x.src == x.dst) continue;
-    for (auto d : routing.route(x.src, x.dst)) {
-      if (dir_mark_[d] != claims_) {  // each direction once (a ring's 130,048 transfers cross a few hundred)
-        dir_mark_[d] = claims_;
-        e.dirs_used.push_back(static_cast<std::uint32_t>(d));
-      }
-      std::int64_t& o = link_owner_[d];
-      if (o == -1) {
-        o = e.owner;
-      } else if (o != static_cast<std::int64_t>(e.owner)) {
-        conflict = true;
-        if (o >= 0) others.push_back(static_cast<std::uint32_t>(o));
-        o = -2;
-      }
+  for (auto d : e.dirs_used) {
+    std::int64_t& o = link_owner_[d];
+    if (o == -1) {
+      o = e.owner;
+    } else if (o != static_cast<std::int64_t>(e.owner)) {
+      conflict = true;
+      if (o >= 0) others.push_back(static_cast<std::uint32_t>(o));
+      o = -2;
     }
   }
-  std::sort(e.dirs_used.begin(), e.dirs_used.end());
-  e.dirs_used.shrink_to_fit();
   if (!conflict) return;
   // Every owner that met another on a link direction now runs on the network; if one of them has a call
   // priced as isolated still in flight, that call's price may be wrong: start over.

@@ -59,6 +59,11 @@ struct EngineCommOptions {
   // representative block while that is an exact quotient of the shared network's load (sim::Network's mirror
   // quotient, docs/engine.md); false: every block's flows (the reference).
   bool shared_mirror_quotient = true;
+  // SharedNetworkCommModel: calls of different communicators with the same ranks, mirrors, stand-in groups and
+  // all_to_allv matrix, operation, bytes and algorithm (e.g. each MoE layer's own dispatch communicator) run the
+  // same schedule object, so it is built, routed and planned once (exact: the schedules are equal); false: one
+  // schedule per communicator (the reference).
+  bool shared_schedule_reuse = true;
 };
 
 // What the two engine-backed models share: building schedules (collectives with their mirrors, messages),
@@ -266,6 +271,10 @@ class SharedNetworkCommModel final : public EngineCommBase {
   std::size_t restarts() const { return restarts_; }
   std::size_t window_calls() const { return window_calls_; }        // of isolated_calls(): idle-window ones
   std::size_t window_reruns() const { return window_reruns_; }      // reruns after an invalidated window
+  // Distinct collective calls (communicator, op, bytes) and how many of them reuse the schedule of an earlier call
+  // of the same shape (EngineCommOptions::shared_schedule_reuse).
+  std::size_t collective_entries() const { return cache_.size(); }
+  std::size_t schedules_reused() const { return shapes_reused_; }
   void end_of_replay() override;
   std::size_t shared_owners() const;                               // owners that share a link
   // The shared network's max-min solver since the last bind(): component re-solves and the flows they
@@ -284,9 +293,20 @@ class SharedNetworkCommModel final : public EngineCommBase {
   }
 
  private:
+  // What calls of the same shape share (EngineCommOptions::shared_schedule_reuse): the schedule, its payload link
+  // figures and the distinct link directions it routes over (filled by the first claim()).
+  struct Shape {
+    Priced p;
+    Built b;
+    std::vector<std::uint32_t> dirs;
+    bool dirs_known = false;
+  };
+  using ShapeKey = std::tuple<int, double, std::string, std::vector<std::int32_t>, std::int32_t, std::int32_t,
+                              std::vector<std::vector<std::int32_t>>, std::vector<std::vector<double>>>;
   struct Entry {
     Priced p;              // algorithm/protocol, payload link figures
     Built b;
+    std::shared_ptr<Shape> shape;  // shared with the calls of the same shape (collectives)
     std::uint32_t owner = 0;
     bool claimed = false;  // its link directions are marked with its owner
     bool idle_priced = false;
@@ -313,6 +333,8 @@ class SharedNetworkCommModel final : public EngineCommBase {
 
   std::map<std::tuple<const void*, int, double>, Entry> cache_;
   std::map<std::tuple<std::int32_t, std::int32_t, double>, Entry> p2p_cache_;
+  std::map<ShapeKey, std::shared_ptr<Shape>> shapes_;
+  std::size_t shapes_reused_ = 0;
   std::map<const void*, std::uint32_t> comm_owner_;
   std::map<std::pair<std::int32_t, std::int32_t>, std::uint32_t> p2p_owner_;
   std::vector<std::int64_t> link_owner_;  // per link direction: -1 none, -2 several, else the owner
