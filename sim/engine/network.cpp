@@ -79,6 +79,7 @@ struct Network::Plan {
   std::shared_ptr<const models::Schedule> s;  // keeps the key valid
   std::vector<Node> nodes;
   std::vector<std::uint32_t> top_nodes, singles;  // what starts: bundles and single transfers
+  std::vector<std::uint32_t> roots;  // their key indices in increasing order: singles, then transfers.size() + node
 };
 
 struct Network::WavePlan {
@@ -97,6 +98,7 @@ struct Network::WavePlan {
 struct Network::DepIndex {
   std::shared_ptr<const models::Schedule> s;  // keeps the key valid
   std::vector<std::uint32_t> pending, succ_off, succ;
+  std::vector<std::uint32_t> roots;  // transfers without dependencies, increasing
   std::vector<double> lat;
 };
 
@@ -121,6 +123,10 @@ struct Network::Run {
   std::vector<std::uint8_t> qstate;
   std::vector<double> qlat;
   std::vector<FlowModel::FlowId> qflow;
+  // Delayed roots (start_schedule with root_delay_s > 0): one latency-heap entry walks roots[roots_next ..
+  // roots_end) in key order, instead of one entry per root (the same order of events; Network::process).
+  const std::vector<std::uint32_t>* roots = nullptr;
+  std::size_t roots_next = 0, roots_end = 0;
   std::size_t done = 0;
   double start_s = 0;
   ScheduleDone cb;
@@ -272,6 +278,8 @@ const Network::Plan* Network::plan_for(const std::shared_ptr<const models::Sched
   for (auto& nd : plan->nodes)
     if (nd.child_nodes.empty() && nd.child_singles.empty()) nd.child_singles = nd.members;
   std::sort(plan->singles.begin(), plan->singles.end());
+  plan->roots = plan->singles;
+  for (std::uint32_t top : plan->top_nodes) plan->roots.push_back(static_cast<std::uint32_t>(n) + top);
   const Plan* out = plan.get();
   cache.emplace(s.get(), std::move(plan));
   return out;
@@ -384,34 +392,32 @@ std::uint32_t Network::start_schedule(std::shared_ptr<const models::Schedule> s,
     }
   } else if (r.plan) {
     const Plan& pl = *r.plan;
-    const std::size_t starts = pl.top_nodes.size() + pl.singles.size();
+    const std::size_t starts = pl.roots.size();
     model_.reserve(starts);
     reserve_geometric(lat_heap_, lat_heap_.size() + starts);
-    auto push = [&](std::uint64_t idx) {
-      if (root_delay_s > 0) {
-        push_latency(now + root_delay_s, kReadyBit | make_key(slot, idx));
-      } else {
-        ready_stack_.push_back(make_key(slot, idx));
-      }
-    };
-    for (std::size_t k = pl.top_nodes.size(); k-- > 0;) push(n + pl.top_nodes[k]);
-    for (std::size_t k = pl.singles.size(); k-- > 0;) push(pl.singles[k]);
+    if (root_delay_s > 0) {
+      delay_roots(r, slot, pl.roots, starts, now + root_delay_s);
+    } else {
+      // pushed in reverse key order so the ready stack pops them in key order
+      for (std::size_t k = pl.roots.size(); k-- > 0;) ready_stack_.push_back(make_key(slot, pl.roots[k]));
+    }
   } else {
     // Roots start together (an all-to-all: all of its transfers): room for them in one allocation each.
-    std::size_t roots = 0;
-    for (std::uint32_t p : r.pending) roots += p == 0;
+    const std::vector<std::uint32_t>& all_roots = r.dep->roots;
+    const std::size_t roots =
+        static_cast<std::size_t>(std::lower_bound(all_roots.begin(), all_roots.end(), active_n) - all_roots.begin());
     model_.reserve(roots);
-    reserve_geometric(lat_heap_, lat_heap_.size() + roots);
-    if (root_delay_s == 0) reserve_geometric(ready_stack_, ready_stack_.size() + roots);
-    // Roots: pushed in reverse index order so the ready stack pops them in index order.
-    for (std::uint32_t i = static_cast<std::uint32_t>(active_n); i-- > 0;) {
-      if (r.pending[i] != 0) continue;
-      if (root_delay_s > 0) {
-        push_latency(now + root_delay_s, kReadyBit | make_key(slot, i));
-        if (r.mq) r.qstate[i] = kQDelayed, r.qlat[i] = now + root_delay_s;
-      } else {
-        ready_stack_.push_back(make_key(slot, i));
-        if (r.mq) r.qstate[i] = kQQueued;
+    reserve_geometric(lat_heap_, lat_heap_.size() + 1);
+    if (root_delay_s > 0) {
+      if (r.mq)
+        for (std::size_t k = 0; k < roots; ++k) r.qstate[all_roots[k]] = kQDelayed, r.qlat[all_roots[k]] = now + root_delay_s;
+      delay_roots(r, slot, all_roots, roots, now + root_delay_s);
+    } else {
+      reserve_geometric(ready_stack_, ready_stack_.size() + roots);
+      // Roots: pushed in reverse index order so the ready stack pops them in index order.
+      for (std::size_t k = roots; k-- > 0;) {
+        ready_stack_.push_back(make_key(slot, all_roots[k]));
+        if (r.mq) r.qstate[all_roots[k]] = kQQueued;
       }
     }
   }
@@ -464,6 +470,8 @@ void Network::recycle(std::unique_ptr<Run> r) {
   r->nt = 0;
   r->alt = false;
   r->mq.reset();
+  r->roots = nullptr;
+  r->roots_next = r->roots_end = 0;
   r->qorbit.clear();
   r->qstate.clear();
   r->qlat.clear();
@@ -514,6 +522,8 @@ std::shared_ptr<Network::DepIndex> Network::build_dep_index(const std::shared_pt
       if (--pend[ix->succ[k]] == 0) stack.push_back(ix->succ[k]);
   }
   if (seen != n) throw InputError(where + ": deps", "the dependencies contain a cycle");
+  for (std::uint32_t i = 0; i < n; ++i)
+    if (ix->pending[i] == 0) ix->roots.push_back(i);
   return ix;
 }
 
@@ -644,6 +654,19 @@ void Network::ready(std::uint64_t key, double t) {
   start_phase(key, t, lat);
 }
 
+void Network::delay_roots(Run& r, std::uint32_t slot, const std::vector<std::uint32_t>& roots, std::size_t count,
+                          double at_s) {
+  if (count == 0) return;
+  if (!opt_.batch_root_delays) {
+    for (std::size_t k = count; k-- > 0;) push_latency(at_s, kReadyBit | make_key(slot, roots[k]));
+    return;
+  }
+  r.roots = &roots;
+  r.roots_next = 0;
+  r.roots_end = count;
+  push_latency(at_s, kReadyBit | make_key(slot, roots[0]));
+}
+
 void Network::push_latency(double at_s, std::uint64_t key) {
   lat_heap_.push_back(LatEntry{at_s, key});
   std::push_heap(lat_heap_.begin(), lat_heap_.end(), [](const LatEntry& a, const LatEntry& b) { return lat_after(a, b); });
@@ -772,14 +795,31 @@ void Network::process(double now) {
   // 1. latency phases that end now (and delayed roots that become ready now)
   while (!lat_heap_.empty() && lat_heap_.front().t_s <= now) {
     const std::uint64_t key = lat_heap_.front().key;
+    const double at = lat_heap_.front().t_s;
     std::pop_heap(lat_heap_.begin(), lat_heap_.end(), cmp);
     lat_heap_.pop_back();
     if (key & kReadyBit) {
       const std::uint64_t k = key & ~kReadyBit;
-      if (key_idx(k) == kIdxMask)
-        finished_runs_.emplace_back(key_slot(k), now);  // empty schedule
-      else
+      const std::uint32_t slot = key_slot(k);
+      Run* r = key_idx(k) == kIdxMask ? nullptr : runs_[slot].get();
+      if (!r) {
+        finished_runs_.emplace_back(slot, now);  // empty schedule
+      } else if (r->roots_next < r->roots_end && key_idx(k) == (*r->roots)[r->roots_next]) {
+        // Delayed roots: each in key order, as if each had its own entry at `at`; the walk yields to any entry
+        // due now that such an entry would have come after.
+        for (;;) {
+          ready(make_key(slot, (*r->roots)[r->roots_next++]), now);
+          if (r->roots_next == r->roots_end) break;
+          drain(now);
+          const LatEntry next{at, kReadyBit | make_key(slot, (*r->roots)[r->roots_next])};
+          if (!lat_heap_.empty() && lat_heap_.front().t_s <= now && lat_after(next, lat_heap_.front())) {
+            push_latency(next.t_s, next.key);
+            break;
+          }
+        }
+      } else {
         ready(k, now);
+      }
     } else {
       begin_bandwidth(key, now);
     }

@@ -64,6 +64,9 @@ struct NetworkOptions {
   // false: ScheduleRun::transfers is left empty, and a bundle's start and finish cost one update, not one per
   // member (for callers that use finish_s only; every time and link figure stays the same)
   bool transfer_times = true;
+  // A schedule's roots delayed by root_delay_s share one latency-heap entry that walks them in key order (the same
+  // order of events as one entry each, which false keeps: the reference).
+  bool batch_root_delays = true;
 };
 
 // A finished schedule: absolute simulated times (seconds since the queue's time 0).
@@ -143,6 +146,9 @@ class Network final : public EventTarget {
   void begin_bandwidth(std::uint64_t key, double t);
   // The latency heap's entry for `key` at at_s (a ready entry when key carries kReadyBit).
   void push_latency(double at_s, std::uint64_t key);
+  // The first `count` of `roots` (key indices, increasing) of r become ready at at_s: one latency-heap entry.
+  void delay_roots(Run& r, std::uint32_t slot, const std::vector<std::uint32_t>& roots, std::size_t count,
+                   double at_s);
   // The latency phase of `key` from t when latency_s > 0, else its bandwidth phase at once.
   void start_phase(std::uint64_t key, double t, double latency_s);
   void finish(std::uint64_t key, double t);

@@ -117,3 +117,81 @@ TEST_CASE("Network: a malformed schedule is refused at every start, not only the
   CHECK(f1 > 0);
   CHECK(f2 == doctest::Approx(f1).epsilon(1e-12));
 }
+
+TEST_CASE("Network: delayed roots walked from one heap entry give the same events as one entry per root") {
+  // The mixed traffic above (ring, mirror quotient, bundles, messages: all started with their fixed latency as
+  // root delay), with batch_root_delays on and off.
+  const test::MixedSchedules mix;
+  const topo::Topology& t = mix.sys.topology();
+  const std::shared_ptr<const models::Schedule> mirrored =
+      test::mirrored(t, mix.sys.routing(false), mix.sys.calibration(), models::Op::AllGather, models::Algorithm::Ring,
+                     models::Fidelity::Step, std::uint64_t{16} << 20, 8);
+  auto run = [&](bool batch) {
+    sim::EventQueue q;
+    sim::NetworkOptions opt;
+    opt.bundle_flows = true;
+    opt.batch_root_delays = batch;
+    sim::Network net(q, t, mix.sys.routing(false), mix.sys.calibration(), opt);
+    net.set_alternate_routing(mix.sys.routing(true));
+    std::vector<sim::ScheduleRun> runs(5);
+    auto start = [&](int k, const std::shared_ptr<const models::Schedule>& s, bool alt, std::uint32_t groups) {
+      net.start_schedule(s, s->fixed_latency_s, [&runs, k](sim::ScheduleRun& r) { runs[k] = std::move(r); }, alt,
+                         groups);
+    };
+    start(0, mix.ring, false, 1);
+    start(1, mirrored, false, 8);
+    start(2, mix.skewed, true, 1);
+    q.schedule(1e-4, [&] { start(3, mix.ring, false, 1); });
+    q.schedule(1e-4, [&] { start(4, mix.uniform, true, 1); });
+    q.run();
+    return std::make_pair(runs, net.link_stats());
+  };
+  const auto a = run(true), b = run(false);
+  for (std::size_t k = 0; k < a.first.size(); ++k) {
+    CAPTURE(k);
+    CHECK(a.first[k].finish_s > a.first[k].start_s);
+    CHECK(a.first[k].finish_s == b.first[k].finish_s);
+    REQUIRE(a.first[k].transfers.size() == b.first[k].transfers.size());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < a.first[k].transfers.size(); ++i)
+      differ += a.first[k].transfers[i].start_s != b.first[k].transfers[i].start_s ||
+                a.first[k].transfers[i].finish_s != b.first[k].transfers[i].finish_s;
+    CHECK(differ == 0);
+  }
+  std::size_t differ = 0;
+  for (std::size_t d = 0; d < a.second.size(); ++d)
+    differ += a.second[d].bytes != b.second[d].bytes || a.second[d].busy_s != b.second[d].busy_s ||
+              a.second[d].peak_util != b.second[d].peak_util;
+  CHECK(differ == 0);
+}
+
+TEST_CASE("Network: the walk over delayed roots yields to a latency phase that ends at the same time") {
+  // At t = 1e4 s a route latency of 2e-13 s is below half an ulp: each root's latency phase ends when it starts,
+  // at the roots' own time, and its entry comes before the next root's (a latency entry sorts before a ready one).
+  const auto t = test::star(4, 25e9, 1e-13);
+  models::Calibration c;
+  c.of(topo::LinkKind::InfiniBand) = models::LinkKindParams{0, 0.8};
+  topo::Routing routing(t);
+  auto s = std::make_shared<models::Schedule>();
+  s->transfers = {test::xfer(0, 1, 1e6), test::xfer(1, 2, 1e6), test::xfer(2, 3, 1e6), test::xfer(3, 0, 1e6),
+                  test::xfer(0, 2, 1e6, {0, 1})};
+  auto run = [&](bool batch) {
+    sim::EventQueue q;
+    sim::NetworkOptions opt;
+    opt.batch_root_delays = batch;
+    sim::Network net(q, t, routing, c, opt);
+    sim::ScheduleRun out;
+    q.schedule(1e4, [&] { net.start_schedule(s, 1e-3, [&](sim::ScheduleRun& r) { out = std::move(r); }); });
+    q.run();
+    return out;
+  };
+  const sim::ScheduleRun a = run(true), b = run(false);
+  REQUIRE(a.transfers.size() == 5);
+  CHECK(a.transfers[0].start_s == 1e4 + 1e-3);
+  CHECK(a.finish_s > a.transfers[0].start_s);
+  CHECK(a.finish_s == b.finish_s);
+  for (std::size_t i = 0; i < 5; ++i) {
+    CHECK(a.transfers[i].start_s == b.transfers[i].start_s);
+    CHECK(a.transfers[i].finish_s == b.transfers[i].finish_s);
+  }
+}
