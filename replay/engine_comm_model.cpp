@@ -786,7 +786,9 @@ void SharedNetworkCommModel::start(Entry& e, Done done) {
     }
     ++dir_busy_[d];
   }
-  if (invalidated_ >= kRunInvalidLimit) end_of_replay();  // the rest of this run is timed wrong: rerun now
+  // the rest of this run is timed wrong: rerun now
+  if (invalidated_ >= kRunInvalidLimit || (invalidated_ >= kEarlyInvalid && 4 * invalidated_ >= window_calls_))
+    end_of_replay();
   account(e.p, e.p.replication);
   ++runs_;
   ++network_calls_;

@@ -324,6 +324,10 @@ class SharedNetworkCommModel final : public EngineCommBase {
   static constexpr std::size_t kMaxWindowReruns = 16;
   static constexpr std::uint32_t kOwnerWindowLimit = 2;
   static constexpr std::size_t kRunInvalidLimit = 64;
+  // ... and as soon as kEarlyInvalid or more idle windows failed and they are a quarter or more of this run's
+  // windows so far: end_of_replay() then turns windows off, as it would at the end of such a run (DeepSeek-V3:
+  // 8 of its first ~10 windows fail, where the run used to go on to 64 of 80).
+  static constexpr std::size_t kEarlyInvalid = 8;
   void price_idle(Entry& e);
   Entry& collective_entry(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                           const std::string& algorithm);
