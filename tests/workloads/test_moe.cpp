@@ -226,6 +226,43 @@ TEST_CASE("moe memory: expert weights sharded by EP, optimizer state by EDP") {
   CHECK(mem({{"moe_load", "zipf"}, {"moe_load_skew", "1.5"}}).activations_bytes > ep8.activations_bytes);
 }
 
+TEST_CASE("moe with Megatron FSDP: each MoE layer's experts are gathered and reduce-scattered over EDP") {
+  // 16 GPUs, PP 2 -> 8 per stage; EP 4, ETP 1 -> EDP 2. ZeRO-3 shards the experts over EDP, so every
+  // layer's forward and backward gather its local experts (2 experts x 3 x 1024 x 2816 bf16) and its
+  // backward reduce-scatters their gradients; the step-end expert reduce-scatter is then not needed.
+  const ParamMap fsdp = {{"expert_model_parallel_size", "4"}, {"expert_tensor_parallel_size", "1"},
+                         {"data_parallel_sharding_strategy", "optim_grads_params"}};
+  const Trace t = gen(small_moe(fsdp));
+  const double expert_bytes = 2.0 * 3.0 * 1024 * 2816 * 2.0;
+  int ag = 0, rs = 0, step_end = 0;
+  for (const Op& op : t.ranks.at(0).ops) {
+    if (op.name.find("edp.experts") != std::string::npos) ++step_end;
+    const bool is_ag = op.name.find(".fsdp.ag.experts") != std::string::npos,
+               is_rs = op.name.find(".fsdp.rs.experts") != std::string::npos;
+    if (!is_ag && !is_rs) continue;
+    ag += is_ag, rs += is_rs;
+    CHECK(op.bytes == doctest::Approx(expert_bytes));  // bf16 weights; bf16 gradients (grad_reduce_in_fp32 off)
+    const Communicator& cm = t.comms.at(static_cast<std::size_t>(op.comm));
+    CHECK(cm.ranks.size() == 2);  // the EDP group
+    CHECK(cm.ranks[1] - cm.ranks[0] == 4);  // EDP is outermost in the stage's expert grid (ETP x EP = 4)
+  }
+  // Stage 0 holds 2 MoE layers; 16 / (1 x 8 DP) = 2 micro-batches: 2 x 2 forward + 2 x 2 backward gathers.
+  CHECK(ag == 8);
+  CHECK(rs == 4);
+  CHECK(step_end == 0);
+  // Without FSDP (distributed optimizer) the experts are not gathered per layer.
+  const Trace d = gen(small_moe({{"expert_model_parallel_size", "4"}, {"use_distributed_optimizer", "true"}}));
+  for (const Op& op : d.ranks.at(0).ops) CHECK(op.name.find(".fsdp.") == std::string::npos);
+  // Memory: the running and the prefetched layer's gathered experts and the running one's gradient. EP 8 on
+  // the 8 GPUs of a stage has EDP 1 (nothing sharded, nothing gathered); EP 4 holds twice the experts per
+  // layer, sharded over EDP 2 (the same 2 bytes per local parameter in all) plus two gathered layers.
+  auto mem = [](const ParamMap& over) { return gpt_memory_per_gpu(gpt_config_from_params(small_moe(over), "--param")); };
+  const auto m4 = mem(fsdp), m8 = mem({{"data_parallel_sharding_strategy", "optim_grads_params"}});
+  const double layer_experts = 2.0 * 3.0 * 1024 * 2816;  // EP 4: 2 local experts
+  CHECK(m4.weights_bytes - m8.weights_bytes == doctest::Approx(2.0 * 2.0 * layer_experts));
+  CHECK(m4.grads_bytes - m8.grads_bytes == doctest::Approx(2.0 * layer_experts));
+}
+
 TEST_CASE("moe parameters: bad input names the parameter") {
   CHECK(error_of([] { gen(small_moe({{"expert_model_parallel_size", "3"}})); }).find("expert_model_parallel_size") != std::string::npos);
   CHECK(error_of([] { gen(small_moe({{"tensor_model_parallel_size", "2"}, {"expert_model_parallel_size", "4"}})); })
