@@ -158,6 +158,32 @@ Outcome run_row(int i) {
   return o;
 }
 
+// Seconds the FSDP stream is busy per simulated rank (its gathers and reduce-scatters back to back).
+double fsdp_busy(const sim::RunResult& r) {
+  double busy = 0;
+  std::map<std::int32_t, int> ranks;
+  for (const auto& op : r.ops) {
+    ranks[op.rank] = 1;
+    if (op.stream == "comm.fsdp") busy += op.end_s - op.start_s;
+  }
+  return ranks.empty() ? 0.0 : busy / double(ranks.size());
+}
+
+// Seconds of attention-block compute (QKV / projection GEMMs and the attention kernel, forward and backward)
+// per simulated rank.
+double attention_compute(const sim::RunResult& r) {
+  double busy = 0;
+  std::map<std::int32_t, int> ranks;
+  for (const auto& op : r.ops) {
+    ranks[op.rank] = 1;
+    const auto n = op.name.size();
+    if (op.kind == "compute" && ((n > 9 && op.name.compare(n - 9, 9, ".fwd.attn") == 0) ||
+                                 (n > 9 && op.name.compare(n - 9, 9, ".bwd.attn") == 0)))
+      busy += op.end_s - op.start_s;
+  }
+  return ranks.empty() ? 0.0 : busy / double(ranks.size());
+}
+
 double exposed(const sim::RunResult& r, const char* cat) {
   auto it = r.breakdown.exposed_comm_s.find(cat);
   return it == r.breakdown.exposed_comm_s.end() ? 0.0 : it->second;
@@ -173,7 +199,7 @@ struct TableResult {
 // EP all-to-all / DP / PP communication, bubble; the memory model's peak per GPU).
 TableResult run_rows(int lo, int hi) {
   std::printf("row  table      method              model               GPUs  measured  simulated  error    "
-              "step_s  compute  tp     cp     ep/a2a dp     pp     bubble mem_GiB\n");
+              "step_s  compute  tp     cp     ep/a2a dp     pp     bubble mem_GiB fsdp_busy attn_s\n");
   TableResult out;
   std::vector<double>& errs = out.errs;
   for (int i = lo; i <= hi; ++i) {
@@ -192,11 +218,11 @@ TableResult run_rows(int lo, int hi) {
     errs.push_back(std::fabs(e));
     out.simulated[i] = o.simulated;
     const auto& b = o.res.breakdown;
-    std::printf("%-4d %-10.10s %-19s %-19s %5s  %8.1f  %9.1f  %+6.1f%%  %6.2f  %6.2f  %5.2f  %5.2f  %5.2f  %5.2f  %5.2f  %5.2f  %5.1f\n",
+    std::printf("%-4d %-10.10s %-19s %-19s %5s  %8.1f  %9.1f  %+6.1f%%  %6.2f  %6.2f  %5.2f  %5.2f  %5.2f  %5.2f  %5.2f  %5.2f  %5.1f   %5.2f  %6.2f\n",
                 i, r.at("table").c_str(), method.c_str(), r.at("model").c_str(), layout_row(i).at("num_gpus").c_str(),
                 o.measured, o.simulated, 100 * e, o.res.iteration_s, b.compute_s, exposed(o.res, "tp"),
                 exposed(o.res, "cp"), exposed(o.res, "ep") + exposed(o.res, "all_to_all"), exposed(o.res, "dp"),
-                exposed(o.res, "pp"), b.bubble_s, o.mem_gib);
+                exposed(o.res, "pp"), b.bubble_s, o.mem_gib, fsdp_busy(o.res), attention_compute(o.res));
   }
   return out;
 }
