@@ -65,10 +65,12 @@ TEST_CASE("moe catalogue: total parameters match the published model sizes") {
   // Published totals: DeepSeek-V3 671B main model (arXiv:2412.19437 Sec. 1, MTP module not counted);
   // Qwen3-235B-A22B 235B and Qwen3-30B-A3B 30.5B (arXiv:2505.09388 Table 1/2); gpt-oss-120b 116.8B
   // (model card arXiv:2508.10925 Table 1); Mixtral 8x7B 46.7B (arXiv:2401.04088 Sec. 2.1); Mixtral 8x22B
-  // 141B (Mistral's release announcement "Cheaper, Better, Faster, Stronger", 2024-04-17).
+  // 141B (Mistral's release announcement "Cheaper, Better, Faster, Stronger", 2024-04-17); Llama 4 Scout 109B
+  // total, 17B active (Meta, "The Llama 4 herd", 2025-04-05).
   const std::pair<const char*, double> published[] = {{"deepseek-v3", 671e9},  {"qwen3-235b-a22b", 235e9},
                                                       {"qwen3-30b-a3b", 30.5e9}, {"gpt-oss-120b", 116.8e9},
-                                                      {"mixtral-8x7b", 46.7e9}, {"mixtral-8x22b", 141e9}};
+                                                      {"mixtral-8x7b", 46.7e9}, {"mixtral-8x22b", 141e9},
+                                                      {"llama4-scout", 109e9}};
   for (const auto& [m, n] : published) {
     CAPTURE(m);
     const double got = model_params(m);
