@@ -17,6 +17,17 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
   // Mixtral 8x22B: config.json of mistralai/Mixtral-8x22B-v0.1: 56 layers, hidden 6144, intermediate 16384,
   //   48 heads, 8 kv heads, vocab 32000, max_position_embeddings 65536; the same shape is in
   //   tests/data/training-modern/moe_h100.csv (arch_source column). Training runs override seq_length.
+  // Mixtral-8x22B-G8T8 (MoE Parallel Folding, arXiv:2504.14960 Sec. 4.1): Mixtral 8x22B "re-parameterized
+  //   to 64 experts and 8 active experts per token", each expert 1/8 of the original hidden size (fine-grained
+  //   upcycling, arXiv:2410.07524); attention, embeddings and vocabulary are Mixtral 8x22B's (above). Experts
+  //   in workloads/moe.cpp. Same shape in tests/data/training-modern/moe_h100.csv (arch columns, row 10).
+  // Llama3-8x70B (MoE Parallel Folding, arXiv:2504.14960 Sec. 4.1): Llama3-70B "upcycled to 8 experts"
+  //   (sparse upcycling, arXiv:2212.05055): the dense shape is Llama 3 70B's (Llama 3 Herd of Models Table 3,
+  //   above); every FFN becomes 8 copies of the 28672-wide SwiGLU MLP (moe_h100.csv arch columns, row 15).
+  // Qwen2-57B-A14B: Qwen2 Technical Report (arXiv:2407.10671) Table 1: 28 layers, hidden 3584, 28 query
+  //   heads, 4 KV heads, head size 128, untied embeddings; vocab_size 151936 as every Qwen2(-MoE) config.json
+  //   (the tokenizer's 151,646 padded); dense intermediate_size 18944 of its config.json is unused (every
+  //   layer is MoE, decoder_sparse_step 1). The shape is also moe_h100.csv's arch columns (row 5).
   // DeepSeek-V3: arXiv:2412.19437 Sec. 4.2 and config.json (deepseek-ai/DeepSeek-V3): 61 layers, hidden
   //   7168, dense-layer intermediate 18432, 128 heads (MLA, workloads/moe.cpp), vocab 129280, untied,
   //   pre-training sequence length 4096 (Sec. 4.2 "Hyper-Parameters"). kv_channels is unused under MLA.
@@ -48,6 +59,12 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
        "Mixtral of Experts, arXiv:2401.04088 Table 1"},
       {"mixtral-8x22b", 56, 6144, 16384, 48, 8, 128, 65536, 32000, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "config.json of mistralai/Mixtral-8x22B-v0.1"},
+      {"mixtral-8x22b-g8t8", 56, 6144, 16384, 48, 8, 128, 65536, 32000, true, true, "RMSNorm", "rope", 0.0, 0.0,
+       "MoE Parallel Folding, arXiv:2504.14960 Sec. 4.1 (Mixtral 8x22B, 64 experts of 2048, top-8)"},
+      {"llama3-8x70b", 80, 8192, 28672, 64, 8, 128, 8192, 128256, true, true, "RMSNorm", "rope", 0.0, 0.0,
+       "MoE Parallel Folding, arXiv:2504.14960 Sec. 4.1 (Llama 3 70B upcycled to 8 experts)"},
+      {"qwen2-57b-a14b", 28, 3584, 18944, 28, 4, 128, 4096, 151936, true, true, "RMSNorm", "rope", 0.0, 0.0,
+       "Qwen2 Technical Report, arXiv:2407.10671 Table 1; config.json"},
       {"deepseek-v3", 61, 7168, 18432, 128, 128, 128, 4096, 129280, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "DeepSeek-V3 Technical Report, arXiv:2412.19437 Sec. 4.2; config.json"},
       {"qwen3-30b-a3b", 48, 2048, 6144, 32, 4, 128, 4096, 151936, true, true, "RMSNorm", "rope", 0.0, 0.0,

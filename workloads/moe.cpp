@@ -46,6 +46,21 @@ bool moe_catalogue_defaults(const std::string& model, MoeConfig& m) {
     // Mixtral of Experts (arXiv:2401.04088) Table 1: 8 experts, top-2, every layer; expert hidden = the
     // model's hidden_dim (14336 for 8x7B; 16384 for 8x22B per its config.json, mistralai/Mixtral-8x22B-v0.1).
     c.num_experts = 8, c.moe_router_topk = 2;
+  } else if (model == "mixtral-8x22b-g8t8") {
+    // MoE Parallel Folding (arXiv:2504.14960) Sec. 4.1: 64 experts, 8 active per token, each expert's hidden
+    // size one-eighth of Mixtral 8x22B's 16384 (moe_h100.csv row 10: moe_expert_ffn 2048).
+    c.num_experts = 64, c.moe_router_topk = 8, c.moe_ffn_hidden_size = 2048;
+  } else if (model == "llama3-8x70b") {
+    // MoE Parallel Folding (arXiv:2504.14960) Sec. 4.1: Llama3-70B upcycled to 8 experts of the dense FFN
+    // (28672). The paper does not print top-k; top-2 is assumed, the choice of the coarse-grained models it
+    // is grouped with (Mixtral 8x22B, Table 1 "Coarse-grained") and of "8xN" upcycled models (Mixtral).
+    c.num_experts = 8, c.moe_router_topk = 2;
+  } else if (model == "qwen2-57b-a14b") {
+    // Qwen2 Technical Report (arXiv:2407.10671) Table 1: 64 routed experts of intermediate size 2560, 8
+    // activated, 8 shared experts (one always-on MLP of 8 x 2560 = 20480, config.json
+    // shared_expert_intermediate_size; moe_h100.csv row 5: moe_shared_expert_ffn 20480); every layer MoE.
+    c.num_experts = 64, c.moe_router_topk = 8, c.moe_ffn_hidden_size = 2560;
+    c.moe_shared_expert_intermediate_size = 20480;
   } else {
     return false;
   }
