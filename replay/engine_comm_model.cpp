@@ -170,29 +170,36 @@ void EngineCommBase::account(const Priced& p, double replication) {
   if (p.all_to_all) {
     // Per class: payload bytes, and the busiest direction's bytes / nominal bandwidth of this call.
     if (a2a_class_of_link_.empty()) a2a_class_of_link_.assign(static_cast<std::size_t>(t_.num_links()), -1);
-    a2a_touched_.clear();
-    for (const auto& [d, st] : p.dirs) {
-      const auto l = static_cast<topo::LinkId>(d / 2);
-      std::int32_t& c = a2a_class_of_link_[l];
-      if (c < 0) {
-        const std::string cls = link_class_slug(topo::to_string(t_.link(l).kind), link_tier(t_, l));
-        const auto it = std::find(a2a_class_names_.begin(), a2a_class_names_.end(), cls);
-        c = static_cast<std::int32_t>(it - a2a_class_names_.begin());
-        if (it == a2a_class_names_.end()) {
-          a2a_class_names_.push_back(cls);
-          a2a_bytes_.push_back(0);
-          a2a_time_.push_back(0);
-          a2a_worst_.push_back(-1);  // < 0: not touched by this call
+    if (p.a2a_dirs.size() != p.dirs.size()) {  // first call of this entry: each direction's class and time
+      p.a2a_dirs.clear();
+      for (const auto& [d, st] : p.dirs) {
+        const auto l = static_cast<topo::LinkId>(d / 2);
+        std::int32_t& c = a2a_class_of_link_[l];
+        if (c < 0) {
+          const std::string cls = link_class_slug(topo::to_string(t_.link(l).kind), link_tier(t_, l));
+          const auto it = std::find(a2a_class_names_.begin(), a2a_class_names_.end(), cls);
+          c = static_cast<std::int32_t>(it - a2a_class_names_.begin());
+          if (it == a2a_class_names_.end()) {
+            a2a_class_names_.push_back(cls);
+            a2a_bytes_.push_back(0);
+            a2a_time_.push_back(0);
+            a2a_worst_.push_back(-1);  // < 0: not touched by this call
+          }
         }
+        const double bw = t_.link(l).bandwidth_Bps;
+        p.a2a_dirs.emplace_back(c, bw > 0 ? st.bytes / bw : -1.0);
       }
-      a2a_bytes_[c] += st.bytes;
+    }
+    a2a_touched_.clear();
+    for (std::size_t k = 0; k < p.dirs.size(); ++k) {
+      const auto [c, time] = p.a2a_dirs[k];
+      a2a_bytes_[c] += p.dirs[k].second.bytes;
       double& w = a2a_worst_[c];
       if (w < 0) {
         w = 0;
         a2a_touched_.push_back(static_cast<std::uint32_t>(c));
       }
-      const double bw = t_.link(l).bandwidth_Bps;
-      if (bw > 0) w = std::max(w, st.bytes / bw);
+      if (time >= 0) w = std::max(w, time);
     }
     for (auto c : a2a_touched_) {
       a2a_time_[c] += a2a_worst_[c];

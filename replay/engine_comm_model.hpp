@@ -127,6 +127,9 @@ class EngineCommBase : public CommModel {
     std::map<int, double> tier_bytes;                           // per call, by link tier
     double replication = 1;                                     // copies in the whole cluster
     bool all_to_all = false;                                    // an all_to_all(v) (all_to_all_by_class)
+    // account(): per entry of `dirs`, its link's all-to-all class and bytes / nominal bandwidth (< 0: no
+    // bandwidth), looked up at the first call and reused (all_to_all only)
+    mutable std::vector<std::pair<std::int32_t, double>> a2a_dirs;
   };
   // A collective's (or message's) schedule, with how it is run.
   struct Built {
