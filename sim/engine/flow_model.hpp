@@ -9,7 +9,7 @@
 //   - its remaining bytes per instance.
 // Rates are the max-min fair allocation computed by progressive filling (water-filling): all unfrozen
 // flows grow at the same per-instance rate; a resource saturates when sum(w*x) reaches its capacity, which
-// freezes every flow crossing it; a capped flow freezes at its cap. Implemented with an indexed heap of resource
+// freezes every flow crossing it; a capped flow freezes at its cap. Implemented with a binary min-heap of resource
 // saturation levels whose keys are refreshed lazily at the top (levels only rise as flows freeze, so a
 // stored key is a lower bound), so a solve costs about O(sum of path lengths + refreshes * log(resources)).
 //
@@ -140,7 +140,12 @@ class FlowModel {
   struct ResEntry {  // a flow crossing the resource
     FlowId flow;
     std::uint32_t mult;  // how many of its members cross the resource (1 for a plain flow)
-    std::uint32_t hop;   // which of the flow's hops it is (index from hot_[flow].off)
+    std::uint32_t hop;   // the flow's hop entry for this resource (index into hops_)
+  };
+  struct Hop {  // one resource of a flow's route: the flow's entry sits at res_flows_[res][pos]
+    std::uint32_t res;
+    std::uint32_t pos;
+    std::uint32_t mult;  // how many of the flow's members cross it
   };
   struct HeapEntry {
     double t_s;
@@ -175,7 +180,7 @@ class FlowModel {
   // flows (struct of arrays)
   struct FlowHot {  // what the solver reads per flow, packed in one cache line slot
     double w = 0;             // weight
-    std::uint32_t off = 0;    // first hop in hop_res_/hop_pos_
+    std::uint32_t off = 0;    // first hop in hops_
     std::uint32_t cnt = 0;    // number of hops
   };
   std::vector<FlowHot> hot_;
@@ -184,7 +189,7 @@ class FlowModel {
   std::vector<std::uint32_t> ver_, flow_mark_;
   std::vector<std::uint8_t> alive_, frozen_;
   std::vector<FlowId> free_ids_;
-  std::vector<std::uint32_t> hop_res_, hop_pos_, hop_mult_;
+  std::vector<Hop> hops_;
   std::vector<std::uint32_t> members_;  // per flow: 1, a bundle's member count, or 0 (add_symmetric: never split)
   std::vector<FlowId> suspects_, split_;
   std::size_t bundles_added_ = 0, bundles_split_ = 0;
@@ -201,17 +206,14 @@ class FlowModel {
   // scratch
   std::vector<std::uint32_t> stack_, comp_res_;
   std::vector<FlowId> comp_flows_;
-  // indexed min-heap of resources by saturation level (solver)
-  static constexpr std::uint32_t kNoPos = 0xffffffffu;
+  // min-heap of resources by saturation level (solver)
   struct HeapNode {
     double key;
     std::uint32_t res;
   };
-  std::vector<HeapNode> rheap_;
-  std::vector<std::uint32_t> rpos_;
-  void sift_up(std::uint32_t i);
+  std::vector<HeapNode> rheap_;  // only its top is ever removed, so no position index is kept
   void sift_down(std::uint32_t i);
-  void heap_remove(std::uint32_t r);
+  void heap_pop();
   std::vector<std::pair<double, FlowId>> capped_;
   std::vector<double> new_rate_;
   std::vector<FlowId> batch_;
