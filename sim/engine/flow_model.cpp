@@ -61,7 +61,7 @@ FlowModel::FlowId FlowModel::add_symmetric(double now_s, std::span<const std::ui
                                            std::uint64_t user) {
   check_multiplicity("FlowModel::add_symmetric", resources, multiplicity, members);
   const FlowId f = add_impl(now_s, resources, multiplicity.data(), members, bytes_per_instance, weight, rate_cap_Bps, user);
-  members_[f] = 0;  // never a split suspect
+  hot_[f].members = 0;  // never a split suspect
   return f;
 }
 
@@ -81,30 +81,27 @@ FlowModel::FlowId FlowModel::add_impl(double now_s, std::span<const std::uint32_
     f = static_cast<FlowId>(rem_.size());
     rem_.push_back(0);
     tupd_.push_back(0);
-    rate_.push_back(0);
     hot_.push_back(FlowHot{});
     capr_.push_back(0);
     finish_.push_back(kInf);
     user_.push_back(0);
     ver_.push_back(0);
-    flow_mark_.push_back(0);
     pin_flow_mark_.push_back(0);
     pin_flow_ok_.push_back(0);
     alive_.push_back(0);
     frozen_.push_back(0);
-    members_.push_back(1);
   }
-  members_[f] = members;
+  hot_[f].members = members;
   rem_[f] = bytes_per_instance;
   tupd_[f] = now_s;
-  rate_[f] = 0;
+  hot_[f].rate = 0;
   hot_[f].w = weight;
   capr_[f] = rate_cap_Bps > 0 ? rate_cap_Bps : 0;
   finish_[f] = kInf;
   user_[f] = user;
   ++ver_[f];
   alive_[f] = 1;
-  flow_mark_[f] = 0;
+  hot_[f].mark = 0;
   pin_flow_mark_[f] = 0;
   if (hops_.size() > 4096 && dead_hops_ * 2 > hops_.size()) compact_hops();
   if (hops_.size() + resources.size() > 0xffffffffu) throw std::logic_error("FlowModel: too many hops");
@@ -135,16 +132,14 @@ FlowModel::FlowId FlowModel::add_impl(double now_s, std::span<const std::uint32_
 void FlowModel::reserve(std::size_t flows) {
   // Flow ids are recycled: arrays hold active flows plus free ids, so `active + flows` entries suffice.
   const std::size_t need = active_ + flows;
-  for (auto* v : {&rem_, &tupd_, &rate_, &capr_, &finish_}) reserve_geometric(*v, need);
+  for (auto* v : {&rem_, &tupd_, &capr_, &finish_}) reserve_geometric(*v, need);
   reserve_geometric(hot_, need);
   reserve_geometric(user_, need);
   reserve_geometric(ver_, need);
-  reserve_geometric(flow_mark_, need);
   reserve_geometric(pin_flow_mark_, need);
   reserve_geometric(pin_flow_ok_, need);
   reserve_geometric(alive_, need);
   reserve_geometric(frozen_, need);
-  reserve_geometric(members_, need);
   reserve_geometric(heap_, heap_.size() + flows);
   // Hops: the mean route length so far (8 before any flow: GPU-NVSwitch-GPU-NIC-leaf-spine-leaf-NIC-GPU).
   const std::size_t per = added_flows_ ? static_cast<std::size_t>((added_hops_ + added_flows_ - 1) / added_flows_) : 8;
@@ -152,7 +147,7 @@ void FlowModel::reserve(std::size_t flows) {
 }
 
 void FlowModel::remove_flow(FlowId f) {
-  removed_min_rate_ = std::min(removed_min_rate_, rate_[f]);
+  removed_min_rate_ = std::min(removed_min_rate_, hot_[f].rate);
   const FlowHot h = hot_[f];
   for (std::uint32_t k = 0; k < h.cnt; ++k) {
     const Hop hp = hops_[h.off + k];
@@ -176,7 +171,7 @@ void FlowModel::remove_flow(FlowId f) {
   hot_[f].cnt = 0;
   alive_[f] = 0;
   ++ver_[f];
-  rate_[f] = 0;
+  hot_[f].rate = 0;
   finish_[f] = kInf;
   free_ids_.push_back(f);
   --active_;
@@ -218,7 +213,8 @@ void FlowModel::solve(double now_s) {
   if (!dirty()) return;
   ++solves_;
   if (++epoch_ == 0) {  // wrapped: reset marks
-    for (auto* v : {&flow_mark_, &pin_flow_mark_, &res_mark_, &touch_mark_, &pin_res_mark_}) std::fill(v->begin(), v->end(), 0);
+    for (auto* v : {&pin_flow_mark_, &res_mark_, &touch_mark_, &pin_res_mark_}) std::fill(v->begin(), v->end(), 0);
+    for (FlowHot& h : hot_) h.mark = 0;
     epoch_ = 1;
   }
   const std::uint32_t ep = epoch_;
@@ -263,7 +259,7 @@ void FlowModel::solve(double now_s) {
     bool ok = load_[r] >= cap_[r] * (1 - 1e-9);
     if (ok)
       for (const ResEntry& e : res_flows_[r])
-        if (rate_[e.flow] > th_hi) {
+        if (hot_[e.flow].rate > th_hi) {
           ok = false;
           break;
         }
@@ -271,13 +267,13 @@ void FlowModel::solve(double now_s) {
     return ok;
   };
   auto pinned = [&](FlowId f) {
-    if (!pinning || rate_[f] > th_hi) return false;
+    if (!pinning || hot_[f].rate > th_hi) return false;
     if (pin_flow_mark_[f] == ep) return pin_flow_ok_[f] != 0;
     pin_flow_mark_[f] = ep;
     bool ok = false;
     const std::uint64_t off = hot_[f].off;
     for (std::uint32_t k = 0; k < hot_[f].cnt && !ok; ++k)
-      ok = hops_[off + k].mult == members_[f] && resource_pins(hops_[off + k].res);
+      ok = hops_[off + k].mult == hot_[f].members && resource_pins(hops_[off + k].res);
     pin_flow_ok_[f] = ok ? 1 : 0;
     return ok;
   };
@@ -286,7 +282,7 @@ void FlowModel::solve(double now_s) {
   comp_res_.clear();
   comp_flows_.clear();
   auto visit_flow = [&](FlowId f) {
-    flow_mark_[f] = ep;
+    hot_[f].mark = ep;
     comp_flows_.push_back(f);
     const std::uint64_t off = hot_[f].off;
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
@@ -298,7 +294,7 @@ void FlowModel::solve(double now_s) {
     }
   };
   for (FlowId f : dirty_flows_)
-    if (alive_[f] && flow_mark_[f] != ep) visit_flow(f);
+    if (alive_[f] && hot_[f].mark != ep) visit_flow(f);
   for (std::uint32_t r : dirty_res_) {
     res_dirty_[r] = 0;
     if (res_mark_[r] != ep) {
@@ -316,12 +312,12 @@ void FlowModel::solve(double now_s) {
     double kept = 0;
     for (const ResEntry& e : res_flows_[r]) {
       const FlowId f = e.flow;
-      if (flow_mark_[f] == ep) continue;
-      if (rate_[f] < theta) {
-        kept += hot_[f].w * e.mult * rate_[f];
+      if (hot_[f].mark == ep) continue;
+      if (hot_[f].rate < theta) {
+        kept += hot_[f].w * e.mult * hot_[f].rate;
         ++kept_visits_;
       } else if (pinned(f)) {
-        kept += hot_[f].w * e.mult * rate_[f];
+        kept += hot_[f].w * e.mult * hot_[f].rate;
         ++pinned_visits_;
       } else {
         visit_flow(f);
@@ -337,7 +333,7 @@ void FlowModel::solve(double now_s) {
       // scan of the marks, cheaper than sorting millions of ids; same list as the sort.
       comp_flows_.clear();
       for (FlowId f = 0; f < rem_.size(); ++f)
-        if (flow_mark_[f] == ep) comp_flows_.push_back(f);
+        if (hot_[f].mark == ep) comp_flows_.push_back(f);
     } else {
       std::sort(comp_flows_.begin(), comp_flows_.end());
     }
@@ -353,7 +349,7 @@ void FlowModel::solve(double now_s) {
   }
   capped_.clear();
   for (FlowId f : comp_flows_) {
-    rem_[f] -= rate_[f] * (now_s - tupd_[f]);
+    rem_[f] -= hot_[f].rate * (now_s - tupd_[f]);
     if (rem_[f] < 0) rem_[f] = 0;
     tupd_[f] = now_s;
     frozen_[f] = 0;
@@ -431,7 +427,7 @@ void FlowModel::solve(double now_s) {
       for (const ResEntry& e : res_flows_[r])
         if (!frozen_[e.flow]) {
           // a bundle frozen by a resource that only some of its members cross: check it below
-          if (e.mult != members_[e.flow] && members_[e.flow] != 0) suspects_.push_back(e.flow);
+          if (e.mult != hot_[e.flow].members && hot_[e.flow].members != 0) suspects_.push_back(e.flow);
           freeze(e.flow, level);
           --remaining;
         }
@@ -452,8 +448,8 @@ void FlowModel::solve(double now_s) {
   }
   for (FlowId f : comp_flows_) {
     const double x = new_rate_[f];
-    if (x == rate_[f] && finish_[f] != kInf) continue;  // unchanged: its heap entry stays valid
-    rate_[f] = x;
+    if (x == hot_[f].rate && finish_[f] != kInf) continue;  // unchanged: its heap entry stays valid
+    hot_[f].rate = x;
     finish_[f] = x > 0 ? now_s + rem_[f] / x : kInf;
     ++ver_[f];
     if (finish_[f] != kInf) {
@@ -474,12 +470,12 @@ bool FlowModel::bundle_has_bottleneck(FlowId f) const {
   if (capr_[f] > 0 && x >= capr_[f] * (1 - 1e-12)) return true;  // every member sits at the common cap
   const std::uint64_t off = hot_[f].off;
   for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
-    if (hops_[off + k].mult != members_[f]) continue;
+    if (hops_[off + k].mult != hot_[f].members) continue;
     const std::uint32_t r = hops_[off + k].res;
     if (s_free_[r] > 1e-9 * cap_[r]) continue;
     bool top = true;
     for (const ResEntry& e : res_flows_[r]) {
-      const double y = flow_mark_[e.flow] == epoch_ ? new_rate_[e.flow] : rate_[e.flow];
+      const double y = hot_[e.flow].mark == epoch_ ? new_rate_[e.flow] : hot_[e.flow].rate;
       if (y > x * (1 + 1e-9)) {
         top = false;
         break;

@@ -116,10 +116,10 @@ class FlowModel {
   std::size_t complete(double now_s, double tol_s, std::vector<std::uint64_t>& done);
 
   std::size_t active_flows() const { return active_; }
-  double rate(FlowId f) const { return rate_[f]; }  // per-instance bytes/s
+  double rate(FlowId f) const { return hot_[f].rate; }  // per-instance bytes/s
   std::uint64_t user(FlowId f) const { return user_[f]; }
   // Bytes per instance an active flow still has to deliver at time now_s (>= its last update).
-  double remaining(FlowId f, double now_s) const { return rem_[f] - rate_[f] * (now_s - tupd_[f]); }
+  double remaining(FlowId f, double now_s) const { return rem_[f] - hot_[f].rate * (now_s - tupd_[f]); }
   std::size_t solves() const { return solves_; }
   std::size_t solved_flow_visits() const { return flow_visits_; }
   std::size_t solver_rounds() const { return rounds_; }
@@ -178,19 +178,21 @@ class FlowModel {
   std::vector<double> s_free_, s_w_;
   std::vector<std::uint32_t> s_unfrozen_;
   // flows (struct of arrays)
-  struct FlowHot {  // what the solver reads per flow, packed in one cache line slot
-    double w = 0;             // weight
-    std::uint32_t off = 0;    // first hop in hops_
-    std::uint32_t cnt = 0;    // number of hops
+  struct FlowHot {  // what the solver reads per flow (scanning a resource's flows), in one 32-byte slot
+    double w = 0;              // weight
+    double rate = 0;           // per-instance rate (bytes/s)
+    std::uint32_t off = 0;     // first hop in hops_
+    std::uint32_t cnt = 0;     // number of hops
+    std::uint32_t mark = 0;    // epoch of the solve that re-solves it
+    std::uint32_t members = 1; // 1, a bundle's member count, or 0 (add_symmetric: never split)
   };
   std::vector<FlowHot> hot_;
-  std::vector<double> rem_, tupd_, rate_, capr_, finish_;
+  std::vector<double> rem_, tupd_, capr_, finish_;
   std::vector<std::uint64_t> user_;
-  std::vector<std::uint32_t> ver_, flow_mark_;
+  std::vector<std::uint32_t> ver_;
   std::vector<std::uint8_t> alive_, frozen_;
   std::vector<FlowId> free_ids_;
   std::vector<Hop> hops_;
-  std::vector<std::uint32_t> members_;  // per flow: 1, a bundle's member count, or 0 (add_symmetric: never split)
   std::vector<FlowId> suspects_, split_;
   std::size_t bundles_added_ = 0, bundles_split_ = 0;
   std::size_t dead_hops_ = 0;
