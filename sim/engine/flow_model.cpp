@@ -25,7 +25,6 @@ FlowModel::FlowModel(std::vector<double> capacity_Bps) : cap_(std::move(capacity
   s_free_.assign(n, 0);
   s_w_.assign(n, 0);
   s_unfrozen_.assign(n, 0);
-  rpos_.assign(n, kNoPos);
   touch_mark_.assign(n, 0);
   pin_res_mark_.assign(n, 0);
   pin_res_ok_.assign(n, 0);
@@ -62,7 +61,7 @@ FlowModel::FlowId FlowModel::add_symmetric(double now_s, std::span<const std::ui
                                            std::uint64_t user) {
   check_multiplicity("FlowModel::add_symmetric", resources, multiplicity, members);
   const FlowId f = add_impl(now_s, resources, multiplicity.data(), members, bytes_per_instance, weight, rate_cap_Bps, user);
-  members_[f] = 0;  // never a split suspect
+  hot_[f].members = 0;  // never a split suspect
   return f;
 }
 
@@ -82,50 +81,45 @@ FlowModel::FlowId FlowModel::add_impl(double now_s, std::span<const std::uint32_
     f = static_cast<FlowId>(rem_.size());
     rem_.push_back(0);
     tupd_.push_back(0);
-    rate_.push_back(0);
     hot_.push_back(FlowHot{});
     capr_.push_back(0);
     finish_.push_back(kInf);
     user_.push_back(0);
     ver_.push_back(0);
-    flow_mark_.push_back(0);
     pin_flow_mark_.push_back(0);
     pin_flow_ok_.push_back(0);
     alive_.push_back(0);
     frozen_.push_back(0);
-    members_.push_back(1);
   }
-  members_[f] = members;
+  hot_[f].members = members;
   rem_[f] = bytes_per_instance;
   tupd_[f] = now_s;
-  rate_[f] = 0;
+  hot_[f].rate = 0;
   hot_[f].w = weight;
   capr_[f] = rate_cap_Bps > 0 ? rate_cap_Bps : 0;
   finish_[f] = kInf;
   user_[f] = user;
   ++ver_[f];
   alive_[f] = 1;
-  flow_mark_[f] = 0;
+  hot_[f].mark = 0;
   pin_flow_mark_[f] = 0;
-  if (hop_res_.size() > 4096 && dead_hops_ * 2 > hop_res_.size()) compact_hops();
-  if (hop_res_.size() + resources.size() > 0xffffffffu) throw std::logic_error("FlowModel: too many hops");
-  if (hop_res_.size() + resources.size() > hop_res_.capacity()) {
-    // Grow by a quarter, not the vector's doubling: the hop arrays are the model's largest (8 bytes per hop).
-    const std::size_t c = std::max(hop_res_.size() + resources.size(), hop_res_.capacity() + hop_res_.capacity() / 4);
-    hop_res_.reserve(c);
-    hop_pos_.reserve(c);
-    hop_mult_.reserve(c);
+  if (hops_.size() > 4096 && dead_hops_ * 2 > hops_.size()) compact_hops();
+  if (hops_.size() + resources.size() > 0xffffffffu) throw std::logic_error("FlowModel: too many hops");
+  for (std::uint32_t r : resources)
+    if (r >= cap_.size()) throw std::logic_error("FlowModel::add: resource id out of range");
+  if (hops_.size() + resources.size() > hops_.capacity()) {
+    // Grow by a quarter, not the vector's doubling: the hop array is the model's largest (12 bytes per hop).
+    hops_.reserve(std::max(hops_.size() + resources.size(), hops_.capacity() + hops_.capacity() / 4));
   }
-  hot_[f].off = static_cast<std::uint32_t>(hop_res_.size());
+  const auto off = static_cast<std::uint32_t>(hops_.size());
+  hot_[f].off = off;
   hot_[f].cnt = static_cast<std::uint32_t>(resources.size());
   for (std::uint32_t k = 0; k < resources.size(); ++k) {
     const std::uint32_t r = resources[k];
-    if (r >= cap_.size()) throw std::logic_error("FlowModel::add: resource id out of range");
     const std::uint32_t m = multiplicity ? multiplicity[k] : 1;
-    hop_res_.push_back(r);
-    hop_pos_.push_back(static_cast<std::uint32_t>(res_flows_[r].size()));
-    hop_mult_.push_back(m);
-    res_flows_[r].push_back(ResEntry{f, m, k});
+    auto& list = res_flows_[r];
+    hops_.push_back(Hop{r, static_cast<std::uint32_t>(list.size()), m});
+    list.push_back(ResEntry{f, m, off + k});
     wsum_[r] += weight * m;
   }
   dirty_flows_.push_back(f);
@@ -138,37 +132,36 @@ FlowModel::FlowId FlowModel::add_impl(double now_s, std::span<const std::uint32_
 void FlowModel::reserve(std::size_t flows) {
   // Flow ids are recycled: arrays hold active flows plus free ids, so `active + flows` entries suffice.
   const std::size_t need = active_ + flows;
-  for (auto* v : {&rem_, &tupd_, &rate_, &capr_, &finish_}) reserve_geometric(*v, need);
+  for (auto* v : {&rem_, &tupd_, &capr_, &finish_}) reserve_geometric(*v, need);
   reserve_geometric(hot_, need);
   reserve_geometric(user_, need);
   reserve_geometric(ver_, need);
-  reserve_geometric(flow_mark_, need);
   reserve_geometric(pin_flow_mark_, need);
   reserve_geometric(pin_flow_ok_, need);
   reserve_geometric(alive_, need);
   reserve_geometric(frozen_, need);
-  reserve_geometric(members_, need);
   reserve_geometric(heap_, heap_.size() + flows);
   // Hops: the mean route length so far (8 before any flow: GPU-NVSwitch-GPU-NIC-leaf-spine-leaf-NIC-GPU).
   const std::size_t per = added_flows_ ? static_cast<std::size_t>((added_hops_ + added_flows_ - 1) / added_flows_) : 8;
-  reserve_geometric(hop_res_, hop_res_.size() + flows * per);
-  reserve_geometric(hop_pos_, hop_res_.size() + flows * per);
-  reserve_geometric(hop_mult_, hop_res_.size() + flows * per);
+  reserve_geometric(hops_, hops_.size() + flows * per);
 }
 
 void FlowModel::remove_flow(FlowId f) {
-  removed_min_rate_ = std::min(removed_min_rate_, rate_[f]);
-  const std::uint64_t off = hot_[f].off;
-  for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
-    const std::uint32_t r = hop_res_[off + k];
-    const std::uint32_t pos = hop_pos_[off + k];
+  removed_min_rate_ = std::min(removed_min_rate_, hot_[f].rate);
+  const FlowHot h = hot_[f];
+  for (std::uint32_t k = 0; k < h.cnt; ++k) {
+    const Hop hp = hops_[h.off + k];
+    const std::uint32_t r = hp.res;
     auto& list = res_flows_[r];
-    const ResEntry last = list.back();
-    list[pos] = last;
-    const std::uint32_t loff = hot_[last.flow].off;
-    hop_pos_[loff + last.hop] = pos;
+    // Swap-remove: the last entry takes the removed one's place (nothing to move when it is the last).
+    const std::size_t last = list.size() - 1;
+    if (hp.pos != last) {
+      const ResEntry e = list[last];
+      list[hp.pos] = e;
+      hops_[e.hop].pos = hp.pos;
+    }
     list.pop_back();
-    wsum_[r] = list.empty() ? 0 : wsum_[r] - hot_[f].w * hop_mult_[off + k];
+    wsum_[r] = list.empty() ? 0 : wsum_[r] - h.w * hp.mult;
     if (!res_dirty_[r]) {  // once per resource: an all-to-all's completions touch each NIC link thousands of times
       res_dirty_[r] = 1;
       dirty_res_.push_back(r);
@@ -178,30 +171,26 @@ void FlowModel::remove_flow(FlowId f) {
   hot_[f].cnt = 0;
   alive_[f] = 0;
   ++ver_[f];
-  rate_[f] = 0;
+  hot_[f].rate = 0;
   finish_[f] = kInf;
   free_ids_.push_back(f);
   --active_;
 }
 
 void FlowModel::compact_hops() {
-  std::vector<std::uint32_t> nres, npos, nmult;
-  nres.reserve(hop_res_.size() - dead_hops_);
-  npos.reserve(hop_res_.size() - dead_hops_);
-  nmult.reserve(hop_res_.size() - dead_hops_);
+  std::vector<Hop> nh;
+  nh.reserve(hops_.size() - dead_hops_);
   for (FlowId f = 0; f < rem_.size(); ++f) {
     if (!alive_[f]) continue;
     const std::uint64_t off = hot_[f].off;
-    hot_[f].off = static_cast<std::uint32_t>(nres.size());
+    hot_[f].off = static_cast<std::uint32_t>(nh.size());
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
-      nres.push_back(hop_res_[off + k]);
-      npos.push_back(hop_pos_[off + k]);
-      nmult.push_back(hop_mult_[off + k]);
+      const Hop hp = hops_[off + k];
+      res_flows_[hp.res][hp.pos].hop = static_cast<std::uint32_t>(nh.size());  // the entry's back-pointer follows
+      nh.push_back(hp);
     }
   }
-  hop_res_ = std::move(nres);
-  hop_pos_ = std::move(npos);
-  hop_mult_ = std::move(nmult);
+  hops_ = std::move(nh);
   dead_hops_ = 0;
 }
 
@@ -224,7 +213,8 @@ void FlowModel::solve(double now_s) {
   if (!dirty()) return;
   ++solves_;
   if (++epoch_ == 0) {  // wrapped: reset marks
-    for (auto* v : {&flow_mark_, &pin_flow_mark_, &res_mark_, &touch_mark_, &pin_res_mark_}) std::fill(v->begin(), v->end(), 0);
+    for (auto* v : {&pin_flow_mark_, &res_mark_, &touch_mark_, &pin_res_mark_}) std::fill(v->begin(), v->end(), 0);
+    for (FlowHot& h : hot_) h.mark = 0;
     epoch_ = 1;
   }
   const std::uint32_t ep = epoch_;
@@ -240,7 +230,7 @@ void FlowModel::solve(double now_s) {
       double lb = capr_[f] > 0 ? capr_[f] : kInf;
       const std::uint64_t off = hot_[f].off;
       for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
-        const std::uint32_t r = hop_res_[off + k];
+        const std::uint32_t r = hops_[off + k].res;
         lb = std::min(lb, cap_[r] / wsum_[r]);
       }
       theta = std::min(theta, lb);
@@ -257,7 +247,7 @@ void FlowModel::solve(double now_s) {
     for (FlowId f : dirty_flows_) {
       if (!alive_[f]) continue;
       const std::uint64_t off = hot_[f].off;
-      for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) touch_mark_[hop_res_[off + k]] = ep;
+      for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) touch_mark_[hops_[off + k].res] = ep;
     }
   }
   // An untouched resource pins its flows at theta when it is saturated and none of its flows runs faster than
@@ -269,7 +259,7 @@ void FlowModel::solve(double now_s) {
     bool ok = load_[r] >= cap_[r] * (1 - 1e-9);
     if (ok)
       for (const ResEntry& e : res_flows_[r])
-        if (rate_[e.flow] > th_hi) {
+        if (hot_[e.flow].rate > th_hi) {
           ok = false;
           break;
         }
@@ -277,13 +267,13 @@ void FlowModel::solve(double now_s) {
     return ok;
   };
   auto pinned = [&](FlowId f) {
-    if (!pinning || rate_[f] > th_hi) return false;
+    if (!pinning || hot_[f].rate > th_hi) return false;
     if (pin_flow_mark_[f] == ep) return pin_flow_ok_[f] != 0;
     pin_flow_mark_[f] = ep;
     bool ok = false;
     const std::uint64_t off = hot_[f].off;
     for (std::uint32_t k = 0; k < hot_[f].cnt && !ok; ++k)
-      ok = hop_mult_[off + k] == members_[f] && resource_pins(hop_res_[off + k]);
+      ok = hops_[off + k].mult == hot_[f].members && resource_pins(hops_[off + k].res);
     pin_flow_ok_[f] = ok ? 1 : 0;
     return ok;
   };
@@ -292,11 +282,11 @@ void FlowModel::solve(double now_s) {
   comp_res_.clear();
   comp_flows_.clear();
   auto visit_flow = [&](FlowId f) {
-    flow_mark_[f] = ep;
+    hot_[f].mark = ep;
     comp_flows_.push_back(f);
     const std::uint64_t off = hot_[f].off;
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
-      const std::uint32_t r = hop_res_[off + k];
+      const std::uint32_t r = hops_[off + k].res;
       if (res_mark_[r] != ep) {
         res_mark_[r] = ep;
         stack_.push_back(r);
@@ -304,7 +294,7 @@ void FlowModel::solve(double now_s) {
     }
   };
   for (FlowId f : dirty_flows_)
-    if (alive_[f] && flow_mark_[f] != ep) visit_flow(f);
+    if (alive_[f] && hot_[f].mark != ep) visit_flow(f);
   for (std::uint32_t r : dirty_res_) {
     res_dirty_[r] = 0;
     if (res_mark_[r] != ep) {
@@ -322,12 +312,12 @@ void FlowModel::solve(double now_s) {
     double kept = 0;
     for (const ResEntry& e : res_flows_[r]) {
       const FlowId f = e.flow;
-      if (flow_mark_[f] == ep) continue;
-      if (rate_[f] < theta) {
-        kept += hot_[f].w * e.mult * rate_[f];
+      if (hot_[f].mark == ep) continue;
+      if (hot_[f].rate < theta) {
+        kept += hot_[f].w * e.mult * hot_[f].rate;
         ++kept_visits_;
       } else if (pinned(f)) {
-        kept += hot_[f].w * e.mult * rate_[f];
+        kept += hot_[f].w * e.mult * hot_[f].rate;
         ++pinned_visits_;
       } else {
         visit_flow(f);
@@ -343,7 +333,7 @@ void FlowModel::solve(double now_s) {
       // scan of the marks, cheaper than sorting millions of ids; same list as the sort.
       comp_flows_.clear();
       for (FlowId f = 0; f < rem_.size(); ++f)
-        if (flow_mark_[f] == ep) comp_flows_.push_back(f);
+        if (hot_[f].mark == ep) comp_flows_.push_back(f);
     } else {
       std::sort(comp_flows_.begin(), comp_flows_.end());
     }
@@ -359,14 +349,14 @@ void FlowModel::solve(double now_s) {
   }
   capped_.clear();
   for (FlowId f : comp_flows_) {
-    rem_[f] -= rate_[f] * (now_s - tupd_[f]);
+    rem_[f] -= hot_[f].rate * (now_s - tupd_[f]);
     if (rem_[f] < 0) rem_[f] = 0;
     tupd_[f] = now_s;
     frozen_[f] = 0;
     const std::uint64_t off = hot_[f].off;
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
-      const std::uint32_t r = hop_res_[off + k];
-      s_w_[r] += hot_[f].w * hop_mult_[off + k];
+      const std::uint32_t r = hops_[off + k].res;
+      s_w_[r] += hot_[f].w * hops_[off + k].mult;
       ++s_unfrozen_[r];
     }
     if (capr_[f] > 0) capped_.emplace_back(capr_[f], f);
@@ -377,14 +367,8 @@ void FlowModel::solve(double now_s) {
   // smallest-capped flow (if its cap is below the minimum level) or saturates the minimum resource and
   // freezes every unfrozen flow crossing it.
   rheap_.clear();
-  for (std::uint32_t r : comp_res_) {
-    if (s_unfrozen_[r] == 0) {
-      rpos_[r] = kNoPos;
-      continue;
-    }
-    rpos_[r] = static_cast<std::uint32_t>(rheap_.size());
-    rheap_.push_back(HeapNode{s_free_[r] / s_w_[r], r});
-  }
+  for (std::uint32_t r : comp_res_)
+    if (s_unfrozen_[r] != 0) rheap_.push_back(HeapNode{s_free_[r] / s_w_[r], r});
   for (std::size_t i = rheap_.size() / 2; i-- > 0;) sift_down(static_cast<std::uint32_t>(i));
 
   // Progressive filling. Old rates stay in rate_ until the end (to detect unchanged flows); new per-instance
@@ -399,8 +383,8 @@ void FlowModel::solve(double now_s) {
     const double w = hot_[f].w;
     const std::uint64_t off = hot_[f].off;
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
-      const std::uint32_t r = hop_res_[off + k];
-      const double wm = w * hop_mult_[off + k];
+      const std::uint32_t r = hops_[off + k].res;
+      const double wm = w * hops_[off + k].mult;
       s_free_[r] -= wm * x;
       s_w_[r] -= wm;
       load_[r] += wm * x;
@@ -414,7 +398,7 @@ void FlowModel::solve(double now_s) {
     while (!rheap_.empty()) {
       const std::uint32_t r = rheap_.front().res;
       if (s_unfrozen_[r] == 0) {
-        heap_remove(r);
+        heap_pop();
         continue;
       }
       double k = s_free_[r] / s_w_[r];
@@ -439,11 +423,11 @@ void FlowModel::solve(double now_s) {
     } else {
       level = std::max(level, rl);
       const std::uint32_t r = rheap_.front().res;
-      heap_remove(r);
+      heap_pop();
       for (const ResEntry& e : res_flows_[r])
         if (!frozen_[e.flow]) {
           // a bundle frozen by a resource that only some of its members cross: check it below
-          if (e.mult != members_[e.flow] && members_[e.flow] != 0) suspects_.push_back(e.flow);
+          if (e.mult != hot_[e.flow].members && hot_[e.flow].members != 0) suspects_.push_back(e.flow);
           freeze(e.flow, level);
           --remaining;
         }
@@ -464,8 +448,8 @@ void FlowModel::solve(double now_s) {
   }
   for (FlowId f : comp_flows_) {
     const double x = new_rate_[f];
-    if (x == rate_[f] && finish_[f] != kInf) continue;  // unchanged: its heap entry stays valid
-    rate_[f] = x;
+    if (x == hot_[f].rate && finish_[f] != kInf) continue;  // unchanged: its heap entry stays valid
+    hot_[f].rate = x;
     finish_[f] = x > 0 ? now_s + rem_[f] / x : kInf;
     ++ver_[f];
     if (finish_[f] != kInf) {
@@ -486,12 +470,12 @@ bool FlowModel::bundle_has_bottleneck(FlowId f) const {
   if (capr_[f] > 0 && x >= capr_[f] * (1 - 1e-12)) return true;  // every member sits at the common cap
   const std::uint64_t off = hot_[f].off;
   for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
-    if (hop_mult_[off + k] != members_[f]) continue;
-    const std::uint32_t r = hop_res_[off + k];
+    if (hops_[off + k].mult != hot_[f].members) continue;
+    const std::uint32_t r = hops_[off + k].res;
     if (s_free_[r] > 1e-9 * cap_[r]) continue;
     bool top = true;
     for (const ResEntry& e : res_flows_[r]) {
-      const double y = flow_mark_[e.flow] == epoch_ ? new_rate_[e.flow] : rate_[e.flow];
+      const double y = hot_[e.flow].mark == epoch_ ? new_rate_[e.flow] : hot_[e.flow].rate;
       if (y > x * (1 + 1e-9)) {
         top = false;
         break;
@@ -516,19 +500,6 @@ namespace {
 inline bool hless(double ka, std::uint32_t ra, double kb, std::uint32_t rb) { return ka < kb || (ka == kb && ra < rb); }
 }  // namespace
 
-void FlowModel::sift_up(std::uint32_t i) {
-  const HeapNode x = rheap_[i];
-  while (i > 0) {
-    const std::uint32_t p = (i - 1) / 2;
-    if (!hless(x.key, x.res, rheap_[p].key, rheap_[p].res)) break;
-    rheap_[i] = rheap_[p];
-    rpos_[rheap_[i].res] = i;
-    i = p;
-  }
-  rheap_[i] = x;
-  rpos_[x.res] = i;
-}
-
 void FlowModel::sift_down(std::uint32_t i) {
   const std::uint32_t n = static_cast<std::uint32_t>(rheap_.size());
   const HeapNode x = rheap_[i];
@@ -538,23 +509,18 @@ void FlowModel::sift_down(std::uint32_t i) {
     if (c + 1 < n && hless(rheap_[c + 1].key, rheap_[c + 1].res, rheap_[c].key, rheap_[c].res)) ++c;
     if (!hless(rheap_[c].key, rheap_[c].res, x.key, x.res)) break;
     rheap_[i] = rheap_[c];
-    rpos_[rheap_[i].res] = i;
     i = c;
   }
   rheap_[i] = x;
-  rpos_[x.res] = i;
 }
 
-void FlowModel::heap_remove(std::uint32_t r) {
-  const std::uint32_t i = rpos_[r];
-  rpos_[r] = kNoPos;
+void FlowModel::heap_pop() {
+  // The solver only ever removes the top: the last node takes its place and sinks (never rises above the root).
   const HeapNode last = rheap_.back();
   rheap_.pop_back();
-  if (last.res == r) return;
-  rheap_[i] = last;
-  rpos_[last.res] = i;
-  sift_down(i);
-  sift_up(rpos_[last.res]);
+  if (rheap_.empty()) return;
+  rheap_[0] = last;
+  sift_down(0);
 }
 
 void FlowModel::compact_heap() {

@@ -9,7 +9,7 @@
 //   - its remaining bytes per instance.
 // Rates are the max-min fair allocation computed by progressive filling (water-filling): all unfrozen
 // flows grow at the same per-instance rate; a resource saturates when sum(w*x) reaches its capacity, which
-// freezes every flow crossing it; a capped flow freezes at its cap. Implemented with an indexed heap of resource
+// freezes every flow crossing it; a capped flow freezes at its cap. Implemented with a binary min-heap of resource
 // saturation levels whose keys are refreshed lazily at the top (levels only rise as flows freeze, so a
 // stored key is a lower bound), so a solve costs about O(sum of path lengths + refreshes * log(resources)).
 //
@@ -116,10 +116,10 @@ class FlowModel {
   std::size_t complete(double now_s, double tol_s, std::vector<std::uint64_t>& done);
 
   std::size_t active_flows() const { return active_; }
-  double rate(FlowId f) const { return rate_[f]; }  // per-instance bytes/s
+  double rate(FlowId f) const { return hot_[f].rate; }  // per-instance bytes/s
   std::uint64_t user(FlowId f) const { return user_[f]; }
   // Bytes per instance an active flow still has to deliver at time now_s (>= its last update).
-  double remaining(FlowId f, double now_s) const { return rem_[f] - rate_[f] * (now_s - tupd_[f]); }
+  double remaining(FlowId f, double now_s) const { return rem_[f] - hot_[f].rate * (now_s - tupd_[f]); }
   std::size_t solves() const { return solves_; }
   std::size_t solved_flow_visits() const { return flow_visits_; }
   std::size_t solver_rounds() const { return rounds_; }
@@ -140,7 +140,12 @@ class FlowModel {
   struct ResEntry {  // a flow crossing the resource
     FlowId flow;
     std::uint32_t mult;  // how many of its members cross the resource (1 for a plain flow)
-    std::uint32_t hop;   // which of the flow's hops it is (index from hot_[flow].off)
+    std::uint32_t hop;   // the flow's hop entry for this resource (index into hops_)
+  };
+  struct Hop {  // one resource of a flow's route: the flow's entry sits at res_flows_[res][pos]
+    std::uint32_t res;
+    std::uint32_t pos;
+    std::uint32_t mult;  // how many of the flow's members cross it
   };
   struct HeapEntry {
     double t_s;
@@ -173,19 +178,21 @@ class FlowModel {
   std::vector<double> s_free_, s_w_;
   std::vector<std::uint32_t> s_unfrozen_;
   // flows (struct of arrays)
-  struct FlowHot {  // what the solver reads per flow, packed in one cache line slot
-    double w = 0;             // weight
-    std::uint32_t off = 0;    // first hop in hop_res_/hop_pos_
-    std::uint32_t cnt = 0;    // number of hops
+  struct FlowHot {  // what the solver reads per flow (scanning a resource's flows), in one 32-byte slot
+    double w = 0;              // weight
+    double rate = 0;           // per-instance rate (bytes/s)
+    std::uint32_t off = 0;     // first hop in hops_
+    std::uint32_t cnt = 0;     // number of hops
+    std::uint32_t mark = 0;    // epoch of the solve that re-solves it
+    std::uint32_t members = 1; // 1, a bundle's member count, or 0 (add_symmetric: never split)
   };
   std::vector<FlowHot> hot_;
-  std::vector<double> rem_, tupd_, rate_, capr_, finish_;
+  std::vector<double> rem_, tupd_, capr_, finish_;
   std::vector<std::uint64_t> user_;
-  std::vector<std::uint32_t> ver_, flow_mark_;
+  std::vector<std::uint32_t> ver_;
   std::vector<std::uint8_t> alive_, frozen_;
   std::vector<FlowId> free_ids_;
-  std::vector<std::uint32_t> hop_res_, hop_pos_, hop_mult_;
-  std::vector<std::uint32_t> members_;  // per flow: 1, a bundle's member count, or 0 (add_symmetric: never split)
+  std::vector<Hop> hops_;
   std::vector<FlowId> suspects_, split_;
   std::size_t bundles_added_ = 0, bundles_split_ = 0;
   std::size_t dead_hops_ = 0;
@@ -201,17 +208,14 @@ class FlowModel {
   // scratch
   std::vector<std::uint32_t> stack_, comp_res_;
   std::vector<FlowId> comp_flows_;
-  // indexed min-heap of resources by saturation level (solver)
-  static constexpr std::uint32_t kNoPos = 0xffffffffu;
+  // min-heap of resources by saturation level (solver)
   struct HeapNode {
     double key;
     std::uint32_t res;
   };
-  std::vector<HeapNode> rheap_;
-  std::vector<std::uint32_t> rpos_;
-  void sift_up(std::uint32_t i);
+  std::vector<HeapNode> rheap_;  // only its top is ever removed, so no position index is kept
   void sift_down(std::uint32_t i);
-  void heap_remove(std::uint32_t r);
+  void heap_pop();
   std::vector<std::pair<double, FlowId>> capped_;
   std::vector<double> new_rate_;
   std::vector<FlowId> batch_;

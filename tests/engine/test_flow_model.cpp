@@ -388,3 +388,86 @@ TEST_CASE("flows at the threshold with an untouched saturated bottleneck keep th
   CHECK(pinned > 0);                        // flows at the threshold were kept by their receiver's link
   CHECK(inc_visits * 2 < full_visits);      // and the re-solves are less than half as large
 }
+
+TEST_CASE("long churn: after the hop store is compacted, removals and rates stay those of a fresh model (randomised)") {
+  // Thousands of flows start and finish on 60 resources, so the hop store (compacted once more than half of
+  // its entries are dead and it holds over 4,096) is compacted several times and every resource's flow list is
+  // swap-removed from at every position. Periodically the live flows are re-added to a fresh model: the rates
+  // must be the same, so each list still names exactly the flows on its resource with their own hop entries.
+  std::mt19937_64 rng(31337);
+  const std::uint32_t nres = 60;
+  std::vector<double> cap(nres);
+  for (auto& c : cap) c = 5.0 + static_cast<double>(rng() % 40);
+  FlowModel m(cap);
+  struct Live {
+    FlowModel::FlowId id;
+    std::vector<std::uint32_t> res, mult;
+    std::uint32_t members;
+    double w, capr;
+    std::uint64_t tag;
+  };
+  std::vector<Live> live;
+  std::size_t added_hops = 0, checks = 0;
+  double now = 0;
+  auto add_one = [&] {
+    Live l;
+    const int hops = 2 + static_cast<int>(rng() % 7);
+    for (int h = 0; h < hops; ++h) {
+      const auto r = static_cast<std::uint32_t>(rng() % nres);
+      if (std::find(l.res.begin(), l.res.end(), r) == l.res.end()) l.res.push_back(r);
+    }
+    l.members = rng() % 4 == 0 ? 2 + static_cast<std::uint32_t>(rng() % 3) : 1;
+    for (std::size_t k = 0; k < l.res.size(); ++k) l.mult.push_back(1 + static_cast<std::uint32_t>(rng() % l.members));
+    l.w = 1.0 + static_cast<double>(rng() % 3);
+    l.capr = rng() % 6 == 0 ? 0.5 + static_cast<double>(rng() % 10) : 0.0;
+    const double bytes = 1.0 + static_cast<double>(rng() % 100);
+    l.tag = added_hops;  // unique: grows with every flow
+    l.id = l.members == 1 ? m.add(now, l.res, bytes, l.w, l.capr, l.tag)
+                          : m.add_symmetric(now, l.res, l.mult, l.members, bytes, l.w, l.capr, l.tag);
+    added_hops += l.res.size();
+    live.push_back(std::move(l));
+  };
+  for (int i = 0; i < 150; ++i) add_one();
+  for (int round = 0; round < 3000; ++round) {
+    m.solve(now);
+    if (round % 100 == 0) {
+      FlowModel fresh(cap);
+      std::vector<FlowModel::FlowId> fid;
+      for (const Live& l : live)
+        fid.push_back(l.members == 1 ? fresh.add(now, l.res, 1.0, l.w, l.capr, 0)
+                                     : fresh.add_symmetric(now, l.res, l.mult, l.members, 1.0, l.w, l.capr, 0));
+      fresh.solve(now);
+      for (std::size_t i = 0; i < live.size(); ++i)
+        REQUIRE(m.rate(live[i].id) == doctest::Approx(fresh.rate(fid[i])).epsilon(1e-12));
+      for (std::uint32_t r = 0; r < nres; ++r) {
+        std::size_t on = 0;
+        for (const Live& l : live) on += std::count(l.res.begin(), l.res.end(), r);
+        REQUIRE(m.flows_on(r) == on);
+      }
+      ++checks;
+    }
+    // Finish random live flows (cancel: any position in their resources' lists), or the earliest ones.
+    if (rng() % 2) {
+      for (int n = 1 + static_cast<int>(rng() % 4); n > 0; --n) {
+        const std::size_t i = rng() % live.size();
+        m.cancel(live[i].id, now);
+        live[i] = std::move(live.back());
+        live.pop_back();
+      }
+    } else {
+      const double t = m.next_finish();
+      std::vector<std::uint64_t> done;
+      m.complete(t, 1e-9 * t, done);
+      now = t;
+      REQUIRE(!done.empty());
+      std::vector<Live> keep;
+      for (Live& l : live)
+        if (std::find(done.begin(), done.end(), l.tag) == done.end()) keep.push_back(std::move(l));
+      REQUIRE(keep.size() + done.size() == live.size());
+      live = std::move(keep);
+    }
+    while (live.size() < 150) add_one();
+  }
+  CHECK(checks == 30);
+  CHECK(added_hops > 5 * 4096);  // ~7 times the store's size at compaction (4,096 + the live ~750): compacted repeatedly
+}
