@@ -22,33 +22,27 @@ std::vector<std::vector<double>> balanced_a2a_matrix(const std::vector<std::vect
   if (n == 0 || !(total > 0)) return b;
   const double target = total / double(n);
   const double tol = 1e-12 * target;
+  // Line k of b: row k (rows) or column k; its sum; one scaling pass over all rows or all columns (false, and the
+  // pass stopped there, at the first line that sums to 0).
+  auto at = [&b](std::size_t k, std::size_t x, bool rows) -> double& { return rows ? b[k][x] : b[x][k]; };
+  auto line_sum = [&](std::size_t k, bool rows) {
+    double s = 0;
+    for (std::size_t x = 0; x < n; ++x) s += at(k, x, rows);
+    return s;
+  };
+  auto scale = [&](bool rows) {
+    for (std::size_t k = 0; k < n; ++k) {
+      const double s = line_sum(k, rows);
+      if (!(s > 0)) return false;
+      for (std::size_t x = 0; x < n; ++x) at(k, x, rows) *= target / s;
+    }
+    return true;
+  };
   bool ok = false;
   for (int it = 0; it < 1000 && !ok; ++it) {
-    bool scalable = true;
-    for (std::size_t i = 0; i < n && scalable; ++i) {  // rows
-      double s = 0;
-      for (std::size_t j = 0; j < n; ++j) s += b[i][j];
-      if (!(s > 0)) scalable = false;
-      else
-        for (std::size_t j = 0; j < n; ++j) b[i][j] *= target / s;
-    }
-    ok = scalable;
-    for (std::size_t j = 0; j < n && scalable; ++j) {  // columns
-      double s = 0;
-      for (std::size_t i = 0; i < n; ++i) s += b[i][j];
-      if (!(s > 0)) scalable = false;
-      else
-        for (std::size_t i = 0; i < n; ++i) b[i][j] *= target / s;
-    }
-    if (!scalable) {
-      ok = false;
-      break;
-    }
-    for (std::size_t i = 0; i < n && ok; ++i) {  // rows still balanced after the column step?
-      double s = 0;
-      for (std::size_t j = 0; j < n; ++j) s += b[i][j];
-      ok = std::abs(s - target) <= tol;
-    }
+    if (!(scale(true) && scale(false))) break;  // rows, then columns
+    ok = true;
+    for (std::size_t i = 0; i < n && ok; ++i) ok = std::abs(line_sum(i, true) - target) <= tol;  // rows still balanced?
   }
   if (!ok) {
     // No row/column scaling balances it: even spread of the off-diagonal and of the diagonal totals.
