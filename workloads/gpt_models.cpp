@@ -17,6 +17,17 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
   // Mixtral 8x22B: config.json of mistralai/Mixtral-8x22B-v0.1: 56 layers, hidden 6144, intermediate 16384,
   //   48 heads, 8 kv heads, vocab 32000, max_position_embeddings 65536; the same shape is in
   //   tests/data/training-modern/moe_h100.csv (arch_source column). Training runs override seq_length.
+  // Mixtral-8x22B-G8T8 (MoE Parallel Folding, arXiv:2504.14960 Sec. 4.1): Mixtral 8x22B "re-parameterized
+  //   to 64 experts and 8 active experts per token", each expert 1/8 of the original hidden size (fine-grained
+  //   upcycling, arXiv:2410.07524); attention, embeddings and vocabulary are Mixtral 8x22B's (above). Experts
+  //   in workloads/moe.cpp. Same shape in tests/data/training-modern/moe_h100.csv (arch columns, row 10).
+  // Llama3-8x70B (MoE Parallel Folding, arXiv:2504.14960 Sec. 4.1): Llama3-70B "upcycled to 8 experts"
+  //   (sparse upcycling, arXiv:2212.05055): the dense shape is Llama 3 70B's (Llama 3 Herd of Models Table 3,
+  //   above); every FFN becomes 8 copies of the 28672-wide SwiGLU MLP (moe_h100.csv arch columns, row 15).
+  // Qwen2-57B-A14B: Qwen2 Technical Report (arXiv:2407.10671) Table 1: 28 layers, hidden 3584, 28 query
+  //   heads, 4 KV heads, head size 128, untied embeddings; vocab_size 151936 as every Qwen2(-MoE) config.json
+  //   (the tokenizer's 151,646 padded); dense intermediate_size 18944 of its config.json is unused (every
+  //   layer is MoE, decoder_sparse_step 1). The shape is also moe_h100.csv's arch columns (row 5).
   // DeepSeek-V3: arXiv:2412.19437 Sec. 4.2 and config.json (deepseek-ai/DeepSeek-V3): 61 layers, hidden
   //   7168, dense-layer intermediate 18432, 128 heads (MLA, workloads/moe.cpp), vocab 129280, untied,
   //   pre-training sequence length 4096 (Sec. 4.2 "Hyper-Parameters"). kv_channels is unused under MLA.
@@ -24,6 +35,13 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
   //   48 / 94 layers, hidden 2048 / 4096, 32 / 64 query heads, 4 kv heads, head_dim 128, vocab 151936,
   //   tie_word_embeddings false, intermediate_size 6144 / 12288 (unused: every layer is MoE); pre-training
   //   stage S1/S2 sequence length 4096 (report Sec. 3.2).
+  // Llama 4 Scout (17B active, 16 experts): torchtitan's "17bx16e" (pytorch/torchtitan
+  //   torchtitan/models/llama4/__init__.py: dim 5120, 48 layers, 40 heads, 8 kv heads, every layer MoE,
+  //   16 experts; ffn_dim_multiplier 1.2, multiple_of 2048, so the MoE hidden size is int(1.2 x int(8 x 5120 /
+  //   3)) / (top_k 1 + 1 shared expert) rounded up to 2048 = 8192 for the routed and the shared expert), the same
+  //   shape as meta-llama/Llama-4-Scout-17B-16E config.json (head_dim 128, intermediate_size 8192, vocab 202048,
+  //   untied). ffn_hidden_size 16384 (intermediate_size_mlp) is unused: every layer is MoE. Chunked attention
+  //   (8192-token blocks) and NoPE layers are not modelled (full causal attention; the same at seq <= 8192).
   // gpt-oss-120b: model card (arXiv:2508.10925) and config.json (openai/gpt-oss-120b): 36 layers, hidden
   //   2880, 64 query heads, 8 kv heads, head_dim 64, vocab 201088, untied, gated (SwiGLU-style) experts of
   //   2880, initial_context_length 4096. Banded-window attention on alternate layers and attention sinks are
@@ -41,12 +59,20 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
        "Mixtral of Experts, arXiv:2401.04088 Table 1"},
       {"mixtral-8x22b", 56, 6144, 16384, 48, 8, 128, 65536, 32000, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "config.json of mistralai/Mixtral-8x22B-v0.1"},
+      {"mixtral-8x22b-g8t8", 56, 6144, 16384, 48, 8, 128, 65536, 32000, true, true, "RMSNorm", "rope", 0.0, 0.0,
+       "MoE Parallel Folding, arXiv:2504.14960 Sec. 4.1 (Mixtral 8x22B, 64 experts of 2048, top-8)"},
+      {"llama3-8x70b", 80, 8192, 28672, 64, 8, 128, 8192, 128256, true, true, "RMSNorm", "rope", 0.0, 0.0,
+       "MoE Parallel Folding, arXiv:2504.14960 Sec. 4.1 (Llama 3 70B upcycled to 8 experts)"},
+      {"qwen2-57b-a14b", 28, 3584, 18944, 28, 4, 128, 4096, 151936, true, true, "RMSNorm", "rope", 0.0, 0.0,
+       "Qwen2 Technical Report, arXiv:2407.10671 Table 1; config.json"},
       {"deepseek-v3", 61, 7168, 18432, 128, 128, 128, 4096, 129280, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "DeepSeek-V3 Technical Report, arXiv:2412.19437 Sec. 4.2; config.json"},
       {"qwen3-30b-a3b", 48, 2048, 6144, 32, 4, 128, 4096, 151936, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "Qwen3 Technical Report, arXiv:2505.09388 Table 2; config.json"},
       {"qwen3-235b-a22b", 94, 4096, 12288, 64, 4, 128, 4096, 151936, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "Qwen3 Technical Report, arXiv:2505.09388 Table 2; config.json"},
+      {"llama4-scout", 48, 5120, 16384, 40, 8, 128, 8192, 202048, true, true, "RMSNorm", "rope", 0.0, 0.0,
+       "torchtitan llama4 17bx16e (torchtitan/models/llama4/__init__.py); Llama-4-Scout-17B-16E config.json"},
       {"gpt-oss-120b", 36, 2880, 2880, 64, 8, 64, 4096, 201088, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "gpt-oss-120b model card, arXiv:2508.10925; config.json"},
   };

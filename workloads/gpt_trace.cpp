@@ -313,9 +313,21 @@ class StageEmitter {
   }
 
   // FSDP: per-layer parameter all-gathers (prefetched one layer ahead) and gradient reduce-scatters on
-  // the FSDP stream, over the shard group.
-  std::uint32_t fsdp_ag(const std::string& nm, double el) {
-    return rb.fork(coll_op(nm, CollOp::AllGather, Y.dp_comm[st], el * 2.0, RankBuilder::kFsdp, "dp"));
+  // the FSDP stream, over the shard group. Megatron FSDP (ZeRO-3) shards an MoE layer's expert weights over
+  // the expert data-parallel group (EDP), so the layer's local experts are gathered over EDP after its
+  // dense part (the returned op is the last gather) and their gradients reduce-scattered over EDP.
+  bool fsdp_experts(std::int64_t gl) const {
+    return c.fsdp() && !c.use_torch_fsdp2 && moe_on && K.moe_pattern[gl] && Y.edp > 1 && Y.edp_comm[st] >= 0;
+  }
+  std::uint32_t fsdp_ag(const std::string& nm, std::int64_t gl) {
+    std::uint32_t id = rb.fork(coll_op(nm, CollOp::AllGather, Y.dp_comm[st], layer_el(gl) * 2.0, RankBuilder::kFsdp, "dp"));
+    if (fsdp_experts(gl)) {
+      Op e = coll_op(nm + ".experts", CollOp::AllGather, Y.edp_comm[st], expert_params_per_gpu(c) * 2.0,
+                     RankBuilder::kFsdp, "dp");
+      e.deps.push_back(id);
+      id = rb.fork(std::move(e));
+    }
+    return id;
   }
 
   // The shared expert (TP-split, with its SP all-gather / reduce-scatter).
@@ -416,6 +428,14 @@ class StageEmitter {
     }
   }
 
+  void fwd_moe_recompute(const std::string& nm, std::int64_t gl, std::vector<Step>& out, Step pre,
+                         std::shared_ptr<std::vector<std::uint32_t>> extra) {
+    Step before = [pre]() {
+      if (pre) pre();
+    };
+    moe_steps(nm, ".recompute", gl, false, out, before, extra);
+  }
+
   void send(OpKind kind, std::uint16_t stream, std::string name, std::int32_t peer, std::int64_t msg_tag,
             std::int64_t chunk) {
     if (c.dualpipe() && chunk == 1) stream = static_cast<std::uint16_t>(kRev + (stream - RankBuilder::kRecvF));
@@ -474,7 +494,7 @@ class StageEmitter {
           send(OpKind::Recv, RankBuilder::kRecvF, mbs + ".recv.fwd", place(ch).from, tag(mb, ch, 0), ch);
           rb.chain(wait_op(mbs + ".l" + std::to_string(base) + ".wait"), {pending_recv_});
         }
-        if (gather) *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base) + ".fsdp.ag", layer_el(base));
+        if (gather) *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base) + ".fsdp.ag", base);
         if (first_chunk)
           rb.chain(compute_op(mbs + ".embed.fwd", K.embed_fwd), gather ? std::vector<std::uint32_t>{*fsdp_next} : std::vector<std::uint32_t>{});
       });
@@ -484,7 +504,7 @@ class StageEmitter {
         Step pre = [this, extra, gather, fsdp_next, l, nl, gl, mb, ch, mbs]() {
           if (gather) {
             extra->push_back(*fsdp_next);
-            if (l + 1 < nl) *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(gl + 1) + ".fsdp.ag", layer_el(gl + 1));
+            if (l + 1 < nl) *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(gl + 1) + ".fsdp.ag", gl + 1);
           }
           if (c.overlap_param_gather && dist_opt_sharded && mb == 0 && !early_ag.empty())
             extra->push_back(early_ag[static_cast<std::size_t>(bucket_of[ch][l])]);
@@ -513,7 +533,7 @@ class StageEmitter {
         rb.chain(compute_op(mbs + ".logits.bwd", K.logits_bwd));
       }
       if (gather && nl > 0)
-        *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base + nl - 1) + ".bwd.fsdp.ag", layer_el(base + nl - 1));
+        *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base + nl - 1) + ".bwd.fsdp.ag", base + nl - 1);
     });
     for (std::int64_t l = nl - 1; l >= 0; --l) {
       const std::int64_t gl = base + l;
@@ -523,7 +543,7 @@ class StageEmitter {
       Step pre = [this, extra, gather, fsdp_next, l, gl, mbs]() {
         if (gather) {
           extra->push_back(*fsdp_next);
-          if (l > 0) *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(gl - 1) + ".bwd.fsdp.ag", layer_el(gl - 1));
+          if (l > 0) *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(gl - 1) + ".bwd.fsdp.ag", gl - 1);
         }
       };
       const bool re = recomputed(l, nl);
@@ -533,9 +553,18 @@ class StageEmitter {
         fwd_layer_steps(nm, true, gl, out, pre, extra);
         extra = none;
         pre = nullptr;
+      } else if (moe_on && K.moe_pattern[gl] && c.recomputes("moe")) {
+        // recompute_modules moe (Megatron-Core MoELayer checkpointed): router, dispatch, experts and combine
+        // run forward again, with their all-to-alls, before the MoE layer's backward.
+        fwd_moe_recompute(nm, gl, out, pre, extra);
+        extra = std::make_shared<std::vector<std::uint32_t>>();
+        pre = nullptr;
       }
       Costs ba = K.layer.bwd_attn;
-      if (c.recompute_granularity == "selective") ba += K.layer.recompute_attn_extra;
+      if (c.recompute_granularity == "selective" && (!c.selective_ac_option.empty() || c.recomputes("core_attn")))
+        ba += K.layer.recompute_attn_extra;
+      // recompute_modules layernorm: both norms of the layer forward again in its backward.
+      if (c.recomputes("layernorm")) ba += K.layer.recompute_norm, ba += K.layer.recompute_norm;
       if (wm != WMode::Whole) ba = minus(ba, K.layer.wgrad_attn);
       auto tail = [this, nm, ba, ch, l, gl, mb, wm]() {
         block(nm + ".attn", nm + ".bwd.attn", ba, true, true);
@@ -545,6 +574,9 @@ class StageEmitter {
           // pipeline parallelism torch FSDP2 reduces once, after the last micro-batch).
           rb.fork(coll_op(nm + ".fsdp.rs", CollOp::ReduceScatter, Y.dp_comm[st], layer_el(gl) * x_.grad_elem_bytes,
                           RankBuilder::kFsdp, "dp"));
+          if (fsdp_experts(gl))
+            rb.fork(coll_op(nm + ".fsdp.rs.experts", CollOp::ReduceScatter, Y.edp_comm[st],
+                            expert_params_per_gpu(c) * x_.grad_elem_bytes, RankBuilder::kFsdp, "dp"));
         }
       };
       if (moe_on && K.moe_pattern[gl]) {
@@ -625,7 +657,8 @@ class StageEmitter {
       for (std::int64_t ch = 0; ch < nchunks(); ++ch)
         for (std::int64_t l = 0; l < place(ch).nl; ++l)
           if (K.moe_pattern[place(ch).base + l]) stage_expert_params += expert_params_per_gpu(c);
-      if (edp > 1 && stage_expert_params > 0) {
+      // (Megatron FSDP reduces them per layer instead, fsdp_experts.)
+      if (edp > 1 && stage_expert_params > 0 && !(c.fsdp() && !c.use_torch_fsdp2)) {
         const bool sh = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard" || c.fsdp();
         Op op = coll_op(sh ? "edp.experts.rs" : "edp.experts.ar", sh ? CollOp::ReduceScatter : CollOp::AllReduce,
                         Y.edp_comm[st], stage_expert_params * grad_elem_bytes, RankBuilder::kDp, "dp");
@@ -798,8 +831,9 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
           const std::int64_t first = Y.places[st][ch].base, nl = Y.places[st][ch].nl, l = gl - first;
           if (l < 0 || l >= nl) continue;
           // Recomputed layers run the forward (and its experts) twice (full recompute; block: the first N).
-          const bool re = full && !(c.recompute_method == "block" && c.recompute_num_layers &&
-                                    l >= std::min(c.recompute_num_layers, nl));
+          const bool re = (full && !(c.recompute_method == "block" && c.recompute_num_layers &&
+                                     l >= std::min(c.recompute_num_layers, nl))) ||
+                          c.recomputes("moe");
           // Each chunk runs every micro-batch (DualPipe: each direction half of them).
           lost[st] += (df * (re ? 2.0 : 1.0) + db) * double(c.dualpipe() ? m / 2 : m);
         }

@@ -37,10 +37,30 @@ bool moe_catalogue_defaults(const std::string& model, MoeConfig& m) {
     // gpt-oss-120b & gpt-oss-20b model card (arXiv:2508.10925) Table 1 / config.json (openai/gpt-oss-120b):
     // 128 experts, top-4, intermediate_size 2880 per expert, every layer MoE, no shared expert.
     c.num_experts = 128, c.moe_router_topk = 4, c.moe_ffn_hidden_size = 2880;
+  } else if (model == "llama4-scout") {
+    // Llama 4 Scout: 16 routed experts, top-1, one shared expert, both of hidden size 8192, every layer MoE
+    // (torchtitan llama4 "17bx16e" with MoEArgs defaults top_k 1, use_shared_expert; workloads/gpt_models.cpp).
+    c.num_experts = 16, c.moe_router_topk = 1, c.moe_ffn_hidden_size = 8192;
+    c.moe_shared_expert_intermediate_size = 8192;
   } else if (model == "mixtral-8x7b" || model == "mixtral-8x22b") {
     // Mixtral of Experts (arXiv:2401.04088) Table 1: 8 experts, top-2, every layer; expert hidden = the
     // model's hidden_dim (14336 for 8x7B; 16384 for 8x22B per its config.json, mistralai/Mixtral-8x22B-v0.1).
     c.num_experts = 8, c.moe_router_topk = 2;
+  } else if (model == "mixtral-8x22b-g8t8") {
+    // MoE Parallel Folding (arXiv:2504.14960) Sec. 4.1: 64 experts, 8 active per token, each expert's hidden
+    // size one-eighth of Mixtral 8x22B's 16384 (moe_h100.csv row 10: moe_expert_ffn 2048).
+    c.num_experts = 64, c.moe_router_topk = 8, c.moe_ffn_hidden_size = 2048;
+  } else if (model == "llama3-8x70b") {
+    // MoE Parallel Folding (arXiv:2504.14960) Sec. 4.1: Llama3-70B upcycled to 8 experts of the dense FFN
+    // (28672). The paper does not print top-k; top-2 is assumed, the choice of the coarse-grained models it
+    // is grouped with (Mixtral 8x22B, Table 1 "Coarse-grained") and of "8xN" upcycled models (Mixtral).
+    c.num_experts = 8, c.moe_router_topk = 2;
+  } else if (model == "qwen2-57b-a14b") {
+    // Qwen2 Technical Report (arXiv:2407.10671) Table 1: 64 routed experts of intermediate size 2560, 8
+    // activated, 8 shared experts (one always-on MLP of 8 x 2560 = 20480, config.json
+    // shared_expert_intermediate_size; moe_h100.csv row 5: moe_shared_expert_ffn 20480); every layer MoE.
+    c.num_experts = 64, c.moe_router_topk = 8, c.moe_ffn_hidden_size = 2560;
+    c.moe_shared_expert_intermediate_size = 20480;
   } else {
     return false;
   }

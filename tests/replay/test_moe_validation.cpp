@@ -3,7 +3,7 @@
 // and Mixtral-8x22B on 128 H100 (Megatron-MoE-ModelZoo run-script rows). Nothing is fitted to these rows: the
 // compute is the per-kernel model fitted on single-kernel measurements (validate/compute_calibrations/h100.json),
 // so all 9 rows are held out. Measured 2026-11-26 (docs/validation.md, "Mixture of experts"): |error| 2.3, 6.0,
-// 1.1, 2.5, 39.6 % (Qwen3 rows 93, 94, 95, 96, 97; row 94 is row 93 with overlap_moe_expert_parallel_comm) and
+// 0.2, 2.5, 39.6 % (Qwen3 rows 93, 94, 95, 96, 97; row 94 is row 93 with overlap_moe_expert_parallel_comm) and
 // 2.5, 1.9, 0.7, 2.9 % (Mixtral rows 111-114): median 2.5 %, max 39.6 %. The bounds below are those figures
 // rounded up.
 // Run with

@@ -60,10 +60,15 @@ TEST_CASE("moe catalogue: total parameters match the published model sizes") {
   // Published totals: DeepSeek-V3 671B main model (arXiv:2412.19437 Sec. 1, MTP module not counted);
   // Qwen3-235B-A22B 235B and Qwen3-30B-A3B 30.5B (arXiv:2505.09388 Table 1/2); gpt-oss-120b 116.8B
   // (model card arXiv:2508.10925 Table 1); Mixtral 8x7B 46.7B (arXiv:2401.04088 Sec. 2.1); Mixtral 8x22B
-  // 141B (Mistral's release announcement "Cheaper, Better, Faster, Stronger", 2024-04-17).
+  // 141B (Mistral's release announcement "Cheaper, Better, Faster, Stronger", 2024-04-17); Qwen2-57B-A14B
+  // 57B (arXiv:2407.10671 Table 1; MoE Parallel Folding Sec. 4.1). Mixtral-8x22B-G8T8 splits each expert
+  // into 8 (arXiv:2504.14960 Sec. 4.1), so it keeps Mixtral 8x22B's 141B. Llama 4 Scout 109B total, 17B
+  // active (Meta, "The Llama 4 herd", 2025-04-05).
   const std::pair<const char*, double> published[] = {{"deepseek-v3", 671e9},  {"qwen3-235b-a22b", 235e9},
                                                       {"qwen3-30b-a3b", 30.5e9}, {"gpt-oss-120b", 116.8e9},
-                                                      {"mixtral-8x7b", 46.7e9}, {"mixtral-8x22b", 141e9}};
+                                                      {"mixtral-8x7b", 46.7e9}, {"mixtral-8x22b", 141e9},
+                                                      {"qwen2-57b-a14b", 57e9}, {"mixtral-8x22b-g8t8", 141e9},
+                                                      {"llama4-scout", 109e9}};
   for (const auto& [m, n] : published) {
     CAPTURE(m);
     const double got = model_params(m);
@@ -218,6 +223,43 @@ TEST_CASE("moe memory: expert weights sharded by EP, optimizer state by EDP") {
   CHECK(mem({{"moe_load", "zipf"}, {"moe_load_skew", "1.5"}}).activations_bytes > ep8.activations_bytes);
 }
 
+TEST_CASE("moe with Megatron FSDP: each MoE layer's experts are gathered and reduce-scattered over EDP") {
+  // 16 GPUs, PP 2 -> 8 per stage; EP 4, ETP 1 -> EDP 2. ZeRO-3 shards the experts over EDP, so every
+  // layer's forward and backward gather its local experts (2 experts x 3 x 1024 x 2816 bf16) and its
+  // backward reduce-scatters their gradients; the step-end expert reduce-scatter is then not needed.
+  const ParamMap fsdp = {{"expert_model_parallel_size", "4"}, {"expert_tensor_parallel_size", "1"},
+                         {"data_parallel_sharding_strategy", "optim_grads_params"}};
+  const Trace t = gen(small_moe(fsdp));
+  const double expert_bytes = 2.0 * 3.0 * 1024 * 2816 * 2.0;
+  int ag = 0, rs = 0, step_end = 0;
+  for (const Op& op : t.ranks.at(0).ops) {
+    if (op.name.find("edp.experts") != std::string::npos) ++step_end;
+    const bool is_ag = op.name.find(".fsdp.ag.experts") != std::string::npos,
+               is_rs = op.name.find(".fsdp.rs.experts") != std::string::npos;
+    if (!is_ag && !is_rs) continue;
+    ag += is_ag, rs += is_rs;
+    CHECK(op.bytes == doctest::Approx(expert_bytes));  // bf16 weights; bf16 gradients (grad_reduce_in_fp32 off)
+    const Communicator& cm = t.comms.at(static_cast<std::size_t>(op.comm));
+    CHECK(cm.ranks.size() == 2);  // the EDP group
+    CHECK(cm.ranks[1] - cm.ranks[0] == 4);  // EDP is outermost in the stage's expert grid (ETP x EP = 4)
+  }
+  // Stage 0 holds 2 MoE layers; 16 / (1 x 8 DP) = 2 micro-batches: 2 x 2 forward + 2 x 2 backward gathers.
+  CHECK(ag == 8);
+  CHECK(rs == 4);
+  CHECK(step_end == 0);
+  // Without FSDP (distributed optimizer) the experts are not gathered per layer.
+  const Trace d = gen(small_moe({{"expert_model_parallel_size", "4"}, {"use_distributed_optimizer", "true"}}));
+  for (const Op& op : d.ranks.at(0).ops) CHECK(op.name.find(".fsdp.") == std::string::npos);
+  // Memory: the running and the prefetched layer's gathered experts and the running one's gradient. EP 8 on
+  // the 8 GPUs of a stage has EDP 1 (nothing sharded, nothing gathered); EP 4 holds twice the experts per
+  // layer, sharded over EDP 2 (the same 2 bytes per local parameter in all) plus two gathered layers.
+  auto mem = [](const ParamMap& over) { return gpt_memory_per_gpu(gpt_config_from_params(small_moe(over), "--param")); };
+  const auto m4 = mem(fsdp), m8 = mem({{"data_parallel_sharding_strategy", "optim_grads_params"}});
+  const double layer_experts = 2.0 * 3.0 * 1024 * 2816;  // EP 4: 2 local experts
+  CHECK(m4.weights_bytes - m8.weights_bytes == doctest::Approx(2.0 * 2.0 * layer_experts));
+  CHECK(m4.grads_bytes - m8.grads_bytes == doctest::Approx(2.0 * layer_experts));
+}
+
 TEST_CASE("moe parameters: bad input names the parameter") {
   CHECK(error_of([] { gen(small_moe({{"expert_model_parallel_size", "3"}})); }).find("expert_model_parallel_size") != std::string::npos);
   CHECK(error_of([] { gen(small_moe({{"tensor_model_parallel_size", "2"}, {"expert_model_parallel_size", "4"}})); })
@@ -368,4 +410,50 @@ TEST_CASE("moe delay_wgrad_compute: the experts' weight gradient runs while the 
   }
   CHECK(send >= 0);
   CHECK(w > send);
+}
+
+TEST_CASE("moe recompute_modules: moe reruns the MoE layer forward with its all-to-alls, and stores less") {
+  auto count = [](const Trace& t, const std::string& part) {
+    int n = 0;
+    for (const auto& op : t.ranks.at(0).ops) n += op.name.find(part) != std::string::npos;
+    return n;
+  };
+  auto compute_s = [](const Trace& t) {
+    double s = 0;
+    for (const auto& op : t.ranks.at(0).ops) s += op.kind == OpKind::Compute ? op.duration_s : 0.0;
+    return s;
+  };
+  const ParamMap sel = {{"recompute_granularity", "selective"}};
+  const Trace none = gen(small_moe());
+  const Trace core = gen(small_moe(sel));  // Megatron's default list: core_attn
+  ParamMap mo = sel;
+  mo["recompute_modules"] = "layernorm moe";
+  const Trace moe = gen(small_moe(mo));
+  // The recomputed MoE forward: one more dispatch and combine per MoE layer and micro-batch, named .recompute.
+  CHECK(count(none, ".recompute.moe.dispatch") == 0);
+  CHECK(count(core, ".recompute.moe.dispatch") == 0);
+  CHECK(count(moe, ".recompute.moe.dispatch") == count(moe, ".bwd.moe.dispatch"));
+  CHECK(count(moe, ".recompute.moe.combine") == count(moe, ".fwd.moe.combine"));
+  // Time: the MoE forward (router, experts, unpermute) and two norms again, but no attention recompute.
+  CHECK(compute_s(moe) > compute_s(none));
+  CHECK(compute_s(core) > compute_s(none));
+  // Memory: the MoE layer keeps only its input; layernorm drops the norm outputs.
+  auto act = [](ParamMap over) {
+    return gpt_memory_per_gpu(gpt_config_from_params(small_moe(over), "--param")).activations_bytes;
+  };
+  ParamMap ln = sel, ma = sel;
+  ln["recompute_modules"] = "layernorm";
+  ma["recompute_modules"] = "moe_act";
+  CHECK(act(mo) < act(ln));
+  CHECK(act(ln) < act(sel));
+  CHECK(act(ma) < act(sel));
+  // Megatron's rules and the modules not modelled are refused with the parameter's name.
+  ParamMap bad = {{"recompute_modules", "moe"}};
+  CHECK(error_of([&] { gen(small_moe(bad)); }).find("needs recompute_granularity selective") != std::string::npos);
+  ParamMap mlp = sel;
+  mlp["recompute_modules"] = "mlp";
+  CHECK(error_of([&] { gen(small_moe(mlp)); }).find("recompute_modules") != std::string::npos);
+  ParamMap typo = sel;
+  typo["recompute_modules"] = "layernorm, moe_acts";
+  CHECK(error_of([&] { gen(small_moe(typo)); }).find("moe_acts") != std::string::npos);
 }

@@ -1,0 +1,264 @@
+// MoE Parallel Folding (Liu et al., arXiv:2504.14960) rows 0-92 of tests/data/training-modern/moe_h100.csv
+// (docs/validation.md, "Mixture of experts", "MoE Parallel Folding"): Tables 1/3 (best mapping per method,
+// GBS 256), 2 (TFLOPS, BF16 vs FP8), 4 (strong scaling to 1,024 GPUs, GBS 1024) and 5 (context scaling with
+// CP to 128K). Every scenario is built here from the row's own columns by one rule per method label (below);
+// nothing is fitted to any of these rows: the compute is the per-kernel model fitted on single-kernel
+// measurements (validate/compute_calibrations/h100.json), communication the `engine` model, so every row is
+// held out. Simulated MFU = simulated model TFLOP/s per GPU (Megatron-Core's FLOP count, the repo's MoE
+// convention, docs/workloads.md "FLOPs and MFU") / 989.5 TF (the paper's BF16 peak, Sec. 4.1).
+//
+// Mapping (the paper prints GPUs, CP, TP, EP, PP, ETP, GBS and sequence length per row; the rest is stated
+// here once and is the same for every row):
+//   FSDP, FSDP + EP   Megatron FSDP (data_parallel_sharding_strategy optim_grads_params: ZeRO-3), no PP
+//   TP + EP + DP      no PP, distributed optimizer (ZeRO-1, paper Sec. 4.2)
+//   MCore             TP x CP x DP x PP with ETP = TP (the expert grid is a sub-grid of DP, Megatron default)
+//   MCore w/ Folding  ETP 1 (the printed ETP; Llama3-8x70B's rows leave it blank, ETP 1 is assumed for them:
+//                     with TP 8 and 128-256 GPUs at PP 16, ETP 8 x EP 8 does not fit the TP x DP grid)
+//   every row         micro-batch 1, no recompute, no virtual pipeline stages (none printed), sequence
+//                     parallelism with TP (Megatron requires it with EP), alltoall dispatcher, grouped GEMM,
+//                     token drop at capacity factor 1 (paper Sec. 4.2) with the uniform router load, overlapped
+//                     gradient reduce / parameter gather, BF16; Table 2's rows take Table 3's Mixtral-8x22B
+//                     mappings (the README: its BF16 TFLOPS equal Table 3's MFU x 989.5), FP8 with delayed
+//                     scaling as printed.
+//   EP blank = 1, PP blank = 1, CP blank = 1 (the paper leaves FSDP's EP blank for Mixtral).
+// The simulated rank count and micro-batches grow with GPUs and GBS, so the normal suite runs the 20 Table 3
+// rows and Table 2; Tables 4 and 5 (69 rows) run under the `long` label (tests/CMakeLists.txt,
+// replay_folding_long).
+//   build/tests/test_replay -tc="validation: parallel folding*" -s
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "replay_test_util.hpp"
+#include "replay/run_scenario.hpp"
+#include "sim/base/error.hpp"
+#include "workloads/gpt.hpp"
+#include "workloads/scenario.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::workloads;
+
+namespace {
+const std::string kCsv = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/training-modern/moe_h100.csv";
+constexpr double kPeak = 989.5;  // TF/s BF16 per H100, MoE Parallel Folding Sec. 4.1
+
+using Row = std::map<std::string, std::string>;
+
+const std::vector<Row>& csv() {
+  static const std::vector<Row> rows = replay_test::read_csv(kCsv);
+  return rows;
+}
+
+// The method of a row label ("MCore w/ Folding 512 GPUs" -> "MCore w/ Folding").
+std::string method_of(const std::string& label) {
+  for (const char* m : {"MCore w/ Folding", "MCore", "FSDP + EP", "FSDP", "TP + EP + DP"})
+    if (label.rfind(m, 0) == 0) return m;
+  FAIL("unknown method in row label '" << label << "'");
+  return "";
+}
+
+std::string catalogue_name(const std::string& model) {
+  static const std::map<std::string, std::string> m = {{"Mixtral-8x22B", "mixtral-8x22b"},
+                                                      {"Mixtral-8x22B-G8T8", "mixtral-8x22b-g8t8"},
+                                                      {"Qwen2-57B-A14B", "qwen2-57b-a14b"},
+                                                      {"Llama3-8x70B", "llama3-8x70b"}};
+  REQUIRE(m.count(model));
+  return m.at(model);
+}
+
+int num_or(const Row& r, const std::string& col, int dflt) {
+  const std::string& v = r.at(col);
+  return v.empty() ? dflt : std::stoi(v);
+}
+
+// The row whose layout a row uses: itself, or for Table 2 the Table 3 row of the same model and method.
+const Row& layout_row(int i) {
+  const Row& r = csv()[i];
+  if (r.at("table").rfind("Table 2", 0) != 0) return r;
+  const std::string method = method_of(r.at("row_label"));
+  for (const Row& o : csv())
+    if (o.at("table").rfind("Table 3", 0) == 0 && o.at("model") == r.at("model") && o.at("row_label") == method) return o;
+  FAIL("no Table 3 row for Table 2 row " << i);
+  return r;
+}
+
+// The scenario of data row i, by the rules in the header.
+Json scenario_json(int i) {
+  const Row& r = csv()[i];
+  const Row& L = layout_row(i);
+  const std::string method = method_of(L.at("row_label"));
+  const int gpus = std::stoi(L.at("num_gpus")), tp = num_or(L, "tp", 1), pp = num_or(L, "pp", 1),
+            cp = num_or(L, "cp", 1), ep = num_or(L, "ep", 1);
+  Json p = {{"model", catalogue_name(r.at("model"))},
+            {"seq_length", std::stoi(L.at("seq_len"))},
+            {"global_batch_size", std::stoi(L.at("global_batch_seqs"))},
+            {"micro_batch_size", 1},
+            {"tensor_model_parallel_size", tp},
+            {"pipeline_model_parallel_size", pp},
+            {"context_parallel_size", cp},
+            {"expert_model_parallel_size", ep},
+            {"sequence_parallel", tp > 1},
+            {"moe_token_dispatcher_type", "alltoall"},
+            {"moe_grouped_gemm", true},
+            {"moe_expert_capacity_factor", 1.0},
+            {"recompute_granularity", "none"},
+            {"overlap_grad_reduce", true}};
+  if (method == "MCore w/ Folding") p["expert_tensor_parallel_size"] = 1;
+  else if (!L.at("etp").empty()) p["expert_tensor_parallel_size"] = std::stoi(L.at("etp"));
+  if (method == "FSDP" || method == "FSDP + EP") {
+    p["data_parallel_sharding_strategy"] = "optim_grads_params";
+  } else {
+    p["use_distributed_optimizer"] = true;
+    p["overlap_param_gather"] = true;
+  }
+  if (r.at("precision").rfind("fp8", 0) == 0) {
+    p["precision"] = "fp8";
+    p["fp8_recipe"] = "delayed";
+  } else {
+    p["precision"] = "bf16";
+  }
+  return Json{{"topology", {{"preset", "superpod"}, {"params", {{"nodes", gpus / 8}, {"node", "dgx-h100"}}}}},
+              {"workload", {{"generator", "gpt"}, {"params", p}}}};
+}
+
+struct Outcome {
+  int row = 0;
+  bool fits = true;
+  double measured = 0;   // MFU % (Tables 1/3, 4, 5) or TFLOPS/GPU (Table 2); 0 = printed OOM
+  double simulated = 0;  // same unit
+  double mem_gib = 0;    // memory model's peak per GPU
+  sim::RunResult res;
+};
+
+Outcome run_row(int i) {
+  const Row& r = csv()[i];
+  Outcome o;
+  o.row = i;
+  const bool table2 = r.at("table").rfind("Table 2", 0) == 0;
+  const std::string& printed = table2 ? r.at("tflops_per_gpu") : r.at("mfu_pct");
+  o.measured = printed == "OOM" ? 0.0 : std::stod(printed);
+  const Scenario s = scenario_from_json(scenario_json(i), "moe_h100.csv row " + std::to_string(i));
+  ParamMap pm;
+  for (const auto& [k, v] : s.workload.params) pm[k] = v;
+  pm["world_size"] = std::to_string(std::stoi(layout_row(i).at("num_gpus")));
+  pm["gpu"] = "h100";
+  o.mem_gib = gpt_memory_per_gpu(gpt_config_from_params(pm, "row")).total_bytes() / 1073741824.0;
+  try {
+    o.res = sim::run_scenario(s, {"engine", {}, {}}).result;
+  } catch (const DoesNotFitError&) {
+    o.fits = false;
+    return o;
+  }
+  o.simulated = table2 ? o.res.tflops_per_gpu : 100.0 * o.res.tflops_per_gpu / kPeak;
+  return o;
+}
+
+// Seconds the FSDP stream is busy per simulated rank (its gathers and reduce-scatters back to back).
+double fsdp_busy(const sim::RunResult& r) {
+  double busy = 0;
+  std::map<std::int32_t, int> ranks;
+  for (const auto& op : r.ops) {
+    ranks[op.rank] = 1;
+    if (op.stream == "comm.fsdp") busy += op.end_s - op.start_s;
+  }
+  return ranks.empty() ? 0.0 : busy / double(ranks.size());
+}
+
+// Seconds of attention-block compute (QKV / projection GEMMs and the attention kernel, forward and backward)
+// per simulated rank.
+double attention_compute(const sim::RunResult& r) {
+  double busy = 0;
+  std::map<std::int32_t, int> ranks;
+  for (const auto& op : r.ops) {
+    ranks[op.rank] = 1;
+    const auto n = op.name.size();
+    if (op.kind == "compute" && ((n > 9 && op.name.compare(n - 9, 9, ".fwd.attn") == 0) ||
+                                 (n > 9 && op.name.compare(n - 9, 9, ".bwd.attn") == 0)))
+      busy += op.end_s - op.start_s;
+  }
+  return ranks.empty() ? 0.0 : busy / double(ranks.size());
+}
+
+double exposed(const sim::RunResult& r, const char* cat) {
+  auto it = r.breakdown.exposed_comm_s.find(cat);
+  return it == r.breakdown.exposed_comm_s.end() ? 0.0 : it->second;
+}
+
+struct TableResult {
+  std::vector<double> errs;  // |simulated / measured - 1| of the rows with a printed number that fit
+  int oom_disagree = 0;      // rows where printed OOM and the memory model's verdict differ
+  std::map<int, double> simulated;  // row -> simulated MFU % / TFLOPS
+};
+
+// Runs rows [lo, hi], prints one line each (per-rank average breakdown, seconds: compute, exposed TP / CP /
+// EP all-to-all / DP / PP communication, bubble; the memory model's peak per GPU).
+TableResult run_rows(int lo, int hi) {
+  std::printf("row  table      method              model               GPUs  measured  simulated  error    "
+              "step_s  compute  tp     cp     ep/a2a dp     pp     bubble mem_GiB fsdp_busy attn_s\n");
+  TableResult out;
+  std::vector<double>& errs = out.errs;
+  for (int i = lo; i <= hi; ++i) {
+    CAPTURE(i);
+    const Row& r = csv()[i];
+    const Outcome o = run_row(i);
+    const std::string method = method_of(layout_row(i).at("row_label"));
+    if (!o.fits || o.measured == 0) {
+      std::printf("%-4d %-10.10s %-19s %-19s %5s  %8s  %9s  %s  mem %.1f GiB\n", i, r.at("table").c_str(), method.c_str(),
+                  r.at("model").c_str(), layout_row(i).at("num_gpus").c_str(), o.measured == 0 ? "OOM" : "-",
+                  o.fits ? "fits" : "OOM", o.fits == (o.measured != 0) ? "agree" : "DISAGREE", o.mem_gib);
+      out.oom_disagree += o.fits != (o.measured != 0);
+      continue;
+    }
+    const double e = o.simulated / o.measured - 1.0;
+    errs.push_back(std::fabs(e));
+    out.simulated[i] = o.simulated;
+    const auto& b = o.res.breakdown;
+    std::printf("%-4d %-10.10s %-19s %-19s %5s  %8.1f  %9.1f  %+6.1f%%  %6.2f  %6.2f  %5.2f  %5.2f  %5.2f  %5.2f  %5.2f  %5.2f  %5.1f   %5.2f  %6.2f\n",
+                i, r.at("table").c_str(), method.c_str(), r.at("model").c_str(), layout_row(i).at("num_gpus").c_str(),
+                o.measured, o.simulated, 100 * e, o.res.iteration_s, b.compute_s, exposed(o.res, "tp"),
+                exposed(o.res, "cp"), exposed(o.res, "ep") + exposed(o.res, "all_to_all"), exposed(o.res, "dp"),
+                exposed(o.res, "pp"), b.bubble_s, o.mem_gib, fsdp_busy(o.res), attention_compute(o.res));
+  }
+  return out;
+}
+
+void summarise(const char* what, const TableResult& t, std::size_t rows, double med_bound, double max_bound,
+               int oom_disagree) {
+  const auto& errs = t.errs;
+  REQUIRE(errs.size() == rows);
+  const double med = replay_test::median(errs), worst = *std::max_element(errs.begin(), errs.end());
+  MESSAGE(std::string(what) << ": " << errs.size() << " rows, median |error| " << 100 * med << " %, max " << 100 * worst
+                            << " %, OOM verdicts that differ from the source: " << t.oom_disagree);
+  CHECK(med <= med_bound);
+  CHECK(worst <= max_bound);
+  CHECK(t.oom_disagree <= oom_disagree);
+}
+}  // namespace
+
+// Bounds: the measured figures (2026-11-26, docs/validation.md) plus about 2 points on the median and 8 % of the
+// maximum. The simulation is deterministic; the margin only absorbs small moves of the shared compute and
+// collective models. Measured: Tables 1/3 median 20.1 %, max 106.8 %; Table 2 4.3 %, 6.6 %; Table 4 20.0 %,
+// 112.4 %; Table 5 21.0 %, 24.8 %. The large errors are the FSDP / FSDP + EP rows (docs: known limits).
+// OOM: row 17 is refused as printed; row 15 (FSDP, CP 8) fits at 34.6 GiB per GPU here although the paper
+// printed OOM, and row 82 (FSDP + EP on 128 GPUs) needs 82.7 GiB here although the paper ran it.
+TEST_CASE("validation: parallel folding tables 1-3 (MoE Parallel Folding on 64-256 H100) held out") {
+  const TableResult t3 = run_rows(0, 19);
+  summarise("Tables 1/3 (rows 0-19)", t3, 18, 0.22, 1.15, 1);
+  // The paper's finding, not fitted: with the same attention layout, folding the expert grid beats MCore's
+  // coupled one for every model (rows 3/4, 8/9, 13/14, 18/19).
+  for (int mcore : {3, 8, 13, 18}) {
+    CAPTURE(mcore);
+    CHECK(t3.simulated.at(mcore + 1) > t3.simulated.at(mcore));
+  }
+  summarise("Table 2 (rows 20-23)", run_rows(20, 23), 4, 0.06, 0.09, 0);
+}
+
+TEST_CASE("validation: parallel folding tables 4-5 (strong and context scaling to 1024 H100) held out") {
+  summarise("Table 4 (rows 24-84)", run_rows(24, 84), 60, 0.22, 1.22, 1);
+  summarise("Table 5 (rows 85-92)", run_rows(85, 92), 8, 0.23, 0.27, 0);
+}
