@@ -9,6 +9,10 @@
 // over the simulated ranks (the expert-compute part, moe.imbalance_compute_s, is likewise the most loaded
 // pipeline stage's). Limits: it counts call time on an idle fabric, not step time: the part of a call hidden
 // behind compute (A2A overlap, DualPipe) or stretched by contention on the shared network is not separated.
+// Cost: a skewed call the replay itself priced on an idle fabric (every call under the engine model, the
+// isolated and idle-window calls under the shared one) takes the replay's price (CommModel::
+// replayed_idle_price, the same number); the engine models price calls with equal schedule inputs once
+// (EngineCommBase::idle_collective), so the balanced counterparts of a group's layers cost one price.
 #include <cstddef>
 #include <vector>
 

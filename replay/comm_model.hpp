@@ -13,6 +13,7 @@
 #include <limits>
 #include <stdexcept>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -40,13 +41,20 @@ class CommModel {
   virtual CommTiming p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes) = 0;
   virtual std::string describe() const = 0;  // one line for RunResult::notes
   // The call alone on an idle fabric, priced as this model prices a call that nothing else shares links with
-  // (the engine models: their idle-fabric price; analytic: its closed form). Not cached, no link statistics,
-  // no counters: an estimate beside the replay (replay/a2a_imbalance.hpp prices a skewed all_to_allv against
-  // its balanced counterpart with it). `comm` may be a temporary. Default: collective() (a model that caches
-  // by communicator address must override this).
+  // (the engine models: their idle-fabric price; analytic: its closed form). No link statistics, no counters:
+  // an estimate beside the replay (replay/a2a_imbalance.hpp prices a skewed all_to_allv against its balanced
+  // counterpart with it). `comm` may be a temporary (a model may cache by the call's contents, never by its
+  // address). Default: collective() (a model that caches by communicator address must override this).
   virtual CommTiming idle_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                                      const std::string& algorithm) {
     return collective(comm, op, bytes, algorithm);
+  }
+  // idle_collective's price of a call the replay already priced exactly so (`comm` one of the replayed
+  // trace's communicators), without pricing it again; nullopt when the replay did not.
+  virtual std::optional<CommTiming> replayed_idle_price(const workloads::Communicator& /*comm*/,
+                                                        workloads::CollOp /*op*/, double /*bytes*/,
+                                                        const std::string& /*algorithm*/) const {
+    return std::nullopt;
   }
 
   // Asynchronous models put every collective and message on one shared network that runs on the replay's

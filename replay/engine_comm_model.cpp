@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -832,6 +833,32 @@ void SharedNetworkCommModel::finalize_link_stats() {
 
 CommTiming EngineCommBase::idle_collective(const workloads::Communicator& comm, CollOp op, double bytes,
                                            const std::string& algorithm) {
+  // The key: everything the call's schedule is built from (price_one_group and build_collective read the
+  // communicator's ranks, mirrors, mirror stride and stand-ins, and its byte matrix only through group_spec's
+  // rounded spec.matrix; comm.name only names it in error messages). Calls with equal keys are the same
+  // schedule inputs, so one price serves them all exactly: e.g. the balanced counterparts of the MoE layers of
+  // one group, whose fitted matrices differ in the last bits but round to the same bytes.
+  std::vector<std::uint64_t> key;
+  {
+    const models::CollectiveSpec spec = group_spec(t_, comm, op, bytes, algorithm, 0, models::Fidelity::Step);
+    auto put = [&key](auto v) { key.push_back(static_cast<std::uint64_t>(v)); };
+    auto put_ranks = [&](const std::vector<std::int32_t>& r) {
+      put(r.size());
+      for (auto x : r) put(x);
+    };
+    std::uint64_t b;
+    static_assert(sizeof b == sizeof bytes);
+    std::memcpy(&b, &bytes, sizeof b);
+    put(static_cast<int>(op)), put(b), put(comm.mirrors), put(comm.mirror_stride);
+    put_ranks(comm.ranks);
+    put(comm.stand_ins.size());
+    for (const auto& g : comm.stand_ins) put_ranks(g);
+    put(algorithm.size());
+    for (char ch : algorithm) put(static_cast<unsigned char>(ch));
+    put(spec.matrix.size());
+    for (const auto& row : spec.matrix) key.insert(key.end(), row.begin(), row.end());
+  }
+  if (auto it = idle_prices_.find(key); it != idle_prices_.end()) return it->second;
   // Priced as SharedNetworkCommModel::price_idle and EngineCommModel::collective price a call, with link
   // statistics off; the run counters are put back, so the replay's figures stay its own.
   const std::size_t runs = runs_, phase_runs = phase_runs_;
@@ -843,11 +870,32 @@ CommTiming EngineCommBase::idle_collective(const workloads::Communicator& comm, 
     bool stats;
     ~Restore() { m.runs_ = runs, m.phase_runs_ = phase_runs, m.opt_.collect_link_stats = stats; }
   } restore{*this, runs, phase_runs, stats};
-  Priced p;
-  if (price_one_group(comm, op, bytes, algorithm, p)) return p.timing;
-  const Built b = build_collective(comm, op, bytes, algorithm);
-  if (!b.s) return CommTiming{0, "none", ""};
-  return price(*b.s, idle_tolerance(b), b.phase, routing_of(b)).timing;
+  CommTiming timing{0, "none", ""};
+  if (Priced p; price_one_group(comm, op, bytes, algorithm, p)) {
+    timing = p.timing;
+  } else if (const Built b = build_collective(comm, op, bytes, algorithm); b.s) {
+    timing = price(*b.s, idle_tolerance(b), b.phase, routing_of(b)).timing;
+  }
+  return idle_prices_[std::move(key)] = timing;
+}
+
+// The replay's own price of the call when it priced it on an idle fabric: the same computation as
+// idle_collective (price_one_group, or the merged schedule with this model's completion batching; collecting
+// link statistics never changes a time, sim/engine/collective_time.cpp), so the same number.
+std::optional<CommTiming> EngineCommModel::replayed_idle_price(const workloads::Communicator& comm, CollOp op,
+                                                               double bytes, const std::string&) const {
+  auto it = cache_.find(std::make_tuple(static_cast<const void*>(&comm), static_cast<int>(op), bytes));
+  if (it == cache_.end()) return std::nullopt;
+  return it->second.timing;
+}
+
+std::optional<CommTiming> SharedNetworkCommModel::replayed_idle_price(const workloads::Communicator& comm, CollOp op,
+                                                                      double bytes, const std::string& algorithm) const {
+  // Calls of isolated owners and idle-window calls (price_idle); calls run on the network have no idle price.
+  auto it = cache_.find(std::make_tuple(static_cast<const void*>(&comm), static_cast<int>(op), bytes));
+  if (it == cache_.end() || !it->second.idle_priced || it->second.comm != &comm || it->second.algorithm != algorithm)
+    return std::nullopt;
+  return it->second.idle.timing;
 }
 
 }  // namespace fabricsim::sim

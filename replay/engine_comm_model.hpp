@@ -73,8 +73,9 @@ class EngineCommBase : public CommModel {
   std::size_t schedules_run() const { return runs_; }
   std::size_t phase_schedules_run() const { return phase_runs_; }
   // The call alone on an idle fabric, as this model prices an isolated call (the one price of a group
-  // without mirrors, else its merged schedule with this model's completion batching); uncached, and
-  // schedules_run(), link statistics and caches are left as they were.
+  // without mirrors, else its merged schedule with this model's completion batching); cached by the call's
+  // schedule inputs (idle_prices_), and schedules_run(), link statistics and the replay's caches are left as
+  // they were.
   CommTiming idle_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                              const std::string& algorithm) override;
 
@@ -180,6 +181,9 @@ class EngineCommBase : public CommModel {
   std::vector<double> a2a_bytes_, a2a_time_, a2a_worst_;
   std::vector<std::uint32_t> a2a_touched_;
   mutable ClassTotals a2a_;
+  // idle_collective's prices by what its schedule is built from (the communicator's GPUs, mirrors and
+  // stand-ins, op, bytes, algorithm and the per-pair byte matrix as group_spec rounds it).
+  std::map<std::vector<std::uint64_t>, CommTiming> idle_prices_;
 };
 
 // "engine": idle-fabric pricing, cached per (communicator, op, bytes) and (src, dst, bytes).
@@ -191,6 +195,8 @@ class EngineCommModel final : public EngineCommBase {
   CommTiming p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes) override;
   std::string describe() const override;
   std::string name() const override { return "engine"; }
+  std::optional<CommTiming> replayed_idle_price(const workloads::Communicator& comm, workloads::CollOp op,
+                                                double bytes, const std::string& algorithm) const override;
 
  private:
   std::map<std::tuple<const void*, int, double>, Priced> cache_;
@@ -260,6 +266,8 @@ class SharedNetworkCommModel final : public EngineCommBase {
   CommTiming p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes) override;
   std::string describe() const override;
   std::string name() const override { return "shared"; }
+  std::optional<CommTiming> replayed_idle_price(const workloads::Communicator& comm, workloads::CollOp op,
+                                                double bytes, const std::string& algorithm) const override;
   bool asynchronous() const override { return true; }
   void prepare(const workloads::Trace& trace) override;
   void bind(EventQueue& q) override;

@@ -45,6 +45,19 @@ inline std::string fabricsim(const std::string& args) {
   return r;
 }
 
+// The small GPT scenario the CLI tests run (4 layers of hidden size 1024, 16 heads, 1024-token sequences, one
+// sample per micro-batch) on `nodes` DGX H100 servers, as scenario JSON text; `rest` is put after the
+// workload (e.g. ",\n  \"outputs\": {...}").
+inline std::string small_gpt_scenario(int nodes, int global_batch, int tp, int pp, const std::string& rest = "") {
+  return R"({
+  "topology": {"preset": "superpod", "params": {"nodes": )" + std::to_string(nodes) + R"(, "node": "dgx-h100"}},
+  "workload": {"generator": "gpt", "params": {
+    "num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 1024,
+    "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": )" + std::to_string(global_batch) + R"(,
+    "tensor_model_parallel_size": )" + std::to_string(tp) + R"(, "pipeline_model_parallel_size": )" +
+         std::to_string(pp) + "}}" + rest + "\n}";
+}
+
 struct Run {
   int rc = -1;  // exit status, -1 when the command did not exit normally
   std::string out, err;

@@ -20,15 +20,7 @@ using cli_test::slurp;
 namespace fs = std::filesystem;
 
 namespace {
-std::string scenario(int tp, int pp) {
-  return R"({
-  "topology": {"preset": "superpod", "params": {"nodes": 2, "node": "dgx-h100"}},
-  "workload": {"generator": "gpt", "params": {
-    "num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 1024,
-    "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": 16,
-    "tensor_model_parallel_size": )" + std::to_string(tp) + R"(, "pipeline_model_parallel_size": )" +
-         std::to_string(pp) + "}}}";
-}
+std::string scenario(int tp, int pp) { return cli_test::small_gpt_scenario(2, 16, tp, pp); }
 std::string ms(double s, const char* f = "%+.3f ms") {
   char b[64];
   std::snprintf(b, sizeof b, f, s * 1e3);

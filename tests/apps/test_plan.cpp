@@ -37,13 +37,7 @@ std::vector<std::string> split(const std::string& line, char sep) {
 
 TEST_CASE("fabricsim plan picks the cheapest configurations that meet the target") {
   const fs::path dir = cli_test::scratch_dir("plan_test");
-  std::ofstream(dir / "base.json") << R"({
-  "topology": {"preset": "superpod", "params": {"nodes": 1, "node": "dgx-h100"}},
-  "workload": {"generator": "gpt", "params": {
-    "num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 1024,
-    "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": 64,
-    "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1}}
-})";
+  std::ofstream(dir / "base.json") << cli_test::small_gpt_scenario(1, 64, 1, 1);
   const std::string bin = cli_test::quoted(FABRICSIM_BINARY);
   // First: every candidate at every size, to know the ground truth.
   Proc all = sh(bin + " plan base.json --nodes 1,2,4 --tp 1,2,8 --pp 1,2 --target-step-time 1000s --top 100 -o all.csv -q", dir);

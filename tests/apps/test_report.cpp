@@ -171,14 +171,7 @@ TEST_CASE("HTML report renders in headless Chromium without console errors") {
 
 TEST_CASE("fabricsim run writes timeline, link stats, result JSON and report that agree, deterministically") {
   const fs::path dir = cli_test::scratch_dir("run_outputs_test");
-  std::ofstream(dir / "s.json") << R"({
-  "topology": {"preset": "superpod", "params": {"nodes": 2, "node": "dgx-h100"}},
-  "workload": {"generator": "gpt", "params": {
-    "num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 1024,
-    "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": 16,
-    "tensor_model_parallel_size": 4, "pipeline_model_parallel_size": 2}},
-  "outputs": {"report": "r.html"}
-})";
+  std::ofstream(dir / "s.json") << cli_test::small_gpt_scenario(2, 16, 4, 2, ",\n  \"outputs\": {\"report\": \"r.html\"}");
   auto run = [&](const std::string& tag) {
     return cli_test::run_in(dir, cli_test::fabricsim("run s.json --quiet --timeline t" + tag + ".json --link-stats l" +
                                                      tag + ".csv --json r" + tag + ".json"));
@@ -270,13 +263,7 @@ unsigned png_height(const std::string& png) {
 // section (written to docs/img/ when FABRICSIM_UPDATE_DOCS_IMG=1; docs/outputs.md shows them).
 TEST_CASE("report: header, roles timeline, link classes under every comm model, hottest by class, units") {
   const fs::path dir = cli_test::scratch_dir("report_sections");
-  std::ofstream(dir / "s.json") << R"({
-  "topology": {"preset": "superpod", "params": {"nodes": 2, "node": "dgx-h100"}},
-  "workload": {"generator": "gpt", "params": {
-    "num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 1024,
-    "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": 16,
-    "tensor_model_parallel_size": 4, "pipeline_model_parallel_size": 2}}
-})";
+  std::ofstream(dir / "s.json") << cli_test::small_gpt_scenario(2, 16, 4, 2);
   std::string engine_html;
   for (const std::string cm : {"engine", "shared", "analytic"}) {
     CAPTURE(cm);

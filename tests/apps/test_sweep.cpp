@@ -26,14 +26,7 @@ int count_lines(const std::string& s) { return static_cast<int>(std::count(s.beg
 
 // 2 node counts x 3 layouts; layout tp16 cannot exist (16 heads but only 8 GPUs on one node): fails at nodes=1.
 void write_inputs(const fs::path& dir) {
-  std::ofstream(dir / "base.json") << R"({
-  "topology": {"preset": "superpod", "params": {"nodes": 1, "node": "dgx-h100"}},
-  "workload": {"generator": "gpt", "params": {
-    "num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 1024,
-    "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": 64,
-    "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1}},
-  "outputs": {"timeline": "should_not_be_written.json"}
-})";
+  std::ofstream(dir / "base.json") << cli_test::small_gpt_scenario(1, 64, 1, 1, ",\n  \"outputs\": {\"timeline\": \"should_not_be_written.json\"}");
   std::ofstream(dir / "sweep.json") << R"({
   "scenario": "base.json",
   "axes": [

@@ -58,13 +58,7 @@ bool run_and_kill(const fs::path& dir, int rows_before) {
 
 TEST_CASE("fabricsim sweep: killed with SIGKILL and restarted, it produces the byte-identical CSV") {
   const fs::path dir = cli_test::scratch_dir("sweep_kill");
-  std::ofstream(dir / "base.json") << R"({
-  "topology": {"preset": "superpod", "params": {"nodes": 1, "node": "dgx-h100"}},
-  "workload": {"generator": "gpt", "params": {
-    "num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 1024,
-    "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": 64,
-    "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1}}
-})";
+  std::ofstream(dir / "base.json") << cli_test::small_gpt_scenario(1, 64, 1, 1);
   std::ofstream(dir / "sweep.json") << R"({
   "scenario": "base.json",
   "axes": [

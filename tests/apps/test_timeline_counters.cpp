@@ -15,13 +15,7 @@ using fabricsim::Json;
 
 TEST_CASE("timeline link counters average to the link statistics' util_avg_run on real runs") {
   fs::path d = scratch_dir("timeline_counters");
-  std::ofstream(d / "s.json") << R"({
-  "topology": {"preset": "superpod", "params": {"nodes": 2, "node": "dgx-h100"}},
-  "workload": {"generator": "gpt", "params": {
-    "num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 1024,
-    "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": 16,
-    "tensor_model_parallel_size": 4, "pipeline_model_parallel_size": 2}}
-})";
+  std::ofstream(d / "s.json") << small_gpt_scenario(2, 16, 4, 2);
   for (const std::string model : {"shared", "engine"}) {
     CAPTURE(model);
     Run r = run_in(d, fabricsim::cli_test::fabricsim("run s.json --quiet --comm-model " + model +

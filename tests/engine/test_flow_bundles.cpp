@@ -150,21 +150,13 @@ TEST_CASE("Network flow bundles: skewed MoE all_to_allv beside a ring and a unif
   const models::System& sys = mix.sys;
   const topo::Topology& t = sys.topology();
   const models::Calibration& calib = sys.calibration();
-  const auto& skewed = mix.skewed;
-  const auto& uniform = mix.uniform;
-  const auto& ring = mix.ring;
-  REQUIRE(skewed->transfers.size() == 32u * 31u);
+  REQUIRE(mix.skewed->transfers.size() == 32u * 31u);
   auto run = [&](bool bundle, std::size_t* bundles, std::size_t* splits) {
     sim::EventQueue q;
     sim::Network net(q, t, sys.routing(false), calib, sim::NetworkOptions{0, bundle});
     net.set_alternate_routing(sys.routing(true));
     std::vector<sim::ScheduleRun> out(3);
-    net.start_schedule(skewed, skewed->fixed_latency_s, [&](sim::ScheduleRun& r) { out[0] = std::move(r); }, true);
-    net.start_schedule(ring, [&](sim::ScheduleRun& r) { out[1] = std::move(r); });
-    q.schedule(2e-4, [&] {
-      net.start_schedule(uniform, uniform->fixed_latency_s, [&](sim::ScheduleRun& r) { out[2] = std::move(r); },
-                         true);
-    });
+    mix.start(net, q, out);
     q.run();
     *bundles = net.bundles_added();
     *splits = net.bundles_split();

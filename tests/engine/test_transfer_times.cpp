@@ -21,9 +21,6 @@ TEST_CASE("Network without transfer times: same schedule finishes and link stati
   const models::System& sys = mix.sys;
   const topo::Topology& t = sys.topology();
   const models::Calibration& calib = sys.calibration();
-  const auto& skewed = mix.skewed;
-  const auto& uniform = mix.uniform;
-  const auto& ring = mix.ring;
   struct Out {
     std::vector<sim::ScheduleRun> runs = std::vector<sim::ScheduleRun>(4);
     std::vector<sim::LinkDirStats> links;
@@ -37,17 +34,7 @@ TEST_CASE("Network without transfer times: same schedule finishes and link stati
     sim::Network net(q, t, sys.routing(false), calib, opt);
     net.set_alternate_routing(sys.routing(true));
     Out o;
-    net.start_schedule(skewed, skewed->fixed_latency_s, [&](sim::ScheduleRun& r) { o.runs[0] = std::move(r); }, true);
-    net.start_schedule(ring, [&](sim::ScheduleRun& r) { o.runs[1] = std::move(r); });
-    q.schedule(2e-4, [&] {
-      net.start_schedule(uniform, uniform->fixed_latency_s, [&](sim::ScheduleRun& r) { o.runs[2] = std::move(r); },
-                         true);
-    });
-    // the skewed schedule again, from its cached plan, while the ring runs
-    q.schedule(5e-4, [&] {
-      net.start_schedule(skewed, skewed->fixed_latency_s, [&](sim::ScheduleRun& r) { o.runs[3] = std::move(r); },
-                         true);
-    });
+    mix.start(net, q, o.runs);  // the three, and the skewed one again from its cached plan while the ring runs
     q.run();
     o.links = net.link_stats();
     o.bundles = net.bundles_added();

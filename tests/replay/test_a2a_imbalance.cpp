@@ -2,6 +2,7 @@
 // priced against their balanced counterparts on an idle fabric.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -170,4 +171,130 @@ TEST_CASE("a2a imbalance: a Zipf router's MoE step reports a positive all-to-all
     j["workload"]["params"][k] = v;
   const sim::RunResult flex = sim::run_scenario(scenario_from_json(j, dir + "moe_small.json"), {"engine", {}, {}}).result;
   CHECK(flex.metrics.at("moe.imbalance_all_to_all_s") == 0.0);
+}
+
+namespace {
+// A call's idle-fabric price from a model that has priced nothing before (no cache can answer).
+template <class Model>
+double fresh_idle(const topo::Topology& topo, const models::Calibration& calib, const Communicator& c, double bytes) {
+  Model m(topo, calib);
+  return m.idle_collective(c, CollOp::AllToAllv, bytes, "").duration_s;
+}
+}  // namespace
+
+TEST_CASE("a2a imbalance: idle prices shared by calls with the same schedule inputs are each call's own") {
+  // 32 H100s on four DGX servers. Calls priced one after the other by one model (idle_collective caches by
+  // the schedule's inputs) must each get exactly the price a fresh model gives them: equal byte matrices
+  // share a price, different ranks, mirrors, matrices or sizes do not.
+  const topo::Topology topo = topo::load_topology("superpod", {{"nodes", "4"}, {"node", "dgx-h100"}});
+  const models::Calibration calib = models::default_calibration();
+  const double bytes = 64.0 * (1 << 20);
+  std::vector<std::int32_t> lo, hi;
+  for (int r = 0; r < 16; ++r) lo.push_back(r), hi.push_back(16 + r);
+  const Matrix m = routed(hot_share(16, 0.3), 0.6, 8);
+  Matrix m_bits = m;  // the same matrix up to the last bits (as the fitted balanced matrices of two layers)
+  for (auto& row : m_bits)
+    for (double& x : row) x *= 1.0 + 4e-16;
+  REQUIRE(m_bits != m);
+  const std::vector<Communicator> calls = {
+      {"a", lo, 0, 1, "ep", m, {}},
+      {"a.bits", lo, 0, 1, "ep", m_bits, {}},
+      {"b.hotter", lo, 0, 1, "ep", routed(hot_share(16, 0.31), 0.6, 8), {}},
+      {"c.other_servers", hi, 0, 1, "ep", m, {}},
+      {"d.mirrored", lo, 1, 16, "ep", m, {}},
+      {"e.transpose", lo, 0, 1, "ep", transpose(m), {}},
+      {"a.again", lo, 0, 1, "ep", m, {}},
+  };
+  auto check = [&](auto& model, auto tag) {
+    using Model = typename decltype(tag)::type;
+    std::vector<double> got;
+    for (const Communicator& c : calls) {
+      CAPTURE(c.name);
+      got.push_back(model.idle_collective(c, CollOp::AllToAllv, bytes, "").duration_s);
+      CHECK(got.back() == fresh_idle<Model>(topo, calib, c, bytes));
+    }
+    // A second size is another price.
+    CHECK(model.idle_collective(calls[0], CollOp::AllToAllv, bytes / 2, "").duration_s ==
+          fresh_idle<Model>(topo, calib, calls[0], bytes / 2));
+    CHECK(got[1] == got[0]);
+    CHECK(got[6] == got[0]);
+    CHECK(got[2] != got[0]);   // a hotter rank 0 costs more
+    CHECK(model.schedules_run() == 0);  // pricing beside the replay leaves its counters alone
+  };
+  struct EngineTag { using type = sim::EngineCommModel; };
+  struct SharedTag { using type = sim::SharedNetworkCommModel; };
+  sim::EngineCommModel engine(topo, calib);
+  check(engine, EngineTag{});
+  sim::SharedNetworkCommModel shared(topo, calib);
+  check(shared, SharedTag{});
+}
+
+TEST_CASE("a2a imbalance: the replay's own idle prices, reused, are those of pricing each call alone") {
+  // The Zipf-routed MoE step of the test above: every skewed call the replay priced on an idle fabric (engine:
+  // all of them; shared: those whose links nothing else used) has that price reused, and the metric equals
+  // the one computed by pricing every call and its balanced counterpart with a fresh model.
+  const std::string dir = std::string(FABRICSIM_SOURCE_DIR) + "/examples/sweeps/";
+  Json j = load_json_file(dir + "moe_small.json");
+  j["workload"]["params"]["expert_model_parallel_size"] = 16;
+  j["workload"]["params"]["moe_load"] = "zipf";
+  j["workload"]["params"]["moe_load_skew"] = 1.0;
+  const Scenario s = scenario_from_json(j, dir + "moe_small.json");
+  const models::System sys = sim::scenario_system(s);
+  const topo::Topology& topo = sys.topology();
+  const models::Calibration& calib = sys.calibration();
+  const models::ComputeModel cm = scenario_compute_model(s, topo, calib.named_factors());
+  const Trace trace = build_workload(s, topo, cm);
+  auto reference = [&](auto tag) {
+    using Model = typename decltype(tag)::type;
+    std::map<std::pair<std::int32_t, double>, double> delta;  // per distinct call: skewed - balanced
+    double worst = 0;
+    bool any = false;
+    for (const auto& rt : trace.ranks) {
+      double sum = 0;
+      for (const auto& op : rt.ops) {
+        if (op.kind != OpKind::Collective || op.coll != CollOp::AllToAllv || op.comm < 0) continue;
+        const Communicator& c = trace.comms[static_cast<std::size_t>(op.comm)];
+        if (c.a2a_matrix.empty()) continue;
+        auto [it, fresh] = delta.emplace(std::make_pair(op.comm, op.bytes), 0.0);
+        if (fresh) {
+          Communicator u = c;
+          u.a2a_matrix = sim::balanced_a2a_matrix(c.a2a_matrix);
+          REQUIRE(u.a2a_matrix != c.a2a_matrix);  // every layer's router is skewed
+          it->second = fresh_idle<Model>(topo, calib, c, op.bytes) - fresh_idle<Model>(topo, calib, u, op.bytes);
+        }
+        sum += it->second;
+      }
+      worst = any ? std::max(worst, sum) : sum, any = true;
+    }
+    return worst;
+  };
+  auto run = [&](auto& model, auto tag) {
+    using Model = typename decltype(tag)::type;
+    const sim::RunResult r = sim::replay(trace, topo, cm, model);
+    std::size_t reused = 0, calls = 0;
+    for (std::size_t k = 0; k < trace.comms.size(); ++k) {
+      const Communicator& c = trace.comms[k];
+      if (c.a2a_matrix.empty()) continue;
+      for (const auto& rt : trace.ranks)
+        for (const auto& op : rt.ops)
+          if (op.kind == OpKind::Collective && op.comm == static_cast<std::int32_t>(k)) {
+            ++calls;
+            if (const auto p = model.replayed_idle_price(c, op.coll, op.bytes, op.algorithm)) {
+              ++reused;
+              CHECK(p->duration_s == fresh_idle<Model>(topo, calib, c, op.bytes));
+            }
+          }
+    }
+    CHECK(calls > 0);
+    CHECK(r.metrics.at("moe.imbalance_all_to_all_s") == reference(tag));
+    return std::make_pair(reused, calls);
+  };
+  struct EngineTag { using type = sim::EngineCommModel; };
+  struct SharedTag { using type = sim::SharedNetworkCommModel; };
+  sim::EngineCommModel engine(topo, calib);
+  const auto [e_reused, e_calls] = run(engine, EngineTag{});
+  CHECK(e_reused == e_calls);
+  sim::SharedNetworkCommModel shared(topo, calib);
+  const auto [s_reused, s_calls] = run(shared, SharedTag{});
+  MESSAGE("shared: " << s_reused << " of " << s_calls << " skewed calls priced on an idle fabric by the replay");
 }

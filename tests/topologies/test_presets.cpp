@@ -5,16 +5,15 @@
 #include "topologies/io.hpp"
 #include "topologies/presets_internal.hpp"
 
+#include "presets_test_util.hpp"
+
 using namespace fabricsim;
 using namespace fabricsim::topo;
+using presets_test::count;
 
 namespace {
 TopologySummary sum(const std::string& preset, std::map<std::string, std::string> p = {}) {
   return summarize(build_preset(preset, p));
-}
-int count(const std::map<std::string, int>& m, const std::string& k) {
-  auto it = m.find(k);
-  return it == m.end() ? 0 : it->second;
 }
 }  // namespace
 
@@ -109,12 +108,7 @@ TEST_CASE("pcie-server: no NVLink") {
 TEST_CASE("gb200-nvl72: 72 GPUs in one NVLink domain") {
   Topology t = build_preset("gb200-nvl72", {});
   TopologySummary s = summarize(t);
-  CHECK(s.gpus == 72);
-  CHECK(s.hosts == 18);
-  CHECK(count(s.node_counts, "nvswitch") == 18);
-  CHECK(count(s.link_counts, "nvlink") == 72 * 18);
-  CHECK(s.gpu_nvlink_Bps == doctest::Approx(900e9));
-  CHECK(s.bisection_Bps == doctest::Approx(36 * 900e9));
+  presets_test::check_nvl72_rack(s);
   CHECK(s.diameter_hops == 2);
   for (NodeId g : t.gpus()) CHECK(t.node(g).nvlink_domain == 0);
 }

@@ -6,15 +6,11 @@
 #include "topologies/io.hpp"
 #include "topologies/presets_internal.hpp"
 
+#include "presets_test_util.hpp"
+
 using namespace fabricsim;
 using namespace fabricsim::topo;
-
-namespace {
-int count(const std::map<std::string, int>& m, const std::string& k) {
-  auto it = m.find(k);
-  return it == m.end() ? 0 : it->second;
-}
-}  // namespace
+using presets_test::count;
 
 TEST_CASE("dgx-h200: the DGX H100 board with H200 GPUs") {
   Topology t = build_preset("dgx-h200", {});
@@ -47,13 +43,8 @@ TEST_CASE("dgx-b300: NVLink5 board, 8x ConnectX-8 800 Gb/s on PCIe gen6") {
 TEST_CASE("gb300-nvl72: 72 Blackwell Ultra GPUs in one NVLink domain, one 800 Gb/s NIC per GPU") {
   Topology t = build_preset("gb300-nvl72", {});
   TopologySummary s = summarize(t);
-  CHECK(s.gpus == 72);
-  CHECK(s.hosts == 18);
-  CHECK(count(s.node_counts, "nvswitch") == 18);
-  CHECK(count(s.link_counts, "nvlink") == 72 * 18);
-  CHECK(s.gpu_nvlink_Bps == doctest::Approx(900e9));
+  presets_test::check_nvl72_rack(s);
   CHECK(s.gpu_network_Bps == doctest::Approx(100e9));
-  CHECK(s.bisection_Bps == doctest::Approx(36 * 900e9));
   for (NodeId g : t.gpus()) {
     CHECK(t.node(g).model == "gb300");
     CHECK(t.node(g).nvlink_domain == 0);

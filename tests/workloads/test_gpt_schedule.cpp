@@ -16,6 +16,8 @@
 
 using namespace fabricsim;
 using namespace fabricsim::workloads;
+using workloads_test::compute_s;
+using workloads_test::gen;
 
 namespace {
 
@@ -28,13 +30,6 @@ ParamMap small_dense(ParamMap over = {}) {
                 {"untie_embeddings_and_output_weights", "true"}, {"recompute_granularity", "none"}};
   for (const auto& [k, v] : over) p[k] = v;
   return p;
-}
-
-Trace gen(const ParamMap& p) {
-  GptConfig c = gpt_config_from_params(p, "--param");
-  models::ComputeModel cm;
-  cm.gpu = models::gpu_spec(c.gpu);
-  return generate_gpt(c, cm, "test");
 }
 
 bool has_op(const RankTrace& r, const std::string& part) {
@@ -164,10 +159,7 @@ TEST_CASE("gpt DualPipe zero bubble: input-only backwards and FIFO weight steps 
   CHECK(split == doctest::Approx(whole).epsilon(1e-6));
   CHECK(dur(on, "mb4.c1.l7.bwd.mlp") < 0.7 * dur(off, "mb4.c1.l7.bwd.mlp"));  // the weight GEMMs left
   for (std::size_t st = 0; st < 4; ++st) {
-    double a = 0, b = 0;
-    for (const auto& op : on.ranks[st].ops) a += op.kind == OpKind::Compute ? op.duration_s : 0.0;
-    for (const auto& op : off.ranks[st].ops) b += op.kind == OpKind::Compute ? op.duration_s : 0.0;
-    CHECK(a == doctest::Approx(b).epsilon(1e-6));
+    CHECK(compute_s(on.ranks[st]) == doctest::Approx(compute_s(off.ranks[st])).epsilon(1e-6));
   }
   CHECK(error_of([] { gen(small_dense({{"dualpipe_zero_bubble", "false"}})); }).find("needs pipeline_parallel_schedule DualPipe") !=
         std::string::npos);

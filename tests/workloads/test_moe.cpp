@@ -19,6 +19,8 @@
 
 using namespace fabricsim;
 using namespace fabricsim::workloads;
+using workloads_test::compute_s;
+using workloads_test::gen;
 
 namespace {
 
@@ -36,13 +38,6 @@ ParamMap small_moe(ParamMap over = {}) {
                 {"moe_grouped_gemm", "true"}};
   for (const auto& [k, v] : over) p[k] = v;
   return p;
-}
-
-Trace gen(const ParamMap& p) {
-  GptConfig c = gpt_config_from_params(p, "--param");
-  models::ComputeModel cm;
-  cm.gpu = models::gpu_spec(c.gpu);
-  return generate_gpt(c, cm, "test");
 }
 
 const Op& first_op(const Trace& t, const std::string& part, std::size_t rank = 0) {
@@ -403,10 +398,7 @@ TEST_CASE("moe delay_wgrad_compute: the experts' weight gradient runs while the 
   }
   // The same kernels, regrouped: per rank the compute is unchanged.
   for (std::size_t st = 0; st < on.ranks.size(); ++st) {
-    double a = 0, b = 0;
-    for (const auto& op : on.ranks[st].ops) a += op.kind == OpKind::Compute ? op.duration_s : 0.0;
-    for (const auto& op : off.ranks[st].ops) b += op.kind == OpKind::Compute ? op.duration_s : 0.0;
-    CHECK(a == doctest::Approx(b).epsilon(1e-6));
+    CHECK(compute_s(on.ranks[st]) == doctest::Approx(compute_s(off.ranks[st])).epsilon(1e-6));
   }
   // The first layer of a chunk (the last in backward) runs its attention weight gradient after the
   // micro-batch's pipeline send (stage 1 sends its input gradient to stage 0).

@@ -409,15 +409,21 @@ __global__ void add3(const __nv_bfloat162* a, const __nv_bfloat162* b, __nv_bflo
     c[i] = __hadd2(a[i], b[i]);
 }
 
+// A row's maximum m and sum s of exp(x - m) over the block (the passes of a numerically stable softmax).
+__device__ void row_max_expsum(const __nv_bfloat16* r, int cols, float* sh, float& m, float& s) {
+  m = -INFINITY;
+  for (int i = threadIdx.x; i < cols; i += blockDim.x) m = fmaxf(m, __bfloat162float(r[i]));
+  m = block_max(m, sh);
+  s = 0;
+  for (int i = threadIdx.x; i < cols; i += blockDim.x) s += __expf(__bfloat162float(r[i]) - m);
+  s = block_sum(s, sh);
+}
+
 __global__ void softmax_rows(const __nv_bfloat16* x, __nv_bfloat16* y, int cols) {
   __shared__ float sh[32];
   const __nv_bfloat16* r = x + std::size_t(blockIdx.x) * cols;
-  float m = -INFINITY;
-  for (int i = threadIdx.x; i < cols; i += blockDim.x) m = fmaxf(m, __bfloat162float(r[i]));
-  m = block_max(m, sh);
-  float s = 0;
-  for (int i = threadIdx.x; i < cols; i += blockDim.x) s += __expf(__bfloat162float(r[i]) - m);
-  s = block_sum(s, sh);
+  float m, s;
+  row_max_expsum(r, cols, sh, m, s);
   for (int i = threadIdx.x; i < cols; i += blockDim.x)
     y[std::size_t(blockIdx.x) * cols + i] = __float2bfloat16(__expf(__bfloat162float(r[i]) - m) / s);
 }
@@ -457,12 +463,8 @@ __global__ void adamw(float* p, const float* g, float* m, float* v, std::size_t 
 __global__ void cross_entropy(const __nv_bfloat16* x, const int* target, float* loss, int cols) {
   __shared__ float sh[32];
   const __nv_bfloat16* r = x + std::size_t(blockIdx.x) * cols;
-  float m = -INFINITY;
-  for (int i = threadIdx.x; i < cols; i += blockDim.x) m = fmaxf(m, __bfloat162float(r[i]));
-  m = block_max(m, sh);
-  float s = 0;
-  for (int i = threadIdx.x; i < cols; i += blockDim.x) s += __expf(__bfloat162float(r[i]) - m);
-  s = block_sum(s, sh);
+  float m, s;
+  row_max_expsum(r, cols, sh, m, s);
   if (threadIdx.x == 0) loss[blockIdx.x] = logf(s) + m - __bfloat162float(r[target[blockIdx.x] % cols]);
 }
 
