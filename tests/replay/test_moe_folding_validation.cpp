@@ -107,7 +107,13 @@ Json scenario_json(int i) {
             {"moe_grouped_gemm", true},
             {"moe_expert_capacity_factor", 1.0},
             {"recompute_granularity", "none"},
-            {"overlap_grad_reduce", true}};
+            {"overlap_grad_reduce", true},
+            // Megatron-LM's bf16 rule (megatron/training/arguments.py: with --bf16, fp32 main grads and no
+            // --grad-reduce-in-bf16, accumulate_allreduce_grads_in_fp32 is forced on, which becomes
+            // DistributedDataParallelConfig.grad_reduce_in_fp32, also read by Megatron's FSDP buffer); the
+            // paper's run configuration (yanring/Megatron-MoE-ModelZoo model_configs/benchmarking/*.yaml)
+            // sets --bf16 and not --grad-reduce-in-bf16, so gradients are reduced in fp32 (4 bytes).
+            {"grad_reduce_in_fp32", true}};
   if (method == "MCore w/ Folding") p["expert_tensor_parallel_size"] = 1;
   else if (!L.at("etp").empty()) p["expert_tensor_parallel_size"] = std::stoi(L.at("etp"));
   if (method == "FSDP" || method == "FSDP + EP") {
