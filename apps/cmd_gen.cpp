@@ -15,7 +15,7 @@ int cmd_gen(int argc, char** argv) {
   Args args("gen", "gpt|dlrm|dp [--param key=value]... -o trace.json",
             "Generate a workload trace. Parameters (docs/workloads.md):\n"
             "  gpt: model (llama3-8b, llama3-70b, llama3.1-405b, gpt3-175b, mixtral-8x7b, mixtral-8x22b,\n"
-            "       deepseek-v3, qwen3-30b-a3b, qwen3-235b-a22b, gpt-oss-120b) and Megatron-LM\n"
+            "       deepseek-v3, qwen3-30b-a3b, qwen3-235b-a22b, gpt-oss-120b, llama4-scout) and Megatron-LM\n"
             "       argument names (num_layers, hidden_size, num_attention_heads, num_query_groups, swiglu,\n"
             "       seq_length, micro_batch_size, global_batch_size, tensor_model_parallel_size,\n"
             "       pipeline_model_parallel_size, context_parallel_size, sequence_parallel, attention_backend,\n"

@@ -92,6 +92,31 @@ std::vector<std::vector<std::int64_t>> layout_of(const GptConfig& c, Fail&& fail
 
 }  // namespace
 
+namespace {
+// The words of Megatron's --recompute-modules value (spaces or commas between them).
+std::vector<std::string> recompute_module_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char ch : text + " ") {
+    if (ch == ' ' || ch == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  return out;
+}
+}  // namespace
+
+bool GptConfig::recomputes(const std::string& module) const {
+  if (recompute_granularity != "selective" || !selective_ac_option.empty()) return false;
+  if (recompute_modules.empty()) return module == "core_attn";  // Megatron-Core's default list
+  for (const auto& m : recompute_module_list(recompute_modules))
+    if (m == module) return true;
+  return false;
+}
+
 std::int64_t GptConfig::vp() const {
   if (virtual_pipeline_model_parallel_size) return virtual_pipeline_model_parallel_size;
   if (num_layers_per_virtual_pipeline_stage) {
@@ -153,6 +178,7 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.recompute_method = r.string("recompute_method", c.recompute_method);
   c.recompute_num_layers = r.integer("recompute_num_layers", 0, 0);
   c.selective_ac_option = r.string("selective_ac_option", "");
+  c.recompute_modules = r.string("recompute_modules", "");
   c.use_distributed_optimizer = r.boolean("use_distributed_optimizer", false);
   c.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
   c.overlap_param_gather = r.boolean("overlap_param_gather", false);
@@ -334,6 +360,22 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     fail("final_norm_eager", "describes torchtitan's eager RMSNorm; it needs use_torch_fsdp2");
   if (c.cross_entropy_impl != "megatron" && c.cross_entropy_loss_fusion)
     fail("cross_entropy_loss_fusion", "is Megatron's fused cross entropy; it needs cross_entropy_impl megatron");
+  if (!c.recompute_modules.empty()) {
+    // Megatron-Core TransformerConfig.recompute_modules: core_attn, moe_act, layernorm, mla_up_proj, mlp,
+    // moe, shared_experts; "recompute_modules is only for selective recompute granularity".
+    if (c.recompute_granularity != "selective" || !c.selective_ac_option.empty())
+      fail("recompute_modules", "needs recompute_granularity selective (Megatron-LM asserts the same) without selective_ac_option");
+    if (c.attention_backend == "unfused") fail("recompute_modules", "needs flash or fused attention");
+    const auto mods = recompute_module_list(c.recompute_modules);
+    if (mods.empty()) fail("recompute_modules", "expected at least one module name");
+    for (const auto& m : mods) {
+      if (m == "mlp" || m == "mla_up_proj" || m == "shared_experts")
+        fail("recompute_modules", "'" + m + "' is a Megatron-Core module this model does not price (modelled: core_attn, layernorm, moe_act, moe)");
+      if (m != "core_attn" && m != "layernorm" && m != "moe_act" && m != "moe")
+        fail("recompute_modules", "expected core_attn, layernorm, moe_act or moe, got '" + m + "'");
+      if ((m == "moe" || m == "moe_act") && !c.moe.enabled()) fail("recompute_modules", "'" + m + "' needs num_experts");
+    }
+  }
   if (!c.selective_ac_option.empty()) {
     if (c.selective_ac_option != "op")
       fail("selective_ac_option", "expected op (torchtitan's per-op policy; for every N-th layer use "
@@ -378,6 +420,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   B("sequence_parallel", c.sequence_parallel);
   m["recompute_granularity"] = c.recompute_granularity;
   if (!c.selective_ac_option.empty()) m["selective_ac_option"] = c.selective_ac_option;
+  if (!c.recompute_modules.empty()) m["recompute_modules"] = c.recompute_modules;
   if (c.cross_entropy_impl != "megatron") m["cross_entropy_impl"] = c.cross_entropy_impl;
   if (c.fsdp_embeddings_in_root) B("fsdp_embeddings_in_root", true);
   if (c.final_norm_eager) B("final_norm_eager", true);

@@ -60,6 +60,9 @@ struct GptConfig {
   // Megatron-Core's selective recompute (core attention), "op" = torchtitan's per-op policy (saves the
   // attention output and every other matmul output; the rest of the layer is recomputed).
   std::string selective_ac_option;
+  // Megatron-Core's --recompute-modules with recompute_granularity selective (space-separated): core_attn
+  // (the default), layernorm, moe_act, moe. Empty = "core_attn".
+  std::string recompute_modules;
   bool use_distributed_optimizer = false;
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;  // distributed optimizer: parameter all-gather under the next forward
@@ -114,6 +117,8 @@ struct GptConfig {
   std::int64_t head_dim() const { return kv_channels ? kv_channels : hidden_size / num_attention_heads; }
   bool fsdp() const { return use_torch_fsdp2 || data_parallel_sharding_strategy == "optim_grads_params"; }
   bool fp8() const { return precision == "fp8"; }
+  // Whether Megatron's selective recompute covers `module` (recompute_modules; never under torchtitan's "op").
+  bool recomputes(const std::string& module) const;
   std::int64_t moe_ffn() const { return moe.moe_ffn_hidden_size ? moe.moe_ffn_hidden_size : ffn(); }
   std::int64_t etp() const {
     return moe.expert_tensor_parallel_size ? moe.expert_tensor_parallel_size : tensor_model_parallel_size;

@@ -57,8 +57,10 @@ struct Costs {
 // One decoder layer (one micro-batch, one TP rank), split where the communication sits.
 // wgrad_*: the weight-gradient GEMMs inside bwd_* (what a split backward defers: DualPipe's zero-bubble W,
 // Megatron's delay_wgrad_compute).
+// recompute_norm: one norm's forward (recompute_modules layernorm runs it again, twice per layer, in the
+// backward).
 struct LayerCosts {
-  Costs fwd_attn, fwd_mlp, bwd_attn, bwd_mlp, recompute_attn_extra, wgrad_attn, wgrad_mlp;
+  Costs fwd_attn, fwd_mlp, bwd_attn, bwd_mlp, recompute_attn_extra, wgrad_attn, wgrad_mlp, recompute_norm;
 };
 
 // One MoE layer's MLP side for one micro-batch on the simulated rank, split where the dispatch / combine

@@ -157,6 +157,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     attn_in.push_back(qkv);
   }
   L.fwd_attn.add(cm, mem(MemoryKernel::Norm, norm));
+  L.recompute_norm.add(cm, mem(MemoryKernel::Norm, norm));
   for (const G& g : attn_in) fwd_gemm(L.fwd_attn, g);
   if (latent_norm > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Norm, latent_norm));
   if (rope > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Elementwise, rope));
@@ -277,6 +278,8 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
     proj(F / etp, h, true);
     proj(F / etp, h, false);
     bw.add(cm, mem(MemoryKernel::Elementwise, 2.0 * actv));
+    // recompute_modules moe_act: the activation's forward again before its backward.
+    if (c.recomputes("moe_act") && !c.recomputes("moe")) bw.add(cm, mem(MemoryKernel::Elementwise, actv));
     proj(h, fc1 / etp, false);
   };
   std::vector<double> busiest(ld.expert_tokens.begin() + ld.busiest_rank * El,

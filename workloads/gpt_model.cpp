@@ -214,10 +214,16 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_lay
     const double F = double(c.moe_ffn()), fc1m = c.swiglu ? 2.0 * F : F, etp = double(c.etp());
     const double t_sp = c.sequence_parallel ? t : 1.0;
     const double S = double(c.moe.moe_shared_expert_intermediate_size), fc1s = c.swiglu ? 2.0 * S : S;
+    // recompute_modules (drop_scores = the selective pass): moe_act drops the activation output (the fc2
+    // input), moe keeps only the checkpointed MoE layer's input (the norm output).
+    const double fc2_in = drop_scores && c.recomputes("moe_act") ? 0.0 : gemm_in * F;
     mlp = (2.0 * h + gemm_in * h + mask) * rep +
-          double(c.moe.moe_router_topk) * load_factor * (gemm_in * h * etp + 2.0 * fc1m + gemm_in * F) / t_sp +
+          double(c.moe.moe_router_topk) * load_factor * (gemm_in * h * etp + 2.0 * fc1m + fc2_in) / t_sp +
           (S > 0 ? 2.0 * fc1s / t + gemm_in * S / t : 0.0);
+    if (drop_scores && c.recomputes("moe")) mlp = (2.0 * h + gemm_in * h + mask) * rep;
   }
+  // recompute_modules layernorm: the two norms' outputs (the QKV and the MLP / router inputs) are not kept.
+  if (drop_scores && c.recomputes("layernorm")) attn -= gemm_in * h * rep, mlp -= gemm_in * h * rep;
   const double tokens = double(c.micro_batch_size) * s / cp;
   return tokens * (attn + mlp);
 }
@@ -271,7 +277,7 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   double P = double(layers) * Pl;
   // MoE / MLA: the stage's own layers; expert weights separately (sharded over EDP by the distributed
   // optimizer / FSDP instead of DP x CP).
-  double Pe = 0, act_mean = 0, act_max = 0, act_mean_sel = 0;
+  double Pe = 0, act_mean = 0, act_max = 0, act_mean_sel = 0, act_max_sel = 0;
   const bool moe = moe_model(c);
   if (moe) {
     const auto pattern = moe_layers_of(c);
@@ -297,7 +303,9 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
         if (m) Pe += expert_params_per_gpu(c);
         const double a_full = layer_activation_bytes(c, false, m, lf);
         act_mean += a_full, act_max = std::max(act_max, a_full);
-        act_mean_sel += layer_activation_bytes(c, c.recompute_granularity == "selective", m, lf);
+        const double a_sel = layer_activation_bytes(c, c.recompute_granularity == "selective", m, lf);
+        act_mean_sel += a_sel;
+        if (m) act_max_sel = std::max(act_max_sel, a_full - a_sel);  // largest recomputed surplus
       }
     if (layers) act_mean /= double(layers), act_mean_sel /= double(layers);
     Pl = layers ? P / double(layers) : 0.0;
@@ -389,6 +397,8 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   } else {
     per_chunk_mb = lpc * (moe ? act_mean_sel : layer_activation_bytes(c, c.recompute_granularity == "selective"));
     mb_peak = per_chunk_mb;
+    // recompute_modules moe: the MoE layer in its backward holds its recomputed activations on top.
+    if (moe && c.recomputes("moe")) mb_peak += act_max_sel;
   }
   double inflight;
   // DualPipe: PP + 1 micro-batches' activations of one stage-sized chunk per device (DeepSeek-V3

@@ -35,6 +35,13 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
   //   48 / 94 layers, hidden 2048 / 4096, 32 / 64 query heads, 4 kv heads, head_dim 128, vocab 151936,
   //   tie_word_embeddings false, intermediate_size 6144 / 12288 (unused: every layer is MoE); pre-training
   //   stage S1/S2 sequence length 4096 (report Sec. 3.2).
+  // Llama 4 Scout (17B active, 16 experts): torchtitan's "17bx16e" (pytorch/torchtitan
+  //   torchtitan/models/llama4/__init__.py: dim 5120, 48 layers, 40 heads, 8 kv heads, every layer MoE,
+  //   16 experts; ffn_dim_multiplier 1.2, multiple_of 2048, so the MoE hidden size is int(1.2 x int(8 x 5120 /
+  //   3)) / (top_k 1 + 1 shared expert) rounded up to 2048 = 8192 for the routed and the shared expert), the same
+  //   shape as meta-llama/Llama-4-Scout-17B-16E config.json (head_dim 128, intermediate_size 8192, vocab 202048,
+  //   untied). ffn_hidden_size 16384 (intermediate_size_mlp) is unused: every layer is MoE. Chunked attention
+  //   (8192-token blocks) and NoPE layers are not modelled (full causal attention; the same at seq <= 8192).
   // gpt-oss-120b: model card (arXiv:2508.10925) and config.json (openai/gpt-oss-120b): 36 layers, hidden
   //   2880, 64 query heads, 8 kv heads, head_dim 64, vocab 201088, untied, gated (SwiGLU-style) experts of
   //   2880, initial_context_length 4096. Banded-window attention on alternate layers and attention sinks are
@@ -64,6 +71,8 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
        "Qwen3 Technical Report, arXiv:2505.09388 Table 2; config.json"},
       {"qwen3-235b-a22b", 94, 4096, 12288, 64, 4, 128, 4096, 151936, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "Qwen3 Technical Report, arXiv:2505.09388 Table 2; config.json"},
+      {"llama4-scout", 48, 5120, 16384, 40, 8, 128, 8192, 202048, true, true, "RMSNorm", "rope", 0.0, 0.0,
+       "torchtitan llama4 17bx16e (torchtitan/models/llama4/__init__.py); Llama-4-Scout-17B-16E config.json"},
       {"gpt-oss-120b", 36, 2880, 2880, 64, 8, 64, 4096, 201088, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "gpt-oss-120b model card, arXiv:2508.10925; config.json"},
   };

@@ -428,6 +428,14 @@ class StageEmitter {
     }
   }
 
+  void fwd_moe_recompute(const std::string& nm, std::int64_t gl, std::vector<Step>& out, Step pre,
+                         std::shared_ptr<std::vector<std::uint32_t>> extra) {
+    Step before = [pre]() {
+      if (pre) pre();
+    };
+    moe_steps(nm, ".recompute", gl, false, out, before, extra);
+  }
+
   void send(OpKind kind, std::uint16_t stream, std::string name, std::int32_t peer, std::int64_t msg_tag,
             std::int64_t chunk) {
     if (c.dualpipe() && chunk == 1) stream = static_cast<std::uint16_t>(kRev + (stream - RankBuilder::kRecvF));
@@ -545,9 +553,18 @@ class StageEmitter {
         fwd_layer_steps(nm, true, gl, out, pre, extra);
         extra = none;
         pre = nullptr;
+      } else if (moe_on && K.moe_pattern[gl] && c.recomputes("moe")) {
+        // recompute_modules moe (Megatron-Core MoELayer checkpointed): router, dispatch, experts and combine
+        // run forward again, with their all-to-alls, before the MoE layer's backward.
+        fwd_moe_recompute(nm, gl, out, pre, extra);
+        extra = std::make_shared<std::vector<std::uint32_t>>();
+        pre = nullptr;
       }
       Costs ba = K.layer.bwd_attn;
-      if (c.recompute_granularity == "selective") ba += K.layer.recompute_attn_extra;
+      if (c.recompute_granularity == "selective" && (!c.selective_ac_option.empty() || c.recomputes("core_attn")))
+        ba += K.layer.recompute_attn_extra;
+      // recompute_modules layernorm: both norms of the layer forward again in its backward.
+      if (c.recomputes("layernorm")) ba += K.layer.recompute_norm, ba += K.layer.recompute_norm;
       if (wm != WMode::Whole) ba = minus(ba, K.layer.wgrad_attn);
       auto tail = [this, nm, ba, ch, l, gl, mb, wm]() {
         block(nm + ".attn", nm + ".bwd.attn", ba, true, true);
@@ -814,8 +831,9 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
           const std::int64_t first = Y.places[st][ch].base, nl = Y.places[st][ch].nl, l = gl - first;
           if (l < 0 || l >= nl) continue;
           // Recomputed layers run the forward (and its experts) twice (full recompute; block: the first N).
-          const bool re = full && !(c.recompute_method == "block" && c.recompute_num_layers &&
-                                    l >= std::min(c.recompute_num_layers, nl));
+          const bool re = (full && !(c.recompute_method == "block" && c.recompute_num_layers &&
+                                     l >= std::min(c.recompute_num_layers, nl))) ||
+                          c.recomputes("moe");
           // Each chunk runs every micro-batch (DualPipe: each direction half of them).
           lost[st] += (df * (re ? 2.0 : 1.0) + db) * double(c.dualpipe() ? m / 2 : m);
         }

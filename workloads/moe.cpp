@@ -37,6 +37,11 @@ bool moe_catalogue_defaults(const std::string& model, MoeConfig& m) {
     // gpt-oss-120b & gpt-oss-20b model card (arXiv:2508.10925) Table 1 / config.json (openai/gpt-oss-120b):
     // 128 experts, top-4, intermediate_size 2880 per expert, every layer MoE, no shared expert.
     c.num_experts = 128, c.moe_router_topk = 4, c.moe_ffn_hidden_size = 2880;
+  } else if (model == "llama4-scout") {
+    // Llama 4 Scout: 16 routed experts, top-1, one shared expert, both of hidden size 8192, every layer MoE
+    // (torchtitan llama4 "17bx16e" with MoEArgs defaults top_k 1, use_shared_expert; workloads/gpt_models.cpp).
+    c.num_experts = 16, c.moe_router_topk = 1, c.moe_ffn_hidden_size = 8192;
+    c.moe_shared_expert_intermediate_size = 8192;
   } else if (model == "mixtral-8x7b" || model == "mixtral-8x22b") {
     // Mixtral of Experts (arXiv:2401.04088) Table 1: 8 experts, top-2, every layer; expert hidden = the
     // model's hidden_dim (14336 for 8x7B; 16384 for 8x22B per its config.json, mistralai/Mixtral-8x22B-v0.1).

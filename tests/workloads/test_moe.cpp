@@ -67,11 +67,13 @@ TEST_CASE("moe catalogue: total parameters match the published model sizes") {
   // (model card arXiv:2508.10925 Table 1); Mixtral 8x7B 46.7B (arXiv:2401.04088 Sec. 2.1); Mixtral 8x22B
   // 141B (Mistral's release announcement "Cheaper, Better, Faster, Stronger", 2024-04-17); Qwen2-57B-A14B
   // 57B (arXiv:2407.10671 Table 1; MoE Parallel Folding Sec. 4.1). Mixtral-8x22B-G8T8 splits each expert
-  // into 8 (arXiv:2504.14960 Sec. 4.1), so it keeps Mixtral 8x22B's 141B.
+  // into 8 (arXiv:2504.14960 Sec. 4.1), so it keeps Mixtral 8x22B's 141B. Llama 4 Scout 109B total, 17B
+  // active (Meta, "The Llama 4 herd", 2025-04-05).
   const std::pair<const char*, double> published[] = {{"deepseek-v3", 671e9},  {"qwen3-235b-a22b", 235e9},
                                                       {"qwen3-30b-a3b", 30.5e9}, {"gpt-oss-120b", 116.8e9},
                                                       {"mixtral-8x7b", 46.7e9}, {"mixtral-8x22b", 141e9},
-                                                      {"qwen2-57b-a14b", 57e9}, {"mixtral-8x22b-g8t8", 141e9}};
+                                                      {"qwen2-57b-a14b", 57e9}, {"mixtral-8x22b-g8t8", 141e9},
+                                                      {"llama4-scout", 109e9}};
   for (const auto& [m, n] : published) {
     CAPTURE(m);
     const double got = model_params(m);
@@ -416,4 +418,50 @@ TEST_CASE("moe delay_wgrad_compute: the experts' weight gradient runs while the 
   }
   CHECK(send >= 0);
   CHECK(w > send);
+}
+
+TEST_CASE("moe recompute_modules: moe reruns the MoE layer forward with its all-to-alls, and stores less") {
+  auto count = [](const Trace& t, const std::string& part) {
+    int n = 0;
+    for (const auto& op : t.ranks.at(0).ops) n += op.name.find(part) != std::string::npos;
+    return n;
+  };
+  auto compute_s = [](const Trace& t) {
+    double s = 0;
+    for (const auto& op : t.ranks.at(0).ops) s += op.kind == OpKind::Compute ? op.duration_s : 0.0;
+    return s;
+  };
+  const ParamMap sel = {{"recompute_granularity", "selective"}};
+  const Trace none = gen(small_moe());
+  const Trace core = gen(small_moe(sel));  // Megatron's default list: core_attn
+  ParamMap mo = sel;
+  mo["recompute_modules"] = "layernorm moe";
+  const Trace moe = gen(small_moe(mo));
+  // The recomputed MoE forward: one more dispatch and combine per MoE layer and micro-batch, named .recompute.
+  CHECK(count(none, ".recompute.moe.dispatch") == 0);
+  CHECK(count(core, ".recompute.moe.dispatch") == 0);
+  CHECK(count(moe, ".recompute.moe.dispatch") == count(moe, ".bwd.moe.dispatch"));
+  CHECK(count(moe, ".recompute.moe.combine") == count(moe, ".fwd.moe.combine"));
+  // Time: the MoE forward (router, experts, unpermute) and two norms again, but no attention recompute.
+  CHECK(compute_s(moe) > compute_s(none));
+  CHECK(compute_s(core) > compute_s(none));
+  // Memory: the MoE layer keeps only its input; layernorm drops the norm outputs.
+  auto act = [](ParamMap over) {
+    return gpt_memory_per_gpu(gpt_config_from_params(small_moe(over), "--param")).activations_bytes;
+  };
+  ParamMap ln = sel, ma = sel;
+  ln["recompute_modules"] = "layernorm";
+  ma["recompute_modules"] = "moe_act";
+  CHECK(act(mo) < act(ln));
+  CHECK(act(ln) < act(sel));
+  CHECK(act(ma) < act(sel));
+  // Megatron's rules and the modules not modelled are refused with the parameter's name.
+  ParamMap bad = {{"recompute_modules", "moe"}};
+  CHECK(error_of([&] { gen(small_moe(bad)); }).find("needs recompute_granularity selective") != std::string::npos);
+  ParamMap mlp = sel;
+  mlp["recompute_modules"] = "mlp";
+  CHECK(error_of([&] { gen(small_moe(mlp)); }).find("recompute_modules") != std::string::npos);
+  ParamMap typo = sel;
+  typo["recompute_modules"] = "layernorm, moe_acts";
+  CHECK(error_of([&] { gen(small_moe(typo)); }).find("moe_acts") != std::string::npos);
 }

@@ -1,0 +1,134 @@
+// MegaScale-MoE (Jin et al., EuroSys'26, arXiv 2505.11432) Table 3: a 352B MoE (60 layers, hidden 4096, 32
+// heads, 32 experts of FFN 14336, top-3, vocabulary 65536, seq 8192; Table 2 / Sec. 6.1) trained on 240-1440
+// H800 with GBS 720 and PP 15, by Megatron-LM and by MegaScale-MoE (tests/data/training-modern/
+// megascale_moe_h800.csv; docs/validation.md, "Mixture of experts"). Nothing is fitted to these rows.
+//
+// The intra-node layout is not printed. Megatron-LM rows ("TP within node"): the most plausible layout, stated
+// once, is TP 8 with sequence parallelism for attention and experts (expert_tensor_parallel_size = TP, EP 1,
+// Megatron's default), PP 15, DP = GPUs / 120, micro-batch 1, distributed optimizer with overlapped gradient
+// reduce / parameter gather and overlapped pipeline sends ("MegaScale DP/PP overlap enabled"). The other
+// intra-node layouts the row allows are run at 240 GPUs as the sensitivity (TP 8 with EP 8 over the experts;
+// TP 4 with EP 2; TP 4 with EP 1 does not fit 80 GB without recompute). MegaScale-MoE rows: its sequence-
+// parallel attention as Ulysses-style context parallelism within the node (context_parallel_size 8,
+// cp_comm_type a2a) and EP 8 within the node (ETP 1); its inter- and intra-operator communication overlap and
+// BF16 gradient compression are not expressed (overlap_moe_expert_parallel_comm is modelled without context
+// parallelism; gradients are reduced in bf16 here anyway). H800: the h100 GPU (same compute, 80 GB) with
+// NVLink 400 GB/s bidirectional (paper Table 4) = 200 GB/s per direction, 400 Gb/s per GPU on InfiniBand (not
+// printed; the DGX H800 default).
+//
+// Run with
+//   build/tests/test_replay -tc="validation: megascale-moe*" -s
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "replay_test_util.hpp"
+#include "replay/run_scenario.hpp"
+#include "workloads/scenario.hpp"
+
+using namespace fabricsim;
+
+namespace {
+const std::string kData = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/training-modern/";
+
+struct Layout {
+  const char* name;
+  int tp, cp, ep, etp;  // etp 0: Megatron's default (= TP)
+  int shared = 0;       // moe_shared_expert_intermediate_size (sensitivity only)
+};
+
+Json megascale_params(int gpus, const Layout& l) {
+  Json p = {{"num_layers", 60}, {"hidden_size", 4096}, {"num_attention_heads", 32}, {"kv_channels", 128},
+            {"ffn_hidden_size", 14336}, {"num_experts", 32}, {"moe_router_topk", 3}, {"moe_ffn_hidden_size", 14336},
+            {"padded_vocab_size", 65536}, {"seq_length", 8192}, {"swiglu", true}, {"normalization", "RMSNorm"},
+            {"position_embedding_type", "rope"}, {"untie_embeddings_and_output_weights", true}, {"precision", "bf16"},
+            {"world_size", gpus}, {"micro_batch_size", 1}, {"global_batch_size", 720},
+            {"pipeline_model_parallel_size", 15}, {"tensor_model_parallel_size", l.tp},
+            {"sequence_parallel", l.tp > 1}, {"expert_model_parallel_size", l.ep},
+            {"use_distributed_optimizer", true}, {"overlap_grad_reduce", true}, {"overlap_param_gather", true},
+            {"overlap_p2p_comm", true}, {"moe_grouped_gemm", true}, {"moe_token_dispatcher_type", "alltoall"},
+            {"recompute_granularity", "none"}};
+  if (l.etp) p["expert_tensor_parallel_size"] = l.etp;
+  if (l.shared) p["moe_shared_expert_intermediate_size"] = l.shared;
+  if (l.cp > 1) p["context_parallel_size"] = l.cp, p["cp_comm_type"] = "a2a";
+  return p;
+}
+
+double step_s(int gpus, const Layout& l) {
+  Json sc = {{"topology",
+              {{"preset", "superpod"},
+               {"params", {{"nodes", gpus / 8}, {"node", "dgx-h100"}, {"nvlink_bandwidth", "200GB/s"}, {"nic_bandwidth", "400Gbps"}}}}},
+             {"workload", {{"generator", "gpt"}, {"params", megascale_params(gpus, l)}}}};
+  auto s = workloads::scenario_from_json(sc, std::string(l.name) + " on " + std::to_string(gpus) + " GPUs");
+  sim::ScenarioRunOptions opt;
+  opt.comm_model = "engine";
+  opt.engine.collect_link_stats = false;
+  opt.replay.record_ops = false;
+  return sim::run_scenario(s, opt).result.iteration_s;
+}
+}  // namespace
+
+TEST_CASE("validation: megascale-moe 352B on 240-1440 H800, Megatron-LM and MegaScale-MoE step times") {
+  const auto rows = replay_test::read_csv(kData + "megascale_moe_h800.csv");
+  const Layout megatron{"Megatron-LM TP 8 (EP 1, ETP 8)", 8, 1, 1, 0};
+  const Layout megascale{"MegaScale-MoE SP 8 (a2a) + EP 8, no overlap", 1, 8, 8, 1};
+  std::vector<double> err_megatron, err_megascale;
+  std::printf("system          GPUs  measured_s  simulated_s  error\n");
+  for (int i = 0; i < 10; ++i) {
+    const auto& r = rows.at(i);
+    const bool is_megatron = r.at("row_label").rfind("Megatron-LM", 0) == 0;
+    const int gpus = std::stoi(r.at("num_gpus"));
+    const double measured = std::stod(r.at("iteration_s"));
+    const double sim = step_s(gpus, is_megatron ? megatron : megascale);
+    (is_megatron ? err_megatron : err_megascale).push_back(sim / measured - 1.0);
+    std::printf("%-14s %5d  %10.2f  %11.2f  %+6.1f %%\n", is_megatron ? "Megatron-LM" : "MegaScale-MoE", gpus, measured,
+                sim, 100.0 * (sim / measured - 1.0));
+  }
+  REQUIRE(err_megatron.size() == 5);
+  REQUIRE(err_megascale.size() == 5);
+  // Sensitivity to the unprinted intra-node layout, 240 GPUs (measured Megatron-LM 39.94 s).
+  std::printf("Megatron-LM layouts at 240 GPUs (measured 39.94 s):\n");
+  const double base = step_s(240, megatron);
+  double lo = base, hi = base;
+  for (const Layout& l : {Layout{"TP 8 + EP 8 (ETP 1)", 8, 1, 8, 1}, Layout{"TP 4 + EP 2 (ETP 4)", 4, 1, 2, 0}}) {
+    const double s = step_s(240, l);
+    lo = std::min(lo, s), hi = std::max(hi, s);
+    std::printf("  %-32s %8.2f s  %+6.1f %%\n", l.name, s, 100.0 * (s / 39.94 - 1.0));
+  }
+  std::printf("  %-32s %8.2f s  %+6.1f %%\n", megatron.name, base, 100.0 * (base / 39.94 - 1.0));
+  // Table 5 (240 GPUs): MegaScale-MoE's TP attention + TP FFN baseline -> SP attention + EP FFN without overlap
+  // is 1.13x the throughput. The same two layouts here:
+  const double sp_ep = step_s(240, megascale), ratio = base / sp_ep;
+  MESSAGE("Table 5 step 1 -> 2 (TP+TP -> SP+EP, no overlap): published 1.13x, simulated " << ratio << "x");
+  CHECK(ratio > 1.0);
+  // The transcribed Table 2 shapes give 342.8B parameters (352B printed) and 228 GFLOP per token (6 x 36.0B
+  // active + causal attention), while the printed MFU (32.48 % at 240, 27.89 % at 1440 GPUs) implies 282
+  // GFLOP per token at both sizes. An always-active FFN of 12288 per layer (a shared expert) would account for
+  // both (351.9B, 6 x 45B + attention); run as a what-if, not as the result:
+  for (const Layout& l : {Layout{"Megatron-LM TP 8, + shared FFN 12288", 8, 1, 1, 0, 12288},
+                          Layout{"MegaScale-MoE SP+EP, + shared FFN 12288", 1, 8, 8, 1, 12288}}) {
+    const double s = step_s(240, l), measured = l.tp == 8 ? 39.94 : 21.61;
+    std::printf("  %-40s %8.2f s  %+6.1f %% (measured %.2f s)\n", l.name, s, 100.0 * (s / measured - 1.0), measured);
+  }
+  auto stats = [](std::vector<double> v) {
+    for (double& x : v) x = std::fabs(x);
+    return std::make_pair(replay_test::median(v), *std::max_element(v.begin(), v.end()));
+  };
+  const auto [med_mlm, max_mlm] = stats(err_megatron);
+  const auto [med_ms, max_ms] = stats(err_megascale);
+  MESSAGE("Megatron-LM: median |error| " << 100 * med_mlm << " %, max " << 100 * max_mlm << " %; MegaScale-MoE: "
+          << 100 * med_ms << " %, max " << 100 * max_ms << " %; layouts at 240 GPUs span " << lo << " - " << hi << " s");
+  // Every simulated step is shorter than the measured one (see docs/validation.md for the evidence).
+  for (double e : err_megatron) CHECK(e < 0);
+  for (double e : err_megascale) CHECK(e < 0);
+  // Bounds: the figures measured 2026-11-26 (docs/validation.md) rounded up to the next whole percent (the
+  // simulation is deterministic): Megatron-LM median 42.7 %, max 45.2 %; MegaScale-MoE median 34.6 %, max 37.3 %.
+  CHECK(med_mlm <= 0.43);
+  CHECK(max_mlm <= 0.46);
+  CHECK(med_ms <= 0.35);
+  CHECK(max_ms <= 0.38);
+}

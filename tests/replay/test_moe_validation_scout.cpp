@@ -1,0 +1,67 @@
+// torchtitan's Llama 4 Scout MoE rows on GB200 (tests/data/training-modern/torchtitan_moe.csv, from
+// torchtitan.csv: pytorch/torchtitan@b5bcd76c66 torchtitan/components/quantization/mxfp8.md, "MoE models";
+// docs/validation.md, "Mixture of experts"): tokens/s per GPU, bf16 and MXFP8, 64 nodes of 4 GB200 = 256 GPUs,
+// FSDP 256 on the dense parts, EP 16 on the routed experts, seq 8192, no activation checkpointing,
+// torch.compile. Scenarios: tests/data/training-modern/moe/llama4_scout_gb200_{bf16,mxfp8}.json (catalogue
+// model llama4-scout; the torchtitan conventions of the dense rows: use_torch_fsdp2, fp32 gradient reduction,
+// the compiled loss of torchtitan from bbb1b616e, cuDNN attention on compute capability 10.0 from 5de055e30;
+// EP as an all-to-all dispatcher with grouped GEMMs; the load uniform -- the router's balance is not printed).
+// Nothing is fitted to these rows.
+//
+// The source gives two local batch sizes (10 in torchtitan's mxfp8.md, 1 in torchao's moe_training README) and
+// "512 GPU" beside "64 nodes of 4 devices each = 256 chips". 256 GPUs is what the layout adds up to; local batch
+// 10 does not fit a GB200 without activation checkpointing (the test checks the refusal), so the scenarios use 1.
+//
+// Run with
+//   build/tests/test_replay -tc="validation: moe-scout*" -s
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "replay_test_util.hpp"
+#include "replay/run_scenario.hpp"
+#include "sim/base/error.hpp"
+#include "workloads/scenario.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::workloads;
+
+namespace {
+const std::string kData = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/training-modern/";
+
+double tps_per_gpu(const Scenario& s) {
+  sim::ScenarioRunOptions opt;
+  opt.comm_model = "engine";
+  opt.engine.collect_link_stats = false;
+  opt.replay.record_ops = false;
+  return sim::run_scenario(s, opt).result.tokens_per_s / 256.0;
+}
+}  // namespace
+
+TEST_CASE("validation: moe-scout Llama 4 Scout on 256 GB200 (torchtitan), bf16 and MXFP8 tokens/s per GPU") {
+  const auto rows = replay_test::read_csv(kData + "torchtitan_moe.csv");
+  REQUIRE(rows.size() == 2);
+  double sim[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    const std::string prec = i == 0 ? "bf16" : "mxfp8";
+    CAPTURE(prec);
+    const double pub = std::stod(rows[i].at("tokens_per_s_per_gpu"));
+    sim[i] = tps_per_gpu(load_scenario(kData + "moe/llama4_scout_gb200_" + prec + ".json"));
+    std::printf("%-6s published %6.0f  simulated %7.1f  %+6.1f %%\n", prec.c_str(), pub, sim[i], 100.0 * (sim[i] / pub - 1.0));
+    // Measured 2026-11-26: bf16 +8.9 %, MXFP8 -6.0 %; bound: rounded up to the next whole percent.
+    CHECK(std::fabs(sim[i] / pub - 1.0) <= (i == 0 ? 0.09 : 0.06));
+  }
+  // MXFP8 over bf16: published +20.0 %; simulated +3.5 % (the FSDP gathers, in bf16 in both runs -- "All
+  // distributed communication for MXFP8 training is currently done in high precision" -- dominate the simulated
+  // step). The direction must hold.
+  MESSAGE("MXFP8 / bf16: published 1.200, simulated " << sim[1] / sim[0]);
+  CHECK(sim[1] > sim[0]);
+  // Local batch 10 (torchtitan's mxfp8.md) without activation checkpointing needs several times a GB200's
+  // memory.
+  Scenario s = load_scenario(kData + "moe/llama4_scout_gb200_bf16.json");
+  s.workload.params["micro_batch_size"] = "10";
+  s.workload.params["global_batch_size"] = "2560";
+  CHECK_THROWS_AS(tps_per_gpu(s), DoesNotFitError);
+}
