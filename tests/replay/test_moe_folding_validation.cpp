@@ -107,7 +107,13 @@ Json scenario_json(int i) {
             {"moe_grouped_gemm", true},
             {"moe_expert_capacity_factor", 1.0},
             {"recompute_granularity", "none"},
-            {"overlap_grad_reduce", true}};
+            {"overlap_grad_reduce", true},
+            // Megatron-LM's bf16 rule (megatron/training/arguments.py: with --bf16, fp32 main grads and no
+            // --grad-reduce-in-bf16, accumulate_allreduce_grads_in_fp32 is forced on, which becomes
+            // DistributedDataParallelConfig.grad_reduce_in_fp32, also read by Megatron's FSDP buffer); the
+            // paper's run configuration (yanring/Megatron-MoE-ModelZoo model_configs/benchmarking/*.yaml)
+            // sets --bf16 and not --grad-reduce-in-bf16, so gradients are reduced in fp32 (4 bytes).
+            {"grad_reduce_in_fp32", true}};
   if (method == "MCore w/ Folding") p["expert_tensor_parallel_size"] = 1;
   else if (!L.at("etp").empty()) p["expert_tensor_parallel_size"] = std::stoi(L.at("etp"));
   if (method == "FSDP" || method == "FSDP + EP") {
@@ -242,23 +248,26 @@ void summarise(const char* what, const TableResult& t, std::size_t rows, double 
 
 // Bounds: the measured figures (2026-11-26, docs/validation.md) plus about 2 points on the median and 8 % of the
 // maximum. The simulation is deterministic; the margin only absorbs small moves of the shared compute and
-// collective models. Measured: Tables 1/3 median 20.1 %, max 106.8 %; Table 2 4.3 %, 6.6 %; Table 4 20.0 %,
-// 112.4 %; Table 5 21.0 %, 24.8 %. The large errors are the FSDP / FSDP + EP rows (docs: known limits).
-// OOM: row 17 is refused as printed; row 15 (FSDP, CP 8) fits at 34.6 GiB per GPU here although the paper
-// printed OOM, and row 82 (FSDP + EP on 128 GPUs) needs 82.7 GiB here although the paper ran it.
+// collective models. Measured (gradients reduced in fp32, Megatron's bf16 rule, see scenario_json): Tables 1/3
+// median 15.4 %, max 89.6 %; Table 2 5.5 %, 7.6 %; Table 4 14.4 %, 89.8 %; Table 5 20.9 %, 24.6 %. The large
+// errors are the FSDP + EP rows (docs: known limits).
+// OOM: row 17 is refused as printed; row 15 (FSDP, CP 8) fits at 39.3 GiB per GPU here although the paper
+// printed OOM; row 82 (FSDP + EP on 128 GPUs) needs 89.6 GiB and row 79 (folding, Llama3-8x70B on 128 GPUs)
+// 81.1 GiB here although the paper ran both (the fp32 gradient buffer of the distributed optimizer, 4 bytes per
+// local parameter, moved row 79 over the 80 GB).
 TEST_CASE("validation: parallel folding tables 1-3 (MoE Parallel Folding on 64-256 H100) held out") {
   const TableResult t3 = run_rows(0, 19);
-  summarise("Tables 1/3 (rows 0-19)", t3, 18, 0.22, 1.15, 1);
+  summarise("Tables 1/3 (rows 0-19)", t3, 18, 0.17, 0.97, 1);
   // The paper's finding, not fitted: with the same attention layout, folding the expert grid beats MCore's
   // coupled one for every model (rows 3/4, 8/9, 13/14, 18/19).
   for (int mcore : {3, 8, 13, 18}) {
     CAPTURE(mcore);
     CHECK(t3.simulated.at(mcore + 1) > t3.simulated.at(mcore));
   }
-  summarise("Table 2 (rows 20-23)", run_rows(20, 23), 4, 0.06, 0.09, 0);
+  summarise("Table 2 (rows 20-23)", run_rows(20, 23), 4, 0.075, 0.09, 0);
 }
 
 TEST_CASE("validation: parallel folding tables 4-5 (strong and context scaling to 1024 H100) held out") {
-  summarise("Table 4 (rows 24-84)", run_rows(24, 84), 60, 0.22, 1.22, 1);
+  summarise("Table 4 (rows 24-84)", run_rows(24, 84), 59, 0.16, 0.97, 2);
   summarise("Table 5 (rows 85-92)", run_rows(85, 92), 8, 0.23, 0.27, 0);
 }
