@@ -107,7 +107,6 @@ Json scenario_json(int i) {
             {"moe_grouped_gemm", true},
             {"moe_expert_capacity_factor", 1.0},
             {"recompute_granularity", "none"},
-            {"attention_backend", "fused"},  // Megatron-LM/TE rule, docs/workloads.md "Attention"
             {"overlap_grad_reduce", true}};
   if (method == "MCore w/ Folding") p["expert_tensor_parallel_size"] = 1;
   else if (!L.at("etp").empty()) p["expert_tensor_parallel_size"] = std::stoi(L.at("etp"));
