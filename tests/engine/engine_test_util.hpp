@@ -7,6 +7,7 @@
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
 #include "models/schedule.hpp"
+#include "sim/engine/network.hpp"
 #include "topologies/routing.hpp"
 #include "topologies/topology.hpp"
 
@@ -76,6 +77,28 @@ inline std::shared_ptr<models::Schedule> mirrored(const topo::Topology& t, topo:
     }
   }
   return out;
+}
+
+// How many link directions differ between two runs' statistics (bytes, busy time or peak utilisation, compared
+// exactly); the caller checks the sizes first.
+inline std::size_t differing_links(const std::vector<sim::LinkDirStats>& a, const std::vector<sim::LinkDirStats>& b) {
+  std::size_t differ = 0;
+  for (std::size_t d = 0; d < a.size(); ++d)
+    differ += a[d].bytes != b[d].bytes || a[d].busy_s != b[d].busy_s || a[d].peak_util != b[d].peak_util;
+  return differ;
+}
+// How many link directions carried traffic (busy time > 0).
+inline std::size_t busy_links(const std::vector<sim::LinkDirStats>& links) {
+  std::size_t busy = 0;
+  for (const auto& l : links) busy += l.busy_s > 0;
+  return busy;
+}
+// How many transfers of two runs of one schedule differ in start or finish time (exactly); sizes checked first.
+inline std::size_t differing_transfers(const sim::ScheduleRun& a, const sim::ScheduleRun& b) {
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < a.transfers.size(); ++i)
+    differ += a.transfers[i].start_s != b.transfers[i].start_s || a.transfers[i].finish_s != b.transfers[i].finish_s;
+  return differ;
 }
 
 }  // namespace fabricsim::test

@@ -79,20 +79,12 @@ TEST_CASE("Network: a schedule started again reuses its checked dependencies and
       CHECK(reused.runs[k].finish_s == fresh.runs[k].finish_s);
       REQUIRE(reused.runs[k].transfers.size() == fresh.runs[k].transfers.size());
       CHECK(reused.runs[k].transfers.empty() == !times);
-      std::size_t differ = 0;
-      for (std::size_t i = 0; i < reused.runs[k].transfers.size(); ++i)
-        differ += reused.runs[k].transfers[i].start_s != fresh.runs[k].transfers[i].start_s ||
-                  reused.runs[k].transfers[i].finish_s != fresh.runs[k].transfers[i].finish_s;
-      CHECK(differ == 0);
+      CHECK(test::differing_transfers(reused.runs[k], fresh.runs[k]) == 0);
     }
     // the overlapping ring starts contend: the second ends later than the first alone would
     CHECK(reused.runs[3].finish_s - reused.runs[3].start_s > reused.runs[6].finish_s - reused.runs[6].start_s);
     REQUIRE(reused.links.size() == fresh.links.size());
-    std::size_t differ = 0;
-    for (std::size_t d = 0; d < reused.links.size(); ++d)
-      differ += reused.links[d].bytes != fresh.links[d].bytes || reused.links[d].busy_s != fresh.links[d].busy_s ||
-                reused.links[d].peak_util != fresh.links[d].peak_util;
-    CHECK(differ == 0);
+    CHECK(test::differing_links(reused.links, fresh.links) == 0);
   }
 }
 
@@ -152,17 +144,10 @@ TEST_CASE("Network: delayed roots walked from one heap entry give the same event
     CHECK(a.first[k].finish_s > a.first[k].start_s);
     CHECK(a.first[k].finish_s == b.first[k].finish_s);
     REQUIRE(a.first[k].transfers.size() == b.first[k].transfers.size());
-    std::size_t differ = 0;
-    for (std::size_t i = 0; i < a.first[k].transfers.size(); ++i)
-      differ += a.first[k].transfers[i].start_s != b.first[k].transfers[i].start_s ||
-                a.first[k].transfers[i].finish_s != b.first[k].transfers[i].finish_s;
-    CHECK(differ == 0);
+    CHECK(test::differing_transfers(a.first[k], b.first[k]) == 0);
   }
-  std::size_t differ = 0;
-  for (std::size_t d = 0; d < a.second.size(); ++d)
-    differ += a.second[d].bytes != b.second[d].bytes || a.second[d].busy_s != b.second[d].busy_s ||
-              a.second[d].peak_util != b.second[d].peak_util;
-  CHECK(differ == 0);
+  REQUIRE(a.second.size() == b.second.size());
+  CHECK(test::differing_links(a.second, b.second) == 0);
 }
 
 TEST_CASE("Network: the walk over delayed roots yields to a latency phase that ends at the same time") {

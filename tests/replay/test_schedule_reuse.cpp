@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../engine/engine_test_util.hpp"
 #include "models/system.hpp"
 #include "replay/engine_comm_model.hpp"
 #include "replay/executor.hpp"
@@ -66,15 +67,8 @@ TEST_CASE("shared model: calls of the same shape on different communicators reus
   for (std::size_t i = 0; i < a.r.ops.size(); ++i) differ += a.r.ops[i].end_s != b.r.ops[i].end_s;
   CHECK(differ == 0);
   REQUIRE(a.links.size() == b.links.size());
-  std::size_t busy = 0;
-  differ = 0;
-  for (std::size_t d = 0; d < a.links.size(); ++d) {
-    busy += a.links[d].busy_s > 0;
-    differ += a.links[d].bytes != b.links[d].bytes || a.links[d].busy_s != b.links[d].busy_s ||
-              a.links[d].peak_util != b.links[d].peak_util;
-  }
-  CHECK(busy > 0);
-  CHECK(differ == 0);
+  CHECK(test::busy_links(a.links) > 0);
+  CHECK(test::differing_links(a.links, b.links) == 0);
   CHECK(a.a2a.bytes == b.a2a.bytes);
   CHECK(a.a2a.time_s == b.a2a.time_s);
   CHECK(!a.a2a.bytes.empty());
