@@ -365,8 +365,6 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     fail("final_norm_eager", "describes torchtitan's eager RMSNorm; it needs use_torch_fsdp2");
   if (!c.torch_compile.empty() && !c.use_torch_fsdp2)
     fail("torch_compile", "describes torchtitan's model code (eager or torch.compile'd); it needs use_torch_fsdp2");
-  if (c.torch_compile == "eager" && c.cross_entropy_impl == "torch_compiled")
-    fail("cross_entropy_impl", "torch_compiled needs torch_compile true (torchtitan compiles the loss only with the model)");
   if (!c.context_parallel_rotate_method.empty()) {
     if (c.context_parallel_rotate_method != "allgather" && c.context_parallel_rotate_method != "alltoall")
       fail("context_parallel_rotate_method", "expected allgather or alltoall (torchtitan's names), got '" +

@@ -95,7 +95,8 @@ struct GptConfig {
   // bf16 normalized output (torchtitan's own RMSNorm before pytorch/torchtitan@5078e92e4, 2025-04-17, outside
   // the per-block torch.compile). torch FSDP2 only; memory only.
   bool final_norm_eager = false;
-  // torchtitan's model compile (job config `training.compile` up to 2025, `compile.enable` after): unset =
+  // torchtitan's model compile (job config `training.compile`; `compile.enable` with "model" in
+  // `compile.components` from pytorch/torchtitan@08b8b244f, 2025-08-20, which compiles the loss apart): unset =
   // the fused kernels Megatron-Core / Transformer Engine run; "eager" = torchtitan's Llama block as eager
   // PyTorch runs it (one kernel per op: RMSNorm as an fp32 op chain, RoPE through complex fp32, SiLU and the
   // gate product apart, FP8 casts with separate amax ops; repeat_kv copies K and V to every query head);
