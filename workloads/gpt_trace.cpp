@@ -271,6 +271,8 @@ class StageEmitter {
   // moves what an all-gather moves). The backward passes the fp32 dK/dV accumulators around the ring by
   // all-to-all permutes whatever the method (dkv_rotater): cp sends, each beside the next step, the last one
   // waited for after the final step (a one-peer permute, priced as an all-to-all of the same bytes per rank).
+  // A selective recompute's attention forward inside the backward block (recompute_attn_extra) is priced with
+  // its ring steps but without its own K/V exchange.
   void torch_cp_attention(const std::string& nm, const std::string& cname, const Costs& cost, double factor, bool bwd,
                           const std::vector<std::uint32_t>& extra) {
     Costs first = bwd ? K.layer.cp_bwd_first : K.layer.cp_fwd_first, rest = bwd ? K.layer.cp_bwd_rest : K.layer.cp_fwd_rest;
