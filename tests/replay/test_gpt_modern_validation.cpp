@@ -262,15 +262,16 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   // tests/data/hardware/h100-fp8-rowwise), so every row is held out. Bounds at the measured values
   // (memory: median 5.7 %, max 17.9 % over 28 rows -- 9.2 % / 23.0 % before the torch runtime's phases, FSDP2
   // units, CP ring buffers, pipelining buffers and kept logits, eager final norm, allocator reserve; 5.3 % / 19.8 %
-  // before the last three and torch TP's saved inputs; throughput: median 20.3 %, max
-  // 138 % over 46 rows, 120 % before the B200 rows ran cuDNN attention as torchtitan does there).
+  // before the last three and torch TP's saved inputs; throughput: median 19.8 %, max
+  // 138 % over 46 rows, 120 % before the B200 rows ran cuDNN attention as torchtitan does there; median 20.3 %
+  // before context parallelism ran as a ring of per-step attention kernels, which moved the 6 CP rows).
   // The 42 rows that ran before the 96 GB preset existed keep their median of 15.6 % (unchanged results);
   // the 4 Table 2 rows come out 22-78 % fast (the preset has the 700 W SXM5's clocks, the parts run at 500 W).
   CHECK(median(mem_err) <= 0.057);
   CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.179);
   REQUIRE(tps_err_80gb_era.size() == 42);
   CHECK(median(tps_err_80gb_era) <= 0.157);
-  CHECK(median(tps_err) <= 0.203);
+  CHECK(median(tps_err) <= 0.198);
   CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.381);  // a B200 row (docs/validation.md)
 }
 
