@@ -7,13 +7,13 @@
 // held out. Simulated MFU = simulated model TFLOP/s per GPU / 989.5 TF (the paper's BF16 peak, Sec. 4.1), the
 // TFLOP/s in Megatron-Core's FLOP count with causal attention counted as half of the s x s product (the count
 // of megatron/training/training.py num_floating_point_operations since NVIDIA/Megatron-LM 8873b55d6a,
-// 2025-03-06, six weeks before the paper; the same count the authors' Megatron-MoE-ModelZoo tables log, see
-// test_moe_validation_qwen3.cpp), not the result's non-causal `megatron-core` count. Evidence in the data:
-// Table 5 holds the tokens per batch and doubles the attention work per token from row to row, and its MFU
-// falls (45.3 -> 38.2 %); in the non-causal count (attention FLOPs counted twice what the kernel does) that
-// needs attention to run below about half the MFU, ~21 % of peak, slower than the measured kernels
-// (tests/data/hardware/h100-kernels/attention.csv, fwd+bwd at seq >= 8K: FA2 >= 27 %, cuDNN >= 52 %), while in
-// the causal count it only needs attention (with the ring's costs) a little below the rest of the step.
+// 2025-03-06, about six weeks before the paper appeared (the paper does not say which Megatron-Core commit its
+// runs used); the same count the authors' Megatron-MoE-ModelZoo tables log, see
+// test_moe_validation_qwen3.cpp), not the result's non-causal `megatron-core` count. Table 5 alone does not
+// decide it: FlashAttention in the non-causal count fits it about as well (median 5.7 %, max 10.8 %) as cuDNN in
+// the causal count (6.7 %, 13.7 %), while cuDNN non-causal (36.5 %, 54.4 %) and flash causal (18.6 %, 31.4 %,
+// falling from -2 % at 16K to -31 % at 128K) do not; the kernel is decided by Transformer Engine's source
+// (cuDNN on Hopper), the count by the dates above.
 //
 // Attention: cuDNN fused (`attention_backend` fused), what Transformer Engine selects on Hopper
 // (docs/workloads.md "Attention"), as for every Megatron-LM scenario; context parallelism as TE's p2p ring
