@@ -464,8 +464,10 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
   // Logits and loss (last stage), embedding lookup (first stage), per micro-batch.
   {
     const double T = b * s, tt = double(t);
-    Kernel ce{OpClass::Elementwise, 0, 3.0 * 4.0 * T * V / tt};  // fp32 softmax cross-entropy: read, write, grad
     if (legacy) {
+      // fp32 softmax cross-entropy: read, write, grad (12 B per logit element per pass) at the elementwise rate;
+      // the megatron-sc21 preset's GEMM / attention efficiencies were fitted with this charge in the step.
+      const Kernel ce{OpClass::Elementwise, 0, 3.0 * 4.0 * T * V / tt};
       Kernel lg{OpClass::Gemm, 2.0 * T * h * V / tt, 2.0 * (T * h + h * V / tt + T * V / tt)};
       K.logits_fwd.add(cm, lg);
       K.logits_fwd.add(cm, ce);
@@ -479,8 +481,17 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
       const Precision ap = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
       const std::int64_t Ti = c.micro_batch_size * (c.seq_length / cp), Vt = c.padded_vocab_size / t;
       K.logits_fwd.add(cm, KernelDesc::gemm(Ti, Vt, c.hidden_size, ap));
-      K.logits_fwd.add(cm, KernelDesc::memory(models::MemoryKernel::CrossEntropy, ce.bytes, ap));
-      K.logits_bwd.add(cm, KernelDesc::memory(models::MemoryKernel::CrossEntropy, ce.bytes, ap));
+      // The loss in the byte convention its efficiency (memory_bound cross_entropy) was fitted in:
+      // tests/data/hardware/h{100,200}-kernels/memory_bound.csv rows cross_entropy_fwd_bwd count
+      // 4 x elements x 2 = 8 B per logit element for forward and backward together (kernels.py: fp32 logits read
+      // once, their gradient written once), whatever the kernels of the measured eager
+      // F.cross_entropy(logits.float()) + autograd really move. Split as read (forward) + write (backward), 4 B
+      // each: the measurement times only the pair. Every cross_entropy_impl (megatron vocab-parallel, torch,
+      // torch_compiled) runs one loss forward and one backward per micro-batch and is priced at this measured rate
+      // (only the eager torch sequence is measured).
+      const double ce_pass_bytes = 4.0 * T * V / tt;
+      K.logits_fwd.add(cm, KernelDesc::memory(models::MemoryKernel::CrossEntropy, ce_pass_bytes, ap));
+      K.logits_bwd.add(cm, KernelDesc::memory(models::MemoryKernel::CrossEntropy, ce_pass_bytes, ap));
       K.logits_bwd.add(cm, KernelDesc::gemm(Ti, c.hidden_size, Vt, ap));
       K.logits_bwd.add(cm, KernelDesc::gemm(c.hidden_size, Vt, Ti, ap));
       const double eb = (c.position_embedding_type == "learned_absolute" ? 2.0 : 1.0) * 2.0 * T * h;

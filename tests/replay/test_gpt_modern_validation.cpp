@@ -284,23 +284,26 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   // The 42 rows that ran before the 96 GB preset existed had a median of 15.6 %; the 4 Table 2 rows came out
   // 22-78 % fast (the preset has the 700 W SXM5's clocks, the parts run at 500 W), 18-69 % with PyTorch's CP.
   // torch.compile against eager PyTorch, same runs otherwise (Tables 1 and 3, 8 and 128 GPUs): published
-  // compiled / eager tokens/s 1.157 and 1.162, simulated 1.182 and 1.183 (+2.2 / +1.8 %; 1.000 before
-  // torch_compile priced torchtitan's eager kernels). Nothing is fitted to these rows.
+  // compiled / eager tokens/s 1.157 and 1.162, simulated 1.189 and 1.190 (+2.8 / +2.4 %; 1.182 / 1.183 before the
+  // loss was priced at its calibration's 8 B per logit element, 1.000 before torch_compile priced torchtitan's
+  // eager kernels). Nothing is fitted to these rows.
   for (const char* t : {"Table 1", "Table 3"}) {
     CAPTURE(t);
     const std::string e = std::string(t) + " / FSDP", c = e + " + torch.compile";
     const double pub = pub_of.at(c) / pub_of.at(e), sim = sim_of.at(c) / sim_of.at(e);
     MESSAGE(std::string(t) << ": compiled / eager published " << pub << ", simulated " << sim);
-    CHECK(std::abs(sim / pub - 1.0) <= 0.025);
+    CHECK(std::abs(sim / pub - 1.0) <= 0.028);
   }
   CHECK(median(mem_err) <= 0.057);
   CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.179);
   // torch_compile (torchtitan's eager vs compiled block) and PyTorch's context parallelism
-  // (context_parallel_rotate_method) moved them to median 17.2 % (42 rows: 14.8 %), max 134.0 %.
+  // (context_parallel_rotate_method) moved them to median 17.2 % (42 rows: 14.8 %), max 134.0 %; pricing the loss
+  // at its calibration's 8 B per logit element (24 B before: 3x the measured time) to median 20.6 % (42 rows:
+  // 17.2 %), max 145.0 % (37 of 46 rows up to 4.7 % faster, none slower; 34 rows were already simulated fast).
   REQUIRE(tps_err_80gb_era.size() == 42);
-  CHECK(median(tps_err_80gb_era) <= 0.148);
-  CHECK(median(tps_err) <= 0.173);
-  CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.341);  // a B200 row (docs/validation.md)
+  CHECK(median(tps_err_80gb_era) <= 0.172);
+  CHECK(median(tps_err) <= 0.206);
+  CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.450);  // a B200 row (docs/validation.md)
 }
 
 TEST_CASE("validation: modern dense training (Llama 3 405B pre-training, TFLOP/s per GPU)") {

@@ -129,10 +129,11 @@ TEST_CASE("validation: megascale-moe 352B on 240-1440 H800, Megatron-LM and Mega
   for (double e : err_megatron) CHECK(e < 0);
   for (double e : err_megascale) CHECK(e < 0);
   // Bounds: the figures measured 2026-11-26 (docs/validation.md) rounded up to the next whole percent (the
-  // simulation is deterministic): Megatron-LM median 44.4 %, max 46.9 % (42.7 / 45.2 % before its layouts ran
-  // TE's cuDNN attention instead of flash); MegaScale-MoE median 34.6 %, max 37.3 %.
-  CHECK(med_mlm <= 0.45);
-  CHECK(max_mlm <= 0.47);
-  CHECK(med_ms <= 0.35);
-  CHECK(max_ms <= 0.38);
+  // simulation is deterministic): Megatron-LM median 46.3 %, max 49.0 %; MegaScale-MoE median 38.4 %, max
+  // 40.8 % (44.4 / 46.9 % and 34.6 / 37.3 % before the loss was priced at its calibration's 8 B per logit
+  // element instead of 24; 42.7 / 45.2 % before its layouts ran TE's cuDNN attention instead of flash).
+  CHECK(med_mlm <= 0.47);
+  CHECK(max_mlm <= 0.49);
+  CHECK(med_ms <= 0.39);
+  CHECK(max_ms <= 0.41);
 }

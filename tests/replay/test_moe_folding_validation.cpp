@@ -267,25 +267,26 @@ void summarise(const char* what, const TableResult& t, std::size_t rows, double 
 // Bounds: the measured figures (2026-11-26, docs/validation.md) plus about 2 points on the median and 8 % of the
 // maximum. The simulation is deterministic; the margin only absorbs small moves of the shared compute and
 // collective models. Measured (cuDNN attention, p2p ring attention for CP, causal FLOP count, gradients reduced
-// in fp32): Tables 1/3 median 14.8 %, max 80.0 %; Table 2 4.1 %, 6.8 %; Table 4 13.2 %, 80.3 %; Table 5 6.7 %,
-// 13.7 %. The large errors are the FSDP + EP rows (docs: known limits).
+// in fp32, the loss at its calibration's 8 B per logit element): Tables 1/3 median 17.0 %, max 80.3 %; Table 2
+// 2.2 %, 5.3 %; Table 4 12.3 %, 80.5 %; Table 5 8.1 %, 15.6 % (14.8 / 80.0, 4.1 / 6.8, 13.2 / 80.3, 6.7 / 13.7 %
+// with the loss at 24 B). The large errors are the FSDP + EP rows (docs: known limits).
 // OOM: row 17 is refused as printed; row 15 (FSDP, CP 8) fits at 39.3 GiB per GPU here although the paper
 // printed OOM; row 82 (FSDP + EP on 128 GPUs) needs 89.6 GiB and row 79 (folding, Llama3-8x70B on 128 GPUs)
 // 81.1 GiB here although the paper ran both (the fp32 gradient buffer of the distributed optimizer, 4 bytes per
 // local parameter, moved row 79 over the 80 GB).
 TEST_CASE("validation: parallel folding tables 1-3 (MoE Parallel Folding on 64-256 H100) held out") {
   const TableResult t3 = run_rows(0, 19);
-  summarise("Tables 1/3 (rows 0-19)", t3, 18, 0.17, 0.87, 1);
+  summarise("Tables 1/3 (rows 0-19)", t3, 18, 0.19, 0.87, 1);
   // The paper's finding, not fitted: with the same attention layout, folding the expert grid beats MCore's
   // coupled one for every model (rows 3/4, 8/9, 13/14, 18/19).
   for (int mcore : {3, 8, 13, 18}) {
     CAPTURE(mcore);
     CHECK(t3.simulated.at(mcore + 1) > t3.simulated.at(mcore));
   }
-  summarise("Table 2 (rows 20-23)", run_rows(20, 23), 4, 0.065, 0.075, 0);
+  summarise("Table 2 (rows 20-23)", run_rows(20, 23), 4, 0.045, 0.06, 0);
 }
 
 TEST_CASE("validation: parallel folding tables 4-5 (strong and context scaling to 1024 H100) held out") {
-  summarise("Table 4 (rows 24-84)", run_rows(24, 84), 59, 0.16, 0.87, 2);
-  summarise("Table 5 (rows 85-92)", run_rows(85, 92), 8, 0.09, 0.15, 0);
+  summarise("Table 4 (rows 24-84)", run_rows(24, 84), 59, 0.15, 0.87, 2);
+  summarise("Table 5 (rows 85-92)", run_rows(85, 92), 8, 0.11, 0.17, 0);
 }

@@ -147,15 +147,16 @@ TEST_CASE("validation: moe-qwen3 long context (256 H100) and GB200/GB300 held ou
   REQUIRE(err_dropless.size() == 4);
   // Bounds: the figures measured 2026-11-26 (docs/validation.md) rounded up to the next whole percent; the
   // simulation is deterministic, the margin only absorbs floating-point differences between builds.
-  // Forced balance and GB200/GB300 rows: median 3.5 %, max 7.8 % (row 107, GB200); 5.4 % / 14.4 % (row 105,
-  // seq 131072) before context parallelism ran as TE's ring of per-step attention kernels (rows 101-106).
-  CHECK(abs_median(matched) <= 0.04);
-  CHECK(abs_max(matched) <= 0.08);
+  // Forced balance and GB200/GB300 rows: median 7.5 %, max 20.2 %; 3.5 % / 7.8 % (row 107, GB200) before the
+  // loss was priced at its calibration's 8 B per logit element instead of 24 (docs/validation.md); 5.4 % / 14.4 %
+  // (row 105, seq 131072) before context parallelism ran as TE's ring of per-step attention kernels (rows 101-106).
+  CHECK(abs_median(matched) <= 0.08);
+  CHECK(abs_max(matched) <= 0.21);
   // Dropless rows: the simulated router is uniform, so the simulation must be faster than every dropless
   // measurement (the published forced-balance / dropless gap, 9-24 %, is the imbalance the model is not
-  // given); measured +17.0 % to +28.5 %.
+  // given); measured up to +36.9 % (+28.5 % with the loss at 24 B per logit element).
   for (double e : err_dropless) CHECK(e > 0);
-  CHECK(abs_max(err_dropless) <= 0.29);
+  CHECK(abs_max(err_dropless) <= 0.37);
 }
 
 TEST_CASE("validation: moe-qwen3 GB200 MXFP8 row 108 does not fit without activation offloading") {

@@ -50,8 +50,9 @@ TEST_CASE("validation: moe-scout Llama 4 Scout on 256 GB200 (torchtitan), bf16 a
     const double pub = std::stod(rows[i].at("tokens_per_s_per_gpu"));
     sim[i] = tps_per_gpu(load_scenario(kData + "moe/llama4_scout_gb200_" + prec + ".json"));
     std::printf("%-6s published %6.0f  simulated %7.1f  %+6.1f %%\n", prec.c_str(), pub, sim[i], 100.0 * (sim[i] / pub - 1.0));
-    // Measured 2026-11-26: bf16 +8.9 %, MXFP8 -6.0 %; bound: rounded up to the next whole percent.
-    CHECK(std::fabs(sim[i] / pub - 1.0) <= (i == 0 ? 0.09 : 0.06));
+    // Measured 2026-11-26: bf16 +11.3 %, MXFP8 -3.9 % (+8.9 / -6.0 % with the loss at 24 B per logit element);
+    // bound: rounded up to the next whole percent.
+    CHECK(std::fabs(sim[i] / pub - 1.0) <= (i == 0 ? 0.12 : 0.04));
   }
   // MXFP8 over bf16: published +20.0 %; simulated +3.5 % (the FSDP gathers, in bf16 in both runs -- "All
   // distributed communication for MXFP8 training is currently done in high precision" -- dominate the simulated

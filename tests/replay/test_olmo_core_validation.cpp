@@ -141,10 +141,10 @@ TEST_CASE("validation: olmo-core H100 tokens/s per device (HSDP, 4 nodes assumed
   MESSAGE("OLMo-core rows at 4 nodes: median |error| " << 100 * med << " %, max " << 100 * worst
           << " %; largest change between 1, 4 and 16 nodes " << 100 * max_spread << " %");
   // Bounds: the figures measured 2026-11-26 (docs/validation.md) rounded up to the next whole percent (the
-  // simulation is deterministic; the margin absorbs floating-point differences between builds): median 15.7 %,
-  // max 39.6 % (13B) over the 8 rows, and at most 4.0 % between 1, 4 and 16 nodes -- the assumed GPU count
-  // matters less than a tenth of the error.
-  CHECK(med <= 0.16);
-  CHECK(worst <= 0.40);
+  // simulation is deterministic; the margin absorbs floating-point differences between builds): median 17.4 %,
+  // max 43.4 % over the 8 rows (15.7 / 39.6 % with the loss at 24 B per logit element), and at most 4.2 % between
+  // 1, 4 and 16 nodes -- the assumed GPU count matters less than a tenth of the error.
+  CHECK(med <= 0.18);
+  CHECK(worst <= 0.44);
   CHECK(max_spread <= 0.05);
 }
