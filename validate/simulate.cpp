@@ -356,4 +356,31 @@ SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration
 
 const models::System& SimSystem::system() const { return impl_->sys; }
 
+NcclEnvEffects nccl_env_effects(const std::map<std::string, std::string>& env) {
+  NcclEnvEffects out;
+  for (const auto& [k, v] : env) {
+    const std::string kv = k + "=" + v;
+    if (k == "NCCL_ALGO" || k == "NCCL_PROTO") {
+      out.honoured.push_back(kv);
+    } else if (k.rfind("NCCL_DEBUG", 0) == 0 || k == "NCCL_SOCKET_IFNAME" || k == "NCCL_IB_HCA" ||
+               k == "NCCL_IB_GID_INDEX" || k == "NCCL_TOPO_FILE" || (k == "NCCL_IB_DISABLE" && v == "0")) {
+      // Logging, or which devices NCCL opens: the simulated machine comes from the sidecar's description.
+      out.no_effect.push_back(kv);
+    } else if (k == "NCCL_MIN_CTAS" || k == "NCCL_MAX_CTAS" || k == "NCCL_MIN_NCHANNELS" || k == "NCCL_MAX_NCHANNELS") {
+      // NCCL raises or caps its channel count (src/graph/connect.cc ncclTopoPostset duplicates ring/tree channels
+      // up to the minimum; src/init.cc copies NCCL_MIN_CTAS/MAX_CTAS into the config at v2.18-2.26), and its
+      // tuner's ring and tree bandwidths are nChannels x the per-channel bandwidth (src/graph/tuning.cc), so
+      // the algorithm NCCL picks can change. fabricsim's tuner prices algorithms by the physical bandwidth of
+      // the paths (models/tuner.cpp), which the channel count does not raise.
+      out.not_modelled.push_back(kv + ": NCCL's channel count (and with it NCCL's algorithm choice); fabricsim's tuner "
+                                      "prices physical bandwidth");
+    } else if (k == "NCCL_IB_QPS_PER_CONNECTION") {
+      out.not_modelled.push_back(kv + ": queue pairs per connection; fabricsim models a NIC's bandwidth, not its QPs");
+    } else {
+      out.not_modelled.push_back(kv + ": not modelled");
+    }
+  }
+  return out;
+}
+
 }  // namespace fabricsim::validate
