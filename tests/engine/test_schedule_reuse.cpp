@@ -59,14 +59,17 @@ Out run_mix(const test::MixedSchedules& mix, const std::shared_ptr<const models:
   o.mirror_runs = net.mirror_quotient_runs();
   return o;
 }
+
+// The 8 co-located rings (all_gather 16 MiB) of test::mirrored on the mixed traffic's system.
+std::shared_ptr<const models::Schedule> mirrored_rings(const test::MixedSchedules& mix) {
+  return test::mirrored(mix.sys.topology(), mix.sys.routing(false), mix.sys.calibration(), models::Op::AllGather,
+                        models::Algorithm::Ring, models::Fidelity::Step, std::uint64_t{16} << 20, 8);
+}
 }  // namespace
 
 TEST_CASE("Network: a schedule started again reuses its checked dependencies and latencies (same as fresh copies)") {
   const test::MixedSchedules mix;
-  const topo::Topology& t = mix.sys.topology();
-  const std::shared_ptr<const models::Schedule> mirrored =
-      test::mirrored(t, mix.sys.routing(false), mix.sys.calibration(), models::Op::AllGather, models::Algorithm::Ring,
-                     models::Fidelity::Step, std::uint64_t{16} << 20, 8);
+  const std::shared_ptr<const models::Schedule> mirrored = mirrored_rings(mix);
   for (bool times : {true, false}) {
     CAPTURE(times);
     const Out reused = run_mix(mix, mirrored, false, times), fresh = run_mix(mix, mirrored, true, times);
@@ -115,9 +118,7 @@ TEST_CASE("Network: delayed roots walked from one heap entry give the same event
   // root delay), with batch_root_delays on and off.
   const test::MixedSchedules mix;
   const topo::Topology& t = mix.sys.topology();
-  const std::shared_ptr<const models::Schedule> mirrored =
-      test::mirrored(t, mix.sys.routing(false), mix.sys.calibration(), models::Op::AllGather, models::Algorithm::Ring,
-                     models::Fidelity::Step, std::uint64_t{16} << 20, 8);
+  const std::shared_ptr<const models::Schedule> mirrored = mirrored_rings(mix);
   auto run = [&](bool batch) {
     sim::EventQueue q;
     sim::NetworkOptions opt;
