@@ -119,6 +119,8 @@ TEST_CASE("Network: delayed roots walked from one heap entry give the same event
   const test::MixedSchedules mix;
   const topo::Topology& t = mix.sys.topology();
   const std::shared_ptr<const models::Schedule> mirrored = mirrored_rings(mix);
+  // every start below delays its roots (else both settings would run the same code and the test could not fail)
+  for (const auto& s : {mix.ring, mirrored, mix.skewed, mix.uniform}) REQUIRE(s->fixed_latency_s > 0);
   auto run = [&](bool batch) {
     sim::EventQueue q;
     sim::NetworkOptions opt;
