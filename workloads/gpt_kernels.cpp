@@ -133,9 +133,52 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   };
   const auto impl = c.attention_backend == "flash" ? models::AttentionImpl::Flash : models::AttentionImpl::Cudnn;
   // Causal attention of this rank's s/cp queries over the whole sequence: with load-balanced chunks (2 cp
-  // pieces, Megatron-Core / TE ring attention) every rank does 1/cp of the causal work.
-  const KernelDesc fa = KernelDesc::attention(b, a_t, g_t, sl, s, d, true, false, act, impl);
-  const KernelDesc fa_b = KernelDesc::attention(b, a_t, g_t, sl, s, d, true, true, act, impl);
+  // pieces, Megatron-Core / TE ring attention) every rank does 1/cp of the causal work. Without context
+  // parallelism (and with cp_comm_type a2a, which runs one kernel over the whole sequence with a_t/cp heads:
+  // the same FLOPs and key length; all_gather is priced the same way) it is one sl x s kernel; the p2p ring
+  // splits it into cp kernels (attention_ring).
+  // Ring attention (cp_comm_type p2p), as Transformer Engine runs it (AttnFuncWithCPAndKVP2P in
+  // transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py, NVIDIA/TransformerEngine
+  // @d0067d0da): each rank holds chunks r and 2cp-1-r of the 2cp sequence chunks (sl = s/cp tokens) and runs
+  // cp steps, one attention kernel each, while the KV of the next step arrives:
+  //   step 0      its own chunks, causal                          sl   queries x sl   keys, causal
+  //   steps <= r  all its queries against the first received chunk  sl   x sl/2, not causal
+  //   steps >  r  its second query chunk against both received ones sl/2 x sl,   not causal
+  // (the cp - 1 off-diagonal steps are priced as the mean of the two kinds: over the ring's ranks half of
+  // them are each). Together they do the FLOPs of the single causal sl x s kernel, but as cp kernels at the
+  // efficiency of their own (short) key length, each with its fixed cost. Between steps, the forward merges
+  // each step's partial output into an fp32 output with the softmax statistics (flash_attn_fwd_out_correction
+  // + flash_attn_fwd_softmax_lse_correction: out_per_step cast to fp32, read, output read and written:
+  // 2 + 4 + 4 + 4 + 4 = 18 bytes per output element, two kernels a step); the backward accumulates each step's
+  // dq into dq and dk/dv into the dkv buffer that travels the ring (dq.add_, dk.add_, dv.add_: 3 x 2 bytes per
+  // element, bf16). The off-diagonal steps touch half of the queries (steps > r) or of the keys (steps <= r):
+  // 3/4 of the elements on average.
+  // (PyTorch's own context parallelism, context_parallel_rotate_method, is priced apart below.)
+  const bool ring = cp > 1 && c.cp_comm_type == "p2p" && c.context_parallel_rotate_method.empty();
+  auto attention_ring = [&](Costs& out, std::int64_t heads, std::int64_t kv_heads, std::int64_t dh, bool bwd) {
+    if (!ring) {
+      out.add(cm, KernelDesc::attention(b, heads, kv_heads, sl, s, dh, true, bwd, act, impl));
+      return;
+    }
+    out.add(cm, KernelDesc::attention(b, heads, kv_heads, sl, sl, dh, true, bwd, act, impl));
+    const KernelDesc lower = KernelDesc::attention(b, heads, kv_heads, sl, sl / 2, dh, false, bwd, act, impl);
+    const KernelDesc upper = KernelDesc::attention(b, heads, kv_heads, sl / 2, sl, dh, false, bwd, act, impl);
+    const double steps = double(cp - 1);
+    out.seconds += steps * 0.5 * (cm.kernel_time_s(lower) + cm.kernel_time_s(upper));
+    out.flops += steps * lower.flops();
+    out.kernels += int(cp - 1);
+    const double q_el = double(b) * double(sl) * double(heads) * double(dh);
+    const double kv_el = 2.0 * double(b) * double(sl) * double(kv_heads) * double(dh);
+    for (std::int64_t i = 1; i < cp; ++i) {
+      if (!bwd) {
+        out.add(cm, mem(MemoryKernel::Elementwise, 18.0 * 0.75 * q_el));
+        out.add(cm, mem(MemoryKernel::Elementwise, 3.0 * 4.0 * double(b) * double(sl) * double(heads) * 0.75));
+      } else {
+        out.add(cm, mem(MemoryKernel::Elementwise, 6.0 * 0.75 * q_el));
+        out.add(cm, mem(MemoryKernel::Elementwise, 6.0 * 0.75 * kv_el));
+      }
+    }
+  };
   const double norm = 2.0 * e * double(Te) * double(h);
   const double resid = (3.0 * e + (c.hidden_dropout > 0 ? 1.0 : 0.0)) * double(Te) * double(h);
   const double rope = c.position_embedding_type == "rope" ? 2.0 * e * double(T) * double((a_t + g_t) * d) : 0.0;
@@ -183,7 +226,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   const bool mla = c.moe.multi_latent_attention;
   std::vector<G> attn_in;  // input-side projections of the attention block
   G attn_out = proj;
-  KernelDesc fa_f = fa, fa_bw = fa_b;
+  std::int64_t fa_heads = a_t, fa_kv = g_t, fa_dh = d;
   double latent_norm = 0;
   if (mla) {
     const auto& me = c.moe;
@@ -194,8 +237,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     attn_in.push_back({kvl, a_t * (me.qk_head_dim + me.v_head_dim)});
     attn_out = G{a_t * me.v_head_dim, h};
     const std::int64_t dh = (qk + me.v_head_dim) / 2;
-    fa_f = KernelDesc::attention(b, a_t, a_t, sl, s, dh, true, false, act, impl);
-    fa_bw = KernelDesc::attention(b, a_t, a_t, sl, s, dh, true, true, act, impl);
+    fa_kv = a_t, fa_dh = dh;
     latent_norm = 2.0 * e * double(T) * double(ql + kvl);
   } else {
     attn_in.push_back(qkv);
@@ -252,7 +294,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     if (!fused_merge) copy(L.cp_bwd_rest, 6.0 * (O + 2.0 * KV));
   }
   auto add_attention = [&](Costs& out, bool bwd) {
-    if (!torch_cp) return out.add(cm, bwd ? fa_bw : fa_f);
+    if (!torch_cp) return attention_ring(out, fa_heads, fa_kv, fa_dh, bwd);
     out += bwd ? L.cp_bwd_first : L.cp_fwd_first;
     out += bwd ? L.cp_bwd_rest : L.cp_fwd_rest;
   };

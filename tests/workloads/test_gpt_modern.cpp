@@ -568,6 +568,41 @@ TEST_CASE("gpt traces pass the structural checks in every new layout") {
   }
 }
 
+// Context parallelism with cp_comm_type p2p prices the attention as Transformer Engine's ring runs it
+// (workloads/gpt_kernels.cpp attention_ring): cp kernels per direction, each at its own key length, with the
+// per-step merges (forward) and accumulations (backward). a2a runs one kernel with the same FLOPs and key
+// length, so the two differ by exactly the ring's kernels.
+TEST_CASE("gpt context parallelism p2p: attention as the ring's cp per-step kernels") {
+  auto layer = [](const std::string& cp, const std::string& type) {
+    const GptConfig c = cfg(small({{"seq_length", "32768"}, {"context_parallel_size", cp}, {"cp_comm_type", type},
+                                   {"tensor_model_parallel_size", "1"}, {"pipeline_model_parallel_size", "1"},
+                                   {"attention_backend", "fused"}, {"num_query_groups", "4"}}));
+    return gpt_detail::gpt_step_kernels(c, cm_for(c.gpu), "test").layer;
+  };
+  for (const char* cp : {"2", "8"}) {
+    CAPTURE(cp);
+    const int n = std::stoi(cp);
+    const auto ring = layer(cp, "p2p"), one = layer(cp, "a2a");
+    // Same FLOPs (diagonal causal step + cp - 1 half-chunk steps = the causal s/cp x s kernel) ...
+    CHECK(ring.fwd_attn.flops == doctest::Approx(one.fwd_attn.flops));
+    CHECK(ring.bwd_attn.flops == doctest::Approx(one.bwd_attn.flops));
+    // ... as cp attention kernels plus two merge / accumulate kernels for each of the cp - 1 later steps ...
+    CHECK(ring.fwd_attn.kernels == one.fwd_attn.kernels + 3 * (n - 1));
+    CHECK(ring.bwd_attn.kernels == one.bwd_attn.kernels + 3 * (n - 1));
+    // ... which take longer: shorter keys per kernel, a fixed cost each, the merges' bytes.
+    CHECK(ring.fwd_attn.seconds > one.fwd_attn.seconds);
+    CHECK(ring.bwd_attn.seconds > one.bwd_attn.seconds);
+    // The MLP side does not change.
+    CHECK(ring.fwd_mlp.seconds == doctest::Approx(one.fwd_mlp.seconds));
+  }
+  // The smaller the chunks, the larger the ring's share: CP 8 costs more over the one-kernel time than CP 2.
+  const double r2 = layer("2", "p2p").bwd_attn.seconds / layer("2", "a2a").bwd_attn.seconds,
+               r8 = layer("8", "p2p").bwd_attn.seconds / layer("8", "a2a").bwd_attn.seconds;
+  CHECK(r8 > r2);
+  // Without context parallelism the types are the same single kernel.
+  CHECK(layer("1", "p2p").fwd_attn.seconds == layer("1", "a2a").fwd_attn.seconds);
+}
+
 TEST_CASE("gpt torch_compile: torchtitan's eager block costs more memory-bound time than the compiled one") {
   // GQA (4 query heads per K/V head) so that repeat_kv copies; torchtitan's runtime (FSDP2).
   ParamMap base = small({{"use_torch_fsdp2", "true"}, {"num_query_groups", "4"}, {"normalization", "RMSNorm"},
