@@ -29,6 +29,7 @@
 
 #include "replay_test_util.hpp"
 #include "replay/run_scenario.hpp"
+#include "sim/base/error.hpp"
 #include "workloads/scenario.hpp"
 
 using namespace fabricsim;
@@ -97,11 +98,19 @@ TEST_CASE("validation: megascale-moe 352B on 240-1440 H800, Megatron-LM and Mega
   std::printf("Megatron-LM layouts at 240 GPUs (measured 39.94 s):\n");
   const double base = step_s(240, megatron);
   double lo = base, hi = base;
+  int refused = 0;
   for (const Layout& l : {Layout{"TP 8 + EP 8 (ETP 1)", 8, 1, 8, 1}, Layout{"TP 4 + EP 2 (ETP 4)", 4, 1, 2, 0}}) {
-    const double s = step_s(240, l);
-    lo = std::min(lo, s), hi = std::max(hi, s);
-    std::printf("  %-32s %8.2f s  %+6.1f %%\n", l.name, s, 100.0 * (s / 39.94 - 1.0));
+    try {
+      const double s = step_s(240, l);
+      lo = std::min(lo, s), hi = std::max(hi, s);
+      std::printf("  %-32s %8.2f s  %+6.1f %%\n", l.name, s, 100.0 * (s / 39.94 - 1.0));
+    } catch (const DoesNotFitError& e) {
+      // TP 4 + EP 2 needs 81.9 GiB with fp32 gradients (docs/validation.md): not a layout the run could use.
+      ++refused;
+      std::printf("  %-32s does not fit: %.120s\n", l.name, e.what());
+    }
   }
+  CHECK(refused <= 1);
   std::printf("  %-32s %8.2f s  %+6.1f %%\n", megatron.name, base, 100.0 * (base / 39.94 - 1.0));
   // Table 5 (240 GPUs): MegaScale-MoE's TP attention + TP FFN baseline -> SP attention + EP FFN without overlap
   // is 1.13x the throughput. The same two layouts here:
@@ -129,8 +138,9 @@ TEST_CASE("validation: megascale-moe 352B on 240-1440 H800, Megatron-LM and Mega
   for (double e : err_megatron) CHECK(e < 0);
   for (double e : err_megascale) CHECK(e < 0);
   // Bounds: the figures measured 2026-11-26 (docs/validation.md) rounded up to the next whole percent (the
-  // simulation is deterministic): Megatron-LM median 42.7 %, max 45.2 %; MegaScale-MoE median 34.6 %, max 37.3 %.
-  CHECK(med_mlm <= 0.43);
+  // simulation is deterministic): Megatron-LM median 41.7 %, max 45.1 % (fp32 gradient reduction, Megatron-LM's
+  // bf16 rule); MegaScale-MoE median 34.6 %, max 37.3 %.
+  CHECK(med_mlm <= 0.42);
   CHECK(max_mlm <= 0.46);
   CHECK(med_ms <= 0.35);
   CHECK(max_ms <= 0.38);
