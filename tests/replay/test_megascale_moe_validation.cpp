@@ -141,9 +141,10 @@ TEST_CASE("validation: megascale-moe 352B on 240-1440 H800, Megatron-LM and Mega
   for (double e : err_megatron) CHECK(e < 0);
   for (double e : err_megascale) CHECK(e < 0);
   // Bounds: the figures measured 2026-11-26 (docs/validation.md) rounded up to the next whole percent (the
-  // simulation is deterministic): Megatron-LM median 44.4 %, max 46.9 % (42.7 / 45.2 % before its layouts ran
-  // TE's cuDNN attention instead of flash); MegaScale-MoE median 34.6 %, max 37.3 %.
-  CHECK(med_mlm <= 0.45);
+  // simulation is deterministic): Megatron-LM median 43.5 %, max 46.8 % with fp32 gradient reduction
+  // (Megatron-LM's bf16 rule; 44.4 / 46.9 % with bf16 gradients, 42.7 / 45.2 % before its layouts ran TE's cuDNN
+  // attention instead of flash); MegaScale-MoE median 34.6 %, max 37.3 %.
+  CHECK(med_mlm <= 0.44);
   CHECK(max_mlm <= 0.47);
   CHECK(med_ms <= 0.35);
   CHECK(max_ms <= 0.38);
