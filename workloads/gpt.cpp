@@ -166,6 +166,9 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.pipeline_model_parallel_size = r.integer("pipeline_model_parallel_size", c.pipeline_model_parallel_size, 1);
   c.context_parallel_size = r.integer("context_parallel_size", 1, 1);
   c.cp_comm_type = r.string("cp_comm_type", c.cp_comm_type);
+  c.context_parallel_rotate_method = r.string("context_parallel_rotate_method", "");
+  if (!c.context_parallel_rotate_method.empty() && r.has("cp_comm_type"))
+    r.fail("context_parallel_rotate_method", "selects PyTorch's context parallelism; it replaces cp_comm_type (give one)");
   c.num_layers_per_virtual_pipeline_stage = r.integer("num_layers_per_virtual_pipeline_stage", 0, 0);
   c.virtual_pipeline_model_parallel_size = r.integer("virtual_pipeline_model_parallel_size", 0, 0);
   c.decoder_first_pipeline_num_layers = r.integer("decoder_first_pipeline_num_layers", 0, 0);
@@ -196,6 +199,8 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.cross_entropy_impl = r.string("cross_entropy_impl", c.cross_entropy_impl);
   c.fsdp_embeddings_in_root = r.boolean("fsdp_embeddings_in_root", false);
   c.final_norm_eager = r.boolean("final_norm_eager", false);
+  if (r.has("torch_compile")) c.torch_compile = r.boolean("torch_compile", false) ? "compiled" : "eager";
+  c.norm_type = r.string("norm_type", c.norm_type);
   c.gpu = r.string("gpu", c.gpu);
   // Precision: "precision", or Megatron-LM's flags --bf16 / --fp16 / --fp8-format {e4m3, hybrid}.
   const bool has_prec = r.has("precision");
@@ -358,6 +363,26 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     fail("fsdp_embeddings_in_root", "describes torch FSDP2's units; it needs use_torch_fsdp2");
   if (c.final_norm_eager && !c.use_torch_fsdp2)
     fail("final_norm_eager", "describes torchtitan's eager RMSNorm; it needs use_torch_fsdp2");
+  if (!c.torch_compile.empty() && !c.use_torch_fsdp2)
+    fail("torch_compile", "describes torchtitan's model code (eager or torch.compile'd); it needs use_torch_fsdp2");
+  if (!c.context_parallel_rotate_method.empty()) {
+    if (c.context_parallel_rotate_method != "allgather" && c.context_parallel_rotate_method != "alltoall")
+      fail("context_parallel_rotate_method", "expected allgather or alltoall (torchtitan's names), got '" +
+                                                 c.context_parallel_rotate_method + "'");
+    if (!c.use_torch_fsdp2)
+      fail("context_parallel_rotate_method", "is PyTorch's context parallelism; it needs use_torch_fsdp2");
+    if (c.context_parallel_size < 2) fail("context_parallel_rotate_method", "needs context_parallel_size >= 2");
+    if (c.moe.multi_latent_attention)
+      fail("context_parallel_rotate_method", "is not priced with multi_latent_attention (PyTorch CP of SDPA only)");
+    if (c.attention_backend == "unfused")
+      fail("context_parallel_rotate_method", "needs flash or fused attention (PyTorch CP wraps the SDPA kernels)");
+  }
+  if (c.norm_type != "rmsnorm" && c.norm_type != "fused_rmsnorm")
+    fail("norm_type", "expected rmsnorm or fused_rmsnorm (torchtitan's RMSNorm modules), got '" + c.norm_type + "'");
+  if (c.norm_type == "fused_rmsnorm" && (c.torch_compile.empty() || c.normalization != "RMSNorm"))
+    fail("norm_type", "fused_rmsnorm is torchtitan's Triton RMSNorm; it needs torch_compile and normalization RMSNorm");
+  if (!c.torch_compile.empty() && c.attention_backend == "unfused")
+    fail("torch_compile", "prices torchtitan's block around SDPA; it needs flash or fused attention");
   if (c.cross_entropy_impl != "megatron" && c.cross_entropy_loss_fusion)
     fail("cross_entropy_loss_fusion", "is Megatron's fused cross entropy; it needs cross_entropy_impl megatron");
   if (!c.recompute_modules.empty()) {
@@ -412,7 +437,8 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   I("tensor_model_parallel_size", c.tensor_model_parallel_size);
   I("pipeline_model_parallel_size", c.pipeline_model_parallel_size);
   I("context_parallel_size", c.context_parallel_size);
-  if (c.context_parallel_size > 1) m["cp_comm_type"] = c.cp_comm_type;
+  if (c.context_parallel_size > 1 && c.context_parallel_rotate_method.empty()) m["cp_comm_type"] = c.cp_comm_type;
+  if (!c.context_parallel_rotate_method.empty()) m["context_parallel_rotate_method"] = c.context_parallel_rotate_method;
   I("num_layers_per_virtual_pipeline_stage", c.num_layers_per_virtual_pipeline_stage);
   I("virtual_pipeline_model_parallel_size", c.vp());
   I("world_size", c.world_size);
@@ -424,6 +450,8 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   if (c.cross_entropy_impl != "megatron") m["cross_entropy_impl"] = c.cross_entropy_impl;
   if (c.fsdp_embeddings_in_root) B("fsdp_embeddings_in_root", true);
   if (c.final_norm_eager) B("final_norm_eager", true);
+  if (!c.torch_compile.empty()) B("torch_compile", c.torch_compile == "compiled");
+  if (c.norm_type != "rmsnorm") m["norm_type"] = c.norm_type;
   B("use_distributed_optimizer", c.use_distributed_optimizer);
   B("overlap_grad_reduce", c.overlap_grad_reduce);
   B("overlap_param_gather", c.overlap_param_gather);

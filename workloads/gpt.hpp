@@ -45,6 +45,11 @@ struct GptConfig {
   std::int64_t pipeline_model_parallel_size = 16;
   std::int64_t context_parallel_size = 1;
   std::string cp_comm_type = "p2p";                          // p2p | all_gather | a2a
+  // PyTorch's context parallelism (torch.distributed.tensor.experimental.context_parallel, as torchtitan runs
+  // it), named by torchtitan's context_parallel_rotate_method: "allgather" (one all-gather of K/V per
+  // attention, overlapped with the local chunk's attention only) or "alltoall" (K/V passed around the ring,
+  // one send per step). "" = the Megatron / TE implementations of cp_comm_type. Needs use_torch_fsdp2.
+  std::string context_parallel_rotate_method;
   std::int64_t num_layers_per_virtual_pipeline_stage = 0;    // 0 = no interleaving
   std::int64_t virtual_pipeline_model_parallel_size = 0;     // alternative to the above (chunks per stage)
   std::int64_t decoder_first_pipeline_num_layers = 0;        // 0 = even split
@@ -90,6 +95,17 @@ struct GptConfig {
   // bf16 normalized output (torchtitan's own RMSNorm before pytorch/torchtitan@5078e92e4, 2025-04-17, outside
   // the per-block torch.compile). torch FSDP2 only; memory only.
   bool final_norm_eager = false;
+  // torchtitan's model compile (job config `training.compile`; `compile.enable` with "model" in
+  // `compile.components` from pytorch/torchtitan@08b8b244f, 2025-08-20, which compiles the loss apart): unset =
+  // the fused kernels Megatron-Core / Transformer Engine run; "eager" = torchtitan's Llama block as eager
+  // PyTorch runs it (one kernel per op: RMSNorm as an fp32 op chain, RoPE through complex fp32, SiLU and the
+  // gate product apart, FP8 casts with separate amax ops; repeat_kv copies K and V to every query head);
+  // "compiled" = the same block through torch.compile (Inductor fuses each chain into one kernel). Time only;
+  // needs use_torch_fsdp2 (the torch runtime).
+  std::string torch_compile;  // "" | "eager" | "compiled" (the JSON key is a boolean)
+  // torchtitan's model.norm_type for RMSNorm under torch_compile: "rmsnorm" (its own module, eager: an op
+  // chain) or "fused_rmsnorm" (its Triton kernel, one kernel forward and one backward even in eager).
+  std::string norm_type = "rmsnorm";
   // Pipeline schedule (torchtitan's [parallelism] pipeline_parallel_schedule names; "" = 1F1B, or
   // Interleaved1F1B with virtual stages): DualPipe = DeepSeek-V3's bidirectional schedule (arXiv:2412.19437
   // Sec. 3.2.1; github:deepseek-ai/DualPipe dualpipe/dualpipe.py): every rank holds two stages, one of each

@@ -59,8 +59,12 @@ struct Costs {
 // Megatron's delay_wgrad_compute).
 // recompute_norm: one norm's forward (recompute_modules layernorm runs it again, twice per layer, in the
 // backward).
+// cp_*: with PyTorch's context parallelism (context_parallel_rotate_method), the part of fwd_attn / bwd_attn
+// that is the ring attention: `first` the local chunk's step (what the all-gathered K/V overlaps), `rest` the
+// other cp - 1 steps with the merges / gradient accumulation.
 struct LayerCosts {
   Costs fwd_attn, fwd_mlp, bwd_attn, bwd_mlp, recompute_attn_extra, wgrad_attn, wgrad_mlp, recompute_norm;
+  Costs cp_fwd_first, cp_fwd_rest, cp_bwd_first, cp_bwd_rest;
 };
 
 // One MoE layer's MLP side for one micro-batch on the simulated rank, split where the dispatch / combine

@@ -112,25 +112,112 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   // tensorwise ones: median of 12 Llama-3 8B/70B shapes, 1.04-1.42x, measured on an H100 SXM
   // (tests/data/hardware/h100-fp8-rowwise/scaled_mm.csv).
   const double gemm_factor = c.fp8() && c.fp8_recipe == "rowwise" ? 1.12 : 1.0;
+  // torchtitan's Llama block (torch_compile set; pytorch/torchtitan@9dec370 torchtitan/models/llama/model.py
+  // and models/norms.py, the code of the Dec 2024 benchmark runs): eager runs each op as its own kernel,
+  // torch.compile (Inductor) fuses each elementwise chain into one.
+  const bool titan = !c.torch_compile.empty(), eager = c.torch_compile == "eager";
+  // Eager FP8 casts (torchao float8 without compile: abs, amax, scale, multiply, clamp, convert as separate
+  // ops) take 3.28x the time of the compiled cast: geometric mean of 305.4 / 64.1 us (8192x4096) and
+  // 1116.2 / 493.2 us (16384x8192), tests/data/hardware/h200-kernels/kernels2.csv fp8_cast_with_amax_eager /
+  // _compiled.
+  const double cast_factor = eager ? 3.28 : 1.0;
   auto fwd_gemm = [&](Costs& out, G g) {
-    if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.k)));
+    if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.k)), cast_factor);
     out.add(cm, KernelDesc::gemm(T, g.n, g.k, gp), gemm_factor);
   };
   auto bwd_gemm = [&](Costs& out, G g, Costs& w) {
-    if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.n)));  // output gradient
+    if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.n)), cast_factor);  // output gradient
     out.add(cm, KernelDesc::gemm(T, g.k, g.n, gp), gemm_factor);  // dgrad
     out.add(cm, KernelDesc::gemm(g.k, g.n, T, gp), gemm_factor);  // wgrad
     w.add(cm, KernelDesc::gemm(g.k, g.n, T, gp), gemm_factor);
   };
   const auto impl = c.attention_backend == "flash" ? models::AttentionImpl::Flash : models::AttentionImpl::Cudnn;
   // Causal attention of this rank's s/cp queries over the whole sequence: with load-balanced chunks (2 cp
-  // pieces, Megatron-Core / TE ring attention) every rank does 1/cp of the causal work.
-  const KernelDesc fa = KernelDesc::attention(b, a_t, g_t, sl, s, d, true, false, act, impl);
-  const KernelDesc fa_b = KernelDesc::attention(b, a_t, g_t, sl, s, d, true, true, act, impl);
+  // pieces, Megatron-Core / TE ring attention) every rank does 1/cp of the causal work. Without context
+  // parallelism (and with cp_comm_type a2a, which runs one kernel over the whole sequence with a_t/cp heads:
+  // the same FLOPs and key length; all_gather is priced the same way) it is one sl x s kernel; the p2p ring
+  // splits it into cp kernels (attention_ring).
+  // Ring attention (cp_comm_type p2p), as Transformer Engine runs it (AttnFuncWithCPAndKVP2P in
+  // transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py, NVIDIA/TransformerEngine
+  // @d0067d0da): each rank holds chunks r and 2cp-1-r of the 2cp sequence chunks (sl = s/cp tokens) and runs
+  // cp steps, one attention kernel each, while the KV of the next step arrives:
+  //   step 0      its own chunks, causal                          sl   queries x sl   keys, causal
+  //   steps <= r  all its queries against the first received chunk  sl   x sl/2, not causal
+  //   steps >  r  its second query chunk against both received ones sl/2 x sl,   not causal
+  // (the cp - 1 off-diagonal steps are priced as the mean of the two kinds: over the ring's ranks half of
+  // them are each). Together they do the FLOPs of the single causal sl x s kernel, but as cp kernels at the
+  // efficiency of their own (short) key length, each with its fixed cost. Between steps, the forward merges
+  // each step's partial output into an fp32 output with the softmax statistics (flash_attn_fwd_out_correction
+  // + flash_attn_fwd_softmax_lse_correction: out_per_step cast to fp32, read, output read and written:
+  // 2 + 4 + 4 + 4 + 4 = 18 bytes per output element, two kernels a step); the backward accumulates each step's
+  // dq into dq and dk/dv into the dkv buffer that travels the ring (dq.add_, dk.add_, dv.add_: 3 x 2 bytes per
+  // element, bf16). The off-diagonal steps touch half of the queries (steps > r) or of the keys (steps <= r):
+  // 3/4 of the elements on average.
+  // (PyTorch's own context parallelism, context_parallel_rotate_method, is priced apart below.)
+  const bool ring = cp > 1 && c.cp_comm_type == "p2p" && c.context_parallel_rotate_method.empty();
+  auto attention_ring = [&](Costs& out, std::int64_t heads, std::int64_t kv_heads, std::int64_t dh, bool bwd) {
+    if (!ring) {
+      out.add(cm, KernelDesc::attention(b, heads, kv_heads, sl, s, dh, true, bwd, act, impl));
+      return;
+    }
+    out.add(cm, KernelDesc::attention(b, heads, kv_heads, sl, sl, dh, true, bwd, act, impl));
+    const KernelDesc lower = KernelDesc::attention(b, heads, kv_heads, sl, sl / 2, dh, false, bwd, act, impl);
+    const KernelDesc upper = KernelDesc::attention(b, heads, kv_heads, sl / 2, sl, dh, false, bwd, act, impl);
+    const double steps = double(cp - 1);
+    out.seconds += steps * 0.5 * (cm.kernel_time_s(lower) + cm.kernel_time_s(upper));
+    out.flops += steps * lower.flops();
+    out.kernels += int(cp - 1);
+    const double q_el = double(b) * double(sl) * double(heads) * double(dh);
+    const double kv_el = 2.0 * double(b) * double(sl) * double(kv_heads) * double(dh);
+    for (std::int64_t i = 1; i < cp; ++i) {
+      if (!bwd) {
+        out.add(cm, mem(MemoryKernel::Elementwise, 18.0 * 0.75 * q_el));
+        out.add(cm, mem(MemoryKernel::Elementwise, 3.0 * 4.0 * double(b) * double(sl) * double(heads) * 0.75));
+      } else {
+        out.add(cm, mem(MemoryKernel::Elementwise, 6.0 * 0.75 * q_el));
+        out.add(cm, mem(MemoryKernel::Elementwise, 6.0 * 0.75 * kv_el));
+      }
+    }
+  };
   const double norm = 2.0 * e * double(Te) * double(h);
   const double resid = (3.0 * e + (c.hidden_dropout > 0 ? 1.0 : 0.0)) * double(Te) * double(h);
   const double rope = c.position_embedding_type == "rope" ? 2.0 * e * double(T) * double((a_t + g_t) * d) : 0.0;
   const double actv = e * double(T) * double(fc1 + f) / double(t);
+  // The memory-bound kernels of the block, `factor` times their forward bytes (2 in the backward: read the
+  // output gradient and the saved input, write the input gradient).
+  // Norm: fused (one kernel reading and writing bf16), or torchtitan's eager RMSNorm (norms.py: x.float(),
+  // pow(2), mean(-1), + eps, rsqrt, multiply, type_as, * weight): bytes per element 2+4 (upcast), 4+4 (pow),
+  // 4 (mean), 4+4 (multiply), 4+2 (downcast), 2+2 (weight), each a streaming kernel priced at the copy rate;
+  // + eps and rsqrt touch one fp32 value per row. norm_type fused_rmsnorm (torchtitan's Triton kernel,
+  // norms.py TritonFusedRMSNorm) and LayerNorm (nn.LayerNorm): one kernel, as the fused norm.
+  auto add_norm = [&](Costs& out, double factor) {
+    if (!eager || c.norm_type == "fused_rmsnorm" || c.normalization != "RMSNorm")
+      return out.add(cm, mem(MemoryKernel::Norm, factor * norm));
+    const double el = double(Te) * double(h), rows = double(Te);
+    for (double per_el : {6.0, 8.0, 4.0, 8.0, 6.0, 4.0}) out.add(cm, mem(MemoryKernel::Copy, factor * per_el * el));
+    for (int k = 0; k < 2; ++k) out.add(cm, mem(MemoryKernel::Copy, factor * 8.0 * rows));
+  };
+  // RoPE on Q and K: fused (read and write bf16), or torchtitan's eager apply_rotary_emb (xq.float(),
+  // view_as_complex, complex multiply by freqs_cis, view_as_real, type_as): per element 2+4, 4+4, 4+2, for Q
+  // and K apart.
+  auto add_rope = [&](Costs& out, double factor) {
+    if (rope <= 0) return;
+    if (!eager) return out.add(cm, mem(MemoryKernel::Elementwise, factor * rope));
+    for (std::int64_t heads : {a_t, g_t})
+      for (double per_el : {6.0, 8.0, 6.0})
+        out.add(cm, mem(MemoryKernel::Copy, factor * per_el * double(T) * double(heads * d)));
+  };
+  // torchtitan's repeat_kv (expand + reshape before SDPA) copies K and V to every local query head (read the
+  // g heads, write the a heads; its backward sums them back): eager and compiled alike. Megatron / TE pass
+  // the grouped K and V to the kernel.
+  const double repeat = titan && g_t < a_t ? 2.0 * e * double(T) * double((a_t + g_t) * d) : 0.0;
+  // SwiGLU in torchtitan's block: the Activation rate is eager PyTorch's silu(g) * up, two kernels
+  // (tests/data/hardware/h100-kernels/memory_bound.csv swiglu_fwd, 3 tensors of bytes counted); torch.compile
+  // fuses the two into one pointwise kernel streaming the same 3 tensors at the copy rate. Without
+  // torch_compile: the fused activation kernel Megatron / TE run (priced as elementwise).
+  const MemoryKernel actv_kind = !titan ? MemoryKernel::Elementwise
+                                 : eager ? MemoryKernel::Activation
+                                         : MemoryKernel::Copy;
   LayerCosts L;
   // Multi-latent attention (DeepSeek-V2 arXiv:2405.04434 Sec. 2.1): down-projections to the q / kv latents
   // (replicated over TP) with their RMSNorms, up-projections to per-head Q (qk + rope dims), K and V, and
@@ -139,7 +226,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   const bool mla = c.moe.multi_latent_attention;
   std::vector<G> attn_in;  // input-side projections of the attention block
   G attn_out = proj;
-  KernelDesc fa_f = fa, fa_bw = fa_b;
+  std::int64_t fa_heads = a_t, fa_kv = g_t, fa_dh = d;
   double latent_norm = 0;
   if (mla) {
     const auto& me = c.moe;
@@ -150,58 +237,111 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     attn_in.push_back({kvl, a_t * (me.qk_head_dim + me.v_head_dim)});
     attn_out = G{a_t * me.v_head_dim, h};
     const std::int64_t dh = (qk + me.v_head_dim) / 2;
-    fa_f = KernelDesc::attention(b, a_t, a_t, sl, s, dh, true, false, act, impl);
-    fa_bw = KernelDesc::attention(b, a_t, a_t, sl, s, dh, true, true, act, impl);
+    fa_kv = a_t, fa_dh = dh;
     latent_norm = 2.0 * e * double(T) * double(ql + kvl);
   } else {
     attn_in.push_back(qkv);
   }
-  L.fwd_attn.add(cm, mem(MemoryKernel::Norm, norm));
-  L.recompute_norm.add(cm, mem(MemoryKernel::Norm, norm));
+  add_norm(L.fwd_attn, 1.0);
+  add_norm(L.recompute_norm, 1.0);
   for (const G& g : attn_in) fwd_gemm(L.fwd_attn, g);
   if (latent_norm > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Norm, latent_norm));
-  if (rope > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Elementwise, rope));
-  L.fwd_attn.add(cm, fa_f);
+  add_rope(L.fwd_attn, 1.0);
+  if (repeat > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Copy, repeat));
+  // PyTorch's context parallelism (context_parallel_rotate_method; torch/distributed/tensor/experimental/
+  // _attention.py, _templated_ring_attention and its backward, pytorch/pytorch@0123248a): the rank's s/cp
+  // tokens are two load-balanced chunks (enable_load_balance, default True); step 0 runs SDPA causally on
+  // the local Q/K/V, each of the cp - 1 other steps on the K/V of another rank without the mask, over half
+  // of K/V or half of Q (sl x sl/2: the causal work is 1/cp per rank, as one kernel would do, but in cp
+  // kernels). K/V are the heads SDPA receives: torchtitan's repeat_kv has copied them to every query head.
+  // Outputs merge in fp32 (convert_to_f32, default True) by log-sum-exp after each step (_SDPAMerger: upcast,
+  // out - sigmoid(lse_b - lse) * (out - out_b), lse update, torch.cat for the half-Q steps); the backward
+  // accumulates dQ/dK/dV in fp32, concatenates dK and dV for the send and adds the half chunks with
+  // torch.cat. Bytes per element of Q (O) / of K (KV), eager: forward 6 (upcast of step 0) + per other step
+  // 38 + 4 (half of the steps concatenate 8) + 6 (downcast at the end); backward: zeroed fp32 accumulators
+  // 4 per Q, K and V element, per step dK and dV 10 (add) + 8 (concatenate to send) + 4 (half-chunk
+  // concatenation, half the steps) and dQ 10 + 4, at the end downcasts 6 each; compiled (Inductor fuses
+  // each step's elementwise ops into one kernel): forward 10 per step (read out fp32 and out_b, write out),
+  // backward 10 per element of dQ, dK and dV per step. All streaming kernels at the copy rate.
+  const bool torch_cp = !c.context_parallel_rotate_method.empty() && cp > 1;
+  if (torch_cp) {
+    const std::int64_t kvh = titan ? a_t : g_t;
+    const double O = double(T) * double(a_t * d), KV = double(T) * double(kvh * d);
+    const bool fused_merge = c.torch_compile == "compiled";
+    auto copy = [&](Costs& out, double bytes) { out.add(cm, mem(MemoryKernel::Copy, bytes)); };
+    const KernelDesc s0f = KernelDesc::attention(b, a_t, kvh, sl, sl, d, true, false, act, impl);
+    const KernelDesc s0b = KernelDesc::attention(b, a_t, kvh, sl, sl, d, true, true, act, impl);
+    const KernelDesc sif = KernelDesc::attention(b, a_t, kvh, sl, sl / 2, d, false, false, act, impl);
+    const KernelDesc sib = KernelDesc::attention(b, a_t, kvh, sl, sl / 2, d, false, true, act, impl);
+    // Forward: K and V concatenated for the exchange (read and write 2 bytes each), step 0, the others.
+    copy(L.cp_fwd_first, 2.0 * 2.0 * e * KV);
+    L.cp_fwd_first.add(cm, s0f);
+    if (!fused_merge) copy(L.cp_fwd_first, 6.0 * O);
+    for (std::int64_t i = 1; i < cp; ++i) {
+      L.cp_fwd_rest.add(cm, sif);
+      copy(L.cp_fwd_rest, (fused_merge ? 10.0 : 42.0) * O);
+    }
+    if (!fused_merge) copy(L.cp_fwd_rest, 6.0 * O);
+    // Backward: K and V concatenated again for the exchange, the accumulators zeroed, step 0, the others.
+    copy(L.cp_bwd_first, 2.0 * 2.0 * e * KV);
+    if (!fused_merge) copy(L.cp_bwd_first, 4.0 * (O + 2.0 * KV));
+    L.cp_bwd_first.add(cm, s0b);
+    copy(L.cp_bwd_first, fused_merge ? 10.0 * (O + 2.0 * KV) : 10.0 * O + 2.0 * 18.0 * KV);
+    for (std::int64_t i = 1; i < cp; ++i) {
+      L.cp_bwd_rest.add(cm, sib);
+      copy(L.cp_bwd_rest, fused_merge ? 10.0 * (O + 2.0 * KV) : 14.0 * O + 2.0 * 22.0 * KV);
+    }
+    if (!fused_merge) copy(L.cp_bwd_rest, 6.0 * (O + 2.0 * KV));
+  }
+  auto add_attention = [&](Costs& out, bool bwd) {
+    if (!torch_cp) return attention_ring(out, fa_heads, fa_kv, fa_dh, bwd);
+    out += bwd ? L.cp_bwd_first : L.cp_fwd_first;
+    out += bwd ? L.cp_bwd_rest : L.cp_fwd_rest;
+  };
+  add_attention(L.fwd_attn, false);
   fwd_gemm(L.fwd_attn, attn_out);
   L.fwd_attn.add(cm, mem(MemoryKernel::Elementwise, resid));
-  L.fwd_mlp.add(cm, mem(MemoryKernel::Norm, norm));
+  add_norm(L.fwd_mlp, 1.0);
   fwd_gemm(L.fwd_mlp, up);
-  L.fwd_mlp.add(cm, mem(MemoryKernel::Elementwise, actv));
+  L.fwd_mlp.add(cm, mem(actv_kind, actv));
   fwd_gemm(L.fwd_mlp, down);
   L.fwd_mlp.add(cm, mem(MemoryKernel::Elementwise, resid));
   // Backward: memory-bound kernels move twice their forward bytes (read the output gradient and the saved
   // input, write the input gradient).
   L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
   bwd_gemm(L.bwd_mlp, down, L.wgrad_mlp);
-  L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, 2.0 * actv));
+  L.bwd_mlp.add(cm, mem(actv_kind, 2.0 * actv));
   bwd_gemm(L.bwd_mlp, up, L.wgrad_mlp);
-  L.bwd_mlp.add(cm, mem(MemoryKernel::Norm, 2.0 * norm));
+  add_norm(L.bwd_mlp, 2.0);
   L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
   bwd_gemm(L.bwd_attn, attn_out, L.wgrad_attn);
-  L.bwd_attn.add(cm, fa_bw);
-  if (rope > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, rope));
+  add_attention(L.bwd_attn, true);
+  if (repeat > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Copy, repeat));
+  if (titan) add_rope(L.bwd_attn, 2.0);
+  else if (rope > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, rope));
   if (latent_norm > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Norm, 2.0 * latent_norm));
   for (auto it = attn_in.rbegin(); it != attn_in.rend(); ++it) bwd_gemm(L.bwd_attn, *it, L.wgrad_attn);
-  L.bwd_attn.add(cm, mem(MemoryKernel::Norm, 2.0 * norm));
+  add_norm(L.bwd_attn, 2.0);
   if (c.selective_ac_option == "op") {
     // torchtitan's per-op selective checkpointing (layer_activation_bytes_op_sac): the flash / efficient
     // SDPA output is saved, so attention is not recomputed; the backward recomputes what was not saved --
     // the two norms, RoPE, the 2nd, 4th and 6th matmuls in forward order (wk, wo, w3 of a Llama block) and
     // the SwiGLU product -- before the layer's backward.
-    L.recompute_attn_extra.add(cm, mem(MemoryKernel::Norm, norm));
+    add_norm(L.recompute_attn_extra, 1.0);
     fwd_gemm(L.recompute_attn_extra, G{h, g_t * d});
-    if (rope > 0) L.recompute_attn_extra.add(cm, mem(MemoryKernel::Elementwise, rope));
+    add_rope(L.recompute_attn_extra, 1.0);
+    if (repeat > 0) L.recompute_attn_extra.add(cm, mem(MemoryKernel::Copy, repeat));
     fwd_gemm(L.recompute_attn_extra, attn_out);
     L.recompute_attn_extra.add(cm, mem(MemoryKernel::Elementwise, resid));
-    L.bwd_mlp.add(cm, mem(MemoryKernel::Norm, norm));
+    add_norm(L.bwd_mlp, 1.0);
     fwd_gemm(L.bwd_mlp, G{h, f / t});
-    L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, actv));
+    L.bwd_mlp.add(cm, mem(actv_kind, actv));
     // cuDNN attention (attention_backend fused) is not in the save list (only the flash and efficient SDPA
     // ops are; torchtitan _save_list): its forward runs again before its backward.
-    if (c.attention_backend == "fused") L.recompute_attn_extra.add(cm, fa_f);
+    if (c.attention_backend == "fused") add_attention(L.recompute_attn_extra, false);
   } else {
     // Selective recompute (Megatron-Core "core_attn"): the attention forward again before its backward.
-    L.recompute_attn_extra.add(cm, fa_f);
+    add_attention(L.recompute_attn_extra, false);
   }
   return L;
 }

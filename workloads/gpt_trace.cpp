@@ -115,6 +115,7 @@ struct StepContext {
   std::int64_t m = 0;                // micro-batches per step
   double h = 0, V = 0;
   double tp_bytes = 0, pp_bytes = 0, kv_bytes = 0, qkv_local = 0, o_local = 0, a2a_bytes = 0;
+  double torch_cp_kv = 0, torch_cp_dkv = 0;  // PyTorch CP: gathered K/V (all ranks), one rank's fp32 dK/dV
   double Pl = 0, emb_el = 0, out_el = 0, grad_elem_bytes = 2.0;
   bool fp8_dispatch = false;
 };
@@ -137,6 +138,11 @@ StepContext step_context(const GptConfig& c, const models::ComputeModel& cm, con
   const double g_t = std::max<double>(1.0, double(c.query_groups()) / double(t));
   x.kv_bytes = 2.0 * b * double(c.seq_length) * g_t * double(c.head_dim()) * 2.0;
   const double a_t = double(c.num_attention_heads / t);
+  // PyTorch's context parallelism exchanges the K/V SDPA receives: torchtitan's repeat_kv (torch_compile set)
+  // has copied them to every query head; its dK/dV travel as fp32 accumulators.
+  const double kvh = c.torch_compile.empty() ? g_t : a_t;
+  x.torch_cp_kv = 2.0 * b * double(c.seq_length) * kvh * double(c.head_dim()) * 2.0;
+  x.torch_cp_dkv = 2.0 * b * s * kvh * double(c.head_dim()) * 4.0;
   x.qkv_local = b * s * (a_t + 2.0 * g_t) * double(c.head_dim()) * 2.0;
   x.o_local = b * s * a_t * double(c.head_dim()) * 2.0;
   x.a2a_bytes = K.T_local * double(c.moe.moe_router_topk) * x.h * 2.0;  // bf16 slots sent per rank
@@ -258,6 +264,40 @@ class StageEmitter {
     for (std::int64_t ch = 0; ch < nchunks(); ++ch) final_bwd[ch].assign(place(ch).nl, 0);
   }
 
+  // The attention block's compute under PyTorch's context parallelism (workloads/gpt_kernels.cpp prices the
+  // ring steps; torch/distributed/tensor/experimental/_attention.py): the rest of the block, then the ring.
+  // allgather: K/V all-gathered once (per forward, per backward), waited for after the local step 0;
+  // alltoall: K/V passed to the next rank each step, beside that step's compute (the ring of cp - 1 sends
+  // moves what an all-gather moves). The backward passes the fp32 dK/dV accumulators around the ring by
+  // all-to-all permutes whatever the method (dkv_rotater): cp sends, each beside the next step, the last one
+  // waited for after the final step (a one-peer permute, priced as an all-to-all of the same bytes per rank).
+  // A selective recompute's attention forward inside the backward block (recompute_attn_extra) is priced with
+  // its ring steps but without its own K/V exchange.
+  void torch_cp_attention(const std::string& nm, const std::string& cname, const Costs& cost, double factor, bool bwd,
+                          const std::vector<std::uint32_t>& extra) {
+    Costs first = bwd ? K.layer.cp_bwd_first : K.layer.cp_fwd_first, rest = bwd ? K.layer.cp_bwd_rest : K.layer.cp_fwd_rest;
+    first.seconds *= factor, rest.seconds *= factor;
+    Costs ring = first;
+    ring += rest;
+    rb.chain(compute_op(cname, minus(cost, ring)), extra);
+    const std::int32_t cc = Y.cp_comm[st];
+    const std::string pre = nm + (bwd ? ".bwd" : "");
+    const bool gather = c.context_parallel_rotate_method == "allgather";
+    std::vector<std::uint32_t> kv{rb.fork(coll_op(pre + ".cp.kv", CollOp::AllGather, cc, x_.torch_cp_kv, RankBuilder::kCp, "cp"))};
+    rb.chain(compute_op(cname + ".cp0", first));
+    if (gather) rb.chain(wait_op(pre + ".cp.kv.wait"), kv);
+    std::vector<std::uint32_t> dkv;
+    if (bwd)
+      dkv.push_back(rb.fork(coll_op(pre + ".cp.dkv", CollOp::AllGather, cc, double(cp) * x_.torch_cp_dkv,
+                                    RankBuilder::kCp, "cp")));
+    rb.chain(compute_op(cname + ".cp", rest));
+    if (!gather) rb.chain(wait_op(pre + ".cp.kv.wait"), kv);
+    if (bwd) {
+      rb.chain(wait_op(pre + ".cp.dkv.wait"), dkv);
+      rb.chain(coll_op(pre + ".cp.dkv.last", CollOp::AllToAll, cc, x_.torch_cp_dkv, RankBuilder::kCp, "cp"));
+    }
+  }
+
   // One TP block: [SP all-gather] compute [SP reduce-scatter | all-reduce], with the CP exchange of an
   // attention block. tp_comm_overlap runs the SP collectives beside the compute (which pays the SM
   // cost); p2p context parallelism runs the ring exchange beside the attention compute.
@@ -274,7 +314,7 @@ class StageEmitter {
       if (ovl) par.push_back(rb.fork(std::move(ag)));
       else rb.chain(std::move(ag));
     }
-    if (attn && cp > 1) {
+    if (attn && cp > 1 && c.context_parallel_rotate_method.empty()) {
       const std::int32_t cc = Y.cp_comm[st];
       if (c.cp_comm_type == "p2p") {
         par.push_back(rb.fork(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.kv", CollOp::AllGather, cc, kv_bytes, RankBuilder::kCp, "cp")));
@@ -288,10 +328,11 @@ class StageEmitter {
     }
     Costs cc = cost;
     if (ovl) cc.seconds *= kTpOverlapComputeFactor;
-    rb.chain(compute_op(cname, cc), extra);
-    if (attn && cp > 1 && c.cp_comm_type == "all_gather" && bwd)
+    if (attn && cp > 1 && !c.context_parallel_rotate_method.empty()) torch_cp_attention(nm, cname, cc, ovl ? kTpOverlapComputeFactor : 1.0, bwd, extra);
+    else rb.chain(compute_op(cname, cc), extra);
+    if (attn && cp > 1 && c.context_parallel_rotate_method.empty() && c.cp_comm_type == "all_gather" && bwd)
       rb.chain(coll_op(nm + ".bwd.cp.dkv", CollOp::ReduceScatter, Y.cp_comm[st], kv_bytes, RankBuilder::kCp, "cp"));
-    if (attn && cp > 1 && c.cp_comm_type == "a2a")
+    if (attn && cp > 1 && c.context_parallel_rotate_method.empty() && c.cp_comm_type == "a2a")
       rb.chain(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.a2a2", CollOp::AllToAll, Y.cp_comm[st], bwd ? x_.qkv_local : x_.o_local, RankBuilder::kCp, "cp"));
     if (t > 1) {
       Op red = c.sequence_parallel

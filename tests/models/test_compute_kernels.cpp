@@ -315,3 +315,56 @@ TEST_CASE("compute kernels: new shapes and head dims measured after the fit") {
     CHECK(*std::max_element(v.begin(), v.end()) <= b.second);
   }
 }
+
+// Does the attention curve extrapolate in sequence length? Fit the attention parameters on the rows with
+// seq <= 8192 only (tests/data/hardware/h{100,200}-kernels/attention.csv: batch x seq = 16K tokens, seq 2048 to
+// 16384, 5 head layouts) and predict the 16384 rows it did not see (5 per class and GPU), on each GPU's own
+// data. The curve eff * s / (s + s_half) saturates, so it cannot run away at long sequences; this checks that
+// the saturation point is right. Printed: per class the median / max |error| of the held-out rows and the
+// fitted vs the shipped (all-rows) asymptote. Bounds: the measured values rounded up to the next whole percent.
+TEST_CASE("compute kernels: attention fitted on seq <= 8K predicts the 16K rows") {
+  struct Bound {
+    const char* gpu;
+    const char* cls;
+    double median, max;
+  };
+  const std::vector<Bound> bounds = {
+      {"h100", "attention-cudnn-fwd", 0.01, 0.06}, {"h100", "attention-cudnn-bwd", 0.03, 0.11},
+      {"h100", "attention-flash-fwd", 0.04, 0.12}, {"h100", "attention-flash-bwd", 0.09, 0.11},
+      {"h200", "attention-cudnn-fwd", 0.04, 0.06}, {"h200", "attention-cudnn-bwd", 0.06, 0.11},
+      {"h200", "attention-flash-fwd", 0.03, 0.11}, {"h200", "attention-flash-bwd", 0.06, 0.09},
+  };
+  for (const KernelMeasurements* all : {&h100(), &h200()}) {
+    KernelMeasurements train = *all;
+    std::vector<KernelMeasurement> test;
+    train.rows.clear();
+    for (const auto& r : all->rows) {
+      if (r.kernel.kind == KernelKind::Attention && r.kernel.seq_kv > 8192) test.push_back(r);
+      else train.rows.push_back(r);
+    }
+    REQUIRE(test.size() == 20);
+    const ComputeCalibration fit = fit_compute_calibration(train, default_fit_start(), {"attention"});
+    const ComputeCalibration& shipped = shipped_compute_calibration(all->gpu, "t");
+    const GpuSpec& gpu = gpu_spec(all->gpu);
+    std::map<std::string, std::vector<double>> errs;
+    for (const auto& r : test)
+      errs[error_class(r.kernel)].push_back(calibrated_kernel_time_s(fit, gpu, r.kernel) / r.time_s - 1);
+    for (const auto& b : bounds) {
+      if (all->gpu != b.gpu) continue;
+      CAPTURE(b.gpu);
+      CAPTURE(b.cls);
+      std::vector<double> v = errs.at(b.cls), a;
+      for (double e : v) a.push_back(std::fabs(e));
+      const bool cudnn = std::string(b.cls).find("cudnn") != std::string::npos,
+                 bwd = std::string(b.cls).find("bwd") != std::string::npos;
+      const auto impl = cudnn ? AttentionImpl::Cudnn : AttentionImpl::Flash;
+      MESSAGE(std::string(b.gpu) << " " << std::string(b.cls) << ": held-out 16K median |error| " << 100 * median(a) << " %, max "
+                    << 100 * *std::max_element(a.begin(), a.end()) << " %, signed median " << 100 * median(v)
+                    << " %; asymptote " << fit.attn(impl, bwd).efficiency << " (seq <= 8K fit) vs "
+                    << shipped.attn(impl, bwd).efficiency << " (all rows), seq_half " << fit.attn(impl, bwd).seq_half
+                    << " vs " << shipped.attn(impl, bwd).seq_half);
+      CHECK(median(a) <= b.median);
+      CHECK(*std::max_element(a.begin(), a.end()) <= b.max);
+    }
+  }
+}

@@ -135,6 +135,17 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   const bool loss_compiled_era = has(src, "820504e") || has(src, "e7c0cae") || has(src, "6fc499f6");
   const bool compiled = has(other, "compile") || has(r.at("row_label"), "compile");
   p["cross_entropy_impl"] = loss_compiled_era && compiled ? "torch_compiled" : "torch";
+  // torch.compile of the model's blocks (torch_compile): as the row states; the 405B perf.md rows ran
+  // train_configs/llama3_405b.toml, whose compile = true (pytorch/torchtitan@3bdccb99c, Aug 2024), the A100
+  // rows llama3_8b.toml / llama3_70b.toml with compile = false (pytorch/torchtitan@2db26cf34, Apr 2024).
+  p["torch_compile"] = compiled || has(r.at("table"), "perf.md 405B");
+  // The A100 8B rows' llama3_8b.toml (@2db26cf34) sets norm_type = "fused_rmsnorm" (torchtitan's Triton
+  // RMSNorm); every other row's config uses "rmsnorm" (its eager module).
+  if (has(r.at("table"), "A100") && has(m, "8B")) p["norm_type"] = "fused_rmsnorm";
+  // Context parallelism: PyTorch's context_parallel with torchtitan's default rotate method at the runs'
+  // commit 9dec370 (config_manager.py --experimental.context_parallel_rotate_method, default "allgather"),
+  // SDPA restricted to the flash / efficient backends (utils.py get_train_context).
+  if (cp > 1) p["context_parallel_rotate_method"] = "allgather";
   // FSDP2 units of the embedding and output layer: torchtitan before pytorch/torchtitan@83e694105 (2025-07-28)
   // leaves them in the root unit; of the runs' commits only 6fc499f6 (torchao B200, 2025-08-14) contains it.
   if (!has(src, "6fc499f6")) p["fsdp_embeddings_in_root"] = true;
@@ -156,6 +167,8 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
 
 struct Outcome {
   double sim = 0, mem_gib = 0;
+  double iteration_s = 0;
+  sim::Breakdown breakdown;  // where the simulated step's time goes (per-rank average)
   workloads::GptMemory mem;
   std::string error;
 };
@@ -183,6 +196,8 @@ Outcome simulate(const Row& row) {
     opt.replay.record_ops = false;
     auto res = sim::run_scenario(s, opt).result;
     o.sim = res.tokens_per_s / row.gpus;
+    o.iteration_s = res.iteration_s;
+    o.breakdown = res.breakdown;
   } catch (const InputError& e) {
     o.error = e.what();
   }
@@ -196,10 +211,12 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   // Memory rows with the simulated terms (GiB): weights, gradients, optimizer state, activations.
   std::string terms = "row | published GiB | sim GiB | error | weights | grads | optimizer | activations | reserve\n";
   int expressed = 0, parsed = 0;
+  std::map<std::string, double> sim_of, pub_of;  // by row label (the eager / compiled pairs)
   for (const auto& r : read_csv(kData + "torchtitan_dense.csv")) {
     Row row = torchtitan_row(r);
     Outcome o = simulate(row);
     const double tps = std::stod(r.at("tokens_per_s_per_gpu"));
+    sim_of[r.at("table") + " / " + r.at("row_label")] = o.sim, pub_of[r.at("table") + " / " + r.at("row_label")] = tps;
     const double mem = r.at("memory").empty() ? 0 : std::stod(r.at("memory"));
     char buf[400];
     double te = o.sim > 0 ? (o.sim - tps) / tps : NAN, me = mem > 0 && o.mem_gib > 0 ? (o.mem_gib - mem) / mem : NAN;
@@ -264,18 +281,33 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   // units, CP ring buffers, pipelining buffers and kept logits, eager final norm, allocator reserve; 5.3 % / 19.8 %
   // before the last three and torch TP's saved inputs; throughput: median 20.3 %, max
   // 138 % over 46 rows, 120 % before the B200 rows ran cuDNN attention as torchtitan does there).
-  // The 42 rows that ran before the 96 GB preset existed keep their median of 15.6 % (unchanged results);
-  // the 4 Table 2 rows come out 22-78 % fast (the preset has the 700 W SXM5's clocks, the parts run at 500 W).
+  // The 42 rows that ran before the 96 GB preset existed had a median of 15.6 %; the 4 Table 2 rows came out
+  // 22-78 % fast (the preset has the 700 W SXM5's clocks, the parts run at 500 W), 18-69 % with PyTorch's CP.
+  // torch.compile against eager PyTorch, same runs otherwise (Tables 1 and 3, 8 and 128 GPUs): published
+  // compiled / eager tokens/s 1.157 and 1.162, simulated 1.182 and 1.183 (+2.2 / +1.8 %; 1.000 before
+  // torch_compile priced torchtitan's eager kernels). Nothing is fitted to these rows.
+  for (const char* t : {"Table 1", "Table 3"}) {
+    CAPTURE(t);
+    const std::string e = std::string(t) + " / FSDP", c = e + " + torch.compile";
+    const double pub = pub_of.at(c) / pub_of.at(e), sim = sim_of.at(c) / sim_of.at(e);
+    MESSAGE(std::string(t) << ": compiled / eager published " << pub << ", simulated " << sim);
+    CHECK(std::abs(sim / pub - 1.0) <= 0.025);
+  }
   CHECK(median(mem_err) <= 0.057);
   CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.179);
+  // torch_compile (torchtitan's eager vs compiled block) and PyTorch's context parallelism
+  // (context_parallel_rotate_method) moved them to median 17.2 % (42 rows: 14.8 %), max 134.0 %.
   REQUIRE(tps_err_80gb_era.size() == 42);
-  CHECK(median(tps_err_80gb_era) <= 0.157);
-  CHECK(median(tps_err) <= 0.203);
-  CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.381);  // a B200 row (docs/validation.md)
+  CHECK(median(tps_err_80gb_era) <= 0.148);
+  CHECK(median(tps_err) <= 0.173);
+  CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.341);  // a B200 row (docs/validation.md)
 }
 
 TEST_CASE("validation: modern dense training (Llama 3 405B pre-training, TFLOP/s per GPU)") {
   std::string table = "row | published TFLOP/s | sim | error | sim GiB\n";
+  // Where the simulated step goes (seconds per rank, breakdown of the result): compute, pipeline bubble,
+  // exposed TP / CP / DP / PP communication.
+  std::string where = "row | step s | compute | bubble | TP | CP | DP | PP | bubble share\n";
   for (const auto& r : read_csv(kData + "llama3_405b_h100.csv")) {
     const int gpus = std::stoi(r.at("num_gpus")), cp = std::stoi(r.at("cp")), dp = std::stoi(r.at("dp"));
     const int seq = std::stoi(r.at("seq_len"));
@@ -306,8 +338,21 @@ TEST_CASE("validation: modern dense training (Llama 3 405B pre-training, TFLOP/s
                   100 * (tflops - pub) / pub, o.mem_gib);
     table += buf;
     CHECK(o.mem_gib < 80.0);  // the runs fit on 80 GB H100s without recompute
+    const auto& bd = o.breakdown;
+    auto comm = [&](const char* k) { return bd.exposed_comm_s.count(k) ? bd.exposed_comm_s.at(k) : 0.0; };
+    std::snprintf(buf, sizeof buf, "%s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f %%\n", row.label.c_str(),
+                  o.iteration_s, bd.compute_s, bd.bubble_s, comm("tp"), comm("cp"), comm("dp"), comm("pp"),
+                  100 * bd.bubble_s / o.iteration_s);
+    where += buf;
+    // The non-interleaved 1F1B bubble, (PP - 1) / m of the per-micro-batch time with m = 32 or 16 micro-batches
+    // per pipeline, is the largest term after compute (docs/validation.md: 31-48 % of the step, 4.8-10.5 s,
+    // against 0.03-0.6 s for PP, DP and CP and 1.0-2.1 s for TP); the paper's interleaved schedule is what
+    // would shrink it, and the memory model refuses it on 80 GB (docs).
+    CHECK(bd.bubble_s > comm("tp") + comm("cp") + comm("dp") + comm("pp"));
+    CHECK(bd.bubble_s / o.iteration_s >= 0.30);
   }
   MESSAGE(table);
+  MESSAGE(where);
 }
 
 namespace {

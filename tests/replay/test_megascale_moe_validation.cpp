@@ -55,6 +55,9 @@ Json megascale_params(int gpus, const Layout& l) {
   if (l.etp) p["expert_tensor_parallel_size"] = l.etp;
   if (l.shared) p["moe_shared_expert_intermediate_size"] = l.shared;
   if (l.cp > 1) p["context_parallel_size"] = l.cp, p["cp_comm_type"] = "a2a";
+  // The Megatron-LM layouts (TP within the node, no CP) run Transformer Engine's cuDNN attention, what TE selects
+  // on Hopper (docs/workloads.md "Attention"); MegaScale-MoE's own system keeps the generator's default (flash).
+  if (l.cp == 1) p["attention_backend"] = "fused";
   return p;
 }
 
@@ -126,9 +129,10 @@ TEST_CASE("validation: megascale-moe 352B on 240-1440 H800, Megatron-LM and Mega
   for (double e : err_megatron) CHECK(e < 0);
   for (double e : err_megascale) CHECK(e < 0);
   // Bounds: the figures measured 2026-11-26 (docs/validation.md) rounded up to the next whole percent (the
-  // simulation is deterministic): Megatron-LM median 42.7 %, max 45.2 %; MegaScale-MoE median 34.6 %, max 37.3 %.
-  CHECK(med_mlm <= 0.43);
-  CHECK(max_mlm <= 0.46);
+  // simulation is deterministic): Megatron-LM median 44.4 %, max 46.9 % (42.7 / 45.2 % before its layouts ran
+  // TE's cuDNN attention instead of flash); MegaScale-MoE median 34.6 %, max 37.3 %.
+  CHECK(med_mlm <= 0.45);
+  CHECK(max_mlm <= 0.47);
   CHECK(med_ms <= 0.35);
   CHECK(max_ms <= 0.38);
 }

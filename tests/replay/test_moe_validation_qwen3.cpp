@@ -147,12 +147,13 @@ TEST_CASE("validation: moe-qwen3 long context (256 H100) and GB200/GB300 held ou
   REQUIRE(err_dropless.size() == 4);
   // Bounds: the figures measured 2026-11-26 (docs/validation.md) rounded up to the next whole percent; the
   // simulation is deterministic, the margin only absorbs floating-point differences between builds.
-  // Forced balance and GB200/GB300 rows: median 5.4 %, max 14.4 % (row 105, seq 131072).
-  CHECK(abs_median(matched) <= 0.06);
-  CHECK(abs_max(matched) <= 0.15);
+  // Forced balance and GB200/GB300 rows: median 3.5 %, max 7.8 % (row 107, GB200); 5.4 % / 14.4 % (row 105,
+  // seq 131072) before context parallelism ran as TE's ring of per-step attention kernels (rows 101-106).
+  CHECK(abs_median(matched) <= 0.04);
+  CHECK(abs_max(matched) <= 0.08);
   // Dropless rows: the simulated router is uniform, so the simulation must be faster than every dropless
   // measurement (the published forced-balance / dropless gap, 9-24 %, is the imbalance the model is not
-  // given); measured +24.6 % to +28.5 %.
+  // given); measured +17.0 % to +28.5 %.
   for (double e : err_dropless) CHECK(e > 0);
   CHECK(abs_max(err_dropless) <= 0.29);
 }
