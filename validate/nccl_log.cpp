@@ -836,6 +836,25 @@ Measurement measurement_from_json(const Json& doc, const std::string& source) {
   return m;
 }
 
+std::map<std::string, std::string> nccl_env_settings(const std::string& text) {
+  std::map<std::string, std::string> env;
+  auto name_char = [](char ch) { return std::isupper(static_cast<unsigned char>(ch)) || std::isdigit(static_cast<unsigned char>(ch)) || ch == '_'; };
+  for (std::size_t a = text.find("NCCL_"); a != std::string::npos; a = text.find("NCCL_", a + 1)) {
+    if (a > 0 && name_char(text[a - 1])) continue;  // inside a longer name
+    std::size_t e = a;
+    while (e < text.size() && name_char(text[e])) ++e;
+    if (e >= text.size() || text[e] != '=') continue;  // a name without a value ("which NCCL_ALGO row")
+    std::size_t b = e + 1, f = b;
+    while (f < text.size() && !std::isspace(static_cast<unsigned char>(text[f])) && text[f] != ',' && text[f] != ';' &&
+           text[f] != ')' && text[f] != '"' && text[f] != '\'')
+      ++f;
+    while (f > b && text[f - 1] == '.') --f;  // sentence end
+    if (f == b) continue;
+    env.emplace(text.substr(a, e - a), text.substr(b, f - b));  // the first mention wins
+  }
+  return env;
+}
+
 std::vector<Measurement> load_measurements(const std::string& path, const ParseHints& hints_in) {
   ParseHints hints = hints_in;
   std::vector<Measurement> ms;
@@ -866,12 +885,13 @@ std::vector<Measurement> load_measurements(const std::string& path, const ParseH
     while (e < coll.size() && (std::isalnum(static_cast<unsigned char>(coll[e])) || coll[e] == '_')) ++e;
     if (hints.op.empty()) hints.op = coll.substr(0, e);
     // The algorithm, when the sidecar records it: "NCCL_ALGO=Ring ..." or "Ring per file name".
+    // Every NCCL_NAME=value the sidecar quotes (the launch command in "collective", settings listed in "notes";
+    // the command's first): the run's NCCL environment (Measurement::env, validate/simulate.cpp).
+    const std::map<std::string, std::string> env = nccl_env_settings(coll + "\n" + notes);
     if (hints.algorithm.empty()) {
-      auto a = coll.find("NCCL_ALGO=");
-      if (a != std::string::npos) {
-        std::size_t b = a + 10, f = b;
-        while (f < coll.size() && std::isalnum(static_cast<unsigned char>(coll[f]))) ++f;
-        hints.algorithm = lower(coll.substr(b, f - b));
+      auto a = env.find("NCCL_ALGO");
+      if (a != env.end()) {
+        hints.algorithm = lower(a->second);
       } else if (coll.find("Ring per file name") != std::string::npos) {
         hints.algorithm = "ring";
       }
@@ -898,6 +918,9 @@ std::vector<Measurement> load_measurements(const std::string& path, const ParseH
     for (auto& m : ms) {
       m.stated_system = system;
       m.stated_network = network;
+      for (const auto& [k, v] : env) m.env.emplace(k, v);
+      auto pr = env.find("NCCL_PROTO");
+      if (m.protocol.empty() && pr != env.end()) m.protocol = lower(pr->second);
     }
   } else if (ends_with(path, ".json")) {  // fabricsim.collective_results/1 (bench or coll --json)
     ms.push_back(measurement_from_json(load_json_file(path), path));

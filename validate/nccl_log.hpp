@@ -154,6 +154,10 @@ struct ParseHints {
 // when the flag has no positive integer value.
 int nccl_tests_gpus_flag(const std::string& text, const std::string& where);
 
+// The NCCL_NAME=value settings a text quotes ("mpirun ... -x NCCL_MIN_CTAS=24 -x NCCL_ALGO=Ring ...", "Env:
+// NCCL_NET_GDR_LEVEL=1, NCCL_P2P_LEVEL=NVL"); the first mention of a name wins. Names without "=" are skipped.
+std::map<std::string, std::string> nccl_env_settings(const std::string& text);
+
 // Maps "all_reduce_perf", "allreduce", "AllReduce", "sendrecv_perf", "alltoall" ... to fabricsim op names;
 // returns "" when unknown.
 std::string normalize_op(const std::string& name);

@@ -82,6 +82,11 @@ Report compare(const std::vector<Case>& cases,
     lc.gpus_per_thread = cs.m.gpus_per_thread;
     lc.host_launch_floor_s = models::host_launch_floor_s(c, cs.m.gpus_per_thread);
     lc.host_channel_launch_s = models::host_channel_launch_s(c, cs.m.gpus_per_thread);
+    {
+      NcclEnvEffects fx = nccl_env_effects(cs.m.env);
+      lc.env_honoured = fx.honoured;
+      lc.env_not_modelled = fx.not_modelled;
+    }
     const double factor = busbw_factor(cs.m.op, cs.m.nranks);
     for (std::size_t i = 0; i < cs.sizes.size(); ++i) {
       SimPoint sp = cs.sys->simulate(cs.sizes[i], c);
@@ -196,6 +201,12 @@ std::string report_text(const Report& r) {
                                 : std::string("GPUs per host thread not recorded: 1 assumed"))
       << "); rows marked 'floor' are simulated at it, rows marked 'nccl' with NCCL's own algorithm and protocol "
          "from the log's TUNING lines\n";
+    if (!l.env_honoured.empty()) {
+      o << "#   NCCL settings honoured:";
+      for (const auto& e : l.env_honoured) o << " " << e;
+      o << "\n";
+    }
+    for (const auto& e : l.env_not_modelled) o << "#   NCCL setting NOT modelled: " << e << "\n";
     o << "#        size   meas_time   sim_time  meas_busbw  sim_busbw   error  algo/proto\n";
     o << "#         (B)        (us)       (us)      (GB/s)     (GB/s)     (%)\n";
     for (const auto& p : l.points) {
@@ -262,6 +273,8 @@ Json report_json(const Report& r) {
                     {"gpus_per_thread", l.gpus_per_thread},
                     {"host_launch_floor_s", l.host_launch_floor_s},
                     {"host_channel_launch_s", l.host_channel_launch_s},
+                    {"nccl_env_honoured", l.env_honoured},
+                    {"nccl_env_not_modelled", l.env_not_modelled},
                     {"points", pts}});
   }
   auto stats = [](const ErrorStats& s) {

@@ -36,6 +36,8 @@ struct LogCompare {
   int gpus_per_thread = 0;       // as the log says (0: unknown, one assumed)
   double host_launch_floor_s = 0;    // models::host_launch_floor_s under this log's calibration, one channel
   double host_channel_launch_s = 0;  // what each extra channel a call runs on adds to that floor
+  // The log's NCCL_* settings (validate::nccl_env_effects): honoured, and changing NCCL but not the simulation.
+  std::vector<std::string> env_honoured, env_not_modelled;
   std::vector<PointCompare> points;
 };
 

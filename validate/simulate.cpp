@@ -216,6 +216,9 @@ struct SimSystem::Impl {
   models::System sys;
   models::CollectiveSpec base;
   std::string nccl_version;
+  // NCCL_NVLS_ENABLE=0 in the run's environment: NCCL had no NVLS or NVLS_TREE (src/transport/nvls.cc,
+  // ncclNvlsInit leaves nvlsSupport 0 when the parameter is 0, and the tuner then skips both).
+  bool nvls_disabled = false;
   int gpus_per_thread = 0;
   int iters = 0;  // the measurement loop's back-to-back calls (nccl-tests -n; 20, its default, when unknown)
   // Whose loop time the measurement reports: nccl-tests prints rank 0's (src/common.cu, only process 0
@@ -272,6 +275,7 @@ SimSystem::SimSystem(const SystemMapping& map, const Measurement& m) : map_(map)
   // A `fabricsim coll --json` file is one call per size unless it simulated the loop (--iters).
   impl_->single_call = m.format == "fabricsim-json-simulation" && m.loop_iters == 0;
   impl_->nccl_choices = m.nccl_choices;
+  if (auto e = m.env.find("NCCL_NVLS_ENABLE"); e != m.env.end()) impl_->nvls_disabled = e->second == "0";
 }
 
 SimSystem::~SimSystem() = default;
@@ -321,11 +325,15 @@ SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration
   models::TunerChoice tc = models::tune(spec, impl_->sys.topology(), routing, calib);
   spec.algorithm = tc.algorithm;
   spec.protocol = tc.protocol;
-  if (!logged && !nccl_has_algorithm(map_, impl_->nccl_version, tc.algorithm)) {
-    // Fastest predicted candidate that the measured NCCL had (see nccl_has_algorithm).
+  auto had = [&](models::Algorithm a) {
+    if (impl_->nvls_disabled && (a == models::Algorithm::Nvls || a == models::Algorithm::NvlsTree)) return false;
+    return nccl_has_algorithm(map_, impl_->nccl_version, a);
+  };
+  if (!logged && !had(tc.algorithm)) {
+    // Fastest predicted candidate that the measured NCCL had (see nccl_has_algorithm; NCCL_NVLS_ENABLE=0).
     const models::Candidate* best = nullptr;
     for (const auto& c : tc.candidates)
-      if (nccl_has_algorithm(map_, impl_->nccl_version, c.algorithm) &&
+      if (had(c.algorithm) &&
           (!best || c.predicted_s < best->predicted_s))
         best = &c;
     if (!best)
@@ -355,5 +363,32 @@ SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration
 }
 
 const models::System& SimSystem::system() const { return impl_->sys; }
+
+NcclEnvEffects nccl_env_effects(const std::map<std::string, std::string>& env) {
+  NcclEnvEffects out;
+  for (const auto& [k, v] : env) {
+    const std::string kv = k + "=" + v;
+    if (k == "NCCL_ALGO" || k == "NCCL_PROTO" || (k == "NCCL_NVLS_ENABLE" && v == "0")) {
+      out.honoured.push_back(kv);
+    } else if (k.rfind("NCCL_DEBUG", 0) == 0 || k == "NCCL_SOCKET_IFNAME" || k == "NCCL_IB_HCA" ||
+               k == "NCCL_IB_GID_INDEX" || k == "NCCL_TOPO_FILE" || (k == "NCCL_IB_DISABLE" && v == "0")) {
+      // Logging, or which devices NCCL opens: the simulated machine comes from the sidecar's description.
+      out.no_effect.push_back(kv);
+    } else if (k == "NCCL_MIN_CTAS" || k == "NCCL_MAX_CTAS" || k == "NCCL_MIN_NCHANNELS" || k == "NCCL_MAX_NCHANNELS") {
+      // NCCL raises or caps its channel count (src/graph/connect.cc ncclTopoPostset duplicates ring/tree channels
+      // up to the minimum; src/init.cc copies NCCL_MIN_CTAS/MAX_CTAS into the config at v2.18-2.26), and its
+      // tuner's ring and tree bandwidths are nChannels x the per-channel bandwidth (src/graph/tuning.cc), so
+      // the algorithm NCCL picks can change. fabricsim's tuner prices algorithms by the physical bandwidth of
+      // the paths (models/tuner.cpp), which the channel count does not raise.
+      out.not_modelled.push_back(kv + ": NCCL's channel count (and with it NCCL's algorithm choice); fabricsim's tuner "
+                                      "prices physical bandwidth");
+    } else if (k == "NCCL_IB_QPS_PER_CONNECTION") {
+      out.not_modelled.push_back(kv + ": queue pairs per connection; fabricsim models a NIC's bandwidth, not its QPs");
+    } else {
+      out.not_modelled.push_back(kv + ": not modelled");
+    }
+  }
+  return out;
+}
 
 }  // namespace fabricsim::validate

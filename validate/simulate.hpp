@@ -76,4 +76,15 @@ class SimSystem {
   std::unique_ptr<Impl> impl_;
 };
 
+// What validate does with each NCCL_* setting a log records (Measurement::env): the ones it honours
+// (NCCL_ALGO and NCCL_PROTO restrict the simulated algorithm and protocol, as NCCL's do; NCCL_NVLS_ENABLE=0
+// removes NVLS and NVLS_TREE from the tuner's candidates), the ones that only
+// name devices or debug output (no effect on the price), and every other one, which changes what NCCL does
+// but not what fabricsim simulates ("NAME=value: why"). The report prints the last list for each log, so a
+// setting fabricsim cannot honour is never silently ignored.
+struct NcclEnvEffects {
+  std::vector<std::string> honoured, no_effect, not_modelled;
+};
+NcclEnvEffects nccl_env_effects(const std::map<std::string, std::string>& env);
+
 }  // namespace fabricsim::validate

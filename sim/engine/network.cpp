@@ -454,6 +454,22 @@ void Network::index_dependencies(Run& r, const std::string& where) {
 }
 
 void Network::recycle(std::unique_ptr<Run> r) {
+  // A schedule that only this run and this Network's caches hold can never be started again: its cached dependency
+  // index and bundle plan go with the run (else start_transfer's one-transfer schedules, or fresh copies a caller
+  // starts, would pile up to the kMaxDepIndexTransfers cap, and bundle plans without any bound). Holders counted:
+  // the run, its dependency index and its plan; a schedule also held by a wave or mirror plan (capped caches) or
+  // by another run or the caller has a higher count and stays.
+  if (r->s && r->s.use_count() == 1 + (r->dep ? 1 : 0) + (r->plan ? 1 : 0)) {
+    const std::size_t at = r->alt ? 1 : 0;
+    if (auto it = dep_index_[at].find(r->s.get()); it != dep_index_[at].end() && it->second == r->dep) {
+      dep_index_transfers_ -= it->second->pending.size();
+      dep_index_[at].erase(it);
+    }
+    if (auto it = plans_[at].find(r->s.get()); it != plans_[at].end() && it->second.get() == r->plan) {
+      r->plan = nullptr;
+      plans_[at].erase(it);
+    }
+  }
   if (spare_runs_.size() >= kMaxSpareRuns) return;
   // Every field back to a fresh Run's, the vectors keeping their capacity.
   r->s.reset();

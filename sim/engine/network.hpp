@@ -124,6 +124,9 @@ class Network final : public EventTarget {
   std::size_t running_schedules() const { return running_; }
   std::size_t bundles_added() const { return model_.bundles_added(); }
   std::size_t bundles_split() const { return splits_; }
+  // Schedules whose checked dependencies (per routing) and whose bundle plans this Network keeps for later starts.
+  std::size_t dependency_indexes_cached() const { return dep_index_[0].size() + dep_index_[1].size(); }
+  std::size_t bundle_plans_cached() const { return plans_[0].size() + plans_[1].size(); }
   // Mirror quotient: schedules that started as block 0 only, of those how many were expanded later (another flow
   // on their orbits), and why the others ran every block (reason -> count).
   std::size_t mirror_quotient_runs() const { return mirror_runs_; }

@@ -59,14 +59,17 @@ Out run_mix(const test::MixedSchedules& mix, const std::shared_ptr<const models:
   o.mirror_runs = net.mirror_quotient_runs();
   return o;
 }
+
+// The 8 co-located rings (all_gather 16 MiB) of test::mirrored on the mixed traffic's system.
+std::shared_ptr<const models::Schedule> mirrored_rings(const test::MixedSchedules& mix) {
+  return test::mirrored(mix.sys.topology(), mix.sys.routing(false), mix.sys.calibration(), models::Op::AllGather,
+                        models::Algorithm::Ring, models::Fidelity::Step, std::uint64_t{16} << 20, 8);
+}
 }  // namespace
 
 TEST_CASE("Network: a schedule started again reuses its checked dependencies and latencies (same as fresh copies)") {
   const test::MixedSchedules mix;
-  const topo::Topology& t = mix.sys.topology();
-  const std::shared_ptr<const models::Schedule> mirrored =
-      test::mirrored(t, mix.sys.routing(false), mix.sys.calibration(), models::Op::AllGather, models::Algorithm::Ring,
-                     models::Fidelity::Step, std::uint64_t{16} << 20, 8);
+  const std::shared_ptr<const models::Schedule> mirrored = mirrored_rings(mix);
   for (bool times : {true, false}) {
     CAPTURE(times);
     const Out reused = run_mix(mix, mirrored, false, times), fresh = run_mix(mix, mirrored, true, times);
@@ -115,9 +118,9 @@ TEST_CASE("Network: delayed roots walked from one heap entry give the same event
   // root delay), with batch_root_delays on and off.
   const test::MixedSchedules mix;
   const topo::Topology& t = mix.sys.topology();
-  const std::shared_ptr<const models::Schedule> mirrored =
-      test::mirrored(t, mix.sys.routing(false), mix.sys.calibration(), models::Op::AllGather, models::Algorithm::Ring,
-                     models::Fidelity::Step, std::uint64_t{16} << 20, 8);
+  const std::shared_ptr<const models::Schedule> mirrored = mirrored_rings(mix);
+  // every start below delays its roots (else both settings would run the same code and the test could not fail)
+  for (const auto& s : {mix.ring, mirrored, mix.skewed, mix.uniform}) REQUIRE(s->fixed_latency_s > 0);
   auto run = [&](bool batch) {
     sim::EventQueue q;
     sim::NetworkOptions opt;
@@ -179,4 +182,46 @@ TEST_CASE("Network: the walk over delayed roots yields to a latency phase that e
     CHECK(a.transfers[i].start_s == b.transfers[i].start_s);
     CHECK(a.transfers[i].finish_s == b.transfers[i].finish_s);
   }
+}
+
+TEST_CASE("Network: what it keeps for a schedule nobody else holds is dropped when the schedule's run ends") {
+  // start_transfer makes a fresh one-transfer schedule per call; a caller may likewise start fresh copies. Such a
+  // schedule can never be started again, so its dependency index or bundle plan must not outlive its run (the
+  // 2^24-transfer cap alone would keep millions of them, hundreds of bytes each). Schedules the caller holds stay.
+  const auto t = test::star(20, 25e9, 1e-6);
+  models::Calibration c;
+  c.of(topo::LinkKind::InfiniBand) = models::LinkKindParams{0.5e-6, 0.8};
+  topo::Routing r(t);
+  sim::EventQueue q;
+  sim::NetworkOptions opt;
+  opt.bundle_flows = true;
+  sim::Network net(q, t, r, c, opt);
+  auto a2a = std::make_shared<models::Schedule>();  // 20 x 19 transfers without dependencies: a bundle plan
+  for (topo::NodeId s = 0; s < 20; ++s)
+    for (topo::NodeId d = 0; d < 20; ++d)
+      if (s != d) a2a->transfers.push_back(test::xfer(s, d, 1e5));
+  auto chain = std::make_shared<models::Schedule>();
+  chain->transfers = {test::xfer(0, 1, 1e5), test::xfer(1, 2, 1e5, {0})};
+  std::size_t done = 0;
+  auto count = [&done](sim::ScheduleRun&) { ++done; };
+  for (int k = 0; k < 50; ++k)
+    q.schedule(k * 1e-3, [&] {
+      net.start_transfer(test::xfer(0, 1, 1e5), count);
+      net.start_schedule(std::make_shared<const models::Schedule>(*chain), count);
+      net.start_schedule(std::make_shared<const models::Schedule>(*a2a), count);
+    });
+  q.run();
+  CHECK(done == 150);
+  CHECK(net.dependency_indexes_cached() == 0);
+  CHECK(net.bundle_plans_cached() == 0);
+  // held by the caller: kept, and reused by the next start
+  const std::shared_ptr<const models::Schedule> held_chain = chain, held_a2a = a2a;
+  for (int k = 0; k < 2; ++k) {
+    net.start_schedule(held_chain, count);
+    net.start_schedule(held_a2a, count);
+    q.run();
+    CHECK(net.dependency_indexes_cached() == 1);
+    CHECK(net.bundle_plans_cached() == 1);
+  }
+  CHECK(done == 154);
 }

@@ -102,3 +102,42 @@ TEST_CASE("multi-node logs: held-out busbw error per collective with the cited d
           CHECK(p.algorithm == "nvls_tree");
         }
 }
+
+TEST_CASE("a log's NCCL settings that fabricsim does not model are reported, the honoured ones named") {
+  const std::string p = std::string(FABRICSIM_SOURCE_DIR) +
+                        "/tests/data/nccl-tests-multinode/nvtests309_h100_ib400_2node_16gpu_all_reduce_ring_minctas24_qps2.meta.json";
+  std::vector<Measurement> ms = load_measurements(p);
+  auto cases = make_cases(ms);
+  const models::Calibration def = models::default_calibration();
+  const Report rep = compare(cases, [&](std::size_t) -> const models::Calibration& { return def; }, "defaults");
+  REQUIRE(rep.logs.size() == 1u);
+  const auto& l = rep.logs[0];
+  REQUIRE(l.env_honoured.size() == 1u);
+  CHECK(l.env_honoured[0] == "NCCL_ALGO=Ring");
+  REQUIRE(l.env_not_modelled.size() == 2u);
+  CHECK(l.env_not_modelled[0].rfind("NCCL_IB_QPS_PER_CONNECTION=2: ", 0) == 0);
+  CHECK(l.env_not_modelled[1].rfind("NCCL_MIN_CTAS=24: ", 0) == 0);
+  for (const auto& pt : l.points) CHECK(pt.algorithm == "ring");
+  const std::string text = report_text(rep);
+  CHECK(text.find("#   NCCL settings honoured: NCCL_ALGO=Ring\n") != std::string::npos);
+  CHECK(text.find("#   NCCL setting NOT modelled: NCCL_MIN_CTAS=24: ") != std::string::npos);
+}
+
+TEST_CASE("NCCL_NVLS_ENABLE=0 in a run's env removes NVLS and NVLS_TREE from the simulated choices") {
+  const std::string p = std::string(FABRICSIM_SOURCE_DIR) +
+                        "/tests/data/nccl-tests-multinode/nvtests309_xe9680_h100_ib400_2node_16gpu_all_reduce.meta.json";
+  const models::Calibration def = models::default_calibration();
+  auto run = [&](bool disable) {
+    std::vector<Measurement> ms = load_measurements(p);
+    REQUIRE(ms.size() == 1u);
+    if (disable) ms[0].env["NCCL_NVLS_ENABLE"] = "0";
+    auto cases = make_cases(ms);
+    return compare(cases, [&](std::size_t) -> const models::Calibration& { return def; }, "defaults");
+  };
+  const Report on = run(false), off = run(true);
+  int nvls_rows = 0;
+  for (const auto& pt : on.logs[0].points) nvls_rows += pt.algorithm == "nvls_tree";
+  CHECK(nvls_rows > 0);  // the default run takes NVLS_TREE from 4 MiB
+  for (const auto& pt : off.logs[0].points) CHECK(pt.algorithm.rfind("nvls", 0) != 0);
+  CHECK(off.logs[0].env_honoured == std::vector<std::string>{"NCCL_NVLS_ENABLE=0"});
+}

@@ -448,3 +448,28 @@ TEST_CASE("mpirun --tag-output and srun --label prefixes are stripped before par
   CHECK(strip_launcher_prefixes(keep) == keep);
   CHECK(strip_launcher_prefixes("[1,0]<stdout>:#  nThread 1\n12: # Rank 0") == "#  nThread 1\n# Rank 0");
 }
+
+TEST_CASE("NCCL_* settings a sidecar quotes become the run's env; NCCL_ALGO and NCCL_PROTO set algorithm and protocol") {
+  const auto env = nccl_env_settings(
+      "mpirun -np 64 -N 8 -x NCCL_MIN_CTAS=24 -x NCCL_IB_QPS_PER_CONNECTION=2 ./build/all_reduce_perf\n"
+      "Env: NCCL_NET_GDR_LEVEL=1, NCCL_IB_HCA=mlx5_0..7:1, NCCL_ALGO=Ring FORCED; which NCCL_PROTO row; "
+      "forces NCCL_PROTO=simple. MY_NCCL_X=1 NCCL_MIN_CTAS=8");
+  CHECK(env.size() == 6u);
+  CHECK(env.at("NCCL_MIN_CTAS") == "24");  // the first mention wins
+  CHECK(env.at("NCCL_IB_QPS_PER_CONNECTION") == "2");
+  CHECK(env.at("NCCL_NET_GDR_LEVEL") == "1");
+  CHECK(env.at("NCCL_IB_HCA") == "mlx5_0..7:1");
+  CHECK(env.at("NCCL_ALGO") == "Ring");
+  CHECK(env.at("NCCL_PROTO") == "simple");
+  CHECK(env.count("NCCL_X") == 0u);  // part of a longer name
+
+  const std::string mn = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/nccl-tests-multinode/";
+  auto ms = load_measurements(mn + "nvtests309_h100_ib400_2node_16gpu_all_reduce_ring_minctas24_qps2.meta.json");
+  REQUIRE(ms.size() == 1u);
+  CHECK(ms[0].algorithm == "ring");
+  CHECK(ms[0].env.at("NCCL_MIN_CTAS") == "24");
+  CHECK(ms[0].env.at("NCCL_IB_QPS_PER_CONNECTION") == "2");
+  ms = load_measurements(mn + "aws_p4d_2node_16gpu_scatter.meta.json");  // aws-ofi-nccl forces Simple
+  REQUIRE(ms.size() == 1u);
+  CHECK(ms[0].protocol == "simple");
+}
