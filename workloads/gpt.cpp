@@ -191,7 +191,6 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.data_parallel_sharding_strategy = r.string("data_parallel_sharding_strategy", c.data_parallel_sharding_strategy);
   c.num_distributed_optimizer_instances = r.integer("num_distributed_optimizer_instances", 1, 1);
   c.bucket_size = r.integer("bucket_size", c.bucket_size, 1);
-  c.grad_reduce_in_fp32 = r.boolean("grad_reduce_in_fp32", false);
   c.overlap_p2p_comm = r.boolean("overlap_p2p_comm", false);
   c.pipeline_parallel_schedule = r.string("pipeline_parallel_schedule", "");
   c.dualpipe_zero_bubble = r.boolean("dualpipe_zero_bubble", c.dualpipe_zero_bubble);
@@ -215,6 +214,32 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     if (has_prec && c.precision != flag)
       r.fail("precision", "'" + c.precision + "' contradicts the Megatron flag that selects " + flag);
     c.precision = flag;
+  }
+  // Gradient reduction precision, one rule for every scenario. Megatron-LM turns fp32 gradient accumulation and
+  // reduction on whenever the parameters are bf16 (megatron/training/arguments.py @d98e8a64, the `if args.bf16:`
+  // block: accumulate_allreduce_grads_in_fp32 = True unless --grad-reduce-in-bf16; megatron/training/training.py
+  // passes it on as DistributedDataParallelConfig.grad_reduce_in_fp32; the rule is already in
+  // megatron/arguments.py @79a3bb6b of 2021) and leaves fp16 parameters' gradients in fp16. FP8 runs keep bf16
+  // parameters (--bf16 with --fp8-format), so they reduce in fp32 too. torchtitan's FSDP2 default agrees
+  // (torchtitan/config/configs.py @b5bcd76c: mixed_precision_reduce = "float32"). So the default follows the
+  // parameter dtype; `grad_reduce_in_fp32` (DDP's name), `accumulate_allreduce_grads_in_fp32` (the training
+  // argument) or `grad_reduce_in_bf16` (Megatron's opt-out flag) override it.
+  {
+    const bool fp16_params = fp16 || c.precision == "fp16";
+    bool fp32 = !fp16_params;
+    const char* set_by = nullptr;
+    for (const char* k : {"grad_reduce_in_fp32", "accumulate_allreduce_grads_in_fp32"})
+      if (r.has(k)) {
+        const bool v = r.boolean(k, fp32);
+        if (set_by && v != fp32) r.fail(k, std::string("contradicts ") + set_by);
+        fp32 = v, set_by = k;
+      }
+    if (r.boolean("grad_reduce_in_bf16", false)) {
+      if (set_by && fp32) r.fail("grad_reduce_in_bf16", std::string("contradicts ") + set_by + " true");
+      if (fp16_params) r.fail("grad_reduce_in_bf16", "needs bf16 parameters (precision bf16 or fp8), not fp16");
+      fp32 = false;
+    }
+    c.grad_reduce_in_fp32 = fp32;
   }
   c.fp8_recipe = r.string("fp8_recipe", c.fp8_recipe);
   c.attention_backend = r.string("attention_backend", "");

@@ -39,10 +39,6 @@ constexpr std::uint32_t kNoWave = 0xffffffffu;
 // A block-0 transfer of a mirror-quotient run (Network::Run::qstate): where it is, so that expanding the run gives
 // every copy the same state.
 enum QState : std::uint8_t { kQWait, kQQueued, kQDelayed, kQLatency, kQBandwidth, kQDone };
-// Most link directions in one lockstep wave's route. Set when FlowModel::remove_flow scanned a moved flow's
-// route for its hop (a 3,072-member PAT step, ~25,000 hops, then cost the square of that when it finished);
-// kept as measured (docs/performance.md, the cluster section): about 32 members of 8 hops.
-constexpr std::size_t kMaxWaveHops = 256;
 
 std::uint64_t make_key(std::uint32_t slot, std::uint64_t idx) { return (std::uint64_t{slot} << kIdxBits) | idx; }
 std::uint32_t key_slot(std::uint64_t k) { return static_cast<std::uint32_t>((k & ~kReadyBit) >> kIdxBits); }
@@ -601,23 +597,21 @@ std::shared_ptr<const Network::WavePlan> Network::build_waves(const Run& r) {
   plan->wave_of.assign(n, kNoWave);
   std::unordered_map<topo::LinkDir, std::uint32_t> next_free;  // link direction -> first sub-wave not crossing it
   std::vector<std::vector<std::uint32_t>> sub;
-  std::vector<std::size_t> hops;  // per sub-wave
   for (const auto& [key, members] : groups) {
     if (members.size() < 2) continue;
     next_free.clear();
     sub.clear();
-    hops.clear();
     for (std::uint32_t i : members) {
       const auto route = route_of(trs[i].src, trs[i].dst, r.alt);
       std::uint32_t b = 0;
       for (auto d : route)
         if (auto it = next_free.find(d); it != next_free.end()) b = std::max(b, it->second);
-      // Every sub-wave from b on is disjoint from this route; skip the full ones.
-      while (b < hops.size() && hops[b] > 0 && hops[b] + route.size() > kMaxWaveHops) ++b;
+      // Every sub-wave from b on is disjoint from this route. No cap on a wave's size: capped waves (at most 256
+      // link directions, once needed by FlowModel::remove_flow's route scan) split a Bruck step into many waves
+      // whose rates differ, each finishing at its own time (docs/performance.md, the 100,000-GPU cluster).
       for (auto d : route) next_free[d] = b + 1;
-      if (sub.size() <= b) sub.resize(b + 1), hops.resize(b + 1, 0);
+      if (sub.size() <= b) sub.resize(b + 1);
       sub[b].push_back(i);
-      hops[b] += route.size();
     }
     for (auto& m : sub) {
       if (m.size() < 2) continue;

@@ -186,8 +186,9 @@ class Network final : public EventTarget {
   std::vector<std::pair<std::uint64_t, double>> finished_runs_;
   std::unordered_map<const models::Schedule*, std::unique_ptr<Plan>> plans_[2];  // [alternate routing]
   // Lockstep wave plans per schedule (index 1: alternate routing), holding the schedule so its address stays
-  // its own; at most kMaxWavePlanHops link directions in all (64 MiB), later schedules build theirs per run.
-  static constexpr std::size_t kMaxWavePlanHops = std::size_t{1} << 24;
+  // its own; at most kMaxWavePlanHops link directions in all (128 MiB), later schedules build theirs per run. The
+  // 2 x 49,152-GPU cluster replay's 40 PAT schedules hold 20.9 M (docs/performance.md); 2^24 rebuilt some per run.
+  static constexpr std::size_t kMaxWavePlanHops = std::size_t{1} << 25;
   std::unordered_map<const models::Schedule*,
                      std::pair<std::shared_ptr<const models::Schedule>, std::shared_ptr<const WavePlan>>>
       wave_plans_[2];

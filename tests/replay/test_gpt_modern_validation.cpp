@@ -446,7 +446,7 @@ TEST_CASE("validation: modern dense training (MegaScale Table 2, Megatron-LM ite
 // cross entropy (loss_fn: fused_crossentropy) as cross_entropy_loss_fusion, FULL_SHARD or
 // SHARD_GRAD_OP as FSDP, grad accumulation as micro-batches) and run. Throughput is priced by the default
 // per-kernel compute model (A100 borrows the H200 fit), and the table is printed, not bounded (median |error|
-// 14.8 % over the 216 rows, 2026-11-26, docs/validation.md).
+// 14.7 % over the 216 rows, 2026-11-26, docs/validation.md).
 TEST_CASE("validation: modern dense training (llm-foundry MPT tokens/s per GPU)") {
   std::vector<double> errs;
   int rows = 0, run = 0;
