@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/csv_test_util.hpp"
 #include "sim/base/error.hpp"
 #include "replay/run_scenario.hpp"
 #include "workloads/gpt.hpp"
@@ -23,36 +24,7 @@ using namespace fabricsim;
 namespace {
 const std::string kData = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/training-modern/";
 
-std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  auto split = [](const std::string& line) {
-    std::vector<std::string> out;
-    std::string cur;
-    bool q = false;
-    for (char ch : line) {
-      if (ch == '"') q = !q;
-      else if (ch == ',' && !q) {
-        out.push_back(cur);
-        cur.clear();
-      } else cur += ch;
-    }
-    out.push_back(cur);
-    return out;
-  };
-  std::string line;
-  std::getline(in, line);
-  auto header = split(line);
-  std::vector<std::map<std::string, std::string>> rows;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    auto f = split(line);
-    std::map<std::string, std::string> r;
-    for (std::size_t i = 0; i < header.size() && i < f.size(); ++i) r[header[i]] = f[i];
-    rows.push_back(r);
-  }
-  return rows;
-}
+using test::read_csv_rows;
 
 bool has(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 std::string other_of(const std::map<std::string, std::string>& r) { return r.at("other_settings"); }
@@ -212,7 +184,7 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   std::string terms = "row | published GiB | sim GiB | error | weights | grads | optimizer | activations | reserve\n";
   int expressed = 0, parsed = 0;
   std::map<std::string, double> sim_of, pub_of;  // by row label (the eager / compiled pairs)
-  for (const auto& r : read_csv(kData + "torchtitan_dense.csv")) {
+  for (const auto& r : read_csv_rows(kData + "torchtitan_dense.csv")) {
     Row row = torchtitan_row(r);
     Outcome o = simulate(row);
     const double tps = std::stod(r.at("tokens_per_s_per_gpu"));
@@ -311,7 +283,7 @@ TEST_CASE("validation: modern dense training (Llama 3 405B pre-training, TFLOP/s
   // Where the simulated step goes (seconds per rank, breakdown of the result): compute, pipeline bubble,
   // exposed TP / CP / DP / PP communication.
   std::string where = "row | step s | compute | bubble | TP | CP | DP | PP | bubble share\n";
-  for (const auto& r : read_csv(kData + "llama3_405b_h100.csv")) {
+  for (const auto& r : read_csv_rows(kData + "llama3_405b_h100.csv")) {
     const int gpus = std::stoi(r.at("num_gpus")), cp = std::stoi(r.at("cp")), dp = std::stoi(r.at("dp"));
     const int seq = std::stoi(r.at("seq_len"));
     Row row;
@@ -381,7 +353,7 @@ double a100_iteration_s(const Json& params, int gpus, const std::string& label, 
 TEST_CASE("validation: modern dense training (Korthikanti et al. Table 5, A100 iteration time)") {
   std::vector<double> errs;
   std::string table = "row | GPUs | published s | sim s | error\n";
-  for (const auto& r : read_csv(kData + "korthikanti_sp_selective.csv")) {
+  for (const auto& r : read_csv_rows(kData + "korthikanti_sp_selective.csv")) {
     if (r.at("table") != "Table 5") continue;
     const bool sel = has(r.at("recompute"), "selective");
     const int gpus = std::stoi(r.at("num_gpus")), pp = std::stoi(r.at("pp"));
@@ -414,7 +386,7 @@ TEST_CASE("validation: modern dense training (Korthikanti et al. Table 5, A100 i
 TEST_CASE("validation: modern dense training (MegaScale Table 2, Megatron-LM iteration time)") {
   std::vector<double> errs;
   std::string table = "row | published s | sim s | error\n";
-  for (const auto& r : read_csv(kData + "megascale_megatron.csv")) {
+  for (const auto& r : read_csv_rows(kData + "megascale_megatron.csv")) {
     const int gpus = std::stoi(r.at("num_gpus"));
     Json p = {{"num_layers", std::stoi(r.at("layers"))}, {"hidden_size", std::stoi(r.at("hidden"))},
               {"num_attention_heads", std::stoi(r.at("heads"))}, {"seq_length", std::stoi(r.at("seq_len"))},
@@ -451,7 +423,7 @@ TEST_CASE("validation: modern dense training (llm-foundry MPT tokens/s per GPU)"
   std::vector<double> errs;
   int rows = 0, run = 0;
   std::string table = "row | GPU | published TPS/GPU | sim | error\n";
-  for (const auto& r : read_csv(kData + "llmfoundry_mpt.csv")) {
+  for (const auto& r : read_csv_rows(kData + "llmfoundry_mpt.csv")) {
     ++rows;
     const std::string g = r.at("gpu");
     const std::string gpu = g == "h100_80gb" ? "h100" : g == "a100_80gb" ? "a100-80gb" : "a100-40gb";

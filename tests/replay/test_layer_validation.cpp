@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/csv_test_util.hpp"
 #include "replay/run_scenario.hpp"
 #include "workloads/scenario.hpp"
 
@@ -24,34 +25,7 @@ using namespace fabricsim;
 
 namespace {
 
-std::vector<std::map<std::string, std::string>> read_quoted_csv(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE_MESSAGE(in.good(), path);
-  auto split = [](const std::string& line) {
-    std::vector<std::string> out;
-    std::string cur;
-    bool q = false;
-    for (char ch : line) {
-      if (ch == '"') q = !q;
-      else if (ch == ',' && !q) out.push_back(cur), cur.clear();
-      else if (ch != '\r') cur += ch;
-    }
-    out.push_back(cur);
-    return out;
-  };
-  std::string line;
-  std::getline(in, line);
-  const auto header = split(line);
-  std::vector<std::map<std::string, std::string>> rows;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const auto f = split(line);
-    std::map<std::string, std::string> r;
-    for (std::size_t i = 0; i < header.size() && i < f.size(); ++i) r[header[i]] = f[i];
-    rows.push_back(r);
-  }
-  return rows;
-}
+using test::read_csv_rows;
 
 struct LayerTimes {
   double fwd_s = 0, bwd_s = 0;
@@ -97,7 +71,7 @@ TEST_CASE("validation: whole layers (Korthikanti et al. Table 4, one 22B layer o
   const std::string path = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/training-modern/korthikanti_22b_layer_times.csv";
   std::vector<double> fwd_err, bwd_err, tot_err;
   std::string table = "experiment | published fwd ms | sim fwd ms | error | published bwd ms | sim bwd ms | error | published fwd+bwd ms | sim | error\n";
-  for (const auto& r : read_quoted_csv(path)) {
+  for (const auto& r : read_csv_rows(path)) {
     const std::string ex = r.at("experiment");
     const bool sp = ex.find("Sequence") != std::string::npos;
     const std::string rc = ex.find("Selective") != std::string::npos ? "selective"

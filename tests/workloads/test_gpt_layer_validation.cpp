@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/csv_test_util.hpp"
 #include "models/compute.hpp"
 #include "models/gpu.hpp"
 #include "workloads/gpt.hpp"
@@ -27,32 +28,7 @@ using namespace fabricsim::workloads;
 
 namespace {
 
-std::vector<std::map<std::string, std::string>> read_layers_csv(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE_MESSAGE(in.good(), path);
-  auto split = [](const std::string& line) {
-    std::vector<std::string> out;
-    std::string cur;
-    for (char ch : line) {
-      if (ch == ',') out.push_back(cur), cur.clear();
-      else if (ch != '\r') cur += ch;  // the measured files end lines with CRLF
-    }
-    out.push_back(cur);
-    return out;
-  };
-  std::string line;
-  std::getline(in, line);
-  const auto header = split(line);
-  std::vector<std::map<std::string, std::string>> rows;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const auto f = split(line);
-    std::map<std::string, std::string> r;
-    for (std::size_t i = 0; i < header.size() && i < f.size(); ++i) r[header[i]] = f[i];
-    rows.push_back(r);
-  }
-  return rows;
-}
+using test::read_csv_rows;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -156,7 +132,7 @@ TEST_CASE("validation: whole layers (Llama-3 decoder layers on one H100 / H200 v
   std::string table = "GPU | layer | tokens | variant | measured fwd ms | sim fwd ms | error | measured fwd+bwd ms | sim fwd+bwd ms | error\n";
   std::string kern = "GPU | layer | tokens | kernel | measured us | sim us | error\n";
   for (const std::string gpu : {"h100", "h200"}) {
-    for (const auto& r : read_layers_csv(root + gpu + "-kernels/layers.csv")) {
+    for (const auto& r : read_csv_rows(root + gpu + "-kernels/layers.csv")) {
       const GptConfig c = layer_config(r, gpu);
       const Priced sim = price_layer(c, gpu);
       const std::string variant = r.at("variant");
