@@ -196,23 +196,20 @@ TEST_CASE("validation: whole layers (Llama-3 decoder layers on one H100 / H200 v
         continue;
       }
       const double mf = std::stod(r.at("fwd_us")) * 1e-6, mfb = std::stod(r.at("fwd_bwd_us")) * 1e-6;
-      const double ef = (sim.fwd_s - mf) / mf, efb = (sim.fwd_bwd_s - mfb) / mfb;
-      {
-        const Priced tt = price_layer(layer_config(r, gpu, variant), gpu);
-        const double tf = (tt.fwd_s - mf) / mf, tfb = (tt.fwd_bwd_s - mfb) / mfb;
-        (variant == "eager" ? t_fwd_err : t_fwd_err_compiled).push_back(tf);
-        (variant == "eager" ? t_fb_err : t_fb_err_compiled).push_back(tfb);
+      const bool eager = variant == "eager";
+      // One priced layer against the measured row: its forward and forward+backward errors and its table line.
+      auto record = [&](const Priced& p, std::vector<double>& f_err, std::vector<double>& fb_err, std::string& out) {
+        const double ef = (p.fwd_s - mf) / mf, efb = (p.fwd_bwd_s - mfb) / mfb;
+        f_err.push_back(ef);
+        fb_err.push_back(efb);
         std::snprintf(buf, sizeof buf, "%s | %s | %s | %s | %.2f | %.2f | %+.1f %% | %.2f | %.2f | %+.1f %%\n",
                       gpu.c_str(), r.at("layer").c_str(), r.at("tokens").c_str(), variant.c_str(), mf * 1e3,
-                      tt.fwd_s * 1e3, 100 * tf, mfb * 1e3, tt.fwd_bwd_s * 1e3, 100 * tfb);
-        titan_table += buf;
-      }
-      (variant == "eager" ? fwd_err : fwd_err_compiled).push_back(ef);
-      (variant == "eager" ? fb_err : fb_err_compiled).push_back(efb);
-      std::snprintf(buf, sizeof buf, "%s | %s | %s | %s | %.2f | %.2f | %+.1f %% | %.2f | %.2f | %+.1f %%\n",
-                    gpu.c_str(), r.at("layer").c_str(), r.at("tokens").c_str(), variant.c_str(), mf * 1e3,
-                    sim.fwd_s * 1e3, 100 * ef, mfb * 1e3, sim.fwd_bwd_s * 1e3, 100 * efb);
-      table += buf;
+                      p.fwd_s * 1e3, 100 * ef, mfb * 1e3, p.fwd_bwd_s * 1e3, 100 * efb);
+        out += buf;
+      };
+      record(price_layer(layer_config(r, gpu, variant), gpu), eager ? t_fwd_err : t_fwd_err_compiled,
+             eager ? t_fb_err : t_fb_err_compiled, titan_table);
+      record(sim, eager ? fwd_err : fwd_err_compiled, eager ? fb_err : fb_err_compiled, table);
     }
   }
   MESSAGE(table);

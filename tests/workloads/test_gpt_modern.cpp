@@ -3,11 +3,10 @@
 #include <doctest/doctest.h>
 
 #include "workloads_test_util.hpp"
+#include "tests/csv_test_util.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 
 #include "models/compute.hpp"
@@ -689,18 +688,11 @@ TEST_CASE("gpt torch_compile: eager vs compiled SwiGLU against the measured 8B l
   // 0.80 and 1.25, 1.47 and 1.59 (the backward's 2x forward bytes over-prices eager SiLU's backward on H200).
   // Bounds at those values rounded out.
   for (const std::string gpu : {"h100", "h200"}) {
-    std::ifstream in(std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/hardware/" + gpu + "-kernels/layers.csv");
-    REQUIRE(in.good());
     std::map<std::string, std::pair<double, double>> t;  // "eager b1" -> (fwd_us, fwd_bwd_us)
-    std::string line;
-    std::getline(in, line);
-    while (std::getline(in, line)) {
-      std::vector<std::string> f;
-      std::stringstream ss(line);
-      for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
-      if (f.size() > 10 && f[0] == "llama3-8b tp1" && (f[1] == "eager" || f[1] == "compiled"))
-        t[f[1] + " b" + f[2]] = {std::stod(f[9]), std::stod(f[10])};
-    }
+    for (const auto& r :
+         test::read_csv_rows(std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/hardware/" + gpu + "-kernels/layers.csv"))
+      if (r.at("layer") == "llama3-8b tp1" && (r.at("variant") == "eager" || r.at("variant") == "compiled"))
+        t[r.at("variant") + " b" + r.at("batch")] = {std::stod(r.at("fwd_us")), std::stod(r.at("fwd_bwd_us"))};
     for (const std::string mb : {"1", "2"}) {
       CAPTURE(gpu);
       CAPTURE(mb);
