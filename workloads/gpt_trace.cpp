@@ -309,12 +309,16 @@ class StageEmitter {
     const bool ovl = c.tp_comm_overlap && t > 1;
     const bool has_pre = rb.has_last();
     const std::uint32_t pre = rb.last();
+    // Context parallelism of an attention block: PyTorch's (context_parallel_rotate_method) or Megatron's
+    // (cp_comm_type).
+    const bool torch_cp = attn && cp > 1 && !c.context_parallel_rotate_method.empty();
+    const bool mcore_cp = attn && cp > 1 && !torch_cp;
     if (t > 1 && c.sequence_parallel) {
       Op ag = coll_op(nm + (bwd ? ".bwd.ag" : ".ag"), CollOp::AllGather, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp");
       if (ovl) par.push_back(rb.fork(std::move(ag)));
       else rb.chain(std::move(ag));
     }
-    if (attn && cp > 1 && c.context_parallel_rotate_method.empty()) {
+    if (mcore_cp) {
       const std::int32_t cc = Y.cp_comm[st];
       if (c.cp_comm_type == "p2p") {
         par.push_back(rb.fork(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.kv", CollOp::AllGather, cc, kv_bytes, RankBuilder::kCp, "cp")));
@@ -328,11 +332,11 @@ class StageEmitter {
     }
     Costs cc = cost;
     if (ovl) cc.seconds *= kTpOverlapComputeFactor;
-    if (attn && cp > 1 && !c.context_parallel_rotate_method.empty()) torch_cp_attention(nm, cname, cc, ovl ? kTpOverlapComputeFactor : 1.0, bwd, extra);
+    if (torch_cp) torch_cp_attention(nm, cname, cc, ovl ? kTpOverlapComputeFactor : 1.0, bwd, extra);
     else rb.chain(compute_op(cname, cc), extra);
-    if (attn && cp > 1 && c.context_parallel_rotate_method.empty() && c.cp_comm_type == "all_gather" && bwd)
+    if (mcore_cp && c.cp_comm_type == "all_gather" && bwd)
       rb.chain(coll_op(nm + ".bwd.cp.dkv", CollOp::ReduceScatter, Y.cp_comm[st], kv_bytes, RankBuilder::kCp, "cp"));
-    if (attn && cp > 1 && c.context_parallel_rotate_method.empty() && c.cp_comm_type == "a2a")
+    if (mcore_cp && c.cp_comm_type == "a2a")
       rb.chain(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.a2a2", CollOp::AllToAll, Y.cp_comm[st], bwd ? x_.qkv_local : x_.o_local, RankBuilder::kCp, "cp"));
     if (t > 1) {
       Op red = c.sequence_parallel
