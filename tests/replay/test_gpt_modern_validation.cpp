@@ -242,7 +242,8 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
                                     << 100 * *std::max_element(mem_err.begin(), mem_err.end()) << " % over "
                                     << mem_err.size() << " rows; throughput: median |error| " << 100 * median(tps_err)
                                     << " %, max " << 100 * *std::max_element(tps_err.begin(), tps_err.end())
-                                    << " % over " << tps_err.size() << " rows");
+                                    << " % over " << tps_err.size() << " rows; without Table 2: median |error| "
+                                    << 100 * median(tps_err_80gb_era) << " % over " << tps_err_80gb_era.size() << " rows");
   // Every H100 / H200 / A100 / B200 row is expressible and runs: torchtitan's H100s are the 96 GB Grand Teton
   // parts (h100-96gb), so the 4 Table 2 rows (published 83.9-84.5 GiB, simulated 84.2) fit.
   CHECK(parsed == 46);
@@ -271,10 +272,12 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   // torch_compile (torchtitan's eager vs compiled block) and PyTorch's context parallelism
   // (context_parallel_rotate_method) moved them to median 17.2 % (42 rows: 14.8 %), max 134.0 %; pricing the loss
   // at its calibration's 8 B per logit element (24 B before: 3x the measured time) to median 20.6 % (42 rows:
-  // 17.2 %), max 145.0 % (37 of 46 rows up to 4.7 % faster, none slower; 34 rows were already simulated fast).
+  // 17.2 %), max 145.0 % (37 of 46 rows up to 4.7 % faster, none slower; 34 rows were already simulated fast);
+  // PyTorch CP's exchanges exposed under torch.compile (the 6 compiled CP 2-8 rows of Tables 2 and 6 slower,
+  // no other row moves) to median 17.3 % (42 rows: 14.7 %), max 145.0 %.
   REQUIRE(tps_err_80gb_era.size() == 42);
-  CHECK(median(tps_err_80gb_era) <= 0.172);
-  CHECK(median(tps_err) <= 0.206);
+  CHECK(median(tps_err_80gb_era) <= 0.147);
+  CHECK(median(tps_err) <= 0.173);
   CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.450);  // a B200 row (docs/validation.md)
 }
 
