@@ -267,6 +267,22 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
     MESSAGE(std::string(t) << ": compiled / eager published " << pub << ", simulated " << sim);
     CHECK(std::abs(sim / pub - 1.0) <= 0.028);
   }
+  // PyTorch's context parallelism on the 405B (Table 6: TP 8 fills a node, the CP ring crosses nodes): the signed
+  // error over CP 1, 2, 4, 8 spread over 30 points (+9 .. +39 %) while the ring's exchanges were priced beside
+  // the compute; exposed as the compiled block runs them (docs/validation.md "Under torch.compile the ring's
+  // exchanges are exposed") the spread is the measured value below. The 8B rows (Table 2, NVLink) keep a
+  // CP 4 / CP 8 excess the code does not explain, so they are not bounded here.
+  {
+    std::vector<double> e6;
+    for (const char* l : {"FSDP 8, CP 1", "FSDP 4, CP 2", "FSDP 2, CP 4", "FSDP 1, CP 8"}) {
+      const std::string k = std::string("Table 6 / ") + l;
+      e6.push_back(sim_of.at(k) / pub_of.at(k) - 1.0);
+    }
+    const double spread = *std::max_element(e6.begin(), e6.end()) - *std::min_element(e6.begin(), e6.end());
+    MESSAGE("Table 6 signed error over CP 1/2/4/8: " << 100 * e6[0] << " / " << 100 * e6[1] << " / " << 100 * e6[2]
+                                                     << " / " << 100 * e6[3] << " %, spread " << 100 * spread);
+    CHECK(spread <= 0.097);  // measured 9.6 points (+8.5 / +18.1 / +8.8 / +18.2 %)
+  }
   CHECK(median(mem_err) <= 0.057);
   CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.179);
   // torch_compile (torchtitan's eager vs compiled block) and PyTorch's context parallelism
