@@ -48,7 +48,9 @@ struct GptConfig {
   // PyTorch's context parallelism (torch.distributed.tensor.experimental.context_parallel, as torchtitan runs
   // it), named by torchtitan's context_parallel_rotate_method: "allgather" (one all-gather of K/V per
   // attention, overlapped with the local chunk's attention only) or "alltoall" (K/V passed around the ring,
-  // one send per step). "" = the Megatron / TE implementations of cp_comm_type. Needs use_torch_fsdp2.
+  // one send per step); under torch_compile "compiled" every exchange is exposed (waited where issued, as in a
+  // traced graph: gpt_trace.cpp torch_cp_attention). "" = the Megatron / TE implementations of cp_comm_type.
+  // Needs use_torch_fsdp2.
   std::string context_parallel_rotate_method;
   std::int64_t num_layers_per_virtual_pipeline_stage = 0;    // 0 = no interleaving
   std::int64_t virtual_pipeline_model_parallel_size = 0;     // alternative to the above (chunks per stage)

@@ -266,11 +266,20 @@ class StageEmitter {
 
   // The attention block's compute under PyTorch's context parallelism (workloads/gpt_kernels.cpp prices the
   // ring steps; torch/distributed/tensor/experimental/_attention.py): the rest of the block, then the ring.
-  // allgather: K/V all-gathered once (per forward, per backward), waited for after the local step 0;
-  // alltoall: K/V passed to the next rank each step, beside that step's compute (the ring of cp - 1 sends
-  // moves what an all-gather moves). The backward passes the fp32 dK/dV accumulators around the ring by
-  // all-to-all permutes whatever the method (dkv_rotater): cp sends, each beside the next step, the last one
-  // waited for after the final step (a one-peer permute, priced as an all-to-all of the same bytes per rank).
+  // Eager (torch_compile false): allgather: K/V all-gathered once (per forward, per backward), waited for
+  // after the local step 0; alltoall: K/V passed to the next rank each step, beside that step's compute (the
+  // ring of cp - 1 sends moves what an all-gather moves). The backward passes the fp32 dK/dV accumulators
+  // around the ring by all-to-all permutes whatever the method (dkv_rotater): cp sends, each beside the next
+  // step, the last one waited for after the final step (a one-peer permute, priced as an all-to-all of the
+  // same bytes per rank).
+  // Compiled (torch_compile true): torchtitan compiles each TransformerBlock with fullgraph=True
+  // (parallelisms/parallelize_llama.py apply_compile, pytorch/torchtitan@9dec370), so the ring is traced into
+  // the block's graph, and a functional collective traced by torch.compile is waited for where it is issued
+  // (torch/distributed/_functional_collectives.py, _maybe_wrap_tensor: "if _are_we_tracing(): return
+  // wait_tensor(self)"; _attention.py's _maybe_wait says the same: "When tracing the code, the result tensor
+  // is not an AsyncCollectiveTensor"); Inductor moves a wait only under reorder_for_compute_comm_overlap, off
+  // by default. So every exchange runs exposed, in program order: the K/V all-gather (or each K/V permute)
+  // before the step that issues it, each dK/dV permute after the step that produced it.
   // A selective recompute's attention forward inside the backward block (recompute_attn_extra) is priced with
   // its ring steps but without its own K/V exchange.
   void torch_cp_attention(const std::string& nm, const std::string& cname, const Costs& cost, double factor, bool bwd,
@@ -283,6 +292,30 @@ class StageEmitter {
     const std::int32_t cc = Y.cp_comm[st];
     const std::string pre = nm + (bwd ? ".bwd" : "");
     const bool gather = c.context_parallel_rotate_method == "allgather";
+    if (c.torch_compile == "compiled") {
+      const double steps = double(cp - 1);
+      Costs step = rest;
+      step.seconds /= steps, step.flops /= steps;
+      auto kv_permute = [&](std::int64_t i) {
+        rb.chain(coll_op(pre + ".cp.kv" + std::to_string(i), CollOp::AllToAll, cc, x_.torch_cp_kv / double(cp),
+                         RankBuilder::kCp, "cp"));
+      };
+      auto dkv_permute = [&](std::int64_t i) {
+        if (bwd)
+          rb.chain(coll_op(pre + ".cp.dkv" + std::to_string(i), CollOp::AllToAll, cc, x_.torch_cp_dkv,
+                           RankBuilder::kCp, "cp"));
+      };
+      if (gather) rb.chain(coll_op(pre + ".cp.kv", CollOp::AllGather, cc, x_.torch_cp_kv, RankBuilder::kCp, "cp"));
+      else kv_permute(0);
+      rb.chain(compute_op(cname + ".cp0", first));
+      dkv_permute(0);
+      for (std::int64_t i = 1; i < cp; ++i) {
+        if (!gather && i < cp - 1) kv_permute(i);
+        rb.chain(compute_op(cname + ".cp" + std::to_string(i), step));
+        dkv_permute(i);
+      }
+      return;
+    }
     std::vector<std::uint32_t> kv{rb.fork(coll_op(pre + ".cp.kv", CollOp::AllGather, cc, x_.torch_cp_kv, RankBuilder::kCp, "cp"))};
     rb.chain(compute_op(cname + ".cp0", first));
     if (gather) rb.chain(wait_op(pre + ".cp.kv.wait"), kv);

@@ -685,7 +685,7 @@ TEST_CASE("gpt torch_compile: torchtitan's eager block costs more memory-bound t
   CHECK_THROWS_WITH_AS(cfg(bad), doctest::Contains("needs torch_compile"), InputError);
 }
 
-TEST_CASE("gpt context_parallel_rotate_method: PyTorch's ring attention in cp steps, K/V gathered after step 0") {
+TEST_CASE("gpt context_parallel_rotate_method: PyTorch's ring attention in cp steps, exchanges exposed under torch.compile") {
   ParamMap base = small({{"use_torch_fsdp2", "true"}, {"num_query_groups", "4"}, {"context_parallel_size", "2"},
                          {"tensor_model_parallel_size", "1"}, {"pipeline_model_parallel_size", "1"},
                          {"torch_compile", "true"}, {"seq_length", "8192"}, {"global_batch_size", "4"}});
@@ -699,14 +699,50 @@ TEST_CASE("gpt context_parallel_rotate_method: PyTorch's ring attention in cp st
   CHECK(L.fwd_attn.flops == doctest::Approx(Lm.fwd_attn.flops));
   CHECK(L.cp_fwd_first.flops + L.cp_fwd_rest.flops == doctest::Approx(L.cp_fwd_rest.flops * 2.0));
   CHECK(L.fwd_attn.seconds > Lm.fwd_attn.seconds);  // K/V concatenation and the fp32 merge
+  // The index of the op named exactly `name` on rank 0 (-1 when absent).
+  auto index_of = [](const Trace& tr, const std::string& name) {
+    const auto& ops = tr.ranks.at(0).ops;
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].name == name) return int(i);
+    return -1;
+  };
+  auto depends = [](const Trace& tr, int op, int on) {
+    const auto& d = tr.ranks.at(0).ops.at(std::size_t(op)).deps;
+    return std::find(d.begin(), d.end(), std::uint32_t(on)) != d.end();
+  };
+  // Eager: K/V all-gathered in the forward and in the backward beside step 0, dK/dV around the ring beside the
+  // steps, the last send waited.
+  ParamMap ag_eager = ag;
+  ag_eager["torch_compile"] = "false";
+  const Trace te = gen(ag_eager);
+  CHECK(count_ops(te, "mb0.l0.attn.cp.kv") >= 1);
+  CHECK(count_ops(te, "mb0.l0.attn.bwd.cp.kv") >= 1);
+  CHECK(count_ops(te, "mb0.l0.attn.bwd.cp.dkv.last") == 1);
+  CHECK(count_ops(te, "fwd.attn.cp0") == 1 * 4);  // one per layer per micro-batch
+  const int kv_e = index_of(te, "mb0.l0.attn.cp.kv"), s0_e = index_of(te, "mb0.l0.fwd.attn.cp0");
+  REQUIRE(kv_e >= 0);
+  REQUIRE(s0_e >= 0);
+  CHECK(!depends(te, s0_e, kv_e));  // step 0 runs beside the all-gather
+  // Compiled (torchtitan's fullgraph block): every functional collective waited where it is issued -- the K/V
+  // all-gather before step 0, one dK/dV permute after each of the cp = 2 steps, none left to wait for.
   const Trace t = gen(ag);
-  // allgather: K/V all-gathered in the forward and in the backward, dK/dV around the ring, the last send waited.
-  CHECK(count_ops(t, "mb0.l0.attn.cp.kv") >= 1);
-  CHECK(count_ops(t, "mb0.l0.attn.bwd.cp.kv") >= 1);
-  CHECK(count_ops(t, "mb0.l0.attn.bwd.cp.dkv.last") == 1);
-  CHECK(count_ops(t, "fwd.attn.cp0") == 1 * 4);  // one per layer per micro-batch
-  // Megatron-style keys stay separate; both methods run; unknown names and missing prerequisites are errors.
-  CHECK(count_ops(gen(a2a), "mb0.l0.attn.bwd.cp.dkv.last") == 1);
+  const int kv_c = index_of(t, "mb0.l0.attn.cp.kv"), s0_c = index_of(t, "mb0.l0.fwd.attn.cp0");
+  REQUIRE(kv_c >= 0);
+  REQUIRE(s0_c >= 0);
+  CHECK(depends(t, s0_c, kv_c));
+  CHECK(count_ops(t, "mb0.l0.attn.bwd.cp.dkv.last") == 0);
+  CHECK(count_ops(t, "mb0.l0.attn.bwd.cp.dkv") == 2);
+  const int s1_c = index_of(t, "mb0.l0.bwd.attn.cp1"), d0_c = index_of(t, "mb0.l0.attn.bwd.cp.dkv0");
+  REQUIRE(s1_c >= 0);
+  REQUIRE(d0_c >= 0);
+  CHECK(depends(t, s1_c, d0_c));  // step 1 waits for step 0's dK/dV send
+  CHECK(count_ops(t, "fwd.attn.cp0") == 1 * 4);
+  // alltoall under torch.compile: cp - 1 = 1 K/V permute per attention, exposed; eager: the ring beside.
+  CHECK(count_ops(gen(a2a), "mb0.l0.attn.cp.kv0") == 1);
+  ParamMap a2a_eager = a2a;
+  a2a_eager["torch_compile"] = "false";
+  CHECK(count_ops(gen(a2a_eager), "mb0.l0.attn.bwd.cp.dkv.last") == 1);
+  // Megatron-style keys stay separate; unknown names and missing prerequisites are errors.
   ParamMap bad = ag;
   bad["cp_comm_type"] = "p2p";
   CHECK_THROWS_WITH_AS(cfg(bad), doctest::Contains("replaces cp_comm_type"), InputError);
