@@ -54,6 +54,17 @@ const Op& op_named(const Trace& t, const std::string& suffix, std::size_t rank =
   return none;
 }
 
+// FLOPs of a block's backward: its compute op and, where Megatron's backward splits off the input-side GEMMs
+// around the input-gradient TP collective (TP > 1), their input_dgrad / input_wgrad / input_norm ops.
+double block_bwd_flops(const Trace& t, const std::string& name) {
+  double f = 0;
+  for (const auto& op : t.ranks.at(0).ops)
+    if (op.name == name || op.name == name + ".input_dgrad" || op.name == name + ".input_wgrad" ||
+        op.name == name + ".input_norm")
+      f += op.flops;
+  return f;
+}
+
 int count_ops(const Trace& t, const std::string& part, std::size_t rank = 0) {
   int n = 0;
   for (const auto& op : t.ranks.at(rank).ops) n += op.name.find(part) != std::string::npos;
@@ -107,8 +118,13 @@ TEST_CASE("gpt GQA: the K/V projection FLOPs shrink by exactly the group ratio")
   const double kv_mha = 2 * T * h * 2 * 16 * d / t, kv_gqa = 2 * T * h * 2 * 4 * d / t;
   CHECK(op_named(mha, "mb0.l0.fwd.attn").flops - op_named(gqa, "mb0.l0.fwd.attn").flops ==
         doctest::Approx(kv_mha - kv_gqa));
-  CHECK(op_named(mha, "mb0.l0.bwd.attn").flops - op_named(gqa, "mb0.l0.bwd.attn").flops ==
+  CHECK(block_bwd_flops(mha, "mb0.l0.bwd.attn") - block_bwd_flops(gqa, "mb0.l0.bwd.attn") ==
         doctest::Approx(2 * (kv_mha - kv_gqa)));
+  // ... all of it in the QKV GEMMs' input and weight gradients, which run around the TP collective.
+  CHECK(op_named(mha, "mb0.l0.bwd.attn.input_dgrad").flops - op_named(gqa, "mb0.l0.bwd.attn.input_dgrad").flops ==
+        doctest::Approx(kv_mha - kv_gqa));
+  CHECK(op_named(mha, "mb0.l0.bwd.attn.input_wgrad").flops - op_named(gqa, "mb0.l0.bwd.attn.input_wgrad").flops ==
+        doctest::Approx(kv_mha - kv_gqa));
   // Attention kernels themselves are unchanged (same queries); the K/V memory shrinks too.
   CHECK(gpt_memory_per_gpu(cfg(small({{"num_query_groups", "4"}}))).activations_bytes <
         gpt_memory_per_gpu(cfg(small())).activations_bytes);
@@ -118,7 +134,7 @@ TEST_CASE("gpt GQA: the K/V projection FLOPs shrink by exactly the group ratio")
 TEST_CASE("gpt SwiGLU: three MLP GEMMs, 1.5x the MLP FLOPs of the same ffn_hidden_size") {
   const Trace gelu = gen(small()), sw = gen(small({{"swiglu", "true"}}));
   CHECK(op_named(sw, "mb0.l0.fwd.mlp").flops == doctest::Approx(1.5 * op_named(gelu, "mb0.l0.fwd.mlp").flops));
-  CHECK(op_named(sw, "mb0.l0.bwd.mlp").flops == doctest::Approx(1.5 * op_named(gelu, "mb0.l0.bwd.mlp").flops));
+  CHECK(block_bwd_flops(sw, "mb0.l0.bwd.mlp") == doctest::Approx(1.5 * block_bwd_flops(gelu, "mb0.l0.bwd.mlp")));
   // Megatron-Core FLOP count: the MLP term is (f/h) x 3/2.
   GptConfig a = cfg(small()), b = cfg(small({{"swiglu", "true"}}));
   const double B = 8, s = 2048, l = 4, h = 1024, f = 2816;
@@ -433,15 +449,32 @@ TEST_CASE("gpt tp_comm_bulk_wgrad false leaves the backward reduce-scatter expos
   ParamMap a = small({{"tp_comm_overlap", "true"}});
   ParamMap b = a;
   b["tp_comm_bulk_wgrad"] = "false";
-  // Overlapped, the backward reduce-scatter starts with its GEMMs; not, it waits for them.
-  auto after_compute = [](const Trace& t) {
-    const auto& ops = t.ranks[0].ops;
-    const std::uint32_t gemm = static_cast<std::uint32_t>(&op_named(t, "mb0.l0.bwd.attn") - ops.data());
-    const auto& deps = op_named(t, "mb0.l0.attn.bwd.rs").deps;
-    return std::find(deps.begin(), deps.end(), gemm) != deps.end();
+  ParamMap titan = b;
+  titan["torch_compile"] = "true";
+  titan["use_torch_fsdp2"] = "true";
+  auto index = [](const Trace& t, const std::string& name) {
+    return static_cast<std::uint32_t>(&op_named(t, name) - t.ranks[0].ops.data());
   };
-  CHECK_FALSE(after_compute(gen(a)));
-  CHECK(after_compute(gen(b)));
+  auto depends = [&](const Trace& t, const std::string& op, const std::string& on) {
+    const auto& deps = op_named(t, op).deps;
+    return std::find(deps.begin(), deps.end(), index(t, on)) != deps.end();
+  };
+  // Bulk overlap (userbuffers): the backward reduce-scatter starts with the block's GEMMs.
+  const Trace ta = gen(a);
+  CHECK_FALSE(depends(ta, "mb0.l0.attn.bwd.rs", "mb0.l0.bwd.attn"));
+  CHECK(count_ops(ta, "bwd.attn.input_") == 0);
+  // Without it, Megatron's block falls back to the async reduce-scatter: after the QKV input-gradient GEMM,
+  // beside the QKV weight-gradient GEMM (which waits for the re-gathered input), before the norm backward.
+  const Trace tb = gen(b);
+  CHECK(depends(tb, "mb0.l0.attn.bwd.rs", "mb0.l0.bwd.attn.input_dgrad"));
+  CHECK(depends(tb, "mb0.l0.attn.bwd.rs", "mb0.l0.attn.bwd.ag.input"));
+  CHECK(depends(tb, "mb0.l0.bwd.attn.input_wgrad", "mb0.l0.attn.bwd.ag.input"));
+  CHECK_FALSE(depends(tb, "mb0.l0.bwd.attn.input_wgrad", "mb0.l0.attn.bwd.rs"));
+  CHECK(depends(tb, "mb0.l0.attn.bwd.dgrad.wait", "mb0.l0.attn.bwd.rs"));
+  // torchtitan's async TP (PyTorch's tensor parallelism): it waits for the block's whole backward.
+  const Trace tt = gen(titan);
+  CHECK(depends(tt, "mb0.l0.attn.bwd.rs", "mb0.l0.bwd.attn"));
+  CHECK(count_ops(tt, ".input_") == 0);
 }
 
 TEST_CASE("gpt FSDP and distributed-optimizer overlaps") {
