@@ -67,8 +67,8 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
   for (const Kernel& k : {ln, gelu, drop_add}) L.bwd_mlp.add(cm, k, 2.0);
   for (const Kernel& k : {qkv, proj}) L.wgrad_attn.add(cm, k);  // the weight half of the GEMMs' backward
   for (const Kernel& k : {fc1, fc2}) L.wgrad_mlp.add(cm, k);
-  L.in_attn.dgrad.add(cm, qkv), L.in_attn.wgrad.add(cm, qkv), L.in_attn.norm.add(cm, ln, 2.0);
-  L.in_mlp.dgrad.add(cm, fc1), L.in_mlp.wgrad.add(cm, fc1), L.in_mlp.norm.add(cm, ln, 2.0);
+  L.dgrad_attn_in.add(cm, qkv), L.wgrad_attn_in.add(cm, qkv);
+  L.dgrad_mlp_in.add(cm, fc1), L.wgrad_mlp_in.add(cm, fc1);
   for (const Kernel& k : {qk, softmax, attn_dropout, av}) L.recompute_attn_extra.add(cm, k);
   return L;
 }
@@ -127,17 +127,14 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.k)), cast_factor);
     out.add(cm, KernelDesc::gemm(T, g.n, g.k, gp), gemm_factor);
   };
-  auto bwd_gemm = [&](Costs& out, G g, Costs& w) {
+  // din / win (optional): also record the input- / weight-gradient GEMM there (the input projections').
+  auto bwd_gemm = [&](Costs& out, G g, Costs& w, Costs* din = nullptr, Costs* win = nullptr) {
     if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.n)), cast_factor);  // output gradient
     out.add(cm, KernelDesc::gemm(T, g.k, g.n, gp), gemm_factor);  // dgrad
     out.add(cm, KernelDesc::gemm(g.k, g.n, T, gp), gemm_factor);  // wgrad
     w.add(cm, KernelDesc::gemm(g.k, g.n, T, gp), gemm_factor);
-  };
-  // The same kernels of an input-side GEMM, recorded apart (LayerCosts::in_attn / in_mlp).
-  auto in_gemm = [&](InputLinearBwd& in, G g) {
-    if (c.fp8()) in.dgrad.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.n)), cast_factor);
-    in.dgrad.add(cm, KernelDesc::gemm(T, g.k, g.n, gp), gemm_factor);
-    in.wgrad.add(cm, KernelDesc::gemm(g.k, g.n, T, gp), gemm_factor);
+    if (din) din->add(cm, KernelDesc::gemm(T, g.k, g.n, gp), gemm_factor);
+    if (win) win->add(cm, KernelDesc::gemm(g.k, g.n, T, gp), gemm_factor);
   };
   const auto impl = c.attention_backend == "flash" ? models::AttentionImpl::Flash : models::AttentionImpl::Cudnn;
   // Causal attention of this rank's s/cp queries over the whole sequence: with load-balanced chunks (2 cp
@@ -319,10 +316,8 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
   bwd_gemm(L.bwd_mlp, down, L.wgrad_mlp);
   L.bwd_mlp.add(cm, mem(actv_kind, 2.0 * actv));
-  bwd_gemm(L.bwd_mlp, up, L.wgrad_mlp);
+  bwd_gemm(L.bwd_mlp, up, L.wgrad_mlp, &L.dgrad_mlp_in, &L.wgrad_mlp_in);
   add_norm(L.bwd_mlp, 2.0);
-  in_gemm(L.in_mlp, up);
-  add_norm(L.in_mlp.norm, 2.0);
   L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
   bwd_gemm(L.bwd_attn, attn_out, L.wgrad_attn);
   add_attention(L.bwd_attn, true);
@@ -330,11 +325,9 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   if (titan) add_rope(L.bwd_attn, 2.0);
   else if (rope > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, rope));
   if (latent_norm > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Norm, 2.0 * latent_norm));
-  for (auto it = attn_in.rbegin(); it != attn_in.rend(); ++it) bwd_gemm(L.bwd_attn, *it, L.wgrad_attn);
+  for (auto it = attn_in.rbegin(); it != attn_in.rend(); ++it)
+    bwd_gemm(L.bwd_attn, *it, L.wgrad_attn, &L.dgrad_attn_in, &L.wgrad_attn_in);
   add_norm(L.bwd_attn, 2.0);
-  for (const G& g : attn_in)
-    if (g.k == h) in_gemm(L.in_attn, g);  // the GEMMs reading the block's input (MLA: the down-projections)
-  add_norm(L.in_attn.norm, 2.0);
   if (c.selective_ac_option == "op") {
     // torchtitan's per-op selective checkpointing (layer_activation_bytes_op_sac): the flash / efficient
     // SDPA output is saved, so attention is not recomputed; the backward recomputes what was not saved --

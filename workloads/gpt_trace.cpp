@@ -301,28 +301,17 @@ class StageEmitter {
   // One TP block: [SP all-gather] compute [SP reduce-scatter | all-reduce], with the CP exchange of an
   // attention block. tp_comm_overlap runs the SP collectives beside the compute (which pays the SM
   // cost); p2p context parallelism runs the ring exchange beside the attention compute.
-  //
-  // The backward of a Megatron / NeMo block (torch_compile unset) with TP runs its input-side GEMMs as
-  // Megatron-LM does (megatron/core/tensor_parallel/layers.py, LinearWithGradAccumulationAndAsyncCommunication
-  // .backward, NVIDIA/Megatron-LM@d98e8a64dd; Transformer Engine's _Linear / _LayerNormLinear.backward, the
-  // modules Megatron-Core builds the block from, do the same, "column_parallel_comm_dgrad"): with
-  // sequence_parallel the input, saved unsharded only on this rank's s/t tokens, is all-gathered again
-  // (async) while the input-gradient GEMM runs; the input gradient is then reduce-scattered (all-reduced
-  // without sequence_parallel: ColumnParallelLinear's allreduce_dgrad) asynchronously while the
-  // weight-gradient GEMM runs, and the norm backward waits for it. Both overlaps are ops beside each other
-  // in the dependency graph, so a slower collective still shows; the SMs NCCL's kernels take from the GEMM
-  // meanwhile are not priced. `in` (LayerCosts::in_attn / in_mlp) is the part of `cost` this concerns;
-  // null where the weight-gradient GEMMs left the block (delay_wgrad_compute, DualPipe's W slot), which then
-  // keeps the plain order. One rule with tp_comm_overlap: Transformer Engine's userbuffers replace the async
-  // NCCL calls where they are on -- tp_comm_bulk_wgrad (default) overlaps the reduce-scatter with the whole
-  // block (below, at the SM cost) and the re-gather with it too (TE ub_bulk_dgrad); with
-  // tp_comm_bulk_wgrad false TE falls back to the async reduce-scatter above. PyTorch's tensor parallelism
-  // (torchtitan, torch_compile set) saves the gathered input (no re-gather) and reduces the input gradient
-  // only after the whole matmul backward (torch/distributed/tensor/parallel/style.py ColwiseParallel: the
-  // input's redistribute runs in the autograd node after the mm's; pytorch/pytorch@0123248a), so its order
-  // stays as it was.
+  // Backward of a Megatron / Transformer Engine block (bwd with `din` and `win`, the input projections' dgrad
+  // and wgrad GEMMs inside `cost`): the column-parallel input linear's backward
+  // (megatron/core/tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication.backward at
+  // NVIDIA/Megatron-LM@d98e8a64dd; transformer_engine/pytorch/module/layernorm_linear.py _LayerNormLinear
+  // .backward at NVIDIA/TransformerEngine@0004dbd0, "Overlap input AG with dgrad", "Overlap dgrad-RS/AR with
+  // wgrad") re-gathers its sequence-parallel input beside the dgrad GEMM and reduces the input gradient
+  // (reduce-scatter with SP, else all-reduce when async_tensor_model_parallel_allreduce) beside the wgrad
+  // GEMM, on the TP stream. PyTorch's DTensor TP (torchtitan: torch_compile set) reduces after the matmul's
+  // backward node (both gradients) and waits at the next use: not split.
   void block(const std::string& nm, const std::string& cname, const Costs& cost, bool attn, bool bwd,
-             const std::vector<std::uint32_t>& extra = {}, const InputLinearBwd* in = nullptr) {
+             const std::vector<std::uint32_t>& extra = {}, const Costs* din = nullptr, const Costs* win = nullptr) {
     const auto& tp_comm = Y.tp_comm;
     const double tp_bytes = x_.tp_bytes, kv_bytes = x_.kv_bytes;
     std::vector<std::uint32_t> par;
@@ -333,15 +322,10 @@ class StageEmitter {
     // (cp_comm_type).
     const bool torch_cp = attn && cp > 1 && !c.context_parallel_rotate_method.empty();
     const bool mcore_cp = attn && cp > 1 && !torch_cp;
-    const bool mcore_block = c.torch_compile.empty() && !torch_cp;
-    const bool bulk = ovl && c.tp_comm_bulk_wgrad;
-    const bool async_bwd = bwd && t > 1 && mcore_block && !bulk && in != nullptr;
     if (t > 1 && c.sequence_parallel) {
       Op ag = coll_op(nm + (bwd ? ".bwd.ag" : ".ag"), CollOp::AllGather, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp");
       if (ovl) par.push_back(rb.fork(std::move(ag)));
       else rb.chain(std::move(ag));
-      if (bwd && bulk && mcore_block && in != nullptr)
-        par.push_back(rb.fork(coll_op(nm + ".bwd.ag.input", CollOp::AllGather, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp")));
     }
     if (mcore_cp) {
       const std::int32_t cc = Y.cp_comm[st];
@@ -355,32 +339,30 @@ class StageEmitter {
         rb.chain(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.a2a", CollOp::AllToAll, cc, bwd ? x_.o_local : x_.qkv_local, RankBuilder::kCp, "cp"));
       }
     }
-    const double f = ovl ? kTpOverlapComputeFactor : 1.0;
-    Costs cc = async_bwd ? minus(minus(minus(cost, in->dgrad), in->wgrad), in->norm) : cost;
-    cc.seconds *= f;
-    if (torch_cp) torch_cp_attention(nm, cname, cc, ovl ? kTpOverlapComputeFactor : 1.0, bwd, extra);
+    const bool split = bwd && t > 1 && din && win && !torch_cp && c.torch_compile.empty() &&
+                       (c.sequence_parallel || c.async_tensor_model_parallel_allreduce);
+    const double sm = ovl ? kTpOverlapComputeFactor : 1.0;
+    Costs cc = cost;
+    if (split) cc = minus(minus(cc, *din), *win);
+    cc.seconds *= sm;
+    if (torch_cp) torch_cp_attention(nm, cname, cc, sm, bwd, extra);
     else rb.chain(compute_op(cname, cc), extra);
     if (mcore_cp && c.cp_comm_type == "all_gather" && bwd)
       rb.chain(coll_op(nm + ".bwd.cp.dkv", CollOp::ReduceScatter, Y.cp_comm[st], kv_bytes, RankBuilder::kCp, "cp"));
     if (mcore_cp && c.cp_comm_type == "a2a")
       rb.chain(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.a2a2", CollOp::AllToAll, Y.cp_comm[st], bwd ? x_.qkv_local : x_.o_local, RankBuilder::kCp, "cp"));
-    if (async_bwd) {
-      auto part = [f](Costs x) {
-        x.seconds *= f;
-        return x;
-      };
-      const bool sp = c.sequence_parallel;
+    if (split) {
+      Costs d = *din, w = *win;
+      d.seconds *= sm, w.seconds *= sm;
       std::uint32_t regather = 0;
-      if (sp) regather = rb.fork(coll_op(nm + ".bwd.ag.input", CollOp::AllGather, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp"));
-      rb.chain(compute_op(cname + ".input_dgrad", part(in->dgrad)));
-      Op red = sp ? coll_op(nm + ".bwd.rs", CollOp::ReduceScatter, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp")
-                  : coll_op(nm + ".bwd.ar", CollOp::AllReduce, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp");
-      red.deps.push_back(rb.last());
-      if (sp) red.deps.push_back(regather);
-      const std::uint32_t r = rb.push(std::move(red));
-      rb.chain(compute_op(cname + ".input_wgrad", part(in->wgrad)), sp ? std::vector<std::uint32_t>{regather} : std::vector<std::uint32_t>{});
-      rb.chain(wait_op(nm + ".bwd.dgrad.wait"), {r});
-      rb.chain(compute_op(cname + ".input_norm", part(in->norm)));
+      if (c.sequence_parallel)
+        regather = rb.fork(coll_op(nm + ".bwd.ag.input", CollOp::AllGather, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp"));
+      rb.chain(compute_op(cname + ".dgrad_in", d));
+      if (c.sequence_parallel) rb.chain(wait_op(nm + ".bwd.ag.input.wait"), {regather});
+      par.push_back(rb.fork(c.sequence_parallel
+                                ? coll_op(nm + ".bwd.rs", CollOp::ReduceScatter, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp")
+                                : coll_op(nm + ".bwd.ar", CollOp::AllReduce, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp")));
+      rb.chain(compute_op(cname + ".wgrad_in", w));
     } else if (t > 1) {
       Op red = c.sequence_parallel
                    ? coll_op(nm + (bwd ? ".bwd.rs" : ".rs"), CollOp::ReduceScatter, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp")
@@ -655,7 +637,8 @@ class StageEmitter {
       if (c.recomputes("layernorm")) ba += K.layer.recompute_norm, ba += K.layer.recompute_norm;
       if (wm != WMode::Whole) ba = minus(ba, K.layer.wgrad_attn);
       auto tail = [this, nm, ba, ch, l, gl, mb, wm]() {
-        block(nm + ".attn", nm + ".bwd.attn", ba, true, true, {}, wm == WMode::Whole ? &K.layer.in_attn : nullptr);
+        if (wm == WMode::Whole) block(nm + ".attn", nm + ".bwd.attn", ba, true, true, {}, &K.layer.dgrad_attn_in, &K.layer.wgrad_attn_in);
+        else block(nm + ".attn", nm + ".bwd.attn", ba, true, true);
         if (wm == WMode::Whole) final_bwd[ch][l] = rb.last();
         if (c.fsdp() && (!fsdp_keep_gathered || mb == x_.m - 1)) {
           // Gradient reduce-scatter of this layer (every micro-batch, as FSDP2 without no_sync; with
@@ -673,8 +656,10 @@ class StageEmitter {
       } else {
         out.push_back([this, nm, pre, extra, tail, wm]() {
           if (pre) pre();
-          block(nm + ".mlp", nm + ".bwd.mlp", wm == WMode::Whole ? K.layer.bwd_mlp : minus(K.layer.bwd_mlp, K.layer.wgrad_mlp),
-                false, true, *extra, wm == WMode::Whole ? &K.layer.in_mlp : nullptr);
+          if (wm == WMode::Whole)
+            block(nm + ".mlp", nm + ".bwd.mlp", K.layer.bwd_mlp, false, true, *extra, &K.layer.dgrad_mlp_in, &K.layer.wgrad_mlp_in);
+          else
+            block(nm + ".mlp", nm + ".bwd.mlp", minus(K.layer.bwd_mlp, K.layer.wgrad_mlp), false, true, *extra);
           if (wm == WMode::Delay) rb.chain(compute_op(nm + ".bwd.mlp.wgrad", K.layer.wgrad_mlp));
           tail();
         });
