@@ -194,7 +194,8 @@ double fsdp_busy(const sim::RunResult& r) {
 }
 
 // Seconds of attention-block compute (QKV / projection GEMMs and the attention kernel, forward and backward;
-// with TP the backward's QKV GEMMs and norm are ops of their own, .bwd.attn.input_*) per simulated rank.
+// with TP, Megatron's backward runs the QKV GEMMs as ops of their own, .bwd.attn.dgrad_in / .wgrad_in) per
+// simulated rank.
 double attention_compute(const sim::RunResult& r) {
   double busy = 0;
   std::map<std::int32_t, int> ranks;
@@ -204,8 +205,8 @@ double attention_compute(const sim::RunResult& r) {
   for (const auto& op : r.ops) {
     ranks[op.rank] = 1;
     const std::string& n = op.name;
-    if (op.kind == "compute" && (ends(n, ".fwd.attn") || ends(n, ".bwd.attn") || ends(n, ".bwd.attn.input_dgrad") ||
-                                 ends(n, ".bwd.attn.input_wgrad") || ends(n, ".bwd.attn.input_norm")))
+    if (op.kind == "compute" && (ends(n, ".fwd.attn") || ends(n, ".bwd.attn") || ends(n, ".bwd.attn.dgrad_in") ||
+                                 ends(n, ".bwd.attn.wgrad_in")))
       busy += op.end_s - op.start_s;
   }
   return ranks.empty() ? 0.0 : busy / double(ranks.size());
