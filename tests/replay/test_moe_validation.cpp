@@ -4,9 +4,9 @@
 // compute is the per-kernel model fitted on single-kernel measurements (validate/compute_calibrations/h100.json),
 // so all 9 rows are held out. Attention is cuDNN fused (`attention_backend: fused`, as Transformer Engine picks on
 // Hopper: docs/workloads.md "Attention"); gradients reduced in fp32 (Megatron-LM's bf16 rule, docs/workloads.md).
-// Measured 2026-11-26 (docs/validation.md, "Mixture of experts"): |error| 8.8, 13.3, 16.5, 6.4, 44.0 % (Qwen3 rows
-// 93, 94, 95, 96, 97; row 94 is row 93 with overlap_moe_expert_parallel_comm) and 6.3, 1.7, 5.3, 0.7 % (Mixtral
-// rows 111-114): median 6.4 %, max 44.0 %.
+// Measured 2026-11-27 at 56ee912 (docs/validation.md, "Mixture of experts", which also breaks each step down):
+// errors -15.7, -21.0, +15.5, -28.8, -48.7 % (Qwen3 rows 93, 94, 95, 96, 97; row 94 is row 93 with
+// overlap_moe_expert_parallel_comm) and +8.1, +3.4, +7.5, +2.3 % (Mixtral rows 111-114): median 15.5 %, max 48.7 %.
 // The bounds below are those figures rounded up.
 // Run with
 //   build/tests/test_replay -tc="validation: moe*" -s
