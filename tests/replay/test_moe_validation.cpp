@@ -7,7 +7,8 @@
 // Measured 2026-11-27 at 56ee912 (docs/validation.md, "Mixture of experts", which also breaks each step down):
 // errors -15.7, -21.0, +15.5, -28.8, -48.7 % (Qwen3 rows 93, 94, 95, 96, 97; row 94 is row 93 with
 // overlap_moe_expert_parallel_comm) and +8.1, +3.4, +7.5, +2.3 % (Mixtral rows 111-114): median 15.5 %, max 48.7 %.
-// The bounds below are those figures rounded up.
+// The backward TP overlap (d5d98dc) moved them by under 1 point (row 97: -49.6 %); the bounds below are the
+// current figures rounded up.
 // Run with
 //   build/tests/test_replay -tc="validation: moe*" -s
 #include <doctest/doctest.h>
