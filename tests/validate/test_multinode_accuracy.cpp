@@ -15,7 +15,9 @@
 #include <map>
 
 #include "models/calibration.hpp"
+#include "sim/base/error.hpp"
 #include "validate/report.hpp"
+#include "validate/simulate.hpp"
 
 using namespace fabricsim;
 using namespace fabricsim::validate;
@@ -112,15 +114,31 @@ TEST_CASE("a log's NCCL settings that fabricsim does not model are reported, the
   const Report rep = compare(cases, [&](std::size_t) -> const models::Calibration& { return def; }, "defaults");
   REQUIRE(rep.logs.size() == 1u);
   const auto& l = rep.logs[0];
-  REQUIRE(l.env_honoured.size() == 1u);
+  REQUIRE(l.env_honoured.size() == 2u);
   CHECK(l.env_honoured[0] == "NCCL_ALGO=Ring");
-  REQUIRE(l.env_not_modelled.size() == 2u);
+  CHECK(l.env_honoured[1] == "NCCL_MIN_CTAS=24");
+  REQUIRE(l.env_not_modelled.size() == 1u);
   CHECK(l.env_not_modelled[0].rfind("NCCL_IB_QPS_PER_CONNECTION=2: ", 0) == 0);
-  CHECK(l.env_not_modelled[1].rfind("NCCL_MIN_CTAS=24: ", 0) == 0);
   for (const auto& pt : l.points) CHECK(pt.algorithm == "ring");
   const std::string text = report_text(rep);
-  CHECK(text.find("#   NCCL settings honoured: NCCL_ALGO=Ring\n") != std::string::npos);
-  CHECK(text.find("#   NCCL setting NOT modelled: NCCL_MIN_CTAS=24: ") != std::string::npos);
+  CHECK(text.find("#   NCCL settings honoured: NCCL_ALGO=Ring NCCL_MIN_CTAS=24\n") != std::string::npos);
+  CHECK(text.find("NOT modelled: NCCL_MIN_CTAS") == std::string::npos);
+}
+
+TEST_CASE("NCCL channel settings in a log's env: parsed as NCCL does, a non-integer is an error naming the log") {
+  const auto e = nccl_channel_env({{"NCCL_MIN_CTAS", "24"}, {"NCCL_MAX_NCHANNELS", "0"}, {"NCCL_MAX_CTAS", "-3"}}, "x.log");
+  CHECK(e.min_ctas == 24);
+  CHECK(e.max_nchannels == 1);  // ncclMaxNchannels: < 1 becomes 1
+  CHECK(e.max_ctas == 0);       // <= 0: NCCL leaves the config's value
+  CHECK(e.min_nchannels == 0);
+  try {
+    (void)nccl_channel_env({{"NCCL_MIN_NCHANNELS", "lots"}}, "x.log");
+    FAIL("expected an InputError");
+  } catch (const InputError& err) {
+    const std::string w = err.what();
+    CHECK(w.find("x.log") != std::string::npos);
+    CHECK(w.find("NCCL_MIN_NCHANNELS=lots: expected an integer channel count") != std::string::npos);
+  }
 }
 
 TEST_CASE("NCCL_NVLS_ENABLE=0 in a run's env removes NVLS and NVLS_TREE from the simulated choices") {
