@@ -954,7 +954,7 @@ struct Builder {
     // NCCL's NVLS kernel works in loops of channels x heads x chunk bytes (tuner.hpp nccl_nvls_loops); each
     // loop costs the NVLS per-step latency. The pipeline gets one chunk per loop (at most
     // max_pipeline_chunks, each then standing for several loops and paying their latencies).
-    const NvlsLoops nl = nccl_nvls_loops(S, nccl_nvls_channels(t.node(gpu(0)).model), n);
+    const NvlsLoops nl = nccl_nvls_loops(S, nccl_nvls_channels_with_env(nccl_nvls_channels(t.node(gpu(0)).model), spec.nccl_env), n);
     const std::uint32_t K = static_cast<std::uint32_t>(std::clamp(nl.loops, 1.0, calib.factors.max_pipeline_chunks));
     step_latency_scale = nl.loops / K;
     const double nn = n;
@@ -995,7 +995,7 @@ struct Builder {
     const double shard = S / g;
     // NCCL's NVLS_TREE loop: nvls channels x heads x a chunk that differs from NVLS's (tuner.hpp
     // nccl_nvls_tree_loops).
-    const NvlsLoops nl = nccl_nvls_tree_loops(S, nccl_nvls_channels(t.node(gpu(0)).model), g, H);
+    const NvlsLoops nl = nccl_nvls_tree_loops(S, nccl_nvls_channels_with_env(nccl_nvls_channels(t.node(gpu(0)).model), spec.nccl_env), g, H);
     const std::uint32_t K = static_cast<std::uint32_t>(std::clamp(nl.loops, 1.0, calib.factor("max_pipeline_chunks")));
     step_latency_scale = nl.loops / K;
     std::vector<NodeId> sw(H);
@@ -1452,7 +1452,7 @@ bool build_impl(const CollectiveSpec& spec, const topo::Topology& t, topo::Routi
   // NCCL's LL ceiling is a network one (llMaxBws N2/N4, by CPU vendor) that no log here calibrates.
   if (p == Protocol::LL && (a == Algorithm::Ring || a == Algorithm::Tree) && b.L.hosts.size() == 1) {
     const std::string& model = t.node(spec.communicator.front()).model;
-    const int coll = nccl_coll_channels(model, 1);
+    const int coll = nccl_channels_with_env(nccl_coll_channels(model, 1), spec.nccl_env);
     const double llmax = ll_max_busbw_Bps(model, 1);
     if (coll > 0 && llmax > 0) {
       const int nc = nccl_call_channels(a, p, static_cast<double>(spec.bytes), static_cast<int>(spec.communicator.size()), coll);

@@ -38,6 +38,14 @@ bool parse_fidelity(const std::string& s, Fidelity& out);
 constexpr std::array<Op, 9> kAllOps = {Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::Broadcast, Op::Reduce,
                                        Op::AllToAll,  Op::AllToAllv, Op::SendRecv,      Op::Scatter};
 
+// The NCCL channel settings of the run being modelled (0 = unset): NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS and
+// NCCL_MIN_CTAS, NCCL_MAX_CTAS (the communicator config's minCTAs/maxCTAs, which src/init.cc reads from the
+// environment). tuner.hpp nccl_channels_with_env / nccl_nvls_channels_with_env apply them as NCCL does.
+struct NcclChannelEnv {
+  int min_nchannels = 0, max_nchannels = 0, min_ctas = 0, max_ctas = 0;
+  bool any() const { return min_nchannels > 0 || max_nchannels > 0 || min_ctas > 0 || max_ctas > 0; }
+};
+
 struct CollectiveSpec {
   Op op = Op::AllReduce;
   std::uint64_t bytes = 0;                 // nccl-tests "size", see the table above
@@ -46,6 +54,7 @@ struct CollectiveSpec {
   std::optional<Algorithm> algorithm;      // empty: the tuner picks
   std::optional<Protocol> protocol;        // empty: the tuner picks
   int channels = 0;                        // ring/tree channels; 0 = NIC count of the busiest host (>= 1)
+  NcclChannelEnv nccl_env;                 // NCCL's channel settings (NCCL's call channel counts, not `channels`)
   Fidelity fidelity = Fidelity::Auto;
   int elem_bytes = 4;                      // datatype size (float)
   std::vector<std::vector<std::uint64_t>> matrix;  // all_to_allv only: bytes rank i -> rank j (n x n)

@@ -62,6 +62,24 @@ int nccl_nvls_channels(const std::string& gpu_model) {
   return 16;
 }
 
+// NCCL's MAXCHANNELS (src/include/device.h at v2.26.2-1): ncclMinNchannels/ncclMaxNchannels and the config's
+// minCTAs are capped at it (src/graph/connect.cc, src/init.cc).
+constexpr int kNcclMaxChannels = 64;
+
+int nccl_channels_with_env(int coll_channels, const NcclChannelEnv& env) {
+  int nc = coll_channels;
+  const int cap = std::min(env.max_nchannels > 0 ? env.max_nchannels : kNcclMaxChannels,
+                           env.max_ctas > 0 ? env.max_ctas : kNcclMaxChannels);
+  if (nc > 0) nc = std::min(nc, std::min(cap, kNcclMaxChannels));
+  const int floor = std::min(kNcclMaxChannels, std::max(env.min_nchannels, env.min_ctas));
+  return std::max(nc, floor);
+}
+
+int nccl_nvls_channels_with_env(int nvls_channels, const NcclChannelEnv& env) {
+  int nc = env.max_ctas > 0 ? std::min(env.max_ctas, nvls_channels) : nvls_channels;
+  return std::max(std::min(env.min_ctas, kNcclMaxChannels), nc);
+}
+
 namespace {
 // One loop of NCCL's NVLS kernels moves ops x chunk bytes, ops = channels x heads (heads capped at
 // NCCL_MAX_NVLS_ARITY = 32); `shrink` lowers the chunk for the call's size (the two rules below).
@@ -115,7 +133,8 @@ int nccl_call_channels(const CollectiveSpec& spec, const topo::Topology& t) {
   if (spec.communicator.empty()) return 1;
   std::set<int> hosts;
   for (NodeId g : spec.communicator) hosts.insert(t.node(g).host);
-  const int coll = nccl_coll_channels(t.node(spec.communicator.front()).model, static_cast<int>(hosts.size()));
+  const int coll = nccl_channels_with_env(
+      nccl_coll_channels(t.node(spec.communicator.front()).model, static_cast<int>(hosts.size())), spec.nccl_env);
   return nccl_call_channels(*spec.algorithm, *spec.protocol, static_cast<double>(spec.bytes),
                             static_cast<int>(spec.communicator.size()), coll);
 }
@@ -354,10 +373,15 @@ TunerChoice tune(const CollectiveSpec& spec, const topo::Topology& t, topo::Rout
       Candidate c = predict(spec, a, p, bw, calib, channels);
       // [NCCL-T] ncclTopoGetAlgoTime (NCCL >= 2.18; 1.9 for every GPU before): "Plateau effect of ring": a
       // multi-node Ring/Simple all_reduce with at least 64 bytes per channel and rank has its latency x1.4, x1.9
-      // below compute capability 8.0 (V100). nChannels is the communicator's (nccl_coll_channels, else ours).
+      // below compute capability 8.0 (V100). nChannels is the communicator's (nccl_coll_channels under the run's
+      // NCCL_MIN/MAX_NCHANNELS and CTAs settings, else ours). It is the only place the channel settings enter
+      // NCCL's choice: its bandwidth table multiplies the per-channel bandwidth by the search graph's channel
+      // count (graphs[a]->nChannels in ncclTopoTuneModel, src/graph/tuning.cc at v2.26.2-1), which
+      // ncclTopoPostset's duplication for NCCL_MIN_CTAS does not change.
       if (a == Algorithm::Ring && p == Protocol::Simple && bw.hosts > 1 && spec.op == Op::AllReduce) {
         const std::string& model = t.node(spec.communicator.front()).model;
-        const int nch = std::max(1, nccl_coll_channels(model, bw.hosts) > 0 ? nccl_coll_channels(model, bw.hosts) : channels);
+        const int known = nccl_channels_with_env(nccl_coll_channels(model, bw.hosts), spec.nccl_env);
+        const int nch = std::max(1, known > 0 ? known : channels);
         if (static_cast<double>(spec.bytes) / (static_cast<double>(nch) * bw.nranks) >= 64) {
           const double f = model.rfind("v100", 0) == 0 ? 1.9 : 1.4;
           c.predicted_s += (f - 1) * c.latency_s;

@@ -48,7 +48,8 @@ int nccl_coll_channels(const std::string& gpu_model, int hosts);
 // thresholds from src/graph/tuning.cc). Other algorithms, and coll_channels <= 1, give 1.
 int nccl_call_channels(Algorithm a, Protocol p, double bytes, int nranks, int coll_channels);
 // The same for a spec whose algorithm and protocol are set (throws InputError otherwise), with coll_channels
-// from nccl_coll_channels of its first GPU's model and its host count.
+// from nccl_coll_channels of its first GPU's model and its host count, under spec.nccl_env
+// (nccl_channels_with_env).
 int nccl_call_channels(const CollectiveSpec& spec, const topo::Topology& t);
 
 // [NCCL-E] Channels (CTAs) NCCL runs an NVLS call on, for GPUs of `gpu_model` in one NVLink domain
@@ -56,6 +57,14 @@ int nccl_call_channels(const CollectiveSpec& spec, const topo::Topology& t);
 // log cited in tuner.cpp prints "16 nvls channels"), 24 on Blackwell within one NVLink domain
 // (NVLS_NCHANNELS_SM100_NVL, NCCL 2.28). Other models: Hopper's 16.
 int nccl_nvls_channels(const std::string& gpu_model);
+// NVIDIA/nccl: NCCL's ring/tree channel count under the run's channel settings (src/graph/connect.cc
+// ncclTopoPostset at v2.26.2-1: nChannels = min(NCCL_MAX_NCHANNELS, nChannels, maxCTAs), then channels are
+// duplicated up to max(NCCL_MIN_NCHANNELS, minCTAs); both capped at MAXCHANNELS = 64). `coll_channels` 0
+// (count not known) stays 0 unless a minimum is set, which then gives the minimum.
+int nccl_channels_with_env(int coll_channels, const NcclChannelEnv& env);
+// NVIDIA/nccl: NVLS channels under the run's settings (src/transport/nvls.cc ncclNvlsInit at v2.26.2-1:
+// max(minCTAs, min(maxCTAs, channels)); NCCL_MIN/MAX_NCHANNELS do not enter).
+int nccl_nvls_channels_with_env(int nvls_channels, const NcclChannelEnv& env);
 // How NCCL cuts an NVLS call of `bytes` (src/enqueue.cc calcCollChunking, NCCL 2.18-2.28): the chunk starts
 // at nvlsChunkSize (128 KiB) and drops to 64 KiB below 64 x ops x chunk bytes, 32 KiB below 8 x ops x 64 KiB
 // and 16 KiB below 2 x ops x 32 KiB, where ops = channels x heads (heads: the communicator's ranks, at most

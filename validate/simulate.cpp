@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <set>
+#include <stdexcept>
 
 #include "models/benchmark_loop.hpp"
 #include "models/collectives.hpp"
@@ -212,6 +213,33 @@ std::optional<models::Algorithm> modelled_nccl_algorithm(const std::string& nccl
 
 }  // namespace
 
+models::NcclChannelEnv nccl_channel_env(const std::map<std::string, std::string>& env, const std::string& where) {
+  models::NcclChannelEnv out;
+  auto get = [&](const char* name, int& field) {
+    auto it = env.find(name);
+    if (it == env.end()) return;
+    std::size_t used = 0;
+    long v = 0;
+    try {
+      v = std::stol(it->second, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != it->second.size())
+      throw InputError(where, std::string(name) + "=" + it->second + ": expected an integer channel count");
+    // NCCL ignores NCCL_MIN_CTAS / NCCL_MAX_CTAS <= 0 ("too low, leaving it", src/init.cc at v2.26.2-1) and a
+    // negative NCCL_MIN_NCHANNELS (src/graph/connect.cc ncclMinNchannels); NCCL_MAX_NCHANNELS < 1 becomes 1
+    // (ncclMaxNchannels).
+    if (std::string(name) == "NCCL_MAX_NCHANNELS") field = static_cast<int>(std::clamp(v, 1L, 1L << 20));
+    else field = v > 0 ? static_cast<int>(std::min(v, 1L << 20)) : 0;
+  };
+  get("NCCL_MIN_NCHANNELS", out.min_nchannels);
+  get("NCCL_MAX_NCHANNELS", out.max_nchannels);
+  get("NCCL_MIN_CTAS", out.min_ctas);
+  get("NCCL_MAX_CTAS", out.max_ctas);
+  return out;
+}
+
 struct SimSystem::Impl {
   models::System sys;
   models::CollectiveSpec base;
@@ -276,6 +304,7 @@ SimSystem::SimSystem(const SystemMapping& map, const Measurement& m) : map_(map)
   impl_->single_call = m.format == "fabricsim-json-simulation" && m.loop_iters == 0;
   impl_->nccl_choices = m.nccl_choices;
   if (auto e = m.env.find("NCCL_NVLS_ENABLE"); e != m.env.end()) impl_->nvls_disabled = e->second == "0";
+  impl_->base.nccl_env = nccl_channel_env(m.env, m.source);
 }
 
 SimSystem::~SimSystem() = default;
@@ -368,20 +397,15 @@ NcclEnvEffects nccl_env_effects(const std::map<std::string, std::string>& env) {
   NcclEnvEffects out;
   for (const auto& [k, v] : env) {
     const std::string kv = k + "=" + v;
-    if (k == "NCCL_ALGO" || k == "NCCL_PROTO" || (k == "NCCL_NVLS_ENABLE" && v == "0")) {
+    if (k == "NCCL_ALGO" || k == "NCCL_PROTO" || (k == "NCCL_NVLS_ENABLE" && v == "0") || k == "NCCL_MIN_CTAS" ||
+        k == "NCCL_MAX_CTAS" || k == "NCCL_MIN_NCHANNELS" || k == "NCCL_MAX_NCHANNELS") {
+      // The channel settings (nccl_channel_env) set the channels each Ring/Tree and NVLS call runs on as NCCL's
+      // do (models/tuner.hpp nccl_channels_with_env, nccl_nvls_channels_with_env).
       out.honoured.push_back(kv);
     } else if (k.rfind("NCCL_DEBUG", 0) == 0 || k == "NCCL_SOCKET_IFNAME" || k == "NCCL_IB_HCA" ||
                k == "NCCL_IB_GID_INDEX" || k == "NCCL_TOPO_FILE" || (k == "NCCL_IB_DISABLE" && v == "0")) {
       // Logging, or which devices NCCL opens: the simulated machine comes from the sidecar's description.
       out.no_effect.push_back(kv);
-    } else if (k == "NCCL_MIN_CTAS" || k == "NCCL_MAX_CTAS" || k == "NCCL_MIN_NCHANNELS" || k == "NCCL_MAX_NCHANNELS") {
-      // NCCL raises or caps its channel count (src/graph/connect.cc ncclTopoPostset duplicates ring/tree channels
-      // up to the minimum; src/init.cc copies NCCL_MIN_CTAS/MAX_CTAS into the config at v2.18-2.26), and its
-      // tuner's ring and tree bandwidths are nChannels x the per-channel bandwidth (src/graph/tuning.cc), so
-      // the algorithm NCCL picks can change. fabricsim's tuner prices algorithms by the physical bandwidth of
-      // the paths (models/tuner.cpp), which the channel count does not raise.
-      out.not_modelled.push_back(kv + ": NCCL's channel count (and with it NCCL's algorithm choice); fabricsim's tuner "
-                                      "prices physical bandwidth");
     } else if (k == "NCCL_IB_QPS_PER_CONNECTION") {
       out.not_modelled.push_back(kv + ": queue pairs per connection; fabricsim models a NIC's bandwidth, not its QPs");
     } else {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "models/calibration.hpp"
+#include "models/collectives.hpp"
 #include "models/system.hpp"
 #include "validate/nccl_log.hpp"
 
@@ -86,5 +87,8 @@ struct NcclEnvEffects {
   std::vector<std::string> honoured, no_effect, not_modelled;
 };
 NcclEnvEffects nccl_env_effects(const std::map<std::string, std::string>& env);
+// NCCL's channel settings among a log's NCCL_* values (NCCL_MIN/MAX_NCHANNELS, NCCL_MIN/MAX_CTAS), with NCCL's
+// treatment of out-of-range values; a value that is not an integer is an InputError naming `where`.
+models::NcclChannelEnv nccl_channel_env(const std::map<std::string, std::string>& env, const std::string& where);
 
 }  // namespace fabricsim::validate

@@ -48,7 +48,9 @@ struct GptConfig {
   // PyTorch's context parallelism (torch.distributed.tensor.experimental.context_parallel, as torchtitan runs
   // it), named by torchtitan's context_parallel_rotate_method: "allgather" (one all-gather of K/V per
   // attention, overlapped with the local chunk's attention only) or "alltoall" (K/V passed around the ring,
-  // one send per step). "" = the Megatron / TE implementations of cp_comm_type. Needs use_torch_fsdp2.
+  // one send per step); under torch_compile "compiled" every exchange is exposed (waited where issued, as in a
+  // traced graph: gpt_trace.cpp torch_cp_attention). "" = the Megatron / TE implementations of cp_comm_type.
+  // Needs use_torch_fsdp2.
   std::string context_parallel_rotate_method;
   std::int64_t num_layers_per_virtual_pipeline_stage = 0;    // 0 = no interleaving
   std::int64_t virtual_pipeline_model_parallel_size = 0;     // alternative to the above (chunks per stage)
@@ -74,6 +76,13 @@ struct GptConfig {
   bool tp_comm_overlap = false;       // TP all-gather / reduce-scatter overlapped with the GEMMs (SM cost)
   bool tp_comm_bulk_wgrad = true;    // with tp_comm_overlap: backward reduce-scatter of the input gradient under
                                      // the weight-gradient GEMM (Megatron --disable-tp-comm-bulk-wgrad: false)
+  // Megatron-LM's backward of a column-parallel linear (LinearWithGradAccumulationAndAsyncCommunication;
+  // Transformer Engine's Linear / LayerNormLinear the same): the all-reduce of the input gradient runs beside
+  // the weight-gradient GEMM. Megatron's --no-async-tensor-model-parallel-allreduce (dest
+  // async_tensor_model_parallel_allreduce) turns it off; the code did not have it before
+  // NVIDIA/Megatron-LM@cf7efd4f5a (2021-08-30), so the SC'21 rows set false. With sequence parallelism the
+  // re-gather of the input and the reduce-scatter of the input gradient are always asynchronous.
+  bool async_tensor_model_parallel_allreduce = true;
   bool use_torch_fsdp2 = false;       // FSDP / ZeRO-3 (same as data_parallel_sharding_strategy=optim_grads_params)
   std::string data_parallel_sharding_strategy = "no_shard";  // no_shard | optim | optim_grads | optim_grads_params
   std::int64_t num_distributed_optimizer_instances = 1;      // HSDP: replica groups (shard group = DP / this)

@@ -612,6 +612,34 @@ TEST_CASE("NCCL channel counts: per communicator, and per call by size") {
   CHECK(nccl_call_channels(Algorithm::Ring, Protocol::Simple, 1 << 30, 8, 0) == 1);
 }
 
+TEST_CASE("NCCL channel settings: NCCL_MIN/MAX_NCHANNELS and NCCL_MIN/MAX_CTAS as ncclTopoPostset and ncclNvlsInit apply them") {
+  NcclChannelEnv none;
+  CHECK(!none.any());
+  CHECK(nccl_channels_with_env(16, none) == 16);
+  CHECK(nccl_channels_with_env(0, none) == 0);  // count unknown stays unknown
+  NcclChannelEnv ctas;
+  ctas.min_ctas = 24;
+  CHECK(ctas.any());
+  CHECK(nccl_channels_with_env(16, ctas) == 24);  // channels duplicated up to the minimum
+  CHECK(nccl_channels_with_env(32, ctas) == 32);  // a minimum never lowers
+  CHECK(nccl_channels_with_env(0, ctas) == 24);
+  CHECK(nccl_nvls_channels_with_env(16, ctas) == 24);
+  NcclChannelEnv maxmin;  // "max, then min": the first 8 channels, duplicated to 12
+  maxmin.max_nchannels = 8;
+  maxmin.min_nchannels = 12;
+  CHECK(nccl_channels_with_env(16, maxmin) == 12);
+  CHECK(nccl_nvls_channels_with_env(16, maxmin) == 16);  // NCHANNELS do not enter NVLS's count
+  NcclChannelEnv cap;
+  cap.max_ctas = 8;
+  CHECK(nccl_channels_with_env(16, cap) == 8);
+  CHECK(nccl_nvls_channels_with_env(16, cap) == 8);
+  NcclChannelEnv huge;
+  huge.min_nchannels = 100;
+  CHECK(nccl_channels_with_env(16, huge) == 64);  // MAXCHANNELS
+  // The per-call drop by size works on the raised count: Simple keeps a channel per 32 KiB.
+  CHECK(nccl_call_channels(Algorithm::Ring, Protocol::Simple, 1 << 20, 64, nccl_channels_with_env(16, ctas)) == 24);
+}
+
 TEST_CASE("NVLS: NCCL's loop and chunk rule, a latency per loop, efficiency independent of the ring's NVLink one") {
   CHECK(nccl_nvls_channels("h100") == 16);
   CHECK(nccl_nvls_channels("h200") == 16);

@@ -193,16 +193,20 @@ double fsdp_busy(const sim::RunResult& r) {
   return ranks.empty() ? 0.0 : busy / double(ranks.size());
 }
 
-// Seconds of attention-block compute (QKV / projection GEMMs and the attention kernel, forward and backward)
-// per simulated rank.
+// Seconds of attention-block compute (QKV / projection GEMMs and the attention kernel, forward and backward;
+// with TP, Megatron's backward runs the QKV GEMMs as ops of their own, .bwd.attn.dgrad_in / .wgrad_in) per
+// simulated rank.
 double attention_compute(const sim::RunResult& r) {
   double busy = 0;
   std::map<std::int32_t, int> ranks;
+  auto ends = [](const std::string& n, const std::string& suffix) {
+    return n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
   for (const auto& op : r.ops) {
     ranks[op.rank] = 1;
-    const auto n = op.name.size();
-    if (op.kind == "compute" && ((n > 9 && op.name.compare(n - 9, 9, ".fwd.attn") == 0) ||
-                                 (n > 9 && op.name.compare(n - 9, 9, ".bwd.attn") == 0)))
+    const std::string& n = op.name;
+    if (op.kind == "compute" && (ends(n, ".fwd.attn") || ends(n, ".bwd.attn") || ends(n, ".bwd.attn.dgrad_in") ||
+                                 ends(n, ".bwd.attn.wgrad_in")))
       busy += op.end_s - op.start_s;
   }
   return ranks.empty() ? 0.0 : busy / double(ranks.size());

