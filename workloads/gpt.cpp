@@ -187,6 +187,7 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.overlap_param_gather = r.boolean("overlap_param_gather", false);
   c.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
   c.tp_comm_bulk_wgrad = r.boolean("tp_comm_bulk_wgrad", true);
+  c.async_tensor_model_parallel_allreduce = r.boolean("async_tensor_model_parallel_allreduce", true);
   c.use_torch_fsdp2 = r.boolean("use_torch_fsdp2", false);
   c.data_parallel_sharding_strategy = r.string("data_parallel_sharding_strategy", c.data_parallel_sharding_strategy);
   c.num_distributed_optimizer_instances = r.integer("num_distributed_optimizer_instances", 1, 1);
@@ -482,6 +483,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   B("overlap_param_gather", c.overlap_param_gather);
   B("tp_comm_overlap", c.tp_comm_overlap);
   if (c.tp_comm_overlap && !c.tp_comm_bulk_wgrad) B("tp_comm_bulk_wgrad", false);
+  if (!c.async_tensor_model_parallel_allreduce) B("async_tensor_model_parallel_allreduce", false);
   B("fsdp", c.fsdp());
   B("overlap_p2p_comm", c.overlap_p2p_comm);
   if (c.dualpipe()) m["pipeline_parallel_schedule"] = c.pipeline_parallel_schedule;

@@ -74,6 +74,13 @@ struct GptConfig {
   bool tp_comm_overlap = false;       // TP all-gather / reduce-scatter overlapped with the GEMMs (SM cost)
   bool tp_comm_bulk_wgrad = true;    // with tp_comm_overlap: backward reduce-scatter of the input gradient under
                                      // the weight-gradient GEMM (Megatron --disable-tp-comm-bulk-wgrad: false)
+  // Megatron-LM's backward of a column-parallel linear (LinearWithGradAccumulationAndAsyncCommunication;
+  // Transformer Engine's Linear / LayerNormLinear the same): the all-reduce of the input gradient runs beside
+  // the weight-gradient GEMM. Megatron's --no-async-tensor-model-parallel-allreduce (dest
+  // async_tensor_model_parallel_allreduce) turns it off; the code did not have it before
+  // NVIDIA/Megatron-LM@cf7efd4f5a (2021-08-30), so the SC'21 rows set false. With sequence parallelism the
+  // re-gather of the input and the reduce-scatter of the input gradient are always asynchronous.
+  bool async_tensor_model_parallel_allreduce = true;
   bool use_torch_fsdp2 = false;       // FSDP / ZeRO-3 (same as data_parallel_sharding_strategy=optim_grads_params)
   std::string data_parallel_sharding_strategy = "no_shard";  // no_shard | optim | optim_grads | optim_grads_params
   std::int64_t num_distributed_optimizer_instances = 1;      // HSDP: replica groups (shard group = DP / this)

@@ -62,8 +62,12 @@ struct Costs {
 // cp_*: with PyTorch's context parallelism (context_parallel_rotate_method), the part of fwd_attn / bwd_attn
 // that is the ring attention: `first` the local chunk's step (what the all-gathered K/V overlaps), `rest` the
 // other cp - 1 steps with the merges / gradient accumulation.
+// dgrad_*_in / wgrad_*_in: the input- and weight-gradient GEMMs of the block's column-parallel input
+// projections (QKV, or MLA's q / kv projections; fc1), inside bwd_* -- what Megatron's backward overlaps with
+// the re-gather of the input and the reduction of the input gradient.
 struct LayerCosts {
   Costs fwd_attn, fwd_mlp, bwd_attn, bwd_mlp, recompute_attn_extra, wgrad_attn, wgrad_mlp, recompute_norm;
+  Costs dgrad_attn_in, wgrad_attn_in, dgrad_mlp_in, wgrad_mlp_in;
   Costs cp_fwd_first, cp_fwd_rest, cp_bwd_first, cp_bwd_rest;
 };
 

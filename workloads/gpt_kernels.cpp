@@ -67,6 +67,8 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
   for (const Kernel& k : {ln, gelu, drop_add}) L.bwd_mlp.add(cm, k, 2.0);
   for (const Kernel& k : {qkv, proj}) L.wgrad_attn.add(cm, k);  // the weight half of the GEMMs' backward
   for (const Kernel& k : {fc1, fc2}) L.wgrad_mlp.add(cm, k);
+  L.dgrad_attn_in.add(cm, qkv), L.wgrad_attn_in.add(cm, qkv);
+  L.dgrad_mlp_in.add(cm, fc1), L.wgrad_mlp_in.add(cm, fc1);
   for (const Kernel& k : {qk, softmax, attn_dropout, av}) L.recompute_attn_extra.add(cm, k);
   return L;
 }
@@ -125,11 +127,14 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.k)), cast_factor);
     out.add(cm, KernelDesc::gemm(T, g.n, g.k, gp), gemm_factor);
   };
-  auto bwd_gemm = [&](Costs& out, G g, Costs& w) {
+  // din / win (optional): also record the input- / weight-gradient GEMM there (the input projections').
+  auto bwd_gemm = [&](Costs& out, G g, Costs& w, Costs* din = nullptr, Costs* win = nullptr) {
     if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.n)), cast_factor);  // output gradient
     out.add(cm, KernelDesc::gemm(T, g.k, g.n, gp), gemm_factor);  // dgrad
     out.add(cm, KernelDesc::gemm(g.k, g.n, T, gp), gemm_factor);  // wgrad
     w.add(cm, KernelDesc::gemm(g.k, g.n, T, gp), gemm_factor);
+    if (din) din->add(cm, KernelDesc::gemm(T, g.k, g.n, gp), gemm_factor);
+    if (win) win->add(cm, KernelDesc::gemm(g.k, g.n, T, gp), gemm_factor);
   };
   const auto impl = c.attention_backend == "flash" ? models::AttentionImpl::Flash : models::AttentionImpl::Cudnn;
   // Causal attention of this rank's s/cp queries over the whole sequence: with load-balanced chunks (2 cp
@@ -311,7 +316,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
   bwd_gemm(L.bwd_mlp, down, L.wgrad_mlp);
   L.bwd_mlp.add(cm, mem(actv_kind, 2.0 * actv));
-  bwd_gemm(L.bwd_mlp, up, L.wgrad_mlp);
+  bwd_gemm(L.bwd_mlp, up, L.wgrad_mlp, &L.dgrad_mlp_in, &L.wgrad_mlp_in);
   add_norm(L.bwd_mlp, 2.0);
   L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
   bwd_gemm(L.bwd_attn, attn_out, L.wgrad_attn);
@@ -320,7 +325,8 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   if (titan) add_rope(L.bwd_attn, 2.0);
   else if (rope > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, rope));
   if (latent_norm > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Norm, 2.0 * latent_norm));
-  for (auto it = attn_in.rbegin(); it != attn_in.rend(); ++it) bwd_gemm(L.bwd_attn, *it, L.wgrad_attn);
+  for (auto it = attn_in.rbegin(); it != attn_in.rend(); ++it)
+    bwd_gemm(L.bwd_attn, *it, L.wgrad_attn, &L.dgrad_attn_in, &L.wgrad_attn_in);
   add_norm(L.bwd_attn, 2.0);
   if (c.selective_ac_option == "op") {
     // torchtitan's per-op selective checkpointing (layer_activation_bytes_op_sac): the flash / efficient

@@ -301,8 +301,17 @@ class StageEmitter {
   // One TP block: [SP all-gather] compute [SP reduce-scatter | all-reduce], with the CP exchange of an
   // attention block. tp_comm_overlap runs the SP collectives beside the compute (which pays the SM
   // cost); p2p context parallelism runs the ring exchange beside the attention compute.
+  // Backward of a Megatron / Transformer Engine block (bwd with `din` and `win`, the input projections' dgrad
+  // and wgrad GEMMs inside `cost`): the column-parallel input linear's backward
+  // (megatron/core/tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication.backward at
+  // NVIDIA/Megatron-LM@d98e8a64dd; transformer_engine/pytorch/module/layernorm_linear.py _LayerNormLinear
+  // .backward at NVIDIA/TransformerEngine@0004dbd0, "Overlap input AG with dgrad", "Overlap dgrad-RS/AR with
+  // wgrad") re-gathers its sequence-parallel input beside the dgrad GEMM and reduces the input gradient
+  // (reduce-scatter with SP, else all-reduce when async_tensor_model_parallel_allreduce) beside the wgrad
+  // GEMM, on the TP stream. PyTorch's DTensor TP (torchtitan: torch_compile set) reduces after the matmul's
+  // backward node (both gradients) and waits at the next use: not split.
   void block(const std::string& nm, const std::string& cname, const Costs& cost, bool attn, bool bwd,
-             const std::vector<std::uint32_t>& extra = {}) {
+             const std::vector<std::uint32_t>& extra = {}, const Costs* din = nullptr, const Costs* win = nullptr) {
     const auto& tp_comm = Y.tp_comm;
     const double tp_bytes = x_.tp_bytes, kv_bytes = x_.kv_bytes;
     std::vector<std::uint32_t> par;
@@ -330,15 +339,31 @@ class StageEmitter {
         rb.chain(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.a2a", CollOp::AllToAll, cc, bwd ? x_.o_local : x_.qkv_local, RankBuilder::kCp, "cp"));
       }
     }
+    const bool split = bwd && t > 1 && din && win && !torch_cp && c.torch_compile.empty() &&
+                       (c.sequence_parallel || c.async_tensor_model_parallel_allreduce);
+    const double sm = ovl ? kTpOverlapComputeFactor : 1.0;
     Costs cc = cost;
-    if (ovl) cc.seconds *= kTpOverlapComputeFactor;
-    if (torch_cp) torch_cp_attention(nm, cname, cc, ovl ? kTpOverlapComputeFactor : 1.0, bwd, extra);
+    if (split) cc = minus(minus(cc, *din), *win);
+    cc.seconds *= sm;
+    if (torch_cp) torch_cp_attention(nm, cname, cc, sm, bwd, extra);
     else rb.chain(compute_op(cname, cc), extra);
     if (mcore_cp && c.cp_comm_type == "all_gather" && bwd)
       rb.chain(coll_op(nm + ".bwd.cp.dkv", CollOp::ReduceScatter, Y.cp_comm[st], kv_bytes, RankBuilder::kCp, "cp"));
     if (mcore_cp && c.cp_comm_type == "a2a")
       rb.chain(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.a2a2", CollOp::AllToAll, Y.cp_comm[st], bwd ? x_.qkv_local : x_.o_local, RankBuilder::kCp, "cp"));
-    if (t > 1) {
+    if (split) {
+      Costs d = *din, w = *win;
+      d.seconds *= sm, w.seconds *= sm;
+      std::uint32_t regather = 0;
+      if (c.sequence_parallel)
+        regather = rb.fork(coll_op(nm + ".bwd.ag.input", CollOp::AllGather, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp"));
+      rb.chain(compute_op(cname + ".dgrad_in", d));
+      if (c.sequence_parallel) rb.chain(wait_op(nm + ".bwd.ag.input.wait"), {regather});
+      par.push_back(rb.fork(c.sequence_parallel
+                                ? coll_op(nm + ".bwd.rs", CollOp::ReduceScatter, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp")
+                                : coll_op(nm + ".bwd.ar", CollOp::AllReduce, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp")));
+      rb.chain(compute_op(cname + ".wgrad_in", w));
+    } else if (t > 1) {
       Op red = c.sequence_parallel
                    ? coll_op(nm + (bwd ? ".bwd.rs" : ".rs"), CollOp::ReduceScatter, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp")
                    : coll_op(nm + (bwd ? ".bwd.ar" : ".ar"), CollOp::AllReduce, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp");
@@ -612,7 +637,8 @@ class StageEmitter {
       if (c.recomputes("layernorm")) ba += K.layer.recompute_norm, ba += K.layer.recompute_norm;
       if (wm != WMode::Whole) ba = minus(ba, K.layer.wgrad_attn);
       auto tail = [this, nm, ba, ch, l, gl, mb, wm]() {
-        block(nm + ".attn", nm + ".bwd.attn", ba, true, true);
+        if (wm == WMode::Whole) block(nm + ".attn", nm + ".bwd.attn", ba, true, true, {}, &K.layer.dgrad_attn_in, &K.layer.wgrad_attn_in);
+        else block(nm + ".attn", nm + ".bwd.attn", ba, true, true);
         if (wm == WMode::Whole) final_bwd[ch][l] = rb.last();
         if (c.fsdp() && (!fsdp_keep_gathered || mb == x_.m - 1)) {
           // Gradient reduce-scatter of this layer (every micro-batch, as FSDP2 without no_sync; with
@@ -630,8 +656,10 @@ class StageEmitter {
       } else {
         out.push_back([this, nm, pre, extra, tail, wm]() {
           if (pre) pre();
-          block(nm + ".mlp", nm + ".bwd.mlp", wm == WMode::Whole ? K.layer.bwd_mlp : minus(K.layer.bwd_mlp, K.layer.wgrad_mlp),
-                false, true, *extra);
+          if (wm == WMode::Whole)
+            block(nm + ".mlp", nm + ".bwd.mlp", K.layer.bwd_mlp, false, true, *extra, &K.layer.dgrad_mlp_in, &K.layer.wgrad_mlp_in);
+          else
+            block(nm + ".mlp", nm + ".bwd.mlp", minus(K.layer.bwd_mlp, K.layer.wgrad_mlp), false, true, *extra);
           if (wm == WMode::Delay) rb.chain(compute_op(nm + ".bwd.mlp.wgrad", K.layer.wgrad_mlp));
           tail();
         });

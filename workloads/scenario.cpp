@@ -118,7 +118,8 @@ Json default_scenario_json() {
       "num_layers": 96, "hidden_size": 12288, "num_attention_heads": 96, "seq_length": 2048,
       "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": 1536,
       "tensor_model_parallel_size": 8, "pipeline_model_parallel_size": 16,
-      "num_layers_per_virtual_pipeline_stage": 3, "recompute_granularity": "full"}},
+      "num_layers_per_virtual_pipeline_stage": 3, "recompute_granularity": "full",
+      "async_tensor_model_parallel_allreduce": false}},
     "compute": {"preset": "megatron-sc21"}
   })");
 }

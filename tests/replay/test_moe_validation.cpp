@@ -85,10 +85,8 @@ TEST_CASE("validation: moe, Qwen3-235B-A22B (256 H100) and Mixtral-8x22B (128 H1
   const double med = replay_test::median(abs_errors);
   const double worst = *std::max_element(abs_errors.begin(), abs_errors.end());
   MESSAGE("MoE rows: median |error| " << 100 * med << " %, max " << 100 * worst << " %");
-  // Bounds: measured 15.5 % / 48.7 % rounded up to the next whole percent, with fp32 gradient reduction and the
-  // loss priced at its calibration's 8 B per logit element (6.4 % / 44.0 % with the loss at 24 B; 8.1 % / 49.1 %
-  // with bf16 gradients; 6.4 % / 44.4 % with both before). The median moves that far because 4 of the 9 rows sit
-  // between 6 and 16 %.
+  // Bounds: measured 15.5 % / 49.6 % (row 97) rounded up to the next whole percent (docs/validation.md
+  // "Mixture of experts"). 4 of the 9 rows sit between 6 and 16 %, so small model changes move the median far.
   CHECK(med <= 0.16);
-  CHECK(worst <= 0.49);
+  CHECK(worst <= 0.50);
 }

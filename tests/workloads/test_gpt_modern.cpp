@@ -54,6 +54,15 @@ const Op& op_named(const Trace& t, const std::string& suffix, std::size_t rank =
   return none;
 }
 
+// FLOPs of a backward block: the block op and, for a Megatron block, its input projections' dgrad and wgrad
+// ops (`NAME.dgrad_in`, `NAME.wgrad_in`, which run beside the TP collectives).
+double bwd_flops(const Trace& t, const std::string& name, std::size_t rank = 0) {
+  double f = 0;
+  for (const auto& op : t.ranks.at(rank).ops)
+    if (op.name == name || op.name == name + ".dgrad_in" || op.name == name + ".wgrad_in") f += op.flops;
+  return f;
+}
+
 int count_ops(const Trace& t, const std::string& part, std::size_t rank = 0) {
   int n = 0;
   for (const auto& op : t.ranks.at(rank).ops) n += op.name.find(part) != std::string::npos;
@@ -107,8 +116,7 @@ TEST_CASE("gpt GQA: the K/V projection FLOPs shrink by exactly the group ratio")
   const double kv_mha = 2 * T * h * 2 * 16 * d / t, kv_gqa = 2 * T * h * 2 * 4 * d / t;
   CHECK(op_named(mha, "mb0.l0.fwd.attn").flops - op_named(gqa, "mb0.l0.fwd.attn").flops ==
         doctest::Approx(kv_mha - kv_gqa));
-  CHECK(op_named(mha, "mb0.l0.bwd.attn").flops - op_named(gqa, "mb0.l0.bwd.attn").flops ==
-        doctest::Approx(2 * (kv_mha - kv_gqa)));
+  CHECK(bwd_flops(mha, "mb0.l0.bwd.attn") - bwd_flops(gqa, "mb0.l0.bwd.attn") == doctest::Approx(2 * (kv_mha - kv_gqa)));
   // Attention kernels themselves are unchanged (same queries); the K/V memory shrinks too.
   CHECK(gpt_memory_per_gpu(cfg(small({{"num_query_groups", "4"}}))).activations_bytes <
         gpt_memory_per_gpu(cfg(small())).activations_bytes);
@@ -118,7 +126,7 @@ TEST_CASE("gpt GQA: the K/V projection FLOPs shrink by exactly the group ratio")
 TEST_CASE("gpt SwiGLU: three MLP GEMMs, 1.5x the MLP FLOPs of the same ffn_hidden_size") {
   const Trace gelu = gen(small()), sw = gen(small({{"swiglu", "true"}}));
   CHECK(op_named(sw, "mb0.l0.fwd.mlp").flops == doctest::Approx(1.5 * op_named(gelu, "mb0.l0.fwd.mlp").flops));
-  CHECK(op_named(sw, "mb0.l0.bwd.mlp").flops == doctest::Approx(1.5 * op_named(gelu, "mb0.l0.bwd.mlp").flops));
+  CHECK(bwd_flops(sw, "mb0.l0.bwd.mlp") == doctest::Approx(1.5 * bwd_flops(gelu, "mb0.l0.bwd.mlp")));
   // Megatron-Core FLOP count: the MLP term is (f/h) x 3/2.
   GptConfig a = cfg(small()), b = cfg(small({{"swiglu", "true"}}));
   const double B = 8, s = 2048, l = 4, h = 1024, f = 2816;
@@ -429,19 +437,51 @@ TEST_CASE("gpt fp8_recipe rowwise: slower GEMMs and casts than tensorwise") {
   CHECK(op_named(gen(rw), "mb0.l0.fwd.mlp").duration_s > op_named(gen(tw), "mb0.l0.fwd.mlp").duration_s);
 }
 
-TEST_CASE("gpt tp_comm_bulk_wgrad false leaves the backward reduce-scatter exposed") {
-  ParamMap a = small({{"tp_comm_overlap", "true"}});
+namespace {
+std::uint32_t index_of(const Trace& t, const std::string& name) {
+  return static_cast<std::uint32_t>(&op_named(t, name) - t.ranks[0].ops.data());
+}
+bool depends_on(const Trace& t, const std::string& op, const std::string& on) {
+  const auto& deps = op_named(t, op).deps;
+  return std::find(deps.begin(), deps.end(), index_of(t, on)) != deps.end();
+}
+}  // namespace
+
+TEST_CASE("gpt torchtitan async TP: tp_comm_bulk_wgrad false leaves the backward reduce-scatter exposed") {
+  ParamMap a = small({{"tp_comm_overlap", "true"}, {"torch_compile", "true"}, {"use_torch_fsdp2", "true"}});
   ParamMap b = a;
   b["tp_comm_bulk_wgrad"] = "false";
   // Overlapped, the backward reduce-scatter starts with its GEMMs; not, it waits for them.
-  auto after_compute = [](const Trace& t) {
-    const auto& ops = t.ranks[0].ops;
-    const std::uint32_t gemm = static_cast<std::uint32_t>(&op_named(t, "mb0.l0.bwd.attn") - ops.data());
-    const auto& deps = op_named(t, "mb0.l0.attn.bwd.rs").deps;
-    return std::find(deps.begin(), deps.end(), gemm) != deps.end();
-  };
-  CHECK_FALSE(after_compute(gen(a)));
-  CHECK(after_compute(gen(b)));
+  CHECK_FALSE(depends_on(gen(a), "mb0.l0.attn.bwd.rs", "mb0.l0.bwd.attn"));
+  CHECK(depends_on(gen(b), "mb0.l0.attn.bwd.rs", "mb0.l0.bwd.attn"));
+}
+
+TEST_CASE("gpt Megatron backward: TP collectives of the input projection beside its dgrad / wgrad GEMMs") {
+  // Sequence parallel: the input re-gather starts before the dgrad GEMM, the reduce-scatter of the input
+  // gradient after it, beside the wgrad GEMM, which does not wait for it; the block's join does.
+  for (const char* overlap : {"false", "true"}) {
+    const Trace sp = gen(small({{"tp_comm_overlap", overlap}}));
+    for (const std::string blk : {"attn", "mlp"}) {
+      const std::string b = "mb0.l0.bwd." + blk, c = "mb0.l0." + blk + ".bwd.";
+      CHECK(depends_on(sp, c + "ag.input", b));
+      CHECK(depends_on(sp, b + ".dgrad_in", b));
+      CHECK(depends_on(sp, c + "ag.input.wait", b + ".dgrad_in"));
+      CHECK(depends_on(sp, c + "ag.input.wait", c + "ag.input"));
+      CHECK(depends_on(sp, c + "rs", c + "ag.input.wait"));
+      CHECK_FALSE(depends_on(sp, b + ".wgrad_in", c + "rs"));
+      CHECK(depends_on(sp, c + "join", c + "rs"));
+    }
+  }
+  // Without SP: the all-reduce of the input gradient beside the wgrad GEMM, unless
+  // async_tensor_model_parallel_allreduce is false (Megatron-LM before 2021-08-30), when it follows the block.
+  const Trace as = gen(small({{"sequence_parallel", "false"}}));
+  CHECK(depends_on(as, "mb0.l0.attn.bwd.ar", "mb0.l0.bwd.attn.dgrad_in"));
+  CHECK(count_ops(as, "ag.input") == 0);
+  const Trace sync = gen(small({{"sequence_parallel", "false"}, {"async_tensor_model_parallel_allreduce", "false"}}));
+  CHECK(count_ops(sync, "dgrad_in") == 0);
+  CHECK(depends_on(sync, "mb0.l0.attn.bwd.ar", "mb0.l0.bwd.attn"));
+  // The same work either way: only the order changes, so the async step is not slower.
+  CHECK(bwd_flops(as, "mb0.l0.bwd.attn") == doctest::Approx(bwd_flops(sync, "mb0.l0.bwd.attn")));
 }
 
 TEST_CASE("gpt FSDP and distributed-optimizer overlaps") {

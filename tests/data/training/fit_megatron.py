@@ -9,7 +9,8 @@ def run(r, g, a):
     p = {"num_layers": int(r['num_layers']), "hidden_size": int(r['hidden_size']), "num_attention_heads": int(r['attention_heads']),
          "seq_length": int(r['seq_len']), "padded_vocab_size": int(r['vocab_size']), "micro_batch_size": int(r['micro_batch_size']),
          "global_batch_size": int(r['global_batch_size']), "tensor_model_parallel_size": int(r['tensor_parallel']),
-         "pipeline_model_parallel_size": int(r['pipeline_parallel']), "recompute_granularity": "full"}
+         "pipeline_model_parallel_size": int(r['pipeline_parallel']), "recompute_granularity": "full",
+         "async_tensor_model_parallel_allreduce": False}
     if r['virtual_pipeline_layers_per_stage']: p["num_layers_per_virtual_pipeline_stage"] = int(r['virtual_pipeline_layers_per_stage'])
     sc = {"topology": {"preset": "superpod", "params": {"nodes": int(r['num_gpus'])//8, "node": "dgx-a100"}},
           "workload": {"generator": "gpt", "params": p},
