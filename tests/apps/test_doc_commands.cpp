@@ -39,7 +39,9 @@ std::vector<std::string> doc_commands(const fs::path& md) {
   std::string line, cont;
   bool in_block = false;
   // docs/reliability.md's fuzzing commands too: the driver (FABRICSIM_FUZZ_...), the libFuzzer build and run.
-  const std::regex is_cmd(R"(^((build/apps/)?fabricsim\s|python3\s|PYTHONPATH=|FABRICSIM_FUZZ_|cmake\s|fuzz/run\.sh\s))");
+  // And the refresh of docs/validation.md's generated tables.
+  const std::regex is_cmd(
+      R"(^((build/apps/)?fabricsim\s|python3\s|PYTHONPATH=|FABRICSIM_FUZZ_|cmake\s|fuzz/run\.sh\s|scripts/refresh-validation-docs\.sh$))");
   const std::regex is_error_line(R"(^fabricsim [a-z-]+: )");
   const std::regex synopsis(R"([<\[|]|\.\.\.)");
   while (std::getline(in, line)) {

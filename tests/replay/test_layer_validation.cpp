@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/csv_test_util.hpp"
+#include "tests/doc_table_util.hpp"
 #include "replay/run_scenario.hpp"
 #include "workloads/scenario.hpp"
 
@@ -97,6 +98,9 @@ TEST_CASE("validation: whole layers (Korthikanti et al. Table 4, one 22B layer o
     table += buf;
   }
   MESSAGE(table);
+  test::check_doc_table(test::table_from_pipes("korthikanti-22b-layer", table,
+                                               {false, true, true, true, true, true, true, true, true, true}),
+                        "build/tests/test_replay -tc='validation: whole layers*'");
   REQUIRE(fwd_err.size() == 5);
   auto max_abs = [](const std::vector<double>& v) {
     double m = 0;

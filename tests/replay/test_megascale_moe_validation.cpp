@@ -24,10 +24,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "replay_test_util.hpp"
+#include "tests/doc_table_util.hpp"
 #include "replay/run_scenario.hpp"
 #include "sim/base/error.hpp"
 #include "workloads/scenario.hpp"
@@ -85,6 +87,7 @@ TEST_CASE("validation: megascale-moe 352B on 240-1440 H800, Megatron-LM and Mega
   const Layout megascale{"MegaScale-MoE SP 8 (a2a) + EP 8, no overlap", 1, 8, 8, 1, 0, true};
   std::vector<double> err_megatron, err_megascale;
   std::printf("system          GPUs  measured_s  simulated_s  error\n");
+  std::map<int, std::vector<std::string>> doc_row;  // by GPUs: Megatron-LM cells, then MegaScale-MoE cells
   for (int i = 0; i < 10; ++i) {
     const auto& r = rows.at(i);
     const bool is_megatron = r.at("row_label").rfind("Megatron-LM", 0) == 0;
@@ -94,7 +97,21 @@ TEST_CASE("validation: megascale-moe 352B on 240-1440 H800, Megatron-LM and Mega
     (is_megatron ? err_megatron : err_megascale).push_back(sim / measured - 1.0);
     std::printf("%-14s %5d  %10.2f  %11.2f  %+6.1f %%\n", is_megatron ? "Megatron-LM" : "MegaScale-MoE", gpus, measured,
                 sim, 100.0 * (sim / measured - 1.0));
+    auto& cells = doc_row[gpus];
+    if (cells.empty()) cells = {std::to_string(gpus), "", "", "", "", "", ""};
+    const int at = is_megatron ? 1 : 4;
+    cells[at] = test::fmt("%.2f", measured), cells[at + 1] = test::fmt("%.2f", sim);
+    cells[at + 2] = test::signed_pct(sim / measured - 1.0);
   }
+  test::DocTable doc{"megascale-moe",
+                     {"GPUs", "Megatron-LM measured s", "simulated (TP 8)", "error", "MegaScale-MoE measured s",
+                      "simulated (SP 8 + EP 8, no overlap)", "error"},
+                     {true, true, true, true, true, true, true}, {}};
+  for (const auto& [g, cells] : doc_row) doc.add(cells);
+  test::check_doc_table(doc, "build/tests/test_replay -tc='validation: megascale-moe*'");
+  test::DocTable doc_layouts{"megascale-moe-layouts", {"Megatron-LM at 240 GPUs (measured 39.94 s)", "simulated", "error"},
+                             {false, true, true}, {}};
+  std::vector<std::vector<std::string>> layout_rows;
   REQUIRE(err_megatron.size() == 5);
   REQUIRE(err_megascale.size() == 5);
   // Sensitivity to the unprinted intra-node layout, 240 GPUs (measured Megatron-LM 39.94 s).
@@ -107,14 +124,20 @@ TEST_CASE("validation: megascale-moe 352B on 240-1440 H800, Megatron-LM and Mega
       const double s = step_s(240, l);
       lo = std::min(lo, s), hi = std::max(hi, s);
       std::printf("  %-32s %8.2f s  %+6.1f %%\n", l.name, s, 100.0 * (s / 39.94 - 1.0));
+      layout_rows.push_back({l.name, test::fmt("%.2f s", s), test::signed_pct(s / 39.94 - 1.0)});
     } catch (const DoesNotFitError& e) {
       // TP 4 + EP 2 needs 81.9 GiB with fp32 gradients (docs/validation.md): not a layout the run could use.
       ++refused;
       std::printf("  %-32s does not fit: %.120s\n", l.name, e.what());
+      layout_rows.push_back({l.name, "does not fit", ""});
     }
   }
   CHECK(refused <= 1);
   std::printf("  %-32s %8.2f s  %+6.1f %%\n", megatron.name, base, 100.0 * (base / 39.94 - 1.0));
+  doc_layouts.add({std::string(megatron.name) + " -- the stated layout", test::fmt("%.2f s", base),
+                   test::signed_pct(base / 39.94 - 1.0)});
+  for (auto& r : layout_rows) doc_layouts.add(r);
+  test::check_doc_table(doc_layouts, "build/tests/test_replay -tc='validation: megascale-moe*'");
   // Table 5 (240 GPUs): MegaScale-MoE's TP attention + TP FFN baseline -> SP attention + EP FFN without overlap
   // is 1.13x the throughput. The same two layouts here:
   const double sp_ep = step_s(240, megascale), ratio = base / sp_ep;

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "replay_test_util.hpp"
+#include "tests/doc_table_util.hpp"
 #include "replay/run_scenario.hpp"
 #include "sim/base/error.hpp"
 #include "workloads/gpt.hpp"
@@ -225,7 +226,24 @@ struct TableResult {
 
 // Runs rows [lo, hi], prints one line each (per-rank average breakdown, seconds: compute, exposed TP / CP /
 // EP all-to-all / DP / PP communication, bubble; the memory model's peak per GPU).
-TableResult run_rows(int lo, int hi) {
+// The rows also become docs/validation.md's table `doc_name` (checked, or rewritten with FABRICSIM_UPDATE_DOCS=1).
+TableResult run_rows(int lo, int hi, const std::string& doc_name, const std::string& refresh) {
+  const bool table2 = csv()[lo].at("table").rfind("Table 2", 0) == 0;
+  test::DocTable doc{doc_name,
+                     {"row", "model", "method", "precision", "GPUs", "seq", "CP/TP/EP/PP/ETP",
+                      table2 ? "published TFLOPS/GPU" : "published MFU", "simulated", "error", "step s", "compute",
+                      "of which attention blocks", "exposed CP", "exposed MoE comm", "exposed DP", "FSDP stream busy",
+                      "bubble", "GiB/GPU"},
+                     {true, false, false, false, true, true, false, true, true, true, true, true, true, true, true, true,
+                      true, true, true},
+                     {}};
+  auto layout = [](int i) {
+    const Row& L = layout_row(i);
+    auto n = [&](const char* c) { return L.at(c).empty() ? std::string("1") : L.at(c); };
+    const std::string etp = method_of(L.at("row_label")) == "MCore w/ Folding" ? "1" : L.at("etp").empty() ? "TP" : L.at("etp");
+    return n("cp") + "/" + n("tp") + "/" + n("ep") + "/" + n("pp") + "/" + etp;
+  };
+  auto value = [&](double v) { return table2 ? test::fmt("%.1f", v) : test::fmt("%.1f %%", v); };
   std::printf("row  table      method              model               GPUs  measured  simulated  error    "
               "step_s  compute  tp     cp     ep/a2a dp     pp     bubble mem_GiB fsdp_busy attn_s\n");
   TableResult out;
@@ -240,6 +258,10 @@ TableResult run_rows(int lo, int hi) {
                   r.at("model").c_str(), layout_row(i).at("num_gpus").c_str(), o.measured == 0 ? "OOM" : "-",
                   o.fits ? "fits" : "OOM", o.fits == (o.measured != 0) ? "agree" : "DISAGREE", o.mem_gib);
       out.oom_disagree += o.fits != (o.measured != 0);
+      doc.add({std::to_string(i), r.at("model"), method, r.at("precision"), layout_row(i).at("num_gpus"),
+               layout_row(i).at("seq_len"), layout(i), o.measured == 0 ? "OOM" : value(o.measured),
+               test::fmt(o.fits ? "fits (%.1f GiB)" : "does not fit (%.1f GiB)", o.mem_gib), "", "", "", "", "", "", "",
+               "", "", ""});
       continue;
     }
     const double e = o.simulated / o.measured - 1.0;
@@ -251,7 +273,15 @@ TableResult run_rows(int lo, int hi) {
                 o.measured, o.simulated, 100 * e, o.res.iteration_s, b.compute_s, exposed(o.res, "tp"),
                 exposed(o.res, "cp"), exposed(o.res, "ep") + exposed(o.res, "all_to_all"), exposed(o.res, "dp"),
                 exposed(o.res, "pp"), b.bubble_s, o.mem_gib, fsdp_busy(o.res), attention_compute(o.res));
+    doc.add({std::to_string(i), r.at("model"), method, r.at("precision"), layout_row(i).at("num_gpus"),
+             layout_row(i).at("seq_len"), layout(i), value(o.measured), value(o.simulated), test::signed_pct(e),
+             test::fmt("%.2f", o.res.iteration_s), test::fmt("%.2f", b.compute_s),
+             test::fmt("%.2f", attention_compute(o.res)), test::fmt("%.2f", exposed(o.res, "cp")),
+             test::fmt("%.2f", exposed(o.res, "ep") + exposed(o.res, "all_to_all")),
+             test::fmt("%.2f", exposed(o.res, "dp")), test::fmt("%.2f", fsdp_busy(o.res)), test::fmt("%.2f", b.bubble_s),
+             test::fmt("%.1f", o.mem_gib)});
   }
+  test::check_doc_table(doc, refresh);
   return out;
 }
 
@@ -279,7 +309,8 @@ void summarise(const char* what, const TableResult& t, std::size_t rows, double 
 // 81.1 GiB here although the paper ran both (the fp32 gradient buffer of the distributed optimizer, 4 bytes per
 // local parameter, moved row 79 over the 80 GB).
 TEST_CASE("validation: parallel folding tables 1-3 (MoE Parallel Folding on 64-256 H100) held out") {
-  const TableResult t3 = run_rows(0, 19);
+  const std::string refresh = "build/tests/test_replay -tc='validation: parallel folding tables 1-3*'";
+  const TableResult t3 = run_rows(0, 19, "folding-table3", refresh);
   summarise("Tables 1/3 (rows 0-19)", t3, 18, 0.19, 0.87, 1);
   // The paper's finding, not fitted: with the same attention layout, folding the expert grid beats MCore's
   // coupled one for every model (rows 3/4, 8/9, 13/14, 18/19).
@@ -287,10 +318,11 @@ TEST_CASE("validation: parallel folding tables 1-3 (MoE Parallel Folding on 64-2
     CAPTURE(mcore);
     CHECK(t3.simulated.at(mcore + 1) > t3.simulated.at(mcore));
   }
-  summarise("Table 2 (rows 20-23)", run_rows(20, 23), 4, 0.045, 0.06, 0);
+  summarise("Table 2 (rows 20-23)", run_rows(20, 23, "folding-table2", refresh), 4, 0.045, 0.06, 0);
 }
 
 TEST_CASE("validation: parallel folding tables 4-5 (strong and context scaling to 1024 H100) held out") {
-  summarise("Table 4 (rows 24-84)", run_rows(24, 84), 59, 0.15, 0.87, 2);
-  summarise("Table 5 (rows 85-92)", run_rows(85, 92), 8, 0.11, 0.17, 0);
+  const std::string refresh = "build/tests/test_replay -tc='validation: parallel folding tables 4-5*'";
+  summarise("Table 4 (rows 24-84)", run_rows(24, 84, "folding-table4", refresh), 59, 0.15, 0.87, 2);
+  summarise("Table 5 (rows 85-92)", run_rows(85, 92, "folding-table5", refresh), 8, 0.11, 0.17, 0);
 }

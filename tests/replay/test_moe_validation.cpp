@@ -17,11 +17,13 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "replay_test_util.hpp"
+#include "tests/doc_table_util.hpp"
 #include "replay/run_scenario.hpp"
 #include "workloads/scenario.hpp"
 
@@ -43,6 +45,16 @@ std::string csv_cell(const std::string& file, int row, const std::string& col) {
 TEST_CASE("validation: moe, Qwen3-235B-A22B (256 H100) and Mixtral-8x22B (128 H100) held out: median <= 16 %, max <= 49 %") {
   std::vector<double> abs_errors;  // |simulated / measured - 1| of every row, both tables
   std::printf("row  measured_s  simulated_s  error\n");
+  // The layouts as docs/validation.md describes them (the scenario files hold the settings).
+  const std::map<int, std::string> layout = {
+      {93, "TP 2, PP 8 \u00d7 VPP 4, EP 32, DeepEP (flex)"}, {94, "row 93 + 1F1B A2A overlap"},
+      {95, "TP 2, PP 1, EP 8, Megatron FSDP, micro-batch 4, full recompute"}, {96, "TP 2, PP 32 \u00d7 VPP 3, EP 8, all-to-all"},
+      {97, "TP 4, PP 8 \u00d7 VPP 4, EP 8, DeepEP (flex)"}, {111, "dropless (load modelled uniform)"},
+      {112, "dropless + forced balance"}, {113, "FP8 blockwise + forced balance"}, {114, "capacity factor 1, padded"}};
+  test::DocTable qwen{"moe-qwen3-h100", {"row", "layout", "measured s/step", "simulated", "error"},
+                      {false, false, true, true, true}, {}};
+  test::DocTable mixtral{"moe-mixtral-h100", {"row", "variant", "published TFLOPS/GPU", "simulated", "error"},
+                         {false, false, true, true, true}, {}};
   for (int row : {93, 94, 95, 96, 97}) {
     CAPTURE(row);
     const double measured = std::stod(csv_cell(kData + "moe_h100.csv", row, "iteration_s"));
@@ -52,6 +64,8 @@ TEST_CASE("validation: moe, Qwen3-235B-A22B (256 H100) and Mixtral-8x22B (128 H1
     CHECK(r.iteration_s > 0);
     abs_errors.push_back(std::fabs(r.iteration_s / measured - 1.0));
     std::printf("%-4d %10.1f  %11.2f  %+6.1f %%\n", row, measured, r.iteration_s, 100.0 * (r.iteration_s / measured - 1.0));
+    qwen.add({std::to_string(row), layout.at(row), test::fmt("%.1f", measured), test::fmt("%.2f", r.iteration_s),
+              test::signed_pct(r.iteration_s / measured - 1.0)});
   }
   std::printf("row  measured_TFLOPS  simulated  error\n");
   for (int row : {111, 112, 113, 114}) {
@@ -63,7 +77,11 @@ TEST_CASE("validation: moe, Qwen3-235B-A22B (256 H100) and Mixtral-8x22B (128 H1
     CHECK(r.tflops_per_gpu > 0);
     abs_errors.push_back(std::fabs(r.tflops_per_gpu / measured - 1.0));
     std::printf("%-4d %15.1f  %9.1f  %+6.1f %%\n", row, measured, r.tflops_per_gpu, 100.0 * (r.tflops_per_gpu / measured - 1.0));
+    mixtral.add({std::to_string(row), layout.at(row), test::fmt("%.0f", measured), test::fmt("%.1f", r.tflops_per_gpu),
+                 test::signed_pct(r.tflops_per_gpu / measured - 1.0)});
   }
+  test::check_doc_table(qwen, "build/tests/test_replay -tc='validation: moe, Qwen3-235B-A22B (256 H100)*'");
+  test::check_doc_table(mixtral, "build/tests/test_replay -tc='validation: moe, Qwen3-235B-A22B (256 H100)*'");
   REQUIRE(abs_errors.size() == 9);
   const double med = replay_test::median(abs_errors);
   const double worst = *std::max_element(abs_errors.begin(), abs_errors.end());

@@ -19,10 +19,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "replay_test_util.hpp"
+#include "tests/doc_table_util.hpp"
 #include "replay/run_scenario.hpp"
 #include "sim/base/error.hpp"
 #include "workloads/gpt.hpp"
@@ -103,6 +105,25 @@ TEST_CASE("validation: moe-qwen3 long context (256 H100) and GB200/GB300 held ou
   // row (the next one) share it (the load is modelled uniform: the dropless router's imbalance is not known).
   const int seqs[] = {16384, 32768, 65536, 131072};
   std::vector<double> sim_forced;
+  // The rows as docs/validation.md describes them (the scenario files hold the settings): GPUs and precision,
+  // layout.
+  const std::map<int, std::pair<std::string, std::string>> what = {
+      {99, {"256 H100, bf16, seq 16K, forced balance", "TP 4, CP 1, PP 8 \u00d7 VPP 4, EP 8"}},
+      {101, {"seq 32K, forced balance", "CP 2"}}, {103, {"seq 64K, forced balance", "CP 4"}},
+      {105, {"seq 128K, forced balance", "CP 8"}}, {100, {"seq 16K, dropless", "as 99"}},
+      {102, {"seq 32K, dropless", "as 101"}}, {104, {"seq 64K, dropless", "as 103"}},
+      {106, {"seq 128K, dropless", "as 105"}},
+      {107, {"256 GB200, bf16, seq 4K", "TP 1, PP 8, EP 8, MBS 1, GBS 8192"}},
+      {109, {"128 GB200, MXFP8, seq 128K", "TP 4, CP 4, PP 4 \u00d7 VPP 12, EP 32, GBS 1024"}},
+      {110, {"64 GB300, MXFP8, seq 4K", "TP 1, PP 1, EP 64, GBS 8192"}}};
+  test::DocTable doc{"moe-qwen3-long-context",
+                     {"row", "GPUs, precision", "layout", "published TFLOP/s", "simulated", "error"},
+                     {false, false, false, true, true, true}, {}};
+  std::vector<std::vector<std::string>> dropless_rows;
+  auto doc_row = [&](int row, double pub, double sim_tf) {
+    return std::vector<std::string>{std::to_string(row), what.at(row).first, what.at(row).second,
+                                    test::fmt("%.0f", pub), test::fmt("%.1f", sim_tf), test::signed_pct(sim_tf / pub - 1.0)};
+  };
   for (int i = 0; i < 4; ++i) {
     const int row = 99 + 2 * i;
     CAPTURE(row);
@@ -115,11 +136,14 @@ TEST_CASE("validation: moe-qwen3 long context (256 H100) and GB200/GB300 held ou
       (k == 0 ? err_forced : err_dropless).push_back(sim_tf / pub - 1.0);
       std::printf("%-4d %16.0f  %9.1f  %+6.1f %%  (seq %d, %s)\n", row + k, pub, sim_tf, 100.0 * (sim_tf / pub - 1.0),
                   seqs[i], k == 0 ? "forced balance" : "dropless");
+      if (k == 0) doc.add(doc_row(row, pub, sim_tf));
+      else dropless_rows.push_back(doc_row(row + 1, pub, sim_tf));
     }
   }
   // The published forced-balance TFLOP/s rise with the sequence length (attention's share grows); so must the
   // simulated ones.
   for (int i = 1; i < 4; ++i) CHECK(sim_forced[i] > sim_forced[i - 1]);
+  for (auto& r : dropless_rows) doc.add(r);
   for (const auto& [row, file] : std::vector<std::pair<int, std::string>>{
            {107, "qwen3_235b_gb200_row107.json"}, {109, "qwen3_235b_gb200_row109.json"}, {110, "qwen3_235b_gb300_row110.json"}}) {
     CAPTURE(row);
@@ -127,7 +151,9 @@ TEST_CASE("validation: moe-qwen3 long context (256 H100) and GB200/GB300 held ou
     const double sim_tf = m.tokens_per_s_per_gpu * m.flops_per_token / 1e12, pub = published(row);
     err_gb.push_back(sim_tf / pub - 1.0);
     std::printf("%-4d %16.0f  %9.1f  %+6.1f %%\n", row, pub, sim_tf, 100.0 * (sim_tf / pub - 1.0));
+    doc.add(doc_row(row, pub, sim_tf));
   }
+  test::check_doc_table(doc, "build/tests/test_replay -tc='validation: moe-qwen3 long context*'");
   auto abs_median = [](std::vector<double> v) {
     for (double& x : v) x = std::fabs(x);
     return replay_test::median(v);

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "replay_test_util.hpp"
+#include "tests/doc_table_util.hpp"
 #include "replay/run_scenario.hpp"
 #include "sim/base/error.hpp"
 #include "workloads/scenario.hpp"
@@ -44,16 +45,19 @@ TEST_CASE("validation: moe-scout Llama 4 Scout on 256 GB200 (torchtitan), bf16 a
   const auto rows = replay_test::read_csv(kData + "torchtitan_moe.csv");
   REQUIRE(rows.size() == 2);
   double sim[2] = {0, 0};
+  test::DocTable doc{"moe-scout", {"row", "published tokens/s/GPU", "simulated", "error"}, {false, true, true, true}, {}};
   for (int i = 0; i < 2; ++i) {
     const std::string prec = i == 0 ? "bf16" : "mxfp8";
     CAPTURE(prec);
     const double pub = std::stod(rows[i].at("tokens_per_s_per_gpu"));
     sim[i] = tps_per_gpu(load_scenario(kData + "moe/llama4_scout_gb200_" + prec + ".json"));
     std::printf("%-6s published %6.0f  simulated %7.1f  %+6.1f %%\n", prec.c_str(), pub, sim[i], 100.0 * (sim[i] / pub - 1.0));
+    doc.add({i == 0 ? "bf16" : "MXFP8", test::fmt("%.0f", pub), test::fmt("%.1f", sim[i]), test::signed_pct(sim[i] / pub - 1.0)});
     // Measured 2026-11-26: bf16 +11.3 %, MXFP8 -3.9 % (+8.9 / -6.0 % with the loss at 24 B per logit element);
     // bound: rounded up to the next whole percent.
     CHECK(std::fabs(sim[i] / pub - 1.0) <= (i == 0 ? 0.12 : 0.04));
   }
+  test::check_doc_table(doc, "build/tests/test_replay -tc='validation: moe-scout*'");
   // MXFP8 over bf16: published +20.0 %; simulated +3.5 % (the FSDP gathers, in bf16 in both runs -- "All
   // distributed communication for MXFP8 training is currently done in high precision" -- dominate the simulated
   // step). The direction must hold.

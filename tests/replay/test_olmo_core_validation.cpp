@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "replay_test_util.hpp"
+#include "tests/doc_table_util.hpp"
 #include "replay/run_scenario.hpp"
 #include "sim/base/error.hpp"
 #include "workloads/gpt.hpp"
@@ -104,6 +105,10 @@ TEST_CASE("validation: olmo-core H100 tokens/s per device (HSDP, 4 nodes assumed
   REQUIRE(rows.size() == 8);
   std::vector<double> err4, spread;
   std::vector<std::string> refused;
+  test::DocTable doc{"olmo-core",
+                     {"row", "published TPS/device", "1 node", "4 nodes (assumed)", "16 nodes", "error at 4 nodes",
+                      "simulated GiB per GPU"},
+                     {false, true, true, true, true, true, true}, {}};
   std::printf("row                    published  1 node  4 nodes  16 nodes  error(4 nodes)  GiB: weights grads "
               "optimizer activations reserve total\n");
   for (const auto& r : rows) {
@@ -122,16 +127,21 @@ TEST_CASE("validation: olmo-core H100 tokens/s per device (HSDP, 4 nodes assumed
     } catch (const DoesNotFitError& e) {
       refused.push_back(label);
       std::printf("%-22s %9.0f  refused: %s  GiB: %s\n", label.c_str(), pub, e.what(), terms);
+      doc.add({label, test::fmt("%.0f", pub), "refused", "refused", "refused", "\u2014",
+               test::fmt("%.1f", mem.total_bytes() / kGiB)});
       continue;
     }
     err4.push_back(sim[1] / pub - 1.0);
     spread.push_back(std::max({sim[0], sim[1], sim[2]}) / std::min({sim[0], sim[1], sim[2]}) - 1.0);
     std::printf("%-22s %9.0f  %6.0f  %7.0f  %8.0f  %+6.1f %%         %s\n", label.c_str(), pub, sim[0], sim[1],
                 sim[2], 100.0 * (sim[1] / pub - 1.0), terms);
+    doc.add({label, test::fmt("%.0f", pub), test::fmt("%.0f", sim[0]), test::fmt("%.0f", sim[1]),
+             test::fmt("%.0f", sim[2]), test::signed_pct(sim[1] / pub - 1.0), test::fmt("%.1f", mem.total_bytes() / kGiB)});
   }
   // Every row fits: the 1B script's micro-batch of 8 x 4096 tokens ran in 80 GB. With OLMo-core's compiled
   // loss (4 bytes per logit element, see olmo_params) the memory model puts it at 54.8 GiB (bf16) / 50.6 GiB
   // (fp8) per GPU; with the eager loss (12 bytes + a 2-byte allocator hole) it was 85.5 / 81.2 GiB, refused.
+  test::check_doc_table(doc, "build/tests/test_replay -tc='validation: olmo-core*'");
   CHECK(refused.empty());
   REQUIRE(err4.size() == 8);
   std::vector<double> abs4;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "replay_test_util.hpp"
+#include "tests/doc_table_util.hpp"
 #include "replay/run_scenario.hpp"
 #include "workloads/scenario.hpp"
 
@@ -34,6 +35,7 @@ TEST_CASE("validation: Megatron-LM SC'21 Table 1 achieved TFLOP/s per GPU") {
   Json fit = load_json_file(kData + "megatron_fit.json");
   std::vector<double> errs;
   std::string table = "model   GPUs  paper  sim    error  (fit row *)\n";
+  test::DocTable doc{"sc21-table1", {"model", "GPUs", "paper TFLOP/s", "simulated", "error"}, {false, true, true, true, true}, {}};
   for (const auto& r : read_csv(kData + "megatron_sc21_table1_a100.csv")) {
     Json p = {{"num_layers", std::stoi(r.at("num_layers"))},
               {"hidden_size", std::stoi(r.at("hidden_size"))},
@@ -68,11 +70,14 @@ TEST_CASE("validation: Megatron-LM SC'21 Table 1 achieved TFLOP/s per GPU") {
     std::snprintf(buf, sizeof buf, "%-6s %5s  %5.1f  %5.1f  %+5.1f%% %s\n", r.at("model_size_label").c_str(),
                   r.at("num_gpus").c_str(), paper, res.tflops_per_gpu, 100 * err, fitted ? "*" : "");
     table += buf;
+    doc.add({r.at("model_size_label") + (fitted ? " (fit)" : ""), r.at("num_gpus"), r.at("achieved_tflops_per_gpu"),
+             test::fmt("%.1f", res.tflops_per_gpu), test::signed_pct(err)});
     CHECK_MESSAGE(std::abs(err) <= 0.10, "row " << r.at("model_size_label") << " error " << 100 * err << " %");
     errs.push_back(std::abs(err));
   }
   REQUIRE(errs.size() == 10);
   MESSAGE(table);
+  test::check_doc_table(doc, "build/tests/test_replay -tc='validation: Megatron-LM SC*'");
   CHECK(median(errs) <= 0.05);
 }
 
@@ -84,6 +89,7 @@ TEST_CASE("validation: distributed-embeddings synthetic model step times") {
   Json fit = load_json_file(kData + "dlrm_fit.json");
   std::string table = "model   GPUs  measured_ms  sim_ms   error  (fit row *)\n";
   int within = 0, rows = 0;
+  test::DocTable doc{"distributed-embeddings", {"model", "GPUs", "measured ms", "simulated ms", "error"}, {false, true, true, true, true}, {}};
   for (const auto& r : read_csv(kData + "distributed_embeddings_benchmarks.csv")) {
     if (r.at("table") != "synthetic_step_time") continue;
     int n = std::stoi(r.at("num_gpus"));
@@ -109,11 +115,14 @@ TEST_CASE("validation: distributed-embeddings synthetic model step times") {
     std::snprintf(buf, sizeof buf, "%-7s %3d  %8.2f  %8.2f  %+6.1f%% %s\n", model.c_str(), n, meas, sim_ms, 100 * err,
                   fitted ? "*" : "");
     table += buf;
+    doc.add({model + (fitted ? " (fit)" : ""), std::to_string(n), test::fmt("%.2f", meas), test::fmt("%.2f", sim_ms),
+             test::signed_pct(err)});
     ++rows;
     within += std::abs(err) <= 0.15;
     CHECK_MESSAGE(std::abs(err) <= 0.15, model << " on " << n << " GPUs: error " << 100 * err << " %");
   }
   MESSAGE(table);
+  test::check_doc_table(doc, "build/tests/test_replay -tc='validation: distributed-embeddings*'");
   CHECK(rows == 8);
   MESSAGE(within << " of " << rows << " rows within 15 %");
   CHECK(fit.at("fit_rows").size() <= 3);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/csv_test_util.hpp"
+#include "tests/doc_table_util.hpp"
 #include "models/compute.hpp"
 #include "models/gpu.hpp"
 #include "workloads/gpt.hpp"
@@ -214,6 +215,10 @@ TEST_CASE("validation: whole layers (Llama-3 decoder layers on one H100 / H200 v
   }
   MESSAGE(table);
   MESSAGE(kern);
+  const std::vector<bool> right = {false, false, true, false, true, true, true, true, true, true};
+  const std::string refresh = "build/tests/test_workloads -tc='validation: whole layers*'";
+  test::check_doc_table(test::table_from_pipes("layers-default-block", table, right), refresh);
+  test::check_doc_table(test::table_from_pipes("layers-torchtitan-block", titan_table, right), refresh);
   MESSAGE("torchtitan's block (torch_compile as the row's variant):\n" << titan_table);
   REQUIRE(fwd_err.size() == 12);
   REQUIRE(fwd_err_compiled.size() == 4);
