@@ -275,10 +275,9 @@ class StageEmitter {
   // Compiled (torch_compile true): torchtitan compiles each TransformerBlock with fullgraph=True
   // (parallelisms/parallelize_llama.py apply_compile, pytorch/torchtitan@9dec370), so the ring is traced into
   // the block's graph, and a functional collective traced by torch.compile is waited for where it is issued
-  // (torch/distributed/_functional_collectives.py, _maybe_wrap_tensor: "if _are_we_tracing(): return
-  // wait_tensor(self)"; _attention.py's _maybe_wait says the same: "When tracing the code, the result tensor
-  // is not an AsyncCollectiveTensor"); Inductor moves a wait only under reorder_for_compute_comm_overlap, off
-  // by default. So every exchange runs exposed, in program order: the K/V all-gather (or each K/V permute)
+  // (torch/distributed/_functional_collectives.py, _maybe_wrap_tensor waits at once while tracing instead of
+  // returning an async tensor; _attention.py's _maybe_wait notes the same); Inductor moves a wait only under
+  // reorder_for_compute_comm_overlap, off by default. So every exchange runs exposed, in program order: the K/V all-gather (or each K/V permute)
   // before the step that issues it, each dK/dV permute after the step that produced it.
   // A selective recompute's attention forward inside the backward block (recompute_attn_extra) is priced with
   // its ring steps but without its own K/V exchange.
