@@ -146,18 +146,24 @@ TEST_CASE("NCCL channel settings in a log's env: parsed as NCCL does, a non-inte
   }
 }
 
+namespace {
+// One log's only run, its env edited by `edit`, compared under the built-in defaults.
+template <class Edit>
+Report run_defaults_with_env(const std::string& path, Edit edit) {
+  const models::Calibration def = models::default_calibration();
+  std::vector<Measurement> ms = load_measurements(path);
+  REQUIRE(ms.size() == 1u);
+  edit(ms[0].env);
+  auto cases = make_cases(ms);
+  return compare(cases, [&](std::size_t) -> const models::Calibration& { return def; }, "defaults");
+}
+}  // namespace
+
 TEST_CASE("NCCL_NVLS_ENABLE=0 in a run's env removes NVLS and NVLS_TREE from the simulated choices") {
   const std::string p = std::string(FABRICSIM_SOURCE_DIR) +
                         "/tests/data/nccl-tests-multinode/nvtests309_xe9680_h100_ib400_2node_16gpu_all_reduce.meta.json";
-  const models::Calibration def = models::default_calibration();
-  auto run = [&](bool disable) {
-    std::vector<Measurement> ms = load_measurements(p);
-    REQUIRE(ms.size() == 1u);
-    if (disable) ms[0].env["NCCL_NVLS_ENABLE"] = "0";
-    auto cases = make_cases(ms);
-    return compare(cases, [&](std::size_t) -> const models::Calibration& { return def; }, "defaults");
-  };
-  const Report on = run(false), off = run(true);
+  const Report on = run_defaults_with_env(p, [](auto&) {});
+  const Report off = run_defaults_with_env(p, [](auto& env) { env["NCCL_NVLS_ENABLE"] = "0"; });
   int nvls_rows = 0;
   for (const auto& pt : on.logs[0].points) nvls_rows += pt.algorithm == "nvls_tree";
   CHECK(nvls_rows > 0);  // the default run takes NVLS_TREE from 4 MiB
@@ -171,16 +177,12 @@ TEST_CASE("NCCL_MIN_CTAS=24 in a run's env: the same NCCL choice, NVLS_TREE on 2
   // loops: at 8 GiB 51393 us with 16 channels, 48910 us with 24 (docs/validation.md, 8-node H100 limit).
   const std::string p = std::string(FABRICSIM_SOURCE_DIR) +
                         "/tests/data/nccl-tests-multinode/nvtests309_h100_ib400_8node_64gpu_all_reduce_minctas24_qps2.meta.json";
-  const models::Calibration def = models::default_calibration();
-  auto run = [&](bool keep) {
-    std::vector<Measurement> ms = load_measurements(p);
-    REQUIRE(ms.size() == 1u);
-    REQUIRE(ms[0].env.count("NCCL_MIN_CTAS") == 1u);
-    if (!keep) ms[0].env.erase("NCCL_MIN_CTAS");
-    auto cases = make_cases(ms);
-    return compare(cases, [&](std::size_t) -> const models::Calibration& { return def; }, "defaults");
-  };
-  const Report with = run(true), without = run(false);
+  auto require_set = [](auto& env) { REQUIRE(env.count("NCCL_MIN_CTAS") == 1u); };
+  const Report with = run_defaults_with_env(p, require_set);
+  const Report without = run_defaults_with_env(p, [&](auto& env) {
+    require_set(env);
+    env.erase("NCCL_MIN_CTAS");
+  });
   REQUIRE(with.logs[0].points.size() == without.logs[0].points.size());
   int faster = 0;
   for (std::size_t i = 0; i < with.logs[0].points.size(); ++i) {
