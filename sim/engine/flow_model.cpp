@@ -28,6 +28,8 @@ FlowModel::FlowModel(std::vector<double> capacity_Bps) : cap_(std::move(capacity
   touch_mark_.assign(n, 0);
   pin_res_mark_.assign(n, 0);
   pin_res_ok_.assign(n, 0);
+  shadow_flow_.assign(n, 0);
+  shadow_hop_.assign(n, 0);
 }
 
 FlowModel::FlowId FlowModel::add(double now_s, std::span<const std::uint32_t> resources, double bytes_per_instance,
@@ -90,6 +92,8 @@ FlowModel::FlowId FlowModel::add_impl(double now_s, std::span<const std::uint32_
     pin_flow_ok_.push_back(0);
     alive_.push_back(0);
     frozen_.push_back(0);
+    nshadow_.push_back(0);
+    log_.emplace_back();
   }
   hot_[f].members = members;
   rem_[f] = bytes_per_instance;
@@ -114,13 +118,65 @@ FlowModel::FlowId FlowModel::add_impl(double now_s, std::span<const std::uint32_
   const auto off = static_cast<std::uint32_t>(hops_.size());
   hot_[f].off = off;
   hot_[f].cnt = static_cast<std::uint32_t>(resources.size());
+  // A shadow hop of another flow on one of these resources stops being one: it takes in that flow's log and
+  // joins the resource's flow list (where it would have been all along: the flow was alone there).
+  for (std::uint32_t r : resources)
+    if (shadow_flow_[r] != 0 && shadow_flow_[r] != kPendingSettle) {
+      const FlowId g = shadow_flow_[r] - 1;
+      const std::uint32_t h = shadow_hop_[r];
+      flush_hop(g, h);
+      Hop& hp = hops_[h];
+      hp.mult &= ~kShadowBit;
+      hp.pos = static_cast<std::uint32_t>(res_flows_[r].size());
+      res_flows_[r].push_back(ResEntry{g, hp.mult, h});
+      wsum_[r] += hot_[g].w * hp.mult;
+      shadow_flow_[r] = 0;
+      --nshadow_[g];
+    }
+  // Shadow hops (see "Shadow hops" below) of a plain flow over many resources: those no flow uses (nor an ended
+  // one's pending statistics), but the one of smallest (capacity / weight, id), which the solver keeps.
+  std::uint32_t rep = 0xffffffffu, eligible = 0;
+  if (shadows_on_ && multiplicity == nullptr && members == 1 && resources.size() >= kMinShadowRoute) {
+    shadow_scratch_.assign(resources.size(), 0);
+    double rep_key = kInf;
+    for (std::uint32_t k = 0; k < resources.size(); ++k) {
+      const std::uint32_t r = resources[k];
+      if (!res_flows_[r].empty() || res_dirty_[r] || shadow_flow_[r] != 0) continue;
+      shadow_scratch_[k] = 1;
+      ++eligible;
+      const double key = cap_[r] / weight;  // the solver's level of a resource the flow alone crosses
+      if (rep == 0xffffffffu || key < rep_key || (key == rep_key && r < resources[rep])) {
+        rep = k;
+        rep_key = key;
+      }
+    }
+    if (eligible < kMinShadowRoute / 2) eligible = 0;
+  }
   for (std::uint32_t k = 0; k < resources.size(); ++k) {
     const std::uint32_t r = resources[k];
     const std::uint32_t m = multiplicity ? multiplicity[k] : 1;
+    if (eligible > 0 && k != rep && shadow_scratch_[k]) {
+      hops_.push_back(Hop{r, 0, m | kShadowBit});
+      shadow_flow_[r] = f + 1;
+      shadow_hop_[r] = off + k;
+      continue;
+    }
     auto& list = res_flows_[r];
     hops_.push_back(Hop{r, static_cast<std::uint32_t>(list.size()), m});
     list.push_back(ResEntry{f, m, off + k});
     wsum_[r] += weight * m;
+  }
+  nshadow_[f] = eligible > 0 ? eligible - 1 : 0;
+  log_[f].clear();
+  if (nshadow_[f] > 0) {
+    shadow_hops_made_ += nshadow_[f];
+    if (shadowed_.size() > 2 * active_ + 1024) {
+      std::size_t kept = 0;
+      for (FlowId g : shadowed_)
+        if (alive_[g] && nshadow_[g] > 0) shadowed_[kept++] = g;
+      shadowed_.resize(kept);
+    }
+    shadowed_.push_back(f);
   }
   dirty_flows_.push_back(f);
   ++active_;
@@ -149,8 +205,20 @@ void FlowModel::reserve(std::size_t flows) {
 void FlowModel::remove_flow(FlowId f) {
   removed_min_rate_ = std::min(removed_min_rate_, hot_[f].rate);
   const FlowHot h = hot_[f];
+  if (nshadow_[f] > 0) {
+    // Its shadow hops' resources are settled by the next solve, as the others: bring them up to its last solve.
+    flush_shadows(f);
+    for (std::uint32_t k = 0; k < h.cnt; ++k)
+      if (hops_[h.off + k].mult & kShadowBit) {
+        const std::uint32_t r = hops_[h.off + k].res;
+        shadow_flow_[r] = kPendingSettle;
+        pending_settle_.push_back(r);
+      }
+    nshadow_[f] = 0;
+  }
   for (std::uint32_t k = 0; k < h.cnt; ++k) {
     const Hop hp = hops_[h.off + k];
+    if (hp.mult & kShadowBit) continue;
     const std::uint32_t r = hp.res;
     auto& list = res_flows_[r];
     // Swap-remove: the last entry takes the removed one's place (nothing to move when it is the last).
@@ -186,7 +254,8 @@ void FlowModel::compact_hops() {
     hot_[f].off = static_cast<std::uint32_t>(nh.size());
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
       const Hop hp = hops_[off + k];
-      res_flows_[hp.res][hp.pos].hop = static_cast<std::uint32_t>(nh.size());  // the entry's back-pointer follows
+      if (hp.mult & kShadowBit) shadow_hop_[hp.res] = static_cast<std::uint32_t>(nh.size());
+      else res_flows_[hp.res][hp.pos].hop = static_cast<std::uint32_t>(nh.size());  // the entry's back-pointer follows
       nh.push_back(hp);
     }
   }
@@ -204,7 +273,54 @@ void FlowModel::settle_resource(std::uint32_t r, double now_s) {
 }
 
 void FlowModel::settle_stats(double now_s) {
+  std::size_t kept = 0;
+  for (FlowId f : shadowed_)
+    if (alive_[f] && nshadow_[f] > 0) {
+      flush_shadows(f);
+      shadowed_[kept++] = f;
+    }
+  shadowed_.resize(kept);
   for (std::uint32_t r = 0; r < cap_.size(); ++r) settle_resource(r, now_s);
+}
+
+ResourceStats& FlowModel::settled_stats(std::uint32_t r, double now_s) {
+  if (shadow_flow_[r] != 0 && shadow_flow_[r] != kPendingSettle) flush_shadows(shadow_flow_[r] - 1);
+  settle_resource(r, now_s);
+  return stats_[r];
+}
+
+// Shadow hops. A solve settles the statistics of each resource that a re-solved flow crosses (load x elapsed
+// time, busy time), sets its load to weight x multiplicity x the new rate and updates its peak. On a resource
+// that only this flow crosses, that is all a solve does: its level, capacity / weight, never freezes the flow
+// before the smallest such level among its lone resources does (a resource shared with other flows only gets a
+// lower level, and ties go to the lower resource id). So when a plain flow over many resources (a lockstep
+// wave: thousands of link directions) is added, the resources it will cross alone (no flow on them, none ending)
+// become shadow hops but the one with the smallest (level, id), which the solver keeps: they are not in any
+// resource's flow list, so solves neither reach, settle, heap-order nor freeze them, and each solve of the flow
+// appends (time, new rate) to its log instead. A shadow takes in the log, one entry at a time with the same
+// operations the solve would have done on it (so every statistic is the same bit for bit), when another flow
+// is added on it (it joins the resource's flow list, as if it had been there all along), when its statistics
+// are read (settle_stats, settled_stats), and when the flow ends (the next solve then settles it at zero load,
+// as it settles the ended flow's other resources). Every shadow of a flow has taken in none of its log: the
+// log is emptied whenever all of them took it in.
+void FlowModel::flush_hop(FlowId f, std::uint32_t h) {
+  const Hop& hp = hops_[h];
+  const std::vector<LogEntry>& log = log_[f];
+  const std::uint32_t r = hp.res;
+  const double wm = hot_[f].w * (hp.mult & ~kShadowBit);
+  for (std::size_t i = 0; i < log.size(); ++i) {
+    settle_resource(r, log[i].t_s);
+    load_[r] = wm * log[i].x;
+    const double u = load_[r] / cap_[r];
+    if (u > stats_[r].peak_util) stats_[r].peak_util = u;
+  }
+}
+
+void FlowModel::flush_shadows(FlowId f) {
+  const std::uint32_t off = hot_[f].off;
+  for (std::uint32_t k = 0; k < hot_[f].cnt; ++k)
+    if (hops_[off + k].mult & kShadowBit) flush_hop(f, off + k);
+  log_[f].clear();
 }
 
 void FlowModel::solve(double now_s) {
@@ -212,6 +328,13 @@ void FlowModel::solve(double now_s) {
   now_s_ = now_s;
   if (!dirty()) return;
   ++solves_;
+  // Resources of ended flows' shadow hops: what this solve would do on them (reached, they carry no load now).
+  for (std::uint32_t r : pending_settle_) {
+    settle_resource(r, now_s);
+    load_[r] = 0;
+    shadow_flow_[r] = 0;
+  }
+  pending_settle_.clear();
   if (++epoch_ == 0) {  // wrapped: reset marks
     for (auto* v : {&pin_flow_mark_, &res_mark_, &touch_mark_, &pin_res_mark_}) std::fill(v->begin(), v->end(), 0);
     for (FlowHot& h : hot_) h.mark = 0;
@@ -230,6 +353,7 @@ void FlowModel::solve(double now_s) {
       double lb = capr_[f] > 0 ? capr_[f] : kInf;
       const std::uint64_t off = hot_[f].off;
       for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
+        if (hops_[off + k].mult & kShadowBit) continue;  // its level is no lower than the kept one's
         const std::uint32_t r = hops_[off + k].res;
         lb = std::min(lb, cap_[r] / wsum_[r]);
       }
@@ -247,7 +371,8 @@ void FlowModel::solve(double now_s) {
     for (FlowId f : dirty_flows_) {
       if (!alive_[f]) continue;
       const std::uint64_t off = hot_[f].off;
-      for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) touch_mark_[hops_[off + k].res] = ep;
+      for (std::uint32_t k = 0; k < hot_[f].cnt; ++k)
+        if (!(hops_[off + k].mult & kShadowBit)) touch_mark_[hops_[off + k].res] = ep;
     }
   }
   // An untouched resource pins its flows at theta when it is saturated and none of its flows runs faster than
@@ -272,8 +397,15 @@ void FlowModel::solve(double now_s) {
     pin_flow_mark_[f] = ep;
     bool ok = false;
     const std::uint64_t off = hot_[f].off;
-    for (std::uint32_t k = 0; k < hot_[f].cnt && !ok; ++k)
-      ok = hops_[off + k].mult == hot_[f].members && resource_pins(hops_[off + k].res);
+    for (std::uint32_t k = 0; k < hot_[f].cnt && !ok; ++k) {
+      const Hop& hp = hops_[off + k];
+      if (hp.mult & kShadowBit) {
+        // A shadow: untouched, crossed by f alone (rate <= th_hi); its load is the one f's last re-solve set.
+        ok = hot_[f].w * (hp.mult & ~kShadowBit) * hot_[f].rate >= cap_[hp.res] * (1 - 1e-9);
+        continue;
+      }
+      ok = hp.mult == hot_[f].members && resource_pins(hp.res);
+    }
     pin_flow_ok_[f] = ok ? 1 : 0;
     return ok;
   };
@@ -285,7 +417,9 @@ void FlowModel::solve(double now_s) {
     hot_[f].mark = ep;
     comp_flows_.push_back(f);
     const std::uint64_t off = hot_[f].off;
+    const bool sh = nshadow_[f] > 0;
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
+      if (sh && (hops_[off + k].mult & kShadowBit)) continue;
       const std::uint32_t r = hops_[off + k].res;
       if (res_mark_[r] != ep) {
         res_mark_[r] = ep;
@@ -354,7 +488,9 @@ void FlowModel::solve(double now_s) {
     tupd_[f] = now_s;
     frozen_[f] = 0;
     const std::uint64_t off = hot_[f].off;
+    const bool sh = nshadow_[f] > 0;
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
+      if (sh && (hops_[off + k].mult & kShadowBit)) continue;
       const std::uint32_t r = hops_[off + k].res;
       s_w_[r] += hot_[f].w * hops_[off + k].mult;
       ++s_unfrozen_[r];
@@ -382,7 +518,9 @@ void FlowModel::solve(double now_s) {
     new_rate_[f] = x;
     const double w = hot_[f].w;
     const std::uint64_t off = hot_[f].off;
+    const bool sh = nshadow_[f] > 0;
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
+      if (sh && (hops_[off + k].mult & kShadowBit)) continue;
       const std::uint32_t r = hops_[off + k].res;
       const double wm = w * hops_[off + k].mult;
       s_free_[r] -= wm * x;
@@ -445,6 +583,10 @@ void FlowModel::solve(double now_s) {
   for (std::uint32_t r : comp_res_) {
     const double u = load_[r] / cap_[r];
     if (u > stats_[r].peak_util) stats_[r].peak_util = u;
+  }
+  // Shadow hops (above): the solve goes to the flow's log.
+  for (FlowId f : comp_flows_) {
+    if (nshadow_[f] > 0) log_[f].push_back(LogEntry{now_s, new_rate_[f]});
   }
   for (FlowId f : comp_flows_) {
     const double x = new_rate_[f];

@@ -23,7 +23,8 @@
 // untouched by the changes, saturated, and carries no flow faster than theta: up to level theta that resource's
 // load grows exactly as before, so it saturates at theta again and freezes the flow there (a skewed
 // all-to-all: the flows to one destination finish, the others stay at their receiver's fair share). Flow
-// finish times sit in a lazy min-heap (versioned entries, periodic compaction). Storage is flat
+// finish times sit in a lazy min-heap (versioned entries, periodic compaction). A long plain flow's resources
+// that no other flow uses are kept out of the solver ("shadow hops", flow_model.cpp) with the same results. Storage is flat
 // (struct-of-arrays indexed by integer flow ids, recycled), with no per-flow heap allocation.
 //
 // Bundles (add_bundle): one flow standing for `members` flows of equal weight, bytes, cap and start whose routes
@@ -86,12 +87,11 @@ class FlowModel {
                        std::span<const std::uint32_t> multiplicity, std::uint32_t members, double bytes_per_instance,
                        double weight, double rate_cap_Bps, std::uint64_t user);
   // Flows (and bundles) crossing resource r now.
-  std::size_t flows_on(std::uint32_t r) const { return res_flows_[r].size(); }
-  // Resource r's statistics settled up to now_s (mutable: sim::Network carries a mirrored link's figures over).
-  ResourceStats& settled_stats(std::uint32_t r, double now_s) {
-    settle_resource(r, now_s);
-    return stats_[r];
+  std::size_t flows_on(std::uint32_t r) const {
+    return res_flows_[r].size() + (shadow_flow_[r] != 0 && shadow_flow_[r] != kPendingSettle ? 1 : 0);
   }
+  // Resource r's statistics settled up to now_s (mutable: sim::Network carries a mirrored link's figures over).
+  ResourceStats& settled_stats(std::uint32_t r, double now_s);
   // Bundles whose last solve found no common bottleneck (see above), in flow-id order; cleared by the next solve.
   const std::vector<FlowId>& split_requests() const { return split_; }
   // Removes an active flow without completing it (e.g. a bundle to split) and returns the bytes per instance it
@@ -127,6 +127,12 @@ class FlowModel {
   // Off: re-solve whole connected components (the reference for tests). On by default. Same allocation up to
   // floating-point rounding.
   void set_incremental(bool on) { incremental_ = on; }
+  // Off: every resource a re-solved flow crosses is solved (the reference for tests). On by default: a plain flow
+  // added over many resources that no flow uses keeps one of them in the solver and logs its solves for the
+  // others ("shadow hops", flow_model.cpp). Same rates, times and statistics, bit for bit.
+  void set_shadow_hops(bool on) { shadows_on_ = on; }
+  // Hops made shadows so far.
+  std::size_t shadow_hops() const { return shadow_hops_made_; }
   // Flows on reached resources that kept their rate below the threshold (counted, not re-solved).
   std::size_t kept_flow_visits() const { return kept_visits_; }
   // Flows on reached resources kept at the threshold by an untouched common bottleneck (not re-solved).
@@ -142,10 +148,20 @@ class FlowModel {
     std::uint32_t mult;  // how many of its members cross the resource (1 for a plain flow)
     std::uint32_t hop;   // the flow's hop entry for this resource (index into hops_)
   };
+  // A shadow hop (flow_model.cpp, "Shadow hops") has this bit set in Hop::mult.
+  static constexpr std::uint32_t kShadowBit = 0x80000000u;
+  // Plain flows over at least this many resources get shadow hops (when at least half as many are unused).
+  static constexpr std::uint32_t kMinShadowRoute = 64;
+  // shadow_flow_: a resource whose shadow hop's flow ended, settled by the next solve.
+  static constexpr std::uint32_t kPendingSettle = 0xffffffffu;
   struct Hop {  // one resource of a flow's route: the flow's entry sits at res_flows_[res][pos]
     std::uint32_t res;
     std::uint32_t pos;
-    std::uint32_t mult;  // how many of the flow's members cross it
+    std::uint32_t mult;  // how many of the flow's members cross it, | kShadowBit for a shadow hop
+  };
+  struct LogEntry {  // a re-solve of a flow with shadow hops: at t_s its rate became x
+    double t_s;
+    double x;
   };
   struct HeapEntry {
     double t_s;
@@ -161,6 +177,10 @@ class FlowModel {
   void settle_resource(std::uint32_t r, double now_s);
   void compact_heap();
   void compact_hops();
+  // Shadow hops: brings hop h of flow f through f's log (statistics, load, peak), as the re-solves would have;
+  // flush_shadows does it for every shadow hop of f and empties the log.
+  void flush_hop(FlowId f, std::uint32_t h);
+  void flush_shadows(FlowId f);
 
   double now_s_ = 0;
   // resources
@@ -187,6 +207,14 @@ class FlowModel {
     std::uint32_t members = 1; // 1, a bundle's member count, or 0 (add_symmetric: never split)
   };
   std::vector<FlowHot> hot_;
+  // Shadow hops (flow_model.cpp): per flow, how many of its hops are shadows and its log of solves while it has
+  // some; per resource, the flow + 1 whose shadow hop it is (0: none, kPendingSettle) and that hop's index.
+  std::vector<std::uint32_t> nshadow_;
+  std::vector<std::vector<LogEntry>> log_;
+  std::vector<FlowId> shadowed_;  // flows added with shadow hops (settle_stats flushes the live ones)
+  std::vector<std::uint32_t> shadow_flow_, shadow_hop_;
+  std::vector<std::uint32_t> pending_settle_;  // resources of ended flows' shadow hops
+  std::vector<std::uint32_t> shadow_scratch_;
   std::vector<double> rem_, tupd_, capr_, finish_;
   std::vector<std::uint64_t> user_;
   std::vector<std::uint32_t> ver_;
@@ -221,6 +249,8 @@ class FlowModel {
   std::vector<FlowId> batch_;
   std::size_t solves_ = 0, flow_visits_ = 0, rounds_ = 0, rekeys_ = 0, kept_visits_ = 0, pinned_visits_ = 0;
   bool incremental_ = true;
+  bool shadows_on_ = true;
+  std::size_t shadow_hops_made_ = 0;
   double removed_min_rate_ = kInf;  // smallest rate among flows finished since the last solve
 };
 

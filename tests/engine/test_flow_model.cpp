@@ -471,3 +471,98 @@ TEST_CASE("long churn: after the hop store is compacted, removals and rates stay
   CHECK(checks == 30);
   CHECK(added_hops > 5 * 4096);  // ~7 times the store's size at compaction (4,096 + the live ~750): compacted repeatedly
 }
+
+TEST_CASE("shadow hops: long flows give the same rates, times and link statistics bit for bit as without (randomised)") {
+  // Long plain flows (>= 64 resources, most of them their own, as a lockstep wave's links) beside short flows
+  // that come and go on some of those resources (a shadow becomes shared again, then private): a model with
+  // shadow hops and one without see the same adds and completions; rates, completion times and tags, and every
+  // resource's statistics (read mid-run with settled_stats and at the end) must be equal, not just close.
+  std::mt19937_64 rng(2719);
+  std::size_t shadows = 0;
+  for (int trial = 0; trial < 12; ++trial) {
+    const int nres = 400;
+    std::vector<double> cap(nres);
+    for (auto& c : cap) c = 1.0 + static_cast<double>(rng() % 6);
+    FlowModel sh(cap), ref(cap);
+    ref.set_shadow_hops(false);
+    std::vector<FlowModel::FlowId> ids, idr;
+    std::vector<bool> live;
+    double now = 0;
+    auto add = [&](const std::vector<std::uint32_t>& res, double bytes, double wt, double capr) {
+      const auto tag = static_cast<std::uint64_t>(live.size());
+      live.push_back(true);
+      ids.push_back(sh.add(now, res, bytes, wt, capr, tag));
+      idr.push_back(ref.add(now, res, bytes, wt, capr, tag));
+    };
+    for (int round = 0; round < 80; ++round) {
+      if (round % 20 == 0) {  // a few long flows over disjoint-ish stretches of the resources
+        for (int l = 0; l < 3; ++l) {
+          std::vector<std::uint32_t> res;
+          const auto base = static_cast<std::uint32_t>(rng() % nres);
+          const int len = 64 + static_cast<int>(rng() % 100);
+          for (int h = 0; h < len; ++h) {
+            const auto r = static_cast<std::uint32_t>((base + 2 * h + (rng() % 2)) % nres);
+            if (std::find(res.begin(), res.end(), r) == res.end()) res.push_back(r);
+          }
+          add(res, 200.0 + static_cast<double>(rng() % 400), 1.0 + static_cast<double>(rng() % 2), 0);
+        }
+      }
+      const int nshort = static_cast<int>(rng() % 4);
+      for (int i = 0; i < nshort; ++i) {
+        std::vector<std::uint32_t> res;
+        const int hops = 1 + static_cast<int>(rng() % 4);
+        for (int h = 0; h < hops; ++h) {
+          const auto r = static_cast<std::uint32_t>(rng() % nres);
+          if (std::find(res.begin(), res.end(), r) == res.end()) res.push_back(r);
+        }
+        const double capr = rng() % 5 == 0 ? 0.5 + static_cast<double>(rng() % 4) : 0.0;
+        add(res, 1.0 + static_cast<double>(rng() % 40), 1.0 + static_cast<double>(rng() % 3), capr);
+      }
+      sh.solve(now);
+      ref.solve(now);
+      if (round % 9 == 4) {  // statistics read mid-run (as sim::Network's mirror orbits do)
+        const auto r = static_cast<std::uint32_t>(rng() % nres);
+        const auto a = sh.settled_stats(r, now), b = ref.settled_stats(r, now);
+        REQUIRE(a.bytes == b.bytes);
+        REQUIRE(a.busy_s == b.busy_s);
+        REQUIRE(a.peak_util == b.peak_util);
+      }
+      for (int r = 0; r < nres; r += 7) REQUIRE(sh.flows_on(r) == ref.flows_on(r));
+      if (round % 13 == 6) {  // a flow cancelled (as a bundle to split is), long ones included
+        const std::size_t f = rng() % live.size();
+        if (live[f]) {
+          REQUIRE(sh.cancel(ids[f], now) == ref.cancel(idr[f], now));
+          live[f] = false;
+          sh.solve(now);
+          ref.solve(now);
+        }
+      }
+      const double t = ref.next_finish();
+      REQUIRE(sh.next_finish() == t);
+      if (t == FlowModel::kInf) continue;
+      std::vector<std::uint64_t> ds, dr;
+      sh.complete(t, 1e-9 * t, ds);
+      ref.complete(t, 1e-9 * t, dr);
+      REQUIRE(ds == dr);
+      for (auto tag : dr) live[tag] = false;
+      now = t;
+      sh.solve(now);
+      ref.solve(now);
+      for (std::size_t f = 0; f < live.size(); ++f)
+        if (live[f]) {
+          REQUIRE(sh.rate(ids[f]) == ref.rate(idr[f]));
+          REQUIRE(sh.remaining(ids[f], now) == ref.remaining(idr[f], now));
+        }
+    }
+    sh.settle_stats(now);
+    ref.settle_stats(now);
+    for (int r = 0; r < nres; ++r) {
+      REQUIRE(sh.stats()[r].bytes == ref.stats()[r].bytes);
+      REQUIRE(sh.stats()[r].busy_s == ref.stats()[r].busy_s);
+      REQUIRE(sh.stats()[r].peak_util == ref.stats()[r].peak_util);
+    }
+    CHECK(ref.shadow_hops() == 0);
+    shadows += sh.shadow_hops();
+  }
+  CHECK(shadows > 1000);  // the long flows did get shadow hops
+}
