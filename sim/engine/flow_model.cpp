@@ -28,8 +28,6 @@ FlowModel::FlowModel(std::vector<double> capacity_Bps) : cap_(std::move(capacity
   touch_mark_.assign(n, 0);
   pin_res_mark_.assign(n, 0);
   pin_res_ok_.assign(n, 0);
-  shadow_flow_.assign(n, 0);
-  shadow_hop_.assign(n, 0);
 }
 
 FlowModel::FlowId FlowModel::add(double now_s, std::span<const std::uint32_t> resources, double bytes_per_instance,
@@ -120,8 +118,9 @@ FlowModel::FlowId FlowModel::add_impl(double now_s, std::span<const std::uint32_
   hot_[f].cnt = static_cast<std::uint32_t>(resources.size());
   // A shadow hop of another flow on one of these resources stops being one: it takes in that flow's log and
   // joins the resource's flow list (where it would have been all along: the flow was alone there).
-  for (std::uint32_t r : resources)
-    if (shadow_flow_[r] != 0 && shadow_flow_[r] != kPendingSettle) {
+  if (live_shadows_ > 0)
+    for (std::uint32_t r : resources) {
+      if (shadow_flow_[r] == 0 || shadow_flow_[r] == kPendingSettle) continue;
       const FlowId g = shadow_flow_[r] - 1;
       const std::uint32_t h = shadow_hop_[r];
       flush_hop(g, h);
@@ -131,12 +130,14 @@ FlowModel::FlowId FlowModel::add_impl(double now_s, std::span<const std::uint32_
       res_flows_[r].push_back(ResEntry{g, hp.mult, h});
       wsum_[r] += hot_[g].w * hp.mult;
       shadow_flow_[r] = 0;
-      --nshadow_[g];
+      --live_shadows_;
+      if (--nshadow_[g] == 0) log_[g].clear();
     }
   // Shadow hops (see "Shadow hops" below) of a plain flow over many resources: those no flow uses (nor an ended
   // one's pending statistics), but the one of smallest (capacity / weight, id), which the solver keeps.
   std::uint32_t rep = 0xffffffffu, eligible = 0;
   if (shadows_on_ && multiplicity == nullptr && members == 1 && resources.size() >= kMinShadowRoute) {
+    if (shadow_flow_.empty()) shadow_flow_.assign(cap_.size(), 0), shadow_hop_.assign(cap_.size(), 0);
     shadow_scratch_.assign(resources.size(), 0);
     double rep_key = kInf;
     for (std::uint32_t k = 0; k < resources.size(); ++k) {
@@ -166,9 +167,11 @@ FlowModel::FlowId FlowModel::add_impl(double now_s, std::span<const std::uint32_
     list.push_back(ResEntry{f, m, off + k});
     wsum_[r] += weight * m;
   }
-  nshadow_[f] = eligible > 0 ? eligible - 1 : 0;
-  log_[f].clear();
-  if (nshadow_[f] > 0) {
+  // nshadow_ is 0 for a flow without shadows (and its log unused), read only for flows of kMinShadowRoute hops.
+  if (eligible > 1) {
+    nshadow_[f] = eligible - 1;
+    log_[f].clear();
+    live_shadows_ += nshadow_[f];
     shadow_hops_made_ += nshadow_[f];
     if (shadowed_.size() > 2 * active_ + 1024) {
       std::size_t kept = 0;
@@ -205,7 +208,7 @@ void FlowModel::reserve(std::size_t flows) {
 void FlowModel::remove_flow(FlowId f) {
   removed_min_rate_ = std::min(removed_min_rate_, hot_[f].rate);
   const FlowHot h = hot_[f];
-  if (nshadow_[f] > 0) {
+  if (h.cnt >= kMinShadowRoute && nshadow_[f] > 0) {
     // Its shadow hops' resources are settled by the next solve, as the others: bring them up to its last solve.
     flush_shadows(f);
     for (std::uint32_t k = 0; k < h.cnt; ++k)
@@ -214,6 +217,7 @@ void FlowModel::remove_flow(FlowId f) {
         shadow_flow_[r] = kPendingSettle;
         pending_settle_.push_back(r);
       }
+    live_shadows_ -= nshadow_[f];
     nshadow_[f] = 0;
   }
   for (std::uint32_t k = 0; k < h.cnt; ++k) {
@@ -284,7 +288,7 @@ void FlowModel::settle_stats(double now_s) {
 }
 
 ResourceStats& FlowModel::settled_stats(std::uint32_t r, double now_s) {
-  if (shadow_flow_[r] != 0 && shadow_flow_[r] != kPendingSettle) flush_shadows(shadow_flow_[r] - 1);
+  if (live_shadows_ > 0 && shadow_flow_[r] != 0 && shadow_flow_[r] != kPendingSettle) flush_shadows(shadow_flow_[r] - 1);
   settle_resource(r, now_s);
   return stats_[r];
 }
@@ -417,7 +421,7 @@ void FlowModel::solve(double now_s) {
     hot_[f].mark = ep;
     comp_flows_.push_back(f);
     const std::uint64_t off = hot_[f].off;
-    const bool sh = nshadow_[f] > 0;
+    const bool sh = hot_[f].cnt >= kMinShadowRoute && nshadow_[f] > 0;
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
       if (sh && (hops_[off + k].mult & kShadowBit)) continue;
       const std::uint32_t r = hops_[off + k].res;
@@ -488,7 +492,7 @@ void FlowModel::solve(double now_s) {
     tupd_[f] = now_s;
     frozen_[f] = 0;
     const std::uint64_t off = hot_[f].off;
-    const bool sh = nshadow_[f] > 0;
+    const bool sh = hot_[f].cnt >= kMinShadowRoute && nshadow_[f] > 0;
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
       if (sh && (hops_[off + k].mult & kShadowBit)) continue;
       const std::uint32_t r = hops_[off + k].res;
@@ -518,7 +522,7 @@ void FlowModel::solve(double now_s) {
     new_rate_[f] = x;
     const double w = hot_[f].w;
     const std::uint64_t off = hot_[f].off;
-    const bool sh = nshadow_[f] > 0;
+    const bool sh = hot_[f].cnt >= kMinShadowRoute && nshadow_[f] > 0;
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
       if (sh && (hops_[off + k].mult & kShadowBit)) continue;
       const std::uint32_t r = hops_[off + k].res;
@@ -584,12 +588,10 @@ void FlowModel::solve(double now_s) {
     const double u = load_[r] / cap_[r];
     if (u > stats_[r].peak_util) stats_[r].peak_util = u;
   }
-  // Shadow hops (above): the solve goes to the flow's log.
-  for (FlowId f : comp_flows_) {
-    if (nshadow_[f] > 0) log_[f].push_back(LogEntry{now_s, new_rate_[f]});
-  }
   for (FlowId f : comp_flows_) {
     const double x = new_rate_[f];
+    // Shadow hops (above): the solve goes to the flow's log.
+    if (hot_[f].cnt >= kMinShadowRoute && nshadow_[f] > 0) log_[f].push_back(LogEntry{now_s, x});
     if (x == hot_[f].rate && finish_[f] != kInf) continue;  // unchanged: its heap entry stays valid
     hot_[f].rate = x;
     finish_[f] = x > 0 ? now_s + rem_[f] / x : kInf;

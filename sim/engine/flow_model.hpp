@@ -88,7 +88,7 @@ class FlowModel {
                        double weight, double rate_cap_Bps, std::uint64_t user);
   // Flows (and bundles) crossing resource r now.
   std::size_t flows_on(std::uint32_t r) const {
-    return res_flows_[r].size() + (shadow_flow_[r] != 0 && shadow_flow_[r] != kPendingSettle ? 1 : 0);
+    return res_flows_[r].size() + (live_shadows_ > 0 && shadow_flow_[r] != 0 && shadow_flow_[r] != kPendingSettle);
   }
   // Resource r's statistics settled up to now_s (mutable: sim::Network carries a mirrored link's figures over).
   ResourceStats& settled_stats(std::uint32_t r, double now_s);
@@ -208,13 +208,15 @@ class FlowModel {
   };
   std::vector<FlowHot> hot_;
   // Shadow hops (flow_model.cpp): per flow, how many of its hops are shadows and its log of solves while it has
-  // some; per resource, the flow + 1 whose shadow hop it is (0: none, kPendingSettle) and that hop's index.
+  // some; per resource (allocated with the first shadow), the flow + 1 whose shadow hop it is (0: none,
+  // kPendingSettle) and that hop's index.
   std::vector<std::uint32_t> nshadow_;
   std::vector<std::vector<LogEntry>> log_;
   std::vector<FlowId> shadowed_;  // flows added with shadow hops (settle_stats flushes the live ones)
   std::vector<std::uint32_t> shadow_flow_, shadow_hop_;
   std::vector<std::uint32_t> pending_settle_;  // resources of ended flows' shadow hops
   std::vector<std::uint32_t> shadow_scratch_;
+  std::size_t live_shadows_ = 0;  // shadow hops of live flows
   std::vector<double> rem_, tupd_, capr_, finish_;
   std::vector<std::uint64_t> user_;
   std::vector<std::uint32_t> ver_;
