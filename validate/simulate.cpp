@@ -431,7 +431,11 @@ NcclEnvEffects nccl_env_effects(const std::map<std::string, std::string>& env) {
       // Logging, or which devices NCCL opens: the simulated machine comes from the sidecar's description.
       out.no_effect.push_back(kv);
     } else if (k == "NCCL_IB_QPS_PER_CONNECTION") {
-      out.not_modelled.push_back(kv + ": queue pairs per connection; fabricsim models a NIC's bandwidth, not its QPs");
+      // NVIDIA/nccl src/transport/net_ib.cc: N queue pairs per connection and NIC; from 2.20 (NCCL_IB_SPLIT_DATA_ON_QPS
+      // 0) each message goes whole on the next QP in turn, before it was split across them. Neither changes a
+      // bandwidth in NCCL; what a second QP changes is how the fabric's per-flow routing spreads the traffic.
+      out.not_modelled.push_back(kv + ": queue pairs per connection; fabricsim models a NIC's bandwidth and routes a "
+                                      "connection's flow on one path, not per queue pair");
     } else {
       out.not_modelled.push_back(kv + ": not modelled");
     }
