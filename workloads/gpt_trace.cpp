@@ -300,8 +300,8 @@ class StageEmitter {
       Costs step = rest;
       step.seconds /= steps, step.flops /= steps;
       auto kv_permute = [&](std::int64_t i) {
-        rb.chain(coll_op(pre + ".cp.kv" + std::to_string(i), CollOp::AllToAll, cc, permute * x_.torch_cp_kv / double(cp),
-                         RankBuilder::kCp, "cp"));
+        rb.chain(coll_op(pre + ".cp.kv" + std::to_string(i), CollOp::AllToAll, cc,
+                         permute * x_.torch_cp_kv / double(cp), RankBuilder::kCp, "cp"));
       };
       auto dkv_permute = [&](std::int64_t i) {
         if (bwd)
@@ -330,7 +330,8 @@ class StageEmitter {
     if (!gather) rb.chain(wait_op(pre + ".cp.kv.wait"), kv);
     if (bwd) {
       rb.chain(wait_op(pre + ".cp.dkv.wait"), dkv);
-      rb.chain(coll_op(pre + ".cp.dkv.last", CollOp::AllToAll, cc, permute * x_.torch_cp_dkv, RankBuilder::kCp, "cp"));
+      rb.chain(coll_op(pre + ".cp.dkv.last", CollOp::AllToAll, cc, permute * x_.torch_cp_dkv, RankBuilder::kCp,
+                       "cp"));
     }
   }
 
