@@ -54,7 +54,9 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   out.gpu = has(g, "H200")   ? "h200"
             : has(g, "A100") ? "a100-80gb"
             : has(g, "B200") ? "b200"
-            : has(g, "96GB") ? "h100-96gb"  // torchtitan's Grand Teton H100s
+            // torchtitan's Grand Teton H100s: "96GB HBM2e" in the 2024-12 / 2025-06 benchmark files, "94/95GB
+            // HBM2e, lower-TDP SXM" for the Aug 2024 405B rows of docs/performance.md -- the same HBM2e parts.
+            : has(g, "HBM2e") ? "h100-96gb"
                              : "h100";
   out.label += " (" + out.gpu + ")";
   out.node = out.gpu == "a100-80gb" ? "dgx-a100" : out.gpu == "b200" ? "dgx-b200" : "dgx-h100";
