@@ -54,7 +54,9 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   out.gpu = has(g, "H200")   ? "h200"
             : has(g, "A100") ? "a100-80gb"
             : has(g, "B200") ? "b200"
-            : has(g, "96GB") ? "h100-96gb"  // torchtitan's Grand Teton H100s
+            // torchtitan's Grand Teton H100s: "96GB HBM2e" in the 2024-12 / 2025-06 benchmark files, "94/95GB
+            // HBM2e, lower-TDP SXM" for the Aug 2024 405B rows of docs/performance.md -- the same HBM2e parts.
+            : has(g, "HBM2e") ? "h100-96gb"
                              : "h100";
   out.label += " (" + out.gpu + ")";
   out.node = out.gpu == "a100-80gb" ? "dgx-a100" : out.gpu == "b200" ? "dgx-b200" : "dgx-h100";
@@ -279,13 +281,16 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   // torch.compile against eager PyTorch, same runs otherwise (Tables 1 and 3, 8 and 128 GPUs): published
   // compiled / eager tokens/s 1.157 and 1.162, simulated 1.189 and 1.190 (+2.8 / +2.4 %; 1.182 / 1.183 before the
   // loss was priced at its calibration's 8 B per logit element, 1.000 before torch_compile priced torchtitan's
-  // eager kernels). Nothing is fitted to these rows.
+  // eager kernels). Nothing is fitted to these rows. With the parts' stated 2.4 TB/s HBM2e instead of the SXM5's
+  // 3.35 (h100-96gb, models/gpu.cpp) the simulated ratio is 1.254 / 1.255 (+8.4 / +8.0 %): eager's memory-bound
+  // kernels slow down, the GEMMs do not, because the preset keeps the SXM5's compute peaks, an upper bound for
+  // this 500 W part (its benchmark file: peak "between SXM and NVL", not known).
   for (const char* t : {"Table 1", "Table 3"}) {
     CAPTURE(t);
     const std::string e = std::string(t) + " / FSDP", c = e + " + torch.compile";
     const double pub = pub_of.at(c) / pub_of.at(e), sim = sim_of.at(c) / sim_of.at(e);
     MESSAGE(std::string(t) << ": compiled / eager published " << pub << ", simulated " << sim);
-    CHECK(std::abs(sim / pub - 1.0) <= 0.028);
+    CHECK(std::abs(sim / pub - 1.0) <= 0.085);
   }
   // PyTorch's context parallelism on the 405B (Table 6: TP 8 fills a node, the CP ring crosses nodes): the signed
   // error over CP 1, 2, 4, 8 spread over 30 points (+9 .. +39 %) while the ring's exchanges were priced beside
@@ -303,7 +308,9 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
     const double spread = *std::max_element(e6.begin(), e6.end()) - *std::min_element(e6.begin(), e6.end());
     MESSAGE("Table 6 signed error over CP 1/2/4/8: " << 100 * e6[0] << " / " << 100 * e6[1] << " / " << 100 * e6[2]
                                                      << " / " << 100 * e6[3] << " %, spread " << 100 * spread);
-    CHECK(spread <= 0.103);  // measured 10.2 points (+8.5 / +14.1 / +6.5 / +16.8 %)
+    // 10.2 points (+8.5 / +14.1 / +6.5 / +16.8 %) at the SXM5's 3.35 TB/s; at the parts' stated 2.4 TB/s the CP 1
+    // row comes down most (+0.6 / +8.2 / +2.9 / +14.2 %): 13.6 points.
+    CHECK(spread <= 0.137);
   }
   // Table 2 (8B, one node) grows the sequence with CP: 32,768 tokens per GPU in every row, so each row adds
   // cp - 1 ring steps of the same 32,768 x 16,384 SDPA blocks to CP 1 (docs/validation.md "Table 2's CP 4 / CP 8
@@ -334,10 +341,11 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   // PyTorch CP's exchanges exposed under torch.compile (the 6 compiled CP 2-8 rows of Tables 2 and 6 slower,
   // no other row moves) to median 17.3 % (42 rows: 14.7 %), max 145.0 %; the dK/dV permutes priced as one-peer
   // sends of the whole fp32 tensor (the 6 CP 2-8 rows slower, no other row moves) to median 15.3 % (42 rows:
-  // 14.1 %), max 145.0 %.
+  // 14.1 %), max 145.0 %; the h100-96gb parts' stated 2.4 TB/s HBM2e instead of the SXM5's 3.35 TB/s (every
+  // Grand Teton row slower) to median 14.9 % (42 rows: 14.1 %), max 145.0 %.
   REQUIRE(tps_err_80gb_era.size() == 42);
-  CHECK(median(tps_err_80gb_era) <= 0.142);
-  CHECK(median(tps_err) <= 0.154);
+  CHECK(median(tps_err_80gb_era) <= 0.141);
+  CHECK(median(tps_err) <= 0.149);
   CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.450);  // a B200 row (docs/validation.md)
 }
 
