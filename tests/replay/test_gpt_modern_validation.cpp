@@ -55,7 +55,9 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   out.gpu = has(g, "H200")   ? "h200"
             : has(g, "A100") ? "a100-80gb"
             : has(g, "B200") ? "b200"
-            : has(g, "96GB") ? "h100-96gb"  // torchtitan's Grand Teton H100s
+            // torchtitan's Grand Teton H100s: "96GB HBM2e" in the 2024-12 / 2025-06 benchmark files, "94/95GB
+            // HBM2e, lower-TDP SXM" for the Aug 2024 405B rows of docs/performance.md -- the same HBM2e parts.
+            : has(g, "HBM2e") ? "h100-96gb"
                              : "h100";
   out.label += " (" + out.gpu + ")";
   out.node = out.gpu == "a100-80gb" ? "dgx-a100" : out.gpu == "b200" ? "dgx-b200" : "dgx-h100";
@@ -280,19 +282,24 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   // torch.compile against eager PyTorch, same runs otherwise (Tables 1 and 3, 8 and 128 GPUs): published
   // compiled / eager tokens/s 1.157 and 1.162, simulated 1.189 and 1.190 (+2.8 / +2.4 %; 1.182 / 1.183 before the
   // loss was priced at its calibration's 8 B per logit element, 1.000 before torch_compile priced torchtitan's
-  // eager kernels). Nothing is fitted to these rows.
+  // eager kernels). Nothing is fitted to these rows. With the parts' stated 2.4 TB/s HBM2e instead of the SXM5's
+  // 3.35 (h100-96gb, models/gpu.cpp) the simulated ratio is 1.254 / 1.255 (+8.4 / +8.0 %): eager's memory-bound
+  // kernels slow down, the GEMMs do not, because the preset keeps the SXM5's compute peaks, an upper bound for
+  // this 500 W part (its benchmark file: peak "between SXM and NVL", not known).
   for (const char* t : {"Table 1", "Table 3"}) {
     CAPTURE(t);
     const std::string e = std::string(t) + " / FSDP", c = e + " + torch.compile";
     const double pub = pub_of.at(c) / pub_of.at(e), sim = sim_of.at(c) / sim_of.at(e);
     MESSAGE(std::string(t) << ": compiled / eager published " << pub << ", simulated " << sim);
-    CHECK(std::abs(sim / pub - 1.0) <= 0.028);
+    CHECK(std::abs(sim / pub - 1.0) <= 0.085);
   }
   // PyTorch's context parallelism on the 405B (Table 6: TP 8 fills a node, the CP ring crosses nodes): the signed
   // error over CP 1, 2, 4, 8 spread over 30 points (+9 .. +39 %) while the ring's exchanges were priced beside
   // the compute; exposed as the compiled block runs them (docs/validation.md "Under torch.compile the ring's
-  // exchanges are exposed") the spread is the measured value below. The 8B rows (Table 2, NVLink) keep a
-  // CP 4 / CP 8 excess the code does not explain, so they are not bounded here.
+  // exchanges are exposed") 9.6 points (+8.5 / +18.1 / +8.8 / +18.2 %); with each dK/dV permute moving the whole
+  // fp32 tensor to its peer (an all-to-all of that buffer moves (cp - 1) / cp of it) the measured value below,
+  // every CP row closer to its published figure. The 8B rows (Table 2, NVLink) keep a CP 4 / CP 8 excess the
+  // code does not explain, so they are not bounded here.
   {
     std::vector<double> e6;
     for (const char* l : {"FSDP 8, CP 1", "FSDP 4, CP 2", "FSDP 2, CP 4", "FSDP 1, CP 8"}) {
@@ -302,7 +309,29 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
     const double spread = *std::max_element(e6.begin(), e6.end()) - *std::min_element(e6.begin(), e6.end());
     MESSAGE("Table 6 signed error over CP 1/2/4/8: " << 100 * e6[0] << " / " << 100 * e6[1] << " / " << 100 * e6[2]
                                                      << " / " << 100 * e6[3] << " %, spread " << 100 * spread);
-    CHECK(spread <= 0.097);  // measured 9.6 points (+8.5 / +18.1 / +8.8 / +18.2 %)
+    // 10.2 points (+8.5 / +14.1 / +6.5 / +16.8 %) at the SXM5's 3.35 TB/s; at the parts' stated 2.4 TB/s the CP 1
+    // row comes down most (+0.6 / +8.2 / +2.9 / +14.2 %): 13.6 points.
+    CHECK(spread <= 0.137);
+  }
+  // Table 2 (8B, one node) grows the sequence with CP: 32,768 tokens per GPU in every row, so each row adds
+  // cp - 1 ring steps of the same 32,768 x 16,384 SDPA blocks to CP 1 (docs/validation.md "Table 2's CP 4 / CP 8
+  // excess is not in the ring's kernels"). Step time per added step, published and simulated: the simulation
+  // prices every added step alike (CP 2 -> 4 and CP 4 -> 8 within 1 %); the published rows do not (4.48 / 8.85 /
+  // 7.30 s), which is what no per-step price can reproduce.
+  {
+    const char* t2[] = {"Table 2 / FSDP 8, CP 1", "Table 2 / FSDP 4, CP 2", "Table 2 / FSDP 2, CP 4", "Table 2 / FSDP 1, CP 8"};
+    const double added[] = {0, 1, 3, 7};
+    double pub_step[3], sim_step[3];
+    for (int i = 1; i < 4; ++i) {
+      const double d = added[i] - added[i - 1];
+      pub_step[i - 1] = (32768.0 / pub_of.at(t2[i]) - 32768.0 / pub_of.at(t2[i - 1])) / d;
+      sim_step[i - 1] = (32768.0 / sim_of.at(t2[i]) - 32768.0 / sim_of.at(t2[i - 1])) / d;
+    }
+    MESSAGE("Table 2 seconds per added ring step (CP 1->2, 2->4, 4->8): published " << pub_step[0] << " / "
+            << pub_step[1] << " / " << pub_step[2] << ", simulated " << sim_step[0] << " / " << sim_step[1] << " / "
+            << sim_step[2]);
+    CHECK(std::abs(sim_step[2] / sim_step[1] - 1.0) <= 0.01);
+    CHECK(std::abs(sim_step[1] / sim_step[0] - 1.0) <= 0.05);
   }
   CHECK(median(mem_err) <= 0.057);
   CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.179);
@@ -311,10 +340,13 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   // at its calibration's 8 B per logit element (24 B before: 3x the measured time) to median 20.6 % (42 rows:
   // 17.2 %), max 145.0 % (37 of 46 rows up to 4.7 % faster, none slower; 34 rows were already simulated fast);
   // PyTorch CP's exchanges exposed under torch.compile (the 6 compiled CP 2-8 rows of Tables 2 and 6 slower,
-  // no other row moves) to median 17.3 % (42 rows: 14.7 %), max 145.0 %.
+  // no other row moves) to median 17.3 % (42 rows: 14.7 %), max 145.0 %; the dK/dV permutes priced as one-peer
+  // sends of the whole fp32 tensor (the 6 CP 2-8 rows slower, no other row moves) to median 15.3 % (42 rows:
+  // 14.1 %), max 145.0 %; the h100-96gb parts' stated 2.4 TB/s HBM2e instead of the SXM5's 3.35 TB/s (every
+  // Grand Teton row slower) to median 14.9 % (42 rows: 14.1 %), max 145.0 %.
   REQUIRE(tps_err_80gb_era.size() == 42);
-  CHECK(median(tps_err_80gb_era) <= 0.147);
-  CHECK(median(tps_err) <= 0.173);
+  CHECK(median(tps_err_80gb_era) <= 0.141);
+  CHECK(median(tps_err) <= 0.149);
   CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.450);  // a B200 row (docs/validation.md)
 }
 
