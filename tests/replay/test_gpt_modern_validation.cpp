@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -415,8 +416,8 @@ TEST_CASE("validation: modern dense training (Llama 3 405B pre-training, TFLOP/s
 }
 
 namespace {
-// An A100 Megatron-LM row (unfused attention, fp16, SC'21-fitted compute preset) -> simulated iteration s.
-double a100_iteration_s(const Json& params, int gpus, const std::string& label, const std::string& comm) {
+// An A100 Megatron-LM row (unfused attention, fp16, SC'21-fitted compute preset) -> simulated result.
+sim::RunResult a100_result(const Json& params, int gpus, const std::string& label, const std::string& comm) {
   Json tp = {{"nodes", gpus / 8}, {"node", "dgx-a100"}};
   if (gpus > 8192) tp["radix"] = 64;
   Json sc = {{"topology", {{"preset", "superpod"}, {"params", tp}}},
@@ -427,7 +428,10 @@ double a100_iteration_s(const Json& params, int gpus, const std::string& label, 
   opt.comm_model = comm;
   opt.replay.record_ops = false;
   if (comm == "analytic") opt.engine.collect_link_stats = false;  // times only
-  return sim::run_scenario(s, opt).result.iteration_s;
+  return sim::run_scenario(s, opt).result;
+}
+double a100_iteration_s(const Json& params, int gpus, const std::string& label, const std::string& comm) {
+  return a100_result(params, gpus, label, comm).iteration_s;
 }
 }  // namespace
 
@@ -470,38 +474,120 @@ TEST_CASE("validation: modern dense training (Korthikanti et al. Table 5, A100 i
 
 // MegaScale (NSDI'24) Table 2, Megatron-LM rows (A100-class "Ampere", 175B with 128 heads, vocab 64000):
 // iteration time. Assumed where the paper is silent: micro-batch 1, sequence parallel + selective
-// recompute, ZeRO-2-style DP as the distributed optimizer with overlapped gradient reduce.
+// recompute. ZeRO-2-style DP is Megatron's distributed optimizer as the cited commit runs it: not overlapped.
+// Megatron-LM @285068c8 (the paper's Sec. 6.1) has no --overlap-grad-reduce: train_step calls
+// optimizer.reduce_model_grads (one reduce-scatter per gradient buffer) after forward_backward_func returns,
+// and gather_model_params after optimizer.step (megatron/training.py, megatron/optimizer/distrib_optimizer.py
+// at that commit); the paper's Sec. 3.2 and Table 3 ("with DP overlap", +1.5 MFU points) claim the overlap as
+// MegaScale's own.
 TEST_CASE("validation: modern dense training (MegaScale Table 2, Megatron-LM iteration time)") {
   std::vector<double> errs;
   std::string table = "row | published s | sim s | error\n";
   test::DocTable doc{"megascale-table2", {"row", "published", "simulated", "error"}, {false, true, true, true}, {}};
+  // Where each simulated step goes (per-rank averages, seconds), beside the published step.
+  test::DocTable terms{"megascale-table2-terms",
+                       {"GPUs", "DP", "micro-batches", "compute", "exposed TP", "exposed PP", "exposed DP", "bubble",
+                        "simulated", "published", "published − simulated"},
+                       {true, true, true, true, true, true, true, true, true, true, true},
+                       {}};
+  std::vector<double> mbs, pub_s, sim_s_all;
+  auto signed_s = [](double v) {  // "+1.09" / "−0.78" (the tables' minus sign)
+    const std::string t = test::fmt("%+.2f", v);
+    return t[0] == '-' ? "\u2212" + t.substr(1) : t;
+  };
   for (const auto& r : read_csv_rows(kData + "megascale_megatron.csv")) {
     const int gpus = std::stoi(r.at("num_gpus"));
+    const int tp = std::stoi(r.at("tp")), pp = std::stoi(r.at("pp")), gbs = std::stoi(r.at("global_batch_seqs"));
     Json p = {{"num_layers", std::stoi(r.at("layers"))}, {"hidden_size", std::stoi(r.at("hidden"))},
               {"num_attention_heads", std::stoi(r.at("heads"))}, {"seq_length", std::stoi(r.at("seq_len"))},
               {"padded_vocab_size", std::stoi(r.at("vocab"))}, {"micro_batch_size", 1},
-              {"global_batch_size", std::stoi(r.at("global_batch_seqs"))},
-              {"tensor_model_parallel_size", std::stoi(r.at("tp"))}, {"pipeline_model_parallel_size", std::stoi(r.at("pp"))},
+              {"global_batch_size", gbs},
+              {"tensor_model_parallel_size", tp}, {"pipeline_model_parallel_size", pp},
               {"virtual_pipeline_model_parallel_size", std::stoi(r.at("vpp"))}, {"recompute_granularity", "selective"},
-              {"sequence_parallel", true}, {"use_distributed_optimizer", true}, {"overlap_grad_reduce", true}};
+              {"sequence_parallel", true}, {"use_distributed_optimizer", true}, {"overlap_grad_reduce", false}};
     // Analytic communication model: these runs go to 12,288 GPUs and the suite must stay fast.
-    const double sim_s = a100_iteration_s(p, gpus, r.at("row_label"), "analytic");
+    const sim::RunResult res = a100_result(p, gpus, r.at("row_label"), "analytic");
+    const double sim_s = res.iteration_s;
     const double pub = std::stod(r.at("iteration_s"));
     const double err = (sim_s - pub) / pub;
     errs.push_back(std::abs(err));
     // Looser than the SC'21 bounds because micro-batch and recompute are assumed, not published.
-    // 16 %: measured up to 15.4 % (12,288 GPUs) with Megatron's backward TP overlap, 13.3 % without it.
-    CHECK_MESSAGE(std::abs(err) <= 0.16, r.at("row_label") << " error " << 100 * err << " %");
+    // 13 %: measured up to 12.7 % (12,288 GPUs) with the gradient reduce-scatter after the backward, as the
+    // cited commit runs it (15.4 % with it overlapped).
+    CHECK_MESSAGE(std::abs(err) <= 0.13, r.at("row_label") << " error " << 100 * err << " %");
     char buf[200];
     std::snprintf(buf, sizeof buf, "%s | %.2f | %.2f | %+.1f %%\n", r.at("row_label").c_str(), pub, sim_s, 100 * err);
     table += buf;
     doc.add({r.at("row_label"), test::fmt("%.2f s", pub), test::fmt("%.2f s", sim_s), test::signed_pct(err)});
+    const int dp = gpus / (tp * pp), m = gbs / dp;  // micro-batch 1: micro-batches per pipeline per step
+    const auto& b = res.breakdown;
+    auto ex = [&b](const char* k) {
+      auto it = b.exposed_comm_s.find(k);
+      return it == b.exposed_comm_s.end() ? 0.0 : it->second;
+    };
+    double other = b.idle_s;
+    for (const auto& [k, v] : b.exposed_comm_s)
+      if (std::string(k) != "tp" && std::string(k) != "pp" && std::string(k) != "dp") other += v;
+    CHECK(other < 0.01 * sim_s);  // every simulated second is in one of the columns
+    terms.add({std::to_string(gpus), std::to_string(dp), std::to_string(m), test::fmt("%.2f", b.compute_s),
+               test::fmt("%.2f", ex("tp")), test::fmt("%.2f", ex("pp")), test::fmt("%.2f", ex("dp")),
+               test::fmt("%.2f", b.bubble_s), test::fmt("%.2f", sim_s), test::fmt("%.2f", pub),
+               signed_s(pub - sim_s)});
+    mbs.push_back(m), pub_s.push_back(pub), sim_s_all.push_back(sim_s);
   }
   MESSAGE(table);
   test::check_doc_table(doc, "build/tests/test_replay -tc='validation: modern dense training (MegaScale*'");
+  test::check_doc_table(terms, "build/tests/test_replay -tc='validation: modern dense training (MegaScale*'");
   REQUIRE(errs.size() == 8);
   MESSAGE("median |error| " << 100 * median(errs) << " %, max " << 100 * *std::max_element(errs.begin(), errs.end()) << " %");
   CHECK(median(errs) <= 0.10);
+  // The published steps of both batch sizes (DP 4-192) lie on one line in the micro-batch count m: a
+  // least-squares line t = a m + b, printed beside the simulated one (docs/validation.md reads the two).
+  auto line = [&mbs](const std::vector<double>& t) {
+    const double n = double(mbs.size());
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (std::size_t k = 0; k < mbs.size(); ++k) sx += mbs[k], sy += t[k], sxx += mbs[k] * mbs[k], sxy += mbs[k] * t[k];
+    const double a = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+    double worst = 0;
+    for (std::size_t k = 0; k < mbs.size(); ++k) worst = std::max(worst, std::abs(a * mbs[k] + (sy - a * sx) / n - t[k]) / t[k]);
+    return std::array<double, 3>{a, (sy - a * sx) / n, worst};
+  };
+  const auto lp = line(pub_s), ls = line(sim_s_all);
+  MESSAGE("published t = " << lp[0] << " s x m + " << lp[1] << " s (max residual " << 100 * lp[2] << " %); simulated t = "
+                           << ls[0] << " s x m + " << ls[1] << " s (max residual " << 100 * ls[2] << " %)");
+  // The simulation lacks a fixed per-step cost the published runs pay (docs/validation.md): its intercept is
+  // below the published one and its slope above it.
+  CHECK(ls[1] < lp[1]);
+  CHECK(ls[0] > lp[0]);
+  // Checks and what-ifs on the 12,288- and 256-GPU shapes, printed for docs/validation.md. (1) bf16 instead of fp16
+  // (precision is not printed): the commit then accumulates and reduce-scatters the gradients in fp32.
+  Json last = {{"num_layers", 96}, {"hidden_size", 12288}, {"num_attention_heads", 128}, {"seq_length", 2048},
+               {"padded_vocab_size", 64000}, {"micro_batch_size", 1}, {"global_batch_size", 6144},
+               {"tensor_model_parallel_size", 8}, {"pipeline_model_parallel_size", 8},
+               {"virtual_pipeline_model_parallel_size", 6}, {"recompute_granularity", "selective"},
+               {"sequence_parallel", true}, {"use_distributed_optimizer", true}, {"overlap_grad_reduce", false}};
+  // (0) The analytic model is a shortcut: NCCL's schedules on the flow engine price the largest row alike.
+  const double t_engine = a100_iteration_s(last, 12288, "MegaScale 12288 GPUs, engine", "engine");
+  MESSAGE("12288 GPUs with the engine communication model: " << t_engine << " s (analytic " << sim_s_all.back() << " s)");
+  CHECK(std::abs(t_engine / sim_s_all.back() - 1) < 0.01);
+  Json bf16 = last;
+  bf16["precision"] = "bf16";
+  const double t_bf16 = a100_iteration_s(bf16, 12288, "MegaScale 12288 GPUs, bf16", "analytic");
+  MESSAGE("12288 GPUs in bf16 (fp32 gradient reduce-scatter): " << t_bf16 << " s, " << 100 * (t_bf16 / 8.57 - 1) << " %");
+  CHECK(t_bf16 > sim_s_all.back());
+  // (2) MegaScale's Table 3 setting (256 GPUs, batch 256): the speed-up from overlapping the DP reduce-scatter
+  // and all-gather (published, on MegaScale's already optimised step: 58.0 -> 59.5 % MFU, 1.026x).
+  Json t3 = last;
+  t3["global_batch_size"] = 256;
+  const sim::RunResult r3 = a100_result(t3, 256, "MegaScale Table 3 shape", "analytic");
+  const double t3_plain = r3.iteration_s;
+  // MegaScale's decoupled pipeline send / receive gained 2.5 MFU points there (55.5 -> 58.0 %, 1.045x): the
+  // exposed PP communication of the simulated baseline step, for comparison.
+  MESSAGE("256 GPUs, batch 256: exposed PP " << r3.breakdown.exposed_comm_s.at("pp") << " s of " << t3_plain << " s");
+  t3["overlap_grad_reduce"] = true, t3["overlap_param_gather"] = true;
+  const double t3_overlap = a100_iteration_s(t3, 256, "MegaScale Table 3 shape, DP overlap", "analytic");
+  MESSAGE("256 GPUs, batch 256: DP overlap speeds the step up " << t3_plain / t3_overlap << "x (published 1.026x)");
+  CHECK(t3_plain > t3_overlap);
 }
 
 // llm-foundry MPT benchmarks (PyTorch FSDP, 8-512 GPUs, seq 512-65536, A100 40/80 GB and H100, bf16 and
