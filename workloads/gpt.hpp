@@ -184,9 +184,10 @@ struct GptMemory {
   double optimizer_bytes = 0;    // fp32 master weights + Adam moments (sharded by dist. optimizer / FSDP)
   double activations_bytes = 0;  // stored activations (in-flight micro-batches) + logits + working set
   double allocator_reserve_bytes = 0;  // cached, not live (torch runtime only): FSDP2's all-gather pool, loss hole
+  double buffers_bytes = 0;      // runtime buffers (torch runtime only): cuBLAS workspace, RoPE table
   std::int64_t stage = 0;        // pipeline stage of the peak
   double params_bytes() const { return weights_bytes + grads_bytes + optimizer_bytes; }
-  double total_bytes() const { return params_bytes() + activations_bytes + allocator_reserve_bytes; }
+  double total_bytes() const { return params_bytes() + activations_bytes + allocator_reserve_bytes + buffers_bytes; }
   std::string largest_term() const;
 };
 // Peak over pipeline stages.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "models/gpu.hpp"
 #include "workloads/gpt_detail.hpp"
 
 namespace fabricsim::workloads {
@@ -577,6 +578,21 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     const double out_w = holds_last && last_stage_has_output(c) ? V * h / t : 0.0;
     const double largest = std::max(c.fsdp_embeddings_in_root ? emb_w + out_w : std::max(emb_w, out_w), Pl);
     mem.allocator_reserve_bytes = 2.0 * (largest + Pl) + (loss_peak ? loss_hole : 0.0);
+    // Runtime buffers, live for the whole step, allocated through the caching allocator: (1) the cuBLAS
+    // workspace of the compute stream, one per (handle, stream) (aten/src/ATen/cuda/CublasHandlePool.cpp,
+    // parseChosenWorkspaceSize, "`:4096:2:16:8` default, 32MiB for Hopper": 4096 KiB x 8 on compute capability
+    // 9.0, else 4096 KiB x 2 + 16 KiB x 8). (2) torchtitan's Llama registers its RoPE table as a buffer,
+    // freqs_cis = complex64 [max_seq_len, head_dim / 2] with max_seq_len = the training seq_len
+    // (torchtitan/models/llama/model.py precompute_freqs_cis and train.py at pytorch/torchtitan@9dec370):
+    // 4 x seq x head_dim bytes, one per model chunk (each pipeline chunk is a deep copy of the model,
+    // parallelisms/pipeline_llama.py _build_stage). Without PP, torch context parallelism shards it in place
+    // and keeps a full clone to restore it after the step (torch/distributed/tensor/experimental/_attention.py
+    // context_parallel: original_buffers = [... b.clone() ...], resize_ keeps the storage): two tables.
+    const std::string gpu_name = models::gpu_spec(c.gpu, "gpu").name;
+    const bool sm90 = gpu_name.rfind("h100", 0) == 0 || gpu_name == "h200";
+    const double cublas_ws = sm90 ? 4096.0 * 1024 * 8 : 4096.0 * 1024 * 2 + 16.0 * 1024 * 8;
+    const double rope_tables = c.position_embedding_type == "rope" ? double(v) * (p == 1 && cp > 1 ? 2.0 : 1.0) : 0.0;
+    mem.buffers_bytes = cublas_ws + rope_tables * 4.0 * s * double(c.head_dim());
   }
   mem.activations_bytes = act;
   return mem;

@@ -866,8 +866,9 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   GptMemory mem = gpt_memory_per_gpu(c);
   if (mem.total_bytes() > gpu.hbm_capacity_bytes) {
     char res[96] = "";
-    if (mem.allocator_reserve_bytes > 0)
-      std::snprintf(res, sizeof res, ", allocator reserve %.1f GiB", mem.allocator_reserve_bytes / 1073741824.0);
+    if (mem.allocator_reserve_bytes > 0 || mem.buffers_bytes > 0)
+      std::snprintf(res, sizeof res, ", allocator reserve %.1f GiB, buffers %.2f GiB", mem.allocator_reserve_bytes / 1073741824.0,
+                    mem.buffers_bytes / 1073741824.0);
     const std::string reserve = res;
     char buf[700];
     std::snprintf(buf, sizeof buf,
@@ -916,6 +917,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   tr.metadata["memory_per_gpu_bytes.optimizer"] = mem.optimizer_bytes;
   tr.metadata["memory_per_gpu_bytes.activations"] = mem.activations_bytes;
   if (mem.allocator_reserve_bytes > 0) tr.metadata["memory_per_gpu_bytes.allocator_reserve"] = mem.allocator_reserve_bytes;
+  if (mem.buffers_bytes > 0) tr.metadata["memory_per_gpu_bytes.buffers"] = mem.buffers_bytes;
   if (moe_on) {
     // Imbalance: per MoE layer the busiest expert-parallel rank's tokens over the mean, and the expert
     // compute time it costs (busiest minus evenly spread, forward + backward (+ recompute), all micro-

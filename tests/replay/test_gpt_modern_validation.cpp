@@ -182,7 +182,7 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   std::vector<double> mem_err, tps_err, tps_err_80gb_era;  // the last: all but Table 2 (see the bounds)
   std::string table = "row | GPUs | published TPS/GPU | sim | error | published GiB | sim GiB | error\n";
   // Memory rows with the simulated terms (GiB): weights, gradients, optimizer state, activations.
-  std::string terms = "row | published GiB | sim GiB | error | weights | grads | optimizer | activations | reserve\n";
+  std::string terms = "row | published GiB | sim GiB | error | weights | grads | optimizer | activations | reserve | buffers\n";
   int expressed = 0, parsed = 0;
   test::DocTable doc{"torchtitan",
                      {"torchtitan row (table / label / model (GPU preset))", "GPUs", "published TPS/GPU", "simulated",
@@ -190,8 +190,9 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
                      {false, true, true, true, true, true, true, true}, {}};
   test::DocTable doc_terms{"torchtitan-memory-terms",
                            {"row", "published GiB", "simulated GiB", "error", "loss code (`cross_entropy_impl`)",
-                            "weights", "grads", "optimizer", "activations (incl. loss)", "allocator reserve"},
-                           {false, true, true, true, false, true, true, true, true, true}, {}};
+                            "weights", "grads", "optimizer", "activations (incl. loss)", "allocator reserve",
+                            "buffers"},
+                           {false, true, true, true, false, true, true, true, true, true, true}, {}};
   std::map<std::string, double> sim_of, pub_of;  // by row label (the eager / compiled pairs)
   for (const auto& r : read_csv_rows(kData + "torchtitan_dense.csv")) {
     Row row = torchtitan_row(r);
@@ -218,10 +219,11 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
                      row.params.value("cross_entropy_impl", std::string("—")),
                      test::fmt("%.1f", o.mem.weights_bytes / g), test::fmt("%.1f", o.mem.grads_bytes / g),
                      test::fmt("%.1f", o.mem.optimizer_bytes / g), test::fmt("%.1f", o.mem.activations_bytes / g),
-                     test::fmt("%.1f", o.mem.allocator_reserve_bytes / g)});
-      std::snprintf(buf, sizeof buf, "%s | %.1f | %.1f | %+.1f %% | %.1f | %.1f | %.1f | %.1f | %.1f\n", row.label.c_str(),
-                    mem, o.mem_gib, 100 * me, o.mem.weights_bytes / g, o.mem.grads_bytes / g, o.mem.optimizer_bytes / g,
-                    o.mem.activations_bytes / g, o.mem.allocator_reserve_bytes / g);
+                     test::fmt("%.1f", o.mem.allocator_reserve_bytes / g), test::fmt("%.2f", o.mem.buffers_bytes / g)});
+      std::snprintf(buf, sizeof buf, "%s | %.2f | %.2f | %+.2f %% | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f\n",
+                    row.label.c_str(), mem, o.mem_gib, 100 * me, o.mem.weights_bytes / g, o.mem.grads_bytes / g,
+                    o.mem.optimizer_bytes / g, o.mem.activations_bytes / g, o.mem.allocator_reserve_bytes / g,
+                    o.mem.buffers_bytes / g);
       terms += buf;
     }
     parsed += o.mem_gib > 0;
@@ -239,12 +241,12 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
       if (r.at("table") == "Table 2") CHECK(std::abs(me) <= 0.01);
       else CHECK(std::abs(me) <= 0.11);
     }
-    // Full recompute with torch pipelining (Tables 5 and 6, 405B, PP 8): -17.9 .. +5.8 %. Table 5's 1F1B row
-    // (-17.9 %) publishes 9.8 GiB more than the interleaved row of the same table and 7.2 GiB more than Table
+    // Full recompute with torch pipelining (Tables 5 and 6, 405B, PP 8): -17.83 .. +5.81 %. Table 5's 1F1B row
+    // (-17.83 %) publishes 9.8 GiB more than the interleaved row of the same table and 7.2 GiB more than Table
     // 6's CP 1 row with the same tokens per micro-batch; docs/validation.md shows why no per-rank term meets it.
     if (!std::isnan(me) && pp) {
       CAPTURE(row.label);
-      CHECK(std::abs(me) <= 0.179);
+      CHECK(std::abs(me) <= 0.1785);
     }
     // Memory, FSDP2 with torchtitan's per-op selective AC: the eager rows (Tables 1 and 3 "FSDP") -3.2 / -1.9 %,
     // the compiled ones on H100 / H200 -0.6 .. +6.3 %, on B200 (torch 2.9 nightly, cuDNN attention) +7.3 .. +8.9 %.
@@ -270,7 +272,7 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   CHECK(expressed == 46);
   // Nothing here is fitted to these rows (the FP8 rowwise GEMM factor is a kernel measurement,
   // tests/data/hardware/h100-fp8-rowwise), so every row is held out. Bounds at the measured values
-  // (memory: median 5.7 %, max 17.9 % over 28 rows -- 9.2 % / 23.0 % before the torch runtime's phases, FSDP2
+  // (memory: median 5.74 %, max 17.83 % over 28 rows -- 9.2 % / 23.0 % before the torch runtime's phases, FSDP2
   // units, CP ring buffers, pipelining buffers and kept logits, eager final norm, allocator reserve; 5.3 % / 19.8 %
   // before the last three and torch TP's saved inputs; throughput: median 20.3 %, max
   // 138 % over 46 rows, 120 % before the B200 rows ran cuDNN attention as torchtitan does there).
@@ -303,8 +305,10 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
                                                      << " / " << 100 * e6[3] << " %, spread " << 100 * spread);
     CHECK(spread <= 0.097);  // measured 9.6 points (+8.5 / +18.1 / +8.8 / +18.2 %)
   }
-  CHECK(median(mem_err) <= 0.057);
-  CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.179);
+  // Memory: median 5.74 %, max 17.83 % (5.7 % / 17.9 % before the runtime buffers: the cuBLAS workspace and
+  // the RoPE table, 0.01-0.28 GiB per row, which moved the over-estimated rows up and the others closer).
+  CHECK(median(mem_err) <= 0.0575);
+  CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.1785);
   // torch_compile (torchtitan's eager vs compiled block) and PyTorch's context parallelism
   // (context_parallel_rotate_method) moved them to median 17.2 % (42 rows: 14.8 %), max 134.0 %; pricing the loss
   // at its calibration's 8 B per logit element (24 B before: 3x the measured time) to median 20.6 % (42 rows:

@@ -403,6 +403,33 @@ TEST_CASE("gpt torch FSDP2 memory: phases, embedding units, CP ring buffers, all
         doctest::Approx(2.0 * 2.0 * gpt_detail::layer_params_per_rank(tiny_vocab)));
 }
 
+TEST_CASE("gpt torch runtime memory: cuBLAS workspace and RoPE table buffers") {
+  // The compute stream's cuBLAS workspace (32 MiB on compute capability 9.0, 8 MiB + 128 KiB otherwise) and
+  // torchtitan's complex64 RoPE table (4 x seq x head_dim bytes) per model chunk; Megatron's path has neither.
+  auto buffers = [](ParamMap over, std::int64_t stage = 0) {
+    ParamMap p = small({{"use_torch_fsdp2", "true"}, {"position_embedding_type", "rope"}});
+    for (const auto& [k, v] : over) p[k] = v;
+    return gpt_memory_of_stage(cfg(p), stage).buffers_bytes;
+  };
+  const double table = 4.0 * 2048 * 64;  // seq 2048, head_dim 1024 / 16
+  CHECK(buffers({}) == doctest::Approx(32.0 * 1048576 + table));
+  CHECK(buffers({{"gpu", "h200"}}) == doctest::Approx(32.0 * 1048576 + table));
+  CHECK(buffers({{"gpu", "a100-80gb"}}) == doctest::Approx(8.0 * 1048576 + 128.0 * 1024 + table));
+  CHECK(buffers({{"gpu", "b200"}}) == doctest::Approx(8.0 * 1048576 + 128.0 * 1024 + table));
+  CHECK(buffers({{"position_embedding_type", "learned_absolute"}}) == doctest::Approx(32.0 * 1048576));
+  // One table per virtual pipeline chunk (deep copies of the model); without PP, torch CP keeps a clone.
+  CHECK(buffers({{"num_layers", "8"}, {"virtual_pipeline_model_parallel_size", "2"}, {"global_batch_size", "16"}}) ==
+        doctest::Approx(32.0 * 1048576 + 2.0 * table));
+  CHECK(buffers({{"pipeline_model_parallel_size", "1"}, {"tensor_model_parallel_size", "1"},
+                 {"context_parallel_size", "2"}, {"seq_length", "4096"}}) ==
+        doctest::Approx(32.0 * 1048576 + 2.0 * 2.0 * table));
+  // The total counts them; Megatron's runtime has no such term.
+  const GptMemory m = gpt_memory_of_stage(cfg(small({{"use_torch_fsdp2", "true"}})), 0);
+  CHECK(m.total_bytes() == doctest::Approx(m.params_bytes() + m.activations_bytes + m.allocator_reserve_bytes +
+                                           m.buffers_bytes));
+  CHECK(gpt_memory_of_stage(cfg(small()), 0).buffers_bytes == 0);
+}
+
 TEST_CASE("gpt torchtitan op-level selective AC: fewer stored bytes than Megatron's selective, more recompute") {
   ParamMap sel = small({{"recompute_granularity", "selective"}, {"pipeline_model_parallel_size", "1"},
                         {"world_size", "2"}, {"global_batch_size", "2"}});
