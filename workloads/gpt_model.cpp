@@ -311,6 +311,7 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     if (layers) act_mean /= double(layers), act_mean_sel /= double(layers);
     Pl = layers ? P / double(layers) : 0.0;
   }
+  const double P_layers = P;  // the stage's transformer layers (without embedding and output layer)
   if (holds_first) P += embedding_params_per_rank(c);
   if (holds_last && last_stage_has_output(c)) P += V * h / t;
   GptMemory mem;
@@ -339,8 +340,12 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     // gradient sync off until the last micro-batch (torch.distributed.pipelining stage
     // backward_maybe_with_nosync), so FSDP2 accumulates unsharded gradients in reduce_dtype
     // (FSDPParam.to_accumulated_grad_if_needed: fp32 for the whole parameter, not the shard).
+    // With torchao's float8 all-gather (fsdp_float8_all_gather) a gathered layer weight is its 1-byte
+    // all-gather output (a Float8Tensor); the embedding and output layer stay bf16. Layer norms' weights
+    // (2h per layer) are counted with the layer: < 0.01 % of it.
     const double shard = dpcp / double(c.num_distributed_optimizer_instances);
-    mem.weights_bytes = 4.0 * P / shard + fp8_w / shard + (p > 1 ? 2.0 * P : 2.0 * 2.0 * Pl);
+    const double gw = c.fsdp_float8_all_gather() ? 1.0 : 2.0;  // bytes per gathered layer weight
+    mem.weights_bytes = 4.0 * P / shard + fp8_w / shard + (p > 1 ? 2.0 * (P - P_layers) + gw * P_layers : gw * 2.0 * Pl);
     mem.grads_bytes = 4.0 * P / shard + (p > 1 ? grad * P : grad * Pl);
     mem.optimizer_bytes = 8.0 * P / shard;
     // Without PP, the embedding and output layer's gathered weights depend on the phase: see the peak below.
@@ -572,12 +577,16 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     // cannot reuse them, so from the first step on the copy-in stream's pool holds the largest two
     // consecutive flat buffers: the largest unit (the root with fsdp_embeddings_in_root, else the embedding
     // or output unit; a layer where that is larger, as on a pipeline stage whose root holds only the output
-    // layer or nothing) and a layer, in bf16. torchtitan's figure is reserved memory
-    // (torchtitan metrics.py: reserved_bytes.all.peak).
+    // layer or nothing) and a layer, in bf16 (a layer in fp8 with the float8 all-gather). torchtitan's figure
+    // is reserved memory (torchtitan metrics.py: reserved_bytes.all.peak).
     const double emb_w = holds_first ? embedding_params_per_rank(c) : 0.0;
     const double out_w = holds_last && last_stage_has_output(c) ? V * h / t : 0.0;
-    const double largest = std::max(c.fsdp_embeddings_in_root ? emb_w + out_w : std::max(emb_w, out_w), Pl);
-    mem.allocator_reserve_bytes = 2.0 * (largest + Pl) + (loss_peak ? loss_hole : 0.0);
+    // The flat buffers hold each unit in its all-gather dtype: a layer in fp8 with the float8 all-gather, the
+    // embedding / output units in bf16.
+    const double unit = c.fsdp_embeddings_in_root ? emb_w + out_w : std::max(emb_w, out_w);
+    const double gwl = c.fsdp_float8_all_gather() ? 1.0 : 2.0;
+    const double largest_bytes = std::max(2.0 * unit, gwl * Pl);
+    mem.allocator_reserve_bytes = largest_bytes + gwl * Pl + (loss_peak ? loss_hole : 0.0);
     // Runtime buffers, live for the whole step, allocated through the caching allocator: (1) the cuBLAS
     // workspace of the compute stream, one per (handle, stream) (aten/src/ATen/cuda/CublasHandlePool.cpp,
     // parseChosenWorkspaceSize, "`:4096:2:16:8` default, 32MiB for Hopper": 4096 KiB x 8 on compute capability

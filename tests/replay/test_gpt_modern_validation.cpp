@@ -129,6 +129,10 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   // SDPA backend: torchtitan puts cuDNN attention first on compute capability 10.0 from
   // pytorch/torchtitan@5de055e30 (2025-05-20, models/attention.py); of the B200 rows' commits 6fc499f6 has it.
   if (out.gpu == "b200" && has(src, "6fc499f6")) p["attention_backend"] = "fused";
+  // torchao's float8 all-gather (torchtitan float8.enable_fsdp_float8_all_gather) where the row states it:
+  // the H200 rows ("fp8 FSDP all-gather") and the torchao tensorwise rows ("float8 all-gather", "f8 all-gather").
+  if (has(prec, "float8 all-gather") || has(prec, "f8 all-gather") || has(prec, "fp8 FSDP all-gather"))
+    p["enable_fsdp_float8_all_gather"] = true;
   if (has(other, "async TP") && tp > 1) {
     // torchtitan's async TP (inductor micro-pipeline TP) has no counterpart of Megatron's bulk wgrad overlap.
     p["tp_comm_overlap"] = true;
@@ -184,6 +188,7 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   // Memory rows with the simulated terms (GiB): weights, gradients, optimizer state, activations.
   std::string terms = "row | published GiB | sim GiB | error | weights | grads | optimizer | activations | reserve | buffers\n";
   int expressed = 0, parsed = 0;
+  std::string f8_reading = "row | published GiB | sim GiB with enable_fsdp_float8_all_gather | error\n";
   test::DocTable doc{"torchtitan",
                      {"torchtitan row (table / label / model (GPU preset))", "GPUs", "published TPS/GPU", "simulated",
                       "error", "published GiB", "simulated GiB", "error"},
@@ -226,6 +231,15 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
                     o.mem.buffers_bytes / g);
       terms += buf;
     }
+    // The float8 all-gather reading of Tables 5 and 6 (docs/validation.md, "What the worst rows still miss"):
+    // the same rows with train_configs/llama3_405b.toml's float8 settings; printed, not compared.
+    if (mem > 0 && std::stoi(r.at("pp")) > 1) {
+      Json q = row.params;
+      q["enable_fsdp_float8_all_gather"] = true;
+      const double gib = workloads::gpt_memory_per_gpu(workloads::gpt_config_from_params(
+                             workloads::params_from_json(q, JsonPath()), row.label)).total_bytes() / 1073741824.0;
+      f8_reading += test::fmt("%s | %.1f | %.2f | %+.1f %%\n", row.label.c_str(), mem, gib, 100 * (gib / mem - 1.0));
+    }
     parsed += o.mem_gib > 0;
     if (!std::isnan(te)) tps_err.push_back(std::abs(te)), ++expressed;
     if (!std::isnan(te) && r.at("table") != "Table 2") tps_err_80gb_era.push_back(std::abs(te));
@@ -249,15 +263,17 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
       CHECK(std::abs(me) <= 0.1785);
     }
     // Memory, FSDP2 with torchtitan's per-op selective AC: the eager rows (Tables 1 and 3 "FSDP") -3.2 / -1.9 %,
-    // the compiled ones on H100 / H200 -0.6 .. +6.3 %, on B200 (torch 2.9 nightly, cuDNN attention) +7.3 .. +8.9 %.
+    // the compiled ones on H100 / H200 -1.8 .. +6.4 %, on B200 (torch 2.9 nightly, cuDNN attention) +7.1 .. +7.9 %
+    // (+7.3 .. +9.0 % before the float8 all-gather of the row that states it).
     if (!std::isnan(me) && row.params.contains("selective_ac_option")) {
       CAPTURE(row.label);
       const bool eager = !has(other_of(r), "compile") && !has(r.at("row_label"), "compile");
-      CHECK(std::abs(me) <= (eager ? 0.04 : row.gpu == "b200" ? 0.09 : 0.064));
+      CHECK(std::abs(me) <= (eager ? 0.04 : row.gpu == "b200" ? 0.08 : 0.064));
     }
   }
   MESSAGE(table);
   MESSAGE(terms);
+  MESSAGE(f8_reading);
   test::check_doc_table(doc, "build/tests/test_replay -tc='validation: modern dense training (torchtitan*'");
   test::check_doc_table(doc_terms, "build/tests/test_replay -tc='validation: modern dense training (torchtitan*'");
   MESSAGE("memory: median |error| " << 100 * median(mem_err) << " %, max "

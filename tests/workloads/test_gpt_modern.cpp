@@ -430,6 +430,51 @@ TEST_CASE("gpt torch runtime memory: cuBLAS workspace and RoPE table buffers") {
   CHECK(gpt_memory_of_stage(cfg(small()), 0).buffers_bytes == 0);
 }
 
+TEST_CASE("gpt enable_fsdp_float8_all_gather: fp8 gathered layer weights and all-gathers, bf16 embedding units") {
+  ParamMap f = small({{"use_torch_fsdp2", "true"}, {"precision", "fp8"}, {"fp8_recipe", "tensorwise"},
+                      {"tensor_model_parallel_size", "1"}, {"global_batch_size", "16"}, {"grad_reduce_in_fp32", "true"}});
+  ParamMap f8 = f;
+  f8["enable_fsdp_float8_all_gather"] = "true";
+  // PP 2 x DP 4: the gathered stage (kept for the step under PP) holds its layers at 1 byte, the output layer
+  // (last stage) at 2; in the all-gather pool the largest buffer is the bf16 embedding (stage 0) or output
+  // (stage 1) unit, larger than a layer here, and the layer buffer shrinks by a byte per element.
+  const GptConfig c = cfg(f), c8 = cfg(f8);
+  CHECK(c8.fsdp_float8_all_gather());
+  const double Pl = gpt_detail::layer_params_per_rank(c);
+  for (std::int64_t st : {0, 1}) {
+    CAPTURE(st);
+    const GptMemory a = gpt_memory_of_stage(c, st), b = gpt_memory_of_stage(c8, st);
+    CHECK(a.weights_bytes - b.weights_bytes == doctest::Approx(2.0 * Pl));  // 2 layers per stage
+    CHECK(a.allocator_reserve_bytes - b.allocator_reserve_bytes == doctest::Approx(Pl));
+    CHECK(a.grads_bytes == doctest::Approx(b.grads_bytes));
+  }
+  // The layers' all-gathers carry 1 byte per element.
+  auto ag_bytes = [](const Trace& t) {
+    double sum = 0;
+    for (const Op& op : t.ranks[0].ops)
+      if (op.name.find(".fsdp.ag") != std::string::npos && op.coll == CollOp::AllGather) sum += op.bytes;
+    return sum;
+  };
+  CHECK(ag_bytes(gen(f8)) == doctest::Approx(0.5 * ag_bytes(gen(f))));
+  // torchtitan turns it on only with a data-parallel shard group (context parallelism alone does not).
+  ParamMap cp_only = f8;
+  cp_only["context_parallel_size"] = "4";
+  cp_only["seq_length"] = "8192";
+  CHECK_FALSE(cfg(cp_only).fsdp_float8_all_gather());
+  ParamMap cp_off = cp_only;
+  cp_off.erase("enable_fsdp_float8_all_gather");
+  CHECK(gpt_memory_per_gpu(cfg(cp_only)).total_bytes() == doctest::Approx(gpt_memory_per_gpu(cfg(cp_off)).total_bytes()));
+  // Only torchao's tensorwise float8 under torch FSDP2 has it.
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"fp8_recipe", "rowwise"}, {"precision", "bf16"}, {"use_torch_fsdp2", "false"}}) {
+    ParamMap bad = f8;
+    bad[k] = v;
+    if (k == "use_torch_fsdp2") bad.erase(k);
+    CAPTURE(k);
+    CHECK(error_of([&] { cfg(bad); }).find("enable_fsdp_float8_all_gather") != std::string::npos);
+  }
+}
+
 TEST_CASE("gpt torchtitan op-level selective AC: fewer stored bytes than Megatron's selective, more recompute") {
   ParamMap sel = small({{"recompute_granularity", "selective"}, {"pipeline_model_parallel_size", "1"},
                         {"world_size", "2"}, {"global_batch_size", "2"}});
