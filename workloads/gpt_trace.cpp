@@ -270,8 +270,11 @@ class StageEmitter {
   // after the local step 0; alltoall: K/V passed to the next rank each step, beside that step's compute (the
   // ring of cp - 1 sends moves what an all-gather moves). The backward passes the fp32 dK/dV accumulators
   // around the ring by all-to-all permutes whatever the method (dkv_rotater): cp sends, each beside the next
-  // step, the last one waited for after the final step (a one-peer permute, priced as an all-to-all of the
-  // same bytes per rank).
+  // step, the last one waited for after the final step.
+  // A permute (_functional_collectives.py permute_tensor: all_to_all_single whose only non-zero split is the
+  // next rank) sends the whole tensor to one peer; it is priced as an all-to-all over the cp group moving the
+  // same bytes out of the rank (per-rank buffer x cp / (cp - 1): an all-to-all keeps 1/cp of its buffer at
+  // home), the GPU's own NVLink / NIC bandwidth being the bound either way.
   // Compiled (torch_compile true): torchtitan compiles each TransformerBlock with fullgraph=True
   // (parallelisms/parallelize_llama.py apply_compile, pytorch/torchtitan@9dec370), so the ring is traced into
   // the block's graph, and a functional collective traced by torch.compile is waited for where it is issued
@@ -291,17 +294,18 @@ class StageEmitter {
     const std::int32_t cc = Y.cp_comm[st];
     const std::string pre = nm + (bwd ? ".bwd" : "");
     const bool gather = c.context_parallel_rotate_method == "allgather";
+    const double permute = double(cp) / double(cp - 1);  // all-to-all buffer moving one tensor to one peer
     if (c.torch_compile == "compiled") {
       const double steps = double(cp - 1);
       Costs step = rest;
       step.seconds /= steps, step.flops /= steps;
       auto kv_permute = [&](std::int64_t i) {
-        rb.chain(coll_op(pre + ".cp.kv" + std::to_string(i), CollOp::AllToAll, cc, x_.torch_cp_kv / double(cp),
-                         RankBuilder::kCp, "cp"));
+        rb.chain(coll_op(pre + ".cp.kv" + std::to_string(i), CollOp::AllToAll, cc,
+                         permute * x_.torch_cp_kv / double(cp), RankBuilder::kCp, "cp"));
       };
       auto dkv_permute = [&](std::int64_t i) {
         if (bwd)
-          rb.chain(coll_op(pre + ".cp.dkv" + std::to_string(i), CollOp::AllToAll, cc, x_.torch_cp_dkv,
+          rb.chain(coll_op(pre + ".cp.dkv" + std::to_string(i), CollOp::AllToAll, cc, permute * x_.torch_cp_dkv,
                            RankBuilder::kCp, "cp"));
       };
       if (gather) rb.chain(coll_op(pre + ".cp.kv", CollOp::AllGather, cc, x_.torch_cp_kv, RankBuilder::kCp, "cp"));
@@ -326,7 +330,8 @@ class StageEmitter {
     if (!gather) rb.chain(wait_op(pre + ".cp.kv.wait"), kv);
     if (bwd) {
       rb.chain(wait_op(pre + ".cp.dkv.wait"), dkv);
-      rb.chain(coll_op(pre + ".cp.dkv.last", CollOp::AllToAll, cc, x_.torch_cp_dkv, RankBuilder::kCp, "cp"));
+      rb.chain(coll_op(pre + ".cp.dkv.last", CollOp::AllToAll, cc, permute * x_.torch_cp_dkv, RankBuilder::kCp,
+                       "cp"));
     }
   }
 

@@ -814,6 +814,27 @@ TEST_CASE("gpt context_parallel_rotate_method: PyTorch's ring attention in cp st
   REQUIRE(d0_c >= 0);
   CHECK(depends(t, s1_c, d0_c));  // step 1 waits for step 0's dK/dV send
   CHECK(count_ops(t, "fwd.attn.cp0") == 1 * 4);
+  // A permute sends the whole fp32 dK/dV (2 x 4 bytes per element of the local K/V, i.e. twice the local share of
+  // the bf16 K/V all-gather's output) to one peer; priced as an all-to-all, which moves (cp - 1) / cp of its
+  // buffer out of the rank.
+  const double kv_gather = t.ranks.at(0).ops.at(std::size_t(kv_c)).bytes;
+  const double dkv_a2a = t.ranks.at(0).ops.at(std::size_t(d0_c)).bytes;
+  const double cp2 = 2.0;
+  CHECK(dkv_a2a * (cp2 - 1.0) / cp2 == doctest::Approx(2.0 * kv_gather / cp2));
+  // K and V are concatenated before every step but the last: the traced graph keeps only the concatenation the
+  // all-gather reads (allgather) or all of them (alltoall, one per permute); eager PyTorch runs all of them.
+  {
+    ParamMap ag4 = ag, a2a4 = a2a, ag4_eager = ag;
+    for (ParamMap* q : {&ag4, &a2a4, &ag4_eager}) (*q)["context_parallel_size"] = "4", (*q)["global_batch_size"] = "2";
+    ag4_eager["torch_compile"] = "false";
+    auto rest_kernels = [&](const ParamMap& q) {
+      const GptConfig cq = cfg(q);
+      return gpt_detail::gpt_step_kernels(cq, cm_for(cq.gpu), "test").layer.cp_fwd_rest.kernels;
+    };
+    CHECK(rest_kernels(ag4) == 3 * 2);                  // 3 steps, each SDPA + one fused merge
+    CHECK(rest_kernels(a2a4) == rest_kernels(ag4) + 2);  // + the concatenations of steps 1 and 2
+    CHECK(rest_kernels(ag4_eager) > rest_kernels(a2a4));
+  }
   // alltoall under torch.compile: cp - 1 = 1 K/V permute per attention, exposed; eager: the ring beside.
   CHECK(count_ops(gen(a2a), "mb0.l0.attn.cp.kv0") == 1);
   ParamMap a2a_eager = a2a;
