@@ -446,7 +446,10 @@ class StageEmitter {
     return c.fsdp() && !c.use_torch_fsdp2 && moe_on && K.moe_pattern[gl] && Y.edp > 1 && Y.edp_comm[st] >= 0;
   }
   std::uint32_t fsdp_ag(const std::string& nm, std::int64_t gl) {
-    std::uint32_t id = rb.fork(coll_op(nm, CollOp::AllGather, Y.dp_comm[st], layer_el(gl) * 2.0, RankBuilder::kFsdp, "dp"));
+    // torchao's float8 all-gather (torch FSDP2): the layer's weights travel as fp8, 1 byte each.
+    const double bytes_per_el = c.fsdp_float8_all_gather() ? 1.0 : 2.0;
+    std::uint32_t id =
+        rb.fork(coll_op(nm, CollOp::AllGather, Y.dp_comm[st], layer_el(gl) * bytes_per_el, RankBuilder::kFsdp, "dp"));
     if (fsdp_experts(gl)) {
       Op e = coll_op(nm + ".experts", CollOp::AllGather, Y.edp_comm[st], expert_params_per_gpu(c) * 2.0,
                      RankBuilder::kFsdp, "dp");
@@ -895,8 +898,9 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   GptMemory mem = gpt_memory_per_gpu(c);
   if (mem.total_bytes() > gpu.hbm_capacity_bytes) {
     char res[96] = "";
-    if (mem.allocator_reserve_bytes > 0)
-      std::snprintf(res, sizeof res, ", allocator reserve %.1f GiB", mem.allocator_reserve_bytes / 1073741824.0);
+    if (mem.allocator_reserve_bytes > 0 || mem.buffers_bytes > 0)
+      std::snprintf(res, sizeof res, ", allocator reserve %.1f GiB, buffers %.2f GiB", mem.allocator_reserve_bytes / 1073741824.0,
+                    mem.buffers_bytes / 1073741824.0);
     const std::string reserve = res;
     char buf[700];
     std::snprintf(buf, sizeof buf,
@@ -945,6 +949,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   tr.metadata["memory_per_gpu_bytes.optimizer"] = mem.optimizer_bytes;
   tr.metadata["memory_per_gpu_bytes.activations"] = mem.activations_bytes;
   if (mem.allocator_reserve_bytes > 0) tr.metadata["memory_per_gpu_bytes.allocator_reserve"] = mem.allocator_reserve_bytes;
+  if (mem.buffers_bytes > 0) tr.metadata["memory_per_gpu_bytes.buffers"] = mem.buffers_bytes;
   if (moe_on) {
     // Imbalance: per MoE layer the busiest expert-parallel rank's tokens over the mean, and the expert
     // compute time it costs (busiest minus evenly spread, forward + backward (+ recompute), all micro-

@@ -132,6 +132,10 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   // SDPA backend: torchtitan puts cuDNN attention first on compute capability 10.0 from
   // pytorch/torchtitan@5de055e30 (2025-05-20, models/attention.py); of the B200 rows' commits 6fc499f6 has it.
   if (out.gpu == "b200" && has(src, "6fc499f6")) p["attention_backend"] = "fused";
+  // torchao's float8 all-gather (torchtitan float8.enable_fsdp_float8_all_gather) where the row states it:
+  // the H200 rows ("fp8 FSDP all-gather") and the torchao tensorwise rows ("float8 all-gather", "f8 all-gather").
+  if (has(prec, "float8 all-gather") || has(prec, "f8 all-gather") || has(prec, "fp8 FSDP all-gather"))
+    p["enable_fsdp_float8_all_gather"] = true;
   if (has(other, "async TP") && tp > 1) {
     // torchtitan's async TP (inductor micro-pipeline TP) has no counterpart of Megatron's bulk wgrad overlap.
     p["tp_comm_overlap"] = true;
@@ -185,16 +189,18 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   std::vector<double> mem_err, tps_err, tps_err_80gb_era;  // the last: all but Table 2 (see the bounds)
   std::string table = "row | GPUs | published TPS/GPU | sim | error | published GiB | sim GiB | error\n";
   // Memory rows with the simulated terms (GiB): weights, gradients, optimizer state, activations.
-  std::string terms = "row | published GiB | sim GiB | error | weights | grads | optimizer | activations | reserve\n";
+  std::string terms = "row | published GiB | sim GiB | error | weights | grads | optimizer | activations | reserve | buffers\n";
   int expressed = 0, parsed = 0;
+  std::string f8_reading = "row | published GiB | sim GiB with enable_fsdp_float8_all_gather | error\n";
   test::DocTable doc{"torchtitan",
                      {"torchtitan row (table / label / model (GPU preset))", "GPUs", "published TPS/GPU", "simulated",
                       "error", "published GiB", "simulated GiB", "error"},
                      {false, true, true, true, true, true, true, true}, {}};
   test::DocTable doc_terms{"torchtitan-memory-terms",
                            {"row", "published GiB", "simulated GiB", "error", "loss code (`cross_entropy_impl`)",
-                            "weights", "grads", "optimizer", "activations (incl. loss)", "allocator reserve"},
-                           {false, true, true, true, false, true, true, true, true, true}, {}};
+                            "weights", "grads", "optimizer", "activations (incl. loss)", "allocator reserve",
+                            "buffers"},
+                           {false, true, true, true, false, true, true, true, true, true, true}, {}};
   std::map<std::string, double> sim_of, pub_of;  // by row label (the eager / compiled pairs)
   for (const auto& r : read_csv_rows(kData + "torchtitan_dense.csv")) {
     Row row = torchtitan_row(r);
@@ -221,11 +227,21 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
                      row.params.value("cross_entropy_impl", std::string("—")),
                      test::fmt("%.1f", o.mem.weights_bytes / g), test::fmt("%.1f", o.mem.grads_bytes / g),
                      test::fmt("%.1f", o.mem.optimizer_bytes / g), test::fmt("%.1f", o.mem.activations_bytes / g),
-                     test::fmt("%.1f", o.mem.allocator_reserve_bytes / g)});
-      std::snprintf(buf, sizeof buf, "%s | %.1f | %.1f | %+.1f %% | %.1f | %.1f | %.1f | %.1f | %.1f\n", row.label.c_str(),
-                    mem, o.mem_gib, 100 * me, o.mem.weights_bytes / g, o.mem.grads_bytes / g, o.mem.optimizer_bytes / g,
-                    o.mem.activations_bytes / g, o.mem.allocator_reserve_bytes / g);
+                     test::fmt("%.1f", o.mem.allocator_reserve_bytes / g), test::fmt("%.2f", o.mem.buffers_bytes / g)});
+      std::snprintf(buf, sizeof buf, "%s | %.2f | %.2f | %+.2f %% | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f\n",
+                    row.label.c_str(), mem, o.mem_gib, 100 * me, o.mem.weights_bytes / g, o.mem.grads_bytes / g,
+                    o.mem.optimizer_bytes / g, o.mem.activations_bytes / g, o.mem.allocator_reserve_bytes / g,
+                    o.mem.buffers_bytes / g);
       terms += buf;
+    }
+    // The float8 all-gather reading of Tables 5 and 6 (docs/validation.md, "What the worst rows still miss"):
+    // the same rows with train_configs/llama3_405b.toml's float8 settings; printed, not compared.
+    if (mem > 0 && std::stoi(r.at("pp")) > 1) {
+      Json q = row.params;
+      q["enable_fsdp_float8_all_gather"] = true;
+      const double gib = workloads::gpt_memory_per_gpu(workloads::gpt_config_from_params(
+                             workloads::params_from_json(q, JsonPath()), row.label)).total_bytes() / 1073741824.0;
+      f8_reading += test::fmt("%s | %.1f | %.2f | %+.1f %%\n", row.label.c_str(), mem, gib, 100 * (gib / mem - 1.0));
     }
     parsed += o.mem_gib > 0;
     if (!std::isnan(te)) tps_err.push_back(std::abs(te)), ++expressed;
@@ -242,23 +258,25 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
       if (r.at("table") == "Table 2") CHECK(std::abs(me) <= 0.01);
       else CHECK(std::abs(me) <= 0.11);
     }
-    // Full recompute with torch pipelining (Tables 5 and 6, 405B, PP 8): -17.9 .. +5.8 %. Table 5's 1F1B row
-    // (-17.9 %) publishes 9.8 GiB more than the interleaved row of the same table and 7.2 GiB more than Table
+    // Full recompute with torch pipelining (Tables 5 and 6, 405B, PP 8): -17.83 .. +5.81 %. Table 5's 1F1B row
+    // (-17.83 %) publishes 9.8 GiB more than the interleaved row of the same table and 7.2 GiB more than Table
     // 6's CP 1 row with the same tokens per micro-batch; docs/validation.md shows why no per-rank term meets it.
     if (!std::isnan(me) && pp) {
       CAPTURE(row.label);
-      CHECK(std::abs(me) <= 0.179);
+      CHECK(std::abs(me) <= 0.1785);
     }
     // Memory, FSDP2 with torchtitan's per-op selective AC: the eager rows (Tables 1 and 3 "FSDP") -3.2 / -1.9 %,
-    // the compiled ones on H100 / H200 -0.6 .. +6.3 %, on B200 (torch 2.9 nightly, cuDNN attention) +7.3 .. +8.9 %.
+    // the compiled ones on H100 / H200 -1.8 .. +6.4 %, on B200 (torch 2.9 nightly, cuDNN attention) +7.1 .. +7.9 %
+    // (+7.3 .. +9.0 % before the float8 all-gather of the row that states it).
     if (!std::isnan(me) && row.params.contains("selective_ac_option")) {
       CAPTURE(row.label);
       const bool eager = !has(other_of(r), "compile") && !has(r.at("row_label"), "compile");
-      CHECK(std::abs(me) <= (eager ? 0.04 : row.gpu == "b200" ? 0.09 : 0.064));
+      CHECK(std::abs(me) <= (eager ? 0.04 : row.gpu == "b200" ? 0.08 : 0.064));
     }
   }
   MESSAGE(table);
   MESSAGE(terms);
+  MESSAGE(f8_reading);
   test::check_doc_table(doc, "build/tests/test_replay -tc='validation: modern dense training (torchtitan*'");
   test::check_doc_table(doc_terms, "build/tests/test_replay -tc='validation: modern dense training (torchtitan*'");
   MESSAGE("memory: median |error| " << 100 * median(mem_err) << " %, max "
@@ -273,7 +291,7 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   CHECK(expressed == 46);
   // Nothing here is fitted to these rows (the FP8 rowwise GEMM factor is a kernel measurement,
   // tests/data/hardware/h100-fp8-rowwise), so every row is held out. Bounds at the measured values
-  // (memory: median 5.7 %, max 17.9 % over 28 rows -- 9.2 % / 23.0 % before the torch runtime's phases, FSDP2
+  // (memory: median 5.74 %, max 17.83 % over 28 rows -- 9.2 % / 23.0 % before the torch runtime's phases, FSDP2
   // units, CP ring buffers, pipelining buffers and kept logits, eager final norm, allocator reserve; 5.3 % / 19.8 %
   // before the last three and torch TP's saved inputs; throughput: median 20.3 %, max
   // 138 % over 46 rows, 120 % before the B200 rows ran cuDNN attention as torchtitan does there).
@@ -333,8 +351,10 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
     CHECK(std::abs(sim_step[2] / sim_step[1] - 1.0) <= 0.01);
     CHECK(std::abs(sim_step[1] / sim_step[0] - 1.0) <= 0.05);
   }
-  CHECK(median(mem_err) <= 0.057);
-  CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.179);
+  // Memory: median 5.74 %, max 17.83 % (5.7 % / 17.9 % before the runtime buffers: the cuBLAS workspace and
+  // the RoPE table, 0.01-0.28 GiB per row, which moved the over-estimated rows up and the others closer).
+  CHECK(median(mem_err) <= 0.0575);
+  CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.1785);
   // torch_compile (torchtitan's eager vs compiled block) and PyTorch's context parallelism
   // (context_parallel_rotate_method) moved them to median 17.2 % (42 rows: 14.8 %), max 134.0 %; pricing the loss
   // at its calibration's 8 B per logit element (24 B before: 3x the measured time) to median 20.6 % (42 rows:
