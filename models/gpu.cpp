@@ -77,12 +77,14 @@ std::vector<GpuSpec> make_specs() {
   v.push_back({"h100", 989.4 * T, 989.4 * T, 494.7 * T, 66.9 * T, 3350 * GBps, 80 * GiB,
                "hardware_specs.json facts[19],[20]; NVIDIA H100 whitepaper", 1978.9 * T, 132});
   // H100 SXM 96GB HBM2e at a 500 W power limit (Meta's Grand Teton servers, the GPUs of torchtitan's published
-  //   H100 tables): the 96 GB capacity is the only figure the data gives (tests/data/training-modern/
-  //   torchtitan_dense.csv, `gpu` column, from pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md).
-  //   No source for this part's clocks or HBM2e bandwidth is in the data: the H100 SXM5 figures above are
-  //   used, an upper bound (a 500 W limit runs lower clocks than the SXM5's 700 W).
-  v.push_back({"h100-96gb", 989.4 * T, 989.4 * T, 494.7 * T, 66.9 * T, 3350 * GBps, 96 * GiB,
-               "torchtitan_dense.csv (96 GB); H100 SXM5 compute and bandwidth (no 500 W figures)", 1978.9 * T, 132});
+  //   H100 tables): 96 GB HBM2e at 2.4 TB/s peak bandwidth and the 500 W limit are stated in the benchmark files
+  //   the rows come from (pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md and
+  //   benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md, "Hardware"; tests/data/training-modern/
+  //   torchtitan_dense.csv `gpu` column). The same file says the part's peak TFLOP/s lies "between SXM and NVL"
+  //   and is not known: the H100 SXM5 peaks above are used, an upper bound.
+  v.push_back({"h100-96gb", 989.4 * T, 989.4 * T, 494.7 * T, 66.9 * T, 2400 * GBps, 96 * GiB,
+               "torchtitan benchmarks/llama3_h100_202412_torchtitan.md (96 GB HBM2e, 2.4 TB/s, 500 W); H100 SXM5 peaks (upper bound)",
+               1978.9 * T, 132});
   // H200 SXM: same GH100 compute as H100 SXM (NVIDIA H200 datasheet: FP16 Tensor 1,979 TFLOPS with
   //   sparsity = 989.5 dense; TF32 989 sparse = 494.7 dense; FP32 67); HBM3e 4.8 TB/s, 141 GB: NVIDIA H200
   //   datasheet. (Measured STREAM 4.0-4.15 TB/s: hardware_specs.json facts[25].)

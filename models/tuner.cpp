@@ -50,9 +50,6 @@ int nccl_coll_channels(const std::string& gpu_model, int hosts) {
 // [NCCL-T] hwLatencies[NCCL_HW_NVLINK][NCCL_ALGO_NVLS][NCCL_PROTO_SIMPLE]: NCCL's modelled NVLS call latency
 // (NVLSTree's NVLINK entry is the same 25 us).
 constexpr double kNcclNvlsLatency_s = 25e-6;
-// [NCCL-T] hwLatencies[NCCL_HW_NET][NCCL_ALGO_NVLS_TREE][NCCL_PROTO_SIMPLE] at 5067397c: 20.9 us per tree level
-// and direction (it was 14 us in NCCL 2.19-2.26, tuning.cc at v2.19.3-1 .. v2.26.2-1).
-constexpr double kNcclNvlsTreeNetLatency_s = 20.9e-6;
 // [NCCL-T] getNetOverhead: 1 us on Intel (and any CPU NCCL does not single out), 2 us on AMD x86.
 constexpr double kNcclNetOverhead_s = 1e-6;
 
@@ -276,13 +273,15 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
       // [NCCL-T] ncclTopoTuneModel, NVLS_TREE (all_reduce across nodes, Simple only): per-channel bandwidth the
       // minimum of the NVLS one inside the node and the network one, the latter doubled on <= 2 nodes (NCCL
       // 2.19-2.26 wrote it as bwInter on <= 2 nodes and bwInter/2 beyond: the same ratio); latency
-      // intraLat + 2 log2(nNodes) x interLat. Here the NVLS side is the NVLS candidate's (S through each GPU's
+      // intraLat + 2 log2(nNodes) x interLat, interLat the calibration's NVLS_TREE network latency (NCCL's
+      // hwLatencies[NET][NVLS_TREE][Simple] of the release imitated: 20.9 us by default, the log's release's
+      // value under `fabricsim validate`, validate/simulate.cpp). Here the NVLS side is the NVLS candidate's (S through each GPU's
       // NVLink at nvls_efficiency of nominal), the network side is head k's shard S/g through its rail NIC,
       // once on two hosts (each head sends half the shard up one tree and half down the other) and twice
       // beyond (an inner host of a tree forwards to two children and its parent). NCCL's per-channel cap
       // (perChMaxNVLSTreeBws: 57.7 GB/s on 2 Hopper nodes x 16 channels) does not bind at these rates.
       const double ne = calib.factor("nvls_efficiency");
-      lat = kNcclNvlsLatency_s + 2 * std::ceil(std::log2(std::max(1.0, H))) * kNcclNvlsTreeNetLatency_s;
+      lat = kNcclNvlsLatency_s + 2 * std::ceil(std::log2(std::max(1.0, H))) * ln;
       const double t_intra = t_of(S, bw.nvlink_Bps * e * ne);
       const double t_inter = (H <= 2 ? 1.0 : 2.0) * t_of(S / std::max(1.0, g), Bn * e);
       xfer = std::max(t_intra, t_inter);

@@ -175,7 +175,18 @@ std::string nvlink_key(const models::Calibration& c, const std::string& model) {
   return pre + (best.empty() ? "default" : best);
 }
 
-bool relevant(const Param& p, const Case& cs, const models::Calibration& c, bool split) {
+// The scale-out fabric of a multi-host case (its topology's `fabric` parameter), "" for a single-host one.
+std::string fabric_of(const Case& cs) {
+  if (cs.m.num_nodes <= 1) return "";
+  const auto& ps = cs.sys->mapping().params;
+  const auto it = ps.find("fabric");
+  return it == ps.end() ? "" : it->second;
+}
+
+bool relevant(const Param& p, const Case& cs, const models::Calibration& c, bool split, const std::string& fabric) {
+  // FitOptions::fabric: a fabric's efficiency and network step latency from runs on that fabric only.
+  const bool network_param = p.is_extra ? p.key == "network_efficiency" : p.field == Field::NetStep;
+  if (network_param && !fabric.empty() && fabric_of(cs) != fabric) return false;
   // A latency group moves the runs of its own NCCL era only (the era's table replaces the current one).
   if (!p.is_extra) {
     if (models::nccl_era_index(c, models::nccl_version_code(cs.m.nccl_version)) != p.era) return false;
@@ -408,7 +419,7 @@ FitResult fit_calibration(const std::vector<Case>& cases, const models::Calibrat
       th[k] += h;
       models::Calibration ck = apply(start, ps, th);
       std::vector<bool> use(cases.size());
-      for (std::size_t ci = 0; ci < cases.size(); ++ci) use[ci] = relevant(ps[k], cases[ci], cur, opt.split_identification);
+      for (std::size_t ci = 0; ci < cases.size(); ++ci) use[ci] = relevant(ps[k], cases[ci], cur, opt.split_identification, opt.fabric);
       auto fks = simulate_cases(cases, use, ck, opt.threads, res.simulations);
       std::size_t i = 0;
       for (std::size_t ci = 0; ci < cases.size(); ++ci) {

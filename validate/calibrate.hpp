@@ -68,6 +68,12 @@ struct FitOptions {
   // (same server, scale-out fabric, NICs and GPUs; any node count) together, so that no run of the same
   // cluster trains its prediction. Single-host logs stay held out one file at a time.
   bool loo_by_system = false;
+  // Set by validate::leave_one_out with loo_by_system for a held-out multi-host system: its scale-out fabric
+  // (the topology's `fabric` parameter, "infiniband-edr", "efa", ...). The fabric's own properties, the network
+  // efficiency and the network step latencies, are then identified from multi-host runs on that fabric only,
+  // and stay at the start's values when no training run has it: fitted on other fabrics they carried those
+  // fabrics' efficiency and latency to the held-out system (docs/validation.md "Leave one system out").
+  std::string fabric;
 };
 
 struct ParamValue {

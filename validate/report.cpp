@@ -158,7 +158,11 @@ Report leave_one_out(const std::vector<Case>& cases, const models::Calibration& 
       scope = "all other logs";
     }
     if (train.empty()) throw InputError(u, "leave-one-out needs at least two logs");
-    FitResult fr = fit_calibration(train, start, opt);
+    FitOptions fo = opt;
+    if (opt.loo_by_system && u.rfind("system:", 0) == 0)
+      for (const auto& c : cases)
+        if (unit_of(c) == u) fo.fabric = c.sys->mapping().params.count("fabric") ? c.sys->mapping().params.at("fabric") : "";
+    FitResult fr = fit_calibration(train, start, fo);
     fr.calib.name = (u.rfind("system:", 0) == 0 ? "loo-without-" + u : "loo-without-" + basename_of(u)) + " (" + scope + ")";
     calib_of_unit[u] = fr.calib;
     if (fits) fits->emplace_back(u, std::move(fr));

@@ -317,11 +317,35 @@ std::vector<std::string> SimSystem::gpu_models() const {
   return {s.begin(), s.end()};
 }
 
+namespace {
+double nccl_nvls_tree_net_latency_ratio(int nccl_version) {
+  // NVIDIA/nccl src/graph/tuning.cc, hwLat[NCCL_HW_NET][NCCL_ALGO_NVLS_TREE][NCCL_PROTO_SIMPLE] (per tree level
+  // and direction), read at every release tag: 19 us from v2.18.1-1 to v2.18.6-1, 14 us from v2.19.1-1 to
+  // v2.28.7-1, 20.9 us from v2.28.9-1 and at 5067397c (the current value, models/calibration.cpp).
+  // nccl_version_code drops the patch release, so 2.28 (and an unknown release) keeps the current value.
+  constexpr double kCurrent = 20.9;
+  if (nccl_version == 218) return 19.0 / kCurrent;
+  if (nccl_version >= 219 && nccl_version < 228) return 14.0 / kCurrent;
+  return 1.0;
+}
+}  // namespace
+
 SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration& calib_all) const {
   // The measured NCCL's tuning table (models::NcclEra) when the calibration has one for its version.
   models::Calibration with_era;
   if (!calib_all.nccl_eras.empty()) with_era = models::for_nccl_version(calib_all, impl_->nccl_version);
-  const models::Calibration& calib = calib_all.nccl_eras.empty() ? calib_all : with_era;
+  const models::Calibration& calib_era = calib_all.nccl_eras.empty() ? calib_all : with_era;
+  // NCCL's NVLS_TREE network latency changed between releases: the calibration holds the current one
+  // (models/calibration.cpp), scaled here by NCCL's own ratio for the log's release, so that the tuner prices
+  // NVLS_TREE as the NCCL that ran priced it, and the schedule charges that latency.
+  const double nvls_tree_scale = nccl_nvls_tree_net_latency_ratio(models::nccl_version_code(impl_->nccl_version));
+  const bool rescale = nvls_tree_scale != 1.0 && calib_era.has(models::Algorithm::NvlsTree, models::Protocol::Simple);
+  models::Calibration with_nvls_tree;
+  if (rescale) {
+    with_nvls_tree = calib_era;
+    with_nvls_tree.algo[{models::Algorithm::NvlsTree, models::Protocol::Simple}].net_step_latency_s *= nvls_tree_scale;
+  }
+  const models::Calibration& calib = rescale ? with_nvls_tree : calib_era;
   models::CollectiveSpec spec = impl_->base;
   spec.bytes = size_bytes;
   spec.where = impl_->base.where + " size " + std::to_string(size_bytes);
@@ -407,7 +431,11 @@ NcclEnvEffects nccl_env_effects(const std::map<std::string, std::string>& env) {
       // Logging, or which devices NCCL opens: the simulated machine comes from the sidecar's description.
       out.no_effect.push_back(kv);
     } else if (k == "NCCL_IB_QPS_PER_CONNECTION") {
-      out.not_modelled.push_back(kv + ": queue pairs per connection; fabricsim models a NIC's bandwidth, not its QPs");
+      // NVIDIA/nccl src/transport/net_ib.cc: N queue pairs per connection and NIC; from 2.20 (NCCL_IB_SPLIT_DATA_ON_QPS
+      // 0) each message goes whole on the next QP in turn, before it was split across them. Neither changes a
+      // bandwidth in NCCL; what a second QP changes is how the fabric's per-flow routing spreads the traffic.
+      out.not_modelled.push_back(kv + ": queue pairs per connection; fabricsim models a NIC's bandwidth and routes a "
+                                      "connection's flow on one path, not per queue pair");
     } else {
       out.not_modelled.push_back(kv + ": not modelled");
     }

@@ -104,6 +104,15 @@ struct GptConfig {
   // bf16 normalized output (torchtitan's own RMSNorm before pytorch/torchtitan@5078e92e4, 2025-04-17, outside
   // the per-block torch.compile). torch FSDP2 only; memory only.
   bool final_norm_eager = false;
+  // torchao's float8 all-gather under torch FSDP2 (torchtitan's `float8.enable_fsdp_float8_all_gather`):
+  // each Float8Linear weight shard is cast to fp8 before FSDP's all-gather and the gathered weight is a
+  // Float8Tensor over the 1-byte all-gather output (torchao/float8/fsdp_utils.py,
+  // WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather / fsdp_post_all_gather): 1 byte per gathered layer
+  // weight in the all-gather and in memory; the embedding and the output layer stay bf16 (torchtitan keeps
+  // `output` out of float8). torch FSDP2, precision fp8 with fp8_recipe tensorwise only. torchtitan applies it
+  // only where the data-parallel shard degree is above 1 (torchtitan/float8.py Float8Handler at
+  // pytorch/torchtitan@9dec370: `parallel_dims.dp_shard_enabled and ...`): see fsdp_float8_all_gather().
+  bool enable_fsdp_float8_all_gather = false;
   // torchtitan's model compile (job config `training.compile`; `compile.enable` with "model" in
   // `compile.components` from pytorch/torchtitan@08b8b244f, 2025-08-20, which compiles the loss apart): unset =
   // the fused kernels Megatron-Core / Transformer Engine run; "eager" = torchtitan's Llama block as eager
@@ -142,6 +151,12 @@ struct GptConfig {
   std::int64_t head_dim() const { return kv_channels ? kv_channels : hidden_size / num_attention_heads; }
   bool fsdp() const { return use_torch_fsdp2 || data_parallel_sharding_strategy == "optim_grads_params"; }
   bool fp8() const { return precision == "fp8"; }
+  // The float8 all-gather in effect: asked for and a data-parallel shard group of more than one rank (context
+  // parallelism alone does not turn it on; HSDP's replicas do not count).
+  bool fsdp_float8_all_gather() const {
+    const std::int64_t r = num_distributed_optimizer_instances > 1 ? num_distributed_optimizer_instances : 1;
+    return enable_fsdp_float8_all_gather && data_parallel() / r > 1;
+  }
   // Whether Megatron's selective recompute covers `module` (recompute_modules; never under torchtitan's "op").
   bool recomputes(const std::string& module) const;
   std::int64_t moe_ffn() const { return moe.moe_ffn_hidden_size ? moe.moe_ffn_hidden_size : ffn(); }
@@ -184,9 +199,10 @@ struct GptMemory {
   double optimizer_bytes = 0;    // fp32 master weights + Adam moments (sharded by dist. optimizer / FSDP)
   double activations_bytes = 0;  // stored activations (in-flight micro-batches) + logits + working set
   double allocator_reserve_bytes = 0;  // cached, not live (torch runtime only): FSDP2's all-gather pool, loss hole
+  double buffers_bytes = 0;      // runtime buffers (torch runtime only): cuBLAS workspace, RoPE table
   std::int64_t stage = 0;        // pipeline stage of the peak
   double params_bytes() const { return weights_bytes + grads_bytes + optimizer_bytes; }
-  double total_bytes() const { return params_bytes() + activations_bytes + allocator_reserve_bytes; }
+  double total_bytes() const { return params_bytes() + activations_bytes + allocator_reserve_bytes + buffers_bytes; }
   std::string largest_term() const;
 };
 // Peak over pipeline stages.

@@ -278,16 +278,30 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     const KernelDesc s0b = KernelDesc::attention(b, a_t, kvh, sl, sl, d, true, true, act, impl);
     const KernelDesc sif = KernelDesc::attention(b, a_t, kvh, sl, sl / 2, d, false, false, act, impl);
     const KernelDesc sib = KernelDesc::attention(b, a_t, kvh, sl, sl / 2, d, false, true, act, impl);
-    // Forward: K and V concatenated for the exchange (read and write 2 bytes each), step 0, the others.
+    // K and V are concatenated for the exchange (torch.cat of the flattened K and V: read and write 2 bytes
+    // each) before every step but the last, forward and backward alike: with alltoall each concatenation
+    // feeds that step's permute; with allgather only the first feeds the all-gather, and Inductor drops the
+    // unused others (dead code in the compiled graph) while eager PyTorch runs them all.
+    const double cats = c.context_parallel_rotate_method == "alltoall" || !fused_merge ? double(cp - 1) : 1.0;
+    // The ring first makes K and V contiguous (key.contiguous() in _templated_ring_attention and its
+    // backward): torchtitan's block hands SDPA transposed views of repeat_kv's output (models/llama/model.py
+    // at 9dec370), so eager PyTorch copies both once more; under torch.compile the two pointwise copies fuse
+    // into repeat_kv's kernel (priced above).
+    const double kv_contiguous = eager ? 2.0 * 2.0 * e * KV : 0.0;
+    // Forward: the first concatenation, step 0, the other steps (and the other concatenations).
+    if (kv_contiguous > 0) copy(L.cp_fwd_first, kv_contiguous);
     copy(L.cp_fwd_first, 2.0 * 2.0 * e * KV);
     L.cp_fwd_first.add(cm, s0f);
     if (!fused_merge) copy(L.cp_fwd_first, 6.0 * O);
     for (std::int64_t i = 1; i < cp; ++i) {
       L.cp_fwd_rest.add(cm, sif);
       copy(L.cp_fwd_rest, (fused_merge ? 10.0 : 42.0) * O);
+      if (double(i) < cats) copy(L.cp_fwd_rest, 2.0 * 2.0 * e * KV);
     }
     if (!fused_merge) copy(L.cp_fwd_rest, 6.0 * O);
-    // Backward: K and V concatenated again for the exchange, the accumulators zeroed, step 0, the others.
+    // Backward: K and V made contiguous and concatenated again for the exchange, the accumulators zeroed,
+    // step 0, the others.
+    if (kv_contiguous > 0) copy(L.cp_bwd_first, kv_contiguous);
     copy(L.cp_bwd_first, 2.0 * 2.0 * e * KV);
     if (!fused_merge) copy(L.cp_bwd_first, 4.0 * (O + 2.0 * KV));
     L.cp_bwd_first.add(cm, s0b);
@@ -295,6 +309,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     for (std::int64_t i = 1; i < cp; ++i) {
       L.cp_bwd_rest.add(cm, sib);
       copy(L.cp_bwd_rest, fused_merge ? 10.0 * (O + 2.0 * KV) : 14.0 * O + 2.0 * 22.0 * KV);
+      if (double(i) < cats) copy(L.cp_bwd_rest, 2.0 * 2.0 * e * KV);
     }
     if (!fused_merge) copy(L.cp_bwd_rest, 6.0 * (O + 2.0 * KV));
   }

@@ -129,6 +129,27 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
       if (c.moe.moe_router_group_topk > 0) G = std::min(nodes, double(c.moe.moe_router_group_topk));
       const double k = double(c.moe.moe_router_topk);
       if (nodes > 1) flex_dedup = std::min(1.0, G * (1.0 - std::pow(1.0 - 1.0 / G, k)) / k);
+      // Inside an NVLink domain a token moves once per destination GPU, not once per routed slot, in all
+      // three kernels the flex dispatcher runs: DeepEP intranode (deepseek-ai/DeepEP@031a5c49
+      // csrc/kernels/intranode.cu dispatch: a sender skips a token unless is_token_in_rank[token][rank], one
+      // flag per destination rank), DeepEP internode (same commit, internode.cu dispatch: the RDMA sender
+      // sends a token once to each node whose 8 is_token_in_rank flags are not all false, and the
+      // kRDMAAndNVLForwarder warp for destination GPU j forwards it only if SourceMeta::is_token_in_nvl_rank(j))
+      // and HybridEP on NVL72 racks (DeepEP hybrid-ep branch @94a9f8f6 csrc/hybrid_ep/backend/
+      // hybrid_ep_backend.cuh S2G_warp_group_device_function: a token is stored once per node that needs it
+      // and then written once to each rank of the node whose sparse_to_dense_map entry is set). The combines
+      // send one summed copy per token and rank back the same way. Megatron-LM 1e057005
+      // megatron/core/transformer/moe/fused_a2a.py hands DeepEP the top-k indices; token_dispatcher.py
+      // MoEFlexTokenDispatcher permutes the received tokens to the local experts. With the k slots on k
+      // distinct experts, num_experts / ep per EP rank and uniform routing, the chance that a token has no
+      // slot on a given rank is prod_{i<k} (E - E/ep - i) / (E - i), so a rank receives ep (1 - that) / k of
+      // its slot bytes as distinct tokens (Qwen3-235B, 128 experts top-8 over EP 8: 0.667).
+      {
+        const double E = double(c.moe.num_experts), per = E / double(ep);
+        double none = 1.0;
+        for (std::int64_t i = 0; i < c.moe.moe_router_topk; ++i) none *= std::max(0.0, (E - per - double(i)) / (E - double(i)));
+        if (ep > 1) Y.flex_gpu_dedup = std::min(1.0, double(ep) * (1.0 - none) / k);
+      }
       // The forwarding leg (DeepEP internode dispatch: RDMA to the GPU with the sender's local index in the
       // destination node, then NVLink to the GPUs holding the token's experts; the combine reduces the other
       // way): the rail GPU i of a node forwards to GPU j of the same node the slots every remote source with
@@ -156,7 +177,7 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
             std::vector<std::vector<double>> W(n, std::vector<double>(n)), WT(n, std::vector<double>(n));
             for (std::size_t i = 0; i < n; ++i)
               for (std::size_t j = 0; j < n; ++j) {
-                const double f = host_of(base, i) != host_of(base, j) ? flex_dedup : 1.0;
+                const double f = host_of(base, i) != host_of(base, j) ? flex_dedup : Y.flex_gpu_dedup;
                 W[i][j] = ld.recv_share[j] * f, WT[i][j] = ld.recv_share[i] * f;
               }
             // DualPipe: every layer sits on two ranks (one per direction), each with its own EP group.
@@ -177,7 +198,7 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
                     remote_sources += 1.0;
                 for (std::size_t j = 0; j < n; ++j)
                   if (j != i && host_of(base, j) == host_of(base, i))
-                    F[i][j] = remote_sources * ld.recv_share[j], FT[j][i] = remote_sources * ld.recv_share[j];
+                    F[i][j] = remote_sources * ld.recv_share[j] * Y.flex_gpu_dedup, FT[j][i] = F[i][j];
               }
               Y.fwd_disp_comm[st][gl] = add(ln + ".dispatch.nvlink", ep_ranks, mir, mstride);
               tr.comms.back().a2a_matrix = std::move(F);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "models/gpu.hpp"
 #include "workloads/gpt_detail.hpp"
 
 namespace fabricsim::workloads {
@@ -310,6 +311,7 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     if (layers) act_mean /= double(layers), act_mean_sel /= double(layers);
     Pl = layers ? P / double(layers) : 0.0;
   }
+  const double P_layers = P;  // the stage's transformer layers (without embedding and output layer)
   if (holds_first) P += embedding_params_per_rank(c);
   if (holds_last && last_stage_has_output(c)) P += V * h / t;
   GptMemory mem;
@@ -338,8 +340,12 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     // gradient sync off until the last micro-batch (torch.distributed.pipelining stage
     // backward_maybe_with_nosync), so FSDP2 accumulates unsharded gradients in reduce_dtype
     // (FSDPParam.to_accumulated_grad_if_needed: fp32 for the whole parameter, not the shard).
+    // With torchao's float8 all-gather (fsdp_float8_all_gather) a gathered layer weight is its 1-byte
+    // all-gather output (a Float8Tensor); the embedding and output layer stay bf16. Layer norms' weights
+    // (2h per layer) are counted with the layer: < 0.01 % of it.
     const double shard = dpcp / double(c.num_distributed_optimizer_instances);
-    mem.weights_bytes = 4.0 * P / shard + fp8_w / shard + (p > 1 ? 2.0 * P : 2.0 * 2.0 * Pl);
+    const double gw = c.fsdp_float8_all_gather() ? 1.0 : 2.0;  // bytes per gathered layer weight
+    mem.weights_bytes = 4.0 * P / shard + fp8_w / shard + (p > 1 ? 2.0 * (P - P_layers) + gw * P_layers : gw * 2.0 * Pl);
     mem.grads_bytes = 4.0 * P / shard + (p > 1 ? grad * P : grad * Pl);
     mem.optimizer_bytes = 8.0 * P / shard;
     // Without PP, the embedding and output layer's gathered weights depend on the phase: see the peak below.
@@ -571,12 +577,31 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     // cannot reuse them, so from the first step on the copy-in stream's pool holds the largest two
     // consecutive flat buffers: the largest unit (the root with fsdp_embeddings_in_root, else the embedding
     // or output unit; a layer where that is larger, as on a pipeline stage whose root holds only the output
-    // layer or nothing) and a layer, in bf16. torchtitan's figure is reserved memory
-    // (torchtitan metrics.py: reserved_bytes.all.peak).
+    // layer or nothing) and a layer, in bf16 (a layer in fp8 with the float8 all-gather). torchtitan's figure
+    // is reserved memory (torchtitan metrics.py: reserved_bytes.all.peak).
     const double emb_w = holds_first ? embedding_params_per_rank(c) : 0.0;
     const double out_w = holds_last && last_stage_has_output(c) ? V * h / t : 0.0;
-    const double largest = std::max(c.fsdp_embeddings_in_root ? emb_w + out_w : std::max(emb_w, out_w), Pl);
-    mem.allocator_reserve_bytes = 2.0 * (largest + Pl) + (loss_peak ? loss_hole : 0.0);
+    // The flat buffers hold each unit in its all-gather dtype: a layer in fp8 with the float8 all-gather, the
+    // embedding / output units in bf16.
+    const double unit = c.fsdp_embeddings_in_root ? emb_w + out_w : std::max(emb_w, out_w);
+    const double gwl = c.fsdp_float8_all_gather() ? 1.0 : 2.0;
+    const double largest_bytes = std::max(2.0 * unit, gwl * Pl);
+    mem.allocator_reserve_bytes = largest_bytes + gwl * Pl + (loss_peak ? loss_hole : 0.0);
+    // Runtime buffers, live for the whole step, allocated through the caching allocator: (1) the cuBLAS
+    // workspace of the compute stream, one per (handle, stream) (aten/src/ATen/cuda/CublasHandlePool.cpp,
+    // parseChosenWorkspaceSize, "`:4096:2:16:8` default, 32MiB for Hopper": 4096 KiB x 8 on compute capability
+    // 9.0, else 4096 KiB x 2 + 16 KiB x 8). (2) torchtitan's Llama registers its RoPE table as a buffer,
+    // freqs_cis = complex64 [max_seq_len, head_dim / 2] with max_seq_len = the training seq_len
+    // (torchtitan/models/llama/model.py precompute_freqs_cis and train.py at pytorch/torchtitan@9dec370):
+    // 4 x seq x head_dim bytes, one per model chunk (each pipeline chunk is a deep copy of the model,
+    // parallelisms/pipeline_llama.py _build_stage). Without PP, torch context parallelism shards it in place
+    // and keeps a full clone to restore it after the step (torch/distributed/tensor/experimental/_attention.py
+    // context_parallel: original_buffers = [... b.clone() ...], resize_ keeps the storage): two tables.
+    const std::string gpu_name = models::gpu_spec(c.gpu, "gpu").name;
+    const bool sm90 = gpu_name.rfind("h100", 0) == 0 || gpu_name == "h200";
+    const double cublas_ws = sm90 ? 4096.0 * 1024 * 8 : 4096.0 * 1024 * 2 + 16.0 * 1024 * 8;
+    const double rope_tables = c.position_embedding_type == "rope" ? double(v) * (p == 1 && cp > 1 ? 2.0 : 1.0) : 0.0;
+    mem.buffers_bytes = cublas_ws + rope_tables * 4.0 * s * double(c.head_dim());
   }
   mem.activations_bytes = act;
   return mem;

@@ -209,6 +209,25 @@ class StageEmitter {
   std::uint16_t kEpNvl = 0;  // flex dispatcher: the NVLink forwarding inside the destination node
   std::uint16_t kRev = 0;  // DualPipe: first of the reverse direction's four pipeline streams
   const bool moe_on = c.moe.enabled();
+  // A dropless MoE layer's forward dispatch waits on the host for the received-token counts: DeepEP's
+  // non-cached dispatch spins the CPU on moe_recv_counter, which its notify kernel writes to host-mapped
+  // memory, before it allocates the receive buffers and launches the dispatch kernel
+  // (deepseek-ai/DeepEP@031a5c49 csrc/deep_ep.cpp Buffer::intranode_dispatch / internode_dispatch, the
+  // `while (true)` loop when not cached_mode; Megatron-LM 1e057005 megatron/core/transformer/moe/fused_a2a.py
+  // FusedDispatch.forward calls it without a handle; the backward's dispatch, FusedCombine.backward, passes
+  // the handle: cached, no wait); Megatron's alltoall dispatcher synchronises its D2H copy of the splits
+  // (token_dispatcher.py MoEAlltoAllTokenDispatcher._maybe_dtoh_and_synchronize, sync point
+  // before_ep_alltoall, or before_finish without EP/TP), the allgather one calls tokens_per_expert.cpu();
+  // torchtitan copies the output splits to the CPU with non_blocking=False (pytorch/torchtitan@b5bcd76c
+  // torchtitan/models/common/token_dispatcher.py). With drop-and-pad the sizes are static and none of them
+  // waits. The GPU has run out of queued work when the host sees the counts and idles until the host
+  // has issued the next kernel: priced as one eager PyTorch op launch, 10.56 us
+  // (tests/data/hardware/h200-kernels/kernels2.csv tiny_add_launch: the host-side time per eager op).
+  // Not with the 1F1B A2A overlap or DualPipe, where the other micro-batch's queued kernels keep the GPU
+  // busy across the wait.
+  static constexpr double kMoeHostSyncS = 10.56e-6;
+  const bool moe_host_sync = moe_on && !c.moe.moe_pad_expert_input_to_capacity &&
+                             !c.moe.overlap_moe_expert_parallel_comm && !c.dualpipe();
   bool first_stage = false, last_stage = false, fsdp_keep_gathered = false, dist_opt_sharded = false;
   bool has_first = false, has_last = false;  // holds the embedding / the output layer (a first / last chunk)
   std::int64_t nchunks() const { return Y.chunks; }
@@ -270,8 +289,11 @@ class StageEmitter {
   // after the local step 0; alltoall: K/V passed to the next rank each step, beside that step's compute (the
   // ring of cp - 1 sends moves what an all-gather moves). The backward passes the fp32 dK/dV accumulators
   // around the ring by all-to-all permutes whatever the method (dkv_rotater): cp sends, each beside the next
-  // step, the last one waited for after the final step (a one-peer permute, priced as an all-to-all of the
-  // same bytes per rank).
+  // step, the last one waited for after the final step.
+  // A permute (_functional_collectives.py permute_tensor: all_to_all_single whose only non-zero split is the
+  // next rank) sends the whole tensor to one peer; it is priced as an all-to-all over the cp group moving the
+  // same bytes out of the rank (per-rank buffer x cp / (cp - 1): an all-to-all keeps 1/cp of its buffer at
+  // home), the GPU's own NVLink / NIC bandwidth being the bound either way.
   // Compiled (torch_compile true): torchtitan compiles each TransformerBlock with fullgraph=True
   // (parallelisms/parallelize_llama.py apply_compile, pytorch/torchtitan@9dec370), so the ring is traced into
   // the block's graph, and a functional collective traced by torch.compile is waited for where it is issued
@@ -291,17 +313,18 @@ class StageEmitter {
     const std::int32_t cc = Y.cp_comm[st];
     const std::string pre = nm + (bwd ? ".bwd" : "");
     const bool gather = c.context_parallel_rotate_method == "allgather";
+    const double permute = double(cp) / double(cp - 1);  // all-to-all buffer moving one tensor to one peer
     if (c.torch_compile == "compiled") {
       const double steps = double(cp - 1);
       Costs step = rest;
       step.seconds /= steps, step.flops /= steps;
       auto kv_permute = [&](std::int64_t i) {
-        rb.chain(coll_op(pre + ".cp.kv" + std::to_string(i), CollOp::AllToAll, cc, x_.torch_cp_kv / double(cp),
-                         RankBuilder::kCp, "cp"));
+        rb.chain(coll_op(pre + ".cp.kv" + std::to_string(i), CollOp::AllToAll, cc,
+                         permute * x_.torch_cp_kv / double(cp), RankBuilder::kCp, "cp"));
       };
       auto dkv_permute = [&](std::int64_t i) {
         if (bwd)
-          rb.chain(coll_op(pre + ".cp.dkv" + std::to_string(i), CollOp::AllToAll, cc, x_.torch_cp_dkv,
+          rb.chain(coll_op(pre + ".cp.dkv" + std::to_string(i), CollOp::AllToAll, cc, permute * x_.torch_cp_dkv,
                            RankBuilder::kCp, "cp"));
       };
       if (gather) rb.chain(coll_op(pre + ".cp.kv", CollOp::AllGather, cc, x_.torch_cp_kv, RankBuilder::kCp, "cp"));
@@ -326,7 +349,8 @@ class StageEmitter {
     if (!gather) rb.chain(wait_op(pre + ".cp.kv.wait"), kv);
     if (bwd) {
       rb.chain(wait_op(pre + ".cp.dkv.wait"), dkv);
-      rb.chain(coll_op(pre + ".cp.dkv.last", CollOp::AllToAll, cc, x_.torch_cp_dkv, RankBuilder::kCp, "cp"));
+      rb.chain(coll_op(pre + ".cp.dkv.last", CollOp::AllToAll, cc, permute * x_.torch_cp_dkv, RankBuilder::kCp,
+                       "cp"));
     }
   }
 
@@ -422,7 +446,10 @@ class StageEmitter {
     return c.fsdp() && !c.use_torch_fsdp2 && moe_on && K.moe_pattern[gl] && Y.edp > 1 && Y.edp_comm[st] >= 0;
   }
   std::uint32_t fsdp_ag(const std::string& nm, std::int64_t gl) {
-    std::uint32_t id = rb.fork(coll_op(nm, CollOp::AllGather, Y.dp_comm[st], layer_el(gl) * 2.0, RankBuilder::kFsdp, "dp"));
+    // torchao's float8 all-gather (torch FSDP2): the layer's weights travel as fp8, 1 byte each.
+    const double bytes_per_el = c.fsdp_float8_all_gather() ? 1.0 : 2.0;
+    std::uint32_t id =
+        rb.fork(coll_op(nm, CollOp::AllGather, Y.dp_comm[st], layer_el(gl) * bytes_per_el, RankBuilder::kFsdp, "dp"));
     if (fsdp_experts(gl)) {
       Op e = coll_op(nm + ".experts", CollOp::AllGather, Y.edp_comm[st], expert_params_per_gpu(c) * 2.0,
                      RankBuilder::kFsdp, "dp");
@@ -486,6 +513,11 @@ class StageEmitter {
       const MoeCosts& M = K.moe[K.moe_index[gl]];
       rb.chain(compute_op(nm + phase + (bwd ? ".moe.unpermute" : ".moe.router"), bwd ? M.post_b : M.pre_f),
                extra ? *extra : std::vector<std::uint32_t>{});
+      if (!bwd && moe_host_sync) {
+        Op w = wait_op(nm + phase + ".moe.host_sync");
+        w.duration_s = static_cast<double>(to_ns(kMoeHostSyncS)) * 1e-9;
+        rb.chain(std::move(w));
+      }
       *xo = exchange(nm + phase + ".moe.dispatch", gl, true, bwd);
       if (shared_ovl && !bwd) shared_expert(nm, M.shared_f, phase);
     });
@@ -866,8 +898,9 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   GptMemory mem = gpt_memory_per_gpu(c);
   if (mem.total_bytes() > gpu.hbm_capacity_bytes) {
     char res[96] = "";
-    if (mem.allocator_reserve_bytes > 0)
-      std::snprintf(res, sizeof res, ", allocator reserve %.1f GiB", mem.allocator_reserve_bytes / 1073741824.0);
+    if (mem.allocator_reserve_bytes > 0 || mem.buffers_bytes > 0)
+      std::snprintf(res, sizeof res, ", allocator reserve %.1f GiB, buffers %.2f GiB", mem.allocator_reserve_bytes / 1073741824.0,
+                    mem.buffers_bytes / 1073741824.0);
     const std::string reserve = res;
     char buf[700];
     std::snprintf(buf, sizeof buf,
@@ -916,6 +949,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   tr.metadata["memory_per_gpu_bytes.optimizer"] = mem.optimizer_bytes;
   tr.metadata["memory_per_gpu_bytes.activations"] = mem.activations_bytes;
   if (mem.allocator_reserve_bytes > 0) tr.metadata["memory_per_gpu_bytes.allocator_reserve"] = mem.allocator_reserve_bytes;
+  if (mem.buffers_bytes > 0) tr.metadata["memory_per_gpu_bytes.buffers"] = mem.buffers_bytes;
   if (moe_on) {
     // Imbalance: per MoE layer the busiest expert-parallel rank's tokens over the mean, and the expert
     // compute time it costs (busiest minus evenly spread, forward + backward (+ recompute), all micro-

@@ -513,6 +513,11 @@ TEST_CASE("nvls_tree: NCCL's NVLS_TREE across hosts (applicability, tuner model,
     const double intra = S / (bw.nvlink_Bps * cal.factor("nvls_efficiency"));
     const double inter = (H <= 2 ? 1 : 2) * S / 8 / bw.nic_Bps;
     CHECK(c.candidates[0].predicted_s - c.candidates[0].latency_s == approx(std::max(intra, inter)));
+    // The network latency is the calibration's (`fabricsim validate` sets NCCL's value for the log's release
+    // there: 14 us in NCCL 2.19.1-2.28.7), so the tuner's choice moves with the schedule's price.
+    Calibration c14 = cal;
+    c14.algo[{Algorithm::NvlsTree, Protocol::Simple}].net_step_latency_s = 14e-6;
+    CHECK(tune(s, t, r, c14).candidates[0].latency_s == approx(25e-6 + 2 * std::log2(H) * 14e-6));
     // The schedule pays the network latency once per tree level and direction per call, not per chunk.
     Schedule sch = build_schedule(s, t, r, cal);
     const auto& ap = cal.of(Algorithm::NvlsTree, Protocol::Simple);

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -54,7 +55,9 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   out.gpu = has(g, "H200")   ? "h200"
             : has(g, "A100") ? "a100-80gb"
             : has(g, "B200") ? "b200"
-            : has(g, "96GB") ? "h100-96gb"  // torchtitan's Grand Teton H100s
+            // torchtitan's Grand Teton H100s: "96GB HBM2e" in the 2024-12 / 2025-06 benchmark files, "94/95GB
+            // HBM2e, lower-TDP SXM" for the Aug 2024 405B rows of docs/performance.md -- the same HBM2e parts.
+            : has(g, "HBM2e") ? "h100-96gb"
                              : "h100";
   out.label += " (" + out.gpu + ")";
   out.node = out.gpu == "a100-80gb" ? "dgx-a100" : out.gpu == "b200" ? "dgx-b200" : "dgx-h100";
@@ -129,6 +132,10 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   // SDPA backend: torchtitan puts cuDNN attention first on compute capability 10.0 from
   // pytorch/torchtitan@5de055e30 (2025-05-20, models/attention.py); of the B200 rows' commits 6fc499f6 has it.
   if (out.gpu == "b200" && has(src, "6fc499f6")) p["attention_backend"] = "fused";
+  // torchao's float8 all-gather (torchtitan float8.enable_fsdp_float8_all_gather) where the row states it:
+  // the H200 rows ("fp8 FSDP all-gather") and the torchao tensorwise rows ("float8 all-gather", "f8 all-gather").
+  if (has(prec, "float8 all-gather") || has(prec, "f8 all-gather") || has(prec, "fp8 FSDP all-gather"))
+    p["enable_fsdp_float8_all_gather"] = true;
   if (has(other, "async TP") && tp > 1) {
     // torchtitan's async TP (inductor micro-pipeline TP) has no counterpart of Megatron's bulk wgrad overlap.
     p["tp_comm_overlap"] = true;
@@ -182,16 +189,18 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   std::vector<double> mem_err, tps_err, tps_err_80gb_era;  // the last: all but Table 2 (see the bounds)
   std::string table = "row | GPUs | published TPS/GPU | sim | error | published GiB | sim GiB | error\n";
   // Memory rows with the simulated terms (GiB): weights, gradients, optimizer state, activations.
-  std::string terms = "row | published GiB | sim GiB | error | weights | grads | optimizer | activations | reserve\n";
+  std::string terms = "row | published GiB | sim GiB | error | weights | grads | optimizer | activations | reserve | buffers\n";
   int expressed = 0, parsed = 0;
+  std::string f8_reading = "row | published GiB | sim GiB with enable_fsdp_float8_all_gather | error\n";
   test::DocTable doc{"torchtitan",
                      {"torchtitan row (table / label / model (GPU preset))", "GPUs", "published TPS/GPU", "simulated",
                       "error", "published GiB", "simulated GiB", "error"},
                      {false, true, true, true, true, true, true, true}, {}};
   test::DocTable doc_terms{"torchtitan-memory-terms",
                            {"row", "published GiB", "simulated GiB", "error", "loss code (`cross_entropy_impl`)",
-                            "weights", "grads", "optimizer", "activations (incl. loss)", "allocator reserve"},
-                           {false, true, true, true, false, true, true, true, true, true}, {}};
+                            "weights", "grads", "optimizer", "activations (incl. loss)", "allocator reserve",
+                            "buffers"},
+                           {false, true, true, true, false, true, true, true, true, true, true}, {}};
   std::map<std::string, double> sim_of, pub_of;  // by row label (the eager / compiled pairs)
   for (const auto& r : read_csv_rows(kData + "torchtitan_dense.csv")) {
     Row row = torchtitan_row(r);
@@ -218,11 +227,21 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
                      row.params.value("cross_entropy_impl", std::string("—")),
                      test::fmt("%.1f", o.mem.weights_bytes / g), test::fmt("%.1f", o.mem.grads_bytes / g),
                      test::fmt("%.1f", o.mem.optimizer_bytes / g), test::fmt("%.1f", o.mem.activations_bytes / g),
-                     test::fmt("%.1f", o.mem.allocator_reserve_bytes / g)});
-      std::snprintf(buf, sizeof buf, "%s | %.1f | %.1f | %+.1f %% | %.1f | %.1f | %.1f | %.1f | %.1f\n", row.label.c_str(),
-                    mem, o.mem_gib, 100 * me, o.mem.weights_bytes / g, o.mem.grads_bytes / g, o.mem.optimizer_bytes / g,
-                    o.mem.activations_bytes / g, o.mem.allocator_reserve_bytes / g);
+                     test::fmt("%.1f", o.mem.allocator_reserve_bytes / g), test::fmt("%.2f", o.mem.buffers_bytes / g)});
+      std::snprintf(buf, sizeof buf, "%s | %.2f | %.2f | %+.2f %% | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f\n",
+                    row.label.c_str(), mem, o.mem_gib, 100 * me, o.mem.weights_bytes / g, o.mem.grads_bytes / g,
+                    o.mem.optimizer_bytes / g, o.mem.activations_bytes / g, o.mem.allocator_reserve_bytes / g,
+                    o.mem.buffers_bytes / g);
       terms += buf;
+    }
+    // The float8 all-gather reading of Tables 5 and 6 (docs/validation.md, "What the worst rows still miss"):
+    // the same rows with train_configs/llama3_405b.toml's float8 settings; printed, not compared.
+    if (mem > 0 && std::stoi(r.at("pp")) > 1) {
+      Json q = row.params;
+      q["enable_fsdp_float8_all_gather"] = true;
+      const double gib = workloads::gpt_memory_per_gpu(workloads::gpt_config_from_params(
+                             workloads::params_from_json(q, JsonPath()), row.label)).total_bytes() / 1073741824.0;
+      f8_reading += test::fmt("%s | %.1f | %.2f | %+.1f %%\n", row.label.c_str(), mem, gib, 100 * (gib / mem - 1.0));
     }
     parsed += o.mem_gib > 0;
     if (!std::isnan(te)) tps_err.push_back(std::abs(te)), ++expressed;
@@ -239,23 +258,25 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
       if (r.at("table") == "Table 2") CHECK(std::abs(me) <= 0.01);
       else CHECK(std::abs(me) <= 0.11);
     }
-    // Full recompute with torch pipelining (Tables 5 and 6, 405B, PP 8): -17.9 .. +5.8 %. Table 5's 1F1B row
-    // (-17.9 %) publishes 9.8 GiB more than the interleaved row of the same table and 7.2 GiB more than Table
+    // Full recompute with torch pipelining (Tables 5 and 6, 405B, PP 8): -17.83 .. +5.81 %. Table 5's 1F1B row
+    // (-17.83 %) publishes 9.8 GiB more than the interleaved row of the same table and 7.2 GiB more than Table
     // 6's CP 1 row with the same tokens per micro-batch; docs/validation.md shows why no per-rank term meets it.
     if (!std::isnan(me) && pp) {
       CAPTURE(row.label);
-      CHECK(std::abs(me) <= 0.179);
+      CHECK(std::abs(me) <= 0.1785);
     }
     // Memory, FSDP2 with torchtitan's per-op selective AC: the eager rows (Tables 1 and 3 "FSDP") -3.2 / -1.9 %,
-    // the compiled ones on H100 / H200 -0.6 .. +6.3 %, on B200 (torch 2.9 nightly, cuDNN attention) +7.3 .. +8.9 %.
+    // the compiled ones on H100 / H200 -1.8 .. +6.4 %, on B200 (torch 2.9 nightly, cuDNN attention) +7.1 .. +7.9 %
+    // (+7.3 .. +9.0 % before the float8 all-gather of the row that states it).
     if (!std::isnan(me) && row.params.contains("selective_ac_option")) {
       CAPTURE(row.label);
       const bool eager = !has(other_of(r), "compile") && !has(r.at("row_label"), "compile");
-      CHECK(std::abs(me) <= (eager ? 0.04 : row.gpu == "b200" ? 0.09 : 0.064));
+      CHECK(std::abs(me) <= (eager ? 0.04 : row.gpu == "b200" ? 0.08 : 0.064));
     }
   }
   MESSAGE(table);
   MESSAGE(terms);
+  MESSAGE(f8_reading);
   test::check_doc_table(doc, "build/tests/test_replay -tc='validation: modern dense training (torchtitan*'");
   test::check_doc_table(doc_terms, "build/tests/test_replay -tc='validation: modern dense training (torchtitan*'");
   MESSAGE("memory: median |error| " << 100 * median(mem_err) << " %, max "
@@ -270,7 +291,7 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   CHECK(expressed == 46);
   // Nothing here is fitted to these rows (the FP8 rowwise GEMM factor is a kernel measurement,
   // tests/data/hardware/h100-fp8-rowwise), so every row is held out. Bounds at the measured values
-  // (memory: median 5.7 %, max 17.9 % over 28 rows -- 9.2 % / 23.0 % before the torch runtime's phases, FSDP2
+  // (memory: median 5.74 %, max 17.83 % over 28 rows -- 9.2 % / 23.0 % before the torch runtime's phases, FSDP2
   // units, CP ring buffers, pipelining buffers and kept logits, eager final norm, allocator reserve; 5.3 % / 19.8 %
   // before the last three and torch TP's saved inputs; throughput: median 20.3 %, max
   // 138 % over 46 rows, 120 % before the B200 rows ran cuDNN attention as torchtitan does there).
@@ -279,19 +300,24 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   // torch.compile against eager PyTorch, same runs otherwise (Tables 1 and 3, 8 and 128 GPUs): published
   // compiled / eager tokens/s 1.157 and 1.162, simulated 1.189 and 1.190 (+2.8 / +2.4 %; 1.182 / 1.183 before the
   // loss was priced at its calibration's 8 B per logit element, 1.000 before torch_compile priced torchtitan's
-  // eager kernels). Nothing is fitted to these rows.
+  // eager kernels). Nothing is fitted to these rows. With the parts' stated 2.4 TB/s HBM2e instead of the SXM5's
+  // 3.35 (h100-96gb, models/gpu.cpp) the simulated ratio is 1.254 / 1.255 (+8.4 / +8.0 %): eager's memory-bound
+  // kernels slow down, the GEMMs do not, because the preset keeps the SXM5's compute peaks, an upper bound for
+  // this 500 W part (its benchmark file: peak "between SXM and NVL", not known).
   for (const char* t : {"Table 1", "Table 3"}) {
     CAPTURE(t);
     const std::string e = std::string(t) + " / FSDP", c = e + " + torch.compile";
     const double pub = pub_of.at(c) / pub_of.at(e), sim = sim_of.at(c) / sim_of.at(e);
     MESSAGE(std::string(t) << ": compiled / eager published " << pub << ", simulated " << sim);
-    CHECK(std::abs(sim / pub - 1.0) <= 0.028);
+    CHECK(std::abs(sim / pub - 1.0) <= 0.085);
   }
   // PyTorch's context parallelism on the 405B (Table 6: TP 8 fills a node, the CP ring crosses nodes): the signed
   // error over CP 1, 2, 4, 8 spread over 30 points (+9 .. +39 %) while the ring's exchanges were priced beside
   // the compute; exposed as the compiled block runs them (docs/validation.md "Under torch.compile the ring's
-  // exchanges are exposed") the spread is the measured value below. The 8B rows (Table 2, NVLink) keep a
-  // CP 4 / CP 8 excess the code does not explain, so they are not bounded here.
+  // exchanges are exposed") 9.6 points (+8.5 / +18.1 / +8.8 / +18.2 %); with each dK/dV permute moving the whole
+  // fp32 tensor to its peer (an all-to-all of that buffer moves (cp - 1) / cp of it) the measured value below,
+  // every CP row closer to its published figure. The 8B rows (Table 2, NVLink) keep a CP 4 / CP 8 excess the
+  // code does not explain, so they are not bounded here.
   {
     std::vector<double> e6;
     for (const char* l : {"FSDP 8, CP 1", "FSDP 4, CP 2", "FSDP 2, CP 4", "FSDP 1, CP 8"}) {
@@ -301,19 +327,46 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
     const double spread = *std::max_element(e6.begin(), e6.end()) - *std::min_element(e6.begin(), e6.end());
     MESSAGE("Table 6 signed error over CP 1/2/4/8: " << 100 * e6[0] << " / " << 100 * e6[1] << " / " << 100 * e6[2]
                                                      << " / " << 100 * e6[3] << " %, spread " << 100 * spread);
-    CHECK(spread <= 0.097);  // measured 9.6 points (+8.5 / +18.1 / +8.8 / +18.2 %)
+    // 10.2 points (+8.5 / +14.1 / +6.5 / +16.8 %) at the SXM5's 3.35 TB/s; at the parts' stated 2.4 TB/s the CP 1
+    // row comes down most (+0.6 / +8.2 / +2.9 / +14.2 %): 13.6 points.
+    CHECK(spread <= 0.137);
   }
-  CHECK(median(mem_err) <= 0.057);
-  CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.179);
+  // Table 2 (8B, one node) grows the sequence with CP: 32,768 tokens per GPU in every row, so each row adds
+  // cp - 1 ring steps of the same 32,768 x 16,384 SDPA blocks to CP 1 (docs/validation.md "Table 2's CP 4 / CP 8
+  // excess is not in the ring's kernels"). Step time per added step, published and simulated: the simulation
+  // prices every added step alike (CP 2 -> 4 and CP 4 -> 8 within 1 %); the published rows do not (4.48 / 8.85 /
+  // 7.30 s), which is what no per-step price can reproduce.
+  {
+    const char* t2[] = {"Table 2 / FSDP 8, CP 1", "Table 2 / FSDP 4, CP 2", "Table 2 / FSDP 2, CP 4", "Table 2 / FSDP 1, CP 8"};
+    const double added[] = {0, 1, 3, 7};
+    double pub_step[3], sim_step[3];
+    for (int i = 1; i < 4; ++i) {
+      const double d = added[i] - added[i - 1];
+      pub_step[i - 1] = (32768.0 / pub_of.at(t2[i]) - 32768.0 / pub_of.at(t2[i - 1])) / d;
+      sim_step[i - 1] = (32768.0 / sim_of.at(t2[i]) - 32768.0 / sim_of.at(t2[i - 1])) / d;
+    }
+    MESSAGE("Table 2 seconds per added ring step (CP 1->2, 2->4, 4->8): published " << pub_step[0] << " / "
+            << pub_step[1] << " / " << pub_step[2] << ", simulated " << sim_step[0] << " / " << sim_step[1] << " / "
+            << sim_step[2]);
+    CHECK(std::abs(sim_step[2] / sim_step[1] - 1.0) <= 0.01);
+    CHECK(std::abs(sim_step[1] / sim_step[0] - 1.0) <= 0.05);
+  }
+  // Memory: median 5.74 %, max 17.83 % (5.7 % / 17.9 % before the runtime buffers: the cuBLAS workspace and
+  // the RoPE table, 0.01-0.28 GiB per row, which moved the over-estimated rows up and the others closer).
+  CHECK(median(mem_err) <= 0.0575);
+  CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.1785);
   // torch_compile (torchtitan's eager vs compiled block) and PyTorch's context parallelism
   // (context_parallel_rotate_method) moved them to median 17.2 % (42 rows: 14.8 %), max 134.0 %; pricing the loss
   // at its calibration's 8 B per logit element (24 B before: 3x the measured time) to median 20.6 % (42 rows:
   // 17.2 %), max 145.0 % (37 of 46 rows up to 4.7 % faster, none slower; 34 rows were already simulated fast);
   // PyTorch CP's exchanges exposed under torch.compile (the 6 compiled CP 2-8 rows of Tables 2 and 6 slower,
-  // no other row moves) to median 17.3 % (42 rows: 14.7 %), max 145.0 %.
+  // no other row moves) to median 17.3 % (42 rows: 14.7 %), max 145.0 %; the dK/dV permutes priced as one-peer
+  // sends of the whole fp32 tensor (the 6 CP 2-8 rows slower, no other row moves) to median 15.3 % (42 rows:
+  // 14.1 %), max 145.0 %; the h100-96gb parts' stated 2.4 TB/s HBM2e instead of the SXM5's 3.35 TB/s (every
+  // Grand Teton row slower) to median 14.9 % (42 rows: 14.1 %), max 145.0 %.
   REQUIRE(tps_err_80gb_era.size() == 42);
-  CHECK(median(tps_err_80gb_era) <= 0.147);
-  CHECK(median(tps_err) <= 0.173);
+  CHECK(median(tps_err_80gb_era) <= 0.141);
+  CHECK(median(tps_err) <= 0.149);
   CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.450);  // a B200 row (docs/validation.md)
 }
 
@@ -383,8 +436,8 @@ TEST_CASE("validation: modern dense training (Llama 3 405B pre-training, TFLOP/s
 }
 
 namespace {
-// An A100 Megatron-LM row (unfused attention, fp16, SC'21-fitted compute preset) -> simulated iteration s.
-double a100_iteration_s(const Json& params, int gpus, const std::string& label, const std::string& comm) {
+// An A100 Megatron-LM row (unfused attention, fp16, SC'21-fitted compute preset) -> simulated result.
+sim::RunResult a100_result(const Json& params, int gpus, const std::string& label, const std::string& comm) {
   Json tp = {{"nodes", gpus / 8}, {"node", "dgx-a100"}};
   if (gpus > 8192) tp["radix"] = 64;
   Json sc = {{"topology", {{"preset", "superpod"}, {"params", tp}}},
@@ -395,7 +448,10 @@ double a100_iteration_s(const Json& params, int gpus, const std::string& label, 
   opt.comm_model = comm;
   opt.replay.record_ops = false;
   if (comm == "analytic") opt.engine.collect_link_stats = false;  // times only
-  return sim::run_scenario(s, opt).result.iteration_s;
+  return sim::run_scenario(s, opt).result;
+}
+double a100_iteration_s(const Json& params, int gpus, const std::string& label, const std::string& comm) {
+  return a100_result(params, gpus, label, comm).iteration_s;
 }
 }  // namespace
 
@@ -438,38 +494,120 @@ TEST_CASE("validation: modern dense training (Korthikanti et al. Table 5, A100 i
 
 // MegaScale (NSDI'24) Table 2, Megatron-LM rows (A100-class "Ampere", 175B with 128 heads, vocab 64000):
 // iteration time. Assumed where the paper is silent: micro-batch 1, sequence parallel + selective
-// recompute, ZeRO-2-style DP as the distributed optimizer with overlapped gradient reduce.
+// recompute. ZeRO-2-style DP is Megatron's distributed optimizer as the cited commit runs it: not overlapped.
+// Megatron-LM @285068c8 (the paper's Sec. 6.1) has no --overlap-grad-reduce: train_step calls
+// optimizer.reduce_model_grads (one reduce-scatter per gradient buffer) after forward_backward_func returns,
+// and gather_model_params after optimizer.step (megatron/training.py, megatron/optimizer/distrib_optimizer.py
+// at that commit); the paper's Sec. 3.2 and Table 3 ("with DP overlap", +1.5 MFU points) claim the overlap as
+// MegaScale's own.
 TEST_CASE("validation: modern dense training (MegaScale Table 2, Megatron-LM iteration time)") {
   std::vector<double> errs;
   std::string table = "row | published s | sim s | error\n";
   test::DocTable doc{"megascale-table2", {"row", "published", "simulated", "error"}, {false, true, true, true}, {}};
+  // Where each simulated step goes (per-rank averages, seconds), beside the published step.
+  test::DocTable terms{"megascale-table2-terms",
+                       {"GPUs", "DP", "micro-batches", "compute", "exposed TP", "exposed PP", "exposed DP", "bubble",
+                        "simulated", "published", "published − simulated"},
+                       {true, true, true, true, true, true, true, true, true, true, true},
+                       {}};
+  std::vector<double> mbs, pub_s, sim_s_all;
+  auto signed_s = [](double v) {  // "+1.09" / "−0.78" (the tables' minus sign)
+    const std::string t = test::fmt("%+.2f", v);
+    return t[0] == '-' ? "\u2212" + t.substr(1) : t;
+  };
   for (const auto& r : read_csv_rows(kData + "megascale_megatron.csv")) {
     const int gpus = std::stoi(r.at("num_gpus"));
+    const int tp = std::stoi(r.at("tp")), pp = std::stoi(r.at("pp")), gbs = std::stoi(r.at("global_batch_seqs"));
     Json p = {{"num_layers", std::stoi(r.at("layers"))}, {"hidden_size", std::stoi(r.at("hidden"))},
               {"num_attention_heads", std::stoi(r.at("heads"))}, {"seq_length", std::stoi(r.at("seq_len"))},
               {"padded_vocab_size", std::stoi(r.at("vocab"))}, {"micro_batch_size", 1},
-              {"global_batch_size", std::stoi(r.at("global_batch_seqs"))},
-              {"tensor_model_parallel_size", std::stoi(r.at("tp"))}, {"pipeline_model_parallel_size", std::stoi(r.at("pp"))},
+              {"global_batch_size", gbs},
+              {"tensor_model_parallel_size", tp}, {"pipeline_model_parallel_size", pp},
               {"virtual_pipeline_model_parallel_size", std::stoi(r.at("vpp"))}, {"recompute_granularity", "selective"},
-              {"sequence_parallel", true}, {"use_distributed_optimizer", true}, {"overlap_grad_reduce", true}};
+              {"sequence_parallel", true}, {"use_distributed_optimizer", true}, {"overlap_grad_reduce", false}};
     // Analytic communication model: these runs go to 12,288 GPUs and the suite must stay fast.
-    const double sim_s = a100_iteration_s(p, gpus, r.at("row_label"), "analytic");
+    const sim::RunResult res = a100_result(p, gpus, r.at("row_label"), "analytic");
+    const double sim_s = res.iteration_s;
     const double pub = std::stod(r.at("iteration_s"));
     const double err = (sim_s - pub) / pub;
     errs.push_back(std::abs(err));
     // Looser than the SC'21 bounds because micro-batch and recompute are assumed, not published.
-    // 16 %: measured up to 15.4 % (12,288 GPUs) with Megatron's backward TP overlap, 13.3 % without it.
-    CHECK_MESSAGE(std::abs(err) <= 0.16, r.at("row_label") << " error " << 100 * err << " %");
+    // 13 %: measured up to 12.7 % (12,288 GPUs) with the gradient reduce-scatter after the backward, as the
+    // cited commit runs it (15.4 % with it overlapped).
+    CHECK_MESSAGE(std::abs(err) <= 0.13, r.at("row_label") << " error " << 100 * err << " %");
     char buf[200];
     std::snprintf(buf, sizeof buf, "%s | %.2f | %.2f | %+.1f %%\n", r.at("row_label").c_str(), pub, sim_s, 100 * err);
     table += buf;
     doc.add({r.at("row_label"), test::fmt("%.2f s", pub), test::fmt("%.2f s", sim_s), test::signed_pct(err)});
+    const int dp = gpus / (tp * pp), m = gbs / dp;  // micro-batch 1: micro-batches per pipeline per step
+    const auto& b = res.breakdown;
+    auto ex = [&b](const char* k) {
+      auto it = b.exposed_comm_s.find(k);
+      return it == b.exposed_comm_s.end() ? 0.0 : it->second;
+    };
+    double other = b.idle_s;
+    for (const auto& [k, v] : b.exposed_comm_s)
+      if (std::string(k) != "tp" && std::string(k) != "pp" && std::string(k) != "dp") other += v;
+    CHECK(other < 0.01 * sim_s);  // every simulated second is in one of the columns
+    terms.add({std::to_string(gpus), std::to_string(dp), std::to_string(m), test::fmt("%.2f", b.compute_s),
+               test::fmt("%.2f", ex("tp")), test::fmt("%.2f", ex("pp")), test::fmt("%.2f", ex("dp")),
+               test::fmt("%.2f", b.bubble_s), test::fmt("%.2f", sim_s), test::fmt("%.2f", pub),
+               signed_s(pub - sim_s)});
+    mbs.push_back(m), pub_s.push_back(pub), sim_s_all.push_back(sim_s);
   }
   MESSAGE(table);
   test::check_doc_table(doc, "build/tests/test_replay -tc='validation: modern dense training (MegaScale*'");
+  test::check_doc_table(terms, "build/tests/test_replay -tc='validation: modern dense training (MegaScale*'");
   REQUIRE(errs.size() == 8);
   MESSAGE("median |error| " << 100 * median(errs) << " %, max " << 100 * *std::max_element(errs.begin(), errs.end()) << " %");
   CHECK(median(errs) <= 0.10);
+  // The published steps of both batch sizes (DP 4-192) lie on one line in the micro-batch count m: a
+  // least-squares line t = a m + b, printed beside the simulated one (docs/validation.md reads the two).
+  auto line = [&mbs](const std::vector<double>& t) {
+    const double n = double(mbs.size());
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (std::size_t k = 0; k < mbs.size(); ++k) sx += mbs[k], sy += t[k], sxx += mbs[k] * mbs[k], sxy += mbs[k] * t[k];
+    const double a = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+    double worst = 0;
+    for (std::size_t k = 0; k < mbs.size(); ++k) worst = std::max(worst, std::abs(a * mbs[k] + (sy - a * sx) / n - t[k]) / t[k]);
+    return std::array<double, 3>{a, (sy - a * sx) / n, worst};
+  };
+  const auto lp = line(pub_s), ls = line(sim_s_all);
+  MESSAGE("published t = " << lp[0] << " s x m + " << lp[1] << " s (max residual " << 100 * lp[2] << " %); simulated t = "
+                           << ls[0] << " s x m + " << ls[1] << " s (max residual " << 100 * ls[2] << " %)");
+  // The simulation lacks a fixed per-step cost the published runs pay (docs/validation.md): its intercept is
+  // below the published one and its slope above it.
+  CHECK(ls[1] < lp[1]);
+  CHECK(ls[0] > lp[0]);
+  // Checks and what-ifs on the 12,288- and 256-GPU shapes, printed for docs/validation.md. (1) bf16 instead of fp16
+  // (precision is not printed): the commit then accumulates and reduce-scatters the gradients in fp32.
+  Json last = {{"num_layers", 96}, {"hidden_size", 12288}, {"num_attention_heads", 128}, {"seq_length", 2048},
+               {"padded_vocab_size", 64000}, {"micro_batch_size", 1}, {"global_batch_size", 6144},
+               {"tensor_model_parallel_size", 8}, {"pipeline_model_parallel_size", 8},
+               {"virtual_pipeline_model_parallel_size", 6}, {"recompute_granularity", "selective"},
+               {"sequence_parallel", true}, {"use_distributed_optimizer", true}, {"overlap_grad_reduce", false}};
+  // (0) The analytic model is a shortcut: NCCL's schedules on the flow engine price the largest row alike.
+  const double t_engine = a100_iteration_s(last, 12288, "MegaScale 12288 GPUs, engine", "engine");
+  MESSAGE("12288 GPUs with the engine communication model: " << t_engine << " s (analytic " << sim_s_all.back() << " s)");
+  CHECK(std::abs(t_engine / sim_s_all.back() - 1) < 0.01);
+  Json bf16 = last;
+  bf16["precision"] = "bf16";
+  const double t_bf16 = a100_iteration_s(bf16, 12288, "MegaScale 12288 GPUs, bf16", "analytic");
+  MESSAGE("12288 GPUs in bf16 (fp32 gradient reduce-scatter): " << t_bf16 << " s, " << 100 * (t_bf16 / 8.57 - 1) << " %");
+  CHECK(t_bf16 > sim_s_all.back());
+  // (2) MegaScale's Table 3 setting (256 GPUs, batch 256): the speed-up from overlapping the DP reduce-scatter
+  // and all-gather (published, on MegaScale's already optimised step: 58.0 -> 59.5 % MFU, 1.026x).
+  Json t3 = last;
+  t3["global_batch_size"] = 256;
+  const sim::RunResult r3 = a100_result(t3, 256, "MegaScale Table 3 shape", "analytic");
+  const double t3_plain = r3.iteration_s;
+  // MegaScale's decoupled pipeline send / receive gained 2.5 MFU points there (55.5 -> 58.0 %, 1.045x): the
+  // exposed PP communication of the simulated baseline step, for comparison.
+  MESSAGE("256 GPUs, batch 256: exposed PP " << r3.breakdown.exposed_comm_s.at("pp") << " s of " << t3_plain << " s");
+  t3["overlap_grad_reduce"] = true, t3["overlap_param_gather"] = true;
+  const double t3_overlap = a100_iteration_s(t3, 256, "MegaScale Table 3 shape, DP overlap", "analytic");
+  MESSAGE("256 GPUs, batch 256: DP overlap speeds the step up " << t3_plain / t3_overlap << "x (published 1.026x)");
+  CHECK(t3_plain > t3_overlap);
 }
 
 // llm-foundry MPT benchmarks (PyTorch FSDP, 8-512 GPUs, seq 512-65536, A100 40/80 GB and H100, bf16 and

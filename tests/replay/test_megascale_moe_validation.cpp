@@ -1,5 +1,6 @@
 // MegaScale-MoE (Jin et al., EuroSys'26, arXiv 2505.11432) Table 3: a 352B MoE (60 layers, hidden 4096, 32
-// heads, 32 experts of FFN 14336, top-3, vocabulary 65536, seq 8192; Table 2 / Sec. 6.1) trained on 240-1440
+// heads in 8 key-value groups, 32 experts of FFN 14336, top-3, vocabulary 65536, seq 8192; Table 2 / Sec. 6.1;
+// Table 2's column m = 4 is, by the paper's Table 1, query heads per key-value head) trained on 240-1440
 // H800 with GBS 720 and PP 15, by Megatron-LM and by MegaScale-MoE (tests/data/training-modern/
 // megascale_moe_h800.csv; docs/validation.md, "Mixture of experts"). Nothing is fitted to these rows.
 //
@@ -44,10 +45,14 @@ struct Layout {
   int tp, cp, ep, etp;  // etp 0: Megatron's default (= TP)
   int shared = 0;       // moe_shared_expert_intermediate_size (sensitivity only)
   bool bf16_grads = false;  // grad_reduce_in_bf16 (MegaScale-MoE's BF16 gradient compression)
+  const char* dispatcher = "alltoall";  // moe_token_dispatcher_type
 };
 
 Json megascale_params(int gpus, const Layout& l) {
-  Json p = {{"num_layers", 60}, {"hidden_size", 4096}, {"num_attention_heads", 32}, {"kv_channels", 128},
+  // Grouped-query attention: Table 2 prints m = 4 for this model, m being "the ratio between the number of query
+  // heads and that of key-value heads" (Table 1): 32 / 4 = 8 groups (the same column gives Mixtral-8x7B 4 and
+  // DeepSeekMoE 1, their published 32 / 8 and 16 / 16).
+  Json p = {{"num_layers", 60}, {"hidden_size", 4096}, {"num_attention_heads", 32}, {"num_query_groups", 8}, {"kv_channels", 128},
             {"ffn_hidden_size", 14336}, {"num_experts", 32}, {"moe_router_topk", 3}, {"moe_ffn_hidden_size", 14336},
             {"padded_vocab_size", 65536}, {"seq_length", 8192}, {"swiglu", true}, {"normalization", "RMSNorm"},
             {"position_embedding_type", "rope"}, {"untie_embeddings_and_output_weights", true}, {"precision", "bf16"},
@@ -55,7 +60,7 @@ Json megascale_params(int gpus, const Layout& l) {
             {"pipeline_model_parallel_size", 15}, {"tensor_model_parallel_size", l.tp},
             {"sequence_parallel", l.tp > 1}, {"expert_model_parallel_size", l.ep},
             {"use_distributed_optimizer", true}, {"overlap_grad_reduce", true}, {"overlap_param_gather", true},
-            {"overlap_p2p_comm", true}, {"moe_grouped_gemm", true}, {"moe_token_dispatcher_type", "alltoall"},
+            {"overlap_p2p_comm", true}, {"moe_grouped_gemm", true}, {"moe_token_dispatcher_type", l.dispatcher},
             {"recompute_granularity", "none"}};
   if (l.etp) p["expert_tensor_parallel_size"] = l.etp;
   if (l.shared) p["moe_shared_expert_intermediate_size"] = l.shared;
@@ -119,7 +124,10 @@ TEST_CASE("validation: megascale-moe 352B on 240-1440 H800, Megatron-LM and Mega
   const double base = step_s(240, megatron);
   double lo = base, hi = base;
   int refused = 0;
-  for (const Layout& l : {Layout{"TP 8 + EP 8 (ETP 1)", 8, 1, 8, 1}, Layout{"TP 4 + EP 2 (ETP 4)", 4, 1, 2, 0}}) {
+  // The dispatcher is not printed either: alltoall is stated, allgather (the default of Megatron-LM @f1f03922,
+  // megatron/training/arguments.py) is run beside it.
+  for (const Layout& l : {Layout{"TP 8 (EP 1), allgather dispatcher", 8, 1, 1, 0, 0, false, "allgather"},
+                          Layout{"TP 8 + EP 8 (ETP 1)", 8, 1, 8, 1}, Layout{"TP 4 + EP 2 (ETP 4)", 4, 1, 2, 0}}) {
     try {
       const double s = step_s(240, l);
       lo = std::min(lo, s), hi = std::max(hi, s);
@@ -143,10 +151,11 @@ TEST_CASE("validation: megascale-moe 352B on 240-1440 H800, Megatron-LM and Mega
   const double sp_ep = step_s(240, megascale), ratio = base / sp_ep;
   MESSAGE("Table 5 step 1 -> 2 (TP+TP -> SP+EP, no overlap): published 1.13x, simulated " << ratio << "x");
   CHECK(ratio > 1.0);
-  // The transcribed Table 2 shapes give 342.8B parameters (352B printed) and 228 GFLOP per token (6 x 36.0B
+  // The transcribed Table 2 shapes give 341.3B parameters (352B printed) and 219 GFLOP per token (6 x 34.5B
   // active + causal attention), while the printed MFU (32.48 % at 240, 27.89 % at 1440 GPUs) implies 282
-  // GFLOP per token at both sizes. An always-active FFN of 12288 per layer (a shared expert) would account for
-  // both (351.9B, 6 x 45B + attention); run as a what-if, not as the result:
+  // GFLOP per token at both sizes. Nothing in the paper names the difference; an always-active FFN of 12288 per
+  // layer (a shared expert) would account for most of both (350.3B, 273 GFLOP); run as a what-if, not as the
+  // result:
   for (const Layout& l : {Layout{"Megatron-LM TP 8, + shared FFN 12288", 8, 1, 1, 0, 12288},
                           Layout{"MegaScale-MoE SP+EP, + shared FFN 12288", 1, 8, 8, 1, 12288, true}}) {
     const double s = step_s(240, l), measured = l.tp == 8 ? 39.94 : 21.61;
@@ -163,14 +172,12 @@ TEST_CASE("validation: megascale-moe 352B on 240-1440 H800, Megatron-LM and Mega
   // Every simulated step is shorter than the measured one (see docs/validation.md for the evidence).
   for (double e : err_megatron) CHECK(e < 0);
   for (double e : err_megascale) CHECK(e < 0);
-  // Bounds: the figures measured 2026-11-26 (docs/validation.md) rounded up to the next whole percent (the
-  // simulation is deterministic): Megatron-LM median 45.4 %, max 48.8 % with fp32 gradient reduction
-  // (Megatron-LM's bf16 rule) and the loss priced at its calibration's 8 B per logit element (43.5 / 46.8 % with
-  // the loss at 24 B, 46.3 / 49.0 % with bf16 gradients, 44.4 / 46.9 % with both before; 42.7 / 45.2 % before
-  // its layouts ran TE's cuDNN attention instead of flash); MegaScale-MoE median 38.4 %, max 40.8 % (34.6 /
-  // 37.3 % with the loss at 24 B).
+  // Bounds: the figures measured 2026-11-27 (docs/validation.md) rounded up to the next whole percent (the
+  // simulation is deterministic): Megatron-LM median 45.4 %, max 48.9 %; MegaScale-MoE median 41.0 %, max 43.3 %
+  // (45.1 / 48.6 % and 38.4 / 40.8 % with multi-head attention instead of Table 2's 8 key-value groups). Megatron-
+  // LM reduces its gradients in fp32 (its bf16 rule) and prices the loss at the calibration's 8 B per logit element.
   CHECK(med_mlm <= 0.46);
   CHECK(max_mlm <= 0.49);
-  CHECK(med_ms <= 0.39);
-  CHECK(max_ms <= 0.41);
+  CHECK(med_ms <= 0.42);
+  CHECK(max_ms <= 0.44);
 }

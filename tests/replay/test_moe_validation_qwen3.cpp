@@ -173,14 +173,15 @@ TEST_CASE("validation: moe-qwen3 long context (256 H100) and GB200/GB300 held ou
   REQUIRE(err_dropless.size() == 4);
   // Bounds: the figures measured 2026-11-27 (docs/validation.md) rounded up to the next whole percent; the
   // simulation is deterministic, the margin only absorbs floating-point differences between builds.
-  // Forced balance and GB200/GB300 rows: median 8.1 %, max 19.5 % (row 107, GB200).
-  CHECK(abs_median(matched) <= 0.09);
-  CHECK(abs_max(matched) <= 0.20);
+  // Forced balance and GB200/GB300 rows: median 11.2 %, max 26.6 % (row 107, GB200); 8.1 % / 19.5 % before
+  // DeepEP / HybridEP moved a token once per destination GPU (gpt_layout.cpp), as their kernels do.
+  CHECK(abs_median(matched) <= 0.12);
+  CHECK(abs_max(matched) <= 0.27);
   // Dropless rows: the simulated router is uniform, so the simulation must be faster than every dropless
   // measurement (the published forced-balance / dropless gap, 9-24 %, is the imbalance the model is not
-  // given); measured up to +37.0 %.
+  // given); measured up to +43.7 %.
   for (double e : err_dropless) CHECK(e > 0);
-  CHECK(abs_max(err_dropless) <= 0.37);
+  CHECK(abs_max(err_dropless) <= 0.44);
 }
 
 TEST_CASE("validation: moe-qwen3 GB200 MXFP8 row 108 does not fit without activation offloading") {

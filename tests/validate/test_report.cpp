@@ -195,6 +195,33 @@ TEST_CASE("FitOptions::nccl_eras: an NCCL 2.8.4 run moves its generation's laten
   CHECK(fit_calibration(cases, def, opt).calib.nccl_eras.empty());
 }
 
+TEST_CASE("FitOptions::fabric: the network efficiency and network step latencies only from runs on that fabric") {
+  // --loo --loo-by-system sets it to the held-out system's fabric: a fit on other fabrics' runs must not carry
+  // their efficiency and latency to it (docs/validation.md "Leave one system out").
+  auto cases = make_cases({load1("abci_inter_vnode_job2_7194532_8gpu_all_reduce.meta.json")});
+  REQUIRE(cases[0].sys->mapping().params.at("fabric") == "infiniband-edr");
+  const models::Calibration def = models::default_calibration();
+  FitOptions opt;
+  opt.max_iterations = 2;
+  auto network = [](const std::string& name) {
+    return name == "network_efficiency" || name.rfind("net_step_latency", 0) == 0;
+  };
+  opt.fabric = "efa";
+  FitResult other = fit_calibration(cases, def, opt);
+  CHECK_FALSE(other.params.empty());  // the other parameters still move
+  for (const auto& p : other.params) {
+    CAPTURE(p.name);
+    CHECK_FALSE(network(p.name));
+  }
+  CHECK(other.calib.factors.network_efficiency == def.factors.network_efficiency);
+  for (const auto& [ap, v] : other.calib.algo) CHECK(v.net_step_latency_s == def.algo.at(ap).net_step_latency_s);
+  opt.fabric = "infiniband-edr";
+  FitResult same = fit_calibration(cases, def, opt);
+  bool moved = false;
+  for (const auto& p : same.params) moved = moved || network(p.name);
+  CHECK(moved);
+}
+
 TEST_CASE("report formats: text summary lines, JSON fields, SVG with one series per log") {
   auto cases = make_cases({load1("abci_intra_vnode_job4_7280532_4gpu_all_reduce.meta.json"),
                            load1("liplus_a100_8gpu_nvlink_sendrecv.meta.json")});

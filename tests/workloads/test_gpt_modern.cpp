@@ -403,6 +403,78 @@ TEST_CASE("gpt torch FSDP2 memory: phases, embedding units, CP ring buffers, all
         doctest::Approx(2.0 * 2.0 * gpt_detail::layer_params_per_rank(tiny_vocab)));
 }
 
+TEST_CASE("gpt torch runtime memory: cuBLAS workspace and RoPE table buffers") {
+  // The compute stream's cuBLAS workspace (32 MiB on compute capability 9.0, 8 MiB + 128 KiB otherwise) and
+  // torchtitan's complex64 RoPE table (4 x seq x head_dim bytes) per model chunk; Megatron's path has neither.
+  auto buffers = [](ParamMap over, std::int64_t stage = 0) {
+    ParamMap p = small({{"use_torch_fsdp2", "true"}, {"position_embedding_type", "rope"}});
+    for (const auto& [k, v] : over) p[k] = v;
+    return gpt_memory_of_stage(cfg(p), stage).buffers_bytes;
+  };
+  const double table = 4.0 * 2048 * 64;  // seq 2048, head_dim 1024 / 16
+  CHECK(buffers({}) == doctest::Approx(32.0 * 1048576 + table));
+  CHECK(buffers({{"gpu", "h200"}}) == doctest::Approx(32.0 * 1048576 + table));
+  CHECK(buffers({{"gpu", "a100-80gb"}}) == doctest::Approx(8.0 * 1048576 + 128.0 * 1024 + table));
+  CHECK(buffers({{"gpu", "b200"}}) == doctest::Approx(8.0 * 1048576 + 128.0 * 1024 + table));
+  CHECK(buffers({{"position_embedding_type", "learned_absolute"}}) == doctest::Approx(32.0 * 1048576));
+  // One table per virtual pipeline chunk (deep copies of the model); without PP, torch CP keeps a clone.
+  CHECK(buffers({{"num_layers", "8"}, {"virtual_pipeline_model_parallel_size", "2"}, {"global_batch_size", "16"}}) ==
+        doctest::Approx(32.0 * 1048576 + 2.0 * table));
+  CHECK(buffers({{"pipeline_model_parallel_size", "1"}, {"tensor_model_parallel_size", "1"},
+                 {"context_parallel_size", "2"}, {"seq_length", "4096"}}) ==
+        doctest::Approx(32.0 * 1048576 + 2.0 * 2.0 * table));
+  // The total counts them; Megatron's runtime has no such term.
+  const GptMemory m = gpt_memory_of_stage(cfg(small({{"use_torch_fsdp2", "true"}})), 0);
+  CHECK(m.total_bytes() == doctest::Approx(m.params_bytes() + m.activations_bytes + m.allocator_reserve_bytes +
+                                           m.buffers_bytes));
+  CHECK(gpt_memory_of_stage(cfg(small()), 0).buffers_bytes == 0);
+}
+
+TEST_CASE("gpt enable_fsdp_float8_all_gather: fp8 gathered layer weights and all-gathers, bf16 embedding units") {
+  ParamMap f = small({{"use_torch_fsdp2", "true"}, {"precision", "fp8"}, {"fp8_recipe", "tensorwise"},
+                      {"tensor_model_parallel_size", "1"}, {"global_batch_size", "16"}, {"grad_reduce_in_fp32", "true"}});
+  ParamMap f8 = f;
+  f8["enable_fsdp_float8_all_gather"] = "true";
+  // PP 2 x DP 4: the gathered stage (kept for the step under PP) holds its layers at 1 byte, the output layer
+  // (last stage) at 2; in the all-gather pool the largest buffer is the bf16 embedding (stage 0) or output
+  // (stage 1) unit, larger than a layer here, and the layer buffer shrinks by a byte per element.
+  const GptConfig c = cfg(f), c8 = cfg(f8);
+  CHECK(c8.fsdp_float8_all_gather());
+  const double Pl = gpt_detail::layer_params_per_rank(c);
+  for (std::int64_t st : {0, 1}) {
+    CAPTURE(st);
+    const GptMemory a = gpt_memory_of_stage(c, st), b = gpt_memory_of_stage(c8, st);
+    CHECK(a.weights_bytes - b.weights_bytes == doctest::Approx(2.0 * Pl));  // 2 layers per stage
+    CHECK(a.allocator_reserve_bytes - b.allocator_reserve_bytes == doctest::Approx(Pl));
+    CHECK(a.grads_bytes == doctest::Approx(b.grads_bytes));
+  }
+  // The layers' all-gathers carry 1 byte per element.
+  auto ag_bytes = [](const Trace& t) {
+    double sum = 0;
+    for (const Op& op : t.ranks[0].ops)
+      if (op.name.find(".fsdp.ag") != std::string::npos && op.coll == CollOp::AllGather) sum += op.bytes;
+    return sum;
+  };
+  CHECK(ag_bytes(gen(f8)) == doctest::Approx(0.5 * ag_bytes(gen(f))));
+  // torchtitan turns it on only with a data-parallel shard group (context parallelism alone does not).
+  ParamMap cp_only = f8;
+  cp_only["context_parallel_size"] = "4";
+  cp_only["seq_length"] = "8192";
+  CHECK_FALSE(cfg(cp_only).fsdp_float8_all_gather());
+  ParamMap cp_off = cp_only;
+  cp_off.erase("enable_fsdp_float8_all_gather");
+  CHECK(gpt_memory_per_gpu(cfg(cp_only)).total_bytes() == doctest::Approx(gpt_memory_per_gpu(cfg(cp_off)).total_bytes()));
+  // Only torchao's tensorwise float8 under torch FSDP2 has it.
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"fp8_recipe", "rowwise"}, {"precision", "bf16"}, {"use_torch_fsdp2", "false"}}) {
+    ParamMap bad = f8;
+    bad[k] = v;
+    if (k == "use_torch_fsdp2") bad.erase(k);
+    CAPTURE(k);
+    CHECK(error_of([&] { cfg(bad); }).find("enable_fsdp_float8_all_gather") != std::string::npos);
+  }
+}
+
 TEST_CASE("gpt torchtitan op-level selective AC: fewer stored bytes than Megatron's selective, more recompute") {
   ParamMap sel = small({{"recompute_granularity", "selective"}, {"pipeline_model_parallel_size", "1"},
                         {"world_size", "2"}, {"global_batch_size", "2"}});
@@ -742,6 +814,27 @@ TEST_CASE("gpt context_parallel_rotate_method: PyTorch's ring attention in cp st
   REQUIRE(d0_c >= 0);
   CHECK(depends(t, s1_c, d0_c));  // step 1 waits for step 0's dK/dV send
   CHECK(count_ops(t, "fwd.attn.cp0") == 1 * 4);
+  // A permute sends the whole fp32 dK/dV (2 x 4 bytes per element of the local K/V, i.e. twice the local share of
+  // the bf16 K/V all-gather's output) to one peer; priced as an all-to-all, which moves (cp - 1) / cp of its
+  // buffer out of the rank.
+  const double kv_gather = t.ranks.at(0).ops.at(std::size_t(kv_c)).bytes;
+  const double dkv_a2a = t.ranks.at(0).ops.at(std::size_t(d0_c)).bytes;
+  const double cp2 = 2.0;
+  CHECK(dkv_a2a * (cp2 - 1.0) / cp2 == doctest::Approx(2.0 * kv_gather / cp2));
+  // K and V are concatenated before every step but the last: the traced graph keeps only the concatenation the
+  // all-gather reads (allgather) or all of them (alltoall, one per permute); eager PyTorch runs all of them.
+  {
+    ParamMap ag4 = ag, a2a4 = a2a, ag4_eager = ag;
+    for (ParamMap* q : {&ag4, &a2a4, &ag4_eager}) (*q)["context_parallel_size"] = "4", (*q)["global_batch_size"] = "2";
+    ag4_eager["torch_compile"] = "false";
+    auto rest_kernels = [&](const ParamMap& q) {
+      const GptConfig cq = cfg(q);
+      return gpt_detail::gpt_step_kernels(cq, cm_for(cq.gpu), "test").layer.cp_fwd_rest.kernels;
+    };
+    CHECK(rest_kernels(ag4) == 3 * 2);                  // 3 steps, each SDPA + one fused merge
+    CHECK(rest_kernels(a2a4) == rest_kernels(ag4) + 2);  // + the concatenations of steps 1 and 2
+    CHECK(rest_kernels(ag4_eager) > rest_kernels(a2a4));
+  }
   // alltoall under torch.compile: cp - 1 = 1 K/V permute per attention, exposed; eager: the ring beside.
   CHECK(count_ops(gen(a2a), "mb0.l0.attn.cp.kv0") == 1);
   ParamMap a2a_eager = a2a;

@@ -108,6 +108,9 @@ TEST_CASE("gpu preset h100-96gb: torchtitan's 96 GB H100s, the H100's compute an
   const auto& g = models::gpu_spec("h100-96gb");
   CHECK(g.hbm_capacity_bytes == doctest::Approx(96.0 * 1024 * 1024 * 1024));
   CHECK(g.peak_bf16_flops == models::gpu_spec("h100").peak_bf16_flops);
+  // HBM2e at 2.4 TB/s, as torchtitan's benchmark files state for these parts (the SXM5's HBM3: 3.35 TB/s).
+  CHECK(g.hbm_bandwidth_Bps == doctest::Approx(2.4e12));
+  CHECK(models::gpu_spec("h100").hbm_bandwidth_Bps == doctest::Approx(3.35e12));
   CHECK(&models::default_compute_calibration("h100-96gb") == &models::default_compute_calibration("h100"));
   // A100s have no shipped kernel fit: unchanged (the H200 fit), not an "a100" prefix match.
   CHECK(&models::default_compute_calibration("a100-80gb") == &models::default_compute_calibration("h200"));

@@ -183,6 +183,44 @@ TEST_CASE("moe generator: dispatch and combine are all_to_allv over EP with the 
         trace_to_json(gen(small_moe({{"moe_load", "zipf"}, {"moe_load_skew", "1.5"}, {"moe_load_seed", "3"}}))).dump());
 }
 
+TEST_CASE("moe flex: a token crosses NVLink once per destination GPU; dropless forward dispatches wait on the host") {
+  // EP 2 on one server, 4 of the 8 experts per rank, top-2: a token misses rank 1 with probability
+  // (4/8)(3/7) = 3/14, so rank 1 receives 2 (1 - 3/14) / 2 = 11/14 of its slot bytes as distinct tokens.
+  Trace a2a = gen(small_moe({{"expert_model_parallel_size", "2"}}));
+  Trace flex = gen(small_moe({{"expert_model_parallel_size", "2"}, {"moe_token_dispatcher_type", "flex"}}));
+  const auto& Wa = a2a.comms.at(first_op(a2a, ".moe.dispatch").comm).a2a_matrix;
+  const auto& Wf = flex.comms.at(first_op(flex, ".moe.dispatch").comm).a2a_matrix;
+  REQUIRE(Wf.size() == 2);
+  CHECK(Wa[0][1] == doctest::Approx(0.5));
+  CHECK(Wf[0][1] == doctest::Approx(0.5 * 11.0 / 14.0));
+  CHECK(flex.comms.at(first_op(flex, ".moe.combine").comm).a2a_matrix[1][0] == doctest::Approx(0.5 * 11.0 / 14.0));
+  // One expert per rank (EP 8, top-2 on distinct experts): every slot goes to its own rank, nothing to merge.
+  Trace one = gen(small_moe({{"moe_token_dispatcher_type", "flex"}}));
+  CHECK(one.comms.at(first_op(one, ".moe.dispatch").comm).a2a_matrix[3][5] == doctest::Approx(1.0 / 8));
+
+  // Host sync: one per forward dispatch (2 MoE layers per stage x 2 micro-batches on rank 0), none in the
+  // backward, none with drop-and-pad (static sizes) or under the 1F1B A2A overlap.
+  auto syncs = [](const Trace& t) {
+    std::vector<const Op*> r;
+    for (const auto& op : t.ranks.at(0).ops)
+      if (op.name.find(".moe.host_sync") != std::string::npos) r.push_back(&op);
+    return r;
+  };
+  for (const Trace* t : {&a2a, &flex}) {
+    const auto s = syncs(*t);
+    REQUIRE(s.size() == 4);
+    for (const Op* op : s) {
+      CHECK(op->name.find(".fwd.") != std::string::npos);
+      CHECK(op->duration_s == doctest::Approx(10.56e-6));
+      CHECK(op->stream == first_op(*t, ".fwd.moe.router").stream);
+    }
+  }
+  CHECK(syncs(gen(small_moe({{"moe_expert_capacity_factor", "1"}, {"moe_pad_expert_input_to_capacity", "true"}}))).empty());
+  CHECK(syncs(gen(small_moe({{"moe_expert_capacity_factor", "1"}}))).size() == 4);
+  CHECK(syncs(gen(small_moe({{"overlap_moe_expert_parallel_comm", "true"}, {"num_layers", "8"},
+                             {"virtual_pipeline_model_parallel_size", "2"}}))).empty());
+}
+
 TEST_CASE("moe generator: dispatchers, expert tensor parallelism, shared expert overlap, grouped GEMM") {
   // allgather dispatcher: all-gather / reduce-scatter over the EP group instead of all_to_allv.
   Trace ag = gen(small_moe({{"moe_token_dispatcher_type", "allgather"}}));
@@ -298,7 +336,9 @@ TEST_CASE("moe example: DeepSeek-V3 on 2048 H800 generates with flex dedup and f
   const auto& W = t.comms.at(d.comm).a2a_matrix;
   REQUIRE(W.size() == 64);
   // Node-limited routing to 4 of 8 nodes, top-8: remote entries x 4 (1 - (3/4)^8) / 8 = 0.4499.
-  CHECK(W[0][1] == doctest::Approx(1.0 / 64));
+  // Same server: one copy per destination GPU, 64 (1 - prod_{i<8} (252 - i) / (256 - i)) / 8 = 0.9595 of
+  // the slots.
+  CHECK(W[0][1] == doctest::Approx(0.9595 / 64).epsilon(0.001));
   CHECK(W[0][8] == doctest::Approx(0.4499 / 64).epsilon(0.001));
   // FP8 forward dispatch (1 + 4/128 bytes per element), BF16 combine: 4096 tokens x 8 x 7168.
   CHECK(d.bytes == doctest::Approx(4096.0 * 8 * 7168 * (1.0 + 4.0 / 128)));
@@ -313,12 +353,12 @@ TEST_CASE("moe example: DeepSeek-V3 on 2048 H800 generates with flex dedup and f
   CHECK(moe_comms == 2 * 58);
   // flex's NVLink forwarding leg, one per dispatch: GPU i of a server forwards to GPU j of the same server
   // the slots that the 7 sources with i's local index in the other 7 servers routed to j (uniform router:
-  // 1/64 of each source's slots), nothing across servers.
+  // 1/64 of each source's slots, one copy per destination GPU: x 0.9595), nothing across servers.
   CHECK(nvl_comms == 2 * 58);
   const Op& fwd = first_op(t, ".fwd.moe.dispatch.nvlink", 1);
   const auto& F = t.comms.at(fwd.comm).a2a_matrix;
   REQUIRE(F.size() == 64);
-  CHECK(F[0][1] == doctest::Approx(7.0 / 64));
+  CHECK(F[0][1] == doctest::Approx(7.0 * 0.9595 / 64).epsilon(0.001));
   CHECK(F[0][0] == 0.0);
   CHECK(F[0][8] == 0.0);
   CHECK(fwd.bytes == doctest::Approx(d.bytes));
