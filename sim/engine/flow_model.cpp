@@ -90,8 +90,7 @@ FlowModel::FlowId FlowModel::add_impl(double now_s, std::span<const std::uint32_
     pin_flow_ok_.push_back(0);
     alive_.push_back(0);
     frozen_.push_back(0);
-    nshadow_.push_back(0);
-    log_.emplace_back();
+    slot_.push_back(0);
   }
   hot_[f].members = members;
   rem_[f] = bytes_per_instance;
@@ -131,7 +130,7 @@ FlowModel::FlowId FlowModel::add_impl(double now_s, std::span<const std::uint32_
       wsum_[r] += hot_[g].w * hp.mult;
       shadow_flow_[r] = 0;
       --live_shadows_;
-      if (--nshadow_[g] == 0) log_[g].clear();
+      if (--slots_[slot_[g] - 1].n == 0) release_slot(g);
     }
   // Shadow hops (see "Shadow hops" below) of a plain flow over many resources: those no flow uses (nor an ended
   // one's pending statistics), but the one of smallest (capacity / weight, id), which the solver keeps.
@@ -167,19 +166,21 @@ FlowModel::FlowId FlowModel::add_impl(double now_s, std::span<const std::uint32_
     list.push_back(ResEntry{f, m, off + k});
     wsum_[r] += weight * m;
   }
-  // nshadow_ is 0 for a flow without shadows (and its log unused), read only for flows of kMinShadowRoute hops.
   if (eligible > 1) {
-    nshadow_[f] = eligible - 1;
-    log_[f].clear();
-    live_shadows_ += nshadow_[f];
-    shadow_hops_made_ += nshadow_[f];
-    if (shadowed_.size() > 2 * active_ + 1024) {
-      std::size_t kept = 0;
-      for (FlowId g : shadowed_)
-        if (alive_[g] && nshadow_[g] > 0) shadowed_[kept++] = g;
-      shadowed_.resize(kept);
+    std::uint32_t i;
+    if (!free_slots_.empty()) {
+      i = free_slots_.back();
+      free_slots_.pop_back();
+    } else {
+      i = static_cast<std::uint32_t>(slots_.size());
+      slots_.emplace_back();
     }
-    shadowed_.push_back(f);
+    slots_[i].flow = f;
+    slots_[i].n = eligible - 1;
+    slots_[i].log.clear();
+    slot_[f] = i + 1;
+    live_shadows_ += eligible - 1;
+    shadow_hops_made_ += eligible - 1;
   }
   dirty_flows_.push_back(f);
   ++active_;
@@ -199,6 +200,7 @@ void FlowModel::reserve(std::size_t flows) {
   reserve_geometric(pin_flow_ok_, need);
   reserve_geometric(alive_, need);
   reserve_geometric(frozen_, need);
+  reserve_geometric(slot_, need);
   reserve_geometric(heap_, heap_.size() + flows);
   // Hops: the mean route length so far (8 before any flow: GPU-NVSwitch-GPU-NIC-leaf-spine-leaf-NIC-GPU).
   const std::size_t per = added_flows_ ? static_cast<std::size_t>((added_hops_ + added_flows_ - 1) / added_flows_) : 8;
@@ -208,7 +210,7 @@ void FlowModel::reserve(std::size_t flows) {
 void FlowModel::remove_flow(FlowId f) {
   removed_min_rate_ = std::min(removed_min_rate_, hot_[f].rate);
   const FlowHot h = hot_[f];
-  if (h.cnt >= kMinShadowRoute && nshadow_[f] > 0) {
+  if (h.cnt >= kMinShadowRoute && slot_[f] != 0) {
     // Its shadow hops' resources are settled by the next solve, as the others: bring them up to its last solve.
     flush_shadows(f);
     for (std::uint32_t k = 0; k < h.cnt; ++k)
@@ -217,8 +219,8 @@ void FlowModel::remove_flow(FlowId f) {
         shadow_flow_[r] = kPendingSettle;
         pending_settle_.push_back(r);
       }
-    live_shadows_ -= nshadow_[f];
-    nshadow_[f] = 0;
+    live_shadows_ -= slots_[slot_[f] - 1].n;
+    release_slot(f);
   }
   for (std::uint32_t k = 0; k < h.cnt; ++k) {
     const Hop hp = hops_[h.off + k];
@@ -277,13 +279,8 @@ void FlowModel::settle_resource(std::uint32_t r, double now_s) {
 }
 
 void FlowModel::settle_stats(double now_s) {
-  std::size_t kept = 0;
-  for (FlowId f : shadowed_)
-    if (alive_[f] && nshadow_[f] > 0) {
-      flush_shadows(f);
-      shadowed_[kept++] = f;
-    }
-  shadowed_.resize(kept);
+  for (const ShadowSlot& sl : slots_)
+    if (sl.n > 0) flush_shadows(sl.flow);
   for (std::uint32_t r = 0; r < cap_.size(); ++r) settle_resource(r, now_s);
 }
 
@@ -309,7 +306,7 @@ ResourceStats& FlowModel::settled_stats(std::uint32_t r, double now_s) {
 // log is emptied whenever all of them took it in.
 void FlowModel::flush_hop(FlowId f, std::uint32_t h) {
   const Hop& hp = hops_[h];
-  const std::vector<LogEntry>& log = log_[f];
+  const std::vector<LogEntry>& log = slots_[slot_[f] - 1].log;
   const std::uint32_t r = hp.res;
   const double wm = hot_[f].w * (hp.mult & ~kShadowBit);
   for (std::size_t i = 0; i < log.size(); ++i) {
@@ -324,7 +321,15 @@ void FlowModel::flush_shadows(FlowId f) {
   const std::uint32_t off = hot_[f].off;
   for (std::uint32_t k = 0; k < hot_[f].cnt; ++k)
     if (hops_[off + k].mult & kShadowBit) flush_hop(f, off + k);
-  log_[f].clear();
+  slots_[slot_[f] - 1].log.clear();
+}
+
+void FlowModel::release_slot(FlowId f) {
+  ShadowSlot& sl = slots_[slot_[f] - 1];
+  sl.n = 0;
+  sl.log.clear();
+  free_slots_.push_back(slot_[f] - 1);
+  slot_[f] = 0;
 }
 
 void FlowModel::solve(double now_s) {
@@ -421,7 +426,7 @@ void FlowModel::solve(double now_s) {
     hot_[f].mark = ep;
     comp_flows_.push_back(f);
     const std::uint64_t off = hot_[f].off;
-    const bool sh = hot_[f].cnt >= kMinShadowRoute && nshadow_[f] > 0;
+    const bool sh = hot_[f].cnt >= kMinShadowRoute && slot_[f] != 0;
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
       if (sh && (hops_[off + k].mult & kShadowBit)) continue;
       const std::uint32_t r = hops_[off + k].res;
@@ -492,7 +497,7 @@ void FlowModel::solve(double now_s) {
     tupd_[f] = now_s;
     frozen_[f] = 0;
     const std::uint64_t off = hot_[f].off;
-    const bool sh = hot_[f].cnt >= kMinShadowRoute && nshadow_[f] > 0;
+    const bool sh = hot_[f].cnt >= kMinShadowRoute && slot_[f] != 0;
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
       if (sh && (hops_[off + k].mult & kShadowBit)) continue;
       const std::uint32_t r = hops_[off + k].res;
@@ -522,7 +527,7 @@ void FlowModel::solve(double now_s) {
     new_rate_[f] = x;
     const double w = hot_[f].w;
     const std::uint64_t off = hot_[f].off;
-    const bool sh = hot_[f].cnt >= kMinShadowRoute && nshadow_[f] > 0;
+    const bool sh = hot_[f].cnt >= kMinShadowRoute && slot_[f] != 0;
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
       if (sh && (hops_[off + k].mult & kShadowBit)) continue;
       const std::uint32_t r = hops_[off + k].res;
@@ -591,7 +596,7 @@ void FlowModel::solve(double now_s) {
   for (FlowId f : comp_flows_) {
     const double x = new_rate_[f];
     // Shadow hops (above): the solve goes to the flow's log.
-    if (hot_[f].cnt >= kMinShadowRoute && nshadow_[f] > 0) log_[f].push_back(LogEntry{now_s, x});
+    if (hot_[f].cnt >= kMinShadowRoute && slot_[f] != 0) slots_[slot_[f] - 1].log.push_back(LogEntry{now_s, x});
     if (x == hot_[f].rate && finish_[f] != kInf) continue;  // unchanged: its heap entry stays valid
     hot_[f].rate = x;
     finish_[f] = x > 0 ? now_s + rem_[f] / x : kInf;

@@ -207,12 +207,18 @@ class FlowModel {
     std::uint32_t members = 1; // 1, a bundle's member count, or 0 (add_symmetric: never split)
   };
   std::vector<FlowHot> hot_;
-  // Shadow hops (flow_model.cpp): per flow, how many of its hops are shadows and its log of solves while it has
-  // some; per resource (allocated with the first shadow), the flow + 1 whose shadow hop it is (0: none,
-  // kPendingSettle) and that hop's index.
-  std::vector<std::uint32_t> nshadow_;
-  std::vector<std::vector<LogEntry>> log_;
-  std::vector<FlowId> shadowed_;  // flows added with shadow hops (settle_stats flushes the live ones)
+  // Shadow hops (flow_model.cpp): per flow with some, a slot holding how many of its hops are shadows and its log
+  // of solves (slot_: 0, or the slot's index + 1); per resource (allocated with the first shadow), the flow + 1
+  // whose shadow hop it is (0: none, kPendingSettle) and that hop's index.
+  struct ShadowSlot {
+    FlowId flow = 0;
+    std::uint32_t n = 0;  // 0: a free slot
+    std::vector<LogEntry> log;
+  };
+  std::vector<std::uint32_t> slot_;
+  std::vector<ShadowSlot> slots_;
+  std::vector<std::uint32_t> free_slots_;
+  void release_slot(FlowId f);
   std::vector<std::uint32_t> shadow_flow_, shadow_hop_;
   std::vector<std::uint32_t> pending_settle_;  // resources of ended flows' shadow hops
   std::vector<std::uint32_t> shadow_scratch_;
