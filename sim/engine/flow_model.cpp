@@ -210,7 +210,7 @@ void FlowModel::reserve(std::size_t flows) {
 void FlowModel::remove_flow(FlowId f) {
   removed_min_rate_ = std::min(removed_min_rate_, hot_[f].rate);
   const FlowHot h = hot_[f];
-  if (h.cnt >= kMinShadowRoute && slot_[f] != 0) {
+  if (has_shadows(f)) {
     // Its shadow hops' resources are settled by the next solve, as the others: bring them up to its last solve.
     flush_shadows(f);
     for (std::uint32_t k = 0; k < h.cnt; ++k)
@@ -285,7 +285,7 @@ void FlowModel::settle_stats(double now_s) {
 }
 
 ResourceStats& FlowModel::settled_stats(std::uint32_t r, double now_s) {
-  if (live_shadows_ > 0 && shadow_flow_[r] != 0 && shadow_flow_[r] != kPendingSettle) flush_shadows(shadow_flow_[r] - 1);
+  if (shadowed(r)) flush_shadows(shadow_flow_[r] - 1);
   settle_resource(r, now_s);
   return stats_[r];
 }
@@ -426,7 +426,7 @@ void FlowModel::solve(double now_s) {
     hot_[f].mark = ep;
     comp_flows_.push_back(f);
     const std::uint64_t off = hot_[f].off;
-    const bool sh = hot_[f].cnt >= kMinShadowRoute && slot_[f] != 0;
+    const bool sh = has_shadows(f);
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
       if (sh && (hops_[off + k].mult & kShadowBit)) continue;
       const std::uint32_t r = hops_[off + k].res;
@@ -497,7 +497,7 @@ void FlowModel::solve(double now_s) {
     tupd_[f] = now_s;
     frozen_[f] = 0;
     const std::uint64_t off = hot_[f].off;
-    const bool sh = hot_[f].cnt >= kMinShadowRoute && slot_[f] != 0;
+    const bool sh = has_shadows(f);
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
       if (sh && (hops_[off + k].mult & kShadowBit)) continue;
       const std::uint32_t r = hops_[off + k].res;
@@ -527,7 +527,7 @@ void FlowModel::solve(double now_s) {
     new_rate_[f] = x;
     const double w = hot_[f].w;
     const std::uint64_t off = hot_[f].off;
-    const bool sh = hot_[f].cnt >= kMinShadowRoute && slot_[f] != 0;
+    const bool sh = has_shadows(f);
     for (std::uint32_t k = 0; k < hot_[f].cnt; ++k) {
       if (sh && (hops_[off + k].mult & kShadowBit)) continue;
       const std::uint32_t r = hops_[off + k].res;
@@ -596,7 +596,7 @@ void FlowModel::solve(double now_s) {
   for (FlowId f : comp_flows_) {
     const double x = new_rate_[f];
     // Shadow hops (above): the solve goes to the flow's log.
-    if (hot_[f].cnt >= kMinShadowRoute && slot_[f] != 0) slots_[slot_[f] - 1].log.push_back(LogEntry{now_s, x});
+    if (has_shadows(f)) slots_[slot_[f] - 1].log.push_back(LogEntry{now_s, x});
     if (x == hot_[f].rate && finish_[f] != kInf) continue;  // unchanged: its heap entry stays valid
     hot_[f].rate = x;
     finish_[f] = x > 0 ? now_s + rem_[f] / x : kInf;

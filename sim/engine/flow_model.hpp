@@ -88,7 +88,7 @@ class FlowModel {
                        double weight, double rate_cap_Bps, std::uint64_t user);
   // Flows (and bundles) crossing resource r now.
   std::size_t flows_on(std::uint32_t r) const {
-    return res_flows_[r].size() + (live_shadows_ > 0 && shadow_flow_[r] != 0 && shadow_flow_[r] != kPendingSettle);
+    return res_flows_[r].size() + shadowed(r);
   }
   // Resource r's statistics settled up to now_s (mutable: sim::Network carries a mirrored link's figures over).
   ResourceStats& settled_stats(std::uint32_t r, double now_s);
@@ -181,6 +181,12 @@ class FlowModel {
   // flush_shadows does it for every shadow hop of f and empties the log.
   void flush_hop(FlowId f, std::uint32_t h);
   void flush_shadows(FlowId f);
+  // Flow f has shadow hops (the route length is tested first, so a short flow never reads slot_).
+  bool has_shadows(FlowId f) const { return hot_[f].cnt >= kMinShadowRoute && slot_[f] != 0; }
+  // Resource r is a shadow hop of a live flow.
+  bool shadowed(std::uint32_t r) const {
+    return live_shadows_ > 0 && shadow_flow_[r] != 0 && shadow_flow_[r] != kPendingSettle;
+  }
 
   double now_s_ = 0;
   // resources
