@@ -176,12 +176,7 @@ std::string nvlink_key(const models::Calibration& c, const std::string& model) {
 }
 
 // The scale-out fabric of a multi-host case (its topology's `fabric` parameter), "" for a single-host one.
-std::string fabric_of(const Case& cs) {
-  if (cs.m.num_nodes <= 1) return "";
-  const auto& ps = cs.sys->mapping().params;
-  const auto it = ps.find("fabric");
-  return it == ps.end() ? "" : it->second;
-}
+std::string fabric_of(const Case& cs) { return cs.m.num_nodes <= 1 ? "" : fabric_param(cs); }
 
 bool relevant(const Param& p, const Case& cs, const models::Calibration& c, bool split, const std::string& fabric) {
   // FitOptions::fabric: a fabric's efficiency and network step latency from runs on that fabric only.
@@ -298,6 +293,12 @@ bool solve(std::vector<std::vector<double>> A, std::vector<double> b, std::vecto
 }
 
 }  // namespace
+
+std::string fabric_param(const Case& cs) {
+  const auto& ps = cs.sys->mapping().params;
+  const auto it = ps.find("fabric");
+  return it == ps.end() ? "" : it->second;
+}
 
 void restrict_sizes(std::vector<Case>& cases, std::uint64_t min_bytes, std::uint64_t max_bytes) {
   for (auto& c : cases) {

@@ -46,6 +46,8 @@ std::vector<Case> make_cases(const std::vector<Measurement>& ms, const std::stri
 // Keeps only the rows of sizes in [min_bytes, max_bytes] (`fabricsim calibrate --min-bytes/--max-bytes`) and
 // drops cases left without rows; throws InputError naming the flags when no row is left.
 void restrict_sizes(std::vector<Case>& cases, std::uint64_t min_bytes, std::uint64_t max_bytes);
+// The case's topology `fabric` parameter ("infiniband-ndr", "efa", ...), "" when its topology has none.
+std::string fabric_param(const Case& cs);
 
 struct FitOptions {
   int max_iterations = 12;

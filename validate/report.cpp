@@ -161,7 +161,7 @@ Report leave_one_out(const std::vector<Case>& cases, const models::Calibration& 
     FitOptions fo = opt;
     if (opt.loo_by_system && u.rfind("system:", 0) == 0)
       for (const auto& c : cases)
-        if (unit_of(c) == u) fo.fabric = c.sys->mapping().params.count("fabric") ? c.sys->mapping().params.at("fabric") : "";
+        if (unit_of(c) == u) fo.fabric = fabric_param(c);
     FitResult fr = fit_calibration(train, start, fo);
     fr.calib.name = (u.rfind("system:", 0) == 0 ? "loo-without-" + u : "loo-without-" + basename_of(u)) + " (" + scope + ")";
     calib_of_unit[u] = fr.calib;
