@@ -157,6 +157,9 @@ struct GptConfig {
     const std::int64_t r = num_distributed_optimizer_instances > 1 ? num_distributed_optimizer_instances : 1;
     return enable_fsdp_float8_all_gather && data_parallel() / r > 1;
   }
+  // Bytes per element of a layer weight as torch FSDP2 all-gathers and holds it: 1 with the float8
+  // all-gather, else 2 (bf16).
+  double fsdp_layer_gather_bytes() const { return fsdp_float8_all_gather() ? 1.0 : 2.0; }
   // Whether Megatron's selective recompute covers `module` (recompute_modules; never under torchtitan's "op").
   bool recomputes(const std::string& module) const;
   std::int64_t moe_ffn() const { return moe.moe_ffn_hidden_size ? moe.moe_ffn_hidden_size : ffn(); }

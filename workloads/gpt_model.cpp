@@ -344,7 +344,7 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     // all-gather output (a Float8Tensor); the embedding and output layer stay bf16. Layer norms' weights
     // (2h per layer) are counted with the layer: < 0.01 % of it.
     const double shard = dpcp / double(c.num_distributed_optimizer_instances);
-    const double gw = c.fsdp_float8_all_gather() ? 1.0 : 2.0;  // bytes per gathered layer weight
+    const double gw = c.fsdp_layer_gather_bytes();
     mem.weights_bytes = 4.0 * P / shard + fp8_w / shard + (p > 1 ? 2.0 * (P - P_layers) + gw * P_layers : gw * 2.0 * Pl);
     mem.grads_bytes = 4.0 * P / shard + (p > 1 ? grad * P : grad * Pl);
     mem.optimizer_bytes = 8.0 * P / shard;
@@ -584,7 +584,7 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     // The flat buffers hold each unit in its all-gather dtype: a layer in fp8 with the float8 all-gather, the
     // embedding / output units in bf16.
     const double unit = c.fsdp_embeddings_in_root ? emb_w + out_w : std::max(emb_w, out_w);
-    const double gwl = c.fsdp_float8_all_gather() ? 1.0 : 2.0;
+    const double gwl = c.fsdp_layer_gather_bytes();
     const double largest_bytes = std::max(2.0 * unit, gwl * Pl);
     mem.allocator_reserve_bytes = largest_bytes + gwl * Pl + (loss_peak ? loss_hole : 0.0);
     // Runtime buffers, live for the whole step, allocated through the caching allocator: (1) the cuBLAS

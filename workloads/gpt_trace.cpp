@@ -447,9 +447,8 @@ class StageEmitter {
   }
   std::uint32_t fsdp_ag(const std::string& nm, std::int64_t gl) {
     // torchao's float8 all-gather (torch FSDP2): the layer's weights travel as fp8, 1 byte each.
-    const double bytes_per_el = c.fsdp_float8_all_gather() ? 1.0 : 2.0;
-    std::uint32_t id =
-        rb.fork(coll_op(nm, CollOp::AllGather, Y.dp_comm[st], layer_el(gl) * bytes_per_el, RankBuilder::kFsdp, "dp"));
+    std::uint32_t id = rb.fork(coll_op(nm, CollOp::AllGather, Y.dp_comm[st], layer_el(gl) * c.fsdp_layer_gather_bytes(),
+                                       RankBuilder::kFsdp, "dp"));
     if (fsdp_experts(gl)) {
       Op e = coll_op(nm + ".experts", CollOp::AllGather, Y.edp_comm[st], expert_params_per_gpu(c) * 2.0,
                      RankBuilder::kFsdp, "dp");
