@@ -51,3 +51,38 @@ TEST_CASE("compute calibration from the kernel bench's H200 JSON: held-out GEMM 
   // Attention was not measured by the bench: its class is not reported as if it had been predicted.
   CHECK(find(rows, "h200 -> h200", "attention-cudnn-fwd") == nullptr);
 }
+
+// The same bench on one H100 (tests/data/hardware/h100-kernel-bench, 2026-11-27) against PyTorch's kernels on
+// another H100 the day before (tests/data/hardware/h100-kernels), in both directions: a fit on either machine's
+// measurements predicts the other's GEMMs. Measured (median / max): bench -> PyTorch 4.0 % / 56.0 % (bf16),
+// 5.3 % / 69.3 % (fp8); PyTorch -> bench 3.6 % / 58.5 % and 5.0 % / 83.4 %.
+TEST_CASE("compute calibration across two H100 machines and two tools: held-out GEMM errors") {
+  const KernelMeasurements bench = load_kernel_measurements(kData + "h100-kernel-bench/kernels.json");
+  const KernelMeasurements torch = load_kernel_measurements(kData + "h100-kernels");
+  CHECK(bench.gpu == "h100");
+  CHECK(bench.rows.size() == 495);
+  CHECK(bench.launch_overhead_s == doctest::Approx(0.92e-6).epsilon(0.02));
+  const auto from_bench = compute_held_out(bench, &torch);
+  const auto from_torch = compute_held_out(torch, &bench);
+  const HeldOutRow* lb = find(from_bench, "leave-one-group-out", "gemm-bf16");
+  const HeldOutRow* bb = find(from_bench, "h100 -> h100", "gemm-bf16");
+  const HeldOutRow* bf = find(from_bench, "h100 -> h100", "gemm-fp8");
+  const HeldOutRow* tb = find(from_torch, "h100 -> h100", "gemm-bf16");
+  const HeldOutRow* tf = find(from_torch, "h100 -> h100", "gemm-fp8");
+  REQUIRE(lb);
+  REQUIRE(bb);
+  REQUIRE(bf);
+  REQUIRE(tb);
+  REQUIRE(tf);
+  CHECK(lb->n == 229);
+  CHECK(lb->median_abs <= 0.04);
+  CHECK(bb->median_abs <= 0.04);
+  CHECK(bb->max_abs <= 0.565);
+  CHECK(bf->median_abs <= 0.055);
+  CHECK(bf->max_abs <= 0.695);
+  CHECK(tb->n == 229);
+  CHECK(tb->median_abs <= 0.04);
+  CHECK(tb->max_abs <= 0.585);
+  CHECK(tf->median_abs <= 0.05);
+  CHECK(tf->max_abs <= 0.835);
+}

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -204,4 +205,34 @@ TEST_CASE("bench harness on a real H200: the pre-fix sweep's wrong rows, the fix
   }
   CHECK(total == 0);
   CHECK(rows > 100);
+}
+
+// The same checks on one H100 (tests/data/nccl-harness-h100/README.md), with the fixed harness: the all-ops sweep
+// checked every row and found no wrong element; the self-test's legacy-zero variant failed exactly the
+// out-of-place checks with the legacy default stream held (the 7 ops x 5 sizes of its table) and no other.
+TEST_CASE("bench harness on a real H100: the sweep has no wrong row, the legacy-zero self-test fails where it must") {
+  const std::string dir = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/nccl-harness-h100/run1/";
+  const auto after = load_measurements(dir + "allops.txt");
+  REQUIRE(after.size() == 7);
+  int rows = 0;
+  long long total = 0;
+  for (const auto& op : kOps) {
+    total += wrong_in(after, op, true, 0, ~0ull, &rows);
+    total += wrong_in(after, op, false, 0, ~0ull, &rows);
+  }
+  CHECK(total == 0);
+  CHECK(rows > 100);
+  std::ifstream in(dir + "selftest_legacy.txt");
+  REQUIRE(in);
+  int failed = 0, failed_elsewhere = 0;
+  std::string summary;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("self-test: ", 0) == 0) summary = line;
+    if (line.size() < 4 || line.compare(line.size() - 4, 4, "FAIL") != 0 || line.rfind("self-test ", 0) != 0) continue;
+    ++failed;
+    if (line.find("out-of-place legacy default stream held") == std::string::npos) ++failed_elsewhere;
+  }
+  CHECK(failed == 35);
+  CHECK(failed_elsewhere == 0);
+  CHECK(summary.find("35 failed") != std::string::npos);
 }
