@@ -1,6 +1,7 @@
 // MegaScale-MoE (Jin et al., EuroSys'26, arXiv 2505.11432) Table 3: a 352B MoE (60 layers, hidden 4096, 32
 // heads in 8 key-value groups, 32 experts of FFN 14336, top-3, vocabulary 65536, seq 8192; Table 2 / Sec. 6.1;
-// Table 2's column m = 4 is, by the paper's Table 1, query heads per key-value head) trained on 240-1440
+// Table 2's column m = 4 is, by the paper's Table 1, query heads per key-value head; plus one shared expert of
+// FFN 14336 per layer, which Table 2 has no column for: kSharedFfn below) trained on 240-1440
 // H800 with GBS 720 and PP 15, by Megatron-LM and by MegaScale-MoE (tests/data/training-modern/
 // megascale_moe_h800.csv; docs/validation.md, "Mixture of experts"). Nothing is fitted to these rows.
 //
@@ -181,11 +182,11 @@ TEST_CASE("validation: megascale-moe 352B on 240-1440 H800, Megatron-LM and Mega
   for (double e : err_megatron) CHECK(e < 0);
   for (double e : err_megascale) CHECK(e < 0);
   // Bounds: the figures measured 2026-11-27 (docs/validation.md) rounded up to the next whole percent (the
-  // simulation is deterministic): Megatron-LM median 45.4 %, max 48.9 %; MegaScale-MoE median 41.0 %, max 43.3 %
-  // (45.1 / 48.6 % and 38.4 / 40.8 % with multi-head attention instead of Table 2's 8 key-value groups). Megatron-
-  // LM reduces its gradients in fp32 (its bf16 rule) and prices the loss at the calibration's 8 B per logit element.
-  CHECK(med_mlm <= 0.46);
-  CHECK(max_mlm <= 0.49);
-  CHECK(med_ms <= 0.42);
-  CHECK(max_ms <= 0.44);
+  // simulation is deterministic): Megatron-LM median 32.4 %, max 36.3 %; MegaScale-MoE median 28.9 %, max 31.7 %
+  // (with Table 2's shapes alone, no shared expert: 45.4 / 48.8 % and 40.9 / 43.2 %). Megatron-LM reduces its
+  // gradients in fp32 (its bf16 rule) and prices the loss at the calibration's 8 B per logit element.
+  CHECK(med_mlm <= 0.33);
+  CHECK(max_mlm <= 0.37);
+  CHECK(med_ms <= 0.29);
+  CHECK(max_ms <= 0.32);
 }
