@@ -122,8 +122,6 @@ struct GptParallelLayout {
   std::int64_t R = 1, shard_n = 1;   // HSDP replicas, ranks per shard group (DP x CP / R)
   std::int64_t dp_mirrors = 0;
   bool a2a = false;                  // dispatcher alltoall / flex (else allgather)
-  double flex_dedup = 1.0;           // flex: scale-out bytes per remote slot (distinct nodes / slots)
-  double flex_gpu_dedup = 1.0;       // flex: NVLink bytes per slot (distinct destination GPUs / slots)
   // Megatron-LM's default order (tensor fastest, then context, then data, then pipeline).
   std::int32_t rank_of(std::int64_t stage, std::int64_t d, std::int64_t k, std::int64_t tp) const {
     return static_cast<std::int32_t>(stage * dp * cp * t + d * cp * t + k * t + tp);

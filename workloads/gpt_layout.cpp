@@ -5,6 +5,7 @@
 // concurrent groups that share their hosts' NICs as mirrors.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "workloads/gpt_detail.hpp"
 
@@ -107,7 +108,9 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
   Y.disp_comm.assign(p, std::vector<std::int32_t>(c.num_layers, -1));
   Y.comb_comm.assign(p, std::vector<std::int32_t>(c.num_layers, -1));
   Y.epag_comm.assign(p, -1), Y.etp_comm.assign(p, -1), Y.edp_comm.assign(p, -1);
-  double& flex_dedup = Y.flex_dedup;
+  // flex: copies of a token per routed slot, per destination EP rank -- over NVLink inside the sender's
+  // domain, and for the whole destination domain across the scale-out network (1 = one copy per slot).
+  std::vector<double> gpu_copies(static_cast<std::size_t>(ep), 1.0);
   if (moe_on) {
     const std::int64_t gph = c.gpus_per_host;
     std::int32_t mir = 0, mstride = 1;
@@ -117,18 +120,19 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
     // server, or a whole NVL72 rack).
     const std::int64_t dom = std::max(c.gpus_per_nvlink_domain, gph);
     auto host_of = [&](std::int64_t base, std::size_t k) { return (base + static_cast<std::int64_t>(k) * etp) / dom; };
-    if (c.moe.moe_token_dispatcher_type == "flex") {
+    const bool flex = c.moe.moe_token_dispatcher_type == "flex";
+    const std::int64_t per_rank = c.moe.num_experts / ep;
+    std::optional<MoeTokenSpread> spread;
+    if (flex) {
       // DeepEP-style dispatch (flex): a token crosses the scale-out network once per destination node and is
       // forwarded to that node's experts over NVLink; the combine reduces inside the node before sending
-      // back. Scale-out bytes shrink from the token's remote slots to its distinct remote nodes. With k slots
-      // spread uniformly over G usable nodes (node-limited routing: moe_router_group_topk groups of
-      // num_experts / moe_router_num_groups experts, one group per node when groups == nodes), the expected
-      // distinct nodes are G (1 - (1 - 1/G)^k); remote entries are scaled by that over k.
-      const double nodes = std::max<double>(1.0, double(ep * etp) / double(dom));
-      double G = nodes;
-      if (c.moe.moe_router_group_topk > 0) G = std::min(nodes, double(c.moe.moe_router_group_topk));
-      const double k = double(c.moe.moe_router_topk);
-      if (nodes > 1) flex_dedup = std::min(1.0, G * (1.0 - std::pow(1.0 - 1.0 / G, k)) / k);
+      // back. Scale-out bytes shrink from the token's remote slots to its distinct remote nodes: the entries
+      // into a remote domain carry the domain's copies per slot, P(the token has a slot on the domain's
+      // experts) / (k x the domain's share of the experts), with the domain's experts taken from the layout
+      // (the EP ranks host_of puts there, however many that is) and node-limited routing
+      // (moe_router_num_groups / moe_router_group_topk) as Megatron routes it (MoeTokenSpread,
+      // workloads/moe.hpp: hypergeometric without group limit; DeepSeek-V3's 4 of 8 nodes: 0.494 copies per
+      // slot where (1 - (1 - 1/4)^8) 4 / 8 gave 0.450).
       // Inside an NVLink domain a token moves once per destination GPU, not once per routed slot, in all
       // three kernels the flex dispatcher runs: DeepEP intranode (deepseek-ai/DeepEP@031a5c49
       // csrc/kernels/intranode.cu dispatch: a sender skips a token unless is_token_in_rank[token][rank], one
@@ -140,22 +144,17 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
       // and then written once to each rank of the node whose sparse_to_dense_map entry is set). The combines
       // send one summed copy per token and rank back the same way. Megatron-LM 1e057005
       // megatron/core/transformer/moe/fused_a2a.py hands DeepEP the top-k indices; token_dispatcher.py
-      // MoEFlexTokenDispatcher permutes the received tokens to the local experts. With the k slots on k
-      // distinct experts, num_experts / ep per EP rank and uniform routing, the chance that a token has no
-      // slot on a given rank is prod_{i<k} (E - E/ep - i) / (E - i), so a rank receives ep (1 - that) / k of
-      // its slot bytes as distinct tokens (Qwen3-235B, 128 experts top-8 over EP 8: 0.667).
-      {
-        const double E = double(c.moe.num_experts), per = E / double(ep);
-        double none = 1.0;
-        for (std::int64_t i = 0; i < c.moe.moe_router_topk; ++i) none *= std::max(0.0, (E - per - double(i)) / (E - double(i)));
-        if (ep > 1) Y.flex_gpu_dedup = std::min(1.0, double(ep) * (1.0 - none) / k);
-      }
+      // MoEFlexTokenDispatcher permutes the received tokens to the local experts. A rank's num_experts / ep
+      // experts give its copies per slot the same way (Qwen3-235B, 128 experts top-8 over EP 8: 0.667).
+      spread.emplace(c.moe);
+      for (std::int64_t j = 0; j < ep; ++j)
+        gpu_copies[static_cast<std::size_t>(j)] = spread->copies_per_slot(j * per_rank, (j + 1) * per_rank);
       // The forwarding leg (DeepEP internode dispatch: RDMA to the GPU with the sender's local index in the
       // destination node, then NVLink to the GPUs holding the token's experts; the combine reduces the other
       // way): the rail GPU i of a node forwards to GPU j of the same node the slots every remote source with
       // i's local index routed to j -- recv_share[j] of each such source's slots, one full copy per
       // destination GPU. Modelled as an all_to_allv inside each NVLink domain beside the RDMA one.
-      Y.flex_forwarding = nodes > 1 && ep > 1 && a2a;
+      Y.flex_forwarding = ep * etp > dom && ep > 1 && a2a;
     }
     Y.fwd_disp_comm.assign(p, std::vector<std::int32_t>(c.num_layers, -1));
     Y.fwd_comb_comm.assign(p, std::vector<std::int32_t>(c.num_layers, -1));
@@ -166,6 +165,14 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
       };
       std::vector<std::int32_t> ep_ranks;
       for (std::int64_t k = 0; k < ep; ++k) ep_ranks.push_back(base + static_cast<std::int32_t>(k * etp));
+      // flex: copies per slot into each EP rank's domain (its EP ranks are consecutive: host_of grows with k).
+      std::vector<double> dom_copies(static_cast<std::size_t>(ep), 1.0);
+      if (spread)
+        for (std::size_t a = 0, b = 0; a < static_cast<std::size_t>(ep); a = b) {
+          while (b < static_cast<std::size_t>(ep) && host_of(base, b) == host_of(base, a)) ++b;
+          const double f = spread->copies_per_slot(static_cast<std::int64_t>(a) * per_rank, static_cast<std::int64_t>(b) * per_rank);
+          std::fill(dom_copies.begin() + static_cast<std::ptrdiff_t>(a), dom_copies.begin() + static_cast<std::ptrdiff_t>(b), f);
+        }
       if (a2a && ep > 1) {
         for (std::int64_t ch = 0; ch < Y.chunks; ++ch)
           for (std::int64_t l = 0; l < Y.places[st][ch].nl; ++l) {
@@ -177,8 +184,8 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
             std::vector<std::vector<double>> W(n, std::vector<double>(n)), WT(n, std::vector<double>(n));
             for (std::size_t i = 0; i < n; ++i)
               for (std::size_t j = 0; j < n; ++j) {
-                const double f = host_of(base, i) != host_of(base, j) ? flex_dedup : Y.flex_gpu_dedup;
-                W[i][j] = ld.recv_share[j] * f, WT[i][j] = ld.recv_share[i] * f;
+                const double f = host_of(base, i) != host_of(base, j) ? dom_copies[j] : gpu_copies[j];
+                W[i][j] = ld.recv_share[j] * f, WT[j][i] = W[i][j];
               }
             // DualPipe: every layer sits on two ranks (one per direction), each with its own EP group.
             const std::string ln = "ep." + (c.dualpipe() ? "s" + std::to_string(st) + "." : std::string()) + "l" + std::to_string(gl);
@@ -198,7 +205,7 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
                     remote_sources += 1.0;
                 for (std::size_t j = 0; j < n; ++j)
                   if (j != i && host_of(base, j) == host_of(base, i))
-                    F[i][j] = remote_sources * ld.recv_share[j] * Y.flex_gpu_dedup, FT[j][i] = F[i][j];
+                    F[i][j] = remote_sources * ld.recv_share[j] * gpu_copies[j], FT[j][i] = F[i][j];
               }
               Y.fwd_disp_comm[st][gl] = add(ln + ".dispatch.nvlink", ep_ranks, mir, mstride);
               tr.comms.back().a2a_matrix = std::move(F);

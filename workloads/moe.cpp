@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <numeric>
 
 #include "sim/base/error.hpp"
@@ -123,6 +124,10 @@ void read_moe_params(ParamReader& r, MoeConfig& m) {
       r.fail("moe_router_num_groups", "must divide num_experts");
     if (m.moe_router_group_topk > m.moe_router_num_groups)
       r.fail("moe_router_group_topk", "must be <= moe_router_num_groups");
+    if (m.moe_router_group_topk > m.moe_router_topk)
+      r.fail("moe_router_group_topk", "must be <= moe_router_topk (Megatron scores a group by its top topk / group_topk experts)");
+    if (m.moe_router_num_groups && m.moe_router_group_topk * (m.num_experts / m.moe_router_num_groups) < m.moe_router_topk)
+      r.fail("moe_router_group_topk", "the selected groups hold fewer than moe_router_topk experts");
     if (m.moe_pad_expert_input_to_capacity && m.moe_expert_capacity_factor <= 0)
       r.fail("moe_pad_expert_input_to_capacity", "needs moe_expert_capacity_factor (Megatron-LM asserts the same)");
   }
@@ -264,6 +269,93 @@ std::vector<std::vector<double>> moe_expert_shares(const MoeConfig& m, std::int6
     out.push_back(normalised(std::move(v)));
   }
   return out;
+}
+
+MoeTokenSpread::MoeTokenSpread(const MoeConfig& m) : E_(m.num_experts), k_(m.moe_router_topk) {
+  const std::int64_t ng = m.moe_router_num_groups, M = m.moe_router_group_topk;
+  if (ng <= 0 || M <= 0 || M >= ng) {
+    groups_ = 1, group_size_ = E_;
+    profiles_.push_back({{k_}, 1.0});
+    return;
+  }
+  groups_ = ng, group_size_ = E_ / ng;
+  const std::int64_t G = group_size_, q = k_ / M, top = std::min(k_, G);
+  constexpr std::int64_t samples = 32768;
+  Rng rng{0x6D6F655F73707264ULL};
+  std::vector<std::vector<double>> v(static_cast<std::size_t>(ng), std::vector<double>(static_cast<std::size_t>(top)));
+  std::vector<std::pair<double, std::int64_t>> score(static_cast<std::size_t>(ng));
+  std::vector<std::pair<double, std::int64_t>> pool;
+  std::map<std::vector<std::int64_t>, std::int64_t> count;
+  for (std::int64_t t = 0; t < samples; ++t) {
+    for (std::int64_t g = 0; g < ng; ++g) {
+      // The largest `top` of G i.i.d. uniforms, in decreasing order: U_(G) = U^(1/G), U_(j) = U_(j+1) U^(1/j).
+      auto& x = v[static_cast<std::size_t>(g)];
+      double cur = 1.0, sum = 0.0;
+      for (std::int64_t j = 0; j < top; ++j) {
+        cur *= std::exp(std::log(rng.uniform()) / double(G - j));
+        x[static_cast<std::size_t>(j)] = cur;
+        if (j < q) sum += cur;
+      }
+      score[static_cast<std::size_t>(g)] = {-sum, g};
+    }
+    std::partial_sort(score.begin(), score.begin() + M, score.end());
+    pool.clear();
+    for (std::int64_t i = 0; i < M; ++i)
+      for (double x : v[static_cast<std::size_t>(score[static_cast<std::size_t>(i)].second)]) pool.push_back({-x, i});
+    std::partial_sort(pool.begin(), pool.begin() + k_, pool.end());
+    std::vector<std::int64_t> prof(static_cast<std::size_t>(M), 0);
+    for (std::int64_t i = 0; i < k_; ++i) ++prof[static_cast<std::size_t>(pool[static_cast<std::size_t>(i)].second)];
+    std::sort(prof.begin(), prof.end());
+    ++count[prof];
+  }
+  for (const auto& [prof, n] : count) profiles_.push_back({prof, double(n) / double(samples)});
+}
+
+double MoeTokenSpread::reach(std::int64_t first, std::int64_t last) const {
+  first = std::clamp<std::int64_t>(first, 0, E_), last = std::clamp<std::int64_t>(last, first, E_);
+  // Experts of the set in each group that holds any.
+  std::vector<std::int64_t> in;
+  for (std::int64_t g = 0; g < groups_; ++g) {
+    const std::int64_t n = std::min(last, (g + 1) * group_size_) - std::max(first, g * group_size_);
+    if (n > 0) in.push_back(n);
+  }
+  // C(G - n, c) / C(G, c): a group's c chosen experts (uniform c-subset of its G) avoid n of them.
+  auto avoid = [&](std::int64_t n, std::int64_t c) {
+    double p = 1.0;
+    for (std::int64_t i = 0; i < c; ++i) p *= std::max<double>(0.0, double(group_size_ - n - i)) / double(group_size_ - i);
+    return p;
+  };
+  // The profile's entries go to a uniformly random ordered choice of distinct groups: taking the set's groups
+  // one by one with `left` groups not yet placed and the entries `rem` still to place, the next group gets
+  // each remaining entry with probability 1 / left and none with probability (left - |rem|) / left.
+  double miss = 0.0;
+  for (const auto& [prof, w] : profiles_) {
+    std::vector<std::int64_t> rem = prof;
+    auto rec = [&](auto&& self, std::size_t i, std::int64_t left) -> double {
+      if (i == in.size() || rem.empty()) return 1.0;
+      const double r = double(rem.size());
+      double p = (double(left) - r) / double(left) * (double(left) > r ? self(self, i + 1, left - 1) : 0.0);
+      for (std::size_t e = 0; e < rem.size(); ++e) {
+        if (e > 0 && rem[e] == rem[e - 1]) {  // equal entries: same branch
+          continue;
+        }
+        std::size_t same = 1;
+        while (e + same < rem.size() && rem[e + same] == rem[e]) ++same;
+        const std::int64_t c = rem[e];
+        rem.erase(rem.begin() + static_cast<std::ptrdiff_t>(e));
+        p += double(same) / double(left) * avoid(in[i], c) * self(self, i + 1, left - 1);
+        rem.insert(rem.begin() + static_cast<std::ptrdiff_t>(e), c);
+      }
+      return p;
+    };
+    miss += w * rec(rec, 0, groups_);
+  }
+  return 1.0 - miss;
+}
+
+double MoeTokenSpread::copies_per_slot(std::int64_t first, std::int64_t last) const {
+  const double slots = double(k_) * double(std::max<std::int64_t>(0, last - first)) / double(E_);
+  return slots > 0 ? std::min(1.0, reach(first, last) / slots) : 1.0;
 }
 
 MoeLayerLoad moe_layer_load(const MoeConfig& m, const std::vector<double>& shares, double T, std::int64_t ep,

@@ -1,6 +1,7 @@
 // MegaScale-MoE (Jin et al., EuroSys'26, arXiv 2505.11432) Table 3: a 352B MoE (60 layers, hidden 4096, 32
 // heads in 8 key-value groups, 32 experts of FFN 14336, top-3, vocabulary 65536, seq 8192; Table 2 / Sec. 6.1;
-// Table 2's column m = 4 is, by the paper's Table 1, query heads per key-value head) trained on 240-1440
+// Table 2's column m = 4 is, by the paper's Table 1, query heads per key-value head; plus one shared expert of
+// FFN 14336 per layer, which Table 2 has no column for: kSharedFfn below) trained on 240-1440
 // H800 with GBS 720 and PP 15, by Megatron-LM and by MegaScale-MoE (tests/data/training-modern/
 // megascale_moe_h800.csv; docs/validation.md, "Mixture of experts"). Nothing is fitted to these rows.
 //
@@ -40,10 +41,20 @@ using namespace fabricsim;
 namespace {
 const std::string kData = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/training-modern/";
 
+// One always-active expert of Table 2's h_ffn per layer (moe_shared_expert_intermediate_size): Table 2 prints
+// no shared experts for any model, and two of its rows have them (DeepSeekMoE 16B: 2 shared + 64 routed, top-6 --
+// DeepSeekMoE, arXiv:2401.06066, Sec. 5 / deepseek-ai/deepseek-moe-16b-base config.json n_shared_experts 2;
+// Hunyuan-Large: 1 shared + 16 routed, top-1 -- arXiv:2411.02265 Table 1); Table 2 lists them as 64 / top-6
+// and 16 / top-1. With it this model has the paper's two printed totals: 351.9B parameters (352B: title,
+// abstract, Sec. 6.1) and 282.5 GFLOP per token (6 x 45.1B active + causal attention), the count the printed
+// MFU implies (32.48 % of 989 TFLOP/s at 1137.1 tokens/s per GPU, 240 GPUs: 282.5; 27.89 % at 977.6, 1440
+// GPUs: 282.2); Table 2's shapes alone give 341.3B and 219.1 GFLOP.
+constexpr int kSharedFfn = 14336;
+
 struct Layout {
   const char* name;
   int tp, cp, ep, etp;  // etp 0: Megatron's default (= TP)
-  int shared = 0;       // moe_shared_expert_intermediate_size (sensitivity only)
+  int shared = kSharedFfn;  // moe_shared_expert_intermediate_size (0: Table 2's shapes alone)
   bool bf16_grads = false;  // grad_reduce_in_bf16 (MegaScale-MoE's BF16 gradient compression)
   const char* dispatcher = "alltoall";  // moe_token_dispatcher_type
 };
@@ -89,7 +100,7 @@ double step_s(int gpus, const Layout& l) {
 TEST_CASE("validation: megascale-moe 352B on 240-1440 H800, Megatron-LM and MegaScale-MoE step times") {
   const auto rows = replay_test::read_csv(kData + "megascale_moe_h800.csv");
   const Layout megatron{"Megatron-LM TP 8 (EP 1, ETP 8)", 8, 1, 1, 0};
-  const Layout megascale{"MegaScale-MoE SP 8 (a2a) + EP 8, no overlap", 1, 8, 8, 1, 0, true};
+  const Layout megascale{"MegaScale-MoE SP 8 (a2a) + EP 8, no overlap", 1, 8, 8, 1, kSharedFfn, true};
   std::vector<double> err_megatron, err_megascale;
   std::printf("system          GPUs  measured_s  simulated_s  error\n");
   std::map<int, std::vector<std::string>> doc_row;  // by GPUs: Megatron-LM cells, then MegaScale-MoE cells
@@ -126,7 +137,8 @@ TEST_CASE("validation: megascale-moe 352B on 240-1440 H800, Megatron-LM and Mega
   int refused = 0;
   // The dispatcher is not printed either: alltoall is stated, allgather (the default of Megatron-LM @f1f03922,
   // megatron/training/arguments.py) is run beside it.
-  for (const Layout& l : {Layout{"TP 8 (EP 1), allgather dispatcher", 8, 1, 1, 0, 0, false, "allgather"},
+  for (const Layout& l : {Layout{"TP 8 (EP 1), allgather dispatcher", 8, 1, 1, 0, kSharedFfn, false, "allgather"},
+                          Layout{"TP 8 (EP 1), Table 2's shapes alone (no shared expert)", 8, 1, 1, 0, 0},
                           Layout{"TP 8 + EP 8 (ETP 1)", 8, 1, 8, 1}, Layout{"TP 4 + EP 2 (ETP 4)", 4, 1, 2, 0}}) {
     try {
       const double s = step_s(240, l);
@@ -151,15 +163,12 @@ TEST_CASE("validation: megascale-moe 352B on 240-1440 H800, Megatron-LM and Mega
   const double sp_ep = step_s(240, megascale), ratio = base / sp_ep;
   MESSAGE("Table 5 step 1 -> 2 (TP+TP -> SP+EP, no overlap): published 1.13x, simulated " << ratio << "x");
   CHECK(ratio > 1.0);
-  // The transcribed Table 2 shapes give 341.3B parameters (352B printed) and 219 GFLOP per token (6 x 34.5B
-  // active + causal attention), while the printed MFU (32.48 % at 240, 27.89 % at 1440 GPUs) implies 282
-  // GFLOP per token at both sizes. Nothing in the paper names the difference; an always-active FFN of 12288 per
-  // layer (a shared expert) would account for most of both (350.3B, 273 GFLOP); run as a what-if, not as the
-  // result:
-  for (const Layout& l : {Layout{"Megatron-LM TP 8, + shared FFN 12288", 8, 1, 1, 0, 12288},
-                          Layout{"MegaScale-MoE SP+EP, + shared FFN 12288", 1, 8, 8, 1, 12288, true}}) {
-    const double s = step_s(240, l), measured = l.tp == 8 ? 39.94 : 21.61;
-    std::printf("  %-40s %8.2f s  %+6.1f %% (measured %.2f s)\n", l.name, s, 100.0 * (s / measured - 1.0), measured);
+  // MegaScale-MoE with Table 2's shapes alone (no shared expert), beside the stated layout:
+  {
+    Layout l = megascale;
+    l.name = "MegaScale-MoE SP+EP, Table 2's shapes alone", l.shared = 0;
+    const double s = step_s(240, l);
+    std::printf("  %-44s %8.2f s  %+6.1f %% (measured 21.61 s)\n", l.name, s, 100.0 * (s / 21.61 - 1.0));
   }
   auto stats = [](std::vector<double> v) {
     for (double& x : v) x = std::fabs(x);
@@ -173,11 +182,11 @@ TEST_CASE("validation: megascale-moe 352B on 240-1440 H800, Megatron-LM and Mega
   for (double e : err_megatron) CHECK(e < 0);
   for (double e : err_megascale) CHECK(e < 0);
   // Bounds: the figures measured 2026-11-27 (docs/validation.md) rounded up to the next whole percent (the
-  // simulation is deterministic): Megatron-LM median 45.4 %, max 48.9 %; MegaScale-MoE median 41.0 %, max 43.3 %
-  // (45.1 / 48.6 % and 38.4 / 40.8 % with multi-head attention instead of Table 2's 8 key-value groups). Megatron-
-  // LM reduces its gradients in fp32 (its bf16 rule) and prices the loss at the calibration's 8 B per logit element.
-  CHECK(med_mlm <= 0.46);
-  CHECK(max_mlm <= 0.49);
-  CHECK(med_ms <= 0.42);
-  CHECK(max_ms <= 0.44);
+  // simulation is deterministic): Megatron-LM median 32.4 %, max 36.3 %; MegaScale-MoE median 28.9 %, max 31.7 %
+  // (with Table 2's shapes alone, no shared expert: 45.4 / 48.8 % and 40.9 / 43.2 %). Megatron-LM reduces its
+  // gradients in fp32 (its bf16 rule) and prices the loss at the calibration's 8 B per logit element.
+  CHECK(med_mlm <= 0.33);
+  CHECK(max_mlm <= 0.37);
+  CHECK(med_ms <= 0.29);
+  CHECK(max_ms <= 0.32);
 }

@@ -5,6 +5,7 @@
 #include "workloads_test_util.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
@@ -183,6 +184,78 @@ TEST_CASE("moe generator: dispatch and combine are all_to_allv over EP with the 
         trace_to_json(gen(small_moe({{"moe_load", "zipf"}, {"moe_load_skew", "1.5"}, {"moe_load_seed", "3"}}))).dump());
 }
 
+TEST_CASE("moe token spread: distinct destinations of a token against brute-force enumeration") {
+  // No group limit: every 3-subset of 12 experts is equally likely; a set is reached when the subset meets
+  // it. Sets of uneven size and position (a GPU, a node of 5 or 2 experts, a straddling range, everything).
+  MoeConfig m;
+  m.num_experts = 12, m.moe_router_topk = 3;
+  const MoeTokenSpread u(m);
+  const std::vector<std::pair<int, int>> sets = {{0, 5}, {5, 7}, {7, 12}, {3, 4}, {4, 9}, {0, 12}};
+  for (const auto& [a, b] : sets) {
+    int hit = 0, all = 0;
+    for (int x = 0; x < 12; ++x)
+      for (int y = x + 1; y < 12; ++y)
+        for (int z = y + 1; z < 12; ++z) {
+          ++all;
+          hit += (x >= a && x < b) || (y >= a && y < b) || (z >= a && z < b);
+        }
+    CHECK(u.reach(a, b) == doctest::Approx(double(hit) / all).epsilon(1e-12));
+    CHECK(u.copies_per_slot(a, b) == doctest::Approx(double(hit) / all / (3.0 * (b - a) / 12)).epsilon(1e-12));
+  }
+  // Group-limited: 8 experts in 4 groups of 2, 2 groups used, top-2. With topk / group_topk = 1 a group's
+  // score is its best expert's, so the routing depends only on the order of the 8 scores: all 8! orders
+  // are equally likely under i.i.d. scores. Megatron's rule on each order (moe_utils.py group_limited_topk):
+  // the 2 groups with the best experts, then the best 2 experts of those 4.
+  MoeConfig g = m;
+  g.num_experts = 8, g.moe_router_topk = 2, g.moe_router_num_groups = 4, g.moe_router_group_topk = 2;
+  const MoeTokenSpread s(g);
+  const std::vector<std::pair<int, int>> gsets = {{0, 1}, {0, 2}, {1, 3}, {0, 4}, {2, 7}, {5, 8}};
+  std::vector<int> rank(8);
+  std::iota(rank.begin(), rank.end(), 0);  // rank[e]: expert e's place in the order (0 = best)
+  std::vector<long> hit(gsets.size(), 0);
+  long orders = 0, distinct = 0;
+  do {
+    ++orders;
+    std::vector<int> groups = {0, 1, 2, 3};
+    auto best = [&](int grp) { return std::min(rank[2 * grp], rank[2 * grp + 1]); };
+    std::sort(groups.begin(), groups.end(), [&](int x, int y) { return best(x) < best(y); });
+    std::vector<int> pool = {2 * groups[0], 2 * groups[0] + 1, 2 * groups[1], 2 * groups[1] + 1};
+    std::sort(pool.begin(), pool.end(), [&](int x, int y) { return rank[x] < rank[y]; });
+    for (std::size_t i = 0; i < gsets.size(); ++i) {
+      const auto [a, b] = gsets[i];
+      hit[i] += (pool[0] >= a && pool[0] < b) || (pool[1] >= a && pool[1] < b);
+    }
+    distinct += pool[0] / 2 == pool[1] / 2 ? 1 : 2;
+  } while (std::next_permutation(rank.begin(), rank.end()));
+  // The sampled profile (32768 tokens) leaves a standard error of about 0.003 on these probabilities.
+  for (std::size_t i = 0; i < gsets.size(); ++i)
+    CHECK(std::abs(s.reach(gsets[i].first, gsets[i].second) - double(hit[i]) / orders) < 0.01);
+  // Distinct groups per token: here the limit binds nothing -- the best expert's group is kept, and so is the
+  // group of the best expert outside it, so the top 2 of the kept groups are the top 2 overall -- and the
+  // enumeration's count equals that of 2 experts drawn from all 8 without limit, 4 (1 - C(6, 2) / C(8, 2)) =
+  // 13/7: the sampled profile must not invent a difference.
+  double groups_reached = 0, groups_free = 0;
+  MoeConfig free8 = g;
+  free8.moe_router_num_groups = 0, free8.moe_router_group_topk = 0;
+  const MoeTokenSpread f(free8);
+  for (int grp = 0; grp < 4; ++grp) groups_reached += s.reach(2 * grp, 2 * grp + 2), groups_free += f.reach(2 * grp, 2 * grp + 2);
+  CHECK(groups_free == doctest::Approx(13.0 / 7.0).epsilon(1e-12));
+  CHECK(double(distinct) / orders == doctest::Approx(13.0 / 7.0).epsilon(1e-12));
+  CHECK(std::abs(groups_reached - double(distinct) / orders) < 0.01);
+  // DeepSeek-V3's node-limited routing (256 experts, 8 groups, 4 used, top-8, so a group scores by the sum of
+  // its best 2): a separate sampling of Megatron's rule with all 256 i.i.d. uniform scores per token (60000
+  // tokens, Python, 2026-11-27) reached 3.9546 groups and 7.4912 GPUs of 4 experts per token, standard errors
+  // about 0.001 and 0.004.
+  MoeConfig d;
+  d.num_experts = 256, d.moe_router_topk = 8, d.moe_router_num_groups = 8, d.moe_router_group_topk = 4;
+  const MoeTokenSpread ds(d);
+  double nodes = 0, gpus = 0;
+  for (int n = 0; n < 8; ++n) nodes += ds.reach(32 * n, 32 * n + 32);
+  for (int q = 0; q < 64; ++q) gpus += ds.reach(4 * q, 4 * q + 4);
+  CHECK(std::abs(nodes - 3.9546) < 0.005);
+  CHECK(std::abs(gpus - 7.4912) < 0.02);
+}
+
 TEST_CASE("moe flex: a token crosses NVLink once per destination GPU; dropless forward dispatches wait on the host") {
   // EP 2 on one server, 4 of the 8 experts per rank, top-2: a token misses rank 1 with probability
   // (4/8)(3/7) = 3/14, so rank 1 receives 2 (1 - 3/14) / 2 = 11/14 of its slot bytes as distinct tokens.
@@ -194,6 +267,27 @@ TEST_CASE("moe flex: a token crosses NVLink once per destination GPU; dropless f
   CHECK(Wa[0][1] == doctest::Approx(0.5));
   CHECK(Wf[0][1] == doctest::Approx(0.5 * 11.0 / 14.0));
   CHECK(flex.comms.at(first_op(flex, ".moe.combine").comm).a2a_matrix[1][0] == doctest::Approx(0.5 * 11.0 / 14.0));
+  // An EP group that fills its domains unevenly: EP 12 over 8-GPU servers puts ranks 0-7 (16 of the 24
+  // experts) on one server and ranks 8-11 (8 experts) on the next. Top-4: the scale-out entries into each
+  // server carry that server's distinct copies, 1 - C(24 - n, 4) / C(24, 4) per token for its n experts,
+  // over its 4 n / 24 slots; the same-server entries a GPU's (n = 2).
+  {
+    Trace u = gen(small_moe({{"num_experts", "24"}, {"moe_router_topk", "4"}, {"expert_model_parallel_size", "12"},
+                             {"pipeline_model_parallel_size", "1"}, {"world_size", "24"}, {"global_batch_size", "24"},
+                             {"gpus_per_host", "8"}, {"moe_token_dispatcher_type", "flex"}}));
+    const auto& W = u.comms.at(first_op(u, ".moe.dispatch").comm).a2a_matrix;
+    REQUIRE(W.size() == 12);
+    auto miss = [](double n) {
+      double p = 1;
+      for (int i = 0; i < 4; ++i) p *= (24.0 - n - i) / (24.0 - i);
+      return p;
+    };
+    CHECK(W[0][8] == doctest::Approx((1 - miss(8)) / (4.0 * 8 / 24) / 12).epsilon(1e-9));
+    CHECK(W[8][0] == doctest::Approx((1 - miss(16)) / (4.0 * 16 / 24) / 12).epsilon(1e-9));
+    CHECK(W[0][1] == doctest::Approx((1 - miss(2)) / (4.0 * 2 / 24) / 12).epsilon(1e-9));
+    CHECK(W[8][9] == doctest::Approx(W[0][1]).epsilon(1e-12));
+    CHECK(u.comms.at(first_op(u, ".moe.combine").comm).a2a_matrix[8][0] == doctest::Approx(W[0][8]).epsilon(1e-12));
+  }
   // One expert per rank (EP 8, top-2 on distinct experts): every slot goes to its own rank, nothing to merge.
   Trace one = gen(small_moe({{"moe_token_dispatcher_type", "flex"}}));
   CHECK(one.comms.at(first_op(one, ".moe.dispatch").comm).a2a_matrix[3][5] == doctest::Approx(1.0 / 8));
@@ -335,11 +429,11 @@ TEST_CASE("moe example: DeepSeek-V3 on 2048 H800 generates with flex dedup and f
   const Op& d = first_op(t, ".fwd.moe.dispatch", 1);
   const auto& W = t.comms.at(d.comm).a2a_matrix;
   REQUIRE(W.size() == 64);
-  // Node-limited routing to 4 of 8 nodes, top-8: remote entries x 4 (1 - (3/4)^8) / 8 = 0.4499.
-  // Same server: one copy per destination GPU, 64 (1 - prod_{i<8} (252 - i) / (256 - i)) / 8 = 0.9595 of
-  // the slots.
-  CHECK(W[0][1] == doctest::Approx(0.9595 / 64).epsilon(0.001));
-  CHECK(W[0][8] == doctest::Approx(0.4499 / 64).epsilon(0.001));
+  // Node-limited routing to 4 of 8 nodes, top-8 (MoeTokenSpread, checked in "moe token spread" above): a
+  // token reaches 3.9545 nodes and 7.4907 GPUs, so remote entries carry 3.9545 / 8 = 0.4943 copies per slot
+  // and same-server ones 7.4907 / 8 = 0.9363.
+  CHECK(W[0][1] == doctest::Approx(0.9363 / 64).epsilon(0.001));
+  CHECK(W[0][8] == doctest::Approx(0.4943 / 64).epsilon(0.001));
   // FP8 forward dispatch (1 + 4/128 bytes per element), BF16 combine: 4096 tokens x 8 x 7168.
   CHECK(d.bytes == doctest::Approx(4096.0 * 8 * 7168 * (1.0 + 4.0 / 128)));
   CHECK(first_op(t, ".fwd.moe.combine", 1).bytes == doctest::Approx(4096.0 * 8 * 7168 * 2));
@@ -353,12 +447,12 @@ TEST_CASE("moe example: DeepSeek-V3 on 2048 H800 generates with flex dedup and f
   CHECK(moe_comms == 2 * 58);
   // flex's NVLink forwarding leg, one per dispatch: GPU i of a server forwards to GPU j of the same server
   // the slots that the 7 sources with i's local index in the other 7 servers routed to j (uniform router:
-  // 1/64 of each source's slots, one copy per destination GPU: x 0.9595), nothing across servers.
+  // 1/64 of each source's slots, one copy per destination GPU: x 0.9363), nothing across servers.
   CHECK(nvl_comms == 2 * 58);
   const Op& fwd = first_op(t, ".fwd.moe.dispatch.nvlink", 1);
   const auto& F = t.comms.at(fwd.comm).a2a_matrix;
   REQUIRE(F.size() == 64);
-  CHECK(F[0][1] == doctest::Approx(7.0 * 0.9595 / 64).epsilon(0.001));
+  CHECK(F[0][1] == doctest::Approx(7.0 * 0.9363 / 64).epsilon(0.001));
   CHECK(F[0][0] == 0.0);
   CHECK(F[0][8] == 0.0);
   CHECK(fwd.bytes == doctest::Approx(d.bytes));
