@@ -36,9 +36,17 @@ std::vector<FabricSpec> make_fabrics() {
   // AWS EFA (Scalable Reliable Datagram through the Nitro card, NCCL's aws-ofi-nccl plugin). p5.48xlarge:
   // 3200 Gb/s of EFA v2 per instance as 32 devices (aws-samples/aws-hpc-tutorials; sidecar of
   // tests/data/nccl-tests-multinode/aws_p5_*), modelled as one 400 Gb/s NIC per GPU; p4d: 4x 100 Gb/s.
-  // Per-message latency: AWS publishes no figure; ESTIMATE as RoCE's, so small-message error on EFA logs
-  // measures what this leaves out (docs/validation.md "Multi-node logs").
-  f.push_back({"efa", "AWS Elastic Fabric Adapter (SRD), the node's NIC speed", true, 0, 0.6e-6, 0.6e-6, 64, false});
+  // Per-message latency: AWS's own cost model of EFA in aws-ofi-nccl's tuner charges 20 us per inter-node
+  // step ("TUNER_NET_LATENCY", 20, include/nccl_ofi_tuner.h at v1.8.0-aws, the same default in
+  // include/nccl_ofi_param.h at v1.21.1; it replaces NCCL's network hwLatencies there: latency =
+  // internode steps x net_lat + other steps x NVLink latency, src/tuner/nccl_ofi_model.c), plus 3 us of
+  // device and completion overhead for Simple ("TUNER_NET_COMP_OVERHEAD", not modelled: the route carries one
+  // latency for every protocol). A GPU-to-GPU route crosses two NIC-to-leaf links, so each carries half:
+  // 10 us, and a step across EFA costs max(NCCL's step latency, 20 us + switch hops). aws-ofi-nccl's other
+  // latency figure (src/platform-aws.c: 75 us on p4d/p5, 35 us on p5en/p6) is what the plugin reports to
+  // NCCL's tuner, a tuning input ("NCCL's internal tuner choices work better with this value"), not used here.
+  // Switch hops: ESTIMATE as RoCE's (AWS publishes none).
+  f.push_back({"efa", "AWS Elastic Fabric Adapter (SRD), the node's NIC speed", true, 0, 10e-6, 0.6e-6, 64, false});
   // GCP GPUDirect-TCPX (A3: 4x 200 Gb/s NICs per 8 GPUs) and TCPXO (A3 Mega: 8x 200 Gb/s): GPU memory to TCP
   // NICs without the host copy (GCP "GPU machine types" documentation, UNVERIFIED in this session). No RDMA:
   // the per-message latency of a TCP stack, ESTIMATE 5 us (TCPX) and 3 us (TCPXO, which offloads the

@@ -5,7 +5,7 @@
 // every one of them (docs/validation.md "Multi-node logs"; a leave-one-out-by-system refit, `fabricsim
 // validate --loo --loo-by-system`, 110 s CPU on 2026-11-26, is run by hand). The issue's bounds
 // (median |busbw error| <= 8 % >= 1 MiB and <= 15 % below, per collective) are NOT met pooled; the checks
-// below are regression guards at the measured values (2026-11-26, rounded up), and checks of what the fabric
+// below are regression guards at the measured values (2026-11-26 and -27, rounded up), and checks of what the fabric
 // mapping and NVLS_TREE fixed. docs/validation.md "Multi-node logs" explains what is left, per log.
 #include <doctest/doctest.h>
 
@@ -62,21 +62,29 @@ TEST_CASE("multi-node logs: held-out busbw error per collective with the cited d
   // Guards at the values measured 2026-11-26 (docs/validation.md "Multi-node logs"); issue bounds 8 % / 15 %.
   ErrorSummary ar = summarize(by_op.at("all_reduce"));
   CHECK(ar.large.count == 127);
-  // measured 13.2 % (15.9 % before NCCL_MIN_CTAS was honoured, 20.3 % before NVLS_TREE, 24.4 % before the fabric
-  // mapping); the points around the median are sparse (13.1-14.3 %), docs/validation.md.
-  CHECK(ar.large.median <= 0.133);
-  CHECK(ar.small.median <= 0.30);  // measured 29.2 % (39.7 % before NCCL's net overhead in the ring's price)
+  // measured 13.1 % (13.2 % before EFA's 20 us per inter-node step, 15.9 % before NCCL_MIN_CTAS was honoured,
+  // 20.3 % before NVLS_TREE, 24.4 % before the fabric mapping); the points around the median are sparse
+  // (12.0-13.2 %), docs/validation.md.
+  CHECK(ar.large.median <= 0.132);
+  // measured 25.9 % (29.2 % before EFA's per-step latency, 39.7 % before NCCL's net overhead in the ring's price)
+  CHECK(ar.small.median <= 0.26);
+  // EFA's per-message latency from aws-ofi-nccl's own cost model (20 us per inter-node step, topologies/
+  // fabrics.cpp): the AWS p5 log's 8 B-128 KiB Tree LL rows were 2.6-3.9x faster than measured with the RoCE
+  // estimate (0.6 us per NIC); measured 11.8 % >= 1 MiB and 27.0 % below (22.8 and 174.3 % before).
+  CHECK(log_of("aws_p5").large.median <= 0.12);
+  CHECK(log_of("aws_p5").small.median <= 0.27);
   // NCCL's net overhead (>= 1 us per intra-node step of a multi-node ring) makes 8 ranks on 2 hosts a Tree LL
   // call, as NCCL's model does: ABCI V and Polaris below 1 MiB (45.5 and 53.3 % on Ring LL before).
   CHECK(log_of("abci_inter_vnode_job02").small.median <= 0.12);                    // measured 11.8 %
   CHECK(log_of("polaris_a100_slingshot11_2node_8gpu_all_reduce").small.median <= 0.10);  // measured 9.5 %
   // scatter (AWS p4d, EFA, NCCL 2.18.3): NCCL's p2p sends from the root, simulated since 2026-11-26; measured
-  // 48.1 % >= 1 MiB (the 2 GiB plateau +12 %: EFA v1 at 89 % of 4 x 100 Gb/s) and 296.7 % below (86-89 us
-  // measured from 64 B to 8 KiB against 22.4 simulated: EFA's per-message cost, docs/validation.md).
+  // 46.6 % >= 1 MiB (the 2 GiB plateau +12 %: EFA v1 at 89 % of 4 x 100 Gb/s) and 199.2 % below (86-89 us
+  // measured from 64 B to 8 KiB against 29.7 simulated, 22.4 before EFA's 20 us per step; 48.1 and 296.7 %
+  // before; what is left: docs/validation.md "Known limits").
   ErrorSummary sc = summarize(by_op.at("scatter"));
   CHECK(sc.large.count == 12);
-  CHECK(sc.large.median <= 0.49);
-  CHECK(sc.small.median <= 2.97);
+  CHECK(sc.large.median <= 0.47);
+  CHECK(sc.small.median <= 2.00);
   const LogCompare* p4d = nullptr;
   for (const auto& l : r.logs)
     if (l.source.find("aws_p4d") != std::string::npos) p4d = &l;
