@@ -62,9 +62,10 @@ TEST_CASE("multi-node logs: held-out busbw error per collective with the cited d
   // Guards at the values measured 2026-11-26 (docs/validation.md "Multi-node logs"); issue bounds 8 % / 15 %.
   ErrorSummary ar = summarize(by_op.at("all_reduce"));
   CHECK(ar.large.count == 127);
-  // measured 13.2 % (15.9 % before NCCL_MIN_CTAS was honoured, 20.3 % before NVLS_TREE, 24.4 % before the fabric
-  // mapping); the points around the median are sparse (13.1-14.3 %), docs/validation.md.
-  CHECK(ar.large.median <= 0.133);
+  // measured 12.1 % (13.2 % before the NVLS_TREE per-loop cost was charged where NCCL's kernel pays it, 15.9 %
+  // before NCCL_MIN_CTAS was honoured, 20.3 % before NVLS_TREE, 24.4 % before the fabric mapping); the points
+  // around the median are sparse (11.6-13.1 %), docs/validation.md.
+  CHECK(ar.large.median <= 0.122);
   CHECK(ar.small.median <= 0.30);  // measured 29.2 % (39.7 % before NCCL's net overhead in the ring's price)
   // NCCL's net overhead (>= 1 us per intra-node step of a multi-node ring) makes 8 ranks on 2 hosts a Tree LL
   // call, as NCCL's model does: ABCI V and Polaris below 1 MiB (45.5 and 53.3 % on Ring LL before).
@@ -96,12 +97,15 @@ TEST_CASE("multi-node logs: held-out busbw error per collective with the cited d
   // NVLS_TREE: the three default-setting 2-node H100 logs (whose busbw passes the NICs' line rate) run on it
   // from 4 MiB up; the two InfiniBand ones are now at the bound at >= 1 MiB.
   // XE9680 (NCCL 2.26.2): NVLS_TREE from 1 MiB since its release's NVLS_TREE network latency is priced (14 us, not
-  // 20.9), as NCCL 2.26.2 chooses; its simulated 1-8 MiB are 18-24 % slow (docs/validation.md).
-  CHECK(log_of("nvtests309_xe9680").large.median <= 0.0895);  // measured 8.92 % (7.9 % on Tree LL128 at 1-2 MiB)
-  CHECK(log_of("nvtests309_h100_ib400_2node_16gpu_all_reduce.txt").large.median <= 0.081);  // 8.03 % (21.4 %)
-  // gj-aion's 8-node log with NCCL_MIN_CTAS=24, honoured since 2026-11-27 (NVLS_TREE on 24 channels).
+  // 20.9), as NCCL 2.26.2 chooses; its 1-8 MiB within -7..0 % since the NVLS per-loop cost is paid on a loop's path
+  // only at the kernel's two hand-offs inside a host (18-24 % slow when all six hops paid it; docs/validation.md).
+  CHECK(log_of("nvtests309_xe9680").large.median <= 0.060);  // measured 5.94 % (8.92 % with six hops)
+  CHECK(log_of("nvtests309_h100_ib400_2node_16gpu_all_reduce.txt").large.median <= 0.061);  // 6.09 % (8.03 %)
+  // gj-aion's 8-node log with NCCL_MIN_CTAS=24, honoured since 2026-11-27 (NVLS_TREE on 24 channels). The per-loop
+  // fix moved it from 13.2 %: 64-512 MiB +16..+20 % (was +17..+24 %), 1-8 GiB -12..-14 % (was -12..-13 %), the
+  // points around its median being those two groups.
   MESSAGE("8-node NCCL_MIN_CTAS=24 log >= 1 MiB median " << log_of("nvtests309_h100_ib400_8node").large.median);
-  CHECK(log_of("nvtests309_h100_ib400_8node").large.median <= 0.133);  // measured 13.2 % (16.0 % with 16 channels)
+  CHECK(log_of("nvtests309_h100_ib400_8node").large.median <= 0.145);  // measured 14.4 % (16.0 % with 16 channels)
   for (const auto& l : r.logs)
     if (l.source.find("xe9680") != std::string::npos || l.source.find("aws_p5") != std::string::npos)
       for (const auto& p : l.points)
@@ -239,4 +243,58 @@ TEST_CASE("NCCL_MIN_CTAS=24 in a run's env: the same NCCL choice, NVLS_TREE on 2
     }
   }
   CHECK(faster == 3);
+}
+
+TEST_CASE("leave-one-out by system: multi-node logs, each system predicted by a fit on the others") {
+  // `fabricsim validate --loo --loo-by-system` with the files of the defaults' command above (docs/validation.md
+  // "Leave one system out"): every multi-host log of one system held out together, the fit on the rest of its
+  // hardware family; the held-out system's fabric properties and host-side latencies fitted on runs of its own
+  // fabric only (FitOptions::fabric). A long test (about 30 s of CPU, label "long").
+  const std::string d = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/";
+  std::vector<std::string> metas;
+  for (const char* sub : {"nccl-tests-multinode/", "nccl-tests/"})
+    for (const auto& e : std::filesystem::directory_iterator(d + sub)) {
+      const std::string p = e.path().string();
+      const std::string f = e.path().filename().string();
+      if (p.size() < 10 || p.compare(p.size() - 10, 10, ".meta.json") != 0) continue;
+      if (std::string(sub) == "nccl-tests/" && f.find("abci_inter_") != 0 && f.find("together_b200_") != 0) continue;
+      metas.push_back(p);
+    }
+  std::sort(metas.begin(), metas.end());
+  REQUIRE(metas.size() == 16);
+  std::vector<Measurement> all;
+  for (const auto& p : metas)
+    for (auto& m : load_measurements(p)) all.push_back(std::move(m));
+  auto cases = make_cases(all);
+  FitOptions opt;
+  opt.loo_by_system = true;
+  const Report r = leave_one_out(cases, models::default_calibration(), opt);
+  REQUIRE(r.logs.size() == 17);
+  const ErrorSummary s = summarize(r.logs);
+  MESSAGE(">= 1 MiB median " << s.large.median << " (" << s.large.count << "), < 1 MiB median " << s.small.median
+                             << " (" << s.small.count << ")");
+  std::map<std::string, std::vector<LogCompare>> by_op;
+  for (const auto& l : r.logs) by_op[l.op].push_back(l);
+  const ErrorSummary ar = summarize(by_op.at("all_reduce"));
+  MESSAGE("all_reduce >= 1 MiB median " << ar.large.median << ", < 1 MiB median " << ar.small.median);
+  auto log_of = [&](const char* needle) {
+    for (const auto& l : r.logs)
+      if (l.source.find(needle) != std::string::npos) return summarize({l});
+    FAIL("no log " << needle);
+    return ErrorSummary{};
+  };
+  const ErrorSummary xe = log_of("nvtests309_xe9680");
+  MESSAGE("XE9680 >= 1 MiB " << xe.large.median << ", < 1 MiB " << xe.small.median);
+  CHECK(s.large.count == 174);
+  CHECK(s.small.count == 204);
+  // Measured 2026-11-27 (docs/validation.md "Leave one system out"), bounds at the measured values rounded up.
+  // The pooled < 1 MiB median rose from 17.4 % when the host's latencies stopped learning from other fabrics'
+  // multi-host runs (FitOptions::fabric): systems whose per-message cost exceeds NCCL's tables (EFA, RoCE,
+  // NCCL 2.8.4 over HDR) no longer borrow another fabric's excess; XE9680's small messages no longer take
+  // p5's EFA cost (73.5 % -> 3.8 %).
+  CHECK(s.large.median <= 0.160);   // measured 15.9 % (19.5 % before the split and the NVLS_TREE per-loop fix)
+  CHECK(s.small.median <= 0.315);   // measured 31.4 % (17.4 %)
+  CHECK(ar.large.median <= 0.124);  // measured 12.4 % (16.6 %)
+  CHECK(ar.small.median <= 0.233);  // measured 23.2 % (14.9 %)
+  CHECK(xe.small.median <= 0.039);  // measured 3.8 % (73.7 %; 11.6 % with the defaults)
 }
