@@ -186,7 +186,7 @@ bool relevant(const Param& p, const Case& cs, const models::Calibration& c, bool
   // ... and the host-side latencies (base latency per call, step latency inside a host) from single-host runs
   // and runs on that fabric. NCCL's model keeps them apart: baseLat and hwLat[NVLINK] are per algorithm and
   // protocol, the network's share is hwLat[NET] plus the latency the net plugin reports (graph->latencyInter,
-  // 75 us from aws-ofi-nccl on p4d/p5), added per inter-node step ([NCCL-T] src/graph/tuning.cc
+  // 75 us from aws-ofi-nccl on p4d/p5), added per inter-node step (NVIDIA/nccl src/graph/tuning.cc
   // ncclTopoTuneModel at v2.26.2-1). In a multi-host run they add up to one constant per call (2 x 8 ranks,
   // Tree LL: baseLat + 2 x 7 x hwLat[NVLINK] + 2 x hwLat[NET]), so its small sizes cannot tell a host's cost
   // from its fabric's: with the network step latency held to the held-out fabric, the base latency took p5's

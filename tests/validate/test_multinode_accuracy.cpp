@@ -219,7 +219,7 @@ TEST_CASE("the NCCL release a log states sets NVLS_TREE's network latency, and w
 TEST_CASE("NCCL_MIN_CTAS=24 in a run's env: the same NCCL choice, NVLS_TREE on 24 channels instead of 16") {
   // gj-aion's 8-node log (NCCL_MIN_CTAS=24): NCCL's tuner choice does not see the setting (graphs[a]->nChannels,
   // src/graph/tuning.cc at v2.26.2-1), its NVLS channels do (src/transport/nvls.cc), so fewer, larger NVLS_TREE
-  // loops: at 8 GiB 51393 us with 16 channels, 48910 us with 24 (docs/validation.md, 8-node H100 limit).
+  // loops: at 8 GiB 51613 us with 16 channels, 49870 us with 24 (docs/validation.md, 8-node H100 limit).
   const std::string p = std::string(FABRICSIM_SOURCE_DIR) +
                         "/tests/data/nccl-tests-multinode/nvtests309_h100_ib400_8node_64gpu_all_reduce_minctas24_qps2.meta.json";
   auto require_set = [](auto& env) { REQUIRE(env.count("NCCL_MIN_CTAS") == 1u); };
@@ -238,7 +238,10 @@ TEST_CASE("NCCL_MIN_CTAS=24 in a run's env: the same NCCL choice, NVLS_TREE on 2
     CHECK(a.protocol == b.protocol);
     if (a.size_bytes >= (std::uint64_t{2} << 30)) {
       REQUIRE(a.algorithm == "nvls_tree");
-      CHECK(a.simulated_s < 0.98 * b.simulated_s);  // 2-8 GiB: 3.2-5.3 % faster
+      // 2-8 GiB: 2.4, 0.8, 3.4 % faster (3.2-5.3 % before the NVLS_TREE first chunk stopped paying the per-loop
+      // cost on the head's and the tree's hops: the phase schedule's heads then start those hops earlier, which
+      // moves how the merged bodies share the heads' links by up to 3 % either way at these sizes).
+      CHECK(a.simulated_s < 0.995 * b.simulated_s);
       ++faster;
     }
   }
