@@ -448,8 +448,9 @@ struct Builder {
     return {net_eff(), ap.net_step_latency_s};
   }
 
+  // `step_cost`: the fraction of the hop's per-step latency this transfer pays (PEdge::first_step_cost).
   std::uint32_t emit(NodeId src, NodeId dst, double payload, std::uint32_t steps, double weight,
-                     std::vector<std::uint32_t> deps, int channel, int stepidx) {
+                     std::vector<std::uint32_t> deps, int channel, int stepidx, double step_cost = 1.0) {
     auto [eff, lat] = hop_params(src, dst);
     Transfer x;
     x.src = src;
@@ -462,7 +463,7 @@ struct Builder {
     // time on the wire: the engine charges each step max(step latency, latency of the route it takes), not
     // their sum (the sum counted the NVLink hops twice: 19.2 us for an 8-byte all_reduce on 8 H100 with
     // NCCL's defaults, where NCCL's own model says 15 us). A merged transfer pays it `steps` times.
-    x.step_latency_s = lat * step_latency_scale;
+    x.step_latency_s = lat * step_latency_scale * step_cost;
     x.latency_includes_route = true;
     if (ll_cap_payload_Bps > 0 && payload > 0) x.rate_cap_Bps = ll_cap_payload_Bps * x.bytes / payload;
     std::sort(deps.begin(), deps.end());
@@ -719,6 +720,7 @@ struct Builder {
     std::vector<int> parents;
     std::vector<std::uint32_t> start_deps;
     int channel = 0;
+    double first_step_cost = 1.0;  // fraction of the hop's per-step latency the first chunk pays (build_nvls_tree)
   };
   // Returns each edge's completing transfer.
   std::vector<std::uint32_t> pipeline(const std::vector<PEdge>& edges, std::uint32_t K) {
@@ -733,7 +735,7 @@ struct Builder {
           for (int p : pe.parents) d.push_back(cur[p]);
           if (k == 0) d.insert(d.end(), pe.start_deps.begin(), pe.start_deps.end());
           else d.push_back(prev[e]);
-          cur[e] = emit(pe.src, pe.dst, pe.payload / K, 1, pe.weight, std::move(d), pe.channel, static_cast<int>(k));
+          cur[e] = emit(pe.src, pe.dst, pe.payload / K, 1, pe.weight, std::move(d), pe.channel, static_cast<int>(k), k == 0 ? pe.first_step_cost : 1.0);
         }
         std::swap(prev, cur);
       }
@@ -746,7 +748,7 @@ struct Builder {
       const PEdge& pe = edges[e];
       std::vector<std::uint32_t> d(pe.start_deps);
       for (int p : pe.parents) d.push_back(head[p]);
-      head[e] = emit(pe.src, pe.dst, pe.payload / K, 1, pe.weight, std::move(d), pe.channel, 0);
+      head[e] = emit(pe.src, pe.dst, pe.payload / K, 1, pe.weight, std::move(d), pe.channel, 0, pe.first_step_cost);
     }
     for (std::size_t e = 0; e < E; ++e) {
       const PEdge& pe = edges[e];
@@ -1009,16 +1011,29 @@ struct Builder {
     // charged per chunk (64 KiB chunks on 8 nodes: 128 loops per GiB) it serialised 2.7 ms of latency into a
     // 1 GiB call, 8.6 ms simulated against 5.6 ms measured on 8 H100 nodes.
     s.fixed_latency_s += 2 * std::ceil(std::log2(static_cast<double>(H))) * ap.net_step_latency_s;
+    // The per-loop cost on the first loop's path: NCCL's NVLS_TREE kernel runs NVLS's four warp groups per
+    // channel (scatter, reduce, broadcast, gather; NVIDIA/nccl src/device/all_reduce.h
+    // RunWorkColl<..., NCCL_ALGO_NVLS_TREE, ...> at v2.26.2-1, src/collectives/device/all_reduce.h at v2.18.1-1,
+    // read, not copied), so a loop crosses the single-host NVLS kernel's two hand-offs inside a host, scatter ->
+    // reduce and broadcast -> gather, which the single-host schedule (build_nvls) charges once each, on its up
+    // and down edges. Here each of them is two edges (through the switch to the head and back), and the reduce
+    // and broadcast warps hand the tree hops to the network proxy, whose latency is charged per call above, as
+    // NCCL's model does. So the first chunk pays the cost on the first edge of the reduce (rank -> switch) and
+    // the last of the broadcast (switch -> rank) only: charged on all six edges, a one-loop call (up to 8 MiB
+    // on 2 x 8 H100) paid it six times in series (XE9680 1-8 MiB 18-24 % slow). Every later chunk pays it on
+    // every edge: in the schedule a chunk's per-step latency runs before its bytes, so the per-loop cost is
+    // also what bounds each edge's rate in the single-host fit; taken off the head's edges for every chunk, the
+    // shard bytes overlapped the other edges' latency and the plateau rose (XE9680 16 GiB +4.5 -> +9.3 %).
     std::vector<PEdge> edges;
-    auto add = [&](NodeId a, NodeId b, double payload, std::vector<int> parents, int ch) {
-      edges.push_back(PEdge{a, b, payload, 1.0, std::move(parents), {}, ch});
+    auto add = [&](NodeId a, NodeId b, double payload, std::vector<int> parents, int ch, double first_step_cost = 0.0) {
+      edges.push_back(PEdge{a, b, payload, 1.0, std::move(parents), {}, ch, first_step_cost});
       return static_cast<int>(edges.size() - 1);
     };
     auto head = [&](int h, int k) { return gpu(L.hosts[h][k]); };
     // Reduce input: every rank sends the g-1 shards it does not head to the switch.
     std::vector<std::vector<int>> up(H);
     for (int h = 0; h < H; ++h)
-      for (int k = 0; k < g; ++k) up[h].push_back(add(head(h, k), sw[h], S * (g - 1) / g, {}, k));
+      for (int k = 0; k < g; ++k) up[h].push_back(add(head(h, k), sw[h], S * (g - 1) / g, {}, k, 1.0));
     // The reduced shard k reaches head k.
     std::vector<std::vector<int>> rs(H, std::vector<int>(g));
     for (int h = 0; h < H; ++h)
@@ -1068,7 +1083,7 @@ struct Builder {
     for (int h = 0; h < H; ++h)
       for (int k = 0; k < g; ++k) ag[h][k] = add(head(h, k), sw[h], shard, ready[h][k], k);
     for (int h = 0; h < H; ++h)
-      for (int k = 0; k < g; ++k) add(sw[h], head(h, k), S * (g - 1) / g, ag[h], k);
+      for (int k = 0; k < g; ++k) add(sw[h], head(h, k), S * (g - 1) / g, ag[h], k, 1.0);
     pipeline(edges, K);
   }
 

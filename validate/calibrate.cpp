@@ -180,8 +180,19 @@ std::string fabric_of(const Case& cs) { return cs.m.num_nodes <= 1 ? "" : fabric
 
 bool relevant(const Param& p, const Case& cs, const models::Calibration& c, bool split, const std::string& fabric) {
   // FitOptions::fabric: a fabric's efficiency and network step latency from runs on that fabric only.
-  const bool network_param = p.is_extra ? p.key == "network_efficiency" : p.field == Field::NetStep;
+  const bool network_param = p.is_extra ? p.key == "network_efficiency" || p.key == "multi_host_base_latency_factor"
+                                        : p.field == Field::NetStep;
   if (network_param && !fabric.empty() && fabric_of(cs) != fabric) return false;
+  // ... and the host-side latencies (base latency per call, step latency inside a host) from single-host runs
+  // and runs on that fabric. NCCL's model keeps them apart: baseLat and hwLat[NVLINK] are per algorithm and
+  // protocol, the network's share is hwLat[NET] plus the latency the net plugin reports (graph->latencyInter,
+  // 75 us from aws-ofi-nccl on p4d/p5), added per inter-node step (NVIDIA/nccl src/graph/tuning.cc
+  // ncclTopoTuneModel at v2.26.2-1). In a multi-host run they add up to one constant per call (2 x 8 ranks,
+  // Tree LL: baseLat + 2 x 7 x hwLat[NVLINK] + 2 x hwLat[NET]), so its small sizes cannot tell a host's cost
+  // from its fabric's: with the network step latency held to the held-out fabric, the base latency took p5's
+  // EFA per-message cost to XE9680's InfiniBand (docs/validation.md "Leave one system out").
+  const bool host_latency = !p.is_extra && (p.field == Field::Base || p.field == Field::Step);
+  if (host_latency && !fabric.empty() && cs.m.num_nodes > 1 && fabric_of(cs) != fabric) return false;
   // A latency group moves the runs of its own NCCL era only (the era's table replaces the current one).
   if (!p.is_extra) {
     if (models::nccl_era_index(c, models::nccl_version_code(cs.m.nccl_version)) != p.era) return false;

@@ -75,6 +75,8 @@ struct FitOptions {
   // efficiency and the network step latencies, are then identified from multi-host runs on that fabric only,
   // and stay at the start's values when no training run has it: fitted on other fabrics they carried those
   // fabrics' efficiency and latency to the held-out system (docs/validation.md "Leave one system out").
+  // The host's latencies (base latency, step latency inside a host) are identified from single-host runs and
+  // multi-host runs on that fabric: a multi-host run's per-call cost cannot tell them from the fabric's.
   std::string fabric;
 };
 

@@ -522,7 +522,27 @@ TEST_CASE("nvls_tree: NCCL's NVLS_TREE across hosts (applicability, tuner model,
     Schedule sch = build_schedule(s, t, r, cal);
     const auto& ap = cal.of(Algorithm::NvlsTree, Protocol::Simple);
     CHECK(sch.fixed_latency_s == approx(ap.base_latency_s + 2 * std::log2(H) * ap.net_step_latency_s));
-    for (const auto& x : sch.transfers) CHECK(x.step_latency_s == approx(sch.transfers[0].step_latency_s));
+    // The NVLS per-loop cost (the transfers' step latency): every chunk after the first pays it on every hop; the
+    // first pays it only on the rank -> switch and switch -> rank hops, the NVLS kernel's two hand-offs inside a
+    // host (they carry (g-1)/g of S, the head's hops S/g and the tree hops S/2g), none on the others.
+    double loop = 0, biggest_first = 0;
+    for (const auto& x : sch.transfers) {
+      loop = std::max(loop, x.step_latency_s);
+      if (x.step == 0) biggest_first = std::max(biggest_first, x.payload_bytes);
+    }
+    CHECK(loop > 0);
+    int handoffs = 0, free_hops = 0;
+    for (const auto& x : sch.transfers) {
+      if (x.step != 0) {
+        CHECK(x.step_latency_s == approx(loop));
+        continue;
+      }
+      const bool handoff = x.payload_bytes == approx(biggest_first);
+      CHECK(x.step_latency_s == (handoff ? approx(loop) : approx(0.0)));
+      (handoff ? handoffs : free_hops)++;
+    }
+    CHECK(handoffs > 0);
+    CHECK(free_hops > 0);
   }
 }
 

@@ -62,16 +62,16 @@ TEST_CASE("multi-node logs: held-out busbw error per collective with the cited d
   // Guards at the values measured 2026-11-26 (docs/validation.md "Multi-node logs"); issue bounds 8 % / 15 %.
   ErrorSummary ar = summarize(by_op.at("all_reduce"));
   CHECK(ar.large.count == 127);
-  // measured 13.1 % (13.2 % before EFA's 20 us per inter-node step, 15.9 % before NCCL_MIN_CTAS was honoured,
-  // 20.3 % before NVLS_TREE, 24.4 % before the fabric mapping); the points around the median are sparse
-  // (12.0-13.2 %), docs/validation.md.
-  CHECK(ar.large.median <= 0.132);
+  // measured 11.6 % (12.1 % with the NVLS_TREE per-loop cost alone, 13.1 % with EFA's 20 us per inter-node step
+  // alone, 13.2 % before both, 15.9 % before NCCL_MIN_CTAS was honoured, 20.3 % before NVLS_TREE, 24.4 % before
+  // the fabric mapping); the points around the median are sparse, docs/validation.md.
+  CHECK(ar.large.median <= 0.117);
   // measured 25.9 % (29.2 % before EFA's per-step latency, 39.7 % before NCCL's net overhead in the ring's price)
   CHECK(ar.small.median <= 0.26);
   // EFA's per-message latency from aws-ofi-nccl's own cost model (20 us per inter-node step, topologies/
   // fabrics.cpp): the AWS p5 log's 8 B-128 KiB Tree LL rows were 2.6-3.9x faster than measured with the RoCE
-  // estimate (0.6 us per NIC); measured 11.8 % >= 1 MiB and 27.0 % below (22.8 and 174.3 % before).
-  CHECK(log_of("aws_p5").large.median <= 0.12);
+  // estimate (0.6 us per NIC); measured 12.0 % >= 1 MiB and 27.0 % below (22.8 and 174.3 % before).
+  CHECK(log_of("aws_p5").large.median <= 0.121);
   CHECK(log_of("aws_p5").small.median <= 0.27);
   // NCCL's net overhead (>= 1 us per intra-node step of a multi-node ring) makes 8 ranks on 2 hosts a Tree LL
   // call, as NCCL's model does: ABCI V and Polaris below 1 MiB (45.5 and 53.3 % on Ring LL before).
@@ -104,12 +104,15 @@ TEST_CASE("multi-node logs: held-out busbw error per collective with the cited d
   // NVLS_TREE: the three default-setting 2-node H100 logs (whose busbw passes the NICs' line rate) run on it
   // from 4 MiB up; the two InfiniBand ones are now at the bound at >= 1 MiB.
   // XE9680 (NCCL 2.26.2): NVLS_TREE from 1 MiB since its release's NVLS_TREE network latency is priced (14 us, not
-  // 20.9), as NCCL 2.26.2 chooses; its simulated 1-8 MiB are 18-24 % slow (docs/validation.md).
-  CHECK(log_of("nvtests309_xe9680").large.median <= 0.0895);  // measured 8.92 % (7.9 % on Tree LL128 at 1-2 MiB)
-  CHECK(log_of("nvtests309_h100_ib400_2node_16gpu_all_reduce.txt").large.median <= 0.081);  // 8.03 % (21.4 %)
-  // gj-aion's 8-node log with NCCL_MIN_CTAS=24, honoured since 2026-11-27 (NVLS_TREE on 24 channels).
+  // 20.9), as NCCL 2.26.2 chooses; its 1-8 MiB within -7..0 % since the NVLS per-loop cost is paid on a loop's path
+  // only at the kernel's two hand-offs inside a host (18-24 % slow when all six hops paid it; docs/validation.md).
+  CHECK(log_of("nvtests309_xe9680").large.median <= 0.060);  // measured 5.94 % (8.92 % with six hops)
+  CHECK(log_of("nvtests309_h100_ib400_2node_16gpu_all_reduce.txt").large.median <= 0.061);  // 6.09 % (8.03 %)
+  // gj-aion's 8-node log with NCCL_MIN_CTAS=24, honoured since 2026-11-27 (NVLS_TREE on 24 channels). The per-loop
+  // fix moved it from 13.2 %: 64-512 MiB +16..+20 % (was +17..+24 %), 1-8 GiB -12..-14 % (was -12..-13 %), the
+  // points around its median being those two groups.
   MESSAGE("8-node NCCL_MIN_CTAS=24 log >= 1 MiB median " << log_of("nvtests309_h100_ib400_8node").large.median);
-  CHECK(log_of("nvtests309_h100_ib400_8node").large.median <= 0.133);  // measured 13.2 % (16.0 % with 16 channels)
+  CHECK(log_of("nvtests309_h100_ib400_8node").large.median <= 0.145);  // measured 14.4 % (16.0 % with 16 channels)
   for (const auto& l : r.logs)
     if (l.source.find("xe9680") != std::string::npos || l.source.find("aws_p5") != std::string::npos)
       for (const auto& p : l.points)
@@ -223,7 +226,7 @@ TEST_CASE("the NCCL release a log states sets NVLS_TREE's network latency, and w
 TEST_CASE("NCCL_MIN_CTAS=24 in a run's env: the same NCCL choice, NVLS_TREE on 24 channels instead of 16") {
   // gj-aion's 8-node log (NCCL_MIN_CTAS=24): NCCL's tuner choice does not see the setting (graphs[a]->nChannels,
   // src/graph/tuning.cc at v2.26.2-1), its NVLS channels do (src/transport/nvls.cc), so fewer, larger NVLS_TREE
-  // loops: at 8 GiB 51393 us with 16 channels, 48910 us with 24 (docs/validation.md, 8-node H100 limit).
+  // loops: at 8 GiB 51613 us with 16 channels, 49870 us with 24 (docs/validation.md, 8-node H100 limit).
   const std::string p = std::string(FABRICSIM_SOURCE_DIR) +
                         "/tests/data/nccl-tests-multinode/nvtests309_h100_ib400_8node_64gpu_all_reduce_minctas24_qps2.meta.json";
   auto require_set = [](auto& env) { REQUIRE(env.count("NCCL_MIN_CTAS") == 1u); };
@@ -242,9 +245,66 @@ TEST_CASE("NCCL_MIN_CTAS=24 in a run's env: the same NCCL choice, NVLS_TREE on 2
     CHECK(a.protocol == b.protocol);
     if (a.size_bytes >= (std::uint64_t{2} << 30)) {
       REQUIRE(a.algorithm == "nvls_tree");
-      CHECK(a.simulated_s < 0.98 * b.simulated_s);  // 2-8 GiB: 3.2-5.3 % faster
+      // 2-8 GiB: 2.4, 0.8, 3.4 % faster (3.2-5.3 % before the NVLS_TREE first chunk stopped paying the per-loop
+      // cost on the head's and the tree's hops: the phase schedule's heads then start those hops earlier, which
+      // moves how the merged bodies share the heads' links by up to 3 % either way at these sizes).
+      CHECK(a.simulated_s < 0.995 * b.simulated_s);
       ++faster;
     }
   }
   CHECK(faster == 3);
+}
+
+TEST_CASE("leave-one-out by system: multi-node logs, each system predicted by a fit on the others") {
+  // `fabricsim validate --loo --loo-by-system` with the files of the defaults' command above (docs/validation.md
+  // "Leave one system out"): every multi-host log of one system held out together, the fit on the rest of its
+  // hardware family; the held-out system's fabric properties and host-side latencies fitted on runs of its own
+  // fabric only (FitOptions::fabric). A long test (about 30 s of CPU, label "long").
+  const std::string d = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/";
+  std::vector<std::string> metas;
+  for (const char* sub : {"nccl-tests-multinode/", "nccl-tests/"})
+    for (const auto& e : std::filesystem::directory_iterator(d + sub)) {
+      const std::string p = e.path().string();
+      const std::string f = e.path().filename().string();
+      if (p.size() < 10 || p.compare(p.size() - 10, 10, ".meta.json") != 0) continue;
+      if (std::string(sub) == "nccl-tests/" && f.find("abci_inter_") != 0 && f.find("together_b200_") != 0) continue;
+      metas.push_back(p);
+    }
+  std::sort(metas.begin(), metas.end());
+  REQUIRE(metas.size() == 16);
+  std::vector<Measurement> all;
+  for (const auto& p : metas)
+    for (auto& m : load_measurements(p)) all.push_back(std::move(m));
+  auto cases = make_cases(all);
+  FitOptions opt;
+  opt.loo_by_system = true;
+  const Report r = leave_one_out(cases, models::default_calibration(), opt);
+  REQUIRE(r.logs.size() == 17);
+  const ErrorSummary s = summarize(r.logs);
+  MESSAGE(">= 1 MiB median " << s.large.median << " (" << s.large.count << "), < 1 MiB median " << s.small.median
+                             << " (" << s.small.count << ")");
+  std::map<std::string, std::vector<LogCompare>> by_op;
+  for (const auto& l : r.logs) by_op[l.op].push_back(l);
+  const ErrorSummary ar = summarize(by_op.at("all_reduce"));
+  MESSAGE("all_reduce >= 1 MiB median " << ar.large.median << ", < 1 MiB median " << ar.small.median);
+  auto log_of = [&](const char* needle) {
+    for (const auto& l : r.logs)
+      if (l.source.find(needle) != std::string::npos) return summarize({l});
+    FAIL("no log " << needle);
+    return ErrorSummary{};
+  };
+  const ErrorSummary xe = log_of("nvtests309_xe9680");
+  MESSAGE("XE9680 >= 1 MiB " << xe.large.median << ", < 1 MiB " << xe.small.median);
+  CHECK(s.large.count == 174);
+  CHECK(s.small.count == 204);
+  // Measured 2026-11-27 (docs/validation.md "Leave one system out"), bounds at the measured values rounded up.
+  // The pooled < 1 MiB median rose from 17.4 % when the host's latencies stopped learning from other fabrics'
+  // multi-host runs (FitOptions::fabric) and EFA's cited per-message latency entered the fabric: systems whose
+  // per-message cost exceeds NCCL's tables (RoCE, NCCL 2.8.4 over HDR, Slingshot) no longer borrow another
+  // fabric's excess, and the held-out folds land near the defaults (15.9 % / 33.2 % on the same points).
+  CHECK(s.large.median <= 0.155);   // measured 15.4 % (19.5 % before the split, EFA's latency and NVLS_TREE)
+  CHECK(s.small.median <= 0.334);   // measured 33.3 % (17.4 %)
+  CHECK(ar.large.median <= 0.115);  // measured 11.4 % (16.6 %)
+  CHECK(ar.small.median <= 0.26);   // measured 25.9 % (14.9 %)
+  CHECK(xe.small.median <= 0.117);  // measured 11.6 % (73.7 %; 11.6 % with the defaults)
 }

@@ -195,9 +195,11 @@ TEST_CASE("FitOptions::nccl_eras: an NCCL 2.8.4 run moves its generation's laten
   CHECK(fit_calibration(cases, def, opt).calib.nccl_eras.empty());
 }
 
-TEST_CASE("FitOptions::fabric: the network efficiency and network step latencies only from runs on that fabric") {
+TEST_CASE("FitOptions::fabric: network and per-call latencies only from runs on that fabric (and single-host runs)") {
   // --loo --loo-by-system sets it to the held-out system's fabric: a fit on other fabrics' runs must not carry
-  // their efficiency and latency to it (docs/validation.md "Leave one system out").
+  // their efficiency and latency to it, neither through the network's own parameters nor through the base
+  // and per-step latencies, which a multi-host run cannot tell from its fabric's (docs/validation.md "Leave
+  // one system out").
   auto cases = make_cases({load1("abci_inter_vnode_job2_7194532_8gpu_all_reduce.meta.json")});
   REQUIRE(cases[0].sys->mapping().params.at("fabric") == "infiniband-edr");
   const models::Calibration def = models::default_calibration();
@@ -206,20 +208,39 @@ TEST_CASE("FitOptions::fabric: the network efficiency and network step latencies
   auto network = [](const std::string& name) {
     return name == "network_efficiency" || name.rfind("net_step_latency", 0) == 0;
   };
+  auto host_latency = [](const std::string& name) {
+    return name.rfind("base_latency", 0) == 0 || name.rfind("step_latency", 0) == 0;
+  };
   opt.fabric = "efa";
   FitResult other = fit_calibration(cases, def, opt);
   CHECK_FALSE(other.params.empty());  // the other parameters still move
   for (const auto& p : other.params) {
     CAPTURE(p.name);
     CHECK_FALSE(network(p.name));
+    CHECK_FALSE(host_latency(p.name));
   }
   CHECK(other.calib.factors.network_efficiency == def.factors.network_efficiency);
-  for (const auto& [ap, v] : other.calib.algo) CHECK(v.net_step_latency_s == def.algo.at(ap).net_step_latency_s);
+  for (const auto& [ap, v] : other.calib.algo) {
+    CHECK(v.net_step_latency_s == def.algo.at(ap).net_step_latency_s);
+    CHECK(v.base_latency_s == def.algo.at(ap).base_latency_s);
+    CHECK(v.step_latency_s == def.algo.at(ap).step_latency_s);
+  }
   opt.fabric = "infiniband-edr";
   FitResult same = fit_calibration(cases, def, opt);
-  bool moved = false;
-  for (const auto& p : same.params) moved = moved || network(p.name);
+  bool moved = false, host_moved = false;
+  for (const auto& p : same.params) {
+    moved = moved || network(p.name);
+    host_moved = host_moved || host_latency(p.name);
+  }
   CHECK(moved);
+  CHECK(host_moved);
+  // A single-host run identifies the host's latencies whatever the held-out fabric.
+  auto intra = make_cases({load1("abci_intra_vnode_job4_7280532_4gpu_all_reduce.meta.json")});
+  opt.fabric = "efa";
+  FitResult single = fit_calibration(intra, def, opt);
+  host_moved = false;
+  for (const auto& p : single.params) host_moved = host_moved || host_latency(p.name);
+  CHECK(host_moved);
 }
 
 TEST_CASE("report formats: text summary lines, JSON fields, SVG with one series per log") {
