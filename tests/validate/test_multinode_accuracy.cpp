@@ -2,8 +2,8 @@
 //
 // The split: the built-in default calibration cites its sources (datasheets, NCCL's tables, an external 8x
 // H100 sweep) and is fitted on none of these logs, so predicting them with it is a held-out prediction for
-// every one of them (docs/validation.md "Multi-node logs"; a leave-one-out-by-system refit, `fabricsim
-// validate --loo --loo-by-system`, 110 s CPU on 2026-11-26, is run by hand). The bounds
+// every one of them (docs/validation.md "Multi-node logs"; the leave-one-out-by-system refit, `fabricsim
+// validate --loo --loo-by-system`, is the last test case, a long one). The bounds
 // (median |busbw error| <= 8 % >= 1 MiB and <= 15 % below, per collective) are NOT met pooled; the checks
 // below are regression guards at the measured values (2026-11-26 and -27, rounded up), and checks of what the fabric
 // mapping and NVLS_TREE fixed. docs/validation.md "Multi-node logs" explains what is left, per log.
