@@ -182,6 +182,15 @@ long long wrong_in(const std::vector<Measurement>& ms, const std::string& op, bo
   }
   return w;
 }
+// Wrong elements over every op, size and placement of a sweep; `rows` counts the rows checked.
+long long wrong_everywhere(const std::vector<Measurement>& ms, int* rows) {
+  long long total = 0;
+  for (const auto& op : kOps) {
+    total += wrong_in(ms, op, true, 0, ~0ull, rows);
+    total += wrong_in(ms, op, false, 0, ~0ull, rows);
+  }
+  return total;
+}
 }  // namespace
 
 TEST_CASE("bench harness on a real H200: the pre-fix sweep's wrong rows, the fixed sweep's none") {
@@ -198,12 +207,7 @@ TEST_CASE("bench harness on a real H200: the pre-fix sweep's wrong rows, the fix
     CHECK(rows >= 2);  // the 512 KiB, 2 MiB, 8 MiB rows of the -f 4 sweep were checked
   }
   int rows = 0;
-  long long total = 0;
-  for (const auto& op : kOps) {
-    total += wrong_in(after, op, true, 0, ~0ull, &rows);
-    total += wrong_in(after, op, false, 0, ~0ull, &rows);
-  }
-  CHECK(total == 0);
+  CHECK(wrong_everywhere(after, &rows) == 0);
   CHECK(rows > 100);
 }
 
@@ -215,12 +219,7 @@ TEST_CASE("bench harness on a real H100: the sweep has no wrong row, the legacy-
   const auto after = load_measurements(dir + "allops.txt");
   REQUIRE(after.size() == 7);
   int rows = 0;
-  long long total = 0;
-  for (const auto& op : kOps) {
-    total += wrong_in(after, op, true, 0, ~0ull, &rows);
-    total += wrong_in(after, op, false, 0, ~0ull, &rows);
-  }
-  CHECK(total == 0);
+  CHECK(wrong_everywhere(after, &rows) == 0);
   CHECK(rows > 100);
   std::ifstream in(dir + "selftest_legacy.txt");
   REQUIRE(in);

@@ -22,7 +22,9 @@
 using namespace fabricsim;
 using namespace fabricsim::validate;
 
-TEST_CASE("multi-node logs: held-out busbw error per collective with the cited defaults") {
+namespace {
+// Every multi-host log's sidecar: tests/data/nccl-tests-multinode and the multi-host logs of tests/data/nccl-tests.
+std::vector<std::string> multinode_metas() {
   const std::string d = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/";
   std::vector<std::string> metas;
   for (const char* sub : {"nccl-tests-multinode/", "nccl-tests/"})
@@ -35,6 +37,12 @@ TEST_CASE("multi-node logs: held-out busbw error per collective with the cited d
       metas.push_back(p);
     }
   std::sort(metas.begin(), metas.end());
+  return metas;
+}
+}  // namespace
+
+TEST_CASE("multi-node logs: held-out busbw error per collective with the cited defaults") {
+  const std::vector<std::string> metas = multinode_metas();
   REQUIRE(metas.size() == 16);  // 10 in nccl-tests-multinode, ABCI inter 5, B200 1
   std::vector<Measurement> all;
   for (const auto& p : metas)
@@ -260,17 +268,7 @@ TEST_CASE("leave-one-out by system: multi-node logs, each system predicted by a 
   // "Leave one system out"): every multi-host log of one system held out together, the fit on the rest of its
   // hardware family; the held-out system's fabric properties and host-side latencies fitted on runs of its own
   // fabric only (FitOptions::fabric). A long test (about 30 s of CPU, label "long").
-  const std::string d = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/";
-  std::vector<std::string> metas;
-  for (const char* sub : {"nccl-tests-multinode/", "nccl-tests/"})
-    for (const auto& e : std::filesystem::directory_iterator(d + sub)) {
-      const std::string p = e.path().string();
-      const std::string f = e.path().filename().string();
-      if (p.size() < 10 || p.compare(p.size() - 10, 10, ".meta.json") != 0) continue;
-      if (std::string(sub) == "nccl-tests/" && f.find("abci_inter_") != 0 && f.find("together_b200_") != 0) continue;
-      metas.push_back(p);
-    }
-  std::sort(metas.begin(), metas.end());
+  const std::vector<std::string> metas = multinode_metas();
   REQUIRE(metas.size() == 16);
   std::vector<Measurement> all;
   for (const auto& p : metas)
