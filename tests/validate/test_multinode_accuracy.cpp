@@ -306,3 +306,47 @@ TEST_CASE("leave-one-out by system: multi-node logs, each system predicted by a 
   CHECK(ar.small.median <= 0.26);   // measured 25.9 % (14.9 %)
   CHECK(xe.small.median <= 0.117);  // measured 11.6 % (73.7 %; 11.6 % with the defaults)
 }
+
+TEST_CASE("in sample, per system: all_gather, scatter and sendrecv miss issue 22's bounds even fitted on themselves") {
+  // The most favourable case a held-out prediction can only approach: each system's logs fitted on
+  // themselves (`fabricsim calibrate [--split-fit] LOGS -o fit.json`, then `fabricsim validate --calibration
+  // fit.json LOGS`; docs/validation.md "Multi-node logs", "In sample"). For the three collectives other than
+  // all_reduce the visible logs come from one or two systems each, and on them the model's structure misses
+  // the bounds (8 % >= 1 MiB, 15 % below) with every parameter fitted to the very points it is checked on;
+  // a leave-one-system-out fit, which sees none of them, cannot do better than this by construction of the
+  // bound. Measured 2026-11-27 (default fit / --split-fit): all_gather (Polaris 8 nodes, GCP A4) 10.0 / 25.2 %
+  // and 29.1 / 30.5 %; scatter (AWS p4d) >= 1 MiB 10.9 / 10.9 %; sendrecv (Together B200) < 1 MiB 18.7 / 18.6 %.
+  const std::string d = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/";
+  const std::vector<std::vector<std::string>> systems = {
+      {d + "nccl-tests-multinode/polaris_a100_slingshot11_2node_8gpu_all_reduce.meta.json",
+       d + "nccl-tests-multinode/polaris_a100_slingshot11_8node_32gpu_all_gather.meta.json"},
+      {d + "nccl-tests-multinode/gcp_a4_b200_roce_2node_16gpu_all_gather.meta.json"},
+      {d + "nccl-tests-multinode/aws_p4d_2node_16gpu_scatter.meta.json"},
+      {d + "nccl-tests/together_b200_2node_16gpu_sendrecv.meta.json"}};
+  for (bool split : {false, true}) {
+    CAPTURE(split);
+    std::map<std::string, std::vector<LogCompare>> by_op;
+    for (const auto& files : systems) {
+      std::vector<Measurement> ms;
+      for (const auto& f : files)
+        for (auto& m : load_measurements(f)) ms.push_back(std::move(m));
+      auto cases = make_cases(ms);
+      FitOptions opt;
+      opt.split_identification = split;
+      const FitResult fr = fit_calibration(cases, models::default_calibration(), opt);
+      Report r = compare(cases, [&](std::size_t) -> const models::Calibration& { return fr.calib; }, "in sample");
+      for (auto& l : r.logs) by_op[l.op].push_back(std::move(l));
+    }
+    const ErrorSummary ag = summarize(by_op.at("all_gather")), sc = summarize(by_op.at("scatter")),
+                       sr = summarize(by_op.at("sendrecv"));
+    MESSAGE((split ? "--split-fit" : "default fit") << ": all_gather " << ag.large.median << " / " << ag.small.median
+                                                    << ", scatter " << sc.large.median << " / " << sc.small.median
+                                                    << ", sendrecv " << sr.large.median << " / " << sr.small.median);
+    CHECK(ag.large.count == 25);
+    CHECK(ag.small.count == 21);
+    CHECK(ag.large.median > 0.08);
+    CHECK(ag.small.median > 0.15);
+    CHECK(sc.large.median > 0.08);
+    CHECK(sr.small.median > 0.15);
+  }
+}
