@@ -7,6 +7,7 @@
 #include <string>
 
 #include "apps/cli.hpp"
+#include "sim/base/allocator.hpp"
 #include "sim/base/error.hpp"
 
 namespace {
@@ -40,6 +41,7 @@ void usage(std::ostream& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  fabricsim::retain_freed_memory();
   if (argc < 2) {
     usage(std::cerr);
     return 2;

@@ -42,6 +42,7 @@
 #include "sim/engine/schedule_runner.hpp"
 #include "topologies/io.hpp"
 #include "topologies/routing.hpp"
+#include "sim/base/allocator.hpp"
 
 using namespace fabricsim;
 
@@ -50,6 +51,7 @@ using fabricsim::bench::now_s;
 using fabricsim::bench::peak_rss_MiB;
 
 int main(int argc, char** argv) {
+  fabricsim::retain_freed_memory();  // as the CLI does (sim/base/allocator.hpp)
   return bench::run_main("bench_collectives", [&] {
     std::map<std::string, std::string> a = bench::parse_flags(
         argc, argv,

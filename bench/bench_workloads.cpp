@@ -28,6 +28,7 @@
 #include "bench/bench_util.hpp"
 #include "replay/run_scenario.hpp"
 #include "workloads/scenario.hpp"
+#include "sim/base/allocator.hpp"
 
 using namespace fabricsim;
 
@@ -106,6 +107,7 @@ int run_one(const std::string& name, const std::string& comm, const sim::EngineC
 }  // namespace
 
 int main(int argc, char** argv) {
+  fabricsim::retain_freed_memory();  // as the CLI does (sim/base/allocator.hpp)
   std::string which = argc > 1 ? argv[1] : "all";
   std::string comm = "engine";
   sim::EngineCommOptions eng;
