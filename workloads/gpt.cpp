@@ -117,10 +117,17 @@ bool GptConfig::recomputes(const std::string& module) const {
   return false;
 }
 
+// Megatron-LM derives the virtual stages from num_layers_per_virtual_pipeline_stage over the layers per pipeline
+// stage with the embedding and the loss counted as layers where account_for_*_in_pipeline_split says so
+// (megatron/training/arguments.py validate_args at NVIDIA/Megatron-LM@d98e8a64dd).
+std::int64_t GptConfig::split_layers() const {
+  return num_layers + (account_for_embedding_in_pipeline_split ? 1 : 0) + (account_for_loss_in_pipeline_split ? 1 : 0);
+}
+
 std::int64_t GptConfig::vp() const {
   if (virtual_pipeline_model_parallel_size) return virtual_pipeline_model_parallel_size;
   if (num_layers_per_virtual_pipeline_stage) {
-    const std::int64_t per_stage = num_layers / pipeline_model_parallel_size;
+    const std::int64_t per_stage = split_layers() / pipeline_model_parallel_size;
     return std::max<std::int64_t>(1, per_stage / num_layers_per_virtual_pipeline_stage);
   }
   return 1;
@@ -294,9 +301,16 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     fail("seq_length", "must be a multiple of 2 x context_parallel_size (load-balanced causal chunks)");
   if (c.num_layers_per_virtual_pipeline_stage && c.virtual_pipeline_model_parallel_size)
     fail("virtual_pipeline_model_parallel_size", "give it or num_layers_per_virtual_pipeline_stage, not both");
-  if (c.num_layers_per_virtual_pipeline_stage && c.num_layers % pp == 0 &&
-      (c.num_layers / pp) % c.num_layers_per_virtual_pipeline_stage)
-    fail("num_layers_per_virtual_pipeline_stage", "must divide the layers per pipeline stage (" + std::to_string(c.num_layers / pp) + ")");
+  if (c.num_layers_per_virtual_pipeline_stage &&
+      (c.decoder_first_pipeline_num_layers || c.decoder_last_pipeline_num_layers))
+    fail("num_layers_per_virtual_pipeline_stage",
+         "cannot be combined with decoder_first/last_pipeline_num_layers: give virtual_pipeline_model_parallel_size "
+         "(Megatron-LM's --num-virtual-stages-per-pipeline-rank) instead");
+  if (c.num_layers_per_virtual_pipeline_stage && c.split_layers() % pp == 0 &&
+      (c.split_layers() / pp) % c.num_layers_per_virtual_pipeline_stage)
+    fail("num_layers_per_virtual_pipeline_stage",
+         "must divide the layers per pipeline stage (" + std::to_string(c.split_layers() / pp) +
+             (c.split_layers() != c.num_layers ? ", the embedding / loss counted as layers" : "") + ")");
   layout_of(c, fail);
   const auto dp = c.data_parallel();
   // Resource bound (docs/reliability.md), checked before anything is allocated: each simulated rank holds a

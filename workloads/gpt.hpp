@@ -172,6 +172,9 @@ struct GptConfig {
   }
   // Virtual pipeline chunks per stage (1 = no interleaving).
   std::int64_t vp() const;
+  // The layers the pipeline split divides: num_layers, plus one each for the embedding and the loss where
+  // account_for_embedding/loss_in_pipeline_split count them.
+  std::int64_t split_layers() const;
   bool dualpipe() const { return pipeline_parallel_schedule == "DualPipe"; }
 };
 

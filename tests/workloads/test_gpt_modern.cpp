@@ -254,6 +254,25 @@ TEST_CASE("gpt pipeline layouts: uneven stages, embedding/loss as layers, virtua
   for (auto& st : lv)
     for (auto n : st) total += n;
   CHECK(total == 126);
+  // The same split given as Megatron's num_layers_per_virtual_pipeline_stage: (126 + 2) / 8 = 16 layers per stage,
+  // 2 per chunk, so VP 8 (megatron/training/arguments.py at d98e8a64 counts the embedding and loss layers).
+  GptConfig w = cfg({{"model", "llama3.1-405b"}, {"gpu", "h100"}, {"world_size", "512"},
+                     {"pipeline_model_parallel_size", "8"}, {"num_layers_per_virtual_pipeline_stage", "2"},
+                     {"account_for_embedding_in_pipeline_split", "true"}, {"account_for_loss_in_pipeline_split", "true"},
+                     {"global_batch_size", "64"}});
+  CHECK(w.vp() == 8);
+  CHECK(gpt_layer_layout(w) == lv);
+  CHECK(error_of([] {
+          cfg({{"model", "llama3.1-405b"}, {"gpu", "h100"}, {"world_size", "512"}, {"pipeline_model_parallel_size", "8"},
+               {"num_layers_per_virtual_pipeline_stage", "3"}, {"account_for_embedding_in_pipeline_split", "true"},
+               {"account_for_loss_in_pipeline_split", "true"}, {"global_batch_size", "64"}});
+        }).find("must divide the layers per pipeline stage (16, the embedding / loss counted as layers)") !=
+        std::string::npos);
+  CHECK(error_of([] {
+          cfg({{"model", "llama3.1-405b"}, {"gpu", "h100"}, {"world_size", "16384"}, {"pipeline_model_parallel_size", "16"},
+               {"decoder_first_pipeline_num_layers", "7"}, {"decoder_last_pipeline_num_layers", "7"},
+               {"num_layers_per_virtual_pipeline_stage", "2"}, {"global_batch_size", "2048"}});
+        }).find("cannot be combined with decoder_first/last_pipeline_num_layers") != std::string::npos);
   CHECK(error_of([] {
           cfg({{"model", "llama3.1-405b"}, {"gpu", "h100"}, {"world_size", "16384"}, {"pipeline_model_parallel_size", "16"},
                {"global_batch_size", "2048"}});
