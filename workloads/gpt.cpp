@@ -455,7 +455,7 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     if (c.attention_backend == "unfused") fail("selective_ac_option", "needs flash or fused attention");
   }
   if (c.flops_convention.empty()) c.flops_convention = gpt_flops_convention(c);
-  one_of("flops_convention", c.flops_convention, {"megatron-sc21", "megatron-core"});
+  one_of("flops_convention", c.flops_convention, {"megatron-sc21", "megatron-core", "megatron-core-causal"});
   return c;
 }
 
@@ -578,7 +578,9 @@ double gpt_model_flops(const GptConfig& c) {
   const double a = double(c.num_attention_heads), g = double(c.query_groups()), f = double(c.ffn());
   const double q_ratio = double(c.head_dim()) * a / h;
   const double gated = c.swiglu ? 1.5 : 1.0;
-  return 12.0 * B * s * l * h * h * ((1.0 + g / a + s / h) * q_ratio + (f / h) * gated + V / (2.0 * l * h));
+  // megatron-core-causal: the core-attention term halved for the causal mask.
+  const double core = gpt_flops_convention(c) == "megatron-core-causal" ? s / (2.0 * h) : s / h;
+  return 12.0 * B * s * l * h * h * ((1.0 + g / a + core) * q_ratio + (f / h) * gated + V / (2.0 * l * h));
 }
 
 }  // namespace fabricsim::workloads

@@ -138,7 +138,7 @@ struct GptConfig {
   std::string gpu = "a100-80gb";
   std::string precision = "fp16";        // fp16 | bf16 | fp8
   std::string fp8_recipe = "delayed";    // delayed | tensorwise | rowwise | mxfp8 | blockwise (precision fp8)
-  std::string flops_convention;          // megatron-sc21 | megatron-core ("" -> by configuration)
+  std::string flops_convention;          // megatron-sc21 | megatron-core | megatron-core-causal ("" -> by configuration)
   std::int64_t gpus_per_host = 8;        // for placing mirrors; taken from the topology by the scenario
   std::int64_t gpus_per_nvlink_domain = 0;  // NVLink domain size (0 = gpus_per_host); from the topology
   MoeConfig moe;                         // experts, multi-latent attention, MTP (workloads/moe.hpp)
@@ -192,8 +192,10 @@ std::vector<std::vector<std::int64_t>> gpt_layer_layout(const GptConfig& c);
 //    et al., SC'21, Sec. 5.1 / Appendix) -- the convention of the SC'21 validation rows;
 //  megatron-core: Megatron-Core's num_floating_point_operations (megatron/training/training.py): 12 B s l h^2
 //    ((1 + g/a + s/h) q/h + (f/h)(3/2 if swiglu) + V/(2 l h)), q = a * kv_channels, independent of recompute,
-//    attention counted non-causal (the 2024 version; later ones halve s/h for causal masks), logits counted
-//    once (tied or untied).
+//    attention counted non-causal (the 2024 version), logits counted once (tied or untied);
+//  megatron-core-causal: the same with s/h halved for the causal mask, as Megatron-LM counts from
+//    NVIDIA/Megatron-LM@8873b55d6a (2025-03-06, "Only half of the attention matrix is non-zero") to
+//    d98e8a64dd (2026-08) at least.
 double gpt_model_flops(const GptConfig& c);
 std::string gpt_flops_convention(const GptConfig& c);
 // Parameters of the whole model (GQA, SwiGLU, untied output, norm type aware).

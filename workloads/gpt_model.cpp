@@ -66,7 +66,8 @@ double mean_layer_params_moe_model(const GptConfig& c) {
 }
 // Model FLOPs of MoE / MLA models in Megatron-Core's convention (num_floating_point_operations, which
 // counts MoE layers with topk x moe_ffn + shared expert widths, MLA's projections, MTP layers): 3 x (2 x
-// GEMM weights seen per token + non-causal attention 2 s a (qk + v) per token per layer) per token, logits
+// GEMM weights seen per token + non-causal attention 2 s a (qk + v) per token per layer, halved with
+// megatron-core-causal) per token, logits
 // 6 h V per token (plus one more per MTP layer).
 double moe_model_flops(const GptConfig& c) {
   const double B = double(c.global_batch_size), s = double(c.seq_length), h = double(c.hidden_size),
@@ -85,6 +86,8 @@ double moe_model_flops(const GptConfig& c) {
     attn_w = h * (a + 2.0 * g) * d + a * d * h;
     attn_sc = 2.0 * s * a * d;
   }
+  // megatron-core-causal: Megatron-LM from 8873b55d6a (2025-03-06) halves the core attention for the causal mask.
+  if (gpt_flops_convention(c) == "megatron-core-causal") attn_sc *= 0.5;
   auto layer = [&](bool moe) {
     double w = attn_w;
     if (moe) w += gate * h * (double(e.moe_router_topk) * double(c.moe_ffn()) + double(e.moe_shared_expert_intermediate_size)) +

@@ -148,6 +148,23 @@ TEST_CASE("gpt FLOP conventions: Megatron-Core for modern configs, SC'21 for the
   CHECK(sc.attention_backend == "unfused");
   CHECK(sc.flops_convention == "megatron-sc21");
   CHECK(cfg({{"flops_convention", "megatron-core"}}).flops_convention == "megatron-core");
+  // megatron-core-causal: Megatron-LM's count from 8873b55d6a (2025-03) on, the s/h term halved.
+  GptConfig k = cfg(small({{"num_query_groups", "4"}, {"untie_embeddings_and_output_weights", "true"},
+                           {"flops_convention", "megatron-core-causal"}}));
+  CHECK(gpt_model_flops(k) ==
+        doctest::Approx(12 * B * s * l * h * h * ((1 + g / a + s / (2 * h)) + f / h + V / (2 * l * h))));
+  CHECK(gpt_model_flops(c) - gpt_model_flops(k) == doctest::Approx(12 * B * s * l * h * h * s / (2 * h)));
+  // The same halving of the core-attention term in the MoE / MLA count.
+  ParamMap moe = {{"model", "mixtral-8x7b"}, {"gpu", "h100"}, {"world_size", "64"}, {"global_batch_size", "64"},
+                  {"tensor_model_parallel_size", "2"}, {"pipeline_model_parallel_size", "1"},
+                  {"expert_model_parallel_size", "8"}, {"sequence_parallel", "true"}};
+  ParamMap moe_c = moe;
+  moe_c["flops_convention"] = "megatron-core-causal";
+  const GptConfig m0 = cfg(moe), m1 = cfg(moe_c);
+  const double ms = double(m0.seq_length), mh = double(m0.hidden_size);
+  CHECK(gpt_model_flops(m0) - gpt_model_flops(m1) ==
+        doctest::Approx(64.0 * ms * double(m0.num_layers) * 6.0 * ms * mh));  // half of 2 s a d per token and layer
+  CHECK(error_of([] { cfg({{"flops_convention", "causal"}}); }).find("flops_convention") != std::string::npos);
 }
 
 TEST_CASE("gpt flash attention: no s^2 activation memory, no s^2 HBM traffic") {
