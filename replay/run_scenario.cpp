@@ -10,6 +10,7 @@
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
 #include "models/compute.hpp"
+#include "models/compute_calibration.hpp"
 #include "models/system.hpp"
 #include "replay/cluster_run.hpp"
 #include "replay/engine_comm_model.hpp"
@@ -138,6 +139,16 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   r.calibration = sys.calibration_label();
   if (s.workload.kind != "generator") r.workload = s.workload.file;
   else r.workload = s.workload.generator;
+  // Which compute model priced what: the per-kernel calibration for ops that name their kernel, the roofline
+  // for ops given as FLOPs / bytes only. A GPU without a fit of its own borrows another's efficiencies.
+  const models::ComputeCalibration& kc = cm.kernel_calibration();
+  const bool borrowed = models::default_compute_calibration(cm.gpu.name).gpu == kc.gpu && kc.gpu != cm.gpu.name &&
+                        cm.gpu.name.rfind(kc.gpu + "-", 0) != 0;
+  r.notes.push_back("compute: ops that name their kernel (GEMM shapes, attention, memory-bound kernels) priced by the "
+                    "per-kernel calibration fitted on " + kc.gpu +
+                    (borrowed ? " (no fit of " + cm.gpu.name + "'s own: its peaks with that fit's efficiencies)" : "") +
+                    " at " + cm.gpu.name + "'s peaks (docs/calibration.md \"Compute kernels\"); ops given as FLOPs / bytes "
+                    "only at the roofline");
   r.notes.push_back("compute: roofline on " + cm.gpu.name + " (" + models::to_string(cm.precision) +
                     "), efficiencies gemm " + std::to_string(cm.eff.flops_eff(models::OpClass::Gemm)) + ", attention " +
                     std::to_string(cm.eff.flops_eff(models::OpClass::Attention)) + ", elementwise memory " +
