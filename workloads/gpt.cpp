@@ -155,8 +155,9 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.num_layers = r.integer("num_layers", c.num_layers, 1);
   c.hidden_size = r.integer("hidden_size", c.hidden_size, 1);
   c.num_attention_heads = r.integer("num_attention_heads", c.num_attention_heads, 1);
-  c.num_query_groups = r.integer("num_query_groups", c.num_query_groups, 0);
-  c.kv_channels = r.integer("kv_channels", c.kv_channels, 0);
+  // Given, these are counts >= 1 (absent: MHA, h / a); 0 is not Megatron's way of leaving them out.
+  c.num_query_groups = r.integer("num_query_groups", c.num_query_groups, r.has("num_query_groups") ? 1 : 0);
+  c.kv_channels = r.integer("kv_channels", c.kv_channels, r.has("kv_channels") ? 1 : 0);
   c.ffn_hidden_size = r.integer("ffn_hidden_size", c.ffn_hidden_size, 0);
   c.seq_length = r.integer("seq_length", c.seq_length, 1);
   c.padded_vocab_size = r.integer("padded_vocab_size", c.padded_vocab_size, 1);
@@ -167,6 +168,9 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.position_embedding_type = r.string("position_embedding_type", c.position_embedding_type);
   c.hidden_dropout = r.number("hidden_dropout", c.hidden_dropout, 0);
   c.attention_dropout = r.number("attention_dropout", c.attention_dropout, 0);
+  if (c.hidden_dropout > 1) r.fail("hidden_dropout", "a probability in [0, 1], got " + std::to_string(c.hidden_dropout));
+  if (c.attention_dropout > 1)
+    r.fail("attention_dropout", "a probability in [0, 1], got " + std::to_string(c.attention_dropout));
   c.micro_batch_size = r.integer("micro_batch_size", c.micro_batch_size, 1);
   c.global_batch_size = r.integer("global_batch_size", c.global_batch_size, 1);
   c.tensor_model_parallel_size = r.integer("tensor_model_parallel_size", c.tensor_model_parallel_size, 1);
@@ -177,7 +181,8 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   if (!c.context_parallel_rotate_method.empty() && r.has("cp_comm_type"))
     r.fail("context_parallel_rotate_method", "selects PyTorch's context parallelism; it replaces cp_comm_type (give one)");
   c.num_layers_per_virtual_pipeline_stage = r.integer("num_layers_per_virtual_pipeline_stage", 0, 0);
-  c.virtual_pipeline_model_parallel_size = r.integer("virtual_pipeline_model_parallel_size", 0, 0);
+  c.virtual_pipeline_model_parallel_size =
+      r.integer("virtual_pipeline_model_parallel_size", 0, r.has("virtual_pipeline_model_parallel_size") ? 1 : 0);
   c.decoder_first_pipeline_num_layers = r.integer("decoder_first_pipeline_num_layers", 0, 0);
   c.decoder_last_pipeline_num_layers = r.integer("decoder_last_pipeline_num_layers", 0, 0);
   c.account_for_embedding_in_pipeline_split = r.boolean("account_for_embedding_in_pipeline_split", false);
@@ -218,6 +223,9 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   if (!fp8_format.empty() && fp8_format != "e4m3" && fp8_format != "hybrid")
     r.fail("fp8_format", "expected e4m3 or hybrid, got '" + fp8_format + "'");
   if (int(bf16) + int(fp16) > 1) r.fail("bf16", "bf16 and fp16 are exclusive");
+  // Megatron-LM without --bf16 / --fp16 / --fp8-format trains in fp32, which is not modelled.
+  if (r.has("bf16") && !bf16 && !fp16 && fp8_format.empty())
+    r.fail("bf16", "false means fp32 training in Megatron-LM, which fabricsim does not model (give precision bf16, fp16 or fp8)");
   if (bf16 || fp16 || !fp8_format.empty()) {
     std::string flag = !fp8_format.empty() ? "fp8" : bf16 ? "bf16" : "fp16";
     if (has_prec && c.precision != flag)

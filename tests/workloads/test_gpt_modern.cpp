@@ -934,3 +934,18 @@ TEST_CASE("gpt torch_compile: eager vs compiled SwiGLU against the measured 8B l
     }
   }
 }
+
+TEST_CASE("gpt parameters: zero counts, dropout above 1 and bf16 false are errors naming the parameter") {
+  CHECK(error_of([] { cfg(small({{"num_query_groups", "0"}})); }).find("num_query_groups: expected an integer >= 1") !=
+        std::string::npos);
+  CHECK(error_of([] { cfg(small({{"kv_channels", "0"}})); }).find("kv_channels: expected an integer >= 1") !=
+        std::string::npos);
+  CHECK(error_of([] { cfg(small({{"virtual_pipeline_model_parallel_size", "0"}})); })
+            .find("virtual_pipeline_model_parallel_size: expected an integer >= 1") != std::string::npos);
+  CHECK(error_of([] { cfg(small({{"hidden_dropout", "2"}})); }).find("hidden_dropout") != std::string::npos);
+  CHECK(error_of([] { cfg(small({{"attention_dropout", "1.5"}})); }).find("attention_dropout") != std::string::npos);
+  CHECK(error_of([] { cfg(small({{"bf16", "false"}})); }).find("fp32 training") != std::string::npos);
+  // Absent, the same parameters keep their defaults; given in range they are taken.
+  CHECK(cfg(small({{"hidden_dropout", "1"}, {"bf16", "true"}})).precision == "bf16");
+  CHECK(cfg(small({{"bf16", "false"}, {"fp16", "true"}})).precision == "fp16");
+}
