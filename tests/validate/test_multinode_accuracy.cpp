@@ -16,6 +16,7 @@
 
 #include "models/calibration.hpp"
 #include "sim/base/error.hpp"
+#include "validate/inputs.hpp"
 #include "validate/report.hpp"
 #include "validate/simulate.hpp"
 
@@ -44,10 +45,7 @@ std::vector<std::string> multinode_metas() {
 TEST_CASE("multi-node logs: held-out busbw error per collective with the cited defaults") {
   const std::vector<std::string> metas = multinode_metas();
   REQUIRE(metas.size() == 16);  // 10 in nccl-tests-multinode, ABCI inter 5, B200 1
-  std::vector<Measurement> all;
-  for (const auto& p : metas)
-    for (auto& m : load_measurements(p)) all.push_back(std::move(m));
-  auto cases = make_cases(all);
+  auto cases = make_cases(load_all(metas, {}));
   const models::Calibration def = models::default_calibration();
   Report r = compare(cases, [&](std::size_t) -> const models::Calibration& { return def; }, "defaults");
   REQUIRE(r.logs.size() == 17);
@@ -270,10 +268,7 @@ TEST_CASE("leave-one-out by system: multi-node logs, each system predicted by a 
   // fabric only (FitOptions::fabric). A long test (about 30 s of CPU, label "long").
   const std::vector<std::string> metas = multinode_metas();
   REQUIRE(metas.size() == 16);
-  std::vector<Measurement> all;
-  for (const auto& p : metas)
-    for (auto& m : load_measurements(p)) all.push_back(std::move(m));
-  auto cases = make_cases(all);
+  auto cases = make_cases(load_all(metas, {}));
   FitOptions opt;
   opt.loo_by_system = true;
   const Report r = leave_one_out(cases, models::default_calibration(), opt);
@@ -327,10 +322,7 @@ TEST_CASE("in sample, per system: all_gather, scatter and sendrecv miss issue 22
     CAPTURE(split);
     std::map<std::string, std::vector<LogCompare>> by_op;
     for (const auto& files : systems) {
-      std::vector<Measurement> ms;
-      for (const auto& f : files)
-        for (auto& m : load_measurements(f)) ms.push_back(std::move(m));
-      auto cases = make_cases(ms);
+      auto cases = make_cases(load_all(files, {}));
       FitOptions opt;
       opt.split_identification = split;
       const FitResult fr = fit_calibration(cases, models::default_calibration(), opt);
