@@ -190,6 +190,12 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.world_size = r.integer("world_size", c.world_size, 1);
   c.sequence_parallel = r.boolean("sequence_parallel", false);
   c.recompute_granularity = r.string("recompute_granularity", c.recompute_granularity);
+  for (const auto& [k, v] : {std::pair<const char*, std::string>{"tensor_model_parallel_size",
+                                                                  std::to_string(c.tensor_model_parallel_size)},
+                              {"pipeline_model_parallel_size", std::to_string(c.pipeline_model_parallel_size)},
+                              {"global_batch_size", std::to_string(c.global_batch_size)},
+                              {"recompute_granularity", c.recompute_granularity}})
+    if (!r.has(k)) c.defaulted_layout.push_back(std::string(k) + " " + v);
   c.recompute_method = r.string("recompute_method", c.recompute_method);
   c.recompute_num_layers = r.integer("recompute_num_layers", 0, 0);
   c.selective_ac_option = r.string("selective_ac_option", "");

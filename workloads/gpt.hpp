@@ -139,6 +139,10 @@ struct GptConfig {
   std::string precision = "fp16";        // fp16 | bf16 | fp8
   std::string fp8_recipe = "delayed";    // delayed | tensorwise | rowwise | mxfp8 | blockwise (precision fp8)
   std::string flops_convention;          // megatron-sc21 | megatron-core | megatron-core-causal ("" -> by configuration)
+  // Layout parameters the configuration did not give, which took the generator's defaults (the SC'21 GPT-3
+  // layout: TP 8, PP 16, global batch 1536, full recompute; Megatron-LM's own defaults are 1, 1, micro-batch x
+  // DP and none): "name value" each, named in the trace's notes so a pasted config that omits them shows it.
+  std::vector<std::string> defaulted_layout;
   std::int64_t gpus_per_host = 8;        // for placing mirrors; taken from the topology by the scenario
   std::int64_t gpus_per_nvlink_domain = 0;  // NVLink domain size (0 = gpus_per_host); from the topology
   MoeConfig moe;                         // experts, multi-latent attention, MTP (workloads/moe.hpp)

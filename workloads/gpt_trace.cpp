@@ -992,6 +992,12 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
                        "expert compute priced for the busiest EP rank of each layer (the simulated rank stands in "
                        "for it)");
   }
+  if (!c.defaulted_layout.empty()) {
+    std::string d;
+    for (const auto& x : c.defaulted_layout) d += (d.empty() ? "" : ", ") + x;
+    tr.notes.push_back("gpt: not given, so the generator's defaults (the SC'21 GPT-3 layout; Megatron-LM's own are TP 1, "
+                       "PP 1, micro-batch x DP, no recompute): " + d);
+  }
   tr.notes.push_back("gpt: simulated one rank per pipeline stage (" + std::to_string(p) + " of " +
                      std::to_string(c.world_size) + " GPUs: data-parallel replica 0, context rank 0, tensor rank 0); its " +
                      std::to_string(t - 1) + " tensor-parallel peers, " + std::to_string(cp - 1) +

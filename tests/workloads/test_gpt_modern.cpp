@@ -949,3 +949,20 @@ TEST_CASE("gpt parameters: zero counts, dropout above 1 and bf16 false are error
   CHECK(cfg(small({{"hidden_dropout", "1"}, {"bf16", "true"}})).precision == "bf16");
   CHECK(cfg(small({{"bf16", "false"}, {"fp16", "true"}})).precision == "fp16");
 }
+
+TEST_CASE("gpt: layout parameters left to the generator's defaults are named in the trace's notes") {
+  auto note_of = [](const Trace& t) {
+    for (const auto& n : t.notes)
+      if (n.rfind("gpt: not given", 0) == 0) return n;
+    return std::string();
+  };
+  CHECK(note_of(gen(small())).empty());  // every layout parameter given
+  ParamMap p = small({{"num_layers", "32"}, {"world_size", "128"}, {"global_batch_size", "16"}});
+  p.erase("tensor_model_parallel_size");
+  p.erase("pipeline_model_parallel_size");
+  p.erase("recompute_granularity");
+  const std::string n = note_of(gen(p));
+  CHECK(n.find("tensor_model_parallel_size 8, pipeline_model_parallel_size 16, recompute_granularity full") !=
+        std::string::npos);
+  CHECK(n.find("global_batch_size") == std::string::npos);
+}
