@@ -63,7 +63,7 @@ int cmd_coll(int argc, char** argv) {
   args.flag({"--report", "", "FILE", "HTML report of the largest size (docs/outputs.md)", ""});
   args.flag({"--pxn", "", "auto|on|off",
              "route cross-rail traffic through the peer GPU on the destination's rail (NCCL PXN); auto = on for "
-             "all_to_all(v), send_recv and scatter (NCCL's default on rail-optimised systems), off otherwise", "auto"});
+             "all_to_all(v), send_recv and scatter (NCCL's default, NCCL_P2P_PXN_LEVEL=2, whatever the fabric), off otherwise", "auto"});
   args.flag({"--fault", "", "SPEC",
              "price on the topology with a fault, in a cluster scenario's faults[] vocabulary (docs/workloads.md): "
              "link=A,B:50% (the link between node ids A and B at 50 % of its bandwidth), link=A,B:down, switch=ID, "

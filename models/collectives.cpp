@@ -96,6 +96,8 @@ std::vector<Protocol> protocols_for(Algorithm a) {
   return {};
 }
 
+bool has_root(Op op) { return op == Op::Broadcast || op == Op::Reduce || op == Op::Scatter; }
+
 double busbw_factor(Op op, int n) {
   if (n <= 1) return op == Op::AllReduce || op == Op::AllGather || op == Op::ReduceScatter || op == Op::AllToAll ||
                              op == Op::AllToAllv || op == Op::Scatter
@@ -310,7 +312,7 @@ void validate_spec(const CollectiveSpec& spec, const topo::Topology& t, topo::Ro
   }
   const int n = static_cast<int>(spec.communicator.size());
   if (spec.elem_bytes <= 0) throw InputError(w, "a positive element size");
-  if ((spec.op == Op::Broadcast || spec.op == Op::Reduce || spec.op == Op::Scatter) && (spec.root < 0 || spec.root >= n))
+  if (has_root(spec.op) && (spec.root < 0 || spec.root >= n))
     throw InputError(w, "root rank in [0, " + std::to_string(n) + "), got " + std::to_string(spec.root));
   if (spec.channels < 0) throw InputError(w, "channels >= 0 (0 = automatic)");
   const std::uint64_t eb = static_cast<std::uint64_t>(spec.elem_bytes);

@@ -35,6 +35,8 @@ const char* to_string(Op op);
 const char* to_string(Fidelity f);
 bool parse_op(const std::string& s, Op& out);  // "all_reduce", "all_gather", ..., "send_recv" (also "sendrecv")
 bool parse_fidelity(const std::string& s, Fidelity& out);
+// Operations with a root rank (broadcast, reduce, scatter): nccl-tests prints their root, -1 for the others.
+bool has_root(Op op);
 constexpr std::array<Op, 9> kAllOps = {Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::Broadcast, Op::Reduce,
                                        Op::AllToAll,  Op::AllToAllv, Op::SendRecv,      Op::Scatter};
 

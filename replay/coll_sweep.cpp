@@ -251,7 +251,7 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
     spec.communicator.assign(gpus.begin(), gpus.begin() + g);
   }
   const int n = static_cast<int>(spec.communicator.size());
-  const bool rooted = spec.op == models::Op::Broadcast || spec.op == models::Op::Reduce;
+  const bool rooted = models::has_root(spec.op);
   if (rooted && (spec.root < 0 || spec.root >= n))
     throw InputError("--root", "a rank of the communicator, 0.." + std::to_string(n - 1) + " (got " +
                                    std::to_string(spec.root) + ")");

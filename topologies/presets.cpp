@@ -1,6 +1,6 @@
 // Generated topology presets: single servers (dgx-a100, dgx-h100, dgx-h200, dgx-b200, dgx-b300, dgx1-v100,
 // pcie-server), NVLink-domain systems (gb200-nvl72, gb300-nvl72, nvlink-switch-system) and `superpod` (N of those joined by a
-// rail-optimised InfiniBand/Ethernet fat tree).
+// rail-optimised or host-based InfiniBand/Ethernet fat tree).
 //
 // Sources. "HS" = /work/shared/data/hardware/hardware_specs.json (fabricsim's shared hardware facts; the
 // entity/fact named). Values HS marks "secondary"/"NOT verified" are flagged UNVERIFIED here as well.
@@ -60,6 +60,8 @@ constexpr double kEdrBps = 100 * kGbps;
 // serving 8x single-port NVIDIA ConnectX-8 VPI, up to 800Gb/s") and GB300 NVL72 datasheet; not in HS,
 // UNVERIFIED in this session.
 constexpr double kXdrBps = 800 * kGbps;
+// The largest per-NIC bandwidth a preset parameter accepts (Params::bandwidth says why).
+constexpr double kMaxNicBps = 100000 * kGbps;
 
 // Latencies (seconds): ESTIMATES TO BE CALIBRATED.
 constexpr double kNvlinkLatS = 150e-9;   // GPU<->NVSwitch or GPU<->GPU NVLink hop (estimate)
@@ -120,7 +122,14 @@ class Params {
     const std::string& v = it->second;
     if (!v.empty() && v.find_first_not_of("0123456789.eE+-") == std::string::npos)
       throw InputError("--param " + k + "=" + v, "a bandwidth needs its unit, e.g. \"" + v + "Gbps\" or \"" + v + "GB/s\"");
-    return parse_bandwidth(v, "--param " + k);
+    const double Bps = parse_bandwidth(v, "--param " + k);
+    // Per-NIC sanity bound, no datasheet needed: 100 Tb/s is 125x the fastest NIC port modelled here (800 Gb/s,
+    // kXdrBps) and 50x a PCIe 7.0 x16 host link (2 Tb/s per direction), so a larger value is a unit slip
+    // (Tbps or TB/s for Gbps), not a design point.
+    if (k == "nic_bandwidth" && Bps > kMaxNicBps)
+      throw InputError("--param " + k + "=" + v, "at most 100Tbps per NIC (the fastest NIC port today is 800Gbps; "
+                                                 "did you mean Gbps?)");
+    return Bps;
   }
 
  private:
@@ -543,13 +552,34 @@ Topology build_nvlink_switch_system(const std::map<std::string, std::string>& gi
 
 // ---- Fat tree ------------------------------------------------------------------------------------------
 
-FatTreeShape plan_fat_tree(int endpoints_per_rail, int rails, int radix, double oversubscription, int tiers) {
+FatTreeShape plan_fat_tree(int endpoints_per_rail, int rails, int radix, double oversubscription, int tiers,
+                           int host_block) {
   FatTreeShape f;
   if (radix < 4) throw InputError("--param radix", "a switch radix >= 4");
+  // A leaf has at least one uplink, so d:u is at most (radix-1):1; a larger ratio is not buildable (before it
+  // was clamped to that silently).
+  if (!(oversubscription >= 1.0) || oversubscription > radix - 1)
+  {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", oversubscription);
+    throw InputError("--param oversubscription", "a number in [1, " + std::to_string(radix - 1) +
+                                                     "] for switches of radix " + std::to_string(radix) + " (got " +
+                                                     got + ")");
+  }
   // Leaf: d downlinks, u uplinks, d:u = oversubscription (all ports at the same speed).
   f.down = static_cast<int>(std::lround(radix * oversubscription / (1.0 + oversubscription)));
   f.down = std::clamp(f.down, 1, radix - 1);
   f.up = radix - f.down;
+  if (host_block > 0) {
+    // Host-based leaves: a leaf takes whole hosts (all `host_block` NICs of each) when a host fits in its
+    // downlinks, and the uplinks keep d:u = oversubscription on the ports used (a few ports may stay free).
+    f.rail_optimized = false;
+    f.host_block = host_block;
+    if (host_block <= f.down) {
+      f.down = f.down / host_block * host_block;
+      f.up = std::clamp(static_cast<int>(std::lround(f.down / oversubscription)), 1, radix - f.down);
+    }
+  }
   f.leaves_per_rail = (endpoints_per_rail + f.down - 1) / f.down;
   f.rails = rails;
   const long long total_leaves = static_cast<long long>(f.leaves_per_rail) * rails;
@@ -621,11 +651,13 @@ FatTreeNodes add_fat_tree(TopologyBuilder& b, const std::vector<std::vector<Node
   };
   // Leaves, ordered so that pod p holds consecutive groups of (endpoint group, all rails): leaf index
   // g*R + r is group g of rail r.
+  // A non-rail tree has one endpoint list (host-major) and leaves "leaf.<g>" of no rail.
   const int R = f.rails;
   out.leaves.resize(static_cast<std::size_t>(f.leaves_per_rail) * R);
   for (int g = 0; g < f.leaves_per_rail; ++g)
     for (int r = 0; r < R; ++r) {
-      out.leaves[g * R + r] = mk("leaf.r" + std::to_string(r) + "." + std::to_string(g), 1, r, g);
+      out.leaves[g * R + r] = f.rail_optimized ? mk("leaf.r" + std::to_string(r) + "." + std::to_string(g), 1, r, g)
+                                               : mk("leaf." + std::to_string(g), 1, -1, g);
       const auto& eps = rails[r];
       for (int e = g * f.down; e < std::min<int>((g + 1) * f.down, eps.size()); ++e)
         b.add_link(eps[e], out.leaves[g * R + r], lk, port_Bps, nic_lat, 1);
@@ -670,7 +702,8 @@ Topology build_server(const std::string& name, const std::map<std::string, std::
 
 Topology build_superpod(const std::map<std::string, std::string>& given) {
   const std::vector<std::string> valid = {"nodes", "node", "gpu", "gpus_per_node", "nics_per_node", "nic_bandwidth",
-                                          "nvlink_bandwidth", "tiers", "radix", "oversubscription", "fabric"};
+                                          "nvlink_bandwidth", "tiers", "radix", "oversubscription", "fabric",
+                                          "rail_optimized"};
   Params p("superpod", given, valid);
   const int nodes = static_cast<int>(p.integer("nodes", 32, 1, 100000));
   std::vector<std::string> node_kinds = host_presets();
@@ -681,6 +714,7 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
   const bool nic_given = p.has("nic_bandwidth");
   const int tiers = static_cast<int>(p.integer("tiers", 0, 2, 3));  // 0 (default): 2 if it fits, else 3
   const double over = p.real("oversubscription", 1.0, 1.0);
+  const bool rail_optimized = p.str("rail_optimized", "true", {"true", "false"}) == "true";
   std::map<std::string, std::string> hp;
   for (const auto& [k, v] : given)
     if (std::find(kHostParams.begin(), kHostParams.end(), k) != kHostParams.end()) hp[k] = v;
@@ -691,6 +725,7 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
   b.param("node", node);
   b.param("fabric", fabric);
   std::vector<std::vector<NodeId>> rails;
+  int per_host = 0;  // NICs per host (server or NVL72 tray)
   double port_Bps = 0;
   if (node == "gb200-nvl72" || node == "gb300-nvl72") {
     Nvl72Spec s = nvl72_params(hp, "superpod", valid, node);
@@ -699,6 +734,7 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
     if (s.nics_per_tray < 1) throw InputError("--param nics_per_node", "at least 1 NIC per tray for a superpod");
     record_nvl72(b, s);
     port_Bps = s.nic_Bps;
+    per_host = s.nics_per_tray;
     rails.resize(s.nics_per_tray);
     for (int u = 0; u < nodes; ++u) {
       std::vector<HostNodes> hosts;
@@ -713,6 +749,7 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
     if (s.nics < 1) throw InputError("--param nics_per_node", "at least 1 NIC per node for a superpod");
     record_host_params(b, s);
     port_Bps = s.nic_Bps;
+    per_host = s.nics;
     rails.resize(s.nics);
     for (int h = 0; h < nodes; ++h) {
       HostNodes hn = add_host(b, s, h, h);
@@ -724,10 +761,20 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
   // Switch radix default: the fabric's switch (40 ports for HDR/EDR Quantum QM8700, 64 for NDR Quantum-2
   // QM9700 and the Ethernet-class fabrics, 144 for XDR).
   const int radix = static_cast<int>(p.integer("radix", fs.radix, 4, 1024));
-  FatTreeShape f = plan_fat_tree(static_cast<int>(rails[0].size()), static_cast<int>(rails.size()), radix, over, tiers);
+  if (!rail_optimized) {
+    // Host-based leaves: one endpoint list, host by host (all NICs of host 0, then of host 1, ...).
+    const std::size_t hosts = rails[0].size();
+    std::vector<NodeId> all;
+    for (std::size_t h = 0; h < hosts; ++h)
+      for (const auto& rail : rails) all.push_back(rail[h]);
+    rails.assign(1, std::move(all));
+  }
+  FatTreeShape f = plan_fat_tree(static_cast<int>(rails[0].size()), static_cast<int>(rails.size()), radix, over, tiers,
+                                 rail_optimized ? 0 : per_host);
   b.param("tiers", std::to_string(f.tiers));
   b.param("radix", std::to_string(radix));
   b.param("oversubscription", fmt_num(over));
+  b.param("rail_optimized", rail_optimized ? "true" : "false");
   add_fat_tree(b, rails, f, port_Bps, fs);
   return std::move(b).build("preset superpod");
 }
@@ -774,7 +821,7 @@ std::vector<PresetInfo> make_presets() {
                   {"nics_per_node", "NICs per server, not attached to a fabric (default 8)"},
                   {"nic_bandwidth", "per-NIC bandwidth per direction (default 50.0 GB/s)"},
                   {"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction (default 450.0 GB/s)"}}});
-  out.push_back({"superpod", "N servers joined by a rail-optimised fat tree of a named scale-out fabric (InfiniBand, RoCE, EFA, TCPX/TCPXO, Slingshot, Ethernet)",
+  out.push_back({"superpod", "N servers joined by a (rail-optimised by default) fat tree of a named scale-out fabric (InfiniBand, RoCE, EFA, TCPX/TCPXO, Slingshot, Ethernet)",
                  {{"nodes", "number of servers (racks for node=gb200-nvl72 / gb300-nvl72) (default 32)"},
                   {"node", "server preset: dgx-a100 dgx-h100 dgx-h200 dgx-b200 dgx-b300 dgx1-v100 pcie-server gb200-nvl72 gb300-nvl72 (default dgx-h100)"},
                   {"gpu", "GPU model override (default: the node preset's)"},
@@ -784,7 +831,9 @@ std::vector<PresetInfo> make_presets() {
                   {"nvlink_bandwidth", "NVLink bandwidth per GPU per direction (default: the node preset's)"},
                   {"tiers", "2 (leaf/spine) or 3 (leaf/spine/core) (default: 2 if it fits the radix, else 3)"},
                   {"radix", "switch ports (default 64; 40 for HDR-speed InfiniBand)"},
-                  {"oversubscription", "leaf downlink:uplink bandwidth ratio, >= 1 (default 1)"},
+                  {"oversubscription", "leaf downlink:uplink bandwidth ratio, 1 to radix-1 (default 1)"},
+                  {"rail_optimized", "true: NIC k of every server on rail k's leaves; false: host-based leaves, "
+                                     "all NICs of a server on one leaf (default true)"},
                   {"fabric", "scale-out fabric: infiniband (the generation of the NICs' speed), infiniband-edr, "
                              "infiniband-hdr, infiniband-ndr, infiniband-xdr, roce, efa, tcpx, tcpxo, slingshot, ethernet; "
                              "sets the NIC speed unless nic_bandwidth is given, the NIC and switch latencies, the radix "

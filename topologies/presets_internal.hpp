@@ -43,19 +43,26 @@ void apply_host_params(HostSpec& s, const std::map<std::string, std::string>& gi
                        const std::vector<std::string>& valid);
 double host_nvlink_Bps(const HostSpec& s);  // per GPU per direction
 
-// Rail-optimised fat tree. Leaves have `down` endpoint ports and `up` uplinks (down:up =
-// oversubscription); rail r's endpoints fill rail r's leaves in order.
+// Fat tree, rail-optimised or not. Leaves have `down` endpoint ports and `up` uplinks (down:up =
+// oversubscription, at most (radix-1):1); rail r's endpoints fill rail r's leaves in order. A non-rail
+// (host-based) tree has one "rail": all NICs, host by host, `host_block` per host, and a leaf takes whole
+// hosts (down rounded down to a multiple of host_block, up = down/oversubscription) so all NICs of a host
+// share a leaf; its leaves have rail -1.
 // 2 tiers: every leaf connects to every spine with `leaf_spine_bundle` links.
 // 3 tiers: pods of `leaves_per_pod` leaves (all rails of consecutive endpoint groups) each with
 // `spines_per_pod` spines (one link from every leaf of the pod); spine s of every pod connects to the
 // `cores_per_group` cores of core group s with `spine_core_bundle` links each.
 struct FatTreeShape {
   int tiers = 2, rails = 1, down = 0, up = 0, leaves_per_rail = 0;
+  bool rail_optimized = true;
+  int host_block = 0;  // non-rail: endpoints per host
   int spines = 0, leaf_spine_bundle = 1;
   int pods = 1, leaves_per_pod = 0, spines_per_pod = 0, cores_per_group = 0, spine_core_bundle = 1;
 };
-// tiers = 0 picks 2 if it fits, else 3. InputError if the radix cannot build it.
-FatTreeShape plan_fat_tree(int endpoints_per_rail, int rails, int radix, double oversubscription, int tiers);
+// tiers = 0 picks 2 if it fits, else 3. host_block > 0: the non-rail tree (rails must be 1). InputError if the
+// radix cannot build it (an oversubscription outside [1, radix-1] included).
+FatTreeShape plan_fat_tree(int endpoints_per_rail, int rails, int radix, double oversubscription, int tiers,
+                           int host_block = 0);
 struct FatTreeNodes {
   std::vector<NodeId> leaves, spines, cores;
 };

@@ -28,7 +28,7 @@ namespace fabricsim::sim {
 
 struct CollectiveCall {
   models::CollectiveSpec spec;  // op, bytes, communicator; algorithm/protocol empty = the tuner's choice
-  std::optional<bool> pxn;      // none: on for all_to_all(v) and send_recv (NCCL's default on rail-optimised systems)
+  std::optional<bool> pxn;      // none: on for all_to_all(v), send_recv and scatter (NCCL's default on any fabric)
   int iters = 0;                // back-to-back calls: for rooted ops (models::calls_overlap) the loop's period
   bool slowest_rank = false;    // with iters: the slowest rank's loop time (fabricsim-nccl-bench), not rank 0's
   int gpus_per_thread = 0;      // > 0: at least the host launch floor of a thread driving that many GPUs

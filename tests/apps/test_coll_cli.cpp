@@ -100,6 +100,13 @@ TEST_CASE("table: nccl-tests columns, busbw factors, one row per size") {
   REQUIRE(bv.size() == 1u);
   CHECK(bv[0].busbw == doctest::Approx(bv[0].algbw).epsilon(0.01));
   CHECK(b.out.find("    float    none       3") != std::string::npos);
+  // scatter has a root too: nccl-tests prints it (the p4d scatter log of tests/data prints root 0); before,
+  // -1 was printed whatever -r said.
+  Out sc = run_cli("--topology dgx-h100 --op scatter -b 8M -r 5");
+  REQUIRE(sc.rc == 0);
+  CHECK(sc.out.find("    float    none       5") != std::string::npos);
+  CHECK(sc.out.find("      -1 ") == std::string::npos);
+  CHECK(run_cli("--topology dgx-h100 --op scatter -b 8M -r 8").rc == 2);
 }
 
 TEST_CASE("every operation runs on every preset family") {
@@ -164,6 +171,10 @@ TEST_CASE("bad input: one line on stderr, exit 2, no partial output") {
            {"--topology dgx-h100 --op reduce -g 4 --root -1", "--root: a rank of the communicator, 0..3"},
            {"--topology dgx-h100 -f 0", "-f: an integer >= 2"},
            {"--topology dgx-h100 -b 1M -e 4M -f 1", "-f: an integer >= 2"},
+           {"--topology superpod -p nodes=128 -p oversubscription=1e9",
+            "--param oversubscription: a number in [1, 63] for switches of radix 64 (got 1e+09)"},
+           {"--topology superpod -p rail_optimized=maybe", "--param rail_optimized: one of true, false"},
+           {"--topology dgx-h100 -p nic_bandwidth=400Tbps", "--param nic_bandwidth=400Tbps: at most 100Tbps per NIC"},
        }) {
     CAPTURE(b.args);
     fs::remove(path);

@@ -90,6 +90,28 @@ TEST_CASE("all_to_all quotient: several leaves per rail, 2 and 3 tiers, D-mod-k 
   }
 }
 
+TEST_CASE("all_to_all quotient on a non-rail fat tree (host-based leaves): 2 and 3 tiers, 1:1 and 2:1, PXN on and off") {
+  // radix 32: 2 DGX H100 per leaf; radix 16 in 3 tiers: one DGX per leaf, 2 pods. Same-leaf, cross-spine and
+  // cross-core classes, with and without PXN (NCCL forwards over NVLink to the destination's NIC index there
+  // too: it does not know the fabric).
+  struct Case {
+    const char *nodes, *radix, *tiers, *over;
+  };
+  for (const Case& k : {Case{"8", "32", "2", "1"}, Case{"8", "32", "2", "2"}, Case{"16", "16", "3", "1"}}) {
+    CAPTURE(std::string(k.radix));
+    CAPTURE(std::string(k.over));
+    topo::Topology t = merge_nvswitch_planes(topo::build_preset(
+        "superpod", {{"nodes", k.nodes}, {"radix", k.radix}, {"tiers", k.tiers}, {"oversubscription", k.over},
+                     {"rail_optimized", "false"}}));
+    topo::Routing pxn(t, topo::RoutingOptions{true});
+    topo::Routing plain(t);
+    const auto q = check_equal(t, pxn, a2a(t, 64ull << 20, Fidelity::Phase));
+    CHECK(q.classes.size() >= 2);
+    check_equal(t, plain, a2a(t, 64ull << 20, Fidelity::Step));
+    check_equal(t, plain, a2a(t, 1ull << 20, Fidelity::Step));
+  }
+}
+
 TEST_CASE("all_to_all quotient falls back on a degraded link, unequal sizes and non-direct schedules") {
   const Calibration c = default_calibration();
   topo::Topology t0 = superpod("4");

@@ -191,6 +191,20 @@ TEST_CASE("ring bounds: the certified sandwich brackets the event simulation and
   CHECK(check_bounds(slowed, ring_spec(t, models::Op::ReduceScatter, std::uint64_t{64} << 20), slowed.calibration()).certified);
 }
 
+TEST_CASE("ring stream and bounds on a non-rail fat tree (host-based leaves), 1:1 and 2:1") {
+  // radix 32: 2 DGX H100 per leaf (16 down; at 2:1 16 down / 8 up), 4 leaves: ring hops between leaves
+  // cross the spines, which the oversubscribed tree has half as many of.
+  for (const char* over : {"1", "2"}) {
+    CAPTURE(std::string(over));
+    const models::System sys(models::system_spec(
+        "superpod", {{"nodes", "8"}, {"radix", "32"}, {"rail_optimized", "false"}, {"oversubscription", over}}, "default"));
+    const topo::Topology& t = sys.topology();
+    check_stream(sys, ring_spec(t, models::Op::AllReduce, std::uint64_t{64} << 20));
+    check_stream(sys, ring_spec(t, models::Op::AllGather, std::uint64_t{64} << 20));
+    check_bounds(sys, ring_spec(t, models::Op::AllReduce, std::uint64_t{1} << 30), sys.calibration());
+  }
+}
+
 TEST_CASE("ring bounds: 512 GPUs uniform, 256 GPUs with a degraded link") {
   const models::System big = superpod(64);  // period skipping makes its event run short
   CHECK(check_bounds(big, ring_spec(big.topology(), models::Op::AllReduce, std::uint64_t{1} << 30), big.calibration())

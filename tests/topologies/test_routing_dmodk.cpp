@@ -91,3 +91,23 @@ TEST_CASE("D-mod-k balances a rail-local all-to-all over spines and cores of a 3
   for (LinkDir ld : p1) core = core || t.node(t.dir_dst(ld)).tier == 3;
   CHECK(core);
 }
+
+TEST_CASE("D-mod-k balances an all-to-all over the spines of a non-rail (host-based) fat tree") {
+  // 64 DGX H100, rail_optimized=false: 16 leaves of 4 servers, 8 spines, 4-link bundles. Every GPU (a subset of
+  // NIC indices would not do: a leaf numbers its ports server by server, so NIC k of every server has the same
+  // index mod 8 and D-mod-k sends all traffic to NIC k through spine k, as the SM's tables would); a server's
+  // 8 NICs share its leaf, so 60 of the 63 other servers are across a spine.
+  Topology t = build_preset("superpod", {{"nodes", "64"}, {"node", "dgx-h100"}, {"rail_optimized", "false"}});
+  const std::vector<NodeId>& gpus = t.gpus();
+  Routing dmodk(t);
+  auto d = switch_link_load(t, dmodk, gpus);
+  REQUIRE(d.size() == 2);
+  for (auto& [k, g] : d) {
+    CHECK(g.dirs == 16u * 8u);  // 16 leaves x 8 spines, all used
+    CHECK(g.min == g.max);
+  }
+  Routing hashed(t, RoutingOptions{false, FabricRouting::Hash});
+  auto h = switch_link_load(t, hashed, gpus);
+  REQUIRE(h.size() == 2);
+  CHECK(h.begin()->second.max > h.begin()->second.min);
+}
