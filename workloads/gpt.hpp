@@ -164,6 +164,22 @@ struct GptConfig {
   // Bytes per element of a layer weight as torch FSDP2 all-gathers and holds it: 1 with the float8
   // all-gather, else 2 (bf16).
   double fsdp_layer_gather_bytes() const { return fsdp_float8_all_gather() ? 1.0 : 2.0; }
+  // Whether the sequence-parallel all-gathers of the TP blocks (the column-parallel linears' input, the
+  // row-parallel linears' output gradient, the backward's re-gather of the input) move FP8 data: the input is
+  // quantised on the local sequence shard and the FP8 shards are gathered. Megatron with Transformer Engine
+  // (torch_compile unset): every TE recipe (LayerNormLinear quantises the norm output before
+  // gather_along_first_dim, grad_output_preprocess casts the gradient before its gather;
+  // transformer_engine/pytorch/module/layernorm_linear.py and base.py at NVIDIA/TransformerEngine@0004dbd0 for
+  // delayed scaling, @d0067d0da for the current-scaling / MXFP8 / block quantizers); torchao's rowwise recipe is
+  // no TE recipe and is left in bf16. torchtitan (torch_compile set): only the tensorwise recipe, through
+  // torchao's Float8ColwiseParallel / Float8RowwiseParallel / PrepareFloat8ModuleInput
+  // (torchtitan/models/llama3/parallelize_llama.py apply_tp at pytorch/torchtitan@820504e: "float8 all-gather
+  // with TP is only supported for tensorwise"; torchao/float8/float8_tensor_parallel.py at pytorch/ao@6243040).
+  // The reduce-scatters stay in bf16 in both.
+  bool tp_gathers_fp8() const {
+    if (!fp8() || !sequence_parallel || tensor_model_parallel_size <= 1) return false;
+    return torch_compile.empty() ? fp8_recipe != "rowwise" : fp8_recipe == "tensorwise";
+  }
   // Whether Megatron's selective recompute covers `module` (recompute_modules; never under torchtitan's "op").
   bool recomputes(const std::string& module) const;
   std::int64_t moe_ffn() const { return moe.moe_ffn_hidden_size ? moe.moe_ffn_hidden_size : ffn(); }

@@ -46,12 +46,17 @@ struct Kernel {
 };
 
 // Priced work of a group of kernels.
+// tp_gemm_seconds: the part of `seconds` spent in the GEMMs that tp_comm_overlap runs beside a TP
+// communication chunk (added with add_tp_gemm), the only kernels that lose SMs to it.
 struct Costs {
-  double seconds = 0, flops = 0;
+  double seconds = 0, flops = 0, tp_gemm_seconds = 0;
   int kernels = 0;
   void add(const models::ComputeModel& cm, const Kernel& k, double times = 1.0);
   void add(const models::ComputeModel& cm, const models::KernelDesc& k, double time_factor = 1.0);
-  void operator+=(const Costs& o) { seconds += o.seconds, flops += o.flops, kernels += o.kernels; }
+  void add_tp_gemm(const models::ComputeModel& cm, const models::KernelDesc& k, double time_factor = 1.0);
+  void operator+=(const Costs& o) {
+    seconds += o.seconds, flops += o.flops, tp_gemm_seconds += o.tp_gemm_seconds, kernels += o.kernels;
+  }
 };
 
 // One decoder layer (one micro-batch, one TP rank), split where the communication sits.
@@ -85,6 +90,7 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
 LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm);
 MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const MoeLayerLoad& ld, double T_local);
 double fp8_cast_bytes_per_element(const std::string& recipe);
+double fp8_gather_bytes_per_element(const std::string& recipe);
 
 // Everything the step computes, priced once: per decoder layer, the first stage's embedding, the last
 // stage's logits / loss and MTP heads, per MoE layer its routing load and costs, and the optimizer rate.

@@ -25,6 +25,11 @@ void Costs::add(const models::ComputeModel& cm, const KernelDesc& k, double time
   flops += k.flops();
   ++kernels;
 }
+void Costs::add_tp_gemm(const models::ComputeModel& cm, const KernelDesc& k, double time_factor) {
+  const double before = seconds;
+  add(cm, k, time_factor);
+  tp_gemm_seconds += seconds - before;
+}
 
 // Unfused attention (SC'21-era Megatron-LM). Per-TP-rank kernels of one transformer layer for one
 // micro-batch. FLOP counts follow Narayanan et al. SC'21 Sec. 5.1 (24 b s h^2 + 4 b s^2 h forward, without
@@ -57,18 +62,33 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
   Kernel gelu{OpClass::Elementwise, 0, c.swiglu ? B2 * (fc1_w + f) / t * T : B2 * 2.0 * T * f / t};
   Kernel fc2 = gemm(T, f / t, h);
   LayerCosts L;
-  for (const Kernel& k : {ln, qkv, qk, softmax, attn_dropout, av, proj, drop_add}) L.fwd_attn.add(cm, k);
-  for (const Kernel& k : {ln, fc1, gelu, fc2, drop_add}) L.fwd_mlp.add(cm, k);
+  // The GEMMs tp_comm_overlap takes SMs from (add_tp_gemm; which ones: layer_costs_fused): the row-parallel
+  // forward GEMMs (proj, fc2) and the input projections' (qkv, fc1) dgrad and, with tp_comm_bulk_wgrad, wgrad.
+  const double in_share = c.tp_comm_bulk_wgrad ? 1.0 : 0.5;  // of an input projection's dgrad + wgrad
+  const double w_share = c.tp_comm_bulk_wgrad ? 1.0 : 0.0;
+  auto add = [&](Costs& out, const Kernel& k, double times, double tp_share) {
+    const double before = out.seconds;
+    out.add(cm, k, times);
+    out.tp_gemm_seconds += tp_share * (out.seconds - before);
+  };
+  for (const Kernel& k : {ln, qkv, qk, softmax, attn_dropout, av}) L.fwd_attn.add(cm, k);
+  add(L.fwd_attn, proj, 1.0, 1.0);
+  L.fwd_attn.add(cm, drop_add);
+  for (const Kernel& k : {ln, fc1, gelu}) L.fwd_mlp.add(cm, k);
+  add(L.fwd_mlp, fc2, 1.0, 1.0);
+  L.fwd_mlp.add(cm, drop_add);
   // Backward: each GEMM becomes two GEMMs of the same size (input and weight gradients); elementwise
   // backward kernels move about twice the bytes (read output grad and saved input, write input grad).
-  for (const Kernel& k : {qkv, qk, av, proj}) L.bwd_attn.add(cm, k, 2.0);
+  add(L.bwd_attn, qkv, 2.0, in_share);
+  for (const Kernel& k : {qk, av, proj}) L.bwd_attn.add(cm, k, 2.0);
   for (const Kernel& k : {ln, softmax, attn_dropout, drop_add}) L.bwd_attn.add(cm, k, 2.0);
-  for (const Kernel& k : {fc1, fc2}) L.bwd_mlp.add(cm, k, 2.0);
+  add(L.bwd_mlp, fc1, 2.0, in_share);
+  L.bwd_mlp.add(cm, fc2, 2.0);
   for (const Kernel& k : {ln, gelu, drop_add}) L.bwd_mlp.add(cm, k, 2.0);
-  for (const Kernel& k : {qkv, proj}) L.wgrad_attn.add(cm, k);  // the weight half of the GEMMs' backward
-  for (const Kernel& k : {fc1, fc2}) L.wgrad_mlp.add(cm, k);
-  L.dgrad_attn_in.add(cm, qkv), L.wgrad_attn_in.add(cm, qkv);
-  L.dgrad_mlp_in.add(cm, fc1), L.wgrad_mlp_in.add(cm, fc1);
+  add(L.wgrad_attn, qkv, 1.0, w_share), L.wgrad_attn.add(cm, proj);  // the weight half of the GEMMs' backward
+  add(L.wgrad_mlp, fc1, 1.0, w_share), L.wgrad_mlp.add(cm, fc2);
+  add(L.dgrad_attn_in, qkv, 1.0, 1.0), add(L.wgrad_attn_in, qkv, 1.0, w_share);
+  add(L.dgrad_mlp_in, fc1, 1.0, 1.0), add(L.wgrad_mlp_in, fc1, 1.0, w_share);
   for (const Kernel& k : {qk, softmax, attn_dropout, av}) L.recompute_attn_extra.add(cm, k);
   return L;
 }
@@ -90,6 +110,16 @@ double fp8_cast_bytes_per_element(const std::string& recipe) {
   if (recipe == "mxfp8") return 2.0 + 2.0 * (1.0 + 1.0 / 32.0);
   if (recipe == "blockwise") return 2.0 + 2.0 * (1.0 + 4.0 / 128.0);
   return 4.0;
+}
+
+// Bytes per element of an FP8 tensor all-gathered over TP (GptConfig::tp_gathers_fp8): the 1-byte data plus
+// its scales -- one fp32 scale-inverse per tensor for delayed / tensorwise (negligible), one E8M0 byte per 32
+// elements for mxfp8, one fp32 per 128 (1x128 blocks) for blockwise (the recipes as in
+// fp8_cast_bytes_per_element).
+double fp8_gather_bytes_per_element(const std::string& recipe) {
+  if (recipe == "mxfp8") return 1.0 + 1.0 / 32.0;
+  if (recipe == "blockwise") return 1.0 + 4.0 / 128.0;
+  return 1.0;
 }
 
 // Flash / fused attention (Megatron-Core with Transformer Engine): each kernel described by its shape and
@@ -123,18 +153,66 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   // 1116.2 / 493.2 us (16384x8192), tests/data/hardware/h200-kernels/kernels2.csv fp8_cast_with_amax_eager /
   // _compiled.
   const double cast_factor = eager ? 3.28 : 1.0;
-  auto fwd_gemm = [&](Costs& out, G g) {
-    if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.k)), cast_factor);
-    out.add(cm, KernelDesc::gemm(T, g.n, g.k, gp), gemm_factor);
+  // FP8 under sequence parallelism (GptConfig::tp_gathers_fp8): the column-parallel input projections'
+  // input (the norm output) and the row-parallel projections' output gradient are quantised on the local
+  // sequence shard (Te tokens) and the FP8 shards all-gathered. Per-tensor recipes (delayed, tensorwise) gather
+  // only the row-wise FP8 copy, so the local cast writes that copy alone (1 byte per element less than the
+  // recipe's cast + transpose) and the transposed copy for the weight-gradient GEMM is made from the gathered
+  // FP8 tensor in the backward (tex.fp8_transpose: read 1 + write 1 byte per element; layernorm_linear.py /
+  // linear.py backward and base.py grad_output_preprocess at NVIDIA/TransformerEngine@0004dbd0; update_usage
+  // (columnwise_usage=True) after the gather at @d0067d0da). MXFP8 / blockwise quantise both copies on the shard
+  // and gather the one each GEMM needs (layernorm_linear.py at @d0067d0da: the forward gathers the row-wise
+  // data, the backward the saved column-wise data).
+  const bool gather8 = c.tp_gathers_fp8();
+  const bool per_tensor = c.fp8_recipe == "delayed" || c.fp8_recipe == "tensorwise";
+  const double cast_local = per_tensor ? cast - 1.0 : cast;
+  const double transpose = per_tensor ? 2.0 : 0.0;
+  // tp_comm_overlap's SM cost lands on the GEMMs that run beside a communication kernel on SMs
+  // (Costs::add_tp_gemm). Transformer Engine's userbuffers defaults (initialize_ub, module/base.py at
+  // NVIDIA/TransformerEngine@d0067d0da; the same method lists at @0004dbd0) overlap every TP GEMM of a layer,
+  // but by three methods: "ring_exchange" for qkv_fprop / fc1_fprop / proj_dgrad / fc2_dgrad moves the
+  // all-gather chunks with the copy engines (use_ce; num_sm 1 and no SM margin for the GEMM at @d0067d0da,
+  // UbufP2PCommOverlap sets use_ce = 1 at @0004dbd0, csrc/comm_gemm_overlap.h), so those GEMMs keep their SMs;
+  // "pipeline" (proj_fprop, fc2_fprop: the reduce-scatter of the row-parallel output) and "bulk" (qkv_dgrad /
+  // fc1_dgrad: the input all-gather beside the input projection's dgrad GEMM; qkv_wgrad / fc1_wgrad: the
+  // input-gradient reduce-scatter beside its wgrad GEMM, tp_comm_bulk_wgrad) run 16-SM communication kernels
+  // and give the GEMM the rest (set_sm_margin). The row-parallel wgrad GEMMs ("external", beside the
+  // ring-exchange dgrad), attention, norms, casts and elementwise kernels pay nothing.
+  enum class Tp { Row, Column, ColumnGathered };  // ColumnGathered: the input is the block's SP all-gather
+  auto fwd_gemm = [&](Costs& out, G g, Tp tp) {
+    if (c.fp8()) {
+      const double el = tp == Tp::ColumnGathered && gather8 ? cast_local * double(Te) : cast * double(T);
+      out.add(cm, mem(MemoryKernel::Cast, el * double(g.k)), cast_factor);
+    }
+    const KernelDesc k = KernelDesc::gemm(T, g.n, g.k, gp);
+    tp == Tp::Row ? out.add_tp_gemm(cm, k, gemm_factor) : out.add(cm, k, gemm_factor);
   };
-  // din / win (optional): also record the input- / weight-gradient GEMM there (the input projections').
+  // din / win (optional): also record the input- / weight-gradient GEMM there (the input projections'; the
+  // input is the block's gathered input when its width is h). Without them the GEMM is row-parallel, its output
+  // gradient all-gathered under sequence parallelism.
   auto bwd_gemm = [&](Costs& out, G g, Costs& w, Costs* din = nullptr, Costs* win = nullptr) {
-    if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.n)), cast_factor);  // output gradient
-    out.add(cm, KernelDesc::gemm(T, g.k, g.n, gp), gemm_factor);  // dgrad
-    out.add(cm, KernelDesc::gemm(g.k, g.n, T, gp), gemm_factor);  // wgrad
-    w.add(cm, KernelDesc::gemm(g.k, g.n, T, gp), gemm_factor);
-    if (din) din->add(cm, KernelDesc::gemm(T, g.k, g.n, gp), gemm_factor);
-    if (win) win->add(cm, KernelDesc::gemm(g.k, g.n, T, gp), gemm_factor);
+    const bool input_proj = din != nullptr, bulk_w = input_proj && c.tp_comm_bulk_wgrad;
+    if (c.fp8()) {
+      if (!input_proj && gather8) {  // output gradient: cast on the shard, transposed after the gather
+        out.add(cm, mem(MemoryKernel::Cast, cast_local * double(Te) * double(g.n)), cast_factor);
+        if (transpose > 0) out.add(cm, mem(MemoryKernel::Cast, transpose * double(T) * double(g.n)));
+      } else {
+        out.add(cm, mem(MemoryKernel::Cast, cast * double(T) * double(g.n)), cast_factor);  // output gradient
+      }
+    }
+    const KernelDesc dg = KernelDesc::gemm(T, g.k, g.n, gp);
+    input_proj ? out.add_tp_gemm(cm, dg, gemm_factor) : out.add(cm, dg, gemm_factor);  // dgrad
+    if (input_proj && gather8 && transpose > 0 && g.k == h) {
+      // the re-gathered FP8 input transposed for the wgrad GEMM (runs with it)
+      const KernelDesc tr = mem(MemoryKernel::Cast, transpose * double(T) * double(g.k));
+      out.add(cm, tr), w.add(cm, tr);
+      if (win) win->add(cm, tr);
+    }
+    const KernelDesc wg = KernelDesc::gemm(g.k, g.n, T, gp);
+    bulk_w ? out.add_tp_gemm(cm, wg, gemm_factor) : out.add(cm, wg, gemm_factor);  // wgrad
+    bulk_w ? w.add_tp_gemm(cm, wg, gemm_factor) : w.add(cm, wg, gemm_factor);
+    if (din) din->add_tp_gemm(cm, dg, gemm_factor);
+    if (win) bulk_w ? win->add_tp_gemm(cm, wg, gemm_factor) : win->add(cm, wg, gemm_factor);
   };
   const auto impl = c.attention_backend == "flash" ? models::AttentionImpl::Flash : models::AttentionImpl::Cudnn;
   // Causal attention of this rank's s/cp queries over the whole sequence: with load-balanced chunks (2 cp
@@ -249,7 +327,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   }
   add_norm(L.fwd_attn, 1.0);
   add_norm(L.recompute_norm, 1.0);
-  for (const G& g : attn_in) fwd_gemm(L.fwd_attn, g);
+  for (const G& g : attn_in) fwd_gemm(L.fwd_attn, g, g.k == h ? Tp::ColumnGathered : Tp::Column);
   if (latent_norm > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Norm, latent_norm));
   add_rope(L.fwd_attn, 1.0);
   if (repeat > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Copy, repeat));
@@ -319,12 +397,12 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     out += bwd ? L.cp_bwd_rest : L.cp_fwd_rest;
   };
   add_attention(L.fwd_attn, false);
-  fwd_gemm(L.fwd_attn, attn_out);
+  fwd_gemm(L.fwd_attn, attn_out, Tp::Row);
   L.fwd_attn.add(cm, mem(MemoryKernel::Elementwise, resid));
   add_norm(L.fwd_mlp, 1.0);
-  fwd_gemm(L.fwd_mlp, up);
+  fwd_gemm(L.fwd_mlp, up, Tp::ColumnGathered);
   L.fwd_mlp.add(cm, mem(actv_kind, actv));
-  fwd_gemm(L.fwd_mlp, down);
+  fwd_gemm(L.fwd_mlp, down, Tp::Row);
   L.fwd_mlp.add(cm, mem(MemoryKernel::Elementwise, resid));
   // Backward: memory-bound kernels move twice their forward bytes (read the output gradient and the saved
   // input, write the input gradient).
@@ -349,13 +427,13 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     // the two norms, RoPE, the 2nd, 4th and 6th matmuls in forward order (wk, wo, w3 of a Llama block) and
     // the SwiGLU product -- before the layer's backward.
     add_norm(L.recompute_attn_extra, 1.0);
-    fwd_gemm(L.recompute_attn_extra, G{h, g_t * d});
+    fwd_gemm(L.recompute_attn_extra, G{h, g_t * d}, Tp::ColumnGathered);
     add_rope(L.recompute_attn_extra, 1.0);
     if (repeat > 0) L.recompute_attn_extra.add(cm, mem(MemoryKernel::Copy, repeat));
-    fwd_gemm(L.recompute_attn_extra, attn_out);
+    fwd_gemm(L.recompute_attn_extra, attn_out, Tp::Row);
     L.recompute_attn_extra.add(cm, mem(MemoryKernel::Elementwise, resid));
     add_norm(L.bwd_mlp, 1.0);
-    fwd_gemm(L.bwd_mlp, G{h, f / t});
+    fwd_gemm(L.bwd_mlp, G{h, f / t}, Tp::ColumnGathered);
     L.bwd_mlp.add(cm, mem(actv_kind, actv));
     // cuDNN attention (attention_backend fused) is not in the save list (only the flash and efficient SDPA
     // ops are; torchtitan _save_list): its forward runs again before its backward.

@@ -74,7 +74,7 @@ Op compute_op(std::string name, const Costs& c) {
 
 // `a` without the kernels of `b` (a backward without its weight-gradient GEMMs).
 Costs minus(Costs a, const Costs& b) {
-  a.seconds -= b.seconds, a.flops -= b.flops, a.kernels -= b.kernels;
+  a.seconds -= b.seconds, a.flops -= b.flops, a.tp_gemm_seconds -= b.tp_gemm_seconds, a.kernels -= b.kernels;
   return a;
 }
 
@@ -100,8 +100,17 @@ Op coll_op(std::string name, CollOp kind, std::int32_t comm, double bytes, std::
 // while the GEMMs run; the GEMMs lose the SMs the communication kernels take. Cost: 16 of H100's 132 SMs
 // (Transformer Engine's userbuffers default: add_ub(..., num_sm=16) for the ring-exchange, pipeline and bulk
 // methods alike, NVIDIA/TransformerEngine@0004dbd0 transformer_engine/pytorch/module/base.py initialize_ub;
-// 132 SMs: H100 SXM whitepaper) -> the overlapped compute runs 132 / 116 = 1.138x longer.
+// 132 SMs: H100 SXM whitepaper) -> the overlapped GEMMs (Costs::tp_gemm_seconds: which ones,
+// gpt_kernels.cpp layer_costs_fused) run 132 / 116 = 1.138x longer; the block's other kernels (attention,
+// norms, casts, elementwise) keep all SMs.
 constexpr double kTpOverlapComputeFactor = 132.0 / 116.0;
+
+// `c` with its TP-overlapped GEMMs stretched by `factor`.
+Costs tp_overlap_stretched(Costs c, double factor) {
+  c.seconds += (factor - 1.0) * c.tp_gemm_seconds;
+  c.tp_gemm_seconds *= factor;
+  return c;
+}
 
 
 // Step-wide quantities the stages share.
@@ -114,7 +123,7 @@ struct StepContext {
   std::vector<std::int64_t> offset;  // first global layer of each model chunk (chunk_offsets)
   std::int64_t m = 0;                // micro-batches per step
   double h = 0, V = 0;
-  double tp_bytes = 0, pp_bytes = 0, kv_bytes = 0, qkv_local = 0, o_local = 0, a2a_bytes = 0;
+  double tp_bytes = 0, tp_ag_bytes = 0, pp_bytes = 0, kv_bytes = 0, qkv_local = 0, o_local = 0, a2a_bytes = 0;
   double torch_cp_kv = 0, torch_cp_dkv = 0;  // PyTorch CP: gathered K/V (all ranks), one rank's fp32 dK/dV
   double Pl = 0, emb_el = 0, out_el = 0, grad_elem_bytes = 2.0;
   bool fp8_dispatch = false;
@@ -130,6 +139,9 @@ StepContext step_context(const GptConfig& c, const models::ComputeModel& cm, con
   const double s = double(c.seq_length) / double(cp), b = double(c.micro_batch_size);
   const double act_bytes = b * s * x.h * 2.0;  // one micro-batch's hidden states on this rank, 2-byte elements
   x.tp_bytes = act_bytes;
+  // The TP blocks' all-gathers move FP8 where the framework gathers the quantised shards
+  // (GptConfig::tp_gathers_fp8); the reduce-scatters / all-reduces stay bf16.
+  x.tp_ag_bytes = c.tp_gathers_fp8() ? b * s * x.h * fp8_gather_bytes_per_element(c.fp8_recipe) : act_bytes;
   // Pipeline sends use the scatter/gather optimisation (each TP rank sends 1/t of the activation; Narayanan
   // et al. SC'21 Sec. 4.1), on by default in Megatron-LM.
   x.pp_bytes = act_bytes / double(t);
@@ -303,10 +315,9 @@ class StageEmitter {
   // before the step that issues it, each dK/dV permute after the step that produced it.
   // A selective recompute's attention forward inside the backward block (recompute_attn_extra) is priced with
   // its ring steps but without its own K/V exchange.
-  void torch_cp_attention(const std::string& nm, const std::string& cname, const Costs& cost, double factor, bool bwd,
+  void torch_cp_attention(const std::string& nm, const std::string& cname, const Costs& cost, bool bwd,
                           const std::vector<std::uint32_t>& extra) {
-    Costs first = bwd ? K.layer.cp_bwd_first : K.layer.cp_fwd_first, rest = bwd ? K.layer.cp_bwd_rest : K.layer.cp_fwd_rest;
-    first.seconds *= factor, rest.seconds *= factor;
+    const Costs first = bwd ? K.layer.cp_bwd_first : K.layer.cp_fwd_first, rest = bwd ? K.layer.cp_bwd_rest : K.layer.cp_fwd_rest;
     Costs ring = first;
     ring += rest;
     rb.chain(compute_op(cname, minus(cost, ring)), extra);
@@ -369,7 +380,7 @@ class StageEmitter {
   void block(const std::string& nm, const std::string& cname, const Costs& cost, bool attn, bool bwd,
              const std::vector<std::uint32_t>& extra = {}, const Costs* din = nullptr, const Costs* win = nullptr) {
     const auto& tp_comm = Y.tp_comm;
-    const double tp_bytes = x_.tp_bytes, kv_bytes = x_.kv_bytes;
+    const double tp_bytes = x_.tp_bytes, ag_bytes = x_.tp_ag_bytes, kv_bytes = x_.kv_bytes;
     std::vector<std::uint32_t> par;
     const bool ovl = c.tp_comm_overlap && t > 1;
     const bool has_pre = rb.has_last();
@@ -379,7 +390,7 @@ class StageEmitter {
     const bool torch_cp = attn && cp > 1 && !c.context_parallel_rotate_method.empty();
     const bool mcore_cp = attn && cp > 1 && !torch_cp;
     if (t > 1 && c.sequence_parallel) {
-      Op ag = coll_op(nm + (bwd ? ".bwd.ag" : ".ag"), CollOp::AllGather, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp");
+      Op ag = coll_op(nm + (bwd ? ".bwd.ag" : ".ag"), CollOp::AllGather, tp_comm[st], ag_bytes, RankBuilder::kTp, "tp");
       if (ovl) par.push_back(rb.fork(std::move(ag)));
       else rb.chain(std::move(ag));
     }
@@ -400,19 +411,18 @@ class StageEmitter {
     const double sm = ovl ? kTpOverlapComputeFactor : 1.0;
     Costs cc = cost;
     if (split) cc = minus(minus(cc, *din), *win);
-    cc.seconds *= sm;
-    if (torch_cp) torch_cp_attention(nm, cname, cc, sm, bwd, extra);
+    cc = tp_overlap_stretched(cc, sm);
+    if (torch_cp) torch_cp_attention(nm, cname, cc, bwd, extra);
     else rb.chain(compute_op(cname, cc), extra);
     if (mcore_cp && c.cp_comm_type == "all_gather" && bwd)
       rb.chain(coll_op(nm + ".bwd.cp.dkv", CollOp::ReduceScatter, Y.cp_comm[st], kv_bytes, RankBuilder::kCp, "cp"));
     if (mcore_cp && c.cp_comm_type == "a2a")
       rb.chain(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.a2a2", CollOp::AllToAll, Y.cp_comm[st], bwd ? x_.qkv_local : x_.o_local, RankBuilder::kCp, "cp"));
     if (split) {
-      Costs d = *din, w = *win;
-      d.seconds *= sm, w.seconds *= sm;
+      const Costs d = tp_overlap_stretched(*din, sm), w = tp_overlap_stretched(*win, sm);
       std::uint32_t regather = 0;
       if (c.sequence_parallel)
-        regather = rb.fork(coll_op(nm + ".bwd.ag.input", CollOp::AllGather, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp"));
+        regather = rb.fork(coll_op(nm + ".bwd.ag.input", CollOp::AllGather, tp_comm[st], ag_bytes, RankBuilder::kTp, "tp"));
       rb.chain(compute_op(cname + ".dgrad_in", d));
       if (c.sequence_parallel) rb.chain(wait_op(nm + ".bwd.ag.input.wait"), {regather});
       par.push_back(rb.fork(c.sequence_parallel
