@@ -204,7 +204,8 @@ TEST_CASE("fidelity levels agree on the presets (engine makespans)") {
     std::string topo;
     std::map<std::string, std::string> params;
   };
-  for (const auto& cs : {Case{"dgx-h100", {}}, Case{"dgx-a100", {}}, Case{"superpod", {{"nodes", "4"}}}}) {
+  // SHARP on the superpod so that CollNet is checked too.
+  for (const auto& cs : {Case{"dgx-h100", {}}, Case{"dgx-a100", {}}, Case{"superpod", {{"nodes", "4"}, {"sharp", "true"}}}}) {
     const System sys(system_spec(cs.topo, cs.params, "default"));
     const topo::Topology& t = sys.topology();
     topo::Routing& r = sys.routing();
