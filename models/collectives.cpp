@@ -277,10 +277,12 @@ std::string why_not_applicable(const CollectiveSpec& spec, Algorithm a, const to
       // [NCCL-E] NVLS across NVLink domains is NCCL's NVLS with CollNet: NVLink SHARP in each node, the heads'
       // shards reduced by the InfiniBand switches (SHARP), all_reduce only (src/enqueue.cc at v2.26.2-1: NVLS
       // is skipped when collNetSupport != 1 and nNodes > 1, and for all_gather/reduce_scatter on several nodes).
-      const std::string why = "nvls needs all ranks under one NVLS NVSwitch (or one NVLS switch above theirs), or, "
-                              "across hosts, all_reduce with SHARP in the network (NCCL's NVLS + CollNet); ";
-      if (spec.op != Op::AllReduce) return why + "this is " + std::string(to_string(spec.op)) + " (use ring or tree)";
-      if (L.hosts.size() < 2) return why + "the ranks span several NVLink domains of one host";
+      const std::string why = "nvls needs all ranks under one NVLS NVSwitch (or one NVLS switch above theirs); the "
+                              "ranks span several NVLink domains, which needs all_reduce with SHARP in the network "
+                              "(NCCL's NVLS + CollNet); ";
+      if (spec.op != Op::AllReduce)
+        return why + "NCCL runs " + std::string(to_string(spec.op)) + " with NVLS inside one domain only (use ring)";
+      if (L.hosts.size() < 2) return why + "these domains are in one host";
       std::string w = nvls_per_host("nvls across hosts");
       if (w.empty()) w = sharp_groups("nvls across hosts");
       return w.empty() ? "" : why + w;
