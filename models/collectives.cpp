@@ -232,6 +232,40 @@ std::string why_not_applicable(const CollectiveSpec& spec, Algorithm a, const to
            list + ")";
   }
   CommLayout L = layout(spec, t);
+  const auto nvls_root = [](const topo::Node& nd) { return nd.kind == NodeKind::NvSwitch && nd.nvls; };
+  // Every host's ranks under one NVLS NVSwitch, the same count on each ("" if so; `name` starts the message).
+  const auto nvls_per_host = [&](const std::string& name) -> std::string {
+    if (!L.equal_per_host) return name + " needs the same number of ranks on every host";
+    for (const auto& h : L.hosts) {
+      std::vector<NodeId> l1;
+      for (int r : h) {
+        const NodeId s = nvls_switch_of(t, spec.communicator[r]);
+        if (s == topo::kNoNode)
+          return name + " needs NVSwitches with NVLink SHARP (nvls) in every host; GPU '" +
+                 t.node(spec.communicator[r]).id + "' has none";
+        l1.push_back(s);
+      }
+      if (common_root(t, l1, nvls_root) == topo::kNoNode) return name + " needs each host's ranks under one NVLS NVSwitch";
+    }
+    return "";
+  };
+  // Every rank's rail NIC on a SHARP switch, one SHARP switch above the leaves of each rail group (the ranks at
+  // one position on every host); "" if so.
+  const auto sharp_groups = [&](const std::string& name) -> std::string {
+    std::vector<std::vector<NodeId>> groups(L.hosts[0].size());
+    for (int r = 0; r < L.n; ++r) {
+      NodeId leaf = sharp_leaf_of(t, routing, spec.communicator[r]);
+      if (leaf == topo::kNoNode)
+        return name + " needs every GPU's rail NIC on an InfiniBand switch with SHARP (superpod --param sharp=true: "
+                      "NCCL runs it only with the SHARP plugin and NCCL_COLLNET_ENABLE=1); GPU '" +
+               t.node(spec.communicator[r]).id + "' has none";
+      groups[L.local_of_rank[r]].push_back(leaf);
+    }
+    for (const auto& g : groups)
+      if (common_root(t, g, [](const topo::Node& nd) { return is_fabric_switch(nd.kind) && nd.sharp; }) == topo::kNoNode)
+        return name + " needs one SHARP switch above all the rail leaves of a rail group (two tiers at most)";
+    return "";
+  };
   switch (a) {
     case Algorithm::Nvls: {
       std::vector<NodeId> l1;
@@ -241,46 +275,32 @@ std::string why_not_applicable(const CollectiveSpec& spec, Algorithm a, const to
           return "nvls needs NVSwitches with NVLink SHARP (nvls); GPU '" + t.node(g).id + "' has none";
         l1.push_back(s);
       }
-      NodeId root = common_root(t, l1, [](const topo::Node& nd) { return nd.kind == NodeKind::NvSwitch && nd.nvls; });
-      if (root == topo::kNoNode)
-        return "nvls needs all ranks under one NVLS NVSwitch (or one NVLS switch above theirs); the ranks span "
-               "several NVLink domains (use hierarchical, ring or tree)";
-      return "";
+      if (common_root(t, l1, nvls_root) != topo::kNoNode) return "";
+      // [NCCL-E] NVLS across NVLink domains is NCCL's NVLS with CollNet: NVLink SHARP in each node, the heads'
+      // shards reduced by the InfiniBand switches (SHARP), all_reduce only (src/enqueue.cc at v2.26.2-1: NVLS
+      // is skipped when collNetSupport != 1 and nNodes > 1, and for all_gather/reduce_scatter on several nodes).
+      const std::string why = "nvls needs all ranks under one NVLS NVSwitch (or one NVLS switch above theirs); the "
+                              "ranks span several NVLink domains, which needs all_reduce with SHARP in the network "
+                              "(NCCL's NVLS + CollNet); ";
+      if (spec.op != Op::AllReduce)
+        return why + "NCCL runs " + std::string(to_string(spec.op)) + " with NVLS inside one domain only (use ring)";
+      if (L.hosts.size() < 2) return why + "these domains are in one host";
+      std::string w = nvls_per_host("nvls across hosts");
+      if (w.empty()) w = sharp_groups("nvls across hosts");
+      return w.empty() ? "" : why + w;
     }
-    case Algorithm::NvlsTree: {
+    case Algorithm::NvlsTree:
       // [NCCL-T] NVLS_TREE is disabled on a single node (tuning.cc: "Disable NVLS Tree on a single node").
       if (L.hosts.size() < 2) return "nvls_tree needs ranks on at least two hosts (NCCL disables it on one node)";
-      if (!L.equal_per_host) return "nvls_tree needs the same number of ranks on every host";
-      for (const auto& h : L.hosts) {
-        std::vector<NodeId> l1;
-        for (int r : h) {
-          const NodeId s = nvls_switch_of(t, spec.communicator[r]);
-          if (s == topo::kNoNode)
-            return "nvls_tree needs NVSwitches with NVLink SHARP (nvls) in every host; GPU '" +
-                   t.node(spec.communicator[r]).id + "' has none";
-          l1.push_back(s);
-        }
-        if (common_root(t, l1, [](const topo::Node& nd) { return nd.kind == NodeKind::NvSwitch && nd.nvls; }) ==
-            topo::kNoNode)
-          return "nvls_tree needs each host's ranks under one NVLS NVSwitch";
-      }
-      return "";
-    }
+      return nvls_per_host("nvls_tree");
     case Algorithm::CollNet: {
       if (!L.equal_per_host) return "collnet needs the same number of ranks on every host";
-      std::vector<std::vector<NodeId>> groups(L.hosts[0].size());
-      for (int r = 0; r < L.n; ++r) {
-        NodeId leaf = sharp_leaf_of(t, routing, spec.communicator[r]);
-        if (leaf == topo::kNoNode)
-          return "collnet needs every GPU's rail NIC on an InfiniBand switch with SHARP; GPU '" +
-                 t.node(spec.communicator[r]).id + "' has none";
-        groups[L.local_of_rank[r]].push_back(leaf);
-      }
-      for (const auto& g : groups)
-        if (common_root(t, g, [](const topo::Node& nd) { return is_fabric_switch(nd.kind) && nd.sharp; }) ==
-            topo::kNoNode)
-          return "collnet needs one SHARP switch above all the rail leaves of a rail group (two tiers at most)";
-      return "";
+      // [NCCL-E] "CollNetDirect is only supported for up to 8 local GPUs" (src/enqueue.cc at v2.26.2-1:
+      // maxLocalRanks > NCCL_MAX_DIRECT_ARITY + 1 = 8 skips it).
+      if (L.hosts[0].size() > 8)
+        return "collnet (NCCL's CollNet Direct) supports at most 8 ranks per host; this communicator has " +
+               std::to_string(L.hosts[0].size());
+      return sharp_groups("collnet");
     }
     case Algorithm::Pat:
       if (static_cast<int>(L.hosts.size()) != L.n)
@@ -405,6 +425,7 @@ struct Builder {
   Schedule s;
   bool aggregated = false;  // the builder already emitted merged flows (compress() would find nothing)
   double step_latency_scale = 1.0;  // NVLS: NCCL loops per pipeline chunk (build_nvls)
+  bool nvls_sharp = false;          // NVLS across hosts with SHARP (build_nvls_sharp): hops priced as NVLS_TREE's
   double ll_cap_payload_Bps = 0;    // LL: data rate cap of one modelled channel's flow, bytes/s (0 = none)
   double chunk_scale = 1.0;         // NCCL channels one modelled channel stands for, when more than one (LL cap)
   RingStream* stream = nullptr;     // set: a step-level ring records its step-0 hops here instead (build_ring_stream)
@@ -436,13 +457,18 @@ struct Builder {
     // (nvls_efficiency, set as algo_eff by build_nvls), not a loss on top of the copy kernels' NVLink
     // efficiency, which is measured on ring runs (calibration.cpp).
     if (kinds(NodeKind::NvSwitch)) {
-      if (algo == Algorithm::NvlsTree) return {calib.factor("nvls_efficiency"), ap.step_latency_s};
+      if (algo == Algorithm::NvlsTree || nvls_sharp) return {calib.factor("nvls_efficiency"), ap.step_latency_s};
       return {algo == Algorithm::Nvls ? 1.0 : nv_eff(model), ap.step_latency_s};
     }
     // NVLS_TREE: every chunk of every edge pays the kernel's per-loop cost (step latency); the network latency
     // is paid once per tree level and direction per call (build_nvls_tree), as NCCL's model charges it.
-    if (algo == Algorithm::NvlsTree) return {net_eff(), ap.step_latency_s};
-    if (is_fabric_switch(na.kind) || is_fabric_switch(nb.kind)) return {net_eff(), ap.net_step_latency_s};
+    if (algo == Algorithm::NvlsTree || nvls_sharp) return {net_eff(), ap.step_latency_s};
+    // CollNet: the same. Every chunk pays the per-step latency on its SHARP hops; the network latency once per
+    // call (build_collnet), as NCCL's model charges it. Charged per chunk, the 31 us bound every hop of a
+    // 64-chunk pipeline to one chunk per 31 us: 256 MiB on 2 GB200 NVL72 racks took 4.50 ms where the tuner
+    // priced 2.45 ms, and the tuner chose CollNet at 118 GB/s busbw over NVLS_TREE's 239.
+    if (is_fabric_switch(na.kind) || is_fabric_switch(nb.kind))
+      return {net_eff(), algo == Algorithm::CollNet ? ap.step_latency_s : ap.net_step_latency_s};
     if (na.kind == NodeKind::Gpu && nb.kind == NodeKind::Gpu) {
       if (na.nvlink_domain >= 0 && na.nvlink_domain == nb.nvlink_domain) return {nv_eff(model), ap.step_latency_s};
       if (na.host >= 0 && na.host == nb.host) return {pcie_eff(), ap.step_latency_s};
@@ -954,6 +980,10 @@ struct Builder {
     std::vector<NodeId> leaf_of;
     for (int r = 0; r < n; ++r) leaf_of.push_back(nvls_switch_of(t, gpu(r)));
     NodeId root = common_root(t, leaf_of, [](const topo::Node& nd) { return nd.kind == NodeKind::NvSwitch && nd.nvls; });
+    if (root == topo::kNoNode) {  // several NVLink domains: NVLS with SHARP between them (why_not_applicable)
+      build_nvls_sharp();
+      return;
+    }
     algo_eff = calib.factors.nvls_efficiency;
     // NCCL's NVLS kernel works in loops of channels x heads x chunk bytes (tuner.hpp nccl_nvls_loops); each
     // loop costs the NVLS per-step latency. The pipeline gets one chunk per loop (at most
@@ -1002,48 +1032,14 @@ struct Builder {
     const NvlsLoops nl = nccl_nvls_tree_loops(S, nccl_nvls_channels_with_env(nccl_nvls_channels(t.node(gpu(0)).model), spec.nccl_env), g, H);
     const std::uint32_t K = static_cast<std::uint32_t>(std::clamp(nl.loops, 1.0, calib.factor("max_pipeline_chunks")));
     step_latency_scale = nl.loops / K;
-    std::vector<NodeId> sw(H);
-    for (int h = 0; h < H; ++h) {
-      std::vector<NodeId> l1;
-      for (int r : L.hosts[h]) l1.push_back(nvls_switch_of(t, gpu(r)));
-      sw[h] = common_root(t, l1, [](const topo::Node& nd) { return nd.kind == NodeKind::NvSwitch && nd.nvls; });
-    }
     // [NCCL-T] ncclTopoTuneModel's NVLS_TREE latency, intraLat + 2 log2(nNodes) x interLat: the network part
     // once per call (the NvlsTree row's net_step_latency per tree level and direction), not per pipeline chunk:
     // charged per chunk (64 KiB chunks on 8 nodes: 128 loops per GiB) it serialised 2.7 ms of latency into a
     // 1 GiB call, 8.6 ms simulated against 5.6 ms measured on 8 H100 nodes.
     s.fixed_latency_s += 2 * std::ceil(std::log2(static_cast<double>(H))) * ap.net_step_latency_s;
-    // The per-loop cost on the first loop's path: NCCL's NVLS_TREE kernel runs NVLS's four warp groups per
-    // channel (scatter, reduce, broadcast, gather; NVIDIA/nccl src/device/all_reduce.h
-    // RunWorkColl<..., NCCL_ALGO_NVLS_TREE, ...> at v2.26.2-1, src/collectives/device/all_reduce.h at v2.18.1-1,
-    // read, not copied), so a loop crosses the single-host NVLS kernel's two hand-offs inside a host, scatter ->
-    // reduce and broadcast -> gather, which the single-host schedule (build_nvls) charges once each, on its up
-    // and down edges. Here each of them is two edges (through the switch to the head and back), and the reduce
-    // and broadcast warps hand the tree hops to the network proxy, whose latency is charged per call above, as
-    // NCCL's model does. So the first chunk pays the cost on the first edge of the reduce (rank -> switch) and
-    // the last of the broadcast (switch -> rank) only: charged on all six edges, a one-loop call (up to 8 MiB
-    // on 2 x 8 H100) paid it six times in series (XE9680 1-8 MiB 18-24 % slow). Every later chunk pays it on
-    // every edge: in the schedule a chunk's per-step latency runs before its bytes, so the per-loop cost is
-    // also what bounds each edge's rate in the single-host fit; taken off the head's edges for every chunk, the
-    // shard bytes overlapped the other edges' latency and the plateau rose (XE9680 16 GiB +4.5 -> +9.3 %).
-    std::vector<PEdge> edges;
-    auto add = [&](NodeId a, NodeId b, double payload, std::vector<int> parents, int ch, double first_step_cost = 0.0) {
-      edges.push_back(PEdge{a, b, payload, 1.0, std::move(parents), {}, ch, first_step_cost});
-      return static_cast<int>(edges.size() - 1);
-    };
-    auto head = [&](int h, int k) { return gpu(L.hosts[h][k]); };
-    // Reduce input: every rank sends the g-1 shards it does not head to the switch.
-    std::vector<std::vector<int>> up(H);
-    for (int h = 0; h < H; ++h)
-      for (int k = 0; k < g; ++k) up[h].push_back(add(head(h, k), sw[h], S * (g - 1) / g, {}, k, 1.0));
-    // The reduced shard k reaches head k.
-    std::vector<std::vector<int>> rs(H, std::vector<int>(g));
-    for (int h = 0; h < H; ++h)
-      for (int k = 0; k < g; ++k) rs[h][k] = add(sw[h], head(h, k), shard, up[h], k);
-    // Trees between the heads of shard k: what each head waits for before multicasting (per tree: the up edges
-    // of its children when it is the root, else the down edge into it).
-    std::vector<std::vector<std::vector<int>>> ready(H, std::vector<std::vector<int>>(g));
-    for (int k = 0; k < g; ++k)
+    nvls_hosts(K, [&](int k, const std::vector<std::vector<int>>& rs, auto& add, auto& head, auto& ready) {
+      // Trees between the heads of shard k: what each head waits for before multicasting (per tree: the up edges
+      // of its children when it is the root, else the down edge into it).
       for (bool second : {false, true}) {
         const std::vector<int> parent = double_binary_tree(H, second);
         std::vector<std::vector<int>> kids(H);
@@ -1080,6 +1076,94 @@ struct Builder {
           else r.push_back(down_e[h]);
         }
       }
+    });
+  }
+
+  // NCCL's NVLS across nodes with CollNet (NCCL >= 2.18 with the SHARP plugin; src/graph/connect.cc connectNvls
+  // at v2.26.2-1 gives each head rank a network peer, nvls.out, when collNetSupport; src/device/all_reduce.h
+  // RunWorkColl<..., NCCL_ALGO_NVLS, ...> without oneNode: the reduce warps send the NVLS-reduced shard to the
+  // network, the broadcast warps multicast what comes back): NVLS_TREE's pipeline inside each host, with one
+  // SHARP in-network all_reduce of shard k among the heads k of all hosts (one rail) in place of the trees.
+  void build_nvls_sharp() {
+    if (L.n < 2) return;
+    const double S = static_cast<double>(spec.bytes);
+    const int H = static_cast<int>(L.hosts.size());
+    const int g = static_cast<int>(L.hosts[0].size());
+    const double shard = S / g;
+    // NCCL cuts it as single-node NVLS (src/enqueue.cc calcCollChunking at v2.26.2-1; the 32 KiB cap for an NVLS
+    // busBw below 150 GB/s is not modelled).
+    const NvlsLoops nl = nccl_nvls_loops(S, nccl_nvls_channels_with_env(nccl_nvls_channels(t.node(gpu(0)).model), spec.nccl_env), g);
+    const std::uint32_t K = static_cast<std::uint32_t>(std::clamp(nl.loops, 1.0, calib.factor("max_pipeline_chunks")));
+    step_latency_scale = nl.loops / K;
+    // [NCCL-T] ncclTopoTuneModel's NVLS latency across nodes: intraLat + interLat, the network part once per call
+    // (the Nvls row's net_step_latency, hwLatencies[NET][NVLS][Simple] = 18 us); the SHARP hops pay the NVLS
+    // per-loop latency per chunk (hop_params), as CollNet's and NVLS_TREE's do.
+    s.fixed_latency_s += ap.net_step_latency_s;
+    nvls_sharp = true;
+    nvls_hosts(K, [&](int k, const std::vector<std::vector<int>>& rs, auto& add, auto& head, auto& ready) {
+      std::vector<NodeId> leaves(H);
+      for (int h = 0; h < H; ++h) leaves[h] = sharp_leaf_of(t, routing, head(h, k));
+      const NodeId root = common_root(t, leaves, [](const topo::Node& nd) { return is_fabric_switch(nd.kind) && nd.sharp; });
+      std::map<NodeId, std::vector<int>> into;  // aggregation switch -> edges into it
+      for (int h = 0; h < H; ++h) into[leaves[h]].push_back(add(head(h, k), leaves[h], shard, {rs[h][k]}, k));
+      std::map<NodeId, int> down;  // leaf -> the reduced shard reaching it
+      if (into.size() > 1 || into.begin()->first != root) {
+        std::vector<int> at_root;
+        for (const auto& [leaf, e] : into) at_root.push_back(add(leaf, root, shard, e, k));
+        for (const auto& [leaf, e] : into) down[leaf] = add(root, leaf, shard, at_root, k);
+      }
+      for (int h = 0; h < H; ++h) {
+        const std::vector<int> par = down.count(leaves[h]) ? std::vector<int>{down[leaves[h]]} : into[leaves[h]];
+        ready[h][k].push_back(add(leaves[h], head(h, k), shard, par, k));
+      }
+    });
+  }
+
+  // NVLS inside each host around an inter-host all_reduce of every shard (NCCL's NVLS_TREE, and its NVLS with
+  // CollNet): `inter(k, rs, add, head, ready)` adds the inter-host edges of shard k, which start after rs[h][k]
+  // (the reduced shard k reaching head k of host h), and fills ready[h][k] with the edges head k waits for before
+  // multicasting the result.
+  template <class Inter>
+  void nvls_hosts(std::uint32_t K, Inter inter) {
+    const double S = static_cast<double>(spec.bytes);
+    const int H = static_cast<int>(L.hosts.size());
+    const int g = static_cast<int>(L.hosts[0].size());
+    const double shard = S / g;
+    std::vector<NodeId> sw(H);
+    for (int h = 0; h < H; ++h) {
+      std::vector<NodeId> l1;
+      for (int r : L.hosts[h]) l1.push_back(nvls_switch_of(t, gpu(r)));
+      sw[h] = common_root(t, l1, [](const topo::Node& nd) { return nd.kind == NodeKind::NvSwitch && nd.nvls; });
+    }
+    // The per-loop cost on the first loop's path: NCCL's NVLS_TREE kernel runs NVLS's four warp groups per
+    // channel (scatter, reduce, broadcast, gather; NVIDIA/nccl src/device/all_reduce.h
+    // RunWorkColl<..., NCCL_ALGO_NVLS_TREE, ...> at v2.26.2-1, src/collectives/device/all_reduce.h at v2.18.1-1,
+    // read, not copied), so a loop crosses the single-host NVLS kernel's two hand-offs inside a host, scatter ->
+    // reduce and broadcast -> gather, which the single-host schedule (build_nvls) charges once each, on its up
+    // and down edges. Here each of them is two edges (through the switch to the head and back), and the reduce
+    // and broadcast warps hand the tree (or SHARP) hops to the network proxy, whose latency the caller charges per
+    // call, as NCCL's model does. So the first chunk pays the cost on the first edge of the reduce (rank -> switch) and
+    // the last of the broadcast (switch -> rank) only: charged on all six edges, a one-loop call (up to 8 MiB
+    // on 2 x 8 H100) paid it six times in series (XE9680 1-8 MiB 18-24 % slow). Every later chunk pays it on
+    // every edge: in the schedule a chunk's per-step latency runs before its bytes, so the per-loop cost is
+    // also what bounds each edge's rate in the single-host fit; taken off the head's edges for every chunk, the
+    // shard bytes overlapped the other edges' latency and the plateau rose (XE9680 16 GiB +4.5 -> +9.3 %).
+    std::vector<PEdge> edges;
+    auto add = [&](NodeId a, NodeId b, double payload, std::vector<int> parents, int ch, double first_step_cost = 0.0) {
+      edges.push_back(PEdge{a, b, payload, 1.0, std::move(parents), {}, ch, first_step_cost});
+      return static_cast<int>(edges.size() - 1);
+    };
+    auto head = [&](int h, int k) { return gpu(L.hosts[h][k]); };
+    // Reduce input: every rank sends the g-1 shards it does not head to the switch.
+    std::vector<std::vector<int>> up(H);
+    for (int h = 0; h < H; ++h)
+      for (int k = 0; k < g; ++k) up[h].push_back(add(head(h, k), sw[h], S * (g - 1) / g, {}, k, 1.0));
+    // The reduced shard k reaches head k.
+    std::vector<std::vector<int>> rs(H, std::vector<int>(g));
+    for (int h = 0; h < H; ++h)
+      for (int k = 0; k < g; ++k) rs[h][k] = add(sw[h], head(h, k), shard, up[h], k);
+    std::vector<std::vector<std::vector<int>>> ready(H, std::vector<std::vector<int>>(g));
+    for (int k = 0; k < g; ++k) inter(k, rs, add, head, ready);
     // Head k multicasts its all-reduced shard; every rank receives the g-1 shards it does not head.
     std::vector<std::vector<int>> ag(H, std::vector<int>(g));
     for (int h = 0; h < H; ++h)
@@ -1102,6 +1186,9 @@ struct Builder {
       for (auto& [r, v] : d) after_rs[r] = v;
     }
     algo_eff = calib.factors.collnet_efficiency;
+    // [NCCL-T] COLLNET_DIRECT's network latency (interLat, hwLatencies[NET][COLLNET_DIRECT][Simple] = 31 us) once
+    // per call (tuner.cpp); the SHARP hops below pay the per-step latency per chunk (hop_params).
+    s.fixed_latency_s += ap.net_step_latency_s;
     std::map<int, std::vector<std::uint32_t>> after_ar;
     for (int k = 0; k < g; ++k) {
       std::vector<int> members;

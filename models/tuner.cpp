@@ -50,6 +50,9 @@ int nccl_coll_channels(const std::string& gpu_model, int hosts) {
 // [NCCL-T] hwLatencies[NCCL_HW_NVLINK][NCCL_ALGO_NVLS][NCCL_PROTO_SIMPLE]: NCCL's modelled NVLS call latency
 // (NVLSTree's NVLINK entry is the same 25 us).
 constexpr double kNcclNvlsLatency_s = 25e-6;
+// [NCCL-T] ncclTopoTuneModel, COLLNET_DIRECT latency: "Add 0.4 us arity serialization latency" per local rank
+// beyond the first (src/graph/tuning.cc at v2.26.2-1 and 5067397c).
+constexpr double kNcclCollNetAritySerialisation_s = 0.4e-6;
 // [NCCL-T] getNetOverhead: 1 us on Intel (and any CPU NCCL does not single out), 2 us on AMD x86.
 constexpr double kNcclNetOverhead_s = 1e-6;
 
@@ -267,6 +270,10 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
       lat = kNcclNvlsLatency_s + (H > 1 ? ln : 0);
       double per_gpu = spec.op == Op::AllReduce ? S : (n - 1) / n * S;
       xfer = t_of(per_gpu, bw.nvlink_Bps * e * ne);
+      // [NCCL-T] Across NVLink domains (NVLS with CollNet, SHARP in the network: collectives.cpp
+      // build_nvls_sharp), per-channel bandwidth min(bwIntra, bwInter): also each head's shard S/g through its
+      // rail NIC.
+      if (!bw.one_domain) xfer = std::max(xfer, t_of(S / std::max(1.0, g), Bn * e));
       break;
     }
     case Algorithm::NvlsTree: {
@@ -288,9 +295,17 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
       break;
     }
     case Algorithm::CollNet: {
+      // [NCCL-T] ncclTopoTuneModel, COLLNET_DIRECT (src/graph/tuning.cc at v2.26.2-1 and 5067397c): baseLat 0 +
+      // 2 (min(1, ppn-1) intraLat + (ppn-1) x 0.4 us of arity serialisation) + interLat, intraLat the NVLink
+      // CollNet latency (3.7 us), interLat the network one (31 us) once per call; the network latency is not
+      // paid per step or per chunk, and the schedule charges it the same way (build_collnet). Bandwidth: the
+      // host's reduce-scatter and all_gather over NVLink, then each GPU's shard S/g through its rail NIC at
+      // collnet_efficiency (NCCL's busBw x 0.85 from compute capability 9.0), or the host's S through its NICs
+      // when GPUs share them (NCCL divides busBw by the GPU/NIC ratio, less half its excess over 1).
       double ce = calib.factors.collnet_efficiency;
-      lat += 2 * (g - 1) * li + 2 * ln;
-      xfer = t_of(2 * (g - 1) / g * S, Bi * e) + t_of(S / g, Bn * e * ce);
+      lat += 2 * (std::min(1.0, g - 1) * li + (g - 1) * kNcclCollNetAritySerialisation_s) + ln;
+      const double Bnet = H > 1 && bw.host_net_Bps > 0 ? bw.host_net_Bps : inf;
+      xfer = t_of(2 * (g - 1) / g * S, Bi * e) + std::max(t_of(S / g, Bn * e * ce), t_of(S, Bnet * e * ce));
       break;
     }
     case Algorithm::Pat: {
@@ -356,6 +371,14 @@ TunerChoice tune(const CollectiveSpec& spec, const topo::Topology& t, topo::Rout
   bool found = false;
   for (Algorithm a : algorithms_for(spec.op)) {
     if (spec.algorithm && *spec.algorithm != a) continue;
+    // hierarchical is fabricsim's own two-level all_reduce, which no NCCL release has: the tuner chooses among
+    // NCCL's algorithms, as a user comparing with nccl-tests expects (and as `fabricsim validate` always did);
+    // hierarchical runs only when asked for (--algo hierarchical). docs/collectives.md, "Tuner".
+    if (a == Algorithm::Hierarchical && !spec.algorithm) {
+      out.rejected.push_back("hierarchical: fabricsim's own algorithm, not NCCL's; the tuner takes it only when "
+                             "asked for (--algo hierarchical)");
+      continue;
+    }
     std::string why = why_not_applicable(spec, a, t, routing);
     if (!why.empty()) {
       out.rejected.push_back(std::string(to_string(a)) + ": " + why);

@@ -16,7 +16,8 @@ struct FabricSpec {
   double nic_latency_s = 0;     // NIC + transport, one way, per message (the NIC-to-leaf link's latency)
   double switch_latency_s = 0;  // one switch traversal + cable (every switch-to-switch link's latency)
   int radix = 64;           // switch ports
-  bool sharp = false;       // in-network reduction (NVIDIA SHARP on Quantum/Quantum-2/X800 InfiniBand)
+  bool sharp = false;       // switches that can reduce in the network (NVIDIA SHARP on Quantum/Quantum-2/X800
+                            // InfiniBand); superpod turns it on only with its `sharp=true` parameter
 };
 
 // Every fabric, in the order `fabricsim topo --list` prints them. "infiniband" is an alias of the InfiniBand

@@ -703,7 +703,7 @@ Topology build_server(const std::string& name, const std::map<std::string, std::
 Topology build_superpod(const std::map<std::string, std::string>& given) {
   const std::vector<std::string> valid = {"nodes", "node", "gpu", "gpus_per_node", "nics_per_node", "nic_bandwidth",
                                           "nvlink_bandwidth", "tiers", "radix", "oversubscription", "fabric",
-                                          "rail_optimized"};
+                                          "rail_optimized", "sharp"};
   Params p("superpod", given, valid);
   const int nodes = static_cast<int>(p.integer("nodes", 32, 1, 100000));
   std::vector<std::string> node_kinds = host_presets();
@@ -715,6 +715,12 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
   const int tiers = static_cast<int>(p.integer("tiers", 0, 2, 3));  // 0 (default): 2 if it fits, else 3
   const double over = p.real("oversubscription", 1.0, 1.0);
   const bool rail_optimized = p.str("rail_optimized", "true", {"true", "false"}) == "true";
+  // SHARP in-network reduction (NCCL's CollNet, and NVLS across nodes) is off unless asked for: NCCL enables
+  // CollNet only when the collective network plugin (the SHARP plugin) is loaded and NCCL_COLLNET_ENABLE=1
+  // (src/init.cc at v2.26.2-1: collNetSupport(comm) is ncclCollNet != nullptr, src/include/coll_net.h; comm->
+  // collNetSupport = 1 only when NCCL_COLLNET_ENABLE is "1"), and ncclTopoTuneModel disables CollNet Direct,
+  // CollNet Chain and multi-node NVLS when collNetSupport == 0 (src/graph/tuning.cc at v2.26.2-1).
+  const bool sharp = p.str("sharp", "false", {"true", "false"}) == "true";
   std::map<std::string, std::string> hp;
   for (const auto& [k, v] : given)
     if (std::find(kHostParams.begin(), kHostParams.end(), k) != kHostParams.end()) hp[k] = v;
@@ -757,7 +763,12 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
     }
   }
   // The fabric's properties (topologies/fabrics.cpp): "infiniband" is the generation of the NICs' line rate.
-  const FabricSpec fs = fabric == "infiniband" ? infiniband_for_speed(port_Bps) : topo::fabric(fabric);
+  FabricSpec fs = fabric == "infiniband" ? infiniband_for_speed(port_Bps) : topo::fabric(fabric);
+  if (sharp && !fs.sharp)
+    throw InputError("--param sharp", "fabric " + fs.name + " has no in-network reduction; SHARP needs InfiniBand "
+                                      "switches (infiniband, infiniband-edr/hdr/ndr/xdr)");
+  fs.sharp = sharp;
+  if (sharp) b.param("sharp", "true");
   // Switch radix default: the fabric's switch (40 ports for HDR/EDR Quantum QM8700, 64 for NDR Quantum-2
   // QM9700 and the Ethernet-class fabrics, 144 for XDR).
   const int radix = static_cast<int>(p.integer("radix", fs.radix, 4, 1024));
@@ -837,7 +848,10 @@ std::vector<PresetInfo> make_presets() {
                   {"fabric", "scale-out fabric: infiniband (the generation of the NICs' speed), infiniband-edr, "
                              "infiniband-hdr, infiniband-ndr, infiniband-xdr, roce, efa, tcpx, tcpxo, slingshot, ethernet; "
                              "sets the NIC speed unless nic_bandwidth is given, the NIC and switch latencies, the radix "
-                             "and SHARP (docs/collectives.md \"Scale-out fabrics\") (default infiniband)"}}});
+                             "and whether SHARP is possible (docs/collectives.md \"Scale-out fabrics\") (default infiniband)"},
+                  {"sharp", "true: the InfiniBand switches reduce in the network and NCCL runs with the SHARP plugin "
+                            "and NCCL_COLLNET_ENABLE=1, so CollNet can be chosen; false (default, as NCCL without the "
+                            "plugin): no CollNet"}}});
   return out;
 }
 

@@ -72,7 +72,8 @@ void finish_mapping(SystemMapping& s, const Measurement& m) {
       p["fabric"] = fd.fabric;
       p["nics_per_node"] = std::to_string(fd.nics_per_node);
       p["nic_bandwidth"] = fmt_gbps_param(fd.nic_gbps);
-      s.allow_collnet = s.allow_collnet || fd.sharp;
+      // SHARP named in the description: the superpod's switches reduce and NCCL may choose CollNet.
+      if (fd.sharp) p["sharp"] = "true";
       s.rule += ", fabric " + fd.rule;
       // The described NICs serve the GPUs the run used: a run of 4 ranks per host with 2 NICs per host (ALCF
       // Polaris: 4 A100 and 2 Slingshot NICs per node) is a 4-GPU server with one NIC per two GPUs, not the
@@ -102,6 +103,9 @@ void finish_mapping(SystemMapping& s, const Measurement& m) {
                   fmt_gbps_param(gbps) + " (ports of one GPU merged, as NCCL does)";
       }
     }
+    // CollNet only where the superpod has SHARP (from the description, or the user's --param sharp=true), as NCCL
+    // runs it only with the SHARP plugin.
+    s.allow_collnet = s.allow_collnet || (p.count("sharp") && p.at("sharp") == "true");
     p["node"] = s.preset;
     p["nodes"] = std::to_string(m.num_nodes);
     s.params = p;

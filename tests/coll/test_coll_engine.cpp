@@ -204,7 +204,8 @@ TEST_CASE("fidelity levels agree on the presets (engine makespans)") {
     std::string topo;
     std::map<std::string, std::string> params;
   };
-  for (const auto& cs : {Case{"dgx-h100", {}}, Case{"dgx-a100", {}}, Case{"superpod", {{"nodes", "4"}}}}) {
+  // SHARP on the superpod so that CollNet is checked too.
+  for (const auto& cs : {Case{"dgx-h100", {}}, Case{"dgx-a100", {}}, Case{"superpod", {{"nodes", "4"}, {"sharp", "true"}}}}) {
     const System sys(system_spec(cs.topo, cs.params, "default"));
     const topo::Topology& t = sys.topology();
     topo::Routing& r = sys.routing();
@@ -228,9 +229,11 @@ TEST_CASE("fidelity levels agree on the presets (engine makespans)") {
         // where the up and down pipelines or several channels contend the merged bodies share links in a
         // different pattern. Measured phase vs step: tree -1.5 % (dgx-h100), -1.3 % (dgx-a100), -12.8 %
         // (superpod 4 nodes); broadcast +5.1 %, reduce +4.4 % (superpod); nvls_tree +0.05 % (superpod, its
-        // NVLS pipelines sharing the heads' NVLinks with the trees). docs/collectives.md states this.
+        // NVLS pipelines sharing the heads' NVLinks with the trees); NVLS across the superpod's hosts (SHARP)
+        // +1.7 % (the same pipeline, SHARP hops in place of the trees). docs/collectives.md states this.
         const bool approximated = a == Algorithm::Tree || a == Algorithm::NvlsTree ||
-                                  ((op == Op::Broadcast || op == Op::Reduce) && cs.topo == "superpod");
+                                  ((op == Op::Broadcast || op == Op::Reduce || a == Algorithm::Nvls) &&
+                                   cs.topo == "superpod");
         if (approximated) CHECK(phase == approx(step).epsilon(0.15));
         else CHECK(phase == approx(step).epsilon(1e-9));
       }

@@ -88,7 +88,7 @@ double expected_gpu_received(const CollectiveSpec& s, Algorithm a, int rank, int
     case Op::AllReduce:
       switch (a) {
         case Algorithm::Ring: return 2 * (n - 1) / n * S;
-        case Algorithm::Nvls: return S;
+        case Algorithm::Nvls: return H > 1 ? S + S / g : S;  // across hosts (SHARP): each head gets its shard back
         case Algorithm::Hierarchical: return 2 * (g - 1.0) / g * S + 2 * (H - 1.0) / H * S / g;
         case Algorithm::CollNet: return 2 * (g - 1.0) / g * S + S / g;
         default: return -1;  // tree: depends on the rank's position, checked by totals
@@ -115,7 +115,8 @@ std::vector<Sys> systems() {
   std::vector<Sys> v;
   v.emplace_back("dgx-a100", system_of("dgx-a100"));
   v.emplace_back("dgx-h100", system_of("dgx-h100"));
-  v.emplace_back("superpod4", system_of("superpod", {{"nodes", "4"}}));
+  // SHARP on, so that CollNet is built too (superpod's default is NCCL's: no SHARP plugin, no CollNet).
+  v.emplace_back("superpod4", system_of("superpod", {{"nodes", "4"}, {"sharp", "true"}}));
   return v;
 }
 
@@ -732,4 +733,99 @@ TEST_CASE("NVLS: NCCL's loop and chunk rule, a latency per loop, efficiency inde
   CHECK(tune(t, h, rh, cal).algorithm == Algorithm::Ring);
   t.bytes = 2 << 20;
   CHECK(tune(t, h, rh, cal).algorithm == Algorithm::Nvls);
+}
+
+TEST_CASE("tuner: NCCL's algorithms only; hierarchical only when asked for") {
+  Calibration cal = default_calibration();
+  for (const char* nodes : {"2", "4"}) {
+    const auto sys = system_of("superpod", {{"nodes", nodes}});
+    const topo::Topology& t = sys->topology();
+    topo::Routing& r = sys->routing();
+    for (std::uint64_t bytes : {std::uint64_t{1} << 10, std::uint64_t{1} << 20, std::uint64_t{256} << 20}) {
+      CAPTURE(nodes);
+      CAPTURE(bytes);
+      CollectiveSpec s = make(t, Op::AllReduce, bytes, Algorithm::Ring, Protocol::Simple);
+      s.algorithm.reset();
+      s.protocol.reset();
+      TunerChoice c = tune(s, t, r, cal);
+      CHECK(c.algorithm != Algorithm::Hierarchical);
+      CHECK(c.algorithm != Algorithm::CollNet);  // no SHARP by default
+      for (const auto& x : c.candidates) CHECK(x.algorithm != Algorithm::Hierarchical);
+      bool said = false;
+      for (const auto& why : c.rejected) said = said || why.rfind("hierarchical: fabricsim's own", 0) == 0;
+      CHECK(said);
+      // Asked for, it runs.
+      s.algorithm = Algorithm::Hierarchical;
+      CHECK(tune(s, t, r, cal).algorithm == Algorithm::Hierarchical);
+    }
+  }
+}
+
+TEST_CASE("collnet: only with SHARP (NCCL's collNetSupport), priced with NCCL's CollNet Direct latency") {
+  Calibration cal = default_calibration();
+  const auto plain = system_of("superpod", {{"nodes", "4"}});
+  CollectiveSpec s0 = make(plain->topology(), Op::AllReduce, 256 << 20, Algorithm::CollNet, Protocol::Simple);
+  CHECK(why_not_applicable(s0, Algorithm::CollNet, plain->topology(), plain->routing()).find("sharp=true") !=
+        std::string::npos);
+  const auto sys = system_of("superpod", {{"nodes", "4"}, {"sharp", "true"}});
+  const topo::Topology& t = sys->topology();
+  topo::Routing& r = sys->routing();
+  CollectiveSpec s = make(t, Op::AllReduce, 256 << 20, Algorithm::CollNet, Protocol::Simple);
+  REQUIRE(why_not_applicable(s, Algorithm::CollNet, t, r).empty());
+  TunerChoice c = tune(s, t, r, cal);
+  REQUIRE(c.candidates.size() == 1);
+  // [NCCL-T] 2 (min(1, ppn-1) x 3.7 + (ppn-1) x 0.4) + 31 us, ppn = 8.
+  CHECK(c.candidates[0].latency_s == approx(2 * (3.7e-6 + 7 * 0.4e-6) + 31e-6));
+  // The schedule: the 31 us once per call, the per-step latency (3.7 us) per chunk on the SHARP hops.
+  Schedule sch = build_schedule(s, t, r, cal);
+  const auto& ap = cal.of(Algorithm::CollNet, Protocol::Simple);
+  CHECK(sch.fixed_latency_s == approx(ap.base_latency_s + ap.net_step_latency_s));
+  int sharp_hops = 0;
+  for (const auto& x : sch.transfers)
+    if (!is_gpu(t, x.src) || !is_gpu(t, x.dst)) {
+      ++sharp_hops;
+      CHECK(x.step_latency_s == approx(ap.step_latency_s));
+    }
+  CHECK(sharp_hops > 0);
+  // More than 8 ranks per host: NCCL's CollNet Direct does not run.
+  const auto b = system_of("superpod", {{"nodes", "2"}, {"gpus_per_node", "16"}, {"nics_per_node", "16"}, {"sharp", "true"}});
+  CollectiveSpec s16 = make(b->topology(), Op::AllReduce, 1 << 20, Algorithm::CollNet, Protocol::Simple);
+  CHECK(why_not_applicable(s16, Algorithm::CollNet, b->topology(), b->routing()).find("at most 8") != std::string::npos);
+}
+
+TEST_CASE("nvls across hosts: NCCL's NVLS with SHARP (all_reduce only, only with sharp=true)") {
+  Calibration cal = default_calibration();
+  const auto plain = system_of("superpod", {{"nodes", "2"}});
+  CollectiveSpec p = make(plain->topology(), Op::AllReduce, 64 << 20, Algorithm::Nvls, Protocol::Simple);
+  CHECK(why_not_applicable(p, Algorithm::Nvls, plain->topology(), plain->routing()).find("SHARP") != std::string::npos);
+  const auto sys = system_of("superpod", {{"nodes", "4"}, {"sharp", "true"}});
+  const topo::Topology& t = sys->topology();
+  topo::Routing& r = sys->routing();
+  CollectiveSpec ag = make(t, Op::AllGather, 64 << 20, Algorithm::Nvls, Protocol::Simple);
+  CHECK(why_not_applicable(ag, Algorithm::Nvls, t, r).find("all_gather") != std::string::npos);
+  CollectiveSpec s = make(t, Op::AllReduce, 64 << 20, Algorithm::Nvls, Protocol::Simple);
+  REQUIRE(why_not_applicable(s, Algorithm::Nvls, t, r).empty());
+  // [NCCL-T] latency intraLat (25 us) + interLat (the Nvls row's network latency, 18 us) once per call.
+  TunerChoice c = tune(s, t, r, cal);
+  REQUIRE(c.candidates.size() == 1);
+  CHECK(c.candidates[0].latency_s == approx(25e-6 + cal.of(Algorithm::Nvls, Protocol::Simple).net_step_latency_s));
+  Schedule sch = build_schedule(s, t, r, cal);
+  const auto& ap = cal.of(Algorithm::Nvls, Protocol::Simple);
+  CHECK(sch.fixed_latency_s == approx(ap.base_latency_s + ap.net_step_latency_s));
+  // Each head k sends its NVLS-reduced shard S/8 up to its rail's SHARP leaf and gets it back; the NVLink side moves
+  // the single-host NVLS bytes.
+  const double S = static_cast<double>(s.bytes);
+  std::map<topo::NodeId, double> to_ib, from_ib, from_nvs;
+  for (const auto& x : sch.transfers) {
+    const double b = x.payload_bytes * x.weight * x.steps * x.replicas;
+    const auto ks = t.node(x.src).kind, kd = t.node(x.dst).kind;
+    if (ks == topo::NodeKind::Gpu && kd == topo::NodeKind::IbSwitch) to_ib[x.src] += b;
+    if (ks == topo::NodeKind::IbSwitch && kd == topo::NodeKind::Gpu) from_ib[x.dst] += b;
+    if (ks == topo::NodeKind::NvSwitch && kd == topo::NodeKind::Gpu) from_nvs[x.dst] += b;
+  }
+  for (auto gpu : s.communicator) {
+    CHECK(to_ib[gpu] == approx(S / 8));
+    CHECK(from_ib[gpu] == approx(S / 8));
+    CHECK(from_nvs[gpu] == approx(S));
+  }
 }

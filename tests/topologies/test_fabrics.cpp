@@ -27,6 +27,19 @@ TEST_CASE("every named fabric builds a superpod with its line rate, latencies, r
   for (const auto& f : fabrics()) {
     CAPTURE(f.name);
     Topology t = build_preset("superpod", {{"nodes", "4"}, {"fabric", f.name}});
+    // SHARP only when asked for (NCCL runs CollNet only with the SHARP plugin and NCCL_COLLNET_ENABLE=1), and
+    // only on a fabric whose switches reduce.
+    for (NodeId v = 0; v < t.num_nodes(); ++v) CHECK_FALSE(t.node(v).sharp);
+    CHECK(t.params().count("sharp") == 0);
+    if (f.sharp) {
+      Topology s = build_preset("superpod", {{"nodes", "4"}, {"fabric", f.name}, {"sharp", "true"}});
+      int sharp = 0;
+      for (NodeId v = 0; v < s.num_nodes(); ++v) sharp += s.node(v).sharp ? 1 : 0;
+      CHECK(sharp > 0);
+    } else {
+      CHECK_THROWS_WITH_AS(build_preset("superpod", {{"nodes", "4"}, {"fabric", f.name}, {"sharp", "true"}}),
+                           doctest::Contains("no in-network reduction"), InputError);
+    }
     const double nic_Bps = f.nic_Bps > 0 ? f.nic_Bps : 50e9;  // dgx-h100's 400 Gb/s NICs otherwise
     bool any_switch = false;
     for (NodeId v = 0; v < t.num_nodes(); ++v) {
@@ -34,7 +47,6 @@ TEST_CASE("every named fabric builds a superpod with its line rate, latencies, r
       if (k != NodeKind::IbSwitch && k != NodeKind::EthSwitch) continue;
       any_switch = true;
       CHECK((k == NodeKind::EthSwitch) == f.ethernet);
-      CHECK(t.node(v).sharp == f.sharp);
     }
     CHECK(any_switch);
     auto [nic_lat, sw_lat] = link_latencies(t);
@@ -62,4 +74,5 @@ TEST_CASE("fabric=infiniband follows the NIC speed; nic_bandwidth overrides a fa
   Topology s = build_preset("superpod", {{"nodes", "2"}, {"fabric", "slingshot"}, {"nic_bandwidth", "100Gbps"}});
   CHECK(s.params().at("nic_bandwidth") == "12.5GB/s");
   CHECK_THROWS_WITH_AS(build_preset("superpod", {{"fabric", "omnipath"}}), doctest::Contains("slingshot"), InputError);
+  CHECK_THROWS_WITH_AS(build_preset("superpod", {{"sharp", "yes"}}), doctest::Contains("true, false"), InputError);
 }

@@ -131,7 +131,7 @@ TEST_CASE("nvlink-switch-system: 256 H100 non-blocking over tier-2 NVSwitches") 
 }
 
 TEST_CASE("superpod of 32 dgx-a100 (HDR, radix 40, 2 tiers)") {
-  Topology t = build_preset("superpod", {{"nodes", "32"}, {"node", "dgx-a100"}});
+  Topology t = build_preset("superpod", {{"nodes", "32"}, {"node", "dgx-a100"}, {"sharp", "true"}});
   TopologySummary s = summarize(t);
   CHECK(s.gpus == 256);
   CHECK(s.hosts == 32);
