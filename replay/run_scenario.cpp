@@ -138,6 +138,7 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   r.calibration = sys.calibration_label();
   if (s.workload.kind != "generator") r.workload = s.workload.file;
   else r.workload = s.workload.generator;
+  for (const auto& n : s.workload.notes) r.notes.push_back(n);
   r.notes.push_back("compute: roofline on " + cm.gpu.name + " (" + models::to_string(cm.precision) +
                     "), efficiencies gemm " + std::to_string(cm.eff.flops_eff(models::OpClass::Gemm)) + ", attention " +
                     std::to_string(cm.eff.flops_eff(models::OpClass::Attention)) + ", elementwise memory " +
