@@ -127,6 +127,26 @@ TEST_CASE("megatron import: modelled flags become gpt parameters, with Megatron-
   ParamMap pm = params_from_json(p, JsonPath{"job.sh", "/workload/params"});
   pm["gpu"] = "h100";
   CHECK_NOTHROW(gpt_config_from_params(pm, "job.sh"));
+  // MoE flags, lists (nargs) and the selective-recompute module list.
+  const MegatronImport moe = import_text(
+      "torchrun pretrain_gpt.py" + kBase +
+          " --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 2 --moe-grouped-gemm"
+          " --moe-token-dispatcher-type alltoall --moe-ffn-hidden-size 512 --context-parallel-size 2"
+          " --cp-comm-type p2p p2p p2p p2p --recompute-granularity selective --recompute-modules core_attn layernorm",
+      16);
+  CHECK(moe.params["num_experts"] == 8);
+  CHECK(moe.params["moe_router_topk"] == 2);
+  CHECK(moe.params["expert_model_parallel_size"] == 2);
+  CHECK(moe.params["moe_grouped_gemm"] == true);
+  CHECK(moe.params["moe_token_dispatcher_type"] == "alltoall");
+  CHECK(moe.params["moe_ffn_hidden_size"] == 512);
+  CHECK(moe.params["cp_comm_type"] == "p2p");
+  CHECK(moe.params["recompute_modules"] == "core_attn layernorm");
+  ParamMap mp = params_from_json(moe.params, JsonPath{"job.sh", "/workload/params"});
+  mp["gpu"] = "h100";
+  CHECK_NOTHROW(gpt_config_from_params(mp, "job.sh"));
+  CHECK(error_of([&] { import_text("torchrun pretrain_gpt.py" + kBase + " --cp-comm-type p2p a2a"); }) ==
+        "job.sh:1: --cp-comm-type with a different type per layer is not modelled (fabricsim uses one for all layers)");
   // No recompute unless asked; FFN 4h without SwiGLU; sequence parallelism off with TP 1; no P2P overlap
   // without interleaving.
   const MegatronImport d = import_text("torchrun pretrain_gpt.py" + kBase + " --sequence-parallel", 8);
