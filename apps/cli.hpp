@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/json_reader.hpp"
+
 namespace fabricsim::cli {
 
 struct Flag {
@@ -70,5 +72,12 @@ int cmd_validate(int argc, char** argv);
 int cmd_sweep(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
 int cmd_compare(int argc, char** argv);
+int cmd_import(int argc, char** argv);
+
+// Megatron-LM launch scripts (apps/cmd_import.cpp), shared by `import megatron` and `run --megatron`: declares
+// --var; builds the scenario from SCRIPT (or - for stdin) with --topology, --param and --var, checks it
+// against the topology and prints what was left out on stderr.
+void megatron_flags(Args& args);
+Json megatron_scenario(const Args& args, const std::string& script);
 
 }  // namespace fabricsim::cli

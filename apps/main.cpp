@@ -27,6 +27,7 @@ const Sub kSubs[] = {
     {"validate", fabricsim::cli::cmd_validate, "compare simulated collectives with measurements"},
     {"sweep", fabricsim::cli::cmd_sweep, "run a grid of scenarios in parallel and write one CSV row each"},
     {"plan", fabricsim::cli::cmd_plan, "search parallelism layouts and cluster sizes for a target"},
+    {"import", fabricsim::cli::cmd_import, "write a scenario from another tool's configuration (a Megatron-LM launch script)"},
     {"compare", fabricsim::cli::cmd_compare, "put results (run --json, sweep CSV) side by side with the deltas"},
 };
 

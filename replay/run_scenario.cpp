@@ -139,6 +139,7 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   r.calibration = sys.calibration_label();
   if (s.workload.kind != "generator") r.workload = s.workload.file;
   else r.workload = s.workload.generator;
+  for (const auto& n : s.workload.notes) r.notes.push_back(n);
   // Which compute model priced what: the per-kernel calibration for ops that name their kernel, the roofline
   // for ops given as FLOPs / bytes only. A GPU without a fit of its own borrows another's efficiencies.
   const models::ComputeCalibration& kc = cm.kernel_calibration();

@@ -137,8 +137,10 @@ std::vector<std::vector<std::int64_t>> gpt_layer_layout(const GptConfig& c) {
   return layout_of(c, [](const std::string& k, const std::string& w) -> void { throw InputError("gpt " + k, w); });
 }
 
-GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
-  ParamReader r(p, where);
+namespace {
+// Reads every parameter of the gpt generator (no cross-checks): gpt_config_from_params validates what it
+// returns; gpt_param_names runs it over no parameters to list the names it reads.
+GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   GptConfig c;
   c.model = r.string("model", "");
   if (!c.model.empty()) {
@@ -270,6 +272,20 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.gpus_per_host = r.integer("gpus_per_host", c.gpus_per_host, 1);
   c.gpus_per_nvlink_domain = r.integer("gpus_per_nvlink_domain", c.gpus_per_host, 1);
   read_moe_params(r, c.moe);
+  return c;
+}
+}  // namespace
+
+std::set<std::string> gpt_param_names() {
+  const ParamMap none;
+  ParamReader r(none, "gpt");
+  read_gpt_config(r, "gpt");
+  return r.names();
+}
+
+GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
+  ParamReader r(p, where);
+  GptConfig c = read_gpt_config(r, where);
   r.finish();
   auto fail = [&](const std::string& k, const std::string& w) { r.fail(k, w); };
   auto one_of = [&](const std::string& k, const std::string& v, std::initializer_list<const char*> ok) {

@@ -11,6 +11,7 @@
 // the real fabric, with the other TP positions' concurrent groups as `mirrors` (they share the hosts'
 // NICs). Pipeline sends go between the real stage ranks.
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -201,6 +202,8 @@ struct GptConfig {
 // Reads and validates (divisibility, memory fit is checked by generate_gpt). Unknown keys are errors.
 GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where);
 ParamMap gpt_config_to_params(const GptConfig& c);
+// The parameter names gpt_config_from_params accepts (read from its own code: workloads/params.hpp names()).
+std::set<std::string> gpt_param_names();
 
 // Decoder layers of each (pipeline stage, virtual chunk): layout[stage][chunk]. Megatron-LM's rules: an
 // even split, or decoder_first/last_pipeline_num_layers on the first/last stage and the rest evenly, or

@@ -40,21 +40,32 @@ bool states_all_gpus(const std::string& path) {
 }
 }  // namespace
 
+Json topology_for_ranks(const std::string& topology, std::int64_t ranks, std::int64_t* gpus) {
+  if (std::filesystem::is_regular_file(topology)) {
+    if (gpus) *gpus = static_cast<std::int64_t>(topo::load_topology_file(topology).gpus().size());
+    return {{"file", std::filesystem::absolute(topology).string()}};
+  }
+  const topo::Topology t = topo::build_preset(topology, {});  // an unknown name lists the presets
+  const auto preset_gpus = static_cast<std::int64_t>(t.gpus().size());
+  if (t.num_hosts() == 1 && ranks > preset_gpus) {
+    const std::int64_t nodes = (ranks + preset_gpus - 1) / preset_gpus;
+    if (gpus) *gpus = nodes * preset_gpus;
+    return {{"preset", "superpod"}, {"params", {{"node", topology}, {"nodes", nodes}}}};
+  }
+  if (gpus) *gpus = preset_gpus;
+  return {{"preset", topology}};
+}
+
 Json scenario_for_trace(const std::string& path, const std::string& format_in, const std::string& topology,
                         const ParamMap& params) {
   const std::string format = format_in.empty() || format_in == "auto" ? detect_format(path) : format_in;
   if (format != "chakra" && format != "astra" && format != "trace")
     throw InputError("--format", "expected auto, chakra, astra or trace");
   if (format == "trace" && !params.empty()) throw InputError("--param", "a fabricsim trace takes no workload params");
-  const bool is_file = std::filesystem::is_regular_file(topology);
   ParamMap p = params;
   std::int64_t preset_gpus = 0;
-  bool host_preset = false;
-  if (!is_file) {
-    const topo::Topology t = topo::build_preset(topology, {});  // an unknown name lists the presets
-    preset_gpus = static_cast<std::int64_t>(t.gpus().size());
-    host_preset = t.num_hosts() == 1;
-  }
+  if (!std::filesystem::is_regular_file(topology))
+    topology_for_ranks(topology, 0, &preset_gpus);  // an unknown name lists the presets
   if (format == "astra" && !p.count("npus") && !states_all_gpus(path) && preset_gpus > 0)
     p["npus"] = std::to_string(preset_gpus);
   // The workload's rank count decides the cluster size for single-server presets.
@@ -69,14 +80,7 @@ Json scenario_for_trace(const std::string& path, const std::string& format_in, c
     ranks = load_trace_file(path).world_size;
   }
   Json doc;
-  if (is_file) {
-    doc["topology"] = {{"file", std::filesystem::absolute(topology).string()}};
-  } else if (host_preset && ranks > preset_gpus) {
-    const std::int64_t nodes = (ranks + preset_gpus - 1) / preset_gpus;
-    doc["topology"] = {{"preset", "superpod"}, {"params", {{"node", topology}, {"nodes", nodes}}}};
-  } else {
-    doc["topology"] = {{"preset", topology}};
-  }
+  doc["topology"] = topology_for_ranks(topology, ranks);
   Json w;
   w[format] = std::filesystem::absolute(path).string();
   if (!p.empty()) {

@@ -31,6 +31,7 @@
 // Params: npus (ranks; default all_gpus from line 1), cycle_ns (default 1: ASTRA-sim 1.0 cycles at 1 GHz,
 // SimAI ticks are ns), dims (network NPU counts for HYBRID_DATA_MODEL / HYBRID_MODEL_DATA, e.g. "8,8"),
 // gpus_per_host (co-located data-parallel copies; set from the topology by `fabricsim run`).
+#include <cstdint>
 #include <string>
 
 #include "workloads/chakra.hpp"
@@ -49,6 +50,11 @@ Trace import_chakra_file(const std::string& path, const ParamMap& params = {}, c
 }  // namespace fabricsim::workloads
 
 namespace fabricsim::workloads {
+
+// The scenario's "topology" object for a workload of `ranks` ranks (0 = not known) on `topology`, a preset
+// name or a topology file (made absolute): a single-server preset (dgx-h100, dgx-a100, ...) too small for
+// the ranks becomes a superpod of enough such servers. `gpus` (optional) receives the topology's GPU count.
+Json topology_for_ranks(const std::string& topology, std::int64_t ranks, std::int64_t* gpus = nullptr);
 
 // A scenario document for running another tool's workload file without writing a scenario
 // (`fabricsim run --trace PATH --topology NAME`): format "auto" (Chakra .et / JSON / jsonizer rank files or

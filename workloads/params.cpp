@@ -132,6 +132,12 @@ double ParamReader::time(const std::string& k, double dflt) {
   return with_unit(k, dflt, os.str(), &parse_time, "time", "0.5ms", true);
 }
 
+std::set<std::string> ParamReader::names() const {
+  std::set<std::string> out = seen_;
+  out.insert(asked_.begin(), asked_.end());
+  return out;
+}
+
 void ParamReader::finish() const {
   std::string unknown;
   for (const auto& [k, v] : p_)

@@ -31,7 +31,10 @@ class ParamReader {
  public:
   // `where` prefixes errors, e.g. "--param" or "scenario.json: /workload/params".
   ParamReader(const ParamMap& p, std::string where) : p_(p), where_(std::move(where)) {}
-  bool has(const std::string& k) const { return p_.count(k) > 0; }
+  bool has(const std::string& k) const {
+    asked_.insert(k);
+    return p_.count(k) > 0;
+  }
   std::int64_t integer(const std::string& k, std::int64_t dflt, std::int64_t min = 0);
   std::int64_t integer_required(const std::string& k, std::int64_t min = 0);
   double number(const std::string& k, double dflt, double min = 0);
@@ -44,6 +47,9 @@ class ParamReader {
   [[noreturn]] void bad_value(const std::string& k, const std::string& what) const;  // ParamError
   void finish() const;  // unknown keys -> InputError listing them
   const ParamMap& used() const { return used_; }  // what was read, with defaults filled in (for reports)
+  // Every key this reader was asked about (read or tested with has()): run over an empty map, the names a
+  // generator accepts, from the generator's own reading code.
+  std::set<std::string> names() const;
 
  private:
   // Shared by integer(), number() and size(): the value given for `k` read by `parse` (an InputError becomes
@@ -58,6 +64,7 @@ class ParamReader {
   const ParamMap& p_;
   std::string where_;
   std::set<std::string> seen_;
+  mutable std::set<std::string> asked_;
   ParamMap used_;
 };
 

@@ -45,6 +45,14 @@ WorkloadSpec workload_from_json(const Json& doc, const JsonPath& at, const std::
     for (const char* k : {"configs", "comm_group", "moe_expert_token_counts_file"})
       if (auto it = w.params.find(k); it != w.params.end()) it->second = resolve(file, it->second);
   }
+  if (const Json* n = wr.array_optional("notes")) {
+    // What an importer (`fabricsim import megatron`) recorded about the workload; the result repeats it.
+    const JsonPath at_notes = wr.path_of("notes");
+    for (std::size_t k = 0; k < n->size(); ++k) {
+      if (!(*n)[k].is_string()) json_fail(at_notes.child(std::to_string(k)), "expected a string");
+      w.notes.push_back((*n)[k].get<std::string>());
+    }
+  }
   w.where = wr.path_of("params").str();
   wr.finish();
   return w;

@@ -31,6 +31,7 @@ struct WorkloadSpec {
   std::string file;       // trace / chakra / astra file (resolved path)
   ParamMap params;
   std::string where;      // for error messages ("scenario.json: /workload/params")
+  std::vector<std::string> notes;  // "notes": an importer's record (flags not modelled / ignored); into the result
 };
 
 // A cluster scenario (docs/workloads.md "Cluster scenarios"; parsed by workloads/cluster.cpp): several jobs

@@ -1,0 +1,137 @@
+// `fabricsim import megatron` and `fabricsim run --megatron` end to end: the example launch script
+// (examples/workloads/llama3-70b-fp8-64-h100.sh) gives the same scenario bytes twice, runs, and simulates the same
+// step as the hand-written JSON example with Megatron-LM's padded vocabulary; bad scripts are one error line,
+// exit 2 and no output file.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_test_util.hpp"
+
+namespace {
+
+namespace cli_test = fabricsim::cli_test;
+namespace fs = std::filesystem;
+using cli_test::Run;
+using nlohmann::json;
+
+const std::string kSrc = FABRICSIM_SOURCE_DIR;
+const std::string kScript = "examples/workloads/llama3-70b-fp8-64-h100.sh";
+
+fs::path scratch() {
+  static const fs::path d = cli_test::scratch_dir("import_megatron");
+  return d;
+}
+
+// `fabricsim <args>` from the repository root (the example paths are relative to it).
+Run run_root(const std::string& args) {
+  return cli_test::run_in(scratch(), "cd " + cli_test::quoted(kSrc) + " && " + cli_test::fabricsim(args));
+}
+
+void write(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary);
+  f << text;
+}
+
+json run_json(const std::string& args, const std::string& name) {
+  const fs::path out = scratch() / name;
+  fs::remove(out);
+  Run r = run_root(args + " -q --comm-model analytic --json " + cli_test::quoted(out.string()));
+  REQUIRE_MESSAGE(r.rc == 0, args << "\n" << r.err);
+  return json::parse(cli_test::slurp(out));
+}
+
+}  // namespace
+
+TEST_CASE("import megatron: the example script's scenario, its bytes, its notes and its step") {
+  const fs::path a = scratch() / "a.json", b = scratch() / "b.json";
+  Run r1 = run_root("import megatron " + kScript + " --topology dgx-h100 -o " + cli_test::quoted(a.string()));
+  REQUIRE_MESSAGE(r1.rc == 0, r1.err);
+  CHECK(r1.out.empty());
+  CHECK(r1.err.find("ignored (no effect on step time): --rotary-base 500000, --train-iters 100") != std::string::npos);
+  CHECK(r1.err.find("warning: not modelled") == std::string::npos);  // every flag of the example is modelled or ignored
+  Run r2 = run_root("import megatron " + kScript + " --topology dgx-h100 -o " + cli_test::quoted(b.string()));
+  REQUIRE(r2.rc == 0);
+  const std::string text = cli_test::slurp(a);
+  CHECK(text == cli_test::slurp(b));  // same input, same bytes
+  // stdin gives the same scenario (named <stdin> in its note).
+  Run r3 = cli_test::run_in(scratch(), "cd " + cli_test::quoted(kSrc) + " && " +
+                                           cli_test::fabricsim("import megatron - --topology dgx-h100 < " + kScript));
+  REQUIRE(r3.rc == 0);
+  json in_stdin = json::parse(r3.out), in_file = json::parse(text);
+  CHECK(in_stdin["workload"]["params"] == in_file["workload"]["params"]);
+  CHECK(in_stdin["topology"] == in_file["topology"]);
+
+  // The hand-written example, with the vocabulary Megatron-LM pads Llama-3's 128,256 tokens to (128 x TP 8):
+  // the same generator configuration and the same simulated step.
+  json ex = json::parse(cli_test::slurp(kSrc + "/examples/workloads/llama3-70b-fp8-64-h100.json"));
+  CHECK(in_file["topology"] == ex["topology"]);
+  ex["workload"]["params"]["padded_vocab_size"] = 129024;
+  const fs::path exf = scratch() / "example_padded.json";
+  write(exf, ex.dump(2));
+  const json from_json = run_json("run " + cli_test::quoted(exf.string()), "r_json.json");
+  const json from_import = run_json("run " + cli_test::quoted(a.string()), "r_import.json");
+  const json from_script = run_json("run --megatron " + kScript + " --topology dgx-h100", "r_script.json");
+  CHECK(from_json.at("iteration_s").get<double>() > 0);
+  CHECK(from_import.at("iteration_s").get<double>() == from_json.at("iteration_s").get<double>());
+  CHECK(from_script.at("iteration_s").get<double>() == from_json.at("iteration_s").get<double>());
+  CHECK(from_script.at("tflops_per_gpu").get<double>() == from_json.at("tflops_per_gpu").get<double>());
+  CHECK(from_script.at("metrics").at("memory_per_gpu_bytes.max") == from_json.at("metrics").at("memory_per_gpu_bytes.max"));
+  // The run's result keeps the import's notes.
+  bool noted = false;
+  for (const auto& n : from_script.at("notes"))
+    noted = noted || n.get<std::string>().rfind("imported from the Megatron-LM launch " + kScript, 0) == 0;
+  CHECK(noted);
+}
+
+TEST_CASE("import megatron: not-modelled flags warn; bad scripts are one line, exit 2, nothing written") {
+  const std::string base =
+      "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 2 --hidden-size 1024 --num-attention-heads 16 "
+      "--seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 --bf16 --tokenizer-type "
+      "GPT2BPETokenizer --global-batch-size 16";
+  write(scratch() / "ok.sh", base + " --qk-layernorm --lr 1e-4\n");
+  Run ok = cli_test::run_in(scratch(), cli_test::fabricsim("run --megatron ok.sh --topology dgx-h100 -q"));
+  REQUIRE_MESSAGE(ok.rc == 0, ok.err);
+  CHECK(ok.err.find("fabricsim run: warning: not modelled (they change the step; fabricsim does not simulate them): "
+                    "--qk-layernorm\n") != std::string::npos);
+  CHECK(ok.out.find("step time") != std::string::npos);
+
+  const fs::path out = scratch() / "never.json";
+  struct Case {
+    std::string script, message;
+  };
+  const Case cases[] = {
+      {base + " \\\n  --no-such-flag\n",
+       "fabricsim import: error: bad.sh:2: unknown Megatron-LM flag --no-such-flag (not in "
+       "megatron/training/arguments.py @1e057005)\n"},
+      {base + " --tensor-model-parallel-size $TP\n",
+       "fabricsim import: error: bad.sh:1: variable $TP is not set (set it in the script or give --var TP=VALUE)\n"},
+      {base + " --num-experts\n",
+       "fabricsim import: error: bad.sh:1: --num-experts expects a value, got the end of the command\n"},
+      {base + " --num-experts eight\n",
+       "fabricsim import: error: bad.sh:1: --num-experts expects an integer, got 'eight'\n"},
+      // The generator's own checks against the topology run before anything is written.
+      {base + " --tensor-model-parallel-size 3\n", ""},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.script);
+    write(scratch() / "bad.sh", c.script);
+    fs::remove(out);
+    Run r = cli_test::run_in(scratch(), cli_test::fabricsim("import megatron bad.sh --topology dgx-h100 -o " +
+                                                            cli_test::quoted(out.string())));
+    CHECK(r.rc == 2);
+    CHECK(r.out.empty());
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    if (!c.message.empty()) CHECK(r.err == c.message);
+    CHECK_FALSE(fs::exists(out));
+  }
+  // --var supplies the variable.
+  write(scratch() / "var.sh", base + " --tensor-model-parallel-size $TP\n");
+  Run v = cli_test::run_in(scratch(), cli_test::fabricsim("import megatron var.sh --topology dgx-h100 --var TP=2"));
+  REQUIRE_MESSAGE(v.rc == 0, v.err);
+  CHECK(json::parse(v.out)["workload"]["params"]["tensor_model_parallel_size"] == 2);
+}

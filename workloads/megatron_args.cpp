@@ -1,0 +1,990 @@
+#include "workloads/megatron_args.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <set>
+
+#include "sim/base/error.hpp"
+#include "workloads/gpt.hpp"
+#include "workloads/importers.hpp"
+
+namespace fabricsim::workloads {
+
+const MegatronFlag* find_megatron_flag(const std::string& option) {
+  static const std::map<std::string, const MegatronFlag*> index = [] {
+    std::map<std::string, const MegatronFlag*> m;
+    for (const auto& f : megatron_flags()) m.emplace(f.option, &f);
+    return m;
+  }();
+  auto it = index.find(option);
+  return it == index.end() ? nullptr : it->second;
+}
+
+namespace {
+
+// ---- Step 1: the script's words, as bash would split them (nothing is run) ----
+
+// A piece of a word before expansion.
+struct Segment {
+  enum Kind { kLiteral, kVar, kArray, kArith, kCommand } kind = kLiteral;
+  std::string text;       // literal text; variable / array name; arithmetic expression; command text
+  std::string fallback;   // ${VAR:-fallback}
+  bool has_fallback = false;
+  bool quoted = false;    // inside double quotes: no field splitting
+};
+
+struct RawWord {
+  std::vector<Segment> segs;
+  int line = 0;
+  bool array_assign = false;       // NAME=( ... ): `name`, elements in `elements`
+  std::string name;
+  std::vector<RawWord> elements;
+};
+
+using Statement = std::vector<RawWord>;
+
+bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+class Lexer {
+ public:
+  Lexer(const std::string& text, const std::string& file) : s_(text), file_(file) {}
+
+  std::vector<Statement> statements() {
+    std::vector<Statement> out;
+    Statement cur;
+    while (true) {
+      skip_blanks();
+      if (i_ >= s_.size()) break;
+      const char c = s_[i_];
+      if (c == '\n' || c == ';' || c == '&' || c == '|' || c == '(' || c == ')') {
+        if (c == '\n') ++line_;
+        ++i_;
+        if (!cur.empty()) out.push_back(std::move(cur));
+        cur.clear();
+        continue;
+      }
+      if (c == '#') {
+        while (i_ < s_.size() && s_[i_] != '\n') ++i_;
+        continue;
+      }
+      if (skip_redirection()) continue;
+      cur.push_back(word());
+    }
+    if (!cur.empty()) out.push_back(std::move(cur));
+    return out;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InputError(file_ + ":" + std::to_string(line_), what);
+  }
+  void skip_blanks() {
+    while (i_ < s_.size()) {
+      if (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\r') {
+        ++i_;
+      } else if (s_[i_] == '\\' && i_ + 1 < s_.size() && s_[i_ + 1] == '\n') {
+        i_ += 2;
+        ++line_;
+      } else if (s_[i_] == '\\' && i_ + 2 < s_.size() && s_[i_ + 1] == '\r' && s_[i_ + 2] == '\n') {
+        i_ += 3;
+        ++line_;
+      } else {
+        break;
+      }
+    }
+  }
+  // A redirection (`> log`, `2>&1`, `>> out`, `< in`) is no word of the command: skipped with its target.
+  bool skip_redirection() {
+    std::size_t k = i_;
+    while (k < s_.size() && std::isdigit(static_cast<unsigned char>(s_[k]))) ++k;
+    if (k >= s_.size() || (s_[k] != '>' && s_[k] != '<')) return false;
+    while (k < s_.size() && (s_[k] == '>' || s_[k] == '<')) ++k;
+    if (k < s_.size() && s_[k] == '&') {  // >&2, 2>&1, >&-
+      ++k;
+      while (k < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[k])) || s_[k] == '-')) ++k;
+      i_ = k;
+      return true;
+    }
+    i_ = k;
+    skip_blanks();
+    if (i_ < s_.size() && !ends_word(s_[i_])) word();
+    return true;
+  }
+  static bool ends_word(char c) {
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == ';' || c == '&' || c == '|' || c == '(' ||
+           c == ')';
+  }
+  static void add_literal(std::vector<Segment>& segs, const std::string& t, bool quoted) {
+    if (!segs.empty() && segs.back().kind == Segment::kLiteral && segs.back().quoted == quoted) {
+      segs.back().text += t;
+    } else {
+      Segment g;
+      g.text = t, g.quoted = quoted;
+      segs.push_back(g);
+    }
+  }
+  // Text up to the parenthesis that closes one already opened (depth 1), quotes respected.
+  std::string balanced(int depth) {
+    std::string t;
+    while (i_ < s_.size()) {
+      const char c = s_[i_++];
+      if (c == '\n') ++line_;
+      if (c == '(') ++depth;
+      if (c == ')' && --depth == 0) return t;
+      t += c;
+    }
+    fail("unterminated $( ... )");
+  }
+  // After '$'.
+  Segment dollar(bool quoted) {
+    Segment g;
+    g.quoted = quoted;
+    if (i_ < s_.size() && s_[i_] == '(') {
+      if (i_ + 1 < s_.size() && s_[i_ + 1] == '(') {
+        i_ += 2;
+        g.kind = Segment::kArith;
+        std::string e = balanced(2);
+        if (!e.empty() && e.back() == ')') e.pop_back();
+        g.text = e;
+        return g;
+      }
+      ++i_;
+      g.kind = Segment::kCommand;
+      g.text = "$(" + balanced(1) + ")";
+      return g;
+    }
+    if (i_ < s_.size() && s_[i_] == '{') {
+      const std::size_t close = s_.find('}', i_);
+      if (close == std::string::npos) fail("unterminated ${");
+      const std::string body = s_.substr(i_ + 1, close - i_ - 1);
+      i_ = close + 1;
+      std::size_t n = 0;
+      while (n < body.size() && is_name_char(body[n])) ++n;
+      const std::string name = body.substr(0, n), rest = body.substr(n);
+      if (name.empty()) {
+        g.kind = Segment::kCommand;  // ${#X}, ${!X}, ...: not expanded here
+        g.text = "${" + body + "}";
+        return g;
+      }
+      g.kind = Segment::kVar;
+      g.text = name;
+      if (rest == "[@]" || rest == "[*]") {
+        g.kind = Segment::kArray;
+      } else if (rest.rfind(":-", 0) == 0 || rest.rfind("-", 0) == 0 || rest.rfind(":=", 0) == 0) {
+        g.has_fallback = true;
+        g.fallback = rest.substr(rest[0] == ':' ? 2 : 1);
+      } else if (!rest.empty()) {
+        g.kind = Segment::kCommand;
+        g.text = "${" + body + "}";
+      }
+      return g;
+    }
+    if (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) {
+      g.kind = Segment::kVar;
+      g.text = std::string(1, s_[i_++]);
+      return g;
+    }
+    if (i_ < s_.size() && is_name_start(s_[i_])) {
+      std::size_t b = i_;
+      while (i_ < s_.size() && is_name_char(s_[i_])) ++i_;
+      g.kind = Segment::kVar;
+      g.text = s_.substr(b, i_ - b);
+      return g;
+    }
+    if (i_ < s_.size() && (s_[i_] == '@' || s_[i_] == '*' || s_[i_] == '#' || s_[i_] == '?')) {
+      g.kind = Segment::kCommand;
+      g.text = std::string("$") + s_[i_++];
+      return g;
+    }
+    g.kind = Segment::kLiteral;
+    g.text = "$";
+    return g;
+  }
+  RawWord word() {
+    RawWord w;
+    w.line = line_;
+    while (i_ < s_.size() && !ends_word(s_[i_])) {
+      const char c = s_[i_];
+      if (c == '\\') {
+        if (i_ + 1 < s_.size() && s_[i_ + 1] == '\n') {
+          i_ += 2, ++line_;  // a continuation ends the word
+          break;
+        }
+        if (i_ + 1 < s_.size()) add_literal(w.segs, std::string(1, s_[i_ + 1]), false);
+        i_ += 2;
+      } else if (c == '\'') {
+        const std::size_t close = s_.find('\'', i_ + 1);
+        if (close == std::string::npos) fail("unterminated single quote");
+        const std::string t = s_.substr(i_ + 1, close - i_ - 1);
+        line_ += static_cast<int>(std::count(t.begin(), t.end(), '\n'));
+        add_literal(w.segs, t, true);
+        i_ = close + 1;
+      } else if (c == '"') {
+        ++i_;
+        bool closed = false;
+        add_literal(w.segs, "", true);  // "" is a word of its own
+        while (i_ < s_.size()) {
+          const char d = s_[i_];
+          if (d == '"') {
+            ++i_, closed = true;
+            break;
+          }
+          if (d == '\\' && i_ + 1 < s_.size() && std::string("$`\"\\\n").find(s_[i_ + 1]) != std::string::npos) {
+            if (s_[i_ + 1] == '\n') ++line_;
+            else add_literal(w.segs, std::string(1, s_[i_ + 1]), true);
+            i_ += 2;
+          } else if (d == '$') {
+            ++i_;
+            w.segs.push_back(dollar(true));
+          } else if (d == '`') {
+            const std::size_t close = s_.find('`', i_ + 1);
+            if (close == std::string::npos) fail("unterminated backquote");
+            Segment g;
+            g.kind = Segment::kCommand, g.quoted = true, g.text = s_.substr(i_, close - i_ + 1);
+            w.segs.push_back(g);
+            i_ = close + 1;
+          } else {
+            if (d == '\n') ++line_;
+            add_literal(w.segs, std::string(1, d), true);
+            ++i_;
+          }
+        }
+        if (!closed) fail("unterminated double quote");
+      } else if (c == '$') {
+        ++i_;
+        w.segs.push_back(dollar(false));
+      } else if (c == '`') {
+        const std::size_t close = s_.find('`', i_ + 1);
+        if (close == std::string::npos) fail("unterminated backquote");
+        Segment g;
+        g.kind = Segment::kCommand, g.text = s_.substr(i_, close - i_ + 1);
+        w.segs.push_back(g);
+        i_ = close + 1;
+      } else if (c == '=' && i_ + 1 < s_.size() && s_[i_ + 1] == '(' && w.segs.size() == 1 &&
+                 w.segs[0].kind == Segment::kLiteral && !w.segs[0].quoted && !w.segs[0].text.empty() &&
+                 is_name_start(w.segs[0].text[0]) &&
+                 std::all_of(w.segs[0].text.begin(), w.segs[0].text.end(), is_name_char)) {
+        // NAME=( elements ... ): words until ')', across lines, comments allowed.
+        w.array_assign = true;
+        w.name = w.segs[0].text;
+        i_ += 2;
+        while (true) {
+          skip_blanks();
+          if (i_ >= s_.size()) fail("unterminated array " + w.name + "=(");
+          const char d = s_[i_];
+          if (d == ')') {
+            ++i_;
+            break;
+          }
+          if (d == '\n') {
+            ++line_, ++i_;
+            continue;
+          }
+          if (d == '#') {
+            while (i_ < s_.size() && s_[i_] != '\n') ++i_;
+            continue;
+          }
+          if (ends_word(d)) fail(std::string("unexpected '") + d + "' in array " + w.name + "=(");
+          w.elements.push_back(word());
+        }
+        return w;
+      } else {
+        add_literal(w.segs, std::string(1, c), false);
+        ++i_;
+      }
+    }
+    return w;
+  }
+
+  const std::string& s_;
+  const std::string& file_;
+  std::size_t i_ = 0;
+  int line_ = 1;
+};
+
+// A variable's value: text, or unresolved (the variable it depends on), or an array of words.
+struct Value {
+  std::string text;
+  std::string unresolved;
+  bool is_array = false;
+  std::vector<ShellWord> elements;
+};
+
+// Integer arithmetic of $(( ... )): + - * / % and parentheses over integers and variables.
+class Arith {
+ public:
+  Arith(const std::string& e, const std::map<std::string, Value>& vars) : e_(e), vars_(vars) {}
+  std::optional<std::int64_t> eval() {
+    auto v = sum();
+    skip();
+    if (!v || p_ != e_.size()) return std::nullopt;
+    return v;
+  }
+  std::string unresolved;  // a variable without a (numeric) value
+
+ private:
+  void skip() {
+    while (p_ < e_.size() && std::isspace(static_cast<unsigned char>(e_[p_]))) ++p_;
+  }
+  std::optional<std::int64_t> atom() {
+    skip();
+    if (p_ >= e_.size()) return std::nullopt;
+    if (e_[p_] == '(') {
+      ++p_;
+      auto v = sum();
+      skip();
+      if (!v || p_ >= e_.size() || e_[p_] != ')') return std::nullopt;
+      ++p_;
+      return v;
+    }
+    if (e_[p_] == '-') {
+      ++p_;
+      auto v = atom();
+      if (!v) return std::nullopt;
+      return -*v;
+    }
+    if (std::isdigit(static_cast<unsigned char>(e_[p_]))) {
+      std::int64_t v = 0;
+      while (p_ < e_.size() && std::isdigit(static_cast<unsigned char>(e_[p_]))) v = v * 10 + (e_[p_++] - '0');
+      return v;
+    }
+    if (e_[p_] == '$') ++p_;
+    bool braced = p_ < e_.size() && e_[p_] == '{';
+    if (braced) ++p_;
+    std::size_t b = p_;
+    while (p_ < e_.size() && is_name_char(e_[p_])) ++p_;
+    const std::string name = e_.substr(b, p_ - b);
+    if (braced) {
+      if (p_ >= e_.size() || e_[p_] != '}') return std::nullopt;
+      ++p_;
+    }
+    if (name.empty()) return std::nullopt;
+    auto it = vars_.find(name);
+    if (it == vars_.end() || !it->second.unresolved.empty() || it->second.is_array) {
+      if (unresolved.empty()) unresolved = it == vars_.end() || it->second.unresolved.empty() ? name : it->second.unresolved;
+      return std::nullopt;
+    }
+    Arith inner(it->second.text, vars_);
+    auto v = inner.eval();
+    if (!v && unresolved.empty()) unresolved = inner.unresolved.empty() ? name : inner.unresolved;
+    return v;
+  }
+  std::optional<std::int64_t> product() {
+    auto v = atom();
+    while (v) {
+      skip();
+      if (p_ >= e_.size() || (e_[p_] != '*' && e_[p_] != '/' && e_[p_] != '%')) break;
+      const char op = e_[p_++];
+      auto r = atom();
+      if (!r || ((op == '/' || op == '%') && *r == 0)) return std::nullopt;
+      v = op == '*' ? *v * *r : op == '/' ? *v / *r : *v % *r;
+    }
+    return v;
+  }
+  std::optional<std::int64_t> sum() {
+    auto v = product();
+    while (v) {
+      skip();
+      if (p_ >= e_.size() || (e_[p_] != '+' && e_[p_] != '-')) break;
+      const char op = e_[p_++];
+      auto r = product();
+      if (!r) return std::nullopt;
+      v = op == '+' ? *v + *r : *v - *r;
+    }
+    return v;
+  }
+  const std::string& e_;
+  const std::map<std::string, Value>& vars_;
+  std::size_t p_ = 0;
+};
+
+class Expander {
+ public:
+  explicit Expander(const std::map<std::string, std::string>& fixed) {
+    for (const auto& [k, v] : fixed) vars_[k].text = v, fixed_.insert(k);
+  }
+  bool fixed(const std::string& name) const { return fixed_.count(name) > 0; }
+  void set(const std::string& name, Value v) {
+    if (!fixed(name)) vars_[name] = std::move(v);
+  }
+  // A word as one string (assignment values: no field splitting).
+  Value scalar(const RawWord& w) {
+    Value out;
+    for (const auto& g : w.segs) append(out, g);
+    return out;
+  }
+  // A word as the fields bash would make of it.
+  std::vector<ShellWord> fields(const RawWord& w) {
+    std::vector<ShellWord> out;
+    ShellWord cur;
+    cur.line = w.line;
+    bool have = false;  // the current field exists (a quoted empty string counts)
+    auto flush = [&] {
+      if (have) out.push_back(cur);
+      cur = ShellWord{};
+      cur.line = w.line;
+      have = false;
+    };
+    for (const auto& g : w.segs) {
+      if (g.kind == Segment::kArray) {
+        auto it = vars_.find(g.text);
+        std::vector<ShellWord> els;
+        if (it != vars_.end() && it->second.is_array) {
+          els = it->second.elements;
+        } else if (it != vars_.end()) {
+          els.push_back(ShellWord{it->second.text, w.line, it->second.unresolved});
+        } else {
+          els.push_back(ShellWord{"${" + g.text + "[@]}", w.line, g.text});
+        }
+        for (std::size_t k = 0; k < els.size(); ++k) {
+          if (k > 0) flush();
+          if (!g.quoted && els[k].unresolved.empty()) {
+            split_into(els[k].text, cur, have, flush);
+          } else {
+            cur.text += els[k].text;
+            if (cur.unresolved.empty()) cur.unresolved = els[k].unresolved;
+            have = true;
+          }
+        }
+        continue;
+      }
+      Value v;
+      append(v, g);
+      if (g.quoted || g.kind == Segment::kLiteral || !v.unresolved.empty()) {
+        cur.text += v.text;
+        if (cur.unresolved.empty()) cur.unresolved = v.unresolved;
+        if (g.quoted || !v.text.empty() || !v.unresolved.empty()) have = true;
+      } else {
+        split_into(v.text, cur, have, flush);
+      }
+    }
+    flush();
+    return out;
+  }
+
+ private:
+  template <class Flush>
+  static void split_into(const std::string& text, ShellWord& cur, bool& have, Flush&& flush) {
+    std::size_t k = 0;
+    while (k < text.size()) {
+      if (std::isspace(static_cast<unsigned char>(text[k]))) {
+        flush();
+        while (k < text.size() && std::isspace(static_cast<unsigned char>(text[k]))) ++k;
+        continue;
+      }
+      cur.text += text[k++];
+      have = true;
+    }
+  }
+  void append(Value& out, const Segment& g) {
+    switch (g.kind) {
+      case Segment::kLiteral:
+        out.text += g.text;
+        return;
+      case Segment::kVar:
+      case Segment::kArray: {
+        auto it = vars_.find(g.text);
+        if (it != vars_.end() && !(g.has_fallback && it->second.text.empty() && it->second.unresolved.empty() &&
+                                   !it->second.is_array)) {
+          const Value& v = it->second;
+          out.text += v.is_array ? (v.elements.empty() ? std::string() : v.elements[0].text) : v.text;
+          if (out.unresolved.empty()) out.unresolved = v.unresolved;
+          return;
+        }
+        if (g.has_fallback) {
+          out.text += g.fallback;
+          return;
+        }
+        out.text += "${" + g.text + "}";
+        if (out.unresolved.empty()) out.unresolved = g.text;
+        return;
+      }
+      case Segment::kArith: {
+        Arith a(g.text, vars_);
+        if (auto v = a.eval()) {
+          out.text += std::to_string(*v);
+        } else {
+          out.text += "$((" + g.text + "))";
+          if (out.unresolved.empty()) out.unresolved = a.unresolved.empty() ? "$((" + g.text + "))" : a.unresolved;
+        }
+        return;
+      }
+      case Segment::kCommand:
+        out.text += g.text;
+        if (out.unresolved.empty()) out.unresolved = g.text;
+        return;
+    }
+  }
+  std::map<std::string, Value> vars_;
+  std::set<std::string> fixed_;
+};
+
+// NAME=value (a literal NAME before the '=').
+bool split_assignment(const RawWord& w, std::string& name, RawWord& value) {
+  if (w.array_assign || w.segs.empty() || w.segs[0].kind != Segment::kLiteral || w.segs[0].quoted) return false;
+  const std::string& t = w.segs[0].text;
+  const std::size_t eq = t.find('=');
+  if (eq == std::string::npos || eq == 0 || !is_name_start(t[0])) return false;
+  for (std::size_t k = 0; k < eq; ++k)
+    if (!is_name_char(t[k])) return false;
+  name = t.substr(0, eq);
+  value = w;
+  value.segs[0].text = t.substr(eq + 1);
+  return true;
+}
+
+std::string basename_of(const std::string& p) {
+  const std::size_t s = p.find_last_of('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+[[noreturn]] void fail_at(const std::string& file, int line, const std::string& what) {
+  throw InputError(file + ":" + std::to_string(line), what);
+}
+
+[[noreturn]] void fail_unresolved(const std::string& file, const ShellWord& w) {
+  if (w.unresolved.rfind("$(", 0) == 0 || w.unresolved.rfind("`", 0) == 0 || w.unresolved.rfind("${", 0) == 0)
+    fail_at(file, w.line, "'" + w.unresolved + "' is not expanded by the importer (it runs nothing): give the value "
+                          "with --var, or write it into the script");
+  fail_at(file, w.line, "variable $" + w.unresolved + " is not set (set it in the script or give --var " +
+                            w.unresolved + "=VALUE)");
+}
+
+bool parse_int(const std::string& t, std::int64_t& v) {
+  if (t.empty()) return false;
+  std::size_t k = (t[0] == '-' || t[0] == '+') ? 1 : 0;
+  if (k == t.size()) return false;
+  for (std::size_t j = k; j < t.size(); ++j)
+    if (!std::isdigit(static_cast<unsigned char>(t[j]))) return false;
+  if (t.size() - k > 18) return false;
+  v = std::strtoll(t.c_str(), nullptr, 10);
+  return true;
+}
+
+bool parse_float(const std::string& t, double& v) {
+  if (t.empty() || std::isspace(static_cast<unsigned char>(t[0]))) return false;
+  char* end = nullptr;
+  v = std::strtod(t.c_str(), &end);
+  return end == t.c_str() + t.size() && std::isfinite(v);
+}
+
+// torchrun's count flags: "--nproc-per-node 8", "--nproc_per_node=8".
+std::int64_t launcher_count(const std::string& file, const ShellWord& w, const std::string& flag,
+                            const std::string& value) {
+  if (!w.unresolved.empty()) fail_unresolved(file, w);
+  std::int64_t v = 0;
+  if (!parse_int(value, v) || v < 1)
+    fail_at(file, w.line, flag + " expects a positive number of " + (flag == "--nnodes" ? "nodes" : "processes") +
+                              ", got '" + text_excerpt(value) + "' (give the number: elastic ranges and 'gpu' / 'auto' "
+                              "do not say how many GPUs the job runs on)");
+  return v;
+}
+
+}  // namespace
+
+MegatronLaunch read_megatron_launch(const std::string& text, const std::string& file,
+                                    const std::map<std::string, std::string>& vars) {
+  Lexer lex(text, file);
+  Expander ex(vars);
+  MegatronLaunch out;
+  out.file = file;
+  for (const Statement& st : lex.statements()) {
+    // Leading NAME=value words; `export` / `declare` / `local` / `readonly` before them.
+    std::size_t k = 0;
+    bool declared = false;
+    if (!st.empty() && st[0].segs.size() == 1 && st[0].segs[0].kind == Segment::kLiteral && !st[0].segs[0].quoted) {
+      const std::string& w0 = st[0].segs[0].text;
+      if (w0 == "export" || w0 == "declare" || w0 == "local" || w0 == "readonly" || w0 == "typeset") k = 1, declared = true;
+    }
+    std::vector<std::pair<std::string, Value>> assigns;
+    for (; k < st.size(); ++k) {
+      if (st[k].array_assign) {
+        Value v;
+        v.is_array = true;
+        for (const auto& e : st[k].elements)
+          for (auto& f : ex.fields(e)) v.elements.push_back(f);
+        assigns.emplace_back(st[k].name, std::move(v));
+        continue;
+      }
+      std::string name;
+      RawWord value;
+      if (declared && !st[k].segs.empty() && st[k].segs[0].kind == Segment::kLiteral &&
+          st[k].segs[0].text.rfind('-', 0) == 0)
+        continue;  // declare -a / export -n
+      if (!split_assignment(st[k], name, value)) break;
+      assigns.emplace_back(name, ex.scalar(value));
+    }
+    if (k == st.size()) {  // assignments only (bash sets them in the shell)
+      for (auto& [n, v] : assigns) ex.set(n, std::move(v));
+      continue;
+    }
+    // A command (assignments before it are its environment only). Is it the pretrain script?
+    std::vector<ShellWord> words;
+    for (std::size_t j = k; j < st.size(); ++j)
+      for (auto& f : ex.fields(st[j])) words.push_back(f);
+    std::size_t script = words.size();
+    for (std::size_t j = 0; j < words.size(); ++j) {
+      const std::string b = basename_of(words[j].text);
+      if (b.rfind("pretrain_", 0) == 0 && ends_with(b, ".py")) {
+        script = j;
+        break;
+      }
+    }
+    if (script == words.size()) continue;  // another command (mkdir, cd, a data preparation script ...)
+    const std::string b = basename_of(words[script].text);
+    if (b == "pretrain_mamba.py")
+      fail_at(file, words[script].line, "pretrain_mamba.py: Mamba / hybrid models are not modelled (the gpt generator "
+                                        "simulates pretrain_gpt.py's GPT and MoE models)");
+    if (b != "pretrain_gpt.py")
+      fail_at(file, words[script].line, b + ": only pretrain_gpt.py (GPT and MoE decoder models) is modelled");
+    if (!out.script.empty())
+      fail_at(file, words[script].line, "a second pretrain_gpt.py invocation (the first is on line " +
+                                            std::to_string(out.line) + "); give a script with one");
+    out.script = b;
+    out.line = words[script].line;
+    // Launcher flags: torchrun / python -m torch.distributed.run|launch.
+    for (std::size_t j = 0; j < script; ++j) {
+      const std::string& t = words[j].text;
+      for (const char* flag : {"--nproc-per-node", "--nproc_per_node", "--nnodes"}) {
+        const std::string f = flag;
+        std::string value;
+        bool match = false;
+        if (t == f && j + 1 < script) {
+          value = words[j + 1].text, match = true;
+          if (!words[j + 1].unresolved.empty()) fail_unresolved(file, words[j + 1]);
+        } else if (t.rfind(f + "=", 0) == 0) {
+          value = t.substr(f.size() + 1), match = true;
+          if (!words[j].unresolved.empty()) fail_unresolved(file, words[j]);
+        }
+        if (!match) continue;
+        const std::string name = f == "--nnodes" ? "--nnodes" : "--nproc-per-node";
+        (f == "--nnodes" ? out.nnodes : out.nproc_per_node) = launcher_count(file, words[j], name, value);
+      }
+    }
+    out.args.assign(words.begin() + static_cast<std::ptrdiff_t>(script) + 1, words.end());
+  }
+  if (out.script.empty()) throw InputError(file, "no pretrain_gpt.py invocation found (expected a command such as "
+                                                 "'torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers ...')");
+  return out;
+}
+
+// ---- Step 2: Megatron-LM's flags -> gpt generator parameters ----
+
+namespace {
+
+struct Given {
+  const MegatronFlag* flag = nullptr;
+  std::vector<std::string> values;  // empty for store_true / store_false
+  int line = 0;
+  std::size_t order = 0;           // position of its (last) occurrence
+  std::string spelled;             // "--num-layers 80"
+};
+
+bool looks_like_flag(const std::string& t) {
+  if (t.size() < 2 || t[0] != '-') return false;
+  double v;
+  return !parse_float(t, v);  // argparse: a negative number is a value
+}
+
+}  // namespace
+
+std::string megatron_param_name(const std::string& dest) {
+  // Flags the rules in import_megatron_args read (they do not map by name, or Megatron-LM derives them).
+  static const std::set<std::string> by_rule = {
+      "attention_backend", "group_query_attention", "num_query_groups", "max_position_embeddings",
+      "use_rotary_position_embeddings", "make_vocab_size_divisible_by", "vocab_size", "tokenizer_type",
+      "recompute_activations", "recompute_granularity", "recompute_modules", "cp_comm_type", "ffn_hidden_size",
+      "sequence_parallel", "overlap_p2p_comm", "data_parallel_sharding_strategy", "use_custom_fsdp",
+      "global_batch_size", "transformer_impl", "add_bias_linear", "moe_enable_deepep", "tensor_model_parallel_size",
+      "pipeline_model_parallel_size"};
+  // Megatron-LM's dest -> the generator's name for the same setting.
+  static const std::map<std::string, std::string> renamed = {
+      {"fp8", "fp8_format"}, {"ddp_bucket_size", "bucket_size"},
+      {"num_virtual_stages_per_pipeline_rank", "virtual_pipeline_model_parallel_size"}};
+  if (by_rule.count(dest)) return "";
+  const auto r = renamed.find(dest);
+  return r == renamed.end() ? dest : r->second;
+}
+
+MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_size, const ParamMap& overrides) {
+  const std::string& file = l.file;
+  std::map<std::string, Given> given;  // by dest
+  std::size_t order = 0;
+  const std::string at_commit = std::string("megatron/training/arguments.py @") + kMegatronArgsCommit;
+  for (std::size_t i = 0; i < l.args.size(); ++i) {
+    const ShellWord& w = l.args[i];
+    if (!w.unresolved.empty()) fail_unresolved(file, w);
+    if (!looks_like_flag(w.text))
+      fail_at(file, w.line, "unexpected argument '" + text_excerpt(w.text) + "' after " + l.script +
+                                " (expected a --flag)");
+    std::string opt = w.text, inline_value;
+    bool has_inline = false;
+    if (const std::size_t eq = opt.find('='); eq != std::string::npos)
+      inline_value = opt.substr(eq + 1), opt = opt.substr(0, eq), has_inline = true;
+    const MegatronFlag* f = find_megatron_flag(opt);
+    if (!f)
+      fail_at(file, w.line, "unknown Megatron-LM flag " + text_excerpt(opt, 60) + " (not in " + at_commit + ")");
+    if (f->cls == MegatronFlag::kRejected)
+      fail_at(file, w.line, opt + ": Megatron-LM refuses it (validate_args, " + at_commit + "): " +
+                                megatron_rejected_hint(f->dest));
+    Given g;
+    g.flag = f, g.line = w.line, g.order = order++, g.spelled = opt;
+    const bool is_switch = f->kind == MegatronFlag::kTrue || f->kind == MegatronFlag::kFalse;
+    const bool is_list = f->kind == MegatronFlag::kInts || f->kind == MegatronFlag::kFloats || f->kind == MegatronFlag::kStrs;
+    std::vector<const ShellWord*> vals;
+    ShellWord inline_word{inline_value, w.line, ""};
+    if (is_switch) {
+      if (has_inline) fail_at(file, w.line, opt + " takes no value (got '" + text_excerpt(inline_value) + "')");
+    } else if (has_inline) {
+      vals.push_back(&inline_word);
+    } else {
+      while (i + 1 < l.args.size() && (l.args[i + 1].unresolved.empty() ? !looks_like_flag(l.args[i + 1].text)
+                                                                        : l.args[i + 1].text.rfind("--", 0) != 0)) {
+        vals.push_back(&l.args[++i]);
+        if (!is_list) break;
+      }
+      if (vals.size() < static_cast<std::size_t>(f->min_values))
+        fail_at(file, w.line, opt + " expects " + (is_list ? "one or more values" : "a value") +
+                                  (i + 1 < l.args.size() ? ", got the flag " + text_excerpt(l.args[i + 1].text, 60)
+                                                         : std::string(", got the end of the command")));
+    }
+    for (const ShellWord* v : vals) {
+      if (!v->unresolved.empty()) {
+        // The values of flags that change nothing simulated may stay unresolved (a data path, a checkpoint
+        // directory); the others are needed.
+        if (f->cls == MegatronFlag::kModel) fail_unresolved(file, *v);
+      } else if (f->kind == MegatronFlag::kInt || f->kind == MegatronFlag::kInts) {
+        std::int64_t x;
+        if (!parse_int(v->text, x))
+          fail_at(v->line ? file : file, v->line, opt + " expects an integer, got '" + text_excerpt(v->text) + "'");
+      } else if (f->kind == MegatronFlag::kFloat || f->kind == MegatronFlag::kFloats) {
+        double x;
+        if (!parse_float(v->text, x))
+          fail_at(file, v->line, opt + " expects a number, got '" + text_excerpt(v->text) + "'");
+      }
+      g.values.push_back(v->text);
+      g.spelled += " " + v->text;
+    }
+    given[f->dest] = g;  // argparse: the last occurrence wins
+  }
+
+  // What each given flag became, in script order.
+  std::map<std::size_t, std::pair<int, std::string>> listed;  // order -> (0 modelled, 1 ignored, 2 not modelled)
+  auto mark = [&](const std::string& dest, int cls) {
+    auto it = given.find(dest);
+    if (it != given.end()) listed[it->second.order] = {cls, it->second.spelled};
+  };
+  auto has = [&](const std::string& d) { return given.count(d) > 0; };
+  auto value = [&](const std::string& d) -> const std::string& { return given.at(d).values.at(0); };
+  auto integer = [&](const std::string& d, std::int64_t dflt) {
+    if (!has(d)) return dflt;
+    std::int64_t v = 0;
+    parse_int(value(d), v);
+    return v;
+  };
+  auto required = [&](const std::string& d, const char* option) {
+    if (!has(d))
+      throw InputError(file, std::string(option) + " is required (Megatron-LM has no default: " + at_commit +
+                                 " validate_args)");
+  };
+  for (const auto& [dest, g] : given)
+    mark(dest, g.flag->cls == MegatronFlag::kModel ? 0 : g.flag->cls == MegatronFlag::kNoEffect ? 1 : 2);
+  // A not-modelled flag given its own default value changes nothing (e.g. --transformer-impl transformer_engine).
+  for (const auto& [dest, g] : given)
+    if (g.flag->cls == MegatronFlag::kNotModelled && *g.flag->dflt && g.values.size() == 1 && g.values[0] == g.flag->dflt)
+      mark(dest, 1);
+
+  MegatronImport out;
+  Json& p = out.params;
+  // Required shape and batch (validate_args: required_args and `assert args.micro_batch_size is not None`).
+  required("num_layers", "--num-layers");
+  required("hidden_size", "--hidden-size");
+  required("num_attention_heads", "--num-attention-heads");
+  required("max_position_embeddings", "--max-position-embeddings");
+  required("micro_batch_size", "--micro-batch-size");
+  required("seq_length", "--seq-length");
+
+  const std::set<std::string> names = gpt_param_names();
+  for (const auto& [dest, g] : given) {
+    const std::string key = g.flag->cls == MegatronFlag::kModel ? megatron_param_name(dest) : std::string();
+    if (key.empty()) continue;
+    if (!names.count(key))
+      throw InputError(file + ":" + std::to_string(g.line),
+                       "internal: " + g.spelled + " is classed as modelled but the gpt generator has no parameter " + key);
+    switch (g.flag->kind) {
+      case MegatronFlag::kTrue: p[key] = true; break;
+      case MegatronFlag::kFalse: p[key] = false; break;
+      case MegatronFlag::kInt: p[key] = integer(dest, 0); break;
+      case MegatronFlag::kFloat: p[key] = std::strtod(value(dest).c_str(), nullptr); break;
+      default: p[key] = value(dest); break;
+    }
+  }
+  const std::int64_t tp = integer("tensor_model_parallel_size", 1), pp = integer("pipeline_model_parallel_size", 1);
+  p["tensor_model_parallel_size"] = tp;
+  p["pipeline_model_parallel_size"] = pp;
+  if (world_size > 0) p["world_size"] = world_size;
+  // Precision: Megatron-LM trains in fp32 unless --bf16 or --fp16 (fabricsim does not model fp32 training).
+  if (!has("bf16") && !has("fp16"))
+    throw InputError(file, "neither --bf16 nor --fp16: Megatron-LM would train in fp32, which fabricsim does not model");
+  // Recompute: none unless asked; --recompute-activations = selective (validate_args, "if args.recompute_activations").
+  p["recompute_granularity"] = has("recompute_activations") ? std::string("selective")
+                               : has("recompute_granularity") ? value("recompute_granularity") : std::string("none");
+  if (has("recompute_modules")) {
+    std::string m;
+    for (const auto& v : given.at("recompute_modules").values) m += (m.empty() ? "" : " ") + v;
+    p["recompute_modules"] = m;
+  }
+  // FFN: validate_args' default, 4h, or with --swiglu int(4h * 2/3 / 64) * 64.
+  const std::int64_t h = integer("hidden_size", 0);
+  p["ffn_hidden_size"] = has("ffn_hidden_size") ? integer("ffn_hidden_size", 0)
+                         : has("swiglu")         ? static_cast<std::int64_t>((4.0 * double(h) * 2.0 / 3.0) / 64.0) * 64
+                                                 : 4 * h;
+  // GQA: --num-query-groups counts only with --group-query-attention (default 1 group then).
+  if (has("group_query_attention")) p["num_query_groups"] = integer("num_query_groups", 1);
+  else mark("num_query_groups", 1);
+  // Position embeddings: --use-rotary-position-embeddings is the legacy spelling of rope.
+  if (has("use_rotary_position_embeddings")) p["position_embedding_type"] = "rope";
+  const std::string pos = p.contains("position_embedding_type") ? p["position_embedding_type"].get<std::string>()
+                                                                : std::string("learned_absolute");
+  const std::int64_t seq = integer("seq_length", 0), maxpos = integer("max_position_embeddings", 0);
+  if (maxpos < seq)
+    fail_at(file, given.at("max_position_embeddings").line,
+            "--max-position-embeddings (" + std::to_string(maxpos) + ") is below --seq-length (" + std::to_string(seq) +
+                "): Megatron-LM refuses it");
+  // A learned position table longer than the sequence holds more weights than fabricsim counts (it sizes the
+  // table by seq_length); with rope there is no table.
+  if (pos == "learned_absolute" && maxpos != seq) mark("max_position_embeddings", 2);
+  // Attention backend: Megatron's AttnBackend names; auto leaves the choice to fabricsim's per-GPU default,
+  // local is Megatron-Core's own unfused DotProductAttention.
+  if (has("attention_backend")) {
+    const std::string a = value("attention_backend");
+    if (a == "local") p["attention_backend"] = "unfused";
+    else if (a != "auto") p["attention_backend"] = a;
+  }
+  // Context-parallel communication: one type for every layer.
+  if (has("cp_comm_type")) {
+    const auto& v = given.at("cp_comm_type").values;
+    if (std::any_of(v.begin(), v.end(), [&](const std::string& x) { return x != v[0]; }))
+      fail_at(file, given.at("cp_comm_type").line, "--cp-comm-type with a different type per layer is not modelled "
+                                                   "(fabricsim uses one for all layers)");
+    p["cp_comm_type"] = v[0];
+  }
+  // Sequence parallelism is switched off with TP 1 (validate_args).
+  if (has("sequence_parallel")) {
+    if (tp > 1) p["sequence_parallel"] = true;
+    else mark("sequence_parallel", 1);
+  }
+  // Interleaving: --num-virtual-stages-per-pipeline-rank is virtual_pipeline_model_parallel_size; P2P overlap is on
+  // by default (--no-overlap-p2p-communication) and only with the interleaved schedule.
+  const bool interleaved = has("num_virtual_stages_per_pipeline_rank") || has("num_layers_per_virtual_pipeline_stage");
+  if (interleaved && !has("overlap_p2p_comm")) p["overlap_p2p_comm"] = true;
+  if (!interleaved) mark("overlap_p2p_comm", 1);
+  // Data-parallel sharding (validate_args: optim_grads_params turns on overlap_param_gather and overlap_grad_reduce,
+  // optim_grads overlap_grad_reduce); Megatron-LM shards by it only with --use-custom-fsdp.
+  if (has("data_parallel_sharding_strategy")) {
+    const std::string s = value("data_parallel_sharding_strategy");
+    if (has("use_custom_fsdp")) {
+      p["data_parallel_sharding_strategy"] = s;
+    } else if (s != "no_shard") {
+      mark("data_parallel_sharding_strategy", 2);
+    }
+    if (s == "optim_grads_params") p["overlap_param_gather"] = true;
+    if (s == "optim_grads_params" || s == "optim_grads") p["overlap_grad_reduce"] = true;
+  }
+  // Transformer Engine (the default) is what fabricsim prices; Megatron-Core's local layers are not.
+  if (has("transformer_impl") && value("transformer_impl") != "transformer_engine") mark("transformer_impl", 2);
+  // Linear biases: fabricsim gives LayerNorm models biases and RMSNorm models none.
+  const std::string norm = p.contains("normalization") ? p["normalization"].get<std::string>() : std::string("LayerNorm");
+  if (has("add_bias_linear") && norm != "RMSNorm") mark("add_bias_linear", 2);
+  // Vocabulary, as megatron/training/tokenizer/tokenizer.py builds it (@1e057005, build_tokenizer): NullTokenizer
+  // has --vocab-size tokens plus its end-of-document token, TikTokenizer --vocab-size (default 2^17), GPT-2's BPE
+  // the 50,257 entries of its vocabulary file (Radford et al. 2019, Sec. 2.2); the other tokenizers read the size
+  // from their files. Padded as _vocab_size_with_padding does: up to a multiple of make_vocab_size_divisible_by
+  // (default 128) x tensor_model_parallel_size.
+  if (!overrides.count("padded_vocab_size")) {
+    const std::string tok = has("tokenizer_type") ? value("tokenizer_type") : std::string();
+    std::int64_t vocab = 0;
+    if (tok == "NullTokenizer") {
+      if (!has("vocab_size")) throw InputError(file, "--tokenizer-type NullTokenizer needs --vocab-size (Megatron-LM asserts it)");
+      vocab = integer("vocab_size", 0) + 1;
+    } else if (tok == "TikTokenizer") {
+      vocab = integer("vocab_size", 131072);
+    } else if (tok == "GPT2BPETokenizer") {
+      vocab = 50257;
+    } else {
+      throw InputError(file, "the vocabulary size comes from the tokenizer's files (" +
+                                 (tok.empty() ? std::string("no --tokenizer-type") : "--tokenizer-type " + tok) +
+                                 "), which the importer does not read: give --param padded_vocab_size=N (N padded as "
+                                 "Megatron-LM prints it: 'padded vocab (size: ...) ... (new size: N)')");
+    }
+    if (tok != "NullTokenizer" && tok != "TikTokenizer") mark("vocab_size", 1);
+    const std::int64_t multiple = integer("make_vocab_size_divisible_by", 128) * tp;
+    if (multiple < 1)
+      fail_at(file, given.at("make_vocab_size_divisible_by").line, "--make-vocab-size-divisible-by must be positive");
+    p["padded_vocab_size"] = (vocab + multiple - 1) / multiple * multiple;
+  }
+  // Global batch: default micro_batch_size x data-parallel size (validate_args).
+  if (has("global_batch_size")) {
+    p["global_batch_size"] = integer("global_batch_size", 0);
+  } else {
+    const std::int64_t cp = integer("context_parallel_size", 1), mbs = integer("micro_batch_size", 1);
+    if (world_size <= 0 || world_size % (tp * pp * cp))
+      throw InputError(file, "no --global-batch-size, and the world size (" + std::to_string(world_size) +
+                                 ") is not a multiple of TP x PP x CP for Megatron-LM's default (micro batch x data-parallel size)");
+    p["global_batch_size"] = mbs * (world_size / (tp * pp * cp));
+  }
+  // --param overrides (typed as JSON would give them).
+  for (const auto& [k, v] : overrides) {
+    std::int64_t iv;
+    double dv;
+    if (parse_int(v, iv)) p[k] = iv;
+    else if (parse_float(v, dv)) p[k] = dv;
+    else if (v == "true" || v == "false") p[k] = v == "true";
+    else p[k] = v;
+  }
+  for (const auto& [o, entry] : listed)
+    (entry.first == 0 ? out.modelled : entry.first == 1 ? out.ignored : out.not_modelled).push_back(entry.second);
+  return out;
+}
+
+// ---- Step 3: the scenario ----
+
+Json scenario_for_megatron(const std::string& path, const std::string& text, const std::string& topology,
+                           const ParamMap& overrides, const std::map<std::string, std::string>& vars) {
+  const MegatronLaunch l = read_megatron_launch(text, path, vars);
+  const std::int64_t launched = l.nproc_per_node && l.nnodes ? l.nproc_per_node * l.nnodes
+                                : l.nproc_per_node          ? l.nproc_per_node
+                                                            : 0;
+  std::int64_t gpus = 0;
+  Json topo = topology_for_ranks(topology, launched, &gpus);
+  if (launched > gpus)
+    throw InputError(path + ":" + std::to_string(l.line),
+                     "the launcher starts " + std::to_string(launched) + " processes (--nproc-per-node " +
+                         std::to_string(l.nproc_per_node) + " x --nnodes " + std::to_string(l.nnodes ? l.nnodes : 1) +
+                         ") but topology " + topology + " has " + std::to_string(gpus) + " GPUs");
+  const MegatronImport im = import_megatron_args(l, launched ? launched : gpus, overrides);
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+  };
+  Json notes = Json::array();
+  notes.push_back("imported from the Megatron-LM launch " + path + " (flags of megatron/training/arguments.py @" +
+                  kMegatronArgsCommit + ")");
+  if (!im.not_modelled.empty()) notes.push_back("not modelled (they change the step; fabricsim does not simulate them): " + join(im.not_modelled));
+  if (!im.ignored.empty()) notes.push_back("ignored (no effect on step time): " + join(im.ignored));
+  Json doc;
+  doc["topology"] = topo;
+  doc["workload"] = {{"generator", "gpt"}, {"params", im.params}, {"notes", notes}};
+  return doc;
+}
+
+}  // namespace fabricsim::workloads
