@@ -156,5 +156,8 @@ TEST_CASE("validation: olmo-core H100 tokens/s per device (HSDP, 4 nodes assumed
   // 1, 4 and 16 nodes -- the assumed GPU count matters less than a tenth of the error.
   CHECK(med <= 0.18);
   CHECK(worst <= 0.44);
-  CHECK(max_spread <= 0.05);
+  // The spread was 4.2 % while the tuner chose CollNet (SHARP on by default) and fabricsim's own hierarchical for
+  // the inter-node collectives; with NCCL's algorithms only (ring/tree, no SHARP unless asked for) it is 6.3 %
+  // (2026-11-27), bounded at the next whole percent.
+  CHECK(max_spread <= 0.07);
 }
