@@ -42,6 +42,22 @@ std::map<std::pair<int, int>, Load> switch_link_load(const Topology& t, Routing&
   }
   return out;
 }
+// D-mod-k loads every used leaf -> spine and spine -> leaf direction equally (`dirs` of them per kind) for the
+// all-to-all over `gpus`; hashed ECMP on the same pairs does not.
+void check_dmodk_even_hash_not(const Topology& t, const std::vector<NodeId>& gpus, unsigned dirs) {
+  Routing dmodk(t);
+  auto d = switch_link_load(t, dmodk, gpus);
+  REQUIRE(d.size() == 2);  // leaf -> spine and spine -> leaf
+  for (auto& [k, g] : d) {
+    CHECK(g.dirs == dirs);
+    CHECK(g.min == g.max);
+  }
+  Routing hashed(t, RoutingOptions{false, FabricRouting::Hash});
+  auto h = switch_link_load(t, hashed, gpus);
+  REQUIRE(h.size() == 2);
+  CHECK(h.begin()->second.max > h.begin()->second.min);
+}
+
 }  // namespace
 
 TEST_CASE("D-mod-k balances an all-to-all over the spines of a 2-tier fat tree; hashed ECMP does not") {
@@ -50,18 +66,8 @@ TEST_CASE("D-mod-k balances an all-to-all over the spines of a 2-tier fat tree; 
   std::vector<NodeId> gpus;
   for (NodeId g : t.gpus())
     if (t.node(g).local_index % 4 == 0) gpus.push_back(g);  // rails 0 and 4: cross-rail and same-rail pairs
-  Routing dmodk(t);
-  CHECK(dmodk.options().fabric == FabricRouting::DModK);
-  auto d = switch_link_load(t, dmodk, gpus);
-  REQUIRE(d.size() == 2);  // leaf -> spine and spine -> leaf
-  for (auto& [k, g] : d) {
-    CHECK(g.dirs == 4u * 8u);  // 4 leaves x 8 spines, all used
-    CHECK(g.min == g.max);
-  }
-  Routing hashed(t, RoutingOptions{false, FabricRouting::Hash});
-  auto h = switch_link_load(t, hashed, gpus);
-  REQUIRE(h.size() == 2);
-  CHECK(h.begin()->second.max > h.begin()->second.min);
+  CHECK(Routing(t).options().fabric == FabricRouting::DModK);
+  check_dmodk_even_hash_not(t, gpus, 4u * 8u);  // 4 leaves x 8 spines, all used
 }
 
 TEST_CASE("D-mod-k balances a rail-local all-to-all over spines and cores of a 3-tier fat tree") {
@@ -99,15 +105,5 @@ TEST_CASE("D-mod-k balances an all-to-all over the spines of a non-rail (host-ba
   // 8 NICs share its leaf, so 60 of the 63 other servers are across a spine.
   Topology t = build_preset("superpod", {{"nodes", "64"}, {"node", "dgx-h100"}, {"rail_optimized", "false"}});
   const std::vector<NodeId>& gpus = t.gpus();
-  Routing dmodk(t);
-  auto d = switch_link_load(t, dmodk, gpus);
-  REQUIRE(d.size() == 2);
-  for (auto& [k, g] : d) {
-    CHECK(g.dirs == 16u * 8u);  // 16 leaves x 8 spines, all used
-    CHECK(g.min == g.max);
-  }
-  Routing hashed(t, RoutingOptions{false, FabricRouting::Hash});
-  auto h = switch_link_load(t, hashed, gpus);
-  REQUIRE(h.size() == 2);
-  CHECK(h.begin()->second.max > h.begin()->second.min);
+  check_dmodk_even_hash_not(t, gpus, 16u * 8u);  // 16 leaves x 8 spines, all used
 }
