@@ -140,6 +140,16 @@ class Lexer {
     fail("unterminated $( ... )");
   }
   // After '$'.
+  // A `command` substitution from the backquote at i_ to its closing one (never run: read as a command segment).
+  Segment backquote(bool quoted) {
+    const std::size_t close = s_.find('`', i_ + 1);
+    if (close == std::string::npos) fail("unterminated backquote");
+    Segment g;
+    g.kind = Segment::kCommand, g.quoted = quoted, g.text = s_.substr(i_, close - i_ + 1);
+    i_ = close + 1;
+    return g;
+  }
+
   Segment dollar(bool quoted) {
     Segment g;
     g.quoted = quoted;
@@ -241,12 +251,7 @@ class Lexer {
             ++i_;
             w.segs.push_back(dollar(true));
           } else if (d == '`') {
-            const std::size_t close = s_.find('`', i_ + 1);
-            if (close == std::string::npos) fail("unterminated backquote");
-            Segment g;
-            g.kind = Segment::kCommand, g.quoted = true, g.text = s_.substr(i_, close - i_ + 1);
-            w.segs.push_back(g);
-            i_ = close + 1;
+            w.segs.push_back(backquote(true));
           } else {
             if (d == '\n') ++line_;
             add_literal(w.segs, std::string(1, d), true);
@@ -258,12 +263,7 @@ class Lexer {
         ++i_;
         w.segs.push_back(dollar(false));
       } else if (c == '`') {
-        const std::size_t close = s_.find('`', i_ + 1);
-        if (close == std::string::npos) fail("unterminated backquote");
-        Segment g;
-        g.kind = Segment::kCommand, g.text = s_.substr(i_, close - i_ + 1);
-        w.segs.push_back(g);
-        i_ = close + 1;
+        w.segs.push_back(backquote(false));
       } else if (c == '=' && i_ + 1 < s_.size() && s_[i_ + 1] == '(' && w.segs.size() == 1 &&
                  w.segs[0].kind == Segment::kLiteral && !w.segs[0].quoted && !w.segs[0].text.empty() &&
                  is_name_start(w.segs[0].text[0]) &&
