@@ -53,7 +53,13 @@ struct Costs {
   int kernels = 0;
   void add(const models::ComputeModel& cm, const Kernel& k, double times = 1.0);
   void add(const models::ComputeModel& cm, const models::KernelDesc& k, double time_factor = 1.0);
-  void add_tp_gemm(const models::ComputeModel& cm, const models::KernelDesc& k, double time_factor = 1.0);
+  // `share`: the part of this kernel's time that runs beside the communication (1 = all of it).
+  template <class K>
+  void add_tp_gemm(const models::ComputeModel& cm, const K& k, double time_factor = 1.0, double share = 1.0) {
+    const double before = seconds;
+    add(cm, k, time_factor);
+    tp_gemm_seconds += share * (seconds - before);
+  }
   void operator+=(const Costs& o) {
     seconds += o.seconds, flops += o.flops, tp_gemm_seconds += o.tp_gemm_seconds, kernels += o.kernels;
   }

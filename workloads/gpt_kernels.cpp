@@ -25,11 +25,6 @@ void Costs::add(const models::ComputeModel& cm, const KernelDesc& k, double time
   flops += k.flops();
   ++kernels;
 }
-void Costs::add_tp_gemm(const models::ComputeModel& cm, const KernelDesc& k, double time_factor) {
-  const double before = seconds;
-  add(cm, k, time_factor);
-  tp_gemm_seconds += seconds - before;
-}
 
 // Unfused attention (SC'21-era Megatron-LM). Per-TP-rank kernels of one transformer layer for one
 // micro-batch. FLOP counts follow Narayanan et al. SC'21 Sec. 5.1 (24 b s h^2 + 4 b s^2 h forward, without
@@ -67,9 +62,7 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
   const double in_share = c.tp_comm_bulk_wgrad ? 1.0 : 0.5;  // of an input projection's dgrad + wgrad
   const double w_share = c.tp_comm_bulk_wgrad ? 1.0 : 0.0;
   auto add = [&](Costs& out, const Kernel& k, double times, double tp_share) {
-    const double before = out.seconds;
-    out.add(cm, k, times);
-    out.tp_gemm_seconds += tp_share * (out.seconds - before);
+    out.add_tp_gemm(cm, k, times, tp_share);
   };
   for (const Kernel& k : {ln, qkv, qk, softmax, attn_dropout, av}) L.fwd_attn.add(cm, k);
   add(L.fwd_attn, proj, 1.0, 1.0);
