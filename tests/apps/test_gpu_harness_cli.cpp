@@ -1,6 +1,6 @@
 // The GPU harnesses' behaviour that needs no GPU: flags, input errors, and the clear exit when no GPU is
 // there. Compiled only where CMake could build them (CUDA found); their GPU runs are recorded in
-// tests/data/nccl-harness-h200 and tests/data/hardware/h200-kernel-bench.
+// tests/data/nccl-harness-h200, tests/data/hardware/h200-kernel-bench and h100-comm-overlap.
 #include <doctest/doctest.h>
 
 #include "cli_test_util.hpp"
@@ -27,6 +27,15 @@ TEST_CASE("fabricsim-kernel-bench: help, bad shapes file with its line, no GPU o
   Run no_out = run_in(d, kb);
   CHECK(no_out.rc == 2);
   CHECK(no_out.err.find("-o/--out: required") != std::string::npos);
+  CHECK(h.out.find("--overlap FILE") != std::string::npos);
+  Run ov = run_in(d, kb + " --overlap o.csv --quick");  // no -o needed with --overlap
+  if (ov.rc == 1) {
+    CHECK(ov.err.find("no usable CUDA GPU") != std::string::npos);
+    CHECK_FALSE(fs::exists(d / "o.csv"));
+  } else {
+    CHECK(ov.rc == 0);
+    CHECK(slurp(d / "o.csv").rfind("test,precision,m,n,k,comm_kind,comm_ctas", 0) == 0);
+  }
   Run r = run_in(d, kb + " -o k.json --quick");
   if (r.rc == 1) {
     CHECK(r.err.find("no usable CUDA GPU") != std::string::npos);
