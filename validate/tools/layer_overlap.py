@@ -6,8 +6,10 @@ GEMMs alone (fabricsim-kernel-bench --overlap, tests/data/hardware/h100-comm-ove
 The stand-in is the same kernel as the bench's (validate/kernel_bench/kernel_bench.cu, comm_standin), compiled
 here through CuPy: `ctas` blocks of 512 threads that wait (thread 0 polls a flag in device memory, the others sit
 at a barrier) or copy 8 MiB slices through HBM, for a fixed time long enough to outlast the timed layers; a row
-whose stand-in ended before the layers did is marked standin_outlasted=false. Needs PyTorch and CuPy on a GPU.
-Usage: layer_overlap.py OUT.csv"""
+whose stand-in ended before the layers did is marked standin_outlasted=false. With a second file, it also times
+how long a stand-in (1 ms of waiting) launched while the layers run takes to start: it is launched on its own
+stream at set offsets into three queued steps, and its elapsed time beyond its alone time is the start delay.
+Needs PyTorch and CuPy on a GPU. Usage: layer_overlap.py OUT.csv [QUEUED.csv]"""
 import csv, sys, time
 import cupy as cp
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -81,7 +83,7 @@ class Layer(nn.Module):  # Llama-3-style: RMSNorm, GQA attention (SDPA), SwiGLU 
         return x + s.fc2(F.silu(g) * up)
 
 
-rows = []
+rows, queued = [], []
 CASES = [('llama3-8b tp1', 4096, 32, 8, 14336), ('llama3-70b tp8 slice', 8192, 8, 1, 3584), ('gemm 8192^3', 0, 0, 0, 0)]
 for name, h, heads, kv, ffn in CASES:
     torch.manual_seed(0)
@@ -117,6 +119,28 @@ for name, h, heads, kv, ffn in CASES:
                      alone_us=round(alone[0] * 1e6, 1), beside_us=round(alone[-1] * 1e6, 1),
                      ratio=round(alone[-1] / alone[0], 4), standin_outlasted=''))
     print(rows[-1], 'alone series', [round(v * 1e6) for v in alone], flush=True)
+    if len(sys.argv) > 2:
+        def standin_s():
+            s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s0.record(side); launch(ctas, 0, 0.001); s1.record(side)
+            return s0, s1
+        for ctas in (8, 16, 32):
+            torch.cuda.synchronize()
+            a0, a1 = standin_s(); a1.synchronize(); base = a0.elapsed_time(a1) / 1e3
+            for trial, offset in enumerate((0.003, 0.007, 0.011, 0.017, 0.023, 0.031)):
+                torch.cuda.synchronize()
+                for _ in range(3): step()
+                t_host = time.perf_counter()
+                while time.perf_counter() - t_host < offset: pass
+                c0, c1 = standin_s()
+                torch.cuda.synchronize()
+                queued.append(dict(case=name, variant=variant, comm_ctas=ctas, offset_ms=offset * 1e3,
+                                   standin_alone_us=round(base * 1e6, 1), standin_queued_us=round(c0.elapsed_time(c1) * 1e3, 1),
+                                   start_delay_us=round(c0.elapsed_time(c1) * 1e3 - base * 1e6, 1), step_alone_us=round(alone[0] * 1e6, 1)))
+                print(queued[-1], flush=True)
 with open(sys.argv[1], 'w', newline='') as f:
     w = csv.DictWriter(f, fieldnames=list(rows[0].keys())); w.writeheader(); w.writerows(rows)
+if len(sys.argv) > 2:
+    with open(sys.argv[2], 'w', newline='') as f:
+        w = csv.DictWriter(f, fieldnames=list(queued[0].keys())); w.writeheader(); w.writerows(queued)
 print('ok')
