@@ -77,8 +77,9 @@ int main(int argc, char** argv) {
     const double degrade = parse_double(a["--degrade"], "--degrade");
     if (degrade != 1.0) t = bench::with_link_scaled(t, bench::first_nic_uplink(t), degrade);
     topo::RoutingOptions ropt;
-    if (a["--routing"] == "hash") ropt.fabric = topo::FabricRouting::Hash;
-    else if (a["--routing"] != "dmodk") throw InputError("--routing", "dmodk or hash");
+    topo::FabricRouting fr;
+    if (!topo::parse_fabric_routing(a["--routing"], fr)) throw InputError("--routing", "dmodk or hash");
+    ropt.fabric = fr;
     if (a["--pxn"] == "auto") {
       const bool p2p = spec.op == models::Op::AllToAll || spec.op == models::Op::AllToAllv || spec.op == models::Op::SendRecv;
       a["--pxn"].assign(1, p2p ? '1' : '0');

@@ -83,7 +83,7 @@ inline topo::Topology with_link_scaled(const topo::Topology& t, topo::LinkId l, 
   if (l >= t.num_links()) throw InputError("degraded link", "link " + std::to_string(l) + " does not exist");
   if (!(factor > 0)) throw InputError("degraded link", "expected a bandwidth factor > 0");
   topo::TopologyBuilder b(t.name());
-  for (const auto& [k, v] : t.params()) b.param(k, v);
+  b.properties_of(t);
   for (const topo::Node& n : t.nodes()) b.add_node(n);
   for (topo::LinkId i = 0; i < t.num_links(); ++i) {
     const topo::Link& k = t.link(i);

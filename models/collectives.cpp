@@ -1630,7 +1630,7 @@ Schedule build_schedule(const CollectiveSpec& spec, const topo::Topology& t, con
 
 topo::Topology merge_nvswitch_planes(const topo::Topology& t) {
   topo::TopologyBuilder b(t.name());
-  for (const auto& [k, v] : t.params()) b.param(k, v);
+  b.properties_of(t);
   b.param("nvswitch_planes", "merged");
   // Planes = NVSwitches of the same tier attached to the same set of GPUs (all GPUs of a DGX, of an NVL72
   // rack). Switches without GPUs (second-tier NVLink switches) group by (tier, host, NVLink domain).

@@ -2,9 +2,11 @@
 // Scale-out fabrics as named, cited properties (the `superpod` preset's `fabric` parameter): per-NIC line rate,
 // the NIC's per-message latency, the per-hop switch latency, the switch radix, whether the switches reduce in
 // the network (SHARP, NCCL's CollNet) and whether the fabric is InfiniBand or Ethernet-class. topologies/
-// fabrics.cpp cites each number; docs/collectives.md "Scale-out fabrics" lists them.
+// fabrics.cpp cites each number and the multipath rule; docs/collectives.md "Scale-out fabrics" lists them.
 #include <string>
 #include <vector>
+
+#include "topologies/topology.hpp"
 
 namespace fabricsim::topo {
 
@@ -18,6 +20,10 @@ struct FabricSpec {
   int radix = 64;           // switch ports
   bool sharp = false;       // switches that can reduce in the network (NVIDIA SHARP on Quantum/Quantum-2/X800
                             // InfiniBand); superpod turns it on only with its `sharp=true` parameter
+  // How the fabric spreads traffic over equal-cost paths (superpod's `routing` parameter overrides it):
+  // DModK where the fabric balances (InfiniBand's subnet manager routes; EFA's SRD and Slingshot's adaptive
+  // routing spread each flow over the paths), Hash where switches pin a flow to a 5-tuple-hashed path.
+  FabricRouting routing = FabricRouting::DModK;
 };
 
 // Every fabric, in the order `fabricsim topo --list` prints them. "infiniband" is an alias of the InfiniBand

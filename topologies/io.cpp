@@ -41,6 +41,13 @@ Topology topology_from_json(const Json& doc, const std::string& file) {
       b.param(it.key(), it->get<std::string>());
     }
   }
+  if (root.has("routing")) {
+    const std::string routing = root.string("routing");
+    FabricRouting r;
+    if (!parse_fabric_routing(routing, r))
+      json_fail(root.path_of("routing"), "expected one of dmodk, hash (found \"" + text_excerpt(routing) + "\")");
+    b.routing(r);
+  }
   const Json& nodes = root.array("nodes");
   std::map<std::string, std::size_t> ids;
   std::vector<bool> is_gpu;
@@ -112,6 +119,7 @@ Json topology_to_json(const Topology& t) {
   Json params = Json::object();
   for (const auto& [k, v] : t.params()) params[k] = v;
   doc["params"] = params;
+  doc["routing"] = to_string(t.routing());
   Json nodes = Json::array();
   for (const Node& n : t.nodes()) {
     Json j = Json::object();

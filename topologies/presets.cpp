@@ -703,7 +703,7 @@ Topology build_server(const std::string& name, const std::map<std::string, std::
 Topology build_superpod(const std::map<std::string, std::string>& given) {
   const std::vector<std::string> valid = {"nodes", "node", "gpu", "gpus_per_node", "nics_per_node", "nic_bandwidth",
                                           "nvlink_bandwidth", "tiers", "radix", "oversubscription", "fabric",
-                                          "rail_optimized", "sharp"};
+                                          "rail_optimized", "sharp", "routing"};
   Params p("superpod", given, valid);
   const int nodes = static_cast<int>(p.integer("nodes", 32, 1, 100000));
   std::vector<std::string> node_kinds = host_presets();
@@ -769,6 +769,12 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
                                       "switches (infiniband, infiniband-edr/hdr/ndr/xdr)");
   fs.sharp = sharp;
   if (sharp) b.param("sharp", "true");
+  // Multipath among equal-cost paths: the fabric's (topologies/fabrics.cpp says why per fabric) unless
+  // `routing` names one. Recorded as a parameter where it is not D-mod-k or was given.
+  FabricRouting routing = fs.routing;
+  if (p.has("routing")) parse_fabric_routing(p.str("routing", "", {"dmodk", "hash"}), routing);
+  b.routing(routing);
+  if (p.has("routing") || routing != FabricRouting::DModK) b.param("routing", to_string(routing));
   // Switch radix default: the fabric's switch (40 ports for HDR/EDR Quantum QM8700, 64 for NDR Quantum-2
   // QM9700 and the Ethernet-class fabrics, 144 for XDR).
   const int radix = static_cast<int>(p.integer("radix", fs.radix, 4, 1024));
@@ -851,7 +857,11 @@ std::vector<PresetInfo> make_presets() {
                              "and whether SHARP is possible (docs/collectives.md \"Scale-out fabrics\") (default infiniband)"},
                   {"sharp", "true: the InfiniBand switches reduce in the network and NCCL runs with the SHARP plugin "
                             "and NCCL_COLLNET_ENABLE=1, so CollNet can be chosen; false (default, as NCCL without the "
-                            "plugin): no CollNet"}}});
+                            "plugin): no CollNet"},
+                  {"routing", "multipath among equal-cost fabric paths: dmodk (balanced destination-based routes, as an "
+                              "InfiniBand subnet manager computes them) or hash (per-GPU-pair hashed ECMP, as Ethernet "
+                              "switches hash a flow's 5-tuple) (default: the fabric's: hash for roce, tcpx, tcpxo and "
+                              "ethernet, dmodk for infiniband, efa and slingshot)"}}});
   return out;
 }
 

@@ -18,7 +18,8 @@
 // pair. A route across a 16,384-GPU superpod thus costs a walk over a few switch adjacency lists, not a
 // BFS over the whole graph (docs/performance.md, "Topology").
 // Multipath: at each hop the candidates are the links to neighbours one hop closer; among them those with the
-// highest bandwidth are kept. Inside the switch fabric (NIC -> NIC) the choice is, by default, D-mod-k:
+// highest bandwidth are kept. Inside the switch fabric (NIC -> NIC) the choice is the topology's
+// (Topology::routing(), unless RoutingOptions::fabric names one): InfiniBand's (and the default) is D-mod-k:
 // fabric endpoints (nodes attached to a fabric switch that are not switches, i.e. NICs) are numbered in
 // switch order (grouped by the switch's rail, -1 first) then adjacency (port) order, so the NICs of one
 // leaf, and the leaves of one rail, get consecutive indices; the k-th hop
@@ -27,7 +28,8 @@
 // staggers the rails: without it, the leaves of one pod (one per rail, numbered rail-major) would all map
 // to the same core of each group, and with leaf-order numbering instead the leaves of one rail would. In a fat tree only up-going hops have several candidates, so this is the classic
 // destination-mod-k rule: the destinations under one leaf use every up-port equally, and a permutation or
-// all-to-all pattern loads every up and down link equally. With FabricRouting::Hash, and everywhere
+// all-to-all pattern loads every up and down link equally. With FabricRouting::Hash (Ethernet-class fabrics
+// that pin a flow to the path of its 5-tuple's hash: RoCE, TCPX/TCPXO, plain Ethernet), and everywhere
 // outside the fabric (in-host paths, which are almost always unique), one candidate is chosen by a hash of
 // (src, dst, hop index).
 #include "topologies/routing.hpp"
@@ -79,6 +81,7 @@ struct Routing::Impl {
   std::vector<std::pair<LinkId, NodeId>> cand;
 
   Impl(const Topology& topo, RoutingOptions o) : t(topo), opt(o) {
+    if (!opt.fabric) opt.fabric = t.routing();
     const std::size_t n = t.num_nodes();
     stamp.assign(n, 0);
     dist.assign(n, kInf);

@@ -4,7 +4,8 @@
 // InfiniBand subnet manager's fat-tree engines compute it): the k-th multi-choice hop takes candidate
 // floor(dst_index / (m_1*...*m_{k-1})) mod m_k, where dst_index is the ingress NIC's position among fabric
 // endpoints in leaf order, so destinations spread evenly over up-ports and shift/all-to-all patterns are
-// balanced. FabricRouting::Hash selects the older per-pair hashed ECMP instead (hash of (src, dst, hop)). GPU->GPU inside an NVLink domain stays on NVLink/NVSwitch. GPU traffic that
+// balanced. FabricRouting::Hash selects per-pair hashed ECMP instead (hash of (src, dst, hop)), as Ethernet
+// switches pick a next hop by a hash of the flow's 5-tuple; the topology says which (Topology::routing()). GPU->GPU inside an NVLink domain stays on NVLink/NVSwitch. GPU traffic that
 // leaves its host goes through the GPU's rail NIC (the closest NIC of its host by hop count through
 // PCIe switches/CPUs, as NCCL picks the closest NIC; ties go to the NIC whose local index equals the GPU's
 // local index modulo the host's NIC count, then to the lowest local index). With `pxn` enabled a GPU whose rail differs from the destination's first
@@ -13,6 +14,7 @@
 // Routing per thread, or external locking).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -21,14 +23,11 @@
 
 namespace fabricsim::topo {
 
-enum class FabricRouting {
-  DModK,  // destination-based static routing (InfiniBand subnet manager ftree / D-mod-k style): default
-  Hash,   // per-(src, dst) hashed ECMP
-};
-
 struct RoutingOptions {
   bool pxn = false;  // PXN-style forwarding over NVLink to the rail-matching GPU
-  FabricRouting fabric = FabricRouting::DModK;  // choice among equal-cost next hops in the switch fabric
+  // Choice among equal-cost next hops in the switch fabric; unset: what the topology says (Topology::routing(),
+  // set by the superpod preset from its fabric or by a topology file's "routing").
+  std::optional<FabricRouting> fabric;
 };
 
 class Routing {
@@ -47,7 +46,7 @@ class Routing {
   // The NIC a GPU uses to leave its host (kNoNode if none).
   NodeId rail_nic(NodeId gpu) const;
   const Topology& topology() const { return t_; }
-  RoutingOptions options() const;
+  RoutingOptions options() const;  // `fabric` always set: the option given, else the topology's
   std::size_t cached_routes() const;
   // The route route(src, dst) cached, or nullptr when that pair was not routed through route() yet; never
   // computes nor caches (a caller with its own bounded cache reuses what the Routing holds already).

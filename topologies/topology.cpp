@@ -53,6 +53,18 @@ bool parse_link_kind(const std::string& s, LinkKind& out) {
   return false;
 }
 
+const char* to_string(FabricRouting r) { return r == FabricRouting::Hash ? "hash" : "dmodk"; }
+
+bool parse_fabric_routing(const std::string& s, FabricRouting& out) {
+  for (FabricRouting r : {FabricRouting::DModK, FabricRouting::Hash}) {
+    if (s == to_string(r)) {
+      out = r;
+      return true;
+    }
+  }
+  return false;
+}
+
 NodeId Topology::find(const std::string& id) const {
   auto it = index_.find(id);
   return it == index_.end() ? kNoNode : it->second;
@@ -86,6 +98,16 @@ LinkId TopologyBuilder::add_link(NodeId a, NodeId b, LinkKind kind, double bandw
 TopologyBuilder& TopologyBuilder::param(const std::string& k, const std::string& v) {
   t_.params_[k] = v;
   return *this;
+}
+
+TopologyBuilder& TopologyBuilder::routing(FabricRouting r) {
+  t_.routing_ = r;
+  return *this;
+}
+
+TopologyBuilder& TopologyBuilder::properties_of(const Topology& t) {
+  for (const auto& [k, v] : t.params()) param(k, v);
+  return routing(t.routing());
 }
 
 Topology TopologyBuilder::build(const std::string& where) && {

@@ -19,11 +19,19 @@ constexpr NodeId kNoNode = 0xffffffffu;
 
 enum class NodeKind { Gpu, NvSwitch, PcieSwitch, Cpu, Nic, IbSwitch, EthSwitch };
 enum class LinkKind { NVLink, PCIe, InfiniBand, Ethernet };
+// How the switch fabric chooses among equal-cost next hops (topologies/routing.hpp applies it; the superpod
+// preset sets it from its fabric, topologies/fabrics.cpp says why per fabric).
+enum class FabricRouting {
+  DModK,  // destination-based static routing (InfiniBand subnet manager ftree / D-mod-k style): default
+  Hash,   // per-(src, dst) hashed ECMP (Ethernet switches: a hash of the 5-tuple)
+};
 
 const char* to_string(NodeKind k);
 const char* to_string(LinkKind k);
 bool parse_node_kind(const std::string& s, NodeKind& out);  // "gpu", "nvswitch", "pcie_switch", "cpu", "nic", "ib_switch", "eth_switch"
 bool parse_link_kind(const std::string& s, LinkKind& out);  // "nvlink", "pcie", "infiniband", "ethernet"
+const char* to_string(FabricRouting r);
+bool parse_fabric_routing(const std::string& s, FabricRouting& out);  // "dmodk", "hash"
 
 struct Node {
   std::string id;          // unique name, e.g. "n0.gpu3", "leaf.r2.s0"
@@ -76,6 +84,8 @@ class Topology {
 
   // Free-form description of how it was made (preset name and parameters), kept in exports.
   const std::map<std::string, std::string>& params() const { return params_; }
+  // The fabric's multipath rule: what a Routing built without an explicit choice uses.
+  FabricRouting routing() const { return routing_; }
 
  private:
   friend class TopologyBuilder;
@@ -88,6 +98,7 @@ class Topology {
   std::map<std::string, std::string> params_;
   Graph graph_;
   int num_hosts_ = 0;
+  FabricRouting routing_ = FabricRouting::DModK;
 };
 
 // Chained construction; build() validates (duplicate ids, dangling links, non-positive bandwidth,
@@ -98,6 +109,9 @@ class TopologyBuilder {
   NodeId add_node(Node n);
   LinkId add_link(NodeId a, NodeId b, LinkKind kind, double bandwidth_Bps, double latency_s, int count = 1);
   TopologyBuilder& param(const std::string& k, const std::string& v);
+  TopologyBuilder& routing(FabricRouting r);
+  // Takes over `t`'s parameters and fabric routing (everything but nodes and links): for modified copies.
+  TopologyBuilder& properties_of(const Topology& t);
   std::size_t num_nodes() const { return t_.nodes_.size(); }
   const Node& node(NodeId n) const { return t_.nodes_[n]; }
   Topology build(const std::string& where = "topology") &&;

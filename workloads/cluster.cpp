@@ -262,7 +262,7 @@ topo::Topology apply_topology_faults(const topo::Topology& t, const std::vector<
   }
   if (!any) return t;
   topo::TopologyBuilder b(t.name());
-  for (const auto& [k, v] : t.params()) b.param(k, v);
+  b.properties_of(t);
   for (const auto& n : t.nodes()) b.add_node(n);
   for (topo::LinkId l = 0; l < t.num_links(); ++l) {
     const auto& L = t.link(l);

@@ -1,6 +1,7 @@
-// The rail-optimised vs oversubscribed and rail-optimised vs host-based comparisons of docs/collectives.md
-// ("Rail-optimised vs oversubscribed" / "Rail-optimised vs host-based leaves: 64 DGX H100 over NDR"): the
-// commands shown there, run as shown, and the differences the doc explains.
+// The rail-optimised vs oversubscribed, rail-optimised vs host-based and hashed vs D-mod-k comparisons of
+// docs/collectives.md ("Rail-optimised vs oversubscribed" / "Rail-optimised vs host-based leaves: 64 DGX H100
+// over NDR" / "Multipath: 64 DGX H100 over RoCE"): the commands shown there, run as shown, and the differences
+// the doc explains.
 #include <doctest/doctest.h>
 
 #include <sstream>
@@ -26,11 +27,17 @@ double last_busbw(const std::string& out) {
   return std::stod(t[7]);
 }
 
-double busbw(const std::string& params, const std::string& op) {
+// stdout of `fabricsim coll` on 64 DGX H100 over `fabric`.
+std::string coll64(const std::string& fabric, const std::string& params, const std::string& op) {
   const fs::path d = scratch_dir("fabric_cli");
-  Run r = run_in(d, fabricsim::cli_test::fabricsim("coll -t superpod -p nodes=64 -p fabric=infiniband-ndr " + params + " --op " + op + " -b 256M"));
+  Run r = run_in(d, fabricsim::cli_test::fabricsim("coll -t superpod -p nodes=64 -p fabric=" + fabric + " " + params +
+                                                   " --op " + op + " -b 256M"));
   REQUIRE_MESSAGE(r.rc == 0, r.err);
-  return last_busbw(r.out);
+  return r.out;
+}
+
+double busbw(const std::string& params, const std::string& op, const std::string& fabric = "infiniband-ndr") {
+  return last_busbw(coll64(fabric, params, op));
 }
 }  // namespace
 
@@ -76,6 +83,29 @@ TEST_CASE("64 H100 over NDR, host-based leaves: equal at 1:1; at 2:1 all_to_all 
   const double tr2 = busbw("-p oversubscription=2", "all_reduce");
   CHECK(t2 < 0.92 * tr2);  // doc: 215.4 against 251.5 GB/s
   CHECK(t2 > 0.75 * tr2);
+}
+
+TEST_CASE("64 H100 over RoCE: hashed ECMP by default, slower than D-mod-k where spine links are loaded") {
+  // `coll -t superpod -p nodes=64 -p fabric=roce ...`, and the same with -p routing=dmodk.
+  const std::string d = " -p routing=dmodk";
+  auto roce = [](const std::string& p, const std::string& op) { return busbw(p, op, "roce"); };
+  // 64-port leaves, 1:1: the PXN all_to_all stays on a rail and sends about half its bytes across the spines,
+  // which have room for hashing's uneven share.
+  CHECK(roce("-p oversubscription=1", "all_to_all") == doctest::Approx(roce("-p oversubscription=1" + d, "all_to_all")));
+  // 16-port leaves, 1:1: 8 leaves per rail, 56/63 of the bytes cross a spine; colliding pairs share a link.
+  const double h16 = roce("-p radix=16 -p oversubscription=1", "all_to_all");
+  const double d16 = roce("-p radix=16 -p oversubscription=1" + d, "all_to_all");
+  CHECK(h16 < 0.85 * d16);  // doc: 38.1 against 49.0 GB/s
+  CHECK(h16 > 0.6 * d16);
+  // Host-based leaves: all_to_all at 1:1, and the ring (all_gather) at 2:1, whose 8 rails leave a leaf together.
+  const std::string nr = "-p rail_optimized=false ";
+  CHECK(roce(nr + "-p oversubscription=1", "all_to_all") < 0.95 * roce(nr + "-p oversubscription=1" + d, "all_to_all"));
+  CHECK(roce(nr + "-p oversubscription=2", "all_gather") < 0.97 * roce(nr + "-p oversubscription=2" + d, "all_gather"));
+  // 16-port leaves, 2:1: D-mod-k's 5 up-ports do not divide the destinations evenly and its busiest uplink
+  // carries more than hashing's: there the hashed all_to_all is the faster (doc: 21.3 against 16.7 GB/s).
+  CHECK(roce("-p radix=16 -p oversubscription=2", "all_to_all") > roce("-p radix=16 -p oversubscription=2" + d, "all_to_all"));
+  // InfiniBand keeps D-mod-k: asking for it changes nothing.
+  CHECK(coll64("infiniband-ndr", "-p radix=16", "all_to_all") == coll64("infiniband-ndr", "-p radix=16" + d, "all_to_all"));
 }
 
 TEST_CASE("docs/validation.md 'Multi-node logs': the validate command, and a multi-host log without a fabric") {

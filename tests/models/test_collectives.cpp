@@ -395,6 +395,11 @@ TEST_CASE("merge_nvswitch_planes bundles the NVSwitch planes of a host") {
   CHECK(why_not_applicable(make(racks, Op::AllReduce, 1 << 20, Algorithm::Nvls, Protocol::Simple), Algorithm::Nvls,
                            racks, rr)
             .find("several NVLink domains") != std::string::npos);
+  // The fabric's multipath rule survives the merge (a RoCE superpod keeps routing by hashed ECMP).
+  const topo::Topology roce = merge_nvswitch_planes(topo::build_preset("superpod", {{"nodes", "2"}, {"fabric", "roce"}}));
+  CHECK(roce.routing() == topo::FabricRouting::Hash);
+  CHECK(topo::Routing(roce).options().fabric == topo::FabricRouting::Hash);
+  CHECK(roce.params().at("routing") == "hash");
 }
 
 TEST_CASE("nccl-tests busbw factors and counts") {

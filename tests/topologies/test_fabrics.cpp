@@ -1,5 +1,8 @@
-// Scale-out fabrics (topologies/fabrics.hpp) and the superpod preset's `fabric` parameter.
+// Scale-out fabrics (topologies/fabrics.hpp) and the superpod preset's `fabric` and `routing` parameters.
 #include <doctest/doctest.h>
+
+#include <map>
+#include <string>
 
 #include "sim/base/error.hpp"
 #include "topologies/fabrics.hpp"
@@ -75,4 +78,36 @@ TEST_CASE("fabric=infiniband follows the NIC speed; nic_bandwidth overrides a fa
   CHECK(s.params().at("nic_bandwidth") == "12.5GB/s");
   CHECK_THROWS_WITH_AS(build_preset("superpod", {{"fabric", "omnipath"}}), doctest::Contains("slingshot"), InputError);
   CHECK_THROWS_WITH_AS(build_preset("superpod", {{"sharp", "yes"}}), doctest::Contains("true, false"), InputError);
+}
+
+TEST_CASE("the fabric decides the multipath: hashed ECMP on RoCE, TCPX/TCPXO and Ethernet, D-mod-k elsewhere") {
+  // topologies/fabrics.cpp cites each: Ethernet switches hash the 5-tuple (RoCE v2: one UDP source port per QP);
+  // InfiniBand's subnet manager routes are destination-based; SRD (EFA) sprays, Slingshot routes adaptively.
+  const std::map<std::string, FabricRouting> want = {
+      {"infiniband", FabricRouting::DModK},     {"infiniband-edr", FabricRouting::DModK},
+      {"infiniband-hdr", FabricRouting::DModK}, {"infiniband-ndr", FabricRouting::DModK},
+      {"infiniband-xdr", FabricRouting::DModK}, {"roce", FabricRouting::Hash},
+      {"efa", FabricRouting::DModK},            {"tcpx", FabricRouting::Hash},
+      {"tcpxo", FabricRouting::Hash},           {"slingshot", FabricRouting::DModK},
+      {"ethernet", FabricRouting::Hash}};
+  REQUIRE(want.size() == fabric_names().size());
+  for (const auto& name : fabric_names()) {
+    CAPTURE(name);
+    REQUIRE(want.count(name) == 1);
+    const Topology t = build_preset("superpod", {{"nodes", "2"}, {"fabric", name}});
+    CHECK(t.routing() == want.at(name));
+    // Recorded as a parameter where it is not the InfiniBand default (InfiniBand superpods keep their parameters).
+    CHECK(t.params().count("routing") == (want.at(name) == FabricRouting::Hash ? 1u : 0u));
+    // `routing` overrides the fabric's, both ways, and is then recorded.
+    for (const char* r : {"dmodk", "hash"}) {
+      const Topology o = build_preset("superpod", {{"nodes", "2"}, {"fabric", name}, {"routing", r}});
+      CHECK(std::string(to_string(o.routing())) == r);
+      CHECK(o.params().at("routing") == r);
+    }
+  }
+  // Presets without a scale-out fabric keep D-mod-k; a bad value names the accepted ones.
+  CHECK(build_preset("dgx-h100", {}).routing() == FabricRouting::DModK);
+  CHECK_THROWS_WITH_AS(build_preset("superpod", {{"fabric", "roce"}, {"routing", "ecmp"}}),
+                       doctest::Contains("--param routing: one of dmodk, hash (got 'ecmp')"), InputError);
+  CHECK_THROWS_WITH_AS(build_preset("dgx-h100", {{"routing", "hash"}}), doctest::Contains("--param routing"), InputError);
 }

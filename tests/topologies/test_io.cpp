@@ -15,6 +15,7 @@ std::string data(const std::string& f) { return std::string(FABRICSIM_SOURCE_DIR
 void check_same(const Topology& a, const Topology& b) {
   CHECK(a.name() == b.name());
   CHECK(a.params() == b.params());
+  CHECK(a.routing() == b.routing());
   REQUIRE(a.num_nodes() == b.num_nodes());
   REQUIRE(a.num_links() == b.num_links());
   for (NodeId v = 0; v < a.num_nodes(); ++v) {
@@ -64,6 +65,35 @@ TEST_CASE("JSON round trip is exact for every preset") {
     CAPTURE(p.name);
     check_same(t, back);
     CHECK(topology_to_json(back).dump(1) == text);
+  }
+}
+
+TEST_CASE("the fabric routing round-trips through JSON; a file without it routes D-mod-k; bad values fail") {
+  // A RoCE superpod routes by hashed ECMP (topologies/fabrics.cpp); its export says so and re-imports so.
+  const Topology roce = build_preset("superpod", {{"nodes", "2"}, {"fabric", "roce"}});
+  REQUIRE(roce.routing() == FabricRouting::Hash);
+  const Json doc = topology_to_json(roce);
+  CHECK(doc["routing"] == "hash");
+  const Topology back = topology_from_json(parse_json_text(doc.dump(1), "roce.json"), "roce.json");
+  check_same(roce, back);
+  // Overridden to D-mod-k, and an InfiniBand superpod: "dmodk".
+  const Topology d = build_preset("superpod", {{"nodes", "2"}, {"fabric", "roce"}, {"routing", "dmodk"}});
+  CHECK(topology_from_json(topology_to_json(d), "d.json").routing() == FabricRouting::DModK);
+  CHECK(topology_to_json(build_preset("superpod", {{"nodes", "2"}}))["routing"] == "dmodk");
+  // Hand-written files without "routing" keep the default.
+  CHECK(load_topology_file(data("two_hosts.json")).routing() == FabricRouting::DModK);
+  // Unknown values are errors naming the JSON path and the accepted values.
+  Json bad = doc;
+  bad["routing"] = "ecmp";
+  try {
+    topology_from_json(bad, "bad.json");
+    FAIL("accepted routing=ecmp");
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("bad.json") != std::string::npos);
+    CHECK(m.find("/routing") != std::string::npos);
+    CHECK(m.find("one of dmodk, hash") != std::string::npos);
+    CHECK(m.find("ecmp") != std::string::npos);
   }
 }
 
