@@ -36,6 +36,7 @@ std::string coll64(const std::string& fabric, const std::string& params, const s
   return r.out;
 }
 
+// busbw of `coll -t superpod -p nodes=64 -p fabric=infiniband-ndr PARAMS --op OP -b 256M` (or another fabric).
 double busbw(const std::string& params, const std::string& op, const std::string& fabric = "infiniband-ndr") {
   return last_busbw(coll64(fabric, params, op));
 }
