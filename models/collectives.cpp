@@ -299,7 +299,9 @@ std::string why_not_applicable(const CollectiveSpec& spec, Algorithm a, const to
       // maxLocalRanks > NCCL_MAX_DIRECT_ARITY + 1 = 8 skips it).
       if (L.hosts[0].size() > 8)
         return "collnet (NCCL's CollNet Direct) supports at most 8 ranks per host; this communicator has " +
-               std::to_string(L.hosts[0].size());
+               std::to_string(L.hosts[0].size()) +
+               (t.mnnvl() ? " on one NCCL node (an NVLink domain of several hosts under MNNVL; mnnvl=false: per host)"
+                          : "");
       return sharp_groups("collnet");
     }
     case Algorithm::Pat:
