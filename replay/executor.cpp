@@ -98,6 +98,7 @@ class Replayer final : public EventTarget {
       mark_s_.assign(N, 0);
       alone_s_.assign(N, 0);
       ver_.assign(N, 0);
+      slowed_.assign(N, 0);
       held_.assign(N, 0);
       ctas_.assign(g.trace.ranks.size(), 0);
       running_.resize(g.trace.ranks.size());
@@ -141,7 +142,7 @@ class Replayer final : public EventTarget {
     double s = 0;
     if (contention_)
       for (std::uint32_t g = 0; g < g_.size(); ++g)
-        if (g_.op(g).kind == OpKind::Compute) s += (end_s_[g] - start_s_[g]) - alone_s_[g];
+        if (g_.op(g).kind == OpKind::Compute && slowed_[g]) s += (end_s_[g] - start_s_[g]) - alone_s_[g];
     return s;
   }
 
@@ -194,7 +195,8 @@ class Replayer final : public EventTarget {
         alone_s_[g] = work_s_[g] = d;
         mark_s_[g] = t;
         running_[r].push_back(g);
-        finish_at(g, t, ctas_[r] > 0 ? t + d * models::comm_sm_slowdown(ctas_[r]) : t + d);
+        slowed_[g] = ctas_[r] > 0;
+        finish_at(g, t, slowed_[g] ? t + d * models::comm_sm_slowdown(ctas_[r]) : t + d);
         break;
       }
       case OpKind::Collective:
@@ -322,6 +324,7 @@ class Replayer final : public EventTarget {
     for (std::uint32_t c : running_[r]) {
       work_s_[c] = std::max(0.0, work_s_[c] - (t - mark_s_[c]) / s_old);
       mark_s_[c] = t;
+      slowed_[c] = 1;
       end_s_[c] = t + work_s_[c] * s_new;
       q_.schedule(end_s_[c], this, static_cast<std::uint64_t>(c) | (static_cast<std::uint64_t>(++ver_[c]) << 32));
     }
@@ -346,6 +349,7 @@ class Replayer final : public EventTarget {
   bool contention_ = false;
   std::vector<double> work_s_, mark_s_, alone_s_;
   std::vector<std::uint32_t> ver_;
+  std::vector<char> slowed_;  // ran at least part of the time beside communication CTAs
   std::vector<int> held_, ctas_, comm_hosts_;
   std::vector<std::vector<std::uint32_t>> running_;
 };

@@ -190,7 +190,7 @@ TEST_CASE("sm contention: an FSDP step is longer with it, unchanged with it off 
 TEST_CASE("sm contention: tp_comm_overlap's userbuffers collectives hold no SMs in the replay") {
   Scenario s = scenario_from_json(Json::parse(R"({"topology":{"preset":"superpod","params":{"nodes":2,"node":"dgx-h100"}},
       "workload":{"generator":"gpt","params":{"model":"llama3-8b","tensor_model_parallel_size":2,
-      "sequence_parallel":true,"tp_comm_overlap":true,"use_distributed_optimizer":true,"global_batch_size":32,
+      "pipeline_model_parallel_size":1,"sequence_parallel":true,"tp_comm_overlap":true,"use_distributed_optimizer":true,"global_batch_size":32,
       "micro_batch_size":1,"recompute_granularity":"none"}}})"), "sc.json");
   const models::System sys = sim::scenario_system(s);
   const models::ComputeModel m = scenario_compute_model(s, sys.topology(), sys.calibration().named_factors());
