@@ -49,6 +49,14 @@ class CommModel {
                                      const std::string& algorithm) {
     return collective(comm, op, bytes, algorithm);
   }
+  // The algorithm and protocol this model runs the call with, known before it starts (duration_s may be 0):
+  // the replay counts the CTAs of the call's NCCL kernel from them (models/compute_contention.hpp). No link
+  // statistics, no counters. Default: not known (empty names; the replay then counts a ring with the simple
+  // protocol, which is what the analytic model prices).
+  virtual CommTiming collective_plan(const workloads::Communicator& /*comm*/, workloads::CollOp /*op*/,
+                                     double /*bytes*/, const std::string& /*algorithm*/) {
+    return {};
+  }
   // idle_collective's price of a call the replay already priced exactly so (`comm` one of the replayed
   // trace's communicators), without pricing it again; nullopt when the replay did not.
   virtual std::optional<CommTiming> replayed_idle_price(const workloads::Communicator& /*comm*/,

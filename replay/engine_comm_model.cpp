@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "models/collectives.hpp"
+#include "models/tuner.hpp"
 #include "sim/base/error.hpp"
 #include "sim/engine/collective_time.hpp"
 #include "replay/outputs.hpp"
@@ -882,6 +883,26 @@ CommTiming EngineCommBase::idle_collective(const workloads::Communicator& comm, 
 // The replay's own price of the call when it priced it on an idle fabric: the same computation as
 // idle_collective (price_one_group, or the merged schedule with this model's completion batching; collecting
 // link statistics never changes a time, sim/engine/collective_time.cpp), so the same number.
+CommTiming EngineCommBase::collective_plan(const workloads::Communicator& comm, CollOp op, double bytes,
+                                           const std::string& algorithm) {
+  auto key = std::make_tuple(static_cast<const void*>(&comm), static_cast<int>(op), bytes);
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+  CommTiming out{0, "none", ""};
+  if (comm.ranks.size() > 1 && bytes > 0) {
+    models::CollectiveSpec spec = group_spec(t_, comm, op, bytes, algorithm, 0, models::Fidelity::Step);
+    const bool a2a = op == CollOp::AllToAll || op == CollOp::AllToAllv;
+    const models::TunerChoice ch = models::tune(spec, t_, a2a ? routing_pxn_ : routing_, calib_);
+    out.algorithm = models::to_string(ch.algorithm);
+    out.protocol = models::to_string(ch.protocol);
+  }
+  return plans_[key] = out;
+}
+
+CommTiming SharedNetworkCommModel::collective_plan(const workloads::Communicator& comm, CollOp op, double bytes,
+                                                   const std::string& algorithm) {
+  return collective_entry(comm, op, bytes, algorithm).p.timing;
+}
+
 std::optional<CommTiming> EngineCommModel::replayed_idle_price(const workloads::Communicator& comm, CollOp op,
                                                                double bytes, const std::string&) const {
   auto it = cache_.find(std::make_tuple(static_cast<const void*>(&comm), static_cast<int>(op), bytes));

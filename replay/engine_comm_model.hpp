@@ -78,6 +78,10 @@ class EngineCommBase : public CommModel {
   // they were.
   CommTiming idle_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                              const std::string& algorithm) override;
+  // The tuner's algorithm and protocol for the call's group (as build_collective asks models::build_schedule),
+  // cached per (communicator, op, bytes); nothing is priced.
+  CommTiming collective_plan(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
+                             const std::string& algorithm) override;
 
   // Symmetry of the trace being replayed, for cluster-wide totals: `world_size` GPUs of which the sorted
   // `simulated` ranks are replayed; every other rank is a stand-in for a simulated one. Without this call
@@ -184,6 +188,7 @@ class EngineCommBase : public CommModel {
   // idle_collective's prices by what its schedule is built from (the communicator's GPUs, mirrors and
   // stand-ins, op, bytes, algorithm and the per-pair byte matrix as group_spec rounds it).
   std::map<std::vector<std::uint64_t>, CommTiming> idle_prices_;
+  std::map<std::tuple<const void*, int, double>, CommTiming> plans_;  // collective_plan's, per call
 };
 
 // "engine": idle-fabric pricing, cached per (communicator, op, bytes) and (src, dst, bytes).
@@ -274,6 +279,9 @@ class SharedNetworkCommModel final : public EngineCommBase {
   void start_collective(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
                         const std::string& algorithm, Done done) override;
   void start_p2p(std::int32_t src_rank, std::int32_t dst_rank, double bytes, Done done) override;
+  // The schedule's algorithm and protocol, as start_collective will run it.
+  CommTiming collective_plan(const workloads::Communicator& comm, workloads::CollOp op, double bytes,
+                             const std::string& algorithm) override;
   void finalize_link_stats() override;
   double idle_tolerance(const Built&) const override { return opt_.shared_batch_tolerance_s; }
 

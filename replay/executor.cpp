@@ -8,6 +8,7 @@
 #include <map>
 #include <tuple>
 
+#include "models/compute_contention.hpp"
 #include "replay/a2a_imbalance.hpp"
 #include "sim/engine/event_queue.hpp"
 
@@ -88,9 +89,21 @@ struct OpGraph {
 // asynchronous communication model's network runs on the same queue, so there is one clock.
 class Replayer final : public EventTarget {
  public:
-  Replayer(const OpGraph& g, const models::ComputeModel& compute, CommModel& comm, EventQueue& q)
-      : g_(g), compute_(compute), comm_(comm), q_(q), pending_(g.indeg) {
+  Replayer(const OpGraph& g, const topo::Topology& topo, const models::ComputeModel& compute, CommModel& comm,
+           EventQueue& q, bool contention)
+      : g_(g), topo_(topo), compute_(compute), comm_(comm), q_(q), pending_(g.indeg), contention_(contention) {
     const std::size_t N = g.size();
+    if (contention_) {
+      work_s_.assign(N, 0);
+      mark_s_.assign(N, 0);
+      alone_s_.assign(N, 0);
+      ver_.assign(N, 0);
+      slowed_.assign(N, 0);
+      held_.assign(N, 0);
+      ctas_.assign(g.trace.ranks.size(), 0);
+      running_.resize(g.trace.ranks.size());
+      comm_hosts_.assign(g.trace.comms.size(), -1);
+    }
     ready_s_.assign(N, -1);
     start_s_.assign(N, -1);
     end_s_.assign(N, -1);
@@ -124,9 +137,29 @@ class Replayer final : public EventTarget {
   void record_ops(const topo::Topology& topo, const ReplayOptions& opt, RunResult& res) const;
   std::uint32_t done() const { return done_; }
 
-  // ---- dependency release: op `tag` ended at q.now() ----
+  // Compute time the communication kernels beside it added, summed over simulated ranks' compute ops.
+  double stretch_s() const {
+    double s = 0;
+    if (contention_)
+      for (std::uint32_t g = 0; g < g_.size(); ++g)
+        if (g_.op(g).kind == OpKind::Compute && slowed_[g]) s += (end_s_[g] - start_s_[g]) - alone_s_[g];
+    return s;
+  }
+
+  // ---- dependency release: op `tag` (low 32 bits; the high ones: a re-timed compute op's version) ended ----
   void on_event(EventQueue& q, std::uint64_t tag) override {
     const auto gid = static_cast<std::uint32_t>(tag);
+    if (contention_) {
+      if (static_cast<std::uint32_t>(tag >> 32) != ver_[gid]) return;  // a compute end moved by a re-timing
+      const std::size_t r = g_.owner[gid];
+      if (g_.op(gid).kind == OpKind::Compute) {
+        auto& run = running_[r];
+        run.erase(std::find(run.begin(), run.end(), gid));
+      } else if (held_[gid] > 0) {
+        hold(r, -held_[gid]);
+        held_[gid] = 0;
+      }
+    }
     ++done_;
     for (std::uint32_t i = g_.succ_off[gid]; i < g_.succ_off[gid + 1]; ++i) {
       const std::uint32_t s = g_.succ[i];
@@ -152,9 +185,20 @@ class Replayer final : public EventTarget {
     ready_s_[g] = t;
     const Op& op = g_.op(g);
     switch (op.kind) {
-      case OpKind::Compute:
-        finish_at(g, t, t + (op.duration_s >= 0 ? op.duration_s : compute_.time_s(op.op_class, op.flops, op.mem_bytes)));
+      case OpKind::Compute: {
+        const double d = op.duration_s >= 0 ? op.duration_s : compute_.time_s(op.op_class, op.flops, op.mem_bytes);
+        if (!contention_) {
+          finish_at(g, t, t + d);
+          break;
+        }
+        const std::size_t r = g_.owner[g];
+        alone_s_[g] = work_s_[g] = d;
+        mark_s_[g] = t;
+        running_[r].push_back(g);
+        slowed_[g] = ctas_[r] > 0;
+        finish_at(g, t, slowed_[g] ? t + d * models::comm_sm_slowdown(ctas_[r]) : t + d);
         break;
+      }
       case OpKind::Collective:
         arrive_collective(g, op);
         break;
@@ -168,6 +212,10 @@ class Replayer final : public EventTarget {
   // ---- collective rendezvous: the k-th call on a communicator starts when every simulated member reached it ----
   void arrive_collective(std::uint32_t g, const Op& op) {
     const std::size_t r = g_.owner[g];
+    if (contention_) {
+      held_[g] = collective_ctas(op);
+      hold(r, held_[g]);
+    }
     const std::uint32_t k = calls_[r][op.comm]++;
     auto it = colls_.try_emplace({op.comm, k}).first;
     it->second.push_back(g);
@@ -217,6 +265,13 @@ class Replayer final : public EventTarget {
   }
   void dispatch_p2p(std::uint32_t g, std::uint32_t o, std::int32_t src, std::int32_t dst, double bytes) {
     const double t = q_.now();
+    if (contention_)
+      for (std::uint32_t x : {g, o}) {
+        const Op& xo = g_.op(x);
+        held_[x] = xo.sm_ctas >= 0 ? xo.sm_ctas
+                                   : models::nccl_p2p_ctas(gpu_model(src), host_of(src) == host_of(dst), bytes);
+        hold(g_.owner[x], held_[x]);
+      }
     auto both = [this, g, o, t](double end, const CommTiming& ct) {
       finish_at(g, t, end);
       finish_at(o, t, end);
@@ -231,7 +286,52 @@ class Replayer final : public EventTarget {
     both(t + ct.duration_s, ct);
   }
 
+  // ---- compute beside communication kernels (models/compute_contention.hpp) ----
+  int host_of(std::int32_t rank) const { return topo_.node(topo_.gpus()[rank]).host; }
+  const std::string& gpu_model(std::int32_t rank) const { return topo_.node(topo_.gpus()[rank]).model; }
+  // CTAs a collective's kernel holds: the op's sm_ctas, else NCCL's channels for the algorithm and protocol
+  // the communication model runs it with.
+  int collective_ctas(const Op& op) {
+    if (op.sm_ctas >= 0) return op.sm_ctas;
+    const auto& comm = g_.trace.comms[op.comm];
+    const CommTiming plan = comm_.collective_plan(comm, op.coll, op.bytes, op.algorithm);
+    if (plan.algorithm == "none" || comm.ranks.size() <= 1 || !(op.bytes > 0)) return 0;
+    int& hosts = comm_hosts_[op.comm];
+    if (hosts < 0) {
+      std::vector<int> hs;
+      for (auto m : comm.ranks) hs.push_back(host_of(m));
+      std::sort(hs.begin(), hs.end());
+      hosts = static_cast<int>(std::unique(hs.begin(), hs.end()) - hs.begin());
+    }
+    const std::string& model = gpu_model(comm.ranks.front());
+    if (op.coll == workloads::CollOp::AllToAll || op.coll == workloads::CollOp::AllToAllv)
+      return models::nccl_all_to_all_ctas(model, hosts);
+    models::Algorithm a = models::Algorithm::Ring;
+    models::Protocol p = models::Protocol::Simple;
+    if (!models::parse_algorithm(plan.algorithm.empty() ? op.algorithm : plan.algorithm, a)) a = models::Algorithm::Ring;
+    if (!models::parse_protocol(plan.protocol, p)) p = models::Protocol::Simple;
+    return models::nccl_collective_ctas(model, hosts, static_cast<int>(comm.ranks.size()), a, p, op.bytes);
+  }
+  // Rank r's communication kernels take `delta` more CTAs now: its running compute ops are re-timed (the
+  // work each did so far at the old rate, the rest at the new one; their old end events become stale).
+  void hold(std::size_t r, int delta) {
+    if (delta == 0) return;
+    const double t = q_.now();
+    const double s_old = models::comm_sm_slowdown(ctas_[r]);
+    ctas_[r] += delta;
+    const double s_new = models::comm_sm_slowdown(ctas_[r]);
+    if (s_new == s_old) return;
+    for (std::uint32_t c : running_[r]) {
+      work_s_[c] = std::max(0.0, work_s_[c] - (t - mark_s_[c]) / s_old);
+      mark_s_[c] = t;
+      slowed_[c] = 1;
+      end_s_[c] = t + work_s_[c] * s_new;
+      q_.schedule(end_s_[c], this, static_cast<std::uint64_t>(c) | (static_cast<std::uint64_t>(++ver_[c]) << 32));
+    }
+  }
+
   const OpGraph& g_;
+  const topo::Topology& topo_;
   const models::ComputeModel& compute_;
   CommModel& comm_;
   EventQueue& q_;
@@ -243,6 +343,15 @@ class Replayer final : public EventTarget {
   std::map<std::tuple<std::int32_t, std::int32_t, std::int64_t>,
            std::pair<std::deque<std::uint32_t>, std::deque<std::uint32_t>>> p2p_;  // (src, dst, tag) -> sends, recvs
   std::uint32_t done_ = 0;
+  // Compute contention (empty when off): per op, compute work left (seconds alone) at mark_s_, its time
+  // alone, the version of its end event, the CTAs a communication op holds; per simulated rank, the CTAs
+  // held and the compute ops running; per communicator, its host count (-1: not counted yet).
+  bool contention_ = false;
+  std::vector<double> work_s_, mark_s_, alone_s_;
+  std::vector<std::uint32_t> ver_;
+  std::vector<char> slowed_;  // ran at least part of the time beside communication CTAs
+  std::vector<int> held_, ctas_, comm_hosts_;
+  std::vector<std::vector<std::uint32_t>> running_;
 };
 
 void Replayer::check_complete() const {
@@ -411,7 +520,7 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
   for (;;) {
     EventQueue q;
     comm.bind(q);
-    Replayer rp(graph, compute, comm, q);
+    Replayer rp(graph, topo, compute, comm, q, opt.comm_sm_contention);
     try {
       rp.run();
       comm.end_of_replay();
@@ -439,9 +548,16 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
     res.metrics["replay.ranks_simulated"] = static_cast<double>(trace.ranks.size());
     res.metrics["replay.events"] = static_cast<double>(rp.done());
     if (restarts) res.metrics["replay.restarts"] = static_cast<double>(restarts);
+    if (opt.comm_sm_contention)
+      res.metrics["replay.comm_sm_contention_s"] =
+          rp.stretch_s() / (trace.ranks.empty() ? 1.0 : static_cast<double>(trace.ranks.size()));
     // The trace's notes first, then the replay's (appended, so the TFLOP/s note above is kept).
     res.notes.insert(res.notes.begin(), trace.notes.begin(), trace.notes.end());
     res.notes.push_back(comm.describe());
+    res.notes.push_back(opt.comm_sm_contention
+                            ? "compute beside communication kernels slowed by the SMs their CTAs hold (H100 "
+                              "measurement, models/compute_contention.hpp; comm_sm_contention)"
+                            : "compute has the whole GPU beside communication kernels (comm_sm_contention off)");
     if (trace.ranks.size() < static_cast<std::size_t>(trace.world_size))
       res.notes.push_back("simulated " + std::to_string(trace.ranks.size()) + " of " +
                           std::to_string(trace.world_size) +

@@ -10,6 +10,11 @@
 //    communication model (CommModel::bind) runs its network on the same queue.
 //  - The trace's ranks may be any subset of the topology's GPUs (rank r runs on Topology::gpus()[r]);
 //    RunResult::rank_end_s gives each simulated rank's finish time.
+//  - Compute beside communication (ReplayOptions::comm_sm_contention): while a rank's collectives and p2p
+//    ops hold C CTAs in total (a collective from its arrival, since an NCCL kernel that waits for its peers
+//    already holds its SMs; a send/recv from the time it is matched; each op's Op::sm_ctas, or NCCL's channel
+//    count for the call: models/compute_contention.hpp), that rank's compute ops progress at
+//    1 / comm_sm_slowdown(C), and are re-timed whenever C changes during them.
 //  - When no event is left but ops remain, the replay stops and throws ReplayDeadlock listing the ops that
 //    wait (collectives not reached by all members, sends without a recv, ...). It never hangs.
 #include <cstddef>
@@ -32,6 +37,9 @@ class ReplayDeadlock : public InputError {
 struct ReplayOptions {
   bool record_ops = true;               // fill RunResult::ops
   std::size_t max_op_records = 4000000;  // cap (records beyond it are dropped, noted in RunResult::notes)
+  // Compute slowed by the SMs of the communication kernels beside it (see above); false: compute always
+  // has the whole GPU (scenario key "comm_sm_contention").
+  bool comm_sm_contention = true;
 };
 
 // Runs the trace. `topo` supplies ranks' hosts; `compute` prices roofline ops; `comm` prices communication.

@@ -42,7 +42,11 @@ void add_all_to_all_metrics(const EngineCommBase::ClassTotals& a2a, RunResult& r
 }
 }  // namespace
 
-ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions& opt) {
+ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions& opt_in) {
+  // Compute beside communication kernels: on unless the scenario ("comm_sm_contention": false) or the caller
+  // turns it off.
+  ScenarioRunOptions opt = opt_in;
+  opt.replay.comm_sm_contention = opt_in.replay.comm_sm_contention && s.comm_sm_contention;
   if (!s.jobs.empty()) return run_cluster(s, opt);  // several jobs on one fabric (replay/cluster_run.hpp)
   auto t0 = std::chrono::steady_clock::now();
   // NVLink traffic is striped by the hardware over all NVSwitch planes; the flow model needs them merged

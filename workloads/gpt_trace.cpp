@@ -105,6 +105,13 @@ Op coll_op(std::string name, CollOp kind, std::int32_t comm, double bytes, std::
 // norms, casts, elementwise) keep all SMs.
 constexpr double kTpOverlapComputeFactor = 132.0 / 116.0;
 
+// A tp_comm_overlap collective: its SM cost is in the compute ops it overlaps (kTpOverlapComputeFactor), so
+// the replay must not charge its CTAs to the compute again (Op::sm_ctas 0).
+Op userbuffers(Op op) {
+  op.sm_ctas = 0;
+  return op;
+}
+
 // `c` with its TP-overlapped GEMMs stretched by `factor`.
 Costs tp_overlap_stretched(Costs c, double factor) {
   c.seconds += (factor - 1.0) * c.tp_gemm_seconds;
@@ -391,7 +398,7 @@ class StageEmitter {
     const bool mcore_cp = attn && cp > 1 && !torch_cp;
     if (t > 1 && c.sequence_parallel) {
       Op ag = coll_op(nm + (bwd ? ".bwd.ag" : ".ag"), CollOp::AllGather, tp_comm[st], ag_bytes, RankBuilder::kTp, "tp");
-      if (ovl) par.push_back(rb.fork(std::move(ag)));
+      if (ovl) par.push_back(rb.fork(userbuffers(std::move(ag))));
       else rb.chain(std::move(ag));
     }
     if (mcore_cp) {
@@ -409,6 +416,8 @@ class StageEmitter {
     const bool split = bwd && t > 1 && din && win && !torch_cp && c.torch_compile.empty() &&
                        (c.sequence_parallel || c.async_tensor_model_parallel_allreduce);
     const double sm = ovl ? kTpOverlapComputeFactor : 1.0;
+    // A TP collective of the split backward is a userbuffers one under tp_comm_overlap, else NCCL's.
+    auto ub = [ovl](Op o) { return ovl ? userbuffers(std::move(o)) : o; };
     Costs cc = cost;
     if (split) cc = minus(minus(cc, *din), *win);
     cc = tp_overlap_stretched(cc, sm);
@@ -422,12 +431,12 @@ class StageEmitter {
       const Costs d = tp_overlap_stretched(*din, sm), w = tp_overlap_stretched(*win, sm);
       std::uint32_t regather = 0;
       if (c.sequence_parallel)
-        regather = rb.fork(coll_op(nm + ".bwd.ag.input", CollOp::AllGather, tp_comm[st], ag_bytes, RankBuilder::kTp, "tp"));
+        regather = rb.fork(ub(coll_op(nm + ".bwd.ag.input", CollOp::AllGather, tp_comm[st], ag_bytes, RankBuilder::kTp, "tp")));
       rb.chain(compute_op(cname + ".dgrad_in", d));
       if (c.sequence_parallel) rb.chain(wait_op(nm + ".bwd.ag.input.wait"), {regather});
-      par.push_back(rb.fork(c.sequence_parallel
+      par.push_back(rb.fork(ub(c.sequence_parallel
                                 ? coll_op(nm + ".bwd.rs", CollOp::ReduceScatter, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp")
-                                : coll_op(nm + ".bwd.ar", CollOp::AllReduce, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp")));
+                                : coll_op(nm + ".bwd.ar", CollOp::AllReduce, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp"))));
       rb.chain(compute_op(cname + ".wgrad_in", w));
     } else if (t > 1) {
       Op red = c.sequence_parallel
@@ -440,7 +449,7 @@ class StageEmitter {
       if (ovl && (!bwd || c.tp_comm_bulk_wgrad)) {
         // Starts with the compute (the reduce-scatter of each GEMM chunk follows it).
         if (has_pre) red.deps.push_back(pre);
-        par.push_back(rb.push(std::move(red)));
+        par.push_back(rb.push(userbuffers(std::move(red))));
       } else {
         rb.chain(std::move(red));
       }
@@ -591,6 +600,13 @@ class StageEmitter {
     o.tag = msg_tag;
     o.bytes = x_.pp_bytes;
     if (kind == OpKind::Recv) {
+      // The receive is posted with no dependency, so it matches its send as soon as that is sent, possibly
+      // while this rank still computes. Without overlap_p2p_comm Megatron posts it when the compute stream
+      // is about to wait for it (megatron/core/pipeline_parallel/schedules.py at NVIDIA/Megatron-LM@d98e8a64dd:
+      // forward_backward_pipelining_without_interleaving calls p2p_communicator.recv_forward right before
+      // forward_step, and the blocking send_*_recv_* of both schedules), so no compute runs beside the real
+      // NCCL receive kernel: it holds no SMs in the replay (Op::sm_ctas 0). With overlap_p2p_comm it does.
+      if (!c.overlap_p2p_comm) o.sm_ctas = 0;
       std::uint32_t ri = rb.push(std::move(o));
       pending_recv_ = ri;
       return;

@@ -106,6 +106,7 @@ Scenario scenario_from_json(const Json& doc, const std::string& file) {
   s.comm_model = r.string_or("comm_model", "shared");
   if (!is_comm_model(s.comm_model))
     json_fail(r.path_of("comm_model"), std::string("expected one of ") + comm_model_help());
+  s.comm_sm_contention = r.boolean_or("comm_sm_contention", true);
   if (const Json* o = r.object_optional("outputs")) {
     Json resolved = *o;
     for (const char* k : {"timeline", "link_stats", "json", "report"})

@@ -65,6 +65,14 @@ double nonneg_number(ObjectReader& r, const std::string& key) {
   return x;
 }
 
+// "sm_ctas" of a collective / send / recv: an integer in [0, 1024] (optional).
+void read_sm_ctas(ObjectReader& r, Op& op) {
+  if (!r.has("sm_ctas")) return;
+  const std::int64_t v = nonneg_int(r.raw("sm_ctas"), r.path_of("sm_ctas"), "an integer in [0, 1024] (CTAs)");
+  if (v > 1024) json_fail(r.path_of("sm_ctas"), "expected an integer in [0, 1024] (CTAs)");
+  op.sm_ctas = static_cast<std::int32_t>(v);
+}
+
 }  // namespace
 
 Trace trace_from_json(const Json& doc, const std::string& file) {
@@ -227,6 +235,7 @@ Trace trace_from_json(const Json& doc, const std::string& file) {
             json_fail(orr.path_of("comm"), "rank " + std::to_string(rt.rank) + " is not a member of '" + cname + "'");
           op.bytes = nonneg_number(orr, "bytes");
           op.algorithm = orr.string_or("algorithm", "");
+          read_sm_ctas(orr, op);
           comm_category = t.comms[op.comm].category;
           break;
         }
@@ -238,6 +247,7 @@ Trace trace_from_json(const Json& doc, const std::string& file) {
           op.peer = static_cast<std::int32_t>(p);
           op.tag = orr.integer_or("tag", 0);
           op.bytes = nonneg_number(orr, "bytes");
+          read_sm_ctas(orr, op);
           break;
         }
       }
@@ -303,12 +313,14 @@ Json trace_to_json(const Trace& t) {
           o["comm"] = t.comms[op.comm].name;
           o["bytes"] = op.bytes;
           if (!op.algorithm.empty()) o["algorithm"] = op.algorithm;
+          if (op.sm_ctas >= 0) o["sm_ctas"] = op.sm_ctas;
           break;
         case OpKind::Send:
         case OpKind::Recv:
           o["peer"] = op.peer;
           o["tag"] = op.tag;
           o["bytes"] = op.bytes;
+          if (op.sm_ctas >= 0) o["sm_ctas"] = op.sm_ctas;
           break;
       }
       ops.push_back(std::move(o));

@@ -51,6 +51,11 @@ struct Op {
   std::int64_t tag = 0;
   double bytes = 0;             // collective: NCCL count*sizeof(type) (all_gather: output, reduce_scatter:
                                 // input); send/recv: message bytes
+  // Collective / send / recv: the CTAs (SMs) its kernel holds while it runs beside compute, which the replay
+  // slows down by that much (models/compute_contention.hpp). -1: NCCL's channel count for the call; 0: none
+  // (a copy-engine transfer, or communication whose SM cost the compute ops already carry, e.g. the gpt
+  // generator's tp_comm_overlap userbuffers collectives).
+  std::int32_t sm_ctas = -1;
 };
 
 struct RankTrace {

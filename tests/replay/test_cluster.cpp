@@ -146,7 +146,9 @@ TEST_CASE("cluster: a link at 50 % bandwidth on a ring's path gives NCCL's ring 
 TEST_CASE("cluster: a lost server shrinks the data-parallel job by one replica and lengthens its step") {
   Json w = {{"generator", "dataparallel"},
             {"params", {{"num_parameters", 1e9}, {"global_batch_size", 48}, {"world_size", 4}, {"tokens_per_sample", 2048}}}};
-  Json healthy = {{"topology", superpod(4, 4, 1)},
+  // Compute beside the gradient all-reduce off: the compute ratios below are the fault model's arithmetic
+  // (tests/replay/test_replay_sm_contention.cpp covers the contention).
+  Json healthy = {{"topology", superpod(4, 4, 1)}, {"comm_sm_contention", false},
                   {"jobs", {Json{{"name", "dp"}, {"workload", w}, {"placement", "packed"}}}}};
   Json lost = healthy;
   lost["faults"] = Json::array({Json{{"node", 3}, {"policy", "shrink"}}});
@@ -164,7 +166,7 @@ TEST_CASE("cluster: a lost server shrinks the data-parallel job by one replica a
   for (const auto& n : l.notes) noted = noted || n.find("4 -> 3 data-parallel replicas") != std::string::npos;
   CHECK(noted);
   // With a spare server the job keeps its 4 GPUs.
-  Json spare = {{"topology", superpod(5, 4, 1)},
+  Json spare = {{"topology", superpod(5, 4, 1)}, {"comm_sm_contention", false},
                 {"jobs", {Json{{"name", "dp"}, {"workload", w}, {"placement", "packed"}}}},
                 {"faults", {Json{{"node", 3}, {"policy", "spare"}}}}};
   sim::RunResult s = run(spare);
@@ -175,7 +177,9 @@ TEST_CASE("cluster: a lost server shrinks the data-parallel job by one replica a
 TEST_CASE("cluster: a slower GPU and compute jitter lengthen the step; same seed, same result") {
   Json w = {{"generator", "dataparallel"},
             {"params", {{"num_parameters", 1e9}, {"global_batch_size", 32}, {"world_size", 4}}}};
-  Json base = {{"topology", superpod(4, 4, 1)}, {"jobs", {Json{{"name", "dp"}, {"workload", w}, {"placement", "spread"}}}}};
+  // Compute beside the gradient all-reduce off, as above: the 1.2x below is the slowdown fault's arithmetic.
+  Json base = {{"topology", superpod(4, 4, 1)}, {"comm_sm_contention", false},
+               {"jobs", {Json{{"name", "dp"}, {"workload", w}, {"placement", "spread"}}}}};
   sim::RunResult b = run(base);
   Json slow = base;
   slow["faults"] = Json::array({Json{{"gpu", 2}, {"slowdown", "20%"}}});

@@ -71,11 +71,18 @@ TEST_CASE("gpt replay: tp_comm_overlap hides TP communication, CP adds its K/V e
       "sequence_parallel":true,"recompute_granularity":"none")";
   auto plain = run_json(base + "}}}");
   auto ovl = run_json(base + R"(,"tp_comm_overlap":true}}})");
+  // Compute beside communication off: the userbuffers SM cost the generator prices alone. With it on, the NCCL
+  // TP collectives of the plain run's backward (24 CTAs beside the dgrad / wgrad GEMMs) cost more compute
+  // than userbuffers' 16 SMs.
+  const std::string off = R"({"comm_sm_contention":false,)";
+  auto plain_off = run_json(off + base.substr(1) + "}}}");
+  auto ovl_off = run_json(off + base.substr(1) + R"(,"tp_comm_overlap":true}}})");
+  CHECK(ovl_off.breakdown.compute_s > plain_off.breakdown.compute_s);  // the SM cost
+  CHECK(plain.breakdown.compute_s > plain_off.breakdown.compute_s);
   REQUIRE(plain.breakdown.exposed_comm_s.count("tp"));
   const double tp_plain = plain.breakdown.exposed_comm_s.at("tp");
   const double tp_ovl = ovl.breakdown.exposed_comm_s.count("tp") ? ovl.breakdown.exposed_comm_s.at("tp") : 0.0;
   CHECK(tp_ovl < 0.5 * tp_plain);
-  CHECK(ovl.breakdown.compute_s > plain.breakdown.compute_s);  // the SM cost
   // Context parallelism 2 (TP 4): half the tokens per GPU, K/V exchanged over the CP group.
   const std::string cp = R"({"topology":{"preset":"dgx-h100"},
       "workload":{"generator":"gpt","params":{"num_layers":4,"hidden_size":4096,"num_attention_heads":32,

@@ -16,9 +16,11 @@ using namespace fabricsim::workloads;
 namespace {
 const std::string kSweeps = std::string(FABRICSIM_SOURCE_DIR) + "/examples/sweeps/";
 
-sim::RunResult run_small(const std::map<std::string, Json>& over, const std::string& comm = "engine") {
+sim::RunResult run_small(const std::map<std::string, Json>& over, const std::string& comm = "engine",
+                         bool sm_contention = true) {
   Json j = load_json_file(kSweeps + "moe_small.json");
   for (const auto& [k, v] : over) j["workload"]["params"][k] = v;
+  if (!sm_contention) j["comm_sm_contention"] = false;
   Scenario s = scenario_from_json(j, kSweeps + "moe_small.json");
   return sim::run_scenario(s, {comm, {}, {}}).result;
 }
@@ -60,8 +62,11 @@ TEST_CASE("moe replay: overlap_moe_expert_parallel_comm hides part of the all-to
   CHECK(on.iteration_s < off.iteration_s);
   // The same kernels, less the host waits before each forward dispatch, which the overlap's other micro-batch
   // covers (gpt_trace.cpp): `off` has 8 layers x (forward + full-recompute forward) x 2 micro-batches = 32
-  // waits of 10.56 us on its compute stream.
-  CHECK(on.breakdown.compute_s == doctest::Approx(off.breakdown.compute_s - 32 * 10.56e-6));
+  // waits of 10.56 us on its compute stream. (Compute beside communication off: with it, the two schedules'
+  // compute also differs by what runs beside which all-to-all.)
+  auto off_k = run_small({{"expert_model_parallel_size", 16}}, "engine", false);
+  auto on_k = run_small({{"expert_model_parallel_size", 16}, {"overlap_moe_expert_parallel_comm", true}}, "engine", false);
+  CHECK(on_k.breakdown.compute_s == doctest::Approx(off_k.breakdown.compute_s - 32 * 10.56e-6));
   // PP 4: steady-state (forward, backward) pairs; the replay completes (no pipeline deadlock) and less of
   // the all-to-all is exposed (the coupled pair can grow the bubble: docs/workloads.md).
   auto off4 = run_small({{"pipeline_model_parallel_size", 4}});
@@ -112,7 +117,11 @@ TEST_CASE("moe replay: split weight gradients (DualPipe zero bubble, Megatron de
   auto ovl = run_small({{"expert_model_parallel_size", 16}, {"overlap_moe_expert_parallel_comm", true}});
   auto delay = run_small({{"expert_model_parallel_size", 16}, {"overlap_moe_expert_parallel_comm", true},
                           {"delay_wgrad_compute", true}});
-  CHECK(delay.breakdown.compute_s == doctest::Approx(ovl.breakdown.compute_s).epsilon(1e-6));
+  // The same kernels (compute beside communication off: with it, what runs beside the combine differs).
+  CHECK(run_small({{"expert_model_parallel_size", 16}, {"overlap_moe_expert_parallel_comm", true},
+                   {"delay_wgrad_compute", true}}, "engine", false).breakdown.compute_s ==
+        doctest::Approx(run_small({{"expert_model_parallel_size", 16}, {"overlap_moe_expert_parallel_comm", true}},
+                                  "engine", false).breakdown.compute_s).epsilon(1e-6));
   CHECK(exposed(delay, "ep") < exposed(ovl, "ep"));
   CHECK(delay.iteration_s < ovl.iteration_s);
 }
