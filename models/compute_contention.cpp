@@ -31,6 +31,10 @@ double comm_sm_slowdown(double ctas) {
   return y0;
 }
 
+bool comm_sm_contention_measured(const std::string& gpu_model) {
+  return gpu_model.rfind("h100", 0) == 0 || gpu_model.rfind("h200", 0) == 0;
+}
+
 namespace {
 // NCCL's ring/tree channels on `hosts` hosts of `gpu_model` (tuner.cpp nccl_coll_channels). GPUs whose count
 // was not measured (B200, GB200, A100 across hosts, ...) take H100's (24 on one host, 16 across hosts): NCCL

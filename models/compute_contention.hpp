@@ -29,6 +29,11 @@ const std::vector<CommSmContentionPoint>& comm_sm_contention_table();
 constexpr int kCommSmContentionMaxCtas = 32;
 // Compute time beside communication kernels holding `ctas` CTAs in total over the time alone (>= 1).
 double comm_sm_slowdown(double ctas);
+// Whether the table was measured on this GPU's architecture: Hopper (h100*, h200*: 132 SMs, the GEMM kernels
+// measured). The loss is mostly the GEMM tiles no longer dividing evenly over the SMs left (README), which
+// depends on the SM count and the kernels: A100 (108 SMs) and Blackwell (148 SMs) are not measured, so a
+// scenario applies the table to them only when it asks to ("comm_sm_contention": true).
+bool comm_sm_contention_measured(const std::string& gpu_model);
 
 // CTAs of a Ring / Tree / NVLS / NVLS_TREE / CollNet / PAT collective of `bytes` on `nranks` GPUs of
 // `gpu_model` over `hosts` hosts, run with algorithm `a` and protocol `p` (NCCL's default channel settings).

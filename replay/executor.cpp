@@ -90,7 +90,7 @@ struct OpGraph {
 class Replayer final : public EventTarget {
  public:
   Replayer(const OpGraph& g, const topo::Topology& topo, const models::ComputeModel& compute, CommModel& comm,
-           EventQueue& q, bool contention)
+           EventQueue& q, bool contention, bool contention_all_gpus)
       : g_(g), topo_(topo), compute_(compute), comm_(comm), q_(q), pending_(g.indeg), contention_(contention) {
     const std::size_t N = g.size();
     if (contention_) {
@@ -101,6 +101,9 @@ class Replayer final : public EventTarget {
       slowed_.assign(N, 0);
       held_.assign(N, 0);
       ctas_.assign(g.trace.ranks.size(), 0);
+      applies_.assign(g.trace.ranks.size(), 0);
+      for (std::size_t r = 0; r < g.trace.ranks.size(); ++r)
+        applies_[r] = contention_all_gpus || models::comm_sm_contention_measured(gpu_model(g.trace.ranks[r].rank));
       running_.resize(g.trace.ranks.size());
       comm_hosts_.assign(g.trace.comms.size(), -1);
     }
@@ -315,7 +318,7 @@ class Replayer final : public EventTarget {
   // Rank r's communication kernels take `delta` more CTAs now: its running compute ops are re-timed (the
   // work each did so far at the old rate, the rest at the new one; their old end events become stale).
   void hold(std::size_t r, int delta) {
-    if (delta == 0) return;
+    if (delta == 0 || !applies_[r]) return;
     const double t = q_.now();
     const double s_old = models::comm_sm_slowdown(ctas_[r]);
     ctas_[r] += delta;
@@ -350,6 +353,7 @@ class Replayer final : public EventTarget {
   std::vector<double> work_s_, mark_s_, alone_s_;
   std::vector<std::uint32_t> ver_;
   std::vector<char> slowed_;  // ran at least part of the time beside communication CTAs
+  std::vector<char> applies_;  // per simulated rank: its GPU takes the table (comm_sm_contention_all_gpus or measured)
   std::vector<int> held_, ctas_, comm_hosts_;
   std::vector<std::vector<std::uint32_t>> running_;
 };
@@ -520,7 +524,7 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
   for (;;) {
     EventQueue q;
     comm.bind(q);
-    Replayer rp(graph, topo, compute, comm, q, opt.comm_sm_contention);
+    Replayer rp(graph, topo, compute, comm, q, opt.comm_sm_contention, opt.comm_sm_contention_all_gpus);
     try {
       rp.run();
       comm.end_of_replay();
@@ -555,8 +559,12 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
     res.notes.insert(res.notes.begin(), trace.notes.begin(), trace.notes.end());
     res.notes.push_back(comm.describe());
     res.notes.push_back(opt.comm_sm_contention
-                            ? "compute beside communication kernels slowed by the SMs their CTAs hold (H100 "
-                              "measurement, models/compute_contention.hpp; comm_sm_contention)"
+                            ? (opt.comm_sm_contention_all_gpus
+                                   ? "compute beside communication kernels slowed by the SMs their CTAs hold (H100 "
+                                     "measurement applied to every GPU, models/compute_contention.hpp; comm_sm_contention)"
+                                   : "compute beside communication kernels slowed by the SMs their CTAs hold on H100 / "
+                                     "H200 (measured there; other GPUs unchanged unless \"comm_sm_contention\": true; "
+                                     "models/compute_contention.hpp)")
                             : "compute has the whole GPU beside communication kernels (comm_sm_contention off)");
     if (trace.ranks.size() < static_cast<std::size_t>(trace.world_size))
       res.notes.push_back("simulated " + std::to_string(trace.ranks.size()) + " of " +

@@ -40,6 +40,9 @@ struct ReplayOptions {
   // Compute slowed by the SMs of the communication kernels beside it (see above); false: compute always
   // has the whole GPU (scenario key "comm_sm_contention").
   bool comm_sm_contention = true;
+  // With comm_sm_contention: apply the H100 table on every GPU (true) or only on the GPUs it was measured on
+  // (false, the default: models::comm_sm_contention_measured).
+  bool comm_sm_contention_all_gpus = false;
 };
 
 // Runs the trace. `topo` supplies ranks' hosts; `compute` prices roofline ops; `comm` prices communication.

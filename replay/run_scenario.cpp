@@ -47,6 +47,7 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   // turns it off.
   ScenarioRunOptions opt = opt_in;
   opt.replay.comm_sm_contention = opt_in.replay.comm_sm_contention && s.comm_sm_contention;
+  opt.replay.comm_sm_contention_all_gpus = opt_in.replay.comm_sm_contention_all_gpus || s.comm_sm_contention_all_gpus;
   if (!s.jobs.empty()) return run_cluster(s, opt);  // several jobs on one fabric (replay/cluster_run.hpp)
   auto t0 = std::chrono::steady_clock::now();
   // NVLink traffic is striped by the hardware over all NVSwitch planes; the flow model needs them merged

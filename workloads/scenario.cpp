@@ -107,6 +107,7 @@ Scenario scenario_from_json(const Json& doc, const std::string& file) {
   if (!is_comm_model(s.comm_model))
     json_fail(r.path_of("comm_model"), std::string("expected one of ") + comm_model_help());
   s.comm_sm_contention = r.boolean_or("comm_sm_contention", true);
+  s.comm_sm_contention_all_gpus = s.comm_sm_contention && r.has("comm_sm_contention");
   if (const Json* o = r.object_optional("outputs")) {
     Json resolved = *o;
     for (const char* k : {"timeline", "link_stats", "json", "report"})

@@ -9,7 +9,8 @@
 //   "calibration": "calib.json",                 (optional; auto (default) | default | shipped:NAME | a models::Calibration file)
 //   "compute": {"gemm": {"flops_efficiency": 0.7}, ...},   (optional; overrides, models/compute.hpp)
 //   "comm_model": "engine" | "shared" | "analytic",   (optional; default shared; see comm_model_help())
-//   "comm_sm_contention": true | false,   (optional; default true: compute beside NCCL kernels runs on fewer SMs)
+//   "comm_sm_contention": true | false,   (optional; absent: compute beside NCCL kernels runs on fewer SMs on H100 /
+//                                          H200, where measured; true: on every GPU; false: nowhere)
 //   "outputs": {"timeline": "t.json", "link_stats": "l.csv", "json": "r.json", "report": "r.html"}
 // }
 // Relative file names are relative to the scenario file's directory.
@@ -76,6 +77,7 @@ struct Scenario {
   JsonPath compute_at;
   std::string comm_model = "shared";
   bool comm_sm_contention = true;  // sim::ReplayOptions::comm_sm_contention (models/compute_contention.hpp)
+  bool comm_sm_contention_all_gpus = false;  // "comm_sm_contention": true given (every GPU, not only H100/H200)
   std::optional<Json> outputs;   // passed to sim::output_options_from_json
   JsonPath outputs_at;
   std::vector<JobSpec> jobs;       // cluster scenario (then `workload` is unused)

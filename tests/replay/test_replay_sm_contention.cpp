@@ -32,12 +32,12 @@ class FixedComm final : public sim::CommModel {
 
 models::ComputeModel cm() {
   models::ComputeModel m;
-  m.gpu = models::gpu_spec("a100-80gb");
+  m.gpu = models::gpu_spec("h100");
   return m;
 }
 
 sim::RunResult run(const std::string& json, bool contention = true) {
-  static const topo::Topology t = topo::load_topology("dgx-a100", {});
+  static const topo::Topology t = topo::load_topology("dgx-h100", {});
   FixedComm comm;
   sim::ReplayOptions o;
   o.comm_sm_contention = contention;
@@ -136,11 +136,11 @@ TEST_CASE("sm contention: no overlap, or no CTAs, changes nothing") {
   const auto zero = run(two_ranks(R"({"type":"collective","name":"ar","op":"all_reduce","comm":"w","bytes":1e6,
                                       "stream":"comm","sm_ctas":0})"));
   CHECK(end_of(zero, 0, "gemm") == 10e-3);
-  // Without sm_ctas: NCCL's channels for a 1 MB ring all_reduce on 2 A100s of one host (FixedComm names no
+  // Without sm_ctas: NCCL's channels for a 1 MB ring all_reduce on 2 H100s of one host (FixedComm names no
   // NCCL algorithm: a ring with the simple protocol).
   const auto dflt = run(two_ranks(R"({"type":"collective","name":"ar","op":"all_reduce","comm":"w","bytes":1e6,
                                       "stream":"comm"})"));
-  const int c = models::nccl_collective_ctas("a100-80gb", 1, 2, models::Algorithm::Ring, models::Protocol::Simple, 1e6);
+  const int c = models::nccl_collective_ctas("h100", 1, 2, models::Algorithm::Ring, models::Protocol::Simple, 1e6);
   CHECK(c > 0);
   CHECK(end_of(dflt, 0, "gemm") ==
         doctest::Approx(2e-3 + (10e-3 - 2e-3 / models::comm_sm_slowdown(c))).epsilon(1e-12));
@@ -208,4 +208,22 @@ TEST_CASE("sm contention: tp_comm_overlap's userbuffers collectives hold no SMs 
   }
   CHECK(tp > 0);
   CHECK(dp > 0);
+}
+
+TEST_CASE("sm contention: by default only on the GPUs it was measured on; true applies it to every GPU") {
+  auto a100 = [](const std::string& extra) {
+    return R"({"topology":{"preset":"superpod","params":{"nodes":2,"node":"dgx-a100"}},)" + extra +
+           R"("workload":{"generator":"gpt","params":{"model":"llama3-8b","use_torch_fsdp2":true,
+      "tensor_model_parallel_size":1,"pipeline_model_parallel_size":1,"global_batch_size":16,
+      "micro_batch_size":1,"recompute_granularity":"none"}}})";
+  };
+  const auto dflt = run_scenario_json(a100(""));
+  const auto off = run_scenario_json(a100(R"("comm_sm_contention":false,)"));
+  const auto all = run_scenario_json(a100(R"("comm_sm_contention":true,)"));
+  CHECK(dflt.iteration_s == off.iteration_s);  // A100: not measured, unchanged by default
+  CHECK(all.iteration_s > off.iteration_s);
+  CHECK(all.metrics.at("replay.comm_sm_contention_s") > 0.0);
+  // H100 (the FSDP scenario above): on by default, and "true" gives the same step there.
+  CHECK(run_scenario_json(fsdp_scenario("")).iteration_s ==
+        run_scenario_json(fsdp_scenario(R"("comm_sm_contention":true,)")).iteration_s);
 }
