@@ -942,14 +942,7 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     p["global_batch_size"] = mbs * (world_size / (tp * pp * cp));
   }
   // --param overrides (typed as JSON would give them).
-  for (const auto& [k, v] : overrides) {
-    std::int64_t iv;
-    double dv;
-    if (parse_int(v, iv)) p[k] = iv;
-    else if (parse_float(v, dv)) p[k] = dv;
-    else if (v == "true" || v == "false") p[k] = v == "true";
-    else p[k] = v;
-  }
+  for (const auto& [k, v] : overrides) p[k] = param_value_json(v);
   for (const auto& [o, entry] : listed)
     (entry.first == 0 ? out.modelled : entry.first == 1 ? out.ignored : out.not_modelled).push_back(entry.second);
   return out;
