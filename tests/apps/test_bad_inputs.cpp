@@ -128,6 +128,11 @@ TEST_CASE("issue 24 cases: topology, scenario, calibration and sweep files") {
        R"({"topology": {"preset": "superpod", "params": {"nodes": 0, "node": "dgx-h100"}},
           "workload": {"generator": "dataparallel", "params": {}}})",
        "run s5.json --quiet", "s5.json: /topology/params/nodes: an integer in"},
+      // accepted before: a preset parameter's number given as a JSON string
+      {"preset nodes \"1\" in a scenario", "s6.json",
+       R"({"topology": {"preset": "superpod", "params": {"nodes": "1", "node": "dgx-h100", "nic_bandwidth": "400Gbps"}},
+          "workload": {"generator": "dataparallel", "params": {}}})",
+       "run s6.json --quiet", "s6.json: /topology/params/nodes: expected a number, found the string \"1\""},
       // faults in long work: an output in a directory that does not exist
       {"sweep output in a missing directory", "w5.json",
        R"({"scenario": "s_ok.json", "points": [{"label": "a", "set": {"/topology/params/nodes": 1}}], "output": "no/such/dir/out.csv"})",
