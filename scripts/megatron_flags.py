@@ -351,13 +351,19 @@ def main():
             have = table[o][1] if o in table else []
             table[o] = (row, have + [commit])
     seen = {r[3] for commit in commits for r in rows(repo, commit)}  # dests of every commit (renamed ones too)
+    # A flag is classed by the group of the oldest commit that has its dest: a flag that moved into another
+    # group (d98e8a64 builds --init-method-std, --enable-cuda-graph, ... from TransformerConfig) keeps its class.
+    first_group = {}
+    for commit in commits:
+        for r in rows(repo, commit):
+            first_group.setdefault(r[3], r[0])
     seen_new = {row[2] for row, have in table.values() if newest in have}
     for name in MODEL | NO_EFFECT | NOT_MODELLED_IN_GROUPS | set(REJECTED):
         if name not in seen:
             raise SystemExit(f"{name}: not a flag of these arguments.py")
     out = []
     for o, ((group, line, dest, kind, nargs, dflt, commit), have) in sorted(table.items()):
-        c = cls(group, dest)
+        c = cls(first_group[dest], dest)
         at_least = 0 if nargs == "*" else nargs if isinstance(nargs, int) else 1
         out.append(f'    {{"{o}", "{dest}", MegatronFlag::{kind}, {at_least}, MegatronFlag::{c}, {line}, "{group}", "{dflt}", '
                    f'"{" ".join(have)}"}},')

@@ -269,23 +269,23 @@ TEST_CASE("megatron import: a script of 2026 (flags new in d98e8a64) and one of 
                                        "alltoall --overlap-moe-expert-parallel-comm --delay-wgrad-compute "
                                        "--padded-vocab-size 51200 --moe-router-fusion --lion-beta1 0.9",
                                        8);
-  CHECK(n.params["overlap_moe_expert_parallel_comm"] == true);
-  CHECK(n.params["delay_wgrad_compute"] == true);
-  CHECK(n.params["padded_vocab_size"] == 51200);
+  CHECK(n.params.at("overlap_moe_expert_parallel_comm") == true);
+  CHECK(n.params.at("delay_wgrad_compute") == true);
+  CHECK(n.params.at("padded_vocab_size") == 51200);
   CHECK(n.not_modelled == std::vector<std::string>{"--moe-router-fusion"});
   CHECK(n.ignored == std::vector<std::string>{"--lion-beta1 0.9"});
   ParamMap pm = params_from_json(n.params, JsonPath{"job.sh", "/workload/params"});
   pm["gpu"] = "h100";
   CHECK_NOTHROW(gpt_config_from_params(pm, "job.sh"));
   const MegatronImport f = import_text("torchrun pretrain_gpt.py" + kBase + " --use-distributed-optimizer --use-megatron-fsdp");
-  CHECK(f.params["data_parallel_sharding_strategy"] == "optim_grads_params");
+  CHECK(f.params.at("data_parallel_sharding_strategy") == "optim_grads_params");
   // Dropped after 1e057005 and still read, each in its class: --use-custom-fsdp modelled, --moe-extended-tp not
   // modelled, --retro-add-retriever ignored.
   const MegatronImport o = import_text("torchrun pretrain_gpt.py" + kBase +
                                        " --use-distributed-optimizer --use-custom-fsdp --data-parallel-sharding-strategy "
                                        "optim_grads --moe-extended-tp --retro-add-retriever");
-  CHECK(o.params["data_parallel_sharding_strategy"] == "optim_grads");
-  CHECK(o.params["overlap_grad_reduce"] == true);
+  CHECK(o.params.at("data_parallel_sharding_strategy") == "optim_grads");
+  CHECK(o.params.at("overlap_grad_reduce") == true);
   CHECK(o.not_modelled == std::vector<std::string>{"--moe-extended-tp"});
   CHECK(o.ignored == std::vector<std::string>{"--retro-add-retriever"});
   for (const char* old_only : {"--use-custom-fsdp", "--moe-extended-tp", "--retro-add-retriever"}) {
