@@ -6,6 +6,7 @@
 #include <memory>
 #include <sstream>
 #include <tuple>
+#include <vector>
 
 #include "models/calibration.hpp"
 #include "models/collectives.hpp"
@@ -56,7 +57,11 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   const topo::Topology& topo = sys.topology();
   const models::Calibration& calib = sys.calibration();
   models::ComputeModel cm = workloads::scenario_compute_model(s, topo, calib.named_factors());
+  // The kernels priced by shape (ComputeModel::kernel_time_s): whether the per-kernel calibration note applies.
+  std::vector<models::KernelDesc> kernel_priced;
+  cm.priced = &kernel_priced;
   workloads::Trace trace = workloads::build_workload(s, topo, cm);
+  cm.priced = nullptr;
   auto t1 = std::chrono::steady_clock::now();
   std::string which = opt.comm_model.empty() ? s.comm_model : opt.comm_model;
   std::unique_ptr<CommModel> comm;
@@ -145,16 +150,19 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   if (s.workload.kind != "generator") r.workload = s.workload.file;
   else r.workload = s.workload.generator;
   for (const auto& n : s.workload.notes) r.notes.push_back(n);
-  // Which compute model priced what: the per-kernel calibration for ops that name their kernel, the roofline
-  // for ops given as FLOPs / bytes only. A GPU without a fit of its own borrows another's efficiencies.
-  const models::ComputeCalibration& kc = cm.kernel_calibration();
-  const bool borrowed = models::default_compute_calibration(cm.gpu.name).gpu == kc.gpu && kc.gpu != cm.gpu.name &&
-                        cm.gpu.name.rfind(kc.gpu + "-", 0) != 0;
-  r.notes.push_back("compute: ops that name their kernel (GEMM shapes, attention, memory-bound kernels) priced by the "
-                    "per-kernel calibration fitted on " + kc.gpu +
-                    (borrowed ? " (no fit of " + cm.gpu.name + "'s own: its peaks with that fit's efficiencies)" : "") +
-                    " at " + cm.gpu.name + "'s peaks (docs/calibration.md \"Compute kernels\"); ops given as FLOPs / bytes "
-                    "only at the roofline");
+  // Which compute model priced what: the per-kernel calibration for ops that name their kernel (only when the
+  // workload has such ops: the SC'21-era op-class workloads have none), the roofline for ops given as FLOPs /
+  // bytes only. A GPU without a fit of its own borrows another's efficiencies.
+  if (!kernel_priced.empty()) {
+    const models::ComputeCalibration& kc = cm.kernel_calibration();
+    const bool borrowed = models::default_compute_calibration(cm.gpu.name).gpu == kc.gpu && kc.gpu != cm.gpu.name &&
+                          cm.gpu.name.rfind(kc.gpu + "-", 0) != 0;
+    r.notes.push_back("compute: ops that name their kernel (GEMM shapes, attention, memory-bound kernels) priced by the "
+                      "per-kernel calibration fitted on " + kc.gpu +
+                      (borrowed ? " (no fit of " + cm.gpu.name + "'s own: its peaks with that fit's efficiencies)" : "") +
+                      " at " + cm.gpu.name + "'s peaks (docs/calibration.md \"Compute kernels\"); ops given as FLOPs / "
+                      "bytes only at the roofline");
+  }
   r.notes.push_back("compute: roofline on " + cm.gpu.name + " (" + models::to_string(cm.precision) +
                     "), efficiencies gemm " + std::to_string(cm.eff.flops_eff(models::OpClass::Gemm)) + ", attention " +
                     std::to_string(cm.eff.flops_eff(models::OpClass::Attention)) + ", elementwise memory " +

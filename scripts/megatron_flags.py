@@ -2,21 +2,30 @@
 """Writes workloads/megatron_flags.cpp, the table of Megatron-LM's command-line flags that
 `fabricsim import megatron` reads (docs/workloads.md, "Megatron-LM launch scripts").
 
-    git -C MEGATRON_LM show 1e057005:megatron/training/arguments.py > arguments.py
-    python3 scripts/megatron_flags.py arguments.py 1e057005 > workloads/megatron_flags.cpp
+    python3 scripts/megatron_flags.py MEGATRON_LM 1e057005 d98e8a64 > workloads/megatron_flags.cpp
 
-The flags, their dest, action, type and nargs come from the source's `add_argument` calls (read with Python's
-ast module; nothing of Megatron-LM is imported or run). The class of each flag is decided here, by the rules
-below (the argument group a flag is declared in, then per-flag exceptions):
+MEGATRON_LM is a git clone of NVIDIA/Megatron-LM holding the commits; the script reads their sources with `git show`
+(nothing of Megatron-LM is imported or run). Every commit's flags are in the table: a flag a later commit dropped
+stays (older launch scripts still import), and each row says which of the commits have its option string; its
+dest, kind, default, line and group come from the newest commit that has it.
+
+The flags come from megatron/training/arguments.py: its `add_argument` calls (option, dest, action, type, nargs,
+default, read with Python's ast module) and, from 2026, the ArgumentGroupFactory groups it builds from dataclasses
+(megatron/training/argument_utils.py: one --field-name per init field not excluded; bool fields store_true when
+their default is False, else store_false spelled --no-NAME and --disable-NAME; Optional[X] is X, list[X] nargs '+',
+a Literal the type of its choices, anything else a string; a field's metadata "argparse_meta" overrides all of it),
+read from the dataclass sources. The class of each flag is decided here, by the rules below (the argument group a
+flag is declared in, then per-flag exceptions):
   model        the `gpt` generator models it (the importer maps it to a generator parameter; see
                workloads/megatron_args.cpp);
   no_effect    it does not change a training step's time or memory (learning rate, data, checkpointing,
                logging, evaluation, tokenizer files, seeds, initialisation, inference-only settings, or
-               settings of other models than pretrain_gpt.py's);
+               settings of other models than pretrain_gpt.py's, or of a feature that is itself not modelled);
   not_modelled it would change the step, but fabricsim does not simulate it (a warning lists it);
   rejected     Megatron-LM's validate_args refuses it (deprecated: it exits with a message).
 """
 import ast
+import subprocess
 import sys
 
 # Argument groups (the _add_*_args function a flag is declared in) whose flags all leave the step alone.
@@ -68,49 +77,254 @@ moe_router_bias_update_rate moe_router_enable_expert_bias moe_router_pre_softmax
 moe_use_upcycling moe_token_drop_policy rotary_scaling_factor mscale mscale_all_dim init_model_with_meta_device
 use_flash_attn
 """.split())
+# Flags new in d98e8a64 (2026-08) that leave the step alone, by the reason their help text gives:
+NO_EFFECT |= set("""
+layernorm_epsilon layernorm_zero_centered_gamma use_gloo_process_groups
+activation_func_clamp_value glu_linear_offset embedding_init_method_std moe_router_force_biased
+moe_router_quantile_balancing_ema qk_clip_alpha qk_clip_threshold rope_type
+yarn_beta_fast yarn_beta_slow yarn_correction_range_round_to_int yarn_original_max_position_embeddings
+use_mup mup_attn_scale_power mup_base_head_dim mup_base_hidden_size mup_embedding_mult mup_output_mult mup_width_mult
+lion_beta1 lion_beta2 muon_coefficient_type muon_extra_scale_factor muon_fp32_matmul_prec muon_momentum muon_nesterov
+muon_num_ns_steps muon_scalar_optimizer muon_scale_mode muon_split_qkv muon_tp_mode muon_use_syrk
+apply_wd_to_qk_layernorm no_weight_decay_cond_type moe_upcycling_granularity
+inference_cuda_graph_scope inference_disable_triton_nvls_kernels inference_fuse_tp_communication
+inference_grouped_gemm_backend inference_moe_disable_fused_quant_kernels inference_moe_token_dispatcher_type
+moe_pad_experts_for_cuda_graph_inference cache_mla_latents
+mamba_training_ssm_states_dtype use_mamba_mem_eff_path mtp_hybrid_override_pattern mtp_standalone
+gdp_cutedsl_kernel gdp_num_chunk_states_to_recompute gdp_num_householder linear_conv_kernel_dim linear_key_head_dim
+linear_num_key_heads linear_num_value_heads linear_value_head_dim
+dsa_indexer_head_dim dsa_indexer_k_norm_epsilon dsa_indexer_k_norm_fp32 dsa_indexer_loss_coeff dsa_indexer_n_heads
+dsa_indexer_rope_interleaved dsa_indexer_rotate_activation dsa_indexer_scoring_relu dsa_indexer_skip_topk_offset
+dsa_indexer_topk dsa_indexer_topk_freq dsa_indexer_use_sparse_loss dsa_kernel_backend
+mhc_init_gating_factor mhc_num_residual_streams mhc_recompute_layer_num mhc_sinkhorn_iterations
+kitchen_attention_backend batch_invariant_backend fp4_quantizer_factory fp8_quantizer_factory fp4_recipe
+moe_hybridep_num_blocks_permute moe_hybridep_num_blocks_unpermute moe_hybridep_num_sms_preprocessing
+moe_hybridep_pad_uneven_dispatch_inputs moe_combine_bwd_dtype moe_dispatch_fwd_dtype moe_ncclep_zero_copy
+moe_paged_stash_buffer_size_factor_cpu moe_paged_stash_buffer_size_factor_cuda moe_paged_stash_page_size
+delay_offload_until_cuda_graph fine_grained_offloading_max_inflight_offloads min_offloaded_tensor_size offload_modules
+activation_offload_fraction delta_offload_bytes_across_pp_ranks cpu_offloading_retain_pinned_cpu_buffers
+distributed_timeout_seconds_after_init flight_recorder_dump_on_timeout flight_recorder_dump_path
+flight_recorder_extra_dump_on_exec flight_recorder_include_only_active flight_recorder_include_stack_trace
+flight_recorder_trace_buffer_size
+dump_param_to_param_group_map exit_signal exit_signal_handler_for_dataloader exit_signal_handler_for_training
+nvtx_ranges pytorch_profiler_collect_callstack pytorch_profiler_collect_chakra pytorch_profiler_collect_shapes
+record_shapes sft_tokenizer_prompt_format
+""".split())
+# (In order: renames of no-effect flags of 1e057005 (--norm-epsilon, --apply-layernorm-1p,
+# --disable-gloo-process-groups); numerics, initialisation and RoPE/YaRN frequencies, as --rotary-base; MuP's
+# multipliers (initialisation, learning rates, logit scales: same kernels); optimizer hyperparameters of Lion and
+# Muon, which act only under --optimizer lion / muon, itself not modelled and warned about; weight-decay rules;
+# inference-only settings; Mamba / hybrid-only settings and MTP bookkeeping; settings read only when a feature that is
+# itself not modelled (and warned about) is on: gated-delta-net / GatedDeltaProduct and DSA layers
+# (--experimental-attention-variant), mHC (--enable-mhc-connections), kitchen attention, batch-invariant mode, custom
+# FP8 / FP4 recipes and --fp4-format, HybridEP / NCCL-EP backends (--moe-flex-dispatcher-backend), paged stash
+# (--moe-paged-stash), activation offloading (--fine-grained-activation-offloading, --cpu-offloading-num-layers);
+# process-group timeouts and NCCL flight-recorder dumps; profiling and signal handling, as --profile; a file listing
+# parameter groups; the SFT prompt format.)
+# Flags the generator models that are new in d98e8a64: the same generator parameters (their help text:
+# "Delay the weight gradient computation to improve batch-level communication overlapping", "Overlap EP A2A
+# communications with independent computations of different micro-batches in 1f1b phase"), the padded vocabulary
+# given directly, and Megatron-FSDP under its new name (validate_args: "if args.use_megatron_fsdp: ...
+# args.use_custom_fsdp = True").
+MODEL |= {"delay_wgrad_compute", "overlap_moe_expert_parallel_comm", "padded_vocab_size", "use_megatron_fsdp"}
+# Groups new in d98e8a64 whose flags leave pretrain_gpt.py's step alone: GRPO reinforcement learning (train_rl.py)
+# and the fault injector (it hangs or kills ranks to test resilience; it does not change a step).
+NO_EFFECT_GROUPS |= {"_add_rl_args", "_add_fault_injector_args"}
 # Inside the no-effect groups: flags of pretrain_gpt.py's model that change the step.
 NOT_MODELLED_IN_GROUPS = {"qk_layernorm", "rampup_batch_size", "encoder_seq_length", "decoder_seq_length",
-                          "no_persist_layer_norm"}
+                          "no_persist_layer_norm",
+                          # d98e8a64: the RL training step itself; an unpadded vocabulary; frozen layers (no weight
+                          # gradients); per-document attention masks (cu_seqlens); CUDA-graph capture of training
+                          "perform_rl_step", "pad_vocab_size", "freeze_all_layers", "dataloader_inter_document_masking",
+                          "cuda_graph_modules"}
 # Megatron-LM's validate_args refuses these (arguments.py: "no longer valid" / "deprecated").
 REJECTED = {"batch_size": "use --micro-batch-size", "warmup": "use --lr-warmup-fraction",
             "model_parallel_size": "use --tensor-model-parallel-size",
             "checkpoint_activations": "use --recompute-activations or --recompute-granularity"}
 
 
-def rows(src):
-    tree = ast.parse(src)
+def git_show(repo, commit, path):
+    return subprocess.run(["git", "-C", repo, "show", f"{commit}:{path}"], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def find_class(repo, commit, name, cache={}):
+    """The ClassDef of `name` in the commit's Python sources (first `class NAME` at column 0)."""
+    key = (commit, name)
+    if key not in cache:
+        hits = subprocess.run(["git", "-C", repo, "grep", "-l", "-E", f"^class {name}\\b", commit, "--", "*.py"],
+                              capture_output=True, text=True).stdout.split()
+        cache[key] = None
+        for hit in hits:
+            tree = ast.parse(git_show(repo, commit, hit.split(":", 1)[1]))
+            for node in tree.body:
+                if isinstance(node, ast.ClassDef) and node.name == name:
+                    cache[key] = node
+                    break
+            if cache[key]:
+                break
+    return cache[key]
+
+
+def literal(node, fallback=None):
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError):
+        return fallback
+
+
+def dataclass_fields(repo, commit, name):
+    """Fields of a dataclass in declaration order, base classes first (dataclasses.fields order)."""
+    cdef = find_class(repo, commit, name)
+    if cdef is None:
+        raise SystemExit(f"{commit}: class {name} not found")
+    out = {}
+    for base in cdef.bases:
+        bname = ast.unparse(base).split(".")[-1]
+        if find_class(repo, commit, bname) is not None:
+            for f in dataclass_fields(repo, commit, bname):
+                out[f["name"]] = f
+    for node in cdef.body:
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        ann = ast.unparse(node.annotation)
+        if ann.startswith(("ClassVar", "typing.ClassVar", "InitVar")):
+            continue
+        f = {"name": node.target.id, "ann": ann, "default": None, "has_default": node.value is not None,
+             "init": True, "meta": {}, "line": node.lineno}
+        v = node.value
+        if isinstance(v, ast.Call) and ast.unparse(v.func) in ("field", "dataclasses.field"):
+            kw = {k.arg: k.value for k in v.keywords}
+            if "default" in kw:
+                f["default"] = literal(kw["default"])
+            elif "default_factory" in kw:
+                f["default"] = literal(ast.Call(kw["default_factory"], [], []), None)
+                if ast.unparse(kw["default_factory"]) == "list":
+                    f["default"] = []
+            if "init" in kw:
+                f["init"] = literal(kw["init"], True)
+            if isinstance(kw.get("metadata"), ast.Dict):
+                for mk, mv in zip(kw["metadata"].keys, kw["metadata"].values):
+                    if literal(mk) == "argparse_meta" and isinstance(mv, ast.Dict):
+                        f["meta"] = {literal(a): b for a, b in zip(mv.keys, mv.values)}
+        elif v is not None:
+            f["default"] = literal(v)
+        out[f["name"]] = f
+    return list(out.values())
+
+
+def strip_optional(ann):
+    """Optional[X], X | None, Union[X, None] -> X."""
+    for pre in ("Optional[", "typing.Optional["):
+        if ann.startswith(pre) and ann.endswith("]"):
+            return strip_optional(ann[len(pre):-1])
+    parts = [a.strip() for a in ann.split("|")]
+    if len(parts) == 2 and parts[1] == "None":
+        return strip_optional(parts[0])
+    return ann
+
+
+def factory_rows(repo, commit, cls_name, exclude):
+    """The flags ArgumentGroupFactory(cls_name, exclude).build_group adds (megatron/training/argument_utils.py):
+    --name-with-dashes per init field not excluded; bool fields store_true when the default is False, else
+    store_false spelled --no-NAME and --disable-NAME; Optional[X] is X, list[X] is nargs '+', Literal[...] the type
+    of its choices, an Enum its member names; the field's metadata "argparse_meta" overrides all of it."""
+    for f in dataclass_fields(repo, commit, cls_name):
+        if f["name"] in exclude or not f["init"]:
+            continue
+        ann = strip_optional(f["ann"])
+        nargs = ""
+        for pre in ("list[", "List[", "typing.List["):
+            if ann.startswith(pre) and ann.endswith("]"):
+                ann, nargs = strip_optional(ann[len(pre):-1]), "+"
+        if ann.startswith(("Literal[", "typing.Literal[")):
+            choices = literal(ast.parse(ann[ann.index("[") + 1:-1], mode="eval").body, ())
+            choices = choices if isinstance(choices, tuple) else (choices,)
+            ann = type(choices[0]).__name__ if choices else "str"
+        typ = ann if ann in ("int", "float", "str", "bool") else "str"
+        action = ""
+        names = ["--" + f["name"].replace("_", "-")]
+        dflt = f["default"]
+        meta = f["meta"]
+        if typ == "bool" and "type" not in meta:
+            action = "store_true" if dflt is False else "store_false"
+            if action == "store_false":
+                names = ["--no-" + f["name"].replace("_", "-"), "--disable-" + f["name"].replace("_", "-")]
+        if "arg_names" in meta:
+            names = literal(meta["arg_names"])
+        if "type" in meta:
+            typ = ast.unparse(meta["type"])
+        if "nargs" in meta:
+            nargs = literal(meta["nargs"])
+        if "action" in meta:
+            action = literal(meta["action"], ast.unparse(meta["action"]))
+        if "default" in meta:
+            dflt = literal(meta["default"])
+        dest = literal(meta["dest"]) if "dest" in meta else f["name"]
+        yield names, dest, action, typ, nargs, dflt
+
+
+def kind_of(line, action, typ, nargs):
+    if action == "store_true":
+        return "kTrue"
+    if action == "store_false":
+        return "kFalse"
+    if action:
+        raise SystemExit(f"line {line}: action {action} not handled")
+    if nargs in ("*", "+") or isinstance(nargs, int):
+        return {"int": "kInts", "float": "kFloats"}.get(typ, "kStrs")
+    if nargs:
+        raise SystemExit(f"line {line}: nargs {nargs} not handled")
+    return {"int": "kInt", "float": "kFloat"}.get(typ, "kStr")
+
+
+def spelled_default(dflt, action):
+    """The default as the command line would spell it ("" when there is none to compare with)."""
+    return "" if dflt is None or isinstance(dflt, (bool, list, tuple)) or action else str(dflt)
+
+
+def rows(repo, commit):
+    """(group, line, option, dest, kind, nargs, default) for every option string of megatron/training/arguments.py
+    at `commit`: its add_argument calls and the ArgumentGroupFactory groups it builds."""
+    tree = ast.parse(git_show(repo, commit, "megatron/training/arguments.py"))
     for fn in tree.body:
         if not isinstance(fn, ast.FunctionDef):
             continue
+        lists = {}  # local name = [literal list] (a factory's exclude=)
         for node in ast.walk(fn):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr == "add_argument"):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                v = literal(node.value)
+                if isinstance(v, list):
+                    lists[node.targets[0].id] = v
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Call):
+                continue
+            if ast.unparse(node.func) == "ArgumentGroupFactory":
+                kw = {k.arg: k.value for k in node.keywords}
+                ex = kw.get("exclude")
+                exclude = set(lists.get(ex.id, []) if isinstance(ex, ast.Name) else literal(ex, []) if ex else [])
+                for names, dest, action, typ, nargs, dflt in factory_rows(repo, commit, ast.unparse(node.args[0]), exclude):
+                    kind = kind_of(node.lineno, action, typ, nargs)
+                    for o in names:
+                        yield fn.name, node.lineno, o, dest, kind, nargs, spelled_default(dflt, action)
+                continue
+            if not (isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"):
                 continue
             opts = [a.value for a in node.args if isinstance(a, ast.Constant)]
             kw = {k.arg: k.value for k in node.keywords}
             dest = ast.literal_eval(kw["dest"]) if "dest" in kw else opts[0].lstrip("-").replace("-", "_")
-            action = ast.literal_eval(kw["action"]) if "action" in kw else ""
+            action = literal(kw["action"], ast.unparse(kw["action"])) if "action" in kw else ""
             typ = ast.unparse(kw["type"]) if "type" in kw else ""
             nargs = ast.literal_eval(kw["nargs"]) if "nargs" in kw else ""
-            try:
-                dflt = ast.literal_eval(kw["default"]) if "default" in kw else None
-            except ValueError:
-                dflt = None
-            # The default as the command line would spell it ("" when there is none to compare with).
-            dflt = "" if dflt is None or isinstance(dflt, (bool, list)) or action else str(dflt)
-            if action == "store_true":
-                kind = "kTrue"
-            elif action == "store_false":
-                kind = "kFalse"
-            elif action:
-                raise SystemExit(f"line {node.lineno}: action {action} not handled")
-            elif nargs in ("*", "+"):
-                kind = {"int": "kInts", "float": "kFloats"}.get(typ, "kStrs")
-            elif nargs:
-                raise SystemExit(f"line {node.lineno}: nargs {nargs} not handled")
-            else:
-                kind = {"int": "kInt", "float": "kFloat"}.get(typ, "kStr")
-            yield fn.name, node.lineno, opts, dest, kind, nargs, dflt
+            dflt = literal(kw["default"]) if "default" in kw else None
+            if action == "argparse.BooleanOptionalAction":  # --flag and --no-flag
+                for o in opts:
+                    yield fn.name, node.lineno, o, dest, "kTrue", "", ""
+                    yield fn.name, node.lineno, "--no-" + o[2:], dest, "kFalse", "", ""
+                continue
+            kind = kind_of(node.lineno, action, typ, nargs)
+            for o in opts:
+                yield fn.name, node.lineno, o, dest, kind, nargs, spelled_default(dflt, action)
 
 
 def cls(group, dest):
@@ -126,28 +340,45 @@ def cls(group, dest):
 
 
 def main():
-    src = open(sys.argv[1]).read()
-    commit = sys.argv[2]
-    out = []
-    seen = set()
-    for group, line, opts, dest, kind, nargs, dflt in rows(src):
-        c = cls(group, dest)
-        seen.add(dest)
-        for o in opts:
-            at_least = 0 if nargs == "*" else 1
-            out.append(f'    {{"{o}", "{dest}", MegatronFlag::{kind}, {at_least}, MegatronFlag::{c}, {line}, "{group}", "{dflt}"}},')
+    repo, commits = sys.argv[1], sys.argv[2:]
+    if len(commits) < 1:
+        raise SystemExit(__doc__)
+    newest = commits[-1]
+    table = {}  # option -> (row, commits that have it); the newest commit's row wins
+    for commit in commits:
+        for group, line, o, dest, kind, nargs, dflt in rows(repo, commit):
+            row = (group, line, dest, kind, nargs, dflt, commit)
+            have = table[o][1] if o in table else []
+            table[o] = (row, have + [commit])
+    seen = {r[3] for commit in commits for r in rows(repo, commit)}  # dests of every commit (renamed ones too)
+    # A flag is classed by the group of the oldest commit that has its dest: a flag that moved into another
+    # group (d98e8a64 builds --init-method-std, --enable-cuda-graph, ... from TransformerConfig) keeps its class.
+    first_group = {}
+    for commit in commits:
+        for r in rows(repo, commit):
+            first_group.setdefault(r[3], r[0])
+    seen_new = {row[2] for row, have in table.values() if newest in have}
     for name in MODEL | NO_EFFECT | NOT_MODELLED_IN_GROUPS | set(REJECTED):
         if name not in seen:
-            raise SystemExit(f"{name}: not a flag of this arguments.py")
-    out.sort()
-    print(f"""// GENERATED by scripts/megatron_flags.py from NVIDIA/Megatron-LM@{commit} megatron/training/arguments.py
-// (every add_argument call: option, dest, action/type/nargs, default, the line of the call and the _add_*_args function it
-// is in). The class of each flag is the script's rules (its docstring); change them there and regenerate.
+            raise SystemExit(f"{name}: not a flag of these arguments.py")
+    out = []
+    for o, ((group, line, dest, kind, nargs, dflt, commit), have) in sorted(table.items()):
+        c = cls(first_group[dest], dest)
+        at_least = 0 if nargs == "*" else nargs if isinstance(nargs, int) else 1
+        out.append(f'    {{"{o}", "{dest}", MegatronFlag::{kind}, {at_least}, MegatronFlag::{c}, {line}, "{group}", "{dflt}", '
+                   f'"{" ".join(have)}"}},')
+    dests = len({row[2] for row, _ in table.values()})
+    print(f"""// GENERATED by scripts/megatron_flags.py from NVIDIA/Megatron-LM megatron/training/arguments.py at {", ".join(commits)}
+// ({len(table)} option strings, {dests} flags; every add_argument call and ArgumentGroupFactory group: option, dest,
+// action/type/nargs, default, the line of the call and the _add_*_args function it is in, from the newest commit that has
+// it, and the commits that have it). The class of each flag is the script's rules (its docstring); change them there
+// and regenerate.
 #include "workloads/megatron_args.hpp"
 
 namespace fabricsim::workloads {{
 
-const char* const kMegatronArgsCommit = "{commit}";
+const char* const kMegatronArgsCommit = "{newest}";
+const char* const kMegatronArgsCommits = "{" ".join(commits)}";
 
 const std::vector<MegatronFlag>& megatron_flags() {{
   static const std::vector<MegatronFlag> table = {{""")
@@ -163,6 +394,6 @@ std::string megatron_rejected_hint(const std::string& dest) {""")
 }
 
 }  // namespace fabricsim::workloads""")
-
+    print(f"{len(table)} option strings, {dests} flags ({len(seen_new)} in {newest})", file=sys.stderr)
 
 main()

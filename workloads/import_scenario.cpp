@@ -85,7 +85,7 @@ Json scenario_for_trace(const std::string& path, const std::string& format_in, c
   w[format] = std::filesystem::absolute(path).string();
   if (!p.empty()) {
     Json jp = Json::object();
-    for (const auto& [k, v] : p) jp[k] = v;
+    for (const auto& [k, v] : p) jp[k] = param_value_json(v);  // typed: a quoted number is an error
     w["params"] = jp;
   }
   doc["workload"] = w;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include "sim/base/error.hpp"
 #include "workloads/gpt.hpp"
@@ -21,6 +22,13 @@ const MegatronFlag* find_megatron_flag(const std::string& option) {
   }();
   auto it = index.find(option);
   return it == index.end() ? nullptr : it->second;
+}
+
+std::string megatron_args_at(const std::string& conj) {
+  std::string out = "megatron/training/arguments.py", sep = " @";
+  std::istringstream commits(kMegatronArgsCommits);
+  for (std::string c; commits >> c; sep = " " + conj + " @") out += sep + c;
+  return out;
 }
 
 namespace {
@@ -558,6 +566,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
                             w.unresolved + "=VALUE)");
 }
 
+// The last (newest) of a space-separated commit list.
+std::string last_commit(const std::string& commits) { return commits.substr(commits.rfind(' ') + 1); }
+
 bool parse_int(const std::string& t, std::int64_t& v) {
   if (t.empty()) return false;
   std::size_t k = (t[0] == '-' || t[0] == '+') ? 1 : 0;
@@ -704,7 +715,7 @@ std::string megatron_param_name(const std::string& dest) {
       "recompute_activations", "recompute_granularity", "recompute_modules", "cp_comm_type", "ffn_hidden_size",
       "sequence_parallel", "overlap_p2p_comm", "data_parallel_sharding_strategy", "use_custom_fsdp",
       "global_batch_size", "transformer_impl", "add_bias_linear", "moe_enable_deepep", "tensor_model_parallel_size",
-      "pipeline_model_parallel_size"};
+      "pipeline_model_parallel_size", "use_megatron_fsdp", "padded_vocab_size"};
   // Megatron-LM's dest -> the generator's name for the same setting.
   static const std::map<std::string, std::string> renamed = {
       {"fp8", "fp8_format"}, {"ddp_bucket_size", "bucket_size"},
@@ -719,6 +730,7 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
   std::map<std::string, Given> given;  // by dest
   std::size_t order = 0;
   const std::string at_commit = std::string("megatron/training/arguments.py @") + kMegatronArgsCommit;
+  const std::string at_any = megatron_args_at("or");
   for (std::size_t i = 0; i < l.args.size(); ++i) {
     const ShellWord& w = l.args[i];
     if (!w.unresolved.empty()) fail_unresolved(file, w);
@@ -731,9 +743,10 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
       inline_value = opt.substr(eq + 1), opt = opt.substr(0, eq), has_inline = true;
     const MegatronFlag* f = find_megatron_flag(opt);
     if (!f)
-      fail_at(file, w.line, "unknown Megatron-LM flag " + text_excerpt(opt, 60) + " (not in " + at_commit + ")");
+      fail_at(file, w.line, "unknown Megatron-LM flag " + text_excerpt(opt, 60) + " (not in " + at_any + ")");
     if (f->cls == MegatronFlag::kRejected)
-      fail_at(file, w.line, opt + ": Megatron-LM refuses it (validate_args, " + at_commit + "): " +
+      fail_at(file, w.line, opt + ": Megatron-LM refuses it (validate_args, megatron/training/arguments.py @" +
+                                last_commit(f->commits) + "): " +
                                 megatron_rejected_hint(f->dest));
     Given g;
     g.flag = f, g.line = w.line, g.order = order++, g.spelled = opt;
@@ -888,16 +901,21 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
   if (interleaved && !has("overlap_p2p_comm")) p["overlap_p2p_comm"] = true;
   if (!interleaved) mark("overlap_p2p_comm", 1);
   // Data-parallel sharding (validate_args: optim_grads_params turns on overlap_param_gather and overlap_grad_reduce,
-  // optim_grads overlap_grad_reduce); Megatron-LM shards by it only with --use-custom-fsdp.
+  // optim_grads overlap_grad_reduce); Megatron-LM shards by it only with --use-custom-fsdp, or its 2026 name
+  // --use-megatron-fsdp (validate_args @d98e8a64: "if args.use_megatron_fsdp: ... args.use_custom_fsdp = True").
   if (has("data_parallel_sharding_strategy")) {
     const std::string s = value("data_parallel_sharding_strategy");
-    if (has("use_custom_fsdp")) {
+    if (has("use_custom_fsdp") || has("use_megatron_fsdp")) {
       p["data_parallel_sharding_strategy"] = s;
     } else if (s != "no_shard") {
       mark("data_parallel_sharding_strategy", 2);
     }
     if (s == "optim_grads_params") p["overlap_param_gather"] = true;
     if (s == "optim_grads_params" || s == "optim_grads") p["overlap_grad_reduce"] = true;
+  } else if (has("use_megatron_fsdp")) {
+    // --use-megatron-fsdp exists only in d98e8a64, whose default strategy is optim_grads_params (arguments.py
+    // @d98e8a64 _add_distributed_args); that validate_args no longer derives the overlaps from it.
+    p["data_parallel_sharding_strategy"] = "optim_grads_params";
   }
   // Transformer Engine (the default) is what fabricsim prices; Megatron-Core's local layers are not.
   if (has("transformer_impl") && value("transformer_impl") != "transformer_engine") mark("transformer_impl", 2);
@@ -909,7 +927,12 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
   // the 50,257 entries of its vocabulary file (Radford et al. 2019, Sec. 2.2); the other tokenizers read the size
   // from their files. Padded as _vocab_size_with_padding does: up to a multiple of make_vocab_size_divisible_by
   // (default 128) x tensor_model_parallel_size.
-  if (!overrides.count("padded_vocab_size")) {
+  if (!overrides.count("padded_vocab_size") && has("padded_vocab_size")) {
+    // --padded-vocab-size (@d98e8a64) is the model's vocabulary as given: "If not provided, it will be
+    // automatically calculated from vocab-size".
+    p["padded_vocab_size"] = integer("padded_vocab_size", 0);
+    if (has("vocab_size")) mark("vocab_size", 1);
+  } else if (!overrides.count("padded_vocab_size")) {
     const std::string tok = has("tokenizer_type") ? value("tokenizer_type") : std::string();
     std::int64_t vocab = 0;
     if (tok == "NullTokenizer") {
@@ -942,14 +965,7 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     p["global_batch_size"] = mbs * (world_size / (tp * pp * cp));
   }
   // --param overrides (typed as JSON would give them).
-  for (const auto& [k, v] : overrides) {
-    std::int64_t iv;
-    double dv;
-    if (parse_int(v, iv)) p[k] = iv;
-    else if (parse_float(v, dv)) p[k] = dv;
-    else if (v == "true" || v == "false") p[k] = v == "true";
-    else p[k] = v;
-  }
+  for (const auto& [k, v] : overrides) p[k] = param_value_json(v);
   for (const auto& [o, entry] : listed)
     (entry.first == 0 ? out.modelled : entry.first == 1 ? out.ignored : out.not_modelled).push_back(entry.second);
   return out;
@@ -977,8 +993,7 @@ Json scenario_for_megatron(const std::string& path, const std::string& text, con
     return s;
   };
   Json notes = Json::array();
-  notes.push_back("imported from the Megatron-LM launch " + path + " (flags of megatron/training/arguments.py @" +
-                  kMegatronArgsCommit + ")");
+  notes.push_back("imported from the Megatron-LM launch " + path + " (flags of " + megatron_args_at("and") + ")");
   if (!im.not_modelled.empty()) notes.push_back("not modelled (they change the step; fabricsim does not simulate them): " + join(im.not_modelled));
   if (!im.ignored.empty()) notes.push_back("ignored (no effect on step time): " + join(im.ignored));
   Json doc;

@@ -35,8 +35,12 @@ struct MegatronFlag {
   int line;            // arguments.py line of the add_argument call
   const char* group;   // the _add_*_args function that declares it
   const char* dflt;    // argparse default as a command line spells it ("" = none to compare with)
+  const char* commits; // the arguments.py commits that have it ("1e057005 d98e8a64"); line/group: the last one's
 };
-extern const char* const kMegatronArgsCommit;  // the Megatron-LM commit the table was read from
+extern const char* const kMegatronArgsCommit;   // the newest Megatron-LM commit the table was read from
+extern const char* const kMegatronArgsCommits;  // every commit it was read from, oldest first, space-separated
+// "megatron/training/arguments.py @1e057005 <conj> @d98e8a64" (conj: "and" / "or").
+std::string megatron_args_at(const std::string& conj);
 const std::vector<MegatronFlag>& megatron_flags();
 const MegatronFlag* find_megatron_flag(const std::string& option);
 std::string megatron_rejected_hint(const std::string& dest);  // what Megatron-LM says to use instead

@@ -13,7 +13,10 @@ ParamMap params_from_json(const Json& obj, const JsonPath& at) {
   ParamMap m;
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     const Json& v = *it;
-    if (v.is_string()) m[it.key()] = v.get<std::string>();
+    if (v.is_string()) {
+      m[it.key()] = v.get<std::string>();
+      m.quoted.insert(it.key());
+    }
     else if (v.is_boolean()) m[it.key()] = v.get<bool>() ? "true" : "false";
     else if (v.is_number_unsigned()) m[it.key()] = std::to_string(v.get<std::uint64_t>());  // > 2^63 stays exact
     else if (v.is_number_integer()) m[it.key()] = std::to_string(v.get<std::int64_t>());
@@ -29,12 +32,31 @@ ParamMap params_from_json(const Json& obj, const JsonPath& at) {
   return m;
 }
 
+Json param_value_json(const std::string& text) {
+  try {
+    return Json(static_cast<std::int64_t>(parse_int(text, "")));
+  } catch (const InputError&) {
+  }
+  try {
+    return Json(parse_double(text, ""));
+  } catch (const InputError&) {
+  }
+  if (text == "true" || text == "false") return Json(text == "true");
+  return Json(text);
+}
+
 void ParamReader::fail(const std::string& k, const std::string& what) const {
   throw InputError(where_ + " " + k, what);
 }
 
 void ParamReader::bad_value(const std::string& k, const std::string& what) const {
   throw ParamError(where_ + " " + k, what);
+}
+
+void ParamReader::reject_quoted(const std::string& k, const char* what) const {
+  if (!p_.quoted.count(k)) return;
+  throw ParamError(where_ + "/" + k, std::string("expected ") + what + ", found the string " +
+                                         json_excerpt(Json(p_.at(k))));
 }
 
 template <class T>
@@ -50,6 +72,7 @@ T ParamReader::parsed(const std::string& k, T dflt, T (*parse)(std::string_view,
 }
 
 std::int64_t ParamReader::integer(const std::string& k, std::int64_t dflt, std::int64_t min) {
+  reject_quoted(k, "a number");
   const long long v = parsed<long long>(k, dflt, parse_int, "an integer");
   if (v < min) bad_value(k, "expected an integer >= " + std::to_string(min) + ", got " + std::to_string(v));
   used_[k] = std::to_string(v);
@@ -62,6 +85,7 @@ std::int64_t ParamReader::integer_required(const std::string& k, std::int64_t mi
 }
 
 double ParamReader::number(const std::string& k, double dflt, double min) {
+  reject_quoted(k, "a number");
   const double v = parsed<double>(k, dflt, parse_double, "a number");
   if (!(v >= min) || !std::isfinite(v)) bad_value(k, "expected a finite number >= " + std::to_string(min));
   std::ostringstream os;
@@ -75,6 +99,7 @@ bool ParamReader::boolean(const std::string& k, bool dflt) {
   auto it = p_.find(k);
   bool v = dflt;
   if (it != p_.end()) {
+    reject_quoted(k, "true or false");
     if (it->second == "true" || it->second == "1") v = true;
     else if (it->second == "false" || it->second == "0") v = false;
     else bad_value(k, "expected true or false, got '" + text_excerpt(it->second) + "'");

@@ -1,19 +1,31 @@
 #pragma once
 // Generator parameters arrive as key=value strings (from `fabricsim gen --param k=v` or a scenario's
-// "workload.params" object, whose JSON numbers/booleans are converted to text). ParamReader pulls typed
-// values out, names the parameter in errors (`where` + key), and rejects keys that were never read.
+// "workload.params" object, whose JSON numbers/booleans are converted to text and whose strings are marked
+// quoted). ParamReader pulls typed values out, names the parameter in errors (`where` + key), and rejects keys
+// that were never read.
 #include <cstdint>
 #include <map>
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "sim/base/error.hpp"
 #include "sim/base/json_reader.hpp"
 
 namespace fabricsim::workloads {
 
-using ParamMap = std::map<std::string, std::string>;
+// Parameter values as text. `quoted`: the keys whose value a JSON file gave as a string (params_from_json), so a
+// reader expecting a number or a boolean rejects "32" where 32 was meant; `--param k=v` values are all text and
+// none is quoted.
+struct ParamMap : std::map<std::string, std::string> {
+  using Base = std::map<std::string, std::string>;
+  using Base::Base;
+  ParamMap() = default;
+  ParamMap(const Base& m) : Base(m) {}
+  ParamMap(Base&& m) : Base(std::move(m)) {}
+  std::set<std::string> quoted;
+};
 
 // What the reader itself rejects: an unknown parameter, or a value of the wrong type or below its minimum.
 // Checks that relate parameters to each other or to the topology (a TP size that does not divide the GPUs)
@@ -24,13 +36,18 @@ class ParamError : public InputError {
   using InputError::InputError;
 };
 
-// Converts a JSON object of scalars into a ParamMap (errors name the JSON path).
+// Converts a JSON object of scalars into a ParamMap (errors name the JSON path); string values are marked
+// quoted (integer(), number() and boolean() then reject them, naming the JSON path).
 ParamMap params_from_json(const Json& obj, const JsonPath& at);
+// A `--param k=v` value as a scenario's JSON would give it: an integer, a number, true / false, else a string
+// (what importers write into the scenarios they make).
+Json param_value_json(const std::string& text);
 
 class ParamReader {
  public:
   // `where` prefixes errors, e.g. "--param" or "scenario.json: /workload/params".
   ParamReader(const ParamMap& p, std::string where) : p_(p), where_(std::move(where)) {}
+  ParamReader(ParamMap&&, std::string) = delete;  // the reader keeps a reference: no temporaries
   bool has(const std::string& k) const {
     asked_.insert(k);
     return p_.count(k) > 0;
@@ -45,6 +62,9 @@ class ParamReader {
   double time(const std::string& k, double dflt);       // seconds from "0.5ms", "3us"; given: >= 0
   [[noreturn]] void fail(const std::string& k, const std::string& what) const;  // InputError
   [[noreturn]] void bad_value(const std::string& k, const std::string& what) const;  // ParamError
+  // A value a JSON file gave as a string where `what` ("a number", "true or false") is expected: a ParamError
+  // naming the JSON path (where/k).
+  void reject_quoted(const std::string& k, const char* what) const;
   void finish() const;  // unknown keys -> InputError listing them
   const ParamMap& used() const { return used_; }  // what was read, with defaults filled in (for reports)
   // Every key this reader was asked about (read or tested with has()): run over an empty map, the names a

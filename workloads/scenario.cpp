@@ -5,6 +5,7 @@
 
 #include "models/gpu.hpp"
 #include "sim/base/error.hpp"
+#include "sim/base/units.hpp"
 #include "workloads/cluster.hpp"
 #include "workloads/dataparallel.hpp"
 #include "workloads/dlrm.hpp"
@@ -14,6 +15,25 @@
 namespace fabricsim::workloads {
 
 namespace {
+// A topology preset's parameters from a scenario: a plain number given as a JSON string ("nodes": "4") is an error
+// naming its JSON path. The presets' string parameters (node, gpu, fabric, rail_optimized, sharp) never hold a plain
+// number, and a bandwidth parameter needs its unit (the preset says so for "400" and for 400 alike).
+std::map<std::string, std::string> topology_params_from_json(const Json& obj, const JsonPath& at) {
+  const ParamMap p = params_from_json(obj, at);
+  for (const auto& k : p.quoted) {
+    const std::string& v = p.at(k);
+    const bool bandwidth = k.size() >= 10 && k.compare(k.size() - 10, 10, "_bandwidth") == 0;
+    bool plain_number = true;
+    try {
+      parse_double(v, k);
+    } catch (const InputError&) {
+      plain_number = false;
+    }
+    if (plain_number && !bandwidth) json_fail(at.child(k), "expected a number, found the string " + json_excerpt(Json(v)));
+  }
+  return p;
+}
+
 std::string resolve(const std::string& base_file, const std::string& name) {
   if (name.empty() || base_file.empty() || base_file == "<built-in>") return name;
   std::filesystem::path p(name);
@@ -71,7 +91,7 @@ Scenario scenario_from_json(const Json& doc, const std::string& file) {
     if (has_preset == has_file) json_fail(r.path_of("topology"), "expected exactly one of \"preset\" or \"file\"");
     if (has_preset) {
       s.topology = tr.string("preset");
-      if (const Json* p = tr.object_optional("params")) s.topology_params = params_from_json(*p, tr.path_of("params"));
+      if (const Json* p = tr.object_optional("params")) s.topology_params = topology_params_from_json(*p, tr.path_of("params"));
     } else {
       s.topology = resolve(file, tr.string("file"));
     }

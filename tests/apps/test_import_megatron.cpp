@@ -107,7 +107,7 @@ TEST_CASE("import megatron: not-modelled flags warn; bad scripts are one line, e
   const Case cases[] = {
       {base + " \\\n  --no-such-flag\n",
        "fabricsim import: error: bad.sh:2: unknown Megatron-LM flag --no-such-flag (not in "
-       "megatron/training/arguments.py @1e057005)\n"},
+       "megatron/training/arguments.py @1e057005 or @d98e8a64)\n"},
       {base + " --tensor-model-parallel-size $TP\n",
        "fabricsim import: error: bad.sh:1: variable $TP is not set (set it in the script or give --var TP=VALUE)\n"},
       {base + " --num-experts\n",
@@ -134,4 +134,57 @@ TEST_CASE("import megatron: not-modelled flags warn; bad scripts are one line, e
   Run v = cli_test::run_in(scratch(), cli_test::fabricsim("import megatron var.sh --topology dgx-h100 --var TP=2"));
   REQUIRE_MESSAGE(v.rc == 0, v.err);
   CHECK(json::parse(v.out)["workload"]["params"]["tensor_model_parallel_size"] == 2);
+}
+
+TEST_CASE("import megatron: flags of Megatron-LM d98e8a64 (2026) import, and so do flags it dropped") {
+  // Qwen3-30B-A3B's shape on 8 layers (examples/sweeps/moe_small.json), EP 16 over four DGX H100.
+  const std::string moe =
+      "torchrun --nproc-per-node 8 --nnodes 4 pretrain_gpt.py --num-layers 8 --hidden-size 2048 "
+      "--num-attention-heads 32 --group-query-attention --num-query-groups 4 --kv-channels 128 --seq-length 4096 "
+      "--max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size 64 --bf16 --swiglu "
+      "--normalization RMSNorm --disable-bias-linear --position-embedding-type rope --tokenizer-type GPT2BPETokenizer "
+      "--num-experts 128 --moe-router-topk 8 --moe-ffn-hidden-size 768 --expert-model-parallel-size 16 "
+      "--moe-token-dispatcher-type alltoall --moe-grouped-gemm --use-distributed-optimizer";
+  auto step = [&](const std::string& name, const std::string& extra) {
+    write(scratch() / name, moe + extra + "\n");
+    const fs::path out = scratch() / (name + ".json");
+    fs::remove(out);
+    Run r = cli_test::run_in(scratch(), cli_test::fabricsim("run --megatron " + name + " --topology dgx-h100 -q "
+                                                            "--comm-model engine --json " + out.string()));
+    REQUIRE_MESSAGE(r.rc == 0, name << "\n" << r.err);
+    CHECK(r.err.find("unknown") == std::string::npos);
+    return json::parse(cli_test::slurp(out));
+  };
+  // New in d98e8a64 and modelled: the EP all-to-all overlapped with the other micro-batch's compute, and the
+  // experts' weight gradients delayed behind the combine (Megatron-LM asserts the second needs the first).
+  const json base = step("moe.sh", "");
+  const json ovl = step("moe_ovl.sh", " --overlap-moe-expert-parallel-comm");
+  const json delay = step("moe_delay.sh", " --overlap-moe-expert-parallel-comm --delay-wgrad-compute");
+  CHECK(ovl.at("iteration_s").get<double>() < base.at("iteration_s").get<double>());
+  CHECK(delay.at("iteration_s").get<double>() < ovl.at("iteration_s").get<double>());
+  CHECK(delay.at("breakdown").at("compute_s").get<double>() ==
+        doctest::Approx(ovl.at("breakdown").at("compute_s").get<double>()).epsilon(1e-6));
+  // New in d98e8a64 and not modelled / no effect: accepted, with the warning for the first.
+  write(scratch() / "new.sh", moe + " --moe-router-fusion --muon-momentum 0.95 --flight-recorder-trace-buffer-size 100\n");
+  Run n = cli_test::run_in(scratch(), cli_test::fabricsim("import megatron new.sh --topology dgx-h100"));
+  REQUIRE_MESSAGE(n.rc == 0, n.err);
+  CHECK(n.err.find("warning: not modelled (they change the step; fabricsim does not simulate them): "
+                   "--moe-router-fusion\n") != std::string::npos);
+  CHECK(n.err.find("ignored (no effect on step time): --muon-momentum 0.95, --flight-recorder-trace-buffer-size 100") !=
+        std::string::npos);
+  CHECK(json::parse(n.out)["workload"]["notes"][0].get<std::string>().find(
+            "(flags of megatron/training/arguments.py @1e057005 and @d98e8a64)") != std::string::npos);
+  // Dropped after 1e057005, still read: --use-custom-fsdp (now --use-megatron-fsdp: the same scenario) and
+  // --moe-extended-tp (not modelled).
+  const std::string fsdp = moe + " --data-parallel-sharding-strategy optim_grads_params";
+  write(scratch() / "old.sh", fsdp + " --use-custom-fsdp --moe-extended-tp\n");
+  write(scratch() / "new_fsdp.sh", fsdp + " --use-megatron-fsdp\n");
+  Run o = cli_test::run_in(scratch(), cli_test::fabricsim("import megatron old.sh --topology dgx-h100"));
+  Run m = cli_test::run_in(scratch(), cli_test::fabricsim("import megatron new_fsdp.sh --topology dgx-h100"));
+  REQUIRE_MESSAGE(o.rc == 0, o.err);
+  REQUIRE_MESSAGE(m.rc == 0, m.err);
+  CHECK(o.err.find("--moe-extended-tp") != std::string::npos);
+  const json po = json::parse(o.out)["workload"]["params"], pm = json::parse(m.out)["workload"]["params"];
+  CHECK(po["data_parallel_sharding_strategy"] == "optim_grads_params");
+  CHECK(po == pm);
 }

@@ -200,7 +200,7 @@ TEST_CASE("fabricsim sweep: an unknown or ill-typed generator parameter in any p
 })";
   Proc typed = sh(bin + " sweep typed.json --threads 1 --quiet", dir);
   CHECK(typed.rc == 2);
-  CHECK_MESSAGE(typed.err.find("micro_batch_size: expected an integer, got 'two'") != std::string::npos, typed.err);
+  CHECK_MESSAGE(typed.err.find("/workload/params/micro_batch_size: expected a number, found the string \"two\"") != std::string::npos, typed.err);
   CHECK(!fs::exists(dir / "typed.csv"));
   fs::remove_all(dir);
 }

@@ -53,6 +53,20 @@ TEST_CASE("examples: Llama-3-70B FP8 on 64 H100 and Llama-3.1-405B on 256 GB200 
   }
 }
 
+TEST_CASE("run notes: the per-kernel calibration note only when the workload prices kernels by shape") {
+  const std::string kernel_note = "priced by the per-kernel calibration fitted on";
+  // The SC'21 flagship (`fabricsim run` without arguments): unfused attention, every op priced by its class at
+  // the roofline (megatron-sc21 efficiencies); no kernel is described by its shape.
+  const auto flagship = sim::run_scenario(default_scenario(), {"analytic", {}, {}}).result;
+  CHECK_FALSE(has_note(flagship, kernel_note));
+  CHECK(has_note(flagship, "compute: roofline on"));
+  CHECK(sim::summary_text(flagship, 0).find(kernel_note) == std::string::npos);
+  // A modern GPT (fused attention, GEMM shapes): the note names the fit.
+  const auto modern = run_file("llama3-70b-fp8-64-h100.json", "analytic");
+  CHECK(has_note(modern, kernel_note + std::string(" h100")));
+  CHECK(sim::summary_text(modern, 0).find(kernel_note) != std::string::npos);
+}
+
 TEST_CASE("examples: Llama-3.1-405B on 16,384 H100 (TP 8, PP 16, DP 128, seq 8192) runs") {
   // The engine comm model run is the bench (bench_workloads llama405b16k, docs/performance.md); here the
   // analytic model keeps the test fast.

@@ -61,7 +61,7 @@ Prices prices(const std::string& preset, const std::map<std::string, std::string
   const fs::path trace_file = dir / (op + ".trace.json");
   std::ofstream(trace_file) << trace.dump() << "\n";
   Json tparams = Json::object();
-  for (const auto& [k, v] : params) tparams[k] = v;
+  for (const auto& [k, v] : params) tparams[k] = workloads::param_value_json(v);  // typed, as a scenario writes them
   const Json scen = {{"topology", {{"preset", preset}, {"params", tparams}}},
                      {"workload", {{"trace", trace_file.string()}}}};
   const sim::ScenarioRun run = sim::run_scenario(workloads::scenario_from_json(scen, (dir / "s.json").string()));

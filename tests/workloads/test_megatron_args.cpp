@@ -1,5 +1,5 @@
 // Megatron-LM launch scripts as gpt scenarios (workloads/megatron_args.hpp): the shell reading, the flag table
-// (megatron/training/arguments.py @1e057005) and its four classes, Megatron-LM's derived defaults, the error lines.
+// (megatron/training/arguments.py @1e057005 and @d98e8a64) and its four classes, Megatron-LM's derived defaults, the error lines.
 #include <doctest/doctest.h>
 
 #include "workloads_test_util.hpp"
@@ -184,7 +184,8 @@ TEST_CASE("megatron import: the error lines name file, line and flag") {
   };
   const std::string head = "torchrun \\\n  pretrain_gpt.py" + kBase + " \\\n  ";
   CHECK(err(head + "--num-layerz 3") ==
-        "job.sh:3: unknown Megatron-LM flag --num-layerz (not in megatron/training/arguments.py @1e057005)");
+        "job.sh:3: unknown Megatron-LM flag --num-layerz (not in megatron/training/arguments.py @1e057005 or "
+        "@d98e8a64)");
   CHECK(err(head + "--tensor-model-parallel-size $TP") ==
         "job.sh:3: variable $TP is not set (set it in the script or give --var TP=VALUE)");
   CHECK(err(head + "--tensor-model-parallel-size $TP", {{"TP", "2"}}).empty());
@@ -197,7 +198,7 @@ TEST_CASE("megatron import: the error lines name file, line and flag") {
   CHECK(err(head + "--swiglu=1") == "job.sh:3: --swiglu takes no value (got '1')");
   CHECK(err(head + "somefile") == "job.sh:3: unexpected argument 'somefile' after pretrain_gpt.py (expected a --flag)");
   CHECK(err(head + "--batch-size 4") ==
-        "job.sh:3: --batch-size: Megatron-LM refuses it (validate_args, megatron/training/arguments.py @1e057005): use "
+        "job.sh:3: --batch-size: Megatron-LM refuses it (validate_args, megatron/training/arguments.py @d98e8a64): use "
         "--micro-batch-size");
   CHECK(err("torchrun pretrain_bert.py --bf16") ==
         "job.sh:1: pretrain_bert.py: only pretrain_gpt.py (GPT and MoE decoder models) is modelled");
@@ -239,7 +240,15 @@ TEST_CASE("megatron flags: the table against the generator's own parameter names
     }
     if (f.cls == MegatronFlag::kRejected) CHECK_FALSE(megatron_rejected_hint(f.dest).empty());
   }
-  CHECK(megatron_flags().size() > 480);
+  // scripts/megatron_flags.py over arguments.py @1e057005 (486 option strings, 485 flags) and @d98e8a64 (878
+  // option strings, with its ArgumentGroupFactory groups): 907 option strings, 868 flags; 29 option strings only
+  // 1e057005 has.
+  CHECK(megatron_flags().size() == 907);
+  CHECK(dests.size() == 868);
+  std::map<std::string, int> by_commits;
+  for (const auto& f : megatron_flags()) ++by_commits[f.commits];
+  CHECK(by_commits == std::map<std::string, int>{{"1e057005 d98e8a64", 457}, {"d98e8a64", 421}, {"1e057005", 29}});
+  CHECK(std::string(kMegatronArgsCommit) == "d98e8a64");
   CHECK(find_megatron_flag("--persistent-save-interval") != nullptr);  // a second option string of one flag
 }
 
@@ -250,4 +259,40 @@ TEST_CASE("megatron import: the same script gives the same scenario, and --param
   CHECK(doc["workload"]["params"]["padded_vocab_size"] == 51200);
   CHECK(doc["workload"]["params"]["gpu"] == "h200");
   CHECK(doc["topology"] == Json::parse(R"({"preset": "superpod", "params": {"node": "dgx-h100", "nodes": 2}})"));
+}
+
+TEST_CASE("megatron import: a script of 2026 (flags new in d98e8a64) and one of 2025 (flags dropped since) import") {
+  // New and modelled: the same generator parameters; --padded-vocab-size as given; --use-megatron-fsdp shards by
+  // d98e8a64's default strategy, optim_grads_params.
+  const MegatronImport n = import_text("torchrun pretrain_gpt.py" + kBase +
+                                       " --num-experts 8 --expert-model-parallel-size 8 --moe-token-dispatcher-type "
+                                       "alltoall --overlap-moe-expert-parallel-comm --delay-wgrad-compute "
+                                       "--padded-vocab-size 51200 --moe-router-fusion --lion-beta1 0.9",
+                                       8);
+  CHECK(n.params.at("overlap_moe_expert_parallel_comm") == true);
+  CHECK(n.params.at("delay_wgrad_compute") == true);
+  CHECK(n.params.at("padded_vocab_size") == 51200);
+  CHECK(n.not_modelled == std::vector<std::string>{"--moe-router-fusion"});
+  CHECK(n.ignored == std::vector<std::string>{"--lion-beta1 0.9"});
+  ParamMap pm = params_from_json(n.params, JsonPath{"job.sh", "/workload/params"});
+  pm["gpu"] = "h100";
+  CHECK_NOTHROW(gpt_config_from_params(pm, "job.sh"));
+  const MegatronImport f = import_text("torchrun pretrain_gpt.py" + kBase + " --use-distributed-optimizer --use-megatron-fsdp");
+  CHECK(f.params.at("data_parallel_sharding_strategy") == "optim_grads_params");
+  // Dropped after 1e057005 and still read, each in its class: --use-custom-fsdp modelled, --moe-extended-tp not
+  // modelled, --retro-add-retriever ignored.
+  const MegatronImport o = import_text("torchrun pretrain_gpt.py" + kBase +
+                                       " --use-distributed-optimizer --use-custom-fsdp --data-parallel-sharding-strategy "
+                                       "optim_grads --moe-extended-tp --retro-add-retriever");
+  CHECK(o.params.at("data_parallel_sharding_strategy") == "optim_grads");
+  CHECK(o.params.at("overlap_grad_reduce") == true);
+  CHECK(o.not_modelled == std::vector<std::string>{"--moe-extended-tp"});
+  CHECK(o.ignored == std::vector<std::string>{"--retro-add-retriever"});
+  for (const char* old_only : {"--use-custom-fsdp", "--moe-extended-tp", "--retro-add-retriever"}) {
+    CAPTURE(old_only);
+    REQUIRE(find_megatron_flag(old_only) != nullptr);
+    CHECK(std::string(find_megatron_flag(old_only)->commits) == "1e057005");
+  }
+  CHECK(std::string(find_megatron_flag("--delay-wgrad-compute")->commits) == "d98e8a64");
+  CHECK(std::string(find_megatron_flag("--num-layers")->commits) == "1e057005 d98e8a64");
 }

@@ -278,3 +278,42 @@ TEST_CASE("data-parallel generator: buckets overlap backward") {
   DataParallelConfig big = dataparallel_config_from_params({{"num_parameters", "1e11"}}, "--param");
   CHECK(error_of([&] { generate_dataparallel(big, cm, "--param"); }).find("does not fit") != std::string::npos);
 }
+
+TEST_CASE("generator params: a number or boolean given as a JSON string is an error naming its JSON path") {
+  const JsonPath at{"s.json", "/workload/params"};
+  const ParamMap p = params_from_json(
+      Json::parse(R"({"tp": "32", "lr": "1e-4", "sp": "true", "n": 32, "x": 0.5, "b": true, "bw": "400Gbps",
+                      "lat": "5us", "bw2": "400", "name": "unfused"})"),
+      at);
+  auto err = [&](auto f) {
+    try {
+      f();
+    } catch (const ParamError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  ParamReader r(p, at.str());
+  CHECK(err([&] { r.integer("tp", 1); }) == "s.json: /workload/params/tp: expected a number, found the string \"32\"");
+  CHECK(err([&] { r.number("lr", 1); }) == "s.json: /workload/params/lr: expected a number, found the string \"1e-4\"");
+  CHECK(err([&] { r.boolean("sp", false); }) ==
+        "s.json: /workload/params/sp: expected true or false, found the string \"true\"");
+  CHECK(r.integer("n", 1) == 32);
+  CHECK(r.number("x", 1) == 0.5);
+  CHECK(r.boolean("b", false));
+  // Strings that carry a unit (and unit fields given as a plain string) stay what they were; so do strings.
+  CHECK(r.bandwidth("bw", 1) == doctest::Approx(50e9));
+  CHECK(r.time("lat", 0) == doctest::Approx(5e-6));
+  CHECK(r.bandwidth("bw2", 1) == 400);
+  CHECK(r.string("name", "") == "unfused");
+  // `--param k=v` values are all text: "32" is the integer 32.
+  const ParamMap cli{{"tp", "32"}, {"sp", "true"}};
+  ParamReader c(cli, "--param");
+  CHECK(c.integer("tp", 1) == 32);
+  CHECK(c.boolean("sp", false));
+  // What importers write for a --param value: typed as JSON would give it.
+  CHECK(param_value_json("32") == Json(32));
+  CHECK(param_value_json("0.5") == Json(0.5));
+  CHECK(param_value_json("true") == Json(true));
+  CHECK(param_value_json("400Gbps") == Json("400Gbps"));
+}
