@@ -149,9 +149,9 @@ CommLayout layout(const CollectiveSpec& spec, const topo::Topology& t) {
   L.host_of_rank.resize(L.n);
   L.local_of_rank.resize(L.n);
   for (int r = 0; r < L.n; ++r) {
-    // NCCL's node of the GPU: its host, or its whole NVLink domain under MNNVL (topo::Topology::nccl_node); GPUs
-    // without a host index (hand-made graphs) count as their own node. "Host" below means this node.
-    const int key = t.nccl_node(spec.communicator[r]);
+    const auto& nd = t.node(spec.communicator[r]);
+    // GPUs without a host index (hand-made graphs) count as their own host.
+    int key = nd.host >= 0 ? nd.host : -1 - static_cast<int>(spec.communicator[r]);
     auto it = idx.find(key);
     if (it == idx.end()) {
       it = idx.emplace(key, static_cast<int>(L.hosts.size())).first;
@@ -299,9 +299,7 @@ std::string why_not_applicable(const CollectiveSpec& spec, Algorithm a, const to
       // maxLocalRanks > NCCL_MAX_DIRECT_ARITY + 1 = 8 skips it).
       if (L.hosts[0].size() > 8)
         return "collnet (NCCL's CollNet Direct) supports at most 8 ranks per host; this communicator has " +
-               std::to_string(L.hosts[0].size()) +
-               (t.mnnvl() ? " on one NCCL node (an NVLink domain of several hosts under MNNVL; mnnvl=false: per host)"
-                          : "");
+               std::to_string(L.hosts[0].size());
       return sharp_groups("collnet");
     }
     case Algorithm::Pat:
@@ -402,11 +400,7 @@ int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::
     best = std::max(best, n);
     if (h.size() == most && n > 0) fewest = std::min(fewest, n);
   }
-  // NCCL's ring search stops at MAXCHANNELS/2 = 32 channels (src/init.cc initTransportsRank at v2.26.2-1:
-  // ringGraph->maxChannels; MAXCHANNELS = 64 in src/include/device.h): binds only where a node has more rail NICs,
-  // as a 72-GPU NVL72 rack (18 trays x 4) under MNNVL.
-  constexpr int kNcclRingMaxChannels = 32;
-  return std::min(kNcclRingMaxChannels, fewest == std::numeric_limits<int>::max() ? best : std::min(best, fewest));
+  return fewest == std::numeric_limits<int>::max() ? best : std::min(best, fewest);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -1280,10 +1274,7 @@ struct Builder {
       // through rail NICs: PXN forwarding does not apply, so the per-pair form is used.
       if (!domains.insert(dom).second) return false;
       for (int r : L.hosts[h]) {
-        // Under MNNVL a node is a whole NVLink domain of several servers, each with its own rail NICs: the
-        // per-pair form then routes every block (over NVLink inside the domain, PXN inside a server).
-        if (dom < 0 || t.node(gpu(r)).nvlink_domain != dom || t.node(gpu(r)).host != t.node(gpu(L.hosts[h][0])).host)
-          return false;
+        if (dom < 0 || t.node(gpu(r)).nvlink_domain != dom) return false;
         proxy[h].emplace(rail[r], r);
       }
     }

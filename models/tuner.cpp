@@ -132,7 +132,7 @@ int nccl_call_channels(const CollectiveSpec& spec, const topo::Topology& t) {
     throw InputError(spec.where, "nccl_call_channels needs the algorithm and protocol chosen");
   if (spec.communicator.empty()) return 1;
   std::set<int> hosts;
-  for (NodeId g : spec.communicator) hosts.insert(t.nccl_node(g));
+  for (NodeId g : spec.communicator) hosts.insert(t.node(g).host);
   const int coll = nccl_channels_with_env(
       nccl_coll_channels(t.node(spec.communicator.front()).model, static_cast<int>(hosts.size())), spec.nccl_env);
   return nccl_call_channels(*spec.algorithm, *spec.protocol, static_cast<double>(spec.bytes),
@@ -162,7 +162,7 @@ CommBandwidths comm_bandwidths(const CollectiveSpec& spec, const topo::Topology&
   std::set<int> domains;
   for (NodeId g : spec.communicator) {
     const auto& nd = t.node(g);
-    hosts[t.nccl_node(g)].push_back(g);  // NCCL's nodes: hosts, or NVLink domains under MNNVL
+    hosts[nd.host >= 0 ? nd.host : -1 - static_cast<int>(g)].push_back(g);
     domains.insert(nd.nvlink_domain);
   }
   b.hosts = static_cast<int>(hosts.size());
@@ -290,11 +290,7 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
       const double ne = calib.factor("nvls_efficiency");
       lat = kNcclNvlsLatency_s + 2 * std::ceil(std::log2(std::max(1.0, H))) * ln;
       const double t_intra = t_of(S, bw.nvlink_Bps * e * ne);
-      // NCCL takes at most NCCL_MAX_NVLS_ARITY = 32 heads per node (src/graph/search.cc ncclTopoCompute at
-      // v2.26.2-1: the NVLS graph's maxChannels = min(32, GPUs); src/include/device.h), which binds only on an
-      // NVLink domain of more GPUs (a 72-GPU NVL72 rack under MNNVL): there each head moves S/32.
-      const double heads = std::min(std::max(1.0, g), 32.0);
-      const double t_inter = (H <= 2 ? 1.0 : 2.0) * t_of(S / heads, Bn * e);
+      const double t_inter = (H <= 2 ? 1.0 : 2.0) * t_of(S / std::max(1.0, g), Bn * e);
       xfer = std::max(t_intra, t_inter);
       break;
     }

@@ -22,8 +22,8 @@ Protocol nccl_p2p_protocol(const CollectiveSpec& spec, int hosts);
 // Bandwidths the model sees for one communicator, bytes/s per direction, efficiencies applied.
 struct CommBandwidths {
   int nranks = 0;
-  int hosts = 0;          // NCCL's nodes among the ranks (hosts, or NVLink domains under MNNVL: Topology::nccl_node)
-  int max_per_host = 0;   // most ranks on one such node
+  int hosts = 0;          // distinct hosts among the ranks
+  int max_per_host = 0;   // most ranks on one host
   bool one_domain = false;  // all ranks in one NVLink domain
   double intra_Bps = 0;   // per GPU towards other GPUs of its host/domain (NVLink or PCIe)
   double nic_Bps = 0;     // per GPU through its rail NIC (0 when it has none)

@@ -312,18 +312,15 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
 
   const char* opname = models::to_string(spec.op);
   const std::string redop_out = is_reduction(spec.op) ? req.redop : "none";
-  int hosts = 0, nccl_nodes = 0;
+  int hosts = 0;
   {
-    std::set<int> hs, ns;
-    for (auto g : spec.communicator) hs.insert(t.node(g).host), ns.insert(t.nccl_node(g));
+    std::set<int> hs;
+    for (auto g : spec.communicator) hs.insert(t.node(g).host);
     hosts = static_cast<int>(hs.size());
-    nccl_nodes = static_cast<int>(ns.size());
   }
   std::ostringstream o;
-  o << "# fabricsim coll: " << opname << " on " << t.name() << " (" << n << " GPUs on " << hosts << " hosts";
-  // Under MNNVL NCCL counts each NVLink domain spanning several hosts as one node (Topology::nccl_node).
-  if (nccl_nodes != hosts) o << " = " << nccl_nodes << (nccl_nodes == 1 ? " NCCL node" : " NCCL nodes") << " (MNNVL)";
-  o << "), engine " << req.engine << ", calibration: " << sys.calibration_label();
+  o << "# fabricsim coll: " << opname << " on " << t.name() << " (" << n << " GPUs on " << hosts << " hosts), engine "
+    << req.engine << ", calibration: " << sys.calibration_label();
   if (req.gpus_per_thread > 0)
     o << ", host launch floor " << fmt("%.2f", models::host_launch_floor_s(calib, req.gpus_per_thread) * 1e6)
       << " us at one channel + " << fmt("%.3f", models::host_channel_launch_s(calib, req.gpus_per_thread) * 1e6)

@@ -47,15 +47,8 @@ AnalyticCommModel::AnalyticCommModel(const topo::Topology& t, AnalyticCommParams
     topo::NodeId nic = routing_.rail_nic(gpus[r]);
     if (nic != topo::kNoNode) nic_Bps_[r] = net_bw(nic);
   }
-  // NICs summed per NCCL node (a host, or an NVLink domain of several hosts under MNNVL: Topology::nccl_node).
-  std::map<int, int> node_of_host;
-  for (auto g : gpus)
-    if (t.node(g).host >= 0) node_of_host.emplace(t.node(g).host, t.nccl_node(g));
   for (topo::NodeId n = 0; n < t.num_nodes(); ++n)
-    if (t.node(n).kind == topo::NodeKind::Nic && t.node(n).host >= 0) {
-      const auto it = node_of_host.find(t.node(n).host);
-      host_nic_Bps_[it == node_of_host.end() ? t.node(n).host : it->second] += net_bw(n);
-    }
+    if (t.node(n).kind == topo::NodeKind::Nic && t.node(n).host >= 0) host_nic_Bps_[t.node(n).host] += net_bw(n);
 }
 
 double AnalyticCommModel::gpu_nvlink_Bps(std::int32_t rank) const { return nvlink_Bps_.at(rank); }
@@ -103,7 +96,7 @@ CommTiming AnalyticCommModel::idle_collective(const workloads::Communicator& com
       throw InputError("communicator '" + comm.name + "'", "rank " + std::to_string(r) + " is not a GPU of the topology (" +
                                                               std::to_string(gpus.size()) + " GPUs)");
     const auto& node = t_.node(gpus[r]);
-    ++per_host[node.host < 0 ? node.host : t_.nccl_node(gpus[r])];  // NCCL's nodes (MNNVL: NVLink domains)
+    ++per_host[node.host];
     int d = node.nvlink_domain;
     domain = (domain == -2) ? d : (domain == d ? d : -1);
     nv = std::min(nv, nvlink_Bps_[r]);

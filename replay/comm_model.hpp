@@ -141,7 +141,7 @@ class AnalyticCommModel final : public CommModel {
   std::vector<double> nvlink_Bps_;           // per rank
   std::vector<double> pcie_Bps_;             // per rank
   std::vector<double> nic_Bps_;              // per rank: its rail NIC's network bandwidth
-  std::map<int, double> host_nic_Bps_;       // per NCCL node (host; NVLink domain under MNNVL)
+  std::map<int, double> host_nic_Bps_;       // per host
   std::map<std::tuple<const void*, int, double>, CommTiming> cache_;
 };
 

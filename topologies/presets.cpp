@@ -492,18 +492,12 @@ void record_nvl72(TopologyBuilder& b, const Nvl72Spec& s) {
   b.param("nvlink_bandwidth", bw_str(s.link_Bps * s.nvswitch_chips));
 }
 
-// mnnvl: whether NCCL treats an NVLink domain spanning several hosts as one node (Topology::nccl_node). NCCL does
-// from 2.20 (MNNVL first appears in src/init.cc at v2.20.3-1; NCCL_MNNVL_ENABLE defaults to 2, on where the GPUs
-// report a fabric clique, src/init.cc at v2.26.2-1); mnnvl=false is NCCL_MNNVL_ENABLE=0 or an older NCCL.
-void record_mnnvl(TopologyBuilder& b, const Params& p) { b.param("mnnvl", p.str("mnnvl", "true", {"true", "false"})); }
-
 Topology build_nvl72(const std::string& rack, const std::map<std::string, std::string>& given) {
-  const std::vector<std::string> valid = {"gpu", "nics_per_node", "nic_bandwidth", "nvlink_bandwidth", "mnnvl"};
+  const std::vector<std::string> valid = {"gpu", "nics_per_node", "nic_bandwidth", "nvlink_bandwidth"};
   Nvl72Spec s = nvl72_params(given, rack, valid, rack);
   TopologyBuilder b(rack);
   b.param("preset", rack);
   record_nvl72(b, s);
-  record_mnnvl(b, Params(rack, given, valid));
   std::vector<HostNodes> hosts;
   add_nvl72(b, s, 0, 0, 0, hosts);
   return std::move(b).build("preset " + rack);
@@ -518,12 +512,12 @@ Topology build_nvl72(const std::string& rack, const std::map<std::string, std::s
 // server's plane-j switch to each. Port counts of the real chips are not enforced (bandwidth-equivalent
 // model, UNVERIFIED wiring).
 Topology build_nvlink_switch_system(const std::map<std::string, std::string>& given) {
-  const std::vector<std::string> valid = {"nodes", "gpu", "nics_per_node", "nic_bandwidth", "nvlink_bandwidth", "mnnvl"};
+  const std::vector<std::string> valid = {"nodes", "gpu", "nics_per_node", "nic_bandwidth", "nvlink_bandwidth"};
   Params p("nvlink-switch-system", given, valid);
   const int nodes = static_cast<int>(p.integer("nodes", 32, 1, 32));
   std::map<std::string, std::string> hp;
   for (const auto& [k, v] : given)
-    if (k != "nodes" && k != "mnnvl") hp[k] = v;
+    if (k != "nodes") hp[k] = v;
   HostSpec s = host_spec("dgx-h100");
   std::vector<std::string> hvalid = {"gpu", "nics_per_node", "nic_bandwidth", "nvlink_bandwidth"};
   {
@@ -540,7 +534,6 @@ Topology build_nvlink_switch_system(const std::map<std::string, std::string>& gi
   b.param("nics_per_node", std::to_string(s.nics));
   b.param("nic_bandwidth", bw_str(s.nic_Bps));
   b.param("nvlink_bandwidth", bw_str(host_nvlink_Bps(s)));
-  record_mnnvl(b, p);
   std::vector<HostNodes> hosts;
   for (int h = 0; h < nodes; ++h) hosts.push_back(add_host(b, s, h, 0));
   const int per = 4;  // links from one server's plane-j switch to one tier-2 chip
@@ -710,7 +703,7 @@ Topology build_server(const std::string& name, const std::map<std::string, std::
 Topology build_superpod(const std::map<std::string, std::string>& given) {
   const std::vector<std::string> valid = {"nodes", "node", "gpu", "gpus_per_node", "nics_per_node", "nic_bandwidth",
                                           "nvlink_bandwidth", "tiers", "radix", "oversubscription", "fabric",
-                                          "rail_optimized", "sharp", "routing", "mnnvl"};
+                                          "rail_optimized", "sharp", "routing"};
   Params p("superpod", given, valid);
   const int nodes = static_cast<int>(p.integer("nodes", 32, 1, 100000));
   std::vector<std::string> node_kinds = host_presets();
@@ -746,7 +739,6 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
     if (p.has("gpus_per_node")) throw InputError("--param gpus_per_node", "no value for node=" + node + " (72 GPUs fixed)");
     if (s.nics_per_tray < 1) throw InputError("--param nics_per_node", "at least 1 NIC per tray for a superpod");
     record_nvl72(b, s);
-    record_mnnvl(b, p);
     port_Bps = s.nic_Bps;
     per_host = s.nics_per_tray;
     rails.resize(s.nics_per_tray);
@@ -757,9 +749,6 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
         for (int k = 0; k < s.nics_per_tray; ++k) rails[k].push_back(h.nics[k]);
     }
   } else {
-    if (p.has("mnnvl"))
-      throw InputError("--param mnnvl", "no value for node=" + node + ": its NVLink domain is one server (mnnvl applies "
-                                        "to node=gb200-nvl72 / gb300-nvl72)");
     HostSpec s = host_spec(node);
     apply_host_params(s, hp, "superpod", valid);
     if (!nic_given && fabric != "infiniband" && topo::fabric(fabric).nic_Bps > 0) s.nic_Bps = topo::fabric(fabric).nic_Bps;
@@ -807,11 +796,6 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
   return std::move(b).build("preset superpod");
 }
 
-constexpr const char* kMnnvlHelp =
-    "true (default, NCCL >= 2.20): NCCL treats the GPUs of one NVLink domain as one node (MNNVL), so rings, trees "
-    "and NVLS run over NVLink across trays and the tuner counts racks as nodes; false: per tray (NCCL_MNNVL_ENABLE=0 "
-    "or NCCL < 2.20)";
-
 std::vector<PresetInfo> make_presets() {
   auto host_params = [](const HostSpec& s) {
     std::vector<std::pair<std::string, std::string>> v = {
@@ -842,8 +826,7 @@ std::vector<PresetInfo> make_presets() {
         {"nics_per_node", "NICs per compute tray (default " + std::to_string(s.nics_per_tray) + ")"},
         {"nic_bandwidth", "per-NIC bandwidth per direction (default " + gbs(s.nic_Bps) + ")"},
         {"nvlink_bandwidth",
-         "total NVLink bandwidth per GPU per direction (default " + gbs(s.link_Bps * s.nvswitch_chips) + ")"},
-        {"mnnvl", kMnnvlHelp}};
+         "total NVLink bandwidth per GPU per direction (default " + gbs(s.link_Bps * s.nvswitch_chips) + ")"}};
   };
   out.push_back({"gb200-nvl72", "72 B200 GPUs (18 trays of 4) in one NVLink5 domain over 18 NVSwitch chips",
                  nvl72_help("gb200-nvl72", "b200 or gb200 (B200 silicon at GB200 clocks) (default b200)")});
@@ -854,8 +837,7 @@ std::vector<PresetInfo> make_presets() {
                   {"gpu", "h100 or h200 (default h100)"},
                   {"nics_per_node", "NICs per server, not attached to a fabric (default 8)"},
                   {"nic_bandwidth", "per-NIC bandwidth per direction (default 50.0 GB/s)"},
-                  {"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction (default 450.0 GB/s)"},
-                  {"mnnvl", kMnnvlHelp}}});
+                  {"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction (default 450.0 GB/s)"}}});
   out.push_back({"superpod", "N servers joined by a (rail-optimised by default) fat tree of a named scale-out fabric (InfiniBand, RoCE, EFA, TCPX/TCPXO, Slingshot, Ethernet)",
                  {{"nodes", "number of servers (racks for node=gb200-nvl72 / gb300-nvl72) (default 32)"},
                   {"node", "server preset: dgx-a100 dgx-h100 dgx-h200 dgx-b200 dgx-b300 dgx1-v100 pcie-server gb200-nvl72 gb300-nvl72 (default dgx-h100)"},
@@ -879,8 +861,7 @@ std::vector<PresetInfo> make_presets() {
                   {"routing", "multipath among equal-cost fabric paths: dmodk (balanced destination-based routes, as an "
                               "InfiniBand subnet manager computes them) or hash (per-GPU-pair hashed ECMP, as Ethernet "
                               "switches hash a flow's 5-tuple) (default: the fabric's: hash for roce, tcpx, tcpxo and "
-                              "ethernet, dmodk for infiniband, efa and slingshot)"},
-                  {"mnnvl", std::string(kMnnvlHelp) + "; node=gb200-nvl72 / gb300-nvl72 only"}}});
+                              "ethernet, dmodk for infiniband, efa and slingshot)"}}});
   return out;
 }
 

@@ -3,8 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <set>
 #include <tuple>
 
 #include "sim/base/error.hpp"
@@ -173,34 +171,6 @@ Topology TopologyBuilder::build(const std::string& where) && {
     return std::tie(a.host, a.local_index) < std::tie(b.host, b.local_index);
   });
   t.num_hosts_ = max_host + 1;
-  // NCCL's nodes (Topology::nccl_node): hosts, merged per NVLink domain that spans several hosts under MNNVL.
-  const auto mp = t.params_.find("mnnvl");
-  if (mp != t.params_.end() && mp->second != "true" && mp->second != "false")
-    throw InputError(where + ": parameter mnnvl", "true or false (got '" + mp->second + "')");
-  const bool mnnvl = mp == t.params_.end() || mp->second == "true";
-  std::map<int, std::set<int>> domain_hosts, host_domains;  // over GPUs with a host
-  for (NodeId g : t.gpus_) {
-    const Node& nd = t.nodes_[g];
-    if (nd.host < 0) continue;
-    domain_hosts[nd.nvlink_domain].insert(nd.host);
-    host_domains[nd.host].insert(nd.nvlink_domain);
-  }
-  t.nccl_node_.assign(n, -1);
-  t.mnnvl_ = false;
-  for (std::size_t i = 0; i < n; ++i) {
-    const Node& nd = t.nodes_[i];
-    int key = nd.host >= 0 ? nd.host : -1 - static_cast<int>(i);
-    if (mnnvl && nd.kind == NodeKind::Gpu && nd.host >= 0 && nd.nvlink_domain >= 0) {
-      const auto& hs = domain_hosts[nd.nvlink_domain];
-      bool whole = hs.size() > 1;
-      for (int h : hs) whole = whole && host_domains[h].size() == 1;
-      if (whole) {
-        key = *hs.begin();
-        t.mnnvl_ = true;
-      }
-    }
-    t.nccl_node_[i] = key;
-  }
   t.index_.clear();
   for (std::size_t i = 0; i < n; ++i) t.index_.emplace(t.nodes_[i].id, static_cast<NodeId>(i));
   return std::move(t_);

@@ -72,17 +72,6 @@ class Topology {
   // GPUs in rank order (host-major, then local index). Rank r of the whole cluster is gpus()[r].
   const std::vector<NodeId>& gpus() const { return gpus_; }
   int num_hosts() const { return num_hosts_; }
-  // The node NCCL sees a GPU in (its comm->nNodes grouping): the GPU's host, except where one NVLink domain spans
-  // several hosts (an NVL72 rack of 18 trays, an NVLink Switch System) and MNNVL applies, when it is the domain's
-  // lowest host index, so every GPU of the domain counts as one node. NVIDIA/nccl v2.26.2-1 (read, not copied):
-  // src/mnnvl.cc ncclMnnvlCheck groups the ranks of one fabric clique (same cluster UUID and clique id), src/graph/
-  // topo.cc ncclTopoGetSystem fuses the clique's topologies into one system, so src/init.cc counts nNodes from the
-  // rings as cliques, not hosts; NCCL_MNNVL_ENABLE=0 turns it off (the topology parameter mnnvl=false here). A
-  // domain whose hosts also hold GPUs outside it stays per host. GPUs without a host count as their own node
-  // (-1 - id).
-  int nccl_node(NodeId gpu) const { return nccl_node_[gpu]; }
-  // Whether some NCCL node (nccl_node) spans several hosts.
-  bool mnnvl() const { return mnnvl_; }
   NodeId find(const std::string& id) const;  // kNoNode if absent
   // Links incident to a node, as (link id, neighbour).
   const std::vector<std::pair<LinkId, NodeId>>& adjacent(NodeId n) const { return adj_[n]; }
@@ -110,8 +99,6 @@ class Topology {
   Graph graph_;
   int num_hosts_ = 0;
   FabricRouting routing_ = FabricRouting::DModK;
-  std::vector<int> nccl_node_;  // per node id; see nccl_node
-  bool mnnvl_ = false;
 };
 
 // Chained construction; build() validates (duplicate ids, dangling links, non-positive bandwidth,

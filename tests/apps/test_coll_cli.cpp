@@ -287,29 +287,3 @@ TEST_CASE("coll --ep: an expert-parallel all_to_all with DeepEP-style NVLink / R
   CHECK(run_cli("--topology superpod -p nodes=2 --op all_reduce --ep 2").rc == 2);
   CHECK(run_cli("--topology superpod -p nodes=2 --op all_to_all --ep 2 --ep-span ring").rc == 2);
 }
-
-TEST_CASE("mnnvl: an NVL72 rack is one NCCL node by default; mnnvl=false gives the per-tray result; bad values exit 2") {
-  // broadcast of 72 KiB on one gb200-nvl72 rack (shipped b200 calibration).
-  Out on = run_cli("--topology gb200-nvl72 --op broadcast -b 72K");
-  REQUIRE(on.rc == 0);
-  CHECK(on.out.find("(72 GPUs on 18 hosts = 1 NCCL node (MNNVL))") != std::string::npos);
-  Out off = run_cli("--topology gb200-nvl72 -p mnnvl=false --op broadcast -b 72K");
-  REQUIRE(off.rc == 0);
-  CHECK(off.out.find("(72 GPUs on 18 hosts), engine") != std::string::npos);
-  REQUIRE(rows(on.out).size() == 1);
-  REQUIRE(rows(off.out).size() == 1);
-  // mnnvl=false is the result from before MNNVL was modelled (main at e65d28c printed 54.68 us, ring/LL).
-  CHECK(rows(off.out)[0].time_us == 54.68);
-  CHECK(rows(off.out)[0].algo == "ring");
-  CHECK(rows(on.out)[0].time_us == 55.37);
-  CHECK(rows(on.out)[0].algo == "ring");
-  for (const char* bad : {"--topology gb200-nvl72 -p mnnvl=maybe --op broadcast -b 72K",
-                          "--topology superpod -p nodes=2 -p mnnvl=true --op broadcast -b 72K"}) {
-    CAPTURE(bad);
-    Out b = run_cli(bad);
-    CHECK(b.rc == 2);
-    CHECK(b.out.empty());
-    CHECK(b.err.find("mnnvl") != std::string::npos);
-    CHECK(std::count(b.err.begin(), b.err.end(), '\n') == 1);
-  }
-}
