@@ -121,7 +121,7 @@ const SystemSpec& System::spec() const { return impl_->spec; }
 const topo::Topology& System::topology() const { return impl_->topo; }
 topo::Routing& System::routing(bool pxn) const {
   auto& r = pxn ? impl_->routing_pxn : impl_->routing;
-  if (!r) r.emplace(impl_->topo, topo::RoutingOptions{pxn});
+  if (!r) r.emplace(impl_->topo, topo::RoutingOptions{pxn, std::nullopt});
   return *r;
 }
 const Calibration& System::calibration() const { return impl_->calib; }
