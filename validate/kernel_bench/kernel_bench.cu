@@ -94,25 +94,40 @@ std::string num(double v) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// Two events around work queued on a stream: `seconds()` waits for the second and returns the time between.
+struct EventPair {
+  cudaEvent_t a = nullptr, b = nullptr;
+  EventPair() {
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+  }
+  ~EventPair() {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+  double seconds() {
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    return ms * 1e-3;
+  }
+};
+
 // Timing: seconds per launch of `fn` on `stream`. `enqueued`, if given, runs once the timed launches are
 // queued and before they are waited for (work another stream starts while they run).
 double time_it(cudaStream_t stream, const Options& o, const std::function<void()>& fn,
                const std::function<void()>& enqueued = {}) {
   for (int i = 0; i < o.warmup; ++i) fn();
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  CK(cudaEventRecord(a, stream));
+  EventPair ev;
+  CK(cudaEventRecord(ev.a, stream));
   for (int i = 0; i < o.iters; ++i) fn();
-  CK(cudaEventRecord(b, stream));
+  CK(cudaEventRecord(ev.b, stream));
   if (enqueued) enqueued();
-  CK(cudaEventSynchronize(b));
-  float ms = 0;
-  CK(cudaEventElapsedTime(&ms, a, b));
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
+  const double s = ev.seconds();
   CK(cudaGetLastError());
-  return ms * 1e-3 / o.iters;
+  return s / o.iters;
 }
 
 __global__ void fill_random(__nv_bfloat16* p, std::size_t n, std::uint32_t seed) {
@@ -735,21 +750,14 @@ struct CommStandin {
   }
 };
 
-// Seconds a fixed-work stand-in takes on `st` (events around it); `during` is called after it is queued.
+// Seconds a fixed-work stand-in takes on `st` (events around it).
 double time_standin(CommStandin& cs, cudaStream_t st, int ctas, const StandinMode& mode, unsigned long long copy_rounds,
                     unsigned long long run_ns) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  CK(cudaEventRecord(a, st));
+  EventPair ev;
+  CK(cudaEventRecord(ev.a, st));
   cs.launch(st, ctas, mode, copy_rounds, run_ns);
-  CK(cudaEventRecord(b, st));
-  CK(cudaEventSynchronize(b));
-  float ms = 0;
-  CK(cudaEventElapsedTime(&ms, a, b));
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  return ms * 1e-3;
+  CK(cudaEventRecord(ev.b, st));
+  return ev.seconds();
 }
 
 void run_overlap(cudaStream_t st, const Options& o, Arena& arena, Gemm& g, const std::string& csv_path) {
@@ -780,22 +788,16 @@ void run_overlap(cudaStream_t st, const Options& o, Arena& arena, Gemm& g, const
       for (int ctas : ctas_list) {
         const bool copy = mode.mode == 2;
         // Resident: the stand-in holds its SMs for the whole timed series.
-        cudaEvent_t a, b;
-        CK(cudaEventCreate(&a));
-        CK(cudaEventCreate(&b));
+        EventPair ev;
         const double beside = g.time(st, o, arena, s.m, s.n, s.k, s.fp8, 1, [&] {
-          CK(cudaEventRecord(a, cs.normal));
+          CK(cudaEventRecord(ev.a, cs.normal));
           cs.launch(cs.normal, ctas, mode, 0, 0);
-          CK(cudaEventRecord(b, cs.normal));
+          CK(cudaEventRecord(ev.b, cs.normal));
           cs.wait_resident(ctas);
         });
         cs.stop();
-        CK(cudaEventSynchronize(b));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        CK(cudaEventDestroy(a));
-        CK(cudaEventDestroy(b));
-        const double gbps = copy ? 2.0 * cs.total_rounds(ctas) * CommStandin::kSliceBytes / (ms * 1e-3) / 1e9 : -1;
+        const double standin_s = ev.seconds();
+        const double gbps = copy ? 2.0 * cs.total_rounds(ctas) * CommStandin::kSliceBytes / standin_s / 1e9 : -1;
         csv << "resident," << prec << "," << s.m << "," << s.n << "," << s.k << "," << mode.name << ","
             << ctas << ",512,normal," << num(alone * 1e6) << "," << num(beside * 1e6) << ",,," << fmt(gbps) << ","
             << esc(s.label) << "\n";
@@ -825,21 +827,13 @@ void run_overlap(cudaStream_t st, const Options& o, Arena& arena, Gemm& g, const
             run_ns = static_cast<unsigned long long>(0.25 * series * 1e9);
           }
           const double comm_alone = time_standin(cs, cst, ctas, mode, rounds, run_ns);
-          double comm_beside = 0;
-          cudaEvent_t a, b;
-          CK(cudaEventCreate(&a));
-          CK(cudaEventCreate(&b));
+          EventPair ev;
           const double gemm_beside = g.time(st, o, arena, s.m, s.n, s.k, s.fp8, 1, {}, [&] {
-            CK(cudaEventRecord(a, cst));
+            CK(cudaEventRecord(ev.a, cst));
             cs.launch(cst, ctas, mode, rounds, run_ns);
-            CK(cudaEventRecord(b, cst));
+            CK(cudaEventRecord(ev.b, cst));
           });
-          CK(cudaEventSynchronize(b));
-          float ms = 0;
-          CK(cudaEventElapsedTime(&ms, a, b));
-          comm_beside = ms * 1e-3;
-          CK(cudaEventDestroy(a));
-          CK(cudaEventDestroy(b));
+          const double comm_beside = ev.seconds();
           csv << "queued," << prec << "," << s.m << "," << s.n << "," << s.k << "," << mode.name << ","
               << ctas << ",512," << (high ? "high" : "normal") << "," << num(alone * 1e6) << "," << num(gemm_beside * 1e6)
               << "," << num(comm_alone * 1e6) << "," << num(comm_beside * 1e6) << ",," << esc(s.label) << "\n";
