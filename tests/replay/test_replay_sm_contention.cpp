@@ -215,7 +215,7 @@ TEST_CASE("sm contention: by default only on the GPUs it was measured on; true a
     return R"({"topology":{"preset":"superpod","params":{"nodes":2,"node":"dgx-a100"}},)" + extra +
            R"("workload":{"generator":"gpt","params":{"model":"llama3-8b","use_torch_fsdp2":true,
       "tensor_model_parallel_size":1,"pipeline_model_parallel_size":1,"global_batch_size":16,
-      "micro_batch_size":1,"recompute_granularity":"none"}}})";
+      "micro_batch_size":1,"recompute_granularity":"full"}}})";
   };
   const auto dflt = run_scenario_json(a100(""));
   const auto off = run_scenario_json(a100(R"("comm_sm_contention":false,)"));
