@@ -93,6 +93,17 @@ std::string num(double v) {
   return b;
 }
 
+// Writes `text` to `path` through a temporary file renamed into place (never a half-written file).
+void write_whole(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << text;
+    if (!f) throw std::invalid_argument(path + ": cannot write");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::invalid_argument(path + ": cannot write");
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Two events around work queued on a stream: `seconds()` waits for the second and returns the time between.
 struct EventPair {
@@ -843,13 +854,7 @@ void run_overlap(cudaStream_t st, const Options& o, Arena& arena, Gemm& g, const
                        high ? "high  " : "normal", alone * 1e6, gemm_beside * 1e6, comm_alone * 1e6, comm_beside * 1e6);
         }
   }
-  const std::string tmp = csv_path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << csv.str();
-    if (!f) throw std::invalid_argument(csv_path + ": cannot write");
-  }
-  if (std::rename(tmp.c_str(), csv_path.c_str()) != 0) throw std::invalid_argument(csv_path + ": cannot write");
+  write_whole(csv_path, csv.str());
 }
 
 bool wanted(const Options& o, const std::string& kind) {
@@ -927,13 +932,7 @@ int run(int argc, char** argv) {
      << driver << ")\",\n \"kernels\": [\n";
   for (std::size_t i = 0; i < g_points.size(); ++i) js << "  " << g_points[i].json << (i + 1 < g_points.size() ? ",\n" : "\n");
   js << " ]\n}\n";
-  const std::string tmp = o.out + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << js.str();
-    if (!f) throw std::invalid_argument(o.out + ": cannot write");
-  }
-  if (std::rename(tmp.c_str(), o.out.c_str()) != 0) throw std::invalid_argument(o.out + ": cannot write");
+  write_whole(o.out, js.str());
   std::fprintf(stderr, "wrote %zu kernel measurements to %s\n", g_points.size(), o.out.c_str());
   return 0;
 }
