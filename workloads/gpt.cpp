@@ -220,6 +220,7 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.fsdp_embeddings_in_root = r.boolean("fsdp_embeddings_in_root", false);
   c.final_norm_eager = r.boolean("final_norm_eager", false);
   c.enable_fsdp_float8_all_gather = r.boolean("enable_fsdp_float8_all_gather", false);
+  c.fsdp_flat_params = r.boolean("fsdp_flat_params", false);
   if (r.has("torch_compile")) c.torch_compile = r.boolean("torch_compile", false) ? "compiled" : "eager";
   c.norm_type = r.string("norm_type", c.norm_type);
   c.gpu = r.string("gpu", c.gpu);
@@ -434,6 +435,8 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     fail("fsdp_embeddings_in_root", "describes torch FSDP2's units; it needs use_torch_fsdp2");
   if (c.final_norm_eager && !c.use_torch_fsdp2)
     fail("final_norm_eager", "describes torchtitan's eager RMSNorm; it needs use_torch_fsdp2");
+  if (c.fsdp_flat_params && !c.use_torch_fsdp2)
+    fail("fsdp_flat_params", "describes torch FSDP1's flat parameters; it needs use_torch_fsdp2");
   if (c.enable_fsdp_float8_all_gather && (!c.use_torch_fsdp2 || !c.fp8() || c.fp8_recipe != "tensorwise"))
     fail("enable_fsdp_float8_all_gather",
          "describes torchao's float8 all-gather under torch FSDP2; it needs use_torch_fsdp2, precision fp8 and "
@@ -526,6 +529,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   if (c.fsdp_embeddings_in_root) B("fsdp_embeddings_in_root", true);
   if (c.final_norm_eager) B("final_norm_eager", true);
   if (c.enable_fsdp_float8_all_gather) B("enable_fsdp_float8_all_gather", true);
+  if (c.fsdp_flat_params) B("fsdp_flat_params", true);
   if (!c.torch_compile.empty()) B("torch_compile", c.torch_compile == "compiled");
   if (c.norm_type != "rmsnorm") m["norm_type"] = c.norm_type;
   B("use_distributed_optimizer", c.use_distributed_optimizer);

@@ -114,6 +114,12 @@ struct GptConfig {
   // only where the data-parallel shard degree is above 1 (torchtitan/float8.py Float8Handler at
   // pytorch/torchtitan@9dec370: `parallel_dims.dp_shard_enabled and ...`): see fsdp_float8_all_gather().
   bool enable_fsdp_float8_all_gather = false;
+  // The torch FSDP runtime is FSDP1 (FullyShardedDataParallel with one FlatParameter per unit, as
+  // llm-foundry / Composer run it) instead of FSDP2's per-parameter sharding: the all-gather reads the flat
+  // shard and writes the flat buffer the parameters are views of, and the reduce-scatter reads the flat
+  // gradient, so none of FSDP2's copy-in, copy-out and chunk-cat kernels run (GptConfig::fsdp2_copies).
+  // Needs use_torch_fsdp2 (which stands for torch FSDP). Time only.
+  bool fsdp_flat_params = false;
   // torchtitan's model compile (job config `training.compile`; `compile.enable` with "model" in
   // `compile.components` from pytorch/torchtitan@08b8b244f, 2025-08-20, which compiles the loss apart): unset =
   // the fused kernels Megatron-Core / Transformer Engine run; "eager" = torchtitan's Llama block as eager
@@ -165,6 +171,9 @@ struct GptConfig {
   // Bytes per element of a layer weight as torch FSDP2 all-gathers and holds it: 1 with the float8
   // all-gather, else 2 (bf16).
   double fsdp_layer_gather_bytes() const { return fsdp_float8_all_gather() ? 1.0 : 2.0; }
+  // Whether the step runs torch FSDP2's copies around its collectives (workloads/gpt_kernels.cpp,
+  // fsdp_copy_costs): torch FSDP2, not FSDP1's flat parameters.
+  bool fsdp2_copies() const { return use_torch_fsdp2 && !fsdp_flat_params; }
   // Whether the sequence-parallel all-gathers of the TP blocks (the column-parallel linears' input, the
   // row-parallel linears' output gradient, the backward's re-gather of the input) move FP8 data: the input is
   // quantised on the local sequence shard and the FP8 shards are gathered. Megatron with Transformer Engine

@@ -98,6 +98,26 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
 double fp8_cast_bytes_per_element(const std::string& recipe);
 double fp8_gather_bytes_per_element(const std::string& recipe);
 
+// torch FSDP2's memory-bound kernels around one unit's collectives (GptConfig::fsdp2_copies), for a unit of
+// `el` parameters on this rank (unsharded over the shard group of `shard_n` ranks). Where each runs, and the
+// bytes (workloads/gpt_kernels.cpp, fsdp_copy_costs):
+//   copy_in     all-gather copy-in stream, before the all-gather: the shard in the all-gather dtype copied
+//               into the flat all-gather input;
+//   copy_out    compute stream, after the all-gather, before the unit's compute: the gathered flat buffer
+//               copied into the parameters (split_with_sizes_copy);
+//   chunk_cat   compute stream, after the unit's backward, before its reduce-scatter: the gradients into
+//               the flat reduce-scatter input, in the reduce dtype;
+//   post_reduce reduce-scatter stream, after it: the reduced shard cast back to the fp32 parameter dtype
+//               (a bf16 reduce only);
+//   upcast, accumulate   compute stream, without a reduce-scatter (pipeline micro-batches before the last):
+//               the first micro-batch's unsharded gradient cast to the fp32 reduce dtype, the later ones
+//               added to it (fp32 reduce only).
+struct FsdpCopyCosts {
+  Costs copy_in, copy_out, chunk_cat, post_reduce, upcast, accumulate, chunk_cat_accumulated;
+};
+FsdpCopyCosts fsdp_copy_costs(const GptConfig& c, const models::ComputeModel& cm, double el, double shard_n,
+                              double grad_elem_bytes);
+
 // Everything the step computes, priced once: per decoder layer, the first stage's embedding, the last
 // stage's logits / loss and MTP heads, per MoE layer its routing load and costs, and the optimizer rate.
 struct GptStepKernels {

@@ -627,6 +627,59 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
   return K;
 }
 
+// torch FSDP2's copies around a unit's collectives (FsdpCopyCosts), as the torch of torchtitan's Dec 2024 runs
+// (pytorch/pytorch@1963fc8, a Dec 2024 main commit) runs them: torch/distributed/fsdp/_fully_shard/
+// _fsdp_collectives.py and _fsdp_param_group.py (torch/distributed/_composable/fsdp/ before Dec 2024), the
+// code paths below introduced by the cited PRs (all merged before the runs) and unchanged in the 2025 file.
+// Parameters are sharded in fp32 and all-gathered in bf16 (torchtitan's mixed_precision_param), gradients
+// reduced in grad_elem_bytes' dtype (mixed_precision_reduce, fp32 by default).
+// - All-gather copy-in, on the all-gather copy-in stream (foreach_all_gather under
+//   `stream(all_gather_copy_in_stream)`; FSDPParamGroup's implicit prefetch in forward and backward):
+//   _get_param_all_gather_inputs casts the fp32 shards into one bf16 temporary with _foreach_copy_ (fast path
+//   of pytorch/pytorch#133369, Aug 2024: read 4 + write 2 bytes per shard element), then
+//   torch.ops.fsdp.all_gather_copy_in copies them into this rank's slice of the flat all-gather buffer
+//   (_foreach_copy_: 2 + 2). With torchao's float8 all-gather (GptConfig::fsdp_float8_all_gather) a weight's
+//   fsdp_pre_all_gather casts its fp32 shard to fp8 with the scale precomputed after the optimizer step
+//   (torchao/float8/fsdp_utils.py; torchtitan sets precompute_float8_dynamic_scale_for_fsdp: 4 + 1) and the
+//   copy-in copies 1 + 1; the once-per-step amax precompute is not priced.
+// - All-gather copy-out, on the compute stream (FSDPParamGroup.wait_for_unshard calls
+//   foreach_all_gather_copy_out in the current stream after waiting for the all-gather's event):
+//   torch.ops.fsdp.split_with_sizes_copy reads the gathered buffer and writes the unsharded parameters, the
+//   gathered bytes twice (2 + 2 per element in bf16, 1 + 1 in fp8: fsdp_post_all_gather wraps the gathered
+//   fp8 data without copying).
+// - Reduce-scatter copy-in, on the compute stream since pytorch/pytorch#129721 (Jun 2024: foreach_reduce runs
+//   foreach_reduce_scatter_copy_in before reduce_scatter_stream.wait_stream(current_stream)):
+//   torch.ops.fsdp.chunk_cat reads the unsharded bf16 gradients and writes the flat input in the reduce dtype
+//   (2 + grad_elem_bytes per element; the accumulated fp32 gradient under pipeline parallelism: 4 + 4).
+// - No division kernel: fp32 and bf16 reductions use ReduceOp.AVG (pytorch/pytorch#120919, #123362, 2024).
+//   After a bf16 reduce, _to_dtype_if_needed casts the reduced shard to the fp32 parameter dtype on the
+//   reduce-scatter stream (2 + 4 per shard element); an fp32 reduce has none.
+// - Without a reduce-scatter (the pipeline schedule's micro-batches before the last: no gradient sync),
+//   FSDPParam.to_accumulated_grad_if_needed casts the first micro-batch's unsharded bf16 gradient to the fp32
+//   reduce dtype (2 + 4) and accumulate_unsharded_grad_if_needed adds the later ones to it (4 + 2 read,
+//   4 written), in FSDPParamGroup.post_backward on the compute stream; with a bf16 reduce dtype neither runs.
+// Each is priced as one memory-bound kernel of the measured copy / cast / elementwise rate.
+FsdpCopyCosts fsdp_copy_costs(const GptConfig& c, const models::ComputeModel& cm, double el, double shard_n,
+                              double grad_elem_bytes) {
+  using models::MemoryKernel;
+  FsdpCopyCosts f;
+  if (!c.fsdp2_copies()) return f;
+  const double shard = el / shard_n, gb = c.fsdp_layer_gather_bytes();
+  f.copy_in.add(cm, KernelDesc::memory(MemoryKernel::Cast, (4.0 + gb) * shard));
+  f.copy_in.add(cm, KernelDesc::memory(MemoryKernel::Copy, 2.0 * gb * shard));
+  f.copy_out.add(cm, KernelDesc::memory(MemoryKernel::Copy, 2.0 * gb * el));
+  f.chunk_cat.add(cm, KernelDesc::memory(MemoryKernel::Copy, (2.0 + grad_elem_bytes) * el));
+  if (grad_elem_bytes > 2.0) {
+    f.upcast.add(cm, KernelDesc::memory(MemoryKernel::Cast, (2.0 + grad_elem_bytes) * el));
+    f.accumulate.add(cm, KernelDesc::memory(MemoryKernel::Elementwise, (2.0 + 2.0 * grad_elem_bytes) * el));
+    f.chunk_cat_accumulated.add(cm, KernelDesc::memory(MemoryKernel::Copy, 2.0 * grad_elem_bytes * el));
+  } else {
+    f.post_reduce.add(cm, KernelDesc::memory(MemoryKernel::Cast, (2.0 + 4.0) * shard));
+    f.chunk_cat_accumulated = f.chunk_cat;
+  }
+  return f;
+}
+
 // Optimizer step: Adam on this rank's (shard of) parameters, memory bound. Bytes per parameter: read
 // gradient (2), fp32 master weight, momentum, variance (12), write them back (12) and the 2-byte model
 // weight (2), plus the gradient-norm / unscale passes reading the gradient twice more (4) = 32 bytes.

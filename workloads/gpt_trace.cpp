@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "models/gpu.hpp"
 #include "sim/base/error.hpp"
@@ -180,6 +181,10 @@ class StageEmitter {
     rt.rank = Y.rank_of(st, 0, 0, 0);
     if (cp > 1 || c.fsdp()) rb.add_stream("comm.cp");
     if (c.fsdp()) rb.add_stream("comm.fsdp");
+    if (c.fsdp2_copies()) {
+      kFsdpCopyIn = static_cast<std::uint16_t>(rt.streams.size());
+      rb.add_stream("fsdp.copy_in");
+    }
     kEp = static_cast<std::uint16_t>(rt.streams.size());
     if (moe_on) rb.add_stream("comm.ep");
     if (moe_on && Y.flex_forwarding) {
@@ -225,6 +230,7 @@ class StageEmitter {
   const std::int64_t st, p, v, t, cp;
   RankBuilder rb;
   std::uint16_t kEp = 0;
+  std::uint16_t kFsdpCopyIn = 0;  // torch FSDP2's all-gather copy-in stream
   std::uint16_t kEpNvl = 0;  // flex dispatcher: the NVLink forwarding inside the destination node
   std::uint16_t kRev = 0;  // DualPipe: first of the reverse direction's four pipeline streams
   const bool moe_on = c.moe.enabled();
@@ -464,10 +470,23 @@ class StageEmitter {
   bool fsdp_experts(std::int64_t gl) const {
     return c.fsdp() && !c.use_torch_fsdp2 && moe_on && K.moe_pattern[gl] && Y.edp > 1 && Y.edp_comm[st] >= 0;
   }
+  // torch FSDP2's copies of a layer's unit (fsdp_copy_costs), cached for the three unit sizes (layer_el).
+  const FsdpCopyCosts& fsdp_copies(std::int64_t gl) {
+    const int k = gl == 0 ? 1 : gl == c.num_layers - 1 ? 2 : 0;
+    if (!fsdp_copies_[k]) fsdp_copies_[k] = fsdp_copy_costs(c, x_.cm, layer_el(gl), double(Y.shard_n), x_.grad_elem_bytes);
+    return *fsdp_copies_[k];
+  }
+  std::optional<FsdpCopyCosts> fsdp_copies_[3];
   std::uint32_t fsdp_ag(const std::string& nm, std::int64_t gl) {
     // torchao's float8 all-gather (torch FSDP2): the layer's weights travel as fp8, 1 byte each.
-    std::uint32_t id = rb.fork(coll_op(nm, CollOp::AllGather, Y.dp_comm[st], layer_el(gl) * c.fsdp_layer_gather_bytes(),
-                                       RankBuilder::kFsdp, "dp"));
+    Op ag = coll_op(nm, CollOp::AllGather, Y.dp_comm[st], layer_el(gl) * c.fsdp_layer_gather_bytes(), RankBuilder::kFsdp, "dp");
+    if (c.fsdp2_copies()) {
+      // torch FSDP2: the shard is copied into the flat all-gather input on the copy-in stream first.
+      Op in = compute_op(nm.substr(0, nm.size() - 3) + ".copy_in", fsdp_copies(gl).copy_in);  // "...fsdp.copy_in"
+      in.stream = kFsdpCopyIn;
+      ag.deps.push_back(rb.fork(std::move(in)));
+    }
+    std::uint32_t id = rb.fork(std::move(ag));
     if (fsdp_experts(gl)) {
       Op e = coll_op(nm + ".experts", CollOp::AllGather, Y.edp_comm[st], expert_params_per_gpu(c) * 2.0,
                      RankBuilder::kFsdp, "dp");
@@ -475,6 +494,16 @@ class StageEmitter {
       id = rb.fork(std::move(e));
     }
     return id;
+  }
+
+  // A layer's compute waits for its parameters: the all-gather `ag`, then with torch FSDP2 the copy-out of the
+  // gathered buffer into the parameters on the compute stream (fsdp_copy_costs).
+  void fsdp_wait(const std::string& nm, std::int64_t gl, std::uint32_t ag, std::vector<std::uint32_t>& extra) {
+    if (!c.fsdp2_copies()) {
+      extra.push_back(ag);
+      return;
+    }
+    rb.chain(compute_op(nm + ".copy_out", fsdp_copies(gl).copy_out), {ag});
   }
 
   // The shared expert (TP-split, with its SP all-gather / reduce-scatter).
@@ -654,16 +683,22 @@ class StageEmitter {
           rb.chain(wait_op(mbs + ".l" + std::to_string(base) + ".wait"), {pending_recv_});
         }
         if (gather) *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base) + ".fsdp.ag", base);
-        if (first_chunk)
-          rb.chain(compute_op(mbs + ".embed.fwd", K.embed_fwd), gather ? std::vector<std::uint32_t>{*fsdp_next} : std::vector<std::uint32_t>{});
+        if (first_chunk) {
+          // The embedding waits for the first layer's unit (layer_el counts the embedding in it).
+          std::vector<std::uint32_t> deps;
+          if (gather) fsdp_wait(mbs + ".l" + std::to_string(base) + ".fsdp", base, *fsdp_next, deps);
+          rb.chain(compute_op(mbs + ".embed.fwd", K.embed_fwd), deps);
+        }
       });
       for (std::int64_t l = 0; l < nl; ++l) {
         const std::int64_t gl = base + l;
         auto extra = std::make_shared<std::vector<std::uint32_t>>();
-        Step pre = [this, extra, gather, fsdp_next, l, nl, gl, mb, ch, mbs]() {
+        Step pre = [this, extra, gather, fsdp_next, l, nl, gl, mb, ch, mbs, first_chunk]() {
           if (gather) {
-            extra->push_back(*fsdp_next);
+            const std::uint32_t ag = *fsdp_next;
             if (l + 1 < nl) *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(gl + 1) + ".fsdp.ag", gl + 1);
+            // (the first chunk's first layer was copied out before the embedding)
+            if (!(l == 0 && first_chunk && c.fsdp2_copies())) fsdp_wait(mbs + ".l" + std::to_string(gl) + ".fsdp", gl, ag, *extra);
           }
           if (c.overlap_param_gather && dist_opt_sharded && mb == 0 && !early_ag.empty())
             extra->push_back(early_ag[static_cast<std::size_t>(bucket_of[ch][l])]);
@@ -701,8 +736,9 @@ class StageEmitter {
       auto extra = std::make_shared<std::vector<std::uint32_t>>();
       Step pre = [this, extra, gather, fsdp_next, l, gl, mbs]() {
         if (gather) {
-          extra->push_back(*fsdp_next);
+          const std::uint32_t ag = *fsdp_next;
           if (l > 0) *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(gl - 1) + ".bwd.fsdp.ag", gl - 1);
+          fsdp_wait(mbs + ".l" + std::to_string(gl) + ".bwd.fsdp", gl, ag, *extra);
         }
       };
       const bool re = recomputed(l, nl);
@@ -729,11 +765,27 @@ class StageEmitter {
         if (wm == WMode::Whole) block(nm + ".attn", nm + ".bwd.attn", ba, true, true, {}, &K.layer.dgrad_attn_in, &K.layer.wgrad_attn_in);
         else block(nm + ".attn", nm + ".bwd.attn", ba, true, true);
         if (wm == WMode::Whole) final_bwd[ch][l] = rb.last();
-        if (c.fsdp() && (!fsdp_keep_gathered || mb == x_.m - 1)) {
+        const bool reduce = !fsdp_keep_gathered || mb == x_.m - 1;
+        if (c.fsdp2_copies()) {
+          // torch FSDP2 after the layer's backward, on the compute stream: without a reduce-scatter the gradient
+          // is kept unsharded in the reduce dtype; the reduce-scatter reads it chunk-cat into its flat input.
+          const FsdpCopyCosts& fc = fsdp_copies(gl);
+          const bool accumulated = fsdp_keep_gathered && x_.m > 1;
+          if (accumulated && fc.upcast.kernels)
+            rb.chain(compute_op(nm + ".fsdp.grad_accumulate", mb == 0 ? fc.upcast : fc.accumulate));
+          if (reduce) rb.chain(compute_op(nm + ".fsdp.chunk_cat", accumulated ? fc.chunk_cat_accumulated : fc.chunk_cat));
+        }
+        if (c.fsdp() && reduce) {
           // Gradient reduce-scatter of this layer (every micro-batch, as FSDP2 without no_sync; with
           // pipeline parallelism torch FSDP2 reduces once, after the last micro-batch).
-          rb.fork(coll_op(nm + ".fsdp.rs", CollOp::ReduceScatter, Y.dp_comm[st], layer_el(gl) * x_.grad_elem_bytes,
-                          RankBuilder::kFsdp, "dp"));
+          const std::uint32_t rs = rb.fork(coll_op(nm + ".fsdp.rs", CollOp::ReduceScatter, Y.dp_comm[st],
+                                                   layer_el(gl) * x_.grad_elem_bytes, RankBuilder::kFsdp, "dp"));
+          if (c.fsdp2_copies() && fsdp_copies(gl).post_reduce.kernels) {
+            Op cast = compute_op(nm + ".fsdp.reduce_cast", fsdp_copies(gl).post_reduce);
+            cast.stream = RankBuilder::kFsdp;
+            cast.deps.push_back(rs);
+            rb.push(std::move(cast));
+          }
           if (fsdp_experts(gl))
             rb.fork(coll_op(nm + ".fsdp.rs.experts", CollOp::ReduceScatter, Y.edp_comm[st],
                             expert_params_per_gpu(c) * x_.grad_elem_bytes, RankBuilder::kFsdp, "dp"));

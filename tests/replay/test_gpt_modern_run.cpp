@@ -145,3 +145,31 @@ TEST_CASE("gpt replay: tp_comm_overlap at TP 2 stretches only the GEMMs beside S
   CHECK(grown < 0.5 * (132.0 / 116.0 - 1.0));
   CHECK(ovl.iteration_s < plain.iteration_s * 1.02);
 }
+
+TEST_CASE("gpt replay: torch FSDP2's copy-out and chunk-cat lengthen the step by about their time") {
+  // Llama-3-8B on one DGX H100, torch FSDP 8. FSDP1's flat parameters (fsdp_flat_params) run the same
+  // collectives without FSDP2's copies. The copy-outs and chunk-cats sit on the compute stream in series with
+  // the layers, so the step grows by at least their summed time; the copy-ins run on their own stream and can
+  // only delay the all-gathers behind them, so it grows by at most the sum of all three.
+  auto scenario = [](bool flat) {
+    return R"({"topology":{"preset":"superpod","params":{"nodes":1,"node":"dgx-h100"}},
+      "workload":{"generator":"gpt","params":{"model":"llama3-8b","use_torch_fsdp2":true,"fsdp_flat_params":)" +
+           std::string(flat ? "true" : "false") + R"(,"tensor_model_parallel_size":1,"pipeline_model_parallel_size":1,
+      "global_batch_size":8,"micro_batch_size":1,"seq_length":4096,"recompute_granularity":"none","grad_reduce_in_fp32":true}}})";
+  };
+  const Scenario s = scenario_from_json(Json::parse(scenario(false)), "sc.json");
+  const models::System sys = sim::scenario_system(s);
+  const Trace tr = build_workload(s, sys.topology(), scenario_compute_model(s, sys.topology(), sys.calibration().named_factors()));
+  double on_compute = 0, copy_in = 0;
+  for (const auto& op : tr.ranks[0].ops) {
+    const std::string& n = op.name;
+    if (n.find(".copy_out") != std::string::npos || n.find(".chunk_cat") != std::string::npos) on_compute += op.duration_s;
+    if (n.find(".copy_in") != std::string::npos) copy_in += op.duration_s;
+  }
+  REQUIRE(on_compute > 0);
+  const double fsdp2 = run_json(scenario(false)).iteration_s, fsdp1 = run_json(scenario(true)).iteration_s;
+  MESSAGE("FSDP2 " << fsdp2 * 1e3 << " ms, flat " << fsdp1 * 1e3 << " ms, copy-out + chunk-cat " << on_compute * 1e3
+                   << " ms, copy-in " << copy_in * 1e3 << " ms");
+  CHECK(fsdp2 - fsdp1 >= on_compute * (1 - 1e-9));
+  CHECK(fsdp2 - fsdp1 <= on_compute + copy_in);
+}

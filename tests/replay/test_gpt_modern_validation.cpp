@@ -696,7 +696,9 @@ TEST_CASE("validation: modern dense training (llm-foundry MPT tokens/s per GPU)"
               {"pipeline_model_parallel_size", 1}, {"micro_batch_size", mbs}, {"global_batch_size", mbs * accum * gpus},
               {"precision", r.at("precision") == "amp_fp8" ? "fp8" : "bf16"},
               {"recompute_granularity", has(r.at("recompute"), "checkpointing") ? "full" : "none"}};
-    if (has(r.at("fsdp_zero"), "FULL_SHARD")) p["use_torch_fsdp2"] = true;
+    // llm-foundry shards with FSDP1 (Composer's FullyShardedDataParallel, flat parameters): torch FSDP without
+    // FSDP2's copy-in / copy-out / chunk-cat kernels.
+    if (has(r.at("fsdp_zero"), "FULL_SHARD")) p["use_torch_fsdp2"] = true, p["fsdp_flat_params"] = true;
     else p["data_parallel_sharding_strategy"] = "optim_grads", p["use_distributed_optimizer"] = true;
     Row row;
     row.label = r.at("row_label");

@@ -6,6 +6,7 @@
 #include "tests/csv_test_util.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -716,6 +717,115 @@ TEST_CASE("gpt FSDP and distributed-optimizer overlaps") {
   CHECK(early.ranks[0].ops.front().name.find("dp.bucket") == 0);
   CHECK(error_of([] { cfg(small({{"overlap_param_gather", "true"}})); }).find("needs use_distributed_optimizer") !=
         std::string::npos);
+}
+
+TEST_CASE("gpt torch FSDP2 copies: copy-in, copy-out and chunk-cat of a Llama-3-8B FSDP 8 unit") {
+  // One Llama-3-8B decoder layer (hidden 4096, 32 heads, 8 KV groups of 128, SwiGLU FFN 14336, two RMSNorm
+  // weights): 4096*(32+16)*128 + 4096*4096 + 4096*2*14336 + 14336*4096 + 2*4096 parameters, sharded over 8.
+  const double el = 4096.0 * 48 * 128 + 4096.0 * 4096 + 4096.0 * 2 * 14336 + 14336.0 * 4096 + 2 * 4096.0;
+  REQUIRE(el == 218112000.0);
+  const double shard = el / 8;
+  ParamMap f = {{"model", "llama3-8b"}, {"world_size", "8"}, {"gpu", "h100"}, {"tensor_model_parallel_size", "1"},
+                {"pipeline_model_parallel_size", "1"}, {"micro_batch_size", "1"}, {"global_batch_size", "8"},
+                {"seq_length", "2048"}, {"recompute_granularity", "none"}, {"use_torch_fsdp2", "true"},
+                {"grad_reduce_in_fp32", "true"}};
+  const models::ComputeModel cm = cm_for("h100");
+  using models::KernelDesc;
+  using models::MemoryKernel;
+  auto t_of = [&](std::vector<KernelDesc> ks) {
+    double sec = 0;
+    for (const auto& k : ks) sec += cm.kernel_time_s(k);
+    return std::llround(sec * 1e9);
+  };
+  auto ns = [](const Op& op) { return std::llround(op.duration_s * 1e9); };
+  auto index = [](const Trace& t, const std::string& name) {
+    const auto& ops = t.ranks[0].ops;
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].name == name) return static_cast<std::uint32_t>(i);
+    FAIL("no op " << name);
+    return 0u;
+  };
+  auto depends = [](const Op& op, std::uint32_t d) { return std::find(op.deps.begin(), op.deps.end(), d) != op.deps.end(); };
+  const Trace t = gen(f);
+  const auto& st = t.ranks[0].streams;
+  const auto& ops = t.ranks[0].ops;
+  // All-gather copy-in, on its own stream before the all-gather: fp32 shard -> bf16 (4 + 2 bytes), then into
+  // the flat input (2 + 2).
+  const std::uint32_t in = index(t, "mb0.l1.fsdp.copy_in"), ag = index(t, "mb0.l1.fsdp.ag");
+  CHECK(st.at(ops[in].stream) == "fsdp.copy_in");
+  CHECK(ns(ops[in]) == t_of({KernelDesc::memory(MemoryKernel::Cast, 6.0 * shard),
+                             KernelDesc::memory(MemoryKernel::Copy, 4.0 * shard)}));
+  CHECK(depends(ops[ag], in));
+  CHECK(ops[ag].bytes == 2.0 * el);
+  // Copy-out on the compute stream, after the all-gather, before the layer's compute: bf16 read + written.
+  const std::uint32_t out = index(t, "mb0.l1.fsdp.copy_out"), attn = index(t, "mb0.l1.fwd.attn");
+  CHECK(st.at(ops[out].stream) == "compute");
+  CHECK(ns(ops[out]) == t_of({KernelDesc::memory(MemoryKernel::Copy, 4.0 * el)}));
+  CHECK(depends(ops[out], ag));
+  CHECK(depends(ops[attn], out));
+  CHECK(count_ops(t, ".copy_out") == 2 * 32);  // every layer, forward and backward (resharded after forward)
+  CHECK(count_ops(t, ".copy_in") == 2 * 32);
+  // Chunk-cat on the compute stream after the layer's backward, before its reduce-scatter: bf16 gradient read,
+  // fp32 reduce-scatter input written; an fp32 reduce leaves nothing to cast back.
+  const std::uint32_t cat = index(t, "mb0.l1.fsdp.chunk_cat"), rs = index(t, "mb0.l1.fsdp.rs");
+  CHECK(st.at(ops[cat].stream) == "compute");
+  CHECK(ns(ops[cat]) == t_of({KernelDesc::memory(MemoryKernel::Copy, 6.0 * el)}));
+  CHECK(depends(ops[rs], cat));
+  CHECK(depends(ops[cat], index(t, "mb0.l1.bwd.attn")));
+  CHECK(count_ops(t, ".fsdp.reduce_cast") == 0);
+  // A bf16 reduce: chunk-cat writes 2 bytes, and the reduced shard is cast to fp32 on the reduce-scatter stream.
+  ParamMap b = f;
+  b["grad_reduce_in_fp32"] = "false";
+  const Trace tb = gen(b);
+  CHECK(ns(tb.ranks[0].ops[index(tb, "mb0.l1.fsdp.chunk_cat")]) == t_of({KernelDesc::memory(MemoryKernel::Copy, 4.0 * el)}));
+  const Op& cast = tb.ranks[0].ops[index(tb, "mb0.l1.fsdp.reduce_cast")];
+  CHECK(tb.ranks[0].streams.at(cast.stream) == "comm.fsdp");
+  CHECK(ns(cast) == t_of({KernelDesc::memory(MemoryKernel::Cast, 6.0 * shard)}));
+  CHECK(depends(cast, index(tb, "mb0.l1.fsdp.rs")));
+  // torchao's float8 all-gather: fp32 shard -> fp8 (4 + 1), copy-in 1 + 1, copy-out 1 + 1 per element.
+  ParamMap f8 = f;
+  f8["precision"] = "fp8", f8["fp8_recipe"] = "tensorwise", f8["enable_fsdp_float8_all_gather"] = "true";
+  const Trace t8 = gen(f8);
+  CHECK(ns(t8.ranks[0].ops[index(t8, "mb0.l1.fsdp.copy_in")]) ==
+        t_of({KernelDesc::memory(MemoryKernel::Cast, 5.0 * shard), KernelDesc::memory(MemoryKernel::Copy, 2.0 * shard)}));
+  CHECK(ns(t8.ranks[0].ops[index(t8, "mb0.l1.fsdp.copy_out")]) == t_of({KernelDesc::memory(MemoryKernel::Copy, 2.0 * el)}));
+  // FSDP1's flat parameters, Megatron's FSDP and no FSDP run none of them (and have no copy-in stream).
+  ParamMap flat = f, meg = f, ddp = small({{"pipeline_model_parallel_size", "1"}});  // (8B without FSDP: > 80 GiB)
+  flat["fsdp_flat_params"] = "true";
+  meg.erase("use_torch_fsdp2"), meg["data_parallel_sharding_strategy"] = "optim_grads_params";
+  for (const ParamMap& p : {flat, meg, ddp}) {
+    const Trace x = gen(p);
+    for (const char* part : {"copy_in", "copy_out", "chunk_cat", "reduce_cast", "grad_accumulate"}) CHECK(count_ops(x, part) == 0);
+    CHECK(std::find(x.ranks[0].streams.begin(), x.ranks[0].streams.end(), "fsdp.copy_in") == x.ranks[0].streams.end());
+  }
+  CHECK(count_ops(gen(flat), ".fsdp.ag") == count_ops(t, ".fsdp.ag"));
+  CHECK(error_of([] { cfg(small({{"fsdp_flat_params", "true"}})); }).find("needs use_torch_fsdp2") != std::string::npos);
+}
+
+TEST_CASE("gpt torch FSDP2 under pipeline parallelism: unsharded gradients upcast then accumulated, one chunk-cat") {
+  // reduce dtype fp32: the first micro-batch's gradient is cast to fp32 (2 + 4 bytes per element), the later
+  // ones added to it (2 + 4 read, 4 written); the last micro-batch's chunk-cat reads the fp32 sum (4 + 4).
+  ParamMap f = small({{"pipeline_model_parallel_size", "2"}, {"tensor_model_parallel_size", "1"},
+                      {"use_torch_fsdp2", "true"}, {"global_batch_size", "16"}, {"grad_reduce_in_fp32", "true"}});
+  const Trace t = gen(f);  // 2 layers per stage, 4 micro-batches
+  const GptConfig c = cfg(f);
+  const double el = gpt_detail::layer_params_per_rank(c);
+  const models::ComputeModel cm = cm_for("h100");
+  using models::KernelDesc;
+  using models::MemoryKernel;
+  auto ns_of = [&](MemoryKernel k, double bytes) { return std::llround(cm.kernel_time_s(KernelDesc::memory(k, bytes)) * 1e9); };
+  auto ns = [](const Op& op) { return std::llround(op.duration_s * 1e9); };
+  CHECK(count_ops(t, ".fsdp.grad_accumulate") == 2 * 4);
+  CHECK(count_ops(t, ".fsdp.chunk_cat") == 2);
+  CHECK(ns(op_named(t, "mb0.l1.fsdp.grad_accumulate")) == ns_of(MemoryKernel::Cast, 6.0 * el));
+  CHECK(ns(op_named(t, "mb2.l1.fsdp.grad_accumulate")) == ns_of(MemoryKernel::Elementwise, 10.0 * el));
+  CHECK(ns(op_named(t, "mb3.l1.fsdp.chunk_cat")) == ns_of(MemoryKernel::Copy, 8.0 * el));
+  // Gathered once for the step: one copy-in and copy-out per layer.
+  CHECK(count_ops(t, ".fsdp.copy_out") == 2);
+  CHECK(count_ops(t, ".fsdp.copy_in") == 2);
+  // A bf16 reduce dtype: autograd accumulates in bf16, FSDP2 adds nothing per micro-batch.
+  f["grad_reduce_in_fp32"] = "false";
+  CHECK(count_ops(gen(f), ".fsdp.grad_accumulate") == 0);
 }
 
 TEST_CASE("gpt memory: refusal names the largest term and the stage") {
