@@ -53,9 +53,12 @@ TEST_CASE("validation: moe-scout Llama 4 Scout on 256 GB200 (torchtitan), bf16 a
     sim[i] = tps_per_gpu(load_scenario(kData + "moe/llama4_scout_gb200_" + prec + ".json"));
     std::printf("%-6s published %6.0f  simulated %7.1f  %+6.1f %%\n", prec.c_str(), pub, sim[i], 100.0 * (sim[i] / pub - 1.0));
     doc.add({i == 0 ? "bf16" : "MXFP8", test::fmt("%.0f", pub), test::fmt("%.1f", sim[i]), test::signed_pct(sim[i] / pub - 1.0)});
-    // Measured 2026-11-26: bf16 +11.3 %, MXFP8 -3.9 % (+8.9 / -6.0 % with the loss at 24 B per logit element);
-    // bound: rounded up to the next whole percent.
-    CHECK(std::fabs(sim[i] / pub - 1.0) <= (i == 0 ? 0.12 : 0.04));
+    // Regression guards at the measured error rounded up to the next whole percent. Measured 2026-11-26: bf16
+    // +11.3 %, MXFP8 -3.9 % (+8.9 / -6.0 % with the loss at 24 B per logit element); guards 12 / 4 %. Re-set
+    // 2026-11-27 when torch FSDP2's copy kernels were priced (sourced and tested on their own in
+    // tests/workloads, "gpt torch FSDP2 copies"): both rows slower, bf16 +11.2 -> +9.5 %, MXFP8 -4.0 -> -4.8 %;
+    // guards 10 / 5 % (one tightened, one loosened by the moved figure; docs/validation.md says so).
+    CHECK(std::fabs(sim[i] / pub - 1.0) <= (i == 0 ? 0.10 : 0.05));
   }
   test::check_doc_table(doc, "build/tests/test_replay -tc='validation: moe-scout*'");
   // MXFP8 over bf16: published +20.0 %; simulated +3.5 % (the FSDP gathers, in bf16 in both runs -- "All
