@@ -569,6 +569,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 // The last (newest) of a space-separated commit list.
 std::string last_commit(const std::string& commits) { return commits.substr(commits.rfind(' ') + 1); }
 
+}  // namespace
+
 bool parse_int(const std::string& t, std::int64_t& v) {
   if (t.empty()) return false;
   std::size_t k = (t[0] == '-' || t[0] == '+') ? 1 : 0;
@@ -586,6 +588,8 @@ bool parse_float(const std::string& t, double& v) {
   v = std::strtod(t.c_str(), &end);
   return end == t.c_str() + t.size() && std::isfinite(v);
 }
+
+namespace {
 
 // torchrun's count flags: "--nproc-per-node 8", "--nproc_per_node=8".
 std::int64_t launcher_count(const std::string& file, const ShellWord& w, const std::string& flag,

@@ -45,6 +45,11 @@ const std::vector<MegatronFlag>& megatron_flags();
 const MegatronFlag* find_megatron_flag(const std::string& option);
 std::string megatron_rejected_hint(const std::string& dest);  // what Megatron-LM says to use instead
 
+// A value as argparse's int and float types take it (decimal integers of up to 18 digits; finite numbers), for
+// flags and for the NeMo importer's typed keys.
+bool parse_int(const std::string& text, std::int64_t& v);
+bool parse_float(const std::string& text, double& v);
+
 // A word of the pretrain invocation after shell expansion.
 struct ShellWord {
   std::string text;        // expanded text (the raw spelling where a variable stayed unresolved)

@@ -45,24 +45,8 @@ Path split_dots(const std::string& s) {
   return out;
 }
 
-bool parse_int(const std::string& t, std::int64_t& v) {
-  std::size_t k = (!t.empty() && (t[0] == '-' || t[0] == '+')) ? 1 : 0;
-  if (t.size() <= k || t.size() - k > 18) return false;
-  for (std::size_t j = k; j < t.size(); ++j)
-    if (!std::isdigit(static_cast<unsigned char>(t[j]))) return false;
-  v = std::strtoll(t.c_str(), nullptr, 10);
-  return true;
-}
-
-bool parse_number(const std::string& t, double& v) {
-  if (t.empty() || std::isspace(static_cast<unsigned char>(t[0]))) return false;
-  char* end = nullptr;
-  v = std::strtod(t.c_str(), &end);
-  return end == t.c_str() + t.size() && std::isfinite(v);
-}
-
 std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
 }
 
@@ -92,11 +76,15 @@ class Config {
     }
     return n;
   }
+  // The line of the key `p`, or of the closest enclosing key the file has (an absent key is reported at its
+  // section).
   int line(const Path& p) const {
-    // The closest written node's line (a key that is absent is reported at its section).
     for (std::size_t len = p.size(); len > 0; --len) {
-      const YAML::Node n = raw(Path(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(len)));
-      if (n.IsDefined() && n.Mark().line >= 0) return n.Mark().line + 1;
+      const YAML::Node parent = raw(Path(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(len - 1)));
+      if (!parent.IsMap()) continue;
+      for (auto it = parent.begin(); it != parent.end(); ++it)
+        if (it->first.IsScalar() && it->first.Scalar() == p[len - 1] && it->first.Mark().line >= 0)
+          return it->first.Mark().line + 1;
     }
     return 0;
   }
@@ -131,7 +119,7 @@ class Config {
   double number(const Path& p) const {
     const std::string s = scalar(p);
     double v = 0;
-    if (!parse_number(s, v)) fail(p, "expected a number, got '" + text_excerpt(s) + "'");
+    if (!parse_float(s, v)) fail(p, "expected a number, got '" + text_excerpt(s) + "'");
     return v;
   }
   bool boolean(const Path& p) const {
@@ -421,7 +409,17 @@ struct Import {
         if (cfg.boolean(key) == (f->kind == MegatronFlag::kTrue)) emit(option, {}, key);
         else if (!model) ignored(display(key));
         return;
-      case MegatronFlag::kInt: emit(option, {std::to_string(cfg.integer(key))}, key); return;
+      case MegatronFlag::kInt: {
+        // A whole number written as a float (rotary_base: 1000000.0) is the integer; NeMo passes it on as is.
+        double d = 0;
+        std::int64_t i = 0;
+        if (!parse_int(cfg.scalar(key), i) && parse_float(cfg.scalar(key), d) && d == std::floor(d) && std::fabs(d) < 1e18)
+          i = static_cast<std::int64_t>(d);
+        else
+          i = cfg.integer(key);
+        emit(option, {std::to_string(i)}, key);
+        return;
+      }
       case MegatronFlag::kFloat: cfg.number(key); emit(option, {cfg.scalar(key)}, key); return;
       case MegatronFlag::kStr: emit(option, {cfg.scalar(key)}, key); return;
       default: break;
@@ -441,7 +439,7 @@ struct Import {
       std::int64_t iv;
       double dv;
       if (f->kind == MegatronFlag::kInts && !parse_int(x, iv)) cfg.fail(key, "expected integers, got '" + text_excerpt(x) + "'");
-      if (f->kind == MegatronFlag::kFloats && !parse_number(x, dv)) cfg.fail(key, "expected numbers, got '" + text_excerpt(x) + "'");
+      if (f->kind == MegatronFlag::kFloats && !parse_float(x, dv)) cfg.fail(key, "expected numbers, got '" + text_excerpt(x) + "'");
     }
     if (values.empty()) {
       if (!model) ignored(display(key));
@@ -510,7 +508,11 @@ void Import::rules() {
   // The job: trainer.num_nodes x trainer.devices processes.
   const Path td = {"trainer", "devices"}, tn = {"trainer", "num_nodes"};
   if (!cfg.has(td)) cfg.fail(td, "required: the GPUs per node (a number)");
-  launch.nproc_per_node = cfg.count(td);
+  std::int64_t per_node = 0;
+  if (!parse_int(cfg.scalar(td), per_node) || per_node < 1)
+    cfg.fail(td, "expected the number of GPUs per node, got '" + text_excerpt(cfg.scalar(td)) +
+                     "' ('auto' and -1 do not say how many GPUs the job runs on)");
+  launch.nproc_per_node = per_node;
   launch.nnodes = cfg.has(tn) ? cfg.count(tn) : 1;
   source.world_from = "trainer.devices " + std::to_string(launch.nproc_per_node) + " x trainer.num_nodes " +
                       std::to_string(launch.nnodes);
@@ -639,7 +641,9 @@ void Import::rules() {
     if (g != "selective" && g != "full") cfg.fail(gk, "expected selective, full or null, got '" + text_excerpt(g) + "'");
     emit("--recompute-granularity", {g}, gk);
     if (g == "full") {
-      if (!cfg.has(mk)) cfg.fail(mk, "full recompute needs uniform or block (Megatron-Core's TransformerConfig refuses none)");
+      if (!cfg.has(mk))
+        cfg.fail(gk, "full needs activations_checkpoint_method uniform or block (Megatron-Core's TransformerConfig "
+                     "refuses none)");
       const std::string meth = cfg.scalar(mk);
       if (meth != "uniform" && meth != "block") cfg.fail(mk, "expected uniform or block, got '" + text_excerpt(meth) + "'");
       emit("--recompute-method", {meth}, mk);

@@ -60,8 +60,8 @@ TEST_CASE("import nemo: the launcher's Llama 3 70B config is its Megatron-LM com
   CHECK(r1.out.empty());
   // What the config asks for that fabricsim does not simulate, by YAML path.
   CHECK(r1.err.find("fabricsim import: warning: not modelled (they change the step; fabricsim does not simulate "
-                    "them): model.defer_embedding_wgrad_compute=true, model.wgrad_deferral_limit=22, "
-                    "model.gc_interval=100\n") != std::string::npos);
+                    "them): model.defer_embedding_wgrad_compute=true, model.gc_interval=100, "
+                    "model.wgrad_deferral_limit=22\n") != std::string::npos);
   CHECK(r1.err.find("ignored (no effect on step time): ") != std::string::npos);
   CHECK(r1.err.find("exp_manager") != std::string::npos);
   Run r2 = run_root("import nemo " + kLlama + " --topology dgx-h100" + vocab + " -o " + cli_test::quoted(b.string()));
@@ -109,7 +109,7 @@ TEST_CASE("import nemo: NeMo's own megatron_gpt_config.yaml and the launcher's M
   CHECK(p["global_batch_size"] == 8);
   // Its defaults that Megatron-LM would not run: the legacy layers and no gradient-accumulation fusion.
   CHECK(g.err.find("warning: not modelled (they change the step; fabricsim does not simulate them): "
-                   "model.gradient_accumulation_fusion=false, model.transformer_engine=false") != std::string::npos);
+                   "model.transformer_engine=False, model.gradient_accumulation_fusion=False\n") != std::string::npos);
 
   Run x = run_root("import nemo " + kMixtral + " --topology dgx-h100 --param padded_vocab_size=32768");
   REQUIRE_MESSAGE(x.rc == 0, x.err);
@@ -123,7 +123,7 @@ TEST_CASE("import nemo: NeMo's own megatron_gpt_config.yaml and the launcher's M
 TEST_CASE("import nemo: interpolations resolve within the file") {
   write(scratch() / "interp.yaml",
         "defaults:\n  - _self_\nrun:\n  name: interp\n"
-        "trainer:\n  devices: ${training.model.tensor_model_parallel_size}\n  num_nodes: 2\n  precision: bf16\n"
+        "trainer:\n  devices: ${training.model.tensor_model_parallel_size}\n  num_nodes: 1\n  precision: bf16\n"
         "model:\n  mcore_gpt: true\n  megatron_amp_O2: true\n  transformer_engine: true\n"
         "  gradient_accumulation_fusion: true\n  micro_batch_size: 2\n"
         "  global_batch_size: ${.micro_batch_size}\n  tensor_model_parallel_size: 8\n"
@@ -138,7 +138,7 @@ TEST_CASE("import nemo: interpolations resolve within the file") {
   REQUIRE_MESSAGE(r.rc == 0, r.err);
   CHECK(r.err.find("fabricsim import: warning: unknown keys ignored (--ignore-unknown): model.act\n") != std::string::npos);
   const json p = json::parse(r.out)["workload"]["params"];
-  CHECK(p["world_size"] == 16);       // devices = ${training.model.tensor_model_parallel_size} = 8, x 2 nodes
+  CHECK(p["world_size"] == 8);        // devices = ${training.model.tensor_model_parallel_size}
   CHECK(p["global_batch_size"] == 2);  // ${.micro_batch_size}
   CHECK(p["seq_length"] == 2048);      // ${model.data.seq_length}
   CHECK(p["swiglu"] == true);          // "${.act}-swiglu" = fast-swiglu
@@ -173,8 +173,8 @@ TEST_CASE("import nemo: bad configs are one line naming file, line and key; exit
        "fabricsim import: error: bad.yaml:20: model.kv_channels: '${base_kv}' points to base_kv, which the file "
        "does not have (interpolations are resolved within the file)\n", ""},
       {small_config("  activations_checkpoint_granularity: full\n"),
-       "fabricsim import: error: bad.yaml:9: model.activations_checkpoint_method: full recompute needs uniform or "
-       "block (Megatron-Core's TransformerConfig refuses none)\n", ""},
+       "fabricsim import: error: bad.yaml:20: model.activations_checkpoint_granularity: full needs "
+       "activations_checkpoint_method uniform or block (Megatron-Core's TransformerConfig refuses none)\n", ""},
       {small_config("  position_embedding_type: alibi\n"),
        "fabricsim import: error: bad.yaml:20: model.position_embedding_type: 'alibi' is not modelled (fabricsim's "
        "GPT models learned_absolute and rope position embeddings)\n", ""},
