@@ -302,7 +302,11 @@ const std::vector<Key>& nemo_keys() {
       {"model.deterministic_mode", K::kFlag, "--deterministic-mode"}, {"model.gc_interval", K::kRule, ""},
       {"model.defer_embedding_wgrad_compute", K::kFlag, "--defer-embedding-wgrad-compute"},
       {"model.wgrad_deferral_limit", K::kRule, ""}, {"model.name", K::kRule, ""},
-      {"model.mcore_customization_config", K::kNotModelled, "null"},
+      // mcore_model_customize (megatron_gpt_model.py) and Falcon's layer spec read these sub-keys.
+      {"model.mcore_customization_config.new_decoder_architecture", K::kNotModelled, "false"},
+      {"model.mcore_customization_config.parallel_attention", K::kNotModelled, "false"},
+      {"model.mcore_customization_config.final_logit_softcapping", K::kIgnored, ""},
+      {"model.mcore_customization_config.attn_logit_softcapping", K::kIgnored, ""},
       // FSDP (PyTorch's, NeMo's torch FSDP strategy) and distributed checkpoints
       {"model.fsdp", K::kNotModelled, "false"}, {"model.fsdp_sharding_strategy", K::kIgnored, ""},
       {"model.fsdp_grad_reduce_dtype", K::kIgnored, ""}, {"model.fsdp_sharded_checkpoint", K::kIgnored, ""},
@@ -463,7 +467,7 @@ struct Import {
       Path p = at;
       p.push_back(it->first.as<std::string>());
       const std::string name = dotted(p);
-      if (name == "model.optim") {
+      if (name == "model.optim" || name == "model.mcore_customization_config") {
         walk(p, table);
         continue;
       }

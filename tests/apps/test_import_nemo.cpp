@@ -118,6 +118,10 @@ TEST_CASE("import nemo: NeMo's own megatron_gpt_config.yaml and the launcher's M
   CHECK(q["moe_router_topk"] == 2);
   CHECK(q["expert_model_parallel_size"] == 8);
   CHECK(q["moe_token_dispatcher_type"] == "alltoall");
+  // Falcon's customizations are off in it; what it changes that fabricsim does not simulate is listed.
+  CHECK(x.err.find("warning: not modelled (they change the step; fabricsim does not simulate them): "
+                   "model.masked_softmax_fusion=false, model.gc_interval=60\n") != std::string::npos);
+  CHECK(x.err.find("model.mcore_customization_config.parallel_attention=false") != std::string::npos);
 }
 
 TEST_CASE("import nemo: interpolations resolve within the file") {
