@@ -176,6 +176,9 @@ TEST_CASE("import nemo: bad configs are one line naming file, line and key; exit
       {small_config("  kv_channels: ${base_kv}\n"),
        "fabricsim import: error: bad.yaml:20: model.kv_channels: '${base_kv}' points to base_kv, which the file "
        "does not have (interpolations are resolved within the file)\n", ""},
+      {"trainer:\n  devices: 8\n  precision: bf16\nmodel:\n  micro_batch_size: 1\n  global_batch_size: 8\n"
+       "  encoder_seq_length: 1024\n  num_layers: ${.hidden_size}\n  hidden_size: ${..model.num_layers}\n",
+       "fabricsim import: error: bad.yaml:9: model.hidden_size: interpolation loop through '${..model.num_layers}'\n", ""},
       {small_config("  activations_checkpoint_granularity: full\n"),
        "fabricsim import: error: bad.yaml:20: model.activations_checkpoint_granularity: full needs "
        "activations_checkpoint_method uniform or block (Megatron-Core's TransformerConfig refuses none)\n", ""},
