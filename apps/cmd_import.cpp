@@ -52,6 +52,14 @@ Json megatron_scenario(const Args& args, const std::string& script) {
                         name);
 }
 
+Json nemo_scenario(const Args& args, const std::string& config) {
+  const std::string name = config == "-" ? std::string("<stdin>") : config;
+  const std::string text = read_input_file(config == "-" ? std::string("/dev/stdin") : config);
+  return checked_import(args, workloads::scenario_for_nemo(name, text, args.get("--topology"), args.params(),
+                                                           args.has("--ignore-unknown")),
+                        name);
+}
+
 int cmd_import(int argc, char** argv) {
   Args args("import", "megatron SCRIPT|- | nemo CONFIG.yaml|- --topology NAME|FILE [--param KEY=VALUE]... [-o FILE]",
             "Write the scenario (JSON, docs/workloads.md) equivalent to another tool's configuration, for\n"
@@ -90,12 +98,7 @@ int cmd_import(int argc, char** argv) {
   if (kind == "megatron") {
     doc = megatron_scenario(args, args.positional()[1]);
   } else {
-    const std::string file = args.positional()[1];
-    const std::string name = file == "-" ? std::string("<stdin>") : file;
-    const std::string text = read_input_file(file == "-" ? std::string("/dev/stdin") : file);
-    doc = checked_import(args, workloads::scenario_for_nemo(name, text, args.get("--topology"), args.params(),
-                                                            args.has("--ignore-unknown")),
-                         name);
+    doc = nemo_scenario(args, args.positional()[1]);
   }
   const std::string text = doc.dump(2) + "\n";
   if (args.has("--output")) write_file_atomic(args.get("--output"), text);

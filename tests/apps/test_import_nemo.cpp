@@ -111,6 +111,18 @@ TEST_CASE("import nemo: NeMo's own megatron_gpt_config.yaml and the launcher's M
   CHECK(g.err.find("warning: not modelled (they change the step; fabricsim does not simulate them): "
                    "model.transformer_engine=False, model.gradient_accumulation_fusion=False\n") != std::string::npos);
 
+  // `run --nemo` simulates what `import nemo` writes.
+  const fs::path gs = scratch() / "gpt.json", r1 = scratch() / "gpt_r1.json", r2 = scratch() / "gpt_r2.json";
+  write(gs, g.out);
+  Run a = run_root("run " + cli_test::quoted(gs.string()) + " -q --comm-model analytic --json " + cli_test::quoted(r1.string()));
+  Run b = run_root("run --nemo " + kGpt + " --topology dgx-h100 -q --comm-model analytic --json " + cli_test::quoted(r2.string()));
+  REQUIRE_MESSAGE(a.rc == 0, a.err);
+  REQUIRE_MESSAGE(b.rc == 0, b.err);
+  CHECK(b.err.find("fabricsim run: warning: not modelled") != std::string::npos);
+  const json ra = json::parse(cli_test::slurp(r1)), rb = json::parse(cli_test::slurp(r2));
+  CHECK(ra.at("iteration_s").get<double>() > 0);
+  CHECK(rb.at("iteration_s").get<double>() == ra.at("iteration_s").get<double>());
+
   Run x = run_root("import nemo " + kMixtral + " --topology dgx-h100 --param padded_vocab_size=32768");
   REQUIRE_MESSAGE(x.rc == 0, x.err);
   const json q = json::parse(x.out)["workload"]["params"];
