@@ -79,5 +79,8 @@ int cmd_import(int argc, char** argv);
 // against the topology and prints what was left out on stderr.
 void megatron_flags(Args& args);
 Json megatron_scenario(const Args& args, const std::string& script);
+// NeMo training configs, shared by `import nemo` and `run --nemo`: CONFIG (or - for stdin) with --topology,
+// --param and --ignore-unknown, checked and reported the same way.
+Json nemo_scenario(const Args& args, const std::string& config);
 
 }  // namespace fabricsim::cli

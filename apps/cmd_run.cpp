@@ -14,7 +14,7 @@
 namespace fabricsim::cli {
 
 int cmd_run(int argc, char** argv) {
-  Args args("run", "[scenario.json] [options] | --trace FILE|PREFIX --topology NAME|FILE [--param k=v]... | --megatron SCRIPT|- --topology NAME|FILE [--var NAME=VALUE]... [--param k=v]...",
+  Args args("run", "[scenario.json] [options] | --trace FILE|PREFIX --topology NAME|FILE [--param k=v]... | --megatron SCRIPT|- --topology NAME|FILE [--var NAME=VALUE]... [--param k=v]... | --nemo CONFIG.yaml|- --topology NAME|FILE [--param k=v]...",
             "Replay one training step of a scenario (topology + workload + calibration + outputs) and print\n"
             "the iteration time, throughput (samples/s, tokens/s, achieved TFLOP/s per GPU) and where the time\n"
             "goes (compute, exposed communication per kind, pipeline bubble, idle). Without a scenario file the\n"
@@ -23,14 +23,18 @@ int cmd_run(int argc, char** argv) {
             "scenario file: --trace names a Chakra trace (.et / JSON, a file or the PREFIX of PREFIX.<rank>.et), an\n"
             "ASTRA-sim 1.0 / SimAI text workload or a fabricsim trace, --topology the cluster (a server preset such\n"
             "as dgx-h100 grows into a superpod of enough servers for the workload's ranks). --megatron runs a\n"
-            "Megatron-LM launch script as `fabricsim import megatron` would write its scenario.");
+            "Megatron-LM launch script as `fabricsim import megatron` would write its scenario, --nemo a NeMo\n"
+            "training config (YAML) as `fabricsim import nemo` would.");
   args.flag({"--trace", "", "FILE|PREFIX", "run this workload file (Chakra, ASTRA-sim/SimAI text, fabricsim trace) instead of a scenario", ""});
   args.flag({"--megatron", "", "SCRIPT|-", "run this Megatron-LM launch script (or command line; - for stdin) instead of a scenario "
              "(fabricsim import megatron --help)", ""});
+  args.flag({"--nemo", "", "CONFIG.yaml|-", "run this NeMo training config (- for stdin) instead of a scenario "
+             "(fabricsim import nemo --help)", ""});
+  args.flag({"--ignore-unknown", "", "", "with --nemo: list keys the importer does not know instead of refusing the config", ""});
   args.flag({"--format", "", "FORMAT", "auto, chakra, astra or trace (with --trace)", "auto"});
-  args.flag({"--topology", "", "NAME|FILE", "topology preset or file (with --trace or --megatron)", ""});
+  args.flag({"--topology", "", "NAME|FILE", "topology preset or file (with --trace, --megatron or --nemo)", ""});
   args.flag({"--param", "-p", "KEY=VALUE", "workload parameter with --trace (repeatable): npus, comm_group, dims, cycle_ns; "
-             "with --megatron a gpt parameter set after the import", "", true});
+             "with --megatron or --nemo a gpt parameter set after the import", "", true});
   megatron_flags(args);
   args.flag({"--comm-model", "", "MODEL", "shared (the default: all communication on one shared network, overlapping collectives contend), engine (the fast tier: NCCL schedules on the flow engine, each collective priced alone on an idle fabric) or analytic (closed form); overrides the scenario's comm_model", ""});
   args.flag({"--compute-preset", "", "NAME",
@@ -51,21 +55,27 @@ int cmd_run(int argc, char** argv) {
     return 0;
   }
   if (args.positional().size() > 1) throw InputError("fabricsim run", "expected at most one scenario file");
-  const bool from_trace = args.has("--trace"), from_megatron = args.has("--megatron");
-  if (from_trace && from_megatron) throw InputError("fabricsim run", "give --trace or --megatron, not both");
-  if ((from_trace || from_megatron) && !args.positional().empty())
-    throw InputError("fabricsim run", std::string("give a scenario file or ") + (from_trace ? "--trace" : "--megatron") + ", not both");
-  if ((from_trace || from_megatron) != args.has("--topology"))
-    throw InputError("fabricsim run", "--topology goes with --trace or --megatron");
-  if (!from_trace && !from_megatron && args.has("--param"))
-    throw InputError("fabricsim run", "--param applies to --trace and --megatron");
+  const bool from_trace = args.has("--trace"), from_megatron = args.has("--megatron"), from_nemo = args.has("--nemo");
+  if (int(from_trace) + int(from_megatron) + int(from_nemo) > 1)
+    throw InputError("fabricsim run", "give one of --trace, --megatron and --nemo");
+  const bool imported = from_trace || from_megatron || from_nemo;
+  const char* source_flag = from_trace ? "--trace" : from_megatron ? "--megatron" : "--nemo";
+  if (imported && !args.positional().empty())
+    throw InputError("fabricsim run", std::string("give a scenario file or ") + source_flag + ", not both");
+  if (imported != args.has("--topology"))
+    throw InputError("fabricsim run", "--topology goes with --trace, --megatron or --nemo");
+  if (!imported && args.has("--param"))
+    throw InputError("fabricsim run", "--param applies to --trace, --megatron and --nemo");
+  if (!from_nemo && args.has("--ignore-unknown")) throw InputError("fabricsim run", "--ignore-unknown applies to --nemo");
   if (!from_trace && args.has("--format")) throw InputError("fabricsim run", "--format applies to --trace");
   if (!from_megatron && args.has("--var")) throw InputError("fabricsim run", "--var applies to --megatron");
   const std::string file = from_trace ? std::string("--trace ") + args.get("--trace")
                            : from_megatron ? (args.get("--megatron") == "-" ? std::string("<stdin>") : args.get("--megatron"))
+                           : from_nemo ? (args.get("--nemo") == "-" ? std::string("<stdin>") : args.get("--nemo"))
                            : args.positional().empty() ? std::string("<built-in>") : args.positional()[0];
   Json doc = from_trace ? workloads::scenario_for_trace(args.get("--trace"), args.get("--format"), args.get("--topology"), args.params())
              : from_megatron ? megatron_scenario(args, args.get("--megatron"))
+             : from_nemo ? nemo_scenario(args, args.get("--nemo"))
              : args.positional().empty() ? workloads::default_scenario_json() : load_json_file(file);
   if (args.has("--compute-preset"))
     workloads::set_compute_preset(doc, args.get("--compute-preset"), "--compute-preset");

@@ -569,6 +569,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 // The last (newest) of a space-separated commit list.
 std::string last_commit(const std::string& commits) { return commits.substr(commits.rfind(' ') + 1); }
 
+}  // namespace
+
 bool parse_int(const std::string& t, std::int64_t& v) {
   if (t.empty()) return false;
   std::size_t k = (t[0] == '-' || t[0] == '+') ? 1 : 0;
@@ -586,6 +588,8 @@ bool parse_float(const std::string& t, double& v) {
   v = std::strtod(t.c_str(), &end);
   return end == t.c_str() + t.size() && std::isfinite(v);
 }
+
+namespace {
 
 // torchrun's count flags: "--nproc-per-node 8", "--nproc_per_node=8".
 std::int64_t launcher_count(const std::string& file, const ShellWord& w, const std::string& flag,
@@ -973,33 +977,55 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
 
 // ---- Step 3: the scenario ----
 
-Json scenario_for_megatron(const std::string& path, const std::string& text, const std::string& topology,
-                           const ParamMap& overrides, const std::map<std::string, std::string>& vars) {
-  const MegatronLaunch l = read_megatron_launch(text, path, vars);
+Json scenario_for_launch(const MegatronLaunch& l, const std::string& topology, const ParamMap& overrides,
+                         const LaunchSource& source) {
+  const std::string& path = l.file;
   const std::int64_t launched = l.nproc_per_node && l.nnodes ? l.nproc_per_node * l.nnodes
                                 : l.nproc_per_node          ? l.nproc_per_node
                                                             : 0;
   std::int64_t gpus = 0;
   Json topo = topology_for_ranks(topology, launched, &gpus);
-  if (launched > gpus)
-    throw InputError(path + ":" + std::to_string(l.line),
-                     "the launcher starts " + std::to_string(launched) + " processes (--nproc-per-node " +
-                         std::to_string(l.nproc_per_node) + " x --nnodes " + std::to_string(l.nnodes ? l.nnodes : 1) +
-                         ") but topology " + topology + " has " + std::to_string(gpus) + " GPUs");
+  if (launched > gpus) {
+    const std::string from = !source.world_from.empty()
+                                 ? source.world_from
+                                 : "--nproc-per-node " + std::to_string(l.nproc_per_node) + " x --nnodes " +
+                                       std::to_string(l.nnodes ? l.nnodes : 1);
+    throw InputError(path + (l.line ? ":" + std::to_string(l.line) : std::string()),
+                     "the launcher starts " + std::to_string(launched) + " processes (" + from + ") but topology " +
+                         topology + " has " + std::to_string(gpus) + " GPUs");
+  }
   const MegatronImport im = import_megatron_args(l, launched ? launched : gpus, overrides);
+  // The user's names for the flags, each once, after the importer's own entries.
+  auto named = [&](std::vector<std::string> out, const std::vector<std::string>& flags) {
+    for (const auto& f : flags) {
+      const auto it = source.names.find(f.substr(0, f.find(' ')));
+      const std::string n = it == source.names.end() ? f : it->second;
+      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+    }
+    return out;
+  };
+  const std::vector<std::string> not_modelled = named(source.not_modelled, im.not_modelled);
+  const std::vector<std::string> ignored = named(source.ignored, im.ignored);
   auto join = [](const std::vector<std::string>& v) {
     std::string s;
     for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
     return s;
   };
   Json notes = Json::array();
-  notes.push_back("imported from the Megatron-LM launch " + path + " (flags of " + megatron_args_at("and") + ")");
-  if (!im.not_modelled.empty()) notes.push_back("not modelled (they change the step; fabricsim does not simulate them): " + join(im.not_modelled));
-  if (!im.ignored.empty()) notes.push_back("ignored (no effect on step time): " + join(im.ignored));
+  notes.push_back(source.origin);
+  if (!not_modelled.empty()) notes.push_back("not modelled (they change the step; fabricsim does not simulate them): " + join(not_modelled));
+  if (!ignored.empty()) notes.push_back("ignored (no effect on step time): " + join(ignored));
   Json doc;
   doc["topology"] = topo;
   doc["workload"] = {{"generator", "gpt"}, {"params", im.params}, {"notes", notes}};
   return doc;
+}
+
+Json scenario_for_megatron(const std::string& path, const std::string& text, const std::string& topology,
+                           const ParamMap& overrides, const std::map<std::string, std::string>& vars) {
+  LaunchSource source;
+  source.origin = "imported from the Megatron-LM launch " + path + " (flags of " + megatron_args_at("and") + ")";
+  return scenario_for_launch(read_megatron_launch(text, path, vars), topology, overrides, source);
 }
 
 }  // namespace fabricsim::workloads

@@ -45,6 +45,11 @@ const std::vector<MegatronFlag>& megatron_flags();
 const MegatronFlag* find_megatron_flag(const std::string& option);
 std::string megatron_rejected_hint(const std::string& dest);  // what Megatron-LM says to use instead
 
+// A value as argparse's int and float types take it (decimal integers of up to 18 digits; finite numbers), for
+// flags and for the NeMo importer's typed keys.
+bool parse_int(const std::string& text, std::int64_t& v);
+bool parse_float(const std::string& text, double& v);
+
 // A word of the pretrain invocation after shell expansion.
 struct ShellWord {
   std::string text;        // expanded text (the raw spelling where a variable stayed unresolved)
@@ -80,6 +85,22 @@ struct MegatronImport {
 // topology's GPUs), for Megatron's default global batch. `overrides` (--param) are applied last and may
 // supply what the script cannot (padded_vocab_size when the vocabulary comes from a tokenizer file).
 MegatronImport import_megatron_args(const MegatronLaunch& launch, std::int64_t world_size, const ParamMap& overrides);
+
+// What an importer that builds the launch itself (workloads/nemo_config.cpp, from a NeMo config) tells the
+// scenario writer: the first note (where the job came from), how the launcher's world size was given (for the
+// error when the topology is smaller), the user's name for each flag it generated (by option; a flag not named
+// keeps its spelling), and its own not-modelled and ignored lists, which come before the flags'.
+struct LaunchSource {
+  std::string origin;
+  std::string world_from;
+  std::map<std::string, std::string> names;
+  std::vector<std::string> not_modelled, ignored;
+};
+
+// The scenario for a launch already read or built: topology as scenario_for_trace builds it for the launcher's
+// world size, the gpt workload from import_megatron_args, and the notes.
+Json scenario_for_launch(const MegatronLaunch& l, const std::string& topology, const ParamMap& overrides,
+                         const LaunchSource& source);
 
 // The scenario for a launch script (path, or "-" for stdin text in `stdin_text`): topology as
 // scenario_for_trace builds it (a server preset grows into a superpod for the launcher's world size), the gpt
