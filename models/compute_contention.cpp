@@ -86,4 +86,15 @@ int nccl_p2p_ctas(const std::string& gpu_model, bool same_host, double bytes) {
   return static_cast<int>(std::clamp(parts, 1.0, static_cast<double>(per_peer)));
 }
 
+double kernel_residual_s(double sum_s, double sum_sq_s) {
+  return sum_s > 0 && sum_sq_s > 0 ? sum_sq_s / (2.0 * sum_s) : 0.0;
+}
+
+double comm_start_delay_s(double kernel_wait_s, double slowdown, double op_left_s) {
+  if (!(kernel_wait_s >= 0) || !(op_left_s > 0)) return 0.0;
+  return std::min(kernel_wait_s * std::max(1.0, slowdown), op_left_s);
+}
+
+bool comm_start_delay_measured(const std::string& gpu_model) { return comm_sm_contention_measured(gpu_model); }
+
 }  // namespace fabricsim::models

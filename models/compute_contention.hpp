@@ -43,4 +43,31 @@ int nccl_all_to_all_ctas(const std::string& gpu_model, int hosts);
 // CTAs of one send (or recv) of `bytes` to a peer on the same host (`same_host`) or across the network.
 int nccl_p2p_ctas(const std::string& gpu_model, bool same_host, double bytes);
 
+// ---- Start delay: a communication kernel launched while a compute kernel runs starts when it leaves ----
+// Measured on the same H100 (tests/data/hardware/h100-comm-overlap/README.md, "queued"; overlap.csv and
+// overlap_repeat.csv rows `queued`, comm_kind wait: 6 GEMMs x 3 CTA counts x 2 stream priorities x 2 runs):
+// a stand-in of 8-32 CTAs launched on another stream while a series of GEMMs runs starts only when the GEMM
+// running at its launch has ended (comm_beside_us - comm_alone_us never exceeds that GEMM's gemm_alone_us by
+// more than its repeat spread, and never reaches into the next queued GEMM), whatever the stream priority.
+// So a collective or send/recv whose kernel is launched on rank r while a compute op of r runs starts
+// comm_start_delay_s() later; its CTAs are held only from then on.
+//
+// A compute op may stand for many kernels (a decoder layer's forward: norms, GEMMs, attention, ...); where
+// in them the launch falls is not known, so the delay is the expectation for a launch at a uniformly random
+// instant of the op: the instant falls in kernel i with probability d_i / sum d, and then d_i / 2 of it is
+// left on average, so E[left] = sum d_i^2 / (2 sum d_i) (kernel_residual_s). One kernel (or an op whose
+// kernel the launch falls in is known): the op's remaining time.
+//
+// E[time left in the kernel running at a random instant of kernels of durations d_i]: sum_sq_s / (2 sum_s),
+// from sum_s = sum d_i and sum_sq_s = sum d_i^2; 0 for no kernels.
+double kernel_residual_s(double sum_s, double sum_sq_s);
+// The start delay of a communication kernel launched while a compute op runs: the op's `kernel_wait_s`
+// (its kernel_residual_s at full speed; < 0: unknown, no delay) times `slowdown` (comm_sm_slowdown beside
+// the communication kernels already running: its kernels run that much longer), at most `op_left_s` (when
+// the op ends, its last kernel has left and the communication kernel goes before the next compute op's).
+double comm_start_delay_s(double kernel_wait_s, double slowdown, double op_left_s);
+// Whether the start delay was measured on this GPU's architecture: the same H100 as the table above, so the
+// same GPUs (comm_sm_contention_measured); elsewhere only when a scenario asks ("comm_start_delay": true).
+bool comm_start_delay_measured(const std::string& gpu_model);
+
 }  // namespace fabricsim::models

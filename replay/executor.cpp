@@ -90,22 +90,35 @@ struct OpGraph {
 class Replayer final : public EventTarget {
  public:
   Replayer(const OpGraph& g, const topo::Topology& topo, const models::ComputeModel& compute, CommModel& comm,
-           EventQueue& q, bool contention, bool contention_all_gpus)
-      : g_(g), topo_(topo), compute_(compute), comm_(comm), q_(q), pending_(g.indeg), contention_(contention) {
+           EventQueue& q, const ReplayOptions& opt)
+      : g_(g), topo_(topo), compute_(compute), comm_(comm), q_(q), pending_(g.indeg),
+        contention_(opt.comm_sm_contention), start_delay_(opt.comm_start_delay),
+        track_(opt.comm_sm_contention || opt.comm_start_delay), launcher_(*this) {
     const std::size_t N = g.size();
+    const std::size_t R = g.trace.ranks.size();
+    if (track_) {
+      ver_.assign(N, 0);
+      running_.resize(R);
+    }
     if (contention_) {
       work_s_.assign(N, 0);
       mark_s_.assign(N, 0);
       alone_s_.assign(N, 0);
-      ver_.assign(N, 0);
       slowed_.assign(N, 0);
       held_.assign(N, 0);
-      ctas_.assign(g.trace.ranks.size(), 0);
-      applies_.assign(g.trace.ranks.size(), 0);
-      for (std::size_t r = 0; r < g.trace.ranks.size(); ++r)
-        applies_[r] = contention_all_gpus || models::comm_sm_contention_measured(gpu_model(g.trace.ranks[r].rank));
-      running_.resize(g.trace.ranks.size());
+      ctas_.assign(R, 0);
+      applies_.assign(R, 0);
+      for (std::size_t r = 0; r < R; ++r)
+        applies_[r] =
+            opt.comm_sm_contention_all_gpus || models::comm_sm_contention_measured(gpu_model(g.trace.ranks[r].rank));
       comm_hosts_.assign(g.trace.comms.size(), -1);
+    }
+    if (start_delay_) {
+      delays_.assign(R, 0);
+      delay_applies_.assign(R, 0);
+      for (std::size_t r = 0; r < R; ++r)
+        delay_applies_[r] =
+            opt.comm_start_delay_all_gpus || models::comm_start_delay_measured(gpu_model(g.trace.ranks[r].rank));
     }
     ready_s_.assign(N, -1);
     start_s_.assign(N, -1);
@@ -140,6 +153,13 @@ class Replayer final : public EventTarget {
   void record_ops(const topo::Topology& topo, const ReplayOptions& opt, RunResult& res) const;
   std::uint32_t done() const { return done_; }
 
+  // Time communication kernels waited for a running compute kernel to leave the SMs, summed over simulated ranks.
+  double start_delay_s() const {
+    double s = 0;
+    for (double d : delays_) s += d;
+    return s;
+  }
+
   // Compute time the communication kernels beside it added, summed over simulated ranks' compute ops.
   double stretch_s() const {
     double s = 0;
@@ -152,13 +172,13 @@ class Replayer final : public EventTarget {
   // ---- dependency release: op `tag` (low 32 bits; the high ones: a re-timed compute op's version) ended ----
   void on_event(EventQueue& q, std::uint64_t tag) override {
     const auto gid = static_cast<std::uint32_t>(tag);
-    if (contention_) {
+    if (track_) {
       if (static_cast<std::uint32_t>(tag >> 32) != ver_[gid]) return;  // a compute end moved by a re-timing
       const std::size_t r = g_.owner[gid];
       if (g_.op(gid).kind == OpKind::Compute) {
         auto& run = running_[r];
         run.erase(std::find(run.begin(), run.end(), gid));
-      } else if (held_[gid] > 0) {
+      } else if (contention_ && held_[gid] > 0) {
         hold(r, -held_[gid]);
         held_[gid] = 0;
       }
@@ -190,11 +210,16 @@ class Replayer final : public EventTarget {
     switch (op.kind) {
       case OpKind::Compute: {
         const double d = op.duration_s >= 0 ? op.duration_s : compute_.time_s(op.op_class, op.flops, op.mem_bytes);
-        if (!contention_) {
+        if (!track_) {
           finish_at(g, t, t + d);
           break;
         }
         const std::size_t r = g_.owner[g];
+        if (!contention_) {
+          running_[r].push_back(g);
+          finish_at(g, t, t + d);
+          break;
+        }
         alone_s_[g] = work_s_[g] = d;
         mark_s_[g] = t;
         running_[r].push_back(g);
@@ -203,14 +228,58 @@ class Replayer final : public EventTarget {
         break;
       }
       case OpKind::Collective:
-        arrive_collective(g, op);
-        break;
       case OpKind::Send:
       case OpKind::Recv:
-        arrive_p2p(g, op);
+        if (start_delay_ && delay_applies_[g_.owner[g]] && op.sm_ctas != 0) {
+          // Launched now; whether a compute kernel holds the SMs is decided after everything else that
+          // happens at this instant (a compute op made ready by the same end event is already running: its
+          // stream had the kernel queued, models/compute_contention.hpp "Start delay").
+          q_.schedule(t, &launcher_, g);
+          break;
+        }
+        arrive(g);
         break;
     }
   }
+  void arrive(std::uint32_t g) {
+    const Op& op = g_.op(g);
+    if (op.kind == OpKind::Collective) arrive_collective(g, op);
+    else arrive_p2p(g, op);
+  }
+
+  // ---- start delay (models/compute_contention.hpp): a communication kernel launched while a compute op of
+  // its rank runs gets the SMs when that op's running kernel leaves them; several compute ops running (other
+  // compute streams): the first to leave ----
+  void launch(std::uint32_t g) {
+    const double t = q_.now();
+    const std::size_t r = g_.owner[g];
+    const double slow = contention_ && applies_[r] ? models::comm_sm_slowdown(ctas_[r]) : 1.0;
+    double d = -1;
+    for (std::uint32_t c : running_[r]) {
+      const double w = g_.op(c).kernel_wait_s;
+      if (w < 0) continue;  // kernels not known: no delay
+      const double dc = models::comm_start_delay_s(w, slow, end_s_[c] - t);
+      d = d < 0 ? dc : std::min(d, dc);
+    }
+    if (!(d > 0)) {
+      arrive(g);
+      return;
+    }
+    delays_[r] += d;
+    q_.schedule(t + d, &arrival_, g);
+  }
+  // Event targets of the two steps: `launcher_` (the launch instant, after the other events of that
+  // instant) and `arrival_` (the end of the start delay).
+  struct Launcher final : EventTarget {
+    Replayer& rp;
+    explicit Launcher(Replayer& r) : rp(r) {}
+    void on_event(EventQueue&, std::uint64_t tag) override { rp.launch(static_cast<std::uint32_t>(tag)); }
+  };
+  struct Arrival final : EventTarget {
+    Replayer& rp;
+    explicit Arrival(Replayer& r) : rp(r) {}
+    void on_event(EventQueue&, std::uint64_t tag) override { rp.arrive(static_cast<std::uint32_t>(tag)); }
+  };
 
   // ---- collective rendezvous: the k-th call on a communicator starts when every simulated member reached it ----
   void arrive_collective(std::uint32_t g, const Op& op) {
@@ -350,6 +419,12 @@ class Replayer final : public EventTarget {
   // alone, the version of its end event, the CTAs a communication op holds; per simulated rank, the CTAs
   // held and the compute ops running; per communicator, its host count (-1: not counted yet).
   bool contention_ = false;
+  bool start_delay_ = false;
+  bool track_ = false;  // compute ops running per rank, versioned compute ends (contention or start delay)
+  Launcher launcher_;
+  Arrival arrival_{*this};
+  std::vector<double> delays_;        // per simulated rank: start delay summed
+  std::vector<char> delay_applies_;  // per simulated rank: its GPU takes the start delay
   std::vector<double> work_s_, mark_s_, alone_s_;
   std::vector<std::uint32_t> ver_;
   std::vector<char> slowed_;  // ran at least part of the time beside communication CTAs
@@ -524,7 +599,7 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
   for (;;) {
     EventQueue q;
     comm.bind(q);
-    Replayer rp(graph, topo, compute, comm, q, opt.comm_sm_contention, opt.comm_sm_contention_all_gpus);
+    Replayer rp(graph, topo, compute, comm, q, opt);
     try {
       rp.run();
       comm.end_of_replay();
@@ -555,6 +630,9 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
     if (opt.comm_sm_contention)
       res.metrics["replay.comm_sm_contention_s"] =
           rp.stretch_s() / (trace.ranks.empty() ? 1.0 : static_cast<double>(trace.ranks.size()));
+    if (opt.comm_start_delay)
+      res.metrics["replay.comm_start_delay_s"] =
+          rp.start_delay_s() / (trace.ranks.empty() ? 1.0 : static_cast<double>(trace.ranks.size()));
     // The trace's notes first, then the replay's (appended, so the TFLOP/s note above is kept).
     res.notes.insert(res.notes.begin(), trace.notes.begin(), trace.notes.end());
     res.notes.push_back(comm.describe());
@@ -566,6 +644,13 @@ RunResult replay(const Trace& trace, const topo::Topology& topo, const models::C
                                      "H200 (measured there; other GPUs unchanged unless \"comm_sm_contention\": true; "
                                      "models/compute_contention.hpp)")
                             : "compute has the whole GPU beside communication kernels (comm_sm_contention off)");
+    if (opt.comm_start_delay)
+      res.notes.push_back(opt.comm_start_delay_all_gpus
+                              ? "a communication kernel launched while a compute kernel runs starts when it leaves the "
+                                "SMs (H100 measurement applied to every GPU; models/compute_contention.hpp; "
+                                "comm_start_delay)"
+                              : "a communication kernel launched while a compute kernel runs starts when it leaves the "
+                                "SMs on H100 / H200 (measured there; models/compute_contention.hpp; comm_start_delay)");
     if (trace.ranks.size() < static_cast<std::size_t>(trace.world_size))
       res.notes.push_back("simulated " + std::to_string(trace.ranks.size()) + " of " +
                           std::to_string(trace.world_size) +

@@ -15,6 +15,10 @@
 //    already holds its SMs; a send/recv from the time it is matched; each op's Op::sm_ctas, or NCCL's channel
 //    count for the call: models/compute_contention.hpp), that rank's compute ops progress at
 //    1 / comm_sm_slowdown(C), and are re-timed whenever C changes during them.
+//  - Start delay (ReplayOptions::comm_start_delay): a collective or send/recv (with CTAs: Op::sm_ctas != 0)
+//    that becomes ready while a compute op of its rank runs is launched behind that op's running kernel: it
+//    reaches its rendezvous (and takes its CTAs) models::comm_start_delay_s later, from the op's
+//    Op::kernel_wait_s (none when unknown: < 0).
 //  - When no event is left but ops remain, the replay stops and throws ReplayDeadlock listing the ops that
 //    wait (collectives not reached by all members, sends without a recv, ...). It never hangs.
 #include <cstddef>
@@ -43,6 +47,12 @@ struct ReplayOptions {
   // With comm_sm_contention: apply the H100 table on every GPU (true) or only on the GPUs it was measured on
   // (false, the default: models::comm_sm_contention_measured).
   bool comm_sm_contention_all_gpus = false;
+  // A collective or send/recv launched while a compute op of its rank runs starts when that op's running
+  // kernel leaves the SMs (see above; scenario key "comm_start_delay"); false: it starts at once.
+  bool comm_start_delay = true;
+  // With comm_start_delay: on every GPU (true) or only where it was measured (false, the default:
+  // models::comm_start_delay_measured).
+  bool comm_start_delay_all_gpus = false;
 };
 
 // Runs the trace. `topo` supplies ranks' hosts; `compute` prices roofline ops; `comm` prices communication.

@@ -44,11 +44,13 @@ void add_all_to_all_metrics(const EngineCommBase::ClassTotals& a2a, RunResult& r
 }  // namespace
 
 ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions& opt_in) {
-  // Compute beside communication kernels: on unless the scenario ("comm_sm_contention": false) or the caller
-  // turns it off.
+  // Compute beside communication kernels, and the start delay of communication launched while compute runs:
+  // on unless the scenario ("comm_sm_contention" / "comm_start_delay": false) or the caller turns them off.
   ScenarioRunOptions opt = opt_in;
   opt.replay.comm_sm_contention = opt_in.replay.comm_sm_contention && s.comm_sm_contention;
   opt.replay.comm_sm_contention_all_gpus = opt_in.replay.comm_sm_contention_all_gpus || s.comm_sm_contention_all_gpus;
+  opt.replay.comm_start_delay = opt_in.replay.comm_start_delay && s.comm_start_delay;
+  opt.replay.comm_start_delay_all_gpus = opt_in.replay.comm_start_delay_all_gpus || s.comm_start_delay_all_gpus;
   if (!s.jobs.empty()) return run_cluster(s, opt);  // several jobs on one fabric (replay/cluster_run.hpp)
   auto t0 = std::chrono::steady_clock::now();
   // NVLink traffic is striped by the hardware over all NVSwitch planes; the flow model needs them merged

@@ -898,6 +898,7 @@ ClusterPlan plan_cluster(const Scenario& s, const topo::Topology& t,
         double f = slow[r] * gpu_factor[r];
         if (kernel_jitter) f *= std::max(0.0, 1 + s.jitter->sigma * max_of_normals(rng, members[r]));
         op.duration_s = d * f;
+        if (op.kernel_wait_s > 0) op.kernel_wait_s *= f;  // its kernels are that much slower too
       }
     }
     if (s.jitter && s.jitter->sigma > 0)

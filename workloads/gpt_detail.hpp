@@ -48,8 +48,10 @@ struct Kernel {
 // Priced work of a group of kernels.
 // tp_gemm_seconds: the part of `seconds` spent in the GEMMs that tp_comm_overlap runs beside a TP
 // communication chunk (added with add_tp_gemm), the only kernels that lose SMs to it.
+// sq_seconds: the sum of the kernels' squared times, for the start delay of a communication kernel launched
+// beside them (models::kernel_residual_s).
 struct Costs {
-  double seconds = 0, flops = 0, tp_gemm_seconds = 0;
+  double seconds = 0, flops = 0, tp_gemm_seconds = 0, sq_seconds = 0;
   int kernels = 0;
   void add(const models::ComputeModel& cm, const Kernel& k, double times = 1.0);
   void add(const models::ComputeModel& cm, const models::KernelDesc& k, double time_factor = 1.0);
@@ -62,6 +64,7 @@ struct Costs {
   }
   void operator+=(const Costs& o) {
     seconds += o.seconds, flops += o.flops, tp_gemm_seconds += o.tp_gemm_seconds, kernels += o.kernels;
+    sq_seconds += o.sq_seconds;
   }
 };
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 
+#include "models/compute_contention.hpp"
 #include "models/gpu.hpp"
 #include "sim/base/error.hpp"
 #include "workloads/gpt_detail.hpp"
@@ -70,12 +71,14 @@ Op compute_op(std::string name, const Costs& c) {
   op.category = "compute";
   op.duration_s = static_cast<double>(to_ns(c.seconds)) * 1e-9;
   op.flops = c.flops;
+  if (c.kernels > 0) op.kernel_wait_s = static_cast<double>(to_ns(models::kernel_residual_s(c.seconds, c.sq_seconds))) * 1e-9;
   return op;
 }
 
 // `a` without the kernels of `b` (a backward without its weight-gradient GEMMs).
 Costs minus(Costs a, const Costs& b) {
   a.seconds -= b.seconds, a.flops -= b.flops, a.tp_gemm_seconds -= b.tp_gemm_seconds, a.kernels -= b.kernels;
+  a.sq_seconds = std::max(0.0, a.sq_seconds - b.sq_seconds);
   return a;
 }
 
@@ -341,7 +344,7 @@ class StageEmitter {
     if (c.torch_compile == "compiled") {
       const double steps = double(cp - 1);
       Costs step = rest;
-      step.seconds /= steps, step.flops /= steps;
+      step.seconds /= steps, step.flops /= steps, step.sq_seconds /= steps;
       auto kv_permute = [&](std::int64_t i) {
         rb.chain(coll_op(pre + ".cp.kv" + std::to_string(i), CollOp::AllToAll, cc,
                          permute * x_.torch_cp_kv / double(cp), RankBuilder::kCp, "cp"));

@@ -128,6 +128,8 @@ Scenario scenario_from_json(const Json& doc, const std::string& file) {
     json_fail(r.path_of("comm_model"), std::string("expected one of ") + comm_model_help());
   s.comm_sm_contention = r.boolean_or("comm_sm_contention", true);
   s.comm_sm_contention_all_gpus = s.comm_sm_contention && r.has("comm_sm_contention");
+  s.comm_start_delay = r.boolean_or("comm_start_delay", true);
+  s.comm_start_delay_all_gpus = s.comm_start_delay && r.has("comm_start_delay");
   if (const Json* o = r.object_optional("outputs")) {
     Json resolved = *o;
     for (const char* k : {"timeline", "link_stats", "json", "report"})

@@ -11,6 +11,8 @@
 //   "comm_model": "engine" | "shared" | "analytic",   (optional; default shared; see comm_model_help())
 //   "comm_sm_contention": true | false,   (optional; absent: compute beside NCCL kernels runs on fewer SMs on H100 /
 //                                          H200, where measured; true: on every GPU; false: nowhere)
+//   "comm_start_delay": true | false,     (optional; absent: a collective launched while a compute kernel runs starts
+//                                          when it leaves the SMs on H100 / H200, where measured; true: every GPU; false: nowhere)
 //   "outputs": {"timeline": "t.json", "link_stats": "l.csv", "json": "r.json", "report": "r.html"}
 // }
 // Relative file names are relative to the scenario file's directory.
@@ -78,6 +80,8 @@ struct Scenario {
   std::string comm_model = "shared";
   bool comm_sm_contention = true;  // sim::ReplayOptions::comm_sm_contention (models/compute_contention.hpp)
   bool comm_sm_contention_all_gpus = false;  // "comm_sm_contention": true given (every GPU, not only H100/H200)
+  bool comm_start_delay = true;  // sim::ReplayOptions::comm_start_delay (models/compute_contention.hpp)
+  bool comm_start_delay_all_gpus = false;  // "comm_start_delay": true given (every GPU, not only H100/H200)
   std::optional<Json> outputs;   // passed to sim::output_options_from_json
   JsonPath outputs_at;
   std::vector<JobSpec> jobs;       // cluster scenario (then `workload` is unused)

@@ -213,6 +213,9 @@ Trace trace_from_json(const Json& doc, const std::string& file) {
             std::int64_t ns = nonneg_int(orr.raw("duration_ns"), orr.path_of("duration_ns"), "an integer >= 0 (nanoseconds)");
             op.duration_s = static_cast<double>(ns) * 1e-9;
           }
+          if (orr.has("kernel_wait_ns"))
+            op.kernel_wait_s = static_cast<double>(nonneg_int(orr.raw("kernel_wait_ns"), orr.path_of("kernel_wait_ns"),
+                                                              "an integer >= 0 (nanoseconds)")) * 1e-9;
           if (orr.has("flops")) op.flops = nonneg_number(orr, "flops");
           if (orr.has("bytes")) op.mem_bytes = nonneg_number(orr, "bytes");
           std::string cls = orr.string_or("class", "gemm");
@@ -304,6 +307,7 @@ Json trace_to_json(const Trace& t) {
       switch (op.kind) {
         case OpKind::Compute:
           if (op.duration_s >= 0) o["duration_ns"] = static_cast<std::int64_t>(std::llround(op.duration_s * 1e9));
+          if (op.kernel_wait_s >= 0) o["kernel_wait_ns"] = static_cast<std::int64_t>(std::llround(op.kernel_wait_s * 1e9));
           if (op.flops > 0) o["flops"] = op.flops;
           if (op.mem_bytes > 0) o["bytes"] = op.mem_bytes;
           if (op.duration_s < 0 || op.op_class != models::OpClass::Gemm) o["class"] = models::to_string(op.op_class);

@@ -43,6 +43,12 @@ struct Op {
   double flops = 0;             // FLOPs (also recorded for statistics when duration is given)
   double mem_bytes = 0;         // HBM bytes moved (roofline)
   models::OpClass op_class = models::OpClass::Gemm;
+  // Compute: how long a communication kernel launched while this op runs waits for its running kernel to
+  // leave the SMs (models::comm_start_delay_s; at most the time left in the op): for an op of kernels of
+  // durations d_i, the expectation for a launch at a random instant, sum d_i^2 / (2 sum d_i)
+  // (models::kernel_residual_s); for one kernel, its duration (the wait is then the time left in it).
+  // < 0: not known (no delay: generators whose ops stand for work of unknown kernels, traces without it).
+  double kernel_wait_s = -1;
   // Collective / send / recv.
   CollOp coll = CollOp::AllReduce;
   std::int32_t comm = -1;       // index into Trace::comms (collectives)

@@ -100,3 +100,47 @@ TEST_CASE("compute contention: applied by default where measured (H100, H200)") 
   CHECK_FALSE(models::comm_sm_contention_measured("b200"));
   CHECK_FALSE(models::comm_sm_contention_measured("gb200"));
 }
+
+TEST_CASE("start delay: a kernel launched beside queued GEMMs waits for the running GEMM only") {
+  // overlap.csv / overlap_repeat.csv rows `queued`, comm_kind wait (the stand-in waits for a fixed time once
+  // running, so comm_beside_us - comm_alone_us is when its last CTA started): 6 GEMMs x 3 CTA counts x 2 stream
+  // priorities x 2 runs. It never waits into the next queued GEMM (delay <= one GEMM, allowing the +9 % by
+  // which the GEMM's alone time moved between repeats, README), and the high-priority stream starts no
+  // earlier. The lower median, 0.742 of a GEMM, is where the bench's launch falls in the first GEMM, not a
+  // property to carry over: the replay takes the time left in the running kernel (models::comm_start_delay_s).
+  const std::string dir = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/hardware/h100-comm-overlap/";
+  std::vector<double> all, normal, high;
+  for (const char* f : {"overlap.csv", "overlap_repeat.csv"})
+    for (const auto& r : test::read_csv_rows(dir + f)) {
+      if (r.at("test") != "queued" || r.at("comm_kind") != "wait") continue;
+      const double frac = (std::stod(r.at("comm_beside_us")) - std::stod(r.at("comm_alone_us"))) /
+                          std::stod(r.at("gemm_alone_us"));
+      all.push_back(frac);
+      (r.at("comm_priority") == "high" ? high : normal).push_back(frac);
+    }
+  REQUIRE(all.size() == 72);
+  auto lower_median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[(v.size() - 1) / 2];
+  };
+  CHECK(*std::max_element(all.begin(), all.end()) <= 1.09);
+  CHECK(lower_median(all) == doctest::Approx(0.7425).epsilon(1e-3));
+  CHECK(std::abs(lower_median(high) - lower_median(normal)) <= 0.05);
+}
+
+TEST_CASE("start delay: the time left in the running kernel, at most the rest of the op") {
+  // Kernels of 1 ms and 3 ms: a random instant falls in the 3 ms one with probability 3/4 (1.5 ms left on
+  // average) and in the 1 ms one with 1/4 (0.5 ms): 1.25 ms = (1 + 9) / (2 x 4).
+  CHECK(models::kernel_residual_s(4e-3, 10e-6) == doctest::Approx(1.25e-3));
+  CHECK(models::kernel_residual_s(0, 0) == 0.0);
+  CHECK(models::kernel_residual_s(2e-3, 4e-6) == doctest::Approx(1e-3));  // one kernel: half of it
+  CHECK(models::comm_start_delay_s(1e-3, 1.0, 5e-3) == 1e-3);
+  CHECK(models::comm_start_delay_s(1e-3, 1.25, 5e-3) == doctest::Approx(1.25e-3));  // slowed kernels
+  CHECK(models::comm_start_delay_s(1e-3, 1.0, 0.4e-3) == 0.4e-3);                 // the op ends first
+  CHECK(models::comm_start_delay_s(-1, 1.0, 5e-3) == 0.0);                        // kernels unknown
+  CHECK(models::comm_start_delay_s(1e-3, 1.0, 0) == 0.0);                         // nothing left
+  CHECK(models::comm_start_delay_measured("h100"));
+  CHECK(models::comm_start_delay_measured("h200"));
+  CHECK_FALSE(models::comm_start_delay_measured("a100-80gb"));
+  CHECK_FALSE(models::comm_start_delay_measured("b200"));
+}
