@@ -77,4 +77,18 @@ inline Run run_in(const fs::path& dir, const std::string& cmd) {
   return r;
 }
 
+// Writes `text` to `p` as it is (binary).
+inline void write_file(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary);
+  f << text;
+}
+
+#ifdef FABRICSIM_SOURCE_DIR
+// `fabricsim <args>` run from the repository root (where the tests' example and data paths start), with its
+// output captured in `dir` as run_in does.
+inline Run run_from_source(const fs::path& dir, const std::string& args) {
+  return run_in(dir, "cd " + quoted(FABRICSIM_SOURCE_DIR) + " && " + fabricsim(args));
+}
+#endif
+
 }  // namespace fabricsim::cli_test

@@ -30,9 +30,7 @@ fs::path scratch() {
 
 // Runs `fabricsim <args>` from the repository root (the documented paths are relative to it); stdout and
 // stderr go to the scratch directory, never into the source tree.
-Run run_root(const std::string& args) {
-  return cli_test::run_in(scratch(), "cd " + cli_test::quoted(kSrc) + " && " + cli_test::fabricsim(args));
-}
+Run run_root(const std::string& args) { return cli_test::run_from_source(scratch(), args); }
 
 double step_s(const std::string& args) {
   const fs::path out = scratch() / "r.json";
@@ -43,10 +41,7 @@ double step_s(const std::string& args) {
   return j.at("iteration_s").get<double>();
 }
 
-void write(const fs::path& p, const std::string& text) {
-  std::ofstream f(p, std::ios::binary);
-  f << text;
-}
+void write(const fs::path& p, const std::string& text) { cli_test::write_file(p, text); }
 
 // The longest compute op a workload file states, in seconds (Chakra: microseconds; text: ns columns 2, 5, 8).
 double longest_compute_s(const std::string& cmd) {

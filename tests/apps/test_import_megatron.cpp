@@ -28,14 +28,9 @@ fs::path scratch() {
 }
 
 // `fabricsim <args>` from the repository root (the example paths are relative to it).
-Run run_root(const std::string& args) {
-  return cli_test::run_in(scratch(), "cd " + cli_test::quoted(kSrc) + " && " + cli_test::fabricsim(args));
-}
+Run run_root(const std::string& args) { return cli_test::run_from_source(scratch(), args); }
 
-void write(const fs::path& p, const std::string& text) {
-  std::ofstream f(p, std::ios::binary);
-  f << text;
-}
+void write(const fs::path& p, const std::string& text) { cli_test::write_file(p, text); }
 
 json run_json(const std::string& args, const std::string& name) {
   const fs::path out = scratch() / name;

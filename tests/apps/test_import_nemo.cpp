@@ -30,14 +30,9 @@ fs::path scratch() {
   return d;
 }
 
-Run run_root(const std::string& args) {
-  return cli_test::run_in(scratch(), "cd " + cli_test::quoted(kSrc) + " && " + cli_test::fabricsim(args));
-}
+Run run_root(const std::string& args) { return cli_test::run_from_source(scratch(), args); }
 
-void write(const fs::path& p, const std::string& text) {
-  std::ofstream f(p, std::ios::binary);
-  f << text;
-}
+void write(const fs::path& p, const std::string& text) { cli_test::write_file(p, text); }
 
 // A small config in NeMo's layout; `model_extra` is added under model:.
 std::string small_config(const std::string& model_extra = "", const std::string& trainer_extra = "") {

@@ -11,6 +11,7 @@
 #include "replay/comm_model.hpp"
 #include "replay/executor.hpp"
 #include "replay/run_scenario.hpp"
+#include "tests/replay/scenario_test_util.hpp"
 #include "topologies/io.hpp"
 #include "workloads/scenario.hpp"
 #include "workloads/trace.hpp"
@@ -159,17 +160,9 @@ TEST_CASE("sm contention: sm_ctas round-trips through trace JSON and is checked"
 }
 
 namespace {
-std::string fsdp_scenario(const std::string& extra) {
-  return R"({"topology":{"preset":"superpod","params":{"nodes":2,"node":"dgx-h100"}},)" + extra +
-         R"("workload":{"generator":"gpt","params":{"model":"llama3-8b","use_torch_fsdp2":true,
-      "tensor_model_parallel_size":1,"pipeline_model_parallel_size":1,"global_batch_size":16,
-      "micro_batch_size":1,"recompute_granularity":"none"}}})";
-}
+std::string fsdp_scenario(const std::string& extra) { return replay_test::fsdp_llama8b_scenario(extra, "none"); }
 sim::RunResult run_scenario_json(const std::string& text, bool contention = true) {
-  Scenario s = scenario_from_json(Json::parse(text), "sc.json");
-  sim::ScenarioRunOptions o{"analytic", {}, {}};
-  o.replay.comm_sm_contention = contention;
-  return sim::run_scenario(s, o).result;
+  return replay_test::run_scenario_text(text, [contention](sim::ReplayOptions& r) { r.comm_sm_contention = contention; });
 }
 }  // namespace
 
@@ -211,12 +204,7 @@ TEST_CASE("sm contention: tp_comm_overlap's userbuffers collectives hold no SMs 
 }
 
 TEST_CASE("sm contention: by default only on the GPUs it was measured on; true applies it to every GPU") {
-  auto a100 = [](const std::string& extra) {
-    return R"({"topology":{"preset":"superpod","params":{"nodes":2,"node":"dgx-a100"}},)" + extra +
-           R"("workload":{"generator":"gpt","params":{"model":"llama3-8b","use_torch_fsdp2":true,
-      "tensor_model_parallel_size":1,"pipeline_model_parallel_size":1,"global_batch_size":16,
-      "micro_batch_size":1,"recompute_granularity":"full"}}})";
-  };
+  auto a100 = [](const std::string& extra) { return replay_test::fsdp_llama8b_scenario(extra, "full", "dgx-a100"); };
   const auto dflt = run_scenario_json(a100(""));
   const auto off = run_scenario_json(a100(R"("comm_sm_contention":false,)"));
   const auto all = run_scenario_json(a100(R"("comm_sm_contention":true,)"));

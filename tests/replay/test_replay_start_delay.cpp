@@ -16,6 +16,7 @@
 #include "replay/executor.hpp"
 #include "replay/run_scenario.hpp"
 #include "tests/csv_test_util.hpp"
+#include "tests/replay/scenario_test_util.hpp"
 #include "topologies/io.hpp"
 #include "workloads/scenario.hpp"
 #include "workloads/trace.hpp"
@@ -136,16 +137,10 @@ TEST_CASE("start delay: kernel_wait_ns round-trips through trace JSON and is che
 
 namespace {
 std::string fsdp_scenario(const std::string& extra, const std::string& node = "dgx-h100") {
-  return R"({"topology":{"preset":"superpod","params":{"nodes":2,"node":")" + node + R"("}},)" + extra +
-         R"("workload":{"generator":"gpt","params":{"model":"llama3-8b","use_torch_fsdp2":true,
-      "tensor_model_parallel_size":1,"pipeline_model_parallel_size":1,"global_batch_size":16,
-      "micro_batch_size":1,"recompute_granularity":"full"}}})";
+  return replay_test::fsdp_llama8b_scenario(extra, "full", node);
 }
 sim::RunResult run_scenario_json(const std::string& text, bool delay = true) {
-  Scenario s = scenario_from_json(Json::parse(text), "sc.json");
-  sim::ScenarioRunOptions o{"analytic", {}, {}};
-  o.replay.comm_start_delay = delay;
-  return sim::run_scenario(s, o).result;
+  return replay_test::run_scenario_text(text, [delay](sim::ReplayOptions& r) { r.comm_start_delay = delay; });
 }
 }  // namespace
 
