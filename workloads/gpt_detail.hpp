@@ -55,6 +55,8 @@ struct Costs {
   int kernels = 0;
   void add(const models::ComputeModel& cm, const Kernel& k, double times = 1.0);
   void add(const models::ComputeModel& cm, const models::KernelDesc& k, double time_factor = 1.0);
+  // `count` kernels of `s` seconds each (their time and squared time; the caller counts kernels and FLOPs).
+  void add_time(double s, double count = 1.0) { seconds += count * s, sq_seconds += count * s * s; }
   // `share`: the part of this kernel's time that runs beside the communication (1 = all of it).
   template <class K>
   void add_tp_gemm(const models::ComputeModel& cm, const K& k, double time_factor = 1.0, double share = 1.0) {

@@ -16,14 +16,12 @@ using models::OpClass;
 using models::Precision;
 
 void Costs::add(const models::ComputeModel& cm, const Kernel& k, double times) {
-  const double s = cm.time_s(k.cls, k.flops * times, k.bytes * times, 1);
-  seconds += s, sq_seconds += s * s;
+  add_time(cm.time_s(k.cls, k.flops * times, k.bytes * times, 1));
   flops += k.flops * times;
   ++kernels;
 }
 void Costs::add(const models::ComputeModel& cm, const KernelDesc& k, double time_factor) {
-  const double s = cm.kernel_time_s(k) * time_factor;
-  seconds += s, sq_seconds += s * s;
+  add_time(cm.kernel_time_s(k) * time_factor);
   flops += k.flops();
   ++kernels;
 }
@@ -242,8 +240,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     const KernelDesc lower = KernelDesc::attention(b, heads, kv_heads, sl, sl / 2, dh, false, bwd, act, impl);
     const KernelDesc upper = KernelDesc::attention(b, heads, kv_heads, sl / 2, sl, dh, false, bwd, act, impl);
     const double steps = double(cp - 1);
-    const double step_s = 0.5 * (cm.kernel_time_s(lower) + cm.kernel_time_s(upper));
-    out.seconds += steps * step_s, out.sq_seconds += steps * step_s * step_s;
+    out.add_time(0.5 * (cm.kernel_time_s(lower) + cm.kernel_time_s(upper)), steps);
     out.flops += steps * lower.flops();
     out.kernels += int(cp - 1);
     const double q_el = double(b) * double(sl) * double(heads) * double(dh);
