@@ -207,6 +207,7 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.overlap_param_gather = r.boolean("overlap_param_gather", false);
   c.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
   c.tp_comm_bulk_wgrad = r.boolean("tp_comm_bulk_wgrad", true);
+  c.tp_comm_overlap_impl = r.string("tp_comm_overlap_impl", c.tp_comm_overlap_impl);
   c.async_tensor_model_parallel_allreduce = r.boolean("async_tensor_model_parallel_allreduce", true);
   c.use_torch_fsdp2 = r.boolean("use_torch_fsdp2", false);
   c.data_parallel_sharding_strategy = r.string("data_parallel_sharding_strategy", c.data_parallel_sharding_strategy);
@@ -390,6 +391,10 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   if (c.sequence_parallel && t == 1) c.sequence_parallel = false;  // Megatron turns it off for TP=1
   if (c.tp_comm_overlap && t > 1 && !c.sequence_parallel)
     fail("tp_comm_overlap", "needs sequence_parallel (Megatron-LM asserts the same)");
+  if (c.tp_comm_overlap_impl != "userbuffers" && c.tp_comm_overlap_impl != "symmetric_memory")
+    fail("tp_comm_overlap_impl", "expected userbuffers or symmetric_memory, got '" + c.tp_comm_overlap_impl + "'");
+  if (c.tp_comm_overlap_impl == "symmetric_memory" && c.torch_compile != "compiled")
+    fail("tp_comm_overlap_impl", "symmetric_memory is PyTorch's async TP, an Inductor pass: it needs torch_compile true");
   if (c.overlap_param_gather && !c.use_distributed_optimizer && !c.fsdp())
     fail("overlap_param_gather", "needs use_distributed_optimizer (Megatron-LM asserts the same)");
   if (c.num_distributed_optimizer_instances > 1 && (dp * cp) % c.num_distributed_optimizer_instances)
@@ -537,6 +542,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   B("overlap_param_gather", c.overlap_param_gather);
   B("tp_comm_overlap", c.tp_comm_overlap);
   if (c.tp_comm_overlap && !c.tp_comm_bulk_wgrad) B("tp_comm_bulk_wgrad", false);
+  if (c.tp_comm_overlap && c.tp_comm_overlap_impl != "userbuffers") m["tp_comm_overlap_impl"] = c.tp_comm_overlap_impl;
   if (!c.async_tensor_model_parallel_allreduce) B("async_tensor_model_parallel_allreduce", false);
   B("fsdp", c.fsdp());
   B("overlap_p2p_comm", c.overlap_p2p_comm);

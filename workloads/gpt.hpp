@@ -77,6 +77,11 @@ struct GptConfig {
   bool tp_comm_overlap = false;       // TP all-gather / reduce-scatter overlapped with the GEMMs (SM cost)
   bool tp_comm_bulk_wgrad = true;    // with tp_comm_overlap: backward reduce-scatter of the input gradient under
                                      // the weight-gradient GEMM (Megatron --disable-tp-comm-bulk-wgrad: false)
+  // How tp_comm_overlap runs: "userbuffers" (Transformer Engine's comm-GEMM overlap, Megatron's) or
+  // "symmetric_memory" (PyTorch's async TP: torch/_inductor/fx_passes/micro_pipeline_tp.py decomposes the
+  // fused GEMMs per shard beside copy-engine pulls from peer memory; needs torch_compile "compiled").
+  std::string tp_comm_overlap_impl = "userbuffers";
+  bool symm_mem_tp() const { return tp_comm_overlap && tp_comm_overlap_impl == "symmetric_memory"; }
   // Megatron-LM's backward of a column-parallel linear (LinearWithGradAccumulationAndAsyncCommunication;
   // Transformer Engine's Linear / LayerNormLinear the same): the all-reduce of the input gradient runs beside
   // the weight-gradient GEMM. Megatron's --no-async-tensor-model-parallel-allreduce (dest

@@ -81,10 +81,27 @@ struct Costs {
 // dgrad_*_in / wgrad_*_in: the input- and weight-gradient GEMMs of the block's column-parallel input
 // projections (QKV, or MLA's q / kv projections; fc1), inside bwd_* -- what Megatron's backward overlaps with
 // the re-gather of the input and the reduction of the input gradient.
+// PyTorch's async TP (GptConfig::symm_mem_tp) in one TP block: the GEMMs Inductor's micro-pipeline TP pass
+// fuses with the block's sequence-parallel collectives, and the kernels of the fused ops
+// (torch/distributed/_symmetric_memory/__init__.py; layer_costs_fused says which GEMMs and why).
+// ag: the GEMMs consuming the all-gathered tensor (fused_all_gather_matmul: each runs once per shard, M/t
+// rows); `ag_full` the same GEMMs at their whole M (what the block's cost holds and the decomposition
+// replaces). rs: the one GEMM producing the reduce-scattered tensor (fused_matmul_reduce_scatter: one
+// M/t-row chunk per destination rank). Empty (kernels 0) where the pass fuses nothing: that collective stays
+// NCCL's. barrier: one symm_mem.barrier kernel; shard_copy: a copy of the local shard (into the p2p buffer,
+// and into the all-gather output); reduce: the sum of the t partial chunks after the reduce-scatter.
+struct TpFusedGemms {
+  Costs ag_shard, ag_full, rs_shard, rs_full;
+  Costs barrier, shard_copy, reduce;
+  bool ag() const { return ag_full.kernels > 0; }
+  bool rs() const { return rs_full.kernels > 0; }
+};
+
 struct LayerCosts {
   Costs fwd_attn, fwd_mlp, bwd_attn, bwd_mlp, recompute_attn_extra, wgrad_attn, wgrad_mlp, recompute_norm;
   Costs dgrad_attn_in, wgrad_attn_in, dgrad_mlp_in, wgrad_mlp_in;
   Costs cp_fwd_first, cp_fwd_rest, cp_bwd_first, cp_bwd_rest;
+  TpFusedGemms tp_fused[2][2];  // [attention block][backward]
 };
 
 // One MoE layer's MLP side for one micro-batch on the simulated rank, split where the dispatch / combine

@@ -295,6 +295,46 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
                                  : eager ? MemoryKernel::Activation
                                          : MemoryKernel::Copy;
   LayerCosts L;
+  // PyTorch's async TP (tp_comm_overlap_impl symmetric_memory; LayerCosts::tp_fused, the trace arranges the
+  // ops in gpt_trace.cpp). What Inductor's micro-pipeline TP pass fuses (torch/_inductor/fx_passes/
+  // micro_pipeline_tp.py, pytorch/pytorch@5f65158a; the mid-2024 version @00122fb1, torch.distributed._cuda_p2p,
+  // matches the same two patterns for aten.mm): an all-gather with every matmul that takes its result as the
+  // left operand (_find_consumer_matmuls), a reduce-scatter with the one matmul whose output is its only input
+  // (_find_producer_matmul; the result must have one user). In torchtitan's Llama block (apply_tp in
+  // parallelize_llama.py at pytorch/torchtitan@9dec370 and @820504e: SequenceParallel norms, ColwiseParallel
+  // wq / wk / wv and w1 / w3, RowwiseParallel wo / w2 with output Shard(1)) that is, forward: the norm output's
+  // all-gather with the QKV (w1 / w3) GEMMs, the reduce-scatter of wo's (w2's) output with that GEMM; backward:
+  // the all-gather of the output gradient with wo's (w2's) input-gradient GEMM (its weight-gradient GEMM takes
+  // the transpose, so the gathered tensor is kept: return_A). The backward reduce-scatter of the input
+  // gradient is the sum of the wq / wk / wv (w1 / w3) input gradients, not one matmul's output: not fused
+  // (NCCL's). FP8: torchtitan applies torchao's Float8ColwiseParallel / Float8RowwiseParallel only for the
+  // tensorwise recipe (enable_float8_tensorwise_tp at @820504e), which gather the FP8 shard straight into
+  // _scaled_mm (fused: micro_pipeline_tp's _ScaledMatmul); with the rowwise recipe the gathered bf16 tensor goes
+  // into the FP8 cast first, not into a matmul, so its all-gathers stay NCCL's (GptConfig::tp_gathers_fp8
+  // tells the two apart); the reduce-scatters of _scaled_mm's bf16 output fuse either way.
+  // The fused ops (torch/distributed/_symmetric_memory/__init__.py at pytorch/pytorch@006b161f,
+  // _pipelined_multi_all_gather_and_consume / _pipelined_produce_and_all2all): each GEMM runs once per shard
+  // (M/t rows, priced at that shape); the local shard is copied into the p2p buffer (a copy of Te x h
+  // elements, read and written) between barriers; the sum of the t partial chunks of a reduce-scatter is one
+  // streaming kernel (reduce_partials: read t chunks, write one). A symm_mem.barrier is one kernel that
+  // signals each peer over NVLink and waits for theirs: priced as one kernel of the compute model (its
+  // per-kernel cost; the topology's NVLink hop, 150 ns, is below it).
+  const bool symm = c.symm_mem_tp() && t > 1;
+  const bool fuse_ag = !c.fp8() || gather8;
+  auto fuse = [&](TpFusedGemms& z, bool ag, std::int64_t n, std::int64_t k) {
+    if (!symm || (ag && !fuse_ag)) return;
+    (ag ? z.ag_full : z.rs_full).add(cm, KernelDesc::gemm(T, n, k, gp), gemm_factor);
+    (ag ? z.ag_shard : z.rs_shard).add(cm, KernelDesc::gemm(Te, n, k, gp), gemm_factor);
+  };
+  if (symm) {
+    const double ag_el = gather8 ? fp8_gather_bytes_per_element(c.fp8_recipe) : e;
+    for (auto& pair : L.tp_fused)
+      for (TpFusedGemms& z : pair) {
+        z.barrier.add(cm, mem(MemoryKernel::Copy, 4.0 * double(t)));
+        z.shard_copy.add(cm, mem(MemoryKernel::Copy, 2.0 * ag_el * double(Te) * double(h)));
+        z.reduce.add(cm, mem(MemoryKernel::Copy, double(t + 1) * e * double(Te) * double(h)));
+      }
+  }
   // Multi-latent attention (DeepSeek-V2 arXiv:2405.04434 Sec. 2.1): down-projections to the q / kv latents
   // (replicated over TP) with their RMSNorms, up-projections to per-head Q (qk + rope dims), K and V, and
   // the output projection from v_head_dim per head. The attention kernel's FLOPs use head dim (qk + rope +
@@ -320,7 +360,10 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   }
   add_norm(L.fwd_attn, 1.0);
   add_norm(L.recompute_norm, 1.0);
-  for (const G& g : attn_in) fwd_gemm(L.fwd_attn, g, g.k == h ? Tp::ColumnGathered : Tp::Column);
+  for (const G& g : attn_in) {
+    fwd_gemm(L.fwd_attn, g, g.k == h ? Tp::ColumnGathered : Tp::Column);
+    if (g.k == h) fuse(L.tp_fused[1][0], true, g.n, g.k);
+  }
   if (latent_norm > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Norm, latent_norm));
   add_rope(L.fwd_attn, 1.0);
   if (repeat > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Copy, repeat));
@@ -391,21 +434,26 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   };
   add_attention(L.fwd_attn, false);
   fwd_gemm(L.fwd_attn, attn_out, Tp::Row);
+  fuse(L.tp_fused[1][0], false, attn_out.n, attn_out.k);
   L.fwd_attn.add(cm, mem(MemoryKernel::Elementwise, resid));
   add_norm(L.fwd_mlp, 1.0);
   fwd_gemm(L.fwd_mlp, up, Tp::ColumnGathered);
+  fuse(L.tp_fused[0][0], true, up.n, up.k);
   L.fwd_mlp.add(cm, mem(actv_kind, actv));
   fwd_gemm(L.fwd_mlp, down, Tp::Row);
+  fuse(L.tp_fused[0][0], false, down.n, down.k);
   L.fwd_mlp.add(cm, mem(MemoryKernel::Elementwise, resid));
   // Backward: memory-bound kernels move twice their forward bytes (read the output gradient and the saved
   // input, write the input gradient).
   L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
   bwd_gemm(L.bwd_mlp, down, L.wgrad_mlp);
+  fuse(L.tp_fused[0][1], true, down.k, down.n);  // the input-gradient GEMM (M x k x n)
   L.bwd_mlp.add(cm, mem(actv_kind, 2.0 * actv));
   bwd_gemm(L.bwd_mlp, up, L.wgrad_mlp, &L.dgrad_mlp_in, &L.wgrad_mlp_in);
   add_norm(L.bwd_mlp, 2.0);
   L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
   bwd_gemm(L.bwd_attn, attn_out, L.wgrad_attn);
+  fuse(L.tp_fused[1][1], true, attn_out.k, attn_out.n);
   add_attention(L.bwd_attn, true);
   if (repeat > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Copy, repeat));
   if (titan) add_rope(L.bwd_attn, 2.0);

@@ -100,6 +100,15 @@ Op coll_op(std::string name, CollOp kind, std::int32_t comm, double bytes, std::
   return op;
 }
 
+// A permute over a group of n ranks: every rank receives `bytes` from one peer and sends as much to another
+// (torch's permute_tensor: all_to_all_single whose only non-zero split is one peer; a symmetric-memory pull
+// of one peer's shard by every rank at once). Priced as an all-to-all over the group moving the same bytes out
+// of the rank (an all-to-all keeps 1/n of its buffer at home), the GPU's own NVLink / NIC bandwidth being the
+// bound either way.
+Op permute_op(std::string name, std::int32_t comm, std::int64_t n, double bytes, std::uint16_t stream, const char* cat) {
+  return coll_op(std::move(name), CollOp::AllToAll, comm, double(n) / double(n - 1) * bytes, stream, cat);
+}
+
 // tp_comm_overlap: Transformer Engine's userbuffers overlap runs the TP all-gather / reduce-scatter chunks
 // while the GEMMs run; the GEMMs lose the SMs the communication kernels take. Cost: 16 of H100's 132 SMs
 // (Transformer Engine's userbuffers default: add_ub(..., num_sm=16) for the ring-exchange, pipeline and bulk
@@ -188,6 +197,10 @@ class StageEmitter {
       kFsdpCopyIn = static_cast<std::uint16_t>(rt.streams.size());
       rb.add_stream("fsdp.copy_in");
     }
+    if (symm) {
+      kP2p = static_cast<std::uint16_t>(rt.streams.size());
+      rb.add_stream("comm.tp.p2p");
+    }
     kEp = static_cast<std::uint16_t>(rt.streams.size());
     if (moe_on) rb.add_stream("comm.ep");
     if (moe_on && Y.flex_forwarding) {
@@ -234,9 +247,11 @@ class StageEmitter {
   RankBuilder rb;
   std::uint16_t kEp = 0;
   std::uint16_t kFsdpCopyIn = 0;  // torch FSDP2's all-gather copy-in stream
+  std::uint16_t kP2p = 0;  // PyTorch's async TP: the copy-engine pulls from peer memory and their barriers
   std::uint16_t kEpNvl = 0;  // flex dispatcher: the NVLink forwarding inside the destination node
   std::uint16_t kRev = 0;  // DualPipe: first of the reverse direction's four pipeline streams
   const bool moe_on = c.moe.enabled();
+  const bool symm = c.symm_mem_tp() && t > 1;  // PyTorch's async TP (symmetric memory)
   // A dropless MoE layer's forward dispatch waits on the host for the received-token counts: DeepEP's
   // non-cached dispatch spins the CPU on moe_recv_counter, which its notify kernel writes to host-mapped
   // memory, before it allocates the receive buffers and launches the dispatch kernel
@@ -318,10 +333,7 @@ class StageEmitter {
   // ring of cp - 1 sends moves what an all-gather moves). The backward passes the fp32 dK/dV accumulators
   // around the ring by all-to-all permutes whatever the method (dkv_rotater): cp sends, each beside the next
   // step, the last one waited for after the final step.
-  // A permute (_functional_collectives.py permute_tensor: all_to_all_single whose only non-zero split is the
-  // next rank) sends the whole tensor to one peer; it is priced as an all-to-all over the cp group moving the
-  // same bytes out of the rank (per-rank buffer x cp / (cp - 1): an all-to-all keeps 1/cp of its buffer at
-  // home), the GPU's own NVLink / NIC bandwidth being the bound either way.
+  // A permute (_functional_collectives.py permute_tensor) sends the whole tensor to the next rank (permute_op).
   // Compiled (torch_compile true): torchtitan compiles each TransformerBlock with fullgraph=True
   // (parallelisms/parallelize_llama.py apply_compile, pytorch/torchtitan@9dec370), so the ring is traced into
   // the block's graph, and a functional collective traced by torch.compile is waited for where it is issued
@@ -340,19 +352,16 @@ class StageEmitter {
     const std::int32_t cc = Y.cp_comm[st];
     const std::string pre = nm + (bwd ? ".bwd" : "");
     const bool gather = c.context_parallel_rotate_method == "allgather";
-    const double permute = double(cp) / double(cp - 1);  // all-to-all buffer moving one tensor to one peer
     if (c.torch_compile == "compiled") {
       const double steps = double(cp - 1);
       Costs step = rest;
       step.seconds /= steps, step.flops /= steps, step.sq_seconds /= steps;
       auto kv_permute = [&](std::int64_t i) {
-        rb.chain(coll_op(pre + ".cp.kv" + std::to_string(i), CollOp::AllToAll, cc,
-                         permute * x_.torch_cp_kv / double(cp), RankBuilder::kCp, "cp"));
+        rb.chain(permute_op(pre + ".cp.kv" + std::to_string(i), cc, cp, x_.torch_cp_kv / double(cp), RankBuilder::kCp, "cp"));
       };
       auto dkv_permute = [&](std::int64_t i) {
         if (bwd)
-          rb.chain(coll_op(pre + ".cp.dkv" + std::to_string(i), CollOp::AllToAll, cc, permute * x_.torch_cp_dkv,
-                           RankBuilder::kCp, "cp"));
+          rb.chain(permute_op(pre + ".cp.dkv" + std::to_string(i), cc, cp, x_.torch_cp_dkv, RankBuilder::kCp, "cp"));
       };
       if (gather) rb.chain(coll_op(pre + ".cp.kv", CollOp::AllGather, cc, x_.torch_cp_kv, RankBuilder::kCp, "cp"));
       else kv_permute(0);
@@ -376,9 +385,69 @@ class StageEmitter {
     if (!gather) rb.chain(wait_op(pre + ".cp.kv.wait"), kv);
     if (bwd) {
       rb.chain(wait_op(pre + ".cp.dkv.wait"), dkv);
-      rb.chain(coll_op(pre + ".cp.dkv.last", CollOp::AllToAll, cc, permute * x_.torch_cp_dkv, RankBuilder::kCp,
-                       "cp"));
+      rb.chain(permute_op(pre + ".cp.dkv.last", cc, cp, x_.torch_cp_dkv, RankBuilder::kCp, "cp"));
     }
+  }
+
+  // PyTorch's async TP (tp_comm_overlap_impl symmetric_memory) as torch/distributed/_symmetric_memory/
+  // __init__.py runs it (pytorch/pytorch@006b161f; the kernels and which GEMMs: gpt_kernels.cpp
+  // layer_costs_fused). The fused ops alternate two CUDA streams; the GEMMs of both run on the compute stream
+  // here (they share the SMs), the pulls from peer memory (copy_ from a peer's p2p buffer: the copy engines,
+  // no SMs, sm_ctas 0; "cp from different streams cannot overlap") one after another on comm.tp.p2p, each a
+  // permute of one shard over the TP group (permute_op).
+  // fused_all_gather_matmul (_pipelined_multi_all_gather_and_consume): barrier, the local shard copied into
+  // the p2p buffer, barrier -- exposed: the source gives up overlapping them with the first GEMM -- the GEMMs
+  // on the local shard, then for each peer the pull of its shard and the GEMMs on it; a pull is issued on the
+  // stream of the GEMMs two steps back and waits for them; the local shard copied into the gathered output
+  // (return_A) beside the last GEMMs; barrier.
+  void symm_all_gather_matmul(const std::string& nm, const std::string& cname, const TpFusedGemms& z,
+                              const std::vector<std::uint32_t>& extra) {
+    const double shard = x_.tp_ag_bytes / double(t);
+    rb.chain(compute_op(nm + ".ag.barrier", z.barrier), extra);
+    rb.chain(compute_op(nm + ".ag.shard_copy", z.shard_copy));
+    const std::uint32_t ready = rb.chain(compute_op(nm + ".ag.barrier", z.barrier));
+    std::vector<std::uint32_t> mm{rb.chain(compute_op(cname + ".ag_mm0", z.ag_shard))};
+    for (std::int64_t i = 1; i < t; ++i) {
+      Op pull = permute_op(nm + ".ag.pull" + std::to_string(i), Y.tp_comm[st], t, shard, kP2p, "tp");
+      pull.sm_ctas = 0;
+      pull.deps.push_back(i == 1 ? ready : mm[i - 2]);
+      const std::uint32_t got = rb.push(std::move(pull));
+      mm.push_back(rb.chain(compute_op(cname + ".ag_mm" + std::to_string(i), z.ag_shard), {got}));
+    }
+    Op out = compute_op(nm + ".ag.out_copy", z.shard_copy);
+    out.stream = kP2p;
+    out.deps.push_back(ready);
+    const std::uint32_t copied = rb.push(std::move(out));
+    rb.chain(compute_op(nm + ".ag.barrier", z.barrier), {copied});
+  }
+
+  // fused_matmul_reduce_scatter (_pipelined_produce_and_all2all): barrier; for each peer the GEMM of the
+  // chunk that peer reduces, written into a p2p buffer, then a barrier, the pull of this rank's chunk from
+  // another peer and a barrier (comm.tp.p2p); a GEMM waits for the barrier two steps back before it
+  // overwrites that buffer (two buffers, alternating streams); the GEMM of the local chunk; barrier; the sum
+  // of the t partial chunks (reduce_partials).
+  void symm_matmul_reduce_scatter(const std::string& nm, const std::string& cname, const TpFusedGemms& z) {
+    const double chunk = x_.tp_bytes / double(t);
+    rb.chain(compute_op(nm + ".rs.barrier", z.barrier));
+    std::vector<std::uint32_t> freed;  // per step (from 1), the barrier after its pull
+    for (std::int64_t i = 1; i < t; ++i) {
+      std::vector<std::uint32_t> buf;
+      if (i > 2) buf.push_back(freed[i - 3]);
+      const std::uint32_t mm = rb.chain(compute_op(cname + ".rs_mm" + std::to_string(i), z.rs_shard), buf);
+      Op written = compute_op(nm + ".rs.barrier", z.barrier);
+      written.stream = kP2p;
+      written.deps.push_back(mm);
+      rb.push(std::move(written));
+      Op pull = permute_op(nm + ".rs.pull" + std::to_string(i), Y.tp_comm[st], t, chunk, kP2p, "tp");
+      pull.sm_ctas = 0;
+      rb.push(std::move(pull));
+      Op read = compute_op(nm + ".rs.barrier", z.barrier);
+      read.stream = kP2p;
+      freed.push_back(rb.push(std::move(read)));
+    }
+    rb.chain(compute_op(cname + ".rs_mm0", z.rs_shard));
+    rb.chain(compute_op(nm + ".rs.barrier", z.barrier), {freed.back()});
+    rb.chain(compute_op(nm + ".rs.reduce", z.reduce));
   }
 
   // One TP block: [SP all-gather] compute [SP reduce-scatter | all-reduce], with the CP exchange of an
@@ -398,14 +467,17 @@ class StageEmitter {
     const auto& tp_comm = Y.tp_comm;
     const double tp_bytes = x_.tp_bytes, ag_bytes = x_.tp_ag_bytes, kv_bytes = x_.kv_bytes;
     std::vector<std::uint32_t> par;
-    const bool ovl = c.tp_comm_overlap && t > 1;
+    const bool ovl = c.tp_comm_overlap && t > 1 && !symm;  // userbuffers
+    // PyTorch's async TP: what Inductor fused with this block's collectives (the rest stays NCCL's).
+    const TpFusedGemms& fz = K.layer.tp_fused[attn ? 1 : 0][bwd ? 1 : 0];
+    const bool ag_fused = symm && fz.ag(), rs_fused = symm && fz.rs();
     const bool has_pre = rb.has_last();
     const std::uint32_t pre = rb.last();
     // Context parallelism of an attention block: PyTorch's (context_parallel_rotate_method) or Megatron's
     // (cp_comm_type).
     const bool torch_cp = attn && cp > 1 && !c.context_parallel_rotate_method.empty();
     const bool mcore_cp = attn && cp > 1 && !torch_cp;
-    if (t > 1 && c.sequence_parallel) {
+    if (t > 1 && c.sequence_parallel && !ag_fused) {
       Op ag = coll_op(nm + (bwd ? ".bwd.ag" : ".ag"), CollOp::AllGather, tp_comm[st], ag_bytes, RankBuilder::kTp, "tp");
       if (ovl) par.push_back(rb.fork(userbuffers(std::move(ag))));
       else rb.chain(std::move(ag));
@@ -430,8 +502,15 @@ class StageEmitter {
     Costs cc = cost;
     if (split) cc = minus(minus(cc, *din), *win);
     cc = tp_overlap_stretched(cc, sm);
-    if (torch_cp) torch_cp_attention(nm, cname, cc, bwd, extra);
-    else rb.chain(compute_op(cname, cc), extra);
+    std::vector<std::uint32_t> first_deps = extra;  // of the block's first compute op
+    if (ag_fused) {
+      cc = minus(cc, fz.ag_full);
+      symm_all_gather_matmul(nm + (bwd ? ".bwd" : ""), cname, fz, first_deps);
+      first_deps.clear();
+    }
+    if (rs_fused) cc = minus(cc, fz.rs_full);
+    if (torch_cp) torch_cp_attention(nm, cname, cc, bwd, first_deps);
+    else rb.chain(compute_op(cname, cc), first_deps);
     if (mcore_cp && c.cp_comm_type == "all_gather" && bwd)
       rb.chain(coll_op(nm + ".bwd.cp.dkv", CollOp::ReduceScatter, Y.cp_comm[st], kv_bytes, RankBuilder::kCp, "cp"));
     if (mcore_cp && c.cp_comm_type == "a2a")
@@ -447,6 +526,8 @@ class StageEmitter {
                                 ? coll_op(nm + ".bwd.rs", CollOp::ReduceScatter, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp")
                                 : coll_op(nm + ".bwd.ar", CollOp::AllReduce, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp"))));
       rb.chain(compute_op(cname + ".wgrad_in", w));
+    } else if (rs_fused) {
+      symm_matmul_reduce_scatter(nm + (bwd ? ".bwd" : ""), cname, fz);
     } else if (t > 1) {
       Op red = c.sequence_parallel
                    ? coll_op(nm + (bwd ? ".bwd.rs" : ".rs"), CollOp::ReduceScatter, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp")

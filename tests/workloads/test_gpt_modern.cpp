@@ -639,6 +639,93 @@ TEST_CASE("gpt torchtitan async TP: tp_comm_bulk_wgrad false leaves the backward
   CHECK(depends_on(gen(b), "mb0.l0.attn.bwd.rs", "mb0.l0.bwd.attn"));
 }
 
+TEST_CASE("gpt async TP on symmetric memory: per-shard GEMMs beside copy-engine pulls, only the fused collectives") {
+  // Llama-shaped block, TP 4 (one FSDP2 pair), torch.compile'd: PyTorch's async TP.
+  ParamMap p = small({{"tensor_model_parallel_size", "4"}, {"pipeline_model_parallel_size", "1"},
+                      {"tp_comm_overlap", "true"}, {"tp_comm_overlap_impl", "symmetric_memory"},
+                      {"tp_comm_bulk_wgrad", "false"}, {"torch_compile", "true"}, {"use_torch_fsdp2", "true"},
+                      {"swiglu", "true"}, {"num_query_groups", "4"}});
+  const GptConfig c = cfg(p);
+  const Trace tr = gen(p);
+  const gpt_detail::GptStepKernels K = gpt_detail::gpt_step_kernels(c, cm_for("h100"), "test");
+  const gpt_detail::TpFusedGemms& fa = K.layer.tp_fused[1][0];
+  const double T = 2048, t = 4, h = 1024;
+  // Forward attention: wq/wk/wv (one QKV GEMM here, 1024 + 2 x 256 wide over TP 4 = 384) on each shard of
+  // T / t tokens: t GEMMs of M = 512, the FLOPs of the one GEMM of M = T.
+  CHECK(fa.ag_shard.flops == doctest::Approx(2.0 * (T / t) * 384 * h));
+  CHECK(fa.ag_full.flops == doctest::Approx(t * fa.ag_shard.flops));
+  CHECK(fa.rs_shard.flops == doctest::Approx(2.0 * (T / t) * h * 256));  // wo: 256 -> 1024
+  for (int i = 0; i < 4; ++i) {
+    const Op& mm = op_named(tr, "mb0.l0.fwd.attn.ag_mm" + std::to_string(i));
+    CHECK(mm.stream == 0);
+    CHECK(mm.flops == doctest::Approx(fa.ag_shard.flops));
+    const Op& rmm = op_named(tr, "mb0.l0.fwd.attn.rs_mm" + std::to_string(i));
+    CHECK(rmm.flops == doctest::Approx(fa.rs_shard.flops));
+  }
+  // The t - 1 pulls: copy-engine permutes of one shard (T / t x h bf16) over the TP group on their own stream,
+  // no SMs; GEMM i waits for pull i, pull i (i >= 2) for GEMM i - 2.
+  const auto& ops = tr.ranks[0].ops;
+  auto index_of = [&](const std::string& name) {
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].name == name) return static_cast<std::uint32_t>(i);
+    FAIL("no op " << name);
+    return 0u;
+  };
+  auto has_dep = [&](const std::string& op, const std::string& dep) {
+    const auto& d = ops[index_of(op)].deps;
+    return std::find(d.begin(), d.end(), index_of(dep)) != d.end();
+  };
+  for (int i = 1; i < 4; ++i) {
+    const Op& pull = op_named(tr, "mb0.l0.attn.ag.pull" + std::to_string(i));
+    CHECK(pull.kind == OpKind::Collective);
+    CHECK(pull.coll == CollOp::AllToAll);
+    CHECK(pull.sm_ctas == 0);
+    CHECK(tr.ranks[0].streams[pull.stream] == "comm.tp.p2p");
+    CHECK(pull.bytes == doctest::Approx(T / t * h * 2.0 * t / (t - 1)));
+    CHECK(has_dep("mb0.l0.fwd.attn.ag_mm" + std::to_string(i), "mb0.l0.attn.ag.pull" + std::to_string(i)));
+    if (i >= 2) CHECK(has_dep("mb0.l0.attn.ag.pull" + std::to_string(i), "mb0.l0.fwd.attn.ag_mm" + std::to_string(i - 2)));
+  }
+  // The fused collectives have no NCCL op; the block's own compute op is the rest of the block.
+  CHECK(count_ops(tr, "mb0.l0.attn.ag.pull") == 3);
+  CHECK(count_ops(tr, "mb0.l0.attn.rs.pull") == 3);
+  for (const auto& op : ops) CHECK_FALSE((op.name == "mb0.l0.attn.ag" || op.name == "mb0.l0.attn.rs"));
+  CHECK(op_named(tr, "mb0.l0.fwd.attn").flops ==
+        doctest::Approx(K.layer.fwd_attn.flops - fa.ag_full.flops - fa.rs_full.flops));
+  CHECK(op_named(tr, "mb0.l0.attn.rs.reduce").duration_s > 0);
+  // Backward: the output gradient's all-gather fused with w2's input-gradient GEMM (M x f/t x h); the input
+  // gradient's reduce-scatter (a sum of the w1 / w3 input gradients) stays NCCL's, after the GEMMs.
+  const gpt_detail::TpFusedGemms& bm = K.layer.tp_fused[0][1];
+  CHECK(bm.ag_shard.flops == doctest::Approx(2.0 * (T / t) * (2816.0 / t) * h));
+  CHECK_FALSE(bm.rs());
+  CHECK(count_ops(tr, "mb0.l0.mlp.bwd.ag.pull") == 3);
+  const Op& rs = op_named(tr, "mb0.l0.mlp.bwd.rs");
+  CHECK(rs.kind == OpKind::Collective);
+  CHECK(rs.coll == CollOp::ReduceScatter);
+  CHECK(rs.sm_ctas == -1);
+  // No userbuffers SM cost: the userbuffers trace stretches the GEMMs, this one prices them as they are.
+  ParamMap ub = p;
+  ub["tp_comm_overlap_impl"] = "userbuffers";
+  CHECK(op_named(gen(ub), "mb0.l0.fwd.attn").duration_s > op_named(tr, "mb0.l0.fwd.attn").duration_s);
+  // FP8 rowwise: the gathered bf16 tensor goes into the FP8 cast, not a matmul -- the all-gathers stay NCCL's,
+  // the reduce-scatters of the _scaled_mm output are fused.
+  ParamMap rw = p;
+  rw["precision"] = "fp8", rw["fp8_recipe"] = "rowwise";
+  const Trace trw = gen(rw);
+  CHECK(count_ops(trw, ".ag.pull") == 0);
+  CHECK(count_ops(trw, "mb0.l0.attn.rs.pull") == 3);
+  CHECK(op_named(trw, "mb0.l0.attn.ag").kind == OpKind::Collective);
+  ParamMap tw = rw;
+  tw["fp8_recipe"] = "tensorwise";
+  CHECK(count_ops(gen(tw), "mb0.l0.attn.ag.pull") == 3);
+  // Refusals.
+  ParamMap eager = p;
+  eager["torch_compile"] = "false";
+  CHECK(error_of([&] { cfg(eager); }).find("needs torch_compile true") != std::string::npos);
+  ParamMap bad = p;
+  bad["tp_comm_overlap_impl"] = "nvshmem";
+  CHECK(error_of([&] { cfg(bad); }).find("expected userbuffers or symmetric_memory") != std::string::npos);
+}
+
 TEST_CASE("gpt Megatron backward: TP collectives of the input projection beside its dgrad / wgrad GEMMs") {
   // Sequence parallel: the input re-gather starts before the dgrad GEMM, the reduce-scatter of the input
   // gradient after it, beside the wgrad GEMM, which does not wait for it; the block's join does.
