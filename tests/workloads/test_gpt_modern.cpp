@@ -55,6 +55,23 @@ const Op& op_named(const Trace& t, const std::string& suffix, std::size_t rank =
   return none;
 }
 
+// Index of rank 0's op named exactly `name`.
+std::uint32_t op_index(const Trace& t, const std::string& name) {
+  const auto& ops = t.ranks[0].ops;
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].name == name) return static_cast<std::uint32_t>(i);
+  FAIL("no op " << name);
+  return 0u;
+}
+bool has_dep(const Op& op, std::uint32_t d) { return std::find(op.deps.begin(), op.deps.end(), d) != op.deps.end(); }
+// An op's duration and the summed model time of `ks`, in whole nanoseconds (as compute ops store them).
+long long op_ns(const Op& op) { return std::llround(op.duration_s * 1e9); }
+long long kernels_ns(const models::ComputeModel& cm, const std::vector<models::KernelDesc>& ks) {
+  double sec = 0;
+  for (const auto& k : ks) sec += cm.kernel_time_s(k);
+  return std::llround(sec * 1e9);
+}
+
 // FLOPs of a backward block: the block op and, for a Megatron block, its input projections' dgrad and wgrad
 // ops (`NAME.dgrad_in`, `NAME.wgrad_in`, which run beside the TP collectives).
 double bwd_flops(const Trace& t, const std::string& name, std::size_t rank = 0) {
@@ -624,7 +641,7 @@ namespace {
 std::uint32_t index_of(const Trace& t, const std::string& name) {
   return static_cast<std::uint32_t>(&op_named(t, name) - t.ranks[0].ops.data());
 }
-bool depends_on(const Trace& t, const std::string& op, const std::string& on) {
+bool has_dep(const Trace& t, const std::string& op, const std::string& on) {
   const auto& deps = op_named(t, op).deps;
   return std::find(deps.begin(), deps.end(), index_of(t, on)) != deps.end();
 }
@@ -635,8 +652,8 @@ TEST_CASE("gpt torchtitan async TP: tp_comm_bulk_wgrad false leaves the backward
   ParamMap b = a;
   b["tp_comm_bulk_wgrad"] = "false";
   // Overlapped, the backward reduce-scatter starts with its GEMMs; not, it waits for them.
-  CHECK_FALSE(depends_on(gen(a), "mb0.l0.attn.bwd.rs", "mb0.l0.bwd.attn"));
-  CHECK(depends_on(gen(b), "mb0.l0.attn.bwd.rs", "mb0.l0.bwd.attn"));
+  CHECK_FALSE(has_dep(gen(a), "mb0.l0.attn.bwd.rs", "mb0.l0.bwd.attn"));
+  CHECK(has_dep(gen(b), "mb0.l0.attn.bwd.rs", "mb0.l0.bwd.attn"));
 }
 
 TEST_CASE("gpt Megatron backward: TP collectives of the input projection beside its dgrad / wgrad GEMMs") {
@@ -651,23 +668,23 @@ TEST_CASE("gpt Megatron backward: TP collectives of the input projection beside 
     const Trace sp = gen(small(v));
     for (const std::string blk : {"attn", "mlp"}) {
       const std::string b = "mb0.l0.bwd." + blk, c = "mb0.l0." + blk + ".bwd.";
-      CHECK(depends_on(sp, c + "ag.input", b));
-      CHECK(depends_on(sp, b + ".dgrad_in", b));
-      CHECK(depends_on(sp, c + "ag.input.wait", b + ".dgrad_in"));
-      CHECK(depends_on(sp, c + "ag.input.wait", c + "ag.input"));
-      CHECK(depends_on(sp, c + "rs", c + "ag.input.wait"));
-      CHECK_FALSE(depends_on(sp, b + ".wgrad_in", c + "rs"));
-      CHECK(depends_on(sp, c + "join", c + "rs"));
+      CHECK(has_dep(sp, c + "ag.input", b));
+      CHECK(has_dep(sp, b + ".dgrad_in", b));
+      CHECK(has_dep(sp, c + "ag.input.wait", b + ".dgrad_in"));
+      CHECK(has_dep(sp, c + "ag.input.wait", c + "ag.input"));
+      CHECK(has_dep(sp, c + "rs", c + "ag.input.wait"));
+      CHECK_FALSE(has_dep(sp, b + ".wgrad_in", c + "rs"));
+      CHECK(has_dep(sp, c + "join", c + "rs"));
     }
   }
   // Without SP: the all-reduce of the input gradient beside the wgrad GEMM, unless
   // async_tensor_model_parallel_allreduce is false (Megatron-LM before 2021-08-30), when it follows the block.
   const Trace as = gen(small({{"sequence_parallel", "false"}}));
-  CHECK(depends_on(as, "mb0.l0.attn.bwd.ar", "mb0.l0.bwd.attn.dgrad_in"));
+  CHECK(has_dep(as, "mb0.l0.attn.bwd.ar", "mb0.l0.bwd.attn.dgrad_in"));
   CHECK(count_ops(as, "ag.input") == 0);
   const Trace sync = gen(small({{"sequence_parallel", "false"}, {"async_tensor_model_parallel_allreduce", "false"}}));
   CHECK(count_ops(sync, "dgrad_in") == 0);
-  CHECK(depends_on(sync, "mb0.l0.attn.bwd.ar", "mb0.l0.bwd.attn"));
+  CHECK(has_dep(sync, "mb0.l0.attn.bwd.ar", "mb0.l0.bwd.attn"));
   // The same work either way: only the order changes, so the async step is not slower.
   CHECK(bwd_flops(as, "mb0.l0.bwd.attn") == doctest::Approx(bwd_flops(sync, "mb0.l0.bwd.attn")));
 }
@@ -738,20 +755,10 @@ TEST_CASE("gpt torch FSDP2 copies: copy-in, copy-out and chunk-cat of a Llama-3-
   const models::ComputeModel cm = cm_for("h100");
   using models::KernelDesc;
   using models::MemoryKernel;
-  auto t_of = [&](std::vector<KernelDesc> ks) {
-    double sec = 0;
-    for (const auto& k : ks) sec += cm.kernel_time_s(k);
-    return std::llround(sec * 1e9);
-  };
-  auto ns = [](const Op& op) { return std::llround(op.duration_s * 1e9); };
-  auto index = [](const Trace& t, const std::string& name) {
-    const auto& ops = t.ranks[0].ops;
-    for (std::size_t i = 0; i < ops.size(); ++i)
-      if (ops[i].name == name) return static_cast<std::uint32_t>(i);
-    FAIL("no op " << name);
-    return 0u;
-  };
-  auto depends = [](const Op& op, std::uint32_t d) { return std::find(op.deps.begin(), op.deps.end(), d) != op.deps.end(); };
+  auto t_of = [&](const std::vector<KernelDesc>& ks) { return kernels_ns(cm, ks); };
+  auto ns = op_ns;
+  auto index = op_index;
+  auto depends = [](const Op& op, std::uint32_t d) { return has_dep(op, d); };
   const Trace t = gen(f);
   const auto& st = t.ranks[0].streams;
   const auto& ops = t.ranks[0].ops;
@@ -816,13 +823,8 @@ TEST_CASE("gpt torch FSDP2 HSDP: per-unit replica all-reduce on its own stream a
   const GptConfig c = cfg(f);
   const auto& ops = t.ranks[0].ops;
   const auto& st = t.ranks[0].streams;
-  auto index = [&](const std::string& name) {
-    for (std::size_t i = 0; i < ops.size(); ++i)
-      if (ops[i].name == name) return static_cast<std::uint32_t>(i);
-    FAIL("no op " << name);
-    return 0u;
-  };
-  auto depends = [](const Op& op, std::uint32_t d) { return std::find(op.deps.begin(), op.deps.end(), d) != op.deps.end(); };
+  auto index = [&](const std::string& name) { return op_index(t, name); };
+  auto depends = [](const Op& op, std::uint32_t d) { return has_dep(op, d); };
   CHECK(count_ops(t, ".fsdp.rs") == 4 * 2);           // every micro-batch reduce-scatters
   CHECK(count_ops(t, ".fsdp.ar") == 4);               // only the last all-reduces
   CHECK(count_ops(t, ".fsdp.partial_add") == 4);      // mb1 adds mb0's partial output
@@ -840,8 +842,7 @@ TEST_CASE("gpt torch FSDP2 HSDP: per-unit replica all-reduce on its own stream a
   CHECK(depends(ops[add], index("mb1.l1.fsdp.rs")));
   CHECK(depends(ar, add));
   const models::ComputeModel cm = cm_for("h100");
-  CHECK(std::llround(ops[add].duration_s * 1e9) ==
-        std::llround(cm.kernel_time_s(models::KernelDesc::memory(models::MemoryKernel::Elementwise, 12.0 * shard)) * 1e9));
+  CHECK(op_ns(ops[add]) == kernels_ns(cm, {models::KernelDesc::memory(models::MemoryKernel::Elementwise, 12.0 * shard)}));
   // The optimizer waits for the all-reduce stream.
   const Op& opt = op_named(t, "optimizer.step");
   const std::uint32_t done = index("fsdp.ar.done");
@@ -872,12 +873,8 @@ TEST_CASE("gpt torchao float8 weights under torch FSDP2: casts per forward and b
   const models::ComputeModel cm = cm_for("h100");
   using models::KernelDesc;
   using models::MemoryKernel;
-  auto t_of = [&](std::vector<KernelDesc> ks) {
-    double sec = 0;
-    for (const auto& k : ks) sec += cm.kernel_time_s(k);
-    return std::llround(sec * 1e9);
-  };
-  auto ns = [](const Op& op) { return std::llround(op.duration_s * 1e9); };
+  auto t_of = [&](const std::vector<KernelDesc>& ks) { return kernels_ns(cm, ks); };
+  auto ns = op_ns;
   // bf16 all-gather: each forward takes the gathered weight's amax and casts it (2 + 2 + 1 bytes), each
   // backward makes the fp8 weight column-major (1 + 1).
   const Trace t = gen(f);
@@ -930,7 +927,7 @@ TEST_CASE("gpt torch FSDP2 under pipeline parallelism: unsharded gradients upcas
   using models::KernelDesc;
   using models::MemoryKernel;
   auto ns_of = [&](MemoryKernel k, double bytes) { return std::llround(cm.kernel_time_s(KernelDesc::memory(k, bytes)) * 1e9); };
-  auto ns = [](const Op& op) { return std::llround(op.duration_s * 1e9); };
+  auto ns = op_ns;
   CHECK(count_ops(t, ".fsdp.grad_accumulate") == 2 * 4);
   CHECK(count_ops(t, ".fsdp.chunk_cat") == 2);
   CHECK(ns(op_named(t, "mb0.l1.fsdp.grad_accumulate")) == ns_of(MemoryKernel::Cast, 6.0 * el));
