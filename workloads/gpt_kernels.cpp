@@ -694,7 +694,9 @@ FsdpCopyCosts fsdp_copy_costs(const GptConfig& c, const models::ComputeModel& cm
 //   after the optimizer step): torch._foreach_norm(ord=inf) over every float8 weight's fp32 shard (read 4 bytes
 //   per element), torch.stack of the amaxes, the clamp that all-reduces them (one fp32 per weight, the DTensor
 //   Partial -> Replicate over the shard group), the cast to float64, the division finfo.max / amax and the
-//   cast back to float32: one reduction kernel and five kernels over a few hundred elements.
+//   cast back to float32: one reduction kernel and five kernels over a few hundred elements. Priced whenever
+//   the float8 all-gather is on (every validated float8-gather run sets it; without it fsdp_pre_all_gather
+//   would reduce each weight's amax at every gather instead).
 // Casts run eagerly 3.28x slower than compiled (layer_costs_fused's cast_factor, kernels2.csv); the copy is one
 // kernel either way.
 Float8WeightCosts torchao_float8_weight_costs(const GptConfig& c, const models::ComputeModel& cm, double linear_el,
