@@ -221,6 +221,7 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.fsdp_embeddings_in_root = r.boolean("fsdp_embeddings_in_root", false);
   c.final_norm_eager = r.boolean("final_norm_eager", false);
   c.enable_fsdp_float8_all_gather = r.boolean("enable_fsdp_float8_all_gather", false);
+  c.force_recompute_fp8_weight_in_bwd = r.boolean("force_recompute_fp8_weight_in_bwd", false);
   c.fsdp_flat_params = r.boolean("fsdp_flat_params", false);
   if (r.has("torch_compile")) c.torch_compile = r.boolean("torch_compile", false) ? "compiled" : "eager";
   c.norm_type = r.string("norm_type", c.norm_type);
@@ -446,6 +447,10 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     fail("enable_fsdp_float8_all_gather",
          "describes torchao's float8 all-gather under torch FSDP2; it needs use_torch_fsdp2, precision fp8 and "
          "fp8_recipe tensorwise");
+  if (c.force_recompute_fp8_weight_in_bwd && !c.torchao_float8_weights())
+    fail("force_recompute_fp8_weight_in_bwd",
+         "describes torchao's Float8Linear under torch FSDP2; it needs use_torch_fsdp2, precision fp8 and fp8_recipe "
+         "tensorwise");
   if (!c.torch_compile.empty() && !c.use_torch_fsdp2)
     fail("torch_compile", "describes torchtitan's model code (eager or torch.compile'd); it needs use_torch_fsdp2");
   if (!c.context_parallel_rotate_method.empty()) {
@@ -534,6 +539,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   if (c.fsdp_embeddings_in_root) B("fsdp_embeddings_in_root", true);
   if (c.final_norm_eager) B("final_norm_eager", true);
   if (c.enable_fsdp_float8_all_gather) B("enable_fsdp_float8_all_gather", true);
+  if (c.force_recompute_fp8_weight_in_bwd) B("force_recompute_fp8_weight_in_bwd", true);
   if (c.fsdp_flat_params) B("fsdp_flat_params", true);
   if (!c.torch_compile.empty()) B("torch_compile", c.torch_compile == "compiled");
   if (c.norm_type != "rmsnorm") m["norm_type"] = c.norm_type;

@@ -119,6 +119,12 @@ struct GptConfig {
   // only where the data-parallel shard degree is above 1 (torchtitan/float8.py Float8Handler at
   // pytorch/torchtitan@9dec370: `parallel_dims.dp_shard_enabled and ...`): see fsdp_float8_all_gather().
   bool enable_fsdp_float8_all_gather = false;
+  // torchao's Float8LinearConfig.force_recompute_fp8_weight_in_bwd (OLMo-core's Float8Config default True at
+  // allenai/OLMo-core@7e58d1289b src/olmo_core/float8/__init__.py; torchtitan leaves torchao's default, False):
+  // the fp8 weight is not saved for the backward but cast again there from the gathered bf16 weight
+  // (torchao/float8/float8_linear.py Float8Linear.forward, checkpoint of cast_weight_to_float8_t). Needs
+  // torch FSDP2 with fp8_recipe tensorwise. Time only.
+  bool force_recompute_fp8_weight_in_bwd = false;
   // The torch FSDP runtime is FSDP1 (FullyShardedDataParallel with one FlatParameter per unit, as
   // llm-foundry / Composer run it) instead of FSDP2's per-parameter sharding: the all-gather reads the flat
   // shard and writes the flat buffer the parameters are views of, and the reduce-scatter reads the flat
@@ -176,6 +182,9 @@ struct GptConfig {
   // Bytes per element of a layer weight as torch FSDP2 all-gathers and holds it: 1 with the float8
   // all-gather, else 2 (bf16).
   double fsdp_layer_gather_bytes() const { return fsdp_float8_all_gather() ? 1.0 : 2.0; }
+  // Whether the layer linears are torchao Float8Linear modules with tensorwise dynamic scaling (torch FSDP2,
+  // precision fp8, fp8_recipe tensorwise, dense layers: workloads/gpt_kernels.cpp, torchao_float8_weight_costs).
+  bool torchao_float8_weights() const { return use_torch_fsdp2 && fp8() && fp8_recipe == "tensorwise"; }
   // Whether the step runs torch FSDP2's copies around its collectives (workloads/gpt_kernels.cpp,
   // fsdp_copy_costs): torch FSDP2, not FSDP1's flat parameters.
   bool fsdp2_copies() const { return use_torch_fsdp2 && !fsdp_flat_params; }

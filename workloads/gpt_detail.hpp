@@ -140,6 +140,23 @@ struct FsdpCopyCosts {
 FsdpCopyCosts fsdp_copy_costs(const GptConfig& c, const models::ComputeModel& cm, double el, double shard_n,
                               double grad_elem_bytes);
 
+// torchao float8 (tensorwise, torch FSDP2; GptConfig::torchao_float8_weights) around one layer's linear weights,
+// `linear_el` elements on this rank once gathered, and the step's scale precompute (workloads/gpt_kernels.cpp,
+// torchao_float8_weight_costs):
+//   fwd         compute stream, each forward: the gathered bf16 weight's amax and cast to fp8 (none with the
+//               float8 all-gather: the shard was cast before the gather, FsdpCopyCosts::copy_in);
+//   bwd         compute stream, each backward: the fp8 weight made column-major for the input-gradient GEMM,
+//               and with force_recompute_fp8_weight_in_bwd (bf16 all-gather) its cast again;
+//   precompute  compute stream, once after the optimizer step with the float8 all-gather
+//               (precompute_float8_dynamic_scale_for_fsdp): the amax of every fp8 weight shard and the scale
+//               kernels; precompute_amaxes fp32 amaxes are then all-reduced over the shard group.
+struct Float8WeightCosts {
+  Costs fwd, bwd, precompute;
+  double precompute_amaxes = 0;
+};
+Float8WeightCosts torchao_float8_weight_costs(const GptConfig& c, const models::ComputeModel& cm, double linear_el,
+                                              double shard_n, double stage_linear_el, double stage_linears);
+
 // Everything the step computes, priced once: per decoder layer, the first stage's embedding, the last
 // stage's logits / loss and MTP heads, per MoE layer its routing load and costs, and the optimizer rate.
 struct GptStepKernels {

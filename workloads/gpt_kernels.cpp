@@ -689,7 +689,7 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
 //   (_foreach_copy_: 2 + 2). With torchao's float8 all-gather (GptConfig::fsdp_float8_all_gather) a weight's
 //   fsdp_pre_all_gather casts its fp32 shard to fp8 with the scale precomputed after the optimizer step
 //   (torchao/float8/fsdp_utils.py; torchtitan sets precompute_float8_dynamic_scale_for_fsdp: 4 + 1) and the
-//   copy-in copies 1 + 1; the once-per-step amax precompute is not priced.
+//   copy-in copies 1 + 1; the once-per-step amax precompute is torchao_float8_weight_costs'.
 // - All-gather copy-out, on the compute stream (FSDPParamGroup.wait_for_unshard calls
 //   foreach_all_gather_copy_out in the current stream after waiting for the all-gather's event):
 //   torch.ops.fsdp.split_with_sizes_copy reads the gathered buffer and writes the unsharded parameters, the
@@ -724,6 +724,45 @@ FsdpCopyCosts fsdp_copy_costs(const GptConfig& c, const models::ComputeModel& cm
   } else {
     f.post_reduce.add(cm, KernelDesc::memory(MemoryKernel::Cast, (2.0 + 4.0) * shard));
     f.chunk_cat_accumulated = f.chunk_cat;
+  }
+  return f;
+}
+
+// torchao float8 with tensorwise dynamic scaling around the layer linears' weights under torch FSDP2, as the
+// rows' torchao runs it (pytorch/ao@eab345c, Dec 2024, and @6243040, June 2025: torchao/float8/float8_linear.py,
+// float8_ops.py, fsdp_utils.py; the paths below are the same at both commits):
+// - Forward (Float8Linear.forward): get_weight_scale takes the gathered bf16 weight's amax (read 2 bytes per
+//   element) and cast_weight_to_float8_t casts it (read 2, write 1): 5 per element and forward. With the
+//   float8 all-gather the gathered weight is already a Float8Tensor (tensor_already_casted_to_fp8): nothing.
+// - Backward: the input gradient is grad_output @ weight_fp8_t.t(), whose second operand is the row-major fp8
+//   weight; preprocess_addmm makes it column-major for torch._scaled_mm (b_data.t().contiguous().t(): read 1,
+//   write 1) -- with either all-gather. With force_recompute_fp8_weight_in_bwd and the bf16 all-gather the
+//   checkpointed cast_weight_to_float8_t runs again (read 2, write 1; the scale is saved).
+// - precompute_float8_dynamic_scale_for_fsdp (with the float8 all-gather; torchtitan and OLMo-core call it
+//   after the optimizer step): torch._foreach_norm(ord=inf) over every float8 weight's fp32 shard (read 4 bytes
+//   per element), torch.stack of the amaxes, the clamp that all-reduces them (one fp32 per weight, the DTensor
+//   Partial -> Replicate over the shard group), the cast to float64, the division finfo.max / amax and the
+//   cast back to float32: one reduction kernel and five kernels over a few hundred elements. Priced whenever
+//   the float8 all-gather is on (every validated float8-gather run sets it; without it fsdp_pre_all_gather
+//   would reduce each weight's amax at every gather instead).
+// Casts run eagerly 3.28x slower than compiled (layer_costs_fused's cast_factor, kernels2.csv); the copy is one
+// kernel either way.
+Float8WeightCosts torchao_float8_weight_costs(const GptConfig& c, const models::ComputeModel& cm, double linear_el,
+                                              double shard_n, double stage_linear_el, double stage_linears) {
+  using models::MemoryKernel;
+  Float8WeightCosts f;
+  if (!c.torchao_float8_weights()) return f;
+  const double cast_factor = c.torch_compile == "eager" ? 3.28 : 1.0;
+  const bool f8_gather = c.fsdp_float8_all_gather();
+  if (!f8_gather) f.fwd.add(cm, KernelDesc::memory(MemoryKernel::Cast, 5.0 * linear_el), cast_factor);
+  f.bwd.add(cm, KernelDesc::memory(MemoryKernel::Copy, 2.0 * linear_el));
+  if (c.force_recompute_fp8_weight_in_bwd && !f8_gather)
+    f.bwd.add(cm, KernelDesc::memory(MemoryKernel::Cast, 3.0 * linear_el), cast_factor);
+  if (f8_gather) {
+    f.precompute.add(cm, KernelDesc::memory(MemoryKernel::Elementwise, 4.0 * stage_linear_el / shard_n, Precision::FP32));
+    const double small = 8.0 * stage_linears;  // read + write one fp32 per weight
+    for (int k = 0; k < 5; ++k) f.precompute.add(cm, KernelDesc::memory(MemoryKernel::Elementwise, small, Precision::FP32));
+    f.precompute_amaxes = stage_linears;
   }
   return f;
 }

@@ -201,6 +201,10 @@ class StageEmitter {
       kP2p = static_cast<std::uint16_t>(rt.streams.size());
       rb.add_stream("comm.tp.p2p");
     }
+    if (hsdp_per_unit()) {
+      kFsdpAr = static_cast<std::uint16_t>(rt.streams.size());
+      rb.add_stream("fsdp.all_reduce");
+    }
     kEp = static_cast<std::uint16_t>(rt.streams.size());
     if (moe_on) rb.add_stream("comm.ep");
     if (moe_on && Y.flex_forwarding) {
@@ -248,6 +252,7 @@ class StageEmitter {
   std::uint16_t kEp = 0;
   std::uint16_t kFsdpCopyIn = 0;  // torch FSDP2's all-gather copy-in stream
   std::uint16_t kP2p = 0;  // PyTorch's async TP: the copy-engine pulls from peer memory and their barriers
+  std::uint16_t kFsdpAr = 0;      // torch FSDP2's HSDP all-reduce stream (hsdp_per_unit)
   std::uint16_t kEpNvl = 0;  // flex dispatcher: the NVLink forwarding inside the destination node
   std::uint16_t kRev = 0;  // DualPipe: first of the reverse direction's four pipeline streams
   const bool moe_on = c.moe.enabled();
@@ -561,6 +566,37 @@ class StageEmitter {
     return *fsdp_copies_[k];
   }
   std::optional<FsdpCopyCosts> fsdp_copies_[3];
+  // torch FSDP2 with replicas (HSDP: num_distributed_optimizer_instances > 1) all-reduces each unit's reduced
+  // gradient shard across the replicas in its post-backward, after the unit's reduce-scatter, on its own stream
+  // (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py foreach_reduce, torch 2.6 = the Dec 2024 main the
+  // rows ran: all_reduce_stream.wait_stream(reduce_scatter_stream), dist.all_reduce in all_reduce_stream, the
+  // post-reduce cast there too). OLMo-core (allenai/OLMo-core@7e58d1289b src/olmo_core/train/train_module/
+  // transformer.py _train_microbatch_context) and torchtitan's gradient accumulation call
+  // set_requires_all_reduce(is_last_mb): the micro-batches before the last only reduce-scatter and add the
+  // result to the unit's partial output on the reduce-scatter stream (`partial_reduce_output += reduce_output`;
+  // the last adds it to its own output before the all-reduce). FSDP1 (fsdp_flat_params) keeps one replica
+  // all-reduce at the step's end.
+  bool hsdp_per_unit() const { return c.fsdp2_copies() && Y.R > 1; }
+  // torchao float8 weight costs of a dense layer (torchao_float8_weight_costs; none for MoE / MLA layers).
+  const Float8WeightCosts& float8_weights() {
+    if (!float8_) {
+      double linear_el = 0, layers = 0;
+      if (float8_layer(0)) {
+        const double h = x_.h, f = double(c.ffn()), d = double(c.head_dim()), a = double(c.num_attention_heads),
+                     g = double(c.query_groups());
+        linear_el = (h * (a + 2.0 * g) * d + a * d * h + h * (c.swiglu ? 2.0 * f : f) + f * h) / double(t);
+        for (std::int64_t ch = 0; ch < nchunks(); ++ch) layers += double(place(ch).nl);
+      }
+      // torchtitan's and OLMo-core's blocks: wq, wk, wv, wo, w1, w2 (and w3 with SwiGLU) as separate linears.
+      const double linears = c.swiglu ? 7.0 : 6.0;
+      float8_ = linear_el > 0 ? torchao_float8_weight_costs(c, x_.cm, linear_el, double(Y.shard_n), linear_el * layers,
+                                                            linears * layers)
+                              : Float8WeightCosts{};
+    }
+    return *float8_;
+  }
+  std::optional<Float8WeightCosts> float8_;
+  bool float8_layer(std::int64_t) const { return c.torchao_float8_weights() && !moe_on && !c.moe.multi_latent_attention; }
   std::uint32_t fsdp_ag(const std::string& nm, std::int64_t gl) {
     // torchao's float8 all-gather (torch FSDP2): the layer's weights travel as fp8, 1 byte each.
     Op ag = coll_op(nm, CollOp::AllGather, Y.dp_comm[st], layer_el(gl) * c.fsdp_layer_gather_bytes(), RankBuilder::kFsdp, "dp");
@@ -784,6 +820,8 @@ class StageEmitter {
             // (the first chunk's first layer was copied out before the embedding)
             if (!(l == 0 && first_chunk && c.fsdp2_copies())) fsdp_wait(mbs + ".l" + std::to_string(gl) + ".fsdp", gl, ag, *extra);
           }
+          if (float8_layer(gl) && float8_weights().fwd.kernels)
+            rb.chain(compute_op(mbs + ".l" + std::to_string(gl) + ".float8.weight_cast", float8_weights().fwd), *extra);
           if (c.overlap_param_gather && dist_opt_sharded && mb == 0 && !early_ag.empty())
             extra->push_back(early_ag[static_cast<std::size_t>(bucket_of[ch][l])]);
         };
@@ -818,14 +856,20 @@ class StageEmitter {
       const std::string nm = mbs + ".l" + std::to_string(gl);
       // FSDP: this layer waits for its gather and prefetches the next one (in backward order).
       auto extra = std::make_shared<std::vector<std::uint32_t>>();
-      Step pre = [this, extra, gather, fsdp_next, l, gl, mbs]() {
+      const bool re = recomputed(l, nl);
+      Step pre = [this, extra, gather, fsdp_next, l, gl, mbs, re]() {
         if (gather) {
           const std::uint32_t ag = *fsdp_next;
           if (l > 0) *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(gl - 1) + ".bwd.fsdp.ag", gl - 1);
           fsdp_wait(mbs + ".l" + std::to_string(gl) + ".bwd.fsdp", gl, ag, *extra);
         }
+        if (float8_layer(gl) && float8_weights().bwd.kernels) {
+          // (a recomputed forward casts the weight again)
+          Costs w = float8_weights().bwd;
+          if (re) w += float8_weights().fwd;
+          rb.chain(compute_op(mbs + ".l" + std::to_string(gl) + ".bwd.float8.weight", w), *extra);
+        }
       };
-      const bool re = recomputed(l, nl);
       if (re) {
         // The recomputed forward takes the dependencies; the backward then has none.
         auto none = std::make_shared<std::vector<std::uint32_t>>();
@@ -864,10 +908,33 @@ class StageEmitter {
           // pipeline parallelism torch FSDP2 reduces once, after the last micro-batch).
           const std::uint32_t rs = rb.fork(coll_op(nm + ".fsdp.rs", CollOp::ReduceScatter, Y.dp_comm[st],
                                                    layer_el(gl) * x_.grad_elem_bytes, RankBuilder::kFsdp, "dp"));
-          if (c.fsdp2_copies() && fsdp_copies(gl).post_reduce.kernels) {
+          std::uint16_t post_stream = RankBuilder::kFsdp;
+          std::uint32_t post_dep = rs;
+          bool post_reduce = true;
+          if (hsdp_per_unit()) {
+            const double shard_bytes = layer_el(gl) / double(Y.shard_n) * x_.grad_elem_bytes;
+            if (!fsdp_keep_gathered && mb > 0) {
+              // the partial output added in (read two shards, write one), on the reduce-scatter stream
+              Costs add;
+              add.add(x_.cm, KernelDesc::memory(models::MemoryKernel::Elementwise, 3.0 * shard_bytes));
+              Op a = compute_op(nm + ".fsdp.partial_add", add);
+              a.stream = RankBuilder::kFsdp;
+              a.deps.push_back(rs);
+              post_dep = rb.push(std::move(a));
+            }
+            if (mb == x_.m - 1) {
+              Op ar = coll_op(nm + ".fsdp.ar", CollOp::AllReduce, Y.rep_comm[st], shard_bytes, kFsdpAr, "dp");
+              ar.deps.push_back(post_dep);
+              post_dep = rb.push(std::move(ar));
+              post_stream = kFsdpAr;
+            } else {
+              post_reduce = false;  // foreach_reduce returns before the post-reduce cast
+            }
+          }
+          if (post_reduce && c.fsdp2_copies() && fsdp_copies(gl).post_reduce.kernels) {
             Op cast = compute_op(nm + ".fsdp.reduce_cast", fsdp_copies(gl).post_reduce);
-            cast.stream = RankBuilder::kFsdp;
-            cast.deps.push_back(rs);
+            cast.stream = post_stream;
+            cast.deps.push_back(post_dep);
             rb.push(std::move(cast));
           }
           if (fsdp_experts(gl))
@@ -1005,7 +1072,7 @@ class StageEmitter {
         grad_done.push_back(rb.push(std::move(op)));
       }
     }
-    if (Y.R > 1) {
+    if (Y.R > 1 && !hsdp_per_unit()) {
       // HSDP: the gradient shards are all-reduced across the replica groups.
       Op op = coll_op("dp.replica.ar", CollOp::AllReduce, Y.rep_comm[st], local_params / double(Y.shard_n) * grad_elem_bytes,
                       RankBuilder::kDp, "dp");
@@ -1027,8 +1094,20 @@ class StageEmitter {
       Op j = wait_op("fsdp.rs.done");
       j.stream = RankBuilder::kFsdp;
       grad_done.push_back(rb.fork(std::move(j)));
+      if (hsdp_per_unit()) {
+        Op a = wait_op("fsdp.ar.done");
+        a.stream = kFsdpAr;
+        grad_done.push_back(rb.fork(std::move(a)));
+      }
     }
     rb.chain(compute_op("optimizer.step", opt), grad_done);
+    if (float8_weights().precompute.kernels) {
+      // torchao's precompute_float8_dynamic_scale_for_fsdp after the optimizer step: the amaxes, their
+      // all-reduce over the shard group, the scales (torchao_float8_weight_costs).
+      rb.chain(compute_op("float8.precompute.amax", float8_weights().precompute));
+      rb.chain(coll_op("float8.precompute.amax.ar", CollOp::AllReduce, Y.dp_comm[st], 4.0 * float8_weights().precompute_amaxes,
+                       RankBuilder::kDp, "dp"));
+    }
     if (moe_on && edp > 1 && stage_expert_params > 0 && c.use_distributed_optimizer && !c.fsdp()) {
       Op op = coll_op("edp.experts.ag", CollOp::AllGather, Y.edp_comm[st], stage_expert_params * 2.0, RankBuilder::kDp, "dp");
       op.deps.push_back(rb.last());

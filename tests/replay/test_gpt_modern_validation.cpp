@@ -359,7 +359,8 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
     MESSAGE("async / vanilla TP ratio: median |error| " << 100 * median(abs_err) << " %, max "
                                                        << 100 * *std::max_element(abs_err.begin(), abs_err.end()) << " %");
     test::check_doc_table(doc_atp, "build/tests/test_replay -tc='validation: modern dense training (torchtitan*'");
-    CHECK(median(abs_err) <= 0.0400);
+    // 3.49 % / 14.44 % (4.00 % / 14.44 % before torchao float8's weight costs slowed the float8 pairs' rows alike).
+    CHECK(median(abs_err) <= 0.0350);
     CHECK(*std::max_element(abs_err.begin(), abs_err.end()) <= 0.1444);
   }
   // PyTorch's context parallelism on the 405B (Table 6: TP 8 fills a node, the CP ring crosses nodes): the signed
@@ -421,10 +422,14 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   // 24.4 % (42 rows: 24.4 %), max 145.0 %: those rows had matched only while their casts were priced on
   // all-gathered tokens; priced as the code runs they are fast like the other Grand Teton rows (power-limited
   // 500 W parts against a 700 W compute fit).
+  // PyTorch's async TP priced as its symmetric-memory micro-pipeline (tp_comm_overlap_impl symmetric_memory:
+  // the 14 async TP rows slower) and torchao float8's weight casts and scale precompute under FSDP2 (the 23
+  // float8 tensorwise rows slower) to median 13.92 % (42 rows: 13.62 %), max 134.07 %: the bounds are these,
+  // rounded up (they were 24.5 % / 145 % until then).
   REQUIRE(tps_err_80gb_era.size() == 42);
-  CHECK(median(tps_err_80gb_era) <= 0.245);
-  CHECK(median(tps_err) <= 0.245);
-  CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.450);  // a B200 row (docs/validation.md)
+  CHECK(median(tps_err_80gb_era) <= 0.137);
+  CHECK(median(tps_err) <= 0.140);
+  CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.345);  // a B200 row (docs/validation.md)
 }
 
 TEST_CASE("validation: modern dense training (Llama 3 405B pre-training, TFLOP/s per GPU)") {

@@ -74,6 +74,11 @@ Json olmo_params(const std::map<std::string, std::string>& r, int nodes) {
   if (has(r.at("precision"), "fp8")) {
     p["precision"] = "fp8";
     p["fp8_recipe"] = "tensorwise";  // torchao float8, dynamic scaling of inputs, weights and output gradients
+    // The README's --train_module.float8_config.enabled=true keeps Float8Config's other defaults
+    // (src/olmo_core/float8/__init__.py at 7e58d1289b): enable_fsdp_float8_all_gather,
+    // precompute_float8_dynamic_scale_for_fsdp and force_recompute_fp8_weight_in_bwd all True.
+    p["enable_fsdp_float8_all_gather"] = true;
+    p["force_recompute_fp8_weight_in_bwd"] = true;
   } else {
     p["precision"] = "bf16";
   }

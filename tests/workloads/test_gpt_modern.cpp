@@ -55,6 +55,23 @@ const Op& op_named(const Trace& t, const std::string& suffix, std::size_t rank =
   return none;
 }
 
+// Index of rank 0's op named exactly `name`.
+std::uint32_t op_index(const Trace& t, const std::string& name) {
+  const auto& ops = t.ranks[0].ops;
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].name == name) return static_cast<std::uint32_t>(i);
+  FAIL("no op " << name);
+  return 0u;
+}
+bool has_dep(const Op& op, std::uint32_t d) { return std::find(op.deps.begin(), op.deps.end(), d) != op.deps.end(); }
+// An op's duration and the summed model time of `ks`, in whole nanoseconds (as compute ops store them).
+long long op_ns(const Op& op) { return std::llround(op.duration_s * 1e9); }
+long long kernels_ns(const models::ComputeModel& cm, const std::vector<models::KernelDesc>& ks) {
+  double sec = 0;
+  for (const auto& k : ks) sec += cm.kernel_time_s(k);
+  return std::llround(sec * 1e9);
+}
+
 // FLOPs of a backward block: the block op and, for a Megatron block, its input projections' dgrad and wgrad
 // ops (`NAME.dgrad_in`, `NAME.wgrad_in`, which run beside the TP collectives).
 double bwd_flops(const Trace& t, const std::string& name, std::size_t rank = 0) {
@@ -624,7 +641,7 @@ namespace {
 std::uint32_t index_of(const Trace& t, const std::string& name) {
   return static_cast<std::uint32_t>(&op_named(t, name) - t.ranks[0].ops.data());
 }
-bool depends_on(const Trace& t, const std::string& op, const std::string& on) {
+bool has_dep(const Trace& t, const std::string& op, const std::string& on) {
   const auto& deps = op_named(t, op).deps;
   return std::find(deps.begin(), deps.end(), index_of(t, on)) != deps.end();
 }
@@ -635,8 +652,8 @@ TEST_CASE("gpt torchtitan async TP: tp_comm_bulk_wgrad false leaves the backward
   ParamMap b = a;
   b["tp_comm_bulk_wgrad"] = "false";
   // Overlapped, the backward reduce-scatter starts with its GEMMs; not, it waits for them.
-  CHECK_FALSE(depends_on(gen(a), "mb0.l0.attn.bwd.rs", "mb0.l0.bwd.attn"));
-  CHECK(depends_on(gen(b), "mb0.l0.attn.bwd.rs", "mb0.l0.bwd.attn"));
+  CHECK_FALSE(has_dep(gen(a), "mb0.l0.attn.bwd.rs", "mb0.l0.bwd.attn"));
+  CHECK(has_dep(gen(b), "mb0.l0.attn.bwd.rs", "mb0.l0.bwd.attn"));
 }
 
 TEST_CASE("gpt async TP on symmetric memory: per-shard GEMMs beside copy-engine pulls, only the fused collectives") {
@@ -738,23 +755,23 @@ TEST_CASE("gpt Megatron backward: TP collectives of the input projection beside 
     const Trace sp = gen(small(v));
     for (const std::string blk : {"attn", "mlp"}) {
       const std::string b = "mb0.l0.bwd." + blk, c = "mb0.l0." + blk + ".bwd.";
-      CHECK(depends_on(sp, c + "ag.input", b));
-      CHECK(depends_on(sp, b + ".dgrad_in", b));
-      CHECK(depends_on(sp, c + "ag.input.wait", b + ".dgrad_in"));
-      CHECK(depends_on(sp, c + "ag.input.wait", c + "ag.input"));
-      CHECK(depends_on(sp, c + "rs", c + "ag.input.wait"));
-      CHECK_FALSE(depends_on(sp, b + ".wgrad_in", c + "rs"));
-      CHECK(depends_on(sp, c + "join", c + "rs"));
+      CHECK(has_dep(sp, c + "ag.input", b));
+      CHECK(has_dep(sp, b + ".dgrad_in", b));
+      CHECK(has_dep(sp, c + "ag.input.wait", b + ".dgrad_in"));
+      CHECK(has_dep(sp, c + "ag.input.wait", c + "ag.input"));
+      CHECK(has_dep(sp, c + "rs", c + "ag.input.wait"));
+      CHECK_FALSE(has_dep(sp, b + ".wgrad_in", c + "rs"));
+      CHECK(has_dep(sp, c + "join", c + "rs"));
     }
   }
   // Without SP: the all-reduce of the input gradient beside the wgrad GEMM, unless
   // async_tensor_model_parallel_allreduce is false (Megatron-LM before 2021-08-30), when it follows the block.
   const Trace as = gen(small({{"sequence_parallel", "false"}}));
-  CHECK(depends_on(as, "mb0.l0.attn.bwd.ar", "mb0.l0.bwd.attn.dgrad_in"));
+  CHECK(has_dep(as, "mb0.l0.attn.bwd.ar", "mb0.l0.bwd.attn.dgrad_in"));
   CHECK(count_ops(as, "ag.input") == 0);
   const Trace sync = gen(small({{"sequence_parallel", "false"}, {"async_tensor_model_parallel_allreduce", "false"}}));
   CHECK(count_ops(sync, "dgrad_in") == 0);
-  CHECK(depends_on(sync, "mb0.l0.attn.bwd.ar", "mb0.l0.bwd.attn"));
+  CHECK(has_dep(sync, "mb0.l0.attn.bwd.ar", "mb0.l0.bwd.attn"));
   // The same work either way: only the order changes, so the async step is not slower.
   CHECK(bwd_flops(as, "mb0.l0.bwd.attn") == doctest::Approx(bwd_flops(sync, "mb0.l0.bwd.attn")));
 }
@@ -782,10 +799,16 @@ TEST_CASE("gpt FSDP and distributed-optimizer overlaps") {
   ParamMap mfsdp = ddp;
   mfsdp["data_parallel_sharding_strategy"] = "optim_grads_params";
   CHECK(gpt_memory_per_gpu(cfg(mfsdp)).optimizer_bytes == doctest::Approx(md.optimizer_bytes / 8));
-  // HSDP: 2 replicas of 4-way shards, one replica all-reduce.
+  // HSDP: 2 replicas of 4-way shards; torch FSDP2 all-reduces each unit's shard across them (below), FSDP1's
+  // flat parameters keep one replica all-reduce at the step's end.
   ParamMap h = f;
   h["num_distributed_optimizer_instances"] = "2";
-  CHECK(count_ops(gen(h), "dp.replica.ar") == 1);
+  CHECK(count_ops(gen(h), "dp.replica.ar") == 0);
+  CHECK(count_ops(gen(h), ".fsdp.ar") == 4 * mbs);
+  ParamMap h1 = h;
+  h1["fsdp_flat_params"] = "true";
+  CHECK(count_ops(gen(h1), "dp.replica.ar") == 1);
+  CHECK(count_ops(gen(h1), ".fsdp.ar") == 0);
   CHECK(gpt_memory_per_gpu(cfg(h)).optimizer_bytes == doctest::Approx(2 * mf.optimizer_bytes));
   // overlap_param_gather: the distributed optimizer's all-gathers move to the start of the step.
   ParamMap d = small({{"pipeline_model_parallel_size", "1"}, {"use_distributed_optimizer", "true"}, {"bucket_size", "5000000"}});
@@ -819,20 +842,10 @@ TEST_CASE("gpt torch FSDP2 copies: copy-in, copy-out and chunk-cat of a Llama-3-
   const models::ComputeModel cm = cm_for("h100");
   using models::KernelDesc;
   using models::MemoryKernel;
-  auto t_of = [&](std::vector<KernelDesc> ks) {
-    double sec = 0;
-    for (const auto& k : ks) sec += cm.kernel_time_s(k);
-    return std::llround(sec * 1e9);
-  };
-  auto ns = [](const Op& op) { return std::llround(op.duration_s * 1e9); };
-  auto index = [](const Trace& t, const std::string& name) {
-    const auto& ops = t.ranks[0].ops;
-    for (std::size_t i = 0; i < ops.size(); ++i)
-      if (ops[i].name == name) return static_cast<std::uint32_t>(i);
-    FAIL("no op " << name);
-    return 0u;
-  };
-  auto depends = [](const Op& op, std::uint32_t d) { return std::find(op.deps.begin(), op.deps.end(), d) != op.deps.end(); };
+  auto t_of = [&](const std::vector<KernelDesc>& ks) { return kernels_ns(cm, ks); };
+  auto ns = op_ns;
+  auto index = op_index;
+  auto depends = [](const Op& op, std::uint32_t d) { return has_dep(op, d); };
   const Trace t = gen(f);
   const auto& st = t.ranks[0].streams;
   const auto& ops = t.ranks[0].ops;
@@ -889,6 +902,106 @@ TEST_CASE("gpt torch FSDP2 copies: copy-in, copy-out and chunk-cat of a Llama-3-
   CHECK(error_of([] { cfg(small({{"fsdp_flat_params", "true"}})); }).find("needs use_torch_fsdp2") != std::string::npos);
 }
 
+TEST_CASE("gpt torch FSDP2 HSDP: per-unit replica all-reduce on its own stream after the last micro-batch's reduce-scatter") {
+  // 2 replicas of 4-way shards (DP 8), 2 micro-batches: set_requires_all_reduce(is_last_mb) as OLMo-core.
+  ParamMap f = small({{"pipeline_model_parallel_size", "1"}, {"tensor_model_parallel_size", "1"}, {"use_torch_fsdp2", "true"},
+                      {"num_distributed_optimizer_instances", "2"}, {"global_batch_size", "16"}, {"grad_reduce_in_fp32", "true"}});
+  const Trace t = gen(f);
+  const GptConfig c = cfg(f);
+  const auto& ops = t.ranks[0].ops;
+  const auto& st = t.ranks[0].streams;
+  auto index = [&](const std::string& name) { return op_index(t, name); };
+  auto depends = [](const Op& op, std::uint32_t d) { return has_dep(op, d); };
+  CHECK(count_ops(t, ".fsdp.rs") == 4 * 2);           // every micro-batch reduce-scatters
+  CHECK(count_ops(t, ".fsdp.ar") == 4);               // only the last all-reduces
+  CHECK(count_ops(t, ".fsdp.partial_add") == 4);      // mb1 adds mb0's partial output
+  CHECK(count_ops(t, "dp.replica.ar") == 0);
+  // Layer 1 (no embedding): its fp32 shard over the 4-rank shard group, all-reduced over the replica group,
+  // on the all-reduce stream after the partial add on the reduce-scatter stream.
+  const double shard = gpt_detail::layer_params_per_rank(c) / 4.0;
+  const Op& ar = ops[index("mb1.l1.fsdp.ar")];
+  CHECK(ar.coll == CollOp::AllReduce);
+  CHECK(ar.bytes == doctest::Approx(4.0 * shard));
+  CHECK(st.at(ar.stream) == "fsdp.all_reduce");
+  CHECK(t.comms.at(ar.comm).ranks.size() == 2);
+  const std::uint32_t add = index("mb1.l1.fsdp.partial_add");
+  CHECK(st.at(ops[add].stream) == "comm.fsdp");
+  CHECK(depends(ops[add], index("mb1.l1.fsdp.rs")));
+  CHECK(depends(ar, add));
+  const models::ComputeModel cm = cm_for("h100");
+  CHECK(op_ns(ops[add]) == kernels_ns(cm, {models::KernelDesc::memory(models::MemoryKernel::Elementwise, 12.0 * shard)}));
+  // The optimizer waits for the all-reduce stream.
+  const Op& opt = op_named(t, "optimizer.step");
+  const std::uint32_t done = index("fsdp.ar.done");
+  CHECK(st.at(ops[done].stream) == "fsdp.all_reduce");
+  CHECK(depends(opt, done));
+  // A bf16 reduce: the post-reduce cast runs once, after the all-reduce, on the all-reduce stream.
+  ParamMap b = f;
+  b["grad_reduce_in_fp32"] = "false";
+  const Trace tb = gen(b);
+  CHECK(count_ops(tb, ".fsdp.reduce_cast") == 4);
+  const Op& cast = op_named(tb, "mb1.l1.fsdp.reduce_cast");
+  CHECK(tb.ranks[0].streams.at(cast.stream) == "fsdp.all_reduce");
+  // One replica (R 1): no all-reduce stream.
+  ParamMap one = f;
+  one.erase("num_distributed_optimizer_instances");
+  const Trace t1 = gen(one);
+  CHECK(count_ops(t1, ".fsdp.ar") == 0);
+  CHECK(std::find(t1.ranks[0].streams.begin(), t1.ranks[0].streams.end(), "fsdp.all_reduce") == t1.ranks[0].streams.end());
+}
+
+TEST_CASE("gpt torchao float8 weights under torch FSDP2: casts per forward and backward, the scale precompute") {
+  // Llama-3-8B, FSDP 8, 2 micro-batches; one layer's linear weights: 218112000 parameters less two norms.
+  const double lin = 4096.0 * 48 * 128 + 4096.0 * 4096 + 4096.0 * 2 * 14336 + 14336.0 * 4096;
+  ParamMap f = {{"model", "llama3-8b"}, {"world_size", "8"}, {"gpu", "h100"}, {"tensor_model_parallel_size", "1"},
+                {"pipeline_model_parallel_size", "1"}, {"micro_batch_size", "1"}, {"global_batch_size", "16"},
+                {"seq_length", "2048"}, {"recompute_granularity", "none"}, {"use_torch_fsdp2", "true"},
+                {"grad_reduce_in_fp32", "true"}, {"precision", "fp8"}, {"fp8_recipe", "tensorwise"}};
+  const models::ComputeModel cm = cm_for("h100");
+  using models::KernelDesc;
+  using models::MemoryKernel;
+  auto t_of = [&](const std::vector<KernelDesc>& ks) { return kernels_ns(cm, ks); };
+  auto ns = op_ns;
+  // bf16 all-gather: each forward takes the gathered weight's amax and casts it (2 + 2 + 1 bytes), each
+  // backward makes the fp8 weight column-major (1 + 1).
+  const Trace t = gen(f);
+  CHECK(count_ops(t, ".float8.weight_cast") == 32 * 2);
+  CHECK(count_ops(t, ".bwd.float8.weight") == 32 * 2);
+  CHECK(ns(op_named(t, "mb1.l3.float8.weight_cast")) == t_of({KernelDesc::memory(MemoryKernel::Cast, 5.0 * lin)}));
+  CHECK(ns(op_named(t, "mb1.l3.bwd.float8.weight")) == t_of({KernelDesc::memory(MemoryKernel::Copy, 2.0 * lin)}));
+  CHECK(count_ops(t, "float8.precompute") == 0);
+  // force_recompute_fp8_weight_in_bwd: the backward casts the weight again (2 + 1).
+  ParamMap r = f;
+  r["force_recompute_fp8_weight_in_bwd"] = "true";
+  CHECK(ns(op_named(gen(r), "mb1.l3.bwd.float8.weight")) ==
+        t_of({KernelDesc::memory(MemoryKernel::Copy, 2.0 * lin), KernelDesc::memory(MemoryKernel::Cast, 3.0 * lin)}));
+  // The float8 all-gather: no forward cast (the shard was cast before the gather), the backward copy only,
+  // and after the optimizer the amax of every fp8 weight shard (4 bytes per element) and one all-reduce of
+  // 7 x 32 fp32 amaxes over the shard group.
+  ParamMap g = r;
+  g["enable_fsdp_float8_all_gather"] = "true";
+  const Trace tg = gen(g);
+  CHECK(count_ops(tg, ".float8.weight_cast") == 0);
+  CHECK(ns(op_named(tg, "mb1.l3.bwd.float8.weight")) == t_of({KernelDesc::memory(MemoryKernel::Copy, 2.0 * lin)}));
+  const Op& amax = op_named(tg, "float8.precompute.amax");
+  CHECK(amax.duration_s * 1e9 >= double(t_of({KernelDesc::memory(MemoryKernel::Elementwise, 4.0 * 32 * lin / 8, models::Precision::FP32)})));
+  const Op& ar = op_named(tg, "float8.precompute.amax.ar");
+  CHECK(ar.coll == CollOp::AllReduce);
+  CHECK(ar.bytes == 4.0 * 7 * 32);
+  CHECK(tg.comms.at(ar.comm).ranks.size() == 8);
+  const auto& ops = tg.ranks[0].ops;
+  CHECK(&amax > &op_named(tg, "optimizer.step"));
+  CHECK(&ar == &ops.back());
+  // Only torchao's tensorwise float8 under torch FSDP2 has these; bf16 has none.
+  ParamMap bf = f;
+  bf["precision"] = "bf16";
+  bf.erase("fp8_recipe");
+  CHECK(count_ops(gen(bf), "float8.weight") == 0);
+  ParamMap bad = r;
+  bad["fp8_recipe"] = "rowwise";
+  CHECK(error_of([&] { cfg(bad); }).find("force_recompute_fp8_weight_in_bwd") != std::string::npos);
+}
+
 TEST_CASE("gpt torch FSDP2 under pipeline parallelism: unsharded gradients upcast then accumulated, one chunk-cat") {
   // reduce dtype fp32: the first micro-batch's gradient is cast to fp32 (2 + 4 bytes per element), the later
   // ones added to it (2 + 4 read, 4 written); the last micro-batch's chunk-cat reads the fp32 sum (4 + 4).
@@ -901,7 +1014,7 @@ TEST_CASE("gpt torch FSDP2 under pipeline parallelism: unsharded gradients upcas
   using models::KernelDesc;
   using models::MemoryKernel;
   auto ns_of = [&](MemoryKernel k, double bytes) { return std::llround(cm.kernel_time_s(KernelDesc::memory(k, bytes)) * 1e9); };
-  auto ns = [](const Op& op) { return std::llround(op.duration_s * 1e9); };
+  auto ns = op_ns;
   CHECK(count_ops(t, ".fsdp.grad_accumulate") == 2 * 4);
   CHECK(count_ops(t, ".fsdp.chunk_cat") == 2);
   CHECK(ns(op_named(t, "mb0.l1.fsdp.grad_accumulate")) == ns_of(MemoryKernel::Cast, 6.0 * el));
