@@ -532,7 +532,7 @@ std::string catalogue_model(const std::string& name, const std::string& flavor, 
   std::string known;
   for (const auto& [k, v] : m) known += (known.empty() ? "" : ", ") + k.first + " " + k.second;
   missing = "the catalogue has no shape for torchtitan's " + name + " flavor '" + flavor +
-            "' (it has " + known + "; give the shape with --param num_layers=... hidden_size=... or a scenario)";
+            "' (it has " + known + "; --param model=NAME picks a catalogue model of the same shape)";
   return "";
 }
 

@@ -117,6 +117,11 @@ TEST_CASE("import torchtitan: command-line overrides win over the file") {
   CHECK_FALSE(p.contains("final_norm_eager"));
   CHECK_FALSE(p.contains("fsdp_embeddings_in_root"));
   CHECK(p["micro_batch_size"] == 2);
+  // SDPA's cuDNN backend first on B200 from 5de055e30 (2025-05-20); flash before.
+  p = import_params(kDir + "llama3_8b-8a2686c4a.toml --topology dgx-b200");
+  CHECK(p["attention_backend"] == "fused");
+  p = import_params(kDir + "llama3_8b-8a2686c4a.toml --topology dgx-b200 --torchtitan-version 9dec370");
+  CHECK(p["attention_backend"] == "flash");
 }
 
 TEST_CASE("import torchtitan: bad configs are one line naming file, line and key; exit 2; nothing written") {
