@@ -186,28 +186,36 @@ Outcome simulate(const Row& row) {
 }
 }  // namespace
 
-// The Dec 2024 rows' own configs (pytorch/torchtitan@9dec370 train_configs/llama3_8b.toml and llama3_70b.toml,
-// tests/data/torchtitan-configs) with the row's torchtitan command-line overrides, through `fabricsim import
-// torchtitan`, give the parameters torchtitan_row writes for the row: the importer and the validation agree.
+// The Dec 2024 Table 1 and Table 4 rows (pytorch/torchtitan@9dec370) through `fabricsim import torchtitan`: the
+// row's own config (train_configs/llama3_8b.toml or llama3_70b.toml at 9dec370, tests/data/torchtitan-configs)
+// with the torchtitan command-line overrides the row states (local batch, TP degree, compile, float8, async TP).
+// The validation below runs these rows from the imported parameters.
+bool imported_row(const std::map<std::string, std::string>& r) {
+  return r.at("table") == "Table 1" || r.at("table") == "Table 4";
+}
+Json imported_row_params(const std::map<std::string, std::string>& r, const Row& row) {
+  const std::string other = other_of(r);
+  workloads::TorchtitanOptions opt;
+  opt.gpus = row.gpus;
+  opt.overrides = {{"training.batch_size", r.at("micro_batch")}, {"training.tensor_parallel_degree", r.at("tp")}};
+  if (has(other, "compile")) opt.overrides.push_back({"training.compile", "true"});
+  if (has(r.at("precision"), "fp8")) opt.overrides.push_back({"float8.enable_float8_linear", "true"});
+  if (has(other, "async TP")) opt.overrides.push_back({"experimental.enable_async_tensor_parallel", "true"});
+  const std::string file = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/torchtitan-configs/" +
+                           (has(r.at("model"), "70B") ? "llama3_70b-9dec370.toml" : "llama3_8b-9dec370.toml");
+  std::ifstream in(file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return workloads::scenario_for_torchtitan(file, text, "dgx-h100", {{"gpu", row.gpu}}, opt)["workload"]["params"];
+}
+
+// ... give the parameters torchtitan_row writes for the row: the importer and the validation's mapping agree.
 TEST_CASE("validation: torchtitan Table 1 and 4 rows from their 9dec370 configs (import torchtitan)") {
   int compared = 0;
   for (const auto& r : read_csv_rows(kData + "torchtitan_dense.csv")) {
-    const std::string t = r.at("table");
-    if (t != "Table 1" && t != "Table 4") continue;
+    if (!imported_row(r)) continue;
     const Row row = torchtitan_row(r);
     CAPTURE(row.label);
-    const std::string other = other_of(r);
-    workloads::TorchtitanOptions opt;
-    opt.gpus = row.gpus;
-    opt.overrides = {{"training.batch_size", r.at("micro_batch")}, {"training.tensor_parallel_degree", r.at("tp")}};
-    if (has(other, "compile")) opt.overrides.push_back({"training.compile", "true"});
-    if (has(r.at("precision"), "fp8")) opt.overrides.push_back({"float8.enable_float8_linear", "true"});
-    if (has(other, "async TP")) opt.overrides.push_back({"experimental.enable_async_tensor_parallel", "true"});
-    const std::string file = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/torchtitan-configs/" +
-                             (has(r.at("model"), "70B") ? "llama3_70b-9dec370.toml" : "llama3_8b-9dec370.toml");
-    std::ifstream in(file);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    Json p = workloads::scenario_for_torchtitan(file, text, "dgx-h100", {{"gpu", row.gpu}}, opt)["workload"]["params"];
+    Json p = imported_row_params(r, row);
     // The rows leave seq_length at the model's 8192 (the table does not print it); the configs state 8192.
     CHECK(p["seq_length"] == 8192);
     if (!row.params.contains("seq_length")) p.erase("seq_length");
@@ -236,6 +244,7 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   std::map<std::string, double> sim_of, pub_of;  // by row label (the eager / compiled pairs)
   for (const auto& r : read_csv_rows(kData + "torchtitan_dense.csv")) {
     Row row = torchtitan_row(r);
+    if (imported_row(r)) row.params = imported_row_params(r, row);  // the runs' own configs (see above)
     Outcome o = simulate(row);
     const double tps = std::stod(r.at("tokens_per_s_per_gpu"));
     sim_of[r.at("table") + " / " + r.at("row_label")] = o.sim, pub_of[r.at("table") + " / " + r.at("row_label")] = tps;
