@@ -588,6 +588,16 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
                                 : k,
                     "expected a positive degree, got " + std::to_string(v));
   if (shard == 0 || shard < -1) fail(shard_k, "expected a positive degree or -1 (the ranks left over), got " + std::to_string(shard));
+  // Bounds that keep the products below in range (a million ranks, far beyond any fabric here).
+  constexpr std::int64_t kMaxRanks = 1 << 20;
+  std::int64_t product = 1;
+  for (const auto& [k, v] : {std::pair<std::string, std::int64_t>{rep_k, rep}, {shard_k, shard},
+                             {pick({"parallelism.tensor_parallel_degree", "training.tensor_parallel_degree"}), tp},
+                             {pick({"parallelism.pipeline_parallel_degree", "experimental.pipeline_parallel_degree"}), pp},
+                             {pick({"parallelism.context_parallel_degree", "experimental.context_parallel_degree"}), cp}}) {
+    product *= v < 0 ? 1 : v;
+    if (v > kMaxRanks || product > kMaxRanks) fail(k, "the degrees' product exceeds " + std::to_string(kMaxRanks) + " ranks");
+  }
   std::int64_t topo_gpus = 0;
   std::int64_t world = opt_.gpus;
   if (!world && shard > 0) world = rep * shard * tp * pp * cp;
@@ -657,8 +667,10 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
     seq = integer("training.seq_len", 2048);
     local = integer(pick({"training.local_batch_size", "training.batch_size"}), 8);
   }
-  if (seq < 1) fail("training.seq_len", "expected a positive length");
-  if (local < 1) fail(pick({"training.local_batch_size", "training.batch_size"}), "expected a positive batch size");
+  if (seq < 1 || seq > (1 << 24)) fail(pick({"training.seq_len", "training.max_context_length"}), "expected a length from 1 to 2^24");
+  if (local < 1 || local > (1 << 20))
+    fail(pick({"training.local_batch_size", "training.batch_size", "training.num_tokens_per_microbatch_per_dp_rank"}),
+         "expected a batch from 1 to 2^20 sequences");
   p["seq_length"] = seq;
   const std::int64_t dp = rep * shard;
   std::int64_t global = local * dp;
@@ -706,7 +718,7 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
       std::int64_t vp = 2;
       if (has("parallelism.pipeline_parallel_layers_per_stage")) {
         const std::int64_t lps = integer("parallelism.pipeline_parallel_layers_per_stage", 1);
-        if (lps < 1 || !layers || layers % (lps * pp))
+        if (lps < 1 || !layers || lps > layers || layers % (lps * pp))
           fail("parallelism.pipeline_parallel_layers_per_stage", "expected a divisor of the " + std::to_string(layers) +
                                                                    " layers per pipeline rank");
         vp = layers / (lps * pp);
