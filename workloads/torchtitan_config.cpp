@@ -516,9 +516,10 @@ class Import {
   std::set<std::string> sections_;
 };
 
-// torchtitan's model (name, flavor) in fabricsim's catalogue (workloads/gpt_models.cpp). torchtitan's llama3
-// flavors are the Llama 3.1 shapes (torchtitan/models/llama3/__init__.py), which the catalogue's llama3-8b /
-// llama3-70b / llama3.1-405b have.
+// torchtitan's model (name, flavor) in fabricsim's catalogue (workloads/gpt_models.cpp). The flavor names are
+// torchtitan's (@8a2686c4a: torchtitan/models/llama3/__init__.py, models/deepseek_v3/__init__.py,
+// experiments/llama4/__init__.py, experiments/qwen3/__init__.py; the same names @b5bcd76c6 under models/); its
+// llama3 flavors are the Llama 3.1 shapes, which the catalogue's llama3-8b / llama3-70b / llama3.1-405b have.
 std::string catalogue_model(const std::string& name, const std::string& flavor, std::string& missing) {
   static const std::map<std::pair<std::string, std::string>, std::string> m = {
       {{"llama3", "8B"}, "llama3-8b"},       {{"llama3", "70B"}, "llama3-70b"},
@@ -567,7 +568,8 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
   const GptModelShape* shape = find_gpt_model(model);
   const std::int64_t layers = shape ? shape->num_layers : 0;
   if (gen == k2026 && doc_.has_table("model_spec.model"))
-    ignored.push_back("model_spec.model (the catalogue's " + model + " shape is used; quantization converters in it are not read)");
+    not_modelled.push_back("model_spec.model (not read: the catalogue's " + model +
+                           " shape is used, and float8 / MX set inside the model config is not seen)");
   const std::string norm = string("model.norm_type", "rmsnorm");
   if (norm == "fused_rmsnorm") p["norm_type"] = "fused_rmsnorm";
   else if (norm != "rmsnorm")
