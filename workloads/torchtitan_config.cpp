@@ -1,6 +1,15 @@
 #include "workloads/torchtitan_config.hpp"
 
+// toml++ 3.3's parser checks internal conditions with TOML_ASSERT_ASSUME, and one of them (parse_key's "a bare
+// key character or a quote") fails on some mutated configs (found by fuzzing): without NDEBUG that is an abort,
+// with NDEBUG under clang a __builtin_assume of false (undefined behaviour). Its checks are compiled out here in
+// every build; the parser then goes on to refuse or read the input (ASan + UBSan clean over 20,000 mutated
+// configs, tests/apps/test_fuzz.cpp's seeds).
+#pragma push_macro("NDEBUG")
+#undef NDEBUG
+#define TOML_ASSERT(expr) static_cast<void>(0)
 #include <toml++/toml.h>
+#pragma pop_macro("NDEBUG")
 
 #include <algorithm>
 #include <cctype>
@@ -597,9 +606,11 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
                              {pick({"parallelism.tensor_parallel_degree", "training.tensor_parallel_degree"}), tp},
                              {pick({"parallelism.pipeline_parallel_degree", "experimental.pipeline_parallel_degree"}), pp},
                              {pick({"parallelism.context_parallel_degree", "experimental.context_parallel_degree"}), cp}}) {
+    if (v > kMaxRanks) fail(k, "the degrees' product exceeds " + std::to_string(kMaxRanks) + " ranks");
     product *= v < 0 ? 1 : v;
-    if (v > kMaxRanks || product > kMaxRanks) fail(k, "the degrees' product exceeds " + std::to_string(kMaxRanks) + " ranks");
+    if (product > kMaxRanks) fail(k, "the degrees' product exceeds " + std::to_string(kMaxRanks) + " ranks");
   }
+  if (opt_.gpus > kMaxRanks) throw InputError("--gpus", "expected at most " + std::to_string(kMaxRanks) + " ranks");
   std::int64_t topo_gpus = 0;
   std::int64_t world = opt_.gpus;
   if (!world && shard > 0) world = rep * shard * tp * pp * cp;
