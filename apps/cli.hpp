@@ -82,5 +82,13 @@ Json megatron_scenario(const Args& args, const std::string& script);
 // NeMo training configs, shared by `import nemo` and `run --nemo`: CONFIG (or - for stdin) with --topology,
 // --param and --ignore-unknown, checked and reported the same way.
 Json nemo_scenario(const Args& args, const std::string& config);
+// torchtitan job configs, shared by `import torchtitan` and `run --torchtitan`: torchtitan_flags declares
+// --gpus and --torchtitan-version; take_torchtitan_overrides removes torchtitan's `--section.option [value]`
+// words from argv before Args::parse (a switch takes a following true / false only); torchtitan_scenario
+// builds CONFIG (or - for stdin) with them, --topology, --param and --ignore-unknown, checked as above.
+void torchtitan_flags(Args& args);
+std::vector<std::pair<std::string, std::string>> take_torchtitan_overrides(int& argc, char** argv);
+Json torchtitan_scenario(const Args& args, const std::string& config,
+                         const std::vector<std::pair<std::string, std::string>>& overrides);
 
 }  // namespace fabricsim::cli

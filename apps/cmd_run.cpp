@@ -14,7 +14,8 @@
 namespace fabricsim::cli {
 
 int cmd_run(int argc, char** argv) {
-  Args args("run", "[scenario.json] [options] | --trace FILE|PREFIX --topology NAME|FILE [--param k=v]... | --megatron SCRIPT|- --topology NAME|FILE [--var NAME=VALUE]... [--param k=v]... | --nemo CONFIG.yaml|- --topology NAME|FILE [--param k=v]...",
+  const auto titan_overrides = take_torchtitan_overrides(argc, argv);
+  Args args("run", "[scenario.json] [options] | --trace FILE|PREFIX --topology NAME|FILE [--param k=v]... | --megatron SCRIPT|- --topology NAME|FILE [--var NAME=VALUE]... [--param k=v]... | --nemo CONFIG.yaml|- --topology NAME|FILE [--param k=v]... | --torchtitan CONFIG|- --topology NAME|FILE [--param k=v]... [--section.option VALUE]...",
             "Replay one training step of a scenario (topology + workload + calibration + outputs) and print\n"
             "the iteration time, throughput (samples/s, tokens/s, achieved TFLOP/s per GPU) and where the time\n"
             "goes (compute, exposed communication per kind, pipeline bubble, idle). Without a scenario file the\n"
@@ -24,17 +25,21 @@ int cmd_run(int argc, char** argv) {
             "ASTRA-sim 1.0 / SimAI text workload or a fabricsim trace, --topology the cluster (a server preset such\n"
             "as dgx-h100 grows into a superpod of enough servers for the workload's ranks). --megatron runs a\n"
             "Megatron-LM launch script as `fabricsim import megatron` would write its scenario, --nemo a NeMo\n"
-            "training config (YAML) as `fabricsim import nemo` would.");
+            "training config (YAML) as `fabricsim import nemo` would, --torchtitan a torchtitan job config (TOML or\n"
+            "JSON, with torchtitan's --section.option VALUE overrides) as `fabricsim import torchtitan` would.");
   args.flag({"--trace", "", "FILE|PREFIX", "run this workload file (Chakra, ASTRA-sim/SimAI text, fabricsim trace) instead of a scenario", ""});
   args.flag({"--megatron", "", "SCRIPT|-", "run this Megatron-LM launch script (or command line; - for stdin) instead of a scenario "
              "(fabricsim import megatron --help)", ""});
   args.flag({"--nemo", "", "CONFIG.yaml|-", "run this NeMo training config (- for stdin) instead of a scenario "
              "(fabricsim import nemo --help)", ""});
-  args.flag({"--ignore-unknown", "", "", "with --nemo: list keys the importer does not know instead of refusing the config", ""});
+  args.flag({"--torchtitan", "", "CONFIG|-", "run this torchtitan job config (TOML or JSON; - for stdin) instead of a "
+             "scenario (fabricsim import torchtitan --help)", ""});
+  torchtitan_flags(args);
+  args.flag({"--ignore-unknown", "", "", "with --nemo or --torchtitan: list keys the importer does not know instead of refusing the config", ""});
   args.flag({"--format", "", "FORMAT", "auto, chakra, astra or trace (with --trace)", "auto"});
-  args.flag({"--topology", "", "NAME|FILE", "topology preset or file (with --trace, --megatron or --nemo)", ""});
+  args.flag({"--topology", "", "NAME|FILE", "topology preset or file (with --trace, --megatron, --nemo or --torchtitan)", ""});
   args.flag({"--param", "-p", "KEY=VALUE", "workload parameter with --trace (repeatable): npus, comm_group, dims, cycle_ns; "
-             "with --megatron or --nemo a gpt parameter set after the import", "", true});
+             "with --megatron, --nemo or --torchtitan a gpt parameter set after the import", "", true});
   megatron_flags(args);
   args.flag({"--comm-model", "", "MODEL", "shared (the default: all communication on one shared network, overlapping collectives contend), engine (the fast tier: NCCL schedules on the flow engine, each collective priced alone on an idle fabric) or analytic (closed form); overrides the scenario's comm_model", ""});
   args.flag({"--compute-preset", "", "NAME",
@@ -55,27 +60,35 @@ int cmd_run(int argc, char** argv) {
     return 0;
   }
   if (args.positional().size() > 1) throw InputError("fabricsim run", "expected at most one scenario file");
-  const bool from_trace = args.has("--trace"), from_megatron = args.has("--megatron"), from_nemo = args.has("--nemo");
-  if (int(from_trace) + int(from_megatron) + int(from_nemo) > 1)
-    throw InputError("fabricsim run", "give one of --trace, --megatron and --nemo");
-  const bool imported = from_trace || from_megatron || from_nemo;
-  const char* source_flag = from_trace ? "--trace" : from_megatron ? "--megatron" : "--nemo";
+  const bool from_trace = args.has("--trace"), from_megatron = args.has("--megatron"), from_nemo = args.has("--nemo"),
+             from_titan = args.has("--torchtitan");
+  if (int(from_trace) + int(from_megatron) + int(from_nemo) + int(from_titan) > 1)
+    throw InputError("fabricsim run", "give one of --trace, --megatron, --nemo and --torchtitan");
+  const bool imported = from_trace || from_megatron || from_nemo || from_titan;
+  const char* source_flag = from_trace ? "--trace" : from_megatron ? "--megatron" : from_nemo ? "--nemo" : "--torchtitan";
   if (imported && !args.positional().empty())
     throw InputError("fabricsim run", std::string("give a scenario file or ") + source_flag + ", not both");
   if (imported != args.has("--topology"))
-    throw InputError("fabricsim run", "--topology goes with --trace, --megatron or --nemo");
+    throw InputError("fabricsim run", "--topology goes with --trace, --megatron, --nemo or --torchtitan");
   if (!imported && args.has("--param"))
-    throw InputError("fabricsim run", "--param applies to --trace, --megatron and --nemo");
-  if (!from_nemo && args.has("--ignore-unknown")) throw InputError("fabricsim run", "--ignore-unknown applies to --nemo");
+    throw InputError("fabricsim run", "--param applies to --trace, --megatron, --nemo and --torchtitan");
+  if (!from_nemo && !from_titan && args.has("--ignore-unknown"))
+    throw InputError("fabricsim run", "--ignore-unknown applies to --nemo and --torchtitan");
+  if (!from_titan && !titan_overrides.empty())
+    throw InputError("--" + titan_overrides.front().first, "torchtitan's --section.option overrides apply to --torchtitan");
+  for (const char* f : {"--gpus", "--torchtitan-version"})
+    if (!from_titan && args.has(f)) throw InputError("fabricsim run", std::string(f) + " applies to --torchtitan");
   if (!from_trace && args.has("--format")) throw InputError("fabricsim run", "--format applies to --trace");
   if (!from_megatron && args.has("--var")) throw InputError("fabricsim run", "--var applies to --megatron");
   const std::string file = from_trace ? std::string("--trace ") + args.get("--trace")
                            : from_megatron ? (args.get("--megatron") == "-" ? std::string("<stdin>") : args.get("--megatron"))
                            : from_nemo ? (args.get("--nemo") == "-" ? std::string("<stdin>") : args.get("--nemo"))
+                           : from_titan ? (args.get("--torchtitan") == "-" ? std::string("<stdin>") : args.get("--torchtitan"))
                            : args.positional().empty() ? std::string("<built-in>") : args.positional()[0];
   Json doc = from_trace ? workloads::scenario_for_trace(args.get("--trace"), args.get("--format"), args.get("--topology"), args.params())
              : from_megatron ? megatron_scenario(args, args.get("--megatron"))
              : from_nemo ? nemo_scenario(args, args.get("--nemo"))
+             : from_titan ? torchtitan_scenario(args, args.get("--torchtitan"), titan_overrides)
              : args.positional().empty() ? workloads::default_scenario_json() : load_json_file(file);
   if (args.has("--compute-preset"))
     workloads::set_compute_preset(doc, args.get("--compute-preset"), "--compute-preset");

@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config
       libsimgrid-dev libboost-graph-dev nlohmann-json3-dev doctest-dev
-      libprotobuf-dev protobuf-compiler libyaml-cpp-dev
+      libprotobuf-dev protobuf-compiler libyaml-cpp-dev libtomlplusplus-dev
       openmpi-bin libopenmpi-dev python3 python3-dev pybind11-dev python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1006,18 +1006,23 @@ Json scenario_for_launch(const MegatronLaunch& l, const std::string& topology, c
   };
   const std::vector<std::string> not_modelled = named(source.not_modelled, im.not_modelled);
   const std::vector<std::string> ignored = named(source.ignored, im.ignored);
+  return imported_gpt_scenario(topo, im.params, source.origin, not_modelled, ignored);
+}
+
+Json imported_gpt_scenario(const Json& topology, const Json& params, const std::string& origin,
+                           const std::vector<std::string>& not_modelled, const std::vector<std::string>& ignored) {
   auto join = [](const std::vector<std::string>& v) {
     std::string s;
     for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
     return s;
   };
   Json notes = Json::array();
-  notes.push_back(source.origin);
+  notes.push_back(origin);
   if (!not_modelled.empty()) notes.push_back("not modelled (they change the step; fabricsim does not simulate them): " + join(not_modelled));
   if (!ignored.empty()) notes.push_back("ignored (no effect on step time): " + join(ignored));
   Json doc;
-  doc["topology"] = topo;
-  doc["workload"] = {{"generator", "gpt"}, {"params", im.params}, {"notes", notes}};
+  doc["topology"] = topology;
+  doc["workload"] = {{"generator", "gpt"}, {"params", params}, {"notes", notes}};
   return doc;
 }
 

@@ -102,6 +102,11 @@ struct LaunchSource {
 Json scenario_for_launch(const MegatronLaunch& l, const std::string& topology, const ParamMap& overrides,
                          const LaunchSource& source);
 
+// The scenario document every importer writes: the topology object, the gpt workload's parameters and its
+// notes (where the job came from, then what is not modelled and what was ignored, each list when not empty).
+Json imported_gpt_scenario(const Json& topology, const Json& params, const std::string& origin,
+                           const std::vector<std::string>& not_modelled, const std::vector<std::string>& ignored);
+
 // The scenario for a launch script (path, or "-" for stdin text in `stdin_text`): topology as
 // scenario_for_trace builds it (a server preset grows into a superpod for the launcher's world size), the gpt
 // workload, and "notes" naming the flags that were ignored or are not modelled.

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "sim/base/error.hpp"
+#include "workloads/config_path.hpp"
 #include "workloads/megatron_args.hpp"
 
 namespace fabricsim::workloads {
@@ -26,29 +27,7 @@ const char* const kNemoCommit = "e564e669";
 
 namespace {
 
-using Path = std::vector<std::string>;
-
-std::string dotted(const Path& p) {
-  std::string s;
-  for (const auto& x : p) s += (s.empty() ? "" : ".") + x;
-  return s;
-}
-
-Path split_dots(const std::string& s) {
-  Path out;
-  std::string cur;
-  for (char c : s) {
-    if (c == '.') out.push_back(cur), cur.clear();
-    else cur += c;
-  }
-  out.push_back(cur);
-  return out;
-}
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
+using Path = ConfigPath;
 
 // The YAML document and its values, interpolations resolved on read.
 class Config {

@@ -35,6 +35,7 @@
 #include "workloads/dataparallel.hpp"
 #include "workloads/importers.hpp"
 #include "workloads/scenario.hpp"
+#include "workloads/torchtitan_config.hpp"
 #include "workloads/trace.hpp"
 
 namespace fs = std::filesystem;
@@ -412,6 +413,23 @@ TEST_CASE("fuzz ASTRA-sim text") {
              fabricsim::workloads::import_astra_text(s, "astra.txt", {{"npus", "32"}, {"cycle_ns", "1"}}, "astra");
            }};
   const std::string r = fuzz(t);
+  CHECK_MESSAGE(r.empty(), r);
+}
+
+TEST_CASE("fuzz torchtitan configs (TOML and JSON)") {
+  fabricsim::workloads::TorchtitanOptions opt;
+  opt.gpus = 64;
+  auto run = [opt](const std::string& s) {
+    fabricsim::workloads::scenario_for_torchtitan("titan.cfg", s, "dgx-h100", {}, opt);
+  };
+  Target toml{"torchtitan_toml",
+              files({"tests/data/torchtitan-configs/llama3_70b-9dec370.toml", "tests/data/torchtitan-configs/llama3_8b-9dec370.toml",
+                     "tests/data/torchtitan-configs/llama3_70b-820504e.toml", "tests/data/torchtitan-configs/llama3_8b-8a2686c4a.toml"}),
+              false, run};
+  std::string r = fuzz(toml);
+  CHECK_MESSAGE(r.empty(), r);
+  Target json{"torchtitan_json", files({"tests/data/torchtitan-configs/llama3_8b-trainer-config.json"}), true, run};
+  r = fuzz(json);
   CHECK_MESSAGE(r.empty(), r);
 }
 
