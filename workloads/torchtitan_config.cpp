@@ -853,12 +853,18 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
     p["precision"] = "bf16";
   }
 
-  // Async TP (inductor micro-pipeline TP): overlapped TP collectives without Megatron's bulk wgrad overlap.
-  const bool async_tp = boolean(pick({"parallelism.enable_async_tensor_parallel", "experimental.enable_async_tensor_parallel",
-                                      "compile.enable_async_tensor_parallel"}),
-                                false);
+  // Async TP: PyTorch's symmetric-memory micro-pipeline TP (Inductor's _micro_pipeline_tp with
+  // enable_symm_mem_for_group on the TP group, parallelize_llama.py apply_tp at pytorch/torchtitan@9dec370 /
+  // 820504e), priced as tp_comm_overlap_impl symmetric_memory; no counterpart of Megatron's bulk wgrad overlap.
+  // torchtitan refuses it without compile ("Async TP requires --training.compile", parallelize_llama.py at 9dec370).
+  const std::string async_key = pick({"parallelism.enable_async_tensor_parallel", "experimental.enable_async_tensor_parallel",
+                                      "compile.enable_async_tensor_parallel"});
+  const bool async_tp = boolean(async_key, false);
   if (async_tp && tp > 1) {
+    if (!compile_model)
+      fail(async_key, "async TP needs the model compiled (torchtitan raises \"Async TP requires --training.compile\")");
     p["tp_comm_overlap"] = true;
+    p["tp_comm_overlap_impl"] = "symmetric_memory";
     p["tp_comm_bulk_wgrad"] = false;
   }
   // Context parallelism: PyTorch's context_parallel with torchtitan's rotate method (default allgather).
