@@ -147,6 +147,10 @@ TEST_CASE("import torchtitan: bad configs are one line naming file, line and key
       {base + "x = [1,\n", "", ""},  // not valid TOML (the parser's message)
       {base, "fabricsim import: error: command line: --training.local_batch_size: expected an integer, got 'two'\n",
        " --training.local_batch_size two"},
+      // Async TP is an Inductor pass: torchtitan refuses it without compile.
+      {base + "[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n",
+       "fabricsim import: error: bad.toml:9: parallelism.enable_async_tensor_parallel: async TP needs the model "
+       "compiled (torchtitan raises \"Async TP requires --training.compile\")\n", ""},
   };
   for (const auto& c : cases) {
     CAPTURE(c.toml);
