@@ -167,7 +167,7 @@ const std::vector<Key>& torchtitan_keys() {
       {"float8.recipe_name", k2025, 's', K::kRead, ""},
       {"float8.filter_fqns", k2025, 'l', K::kIgnored, ""},  // the output layer stays bf16, as fabricsim prices it
       {"float8.emulate", k2025, 'b', K::kNotModelled, "false"},
-      {"float8.force_recompute_fp8_weight_in_bwd", k2025, 'b', K::kNotModelled, "false"},
+      {"float8.force_recompute_fp8_weight_in_bwd", k2025, 'b', K::kRead, ""},
       {"float8.moe_fqns_prototype", k2025, 'l', K::kNotModelled, "[]"},
       {"mx.use_fp8_dim1_cast_triton_kernel", k2025, 'b', K::kIgnored, ""},
       {"mx.mxfp8_dim1_cast_kernel_choice", k2025, 's', K::kIgnored, ""},
@@ -849,6 +849,12 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
     p["precision"] = "fp8";
     p["fp8_recipe"] = recipe;
     if (fsdp_f8_ag) p["enable_fsdp_float8_all_gather"] = true;
+    // Float8Linear casts the weight again in the backward (torchtitan components/quantization/float8.py at
+    // 820504e passes it to torchao's Float8LinearConfig): priced under torch FSDP2 with tensorwise scaling.
+    if (boolean("float8.force_recompute_fp8_weight_in_bwd", false)) {
+      if (recipe == "tensorwise" && p.value("use_torch_fsdp2", false)) p["force_recompute_fp8_weight_in_bwd"] = true;
+      else not_modelled.push_back(show("float8.force_recompute_fp8_weight_in_bwd") + " (priced only for tensorwise float8 under FSDP2)");
+    }
   } else {
     p["precision"] = "bf16";
   }

@@ -82,6 +82,7 @@ TEST_CASE("import torchtitan: 2025 [parallelism] / 2025-09 [compile] and [quanti
   CHECK(p["global_batch_size"] == 8);  // 2 x DP 4
   CHECK(p["tensor_model_parallel_size"] == 2);
   CHECK(p["tp_comm_overlap"] == true);
+  CHECK(p["tp_comm_overlap_impl"] == "symmetric_memory");  // PyTorch's micro-pipeline TP
   CHECK(p["tp_comm_bulk_wgrad"] == false);
   CHECK(p["selective_ac_option"] == "op");
   CHECK(p["cross_entropy_impl"] == "torch_compiled");
@@ -93,6 +94,18 @@ TEST_CASE("import torchtitan: 2025 [parallelism] / 2025-09 [compile] and [quanti
   Run sim = run_root("run --torchtitan " + json_cfg + " --topology dgx-h100 --comm-model analytic -q");
   REQUIRE_MESSAGE(sim.rc == 0, sim.err);
   CHECK(sim.out.find("tokens/s") != std::string::npos);
+}
+
+TEST_CASE("import torchtitan: float8's backward weight re-cast is priced only where torchao's costs are") {
+  // 820504e's 70B with float8 converted in from the command line (tensorwise, torch FSDP2).
+  json p = import_params(kDir + "llama3_70b-820504e.toml --topology dgx-h100 --gpus 256 --model.converters float8 "
+                         "--float8.force_recompute_fp8_weight_in_bwd");
+  CHECK(p["fp8_recipe"] == "tensorwise");
+  CHECK(p["force_recompute_fp8_weight_in_bwd"] == true);
+  p = import_params(kDir + "llama3_70b-820504e.toml --topology dgx-h100 --gpus 256 --model.converters float8 "
+                    "--float8.recipe_name rowwise --float8.force_recompute_fp8_weight_in_bwd");
+  CHECK(p["fp8_recipe"] == "rowwise");
+  CHECK_FALSE(p.contains("force_recompute_fp8_weight_in_bwd"));
 }
 
 TEST_CASE("import torchtitan: command-line overrides win over the file") {
