@@ -1,6 +1,9 @@
 #pragma once
 // Shared by the tests in tests/apps: run a shell command (usually the built `fabricsim` binary) in a
 // scratch directory and capture its exit status, stdout and stderr.
+#include <doctest/doctest.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -90,5 +93,17 @@ inline Run run_from_source(const fs::path& dir, const std::string& args) {
   return run_in(dir, "cd " + quoted(FABRICSIM_SOURCE_DIR) + " && " + fabricsim(args));
 }
 #endif
+
+// `fabricsim ARGS -o OUT` run in `dir` is refused: exit 2, nothing on stdout, one error line (equal to `message`
+// unless it is empty), `out` not written.
+inline void check_refused(const fs::path& dir, const std::string& args, const fs::path& out, const std::string& message) {
+  fs::remove(out);
+  Run r = run_in(dir, fabricsim(args + " -o " + quoted(out.string())));
+  CHECK(r.rc == 2);
+  CHECK(r.out.empty());
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  if (!message.empty()) CHECK(r.err == message);
+  CHECK_FALSE(fs::exists(out));
+}
 
 }  // namespace fabricsim::cli_test
