@@ -1026,6 +1026,13 @@ Json imported_gpt_scenario(const Json& topology, const Json& params, const std::
   return doc;
 }
 
+void note_unknown_keys(Json& scenario, const std::vector<std::string>& unknown) {
+  if (unknown.empty()) return;
+  std::string s;
+  for (const auto& u : unknown) s += (s.empty() ? "" : ", ") + u;
+  scenario["workload"]["notes"].push_back("unknown keys ignored (--ignore-unknown): " + s);
+}
+
 Json scenario_for_megatron(const std::string& path, const std::string& text, const std::string& topology,
                            const ParamMap& overrides, const std::map<std::string, std::string>& vars) {
   LaunchSource source;

@@ -107,6 +107,9 @@ Json scenario_for_launch(const MegatronLaunch& l, const std::string& topology, c
 Json imported_gpt_scenario(const Json& topology, const Json& params, const std::string& origin,
                            const std::vector<std::string>& not_modelled, const std::vector<std::string>& ignored);
 
+// Adds to an imported scenario's notes the keys `--ignore-unknown` let through (nothing when there are none).
+void note_unknown_keys(Json& scenario, const std::vector<std::string>& unknown);
+
 // The scenario for a launch script (path, or "-" for stdin text in `stdin_text`): topology as
 // scenario_for_trace builds it (a server preset grows into a superpod for the launcher's world size), the gpt
 // workload, and "notes" naming the flags that were ignored or are not modelled.

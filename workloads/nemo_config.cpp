@@ -768,11 +768,7 @@ Json scenario_for_nemo(const std::string& path, const std::string& text, const s
   im.source.origin = "imported from the NeMo config " + path + " (keys of NVIDIA/NeMo@" + kNemoCommit +
                      " megatron_gpt_config.yaml, as Megatron-LM flags of " + megatron_args_at("and") + ")";
   Json doc = scenario_for_launch(im.launch, topology, overrides, im.source);
-  if (!im.unknown.empty()) {
-    std::string s;
-    for (const auto& u : im.unknown) s += (s.empty() ? "" : ", ") + u;
-    doc["workload"]["notes"].push_back("unknown keys ignored (--ignore-unknown): " + s);
-  }
+  note_unknown_keys(doc, im.unknown);
   return doc;
 }
 

@@ -933,11 +933,7 @@ Json scenario_for_torchtitan(const std::string& path, const std::string& text, c
   const std::string origin = "imported from the torchtitan config " + path + " (schema " + im.generation_name() +
                              "; implementation as of torchtitan " + im.date + ", from " + im.date_from + ")";
   Json doc_out = imported_gpt_scenario(topo, params, origin, im.not_modelled, ignored);
-  if (!im.unknown.empty()) {
-    std::string s;
-    for (const auto& u : im.unknown) s += (s.empty() ? "" : ", ") + u;
-    doc_out["workload"]["notes"].push_back("unknown keys ignored (--ignore-unknown): " + s);
-  }
+  note_unknown_keys(doc_out, im.unknown);
   return doc_out;
 }
 
