@@ -15,6 +15,11 @@ using models::KernelDesc;
 using models::OpClass;
 using models::Precision;
 
+// Eager FP8 casts (torchao float8 without compile: abs, amax, scale, multiply, clamp, convert as separate ops)
+// take 3.28x the time of the compiled cast: geometric mean of 305.4 / 64.1 us (8192x4096) and 1116.2 / 493.2 us
+// (16384x8192), tests/data/hardware/h200-kernels/kernels2.csv fp8_cast_with_amax_eager / _compiled.
+constexpr double kEagerFp8CastFactor = 3.28;
+
 void Costs::add(const models::ComputeModel& cm, const Kernel& k, double times) {
   add_time(cm.time_s(k.cls, k.flops * times, k.bytes * times, 1));
   flops += k.flops * times;
@@ -141,11 +146,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   // and models/norms.py, the code of the Dec 2024 benchmark runs): eager runs each op as its own kernel,
   // torch.compile (Inductor) fuses each elementwise chain into one.
   const bool titan = !c.torch_compile.empty(), eager = c.torch_compile == "eager";
-  // Eager FP8 casts (torchao float8 without compile: abs, amax, scale, multiply, clamp, convert as separate
-  // ops) take 3.28x the time of the compiled cast: geometric mean of 305.4 / 64.1 us (8192x4096) and
-  // 1116.2 / 493.2 us (16384x8192), tests/data/hardware/h200-kernels/kernels2.csv fp8_cast_with_amax_eager /
-  // _compiled.
-  const double cast_factor = eager ? 3.28 : 1.0;
+  const double cast_factor = eager ? kEagerFp8CastFactor : 1.0;
   // FP8 under sequence parallelism (GptConfig::tp_gathers_fp8): the column-parallel input projections'
   // input (the norm output) and the row-parallel projections' output gradient are quantised on the local
   // sequence shard (Te tokens) and the FP8 shards all-gathered. Per-tensor recipes (delayed, tensorwise) gather
@@ -745,14 +746,13 @@ FsdpCopyCosts fsdp_copy_costs(const GptConfig& c, const models::ComputeModel& cm
 //   cast back to float32: one reduction kernel and five kernels over a few hundred elements. Priced whenever
 //   the float8 all-gather is on (every validated float8-gather run sets it; without it fsdp_pre_all_gather
 //   would reduce each weight's amax at every gather instead).
-// Casts run eagerly 3.28x slower than compiled (layer_costs_fused's cast_factor, kernels2.csv); the copy is one
-// kernel either way.
+// Casts run eagerly kEagerFp8CastFactor slower than compiled; the copy is one kernel either way.
 Float8WeightCosts torchao_float8_weight_costs(const GptConfig& c, const models::ComputeModel& cm, double linear_el,
                                               double shard_n, double stage_linear_el, double stage_linears) {
   using models::MemoryKernel;
   Float8WeightCosts f;
   if (!c.torchao_float8_weights()) return f;
-  const double cast_factor = c.torch_compile == "eager" ? 3.28 : 1.0;
+  const double cast_factor = c.torch_compile == "eager" ? kEagerFp8CastFactor : 1.0;
   const bool f8_gather = c.fsdp_float8_all_gather();
   if (!f8_gather) f.fwd.add(cm, KernelDesc::memory(MemoryKernel::Cast, 5.0 * linear_el), cast_factor);
   f.bwd.add(cm, KernelDesc::memory(MemoryKernel::Copy, 2.0 * linear_el));
