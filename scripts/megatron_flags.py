@@ -118,7 +118,7 @@ record_shapes sft_tokenizer_prompt_format
 # itself not modelled (and warned about) is on: gated-delta-net / GatedDeltaProduct and DSA layers
 # (--experimental-attention-variant), mHC (--enable-mhc-connections), kitchen attention, batch-invariant mode, custom
 # FP8 / FP4 recipes and --fp4-format, HybridEP / NCCL-EP backends (--moe-flex-dispatcher-backend), paged stash
-# (--moe-paged-stash), activation offloading (--fine-grained-activation-offloading, --cpu-offloading-num-layers);
+# (--moe-paged-stash), fine-grained activation offloading (--fine-grained-activation-offloading);
 # process-group timeouts and NCCL flight-recorder dumps; profiling and signal handling, as --profile; a file listing
 # parameter groups; the SFT prompt format.)
 # Flags the generator models that are new in d98e8a64: the same generator parameters (their help text:
@@ -127,6 +127,15 @@ record_shapes sft_tokenizer_prompt_format
 # given directly, and Megatron-FSDP under its new name (validate_args: "if args.use_megatron_fsdp: ...
 # args.use_custom_fsdp = True").
 MODEL |= {"delay_wgrad_compute", "overlap_moe_expert_parallel_comm", "padded_vocab_size", "use_megatron_fsdp"}
+# Megatron-Core's precision-aware optimizer (Transformer Engine's FusedAdam holding the optimizer state and the
+# main gradients in lower precision): memory of the optimizer state, the gradient buffer and its reduction.
+MODEL |= {"use_precision_aware_optimizer", "main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"}
+# FP8 parameters: weight memory, the parameter all-gather's bytes, the post-step quantisation and amax all-reduce.
+MODEL |= {"fp8_param_gather"}
+# Activation offloading to host memory (Transformer Engine's cpu_offload): activation memory and the host copies.
+MODEL |= {"cpu_offloading_num_layers"}
+# Sliding-window attention: the attention kernels over the window's band.
+MODEL |= {"window_size", "window_attn_skip_freq"}
 # Groups new in d98e8a64 whose flags leave pretrain_gpt.py's step alone: GRPO reinforcement learning (train_rl.py)
 # and the fault injector (it hangs or kills ranks to test resilience; it does not change a step).
 NO_EFFECT_GROUPS |= {"_add_rl_args", "_add_fault_injector_args"}

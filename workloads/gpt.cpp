@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 
 #include "models/gpu.hpp"
 #include "sim/base/error.hpp"
@@ -153,6 +154,10 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
     c.normalization = m->normalization, c.position_embedding_type = m->position_embedding_type;
     c.hidden_dropout = m->hidden_dropout, c.attention_dropout = m->attention_dropout;
     moe_catalogue_defaults(c.model, c.moe);
+    // gpt-oss-120b: "alternating banded window (bandwidth 128 tokens) and fully dense" attention layers (model
+    // card arXiv:2508.10925 Sec. 2.2; config.json sliding_window 128, layer_types starting with
+    // "sliding_attention"): Megatron's window_size (128, 0) with window_attn_skip_freq 2 (layers 1, 3, ... windowed).
+    if (c.model == "gpt-oss-120b") c.window_left = 128, c.window_right = 0, c.window_attn_skip_freq = "2";
   }
   c.num_layers = r.integer("num_layers", c.num_layers, 1);
   c.hidden_size = r.integer("hidden_size", c.hidden_size, 1);
@@ -243,6 +248,37 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
       r.fail("precision", "'" + c.precision + "' contradicts the Megatron flag that selects " + flag);
     c.precision = flag;
   }
+  c.fp8_param_gather = r.boolean("fp8_param_gather", false);
+  c.cpu_offloading_num_layers = r.integer("cpu_offloading_num_layers", 0, 0);
+  // Megatron's --window-size, "(left, right)" or "left,right" (arguments.py tuple_type @d98e8a64).
+  if (r.has("window_size")) {
+    const std::string w = r.string("window_size", "");
+    std::string t;
+    for (char ch : w)
+      if (ch != '(' && ch != ')' && ch != ' ') t += ch;
+    const auto comma = t.find(',');
+    auto integer = [&](const std::string& x) -> std::int64_t {
+      std::size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(x, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (x.empty() || used != x.size() || v < -1)
+        r.fail("window_size", "expected \"(left, right)\" with integers >= -1 (-1: unbounded), got '" + w + "'");
+      return v;
+    };
+    if (comma == std::string::npos || t.find(',', comma + 1) != std::string::npos)
+      r.fail("window_size", "expected \"(left, right)\" with integers >= -1 (-1: unbounded), got '" + w + "'");
+    c.window_left = integer(t.substr(0, comma)), c.window_right = integer(t.substr(comma + 1));
+  }
+  c.window_attn_skip_freq = r.string("window_attn_skip_freq", c.window_attn_skip_freq);
+  c.use_precision_aware_optimizer = r.boolean("use_precision_aware_optimizer", false);
+  c.main_grads_dtype = r.string("main_grads_dtype", c.main_grads_dtype);
+  c.main_params_dtype = r.string("main_params_dtype", c.main_params_dtype);
+  c.exp_avg_dtype = r.string("exp_avg_dtype", c.exp_avg_dtype);
+  c.exp_avg_sq_dtype = r.string("exp_avg_sq_dtype", c.exp_avg_sq_dtype);
   // Gradient reduction precision, one rule for every scenario. Megatron-LM turns fp32 gradient accumulation and
   // reduction on whenever the parameters are bf16 (megatron/training/arguments.py @d98e8a64, the `if args.bf16:`
   // block: accumulate_allreduce_grads_in_fp32 = True unless --grad-reduce-in-bf16; megatron/training/training.py
@@ -265,6 +301,13 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
     if (r.boolean("grad_reduce_in_bf16", false)) {
       if (set_by && fp32) r.fail("grad_reduce_in_bf16", std::string("contradicts ") + set_by + " true");
       if (fp16_params) r.fail("grad_reduce_in_bf16", "needs bf16 parameters (precision bf16 or fp8), not fp16");
+      fp32 = false;
+    }
+    // The precision-aware optimizer's bf16 main gradients: Megatron-LM leaves accumulate_allreduce_grads_in_fp32
+    // off for them and asserts "--main-grads-dtype can only be fp32 when --accumulate-allreduce-grads-in-fp32 is
+    // set" (megatron/training/arguments.py @d98e8a64, the `if args.bf16:` block).
+    if (c.main_grads_dtype == "bf16") {
+      if (set_by && fp32) r.fail("main_grads_dtype", std::string("bf16 contradicts ") + set_by + " true (Megatron-LM asserts the same)");
       fp32 = false;
     }
     c.grad_reduce_in_fp32 = fp32;
@@ -308,6 +351,68 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   one_of("cp_comm_type", c.cp_comm_type, {"p2p", "all_gather", "a2a"});
   one_of("data_parallel_sharding_strategy", c.data_parallel_sharding_strategy,
          {"no_shard", "optim", "optim_grads", "optim_grads_params"});
+  // The precision-aware optimizer (megatron/training/arguments.py @d98e8a64 choices; Megatron-Core's
+  // OptimizerConfig.__post_init__: "main_grads_dtype can only be fp32 when not using precision-aware optimizer",
+  // the same for the other three; megatron/core/optimizer/__init__.py: "--use-precision-aware-optimizer only
+  // supported with distributed optimizer").
+  one_of("main_grads_dtype", c.main_grads_dtype, {"fp32", "bf16"});
+  one_of("main_params_dtype", c.main_params_dtype, {"fp32", "fp16"});
+  one_of("exp_avg_dtype", c.exp_avg_dtype, {"fp32", "fp16", "bf16", "fp8"});
+  one_of("exp_avg_sq_dtype", c.exp_avg_sq_dtype, {"fp32", "fp16", "bf16", "fp8"});
+  if (!c.use_precision_aware_optimizer)
+    for (const auto& [k, v] : {std::pair<const char*, const std::string*>{"main_grads_dtype", &c.main_grads_dtype},
+                               {"main_params_dtype", &c.main_params_dtype},
+                               {"exp_avg_dtype", &c.exp_avg_dtype},
+                               {"exp_avg_sq_dtype", &c.exp_avg_sq_dtype}})
+      if (*v != "fp32") fail(k, "'" + *v + "' needs use_precision_aware_optimizer (Megatron-Core asserts the same)");
+  if (c.use_precision_aware_optimizer) {
+    if (c.use_torch_fsdp2)
+      fail("use_precision_aware_optimizer", "is Megatron-Core's distributed optimizer with Transformer Engine's FusedAdam; "
+                                            "it is not modelled with use_torch_fsdp2");
+    if (!c.use_distributed_optimizer)
+      fail("use_precision_aware_optimizer", "needs use_distributed_optimizer (Megatron-Core raises the same)");
+  }
+  // Sliding-window attention: a causal decoder looks back `left` tokens; the right window of a causal mask is 0
+  // (-1 accepted: nothing after the query is visible either way). Priced for flash / fused attention without
+  // context parallelism (gpt_kernels.cpp attention_ring).
+  if (c.window_left >= 0 || !c.window_attn_skip_freq.empty()) {
+    if (c.window_left < 0 && c.window_right < 0 && !c.window_attn_skip_freq.empty())
+      fail("window_attn_skip_freq", "needs window_size (Megatron-LM uses it only with a window)");
+    if (c.window_right > 0)
+      fail("window_size", "the right window of a causal decoder must be 0 (or -1), got " + std::to_string(c.window_right));
+    if (c.attention_backend == "unfused") fail("window_size", "needs flash or fused attention");
+    if (c.context_parallel_size > 1) fail("window_size", "is not modelled with context_parallel_size > 1");
+    if (c.moe.multi_latent_attention) fail("window_size", "is not modelled with multi_latent_attention");
+    c.window_layers();  // checks window_attn_skip_freq
+  }
+  // Activation offloading: Megatron-Core's TransformerConfig.__post_init__ @d98e8a64 ("CPU offloading can be done
+  // only for layers less than num_layers", "no support for Pipeline parallelism with CPU offloading", "CPU
+  // offloading does not work when activation recomputation is enabled").
+  if (c.cpu_offloading_num_layers > 0) {
+    if (c.cpu_offloading_num_layers >= c.num_layers)
+      fail("cpu_offloading_num_layers", "must be less than num_layers (" + std::to_string(c.num_layers) + ")");
+    if (c.pipeline_model_parallel_size > 1)
+      fail("cpu_offloading_num_layers", "needs pipeline_model_parallel_size 1 (Megatron-Core refuses pipeline parallelism with CPU offloading)");
+    if (c.recompute_granularity != "none")
+      fail("cpu_offloading_num_layers", "needs recompute_granularity none (Megatron-Core refuses it with activation recomputation)");
+    if (c.use_torch_fsdp2)
+      fail("cpu_offloading_num_layers", "is Megatron-Core's Transformer Engine offloading; it is not modelled with use_torch_fsdp2");
+  }
+  // FP8 parameters (megatron/training/arguments.py @d98e8a64: "--fp8-param-gather only supported with distributed
+  // optimizer, torch fsdp2, megatron fsdp, or inference mode"; under torch FSDP2 it turns the flag off with
+  // Transformer Engine >= 2.0).
+  if (c.fp8_param_gather) {
+    if (!c.fp8()) fail("fp8_param_gather", "needs precision fp8 (it keeps the linear weights as FP8 tensors)");
+    if (c.fp8_recipe == "rowwise")
+      fail("fp8_param_gather", "is Transformer Engine's FP8 parameters; fp8_recipe rowwise is torchao's (no TE recipe)");
+    if (c.use_torch_fsdp2)
+      fail("fp8_param_gather", "is turned off by Megatron-LM under use_torch_fsdp2 (Transformer Engine >= 2.0); torchao's "
+                               "float8 all-gather is enable_fsdp_float8_all_gather");
+    if (c.fsdp()) fail("fp8_param_gather", "is not modelled with Megatron FSDP (modelled: the distributed optimizer)");
+    if (!c.use_distributed_optimizer) fail("fp8_param_gather", "needs use_distributed_optimizer (Megatron-LM asserts the same)");
+    if (c.moe.enabled() || c.moe.multi_latent_attention)
+      fail("fp8_param_gather", "is modelled for dense models (the FP8 expert / MLA weights are not)");
+  }
   const auto& gpu = models::gpu_spec(c.gpu, where + " gpu");
   c.gpu = gpu.name;
   if (c.attention_backend.empty()) c.attention_backend = pre_hopper(gpu.name) ? "unfused" : "flash";
@@ -546,6 +651,17 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   B("use_distributed_optimizer", c.use_distributed_optimizer);
   B("overlap_grad_reduce", c.overlap_grad_reduce);
   B("overlap_param_gather", c.overlap_param_gather);
+  if (c.fp8_param_gather) B("fp8_param_gather", true);
+  if (c.cpu_offloading_num_layers) I("cpu_offloading_num_layers", c.cpu_offloading_num_layers);
+  if (c.window_left >= 0) {
+    m["window_size"] = "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")";
+    if (!c.window_attn_skip_freq.empty()) m["window_attn_skip_freq"] = c.window_attn_skip_freq;
+  }
+  if (c.use_precision_aware_optimizer) {
+    B("use_precision_aware_optimizer", true);
+    m["main_grads_dtype"] = c.main_grads_dtype, m["main_params_dtype"] = c.main_params_dtype;
+    m["exp_avg_dtype"] = c.exp_avg_dtype, m["exp_avg_sq_dtype"] = c.exp_avg_sq_dtype;
+  }
   B("tp_comm_overlap", c.tp_comm_overlap);
   if (c.tp_comm_overlap && !c.tp_comm_bulk_wgrad) B("tp_comm_bulk_wgrad", false);
   if (c.tp_comm_overlap && c.tp_comm_overlap_impl != "userbuffers") m["tp_comm_overlap_impl"] = c.tp_comm_overlap_impl;

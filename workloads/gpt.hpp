@@ -94,6 +94,34 @@ struct GptConfig {
   std::int64_t num_distributed_optimizer_instances = 1;      // HSDP: replica groups (shard group = DP / this)
   std::int64_t bucket_size = 40000000;  // gradient elements per DP bucket (Megatron DDP default 40M)
   bool grad_reduce_in_fp32 = false;     // DP gradient reduction in fp32 (4 bytes) instead of 2
+  // Megatron-Core's precision-aware optimizer (--use-precision-aware-optimizer: Transformer Engine's FusedAdam
+  // holds the distributed optimizer's state in the dtypes below; megatron/core/optimizer/__init__.py and
+  // optimizer_config.py at NVIDIA/Megatron-LM@d98e8a64). Needs use_distributed_optimizer. main_grads_dtype bf16
+  // makes the gradient buffer and its reduction bf16 (grad_reduce_in_fp32 false); the other three set the
+  // optimizer state's bytes (adam_state_bytes) and so the optimizer step's memory traffic.
+  bool use_precision_aware_optimizer = false;
+  std::string main_grads_dtype = "fp32";   // fp32 | bf16
+  std::string main_params_dtype = "fp32";  // fp32 | fp16 (the master weights)
+  std::string exp_avg_dtype = "fp32";      // fp32 | fp16 | bf16 | fp8 (Adam's first moment; fp8 = TE's uint8 E4M3)
+  std::string exp_avg_sq_dtype = "fp32";   // the same for the second moment
+  // Megatron's --fp8-param-gather (precision fp8 with the distributed optimizer or Megatron FSDP): the model
+  // keeps its linear weights as FP8 tensors (Transformer Engine's Float8Tensor / MXFP8Tensor, created under
+  // fp8_model_init) instead of bf16, and the distributed optimizer all-gathers the FP8 bytes
+  // (megatron/core/distributed/param_and_grad_buffer.py, megatron/core/fp8_utils.py at NVIDIA/Megatron-LM@d98e8a64).
+  bool fp8_param_gather = false;
+  // Megatron-Core's activation offloading (--cpu-offloading-num-layers N: Transformer Engine's
+  // get_cpu_offload_context, transformer_engine/pytorch/cpu_offload.py at NVIDIA/TransformerEngine@d0067d0da):
+  // the saved activations of the first N decoder layers are copied to host memory during the forward and back
+  // during the backward (workloads/gpt_trace.cpp, gpt_model.cpp). 0 = off.
+  std::int64_t cpu_offloading_num_layers = 0;
+  // Sliding-window attention (--window-size "(left, right)", -1 = unbounded; --window-attn-skip-freq: every N-th
+  // layer, or a [0/1] pattern, keeps full attention): window_left < 0 = no window.
+  std::int64_t window_left = -1, window_right = -1;
+  std::string window_attn_skip_freq;  // "" = every layer windowed; "N"; or a pattern "[1,1,1,0]*3"
+  std::vector<bool> window_layers() const;  // per decoder layer: windowed (workloads/gpt_model.cpp)
+  // Bytes per parameter of the optimizer state (master weight + the two Adam moments) in the shard the
+  // distributed optimizer / Megatron FSDP keeps: 12 without the precision-aware optimizer (workloads/gpt_model.cpp).
+  double adam_state_bytes() const;
   bool cross_entropy_loss_fusion = false;  // Megatron's fused vocab-parallel cross entropy (smaller loss buffers)
   // Which cross-entropy code runs (its buffers set the last stage's loss memory): "megatron" (Megatron-Core's
   // vocab-parallel cross entropy), "torch" (eager torch.nn.functional.cross_entropy on fp32-upcast logits, as

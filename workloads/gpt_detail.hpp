@@ -157,6 +157,22 @@ struct Float8WeightCosts {
 Float8WeightCosts torchao_float8_weight_costs(const GptConfig& c, const models::ComputeModel& cm, double linear_el,
                                               double shard_n, double stage_linear_el, double stage_linears);
 
+// Megatron's fp8_param_gather after the optimizer step (workloads/gpt_kernels.cpp, fp8_param_cast_costs): the
+// quantisation of this rank's fp32 main-parameter shard of the `linear_el` FP8 weight elements (the stage's, this
+// rank's TP slices) into the FP8 parameters, and the bytes of the amaxes then all-reduced over the shard group
+// (`tensors` FP8 weight tensors).
+struct Fp8ParamCast {
+  Costs cast;
+  double amax_bytes = 0;
+};
+Fp8ParamCast fp8_param_cast_costs(const GptConfig& c, const models::ComputeModel& cm, double linear_el, double shard_n,
+                                  double tensors);
+
+// Activation offloading (cpu_offloading_num_layers; workloads/gpt_model.cpp): the GPU's pinned host-copy rate
+// (bytes/s per direction) and one layer's saved activations (one micro-batch) over it.
+double host_copy_Bps(const std::string& gpu);
+double offload_copy_seconds(const GptConfig& c);
+
 // Everything the step computes, priced once: per decoder layer, the first stage's embedding, the last
 // stage's logits / loss and MTP heads, per MoE layer its routing load and costs, and the optimizer rate.
 struct GptStepKernels {
@@ -170,6 +186,7 @@ struct GptStepKernels {
   double T_local = 0;               // tokens entering an MoE layer on one rank per micro-batch
   std::vector<MoeLayerLoad> loads;
   std::vector<MoeCosts> moe;
+  double adam_state_bytes = 12.0;   // GptConfig::adam_state_bytes
   // Optimizer step over `elements` parameters (Adam, memory bound).
   Costs optimizer(const models::ComputeModel& cm, double elements) const;
 };

@@ -232,9 +232,28 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   // 3/4 of the elements on average.
   // (PyTorch's own context parallelism, context_parallel_rotate_method, is priced apart below.)
   const bool ring = cp > 1 && c.cp_comm_type == "p2p" && c.context_parallel_rotate_method.empty();
+  // Sliding-window attention (window_size (W, 0), on the share of layers window_layers() marks; no context
+  // parallelism): each query attends to itself and the W tokens before it, so the flash kernel visits only the
+  // band's blocks: W - W^2 / (2 s) keys per query on average (s / 2 for the full causal kernel), priced as a
+  // non-causal kernel over that many keys (its FLOPs are the band's; its efficiency that of the band's key
+  // length). The layer costs are one per model, so the attention is the layers' mean: (1 - f) x causal +
+  // f x windowed, with f the windowed share.
+  double win_share = 0, win_keys = 0;
+  if (c.window_left >= 0 && c.window_left < s) {
+    for (bool wl : c.window_layers()) win_share += wl ? 1.0 : 0.0;
+    win_share /= double(c.num_layers);
+    const double W = double(c.window_left);
+    win_keys = std::max(1.0, W - W * W / (2.0 * double(s)));
+  }
   auto attention_ring = [&](Costs& out, std::int64_t heads, std::int64_t kv_heads, std::int64_t dh, bool bwd) {
     if (!ring) {
-      out.add(cm, KernelDesc::attention(b, heads, kv_heads, sl, s, dh, true, bwd, act, impl));
+      const KernelDesc full = KernelDesc::attention(b, heads, kv_heads, sl, s, dh, true, bwd, act, impl);
+      if (win_share <= 0) return out.add(cm, full);
+      const KernelDesc win = KernelDesc::attention(b, heads, kv_heads, sl, std::int64_t(std::llround(win_keys)), dh,
+                                                   false, bwd, act, impl);
+      out.add_time((1.0 - win_share) * cm.kernel_time_s(full) + win_share * cm.kernel_time_s(win));
+      out.flops += (1.0 - win_share) * full.flops() + win_share * win.flops();
+      out.kernels += 1;
       return;
     }
     out.add(cm, KernelDesc::attention(b, heads, kv_heads, sl, sl, dh, true, bwd, act, impl));
@@ -598,6 +617,7 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
   const auto t = c.tensor_model_parallel_size, cp = c.context_parallel_size;
   const bool legacy = c.attention_backend == "unfused";
   K.legacy = legacy;
+  K.adam_state_bytes = c.adam_state_bytes();
   const double h = double(c.hidden_size), s = double(c.seq_length) / double(cp), b = double(c.micro_batch_size),
                V = double(c.padded_vocab_size);
   K.layer = legacy ? layer_costs_unfused(c, cm) : layer_costs_fused(c, cm);
@@ -767,13 +787,37 @@ Float8WeightCosts torchao_float8_weight_costs(const GptConfig& c, const models::
   return f;
 }
 
+// fp8_param_gather: Transformer Engine's cast_master_weights_to_fp8 (transformer_engine/pytorch/tensor/utils.py at
+// NVIDIA/TransformerEngine@d0067d0da, called by Megatron's quantize_param_shard, megatron/core/fp8_utils.py
+// @d98e8a64) on this rank's shard of the fp32 main parameters. Bytes per shard element: delayed scaling casts
+// with the scale it has (read 4, write 1); current scaling (tensorwise) and blockwise first take the shard's
+// amaxes (tex.compute_amax / fp8_block_scaling_compute_partial_amax: read 4), then cast (read 4, write 1 + the
+// block scales); mxfp8 takes row- and column-block amaxes (read 4) and writes both the row- and the column-wise
+// data (read 4, write 2). Net of the 2-byte bf16 parameter the optimizer step no longer writes (the FP8 cast
+// replaces it; GptStepKernels::optimizer counts it): 3, 7, 7, 8. The amaxes all-reduced (MAX, fp32) over the
+// data-parallel group: one per tensor (delayed: the amax-history entries; tensorwise), one per 128 x 128 block
+// (blockwise weights), one per 32 elements of each of the row- and column-wise layouts (mxfp8; its amax buffer is
+// the fp32 master dtype).
+Fp8ParamCast fp8_param_cast_costs(const GptConfig& c, const models::ComputeModel& cm, double linear_el, double shard_n,
+                                  double tensors) {
+  Fp8ParamCast f;
+  const std::string& r = c.fp8_recipe;
+  const double bytes = r == "delayed" ? 3.0 : r == "mxfp8" ? 8.0 : 7.0;
+  f.cast.add(cm, KernelDesc::memory(models::MemoryKernel::Cast, bytes * linear_el / shard_n, Precision::FP32));
+  f.amax_bytes = r == "blockwise" ? 4.0 * linear_el / (128.0 * 128.0) : r == "mxfp8" ? 4.0 * 2.0 * linear_el / 32.0
+                                                                                    : 4.0 * tensors;
+  return f;
+}
+
 // Optimizer step: Adam on this rank's (shard of) parameters, memory bound. Bytes per parameter: read
-// gradient (2), fp32 master weight, momentum, variance (12), write them back (12) and the 2-byte model
-// weight (2), plus the gradient-norm / unscale passes reading the gradient twice more (4) = 32 bytes.
+// gradient (2), fp32 master weight, momentum, variance (12, GptConfig::adam_state_bytes), write them back (12)
+// and the 2-byte model weight (2), plus the gradient-norm / unscale passes reading the gradient twice more (4)
+// = 32 bytes (8 + 2 x the state bytes).
 Costs GptStepKernels::optimizer(const models::ComputeModel& cm, double elements) const {
   Costs opt;
-  if (legacy) opt.add(cm, Kernel{OpClass::Elementwise, 0, 32.0 * elements});
-  else opt.add(cm, KernelDesc::memory(models::MemoryKernel::Optimizer, 32.0 * elements, Precision::FP32));
+  const double bytes = 8.0 + 2.0 * adam_state_bytes;
+  if (legacy) opt.add(cm, Kernel{OpClass::Elementwise, 0, bytes * elements});
+  else opt.add(cm, KernelDesc::memory(models::MemoryKernel::Optimizer, bytes * elements, Precision::FP32));
   return opt;
 }
 

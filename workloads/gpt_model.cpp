@@ -3,9 +3,11 @@
 // Layer 1, model description (derived quantities): parameters per rank and per model, model FLOPs in
 // Megatron's conventions, and the memory per GPU (weights, gradients, optimizer state, activations).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "models/gpu.hpp"
+#include "sim/base/error.hpp"
 #include "workloads/gpt_detail.hpp"
 
 namespace fabricsim::workloads {
@@ -156,6 +158,25 @@ double gpt_num_parameters(const GptConfig& c) {
   return n;
 }
 
+// The optimizer state per parameter. Without the precision-aware optimizer: fp32 master weight + two fp32
+// Adam moments, 12 bytes. With it (Transformer Engine's FusedAdam, transformer_engine/pytorch/optimizers/
+// fused_adam.py at NVIDIA/TransformerEngine@d0067d0da): each moment in exp_avg_dtype / exp_avg_sq_dtype (fp8 is a
+// uint8 E4M3 tensor, 1 byte). The master weight: FusedAdam holds it (master_weights=True, master_weight_dtype =
+// main_params_dtype) unless the run is FP8 with a recipe other than delayed and fp32 main params, where
+// Megatron-Core keeps its own fp32 copy (megatron/core/optimizer/__init__.py and optimizer_config.py
+// use_precision_aware_optimizer_no_fp8_or_ds_fp8 at NVIDIA/Megatron-LM@d98e8a64). FusedAdam's fp32 master of a
+// bf16 parameter stores only the 16 trailing bits (store_param_remainders: Megatron-Core's OptimizerConfig
+// default True, no command-line flag; "Works only when param type is BF16 and master weight type is FP32"):
+// 2 bytes. An fp16 master is 2 bytes; fp16 parameters and FP8 parameters (fp8_param_gather) keep a 4-byte master.
+double GptConfig::adam_state_bytes() const {
+  if (!use_precision_aware_optimizer) return 12.0;
+  auto bytes = [](const std::string& d) { return d == "fp32" ? 4.0 : d == "fp8" ? 1.0 : 2.0; };
+  const bool te_master = main_params_dtype != "fp32" || !fp8() || fp8_recipe == "delayed";
+  const bool bf16_params = precision != "fp16" && !(fp8() && fp8_param_gather);
+  const double master = !te_master ? 4.0 : main_params_dtype == "fp16" ? 2.0 : bf16_params ? 2.0 : 4.0;
+  return master + bytes(exp_avg_dtype) + bytes(exp_avg_sq_dtype);
+}
+
 std::string GptMemory::largest_term() const {
   std::pair<double, const char*> terms[] = {{weights_bytes, "weights"}, {grads_bytes, "gradients"},
                                             {optimizer_bytes, "optimizer state"}, {activations_bytes, "activations"}};
@@ -256,6 +277,43 @@ double layer_activation_bytes_op_sac(const GptConfig& c) {
 
 }  // namespace
 
+// Megatron-Core's is_layer_window_attention (megatron/core/transformer/utils.py @d98e8a64; layer_number is
+// 1-based): no window_size -> none; no window_attn_skip_freq -> every layer; an integer N -> layer_number % N != 0
+// (one full-attention layer after N - 1 windowed ones); a list -> its entry (1 = windowed).
+std::vector<bool> GptConfig::window_layers() const {
+  std::vector<bool> w(static_cast<std::size_t>(num_layers), window_left >= 0);
+  if (window_left < 0 || window_attn_skip_freq.empty()) return w;
+  const std::string& f = window_attn_skip_freq;
+  if (std::all_of(f.begin(), f.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); })) {
+    const long long n = f.size() > 9 ? 0 : std::stoll(f);
+    if (n < 1) throw InputError("window_attn_skip_freq", "an integer frequency must be >= 1 (at most 9 digits), got " + f);
+    for (std::int64_t i = 0; i < num_layers; ++i) w[static_cast<std::size_t>(i)] = (i + 1) % n != 0;
+    return w;
+  }
+  return moe_layer_pattern(f, num_layers, "gpt", "window_attn_skip_freq");
+}
+
+namespace gpt_detail {
+// The GPU's link to host memory, bytes/s per direction: PCIe x16 of its generation (Gen3 16, Gen4 32, Gen5 64,
+// Gen6 128 GB/s, as topologies/presets.cpp's kPcie*Bps, with their sources there), or NVLink-C2C to the Grace CPU on
+// GB200 / GB300 (900 GB/s bidirectional: NVIDIA GB200 NVL72 datasheet, "NVLink-C2C ... 900 GB/s"), times the
+// share a pinned copy reaches: 26.28 of 32 GB/s host-to-device measured on an A100 (Gen4) with nvbandwidth
+// (shared/data/hardware/hardware_specs.json, "measured nvbandwidth host<->device").
+double host_copy_Bps(const std::string& gpu) {
+  const double eff = 26.28 / 32.0;
+  double link = 64e9;  // h100, h100-96gb, h200, b200: PCIe Gen5
+  if (gpu == "v100") link = 16e9;
+  else if (gpu.rfind("a100", 0) == 0) link = 32e9;
+  else if (gpu == "b300") link = 128e9;
+  else if (gpu == "gb200" || gpu == "gb300") link = 450e9;
+  return link * eff;
+}
+
+double offload_copy_seconds(const GptConfig& c) {
+  return layer_activation_bytes(c, false) / host_copy_Bps(c.gpu);
+}
+}  // namespace gpt_detail
+
 GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   const auto layout = gpt_layer_layout(c);
   const std::int64_t p = c.pipeline_model_parallel_size;
@@ -320,8 +378,8 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   GptMemory mem;
   mem.stage = st;
   // Mixed precision (ZeRO, Rajbhandari et al. SC'20 Sec. 3.1): 2-byte weights, 2-byte gradients (4 with
-  // grad_reduce_in_fp32), 12 bytes of fp32 master weight + Adam moments; the distributed optimizer shards
-  // the 12 bytes over the DP x CP group (Megatron-LM docs, distrib_optimizer.md), FSDP / ZeRO-3 shards all
+  // grad_reduce_in_fp32), 12 bytes of fp32 master weight + Adam moments (GptConfig::adam_state_bytes with the
+  // precision-aware optimizer); the distributed optimizer shards them over the DP x CP group (Megatron-LM docs, distrib_optimizer.md), FSDP / ZeRO-3 shards all
   // of it, keeping the gathered weights (and gradients) of the running and the prefetched layer.
   const double grad = c.grad_reduce_in_fp32 ? 4.0 : 2.0;
   // FP8 (Transformer Engine): an FP8 copy of each linear weight and its transpose (2 x 1 byte) kept for
@@ -356,12 +414,14 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     const double shard = dpcp / double(c.num_distributed_optimizer_instances);
     mem.weights_bytes = 2.0 * P / shard + 2.0 * 2.0 * Pl + fp8_w / shard;
     mem.grads_bytes = grad * P / shard + grad * Pl;
-    mem.optimizer_bytes = 12.0 * P / shard;
+    mem.optimizer_bytes = c.adam_state_bytes() * P / shard;
   } else {
-    mem.weights_bytes = 2.0 * P + fp8_w;
+    // fp8_param_gather: the decoder layers' weights are the FP8 tensors themselves (data + transpose, fp8_w),
+    // no bf16 copy; the embedding and output layer stay bf16.
+    mem.weights_bytes = 2.0 * (c.fp8_param_gather ? P - P_layers : P) + fp8_w;
     mem.grads_bytes = grad * P;
     const bool sharded = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard";
-    mem.optimizer_bytes = 12.0 * P / (sharded ? dpcp / double(c.num_distributed_optimizer_instances) : 1.0);
+    mem.optimizer_bytes = c.adam_state_bytes() * P / (sharded ? dpcp / double(c.num_distributed_optimizer_instances) : 1.0);
   }
   if (Pe > 0) {
     const double edp = double(c.expert_data_parallel());
@@ -374,7 +434,7 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
       mem.weights_bytes += 2.0 * 2.0 * expert_params_per_gpu(c);
       mem.grads_bytes += grad * expert_params_per_gpu(c);
     }
-    mem.optimizer_bytes += 12.0 * Pe / (sharded ? edp : 1.0);
+    mem.optimizer_bytes += c.adam_state_bytes() * Pe / (sharded ? edp : 1.0);
   }
   // Activations: in-flight micro-batches of this stage (1F1B: p - st; interleaved: Megatron's warm-up
   // count (p - st - 1) * 2 + (v - 1) p, + 1, in chunk units) times the stored bytes per layer.
@@ -408,6 +468,15 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     mb_peak = per_chunk_mb;
     // recompute_modules moe: the MoE layer in its backward holds its recomputed activations on top.
     if (moe && c.recomputes("moe")) mb_peak += act_max_sel;
+  }
+  // Activation offloading (no PP, no recompute: one micro-batch in flight): Transformer Engine's default
+  // synchronizer keeps the saved activations of at most L - N layers in HBM ("peak memory usage of saving
+  // activations is (num_layers - num_offloaded_layers) * T", transformer_engine/pytorch/cpu_offload.py at
+  // NVIDIA/TransformerEngine@d0067d0da); the offloaded layers' activations are in pinned host memory.
+  if (c.cpu_offloading_num_layers > 0 && lpc > 0) {
+    const double one_layer = per_chunk_mb / lpc;
+    per_chunk_mb -= double(c.cpu_offloading_num_layers) * one_layer;
+    mb_peak -= double(c.cpu_offloading_num_layers) * one_layer;
   }
   double inflight;
   // DualPipe: PP + 1 micro-batches' activations of one stage-sized chunk per device (DeepSeek-V3

@@ -44,8 +44,9 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
   //   (8192-token blocks) and NoPE layers are not modelled (full causal attention; the same at seq <= 8192).
   // gpt-oss-120b: model card (arXiv:2508.10925) and config.json (openai/gpt-oss-120b): 36 layers, hidden
   //   2880, 64 query heads, 8 kv heads, head_dim 64, vocab 201088, untied, gated (SwiGLU-style) experts of
-  //   2880, initial_context_length 4096. Banded-window attention on alternate layers and attention sinks are
-  //   not modelled (full causal attention everywhere).
+  //   2880, initial_context_length 4096. Its banded-window attention on alternate layers is set with the MoE
+  //   defaults (workloads/gpt.cpp: window_size (128, 0), window_attn_skip_freq 2); attention sinks are not
+  //   modelled.
   static const std::vector<GptModelShape> v = {
       {"llama3-8b", 32, 4096, 14336, 32, 8, 128, 8192, 128256, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "Llama 3 Herd of Models, arXiv:2407.21783 Table 3"},

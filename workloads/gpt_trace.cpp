@@ -205,6 +205,12 @@ class StageEmitter {
       kFsdpAr = static_cast<std::uint16_t>(rt.streams.size());
       rb.add_stream("fsdp.all_reduce");
     }
+    if (c.cpu_offloading_num_layers > 0) {
+      kOffload = static_cast<std::uint16_t>(rt.streams.size());
+      rb.add_stream("offload");
+      const double secs = offload_copy_seconds(c);
+      offload_copy_s_ = static_cast<double>(to_ns(secs)) * 1e-9;
+    }
     kEp = static_cast<std::uint16_t>(rt.streams.size());
     if (moe_on) rb.add_stream("comm.ep");
     if (moe_on && Y.flex_forwarding) {
@@ -251,6 +257,39 @@ class StageEmitter {
   RankBuilder rb;
   std::uint16_t kEp = 0;
   std::uint16_t kFsdpCopyIn = 0;  // torch FSDP2's all-gather copy-in stream
+  std::uint16_t kOffload = 0;     // activation offloading's copy stream (cpu_offloading_num_layers)
+  double offload_copy_s_ = 0;     // one layer's saved activations over the host link, one direction
+  std::vector<std::uint32_t> offload_d2h_, offload_h2d_;  // per offloaded layer, the current micro-batch's copies
+  // Activation offloading (Transformer Engine's DefaultOffloadSynchronizer, transformer_engine/pytorch/
+  // cpu_offload.py at NVIDIA/TransformerEngine@d0067d0da, with N = cpu_offloading_num_layers of L layers, no
+  // pipeline parallelism): layers 0..N-1 are offloaded; layer i's copy to the host starts when layer i + 1's
+  // forward starts (fwd_step: start_offload of the previous layer) on the offload stream and must be done before
+  // layer L - N + i's forward (finish_offload_map: its GPU memory is released there); its copy back starts before
+  // layer L - 1 - N + i's backward (start_reload_map) and layer i's backward waits for it.
+  Op offload_copy(const std::string& name) const {
+    Op op = compute_op(name, Costs{});
+    op.duration_s = offload_copy_s_;
+    op.stream = kOffload;
+    op.category = "offload";
+    return op;
+  }
+  void offload_fwd(std::int64_t gl, const std::string& mbs, std::vector<std::uint32_t>& extra) {
+    const std::int64_t N = c.cpu_offloading_num_layers, L = c.num_layers;
+    if (N <= 0) return;
+    if (gl == 0) offload_d2h_.assign(static_cast<std::size_t>(N), 0), offload_h2d_.assign(static_cast<std::size_t>(N), 0);
+    if (gl >= 1 && gl - 1 < N)
+      offload_d2h_[static_cast<std::size_t>(gl - 1)] = rb.fork(offload_copy(mbs + ".l" + std::to_string(gl - 1) + ".offload.d2h"));
+    const std::int64_t i = gl - (L - N);
+    if (i >= 0 && i < N && i < gl) extra.push_back(offload_d2h_[static_cast<std::size_t>(i)]);
+  }
+  void offload_bwd(std::int64_t gl, const std::string& mbs, std::vector<std::uint32_t>& extra) {
+    const std::int64_t N = c.cpu_offloading_num_layers, L = c.num_layers;
+    if (N <= 0) return;
+    const std::int64_t i = gl - (L - 1 - N);
+    if (i >= 0 && i < N)
+      offload_h2d_[static_cast<std::size_t>(i)] = rb.fork(offload_copy(mbs + ".l" + std::to_string(i) + ".offload.h2d"));
+    if (gl < N) extra.push_back(offload_h2d_[static_cast<std::size_t>(gl)]);
+  }
   std::uint16_t kP2p = 0;  // PyTorch's async TP: the copy-engine pulls from peer memory and their barriers
   std::uint16_t kFsdpAr = 0;      // torch FSDP2's HSDP all-reduce stream (hsdp_per_unit)
   std::uint16_t kEpNvl = 0;  // flex dispatcher: the NVLink forwarding inside the destination node
@@ -284,6 +323,7 @@ class StageEmitter {
   // all-gathers issued at the start of the step: bucket_of[chunk][layer].
   std::vector<std::vector<std::int64_t>> bucket_of;
   std::vector<double> bucket_elements;
+  std::vector<double> bucket_dense;  // of which embedding / output-layer elements
   std::vector<std::uint32_t> early_ag;
   // Last backward op index per (chunk, layer) for the final micro-batch (DP bucket readiness).
   std::vector<std::vector<std::uint32_t>> final_bwd;
@@ -302,6 +342,17 @@ class StageEmitter {
     return el;
   }
 
+  // Bytes of the distributed optimizer's parameter all-gather of `el` elements, `dense` of them the embedding /
+  // output layer: 2 per bf16 element; with fp8_param_gather the decoder layers' weights are FP8 tensors and
+  // gathered as their 1-byte data (+ the block scales of mxfp8 / blockwise, fp8_gather_bytes_per_element;
+  // Megatron's param buffer holds FP8 parameters as uint8: megatron/core/distributed/param_and_grad_buffer.py
+  // @d98e8a64), the embedding and output layer stay bf16 (Transformer Engine quantises only its linears; the
+  // layer norms' 2h weights per layer are counted as FP8: < 0.01 % of the layer).
+  double param_ag_bytes(double el, double dense) const {
+    if (!c.fp8_param_gather) return 2.0 * el;
+    return 2.0 * dense + fp8_gather_bytes_per_element(c.fp8_recipe) * (el - dense);
+  }
+
   void plan_buckets() {
     bucket_of.resize(nchunks());
     for (std::int64_t ch = 0; ch < nchunks(); ++ch) bucket_of[ch].assign(place(ch).nl, 0);
@@ -317,8 +368,9 @@ class StageEmitter {
         }
       }
     if (acc > 0 || bucket_elements.empty()) bucket_elements.push_back(acc);
-    if (has_first) bucket_elements.back() += x_.emb_el;
-    if (has_last && last_stage_has_output(c)) bucket_elements.front() += x_.out_el;
+    bucket_dense.assign(bucket_elements.size(), 0.0);
+    if (has_first) bucket_elements.back() += x_.emb_el, bucket_dense.back() += x_.emb_el;
+    if (has_last && last_stage_has_output(c)) bucket_elements.front() += x_.out_el, bucket_dense.front() += x_.out_el;
     // Megatron's overlap_param_gather: each bucket's parameter all-gather (the previous step's optimizer
     // update) is issued at the start of the forward, first layers first, and the bucket's layers wait for
     // it in the first micro-batch; only the first bucket's gather is exposed.
@@ -326,7 +378,7 @@ class StageEmitter {
     if (c.overlap_param_gather && dist_opt_sharded)
       for (std::size_t k = bucket_elements.size(); k-- > 0;)
         early_ag[k] = rb.push(coll_op("dp.bucket" + std::to_string(k) + ".ag", CollOp::AllGather, Y.dp_comm[st],
-                                      bucket_elements[k] * 2.0, RankBuilder::kDp, "dp"));
+                                      param_ag_bytes(bucket_elements[k], bucket_dense[k]), RankBuilder::kDp, "dp"));
     final_bwd.resize(nchunks());
     for (std::int64_t ch = 0; ch < nchunks(); ++ch) final_bwd[ch].assign(place(ch).nl, 0);
   }
@@ -824,6 +876,7 @@ class StageEmitter {
             rb.chain(compute_op(mbs + ".l" + std::to_string(gl) + ".float8.weight_cast", float8_weights().fwd), *extra);
           if (c.overlap_param_gather && dist_opt_sharded && mb == 0 && !early_ag.empty())
             extra->push_back(early_ag[static_cast<std::size_t>(bucket_of[ch][l])]);
+          offload_fwd(gl, mbs, *extra);
         };
         fwd_layer_steps(mbs + ".l" + std::to_string(gl), false, gl, out, pre, extra);
       }
@@ -869,6 +922,7 @@ class StageEmitter {
           if (re) w += float8_weights().fwd;
           rb.chain(compute_op(mbs + ".l" + std::to_string(gl) + ".bwd.float8.weight", w), *extra);
         }
+        offload_bwd(gl, mbs, *extra);
       };
       if (re) {
         // The recomputed forward takes the dependencies; the backward then has none.
@@ -1033,31 +1087,39 @@ class StageEmitter {
     }
     // Gradient synchronisation: buckets of `bucket_size` elements in backward order (last layer first).
     std::vector<std::pair<std::uint32_t, double>> grad_buckets;  // (ready op, elements)
+    std::vector<double> grad_bucket_dense;  // of which embedding / output-layer elements (param_ag_bytes)
     {
-      double acc = 0;
+      double acc = 0, acc_dense = 0;
       std::uint32_t ready = 0;
-      std::vector<std::pair<std::uint32_t, double>> items;  // in the order gradients become ready
+      struct Item {
+        std::uint32_t first;  // the op after which the gradient is ready
+        double second;        // its elements
+        bool dense;           // the embedding or the output layer
+      };
+      std::vector<Item> items;  // in the order gradients become ready
       if (last_stage_has_output(c))
         for (std::int64_t ch = nchunks() - 1; ch >= 0; --ch) {
           if (!place(ch).last) continue;
           // Output layer: its gradient is ready with the last layer's backward (SC'21 ordering kept).
           const std::int64_t nl = place(ch).nl;
           std::uint32_t at = nl ? final_bwd[ch][nl - 1] : backward_done;
-          items.push_back({at, x_.out_el});
+          items.push_back({at, x_.out_el, true});
         }
       for (std::int64_t ch = nchunks() - 1; ch >= 0; --ch)
-        for (std::int64_t l = place(ch).nl - 1; l >= 0; --l) items.push_back({final_bwd[ch][l], x_.Pl});
-      if (has_first) items.push_back({final_embed_bwd, x_.emb_el});
+        for (std::int64_t l = place(ch).nl - 1; l >= 0; --l) items.push_back({final_bwd[ch][l], x_.Pl, false});
+      if (has_first) items.push_back({final_embed_bwd, x_.emb_el, true});
       std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-      for (const auto& [op, el] : items) {
-        acc += el;
-        ready = op;
+      for (const Item& it : items) {
+        acc += it.second;
+        if (it.dense) acc_dense += it.second;
+        ready = it.first;
         if (acc >= double(c.bucket_size)) {
           grad_buckets.push_back({ready, acc});
-          acc = 0;
+          grad_bucket_dense.push_back(acc_dense);
+          acc = 0, acc_dense = 0;
         }
       }
-      if (acc > 0) grad_buckets.push_back({ready, acc});
+      if (acc > 0) grad_buckets.push_back({ready, acc}), grad_bucket_dense.push_back(acc_dense);
     }
     std::vector<std::uint32_t> grad_done;
     double local_params = 0;
@@ -1101,6 +1163,19 @@ class StageEmitter {
       }
     }
     rb.chain(compute_op("optimizer.step", opt), grad_done);
+    if (c.fp8_param_gather) {
+      // fp8_param_gather: the updated fp32 main-parameter shard is quantised into the FP8 parameters
+      // (quantize_param_shard, megatron/core/fp8_utils.py @d98e8a64 -> Transformer Engine's
+      // cast_master_weights_to_fp8, transformer_engine/pytorch/tensor/utils.py @d0067d0da), then the amaxes
+      // are all-reduced (MAX) over the data-parallel group before the scales are set (fp8_param_cast_costs).
+      double layers = 0;
+      for (std::int64_t ch = 0; ch < nchunks(); ++ch) layers += double(place(ch).nl);
+      // Transformer Engine's four linears per layer: LayerNormLinear qkv, Linear proj, LayerNormLinear fc1, Linear fc2.
+      const Fp8ParamCast f = fp8_param_cast_costs(c, x_.cm, layers * x_.Pl, double(Y.shard_n), 4.0 * layers);
+      rb.chain(compute_op("fp8_param_gather.cast", f.cast));
+      if (Y.shard_n > 1)
+        rb.chain(coll_op("fp8_param_gather.amax.ar", CollOp::AllReduce, Y.dp_comm[st], f.amax_bytes, RankBuilder::kDp, "dp"));
+    }
     if (float8_weights().precompute.kernels) {
       // torchao's precompute_float8_dynamic_scale_for_fsdp after the optimizer step: the amaxes, their
       // all-reduce over the shard group, the scales (torchao_float8_weight_costs).
@@ -1116,7 +1191,7 @@ class StageEmitter {
     if (dist_opt_sharded && !c.overlap_param_gather) {
       for (std::size_t k = 0; k < grad_buckets.size(); ++k) {
         Op op = coll_op("dp.bucket" + std::to_string(k) + ".ag", CollOp::AllGather, Y.dp_comm[st],
-                        grad_buckets[k].second * 2.0, RankBuilder::kDp, "dp");
+                        param_ag_bytes(grad_buckets[k].second, grad_bucket_dense[k]), RankBuilder::kDp, "dp");
         op.deps.push_back(rb.last());
         rb.push(std::move(op));
       }

@@ -133,8 +133,9 @@ void read_moe_params(ParamReader& r, MoeConfig& m) {
   }
 }
 
-std::vector<bool> moe_layer_pattern(const std::string& freq, std::int64_t L, const std::string& where) {
-  auto bad = [&](const std::string& why) -> void { throw InputError(where + " moe_layer_freq", why); };
+std::vector<bool> moe_layer_pattern(const std::string& freq, std::int64_t L, const std::string& where,
+                                    const std::string& key) {
+  auto bad = [&](const std::string& why) -> void { throw InputError(where + " " + key, why); };
   std::string s;
   for (char ch : freq)
     if (!std::isspace(static_cast<unsigned char>(ch))) s += ch;
@@ -160,7 +161,7 @@ std::vector<bool> moe_layer_pattern(const std::string& freq, std::int64_t L, con
     std::vector<bool> term;
     while (true) {
       const long long v = number();
-      if (v != 0 && v != 1) bad("list entries must be 0 (dense) or 1 (MoE)");
+      if (v != 0 && v != 1) bad(key == "moe_layer_freq" ? "list entries must be 0 (dense) or 1 (MoE)" : "list entries must be 0 or 1");
       term.push_back(v == 1);
       if (i < s.size() && s[i] == ',') { ++i; continue; }
       if (i < s.size() && s[i] == ']') { ++i; break; }

@@ -55,8 +55,10 @@ void read_moe_params(ParamReader& r, MoeConfig& m);
 
 // Which layers are MoE layers (Megatron-LM --moe-layer-freq: an integer N means layers 0, N, 2N, ...; a
 // Python-style list expression such as "([0]*3+[1]*58)" or "[0,1,1]" gives one entry per layer).
-// Throws InputError naming `where` for malformed expressions or a length other than num_layers.
-std::vector<bool> moe_layer_pattern(const std::string& freq, std::int64_t num_layers, const std::string& where);
+// Throws InputError naming `where` and `key` for malformed expressions or a length other than num_layers. The
+// list form serves Megatron's other per-layer patterns too (--window-attn-skip-freq: gpt_model.cpp).
+std::vector<bool> moe_layer_pattern(const std::string& freq, std::int64_t num_layers, const std::string& where,
+                                    const std::string& key = "moe_layer_freq");
 
 // Per MoE layer, the fraction of routed token slots each expert gets (sums to 1). uniform: 1/E; zipf:
 // p ~ rank^-skew over a seeded random placement of the ranks; dirichlet: normalised Gamma(skew) samples;
