@@ -311,8 +311,8 @@ const std::vector<Key>& nemo_keys() {
       {"model.ub_tp_comm_bootstrap_backend", K::kIgnored, ""},
       // TE's attention picks its backend itself; this switch is the legacy model's.
       {"model.use_flash_attention", K::kIgnored, ""}, {"model.attention_backend", K::kRule, ""},
-      {"model.cpu_offloading", K::kNotModelled, "false"}, {"model.cpu_offloading_num_layers", K::kIgnored, ""},
-      {"model.cpu_offloading_activations", K::kIgnored, ""}, {"model.cpu_offloading_weights", K::kIgnored, ""},
+      {"model.cpu_offloading", K::kRule, ""}, {"model.cpu_offloading_num_layers", K::kRule, ""},
+      {"model.cpu_offloading_activations", K::kRule, ""}, {"model.cpu_offloading_weights", K::kIgnored, ""},
       {"model.sharp", K::kFlag, "--use-sharp"}, {"model.enable_megatron_timers", K::kIgnored, ""},
       {"model.enable_cuda_graph", K::kFlag, "--enable-cuda-graph"}, {"model.use_te_rng_tracker", K::kFlag, "--te-rng-tracker"},
       // mixture of experts (megatron_gpt_model.py build_transformer_config; the others are TransformerConfig fields)
@@ -614,6 +614,25 @@ void Import::rules() {
     if (a != "auto" && a != "flash" && a != "fused" && a != "unfused" && a != "local")
       cfg.fail(key(m, "attention_backend"), "expected auto, flash, fused, unfused or local, got '" + text_excerpt(a) + "'");
     emit("--attention-backend", {a}, key(m, "attention_backend"));
+  }
+
+  // Activation offloading: model.cpu_offloading gates model.cpu_offloading_num_layers (TransformerConfig's
+  // cpu_offloading / cpu_offloading_num_layers, Megatron-LM's --cpu-offloading-num-layers). Offloading without
+  // the activations (cpu_offloading_activations false) would offload only weights, which Transformer Engine
+  // ignores (deprecated, "does not have any effect": transformer_engine/pytorch/cpu_offload.py @d0067d0da).
+  {
+    const Path ok = key(m, "cpu_offloading"), nk2 = key(m, "cpu_offloading_num_layers"),
+               ak = key(m, "cpu_offloading_activations");
+    if (cfg.boolean_or(ok, false) && cfg.boolean_or(ak, true)) {
+      emit("--cpu-offloading-num-layers", {std::to_string(cfg.count(nk2))}, nk2);
+    } else {
+      for (const Path& k : {ok, nk2, ak}) {
+        const YAML::Node v = cfg.raw(k);
+        if (!v.IsDefined()) continue;
+        // (an interpolation, as NeMo's ${sum:...} default, is listed unevaluated)
+        ignored(v.IsScalar() && v.Scalar().find("${") == std::string::npos ? display(k) : dotted(k));
+      }
+    }
   }
 
   // Activation recompute (TransformerConfig: recompute_granularity / _method / _num_layers).

@@ -58,7 +58,7 @@ TEST_CASE("gpt replay: fp8_param_gather shortens the exposed parameter all-gathe
   CHECK(dp_f < dp_b);
   CHECK(f.iteration_s < b.iteration_s);
   // Sliding window 512 on a 4096-token sequence: less attention compute, the same model FLOPs.
-  const auto w = run_json(kOne + R"(,"window_size":"(512, 0)"}}})");
+  const auto w = run_json(kOne + R"x(,"window_size":"(512, 0)"}}})x");
   const auto r0 = run_json(kOne + "}}}");
   CHECK(w.breakdown.compute_s < r0.breakdown.compute_s);
   CHECK(w.iteration_s < r0.iteration_s);

@@ -10,6 +10,8 @@
 #include "workloads/gpt.hpp"
 #include "workloads/gpt_detail.hpp"
 #include "workloads/megatron_args.hpp"
+#include "workloads/nemo_config.hpp"
+#include "sim/base/input_file.hpp"
 
 using namespace fabricsim;
 using namespace fabricsim::workloads;
@@ -264,4 +266,18 @@ TEST_CASE("window_size: attention FLOPs and time over the causal band; Megatron'
         std::string::npos);
   CHECK(error_of([&] { ParamMap p = win; p["attention_backend"] = "unfused"; cfg(p); }).find("window_size: needs flash or fused") !=
         std::string::npos);
+}
+
+TEST_CASE("cpu_offloading_num_layers: NeMo's cpu_offloading gates its cpu_offloading_num_layers") {
+  const std::string path = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/nemo-configs/megatron_gpt_config.yaml";
+  std::string text = read_input_file(path);
+  const Json off = scenario_for_nemo(path, text, "dgx-h100", {}, false);
+  CHECK_FALSE(off["workload"]["params"].contains("cpu_offloading_num_layers"));
+  const auto at = text.find("cpu_offloading: False");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, std::string("cpu_offloading: False").size(), "cpu_offloading: True");
+  const auto n = text.find("cpu_offloading_num_layers: ");
+  text.replace(n, text.find('\n', n) - n, "cpu_offloading_num_layers: 3");
+  const Json on = scenario_for_nemo(path, text, "dgx-h100", {}, false);
+  CHECK(on["workload"]["params"]["cpu_offloading_num_layers"] == 3);
 }
