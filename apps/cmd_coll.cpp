@@ -45,7 +45,7 @@ int cmd_coll(int argc, char** argv) {
   args.flag({"--root", "-r", "RANK", "root rank for broadcast/reduce/scatter (nccl-tests -r)", "0"});
   args.flag({"--algo", "", "ALGO", "ring, tree, nvls, collnet, pat, direct, pairwise, hierarchical (NCCL_ALGO)", "tuner"});
   args.flag({"--proto", "", "PROTO", "simple, ll, ll128 (NCCL_PROTO)", "tuner"});
-  args.flag({"--channels", "", "N", "ring/tree channels", "NICs per host, 1 on one host"});
+  args.flag({"--channels", "", "N", "ring/tree channels", "NICs per NCCL node (a multi-node NVLink domain is one) up to NCCL's search cap, 1 on one node"});
   args.flag({"--engine", "", "NAME", "fabricsim or simgrid", "fabricsim"});
   args.flag({"--fidelity", "", "LEVEL", "auto, step, phase or symmetry", "auto"});
   args.flag({"--calibration", "", "auto|default|shipped:NAME|FILE",

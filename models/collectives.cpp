@@ -148,10 +148,10 @@ CommLayout layout(const CollectiveSpec& spec, const topo::Topology& t) {
   std::map<int, int> idx;
   L.host_of_rank.resize(L.n);
   L.local_of_rank.resize(L.n);
+  // Hosts are NCCL's nodes: a multi-node NVLink domain's ranks form one (nccl_nodes, MNNVL).
+  const std::vector<int> node = nccl_nodes(spec.communicator, t);
   for (int r = 0; r < L.n; ++r) {
-    const auto& nd = t.node(spec.communicator[r]);
-    // GPUs without a host index (hand-made graphs) count as their own host.
-    int key = nd.host >= 0 ? nd.host : -1 - static_cast<int>(spec.communicator[r]);
+    const int key = node[static_cast<std::size_t>(r)];
     auto it = idx.find(key);
     if (it == idx.end()) {
       it = idx.emplace(key, static_cast<int>(L.hosts.size())).first;
@@ -375,6 +375,27 @@ void validate_spec(const CollectiveSpec& spec, const topo::Topology& t, topo::Ro
   }
 }
 
+std::vector<int> nccl_nodes(const std::vector<topo::NodeId>& communicator, const topo::Topology& t) {
+  // The hosts of each NVLink domain among the communicator's ranks.
+  std::map<int, std::set<int>> domain_hosts;
+  for (NodeId g : communicator) {
+    const auto& nd = t.node(g);
+    if (nd.nvlink_domain >= 0 && nd.host >= 0) domain_hosts[nd.nvlink_domain].insert(nd.host);
+  }
+  std::vector<int> out;
+  out.reserve(communicator.size());
+  for (NodeId g : communicator) {
+    const auto& nd = t.node(g);
+    if (nd.host < 0) {
+      out.push_back(-1 - static_cast<int>(g));
+      continue;
+    }
+    const auto it = nd.nvlink_domain >= 0 ? domain_hosts.find(nd.nvlink_domain) : domain_hosts.end();
+    out.push_back(it != domain_hosts.end() && it->second.size() > 1 ? *it->second.begin() : nd.host);
+  }
+  return out;
+}
+
 int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing) {
   if (spec.channels > 0) return spec.channels;
   CommLayout L = layout(spec, t);
@@ -400,7 +421,19 @@ int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::
     best = std::max(best, n);
     if (h.size() == most && n > 0) fewest = std::min(fewest, n);
   }
-  return fewest == std::numeric_limits<int>::max() ? best : std::min(best, fewest);
+  int channels = fewest == std::numeric_limits<int>::max() ? best : std::min(best, fewest);
+  // On a node with more NICs than NCCL's search fills (a multi-node NVLink domain as one node, nccl_nodes), the
+  // search stops where the channels use up a GPU's NVLink (nccl_search_channels): 16 of the NICs of a GB200
+  // NVL72 rack's GPUs, each channel on its own NIC.
+  const NodeId g0 = spec.communicator.front();
+  int nvlinks = 0;
+  for (const auto& [l, nb] : t.adjacent(g0))
+    if (t.link(l).kind == topo::LinkKind::NVLink) nvlinks += t.link(l).count;
+  double nic_Bps = 0;
+  if (const NodeId nic = routing.rail_nic(g0); nic != topo::kNoNode)
+    for (const auto& [l, nb] : t.adjacent(nic))
+      if (is_fabric_switch(t.node(nb).kind)) nic_Bps = std::max(nic_Bps, t.link(l).bandwidth_Bps);
+  return nccl_search_channels(t.node(g0).model, nvlinks, nic_Bps, channels);
 }
 
 // ---------------------------------------------------------------------------------------------------

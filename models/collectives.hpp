@@ -80,6 +80,16 @@ std::string why_not_applicable(const CollectiveSpec& spec, Algorithm a, const to
 // The fidelity `Auto` resolves to for this spec (step when the step-level schedule stays small).
 Fidelity resolve_fidelity(const CollectiveSpec& spec, Algorithm a, Protocol p, int channels);
 int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing);
+// NCCL's node of each rank of `communicator`, as a host id: the rank's host, except where the communicator's
+// ranks in one NVLink domain sit on several hosts (a multi-node NVLink domain: a GB200/GB300 NVL72 rack, an
+// NVLink Switch System), whose ranks all get the lowest of those hosts. NCCL's MNNVL puts the communicator's
+// ranks of one NVLink clique (same fabric cluster UUID and clique id) into one clique (src/mnnvl.cc
+// ncclMnnvlCheck), fuses their topologies into one system (src/graph/topo.cc ncclTopoGetSystem, "MNNVL clique
+// support") and numbers nodes by the search graphs of that system (src/init.cc, nNodes from ringRecv[0]), so
+// the clique is one node with all its GPUs and NICs (NVIDIA/nccl v2.26.2-1 and v2.28.9-1). A GPU without a host
+// is its own node (-1 - its id). Every count of hosts, ranks per host and NICs per host of the collective model
+// and the tuner goes through this.
+std::vector<int> nccl_nodes(const std::vector<topo::NodeId>& communicator, const topo::Topology& t);
 
 // Builds the schedule. Algorithm/protocol come from the spec or, when absent, from the tuner
 // (models/tuner.hpp). `routing` must be the one the engine will use (symmetry fidelity checks that the

@@ -47,6 +47,42 @@ int nccl_coll_channels(const std::string& gpu_model, int hosts) {
   return 0;
 }
 
+int nccl_search_channels(const std::string& gpu_model, int nvlinks, double nic_Bps, int nics) {
+  if (nvlinks <= 0 || nic_Bps <= 0 || nics <= 0) return nics;
+  // NVIDIA/nccl src/graph/search.cc at v2.28.9-1: sm100SpeedArrayInter, sm90SpeedArrayInter, speedArrayInter
+  // (GB/s per channel); src/graph/topo.h: SM100_NVLINK_BW 40.1, SM90_NVLINK_BW 20.6, SM80/SM70 20.0.
+  static const std::vector<double> sm100 = {96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                                            15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+  static const std::vector<double> sm90 = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                                           15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+  static const std::vector<double> older = {48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0,
+                                            7.0,  6.0,  5.0,  4.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+  auto is = [&](std::initializer_list<const char*> prefixes) {
+    for (const char* p : prefixes)
+      if (gpu_model.rfind(p, 0) == 0) return true;
+    return false;
+  };
+  const bool blackwell = is({"b200", "gb200", "b300", "gb300"});
+  const bool hopper = is({"h100", "h200"});
+  const double total = nvlinks * (blackwell ? 40.1 : hopper ? 20.6 : 20.0), nic = nic_Bps / 1e9;
+  const std::vector<double>& speeds = blackwell ? sm100 : hopper ? sm90 : older;
+  // ncclTopoCompute's first pass: from the fastest speed a NIC carries, down while the next speed is above
+  // 0.49 of the best graph's; at speed s a channel takes s of every GPU's NVLink (a ring passes each GPU once)
+  // and of one NIC, so floor(total / s) and nics x floor(nic / s) channels fit, at most MAXCHANNELS/2 = 32
+  // (ringGraph->maxChannels, src/init.cc; MAXCHANNELS 64, src/include/device.h); a graph replaces the best
+  // one only with more channels x speed (ncclTopoCompareGraphs).
+  int best = 0;
+  double best_speed = 0;
+  for (double sp : speeds) {
+    if (sp > nic) continue;
+    if (best > 0 && sp / best_speed <= 0.49) break;
+    const int ch = std::min({static_cast<int>(std::floor(total / sp + 1e-9)),
+                             nics * static_cast<int>(std::floor(nic / sp + 1e-9)), 32});
+    if (ch > 0 && ch * sp > best * best_speed + 1e-9) best = ch, best_speed = sp;
+  }
+  return best > 0 ? best : nics;
+}
+
 // [NCCL-T] hwLatencies[NCCL_HW_NVLINK][NCCL_ALGO_NVLS][NCCL_PROTO_SIMPLE]: NCCL's modelled NVLS call latency
 // (NVLSTree's NVLINK entry is the same 25 us).
 constexpr double kNcclNvlsLatency_s = 25e-6;
@@ -131,8 +167,8 @@ int nccl_call_channels(const CollectiveSpec& spec, const topo::Topology& t) {
   if (!spec.algorithm || !spec.protocol)
     throw InputError(spec.where, "nccl_call_channels needs the algorithm and protocol chosen");
   if (spec.communicator.empty()) return 1;
-  std::set<int> hosts;
-  for (NodeId g : spec.communicator) hosts.insert(t.node(g).host);
+  const std::vector<int> node = nccl_nodes(spec.communicator, t);
+  const std::set<int> hosts(node.begin(), node.end());
   const int coll = nccl_channels_with_env(
       nccl_coll_channels(t.node(spec.communicator.front()).model, static_cast<int>(hosts.size())), spec.nccl_env);
   return nccl_call_channels(*spec.algorithm, *spec.protocol, static_cast<double>(spec.bytes),
@@ -158,12 +194,13 @@ CommBandwidths comm_bandwidths(const CollectiveSpec& spec, const topo::Topology&
                                const Calibration& calib) {
   CommBandwidths b;
   b.nranks = static_cast<int>(spec.communicator.size());
+  // Hosts are NCCL's nodes: a multi-node NVLink domain's ranks form one (nccl_nodes, MNNVL).
   std::map<int, std::vector<NodeId>> hosts;
   std::set<int> domains;
-  for (NodeId g : spec.communicator) {
-    const auto& nd = t.node(g);
-    hosts[nd.host >= 0 ? nd.host : -1 - static_cast<int>(g)].push_back(g);
-    domains.insert(nd.nvlink_domain);
+  const std::vector<int> node = nccl_nodes(spec.communicator, t);
+  for (std::size_t r = 0; r < spec.communicator.size(); ++r) {
+    hosts[node[r]].push_back(spec.communicator[r]);
+    domains.insert(t.node(spec.communicator[r]).nvlink_domain);
   }
   b.hosts = static_cast<int>(hosts.size());
   for (const auto& [h, v] : hosts) b.max_per_host = std::max(b.max_per_host, static_cast<int>(v.size()));

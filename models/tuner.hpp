@@ -43,6 +43,14 @@ CommBandwidths comm_bandwidths(const CollectiveSpec& spec, const topo::Topology&
 // NCCL_DEBUG=INFO line "N coll channels"), or 0 when no measurement of it is known (models/tuner.cpp cites
 // each value).
 int nccl_coll_channels(const std::string& gpu_model, int hosts);
+// NVIDIA/nccl: the ring/tree channels NCCL's search gives one node with `nics` NICs of `nic_Bps` whose GPUs of
+// `gpu_model` have `nvlinks` NVLinks each (ncclTopoCompute, src/graph/search.cc; SM*_NVLINK_BW,
+// src/graph/topo.h; v2.28.9-1): among its per-channel speeds that a NIC carries, the most channels x speed
+// where every channel takes its speed of each GPU's NVLink and of one NIC. A server's NICs all get a channel
+// (8 on DGX H100 / B200); a multi-node NVLink domain (MNNVL) with more NICs than NVLink bandwidth stops at the
+// NVLink: 16 channels on a GB200 or GB300 NVL72 rack (16 x 45.1 GB/s of 18 x 40.1). `nics` when nvlinks or
+// nic_Bps is 0.
+int nccl_search_channels(const std::string& gpu_model, int nvlinks, double nic_Bps, int nics);
 // [NCCL-E] Channels one Ring or Tree call of `bytes` actually runs on, out of `coll_channels`: NCCL drops
 // channels while bytes < channels x threads x threadThreshold (src/enqueue.cc, getNChannels/topoGetAlgoInfo;
 // thresholds from src/graph/tuning.cc). Other algorithms, and coll_channels <= 1, give 1.

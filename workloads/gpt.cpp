@@ -224,6 +224,7 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.cross_entropy_loss_fusion = r.boolean("cross_entropy_loss_fusion", false);
   c.cross_entropy_impl = r.string("cross_entropy_impl", c.cross_entropy_impl);
   c.fsdp_embeddings_in_root = r.boolean("fsdp_embeddings_in_root", false);
+  c.fsdp_expert_units = r.boolean("fsdp_expert_units", false);
   c.final_norm_eager = r.boolean("final_norm_eager", false);
   c.enable_fsdp_float8_all_gather = r.boolean("enable_fsdp_float8_all_gather", false);
   c.force_recompute_fp8_weight_in_bwd = r.boolean("force_recompute_fp8_weight_in_bwd", false);
@@ -544,6 +545,8 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     fail("cross_entropy_impl", "expected megatron, torch or torch_compiled, got '" + c.cross_entropy_impl + "'");
   if (c.fsdp_embeddings_in_root && !c.use_torch_fsdp2)
     fail("fsdp_embeddings_in_root", "describes torch FSDP2's units; it needs use_torch_fsdp2");
+  if (c.fsdp_expert_units && !c.use_torch_fsdp2)
+    fail("fsdp_expert_units", "describes torch FSDP2's units; it needs use_torch_fsdp2");
   if (c.final_norm_eager && !c.use_torch_fsdp2)
     fail("final_norm_eager", "describes torchtitan's eager RMSNorm; it needs use_torch_fsdp2");
   if (c.fsdp_flat_params && !c.use_torch_fsdp2)
@@ -642,6 +645,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   if (!c.recompute_modules.empty()) m["recompute_modules"] = c.recompute_modules;
   if (c.cross_entropy_impl != "megatron") m["cross_entropy_impl"] = c.cross_entropy_impl;
   if (c.fsdp_embeddings_in_root) B("fsdp_embeddings_in_root", true);
+  if (c.fsdp_expert_units) B("fsdp_expert_units", true);
   if (c.final_norm_eager) B("final_norm_eager", true);
   if (c.enable_fsdp_float8_all_gather) B("enable_fsdp_float8_all_gather", true);
   if (c.force_recompute_fp8_weight_in_bwd) B("force_recompute_fp8_weight_in_bwd", true);

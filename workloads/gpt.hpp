@@ -134,6 +134,15 @@ struct GptConfig {
   // the output unit reduced right after its backward), true (torchtitan before it: the three stay in the root
   // unit, which FSDP2 keeps unsharded from the forward to the end of the backward). Memory only.
   bool fsdp_embeddings_in_root = false;
+  // torch FSDP2 unit of each MoE layer's routed experts: true makes them a unit of their own sharded over the
+  // expert data-parallel group (torchtitan with expert parallelism, from pytorch/torchtitan@01f4e5022,
+  // 2025-07-08, "dp2ep Expert Parallel": apply_fsdp calls fully_shard(transformer_block.moe.experts, mesh =
+  // dp_mod_ep_mesh) before the block's own unit; with explicit prefetching from a54725cfa, 2025-08-18: block
+  // i's forward prefetches [block i+1, block i+1's experts], its backward [block i-1, block i-1's experts]),
+  // so each MoE layer gathers its experts over EDP after its dense part, one layer ahead, and reduce-scatters
+  // their gradients over EDP after its backward, with FSDP2's copies; false reduces the expert gradients once
+  // at the step's end. torch FSDP2 with MoE only.
+  bool fsdp_expert_units = false;
   // The final RMSNorm runs eagerly with an fp32 upcast, autograd keeping the fp32 copy of its input and its
   // bf16 normalized output (torchtitan's own RMSNorm before pytorch/torchtitan@5078e92e4, 2025-04-17, outside
   // the per-block torch.compile). torch FSDP2 only; memory only.

@@ -428,9 +428,10 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     const bool sharded = c.fsdp() || c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard";
     mem.weights_bytes += (c.fsdp() ? 2.0 / edp : 2.0) * Pe + (c.fp8() ? 2.0 * Pe : 0.0);
     mem.grads_bytes += (c.fsdp() ? grad / edp : grad) * Pe;
-    if (c.fsdp() && !c.use_torch_fsdp2 && edp > 1) {
-      // Megatron FSDP gathers an MoE layer's experts over EDP like its dense part (gpt_trace.cpp
-      // fsdp_experts): the running and the prefetched layer's gathered experts, the running one's gradient.
+    if (c.fsdp() && (!c.use_torch_fsdp2 || c.fsdp_expert_units) && edp > 1) {
+      // Megatron FSDP (and torch FSDP2's expert units, fsdp_expert_units) gathers an MoE layer's experts over
+      // EDP like its dense part (gpt_trace.cpp fsdp_experts): the running and the prefetched layer's gathered
+      // experts, the running one's gradient.
       mem.weights_bytes += 2.0 * 2.0 * expert_params_per_gpu(c);
       mem.grads_bytes += grad * expert_params_per_gpu(c);
     }

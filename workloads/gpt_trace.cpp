@@ -608,9 +608,20 @@ class StageEmitter {
   // the FSDP stream, over the shard group. Megatron FSDP (ZeRO-3) shards an MoE layer's expert weights over
   // the expert data-parallel group (EDP), so the layer's local experts are gathered over EDP after its
   // dense part (the returned op is the last gather) and their gradients reduce-scattered over EDP.
+  // torch FSDP2 does the same where the experts are a unit of their own (fsdp_expert_units, torchtitan with EP):
+  // their gather follows the block's on the all-gather stream (both prefetched by the previous block), with
+  // FSDP2's copies of the expert unit (expert_fsdp_copies).
   bool fsdp_experts(std::int64_t gl) const {
-    return c.fsdp() && !c.use_torch_fsdp2 && moe_on && K.moe_pattern[gl] && Y.edp > 1 && Y.edp_comm[st] >= 0;
+    return c.fsdp() && (!c.use_torch_fsdp2 || c.fsdp_expert_units) && moe_on && K.moe_pattern[gl] && Y.edp > 1 &&
+           Y.edp_comm[st] >= 0;
   }
+  // torch FSDP2's copies of an MoE layer's expert unit: its local experts' parameters sharded over EDP.
+  const FsdpCopyCosts& expert_fsdp_copies() {
+    if (!expert_fsdp_copies_)
+      expert_fsdp_copies_ = fsdp_copy_costs(c, x_.cm, expert_params_per_gpu(c), double(Y.edp), x_.grad_elem_bytes);
+    return *expert_fsdp_copies_;
+  }
+  std::optional<FsdpCopyCosts> expert_fsdp_copies_;
   // torch FSDP2's copies of a layer's unit (fsdp_copy_costs), cached for the three unit sizes (layer_el).
   const FsdpCopyCosts& fsdp_copies(std::int64_t gl) {
     const int k = gl == 0 ? 1 : gl == c.num_layers - 1 ? 2 : 0;
@@ -663,6 +674,11 @@ class StageEmitter {
       Op e = coll_op(nm + ".experts", CollOp::AllGather, Y.edp_comm[st], expert_params_per_gpu(c) * 2.0,
                      RankBuilder::kFsdp, "dp");
       e.deps.push_back(id);
+      if (c.fsdp2_copies()) {
+        Op in = compute_op(nm.substr(0, nm.size() - 3) + ".experts.copy_in", expert_fsdp_copies().copy_in);
+        in.stream = kFsdpCopyIn;
+        e.deps.push_back(rb.fork(std::move(in)));
+      }
       id = rb.fork(std::move(e));
     }
     return id;
@@ -676,6 +692,8 @@ class StageEmitter {
       return;
     }
     rb.chain(compute_op(nm + ".copy_out", fsdp_copies(gl).copy_out), {ag});
+    // the expert unit's copy-out (its gather is `ag`, the last; modelled at the block's start)
+    if (fsdp_experts(gl)) rb.chain(compute_op(nm + ".experts.copy_out", expert_fsdp_copies().copy_out));
   }
 
   // The shared expert (TP-split, with its SP all-gather / reduce-scatter).
@@ -991,9 +1009,19 @@ class StageEmitter {
             cast.deps.push_back(post_dep);
             rb.push(std::move(cast));
           }
-          if (fsdp_experts(gl))
-            rb.fork(coll_op(nm + ".fsdp.rs.experts", CollOp::ReduceScatter, Y.edp_comm[st],
-                            expert_params_per_gpu(c) * x_.grad_elem_bytes, RankBuilder::kFsdp, "dp"));
+          if (fsdp_experts(gl)) {
+            // torch FSDP2: the expert unit's gradients chunk-cat into the reduce-scatter input on the compute
+            // stream first, the reduced shard cast after a bf16 reduce.
+            if (c.fsdp2_copies()) rb.chain(compute_op(nm + ".fsdp.experts.chunk_cat", expert_fsdp_copies().chunk_cat));
+            const std::uint32_t ers = rb.fork(coll_op(nm + ".fsdp.rs.experts", CollOp::ReduceScatter, Y.edp_comm[st],
+                                                      expert_params_per_gpu(c) * x_.grad_elem_bytes, RankBuilder::kFsdp, "dp"));
+            if (c.fsdp2_copies() && expert_fsdp_copies().post_reduce.kernels) {
+              Op cast = compute_op(nm + ".fsdp.experts.reduce_cast", expert_fsdp_copies().post_reduce);
+              cast.stream = RankBuilder::kFsdp;
+              cast.deps.push_back(ers);
+              rb.push(std::move(cast));
+            }
+          }
         }
       };
       if (moe_on && K.moe_pattern[gl]) {
@@ -1076,8 +1104,8 @@ class StageEmitter {
       for (std::int64_t ch = 0; ch < nchunks(); ++ch)
         for (std::int64_t l = 0; l < place(ch).nl; ++l)
           if (K.moe_pattern[place(ch).base + l]) stage_expert_params += expert_params_per_gpu(c);
-      // (Megatron FSDP reduces them per layer instead, fsdp_experts.)
-      if (edp > 1 && stage_expert_params > 0 && !(c.fsdp() && !c.use_torch_fsdp2)) {
+      // (Megatron FSDP and torch FSDP2 expert units reduce them per layer instead, fsdp_experts.)
+      if (edp > 1 && stage_expert_params > 0 && !(c.fsdp() && (!c.use_torch_fsdp2 || c.fsdp_expert_units))) {
         const bool sh = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard" || c.fsdp();
         Op op = coll_op(sh ? "edp.experts.rs" : "edp.experts.ar", sh ? CollOp::ReduceScatter : CollOp::AllReduce,
                         Y.edp_comm[st], stage_expert_params * grad_elem_bytes, RankBuilder::kDp, "dp");

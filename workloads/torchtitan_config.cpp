@@ -646,6 +646,10 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
   if (!ddp) {
     p["use_torch_fsdp2"] = true;
     if (rep > 1) p["num_distributed_optimizer_instances"] = rep;
+    // With EP, apply_fsdp makes each MoE layer's routed experts an FSDP2 unit over dp_mod_ep (from
+    // pytorch/torchtitan@01f4e5022, 2025-07-08, where EP arrived; one unit per block with the experts on the
+    // EDP mesh from 18a46d427, 2026-03-26: the same gathers and reduce-scatters per layer, back to back).
+    if (ep > 1) p["fsdp_expert_units"] = true;
   } else {
     p["overlap_grad_reduce"] = true;
   }

@@ -266,3 +266,30 @@ TEST_CASE("simgrid oracle agrees with our engine on every collective (dgx-h100, 
     }
   }
 }
+
+// MNNVL (models::nccl_nodes): the expert data-parallel group of the Llama 4 Scout scenario, 4 GPUs in each of 4
+// GB200 NVL72 racks, each GPU on its own tray. NCCL makes each rack one node with 4 NICs: its ring search gives
+// 4 channels of 48 GB/s (sm100SpeedArrayInter, a 400 Gb/s NIC each; src/graph/search.cc v2.28.9-1), and its
+// model's ring busBw is nChannels x bwInter = 192 GB/s on more than 2 nodes (src/graph/tuning.cc). With the
+// trays as nodes (before) the ring had 1 channel, one NIC: about 45 GB/s.
+TEST_CASE("MNNVL ring all_gather across 4 GB200 NVL72 racks: NCCL's 4 channels x 48 GB/s") {
+  const System sys(system_spec("superpod", {{"nodes", "4"}, {"node", "gb200-nvl72"}, {"gpu", "gb200"}}, "default"));
+  const topo::Topology& t = sys.topology();
+  topo::Routing& r = sys.routing();
+  CollectiveSpec s;
+  s.op = Op::AllGather;
+  s.bytes = 4ull << 30;
+  s.algorithm = Algorithm::Ring;
+  s.protocol = Protocol::Simple;
+  s.fidelity = Fidelity::Phase;
+  for (int k = 0; k < 4; ++k)
+    for (int i : {0, 16, 32, 48}) s.communicator.push_back(t.gpus()[static_cast<std::size_t>(72 * k + i)]);
+  const double busbw = static_cast<double>(s.bytes) * busbw_factor(Op::AllGather, 16) / run(s, t, r, sys.calibration());
+  const double nccl = 4 * 48e9;
+  MESSAGE("simulated busbw " << busbw / 1e9 << " GB/s, NCCL's model " << nccl / 1e9);
+  CHECK(busbw == doctest::Approx(nccl).epsilon(0.05));
+  // One channel (the trays as nodes) gets a quarter of it.
+  s.channels = 1;
+  const double one = static_cast<double>(s.bytes) * busbw_factor(Op::AllGather, 16) / run(s, t, r, sys.calibration());
+  CHECK(one < 0.3 * busbw);
+}

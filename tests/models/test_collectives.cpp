@@ -834,3 +834,75 @@ TEST_CASE("nvls across hosts: NCCL's NVLS with SHARP (all_reduce only, only with
     CHECK(from_nvs[gpu] == approx(S));
   }
 }
+
+// NCCL's MNNVL: the communicator's ranks of one multi-node NVLink domain (an NVL72 rack) are one NCCL node
+// (src/mnnvl.cc, src/graph/topo.cc at v2.26.2-1 / v2.28.9-1), so rings cross InfiniBand only between racks, on
+// as many channels (each on its own NIC) as NCCL's search gives the node (src/graph/search.cc ncclTopoCompute).
+TEST_CASE("MNNVL: an NVL72 rack is one NCCL node; its ring channels each leave through their own NIC") {
+  const auto sys = system_of("superpod", {{"nodes", "4"}, {"node", "gb200-nvl72"}, {"gpu", "gb200"}});
+  const topo::Topology& t = sys->topology();
+  topo::Routing& r = sys->routing();
+  const auto& g = t.gpus();
+  REQUIRE(g.size() == 288);
+  // 64 GPUs per rack (the Llama 4 Scout scenario's placement) and the expert data-parallel group of EP 16:
+  // GPUs 0, 16, 32, 48 of every rack, each on its own tray.
+  std::vector<topo::NodeId> all, edp;
+  for (int k = 0; k < 4; ++k)
+    for (int i = 0; i < 64; ++i) {
+      all.push_back(g[static_cast<std::size_t>(72 * k + i)]);
+      if (i % 16 == 0) edp.push_back(g[static_cast<std::size_t>(72 * k + i)]);
+    }
+  const std::vector<int> nodes = nccl_nodes(all, t);
+  CHECK(std::set<int>(nodes.begin(), nodes.end()).size() == 4);
+  for (int k = 0; k < 4; ++k)
+    for (int i = 0; i < 64; ++i) CHECK(nodes[static_cast<std::size_t>(64 * k + i)] == t.node(g[static_cast<std::size_t>(72 * k)]).host);
+  // A DGX superpod's nodes are its servers.
+  const topo::Topology dgx = preset("superpod", {{"nodes", "2"}});
+  const std::vector<int> dn = nccl_nodes(dgx.gpus(), dgx);
+  for (std::size_t i = 0; i < dn.size(); ++i) CHECK(dn[i] == dgx.node(dgx.gpus()[i]).host);
+  // One GPU per tray in one rack: still one node (one NVLink clique), not four.
+  std::vector<topo::NodeId> trays = {g[0], g[4], g[8], g[12]};
+  const std::vector<int> tn = nccl_nodes(trays, t);
+  CHECK(std::set<int>(tn.begin(), tn.end()).size() == 1);
+
+  // NCCL's search (v2.28.9-1): a rack's 64 NICs of 400 Gb/s give 16 channels of 45.1 GB/s (18 NVLinks x 40.1
+  // GB/s; 15 at 48 would leave 1.8 GB/s unused); a server's NICs all get one: 8 on an H100 or B200 server
+  // (18 x 20.6 GB/s: 8 x 45), 4 on a GB200 tray; 800 Gb/s NICs (GB300) reach the same 16; no NVLink: the NICs.
+  CHECK(nccl_search_channels("gb200", 18, 50e9, 64) == 16);
+  CHECK(nccl_search_channels("gb300", 18, 100e9, 64) == 16);
+  CHECK(nccl_search_channels("h100", 18, 50e9, 8) == 8);
+  CHECK(nccl_search_channels("b200", 18, 50e9, 8) == 8);
+  CHECK(nccl_search_channels("a100", 12, 25e9, 8) == 8);
+  CHECK(nccl_search_channels("gb200", 18, 50e9, 4) == 4);
+  CHECK(nccl_search_channels("gb200", 0, 50e9, 4) == 4);
+
+  CollectiveSpec s;
+  s.op = Op::AllGather;
+  s.bytes = 256ull << 20;
+  s.algorithm = Algorithm::Ring;
+  s.protocol = Protocol::Simple;
+  s.fidelity = Fidelity::Phase;
+  s.communicator = all;
+  CHECK(default_channels(s, t, r) == 16);
+  // Each channel crosses from rack to rack through one NIC of its own: 16 distinct sending GPUs per rack
+  // boundary, on 16 distinct NICs.
+  const Schedule sch = build_schedule(s, t, r, sys->calibration());
+  std::map<std::pair<int, int>, std::set<topo::NodeId>> senders;  // (from rack, to rack) -> sending GPUs
+  for (const auto& x : sch.transfers) {
+    const int a = t.node(x.src).nvlink_domain, b = t.node(x.dst).nvlink_domain;
+    if (a != b) senders[{a, b}].insert(x.src);
+  }
+  CHECK(senders.size() == 4);
+  for (const auto& [k, v] : senders) {
+    CHECK(v.size() == 16);
+    std::set<topo::NodeId> nics;
+    for (topo::NodeId x : v) nics.insert(r.rail_nic(x));
+    CHECK(nics.size() == 16);
+  }
+  // The expert data-parallel group: 4 ranks per rack on 4 trays, so 4 NICs, 4 channels (was 1: one NIC per tray).
+  s.communicator = edp;
+  s.bytes = 64ull << 20;
+  CHECK(default_channels(s, t, r) == 4);
+  // PAT needs one rank per NCCL node; 4 share a rack here.
+  CHECK_FALSE(why_not_applicable(s, Algorithm::Pat, t, r).empty());
+}

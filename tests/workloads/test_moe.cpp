@@ -393,6 +393,72 @@ TEST_CASE("moe with Megatron FSDP: each MoE layer's experts are gathered and red
   CHECK(m4.grads_bytes - m8.grads_bytes == doctest::Approx(4.0 * layer_experts));  // fp32 gradients (bf16 rule)
 }
 
+TEST_CASE("moe with torch FSDP2 expert units: each MoE layer's experts gathered and reduce-scattered over EDP") {
+  // torchtitan with EP (fsdp_expert_units; pytorch/torchtitan@01f4e5022 apply_fsdp): 16 GPUs, PP 1, EP 4 -> EDP
+  // 4. Every MoE layer gathers its 2 local experts (2 x 3 x 1024 x 2816 bf16) over EDP after its dense part on
+  // the FSDP stream, with FSDP2's copy-in on the copy-in stream, and reduce-scatters their fp32 gradients over
+  // EDP after its backward; no step-end expert reduce-scatter remains.
+  const ParamMap units = {{"pipeline_model_parallel_size", "1"}, {"expert_model_parallel_size", "4"},
+                          {"use_torch_fsdp2", "true"}, {"grad_reduce_in_fp32", "true"}, {"fsdp_expert_units", "true"}};
+  const Trace t = gen(small_moe(units));
+  const double expert_bytes = 2.0 * 3.0 * 1024 * 2816 * 2.0;
+  const RankTrace& r0 = t.ranks.at(0);
+  std::uint16_t fsdp_stream = 0, copy_in_stream = 0;
+  for (std::size_t i = 0; i < r0.streams.size(); ++i) {
+    if (r0.streams[i] == "comm.fsdp") fsdp_stream = static_cast<std::uint16_t>(i);
+    if (r0.streams[i] == "fsdp.copy_in") copy_in_stream = static_cast<std::uint16_t>(i);
+  }
+  REQUIRE(fsdp_stream > 0);
+  REQUIRE(copy_in_stream > 0);
+  int ag = 0, rs = 0, step_end = 0, copy_in = 0, copy_out = 0, chunk_cat = 0;
+  for (std::size_t i = 0; i < r0.ops.size(); ++i) {
+    const Op& op = r0.ops[i];
+    if (op.name.find("edp.experts") != std::string::npos) ++step_end;
+    copy_in += op.name.find(".experts.copy_in") != std::string::npos && op.stream == copy_in_stream;
+    copy_out += op.name.find(".experts.copy_out") != std::string::npos && op.stream == 0;
+    chunk_cat += op.name.find(".fsdp.experts.chunk_cat") != std::string::npos && op.stream == 0;
+    const bool is_ag = op.name.find(".fsdp.ag.experts") != std::string::npos,
+               is_rs = op.name.find(".fsdp.rs.experts") != std::string::npos;
+    if (!is_ag && !is_rs) continue;
+    ag += is_ag, rs += is_rs;
+    CHECK(op.stream == fsdp_stream);
+    CHECK(op.bytes == doctest::Approx(is_ag ? expert_bytes : 2.0 * expert_bytes));  // bf16 gather, fp32 reduce
+    const Communicator& cm = t.comms.at(static_cast<std::size_t>(op.comm));
+    CHECK(cm.ranks.size() == 4);  // the EDP group
+    if (is_ag) {
+      // issued after the layer's dense gather (a dependency on it), as torchtitan's prefetch list orders them
+      bool after_dense = false;
+      for (auto d : op.deps) after_dense = after_dense || r0.ops[d].name.find(".fsdp.ag") != std::string::npos;
+      CHECK(after_dense);
+    }
+  }
+  // 4 MoE layers, 16 / (1 x 16 DP) = 1 micro-batch: 4 forward + 4 backward gathers (the backward regathers after
+  // resharding), 4 reduce-scatters.
+  CHECK(ag == 8);
+  CHECK(rs == 4);
+  CHECK(copy_in == 8);
+  CHECK(copy_out == 8);
+  CHECK(chunk_cat == 4);
+  CHECK(step_end == 0);
+  // Without the units (fabricsim before, and torch FSDP2 outside torchtitan's EP) one step-end reduce-scatter.
+  ParamMap off = units;
+  off["fsdp_expert_units"] = "false";
+  int off_ag = 0, off_end = 0;
+  for (const Op& op : gen(small_moe(off)).ranks.at(0).ops) {
+    off_ag += op.name.find(".fsdp.ag.experts") != std::string::npos;
+    off_end += op.name.find("edp.experts") != std::string::npos;
+  }
+  CHECK(off_ag == 0);
+  CHECK(off_end == 1);
+  // Memory: the running and the prefetched layer's gathered experts and the running one's fp32 gradient.
+  auto mem = [](const ParamMap& over) { return gpt_memory_per_gpu(gpt_config_from_params(small_moe(over), "--param")); };
+  const double layer_experts = 2.0 * 3.0 * 1024 * 2816;
+  CHECK(mem(units).weights_bytes - mem(off).weights_bytes == doctest::Approx(2.0 * 2.0 * layer_experts));
+  CHECK(mem(units).grads_bytes - mem(off).grads_bytes == doctest::Approx(4.0 * layer_experts));
+  // It describes torch FSDP2's units.
+  CHECK(error_of([] { gen(small_moe({{"fsdp_expert_units", "true"}})); }).find("fsdp_expert_units") != std::string::npos);
+}
+
 TEST_CASE("moe parameters: bad input names the parameter") {
   CHECK(error_of([] { gen(small_moe({{"expert_model_parallel_size", "3"}})); }).find("expert_model_parallel_size") != std::string::npos);
   CHECK(error_of([] { gen(small_moe({{"tensor_model_parallel_size", "2"}, {"expert_model_parallel_size", "4"}})); })
