@@ -39,6 +39,8 @@ using gpt_detail::pre_hopper;
 namespace {
 // Longest layout the parser expands (one letter per layer: far above any real model's 2 + layers + MTP).
 constexpr std::size_t kMaxLayoutLetters = 1 << 20;
+// Longest string-form layout read.
+constexpr std::size_t kMaxLayoutText = 4096;
 
 // One pass of `pattern` over `text`, each match replaced by group 1 repeated group 2 times (Python's
 // re.sub(pattern, lambda x: x.group(1) * int(x.group(2)), text) in parse_str_to_list).
@@ -101,6 +103,9 @@ std::vector<std::string> parse_pipeline_layout(const std::string& text, const st
   }
   // The string form (PipelineParallelLayerLayout.parse_str_to_list): commas are cosmetic; "(...)*n" is unrolled
   // first, then "x*n"; `|` separates virtual stages.
+  // (std::regex matches recursively: the text it reads is kept short; DeepSeek-V3's layout is 17 characters.)
+  if (text.size() > kMaxLayoutText)
+    fail("is longer than " + std::to_string(kMaxLayoutText) + " characters (repeat with (...)*n and x*n)");
   std::string t;
   for (char ch : text)
     if (ch != ',') t += ch;

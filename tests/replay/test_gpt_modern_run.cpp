@@ -187,9 +187,13 @@ TEST_CASE("gpt replay: pipeline_model_parallel_layout and microbatch_group_size_
   const auto same = run(R"(,"pipeline_model_parallel_layout":[["embedding","decoder","decoder"],["decoder","decoder"],
                            ["decoder","decoder"],["decoder","decoder","loss"]])");
   CHECK(same.iteration_s == even.iteration_s);
-  // Three layers on the middle stages: they set the pace, the step is longer.
+  // The even split's critical stage is the last: its output layer (32,000 x 2,048 logits, about 1.1 layers of
+  // FLOPs) on top of 2 layers. One layer off each end stage (1, 3, 3, 1) balances it: a shorter step. A fourth
+  // layer on stage 1 (1, 4, 2, 1) makes that stage the critical one: longer again.
   const auto uneven = run(R"(,"pipeline_model_parallel_layout":"Et|ttt|ttt|tL")");
-  CHECK(uneven.iteration_s > even.iteration_s);
+  CHECK(uneven.iteration_s < even.iteration_s);
+  const auto heavy1 = run(R"(,"pipeline_model_parallel_layout":"Et|tttt|tt|tL")");
+  CHECK(heavy1.iteration_s > uneven.iteration_s);
   // Embedding-only and loss-only stages pass the activations on.
   const auto empty_ends = run(R"(,"pipeline_model_parallel_layout":"E|tttt|tttt|L")");
   CHECK(empty_ends.iteration_s > uneven.iteration_s);

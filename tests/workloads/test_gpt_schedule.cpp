@@ -291,8 +291,9 @@ TEST_CASE("gpt pipeline_model_parallel_layout: MTP layers run with the loss, the
   CHECK_FALSE(has_op(t.ranks[2], ".mtp.fwd"));
   // The same trace as without a layout (MTP on the last stage is Megatron's default placement).
   CHECK(ops_json(t) == ops_json(gen(small_dense({{"mtp_num_layers", "1"}}))));
-  const std::string e = error_of([&] { gpt_config_from_params(p("Ett|tt|ttm|ttL"), "--param"); });
-  CHECK(e.find("puts MTP layers in virtual stage 2: fabricsim runs the MTP layers with the loss") != std::string::npos);
+  // DeepSeek-V3's kind of placement (Megatron's standalone MTP): the MTP layer alone in rank 2's last chunk.
+  const std::string e = error_of([&] { gpt_config_from_params(p("Ett|tt|tt|tt|||m|L"), "--param"); });
+  CHECK(e.find("puts MTP layers in virtual stage 6: fabricsim runs the MTP layers with the loss") != std::string::npos);
   CHECK(error_of([&] { gpt_config_from_params(p("Ett|tt|tt|tmtL"), "--param"); })
             .find("decoder layers must be placed before MTP layers") != std::string::npos);
 }
