@@ -478,14 +478,14 @@ class Import {
           const std::string name = e.is_string() ? e.get<std::string>() : "";
           const bool first = k == 0, last = k + 1 == v.size();
           if (name == "tok_embeddings" && first) continue;
-          if ((name == "norm" || name == "output") && last) continue;
+          if ((name == "norm" || name == "output" || name == "lm_head") && last) continue;  // lm_head: @b5bcd76c6
           if (name.rfind("layers.", 0) == 0 && name.size() > 7 && name.find_first_not_of("0123456789", 7) == std::string::npos &&
               std::stoll(name.substr(7)) == next) {
             ++next, ++n;
             continue;
           }
           fail(mk, "stage " + std::to_string(k) + " holds " + shown(e) + ": fabricsim places tok_embeddings in the "
-                   "first stage, norm and output in the last, and layers.0, layers.1, ... in order between them");
+                   "first stage, norm and output (lm_head) in the last, and layers.0, layers.1, ... in order between them");
         }
         counts.push_back(n);
       }

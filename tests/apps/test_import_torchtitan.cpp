@@ -208,6 +208,10 @@ TEST_CASE("import torchtitan: uneven pipeline_parallel_layers_per_stage and modu
   parts += ", \"norm\", \"output\"]]";
   p = import_params(file("fqn.toml", base + "module_fqns_per_model_part = " + parts + "\n") + " --topology dgx-h100");
   CHECK(p["pipeline_model_parallel_layout"] == "Etttt|tttt|tttt|tttt|tttt|tttt|tttt|ttttL");
+  // b5bcd76c6 names the output module lm_head.
+  parts.replace(parts.find("\"output\""), 8, "\"lm_head\"");
+  p = import_params(file("fqn2.toml", base + "module_fqns_per_model_part = " + parts + "\n") + " --topology dgx-h100");
+  CHECK(p["pipeline_model_parallel_layout"] == "Etttt|tttt|tttt|tttt|tttt|tttt|tttt|ttttL");
   // The imported layout runs.
   const std::string out = (scratch() / "pp3.json").string();
   Run r = run_root("import torchtitan " + pp3 + " --topology dgx-h100 -o " + out);
