@@ -136,6 +136,10 @@ MODEL |= {"fp8_param_gather"}
 MODEL |= {"cpu_offloading_num_layers"}
 # Sliding-window attention: the attention kernels over the window's band.
 MODEL |= {"window_size", "window_attn_skip_freq"}
+# Megatron-Core's flexible pipeline layout (PipelineParallelLayerLayout) and the interleaved schedule's micro-batch
+# group N (schedules.py get_schedule_table): the gpt generator's pipeline_model_parallel_layout and
+# microbatch_group_size_per_vp_stage.
+MODEL |= {"pipeline_model_parallel_layout", "microbatch_group_size_per_vp_stage"}
 # Groups new in d98e8a64 whose flags leave pretrain_gpt.py's step alone: GRPO reinforcement learning (train_rl.py)
 # and the fault injector (it hangs or kills ranks to test resilience; it does not change a step).
 NO_EFFECT_GROUPS |= {"_add_rl_args", "_add_fault_injector_args"}

@@ -1,10 +1,12 @@
 #include "workloads/gpt.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <regex>
 #include <stdexcept>
 
 #include "models/gpu.hpp"
@@ -36,12 +38,173 @@ using gpt_detail::is_blackwell;
 using gpt_detail::pre_hopper;
 
 namespace {
+// Longest layout the parser expands (one letter per layer: far above any real model's 2 + layers + MTP).
+constexpr std::size_t kMaxLayoutLetters = 1 << 20;
+// Longest string-form layout read.
+constexpr std::size_t kMaxLayoutText = 4096;
+
+// One pass of `pattern` over `text`, each match replaced by group 1 repeated group 2 times (Python's
+// re.sub(pattern, lambda x: x.group(1) * int(x.group(2)), text) in parse_str_to_list).
+std::string unroll(const std::string& text, const std::regex& pattern, const std::string& key) {
+  std::string out;
+  auto it = text.cbegin();
+  std::smatch mt;
+  while (std::regex_search(it, text.cend(), mt, pattern)) {
+    out.append(it, mt[0].first);
+    const std::string digits = mt[2].str();
+    const std::string unit = mt[1].str();
+    if (digits.size() > 7 || unit.size() * std::stoull(digits) > kMaxLayoutLetters)
+      throw InputError(key, "repeats '" + unit + "' " + digits + " times: more than " +
+                                         std::to_string(kMaxLayoutLetters) + " layers");
+    for (unsigned long long k = std::stoull(digits); k > 0; --k) out += unit;
+    if (out.size() > kMaxLayoutLetters)
+      throw InputError(key, "expands to more than " + std::to_string(kMaxLayoutLetters) + " layers");
+    it = mt[0].second;
+  }
+  out.append(it, text.cend());
+  return out;
+}
+}  // namespace
+
+std::vector<std::string> parse_pipeline_layout(const std::string& text, const std::string& key) {
+  auto fail = [&](const std::string& what) -> void { throw InputError(key, what); };
+  std::vector<std::string> stages;
+  std::size_t first = text.find_first_not_of(" \t\n");
+  if (first != std::string::npos && text[first] == '[') {
+    // The list form (PipelineParallelLayerLayout.__init__ with a list): a list of virtual stages, each a list of
+    // LayerType names (str.strip().lower(); megatron/core/transformer/enums.py LayerType).
+    Json j;
+    try {
+      j = Json::parse(text);
+    } catch (const std::exception&) {
+      fail("a list that is not valid JSON: expected a list of lists of embedding / decoder / mtp / loss");
+    }
+    if (!j.is_array()) fail("expected a list of lists");
+    for (const Json& row : j) {
+      if (!row.is_array()) fail("must be a list of lists, got the element " + json_excerpt(row));
+      std::string st;
+      for (const Json& e : row) {
+        if (!e.is_string()) fail("elements are LayerType names (strings), got " + json_excerpt(e));
+        std::string n = e.get<std::string>();
+        const auto b = n.find_first_not_of(" \t"), en = n.find_last_not_of(" \t");
+        n = b == std::string::npos ? "" : n.substr(b, en - b + 1);
+        for (auto& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        if (n == "embedding") st += 'E';
+        else if (n == "decoder") st += 't';
+        else if (n == "mtp") st += 'm';
+        else if (n == "loss") st += 'L';
+        else if (n == "encoder") fail("has an encoder layer: Megatron-LM does not support them in a flexible layout");
+        else fail("'" + e.get<std::string>() + "' is not a LayerType (expected embedding, decoder, mtp or loss)");
+        if (st.size() > kMaxLayoutLetters) fail("has too many layers");
+      }
+      stages.push_back(st);
+    }
+    if (stages.empty()) fail("is an empty list");
+    return stages;
+  }
+  // The string form (PipelineParallelLayerLayout.parse_str_to_list): commas are cosmetic; "(...)*n" is unrolled
+  // first, then "x*n"; `|` separates virtual stages.
+  // (std::regex matches recursively: the text it reads is kept short; DeepSeek-V3's layout is 17 characters.)
+  if (text.size() > kMaxLayoutText)
+    fail("is longer than " + std::to_string(kMaxLayoutText) + " characters (repeat with (...)*n and x*n)");
+  std::string t;
+  for (char ch : text)
+    if (ch != ',') t += ch;
+  static const std::regex group(R"(\(([^)]+)\)\*(\d+))"), single(R"((.)\*(\d+))");
+  t = unroll(unroll(t, group, key), single, key);
+  stages.emplace_back();
+  for (char ch : t) {
+    if (ch == '|') {
+      stages.emplace_back();
+    } else if (ch == 'E' || ch == 't' || ch == 'm' || ch == 'L') {
+      stages.back() += ch;
+    } else {
+      const std::string shown = std::isprint(static_cast<unsigned char>(ch)) ? std::string(1, ch) : "\\x" + std::to_string(int(ch));
+      fail("invalid layer character '" + shown + "' (expected E embedding, t decoder layer, m MTP layer, L loss; "
+           "| between virtual stages, (...)*n and x*n to repeat)");
+    }
+  }
+  return stages;
+}
+
+std::string pipeline_layout_text(const std::vector<std::string>& stages) {
+  std::string out;
+  for (std::size_t k = 0; k < stages.size(); ++k) out += (k ? "|" : "") + stages[k];
+  return out;
+}
+
+std::string pipeline_layout_of_counts(const std::vector<std::int64_t>& layers) {
+  std::vector<std::string> st;
+  for (std::size_t k = 0; k < layers.size(); ++k)
+    st.push_back((k == 0 ? "E" : "") + std::string(static_cast<std::size_t>(layers[k]), 't') +
+                 (k + 1 == layers.size() ? "L" : ""));
+  return pipeline_layout_text(st);
+}
+
+namespace {
+
+// Checks a parsed pipeline_model_parallel_layout against the model (PipelineParallelLayerLayout.__init__ and
+// validate_layer_layout at NVIDIA/Megatron-LM@d98e8a64dd, arguments.py validate_args and TransformerConfig's
+// conflicts with the other split keys), and where fabricsim places less than Megatron: the embedding in the
+// first virtual stage, the loss and any MTP layers in the last.
+template <class Fail>
+void check_pipeline_layout(const GptConfig& c, Fail&& fail) {
+  const char* K = "pipeline_model_parallel_layout";
+  const auto& S = c.pipeline_layout;
+  const std::int64_t p = c.pipeline_model_parallel_size, n = static_cast<std::int64_t>(S.size());
+  if (n % p)
+    fail(K, "has " + std::to_string(n) + " virtual stages, not a multiple of pipeline_model_parallel_size (" +
+                std::to_string(p) + ")");
+  for (const char* other : {"decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+                            "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"}) {
+    const bool set = std::string(other) == "decoder_first_pipeline_num_layers"   ? c.decoder_first_pipeline_num_layers != 0
+                     : std::string(other) == "decoder_last_pipeline_num_layers"  ? c.decoder_last_pipeline_num_layers != 0
+                     : std::string(other) == "account_for_embedding_in_pipeline_split" ? c.account_for_embedding_in_pipeline_split
+                                                                                        : c.account_for_loss_in_pipeline_split;
+    if (set) fail(K, std::string("cannot be combined with ") + other + " (Megatron-LM refuses it: the layout gives the whole split)");
+  }
+  if (c.num_layers_per_virtual_pipeline_stage)
+    fail(K, "cannot be combined with num_layers_per_virtual_pipeline_stage (the layout's length sets the virtual stages)");
+  if (c.virtual_pipeline_model_parallel_size && c.virtual_pipeline_model_parallel_size != std::max<std::int64_t>(1, n / p))
+    fail(K, "has " + std::to_string(n / p) + " virtual stages per pipeline rank but virtual_pipeline_model_parallel_size is " +
+                std::to_string(c.virtual_pipeline_model_parallel_size));
+  std::string flat;
+  for (const auto& st : S) flat += st;
+  const auto count = [&](char ch) { return static_cast<std::int64_t>(std::count(flat.begin(), flat.end(), ch)); };
+  if (flat.empty() || flat.front() != 'E') fail(K, "the first layer must be the embedding E");
+  if (flat.back() != 'L') fail(K, "the last layer must be the loss L");
+  if (count('E') != 1) fail(K, "must hold the embedding E exactly once");
+  if (count('L') != 1) fail(K, "must hold the loss L exactly once");
+  if (count('t') != c.num_layers)
+    fail(K, "holds " + std::to_string(count('t')) + " decoder layers t, num_layers is " + std::to_string(c.num_layers));
+  if (count('m') != c.moe.mtp_num_layers)
+    fail(K, "holds " + std::to_string(count('m')) + " MTP layers m, mtp_num_layers is " + std::to_string(c.moe.mtp_num_layers));
+  if (count('m') && flat.find('t', flat.find('m')) != std::string::npos)
+    fail(K, "decoder layers must be placed before MTP layers");
+  if (S.front().empty() || S.front()[0] != 'E')
+    fail(K, "the embedding must open the first virtual stage (pipeline rank 0's first chunk), where fabricsim runs it");
+  if (S.back().empty() || S.back().back() != 'L')
+    fail(K, "the loss must close the last virtual stage (the last pipeline rank's last chunk), where fabricsim runs it");
+  for (std::size_t k = 0; k + 1 < S.size(); ++k)
+    if (S[k].find('m') != std::string::npos)
+      fail(K, "puts MTP layers in virtual stage " + std::to_string(k) + ": fabricsim runs the MTP layers with the loss, "
+              "in the last virtual stage only (Megatron's standalone MTP stage is not modelled)");
+}
 
 // Layout with a failure callback (config validation) -- see gpt_layer_layout.
 template <class Fail>
 std::vector<std::vector<std::int64_t>> layout_of(const GptConfig& c, Fail&& fail) {
   const std::int64_t p = c.pipeline_model_parallel_size, v = c.vp(), L = c.num_layers;
   std::vector<std::vector<std::int64_t>> out(p, std::vector<std::int64_t>(v, 0));
+  if (!c.pipeline_layout.empty()) {
+    // PipelineParallelLayerLayout.__init__: virtual stage k of the 1-D list is layout[k % PP][k / PP].
+    check_pipeline_layout(c, fail);
+    for (std::int64_t k = 0; k < p * v; ++k) {
+      const auto& st = c.pipeline_layout[static_cast<std::size_t>(k)];
+      out[k % p][k / p] = static_cast<std::int64_t>(std::count(st.begin(), st.end(), 't'));
+    }
+    return out;
+  }
   const bool acc = c.account_for_embedding_in_pipeline_split || c.account_for_loss_in_pipeline_split;
   const bool uneven = c.decoder_first_pipeline_num_layers || c.decoder_last_pipeline_num_layers;
   if (acc && uneven)
@@ -126,6 +289,9 @@ std::int64_t GptConfig::split_layers() const {
 }
 
 std::int64_t GptConfig::vp() const {
+  // arguments.py validate_args: the layout's length over PP sets the virtual stages.
+  if (!pipeline_layout.empty())
+    return std::max<std::int64_t>(1, static_cast<std::int64_t>(pipeline_layout.size()) / pipeline_model_parallel_size);
   if (virtual_pipeline_model_parallel_size) return virtual_pipeline_model_parallel_size;
   if (num_layers_per_virtual_pipeline_stage) {
     const std::int64_t per_stage = split_layers() / pipeline_model_parallel_size;
@@ -194,6 +360,11 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.decoder_last_pipeline_num_layers = r.integer("decoder_last_pipeline_num_layers", 0, 0);
   c.account_for_embedding_in_pipeline_split = r.boolean("account_for_embedding_in_pipeline_split", false);
   c.account_for_loss_in_pipeline_split = r.boolean("account_for_loss_in_pipeline_split", false);
+  if (r.has("pipeline_model_parallel_layout"))
+    c.pipeline_layout = parse_pipeline_layout(r.string_or_list("pipeline_model_parallel_layout"),
+                                              where + " pipeline_model_parallel_layout");
+  c.microbatch_group_size_per_vp_stage = r.integer("microbatch_group_size_per_vp_stage", 0,
+                                                   r.has("microbatch_group_size_per_vp_stage") ? 1 : 0);
   c.world_size = r.integer("world_size", c.world_size, 1);
   c.sequence_parallel = r.boolean("sequence_parallel", false);
   c.recompute_granularity = r.string("recompute_granularity", c.recompute_granularity);
@@ -343,6 +514,7 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     }
     fail(k, "expected one of " + list + ", got '" + v + "'");
   };
+  if (!c.pipeline_layout.empty()) check_pipeline_layout(c, fail);
   one_of("recompute_granularity", c.recompute_granularity, {"full", "selective", "none"});
   one_of("recompute_method", c.recompute_method, {"uniform", "block"});
   one_of("precision", c.precision, {"fp16", "bf16", "fp8"});
@@ -490,10 +662,30 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   if (c.vp() > 1) {
     if (pp < 2) fail(c.virtual_pipeline_model_parallel_size ? "virtual_pipeline_model_parallel_size" : "num_layers_per_virtual_pipeline_stage",
                      "needs pipeline_model_parallel_size > 1");
-    std::int64_t m = c.global_batch_size / (c.micro_batch_size * dp);
-    if (m % pp)
-      fail("global_batch_size", "the interleaved schedule needs the number of micro-batches (" + std::to_string(m) +
-                                    ") to be a multiple of pipeline_model_parallel_size");
+    // Megatron-Core forward_backward_pipelining_with_interleaving (schedules.py @d98e8a64dd, lines 1160-1181):
+    // PP <= N <= m, and m mod N is 0 or at least PP ("dependency bubbles" otherwise). With N = PP (the
+    // default) m must be a multiple of PP. Below PP, Megatron's order with its warm-up count waits in a cycle:
+    // with PP 4, VP 2, N 2, m 8, stage 0's 8th warm-up forward (micro-batch 3, chunk 1) needs the last stage's
+    // forward of micro-batch 3, chunk 0, which that stage runs after its backward of micro-batch 0, chunk 0,
+    // which needs stage 0's first backward, which runs after that forward (measured: the replay reports the
+    // deadlock). The Llama 3 paper's schedule for N < PP (arXiv:2407.21783 Sec. 3.3.2) changes the order in a
+    // way the paper does not specify, so it is not modelled.
+    const std::int64_t m = c.global_batch_size / (c.micro_batch_size * dp), n = c.microbatch_group();
+    const char* nk = c.microbatch_group_size_per_vp_stage ? "microbatch_group_size_per_vp_stage" : "global_batch_size";
+    if (n > m)
+      fail(nk, "the interleaved schedule's micro-batch group (N = " + std::to_string(n) + ") must not exceed the " +
+                   std::to_string(m) + " micro-batches of the step");
+    if (n < pp)
+      fail("microbatch_group_size_per_vp_stage", "must be at least pipeline_model_parallel_size (" + std::to_string(pp) +
+                                                     "), as Megatron-LM requires (below it Megatron's interleaved order "
+                                                     "deadlocks; the Llama 3 paper's variant is not specified enough to model)");
+    if (m % n && m % n < pp)
+      fail(nk, "the interleaved schedule needs the number of micro-batches (" + std::to_string(m) +
+                   ") to be a multiple of the micro-batch group N = " + std::to_string(n) +
+                   (c.microbatch_group_size_per_vp_stage ? "" : " (pipeline_model_parallel_size)") +
+                   ", or to leave at least pipeline_model_parallel_size over");
+  } else if (c.microbatch_group_size_per_vp_stage) {
+    fail("microbatch_group_size_per_vp_stage", "is the interleaved schedule's group size: it needs virtual pipeline stages");
   }
   if (c.sequence_parallel && t == 1) c.sequence_parallel = false;  // Megatron turns it off for TP=1
   if (c.tp_comm_overlap && t > 1 && !c.sequence_parallel)
@@ -637,6 +829,8 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   if (!c.context_parallel_rotate_method.empty()) m["context_parallel_rotate_method"] = c.context_parallel_rotate_method;
   I("num_layers_per_virtual_pipeline_stage", c.num_layers_per_virtual_pipeline_stage);
   I("virtual_pipeline_model_parallel_size", c.vp());
+  if (!c.pipeline_layout.empty()) m["pipeline_model_parallel_layout"] = pipeline_layout_text(c.pipeline_layout);
+  if (c.microbatch_group_size_per_vp_stage) I("microbatch_group_size_per_vp_stage", c.microbatch_group_size_per_vp_stage);
   I("world_size", c.world_size);
   I("data_parallel_size", c.data_parallel());
   B("sequence_parallel", c.sequence_parallel);

@@ -59,6 +59,15 @@ struct GptConfig {
   std::int64_t decoder_last_pipeline_num_layers = 0;
   bool account_for_embedding_in_pipeline_split = false;
   bool account_for_loss_in_pipeline_split = false;
+  // Megatron-Core's pipeline_model_parallel_layout (PipelineParallelLayerLayout), parsed by
+  // parse_pipeline_layout: one string per virtual stage in layer order (virtual stage k is pipeline rank
+  // k mod PP, chunk k / PP) of the letters E (embedding), t (decoder layer), m (MTP layer), L (loss). Empty:
+  // not given (the split comes from the keys above).
+  std::vector<std::string> pipeline_layout;
+  // Megatron-Core's microbatch_group_size_per_vp_stage (the interleaved schedule's N: micro-batches run through
+  // one chunk before the next chunk; 0 = pipeline_model_parallel_size, Megatron's default). At least PP, as
+  // Megatron requires (gpt.cpp says why: below PP its order waits in a cycle).
+  std::int64_t microbatch_group_size_per_vp_stage = 0;
   std::int64_t world_size = 1024;
   bool sequence_parallel = false;
   std::string recompute_granularity = "full";  // "full" | "selective" | "none"
@@ -253,6 +262,10 @@ struct GptConfig {
   }
   // Virtual pipeline chunks per stage (1 = no interleaving).
   std::int64_t vp() const;
+  // The interleaved schedule's N (microbatch_group_size_per_vp_stage, default the pipeline size).
+  std::int64_t microbatch_group() const {
+    return microbatch_group_size_per_vp_stage ? microbatch_group_size_per_vp_stage : pipeline_model_parallel_size;
+  }
   // The layers the pipeline split divides: num_layers, plus one each for the embedding and the loss where
   // account_for_embedding/loss_in_pipeline_split count them.
   std::int64_t split_layers() const;
@@ -265,9 +278,21 @@ ParamMap gpt_config_to_params(const GptConfig& c);
 // The parameter names gpt_config_from_params accepts (read from its own code: workloads/params.hpp names()).
 std::set<std::string> gpt_param_names();
 
+// Megatron-Core's pipeline_model_parallel_layout (megatron/core/transformer/pipeline_parallel_layer_layout.py at
+// NVIDIA/Megatron-LM@d98e8a64dd): the string form ("Et*3|(tt|)*29,m|L": `|` ends a virtual stage, `,` is
+// cosmetic, `(..)*n` and `x*n` repeat) or the list form (a JSON list of lists of LayerType names: embedding,
+// decoder, mtp, loss), as one string per virtual stage of the letters E t m L. Throws InputError at `where`.
+std::vector<std::string> parse_pipeline_layout(const std::string& text, const std::string& where);
+// The string form of a parsed layout (stages joined by `|`).
+std::string pipeline_layout_text(const std::vector<std::string>& stages);
+// The layout of a split given as decoder layers per virtual stage, in layer order (the embedding opens the
+// first, the loss closes the last): what the torchtitan importer writes for its per-stage layer counts.
+std::string pipeline_layout_of_counts(const std::vector<std::int64_t>& layers_per_virtual_stage);
+
 // Decoder layers of each (pipeline stage, virtual chunk): layout[stage][chunk]. Megatron-LM's rules: an
 // even split, or decoder_first/last_pipeline_num_layers on the first/last stage and the rest evenly, or
-// the embedding / loss counted as one layer each (account_for_*_in_pipeline_split).
+// the embedding / loss counted as one layer each (account_for_*_in_pipeline_split), or
+// pipeline_model_parallel_layout's `t` per virtual stage.
 std::vector<std::vector<std::int64_t>> gpt_layer_layout(const GptConfig& c);
 
 // Model FLOPs per iteration in the configuration's convention (gpt_flops_convention):

@@ -13,6 +13,7 @@
 // Not part of the public API: only the gpt_*.cpp files include this header.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/compute.hpp"
@@ -245,9 +246,16 @@ struct GptSlotGroup {
 struct GptSchedule {
   std::vector<GptSlotGroup> groups;
 };
-// Slot order of pipeline stage `st` with `m` micro-batches: 1F1B (v = 1) or Megatron's interleaved 1F1B
-// (with `extra_warm` more warm-up forwards).
-std::vector<GptSlot> pipeline_order(std::int64_t p, std::int64_t v, std::int64_t m, std::int64_t st,
+// Warm-up forwards of pipeline stage `st` (1F1B for v = 1, Megatron's interleaved 1F1B with micro-batch groups
+// of `n` otherwise, `extra_warm` more with overlap_moe_expert_parallel_comm): the schedule runs them, and the
+// memory model's in-flight chunk passes are this count + 1 (at most m * v).
+std::int64_t pipeline_warmup(std::int64_t p, std::int64_t v, std::int64_t m, std::int64_t st, std::int64_t n,
+                             std::int64_t extra_warm = 0);
+// Megatron's interleaved forward order: (micro-batch, chunk) of the k-th forward of a stage.
+std::vector<std::pair<std::int64_t, std::int64_t>> interleaved_table(std::int64_t m, std::int64_t v, std::int64_t n);
+// Slot order of pipeline stage `st` with `m` micro-batches: 1F1B (v = 1) or Megatron's interleaved 1F1B with
+// micro-batch groups of `n` (microbatch_group_size_per_vp_stage; n = p is Megatron's default).
+std::vector<GptSlot> pipeline_order(std::int64_t p, std::int64_t v, std::int64_t m, std::int64_t st, std::int64_t n,
                                     std::int64_t extra_warm = 0);
 GptSchedule gpt_schedule(const GptConfig& c, std::int64_t st, std::int64_t m);
 

@@ -483,11 +483,13 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // DualPipe: PP + 1 micro-batches' activations of one stage-sized chunk per device (DeepSeek-V3
   // arXiv:2412.19437 Table 2), on every rank (an upper bound for the middle ranks).
   if (c.dualpipe()) inflight = std::min(m, double(p + 1));
-  else if (v == 1) inflight = std::min(m, double(p - st));
   else {
-    // overlap_moe_expert_parallel_comm: one more warm-up micro-batch (gpt_schedule.cpp).
-    const double extra = c.moe.enabled() && c.moe.overlap_moe_expert_parallel_comm ? 1.0 : 0.0;
-    inflight = std::min(m * double(v), double((p - st - 1) * 2 + (v - 1) * p + 1) + extra);
+    // The schedule's own warm-up count (gpt_schedule.cpp pipeline_warmup; one more warm-up forward with
+    // overlap_moe_expert_parallel_comm and virtual stages): in flight at the first steady-state forward,
+    // warm-up + 1 chunk passes, at most every pass of the step.
+    const std::int64_t extra = c.moe.enabled() && c.moe.overlap_moe_expert_parallel_comm && v > 1 ? 1 : 0;
+    const std::int64_t mi = static_cast<std::int64_t>(m);
+    inflight = double(std::min(pipeline_warmup(p, v, mi, st, c.microbatch_group(), extra) + 1, mi * v));
   }
   double act = c.use_torch_fsdp2 ? per_chunk_mb * inflight : per_chunk_mb * (inflight - 1.0) + mb_peak;
   // torch.distributed.pipelining (the PP runtime under torch FSDP2): a stage keeps each forwarded

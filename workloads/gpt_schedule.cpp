@@ -4,18 +4,41 @@
 // micro-batches (1F1B, Megatron's interleaved 1F1B) and which consecutive passes are overlapped.
 #include <algorithm>
 #include <deque>
+#include <utility>
 
 #include "workloads/gpt_detail.hpp"
 
 namespace fabricsim::workloads::gpt_detail {
 
-std::vector<GptSlot> pipeline_order(std::int64_t p, std::int64_t v, std::int64_t m, std::int64_t st, std::int64_t extra_warm) {
+std::int64_t pipeline_warmup(std::int64_t p, std::int64_t v, std::int64_t m, std::int64_t st, std::int64_t n,
+                             std::int64_t extra_warm) {
+  // Megatron-Core get_pp_rank_microbatches (megatron/core/pipeline_parallel/schedules.py at
+  // NVIDIA/Megatron-LM@d98e8a64dd, lines 929-987): 1F1B (v = 1) p - st - 1; interleaved
+  // (p - st - 1) * 2 + (v - 1) * N (+ 1 with overlap_moe_expert_parallel_comm); at most every chunk pass.
+  const std::int64_t warm = v == 1 ? p - st - 1 : (p - st - 1) * 2 + (v - 1) * n + extra_warm;
+  return std::min(warm, m * v);
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> interleaved_table(std::int64_t m, std::int64_t v, std::int64_t n) {
+  // Megatron-Core get_schedule_table (schedules.py @d98e8a64dd, lines 989-1017): groups of N consecutive
+  // micro-batches, each group run through chunk 0, then chunk 1, ...; the last group takes every micro-batch
+  // left (min + N >= m), so with m not a multiple of N it holds m mod N (or N + m mod N) of them.
+  std::vector<std::pair<std::int64_t, std::int64_t>> table;
+  for (std::int64_t lo = 0; lo < m; lo += n) {
+    const std::int64_t hi = lo + n >= m ? m : lo + n;
+    for (std::int64_t ch = 0; ch < v; ++ch)
+      for (std::int64_t mb = lo; mb < hi; ++mb) table.emplace_back(mb, ch);
+    if (hi == m) break;
+  }
+  return table;
+}
+
+std::vector<GptSlot> pipeline_order(std::int64_t p, std::int64_t v, std::int64_t m, std::int64_t st, std::int64_t n,
+                                    std::int64_t extra_warm) {
   std::vector<GptSlot> order;
-  auto fslot = [&](std::int64_t k) { return GptSlot{true, (k / (p * v)) * p + k % p, (k / p) % v}; };
-  auto bslot = [&](std::int64_t k) { return GptSlot{false, (k / (p * v)) * p + k % p, v - 1 - (k / p) % v}; };
+  const std::int64_t warm = pipeline_warmup(p, v, m, st, n, extra_warm);
   if (v == 1) {
     // 1F1B (Narayanan et al. SC'21 Sec. 2.2.1): p - st - 1 warm-up forwards, then one forward one backward.
-    std::int64_t warm = std::min(p - st - 1, m);
     for (std::int64_t k = 0; k < warm; ++k) order.push_back({true, k, 0});
     for (std::int64_t k = 0; k < m - warm; ++k) {
       order.push_back({true, warm + k, 0});
@@ -23,9 +46,19 @@ std::vector<GptSlot> pipeline_order(std::int64_t p, std::int64_t v, std::int64_t
     }
     for (std::int64_t k = m - warm; k < m; ++k) order.push_back({false, k, 0});
   } else {
-    // Interleaved 1F1B (SC'21 Sec. 2.2.2; Megatron-LM's warm-up count (p - st - 1) * 2 + (v - 1) * p).
+    // Interleaved 1F1B (SC'21 Sec. 2.2.2; Megatron-Core forward_backward_pipelining_with_interleaving): the
+    // k-th forward runs table[k]; the k-th backward runs table[k]'s micro-batch through chunk v - 1 - chunk
+    // (get_model_chunk_id with forward=False; each chunk's backwards pop its forwards' inputs in order).
+    const auto table = interleaved_table(m, v, n);
+    auto fslot = [&](std::int64_t k) {
+      const auto& e = table[static_cast<std::size_t>(k)];
+      return GptSlot{true, e.first, e.second};
+    };
+    auto bslot = [&](std::int64_t k) {
+      const auto& e = table[static_cast<std::size_t>(k)];
+      return GptSlot{false, e.first, v - 1 - e.second};
+    };
     const std::int64_t total = m * v;
-    std::int64_t warm = std::min((p - st - 1) * 2 + (v - 1) * p + extra_warm, total);
     for (std::int64_t k = 0; k < warm; ++k) order.push_back(fslot(k));
     for (std::int64_t k = 0; k < total - warm; ++k) {
       order.push_back(fslot(warm + k));
@@ -116,7 +149,8 @@ GptSchedule gpt_schedule(const GptConfig& c, std::int64_t st, std::int64_t m) {
   // With A2A overlap the interleaved schedule runs one more warm-up forward, so that the forward and the
   // backward of every steady-state pair are independent (Megatron-Core pipeline_parallel/schedules.py,
   // get_pp_rank_microbatches: "we schedule one extra micro-batch forward step before the 1f1b stages").
-  const std::vector<GptSlot> order = pipeline_order(p, v, m, st, a2a_ovl && v > 1 ? 1 : 0);
+  const std::int64_t extra = a2a_ovl && v > 1 ? 1 : 0;
+  const std::vector<GptSlot> order = pipeline_order(p, v, m, st, c.microbatch_group(), extra);
   GptSchedule s;
   if (a2a_ovl && v > 1) {
     // Megatron-Core's combined 1F1B (schedules.py forward_backward_pipelining_with_interleaving, steady
@@ -125,7 +159,7 @@ GptSchedule gpt_schedule(const GptConfig& c, std::int64_t st, std::int64_t m) {
     // micro-batch (get_pp_rank_microbatches' are_all_microbatches_in_warmup: stage 0 with micro-batches =
     // PP) has no steady state and no pair.
     const std::int64_t total = m * v;
-    const std::int64_t warm = std::min((p - st - 1) * 2 + (v - 1) * p + 1, total);
+    const std::int64_t warm = pipeline_warmup(p, v, m, st, c.microbatch_group(), extra);
     for (std::int64_t k = 0; k < warm; ++k) s.groups.push_back({{order[static_cast<std::size_t>(k)]}});
     for (std::int64_t k = 0; k < total - warm; ++k) {
       const std::size_t at = static_cast<std::size_t>(warm + 2 * k);

@@ -866,7 +866,8 @@ class StageEmitter {
       return;
     }
     if (sl.fwd) {
-      const bool gather = c.fsdp() && (!fsdp_keep_gathered || mb == 0);
+      // (a chunk without decoder layers -- pipeline_model_parallel_layout's `E` or `L` alone -- gathers none)
+      const bool gather = c.fsdp() && (!fsdp_keep_gathered || mb == 0) && nl > 0;
       out.push_back([this, mb, ch, base, mbs, first_chunk, gather, fsdp_next]() {
         if (!first_chunk) {
           send(OpKind::Recv, RankBuilder::kRecvF, mbs + ".recv.fwd", place(ch).from, tag(mb, ch, 0), ch);

@@ -901,7 +901,12 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
   }
   // Interleaving: --num-virtual-stages-per-pipeline-rank is virtual_pipeline_model_parallel_size; P2P overlap is on
   // by default (--no-overlap-p2p-communication) and only with the interleaved schedule.
-  const bool interleaved = has("num_virtual_stages_per_pipeline_rank") || has("num_layers_per_virtual_pipeline_stage");
+  bool interleaved = has("num_virtual_stages_per_pipeline_rank") || has("num_layers_per_virtual_pipeline_stage");
+  // validate_args: a pipeline_model_parallel_layout of more virtual stages than PP ranks sets the virtual stages.
+  if (has("pipeline_model_parallel_layout"))
+    interleaved = interleaved || std::int64_t(parse_pipeline_layout(value("pipeline_model_parallel_layout"),
+                                                                     file + ":" + std::to_string(given.at("pipeline_model_parallel_layout").line) +
+                                                                         ": --pipeline-model-parallel-layout").size()) > pp;
   if (interleaved && !has("overlap_p2p_comm")) p["overlap_p2p_comm"] = true;
   if (!interleaved) mark("overlap_p2p_comm", 1);
   // Data-parallel sharding (validate_args: optim_grads_params turns on overlap_param_gather and overlap_grad_reduce,

@@ -1,5 +1,6 @@
 #include "workloads/params.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -25,6 +26,11 @@ ParamMap params_from_json(const Json& obj, const JsonPath& at) {
       os.precision(17);
       os << v.get<double>();
       m[it.key()] = os.str();
+    } else if (v.is_array() && std::all_of(v.begin(), v.end(), [](const Json& row) {
+                 return row.is_array() && std::all_of(row.begin(), row.end(), [](const Json& e) { return e.is_string(); });
+               })) {
+      m[it.key()] = v.dump();
+      m.lists.insert(it.key());
     } else {
       json_fail(at.child(it.key()), "expected a number, string or boolean");
     }
@@ -108,7 +114,16 @@ bool ParamReader::boolean(const std::string& k, bool dflt) {
   return v;
 }
 
+std::string ParamReader::string_or_list(const std::string& k) {
+  seen_.insert(k);
+  auto it = p_.find(k);
+  std::string v = it == p_.end() ? "" : it->second;
+  used_[k] = v;
+  return v;
+}
+
 std::string ParamReader::string(const std::string& k, const std::string& dflt) {
+  if (p_.lists.count(k)) throw ParamError(where_ + "/" + k, "expected a string, found a list");
   seen_.insert(k);
   auto it = p_.find(k);
   std::string v = it == p_.end() ? dflt : it->second;

@@ -25,6 +25,7 @@ struct ParamMap : std::map<std::string, std::string> {
   ParamMap(const Base& m) : Base(m) {}
   ParamMap(Base&& m) : Base(std::move(m)) {}
   std::set<std::string> quoted;
+  std::set<std::string> lists;  // keys whose JSON value was a list (held as its JSON text; string_or_list)
 };
 
 // What the reader itself rejects: an unknown parameter, or a value of the wrong type or below its minimum.
@@ -37,7 +38,8 @@ class ParamError : public InputError {
 };
 
 // Converts a JSON object of scalars into a ParamMap (errors name the JSON path); string values are marked
-// quoted (integer(), number() and boolean() then reject them, naming the JSON path).
+// quoted (integer(), number() and boolean() then reject them, naming the JSON path); a list of lists of
+// strings (pipeline_model_parallel_layout's list form) is kept as its JSON text and marked in `lists`.
 ParamMap params_from_json(const Json& obj, const JsonPath& at);
 // A `--param k=v` value as a scenario's JSON would give it: an integer, a number, true / false, else a string
 // (what importers write into the scenarios they make).
@@ -56,7 +58,8 @@ class ParamReader {
   std::int64_t integer_required(const std::string& k, std::int64_t min = 0);
   double number(const std::string& k, double dflt, double min = 0);
   bool boolean(const std::string& k, bool dflt);
-  std::string string(const std::string& k, const std::string& dflt);
+  std::string string(const std::string& k, const std::string& dflt);  // a JSON list is refused
+  std::string string_or_list(const std::string& k);  // a string, or a JSON list as its JSON text ("" if absent)
   std::uint64_t size(const std::string& k, std::uint64_t dflt);  // "64M", "1GiB", or bytes
   double bandwidth(const std::string& k, double dflt);  // bytes/s from "26.28GB/s", "200Gbps"; given: > 0
   double time(const std::string& k, double dflt);       // seconds from "0.5ms", "3us"; given: >= 0

@@ -23,6 +23,7 @@
 #include "sim/base/error.hpp"
 #include "topologies/io.hpp"
 #include "workloads/config_path.hpp"
+#include "workloads/gpt.hpp"
 #include "workloads/gpt_models.hpp"
 #include "workloads/importers.hpp"
 #include "workloads/megatron_args.hpp"
@@ -129,7 +130,7 @@ const std::vector<Key>& torchtitan_keys() {
       {"parallelism.enable_async_tensor_parallel", kDataclass, 'b', K::kRead, ""},
       {"parallelism.pipeline_parallel_degree", kDataclass | k2026, 'i', K::kRead, ""},
       {"parallelism.pipeline_parallel_split_points", kDataclass, 'l', K::kNotModelled, "[]"},
-      {"parallelism.module_fqns_per_model_part", kDataclass | k2026, 'l', K::kNotModelled, "null"},
+      {"parallelism.module_fqns_per_model_part", kDataclass | k2026, 'l', K::kRead, ""},
       {"parallelism.pipeline_parallel_first_stage_less_layers", kDataclass | k2026, 'i', K::kRead, ""},
       {"parallelism.pipeline_parallel_last_stage_less_layers", kDataclass | k2026, 'i', K::kRead, ""},
       {"parallelism.pipeline_parallel_layers_per_stage", kDataclass | k2026, 'i', K::kRead, ""},
@@ -436,6 +437,99 @@ class Import {
       if (has(p)) return p;
     return *paths.begin();
   }
+  // torchtitan's split of the model into pipeline stages, as gpt parameters. The stages: one per rank
+  // (single-stage schedules) or two (looped), or ceil((layers + first_stage_less_layers +
+  // last_stage_less_layers) / pipeline_parallel_layers_per_stage) with its checks (models/llama3/infra/pipeline.py
+  // at pytorch/torchtitan@6fc499f6 and @8a2686c4a, distributed/pipeline_parallel.py _get_pipeline_metadata at
+  // @b5bcd76c6); their modules from module_fqns_per_model_part, else generate_llm_fqn_per_model_part
+  // (distributed/pipeline_parallel.py at @6fc499f6 / @8a2686c4a, _generate_llm_fqn_per_model_part at @b5bcd76c6):
+  // the embedding and the output weigh first/last_stage_less_layers layers, the effective layers are split evenly
+  // with the remainder one each on the first stages. Looped schedules place stage s on rank s mod PP
+  // (stage_ids_this_rank, style "loop"), Megatron's chunk placement (virtual stage k on rank k mod PP). A split
+  // that Megatron's account_for_embedding/loss_in_pipeline_split gives is written that way; any other as
+  // pipeline_model_parallel_layout. (pytorch/torchtitan@820504e's generate_split_points asserts that the layers
+  // per stage fit exactly; the 2024 code splits without weights: both are priced with the same rule.)
+  void pipeline_split(bool looped, bool dualpipe, std::int64_t pp, std::int64_t L, Json& p) const {
+    const char* fk = "parallelism.pipeline_parallel_first_stage_less_layers";
+    const char* lk = "parallelism.pipeline_parallel_last_stage_less_layers";
+    const char* sk = "parallelism.pipeline_parallel_layers_per_stage";
+    const char* mk = "parallelism.module_fqns_per_model_part";
+    const std::int64_t iw = integer(fk, 1), ow = integer(lk, 1);
+    if (iw < 0) fail(fk, "expected an integer >= 0");
+    if (ow < 0) fail(lk, "expected an integer >= 0");
+    if (dualpipe) {
+      // DualPipeV: as before (Megatron's flags, two stages per rank in a V).
+      p["account_for_embedding_in_pipeline_split"] = iw > 0;
+      p["account_for_loss_in_pipeline_split"] = ow > 0;
+      return;
+    }
+    if (L < 1) fail(sk, "needs the model's layer count (a catalogue model)");
+    std::int64_t stages = looped ? 2 * pp : pp;
+    std::vector<std::int64_t> counts;
+    if (has(mk)) {
+      // module_fqns_per_model_part: a list of lists of module names, one list per stage.
+      const Json& v = leaf(mk)->value;
+      if (!v.is_array() || v.empty()) fail(mk, "expected a list of lists of module names, one per pipeline stage");
+      std::int64_t next = 0;
+      for (std::size_t k = 0; k < v.size(); ++k) {
+        if (!v[k].is_array()) fail(mk, "expected a list of lists of module names, got " + shown(v[k]));
+        std::int64_t n = 0;
+        for (const Json& e : v[k]) {
+          const std::string name = e.is_string() ? e.get<std::string>() : "";
+          const bool first = k == 0, last = k + 1 == v.size();
+          if (name == "tok_embeddings" && first) continue;
+          if ((name == "norm" || name == "output" || name == "lm_head") && last) continue;  // lm_head: @b5bcd76c6
+          if (name.rfind("layers.", 0) == 0 && name.size() > 7 && name.find_first_not_of("0123456789", 7) == std::string::npos &&
+              std::stoll(name.substr(7)) == next) {
+            ++next, ++n;
+            continue;
+          }
+          fail(mk, "stage " + std::to_string(k) + " holds " + shown(e) + ": fabricsim places tok_embeddings in the "
+                   "first stage, norm and output (lm_head) in the last, and layers.0, layers.1, ... in order between them");
+        }
+        counts.push_back(n);
+      }
+      if (next != L) fail(mk, "names " + std::to_string(next) + " layers; the model has " + std::to_string(L));
+      stages = static_cast<std::int64_t>(counts.size());
+      if (stages % pp) fail(mk, "has " + std::to_string(stages) + " stages, not a multiple of the pipeline degree " + std::to_string(pp));
+      if (looped && stages / pp < 2) fail(mk, "a looped schedule needs at least 2 stages per rank");
+      if (!looped && stages != pp) fail(mk, "a single-stage schedule needs one stage per rank");
+    } else {
+      if (has(sk)) {
+        const std::int64_t lps = integer(sk, 1);
+        if (lps < 1) fail(sk, "expected an integer >= 1");
+        stages = (L + iw + ow + lps - 1) / lps;
+        if (stages % pp)
+          fail(sk, "gives " + std::to_string(stages) + " stages (ceil((layers " + std::to_string(L) +
+                       " + first/last_stage_less_layers) / layers per stage)), not a multiple of the pipeline degree " +
+                       std::to_string(pp) + " (torchtitan refuses it)");
+        if (looped && stages / pp < 2) fail(sk, "gives fewer than 2 stages per rank, which a looped schedule needs");
+        if (!looped && stages != pp) fail(sk, "gives " + std::to_string(stages / pp) + " stages per rank; a single-stage schedule needs 1");
+      }
+      const std::int64_t eff = L + iw + ow, per = eff / stages, extra = eff % stages;
+      if (stages > eff || per == 0)
+        fail(sk, "gives more stages (" + std::to_string(stages) + ") than effective layers (" + std::to_string(eff) + ")");
+      if (iw > per) fail(fk, "exceeds the minimum layers per stage (" + std::to_string(per) + ")");
+      if (ow > per) fail(lk, "exceeds the minimum layers per stage (" + std::to_string(per) + ")");
+      std::int64_t left = L;
+      for (std::int64_t k = 0; k < stages; ++k) {
+        std::int64_t n = per + (k < extra ? 1 : 0) - (k == 0 ? iw : 0) - (k == stages - 1 && stages > 1 ? ow : 0);
+        n = std::min(std::max<std::int64_t>(n, 0), left);
+        counts.push_back(n);
+        left -= n;
+      }
+      if (left) fail(sk, "leaves " + std::to_string(left) + " layers out of the split");
+      // The split Megatron's account_for_embedding/loss_in_pipeline_split makes: every stage the same effective
+      // layers, the embedding / output one each.
+      if (extra == 0 && iw <= 1 && ow <= 1 && stages > 1) {
+        p["account_for_embedding_in_pipeline_split"] = iw > 0;
+        p["account_for_loss_in_pipeline_split"] = ow > 0;
+        if (looped) p["virtual_pipeline_model_parallel_size"] = stages / pp;
+        return;
+      }
+    }
+    p["pipeline_model_parallel_layout"] = pipeline_layout_of_counts(counts);
+  }
   std::int64_t integer(const std::string& p, std::int64_t dflt) const {
     const Leaf* l = leaf(p);
     if (!l) return dflt;
@@ -722,25 +816,11 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
       if (micro < 1 || local % micro)
         fail("parallelism.pipeline_parallel_microbatch_size", "expected a divisor of the local batch " + std::to_string(local));
     }
-    // torchtitan's stage split leaves one layer's worth less on the first and last stages for the embedding
-    // and the output (pipeline_parallel_first/last_stage_less_layers, default 1).
-    p["account_for_embedding_in_pipeline_split"] = integer("parallelism.pipeline_parallel_first_stage_less_layers", 1) > 0;
-    p["account_for_loss_in_pipeline_split"] = integer("parallelism.pipeline_parallel_last_stage_less_layers", 1) > 0;
     const std::string sk = pick({"parallelism.pipeline_parallel_schedule", "experimental.pipeline_parallel_schedule"});
     const std::string sched = string(sk, "1F1B");
     const std::string ls = lower(sched);
     const bool looped = ls == "interleaved1f1b" || ls == "loopedbfs" || ls == "interleavedzerobubble" || ls == "zbvzerobubble";
     if (looped) {
-      // Looped schedules hold several stages per rank: pipeline_parallel_layers_per_stage, else 2.
-      std::int64_t vp = 2;
-      if (has("parallelism.pipeline_parallel_layers_per_stage")) {
-        const std::int64_t lps = integer("parallelism.pipeline_parallel_layers_per_stage", 1);
-        if (lps < 1 || !layers || lps > layers || layers % (lps * pp))
-          fail("parallelism.pipeline_parallel_layers_per_stage", "expected a divisor of the " + std::to_string(layers) +
-                                                                   " layers per pipeline rank");
-        vp = layers / (lps * pp);
-      }
-      p["virtual_pipeline_model_parallel_size"] = vp;
       p["pipeline_parallel_schedule"] = "Interleaved1F1B";
       if (ls != "interleaved1f1b") not_modelled.push_back(show(sk) + " (priced as Interleaved1F1B)");
     } else if (ls == "1f1b" || ls == "gpipe") {
@@ -752,6 +832,7 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
       fail(sk, "expected 1F1B, GPipe, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble or DualPipeV, "
                "got '" + text_excerpt(sched) + "'");
     }
+    pipeline_split(looped, ls == "dualpipev", pp, layers, p);
   }
   p["micro_batch_size"] = micro;
   p["global_batch_size"] = global;

@@ -187,3 +187,29 @@ TEST_CASE("import megatron: flags of Megatron-LM d98e8a64 (2026) import, and so 
   CHECK(po["data_parallel_sharding_strategy"] == "optim_grads_params");
   CHECK(po == pm);
 }
+
+TEST_CASE("import megatron: --pipeline-model-parallel-layout and the interleaved schedule's N") {
+  // 8 GPUs: TP 1, PP 4, DP 2; a layout of 8 virtual stages (VP 2, one of them empty) in Megatron's string
+  // form, N = 8 (16 micro-batches).
+  const std::string script =
+      "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 10 --hidden-size 2048 --num-attention-heads 16 "
+      "--seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 32 --bf16 "
+      "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 --tokenizer-type GPT2BPETokenizer "
+      "--pipeline-model-parallel-layout 'Et|(tt|)*3,|t|t|tL' --microbatch-group-size-per-virtual-pipeline-stage 8\n";
+  const fs::path sh = scratch() / "layout.sh";
+  write(sh, script);
+  Run r = run_root("import megatron " + cli_test::quoted(sh.string()) + " --topology dgx-h100");
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  const json p = json::parse(r.out)["workload"]["params"];
+  CHECK(p["pipeline_model_parallel_layout"] == "Et|(tt|)*3,|t|t|tL");
+  CHECK(p["microbatch_group_size_per_vp_stage"] == 8);
+  CHECK(p["overlap_p2p_comm"] == true);  // Megatron's default with virtual stages
+  CHECK(r.err.find("warning: not modelled") == std::string::npos);
+  const json res = run_json("run --megatron " + cli_test::quoted(sh.string()) + " --topology dgx-h100", "r_layout.json");
+  CHECK(res.at("iteration_s").get<double>() > 0);
+  // A layout with the wrong number of decoder layers: one error line naming the key.
+  write(sh, std::string(script).replace(script.find("--num-layers 10"), 15, "--num-layers 12"));
+  r = run_root("import megatron " + cli_test::quoted(sh.string()) + " --topology dgx-h100");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("pipeline_model_parallel_layout: holds 10 decoder layers t, num_layers is 12") != std::string::npos);
+}

@@ -176,3 +176,51 @@ TEST_CASE("import torchtitan: bad configs are one line naming file, line and key
   REQUIRE_MESSAGE(r.rc == 0, r.err);
   CHECK(r.err.find("unknown keys ignored (--ignore-unknown): training.batch_sise") != std::string::npos);
 }
+
+TEST_CASE("import torchtitan: uneven pipeline_parallel_layers_per_stage and module_fqns_per_model_part as layouts") {
+  // Llama 3 8B (32 layers), PP 4, Interleaved1F1B, 3 layers per stage: torchtitan makes ceil((32 + 1 + 1) / 3) = 12
+  // stages, 3 per rank, and generate_llm_fqn_per_model_part splits the 34 effective layers 2 each plus one on
+  // each of the first 10 stages: 2 on stage 0 (the embedding weighs 1), 3 on stages 1-9, 2 on stage 10, 1 on
+  // stage 11 (the output weighs 1). Stage s runs on rank s mod 4, Megatron's chunk placement.
+  const std::string base = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n\n[training]\nlocal_batch_size = 8\n"
+                           "seq_len = 2048\n\n[parallelism]\npipeline_parallel_degree = 4\n"
+                           "pipeline_parallel_schedule = \"Interleaved1F1B\"\n";
+  auto file = [&](const std::string& name, const std::string& text) {
+    cli_test::write_file(scratch() / name, text);
+    return (scratch() / name).string();
+  };
+  const std::string pp3 = file("pp3.toml", base + "pipeline_parallel_layers_per_stage = 3\n");
+  json p = import_params(pp3 + " --topology dgx-h100");
+  CHECK(p["pipeline_model_parallel_layout"] == "Ett|ttt|ttt|ttt|ttt|ttt|ttt|ttt|ttt|ttt|tt|tL");
+  CHECK_FALSE(p.contains("virtual_pipeline_model_parallel_size"));
+  CHECK_FALSE(p.contains("account_for_embedding_in_pipeline_split"));
+  // The default, 2 stages per rank: 34 effective layers over 8 stages, 4 each and one more on stages 0 and 1.
+  p = import_params(file("pp_default.toml", base) + " --topology dgx-h100");
+  CHECK(p["pipeline_model_parallel_layout"] == "Etttt|ttttt|tttt|tttt|tttt|tttt|tttt|tttL");
+  // An even split (405B: 126 + 2 over 8 stages) stays Megatron's flags, as before.
+  p = import_params(file("pp_even.toml", base) + " --topology dgx-h100 --model.flavor 405B");
+  CHECK_FALSE(p.contains("pipeline_model_parallel_layout"));
+  CHECK(p["account_for_embedding_in_pipeline_split"] == true);
+  CHECK(p["virtual_pipeline_model_parallel_size"] == 2);
+  // module_fqns_per_model_part: the stages as given (4 layers each, the embedding and the output on top).
+  std::string parts = "[[\"tok_embeddings\"";
+  for (int l = 0; l < 32; ++l) parts += std::string(l && l % 4 == 0 ? "], [" : ", ") + "\"layers." + std::to_string(l) + "\"";
+  parts += ", \"norm\", \"output\"]]";
+  p = import_params(file("fqn.toml", base + "module_fqns_per_model_part = " + parts + "\n") + " --topology dgx-h100");
+  CHECK(p["pipeline_model_parallel_layout"] == "Etttt|tttt|tttt|tttt|tttt|tttt|tttt|ttttL");
+  // b5bcd76c6 names the output module lm_head.
+  parts.replace(parts.find("\"output\""), 8, "\"lm_head\"");
+  p = import_params(file("fqn2.toml", base + "module_fqns_per_model_part = " + parts + "\n") + " --topology dgx-h100");
+  CHECK(p["pipeline_model_parallel_layout"] == "Etttt|tttt|tttt|tttt|tttt|tttt|tttt|ttttL");
+  // The imported layout runs.
+  const std::string out = (scratch() / "pp3.json").string();
+  Run r = run_root("import torchtitan " + pp3 + " --topology dgx-h100 -o " + out);
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  r = run_root("run " + out + " --quiet");
+  CHECK_MESSAGE(r.rc == 0, r.err);
+  // torchtitan's own refusal: 5 layers per stage gives ceil(34 / 5) = 7 stages, not a multiple of PP 4.
+  r = run_root("import torchtitan " + file("pp5.toml", base + "pipeline_parallel_layers_per_stage = 5\n") +
+               " --topology dgx-h100");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("parallelism.pipeline_parallel_layers_per_stage: gives 7 stages") != std::string::npos);
+}

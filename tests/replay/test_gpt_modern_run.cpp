@@ -173,3 +173,36 @@ TEST_CASE("gpt replay: torch FSDP2's copy-out and chunk-cat lengthen the step by
   CHECK(fsdp2 - fsdp1 >= on_compute * (1 - 1e-9));
   CHECK(fsdp2 - fsdp1 <= on_compute + copy_in);
 }
+
+TEST_CASE("gpt replay: pipeline_model_parallel_layout and microbatch_group_size_per_vp_stage run end to end") {
+  // 8 layers on one DGX H100: PP 4, DP 2, 8 micro-batches; the list form of the layout comes as a JSON list.
+  auto run = [](const std::string& extra) {
+    return run_json(R"({"topology":{"preset":"dgx-h100"},
+      "workload":{"generator":"gpt","params":{"num_layers":8,"hidden_size":2048,"num_attention_heads":16,
+      "seq_length":2048,"padded_vocab_size":32000,"micro_batch_size":1,"global_batch_size":16,
+      "tensor_model_parallel_size":1,"pipeline_model_parallel_size":4,"world_size":8,"gpu":"h100",
+      "untie_embeddings_and_output_weights":true,"recompute_granularity":"none")" + extra + "}}}");
+  };
+  const auto even = run("");
+  const auto same = run(R"(,"pipeline_model_parallel_layout":[["embedding","decoder","decoder"],["decoder","decoder"],
+                           ["decoder","decoder"],["decoder","decoder","loss"]])");
+  CHECK(same.iteration_s == even.iteration_s);
+  // The even split's critical stage is the last: its output layer (32,000 x 2,048 logits, about 1.1 layers of
+  // FLOPs) on top of 2 layers. One layer off each end stage (1, 3, 3, 1) balances it: a shorter step. A fourth
+  // layer on stage 1 (1, 4, 2, 1) makes that stage the critical one: longer again.
+  const auto uneven = run(R"(,"pipeline_model_parallel_layout":"Et|ttt|ttt|tL")");
+  CHECK(uneven.iteration_s < even.iteration_s);
+  const auto heavy1 = run(R"(,"pipeline_model_parallel_layout":"Et|tttt|tt|tL")");
+  CHECK(heavy1.iteration_s > uneven.iteration_s);
+  // Embedding-only and loss-only stages pass the activations on.
+  const auto empty_ends = run(R"(,"pipeline_model_parallel_layout":"E|tttt|tttt|L")");
+  CHECK(empty_ends.iteration_s > uneven.iteration_s);
+  // Interleaved with an empty chunk, and the interleaved schedule with N = PP = 4 and N = 8 (m = 8: one group,
+  // every stage warms up VP - 1 more chunk passes of 8 micro-batches).
+  CHECK(run(R"(,"pipeline_model_parallel_layout":"Et|t|t|t|tt||tt|L","overlap_p2p_comm":true)").iteration_s > 0);
+  const auto n4 = run(R"(,"virtual_pipeline_model_parallel_size":2)");
+  const auto n8 = run(R"(,"virtual_pipeline_model_parallel_size":2,"microbatch_group_size_per_vp_stage":8)");
+  CHECK(n4.iteration_s > 0);
+  CHECK(n8.iteration_s > 0);
+  CHECK(n8.iteration_s != n4.iteration_s);
+}

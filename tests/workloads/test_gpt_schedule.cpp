@@ -12,6 +12,7 @@
 #include "models/compute_calibration.hpp"
 #include "models/gpu.hpp"
 #include "workloads/gpt.hpp"
+#include "workloads/gpt_detail.hpp"
 #include "workloads/params.hpp"
 
 using namespace fabricsim;
@@ -166,4 +167,208 @@ TEST_CASE("gpt DualPipe zero bubble: input-only backwards and FIFO weight steps 
   }
   CHECK(error_of([] { gen(small_dense({{"dualpipe_zero_bubble", "false"}})); }).find("needs pipeline_parallel_schedule DualPipe") !=
         std::string::npos);
+}
+
+// ---- Megatron-Core's pipeline_model_parallel_layout (megatron/core/transformer/pipeline_parallel_layer_layout.py
+// at NVIDIA/Megatron-LM@d98e8a64dd) and the interleaved schedule's micro-batch group N
+// (microbatch_group_size_per_vp_stage; megatron/core/pipeline_parallel/schedules.py get_schedule_table).
+
+TEST_CASE("gpt pipeline_model_parallel_layout: Megatron's string and list forms") {
+  // DeepSeek-V3's layout (parse_str_to_list's own example): "(tt|)*29" unrolls before "t*3"; commas are cosmetic.
+  const auto ds = parse_pipeline_layout("Et*3|(tt|)*29,m|L", "k");
+  REQUIRE(ds.size() == 32);
+  CHECK(ds[0] == "Ettt");
+  for (std::size_t k = 1; k <= 29; ++k) CHECK(ds[k] == "tt");
+  CHECK(ds[30] == "m");
+  CHECK(ds[31] == "L");
+  // `,` is not `|`: "E,tt|tt,L" is two virtual stages.
+  CHECK(parse_pipeline_layout("E,tt|tt,L", "k") == std::vector<std::string>{"Ett", "ttL"});
+  // (|x)*n and a group then a single repetition: "(|tt)*2" -> "|tt|tt"; empty stages stay.
+  CHECK(parse_pipeline_layout("E(|tt)*2,L", "k") == std::vector<std::string>{"E", "tt", "ttL"});
+  CHECK(parse_pipeline_layout("E|t*2|L", "k") == std::vector<std::string>{"E", "tt", "L"});
+  // The list form: LayerType names, stripped and lower-cased as Megatron does.
+  CHECK(parse_pipeline_layout(R"([["embedding", "decoder"], [" Decoder ", "LOSS"]])", "k") ==
+        std::vector<std::string>{"Et", "tL"});
+  CHECK(pipeline_layout_text({"Et", "", "tL"}) == "Et||tL");
+  CHECK(pipeline_layout_of_counts({2, 0, 3}) == "Ett||tttL");
+  // Bad letters and names name the key.
+  CHECK(error_of([] { parse_pipeline_layout("Etx|L", "pipeline_model_parallel_layout"); })
+            .find("pipeline_model_parallel_layout: invalid layer character 'x'") != std::string::npos);
+  CHECK(error_of([] { parse_pipeline_layout(R"([["embedding", "attention"]])", "k"); })
+            .find("'attention' is not a LayerType") != std::string::npos);
+  CHECK(error_of([] { parse_pipeline_layout("(t)*99999999", "k"); }).find("more than") != std::string::npos);
+}
+
+TEST_CASE("gpt pipeline_model_parallel_layout: bad layouts are one error naming the key and what was expected") {
+  auto err = [](ParamMap over) { return error_of([&] { gpt_config_from_params(small_dense(over), "--param"); }); };
+  auto L = [](const std::string& s) { return ParamMap{{"pipeline_model_parallel_layout", s}}; };
+  CHECK(err(L("Ett|tt|tt|tL")).find("holds 7 decoder layers t, num_layers is 8") != std::string::npos);
+  CHECK(err(L("Ett|tt|ttL")).find("3 virtual stages, not a multiple of pipeline_model_parallel_size (4)") !=
+        std::string::npos);
+  CHECK(err(L("tEt|tt|tt|ttL")).find("the first layer must be the embedding E") != std::string::npos);
+  CHECK(err(L("Ett|tt|tt|tLt")).find("the last layer must be the loss L") != std::string::npos);
+  CHECK(err(L("Ett|Ett|tt|ttL")).find("exactly once") != std::string::npos);
+  CHECK(err(L("Ett|tt|tt|ttmL")).find("holds 1 MTP layers m, mtp_num_layers is 0") != std::string::npos);
+  // Megatron's exclusions: the other split keys, a contradicting VP.
+  ParamMap a = L("Ett|tt|tt|ttL");
+  a["decoder_first_pipeline_num_layers"] = "2";
+  CHECK(err(a).find("cannot be combined with decoder_first_pipeline_num_layers") != std::string::npos);
+  a = L("Ett|tt|tt|ttL");
+  a["account_for_loss_in_pipeline_split"] = "true";
+  CHECK(err(a).find("cannot be combined with account_for_loss_in_pipeline_split") != std::string::npos);
+  a = L("Et|t|t|t|t|t|t|tL");
+  a["virtual_pipeline_model_parallel_size"] = "4";
+  CHECK(err(a).find("2 virtual stages per pipeline rank but virtual_pipeline_model_parallel_size is 4") !=
+        std::string::npos);
+  a = L("Et|t|t|t|t|t|t|tL");
+  a["num_layers_per_virtual_pipeline_stage"] = "1";
+  CHECK(err(a).find("cannot be combined with num_layers_per_virtual_pipeline_stage") != std::string::npos);
+  // Where fabricsim places less than Megatron: the embedding in the first virtual stage.
+  CHECK(err(L("|Ettt|ttt|ttL")).find("the embedding must open the first virtual stage") != std::string::npos);
+}
+
+namespace {
+// The trace's JSON without its record of the parameters (which echoes the layout key when one is given).
+std::string ops_json(const Trace& t) {
+  Json j = trace_to_json(t);
+  j.erase("params");
+  return j.dump();
+}
+}  // namespace
+
+TEST_CASE("gpt pipeline_model_parallel_layout: a layout equal to an even split gives the same trace") {
+  auto same = [](ParamMap a, ParamMap b) {
+    const Trace ta = gen(small_dense(a)), tb = gen(small_dense(b));
+    CHECK(ops_json(ta) == ops_json(tb));
+    CHECK(tb.params.at("pipeline_model_parallel_layout") == pipeline_layout_text(
+                                                                 parse_pipeline_layout(small_dense(b).at("pipeline_model_parallel_layout"), "k")));
+  };
+  same({}, {{"pipeline_model_parallel_layout", "Ett|tt|tt|ttL"}});
+  // Interleaved: VP 2 (one layer per chunk), the list form.
+  same({{"virtual_pipeline_model_parallel_size", "2"}},
+       {{"pipeline_model_parallel_layout",
+         R"([["embedding","decoder"],["decoder"],["decoder"],["decoder"],["decoder"],["decoder"],["decoder"],["decoder","loss"]])"}});
+  // The embedding and the loss counted as layers: 6 layers + 2 over 4 stages.
+  same({{"num_layers", "6"}, {"account_for_embedding_in_pipeline_split", "true"}, {"account_for_loss_in_pipeline_split", "true"}},
+       {{"num_layers", "6"}, {"pipeline_model_parallel_layout", "Et|tt|tt|tL"}});
+  // decoder_first/last_pipeline_num_layers.
+  same({{"num_layers", "10"}, {"decoder_first_pipeline_num_layers", "1"}, {"decoder_last_pipeline_num_layers", "1"}},
+       {{"num_layers", "10"}, {"pipeline_model_parallel_layout", "Et|tttt|tttt|tL"}});
+}
+
+TEST_CASE("gpt pipeline_model_parallel_layout: an uneven layout moves the layers, empty chunks pass activations on") {
+  // 1, 3, 3, 1 layers: the middle stages compute three times the layers of the end stages.
+  const Trace t = gen(small_dense({{"pipeline_model_parallel_layout", "Et|ttt|ttt|tL"}}));
+  REQUIRE(t.ranks.size() == 4);
+  CHECK(count_ops(t.ranks[0], ".l0.fwd.attn") == 8);
+  CHECK(count_ops(t.ranks[1], ".l1.fwd.attn") == 8);
+  CHECK(count_ops(t.ranks[1], ".l3.fwd.attn") == 8);
+  CHECK_FALSE(has_op(t.ranks[1], ".l4.fwd.attn"));
+  CHECK(count_ops(t.ranks[3], ".l7.fwd.attn") == 8);
+  CHECK(compute_s(t.ranks[1]) > compute_s(t.ranks[0]));
+  const GptConfig c = gpt_config_from_params(small_dense({{"pipeline_model_parallel_layout", "Et|ttt|ttt|tL"}}), "--param");
+  CHECK(gpt_layer_layout(c) == std::vector<std::vector<std::int64_t>>{{1}, {3}, {3}, {1}});
+  CHECK(gpt_memory_of_stage(c, 1).weights_bytes > gpt_memory_of_stage(c, 2).weights_bytes * 0.99);
+  // Empty chunks: stage 0 holds only the embedding, stage 3 only the loss; they still receive and send.
+  const Trace e = gen(small_dense({{"pipeline_model_parallel_layout", "E|tttt|tttt|L"}}));
+  CHECK_FALSE(has_op(e.ranks[0], ".fwd.attn"));
+  CHECK(has_op(e.ranks[0], ".embed.fwd"));
+  CHECK_FALSE(has_op(e.ranks[3], ".fwd.attn"));
+  CHECK(has_op(e.ranks[3], ".logits.fwd"));
+  // Interleaved with an empty middle chunk (PP 4 x VP 2; virtual stage 5 = rank 1's second chunk is empty).
+  const GptConfig v = gpt_config_from_params(small_dense({{"pipeline_model_parallel_layout", "Et|t|t|t|tt||tt|L"}}), "--param");
+  CHECK(v.vp() == 2);
+  CHECK(gpt_layer_layout(v) == std::vector<std::vector<std::int64_t>>{{1, 2}, {1, 0}, {1, 2}, {1, 0}});
+  CHECK(gen(small_dense({{"pipeline_model_parallel_layout", "Et|t|t|t|tt||tt|L"}})).ranks.size() == 4);
+}
+
+TEST_CASE("gpt pipeline_model_parallel_layout: MTP layers run with the loss, the only placement modelled") {
+  auto p = [](const std::string& layout) {
+    return small_dense({{"mtp_num_layers", "1"}, {"pipeline_model_parallel_layout", layout}});
+  };
+  const Trace t = gen(p("Ett|tt|tt|ttmL"));
+  CHECK(has_op(t.ranks[3], ".mtp.fwd"));
+  CHECK_FALSE(has_op(t.ranks[2], ".mtp.fwd"));
+  // The same trace as without a layout (MTP on the last stage is Megatron's default placement).
+  CHECK(ops_json(t) == ops_json(gen(small_dense({{"mtp_num_layers", "1"}}))));
+  // DeepSeek-V3's kind of placement (Megatron's standalone MTP): the MTP layer alone in rank 2's last chunk.
+  const std::string e = error_of([&] { gpt_config_from_params(p("Ett|tt|tt|tt|||m|L"), "--param"); });
+  CHECK(e.find("puts MTP layers in virtual stage 6: fabricsim runs the MTP layers with the loss") != std::string::npos);
+  CHECK(error_of([&] { gpt_config_from_params(p("Ett|tt|tt|tmtL"), "--param"); })
+            .find("decoder layers must be placed before MTP layers") != std::string::npos);
+}
+
+namespace {
+// The interleaved order before N existed (N = PP, m a multiple of PP): the k-th forward runs micro-batch
+// (k / (p v)) p + k mod p through chunk (k / p) mod v, the k-th backward the same micro-batch through chunk
+// v - 1 - that.
+std::vector<gpt_detail::GptSlot> order_n_equals_p(std::int64_t p, std::int64_t v, std::int64_t m, std::int64_t st) {
+  std::vector<gpt_detail::GptSlot> o;
+  auto f = [&](std::int64_t k) { return gpt_detail::GptSlot{true, (k / (p * v)) * p + k % p, (k / p) % v}; };
+  auto b = [&](std::int64_t k) { return gpt_detail::GptSlot{false, (k / (p * v)) * p + k % p, v - 1 - (k / p) % v}; };
+  const std::int64_t total = m * v, warm = std::min((p - st - 1) * 2 + (v - 1) * p, total);
+  for (std::int64_t k = 0; k < warm; ++k) o.push_back(f(k));
+  for (std::int64_t k = 0; k < total - warm; ++k) o.push_back(f(warm + k)), o.push_back(b(k));
+  for (std::int64_t k = total - warm; k < total; ++k) o.push_back(b(k));
+  return o;
+}
+std::string show(const std::vector<gpt_detail::GptSlot>& o) {
+  std::string s;
+  for (const auto& x : o) s += (s.empty() ? "" : " ") + std::string(x.fwd ? "F" : "B") + std::to_string(x.mb) + "." + std::to_string(x.chunk);
+  return s;
+}
+}  // namespace
+
+TEST_CASE("gpt microbatch_group_size_per_vp_stage: N = PP is the order before; N != PP as Megatron's table") {
+  for (std::int64_t p : {2, 4, 8})
+    for (std::int64_t v : {2, 3, 4})
+      for (std::int64_t m : {p, 2 * p, 4 * p})
+        for (std::int64_t st = 0; st < p; ++st) {
+          CAPTURE(p);
+          CAPTURE(v);
+          CAPTURE(m);
+          CAPTURE(st);
+          CHECK(show(gpt_detail::pipeline_order(p, v, m, st, p)) == show(order_n_equals_p(p, v, m, st)));
+        }
+  // schedules.py's own example, PP 2, VP 2, N 3, M 5 (m not a multiple of N): the forward table is
+  // 0.0 1.0 2.0 0.1 1.1 2.1 3.0 4.0 3.1 4.1; stage 0 warms up (2 - 0 - 1) * 2 + (2 - 1) * 3 = 5 forwards, stage 1 3.
+  CHECK(show(gpt_detail::pipeline_order(2, 2, 5, 0, 3)) ==
+        "F0.0 F1.0 F2.0 F0.1 F1.1 F2.1 B0.1 F3.0 B1.1 F4.0 B2.1 F3.1 B0.0 F4.1 B1.0 B2.0 B3.1 B4.1 B3.0 B4.0");
+  CHECK(show(gpt_detail::pipeline_order(2, 2, 5, 1, 3)) ==
+        "F0.0 F1.0 F2.0 F0.1 B0.1 F1.1 B1.1 F2.1 B2.1 F3.0 B0.0 F4.0 B1.0 F3.1 B2.0 F4.1 B3.1 B4.1 B3.0 B4.0");
+  // PP 4, VP 2, N 5, m 9 (the last group holds 4 = PP micro-batches): stage 3 warms up (2 - 1) * 5 = 5 forwards.
+  const auto o = gpt_detail::pipeline_order(4, 2, 9, 3, 5);
+  CHECK(show({o.begin(), o.begin() + 6}) == "F0.0 F1.0 F2.0 F3.0 F4.0 F0.1");
+  CHECK(show({o.begin() + 5, o.begin() + 9}) == "F0.1 B0.1 F1.1 B1.1");
+  CHECK(o.size() == 36);
+}
+
+TEST_CASE("gpt microbatch_group_size_per_vp_stage: in-flight activations follow the warm-up of N") {
+  auto act = [](std::int64_t n) {
+    ParamMap p = small_dense({{"virtual_pipeline_model_parallel_size", "2"}, {"global_batch_size", "64"}});
+    if (n) p["microbatch_group_size_per_vp_stage"] = std::to_string(n);
+    return gpt_memory_of_stage(gpt_config_from_params(p, "--param"), 1).activations_bytes;
+  };
+  // 16 micro-batches, PP 4, VP 2: stage 1 holds (4 - 1 - 1) * 2 + N + 1 chunk passes: 9, 13, 21 for N 4, 8, 16.
+  CHECK(act(0) == act(4));
+  const double a4 = act(4), a8 = act(8), a16 = act(16);
+  CHECK(a8 > a4);
+  CHECK(a16 - a8 == doctest::Approx(2.0 * (a8 - a4)));
+  auto err = [](ParamMap over) {
+    ParamMap p = small_dense({{"virtual_pipeline_model_parallel_size", "2"}, {"global_batch_size", "64"}});
+    for (const auto& [k, v] : over) p[k] = v;
+    return error_of([&] { gpt_config_from_params(p, "--param"); });
+  };
+  CHECK(err({{"microbatch_group_size_per_vp_stage", "2"}}).find("must be at least pipeline_model_parallel_size (4)") !=
+        std::string::npos);
+  CHECK(err({{"microbatch_group_size_per_vp_stage", "17"}}).find("must not exceed the 16 micro-batches") != std::string::npos);
+  CHECK(err({{"microbatch_group_size_per_vp_stage", "7"}}).find("multiple of the micro-batch group N = 7") != std::string::npos);
+  CHECK(err({{"microbatch_group_size_per_vp_stage", "0"}}).find("expected an integer >= 1") != std::string::npos);
+  CHECK(err({{"microbatch_group_size_per_vp_stage", "12"}}).empty());  // 16 mod 12 = 4 >= PP
+  CHECK(error_of([] { gpt_config_from_params(small_dense({{"microbatch_group_size_per_vp_stage", "4"}}), "--param"); })
+            .find("needs virtual pipeline stages") != std::string::npos);
+  // N above PP: every chunk pass still runs once per micro-batch.
+  const Trace t = gen(small_dense({{"virtual_pipeline_model_parallel_size", "2"}, {"global_batch_size", "64"},
+                                   {"microbatch_group_size_per_vp_stage", "8"}}));
+  CHECK(count_ops(t.ranks[0], ".l0.fwd.attn") == 16);
 }
