@@ -20,12 +20,7 @@ namespace {
 
 // A small Llama-shaped model on two H100 nodes: TP 2, PP 2, DP 4, the distributed optimizer.
 ParamMap small(ParamMap over = {}) {
-  ParamMap p = {{"num_layers", "4"},          {"hidden_size", "1024"},      {"num_attention_heads", "16"},
-                {"ffn_hidden_size", "2816"},  {"seq_length", "2048"},       {"padded_vocab_size", "32000"},
-                {"micro_batch_size", "1"},    {"global_batch_size", "16"},  {"tensor_model_parallel_size", "2"},
-                {"pipeline_model_parallel_size", "2"}, {"world_size", "16"}, {"gpu", "h100"},
-                {"recompute_granularity", "none"}, {"sequence_parallel", "true"},
-                {"use_distributed_optimizer", "true"}};
+  ParamMap p = workloads_test::small_llama(16, 16, {{"use_distributed_optimizer", "true"}});
   for (const auto& [k, v] : over) p[k] = v;
   return p;
 }

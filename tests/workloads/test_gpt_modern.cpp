@@ -22,15 +22,7 @@ using namespace fabricsim::workloads;
 namespace {
 
 // A small Llama-shaped model on one H100 node unless overridden.
-ParamMap small(ParamMap over = {}) {
-  ParamMap p = {{"num_layers", "4"},           {"hidden_size", "1024"},         {"num_attention_heads", "16"},
-                {"ffn_hidden_size", "2816"},   {"seq_length", "2048"},          {"padded_vocab_size", "32000"},
-                {"micro_batch_size", "1"},     {"global_batch_size", "8"},      {"tensor_model_parallel_size", "2"},
-                {"pipeline_model_parallel_size", "2"}, {"world_size", "8"},   {"gpu", "h100"},
-                {"recompute_granularity", "none"}, {"sequence_parallel", "true"}};
-  for (const auto& [k, v] : over) p[k] = v;
-  return p;
-}
+ParamMap small(ParamMap over = {}) { return workloads_test::small_llama(8, 8, over); }
 
 GptConfig cfg(const ParamMap& p) { return gpt_config_from_params(p, "--param"); }
 

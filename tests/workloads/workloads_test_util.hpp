@@ -36,4 +36,18 @@ inline double compute_s(const fabricsim::workloads::RankTrace& r) {
   return s;
 }
 
+// A small Llama-shaped model on H100s: 4 layers of d 1024 (16 heads, FFN 2816), sequence 2048, vocabulary
+// 32000, TP 2, PP 2, sequence parallel, no recompute, micro-batch 1, over `world` GPUs (DP = world / 4) with a
+// global batch of `batch` sequences; `over` replaces or adds parameters.
+inline fabricsim::workloads::ParamMap small_llama(int world, int batch, const fabricsim::workloads::ParamMap& over = {}) {
+  fabricsim::workloads::ParamMap p = {
+      {"num_layers", "4"},          {"hidden_size", "1024"},     {"num_attention_heads", "16"},
+      {"ffn_hidden_size", "2816"},  {"seq_length", "2048"},      {"padded_vocab_size", "32000"},
+      {"micro_batch_size", "1"},    {"tensor_model_parallel_size", "2"}, {"pipeline_model_parallel_size", "2"},
+      {"gpu", "h100"},              {"recompute_granularity", "none"},   {"sequence_parallel", "true"}};
+  p["world_size"] = std::to_string(world), p["global_batch_size"] = std::to_string(batch);
+  for (const auto& [k, v] : over) p[k] = v;
+  return p;
+}
+
 }  // namespace workloads_test
