@@ -444,7 +444,8 @@ TEST_CASE("moe with torch FSDP2 expert units: each MoE layer's experts gathered 
   ParamMap off = units;
   off["fsdp_expert_units"] = "false";
   int off_ag = 0, off_end = 0;
-  for (const Op& op : gen(small_moe(off)).ranks.at(0).ops) {
+  const Trace t_off = gen(small_moe(off));  // named: a temporary would die before the loop reads its ops
+  for (const Op& op : t_off.ranks.at(0).ops) {
     off_ag += op.name.find(".fsdp.ag.experts") != std::string::npos;
     off_end += op.name.find("edp.experts") != std::string::npos;
   }
