@@ -396,6 +396,13 @@ std::vector<int> nccl_nodes(const std::vector<topo::NodeId>& communicator, const
   return out;
 }
 
+double nic_fabric_port_Bps(const topo::Topology& t, NodeId nic) {
+  double port = 0;
+  for (const auto& [l, nb] : t.adjacent(nic))
+    if (is_fabric_switch(t.node(nb).kind)) port = std::max(port, t.link(l).bandwidth_Bps);
+  return port;
+}
+
 int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing) {
   if (spec.channels > 0) return spec.channels;
   CommLayout L = layout(spec, t);
@@ -429,10 +436,8 @@ int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::
   int nvlinks = 0;
   for (const auto& [l, nb] : t.adjacent(g0))
     if (t.link(l).kind == topo::LinkKind::NVLink) nvlinks += t.link(l).count;
-  double nic_Bps = 0;
-  if (const NodeId nic = routing.rail_nic(g0); nic != topo::kNoNode)
-    for (const auto& [l, nb] : t.adjacent(nic))
-      if (is_fabric_switch(t.node(nb).kind)) nic_Bps = std::max(nic_Bps, t.link(l).bandwidth_Bps);
+  const NodeId nic = routing.rail_nic(g0);
+  const double nic_Bps = nic != topo::kNoNode ? nic_fabric_port_Bps(t, nic) : 0.0;
   return nccl_search_channels(t.node(g0).model, nvlinks, nic_Bps, channels);
 }
 

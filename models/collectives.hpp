@@ -91,6 +91,10 @@ int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::
 // and the tuner goes through this.
 std::vector<int> nccl_nodes(const std::vector<topo::NodeId>& communicator, const topo::Topology& t);
 
+// A NIC's port bandwidth toward the scale-out fabric: its fastest link to an InfiniBand or Ethernet switch
+// (bytes/s), 0 when it has none.
+double nic_fabric_port_Bps(const topo::Topology& t, topo::NodeId nic);
+
 // Builds the schedule. Algorithm/protocol come from the spec or, when absent, from the tuner
 // (models/tuner.hpp). `routing` must be the one the engine will use (symmetry fidelity checks that the
 // routes of collapsed transfers are isolated).

@@ -13,7 +13,6 @@
 namespace fabricsim::models {
 
 using topo::NodeId;
-using topo::NodeKind;
 
 double ll_max_busbw_Bps(const std::string& gpu_model, int hosts) {
   // [NCCL-T] llMaxBws (GB/s of busBw) for 1 / 2 / >= 4 nodes (NCCL's index is 0, 1, 2 for 1, 2, > 2 nodes).
@@ -225,11 +224,7 @@ CommBandwidths comm_bandwidths(const CollectiveSpec& spec, const topo::Topology&
       NodeId n = routing.rail_nic(g);
       if (n != topo::kNoNode) {
         nics.insert(n);
-        double port = 0;
-        for (const auto& [l, nb] : t.adjacent(n)) {
-          const auto k = t.node(nb).kind;
-          if (k == NodeKind::IbSwitch || k == NodeKind::EthSwitch) port = std::max(port, t.link(l).bandwidth_Bps);
-        }
+        const double port = nic_fabric_port_Bps(t, n);
         if (port > 0) nic = std::min(nic, port * calib.factors.network_efficiency);
       }
     }
