@@ -146,7 +146,7 @@ namespace {
 // Checks a parsed pipeline_model_parallel_layout against the model (PipelineParallelLayerLayout.__init__ and
 // validate_layer_layout at NVIDIA/Megatron-LM@d98e8a64dd, arguments.py validate_args and TransformerConfig's
 // conflicts with the other split keys), and where fabricsim places less than Megatron: the embedding in the
-// first virtual stage, the loss and any MTP layers in the last.
+// first virtual stage, the loss in the last.
 template <class Fail>
 void check_pipeline_layout(const GptConfig& c, Fail&& fail) {
   const char* K = "pipeline_model_parallel_layout";
@@ -185,10 +185,20 @@ void check_pipeline_layout(const GptConfig& c, Fail&& fail) {
     fail(K, "the embedding must open the first virtual stage (pipeline rank 0's first chunk), where fabricsim runs it");
   if (S.back().empty() || S.back().back() != 'L')
     fail(K, "the loss must close the last virtual stage (the last pipeline rank's last chunk), where fabricsim runs it");
-  for (std::size_t k = 0; k + 1 < S.size(); ++k)
-    if (S[k].find('m') != std::string::npos)
-      fail(K, "puts MTP layers in virtual stage " + std::to_string(k) + ": fabricsim runs the MTP layers with the loss, "
-              "in the last virtual stage only (Megatron's standalone MTP stage is not modelled)");
+  // Megatron's placement rules for the MTP layers: in the last virtual stage of whichever pipeline rank holds
+  // them, all in that one stage.
+  for (std::size_t k = 0; k < S.size(); ++k) {
+    const auto in_stage = static_cast<std::int64_t>(std::count(S[k].begin(), S[k].end(), 'm'));
+    if (!in_stage) continue;
+    if (static_cast<std::int64_t>(k) / p != n / p - 1)
+      fail(K, "puts MTP layers in virtual stage " + std::to_string(k) + " (pipeline rank " + std::to_string(k % p) +
+                  "'s chunk " + std::to_string(k / p) + "): Megatron-LM restricts the MTP to the last virtual pipeline "
+                  "stage of its rank");
+    if (in_stage != count('m')) fail(K, "all of the MTP layers must be in the same one virtual pipeline stage");
+    if (c.dualpipe() && static_cast<std::int64_t>(k) != n - 1)
+      fail(K, "puts MTP layers before the loss's stage (Megatron's standalone MTP stage): fabricsim models it with "
+              "Megatron's 1F1B / interleaved schedules, not DualPipe");
+  }
 }
 
 // Layout with a failure callback (config validation) -- see gpt_layer_layout.
@@ -286,6 +296,13 @@ bool GptConfig::recomputes(const std::string& module) const {
 // (megatron/training/arguments.py validate_args at NVIDIA/Megatron-LM@d98e8a64dd).
 std::int64_t GptConfig::split_layers() const {
   return num_layers + (account_for_embedding_in_pipeline_split ? 1 : 0) + (account_for_loss_in_pipeline_split ? 1 : 0);
+}
+
+std::int64_t GptConfig::mtp_virtual_stage() const {
+  if (moe.mtp_num_layers <= 0) return -1;
+  for (std::size_t k = 0; k < pipeline_layout.size(); ++k)
+    if (pipeline_layout[k].find('m') != std::string::npos) return static_cast<std::int64_t>(k);
+  return pipeline_model_parallel_size * vp() - 1;
 }
 
 std::int64_t GptConfig::vp() const {

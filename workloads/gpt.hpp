@@ -270,6 +270,16 @@ struct GptConfig {
   // account_for_embedding/loss_in_pipeline_split count them.
   std::int64_t split_layers() const;
   bool dualpipe() const { return pipeline_parallel_schedule == "DualPipe"; }
+  // The virtual stage (in layer order: pipeline rank k mod PP, chunk k / PP) that runs the MTP layers: the
+  // layout's stage holding the `m`s, else the last one; -1 without MTP.
+  std::int64_t mtp_virtual_stage() const;
+  // Megatron-Core's mtp_standalone (pipeline_parallel_layer_layout.py validate_layer_layout at
+  // NVIDIA/Megatron-LM@d98e8a64dd): the MTP layers sit on a pipeline rank before the last, so they are not in the
+  // loss's virtual stage.
+  bool mtp_standalone() const {
+    const std::int64_t k = mtp_virtual_stage();
+    return k >= 0 && k != pipeline_model_parallel_size * vp() - 1;
+  }
 };
 
 // Reads and validates (divisibility, memory fit is checked by generate_gpt). Unknown keys are errors.

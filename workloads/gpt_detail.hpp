@@ -33,6 +33,7 @@ double layer_params_per_rank(const GptConfig& c);      // mean parameters of one
 double layer_params_moe_model(const GptConfig& c, bool moe_layer);
 double expert_params_per_gpu(const GptConfig& c);      // expert parameters of one MoE layer on one GPU
 double embedding_params_per_rank(const GptConfig& c);
+double mtp_params_per_rank(const GptConfig& c);         // the MTP layers on their rank, without their experts
 bool last_stage_has_output(const GptConfig& c);
 double moe_model_flops(const GptConfig& c);
 // First global layer of each model chunk in Megatron's interleaved order: chunk (stage st, virtual chunk ch)
@@ -180,6 +181,10 @@ struct GptStepKernels {
   bool legacy = false;              // unfused attention (SC'21 roofline pricing)
   LayerCosts layer;
   Costs logits_fwd, logits_bwd, embed_fwd, embed_bwd, mtp, mtp_b;
+  // The MTP work split where a standalone MTP stage splits it (mtp = layers + heads): the MTP layers (per depth
+  // the embedding of the shifted tokens, norms, projection 2h -> h, one transformer layer) on the MTP stage,
+  // the heads (the shared output layer and loss per depth) on the loss stage.
+  Costs mtp_layers, mtp_layers_b, mtp_heads, mtp_heads_b;
   // MoE: index of each decoder layer among the MoE layers (-1 = dense), per MoE layer its load and costs.
   std::vector<bool> moe_pattern;
   std::vector<std::int64_t> moe_index;
@@ -201,6 +206,11 @@ struct GptChunkPlace {
   bool first = false, last = false;   // holds the embedding / the output layer and loss
   std::int32_t from = 0, to = 0;      // ranks the forward input comes from / the output goes to
   std::int64_t to_chunk = 0, from_chunk = 0;  // the neighbours' chunk indices of this micro-batch (message tags)
+  bool mtp = false;                   // runs the MTP layers (after its decoder layers)
+  // Hidden states per pipeline message received from `from` / sent to `to` (the gradients the same way back):
+  // 1, or 1 + mtp_num_layers after a standalone MTP stage, whose output is the decoder's hidden states and
+  // every MTP layer's concatenated along the sequence (Megatron-Core MultiTokenPredictionBlock.forward).
+  double in_hidden = 1, out_hidden = 1;
 };
 
 struct GptParallelLayout {
@@ -223,6 +233,7 @@ struct GptParallelLayout {
   bool flex_forwarding = false;
   std::vector<std::vector<std::int32_t>> fwd_disp_comm, fwd_comb_comm;
   std::int32_t emb_comm = -1;
+  std::vector<bool> emb_stage;       // per stage: in emb_comm (holds a copy of the word embeddings)
 };
 // Appends the communicators to `tr`.
 GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std::vector<std::int64_t>>& layout,

@@ -660,23 +660,29 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
       K.embed_bwd.add(cm, KernelDesc::memory(models::MemoryKernel::Embedding, 2.0 * eb, ap));
     }
   }
-  // Multi-token prediction (DeepSeek-V3 Sec. 2.2), per micro-batch on the last stage: per depth a norm +
-  // projection 2h -> h, one transformer layer (compute only: its MoE dispatch is not simulated) and the
-  // shared output head with its loss.
+  // Multi-token prediction (DeepSeek-V3 Sec. 2.2), per micro-batch: per depth the embedding of the shifted
+  // tokens (MultiTokenPredictionLayer._get_embeddings, Megatron-Core multi_token_prediction.py at
+  // NVIDIA/Megatron-LM@d98e8a64dd), a projection 2h -> h, one transformer layer (compute only: its MoE dispatch
+  // is not simulated) -- the MTP layers -- and the shared output head with its loss (process_mtp_loss, on the
+  // loss stage) -- the heads. With the MTP in the loss's stage both run as one op (mtp).
   if (c.moe.mtp_num_layers > 0 && !legacy) {
     const Precision ap = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
     const std::int64_t Ti = c.micro_batch_size * (c.seq_length / cp);
     for (std::int64_t k = 0; k < c.moe.mtp_num_layers; ++k) {
-      K.mtp.add(cm, KernelDesc::gemm(Ti, c.hidden_size / t, 2 * c.hidden_size, ap));
-      K.mtp += L.fwd_attn;
-      K.mtp += L.fwd_mlp;
-      K.mtp += K.logits_fwd;
-      K.mtp_b += K.logits_bwd;
-      K.mtp_b += L.bwd_mlp;
-      K.mtp_b += L.bwd_attn;
-      K.mtp_b.add(cm, KernelDesc::gemm(Ti, 2 * c.hidden_size, c.hidden_size / t, ap));
-      K.mtp_b.add(cm, KernelDesc::gemm(2 * c.hidden_size, c.hidden_size / t, Ti, ap));
+      K.mtp_layers += K.embed_fwd;
+      K.mtp_layers.add(cm, KernelDesc::gemm(Ti, c.hidden_size / t, 2 * c.hidden_size, ap));
+      K.mtp_layers += L.fwd_attn;
+      K.mtp_layers += L.fwd_mlp;
+      K.mtp_heads += K.logits_fwd;
+      K.mtp_heads_b += K.logits_bwd;
+      K.mtp_layers_b += L.bwd_mlp;
+      K.mtp_layers_b += L.bwd_attn;
+      K.mtp_layers_b.add(cm, KernelDesc::gemm(Ti, 2 * c.hidden_size, c.hidden_size / t, ap));
+      K.mtp_layers_b.add(cm, KernelDesc::gemm(2 * c.hidden_size, c.hidden_size / t, Ti, ap));
+      K.mtp_layers_b += K.embed_bwd;
     }
+    K.mtp = K.mtp_layers, K.mtp += K.mtp_heads;
+    K.mtp_b = K.mtp_heads_b, K.mtp_b += K.mtp_layers_b;
   }
   // Mixture of experts: routing per MoE layer (who gets how many tokens) and the priced MoE kernels.
   K.moe_pattern = moe_layers_of(c);

@@ -44,7 +44,17 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
           pl.to = Y.rank_of(st == p - 1 ? 0 : st + 1, 0, 0, 0);
           pl.to_chunk = st == p - 1 ? ch + 1 : ch;
           pl.from_chunk = st == 0 ? ch - 1 : ch;
+          // Megatron-Core with an MTP stage before the loss's (mtp_standalone): the MTP stage sends the decoder's
+          // hidden states with every MTP layer's output concatenated along the sequence, and so does every
+          // virtual stage after it up to the loss (p2p_communication.py communicates the shapes then).
+          const std::int64_t k = ch * p + st, M = c.mtp_virtual_stage();
+          pl.mtp = k == M;
+          if (c.mtp_standalone()) {
+            const double w = 1.0 + double(c.moe.mtp_num_layers);
+            pl.in_hidden = k > M ? w : 1.0, pl.out_hidden = k >= M ? w : 1.0;
+          }
         }
+        if (c.dualpipe()) pl.mtp = pl.last && c.moe.mtp_num_layers > 0;
       }
   }
   // Rank layout as Megatron-LM's default order (tensor fastest, then context, then data, then pipeline):
@@ -235,8 +245,22 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
       }
     }
   }
-  if (p > 1 && !c.untie_embeddings_and_output_weights) {
-    Y.emb_comm = add_comm("embedding", "dp", {rank_of(0, 0, 0, 0), rank_of(p - 1, 0, 0, 0)});
+  // The word embeddings' gradient all-reduce (Megatron-Core finalize_model_grads.py
+  // _allreduce_word_embedding_grads) over the embedding group: pipeline rank 0, the last rank with tied output
+  // weights, and the ranks holding MTP layers, which keep their own copy of the word embeddings
+  // (pretrain_gpt.py get_embedding_ranks and multi_token_prediction.py get_mtp_ranks at
+  // NVIDIA/Megatron-LM@d98e8a64dd; GPTModel builds the embedding where mtp_process). DualPipe keeps the
+  // tied-weights pair.
+  Y.emb_stage.assign(p, false);
+  if (p > 1) {
+    Y.emb_stage[0] = true;
+    if (!c.untie_embeddings_and_output_weights) Y.emb_stage[p - 1] = true;
+    if (!c.dualpipe() && c.mtp_virtual_stage() >= 0) Y.emb_stage[c.mtp_virtual_stage() % p] = true;
+    std::vector<std::int32_t> ranks;
+    for (std::int64_t st = 0; st < p; ++st)
+      if (Y.emb_stage[st]) ranks.push_back(rank_of(st, 0, 0, 0));
+    if (ranks.size() > 1) Y.emb_comm = add_comm("embedding", "dp", std::move(ranks));
+    else Y.emb_stage.assign(p, false);
   }
   return Y;
 }

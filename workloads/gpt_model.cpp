@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <tuple>
 
 #include "models/gpu.hpp"
 #include "sim/base/error.hpp"
@@ -128,6 +129,16 @@ double layer_params_per_rank_dense(const GptConfig& c) {
 double embedding_params_per_rank(const GptConfig& c) {
   const double h = double(c.hidden_size), V = double(c.padded_vocab_size), t = double(c.tensor_model_parallel_size);
   return V * h / t + (c.position_embedding_type == "learned_absolute" ? double(c.seq_length) * h : 0.0);
+}
+double mtp_params_per_rank(const GptConfig& c) {
+  // Megatron-Core MultiTokenPredictionLayer (multi_token_prediction.py at NVIDIA/Megatron-LM@d98e8a64dd): enorm,
+  // hnorm and final_layernorm (h each), eh_proj (2h -> h, column-parallel) and one transformer layer built like
+  // the decoder's last; its experts are counted by expert_params_per_gpu.
+  if (c.moe.mtp_num_layers <= 0) return 0.0;
+  const double h = double(c.hidden_size), t = double(c.tensor_model_parallel_size);
+  const auto pattern = moe_layers_of(c);
+  const double layer = moe_model(c) ? layer_params_moe_model(c, !pattern.empty() && pattern.back()) : layer_params_per_rank(c);
+  return double(c.moe.mtp_num_layers) * (3.0 * h + 2.0 * h * h / t + layer);
 }
 bool last_stage_has_output(const GptConfig& c) {
   return c.untie_embeddings_and_output_weights || c.pipeline_model_parallel_size > 1;
@@ -329,6 +340,14 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   const std::int64_t v = static_cast<std::int64_t>(chunks.size());
   const bool holds_first = st == 0 || (c.dualpipe() && st == p - 1);
   const bool holds_last = st == p - 1 || (c.dualpipe() && st == 0);
+  // The chunk running the MTP layers (GptConfig::mtp_virtual_stage), -1 on a stage without them; with DualPipe
+  // the chunk that ends the model.
+  std::int64_t mtp_chunk = -1;
+  const std::int64_t n_mtp = std::max<std::int64_t>(0, c.moe.mtp_num_layers);
+  if (n_mtp > 0) {
+    if (c.dualpipe()) mtp_chunk = st == 0 ? 1 : st == p - 1 ? 0 : -1;
+    else if (c.mtp_virtual_stage() % p == st) mtp_chunk = c.mtp_virtual_stage() / p;
+  }
   std::int64_t layers = 0;
   for (const auto& ch : chunks) layers += ch.second;
   const double h = double(c.hidden_size), s = double(c.seq_length), b = double(c.micro_batch_size),
@@ -341,8 +360,15 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // optimizer / FSDP instead of DP x CP).
   double Pe = 0, act_mean = 0, act_max = 0, act_mean_sel = 0, act_max_sel = 0;
   const bool moe = moe_model(c);
+  // Layers whose activations a chunk stores per micro-batch: its decoder layers and the MTP layers (built like
+  // the decoder's last layer) on the MTP chunk; for MoE models also the sum of their selective-recompute bytes.
+  const auto pattern = moe_layers_of(c);
+  const bool mtp_moe = !pattern.empty() && pattern.back();
+  std::vector<double> chunk_layers(chunks.size()), chunk_sel(chunks.size(), 0.0);
+  for (std::size_t k = 0; k < chunks.size(); ++k)
+    chunk_layers[k] = double(chunks[k].second + (static_cast<std::int64_t>(k) == mtp_chunk ? n_mtp : 0));
+  const double act_layers = double(layers + (mtp_chunk >= 0 ? n_mtp : 0));
   if (moe) {
-    const auto pattern = moe_layers_of(c);
     double lf = 1.0;
     if (c.moe.enabled()) {
       // Busiest rank's tokens over the mean, worst MoE layer (activations of the dispatched tokens).
@@ -358,23 +384,38 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
       }
     }
     P = 0;
-    for (const auto& ch : chunks)
-      for (std::int64_t l = 0; l < ch.second; ++l) {
-        const bool m = pattern[ch.first + l];
+    auto add_act = [&](std::size_t k, bool m) {
+      const double a_full = layer_activation_bytes(c, false, m, lf);
+      act_mean += a_full, act_max = std::max(act_max, a_full);
+      const double a_sel = layer_activation_bytes(c, c.recompute_granularity == "selective", m, lf);
+      act_mean_sel += a_sel, chunk_sel[k] += a_sel;
+      if (m) act_max_sel = std::max(act_max_sel, a_full - a_sel);  // largest recomputed surplus
+    };
+    for (std::size_t k = 0; k < chunks.size(); ++k)
+      for (std::int64_t l = 0; l < chunks[k].second; ++l) {
+        const bool m = pattern[chunks[k].first + l];
         P += layer_params_moe_model(c, m);
         if (m) Pe += expert_params_per_gpu(c);
-        const double a_full = layer_activation_bytes(c, false, m, lf);
-        act_mean += a_full, act_max = std::max(act_max, a_full);
-        const double a_sel = layer_activation_bytes(c, c.recompute_granularity == "selective", m, lf);
-        act_mean_sel += a_sel;
-        if (m) act_max_sel = std::max(act_max_sel, a_full - a_sel);  // largest recomputed surplus
+        add_act(k, m);
       }
-    if (layers) act_mean /= double(layers), act_mean_sel /= double(layers);
     Pl = layers ? P / double(layers) : 0.0;
+    if (mtp_chunk >= 0)
+      for (std::int64_t k = 0; k < n_mtp; ++k) {
+        add_act(static_cast<std::size_t>(mtp_chunk), mtp_moe);
+        if (mtp_moe) Pe += expert_params_per_gpu(c);
+      }
+    if (act_layers > 0) act_mean /= act_layers, act_mean_sel /= act_layers;
   }
   const double P_layers = P;  // the stage's transformer layers (without embedding and output layer)
   if (holds_first) P += embedding_params_per_rank(c);
   if (holds_last && last_stage_has_output(c)) P += V * h / t;
+  // The MTP layers' parameters (their experts are in Pe) and, on a stage without the embedding, the MTP's own
+  // copy of the word embeddings (GPTModel builds `embedding` where mtp_process; with tied weights on the last
+  // stage it is the output layer's weight).
+  if (mtp_chunk >= 0) {
+    P += mtp_params_per_rank(c);
+    if (!holds_first && !(holds_last && !c.untie_embeddings_and_output_weights)) P += embedding_params_per_rank(c);
+  }
   GptMemory mem;
   mem.stage = st;
   // Mixed precision (ZeRO, Rajbhandari et al. SC'20 Sec. 3.1): 2-byte weights, 2-byte gradients (4 with
@@ -446,30 +487,37 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // The micro-batch in its backward peaks while a recomputed layer (group) holds its full activations:
   // block -- the first N layers are recomputed after the stored ones were freed: (N-1) inputs + 1 layer;
   // uniform -- groups of G layers: (groups-1) inputs + G layers.
-  double per_chunk_mb = 0;  // stored bytes of one micro-batch through one chunk of this stage
-  double mb_peak = 0;
-  const double lpc = double(layers) / double(v);
-  if (c.recompute_granularity == "full") {
-    double n_re = c.recompute_num_layers ? std::min<double>(double(c.recompute_num_layers), lpc) : lpc;
-    if (c.recompute_method == "block") {
-      per_chunk_mb = n_re * input_only + (lpc - n_re) * full;
-      mb_peak = std::max(per_chunk_mb, (n_re - 1.0) * input_only + full);
+  // Stored bytes of one micro-batch through a chunk of `lpc` layers (MoE models: `sel_mean` selective bytes per
+  // layer), and its peak during that chunk's backward.
+  auto chunk_bytes = [&](double lpc, double sel_mean) -> std::pair<double, double> {
+    double stored = 0, peak = 0;
+    if (c.recompute_granularity == "full") {
+      double n_re = c.recompute_num_layers ? std::min<double>(double(c.recompute_num_layers), lpc) : lpc;
+      if (c.recompute_method == "block") {
+        stored = n_re * input_only + (lpc - n_re) * full;
+        peak = std::max(stored, (n_re - 1.0) * input_only + full);
+      } else {
+        const double group = c.recompute_num_layers ? n_re : 1.0;
+        const double groups = std::ceil(lpc / group);
+        stored = groups * input_only;
+        peak = std::max(stored, (groups - 1.0) * input_only + group * full);
+      }
+    } else if (c.selective_ac_option == "op") {
+      // The layer in its backward holds its recomputed activations on top of what was saved.
+      stored = lpc * layer_activation_bytes_op_sac(c);
+      peak = stored + std::max(0.0, layer_activation_bytes(c, true) - layer_activation_bytes_op_sac(c));
     } else {
-      const double group = c.recompute_num_layers ? n_re : 1.0;
-      const double groups = std::ceil(lpc / group);
-      per_chunk_mb = groups * input_only;
-      mb_peak = std::max(per_chunk_mb, (groups - 1.0) * input_only + group * full);
+      stored = lpc * (moe ? sel_mean : layer_activation_bytes(c, c.recompute_granularity == "selective"));
+      peak = stored;
+      // recompute_modules moe: the MoE layer in its backward holds its recomputed activations on top.
+      if (moe && c.recomputes("moe")) peak += act_max_sel;
     }
-  } else if (c.selective_ac_option == "op") {
-    // The layer in its backward holds its recomputed activations on top of what was saved.
-    per_chunk_mb = lpc * layer_activation_bytes_op_sac(c);
-    mb_peak = per_chunk_mb + std::max(0.0, layer_activation_bytes(c, true) - layer_activation_bytes_op_sac(c));
-  } else {
-    per_chunk_mb = lpc * (moe ? act_mean_sel : layer_activation_bytes(c, c.recompute_granularity == "selective"));
-    mb_peak = per_chunk_mb;
-    // recompute_modules moe: the MoE layer in its backward holds its recomputed activations on top.
-    if (moe && c.recomputes("moe")) mb_peak += act_max_sel;
-  }
+    return {stored, peak};
+  };
+  // The stage's mean chunk.
+  const double lpc = act_layers / double(v);
+  double per_chunk_mb = 0, mb_peak = 0;
+  std::tie(per_chunk_mb, mb_peak) = chunk_bytes(lpc, act_mean_sel);
   // Activation offloading (no PP, no recompute: one micro-batch in flight): Transformer Engine's default
   // synchronizer keeps the saved activations of at most L - N layers in HBM ("peak memory usage of saving
   // activations is (num_layers - num_offloaded_layers) * T", transformer_engine/pytorch/cpu_offload.py at
@@ -492,6 +540,34 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     inflight = double(std::min(pipeline_warmup(p, v, mi, st, c.microbatch_group(), extra) + 1, mi * v));
   }
   double act = c.use_torch_fsdp2 ? per_chunk_mb * inflight : per_chunk_mb * (inflight - 1.0) + mb_peak;
+  // Chunks that store different bytes (uneven layouts: empty, `E` / `L` only or MTP chunks, dense and MoE
+  // layers in different chunks): the peak over the schedule's own order (gpt_schedule.cpp pipeline_order, the
+  // order that gives the in-flight count above) of the in-flight chunk passes' stored bytes, a backward's own
+  // chunk at its peak. With equal chunks this is the count above times the chunk.
+  if (!c.dualpipe() && v > 1 && c.cpu_offloading_num_layers == 0) {
+    std::vector<std::pair<double, double>> per(chunks.size());
+    bool even = true;
+    for (std::size_t k = 0; k < chunks.size(); ++k) {
+      per[k] = chunk_layers[k] > 0 ? chunk_bytes(chunk_layers[k], moe ? chunk_sel[k] / chunk_layers[k] : 0.0)
+                                   : std::pair<double, double>{0.0, 0.0};
+      even = even && per[k] == per[0];
+    }
+    if (!even) {
+      const std::int64_t extra = c.moe.enabled() && c.moe.overlap_moe_expert_parallel_comm ? 1 : 0;
+      double live = 0, peak = 0;
+      for (const GptSlot& sl : pipeline_order(p, v, static_cast<std::int64_t>(m), st, c.microbatch_group(), extra)) {
+        const auto& b = per[static_cast<std::size_t>(sl.chunk)];
+        if (sl.fwd) {
+          live += b.first;
+          peak = std::max(peak, live);
+        } else {
+          if (!c.use_torch_fsdp2) peak = std::max(peak, live - b.first + b.second);
+          live -= b.first;
+        }
+      }
+      act = peak;
+    }
+  }
   // torch.distributed.pipelining (the PP runtime under torch FSDP2): a stage keeps each forwarded
   // micro-batch's outputs in fwd_cache until that micro-batch's backward (torch/distributed/pipelining/
   // stage.py, forward_one_chunk: fwd_cache[fwd_chunk_id] = (output_tuple, input_values)), one chunk output

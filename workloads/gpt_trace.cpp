@@ -328,6 +328,7 @@ class StageEmitter {
   // Last backward op index per (chunk, layer) for the final micro-batch (DP bucket readiness).
   std::vector<std::vector<std::uint32_t>> final_bwd;
   std::uint32_t final_embed_bwd = 0;
+  std::int64_t final_mtp_bwd = -1;  // the last micro-batch's MTP layers' backward (their gradients are ready)
 
   std::int64_t tag(std::int64_t mb, std::int64_t chunk, int dir) const { return (mb * nchunks() + chunk) * 2 + dir; }
   bool recomputed(std::int64_t l, std::int64_t n_chunk) const {
@@ -807,8 +808,9 @@ class StageEmitter {
     moe_steps(nm, ".recompute", gl, false, out, before, extra);
   }
 
+  // `hidden`: hidden states in the message (GptChunkPlace::in_hidden / out_hidden).
   void send(OpKind kind, std::uint16_t stream, std::string name, std::int32_t peer, std::int64_t msg_tag,
-            std::int64_t chunk) {
+            std::int64_t chunk, double hidden) {
     if (c.dualpipe() && chunk == 1) stream = static_cast<std::uint16_t>(kRev + (stream - RankBuilder::kRecvF));
     Op o;
     o.kind = kind;
@@ -817,7 +819,7 @@ class StageEmitter {
     o.category = "pp";
     o.peer = peer;
     o.tag = msg_tag;
-    o.bytes = x_.pp_bytes;
+    o.bytes = x_.pp_bytes * hidden;
     if (kind == OpKind::Recv) {
       // The receive is posted with no dependency, so it matches its send as soon as that is sent, possibly
       // while this rank still computes. Without overlap_p2p_comm Megatron posts it when the compute stream
@@ -870,7 +872,7 @@ class StageEmitter {
       const bool gather = c.fsdp() && (!fsdp_keep_gathered || mb == 0) && nl > 0;
       out.push_back([this, mb, ch, base, mbs, first_chunk, gather, fsdp_next]() {
         if (!first_chunk) {
-          send(OpKind::Recv, RankBuilder::kRecvF, mbs + ".recv.fwd", place(ch).from, tag(mb, ch, 0), ch);
+          send(OpKind::Recv, RankBuilder::kRecvF, mbs + ".recv.fwd", place(ch).from, tag(mb, ch, 0), ch, place(ch).in_hidden);
           rb.chain(wait_op(mbs + ".l" + std::to_string(base) + ".wait"), {pending_recv_});
         }
         if (gather) *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base) + ".fsdp.ag", base);
@@ -900,12 +902,16 @@ class StageEmitter {
         fwd_layer_steps(mbs + ".l" + std::to_string(gl), false, gl, out, pre, extra);
       }
       out.push_back([this, mb, ch, mbs, last_chunk]() {
+        // A standalone MTP stage runs the MTP layers after its decoder layers; the loss stage the MTP heads.
+        if (place(ch).mtp && !last_chunk) rb.chain(compute_op(mbs + ".mtp.fwd", K.mtp_layers));
         if (last_chunk) {
           rb.chain(compute_op(mbs + ".logits.fwd", K.logits_fwd));
-          if (K.mtp.kernels) rb.chain(compute_op(mbs + ".mtp.fwd", K.mtp));
+          if (c.mtp_standalone()) rb.chain(compute_op(mbs + ".mtp.heads.fwd", K.mtp_heads));
+          else if (K.mtp.kernels) rb.chain(compute_op(mbs + ".mtp.fwd", K.mtp));
           return;
         }
-        send(OpKind::Send, RankBuilder::kSendF, mbs + ".send.fwd", place(ch).to, tag(mb, place(ch).to_chunk, 0), ch);
+        send(OpKind::Send, RankBuilder::kSendF, mbs + ".send.fwd", place(ch).to, tag(mb, place(ch).to_chunk, 0), ch,
+             place(ch).out_hidden);
       });
       return;
     }
@@ -914,10 +920,12 @@ class StageEmitter {
     Step first_layer_w;  // Delay: the first layer's attention weight gradient, after the slot's pipeline send
     out.push_back([this, mb, ch, base, nl, mbs, last_chunk, gather, fsdp_next]() {
       if (!last_chunk) {
-        send(OpKind::Recv, RankBuilder::kRecvB, mbs + ".recv.bwd", place(ch).to, tag(mb, ch, 1), ch);
+        send(OpKind::Recv, RankBuilder::kRecvB, mbs + ".recv.bwd", place(ch).to, tag(mb, ch, 1), ch, place(ch).out_hidden);
         rb.chain(wait_op(mbs + ".bwd.wait"), {pending_recv_});
+        if (place(ch).mtp) rb.chain(compute_op(mbs + ".mtp.bwd", K.mtp_layers_b)), final_mtp_bwd = rb.last();
       } else {
-        if (K.mtp_b.kernels) rb.chain(compute_op(mbs + ".mtp.bwd", K.mtp_b));
+        if (c.mtp_standalone()) rb.chain(compute_op(mbs + ".mtp.heads.bwd", K.mtp_heads_b));
+        else if (K.mtp_b.kernels) rb.chain(compute_op(mbs + ".mtp.bwd", K.mtp_b)), final_mtp_bwd = rb.last();
         rb.chain(compute_op(mbs + ".logits.bwd", K.logits_bwd));
       }
       if (gather && nl > 0)
@@ -1062,7 +1070,8 @@ class StageEmitter {
         return;
       }
       const auto before_send = rb.head();
-      send(OpKind::Send, RankBuilder::kSendB, mbs + ".send.bwd", place(ch).from, tag(mb, place(ch).from_chunk, 1), ch);
+      send(OpKind::Send, RankBuilder::kSendB, mbs + ".send.bwd", place(ch).from, tag(mb, place(ch).from_chunk, 1), ch,
+           place(ch).in_hidden);
       if (first_layer_w) {
         // The weight gradient runs while the gradient is on its way upstream; what follows waits for both.
         const std::uint32_t sent = rb.last();
@@ -1105,6 +1114,9 @@ class StageEmitter {
       for (std::int64_t ch = 0; ch < nchunks(); ++ch)
         for (std::int64_t l = 0; l < place(ch).nl; ++l)
           if (K.moe_pattern[place(ch).base + l]) stage_expert_params += expert_params_per_gpu(c);
+      // The MTP layers' experts (built like the decoder's last layer).
+      if (final_mtp_bwd >= 0 && !K.moe_pattern.empty() && K.moe_pattern.back())
+        stage_expert_params += double(c.moe.mtp_num_layers) * expert_params_per_gpu(c);
       // (Megatron FSDP and torch FSDP2 expert units reduce them per layer instead, fsdp_experts.)
       if (edp > 1 && stage_expert_params > 0 && !(c.fsdp() && (!c.use_torch_fsdp2 || c.fsdp_expert_units))) {
         const bool sh = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard" || c.fsdp();
@@ -1137,6 +1149,13 @@ class StageEmitter {
       for (std::int64_t ch = nchunks() - 1; ch >= 0; --ch)
         for (std::int64_t l = place(ch).nl - 1; l >= 0; --l) items.push_back({final_bwd[ch][l], x_.Pl, false});
       if (has_first) items.push_back({final_embed_bwd, x_.emb_el, true});
+      // The MTP layers, and the MTP's copy of the word embeddings where the stage holds no other
+      // (gpt_memory_of_stage counts the same parameters).
+      if (final_mtp_bwd >= 0) {
+        const auto at = static_cast<std::uint32_t>(final_mtp_bwd);
+        items.push_back({at, mtp_params_per_rank(c), false});
+        if (!has_first && !(has_last && !c.untie_embeddings_and_output_weights)) items.push_back({at, x_.emb_el, true});
+      }
       std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       for (const Item& it : items) {
         acc += it.second;
@@ -1170,7 +1189,7 @@ class StageEmitter {
       op.deps = grad_done.empty() ? std::vector<std::uint32_t>{backward_done} : grad_done;
       grad_done = {rb.push(std::move(op))};
     }
-    if (Y.emb_comm >= 0 && (first_stage || last_stage)) {
+    if (Y.emb_comm >= 0 && Y.emb_stage[st]) {
       Op op = coll_op("embedding.grad.ar", CollOp::AllReduce, Y.emb_comm, x_.V * x_.h / double(t) * grad_elem_bytes,
                       RankBuilder::kDp, "dp");
       op.deps.push_back(backward_done);

@@ -174,6 +174,29 @@ TEST_CASE("gpt replay: torch FSDP2's copy-out and chunk-cat lengthen the step by
   CHECK(fsdp2 - fsdp1 <= on_compute + copy_in);
 }
 
+TEST_CASE("gpt replay: a standalone MTP stage shortens the step where it takes the MTP layer off the critical stage") {
+  // 8 layers and one MTP layer on 4 stages of one DGX H100 (DP 2, 8 micro-batches). The loss stage holds no
+  // decoder layer; its output layer is about 1.1 layers of FLOPs (32,000 x 2,048 logits), twice with the MTP
+  // head. With the MTP layer there too (Megatron's default placement) it is the critical stage (~1 + 2.2 layers
+  // against 3); moved to stage 2 (2 layers, Megatron's standalone MTP stage) no stage exceeds 3 layers.
+  auto run = [](const std::string& layout) {
+    return run_json(R"({"topology":{"preset":"dgx-h100"},
+      "workload":{"generator":"gpt","params":{"num_layers":8,"hidden_size":2048,"num_attention_heads":16,
+      "seq_length":2048,"padded_vocab_size":32000,"micro_batch_size":1,"global_batch_size":16,
+      "tensor_model_parallel_size":1,"pipeline_model_parallel_size":4,"world_size":8,"gpu":"h100",
+      "untie_embeddings_and_output_weights":true,"recompute_granularity":"none","mtp_num_layers":1,
+      "pipeline_model_parallel_layout":")" + layout + R"("}}})");
+  };
+  const auto with_loss = run("Ettt|ttt|tt|mL"), standalone = run("Ettt|ttt|ttm|L");
+  MESSAGE("MTP with the loss " << with_loss.iteration_s * 1e3 << " ms, standalone " << standalone.iteration_s * 1e3 << " ms");
+  CHECK(standalone.iteration_s < with_loss.iteration_s);
+  // The other way: stage 2 already holds 3 layers; the MTP layer on it makes it the critical stage.
+  const auto with_loss3 = run("Ett|ttt|ttt|mL"), standalone3 = run("Ett|ttt|tttm|L");
+  MESSAGE("3-layer stage 2: MTP with the loss " << with_loss3.iteration_s * 1e3 << " ms, standalone "
+                                                << standalone3.iteration_s * 1e3 << " ms");
+  CHECK(standalone3.iteration_s > with_loss3.iteration_s);
+}
+
 TEST_CASE("gpt replay: pipeline_model_parallel_layout and microbatch_group_size_per_vp_stage run end to end") {
   // 8 layers on one DGX H100: PP 4, DP 2, 8 micro-batches; the list form of the layout comes as a JSON list.
   auto run = [](const std::string& extra) {

@@ -13,6 +13,7 @@
 #include "models/gpu.hpp"
 #include "workloads/gpt.hpp"
 #include "workloads/gpt_detail.hpp"
+#include "sim/base/json_reader.hpp"
 #include "workloads/params.hpp"
 
 using namespace fabricsim;
@@ -282,20 +283,120 @@ TEST_CASE("gpt pipeline_model_parallel_layout: an uneven layout moves the layers
   CHECK(gen(small_dense({{"pipeline_model_parallel_layout", "Et|t|t|t|tt||tt|L"}})).ranks.size() == 4);
 }
 
-TEST_CASE("gpt pipeline_model_parallel_layout: MTP layers run with the loss, the only placement modelled") {
-  auto p = [](const std::string& layout) {
-    return small_dense({{"mtp_num_layers", "1"}, {"pipeline_model_parallel_layout", layout}});
+TEST_CASE("gpt pipeline_model_parallel_layout: MTP layers in any rank's last virtual stage (standalone MTP)") {
+  auto p = [](const std::string& layout, ParamMap over = {}) {
+    ParamMap m = small_dense({{"mtp_num_layers", "1"}, {"pipeline_model_parallel_layout", layout}});
+    for (const auto& [k, v] : over) m[k] = v;
+    return m;
   };
   const Trace t = gen(p("Ett|tt|tt|ttmL"));
   CHECK(has_op(t.ranks[3], ".mtp.fwd"));
   CHECK_FALSE(has_op(t.ranks[2], ".mtp.fwd"));
   // The same trace as without a layout (MTP on the last stage is Megatron's default placement).
   CHECK(ops_json(t) == ops_json(gen(small_dense({{"mtp_num_layers", "1"}}))));
-  // DeepSeek-V3's kind of placement (Megatron's standalone MTP): the MTP layer alone in rank 2's last chunk.
-  const std::string e = error_of([&] { gpt_config_from_params(p("Ett|tt|tt|tt|||m|L"), "--param"); });
-  CHECK(e.find("puts MTP layers in virtual stage 6: fabricsim runs the MTP layers with the loss") != std::string::npos);
-  CHECK(error_of([&] { gpt_config_from_params(p("Ett|tt|tt|tmtL"), "--param"); })
-            .find("decoder layers must be placed before MTP layers") != std::string::npos);
+  // DeepSeek-V3's kind of placement (Megatron's standalone MTP): the MTP layer alone in rank 2's last chunk. Rank 2
+  // runs the MTP layers, rank 3 the MTP head with the loss.
+  const Trace s = gen(p("Ett|tt|tt|tt|||m|L"));
+  CHECK(count_ops(s.ranks[2], ".mtp.fwd") == 8);
+  CHECK(count_ops(s.ranks[2], ".mtp.bwd") == 8);
+  CHECK_FALSE(has_op(s.ranks[3], ".mtp.fwd"));
+  CHECK(count_ops(s.ranks[3], ".mtp.heads.fwd") == 8);
+  CHECK(count_ops(s.ranks[3], ".mtp.heads.bwd") == 8);
+  // Its output, the decoder's hidden states and the MTP layer's concatenated, is twice a chunk's message, in
+  // both directions: rank 2 chunk 1 -> rank 3 chunk 1; chunk 0's messages keep one.
+  auto bytes = [](const RankTrace& r, const std::string& name) {
+    for (const auto& op : r.ops)
+      if (op.name == name) return op.bytes;
+    return -1.0;
+  };
+  const double one = bytes(s.ranks[2], "mb0.c0.send.fwd");
+  REQUIRE(one > 0);
+  CHECK(bytes(s.ranks[2], "mb0.c1.send.fwd") == 2.0 * one);
+  CHECK(bytes(s.ranks[3], "mb0.c1.recv.fwd") == 2.0 * one);
+  CHECK(bytes(s.ranks[3], "mb0.c1.send.bwd") == 2.0 * one);
+  CHECK(bytes(s.ranks[2], "mb0.c1.recv.bwd") == 2.0 * one);
+  CHECK(bytes(s.ranks[1], "mb0.c1.send.fwd") == one);
+  // The word embeddings' gradient all-reduce: rank 0 and the MTP rank (untied weights: not the last rank).
+  bool emb = false;
+  for (const auto& cm : s.comms)
+    if (cm.name == "embedding") {
+      emb = true;
+      CHECK(cm.ranks == std::vector<std::int32_t>{0, 8});
+    }
+  CHECK(emb);
+  CHECK(has_op(s.ranks[2], "embedding.grad.ar"));
+  CHECK_FALSE(has_op(s.ranks[3], "embedding.grad.ar"));
+  // The MTP rank holds the MTP layer and a copy of the word embeddings: more weight memory than without MTP.
+  const GptConfig cs = gpt_config_from_params(p("Ett|tt|tt|tt|||m|L"), "t");
+  const GptConfig c0 = gpt_config_from_params(small_dense({{"pipeline_model_parallel_layout", "Ett|tt|tt|tt||||L"}}), "t");
+  CHECK(cs.mtp_standalone());
+  CHECK(gpt_memory_of_stage(cs, 2).weights_bytes ==
+        doctest::Approx(gpt_memory_of_stage(c0, 2).weights_bytes +
+                        2.0 * (gpt_detail::mtp_params_per_rank(cs) + gpt_detail::embedding_params_per_rank(cs))));
+  CHECK(gpt_memory_of_stage(cs, 3).weights_bytes == gpt_memory_of_stage(c0, 3).weights_bytes);
+  // Megatron's errors for the placements it refuses.
+  auto err = [&](const std::string& layout, ParamMap over = {}) {
+    return error_of([&] { gpt_config_from_params(p(layout, over), "--param"); });
+  };
+  CHECK(err("Ett|tt|tt|tmtL").find("decoder layers must be placed before MTP layers") != std::string::npos);
+  CHECK(err("Ett|tt|tt|ttm||||L").find("Megatron-LM restricts the MTP to the last virtual pipeline stage of its rank") !=
+        std::string::npos);
+  CHECK(err("Ett|tt|tt|tt|||mm|L", {{"mtp_num_layers", "2"}}).empty());
+  CHECK(err("Ett|tt|tt|tt||m|m|L", {{"mtp_num_layers", "2"}}).find("all of the MTP layers must be in the same one") !=
+        std::string::npos);
+  CHECK(err("Ett|tt|tt|m|L", {{"num_layers", "6"}}).find("not a multiple of pipeline_model_parallel_size") !=
+        std::string::npos);
+  CHECK(err("Ett|tt|ttm|L", {{"num_layers", "6"}, {"pipeline_parallel_schedule", "DualPipe"}})
+            .find("not DualPipe") != std::string::npos);
+}
+
+TEST_CASE("gpt pipeline_model_parallel_layout: DeepSeek-V3's own layout runs its MTP stage on rank 14") {
+  // examples/workloads/deepseek-v3-2048-h800.json with Megatron's layout Et*3|(tt|)*29,m|L (PP 16 x VP 2) in place
+  // of DualPipe and its 3/2-layer end stages; 16,384 sequences (128 micro-batches, a multiple of N = 16).
+  const std::string f = std::string(FABRICSIM_SOURCE_DIR) + "/examples/workloads/deepseek-v3-2048-h800.json";
+  Json sc = load_json_file(f);
+  ParamMap p = params_from_json(sc["workload"]["params"], JsonPath{f, "/workload/params"});
+  p["gpus_per_host"] = "8";
+  p["gpu"] = "h100";
+  const GptConfig dual = gpt_config_from_params(p, "t");
+  for (const char* k : {"pipeline_parallel_schedule", "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"})
+    p.erase(k);
+  p["pipeline_model_parallel_layout"] = "Et*3|(tt|)*29,m|L";
+  p["global_batch_size"] = "16384";
+  const GptConfig c = gpt_config_from_params(p, "t");
+  CHECK(c.vp() == 2);
+  CHECK(c.mtp_virtual_stage() == 30);
+  CHECK(c.mtp_standalone());
+  const Trace t = gen(p);
+  CHECK(count_ops(t.ranks[14], ".mtp.fwd") == 128);
+  CHECK(count_ops(t.ranks[15], ".mtp.heads.fwd") == 128);
+  CHECK_FALSE(has_op(t.ranks[15], ".mtp.fwd"));
+  const double gib = 1073741824.0;
+  for (std::int64_t st : {0, 1, 14, 15}) {
+    const GptMemory m = gpt_memory_of_stage(c, st);
+    MESSAGE("layout stage " << st << ": " << m.total_bytes() / gib << " GiB (weights " << m.weights_bytes / gib
+                            << ", activations " << m.activations_bytes / gib << ")");
+  }
+  MESSAGE("layout peak " << gpt_memory_per_gpu(c).total_bytes() / gib << " GiB on stage " << gpt_memory_per_gpu(c).stage
+                         << "; DualPipe example peak " << gpt_memory_per_gpu(dual).total_bytes() / gib << " GiB on stage "
+                         << gpt_memory_per_gpu(dual).stage);
+  // Rank 14 holds 2 MoE layers, the MTP layer (MoE, with its experts) and a copy of the word embeddings; rank 13
+  // the same 2 MoE layers alone.
+  CHECK(gpt_memory_of_stage(c, 14).weights_bytes > gpt_memory_of_stage(c, 13).weights_bytes);
+}
+
+TEST_CASE("gpt memory: in-flight activations per chunk from the schedule's order where chunks differ") {
+  // PP 4 x VP 2, 8 micro-batches, N = 4, no recompute. Rank 0 holds "Ettt" (chunk 0, 3 layers) and "t" (chunk 1).
+  // It warms up (4 - 0 - 1) x 2 + 4 = 10 chunk passes: micro-batches 0-3 through chunk 0 and chunk 1, 4-5
+  // through chunk 0. The steady state then runs F(6, c0) B(0, c1) F(7, c0) B(1, c1) F(4, c1) ...: after
+  // F(7, c0) 8 chunk-0 passes (24 layers) and 3 chunk-1 passes are in flight, 27 layers, the peak. The mean
+  // chunk (2 layers) over the 11 in-flight passes gave 22.
+  const GptConfig c = gpt_config_from_params(
+      small_dense({{"num_layers", "10"}, {"pipeline_model_parallel_layout", "Ettt|t|t|t|t|t|t|tL"}}), "t");
+  // Rank 1 (one layer in each chunk: even) keeps the count: (4 - 1 - 1) x 2 + 4 + 1 = 9 passes of one layer.
+  const double layer = gpt_memory_of_stage(c, 1).activations_bytes / 9.0;
+  REQUIRE(layer > 0);
+  CHECK(gpt_memory_of_stage(c, 0).activations_bytes / layer == doctest::Approx(27.0).epsilon(1e-12));
 }
 
 namespace {
