@@ -380,9 +380,15 @@ TEST_CASE("gpt pipeline_model_parallel_layout: DeepSeek-V3's own layout runs its
   MESSAGE("layout peak " << gpt_memory_per_gpu(c).total_bytes() / gib << " GiB on stage " << gpt_memory_per_gpu(c).stage
                          << "; DualPipe example peak " << gpt_memory_per_gpu(dual).total_bytes() / gib << " GiB on stage "
                          << gpt_memory_per_gpu(dual).stage);
-  // Rank 14 holds 2 MoE layers, the MTP layer (MoE, with its experts) and a copy of the word embeddings; rank 13
-  // the same 2 MoE layers alone.
-  CHECK(gpt_memory_of_stage(c, 14).weights_bytes > gpt_memory_of_stage(c, 13).weights_bytes);
+  // Against the MTP with the loss (Et*3|(tt|)*29,|mL): rank 14 gains the MTP layer (an MoE layer with its
+  // experts) and a copy of the word embeddings, rank 15 loses the MTP layer.
+  p["pipeline_model_parallel_layout"] = "Et*3|(tt|)*29,|mL";
+  const GptConfig last = gpt_config_from_params(p, "t");
+  CHECK_FALSE(last.mtp_standalone());
+  CHECK(gpt_memory_of_stage(c, 14).weights_bytes > gpt_memory_of_stage(last, 14).weights_bytes);
+  CHECK(gpt_memory_of_stage(c, 15).weights_bytes < gpt_memory_of_stage(last, 15).weights_bytes);
+  MESSAGE("MTP with the loss: stage 14 " << gpt_memory_of_stage(last, 14).total_bytes() / gib << " GiB, stage 15 "
+                                         << gpt_memory_of_stage(last, 15).total_bytes() / gib << " GiB");
 }
 
 TEST_CASE("gpt memory: in-flight activations per chunk from the schedule's order where chunks differ") {
