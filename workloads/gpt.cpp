@@ -614,6 +614,13 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   if (c.fp4() && (c.use_torch_fsdp2 || !c.torch_compile.empty()))
     fail("precision", "fp4 is Transformer Engine's NVFP4 recipe under Megatron-Core; it is not modelled with the torch "
                       "runtime (use_torch_fsdp2 / torch_compile)");
+  // Megatron-LM @d98e8a64 registers Transformer Engine's userbuffers in the bf16 mode alone under --fp4-format
+  // (megatron/training/initialize.py: UserBufferQuantizationMode.FP8 if args.fp8 else NONE), and an NVFP4 layer asks
+  // for the quantised mode (get_ub(name, use_fp8=True), transformer_engine/pytorch/module/base.py at @d0067d0da,
+  // raises "not registered").
+  if (c.fp4() && c.tp_comm_overlap && c.tensor_model_parallel_size > 1)
+    fail("tp_comm_overlap", "with precision fp4 fails in Megatron-LM (its userbuffers are registered for bf16 only "
+                            "under --fp4-format; Transformer Engine's NVFP4 layers ask for the quantised ones)");
   if (c.fp4() && (c.moe.enabled() || c.moe.multi_latent_attention))
     fail("precision", "fp4 is modelled for dense models (NVFP4 grouped expert GEMMs and MLA are not)");
   // first_last_layers_bf16 (megatron/core/transformer/transformer_config.py __post_init__ @d98e8a64): refused with

@@ -139,6 +139,8 @@ TEST_CASE("fp4: refusals name the key") {
   CHECK(error_of([] { cfg(small({{"fp4_format", "e2m1"}, {"fp8_format", "e4m3"}})); }).find("fp4_format") !=
         std::string::npos);
   CHECK(error_of([] { cfg(small({{"fp4_format", "e4m3"}})); }).find("expected e2m1") != std::string::npos);
+  CHECK(error_of([] { cfg(small({{"precision", "fp4"}, {"tp_comm_overlap", "true"}})); })
+            .find("tp_comm_overlap: with precision fp4 fails in Megatron-LM") != std::string::npos);
   CHECK(error_of([] {
           cfg(small({{"precision", "fp8"}, {"fp8_recipe", "delayed"}, {"first_last_layers_bf16", "true"}}));
         }).find("Delayed scaling does not support") != std::string::npos);
