@@ -97,7 +97,7 @@ dsa_indexer_head_dim dsa_indexer_k_norm_epsilon dsa_indexer_k_norm_fp32 dsa_inde
 dsa_indexer_rope_interleaved dsa_indexer_rotate_activation dsa_indexer_scoring_relu dsa_indexer_skip_topk_offset
 dsa_indexer_topk dsa_indexer_topk_freq dsa_indexer_use_sparse_loss dsa_kernel_backend
 mhc_init_gating_factor mhc_num_residual_streams mhc_recompute_layer_num mhc_sinkhorn_iterations
-kitchen_attention_backend batch_invariant_backend fp4_quantizer_factory fp8_quantizer_factory fp4_recipe
+kitchen_attention_backend batch_invariant_backend fp4_quantizer_factory fp8_quantizer_factory
 moe_hybridep_num_blocks_permute moe_hybridep_num_blocks_unpermute moe_hybridep_num_sms_preprocessing
 moe_hybridep_pad_uneven_dispatch_inputs moe_combine_bwd_dtype moe_dispatch_fwd_dtype moe_ncclep_zero_copy
 moe_paged_stash_buffer_size_factor_cpu moe_paged_stash_buffer_size_factor_cuda moe_paged_stash_page_size
@@ -117,7 +117,7 @@ record_shapes sft_tokenizer_prompt_format
 # inference-only settings; Mamba / hybrid-only settings and MTP bookkeeping; settings read only when a feature that is
 # itself not modelled (and warned about) is on: gated-delta-net / GatedDeltaProduct and DSA layers
 # (--experimental-attention-variant), mHC (--enable-mhc-connections), kitchen attention, batch-invariant mode, custom
-# FP8 / FP4 recipes and --fp4-format, HybridEP / NCCL-EP backends (--moe-flex-dispatcher-backend), paged stash
+# FP8 / FP4 recipes, HybridEP / NCCL-EP backends (--moe-flex-dispatcher-backend), paged stash
 # (--moe-paged-stash), fine-grained activation offloading (--fine-grained-activation-offloading);
 # process-group timeouts and NCCL flight-recorder dumps; profiling and signal handling, as --profile; a file listing
 # parameter groups; the SFT prompt format.)
@@ -132,6 +132,11 @@ MODEL |= {"delay_wgrad_compute", "overlap_moe_expert_parallel_comm", "padded_voc
 MODEL |= {"use_precision_aware_optimizer", "main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"}
 # FP8 parameters: weight memory, the parameter all-gather's bytes, the post-step quantisation and amax all-reduce.
 MODEL |= {"fp8_param_gather"}
+# NVFP4 training (--fp4-format e2m1 with --fp4-recipe nvfp4: the FP4 GEMMs, the quantisation / Hadamard kernels, the
+# NVFP4 weights and activations in memory; --fp4-param-gather: NVFP4 parameters and their all-gather) and the bf16
+# first / last decoder layers of an FP8 / FP4 run (their GEMMs, casts, weights and activations in bf16).
+MODEL |= {"fp4", "fp4_recipe", "fp4_param_gather", "first_last_layers_bf16", "num_layers_at_start_in_bf16",
+          "num_layers_at_end_in_bf16"}
 # Activation offloading to host memory (Transformer Engine's cpu_offload): activation memory and the host copies.
 MODEL |= {"cpu_offloading_num_layers"}
 # Sliding-window attention: the attention kernels over the window's band.

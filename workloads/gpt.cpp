@@ -420,24 +420,34 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   if (r.has("torch_compile")) c.torch_compile = r.boolean("torch_compile", false) ? "compiled" : "eager";
   c.norm_type = r.string("norm_type", c.norm_type);
   c.gpu = r.string("gpu", c.gpu);
-  // Precision: "precision", or Megatron-LM's flags --bf16 / --fp16 / --fp8-format {e4m3, hybrid}.
+  // Precision: "precision", or Megatron-LM's flags --bf16 / --fp16 / --fp8-format {e4m3, hybrid} / --fp4-format
+  // e2m1 (megatron/core/transformer/transformer_config.py @d98e8a64: fp4 Literal['e2m1']; FP8 and FP4 exclusive).
   const bool has_prec = r.has("precision");
   c.precision = r.string("precision", pre_hopper(models::gpu_spec(c.gpu, where + " gpu").name) ? "fp16" : "bf16");
   const bool bf16 = r.boolean("bf16", false), fp16 = r.boolean("fp16", false);
   const std::string fp8_format = r.string("fp8_format", "");
   if (!fp8_format.empty() && fp8_format != "e4m3" && fp8_format != "hybrid")
     r.fail("fp8_format", "expected e4m3 or hybrid, got '" + fp8_format + "'");
+  const std::string fp4_format = r.string("fp4_format", "");
+  if (!fp4_format.empty() && fp4_format != "e2m1") r.fail("fp4_format", "expected e2m1, got '" + fp4_format + "'");
+  if (!fp4_format.empty() && !fp8_format.empty())
+    r.fail("fp4_format", "and fp8_format cannot be used together (Megatron-LM refuses the same)");
   if (int(bf16) + int(fp16) > 1) r.fail("bf16", "bf16 and fp16 are exclusive");
-  // Megatron-LM without --bf16 / --fp16 / --fp8-format trains in fp32, which is not modelled.
-  if (r.has("bf16") && !bf16 && !fp16 && fp8_format.empty())
-    r.fail("bf16", "false means fp32 training in Megatron-LM, which fabricsim does not model (give precision bf16, fp16 or fp8)");
-  if (bf16 || fp16 || !fp8_format.empty()) {
-    std::string flag = !fp8_format.empty() ? "fp8" : bf16 ? "bf16" : "fp16";
+  // Megatron-LM without --bf16 / --fp16 / --fp8-format / --fp4-format trains in fp32, which is not modelled.
+  if (r.has("bf16") && !bf16 && !fp16 && fp8_format.empty() && fp4_format.empty())
+    r.fail("bf16", "false means fp32 training in Megatron-LM, which fabricsim does not model (give precision bf16, fp16, fp8 or fp4)");
+  if (bf16 || fp16 || !fp8_format.empty() || !fp4_format.empty()) {
+    std::string flag = !fp8_format.empty() ? "fp8" : !fp4_format.empty() ? "fp4" : bf16 ? "bf16" : "fp16";
     if (has_prec && c.precision != flag)
       r.fail("precision", "'" + c.precision + "' contradicts the Megatron flag that selects " + flag);
     c.precision = flag;
   }
   c.fp8_param_gather = r.boolean("fp8_param_gather", false);
+  c.fp4_recipe = r.string("fp4_recipe", c.fp4_recipe);
+  c.fp4_param_gather = r.boolean("fp4_param_gather", false);
+  c.first_last_layers_bf16 = r.boolean("first_last_layers_bf16", false);
+  c.num_layers_at_start_in_bf16 = r.integer("num_layers_at_start_in_bf16", 1, 0);
+  c.num_layers_at_end_in_bf16 = r.integer("num_layers_at_end_in_bf16", 1, 0);
   c.cpu_offloading_num_layers = r.integer("cpu_offloading_num_layers", 0, 0);
   // Megatron's --window-size, "(left, right)" or "left,right" (arguments.py tuple_type @d98e8a64).
   if (r.has("window_size")) {
@@ -534,8 +544,13 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   if (!c.pipeline_layout.empty()) check_pipeline_layout(c, fail);
   one_of("recompute_granularity", c.recompute_granularity, {"full", "selective", "none"});
   one_of("recompute_method", c.recompute_method, {"uniform", "block"});
-  one_of("precision", c.precision, {"fp16", "bf16", "fp8"});
+  one_of("precision", c.precision, {"fp16", "bf16", "fp8", "fp4"});
   one_of("fp8_recipe", c.fp8_recipe, {"delayed", "tensorwise", "rowwise", "mxfp8", "blockwise"});
+  // Megatron's fp4_recipe: nvfp4 (Transformer Engine's NVFP4BlockScaling) or custom (a user quantizer factory,
+  // whose kernels are unknown: not modelled).
+  if (c.fp4() && c.fp4_recipe == "custom")
+    fail("fp4_recipe", "custom runs a user-supplied quantizer factory, which fabricsim cannot price (modelled: nvfp4)");
+  one_of("fp4_recipe", c.fp4_recipe, {"nvfp4", "custom"});
   one_of("normalization", c.normalization, {"LayerNorm", "RMSNorm"});
   one_of("position_embedding_type", c.position_embedding_type, {"learned_absolute", "rope"});
   one_of("cp_comm_type", c.cp_comm_type, {"p2p", "all_gather", "a2a"});
@@ -603,10 +618,62 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     if (c.moe.enabled() || c.moe.multi_latent_attention)
       fail("fp8_param_gather", "is modelled for dense models (the FP8 expert / MLA weights are not)");
   }
+  // FP4 parameters (megatron/training/arguments.py @d98e8a64: "--fp4-param-gather must be used together with
+  // --fp4-format"; the same buffer path as fp8_param_gather, modelled with the distributed optimizer).
+  if (c.fp4_param_gather) {
+    if (!c.fp4()) fail("fp4_param_gather", "needs precision fp4 (fp4_format e2m1; Megatron-LM asserts the same)");
+    if (c.fsdp()) fail("fp4_param_gather", "is not modelled with FSDP (modelled: the distributed optimizer)");
+    if (!c.use_distributed_optimizer) fail("fp4_param_gather", "needs use_distributed_optimizer (as fp8_param_gather)");
+    if (c.moe.enabled() || c.moe.multi_latent_attention)
+      fail("fp4_param_gather", "is modelled for dense models (the NVFP4 expert / MLA weights are not)");
+  }
+  // FP4 is Transformer Engine's NVFP4 recipe under Megatron-Core: not torchao's, not torch FSDP2's float8.
+  if (c.fp4() && (c.use_torch_fsdp2 || !c.torch_compile.empty()))
+    fail("precision", "fp4 is Transformer Engine's NVFP4 recipe under Megatron-Core; it is not modelled with the torch "
+                      "runtime (use_torch_fsdp2 / torch_compile)");
+  // Megatron-LM @d98e8a64 registers Transformer Engine's userbuffers in the bf16 mode alone under --fp4-format
+  // (megatron/training/initialize.py: UserBufferQuantizationMode.FP8 if args.fp8 else NONE), and an NVFP4 layer asks
+  // for the quantised mode (get_ub(name, use_fp8=True), transformer_engine/pytorch/module/base.py at @d0067d0da,
+  // raises "not registered").
+  if (c.fp4() && c.tp_comm_overlap && c.tensor_model_parallel_size > 1)
+    fail("tp_comm_overlap", "with precision fp4 fails in Megatron-LM (its userbuffers are registered for bf16 only "
+                            "under --fp4-format; Transformer Engine's NVFP4 layers ask for the quantised ones)");
+  if (c.fp4() && (c.moe.enabled() || c.moe.multi_latent_attention))
+    fail("precision", "fp4 is modelled for dense models (NVFP4 grouped expert GEMMs and MLA are not)");
+  // first_last_layers_bf16 (megatron/core/transformer/transformer_config.py __post_init__ @d98e8a64): refused with
+  // FP8 delayed scaling ("Delayed scaling does not support first / last layer in BF16"); under FP8 each count must
+  // lie in [0, num_layers / pipeline_model_parallel_size]. Without FP8 / FP4 the flags change nothing (as in
+  // Megatron, whose quantisation contexts are the only readers).
+  if (c.first_last_layers_bf16) {
+    if (c.fp8() && c.fp8_recipe == "delayed")
+      fail("first_last_layers_bf16", "is refused by Megatron-LM with fp8_recipe delayed (\"Delayed scaling does not "
+                                     "support first / last layer in BF16\"); use tensorwise, mxfp8 or blockwise");
+    if (c.fp8() && c.fp8_recipe == "rowwise")
+      fail("first_last_layers_bf16", "is Megatron-Core's; fp8_recipe rowwise is torchao's (no Megatron recipe)");
+    if (c.use_torch_fsdp2 || !c.torch_compile.empty())
+      fail("first_last_layers_bf16", "is Megatron-Core's; it is not modelled with the torch runtime (use_torch_fsdp2 / "
+                                     "torch_compile)");
+    if (c.moe.enabled() || c.moe.multi_latent_attention)
+      fail("first_last_layers_bf16", "is modelled for dense models (bf16 MoE / MLA layers in an FP8 run are not)");
+    // (Megatron-LM bounds the counts under FP8 only; under FP4 any count is taken, layers past the ends simply all
+    // bf16.)
+    const std::int64_t per_stage = c.fp8() ? c.num_layers / c.pipeline_model_parallel_size : c.num_layers;
+    for (const auto& [key, n] : {std::pair<const char*, std::int64_t>{"num_layers_at_start_in_bf16", c.num_layers_at_start_in_bf16},
+                                 {"num_layers_at_end_in_bf16", c.num_layers_at_end_in_bf16}})
+      if (n > per_stage)
+        fail(key, "(" + std::to_string(n) + ") must be between 0 and " +
+                      (c.fp8() ? "the layers per pipeline stage (" + std::to_string(per_stage) + "; Megatron-LM checks the same)"
+                               : "num_layers (" + std::to_string(per_stage) + ")"));
+  }
   const auto& gpu = models::gpu_spec(c.gpu, where + " gpu");
   c.gpu = gpu.name;
   if (c.attention_backend.empty()) c.attention_backend = pre_hopper(gpu.name) ? "unfused" : "flash";
   one_of("attention_backend", c.attention_backend, {"flash", "fused", "unfused"});
+  // FP4 GEMMs need Blackwell's FP4 tensor cores (models/gpu.cpp peak_fp4_flops: b200, gb200, b300, gb300).
+  if (c.fp4() && gpu.peak_fp4_flops <= 0)
+    fail("precision", "fp4 needs FP4 tensor cores; " + gpu.name + " has none (Blackwell GPUs do: b200, gb200, b300, gb300)");
+  if (c.fp4() && c.attention_backend == "unfused")
+    fail("precision", "fp4 is Transformer Engine's recipe; attention_backend unfused is the SC'21-era path (no TE)");
   if (c.fp8()) {
     if (gpu.peak_fp8_flops <= 0)
       fail("precision", "fp8 needs FP8 tensor cores; " + gpu.name + " has none (Hopper or Blackwell GPUs do)");
@@ -867,6 +934,12 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   B("overlap_grad_reduce", c.overlap_grad_reduce);
   B("overlap_param_gather", c.overlap_param_gather);
   if (c.fp8_param_gather) B("fp8_param_gather", true);
+  if (c.fp4_param_gather) B("fp4_param_gather", true);
+  if (c.first_last_layers_bf16) {
+    B("first_last_layers_bf16", true);
+    I("num_layers_at_start_in_bf16", c.num_layers_at_start_in_bf16);
+    I("num_layers_at_end_in_bf16", c.num_layers_at_end_in_bf16);
+  }
   if (c.cpu_offloading_num_layers) I("cpu_offloading_num_layers", c.cpu_offloading_num_layers);
   if (c.window_left >= 0) {
     m["window_size"] = "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")";
@@ -889,6 +962,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   m["gpu"] = c.gpu;
   m["precision"] = c.precision;
   if (c.fp8()) m["fp8_recipe"] = c.fp8_recipe;
+  if (c.fp4()) m["fp4_recipe"] = c.fp4_recipe;
   m["flops_convention"] = c.flops_convention;
   if (c.moe.enabled()) {
     const auto& e = c.moe;

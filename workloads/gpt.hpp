@@ -118,6 +118,19 @@ struct GptConfig {
   // fp8_model_init) instead of bf16, and the distributed optimizer all-gathers the FP8 bytes
   // (megatron/core/distributed/param_and_grad_buffer.py, megatron/core/fp8_utils.py at NVIDIA/Megatron-LM@d98e8a64).
   bool fp8_param_gather = false;
+  // Megatron's --fp4-param-gather (precision fp4): the linear weights are NVFP4 tensors (Transformer Engine's
+  // NVFP4Tensor under fp8_model_init with the NVFP4 recipe: megatron/core/fp4_utils.py get_fp4_context(is_init=True)
+  // at NVIDIA/Megatron-LM@d98e8a64) and the distributed optimizer all-gathers their 4-bit data with the block scales.
+  bool fp4_param_gather = false;
+  // Megatron's --first-last-layers-bf16 with --num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16 (default 1
+  // each, read only with the switch): under FP8 or FP4 the first `start` and the last `end` decoder layers of the
+  // whole model (global layer numbers) run outside the quantisation context -- their GEMMs, casts and weights stay
+  // bf16 (is_first_last_bf16_layer / get_fp8_context in megatron/core/fp8_utils.py, get_fp4_context in
+  // megatron/core/fp4_utils.py, used per layer by megatron/core/transformer/transformer_block.py at
+  // NVIDIA/Megatron-LM@d98e8a64).
+  bool first_last_layers_bf16 = false;
+  std::int64_t num_layers_at_start_in_bf16 = 1;
+  std::int64_t num_layers_at_end_in_bf16 = 1;
   // Megatron-Core's activation offloading (--cpu-offloading-num-layers N: Transformer Engine's
   // get_cpu_offload_context, transformer_engine/pytorch/cpu_offload.py at NVIDIA/TransformerEngine@d0067d0da):
   // the saved activations of the first N decoder layers are copied to host memory during the forward and back
@@ -200,8 +213,9 @@ struct GptConfig {
   bool overlap_p2p_comm = false;        // false: compute waits for its pipeline send to complete (Megatron-LM
                                         // waits on its batched isend/irecv requests; --overlap-p2p-communication)
   std::string gpu = "a100-80gb";
-  std::string precision = "fp16";        // fp16 | bf16 | fp8
+  std::string precision = "fp16";        // fp16 | bf16 | fp8 | fp4
   std::string fp8_recipe = "delayed";    // delayed | tensorwise | rowwise | mxfp8 | blockwise (precision fp8)
+  std::string fp4_recipe = "nvfp4";      // nvfp4 (precision fp4; Megatron's --fp4-recipe, its only built-in recipe)
   std::string flops_convention;          // megatron-sc21 | megatron-core | megatron-core-causal ("" -> by configuration)
   // Layout parameters the configuration did not give, which took the generator's defaults (the SC'21 GPT-3
   // layout: TP 8, PP 16, global batch 1536, full recompute; Megatron-LM's own defaults are 1, 1, micro-batch x
@@ -219,6 +233,27 @@ struct GptConfig {
   std::int64_t head_dim() const { return kv_channels ? kv_channels : hidden_size / num_attention_heads; }
   bool fsdp() const { return use_torch_fsdp2 || data_parallel_sharding_strategy == "optim_grads_params"; }
   bool fp8() const { return precision == "fp8"; }
+  bool fp4() const { return precision == "fp4"; }
+  // The decoder linears run quantised GEMMs (Transformer Engine's FP8 or NVFP4 recipes).
+  bool quantized() const { return fp8() || fp4(); }
+  // The recipe of the quantised GEMMs: fp8_recipe under fp8, fp4_recipe ("nvfp4") under fp4.
+  const std::string& quant_recipe() const { return fp4() ? fp4_recipe : fp8_recipe; }
+  // Whether global decoder layer `gl` stays bf16 in a quantised run (first_last_layers_bf16).
+  bool bf16_layer(std::int64_t gl) const {
+    return quantized() && first_last_layers_bf16 &&
+           (gl < num_layers_at_start_in_bf16 || gl >= num_layers - num_layers_at_end_in_bf16);
+  }
+  bool has_bf16_layers() const {
+    return quantized() && first_last_layers_bf16 && (num_layers_at_start_in_bf16 > 0 || num_layers_at_end_in_bf16 > 0);
+  }
+  // The same run with its decoder layers in bf16: the configuration the layers of first_last_layers_bf16 are
+  // priced with.
+  GptConfig bf16_layers_config() const {
+    GptConfig h = *this;
+    h.precision = "bf16";
+    h.fp8_param_gather = h.fp4_param_gather = false;
+    return h;
+  }
   // The float8 all-gather in effect: asked for and a data-parallel shard group of more than one rank (context
   // parallelism alone does not turn it on; HSDP's replicas do not count).
   bool fsdp_float8_all_gather() const {
@@ -246,7 +281,10 @@ struct GptConfig {
   // (torchtitan/models/llama3/parallelize_llama.py apply_tp at pytorch/torchtitan@820504e: "float8 all-gather
   // with TP is only supported for tensorwise"; torchao/float8/float8_tensor_parallel.py at pytorch/ao@6243040).
   // The reduce-scatters stay in bf16 in both.
+  // NVFP4 (precision fp4) gathers its NVFP4 shards the same way (_all_gather_nvfp4 in
+  // transformer_engine/pytorch/distributed.py at @d0067d0da).
   bool tp_gathers_fp8() const {
+    if (fp4()) return sequence_parallel && tensor_model_parallel_size > 1;
     if (!fp8() || !sequence_parallel || tensor_model_parallel_size <= 1) return false;
     return torch_compile.empty() ? fp8_recipe != "rowwise" : fp8_recipe == "tensorwise";
   }

@@ -102,7 +102,17 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
 // rowwise (torchao float8 rowwise: a scale per row of each operand): a row-scaled tensor cannot serve as
 // the column-scaled operand of the other GEMMs, so each tensor is quantised twice, each time with its own
 // amax pass: 2 x (2 + 2 + 1) = 10 (torchao/float8/float8_linear.py, ScalingGranularity.AXISWISE).
+// nvfp4 (precision fp4: NVFP4BlockScaling, transformer_engine/common/recipe/__init__.py at
+// NVIDIA/TransformerEngine@d0067d0da): the GEMM inputs and the output gradients are quantised with a random
+// Hadamard transform on the column-wise copy (the wgrad GEMM's operand) and the gradients with stochastic
+// rounding; NVFP4Quantizer::quantize_impl (transformer_engine/pytorch/csrc/quantizer.cpp) first takes the
+// row-wise amax and the post-RHT column-wise amax in one pass (nvte_hadamard_transform_amax: read 2), then one
+// fused kernel (nvte_quantize_with_hadamard_transform) reads the tensor again and writes both copies, each
+// 4-bit data + one E4M3 scale per 16 elements: 2 + 2 + 2 x (0.5 + 1/16) = 5.125. The Hadamard product runs
+// on the tensor cores inside that kernel ("we are using MMA hardware for computing RHT"): priced as the memory
+// pass it is.
 double fp8_cast_bytes_per_element(const std::string& recipe) {
+  if (recipe == "nvfp4") return 2.0 + 2.0 + 2.0 * (0.5 + 1.0 / 16.0);
   if (recipe == "tensorwise") return 6.0;
   if (recipe == "rowwise") return 10.0;
   if (recipe == "mxfp8") return 2.0 + 2.0 * (1.0 + 1.0 / 32.0);
@@ -113,8 +123,10 @@ double fp8_cast_bytes_per_element(const std::string& recipe) {
 // Bytes per element of an FP8 tensor all-gathered over TP (GptConfig::tp_gathers_fp8): the 1-byte data plus
 // its scales -- one fp32 scale-inverse per tensor for delayed / tensorwise (negligible), one E8M0 byte per 32
 // elements for mxfp8, one fp32 per 128 (1x128 blocks) for blockwise (the recipes as in
-// fp8_cast_bytes_per_element).
+// fp8_cast_bytes_per_element); nvfp4: the 4-bit data and one E4M3 scale per 16 elements (_all_gather_nvfp4,
+// transformer_engine/pytorch/distributed.py at @d0067d0da, gathers both).
 double fp8_gather_bytes_per_element(const std::string& recipe) {
+  if (recipe == "nvfp4") return 0.5 + 1.0 / 16.0;
   if (recipe == "mxfp8") return 1.0 + 1.0 / 32.0;
   if (recipe == "blockwise") return 1.0 + 4.0 / 128.0;
   return 1.0;
@@ -129,11 +141,15 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   const std::int64_t Te = c.sequence_parallel ? T / t : T;
   const std::int64_t fc1 = c.swiglu ? 2 * f : f;
   const Precision act = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
-  const Precision gp = c.fp8() ? Precision::FP8 : act;
+  // The decoder linears' GEMMs: FP8, or NVFP4 under precision fp4 -- the NVFP4 recipe quantises all three
+  // GEMMs of a linear (fprop, dgrad, wgrad: fp4_quant_fwd_inp / fwd_weight / bwd_grad in NVFP4BlockScaling at
+  // NVIDIA/TransformerEngine@d0067d0da), priced at the GPU's dense FP4 peak with the FP8 GEMM efficiency
+  // (models/compute_calibration.cpp: no FP4 kernel is measured; unvalidated, docs/workloads.md).
+  const Precision gp = c.fp8() ? Precision::FP8 : c.fp4() ? Precision::FP4 : act;
   const double e = 2.0;  // bytes per activation element
   using models::MemoryKernel;
   auto mem = [&](MemoryKernel k, double bytes) { return KernelDesc::memory(k, bytes, act); };
-  const double cast = fp8_cast_bytes_per_element(c.fp8_recipe);
+  const double cast = fp8_cast_bytes_per_element(c.quant_recipe());
   struct G {
     std::int64_t k, n;  // input width, output width (per TP rank)
   };
@@ -158,7 +174,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   // and gather the one each GEMM needs (layernorm_linear.py at @d0067d0da: the forward gathers the row-wise
   // data, the backward the saved column-wise data).
   const bool gather8 = c.tp_gathers_fp8();
-  const bool per_tensor = c.fp8_recipe == "delayed" || c.fp8_recipe == "tensorwise";
+  const bool per_tensor = c.fp8() && (c.fp8_recipe == "delayed" || c.fp8_recipe == "tensorwise");
   const double cast_local = per_tensor ? cast - 1.0 : cast;
   const double transpose = per_tensor ? 2.0 : 0.0;
   // tp_comm_overlap's SM cost lands on the GEMMs that run beside a communication kernel on SMs
@@ -174,7 +190,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   // ring-exchange dgrad), attention, norms, casts and elementwise kernels pay nothing.
   enum class Tp { Row, Column, ColumnGathered };  // ColumnGathered: the input is the block's SP all-gather
   auto fwd_gemm = [&](Costs& out, G g, Tp tp) {
-    if (c.fp8()) {
+    if (c.quantized()) {
       const double el = tp == Tp::ColumnGathered && gather8 ? cast_local * double(Te) : cast * double(T);
       out.add(cm, mem(MemoryKernel::Cast, el * double(g.k)), cast_factor);
     }
@@ -186,7 +202,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   // gradient all-gathered under sequence parallelism.
   auto bwd_gemm = [&](Costs& out, G g, Costs& w, Costs* din = nullptr, Costs* win = nullptr) {
     const bool input_proj = din != nullptr, bulk_w = input_proj && c.tp_comm_bulk_wgrad;
-    if (c.fp8()) {
+    if (c.quantized()) {
       if (!input_proj && gather8) {  // output gradient: cast on the shard, transposed after the gather
         out.add(cm, mem(MemoryKernel::Cast, cast_local * double(Te) * double(g.n)), cast_factor);
         if (transpose > 0) out.add(cm, mem(MemoryKernel::Cast, transpose * double(T) * double(g.n)));
@@ -340,14 +356,14 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   // signals each peer over NVLink and waits for theirs: priced as one kernel of the compute model (its
   // per-kernel cost; the topology's NVLink hop, 150 ns, is below it).
   const bool symm = c.symm_mem_tp() && t > 1;
-  const bool fuse_ag = !c.fp8() || gather8;
+  const bool fuse_ag = !c.quantized() || gather8;
   auto fuse = [&](TpFusedGemms& z, bool ag, std::int64_t n, std::int64_t k) {
     if (!symm || (ag && !fuse_ag)) return;
     (ag ? z.ag_full : z.rs_full).add(cm, KernelDesc::gemm(T, n, k, gp), gemm_factor);
     (ag ? z.ag_shard : z.rs_shard).add(cm, KernelDesc::gemm(Te, n, k, gp), gemm_factor);
   };
   if (symm) {
-    const double ag_el = gather8 ? fp8_gather_bytes_per_element(c.fp8_recipe) : e;
+    const double ag_el = gather8 ? fp8_gather_bytes_per_element(c.quant_recipe()) : e;
     for (auto& pair : L.tp_fused)
       for (TpFusedGemms& z : pair) {
         z.barrier.add(cm, mem(MemoryKernel::Copy, 4.0 * double(t)));
@@ -621,6 +637,11 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
   const double h = double(c.hidden_size), s = double(c.seq_length) / double(cp), b = double(c.micro_batch_size),
                V = double(c.padded_vocab_size);
   K.layer = legacy ? layer_costs_unfused(c, cm) : layer_costs_fused(c, cm);
+  if (c.has_bf16_layers() && !legacy) {
+    K.has_bf16_layers = true;
+    K.layer_bf16 = layer_costs_fused(c.bf16_layers_config(), cm);
+    for (std::int64_t gl = 0; gl < c.num_layers; ++gl) K.bf16_layers.push_back(c.bf16_layer(gl));
+  }
   const LayerCosts& L = K.layer;
   // Logits and loss (last stage), embedding lookup (first stage), per micro-batch.
   {
@@ -804,14 +825,20 @@ Float8WeightCosts torchao_float8_weight_costs(const GptConfig& c, const models::
 // data-parallel group: one per tensor (delayed: the amax-history entries; tensorwise), one per 128 x 128 block
 // (blockwise weights), one per 32 elements of each of the row- and column-wise layouts (mxfp8; its amax buffer is
 // the fp32 master dtype).
+// fp4_param_gather (nvfp4): _cast_master_weights_to_nvfp4_2d (the same file) takes the shard's 16 x 16 block amaxes
+// and the tensors' global amaxes (nvfp4_multi_tensor_compute_partial_amax: read 4), all-reduces both (MAX, fp32:
+// one per 256 elements and one per tensor), then casts the shard into the row-wise 4-bit data alone
+// (nvfp4_multi_tensor_2d_partial_cast: read 4, write 0.5): 8.5 - 2 = 6.5.
 Fp8ParamCast fp8_param_cast_costs(const GptConfig& c, const models::ComputeModel& cm, double linear_el, double shard_n,
                                   double tensors) {
   Fp8ParamCast f;
-  const std::string& r = c.fp8_recipe;
-  const double bytes = r == "delayed" ? 3.0 : r == "mxfp8" ? 8.0 : 7.0;
+  const std::string& r = c.quant_recipe();
+  const double bytes = r == "nvfp4" ? 6.5 : r == "delayed" ? 3.0 : r == "mxfp8" ? 8.0 : 7.0;
   f.cast.add(cm, KernelDesc::memory(models::MemoryKernel::Cast, bytes * linear_el / shard_n, Precision::FP32));
-  f.amax_bytes = r == "blockwise" ? 4.0 * linear_el / (128.0 * 128.0) : r == "mxfp8" ? 4.0 * 2.0 * linear_el / 32.0
-                                                                                    : 4.0 * tensors;
+  f.amax_bytes = r == "nvfp4"       ? 4.0 * linear_el / 256.0 + 4.0 * tensors
+                 : r == "blockwise" ? 4.0 * linear_el / (128.0 * 128.0)
+                 : r == "mxfp8"     ? 4.0 * 2.0 * linear_el / 32.0
+                                    : 4.0 * tensors;
   return f;
 }
 

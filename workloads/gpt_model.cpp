@@ -183,7 +183,7 @@ double GptConfig::adam_state_bytes() const {
   if (!use_precision_aware_optimizer) return 12.0;
   auto bytes = [](const std::string& d) { return d == "fp32" ? 4.0 : d == "fp8" ? 1.0 : 2.0; };
   const bool te_master = main_params_dtype != "fp32" || !fp8() || fp8_recipe == "delayed";
-  const bool bf16_params = precision != "fp16" && !(fp8() && fp8_param_gather);
+  const bool bf16_params = precision != "fp16" && !(fp8() && fp8_param_gather) && !(fp4() && fp4_param_gather);
   const double master = !te_master ? 4.0 : main_params_dtype == "fp16" ? 2.0 : bf16_params ? 2.0 : 4.0;
   return master + bytes(exp_avg_dtype) + bytes(exp_avg_sq_dtype);
 }
@@ -205,7 +205,8 @@ namespace {
 // + 2 fc1_width/t (activation input) + 2f/t (fc2 input) + h (dropout mask). With sequence parallelism the
 // replicated terms (norm/fc inputs, masks) are split over TP too (Sec. 4.2.2); MHA/GELU/dropout gives
 // 34 sbh/t + 5as^2b/t, the paper's formula. FP8 (Transformer Engine) saves the four GEMM inputs as FP8
-// copies (1 byte instead of 2).
+// copies (1 byte instead of 2); NVFP4 (precision fp4) saves the column-wise NVFP4 copy the wgrad GEMM reads,
+// 4-bit data + one E4M3 scale per 16 elements: 0.5625 bytes (fp8_gather_bytes_per_element("nvfp4")).
 double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_layer = false,
                               double load_factor = 1.0) {
   const double h = double(c.hidden_size), a = double(c.num_attention_heads), d = double(c.head_dim()),
@@ -215,7 +216,7 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_lay
   const double rep = c.sequence_parallel ? 1.0 / t : 1.0;
   const double mask = c.hidden_dropout > 0 ? h : 0.0;
   const double fc1 = c.swiglu ? 2.0 * f : f;
-  const double gemm_in = c.fp8() ? 1.0 : 2.0;
+  const double gemm_in = c.fp4() ? fp8_gather_bytes_per_element("nvfp4") : c.fp8() ? 1.0 : 2.0;
   double attn = (2.0 * h + gemm_in * h + mask) * rep + 2.0 * (a / t + 2.0 * g_t) * d + gemm_in * a * d / t;
   if (c.attention_backend == "unfused") {
     if (!drop_scores) attn += (c.attention_dropout > 0 ? 5.0 : 2.0) * a * (s / cp) / t;
@@ -348,8 +349,11 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     if (c.dualpipe()) mtp_chunk = st == 0 ? 1 : st == p - 1 ? 0 : -1;
     else if (c.mtp_virtual_stage() % p == st) mtp_chunk = c.mtp_virtual_stage() / p;
   }
-  std::int64_t layers = 0;
-  for (const auto& ch : chunks) layers += ch.second;
+  std::int64_t layers = 0, quantised_layers = 0;  // the stage's decoder layers; those in FP8 / FP4 (not bf16_layer)
+  for (const auto& ch : chunks) {
+    layers += ch.second;
+    for (std::int64_t l = 0; l < ch.second; ++l) quantised_layers += c.bf16_layer(ch.first + l) ? 0 : 1;
+  }
   const double h = double(c.hidden_size), s = double(c.seq_length), b = double(c.micro_batch_size),
                t = double(c.tensor_model_parallel_size), V = double(c.padded_vocab_size),
                cp = double(c.context_parallel_size);
@@ -428,7 +432,11 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // torchao float8 (the torch runtime) keeps no FP8 weight copies: Float8Linear casts the bf16 weight in every
   // forward and its autograd function saves the high-precision tensors for the backward
   // (torchao/float8/float8_linear.py, matmul_with_hp_or_float8_args); the casts are transient.
-  const double fp8_w = c.fp8() && !c.use_torch_fsdp2 ? 2.0 * double(layers) * Pl : 0.0;
+  // NVFP4 (precision fp4): the row-wise and the column-wise NVFP4 copy, 2 x 0.5625 bytes
+  // (NVFP4Tensor holds both, transformer_engine/pytorch/tensor/nvfp4_tensor.py at NVIDIA/TransformerEngine@d0067d0da).
+  // The bf16 layers of first_last_layers_bf16 keep none (quantised_layers).
+  const double q_w_bytes = c.fp4() ? 2.0 * fp8_gather_bytes_per_element("nvfp4") : 2.0;
+  const double fp8_w = c.quantized() && !c.use_torch_fsdp2 ? q_w_bytes * double(quantised_layers) * Pl : 0.0;
   if (c.use_torch_fsdp2) {
     // torch FSDP2 with torchtitan's MixedPrecisionPolicy (param_dtype bf16, reduce_dtype fp32): the sharded
     // parameters are fp32 and are the optimizer's master copy (4 bytes), their gradients are sharded fp32
@@ -458,8 +466,10 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     mem.optimizer_bytes = c.adam_state_bytes() * P / shard;
   } else {
     // fp8_param_gather: the decoder layers' weights are the FP8 tensors themselves (data + transpose, fp8_w),
-    // no bf16 copy; the embedding and output layer stay bf16.
-    mem.weights_bytes = 2.0 * (c.fp8_param_gather ? P - P_layers : P) + fp8_w;
+    // no bf16 copy; the embedding and output layer stay bf16 (fp4_param_gather: NVFP4 the same way; the bf16
+    // layers of first_last_layers_bf16 keep bf16 weights).
+    const bool q_params = c.fp8_param_gather || c.fp4_param_gather;
+    mem.weights_bytes = 2.0 * (q_params ? P - double(quantised_layers) * Pl : P) + fp8_w;
     mem.grads_bytes = grad * P;
     const bool sharded = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard";
     mem.optimizer_bytes = c.adam_state_bytes() * P / (sharded ? dpcp / double(c.num_distributed_optimizer_instances) : 1.0);
@@ -481,7 +491,15 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // Activations: in-flight micro-batches of this stage (1F1B: p - st; interleaved: Megatron's warm-up
   // count (p - st - 1) * 2 + (v - 1) p, + 1, in chunk units) times the stored bytes per layer.
   const double m = double(c.global_batch_size / (c.micro_batch_size * c.data_parallel()));
-  const double full = moe ? act_max : layer_activation_bytes(c, false);
+  // first_last_layers_bf16: the stage's bf16 layers save bf16 GEMM inputs (bf16_layers_config); the stage's
+  // per-layer bytes are the mean over its layers, the largest layer's for a recomputed layer's peak.
+  const double bf16_share = layers && c.has_bf16_layers() ? double(layers - quantised_layers) / double(layers) : 0.0;
+  const GptConfig hp = c.bf16_layers_config();
+  auto dense_act = [&](bool drop_scores) {
+    const double q = layer_activation_bytes(c, drop_scores);
+    return bf16_share > 0 ? (1.0 - bf16_share) * q + bf16_share * layer_activation_bytes(hp, drop_scores) : q;
+  };
+  const double full = moe ? act_max : bf16_share > 0 ? layer_activation_bytes(hp, false) : layer_activation_bytes(c, false);
   const double rep = c.sequence_parallel ? 1.0 / t : 1.0;
   const double input_only = 2.0 * b * (s / cp) * h * rep;
   // The micro-batch in its backward peaks while a recomputed layer (group) holds its full activations:
@@ -507,7 +525,7 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
       stored = lpc * layer_activation_bytes_op_sac(c);
       peak = stored + std::max(0.0, layer_activation_bytes(c, true) - layer_activation_bytes_op_sac(c));
     } else {
-      stored = lpc * (moe ? sel_mean : layer_activation_bytes(c, c.recompute_granularity == "selective"));
+      stored = lpc * (moe ? sel_mean : dense_act(c.recompute_granularity == "selective"));
       peak = stored;
       // recompute_modules moe: the MoE layer in its backward holds its recomputed activations on top.
       if (moe && c.recomputes("moe")) peak += act_max_sel;

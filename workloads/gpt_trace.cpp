@@ -143,7 +143,7 @@ struct StepContext {
   std::vector<std::int64_t> offset;  // first global layer of each model chunk (chunk_offsets)
   std::int64_t m = 0;                // micro-batches per step
   double h = 0, V = 0;
-  double tp_bytes = 0, tp_ag_bytes = 0, pp_bytes = 0, kv_bytes = 0, qkv_local = 0, o_local = 0, a2a_bytes = 0;
+  double tp_bytes = 0, tp_ag_bytes = 0, tp_ag_bytes_bf16 = 0, pp_bytes = 0, kv_bytes = 0, qkv_local = 0, o_local = 0, a2a_bytes = 0;
   double torch_cp_kv = 0, torch_cp_dkv = 0;  // PyTorch CP: gathered K/V (all ranks), one rank's fp32 dK/dV
   double Pl = 0, emb_el = 0, out_el = 0, grad_elem_bytes = 2.0;
   bool fp8_dispatch = false;
@@ -161,7 +161,9 @@ StepContext step_context(const GptConfig& c, const models::ComputeModel& cm, con
   x.tp_bytes = act_bytes;
   // The TP blocks' all-gathers move FP8 where the framework gathers the quantised shards
   // (GptConfig::tp_gathers_fp8); the reduce-scatters / all-reduces stay bf16.
-  x.tp_ag_bytes = c.tp_gathers_fp8() ? b * s * x.h * fp8_gather_bytes_per_element(c.fp8_recipe) : act_bytes;
+  // The bf16 layers of first_last_layers_bf16 gather bf16.
+  x.tp_ag_bytes = c.tp_gathers_fp8() ? b * s * x.h * fp8_gather_bytes_per_element(c.quant_recipe()) : act_bytes;
+  x.tp_ag_bytes_bf16 = act_bytes;
   // Pipeline sends use the scatter/gather optimisation (each TP rank sends 1/t of the activation; Narayanan
   // et al. SC'21 Sec. 4.1), on by default in Megatron-LM.
   x.pp_bytes = act_bytes / double(t);
@@ -348,28 +350,35 @@ class StageEmitter {
   // gathered as their 1-byte data (+ the block scales of mxfp8 / blockwise, fp8_gather_bytes_per_element;
   // Megatron's param buffer holds FP8 parameters as uint8: megatron/core/distributed/param_and_grad_buffer.py
   // @d98e8a64), the embedding and output layer stay bf16 (Transformer Engine quantises only its linears; the
-  // layer norms' 2h weights per layer are counted as FP8: < 0.01 % of the layer).
+  // layer norms' 2h weights per layer are counted as FP8: < 0.01 % of the layer). fp4_param_gather gathers the
+  // NVFP4 weights' 4-bit data alone, 0.5 bytes: every rank sets the whole tensors' 16 x 16 block scales itself from
+  // the all-reduced block amaxes (_cast_master_weights_to_nvfp4_2d, transformer_engine/pytorch/tensor/utils.py at
+  // NVIDIA/TransformerEngine@d0067d0da). `dense` also counts the bf16 layers of first_last_layers_bf16, whose
+  // weights stay bf16 (get_fp8_context / get_fp4_context with is_init, no quantised init for them).
   double param_ag_bytes(double el, double dense) const {
-    if (!c.fp8_param_gather) return 2.0 * el;
-    return 2.0 * dense + fp8_gather_bytes_per_element(c.fp8_recipe) * (el - dense);
+    if (!c.fp8_param_gather && !c.fp4_param_gather) return 2.0 * el;
+    const double q = c.fp4_param_gather ? 0.5 : fp8_gather_bytes_per_element(c.fp8_recipe);
+    return 2.0 * dense + q * (el - dense);
   }
+  // Elements of global layer gl the parameter all-gather moves in bf16 with fp8 / fp4_param_gather.
+  double bf16_layer_el(std::int64_t gl) const { return c.bf16_layer(gl) ? x_.Pl : 0.0; }
 
   void plan_buckets() {
     bucket_of.resize(nchunks());
     for (std::int64_t ch = 0; ch < nchunks(); ++ch) bucket_of[ch].assign(place(ch).nl, 0);
     // (chunk, layer) in backward order, as the gradient buckets below.
-    double acc = 0;
+    double acc = 0, acc_bf16 = 0;
     for (std::int64_t ch = nchunks() - 1; ch >= 0; --ch)
       for (std::int64_t l = place(ch).nl - 1; l >= 0; --l) {
-        acc += x_.Pl;
+        acc += x_.Pl, acc_bf16 += bf16_layer_el(place(ch).base + l);
         bucket_of[ch][l] = static_cast<std::int64_t>(bucket_elements.size());
         if (acc >= double(c.bucket_size)) {
           bucket_elements.push_back(acc);
-          acc = 0;
+          bucket_dense.push_back(acc_bf16);
+          acc = 0, acc_bf16 = 0;
         }
       }
-    if (acc > 0 || bucket_elements.empty()) bucket_elements.push_back(acc);
-    bucket_dense.assign(bucket_elements.size(), 0.0);
+    if (acc > 0 || bucket_elements.empty()) bucket_elements.push_back(acc), bucket_dense.push_back(acc_bf16);
     if (has_first) bucket_elements.back() += x_.emb_el, bucket_dense.back() += x_.emb_el;
     if (has_last && last_stage_has_output(c)) bucket_elements.front() += x_.out_el, bucket_dense.front() += x_.out_el;
     // Megatron's overlap_param_gather: each bucket's parameter all-gather (the previous step's optimizer
@@ -520,10 +529,12 @@ class StageEmitter {
   // (reduce-scatter with SP, else all-reduce when async_tensor_model_parallel_allreduce) beside the wgrad
   // GEMM, on the TP stream. PyTorch's DTensor TP (torchtitan: torch_compile set) reduces after the matmul's
   // backward node (both gradients) and waits at the next use: not split.
-  void block(const std::string& nm, const std::string& cname, const Costs& cost, bool attn, bool bwd,
+  // `gl`: the block's global decoder layer.
+  void block(std::int64_t gl, const std::string& nm, const std::string& cname, const Costs& cost, bool attn, bool bwd,
              const std::vector<std::uint32_t>& extra = {}, const Costs* din = nullptr, const Costs* win = nullptr) {
     const auto& tp_comm = Y.tp_comm;
-    const double tp_bytes = x_.tp_bytes, ag_bytes = x_.tp_ag_bytes, kv_bytes = x_.kv_bytes;
+    const double tp_bytes = x_.tp_bytes, kv_bytes = x_.kv_bytes;
+    const double ag_bytes = c.bf16_layer(gl) ? x_.tp_ag_bytes_bf16 : x_.tp_ag_bytes;
     std::vector<std::uint32_t> par;
     const bool ovl = c.tp_comm_overlap && t > 1 && !symm;  // userbuffers
     // PyTorch's async TP: what Inductor fused with this block's collectives (the rest stays NCCL's).
@@ -785,17 +796,17 @@ class StageEmitter {
   // steps. `pre` runs first (FSDP prefetch); `extra` are dependencies of the attention compute.
   void fwd_layer_steps(const std::string& nm, bool recompute, std::int64_t gl, std::vector<Step>& out, Step pre,
                        std::shared_ptr<std::vector<std::uint32_t>> extra) {
-    Step attn = [this, nm, recompute, pre, extra]() {
+    Step attn = [this, nm, recompute, pre, extra, gl]() {
       if (pre) pre();
-      block(nm + ".attn", nm + (recompute ? ".recompute.attn" : ".fwd.attn"), K.layer.fwd_attn, true, false,
+      block(gl, nm + ".attn", nm + (recompute ? ".recompute.attn" : ".fwd.attn"), K.layer_at(gl).fwd_attn, true, false,
             extra ? *extra : std::vector<std::uint32_t>{});
     };
     if (moe_on && K.moe_pattern[gl]) {
       moe_steps(nm, recompute ? ".recompute" : ".fwd", gl, false, out, attn, nullptr);
     } else {
-      out.push_back([this, nm, recompute, attn]() {
+      out.push_back([this, nm, recompute, attn, gl]() {
         attn();
-        block(nm + ".mlp", nm + (recompute ? ".recompute.mlp" : ".fwd.mlp"), K.layer.fwd_mlp, false, false);
+        block(gl, nm + ".mlp", nm + (recompute ? ".recompute.mlp" : ".fwd.mlp"), K.layer_at(gl).fwd_mlp, false, false);
       });
     }
   }
@@ -855,12 +866,12 @@ class StageEmitter {
       // left, one op per layer in backward order; the layer's gradient is complete after it.
       for (std::int64_t l = nl - 1; l >= 0; --l)
         out.push_back([this, mbs, ch, l, gl = base + l]() {
-          Costs w = K.layer.wgrad_attn;
+          Costs w = K.layer_at(gl).wgrad_attn;
           if (moe_on && K.moe_pattern[gl]) {
             const MoeCosts& M = K.moe[K.moe_index[gl]];
             w += M.pre_w, w += M.experts_w, w += M.shared_w;
           } else {
-            w += K.layer.wgrad_mlp;
+            w += K.layer_at(gl).wgrad_mlp;
           }
           rb.chain(compute_op(mbs + ".l" + std::to_string(gl) + ".wgrad", w));
           final_bwd[ch][l] = rb.last();
@@ -964,15 +975,17 @@ class StageEmitter {
         extra = std::make_shared<std::vector<std::uint32_t>>();
         pre = nullptr;
       }
-      Costs ba = K.layer.bwd_attn;
+      const LayerCosts& Lg = K.layer_at(gl);
+      Costs ba = Lg.bwd_attn;
       if (c.recompute_granularity == "selective" && (!c.selective_ac_option.empty() || c.recomputes("core_attn")))
-        ba += K.layer.recompute_attn_extra;
+        ba += Lg.recompute_attn_extra;
       // recompute_modules layernorm: both norms of the layer forward again in its backward.
-      if (c.recomputes("layernorm")) ba += K.layer.recompute_norm, ba += K.layer.recompute_norm;
-      if (wm != WMode::Whole) ba = minus(ba, K.layer.wgrad_attn);
+      if (c.recomputes("layernorm")) ba += Lg.recompute_norm, ba += Lg.recompute_norm;
+      if (wm != WMode::Whole) ba = minus(ba, Lg.wgrad_attn);
       auto tail = [this, nm, ba, ch, l, gl, mb, wm]() {
-        if (wm == WMode::Whole) block(nm + ".attn", nm + ".bwd.attn", ba, true, true, {}, &K.layer.dgrad_attn_in, &K.layer.wgrad_attn_in);
-        else block(nm + ".attn", nm + ".bwd.attn", ba, true, true);
+        const LayerCosts& Lt = K.layer_at(gl);
+        if (wm == WMode::Whole) block(gl, nm + ".attn", nm + ".bwd.attn", ba, true, true, {}, &Lt.dgrad_attn_in, &Lt.wgrad_attn_in);
+        else block(gl, nm + ".attn", nm + ".bwd.attn", ba, true, true);
         if (wm == WMode::Whole) final_bwd[ch][l] = rb.last();
         const bool reduce = !fsdp_keep_gathered || mb == x_.m - 1;
         if (c.fsdp2_copies()) {
@@ -1037,13 +1050,14 @@ class StageEmitter {
         moe_steps(nm, ".bwd", gl, true, out, pre, extra, wm);
         out.push_back(tail);
       } else {
-        out.push_back([this, nm, pre, extra, tail, wm]() {
+        out.push_back([this, nm, pre, extra, tail, wm, gl]() {
           if (pre) pre();
+          const LayerCosts& Lm = K.layer_at(gl);
           if (wm == WMode::Whole)
-            block(nm + ".mlp", nm + ".bwd.mlp", K.layer.bwd_mlp, false, true, *extra, &K.layer.dgrad_mlp_in, &K.layer.wgrad_mlp_in);
+            block(gl, nm + ".mlp", nm + ".bwd.mlp", Lm.bwd_mlp, false, true, *extra, &Lm.dgrad_mlp_in, &Lm.wgrad_mlp_in);
           else
-            block(nm + ".mlp", nm + ".bwd.mlp", minus(K.layer.bwd_mlp, K.layer.wgrad_mlp), false, true, *extra);
-          if (wm == WMode::Delay) rb.chain(compute_op(nm + ".bwd.mlp.wgrad", K.layer.wgrad_mlp));
+            block(gl, nm + ".mlp", nm + ".bwd.mlp", minus(Lm.bwd_mlp, Lm.wgrad_mlp), false, true, *extra);
+          if (wm == WMode::Delay) rb.chain(compute_op(nm + ".bwd.mlp.wgrad", Lm.wgrad_mlp));
           tail();
         });
       }
@@ -1053,7 +1067,7 @@ class StageEmitter {
         // the first layer's after the chunk's pipeline send (TransformerModelChunkSchedulePlan.run: "Delay the
         // last pre_dispatch_computation wgrad ... for overlapping with the p2p comm").
         Step w = [this, nm, ch, l, gl]() {
-          Costs cw = K.layer.wgrad_attn;
+          Costs cw = K.layer_at(gl).wgrad_attn;
           if (moe_on && K.moe_pattern[gl]) cw += K.moe[K.moe_index[gl]].pre_w;
           rb.chain(compute_op(nm + ".bwd.attn.wgrad", cw));
           final_bwd[ch][l] = rb.last();
@@ -1136,6 +1150,7 @@ class StageEmitter {
         std::uint32_t first;  // the op after which the gradient is ready
         double second;        // its elements
         bool dense;           // the embedding or the output layer
+        double bf16_el = 0;   // of a decoder layer: its elements gathered in bf16 (param_ag_bytes)
       };
       std::vector<Item> items;  // in the order gradients become ready
       if (last_stage_has_output(c))
@@ -1147,7 +1162,7 @@ class StageEmitter {
           items.push_back({at, x_.out_el, true});
         }
       for (std::int64_t ch = nchunks() - 1; ch >= 0; --ch)
-        for (std::int64_t l = place(ch).nl - 1; l >= 0; --l) items.push_back({final_bwd[ch][l], x_.Pl, false});
+        for (std::int64_t l = place(ch).nl - 1; l >= 0; --l) items.push_back({final_bwd[ch][l], x_.Pl, false, bf16_layer_el(place(ch).base + l)});
       if (has_first) items.push_back({final_embed_bwd, x_.emb_el, true});
       // The MTP layers, and the MTP's copy of the word embeddings where the stage holds no other
       // (gpt_memory_of_stage counts the same parameters).
@@ -1160,6 +1175,7 @@ class StageEmitter {
       for (const Item& it : items) {
         acc += it.second;
         if (it.dense) acc_dense += it.second;
+        acc_dense += it.bf16_el;
         ready = it.first;
         if (acc >= double(c.bucket_size)) {
           grad_buckets.push_back({ready, acc});
@@ -1211,13 +1227,15 @@ class StageEmitter {
       }
     }
     rb.chain(compute_op("optimizer.step", opt), grad_done);
-    if (c.fp8_param_gather) {
-      // fp8_param_gather: the updated fp32 main-parameter shard is quantised into the FP8 parameters
+    if (c.fp8_param_gather || c.fp4_param_gather) {
+      // fp8_param_gather (fp4_param_gather): the updated fp32 main-parameter shard is quantised into the FP8 (NVFP4)
+      // parameters of the quantised layers (not first_last_layers_bf16's)
       // (quantize_param_shard, megatron/core/fp8_utils.py @d98e8a64 -> Transformer Engine's
       // cast_master_weights_to_fp8, transformer_engine/pytorch/tensor/utils.py @d0067d0da), then the amaxes
       // are all-reduced (MAX) over the data-parallel group before the scales are set (fp8_param_cast_costs).
       double layers = 0;
-      for (std::int64_t ch = 0; ch < nchunks(); ++ch) layers += double(place(ch).nl);
+      for (std::int64_t ch = 0; ch < nchunks(); ++ch)
+        for (std::int64_t l = 0; l < place(ch).nl; ++l) layers += c.bf16_layer(place(ch).base + l) ? 0.0 : 1.0;
       // Transformer Engine's four linears per layer: LayerNormLinear qkv, Linear proj, LayerNormLinear fc1, Linear fc2.
       const Fp8ParamCast f = fp8_param_cast_costs(c, x_.cm, layers * x_.Pl, double(Y.shard_n), 4.0 * layers);
       rb.chain(compute_op("fp8_param_gather.cast", f.cast));
@@ -1304,7 +1322,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   tr.metadata["model_flops_per_iteration"] = gpt_model_flops(c);
   tr.metadata["model_parameters"] = gpt_num_parameters(c);
   tr.metadata["micro_batches"] = double(m);
-  tr.metadata["peak_dense_flops_per_gpu"] = gpu.peak_flops(c.fp8() ? Precision::FP8 : c.precision == "bf16" ? Precision::BF16 : Precision::FP16);
+  tr.metadata["peak_dense_flops_per_gpu"] = gpu.peak_flops(c.fp8() ? Precision::FP8 : c.fp4() ? Precision::FP4 : c.precision == "bf16" ? Precision::BF16 : Precision::FP16);
   tr.metadata["memory_per_gpu_bytes.max"] = mem.total_bytes();
   tr.metadata["memory_per_gpu_bytes.weights_grads_optimizer"] = mem.params_bytes();
   tr.metadata["memory_per_gpu_bytes.weights"] = mem.weights_bytes;
@@ -1356,6 +1374,13 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
                        "expert compute priced for the busiest EP rank of each layer (the simulated rank stands in "
                        "for it)");
   }
+  if (c.fp4())
+    tr.notes.push_back("gpt: NVFP4 GEMMs priced at the GPU's dense FP4 peak with the FP8 GEMM efficiency (no FP4 kernel "
+                       "is measured): FP4 throughput is not validated (docs/workloads.md)");
+  if (K.has_bf16_layers)
+    tr.notes.push_back("gpt: first_last_layers_bf16: decoder layers [0, " + std::to_string(c.num_layers_at_start_in_bf16) +
+                       ") and [" + std::to_string(c.num_layers - c.num_layers_at_end_in_bf16) + ", " +
+                       std::to_string(c.num_layers) + ") run their GEMMs in bf16");
   if (!c.defaulted_layout.empty()) {
     std::string d;
     for (const auto& x : c.defaulted_layout) d += (d.empty() ? "" : ", ") + x;

@@ -722,7 +722,7 @@ std::string megatron_param_name(const std::string& dest) {
       "pipeline_model_parallel_size", "use_megatron_fsdp", "padded_vocab_size"};
   // Megatron-LM's dest -> the generator's name for the same setting.
   static const std::map<std::string, std::string> renamed = {
-      {"fp8", "fp8_format"}, {"ddp_bucket_size", "bucket_size"},
+      {"fp8", "fp8_format"}, {"fp4", "fp4_format"}, {"ddp_bucket_size", "bucket_size"},
       {"num_virtual_stages_per_pipeline_rank", "virtual_pipeline_model_parallel_size"}};
   if (by_rule.count(dest)) return "";
   const auto r = renamed.find(dest);

@@ -6,6 +6,10 @@
 
 #include "replay/outputs.hpp"
 #include "replay/run_scenario.hpp"
+#include "models/compute.hpp"
+#include "models/gpu.hpp"
+#include "workloads/gpt.hpp"
+#include "workloads/gpt_detail.hpp"
 #include "workloads/scenario.hpp"
 
 using namespace fabricsim;
@@ -51,6 +55,44 @@ TEST_CASE("examples: Llama-3-70B FP8 on 64 H100 and Llama-3.1-405B on 256 GB200 
     CHECK(has_note(r, "megatron-core convention"));
     CHECK(r.breakdown.bubble_s > 0);
   }
+}
+
+TEST_CASE("examples: Llama-3.1-405B NVFP4 with bf16 end layers on 256 GB300 NVL72 runs") {
+  // Not validated: no FP4 kernel is measured (the FP4 GEMMs borrow the FP8 efficiency at the FP4 peak).
+  const std::string file = "llama3.1-405b-nvfp4-256-gb300.json";
+  Scenario s = load_scenario(kExamples + file);
+  const auto r = sim::run_scenario(s, {"analytic", {}, {}}).result;
+  CHECK(r.gpus == 256);
+  CHECK(r.metrics.at("peak_dense_flops_per_gpu") == doctest::Approx(15000e12));
+  CHECK(r.mfu > 0.05);
+  CHECK(r.mfu < 1.0);
+  CHECK(r.metrics.at("memory_per_gpu_bytes.max") < 288e9);
+  CHECK(has_note(r, "FP4 throughput is not validated"));
+  CHECK(has_note(r, "first_last_layers_bf16"));
+  // Without the bf16 end layers: the first and the last stage each lose one bf16 layer, so the step is shorter
+  // by about m = 64 micro-batches x one layer's bf16-vs-NVFP4 difference (forward + backward), at most by
+  // (m + p - 1) of them (the 1F1B bubble scales with the slowest stage too).
+  Scenario q = load_scenario(kExamples + file);
+  q.workload.params["first_last_layers_bf16"] = "false";
+  const auto rq = sim::run_scenario(q, {"analytic", {}, {}}).result;
+  const double dt = r.iteration_s - rq.iteration_s;
+  const double step_fp4 = rq.iteration_s;
+  CHECK(dt > 0);
+  CAPTURE(dt);
+  CAPTURE(step_fp4);
+  workloads::ParamMap p4 = q.workload.params;
+  p4["gpu"] = "gb300";  // the gb300-nvl72 rack's GPU
+  const workloads::GptConfig c4 = workloads::gpt_config_from_params(p4, "test");
+  models::ComputeModel cm;
+  cm.gpu = models::gpu_spec(c4.gpu);
+  const auto K4 = workloads::gpt_detail::gpt_step_kernels(c4, cm, "test");
+  const auto Kb = workloads::gpt_detail::gpt_step_kernels(c4.bf16_layers_config(), cm, "test");
+  auto layer_s = [](const workloads::gpt_detail::LayerCosts& L) {
+    return L.fwd_attn.seconds + L.fwd_mlp.seconds + L.bwd_attn.seconds + L.bwd_mlp.seconds;
+  };
+  const double d_layer = layer_s(Kb.layer) - layer_s(K4.layer);
+  CHECK(dt > 0.9 * 64.0 * d_layer);
+  CHECK(dt < 1.1 * (64.0 + 7.0) * d_layer);
 }
 
 TEST_CASE("run notes: the per-kernel calibration note only when the workload prices kernels by shape") {
