@@ -140,11 +140,18 @@ MODEL |= {"window_size", "window_attn_skip_freq"}
 # group N (schedules.py get_schedule_table): the gpt generator's pipeline_model_parallel_layout and
 # microbatch_group_size_per_vp_stage.
 MODEL |= {"pipeline_model_parallel_layout", "microbatch_group_size_per_vp_stage"}
+# Model shape of 2024-2026 configs (Qwen2 / Qwen3, Nemotron): per-head norms of Q and K, QKV-only biases, the
+# squared-ReLU activation of the non-gated MLP (workloads/gpt.hpp GptConfig says how each is priced).
+MODEL |= {"qk_layernorm", "add_qkv_bias", "squared_relu"}
+# The rank order tp-cp-ep-pp-dp (megatron/training/initialize.py): which GPUs form the DP and PP groups.
+MODEL |= {"use_tp_pp_dp_mapping"}
+# torch FSDP2's reshard_after_forward False (the importer's rule: fsdp_reshard_after_forward never).
+MODEL |= {"torch_fsdp2_reshard_after_forward"}
 # Groups new in d98e8a64 whose flags leave pretrain_gpt.py's step alone: GRPO reinforcement learning (train_rl.py)
 # and the fault injector (it hangs or kills ranks to test resilience; it does not change a step).
 NO_EFFECT_GROUPS |= {"_add_rl_args", "_add_fault_injector_args"}
 # Inside the no-effect groups: flags of pretrain_gpt.py's model that change the step.
-NOT_MODELLED_IN_GROUPS = {"qk_layernorm", "rampup_batch_size", "encoder_seq_length", "decoder_seq_length",
+NOT_MODELLED_IN_GROUPS = {"rampup_batch_size", "encoder_seq_length", "decoder_seq_length",
                           "no_persist_layer_norm",
                           # d98e8a64: the RL training step itself; an unpadded vocabulary; frozen layers (no weight
                           # gradients); per-document attention masks (cu_seqlens); CUDA-graph capture of training
