@@ -453,6 +453,8 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   }
   c.window_attn_skip_freq = r.string("window_attn_skip_freq", c.window_attn_skip_freq);
   c.use_precision_aware_optimizer = r.boolean("use_precision_aware_optimizer", false);
+  c.optimizer = r.string("optimizer", c.optimizer);
+  c.sgd_momentum = r.number("sgd_momentum", c.sgd_momentum, 0);
   c.main_grads_dtype = r.string("main_grads_dtype", c.main_grads_dtype);
   c.main_params_dtype = r.string("main_params_dtype", c.main_params_dtype);
   c.exp_avg_dtype = r.string("exp_avg_dtype", c.exp_avg_dtype);
@@ -547,6 +549,10 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
                                {"exp_avg_dtype", &c.exp_avg_dtype},
                                {"exp_avg_sq_dtype", &c.exp_avg_sq_dtype}})
       if (*v != "fp32") fail(k, "'" + *v + "' needs use_precision_aware_optimizer (Megatron-Core asserts the same)");
+  one_of("optimizer", c.optimizer, {"adam", "sgd"});
+  if (c.optimizer == "sgd" && c.use_precision_aware_optimizer)
+    fail("optimizer", "sgd with use_precision_aware_optimizer is not modelled (its dtypes are Transformer Engine's "
+                      "FusedAdam state)");
   if (c.use_precision_aware_optimizer) {
     if (c.use_torch_fsdp2)
       fail("use_precision_aware_optimizer", "is Megatron-Core's distributed optimizer with Transformer Engine's FusedAdam; "
@@ -882,6 +888,10 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   if (c.window_left >= 0) {
     m["window_size"] = "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")";
     if (!c.window_attn_skip_freq.empty()) m["window_attn_skip_freq"] = c.window_attn_skip_freq;
+  }
+  if (c.optimizer != "adam") {
+    m["optimizer"] = c.optimizer;
+    m["sgd_momentum"] = std::to_string(c.sgd_momentum);
   }
   if (c.use_precision_aware_optimizer) {
     B("use_precision_aware_optimizer", true);

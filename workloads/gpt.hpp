@@ -130,6 +130,11 @@ struct GptConfig {
   // makes the gradient buffer and its reduction bf16 (grad_reduce_in_fp32 false); the other three set the
   // optimizer state's bytes (adam_state_bytes) and so the optimizer step's memory traffic.
   bool use_precision_aware_optimizer = false;
+  // Megatron-LM's --optimizer: "adam" (two fp32 moments) or "sgd" (torch / Transformer Engine FusedSGD with
+  // --sgd-momentum, default 0.9: one fp32 momentum buffer, none at momentum 0; megatron/core/optimizer/__init__.py
+  // at NVIDIA/Megatron-LM@d98e8a64). The state's bytes per parameter are adam_state_bytes().
+  std::string optimizer = "adam";
+  double sgd_momentum = 0.9;
   std::string main_grads_dtype = "fp32";   // fp32 | bf16
   std::string main_params_dtype = "fp32";  // fp32 | fp16 (the master weights)
   std::string exp_avg_dtype = "fp32";      // fp32 | fp16 | bf16 | fp8 (Adam's first moment; fp8 = TE's uint8 E4M3)
@@ -149,8 +154,9 @@ struct GptConfig {
   std::int64_t window_left = -1, window_right = -1;
   std::string window_attn_skip_freq;  // "" = every layer windowed; "N"; or a pattern "[1,1,1,0]*3"
   std::vector<bool> window_layers() const;  // per decoder layer: windowed (workloads/gpt_model.cpp)
-  // Bytes per parameter of the optimizer state (master weight + the two Adam moments) in the shard the
-  // distributed optimizer / Megatron FSDP keeps: 12 without the precision-aware optimizer (workloads/gpt_model.cpp).
+  // Bytes per parameter of the optimizer state (master weight + the two Adam moments, or SGD's momentum) in the
+  // shard the distributed optimizer / Megatron FSDP keeps: 12 for Adam without the precision-aware optimizer, 8
+  // for SGD with momentum, 4 without (workloads/gpt_model.cpp).
   double adam_state_bytes() const;
   bool cross_entropy_loss_fusion = false;  // Megatron's fused vocab-parallel cross entropy (smaller loss buffers)
   // Which cross-entropy code runs (its buffers set the last stage's loss memory): "megatron" (Megatron-Core's

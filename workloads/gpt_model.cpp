@@ -177,6 +177,9 @@ double gpt_num_parameters(const GptConfig& c) {
 // default True, no command-line flag; "Works only when param type is BF16 and master weight type is FP32"):
 // 2 bytes. An fp16 master is 2 bytes; fp16 parameters and FP8 parameters (fp8_param_gather) keep a 4-byte master.
 double GptConfig::adam_state_bytes() const {
+  // SGD: the fp32 master weight and, with momentum, its fp32 momentum buffer (torch.optim.SGD / TE FusedSGD keep
+  // momentum_buffer in the dtype of the fp32 main parameters they step).
+  if (optimizer == "sgd") return 4.0 + (sgd_momentum != 0.0 ? 4.0 : 0.0);
   if (!use_precision_aware_optimizer) return 12.0;
   auto bytes = [](const std::string& d) { return d == "fp32" ? 4.0 : d == "fp8" ? 1.0 : 2.0; };
   const bool te_master = main_params_dtype != "fp32" || !fp8() || fp8_recipe == "delayed";
@@ -425,7 +428,7 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     const double gathered_layers = c.fsdp_no_reshard() ? gw * P_layers : gw * 2.0 * Pl;
     mem.weights_bytes = 4.0 * P / shard + fp8_w / shard + (p > 1 ? 2.0 * (P - P_layers) + gw * P_layers : gathered_layers);
     mem.grads_bytes = 4.0 * P / shard + (p > 1 ? grad * P : grad * Pl);
-    mem.optimizer_bytes = 8.0 * P / shard;
+    mem.optimizer_bytes = (c.adam_state_bytes() - 4.0) * P / shard;  // the moments (the fp32 master is the shard)
     // Without PP, the embedding and output layer's gathered weights depend on the phase: see the peak below.
   } else if (c.fsdp()) {
     const double shard = dpcp / double(c.num_distributed_optimizer_instances);

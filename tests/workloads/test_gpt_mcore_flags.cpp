@@ -479,3 +479,42 @@ TEST_CASE("fsdp_reshard_after_forward never: no parameter all-gather in the back
   CHECK(im.not_modelled.empty());
   CHECK(im.params["fsdp_reshard_after_forward"] == "never");
 }
+
+TEST_CASE("optimizer sgd: a momentum buffer instead of two Adam moments; the step moves less state") {
+  const ParamMap adam = small(), sgd = small({{"optimizer", "sgd"}}), plain = small({{"optimizer", "sgd"}, {"sgd_momentum", "0"}});
+  CHECK(cfg(sgd).adam_state_bytes() == 8.0);
+  CHECK(cfg(plain).adam_state_bytes() == 4.0);
+  // Stage 0's parameters P over the shard group DP 4: 12 P / 4 -> 8 P / 4 -> 4 P / 4; weights and gradients alike.
+  const GptMemory a = mem(adam), s = mem(sgd), n = mem(plain);
+  const double P = a.optimizer_bytes * 4.0 / 12.0;
+  CHECK(s.optimizer_bytes == doctest::Approx(8.0 * P / 4.0));
+  CHECK(n.optimizer_bytes == doctest::Approx(4.0 * P / 4.0));
+  CHECK(s.weights_bytes == a.weights_bytes);
+  CHECK(s.grads_bytes == a.grads_bytes);
+  // The optimizer step reads and writes the state: 8 + 2 x 12 = 32 bytes per parameter -> 8 + 2 x 8 = 24.
+  const double d32 = op_named(workloads_test::gen(adam), "optimizer.step").duration_s;
+  const double d24 = op_named(workloads_test::gen(sgd), "optimizer.step").duration_s;
+  CHECK(d24 / d32 == doctest::Approx(24.0 / 32.0).epsilon(0.02));
+  // torch FSDP2: the fp32 shard is the master weight; SGD keeps one fp32 momentum shard where Adam keeps two.
+  auto fsdp = [](const char* o) {
+    return mem(flat({{"use_distributed_optimizer", "false"}, {"use_torch_fsdp2", "true"}, {"precision", "bf16"}, {"optimizer", o}}));
+  };
+  CHECK(fsdp("sgd").optimizer_bytes == doctest::Approx(fsdp("adam").optimizer_bytes / 2.0));
+  CHECK(error_of([] { cfg(small({{"optimizer", "lion"}})); }).find("optimizer: expected one of adam, sgd") != std::string::npos);
+  CHECK(error_of([] { cfg(pao({{"optimizer", "sgd"}})); }).find("optimizer: sgd with use_precision_aware_optimizer is not modelled") !=
+        std::string::npos);
+  // Megatron-LM: --optimizer sgd and --sgd-momentum are modelled, --optimizer lion is listed as not modelled.
+  auto import = [](const std::string& extra) {
+    return import_megatron_args(
+        read_megatron_launch("torchrun pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 16"
+                             " --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 --bf16"
+                             " --tokenizer-type GPT2BPETokenizer" + extra,
+                             "job.sh", {}),
+        8, {});
+  };
+  const MegatronImport im = import(" --optimizer sgd --sgd-momentum 0");
+  CHECK(im.not_modelled.empty());
+  CHECK(im.params["optimizer"] == "sgd");
+  CHECK(im.params["sgd_momentum"] == 0.0);
+  CHECK(import(" --optimizer lion").not_modelled == std::vector<std::string>{"--optimizer lion"});
+}
