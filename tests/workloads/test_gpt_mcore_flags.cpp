@@ -16,6 +16,7 @@
 #include "models/gpu.hpp"
 #include "workloads/megatron_args.hpp"
 #include "workloads/nemo_config.hpp"
+#include "workloads/torchtitan_config.hpp"
 #include "sim/base/input_file.hpp"
 
 using namespace fabricsim;
@@ -517,4 +518,22 @@ TEST_CASE("optimizer sgd: a momentum buffer instead of two Adam moments; the ste
   CHECK(im.params["optimizer"] == "sgd");
   CHECK(im.params["sgd_momentum"] == 0.0);
   CHECK(import(" --optimizer lion").not_modelled == std::vector<std::string>{"--optimizer lion"});
+}
+
+TEST_CASE("fsdp_reshard_after_forward: torchtitan's parallelism.fsdp_reshard_after_forward imports") {
+  const std::string path = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/torchtitan-configs/llama3_8b-8a2686c4a.toml";
+  const std::string text = read_input_file(path);
+  auto with = [&](const std::string& policy, const std::string& pp) {
+    TorchtitanOptions o;
+    o.gpus = 16;
+    o.overrides = {{"parallelism.fsdp_reshard_after_forward", policy}, {"parallelism.pipeline_parallel_degree", pp}};
+    return scenario_for_torchtitan(path, text, "dgx-h100", {}, o);
+  };
+  CHECK(with("never", "1")["workload"]["params"]["fsdp_reshard_after_forward"] == "never");
+  CHECK(with("never", "2")["workload"]["params"]["fsdp_reshard_after_forward"] == "never");
+  CHECK(with("always", "1")["workload"]["params"]["fsdp_reshard_after_forward"] == "always");
+  const Json pp_always = with("always", "2");
+  CHECK_FALSE(pp_always["workload"]["params"].contains("fsdp_reshard_after_forward"));
+  CHECK(notes_of(pp_always).find("fsdp_reshard_after_forward") != std::string::npos);
+  CHECK_FALSE(with("default", "1")["workload"]["params"].contains("fsdp_reshard_after_forward"));
 }
