@@ -64,7 +64,7 @@ rotary_base rotary_percent rotary_interleaved rotary_seq_len_interpolation_facto
 rope_scaling_factor no_rope_freq mrope_section norm_epsilon apply_layernorm_1p
 apply_residual_connection_post_layernorm openai_gelu onnx_safe bert_binary_head mtp_loss_scaling_factor
 weight_decay start_weight_decay end_weight_decay weight_decay_incr_style clip_grad adam_beta1 adam_beta2 adam_eps
-sgd_momentum decrease_batch_size_if_needed check_for_nan_in_loss_and_grad check_for_spiky_loss
+decrease_batch_size_if_needed check_for_nan_in_loss_and_grad check_for_spiky_loss
 check_for_large_grads profile profile_step_start profile_step_end iterations_to_skip
 result_rejected_tracker_filename enable_gloo_process_groups use_pytorch_profiler profile_ranks
 record_memory_history memory_snapshot_path tp_comm_bootstrap_backend use_cpu_initialization
@@ -145,11 +145,21 @@ MODEL |= {"window_size", "window_attn_skip_freq"}
 # group N (schedules.py get_schedule_table): the gpt generator's pipeline_model_parallel_layout and
 # microbatch_group_size_per_vp_stage.
 MODEL |= {"pipeline_model_parallel_layout", "microbatch_group_size_per_vp_stage"}
+# Model shape of 2024-2026 configs (Qwen2 / Qwen3, Nemotron): per-head norms of Q and K, QKV-only biases, the
+# squared-ReLU activation of the non-gated MLP (workloads/gpt.hpp GptConfig says how each is priced).
+MODEL |= {"qk_layernorm", "add_qkv_bias", "squared_relu"}
+# The rank order tp-cp-ep-pp-dp (megatron/training/initialize.py): which GPUs form the DP and PP groups.
+MODEL |= {"use_tp_pp_dp_mapping"}
+# torch FSDP2's reshard_after_forward False (the importer's rule: fsdp_reshard_after_forward never).
+MODEL |= {"torch_fsdp2_reshard_after_forward"}
+# The optimizer's state and step: --optimizer adam / sgd (the importer's rule; the others stay not modelled) and
+# SGD's momentum buffer (none at --sgd-momentum 0).
+MODEL |= {"optimizer", "sgd_momentum"}
 # Groups new in d98e8a64 whose flags leave pretrain_gpt.py's step alone: GRPO reinforcement learning (train_rl.py)
 # and the fault injector (it hangs or kills ranks to test resilience; it does not change a step).
 NO_EFFECT_GROUPS |= {"_add_rl_args", "_add_fault_injector_args"}
 # Inside the no-effect groups: flags of pretrain_gpt.py's model that change the step.
-NOT_MODELLED_IN_GROUPS = {"qk_layernorm", "rampup_batch_size", "encoder_seq_length", "decoder_seq_length",
+NOT_MODELLED_IN_GROUPS = {"rampup_batch_size", "encoder_seq_length", "decoder_seq_length",
                           "no_persist_layer_norm",
                           # d98e8a64: the RL training step itself; an unpadded vocabulary; frozen layers (no weight
                           # gradients); per-document attention masks (cu_seqlens); CUDA-graph capture of training

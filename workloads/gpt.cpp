@@ -336,6 +336,7 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
     c.swiglu = m->swiglu, c.untie_embeddings_and_output_weights = m->untie_embeddings_and_output_weights;
     c.normalization = m->normalization, c.position_embedding_type = m->position_embedding_type;
     c.hidden_dropout = m->hidden_dropout, c.attention_dropout = m->attention_dropout;
+    c.qk_layernorm = m->qk_layernorm, c.add_qkv_bias = m->add_qkv_bias;
     moe_catalogue_defaults(c.model, c.moe);
     // gpt-oss-120b: "alternating banded window (bandwidth 128 tokens) and fully dense" attention layers (model
     // card arXiv:2508.10925 Sec. 2.2; config.json sliding_window 128, layer_types starting with
@@ -355,6 +356,9 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.untie_embeddings_and_output_weights = r.boolean("untie_embeddings_and_output_weights",
                                                     c.untie_embeddings_and_output_weights);
   c.normalization = r.string("normalization", c.normalization);
+  c.qk_layernorm = r.boolean("qk_layernorm", c.qk_layernorm);
+  c.add_qkv_bias = r.boolean("add_qkv_bias", c.add_qkv_bias);
+  c.squared_relu = r.boolean("squared_relu", c.squared_relu);
   c.position_embedding_type = r.string("position_embedding_type", c.position_embedding_type);
   c.hidden_dropout = r.number("hidden_dropout", c.hidden_dropout, 0);
   c.attention_dropout = r.number("attention_dropout", c.attention_dropout, 0);
@@ -383,6 +387,7 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.microbatch_group_size_per_vp_stage = r.integer("microbatch_group_size_per_vp_stage", 0,
                                                    r.has("microbatch_group_size_per_vp_stage") ? 1 : 0);
   c.world_size = r.integer("world_size", c.world_size, 1);
+  c.use_tp_pp_dp_mapping = r.boolean("use_tp_pp_dp_mapping", false);
   c.sequence_parallel = r.boolean("sequence_parallel", false);
   c.recompute_granularity = r.string("recompute_granularity", c.recompute_granularity);
   for (const auto& [k, v] : {std::pair<const char*, std::string>{"tensor_model_parallel_size",
@@ -412,6 +417,7 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.cross_entropy_loss_fusion = r.boolean("cross_entropy_loss_fusion", false);
   c.cross_entropy_impl = r.string("cross_entropy_impl", c.cross_entropy_impl);
   c.fsdp_embeddings_in_root = r.boolean("fsdp_embeddings_in_root", false);
+  c.fsdp_reshard_after_forward = r.string("fsdp_reshard_after_forward", c.fsdp_reshard_after_forward);
   c.fsdp_expert_units = r.boolean("fsdp_expert_units", false);
   c.final_norm_eager = r.boolean("final_norm_eager", false);
   c.enable_fsdp_float8_all_gather = r.boolean("enable_fsdp_float8_all_gather", false);
@@ -474,6 +480,8 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   }
   c.window_attn_skip_freq = r.string("window_attn_skip_freq", c.window_attn_skip_freq);
   c.use_precision_aware_optimizer = r.boolean("use_precision_aware_optimizer", false);
+  c.optimizer = r.string("optimizer", c.optimizer);
+  c.sgd_momentum = r.number("sgd_momentum", c.sgd_momentum, 0);
   c.main_grads_dtype = r.string("main_grads_dtype", c.main_grads_dtype);
   c.main_params_dtype = r.string("main_params_dtype", c.main_params_dtype);
   c.exp_avg_dtype = r.string("exp_avg_dtype", c.exp_avg_dtype);
@@ -552,6 +560,9 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     fail("fp4_recipe", "custom runs a user-supplied quantizer factory, which fabricsim cannot price (modelled: nvfp4)");
   one_of("fp4_recipe", c.fp4_recipe, {"nvfp4", "custom"});
   one_of("normalization", c.normalization, {"LayerNorm", "RMSNorm"});
+  // megatron/training/argument_utils.py @d98e8a64 (core_transformer_config_from_args): "if args.squared_relu:
+  // assert not args.swiglu".
+  if (c.squared_relu && c.swiglu) fail("squared_relu", "is the activation of the non-gated MLP; Megatron-LM refuses it with swiglu");
   one_of("position_embedding_type", c.position_embedding_type, {"learned_absolute", "rope"});
   one_of("cp_comm_type", c.cp_comm_type, {"p2p", "all_gather", "a2a"});
   one_of("data_parallel_sharding_strategy", c.data_parallel_sharding_strategy,
@@ -570,6 +581,10 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
                                {"exp_avg_dtype", &c.exp_avg_dtype},
                                {"exp_avg_sq_dtype", &c.exp_avg_sq_dtype}})
       if (*v != "fp32") fail(k, "'" + *v + "' needs use_precision_aware_optimizer (Megatron-Core asserts the same)");
+  one_of("optimizer", c.optimizer, {"adam", "sgd"});
+  if (c.optimizer == "sgd" && c.use_precision_aware_optimizer)
+    fail("optimizer", "sgd with use_precision_aware_optimizer is not modelled (its dtypes are Transformer Engine's "
+                      "FusedAdam state)");
   if (c.use_precision_aware_optimizer) {
     if (c.use_torch_fsdp2)
       fail("use_precision_aware_optimizer", "is Megatron-Core's distributed optimizer with Transformer Engine's FusedAdam; "
@@ -805,6 +820,14 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
                                              std::to_string(ep) + ") size must divide tensor x context x data "
                                              "parallel size (" + std::to_string(t * cp * dp) + ")");
     if (c.moe_ffn() % etp) fail("expert_tensor_parallel_size", "must divide moe_ffn_hidden_size");
+    // The expert grid's pipeline groups must be the dense grid's (megatron/core/parallel_state.py @d98e8a64:
+    // "Pipeline parallel groups are expected to be the same for Non-Expert and Expert part"); with the
+    // pipeline before data that holds when ETP x EP spans the same ranks as TP x CP.
+    if (c.use_tp_pp_dp_mapping && c.pipeline_model_parallel_size > 1 && etp * ep != t * cp)
+      fail("use_tp_pp_dp_mapping", "with pipeline parallelism needs expert tensor x expert parallel size (" +
+                                       std::to_string(etp * ep) + ") = tensor x context parallel size (" +
+                                       std::to_string(t * cp) + "), else Megatron-Core's expert and dense "
+                                       "pipeline groups differ (it asserts they are the same)");
     if (t > 1 && ep > 1 && !c.sequence_parallel)
       fail("sequence_parallel", "expert and tensor parallelism together need sequence_parallel (Megatron-LM asserts the same)");
     if (c.moe.overlap_moe_expert_parallel_comm) {
@@ -819,6 +842,12 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   }
   if (c.cross_entropy_impl != "megatron" && c.cross_entropy_impl != "torch" && c.cross_entropy_impl != "torch_compiled")
     fail("cross_entropy_impl", "expected megatron, torch or torch_compiled, got '" + c.cross_entropy_impl + "'");
+  one_of("fsdp_reshard_after_forward", c.fsdp_reshard_after_forward, {"default", "always", "never"});
+  if (c.fsdp_reshard_after_forward != "default" && !c.use_torch_fsdp2)
+    fail("fsdp_reshard_after_forward", "describes torch FSDP2's units; it needs use_torch_fsdp2");
+  if (c.fsdp_reshard_after_forward == "always" && c.pipeline_model_parallel_size > 1)
+    fail("fsdp_reshard_after_forward", "always with pipeline parallelism is not modelled (fabricsim keeps the "
+                                       "stage gathered under PP, as torchtitan's default)");
   if (c.fsdp_embeddings_in_root && !c.use_torch_fsdp2)
     fail("fsdp_embeddings_in_root", "describes torch FSDP2's units; it needs use_torch_fsdp2");
   if (c.fsdp_expert_units && !c.use_torch_fsdp2)
@@ -902,6 +931,9 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   B("swiglu", c.swiglu);
   B("untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights);
   m["normalization"] = c.normalization;
+  if (c.qk_layernorm) B("qk_layernorm", true);
+  if (c.add_qkv_bias) B("add_qkv_bias", true);
+  if (c.squared_relu) B("squared_relu", true);
   m["position_embedding_type"] = c.position_embedding_type;
   m["attention_backend"] = c.attention_backend;
   I("micro_batch_size", c.micro_batch_size);
@@ -916,6 +948,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   if (!c.pipeline_layout.empty()) m["pipeline_model_parallel_layout"] = pipeline_layout_text(c.pipeline_layout);
   if (c.microbatch_group_size_per_vp_stage) I("microbatch_group_size_per_vp_stage", c.microbatch_group_size_per_vp_stage);
   I("world_size", c.world_size);
+  if (c.use_tp_pp_dp_mapping) B("use_tp_pp_dp_mapping", true);
   I("data_parallel_size", c.data_parallel());
   B("sequence_parallel", c.sequence_parallel);
   m["recompute_granularity"] = c.recompute_granularity;
@@ -923,6 +956,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   if (!c.recompute_modules.empty()) m["recompute_modules"] = c.recompute_modules;
   if (c.cross_entropy_impl != "megatron") m["cross_entropy_impl"] = c.cross_entropy_impl;
   if (c.fsdp_embeddings_in_root) B("fsdp_embeddings_in_root", true);
+  if (c.fsdp_reshard_after_forward != "default") m["fsdp_reshard_after_forward"] = c.fsdp_reshard_after_forward;
   if (c.fsdp_expert_units) B("fsdp_expert_units", true);
   if (c.final_norm_eager) B("final_norm_eager", true);
   if (c.enable_fsdp_float8_all_gather) B("enable_fsdp_float8_all_gather", true);
@@ -944,6 +978,10 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   if (c.window_left >= 0) {
     m["window_size"] = "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")";
     if (!c.window_attn_skip_freq.empty()) m["window_attn_skip_freq"] = c.window_attn_skip_freq;
+  }
+  if (c.optimizer != "adam") {
+    m["optimizer"] = c.optimizer;
+    m["sgd_momentum"] = std::to_string(c.sgd_momentum);
   }
   if (c.use_precision_aware_optimizer) {
     B("use_precision_aware_optimizer", true);

@@ -36,6 +36,21 @@ struct GptConfig {
   bool swiglu = false;                // gated MLP: 3 GEMMs (gate, up, down), fc1 is 2 x ffn wide
   bool untie_embeddings_and_output_weights = false;
   std::string normalization = "LayerNorm";                  // LayerNorm | RMSNorm
+  // Megatron-Core's --qk-layernorm: a norm of the `normalization` type over each head of Q and of K after the
+  // QKV projection (SelfAttention.get_query_key_value_tensors applies q_layernorm / k_layernorm, built with
+  // hidden_size = kv_channels: megatron/core/transformer/attention.py at NVIDIA/Megatron-LM@d98e8a64). Two
+  // kernels forward and backward, the norms' saved inputs, 2 x kv_channels weights (and biases for LayerNorm)
+  // per layer, replicated over TP. With multi-latent attention the flag puts the norms on the q / kv latents
+  // (gpt_layer_specs.py: linear_q_up_proj / linear_kv_up_proj become LayerNormLinear), which the MLA layer
+  // always prices.
+  bool qk_layernorm = false;
+  // Megatron-Core's --add-qkv-bias: biases on the QKV projection only (attention.py: linear_qkv's
+  // bias = add_bias_linear or add_qkv_bias). Models with biases everywhere (normalization LayerNorm, which
+  // fabricsim gives biases) already have them.
+  bool add_qkv_bias = false;
+  // Megatron-Core's --squared-relu: relu(x)^2 as the activation of the non-gated MLP (megatron/core/
+  // activations.py; argument_utils.py asserts not swiglu): two GEMMs, as GELU.
+  bool squared_relu = false;
   std::string position_embedding_type = "learned_absolute";  // learned_absolute | rope
   double hidden_dropout = 0.1, attention_dropout = 0.1;      // Megatron-LM defaults
   std::string attention_backend;                             // flash | fused | unfused ("" -> by GPU)
@@ -69,6 +84,12 @@ struct GptConfig {
   // Megatron requires (gpt.cpp says why: below PP its order waits in a cycle).
   std::int64_t microbatch_group_size_per_vp_stage = 0;
   std::int64_t world_size = 1024;
+  // Megatron-LM's --use-tp-pp-dp-mapping: ranks numbered tensor, context, pipeline, data (RankGenerator order
+  // 'tp-cp-ep-pp-dp') instead of tensor, context, data, pipeline ('tp-cp-ep-dp-pp'; megatron/training/
+  // initialize.py at NVIDIA/Megatron-LM@d98e8a64): a DP replica's pipeline stages sit on neighbouring GPUs
+  // (the same server when TP x CP x PP fits in it) and its DP peers TP x CP x PP ranks apart, so the pipeline
+  // sends and the gradient collectives change links (workloads/gpt_layout.cpp).
+  bool use_tp_pp_dp_mapping = false;
   bool sequence_parallel = false;
   std::string recompute_granularity = "full";  // "full" | "selective" | "none"
   std::string recompute_method = "uniform";    // uniform | block (full recompute only)
@@ -109,6 +130,11 @@ struct GptConfig {
   // makes the gradient buffer and its reduction bf16 (grad_reduce_in_fp32 false); the other three set the
   // optimizer state's bytes (adam_state_bytes) and so the optimizer step's memory traffic.
   bool use_precision_aware_optimizer = false;
+  // Megatron-LM's --optimizer: "adam" (two fp32 moments) or "sgd" (torch / Transformer Engine FusedSGD with
+  // --sgd-momentum, default 0.9: one fp32 momentum buffer, none at momentum 0; megatron/core/optimizer/__init__.py
+  // at NVIDIA/Megatron-LM@d98e8a64). The state's bytes per parameter are adam_state_bytes().
+  std::string optimizer = "adam";
+  double sgd_momentum = 0.9;
   std::string main_grads_dtype = "fp32";   // fp32 | bf16
   std::string main_params_dtype = "fp32";  // fp32 | fp16 (the master weights)
   std::string exp_avg_dtype = "fp32";      // fp32 | fp16 | bf16 | fp8 (Adam's first moment; fp8 = TE's uint8 E4M3)
@@ -141,8 +167,9 @@ struct GptConfig {
   std::int64_t window_left = -1, window_right = -1;
   std::string window_attn_skip_freq;  // "" = every layer windowed; "N"; or a pattern "[1,1,1,0]*3"
   std::vector<bool> window_layers() const;  // per decoder layer: windowed (workloads/gpt_model.cpp)
-  // Bytes per parameter of the optimizer state (master weight + the two Adam moments) in the shard the
-  // distributed optimizer / Megatron FSDP keeps: 12 without the precision-aware optimizer (workloads/gpt_model.cpp).
+  // Bytes per parameter of the optimizer state (master weight + the two Adam moments, or SGD's momentum) in the
+  // shard the distributed optimizer / Megatron FSDP keeps: 12 for Adam without the precision-aware optimizer, 8
+  // for SGD with momentum, 4 without (workloads/gpt_model.cpp).
   double adam_state_bytes() const;
   bool cross_entropy_loss_fusion = false;  // Megatron's fused vocab-parallel cross entropy (smaller loss buffers)
   // Which cross-entropy code runs (its buffers set the last stage's loss memory): "megatron" (Megatron-Core's
@@ -156,6 +183,16 @@ struct GptConfig {
   // the output unit reduced right after its backward), true (torchtitan before it: the three stay in the root
   // unit, which FSDP2 keeps unsharded from the forward to the end of the backward). Memory only.
   bool fsdp_embeddings_in_root = false;
+  // torch FSDP2's reshard_after_forward for the layer units, by torchtitan's names
+  // (parallelism.fsdp_reshard_after_forward): "default" (resharded after forward without pipeline parallelism,
+  // the stage kept gathered with it: torchtitan's apply_fsdp, reshard_after_forward = not pp_enabled), "never"
+  // (Megatron-LM's --torch-fsdp2-no-reshard-after-forward: TorchFullyShardedDataParallel passes
+  // reshard_after_forward False to fully_shard, megatron/core/distributed/torch_fully_sharded_data_parallel.py
+  // at NVIDIA/Megatron-LM@d98e8a64): a layer's gathered parameters stay from its forward to its backward, so the
+  // backward gathers nothing and the whole stage's layers are gathered at the start of the backward.
+  // "always" equals "default" without pipeline parallelism and is refused with it (not modelled).
+  std::string fsdp_reshard_after_forward = "default";
+  bool fsdp_no_reshard() const { return use_torch_fsdp2 && fsdp_reshard_after_forward == "never"; }
   // torch FSDP2 unit of each MoE layer's routed experts: true makes them a unit of their own sharded over the
   // expert data-parallel group (torchtitan with expert parallelism, from pytorch/torchtitan@01f4e5022,
   // 2025-07-08, "dp2ep Expert Parallel": apply_fsdp calls fully_shard(transformer_block.moe.experts, mesh =

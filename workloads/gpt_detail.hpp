@@ -229,9 +229,19 @@ struct GptParallelLayout {
   std::int64_t R = 1, shard_n = 1;   // HSDP replicas, ranks per shard group (DP x CP / R)
   std::int64_t dp_mirrors = 0;
   bool a2a = false;                  // dispatcher alltoall / flex (else allgather)
-  // Megatron-LM's default order (tensor fastest, then context, then data, then pipeline).
+  // Rank order (Megatron-Core's RankGenerator, megatron/core/parallel_state.py; megatron/training/initialize.py
+  // at NVIDIA/Megatron-LM@d98e8a64 passes order 'tp-cp-ep-dp-pp', or 'tp-cp-ep-pp-dp' with
+  // --use-tp-pp-dp-mapping): tensor fastest, then context, then data, then pipeline (pp_inner false) -- or
+  // tensor, context, pipeline, data (pp_inner true: a DP replica's stages are neighbours, its DP peers far).
+  bool pp_inner = false;
+  // The global rank of index j (< dp * cp * t, data-parallel index outermost) among the ranks of `stage`.
+  std::int32_t stage_rank(std::int64_t stage, std::int64_t j) const {
+    const std::int64_t block = cp * t;
+    return static_cast<std::int32_t>(pp_inner ? (j / block) * p * block + stage * block + j % block
+                                              : stage * dp * block + j);
+  }
   std::int32_t rank_of(std::int64_t stage, std::int64_t d, std::int64_t k, std::int64_t tp) const {
-    return static_cast<std::int32_t>(stage * dp * cp * t + d * cp * t + k * t + tp);
+    return stage_rank(stage, d * cp * t + k * t + tp);
   }
   // Communicator indices into the trace: per stage, per decoder layer (EP dispatch / combine).
   std::vector<std::int32_t> tp_comm, dp_comm, cp_comm, rep_comm, epag_comm, etp_comm, edp_comm;

@@ -61,6 +61,11 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
   Kernel fc1 = gemm(T, h, fc1_w / t);
   Kernel gelu{OpClass::Elementwise, 0, c.swiglu ? B2 * (fc1_w + f) / t * T : B2 * 2.0 * T * f / t};
   Kernel fc2 = gemm(T, f / t, h);
+  // qk_layernorm: the per-head norms of Q and K (read and write each), as layer_costs_fused.
+  const double qk_el = c.qk_layernorm ? T * double((c.num_attention_heads + c.query_groups()) * c.head_dim()) / t : 0.0;
+  Kernel qk_norm{OpClass::Elementwise, 0, B2 * 2.0 * qk_el};
+  // squared_relu with biases: fc1's bias added by its own kernel (layer_costs_fused says why).
+  Kernel sq_bias{OpClass::Elementwise, 0, c.squared_relu && c.normalization == "LayerNorm" ? B2 * 2.0 * T * f / t : 0.0};
   LayerCosts L;
   // The GEMMs tp_comm_overlap takes SMs from (add_tp_gemm; which ones: layer_costs_fused): the row-parallel
   // forward GEMMs (proj, fc2) and the input projections' (qkv, fc1) dgrad and, with tp_comm_bulk_wgrad, wgrad.
@@ -69,10 +74,14 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
   auto add = [&](Costs& out, const Kernel& k, double times, double tp_share) {
     out.add_tp_gemm(cm, k, times, tp_share);
   };
-  for (const Kernel& k : {ln, qkv, qk, softmax, attn_dropout, av}) L.fwd_attn.add(cm, k);
+  for (const Kernel& k : {ln, qkv}) L.fwd_attn.add(cm, k);
+  if (qk_el > 0) L.fwd_attn.add(cm, qk_norm);
+  for (const Kernel& k : {qk, softmax, attn_dropout, av}) L.fwd_attn.add(cm, k);
   add(L.fwd_attn, proj, 1.0, 1.0);
   L.fwd_attn.add(cm, drop_add);
-  for (const Kernel& k : {ln, fc1, gelu}) L.fwd_mlp.add(cm, k);
+  for (const Kernel& k : {ln, fc1}) L.fwd_mlp.add(cm, k);
+  if (sq_bias.bytes > 0) L.fwd_mlp.add(cm, sq_bias);
+  L.fwd_mlp.add(cm, gelu);
   add(L.fwd_mlp, fc2, 1.0, 1.0);
   L.fwd_mlp.add(cm, drop_add);
   // Backward: each GEMM becomes two GEMMs of the same size (input and weight gradients); elementwise
@@ -80,9 +89,11 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
   add(L.bwd_attn, qkv, 2.0, in_share);
   for (const Kernel& k : {qk, av, proj}) L.bwd_attn.add(cm, k, 2.0);
   for (const Kernel& k : {ln, softmax, attn_dropout, drop_add}) L.bwd_attn.add(cm, k, 2.0);
+  if (qk_el > 0) L.bwd_attn.add(cm, qk_norm, 2.0);
   add(L.bwd_mlp, fc1, 2.0, in_share);
   L.bwd_mlp.add(cm, fc2, 2.0);
   for (const Kernel& k : {ln, gelu, drop_add}) L.bwd_mlp.add(cm, k, 2.0);
+  if (sq_bias.bytes > 0) L.bwd_mlp.add(cm, sq_bias, 0.5);
   add(L.wgrad_attn, qkv, 1.0, w_share), L.wgrad_attn.add(cm, proj);  // the weight half of the GEMMs' backward
   add(L.wgrad_mlp, fc1, 1.0, w_share), L.wgrad_mlp.add(cm, fc2);
   add(L.dgrad_attn_in, qkv, 1.0, 1.0), add(L.wgrad_attn_in, qkv, 1.0, w_share);
@@ -295,6 +306,23 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   const double resid = (3.0 * e + (c.hidden_dropout > 0 ? 1.0 : 0.0)) * double(Te) * double(h);
   const double rope = c.position_embedding_type == "rope" ? 2.0 * e * double(T) * double((a_t + g_t) * d) : 0.0;
   const double actv = e * double(T) * double(fc1 + f) / double(t);
+  // qk_layernorm (GptConfig::qk_layernorm; not with MLA, whose latent norms are priced below): one norm kernel
+  // over the local Q heads and one over the K heads, each reading and writing bf16 (2 x the backward).
+  const bool qk_norm = c.qk_layernorm && !c.moe.multi_latent_attention;
+  auto add_qk_norms = [&](Costs& out, double factor) {
+    if (!qk_norm) return;
+    for (std::int64_t heads : {a_t, g_t}) out.add(cm, mem(MemoryKernel::Norm, factor * 2.0 * e * double(T) * double(heads * d)));
+  };
+  // add_qkv_bias adds no kernel: Transformer Engine adds a linear's bias in the GEMM's epilogue and computes its
+  // gradient with the weight-gradient GEMM (transformer_engine/pytorch/module/layernorm_linear.py at
+  // NVIDIA/TransformerEngine@d0067d0da: gemm(..., bias=bias), "wgrad GEMM ... May be fused with bgrad
+  // computation"); it costs parameters, gradients and optimizer state (workloads/gpt_model.cpp).
+  // squared_relu with linear biases (normalization LayerNorm): Megatron-Core's bias + activation fusion takes
+  // gelu / swiglu / quick_geglu only (TransformerConfig.__post_init__ @d98e8a64 raises otherwise), so fc1's
+  // bias (skip_bias_add, mlp.py) is added by its own kernel before the compiled relu(x)^2 (read and write the
+  // fc1 output); its gradient is a reduction over the tokens (read the output gradient once). GELU's fused
+  // bias + activation and the bias-free MLPs have no such kernel.
+  const double sq_relu_bias = c.squared_relu && c.normalization == "LayerNorm" ? e * double(T) * double(f) / double(t) : 0.0;
   // The memory-bound kernels of the block, `factor` times their forward bytes (2 in the backward: read the
   // output gradient and the saved input, write the input gradient).
   // Norm: fused (one kernel reading and writing bf16), or torchtitan's eager RMSNorm (norms.py: x.float(),
@@ -401,6 +429,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     if (g.k == h) fuse(L.tp_fused[1][0], true, g.n, g.k);
   }
   if (latent_norm > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Norm, latent_norm));
+  add_qk_norms(L.fwd_attn, 1.0);
   add_rope(L.fwd_attn, 1.0);
   if (repeat > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Copy, repeat));
   // PyTorch's context parallelism (context_parallel_rotate_method; torch/distributed/tensor/experimental/
@@ -475,6 +504,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   add_norm(L.fwd_mlp, 1.0);
   fwd_gemm(L.fwd_mlp, up, Tp::ColumnGathered);
   fuse(L.tp_fused[0][0], true, up.n, up.k);
+  if (sq_relu_bias > 0) L.fwd_mlp.add(cm, mem(MemoryKernel::Elementwise, 2.0 * sq_relu_bias));
   L.fwd_mlp.add(cm, mem(actv_kind, actv));
   fwd_gemm(L.fwd_mlp, down, Tp::Row);
   fuse(L.tp_fused[0][0], false, down.n, down.k);
@@ -485,6 +515,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   bwd_gemm(L.bwd_mlp, down, L.wgrad_mlp);
   fuse(L.tp_fused[0][1], true, down.k, down.n);  // the input-gradient GEMM (M x k x n)
   L.bwd_mlp.add(cm, mem(actv_kind, 2.0 * actv));
+  if (sq_relu_bias > 0) L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, sq_relu_bias));
   bwd_gemm(L.bwd_mlp, up, L.wgrad_mlp, &L.dgrad_mlp_in, &L.wgrad_mlp_in);
   add_norm(L.bwd_mlp, 2.0);
   L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
@@ -494,6 +525,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   if (repeat > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Copy, repeat));
   if (titan) add_rope(L.bwd_attn, 2.0);
   else if (rope > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, rope));
+  add_qk_norms(L.bwd_attn, 2.0);
   if (latent_norm > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Norm, 2.0 * latent_norm));
   for (auto it = attn_in.rbegin(); it != attn_in.rend(); ++it)
     bwd_gemm(L.bwd_attn, *it, L.wgrad_attn, &L.dgrad_attn_in, &L.wgrad_attn_in);

@@ -17,6 +17,7 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
   const auto t = c.tensor_model_parallel_size, p = c.pipeline_model_parallel_size, dp = c.data_parallel(),
              cp = c.context_parallel_size, v = c.vp();
   Y.t = t, Y.p = p, Y.dp = dp, Y.cp = cp, Y.v = v;
+  Y.pp_inner = c.use_tp_pp_dp_mapping;
   Y.chunks = c.dualpipe() ? 2 : v;
   {
     // Model chunks per rank. Interleaved (Megatron): chunk ch of stage st holds the layers from
@@ -58,7 +59,9 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
       }
   }
   // Rank layout as Megatron-LM's default order (tensor fastest, then context, then data, then pipeline):
-  //   rank = stage * (dp * cp * t) + dp_index * (cp * t) + cp_index * t + tp_index.
+  //   rank = stage * (dp * cp * t) + dp_index * (cp * t) + cp_index * t + tp_index,
+  // or with use_tp_pp_dp_mapping (pipeline before data):
+  //   rank = dp_index * (p * cp * t) + stage * (cp * t) + cp_index * t + tp_index (GptParallelLayout::rank_of).
   auto rank_of = [&](std::int64_t stage, std::int64_t d, std::int64_t k, std::int64_t tp) { return Y.rank_of(stage, d, k, tp); };
   const std::int64_t dp_mirrors = std::min<std::int64_t>(t, c.gpus_per_host) - 1;
   Y.dp_mirrors = dp_mirrors;
@@ -169,12 +172,16 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
     Y.fwd_disp_comm.assign(p, std::vector<std::int32_t>(c.num_layers, -1));
     Y.fwd_comb_comm.assign(p, std::vector<std::int32_t>(c.num_layers, -1));
     for (std::int64_t st = 0; st < p; ++st) {
+      // Expert grid ranks of the stage by local index (expert tensor fastest, then EP, then EDP); with
+      // use_tp_pp_dp_mapping the grid's pipeline groups equal the dense ones only when ETP x EP = TP x CP
+      // (gpt.cpp refuses the rest, as Megatron-Core asserts), so local index j is the stage's j-th rank.
       const std::int32_t base = rank_of(st, 0, 0, 0);
+      auto expert_rank = [&](std::int64_t j) { return Y.stage_rank(st, j); };
       auto add = [&](const std::string& name, std::vector<std::int32_t> ranks, std::int32_t mirrors, std::int32_t stride) {
         return add_comm(name, "ep", std::move(ranks), mirrors, stride);
       };
       std::vector<std::int32_t> ep_ranks;
-      for (std::int64_t k = 0; k < ep; ++k) ep_ranks.push_back(base + static_cast<std::int32_t>(k * etp));
+      for (std::int64_t k = 0; k < ep; ++k) ep_ranks.push_back(expert_rank(k * etp));
       // flex: copies per slot into each EP rank's domain (its EP ranks are consecutive: host_of grows with k).
       std::vector<double> dom_copies(static_cast<std::size_t>(ep), 1.0);
       if (spread)
@@ -226,20 +233,20 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
       }
       if (!a2a && ep * etp > 1) {
         std::vector<std::int32_t> r;
-        for (std::int64_t k = 0; k < ep * etp; ++k) r.push_back(base + static_cast<std::int32_t>(k));
+        for (std::int64_t k = 0; k < ep * etp; ++k) r.push_back(expert_rank(k));
         const std::int32_t m2 = ep * etp < gph ? static_cast<std::int32_t>(std::min(edp, gph / (ep * etp)) - 1) : 0;
         Y.epag_comm[st] = add("ep.allgather.stage" + std::to_string(st), r, m2, static_cast<std::int32_t>(ep * etp));
       }
       if (a2a && etp > 1) {
         std::vector<std::int32_t> r;
-        for (std::int64_t k = 0; k < etp; ++k) r.push_back(base + static_cast<std::int32_t>(k));
+        for (std::int64_t k = 0; k < etp; ++k) r.push_back(expert_rank(k));
         // The other EP ranks' ETP groups on the same server run the same gathers (co-located mirrors).
         const std::int64_t co = std::max<std::int64_t>(0, std::min(ep, gph / etp) - 1);
         Y.etp_comm[st] = add("etp.stage" + std::to_string(st), r, static_cast<std::int32_t>(co), static_cast<std::int32_t>(etp));
       }
       if (edp > 1) {
         std::vector<std::int32_t> r;
-        for (std::int64_t k = 0; k < edp; ++k) r.push_back(base + static_cast<std::int32_t>(k * ep * etp));
+        for (std::int64_t k = 0; k < edp; ++k) r.push_back(expert_rank(k * ep * etp));
         Y.edp_comm[st] = add("edp.stage" + std::to_string(st), r, static_cast<std::int32_t>(std::min(ep * etp, gph) - 1), 1);
         tr.comms.back().category = "dp";
       }

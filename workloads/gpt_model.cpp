@@ -17,7 +17,14 @@ namespace gpt_detail {
 
 namespace {
 double layer_params_per_rank_dense(const GptConfig& c);
+// qk_layernorm's two per-head norms (GptConfig::qk_layernorm), replicated over TP: kv_channels weights each, and
+// as many biases for LayerNorm (Transformer Engine's TENorm: RMSNorm has a weight, LayerNorm a weight and a bias).
+// MLA's latent norms are in its own count.
+double qk_norm_params(const GptConfig& c) {
+  if (!c.qk_layernorm || c.moe.multi_latent_attention) return 0.0;
+  return (c.normalization == "LayerNorm" ? 4.0 : 2.0) * double(c.head_dim());
 }
+}  // namespace
 
 // Parameter elements of one transformer layer held by one TP rank. Integer sums first so the value is
 // exact (and bit-identical to the SC'21 formula 4h^2 + 2hf + 3h + h + f + h for MHA / GELU / biases).
@@ -38,7 +45,8 @@ double layer_params_moe_model(const GptConfig& c, bool moe_layer) {
     attn = q + kv + a * double(e.v_head_dim) * h / t;
   } else {
     const double d = double(c.head_dim()), g = double(c.query_groups());
-    attn = h * (a + 2.0 * g) * d / t + a * d * h / t;
+    attn = h * (a + 2.0 * g) * d / t + a * d * h / t + qk_norm_params(c);
+    if (c.add_qkv_bias) attn += (a + 2.0 * g) * d / t;  // add_qkv_bias: the QKV projection's bias, split as its output
   }
   const double gate = c.swiglu ? 2.0 : 1.0;
   double mlp;
@@ -120,8 +128,8 @@ double layer_params_per_rank_dense(const GptConfig& c) {
   const std::int64_t fc1 = c.swiglu ? 2 * f : f;
   const std::int64_t gemm_w = h * (a + 2 * g) * d + a * d * h + h * fc1 + f * h;
   const bool bias = c.normalization == "LayerNorm";  // Megatron GPT: biases on; Llama-style configs disable them
-  const std::int64_t biases = bias ? (a + 2 * g) * d + h + fc1 + h : 0;
-  const double norms = c.normalization == "LayerNorm" ? 4.0 * double(h) : 2.0 * double(h);
+  const std::int64_t biases = bias ? (a + 2 * g) * d + h + fc1 + h : c.add_qkv_bias ? (a + 2 * g) * d : 0;
+  const double norms = (c.normalization == "LayerNorm" ? 4.0 * double(h) : 2.0 * double(h)) + qk_norm_params(c);
   return double(gemm_w + biases) / t + norms;
 }
 }  // namespace
@@ -180,6 +188,9 @@ double gpt_num_parameters(const GptConfig& c) {
 // default True, no command-line flag; "Works only when param type is BF16 and master weight type is FP32"):
 // 2 bytes. An fp16 master is 2 bytes; fp16 parameters and FP8 parameters (fp8_param_gather) keep a 4-byte master.
 double GptConfig::adam_state_bytes() const {
+  // SGD: the fp32 master weight and, with momentum, its fp32 momentum buffer (torch.optim.SGD / TE FusedSGD keep
+  // momentum_buffer in the dtype of the fp32 main parameters they step).
+  if (optimizer == "sgd") return 4.0 + (sgd_momentum != 0.0 ? 4.0 : 0.0);
   if (!use_precision_aware_optimizer) return 12.0;
   auto bytes = [](const std::string& d) { return d == "fp32" ? 4.0 : d == "fp8" ? 1.0 : 2.0; };
   const bool te_master = main_params_dtype != "fp32" || !fp8() || fp8_recipe == "delayed";
@@ -223,6 +234,12 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_lay
   } else {
     attn += 4.0 * a / t;
   }
+  // qk_layernorm: the two per-head norms keep their inputs (Q and K as the QKV projection wrote them) and their
+  // fp32 row statistics, one row per head and token (rsigma; LayerNorm also mu) for the backward, as Transformer
+  // Engine's norms do (transformer_engine/pytorch/ops/basic/rmsnorm.py: save_for_backward(x, rstdevs), and
+  // layer_norm.py the same with the means, at NVIDIA/TransformerEngine@d0067d0da); the normed Q and K are the
+  // attention's inputs, counted above.
+  if (c.qk_layernorm) attn += (a / t + g_t) * (2.0 * d + (c.normalization == "LayerNorm" ? 8.0 : 4.0));
   if (c.moe.multi_latent_attention) {
     // MLA: Q, K (qk + rope dims) and V per head instead of the GQA widths, the compressed latents
     // (q_lora_rank + kv_lora_rank + rope dim, replicated over TP) and the projection input (v_head_dim).
@@ -455,9 +472,12 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     // (2h per layer) are counted with the layer: < 0.01 % of it.
     const double shard = dpcp / double(c.num_distributed_optimizer_instances);
     const double gw = c.fsdp_layer_gather_bytes();
-    mem.weights_bytes = 4.0 * P / shard + fp8_w / shard + (p > 1 ? 2.0 * (P - P_layers) + gw * P_layers : gw * 2.0 * Pl);
+    // fsdp_reshard_after_forward never (without PP): every layer of the stage stays gathered from its forward
+    // to its backward, all of them at the start of the backward.
+    const double gathered_layers = c.fsdp_no_reshard() ? gw * P_layers : gw * 2.0 * Pl;
+    mem.weights_bytes = 4.0 * P / shard + fp8_w / shard + (p > 1 ? 2.0 * (P - P_layers) + gw * P_layers : gathered_layers);
     mem.grads_bytes = 4.0 * P / shard + (p > 1 ? grad * P : grad * Pl);
-    mem.optimizer_bytes = 8.0 * P / shard;
+    mem.optimizer_bytes = (c.adam_state_bytes() - 4.0) * P / shard;  // the moments (the fp32 master is the shard)
     // Without PP, the embedding and output layer's gathered weights depend on the phase: see the peak below.
   } else if (c.fsdp()) {
     const double shard = dpcp / double(c.num_distributed_optimizer_instances);
@@ -483,7 +503,7 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
       // Megatron FSDP (and torch FSDP2's expert units, fsdp_expert_units) gathers an MoE layer's experts over
       // EDP like its dense part (gpt_trace.cpp fsdp_experts): the running and the prefetched layer's gathered
       // experts, the running one's gradient.
-      mem.weights_bytes += 2.0 * 2.0 * expert_params_per_gpu(c);
+      mem.weights_bytes += 2.0 * (c.fsdp_no_reshard() ? Pe : 2.0 * expert_params_per_gpu(c));  // never: all gathered
       mem.grads_bytes += grad * expert_params_per_gpu(c);
     }
     mem.optimizer_bytes += c.adam_state_bytes() * Pe / (sharded ? edp : 1.0);

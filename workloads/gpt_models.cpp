@@ -34,7 +34,14 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
   // Qwen3-30B-A3B / Qwen3-235B-A22B: Qwen3 Technical Report (arXiv:2505.09388) Table 2 and config.json:
   //   48 / 94 layers, hidden 2048 / 4096, 32 / 64 query heads, 4 kv heads, head_dim 128, vocab 151936,
   //   tie_word_embeddings false, intermediate_size 6144 / 12288 (unused: every layer is MoE); pre-training
-  //   stage S1/S2 sequence length 4096 (report Sec. 3.2).
+  //   stage S1/S2 sequence length 4096 (report Sec. 3.2). QK-Norm on every layer, no QKV bias (report Sec. 2:
+  //   Qwen2's QKV bias removed, QK-Norm introduced); Megatron-LM's own launch arguments for both
+  //   models pass --qk-layernorm with --disable-bias-linear (examples/post_training/modelopt/conf/Qwen/
+  //   Qwen3-30B-A3B.sh and Qwen3-235B-A22B.sh at NVIDIA/Megatron-LM@d98e8a64).
+  // Qwen2's attention has QKV biases and no other linear biases (Qwen2 report arXiv:2407.10671 Sec. 2.2, its
+  //   dense and MoE models alike); Megatron-LM runs the Qwen2 family with --add-qkv-bias and
+  //   --disable-bias-linear (examples/multimodal/nvlm/pretrain_qwen20_72b_internvit_6b.sh at
+  //   NVIDIA/Megatron-LM@d98e8a64).
   // Llama 4 Scout (17B active, 16 experts): torchtitan's "17bx16e" (pytorch/torchtitan
   //   torchtitan/models/llama4/__init__.py: dim 5120, 48 layers, 40 heads, 8 kv heads, every layer MoE,
   //   16 experts; ffn_dim_multiplier 1.2, multiple_of 2048, so the MoE hidden size is int(1.2 x int(8 x 5120 /
@@ -65,13 +72,13 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
       {"llama3-8x70b", 80, 8192, 28672, 64, 8, 128, 8192, 128256, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "MoE Parallel Folding, arXiv:2504.14960 Sec. 4.1 (Llama 3 70B upcycled to 8 experts)"},
       {"qwen2-57b-a14b", 28, 3584, 18944, 28, 4, 128, 4096, 151936, true, true, "RMSNorm", "rope", 0.0, 0.0,
-       "Qwen2 Technical Report, arXiv:2407.10671 Table 1; config.json"},
+       "Qwen2 Technical Report, arXiv:2407.10671 Table 1; config.json", false, true},
       {"deepseek-v3", 61, 7168, 18432, 128, 128, 128, 4096, 129280, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "DeepSeek-V3 Technical Report, arXiv:2412.19437 Sec. 4.2; config.json"},
       {"qwen3-30b-a3b", 48, 2048, 6144, 32, 4, 128, 4096, 151936, true, true, "RMSNorm", "rope", 0.0, 0.0,
-       "Qwen3 Technical Report, arXiv:2505.09388 Table 2; config.json"},
+       "Qwen3 Technical Report, arXiv:2505.09388 Table 2; config.json", true, false},
       {"qwen3-235b-a22b", 94, 4096, 12288, 64, 4, 128, 4096, 151936, true, true, "RMSNorm", "rope", 0.0, 0.0,
-       "Qwen3 Technical Report, arXiv:2505.09388 Table 2; config.json"},
+       "Qwen3 Technical Report, arXiv:2505.09388 Table 2; config.json", true, false},
       {"llama4-scout", 48, 5120, 16384, 40, 8, 128, 8192, 202048, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "torchtitan llama4 17bx16e (torchtitan/models/llama4/__init__.py); Llama-4-Scout-17B-16E config.json"},
       {"gpt-oss-120b", 36, 2880, 2880, 64, 8, 64, 4096, 201088, true, true, "RMSNorm", "rope", 0.0, 0.0,

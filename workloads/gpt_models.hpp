@@ -15,6 +15,8 @@ struct GptModelShape {
   std::string normalization, position_embedding_type;
   double hidden_dropout, attention_dropout;
   std::string source;
+  // Megatron-Core's --qk-layernorm and --add-qkv-bias (GptConfig), cited in gpt_models.cpp.
+  bool qk_layernorm = false, add_qkv_bias = false;
 };
 
 const std::vector<GptModelShape>& gpt_model_catalogue();

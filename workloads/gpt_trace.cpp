@@ -926,7 +926,8 @@ class StageEmitter {
       });
       return;
     }
-    const bool gather = c.fsdp() && !fsdp_keep_gathered;
+    // fsdp_reshard_after_forward never: the layers are still gathered from their forward.
+    const bool gather = c.fsdp() && !fsdp_keep_gathered && !c.fsdp_no_reshard();
     const WMode wm = sl.input_only ? WMode::Deferred : c.moe.delay_wgrad_compute ? WMode::Delay : WMode::Whole;
     Step first_layer_w;  // Delay: the first layer's attention weight gradient, after the slot's pipeline send
     out.push_back([this, mb, ch, base, nl, mbs, last_chunk, gather, fsdp_next]() {

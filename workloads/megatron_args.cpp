@@ -719,7 +719,7 @@ std::string megatron_param_name(const std::string& dest) {
       "recompute_activations", "recompute_granularity", "recompute_modules", "cp_comm_type", "ffn_hidden_size",
       "sequence_parallel", "overlap_p2p_comm", "data_parallel_sharding_strategy", "use_custom_fsdp",
       "global_batch_size", "transformer_impl", "add_bias_linear", "moe_enable_deepep", "tensor_model_parallel_size",
-      "pipeline_model_parallel_size", "use_megatron_fsdp", "padded_vocab_size"};
+      "pipeline_model_parallel_size", "use_megatron_fsdp", "padded_vocab_size", "torch_fsdp2_reshard_after_forward", "optimizer"};
   // Megatron-LM's dest -> the generator's name for the same setting.
   static const std::map<std::string, std::string> renamed = {
       {"fp8", "fp8_format"}, {"fp4", "fp4_format"}, {"ddp_bucket_size", "bucket_size"},
@@ -925,6 +925,19 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     // --use-megatron-fsdp exists only in d98e8a64, whose default strategy is optim_grads_params (arguments.py
     // @d98e8a64 _add_distributed_args); that validate_args no longer derives the overlaps from it.
     p["data_parallel_sharding_strategy"] = "optim_grads_params";
+  }
+  // --optimizer: Adam and SGD are priced (their state and step); muon, lion, soap, ... stay not modelled.
+  if (has("optimizer")) {
+    const std::string o = value("optimizer");
+    if (o == "adam" || o == "sgd") p["optimizer"] = o;
+    else mark("optimizer", 2);
+  }
+  // --torch-fsdp2-no-reshard-after-forward (dest torch_fsdp2_reshard_after_forward, store_false): FSDP2's
+  // reshard_after_forward False, fabricsim's fsdp_reshard_after_forward never (torch FSDP2 only: Megatron reads it
+  // only when it builds TorchFullyShardedDataParallel, megatron/training/training.py @d98e8a64).
+  if (has("torch_fsdp2_reshard_after_forward")) {
+    if (has("use_torch_fsdp2")) p["fsdp_reshard_after_forward"] = "never";
+    else mark("torch_fsdp2_reshard_after_forward", 1);
   }
   // Transformer Engine (the default) is what fabricsim prices; Megatron-Core's local layers are not.
   if (has("transformer_impl") && value("transformer_impl") != "transformer_engine") mark("transformer_impl", 2);

@@ -751,7 +751,15 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
   if (reshard != "default") {
     if (reshard != "always" && reshard != "never")
       fail("parallelism.fsdp_reshard_after_forward", "expected default, always or never, got '" + text_excerpt(reshard) + "'");
-    not_modelled.push_back(show("parallelism.fsdp_reshard_after_forward") + " (priced as torchtitan's default policy)");
+    // The gpt generator's fsdp_reshard_after_forward (torchtitan's names): "never" keeps each layer gathered
+    // from its forward to its backward; "always" is the default policy without PP and not modelled with it.
+    if (ddp) {
+      not_modelled.push_back(show("parallelism.fsdp_reshard_after_forward") + " (no FSDP2 here: replicas only)");
+    } else if (reshard == "never" || pp == 1) {
+      p["fsdp_reshard_after_forward"] = reshard;
+    } else {
+      not_modelled.push_back(show("parallelism.fsdp_reshard_after_forward") + " (priced as torchtitan's default policy)");
+    }
   }
 
   // Precision: bf16 parameters in FSDP2's mixed precision, fp32 or bf16 gradient reduction.

@@ -88,11 +88,11 @@ TEST_CASE("import megatron: not-modelled flags warn; bad scripts are one line, e
       "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 2 --hidden-size 1024 --num-attention-heads 16 "
       "--seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 --bf16 --tokenizer-type "
       "GPT2BPETokenizer --global-batch-size 16";
-  write(scratch() / "ok.sh", base + " --qk-layernorm --lr 1e-4\n");
+  write(scratch() / "ok.sh", base + " --manual-gc --lr 1e-4\n");
   Run ok = cli_test::run_in(scratch(), cli_test::fabricsim("run --megatron ok.sh --topology dgx-h100 -q"));
   REQUIRE_MESSAGE(ok.rc == 0, ok.err);
   CHECK(ok.err.find("fabricsim run: warning: not modelled (they change the step; fabricsim does not simulate them): "
-                    "--qk-layernorm\n") != std::string::npos);
+                    "--manual-gc\n") != std::string::npos);
   CHECK(ok.out.find("step time") != std::string::npos);
 
   const fs::path out = scratch() / "never.json";

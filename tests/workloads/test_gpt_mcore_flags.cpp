@@ -5,12 +5,18 @@
 
 #include "workloads_test_util.hpp"
 
+#include <set>
 #include <string>
+#include <vector>
 
 #include "workloads/gpt.hpp"
 #include "workloads/gpt_detail.hpp"
+#include "workloads/gpt_models.hpp"
+#include "models/compute.hpp"
+#include "models/gpu.hpp"
 #include "workloads/megatron_args.hpp"
 #include "workloads/nemo_config.hpp"
+#include "workloads/torchtitan_config.hpp"
 #include "sim/base/input_file.hpp"
 
 using namespace fabricsim;
@@ -275,4 +281,259 @@ TEST_CASE("cpu_offloading_num_layers: NeMo's cpu_offloading gates its cpu_offloa
   text.replace(n, text.find('\n', n) - n, "cpu_offloading_num_layers: 3");
   const Json on = scenario_for_nemo(path, text, "dgx-h100", {}, false);
   CHECK(on["workload"]["params"]["cpu_offloading_num_layers"] == 3);
+}
+
+namespace {
+// Summed durations of rank 0's compute ops of layer 0, micro-batch 0, whose names start with `prefix`
+// (`mb0.l0.fwd`, `mb0.l0.bwd`).
+double block_s(const Trace& t, const std::string& prefix) {
+  double s = 0;
+  for (const Op& op : t.ranks.at(0).ops)
+    if (op.name.rfind(prefix, 0) == 0 && op.category == "compute") s += op.duration_s;
+  return s;
+}
+double norm_kernel_s(const models::ComputeModel& cm, double bytes) {
+  return cm.kernel_time_s(models::KernelDesc::memory(models::MemoryKernel::Norm, bytes, models::Precision::FP16));
+}
+std::string notes_of(const Json& scenario) {
+  std::string s;
+  for (const auto& n : scenario["workload"]["notes"]) s += n.get<std::string>() + "\n";
+  return s;
+}
+}  // namespace
+
+TEST_CASE("qk_layernorm: per-head norms of Q and K -- two kernels each way, their saved inputs, 2 x kv_channels weights") {
+  // flat(): TP 2, PP 1, h 1024, 16 heads of 64 (MHA), seq 2048, micro-batch 1, 4 layers, fp16.
+  const ParamMap off = flat({{"normalization", "RMSNorm"}}), on = flat({{"normalization", "RMSNorm"}, {"qk_layernorm", "true"}});
+  const double T = 2048, d = 64, heads_t = 16.0 / 2;  // a / t = g / t = 8
+  // Parameters: an RMSNorm weight of kv_channels for Q and one for K per layer (replicated over TP); LayerNorm
+  // adds the biases.
+  CHECK(gpt_num_parameters(cfg(on)) - gpt_num_parameters(cfg(off)) == doctest::Approx(4 * 2 * d));
+  CHECK(gpt_num_parameters(cfg(flat({{"qk_layernorm", "true"}}))) - gpt_num_parameters(cfg(flat())) ==
+        doctest::Approx(4 * 4 * d));
+  // Activations: per token and layer the norms' inputs (Q and K heads of this rank, 2 bytes) and one fp32
+  // rsigma per head; one micro-batch in flight without PP.
+  CHECK(mem(on).activations_bytes - mem(off).activations_bytes == doctest::Approx(4 * T * 2 * heads_t * (2 * d + 4)));
+  // Time: one norm kernel over Q and one over K in the forward (read + write), twice the bytes backward.
+  models::ComputeModel cm;
+  cm.gpu = models::gpu_spec("h100");
+  const double el = T * heads_t * d;
+  const Trace t0 = workloads_test::gen(off), t1 = workloads_test::gen(on);
+  CHECK(block_s(t1, "mb0.l0.fwd") - block_s(t0, "mb0.l0.fwd") == doctest::Approx(2 * norm_kernel_s(cm, 4 * el)).epsilon(1e-3));
+  CHECK(block_s(t1, "mb0.l0.bwd") - block_s(t0, "mb0.l0.bwd") == doctest::Approx(2 * norm_kernel_s(cm, 8 * el)).epsilon(1e-3));
+  // Megatron-Core's FLOP count has no norms.
+  CHECK(gpt_model_flops(cfg(on)) == gpt_model_flops(cfg(off)));
+}
+
+TEST_CASE("add_qkv_bias: the QKV projection's bias on a bias-free model; no kernel (GEMM epilogue)") {
+  const ParamMap off = flat({{"normalization", "RMSNorm"}}), on = flat({{"normalization", "RMSNorm"}, {"add_qkv_bias", "true"}});
+  // (a + 2g) d = 48 x 64 per layer, 4 layers.
+  CHECK(gpt_num_parameters(cfg(on)) - gpt_num_parameters(cfg(off)) == doctest::Approx(4 * 48 * 64));
+  // Per GPU (TP 2 splits the bias with the QKV output): weights 2 bytes, fp32 main gradient 4, Adam state 12.
+  const GptMemory m0 = mem(off), m1 = mem(on);
+  const double per_gpu = 4 * 48 * 64 / 2.0;
+  CHECK(m1.weights_bytes - m0.weights_bytes == doctest::Approx(2 * per_gpu));
+  CHECK(m1.params_bytes() - m0.params_bytes() > 2 * per_gpu);
+  CHECK(block_s(workloads_test::gen(on), "mb0.l0.fwd") == block_s(workloads_test::gen(off), "mb0.l0.fwd"));
+  // A model with linear biases (LayerNorm) has the QKV bias already.
+  CHECK(gpt_num_parameters(cfg(flat({{"add_qkv_bias", "true"}}))) == gpt_num_parameters(cfg(flat())));
+}
+
+TEST_CASE("squared_relu: the non-gated MLP's activation, as GELU's kernel; fc1's bias added apart; refused with swiglu") {
+  const ParamMap rms = flat({{"normalization", "RMSNorm"}});
+  ParamMap sq = rms;
+  sq["squared_relu"] = "true";
+  // Two MLP GEMMs, one activation kernel of GELU's bytes: the same step and parameters.
+  CHECK(block_s(workloads_test::gen(sq), "mb0.l0.fwd") == block_s(workloads_test::gen(rms), "mb0.l0.fwd"));
+  CHECK(gpt_num_parameters(cfg(sq)) == gpt_num_parameters(cfg(rms)));
+  // With linear biases: fc1's bias added by its own kernel (read + write T f / t elements), its gradient a
+  // reduction (read once).
+  models::ComputeModel cm;
+  cm.gpu = models::gpu_spec("h100");
+  const double el = 2048.0 * 2816 / 2;
+  auto elementwise = [&](double bytes) {
+    return cm.kernel_time_s(models::KernelDesc::memory(models::MemoryKernel::Elementwise, bytes, models::Precision::FP16));
+  };
+  const Trace g = workloads_test::gen(flat()), s = workloads_test::gen(flat({{"squared_relu", "true"}}));
+  CHECK(block_s(s, "mb0.l0.fwd") - block_s(g, "mb0.l0.fwd") == doctest::Approx(elementwise(4 * el)).epsilon(1e-3));
+  CHECK(block_s(s, "mb0.l0.bwd") - block_s(g, "mb0.l0.bwd") == doctest::Approx(elementwise(2 * el)).epsilon(1e-3));
+  CHECK(error_of([] { cfg(flat({{"squared_relu", "true"}, {"swiglu", "true"}})); })
+            .find("squared_relu: is the activation of the non-gated MLP") != std::string::npos);
+}
+
+TEST_CASE("qk_layernorm, add_qkv_bias, squared_relu: Megatron-LM's and NeMo's settings import as modelled") {
+  const MegatronImport im = import_megatron_args(
+      read_megatron_launch("torchrun pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 16"
+                           " --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 --bf16"
+                           " --tokenizer-type GPT2BPETokenizer --normalization RMSNorm --disable-bias-linear"
+                           " --qk-layernorm --add-qkv-bias --squared-relu",
+                           "job.sh", {}),
+      8, {});
+  CHECK(im.not_modelled.empty());
+  CHECK(im.params["qk_layernorm"] == true);
+  CHECK(im.params["add_qkv_bias"] == true);
+  CHECK(im.params["squared_relu"] == true);
+  const std::string path = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/nemo-configs/megatron_gpt_config.yaml";
+  std::string text = read_input_file(path);
+  const auto at = text.find("activation: 'gelu'");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, std::string("activation: 'gelu'").size(), "activation: 'squared-relu'");
+  const Json sc = scenario_for_nemo(path, text, "dgx-h100", {}, false);
+  CHECK(sc["workload"]["params"]["squared_relu"] == true);
+  CHECK(notes_of(sc).find("squared") == std::string::npos);
+}
+
+TEST_CASE("catalogue: Qwen3 models have qk_layernorm, Qwen2-57B-A14B the QKV bias") {
+  for (const char* m : {"qwen3-30b-a3b", "qwen3-235b-a22b"}) {
+    CHECK(find_gpt_model(m)->qk_layernorm);
+    CHECK_FALSE(find_gpt_model(m)->add_qkv_bias);
+  }
+  CHECK(find_gpt_model("qwen2-57b-a14b")->add_qkv_bias);
+  CHECK_FALSE(find_gpt_model("qwen2-57b-a14b")->qk_layernorm);
+  CHECK_FALSE(find_gpt_model("llama3-70b")->qk_layernorm);
+  // The catalogue's settings reach the config, and an explicit parameter overrides them.
+  ParamMap p = {{"model", "qwen3-30b-a3b"}, {"gpu", "h100"}, {"world_size", "64"}, {"global_batch_size", "64"},
+                {"tensor_model_parallel_size", "1"}, {"pipeline_model_parallel_size", "1"},
+                {"expert_model_parallel_size", "8"}};
+  CHECK(cfg(p).qk_layernorm);
+  p["qk_layernorm"] = "false";
+  CHECK_FALSE(cfg(p).qk_layernorm);
+}
+
+TEST_CASE("use_tp_pp_dp_mapping: pipeline before data -- PP sends stay in the server, DP collectives cross servers") {
+  // 16 GPUs on two 8-GPU servers: TP 2, PP 2, DP 4. Megatron's default order puts stage 0 on server 0 and stage
+  // 1 on server 1 (the pipeline crosses the network, DP stays on NVLink); tp-cp-ep-pp-dp puts each DP replica's
+  // two stages on 4 neighbouring GPUs (the pipeline on NVLink, the DP group over both servers).
+  auto layout = [](bool pp_inner) {
+    ParamMap p = small({{"gpus_per_host", "8"}});
+    if (pp_inner) p["use_tp_pp_dp_mapping"] = "true";
+    return workloads_test::gen(p);
+  };
+  auto host = [](std::int32_t r) { return r / 8; };
+  for (bool pp_inner : {false, true}) {
+    CAPTURE(pp_inner);
+    const Trace t = layout(pp_inner);
+    REQUIRE(t.ranks.size() == 2);
+    CHECK(t.ranks[0].rank == 0);
+    CHECK(t.ranks[1].rank == (pp_inner ? 2 : 8));
+    std::set<std::int32_t> send_hosts;
+    for (const Op& op : t.ranks[0].ops)
+      if (op.kind == OpKind::Send) send_hosts.insert(host(op.peer));
+    CHECK(send_hosts == std::set<std::int32_t>{pp_inner ? 0 : 1});
+    const Communicator* dp = nullptr;
+    for (const auto& cm : t.comms)
+      if (cm.name == "dp.stage0") dp = &cm;
+    REQUIRE(dp != nullptr);
+    CHECK(dp->ranks == (pp_inner ? std::vector<std::int32_t>{0, 4, 8, 12} : std::vector<std::int32_t>{0, 2, 4, 6}));
+    std::set<std::int32_t> dp_hosts;
+    for (auto r : dp->ranks) dp_hosts.insert(host(r));
+    CHECK(dp_hosts.size() == (pp_inner ? 2u : 1u));
+    // The TP group is the same pair either way.
+    for (const auto& cm : t.comms)
+      if (cm.name == "tp.stage1") CHECK(cm.ranks == (pp_inner ? std::vector<std::int32_t>{2, 3} : std::vector<std::int32_t>{8, 9}));
+  }
+  // MoE: the expert grid's pipeline groups must match the dense grid's (ETP x EP = TP x CP).
+  CHECK(error_of([] {
+          cfg(small({{"use_tp_pp_dp_mapping", "true"}, {"num_experts", "8"}, {"expert_model_parallel_size", "4"}}));
+        }).find("use_tp_pp_dp_mapping: with pipeline parallelism needs expert tensor x expert parallel size (8)") !=
+        std::string::npos);
+}
+
+TEST_CASE("fsdp_reshard_after_forward never: no parameter all-gather in the backward, the stage's layers held gathered") {
+  // torch FSDP2 over DP 4 (TP 2, no PP), 4 layers, 2 micro-batches per step.
+  auto fsdp = [](const char* policy) {
+    return flat({{"use_distributed_optimizer", "false"}, {"use_torch_fsdp2", "true"}, {"precision", "bf16"},
+                 {"fsdp_reshard_after_forward", policy}});
+  };
+  auto count = [](const Trace& t, const std::string& part) {
+    int n = 0;
+    for (const Op& op : t.ranks.at(0).ops) n += op.kind == OpKind::Collective && op.name.find(part) != std::string::npos;
+    return n;
+  };
+  const Trace d = workloads_test::gen(fsdp("default")), n = workloads_test::gen(fsdp("never"));
+  const int fwd_d = count(d, ".fsdp.ag") - count(d, ".bwd.fsdp.ag"), fwd_n = count(n, ".fsdp.ag") - count(n, ".bwd.fsdp.ag");
+  CHECK(count(d, ".bwd.fsdp.ag") == 2 * 4);  // every layer, every micro-batch
+  CHECK(count(n, ".bwd.fsdp.ag") == 0);
+  CHECK(fwd_n == fwd_d);
+  CHECK(count(n, ".fsdp.rs") == count(d, ".fsdp.rs"));
+  // "always" is the default policy without PP.
+  CHECK(count(workloads_test::gen(fsdp("always")), ".bwd.fsdp.ag") == 2 * 4);
+  // Memory: all 4 layers' bf16 weights gathered at the start of the backward instead of the running and the
+  // prefetched one.
+  const GptConfig c = cfg(fsdp("never"));
+  const double Pl = gpt_detail::layer_params_per_rank(c);
+  CHECK(mem(fsdp("never")).weights_bytes - mem(fsdp("default")).weights_bytes == doctest::Approx(2.0 * (4 - 2) * Pl));
+  // Refusals name the key.
+  CHECK(error_of([] { cfg(flat({{"fsdp_reshard_after_forward", "never"}})); })
+            .find("fsdp_reshard_after_forward: describes torch FSDP2's units") != std::string::npos);
+  CHECK(error_of([] {
+          cfg(small({{"use_distributed_optimizer", "false"}, {"use_torch_fsdp2", "true"}, {"precision", "bf16"},
+                     {"fsdp_reshard_after_forward", "always"}}));
+        }).find("fsdp_reshard_after_forward: always with pipeline parallelism is not modelled") != std::string::npos);
+  // Megatron-LM's --torch-fsdp2-no-reshard-after-forward.
+  const MegatronImport im = import_megatron_args(
+      read_megatron_launch("torchrun pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 16"
+                           " --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 --bf16"
+                           " --tokenizer-type GPT2BPETokenizer --use-torch-fsdp2 --torch-fsdp2-no-reshard-after-forward",
+                           "job.sh", {}),
+      8, {});
+  CHECK(im.not_modelled.empty());
+  CHECK(im.params["fsdp_reshard_after_forward"] == "never");
+}
+
+TEST_CASE("optimizer sgd: a momentum buffer instead of two Adam moments; the step moves less state") {
+  const ParamMap adam = small(), sgd = small({{"optimizer", "sgd"}}), plain = small({{"optimizer", "sgd"}, {"sgd_momentum", "0"}});
+  CHECK(cfg(sgd).adam_state_bytes() == 8.0);
+  CHECK(cfg(plain).adam_state_bytes() == 4.0);
+  // Stage 0's parameters P over the shard group DP 4: 12 P / 4 -> 8 P / 4 -> 4 P / 4; weights and gradients alike.
+  const GptMemory a = mem(adam), s = mem(sgd), n = mem(plain);
+  const double P = a.optimizer_bytes * 4.0 / 12.0;
+  CHECK(s.optimizer_bytes == doctest::Approx(8.0 * P / 4.0));
+  CHECK(n.optimizer_bytes == doctest::Approx(4.0 * P / 4.0));
+  CHECK(s.weights_bytes == a.weights_bytes);
+  CHECK(s.grads_bytes == a.grads_bytes);
+  // The optimizer step reads and writes the state: 8 + 2 x 12 = 32 bytes per parameter -> 8 + 2 x 8 = 24.
+  const double d32 = op_named(workloads_test::gen(adam), "optimizer.step").duration_s;
+  const double d24 = op_named(workloads_test::gen(sgd), "optimizer.step").duration_s;
+  CHECK(d24 / d32 == doctest::Approx(24.0 / 32.0).epsilon(0.02));
+  // torch FSDP2: the fp32 shard is the master weight; SGD keeps one fp32 momentum shard where Adam keeps two.
+  auto fsdp = [](const char* o) {
+    return mem(flat({{"use_distributed_optimizer", "false"}, {"use_torch_fsdp2", "true"}, {"precision", "bf16"}, {"optimizer", o}}));
+  };
+  CHECK(fsdp("sgd").optimizer_bytes == doctest::Approx(fsdp("adam").optimizer_bytes / 2.0));
+  CHECK(error_of([] { cfg(small({{"optimizer", "lion"}})); }).find("optimizer: expected one of adam, sgd") != std::string::npos);
+  CHECK(error_of([] { cfg(pao({{"optimizer", "sgd"}})); }).find("optimizer: sgd with use_precision_aware_optimizer is not modelled") !=
+        std::string::npos);
+  // Megatron-LM: --optimizer sgd and --sgd-momentum are modelled, --optimizer lion is listed as not modelled.
+  auto import = [](const std::string& extra) {
+    return import_megatron_args(
+        read_megatron_launch("torchrun pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 16"
+                             " --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 --bf16"
+                             " --tokenizer-type GPT2BPETokenizer" + extra,
+                             "job.sh", {}),
+        8, {});
+  };
+  const MegatronImport im = import(" --optimizer sgd --sgd-momentum 0");
+  CHECK(im.not_modelled.empty());
+  CHECK(im.params["optimizer"] == "sgd");
+  CHECK(im.params["sgd_momentum"] == 0.0);
+  CHECK(import(" --optimizer lion").not_modelled == std::vector<std::string>{"--optimizer lion"});
+}
+
+TEST_CASE("fsdp_reshard_after_forward: torchtitan's parallelism.fsdp_reshard_after_forward imports") {
+  const std::string path = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/torchtitan-configs/llama3_8b-8a2686c4a.toml";
+  const std::string text = read_input_file(path);
+  auto with = [&](const std::string& policy, const std::string& pp) {
+    TorchtitanOptions o;
+    o.gpus = 16;
+    o.overrides = {{"parallelism.fsdp_reshard_after_forward", policy}, {"parallelism.pipeline_parallel_degree", pp}};
+    return scenario_for_torchtitan(path, text, "dgx-h100", {}, o);
+  };
+  CHECK(with("never", "1")["workload"]["params"]["fsdp_reshard_after_forward"] == "never");
+  CHECK(with("never", "2")["workload"]["params"]["fsdp_reshard_after_forward"] == "never");
+  CHECK(with("always", "1")["workload"]["params"]["fsdp_reshard_after_forward"] == "always");
+  const Json pp_always = with("always", "2");
+  CHECK_FALSE(pp_always["workload"]["params"].contains("fsdp_reshard_after_forward"));
+  CHECK(notes_of(pp_always).find("fsdp_reshard_after_forward") != std::string::npos);
+  CHECK_FALSE(with("default", "1")["workload"]["params"].contains("fsdp_reshard_after_forward"));
 }

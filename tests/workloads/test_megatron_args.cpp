@@ -161,18 +161,18 @@ TEST_CASE("megatron import: modelled flags become gpt parameters, with Megatron-
 TEST_CASE("megatron import: ignored and not-modelled flags are listed; a default value changes nothing") {
   const MegatronImport im = import_text("torchrun pretrain_gpt.py" + kBase +
                                         " --lr 3e-4 --data-path $DATA --save /ckpt --seed 7"
-                                        " --qk-layernorm --manual-gc --transformer-impl transformer_engine"
+                                        " --no-persist-layer-norm --manual-gc --transformer-impl transformer_engine"
                                         " --transformer-impl local --optimizer adam --num-query-groups 4");
   CHECK(im.ignored == std::vector<std::string>{"--lr 3e-4", "--data-path ${DATA}", "--save /ckpt", "--seed 7",
-                                               "--optimizer adam", "--num-query-groups 4"});
-  CHECK(im.not_modelled == std::vector<std::string>{"--qk-layernorm", "--manual-gc", "--transformer-impl local"});
+                                               "--num-query-groups 4"});
+  CHECK(im.not_modelled == std::vector<std::string>{"--no-persist-layer-norm", "--manual-gc", "--transformer-impl local"});
   CHECK(std::find(im.modelled.begin(), im.modelled.end(), "--num-layers 4") != im.modelled.end());
   CHECK_FALSE(im.params.contains("num_query_groups"));  // counts only with --group-query-attention
   // The scenario carries them as notes, which the run's result repeats.
-  const Json doc = scenario("torchrun pretrain_gpt.py" + kBase + " --qk-layernorm --lr 1");
+  const Json doc = scenario("torchrun pretrain_gpt.py" + kBase + " --manual-gc --lr 1");
   const Json& notes = doc["workload"]["notes"];
   REQUIRE(notes.size() == 3);
-  CHECK(notes[1] == "not modelled (they change the step; fabricsim does not simulate them): --qk-layernorm");
+  CHECK(notes[1] == "not modelled (they change the step; fabricsim does not simulate them): --manual-gc");
   CHECK(notes[2] == "ignored (no effect on step time): --lr 1");
   const Scenario s = scenario_from_json(doc, "job.json");
   CHECK(s.workload.notes.size() == 3);
