@@ -111,14 +111,18 @@ std::vector<GpuSpec> make_specs() {
   // B300 (HGX B300, Blackwell Ultra): NVIDIA HGX B300 datasheet, 8-GPU totals / 8: FP16/BF16 36 PF sparse ->
   //   2.25 PF dense; TF32 18 PF sparse -> 1.125 PF dense; FP32 600 TF -> 75 TF; FP8 72 PF sparse -> 4.5 PF
   //   dense; FP4 108 PF dense -> 13.5 PF; HBM3e 2.3 TB -> 288 GB and 8 TB/s per GPU. 160 SMs: NVIDIA
-  //   "Inside NVIDIA Blackwell Ultra" technical blog (160 SMs across two dies). Recalled from those
-  //   documents (not in /work/shared): verify before quoting.
+  //   "Inside NVIDIA Blackwell Ultra" technical blog (160 SMs across two dies). Those documents are not in the
+  //   project's data; the per-GPU dense figures agree with two secondary summaries of them (glennklockwood.com
+  //   garden/processors/B300: BF16 2250, FP8 4500 TFLOP/s dense, "13 PF" dense FP4; verda.com blog
+  //   gb300-nvl72-architecture: BF16 2.25, FP8 4.5 PF dense).
   v.push_back({"b300", 2250 * T, 2250 * T, 1125 * T, 75 * T, 8000 * GBps, 288 * GB,
                "NVIDIA HGX B300 datasheet (per-GPU = 8-GPU totals / 8)", 4500 * T, 160, 13500 * T});
   // GB300 (the Blackwell Ultra GPU of a GB300 NVL72): NVIDIA GB300 NVL72 datasheet, 72-GPU totals / 72:
   //   FP16/BF16 360 PF sparse -> 2.5 PF dense; TF32 180 PF sparse -> 1.25 PF dense; FP32 6 PF -> 83 TF; FP8
   //   720 PF sparse -> 5 PF dense; FP4 1,080 PF dense -> 15 PF; HBM3e 20.7 TB, 576 TB/s -> 288 GB, 8 TB/s per
-  //   GPU. 160 SMs as B300. Recalled from the datasheet (not in /work/shared): verify before quoting.
+  //   GPU. 160 SMs as B300. The datasheet is not in the project's data; the per-GPU dense figures agree with a
+  //   secondary summary of it (verda.com blog gb300-nvl72-architecture: FP4 15, FP8 5, BF16 2.5 PF dense; rack
+  //   1,080 PF dense FP4, 576 TB/s).
   v.push_back({"gb300", 2500 * T, 2500 * T, 1250 * T, 83.3 * T, 8000 * GBps, 288 * GB,
                "NVIDIA GB300 NVL72 datasheet (per-GPU = rack / 72)", 5000 * T, 160, 15000 * T});
   // V100 SXM2 16GB (ABCI V nodes, as in /work/shared/data/nccl-tests abci_*_vnode_*): FP16 Tensor 125
