@@ -77,6 +77,11 @@ const std::vector<ParamDecl>& calibration_params() {
       {"ring_outstanding_steps", &CalibrationFactors::ring_outstanding_steps, ParamUnit::Count, 1, 1e6, 1.0,
        "modelling choice: ring steps serialised per hop (NCCL keeps NCCL_STEPS 8 in flight, NCCL-H)",
        "collective builder: step-level rings"},
+      {"ring_credit_steps", &CalibrationFactors::ring_credit_steps, ParamUnit::Count, 1, 63, 1.0,
+       "modelling choice: a ring hop's next step waits for its previous one to be received (1); NCCL keeps "
+       "NCCL_STEPS 8 in flight (src/include/device.h, v2.28.9-1), but 8 over-predicts the multi-node logs below 64 MiB "
+       "(docs/collectives.md \"Pipelined rings\")",
+       "collective builder: step-level rings"},
       {"multi_host_base_latency_factor", &CalibrationFactors::multi_host_base_latency_factor, ParamUnit::Multiplier, 0, 1e6, 1.0,
        "NCCL-T: baseLat does not depend on the node count", "collective builder and tuner: multi-host calls"},
       {"kernel_launch_s", &CalibrationFactors::kernel_launch_s, ParamUnit::Seconds, 0, 1, 34.28e-6 / 8.0,

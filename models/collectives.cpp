@@ -709,11 +709,23 @@ struct Builder {
     for (const auto& [order, w] : ring_orders(ranks, channels)) {
       double chunk = total_per_step / channels;  // per flow; weight w flows share the path
       if (!step) {
-        // One transfer per hop carrying all steps (each step pays the hop's own latency, as the step
-        // schedule with ring_outstanding_steps = 1 does).
+        // One transfer per hop carrying all steps. With ring_credit_steps <= the window each step pays the hop's own
+        // latency, as the step schedule does. With more, each step pays the mean of the ring's per-step hop
+        // latencies: the pipelined ring pays every hop's latency once per step along the ring (NCCL's model:
+        // src/graph/tuning.cc; models/ring_stream.hpp), so nsteps x the mean, added to the slowest hop's
+        // bandwidth time (equal to the step schedule on a ring whose hops are alike; above it by at most the
+        // latencies where the slowest hop's bandwidth hides them).
+        const bool pipelined = calib.factors.ring_credit_steps > calib.factors.ring_outstanding_steps;
+        double mean_lat = 0;
+        if (pipelined) {
+          for (int p = 0; p < m; ++p) mean_lat += hop_params(gpu(order[p]), gpu(order[(p + 1) % m])).second;
+          mean_lat = mean_lat / m * step_latency_scale;
+        }
         for (int p = 0; p < m; ++p) {
           int src = order[p], dst = order[(p + 1) % m];
-          done[dst].push_back(emit(gpu(src), gpu(dst), chunk, nsteps, w, deps_of(src), c, 0));
+          const std::uint32_t id = emit(gpu(src), gpu(dst), chunk, nsteps, w, deps_of(src), c, 0);
+          if (pipelined) s.transfers[id].step_latency_s = mean_lat;
+          done[dst].push_back(id);
         }
       } else if (stream) {
         // Compact form: the step-0 hops of this order (same emit() as below, without dependencies); the
@@ -727,21 +739,69 @@ struct Builder {
         stream->rings.push_back(std::move(rs));
         stream->nsteps = static_cast<std::uint32_t>(nsteps);
         stream->window = window;
+        stream->credit = std::max(window, static_cast<std::uint32_t>(calib.factors.ring_credit_steps));
       } else {
-        // Step k of a rank waits for step k-1 of its predecessor (the data it forwards) and for its own
-        // step k-window (calibration ring_outstanding_steps; see calibration.cpp).
-        std::vector<std::vector<std::uint32_t>> ids(static_cast<std::size_t>(nsteps), std::vector<std::uint32_t>(m));
+        // A pipelined step (models/ring_stream.hpp) is two transfers: the send (route latency, bandwidth
+        // phase) and the rest of the hop's per-step latency at the receiver (a delay, src == dst). Step k of a
+        // rank waits for step k-1 of its predecessor to be received (the data it forwards), for its own step
+        // k-window to be sent (calibration ring_outstanding_steps; see calibration.cpp) and for its own step
+        // k-credit to be received (calibration ring_credit_steps).
+        const int credit = std::max(static_cast<int>(window), static_cast<int>(calib.factors.ring_credit_steps));
+        if (credit <= static_cast<int>(window)) {
+          // No step is sent before the one `window` earlier is received: one transfer per step and hop (its
+          // latency, then its bandwidth phase). Step k of a rank waits for step k-1 of its predecessor (the
+          // data it forwards) and for its own step k-window.
+          std::vector<std::vector<std::uint32_t>> ids(static_cast<std::size_t>(nsteps), std::vector<std::uint32_t>(m));
+          for (int k = 0; k < nsteps; ++k) {
+            for (int p = 0; p < m; ++p) {
+              int src = order[p], dst = order[(p + 1) % m];
+              std::vector<std::uint32_t> d;
+              if (k == 0) d = deps_of(src);
+              else d.push_back(ids[k - 1][(p - 1 + m) % m]);
+              if (k >= static_cast<int>(window)) d.push_back(ids[k - window][p]);
+              ids[k][p] = emit(gpu(src), gpu(dst), chunk, 1, w, std::move(d), c, k);
+            }
+          }
+          for (int p = 0; p < m; ++p) done[order[(p + 1) % m]].push_back(ids[nsteps - 1][p]);
+          c += w;
+          continue;
+        }
+        std::vector<double> post(m);
+        std::vector<topo::LinkDir> route;
+        for (int p = 0; p < m; ++p) {
+          const NodeId a = gpu(order[p]), b = gpu(order[(p + 1) % m]);
+          route.clear();
+          if (a != b) routing.compute_route(a, b, route);
+          Transfer hop;
+          hop.step_latency_s = hop_params(a, b).second * step_latency_scale;
+          hop.latency_includes_route = true;
+          post[p] = ring_post_latency_s(hop, route_latency_s(t, calib, route));
+        }
+        std::vector<std::vector<std::uint32_t>> sent(static_cast<std::size_t>(nsteps), std::vector<std::uint32_t>(m));
+        std::vector<std::vector<std::uint32_t>> recv(sent);
         for (int k = 0; k < nsteps; ++k) {
           for (int p = 0; p < m; ++p) {
             int src = order[p], dst = order[(p + 1) % m];
             std::vector<std::uint32_t> d;
             if (k == 0) d = deps_of(src);
-            else d.push_back(ids[k - 1][(p - 1 + m) % m]);
-            if (k >= static_cast<int>(window)) d.push_back(ids[k - window][p]);
-            ids[k][p] = emit(gpu(src), gpu(dst), chunk, 1, w, std::move(d), c, k);
+            else d.push_back(recv[k - 1][(p - 1 + m) % m]);
+            if (k >= static_cast<int>(window)) d.push_back(sent[k - window][p]);
+            if (k >= credit) d.push_back(recv[k - credit][p]);
+            sent[k][p] = emit(gpu(src), gpu(dst), chunk, 1, w, std::move(d), c, k);
+            Transfer& x = s.transfers[sent[k][p]];
+            x.step_latency_s = 0;  // the route's latency only (latency_includes_route)
+            Transfer delay;
+            delay.src = delay.dst = gpu(dst);
+            delay.weight = w;
+            delay.step_latency_s = post[p];
+            delay.deps = {sent[k][p]};
+            delay.channel = c;
+            delay.step = k;
+            s.transfers.push_back(std::move(delay));
+            recv[k][p] = static_cast<std::uint32_t>(s.transfers.size() - 1);
           }
         }
-        for (int p = 0; p < m; ++p) done[order[(p + 1) % m]].push_back(ids[nsteps - 1][p]);
+        for (int p = 0; p < m; ++p) done[order[(p + 1) % m]].push_back(recv[nsteps - 1][p]);
       }
       c += w;
     }

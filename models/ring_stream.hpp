@@ -5,6 +5,18 @@
 // generates the transfers step by step. The rule is the one models::build_schedule's ring emits at step
 // fidelity (models/collectives.cpp, Builder::ring): step k of the hop leaving position p waits for step k-1
 // of the hop leaving position p-1 (the data it forwards) and for its own step k-window.
+//
+// A hop's step is pipelined as NCCL runs a ring (src/device/prims_simple.h: a connection keeps NCCL_STEPS
+// slots in flight, so a sender's next step does not wait for its previous one to be received): the step
+// pays its route's latency, then its bandwidth phase, which frees the hop for its next step, then the rest
+// of its per-step latency (ring_post_latency_s), after which the data is at the receiver and may be
+// forwarded. A hop's step k also waits for its own step k-credit to be received (calibration
+// ring_credit_steps; NCCL's receiver frees a slot when it has consumed it). With credit 1 (the default) a
+// step waits for the previous one's whole latency, as before: every step of a ring whose hops differ costs
+// its slowest hop's latency plus bandwidth. With credit 8 (NCCL_STEPS) the ring runs at its slowest hop's
+// bandwidth and pays each hop's latency once per step along the ring, as NCCL's model prices it
+// (src/graph/tuning.cc); docs/collectives.md "Pipelined rings" measures both.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -18,6 +30,22 @@
 
 namespace fabricsim::models {
 
+// Latency of a route as the engines charge it: link latencies plus the calibration's per-kind latencies.
+inline double route_latency_s(const topo::Topology& t, const Calibration& calib, const std::vector<topo::LinkDir>& route) {
+  double rl = 0;
+  for (topo::LinkDir d : route) {
+    const topo::Link& link = t.link(topo::Topology::link_of(d));
+    rl += link.latency_s + calib.of(link.kind).latency_s;
+  }
+  return rl;
+}
+
+// A pipelined ring step's latency after its bandwidth phase: the hop's per-step latency less the route
+// latency paid before it (models::transfer_latency_s with the hop's step latency).
+inline double ring_post_latency_s(const Transfer& hop, double route_s) {
+  return std::max(0.0, transfer_latency_s(hop, route_s) - route_s);
+}
+
 struct RingStream {
   struct Ring {
     std::vector<Transfer> hops;  // hops[p]: position p -> p+1 (mod size), as emitted for step 0 (deps empty)
@@ -26,6 +54,7 @@ struct RingStream {
   double fixed_latency_s = 0;
   std::uint32_t nsteps = 0;  // steps per hop
   std::uint32_t window = 1;  // calibration ring_outstanding_steps
+  std::uint32_t credit = 1;  // calibration ring_credit_steps
   std::vector<Ring> rings;   // one per distinct channel order (weight = channels sharing it)
   // Transfers the equivalent step-level Schedule holds.
   std::uint64_t transfers() const {

@@ -318,8 +318,15 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
     for (auto g : spec.communicator) hs.insert(t.node(g).host);
     hosts = static_cast<int>(hs.size());
   }
+  // NCCL's nodes (models::nccl_nodes): a multi-node NVLink domain (a GB200/GB300 NVL72 rack) is one node of
+  // several trays (hosts); say both where they differ.
+  const std::vector<int> nn = models::nccl_nodes(spec.communicator, t);
+  const int nodes = static_cast<int>(std::set<int>(nn.begin(), nn.end()).size());
+  const std::string where = nodes == hosts ? std::to_string(hosts) + " hosts"
+                                           : std::to_string(nodes) + " NCCL nodes (NVLink domains, e.g. NVL72 racks) of " +
+                                                 std::to_string(hosts) + " trays";
   std::ostringstream o;
-  o << "# fabricsim coll: " << opname << " on " << t.name() << " (" << n << " GPUs on " << hosts << " hosts), engine "
+  o << "# fabricsim coll: " << opname << " on " << t.name() << " (" << n << " GPUs on " << where << "), engine "
     << req.engine << ", calibration: " << sys.calibration_label();
   if (req.gpus_per_thread > 0)
     o << ", host launch floor " << fmt("%.2f", models::host_launch_floor_s(calib, req.gpus_per_thread) * 1e6)

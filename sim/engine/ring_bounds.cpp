@@ -19,7 +19,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 struct Hop {
   std::uint32_t ring = 0, pos = 0;
-  double lat_s = 0;       // latency phase
+  double pre_s = 0, post_s = 0;  // latency before and after the bandwidth phase
   double bytes = 0;       // per instance, bandwidth phase (0: none)
   double w = 1, cap = 0;  // weight, per-instance rate cap (0 = none)
   std::vector<std::uint32_t> route;
@@ -28,36 +28,31 @@ struct Hop {
   bool lo_by_cap = false;
 };
 
-// Latest finish of a ring of m hops with per-hop durations d (latency + bandwidth phase), nsteps steps and
-// the given window: the max-plus recurrence of ring_bounds.hpp, evaluated row by row with window + 1 rows.
-double ring_makespan(const std::vector<double>& d, std::uint32_t nsteps, std::uint32_t window) {
-  const std::size_t m = d.size();
+// Latest finish of a ring of m hops, nsteps steps and the given window, each hop with latency pre[p] before
+// and post[p] after its bandwidth phase b[p] (models/ring_stream.hpp): the max-plus recurrence of
+// ring_bounds.hpp, E(p,k) = max(A(p-1,k-1), E(p,k-window), A(p,k-credit)) + pre + b, A = E + post, evaluated
+// row by row with max(window, credit) + 1 rows.
+double ring_makespan(const std::vector<double>& pre, const std::vector<double>& b, const std::vector<double>& post,
+                     std::uint32_t nsteps, std::uint32_t window, std::uint32_t credit) {
+  const std::size_t m = b.size();
   if (m == 0 || nsteps == 0) return 0;
-  const std::size_t R = window + 1;
-  std::vector<double> buf(R * m, 0.0);
-  for (std::uint32_t k = 0; k < nsteps; ++k) {
-    double* cur = buf.data() + (k % R) * m;
-    const double* dp = d.data();
-    if (k == 0) {
-      for (std::size_t p = 0; p < m; ++p) cur[p] = dp[p];
-      continue;
-    }
-    const double* prev = buf.data() + ((k - 1) % R) * m;  // row k-1
-    if (k >= window) {
-      const double* own = buf.data() + ((k - window) % R) * m;  // row k-window
-      cur[0] = std::max(prev[m - 1], own[0]) + dp[0];
-      for (std::size_t p = 1; p < m; ++p) cur[p] = std::max(prev[p - 1], own[p]) + dp[p];
-    } else {
-      cur[0] = prev[m - 1] + dp[0];
-      for (std::size_t p = 1; p < m; ++p) cur[p] = prev[p - 1] + dp[p];
-    }
-  }
-  // F(g, k + window) >= F(g, k): the latest finish is in the last `window` rows.
+  const std::size_t R = std::max(window, credit) + 1;
+  std::vector<double> E(R * m, 0.0), A(R * m, 0.0);
   double best = 0;
-  const std::uint32_t first = nsteps > window ? nsteps - window : 0;
-  for (std::uint32_t k = first; k < nsteps; ++k) {
-    const double* row = buf.data() + (k % R) * m;
-    for (std::size_t p = 0; p < m; ++p) best = std::max(best, row[p]);
+  for (std::uint32_t k = 0; k < nsteps; ++k) {
+    double* e = E.data() + (k % R) * m;
+    double* a = A.data() + (k % R) * m;
+    const double* ap = k >= 1 ? A.data() + ((k - 1) % R) * m : nullptr;       // row k-1
+    const double* ew = k >= window ? E.data() + ((k - window) % R) * m : nullptr;  // row k-window
+    const double* ac = k >= credit ? A.data() + ((k - credit) % R) * m : nullptr;  // row k-credit
+    for (std::size_t p = 0; p < m; ++p) {
+      double s = ap ? ap[(p + m - 1) % m] : 0.0;
+      if (ew) s = std::max(s, ew[p]);
+      if (ac) s = std::max(s, ac[p]);
+      e[p] = s + pre[p] + b[p];
+      a[p] = e[p] + post[p];
+      best = std::max(best, a[p]);
+    }
   }
   return best;
 }
@@ -79,6 +74,7 @@ RingBounds bound_ring_stream(const models::RingStream& rs, const topo::Topology&
                              const models::Calibration& calib, double rel_tol) {
   if (!(rel_tol >= 0) || !std::isfinite(rel_tol)) throw InputError("ring bounds: rel_tol", "expected a number >= 0");
   if (rs.window < 1) throw InputError("ring bounds: window", "expected ring_outstanding_steps >= 1");
+  if (rs.credit < 1) throw InputError("ring bounds: credit", "expected ring_credit_steps >= 1");
   RingBounds out;
   const std::vector<double> cap = link_capacities(t, calib);
   std::vector<Hop> hops;
@@ -94,12 +90,9 @@ RingBounds bound_ring_stream(const models::RingStream& rs, const topo::Topology&
       h.pos = p;
       buf.clear();
       if (tr.src != tr.dst) routing.compute_route(tr.src, tr.dst, buf);
-      double rl = 0;
-      for (topo::LinkDir d : buf) {
-        const topo::Link& link = t.link(topo::Topology::link_of(d));
-        rl += link.latency_s + calib.of(link.kind).latency_s;
-      }
-      h.lat_s = models::transfer_latency_s(tr, rl);  // as sim::Network and sim::run_ring_stream
+      const double rl = models::route_latency_s(t, calib, buf);  // as sim::run_ring_stream
+      h.pre_s = rl;
+      h.post_s = models::ring_post_latency_s(tr, rl);
       const double bytes = tr.bytes * tr.steps;
       if (tr.src != tr.dst && bytes > 0 && !buf.empty()) {
         h.bytes = bytes;
@@ -145,17 +138,23 @@ RingBounds bound_ring_stream(const models::RingStream& rs, const topo::Topology&
   std::size_t i = 0;
   for (std::uint32_t r = 0; r < rs.rings.size(); ++r) {
     const std::size_t m = rs.rings[r].hops.size();
-    std::vector<double> dlo(m), dhi(m);
+    // key: (pre ++ post ++ b_lo, b_hi)
+    std::vector<double> fixed(3 * m), dhi(m);
     for (std::size_t p = 0; p < m; ++p, ++i) {
       const Hop& h = hops[i];
-      dlo[p] = h.lat_s + (h.bytes > 0 ? h.bytes / h.x_hi : 0.0);
-      dhi[p] = h.lat_s + (h.bytes > 0 ? h.bytes / h.x_lo : 0.0);
+      fixed[p] = h.pre_s;
+      fixed[m + p] = h.post_s;
+      fixed[2 * m + p] = h.bytes > 0 ? h.bytes / h.x_hi : 0.0;
+      dhi[p] = h.bytes > 0 ? h.bytes / h.x_lo : 0.0;
     }
-    auto key = std::make_pair(std::move(dlo), std::move(dhi));
+    auto key = std::make_pair(std::move(fixed), std::move(dhi));
     auto it = seen.find(key);
     if (it == seen.end()) {
-      const double lo = ring_makespan(key.first, rs.nsteps, rs.window);
-      const double hi = ring_makespan(key.second, rs.nsteps, rs.window);
+      const std::vector<double> pre(key.first.begin(), key.first.begin() + m);
+      const std::vector<double> post(key.first.begin() + m, key.first.begin() + 2 * m);
+      const std::vector<double> blo(key.first.begin() + 2 * m, key.first.end());
+      const double lo = ring_makespan(pre, blo, post, rs.nsteps, rs.window, rs.credit);
+      const double hi = ring_makespan(pre, key.second, post, rs.nsteps, rs.window, rs.credit);
       out.cells += 2 * std::uint64_t{m} * rs.nsteps;
       ++out.distinct_rings;
       it = seen.emplace(std::move(key), std::make_pair(lo, hi)).first;

@@ -34,6 +34,8 @@ class Runner {
       throw InputError("batch tolerance", "expected a time >= 0 seconds");
     if (rs.window < 1 || rs.window >= kSlots)
       throw InputError("ring stream: window", "expected 1 <= ring_outstanding_steps < 64");
+    if (rs.credit < 1 || rs.credit >= kSlots)
+      throw InputError("ring stream: credit", "expected 1 <= ring_credit_steps < 64");
     std::vector<topo::LinkDir> buf;
     for (const auto& ring : rs.rings) {
       const std::uint32_t m = static_cast<std::uint32_t>(ring.hops.size());
@@ -45,24 +47,23 @@ class Runner {
         tmpl_.push_back(&tr);
         next_.push_back(base + (p + 1) % m);
         prev_.push_back(base + (p + m - 1) % m);
-        double rl = 0;
         buf.clear();
         if (tr.src != tr.dst) routing.compute_route(tr.src, tr.dst, buf);
-        for (topo::LinkDir d : buf) {
-          const topo::Link& link = t.link(topo::Topology::link_of(d));
-          rl += link.latency_s + calib.of(link.kind).latency_s;
-        }
-        lat_.push_back(models::transfer_latency_s(tr, rl));
+        const double rl = models::route_latency_s(t, calib, buf);
+        pre_.push_back(rl);  // the pipelined step (models/ring_stream.hpp): route latency, bandwidth, the rest
+        post_.push_back(models::ring_post_latency_s(tr, rl));
         route_off_.push_back(static_cast<std::uint32_t>(route_pool_.size()));
         route_pool_.insert(route_pool_.end(), buf.begin(), buf.end());
         route_len_.push_back(static_cast<std::uint32_t>(buf.size()));
       }
     }
     const std::size_t G = tmpl_.size();
+    credit_ = rs.credit;
     lo_.assign(G, 0);
     fin_.assign(G, 0);
     iss_.assign(G, 0);
     bw_.assign(G, 0);
+    bwd_.assign(G, 0);
     slot_.assign(G * kSlots, 0);
   }
 
@@ -87,7 +88,11 @@ class Runner {
         const std::uint64_t key = lat_heap_.front().key;
         std::pop_heap(lat_heap_.begin(), lat_heap_.end(), lat_after);
         lat_heap_.pop_back();
-        begin_bandwidth(key_hop(key), step_of(key_hop(key), key_slot(key)), now);
+        const std::uint32_t g = key_hop(key);
+        const std::uint64_t k = step_of(g, key_slot(key));
+        // A latency phase ended: before the bandwidth phase, or after it (then the data has arrived).
+        if ((bwd_[g] >> (k - lo_[g])) & 1u) finish(g, k, now);
+        else begin_bandwidth(g, k, now);
         drain(now);
       }
       // Same batching floor as Network::tol, on the unskipped clock.
@@ -95,7 +100,7 @@ class Runner {
       if (model_.next_finish() <= now + tl) {
         done_.clear();
         model_.complete(now, tl, done_);
-        for (std::uint64_t key : done_) finish(key_hop(key), step_of(key_hop(key), key_slot(key)), now);
+        for (std::uint64_t key : done_) bandwidth_done(key_hop(key), step_of(key_hop(key), key_slot(key)), now);
         drain(now);
       }
       model_.solve(now);
@@ -132,6 +137,18 @@ class Runner {
     const std::uint64_t b = j - lo_[g];
     return b < kSlots && ((fin_[g] >> b) & 1u);
   }
+  // Step j of hop g has finished its bandwidth phase (the hop is free for step j + window).
+  bool sent(std::uint64_t j, std::uint32_t g) const {
+    if (j < lo_[g]) return true;
+    const std::uint64_t b = j - lo_[g];
+    return b < kSlots && ((bwd_[g] >> b) & 1u);
+  }
+  // Whether step j of hop g may be issued: the data (step j-1 of the previous hop received), the hop (its
+  // step j-window sent) and a slot (its step j-credit received).
+  bool can_issue(std::uint32_t g, std::uint64_t j) const {
+    const std::uint64_t w = rs_.window;
+    return (j == 0 || done(j - 1, prev_[g])) && (j < w || sent(j - w, g)) && (j < credit_ || done(j - credit_, g));
+  }
 
   void drain(double t) {
     while (!ready_.empty()) {
@@ -150,7 +167,7 @@ class Runner {
       snap_due_ = true;
       snap_step_ = k;
     }
-    const double lat = lat_[g];
+    const double lat = pre_[g];
     if (lat > 0) {
       slot_[g * kSlots + slot_of(k)] = t + lat;
       lat_heap_.push_back(LatEntry{t + lat, make_key(g, k)});
@@ -164,7 +181,7 @@ class Runner {
     const models::Transfer& tr = *tmpl_[g];
     const double bytes = tr.bytes * tr.steps;
     if (tr.src == tr.dst || !(bytes > 0)) {
-      finish(g, k, t);
+      bandwidth_done(g, k, t);
       return;
     }
     const std::span<const std::uint32_t> route(route_pool_.data() + route_off_[g], route_len_[g]);
@@ -173,24 +190,44 @@ class Runner {
     bw_[g] |= std::uint64_t{1} << (k - lo_[g]);
   }
 
+  // The bandwidth phase of step k of hop g ended: the hop may send step k+window; the rest of the step's
+  // latency follows (models/ring_stream.hpp).
+  void bandwidth_done(std::uint32_t g, std::uint64_t k, double t) {
+    const std::uint64_t b = k - lo_[g];
+    bw_[g] &= ~(std::uint64_t{1} << b);
+    bwd_[g] |= std::uint64_t{1} << b;
+    const std::uint64_t N = rs_.nsteps, w = rs_.window;
+    if (k + w < N && can_issue(g, k + w)) ready_.push_back({g, k + w});
+    const double lat = post_[g];
+    if (lat > 0) {
+      slot_[g * kSlots + slot_of(k)] = t + lat;
+      lat_heap_.push_back(LatEntry{t + lat, make_key(g, k)});
+      std::push_heap(lat_heap_.begin(), lat_heap_.end(), lat_after);
+    } else {
+      finish(g, k, t);
+    }
+  }
+
+  // Step k of hop g was received.
   void finish(std::uint32_t g, std::uint64_t k, double t) {
     last_finish_ = std::max(last_finish_, t);
     ++done_count_;
     const std::uint64_t b = k - lo_[g];
     fin_[g] |= std::uint64_t{1} << b;
-    bw_[g] &= ~(std::uint64_t{1} << b);
     while (fin_[g] & 1u) {
       fin_[g] >>= 1;
       iss_[g] >>= 1;
       bw_[g] >>= 1;
+      bwd_[g] >>= 1;
       ++lo_[g];
     }
-    const std::uint64_t N = rs_.nsteps, w = rs_.window;
-    // The next hop's step k+1 forwards this data; it also waits for its own step k+1-window.
+    const std::uint64_t N = rs_.nsteps;
+    // The next hop's step k+1 forwards this data.
     const std::uint32_t gn = next_[g];
-    if (k + 1 < N && (k + 1 < w || done(k + 1 - w, gn))) ready_.push_back({gn, k + 1});
-    // This hop's step k+window waited for this one; it also needs the previous hop's step k+window-1.
-    if (k + w < N && done(k + w - 1, prev_[g])) ready_.push_back({g, k + w});
+    if (k + 1 < N && can_issue(gn, k + 1)) ready_.push_back({gn, k + 1});
+    // This hop's step k+credit waited for this slot. (Each condition of can_issue becomes true at one event;
+    // the event that completes the last one issues the step, once.)
+    if (k + credit_ < N && can_issue(g, k + credit_)) ready_.push_back({g, k + credit_});
   }
 
   // Snapshot of the state relative to the first hop's current step; compares it with the last kHistory
@@ -234,6 +271,7 @@ class Runner {
       mix(static_cast<std::int64_t>(fin_[g]));
       mix(static_cast<std::int64_t>(iss_[g]));
       mix(static_cast<std::int64_t>(bw_[g]));
+      mix(static_cast<std::int64_t>(bwd_[g]));
       std::uint64_t fl = iss_[g] & ~fin_[g];
       while (fl) {
         const int b = std::countr_zero(fl);
@@ -284,8 +322,9 @@ class Runner {
   std::vector<const models::Transfer*> tmpl_;
   std::vector<std::uint32_t> next_, prev_, route_off_, route_len_;
   std::vector<std::uint32_t> route_pool_;
-  std::vector<double> lat_;
-  std::vector<std::uint64_t> lo_, fin_, iss_, bw_;  // masks: bit b = step lo + b
+  std::vector<double> pre_, post_;  // latency before and after the bandwidth phase
+  std::uint64_t credit_ = 0;        // models::ring_credit_steps
+  std::vector<std::uint64_t> lo_, fin_, iss_, bw_, bwd_;  // masks: bit b = step lo + b (bwd_: bandwidth done)
   std::vector<double> slot_;  // per (hop, step mod 64) in flight: latency end time, or flow id in bandwidth phase
   std::vector<LatEntry> lat_heap_;
   std::vector<Ready> ready_;
