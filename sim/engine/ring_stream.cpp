@@ -168,13 +168,15 @@ class Runner {
       snap_step_ = k;
     }
     const double lat = pre_[g];
-    if (lat > 0) {
-      slot_[g * kSlots + slot_of(k)] = t + lat;
-      lat_heap_.push_back(LatEntry{t + lat, make_key(g, k)});
-      std::push_heap(lat_heap_.begin(), lat_heap_.end(), lat_after);
-    } else {
-      begin_bandwidth(g, k, t);
-    }
+    if (lat > 0) wait_latency(g, k, t + lat);
+    else begin_bandwidth(g, k, t);
+  }
+
+  // Step k of hop g waits until `until` (its latency before or after the bandwidth phase).
+  void wait_latency(std::uint32_t g, std::uint64_t k, double until) {
+    slot_[g * kSlots + slot_of(k)] = until;
+    lat_heap_.push_back(LatEntry{until, make_key(g, k)});
+    std::push_heap(lat_heap_.begin(), lat_heap_.end(), lat_after);
   }
 
   void begin_bandwidth(std::uint32_t g, std::uint64_t k, double t) {
@@ -199,13 +201,8 @@ class Runner {
     const std::uint64_t N = rs_.nsteps, w = rs_.window;
     if (k + w < N && can_issue(g, k + w)) ready_.push_back({g, k + w});
     const double lat = post_[g];
-    if (lat > 0) {
-      slot_[g * kSlots + slot_of(k)] = t + lat;
-      lat_heap_.push_back(LatEntry{t + lat, make_key(g, k)});
-      std::push_heap(lat_heap_.begin(), lat_heap_.end(), lat_after);
-    } else {
-      finish(g, k, t);
-    }
+    if (lat > 0) wait_latency(g, k, t + lat);
+    else finish(g, k, t);
   }
 
   // Step k of hop g was received.
