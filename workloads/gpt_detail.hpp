@@ -183,10 +183,10 @@ struct GptStepKernels {
   // first_last_layers_bf16: the decoder layer priced in bf16 (GptConfig::bf16_layers_config), for the layers
   // GptConfig::bf16_layer marks; layer_at picks the one of a global layer.
   LayerCosts layer_bf16;
-  bool has_bf16_layers = false;
-  std::vector<bool> bf16_layers;    // per global layer
+  std::vector<bool> bf16_layers;    // per global layer; empty without bf16 layers
+  bool has_bf16_layers() const { return !bf16_layers.empty(); }
   const LayerCosts& layer_at(std::int64_t gl) const {
-    return has_bf16_layers && bf16_layers[static_cast<std::size_t>(gl)] ? layer_bf16 : layer;
+    return has_bf16_layers() && bf16_layers[static_cast<std::size_t>(gl)] ? layer_bf16 : layer;
   }
   Costs logits_fwd, logits_bwd, embed_fwd, embed_bwd, mtp, mtp_b;
   // The MTP work split where a standalone MTP stage splits it (mtp = layers + heads): the MTP layers (per depth

@@ -670,7 +670,6 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
                V = double(c.padded_vocab_size);
   K.layer = legacy ? layer_costs_unfused(c, cm) : layer_costs_fused(c, cm);
   if (c.has_bf16_layers() && !legacy) {
-    K.has_bf16_layers = true;
     K.layer_bf16 = layer_costs_fused(c.bf16_layers_config(), cm);
     for (std::int64_t gl = 0; gl < c.num_layers; ++gl) K.bf16_layers.push_back(c.bf16_layer(gl));
   }

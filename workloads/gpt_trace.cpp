@@ -1378,7 +1378,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   if (c.fp4())
     tr.notes.push_back("gpt: NVFP4 GEMMs priced at the GPU's dense FP4 peak with the FP8 GEMM efficiency (no FP4 kernel "
                        "is measured): FP4 throughput is not validated (docs/workloads.md)");
-  if (K.has_bf16_layers)
+  if (K.has_bf16_layers())
     tr.notes.push_back("gpt: first_last_layers_bf16: decoder layers [0, " + std::to_string(c.num_layers_at_start_in_bf16) +
                        ") and [" + std::to_string(c.num_layers - c.num_layers_at_end_in_bf16) + ", " +
                        std::to_string(c.num_layers) + ") run their GEMMs in bf16");

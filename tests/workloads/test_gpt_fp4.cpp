@@ -165,7 +165,7 @@ TEST_CASE("first_last_layers_bf16: the end layers' GEMMs in bf16 cost each stage
     e["first_last_layers_bf16"] = "true";  // one layer at each end (Megatron's defaults)
     const auto Kq = kernels(q), Ke = kernels(e);
     const auto Kb = kernels(small({{"precision", "bf16"}}));
-    REQUIRE(Ke.has_bf16_layers);
+    REQUIRE(Ke.has_bf16_layers());
     CHECK(layer_s(Ke.layer_bf16) == doctest::Approx(layer_s(Kb.layer)));
     CHECK(Ke.layer_at(0).fwd_mlp.seconds == Kb.layer.fwd_mlp.seconds);
     CHECK(Ke.layer_at(1).fwd_mlp.seconds == Kq.layer.fwd_mlp.seconds);
