@@ -845,9 +845,6 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   one_of("fsdp_reshard_after_forward", c.fsdp_reshard_after_forward, {"default", "always", "never"});
   if (c.fsdp_reshard_after_forward != "default" && !c.use_torch_fsdp2)
     fail("fsdp_reshard_after_forward", "describes torch FSDP2's units; it needs use_torch_fsdp2");
-  if (c.fsdp_reshard_after_forward == "always" && c.pipeline_model_parallel_size > 1)
-    fail("fsdp_reshard_after_forward", "always with pipeline parallelism is not modelled (fabricsim keeps the "
-                                       "stage gathered under PP, as torchtitan's default)");
   if (c.fsdp_embeddings_in_root && !c.use_torch_fsdp2)
     fail("fsdp_embeddings_in_root", "describes torch FSDP2's units; it needs use_torch_fsdp2");
   if (c.fsdp_expert_units && !c.use_torch_fsdp2)

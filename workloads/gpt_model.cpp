@@ -465,7 +465,10 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     // prefetched layer and the running layer's gradient (upcast to reduce_dtype for the reduce-scatter).
     // With PP: the whole stage stays gathered in bf16 for the step, and the pipeline schedule turns
     // gradient sync off until the last micro-batch (torch.distributed.pipelining stage
-    // backward_maybe_with_nosync), so FSDP2 accumulates unsharded gradients in reduce_dtype
+    // backward_maybe_with_nosync, which also turns resharding after backward off: with
+    // fsdp_reshard_after_forward always the layers are resharded after each forward, gathered again for
+    // each backward and held from there, so at the end of a backward the whole stage is gathered all the
+    // same), so FSDP2 accumulates unsharded gradients in reduce_dtype
     // (FSDPParam.to_accumulated_grad_if_needed: fp32 for the whole parameter, not the shard).
     // With torchao's float8 all-gather (fsdp_float8_all_gather) a gathered layer weight is its 1-byte
     // all-gather output (a Float8Tensor); the embedding and output layer stay bf16. Layer norms' weights

@@ -227,7 +227,8 @@ class StageEmitter {
     }
     first_stage = st == 0, last_stage = st == p - 1;
     for (const GptChunkPlace& pl : Y.places[st]) has_first = has_first || pl.first, has_last = has_last || pl.last;
-    fsdp_keep_gathered = c.use_torch_fsdp2 && p > 1;
+    fsdp_pp_nosync = c.use_torch_fsdp2 && p > 1;
+    fsdp_gathered_.assign(static_cast<std::size_t>(nchunks()), 0);
     dist_opt_sharded = c.use_distributed_optimizer && !c.fsdp() && Y.dp * cp > 1;
     plan_buckets();
   }
@@ -317,7 +318,23 @@ class StageEmitter {
   static constexpr double kMoeHostSyncS = 10.56e-6;
   const bool moe_host_sync = moe_on && !c.moe.moe_pad_expert_input_to_capacity &&
                              !c.moe.overlap_moe_expert_parallel_comm && !c.dualpipe();
-  bool first_stage = false, last_stage = false, fsdp_keep_gathered = false, dist_opt_sharded = false;
+  bool first_stage = false, last_stage = false, fsdp_pp_nosync = false, dist_opt_sharded = false;
+  // FSDP: whether each chunk's layers are gathered when its next forward or backward starts. torch FSDP2
+  // reshards a unit after its forward unless reshard_after_forward is off (fsdp_reshard_after_forward never;
+  // torchtitan's default under PP), and after its backward unless the pipeline schedule turned that off: torch's
+  // pipelining stage sets set_reshard_after_backward(False) and set_requires_gradient_sync(False) on every
+  // backward but the step's last (torch/distributed/pipelining/stage.py `backward_maybe_with_nosync`, torch
+  // v2.10), so under PP a stage's layers stay gathered from each backward to the next forward. Megatron FSDP
+  // gathers before every forward and backward. Decided in schedule order as the slots are built.
+  std::vector<char> fsdp_gathered_;
+  bool fsdp_gather_before(std::int64_t ch, bool forward) {
+    const bool need = !fsdp_gathered_[static_cast<std::size_t>(ch)];
+    const bool reshard_after_forward = c.use_torch_fsdp2 ? c.fsdp_reshard_after_forward == "always" ||
+                                                               (c.fsdp_reshard_after_forward == "default" && p == 1)
+                                                         : true;
+    fsdp_gathered_[static_cast<std::size_t>(ch)] = forward ? !reshard_after_forward : fsdp_pp_nosync;
+    return need;
+  }
   bool has_first = false, has_last = false;  // holds the embedding / the output layer (a first / last chunk)
   std::int64_t nchunks() const { return Y.chunks; }
   const GptChunkPlace& place(std::int64_t ch) const { return Y.places[st][ch]; }
@@ -880,7 +897,7 @@ class StageEmitter {
     }
     if (sl.fwd) {
       // (a chunk without decoder layers -- pipeline_model_parallel_layout's `E` or `L` alone -- gathers none)
-      const bool gather = c.fsdp() && (!fsdp_keep_gathered || mb == 0) && nl > 0;
+      const bool gather = c.fsdp() && fsdp_gather_before(ch, true) && nl > 0;
       out.push_back([this, mb, ch, base, mbs, first_chunk, gather, fsdp_next]() {
         if (!first_chunk) {
           send(OpKind::Recv, RankBuilder::kRecvF, mbs + ".recv.fwd", place(ch).from, tag(mb, ch, 0), ch, place(ch).in_hidden);
@@ -926,8 +943,8 @@ class StageEmitter {
       });
       return;
     }
-    // fsdp_reshard_after_forward never: the layers are still gathered from their forward.
-    const bool gather = c.fsdp() && !fsdp_keep_gathered && !c.fsdp_no_reshard();
+    // (fsdp_reshard_after_forward never: the layers are still gathered from their forward.)
+    const bool gather = c.fsdp() && fsdp_gather_before(ch, false);
     const WMode wm = sl.input_only ? WMode::Deferred : c.moe.delay_wgrad_compute ? WMode::Delay : WMode::Whole;
     Step first_layer_w;  // Delay: the first layer's attention weight gradient, after the slot's pipeline send
     out.push_back([this, mb, ch, base, nl, mbs, last_chunk, gather, fsdp_next]() {
@@ -988,12 +1005,12 @@ class StageEmitter {
         if (wm == WMode::Whole) block(gl, nm + ".attn", nm + ".bwd.attn", ba, true, true, {}, &Lt.dgrad_attn_in, &Lt.wgrad_attn_in);
         else block(gl, nm + ".attn", nm + ".bwd.attn", ba, true, true);
         if (wm == WMode::Whole) final_bwd[ch][l] = rb.last();
-        const bool reduce = !fsdp_keep_gathered || mb == x_.m - 1;
+        const bool reduce = !fsdp_pp_nosync || mb == x_.m - 1;
         if (c.fsdp2_copies()) {
           // torch FSDP2 after the layer's backward, on the compute stream: without a reduce-scatter the gradient
           // is kept unsharded in the reduce dtype; the reduce-scatter reads it chunk-cat into its flat input.
           const FsdpCopyCosts& fc = fsdp_copies(gl);
-          const bool accumulated = fsdp_keep_gathered && x_.m > 1;
+          const bool accumulated = fsdp_pp_nosync && x_.m > 1;
           if (accumulated && fc.upcast.kernels)
             rb.chain(compute_op(nm + ".fsdp.grad_accumulate", mb == 0 ? fc.upcast : fc.accumulate));
           if (reduce) rb.chain(compute_op(nm + ".fsdp.chunk_cat", accumulated ? fc.chunk_cat_accumulated : fc.chunk_cat));
@@ -1008,7 +1025,7 @@ class StageEmitter {
           bool post_reduce = true;
           if (hsdp_per_unit()) {
             const double shard_bytes = layer_el(gl) / double(Y.shard_n) * x_.grad_elem_bytes;
-            if (!fsdp_keep_gathered && mb > 0) {
+            if (!fsdp_pp_nosync && mb > 0) {
               // the partial output added in (read two shards, write one), on the reduce-scatter stream
               Costs add;
               add.add(x_.cm, KernelDesc::memory(models::MemoryKernel::Elementwise, 3.0 * shard_bytes));

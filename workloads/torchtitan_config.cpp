@@ -752,14 +752,9 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
     if (reshard != "always" && reshard != "never")
       fail("parallelism.fsdp_reshard_after_forward", "expected default, always or never, got '" + text_excerpt(reshard) + "'");
     // The gpt generator's fsdp_reshard_after_forward (torchtitan's names): "never" keeps each layer gathered
-    // from its forward to its backward; "always" is the default policy without PP and not modelled with it.
-    if (ddp) {
-      not_modelled.push_back(show("parallelism.fsdp_reshard_after_forward") + " (no FSDP2 here: replicas only)");
-    } else if (reshard == "never" || pp == 1) {
-      p["fsdp_reshard_after_forward"] = reshard;
-    } else {
-      not_modelled.push_back(show("parallelism.fsdp_reshard_after_forward") + " (priced as torchtitan's default policy)");
-    }
+    // from its forward to its backward; "always" reshards after every forward (the default policy without PP).
+    if (ddp) not_modelled.push_back(show("parallelism.fsdp_reshard_after_forward") + " (no FSDP2 here: replicas only)");
+    else p["fsdp_reshard_after_forward"] = reshard;
   }
 
   // Precision: bf16 parameters in FSDP2's mixed precision, fp32 or bf16 gradient reduction.
