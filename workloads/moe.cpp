@@ -34,6 +34,13 @@ bool moe_catalogue_defaults(const std::string& model, MoeConfig& m) {
     c.num_experts = 128, c.moe_router_topk = 8;
     c.moe_ffn_hidden_size = model == "qwen3-30b-a3b" ? 768 : 1536;
     c.moe_router_load_balancing_type = "aux_loss";  // global-batch load balancing loss (report Sec. 2)
+  } else if (model == "qwen3-next-80b-a3b") {
+    // yanring/Megatron-MoE-ModelZoo@e8650517 model_configs/benchmarking/Qwen3-Next-80B-A3B.yaml: 512 experts, top-10,
+    // moe_ffn_hidden_size 512, one shared expert of 512 (its sigmoid gate, --moe-shared-expert-gate, is not
+    // modelled), aux-loss load balancing, one MTP layer (--mtp-num-layers 1).
+    c.num_experts = 512, c.moe_router_topk = 10, c.moe_ffn_hidden_size = 512;
+    c.moe_shared_expert_intermediate_size = 512, c.mtp_num_layers = 1;
+    c.moe_router_load_balancing_type = "aux_loss";
   } else if (model == "gpt-oss-120b") {
     // gpt-oss-120b & gpt-oss-20b model card (arXiv:2508.10925) Table 1 / config.json (openai/gpt-oss-120b):
     // 128 experts, top-4, intermediate_size 2880 per expert, every layer MoE, no shared expert.
