@@ -639,10 +639,10 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
       fail("context_parallel_size", "with Gated DeltaNet layers is not modelled (Megatron's all-to-all to head "
                                     "sharding inside the GDN layer has no ops here)");
     if (c.attention_backend == "unfused" || !c.torch_compile.empty() || c.moe.multi_latent_attention ||
-        c.window_left >= 0)
+        c.window_left >= 0 || !c.selective_ac_option.empty())
       fail("experimental_attention_variant", "Gated DeltaNet layers are modelled with Megatron-Core's fused "
                                              "attention layers only (not unfused attention, torch_compile, "
-                                             "multi_latent_attention or window_size)");
+                                             "multi_latent_attention, window_size or selective_ac_option)");
     c.gdn_layers();  // checks linear_attention_freq
   } else if (!c.linear_attention_freq.empty()) {
     fail("linear_attention_freq", "needs experimental_attention_variant (gated_delta_net)");
@@ -729,6 +729,10 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.gpu = gpu.name;
   if (c.attention_backend.empty()) c.attention_backend = pre_hopper(gpu.name) ? "unfused" : "flash";
   one_of("attention_backend", c.attention_backend, {"flash", "fused", "unfused"});
+  if ((c.gdn() || c.attention_output_gate) && c.attention_backend == "unfused")
+    fail(c.gdn() ? "experimental_attention_variant" : "attention_output_gate",
+         "needs flash or fused attention (attention_backend unfused, the default on " + c.gpu +
+             ", prices the SC'21 unfused layer)");
   // FP4 GEMMs need Blackwell's FP4 tensor cores (models/gpu.cpp peak_fp4_flops: b200, gb200, b300, gb300).
   if (c.fp4() && gpu.peak_fp4_flops <= 0)
     fail("precision", "fp4 needs FP4 tensor cores; " + gpu.name + " has none (Blackwell GPUs do: b200, gb200, b300, gb300)");

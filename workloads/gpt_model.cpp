@@ -362,37 +362,38 @@ double layer_activation_bytes_op_sac(const GptConfig& c) {
 
 }  // namespace
 
+namespace {
+// Megatron's per-layer patterns of the form "every N-th layer is the exception" (layer_number 1-based): an integer
+// N -> layer i (0-based) is marked unless (i + 1) % N == 0; a list -> its entry (1 = marked), one per layer
+// (moe_layer_pattern's syntax). `key` names the parameter in errors.
+std::vector<bool> skip_freq_pattern(const std::string& f, std::int64_t num_layers, const std::string& key) {
+  if (std::all_of(f.begin(), f.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); })) {
+    const long long n = f.size() > 9 ? 0 : std::stoll(f);
+    if (n < 1) throw InputError(key, "an integer frequency must be >= 1 (at most 9 digits), got " + f);
+    std::vector<bool> w(static_cast<std::size_t>(num_layers));
+    for (std::int64_t i = 0; i < num_layers; ++i) w[static_cast<std::size_t>(i)] = (i + 1) % n != 0;
+    return w;
+  }
+  return moe_layer_pattern(f, num_layers, "gpt", key);
+}
+}  // namespace
+
 // Megatron-Core's is_layer_window_attention (megatron/core/transformer/utils.py @d98e8a64; layer_number is
 // 1-based): no window_size -> none; no window_attn_skip_freq -> every layer; an integer N -> layer_number % N != 0
 // (one full-attention layer after N - 1 windowed ones); a list -> its entry (1 = windowed).
 std::vector<bool> GptConfig::window_layers() const {
-  std::vector<bool> w(static_cast<std::size_t>(num_layers), window_left >= 0);
-  if (window_left < 0 || window_attn_skip_freq.empty()) return w;
-  const std::string& f = window_attn_skip_freq;
-  if (std::all_of(f.begin(), f.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); })) {
-    const long long n = f.size() > 9 ? 0 : std::stoll(f);
-    if (n < 1) throw InputError("window_attn_skip_freq", "an integer frequency must be >= 1 (at most 9 digits), got " + f);
-    for (std::int64_t i = 0; i < num_layers; ++i) w[static_cast<std::size_t>(i)] = (i + 1) % n != 0;
-    return w;
-  }
-  return moe_layer_pattern(f, num_layers, "gpt", "window_attn_skip_freq");
+  if (window_left < 0 || window_attn_skip_freq.empty())
+    return std::vector<bool>(static_cast<std::size_t>(num_layers), window_left >= 0);
+  return skip_freq_pattern(window_attn_skip_freq, num_layers, "window_attn_skip_freq");
 }
 
 // Megatron-Core's linear attention pattern (num_floating_point_operations in megatron/training/training.py and
-// the layer specs' use of linear_attention_freq at NVIDIA/Megatron-LM@d98e8a64; layer i 0-based): an integer N ->
-// layer i is linear attention unless (i + 1) % N == 0 (N - 1 GDN layers, then one full-attention layer); a list
-// -> its entry (1 = linear attention), one per layer. All false without experimental_attention_variant.
+// the layer specs' use of linear_attention_freq at NVIDIA/Megatron-LM@d98e8a64): the same rule, 1 = a Gated
+// DeltaNet layer (N - 1 GDN layers, then one full-attention layer). All false without
+// experimental_attention_variant.
 std::vector<bool> GptConfig::gdn_layers() const {
-  std::vector<bool> g(static_cast<std::size_t>(num_layers), false);
-  if (!gdn()) return g;
-  const std::string& f = linear_attention_freq;
-  if (!f.empty() && std::all_of(f.begin(), f.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); })) {
-    const long long n = f.size() > 9 ? 0 : std::stoll(f);
-    if (n < 1) throw InputError("linear_attention_freq", "an integer frequency must be >= 1 (at most 9 digits), got " + f);
-    for (std::int64_t i = 0; i < num_layers; ++i) g[static_cast<std::size_t>(i)] = (i + 1) % n != 0;
-    return g;
-  }
-  return moe_layer_pattern(f, num_layers, "gpt", "linear_attention_freq");
+  if (!gdn() || linear_attention_freq.empty()) return std::vector<bool>(static_cast<std::size_t>(num_layers), false);
+  return skip_freq_pattern(linear_attention_freq, num_layers, "linear_attention_freq");
 }
 
 namespace gpt_detail {

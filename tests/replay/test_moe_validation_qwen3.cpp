@@ -1,6 +1,6 @@
 // MoE validation, the Megatron-MoE-ModelZoo Qwen3-235B-A22B rows beyond the H100 table
-// (docs/validation.md, "Mixture of experts": long context and GB200 / GB300), from
-// tests/data/training-modern/moe_h100.csv, 0-based data rows 99-110, as scenarios in
+// (docs/validation.md, "Mixture of experts": long context and GB200 / GB300) and the Qwen3-Next-80B-A3B row (98,
+// hybrid Gated DeltaNet), from tests/data/training-modern/moe_h100.csv, 0-based data rows 98-110, as scenarios in
 // tests/data/training-modern/moe/ (mapping in tests/data/training-modern/PROVENANCE.md). Nothing is fitted to
 // these rows: compute is the per-kernel model (the shipped H100 fit; Blackwell borrows the H200 fit at its
 // peaks), communication the `engine` model.

@@ -12,6 +12,7 @@
 #include "models/gpu.hpp"
 #include "workloads/gpt.hpp"
 #include "workloads/gpt_detail.hpp"
+#include "workloads/megatron_args.hpp"
 
 using namespace fabricsim;
 using namespace fabricsim::workloads;
@@ -134,6 +135,9 @@ TEST_CASE("gdn: bad values are one-line errors naming the key") {
         std::string::npos);
   CHECK(err(hybrid({{"linear_conv_kernel_dim", "0"}})).find("linear_conv_kernel_dim") != std::string::npos);
   CHECK(err(hybrid({{"attention_output_gate", "maybe"}})).find("attention_output_gate") != std::string::npos);
+  // A100's default attention is the SC'21 unfused layer, which has no GDN pricing.
+  CHECK(err(hybrid({{"gpu", "a100-80gb"}})).find("experimental_attention_variant: needs flash or fused") != std::string::npos);
+  CHECK(cfg(hybrid({{"gpu", "a100-80gb"}, {"attention_backend", "flash"}})).gdn());
 }
 
 TEST_CASE("gdn: the qwen3-next-80b-a3b catalogue entry is Qwen3-Next's ModelZoo configuration") {
@@ -168,4 +172,18 @@ TEST_CASE("gdn: the qwen3-next-80b-a3b catalogue entry is Qwen3-Next's ModelZoo 
   MESSAGE("qwen3-next-80b-a3b: " << p / 1e9 << " B parameters");
   CHECK(p > 78e9);
   CHECK(p < 82e9);
+}
+
+TEST_CASE("gdn: a Megatron-LM launch with the hybrid flags imports them as modelled") {
+  const std::string text =
+      "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 16"
+      " --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 --bf16 --tokenizer-type GPT2BPETokenizer"
+      " --experimental-attention-variant gated_delta_net --linear-attention-freq 2 --linear-num-key-heads 4"
+      " --linear-num-value-heads 8 --attention-output-gate\n";
+  const MegatronImport m = import_megatron_args(read_megatron_launch(text, "job.sh", {}), 8, {});
+  CHECK(m.params.at("experimental_attention_variant").get<std::string>() == "gated_delta_net");
+  CHECK(m.params.at("linear_attention_freq").get<std::string>() == "2");
+  CHECK(m.params.at("linear_num_value_heads").get<std::int64_t>() == 8);
+  CHECK(m.params.at("attention_output_gate").get<bool>());
+  CHECK(m.not_modelled.empty());
 }
