@@ -47,6 +47,15 @@ TEST_CASE("gdn: linear_attention_freq picks the GDN layers as Megatron-LM does; 
   CHECK(cfg(hybrid({{"linear_attention_freq", "1"}})).gdn_layers() == std::vector<bool>{false, false, false, false});
   CHECK(cfg(hybrid({{"linear_attention_freq", "[0,1,1,0]"}})).gdn_layers() == std::vector<bool>{false, true, true, false});
   CHECK(cfg(hybrid({{"linear_attention_freq", "[1,0]*2"}})).gdn_layers() == std::vector<bool>{true, false, true, false});
+  // Megatron's help examples nest parenthesised sums: "([1]*3+[0]*1)*3" is [1,1,1,0] three times.
+  const std::vector<bool> t3{true, true, true, false};
+  CHECK(moe_layer_pattern("([1]*3+[0]*1)*3", 12, "t", "linear_attention_freq") ==
+        std::vector<bool>{true, true, true, false, true, true, true, false, true, true, true, false});
+  CHECK(cfg(hybrid({{"linear_attention_freq", "([1]*3+[0]*1)"}})).gdn_layers() == t3);
+  CHECK(cfg(hybrid({{"linear_attention_freq", "([1]*2)+([1]+[0])"}})).gdn_layers() == t3);
+  CHECK(cfg(hybrid({{"linear_attention_freq", "[1]*2+([1,0])*1"}})).gdn_layers() == t3);
+  CHECK(error_of([] { moe_layer_pattern("([1]*3+[0]", 4, "t", "linear_attention_freq"); }).find("expected ')'") !=
+        std::string::npos);
   // No variant: no GDN layer.
   ParamMap plain = hybrid();
   plain.erase("experimental_attention_variant"), plain.erase("linear_attention_freq");
