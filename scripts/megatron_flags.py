@@ -91,8 +91,7 @@ inference_cuda_graph_scope inference_disable_triton_nvls_kernels inference_fuse_
 inference_grouped_gemm_backend inference_moe_disable_fused_quant_kernels inference_moe_token_dispatcher_type
 moe_pad_experts_for_cuda_graph_inference cache_mla_latents
 mamba_training_ssm_states_dtype use_mamba_mem_eff_path mtp_hybrid_override_pattern mtp_standalone
-gdp_cutedsl_kernel gdp_num_chunk_states_to_recompute gdp_num_householder linear_conv_kernel_dim linear_key_head_dim
-linear_num_key_heads linear_num_value_heads linear_value_head_dim
+gdp_cutedsl_kernel gdp_num_chunk_states_to_recompute gdp_num_householder
 dsa_indexer_head_dim dsa_indexer_k_norm_epsilon dsa_indexer_k_norm_fp32 dsa_indexer_loss_coeff dsa_indexer_n_heads
 dsa_indexer_rope_interleaved dsa_indexer_rotate_activation dsa_indexer_scoring_relu dsa_indexer_skip_topk_offset
 dsa_indexer_topk dsa_indexer_topk_freq dsa_indexer_use_sparse_loss dsa_kernel_backend
@@ -141,6 +140,10 @@ MODEL |= {"fp4", "fp4_recipe", "fp4_param_gather", "first_last_layers_bf16", "nu
 MODEL |= {"cpu_offloading_num_layers"}
 # Sliding-window attention: the attention kernels over the window's band.
 MODEL |= {"window_size", "window_attn_skip_freq"}
+# Hybrid linear attention (Gated DeltaNet layers, Qwen3-Next) and Qwen3-Next's gated attention output: the GDN
+# layers' GEMMs, conv / gating / chunked delta-rule kernels, weights and activations (workloads/gpt.hpp).
+MODEL |= {"experimental_attention_variant", "linear_attention_freq", "linear_conv_kernel_dim", "linear_key_head_dim",
+          "linear_num_key_heads", "linear_num_value_heads", "linear_value_head_dim", "attention_output_gate"}
 # Megatron-Core's flexible pipeline layout (PipelineParallelLayerLayout) and the interleaved schedule's micro-batch
 # group N (schedules.py get_schedule_table): the gpt generator's pipeline_model_parallel_layout and
 # microbatch_group_size_per_vp_stage.

@@ -337,6 +337,8 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
     c.normalization = m->normalization, c.position_embedding_type = m->position_embedding_type;
     c.hidden_dropout = m->hidden_dropout, c.attention_dropout = m->attention_dropout;
     c.qk_layernorm = m->qk_layernorm, c.add_qkv_bias = m->add_qkv_bias;
+    c.experimental_attention_variant = m->experimental_attention_variant;
+    c.linear_attention_freq = m->linear_attention_freq, c.attention_output_gate = m->attention_output_gate;
     moe_catalogue_defaults(c.model, c.moe);
     // gpt-oss-120b: "alternating banded window (bandwidth 128 tokens) and fully dense" attention layers (model
     // card arXiv:2508.10925 Sec. 2.2; config.json sliding_window 128, layer_types starting with
@@ -479,6 +481,14 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
     c.window_left = integer(t.substr(0, comma)), c.window_right = integer(t.substr(comma + 1));
   }
   c.window_attn_skip_freq = r.string("window_attn_skip_freq", c.window_attn_skip_freq);
+  c.experimental_attention_variant = r.string("experimental_attention_variant", c.experimental_attention_variant);
+  c.linear_attention_freq = r.string("linear_attention_freq", c.linear_attention_freq);
+  c.linear_conv_kernel_dim = r.integer("linear_conv_kernel_dim", c.linear_conv_kernel_dim, 1);
+  c.linear_key_head_dim = r.integer("linear_key_head_dim", c.linear_key_head_dim, 1);
+  c.linear_value_head_dim = r.integer("linear_value_head_dim", c.linear_value_head_dim, 1);
+  c.linear_num_key_heads = r.integer("linear_num_key_heads", c.linear_num_key_heads, 1);
+  c.linear_num_value_heads = r.integer("linear_num_value_heads", c.linear_num_value_heads, 1);
+  c.attention_output_gate = r.boolean("attention_output_gate", c.attention_output_gate);
   c.use_precision_aware_optimizer = r.boolean("use_precision_aware_optimizer", false);
   c.optimizer = r.string("optimizer", c.optimizer);
   c.sgd_momentum = r.number("sgd_momentum", c.sgd_momentum, 0);
@@ -605,6 +615,41 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     if (c.moe.multi_latent_attention) fail("window_size", "is not modelled with multi_latent_attention");
     c.window_layers();  // checks window_attn_skip_freq
   }
+  // Gated DeltaNet layers: Megatron-Core's checks (TransformerConfig.__post_init__ at NVIDIA/Megatron-LM@d98e8a64:
+  // linear_attention_freq must be set, value heads a multiple of key heads, both multiples of TP x CP); "gdn2" and
+  // "dsa" (the other variants) have no kernels here. Megatron runs GDN under context parallelism by an all-to-all
+  // from sequence to head sharding (a2a_cp_to_hp in megatron/core/ssm/gated_delta_net/gdn.py), not modelled.
+  if (c.gdn()) {
+    const std::string& v = c.experimental_attention_variant;
+    if (v != "gated_delta_net" && v != "gdn")
+      fail("experimental_attention_variant", "expected gated_delta_net or gdn (Gated DeltaNet); '" + v +
+                                                 "' (Megatron's gdn2 / dsa) is not modelled");
+    if (c.linear_attention_freq.empty())
+      fail("linear_attention_freq", "must be set with experimental_attention_variant " + v +
+                                        " (Megatron-Core asserts the same)");
+    if (c.linear_num_value_heads % c.linear_num_key_heads != 0)
+      fail("linear_num_value_heads", "must be a multiple of linear_num_key_heads (" +
+                                         std::to_string(c.linear_num_key_heads) + "), got " +
+                                         std::to_string(c.linear_num_value_heads));
+    const std::int64_t tc = c.tensor_model_parallel_size * c.context_parallel_size;
+    if (c.linear_num_key_heads % tc != 0 || c.linear_num_value_heads % tc != 0)
+      fail("linear_num_key_heads", "linear_num_key_heads and linear_num_value_heads must be multiples of "
+                                   "tensor_model_parallel_size x context_parallel_size (" + std::to_string(tc) + ")");
+    if (c.context_parallel_size > 1)
+      fail("context_parallel_size", "with Gated DeltaNet layers is not modelled (Megatron's all-to-all to head "
+                                    "sharding inside the GDN layer has no ops here)");
+    if (c.attention_backend == "unfused" || !c.torch_compile.empty() || c.moe.multi_latent_attention ||
+        c.window_left >= 0 || !c.selective_ac_option.empty())
+      fail("experimental_attention_variant", "Gated DeltaNet layers are modelled with Megatron-Core's fused "
+                                             "attention layers only (not unfused attention, torch_compile, "
+                                             "multi_latent_attention, window_size or selective_ac_option)");
+    c.gdn_layers();  // checks linear_attention_freq
+  } else if (!c.linear_attention_freq.empty()) {
+    fail("linear_attention_freq", "needs experimental_attention_variant (gated_delta_net)");
+  }
+  if (c.attention_output_gate && (c.moe.multi_latent_attention || c.attention_backend == "unfused" ||
+                                  !c.torch_compile.empty()))
+    fail("attention_output_gate", "is modelled for Megatron-Core's fused GQA / MHA attention only");
   // Activation offloading: Megatron-Core's TransformerConfig.__post_init__ @d98e8a64 ("CPU offloading can be done
   // only for layers less than num_layers", "no support for Pipeline parallelism with CPU offloading", "CPU
   // offloading does not work when activation recomputation is enabled").
@@ -684,6 +729,10 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   c.gpu = gpu.name;
   if (c.attention_backend.empty()) c.attention_backend = pre_hopper(gpu.name) ? "unfused" : "flash";
   one_of("attention_backend", c.attention_backend, {"flash", "fused", "unfused"});
+  if ((c.gdn() || c.attention_output_gate) && c.attention_backend == "unfused")
+    fail(c.gdn() ? "experimental_attention_variant" : "attention_output_gate",
+         "needs flash or fused attention (attention_backend unfused, the default on " + c.gpu +
+             ", prices the SC'21 unfused layer)");
   // FP4 GEMMs need Blackwell's FP4 tensor cores (models/gpu.cpp peak_fp4_flops: b200, gb200, b300, gb300).
   if (c.fp4() && gpu.peak_fp4_flops <= 0)
     fail("precision", "fp4 needs FP4 tensor cores; " + gpu.name + " has none (Blackwell GPUs do: b200, gb200, b300, gb300)");
@@ -972,6 +1021,16 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
     I("num_layers_at_end_in_bf16", c.num_layers_at_end_in_bf16);
   }
   if (c.cpu_offloading_num_layers) I("cpu_offloading_num_layers", c.cpu_offloading_num_layers);
+  if (c.gdn()) {
+    m["experimental_attention_variant"] = c.experimental_attention_variant;
+    m["linear_attention_freq"] = c.linear_attention_freq;
+    I("linear_conv_kernel_dim", c.linear_conv_kernel_dim);
+    I("linear_key_head_dim", c.linear_key_head_dim);
+    I("linear_value_head_dim", c.linear_value_head_dim);
+    I("linear_num_key_heads", c.linear_num_key_heads);
+    I("linear_num_value_heads", c.linear_num_value_heads);
+  }
+  if (c.attention_output_gate) B("attention_output_gate", true);
   if (c.window_left >= 0) {
     m["window_size"] = "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")";
     if (!c.window_attn_skip_freq.empty()) m["window_attn_skip_freq"] = c.window_attn_skip_freq;
@@ -1050,11 +1109,15 @@ std::string gpt_flops_convention(const GptConfig& c) {
   const bool sc21 = backend == "unfused" && c.query_groups() == c.num_attention_heads && !c.swiglu &&
                     !c.untie_embeddings_and_output_weights &&
                     c.head_dim() * c.num_attention_heads == c.hidden_size;
+  // Hybrid linear attention exists only in Megatron-LM versions that count causal attention halved (GDN's
+  // gdn_layer_flops and linear_attention_freq are in num_floating_point_operations beside the causal term at
+  // NVIDIA/Megatron-LM@d98e8a64): their TFLOP/s are in that convention.
+  if (c.gdn()) return "megatron-core-causal";
   return sc21 ? "megatron-sc21" : "megatron-core";
 }
 
 double gpt_model_flops(const GptConfig& c) {
-  if (c.moe.enabled() || c.moe.multi_latent_attention) return gpt_detail::moe_model_flops(c);
+  if (gpt_detail::moe_model(c)) return gpt_detail::moe_model_flops(c);  // also hybrid GDN / gated attention
   const double B = double(c.global_batch_size), s = double(c.seq_length), l = double(c.num_layers),
                h = double(c.hidden_size), V = double(c.padded_vocab_size);
   if (gpt_flops_convention(c) == "megatron-sc21") {

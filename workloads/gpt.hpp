@@ -167,6 +167,23 @@ struct GptConfig {
   std::int64_t window_left = -1, window_right = -1;
   std::string window_attn_skip_freq;  // "" = every layer windowed; "N"; or a pattern "[1,1,1,0]*3"
   std::vector<bool> window_layers() const;  // per decoder layer: windowed (workloads/gpt_model.cpp)
+  // Hybrid linear attention as Megatron-Core runs it (TransformerConfig at NVIDIA/Megatron-LM@d98e8a64:
+  // experimental_attention_variant, linear_attention_freq and the linear_* shape fields; the layer is
+  // megatron/core/ssm/gated_delta_net/gdn.py): "gated_delta_net" (or its canonical name "gdn") makes the layers
+  // linear_attention_freq marks Gated DeltaNet layers (arXiv:2412.06464) -- in_proj h -> q, k (key heads x key dim
+  // each), v, z (value heads x value dim each), beta, alpha (value heads each), a depthwise causal conv1d of
+  // linear_conv_kernel_dim taps over q, k, v, the chunked gated delta rule, a gated RMSNorm and out_proj -- the
+  // others keep full attention. "" = every layer full attention.
+  std::string experimental_attention_variant;
+  std::string linear_attention_freq;  // "N" (one full-attention layer after N - 1 GDN layers) or a list pattern
+  std::int64_t linear_conv_kernel_dim = 4, linear_key_head_dim = 128, linear_value_head_dim = 128;
+  std::int64_t linear_num_key_heads = 16, linear_num_value_heads = 32;  // Megatron's defaults
+  // Megatron-Core's --attention-output-gate (Qwen3-Next's gated attention): the QKV projection also produces a
+  // gate of the query width, and the attention output is multiplied by sigmoid(gate) before the output
+  // projection (megatron/core/transformer/attention.py at NVIDIA/Megatron-LM@d98e8a64).
+  bool attention_output_gate = false;
+  bool gdn() const { return !experimental_attention_variant.empty(); }
+  std::vector<bool> gdn_layers() const;  // per decoder layer: Gated DeltaNet (workloads/gpt_model.cpp)
   // Bytes per parameter of the optimizer state (master weight + the two Adam moments, or SGD's momentum) in the
   // shard the distributed optimizer / Megatron FSDP keeps: 12 for Adam without the precision-aware optimizer, 8
   // for SGD with momentum, 4 without (workloads/gpt_model.cpp).

@@ -30,7 +30,7 @@ bool pre_hopper(const std::string& gpu);
 bool moe_model(const GptConfig& c);                    // MoE or multi-latent attention
 std::vector<bool> moe_layers_of(const GptConfig& c);   // per decoder layer: is it an MoE layer
 double layer_params_per_rank(const GptConfig& c);      // mean parameters of one layer on one TP rank
-double layer_params_moe_model(const GptConfig& c, bool moe_layer);
+double layer_params_moe_model(const GptConfig& c, bool moe_layer, bool gdn_layer = false);
 double expert_params_per_gpu(const GptConfig& c);      // expert parameters of one MoE layer on one GPU
 double embedding_params_per_rank(const GptConfig& c);
 double mtp_params_per_rank(const GptConfig& c);         // the MTP layers on their rank, without their experts
@@ -117,7 +117,8 @@ struct MoeCosts {
 };
 
 LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& cm);
-LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm);
+// gdn: the Gated DeltaNet layer of a hybrid model (GptConfig::gdn_layers) instead of the attention layer.
+LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm, bool gdn = false);
 MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const MoeLayerLoad& ld, double T_local);
 double fp8_cast_bytes_per_element(const std::string& recipe);
 double fp8_gather_bytes_per_element(const std::string& recipe);
@@ -185,8 +186,14 @@ struct GptStepKernels {
   LayerCosts layer_bf16;
   std::vector<bool> bf16_layers;    // per global layer; empty without bf16 layers
   bool has_bf16_layers() const { return !bf16_layers.empty(); }
+  // Hybrid linear attention (GptConfig::gdn_layers): the Gated DeltaNet layer (and its bf16 twin), per global
+  // layer whether it is one; empty without experimental_attention_variant.
+  LayerCosts layer_gdn, layer_gdn_bf16;
+  std::vector<bool> gdn_layers;
   const LayerCosts& layer_at(std::int64_t gl) const {
-    return has_bf16_layers() && bf16_layers[static_cast<std::size_t>(gl)] ? layer_bf16 : layer;
+    const bool bf = has_bf16_layers() && bf16_layers[static_cast<std::size_t>(gl)];
+    if (!gdn_layers.empty() && gdn_layers[static_cast<std::size_t>(gl)]) return bf ? layer_gdn_bf16 : layer_gdn;
+    return bf ? layer_bf16 : layer;
   }
   Costs logits_fwd, logits_bwd, embed_fwd, embed_bwd, mtp, mtp_b;
   // The MTP work split where a standalone MTP stage splits it (mtp = layers + heads): the MTP layers (per depth

@@ -145,7 +145,7 @@ double fp8_gather_bytes_per_element(const std::string& recipe) {
 
 // Flash / fused attention (Megatron-Core with Transformer Engine): each kernel described by its shape and
 // priced by the per-kernel compute model (models/compute.hpp). Tokens on this rank: b s / cp.
-LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm) {
+LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm, bool gdn) {
   const std::int64_t b = c.micro_batch_size, cp = c.context_parallel_size, t = c.tensor_model_parallel_size;
   const std::int64_t s = c.seq_length, sl = s / cp, T = b * sl, h = c.hidden_size, f = c.ffn(), d = c.head_dim();
   const std::int64_t a_t = c.num_attention_heads / t, g_t = std::max<std::int64_t>(1, c.query_groups() / t);
@@ -304,11 +304,12 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   };
   const double norm = 2.0 * e * double(Te) * double(h);
   const double resid = (3.0 * e + (c.hidden_dropout > 0 ? 1.0 : 0.0)) * double(Te) * double(h);
-  const double rope = c.position_embedding_type == "rope" ? 2.0 * e * double(T) * double((a_t + g_t) * d) : 0.0;
+  const double rope =
+      c.position_embedding_type == "rope" && !gdn ? 2.0 * e * double(T) * double((a_t + g_t) * d) : 0.0;
   const double actv = e * double(T) * double(fc1 + f) / double(t);
   // qk_layernorm (GptConfig::qk_layernorm; not with MLA, whose latent norms are priced below): one norm kernel
   // over the local Q heads and one over the K heads, each reading and writing bf16 (2 x the backward).
-  const bool qk_norm = c.qk_layernorm && !c.moe.multi_latent_attention;
+  const bool qk_norm = c.qk_layernorm && !c.moe.multi_latent_attention && !gdn;
   auto add_qk_norms = [&](Costs& out, double factor) {
     if (!qk_norm) return;
     for (std::int64_t heads : {a_t, g_t}) out.add(cm, mem(MemoryKernel::Norm, factor * 2.0 * e * double(T) * double(heads * d)));
@@ -404,6 +405,9 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   // the output projection from v_head_dim per head. The attention kernel's FLOPs use head dim (qk + rope +
   // v) / 2, which gives QK^T over qk + rope and PV over v exactly.
   const bool mla = c.moe.multi_latent_attention;
+  // Gated DeltaNet widths on this TP rank (GptConfig::experimental_attention_variant).
+  const std::int64_t gdn_nv = c.linear_num_value_heads / t, gdn_dv = c.linear_value_head_dim;
+  const std::int64_t gdn_qk = (c.linear_num_key_heads / t) * c.linear_key_head_dim, gdn_v = gdn_nv * gdn_dv;
   std::vector<G> attn_in;  // input-side projections of the attention block
   G attn_out = proj;
   std::int64_t fa_heads = a_t, fa_kv = g_t, fa_dh = d;
@@ -419,8 +423,16 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     const std::int64_t dh = (qk + me.v_head_dim) / 2;
     fa_kv = a_t, fa_dh = dh;
     latent_norm = 2.0 * e * double(T) * double(ql + kvl);
+  } else if (gdn) {
+    // Gated DeltaNet (GatedDeltaNet in megatron/core/ssm/gated_delta_net/gdn.py at NVIDIA/Megatron-LM@d98e8a64):
+    // in_proj (TELayerNormColumnParallelLinear: the norm and one column-parallel GEMM) to q, k (local key heads x
+    // key dim each), v, z (local value heads x value dim each), beta and alpha (local value heads each); out_proj
+    // row-parallel from the local value width. Heads split over TP as Megatron's in_proj_split_sections.
+    attn_in.push_back(G{h, 2 * gdn_qk + 2 * gdn_v + 2 * gdn_nv});
+    attn_out = G{gdn_v, h};
   } else {
-    attn_in.push_back(qkv);
+    // attention_output_gate: linear_qkv also produces the gate, the query's width (attention.py at @d98e8a64).
+    attn_in.push_back(c.attention_output_gate ? G{h, (2 * a_t + 2 * g_t) * d} : qkv);
   }
   add_norm(L.fwd_attn, 1.0);
   add_norm(L.recompute_norm, 1.0);
@@ -492,12 +504,41 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     }
     if (!fused_merge) copy(L.cp_bwd_rest, 6.0 * (O + 2.0 * KV));
   }
+  // attention_output_gate: o * sigmoid(gate) before the output projection, one elementwise kernel reading the
+  // attention output and the gate and writing the product (2 x the bytes backward).
+  const double out_gate = c.attention_output_gate && !gdn ? 3.0 * e * double(T) * double(a_t * d) : 0.0;
+  // The Gated DeltaNet core between in_proj and out_proj (gdn.py forward at @d98e8a64), per kernel:
+  //   causal conv1d with SiLU over the q, k, v channels (FLA's causal_conv1d): read and write them;
+  //   the gates, g = -exp(A_log) softplus(alpha + dt_bias) in fp32 and beta = sigmoid(beta): read alpha and beta,
+  //   write g (4 bytes) and beta;
+  //   l2norm of q and k: a norm kernel over them;
+  //   the chunked gated delta rule (FLA's chunk_gated_delta_rule): its FLOPs as Megatron-LM counts them
+  //   (gdn_layer_flops in megatron/training/training.py at @d98e8a64: 2 x 4 x value heads x value dim^2 per
+  //   token -- K K^T, V K^T, S(a(I - b K K^T)) and S Q), priced as four GEMMs of (tokens x local value heads) x
+  //   value dim x key dim through the GEMM fit, the backward twice the forward. No kernel of this class is
+  //   measured (tests/data has no linear-attention timing): the rate is the GEMM fit's at that shape,
+  //   unvalidated, and Megatron's count is its own "best-case" lower bound of the kernel's work;
+  //   the gated RMSNorm, norm(o) x SiLU(z): read o and z, write the product.
+  // Each memory-bound kernel moves twice its forward bytes backward. No s x s term: the state is per chunk.
+  auto add_gdn_core = [&](Costs& out, bool bwd) {
+    const double f = bwd ? 2.0 : 1.0;
+    const double conv_ch = double(2 * gdn_qk + gdn_v);
+    out.add(cm, mem(MemoryKernel::Elementwise, f * 2.0 * e * double(T) * conv_ch));
+    out.add(cm, mem(MemoryKernel::Elementwise, f * (2.0 * e + 4.0 + e) * double(T) * double(gdn_nv)));
+    out.add(cm, mem(MemoryKernel::Norm, f * 2.0 * e * double(T) * double(2 * gdn_qk)));
+    const KernelDesc chunk = KernelDesc::gemm(T * gdn_nv, gdn_dv, c.linear_key_head_dim, act);
+    out.add(cm, chunk, bwd ? 8.0 : 4.0);
+    out.flops += (bwd ? 7.0 : 3.0) * chunk.flops();
+    out.add(cm, mem(MemoryKernel::Norm, f * 3.0 * e * double(T) * double(gdn_v)));
+  };
   auto add_attention = [&](Costs& out, bool bwd) {
+    if (gdn) return add_gdn_core(out, bwd);
     if (!torch_cp) return attention_ring(out, fa_heads, fa_kv, fa_dh, bwd);
     out += bwd ? L.cp_bwd_first : L.cp_fwd_first;
     out += bwd ? L.cp_bwd_rest : L.cp_fwd_rest;
   };
   add_attention(L.fwd_attn, false);
+  if (out_gate > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Elementwise, out_gate));
   fwd_gemm(L.fwd_attn, attn_out, Tp::Row);
   fuse(L.tp_fused[1][0], false, attn_out.n, attn_out.k);
   L.fwd_attn.add(cm, mem(MemoryKernel::Elementwise, resid));
@@ -521,6 +562,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
   L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
   bwd_gemm(L.bwd_attn, attn_out, L.wgrad_attn);
   fuse(L.tp_fused[1][1], true, attn_out.k, attn_out.n);
+  if (out_gate > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, 2.0 * out_gate));
   add_attention(L.bwd_attn, true);
   if (repeat > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Copy, repeat));
   if (titan) add_rope(L.bwd_attn, 2.0);
@@ -547,8 +589,10 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm)
     // cuDNN attention (attention_backend fused) is not in the save list (only the flash and efficient SDPA
     // ops are; torchtitan _save_list): its forward runs again before its backward.
     if (c.attention_backend == "fused") add_attention(L.recompute_attn_extra, false);
-  } else {
-    // Selective recompute (Megatron-Core "core_attn"): the attention forward again before its backward.
+  } else if (!gdn) {
+    // Selective recompute (Megatron-Core "core_attn"): the attention forward again before its backward. A Gated
+    // DeltaNet layer has no core attention to checkpoint (gdn.py checkpoints only its gated norm, with
+    // recompute_modules naming it, which is not modelled): nothing.
     add_attention(L.recompute_attn_extra, false);
   }
   return L;
@@ -672,6 +716,11 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
   if (c.has_bf16_layers() && !legacy) {
     K.layer_bf16 = layer_costs_fused(c.bf16_layers_config(), cm);
     for (std::int64_t gl = 0; gl < c.num_layers; ++gl) K.bf16_layers.push_back(c.bf16_layer(gl));
+  }
+  if (c.gdn()) {
+    K.gdn_layers = c.gdn_layers();
+    K.layer_gdn = layer_costs_fused(c, cm, true);
+    if (c.has_bf16_layers()) K.layer_gdn_bf16 = layer_costs_fused(c.bf16_layers_config(), cm, true);
   }
   const LayerCosts& L = K.layer;
   // Logits and loss (last stage), embedding lookup (first stage), per micro-batch.

@@ -33,7 +33,18 @@ double qk_norm_params(const GptConfig& c) {
 // Sec. 2.1): the down-projections (h -> q_lora_rank, h -> kv_lora_rank + rope dim) and their norms are
 // replicated over TP (Megatron-Core's MLA keeps them duplicated), the up-projections and the output
 // projection are split. No biases (RMSNorm models).
-double layer_params_moe_model(const GptConfig& c, bool moe_layer) {
+// A Gated DeltaNet layer (gdn_layer; GatedDeltaNet in megatron/core/ssm/gated_delta_net/common.py at
+// NVIDIA/Megatron-LM@d98e8a64): in_proj h x (2 qk + 2 v + 2 value heads), the depthwise conv1d (2 qk + v) x
+// kernel taps (conv_bias False by default), A_log and dt_bias (one per value head), these split over TP; out_norm
+// (value_head_dim weights) and out_proj v x h (split). qk = key heads x key dim, v = value heads x value dim.
+double gdn_attention_params(const GptConfig& c) {
+  const double h = double(c.hidden_size), t = double(c.tensor_model_parallel_size);
+  const double qk = double(c.linear_num_key_heads * c.linear_key_head_dim);
+  const double v = double(c.linear_num_value_heads * c.linear_value_head_dim), nv = double(c.linear_num_value_heads);
+  return (h * (2.0 * qk + 2.0 * v + 2.0 * nv) + (2.0 * qk + v) * double(c.linear_conv_kernel_dim) + 2.0 * nv + v * h) / t +
+         double(c.linear_value_head_dim);
+}
+double layer_params_moe_model(const GptConfig& c, bool moe_layer, bool gdn_layer) {
   const double h = double(c.hidden_size), t = double(c.tensor_model_parallel_size), a = double(c.num_attention_heads);
   const auto& e = c.moe;
   double attn;
@@ -47,7 +58,9 @@ double layer_params_moe_model(const GptConfig& c, bool moe_layer) {
     const double d = double(c.head_dim()), g = double(c.query_groups());
     attn = h * (a + 2.0 * g) * d / t + a * d * h / t + qk_norm_params(c);
     if (c.add_qkv_bias) attn += (a + 2.0 * g) * d / t;  // add_qkv_bias: the QKV projection's bias, split as its output
+    if (c.attention_output_gate) attn += h * a * d / t;  // the gate's columns of linear_qkv
   }
+  if (gdn_layer) attn = gdn_attention_params(c);
   const double gate = c.swiglu ? 2.0 : 1.0;
   double mlp;
   if (moe_layer) {
@@ -64,7 +77,10 @@ double expert_params_per_gpu(const GptConfig& c) {
   return double(c.moe.num_experts / c.moe.expert_model_parallel_size) * (gate + 1.0) * double(c.hidden_size) *
          double(c.moe_ffn()) / double(c.etp());
 }
-bool moe_model(const GptConfig& c) { return c.moe.enabled() || c.moe.multi_latent_attention; }
+// MoE, MLA or a hybrid / gated-attention model: the models whose layers are counted one by one.
+bool moe_model(const GptConfig& c) {
+  return c.moe.enabled() || c.moe.multi_latent_attention || c.gdn() || c.attention_output_gate;
+}
 std::vector<bool> moe_layers_of(const GptConfig& c) {
   if (!c.moe.enabled()) return std::vector<bool>(c.num_layers, false);
   return moe_layer_pattern(c.moe.moe_layer_freq, c.num_layers, "gpt");
@@ -72,7 +88,9 @@ std::vector<bool> moe_layers_of(const GptConfig& c) {
 // Mean non-expert parameters per layer over the model (DP gradient buckets of MoE models).
 double mean_layer_params_moe_model(const GptConfig& c) {
   double sum = 0;
-  for (bool m : moe_layers_of(c)) sum += layer_params_moe_model(c, m);
+  const auto gdn = c.gdn_layers();
+  const auto moe = moe_layers_of(c);
+  for (std::size_t l = 0; l < moe.size(); ++l) sum += layer_params_moe_model(c, moe[l], gdn[l]);
   return sum / double(c.num_layers);
 }
 // Model FLOPs of MoE / MLA models in Megatron-Core's convention (num_floating_point_operations, which
@@ -94,24 +112,44 @@ double moe_model_flops(const GptConfig& c) {
     attn_sc = s * a * (qk + v);
   } else {
     const double d = double(c.head_dim()), g = double(c.query_groups());
-    attn_w = h * (a + 2.0 * g) * d + a * d * h;
+    attn_w = h * (a + 2.0 * g) * d + a * d * h + (c.attention_output_gate ? h * a * d : 0.0);
     attn_sc = 2.0 * s * a * d;
   }
   // megatron-core-causal: Megatron-LM from 8873b55d6a (2025-03-06) halves the core attention for the causal mask.
   if (gpt_flops_convention(c) == "megatron-core-causal") attn_sc *= 0.5;
-  auto layer = [&](bool moe) {
-    double w = attn_w;
+  // A Gated DeltaNet layer, as gdn_layer_flops (megatron/training/training.py at NVIDIA/Megatron-LM@d98e8a64) and
+  // num_floating_point_operations' linear_self_attn_term count it per token, 3 x 2 x (h in_proj_dim + conv taps x
+  // (2 qk + v) + 4 value heads x value dim^2 + h v): no term in s.
+  const double qk = double(c.linear_num_key_heads * c.linear_key_head_dim),
+               vd = double(c.linear_num_value_heads * c.linear_value_head_dim),
+               nv = double(c.linear_num_value_heads), dv = double(c.linear_value_head_dim);
+  const double gdn_w = h * (2.0 * qk + 2.0 * vd + 2.0 * nv) + double(c.linear_conv_kernel_dim) * (2.0 * qk + vd) +
+                       4.0 * nv * dv * dv + h * vd;
+  auto layer = [&](bool moe, bool gdn) {
+    double w = gdn ? gdn_w : attn_w;
     if (moe) w += gate * h * (double(e.moe_router_topk) * double(c.moe_ffn()) + double(e.moe_shared_expert_intermediate_size)) +
                   h * double(e.num_experts);
     else w += gate * h * double(c.ffn());
-    return 6.0 * (w + attn_sc);  // per token: 2 FLOPs per weight forward, x3 with backward
+    return 6.0 * (w + (gdn ? 0.0 : attn_sc));  // per token: 2 FLOPs per weight forward, x3 with backward
   };
   double per_token = 0;
   const auto pattern = moe_layers_of(c);
-  for (bool m : pattern) per_token += layer(m);
+  const auto gdn = c.gdn_layers();
+  for (std::size_t l = 0; l < pattern.size(); ++l) per_token += layer(pattern[l], gdn[l]);
+  // Megatron-LM lays linear_attention_freq over num_layers + mtp_num_layers when it is an integer (training.py
+  // at @d98e8a64: num_layers is extended by the MTP layers before the pattern is built), so an MTP layer counts
+  // as GDN where its index falls on one; the MTP layers themselves are built with full attention
+  // (gpt_kernels.cpp prices them so).
+  auto mtp_gdn = [&](std::int64_t k) {
+    const std::string& f = c.linear_attention_freq;
+    if (!c.gdn() || f.empty() || !std::all_of(f.begin(), f.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }))
+      return false;
+    return (c.num_layers + k + 1) % std::stoll(f) != 0;
+  };
   // MTP module (DeepSeek-V3 Sec. 2.2): per depth a projection 2h -> h, one transformer layer (MoE like the
   // last layer) and the shared output head.
-  per_token += double(e.mtp_num_layers) * (6.0 * 2.0 * h * h + layer(pattern.empty() ? false : pattern.back()) + 6.0 * h * V);
+  for (std::int64_t k = 0; k < e.mtp_num_layers; ++k)
+    per_token += 6.0 * 2.0 * h * h + layer(pattern.empty() ? false : pattern.back(), mtp_gdn(k)) + 6.0 * h * V;
   per_token += 6.0 * h * V;
   return B * s * per_token;
 }
@@ -145,7 +183,7 @@ double mtp_params_per_rank(const GptConfig& c) {
   if (c.moe.mtp_num_layers <= 0) return 0.0;
   const double h = double(c.hidden_size), t = double(c.tensor_model_parallel_size);
   const auto pattern = moe_layers_of(c);
-  const double layer = moe_model(c) ? layer_params_moe_model(c, !pattern.empty() && pattern.back()) : layer_params_per_rank(c);
+  const double layer = moe_model(c) ? layer_params_moe_model(c, !pattern.empty() && pattern.back()) : layer_params_per_rank(c);  // full attention
   return double(c.moe.mtp_num_layers) * (3.0 * h + 2.0 * h * h / t + layer);
 }
 bool last_stage_has_output(const GptConfig& c) {
@@ -219,7 +257,7 @@ namespace {
 // copies (1 byte instead of 2); NVFP4 (precision fp4) saves the column-wise NVFP4 copy the wgrad GEMM reads,
 // 4-bit data + one E4M3 scale per 16 elements: 0.5625 bytes (fp8_gather_bytes_per_element("nvfp4")).
 double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_layer = false,
-                              double load_factor = 1.0) {
+                              double load_factor = 1.0, bool gdn_layer = false) {
   const double h = double(c.hidden_size), a = double(c.num_attention_heads), d = double(c.head_dim()),
                t = double(c.tensor_model_parallel_size), f = double(c.ffn()),
                s = double(c.seq_length), cp = double(c.context_parallel_size);
@@ -247,6 +285,24 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_lay
     const double qk = double(e.qk_head_dim + e.qk_pos_emb_head_dim), v = double(e.v_head_dim);
     attn = (2.0 * h + gemm_in * h + mask) * rep + 2.0 * (a / t) * (2.0 * qk + v) +
            2.0 * double(e.q_lora_rank + e.kv_lora_rank + e.qk_pos_emb_head_dim) + gemm_in * a * v / t + 4.0 * a / t;
+  }
+  // attention_output_gate: the gate (query width) and the gated product's input are kept for the sigmoid-multiply's
+  // backward: 2 x a d / t more (the attention output itself is counted above).
+  if (c.attention_output_gate) attn += 2.0 * a * d / t;
+  if (gdn_layer) {
+    // A Gated DeltaNet layer saves, per token on one TP rank (gdn.py forward at NVIDIA/Megatron-LM@d98e8a64 and the
+    // FLA autograd functions it calls, fla-org/flash-linear-attention@bc3b101dcb fla/ops/gated_delta_rule/chunk.py
+    // ChunkGatedDeltaRuleFunction, fla/modules/convolution.py, fla/modules/l2norm.py): the norm's input and
+    // in_proj's input as the attention block does; the conv1d's input and output (2 qk + v channels, bf16 each;
+    // the output is the l2norm's input); the l2-normed q and k; the fp32 gate g and beta (value heads); the
+    // chunk kernel's WY matrix A (chunk size 64 entries per token and value head, bf16) -- its chunk states are
+    // recomputed in the backward, so there is no s x s or per-token state term; the gated norm's inputs o and z
+    // (v each) and out_proj's input (v).
+    const double qk = double(c.linear_num_key_heads * c.linear_key_head_dim) / t,
+                 vd = double(c.linear_num_value_heads * c.linear_value_head_dim) / t,
+                 nv = double(c.linear_num_value_heads) / t;
+    attn = (2.0 * h + gemm_in * h + mask) * rep + 2.0 * 2.0 * (2.0 * qk + vd) + 2.0 * 2.0 * qk + (4.0 + 2.0) * nv +
+           2.0 * 64.0 * nv + 2.0 * 2.0 * vd + gemm_in * vd;
   }
   double mlp = (2.0 * h + gemm_in * h + mask) * rep + 2.0 * fc1 / t + gemm_in * f / t;
   if (c.use_torch_fsdp2 && !moe_layer && !c.moe.multi_latent_attention && c.attention_backend != "unfused") {
@@ -306,20 +362,38 @@ double layer_activation_bytes_op_sac(const GptConfig& c) {
 
 }  // namespace
 
+namespace {
+// Megatron's per-layer patterns of the form "every N-th layer is the exception" (layer_number 1-based): an integer
+// N -> layer i (0-based) is marked unless (i + 1) % N == 0; a list -> its entry (1 = marked), one per layer
+// (moe_layer_pattern's syntax). `key` names the parameter in errors.
+std::vector<bool> skip_freq_pattern(const std::string& f, std::int64_t num_layers, const std::string& key) {
+  if (std::all_of(f.begin(), f.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); })) {
+    const long long n = f.size() > 9 ? 0 : std::stoll(f);
+    if (n < 1) throw InputError(key, "an integer frequency must be >= 1 (at most 9 digits), got " + f);
+    std::vector<bool> w(static_cast<std::size_t>(num_layers));
+    for (std::int64_t i = 0; i < num_layers; ++i) w[static_cast<std::size_t>(i)] = (i + 1) % n != 0;
+    return w;
+  }
+  return moe_layer_pattern(f, num_layers, "gpt", key);
+}
+}  // namespace
+
 // Megatron-Core's is_layer_window_attention (megatron/core/transformer/utils.py @d98e8a64; layer_number is
 // 1-based): no window_size -> none; no window_attn_skip_freq -> every layer; an integer N -> layer_number % N != 0
 // (one full-attention layer after N - 1 windowed ones); a list -> its entry (1 = windowed).
 std::vector<bool> GptConfig::window_layers() const {
-  std::vector<bool> w(static_cast<std::size_t>(num_layers), window_left >= 0);
-  if (window_left < 0 || window_attn_skip_freq.empty()) return w;
-  const std::string& f = window_attn_skip_freq;
-  if (std::all_of(f.begin(), f.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); })) {
-    const long long n = f.size() > 9 ? 0 : std::stoll(f);
-    if (n < 1) throw InputError("window_attn_skip_freq", "an integer frequency must be >= 1 (at most 9 digits), got " + f);
-    for (std::int64_t i = 0; i < num_layers; ++i) w[static_cast<std::size_t>(i)] = (i + 1) % n != 0;
-    return w;
-  }
-  return moe_layer_pattern(f, num_layers, "gpt", "window_attn_skip_freq");
+  if (window_left < 0 || window_attn_skip_freq.empty())
+    return std::vector<bool>(static_cast<std::size_t>(num_layers), window_left >= 0);
+  return skip_freq_pattern(window_attn_skip_freq, num_layers, "window_attn_skip_freq");
+}
+
+// Megatron-Core's linear attention pattern (num_floating_point_operations in megatron/training/training.py and
+// the layer specs' use of linear_attention_freq at NVIDIA/Megatron-LM@d98e8a64): the same rule, 1 = a Gated
+// DeltaNet layer (N - 1 GDN layers, then one full-attention layer). All false without
+// experimental_attention_variant.
+std::vector<bool> GptConfig::gdn_layers() const {
+  if (!gdn() || linear_attention_freq.empty()) return std::vector<bool>(static_cast<std::size_t>(num_layers), false);
+  return skip_freq_pattern(linear_attention_freq, num_layers, "linear_attention_freq");
 }
 
 namespace gpt_detail {
@@ -405,24 +479,25 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
       }
     }
     P = 0;
-    auto add_act = [&](std::size_t k, bool m) {
-      const double a_full = layer_activation_bytes(c, false, m, lf);
+    const auto gdn_pattern = c.gdn_layers();
+    auto add_act = [&](std::size_t k, bool m, bool g) {
+      const double a_full = layer_activation_bytes(c, false, m, lf, g);
       act_mean += a_full, act_max = std::max(act_max, a_full);
-      const double a_sel = layer_activation_bytes(c, c.recompute_granularity == "selective", m, lf);
+      const double a_sel = layer_activation_bytes(c, c.recompute_granularity == "selective", m, lf, g);
       act_mean_sel += a_sel, chunk_sel[k] += a_sel;
       if (m) act_max_sel = std::max(act_max_sel, a_full - a_sel);  // largest recomputed surplus
     };
     for (std::size_t k = 0; k < chunks.size(); ++k)
       for (std::int64_t l = 0; l < chunks[k].second; ++l) {
-        const bool m = pattern[chunks[k].first + l];
-        P += layer_params_moe_model(c, m);
+        const bool m = pattern[chunks[k].first + l], g = gdn_pattern[chunks[k].first + l];
+        P += layer_params_moe_model(c, m, g);
         if (m) Pe += expert_params_per_gpu(c);
-        add_act(k, m);
+        add_act(k, m, g);
       }
     Pl = layers ? P / double(layers) : 0.0;
     if (mtp_chunk >= 0)
       for (std::int64_t k = 0; k < n_mtp; ++k) {
-        add_act(static_cast<std::size_t>(mtp_chunk), mtp_moe);
+        add_act(static_cast<std::size_t>(mtp_chunk), mtp_moe, false);
         if (mtp_moe) Pe += expert_params_per_gpu(c);
       }
     if (act_layers > 0) act_mean /= act_layers, act_mean_sel /= act_layers;

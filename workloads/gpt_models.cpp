@@ -38,6 +38,15 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
   //   Qwen2's QKV bias removed, QK-Norm introduced); Megatron-LM's own launch arguments for both
   //   models pass --qk-layernorm with --disable-bias-linear (examples/post_training/modelopt/conf/Qwen/
   //   Qwen3-30B-A3B.sh and Qwen3-235B-A22B.sh at NVIDIA/Megatron-LM@d98e8a64).
+  // Qwen3-Next-80B-A3B: the Megatron arguments of yanring/Megatron-MoE-ModelZoo@e8650517
+  //   model_configs/benchmarking/Qwen3-Next-80B-A3B.yaml (the run configuration of moe_h100.csv row 98): 48 layers,
+  //   hidden 2048, ffn 5120 (unused: every layer MoE), 16 heads, 2 query groups, kv_channels 256, --qk-layernorm,
+  //   --attention-output-gate, RMSNorm, SwiGLU, RoPE, untied embeddings, dropout 0, vocabulary padded to a
+  //   multiple of 1187 (151936 = 128 x 1187, Qwen's vocab_size); --linear-attention-type gated_delta_net (the
+  //   yaml's name for Megatron's experimental_attention_variant) with --linear-attention-freq 4 (three GDN layers,
+  //   then one full-attention layer) and the GDN shapes 16 key heads x 128, 32 value heads x 128, conv kernel 4
+  //   (Megatron's defaults, GptConfig). Its --rotary-percent 0.25 is not modelled (RoPE is priced over the whole
+  //   head). seq_length: the yaml leaves it to ${SEQ_LEN}; 4096 is the row's. Experts and MTP in workloads/moe.cpp.
   // Qwen2's attention has QKV biases and no other linear biases (Qwen2 report arXiv:2407.10671 Sec. 2.2, its
   //   dense and MoE models alike); Megatron-LM runs the Qwen2 family with --add-qkv-bias and
   //   --disable-bias-linear (examples/multimodal/nvlm/pretrain_qwen20_72b_internvit_6b.sh at
@@ -83,6 +92,9 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
        "torchtitan llama4 17bx16e (torchtitan/models/llama4/__init__.py); Llama-4-Scout-17B-16E config.json"},
       {"gpt-oss-120b", 36, 2880, 2880, 64, 8, 64, 4096, 201088, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "gpt-oss-120b model card, arXiv:2508.10925; config.json"},
+      {"qwen3-next-80b-a3b", 48, 2048, 5120, 16, 2, 256, 4096, 151936, true, true, "RMSNorm", "rope", 0.0, 0.0,
+       "yanring/Megatron-MoE-ModelZoo@e8650517 model_configs/benchmarking/Qwen3-Next-80B-A3B.yaml", true, false,
+       "gated_delta_net", "4", true},
   };
   return v;
 }

@@ -17,6 +17,10 @@ struct GptModelShape {
   std::string source;
   // Megatron-Core's --qk-layernorm and --add-qkv-bias (GptConfig), cited in gpt_models.cpp.
   bool qk_layernorm = false, add_qkv_bias = false;
+  // Hybrid linear attention (GptConfig::experimental_attention_variant, linear_attention_freq; Megatron's default
+  // GDN head shapes) and Megatron-Core's --attention-output-gate, cited in gpt_models.cpp.
+  std::string experimental_attention_variant, linear_attention_freq;
+  bool attention_output_gate = false;
 };
 
 const std::vector<GptModelShape>& gpt_model_catalogue();

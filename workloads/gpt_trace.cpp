@@ -1395,6 +1395,16 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   if (c.fp4())
     tr.notes.push_back("gpt: NVFP4 GEMMs priced at the GPU's dense FP4 peak with the FP8 GEMM efficiency (no FP4 kernel "
                        "is measured): FP4 throughput is not validated (docs/workloads.md)");
+  if (c.gdn()) {
+    std::int64_t n_gdn = 0;
+    for (bool g : K.gdn_layers) n_gdn += g ? 1 : 0;
+    tr.notes.push_back("gpt: " + std::to_string(n_gdn) + " of " + std::to_string(c.num_layers) +
+                       " decoder layers are Gated DeltaNet (linear_attention_freq " + c.linear_attention_freq +
+                       "): the chunked gated delta-rule kernel is priced from Megatron-LM's gdn_layer_flops count at "
+                       "the GEMM fit's rate, as (tokens x value heads) x value dim x key dim GEMMs; no linear-attention "
+                       "kernel is measured, so the GDN kernel rate is not validated (docs/workloads.md); model FLOPs "
+                       "count these layers with gdn_layer_flops (no s x s term)");
+  }
   if (K.has_bf16_layers())
     tr.notes.push_back("gpt: first_last_layers_bf16: decoder layers [0, " + std::to_string(c.num_layers_at_start_in_bf16) +
                        ") and [" + std::to_string(c.num_layers - c.num_layers_at_end_in_bf16) + ", " +

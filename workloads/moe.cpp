@@ -1,6 +1,7 @@
 #include "workloads/moe.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <cctype>
 #include <cmath>
 #include <map>
@@ -34,6 +35,13 @@ bool moe_catalogue_defaults(const std::string& model, MoeConfig& m) {
     c.num_experts = 128, c.moe_router_topk = 8;
     c.moe_ffn_hidden_size = model == "qwen3-30b-a3b" ? 768 : 1536;
     c.moe_router_load_balancing_type = "aux_loss";  // global-batch load balancing loss (report Sec. 2)
+  } else if (model == "qwen3-next-80b-a3b") {
+    // yanring/Megatron-MoE-ModelZoo@e8650517 model_configs/benchmarking/Qwen3-Next-80B-A3B.yaml: 512 experts, top-10,
+    // moe_ffn_hidden_size 512, one shared expert of 512 (its sigmoid gate, --moe-shared-expert-gate, is not
+    // modelled), aux-loss load balancing, one MTP layer (--mtp-num-layers 1).
+    c.num_experts = 512, c.moe_router_topk = 10, c.moe_ffn_hidden_size = 512;
+    c.moe_shared_expert_intermediate_size = 512, c.mtp_num_layers = 1;
+    c.moe_router_load_balancing_type = "aux_loss";
   } else if (model == "gpt-oss-120b") {
     // gpt-oss-120b & gpt-oss-20b model card (arXiv:2508.10925) Table 1 / config.json (openai/gpt-oss-120b):
     // 128 experts, top-4, intermediate_size 2880 per expert, every layer MoE, no shared expert.
@@ -146,8 +154,16 @@ std::vector<bool> moe_layer_pattern(const std::string& freq, std::int64_t L, con
     for (std::int64_t i = 0; i < L; ++i) out.push_back(i % n == 0);
     return out;
   }
-  // Sum of terms: [a,b,...] optionally followed by *k; the whole may be wrapped in parentheses.
-  if (s.size() >= 2 && s.front() == '(' && s.back() == ')') s = s.substr(1, s.size() - 2);
+  // Sum of terms; the whole may be wrapped in parentheses (stripped when the first one closes at the end).
+  if (s.size() >= 2 && s.front() == '(' && s.back() == ')') {
+    int depth = 0;
+    std::size_t close = 0;
+    for (std::size_t k = 0; k < s.size() && !close; ++k) {
+      depth += s[k] == '(' ? 1 : s[k] == ')' ? -1 : 0;
+      if (depth == 0) close = k;
+    }
+    if (close == s.size() - 1) s = s.substr(1, s.size() - 2);
+  }
   std::size_t i = 0;
   auto number = [&]() {
     std::size_t st = i;
@@ -155,29 +171,42 @@ std::vector<bool> moe_layer_pattern(const std::string& freq, std::int64_t L, con
     if (st == i) bad("expected a number at character " + std::to_string(st + 1) + " of '" + freq + "'");
     return std::stoll(s.substr(st, i - st));
   };
-  while (i < s.size()) {
-    if (s[i] != '[') bad("expected '[' at character " + std::to_string(i + 1) + " of '" + freq + "'");
-    ++i;
-    std::vector<bool> term;
-    while (true) {
-      const long long v = number();
-      if (v != 0 && v != 1) bad(key == "moe_layer_freq" ? "list entries must be 0 (dense) or 1 (MoE)" : "list entries must be 0 or 1");
-      term.push_back(v == 1);
-      if (i < s.size() && s[i] == ',') { ++i; continue; }
-      if (i < s.size() && s[i] == ']') { ++i; break; }
-      bad("expected ',' or ']' in '" + freq + "'");
+  // A term is [a,b,...] or a parenthesised sum (Megatron's "([1]*3+[0]*1)*12"), optionally followed by *k.
+  std::function<std::vector<bool>(bool)> sum = [&](bool nested) {
+    std::vector<bool> acc;
+    while (i < s.size() && !(nested && s[i] == ')')) {
+      std::vector<bool> term;
+      if (s[i] == '(') {
+        ++i;
+        term = sum(true);
+        if (i >= s.size() || s[i] != ')') bad("expected ')' in '" + freq + "'");
+        ++i;
+      } else {
+        if (s[i] != '[') bad("expected '[' at character " + std::to_string(i + 1) + " of '" + freq + "'");
+        ++i;
+        while (true) {
+          const long long v = number();
+          if (v != 0 && v != 1) bad(key == "moe_layer_freq" ? "list entries must be 0 (dense) or 1 (MoE)" : "list entries must be 0 or 1");
+          term.push_back(v == 1);
+          if (i < s.size() && s[i] == ',') { ++i; continue; }
+          if (i < s.size() && s[i] == ']') { ++i; break; }
+          bad("expected ',' or ']' in '" + freq + "'");
+        }
+      }
+      long long rep = 1;
+      if (i < s.size() && s[i] == '*') {
+        ++i;
+        rep = number();
+      }
+      for (long long k = 0; k < rep; ++k) acc.insert(acc.end(), term.begin(), term.end());
+      if (i < s.size() && !(nested && s[i] == ')')) {
+        if (s[i] != '+') bad("expected '+' at character " + std::to_string(i + 1) + " of '" + freq + "'");
+        ++i;
+      }
     }
-    long long rep = 1;
-    if (i < s.size() && s[i] == '*') {
-      ++i;
-      rep = number();
-    }
-    for (long long k = 0; k < rep; ++k) out.insert(out.end(), term.begin(), term.end());
-    if (i < s.size()) {
-      if (s[i] != '+') bad("expected '+' at character " + std::to_string(i + 1) + " of '" + freq + "'");
-      ++i;
-    }
-  }
+    return acc;
+  };
+  out = sum(false);
   if (static_cast<std::int64_t>(out.size()) != L)
     bad("the list has " + std::to_string(out.size()) + " entries but the model has " + std::to_string(L) + " layers");
   return out;
