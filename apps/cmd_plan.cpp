@@ -22,6 +22,7 @@
 #include "replay/run_scenario.hpp"
 #include "workloads/cluster.hpp"
 #include "workloads/gpt.hpp"
+#include "workloads/moe.hpp"
 #include "workloads/scenario.hpp"
 
 namespace fabricsim::cli {
@@ -272,7 +273,12 @@ int cmd_plan(int argc, char** argv) {
   // The further dimensions. A scenario value absent from the scenario is the generator's default (null:
   // no default that a value could equal, so any given value is searched).
   const workloads::GptConfig defaults;
-  const bool moe = wp.value("num_experts", 0LL) > 0;
+  // MoE: num_experts > 0, given or from the catalogue model ("model": "qwen3-30b-a3b").
+  bool moe = wp.value("num_experts", 0LL) > 0;
+  if (!wp.contains("num_experts") && wp.contains("model") && wp["model"].is_string()) {
+    workloads::MoeConfig m;
+    moe = workloads::moe_catalogue_defaults(wp["model"].get<std::string>(), m) && m.num_experts > 0;
+  }
   std::vector<Dim> dims = {
       {"--cp", "cp", "context_parallel_size", {}, false},
       {"--vp", "vp", "virtual_pipeline_model_parallel_size", {}, false},
@@ -414,13 +420,14 @@ int cmd_plan(int argc, char** argv) {
       workloads::Scenario sc = workloads::scenario_from_json(scen, src);
       sim::ScenarioRunOptions o;
       o.comm_model = comm_model;
+      o.replay.record_ops = false;  // plan reads the figures only
       return sim::run_scenario(sc, o).result;
     };
     ro.on_result = [&](std::size_t index, const sim::RunResult& r) {
       cands[index].ok = true;
       cands[index].r = r;
-      cands[index].r.ops.clear();  // keep only the figures
-      cands[index].r.links.clear();
+      std::vector<sim::OpRecord>().swap(cands[index].r.ops);  // keep only the figures (and free the rest)
+      std::vector<sim::LinkRecord>().swap(cands[index].r.links);
       if (auto it = r.metrics.find("memory_per_gpu_bytes.max"); it != r.metrics.end()) cands[index].peak_bytes = it->second;
     };
     ro.on_row = [&](std::size_t index, const std::string& row, bool ok, const std::string& error) {
