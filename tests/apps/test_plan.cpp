@@ -35,6 +35,27 @@ std::vector<std::string> split(const std::string& line, char sep) {
   return f;
 }
 
+// The table rows after the header line ("# ..."), split on blanks; `header` receives the header's words.
+std::vector<std::vector<std::string>> table_rows(const std::string& out, std::vector<std::string>* header = nullptr) {
+  std::istringstream in(out);
+  std::string line;
+  std::vector<std::vector<std::string>> rows;
+  bool table = false;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::vector<std::string> f;
+    std::string w;
+    while (ls >> w) f.push_back(w);
+    if (!f.empty() && f[0] == "#") {
+      table = true;
+      if (header) *header = f;
+      continue;
+    }
+    if (table && !f.empty()) rows.push_back(f);
+  }
+  return rows;
+}
+
 }  // namespace
 
 TEST_CASE("fabricsim plan picks the cheapest configurations that meet the target") {
@@ -86,21 +107,7 @@ TEST_CASE("fabricsim plan picks the cheapest configurations that meet the target
                  dir);
   REQUIRE_MESSAGE(plan.rc == 0, plan.err);
   // Printed rows: "#  nodes GPUs TP PP DP MBS step ..." after the header line.
-  std::istringstream out(plan.out);
-  std::string line;
-  std::vector<std::vector<std::string>> printed;
-  bool table = false;
-  while (std::getline(out, line)) {
-    std::istringstream ls(line);
-    std::vector<std::string> f;
-    std::string w;
-    while (ls >> w) f.push_back(w);
-    if (!f.empty() && f[0] == "#") {
-      table = true;
-      continue;
-    }
-    if (table && !f.empty()) printed.push_back(f);
-  }
+  const auto printed = table_rows(plan.out);
   REQUIRE(static_cast<int>(printed.size()) == at_two);
   for (std::size_t i = 0; i < printed.size(); ++i) {
     CHECK(std::stoi(printed[i][1]) == meet[i].nodes);
@@ -208,31 +215,6 @@ TEST_CASE("bad output paths fail before any simulation: exit 2, one line naming 
   CHECK_FALSE(fs::exists(dir / "missing"));
 }
 
-namespace {
-
-// The table rows after the header line ("# ..."), split on blanks; `header` receives the header's words.
-std::vector<std::vector<std::string>> table_rows(const std::string& out, std::vector<std::string>* header = nullptr) {
-  std::istringstream in(out);
-  std::string line;
-  std::vector<std::vector<std::string>> rows;
-  bool table = false;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::vector<std::string> f;
-    std::string w;
-    while (ls >> w) f.push_back(w);
-    if (!f.empty() && f[0] == "#") {
-      table = true;
-      if (header) *header = f;
-      continue;
-    }
-    if (table && !f.empty()) rows.push_back(f);
-  }
-  return rows;
-}
-
-}  // namespace
-
 TEST_CASE("fabricsim plan --cp/--vp/--recompute at the scenario's own values prints and writes what plan without them does") {
   const fs::path dir = cli_test::scratch_dir("plan_same");
   // Interleaved (2 layers per virtual stage) so that the PP = 1 rule and --vp both touch it.
@@ -269,7 +251,14 @@ TEST_CASE("fabricsim plan --cp/--vp/--recompute at the scenario's own values pri
   REQUIRE(h.size() == 14);
   CHECK(h[5] == "recompute");
   CHECK(h[13] == "peak_GiB");
-  CHECK(rows.size() == 2 * table_rows(plain.out).size());
+  const auto plain_rows = table_rows(plain.out);
+  CHECK(rows.size() == 2 * plain_rows.size());
+  for (const auto& r : plain_rows) {  // nodes GPUs TP PP DP MBS step_s ...: the same step under "selective"
+    CAPTURE(r[6]);
+    CHECK(std::count_if(rows.begin(), rows.end(), [&](const std::vector<std::string>& m) {
+            return m[1] == r[1] && m[3] == r[3] && m[4] == r[4] && m[5] == "selective" && m[8] == r[7];
+          }) == 1);
+  }
   fs::remove_all(dir);
 }
 
