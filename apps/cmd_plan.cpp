@@ -11,14 +11,18 @@
 #include <iostream>
 #include <sstream>
 #include <thread>
+#include <optional>
 #include <tuple>
 
 #include "apps/cli.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
+#include "models/system.hpp"
 #include "replay/outputs_sweep.hpp"
 #include "replay/run_scenario.hpp"
 #include "workloads/cluster.hpp"
+#include "workloads/gpt.hpp"
+#include "workloads/moe.hpp"
 #include "workloads/scenario.hpp"
 
 namespace fabricsim::cli {
@@ -40,12 +44,46 @@ std::vector<long long> int_list(const std::string& text, const std::string& flag
   return out;
 }
 
+// One more searched workload parameter (--cp, --vp, --ep, --etp, --recompute). Absent or given as the
+// scenario's own single value, it is not searched: no input column, no value set, so the output is the
+// one a search without the flag prints.
+struct Dim {
+  std::string flag, column, param;
+  std::vector<Json> values;
+  bool searched = false;
+};
+
+std::vector<Json> string_list(const std::string& text, const std::string& flag, const std::vector<std::string>& allowed) {
+  std::vector<Json> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (std::find(allowed.begin(), allowed.end(), item) == allowed.end())
+      throw InputError(flag, "expected a comma-separated list of none, selective, full; got '" + item + "'");
+    else if (std::find(out.begin(), out.end(), Json(item)) == out.end())
+      out.push_back(item);
+  if (out.empty()) throw InputError(flag, "expected a comma-separated list of none, selective, full");
+  return out;
+}
+
+// Why a candidate is out: it cannot be laid out (divisibility, batch, pipeline split; found before
+// simulating where the generator's own checks find it), it needs more memory than the GPU has, or it
+// misses the target.
+enum class Refused { None, Layout, Memory, Target };
+
 struct Candidate {
   long long nodes = 0, tp = 0, pp = 0, mbs = 0;
+  std::vector<Json> extra;  // values of the searched Dims, in their order
+  long long cp = 1;         // for the DP column
   bool ok = false;
   std::string error;
   sim::RunResult r;
+  Refused refused = Refused::None;
+  double peak_bytes = -1;   // memory per GPU (peak stage); < 0: not known (layout refused)
+  std::string largest_term; // when refused for memory
 };
+
+std::string json_text(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 double exposed_total(const sim::RunResult& r) {
   double t = 0;
@@ -148,13 +186,29 @@ int cmd_plan(int argc, char** argv) {
             "\"nodes\" and the workload's tensor_model_parallel_size, pipeline_model_parallel_size and\n"
             "micro_batch_size, simulates every candidate, and prints the configurations meeting the target\n"
             "ordered by GPU count, then step time. Interleaving (num_layers_per_virtual_pipeline_stage) is kept\n"
-            "where PP > 1 and dropped at PP = 1.");
+            "where PP > 1 and dropped at PP = 1. --cp, --vp, --ep, --etp and --recompute search context,\n"
+            "virtual pipeline, expert and expert-tensor parallelism and activation recomputation as well; the\n"
+            "table then shows them with each configuration's peak memory per GPU, and the counts say how many\n"
+            "candidates were refused for their layout, for memory and for the target. Candidates whose layout\n"
+            "the generator rejects (divisibility, global batch, pipeline split) or that need more GPU memory than\n"
+            "the GPU has are refused before simulating.");
   args.flag({"--target-tokens-per-day", "", "N", "required training throughput, tokens per day", ""});
   args.flag({"--target-step-time", "", "TIME", "required step time, e.g. 10s or 800ms", ""});
   args.flag({"--nodes", "", "LIST", "cluster sizes to try (topology param nodes)", "1,2,4,8,16,32,64,128,256"});
   args.flag({"--tp", "", "LIST", "tensor-parallel sizes", "1,2,4,8"});
   args.flag({"--pp", "", "LIST", "pipeline-parallel sizes", "1,2,4,8,16"});
   args.flag({"--mbs", "", "LIST", "micro-batch sizes (default: the scenario's)", ""});
+  args.flag({"--cp", "", "LIST", "context-parallel sizes (context_parallel_size; default: the scenario's)", ""});
+  args.flag({"--vp", "", "LIST",
+             "virtual pipeline sizes (virtual_pipeline_model_parallel_size, replaces "
+             "num_layers_per_virtual_pipeline_stage; 1 = not interleaved; default: the scenario's)",
+             ""});
+  args.flag({"--ep", "", "LIST", "expert-parallel sizes, MoE scenarios (expert_model_parallel_size)", ""});
+  args.flag({"--etp", "", "LIST", "expert tensor-parallel sizes, MoE scenarios (expert_tensor_parallel_size)", ""});
+  args.flag({"--recompute", "", "LIST", "recompute_granularity values: none, selective, full", ""});
+  args.flag({"--memory", "", "", "print the peak-memory column and the refusal counts (and write the memory CSV "
+                                 "columns) also when no --cp/--vp/--ep/--etp/--recompute value is searched",
+             ""});
   args.flag({"--top", "", "N", "configurations to print", "5"});
   args.flag({"--threads", "-j", "N", "worker threads (0 = all cores)", "0"});
   args.flag({"--comm-model", "", "MODEL", "shared (default), engine or analytic (overrides the scenario's comm_model)", ""});
@@ -216,32 +270,90 @@ int cmd_plan(int argc, char** argv) {
   base.erase("outputs");
   if (base["workload"]["params"].contains("world_size")) base["workload"]["params"].erase("world_size");
 
+  // The further dimensions. A scenario value absent from the scenario is the generator's default (null:
+  // no default that a value could equal, so any given value is searched).
+  const workloads::GptConfig defaults;
+  // MoE: num_experts > 0, given or from the catalogue model ("model": "qwen3-30b-a3b").
+  bool moe = wp.value("num_experts", 0LL) > 0;
+  if (!wp.contains("num_experts") && wp.contains("model") && wp["model"].is_string()) {
+    workloads::MoeConfig m;
+    moe = workloads::moe_catalogue_defaults(wp["model"].get<std::string>(), m) && m.num_experts > 0;
+  }
+  std::vector<Dim> dims = {
+      {"--cp", "cp", "context_parallel_size", {}, false},
+      {"--vp", "vp", "virtual_pipeline_model_parallel_size", {}, false},
+      {"--ep", "ep", "expert_model_parallel_size", {}, false},
+      {"--etp", "etp", "expert_tensor_parallel_size", {}, false},
+      {"--recompute", "recompute", "recompute_granularity", {}, false}};
+  for (auto& d : dims) {
+    if (!args.has(d.flag)) continue;
+    if ((d.flag == "--ep" || d.flag == "--etp") && !moe)
+      throw InputError(d.flag, d.param + " applies to MoE scenarios; " + source +
+                                   " is dense (its workload has no num_experts > 0)");
+    if (d.flag == "--recompute") {
+      d.values = string_list(args.get(d.flag), d.flag, {"none", "selective", "full"});
+    } else {
+      for (long long v : int_list(args.get(d.flag), d.flag)) d.values.push_back(v);
+    }
+    Json current;
+    if (wp.contains(d.param)) current = wp[d.param];
+    else if (d.flag == "--cp" || d.flag == "--ep") current = 1;
+    else if (d.flag == "--recompute") current = defaults.recompute_granularity;
+    if (d.flag == "--vp" && wp.contains("num_layers_per_virtual_pipeline_stage")) current = Json();
+    d.searched = !(d.values.size() == 1 && d.values[0] == current);
+  }
+  std::erase_if(dims, [](const Dim& d) { return !d.searched; });
+  const bool extended = !dims.empty() || args.has("--memory");
+  const long long scenario_cp = wp.value("context_parallel_size", 1LL);
+
   sim::SweepSpec spec;
   spec.file = source;
   spec.base = base;
   spec.base_source = source;
   if (!comm_model.empty()) spec.run_options = std::string("comm_model=") + comm_model;  // as fabricsim sweep
   spec.input_columns = {"nodes", "tp", "pp", "mbs"};
+  for (const auto& d : dims) spec.input_columns.push_back(d.column);
   std::vector<Candidate> cands;
+  // Every combination of the searched dimensions' values, first dimension slowest.
+  std::vector<std::vector<Json>> combos = {{}};
+  for (const auto& d : dims) {
+    std::vector<std::vector<Json>> next;
+    for (const auto& c : combos)
+      for (const auto& v : d.values) {
+        next.push_back(c);
+        next.back().push_back(v);
+      }
+    combos = std::move(next);
+  }
   for (long long n : nodes)
     for (long long tp : tps)
       for (long long pp : pps)
-        for (long long m : mbss) {
-          sim::SweepPoint p;
-          p.index = spec.points.size();
-          p.inputs = {std::to_string(n), std::to_string(tp), std::to_string(pp), std::to_string(m)};
-          p.set = {{"/topology/params/nodes", n},
-                   {"/workload/params/tensor_model_parallel_size", tp},
-                   {"/workload/params/pipeline_model_parallel_size", pp},
-                   {"/workload/params/micro_batch_size", m}};
-          spec.points.push_back(p);
-          Candidate c;
-          c.nodes = n;
-          c.tp = tp;
-          c.pp = pp;
-          c.mbs = m;
-          cands.push_back(std::move(c));
-        }
+        for (long long m : mbss)
+          for (const auto& combo : combos) {
+            sim::SweepPoint p;
+            p.index = spec.points.size();
+            p.inputs = {std::to_string(n), std::to_string(tp), std::to_string(pp), std::to_string(m)};
+            p.set = {{"/topology/params/nodes", n},
+                     {"/workload/params/tensor_model_parallel_size", tp},
+                     {"/workload/params/pipeline_model_parallel_size", pp},
+                     {"/workload/params/micro_batch_size", m}};
+            Candidate c;
+            c.nodes = n;
+            c.tp = tp;
+            c.pp = pp;
+            c.mbs = m;
+            c.cp = scenario_cp;
+            c.extra = combo;
+            for (std::size_t k = 0; k < dims.size(); ++k) {
+              p.inputs.push_back(json_text(combo[k]));
+              p.set.push_back({"/workload/params/" + dims[k].param, combo[k]});
+              if (dims[k].flag == "--cp") c.cp = combo[k].get<long long>();
+              if (dims[k].flag == "--vp" && wp.contains("num_layers_per_virtual_pipeline_stage"))
+                p.set.push_back({"/workload/params/num_layers_per_virtual_pipeline_stage", 0});
+            }
+            spec.points.push_back(p);
+            cands.push_back(std::move(c));
+          }
   for (auto& p : spec.points) {  // interleaving needs PP > 1
     if (cands[p.index].pp == 1 && wp.contains("num_layers_per_virtual_pipeline_stage"))
       p.set.push_back({"/workload/params/num_layers_per_virtual_pipeline_stage", 0});
@@ -251,12 +363,56 @@ int cmd_plan(int argc, char** argv) {
   auto meets = [&](const sim::RunResult& r) {
     return by_tokens ? r.tokens_per_s * 86400.0 >= target_tokens_per_day : r.iteration_s <= target_step_s;
   };
+  // Before simulating a cluster size: the generator's own checks on every candidate of that size (one System
+  // per size); a refused candidate gets the row the simulation would have written.
+  auto precheck = [&](const std::vector<std::size_t>& todo, std::map<std::size_t, std::string>& rows) {
+    std::vector<std::size_t> run;
+    if (todo.empty()) return run;
+    std::optional<models::System> sys;
+    try {
+      sys.emplace(sim::scenario_system(workloads::scenario_from_json(sim::point_scenario(spec, spec.points[todo[0]]), source)));
+    } catch (const InputError&) {
+      return todo;  // the simulation reports it, candidate by candidate
+    }
+    for (std::size_t i : todo) {
+      const sim::SweepPoint& p = spec.points[i];
+      Candidate& c = cands[i];
+      try {
+        workloads::Scenario sc = workloads::scenario_from_json(sim::point_scenario(spec, p), source);
+        const models::ComputeModel cm =
+            workloads::scenario_compute_model(sc, sys->topology(), sys->calibration().named_factors());
+        workloads::ParamMap pm = workloads::generator_params(sc, sys->topology(), cm);
+        const workloads::GptConfig g = workloads::gpt_config_from_params(pm, sc.workload.where);
+        try {
+          c.peak_bytes = workloads::check_gpt_layout_and_memory(g, sc.workload.where).total_bytes();
+        } catch (const DoesNotFitError&) {
+          const workloads::GptMemory mem = workloads::gpt_memory_per_gpu(g);
+          c.peak_bytes = mem.total_bytes();
+          c.largest_term = mem.largest_term();
+          throw;
+        }
+        run.push_back(i);
+      } catch (const DoesNotFitError& e) {
+        c.error = e.what();
+        c.refused = Refused::Memory;
+        rows[i] = sim::sweep_csv_row_failed(spec, p, c.error, "does_not_fit");
+      } catch (const InputError& e) {
+        c.error = e.what();
+        c.refused = Refused::Layout;
+        rows[i] = sim::sweep_csv_row_failed(spec, p, c.error);
+      }
+    }
+    return run;
+  };
   std::map<std::size_t, std::string> rows;
-  std::size_t feasible = 0, infeasible = 0, run_count = 0;
+  std::size_t feasible = 0, infeasible = 0, run_count = 0, simulated = 0;
   for (std::size_t ni = 0; ni < nodes.size(); ++ni) {
     std::vector<std::size_t> todo;
     for (const auto& p : spec.points)
       if (cands[p.index].nodes == nodes[ni]) todo.push_back(p.index);
+    run_count += todo.size();
+    todo = precheck(todo, rows);
+    simulated += todo.size();
     sim::SweepRunOptions ro;
     ro.threads = static_cast<int>(threads);
     ro.progress = !quiet;
@@ -264,60 +420,133 @@ int cmd_plan(int argc, char** argv) {
       workloads::Scenario sc = workloads::scenario_from_json(scen, src);
       sim::ScenarioRunOptions o;
       o.comm_model = comm_model;
+      o.replay.record_ops = false;  // plan reads the figures only
       return sim::run_scenario(sc, o).result;
     };
     ro.on_result = [&](std::size_t index, const sim::RunResult& r) {
       cands[index].ok = true;
       cands[index].r = r;
-      cands[index].r.ops.clear();  // keep only the figures
-      cands[index].r.links.clear();
+      std::vector<sim::OpRecord>().swap(cands[index].r.ops);  // keep only the figures (and free the rest)
+      std::vector<sim::LinkRecord>().swap(cands[index].r.links);
+      if (auto it = r.metrics.find("memory_per_gpu_bytes.max"); it != r.metrics.end()) cands[index].peak_bytes = it->second;
     };
-    ro.on_row = [&](std::size_t index, const std::string&, bool ok, const std::string& error) {
-      if (!ok) cands[index].error = error;
+    ro.on_row = [&](std::size_t index, const std::string& row, bool ok, const std::string& error) {
+      if (ok) return;
+      cands[index].error = error;
+      cands[index].refused = sim::sweep_row_status(spec, row) == "does_not_fit" ? Refused::Memory : Refused::Layout;
     };
     auto got = sim::run_sweep_points(spec, todo, runner, ro);
-    run_count += todo.size();
-    for (const auto& [i, row] : got) {
-      rows[i] = row;
-      if (!cands[i].ok) ++infeasible;
-      else if (meets(cands[i].r)) ++feasible;
+    for (const auto& [i, row] : got) rows[i] = row;
+    feasible = infeasible = 0;
+    for (const auto& [i, row] : rows) {
+      Candidate& c = cands[i];
+      if (!c.ok) ++infeasible;
+      else if (meets(c.r)) ++feasible;
+      else c.refused = Refused::Target;
     }
     if (feasible >= static_cast<std::size_t>(top)) break;
   }
-  if (args.has("--output")) write_file_atomic(args.get("--output"), sim::sweep_csv(spec, rows));
+  if (args.has("--output")) {
+    std::string csv = sim::sweep_csv(spec, rows);
+    if (extended) {  // per candidate: peak memory per GPU, the largest term when it does not fit, why refused
+      std::ostringstream out;
+      std::istringstream in(csv);
+      std::string line;
+      std::getline(in, line);
+      out << line << ",peak_memory_GiB,memory_largest_term,refused_for\n";
+      for (const auto& [i, row] : rows) {
+        std::getline(in, line);
+        const Candidate& c = cands[i];
+        char buf[32] = "";
+        if (c.peak_bytes >= 0) std::snprintf(buf, sizeof buf, "%.2f", c.peak_bytes / 1073741824.0);
+        static const char* why[] = {"", "layout", "memory", "target"};
+        out << line << "," << buf << "," << (c.refused == Refused::Memory ? c.largest_term : "") << ","
+            << why[static_cast<int>(c.refused)] << "\n";
+      }
+      csv = out.str();
+    }
+    write_file_atomic(args.get("--output"), csv);
+  }
 
   std::vector<const Candidate*> good;
   for (const auto& c : cands)
     if (c.ok && meets(c.r)) good.push_back(&c);
-  std::sort(good.begin(), good.end(), [](const Candidate* a, const Candidate* b) {
+  std::sort(good.begin(), good.end(), [&](const Candidate* a, const Candidate* b) {
     if (a->r.gpus != b->r.gpus) return a->r.gpus < b->r.gpus;
     if (a->r.iteration_s != b->r.iteration_s) return a->r.iteration_s < b->r.iteration_s;
-    return std::tie(a->nodes, a->tp, a->pp, a->mbs) < std::tie(b->nodes, b->tp, b->pp, b->mbs);
+    return a < b;  // enumeration order: nodes, tp, pp, mbs, then the further dimensions
   });
   std::ostringstream o;
   o << "plan: " << source << " (" << parsed.topology << "), target "
     << (by_tokens ? std::to_string(static_cast<long long>(target_tokens_per_day)) + " tokens/day"
                   : format_time(target_step_s) + " per step")
     << "\n";
-  o << "simulated " << run_count << " candidates: " << feasible << " meet the target, "
-    << run_count - feasible - infeasible << " too slow, " << infeasible
-    << " infeasible (layout, batch or memory does not fit)\n";
+  if (!extended) {
+    o << "simulated " << run_count << " candidates: " << feasible << " meet the target, "
+      << run_count - feasible - infeasible << " too slow, " << infeasible
+      << " infeasible (layout, batch or memory does not fit)\n";
+  } else {
+    std::size_t layout = 0, memory = 0;
+    std::map<std::string, std::size_t> terms;
+    for (const auto& [i, row] : rows) {
+      if (cands[i].refused == Refused::Layout) ++layout;
+      if (cands[i].refused == Refused::Memory) {
+        ++memory;
+        ++terms[cands[i].largest_term];
+      }
+    }
+    o << run_count << " candidates, " << simulated << " simulated: " << feasible << " meet the target; refused: "
+      << layout << " for layout (divisibility, batch, pipeline split), " << memory << " for memory";
+    if (!terms.empty()) {
+      o << " (largest term:";
+      const char* sep = " ";
+      for (const auto& [t, n] : terms) {
+        o << sep << t << " " << n;
+        sep = ", ";
+      }
+      o << ")";
+    }
+    o << ", " << run_count - feasible - infeasible << " for the target (too slow)\n";
+  }
   if (good.empty()) {
     o << "no configuration meets the target within the searched range\n";
     std::cout << o.str();
     return 1;
   }
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%-4s %6s %6s %4s %4s %5s %4s %12s %14s %10s %12s %10s\n", "#", "nodes", "GPUs", "TP",
-                "PP", "DP", "MBS", "step_s", "tokens/day", "TFLOP/s", "exposed_s", "bubble_s");
-  o << buf;
+  auto dim_header = [&]() {
+    std::string h;
+    for (const auto& d : dims) {
+      std::snprintf(buf, sizeof buf, d.flag == "--recompute" ? " %-9s" : " %4s",
+                    d.flag == "--recompute" ? "recompute" : d.column == "etp" ? "ETP" : d.column == "cp" ? "CP"
+                                                                           : d.column == "vp" ? "VP" : "EP");
+      h += buf;
+    }
+    return h;
+  };
+  std::snprintf(buf, sizeof buf, "%-4s %6s %6s %4s %4s", "#", "nodes", "GPUs", "TP", "PP");
+  o << buf << dim_header();
+  std::snprintf(buf, sizeof buf, " %5s %4s %12s %14s %10s %12s %10s", "DP", "MBS", "step_s", "tokens/day", "TFLOP/s",
+                "exposed_s", "bubble_s");
+  o << buf << (extended ? "    peak_GiB\n" : "\n");
   for (std::size_t i = 0; i < good.size() && i < static_cast<std::size_t>(top); ++i) {
     const Candidate& c = *good[i];
-    long long dp = c.r.gpus / (c.tp * c.pp);
-    std::snprintf(buf, sizeof buf, "%-4zu %6lld %6d %4lld %4lld %5lld %4lld %12.4f %14.4g %10.1f %12.4f %10.4f\n",
-                  i + 1, c.nodes, c.r.gpus, c.tp, c.pp, dp, c.mbs, c.r.iteration_s, c.r.tokens_per_s * 86400.0,
-                  c.r.tflops_per_gpu, exposed_total(c.r), c.r.breakdown.bubble_s);
+    std::snprintf(buf, sizeof buf, "%-4zu %6lld %6d %4lld %4lld", i + 1, c.nodes, c.r.gpus, c.tp, c.pp);
     o << buf;
+    for (std::size_t k = 0; k < dims.size(); ++k) {
+      std::snprintf(buf, sizeof buf, dims[k].flag == "--recompute" ? " %-9s" : " %4s", json_text(c.extra[k]).c_str());
+      o << buf;
+    }
+    long long dp = c.r.gpus / (c.tp * c.pp * (extended ? c.cp : 1));
+    std::snprintf(buf, sizeof buf, " %5lld %4lld %12.4f %14.4g %10.1f %12.4f %10.4f", dp, c.mbs, c.r.iteration_s,
+                  c.r.tokens_per_s * 86400.0, c.r.tflops_per_gpu, exposed_total(c.r), c.r.breakdown.bubble_s);
+    o << buf;
+    if (extended) {
+      std::snprintf(buf, sizeof buf, " %11.2f\n", c.peak_bytes / 1073741824.0);
+      o << buf;
+    } else {
+      o << "\n";
+    }
   }
   std::cout << o.str();
   return 0;

@@ -427,6 +427,12 @@ struct GptMemory {
 GptMemory gpt_memory_per_gpu(const GptConfig& c);
 GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t stage);
 
+// What generate_gpt checks before pricing a kernel: the layer split over (virtual) pipeline stages, the GPU,
+// and the memory per GPU against its HBM. Throws InputError (`where`) for a layout that cannot be split and
+// DoesNotFitError naming every memory term and the largest when the model does not fit; returns the memory.
+// `fabricsim plan` prunes candidates with it before simulating.
+GptMemory check_gpt_layout_and_memory(const GptConfig& c, const std::string& where);
+
 // Builds the trace. `cm` prices the compute kernels (durations are written into the trace). Throws
 // InputError (`where`) if the layout is invalid or the model does not fit in GPU memory.
 Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm, const std::string& where);

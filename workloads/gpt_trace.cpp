@@ -1285,15 +1285,9 @@ class StageEmitter {
 
 }  // namespace
 
-Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const std::string& where) {
-  const auto t = c.tensor_model_parallel_size, p = c.pipeline_model_parallel_size, dp = c.data_parallel(),
-             cp = c.context_parallel_size;
-  const auto m = c.global_batch_size / (c.micro_batch_size * dp);
-  const auto layout = gpt_layer_layout(c);
+GptMemory check_gpt_layout_and_memory(const GptConfig& c, const std::string& where) {
+  gpt_layer_layout(c);
   const auto& gpu = models::gpu_spec(c.gpu, where + " gpu");
-  models::ComputeModel cm = cm_in;
-  cm.gpu = gpu;
-  // 1. Model description: the memory per GPU decides whether the configuration runs at all.
   GptMemory mem = gpt_memory_per_gpu(c);
   if (mem.total_bytes() > gpu.hbm_capacity_bytes) {
     char res[96] = "";
@@ -1313,6 +1307,19 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
                   gpu.hbm_capacity_bytes / 1073741824.0);
     throw DoesNotFitError(where, buf);
   }
+  return mem;
+}
+
+Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const std::string& where) {
+  const auto t = c.tensor_model_parallel_size, p = c.pipeline_model_parallel_size, dp = c.data_parallel(),
+             cp = c.context_parallel_size;
+  const auto m = c.global_batch_size / (c.micro_batch_size * dp);
+  const auto layout = gpt_layer_layout(c);
+  const auto& gpu = models::gpu_spec(c.gpu, where + " gpu");
+  models::ComputeModel cm = cm_in;
+  cm.gpu = gpu;
+  // 1. Model description: the memory per GPU decides whether the configuration runs at all.
+  const GptMemory mem = check_gpt_layout_and_memory(c, where);
   // 2. Kernels of one step, priced.
   const GptStepKernels K = gpt_step_kernels(c, cm, where);
   Trace tr;

@@ -208,8 +208,6 @@ Trace generate(const std::string& generator, const ParamMap& params, const model
   throw InputError(where, "unknown generator '" + generator + "' (expected gpt, dlrm or dataparallel)");
 }
 
-namespace {
-// The generator's parameters as build_workload passes them: the scenario's, plus what the topology implies.
 ParamMap generator_params(const Scenario& s, const topo::Topology& t, const models::ComputeModel& cm) {
   const auto& w = s.workload;
   const std::int64_t gpus = static_cast<std::int64_t>(t.gpus().size());
@@ -228,7 +226,6 @@ ParamMap generator_params(const Scenario& s, const topo::Topology& t, const mode
   }
   return p;
 }
-}  // namespace
 
 void check_generator_params(const Scenario& s, const topo::Topology& t, const models::ComputeModel& cm) {
   const auto& w = s.workload;

@@ -121,6 +121,9 @@ models::ComputeModel scenario_compute_model(const Scenario& s, const topo::Topol
 // Builds the workload's trace for this topology (generator defaults: world_size = the topology's GPUs,
 // gpu = the topology's GPU model, gpus_per_host from the topology).
 Trace build_workload(const Scenario& s, const topo::Topology& t, const models::ComputeModel& cm);
+// The generator's parameters as build_workload passes them: the scenario's, plus what the topology implies
+// (world_size, gpu, gpus_per_host, gpus_per_nvlink_domain).
+ParamMap generator_params(const Scenario& s, const topo::Topology& t, const models::ComputeModel& cm);
 // Checks a generator workload's parameters (names, types, ranges, divisibility by the topology's GPUs) as
 // build_workload would read them, without generating: `fabricsim sweep` runs it on every point first.
 void check_generator_params(const Scenario& s, const topo::Topology& t, const models::ComputeModel& cm);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.hpp"
+#include "replay/outputs_sweep.hpp"
 
 namespace fs = std::filesystem;
 
@@ -31,6 +33,27 @@ std::vector<std::string> split(const std::string& line, char sep) {
   std::stringstream ss(line);
   while (std::getline(ss, cell, sep)) f.push_back(cell);
   return f;
+}
+
+// The table rows after the header line ("# ..."), split on blanks; `header` receives the header's words.
+std::vector<std::vector<std::string>> table_rows(const std::string& out, std::vector<std::string>* header = nullptr) {
+  std::istringstream in(out);
+  std::string line;
+  std::vector<std::vector<std::string>> rows;
+  bool table = false;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::vector<std::string> f;
+    std::string w;
+    while (ls >> w) f.push_back(w);
+    if (!f.empty() && f[0] == "#") {
+      table = true;
+      if (header) *header = f;
+      continue;
+    }
+    if (table && !f.empty()) rows.push_back(f);
+  }
+  return rows;
 }
 
 }  // namespace
@@ -84,21 +107,7 @@ TEST_CASE("fabricsim plan picks the cheapest configurations that meet the target
                  dir);
   REQUIRE_MESSAGE(plan.rc == 0, plan.err);
   // Printed rows: "#  nodes GPUs TP PP DP MBS step ..." after the header line.
-  std::istringstream out(plan.out);
-  std::string line;
-  std::vector<std::vector<std::string>> printed;
-  bool table = false;
-  while (std::getline(out, line)) {
-    std::istringstream ls(line);
-    std::vector<std::string> f;
-    std::string w;
-    while (ls >> w) f.push_back(w);
-    if (!f.empty() && f[0] == "#") {
-      table = true;
-      continue;
-    }
-    if (table && !f.empty()) printed.push_back(f);
-  }
+  const auto printed = table_rows(plan.out);
   REQUIRE(static_cast<int>(printed.size()) == at_two);
   for (std::size_t i = 0; i < printed.size(); ++i) {
     CHECK(std::stoi(printed[i][1]) == meet[i].nodes);
@@ -204,4 +213,133 @@ TEST_CASE("bad output paths fail before any simulation: exit 2, one line naming 
   }
   CHECK_FALSE(fs::exists(dir / "c.json"));  // the calibration was not written either
   CHECK_FALSE(fs::exists(dir / "missing"));
+}
+
+TEST_CASE("fabricsim plan --cp/--vp/--recompute at the scenario's own values prints and writes what plan without them does") {
+  const fs::path dir = cli_test::scratch_dir("plan_same");
+  // Interleaved (2 layers per virtual stage) so that the PP = 1 rule and --vp both touch it.
+  std::ofstream(dir / "base.json") << cli_test::small_gpt_scenario(1, 64, 1, 1);
+  {
+    auto j = nlohmann::json::parse(slurp(dir / "base.json"));
+    j["workload"]["params"]["recompute_granularity"] = "selective";
+    j["workload"]["params"]["num_layers"] = 8;
+    j["workload"]["params"]["num_layers_per_virtual_pipeline_stage"] = 2;
+    std::ofstream(dir / "base.json") << j.dump(1);
+  }
+  const std::string bin = cli_test::quoted(FABRICSIM_BINARY);
+  const std::string common = bin + " plan base.json --nodes 1,2 --tp 1,2,8 --pp 1,2 --target-step-time 1000s --top 100 -q";
+  Proc plain = sh(common + " -o plain.csv", dir);
+  REQUIRE_MESSAGE(plain.rc == 0, plain.err);
+  // The scenario's values given explicitly: not a search, so nothing changes, byte for byte.
+  Proc same = sh(common + " --cp 1 --recompute selective --ep 1 -o same.csv", dir);
+  // --ep on this dense model is an error even at 1 (below); without it:
+  CHECK(same.rc == 2);
+  CHECK(same.err.find("--ep") != std::string::npos);
+  CHECK(same.err.find("dense") != std::string::npos);
+  CHECK(same.out.empty());
+  same = sh(common + " --cp 1 --recompute selective -o same.csv", dir);
+  REQUIRE_MESSAGE(same.rc == 0, same.err);
+  CHECK(same.out == plain.out);
+  CHECK(slurp(dir / "same.csv") == slurp(dir / "plain.csv"));
+  CHECK(plain.out.find("peak_GiB") == std::string::npos);
+  CHECK(table_rows(plain.out).size() >= 6);
+  // Searching a second value adds the column and the memory figures, and keeps every earlier row's figures.
+  Proc more = sh(common + " --recompute selective,full -o more.csv", dir);
+  REQUIRE_MESSAGE(more.rc == 0, more.err);
+  std::vector<std::string> h;
+  auto rows = table_rows(more.out, &h);
+  REQUIRE(h.size() == 14);
+  CHECK(h[5] == "recompute");
+  CHECK(h[13] == "peak_GiB");
+  const auto plain_rows = table_rows(plain.out);
+  CHECK(rows.size() == 2 * plain_rows.size());
+  for (const auto& r : plain_rows) {  // nodes GPUs TP PP DP MBS step_s ...: the same step under "selective"
+    CAPTURE(r[6]);
+    CHECK(std::count_if(rows.begin(), rows.end(), [&](const std::vector<std::string>& m) {
+            return m[1] == r[1] && m[3] == r[3] && m[4] == r[4] && m[5] == "selective" && m[8] == r[7];
+          }) == 1);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("fabricsim plan picks context parallelism when only it fits a 32k sequence; the CSV says why the rest lost") {
+  const fs::path dir = cli_test::scratch_dir("plan_cp");
+  // 32 layers of hidden 6144, 32768 tokens per sequence, no recompute, TP 4 on one DGX H100 (80 GB): one
+  // micro-batch's activations (about 100 GiB per GPU) do not fit unless the sequence is split over 2 CP ranks;
+  // CP 4 needs 16 GPUs (TP 4 x CP 4) and so a second node, which the search does not reach.
+  nlohmann::json j = nlohmann::json::parse(cli_test::small_gpt_scenario(1, 8, 4, 1));
+  auto& p = j["workload"]["params"];
+  p["num_layers"] = 32;
+  p["hidden_size"] = 6144;
+  p["num_attention_heads"] = 48;
+  p["seq_length"] = 32768;
+  p["recompute_granularity"] = "none";
+  p["sequence_parallel"] = true;
+  p["use_distributed_optimizer"] = true;
+  std::ofstream(dir / "base.json") << j.dump(1);
+  const std::string bin = cli_test::quoted(FABRICSIM_BINARY);
+  Proc plan = sh(bin + " plan base.json --nodes 1,2 --tp 4 --pp 1 --cp 1,2,4 --target-step-time 1000s --top 1 -o c.csv -q", dir);
+  REQUIRE_MESSAGE(plan.rc == 0, plan.err);
+  std::vector<std::string> h;
+  auto rows = table_rows(plan.out, &h);
+  REQUIRE(rows.size() == 1);
+  REQUIRE(h[5] == "CP");
+  CHECK(rows[0][1] == "1");  // one node
+  CHECK(rows[0][5] == "2");
+  // The CSV: CP 1 refused for memory (activations the largest term), CP 2 ok, CP 4 refused for its layout.
+  std::istringstream in(slurp(dir / "c.csv"));
+  std::string line;
+  std::getline(in, line);
+  auto head = fabricsim::sim::parse_csv_line(line);
+  auto col = [&](const std::string& name) {
+    auto it = std::find(head.begin(), head.end(), name);
+    REQUIRE(it != head.end());
+    return static_cast<std::size_t>(it - head.begin());
+  };
+  const std::size_t cp = col("cp"), status = col("status"), peak = col("peak_memory_GiB"),
+                    term = col("memory_largest_term"), why = col("refused_for");
+  std::map<std::string, std::vector<std::string>> by_cp;
+  while (std::getline(in, line)) {
+    auto f = fabricsim::sim::parse_csv_line(line);
+    REQUIRE(f.size() == head.size());
+    by_cp[f[cp]] = f;
+  }
+  REQUIRE(by_cp.size() == 3);  // one node was enough: 3 candidates
+  CHECK(by_cp["1"][status] == "does_not_fit");
+  CHECK(by_cp["1"][why] == "memory");
+  CHECK(by_cp["1"][term] == "activations");
+  CHECK(std::stod(by_cp["1"][peak]) > 80.0);
+  CHECK(by_cp["2"][status] == "ok");
+  CHECK(by_cp["2"][why] == "");
+  CHECK(by_cp["2"][term] == "");
+  CHECK(std::stod(by_cp["2"][peak]) < 80.0);
+  CHECK(std::stod(by_cp["2"][peak]) == doctest::Approx(std::stod(rows[0].back())));
+  CHECK(by_cp["4"][status] == "failed");
+  CHECK(by_cp["4"][why] == "layout");
+  CHECK(by_cp["4"][peak] == "");
+  CHECK(plan.out.find("1 for memory (largest term: activations 1)") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("fabricsim plan --vp: a virtual pipeline size that does not divide the stage's layers is refused before simulating") {
+  const fs::path dir = cli_test::scratch_dir("plan_vp");
+  std::ofstream(dir / "base.json") << cli_test::small_gpt_scenario(1, 64, 1, 2);  // 4 layers: 2 per stage at PP 2
+  const std::string bin = cli_test::quoted(FABRICSIM_BINARY);
+  Proc plan = sh(bin + " plan base.json --nodes 1 --tp 1 --pp 2 --vp 1,2,3 --target-step-time 1000s -o v.csv -q", dir);
+  REQUIRE_MESSAGE(plan.rc == 0, plan.err);
+  // VP 3 does not divide 2 layers: the generator's message, counted, and not simulated.
+  CHECK(plan.out.find("3 candidates, 2 simulated: 2 meet the target; refused: 1 for layout") != std::string::npos);
+  const std::string csv = slurp(dir / "v.csv");
+  CHECK(csv.find("virtual_pipeline_model_parallel_size: must divide the layers of pipeline stage 0 (2)") != std::string::npos);
+  CHECK(csv.find(",layout\n") != std::string::npos);
+  auto rows = table_rows(plan.out);
+  REQUIRE(rows.size() == 2);
+  for (const auto& r : rows) CHECK((r[5] == "1" || r[5] == "2"));
+  Proc bad = sh(bin + " plan base.json --vp 0 --target-step-time 1s", dir);
+  CHECK(bad.rc == 2);
+  CHECK(bad.err.find("--vp") != std::string::npos);
+  Proc badr = sh(bin + " plan base.json --recompute some --target-step-time 1s", dir);
+  CHECK(badr.rc == 2);
+  CHECK(badr.err.find("--recompute") != std::string::npos);
+  fs::remove_all(dir);
 }
