@@ -482,7 +482,8 @@ int cmd_plan(int argc, char** argv) {
                   : format_time(target_step_s) + " per step")
     << "\n";
   if (!extended) {
-    o << "simulated " << run_count << " candidates: " << feasible << " meet the target, "
+    // (candidates the generator's checks refuse are not simulated: they count as infeasible)
+    o << "evaluated " << run_count << " candidates: " << feasible << " meet the target, "
       << run_count - feasible - infeasible << " too slow, " << infeasible
       << " infeasible (layout, batch or memory does not fit)\n";
   } else {
