@@ -158,6 +158,9 @@ MODEL |= {"torch_fsdp2_reshard_after_forward"}
 # The optimizer's state and step: --optimizer adam / sgd (the importer's rule; the others stay not modelled) and
 # SGD's momentum buffer (none at --sgd-momentum 0).
 MODEL |= {"optimizer", "sgd_momentum"}
+# Optimizer CPU offload (HybridDeviceOptimizer): the offloaded share of the optimizer state leaves HBM and its step
+# runs on the host (the gradients' copy out, the CPU AdamW, the parameters' copy back; workloads/gpt.hpp).
+MODEL |= {"optimizer_cpu_offload", "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d"}
 # Groups new in d98e8a64 whose flags leave pretrain_gpt.py's step alone: GRPO reinforcement learning (train_rl.py)
 # and the fault injector (it hangs or kills ranks to test resilience; it does not change a step).
 NO_EFFECT_GROUPS |= {"_add_rl_args", "_add_fault_injector_args"}

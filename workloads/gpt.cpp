@@ -496,6 +496,10 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.main_params_dtype = r.string("main_params_dtype", c.main_params_dtype);
   c.exp_avg_dtype = r.string("exp_avg_dtype", c.exp_avg_dtype);
   c.exp_avg_sq_dtype = r.string("exp_avg_sq_dtype", c.exp_avg_sq_dtype);
+  c.optimizer_cpu_offload = r.boolean("optimizer_cpu_offload", false);
+  c.optimizer_offload_fraction = r.number("optimizer_offload_fraction", c.optimizer_offload_fraction, 0);
+  c.overlap_cpu_optimizer_d2h_h2d = r.boolean("overlap_cpu_optimizer_d2h_h2d", false);
+  c.host_memory_bandwidth_per_gpu = r.bandwidth("host_memory_bandwidth_per_gpu", 0.0);
   // Gradient reduction precision, one rule for every scenario. Megatron-LM turns fp32 gradient accumulation and
   // reduction on whenever the parameters are bf16 (megatron/training/arguments.py @d98e8a64, the `if args.bf16:`
   // block: accumulate_allreduce_grads_in_fp32 = True unless --grad-reduce-in-bf16; megatron/training/training.py
@@ -601,6 +605,37 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
                                             "it is not modelled with use_torch_fsdp2");
     if (!c.use_distributed_optimizer)
       fail("use_precision_aware_optimizer", "needs use_distributed_optimizer (Megatron-Core raises the same)");
+  }
+  // Optimizer CPU offload (HybridDeviceOptimizer). Megatron-LM's rules at NVIDIA/Megatron-LM@d98e8a64:
+  // megatron/training/arguments.py:1884-1888 asserts use_precision_aware_optimizer ("the hybrid device optimizer
+  // reuses the code path of this flag"), which needs the distributed optimizer (megatron/core/optimizer/
+  // __init__.py:1057-1060) and adam (optimizer_config.py:433-436); arguments.py:1889-1892 allows fp8_param_gather
+  // only with fp8_recipe delayed; AdamW mode (decoupled_weight_decay, __init__.py:510-512) is OptimizerConfig's
+  // default and no command-line flag turns it off.
+  if (c.optimizer_offload_fraction > 1.0)
+    fail("optimizer_offload_fraction", "must be in [0, 1] (the share of the optimizer's shard on the host), got " +
+                                           std::to_string(c.optimizer_offload_fraction));
+  if (c.optimizer_cpu_offload) {
+    if (!c.use_precision_aware_optimizer)
+      fail("optimizer_cpu_offload", "needs use_precision_aware_optimizer (Megatron-LM asserts it: the hybrid device "
+                                    "optimizer reuses that code path; megatron/training/arguments.py:1884-1888 @d98e8a64)");
+    if (c.fp8_param_gather && c.fp8_recipe != "delayed")
+      fail("optimizer_cpu_offload", "with fp8_param_gather needs fp8_recipe delayed (Megatron-LM asserts it: "
+                                    "megatron/training/arguments.py:1889-1892 @d98e8a64)");
+    if (c.fp8_param_gather || c.fp4_param_gather)
+      fail("optimizer_cpu_offload", "with FP8 / FP4 parameters (fp8_param_gather, fp4_param_gather) is not modelled");
+    if (c.fsdp())
+      fail("optimizer_cpu_offload", "is modelled with the distributed optimizer, not with FSDP (Megatron-Core's "
+                                    "FSDP v2 optimizer refuses it: megatron/core/optimizer/fully_sharded_optimizer.py:79-80)");
+  } else {
+    // Read by Megatron only with the offload; given alone they change nothing, which a scenario should not claim.
+    for (const char* k : {"optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d", "host_memory_bandwidth_per_gpu"})
+      if (p.count(k)) fail(k, "needs optimizer_cpu_offload");
+  }
+  if (p.count("host_memory_bandwidth_per_gpu")) {
+    const std::string& v = p.at("host_memory_bandwidth_per_gpu");
+    if (!v.empty() && (std::isdigit(static_cast<unsigned char>(v.back())) || v.back() == '.'))
+      fail("host_memory_bandwidth_per_gpu", "expected a bandwidth with its unit such as \"300GB/s\", got '" + v + "'");
   }
   // Sliding-window attention: a causal decoder looks back `left` tokens; the right window of a causal mask is 0
   // (-1 accepted: nothing after the query is visible either way). Priced for flash / fused attention without
@@ -1043,6 +1078,12 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
     B("use_precision_aware_optimizer", true);
     m["main_grads_dtype"] = c.main_grads_dtype, m["main_params_dtype"] = c.main_params_dtype;
     m["exp_avg_dtype"] = c.exp_avg_dtype, m["exp_avg_sq_dtype"] = c.exp_avg_sq_dtype;
+  }
+  if (c.optimizer_cpu_offload) {
+    B("optimizer_cpu_offload", true);
+    m["optimizer_offload_fraction"] = std::to_string(c.optimizer_offload_fraction);
+    if (c.overlap_cpu_optimizer_d2h_h2d) B("overlap_cpu_optimizer_d2h_h2d", true);
+    if (c.host_memory_bandwidth_per_gpu > 0) m["host_memory_bandwidth_per_gpu"] = format_bandwidth(c.host_memory_bandwidth_per_gpu);
   }
   B("tp_comm_overlap", c.tp_comm_overlap);
   if (c.tp_comm_overlap && !c.tp_comm_bulk_wgrad) B("tp_comm_bulk_wgrad", false);

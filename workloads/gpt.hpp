@@ -139,6 +139,21 @@ struct GptConfig {
   std::string main_params_dtype = "fp32";  // fp32 | fp16 (the master weights)
   std::string exp_avg_dtype = "fp32";      // fp32 | fp16 | bf16 | fp8 (Adam's first moment; fp8 = TE's uint8 E4M3)
   std::string exp_avg_sq_dtype = "fp32";   // the same for the second moment
+  // Megatron-Core's optimizer CPU offload (--optimizer-cpu-offload, --optimizer-offload-fraction,
+  // --overlap-cpu-optimizer-d2h-h2d: HybridDeviceOptimizer, megatron/core/optimizer/cpu_offloading/
+  // hybrid_optimizer.py at NVIDIA/Megatron-LM@d98e8a64). The first `optimizer_offload_fraction` of the distributed
+  // optimizer's shard (dense and expert shards alike) keeps its fp32 master weight and AdamW moments in pinned host
+  // memory and is stepped there by torch's CPU AdamW; the rest stays on the GPU with an fp32 FusedAdam state
+  // (12 bytes: adam_state_bytes). The step copies the offloaded gradients to the host, runs the CPU AdamW at the
+  // host's DRAM bandwidth (host_memory_bandwidth_per_gpu, 0 = gpt_detail::host_dram_Bps of the GPU's server) and
+  // copies the parameters back: serially, or pipelined per parameter with overlap_cpu_optimizer_d2h_h2d
+  // (workloads/gpt_model.cpp optimizer_offload_times). Needs use_precision_aware_optimizer, as Megatron-LM asserts.
+  bool optimizer_cpu_offload = false;
+  double optimizer_offload_fraction = 1.0;  // Megatron-LM's argparse default (OptimizerConfig's is 0.0)
+  bool overlap_cpu_optimizer_d2h_h2d = false;
+  double host_memory_bandwidth_per_gpu = 0;  // bytes/s of host DRAM per GPU; 0 = by GPU (host_dram_Bps)
+  // The share of the optimizer state on the host: optimizer_offload_fraction with the offload, else 0.
+  double optimizer_host_fraction() const { return optimizer_cpu_offload ? optimizer_offload_fraction : 0.0; }
   // Megatron's --fp8-param-gather (precision fp8 with the distributed optimizer or Megatron FSDP): the model
   // keeps its linear weights as FP8 tensors (Transformer Engine's Float8Tensor / MXFP8Tensor, created under
   // fp8_model_init) instead of bf16, and the distributed optimizer all-gathers the FP8 bytes
@@ -418,6 +433,10 @@ struct GptMemory {
   double activations_bytes = 0;  // stored activations (in-flight micro-batches) + logits + working set
   double allocator_reserve_bytes = 0;  // cached, not live (torch runtime only): FSDP2's all-gather pool, loss hole
   double buffers_bytes = 0;      // runtime buffers (torch runtime only): cuBLAS workspace, RoPE table
+  // Pinned host memory per GPU, not in HBM and not in total_bytes(): optimizer_cpu_offload's fp32 master weights,
+  // AdamW moments and fp32 gradient buffers of the offloaded shard (16 bytes per element; workloads/gpt_model.cpp).
+  double host_optimizer_bytes = 0;
+  double host_optimizer_elements = 0;  // the offloaded elements of the shard (dense and expert)
   std::int64_t stage = 0;        // pipeline stage of the peak
   double params_bytes() const { return weights_bytes + grads_bytes + optimizer_bytes; }
   double total_bytes() const { return params_bytes() + activations_bytes + allocator_reserve_bytes + buffers_bytes; }

@@ -175,6 +175,15 @@ Fp8ParamCast fp8_param_cast_costs(const GptConfig& c, const models::ComputeModel
 // (bytes/s per direction) and one layer's saved activations (one micro-batch) over it.
 double host_copy_Bps(const std::string& gpu);
 double offload_copy_seconds(const GptConfig& c);
+// Optimizer CPU offload (optimizer_cpu_offload; workloads/gpt_model.cpp): the host DRAM bandwidth per GPU of the
+// GPU's server (bytes/s), and the host work for a number of offloaded shard elements: the gradients' copy to the
+// host, the CPU AdamW, the parameters' copy back (seconds each, whole), and the parameters they are in.
+double host_dram_Bps(const std::string& gpu);
+struct OptimizerOffloadTimes {
+  double d2h_s = 0, cpu_s = 0, h2d_s = 0;
+  std::int64_t pieces = 1;
+};
+OptimizerOffloadTimes optimizer_offload_times(const GptConfig& c, double elements);
 
 // Everything the step computes, priced once: per decoder layer, the first stage's embedding, the last
 // stage's logits / loss and MTP heads, per MoE layer its routing load and costs, and the optimizer rate.

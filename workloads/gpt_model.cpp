@@ -229,6 +229,11 @@ double GptConfig::adam_state_bytes() const {
   // SGD: the fp32 master weight and, with momentum, its fp32 momentum buffer (torch.optim.SGD / TE FusedSGD keep
   // momentum_buffer in the dtype of the fp32 main parameters they step).
   if (optimizer == "sgd") return 4.0 + (sgd_momentum != 0.0 ? 4.0 : 0.0);
+  // optimizer_cpu_offload: HybridDeviceOptimizer's GPU part is Transformer Engine's FusedAdam built with lr, weight
+  // decay, betas and eps only -- none of the precision-aware dtypes (megatron/core/optimizer/__init__.py:520-544 at
+  // NVIDIA/Megatron-LM@d98e8a64) -- over fp32 copies of the parameter shards (param_update_in_fp32=True: hybrid_
+  // optimizer.py:277-281): an fp32 master and two fp32 moments, 12 bytes, whatever the dtypes above say.
+  if (optimizer_cpu_offload) return 12.0;
   if (!use_precision_aware_optimizer) return 12.0;
   auto bytes = [](const std::string& d) { return d == "fp32" ? 4.0 : d == "fp8" ? 1.0 : 2.0; };
   const bool te_master = main_params_dtype != "fp32" || !fp8() || fp8_recipe == "delayed";
@@ -415,6 +420,54 @@ double host_copy_Bps(const std::string& gpu) {
 double offload_copy_seconds(const GptConfig& c) {
   return layer_activation_bytes(c, false) / host_copy_Bps(c.gpu);
 }
+
+// Host DRAM bandwidth per GPU, bytes/s: the theoretical peak of the CPU socket (or Grace) the GPU hangs off, shared
+// by the GPUs on it (every rank steps its CPU optimizer at the same time). Channels x transfer rate x 8 bytes:
+//   v100 (DGX-1): Xeon E5-2698 v4, 4 x DDR4-2400 = 76.8 GB/s per socket (Intel ARK "Max Memory Bandwidth
+//     76.8 GB/s"), 4 GPUs per socket;
+//   a100 (DGX A100): AMD EPYC 7742 (tests/data/hardware/hardware_specs.json, "DGX A100": "2x AMD EPYC 7742"),
+//     8 x DDR4-3200 = 204.8 GB/s per socket (AMD EPYC 7742 product page, "Per Socket Mem BW 204.8 GB/s"), 4 GPUs;
+//   h100, h100-96gb, h200 (DGX H100 / H200, and Meta's Grand Teton assumed alike): Xeon Platinum 8462Y+ / 8480C
+//     (hardware_specs.json "DGX H100 (NVIDIA Eos)"; NVIDIA DGX H100 datasheet), Sapphire Rapids with
+//     8 x DDR5-4800 = 307.2 GB/s per socket (Intel ARK: 8 channels, DDR5-4800), 4 GPUs;
+//   b200 (DGX B200): Xeon Platinum 8570 (NVIDIA DGX B200 datasheet), 8 x DDR5-5600 = 358.4 GB/s, 4 GPUs;
+//   b300 (DGX B300): Xeon 6776P (NVIDIA DGX B300 datasheet), 8 x DDR5-6400 = 409.6 GB/s, 4 GPUs (assumed);
+//   gb200, gb300: Grace LPDDR5X, 18.4 TB/s over the 36 Grace CPUs of a GB200 NVL72 (NVIDIA GB200 NVL72
+//     datasheet, "CPU memory ... up to 18.4 TB/s"), 2 GPUs per Grace; GB300 assumed alike.
+// A peak, not a measured CPU AdamW rate (no host optimizer run is measured): the priced CPU step is a lower bound.
+double host_dram_Bps(const std::string& gpu) {
+  if (gpu == "v100") return 76.8e9 / 4.0;
+  if (gpu.rfind("a100", 0) == 0) return 204.8e9 / 4.0;
+  if (gpu == "b200") return 358.4e9 / 4.0;
+  if (gpu == "b300") return 409.6e9 / 4.0;
+  if (gpu == "gb200" || gpu == "gb300") return 18.4e12 / 36.0 / 2.0;
+  return 307.2e9 / 4.0;  // h100, h100-96gb, h200
+}
+
+// optimizer_cpu_offload's host work for `elements` offloaded elements of one rank's shard, per direction of the
+// host link (gpt_detail::host_copy_Bps) and at the host DRAM rate:
+//   d2h  the gradients into the pinned fp32 buffers, 4 bytes per element (hybrid_optimizer.py:108-114 at
+//        NVIDIA/Megatron-LM@d98e8a64; a bf16 main gradient is converted on the GPU before the copy: a non-blocking
+//        copy converts on the GPU side, pytorch/pytorch@007aa8ae aten/src/ATen/native/cuda/Copy.cu copy_kernel_cuda);
+//   cpu  torch's fused CPU AdamW (megatron/core/optimizer/__init__.py:11, 520-527: torch.optim.AdamW, fused=True)
+//        reads the fp32 parameter, gradient and two moments and writes the parameter and moments: 28 bytes of
+//        DRAM traffic per element;
+//   h2d  the updated fp32 parameters into the GPU's parameter shard (the post-step hook, hybrid_optimizer.py:
+//        117-125), 4 bytes per element (the non-blocking copy moves the fp32 data and converts on the GPU: Copy.cu).
+// `pieces`: the parameters the offloaded elements are in, each its own CPU optimizer with
+// overlap_cpu_optimizer_d2h_h2d (build_cpu_optimizer_list, lines 226-249): taken as pieces of a quarter of one
+// decoder layer's parameters on this TP rank (its four linear weights dominate it).
+OptimizerOffloadTimes optimizer_offload_times(const GptConfig& c, double elements) {
+  OptimizerOffloadTimes t;
+  const double link = host_copy_Bps(c.gpu);
+  const double dram = c.host_memory_bandwidth_per_gpu > 0 ? c.host_memory_bandwidth_per_gpu : host_dram_Bps(c.gpu);
+  t.d2h_s = 4.0 * elements / link;
+  t.cpu_s = 28.0 * elements / dram;
+  t.h2d_s = 4.0 * elements / link;
+  const double piece = std::max(1.0, layer_params_per_rank(c) / 4.0);
+  t.pieces = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(elements / piece)));
+  return t;
+}
 }  // namespace gpt_detail
 
 GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
@@ -585,6 +638,18 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
       mem.grads_bytes += grad * expert_params_per_gpu(c);
     }
     mem.optimizer_bytes += c.adam_state_bytes() * Pe / (sharded ? edp : 1.0);
+  }
+  // optimizer_cpu_offload (HybridDeviceOptimizer._get_sub_optimizer_param_groups, hybrid_optimizer.py:251-302 at
+  // NVIDIA/Megatron-LM@d98e8a64): whole parameters of the distributed optimizer's shard (the dense one and the
+  // expert one, each its own optimizer) go to the host in group order until optimizer_offload_fraction of the
+  // shard's elements -- the last may overshoot by less than one parameter, not modelled: exactly the fraction.
+  // Their 12 bytes of GPU state leave HBM; the host holds per element the fp32 master (pinned, lines 274-280), the
+  // CPU AdamW's two fp32 moments and the pinned fp32 gradient buffer (lines 108-112): 16 bytes.
+  if (c.optimizer_cpu_offload) {
+    const double el = mem.optimizer_bytes / c.adam_state_bytes() * c.optimizer_offload_fraction;
+    mem.optimizer_bytes -= el * c.adam_state_bytes();
+    mem.host_optimizer_elements = el;
+    mem.host_optimizer_bytes = 16.0 * el;
   }
   // Activations: in-flight micro-batches of this stage (1F1B: p - st; interleaved: Megatron's warm-up
   // count (p - st - 1) * 2 + (v - 1) p, + 1, in chunk units) times the stored bytes per layer.

@@ -225,6 +225,13 @@ class StageEmitter {
       kRev = static_cast<std::uint16_t>(rt.streams.size());
       for (const char* n : {"pp.recv.fwd.rev", "pp.recv.bwd.rev", "pp.send.fwd.rev", "pp.send.bwd.rev"}) rb.add_stream(n);
     }
+    if (c.optimizer_host_fraction() > 0) {
+      // optimizer_cpu_offload: the CPU AdamW's own "stream" (the host's work, in order), and with
+      // overlap_cpu_optimizer_d2h_h2d HybridDeviceOptimizer's two copy streams (hybrid_optimizer.py:219-221).
+      kOptCpu = static_cast<std::uint16_t>(rt.streams.size());
+      rb.add_stream("optimizer.cpu");
+      if (c.overlap_cpu_optimizer_d2h_h2d) rb.add_stream("optimizer.d2h"), rb.add_stream("optimizer.h2d");
+    }
     first_stage = st == 0, last_stage = st == p - 1;
     for (const GptChunkPlace& pl : Y.places[st]) has_first = has_first || pl.first, has_last = has_last || pl.last;
     fsdp_pp_nosync = c.use_torch_fsdp2 && p > 1;
@@ -292,6 +299,52 @@ class StageEmitter {
     if (i >= 0 && i < N)
       offload_h2d_[static_cast<std::size_t>(i)] = rb.fork(offload_copy(mbs + ".l" + std::to_string(i) + ".offload.h2d"));
     if (gl < N) extra.push_back(offload_h2d_[static_cast<std::size_t>(gl)]);
+  }
+  std::uint16_t kOptCpu = 0;  // optimizer_cpu_offload: the CPU AdamW (+1, +2: the D2H and H2D copy streams)
+  // optimizer_cpu_offload's host work of duration `s` (copies over the host link, the CPU AdamW) on `stream`.
+  static Op host_op(const std::string& name, double s, std::uint16_t stream) {
+    Op op = compute_op(name, Costs{});
+    op.duration_s = static_cast<double>(to_ns(s)) * 1e-9;
+    op.stream = stream;
+    op.category = "offload";
+    return op;
+  }
+  // The optimizer step with optimizer_cpu_offload (HybridDeviceOptimizer.step, hybrid_optimizer.py:150-179 at
+  // NVIDIA/Megatron-LM@d98e8a64): `gpu` is the FusedAdam over the shard's other elements, `el` the offloaded ones
+  // (optimizer_offload_times prices their host work). Without overlap_cpu_optimizer_d2h_h2d both copy "streams" are
+  // the current stream: the gradients' D2H, then the GPU step, while the CPU waits for the D2H and runs its AdamW;
+  // its post-step hook queues the H2D behind the GPU step (lines 117-125). With it, every offloaded parameter has its
+  // own CPU optimizer and D2H event: D2H copies on their stream, each parameter's CPU step after its copy, each H2D
+  // on its stream after that step and after the GPU step (h2d_stream.wait_stream(current_stream)), and the current
+  // stream waits for the last.
+  void offloaded_optimizer_step(const Costs& gpu, double el, const std::vector<std::uint32_t>& grad_done) {
+    const OptimizerOffloadTimes o = optimizer_offload_times(c, el);
+    if (!c.overlap_cpu_optimizer_d2h_h2d) {
+      Op d2h = host_op("optimizer.offload.d2h", o.d2h_s, RankBuilder::kCompute);
+      rb.chain(std::move(d2h), grad_done);
+      const std::uint32_t cpu = rb.fork(host_op("optimizer.offload.cpu_adamw", o.cpu_s, kOptCpu));
+      rb.chain(compute_op("optimizer.step", gpu));
+      rb.chain(host_op("optimizer.offload.h2d", o.h2d_s, RankBuilder::kCompute), {cpu});
+      return;
+    }
+    std::vector<std::uint32_t> start = grad_done;
+    if (rb.has_last()) start.push_back(rb.last());
+    const std::uint32_t gpu_step = rb.chain(compute_op("optimizer.step", gpu), grad_done);
+    const double n = double(o.pieces);
+    std::uint32_t h2d = 0;
+    for (std::int64_t i = 0; i < o.pieces; ++i) {
+      const std::string k = ".p" + std::to_string(i);
+      Op d = host_op("optimizer.offload.d2h" + k, o.d2h_s / n, static_cast<std::uint16_t>(kOptCpu + 1));
+      if (i == 0) d.deps = start;
+      const std::uint32_t di = rb.push(std::move(d));
+      Op cp = host_op("optimizer.offload.cpu_adamw" + k, o.cpu_s / n, kOptCpu);
+      cp.deps = {di};
+      const std::uint32_t ci = rb.push(std::move(cp));
+      Op h = host_op("optimizer.offload.h2d" + k, o.h2d_s / n, static_cast<std::uint16_t>(kOptCpu + 2));
+      h.deps = {ci, gpu_step};
+      h2d = rb.push(std::move(h));
+    }
+    rb.chain(wait_op("optimizer.offload.h2d.done"), {h2d});
   }
   std::uint16_t kP2p = 0;  // PyTorch's async TP: the copy-engine pulls from peer memory and their barriers
   std::uint16_t kFsdpAr = 0;      // torch FSDP2's HSDP all-reduce stream (hsdp_per_unit)
@@ -1232,7 +1285,9 @@ class StageEmitter {
     double shard = (shard_opt || c.fsdp()) ? local_params / double(Y.shard_n) : local_params;
     shard += (shard_opt || c.fsdp()) ? stage_expert_params / double(edp) : stage_expert_params;
     for (auto d : expert_grad_done) grad_done.push_back(d);
-    const Costs opt = K.optimizer(x_.cm, shard);
+    // optimizer_cpu_offload: the GPU's FusedAdam steps the share of the shard left on the GPU.
+    const double host_el = c.optimizer_host_fraction() * shard;
+    const Costs opt = K.optimizer(x_.cm, shard - host_el);
     if (c.fsdp()) {
       // The optimizer waits for the last reduce-scatter: a zero-length join on the FSDP stream.
       Op j = wait_op("fsdp.rs.done");
@@ -1244,7 +1299,8 @@ class StageEmitter {
         grad_done.push_back(rb.fork(std::move(a)));
       }
     }
-    rb.chain(compute_op("optimizer.step", opt), grad_done);
+    if (host_el > 0) offloaded_optimizer_step(opt, host_el, grad_done);
+    else rb.chain(compute_op("optimizer.step", opt), grad_done);
     if (c.fp8_param_gather || c.fp4_param_gather) {
       // fp8_param_gather (fp4_param_gather): the updated fp32 main-parameter shard is quantised into the FP8 (NVFP4)
       // parameters of the quantised layers (not first_last_layers_bf16's)
@@ -1356,6 +1412,29 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   tr.metadata["memory_per_gpu_bytes.activations"] = mem.activations_bytes;
   if (mem.allocator_reserve_bytes > 0) tr.metadata["memory_per_gpu_bytes.allocator_reserve"] = mem.allocator_reserve_bytes;
   if (mem.buffers_bytes > 0) tr.metadata["memory_per_gpu_bytes.buffers"] = mem.buffers_bytes;
+  if (c.optimizer_host_fraction() > 0) {
+    // optimizer_cpu_offload: what is on the host (not in the HBM figures above) and what its step costs.
+    tr.metadata["host_memory_per_gpu_bytes.optimizer"] = mem.host_optimizer_bytes;
+    const OptimizerOffloadTimes o = optimizer_offload_times(c, mem.host_optimizer_elements);
+    const double dram = c.host_memory_bandwidth_per_gpu > 0 ? c.host_memory_bandwidth_per_gpu : host_dram_Bps(c.gpu);
+    char buf[900];
+    std::snprintf(buf, sizeof buf,
+                  "gpt: optimizer_cpu_offload: %.3g of the optimizer shard (%.3g M elements on pipeline stage %lld) is on "
+                  "the host: %.2f GiB of pinned host memory per GPU (fp32 master, AdamW moments and gradient buffer, 16 "
+                  "bytes per element), %.2f GiB per %lld-GPU server; %.2f GiB of optimizer state left HBM. Its step "
+                  "per GPU: gradients to the host %.1f ms + CPU AdamW %.1f ms (28 bytes per element at %.1f GB/s host "
+                  "DRAM per GPU, %s; a lower bound, no CPU AdamW is measured) + parameters back %.1f ms over %.1f GB/s "
+                  "per direction, %s",
+                  c.optimizer_offload_fraction, mem.host_optimizer_elements / 1e6, static_cast<long long>(mem.stage),
+                  mem.host_optimizer_bytes / 1073741824.0,
+                  mem.host_optimizer_bytes * double(c.gpus_per_host) / 1073741824.0, static_cast<long long>(c.gpus_per_host),
+                  12.0 * mem.host_optimizer_elements / 1073741824.0, 1e3 * o.d2h_s, 1e3 * o.cpu_s, dram / 1e9,
+                  c.host_memory_bandwidth_per_gpu > 0 ? "host_memory_bandwidth_per_gpu" : "the server's peak by GPU (docs/workloads.md)",
+                  1e3 * o.h2d_s, host_copy_Bps(c.gpu) / 1e9,
+                  c.overlap_cpu_optimizer_d2h_h2d ? "pipelined per parameter (overlap_cpu_optimizer_d2h_h2d)"
+                                                  : "one after the other, the CPU AdamW beside the GPU's");
+    tr.notes.push_back(buf);
+  }
   if (moe_on) {
     // Imbalance: per MoE layer the busiest expert-parallel rank's tokens over the mean, and the expert
     // compute time it costs (busiest minus evenly spread, forward + backward (+ recompute), all micro-

@@ -932,6 +932,11 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     if (o == "adam" || o == "sgd") p["optimizer"] = o;
     else mark("optimizer", 2);
   }
+  // --optimizer-offload-fraction and --overlap-cpu-optimizer-d2h-h2d are read only with --optimizer-cpu-offload
+  // (megatron/core/optimizer/__init__.py:504-544 @d98e8a64): alone they change nothing.
+  if (!has("optimizer_cpu_offload"))
+    for (const char* d : {"optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d"})
+      if (has(d)) p.erase(d), mark(d, 1);
   // --torch-fsdp2-no-reshard-after-forward (dest torch_fsdp2_reshard_after_forward, store_false): FSDP2's
   // reshard_after_forward False, fabricsim's fsdp_reshard_after_forward never (torch FSDP2 only: Megatron reads it
   // only when it builds TorchFullyShardedDataParallel, megatron/training/training.py @d98e8a64).
