@@ -733,28 +733,40 @@ struct Builder {
       double chunk = total_per_step / channels;  // per flow; weight w flows share the path
       if (!step) {
         // One transfer per hop carrying all steps. With depth 1 each step pays the hop's own latency, as the
-        // step schedule does. With depth D > 1 each step pays the larger of the mean of the ring's per-step hop
-        // latencies and the slowest hop's latency / D: the data goes round the ring once per m steps, paying
-        // every hop's latency once (NCCL's model: src/graph/tuning.cc), and a hop with D steps in flight
-        // repeats its own latency every D steps (models/ring_stream.hpp). nsteps x that, added to the slowest
-        // hop's bandwidth time (equal to the step schedule on a ring whose hops are alike; above it by at most
-        // the latencies where the slowest hop's bandwidth hides them).
-        const bool pipelined = depth > 1;
-        double step_lat = 0;
-        if (pipelined) {
-          double mean_lat = 0, max_lat = 0;
-          for (int p = 0; p < m; ++p) {
-            const double l = hop_params(gpu(order[p]), gpu(order[(p + 1) % m])).second;
-            mean_lat += l;
-            max_lat = std::max(max_lat, l);
-          }
-          step_lat = std::max(mean_lat / m, max_lat / depth) * step_latency_scale;
-        }
+        // step schedule does. With depth D > 1 a step of the step schedule (models/ring_stream.hpp) takes at
+        // least the slowest hop's bandwidth time b, the mean hop latency on top of the bandwidth (the data goes
+        // round the ring once per m steps, paying every hop's latency once: NCCL's model, src/graph/tuning.cc)
+        // and (l_p + b_p) / D for every hop p (D steps of a hop in flight). The merged transfers pay the
+        // slowest hop's bandwidth plus nsteps x a per-step latency, so that latency is the larger of the mean
+        // and max_p (l_p + b_p) / D - b, with b_p the hop's bandwidth time alone on its route (equal to the
+        // step schedule on a ring whose hops are alike; above it where other flows slow the slowest hop).
+        std::vector<std::uint32_t> ids(m);
         for (int p = 0; p < m; ++p) {
           int src = order[p], dst = order[(p + 1) % m];
-          const std::uint32_t id = emit(gpu(src), gpu(dst), chunk, nsteps, w, deps_of(src), c, 0);
-          if (pipelined) s.transfers[id].step_latency_s = step_lat;
-          done[dst].push_back(id);
+          ids[p] = emit(gpu(src), gpu(dst), chunk, nsteps, w, deps_of(src), c, 0);
+          done[dst].push_back(ids[p]);
+        }
+        if (depth > 1) {
+          std::vector<topo::LinkDir> route;
+          std::vector<double> lat(m), bw(m);
+          double mean_lat = 0, b_max = 0;
+          for (int p = 0; p < m; ++p) {
+            const Transfer& x = s.transfers[ids[p]];
+            lat[p] = x.step_latency_s;
+            mean_lat += lat[p] / m;
+            route.clear();
+            if (x.src != x.dst) routing.compute_route(x.src, x.dst, route);
+            double rate = std::numeric_limits<double>::infinity();
+            for (topo::LinkDir d : route) {
+              const topo::Link& link = t.link(topo::Topology::link_of(d));
+              rate = std::min(rate, link.bandwidth_Bps * calib.of(link.kind).bw_efficiency / x.weight);
+            }
+            bw[p] = std::isfinite(rate) ? x.bytes / rate : 0.0;
+            b_max = std::max(b_max, bw[p]);
+          }
+          double per_step = mean_lat;
+          for (int p = 0; p < m; ++p) per_step = std::max(per_step, (lat[p] + bw[p]) / depth - b_max);
+          for (int p = 0; p < m; ++p) s.transfers[ids[p]].step_latency_s = per_step;
         }
       } else if (stream) {
         // Compact form: the step-0 hops of this order (same emit() as below, without dependencies); the
