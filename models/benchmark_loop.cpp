@@ -12,9 +12,6 @@
 namespace fabricsim::models {
 
 namespace {
-// Buffer slots per connection: NCCL_STEPS, 8 in NVIDIA/nccl src/include/devcomm.h at v2.8.4-1 and
-// src/include/device.h at the current master (both read 2026-11-22).
-constexpr int kNcclSteps = 8;
 bool is_gpu(const topo::Topology& t, topo::NodeId n) { return t.node(n).kind == topo::NodeKind::Gpu; }
 // Position of `n` in the sorted list `gpus`, or -1.
 std::ptrdiff_t index_of(const std::vector<topo::NodeId>& gpus, topo::NodeId n) {

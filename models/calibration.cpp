@@ -390,6 +390,7 @@ Calibration calibration_from_json(const Json& doc, const std::string& file) {
     for (auto it = extra->begin(); it != extra->end(); ++it) {
       JsonPath kp = at.child(it.key());
       const ParamDecl* d = find_calibration_param(it.key());
+      if (const char* gone = d ? nullptr : removed_calibration_param(it.key())) json_fail(kp, gone);
       if (!d)
         json_fail(kp, "unknown parameter '" + text_excerpt(it.key()) + "'; nearest known: '" +
                           nearest_calibration_param(it.key()) + "' (fabricsim calibrate --list-params, docs/calibration.md)");

@@ -74,14 +74,11 @@ const std::vector<ParamDecl>& calibration_params() {
        "collective builder: LL throughput per channel inside one host"},
       {"max_pipeline_chunks", &CalibrationFactors::max_pipeline_chunks, ParamUnit::Count, 1, 1e6, 64.0,
        "modelling choice: most chunks one pipelined edge is split into", "collective builder"},
-      {"ring_outstanding_steps", &CalibrationFactors::ring_outstanding_steps, ParamUnit::Count, 1, 1e6, 1.0,
-       "modelling choice: ring steps serialised per hop (NCCL keeps NCCL_STEPS 8 in flight, NCCL-H)",
-       "collective builder: step-level rings"},
       {"ring_credit_steps", &CalibrationFactors::ring_credit_steps, ParamUnit::Count, 1, 63, 1.0,
-       "modelling choice: a ring hop's next step waits for its previous one to be received (1); NCCL keeps "
-       "NCCL_STEPS 8 in flight (src/include/device.h, v2.28.9-1), but 8 over-predicts the multi-node logs below 64 MiB "
-       "(docs/collectives.md \"Pipelined rings\")",
-       "collective builder: step-level rings"},
+       "modelling choice: 1 = a ring hop's next step waits for its previous one to be received; a connection has "
+       "NCCL_STEPS 8 slots (NVIDIA/nccl src/include/device.h:24, v2.26.2-1) and 8 gives NCCL's depth, which the "
+       "builder lowers by size (docs/collectives.md \"Pipelined rings\")",
+       "collective builder: steps of a ring hop in flight (at most; models/collectives.cpp ring_depth)"},
       {"multi_host_base_latency_factor", &CalibrationFactors::multi_host_base_latency_factor, ParamUnit::Multiplier, 0, 1e6, 1.0,
        "NCCL-T: baseLat does not depend on the node count", "collective builder and tuner: multi-host calls"},
       {"kernel_launch_s", &CalibrationFactors::kernel_launch_s, ParamUnit::Seconds, 0, 1, 34.28e-6 / 8.0,
@@ -123,6 +120,13 @@ CalibrationFactors default_calibration_factors() {
 const ParamDecl* find_calibration_param(std::string_view name) {
   for (const auto& d : calibration_params())
     if (name == d.name) return &d;
+  return nullptr;
+}
+
+const char* removed_calibration_param(std::string_view name) {
+  if (name == "ring_outstanding_steps")
+    return "parameter 'ring_outstanding_steps' was removed: a ring hop's steps in flight are one parameter, "
+           "'ring_credit_steps' (docs/calibration.md); delete the key, or set ring_credit_steps instead";
   return nullptr;
 }
 

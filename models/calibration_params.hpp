@@ -23,7 +23,7 @@ struct CalibrationFactors {
   double pcie_efficiency = 0, network_efficiency = 0, nvls_efficiency = 0, tree_efficiency = 0, pat_efficiency = 0,
          collnet_efficiency = 0;
   double chunk_bytes_simple = 0, chunk_bytes_ll = 0, chunk_bytes_ll128 = 0;
-  double ll_channel_rate = 0, max_pipeline_chunks = 0, ring_outstanding_steps = 0, ring_credit_steps = 0, multi_host_base_latency_factor = 0;
+  double ll_channel_rate = 0, max_pipeline_chunks = 0, ring_credit_steps = 0, multi_host_base_latency_factor = 0;
   double kernel_launch_s = 0, channel_launch_s = 0;
   double compute_gemm_flops_efficiency = 0, compute_gemm_memory_efficiency = 0,
          compute_attention_flops_efficiency = 0, compute_attention_memory_efficiency = 0,
@@ -54,6 +54,8 @@ const std::vector<ParamDecl>& calibration_params();
 // Every field at its declared default (NaN where the table has none).
 CalibrationFactors default_calibration_factors();
 const ParamDecl* find_calibration_param(std::string_view name);
+// A parameter that no longer exists: the error a file that sets it gets (naming what replaces it), or nullptr.
+const char* removed_calibration_param(std::string_view name);
 // The declared name closest to `name` (edit distance), for "did you mean" messages.
 std::string nearest_calibration_param(std::string_view name);
 // The value of `v` for parameter `d`, checked (type, unit, range); errors name `at` and the expectation.

@@ -403,6 +403,27 @@ double nic_fabric_port_Bps(const topo::Topology& t, NodeId nic) {
   return port;
 }
 
+std::uint32_t ring_depth(const Calibration& calib, Protocol proto, double chunk_bytes) {
+  // NVIDIA/nccl v2.26.2-1. A connection has NCCL_STEPS slots of stepSize = buffSize / NCCL_STEPS bytes
+  // (src/include/device.h:24, src/enqueue.cc:1859; calibration chunk_bytes.simple), and a sender waits for a
+  // free slot before each slice (src/device/prims_simple.h:115, prims_ll.h:59, prims_ll128.h:61), a slot
+  // freeing when the receiver has consumed it. One primitive call of a ring kernel moves one chunk of
+  // chunkSteps slots: NCCL_STEPS / 2 = 4 for Simple all_reduce, all_gather and reduce_scatter
+  // (src/include/collectives.h:18-22, src/collectives.cc:87-146), 1 for LL and LL128 (src/enqueue.cc:1860-1862).
+  // So a hop may run NCCL_STEPS / chunkSteps chunks ahead of its receiver: 2 on Simple, 8 on LL and LL128.
+  // A modelled step of `chunk_bytes` per channel is `loops` NCCL chunks (the kernel's loop moves nranks
+  // chunks of chunkSteps x stepSize per channel and, on the last loop, shrinks the chunk to
+  // divUp(remaining, nranks): src/device/all_reduce.h:21,36), so up to one loop (1-256 MiB on 2 x 8 H100
+  // with 8 channels) a step is one chunk and 2 steps may be in flight; with more loops the chunks of one
+  // step pipeline behind each other and the depth grows with them, to NCCL_STEPS at most.
+  const double cap = std::max(1.0, std::floor(calib.factors.ring_credit_steps));
+  const int chunk_steps = proto == Protocol::Simple ? kNcclSteps / 2 : 1;
+  const double chunk_size = chunk_steps * calib.factors.chunk_bytes_simple;
+  const double loops = proto == Protocol::Simple ? std::max(1.0, std::ceil(chunk_bytes / chunk_size)) : 1.0;
+  const double nccl = std::min<double>(kNcclSteps, loops * (kNcclSteps / chunk_steps));
+  return static_cast<std::uint32_t>(std::min(cap, nccl));
+}
+
 int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing) {
   if (spec.channels > 0) return spec.channels;
   CommLayout L = layout(spec, t);
@@ -704,28 +725,48 @@ struct Builder {
       auto it = stage_deps.find(r);
       return it == stage_deps.end() ? std::vector<std::uint32_t>{} : it->second;
     };
-    const std::uint32_t window = static_cast<std::uint32_t>(calib.factors.ring_outstanding_steps);
+    // Steps of a hop in flight (ring_depth: the calibration's ring_credit_steps at most, NCCL's depth at
+    // this step size).
+    const std::uint32_t depth = ring_depth(calib, proto, total_per_step / channels);
     int c = 0;
     for (const auto& [order, w] : ring_orders(ranks, channels)) {
       double chunk = total_per_step / channels;  // per flow; weight w flows share the path
       if (!step) {
-        // One transfer per hop carrying all steps. With ring_credit_steps <= the window each step pays the hop's own
-        // latency, as the step schedule does. With more, each step pays the mean of the ring's per-step hop
-        // latencies: the pipelined ring pays every hop's latency once per step along the ring (NCCL's model:
-        // src/graph/tuning.cc; models/ring_stream.hpp), so nsteps x the mean, added to the slowest hop's
-        // bandwidth time (equal to the step schedule on a ring whose hops are alike; above it by at most the
-        // latencies where the slowest hop's bandwidth hides them).
-        const bool pipelined = calib.factors.ring_credit_steps > calib.factors.ring_outstanding_steps;
-        double mean_lat = 0;
-        if (pipelined) {
-          for (int p = 0; p < m; ++p) mean_lat += hop_params(gpu(order[p]), gpu(order[(p + 1) % m])).second;
-          mean_lat = mean_lat / m * step_latency_scale;
-        }
+        // One transfer per hop carrying all steps. With depth 1 each step pays the hop's own latency, as the
+        // step schedule does. With depth D > 1 a step of the step schedule (models/ring_stream.hpp) takes at
+        // least the slowest hop's bandwidth time b, the mean hop latency on top of the bandwidth (the data goes
+        // round the ring once per m steps, paying every hop's latency once: NCCL's model, src/graph/tuning.cc)
+        // and (l_p + b_p) / D for every hop p (D steps of a hop in flight). The merged transfers pay the
+        // slowest hop's bandwidth plus nsteps x a per-step latency, so that latency is the larger of the mean
+        // and max_p (l_p + b_p) / D - b, with b_p the hop's bandwidth time alone on its route (equal to the
+        // step schedule on a ring whose hops are alike; above it where other flows slow the slowest hop).
+        std::vector<std::uint32_t> ids(m);
         for (int p = 0; p < m; ++p) {
           int src = order[p], dst = order[(p + 1) % m];
-          const std::uint32_t id = emit(gpu(src), gpu(dst), chunk, nsteps, w, deps_of(src), c, 0);
-          if (pipelined) s.transfers[id].step_latency_s = mean_lat;
-          done[dst].push_back(id);
+          ids[p] = emit(gpu(src), gpu(dst), chunk, nsteps, w, deps_of(src), c, 0);
+          done[dst].push_back(ids[p]);
+        }
+        if (depth > 1) {
+          std::vector<topo::LinkDir> route;
+          std::vector<double> lat(m), bw(m);
+          double mean_lat = 0, b_max = 0;
+          for (int p = 0; p < m; ++p) {
+            const Transfer& x = s.transfers[ids[p]];
+            lat[p] = x.step_latency_s;
+            mean_lat += lat[p] / m;
+            route.clear();
+            if (x.src != x.dst) routing.compute_route(x.src, x.dst, route);
+            double rate = std::numeric_limits<double>::infinity();
+            for (topo::LinkDir d : route) {
+              const topo::Link& link = t.link(topo::Topology::link_of(d));
+              rate = std::min(rate, link.bandwidth_Bps * calib.of(link.kind).bw_efficiency / x.weight);
+            }
+            bw[p] = std::isfinite(rate) ? x.bytes / rate : 0.0;
+            b_max = std::max(b_max, bw[p]);
+          }
+          double per_step = mean_lat;
+          for (int p = 0; p < m; ++p) per_step = std::max(per_step, (lat[p] + bw[p]) / depth - b_max);
+          for (int p = 0; p < m; ++p) s.transfers[ids[p]].step_latency_s = per_step;
         }
       } else if (stream) {
         // Compact form: the step-0 hops of this order (same emit() as below, without dependencies); the
@@ -738,27 +779,27 @@ struct Builder {
         s.transfers.clear();
         stream->rings.push_back(std::move(rs));
         stream->nsteps = static_cast<std::uint32_t>(nsteps);
-        stream->window = window;
-        stream->credit = std::max(window, static_cast<std::uint32_t>(calib.factors.ring_credit_steps));
+        stream->depth = depth;
       } else {
         // A pipelined step (models/ring_stream.hpp) is two transfers: the send (route latency, bandwidth
         // phase) and the rest of the hop's per-step latency at the receiver (a delay, src == dst). Step k of a
         // rank waits for step k-1 of its predecessor to be received (the data it forwards), for its own step
-        // k-window to be sent (calibration ring_outstanding_steps; see calibration.cpp) and for its own step
-        // k-credit to be received (calibration ring_credit_steps).
-        const int credit = std::max(static_cast<int>(window), static_cast<int>(calib.factors.ring_credit_steps));
-        if (credit <= static_cast<int>(window)) {
-          // No step is sent before the one `window` earlier is received: one transfer per step and hop (its
-          // latency, then its bandwidth phase). Step k of a rank waits for step k-1 of its predecessor (the
-          // data it forwards) and for its own step k-window.
+        // k-1 to be sent and for its own step k-depth to be received.
+        if (depth <= 1) {
+          // No step is sent before the previous one is received: one transfer per step and hop (its latency,
+          // then its bandwidth phase). Step k of a rank waits for step k-1 of its predecessor (the data it
+          // forwards) and for its own step k-1.
           std::vector<std::vector<std::uint32_t>> ids(static_cast<std::size_t>(nsteps), std::vector<std::uint32_t>(m));
           for (int k = 0; k < nsteps; ++k) {
             for (int p = 0; p < m; ++p) {
               int src = order[p], dst = order[(p + 1) % m];
               std::vector<std::uint32_t> d;
-              if (k == 0) d = deps_of(src);
-              else d.push_back(ids[k - 1][(p - 1 + m) % m]);
-              if (k >= static_cast<int>(window)) d.push_back(ids[k - window][p]);
+              if (k == 0) {
+                d = deps_of(src);
+              } else {
+                d.push_back(ids[k - 1][(p - 1 + m) % m]);
+                d.push_back(ids[k - 1][p]);
+              }
               ids[k][p] = emit(gpu(src), gpu(dst), chunk, 1, w, std::move(d), c, k);
             }
           }
@@ -785,8 +826,8 @@ struct Builder {
             std::vector<std::uint32_t> d;
             if (k == 0) d = deps_of(src);
             else d.push_back(recv[k - 1][(p - 1 + m) % m]);
-            if (k >= static_cast<int>(window)) d.push_back(sent[k - window][p]);
-            if (k >= credit) d.push_back(recv[k - credit][p]);
+            if (k >= 1) d.push_back(sent[k - 1][p]);
+            if (k >= static_cast<int>(depth)) d.push_back(recv[k - depth][p]);
             sent[k][p] = emit(gpu(src), gpu(dst), chunk, 1, w, std::move(d), c, k);
             Transfer& x = s.transfers[sent[k][p]];
             x.step_latency_s = 0;  // the route's latency only (latency_includes_route)

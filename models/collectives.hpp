@@ -28,6 +28,10 @@
 
 namespace fabricsim::models {
 
+// Buffer slots per connection: NCCL_STEPS, 8 in NVIDIA/nccl src/include/devcomm.h at v2.8.4-1 and
+// src/include/device.h:24 at v2.26.2-1 and the current master (read 2026-11-22 and 2026-11-28).
+inline constexpr int kNcclSteps = 8;
+
 enum class Op { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, AllToAllv, SendRecv, Scatter };
 enum class Fidelity { Auto, Step, Phase, Symmetry };
 
@@ -80,6 +84,10 @@ std::string why_not_applicable(const CollectiveSpec& spec, Algorithm a, const to
 // The fidelity `Auto` resolves to for this spec (step when the step-level schedule stays small).
 Fidelity resolve_fidelity(const CollectiveSpec& spec, Algorithm a, Protocol p, int channels);
 int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing);
+// Steps of a ring hop in flight (models/ring_stream.hpp) for ring steps of `chunk_bytes` per channel on
+// `proto`: the calibration's ring_credit_steps, lowered to the depth NCCL's slots allow at that size (in
+// collectives.cpp, with the NCCL lines it follows). 1 when ring_credit_steps is 1.
+std::uint32_t ring_depth(const Calibration& calib, Protocol proto, double chunk_bytes);
 // NCCL's node of each rank of `communicator`, as a host id: the rank's host, except where the communicator's
 // ranks in one NVLink domain sit on several hosts (a multi-node NVLink domain: a GB200/GB300 NVL72 rack, an
 // NVLink Switch System), whose ranks all get the lowest of those hosts. NCCL's MNNVL puts the communicator's

@@ -3,19 +3,20 @@
 // transfer (2(n-1) x n x channels of them: 268 M for an all_reduce on 4096 GPUs with 16 channels), it holds
 // one template transfer per ring hop and the dependency rule. sim::run_ring_stream (sim/engine/ring_stream.hpp)
 // generates the transfers step by step. The rule is the one models::build_schedule's ring emits at step
-// fidelity (models/collectives.cpp, Builder::ring): step k of the hop leaving position p waits for step k-1
-// of the hop leaving position p-1 (the data it forwards) and for its own step k-window.
+// fidelity (models/collectives.cpp, Builder::ring).
 //
-// A hop's step is pipelined as NCCL runs a ring (src/device/prims_simple.h: a connection keeps NCCL_STEPS
-// slots in flight, so a sender's next step does not wait for its previous one to be received): the step
-// pays its route's latency, then its bandwidth phase, which frees the hop for its next step, then the rest
-// of its per-step latency (ring_post_latency_s), after which the data is at the receiver and may be
-// forwarded. A hop's step k also waits for its own step k-credit to be received (calibration
-// ring_credit_steps; NCCL's receiver frees a slot when it has consumed it). With credit 1 (the default) a
-// step waits for the previous one's whole latency, as before: every step of a ring whose hops differ costs
-// its slowest hop's latency plus bandwidth. With credit 8 (NCCL_STEPS) the ring runs at its slowest hop's
-// bandwidth and pays each hop's latency once per step along the ring, as NCCL's model prices it
-// (src/graph/tuning.cc); docs/collectives.md "Pipelined rings" measures both.
+// A hop's step is pipelined as NCCL runs a ring (src/device/prims_simple.h: a connection has NCCL_STEPS
+// slots, so a sender's next step does not wait for its previous one to be received): the step pays its
+// route's latency, then its bandwidth phase, which frees the hop for its next step, then the rest of its
+// per-step latency (ring_post_latency_s), after which the data is at the receiver and may be forwarded.
+// Step k of the hop leaving position p waits for step k-1 of the hop leaving p-1 to be received (the data it
+// forwards), for its own step k-1 to be sent and for its own step k-depth to be received (a slot: NCCL's
+// receiver frees one when it has consumed it). depth is the calibration's ring_credit_steps lowered to NCCL's
+// depth at the ring's size (Builder::ring_depth). With depth 1 (the default) a step waits for the previous
+// one's whole latency: every step of a ring whose hops differ costs its slowest hop's latency plus bandwidth.
+// With depth D a step costs at least the slowest hop's latency / D and the mean hop latency (the data goes
+// round the ring once per m steps), as NCCL's model prices a pipelined ring (src/graph/tuning.cc) when D is
+// large; docs/collectives.md "Pipelined rings" measures it.
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -53,8 +54,7 @@ struct RingStream {
   std::string op, algorithm, protocol;
   double fixed_latency_s = 0;
   std::uint32_t nsteps = 0;  // steps per hop
-  std::uint32_t window = 1;  // calibration ring_outstanding_steps
-  std::uint32_t credit = 1;  // calibration ring_credit_steps
+  std::uint32_t depth = 1;   // steps of a hop in flight (above; 1 <= depth < 64)
   std::vector<Ring> rings;   // one per distinct channel order (weight = channels sharing it)
   // Transfers the equivalent step-level Schedule holds.
   std::uint64_t transfers() const {

@@ -28,23 +28,23 @@ struct Hop {
   bool lo_by_cap = false;
 };
 
-// Latest finish of a ring of m hops, nsteps steps and the given window, each hop with latency pre[p] before
+// Latest finish of a ring of m hops, nsteps steps and the given depth, each hop with latency pre[p] before
 // and post[p] after its bandwidth phase b[p] (models/ring_stream.hpp): the max-plus recurrence of
-// ring_bounds.hpp, E(p,k) = max(A(p-1,k-1), E(p,k-window), A(p,k-credit)) + pre + b, A = E + post, evaluated
-// row by row with max(window, credit) + 1 rows.
+// ring_bounds.hpp, E(p,k) = max(A(p-1,k-1), E(p,k-1), A(p,k-depth)) + pre + b, A = E + post, evaluated
+// row by row with depth + 1 rows.
 double ring_makespan(const std::vector<double>& pre, const std::vector<double>& b, const std::vector<double>& post,
-                     std::uint32_t nsteps, std::uint32_t window, std::uint32_t credit) {
+                     std::uint32_t nsteps, std::uint32_t depth) {
   const std::size_t m = b.size();
   if (m == 0 || nsteps == 0) return 0;
-  const std::size_t R = std::max(window, credit) + 1;
+  const std::size_t R = std::size_t{depth} + 1;
   std::vector<double> E(R * m, 0.0), A(R * m, 0.0);
   double best = 0;
   for (std::uint32_t k = 0; k < nsteps; ++k) {
     double* e = E.data() + (k % R) * m;
     double* a = A.data() + (k % R) * m;
-    const double* ap = k >= 1 ? A.data() + ((k - 1) % R) * m : nullptr;       // row k-1
-    const double* ew = k >= window ? E.data() + ((k - window) % R) * m : nullptr;  // row k-window
-    const double* ac = k >= credit ? A.data() + ((k - credit) % R) * m : nullptr;  // row k-credit
+    const double* ap = k >= 1 ? A.data() + ((k - 1) % R) * m : nullptr;              // row k-1
+    const double* ew = k >= 1 ? E.data() + ((k - 1) % R) * m : nullptr;              // row k-1
+    const double* ac = k >= depth ? A.data() + ((k - depth) % R) * m : nullptr;      // row k-depth
     for (std::size_t p = 0; p < m; ++p) {
       double s = ap ? ap[(p + m - 1) % m] : 0.0;
       if (ew) s = std::max(s, ew[p]);
@@ -73,8 +73,7 @@ std::string fmt(const char* f, double a) {
 RingBounds bound_ring_stream(const models::RingStream& rs, const topo::Topology& t, topo::Routing& routing,
                              const models::Calibration& calib, double rel_tol) {
   if (!(rel_tol >= 0) || !std::isfinite(rel_tol)) throw InputError("ring bounds: rel_tol", "expected a number >= 0");
-  if (rs.window < 1) throw InputError("ring bounds: window", "expected ring_outstanding_steps >= 1");
-  if (rs.credit < 1) throw InputError("ring bounds: credit", "expected ring_credit_steps >= 1");
+  if (rs.depth < 1) throw InputError("ring bounds: depth", "expected ring_credit_steps >= 1");
   RingBounds out;
   const std::vector<double> cap = link_capacities(t, calib);
   std::vector<Hop> hops;
@@ -104,15 +103,14 @@ RingBounds bound_ring_stream(const models::RingStream& rs, const topo::Topology&
     }
   }
   // Upper rate bounds (alone on the path), and per link the weight W_l and the others' load bound.
-  const double win = rs.window;
   std::vector<double> W(cap.size(), 0.0), load_hi(cap.size(), 0.0);
   for (Hop& h : hops) {
     if (h.bytes == 0) continue;
     h.x_hi = h.cap > 0 ? h.cap : kInf;
     for (std::uint32_t l : h.route) h.x_hi = std::min(h.x_hi, cap[l] / h.w);
     for (std::uint32_t l : h.route) {
-      W[l] += win * h.w;
-      load_hi[l] += win * h.w * h.x_hi;
+      W[l] += h.w;
+      load_hi[l] += h.w * h.x_hi;
     }
   }
   for (Hop& h : hops) {
@@ -153,8 +151,8 @@ RingBounds bound_ring_stream(const models::RingStream& rs, const topo::Topology&
       const std::vector<double> pre(key.first.begin(), key.first.begin() + m);
       const std::vector<double> post(key.first.begin() + m, key.first.begin() + 2 * m);
       const std::vector<double> blo(key.first.begin() + 2 * m, key.first.end());
-      const double lo = ring_makespan(pre, blo, post, rs.nsteps, rs.window, rs.credit);
-      const double hi = ring_makespan(pre, key.second, post, rs.nsteps, rs.window, rs.credit);
+      const double lo = ring_makespan(pre, blo, post, rs.nsteps, rs.depth);
+      const double hi = ring_makespan(pre, key.second, post, rs.nsteps, rs.depth);
       out.cells += 2 * std::uint64_t{m} * rs.nsteps;
       ++out.distinct_rings;
       it = seen.emplace(std::move(key), std::make_pair(lo, hi)).first;

@@ -32,10 +32,8 @@ class Runner {
       : rs_(rs), opt_(opt), model_(link_capacities(t, calib)) {
     if (!(opt.batch_tolerance_s >= 0) || !std::isfinite(opt.batch_tolerance_s))
       throw InputError("batch tolerance", "expected a time >= 0 seconds");
-    if (rs.window < 1 || rs.window >= kSlots)
-      throw InputError("ring stream: window", "expected 1 <= ring_outstanding_steps < 64");
-    if (rs.credit < 1 || rs.credit >= kSlots)
-      throw InputError("ring stream: credit", "expected 1 <= ring_credit_steps < 64");
+    if (rs.depth < 1 || rs.depth >= kSlots)
+      throw InputError("ring stream: depth", "expected 1 <= ring_credit_steps < 64");
     std::vector<topo::LinkDir> buf;
     for (const auto& ring : rs.rings) {
       const std::uint32_t m = static_cast<std::uint32_t>(ring.hops.size());
@@ -58,7 +56,7 @@ class Runner {
       }
     }
     const std::size_t G = tmpl_.size();
-    credit_ = rs.credit;
+    depth_ = rs.depth;
     lo_.assign(G, 0);
     fin_.assign(G, 0);
     iss_.assign(G, 0);
@@ -137,17 +135,16 @@ class Runner {
     const std::uint64_t b = j - lo_[g];
     return b < kSlots && ((fin_[g] >> b) & 1u);
   }
-  // Step j of hop g has finished its bandwidth phase (the hop is free for step j + window).
+  // Step j of hop g has finished its bandwidth phase (the hop is free for step j + 1).
   bool sent(std::uint64_t j, std::uint32_t g) const {
     if (j < lo_[g]) return true;
     const std::uint64_t b = j - lo_[g];
     return b < kSlots && ((bwd_[g] >> b) & 1u);
   }
   // Whether step j of hop g may be issued: the data (step j-1 of the previous hop received), the hop (its
-  // step j-window sent) and a slot (its step j-credit received).
+  // step j-1 sent) and a slot (its step j-depth received).
   bool can_issue(std::uint32_t g, std::uint64_t j) const {
-    const std::uint64_t w = rs_.window;
-    return (j == 0 || done(j - 1, prev_[g])) && (j < w || sent(j - w, g)) && (j < credit_ || done(j - credit_, g));
+    return j == 0 || (done(j - 1, prev_[g]) && sent(j - 1, g) && (j < depth_ || done(j - depth_, g)));
   }
 
   void drain(double t) {
@@ -192,14 +189,14 @@ class Runner {
     bw_[g] |= std::uint64_t{1} << (k - lo_[g]);
   }
 
-  // The bandwidth phase of step k of hop g ended: the hop may send step k+window; the rest of the step's
+  // The bandwidth phase of step k of hop g ended: the hop may send step k+1; the rest of the step's
   // latency follows (models/ring_stream.hpp).
   void bandwidth_done(std::uint32_t g, std::uint64_t k, double t) {
     const std::uint64_t b = k - lo_[g];
     bw_[g] &= ~(std::uint64_t{1} << b);
     bwd_[g] |= std::uint64_t{1} << b;
-    const std::uint64_t N = rs_.nsteps, w = rs_.window;
-    if (k + w < N && can_issue(g, k + w)) ready_.push_back({g, k + w});
+    const std::uint64_t N = rs_.nsteps;
+    if (k + 1 < N && can_issue(g, k + 1)) ready_.push_back({g, k + 1});
     const double lat = post_[g];
     if (lat > 0) wait_latency(g, k, t + lat);
     else finish(g, k, t);
@@ -222,9 +219,9 @@ class Runner {
     // The next hop's step k+1 forwards this data.
     const std::uint32_t gn = next_[g];
     if (k + 1 < N && can_issue(gn, k + 1)) ready_.push_back({gn, k + 1});
-    // This hop's step k+credit waited for this slot. (Each condition of can_issue becomes true at one event;
+    // This hop's step k+depth waited for this slot. (Each condition of can_issue becomes true at one event;
     // the event that completes the last one issues the step, once.)
-    if (k + credit_ < N && can_issue(g, k + credit_)) ready_.push_back({g, k + credit_});
+    if (k + depth_ < N && can_issue(g, k + depth_)) ready_.push_back({g, k + depth_});
   }
 
   // Snapshot of the state relative to the first hop's current step; compares it with the last kHistory
@@ -320,7 +317,7 @@ class Runner {
   std::vector<std::uint32_t> next_, prev_, route_off_, route_len_;
   std::vector<std::uint32_t> route_pool_;
   std::vector<double> pre_, post_;  // latency before and after the bandwidth phase
-  std::uint64_t credit_ = 0;        // models::ring_credit_steps
+  std::uint64_t depth_ = 0;         // models::RingStream::depth
   std::vector<std::uint64_t> lo_, fin_, iss_, bw_, bwd_;  // masks: bit b = step lo + b (bwd_: bandwidth done)
   std::vector<double> slot_;  // per (hop, step mod 64) in flight: latency end time, or flow id in bandwidth phase
   std::vector<LatEntry> lat_heap_;

@@ -72,6 +72,10 @@ TEST_CASE("calibration JSON: unknown keys and bad values name the file and path"
   fails(R"({"extra": {"no_such_factor": 1}})", "/extra/no_such_factor");
   // The nearest declared name is offered.
   fails(R"({"extra": {"network_eficiency": 0.9}})", "c.json: /extra/network_eficiency: unknown parameter 'network_eficiency'; nearest known: 'network_efficiency'");
+  // A removed parameter names its replacement.
+  fails(R"({"extra": {"ring_outstanding_steps": 8}})",
+        "c.json: /extra/ring_outstanding_steps: parameter 'ring_outstanding_steps' was removed: a ring hop's steps "
+        "in flight are one parameter, 'ring_credit_steps'");
   fails(R"({"extra": {"kernel_launch_s": "4 furlongs"}})", "/extra/kernel_launch_s: expected a time");
   fails(R"({"extra": {"network_efficiency": "0.9"}})", "expected a number (fraction)");
   fails(R"({"extra": {"compute.gemm.flops_efficiency": 1.5}})", "/extra/compute.gemm.flops_efficiency: expected a fraction in (0, 1]");

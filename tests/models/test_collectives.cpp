@@ -225,24 +225,27 @@ TEST_CASE("ring all_reduce step schedule: 2(n-1) steps of S/n, each rank sends t
   CHECK(pairs.size() == 8u);
   for (int r = 0; r < n; ++r) CHECK(pairs[{t.gpus()[r], t.gpus()[(r + 1) % n]}] == 2 * (n - 1));
   // step k > 0 of rank r waits for step k-1 of its predecessor (the data it forwards) and for its own
-  // step k-w, w = ring_outstanding_steps (default 1)
+  // step k-1 (ring_credit_steps 1, the default: depth 1)
   const auto& x = sch.transfers[n + 3];  // step 1, position 3
   CHECK(x.step == 1);
   REQUIRE(x.deps.size() == 2u);
   CHECK(sch.transfers[x.deps[0]].dst == x.src);  // predecessor's step 0 (lower index first)
   CHECK(sch.transfers[x.deps[1]].src == x.src);  // own step 0
   CHECK(sch.transfers[x.deps[1]].step == 0);
-  Calibration w8 = default_calibration();
-  w8.factors.ring_outstanding_steps = 8;
-  Schedule s8 = build_schedule(s, t, w8);
-  const auto& y1 = s8.transfers[n + 3];
-  CHECK(y1.deps.size() == 1u);
-  const auto& y = s8.transfers[9 * n + 3];  // step 9, position 3
-  REQUIRE(y.deps.size() == 2u);
-  CHECK(s8.transfers[y.deps[0]].src == y.src);  // own step 1
-  CHECK(s8.transfers[y.deps[0]].step == 1);
-  CHECK(s8.transfers[y.deps[1]].dst == y.src);  // predecessor's step 8
-  CHECK(s8.transfers[y.deps[1]].step == 8);
+  // ring_credit_steps 8: 1 MiB per step on the host's one channel is one NCCL chunk, so depth 2
+  // (models::ring_depth). A step is a send and the receiver's delay; the send of step k waits for the
+  // predecessor's step k-1 received, its own step k-1 sent and its own step k-2 received.
+  Calibration c8 = default_calibration();
+  c8.factors.ring_credit_steps = 8;
+  Schedule s8 = build_schedule(s, t, c8);
+  REQUIRE(s8.transfers.size() == 2 * sch.transfers.size());
+  auto sent = [&](int k, int p) { return static_cast<std::uint32_t>(2 * (k * n + p)); };
+  const auto& y = s8.transfers[sent(3, 3)];
+  CHECK(y.step == 3);
+  CHECK(y.src != y.dst);
+  CHECK(s8.transfers[sent(3, 3) + 1].src == y.dst);  // the delay at the receiver
+  CHECK(s8.transfers[sent(3, 3) + 1].dst == y.dst);
+  CHECK(y.deps == std::vector<std::uint32_t>{sent(1, 3) + 1, sent(2, 2) + 1, sent(2, 3)});  // lower index first
 }
 
 TEST_CASE("fidelity levels carry the same bytes and steps") {
