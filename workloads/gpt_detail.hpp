@@ -175,6 +175,9 @@ Fp8ParamCast fp8_param_cast_costs(const GptConfig& c, const models::ComputeModel
 // (bytes/s per direction) and one layer's saved activations (one micro-batch) over it.
 double host_copy_Bps(const std::string& gpu);
 double offload_copy_seconds(const GptConfig& c);
+// Fine-grained activation offloading (offload_modules): the bytes of one layer, one micro-batch, that leave HBM
+// (`load_factor`: an MoE layer's routed tokens on this rank over the mean).
+double layer_offload_bytes(const GptConfig& c, bool moe_layer, double load_factor);
 
 // Everything the step computes, priced once: per decoder layer, the first stage's embedding, the last
 // stage's logits / loss and MTP heads, per MoE layer its routing load and costs, and the optimizer rate.

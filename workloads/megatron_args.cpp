@@ -716,7 +716,7 @@ std::string megatron_param_name(const std::string& dest) {
   static const std::set<std::string> by_rule = {
       "attention_backend", "group_query_attention", "num_query_groups", "max_position_embeddings",
       "use_rotary_position_embeddings", "make_vocab_size_divisible_by", "vocab_size", "tokenizer_type",
-      "recompute_activations", "recompute_granularity", "recompute_modules", "cp_comm_type", "ffn_hidden_size",
+      "recompute_activations", "recompute_granularity", "recompute_modules", "offload_modules", "cp_comm_type", "ffn_hidden_size",
       "sequence_parallel", "overlap_p2p_comm", "data_parallel_sharding_strategy", "use_custom_fsdp",
       "global_batch_size", "transformer_impl", "add_bias_linear", "moe_enable_deepep", "tensor_model_parallel_size",
       "pipeline_model_parallel_size", "use_megatron_fsdp", "padded_vocab_size", "torch_fsdp2_reshard_after_forward", "optimizer"};
@@ -858,6 +858,12 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     std::string m;
     for (const auto& v : given.at("recompute_modules").values) m += (m.empty() ? "" : " ") + v;
     p["recompute_modules"] = m;
+  }
+  // --offload-modules (nargs="*"): the generator's space-separated list, as recompute_modules.
+  if (has("offload_modules")) {
+    std::string m;
+    for (const auto& v : given.at("offload_modules").values) m += (m.empty() ? "" : " ") + v;
+    p["offload_modules"] = m;
   }
   // FFN: validate_args' default, 4h, or with --swiglu int(4h * 2/3 / 64) * 64.
   const std::int64_t h = integer("hidden_size", 0);
