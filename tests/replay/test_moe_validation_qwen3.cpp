@@ -196,7 +196,7 @@ TEST_CASE("validation: moe-qwen3 GB200 MXFP8 row 108 fits with its activation of
   const GptConfig on = gpt_config_from_params(p, "row108");
   const GptMemory m = gpt_memory_per_gpu(on);
   const double hbm = models::gpu_spec(on.gpu).hbm_capacity_bytes;
-  MESSAGE("row 108 with offloading: " << m.total_bytes() / 1073741824.0 << " GiB per GPU (activations "
+  MESSAGE("row 108 with offloading: " << m.total_bytes() / 1073741824.0 << " GiB per GPU on stage " << m.stage << " (activations "
           << m.activations_bytes / 1073741824.0 << " GiB, " << m.activations_offloaded_bytes / 1073741824.0
           << " GiB offloaded) of " << hbm / 1073741824.0);
   CHECK(m.total_bytes() <= hbm);
@@ -206,6 +206,8 @@ TEST_CASE("validation: moe-qwen3 GB200 MXFP8 row 108 fits with its activation of
   CHECK(gpt_memory_per_gpu(off).total_bytes() > hbm);
   // On the peak stage the activation term drops by exactly what the result reports as offloaded.
   const GptMemory m0 = gpt_memory_of_stage(off, m.stage);
+  MESSAGE("the same stage without offloading: " << m0.total_bytes() / 1073741824.0 << " GiB (activations "
+          << m0.activations_bytes / 1073741824.0 << " GiB)");
   CHECK(m0.activations_bytes - m.activations_bytes == doctest::Approx(m.activations_offloaded_bytes));
 }
 
