@@ -277,13 +277,15 @@ class StageEmitter {
   // forward starts (fwd_step: start_offload of the previous layer) on the offload stream and must be done before
   // layer L - N + i's forward (finish_offload_map: its GPU memory is released there); its copy back starts before
   // layer L - 1 - N + i's backward (start_reload_map) and layer i's backward waits for it.
-  Op offload_copy(const std::string& name) const {
+  // A copy between HBM and host memory on a copy stream.
+  static Op host_copy(const std::string& name, double seconds, std::uint16_t stream) {
     Op op = compute_op(name, Costs{});
-    op.duration_s = offload_copy_s_;
-    op.stream = kOffload;
+    op.duration_s = seconds;
+    op.stream = stream;
     op.category = "offload";
     return op;
   }
+  Op offload_copy(const std::string& name) const { return host_copy(name, offload_copy_s_, kOffload); }
   void offload_fwd(std::int64_t gl, const std::string& mbs, std::vector<std::uint32_t>& extra) {
     const std::int64_t N = c.cpu_offloading_num_layers, L = c.num_layers;
     if (N <= 0) return;
@@ -325,11 +327,7 @@ class StageEmitter {
     return static_cast<double>(to_ns(layer_offload_bytes(c, m, 1.0) / host_copy_Bps(c.gpu))) * 1e-9;
   }
   Op fg_copy(const std::string& name, std::int64_t gl, bool d2h) const {
-    Op op = compute_op(name, Costs{});
-    op.duration_s = fg_seconds(gl);
-    op.stream = static_cast<std::uint16_t>(kFgD2h + (d2h ? 0 : 1));
-    op.category = "offload";
-    return op;
+    return host_copy(name, fg_seconds(gl), static_cast<std::uint16_t>(kFgD2h + (d2h ? 0 : 1)));
   }
   // After layer gl's forward (the chain head): its copy out; with a cap, the compute stream then waits for the
   // oldest copies beyond it (`extra`: the next forward's dependencies; null at the chunk's end).

@@ -854,17 +854,13 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
   // Recompute: none unless asked; --recompute-activations = selective (validate_args, "if args.recompute_activations").
   p["recompute_granularity"] = has("recompute_activations") ? std::string("selective")
                                : has("recompute_granularity") ? value("recompute_granularity") : std::string("none");
-  if (has("recompute_modules")) {
-    std::string m;
-    for (const auto& v : given.at("recompute_modules").values) m += (m.empty() ? "" : " ") + v;
-    p["recompute_modules"] = m;
-  }
-  // --offload-modules (nargs="*"): the generator's space-separated list, as recompute_modules.
-  if (has("offload_modules")) {
-    std::string m;
-    for (const auto& v : given.at("offload_modules").values) m += (m.empty() ? "" : " ") + v;
-    p["offload_modules"] = m;
-  }
+  // Module lists (--recompute-modules, --offload-modules; nargs): the generator's space-separated lists.
+  for (const char* d : {"recompute_modules", "offload_modules"})
+    if (has(d)) {
+      std::string m;
+      for (const auto& v : given.at(d).values) m += (m.empty() ? "" : " ") + v;
+      p[d] = m;
+    }
   // FFN: validate_args' default, 4h, or with --swiglu int(4h * 2/3 / 64) * 64.
   const std::int64_t h = integer("hidden_size", 0);
   p["ffn_hidden_size"] = has("ffn_hidden_size") ? integer("ffn_hidden_size", 0)
