@@ -100,8 +100,7 @@ kitchen_attention_backend batch_invariant_backend fp4_quantizer_factory fp8_quan
 moe_hybridep_num_blocks_permute moe_hybridep_num_blocks_unpermute moe_hybridep_num_sms_preprocessing
 moe_hybridep_pad_uneven_dispatch_inputs moe_combine_bwd_dtype moe_dispatch_fwd_dtype moe_ncclep_zero_copy
 moe_paged_stash_buffer_size_factor_cpu moe_paged_stash_buffer_size_factor_cuda moe_paged_stash_page_size
-delay_offload_until_cuda_graph fine_grained_offloading_max_inflight_offloads min_offloaded_tensor_size offload_modules
-activation_offload_fraction delta_offload_bytes_across_pp_ranks cpu_offloading_retain_pinned_cpu_buffers
+delay_offload_until_cuda_graph cpu_offloading_retain_pinned_cpu_buffers
 distributed_timeout_seconds_after_init flight_recorder_dump_on_timeout flight_recorder_dump_path
 flight_recorder_extra_dump_on_exec flight_recorder_include_only_active flight_recorder_include_stack_trace
 flight_recorder_trace_buffer_size
@@ -117,7 +116,7 @@ record_shapes sft_tokenizer_prompt_format
 # itself not modelled (and warned about) is on: gated-delta-net / GatedDeltaProduct and DSA layers
 # (--experimental-attention-variant), mHC (--enable-mhc-connections), kitchen attention, batch-invariant mode, custom
 # FP8 / FP4 recipes, HybridEP / NCCL-EP backends (--moe-flex-dispatcher-backend), paged stash
-# (--moe-paged-stash), fine-grained activation offloading (--fine-grained-activation-offloading);
+# (--moe-paged-stash), CUDA-graph capture (--delay-offload-until-cuda-graph);
 # process-group timeouts and NCCL flight-recorder dumps; profiling and signal handling, as --profile; a file listing
 # parameter groups; the SFT prompt format.)
 # Flags the generator models that are new in d98e8a64: the same generator parameters (their help text:
@@ -138,6 +137,11 @@ MODEL |= {"fp4", "fp4_recipe", "fp4_param_gather", "first_last_layers_bf16", "nu
           "num_layers_at_end_in_bf16"}
 # Activation offloading to host memory (Transformer Engine's cpu_offload): activation memory and the host copies.
 MODEL |= {"cpu_offloading_num_layers"}
+# Megatron-Core's fine-grained activation offloading (megatron/core/pipeline_parallel/
+# fine_grained_activation_offload.py): the offloaded modules' activation memory and the host copies beside compute.
+MODEL |= {"fine_grained_activation_offloading", "offload_modules", "activation_offload_fraction",
+          "min_offloaded_tensor_size", "fine_grained_offloading_max_inflight_offloads",
+          "delta_offload_bytes_across_pp_ranks"}
 # Sliding-window attention: the attention kernels over the window's band.
 MODEL |= {"window_size", "window_attn_skip_freq"}
 # Hybrid linear attention (Gated DeltaNet layers, Qwen3-Next) and Qwen3-Next's gated attention output: the GDN

@@ -267,7 +267,7 @@ std::vector<std::vector<std::int64_t>> layout_of(const GptConfig& c, Fail&& fail
 }  // namespace
 
 namespace {
-// The words of Megatron's --recompute-modules value (spaces or commas between them).
+// The words of a Megatron module-list value, --recompute-modules or --offload-modules (spaces or commas between them).
 std::vector<std::string> recompute_module_list(const std::string& text) {
   std::vector<std::string> out;
   std::string cur;
@@ -282,6 +282,13 @@ std::vector<std::string> recompute_module_list(const std::string& text) {
   return out;
 }
 }  // namespace
+
+bool GptConfig::offloads(const std::string& module) const {
+  if (!fine_grained_activation_offloading) return false;
+  for (const auto& m : recompute_module_list(offload_modules))
+    if (m == module) return true;
+  return false;
+}
 
 bool GptConfig::recomputes(const std::string& module) const {
   if (recompute_granularity != "selective" || !selective_ac_option.empty()) return false;
@@ -457,6 +464,12 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.num_layers_at_start_in_bf16 = r.integer("num_layers_at_start_in_bf16", 1, 0);
   c.num_layers_at_end_in_bf16 = r.integer("num_layers_at_end_in_bf16", 1, 0);
   c.cpu_offloading_num_layers = r.integer("cpu_offloading_num_layers", 0, 0);
+  c.fine_grained_activation_offloading = r.boolean("fine_grained_activation_offloading", false);
+  c.offload_modules = r.string("offload_modules", "");
+  c.activation_offload_fraction = r.number("activation_offload_fraction", 1.0, 0.0);
+  c.min_offloaded_tensor_size = r.integer("min_offloaded_tensor_size", c.min_offloaded_tensor_size, 0);
+  c.fine_grained_offloading_max_inflight_offloads = r.integer("fine_grained_offloading_max_inflight_offloads", -1, -1);
+  c.delta_offload_bytes_across_pp_ranks = r.integer("delta_offload_bytes_across_pp_ranks", 0, 0);
   // Megatron's --window-size, "(left, right)" or "left,right" (arguments.py tuple_type @d98e8a64).
   if (r.has("window_size")) {
     const std::string w = r.string("window_size", "");
@@ -697,6 +710,49 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
       fail("cpu_offloading_num_layers", "needs recompute_granularity none (Megatron-Core refuses it with activation recomputation)");
     if (c.use_torch_fsdp2)
       fail("cpu_offloading_num_layers", "is Megatron-Core's Transformer Engine offloading; it is not modelled with use_torch_fsdp2");
+  }
+  // Fine-grained activation offloading: Megatron-Core's refusals, TransformerConfig.__post_init__
+  // (megatron/core/transformer/transformer_config.py:2127-2195 at NVIDIA/Megatron-LM@d98e8a64), with its reasons.
+  if (c.fine_grained_activation_offloading) {
+    const char* k = "offload_modules";
+    if (c.cpu_offloading_num_layers > 0)
+      fail("fine_grained_activation_offloading", "cannot be enabled with cpu_offloading_num_layers (transformer_config.py:2128)");
+    const auto mods = recompute_module_list(c.offload_modules);
+    if (mods.empty()) fail(k, "expected at least one module name with fine_grained_activation_offloading (transformer_config.py:2131)");
+    for (const auto& m : mods) {
+      if (m != "core_attn" && m != "attn_proj" && m != "expert_fc1" && m != "fused_group_mlp" && m != "moe_act" &&
+          m != "attn_norm" && m != "mlp_norm" && m != "qkv_linear" && m != "gdp_qkv")
+        fail(k, "expected core_attn, attn_proj, expert_fc1, fused_group_mlp, moe_act, attn_norm, mlp_norm, qkv_linear or "
+                "gdp_qkv, got '" + m + "' (transformer_config.py:2132-2147)");
+      // fused_group_mlp needs use_transformer_engine_op_fuser (transformer_config.py:2186-2188) and gdp_qkv
+      // GatedDeltaProduct layers, neither of which the gpt generator has.
+      if (m == "fused_group_mlp" || m == "gdp_qkv")
+        fail(k, "'" + m + "' offloads a module fabricsim does not price (" +
+                    (m == "gdp_qkv" ? "GatedDeltaProduct layers" : "Transformer Engine's op fuser, use_transformer_engine_op_fuser") + ")");
+      if ((m == "expert_fc1" || m == "moe_act") && !c.moe.enabled()) fail(k, "'" + m + "' needs num_experts");
+      if ((m == "core_attn" || m == "attn_proj" || m == "qkv_linear") && (c.moe.multi_latent_attention || c.gdn()))
+        fail(k, "'" + m + "' is modelled for GQA / MHA attention layers only (not multi_latent_attention or Gated DeltaNet)");
+    }
+    if (c.offloads("attn_proj") && !c.offloads("core_attn"))
+      fail(k, "attn_proj cannot be offloaded without core_attn: its input is core_attn's output, which core_attn's "
+              "backward needs (transformer_config.py:2148-2153)");
+    if (c.recomputes("moe") && (c.offloads("expert_fc1") || c.offloads("moe_act")))
+      fail(k, "cannot offload expert_fc1 / moe_act while recompute_modules recomputes the entire MoE layer "
+              "(transformer_config.py:2165-2177)");
+    if (c.activation_offload_fraction > 1.0)
+      fail("activation_offload_fraction", "must be in range [0, 1] (transformer_config.py:2181-2183)");
+    if (c.recompute_granularity == "full")
+      fail("fine_grained_activation_offloading", "is not modelled with recompute_granularity full (a checkpointed "
+                                                 "layer saves only its input; nothing inside it is left to offload)");
+    if (c.use_torch_fsdp2 || c.attention_backend == "unfused" || !c.selective_ac_option.empty())
+      fail("fine_grained_activation_offloading", "is modelled for Megatron-Core's flash / fused attention layers only "
+                                                 "(not use_torch_fsdp2, unfused attention or selective_ac_option)");
+  } else if (!c.offload_modules.empty() || c.activation_offload_fraction != 1.0 ||
+             c.min_offloaded_tensor_size != 1024 * 1024 || c.fine_grained_offloading_max_inflight_offloads != -1 ||
+             c.delta_offload_bytes_across_pp_ranks != 0) {
+    fail("offload_modules", "offload_modules, activation_offload_fraction, min_offloaded_tensor_size, "
+                            "fine_grained_offloading_max_inflight_offloads and delta_offload_bytes_across_pp_ranks "
+                            "need fine_grained_activation_offloading true");
   }
   // FP8 parameters (megatron/training/arguments.py @d98e8a64: "--fp8-param-gather only supported with distributed
   // optimizer, torch fsdp2, megatron fsdp, or inference mode"; under torch FSDP2 it turns the flag off with
@@ -1056,6 +1112,17 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
     I("num_layers_at_end_in_bf16", c.num_layers_at_end_in_bf16);
   }
   if (c.cpu_offloading_num_layers) I("cpu_offloading_num_layers", c.cpu_offloading_num_layers);
+  if (c.fine_grained_activation_offloading) {
+    B("fine_grained_activation_offloading", true);
+    m["offload_modules"] = c.offload_modules;
+    char frac[32];
+    std::snprintf(frac, sizeof frac, "%g", c.activation_offload_fraction);
+    m["activation_offload_fraction"] = frac;
+    I("min_offloaded_tensor_size", c.min_offloaded_tensor_size);
+    if (c.fine_grained_offloading_max_inflight_offloads >= 0)
+      I("fine_grained_offloading_max_inflight_offloads", c.fine_grained_offloading_max_inflight_offloads);
+    if (c.delta_offload_bytes_across_pp_ranks) I("delta_offload_bytes_across_pp_ranks", c.delta_offload_bytes_across_pp_ranks);
+  }
   if (c.gdn()) {
     m["experimental_attention_variant"] = c.experimental_attention_variant;
     m["linear_attention_freq"] = c.linear_attention_freq;

@@ -177,6 +177,18 @@ struct GptConfig {
   // the saved activations of the first N decoder layers are copied to host memory during the forward and back
   // during the backward (workloads/gpt_trace.cpp, gpt_model.cpp). 0 = off.
   std::int64_t cpu_offloading_num_layers = 0;
+  // Megatron-Core's fine-grained activation offloading (--fine-grained-activation-offloading, --offload-modules;
+  // megatron/core/pipeline_parallel/fine_grained_activation_offload.py at NVIDIA/Megatron-LM@d98e8a64): the inputs
+  // of the named modules and the tensors autograd saves inside them go to pinned host memory after each module's
+  // forward (a side stream) and come back before its backward (workloads/gpt_model.cpp, gpt_trace.cpp).
+  bool fine_grained_activation_offloading = false;
+  std::string offload_modules;                    // space-separated Megatron module names
+  double activation_offload_fraction = 1.0;       // share of each chunk's offload groups offloaded (earlier ones)
+  std::int64_t min_offloaded_tensor_size = 1024 * 1024;  // elements; smaller tensors stay on the GPU
+  std::int64_t fine_grained_offloading_max_inflight_offloads = -1;  // -1 = None: compute never waits for a copy out
+  std::int64_t delta_offload_bytes_across_pp_ranks = 0;  // pipeline rank r keeps r x this many bytes on the GPU
+  // Whether fine-grained activation offloading moves `module`'s input (offload_modules).
+  bool offloads(const std::string& module) const;
   // Sliding-window attention (--window-size "(left, right)", -1 = unbounded; --window-attn-skip-freq: every N-th
   // layer, or a [0/1] pattern, keeps full attention): window_left < 0 = no window.
   std::int64_t window_left = -1, window_right = -1;
@@ -431,6 +443,7 @@ struct GptMemory {
   double grads_bytes = 0;        // gradient buffers
   double optimizer_bytes = 0;    // fp32 master weights + Adam moments (sharded by dist. optimizer / FSDP)
   double activations_bytes = 0;  // stored activations (in-flight micro-batches) + logits + working set
+  double activations_offloaded_bytes = 0;  // fine-grained activation offloading: at the peak, in host memory
   double allocator_reserve_bytes = 0;  // cached, not live (torch runtime only): FSDP2's all-gather pool, loss hole
   double buffers_bytes = 0;      // runtime buffers (torch runtime only): cuBLAS workspace, RoPE table
   // Pinned host memory per GPU, not in HBM and not in total_bytes(): optimizer_cpu_offload's fp32 master weights,

@@ -184,6 +184,9 @@ struct OptimizerOffloadTimes {
   std::int64_t pieces = 1;
 };
 OptimizerOffloadTimes optimizer_offload_times(const GptConfig& c, double elements);
+// Fine-grained activation offloading (offload_modules): the bytes of one layer, one micro-batch, that leave HBM
+// (`load_factor`: an MoE layer's routed tokens on this rank over the mean).
+double layer_offload_bytes(const GptConfig& c, bool moe_layer, double load_factor);
 
 // Everything the step computes, priced once: per decoder layer, the first stage's embedding, the last
 // stage's logits / loss and MTP heads, per MoE layer its routing load and costs, and the optimizer rate.

@@ -365,6 +365,7 @@ double layer_activation_bytes_op_sac(const GptConfig& c) {
   return double(c.micro_batch_size) * (s / cp) * per_token;
 }
 
+
 }  // namespace
 
 namespace {
@@ -406,7 +407,8 @@ namespace gpt_detail {
 // Gen6 128 GB/s, as topologies/presets.cpp's kPcie*Bps, with their sources there), or NVLink-C2C to the Grace CPU on
 // GB200 / GB300 (900 GB/s bidirectional: NVIDIA GB200 NVL72 datasheet, "NVLink-C2C ... 900 GB/s"), times the
 // share a pinned copy reaches: 26.28 of 32 GB/s host-to-device measured on an A100 (Gen4) with nvbandwidth
-// (shared/data/hardware/hardware_specs.json, "measured nvbandwidth host<->device").
+// (shared/data/hardware/hardware_specs.json, "measured nvbandwidth host<->device"). For NVLink-C2C that share is
+// an assumption, not a measurement: no GB200 / GB300 host-copy rate is in tests/data (docs/workloads.md says so).
 double host_copy_Bps(const std::string& gpu) {
   const double eff = 26.28 / 32.0;
   double link = 64e9;  // h100, h100-96gb, h200, b200: PCIe Gen5
@@ -468,6 +470,42 @@ OptimizerOffloadTimes optimizer_offload_times(const GptConfig& c, double element
   t.pieces = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(elements / piece)));
   return t;
 }
+
+// Bytes of one layer for one micro-batch on one GPU that fine-grained activation offloading moves to host memory
+// (offload_modules; megatron/core/pipeline_parallel/fine_grained_activation_offload.py at NVIDIA/Megatron-LM@d98e8a64):
+// each named module's input and what autograd saves inside it, in layer_activation_bytes' terms per token --
+// attn_norm and mlp_norm the norm input (2h, split by SP); qkv_linear the QKV GEMM's saved input (none when
+// recompute_modules layernorm drops it); core_attn Q, K, V and the fp32 log-sum-exp; attn_proj the projection's
+// saved input; expert_fc1 the permuted tokens' fc1 input and moe_act the fc1 output the activation saves, per
+// routed slot (moe/experts.py:928-1038: the groups around linear_fc1 and the activation; fc2's input is not in
+// either). A tensor under min_offloaded_tensor_size elements stays (tensor_need_offloading_checker, :1077).
+double layer_offload_bytes(const GptConfig& c, bool moe_layer, double load_factor) {
+  if (!c.fine_grained_activation_offloading) return 0.0;
+  const double h = double(c.hidden_size), a = double(c.num_attention_heads), d = double(c.head_dim()),
+               t = double(c.tensor_model_parallel_size);
+  const double g_t = std::max(1.0, double(c.query_groups()) / t);
+  const double rep = c.sequence_parallel ? 1.0 / t : 1.0;
+  const double gemm_in = c.fp4() ? fp8_gather_bytes_per_element("nvfp4") : c.fp8() ? 1.0 : 2.0;
+  const double tokens = double(c.micro_batch_size) * double(c.seq_length) / double(c.context_parallel_size);
+  // One tensor of `width` elements per token, `bytes` per element: its bytes if it is offloaded.
+  auto tensor = [&](double width, double bytes) {
+    return tokens * width >= double(c.min_offloaded_tensor_size) ? tokens * width * bytes : 0.0;
+  };
+  double off = 0;
+  if (c.offloads("attn_norm")) off += tensor(h * rep, 2.0);
+  if (c.offloads("qkv_linear") && !c.recomputes("layernorm")) off += tensor(h * rep, gemm_in);
+  if (c.offloads("core_attn"))
+    off += tensor(a / t * d, 2.0) + 2.0 * tensor(g_t * d, 2.0) + tensor(a / t, 4.0);
+  if (c.offloads("attn_proj")) off += tensor(a * d / t, gemm_in);
+  if (c.offloads("mlp_norm")) off += tensor(h * rep, 2.0);
+  if (moe_layer) {
+    const double F = double(c.moe_ffn()), fc1m = c.swiglu ? 2.0 * F : F, etp = double(c.etp());
+    const double slots = double(c.moe.moe_router_topk) * load_factor / (c.sequence_parallel ? t : 1.0);
+    if (c.offloads("expert_fc1")) off += tensor(slots * h * etp, gemm_in);
+    if (c.offloads("moe_act")) off += tensor(slots * fc1m, 2.0);
+  }
+  return off;
+}
 }  // namespace gpt_detail
 
 GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
@@ -516,6 +554,7 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   for (std::size_t k = 0; k < chunks.size(); ++k)
     chunk_layers[k] = double(chunks[k].second + (static_cast<std::int64_t>(k) == mtp_chunk ? n_mtp : 0));
   const double act_layers = double(layers + (mtp_chunk >= 0 ? n_mtp : 0));
+  double lf_act = 1.0;  // MoE: the busiest rank's routed tokens over the mean (below)
   if (moe) {
     double lf = 1.0;
     if (c.moe.enabled()) {
@@ -554,6 +593,15 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
         if (mtp_moe) Pe += expert_params_per_gpu(c);
       }
     if (act_layers > 0) act_mean /= act_layers, act_mean_sel /= act_layers;
+    lf_act = lf;
+  }
+  // Fine-grained activation offloading: per chunk, the bytes of its layers' offload groups (per micro-batch).
+  std::vector<double> chunk_off(chunks.size(), 0.0);
+  if (c.fine_grained_activation_offloading) {
+    for (std::size_t k = 0; k < chunks.size(); ++k)
+      for (std::int64_t l = 0; l < chunks[k].second; ++l)
+        chunk_off[k] += layer_offload_bytes(c, !pattern.empty() && pattern[chunks[k].first + l], lf_act);
+    if (mtp_chunk >= 0) chunk_off[static_cast<std::size_t>(mtp_chunk)] += double(n_mtp) * layer_offload_bytes(c, mtp_moe, lf_act);
   }
   const double P_layers = P;  // the stage's transformer layers (without embedding and output layer)
   if (holds_first) P += embedding_params_per_rank(c);
@@ -670,7 +718,8 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // uniform -- groups of G layers: (groups-1) inputs + G layers.
   // Stored bytes of one micro-batch through a chunk of `lpc` layers (MoE models: `sel_mean` selective bytes per
   // layer), and its peak during that chunk's backward.
-  auto chunk_bytes = [&](double lpc, double sel_mean) -> std::pair<double, double> {
+  // `off_mean`: the bytes fine-grained activation offloading moves to the host per layer (0 = none).
+  auto chunk_bytes = [&](double lpc, double sel_mean, double off_mean) -> std::pair<double, double> {
     double stored = 0, peak = 0;
     if (c.recompute_granularity == "full") {
       double n_re = c.recompute_num_layers ? std::min<double>(double(c.recompute_num_layers), lpc) : lpc;
@@ -693,62 +742,87 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
       // recompute_modules moe: the MoE layer in its backward holds its recomputed activations on top.
       if (moe && c.recomputes("moe")) peak += act_max_sel;
     }
+    if (off_mean > 0) {
+      // Fine-grained activation offloading (fine_grained_activation_offload.py at NVIDIA/Megatron-LM@d98e8a64):
+      // activation_offload_fraction keeps a chunk's later groups on the GPU (post_warmup_callback, :652-668;
+      // counted here in layers); in the chunk's backward each layer is reloaded while the one after it in
+      // backward order runs (bulk_reload, :1271-1286): at most two layers' offloaded bytes are back at a time.
+      const double kept = std::floor(lpc * (1.0 - c.activation_offload_fraction) + 1e-9);
+      const double off = std::max(0.0, lpc - kept) * off_mean;
+      stored -= off;
+      peak -= off - std::min(off, 2.0 * off_mean);
+    }
     return {stored, peak};
   };
   // The stage's mean chunk.
   const double lpc = act_layers / double(v);
-  double per_chunk_mb = 0, mb_peak = 0;
-  std::tie(per_chunk_mb, mb_peak) = chunk_bytes(lpc, act_mean_sel);
-  // Activation offloading (no PP, no recompute: one micro-batch in flight): Transformer Engine's default
-  // synchronizer keeps the saved activations of at most L - N layers in HBM ("peak memory usage of saving
-  // activations is (num_layers - num_offloaded_layers) * T", transformer_engine/pytorch/cpu_offload.py at
-  // NVIDIA/TransformerEngine@d0067d0da); the offloaded layers' activations are in pinned host memory.
-  if (c.cpu_offloading_num_layers > 0 && lpc > 0) {
-    const double one_layer = per_chunk_mb / lpc;
-    per_chunk_mb -= double(c.cpu_offloading_num_layers) * one_layer;
-    mb_peak -= double(c.cpu_offloading_num_layers) * one_layer;
-  }
-  double inflight;
-  // DualPipe: PP + 1 micro-batches' activations of one stage-sized chunk per device (DeepSeek-V3
-  // arXiv:2412.19437 Table 2), on every rank (an upper bound for the middle ranks).
-  if (c.dualpipe()) inflight = std::min(m, double(p + 1));
-  else {
-    // The schedule's own warm-up count (gpt_schedule.cpp pipeline_warmup; one more warm-up forward with
-    // overlap_moe_expert_parallel_comm and virtual stages): in flight at the first steady-state forward,
-    // warm-up + 1 chunk passes, at most every pass of the step.
-    const std::int64_t extra = c.moe.enabled() && c.moe.overlap_moe_expert_parallel_comm && v > 1 ? 1 : 0;
-    const std::int64_t mi = static_cast<std::int64_t>(m);
-    inflight = double(std::min(pipeline_warmup(p, v, mi, st, c.microbatch_group(), extra) + 1, mi * v));
-  }
-  double act = c.use_torch_fsdp2 ? per_chunk_mb * inflight : per_chunk_mb * (inflight - 1.0) + mb_peak;
-  // Chunks that store different bytes (uneven layouts: empty, `E` / `L` only or MTP chunks, dense and MoE
-  // layers in different chunks): the peak over the schedule's own order (gpt_schedule.cpp pipeline_order, the
-  // order that gives the in-flight count above) of the in-flight chunk passes' stored bytes, a backward's own
-  // chunk at its peak. With equal chunks this is the count above times the chunk.
-  if (!c.dualpipe() && v > 1 && c.cpu_offloading_num_layers == 0) {
-    std::vector<std::pair<double, double>> per(chunks.size());
-    bool even = true;
-    for (std::size_t k = 0; k < chunks.size(); ++k) {
-      per[k] = chunk_layers[k] > 0 ? chunk_bytes(chunk_layers[k], moe ? chunk_sel[k] / chunk_layers[k] : 0.0)
-                                   : std::pair<double, double>{0.0, 0.0};
-      even = even && per[k] == per[0];
+  double off_total = 0;
+  for (double o : chunk_off) off_total += o;
+  const double off_layer = act_layers > 0 ? off_total / act_layers : 0.0;  // offloaded bytes of a mean layer
+  double per_chunk_mb = 0, mb_peak = 0, inflight = 0;
+  // The stored activations at the stage's peak, with (offload) or without fine-grained activation offloading.
+  auto stored_peak = [&](bool offload) {
+    std::tie(per_chunk_mb, mb_peak) = chunk_bytes(lpc, act_mean_sel, offload ? off_layer : 0.0);
+    // Activation offloading (no PP, no recompute: one micro-batch in flight): Transformer Engine's default
+    // synchronizer keeps the saved activations of at most L - N layers in HBM ("peak memory usage of saving
+    // activations is (num_layers - num_offloaded_layers) * T", transformer_engine/pytorch/cpu_offload.py at
+    // NVIDIA/TransformerEngine@d0067d0da); the offloaded layers' activations are in pinned host memory.
+    if (c.cpu_offloading_num_layers > 0 && lpc > 0) {
+      const double one_layer = per_chunk_mb / lpc;
+      per_chunk_mb -= double(c.cpu_offloading_num_layers) * one_layer;
+      mb_peak -= double(c.cpu_offloading_num_layers) * one_layer;
     }
-    if (!even) {
-      const std::int64_t extra = c.moe.enabled() && c.moe.overlap_moe_expert_parallel_comm ? 1 : 0;
-      double live = 0, peak = 0;
-      for (const GptSlot& sl : pipeline_order(p, v, static_cast<std::int64_t>(m), st, c.microbatch_group(), extra)) {
-        const auto& b = per[static_cast<std::size_t>(sl.chunk)];
-        if (sl.fwd) {
-          live += b.first;
-          peak = std::max(peak, live);
-        } else {
-          if (!c.use_torch_fsdp2) peak = std::max(peak, live - b.first + b.second);
-          live -= b.first;
-        }
+    // DualPipe: PP + 1 micro-batches' activations of one stage-sized chunk per device (DeepSeek-V3
+    // arXiv:2412.19437 Table 2), on every rank (an upper bound for the middle ranks).
+    if (c.dualpipe()) inflight = std::min(m, double(p + 1));
+    else {
+      // The schedule's own warm-up count (gpt_schedule.cpp pipeline_warmup; one more warm-up forward with
+      // overlap_moe_expert_parallel_comm and virtual stages): in flight at the first steady-state forward,
+      // warm-up + 1 chunk passes, at most every pass of the step.
+      const std::int64_t extra = c.moe.enabled() && c.moe.overlap_moe_expert_parallel_comm && v > 1 ? 1 : 0;
+      const std::int64_t mi = static_cast<std::int64_t>(m);
+      inflight = double(std::min(pipeline_warmup(p, v, mi, st, c.microbatch_group(), extra) + 1, mi * v));
+    }
+    double act = c.use_torch_fsdp2 ? per_chunk_mb * inflight : per_chunk_mb * (inflight - 1.0) + mb_peak;
+    // Chunks that store different bytes (uneven layouts: empty, `E` / `L` only or MTP chunks, dense and MoE
+    // layers in different chunks): the peak over the schedule's own order (gpt_schedule.cpp pipeline_order, the
+    // order that gives the in-flight count above) of the in-flight chunk passes' stored bytes, a backward's own
+    // chunk at its peak. With equal chunks this is the count above times the chunk.
+    if (!c.dualpipe() && v > 1 && c.cpu_offloading_num_layers == 0) {
+      std::vector<std::pair<double, double>> per(chunks.size());
+      bool even = true;
+      for (std::size_t k = 0; k < chunks.size(); ++k) {
+        per[k] = chunk_layers[k] > 0 ? chunk_bytes(chunk_layers[k], moe ? chunk_sel[k] / chunk_layers[k] : 0.0,
+                                                   offload ? chunk_off[k] / chunk_layers[k] : 0.0)
+                                     : std::pair<double, double>{0.0, 0.0};
+        even = even && per[k] == per[0];
       }
-      act = peak;
+      if (!even) {
+        const std::int64_t extra = c.moe.enabled() && c.moe.overlap_moe_expert_parallel_comm ? 1 : 0;
+        double live = 0, peak = 0;
+        for (const GptSlot& sl : pipeline_order(p, v, static_cast<std::int64_t>(m), st, c.microbatch_group(), extra)) {
+          const auto& b = per[static_cast<std::size_t>(sl.chunk)];
+          if (sl.fwd) {
+            live += b.first;
+            peak = std::max(peak, live);
+          } else {
+            if (!c.use_torch_fsdp2) peak = std::max(peak, live - b.first + b.second);
+            live -= b.first;
+          }
+        }
+        act = peak;
+      }
     }
-  }
+    return act;
+  };
+  // Groups kept on the GPU (fine_grained_activation_offload.py at NVIDIA/Megatron-LM@d98e8a64):
+  // post_warmup_callback keeps the last group of each module name (:609-640), one layer's worth per rank;
+  // delta_offload_bytes_across_pp_ranks keeps pipeline rank r's first r x delta bytes (:642-650).
+  const double with_offload = off_total > 0 ? stored_peak(true) + off_layer : 0.0;
+  double act = stored_peak(false);
+  const double offloaded =
+      off_total > 0 ? std::max(0.0, act - with_offload - double(st) * double(c.delta_offload_bytes_across_pp_ranks)) : 0.0;
+  act -= offloaded;
   // torch.distributed.pipelining (the PP runtime under torch FSDP2): a stage keeps each forwarded
   // micro-batch's outputs in fwd_cache until that micro-batch's backward (torch/distributed/pipelining/
   // stage.py, forward_one_chunk: fwd_cache[fwd_chunk_id] = (output_tuple, input_values)), one chunk output
@@ -936,6 +1010,7 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     mem.buffers_bytes = cublas_ws + rope_tables * 4.0 * s * double(c.head_dim());
   }
   mem.activations_bytes = act;
+  mem.activations_offloaded_bytes = offloaded;
   return mem;
 }
 

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -213,6 +216,11 @@ class StageEmitter {
       const double secs = offload_copy_seconds(c);
       offload_copy_s_ = static_cast<double>(to_ns(secs)) * 1e-9;
     }
+    if (c.fine_grained_activation_offloading) {
+      kFgD2h = static_cast<std::uint16_t>(rt.streams.size());
+      rb.add_stream("offload.d2h");
+      rb.add_stream("offload.h2d");
+    }
     kEp = static_cast<std::uint16_t>(rt.streams.size());
     if (moe_on) rb.add_stream("comm.ep");
     if (moe_on && Y.flex_forwarding) {
@@ -276,13 +284,15 @@ class StageEmitter {
   // forward starts (fwd_step: start_offload of the previous layer) on the offload stream and must be done before
   // layer L - N + i's forward (finish_offload_map: its GPU memory is released there); its copy back starts before
   // layer L - 1 - N + i's backward (start_reload_map) and layer i's backward waits for it.
-  Op offload_copy(const std::string& name) const {
+  // A copy between HBM and host memory on a copy stream.
+  static Op host_copy(const std::string& name, double seconds, std::uint16_t stream) {
     Op op = compute_op(name, Costs{});
-    op.duration_s = offload_copy_s_;
-    op.stream = kOffload;
+    op.duration_s = seconds;
+    op.stream = stream;
     op.category = "offload";
     return op;
   }
+  Op offload_copy(const std::string& name) const { return host_copy(name, offload_copy_s_, kOffload); }
   void offload_fwd(std::int64_t gl, const std::string& mbs, std::vector<std::uint32_t>& extra) {
     const std::int64_t N = c.cpu_offloading_num_layers, L = c.num_layers;
     if (N <= 0) return;
@@ -303,11 +313,7 @@ class StageEmitter {
   std::uint16_t kOptCpu = 0;  // optimizer_cpu_offload: the CPU AdamW (+1, +2: the D2H and H2D copy streams)
   // optimizer_cpu_offload's host work of duration `s` (copies over the host link, the CPU AdamW) on `stream`.
   static Op host_op(const std::string& name, double s, std::uint16_t stream) {
-    Op op = compute_op(name, Costs{});
-    op.duration_s = static_cast<double>(to_ns(s)) * 1e-9;
-    op.stream = stream;
-    op.category = "offload";
-    return op;
+    return host_copy(name, static_cast<double>(to_ns(s)) * 1e-9, stream);
   }
   // The optimizer step with optimizer_cpu_offload (HybridDeviceOptimizer.step, hybrid_optimizer.py:150-179 at
   // NVIDIA/Megatron-LM@d98e8a64): `gpu` is the FusedAdam over the shard's other elements, `el` the offloaded ones
@@ -345,6 +351,62 @@ class StageEmitter {
       h2d = rb.push(std::move(h));
     }
     rb.chain(wait_op("optimizer.offload.h2d.done"), {h2d});
+  }
+  // Fine-grained activation offloading (offload_modules; megatron/core/pipeline_parallel/
+  // fine_grained_activation_offload.py at NVIDIA/Megatron-LM@d98e8a64): per layer, its offload groups' bytes go
+  // to the host on a D2H stream once the layer's forward is done (on_group_commit_forward, :1265-1270; the
+  // compute stream does not wait unless fine_grained_offloading_max_inflight_offloads caps the copies in
+  // flight, :1250-1260) and come back on an H2D stream: each reload waits for its copy out (bulk_reload_group,
+  // :1176-1196); a layer's reload starts when the layer after it (in forward order) starts its backward (one
+  // group prefetched, :1332-1342), the chunk's last layer's when the chunk's backward starts (before the
+  // gradient from the next stage: pre_reload_last_layer runs during the previous backward, :1199-1204); the
+  // layer's backward waits for it (on_group_commit_backward, :1288-1308). activation_offload_fraction keeps a
+  // chunk's later layers (:652-668; Megatron counts groups, here layers). Times at the mean routed load.
+  std::uint16_t kFgD2h = 0;  // D2H stream; kFgD2h + 1 the H2D stream
+  std::map<std::pair<std::int64_t, std::int64_t>, std::uint32_t> fg_d2h_, fg_h2d_;  // (micro-batch, layer) -> copy
+  std::deque<std::uint32_t> fg_inflight_;  // copies out the compute stream has not waited for
+  // Whether layer gl, the l-th of its chunk's nl, is offloaded.
+  bool fg_offloaded(std::int64_t l, std::int64_t nl, std::int64_t gl) const {
+    if (!c.fine_grained_activation_offloading) return false;
+    const double kept = std::floor(double(nl) * (1.0 - c.activation_offload_fraction) + 1e-9);
+    return double(l) < double(nl) - kept && fg_seconds(gl) > 0;
+  }
+  double fg_seconds(std::int64_t gl) const {
+    const bool m = moe_on && K.moe_pattern[static_cast<std::size_t>(gl)];
+    return static_cast<double>(to_ns(layer_offload_bytes(c, m, 1.0) / host_copy_Bps(c.gpu))) * 1e-9;
+  }
+  Op fg_copy(const std::string& name, std::int64_t gl, bool d2h) const {
+    return host_copy(name, fg_seconds(gl), static_cast<std::uint16_t>(kFgD2h + (d2h ? 0 : 1)));
+  }
+  // After layer gl's forward (the chain head): its copy out; with a cap, the compute stream then waits for the
+  // oldest copies beyond it (`extra`: the next forward's dependencies; null at the chunk's end).
+  void fg_offload_fwd(std::int64_t mb, std::int64_t l, std::int64_t nl, std::int64_t gl, const std::string& mbs,
+                      std::vector<std::uint32_t>* extra) {
+    if (!fg_offloaded(l, nl, gl)) return;
+    const std::uint32_t id = rb.fork(fg_copy(mbs + ".l" + std::to_string(gl) + ".offload.d2h", gl, true));
+    fg_d2h_[{mb, gl}] = id;
+    fg_inflight_.push_back(id);
+    const std::int64_t cap = c.fine_grained_offloading_max_inflight_offloads;
+    while (cap >= 0 && static_cast<std::int64_t>(fg_inflight_.size()) > cap) {
+      if (extra) extra->push_back(fg_inflight_.front());
+      else rb.chain(wait_op(mbs + ".l" + std::to_string(gl) + ".offload.wait"), {fg_inflight_.front()});
+      fg_inflight_.pop_front();
+    }
+  }
+  // Layer gl's reload (after its copy out), started at the chain head.
+  void fg_reload(std::int64_t mb, std::int64_t l, std::int64_t nl, std::int64_t gl, const std::string& mbs) {
+    if (!fg_offloaded(l, nl, gl)) return;
+    Op op = fg_copy(mbs + ".l" + std::to_string(gl) + ".offload.h2d", gl, false);
+    const auto d = fg_d2h_.find({mb, gl});
+    if (d != fg_d2h_.end()) op.deps.push_back(d->second), fg_d2h_.erase(d);
+    fg_h2d_[{mb, gl}] = rb.fork(std::move(op));
+  }
+  // Before layer gl's backward: prefetch the next layer (in backward order), wait for this one.
+  void fg_offload_bwd(std::int64_t mb, std::int64_t l, std::int64_t nl, std::int64_t gl, const std::string& mbs,
+                      std::vector<std::uint32_t>& extra) {
+    if (l > 0) fg_reload(mb, l - 1, nl, gl - 1, mbs);
+    const auto h = fg_h2d_.find({mb, gl});
+    if (h != fg_h2d_.end()) extra.push_back(h->second), fg_h2d_.erase(h);
   }
   std::uint16_t kP2p = 0;  // PyTorch's async TP: the copy-engine pulls from peer memory and their barriers
   std::uint16_t kFsdpAr = 0;      // torch FSDP2's HSDP all-reduce stream (hsdp_per_unit)
@@ -979,10 +1041,12 @@ class StageEmitter {
           if (c.overlap_param_gather && dist_opt_sharded && mb == 0 && !early_ag.empty())
             extra->push_back(early_ag[static_cast<std::size_t>(bucket_of[ch][l])]);
           offload_fwd(gl, mbs, *extra);
+          if (l > 0) fg_offload_fwd(mb, l - 1, nl, gl - 1, mbs, extra.get());
         };
         fwd_layer_steps(mbs + ".l" + std::to_string(gl), false, gl, out, pre, extra);
       }
-      out.push_back([this, mb, ch, mbs, last_chunk]() {
+      out.push_back([this, mb, ch, base, nl, mbs, last_chunk]() {
+        if (nl > 0) fg_offload_fwd(mb, nl - 1, nl, base + nl - 1, mbs, nullptr);
         // A standalone MTP stage runs the MTP layers after its decoder layers; the loss stage the MTP heads.
         if (place(ch).mtp && !last_chunk) rb.chain(compute_op(mbs + ".mtp.fwd", K.mtp_layers));
         if (last_chunk) {
@@ -1001,6 +1065,7 @@ class StageEmitter {
     const WMode wm = sl.input_only ? WMode::Deferred : c.moe.delay_wgrad_compute ? WMode::Delay : WMode::Whole;
     Step first_layer_w;  // Delay: the first layer's attention weight gradient, after the slot's pipeline send
     out.push_back([this, mb, ch, base, nl, mbs, last_chunk, gather, fsdp_next]() {
+      if (nl > 0) fg_reload(mb, nl - 1, nl, base + nl - 1, mbs);
       if (!last_chunk) {
         send(OpKind::Recv, RankBuilder::kRecvB, mbs + ".recv.bwd", place(ch).to, tag(mb, ch, 1), ch, place(ch).out_hidden);
         rb.chain(wait_op(mbs + ".bwd.wait"), {pending_recv_});
@@ -1019,7 +1084,7 @@ class StageEmitter {
       // FSDP: this layer waits for its gather and prefetches the next one (in backward order).
       auto extra = std::make_shared<std::vector<std::uint32_t>>();
       const bool re = recomputed(l, nl);
-      Step pre = [this, extra, gather, fsdp_next, l, gl, mbs, re]() {
+      Step pre = [this, extra, gather, fsdp_next, l, nl, gl, mb, mbs, re]() {
         if (gather) {
           const std::uint32_t ag = *fsdp_next;
           if (l > 0) *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(gl - 1) + ".bwd.fsdp.ag", gl - 1);
@@ -1032,6 +1097,7 @@ class StageEmitter {
           rb.chain(compute_op(mbs + ".l" + std::to_string(gl) + ".bwd.float8.weight", w), *extra);
         }
         offload_bwd(gl, mbs, *extra);
+        fg_offload_bwd(mb, l, nl, gl, mbs, *extra);
       };
       if (re) {
         // The recomputed forward takes the dependencies; the backward then has none.
@@ -1346,10 +1412,15 @@ GptMemory check_gpt_layout_and_memory(const GptConfig& c, const std::string& whe
   const auto& gpu = models::gpu_spec(c.gpu, where + " gpu");
   GptMemory mem = gpt_memory_per_gpu(c);
   if (mem.total_bytes() > gpu.hbm_capacity_bytes) {
-    char res[96] = "";
+    char res[160] = "";
     if (mem.allocator_reserve_bytes > 0 || mem.buffers_bytes > 0)
       std::snprintf(res, sizeof res, ", allocator reserve %.1f GiB, buffers %.2f GiB", mem.allocator_reserve_bytes / 1073741824.0,
                     mem.buffers_bytes / 1073741824.0);
+    if (mem.activations_offloaded_bytes > 0) {
+      const std::size_t used = std::strlen(res);
+      std::snprintf(res + used, sizeof res - used, ", %.1f GiB of activations offloaded to host memory",
+                    mem.activations_offloaded_bytes / 1073741824.0);
+    }
     const std::string reserve = res;
     char buf[700];
     std::snprintf(buf, sizeof buf,
@@ -1435,6 +1506,8 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
                                                   : "one after the other, the CPU AdamW beside the GPU's");
     tr.notes.push_back(buf);
   }
+  if (mem.activations_offloaded_bytes > 0)
+    tr.metadata["memory_per_gpu_bytes.activations_offloaded"] = mem.activations_offloaded_bytes;
   if (moe_on) {
     // Imbalance: per MoE layer the busiest expert-parallel rank's tokens over the mean, and the expert
     // compute time it costs (busiest minus evenly spread, forward + backward (+ recompute), all micro-

@@ -716,7 +716,7 @@ std::string megatron_param_name(const std::string& dest) {
   static const std::set<std::string> by_rule = {
       "attention_backend", "group_query_attention", "num_query_groups", "max_position_embeddings",
       "use_rotary_position_embeddings", "make_vocab_size_divisible_by", "vocab_size", "tokenizer_type",
-      "recompute_activations", "recompute_granularity", "recompute_modules", "cp_comm_type", "ffn_hidden_size",
+      "recompute_activations", "recompute_granularity", "recompute_modules", "offload_modules", "cp_comm_type", "ffn_hidden_size",
       "sequence_parallel", "overlap_p2p_comm", "data_parallel_sharding_strategy", "use_custom_fsdp",
       "global_batch_size", "transformer_impl", "add_bias_linear", "moe_enable_deepep", "tensor_model_parallel_size",
       "pipeline_model_parallel_size", "use_megatron_fsdp", "padded_vocab_size", "torch_fsdp2_reshard_after_forward", "optimizer"};
@@ -854,11 +854,13 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
   // Recompute: none unless asked; --recompute-activations = selective (validate_args, "if args.recompute_activations").
   p["recompute_granularity"] = has("recompute_activations") ? std::string("selective")
                                : has("recompute_granularity") ? value("recompute_granularity") : std::string("none");
-  if (has("recompute_modules")) {
-    std::string m;
-    for (const auto& v : given.at("recompute_modules").values) m += (m.empty() ? "" : " ") + v;
-    p["recompute_modules"] = m;
-  }
+  // Module lists (--recompute-modules, --offload-modules; nargs): the generator's space-separated lists.
+  for (const char* d : {"recompute_modules", "offload_modules"})
+    if (has(d)) {
+      std::string m;
+      for (const auto& v : given.at(d).values) m += (m.empty() ? "" : " ") + v;
+      p[d] = m;
+    }
   // FFN: validate_args' default, 4h, or with --swiglu int(4h * 2/3 / 64) * 64.
   const std::int64_t h = integer("hidden_size", 0);
   p["ffn_hidden_size"] = has("ffn_hidden_size") ? integer("ffn_hidden_size", 0)
