@@ -634,4 +634,14 @@ TEST_CASE("optimizer lamb: Adam's state, the step moves 20 bytes per parameter m
         std::string::npos);
   CHECK(error_of([] { cfg(small({{"optimizer", "LAMB"}})); }).find("optimizer: expected one of adam, sgd, lamb") !=
         std::string::npos);
+  // Megatron-LM has no LAMB (--optimizer choices at d98e8a64: adam, sgd, muon, ...): its importer lists it as not
+  // modelled rather than mapping it.
+  const MegatronImport im = import_megatron_args(
+      read_megatron_launch("torchrun pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 16"
+                           " --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 --bf16"
+                           " --tokenizer-type GPT2BPETokenizer --optimizer lamb",
+                           "job.sh", {}),
+      8, {});
+  CHECK(im.not_modelled == std::vector<std::string>{"--optimizer lamb"});
+  CHECK_FALSE(im.params.contains("optimizer"));
 }
