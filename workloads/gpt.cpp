@@ -502,6 +502,8 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.linear_num_key_heads = r.integer("linear_num_key_heads", c.linear_num_key_heads, 1);
   c.linear_num_value_heads = r.integer("linear_num_value_heads", c.linear_num_value_heads, 1);
   c.attention_output_gate = r.boolean("attention_output_gate", c.attention_output_gate);
+  c.gpt_j_residual = r.boolean("gpt_j_residual", c.gpt_j_residual);
+  c.gpt_j_tied = r.boolean("gpt_j_tied", c.gpt_j_tied);
   c.use_precision_aware_optimizer = r.boolean("use_precision_aware_optimizer", false);
   c.optimizer = r.string("optimizer", c.optimizer);
   c.sgd_momentum = r.number("sgd_momentum", c.sgd_momentum, 0);
@@ -608,10 +610,22 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
                                {"exp_avg_dtype", &c.exp_avg_dtype},
                                {"exp_avg_sq_dtype", &c.exp_avg_sq_dtype}})
       if (*v != "fp32") fail(k, "'" + *v + "' needs use_precision_aware_optimizer (Megatron-Core asserts the same)");
-  one_of("optimizer", c.optimizer, {"adam", "sgd"});
-  if (c.optimizer == "sgd" && c.use_precision_aware_optimizer)
-    fail("optimizer", "sgd with use_precision_aware_optimizer is not modelled (its dtypes are Transformer Engine's "
-                      "FusedAdam state)");
+  one_of("optimizer", c.optimizer, {"adam", "sgd", "lamb"});
+  if (c.optimizer != "adam" && c.use_precision_aware_optimizer)
+    fail("optimizer", c.optimizer + " with use_precision_aware_optimizer is not modelled (its dtypes are Transformer "
+                      "Engine's FusedAdam state)");
+  // The parallel block: the tied form (one LayerNorm, MegaScale's) on dense Megatron / Transformer Engine layers.
+  if (c.gpt_j_tied && !c.gpt_j_residual) fail("gpt_j_tied", "needs gpt_j_residual (GPT-NeoX ties the norms of the parallel block)");
+  if (c.gpt_j_residual) {
+    if (!c.gpt_j_tied)
+      fail("gpt_j_residual", "is modelled with gpt_j_tied true (one LayerNorm feeding attention and MLP, MegaScale's "
+                             "block); GPT-NeoX's untied form (two norms) is not modelled");
+    if (c.moe.num_experts > 0 || c.gdn() || c.moe.multi_latent_attention || !c.torch_compile.empty() ||
+        c.use_torch_fsdp2 || c.moe.mtp_num_layers > 0 || c.symm_mem_tp())
+      fail("gpt_j_residual", "is modelled on dense Megatron-LM layers only (not with MoE, Gated DeltaNet, "
+                             "multi_latent_attention, torch_compile, use_torch_fsdp2, MTP layers or "
+                             "tp_comm_overlap_impl symmetric_memory)");
+  }
   if (c.use_precision_aware_optimizer) {
     if (c.use_torch_fsdp2)
       fail("use_precision_aware_optimizer", "is Megatron-Core's distributed optimizer with Transformer Engine's FusedAdam; "
@@ -1133,13 +1147,14 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
     I("linear_num_value_heads", c.linear_num_value_heads);
   }
   if (c.attention_output_gate) B("attention_output_gate", true);
+  if (c.gpt_j_residual) B("gpt_j_residual", true), B("gpt_j_tied", c.gpt_j_tied);
   if (c.window_left >= 0) {
     m["window_size"] = "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")";
     if (!c.window_attn_skip_freq.empty()) m["window_attn_skip_freq"] = c.window_attn_skip_freq;
   }
   if (c.optimizer != "adam") {
     m["optimizer"] = c.optimizer;
-    m["sgd_momentum"] = std::to_string(c.sgd_momentum);
+    if (c.optimizer == "sgd") m["sgd_momentum"] = std::to_string(c.sgd_momentum);
   }
   if (c.use_precision_aware_optimizer) {
     B("use_precision_aware_optimizer", true);

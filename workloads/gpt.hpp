@@ -133,6 +133,8 @@ struct GptConfig {
   // Megatron-LM's --optimizer: "adam" (two fp32 moments) or "sgd" (torch / Transformer Engine FusedSGD with
   // --sgd-momentum, default 0.9: one fp32 momentum buffer, none at momentum 0; megatron/core/optimizer/__init__.py
   // at NVIDIA/Megatron-LM@d98e8a64). The state's bytes per parameter are adam_state_bytes().
+  // "lamb" (not a Megatron-LM choice; GPT-NeoX / DeepSpeed / apex name it so): Adam's two fp32 moments plus a
+  // per-tensor trust ratio, so the state is Adam's and the step moves more bytes (GptStepKernels::optimizer).
   std::string optimizer = "adam";
   double sgd_momentum = 0.9;
   std::string main_grads_dtype = "fp32";   // fp32 | bf16
@@ -209,6 +211,13 @@ struct GptConfig {
   // gate of the query width, and the attention output is multiplied by sigmoid(gate) before the output
   // projection (megatron/core/transformer/attention.py at NVIDIA/Megatron-LM@d98e8a64).
   bool attention_output_gate = false;
+  // The parallel transformer block (GPT-J / PaLM; MegaScale arXiv:2402.15627 Sec. 3.1): x + attn(ln(x)) +
+  // mlp(ln(x)), attention and MLP fed by one LayerNorm. Named as GPT-NeoX names it (megatron/neox_arguments/
+  // neox_args.py at EleutherAI/gpt-neox@e897c23e: gpt_j_residual, with gpt_j_tied for the one shared norm);
+  // Megatron-LM has no such flag. Modelled: the tied form (both flags), dense layers.
+  bool gpt_j_residual = false;
+  bool gpt_j_tied = false;
+  bool parallel_block() const { return gpt_j_residual && gpt_j_tied; }
   bool gdn() const { return !experimental_attention_variant.empty(); }
   std::vector<bool> gdn_layers() const;  // per decoder layer: Gated DeltaNet (workloads/gpt_model.cpp)
   // Bytes per parameter of the optimizer state (master weight + the two Adam moments, or SGD's momentum) in the

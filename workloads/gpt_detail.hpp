@@ -220,6 +220,7 @@ struct GptStepKernels {
   std::vector<MoeLayerLoad> loads;
   std::vector<MoeCosts> moe;
   double adam_state_bytes = 12.0;   // GptConfig::adam_state_bytes
+  double optimizer_extra_bytes = 0;  // per parameter, beyond Adam's passes (LAMB's norms and second stage)
   // Optimizer step over `elements` parameters (Adam, memory bound).
   Costs optimizer(const models::ComputeModel& cm, double elements) const;
 };

@@ -79,7 +79,10 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
   for (const Kernel& k : {qk, softmax, attn_dropout, av}) L.fwd_attn.add(cm, k);
   add(L.fwd_attn, proj, 1.0, 1.0);
   L.fwd_attn.add(cm, drop_add);
-  for (const Kernel& k : {ln, fc1}) L.fwd_mlp.add(cm, k);
+  // The parallel block (GptConfig::parallel_block): the MLP reads the attention's normalised input, no norm of its own.
+  const bool mlp_norm = !c.parallel_block();
+  if (mlp_norm) L.fwd_mlp.add(cm, ln);
+  L.fwd_mlp.add(cm, fc1);
   if (sq_bias.bytes > 0) L.fwd_mlp.add(cm, sq_bias);
   L.fwd_mlp.add(cm, gelu);
   add(L.fwd_mlp, fc2, 1.0, 1.0);
@@ -92,7 +95,8 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
   if (qk_el > 0) L.bwd_attn.add(cm, qk_norm, 2.0);
   add(L.bwd_mlp, fc1, 2.0, in_share);
   L.bwd_mlp.add(cm, fc2, 2.0);
-  for (const Kernel& k : {ln, gelu, drop_add}) L.bwd_mlp.add(cm, k, 2.0);
+  if (mlp_norm) L.bwd_mlp.add(cm, ln, 2.0);
+  for (const Kernel& k : {gelu, drop_add}) L.bwd_mlp.add(cm, k, 2.0);
   if (sq_bias.bytes > 0) L.bwd_mlp.add(cm, sq_bias, 0.5);
   add(L.wgrad_attn, qkv, 1.0, w_share), L.wgrad_attn.add(cm, proj);  // the weight half of the GEMMs' backward
   add(L.wgrad_mlp, fc1, 1.0, w_share), L.wgrad_mlp.add(cm, fc2);
@@ -542,7 +546,9 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   fwd_gemm(L.fwd_attn, attn_out, Tp::Row);
   fuse(L.tp_fused[1][0], false, attn_out.n, attn_out.k);
   L.fwd_attn.add(cm, mem(MemoryKernel::Elementwise, resid));
-  add_norm(L.fwd_mlp, 1.0);
+  // The parallel block (GptConfig::parallel_block): fc1 reads the attention's normalised input, one norm a layer.
+  const bool mlp_norm = !c.parallel_block();
+  if (mlp_norm) add_norm(L.fwd_mlp, 1.0);
   fwd_gemm(L.fwd_mlp, up, Tp::ColumnGathered);
   fuse(L.tp_fused[0][0], true, up.n, up.k);
   if (sq_relu_bias > 0) L.fwd_mlp.add(cm, mem(MemoryKernel::Elementwise, 2.0 * sq_relu_bias));
@@ -558,7 +564,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   L.bwd_mlp.add(cm, mem(actv_kind, 2.0 * actv));
   if (sq_relu_bias > 0) L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, sq_relu_bias));
   bwd_gemm(L.bwd_mlp, up, L.wgrad_mlp, &L.dgrad_mlp_in, &L.wgrad_mlp_in);
-  add_norm(L.bwd_mlp, 2.0);
+  if (mlp_norm) add_norm(L.bwd_mlp, 2.0);
   L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
   bwd_gemm(L.bwd_attn, attn_out, L.wgrad_attn);
   fuse(L.tp_fused[1][1], true, attn_out.k, attn_out.n);
@@ -710,6 +716,11 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
   const bool legacy = c.attention_backend == "unfused";
   K.legacy = legacy;
   K.adam_state_bytes = c.adam_state_bytes();
+  // LAMB as apex's FusedLAMB runs it (csrc/multi_tensor_lamb.cu at NVIDIA/apex@325f5a0b): besides Adam's pass
+  // (stage 1 reads the gradient, master weight and moments and writes the moments and the update -- into the
+  // gradient, where Adam writes the weight), per-tensor L2 norms of the master weights and of the update (read
+  // 4 + 4) and stage 2 (read the update and the weight, write the weight: 12): 20 fp32 bytes more per parameter.
+  if (c.optimizer == "lamb") K.optimizer_extra_bytes = 20.0;
   const double h = double(c.hidden_size), s = double(c.seq_length) / double(cp), b = double(c.micro_batch_size),
                V = double(c.padded_vocab_size);
   K.layer = legacy ? layer_costs_unfused(c, cm) : layer_costs_fused(c, cm);
@@ -925,10 +936,10 @@ Fp8ParamCast fp8_param_cast_costs(const GptConfig& c, const models::ComputeModel
 // Optimizer step: Adam on this rank's (shard of) parameters, memory bound. Bytes per parameter: read
 // gradient (2), fp32 master weight, momentum, variance (12, GptConfig::adam_state_bytes), write them back (12)
 // and the 2-byte model weight (2), plus the gradient-norm / unscale passes reading the gradient twice more (4)
-// = 32 bytes (8 + 2 x the state bytes).
+// = 32 bytes (8 + 2 x the state bytes); LAMB adds optimizer_extra_bytes.
 Costs GptStepKernels::optimizer(const models::ComputeModel& cm, double elements) const {
   Costs opt;
-  const double bytes = 8.0 + 2.0 * adam_state_bytes;
+  const double bytes = 8.0 + 2.0 * adam_state_bytes + optimizer_extra_bytes;
   if (legacy) opt.add(cm, Kernel{OpClass::Elementwise, 0, bytes * elements});
   else opt.add(cm, KernelDesc::memory(models::MemoryKernel::Optimizer, bytes * elements, Precision::FP32));
   return opt;

@@ -167,7 +167,9 @@ double layer_params_per_rank_dense(const GptConfig& c) {
   const std::int64_t gemm_w = h * (a + 2 * g) * d + a * d * h + h * fc1 + f * h;
   const bool bias = c.normalization == "LayerNorm";  // Megatron GPT: biases on; Llama-style configs disable them
   const std::int64_t biases = bias ? (a + 2 * g) * d + h + fc1 + h : c.add_qkv_bias ? (a + 2 * g) * d : 0;
-  const double norms = (c.normalization == "LayerNorm" ? 4.0 * double(h) : 2.0 * double(h)) + qk_norm_params(c);
+  // (the parallel block, GptConfig::parallel_block: one norm a layer)
+  const double norms = (c.normalization == "LayerNorm" ? 4.0 * double(h) : 2.0 * double(h)) / (c.parallel_block() ? 2.0 : 1.0) +
+                       qk_norm_params(c);
   return double(gemm_w + biases) / t + norms;
 }
 }  // namespace
@@ -339,6 +341,9 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_lay
   }
   // recompute_modules layernorm: the two norms' outputs (the QKV and the MLP / router inputs) are not kept.
   if (drop_scores && c.recomputes("layernorm")) attn -= gemm_in * h * rep, mlp -= gemm_in * h * rep;
+  // The parallel block (GptConfig::parallel_block): the MLP shares the attention's norm, so neither the MLP's
+  // norm input (2h) nor fc1's input (the attention's QKV input, counted above) is kept a second time.
+  if (c.parallel_block()) mlp -= (2.0 * h + (drop_scores && c.recomputes("layernorm") ? 0.0 : gemm_in * h)) * rep;
   const double tokens = double(c.micro_batch_size) * s / cp;
   return tokens * (attn + mlp);
 }

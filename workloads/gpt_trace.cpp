@@ -661,9 +661,14 @@ class StageEmitter {
   // (reduce-scatter with SP, else all-reduce when async_tensor_model_parallel_allreduce) beside the wgrad
   // GEMM, on the TP stream. PyTorch's DTensor TP (torchtitan: torch_compile set) reduces after the matmul's
   // backward node (both gradients) and waits at the next use: not split.
-  // `gl`: the block's global decoder layer.
+  // `gl`: the block's global decoder layer. `tp_skip` (kNoGather, kNoReduce) drops the block's leading TP
+  // all-gather or its trailing reduce: the parallel block (GptConfig::parallel_block) gathers the shared norm
+  // output once for attention and MLP and reduces their summed output once (MegaScale arXiv:2402.15627 Sec. 3.1),
+  // so per layer and direction one all-gather and one reduce-scatter (all-reduce without SP) instead of two each.
+  static constexpr int kNoGather = 1, kNoReduce = 2;
   void block(std::int64_t gl, const std::string& nm, const std::string& cname, const Costs& cost, bool attn, bool bwd,
-             const std::vector<std::uint32_t>& extra = {}, const Costs* din = nullptr, const Costs* win = nullptr) {
+             const std::vector<std::uint32_t>& extra = {}, const Costs* din = nullptr, const Costs* win = nullptr,
+             int tp_skip = 0) {
     const auto& tp_comm = Y.tp_comm;
     const double tp_bytes = x_.tp_bytes, kv_bytes = x_.kv_bytes;
     const double ag_bytes = c.bf16_layer(gl) ? x_.tp_ag_bytes_bf16 : x_.tp_ag_bytes;
@@ -678,7 +683,7 @@ class StageEmitter {
     // (cp_comm_type).
     const bool torch_cp = attn && cp > 1 && !c.context_parallel_rotate_method.empty();
     const bool mcore_cp = attn && cp > 1 && !torch_cp;
-    if (t > 1 && c.sequence_parallel && !ag_fused) {
+    if (t > 1 && c.sequence_parallel && !ag_fused && !(tp_skip & kNoGather)) {
       Op ag = coll_op(nm + (bwd ? ".bwd.ag" : ".ag"), CollOp::AllGather, tp_comm[st], ag_bytes, RankBuilder::kTp, "tp");
       if (ovl) par.push_back(rb.fork(userbuffers(std::move(ag))));
       else rb.chain(std::move(ag));
@@ -729,7 +734,7 @@ class StageEmitter {
       rb.chain(compute_op(cname + ".wgrad_in", w));
     } else if (rs_fused) {
       symm_matmul_reduce_scatter(nm + (bwd ? ".bwd" : ""), cname, fz);
-    } else if (t > 1) {
+    } else if (t > 1 && !(tp_skip & kNoReduce)) {
       Op red = c.sequence_parallel
                    ? coll_op(nm + (bwd ? ".bwd.rs" : ".rs"), CollOp::ReduceScatter, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp")
                    : coll_op(nm + (bwd ? ".bwd.ar" : ".ar"), CollOp::AllReduce, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp");
@@ -931,14 +936,15 @@ class StageEmitter {
     Step attn = [this, nm, recompute, pre, extra, gl]() {
       if (pre) pre();
       block(gl, nm + ".attn", nm + (recompute ? ".recompute.attn" : ".fwd.attn"), K.layer_at(gl).fwd_attn, true, false,
-            extra ? *extra : std::vector<std::uint32_t>{});
+            extra ? *extra : std::vector<std::uint32_t>{}, nullptr, nullptr, c.parallel_block() ? kNoReduce : 0);
     };
     if (moe_on && K.moe_pattern[gl]) {
       moe_steps(nm, recompute ? ".recompute" : ".fwd", gl, false, out, attn, nullptr);
     } else {
       out.push_back([this, nm, recompute, attn, gl]() {
         attn();
-        block(gl, nm + ".mlp", nm + (recompute ? ".recompute.mlp" : ".fwd.mlp"), K.layer_at(gl).fwd_mlp, false, false);
+        block(gl, nm + ".mlp", nm + (recompute ? ".recompute.mlp" : ".fwd.mlp"), K.layer_at(gl).fwd_mlp, false, false, {},
+              nullptr, nullptr, c.parallel_block() ? kNoGather : 0);
       });
     }
   }
@@ -1117,12 +1123,15 @@ class StageEmitter {
       if (c.recompute_granularity == "selective" && (!c.selective_ac_option.empty() || c.recomputes("core_attn")))
         ba += Lg.recompute_attn_extra;
       // recompute_modules layernorm: both norms of the layer forward again in its backward.
-      if (c.recomputes("layernorm")) ba += Lg.recompute_norm, ba += Lg.recompute_norm;
+      if (c.recomputes("layernorm")) ba += Lg.recompute_norm, ba += c.parallel_block() ? Costs{} : Lg.recompute_norm;
       if (wm != WMode::Whole) ba = minus(ba, Lg.wgrad_attn);
       auto tail = [this, nm, ba, ch, l, gl, mb, wm]() {
         const LayerCosts& Lt = K.layer_at(gl);
-        if (wm == WMode::Whole) block(gl, nm + ".attn", nm + ".bwd.attn", ba, true, true, {}, &Lt.dgrad_attn_in, &Lt.wgrad_attn_in);
-        else block(gl, nm + ".attn", nm + ".bwd.attn", ba, true, true);
+        const int skip = c.parallel_block() ? kNoGather : 0;  // the MLP's backward gathered the output gradient
+        if (wm == WMode::Whole)
+          block(gl, nm + ".attn", nm + ".bwd.attn", ba, true, true, {}, &Lt.dgrad_attn_in, &Lt.wgrad_attn_in, skip);
+        else
+          block(gl, nm + ".attn", nm + ".bwd.attn", ba, true, true, {}, nullptr, nullptr, skip);
         if (wm == WMode::Whole) final_bwd[ch][l] = rb.last();
         const bool reduce = !fsdp_pp_nosync || mb == x_.m - 1;
         if (c.fsdp2_copies()) {
@@ -1190,7 +1199,10 @@ class StageEmitter {
         out.push_back([this, nm, pre, extra, tail, wm, gl]() {
           if (pre) pre();
           const LayerCosts& Lm = K.layer_at(gl);
-          if (wm == WMode::Whole)
+          if (c.parallel_block())  // the attention's backward reduces the summed input gradient (and regathers)
+            block(gl, nm + ".mlp", nm + ".bwd.mlp", wm == WMode::Whole ? Lm.bwd_mlp : minus(Lm.bwd_mlp, Lm.wgrad_mlp), false,
+                  true, *extra, nullptr, nullptr, kNoReduce);
+          else if (wm == WMode::Whole)
             block(gl, nm + ".mlp", nm + ".bwd.mlp", Lm.bwd_mlp, false, true, *extra, &Lm.dgrad_mlp_in, &Lm.wgrad_mlp_in);
           else
             block(gl, nm + ".mlp", nm + ".bwd.mlp", minus(Lm.bwd_mlp, Lm.wgrad_mlp), false, true, *extra);

@@ -558,3 +558,90 @@ TEST_CASE("fsdp_reshard_after_forward: torchtitan's parallelism.fsdp_reshard_aft
   CHECK(with("always", "2")["workload"]["params"]["fsdp_reshard_after_forward"] == "always");
   CHECK_FALSE(with("default", "1")["workload"]["params"].contains("fsdp_reshard_after_forward"));
 }
+
+namespace {
+// Rank 0's TP collectives of the decoder layers' attention and MLP blocks: count and bytes, by kind.
+struct TpColls {
+  int ag = 0, rs = 0, ar = 0;
+  double bytes = 0;
+};
+TpColls layer_tp(const Trace& t) {
+  TpColls n;
+  for (const Op& op : t.ranks.at(0).ops) {
+    if (op.category != "tp" || (op.name.find(".attn.") == std::string::npos && op.name.find(".mlp.") == std::string::npos))
+      continue;
+    if (op.kind != OpKind::Collective) continue;
+    n.ag += op.coll == CollOp::AllGather, n.rs += op.coll == CollOp::ReduceScatter, n.ar += op.coll == CollOp::AllReduce;
+    n.bytes += op.bytes;
+  }
+  return n;
+}
+}  // namespace
+
+TEST_CASE("gpt_j_residual + gpt_j_tied (parallel block): half the TP collectives of a layer, one norm, same FLOPs") {
+  // flat(): TP 2 with sequence parallelism, PP 1, 4 layers of h 1024, seq 2048, micro-batch 1.
+  const ParamMap base = flat(), pb = flat({{"gpt_j_residual", "true"}, {"gpt_j_tied", "true"}});
+  const Trace tb = workloads_test::gen(base), tp = workloads_test::gen(pb);
+  const TpColls b = layer_tp(tb), p = layer_tp(tp);
+  // Sequential block: per layer and micro-batch, forward 2 all-gathers + 2 reduce-scatters, backward 2 gathers of
+  // the output gradient, 2 regathers of the input and 2 reduce-scatters. Parallel block: one of each.
+  REQUIRE(b.ag > 0);
+  CHECK(b.ag == 2 * p.ag);
+  CHECK(b.rs == 2 * p.rs);
+  CHECK(b.bytes == doctest::Approx(2.0 * p.bytes));
+  CHECK(p.ar == 0);
+  // Without sequence parallelism: all-reduces, one per layer and direction instead of two.
+  const TpColls b_ar = layer_tp(workloads_test::gen(flat({{"sequence_parallel", "false"}}))),
+                p_ar = layer_tp(workloads_test::gen(flat({{"sequence_parallel", "false"}, {"gpt_j_residual", "true"},
+                                                          {"gpt_j_tied", "true"}})));
+  REQUIRE(b_ar.ar > 0);
+  CHECK(b_ar.ar == 2 * p_ar.ar);
+  // One norm kernel a layer fewer each way; FLOPs (model and kernel) unchanged; the step's compute shorter.
+  models::ComputeModel cm;
+  cm.gpu = models::gpu_spec("h100");
+  const auto kb = gpt_detail::gpt_step_kernels(cfg(base), cm, "t"), kp = gpt_detail::gpt_step_kernels(cfg(pb), cm, "t");
+  CHECK(kp.layer.fwd_mlp.kernels == kb.layer.fwd_mlp.kernels - 1);
+  CHECK(kp.layer.bwd_mlp.kernels == kb.layer.bwd_mlp.kernels - 1);
+  CHECK(kp.layer.fwd_mlp.flops + kp.layer.fwd_attn.flops == kb.layer.fwd_mlp.flops + kb.layer.fwd_attn.flops);
+  CHECK(gpt_model_flops(cfg(pb)) == gpt_model_flops(cfg(base)));
+  CHECK(workloads_test::compute_s(tp.ranks.at(0)) < workloads_test::compute_s(tb.ranks.at(0)));
+  // Activations: the MLP's norm input and fc1 input (2h + 2h bytes per token, split over TP by SP) are not kept
+  // a second time: 4 layers x 2048 tokens x 4 x 1024 / 2. Parameters: one LayerNorm (2h) a layer fewer.
+  CHECK(mem(base).activations_bytes - mem(pb).activations_bytes == doctest::Approx(4.0 * 2048 * 4.0 * 1024 / 2));
+  CHECK(gpt_num_parameters(cfg(base)) - gpt_num_parameters(cfg(pb)) == doctest::Approx(4.0 * 2.0 * 1024));
+  // Refusals name the key.
+  CHECK(error_of([] { cfg(flat({{"gpt_j_residual", "true"}})); }).find("gpt_j_residual: is modelled with gpt_j_tied true") !=
+        std::string::npos);
+  CHECK(error_of([] { cfg(flat({{"gpt_j_tied", "true"}})); }).find("gpt_j_tied: needs gpt_j_residual") != std::string::npos);
+  CHECK(error_of([] { cfg(flat({{"gpt_j_residual", "true"}, {"gpt_j_tied", "true"}, {"num_experts", "4"}})); })
+            .find("gpt_j_residual: is modelled on dense Megatron-LM layers only") != std::string::npos);
+  CHECK(error_of([] { cfg(flat({{"gpt_j_residual", "yes"}})); }).find("gpt_j_residual") != std::string::npos);
+}
+
+TEST_CASE("optimizer lamb: Adam's state, the step moves 20 bytes per parameter more (apex FusedLAMB's passes)") {
+  const ParamMap adam = small(), lamb = small({{"optimizer", "lamb"}});
+  CHECK(cfg(lamb).adam_state_bytes() == 12.0);
+  const GptMemory a = mem(adam), l = mem(lamb);
+  CHECK(l.optimizer_bytes == a.optimizer_bytes);
+  CHECK(l.weights_bytes == a.weights_bytes);
+  CHECK(l.grads_bytes == a.grads_bytes);
+  CHECK(l.activations_bytes == a.activations_bytes);
+  // 32 -> 52 bytes per parameter of this rank's shard.
+  const double da = op_named(workloads_test::gen(adam), "optimizer.step").duration_s;
+  const double dl = op_named(workloads_test::gen(lamb), "optimizer.step").duration_s;
+  CHECK(dl / da == doctest::Approx(52.0 / 32.0).epsilon(0.02));
+  CHECK(error_of([] { cfg(pao({{"optimizer", "lamb"}})); }).find("optimizer: lamb with use_precision_aware_optimizer is not modelled") !=
+        std::string::npos);
+  CHECK(error_of([] { cfg(small({{"optimizer", "LAMB"}})); }).find("optimizer: expected one of adam, sgd, lamb") !=
+        std::string::npos);
+  // Megatron-LM has no LAMB (--optimizer choices at d98e8a64: adam, sgd, muon, ...): its importer lists it as not
+  // modelled rather than mapping it.
+  const MegatronImport im = import_megatron_args(
+      read_megatron_launch("torchrun pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 16"
+                           " --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 --bf16"
+                           " --tokenizer-type GPT2BPETokenizer --optimizer lamb",
+                           "job.sh", {}),
+      8, {});
+  CHECK(im.not_modelled == std::vector<std::string>{"--optimizer lamb"});
+  CHECK_FALSE(im.params.contains("optimizer"));
+}
