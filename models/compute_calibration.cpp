@@ -74,6 +74,34 @@ double gemm_time(const GemmParams& g, const GpuSpec& gpu, double sms, const Kern
   return std::max(best, t_mem) + g.overhead_s;
 }
 
+// Fused attention (compute_calibration.hpp): CTAs over 128-row tiles of the parallel dimension (queries
+// forward, keys backward: FlashAttention-2's grids), each looping over the other dimension. The SMs' time in
+// loop rows is the CTAs' work spread over the SMs plus the tail of one longest CTA, and never less than that
+// CTA alone; the rate per row is the one implied by the FLOPs at the fitted efficiency.
+double attention_time(const ComputeCalibration& c, const GpuSpec& gpu, double sms, const KernelDesc& k) {
+  const double peak = checked_peak(gpu, k.precision);
+  const AttentionParams& a = c.attn(k.attention_impl, k.backward);
+  const double flops = k.flops();
+  if (!(flops > 0)) return a.overhead_s;
+  const double sq = double(std::max<std::int64_t>(1, k.seq_q)), skv = double(std::max<std::int64_t>(1, k.seq_kv));
+  const double par = k.backward ? skv : sq, loop = k.backward ? sq : skv;
+  const double ctas = double(std::max<std::int64_t>(1, k.batch)) * double(std::max<std::int64_t>(1, k.heads)) *
+                      ceil_div(par, kAttentionTileRows);
+  // Mean loop rows per CTA as the FLOP count has them (half under the causal mask), and as the kernel runs
+  // them: the diagonal tile is computed whole and masked, half a tile more per CTA.
+  const double flop_rows = k.causal ? 0.5 * loop : loop;
+  const double rows = k.causal ? std::min(loop, flop_rows + 0.5 * kAttentionTileRows) : loop;
+  const double w = rows + a.k_half, w_max = loop + a.k_half;
+  const double units = std::max(ctas * w / sms + a.tail * w_max, w_max);
+  // Head-dim factor relative to the measured head dim 128 (the fitted efficiency already holds d = 128):
+  // smaller heads lose like a GEMM with K = d; larger ones are assumed no faster per FLOP (not measured).
+  const double d = double(std::max<std::int64_t>(1, k.head_dim));
+  const double dh = c.gemm_bf16.k_half;
+  const double d_factor = std::min(1.0, (d / (d + dh)) / (128.0 / (128.0 + dh)));
+  const double eff = std::min(1.0, a.efficiency * d_factor);
+  return flops / (peak * eff) * units / (ctas * flop_rows / sms) + a.overhead_s;
+}
+
 const GemmParams& gemm_params(const ComputeCalibration& c, const KernelDesc& k) {
   if (k.kind == KernelKind::GroupedGemm) return c.grouped_gemm;
   return k.precision == Precision::FP8 || k.precision == Precision::FP4 ? c.gemm_fp8 : c.gemm_bf16;
@@ -93,18 +121,7 @@ double calibrated_kernel_time_s(const ComputeCalibration& c, const GpuSpec& gpu,
         g.efficiency = std::min(1.0, g.efficiency * c.gemm_fp8.efficiency / c.gemm_bf16.efficiency);
       return gemm_time(g, gpu, sms, k);
     }
-    case KernelKind::Attention: {
-      const double peak = checked_peak(gpu, k.precision);
-      const AttentionParams& a = c.attn(k.attention_impl, k.backward);
-      const double s = double(std::max<std::int64_t>(1, k.seq_kv));
-      const double d = double(std::max<std::int64_t>(1, k.head_dim));
-      // Head-dim factor relative to the measured head dim 128 (the fitted efficiency already holds d = 128):
-      // smaller heads lose like a GEMM with K = d; larger ones are assumed no faster per FLOP (not measured).
-      const double dh = c.gemm_bf16.k_half;
-      const double d_factor = std::min(1.0, (d / (d + dh)) / (128.0 / (128.0 + dh)));
-      const double eff = std::min(1.0, a.efficiency * (s / (s + a.seq_half)) * d_factor);
-      return k.flops() / (peak * eff) + a.overhead_s;
-    }
+    case KernelKind::Attention: return attention_time(c, gpu, sms, k);
     case KernelKind::MemoryBound: {
       const double f = c.memory_fraction[static_cast<int>(k.memory_kind)];
       return k.bytes / (gpu.hbm_bandwidth_Bps * f) + c.launch_overhead_s;
@@ -181,8 +198,15 @@ Json gemm_to_json(const GemmParams& g) {
 
 AttentionParams attention_from_json(const Json& j, const JsonPath& at) {
   ObjectReader r(j, at);
+  if (r.has("seq_half"))
+    json_fail(r.path_of("seq_half"), "k_half and tail (the attention curve has no seq_half: refit the file with "
+                                     "fabricsim calibrate --compute, docs/calibration.md)");
   AttentionParams a;
-  curve_from_json(r, "seq_half", a.efficiency, a.seq_half, a.overhead_s);
+  curve_from_json(r, "k_half", a.efficiency, a.k_half, a.overhead_s);
+  if (a.k_half > kAttentionKHalfMax) json_fail(r.path_of("k_half"), "a number in [0, 2048] (rows of a CTA's loop)");
+  if (a.overhead_s > kAttentionOverheadMax_s) json_fail(r.path_of("overhead"), "a time of at most 10us per kernel");
+  a.tail = r.number("tail");
+  if (!(a.tail >= 0 && a.tail <= 1)) json_fail(r.path_of("tail"), "a number in [0, 1] (share of one CTA)");
   r.finish();
   return a;
 }
@@ -193,7 +217,11 @@ void require_schema(ObjectReader& r, const char* expected) {
   if (schema != expected) json_fail(r.path_of("schema"), std::string("\"") + expected + "\", found \"" + schema + "\"");
 }
 
-Json attention_to_json(const AttentionParams& a) { return curve_to_json("seq_half", a.efficiency, a.seq_half, a.overhead_s); }
+Json attention_to_json(const AttentionParams& a) {
+  Json j = curve_to_json("k_half", a.efficiency, a.k_half, a.overhead_s);
+  j["tail"] = round_sig(a.tail);
+  return j;
+}
 
 }  // namespace
 
@@ -765,10 +793,11 @@ ComputeCalibration default_fit_start() {
   c.gemm_bf16 = {0.7, 256, 5e-6, 0.85};
   c.gemm_fp8 = {0.7, 512, 5e-6, 0.85};
   c.grouped_gemm = {0.7, 256, 10e-6, 0.85, 20e9};
-  c.attn(AttentionImpl::Flash, false) = {0.35, 512, 10e-6};
-  c.attn(AttentionImpl::Flash, true) = {0.3, 512, 10e-6};
-  c.attn(AttentionImpl::Cudnn, false) = {0.65, 512, 10e-6};
-  c.attn(AttentionImpl::Cudnn, true) = {0.55, 512, 10e-6};
+  // Attention k_half / overhead / tail: mid-range starts (compute_calibration.hpp bounds).
+  c.attn(AttentionImpl::Flash, false) = {0.35, 256, 5e-6, 0.5};
+  c.attn(AttentionImpl::Flash, true) = {0.3, 256, 5e-6, 0.5};
+  c.attn(AttentionImpl::Cudnn, false) = {0.65, 256, 5e-6, 0.5};
+  c.attn(AttentionImpl::Cudnn, true) = {0.55, 256, 5e-6, 0.5};
   c.memory_fraction.fill(0.85);
   c.launch_overhead_s = 0.85e-6;
   return c;
@@ -835,8 +864,11 @@ ComputeCalibration fit_compute_calibration(const KernelMeasurements& m, const Co
                    return k.kind == KernelKind::Attention && k.attention_impl == impl && k.backward == bwd;
                  }),
                  {{[ii, pi](ComputeCalibration& cc) -> double& { return cc.attention[ii][pi].efficiency; }, 0.02, 1.0},
-                  {[ii, pi](ComputeCalibration& cc) -> double& { return cc.attention[ii][pi].seq_half; }, 1.0, 1e6},
-                  {[ii, pi](ComputeCalibration& cc) -> double& { return cc.attention[ii][pi].overhead_s; }, 1e-7, 1e-3}});
+                  {[ii, pi](ComputeCalibration& cc) -> double& { return cc.attention[ii][pi].k_half; }, 1.0,
+                   kAttentionKHalfMax},
+                  {[ii, pi](ComputeCalibration& cc) -> double& { return cc.attention[ii][pi].overhead_s; },
+                   c.launch_overhead_s, kAttentionOverheadMax_s},
+                  {[ii, pi](ComputeCalibration& cc) -> double& { return cc.attention[ii][pi].tail; }, 0.01, 1.0}});
     }
   // Stored values are rounded to 4 significant digits (the JSON's precision): round now so a calibration used
   // in memory prices exactly as its file does.

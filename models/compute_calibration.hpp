@@ -8,12 +8,16 @@
 //              the time, as cuBLAS heuristics pick a tile per shape)
 //     t      = max(2 m n k groups / (peak(prec) * eff * q * k / (k + k_half)),
 //                  bytes(A, B, C) / (HBM * mem_eff), bytes / (SMs * sm_stream)) + overhead
-//   fused attention (fwd or bwd, per implementation):
-//     t      = flops / (peak(prec) * eff * s / (s + s_half) * d / (d + d_half)) + overhead
-//              (s = seq_kv; d = head dim with d_half = the GEMM k_half: the S = QK^T GEMM has K = head dim),
-//              normalised to 1 at the measured d = 128 and capped there (d > 128 not measured)
+//   fused attention (fwd or bwd, per implementation), as flash kernels run it: one CTA per 128-row tile of
+//   the parallel dimension (queries forward, keys backward) and head and batch, each looping over the other
+//   dimension (`loop` rows; the causal mean is loop/2 plus half the diagonal tile):
+//     n      = batch * heads * ceil(par / 128) CTAs,  w = mean rows per CTA + k_half,  w_max = loop + k_half
+//     units  = max(n * w / SMs + tail * w_max, w_max)    (SM-time in rows; one CTA alone takes w_max)
+//     t      = flops / (peak(prec) * eff * f(d)) * units / (n * mean_flop_rows / SMs) + overhead
+//              (f(d) = (d / (d + d_half)) / (128 / (128 + d_half)), d_half = the GEMM k_half: the S = QK^T
+//              GEMM has K = head dim; 1 at the measured d = 128 and capped there, d > 128 not measured)
 //   memory-bound: t = bytes / (HBM * fraction(kind)) + launch
-// The dimensionless parameters (eff, k_half, s_half, fractions) are fitted per GPU on measured kernel times
+// The dimensionless parameters (eff, k_half, tail, fractions) are fitted per GPU on measured kernel times
 // (fit_compute_calibration); the peaks, HBM bandwidth and SM count come from models/gpu.cpp.
 #include <array>
 #include <set>
@@ -41,10 +45,26 @@ struct GemmParams {
 };
 
 struct AttentionParams {
-  double efficiency = 0.6;  // achieved / dense peak at long sequences
-  double seq_half = 512;    // sequence length at which the efficiency is half its asymptote
-  double overhead_s = 10e-6;
+  double efficiency = 0.6;  // achieved / dense peak with full waves and loop >> k_half
+  double k_half = 256;      // a CTA's fixed cost (prologue, epilogue) in rows of its loop
+  double overhead_s = 5e-6;  // fixed time per kernel (launch, grid start and drain)
+  double tail = 0.5;        // share of one longest CTA that runs after the other SMs are done
 };
+// Physical ranges of the attention parameters (the reader refuses values outside; the fit, which optimises
+// logarithms, keeps k_half >= 1, overhead >= the measured launch and tail >= 0.01):
+//  - k_half in [0, 2048] rows: at most 16 of the 128-row tiles the loop steps through;
+//  - overhead in [0, 10 us]: a launch (0.85 us in a CUDA graph, kernels2.csv) up to the largest fixed time the
+//    GEMM fits find on the same GPUs (4.6 / 8.2 us bf16 / fp8, validate/compute_calibrations/h200.json),
+//    rounded up: the kernel's own start and drain;
+//  - tail in [0, 1]: 1 = the last CTA starts when the others finish (worst case), 0 = perfectly balanced.
+inline constexpr double kAttentionKHalfMax = 2048;
+inline constexpr double kAttentionOverheadMax_s = 10e-6;
+// Rows per CTA tile of the parallel dimension: FlashAttention-2 at head dim 128 runs kBlockM = 128 query rows
+// per CTA forward (grid = (ceil(seqlen_q / kBlockM), b, h)) and kBlockN = 128 key rows per CTA backward
+// (grid_n over ceil(seqlen_k / kBlockN)): Dao-AILab/flash-attention@0251105a2 csrc/flash_attn/src/
+// flash_fwd_launch_template.h (run_mha_fwd_hdim128, run_flash_fwd) and flash_bwd_launch_template.h
+// (run_mha_bwd_hdim128, run_flash_bwd_seqk_parallel). cuDNN's kernels are closed; the same tile is assumed.
+inline constexpr double kAttentionTileRows = 128;
 
 struct ComputeCalibration {
   std::string gpu;     // GPU preset it was fitted on (models/gpu.cpp), e.g. "h200"

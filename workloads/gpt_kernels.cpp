@@ -242,9 +242,9 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   const auto impl = c.attention_backend == "flash" ? models::AttentionImpl::Flash : models::AttentionImpl::Cudnn;
   // Causal attention of this rank's s/cp queries over the whole sequence: with load-balanced chunks (2 cp
   // pieces, Megatron-Core / TE ring attention) every rank does 1/cp of the causal work. Without context
-  // parallelism (and with cp_comm_type a2a, which runs one kernel over the whole sequence with a_t/cp heads:
-  // the same FLOPs and key length; all_gather is priced the same way) it is one sl x s kernel; the p2p ring
-  // splits it into cp kernels (attention_ring).
+  // parallelism, and with cp_comm_type all_gather (its queries over the gathered keys), it is one sl x s
+  // kernel; a2a runs the same FLOPs as one s x s kernel over a_t/cp heads; the p2p ring splits it into cp
+  // kernels (attention_ring).
   // Ring attention (cp_comm_type p2p), as Transformer Engine runs it (AttnFuncWithCPAndKVP2P in
   // transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py, NVIDIA/TransformerEngine
   // @d0067d0da): each rank holds chunks r and 2cp-1-r of the 2cp sequence chunks (sl = s/cp tokens) and runs
@@ -253,8 +253,9 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   //   steps <= r  all its queries against the first received chunk  sl   x sl/2, not causal
   //   steps >  r  its second query chunk against both received ones sl/2 x sl,   not causal
   // (the cp - 1 off-diagonal steps are priced as the mean of the two kinds: over the ring's ranks half of
-  // them are each). Together they do the FLOPs of the single causal sl x s kernel, but as cp kernels at the
-  // efficiency of their own (short) key length, each with its fixed cost. Between steps, the forward merges
+  // them are each). Together they do the FLOPs of the single causal sl x s kernel, but as cp kernels with
+  // more, shorter CTAs (each paying its fixed cost, models/compute_calibration.hpp), fewer CTAs per kernel
+  // to fill the SMs, and a fixed time each. Between steps, the forward merges
   // each step's partial output into an fp32 output with the softmax statistics (flash_attn_fwd_out_correction
   // + flash_attn_fwd_softmax_lse_correction: out_per_step cast to fp32, read, output read and written:
   // 2 + 4 + 4 + 4 + 4 = 18 bytes per output element, two kernels a step); the backward accumulates each step's
@@ -276,9 +277,16 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
     const double W = double(c.window_left);
     win_keys = std::max(1.0, W - W * W / (2.0 * double(s)));
   }
+  // cp_comm_type a2a: after the all-to-all each rank holds heads / cp heads of the whole sequence, so its kernel
+  // is s x s over heads / cp heads (as many CTAs forward as the sl x s form, which all_gather runs, but the
+  // backward's key tiles span the whole sequence).
+  const bool a2a_heads = cp > 1 && c.cp_comm_type == "a2a" && c.context_parallel_rotate_method.empty();
   auto attention_ring = [&](Costs& out, std::int64_t heads, std::int64_t kv_heads, std::int64_t dh, bool bwd) {
     if (!ring) {
-      const KernelDesc full = KernelDesc::attention(b, heads, kv_heads, sl, s, dh, true, bwd, act, impl);
+      const KernelDesc full =
+          a2a_heads && heads % cp == 0
+              ? KernelDesc::attention(b, heads / cp, std::max<std::int64_t>(1, kv_heads / cp), s, s, dh, true, bwd, act, impl)
+              : KernelDesc::attention(b, heads, kv_heads, sl, s, dh, true, bwd, act, impl);
       if (win_share <= 0) return out.add(cm, full);
       const KernelDesc win = KernelDesc::attention(b, heads, kv_heads, sl, std::int64_t(std::llround(win_keys)), dh,
                                                    false, bwd, act, impl);

@@ -2,7 +2,10 @@
 """Times kernels the shipped compute calibrations were NOT fitted on (new GEMM shapes, attention head dims 64
 and 256) and writes them as fabricsim.kernel_measurements/1 JSON (docs/calibration.md). Same method as
 tests/data/hardware/h200-kernels/kernels.py: PyTorch, CUDA events, mean of ITERS calls after warm-ups.
-Usage: python3 bench/compute/heldout_kernels.py OUT.json"""
+Usage: python3 bench/compute/heldout_kernels.py OUT.json
+       python3 bench/compute/heldout_kernels.py --short-attention OUT.json
+--short-attention times only fused attention at 256-1,024 keys (causal and not, 1-64 heads, batch 1-8), the
+region the attention fit extrapolates to (docs/validation.md "Compute kernels": short kernels)."""
 import json, sys
 import torch
 import torch.nn.functional as F
@@ -46,18 +49,25 @@ def gemm_rows():
     return rows
 
 
-def attention_rows():
+HELDOUT_SHAPES = [(2, 32, 8, 8192, 64, True), (2, 16, 4, 8192, 256, True), (1, 64, 8, 16384, 64, True),
+                  (4, 32, 8, 4096, 128, True)]
+# (batch, heads, kv_heads, seq, head_dim, causal): ring-attention steps and short sequences, head dim 128.
+SHORT_SHAPES = [(b, h, max(1, h // 4), s, 128, c) for s in (256, 512, 1024) for (b, h) in ((1, 4), (1, 16), (1, 64),
+                                                                                        (8, 8), (8, 32))
+                for c in (True, False)]
+
+
+def attention_rows(shapes):
     from torch.nn.attention import sdpa_kernel, SDPBackend
     rows = []
     for backend, impl in ((SDPBackend.CUDNN_ATTENTION, "cudnn"), (SDPBackend.FLASH_ATTENTION, "flash")):
-        for (b, h, kv, s, d) in ((2, 32, 8, 8192, 64), (2, 16, 4, 8192, 256), (1, 64, 8, 16384, 64),
-                                 (4, 32, 8, 4096, 128)):
+        for (b, h, kv, s, d, causal) in shapes:
             q = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
             k_ = torch.randn(b, kv, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
             v = torch.randn(b, kv, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
             try:
                 with sdpa_kernel([backend]):
-                    fwd = lambda: F.scaled_dot_product_attention(q, k_, v, is_causal=True, enable_gqa=True)
+                    fwd = lambda: F.scaled_dot_product_attention(q, k_, v, is_causal=causal, enable_gqa=True)
                     tf = bench(fwd)
                     o = fwd()
                     g = torch.randn_like(o)
@@ -67,20 +77,21 @@ def attention_rows():
                 continue
             for pas, t in (("fwd", tf), ("bwd", tfb - tf)):
                 rows.append({"kind": "attention", "impl": impl, "precision": "bf16", "batch": b, "heads": h,
-                             "kv_heads": kv, "seq": s, "head_dim": d, "causal": True, "pass": pas,
+                             "kv_heads": kv, "seq": s, "head_dim": d, "causal": causal, "pass": pas,
                              "time_us": round(t, 2), "label": "sdpa" + (" (fwd+bwd minus fwd)" if pas == "bwd" else "")})
     return rows
 
 
 def main():
     p = torch.cuda.get_device_properties(0)
-    rows = gemm_rows() + attention_rows()
+    short = sys.argv[1] == "--short-attention"
+    rows = attention_rows(SHORT_SHAPES) if short else gemm_rows() + attention_rows(HELDOUT_SHAPES)
     doc = {"schema": "fabricsim.kernel_measurements/1",
            "gpu": {"name": p.name, "sm_count": p.multi_processor_count, "memory_bytes": p.total_memory},
            "source": "bench/compute/heldout_kernels.py, torch %s, CUDA %s, cuDNN %s" % (
                torch.__version__, torch.version.cuda, torch.backends.cudnn.version()),
            "kernels": rows}
-    with open(sys.argv[1], "w") as f:
+    with open(sys.argv[-1], "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
     print(len(rows), "kernels")

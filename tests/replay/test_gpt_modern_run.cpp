@@ -232,9 +232,11 @@ TEST_CASE("gpt replay: a standalone MTP stage shortens the step where it takes t
   const auto with_loss = run("Ettt|ttt|tt|mL"), standalone = run("Ettt|ttt|ttm|L");
   MESSAGE("MTP with the loss " << with_loss.iteration_s * 1e3 << " ms, standalone " << standalone.iteration_s * 1e3 << " ms");
   CHECK(standalone.iteration_s < with_loss.iteration_s);
-  // The other way: stage 2 already holds 3 layers; the MTP layer on it makes it the critical stage.
-  const auto with_loss3 = run("Ett|ttt|ttt|mL"), standalone3 = run("Ett|ttt|tttm|L");
-  MESSAGE("3-layer stage 2: MTP with the loss " << with_loss3.iteration_s * 1e3 << " ms, standalone "
+  // The other way: stage 2 already holds 4 layers; the MTP layer on it makes it the critical stage. (With 3
+  // layers there the two placements are within 1 %: 71.8 / 72.7 ms with every attention kernel carrying a fitted
+  // 68-140 us fixed time, 70.7 / 70.3 ms with the attention priced per CTA; too close to say which is critical.)
+  const auto with_loss3 = run("Et|ttt|tttt|mL"), standalone3 = run("Et|ttt|ttttm|L");
+  MESSAGE("4-layer stage 2: MTP with the loss " << with_loss3.iteration_s * 1e3 << " ms, standalone "
                                                 << standalone3.iteration_s * 1e3 << " ms");
   CHECK(standalone3.iteration_s > with_loss3.iteration_s);
 }

@@ -400,9 +400,10 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
     MESSAGE("async / vanilla TP ratio: median |error| " << 100 * median(abs_err) << " %, max "
                                                        << 100 * *std::max_element(abs_err.begin(), abs_err.end()) << " %");
     test::check_doc_table(doc_atp, "build/tests/test_replay -tc='validation: modern dense training (torchtitan*'");
-    // 3.49 % / 14.44 % (4.00 % / 14.44 % before torchao float8's weight costs slowed the float8 pairs' rows alike).
+    // 3.49 % / 14.44 % (4.00 % / 14.44 % before torchao float8's weight costs slowed the float8 pairs' rows alike);
+    // 3.49 % / 14.51 % with the attention kernels priced per CTA (models/compute_calibration.hpp, issue 19).
     CHECK(median(abs_err) <= 0.0350);
-    CHECK(*std::max_element(abs_err.begin(), abs_err.end()) <= 0.1444);
+    CHECK(*std::max_element(abs_err.begin(), abs_err.end()) <= 0.1452);
   }
   // PyTorch's context parallelism on the 405B (Table 6: TP 8 fills a node, the CP ring crosses nodes): the signed
   // error over CP 1, 2, 4, 8 spread over 30 points (+9 .. +39 %) while the ring's exchanges were priced beside
@@ -421,8 +422,10 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
     MESSAGE("Table 6 signed error over CP 1/2/4/8: " << 100 * e6[0] << " / " << 100 * e6[1] << " / " << 100 * e6[2]
                                                      << " / " << 100 * e6[3] << " %, spread " << 100 * spread);
     // 10.2 points (+8.5 / +14.1 / +6.5 / +16.8 %) at the SXM5's 3.35 TB/s; at the parts' stated 2.4 TB/s the CP 1
-    // row comes down most (+0.6 / +8.2 / +2.9 / +14.2 %): 13.6 points.
-    CHECK(spread <= 0.137);
+    // row comes down most (+0.6 / +8.2 / +2.9 / +14.2 %): 13.6 points. With the attention kernels priced per CTA
+    // instead of with a fitted 37-140 us fixed time each (issue 19), the ring's per-step kernels cost less and the
+    // CP rows gain most: +14.7 / +23.1 / +17.6 / +30.6 %, 15.9 points (12.4 before, +14.0 / +21.2 / +14.6 / +26.4 %).
+    CHECK(spread <= 0.159);
   }
   // Table 2 (8B, one node) grows the sequence with CP: 32,768 tokens per GPU in every row, so each row adds
   // cp - 1 ring steps of the same 32,768 x 16,384 SDPA blocks to CP 1 (docs/validation.md "Table 2's CP 4 / CP 8
@@ -466,11 +469,13 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   // PyTorch's async TP priced as its symmetric-memory micro-pipeline (tp_comm_overlap_impl symmetric_memory:
   // the 14 async TP rows slower) and torchao float8's weight casts and scale precompute under FSDP2 (the 23
   // float8 tensorwise rows slower) to median 13.92 % (42 rows: 13.62 %), max 134.07 %: the bounds are these,
-  // rounded up (they were 24.5 % / 145 % until then).
+  // rounded up (they were 24.5 % / 145 % until then). The attention kernels priced per CTA (issue 19: no fitted
+  // 37-140 us per kernel) speed up the CP rows of Tables 2 and 6 most: median 14.19 % (42 rows: 13.49 %), max
+  // 135.05 %.
   REQUIRE(tps_err_80gb_era.size() == 42);
   CHECK(median(tps_err_80gb_era) <= 0.137);
-  CHECK(median(tps_err) <= 0.140);
-  CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.345);  // a B200 row (docs/validation.md)
+  CHECK(median(tps_err) <= 0.142);
+  CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.351);  // a B200 row (docs/validation.md)
 }
 
 TEST_CASE("validation: modern dense training (Llama 3 405B pre-training, TFLOP/s per GPU)") {

@@ -239,23 +239,23 @@ TEST_CASE("validation: whole layers (Llama-3 decoder layers on one H100 / H200 v
                                                           << 100 * median(t_fb_err) << " %");
   MESSAGE("torchtitan block, compiled fwd / fwd+bwd: max |error| " << 100 * max_abs(t_fwd_err_compiled) << " % / "
                                                                   << 100 * max_abs(t_fb_err_compiled) << " %");
-  // Bounds: each the figure measured on 2026-11-26 (docs/validation.md "Whole layers") rounded up to the next
+  // Bounds: each the figure measured on 2026-11-28 (docs/validation.md "Whole layers") rounded up to the next
   // whole percent, the rule of tests/models/test_compute_kernels.cpp. A change of the layer's kernel list or
   // of the per-kernel fits that moves them must update the doc table and these bounds together.
   CHECK(median(abs_of(fb_err)) <= 0.03);       // measured 2.5 %
   CHECK(max_abs(fb_err) <= 0.07);              // measured 6.2 %
   CHECK(median(abs_of(fwd_err)) <= 0.05);      // measured 4.5 %
-  CHECK(max_abs(fwd_err) <= 0.14);             // measured 13.1 %
-  CHECK(max_abs(fb_err_compiled) <= 0.07);     // measured 6.8 %
-  CHECK(max_abs(fwd_err_compiled) <= 0.22);    // measured 21.9 %
-  CHECK(median(abs_of(parts_err)) <= 0.07);    // measured 6.0 %
-  CHECK(max_abs(parts_err) <= 0.13);           // measured 12.2 %
+  CHECK(max_abs(fwd_err) <= 0.14);             // measured 13.7 %
+  CHECK(max_abs(fb_err_compiled) <= 0.07);     // measured 6.7 %
+  CHECK(max_abs(fwd_err_compiled) <= 0.23);    // measured 22.0 %
+  CHECK(median(abs_of(parts_err)) <= 0.07);    // measured 6.2 %
+  CHECK(max_abs(parts_err) <= 0.13);           // measured 12.4 %
   // torchtitan's block: the eager SwiGLU priced right (-5 .. -18 % per kernel) removes the miss that offsets
   // the GEMMs' over-prediction in the default block, so the layers come out slower.
   CHECK(median(abs_of(t_fb_err)) <= 0.05);     // measured 4.4 %
   CHECK(max_abs(t_fb_err) <= 0.09);            // measured 8.8 %
-  CHECK(median(abs_of(t_fwd_err)) <= 0.11);    // measured 10.5 %
-  CHECK(max_abs(t_fwd_err) <= 0.20);           // measured 19.4 %
+  CHECK(median(abs_of(t_fwd_err)) <= 0.11);    // measured 10.8 %
+  CHECK(max_abs(t_fwd_err) <= 0.20);           // measured 19.5 %
   CHECK(max_abs(t_fb_err_compiled) <= 0.08);   // measured 7.9 %
-  CHECK(max_abs(t_fwd_err_compiled) <= 0.24);  // measured 23.5 %
+  CHECK(max_abs(t_fwd_err_compiled) <= 0.24);  // measured 23.6 %
 }
