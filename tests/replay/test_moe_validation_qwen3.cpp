@@ -175,9 +175,10 @@ TEST_CASE("validation: moe-qwen3 long context (256 H100) and GB200/GB300 held ou
   REQUIRE(err_dropless.size() == 4);
   // Bounds: the figures measured 2026-11-27 (docs/validation.md) rounded up to the next whole percent; the
   // simulation is deterministic, the margin only absorbs floating-point differences between builds.
-  // Forced balance and GB200/GB300 rows (8, with row 108 and its activation offloading): median 11.2 %, max
-  // 24.8 % (row 107, GB200); without row 108 (7 rows) 9.8 % / 24.8 %.
-  CHECK(abs_median(matched) <= 0.12);
+  // Forced balance and GB200/GB300 rows (8, with row 108 and its activation offloading): median 12.7 %, max
+  // 25.6 % (row 107, GB200); without row 108 (7 rows) 11.9 % / 25.6 % (2026-11-28, after the attention kernel model
+  // lost its fitted 37-140 us fixed time: 11.2 % / 24.8 % before, docs/validation.md "Current accuracy").
+  CHECK(abs_median(matched) <= 0.13);
   CHECK(abs_max(matched) <= 0.27);
   // Dropless rows: the simulated router is uniform, so the simulation must be faster than every dropless
   // measurement (the published forced-balance / dropless gap, 9-24 %, is the imbalance the model is not
