@@ -74,7 +74,8 @@ TEST_CASE("hybrid: the catalogue's Nemotron models have their published sizes") 
   CHECK(h56 == doctest::Approx(56e9).epsilon(0.03));
   CHECK(nano == doctest::Approx(31.6e9).epsilon(0.01));
   const GptConfig n = cfg({{"model", "nemotron-3-nano-30b-a3b"}, {"gpu", "h100"}, {"world_size", "8"},
-                           {"global_batch_size", "8"}, {"micro_batch_size", "1"}, {"expert_model_parallel_size", "8"}});
+                           {"global_batch_size", "8"}, {"micro_batch_size", "1"}, {"expert_model_parallel_size", "8"},
+                           {"tensor_model_parallel_size", "1"}, {"pipeline_model_parallel_size", "1"}});
   CHECK(n.num_layers == 52);
   CHECK(gpt_detail::moe_layers_of(n).size() == 52);
   CHECK(n.moe.num_experts == 128);
