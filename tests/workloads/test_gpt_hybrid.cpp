@@ -14,6 +14,7 @@
 #include "models/gpu.hpp"
 #include "workloads/gpt.hpp"
 #include "workloads/gpt_detail.hpp"
+#include "workloads/megatron_args.hpp"
 
 using namespace fabricsim;
 using namespace fabricsim::workloads;
@@ -198,4 +199,25 @@ TEST_CASE("hybrid: a Mamba sublayer's activations have no s^2 term") {
     return gpt_memory_per_gpu(cfg(hy({{"hybrid_layer_pattern", "MMMM"}, {"seq_length", s}}))).activations_bytes;
   };
   CHECK(act("16384") / act("8192") == doctest::Approx(2.0).epsilon(1e-9));
+}
+
+TEST_CASE("hybrid: a pretrain_hybrid.py launch imports its pattern and Mamba flags; pretrain_gpt.py with a pattern is refused") {
+  const std::string flags =
+      " --hybrid-layer-pattern M*M- --mamba-num-heads 16 --mamba-num-groups 2 --mamba-state-dim 64 --hidden-size 1024"
+      " --num-attention-heads 16 --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 --bf16"
+      " --tokenizer-type GPT2BPETokenizer";
+  auto imp = [](const std::string& text) {
+    return import_megatron_args(read_megatron_launch(text, "job.sh", {}), 8, {});
+  };
+  const MegatronImport m = imp("torchrun pretrain_hybrid.py" + flags);
+  CHECK(m.params.at("hybrid_layer_pattern") == "M*M-");
+  CHECK(m.params.at("mamba_num_heads") == 16);
+  CHECK(m.params.at("mamba_state_dim") == 64);
+  CHECK(!m.params.contains("num_layers"));  // the pattern sets it
+  CHECK(imp("torchrun pretrain_mamba.py" + flags).params.at("mamba_num_groups") == 2);
+  CHECK(error_of([&] { imp("torchrun pretrain_gpt.py --num-layers 4" + flags); })
+            .find("pretrain_gpt.py builds a GPT model and does not read the hybrid pattern flags") != std::string::npos);
+  CHECK(error_of([&] { imp("torchrun pretrain_hybrid.py --num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
+                           "--seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 --bf16"); })
+            .find("pretrain_hybrid.py without --hybrid-layer-pattern") != std::string::npos);
 }
