@@ -10,8 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "models/compute.hpp"
-#include "models/gpu.hpp"
 #include "workloads/gpt.hpp"
 #include "workloads/gpt_detail.hpp"
 #include "workloads/megatron_args.hpp"
@@ -35,11 +33,7 @@ ParamMap hy(ParamMap over = {}) {
   return p;
 }
 GptConfig cfg(const ParamMap& p) { return gpt_config_from_params(p, "--param"); }
-models::ComputeModel h100() {
-  models::ComputeModel cm;
-  cm.gpu = models::gpu_spec("h100");
-  return cm;
-}
+models::ComputeModel h100() { return workloads_test::compute_of("h100"); }
 // Compute seconds of rank 0's trace per sublayer symbol (ops named mb<i>.l<layer>.*).
 std::map<char, double> compute_by_symbol(const GptConfig& c) {
   const Trace tr = generate_gpt(c, h100(), "t");
