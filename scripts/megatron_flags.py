@@ -148,6 +148,13 @@ MODEL |= {"window_size", "window_attn_skip_freq"}
 # layers' GEMMs, conv / gating / chunked delta-rule kernels, weights and activations (workloads/gpt.hpp).
 MODEL |= {"experimental_attention_variant", "linear_attention_freq", "linear_conv_kernel_dim", "linear_key_head_dim",
           "linear_num_key_heads", "linear_num_value_heads", "linear_value_head_dim", "attention_output_gate"}
+# Megatron-LM's hybrid model (Mamba-2 mixers with attention, MLP and MoE sublayers; Nemotron-H / Nemotron-3): the
+# layer pattern (and the older ratio flags that build one), the Mamba-2 mixer's shape (workloads/gpt_hybrid.cpp).
+# --is-hybrid-model only selects the model class, which the pattern already does (is_hybrid_model in
+# megatron/training/utils/common_utils.py at d98e8a64 tests the pattern).
+MODEL |= {"hybrid_layer_pattern", "hybrid_override_pattern", "hybrid_attention_ratio", "hybrid_mlp_ratio",
+          "mamba_state_dim", "mamba_head_dim", "mamba_num_groups", "mamba_num_heads"}
+NO_EFFECT |= {"is_hybrid_model"}
 # Megatron-Core's flexible pipeline layout (PipelineParallelLayerLayout) and the interleaved schedule's micro-batch
 # group N (schedules.py get_schedule_table): the gpt generator's pipeline_model_parallel_layout and
 # microbatch_group_size_per_vp_stage.

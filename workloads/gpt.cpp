@@ -206,6 +206,8 @@ template <class Fail>
 std::vector<std::vector<std::int64_t>> layout_of(const GptConfig& c, Fail&& fail) {
   const std::int64_t p = c.pipeline_model_parallel_size, v = c.vp(), L = c.num_layers;
   std::vector<std::vector<std::int64_t>> out(p, std::vector<std::int64_t>(v, 0));
+  // A hybrid pattern's '|' segments are the virtual stages (gpt_hybrid.cpp, check_hybrid).
+  if (c.hybrid() && c.hybrid_layer_pattern.find('|') != std::string::npos) return gpt_detail::hybrid_segment_layout(c);
   if (!c.pipeline_layout.empty()) {
     // PipelineParallelLayerLayout.__init__: virtual stage k of the 1-D list is layout[k % PP][k / PP].
     check_pipeline_layout(c, fail);
@@ -313,6 +315,10 @@ std::int64_t GptConfig::mtp_virtual_stage() const {
 }
 
 std::int64_t GptConfig::vp() const {
+  // A hybrid pattern's '|' segments over PP (megatron/training/arguments.py:840-858 @d98e8a64).
+  if (hybrid() && hybrid_layer_pattern.find('|') != std::string::npos)
+    return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::count(hybrid_layer_pattern.begin(), hybrid_layer_pattern.end(), '|') + 1) /
+                                         pipeline_model_parallel_size);
   // arguments.py validate_args: the layout's length over PP sets the virtual stages.
   if (!pipeline_layout.empty())
     return std::max<std::int64_t>(1, static_cast<std::int64_t>(pipeline_layout.size()) / pipeline_model_parallel_size);
@@ -347,6 +353,7 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
     c.experimental_attention_variant = m->experimental_attention_variant;
     c.linear_attention_freq = m->linear_attention_freq, c.attention_output_gate = m->attention_output_gate;
     moe_catalogue_defaults(c.model, c.moe);
+    gpt_detail::hybrid_catalogue_defaults(c);
     // gpt-oss-120b: "alternating banded window (bandwidth 128 tokens) and fully dense" attention layers (model
     // card arXiv:2508.10925 Sec. 2.2; config.json sliding_window 128, layer_types starting with
     // "sliding_attention"): Megatron's window_size (128, 0) with window_attn_skip_freq 2 (layers 1, 3, ... windowed).
@@ -501,6 +508,28 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.linear_value_head_dim = r.integer("linear_value_head_dim", c.linear_value_head_dim, 1);
   c.linear_num_key_heads = r.integer("linear_num_key_heads", c.linear_num_key_heads, 1);
   c.linear_num_value_heads = r.integer("linear_num_value_heads", c.linear_num_value_heads, 1);
+  // Hybrid model (GptConfig::hybrid_layer_pattern). --hybrid-override-pattern is the deprecated name Megatron-LM
+  // forwards to --hybrid-layer-pattern, refusing both at once (megatron/training/arguments.py:743-755 @d98e8a64); the
+  // pattern sets num_layers (arguments.py:787-795); the ratios build a pattern over num_layers (pattern_from_ratios).
+  if (r.has("hybrid_layer_pattern") && r.has("hybrid_override_pattern"))
+    r.fail("hybrid_override_pattern", "cannot be given with hybrid_layer_pattern (Megatron-LM refuses both; the first is "
+                                      "the deprecated name of the second)");
+  c.hybrid_layer_pattern = r.string("hybrid_override_pattern", c.hybrid_layer_pattern);
+  c.hybrid_layer_pattern = r.string("hybrid_layer_pattern", c.hybrid_layer_pattern);
+  c.hybrid_attention_ratio = r.number("hybrid_attention_ratio", c.hybrid_attention_ratio);
+  c.hybrid_mlp_ratio = r.number("hybrid_mlp_ratio", c.hybrid_mlp_ratio);
+  if (c.hybrid_attention_ratio > 1.0 || c.hybrid_mlp_ratio > 1.0 || c.hybrid_attention_ratio + c.hybrid_mlp_ratio > 1.0)
+    r.fail("hybrid_attention_ratio", "hybrid_attention_ratio and hybrid_mlp_ratio must be in [0, 1] with a sum <= 1");
+  if (c.hybrid_attention_ratio > 0 || c.hybrid_mlp_ratio > 0) {
+    if (r.has("hybrid_layer_pattern") || r.has("hybrid_override_pattern"))
+      r.fail("hybrid_attention_ratio", "cannot be combined with hybrid_layer_pattern (Megatron's HybridModel refuses it)");
+    c.hybrid_layer_pattern = gpt_detail::hybrid_pattern_from_ratios(c.num_layers, c.hybrid_attention_ratio, c.hybrid_mlp_ratio);
+  }
+  c.mamba_state_dim = r.integer("mamba_state_dim", c.mamba_state_dim, 1);
+  c.mamba_head_dim = r.integer("mamba_head_dim", c.mamba_head_dim, 1);
+  c.mamba_num_groups = r.integer("mamba_num_groups", c.mamba_num_groups, 1);
+  c.mamba_num_heads = r.integer("mamba_num_heads", c.mamba_num_heads, r.has("mamba_num_heads") ? 1 : 0);
+  if (c.hybrid()) c.num_layers = static_cast<std::int64_t>(c.hybrid_layers().size());
   c.attention_output_gate = r.boolean("attention_output_gate", c.attention_output_gate);
   c.gpt_j_residual = r.boolean("gpt_j_residual", c.gpt_j_residual);
   c.gpt_j_tied = r.boolean("gpt_j_tied", c.gpt_j_tied);
@@ -592,7 +621,7 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   // megatron/training/argument_utils.py @d98e8a64 (core_transformer_config_from_args): "if args.squared_relu:
   // assert not args.swiglu".
   if (c.squared_relu && c.swiglu) fail("squared_relu", "is the activation of the non-gated MLP; Megatron-LM refuses it with swiglu");
-  one_of("position_embedding_type", c.position_embedding_type, {"learned_absolute", "rope"});
+  one_of("position_embedding_type", c.position_embedding_type, {"learned_absolute", "rope", "none"});
   one_of("cp_comm_type", c.cp_comm_type, {"p2p", "all_gather", "a2a"});
   one_of("data_parallel_sharding_strategy", c.data_parallel_sharding_strategy,
          {"no_shard", "optim", "optim_grads", "optim_grads_params"});
@@ -621,8 +650,8 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
       fail("gpt_j_residual", "is modelled with gpt_j_tied true (one LayerNorm feeding attention and MLP, MegaScale's "
                              "block); GPT-NeoX's untied form (two norms) is not modelled");
     if (c.moe.num_experts > 0 || c.gdn() || c.moe.multi_latent_attention || !c.torch_compile.empty() ||
-        c.use_torch_fsdp2 || c.moe.mtp_num_layers > 0 || c.symm_mem_tp())
-      fail("gpt_j_residual", "is modelled on dense Megatron-LM layers only (not with MoE, Gated DeltaNet, "
+        c.use_torch_fsdp2 || c.moe.mtp_num_layers > 0 || c.symm_mem_tp() || c.hybrid())
+      fail("gpt_j_residual", "is modelled on dense Megatron-LM layers only (not with MoE, Gated DeltaNet, hybrid_layer_pattern, "
                              "multi_latent_attention, torch_compile, use_torch_fsdp2, MTP layers or "
                              "tp_comm_overlap_impl symmetric_memory)");
   }
@@ -709,6 +738,7 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   } else if (!c.linear_attention_freq.empty()) {
     fail("linear_attention_freq", "needs experimental_attention_variant (gated_delta_net)");
   }
+  if (c.hybrid()) gpt_detail::check_hybrid(c, fail);
   if (c.attention_output_gate && (c.moe.multi_latent_attention || c.attention_backend == "unfused" ||
                                   !c.torch_compile.empty()))
     fail("attention_output_gate", "is modelled for Megatron-Core's fused GQA / MHA attention only");
@@ -761,6 +791,9 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     if (c.use_torch_fsdp2 || c.attention_backend == "unfused" || !c.selective_ac_option.empty())
       fail("fine_grained_activation_offloading", "is modelled for Megatron-Core's flash / fused attention layers only "
                                                  "(not use_torch_fsdp2, unfused attention or selective_ac_option)");
+    if (c.hybrid())
+      fail("fine_grained_activation_offloading", "is not modelled with hybrid_layer_pattern (the offload groups of "
+                                                 "Mamba sublayers are not priced)");
   } else if (!c.offload_modules.empty() || c.activation_offload_fraction != 1.0 ||
              c.min_offloaded_tensor_size != 1024 * 1024 || c.fine_grained_offloading_max_inflight_offloads != -1 ||
              c.delta_offload_bytes_across_pp_ranks != 0) {
@@ -1137,6 +1170,13 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
       I("fine_grained_offloading_max_inflight_offloads", c.fine_grained_offloading_max_inflight_offloads);
     if (c.delta_offload_bytes_across_pp_ranks) I("delta_offload_bytes_across_pp_ranks", c.delta_offload_bytes_across_pp_ranks);
   }
+  if (c.hybrid()) {
+    m["hybrid_layer_pattern"] = c.hybrid_layer_pattern;
+    I("mamba_state_dim", c.mamba_state_dim);
+    I("mamba_head_dim", c.mamba_head_dim);
+    I("mamba_num_groups", c.mamba_num_groups);
+    I("mamba_num_heads", c.mamba_heads());
+  }
   if (c.gdn()) {
     m["experimental_attention_variant"] = c.experimental_attention_variant;
     m["linear_attention_freq"] = c.linear_attention_freq;
@@ -1235,11 +1275,13 @@ std::string gpt_flops_convention(const GptConfig& c) {
   // Hybrid linear attention exists only in Megatron-LM versions that count causal attention halved (GDN's
   // gdn_layer_flops and linear_attention_freq are in num_floating_point_operations beside the causal term at
   // NVIDIA/Megatron-LM@d98e8a64): their TFLOP/s are in that convention.
-  if (c.gdn()) return "megatron-core-causal";
+  // Megatron-LM's hybrid_flops counts the core attention causal (halved) too.
+  if (c.gdn() || c.hybrid()) return "megatron-core-causal";
   return sc21 ? "megatron-sc21" : "megatron-core";
 }
 
 double gpt_model_flops(const GptConfig& c) {
+  if (c.hybrid()) return gpt_detail::hybrid_model_flops(c);  // Megatron-LM's hybrid_flops
   if (gpt_detail::moe_model(c)) return gpt_detail::moe_model_flops(c);  // also hybrid GDN / gated attention
   const double B = double(c.global_batch_size), s = double(c.seq_length), l = double(c.num_layers),
                h = double(c.hidden_size), V = double(c.padded_vocab_size);

@@ -220,6 +220,21 @@ struct GptConfig {
   bool parallel_block() const { return gpt_j_residual && gpt_j_tied; }
   bool gdn() const { return !experimental_attention_variant.empty(); }
   std::vector<bool> gdn_layers() const;  // per decoder layer: Gated DeltaNet (workloads/gpt_model.cpp)
+  // Megatron-LM's hybrid model (HybridModel, megatron/core/models/hybrid/hybrid_model.py at
+  // NVIDIA/Megatron-LM@d98e8a64; Nemotron-H, Nemotron-3): --hybrid-layer-pattern (or its deprecated alias
+  // --hybrid-override-pattern) lists the decoder's sublayers, one symbol each -- M a Mamba-2 mixer, * self-attention,
+  // - a dense MLP, E an MoE block, each with its own pre-norm and residual -- and '|' marks pipeline segment
+  // boundaries (megatron/core/models/hybrid/hybrid_layer_allocation.py). num_layers is the pattern's length. Without
+  // a pattern, the deprecated --hybrid-attention-ratio / --hybrid-mlp-ratio spread * and - over num_layers Mamba
+  // layers (pattern_from_ratios). The Mamba-2 mixer's shape: mamba_state_dim, mamba_head_dim, mamba_num_groups,
+  // mamba_num_heads (0 = 2 hidden_size / mamba_head_dim, MambaMixer's expand 2). workloads/gpt_hybrid.cpp.
+  std::string hybrid_layer_pattern;
+  double hybrid_attention_ratio = 0, hybrid_mlp_ratio = 0;
+  std::int64_t mamba_state_dim = 128, mamba_head_dim = 64, mamba_num_groups = 8, mamba_num_heads = 0;
+  bool hybrid() const { return !hybrid_layer_pattern.empty(); }
+  std::string hybrid_layers() const;     // per decoder layer its symbol (the pattern without '|'); "" if not hybrid
+  std::int64_t mamba_heads() const { return mamba_num_heads > 0 ? mamba_num_heads : 2 * hidden_size / mamba_head_dim; }
+  std::int64_t mamba_d_inner() const { return mamba_heads() * mamba_head_dim; }
   // Bytes per parameter of the optimizer state (master weight + the two Adam moments, or SGD's momentum) in the
   // shard the distributed optimizer / Megatron FSDP keeps: 12 for Adam without the precision-aware optimizer, 8
   // for SGD with momentum, 4 without (workloads/gpt_model.cpp).

@@ -12,6 +12,7 @@
 //   5. trace               gpt_trace.cpp: turns the schedule into ops with dependencies (generate_gpt).
 // Not part of the public API: only the gpt_*.cpp files include this header.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,7 +31,7 @@ bool pre_hopper(const std::string& gpu);
 bool moe_model(const GptConfig& c);                    // MoE or multi-latent attention
 std::vector<bool> moe_layers_of(const GptConfig& c);   // per decoder layer: is it an MoE layer
 double layer_params_per_rank(const GptConfig& c);      // mean parameters of one layer on one TP rank
-double layer_params_moe_model(const GptConfig& c, bool moe_layer, bool gdn_layer = false);
+double layer_params_moe_model(const GptConfig& c, bool moe_layer, bool gdn_layer = false, char sym = 0);
 double expert_params_per_gpu(const GptConfig& c);      // expert parameters of one MoE layer on one GPU
 double embedding_params_per_rank(const GptConfig& c);
 double mtp_params_per_rank(const GptConfig& c);         // the MTP layers on their rank, without their experts
@@ -39,6 +40,19 @@ double moe_model_flops(const GptConfig& c);
 // First global layer of each model chunk in Megatron's interleaved order: chunk (stage st, virtual chunk ch)
 // holds layers [offset[ch * p + st], offset[ch * p + st] + layout[st][ch]).
 std::vector<std::int64_t> chunk_offsets(const GptConfig& c, const std::vector<std::vector<std::int64_t>>& layout);
+
+// Megatron-LM's hybrid model (GptConfig::hybrid_layer_pattern; gpt_hybrid.cpp).
+constexpr std::int64_t kMambaConvKernel = 4;  // MambaMixer's d_conv (megatron/core/ssm/mamba_mixer.py:179 @d98e8a64)
+std::string hybrid_pattern_from_ratios(std::int64_t n, double attention_ratio, double mlp_ratio);
+void check_hybrid(const GptConfig& c, const std::function<void(const std::string&, const std::string&)>& fail);
+// [stage][chunk] decoder layers from the pattern's '|' segments (segment k: stage k % PP, chunk k / PP).
+std::vector<std::vector<std::int64_t>> hybrid_segment_layout(const GptConfig& c);
+char hybrid_symbol(const GptConfig& c, std::int64_t gl);  // the global layer's symbol; 0 if not hybrid
+double mamba_params_per_rank(const GptConfig& c);       // one Mamba-2 mixer on one TP rank (without the pre-norm)
+double mamba_activation_bytes_per_token(const GptConfig& c, double gemm_in, double mask, double rep);
+double hybrid_model_flops(const GptConfig& c);
+std::string hybrid_note(const GptConfig& c);
+void hybrid_catalogue_defaults(GptConfig& c);  // pattern, Mamba shape, MoE of the catalogue's hybrid models
 
 // ---- 2. Kernels (gpt_kernels.cpp).
 // A kernel described by its op class with FLOPs and bytes (the SC'21 roofline path of unfused attention).
@@ -118,7 +132,12 @@ struct MoeCosts {
 
 LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& cm);
 // gdn: the Gated DeltaNet layer of a hybrid model (GptConfig::gdn_layers) instead of the attention layer.
-LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm, bool gdn = false);
+// mamba: the Mamba-2 mixer of a hybrid model (GptConfig::hybrid_layer_pattern 'M') instead of the attention.
+LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm, bool gdn = false, bool mamba = false);
+// The Mamba-2 mixer between in_proj and out_proj, T tokens on one TP rank (gpt_hybrid.cpp).
+void add_mamba_core(Costs& out, const GptConfig& c, const models::ComputeModel& cm, std::int64_t T, bool bwd);
+// A hybrid sublayer's costs: the decoder layer's with the block it lacks emptied (gpt_hybrid.cpp).
+LayerCosts hybrid_sublayer(LayerCosts L, char sym);
 MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const MoeLayerLoad& ld, double T_local);
 double fp8_cast_bytes_per_element(const std::string& recipe);
 double fp8_gather_bytes_per_element(const std::string& recipe);
@@ -202,7 +221,20 @@ struct GptStepKernels {
   // layer whether it is one; empty without experimental_attention_variant.
   LayerCosts layer_gdn, layer_gdn_bf16;
   std::vector<bool> gdn_layers;
+  // Hybrid model (GptConfig::hybrid_layers): per global layer its symbol, and the sublayers' costs (M a Mamba-2
+  // mixer, * attention, - / E the MLP block); empty when not hybrid. A sublayer runs one block: has_block.
+  std::string hybrid_layers;
+  LayerCosts layer_mamba, layer_attn_only, layer_mlp_only;
+  bool has_block(std::int64_t gl, bool attn) const {
+    if (hybrid_layers.empty()) return true;
+    const char s = hybrid_layers[static_cast<std::size_t>(gl)];
+    return attn ? (s == 'M' || s == '*') : (s == '-' || s == 'E');
+  }
   const LayerCosts& layer_at(std::int64_t gl) const {
+    if (!hybrid_layers.empty()) {
+      const char s = hybrid_layers[static_cast<std::size_t>(gl)];
+      return s == 'M' ? layer_mamba : s == '*' ? layer_attn_only : layer_mlp_only;
+    }
     const bool bf = has_bf16_layers() && bf16_layers[static_cast<std::size_t>(gl)];
     if (!gdn_layers.empty() && gdn_layers[static_cast<std::size_t>(gl)]) return bf ? layer_gdn_bf16 : layer_gdn;
     return bf ? layer_bf16 : layer;

@@ -149,7 +149,8 @@ double fp8_gather_bytes_per_element(const std::string& recipe) {
 
 // Flash / fused attention (Megatron-Core with Transformer Engine): each kernel described by its shape and
 // priced by the per-kernel compute model (models/compute.hpp). Tokens on this rank: b s / cp.
-LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm, bool gdn) {
+LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm, bool gdn, bool mamba) {
+  const bool mixer = gdn || mamba;  // a linear-time mixer in place of softmax attention
   const std::int64_t b = c.micro_batch_size, cp = c.context_parallel_size, t = c.tensor_model_parallel_size;
   const std::int64_t s = c.seq_length, sl = s / cp, T = b * sl, h = c.hidden_size, f = c.ffn(), d = c.head_dim();
   const std::int64_t a_t = c.num_attention_heads / t, g_t = std::max<std::int64_t>(1, c.query_groups() / t);
@@ -317,11 +318,11 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   const double norm = 2.0 * e * double(Te) * double(h);
   const double resid = (3.0 * e + (c.hidden_dropout > 0 ? 1.0 : 0.0)) * double(Te) * double(h);
   const double rope =
-      c.position_embedding_type == "rope" && !gdn ? 2.0 * e * double(T) * double((a_t + g_t) * d) : 0.0;
+      c.position_embedding_type == "rope" && !mixer ? 2.0 * e * double(T) * double((a_t + g_t) * d) : 0.0;
   const double actv = e * double(T) * double(fc1 + f) / double(t);
   // qk_layernorm (GptConfig::qk_layernorm; not with MLA, whose latent norms are priced below): one norm kernel
   // over the local Q heads and one over the K heads, each reading and writing bf16 (2 x the backward).
-  const bool qk_norm = c.qk_layernorm && !c.moe.multi_latent_attention && !gdn;
+  const bool qk_norm = c.qk_layernorm && !c.moe.multi_latent_attention && !mixer;
   auto add_qk_norms = [&](Costs& out, double factor) {
     if (!qk_norm) return;
     for (std::int64_t heads : {a_t, g_t}) out.add(cm, mem(MemoryKernel::Norm, factor * 2.0 * e * double(T) * double(heads * d)));
@@ -435,6 +436,13 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
     const std::int64_t dh = (qk + me.v_head_dim) / 2;
     fa_kv = a_t, fa_dh = dh;
     latent_norm = 2.0 * e * double(T) * double(ql + kvl);
+  } else if (mamba) {
+    // Mamba-2 mixer (MambaMixer, megatron/core/ssm/mamba_mixer.py:281-450 at @d98e8a64): in_proj (the layer's norm and
+    // one column-parallel GEMM) to z, x (local d_inner each), B, C (local groups x state each) and dt (local heads);
+    // out_proj row-parallel from the local d_inner. Heads and groups split over TP (in_proj_partition_sizes).
+    attn_in.push_back(G{h, 2 * (c.mamba_d_inner() / t) + 2 * (c.mamba_num_groups / t) * c.mamba_state_dim +
+                               c.mamba_heads() / t});
+    attn_out = G{c.mamba_d_inner() / t, h};
   } else if (gdn) {
     // Gated DeltaNet (GatedDeltaNet in megatron/core/ssm/gated_delta_net/gdn.py at NVIDIA/Megatron-LM@d98e8a64):
     // in_proj (TELayerNormColumnParallelLinear: the norm and one column-parallel GEMM) to q, k (local key heads x
@@ -518,7 +526,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   }
   // attention_output_gate: o * sigmoid(gate) before the output projection, one elementwise kernel reading the
   // attention output and the gate and writing the product (2 x the bytes backward).
-  const double out_gate = c.attention_output_gate && !gdn ? 3.0 * e * double(T) * double(a_t * d) : 0.0;
+  const double out_gate = c.attention_output_gate && !mixer ? 3.0 * e * double(T) * double(a_t * d) : 0.0;
   // The Gated DeltaNet core between in_proj and out_proj (gdn.py forward at @d98e8a64), per kernel:
   //   causal conv1d with SiLU over the q, k, v channels (FLA's causal_conv1d): read and write them;
   //   the gates, g = -exp(A_log) softplus(alpha + dt_bias) in fp32 and beta = sigmoid(beta): read alpha and beta,
@@ -545,6 +553,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   };
   auto add_attention = [&](Costs& out, bool bwd) {
     if (gdn) return add_gdn_core(out, bwd);
+    if (mamba) return add_mamba_core(out, c, cm, T, bwd);
     if (!torch_cp) return attention_ring(out, fa_heads, fa_kv, fa_dh, bwd);
     out += bwd ? L.cp_bwd_first : L.cp_fwd_first;
     out += bwd ? L.cp_bwd_rest : L.cp_fwd_rest;
@@ -603,7 +612,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
     // cuDNN attention (attention_backend fused) is not in the save list (only the flash and efficient SDPA
     // ops are; torchtitan _save_list): its forward runs again before its backward.
     if (c.attention_backend == "fused") add_attention(L.recompute_attn_extra, false);
-  } else if (!gdn) {
+  } else if (!mixer) {
     // Selective recompute (Megatron-Core "core_attn"): the attention forward again before its backward. A Gated
     // DeltaNet layer has no core attention to checkpoint (gdn.py checkpoints only its gated norm, with
     // recompute_modules naming it, which is not modelled): nothing.
@@ -740,6 +749,12 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
     K.gdn_layers = c.gdn_layers();
     K.layer_gdn = layer_costs_fused(c, cm, true);
     if (c.has_bf16_layers()) K.layer_gdn_bf16 = layer_costs_fused(c.bf16_layers_config(), cm, true);
+  }
+  if (c.hybrid()) {
+    K.hybrid_layers = c.hybrid_layers();
+    K.layer_mamba = hybrid_sublayer(layer_costs_fused(c, cm, false, true), 'M');
+    K.layer_attn_only = hybrid_sublayer(K.layer, '*');
+    K.layer_mlp_only = hybrid_sublayer(K.layer, '-');
   }
   const LayerCosts& L = K.layer;
   // Logits and loss (last stage), embedding lookup (first stage), per micro-batch.

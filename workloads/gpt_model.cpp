@@ -44,8 +44,11 @@ double gdn_attention_params(const GptConfig& c) {
   return (h * (2.0 * qk + 2.0 * v + 2.0 * nv) + (2.0 * qk + v) * double(c.linear_conv_kernel_dim) + 2.0 * nv + v * h) / t +
          double(c.linear_value_head_dim);
 }
-double layer_params_moe_model(const GptConfig& c, bool moe_layer, bool gdn_layer) {
+// A hybrid model's sublayer (sym, GptConfig::hybrid_layer_pattern) has one block and one pre-norm: M the Mamba-2
+// mixer (gpt_hybrid.cpp), * the attention, - the dense MLP, E the router and shared expert.
+double layer_params_moe_model(const GptConfig& c, bool moe_layer, bool gdn_layer, char sym) {
   const double h = double(c.hidden_size), t = double(c.tensor_model_parallel_size), a = double(c.num_attention_heads);
+  if (sym == 'M') return mamba_params_per_rank(c) + h;
   const auto& e = c.moe;
   double attn;
   if (e.multi_latent_attention) {
@@ -69,6 +72,8 @@ double layer_params_moe_model(const GptConfig& c, bool moe_layer, bool gdn_layer
   } else {
     mlp = (gate + 1.0) * h * double(c.ffn()) / t;
   }
+  if (sym == '*') return attn + h;
+  if (sym == '-' || sym == 'E') return mlp + h;
   return attn + mlp + 2.0 * h;  // two RMSNorms
 }
 // Expert parameters of one MoE layer on one GPU: E / EP local experts, each split over ETP.
@@ -79,9 +84,14 @@ double expert_params_per_gpu(const GptConfig& c) {
 }
 // MoE, MLA or a hybrid / gated-attention model: the models whose layers are counted one by one.
 bool moe_model(const GptConfig& c) {
-  return c.moe.enabled() || c.moe.multi_latent_attention || c.gdn() || c.attention_output_gate;
+  return c.moe.enabled() || c.moe.multi_latent_attention || c.gdn() || c.attention_output_gate || c.hybrid();
 }
 std::vector<bool> moe_layers_of(const GptConfig& c) {
+  if (c.hybrid()) {  // the pattern's E sublayers
+    std::vector<bool> out;
+    for (char ch : c.hybrid_layers()) out.push_back(ch == 'E');
+    return out;
+  }
   if (!c.moe.enabled()) return std::vector<bool>(c.num_layers, false);
   return moe_layer_pattern(c.moe.moe_layer_freq, c.num_layers, "gpt");
 }
@@ -90,7 +100,8 @@ double mean_layer_params_moe_model(const GptConfig& c) {
   double sum = 0;
   const auto gdn = c.gdn_layers();
   const auto moe = moe_layers_of(c);
-  for (std::size_t l = 0; l < moe.size(); ++l) sum += layer_params_moe_model(c, moe[l], gdn[l]);
+  for (std::size_t l = 0; l < moe.size(); ++l)
+    sum += layer_params_moe_model(c, moe[l], gdn[l], hybrid_symbol(c, static_cast<std::int64_t>(l)));
   return sum / double(c.num_layers);
 }
 // Model FLOPs of MoE / MLA models in Megatron-Core's convention (num_floating_point_operations, which
@@ -264,7 +275,7 @@ namespace {
 // copies (1 byte instead of 2); NVFP4 (precision fp4) saves the column-wise NVFP4 copy the wgrad GEMM reads,
 // 4-bit data + one E4M3 scale per 16 elements: 0.5625 bytes (fp8_gather_bytes_per_element("nvfp4")).
 double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_layer = false,
-                              double load_factor = 1.0, bool gdn_layer = false) {
+                              double load_factor = 1.0, bool gdn_layer = false, char sym = 0) {
   const double h = double(c.hidden_size), a = double(c.num_attention_heads), d = double(c.head_dim()),
                t = double(c.tensor_model_parallel_size), f = double(c.ffn()),
                s = double(c.seq_length), cp = double(c.context_parallel_size);
@@ -344,6 +355,11 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_lay
   // The parallel block (GptConfig::parallel_block): the MLP shares the attention's norm, so neither the MLP's
   // norm input (2h) nor fc1's input (the attention's QKV input, counted above) is kept a second time.
   if (c.parallel_block()) mlp -= (2.0 * h + (drop_scores && c.recomputes("layernorm") ? 0.0 : gemm_in * h)) * rep;
+  // A hybrid sublayer keeps one block's tensors; a Mamba-2 mixer its own (gpt_hybrid.cpp).
+  if (sym == 'M') attn = mamba_activation_bytes_per_token(c, gemm_in, mask, rep) -
+                         (drop_scores && c.recomputes("layernorm") ? gemm_in * h * rep : 0.0);
+  if (sym == 'M' || sym == '*') mlp = 0;
+  if (sym == '-' || sym == 'E') attn = 0;
   const double tokens = double(c.micro_batch_size) * s / cp;
   return tokens * (attn + mlp);
 }
@@ -577,24 +593,25 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     }
     P = 0;
     const auto gdn_pattern = c.gdn_layers();
-    auto add_act = [&](std::size_t k, bool m, bool g) {
-      const double a_full = layer_activation_bytes(c, false, m, lf, g);
+    auto add_act = [&](std::size_t k, bool m, bool g, char sym) {
+      const double a_full = layer_activation_bytes(c, false, m, lf, g, sym);
       act_mean += a_full, act_max = std::max(act_max, a_full);
-      const double a_sel = layer_activation_bytes(c, c.recompute_granularity == "selective", m, lf, g);
+      const double a_sel = layer_activation_bytes(c, c.recompute_granularity == "selective", m, lf, g, sym);
       act_mean_sel += a_sel, chunk_sel[k] += a_sel;
       if (m) act_max_sel = std::max(act_max_sel, a_full - a_sel);  // largest recomputed surplus
     };
     for (std::size_t k = 0; k < chunks.size(); ++k)
       for (std::int64_t l = 0; l < chunks[k].second; ++l) {
         const bool m = pattern[chunks[k].first + l], g = gdn_pattern[chunks[k].first + l];
-        P += layer_params_moe_model(c, m, g);
+        const char sym = hybrid_symbol(c, chunks[k].first + l);
+        P += layer_params_moe_model(c, m, g, sym);
         if (m) Pe += expert_params_per_gpu(c);
-        add_act(k, m, g);
+        add_act(k, m, g, sym);
       }
     Pl = layers ? P / double(layers) : 0.0;
     if (mtp_chunk >= 0)
       for (std::int64_t k = 0; k < n_mtp; ++k) {
-        add_act(static_cast<std::size_t>(mtp_chunk), mtp_moe, false);
+        add_act(static_cast<std::size_t>(mtp_chunk), mtp_moe, false, 0);
         if (mtp_moe) Pe += expert_params_per_gpu(c);
       }
     if (act_layers > 0) act_mean /= act_layers, act_mean_sel /= act_layers;

@@ -95,6 +95,18 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
       {"qwen3-next-80b-a3b", 48, 2048, 5120, 16, 2, 256, 4096, 151936, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "yanring/Megatron-MoE-ModelZoo@e8650517 model_configs/benchmarking/Qwen3-Next-80B-A3B.yaml", true, false,
        "gated_delta_net", "4", true},
+      // Hybrid Mamba models (Megatron-LM's hybrid model): the pattern, the Mamba-2 shape, squared ReLU and the
+      // MoE settings are set by hybrid_catalogue_defaults (workloads/gpt_hybrid.cpp), with their sources there.
+      // NoPE attention (position_embedding_type none: Nemotron-H-56B-Base-8K.sh; the HF NemotronH attention has
+      // no rotary embedding). Vocabulary 131072 (vocab_size of HF NemotronHConfig; the Nemotron-3 tokenizer is
+      // "...128k.vocab.json" in Megatron's tests/functional_tests/test_cases/hybrid/
+      // hybrid_dynamic_inference_tp1_ep8_nanov3_chunked_prefill/model_config.yaml @d98e8a64).
+      {"nemotron-h-8b", 52, 4096, 21504, 32, 8, 128, 4096, 131072, false, true, "RMSNorm", "none", 0.0, 0.0,
+       "NVIDIA/Megatron-LM@d98e8a64 examples/post_training/modelopt/conf/nvidia/Nemotron-H-8B-Base-8K.sh"},
+      {"nemotron-h-56b", 118, 8192, 32768, 64, 8, 128, 8192, 131072, false, true, "RMSNorm", "none", 0.0, 0.0,
+       "NVIDIA/Megatron-LM@d98e8a64 examples/post_training/modelopt/conf/nvidia/Nemotron-H-56B-Base-8K.sh"},
+      {"nemotron-3-nano-30b-a3b", 52, 2688, 1856, 32, 2, 128, 8192, 131072, false, true, "RMSNorm", "none", 0.0, 0.0,
+       "NVIDIA/Megatron-LM@d98e8a64 examples/post_training/modelopt/conf/nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.sh"},
   };
   return v;
 }

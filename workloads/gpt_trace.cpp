@@ -669,6 +669,11 @@ class StageEmitter {
   void block(std::int64_t gl, const std::string& nm, const std::string& cname, const Costs& cost, bool attn, bool bwd,
              const std::vector<std::uint32_t>& extra = {}, const Costs* din = nullptr, const Costs* win = nullptr,
              int tp_skip = 0) {
+    // A hybrid model's sublayer runs one of the two blocks (GptStepKernels::has_block): the other has no ops.
+    if (!K.has_block(gl, attn)) {
+      if (!extra.empty()) rb.chain(wait_op(nm + (bwd ? ".bwd" : "") + ".deps"), extra);
+      return;
+    }
     const auto& tp_comm = Y.tp_comm;
     const double tp_bytes = x_.tp_bytes, kv_bytes = x_.kv_bytes;
     const double ag_bytes = c.bf16_layer(gl) ? x_.tp_ag_bytes_bf16 : x_.tp_ag_bytes;
@@ -1566,6 +1571,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   if (c.fp4())
     tr.notes.push_back("gpt: NVFP4 GEMMs priced at the GPU's dense FP4 peak with the FP8 GEMM efficiency (no FP4 kernel "
                        "is measured): FP4 throughput is not validated (docs/workloads.md)");
+  if (c.hybrid()) tr.notes.push_back(hybrid_note(c));
   if (c.gdn()) {
     std::int64_t n_gdn = 0;
     for (bool g : K.gdn_layers) n_gdn += g ? 1 : 0;

@@ -655,13 +655,13 @@ MegatronLaunch read_megatron_launch(const std::string& text, const std::string& 
     }
     if (script == words.size()) continue;  // another command (mkdir, cd, a data preparation script ...)
     const std::string b = basename_of(words[script].text);
-    if (b == "pretrain_mamba.py")
-      fail_at(file, words[script].line, "pretrain_mamba.py: Mamba / hybrid models are not modelled (the gpt generator "
-                                        "simulates pretrain_gpt.py's GPT and MoE models)");
-    if (b != "pretrain_gpt.py")
-      fail_at(file, words[script].line, b + ": only pretrain_gpt.py (GPT and MoE decoder models) is modelled");
+    // pretrain_hybrid.py builds Megatron's hybrid model; pretrain_mamba.py is its deprecated wrapper (runs it, at
+    // NVIDIA/Megatron-LM@d98e8a64).
+    if (b != "pretrain_gpt.py" && b != "pretrain_hybrid.py" && b != "pretrain_mamba.py")
+      fail_at(file, words[script].line, b + ": only pretrain_gpt.py (GPT and MoE decoder models) and pretrain_hybrid.py "
+                                            "(hybrid Mamba models) are modelled");
     if (!out.script.empty())
-      fail_at(file, words[script].line, "a second pretrain_gpt.py invocation (the first is on line " +
+      fail_at(file, words[script].line, "a second pretrain script invocation (the first is on line " +
                                             std::to_string(out.line) + "); give a script with one");
     out.script = b;
     out.line = words[script].line;
@@ -822,7 +822,15 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
   MegatronImport out;
   Json& p = out.params;
   // Required shape and batch (validate_args: required_args and `assert args.micro_batch_size is not None`).
-  required("num_layers", "--num-layers");
+  // A hybrid model (pretrain_hybrid.py) is its --hybrid-layer-pattern, which sets num_layers
+  // (megatron/training/arguments.py:787-795 @d98e8a64); pretrain_gpt.py builds a GPT model and never reads it.
+  const bool hybrid_script = l.script != "pretrain_gpt.py";
+  const bool pattern = has("hybrid_layer_pattern") || has("hybrid_override_pattern");
+  if (hybrid_script && !pattern && !has("hybrid_attention_ratio") && !has("hybrid_mlp_ratio"))
+    throw InputError(file, l.script + " without --hybrid-layer-pattern: fabricsim models Megatron's hybrid model from its pattern");
+  if (!hybrid_script && (pattern || has("hybrid_attention_ratio") || has("hybrid_mlp_ratio")))
+    throw InputError(file, "pretrain_gpt.py builds a GPT model and does not read the hybrid pattern flags: use pretrain_hybrid.py");
+  if (!pattern) required("num_layers", "--num-layers");
   required("hidden_size", "--hidden-size");
   required("num_attention_heads", "--num-attention-heads");
   required("max_position_embeddings", "--max-position-embeddings");

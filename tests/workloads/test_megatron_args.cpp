@@ -201,7 +201,8 @@ TEST_CASE("megatron import: the error lines name file, line and flag") {
         "job.sh:3: --batch-size: Megatron-LM refuses it (validate_args, megatron/training/arguments.py @d98e8a64): use "
         "--micro-batch-size");
   CHECK(err("torchrun pretrain_bert.py --bf16") ==
-        "job.sh:1: pretrain_bert.py: only pretrain_gpt.py (GPT and MoE decoder models) is modelled");
+        "job.sh:1: pretrain_bert.py: only pretrain_gpt.py (GPT and MoE decoder models) and pretrain_hybrid.py (hybrid "
+        "Mamba models) are modelled");
   CHECK(err("echo hello\n").find("job.sh: no pretrain_gpt.py invocation found") == 0);
   CHECK(err("torchrun --nnodes $N pretrain_gpt.py" + kBase) ==
         "job.sh:1: variable $N is not set (set it in the script or give --var N=VALUE)");

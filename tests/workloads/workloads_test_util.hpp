@@ -21,12 +21,17 @@ inline std::string error_of(const std::function<void()>& f) {
 
 namespace workloads_test {
 
+// The default compute model of a GPU.
+inline fabricsim::models::ComputeModel compute_of(const std::string& gpu) {
+  fabricsim::models::ComputeModel cm;
+  cm.gpu = fabricsim::models::gpu_spec(gpu);
+  return cm;
+}
+
 // The gpt generator's trace for `p` (--param names), priced with the default compute model of its GPU.
 inline fabricsim::workloads::Trace gen(const fabricsim::workloads::ParamMap& p) {
   fabricsim::workloads::GptConfig c = fabricsim::workloads::gpt_config_from_params(p, "--param");
-  fabricsim::models::ComputeModel cm;
-  cm.gpu = fabricsim::models::gpu_spec(c.gpu);
-  return fabricsim::workloads::generate_gpt(c, cm, "test");
+  return fabricsim::workloads::generate_gpt(c, compute_of(c.gpu), "test");
 }
 
 // A rank's compute time: the sum of its compute ops' durations.

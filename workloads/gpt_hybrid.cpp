@@ -1,0 +1,290 @@
+#include "workloads/gpt.hpp"
+
+// Megatron-LM's hybrid model (Mamba-2 mixers mixed with attention, MLP and MoE sublayers: Nemotron-H, Nemotron-3)
+// in the `gpt` generator: the layer pattern, its checks and pipeline split (layer 1, model description), the
+// Mamba-2 mixer's parameters, saved activations and FLOPs, and its kernels (layer 2). Everything cites
+// NVIDIA/Megatron-LM@d98e8a64 unless it says otherwise.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "sim/base/error.hpp"
+#include "workloads/gpt_detail.hpp"
+
+namespace fabricsim::workloads {
+
+namespace {
+// The symbols of a hybrid layer pattern (Symbols in megatron/core/models/hybrid/hybrid_layer_allocation.py).
+bool modelled_symbol(char ch) { return ch == 'M' || ch == '*' || ch == '-' || ch == 'E'; }
+}  // namespace
+
+std::string GptConfig::hybrid_layers() const {
+  std::string out;
+  for (char ch : hybrid_layer_pattern)
+    if (ch != '|') out += ch;
+  return out;
+}
+
+namespace gpt_detail {
+
+// Megatron's pattern_from_ratios (hybrid_layer_allocation.py): round(n x attention_ratio) attention layers spread
+// evenly between Mamba layers (the pattern starts and ends with Mamba), then round(n x mlp_ratio) of the remaining
+// Mamba layers turned into MLP layers, evenly. The same walk, written here; Python's round() rounds halves to even,
+// as std::nearbyint does in the default rounding mode.
+std::string hybrid_pattern_from_ratios(std::int64_t n, double attention_ratio, double mlp_ratio) {
+  std::string out(static_cast<std::size_t>(n), 'M');
+  const auto n_attn = static_cast<std::int64_t>(std::nearbyint(double(n) * attention_ratio));
+  std::int64_t n_mamba = n - n_attn;
+  const double section = double(n_mamba) / double(n_attn + 1);
+  double x = section;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (x < 0.5) out[static_cast<std::size_t>(i)] = '*', x += section;
+    else x -= 1.0;
+  }
+  const auto n_mlp = static_cast<std::int64_t>(std::nearbyint(double(n) * mlp_ratio));
+  if (n_mlp > 0) {
+    n_mamba -= n_mlp;
+    const double ratio = double(n_mamba) / double(n_mlp);
+    x = ratio;
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (out[static_cast<std::size_t>(i)] != 'M') continue;
+      if (x < 0.5) out[static_cast<std::size_t>(i)] = '-', x += ratio;
+      else x -= 1.0;
+    }
+  }
+  return out;
+}
+
+void check_hybrid(const GptConfig& c, const std::function<void(const std::string&, const std::string&)>& fail) {
+  const char* K = "hybrid_layer_pattern";
+  const std::string& pat = c.hybrid_layer_pattern;
+  for (std::size_t i = 0; i < pat.size(); ++i) {
+    const char ch = pat[i];
+    const std::string at = "position " + std::to_string(i) + ": '" + std::string(1, ch) + "' ";
+    if (modelled_symbol(ch) || ch == '|') continue;
+    if (ch == '/')
+      fail(K, at + "starts MTP patterns (Megatron's unified MTP pattern), which fabricsim does not model for hybrid models");
+    if (ch == 'G' || ch == 'D' || ch == '+')
+      fail(K, at + "(Megatron's " + std::string(ch == 'G' ? "Gated DeltaNet" : ch == 'D' ? "DSA attention" : "MLA") +
+                  " layer) is not modelled in hybrid patterns; expected M, *, - or E");
+    fail(K, at + "is not a layer symbol (expected M Mamba, * attention, - MLP, E MoE, | pipeline boundary)");
+  }
+  const std::string layers = c.hybrid_layers();
+  if (layers.empty()) fail(K, "has no layers");
+  const bool has_moe = layers.find('E') != std::string::npos;
+  if (has_moe && !c.moe.enabled()) fail(K, "has MoE layers E but num_experts is not set");
+  if (!has_moe && c.moe.enabled()) fail("num_experts", "is set but hybrid_layer_pattern has no MoE layer E");
+  if (c.moe.enabled() && c.moe.moe_layer_freq != "1")
+    fail("moe_layer_freq", "is not read by Megatron's hybrid model: the E symbols of hybrid_layer_pattern place the MoE layers");
+  // MambaMixer.__init__ (megatron/core/ssm/mamba_mixer.py:241-274): positive shapes, heads and groups split over TP,
+  // heads a multiple of groups; d_inner = heads x head dim.
+  const std::int64_t t = c.tensor_model_parallel_size, nh = c.mamba_heads(), ng = c.mamba_num_groups;
+  if (c.mamba_num_heads <= 0 && (2 * c.hidden_size) % c.mamba_head_dim != 0)
+    fail("mamba_head_dim", "must divide 2 x hidden_size (d_inner) when mamba_num_heads is not set (mamba_mixer.py:250)");
+  if (nh % t != 0) fail("mamba_num_heads", "Mamba heads (" + std::to_string(nh) + ") must be a multiple of tensor_model_parallel_size (mamba_mixer.py:262)");
+  if (ng % t != 0) fail("mamba_num_groups", "must be a multiple of tensor_model_parallel_size (mamba_mixer.py:270)");
+  if (nh % ng != 0) fail("mamba_num_heads", "Mamba heads (" + std::to_string(nh) + ") must be a multiple of mamba_num_groups (mamba_mixer.py:274)");
+  // Megatron runs Mamba under context parallelism by its own all-to-alls (megatron/core/ssm/mamba_context_parallel.py);
+  // those ops are not modelled.
+  if (c.context_parallel_size > 1)
+    fail("context_parallel_size", "with Mamba layers is not modelled (Megatron's MambaContextParallel all-to-alls have no ops here)");
+  if (c.gdn()) fail("experimental_attention_variant", "cannot be combined with hybrid_layer_pattern (use the pattern's symbols)");
+  if (c.moe.multi_latent_attention) fail("multi_latent_attention", "in hybrid models (Megatron's '+' symbol) is not modelled");
+  if (c.moe.mtp_num_layers > 0) fail("mtp_num_layers", "with hybrid_layer_pattern is not modelled");
+  if (c.attention_backend == "unfused" || !c.torch_compile.empty() || c.use_torch_fsdp2 || c.window_left >= 0 ||
+      c.first_last_layers_bf16 || c.cpu_offloading_num_layers > 0 || c.dualpipe() || c.symm_mem_tp() ||
+      !c.selective_ac_option.empty() || c.attention_output_gate)
+    fail(K, "hybrid models are modelled as Megatron-Core runs them with fused attention (not with unfused attention, "
+            "torch_compile / use_torch_fsdp2, window_size, first_last_layers_bf16, cpu_offloading_num_layers, DualPipe, "
+            "symmetric-memory TP, selective_ac_option or attention_output_gate)");
+  // Pipeline split (megatron/training/arguments.py:787-858 and select_pipeline_segment in hybrid_layer_allocation.py):
+  // with '|' the segments are the virtual stages (segment k on pipeline rank k % PP, chunk k / PP) and the other split
+  // keys are refused; without, the layers split evenly (or by decoder_first/last_pipeline_num_layers), no VPP.
+  const std::int64_t p = c.pipeline_model_parallel_size;
+  const std::int64_t segments = static_cast<std::int64_t>(std::count(pat.begin(), pat.end(), '|')) + 1;
+  if (c.num_layers_per_virtual_pipeline_stage)
+    fail("num_layers_per_virtual_pipeline_stage", "should not be used with hybrid_layer_pattern: describe the virtual "
+                                                  "stages with '|' segments (arguments.py:813)");
+  if (!c.pipeline_layout.empty())
+    fail("pipeline_model_parallel_layout", "should not be used with hybrid_layer_pattern: '|' separators give the split (arguments.py:825)");
+  if (c.account_for_embedding_in_pipeline_split || c.account_for_loss_in_pipeline_split)
+    fail("account_for_embedding_in_pipeline_split", "should not be used with hybrid_layer_pattern (arguments.py:829-838)");
+  if (segments > 1) {
+    if (c.decoder_first_pipeline_num_layers || c.decoder_last_pipeline_num_layers)
+      fail("decoder_first_pipeline_num_layers", "should not be set when hybrid_layer_pattern has '|' separators (arguments.py:803-811)");
+    if (segments % p != 0)
+      fail(K, "has " + std::to_string(segments) + " '|' segments, not a multiple of pipeline_model_parallel_size (" +
+                  std::to_string(p) + ") (arguments.py:847)");
+    std::size_t start = 0;
+    for (std::int64_t k = 0; k < segments; ++k) {
+      const std::size_t end = std::min(pat.find('|', start), pat.size());
+      if (end == start) fail(K, "segment " + std::to_string(k) + " (between '|' separators) is empty");
+      start = end + 1;
+    }
+    if (c.virtual_pipeline_model_parallel_size && c.virtual_pipeline_model_parallel_size != segments / p)
+      fail("virtual_pipeline_model_parallel_size", "is derived from the '|' segments of hybrid_layer_pattern (" +
+                                                       std::to_string(segments / p) + " per pipeline rank)");
+  } else if (c.virtual_pipeline_model_parallel_size > 1) {
+    fail("virtual_pipeline_model_parallel_size", "needs '|' segments in hybrid_layer_pattern (Megatron raises without them: "
+                                                 "select_pipeline_segment in hybrid_layer_allocation.py)");
+  }
+}
+
+std::vector<std::vector<std::int64_t>> hybrid_segment_layout(const GptConfig& c) {
+  const std::int64_t p = c.pipeline_model_parallel_size;
+  std::vector<std::int64_t> seg(1, 0);
+  for (char ch : c.hybrid_layer_pattern) {
+    if (ch == '|') seg.push_back(0);
+    else ++seg.back();
+  }
+  const std::int64_t n = static_cast<std::int64_t>(seg.size()), v = std::max<std::int64_t>(1, n / p);
+  if (n % p != 0)
+    throw InputError("gpt hybrid_layer_pattern", "has " + std::to_string(n) + " '|' segments, not a multiple of "
+                                                 "pipeline_model_parallel_size (" + std::to_string(p) + ")");
+  std::vector<std::vector<std::int64_t>> out(p, std::vector<std::int64_t>(v, 0));
+  for (std::int64_t k = 0; k < n; ++k) out[k % p][k / p] = seg[static_cast<std::size_t>(k)];
+  return out;
+}
+
+char hybrid_symbol(const GptConfig& c, std::int64_t gl) {
+  if (!c.hybrid()) return 0;
+  const std::string layers = c.hybrid_layers();
+  return layers[static_cast<std::size_t>(gl)];
+}
+
+// One Mamba-2 mixer on one TP rank (MambaMixer.__init__, mamba_mixer.py:281-450): in_proj h x (2 d_inner + 2 groups x
+// state + heads) (z, x, B, C, dt; no bias), the depthwise conv1d over x, B, C with d_conv 4 taps and a bias
+// (mamba_mixer.py:179 d_conv=4, :321-340), dt_bias, A_log and D (one per head), the gated RMSNorm's weight (d_inner),
+// all split over TP, and out_proj d_inner x h (row-parallel). The layer's pre-norm (its h weights) is the caller's.
+double mamba_params_per_rank(const GptConfig& c) {
+  const double h = double(c.hidden_size), t = double(c.tensor_model_parallel_size);
+  const double di = double(c.mamba_d_inner()), gn = double(c.mamba_num_groups * c.mamba_state_dim),
+               nh = double(c.mamba_heads());
+  const double conv = di + 2.0 * gn;
+  return (h * (2.0 * di + 2.0 * gn + nh) + conv * double(kMambaConvKernel) + conv + 3.0 * nh + di + di * h) / t;
+}
+
+// Saved activation bytes per token of a Mamba sublayer on one TP rank, training path (MambaMixer._ssm_training,
+// mamba_mixer.py:679-733): the norm's input and in_proj's input as an attention block keeps them (split by sequence
+// parallelism); mamba_split_conv1d_scan_combined saves its input zxBCdt and the scan output out_x (state-spaces/mamba
+// mamba_ssm/ops/triton/ssd_combined.py, MambaSplitConv1dScanCombinedFn.forward: save_for_backward(zxbcdt, ...,
+// out_x, ...); the conv output and chunk states are recomputed in its backward, so no s x s or per-token state term);
+// the gated RMSNorm keeps its input (d_inner) and fp32 1/rms per group; out_proj keeps its input.
+double mamba_activation_bytes_per_token(const GptConfig& c, double gemm_in, double mask, double rep) {
+  const double h = double(c.hidden_size), t = double(c.tensor_model_parallel_size);
+  const double di = double(c.mamba_d_inner()) / t, gn = double(c.mamba_num_groups * c.mamba_state_dim) / t,
+               nh = double(c.mamba_heads()) / t, ng = double(c.mamba_num_groups) / t;
+  return (2.0 * h + gemm_in * h + mask) * rep + 2.0 * (2.0 * di + 2.0 * gn + nh) + 2.0 * di + 2.0 * di + 4.0 * ng +
+         gemm_in * di;
+}
+
+// Megatron-LM's hybrid_flops (megatron/training/training.py:964-1002, called at :1332-1380): per pattern symbol,
+// forward x 3, over the global batch's tokens T = B s and sum of squared lengths B s^2:
+//   attention  4 T h p (h + h g / a) + 2 B s^2 h p, p = kv_channels a / h (the causal core counted halved);
+//   Mamba      2 T h (2 d_in + 2 groups state + heads) + 7 T d_in state + 2 T d_in h, with d_in = 2 h as Megatron
+//              writes it (mamba_layer_flops) even where mamba_num_heads x mamba_head_dim differs;
+//   MLP        4 T h ffn (x 1.5 with SwiGLU);
+//   MoE        4 T h (topk moe_ffn + shared) (x 1.5 with SwiGLU; the router is not counted);
+//   logits     2 T h V.
+double hybrid_model_flops(const GptConfig& c) {
+  const double B = double(c.global_batch_size), s = double(c.seq_length), h = double(c.hidden_size),
+               V = double(c.padded_vocab_size), a = double(c.num_attention_heads), g = double(c.query_groups());
+  const double T = B * s, T2 = B * s * s;
+  const double p = double(c.head_dim()) * a / h, scale = c.swiglu ? 1.5 : 1.0;
+  const double attn = 4.0 * T * h * p * (h + h * g / a) + 2.0 * T2 * h * p;
+  const double d_in = 2.0 * h, n = double(c.mamba_state_dim);
+  const double mamba = 2.0 * T * h * (2.0 * d_in + 2.0 * double(c.mamba_num_groups) * n + double(c.mamba_heads())) +
+                       7.0 * T * d_in * n + 2.0 * T * d_in * h;
+  const double mlp = 4.0 * scale * T * h * double(c.ffn());
+  const double moe = 4.0 * scale * T * h *
+                     (double(c.moe.moe_router_topk) * double(c.moe_ffn()) + double(c.moe.moe_shared_expert_intermediate_size));
+  double fwd = 2.0 * T * h * V;
+  for (char ch : c.hybrid_layers()) fwd += ch == 'M' ? mamba : ch == '*' ? attn : ch == '-' ? mlp : moe;
+  return 3.0 * fwd;
+}
+
+// The Mamba-2 mixer between in_proj and out_proj on one TP rank (MambaMixer._ssm_training, mamba_mixer.py:679-733),
+// per kernel, T tokens:
+//   zxBCdt made contiguous (rearrange ... .contiguous(): read and write the in_proj output);
+//   mamba_split_conv1d_scan_combined: the depthwise causal conv1d + SiLU over x, B, C (read and write them, a
+//   memory-bound kernel), the SSD chunked scan, and the gate y x SiLU(z) (read y and z, write);
+//   the output made contiguous again (read and write d_inner) and the grouped RMSNorm over d_inner (read, write).
+// The SSD scan is priced from Megatron-LM's count of its FLOPs (mamba_layer_flops: 7 x d_inner x state per token,
+// here with this rank's d_inner) as GEMMs of (tokens x local heads) x head dim x state through the GEMM fit, the
+// backward twice the forward. No kernel of this class is measured (tests/data has no Mamba / SSD timing): its rate
+// is the GEMM fit's at that shape, unvalidated. The backward moves twice the memory-bound kernels' bytes.
+void add_mamba_core(Costs& out, const GptConfig& c, const models::ComputeModel& cm, std::int64_t T, bool bwd) {
+  using models::KernelDesc;
+  using models::MemoryKernel;
+  const models::Precision act = c.precision == "fp16" ? models::Precision::FP16 : models::Precision::BF16;
+  auto mem = [&](MemoryKernel k, double bytes) { return KernelDesc::memory(k, bytes, act); };
+  const std::int64_t t = c.tensor_model_parallel_size;
+  const std::int64_t di = c.mamba_d_inner() / t, gn = c.mamba_num_groups / t * c.mamba_state_dim, nh = c.mamba_heads() / t;
+  const double e = 2.0, f = bwd ? 2.0 : 1.0, Td = double(T);
+  out.add(cm, mem(MemoryKernel::Copy, f * 2.0 * e * Td * double(2 * di + 2 * gn + nh)));
+  out.add(cm, mem(MemoryKernel::Elementwise, f * 2.0 * e * Td * double(di + 2 * gn)));
+  const KernelDesc scan = KernelDesc::gemm(T * nh, c.mamba_head_dim, c.mamba_state_dim, act);
+  const double times = bwd ? 7.0 : 3.5;  // 7 (14) x d_inner x state FLOPs per token = 3.5 (7) such GEMMs
+  out.add(cm, scan, times);
+  out.flops += (times - 1.0) * scan.flops();
+  out.add(cm, mem(MemoryKernel::Elementwise, f * 3.0 * e * Td * double(di)));
+  out.add(cm, mem(MemoryKernel::Copy, f * 2.0 * e * Td * double(di)));
+  out.add(cm, mem(MemoryKernel::Norm, f * 2.0 * e * Td * double(di)));
+}
+
+// A sublayer of the pattern: the decoder layer's costs with the half it lacks emptied (M and * keep the attention
+// block, - and E the MLP block; an E layer's MoE work is priced apart, MoeCosts).
+LayerCosts hybrid_sublayer(LayerCosts L, char sym) {
+  const bool attn = sym == 'M' || sym == '*';
+  if (attn) {
+    L.fwd_mlp = L.bwd_mlp = L.wgrad_mlp = L.dgrad_mlp_in = L.wgrad_mlp_in = Costs{};
+  } else {
+    L.fwd_attn = L.bwd_attn = L.recompute_attn_extra = L.wgrad_attn = L.dgrad_attn_in = L.wgrad_attn_in = Costs{};
+  }
+  const int drop = attn ? 0 : 1;  // LayerCosts::tp_fused[attention block][backward]
+  L.tp_fused[drop][0] = L.tp_fused[drop][1] = TpFusedGemms{};
+  return L;
+}
+
+std::string hybrid_note(const GptConfig& c) {
+  const std::string L = c.hybrid_layers();
+  auto n = [&](char ch) { return std::to_string(std::count(L.begin(), L.end(), ch)); };
+  return "gpt: hybrid model, " + std::to_string(L.size()) + " sublayers (" + n('M') + " Mamba-2, " + n('*') +
+         " attention, " + n('-') + " MLP, " + n('E') +
+         " MoE): the Mamba-2 SSD chunked scan is priced from Megatron-LM's FLOP count at the GEMM fit's rate "
+         "(no measurement of that kernel; unvalidated); model FLOPs follow Megatron-LM's hybrid_flops";
+}
+
+// The catalogue's hybrid models (gpt_models.cpp holds their shapes), from the launch scripts of
+// examples/post_training/modelopt/conf/nvidia/ at NVIDIA/Megatron-LM@d98e8a64:
+//   nemotron-h-8b (Nemotron-H-8B-Base-8K.sh): --hybrid-layer-pattern as below, --mamba-head-dim 64,
+//     --mamba-num-heads 128, --mamba-num-groups 8, --mamba-state-dim 128, --squared-relu;
+//   nemotron-h-56b (Nemotron-H-56B-Base-8K.sh): its pattern, --mamba-state-dim 256 (heads, head dim and groups
+//     Megatron's defaults: 2 x 8192 / 64 = 256 heads, 8 groups), --squared-relu;
+//   nemotron-3-nano-30b-a3b (NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.sh): its pattern, --mamba-num-heads 64,
+//     --mamba-head-dim 64, --squared-relu, --num-experts 128, --moe-router-topk 6, experts of --ffn-hidden-size
+//     1856, --moe-shared-expert-intermediate-size 3712, --moe-grouped-gemm, --moe-permute-fusion,
+//     --moe-token-dispatcher-type alltoall (its sigmoid router with expert bias is priced as the softmax router).
+void hybrid_catalogue_defaults(GptConfig& c) {
+  if (c.model == "nemotron-h-8b") {
+    c.hybrid_layer_pattern = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-";
+    c.mamba_num_heads = 128;
+  } else if (c.model == "nemotron-h-56b") {
+    c.hybrid_layer_pattern =
+        "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-"
+        "M-M-M-M-M-";
+    c.mamba_state_dim = 256;
+  } else if (c.model == "nemotron-3-nano-30b-a3b") {
+    c.hybrid_layer_pattern = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME";
+    c.mamba_num_heads = 64;
+    c.moe.num_experts = 128, c.moe.moe_router_topk = 6, c.moe.moe_shared_expert_intermediate_size = 3712;
+    c.moe.moe_grouped_gemm = true, c.moe.moe_permute_fusion = true, c.moe.moe_token_dispatcher_type = "alltoall";
+  } else {
+    return;
+  }
+  c.squared_relu = true;
+}
+
+}  // namespace gpt_detail
+
+}  // namespace fabricsim::workloads
