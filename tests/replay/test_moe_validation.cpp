@@ -82,8 +82,8 @@ TEST_CASE("validation: moe, Qwen3-235B-A22B (256 H100) and Mixtral-8x22B (128 H1
     mixtral.add({std::to_string(row), layout.at(row), test::fmt("%.0f", measured), test::fmt("%.1f", r.tflops_per_gpu),
                  test::signed_pct(r.tflops_per_gpu / measured - 1.0)});
   }
-  test::check_doc_table(qwen, "build/tests/test_replay -tc='validation: moe, Qwen3-235B-A22B (256 H100)*'");
-  test::check_doc_table(mixtral, "build/tests/test_replay -tc='validation: moe, Qwen3-235B-A22B (256 H100)*'");
+  test::check_doc_table(qwen, "build/tests/test_replay -tc='validation: moe? Qwen3-235B-A22B (256 H100)*'");
+  test::check_doc_table(mixtral, "build/tests/test_replay -tc='validation: moe? Qwen3-235B-A22B (256 H100)*'");
   REQUIRE(abs_errors.size() == 9);
   const double med = replay_test::median(abs_errors);
   const double worst = *std::max_element(abs_errors.begin(), abs_errors.end());
