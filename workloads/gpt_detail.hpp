@@ -198,6 +198,7 @@ double offload_copy_seconds(const GptConfig& c);
 // GPU's server (bytes/s), and the host work for a number of offloaded shard elements: the gradients' copy to the
 // host, the CPU AdamW, the parameters' copy back (seconds each, whole), and the parameters they are in.
 double host_dram_Bps(const std::string& gpu);
+double host_dram_Bps(const GptConfig& c);  // host_memory_bandwidth_per_gpu when given, else by GPU
 struct OptimizerOffloadTimes {
   double d2h_s = 0, cpu_s = 0, h2d_s = 0;
   std::int64_t pieces = 1;

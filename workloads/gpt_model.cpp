@@ -467,6 +467,10 @@ double host_dram_Bps(const std::string& gpu) {
   return 307.2e9 / 4.0;  // h100, h100-96gb, h200
 }
 
+double host_dram_Bps(const GptConfig& c) {
+  return c.host_memory_bandwidth_per_gpu > 0 ? c.host_memory_bandwidth_per_gpu : host_dram_Bps(c.gpu);
+}
+
 // optimizer_cpu_offload's host work for `elements` offloaded elements of one rank's shard, per direction of the
 // host link (gpt_detail::host_copy_Bps) and at the host DRAM rate:
 //   d2h  the gradients into the pinned fp32 buffers, 4 bytes per element (hybrid_optimizer.py:108-114 at
@@ -483,7 +487,7 @@ double host_dram_Bps(const std::string& gpu) {
 OptimizerOffloadTimes optimizer_offload_times(const GptConfig& c, double elements) {
   OptimizerOffloadTimes t;
   const double link = host_copy_Bps(c.gpu);
-  const double dram = c.host_memory_bandwidth_per_gpu > 0 ? c.host_memory_bandwidth_per_gpu : host_dram_Bps(c.gpu);
+  const double dram = host_dram_Bps(c);
   t.d2h_s = 4.0 * elements / link;
   t.cpu_s = 28.0 * elements / dram;
   t.h2d_s = 4.0 * elements / link;

@@ -284,10 +284,11 @@ class StageEmitter {
   // forward starts (fwd_step: start_offload of the previous layer) on the offload stream and must be done before
   // layer L - N + i's forward (finish_offload_map: its GPU memory is released there); its copy back starts before
   // layer L - 1 - N + i's backward (start_reload_map) and layer i's backward waits for it.
-  // A copy between HBM and host memory on a copy stream.
+  // Host work of `seconds` (rounded to the ns) on its own stream: a copy between HBM and host memory, or the host
+  // CPU's optimizer step.
   static Op host_copy(const std::string& name, double seconds, std::uint16_t stream) {
     Op op = compute_op(name, Costs{});
-    op.duration_s = seconds;
+    op.duration_s = static_cast<double>(to_ns(seconds)) * 1e-9;
     op.stream = stream;
     op.category = "offload";
     return op;
@@ -311,10 +312,6 @@ class StageEmitter {
     if (gl < N) extra.push_back(offload_h2d_[static_cast<std::size_t>(gl)]);
   }
   std::uint16_t kOptCpu = 0;  // optimizer_cpu_offload: the CPU AdamW (+1, +2: the D2H and H2D copy streams)
-  // optimizer_cpu_offload's host work of duration `s` (copies over the host link, the CPU AdamW) on `stream`.
-  static Op host_op(const std::string& name, double s, std::uint16_t stream) {
-    return host_copy(name, static_cast<double>(to_ns(s)) * 1e-9, stream);
-  }
   // The optimizer step with optimizer_cpu_offload (HybridDeviceOptimizer.step, hybrid_optimizer.py:150-179 at
   // NVIDIA/Megatron-LM@d98e8a64): `gpu` is the FusedAdam over the shard's other elements, `el` the offloaded ones
   // (optimizer_offload_times prices their host work). Without overlap_cpu_optimizer_d2h_h2d both copy "streams" are
@@ -326,11 +323,11 @@ class StageEmitter {
   void offloaded_optimizer_step(const Costs& gpu, double el, const std::vector<std::uint32_t>& grad_done) {
     const OptimizerOffloadTimes o = optimizer_offload_times(c, el);
     if (!c.overlap_cpu_optimizer_d2h_h2d) {
-      Op d2h = host_op("optimizer.offload.d2h", o.d2h_s, RankBuilder::kCompute);
+      Op d2h = host_copy("optimizer.offload.d2h", o.d2h_s, RankBuilder::kCompute);
       rb.chain(std::move(d2h), grad_done);
-      const std::uint32_t cpu = rb.fork(host_op("optimizer.offload.cpu_adamw", o.cpu_s, kOptCpu));
+      const std::uint32_t cpu = rb.fork(host_copy("optimizer.offload.cpu_adamw", o.cpu_s, kOptCpu));
       rb.chain(compute_op("optimizer.step", gpu));
-      rb.chain(host_op("optimizer.offload.h2d", o.h2d_s, RankBuilder::kCompute), {cpu});
+      rb.chain(host_copy("optimizer.offload.h2d", o.h2d_s, RankBuilder::kCompute), {cpu});
       return;
     }
     std::vector<std::uint32_t> start = grad_done;
@@ -340,13 +337,13 @@ class StageEmitter {
     std::uint32_t h2d = 0;
     for (std::int64_t i = 0; i < o.pieces; ++i) {
       const std::string k = ".p" + std::to_string(i);
-      Op d = host_op("optimizer.offload.d2h" + k, o.d2h_s / n, static_cast<std::uint16_t>(kOptCpu + 1));
+      Op d = host_copy("optimizer.offload.d2h" + k, o.d2h_s / n, static_cast<std::uint16_t>(kOptCpu + 1));
       if (i == 0) d.deps = start;
       const std::uint32_t di = rb.push(std::move(d));
-      Op cp = host_op("optimizer.offload.cpu_adamw" + k, o.cpu_s / n, kOptCpu);
+      Op cp = host_copy("optimizer.offload.cpu_adamw" + k, o.cpu_s / n, kOptCpu);
       cp.deps = {di};
       const std::uint32_t ci = rb.push(std::move(cp));
-      Op h = host_op("optimizer.offload.h2d" + k, o.h2d_s / n, static_cast<std::uint16_t>(kOptCpu + 2));
+      Op h = host_copy("optimizer.offload.h2d" + k, o.h2d_s / n, static_cast<std::uint16_t>(kOptCpu + 2));
       h.deps = {ci, gpu_step};
       h2d = rb.push(std::move(h));
     }
@@ -1504,7 +1501,7 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
     // optimizer_cpu_offload: what is on the host (not in the HBM figures above) and what its step costs.
     tr.metadata["host_memory_per_gpu_bytes.optimizer"] = mem.host_optimizer_bytes;
     const OptimizerOffloadTimes o = optimizer_offload_times(c, mem.host_optimizer_elements);
-    const double dram = c.host_memory_bandwidth_per_gpu > 0 ? c.host_memory_bandwidth_per_gpu : host_dram_Bps(c.gpu);
+    const double dram = host_dram_Bps(c);
     char buf[900];
     std::snprintf(buf, sizeof buf,
                   "gpt: optimizer_cpu_offload: %.3g of the optimizer shard (%.3g M elements on pipeline stage %lld) is on "

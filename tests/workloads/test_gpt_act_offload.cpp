@@ -31,14 +31,7 @@ ParamMap moe(ParamMap over = {}) {
 GptConfig cfg(const ParamMap& p) { return gpt_config_from_params(p, "--param"); }
 GptMemory mem(const ParamMap& p) { return gpt_memory_per_gpu(cfg(p)); }
 
-std::string refusal(const ParamMap& p) {
-  try {
-    cfg(p);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string refusal(const ParamMap& p) { return ::error_of([&] { cfg(p); }); }
 
 // Per layer and micro-batch, by hand: expert_fc1 saves the permuted tokens (top-2 x 2048 tokens x h 1024, bf16)
 // and moe_act the fc1 output (top-2 x 2048 x 2 x 512, bf16).

@@ -43,14 +43,7 @@ int count_ops(const Trace& t, const std::string& prefix) {
   for (const Op& op : t.ranks.at(0).ops) n += op.name.rfind(prefix, 0) == 0;
   return n;
 }
-std::string error_of(const ParamMap& p) {
-  try {
-    cfg(p);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string error_of(const ParamMap& p) { return ::error_of([&] { cfg(p); }); }
 
 }  // namespace
 
