@@ -535,8 +535,9 @@ TEST_CASE("validation: peak memory, every published figure (torchtitan GiB, MoE 
       {"torchtitan_dense.csv", "compared: simulated peak GiB, largest pipeline stage (this test)"},
       {"torchtitan_mi300x.csv", "not compared (no MI300X preset); read with the `h100` preset's terms (below)"},
       {"moe_h100.csv", "the memory model's fit / OOM verdict on 80 GB (`validation: parallel folding tables 1-3*`)"},
-      {"llama3_405b_h100.csv", "no figure; the paper's runs fit 80 GB without recompute: asserted (`Llama 3 405B*`)"},
-      {"llmfoundry_mpt.csv", "no figure; every row runs, so fits its GPU: asserted (`llm-foundry*`)"}};
+      {"llama3_405b_h100.csv", "no figure; the paper's runs fit 80 GB without recompute: asserted (`validation: modern dense training (Llama 3 405B*`)"},
+      {"llmfoundry_mpt.csv", "no figure; every row runs, so fits its GPU: asserted (`validation: modern dense training (llm-foundry*`)"},
+      {"olmo_core_h100.csv", "no figure; every row fits its 80 GB: asserted (`validation: olmo-core*`)"}};
   test::DocTable inventory{"memory-figures",
                            {"file (tests/data/training-modern)", "rows", "memory figures", "printed OOM",
                             "checked by", "result"},
