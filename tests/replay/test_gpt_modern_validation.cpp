@@ -153,6 +153,14 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   return out;
 }
 
+// The memory model's peak per GPU for a row (GiB; the largest pipeline stage), no step simulated.
+double memory_gib(const Row& row) {
+  return workloads::gpt_memory_per_gpu(
+             workloads::gpt_config_from_params(workloads::params_from_json(row.params, JsonPath()), row.label))
+             .total_bytes() /
+         1073741824.0;
+}
+
 struct Outcome {
   double sim = 0, mem_gib = 0;
   double iteration_s = 0;
@@ -288,10 +296,9 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
     // The float8 all-gather reading of Tables 5 and 6 (docs/validation.md, "What the worst rows still miss"):
     // the same rows with train_configs/llama3_405b.toml's float8 settings; printed, not compared.
     if (mem > 0 && std::stoi(r.at("pp")) > 1) {
-      Json q = row.params;
-      q["enable_fsdp_float8_all_gather"] = true;
-      const double gib = workloads::gpt_memory_per_gpu(workloads::gpt_config_from_params(
-                             workloads::params_from_json(q, JsonPath()), row.label)).total_bytes() / 1073741824.0;
+      Row f8 = row;
+      f8.params["enable_fsdp_float8_all_gather"] = true;
+      const double gib = memory_gib(f8);
       f8_reading += test::fmt("%s | %.1f | %.2f | %+.1f %%\n", row.label.c_str(), mem, gib, 100 * (gib / mem - 1.0));
     }
     parsed += o.mem_gib > 0;
@@ -478,16 +485,6 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   CHECK(median(tps_err) <= 0.142);
   CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.351);  // a B200 row (docs/validation.md)
 }
-
-namespace {
-// The memory model's peak per GPU for a row (GiB; the largest pipeline stage), no step simulated.
-double memory_gib(const Row& row) {
-  return workloads::gpt_memory_per_gpu(
-             workloads::gpt_config_from_params(workloads::params_from_json(row.params, JsonPath()), row.label))
-             .total_bytes() /
-         1073741824.0;
-}
-}  // namespace
 
 // Every published peak-memory figure of the visible data (tests/data/training-modern, the rows copied from the
 // team's training-modern/ set, PROVENANCE.md): which file publishes one, what checks it, and the memory model's
