@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -109,7 +110,9 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   // of 2025-02-28 (torchao H100 table) and the 2024 docs rows are before it; 820504e (async TP 2025-06),
   // e7c0cae (H200) and 6fc499f6 (torchao B200) contain it.
   const std::string src = r.at("source");
-  const bool loss_compiled_era = has(src, "820504e") || has(src, "e7c0cae") || has(src, "6fc499f6");
+  // e7c0cae (H200), 6fc499f6 (torchao B200) and 2c8b5947 (torchao MI300X, read below, not compared) contain it.
+  const bool loss_compiled_era =
+      has(src, "820504e") || has(src, "e7c0cae") || has(src, "6fc499f6") || has(src, "2c8b5947");
   const bool compiled = has(other, "compile") || has(r.at("row_label"), "compile");
   p["cross_entropy_impl"] = loss_compiled_era && compiled ? "torch_compiled" : "torch";
   // torch.compile of the model's blocks (torch_compile): as the row states; the 405B perf.md rows ran
@@ -124,8 +127,9 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   // SDPA restricted to the flash / efficient backends (utils.py get_train_context).
   if (cp > 1) p["context_parallel_rotate_method"] = "allgather";
   // FSDP2 units of the embedding and output layer: torchtitan before pytorch/torchtitan@83e694105 (2025-07-28)
-  // leaves them in the root unit; of the runs' commits only 6fc499f6 (torchao B200, 2025-08-14) contains it.
-  if (!has(src, "6fc499f6")) p["fsdp_embeddings_in_root"] = true;
+  // leaves them in the root unit; of the runs' commits only 6fc499f6 (torchao B200, 2025-08-14) and 2c8b5947
+  // (torchao MI300X, 2025-08-08) contain it.
+  if (!has(src, "6fc499f6") && !has(src, "2c8b5947")) p["fsdp_embeddings_in_root"] = true;
   // The final norm: torchtitan's own eager RMSNorm up to pytorch/torchtitan@5078e92e4 (2025-04-17), then
   // torch.nn.RMSNorm, whose saved tensors depend on the torch build (not modelled). Of the runs' commits 9dec370
   // (Dec 2024 tables) and torchtitan 0.0.2 (torchao H100 table, torchao of 2025-02-28) are before it.
@@ -147,6 +151,14 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   }
   out.params = p;
   return out;
+}
+
+// The memory model's peak per GPU for a row (GiB; the largest pipeline stage), no step simulated.
+double memory_gib(const Row& row) {
+  return workloads::gpt_memory_per_gpu(
+             workloads::gpt_config_from_params(workloads::params_from_json(row.params, JsonPath()), row.label))
+             .total_bytes() /
+         1073741824.0;
 }
 
 struct Outcome {
@@ -284,10 +296,9 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
     // The float8 all-gather reading of Tables 5 and 6 (docs/validation.md, "What the worst rows still miss"):
     // the same rows with train_configs/llama3_405b.toml's float8 settings; printed, not compared.
     if (mem > 0 && std::stoi(r.at("pp")) > 1) {
-      Json q = row.params;
-      q["enable_fsdp_float8_all_gather"] = true;
-      const double gib = workloads::gpt_memory_per_gpu(workloads::gpt_config_from_params(
-                             workloads::params_from_json(q, JsonPath()), row.label)).total_bytes() / 1073741824.0;
+      Row f8 = row;
+      f8.params["enable_fsdp_float8_all_gather"] = true;
+      const double gib = memory_gib(f8);
       f8_reading += test::fmt("%s | %.1f | %.2f | %+.1f %%\n", row.label.c_str(), mem, gib, 100 * (gib / mem - 1.0));
     }
     parsed += o.mem_gib > 0;
@@ -447,10 +458,7 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
     CHECK(std::abs(sim_step[2] / sim_step[1] - 1.0) <= 0.01);
     CHECK(std::abs(sim_step[1] / sim_step[0] - 1.0) <= 0.05);
   }
-  // Memory: median 5.74 %, max 17.83 % (5.7 % / 17.9 % before the runtime buffers: the cuBLAS workspace and
-  // the RoPE table, 0.01-0.28 GiB per row, which moved the over-estimated rows up and the others closer).
-  CHECK(median(mem_err) <= 0.0575);
-  CHECK(*std::max_element(mem_err.begin(), mem_err.end()) <= 0.1785);
+  // Memory: the bound over all 28 rows is asserted by `validation: peak memory, every published figure` (below).
   // torch_compile (torchtitan's eager vs compiled block) and PyTorch's context parallelism
   // (context_parallel_rotate_method) moved them to median 17.2 % (42 rows: 14.8 %), max 134.0 %; pricing the loss
   // at its calibration's 8 B per logit element (24 B before: 3x the measured time) to median 20.6 % (42 rows:
@@ -476,6 +484,106 @@ TEST_CASE("validation: modern dense training (torchtitan tokens/s per GPU and pe
   CHECK(median(tps_err_80gb_era) <= 0.137);
   CHECK(median(tps_err) <= 0.142);
   CHECK(*std::max_element(tps_err.begin(), tps_err.end()) <= 1.351);  // a B200 row (docs/validation.md)
+}
+
+// Every published peak-memory figure of the visible data (tests/data/training-modern, the rows copied from the
+// team's training-modern/ set, PROVENANCE.md): which file publishes one, what checks it, and the memory model's
+// error over the compared rows (issue 19: within 10 % of every published figure). Memory only, no step simulated.
+// A figure added to any file of the folder fails the per-file counts below until it is compared here.
+TEST_CASE("validation: peak memory, every published figure (torchtitan GiB, MoE Parallel Folding OOM)") {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(kData))
+    if (e.path().extension() == ".csv") files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  // The rows compared: every torchtitan row that prints a memory figure, on the GPU presets the throughput
+  // validation runs (the 28 of torchtitan_dense.csv).
+  std::vector<double> err;
+  std::vector<std::string> outside;  // rows beyond 10 %
+  for (const auto& r : read_csv_rows(kData + "torchtitan_dense.csv")) {
+    if (r.at("memory").empty()) continue;
+    Row row = torchtitan_row(r);
+    if (imported_row(r)) row.params = imported_row_params(r, row);
+    const double e = memory_gib(row) / std::stod(r.at("memory")) - 1.0;
+    err.push_back(std::abs(e));
+    if (std::abs(e) > 0.10) outside.push_back(r.at("table") + " / " + r.at("row_label") + test::fmt(" (%+.1f %%)", 100 * e));
+  }
+  // torchao's MI300X rows (torchtitan_mi300x.csv): fabricsim has no MI300X preset, so they are not compared. The
+  // reading below runs the same configuration with the h100 preset: the memory terms depend on the GPU only
+  // through the compute stream's cuBLAS workspace (32 MiB on H100; ROCm's hipBLASLt workspace is not sized
+  // here) and the SDPA backend (torchtitan puts cuDNN first only on compute capability 10.0, models/attention.py
+  // at pytorch/torchtitan@2c8b5947; ROCm runs the flash op, which the selective-AC save list names, as H100).
+  test::DocTable reading{"torchtitan-memory-mi300x-reading",
+                         {"row (MI300X; memory terms of the `h100` preset)", "published GB (as printed)",
+                          "model GiB", "difference"},
+                         {false, true, true, true}, {}};
+  double reading_lo = 1e9, reading_hi = -1e9;
+  for (const auto& r : read_csv_rows(kData + "torchtitan_mi300x.csv")) {
+    const Row row = torchtitan_row(r);
+    REQUIRE(row.gpu == "h100");
+    const double gib = memory_gib(row), pub = std::stod(r.at("memory"));
+    reading_lo = std::min(reading_lo, gib / pub - 1.0), reading_hi = std::max(reading_hi, gib / pub - 1.0);
+    reading.add({r.at("table") + " / " + r.at("row_label") + " / " + r.at("model"), r.at("memory"),
+                 test::fmt("%.1f", gib), test::signed_pct(gib / pub - 1.0)});
+  }
+  MESSAGE(reading.markdown());
+  test::check_doc_table(reading, "build/tests/test_replay -tc='validation: peak memory*'");
+  // What each file publishes (a `memory` figure; an "OOM" printed in place of a result) and what checks it.
+  const std::map<std::string, std::string> checked_by = {
+      {"torchtitan_dense.csv", "compared: simulated peak GiB, largest pipeline stage (this test)"},
+      {"torchtitan_mi300x.csv", "not compared (no MI300X preset); read with the `h100` preset's terms (below)"},
+      {"moe_h100.csv", "the memory model's fit / OOM verdict on 80 GB (`validation: parallel folding tables 1-3*`)"},
+      {"llama3_405b_h100.csv", "no figure; the paper's runs fit 80 GB without recompute: asserted (`validation: modern dense training (Llama 3 405B*`)"},
+      {"llmfoundry_mpt.csv", "no figure; every row runs, so fits its GPU: asserted (`validation: modern dense training (llm-foundry*`)"},
+      {"olmo_core_h100.csv", "no figure; every row fits its 80 GB: asserted (`validation: olmo-core*`)"}};
+  test::DocTable inventory{"memory-figures",
+                           {"file (tests/data/training-modern)", "rows", "memory figures", "printed OOM",
+                            "checked by", "result"},
+                           {false, true, true, true, false, false}, {}};
+  std::map<std::string, int> figures, ooms;
+  for (const auto& f : files) {
+    int rows = 0;
+    for (const auto& r : read_csv_rows(kData + f)) {
+      ++rows;
+      figures[f] += r.count("memory") && !r.at("memory").empty();
+      bool oom = false;
+      for (const auto& kv : r) oom = oom || kv.second == "OOM";
+      ooms[f] += oom;
+    }
+    std::string result = "—";
+    if (f == "torchtitan_dense.csv") {
+      int within = static_cast<int>(err.size() - outside.size());
+      result = test::fmt("%d rows: median |error| %.2f %%, max %.1f %%; %d within 10 %%", static_cast<int>(err.size()),
+                         100 * median(err), 100 * *std::max_element(err.begin(), err.end()), within);
+    } else if (f == "torchtitan_mi300x.csv") {
+      result = "reading " + test::signed_pct(reading_lo) + " .. " + test::signed_pct(reading_hi);
+    } else if (f == "moe_h100.csv") {
+      result = "docs: MoE Parallel Folding";
+    }
+    const auto it = checked_by.find(f);
+    inventory.add({"`" + f + "`", std::to_string(rows), std::to_string(figures[f]), std::to_string(ooms[f]),
+                   it != checked_by.end() ? it->second : "no figure published", result});
+  }
+  MESSAGE(inventory.markdown());
+  test::check_doc_table(inventory, "build/tests/test_replay -tc='validation: peak memory*'");
+  // The figures: torchtitan's 28 compared rows and 4 MI300X rows, MoE Parallel Folding's 2 printed OOMs
+  // (Llama3-8x70B rows 15 and 17 of moe_h100.csv); no other file prints a memory figure or an OOM.
+  for (const auto& f : files) {
+    CAPTURE(f);
+    CHECK(figures[f] == (f == "torchtitan_dense.csv" ? 28 : f == "torchtitan_mi300x.csv" ? 4 : 0));
+    CHECK(ooms[f] == (f == "moe_h100.csv" ? 2 : 0));
+  }
+  // The bound over the compared rows (nothing fitted; the memory terms were written while comparing with these
+  // rows, docs/validation.md): median |error| 5.66 %, max 17.83 %, 25 of 28 within 10 %. The three rows beyond
+  // it, and why no term found in the code the runs executed closes them, are in docs/validation.md ("What the
+  // worst rows still miss").
+  REQUIRE(err.size() == 28);
+  MESSAGE("peak memory over " << err.size() << " torchtitan rows: median |error| " << 100 * median(err) << " %, max "
+                              << 100 * *std::max_element(err.begin(), err.end()) << " %; beyond 10 %: " << outside.size());
+  CHECK(median(err) <= 0.0567);
+  CHECK(*std::max_element(err.begin(), err.end()) <= 0.1784);
+  const std::vector<std::string> expected_outside = {"Table 4 / 2D (-10.9 %)", "Table 5 / 1F1B (-17.8 %)",
+                                                     "Table 6 / FSDP 1, CP 8 (-15.1 %)"};
+  CHECK(outside == expected_outside);
 }
 
 TEST_CASE("validation: modern dense training (Llama 3 405B pre-training, TFLOP/s per GPU)") {
