@@ -61,6 +61,8 @@ struct CollectiveSpec {
   std::optional<Protocol> protocol;        // empty: the tuner picks
   int channels = 0;                        // ring/tree channels; 0 = NIC count of the busiest host (>= 1)
   NcclChannelEnv nccl_env;                 // NCCL's channel settings (NCCL's call channel counts, not `channels`)
+  int nccl_version = -1;                   // NCCL release whose tuner rules apply (major * 100 + minor, as
+                                           // models::nccl_version_code); -1: the current release's (tuner.hpp)
   Fidelity fidelity = Fidelity::Auto;
   int elem_bytes = 4;                      // datatype size (float)
   std::vector<std::vector<std::uint64_t>> matrix;  // all_to_allv only: bytes rank i -> rank j (n x n)

@@ -174,18 +174,38 @@ int nccl_call_channels(const CollectiveSpec& spec, const topo::Topology& t) {
                             static_cast<int>(spec.communicator.size()), coll);
 }
 
-double nccl_tree_correction(Protocol p, double bytes) {
+NcclTunerRules nccl_tuner_rules(int v) {
+  NcclTunerRules r;  // the current rules (NVIDIA/nccl src/graph/tuning.cc at v2.18.1-1 through v2.26.2-1)
+  if (v < 0 || v >= 218) return r;
+  // NVIDIA/nccl src/graph/tuning.cc, read at every release tag from v2.8.3-1 to v2.18.6-1:
+  //  - "Inter-node rings still have to launch nsteps * net overhead" (getNetOverhead) first at v2.18.1-1.
+  //  - ncclTopoGetAlgoTime's ring plateau: up to v2.17.1-1 `nBytes >= nRanks/16.0*65536`, then `lat *= 1.9`
+  //    (v2.8.3-1 to v2.16.5-1), `minCompCap < 90 ? 1.9 : 1.5` (v2.17.1-1); from v2.18.1-1
+  //    `nBytes/(nChannels*nRanks) >= 64` and `minCompCap < 80 ? 1.9 : 1.4`.
+  //  - treeCorrectionFactor's LL128 row: the 2.8 row (.5 at 512 KiB, .7/.7/.8 at 4-16 MiB, .92 from 128 MiB)
+  //    at v2.8.3-1 to v2.9.9-1, the current one from v2.10.3-1.
+  r.ring_net_overhead = false;
+  r.plateau_per_channel = false;
+  r.plateau_factor_sm80 = 1.9;
+  r.plateau_factor_sm90 = v >= 217 ? 1.5 : 1.9;
+  r.tree_ll128_row_2_8 = v < 210;
+  return r;
+}
+
+double nccl_tree_correction(Protocol p, double bytes, const NcclTunerRules& rules) {
   // [NCCL-T] treeCorrectionFactor rows LL, LL128, Simple; column k is for sizes in [64 * 2^k, 64 * 2^(k+1))
-  // bytes, applied (ncclTopoGetAlgoTime) for k = 0..22. The values are NCCL's own measured corrections.
-  static const double table[3][23] = {
+  // bytes, applied (ncclTopoGetAlgoTime) for k = 0..22. The values are NCCL's own measured corrections; the
+  // fourth row is the LL128 row of NCCL 2.8-2.9 (nccl_tuner_rules).
+  static const double table[4][23] = {
       {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
       {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
-      {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+      {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9},
+      {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .5, .6, .6, .7, .7, .8, .9, .9, .92, .92}};
   const double units = std::floor(bytes / 64.0);
   if (units < 1) return 1.0;
   const int k = static_cast<int>(std::floor(std::log2(units)));
   if (k < 0 || k >= 23) return 1.0;
-  const int row = p == Protocol::LL ? 0 : p == Protocol::LL128 ? 1 : 2;
+  const int row = p == Protocol::LL ? 0 : p == Protocol::LL128 ? (rules.tree_ll128_row_2_8 ? 3 : 1) : 2;
   return table[row][k];
 }
 
@@ -242,6 +262,7 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
                   const Calibration& calib, int channels) {
   Candidate c{a, p, 0, 0};
   const AlgoProtoParams& ap = calib.of(a, p);
+  const NcclTunerRules rules = nccl_tuner_rules(spec.nccl_version);
   const double S = static_cast<double>(spec.bytes);
   const double n = bw.nranks, H = bw.hosts, g = bw.max_per_host;
   const double li = ap.step_latency_s, ln = ap.net_step_latency_s, e = ap.bw_efficiency;
@@ -271,7 +292,10 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
       // [NCCL-T] ncclTopoTuneModel (NCCL >= 2.18; tuning.cc at v2.18.1-1, v2.26.2-1, 5067397c): "inter-node
       // rings still have to launch nsteps * net overhead": across nodes each intra-node step costs at least
       // getNetOverhead, 1 us (2 us on AMD x86 CPUs, which the topology does not say; 1 us taken), x3 for Simple.
-      const double li_ring = H > 1 ? std::max(li, kNcclNetOverhead_s * (p == Protocol::Simple ? 3 : 1)) : li;
+      // Older releases have no such floor (nccl_tuner_rules).
+      const double li_ring = H > 1 && rules.ring_net_overhead
+                                 ? std::max(li, kNcclNetOverhead_s * (p == Protocol::Simple ? 3 : 1))
+                                 : li;
       lat += (steps - inter) * li_ring + inter * ln;
       xfer = t_of(steps / n * S, ll_capped(std::min(Bi, Bhost) * e));
       break;
@@ -287,7 +311,7 @@ Candidate predict(const CollectiveSpec& spec, Algorithm a, Protocol p, const Com
       // runs Ring (the ABCI 2-node logs measure the same busbw as 4 nodes; docs/validation.md).
       double tb = ll_capped(std::min(Bi, Bhost) * e * te);
       // [NCCL-T] ncclTopoGetAlgoTime scales a Tree all_reduce's bandwidth by treeCorrectionFactor.
-      if (spec.op == Op::AllReduce) tb *= nccl_tree_correction(p, S);
+      if (spec.op == Op::AllReduce) tb *= nccl_tree_correction(p, S, rules);
       xfer = t_of(2 * S, tb);
       break;
     }
@@ -425,19 +449,25 @@ TunerChoice tune(const CollectiveSpec& spec, const topo::Topology& t, topo::Rout
       // applicable algorithm with its first protocol instead of comparing launch latencies.
       if (bw.nranks <= 1 && found) continue;
       Candidate c = predict(spec, a, p, bw, calib, channels);
-      // [NCCL-T] ncclTopoGetAlgoTime (NCCL >= 2.18; 1.9 for every GPU before): "Plateau effect of ring": a
-      // multi-node Ring/Simple all_reduce with at least 64 bytes per channel and rank has its latency x1.4, x1.9
-      // below compute capability 8.0 (V100). nChannels is the communicator's (nccl_coll_channels under the run's
-      // NCCL_MIN/MAX_NCHANNELS and CTAs settings, else ours). It is the only place the channel settings enter
-      // NCCL's choice: its bandwidth table multiplies the per-channel bandwidth by the search graph's channel
-      // count (graphs[a]->nChannels in ncclTopoTuneModel, src/graph/tuning.cc at v2.26.2-1), which
-      // ncclTopoPostset's duplication for NCCL_MIN_CTAS does not change.
+      // [NCCL-T] ncclTopoGetAlgoTime (NCCL >= 2.18; older releases: nccl_tuner_rules): "Plateau effect of
+      // ring": a multi-node Ring/Simple all_reduce with at least 64 bytes per channel and rank has its latency
+      // x1.4, x1.9 below compute capability 8.0 (V100). nChannels is the communicator's (nccl_coll_channels under
+      // the run's NCCL_MIN/MAX_NCHANNELS and CTAs settings, else ours). It is the only place the channel settings
+      // enter NCCL's choice: its bandwidth table multiplies the per-channel bandwidth by the search graph's
+      // channel count (graphs[a]->nChannels in ncclTopoTuneModel, src/graph/tuning.cc at v2.26.2-1), which
+      // ncclTopoPostset's duplication for NCCL_MIN_CTAS does not change. Before 2.18 the rule starts at
+      // ranks / 16 x 64 KiB, whatever the channels.
       if (a == Algorithm::Ring && p == Protocol::Simple && bw.hosts > 1 && spec.op == Op::AllReduce) {
+        const NcclTunerRules rules = nccl_tuner_rules(spec.nccl_version);
         const std::string& model = t.node(spec.communicator.front()).model;
         const int known = nccl_channels_with_env(nccl_coll_channels(model, bw.hosts), spec.nccl_env);
         const int nch = std::max(1, known > 0 ? known : channels);
-        if (static_cast<double>(spec.bytes) / (static_cast<double>(nch) * bw.nranks) >= 64) {
-          const double f = model.rfind("v100", 0) == 0 ? 1.9 : 1.4;
+        const double S = static_cast<double>(spec.bytes);
+        const bool plateau = rules.plateau_per_channel ? S / (static_cast<double>(nch) * bw.nranks) >= 64
+                                                       : S >= bw.nranks / 16.0 * 65536;
+        if (plateau) {
+          const bool volta = model.rfind("v100", 0) == 0, ampere = model.rfind("a100", 0) == 0;
+          const double f = volta ? 1.9 : ampere ? rules.plateau_factor_sm80 : rules.plateau_factor_sm90;
           c.predicted_s += (f - 1) * c.latency_s;
           c.latency_s *= f;
         }

@@ -31,9 +31,27 @@ struct CommBandwidths {
   double ll_max_Bps = 0;    // NCCL's LL busBw ceiling for this GPU generation and host count (0: none known)
   double nvlink_Bps = 0;    // per GPU, nominal NVLink bandwidth (sum of its NVLinks, no efficiency); 0: none
 };
+// The rules of NCCL's tuner (src/graph/tuning.cc) that changed between releases, for the release a run states
+// (CollectiveSpec::nccl_version; unknown = the current rules). Each value is cited in tuner.cpp
+// nccl_tuner_rules, tag by tag. These are NCCL's algorithm/protocol choice rules, not fitted constants: the
+// latency table of a release is the calibration's (models::NcclEra).
+struct NcclTunerRules {
+  // >= 2.18: each intra-node step of a multi-node ring costs at least getNetOverhead (x3 for Simple).
+  bool ring_net_overhead = true;
+  // Multi-node Ring/Simple all_reduce "plateau" latency factor: >= 2.18 from bytes / (channels x ranks) >= 64,
+  // x1.9 below compute capability 8.0 and x1.4 from it; before 2.18 from bytes >= ranks / 16 x 65536, x1.9
+  // (2.17: x1.5 from compute capability 9.0).
+  bool plateau_per_channel = true;
+  double plateau_factor_sm80 = 1.4;  // compute capability 8.x (A100)
+  double plateau_factor_sm90 = 1.4;  // 9.0 and later
+  // treeCorrectionFactor's LL128 row of NCCL 2.8-2.9 (it changed in 2.10).
+  bool tree_ll128_row_2_8 = false;
+};
+NcclTunerRules nccl_tuner_rules(int nccl_version_code);
 // [NCCL-T] treeCorrectionFactor: NCCL's static correction of a Tree all_reduce's modelled bandwidth for
-// medium sizes (0.4-1.0, by protocol and power of two of the size from 64 B to 256 MiB); 1 elsewhere.
-double nccl_tree_correction(Protocol p, double bytes);
+// medium sizes (0.4-1.0, by protocol and power of two of the size from 64 B to 256 MiB); 1 elsewhere. The
+// release's rules choose the LL128 row (NcclTunerRules::tree_ll128_row_2_8).
+double nccl_tree_correction(Protocol p, double bytes, const NcclTunerRules& rules = {});
 // [NCCL-T] llMaxBws: the LL protocol's modelled busBw ceiling for a GPU model ("a100-40gb" -> Ampere) and host
 // count, in bytes/s; 0 for models NCCL's table does not cover.
 double ll_max_busbw_Bps(const std::string& gpu_model, int hosts);

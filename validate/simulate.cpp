@@ -351,6 +351,14 @@ SimPoint SimSystem::simulate(std::uint64_t size_bytes, const models::Calibration
   }
   const models::Calibration& calib = rescale ? with_nvls_tree : calib_era;
   models::CollectiveSpec spec = impl_->base;
+  // A calibration that prices older NCCL releases (it carries NCCL eras: `--nccl-eras`, `--split-fit`) prices a
+  // run of such a release with that release's tuner rules too (models::nccl_tuner_rules); otherwise every run
+  // gets the current rules, as the current latency table. Measured on the ABCI logs (NCCL 2.8.4) with the
+  // built-in defaults, the older rules take Ring LL across hosts where NCCL 2.8.4 does, which the lockstep ring
+  // schedule prices 2x slow, and through the shared fit they moved the single-host held-out figures
+  // (docs/validation.md "Multi-node logs", known limits).
+  if (models::nccl_era_index(calib_all, models::nccl_version_code(impl_->nccl_version)) >= 0)
+    spec.nccl_version = models::nccl_version_code(impl_->nccl_version);
   spec.bytes = size_bytes;
   spec.where = impl_->base.where + " size " + std::to_string(size_bytes);
   // NCCL's own choice for this size, when the log recorded it (NCCL_DEBUG_SUBSYS=TUNING) and fabricsim models

@@ -573,6 +573,49 @@ TEST_CASE("tuner: NCCL's LL busBw ceiling (llMaxBws) per GPU generation and host
   CHECK(c.candidates[0].predicted_s - c.candidates[0].latency_s == approx(14.0 / 8 * (64 << 20) / 87.7e9));
 }
 
+TEST_CASE("tuner: NCCL's release-specific rules (src/graph/tuning.cc, tag by tag)") {
+  // Current (and unknown) releases: the 2.18+ rules.
+  for (int v : {-1, 218, 226, 229}) {
+    const NcclTunerRules r = nccl_tuner_rules(v);
+    CAPTURE(v);
+    CHECK(r.ring_net_overhead);
+    CHECK(r.plateau_per_channel);
+    CHECK(r.plateau_factor_sm80 == 1.4);
+    CHECK(r.plateau_factor_sm90 == 1.4);
+    CHECK_FALSE(r.tree_ll128_row_2_8);
+  }
+  // 2.8-2.16: no net-overhead floor, plateau x1.9 from ranks / 16 x 64 KiB; 2.17: x1.5 on Hopper.
+  const NcclTunerRules r28 = nccl_tuner_rules(208), r212 = nccl_tuner_rules(212), r217 = nccl_tuner_rules(217);
+  CHECK_FALSE(r28.ring_net_overhead);
+  CHECK_FALSE(r28.plateau_per_channel);
+  CHECK(r28.plateau_factor_sm80 == 1.9);
+  CHECK(r28.plateau_factor_sm90 == 1.9);
+  CHECK(r217.plateau_factor_sm80 == 1.9);
+  CHECK(r217.plateau_factor_sm90 == 1.5);
+  // treeCorrectionFactor's LL128 row: 2.8-2.9 differ from 2.10 on at 512 KiB (k = 13), 4-16 MiB and >= 128 MiB.
+  CHECK(r28.tree_ll128_row_2_8);
+  CHECK_FALSE(r212.tree_ll128_row_2_8);
+  CHECK(nccl_tree_correction(Protocol::LL128, 512 << 10, r28) == approx(0.5));
+  CHECK(nccl_tree_correction(Protocol::LL128, 512 << 10, r212) == approx(0.6));
+  CHECK(nccl_tree_correction(Protocol::LL128, 8 << 20, r28) == approx(0.7));
+  CHECK(nccl_tree_correction(Protocol::LL128, 8 << 20, r212) == approx(0.9));
+  CHECK(nccl_tree_correction(Protocol::LL128, 128ull << 20, r28) == approx(0.92));
+  CHECK(nccl_tree_correction(Protocol::LL, 64 << 10, r28) == approx(0.6));  // the other rows are the same
+  // In the tuner: a multi-node ring's intra-node LL steps pay the 1 us floor only under the 2.18+ rules.
+  Calibration cal = default_calibration();
+  const auto t_sys = system_of("superpod", {{"nodes", "2"}});
+  const topo::Topology& t = t_sys->topology();
+  topo::Routing& r = t_sys->routing();
+  CollectiveSpec s = make(t, Op::AllReduce, 4096, Algorithm::Ring, Protocol::LL);
+  const double li = cal.of(Algorithm::Ring, Protocol::LL).step_latency_s;
+  REQUIRE(li < 1e-6);
+  const double now = tune(s, t, r, cal).candidates.at(0).latency_s;
+  s.nccl_version = 208;
+  const double then = tune(s, t, r, cal).candidates.at(0).latency_s;
+  // 2 x 16 - 2 ranks' steps, 2 of them across the network: 28 intra-node steps at max(li, 1 us) against li.
+  CHECK(now - then == approx(28 * (1e-6 - li)));
+}
+
 TEST_CASE("tuner: Tree all_reduce bandwidth scaled by NCCL's treeCorrectionFactor") {
   // Column k covers [64 * 2^k, 64 * 2^(k+1)) bytes; NCCL applies columns 0..22 only.
   CHECK(nccl_tree_correction(Protocol::LL, 8) == 1.0);                  // below 64 B

@@ -2,7 +2,7 @@
 //
 // The issue's targets: for sizes >= 1 MiB, median |busbw error| <= 5 % and p90 <= 12 %; below 1 MiB,
 // median <= 15 %. On the whole shared data set all three fits meet the < 1 MiB median bound (default 9.1 %,
-// --split-fit 11.9 %, --nccl-eras 10.6 %), the default fit the >= 1 MiB median bound too (4.8 %), none the p90
+// --split-fit 9.6 %, --nccl-eras 13.3 %), the default fit the >= 1 MiB median bound too (4.8 %), none the p90
 // bound (default 17.7 %; docs/validation.md "Collectives: leave-one-out accuracy" explains what limits it;
 // measured 2026-11-26 on 49e071a). So this test asserts, for the default fit:
 //  1. the issue's two median bounds on the whole set;
@@ -171,15 +171,19 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
     // Re-based 2026-11-26 with NCCL's ring net overhead and plateau factor in the tuner (NCCL >= 2.18 rules, also
     // applied to ABCI's NCCL 2.8.4 runs): 5.2 -> 6.2 %, p90 28.4 -> 31.1 %, B200 1.9 -> 12.1 %
     // (docs/validation.md "Multi-node logs"); the default fit above improved (p90 29.0 -> 17.7 %).
-    CHECK(rs.summary.large.median <= 0.063);  // measured 6.2 %
-    CHECK(rs.summary.large.p90 <= 0.32);      // measured 31.1 %
-    CHECK(rs.summary.small.median <= 0.15);  // issue bound; measured 11.9 %
-    CHECK(rs.summary.small.p90 <= 0.45);     // measured 44.6 %
+    // Re-based 2026-11-28: a calibration with NCCL's eras prices the ABCI runs (NCCL 2.8.4) with NCCL 2.8.4's
+    // tuner rules too (models::nccl_tuner_rules; validate/simulate.cpp): 6.2 -> 5.4 %, p90 31.1 -> 26.6 %,
+    // < 1 MiB 11.9 -> 9.6 %, p90 44.6 -> 42.4 %; ABCI V100 4 GPUs 7.7 -> 9.3 % (below).
+    CHECK(rs.summary.large.median <= 0.055);  // measured 5.4 %
+    CHECK(rs.summary.large.p90 <= 0.27);      // measured 26.6 %
+    CHECK(rs.summary.small.median <= 0.10);  // measured 9.6 % (issue bound 15 %)
+    CHECK(rs.summary.small.p90 <= 0.43);     // measured 42.4 %
     ErrorSummary b = subset(rs, "together_b200", 2);
     MESSAGE("B200 LOO: split-fit >= 1 MiB median " << b.large.median);
-    CHECK(b.large.median <= 0.13);  // measured 12.1 % (1.9 % before the ring net overhead; 26.2 % at 05:15)
+    CHECK(b.large.median <= 0.03);  // measured 2.0 % (12.1 % with NCCL 2.18+'s rules on the ABCI runs; 1.9 %
+                                    // before the ring net overhead; 26.2 % at 05:15)
     ErrorSummary v = subset(rs, "abci_intra_vnode", 1);
-    CHECK(v.large.median <= 0.09);  // measured 7.7 %
+    CHECK(v.large.median <= 0.094);  // measured 9.3 % (7.7 % with NCCL 2.18+'s rules on the ABCI runs)
     ErrorSummary t = subset(rs, "together_h100_", 3);
     CHECK(t.large.median <= 0.05);   // measured 3.9 %
     CHECK(t.small.median <= 0.02);   // measured 1.4 %
@@ -188,10 +192,13 @@ TEST_CASE("leave-one-out accuracy on the shared logs") {
 
   {  // --nccl-eras: regression guards at its measured values
     whole_set("nccl-eras", re);
-    CHECK(re.summary.large.median <= 0.053);  // measured 5.2 % (4.6 % before the ring net overhead: no longer
+    // Re-based 2026-11-28 with NCCL 2.8.4's tuner rules for the ABCI runs (see --split-fit): >= 1 MiB 5.2 ->
+    // 5.3 %, < 1 MiB 10.6 -> 13.3 %, p90 39.7 -> 45.9 % (the multi-host ABCI runs take Ring LL where NCCL 2.8.4
+    // does, which the lockstep ring prices slow; docs/validation.md "Multi-node logs", known limits).
+    CHECK(re.summary.large.median <= 0.054);  // measured 5.3 % (4.6 % before the ring net overhead: no longer
                                               // within the issue bound)
     CHECK(re.summary.large.p90 <= 0.26);     // measured 25.0 %
-    CHECK(re.summary.small.median <= 0.15);  // issue bound; measured 10.6 %
-    CHECK(re.summary.small.p90 <= 0.48);     // measured 39.7 %
+    CHECK(re.summary.small.median <= 0.15);  // issue bound; measured 13.3 %
+    CHECK(re.summary.small.p90 <= 0.47);     // measured 45.9 %
   }
 }

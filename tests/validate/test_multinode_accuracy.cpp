@@ -229,6 +229,58 @@ TEST_CASE("the NCCL release a log states sets NVLS_TREE's network latency, and w
   }
 }
 
+TEST_CASE("NCCL 2.8.4's tuner rules with NCCL's eras: Ring LL on 2 V100 nodes, Ring LL128 at 8 MiB on 4 A100 nodes") {
+  // NCCL 2.8.4's model (src/graph/tuning.cc at v2.8.4-1) for 2 x 4 V100: Ring LL 3.6 + 12 x 0.47 x 1.8 + 2 x 2.7
+  // = 19.2 us against Tree LL 4.4 + 2 x (3 x 0.52 x 1.8 + 5.0) = 20.0 us, and Ring LL's bandwidth is the higher,
+  // so it runs Ring LL at small sizes (the log: 18.0 us at 4 B); the 2.18+ rules' 1 us floor per intra-node step
+  // turn that to Tree LL. For 4 x 8 A100 at 8 MiB: Ring LL128 140.4 + 240.3 = 380.7 us against Tree LL128 55.9 +
+  // 8 MiB / (29.3 GB/s x 0.7) = 465 us with 2.8's treeCorrectionFactor (0.9 from 2.10: 374 us, Tree). The rules
+  // of a release apply with a calibration that carries NCCL's eras (validate/simulate.cpp); the built-in
+  // defaults carry none and price every release with the current rules (docs/validation.md, known limits).
+  const std::string d = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/nccl-tests/";
+  models::Calibration eras = models::default_calibration();
+  eras.nccl_eras = models::default_nccl_eras();
+  const models::Calibration def = models::default_calibration();
+  auto run = [&](const std::string& file, const std::string& version, const models::Calibration& c) {
+    std::vector<Measurement> ms = load_measurements(d + file);
+    REQUIRE(ms.size() == 1u);
+    REQUIRE(ms[0].nccl_version.rfind("2.8.4-1", 0) == 0);
+    if (!version.empty()) ms[0].nccl_version = version;
+    auto cases = make_cases(ms);
+    return compare(cases, [&](std::size_t) -> const models::Calibration& { return c; }, "c");
+  };
+  const std::string v2 = "abci_inter_vnode_job2_7194532_8gpu_all_reduce.meta.json";
+  const Report stated = run(v2, "", eras), later = run(v2, "2.18.5", eras), defaults = run(v2, "", def);
+  int small = 0;
+  for (std::size_t i = 0; i < stated.logs[0].points.size(); ++i) {
+    const auto& a = stated.logs[0].points[i];
+    const auto& b = later.logs[0].points[i];
+    const auto& c = defaults.logs[0].points[i];
+    CAPTURE(a.size_bytes);
+    if (a.size_bytes > 8192) continue;
+    ++small;
+    CHECK(a.algorithm == "ring");
+    CHECK(a.protocol == "ll");
+    CHECK(b.algorithm == "tree");
+    CHECK(b.protocol == "ll");
+    CHECK(c.algorithm == "tree");
+    CHECK(c.protocol == "ll");
+  }
+  CHECK(small == 12);  // 4 B to 8 KiB
+  const std::string a4 = "abci_inter_anode_job4_7194285_32gpu_all_reduce.meta.json";
+  const Report a28 = run(a4, "", eras), a210 = run(a4, "2.10.3", eras);
+  int found = 0;
+  for (std::size_t i = 0; i < a28.logs[0].points.size(); ++i) {
+    if (a28.logs[0].points[i].size_bytes != (8u << 20)) continue;
+    ++found;
+    CHECK(a28.logs[0].points[i].algorithm == "ring");
+    CHECK(a28.logs[0].points[i].protocol == "ll128");
+    CHECK(a210.logs[0].points[i].algorithm == "tree");
+    CHECK(a210.logs[0].points[i].protocol == "ll128");
+  }
+  CHECK(found == 1);
+}
+
 TEST_CASE("NCCL_MIN_CTAS=24 in a run's env: the same NCCL choice, NVLS_TREE on 24 channels instead of 16") {
   // gj-aion's 8-node log (NCCL_MIN_CTAS=24): NCCL's tuner choice does not see the setting (graphs[a]->nChannels,
   // src/graph/tuning.cc at v2.26.2-1), its NVLS channels do (src/transport/nvls.cc), so fewer, larger NVLS_TREE
