@@ -653,12 +653,18 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
   // Latent MoE (moe_layer.py @d98e8a64): fc1_latent_proj (h -> moe_latent_size) before the dispatch and
   // fc2_latent_proj (latent -> h) after the combine, TELinear with parallel_mode "duplicated": whole GEMMs on the
   // rank's tokens, in the run's GEMM precision. Forward, then input gradient + weight gradient.
+  // One dense linear of `rows` tokens (kin -> nout) in the GEMM precision: the quantisation pass over its input
+  // (forward) or output gradient (backward), then the forward GEMM, or the input- and weight-gradient GEMMs
+  // (the weight gradient also recorded in `wgrad`, for the split-backward schedules).
+  auto linear = [&](Costs& out, std::int64_t rows, std::int64_t kin, std::int64_t nout, bool fwd, Costs* wgrad) {
+    if (quant) out.add(cm, mem(MemoryKernel::Cast, cast * double(rows) * double(fwd ? kin : nout)));
+    if (fwd) return out.add(cm, KernelDesc::gemm(rows, nout, kin, gp));
+    out.add(cm, KernelDesc::gemm(rows, kin, nout, gp));
+    out.add(cm, KernelDesc::gemm(kin, nout, rows, gp));
+    wgrad->add(cm, KernelDesc::gemm(kin, nout, rows, gp));
+  };
   auto latent = [&](Costs& out, std::int64_t kin, std::int64_t nout, bool fwd, Costs* wgrad) {
-    if (quant) out.add(cm, mem(MemoryKernel::Cast, cast * Te * double(fwd ? kin : nout)));
-    if (fwd) return out.add(cm, KernelDesc::gemm(Tl, nout, kin, gp));
-    out.add(cm, KernelDesc::gemm(Tl, kin, nout, gp));
-    out.add(cm, KernelDesc::gemm(kin, nout, Tl, gp));
-    wgrad->add(cm, KernelDesc::gemm(kin, nout, Tl, gp));
+    linear(out, Tl, kin, nout, fwd, wgrad);
   };
   M.pre_f.add(cm, mem(MemoryKernel::Norm, 2.0 * e * Te * double(h)));
   M.pre_f.add(cm, KernelDesc::gemm(Tl, E, h, act));
@@ -748,16 +754,7 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
   const std::int64_t S = me.moe_shared_expert_intermediate_size;
   if (S > 0) {
     const std::int64_t fs = c.swiglu ? 2 * S : S, Tt = c.sequence_parallel ? Tl * t : Tl;
-    auto g = [&](Costs& out, std::int64_t kin, std::int64_t nout, bool fwd) {
-      if (quant) out.add(cm, mem(MemoryKernel::Cast, cast * double(Tt) * double(fwd ? kin : nout)));
-      if (fwd) {
-        out.add(cm, KernelDesc::gemm(Tt, nout, kin, gp));
-      } else {
-        out.add(cm, KernelDesc::gemm(Tt, kin, nout, gp));
-        out.add(cm, KernelDesc::gemm(kin, nout, Tt, gp));
-        M.shared_w.add(cm, KernelDesc::gemm(kin, nout, Tt, gp));
-      }
-    };
+    auto g = [&](Costs& out, std::int64_t kin, std::int64_t nout, bool fwd) { linear(out, Tt, kin, nout, fwd, &M.shared_w); };
     const double sact = e * double(Tt) * double(fs + S) / double(t);
     g(M.shared_f, h, fs / t, true);
     M.shared_f.add(cm, mem(MemoryKernel::Elementwise, sact));
