@@ -155,6 +155,12 @@ MODEL |= {"experimental_attention_variant", "linear_attention_freq", "linear_con
 MODEL |= {"hybrid_layer_pattern", "hybrid_override_pattern", "hybrid_attention_ratio", "hybrid_mlp_ratio",
           "mamba_state_dim", "mamba_head_dim", "mamba_num_groups", "mamba_num_heads"}
 NO_EFFECT |= {"is_hybrid_model"}
+# MoE settings of 2025-2026 recipes (Nemotron 3, NVFP4 MoE runs): latent MoE (the routed experts and the dispatch in
+# moe_latent_size, two dense latent projections), the shared expert's sigmoid gate, the router's fp32 backward GEMMs,
+# the routing map padded to the FP8 / FP4 GEMM alignment (and its older name), the MoE layer's checkpointing under
+# its older name (recompute_modules moe; workloads/moe.hpp and workloads/gpt_kernels.cpp moe_costs).
+MODEL |= {"moe_latent_size", "moe_shared_expert_gate", "moe_router_dtype", "moe_router_padding_for_quantization",
+          "moe_router_padding_for_fp8", "moe_layer_recompute"}
 # Megatron-Core's flexible pipeline layout (PipelineParallelLayerLayout) and the interleaved schedule's micro-batch
 # group N (schedules.py get_schedule_table): the gpt generator's pipeline_model_parallel_layout and
 # microbatch_group_size_per_vp_stage.

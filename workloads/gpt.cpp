@@ -416,6 +416,15 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.recompute_num_layers = r.integer("recompute_num_layers", 0, 0);
   c.selective_ac_option = r.string("selective_ac_option", "");
   c.recompute_modules = r.string("recompute_modules", "");
+  // moe_layer_recompute: Megatron-Core's older spelling of recompute_modules moe (transformer_config.py
+  // @d98e8a64 __post_init__: "Do not set --moe-layer-recompute with full recompute granularity"; otherwise it
+  // sets recompute_granularity selective and appends "moe" to recompute_modules, whose default is core_attn).
+  if (r.boolean("moe_layer_recompute", false)) {
+    if (c.recompute_granularity == "full")
+      r.fail("moe_layer_recompute", "cannot be used with recompute_granularity full (Megatron-LM raises the same)");
+    c.recompute_granularity = "selective";
+    if (!c.recomputes("moe")) c.recompute_modules = (c.recompute_modules.empty() ? "core_attn" : c.recompute_modules) + " moe";
+  }
   c.use_distributed_optimizer = r.boolean("use_distributed_optimizer", false);
   c.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
   c.overlap_param_gather = r.boolean("overlap_param_gather", false);
@@ -583,6 +592,10 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.gpus_per_host = r.integer("gpus_per_host", c.gpus_per_host, 1);
   c.gpus_per_nvlink_domain = r.integer("gpus_per_nvlink_domain", c.gpus_per_host, 1);
   read_moe_params(r, c.moe);
+  // moe_router_padding_for_quantization's alignment, get_align_size_for_quantization (moe_utils.py @d98e8a64):
+  // fp8 16, mxfp8 32 (get_fp8_align_size, megatron/core/fp8_utils.py), nvfp4 128 (get_fp4_align_size,
+  // megatron/core/fp4_utils.py: the grouped NVFP4 quantisation's 128-token multiple).
+  c.moe.moe_router_pad_multiple = c.fp4() ? 128 : c.fp8() ? (c.fp8_recipe == "mxfp8" ? 32 : 16) : 0;
   return c;
 }
 }  // namespace
@@ -836,8 +849,10 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   if (c.fp4() && c.tp_comm_overlap && c.tensor_model_parallel_size > 1)
     fail("tp_comm_overlap", "with precision fp4 fails in Megatron-LM (its userbuffers are registered for bf16 only "
                             "under --fp4-format; Transformer Engine's NVFP4 layers ask for the quantised ones)");
-  if (c.fp4() && (c.moe.enabled() || c.moe.multi_latent_attention))
-    fail("precision", "fp4 is modelled for dense models (NVFP4 grouped expert GEMMs and MLA are not)");
+  // MoE under NVFP4: the grouped expert GEMMs, the shared expert and the latent projections at the FP4 rate with
+  // the NVFP4 quantisation passes (gpt_kernels.cpp moe_costs). MLA's NVFP4 projections are not modelled.
+  if (c.fp4() && c.moe.multi_latent_attention)
+    fail("precision", "fp4 is not modelled with multi_latent_attention (MLA's NVFP4 projections are not priced)");
   // first_last_layers_bf16 (megatron/core/transformer/transformer_config.py __post_init__ @d98e8a64): refused with
   // FP8 delayed scaling ("Delayed scaling does not support first / last layer in BF16"); under FP8 each count must
   // lie in [0, num_layers / pipeline_model_parallel_size]. Without FP8 / FP4 the flags change nothing (as in
@@ -994,6 +1009,14 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   }
   if (c.moe.overlap_moe_expert_parallel_comm && !c.moe.enabled())
     fail("overlap_moe_expert_parallel_comm", "needs num_experts");
+  for (const auto& [k, on] : {std::pair<const char*, bool>{"moe_latent_size", c.moe.moe_latent_size > 0},
+                              {"moe_shared_expert_gate", c.moe.moe_shared_expert_gate},
+                              {"moe_router_dtype", !c.moe.moe_router_dtype.empty()},
+                              {"moe_router_padding_for_quantization", c.moe.moe_router_padding_for_quantization}}) {
+    if (on && !c.moe.enabled()) fail(k, "needs num_experts");
+    if (on && (c.use_torch_fsdp2 || !c.torch_compile.empty()))
+      fail(k, "is a Megatron-Core MoE setting; it is not modelled with the torch runtime (use_torch_fsdp2, torch_compile)");
+  }
   if (!c.dualpipe_zero_bubble && !c.dualpipe())
     fail("dualpipe_zero_bubble", "needs pipeline_parallel_schedule DualPipe");
   // Megatron-Core transformer_config.py: "overlap_moe_expert_parallel_comm must be enabled when enabling
@@ -1025,6 +1048,17 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     }
     if (c.moe.moe_shared_expert_overlap && !c.moe.moe_shared_expert_intermediate_size)
       fail("moe_shared_expert_overlap", "needs moe_shared_expert_intermediate_size");
+    if (c.moe.moe_shared_expert_gate && !c.moe.moe_shared_expert_intermediate_size)
+      fail("moe_shared_expert_gate", "needs moe_shared_expert_intermediate_size (the gate scales the shared expert)");
+    // Megatron-Core transformer_config.py @d98e8a64: "fp8/fp4 must be specified when
+    // moe_router_padding_for_quantization is True".
+    if (c.moe.moe_router_padding_for_quantization && !c.quantized())
+      fail("moe_router_padding_for_quantization", "needs precision fp8 or fp4 (Megatron-LM raises the same)");
+    // moe_layer.py @d98e8a64 MoELayer.preprocess: "Shared expert overlap with MoE latent projections is not
+    // supported during training".
+    if (c.moe.moe_latent_size && c.moe.moe_shared_expert_overlap)
+      fail("moe_latent_size", "with moe_shared_expert_overlap fails in Megatron-LM training (shared expert overlap "
+                              "with MoE latent projections is not supported)");
     moe_layer_pattern(c.moe.moe_layer_freq, c.num_layers, where);
   }
   if (c.cross_entropy_impl != "megatron" && c.cross_entropy_impl != "torch" && c.cross_entropy_impl != "torch_compiled")
@@ -1228,6 +1262,10 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
     I("moe_ffn_hidden_size", c.moe_ffn());
     I("moe_shared_expert_intermediate_size", e.moe_shared_expert_intermediate_size);
     B("moe_shared_expert_overlap", e.moe_shared_expert_overlap);
+    if (e.moe_shared_expert_gate) B("moe_shared_expert_gate", true);
+    if (e.moe_latent_size) I("moe_latent_size", e.moe_latent_size);
+    if (!e.moe_router_dtype.empty()) m["moe_router_dtype"] = e.moe_router_dtype;
+    if (e.moe_router_padding_for_quantization) B("moe_router_padding_for_quantization", true);
     m["moe_layer_freq"] = e.moe_layer_freq;
     I("expert_model_parallel_size", e.expert_model_parallel_size);
     I("expert_tensor_parallel_size", c.etp());

@@ -396,6 +396,10 @@ struct GptConfig {
   // Whether Megatron's selective recompute covers `module` (recompute_modules; never under torchtitan's "op").
   bool recomputes(const std::string& module) const;
   std::int64_t moe_ffn() const { return moe.moe_ffn_hidden_size ? moe.moe_ffn_hidden_size : ffn(); }
+  // Width of the routed tokens: moe_latent_size under latent MoE (the dispatcher and the routed experts see the
+  // fc1_latent_proj output, megatron/core/transformer/moe/moe_layer.py and token_dispatcher.py @d98e8a64),
+  // otherwise hidden_size.
+  std::int64_t moe_width() const { return moe.moe_latent_size ? moe.moe_latent_size : hidden_size; }
   std::int64_t etp() const {
     return moe.expert_tensor_parallel_size ? moe.expert_tensor_parallel_size : tensor_model_parallel_size;
   }

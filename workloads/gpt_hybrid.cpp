@@ -184,7 +184,8 @@ double mamba_activation_bytes_per_token(const GptConfig& c, double gemm_in, doub
 //   Mamba      2 T h (2 d_in + 2 groups state + heads) + 7 T d_in state + 2 T d_in h, with d_in = 2 h as Megatron
 //              writes it (mamba_layer_flops) even where mamba_num_heads x mamba_head_dim differs;
 //   MLP        4 T h ffn (x 1.5 with SwiGLU);
-//   MoE        4 T h (topk moe_ffn + shared) (x 1.5 with SwiGLU; the router is not counted);
+//   MoE        4 T h (topk moe_ffn + shared) (x 1.5 with SwiGLU; the router is not counted); with
+//              moe_latent_size L the routed part is 4 T L topk moe_ffn (x 1.5) + 4 T h L (moe_layer_flops);
 //   logits     2 T h V.
 double hybrid_model_flops(const GptConfig& c) {
   const double B = double(c.global_batch_size), s = double(c.seq_length), h = double(c.hidden_size),
@@ -196,8 +197,9 @@ double hybrid_model_flops(const GptConfig& c) {
   const double mamba = 2.0 * T * h * (2.0 * d_in + 2.0 * double(c.mamba_num_groups) * n + double(c.mamba_heads())) +
                        7.0 * T * d_in * n + 2.0 * T * d_in * h;
   const double mlp = 4.0 * scale * T * h * double(c.ffn());
-  const double moe = 4.0 * scale * T * h *
-                     (double(c.moe.moe_router_topk) * double(c.moe_ffn()) + double(c.moe.moe_shared_expert_intermediate_size));
+  const double L = double(c.moe.moe_latent_size), routed = double(c.moe.moe_router_topk) * double(c.moe_ffn());
+  const double moe = L > 0 ? 4.0 * scale * T * (L * routed + h * double(c.moe.moe_shared_expert_intermediate_size)) + 4.0 * T * h * L
+                           : 4.0 * scale * T * h * (routed + double(c.moe.moe_shared_expert_intermediate_size));
   double fwd = 2.0 * T * h * V;
   for (char ch : c.hybrid_layers()) fwd += ch == 'M' ? mamba : ch == '*' ? attn : ch == '-' ? mlp : moe;
   return 3.0 * fwd;
@@ -264,7 +266,12 @@ std::string hybrid_note(const GptConfig& c) {
 //   nemotron-3-nano-30b-a3b (NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.sh): its pattern, --mamba-num-heads 64,
 //     --mamba-head-dim 64, --squared-relu, --num-experts 128, --moe-router-topk 6, experts of --ffn-hidden-size
 //     1856, --moe-shared-expert-intermediate-size 3712, --moe-grouped-gemm, --moe-permute-fusion,
-//     --moe-token-dispatcher-type alltoall (its sigmoid router with expert bias is priced as the softmax router).
+//     --moe-token-dispatcher-type alltoall (its sigmoid router with expert bias is priced as the softmax router);
+//   nemotron-3-super-120b-a12b (NVIDIA-Nemotron-3-Super-120B-A12B-BF16.sh): its pattern (88 sublayers: 40 Mamba-2,
+//     40 MoE, 8 attention), --mamba-num-heads 128, --mamba-head-dim 64, --squared-relu, --num-experts 512,
+//     --moe-router-topk 22, experts of --ffn-hidden-size 2688 in --moe-latent-size 1024, one shared expert of
+//     --moe-shared-expert-intermediate-size 5376, --moe-router-dtype fp32, --moe-grouped-gemm,
+//     --moe-permute-fusion, --moe-token-dispatcher-type alltoall (sigmoid router priced as above).
 void hybrid_catalogue_defaults(GptConfig& c) {
   if (c.model == "nemotron-h-8b") {
     c.hybrid_layer_pattern = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-";
@@ -278,6 +285,12 @@ void hybrid_catalogue_defaults(GptConfig& c) {
     c.hybrid_layer_pattern = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME";
     c.mamba_num_heads = 64;
     c.moe.num_experts = 128, c.moe.moe_router_topk = 6, c.moe.moe_shared_expert_intermediate_size = 3712;
+    c.moe.moe_grouped_gemm = true, c.moe.moe_permute_fusion = true, c.moe.moe_token_dispatcher_type = "alltoall";
+  } else if (c.model == "nemotron-3-super-120b-a12b") {
+    c.hybrid_layer_pattern = "MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME";
+    c.mamba_num_heads = 128;
+    c.moe.num_experts = 512, c.moe.moe_router_topk = 22, c.moe.moe_shared_expert_intermediate_size = 5376;
+    c.moe.moe_latent_size = 1024, c.moe.moe_router_dtype = "fp32";
     c.moe.moe_grouped_gemm = true, c.moe.moe_permute_fusion = true, c.moe.moe_token_dispatcher_type = "alltoall";
   } else {
     return;

@@ -624,38 +624,86 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
 MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const MoeLayerLoad& ld, double T_local) {
   using models::MemoryKernel;
   const Precision act = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
-  const Precision gp = c.fp8() ? Precision::FP8 : act;
+  // The expert, shared-expert and latent-projection GEMMs in the run's GEMM precision: FP8, or NVFP4 under
+  // precision fp4 (Transformer Engine's TEGroupedLinear / TELinear quantise all three GEMMs of each, as the dense
+  // linears: layer_costs_fused), with the recipe's quantisation pass over each GEMM input.
+  const Precision gp = c.fp8() ? Precision::FP8 : c.fp4() ? Precision::FP4 : act;
+  const bool quant = c.quantized();
   const auto& me = c.moe;
   const std::int64_t h = c.hidden_size, E = me.num_experts, k = me.moe_router_topk, t = c.tensor_model_parallel_size;
   const std::int64_t ep = me.expert_model_parallel_size, El = E / ep, etp = c.etp(), F = c.moe_ffn();
   const std::int64_t fc1 = c.swiglu ? 2 * F : F;
+  // Routed width: hidden_size, or moe_latent_size under latent MoE (GptConfig::moe_width).
+  const std::int64_t rw = c.moe_width(), L = me.moe_latent_size;
   const std::int64_t Tl = std::max<std::int64_t>(1, std::llround(T_local));
-  const double e = 2.0, slots = double(Tl) * double(k);
+  // Routed slots per token: topk, plus moe_router_padding_for_quantization's padded slots (moe_layer_load).
+  double slot_share = 1.0;
+  if (me.moe_router_padding_for_quantization) {
+    slot_share = 0.0;
+    for (double r : ld.recv_share) slot_share += r;
+  }
+  const double e = 2.0, slots = double(Tl) * double(k) * slot_share;
   auto mem = [&](MemoryKernel kind, double bytes) { return KernelDesc::memory(kind, bytes, act); };
-  const double cast = fp8_cast_bytes_per_element(c.fp8_recipe);
+  const double cast = fp8_cast_bytes_per_element(c.quant_recipe());
   MoeCosts M;
   // Norm, router GEMM (h -> E logits), softmax + top-k over T x E fp32 scores, permutation of the routed
   // slots (read + write k x h per token). Byte counts as measured in tests/data/hardware/h200-kernels/
   // kernels2.csv (router_softmax_topk T*E*4, moe_permute_gather 2*T*k*h*2, moe_unpermute_index_add 3*T*k*h*2).
   const double Te = double(Tl);
+  // Latent MoE (moe_layer.py @d98e8a64): fc1_latent_proj (h -> moe_latent_size) before the dispatch and
+  // fc2_latent_proj (latent -> h) after the combine, TELinear with parallel_mode "duplicated": whole GEMMs on the
+  // rank's tokens, in the run's GEMM precision. Forward, then input gradient + weight gradient.
+  // One dense linear of `rows` tokens (kin -> nout) in the GEMM precision: the quantisation pass over its input
+  // (forward) or output gradient (backward), then the forward GEMM, or the input- and weight-gradient GEMMs
+  // (the weight gradient also recorded in `wgrad`, for the split-backward schedules).
+  auto linear = [&](Costs& out, std::int64_t rows, std::int64_t kin, std::int64_t nout, bool fwd, Costs* wgrad) {
+    if (quant) out.add(cm, mem(MemoryKernel::Cast, cast * double(rows) * double(fwd ? kin : nout)));
+    if (fwd) return out.add(cm, KernelDesc::gemm(rows, nout, kin, gp));
+    out.add(cm, KernelDesc::gemm(rows, kin, nout, gp));
+    out.add(cm, KernelDesc::gemm(kin, nout, rows, gp));
+    wgrad->add(cm, KernelDesc::gemm(kin, nout, rows, gp));
+  };
+  auto latent = [&](Costs& out, std::int64_t kin, std::int64_t nout, bool fwd, Costs* wgrad) {
+    linear(out, Tl, kin, nout, fwd, wgrad);
+  };
   M.pre_f.add(cm, mem(MemoryKernel::Norm, 2.0 * e * Te * double(h)));
   M.pre_f.add(cm, KernelDesc::gemm(Tl, E, h, act));
   M.pre_f.add(cm, mem(MemoryKernel::Softmax, 4.0 * Te * double(E)));
-  M.pre_f.add(cm, mem(MemoryKernel::Copy, 2.0 * e * slots * double(h)));
+  if (L) latent(M.pre_f, h, L, true, nullptr);
+  M.pre_f.add(cm, mem(MemoryKernel::Copy, 2.0 * e * slots * double(rw)));
   // Unpermute: gather-reduce of the k slots per token weighted by the router probabilities; without
   // moe_permute_fusion the probability scaling is a separate elementwise pass over the slots.
-  M.post_f.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e * slots * double(h)));
-  if (!me.moe_permute_fusion) M.post_f.add(cm, mem(MemoryKernel::Elementwise, 2.0 * e * slots * double(h)));
+  M.post_f.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e * slots * double(rw)));
+  if (!me.moe_permute_fusion) M.post_f.add(cm, mem(MemoryKernel::Elementwise, 2.0 * e * slots * double(rw)));
+  if (L) latent(M.post_f, L, h, true, nullptr);
   M.post_f.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e * Te * double(h)));  // residual add
-  M.pre_b.add(cm, mem(MemoryKernel::Copy, 2.0 * e * slots * double(h)));
+  M.pre_b.add(cm, mem(MemoryKernel::Copy, 2.0 * e * slots * double(rw)));
+  if (L) latent(M.pre_b, h, L, false, &M.pre_w);
   M.pre_b.add(cm, mem(MemoryKernel::Softmax, 2.0 * 4.0 * Te * double(E)));
-  M.pre_b.add(cm, KernelDesc::gemm(Tl, h, E, act));
-  M.pre_b.add(cm, KernelDesc::gemm(h, E, Tl, act));
-  M.pre_w.add(cm, KernelDesc::gemm(h, E, Tl, act));
+  if (me.moe_router_dtype == "fp32") {
+    // moe_router_dtype fp32 (RouterGatingLinearFunction, megatron/core/transformer/moe/moe_utils.py @d98e8a64):
+    // the forward is Transformer Engine's bf16 GEMM with an fp32 output (the fp32 scores priced above); the
+    // backward casts the saved input and the weight to fp32 (read 2, write 4 bytes per element), runs both GEMMs
+    // on fp32 operands -- TF32 tensor cores: cublaslt_gemm.cu at NVIDIA/TransformerEngine@d0067d0da picks
+    // CUBLAS_COMPUTE_32F_FAST_TF32 for pure FP32 GEMMs -- and casts the input gradient back (read 4, write 2).
+    M.pre_b.add(cm, KernelDesc::memory(MemoryKernel::Cast, 6.0 * Te * double(h), Precision::FP32));
+    M.pre_b.add(cm, KernelDesc::gemm(Tl, h, E, Precision::TF32));
+    M.pre_b.add(cm, KernelDesc::gemm(h, E, Tl, Precision::TF32));
+    M.pre_w.add(cm, KernelDesc::gemm(h, E, Tl, Precision::TF32));
+    M.pre_b.add(cm, KernelDesc::memory(MemoryKernel::Cast, 6.0 * Te * double(h), Precision::FP32));
+  } else {
+    M.pre_b.add(cm, KernelDesc::gemm(Tl, h, E, act));
+    M.pre_b.add(cm, KernelDesc::gemm(h, E, Tl, act));
+    M.pre_w.add(cm, KernelDesc::gemm(h, E, Tl, act));
+  }
   M.pre_b.add(cm, mem(MemoryKernel::Norm, 2.0 * 2.0 * e * Te * double(h)));
   M.post_b.add(cm, mem(MemoryKernel::Elementwise, 2.0 * 3.0 * e * Te * double(h)));
-  M.post_b.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e * slots * double(h)));
-  if (!me.moe_permute_fusion) M.post_b.add(cm, mem(MemoryKernel::Elementwise, 2.0 * e * slots * double(h)));
+  // fc1_latent_proj's weight gradient leaves with the router's in the split-backward schedules (pre_w);
+  // fc2_latent_proj's stays in the unpermute step (not split: Megatron runs it on the communication stream).
+  Costs post_w;
+  if (L) latent(M.post_b, L, h, false, &post_w);
+  M.post_b.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e * slots * double(rw)));
+  if (!me.moe_permute_fusion) M.post_b.add(cm, mem(MemoryKernel::Elementwise, 2.0 * e * slots * double(rw)));
   // Experts: per local expert m_e rows (tokens after dropping/padding, gathered over ETP), fc1 h -> fc1/etp,
   // activation, fc2 F/etp -> h. moe_grouped_gemm: one grouped GEMM per projection with the mean rows per
   // local expert; otherwise one GEMM per expert (sequential loop, SequentialMLP).
@@ -664,7 +712,7 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
     for (double r : rows) total += r;
     auto proj = [&](std::int64_t kin, std::int64_t nout, bool fwd) {
       Costs& out = fwd ? f : bw;
-      if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * total * double(fwd ? kin : nout)));
+      if (quant) out.add(cm, mem(MemoryKernel::Cast, cast * total * double(fwd ? kin : nout)));
       if (me.moe_grouped_gemm) {
         const std::int64_t m = std::max<std::int64_t>(1, std::llround(total / double(rows.size())));
         if (fwd) {
@@ -688,14 +736,14 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
       }
     };
     const double actv = e * total * double(fc1 + F) / double(etp);
-    proj(h, fc1 / etp, true);
+    proj(rw, fc1 / etp, true);
     f.add(cm, mem(MemoryKernel::Elementwise, actv));
-    proj(F / etp, h, true);
-    proj(F / etp, h, false);
+    proj(F / etp, rw, true);
+    proj(F / etp, rw, false);
     bw.add(cm, mem(MemoryKernel::Elementwise, 2.0 * actv));
     // recompute_modules moe_act: the activation's forward again before its backward.
     if (c.recomputes("moe_act") && !c.recomputes("moe")) bw.add(cm, mem(MemoryKernel::Elementwise, actv));
-    proj(h, fc1 / etp, false);
+    proj(rw, fc1 / etp, false);
   };
   std::vector<double> busiest(ld.expert_tokens.begin() + ld.busiest_rank * El,
                               ld.expert_tokens.begin() + (ld.busiest_rank + 1) * El);
@@ -706,16 +754,7 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
   const std::int64_t S = me.moe_shared_expert_intermediate_size;
   if (S > 0) {
     const std::int64_t fs = c.swiglu ? 2 * S : S, Tt = c.sequence_parallel ? Tl * t : Tl;
-    auto g = [&](Costs& out, std::int64_t kin, std::int64_t nout, bool fwd) {
-      if (c.fp8()) out.add(cm, mem(MemoryKernel::Cast, cast * double(Tt) * double(fwd ? kin : nout)));
-      if (fwd) {
-        out.add(cm, KernelDesc::gemm(Tt, nout, kin, gp));
-      } else {
-        out.add(cm, KernelDesc::gemm(Tt, kin, nout, gp));
-        out.add(cm, KernelDesc::gemm(kin, nout, Tt, gp));
-        M.shared_w.add(cm, KernelDesc::gemm(kin, nout, Tt, gp));
-      }
-    };
+    auto g = [&](Costs& out, std::int64_t kin, std::int64_t nout, bool fwd) { linear(out, Tt, kin, nout, fwd, &M.shared_w); };
     const double sact = e * double(Tt) * double(fs + S) / double(t);
     g(M.shared_f, h, fs / t, true);
     M.shared_f.add(cm, mem(MemoryKernel::Elementwise, sact));
@@ -723,6 +762,21 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
     g(M.shared_b, S / t, h, false);
     M.shared_b.add(cm, mem(MemoryKernel::Elementwise, 2.0 * sact));
     g(M.shared_b, h, fs / t, false);
+    if (me.moe_shared_expert_gate) {
+      // moe_shared_expert_gate (SharedExpertMLP, megatron/core/transformer/moe/shared_experts.py @d98e8a64): a
+      // bf16 1 x h gate_weight on the shared expert's input (the rank's Tl tokens: torch.nn.functional.linear,
+      // not quantised), sigmoid, and the output scaled by it (read output + score, write). Backward: the
+      // multiply's two gradients (read the output gradient, the output and the score; write both gradients),
+      // the sigmoid's, the gate's input- and weight-gradient GEMMs.
+      M.shared_f.add(cm, KernelDesc::gemm(Tl, 1, h, act));
+      M.shared_f.add(cm, mem(MemoryKernel::Elementwise, 2.0 * e * Te));
+      M.shared_f.add(cm, mem(MemoryKernel::Elementwise, e * Te * (2.0 * double(h) + 1.0)));
+      M.shared_b.add(cm, mem(MemoryKernel::Elementwise, e * Te * (3.0 * double(h) + 2.0)));
+      M.shared_b.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e * Te));
+      M.shared_b.add(cm, KernelDesc::gemm(Tl, h, 1, act));
+      M.shared_b.add(cm, KernelDesc::gemm(h, 1, Tl, act));
+      M.shared_w.add(cm, KernelDesc::gemm(h, 1, Tl, act));
+    }
   }
   return M;
 }

@@ -69,6 +69,11 @@ double layer_params_moe_model(const GptConfig& c, bool moe_layer, bool gdn_layer
   if (moe_layer) {
     const double S = double(e.moe_shared_expert_intermediate_size);
     mlp = h * double(e.num_experts) + (gate + 1.0) * h * S / t;
+    // moe_shared_expert_gate: a 1 x h weight (shared_experts.py @d98e8a64, gate_weight), not TP-split.
+    if (S > 0 && e.moe_shared_expert_gate) mlp += h;
+    // Latent MoE: fc1_latent_proj (h -> latent) and fc2_latent_proj (latent -> h), parallel_mode "duplicated"
+    // (moe_layer.py @d98e8a64): whole on every TP rank, dense (not expert) parameters.
+    if (e.moe_latent_size) mlp += 2.0 * h * double(e.moe_latent_size);
   } else {
     mlp = (gate + 1.0) * h * double(c.ffn()) / t;
   }
@@ -79,7 +84,7 @@ double layer_params_moe_model(const GptConfig& c, bool moe_layer, bool gdn_layer
 // Expert parameters of one MoE layer on one GPU: E / EP local experts, each split over ETP.
 double expert_params_per_gpu(const GptConfig& c) {
   const double gate = c.swiglu ? 2.0 : 1.0;
-  return double(c.moe.num_experts / c.moe.expert_model_parallel_size) * (gate + 1.0) * double(c.hidden_size) *
+  return double(c.moe.num_experts / c.moe.expert_model_parallel_size) * (gate + 1.0) * double(c.moe_width()) *
          double(c.moe_ffn()) / double(c.etp());
 }
 // MoE, MLA or a hybrid / gated-attention model: the models whose layers are counted one by one.
@@ -138,8 +143,11 @@ double moe_model_flops(const GptConfig& c) {
                        4.0 * nv * dv * dv + h * vd;
   auto layer = [&](bool moe, bool gdn) {
     double w = gdn ? gdn_w : attn_w;
-    if (moe) w += gate * h * (double(e.moe_router_topk) * double(c.moe_ffn()) + double(e.moe_shared_expert_intermediate_size)) +
-                  h * double(e.num_experts);
+    // Latent MoE as num_floating_point_operations counts it (training.py @d98e8a64: routed experts at
+    // moe_latent_size, plus "2 * moe_latent_size  # Up proj and down proj" per hidden unit).
+    const double rw = double(c.moe_width());
+    if (moe) w += gate * rw * double(e.moe_router_topk) * double(c.moe_ffn()) + gate * h * double(e.moe_shared_expert_intermediate_size) +
+                  (e.moe_latent_size ? 2.0 * h * rw : 0.0) + h * double(e.num_experts);
     else w += gate * h * double(c.ffn());
     return 6.0 * (w + (gdn ? 0.0 : attn_sc));  // per token: 2 FLOPs per weight forward, x3 with backward
   };
@@ -345,9 +353,14 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_lay
     // recompute_modules (drop_scores = the selective pass): moe_act drops the activation output (the fc2
     // input), moe keeps only the checkpointed MoE layer's input (the norm output).
     const double fc2_in = drop_scores && c.recomputes("moe_act") ? 0.0 : gemm_in * F;
+    // Latent MoE: the routed slots are moe_latent_size wide and fc2_latent_proj keeps its (latent) input; with
+    // moe_shared_expert_gate the gating multiply keeps the shared expert's output (h) and its score.
+    const double rw = double(c.moe_width());
     mlp = (2.0 * h + gemm_in * h + mask) * rep +
-          double(c.moe.moe_router_topk) * load_factor * (gemm_in * h * etp + 2.0 * fc1m + fc2_in) / t_sp +
+          double(c.moe.moe_router_topk) * load_factor * (gemm_in * rw * etp + 2.0 * fc1m + fc2_in) / t_sp +
           (S > 0 ? 2.0 * fc1s / t + gemm_in * S / t : 0.0);
+    if (c.moe.moe_latent_size) mlp += gemm_in * rw / t_sp;
+    if (S > 0 && c.moe.moe_shared_expert_gate) mlp += (2.0 * h + 2.0) / t_sp;
     if (drop_scores && c.recomputes("moe")) mlp = (2.0 * h + gemm_in * h + mask) * rep;
   }
   // recompute_modules layernorm: the two norms' outputs (the QKV and the MLP / router inputs) are not kept.
@@ -526,7 +539,7 @@ double layer_offload_bytes(const GptConfig& c, bool moe_layer, double load_facto
   if (moe_layer) {
     const double F = double(c.moe_ffn()), fc1m = c.swiglu ? 2.0 * F : F, etp = double(c.etp());
     const double slots = double(c.moe.moe_router_topk) * load_factor / (c.sequence_parallel ? t : 1.0);
-    if (c.offloads("expert_fc1")) off += tensor(slots * h * etp, gemm_in);
+    if (c.offloads("expert_fc1")) off += tensor(slots * double(c.moe_width()) * etp, gemm_in);
     if (c.offloads("moe_act")) off += tensor(slots * fc1m, 2.0);
   }
   return off;
@@ -592,7 +605,11 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
       for (const auto& sh : shares) {
         const auto ld = moe_layer_load(c.moe, sh, T, c.moe.expert_model_parallel_size,
                                        c.moe.expert_model_parallel_size * c.etp());
-        if (ld.mean_rank_tokens > 0) lf = std::max(lf, ld.max_rank_tokens / ld.mean_rank_tokens);
+        // moe_router_padding_for_quantization: over the routed (unpadded) mean, so the padded slots count.
+        const double mean = c.moe.moe_router_padding_for_quantization
+                                ? T * double(c.moe.moe_router_topk) * double(c.etp())
+                                : ld.mean_rank_tokens;
+        if (mean > 0) lf = std::max(lf, ld.max_rank_tokens / mean);
       }
     }
     P = 0;
@@ -702,7 +719,9 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   if (Pe > 0) {
     const double edp = double(c.expert_data_parallel());
     const bool sharded = c.fsdp() || c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard";
-    mem.weights_bytes += (c.fsdp() ? 2.0 / edp : 2.0) * Pe + (c.fp8() ? 2.0 * Pe : 0.0);
+    // The experts' quantised copies as the dense layers' (q_w_bytes): FP8 data + transpose, or NVFP4 row- and
+    // column-wise (precision fp4, TEGroupedLinear's weights under the NVFP4 recipe).
+    mem.weights_bytes += (c.fsdp() ? 2.0 / edp : 2.0) * Pe + (c.fp8() || c.fp4() ? q_w_bytes * Pe : 0.0);
     mem.grads_bytes += (c.fsdp() ? grad / edp : grad) * Pe;
     if (c.fsdp() && (!c.use_torch_fsdp2 || c.fsdp_expert_units) && edp > 1) {
       // Megatron FSDP (and torch FSDP2's expert units, fsdp_expert_units) gathers an MoE layer's experts over

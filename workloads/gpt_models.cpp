@@ -107,6 +107,8 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
        "NVIDIA/Megatron-LM@d98e8a64 examples/post_training/modelopt/conf/nvidia/Nemotron-H-56B-Base-8K.sh"},
       {"nemotron-3-nano-30b-a3b", 52, 2688, 1856, 32, 2, 128, 8192, 131072, false, true, "RMSNorm", "none", 0.0, 0.0,
        "NVIDIA/Megatron-LM@d98e8a64 examples/post_training/modelopt/conf/nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.sh"},
+      {"nemotron-3-super-120b-a12b", 88, 4096, 2688, 32, 2, 128, 8192, 131072, false, true, "RMSNorm", "none", 0.0, 0.0,
+       "NVIDIA/Megatron-LM@d98e8a64 examples/post_training/modelopt/conf/nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16.sh"},
   };
   return v;
 }

@@ -182,7 +182,8 @@ StepContext step_context(const GptConfig& c, const models::ComputeModel& cm, con
   x.torch_cp_dkv = 2.0 * b * s * kvh * double(c.head_dim()) * 4.0;
   x.qkv_local = b * s * (a_t + 2.0 * g_t) * double(c.head_dim()) * 2.0;
   x.o_local = b * s * a_t * double(c.head_dim()) * 2.0;
-  x.a2a_bytes = K.T_local * double(c.moe.moe_router_topk) * x.h * 2.0;  // bf16 slots sent per rank
+  // bf16 slots sent per rank, moe_latent_size wide under latent MoE (GptConfig::moe_width).
+  x.a2a_bytes = K.T_local * double(c.moe.moe_router_topk) * double(c.moe_width()) * 2.0;
   x.fp8_dispatch = c.moe.moe_token_dispatcher_type == "flex" && c.fp8();
   x.Pl = layer_params_per_rank(c);
   x.emb_el = embedding_params_per_rank(c), x.out_el = x.V * x.h / double(t);
@@ -874,7 +875,7 @@ class StageEmitter {
     }
     if (!Y.a2a && ep * etp > 1)
       return {rb.fork(coll_op(what, first ? CollOp::AllGather : CollOp::ReduceScatter, Y.epag_comm[st],
-                              K.T_local * x_.h * 2.0 * double(ep * etp), kEp, "ep"))};
+                              K.T_local * double(c.moe_width()) * 2.0 * double(ep * etp), kEp, "ep"))};
     return {rb.fork(wait_op(what))};
   }
 
@@ -912,7 +913,7 @@ class StageEmitter {
     out.push_back([this, nm, phase, gl, bwd, xo, shared_ovl, experts_b, shared_b, wm]() {
       const MoeCosts& M = K.moe[K.moe_index[gl]];
       const double rows = K.loads[K.moe_index[gl]].max_rank_tokens / double(Y.etp);  // rows before the ETP gather
-      const double etp_bytes = rows * x_.h * 2.0 * double(Y.etp);
+      const double etp_bytes = rows * double(c.moe_width()) * 2.0 * double(Y.etp);
       rb.chain(wait_op(nm + phase + ".moe.dispatched"), *xo);
       if (Y.a2a && Y.etp > 1)
         rb.chain(coll_op(nm + phase + ".moe.etp.ag", CollOp::AllGather, Y.etp_comm[st], etp_bytes, kEp, "ep"));

@@ -37,10 +37,10 @@ bool moe_catalogue_defaults(const std::string& model, MoeConfig& m) {
     c.moe_router_load_balancing_type = "aux_loss";  // global-batch load balancing loss (report Sec. 2)
   } else if (model == "qwen3-next-80b-a3b") {
     // yanring/Megatron-MoE-ModelZoo@e8650517 model_configs/benchmarking/Qwen3-Next-80B-A3B.yaml: 512 experts, top-10,
-    // moe_ffn_hidden_size 512, one shared expert of 512 (its sigmoid gate, --moe-shared-expert-gate, is not
-    // modelled), aux-loss load balancing, one MTP layer (--mtp-num-layers 1).
+    // moe_ffn_hidden_size 512, one shared expert of 512 with its sigmoid gate (--moe-shared-expert-gate: "Qwen3-Next
+    // have a shared expert gate"), aux-loss load balancing, one MTP layer (--mtp-num-layers 1).
     c.num_experts = 512, c.moe_router_topk = 10, c.moe_ffn_hidden_size = 512;
-    c.moe_shared_expert_intermediate_size = 512, c.mtp_num_layers = 1;
+    c.moe_shared_expert_intermediate_size = 512, c.mtp_num_layers = 1, c.moe_shared_expert_gate = true;
     c.moe_router_load_balancing_type = "aux_loss";
   } else if (model == "gpt-oss-120b") {
     // gpt-oss-120b & gpt-oss-20b model card (arXiv:2508.10925) Table 1 / config.json (openai/gpt-oss-120b):
@@ -84,6 +84,13 @@ void read_moe_params(ParamReader& r, MoeConfig& m) {
   m.moe_shared_expert_intermediate_size =
       r.integer("moe_shared_expert_intermediate_size", m.moe_shared_expert_intermediate_size, 0);
   m.moe_shared_expert_overlap = r.boolean("moe_shared_expert_overlap", m.moe_shared_expert_overlap);
+  m.moe_shared_expert_gate = r.boolean("moe_shared_expert_gate", m.moe_shared_expert_gate);
+  m.moe_latent_size = r.integer("moe_latent_size", m.moe_latent_size, 0);
+  m.moe_router_dtype = r.string("moe_router_dtype", m.moe_router_dtype);
+  // moe_router_padding_for_fp8 is Megatron-Core's older name: transformer_config.py @d98e8a64 (__post_init__,
+  // "if self.moe_router_padding_for_fp8") sets moe_router_padding_for_quantization from it.
+  m.moe_router_padding_for_quantization = r.boolean("moe_router_padding_for_quantization", m.moe_router_padding_for_quantization);
+  if (r.boolean("moe_router_padding_for_fp8", false)) m.moe_router_padding_for_quantization = true;
   m.moe_layer_freq = r.string("moe_layer_freq", m.moe_layer_freq);
   m.expert_model_parallel_size = r.integer("expert_model_parallel_size", m.expert_model_parallel_size, 1);
   m.expert_tensor_parallel_size = r.integer("expert_tensor_parallel_size", m.expert_tensor_parallel_size, 0);
@@ -120,6 +127,13 @@ void read_moe_params(ParamReader& r, MoeConfig& m) {
   one_of("moe_router_load_balancing_type", m.moe_router_load_balancing_type,
          {"aux_loss", "seq_aux_loss", "sinkhorn", "none"});
   one_of("moe_load", m.moe_load, {"uniform", "zipf", "dirichlet", "file"});
+  // Megatron-Core's moe_router_dtype: Literal['fp32', 'fp64'] (transformer_config.py @d98e8a64); router.py
+  // gating() runs the router GEMM (router_gating_linear) and the scores in that dtype. fp64 has no GPU rate here.
+  if (!m.moe_router_dtype.empty()) {
+    one_of("moe_router_dtype", m.moe_router_dtype, {"fp32", "fp64"});
+    if (m.moe_router_dtype == "fp64")
+      r.fail("moe_router_dtype", "fp64 is not modelled (no FP64 GEMM rate in the GPU models; modelled: fp32)");
+  }
   if (m.moe_load == "file" && m.moe_expert_token_counts_file.empty())
     r.fail("moe_load", "'file' needs moe_expert_token_counts_file");
   if (m.moe_load == "dirichlet" && m.moe_load_skew <= 0)
@@ -136,6 +150,10 @@ void read_moe_params(ParamReader& r, MoeConfig& m) {
       r.fail("moe_router_group_topk", "must be <= moe_router_topk (Megatron scores a group by its top topk / group_topk experts)");
     if (m.moe_router_num_groups && m.moe_router_group_topk * (m.num_experts / m.moe_router_num_groups) < m.moe_router_topk)
       r.fail("moe_router_group_topk", "the selected groups hold fewer than moe_router_topk experts");
+    // Megatron-Core transformer_config.py @d98e8a64 __post_init__: "allgather and alltoall_seq dispatcher does
+    // not support moe_router_padding_for_quantization".
+    if (m.moe_router_padding_for_quantization && m.moe_token_dispatcher_type == "allgather")
+      r.fail("moe_router_padding_for_quantization", "needs moe_token_dispatcher_type alltoall or flex (Megatron-LM refuses allgather)");
     if (m.moe_pad_expert_input_to_capacity && m.moe_expert_capacity_factor <= 0)
       r.fail("moe_pad_expert_input_to_capacity", "needs moe_expert_capacity_factor (Megatron-LM asserts the same)");
   }
@@ -406,7 +424,19 @@ MoeLayerLoad moe_layer_load(const MoeConfig& m, const std::vector<double>& share
       if (per_src > cap) dropped += per_src - cap;
       per_src = m.moe_pad_expert_input_to_capacity ? cap : std::min(per_src, cap);
     }
-    out.expert_tokens[e] = per_src * double(sources);
+    // moe_router_padding_for_quantization: pad_routing_map (megatron/core/transformer/moe/moe_utils.py
+    // @d98e8a64) turns zeros of a routing map into ones until every expert's count is a multiple of the
+    // alignment. The alltoall dispatcher pads each source's map before the dispatch (token_dispatcher.py
+    // MoEAlltoAllTokenDispatcher.dispatch_preprocess), so the extra slots are sent, computed and combined like
+    // routed ones; the flex dispatcher pads the received map on the expert's rank (_pad_routing_map after the
+    // dispatch): computed, not sent. A micro-batch's count varies around the load model's mean by more than the
+    // alignment (binomial: about sqrt(mean) tokens), so its residue is taken as uniform: (a - 1) / 2 padded
+    // slots per padded count on average, none for an expert the load gives no tokens, and a source never pads
+    // beyond its tokens (no zeros left to flip).
+    const bool pad = m.moe_router_padding_for_quantization && m.moe_router_pad_multiple > 1 && per_src > 0;
+    const double pad_slots = pad ? 0.5 * double(m.moe_router_pad_multiple - 1) : 0.0;
+    if (pad && m.moe_token_dispatcher_type != "flex") per_src = std::min(per_src + pad_slots, std::max(T, per_src));
+    out.expert_tokens[e] = per_src * double(sources) + (pad && m.moe_token_dispatcher_type == "flex" ? pad_slots : 0.0);
     out.rank_tokens[e / local] += out.expert_tokens[e];
     out.recv_share[e / local] += slots > 0 ? per_src / slots : 0.0;
   }

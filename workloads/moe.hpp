@@ -19,6 +19,11 @@ struct MoeConfig {
   std::int64_t moe_ffn_hidden_size = 0;                   // 0 = ffn_hidden_size
   std::int64_t moe_shared_expert_intermediate_size = 0;   // 0 = no shared expert
   bool moe_shared_expert_overlap = false;                 // shared expert runs beside the dispatch/combine
+  bool moe_shared_expert_gate = false;                    // sigmoid gate (h -> 1) scaling the shared expert's output
+  std::int64_t moe_latent_size = 0;                       // latent MoE: experts run in this width (0 = hidden_size)
+  std::string moe_router_dtype;                           // "" (activation dtype) | fp32 (router GEMM + scores in fp32)
+  bool moe_router_padding_for_quantization = false;       // routing map padded to the FP8 / FP4 GEMM alignment
+  std::int64_t moe_router_pad_multiple = 0;               // that alignment (set by the gpt generator from the recipe)
   std::string moe_layer_freq = "1";                       // N (every N-th layer) or "([0]*3+[1]*58)" / "[1,0,1]"
   std::int64_t expert_model_parallel_size = 1;
   std::int64_t expert_tensor_parallel_size = 0;           // 0 = tensor_model_parallel_size (Megatron default)

@@ -1,0 +1,259 @@
+// The MoE settings of 2025-2026 Megatron-LM recipes (issue 19): latent MoE (--moe-latent-size), NVFP4 experts
+// (--fp4-format with MoE), the shared expert's gate (--moe-shared-expert-gate), the router's dtype
+// (--moe-router-dtype), the routing map padded for FP8 / FP4 grouped GEMMs (--moe-router-padding-for-quantization /
+// -for-fp8) and --moe-layer-recompute. docs/workloads.md, "Mixture of experts".
+#include <doctest/doctest.h>
+
+#include "workloads_test_util.hpp"
+
+#include <numeric>
+#include <string>
+
+#include "models/compute.hpp"
+#include "models/gpu.hpp"
+#include "workloads/gpt.hpp"
+#include "workloads/gpt_detail.hpp"
+#include "workloads/megatron_args.hpp"
+#include "workloads/moe.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::workloads;
+using workloads_test::gen;
+
+namespace {
+
+// 16 experts of 1024, top-4, hidden 2048, one shared expert of 2048, on 16 GPUs: PP 2, EP 8, alltoall, grouped GEMM.
+ParamMap moe(ParamMap over = {}) {
+  ParamMap p = {{"num_layers", "4"},          {"hidden_size", "2048"},        {"num_attention_heads", "16"},
+                {"num_query_groups", "4"},    {"ffn_hidden_size", "5632"},    {"swiglu", "true"},
+                {"normalization", "RMSNorm"}, {"position_embedding_type", "rope"},
+                {"untie_embeddings_and_output_weights", "true"},
+                {"seq_length", "4096"},       {"padded_vocab_size", "32000"}, {"micro_batch_size", "1"},
+                {"global_batch_size", "16"},  {"tensor_model_parallel_size", "1"},
+                {"pipeline_model_parallel_size", "2"}, {"world_size", "16"}, {"gpu", "h100"},
+                {"recompute_granularity", "none"}, {"num_experts", "16"}, {"moe_router_topk", "4"},
+                {"moe_ffn_hidden_size", "1024"}, {"moe_shared_expert_intermediate_size", "2048"},
+                {"expert_model_parallel_size", "8"}, {"moe_token_dispatcher_type", "alltoall"},
+                {"moe_grouped_gemm", "true"}, {"use_distributed_optimizer", "true"}};
+  for (const auto& [k, v] : over) p[k] = v;
+  return p;
+}
+
+GptConfig cfg(const ParamMap& p) { return gpt_config_from_params(p, "--param"); }
+
+models::ComputeModel cm_of(const GptConfig& c) {
+  models::ComputeModel cm;
+  cm.gpu = models::gpu_spec(c.gpu);
+  return cm;
+}
+
+// The first MoE layer's priced kernels.
+gpt_detail::MoeCosts moe_costs_of(const ParamMap& p) {
+  const GptConfig c = cfg(p);
+  const auto K = gpt_detail::gpt_step_kernels(c, cm_of(c), "test");
+  REQUIRE(!K.moe.empty());
+  return K.moe.front();
+}
+
+const Op& first_op(const Trace& t, const std::string& part) {
+  for (const auto& op : t.ranks.at(0).ops)
+    if (op.name.find(part) != std::string::npos) return op;
+  FAIL("no op containing " << part);
+  static Op none;
+  return none;
+}
+
+double row_sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
+
+}  // namespace
+
+TEST_CASE("moe_latent_size: the dispatch moves latent-wide tokens, the experts run in the latent width") {
+  const ParamMap lat = {{"moe_latent_size", "512"}};
+  const Trace base = gen(moe()), t = gen(moe(lat));
+  // The all-to-all carries moe_latent_size / hidden_size of the bytes (4096 tokens x top-4 x width x 2 B).
+  CHECK(first_op(base, ".moe.dispatch").bytes == doctest::Approx(4096.0 * 4 * 2048 * 2));
+  CHECK(first_op(t, ".moe.dispatch").bytes == doctest::Approx(4096.0 * 4 * 512 * 2));
+  CHECK(first_op(t, ".moe.combine").bytes == doctest::Approx(first_op(base, ".moe.combine").bytes / 4.0));
+  // The experts' GEMMs have K (fc1) and N (fc2) = 512 instead of 2048: a quarter of the FLOPs.
+  const auto M0 = moe_costs_of(moe()), M1 = moe_costs_of(moe(lat));
+  CHECK(M1.experts_f.flops == doctest::Approx(M0.experts_f.flops / 4.0));
+  CHECK(M1.experts_b.flops == doctest::Approx(M0.experts_b.flops / 4.0));
+  // The router keeps the hidden width; the two latent projections (4096 x 512 x 2048, forward) are added.
+  CHECK(M1.pre_f.flops - M0.pre_f.flops == doctest::Approx(2.0 * 4096 * 512 * 2048));
+  CHECK(M1.post_f.flops - M0.post_f.flops == doctest::Approx(2.0 * 4096 * 512 * 2048));
+  // Parameters: the experts shrink to the latent width, each MoE layer gains the two h x latent projections.
+  const double E = 16, h = 2048, F = 1024, L = 512;
+  CHECK(gpt_num_parameters(cfg(moe())) - gpt_num_parameters(cfg(moe(lat))) ==
+        doctest::Approx(4 * (E * 3 * F * (h - L) - 2 * h * L)));
+  // Megatron's FLOP count (training.py num_floating_point_operations): the routed experts at the latent width,
+  // plus 2 x latent per hidden unit for the projections (x 6 per token per MoE layer).
+  const double tokens = 16.0 * 4096;
+  CHECK(gpt_model_flops(cfg(moe())) - gpt_model_flops(cfg(moe(lat))) ==
+        doctest::Approx(4 * 6 * tokens * (3 * 4 * F * (h - L) - 2 * h * L)));
+  // Memory: the routed slots' saved inputs are latent-wide.
+  CHECK(gpt_memory_per_gpu(cfg(moe(lat))).activations_bytes < gpt_memory_per_gpu(cfg(moe())).activations_bytes);
+  // Megatron refuses the shared-expert overlap with latent projections in training.
+  CHECK(error_of([] { cfg(moe({{"moe_latent_size", "512"}, {"moe_shared_expert_overlap", "true"}})); })
+            .find("moe_latent_size: with moe_shared_expert_overlap fails") != std::string::npos);
+  CHECK(error_of([] { cfg(moe({{"num_experts", "0"}, {"moe_latent_size", "512"}})); }).find("moe_latent_size: needs num_experts") !=
+        std::string::npos);
+}
+
+TEST_CASE("fp4 with MoE: NVFP4 grouped expert GEMMs on Blackwell, refused on Hopper and with MLA") {
+  // Experts of 8192 x 8192 (fc1 2 x 8192 with SwiGLU) so that the GEMMs, not the quantisation passes, dominate.
+  const ParamMap gb = {{"gpu", "gb200"}, {"precision", "fp8"}, {"fp8_recipe", "mxfp8"}, {"hidden_size", "8192"},
+                       {"num_attention_heads", "64"}, {"moe_ffn_hidden_size", "8192"}};
+  ParamMap fp4 = gb;
+  fp4["precision"] = "fp4";
+  ParamMap bf = gb;
+  bf["precision"] = "bf16";
+  const auto M8 = moe_costs_of(moe(gb)), M4 = moe_costs_of(moe(fp4)), Mb = moe_costs_of(moe(bf));
+  // The same GEMMs (FLOPs), faster at the FP4 rate than FP8, FP8 faster than bf16.
+  CHECK(M4.experts_f.flops == doctest::Approx(M8.experts_f.flops));
+  CHECK(M4.experts_f.seconds < M8.experts_f.seconds);
+  CHECK(M4.experts_b.seconds < M8.experts_b.seconds);
+  CHECK(M8.experts_f.seconds < Mb.experts_f.seconds);
+  // The quantisation passes are extra kernels (grouped GEMM + cast per projection).
+  CHECK(M4.experts_f.kernels == M8.experts_f.kernels);
+  CHECK(M4.experts_f.kernels > Mb.experts_f.kernels);
+  // NVFP4 expert weight copies: 2 x 0.5625 bytes per expert weight instead of FP8's 2 x 1.
+  CHECK(gpt_memory_per_gpu(cfg(moe(fp4))).weights_bytes < gpt_memory_per_gpu(cfg(moe(gb))).weights_bytes);
+  CHECK(error_of([] { cfg(moe({{"precision", "fp4"}})); }).find("fp4 needs FP4 tensor cores") != std::string::npos);
+  CHECK(error_of([] { cfg(moe({{"gpu", "gb200"}, {"precision", "fp4"}, {"multi_latent_attention", "true"}})); })
+            .find("fp4 is not modelled with multi_latent_attention") != std::string::npos);
+  // The whole step generates.
+  CHECK(gen(moe(fp4)).ranks.size() == gen(moe(gb)).ranks.size());
+}
+
+TEST_CASE("moe_router_dtype fp32: the router's backward GEMMs at the TF32 rate with their casts") {
+  const auto M0 = moe_costs_of(moe()), M1 = moe_costs_of(moe({{"moe_router_dtype", "fp32"}}));
+  // Forward unchanged (bf16 GEMM with an fp32 output; the fp32 scores were priced already).
+  CHECK(M1.pre_f.seconds == doctest::Approx(M0.pre_f.seconds));
+  // Backward: same GEMM FLOPs at half the bf16 tensor rate, plus two casts over T x h.
+  CHECK(M1.pre_b.flops == doctest::Approx(M0.pre_b.flops));
+  CHECK(M1.pre_b.kernels == M0.pre_b.kernels + 2);
+  const models::ComputeModel cm = cm_of(cfg(moe()));
+  const double tf32 = cm.kernel_time_s(models::KernelDesc::gemm(4096, 2048, 16, models::Precision::TF32)) +
+                      cm.kernel_time_s(models::KernelDesc::gemm(2048, 16, 4096, models::Precision::TF32));
+  const double bf16 = cm.kernel_time_s(models::KernelDesc::gemm(4096, 2048, 16, models::Precision::BF16)) +
+                      cm.kernel_time_s(models::KernelDesc::gemm(2048, 16, 4096, models::Precision::BF16));
+  CHECK(tf32 > bf16);
+  CHECK(M1.pre_b.seconds - M0.pre_b.seconds > tf32 - bf16);
+  CHECK(M1.pre_w.seconds > M0.pre_w.seconds);
+  CHECK(error_of([] { cfg(moe({{"moe_router_dtype", "fp64"}})); }).find("moe_router_dtype: fp64 is not modelled") !=
+        std::string::npos);
+  CHECK(error_of([] { cfg(moe({{"moe_router_dtype", "fp16"}})); }).find("expected one of fp32, fp64") != std::string::npos);
+}
+
+TEST_CASE("moe_router_padding_for_quantization: tokens per expert padded to the FP8 / FP4 alignment") {
+  // The alignment Megatron takes from the recipe (get_align_size_for_quantization).
+  CHECK(cfg(moe({{"precision", "fp8"}})).moe.moe_router_pad_multiple == 16);
+  CHECK(cfg(moe({{"gpu", "gb200"}, {"precision", "fp8"}, {"fp8_recipe", "mxfp8"}})).moe.moe_router_pad_multiple == 32);
+  CHECK(cfg(moe({{"gpu", "gb200"}, {"precision", "fp4"}})).moe.moe_router_pad_multiple == 128);
+  // alltoall: each source's count per expert gains (a - 1) / 2 slots on average, and they are dispatched.
+  MoeConfig m;
+  m.num_experts = 16, m.moe_router_topk = 4, m.expert_model_parallel_size = 8, m.moe_token_dispatcher_type = "alltoall";
+  m.moe_router_padding_for_quantization = true, m.moe_router_pad_multiple = 16;
+  const std::vector<double> uniform(16, 1.0 / 16);
+  const MoeLayerLoad a = moe_layer_load(m, uniform, 4096, 8, 8);
+  CHECK(a.expert_tokens[0] == doctest::Approx((4096.0 * 4 / 16 + 7.5) * 8));
+  CHECK(row_sum(a.recv_share) == doctest::Approx(1.0 + 16 * 7.5 / (4096.0 * 4)));
+  // flex: padded on the receiving rank after the dispatch -- computed, not sent.
+  m.moe_token_dispatcher_type = "flex";
+  const MoeLayerLoad f = moe_layer_load(m, uniform, 4096, 8, 8);
+  CHECK(f.expert_tokens[0] == doctest::Approx(4096.0 * 4 / 16 * 8 + 7.5));
+  CHECK(row_sum(f.recv_share) == doctest::Approx(1.0));
+  // An expert the load gives no tokens is not padded; a source never pads beyond its tokens.
+  m.moe_token_dispatcher_type = "alltoall";
+  std::vector<double> skew(16, 0.0);
+  skew[0] = 1.0;
+  const MoeLayerLoad s = moe_layer_load(m, skew, 8, 8, 8);
+  CHECK(s.expert_tokens[1] == 0.0);
+  CHECK(s.expert_tokens[0] == doctest::Approx(32.0 * 8));  // 8 tokens x top-4 = 32 slots, + 7.5 capped at max(8, 32)
+  // In the trace: the dispatch matrix rows carry the padded slots, the experts compute them.
+  const ParamMap p8 = {{"precision", "fp8"}, {"moe_router_padding_for_quantization", "true"}};
+  const Trace t0 = gen(moe({{"precision", "fp8"}})), t1 = gen(moe(p8));
+  const auto& W = t1.comms.at(first_op(t1, ".moe.dispatch").comm).a2a_matrix;
+  CHECK(row_sum(W[0]) == doctest::Approx(1.0 + 16 * 7.5 / (4096.0 * 4)));
+  CHECK(first_op(t1, ".fwd.moe.experts").duration_s > first_op(t0, ".fwd.moe.experts").duration_s);
+  // The older name sets the same.
+  CHECK(cfg(moe({{"precision", "fp8"}, {"moe_router_padding_for_fp8", "true"}})).moe.moe_router_padding_for_quantization);
+  // Megatron's refusals.
+  CHECK(error_of([] { cfg(moe({{"moe_router_padding_for_quantization", "true"}})); })
+            .find("moe_router_padding_for_quantization: needs precision fp8 or fp4") != std::string::npos);
+  CHECK(error_of([] {
+          cfg(moe({{"precision", "fp8"}, {"moe_router_padding_for_quantization", "true"}, {"moe_token_dispatcher_type", "allgather"}}));
+        }).find("needs moe_token_dispatcher_type alltoall or flex") != std::string::npos);
+}
+
+TEST_CASE("moe_shared_expert_gate: an h x 1 GEMM, a sigmoid and a multiply on the shared expert") {
+  const auto M0 = moe_costs_of(moe()), M1 = moe_costs_of(moe({{"moe_shared_expert_gate", "true"}}));
+  CHECK(M1.shared_f.flops - M0.shared_f.flops == doctest::Approx(2.0 * 4096 * 2048));
+  CHECK(M1.shared_f.kernels == M0.shared_f.kernels + 3);
+  CHECK(M1.shared_f.seconds > M0.shared_f.seconds);
+  CHECK(M1.shared_b.seconds > M0.shared_b.seconds);
+  // One 1 x h weight per MoE layer (4 layers).
+  CHECK(gpt_num_parameters(cfg(moe({{"moe_shared_expert_gate", "true"}}))) - gpt_num_parameters(cfg(moe())) ==
+        doctest::Approx(4 * 2048.0));
+  CHECK(error_of([] { cfg(moe({{"moe_shared_expert_intermediate_size", "0"}, {"moe_shared_expert_gate", "true"}})); })
+            .find("moe_shared_expert_gate: needs moe_shared_expert_intermediate_size") != std::string::npos);
+}
+
+TEST_CASE("moe_layer_recompute: Megatron's older spelling of recompute_modules moe") {
+  const Trace a = gen(moe({{"moe_layer_recompute", "true"}}));
+  const Trace b = gen(moe({{"recompute_granularity", "selective"}, {"recompute_modules", "core_attn moe"}}));
+  CHECK(trace_to_json(a).dump() == trace_to_json(b).dump());
+  const GptConfig c = cfg(moe({{"moe_layer_recompute", "true"}}));
+  CHECK(c.recomputes("moe"));
+  CHECK(c.recomputes("core_attn"));
+  // The MoE forward again in the backward, its activations not kept.
+  CHECK(gpt_memory_per_gpu(c).activations_bytes < gpt_memory_per_gpu(cfg(moe())).activations_bytes);
+  const GptConfig l = cfg(moe({{"moe_layer_recompute", "true"}, {"recompute_granularity", "selective"}, {"recompute_modules", "layernorm"}}));
+  CHECK(l.recomputes("moe"));
+  CHECK(l.recomputes("layernorm"));
+  CHECK_FALSE(l.recomputes("core_attn"));
+  CHECK(error_of([] { cfg(moe({{"moe_layer_recompute", "true"}, {"recompute_granularity", "full"}, {"recompute_method", "uniform"}, {"recompute_num_layers", "1"}})); })
+            .find("moe_layer_recompute: cannot be used with recompute_granularity full") != std::string::npos);
+}
+
+TEST_CASE("moe 2025-2026 flags: Megatron-LM's flags import as modelled") {
+  const MegatronImport im = import_megatron_args(
+      read_megatron_launch("torchrun pretrain_gpt.py --num-layers 4 --hidden-size 2048 --num-attention-heads 16"
+                           " --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 --bf16"
+                           " --tokenizer-type GPT2BPETokenizer --use-distributed-optimizer --fp8-format e4m3"
+                           " --num-experts 16 --moe-router-topk 4 --moe-ffn-hidden-size 1024"
+                           " --moe-shared-expert-intermediate-size 2048 --moe-shared-expert-gate --moe-latent-size 512"
+                           " --moe-router-dtype fp32 --moe-router-padding-for-fp8 --moe-token-dispatcher-type alltoall"
+                           " --moe-grouped-gemm --moe-layer-recompute --expert-model-parallel-size 8",
+                           "job.sh", {}),
+      16, {});
+  CHECK(im.not_modelled.empty());
+  ParamMap pm = params_from_json(im.params, JsonPath{"job.sh", "/workload/params"});
+  pm["gpu"] = "h100";
+  const GptConfig c = gpt_config_from_params(pm, "job.sh");
+  CHECK(c.moe.moe_latent_size == 512);
+  CHECK(c.moe.moe_shared_expert_gate);
+  CHECK(c.moe.moe_router_dtype == "fp32");
+  CHECK(c.moe.moe_router_padding_for_quantization);
+  CHECK(c.recomputes("moe"));
+}
+
+TEST_CASE("nemotron-3-super-120b-a12b: the catalogue's latent-MoE hybrid model has its published size") {
+  ParamMap p = {{"model", "nemotron-3-super-120b-a12b"}, {"gpu", "gb200"}, {"world_size", "64"},
+                {"global_batch_size", "64"}, {"micro_batch_size", "1"}, {"tensor_model_parallel_size", "1"},
+                {"pipeline_model_parallel_size", "1"}, {"expert_model_parallel_size", "64"}};
+  const GptConfig c = cfg(p);
+  CHECK(c.hybrid_layers().size() == 88);
+  CHECK(c.moe.moe_latent_size == 1024);
+  CHECK(c.moe.moe_router_dtype == "fp32");
+  // 120 B total parameters (the size in its name; 3 %, the tolerance of the other Nemotron entries).
+  const double P = gpt_num_parameters(c);
+  MESSAGE("nemotron-3-super " << P / 1e9 << "B");
+  CHECK(P == doctest::Approx(120e9).epsilon(0.03));
+  // Megatron-LM's hybrid_flops with the latent (moe_layer_flops): 40 MoE sublayers of routed 4 T L k F + 4 T h L
+  // instead of 4 T h k F (squared ReLU: no 1.5), forward x 3.
+  ParamMap q = p;
+  q["moe_latent_size"] = "0";
+  const double T = 64.0 * 8192, h = 4096, L = 1024, k = 22, F = 2688;
+  CHECK(gpt_model_flops(cfg(q)) - gpt_model_flops(c) == doctest::Approx(3.0 * 40 * (4 * T * k * F * (h - L) - 4 * T * h * L)));
+}
