@@ -84,10 +84,24 @@ void check_hybrid(const GptConfig& c, const std::function<void(const std::string
   if (nh % t != 0) fail("mamba_num_heads", "Mamba heads (" + std::to_string(nh) + ") must be a multiple of tensor_model_parallel_size (mamba_mixer.py:262)");
   if (ng % t != 0) fail("mamba_num_groups", "must be a multiple of tensor_model_parallel_size (mamba_mixer.py:270)");
   if (nh % ng != 0) fail("mamba_num_heads", "Mamba heads (" + std::to_string(nh) + ") must be a multiple of mamba_num_groups (mamba_mixer.py:274)");
-  // Megatron runs Mamba under context parallelism by its own all-to-alls (megatron/core/ssm/mamba_context_parallel.py);
-  // those ops are not modelled.
-  if (c.context_parallel_size > 1)
-    fail("context_parallel_size", "with Mamba layers is not modelled (Megatron's MambaContextParallel all-to-alls have no ops here)");
+  // Context parallelism of the Mamba layers (MambaContextParallel.__init__, megatron/core/ssm/mamba_context_parallel.py
+  // :105-133): every CP rank gets whole heads and whole (or replicated) groups of this TP rank's.
+  const std::int64_t cp = c.context_parallel_size;
+  if (cp > 1 && layers.find('M') != std::string::npos) {
+    const std::int64_t nh_t = nh / t, ng_t = ng / t;
+    if (nh_t % cp != 0)
+      fail("context_parallel_size", "Mamba heads per TP rank (" + std::to_string(nh_t) + ") must be a multiple of "
+                                    "context_parallel_size (" + std::to_string(cp) + ") (mamba_context_parallel.py:106)");
+    if (ng_t < cp && cp % ng_t != 0)
+      fail("context_parallel_size", "must be a multiple of the Mamba groups per TP rank (" + std::to_string(ng_t) +
+                                        ") when larger (mamba_context_parallel.py:120)");
+    if (ng_t >= cp && ng_t % cp != 0)
+      fail("mamba_num_groups", "Mamba groups per TP rank (" + std::to_string(ng_t) + ") must be a multiple of "
+                               "context_parallel_size (" + std::to_string(cp) + ") (mamba_context_parallel.py:128)");
+    if (!c.context_parallel_rotate_method.empty())
+      fail("context_parallel_rotate_method", "is PyTorch's context parallelism; Megatron's hybrid model runs its Mamba "
+                                             "layers under CP with MambaContextParallel's all-to-alls (cp_comm_type for attention)");
+  }
   if (c.gdn()) fail("experimental_attention_variant", "cannot be combined with hybrid_layer_pattern (use the pattern's symbols)");
   if (c.moe.multi_latent_attention) fail("multi_latent_attention", "in hybrid models (Megatron's '+' symbol) is not modelled");
   if (c.moe.mtp_num_layers > 0) fail("mtp_num_layers", "with hybrid_layer_pattern is not modelled");
@@ -164,17 +178,50 @@ double mamba_params_per_rank(const GptConfig& c) {
   return (h * (2.0 * di + 2.0 * gn + nh) + conv * double(kMambaConvKernel) + conv + 3.0 * nh + di + di * h) / t;
 }
 
+// MambaMixer's chunk_size (mamba_mixer.py:194 @d98e8a64): the SSD kernels' chunk; no Megatron flag sets it (the
+// hybrid layer specs build the mixer with the default).
+constexpr std::int64_t kMambaChunkSize = 128;
+
+MambaShard mamba_shard(const GptConfig& c) {
+  const std::int64_t t = c.tensor_model_parallel_size, cp = c.context_parallel_size;
+  const std::int64_t ng_t = c.mamba_num_groups / t;
+  MambaShard m;
+  m.batch = c.micro_batch_size, m.seqlen = c.seq_length, m.head_dim = c.mamba_head_dim, m.state = c.mamba_state_dim;
+  m.heads = c.mamba_heads() / t / cp;
+  m.repeat = ng_t < cp ? cp / ng_t : 1;  // group_repeat_count (mamba_context_parallel.py:119-133)
+  m.groups = ng_t < cp ? 1 : ng_t / cp;
+  m.chunk = kMambaChunkSize;
+  return m;
+}
+
+const char* const kMambaCpTensors[kMambaCpExchanges] = {"z", "x", "B", "C", "dt", "y"};
+
+// pre_conv_ssm all-to-alls each of z, x (d_inner / TP), B, C (groups / TP x repeat x state) and dt (heads / TP) from
+// [s / cp, b, width] to [s, b, width / cp] (_all_to_all_cp2hp over all_to_all_sp2hp, mappings.py); post_conv_ssm
+// sends y back ([s, b, d_inner / (TP cp)] to [s / cp, b, d_inner / TP]). Each rank's buffer is its local tensor.
+std::array<double, kMambaCpExchanges> mamba_cp_a2a_bytes(const GptConfig& c) {
+  const MambaShard m = mamba_shard(c);
+  const std::int64_t cp = c.context_parallel_size;
+  const double local = double(m.batch) * double(m.seqlen) / double(cp) * 2.0;  // tokens x bf16 bytes
+  const double di = double(m.d_inner() * cp), bc = double(m.groups * m.state * cp), nh = double(m.heads * cp);
+  return {local * di, local * di, local * bc, local * bc, local * nh, local * di};
+}
+
 // Saved activation bytes per token of a Mamba sublayer on one TP rank, training path (MambaMixer._ssm_training,
 // mamba_mixer.py:679-733): the norm's input and in_proj's input as an attention block keeps them (split by sequence
 // parallelism); mamba_split_conv1d_scan_combined saves its input zxBCdt and the scan output out_x (state-spaces/mamba
 // mamba_ssm/ops/triton/ssd_combined.py, MambaSplitConv1dScanCombinedFn.forward: save_for_backward(zxbcdt, ...,
 // out_x, ...); the conv output and chunk states are recomputed in its backward, so no s x s or per-token state term);
 // the gated RMSNorm keeps its input (d_inner) and fp32 1/rms per group; out_proj keeps its input.
+// Under CP the kernel's tensors are head-sharded over the whole sequence (cp times this rank's tokens), B and C
+// replicated where CP exceeds the TP rank's groups (MambaShard::repeat).
 double mamba_activation_bytes_per_token(const GptConfig& c, double gemm_in, double mask, double rep) {
   const double h = double(c.hidden_size), t = double(c.tensor_model_parallel_size);
-  const double di = double(c.mamba_d_inner()) / t, gn = double(c.mamba_num_groups * c.mamba_state_dim) / t,
-               nh = double(c.mamba_heads()) / t, ng = double(c.mamba_num_groups) / t;
-  return (2.0 * h + gemm_in * h + mask) * rep + 2.0 * (2.0 * di + 2.0 * gn + nh) + 2.0 * di + 2.0 * di + 4.0 * ng +
+  const MambaShard m = mamba_shard(c);
+  const double cp = double(c.context_parallel_size);
+  const double di = double(c.mamba_d_inner()) / t, ng = double(c.mamba_num_groups) / t;
+  const double kernel = cp * (2.0 * double(m.d_inner()) + 2.0 * double(m.groups * m.state) + double(m.heads));
+  return (2.0 * h + gemm_in * h + mask) * rep + 2.0 * kernel + 2.0 * cp * double(m.d_inner()) + 2.0 * di + 4.0 * ng +
          gemm_in * di;
 }
 
@@ -203,33 +250,59 @@ double hybrid_model_flops(const GptConfig& c) {
   return 3.0 * fwd;
 }
 
-// The Mamba-2 mixer between in_proj and out_proj on one TP rank (MambaMixer._ssm_training, mamba_mixer.py:679-733),
-// per kernel, T tokens:
+// The Mamba-2 mixer between in_proj and out_proj on one rank (MambaMixer.forward and _ssm_training,
+// mamba_mixer.py:510-528 and :679-733), per kernel, over the shard the scan runs on (mamba_shard: T its tokens):
 //   zxBCdt made contiguous (rearrange ... .contiguous(): read and write the in_proj output);
 //   mamba_split_conv1d_scan_combined: the depthwise causal conv1d + SiLU over x, B, C (read and write them, a
 //   memory-bound kernel), the SSD chunked scan, and the gate y x SiLU(z) (read y and z, write);
-//   the output made contiguous again (read and write d_inner) and the grouped RMSNorm over d_inner (read, write).
+//   the output made contiguous again (read and write d_inner); then, on this rank's tokens, the grouped RMSNorm
+//   over d_inner (read, write).
 // The SSD scan is priced from Megatron-LM's count of its FLOPs (mamba_layer_flops: 7 x d_inner x state per token,
 // here with this rank's d_inner) as GEMMs of (tokens x local heads) x head dim x state through the GEMM fit, the
 // backward twice the forward. No kernel of this class is measured (tests/data has no Mamba / SSD timing): its rate
 // is the GEMM fit's at that shape, unvalidated. The backward moves twice the memory-bound kernels' bytes.
-void add_mamba_core(Costs& out, const GptConfig& c, const models::ComputeModel& cm, std::int64_t T, bool bwd) {
+// Context parallelism (mamba_context_parallel.py, cp > 1) adds copies around its all-to-alls, on this rank's
+// T / cp tokens (`Tl`) and the in_proj widths: B and C repeated to the CP ranks sharing a group (einops repeat,
+// :171-184); all_to_all_sp2hp's split + cat of each tensor before its exchange (megatron/core/tensor_parallel/
+// mappings.py:566-592); after the exchanges the cat of z, x, B, C, dt and the undoing of attention's load-balanced
+// chunk order (torch.cat of the 2 cp chunks, :195-197, :359-375); around y's exchange the chunk order redone
+// (:397-413) and all_to_all_hp2sp's split + cat (mappings.py:595-622). Each is a copy (read + write); the
+// backward runs their gradients' copies (the repeat's a sum over the replicas), as many bytes.
+void add_mamba_core(Costs& out, const GptConfig& c, const models::ComputeModel& cm, bool bwd, Costs& pre, Costs& scan) {
   using models::KernelDesc;
   using models::MemoryKernel;
   const models::Precision act = c.precision == "fp16" ? models::Precision::FP16 : models::Precision::BF16;
-  auto mem = [&](MemoryKernel k, double bytes) { return KernelDesc::memory(k, bytes, act); };
-  const std::int64_t t = c.tensor_model_parallel_size;
-  const std::int64_t di = c.mamba_d_inner() / t, gn = c.mamba_num_groups / t * c.mamba_state_dim, nh = c.mamba_heads() / t;
-  const double e = 2.0, f = bwd ? 2.0 : 1.0, Td = double(T);
-  out.add(cm, mem(MemoryKernel::Copy, f * 2.0 * e * Td * double(2 * di + 2 * gn + nh)));
-  out.add(cm, mem(MemoryKernel::Elementwise, f * 2.0 * e * Td * double(di + 2 * gn)));
-  const KernelDesc scan = KernelDesc::gemm(T * nh, c.mamba_head_dim, c.mamba_state_dim, act);
+  const MambaShard m = mamba_shard(c);
+  const std::int64_t t = c.tensor_model_parallel_size, cp = c.context_parallel_size;
+  const std::int64_t di = m.d_inner(), gn = m.groups * m.state, nh = m.heads, T = m.tokens();
+  const double e = 2.0, f = bwd ? 2.0 : 1.0, Td = double(T), Tl = Td / double(cp);
+  auto add = [&](Costs& part, const KernelDesc& k, double times = 1.0) {
+    out.add(cm, k, times);
+    part.add(cm, k, times);
+  };
+  auto mem = [&](Costs& part, MemoryKernel k, double bytes) { add(part, KernelDesc::memory(k, bytes, act)); };
+  Costs rest;  // the kernels after the last exchange (forward) or before the first (backward)
+  Costs& first = bwd ? pre : rest;  // the output side: after y's exchange forward, before it backward
+  Costs& last = bwd ? rest : pre;   // the input side
+  if (cp > 1) {
+    const double w_rep = double(2 * di + 2 * gn + nh) * double(cp);  // in_proj width per TP rank, B / C repeated
+    if (m.repeat > 1) mem(last, MemoryKernel::Copy, e * Tl * double(2 * m.state * (c.mamba_num_groups / t)) * double(1 + m.repeat));
+    mem(last, MemoryKernel::Copy, 2.0 * e * Tl * w_rep);
+    mem(scan, MemoryKernel::Copy, 2.0 * e * Tl * w_rep);
+    mem(scan, MemoryKernel::Copy, 2.0 * e * Tl * w_rep);
+    mem(scan, MemoryKernel::Copy, 2.0 * e * Td * double(di));
+    mem(first, MemoryKernel::Copy, 2.0 * e * Tl * double(di * cp));
+  }
+  mem(scan, MemoryKernel::Copy, f * 2.0 * e * Td * double(2 * di + 2 * gn + nh));
+  mem(scan, MemoryKernel::Elementwise, f * 2.0 * e * Td * double(di + 2 * gn));
+  const KernelDesc blob = KernelDesc::gemm(T * nh, c.mamba_head_dim, c.mamba_state_dim, act);
   const double times = bwd ? 7.0 : 3.5;  // 7 (14) x d_inner x state FLOPs per token = 3.5 (7) such GEMMs
-  out.add(cm, scan, times);
-  out.flops += (times - 1.0) * scan.flops();
-  out.add(cm, mem(MemoryKernel::Elementwise, f * 3.0 * e * Td * double(di)));
-  out.add(cm, mem(MemoryKernel::Copy, f * 2.0 * e * Td * double(di)));
-  out.add(cm, mem(MemoryKernel::Norm, f * 2.0 * e * Td * double(di)));
+  add(scan, blob, times);
+  out.flops += (times - 1.0) * blob.flops();
+  scan.flops += (times - 1.0) * blob.flops();
+  mem(scan, MemoryKernel::Elementwise, f * 3.0 * e * Td * double(di));
+  mem(scan, MemoryKernel::Copy, f * 2.0 * e * Td * double(di));
+  mem(first, MemoryKernel::Norm, f * 2.0 * e * Tl * double(di * cp));
 }
 
 // A sublayer of the pattern: the decoder layer's costs with the half it lacks emptied (M and * keep the attention
