@@ -250,17 +250,66 @@ double hybrid_model_flops(const GptConfig& c) {
   return 3.0 * fwd;
 }
 
+namespace {
+// The SSD chunked scan of Mamba-2 kernel by kernel (_mamba_chunk_scan_combined_fwd / _bwd in mamba_ssm/ops/triton/
+// ssd_combined.py at state-spaces/mamba@e9594ce; the kernels in ssd_chunk_state.py, ssd_state_passing.py,
+// ssd_bmm.py, ssd_chunk_scan.py there). Per chunk of Q tokens and head (or group) each GEMM-like kernel is a small
+// matrix product; one launch runs all batch x chunks x heads of them (KernelDesc::batched_gemm, priced by the dense
+// GEMM fit at its own M, N, K, tile padding included). Products under the causal mask count the half of the chunk
+// the kernels visit (their K loops stop at the diagonal: _chunk_scan_fwd_kernel's K_MAX, the dx kernel's K_MIN, the
+// dcb / ddAcs kernels skip the blocks above it). The state passing walks the chunks one after another per head
+// (ssd_state_passing.py, `for c in range(nchunks)`): memory-bound, priced at the HBM model by its bytes (fp32 chunk
+// states read, states written in the model's dtype forward, fp32 in the backward's recomputation). dt's cumulative
+// sums are memory-bound too. Per token the forward is 2 P N (chunk states) + 2 Q N / (H / G) (C B^T) + 2 P (N + Q / 2)
+// (chunk scan) FLOPs per head; Megatron-LM's mamba_layer_flops counts 7 P N. Not validated: no SSD kernel time is
+// measured (bench/compute/ssd_kernels.py says what a GPU run would record).
+template <class Add>
+void add_ssd_scan(const Add& add, const MambaShard& m, models::Precision act, bool bwd) {
+  using models::KernelDesc;
+  using models::MemoryKernel;
+  const std::int64_t b = m.batch, C = m.chunks(), H = m.heads, P = m.head_dim, G = m.groups, N = m.state, Q = m.chunk;
+  const double e = 2.0, T = double(m.tokens()), states = double(b * C * H * P * N), th = T * double(H);
+  auto per_head = [&](std::int64_t mm, std::int64_t nn, std::int64_t kk) { add(KernelDesc::batched_gemm(b * C * H, mm, nn, kk, act)); };
+  auto per_group = [&](std::int64_t mm, std::int64_t nn, std::int64_t kk) { add(KernelDesc::batched_gemm(b * C * G, mm, nn, kk, act)); };
+  auto mem = [&](MemoryKernel k, double bytes) { add(KernelDesc::memory(k, bytes, act)); };
+  mem(MemoryKernel::Elementwise, (e + 8.0) * th);  // _chunk_cumsum_fwd: dt in, dA_cumsum and dt out in fp32
+  if (!bwd) {
+    per_head(P, N, Q);                                   // _chunk_state_fwd: x^T (B decay dt) per chunk
+    mem(MemoryKernel::Elementwise, (4.0 + e) * states);  // _state_passing_fwd: fp32 in, states out
+    per_group(Q, Q, N);                                  // _bmm_chunk_fwd: C B^T per chunk and group
+    per_head(Q, P, N + Q / 2);                           // _chunk_scan_fwd: C states + causal (C B^T) x
+    return;
+  }
+  per_group(Q, Q, N);                                    // _bmm_chunk_fwd (recomputed)
+  per_head(P, N, Q);                                     // _chunk_state_fwd (recomputed)
+  mem(MemoryKernel::Elementwise, 8.0 * states);          // _state_passing_fwd, fp32 out
+  mem(MemoryKernel::Elementwise, 6.0 * e * th * double(P));  // _chunk_scan_bwd_dz: x, z, out_x, dout in; dz, dout out
+  per_head(P, N, Q);                                     // _chunk_scan_bwd_dstates: dout^T (C decay)
+  mem(MemoryKernel::Elementwise, 12.0 * states);         // _state_passing_bwd: states, dstates (fp32) in, both out
+  per_head(Q, P, N + Q / 2);                             // _chunk_scan_chunk_state_bwd_dx: B dstates + causal CB^T dout
+  per_head(Q, N, P);                                     // _chunk_state_bwd_db: (x dt decay) dstates^T
+  per_head(Q, N, P);                                     // _chunk_scan_bwd_dC: dout states^T
+  per_head(Q, Q / 2, P);                                 // _chunk_scan_bwd_dcb: causal dout x^T
+  per_group(Q, N, Q);                                    // _bmm_chunk_bwd for dB
+  per_group(Q, N, Q);                                    // _bmm_chunk_bwd for dC
+  per_head(Q, Q / 2, P);                                 // _chunk_scan_bwd_ddAcs_stable: causal, as dcb
+  mem(MemoryKernel::Elementwise, (4.0 + 2.0 * e) * th);  // _chunk_cumsum_bwd: fp32 ddA and dt in, ddt out
+}
+}  // namespace
+
 // The Mamba-2 mixer between in_proj and out_proj on one rank (MambaMixer.forward and _ssm_training,
-// mamba_mixer.py:510-528 and :679-733), per kernel, over the shard the scan runs on (mamba_shard: T its tokens):
+// mamba_mixer.py:510-528 and :679-733 @d98e8a64), per kernel, over the shard the scan runs on (mamba_shard: T
+// tokens, `batch` sequences of `seqlen`, H heads of P, G groups of state N, chunks of Q):
 //   zxBCdt made contiguous (rearrange ... .contiguous(): read and write the in_proj output);
-//   mamba_split_conv1d_scan_combined: the depthwise causal conv1d + SiLU over x, B, C (read and write them, a
-//   memory-bound kernel), the SSD chunked scan, and the gate y x SiLU(z) (read y and z, write);
+//   mamba_split_conv1d_scan_combined (MambaSplitConv1dScanCombinedFn, mamba_ssm/ops/triton/ssd_combined.py at
+//   state-spaces/mamba@e9594ce): the depthwise causal conv1d + SiLU over x, B, C (read and write them), then the SSD
+//   chunked scan kernel by kernel (add_ssd_scan), its output gated by SiLU(z) in the last kernel's epilogue (read z,
+//   write out and out_x: the gate's bytes as their own memory-bound kernel);
 //   the output made contiguous again (read and write d_inner); then, on this rank's tokens, the grouped RMSNorm
 //   over d_inner (read, write).
-// The SSD scan is priced from Megatron-LM's count of its FLOPs (mamba_layer_flops: 7 x d_inner x state per token,
-// here with this rank's d_inner) as GEMMs of (tokens x local heads) x head dim x state through the GEMM fit, the
-// backward twice the forward. No kernel of this class is measured (tests/data has no Mamba / SSD timing): its rate
-// is the GEMM fit's at that shape, unvalidated. The backward moves twice the memory-bound kernels' bytes.
+// The backward (MambaSplitConv1dScanCombinedFn.backward): the conv1d again (recomputed), the scan's backward
+// kernels, and causal_conv1d_bwd (read xBC and its gradient, write the input gradient); the copies and the norm
+// move twice their forward bytes.
 // Context parallelism (mamba_context_parallel.py, cp > 1) adds copies around its all-to-alls, on this rank's
 // T / cp tokens (`Tl`) and the in_proj widths: B and C repeated to the CP ranks sharing a group (einops repeat,
 // :171-184); all_to_all_sp2hp's split + cat of each tensor before its exchange (megatron/core/tensor_parallel/
@@ -276,9 +325,9 @@ void add_mamba_core(Costs& out, const GptConfig& c, const models::ComputeModel& 
   const std::int64_t t = c.tensor_model_parallel_size, cp = c.context_parallel_size;
   const std::int64_t di = m.d_inner(), gn = m.groups * m.state, nh = m.heads, T = m.tokens();
   const double e = 2.0, f = bwd ? 2.0 : 1.0, Td = double(T), Tl = Td / double(cp);
-  auto add = [&](Costs& part, const KernelDesc& k, double times = 1.0) {
-    out.add(cm, k, times);
-    part.add(cm, k, times);
+  auto add = [&](Costs& part, const KernelDesc& k) {
+    out.add(cm, k);
+    part.add(cm, k);
   };
   auto mem = [&](Costs& part, MemoryKernel k, double bytes) { add(part, KernelDesc::memory(k, bytes, act)); };
   Costs rest;  // the kernels after the last exchange (forward) or before the first (backward)
@@ -294,13 +343,11 @@ void add_mamba_core(Costs& out, const GptConfig& c, const models::ComputeModel& 
     mem(first, MemoryKernel::Copy, 2.0 * e * Tl * double(di * cp));
   }
   mem(scan, MemoryKernel::Copy, f * 2.0 * e * Td * double(2 * di + 2 * gn + nh));
-  mem(scan, MemoryKernel::Elementwise, f * 2.0 * e * Td * double(di + 2 * gn));
-  const KernelDesc blob = KernelDesc::gemm(T * nh, c.mamba_head_dim, c.mamba_state_dim, act);
-  const double times = bwd ? 7.0 : 3.5;  // 7 (14) x d_inner x state FLOPs per token = 3.5 (7) such GEMMs
-  add(scan, blob, times);
-  out.flops += (times - 1.0) * blob.flops();
-  scan.flops += (times - 1.0) * blob.flops();
-  mem(scan, MemoryKernel::Elementwise, f * 3.0 * e * Td * double(di));
+  const double conv = 2.0 * e * Td * double(di + 2 * gn);  // read + write x, B, C
+  mem(scan, MemoryKernel::Elementwise, conv);
+  add_ssd_scan([&](const KernelDesc& k) { add(scan, k); }, m, act, bwd);
+  if (bwd) mem(scan, MemoryKernel::Elementwise, 1.5 * conv);  // causal_conv1d_bwd: x, B, C, their gradient, write
+  else mem(scan, MemoryKernel::Elementwise, 3.0 * e * Td * double(di));  // the gate: read z, write out and out_x
   mem(scan, MemoryKernel::Copy, f * 2.0 * e * Td * double(di));
   mem(first, MemoryKernel::Norm, f * 2.0 * e * Tl * double(di * cp));
 }
@@ -324,8 +371,9 @@ std::string hybrid_note(const GptConfig& c) {
   auto n = [&](char ch) { return std::to_string(std::count(L.begin(), L.end(), ch)); };
   return "gpt: hybrid model, " + std::to_string(L.size()) + " sublayers (" + n('M') + " Mamba-2, " + n('*') +
          " attention, " + n('-') + " MLP, " + n('E') +
-         " MoE): the Mamba-2 SSD chunked scan is priced from Megatron-LM's FLOP count at the GEMM fit's rate "
-         "(no measurement of that kernel; unvalidated); model FLOPs follow Megatron-LM's hybrid_flops";
+         " MoE): the Mamba-2 SSD chunked scan is priced kernel by kernel (its per-chunk products as batched GEMMs at "
+         "the GEMM fit, the state passing at the HBM model; no measurement of these kernels: unvalidated); model "
+         "FLOPs follow Megatron-LM's hybrid_flops";
 }
 
 // The catalogue's hybrid models (gpt_models.cpp holds their shapes), from the launch scripts of

@@ -299,3 +299,43 @@ TEST_CASE("hybrid: CP beyond a TP rank's Mamba groups repeats B and C to the ran
   CHECK(b[0] == doctest::Approx(tok * 512 * 2).epsilon(1e-12));     // z: d_inner 1024 / TP 2
   CHECK(b[4] == doctest::Approx(tok * 8 * 2).epsilon(1e-12));       // dt: 8 heads per TP rank
 }
+
+TEST_CASE("hybrid: the SSD scan is priced kernel by kernel; its FLOPs by hand from the chunk shapes") {
+  // Nemotron-H 8B's mixer at TP 2, sequence 8192, micro-batch 1: the scan runs 64 heads of 64, 4 groups of state
+  // 128, in 8192 / 128 = 64 chunks (MambaMixer's chunk_size 128).
+  auto layer = [](const char* seq) {
+    const GptConfig c = cfg(hy({{"hidden_size", "4096"}, {"num_attention_heads", "32"}, {"ffn_hidden_size", "21504"},
+                                {"seq_length", seq}, {"mamba_num_heads", "128"}, {"mamba_num_groups", "8"},
+                                {"mamba_state_dim", "128"}}));
+    return gpt_detail::gpt_step_kernels(c, h100(), "t").layer_mamba;
+  };
+  const gpt_detail::LayerCosts L = layer("8192");
+  const double C = 64, H = 64, G = 4, P = 64, N = 128, Q = 128;
+  // Forward (_mamba_chunk_scan_combined_fwd): chunk states P x N x Q per chunk and head, C B^T Q x Q x N per chunk
+  // and group, the chunk scan Q x P x (N + Q / 2) per chunk and head (the causal half of the chunk).
+  const double fwd = 2 * C * H * P * N * Q + 2 * C * G * Q * Q * N + 2 * C * H * Q * P * (N + Q / 2);
+  // Backward (_mamba_chunk_scan_combined_bwd): C B^T and the chunk states again, dstates, dx, dB, dC, dCB (causal),
+  // the two _bmm_chunk_bwd, ddA (causal).
+  const double bwd = 2 * C * G * Q * Q * N + 2 * C * H * P * N * Q + 2 * C * H * P * N * Q + 2 * C * H * Q * P * (N + Q / 2) +
+                     2 * 2 * C * H * Q * N * P + 2 * 2 * C * H * Q * (Q / 2) * P + 2 * 2 * C * G * Q * N * Q;
+  CHECK(L.mamba_fwd_scan.flops == doctest::Approx(fwd).epsilon(1e-12));
+  CHECK(L.mamba_bwd_scan.flops == doctest::Approx(bwd).epsilon(1e-12));
+  // Kernels between in_proj and the norm: the layout copy, conv1d, 5 SSD kernels (cumsum, chunk state, state
+  // passing, C B^T, chunk scan), the gate, the output copy; backward: copy, conv1d again, 15 SSD kernels, the
+  // conv1d backward, copy.
+  CHECK(L.mamba_fwd_scan.kernels == 9);
+  CHECK(L.mamba_bwd_scan.kernels == 19);
+  // Megatron-LM's mamba_layer_flops counts 7 x d_inner x state per token (training.py @d98e8a64); the kernels' own
+  // products are 3/4 of that here (43008 vs 57344 per token and head).
+  const double megatron = 7.0 * 8192 * (H * P) * N;
+  MESSAGE("SSD forward FLOPs / Megatron's count: " << L.mamba_fwd_scan.flops / megatron << "; backward / forward "
+                                                   << L.mamba_bwd_scan.flops / L.mamba_fwd_scan.flops << "; mixer core "
+                                                   << L.mamba_fwd_scan.seconds * 1e3 << " ms forward, "
+                                                   << L.mamba_bwd_scan.seconds * 1e3 << " ms backward");
+  CHECK(L.mamba_fwd_scan.flops / megatron == doctest::Approx(0.75).epsilon(1e-12));
+  // Linear in the sequence: twice the chunks, twice the work and (kernel overheads aside) the time.
+  const gpt_detail::LayerCosts L2 = layer("16384");
+  CHECK(L2.mamba_fwd_scan.flops == doctest::Approx(2 * fwd).epsilon(1e-12));
+  CHECK(L2.mamba_fwd_scan.seconds / L.mamba_fwd_scan.seconds > 1.9);
+  CHECK(L2.mamba_fwd_scan.seconds / L.mamba_fwd_scan.seconds <= 2.0);
+}
