@@ -57,7 +57,7 @@ const char* to_string(AttentionImpl a) { return a == AttentionImpl::Flash ? "fla
 
 double KernelDesc::flops() const {
   switch (kind) {
-    case KernelKind::Gemm: return 2.0 * double(m) * double(n) * double(k);
+    case KernelKind::Gemm:
     case KernelKind::GroupedGemm: return 2.0 * double(groups) * double(m) * double(n) * double(k);
     case KernelKind::Attention: {
       double f = 4.0 * double(batch) * double(heads) * double(seq_q) * double(seq_kv) * double(head_dim);
@@ -73,6 +73,12 @@ KernelDesc KernelDesc::gemm(std::int64_t m, std::int64_t n, std::int64_t k, Prec
   KernelDesc d;
   d.kind = KernelKind::Gemm;
   d.m = m, d.n = n, d.k = k, d.precision = p;
+  return d;
+}
+
+KernelDesc KernelDesc::batched_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, Precision p) {
+  KernelDesc d = gemm(m, n, k, p);
+  d.groups = batch;
   return d;
 }
 

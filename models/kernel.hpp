@@ -13,7 +13,8 @@
 namespace fabricsim::models {
 
 enum class KernelKind {
-  Gemm,         // C[m x n] = A[m x k] * B[k x n] (one GEMM; forward, dgrad or wgrad)
+  Gemm,         // C[m x n] = A[m x k] * B[k x n] (one GEMM; forward, dgrad or wgrad; `groups` > 1: a batched
+                //   launch of that many same-shape products, as the Mamba-2 SSD scan's per-chunk kernels)
   GroupedGemm,  // `groups` GEMMs of m x n x k each (MoE experts; m = tokens per expert)
   Attention,    // fused (flash / cuDNN) scaled-dot-product attention, forward or backward
   MemoryBound,  // norms, activations, residual adds, softmax, casts, optimizer, embedding gathers
@@ -49,11 +50,13 @@ struct KernelDesc {
   MemoryKernel memory_kind = MemoryKernel::Elementwise;
   double bytes = 0;
 
-  // Model FLOPs of the kernel: 2 m n k (x groups); attention forward 4 b h s_q s_kv d, halved when causal,
+  // Model FLOPs of the kernel: 2 m n k x groups; attention forward 4 b h s_q s_kv d, halved when causal,
   // backward 2.5x the forward (the dQ, dK, dV GEMMs and the recomputed scores).
   double flops() const;
 
   static KernelDesc gemm(std::int64_t m, std::int64_t n, std::int64_t k, Precision p);
+  // `batch` products of m x n x k in one launch, priced by the dense GEMM fit (tiles over all of them).
+  static KernelDesc batched_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, Precision p);
   static KernelDesc grouped_gemm(std::int64_t groups, std::int64_t m, std::int64_t n, std::int64_t k, Precision p);
   static KernelDesc attention(std::int64_t batch, std::int64_t heads, std::int64_t kv_heads, std::int64_t seq_q,
                               std::int64_t seq_kv, std::int64_t head_dim, bool causal, bool backward,

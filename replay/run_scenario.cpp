@@ -193,7 +193,7 @@ std::string scenario_gemm_shapes(const workloads::Scenario& s) {
   std::vector<std::pair<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::string>, long>> shapes;
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::string>, std::size_t> at;
   for (const auto& k : priced) {
-    if (k.kind != models::KernelKind::Gemm) continue;
+    if (k.kind != models::KernelKind::Gemm || k.groups > 1) continue;  // batched launches are no single-GEMM shape
     const std::string p = k.precision == models::Precision::FP8 ? "fp8" : "bf16";
     auto key = std::make_tuple(k.m, k.n, k.k, p);
     auto [it, fresh] = at.emplace(key, shapes.size());

@@ -11,6 +11,7 @@
 //                          interleaved) and which slots overlap (GptSchedule);
 //   5. trace               gpt_trace.cpp: turns the schedule into ops with dependencies (generate_gpt).
 // Not part of the public API: only the gpt_*.cpp files include this header.
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -49,6 +50,22 @@ void check_hybrid(const GptConfig& c, const std::function<void(const std::string
 std::vector<std::vector<std::int64_t>> hybrid_segment_layout(const GptConfig& c);
 char hybrid_symbol(const GptConfig& c, std::int64_t gl);  // the global layer's symbol; 0 if not hybrid
 double mamba_params_per_rank(const GptConfig& c);       // one Mamba-2 mixer on one TP rank (without the pre-norm)
+// What one rank's SSD scan runs on (MambaContextParallel, megatron/core/ssm/mamba_context_parallel.py @d98e8a64):
+// `batch` sequences of the whole `seqlen` (under CP the all-to-alls gather the sequence and split the heads), `heads`
+// of `head_dim` = heads / (TP x CP), `groups` of `state` (groups / (TP x CP), or 1 when CP exceeds the TP rank's
+// groups: each group's B and C `repeat`ed to CP / groups ranks).
+struct MambaShard {
+  std::int64_t batch = 0, seqlen = 0, heads = 0, head_dim = 0, groups = 0, state = 0, repeat = 1, chunk = 0;
+  std::int64_t tokens() const { return batch * seqlen; }
+  std::int64_t d_inner() const { return heads * head_dim; }
+  std::int64_t chunks() const { return (seqlen + chunk - 1) / chunk; }
+};
+MambaShard mamba_shard(const GptConfig& c);
+// The per-rank buffers (bytes) of the Mamba CP all-to-alls (mamba_context_parallel.py pre_conv_ssm / post_conv_ssm):
+// z, x, B, C, dt before the conv and scan, then y after; the backward moves the same tensors' gradients.
+constexpr int kMambaCpExchanges = 6;
+std::array<double, kMambaCpExchanges> mamba_cp_a2a_bytes(const GptConfig& c);
+extern const char* const kMambaCpTensors[kMambaCpExchanges];  // "z", "x", "B", "C", "dt", "y"
 double mamba_activation_bytes_per_token(const GptConfig& c, double gemm_in, double mask, double rep);
 double hybrid_model_flops(const GptConfig& c);
 std::string hybrid_note(const GptConfig& c);
@@ -117,6 +134,12 @@ struct LayerCosts {
   Costs fwd_attn, fwd_mlp, bwd_attn, bwd_mlp, recompute_attn_extra, wgrad_attn, wgrad_mlp, recompute_norm;
   Costs dgrad_attn_in, wgrad_attn_in, dgrad_mlp_in, wgrad_mlp_in;
   Costs cp_fwd_first, cp_fwd_rest, cp_bwd_first, cp_bwd_rest;
+  // A Mamba-2 mixer's block (hybrid 'M') split where its context-parallel all-to-alls sit: mamba_*_pre the kernels
+  // before the first exchange (forward: norm, in_proj and the copies feeding the all-to-alls; backward: out_proj's
+  // backward, the gated norm's, the copies; mamba_bwd_pre_w the out_proj wgrad inside it), mamba_*_scan the
+  // head-sharded part between the exchanges (conv1d, SSD scan, gate, their copies); the rest of fwd_attn /
+  // bwd_attn follows the last exchange.
+  Costs mamba_fwd_pre, mamba_fwd_scan, mamba_bwd_pre, mamba_bwd_pre_w, mamba_bwd_scan;
   TpFusedGemms tp_fused[2][2];  // [attention block][backward]
 };
 
@@ -134,8 +157,9 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
 // gdn: the Gated DeltaNet layer of a hybrid model (GptConfig::gdn_layers) instead of the attention layer.
 // mamba: the Mamba-2 mixer of a hybrid model (GptConfig::hybrid_layer_pattern 'M') instead of the attention.
 LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm, bool gdn = false, bool mamba = false);
-// The Mamba-2 mixer between in_proj and out_proj, T tokens on one TP rank (gpt_hybrid.cpp).
-void add_mamba_core(Costs& out, const GptConfig& c, const models::ComputeModel& cm, std::int64_t T, bool bwd);
+// The Mamba-2 mixer between in_proj and out_proj on one rank (gpt_hybrid.cpp), every kernel into `out`, those of
+// the head-sharded part also into `scan` and those before the first CP exchange also into `pre`.
+void add_mamba_core(Costs& out, const GptConfig& c, const models::ComputeModel& cm, bool bwd, Costs& pre, Costs& scan);
 // A hybrid sublayer's costs: the decoder layer's with the block it lacks emptied (gpt_hybrid.cpp).
 LayerCosts hybrid_sublayer(LayerCosts L, char sym);
 MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const MoeLayerLoad& ld, double T_local);

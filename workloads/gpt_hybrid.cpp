@@ -84,10 +84,24 @@ void check_hybrid(const GptConfig& c, const std::function<void(const std::string
   if (nh % t != 0) fail("mamba_num_heads", "Mamba heads (" + std::to_string(nh) + ") must be a multiple of tensor_model_parallel_size (mamba_mixer.py:262)");
   if (ng % t != 0) fail("mamba_num_groups", "must be a multiple of tensor_model_parallel_size (mamba_mixer.py:270)");
   if (nh % ng != 0) fail("mamba_num_heads", "Mamba heads (" + std::to_string(nh) + ") must be a multiple of mamba_num_groups (mamba_mixer.py:274)");
-  // Megatron runs Mamba under context parallelism by its own all-to-alls (megatron/core/ssm/mamba_context_parallel.py);
-  // those ops are not modelled.
-  if (c.context_parallel_size > 1)
-    fail("context_parallel_size", "with Mamba layers is not modelled (Megatron's MambaContextParallel all-to-alls have no ops here)");
+  // Context parallelism of the Mamba layers (MambaContextParallel.__init__, megatron/core/ssm/mamba_context_parallel.py
+  // :105-133): every CP rank gets whole heads and whole (or replicated) groups of this TP rank's.
+  const std::int64_t cp = c.context_parallel_size;
+  if (cp > 1 && layers.find('M') != std::string::npos) {
+    const std::int64_t nh_t = nh / t, ng_t = ng / t;
+    if (nh_t % cp != 0)
+      fail("context_parallel_size", "Mamba heads per TP rank (" + std::to_string(nh_t) + ") must be a multiple of "
+                                    "context_parallel_size (" + std::to_string(cp) + ") (mamba_context_parallel.py:106)");
+    if (ng_t < cp && cp % ng_t != 0)
+      fail("context_parallel_size", "must be a multiple of the Mamba groups per TP rank (" + std::to_string(ng_t) +
+                                        ") when larger (mamba_context_parallel.py:120)");
+    if (ng_t >= cp && ng_t % cp != 0)
+      fail("mamba_num_groups", "Mamba groups per TP rank (" + std::to_string(ng_t) + ") must be a multiple of "
+                               "context_parallel_size (" + std::to_string(cp) + ") (mamba_context_parallel.py:128)");
+    if (!c.context_parallel_rotate_method.empty())
+      fail("context_parallel_rotate_method", "is PyTorch's context parallelism; Megatron's hybrid model runs its Mamba "
+                                             "layers under CP with MambaContextParallel's all-to-alls (cp_comm_type for attention)");
+  }
   if (c.gdn()) fail("experimental_attention_variant", "cannot be combined with hybrid_layer_pattern (use the pattern's symbols)");
   if (c.moe.multi_latent_attention) fail("multi_latent_attention", "in hybrid models (Megatron's '+' symbol) is not modelled");
   if (c.moe.mtp_num_layers > 0) fail("mtp_num_layers", "with hybrid_layer_pattern is not modelled");
@@ -164,17 +178,50 @@ double mamba_params_per_rank(const GptConfig& c) {
   return (h * (2.0 * di + 2.0 * gn + nh) + conv * double(kMambaConvKernel) + conv + 3.0 * nh + di + di * h) / t;
 }
 
+// MambaMixer's chunk_size (mamba_mixer.py:194 @d98e8a64): the SSD kernels' chunk; no Megatron flag sets it (the
+// hybrid layer specs build the mixer with the default).
+constexpr std::int64_t kMambaChunkSize = 128;
+
+MambaShard mamba_shard(const GptConfig& c) {
+  const std::int64_t t = c.tensor_model_parallel_size, cp = c.context_parallel_size;
+  const std::int64_t ng_t = c.mamba_num_groups / t;
+  MambaShard m;
+  m.batch = c.micro_batch_size, m.seqlen = c.seq_length, m.head_dim = c.mamba_head_dim, m.state = c.mamba_state_dim;
+  m.heads = c.mamba_heads() / t / cp;
+  m.repeat = ng_t < cp ? cp / ng_t : 1;  // group_repeat_count (mamba_context_parallel.py:119-133)
+  m.groups = ng_t < cp ? 1 : ng_t / cp;
+  m.chunk = kMambaChunkSize;
+  return m;
+}
+
+const char* const kMambaCpTensors[kMambaCpExchanges] = {"z", "x", "B", "C", "dt", "y"};
+
+// pre_conv_ssm all-to-alls each of z, x (d_inner / TP), B, C (groups / TP x repeat x state) and dt (heads / TP) from
+// [s / cp, b, width] to [s, b, width / cp] (_all_to_all_cp2hp over all_to_all_sp2hp, mappings.py); post_conv_ssm
+// sends y back ([s, b, d_inner / (TP cp)] to [s / cp, b, d_inner / TP]). Each rank's buffer is its local tensor.
+std::array<double, kMambaCpExchanges> mamba_cp_a2a_bytes(const GptConfig& c) {
+  const MambaShard m = mamba_shard(c);
+  const std::int64_t cp = c.context_parallel_size;
+  const double local = double(m.batch) * double(m.seqlen) / double(cp) * 2.0;  // tokens x bf16 bytes
+  const double di = double(m.d_inner() * cp), bc = double(m.groups * m.state * cp), nh = double(m.heads * cp);
+  return {local * di, local * di, local * bc, local * bc, local * nh, local * di};
+}
+
 // Saved activation bytes per token of a Mamba sublayer on one TP rank, training path (MambaMixer._ssm_training,
 // mamba_mixer.py:679-733): the norm's input and in_proj's input as an attention block keeps them (split by sequence
 // parallelism); mamba_split_conv1d_scan_combined saves its input zxBCdt and the scan output out_x (state-spaces/mamba
 // mamba_ssm/ops/triton/ssd_combined.py, MambaSplitConv1dScanCombinedFn.forward: save_for_backward(zxbcdt, ...,
 // out_x, ...); the conv output and chunk states are recomputed in its backward, so no s x s or per-token state term);
 // the gated RMSNorm keeps its input (d_inner) and fp32 1/rms per group; out_proj keeps its input.
+// Under CP the kernel's tensors are head-sharded over the whole sequence (cp times this rank's tokens), B and C
+// replicated where CP exceeds the TP rank's groups (MambaShard::repeat).
 double mamba_activation_bytes_per_token(const GptConfig& c, double gemm_in, double mask, double rep) {
   const double h = double(c.hidden_size), t = double(c.tensor_model_parallel_size);
-  const double di = double(c.mamba_d_inner()) / t, gn = double(c.mamba_num_groups * c.mamba_state_dim) / t,
-               nh = double(c.mamba_heads()) / t, ng = double(c.mamba_num_groups) / t;
-  return (2.0 * h + gemm_in * h + mask) * rep + 2.0 * (2.0 * di + 2.0 * gn + nh) + 2.0 * di + 2.0 * di + 4.0 * ng +
+  const MambaShard m = mamba_shard(c);
+  const double cp = double(c.context_parallel_size);
+  const double di = double(c.mamba_d_inner()) / t, ng = double(c.mamba_num_groups) / t;
+  const double kernel = cp * (2.0 * double(m.d_inner()) + 2.0 * double(m.groups * m.state) + double(m.heads));
+  return (2.0 * h + gemm_in * h + mask) * rep + 2.0 * kernel + 2.0 * cp * double(m.d_inner()) + 2.0 * di + 4.0 * ng +
          gemm_in * di;
 }
 
@@ -205,33 +252,106 @@ double hybrid_model_flops(const GptConfig& c) {
   return 3.0 * fwd;
 }
 
-// The Mamba-2 mixer between in_proj and out_proj on one TP rank (MambaMixer._ssm_training, mamba_mixer.py:679-733),
-// per kernel, T tokens:
+namespace {
+// The SSD chunked scan of Mamba-2 kernel by kernel (_mamba_chunk_scan_combined_fwd / _bwd in mamba_ssm/ops/triton/
+// ssd_combined.py at state-spaces/mamba@e9594ce; the kernels in ssd_chunk_state.py, ssd_state_passing.py,
+// ssd_bmm.py, ssd_chunk_scan.py there). Per chunk of Q tokens and head (or group) each GEMM-like kernel is a small
+// matrix product; one launch runs all batch x chunks x heads of them (KernelDesc::batched_gemm, priced by the dense
+// GEMM fit at its own M, N, K, tile padding included). Products under the causal mask count the half of the chunk
+// the kernels visit (their K loops stop at the diagonal: _chunk_scan_fwd_kernel's K_MAX, the dx kernel's K_MIN, the
+// dcb / ddAcs kernels skip the blocks above it). The state passing walks the chunks one after another per head
+// (ssd_state_passing.py, `for c in range(nchunks)`): memory-bound, priced at the HBM model by its bytes (fp32 chunk
+// states read, states written in the model's dtype forward, fp32 in the backward's recomputation). dt's cumulative
+// sums are memory-bound too. Per token the forward is 2 P N (chunk states) + 2 Q N / (H / G) (C B^T) + 2 P (N + Q / 2)
+// (chunk scan) FLOPs per head; Megatron-LM's mamba_layer_flops counts 7 P N. Not validated: no SSD kernel time is
+// measured (bench/compute/ssd_kernels.py says what a GPU run would record).
+template <class Add>
+void add_ssd_scan(const Add& add, const MambaShard& m, models::Precision act, bool bwd) {
+  using models::KernelDesc;
+  using models::MemoryKernel;
+  const std::int64_t b = m.batch, C = m.chunks(), H = m.heads, P = m.head_dim, G = m.groups, N = m.state, Q = m.chunk;
+  const double e = 2.0, T = double(m.tokens()), states = double(b * C * H * P * N), th = T * double(H);
+  auto per_head = [&](std::int64_t mm, std::int64_t nn, std::int64_t kk) { add(KernelDesc::batched_gemm(b * C * H, mm, nn, kk, act)); };
+  auto per_group = [&](std::int64_t mm, std::int64_t nn, std::int64_t kk) { add(KernelDesc::batched_gemm(b * C * G, mm, nn, kk, act)); };
+  auto mem = [&](MemoryKernel k, double bytes) { add(KernelDesc::memory(k, bytes, act)); };
+  mem(MemoryKernel::Elementwise, (e + 8.0) * th);  // _chunk_cumsum_fwd: dt in, dA_cumsum and dt out in fp32
+  if (!bwd) {
+    per_head(P, N, Q);                                   // _chunk_state_fwd: x^T (B decay dt) per chunk
+    mem(MemoryKernel::Elementwise, (4.0 + e) * states);  // _state_passing_fwd: fp32 in, states out
+    per_group(Q, Q, N);                                  // _bmm_chunk_fwd: C B^T per chunk and group
+    per_head(Q, P, N + Q / 2);                           // _chunk_scan_fwd: C states + causal (C B^T) x
+    return;
+  }
+  per_group(Q, Q, N);                                    // _bmm_chunk_fwd (recomputed)
+  per_head(P, N, Q);                                     // _chunk_state_fwd (recomputed)
+  mem(MemoryKernel::Elementwise, 8.0 * states);          // _state_passing_fwd, fp32 out
+  mem(MemoryKernel::Elementwise, 6.0 * e * th * double(P));  // _chunk_scan_bwd_dz: x, z, out_x, dout in; dz, dout out
+  per_head(P, N, Q);                                     // _chunk_scan_bwd_dstates: dout^T (C decay)
+  mem(MemoryKernel::Elementwise, 12.0 * states);         // _state_passing_bwd: states, dstates (fp32) in, both out
+  per_head(Q, P, N + Q / 2);                             // _chunk_scan_chunk_state_bwd_dx: B dstates + causal CB^T dout
+  per_head(Q, N, P);                                     // _chunk_state_bwd_db: (x dt decay) dstates^T
+  per_head(Q, N, P);                                     // _chunk_scan_bwd_dC: dout states^T
+  per_head(Q, Q / 2, P);                                 // _chunk_scan_bwd_dcb: causal dout x^T
+  per_group(Q, N, Q);                                    // _bmm_chunk_bwd for dB
+  per_group(Q, N, Q);                                    // _bmm_chunk_bwd for dC
+  per_head(Q, Q / 2, P);                                 // _chunk_scan_bwd_ddAcs_stable: causal, as dcb
+  mem(MemoryKernel::Elementwise, (4.0 + 2.0 * e) * th);  // _chunk_cumsum_bwd: fp32 ddA and dt in, ddt out
+}
+}  // namespace
+
+// The Mamba-2 mixer between in_proj and out_proj on one rank (MambaMixer.forward and _ssm_training,
+// mamba_mixer.py:510-528 and :679-733 @d98e8a64), per kernel, over the shard the scan runs on (mamba_shard: T
+// tokens, `batch` sequences of `seqlen`, H heads of P, G groups of state N, chunks of Q):
 //   zxBCdt made contiguous (rearrange ... .contiguous(): read and write the in_proj output);
-//   mamba_split_conv1d_scan_combined: the depthwise causal conv1d + SiLU over x, B, C (read and write them, a
-//   memory-bound kernel), the SSD chunked scan, and the gate y x SiLU(z) (read y and z, write);
-//   the output made contiguous again (read and write d_inner) and the grouped RMSNorm over d_inner (read, write).
-// The SSD scan is priced from Megatron-LM's count of its FLOPs (mamba_layer_flops: 7 x d_inner x state per token,
-// here with this rank's d_inner) as GEMMs of (tokens x local heads) x head dim x state through the GEMM fit, the
-// backward twice the forward. No kernel of this class is measured (tests/data has no Mamba / SSD timing): its rate
-// is the GEMM fit's at that shape, unvalidated. The backward moves twice the memory-bound kernels' bytes.
-void add_mamba_core(Costs& out, const GptConfig& c, const models::ComputeModel& cm, std::int64_t T, bool bwd) {
+//   mamba_split_conv1d_scan_combined (MambaSplitConv1dScanCombinedFn, mamba_ssm/ops/triton/ssd_combined.py at
+//   state-spaces/mamba@e9594ce): the depthwise causal conv1d + SiLU over x, B, C (read and write them), then the SSD
+//   chunked scan kernel by kernel (add_ssd_scan), its output gated by SiLU(z) in the last kernel's epilogue (read z,
+//   write out and out_x: the gate's bytes as their own memory-bound kernel);
+//   the output made contiguous again (read and write d_inner); then, on this rank's tokens, the grouped RMSNorm
+//   over d_inner (read, write).
+// The backward (MambaSplitConv1dScanCombinedFn.backward): the conv1d again (recomputed), the scan's backward
+// kernels, and causal_conv1d_bwd (read xBC and its gradient, write the input gradient); the copies and the norm
+// move twice their forward bytes.
+// Context parallelism (mamba_context_parallel.py, cp > 1) adds copies around its all-to-alls, on this rank's
+// T / cp tokens (`Tl`) and the in_proj widths: B and C repeated to the CP ranks sharing a group (einops repeat,
+// :171-184); all_to_all_sp2hp's split + cat of each tensor before its exchange (megatron/core/tensor_parallel/
+// mappings.py:566-592); after the exchanges the cat of z, x, B, C, dt and the undoing of attention's load-balanced
+// chunk order (torch.cat of the 2 cp chunks, :195-197, :359-375); around y's exchange the chunk order redone
+// (:397-413) and all_to_all_hp2sp's split + cat (mappings.py:595-622). Each is a copy (read + write); the
+// backward runs their gradients' copies (the repeat's a sum over the replicas), as many bytes.
+void add_mamba_core(Costs& out, const GptConfig& c, const models::ComputeModel& cm, bool bwd, Costs& pre, Costs& scan) {
   using models::KernelDesc;
   using models::MemoryKernel;
   const models::Precision act = c.precision == "fp16" ? models::Precision::FP16 : models::Precision::BF16;
-  auto mem = [&](MemoryKernel k, double bytes) { return KernelDesc::memory(k, bytes, act); };
-  const std::int64_t t = c.tensor_model_parallel_size;
-  const std::int64_t di = c.mamba_d_inner() / t, gn = c.mamba_num_groups / t * c.mamba_state_dim, nh = c.mamba_heads() / t;
-  const double e = 2.0, f = bwd ? 2.0 : 1.0, Td = double(T);
-  out.add(cm, mem(MemoryKernel::Copy, f * 2.0 * e * Td * double(2 * di + 2 * gn + nh)));
-  out.add(cm, mem(MemoryKernel::Elementwise, f * 2.0 * e * Td * double(di + 2 * gn)));
-  const KernelDesc scan = KernelDesc::gemm(T * nh, c.mamba_head_dim, c.mamba_state_dim, act);
-  const double times = bwd ? 7.0 : 3.5;  // 7 (14) x d_inner x state FLOPs per token = 3.5 (7) such GEMMs
-  out.add(cm, scan, times);
-  out.flops += (times - 1.0) * scan.flops();
-  out.add(cm, mem(MemoryKernel::Elementwise, f * 3.0 * e * Td * double(di)));
-  out.add(cm, mem(MemoryKernel::Copy, f * 2.0 * e * Td * double(di)));
-  out.add(cm, mem(MemoryKernel::Norm, f * 2.0 * e * Td * double(di)));
+  const MambaShard m = mamba_shard(c);
+  const std::int64_t t = c.tensor_model_parallel_size, cp = c.context_parallel_size;
+  const std::int64_t di = m.d_inner(), gn = m.groups * m.state, nh = m.heads, T = m.tokens();
+  const double e = 2.0, f = bwd ? 2.0 : 1.0, Td = double(T), Tl = Td / double(cp);
+  auto add = [&](Costs& part, const KernelDesc& k) {
+    out.add(cm, k);
+    part.add(cm, k);
+  };
+  auto mem = [&](Costs& part, MemoryKernel k, double bytes) { add(part, KernelDesc::memory(k, bytes, act)); };
+  Costs rest;  // the kernels after the last exchange (forward) or before the first (backward)
+  Costs& first = bwd ? pre : rest;  // the output side: after y's exchange forward, before it backward
+  Costs& last = bwd ? rest : pre;   // the input side
+  if (cp > 1) {
+    const double w_rep = double(2 * di + 2 * gn + nh) * double(cp);  // in_proj width per TP rank, B / C repeated
+    if (m.repeat > 1) mem(last, MemoryKernel::Copy, e * Tl * double(2 * m.state * (c.mamba_num_groups / t)) * double(1 + m.repeat));
+    mem(last, MemoryKernel::Copy, 2.0 * e * Tl * w_rep);
+    mem(scan, MemoryKernel::Copy, 2.0 * e * Tl * w_rep);
+    mem(scan, MemoryKernel::Copy, 2.0 * e * Tl * w_rep);
+    mem(scan, MemoryKernel::Copy, 2.0 * e * Td * double(di));
+    mem(first, MemoryKernel::Copy, 2.0 * e * Tl * double(di * cp));
+  }
+  mem(scan, MemoryKernel::Copy, f * 2.0 * e * Td * double(2 * di + 2 * gn + nh));
+  const double conv = 2.0 * e * Td * double(di + 2 * gn);  // read + write x, B, C
+  mem(scan, MemoryKernel::Elementwise, conv);
+  add_ssd_scan([&](const KernelDesc& k) { add(scan, k); }, m, act, bwd);
+  if (bwd) mem(scan, MemoryKernel::Elementwise, 1.5 * conv);  // causal_conv1d_bwd: x, B, C, their gradient, write
+  else mem(scan, MemoryKernel::Elementwise, 3.0 * e * Td * double(di));  // the gate: read z, write out and out_x
+  mem(scan, MemoryKernel::Copy, f * 2.0 * e * Td * double(di));
+  mem(first, MemoryKernel::Norm, f * 2.0 * e * Tl * double(di * cp));
 }
 
 // A sublayer of the pattern: the decoder layer's costs with the half it lacks emptied (M and * keep the attention
@@ -253,8 +373,9 @@ std::string hybrid_note(const GptConfig& c) {
   auto n = [&](char ch) { return std::to_string(std::count(L.begin(), L.end(), ch)); };
   return "gpt: hybrid model, " + std::to_string(L.size()) + " sublayers (" + n('M') + " Mamba-2, " + n('*') +
          " attention, " + n('-') + " MLP, " + n('E') +
-         " MoE): the Mamba-2 SSD chunked scan is priced from Megatron-LM's FLOP count at the GEMM fit's rate "
-         "(no measurement of that kernel; unvalidated); model FLOPs follow Megatron-LM's hybrid_flops";
+         " MoE): the Mamba-2 SSD chunked scan is priced kernel by kernel (its per-chunk products as batched GEMMs at "
+         "the GEMM fit, the state passing at the HBM model; no measurement of these kernels: unvalidated); model "
+         "FLOPs follow Megatron-LM's hybrid_flops";
 }
 
 // The catalogue's hybrid models (gpt_models.cpp holds their shapes), from the launch scripts of

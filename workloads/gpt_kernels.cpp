@@ -553,12 +553,15 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   };
   auto add_attention = [&](Costs& out, bool bwd) {
     if (gdn) return add_gdn_core(out, bwd);
-    if (mamba) return add_mamba_core(out, c, cm, T, bwd);
+    if (mamba)
+      return add_mamba_core(out, c, cm, bwd, bwd ? L.mamba_bwd_pre : L.mamba_fwd_pre, bwd ? L.mamba_bwd_scan : L.mamba_fwd_scan);
     if (!torch_cp) return attention_ring(out, fa_heads, fa_kv, fa_dh, bwd);
     out += bwd ? L.cp_bwd_first : L.cp_fwd_first;
     out += bwd ? L.cp_bwd_rest : L.cp_fwd_rest;
   };
+  const Costs fwd_in = L.fwd_attn;  // a Mamba block's kernels before its CP exchanges (LayerCosts::mamba_fwd_pre)
   add_attention(L.fwd_attn, false);
+  if (mamba) L.mamba_fwd_pre += fwd_in;
   if (out_gate > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Elementwise, out_gate));
   fwd_gemm(L.fwd_attn, attn_out, Tp::Row);
   fuse(L.tp_fused[1][0], false, attn_out.n, attn_out.k);
@@ -586,7 +589,9 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   bwd_gemm(L.bwd_attn, attn_out, L.wgrad_attn);
   fuse(L.tp_fused[1][1], true, attn_out.k, attn_out.n);
   if (out_gate > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, 2.0 * out_gate));
+  const Costs bwd_out = L.bwd_attn;  // out_proj's backward (LayerCosts::mamba_bwd_pre)
   add_attention(L.bwd_attn, true);
+  if (mamba) L.mamba_bwd_pre += bwd_out, L.mamba_bwd_pre_w = L.wgrad_attn;
   if (repeat > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Copy, repeat));
   if (titan) add_rope(L.bwd_attn, 2.0);
   else if (rope > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, rope));

@@ -148,6 +148,7 @@ struct StepContext {
   double h = 0, V = 0;
   double tp_bytes = 0, tp_ag_bytes = 0, tp_ag_bytes_bf16 = 0, pp_bytes = 0, kv_bytes = 0, qkv_local = 0, o_local = 0, a2a_bytes = 0;
   double torch_cp_kv = 0, torch_cp_dkv = 0;  // PyTorch CP: gathered K/V (all ranks), one rank's fp32 dK/dV
+  std::array<double, kMambaCpExchanges> mamba_a2a{};  // a Mamba block's CP all-to-alls (mamba_cp_a2a_bytes)
   double Pl = 0, emb_el = 0, out_el = 0, grad_elem_bytes = 2.0;
   bool fp8_dispatch = false;
 };
@@ -184,6 +185,7 @@ StepContext step_context(const GptConfig& c, const models::ComputeModel& cm, con
   x.o_local = b * s * a_t * double(c.head_dim()) * 2.0;
   // bf16 slots sent per rank, moe_latent_size wide under latent MoE (GptConfig::moe_width).
   x.a2a_bytes = K.T_local * double(c.moe.moe_router_topk) * double(c.moe_width()) * 2.0;
+  if (c.hybrid() && cp > 1) x.mamba_a2a = mamba_cp_a2a_bytes(c);
   x.fp8_dispatch = c.moe.moe_token_dispatcher_type == "flex" && c.fp8();
   x.Pl = layer_params_per_rank(c);
   x.emb_el = embedding_params_per_rank(c), x.out_el = x.V * x.h / double(t);
@@ -685,7 +687,9 @@ class StageEmitter {
     // Context parallelism of an attention block: PyTorch's (context_parallel_rotate_method) or Megatron's
     // (cp_comm_type).
     const bool torch_cp = attn && cp > 1 && !c.context_parallel_rotate_method.empty();
-    const bool mcore_cp = attn && cp > 1 && !torch_cp;
+    // A Mamba-2 block's own all-to-alls (MambaContextParallel) replace the attention's CP exchange.
+    const bool mamba_cp = attn && cp > 1 && !K.hybrid_layers.empty() && K.hybrid_layers[static_cast<std::size_t>(gl)] == 'M';
+    const bool mcore_cp = attn && cp > 1 && !torch_cp && !mamba_cp;
     if (t > 1 && c.sequence_parallel && !ag_fused && !(tp_skip & kNoGather)) {
       Op ag = coll_op(nm + (bwd ? ".bwd.ag" : ".ag"), CollOp::AllGather, tp_comm[st], ag_bytes, RankBuilder::kTp, "tp");
       if (ovl) par.push_back(rb.fork(userbuffers(std::move(ag))));
@@ -719,6 +723,7 @@ class StageEmitter {
     }
     if (rs_fused) cc = minus(cc, fz.rs_full);
     if (torch_cp) torch_cp_attention(nm, cname, cc, bwd, first_deps);
+    else if (mamba_cp) mamba_cp_block(gl, nm, cname, cc, bwd, din != nullptr, sm, first_deps);
     else rb.chain(compute_op(cname, cc), first_deps);
     if (mcore_cp && c.cp_comm_type == "all_gather" && bwd)
       rb.chain(coll_op(nm + ".bwd.cp.dkv", CollOp::ReduceScatter, Y.cp_comm[st], kv_bytes, RankBuilder::kCp, "cp"));
@@ -754,6 +759,36 @@ class StageEmitter {
       }
     }
     if (!par.empty()) rb.chain(wait_op(nm + (bwd ? ".bwd" : "") + ".join"), par);
+  }
+
+  // A Mamba-2 block under context parallelism (MambaMixer.forward, megatron/core/ssm/mamba_mixer.py:510-528, and
+  // MambaContextParallel, mamba_context_parallel.py:140-211 @d98e8a64): in_proj on this rank's s / cp tokens, five
+  // all-to-alls on the CP group (z, x, B, C, dt: sequence-sharded to head-sharded, one NCCL call each), the conv1d
+  // and SSD scan over the whole sequence with heads / cp heads, y's all-to-all back, the norm and out_proj. The
+  // backward runs the gradients' exchanges in reverse: dy's before the scan's backward, then dt, C, B, x, z (the
+  // autograd order of the forward's cat). `cost` is the whole block (stretched); `whole_w`: it holds out_proj's
+  // weight-gradient GEMM.
+  void mamba_cp_block(std::int64_t gl, const std::string& nm, const std::string& cname, const Costs& cost, bool bwd,
+                      bool whole_w, double sm, const std::vector<std::uint32_t>& deps) {
+    const LayerCosts& L = K.layer_at(gl);
+    Costs pre = bwd ? L.mamba_bwd_pre : L.mamba_fwd_pre;
+    if (bwd && !whole_w) pre = minus(pre, L.mamba_bwd_pre_w);
+    pre = tp_overlap_stretched(pre, sm);
+    const Costs scan = tp_overlap_stretched(bwd ? L.mamba_bwd_scan : L.mamba_fwd_scan, sm);
+    const std::string ph = bwd ? ".bwd" : "";
+    auto exchange = [&](int i) {
+      rb.chain(coll_op(nm + ph + ".cp.a2a." + (bwd ? "d" : "") + kMambaCpTensors[i], CollOp::AllToAll, Y.cp_comm[st],
+                       x_.mamba_a2a[static_cast<std::size_t>(i)], RankBuilder::kCp, "cp"));
+    };
+    rb.chain(compute_op(cname + (bwd ? ".out" : ".in"), pre), deps);
+    if (bwd) exchange(5);
+    else
+      for (int i = 0; i < 5; ++i) exchange(i);
+    rb.chain(compute_op(cname + ".scan", scan));
+    if (bwd)
+      for (int i = 4; i >= 0; --i) exchange(i);
+    else exchange(5);
+    rb.chain(compute_op(cname, minus(minus(cost, pre), scan)));
   }
 
   // FSDP: per-layer parameter all-gathers (prefetched one layer ahead) and gradient reduce-scatters on

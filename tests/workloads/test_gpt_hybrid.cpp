@@ -6,6 +6,7 @@
 
 #include "workloads_test_util.hpp"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -164,8 +165,16 @@ TEST_CASE("hybrid: bad patterns and unmodelled combinations are one-line errors 
             .find("needs '|' segments") != std::string::npos);
   CHECK(err(hy({{"mamba_num_groups", "3"}})).find("mamba_num_groups: must be a multiple of tensor_model_parallel_size") !=
         std::string::npos);
-  CHECK(err(hy({{"context_parallel_size", "2"}, {"world_size", "8"}})).find("context_parallel_size: with Mamba layers is not modelled") !=
+  // MambaContextParallel's divisibility (mamba_context_parallel.py:106, :120, :128 @d98e8a64).
+  CHECK(err(hy({{"context_parallel_size", "4"}, {"mamba_num_heads", "12"}})).find("context_parallel_size: Mamba heads per TP rank (6) must be a multiple of context_parallel_size (4)") !=
         std::string::npos);
+  CHECK(err(hy({{"context_parallel_size", "2"}, {"mamba_num_heads", "24"}, {"mamba_num_groups", "6"}}))
+            .find("mamba_num_groups: Mamba groups per TP rank (3) must be a multiple of context_parallel_size (2)") != std::string::npos);
+  CHECK(err(hy({{"context_parallel_size", "3"}, {"world_size", "6"}, {"global_batch_size", "6"}, {"seq_length", "3072"},
+                {"mamba_num_heads", "24"}, {"mamba_num_groups", "4"}}))
+            .find("context_parallel_size: must be a multiple of the Mamba groups per TP rank (2) when larger") != std::string::npos);
+  CHECK(err(hy({{"context_parallel_size", "2"}, {"context_parallel_rotate_method", "allgather"}}))
+            .find("context_parallel_rotate_method: is PyTorch's context parallelism") != std::string::npos);
   CHECK(err(hy({{"hybrid_override_pattern", "M*M-"}})).find("hybrid_override_pattern: cannot be given with hybrid_layer_pattern") !=
         std::string::npos);
   // The deprecated alias alone is the pattern.
@@ -214,4 +223,119 @@ TEST_CASE("hybrid: a pretrain_hybrid.py launch imports its pattern and Mamba fla
   CHECK(error_of([&] { imp("torchrun pretrain_hybrid.py --num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
                            "--seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 --bf16"); })
             .find("pretrain_hybrid.py without --hybrid-layer-pattern") != std::string::npos);
+}
+
+namespace {
+// Nemotron-H 8B (h 4096, 128 Mamba heads of 64: d_inner 8192, 8 groups of state 128) at sequence 8192, TP 2, over
+// `cp` x 4 H100s (DP 2, PP 1), micro-batch 1.
+ParamMap nemotron8(int cp, ParamMap over = {}) {
+  ParamMap p = {{"model", "nemotron-h-8b"}, {"gpu", "h100"}, {"world_size", std::to_string(4 * cp)},
+                {"global_batch_size", "8"}, {"micro_batch_size", "1"}, {"tensor_model_parallel_size", "2"},
+                {"context_parallel_size", std::to_string(cp)}, {"pipeline_model_parallel_size", "1"},
+                {"sequence_parallel", "true"}, {"seq_length", "8192"}, {"recompute_granularity", "none"},
+                {"use_distributed_optimizer", "true"}};
+  for (const auto& [k, v] : over) p[k] = v;
+  return p;
+}
+}  // namespace
+
+TEST_CASE("hybrid: Mamba layers under CP 2 exchange z, x, B, C, dt and y by all-to-all with the bytes Megatron moves") {
+  const GptConfig c = cfg(nemotron8(2));
+  const Trace tr = generate_gpt(c, h100(), "t");
+  // By hand (mamba_context_parallel.py pre_conv_ssm / post_conv_ssm @d98e8a64): this rank's 8192 / 2 = 4096 tokens
+  // of one sequence; a TP rank holds d_inner 8192 / 2 = 4096, 8 / 2 = 4 groups of state 128, 128 / 2 = 64 heads;
+  // bf16. z, x and y: 4096 x 4096 x 2 B; B and C: 4096 x 4 x 128 x 2 B (no repeat: 4 groups >= CP 2); dt: 4096 x 64 x 2 B.
+  const double tok = 4096, zx = tok * 4096 * 2, bc = tok * 4 * 128 * 2, dt = tok * 64 * 2;
+  const std::map<std::string, double> want = {{"z", zx}, {"x", zx}, {"B", bc}, {"C", bc}, {"dt", dt}, {"y", zx}};
+  std::vector<std::string> order;  // layer 0's ops in emission order
+  std::map<std::string, double> got;
+  bool attn_cp = false;
+  for (const Op& op : tr.ranks.at(0).ops) {
+    if (op.name.rfind("mb0.l7.attn.cp.", 0) == 0) attn_cp = true;  // pattern position 7 is '*'
+    if (op.name.rfind("mb0.l0.", 0) != 0) continue;
+    order.push_back(op.name);
+    if (op.kind == OpKind::Collective && op.coll == CollOp::AllToAll) {
+      CHECK(op.category == "cp");
+      got[op.name] = op.bytes;
+    }
+  }
+  CHECK(got.size() == 12);  // six forward, six backward
+  for (const auto& [tensor, bytes] : want) {
+    CAPTURE(tensor);
+    CHECK(got.at("mb0.l0.attn.cp.a2a." + tensor) == doctest::Approx(bytes).epsilon(1e-12));
+    CHECK(got.at("mb0.l0.attn.bwd.cp.a2a.d" + tensor) == doctest::Approx(bytes).epsilon(1e-12));
+  }
+  // Where they sit: in_proj, the five exchanges, the scan, y's exchange, then the norm and out_proj.
+  auto at = [&](const std::string& n) { return std::find(order.begin(), order.end(), n) - order.begin(); };
+  CHECK(at("mb0.l0.fwd.attn.in") < at("mb0.l0.attn.cp.a2a.z"));
+  CHECK(at("mb0.l0.attn.cp.a2a.dt") < at("mb0.l0.fwd.attn.scan"));
+  CHECK(at("mb0.l0.fwd.attn.scan") < at("mb0.l0.attn.cp.a2a.y"));
+  CHECK(at("mb0.l0.attn.cp.a2a.y") < at("mb0.l0.fwd.attn"));
+  CHECK(at("mb0.l0.bwd.attn.out") < at("mb0.l0.attn.bwd.cp.a2a.dy"));
+  CHECK(at("mb0.l0.attn.bwd.cp.a2a.dy") < at("mb0.l0.bwd.attn.scan"));
+  CHECK(at("mb0.l0.bwd.attn.scan") < at("mb0.l0.attn.bwd.cp.a2a.dz"));
+  // The attention sublayers keep the attention's CP exchange (cp_comm_type p2p: the K/V ring).
+  CHECK(attn_cp);
+  // CP 1 has no Mamba exchange; its per-token compute bounds CP 2's: half the tokens per rank, the scan's work
+  // split by heads, plus the copies the exchanges need.
+  const Trace one = generate_gpt(cfg(nemotron8(1)), h100(), "t");
+  for (const Op& op : one.ranks.at(0).ops) CHECK(op.name.find(".cp.a2a") == std::string::npos);
+  const auto m1 = compute_by_symbol(cfg(nemotron8(1))), m2 = compute_by_symbol(c);
+  MESSAGE("Mamba sublayers' compute per rank: CP 1 " << m1.at('M') << " s, CP 2 " << m2.at('M') << " s");
+  CHECK(m2.at('M') > 0.5 * m1.at('M'));
+  CHECK(m2.at('M') < 0.6 * m1.at('M'));
+}
+
+TEST_CASE("hybrid: CP beyond a TP rank's Mamba groups repeats B and C to the ranks sharing a group") {
+  // hy(): 16 heads, 2 groups, TP 2 -> one group per TP rank; CP 2 gives each CP rank that group's B and C
+  // (group_repeat_count 2, mamba_context_parallel.py:119-125): B and C exchange 2 x the group's width.
+  const GptConfig c = cfg(hy({{"context_parallel_size", "2"}}));
+  CHECK(gpt_detail::mamba_shard(c).repeat == 2);
+  CHECK(gpt_detail::mamba_shard(c).groups == 1);
+  CHECK(gpt_detail::mamba_shard(c).heads == 4);
+  const auto b = gpt_detail::mamba_cp_a2a_bytes(c);
+  const double tok = 2048 / 2;  // this rank's tokens
+  CHECK(b[2] == doctest::Approx(tok * 2 * 64 * 2).epsilon(1e-12));  // B: 1 group x 2 replicas x state 64, bf16
+  CHECK(b[0] == doctest::Approx(tok * 512 * 2).epsilon(1e-12));     // z: d_inner 1024 / TP 2
+  CHECK(b[4] == doctest::Approx(tok * 8 * 2).epsilon(1e-12));       // dt: 8 heads per TP rank
+}
+
+TEST_CASE("hybrid: the SSD scan is priced kernel by kernel; its FLOPs by hand from the chunk shapes") {
+  // Nemotron-H 8B's mixer at TP 2, sequence 8192, micro-batch 1: the scan runs 64 heads of 64, 4 groups of state
+  // 128, in 8192 / 128 = 64 chunks (MambaMixer's chunk_size 128).
+  auto layer = [](const char* seq) {
+    const GptConfig c = cfg(hy({{"hidden_size", "4096"}, {"num_attention_heads", "32"}, {"ffn_hidden_size", "21504"},
+                                {"seq_length", seq}, {"mamba_num_heads", "128"}, {"mamba_num_groups", "8"},
+                                {"mamba_state_dim", "128"}}));
+    return gpt_detail::gpt_step_kernels(c, h100(), "t").layer_mamba;
+  };
+  const gpt_detail::LayerCosts L = layer("8192");
+  const double C = 64, H = 64, G = 4, P = 64, N = 128, Q = 128;
+  // Forward (_mamba_chunk_scan_combined_fwd): chunk states P x N x Q per chunk and head, C B^T Q x Q x N per chunk
+  // and group, the chunk scan Q x P x (N + Q / 2) per chunk and head (the causal half of the chunk).
+  const double fwd = 2 * C * H * P * N * Q + 2 * C * G * Q * Q * N + 2 * C * H * Q * P * (N + Q / 2);
+  // Backward (_mamba_chunk_scan_combined_bwd): C B^T and the chunk states again, dstates, dx, dB, dC, dCB (causal),
+  // the two _bmm_chunk_bwd, ddA (causal).
+  const double bwd = 2 * C * G * Q * Q * N + 2 * C * H * P * N * Q + 2 * C * H * P * N * Q + 2 * C * H * Q * P * (N + Q / 2) +
+                     2 * 2 * C * H * Q * N * P + 2 * 2 * C * H * Q * (Q / 2) * P + 2 * 2 * C * G * Q * N * Q;
+  CHECK(L.mamba_fwd_scan.flops == doctest::Approx(fwd).epsilon(1e-12));
+  CHECK(L.mamba_bwd_scan.flops == doctest::Approx(bwd).epsilon(1e-12));
+  // Kernels between in_proj and the norm: the layout copy, conv1d, 5 SSD kernels (cumsum, chunk state, state
+  // passing, C B^T, chunk scan), the gate, the output copy; backward: copy, conv1d again, 15 SSD kernels, the
+  // conv1d backward, copy.
+  CHECK(L.mamba_fwd_scan.kernels == 9);
+  CHECK(L.mamba_bwd_scan.kernels == 19);
+  // Megatron-LM's mamba_layer_flops counts 7 x d_inner x state per token (training.py @d98e8a64); the kernels' own
+  // products are 3/4 of that here (43008 vs 57344 per token and head).
+  const double megatron = 7.0 * 8192 * (H * P) * N;
+  MESSAGE("SSD forward FLOPs / Megatron's count: " << L.mamba_fwd_scan.flops / megatron << "; backward / forward "
+                                                   << L.mamba_bwd_scan.flops / L.mamba_fwd_scan.flops << "; mixer core "
+                                                   << L.mamba_fwd_scan.seconds * 1e3 << " ms forward, "
+                                                   << L.mamba_bwd_scan.seconds * 1e3 << " ms backward");
+  CHECK(L.mamba_fwd_scan.flops / megatron == doctest::Approx(0.75).epsilon(1e-12));
+  // Linear in the sequence: twice the chunks, twice the work and (kernel overheads aside) the time.
+  const gpt_detail::LayerCosts L2 = layer("16384");
+  CHECK(L2.mamba_fwd_scan.flops == doctest::Approx(2 * fwd).epsilon(1e-12));
+  CHECK(L2.mamba_fwd_scan.seconds / L.mamba_fwd_scan.seconds > 1.9);
+  CHECK(L2.mamba_fwd_scan.seconds / L.mamba_fwd_scan.seconds <= 2.0);
 }

@@ -1,0 +1,33 @@
+// Hybrid Mamba models (docs/workloads.md "Hybrid Mamba models") replayed end to end: context parallelism of the
+// Mamba layers costs time and never buys compute.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "replay/run_scenario.hpp"
+#include "workloads/scenario.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::workloads;
+
+namespace {
+sim::RunResult run_example(const std::string& name) {
+  Scenario s = load_scenario(std::string(FABRICSIM_SOURCE_DIR) + "/examples/workloads/" + name);
+  return sim::run_scenario(s, {"analytic", {}, {}}).result;
+}
+}  // namespace
+
+TEST_CASE("hybrid run: Nemotron-H 8B with CP 2 on the same 32 H100 is no faster than CP 1's compute") {
+  // The same GPUs, global batch and sequence: CP 2 (DP 2) gives each rank the tokens CP 1 (DP 4) does, half a
+  // sequence per micro-batch, twice the micro-batches. The Mamba scan's work per rank is the same (the all-to-alls
+  // trade tokens for heads), the attention's too; the exchanges and their copies only add.
+  const sim::RunResult one = run_example("nemotron-h-8b-32-h100.json");
+  const sim::RunResult two = run_example("nemotron-h-8b-cp2-32-h100.json");
+  const double cp_exposed = two.breakdown.exposed_comm_s.count("cp") ? two.breakdown.exposed_comm_s.at("cp") : 0.0;
+  MESSAGE("CP 1: step " << one.iteration_s * 1e3 << " ms, compute " << one.breakdown.compute_s * 1e3 << " ms; CP 2: step "
+                        << two.iteration_s * 1e3 << " ms, compute " << two.breakdown.compute_s * 1e3
+                        << " ms, exposed CP " << cp_exposed * 1e3 << " ms");
+  CHECK(two.breakdown.compute_s >= one.breakdown.compute_s);
+  CHECK(two.iteration_s >= one.breakdown.compute_s);
+  CHECK(cp_exposed > 0);
+}
