@@ -51,6 +51,10 @@ Json param_value_json(const std::string& text) {
   } catch (const InputError&) {
   }
   if (text == "true" || text == "false") return Json(text == "true");
+  if (!text.empty() && text.front() == '{') {  // an object (tp_comm_overlap_cfg's '{"fc2_fprop": {...}}')
+    Json o = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (o.is_object()) return o;
+  }
   return Json(text);
 }
 

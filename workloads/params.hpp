@@ -43,8 +43,8 @@ class ParamError : public InputError {
 // strings (pipeline_model_parallel_layout's list form) is kept as its JSON text and marked in `lists`; an object
 // (tp_comm_overlap_cfg) is kept as its JSON text and marked in `objects`.
 ParamMap params_from_json(const Json& obj, const JsonPath& at);
-// A `--param k=v` value as a scenario's JSON would give it: an integer, a number, true / false, else a string
-// (what importers write into the scenarios they make).
+// A `--param k=v` value as a scenario's JSON would give it: an integer, a number, true / false, a JSON object
+// ('{...}'), else a string (what importers write into the scenarios they make).
 Json param_value_json(const std::string& text);
 
 class ParamReader {

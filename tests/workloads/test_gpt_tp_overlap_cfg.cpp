@@ -192,6 +192,9 @@ TEST_CASE("tp_comm_overlap_cfg: refused as Transformer Engine refuses it, unknow
   pm = params_from_json(params, JsonPath{"s.json", "/workload/params"});
   ParamReader r(pm, "s.json");
   CHECK(r.object("tp_comm_overlap_cfg", "an object")["fc2_fprop"]["num_sm"] == 32);
+  // `--param tp_comm_overlap_cfg='{...}'` on an imported run: the text becomes the scenario's object.
+  CHECK(param_value_json(R"({"fc2_fprop": {"num_sm": 32}})").is_object());
+  CHECK(param_value_json("{not json").is_string());
   // The userbuffers settings have no meaning under PyTorch's async TP.
   CHECK(error_of([] { cfg(ovl({{"tp_comm_overlap_impl", "symmetric_memory"}, {"torch_compile", "true"}, {"use_torch_fsdp2", "true"},
                                {"tp_comm_overlap_ag", "false"}})); })
