@@ -178,6 +178,15 @@ MODEL |= {"optimizer", "sgd_momentum"}
 # Optimizer CPU offload (HybridDeviceOptimizer): the offloaded share of the optimizer state leaves HBM and its step
 # runs on the host (the gradients' copy out, the CPU AdamW, the parameters' copy back; workloads/gpt.hpp).
 MODEL |= {"optimizer_cpu_offload", "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d"}
+# Transformer Engine's userbuffers overlap as Megatron configures it (ub_overlap_ag / ub_overlap_rs /
+# ub_overlap_rs_dgrad / ub_bulk_dgrad, the per-GEMM --tp-comm-overlap-cfg YAML the importer reads), the weight-gradient
+# GEMMs in bf16 under the delayed FP8 recipe, and the output layer's weight gradient deferred to the pipeline flush
+# (workloads/gpt.hpp; docs/workloads.md "Tensor-parallel overlap settings").
+MODEL |= {"tp_comm_overlap_ag", "tp_comm_overlap_rs", "tp_comm_overlap_rs_dgrad", "tp_comm_bulk_dgrad",
+          "tp_comm_overlap_cfg", "fp8_wgrad", "defer_embedding_wgrad_compute", "wgrad_deferral_limit"}
+# --tp-comm-split-ag / --tp-comm-split-rs: read only for Transformer Engine before 1.5 (ub_split_ag / ub_split_rs,
+# megatron/core/extensions/transformer_engine.py at d98e8a64; from 1.5 tp_comm_overlap_ag / _rs decide).
+NO_EFFECT |= {"tp_comm_split_ag", "tp_comm_split_rs"}
 # Groups new in d98e8a64 whose flags leave pretrain_gpt.py's step alone: GRPO reinforcement learning (train_rl.py)
 # and the fault injector (it hangs or kills ranks to test resilience; it does not change a step).
 NO_EFFECT_GROUPS |= {"_add_rl_args", "_add_fault_injector_args"}

@@ -431,6 +431,17 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
   c.tp_comm_bulk_wgrad = r.boolean("tp_comm_bulk_wgrad", true);
   c.tp_comm_overlap_impl = r.string("tp_comm_overlap_impl", c.tp_comm_overlap_impl);
+  c.tp_comm_overlap_ag = r.boolean("tp_comm_overlap_ag", true);
+  c.tp_comm_overlap_rs = r.boolean("tp_comm_overlap_rs", true);
+  c.tp_comm_bulk_dgrad = r.boolean("tp_comm_bulk_dgrad", true);
+  c.tp_comm_overlap_rs_dgrad = r.boolean("tp_comm_overlap_rs_dgrad", false);
+  if (const Json u = r.object("tp_comm_overlap_cfg", "an object of Transformer Engine userbuffers settings per GEMM "
+                                                      "(the --tp-comm-overlap-cfg YAML as JSON)");
+      !u.is_null())
+    c.tp_comm_overlap_cfg = u.dump();
+  c.fp8_wgrad = r.boolean("fp8_wgrad", true);
+  c.defer_embedding_wgrad_compute = r.boolean("defer_embedding_wgrad_compute", false);
+  c.wgrad_deferral_limit = r.integer("wgrad_deferral_limit", 0, 0);
   c.async_tensor_model_parallel_allreduce = r.boolean("async_tensor_model_parallel_allreduce", true);
   c.use_torch_fsdp2 = r.boolean("use_torch_fsdp2", false);
   c.data_parallel_sharding_strategy = r.string("data_parallel_sharding_strategy", c.data_parallel_sharding_strategy);
@@ -991,6 +1002,7 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   if (c.sequence_parallel && t == 1) c.sequence_parallel = false;  // Megatron turns it off for TP=1
   if (c.tp_comm_overlap && t > 1 && !c.sequence_parallel)
     fail("tp_comm_overlap", "needs sequence_parallel (Megatron-LM asserts the same)");
+  gpt_detail::check_tp_overlap_settings(c, where, fail);
   if (c.tp_comm_overlap_impl != "userbuffers" && c.tp_comm_overlap_impl != "symmetric_memory")
     fail("tp_comm_overlap_impl", "expected userbuffers or symmetric_memory, got '" + c.tp_comm_overlap_impl + "'");
   if (c.tp_comm_overlap_impl == "symmetric_memory" && c.torch_compile != "compiled")
@@ -1244,6 +1256,13 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   B("tp_comm_overlap", c.tp_comm_overlap);
   if (c.tp_comm_overlap && !c.tp_comm_bulk_wgrad) B("tp_comm_bulk_wgrad", false);
   if (c.tp_comm_overlap && c.tp_comm_overlap_impl != "userbuffers") m["tp_comm_overlap_impl"] = c.tp_comm_overlap_impl;
+  if (c.tp_comm_overlap && !c.tp_comm_overlap_ag) B("tp_comm_overlap_ag", false);
+  if (c.tp_comm_overlap && !c.tp_comm_overlap_rs) B("tp_comm_overlap_rs", false);
+  if (c.tp_comm_overlap && !c.tp_comm_bulk_dgrad) B("tp_comm_bulk_dgrad", false);
+  if (c.tp_comm_overlap && c.tp_comm_overlap_rs_dgrad) B("tp_comm_overlap_rs_dgrad", true);
+  if (c.tp_comm_overlap && !c.tp_comm_overlap_cfg.empty()) m["tp_comm_overlap_cfg"] = c.tp_comm_overlap_cfg;
+  if (c.bf16_wgrad()) B("fp8_wgrad", false);
+  if (c.defer_embedding_wgrad_compute) B("defer_embedding_wgrad_compute", true), I("wgrad_deferral_limit", c.wgrad_deferral_limit);
   if (!c.async_tensor_model_parallel_allreduce) B("async_tensor_model_parallel_allreduce", false);
   B("fsdp", c.fsdp());
   B("overlap_p2p_comm", c.overlap_p2p_comm);

@@ -11,6 +11,7 @@
 // the real fabric, with the other TP positions' concurrent groups as `mirrors` (they share the hosts'
 // NICs). Pipeline sends go between the real stage ranks.
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,6 +22,19 @@
 #include "workloads/trace.hpp"
 
 namespace fabricsim::workloads {
+
+// One GEMM's Transformer Engine userbuffers setting: an entry of initialize_ub's ub_cfgs (Megatron-LM's
+// --tp-comm-overlap-cfg YAML), TE's default for the GEMM with the given keys applied (get_default_config in
+// transformer_engine/pytorch/module/base.py at NVIDIA/TransformerEngine@d0067d0da; workloads/gpt_tp_overlap.cpp).
+struct UbGemm {
+  std::string method;           // ring_exchange | pipeline | bulk | external
+  std::int64_t num_sm = 16;     // SMs of the communication kernel
+  std::int64_t cga_size = 2;
+  bool set_sm_margin = true;    // the GEMM runs on the SMs the communication kernel leaves
+  std::int64_t num_splits = 4;  // pipeline: GEMM chunks (ring_exchange: always the TP size)
+  bool aggregate = false, atomic_gemm = false, use_ce = true, fp8_buf = false;
+  bool is_reduce_scatter = false;
+};
 
 struct GptConfig {
   std::string model;  // catalogue name ("" = none; the shape comes from the parameters below)
@@ -111,6 +125,27 @@ struct GptConfig {
   // "symmetric_memory" (PyTorch's async TP: torch/_inductor/fx_passes/micro_pipeline_tp.py decomposes the
   // fused GEMMs per shard beside copy-engine pulls from peer memory; needs torch_compile "compiled").
   std::string tp_comm_overlap_impl = "userbuffers";
+  // Megatron-LM's switches of the userbuffers overlaps (ModelParallelConfig at NVIDIA/Megatron-LM@d98e8a64; what
+  // each does: docs/workloads.md "Tensor-parallel overlap settings"): the ring-exchange all-gathers (qkv / fc1
+  // fprop, proj / fc2 dgrad), the pipelined reduce-scatter of proj / fc2 fprop, the bulk input all-gather beside
+  // the qkv / fc1 dgrad, the input-gradient reduce-scatter pipelined with that dgrad (TE then runs no bulk overlap).
+  bool tp_comm_overlap_ag = true, tp_comm_overlap_rs = true, tp_comm_bulk_dgrad = true, tp_comm_overlap_rs_dgrad = false;
+  // tp_comm_overlap_cfg: TE's per-GEMM userbuffers settings given (GEMM name -> UbGemm; the others keep TE's
+  // defaults), and the object as given (JSON text, "" = none) for the report.
+  std::map<std::string, UbGemm> ub_gemms;
+  std::string tp_comm_overlap_cfg;
+  UbGemm ub(const std::string& gemm) const;   // the GEMM's setting (gpt_tp_overlap.cpp)
+  // The time factor of a GEMM beside its userbuffers communication: TE runs it on sm_count - num_sm SMs with
+  // set_sm_margin (comm_gemm_overlap.cpp), else on all of them.
+  double ub_sm_factor(const std::string& gemm) const;
+  // Megatron's --no-fp8-wgrad (TEDelayedScaling's override_linear_precision (False, False, True)): the
+  // weight-gradient GEMMs of the FP8 linears in bf16; delayed recipe only (fp8_utils.py get_fp8_recipe @d98e8a64).
+  bool fp8_wgrad = true;
+  bool bf16_wgrad() const { return fp8() && !fp8_wgrad && fp8_recipe == "delayed"; }
+  // Megatron's defer_embedding_wgrad_compute: the last stage's output-layer weight-gradient GEMMs of the first
+  // wgrad_deferral_limit micro-batches (0 = all) wait for the pipeline flush (drain_embedding_wgrad_compute).
+  bool defer_embedding_wgrad_compute = false;
+  std::int64_t wgrad_deferral_limit = 0;
   bool symm_mem_tp() const { return tp_comm_overlap && tp_comm_overlap_impl == "symmetric_memory"; }
   // Megatron-LM's backward of a column-parallel linear (LinearWithGradAccumulationAndAsyncCommunication;
   // Transformer Engine's Linear / LayerNormLinear the same): the all-reduce of the input gradient runs beside

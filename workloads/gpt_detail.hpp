@@ -70,6 +70,13 @@ double mamba_activation_bytes_per_token(const GptConfig& c, double gemm_in, doub
 double hybrid_model_flops(const GptConfig& c);
 std::string hybrid_note(const GptConfig& c);
 void hybrid_catalogue_defaults(GptConfig& c);  // pattern, Mamba shape, MoE of the catalogue's hybrid models
+// tp_comm_overlap_cfg (gpt_tp_overlap.cpp): checks each entry as Transformer Engine does and fills c.ub_gemms;
+// errors name `where` tp_comm_overlap_cfg/<gemm>/<key>.
+void read_tp_comm_overlap_cfg(GptConfig& c, const Json& cfg, const std::string& where);
+// The userbuffers switches, tp_comm_overlap_cfg, fp8_wgrad and the deferred output-layer wgrad checked against the
+// rest of the configuration (reads tp_comm_overlap_cfg into c.ub_gemms).
+void check_tp_overlap_settings(GptConfig& c, const std::string& where,
+                               const std::function<void(const std::string&, const std::string&)>& fail);
 
 // ---- 2. Kernels (gpt_kernels.cpp).
 // A kernel described by its op class with FLOPs and bytes (the SC'21 roofline path of unfused attention).
@@ -265,6 +272,7 @@ struct GptStepKernels {
     return bf ? layer_bf16 : layer;
   }
   Costs logits_fwd, logits_bwd, embed_fwd, embed_bwd, mtp, mtp_b;
+  Costs logits_wgrad;  // the output layer's weight-gradient GEMM (inside logits_bwd; defer_embedding_wgrad_compute)
   // The MTP work split where a standalone MTP stage splits it (mtp = layers + heads): the MTP layers (per depth
   // the embedding of the shifted tokens, norms, projection 2h -> h, one transformer layer) on the MTP stage,
   // the heads (the shared output layer and loss per depth) on the loss stage.

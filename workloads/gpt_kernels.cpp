@@ -69,8 +69,10 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
   LayerCosts L;
   // The GEMMs tp_comm_overlap takes SMs from (add_tp_gemm; which ones: layer_costs_fused): the row-parallel
   // forward GEMMs (proj, fc2) and the input projections' (qkv, fc1) dgrad and, with tp_comm_bulk_wgrad, wgrad.
-  const double in_share = c.tp_comm_bulk_wgrad ? 1.0 : 0.5;  // of an input projection's dgrad + wgrad
-  const double w_share = c.tp_comm_bulk_wgrad ? 1.0 : 0.0;
+  // (the dgrad beside the bulk all-gather, tp_comm_bulk_dgrad, or the pipelined reduce-scatter, tp_comm_overlap_rs_dgrad)
+  const bool dg = c.tp_comm_bulk_dgrad || c.tp_comm_overlap_rs_dgrad;
+  const double in_share = (dg ? 0.5 : 0.0) + (c.tp_comm_bulk_wgrad ? 0.5 : 0.0);  // of an input projection's dgrad + wgrad
+  const double w_share = c.tp_comm_bulk_wgrad ? 1.0 : 0.0, d_share = dg ? 1.0 : 0.0;
   auto add = [&](Costs& out, const Kernel& k, double times, double tp_share) {
     out.add_tp_gemm(cm, k, times, tp_share);
   };
@@ -100,8 +102,8 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
   if (sq_bias.bytes > 0) L.bwd_mlp.add(cm, sq_bias, 0.5);
   add(L.wgrad_attn, qkv, 1.0, w_share), L.wgrad_attn.add(cm, proj);  // the weight half of the GEMMs' backward
   add(L.wgrad_mlp, fc1, 1.0, w_share), L.wgrad_mlp.add(cm, fc2);
-  add(L.dgrad_attn_in, qkv, 1.0, 1.0), add(L.wgrad_attn_in, qkv, 1.0, w_share);
-  add(L.dgrad_mlp_in, fc1, 1.0, 1.0), add(L.wgrad_mlp_in, fc1, 1.0, w_share);
+  add(L.dgrad_attn_in, qkv, 1.0, d_share), add(L.wgrad_attn_in, qkv, 1.0, w_share);
+  add(L.dgrad_mlp_in, fc1, 1.0, d_share), add(L.wgrad_mlp_in, fc1, 1.0, w_share);
   for (const Kernel& k : {qk, softmax, attn_dropout, av}) L.recompute_attn_extra.add(cm, k);
   return L;
 }
@@ -162,6 +164,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   // NVIDIA/TransformerEngine@d0067d0da), priced at the GPU's dense FP4 peak with the FP8 GEMM efficiency
   // (models/compute_calibration.cpp: no FP4 kernel is measured; unvalidated, docs/workloads.md).
   const Precision gp = c.fp8() ? Precision::FP8 : c.fp4() ? Precision::FP4 : act;
+  const Precision wgp = c.bf16_wgrad() ? act : gp;  // the weight-gradient GEMMs (fp8_wgrad false: bf16)
   const double e = 2.0;  // bytes per activation element
   using models::MemoryKernel;
   auto mem = [&](MemoryKernel k, double bytes) { return KernelDesc::memory(k, bytes, act); };
@@ -218,6 +221,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   // gradient all-gathered under sequence parallelism.
   auto bwd_gemm = [&](Costs& out, G g, Costs& w, Costs* din = nullptr, Costs* win = nullptr) {
     const bool input_proj = din != nullptr, bulk_w = input_proj && c.tp_comm_bulk_wgrad;
+    const bool ub_d = input_proj && (c.tp_comm_bulk_dgrad || c.tp_comm_overlap_rs_dgrad);  // dgrad beside userbuffers
     if (c.quantized()) {
       if (!input_proj && gather8) {  // output gradient: cast on the shard, transposed after the gather
         out.add(cm, mem(MemoryKernel::Cast, cast_local * double(Te) * double(g.n)), cast_factor);
@@ -227,17 +231,17 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
       }
     }
     const KernelDesc dg = KernelDesc::gemm(T, g.k, g.n, gp);
-    input_proj ? out.add_tp_gemm(cm, dg, gemm_factor) : out.add(cm, dg, gemm_factor);  // dgrad
+    ub_d ? out.add_tp_gemm(cm, dg, gemm_factor) : out.add(cm, dg, gemm_factor);  // dgrad
     if (input_proj && gather8 && transpose > 0 && g.k == h) {
       // the re-gathered FP8 input transposed for the wgrad GEMM (runs with it)
       const KernelDesc tr = mem(MemoryKernel::Cast, transpose * double(T) * double(g.k));
       out.add(cm, tr), w.add(cm, tr);
       if (win) win->add(cm, tr);
     }
-    const KernelDesc wg = KernelDesc::gemm(g.k, g.n, T, gp);
+    const KernelDesc wg = KernelDesc::gemm(g.k, g.n, T, wgp);
     bulk_w ? out.add_tp_gemm(cm, wg, gemm_factor) : out.add(cm, wg, gemm_factor);  // wgrad
     bulk_w ? w.add_tp_gemm(cm, wg, gemm_factor) : w.add(cm, wg, gemm_factor);
-    if (din) din->add_tp_gemm(cm, dg, gemm_factor);
+    if (din) ub_d ? din->add_tp_gemm(cm, dg, gemm_factor) : din->add(cm, dg, gemm_factor);
     if (win) bulk_w ? win->add_tp_gemm(cm, wg, gemm_factor) : win->add(cm, wg, gemm_factor);
   };
   const auto impl = c.attention_backend == "flash" ? models::AttentionImpl::Flash : models::AttentionImpl::Cudnn;
@@ -633,6 +637,7 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
   // precision fp4 (Transformer Engine's TEGroupedLinear / TELinear quantise all three GEMMs of each, as the dense
   // linears: layer_costs_fused), with the recipe's quantisation pass over each GEMM input.
   const Precision gp = c.fp8() ? Precision::FP8 : c.fp4() ? Precision::FP4 : act;
+  const Precision wgp = c.bf16_wgrad() ? act : gp;  // the weight-gradient GEMMs (fp8_wgrad false: bf16)
   const bool quant = c.quantized();
   const auto& me = c.moe;
   const std::int64_t h = c.hidden_size, E = me.num_experts, k = me.moe_router_topk, t = c.tensor_model_parallel_size;
@@ -665,8 +670,8 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
     if (quant) out.add(cm, mem(MemoryKernel::Cast, cast * double(rows) * double(fwd ? kin : nout)));
     if (fwd) return out.add(cm, KernelDesc::gemm(rows, nout, kin, gp));
     out.add(cm, KernelDesc::gemm(rows, kin, nout, gp));
-    out.add(cm, KernelDesc::gemm(kin, nout, rows, gp));
-    wgrad->add(cm, KernelDesc::gemm(kin, nout, rows, gp));
+    out.add(cm, KernelDesc::gemm(kin, nout, rows, wgp));
+    wgrad->add(cm, KernelDesc::gemm(kin, nout, rows, wgp));
   };
   auto latent = [&](Costs& out, std::int64_t kin, std::int64_t nout, bool fwd, Costs* wgrad) {
     linear(out, Tl, kin, nout, fwd, wgrad);
@@ -724,8 +729,8 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
           out.add(cm, KernelDesc::grouped_gemm(El, m, nout, kin, gp));
         } else {
           out.add(cm, KernelDesc::grouped_gemm(El, m, kin, nout, gp));   // dgrad
-          out.add(cm, KernelDesc::grouped_gemm(El, kin, nout, m, gp));   // wgrad
-          w.add(cm, KernelDesc::grouped_gemm(El, kin, nout, m, gp));
+          out.add(cm, KernelDesc::grouped_gemm(El, kin, nout, m, wgp));   // wgrad
+          w.add(cm, KernelDesc::grouped_gemm(El, kin, nout, m, wgp));
         }
       } else {
         for (double r : rows) {
@@ -734,8 +739,8 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
             out.add(cm, KernelDesc::gemm(m, nout, kin, gp));
           } else {
             out.add(cm, KernelDesc::gemm(m, kin, nout, gp));
-            out.add(cm, KernelDesc::gemm(kin, nout, m, gp));
-            w.add(cm, KernelDesc::gemm(kin, nout, m, gp));
+            out.add(cm, KernelDesc::gemm(kin, nout, m, wgp));
+            w.add(cm, KernelDesc::gemm(kin, nout, m, wgp));
           }
         }
       }
@@ -828,6 +833,7 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
       K.logits_fwd.add(cm, ce);
       K.logits_bwd.add(cm, lg, 2.0);
       K.logits_bwd.add(cm, ce);
+      K.logits_wgrad.add(cm, lg);
       Kernel emb{OpClass::Embedding, 0, 2.0 * 2.0 * T * h};  // gather rows + position add, 2-byte elements
       K.embed_fwd.add(cm, emb);
       K.embed_bwd.add(cm, emb, 2.0);
@@ -849,6 +855,7 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
       K.logits_bwd.add(cm, KernelDesc::memory(models::MemoryKernel::CrossEntropy, ce_pass_bytes, ap));
       K.logits_bwd.add(cm, KernelDesc::gemm(Ti, c.hidden_size, Vt, ap));
       K.logits_bwd.add(cm, KernelDesc::gemm(c.hidden_size, Vt, Ti, ap));
+      K.logits_wgrad.add(cm, KernelDesc::gemm(c.hidden_size, Vt, Ti, ap));
       const double eb = (c.position_embedding_type == "learned_absolute" ? 2.0 : 1.0) * 2.0 * T * h;
       K.embed_fwd.add(cm, KernelDesc::memory(models::MemoryKernel::Embedding, eb, ap));
       K.embed_bwd.add(cm, KernelDesc::memory(models::MemoryKernel::Embedding, 2.0 * eb, ap));

@@ -947,6 +947,13 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   const bool pp_logits_kept = holds_last && c.use_torch_fsdp2 && p > 1 && c.cross_entropy_impl != "megatron";
   if (pp_logits_kept)
     loss_phase += 2.0 * (m - (c.cross_entropy_impl == "torch_compiled" ? 1.0 : 0.0)) * (s / cp) * b * V / t;
+  // defer_embedding_wgrad_compute: the last stage keeps each deferred micro-batch's output-layer input (its
+  // sequence-parallel shard, bf16) and logit gradient (bf16) until the flush (embedding_activation_buffer,
+  // grad_output_buffer; megatron/core/tensor_parallel/layers.py at NVIDIA/Megatron-LM@d98e8a64).
+  if (holds_last && c.defer_embedding_wgrad_compute) {
+    const double deferred = c.wgrad_deferral_limit ? std::min(m, double(c.wgrad_deferral_limit)) : m;
+    loss_phase += deferred * 2.0 * b * (s / cp) * (V / t + h / (c.sequence_parallel ? t : 1.0));
+  }
   if (!c.use_torch_fsdp2) {
     // Megatron-Core path: the loss buffers are added to the recomputed layer's working set (an upper bound;
     // not checked against published memory).

@@ -113,15 +113,12 @@ Op permute_op(std::string name, std::int32_t comm, std::int64_t n, double bytes,
 }
 
 // tp_comm_overlap: Transformer Engine's userbuffers overlap runs the TP all-gather / reduce-scatter chunks
-// while the GEMMs run; the GEMMs lose the SMs the communication kernels take. Cost: 16 of H100's 132 SMs
-// (Transformer Engine's userbuffers default: add_ub(..., num_sm=16) for the ring-exchange, pipeline and bulk
-// methods alike, NVIDIA/TransformerEngine@0004dbd0 transformer_engine/pytorch/module/base.py initialize_ub;
-// 132 SMs: H100 SXM whitepaper) -> the overlapped GEMMs (Costs::tp_gemm_seconds: which ones,
-// gpt_kernels.cpp layer_costs_fused) run 132 / 116 = 1.138x longer; the block's other kernels (attention,
-// norms, casts, elementwise) keep all SMs.
-constexpr double kTpOverlapComputeFactor = 132.0 / 116.0;
+// while the GEMMs run; the GEMMs lose the SMs the communication kernels take (GptConfig::ub_sm_factor: 132 / 116
+// = 1.138x longer with TE's default 16 communication SMs of H100's 132, for the GEMMs Costs::tp_gemm_seconds
+// counts, gpt_kernels.cpp layer_costs_fused); the block's other kernels (attention, norms, casts, elementwise)
+// keep all SMs.
 
-// A tp_comm_overlap collective: its SM cost is in the compute ops it overlaps (kTpOverlapComputeFactor), so
+// A tp_comm_overlap collective: its SM cost is in the compute ops it overlaps (GptConfig::ub_sm_factor), so
 // the replay must not charge its CTAs to the compute again (Op::sm_ctas 0).
 Op userbuffers(Op op) {
   op.sm_ctas = 0;
@@ -690,9 +687,14 @@ class StageEmitter {
     // A Mamba-2 block's own all-to-alls (MambaContextParallel) replace the attention's CP exchange.
     const bool mamba_cp = attn && cp > 1 && !K.hybrid_layers.empty() && K.hybrid_layers[static_cast<std::size_t>(gl)] == 'M';
     const bool mcore_cp = attn && cp > 1 && !torch_cp && !mamba_cp;
+    // Megatron's tp_comm_overlap_ag / tp_comm_overlap_rs (TE's ub_overlap_ag / ub_overlap_rs): off, the
+    // ring-exchange all-gather (qkv / fc1 fprop; the output gradient's before proj / fc2 dgrad) or the pipelined
+    // reduce-scatter (proj / fc2 fprop) is NCCL's, before / after the GEMM (layernorm_linear.py, linear.py at
+    // NVIDIA/TransformerEngine@d0067d0da: gather_along_first_dim / reduce_scatter_along_first_dim, not async).
+    const bool ag_ovl = ovl && c.tp_comm_overlap_ag, rs_ovl = ovl && c.tp_comm_overlap_rs;
     if (t > 1 && c.sequence_parallel && !ag_fused && !(tp_skip & kNoGather)) {
       Op ag = coll_op(nm + (bwd ? ".bwd.ag" : ".ag"), CollOp::AllGather, tp_comm[st], ag_bytes, RankBuilder::kTp, "tp");
-      if (ovl) par.push_back(rb.fork(userbuffers(std::move(ag))));
+      if (ag_ovl) par.push_back(rb.fork(userbuffers(std::move(ag))));
       else rb.chain(std::move(ag));
     }
     if (mcore_cp) {
@@ -709,7 +711,11 @@ class StageEmitter {
     }
     const bool split = bwd && t > 1 && din && win && !torch_cp && c.torch_compile.empty() &&
                        (c.sequence_parallel || c.async_tensor_model_parallel_allreduce);
-    const double sm = ovl ? kTpOverlapComputeFactor : 1.0;
+    // The SM share the userbuffers kernels take from the GEMMs beside them (GptConfig::ub_sm_factor): forward, the row-parallel GEMM beside its reduce-scatter; backward,
+    // the input projection's dgrad and wgrad (a backward not split prices both at the dgrad's).
+    const std::string in_gemm = attn ? "qkv" : "fc1";
+    auto sm_of = [&](const std::string& gemm, bool on) { return on ? c.ub_sm_factor(gemm) : 1.0; };
+    const double sm = bwd ? sm_of(in_gemm + "_dgrad", ovl) : sm_of(attn ? "proj_fprop" : "fc2_fprop", rs_ovl);
     // A TP collective of the split backward is a userbuffers one under tp_comm_overlap, else NCCL's.
     auto ub = [ovl](Op o) { return ovl ? userbuffers(std::move(o)) : o; };
     Costs cc = cost;
@@ -730,15 +736,27 @@ class StageEmitter {
     if (mcore_cp && c.cp_comm_type == "a2a")
       rb.chain(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.a2a2", CollOp::AllToAll, Y.cp_comm[st], bwd ? x_.qkv_local : x_.o_local, RankBuilder::kCp, "cp"));
     if (split) {
-      const Costs d = tp_overlap_stretched(*din, sm), w = tp_overlap_stretched(*win, sm);
+      const Costs d = tp_overlap_stretched(*din, sm_of(in_gemm + "_dgrad", ovl)),
+                  w = tp_overlap_stretched(*win, sm_of(in_gemm + "_wgrad", ovl));
+      // tp_comm_bulk_dgrad false (or tp_comm_overlap_rs_dgrad): the input re-gather beside the dgrad is NCCL's
+      // (gather_along_first_dim, async_op=True), its CTAs on the SMs.
+      auto regather_ub = [&](Op o) { return ovl && c.tp_comm_bulk_dgrad ? userbuffers(std::move(o)) : o; };
+      Op red = c.sequence_parallel
+                   ? coll_op(nm + ".bwd.rs", CollOp::ReduceScatter, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp")
+                   : coll_op(nm + ".bwd.ar", CollOp::AllReduce, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp");
+      // tp_comm_overlap_rs_dgrad: the input gradient's reduce-scatter pipelined with the dgrad GEMM's chunks
+      // (ub_type_dgrad RS, layernorm_linear.py backward), starting with it; the wgrad GEMM then runs alone.
+      const bool rs_dgrad = ovl && c.tp_comm_overlap_rs_dgrad && c.sequence_parallel;
       std::uint32_t regather = 0;
       if (c.sequence_parallel)
-        regather = rb.fork(ub(coll_op(nm + ".bwd.ag.input", CollOp::AllGather, tp_comm[st], ag_bytes, RankBuilder::kTp, "tp")));
+        regather = rb.fork(regather_ub(coll_op(nm + ".bwd.ag.input", CollOp::AllGather, tp_comm[st], ag_bytes, RankBuilder::kTp, "tp")));
+      if (rs_dgrad) {
+        if (rb.has_last()) red.deps.push_back(rb.last());
+        par.push_back(rb.push(userbuffers(std::move(red))));
+      }
       rb.chain(compute_op(cname + ".dgrad_in", d));
       if (c.sequence_parallel) rb.chain(wait_op(nm + ".bwd.ag.input.wait"), {regather});
-      par.push_back(rb.fork(ub(c.sequence_parallel
-                                ? coll_op(nm + ".bwd.rs", CollOp::ReduceScatter, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp")
-                                : coll_op(nm + ".bwd.ar", CollOp::AllReduce, tp_comm[st], tp_bytes, RankBuilder::kTp, "tp"))));
+      if (!rs_dgrad) par.push_back(rb.fork(ub(std::move(red))));
       rb.chain(compute_op(cname + ".wgrad_in", w));
     } else if (rs_fused) {
       symm_matmul_reduce_scatter(nm + (bwd ? ".bwd" : ""), cname, fz);
@@ -750,7 +768,7 @@ class StageEmitter {
       // (torchtitan's async TP: torch/_inductor/fx_passes/micro_pipeline_tp.py fuses a reduce-scatter only
       // with the one matmul producing its input, and a Llama block's input gradient is the sum of the
       // wq/wk/wv (w1/w3) dgrads).
-      if (ovl && (!bwd || c.tp_comm_bulk_wgrad)) {
+      if (bwd ? ovl && c.tp_comm_bulk_wgrad : rs_ovl) {
         // Starts with the compute (the reduce-scatter of each GEMM chunk follows it).
         if (has_pre) red.deps.push_back(pre);
         par.push_back(rb.push(userbuffers(std::move(red))));
@@ -1117,7 +1135,8 @@ class StageEmitter {
       } else {
         if (c.mtp_standalone()) rb.chain(compute_op(mbs + ".mtp.heads.bwd", K.mtp_heads_b));
         else if (K.mtp_b.kernels) rb.chain(compute_op(mbs + ".mtp.bwd", K.mtp_b)), final_mtp_bwd = rb.last();
-        rb.chain(compute_op(mbs + ".logits.bwd", K.logits_bwd));
+        // defer_embedding_wgrad_compute: this micro-batch's output-layer wgrad waits for the flush (finish_step).
+        rb.chain(compute_op(mbs + ".logits.bwd", deferred_out_wgrad(mb) ? minus(K.logits_bwd, K.logits_wgrad) : K.logits_bwd));
       }
       if (gather && nl > 0)
         *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base + nl - 1) + ".bwd.fsdp.ag", base + nl - 1);
@@ -1301,11 +1320,28 @@ class StageEmitter {
     rb.chain(wait_op("mb" + std::to_string(a.mb) + "+mb" + std::to_string(b.mb) + ".a2a_overlap.join"), {hb.first});
   }
 
+  // Megatron's defer_embedding_wgrad_compute: the output layer's weight-gradient GEMMs of the first
+  // wgrad_deferral_limit micro-batches (0: all) are buffered in the backward (LinearWithGradAccumulationAnd-
+  // AsyncCommunication.backward, megatron/core/tensor_parallel/layers.py at NVIDIA/Megatron-LM@d98e8a64) and
+  // run after the stage's last backward, before finalize_model_grads (finish_embedding_wgrad_compute ->
+  // drain_embedding_wgrad_compute, megatron/core/pipeline_parallel/schedules.py and megatron/core/utils.py).
+  bool deferred_out_wgrad(std::int64_t mb) const {
+    return c.defer_embedding_wgrad_compute && (c.wgrad_deferral_limit == 0 || mb < c.wgrad_deferral_limit);
+  }
+
   // After the last backward: expert-gradient and DP gradient reductions, the optimizer step, the
   // parameter all-gathers of the distributed optimizer.
   void finish_step() {
     const std::int64_t dp = Y.dp, edp = Y.edp;
     const double grad_elem_bytes = x_.grad_elem_bytes;
+    // The deferred output-layer wgrad GEMMs (the output layer's gradient is ready after them). The drain's
+    // all-gathers of the sequence-parallel input are not in the trace (nor is the output layer's gather inline).
+    std::int64_t out_wgrad_done = -1;
+    if (has_last && last_stage_has_output(c) && c.defer_embedding_wgrad_compute) {
+      for (std::int64_t mb = 0; mb < x_.m && deferred_out_wgrad(mb); ++mb)
+        rb.chain(compute_op("mb" + std::to_string(mb) + ".logits.wgrad.deferred", K.logits_wgrad));
+      out_wgrad_done = rb.last();
+    }
     const std::uint32_t backward_done = rb.last();
     // Expert gradients: reduced over the expert data-parallel group (reduce-scatter with a sharded
     // optimizer, else all-reduce) after the backward; the optimizer step waits for it.
@@ -1338,6 +1374,8 @@ class StageEmitter {
         double second;        // its elements
         bool dense;           // the embedding or the output layer
         double bf16_el = 0;   // of a decoder layer: its elements gathered in bf16 (param_ag_bytes)
+        std::int64_t late = -1;  // the deferred output-layer wgrad: the op after which the gradient is ready,
+                                 // its place in the buckets kept (Megatron's buckets are by parameter order)
       };
       std::vector<Item> items;  // in the order gradients become ready
       if (last_stage_has_output(c))
@@ -1346,7 +1384,7 @@ class StageEmitter {
           // Output layer: its gradient is ready with the last layer's backward (SC'21 ordering kept).
           const std::int64_t nl = place(ch).nl;
           std::uint32_t at = nl ? final_bwd[ch][nl - 1] : backward_done;
-          items.push_back({at, x_.out_el, true});
+          items.push_back({at, x_.out_el, true, 0, out_wgrad_done});
         }
       for (std::int64_t ch = nchunks() - 1; ch >= 0; --ch)
         for (std::int64_t l = place(ch).nl - 1; l >= 0; --l) items.push_back({final_bwd[ch][l], x_.Pl, false, bf16_layer_el(place(ch).base + l)});
@@ -1359,18 +1397,21 @@ class StageEmitter {
         if (!has_first && !(has_last && !c.untie_embeddings_and_output_weights)) items.push_back({at, x_.emb_el, true});
       }
       std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::int64_t late = -1;
+      auto ready_op = [&] { return late >= 0 ? std::max(ready, static_cast<std::uint32_t>(late)) : ready; };
       for (const Item& it : items) {
         acc += it.second;
         if (it.dense) acc_dense += it.second;
         acc_dense += it.bf16_el;
         ready = it.first;
+        late = std::max(late, it.late);
         if (acc >= double(c.bucket_size)) {
-          grad_buckets.push_back({ready, acc});
+          grad_buckets.push_back({ready_op(), acc});
           grad_bucket_dense.push_back(acc_dense);
-          acc = 0, acc_dense = 0;
+          acc = 0, acc_dense = 0, late = -1;
         }
       }
-      if (acc > 0) grad_buckets.push_back({ready, acc}), grad_bucket_dense.push_back(acc_dense);
+      if (acc > 0) grad_buckets.push_back({ready_op(), acc}), grad_bucket_dense.push_back(acc_dense);
     }
     std::vector<std::uint32_t> grad_done;
     double local_params = 0;

@@ -719,7 +719,8 @@ std::string megatron_param_name(const std::string& dest) {
       "recompute_activations", "recompute_granularity", "recompute_modules", "offload_modules", "cp_comm_type", "ffn_hidden_size",
       "sequence_parallel", "overlap_p2p_comm", "data_parallel_sharding_strategy", "use_custom_fsdp",
       "global_batch_size", "transformer_impl", "add_bias_linear", "moe_enable_deepep", "tensor_model_parallel_size",
-      "pipeline_model_parallel_size", "use_megatron_fsdp", "padded_vocab_size", "torch_fsdp2_reshard_after_forward", "optimizer"};
+      "pipeline_model_parallel_size", "use_megatron_fsdp", "padded_vocab_size", "torch_fsdp2_reshard_after_forward", "optimizer",
+      "tp_comm_overlap_cfg"};
   // Megatron-LM's dest -> the generator's name for the same setting.
   static const std::map<std::string, std::string> renamed = {
       {"fp8", "fp8_format"}, {"fp4", "fp4_format"}, {"ddp_bucket_size", "bucket_size"},
@@ -869,6 +870,19 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
       for (const auto& v : given.at(d).values) m += (m.empty() ? "" : " ") + v;
       p[d] = m;
     }
+  // --tp-comm-overlap-cfg: the YAML file, read only with --tp-comm-overlap (_initialize_tp_communicators).
+  if (has("tp_comm_overlap_cfg")) {
+    if (has("tp_comm_overlap"))
+      p["tp_comm_overlap_cfg"] = read_megatron_ub_cfg(file, value("tp_comm_overlap_cfg"), given.at("tp_comm_overlap_cfg").line);
+    else
+      mark("tp_comm_overlap_cfg", 1);
+  }
+  // --defer-embedding-wgrad-compute needs gradient accumulation fusion (ModelParallelConfig.__post_init__ at
+  // NVIDIA/Megatron-LM@d98e8a64: "Cannot defer embedding wgrad compute when gradient accumulation fusion is not used").
+  if (has("defer_embedding_wgrad_compute") && has("gradient_accumulation_fusion"))
+    fail_at(file, given.at("gradient_accumulation_fusion").line,
+            "--no-gradient-accumulation-fusion with --defer-embedding-wgrad-compute: Megatron-LM refuses it (\"Cannot "
+            "defer embedding wgrad compute when gradient accumulation fusion is not used\")");
   // FFN: validate_args' default, 4h, or with --swiglu int(4h * 2/3 / 64) * 64.
   const std::int64_t h = integer("hidden_size", 0);
   p["ffn_hidden_size"] = has("ffn_hidden_size") ? integer("ffn_hidden_size", 0)

@@ -74,6 +74,10 @@ MegatronLaunch read_megatron_launch(const std::string& text, const std::string& 
 // together, values it translates).
 std::string megatron_param_name(const std::string& dest);
 
+// The YAML file of --tp-comm-overlap-cfg (`path` as the script gives it at `line`; relative to the script's
+// directory) as the JSON object of the gpt generator's tp_comm_overlap_cfg (workloads/megatron_ub_cfg.cpp).
+Json read_megatron_ub_cfg(const std::string& script_file, const std::string& path, int line);
+
 struct MegatronImport {
   Json params = Json::object();          // gpt generator parameters
   std::vector<std::string> modelled;     // flags as given ("--num-layers 80"), in script order

@@ -31,6 +31,9 @@ ParamMap params_from_json(const Json& obj, const JsonPath& at) {
                })) {
       m[it.key()] = v.dump();
       m.lists.insert(it.key());
+    } else if (v.is_object()) {
+      m[it.key()] = v.dump();
+      m.objects.insert(it.key());
     } else {
       json_fail(at.child(it.key()), "expected a number, string or boolean");
     }
@@ -48,6 +51,10 @@ Json param_value_json(const std::string& text) {
   } catch (const InputError&) {
   }
   if (text == "true" || text == "false") return Json(text == "true");
+  if (!text.empty() && text.front() == '{') {  // an object (tp_comm_overlap_cfg's '{"fc2_fprop": {...}}')
+    Json o = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (o.is_object()) return o;
+  }
   return Json(text);
 }
 
@@ -122,8 +129,20 @@ std::string ParamReader::string_or_list(const std::string& k) {
   return v;
 }
 
+Json ParamReader::object(const std::string& k, const std::string& what) {
+  seen_.insert(k);
+  auto it = p_.find(k);
+  if (it == p_.end()) return Json();
+  used_[k] = it->second;
+  Json v;
+  if (!p_.quoted.count(k)) v = Json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!v.is_object()) throw ParamError(where_ + " " + k, "expected " + what + ", got '" + it->second.substr(0, 60) + "'");
+  return v;
+}
+
 std::string ParamReader::string(const std::string& k, const std::string& dflt) {
   if (p_.lists.count(k)) throw ParamError(where_ + "/" + k, "expected a string, found a list");
+  if (p_.objects.count(k)) throw ParamError(where_ + "/" + k, "expected a string, found an object");
   seen_.insert(k);
   auto it = p_.find(k);
   std::string v = it == p_.end() ? dflt : it->second;

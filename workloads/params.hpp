@@ -26,6 +26,7 @@ struct ParamMap : std::map<std::string, std::string> {
   ParamMap(Base&& m) : Base(std::move(m)) {}
   std::set<std::string> quoted;
   std::set<std::string> lists;  // keys whose JSON value was a list (held as its JSON text; string_or_list)
+  std::set<std::string> objects;  // keys whose JSON value was an object (held as its JSON text; object())
 };
 
 // What the reader itself rejects: an unknown parameter, or a value of the wrong type or below its minimum.
@@ -39,10 +40,11 @@ class ParamError : public InputError {
 
 // Converts a JSON object of scalars into a ParamMap (errors name the JSON path); string values are marked
 // quoted (integer(), number() and boolean() then reject them, naming the JSON path); a list of lists of
-// strings (pipeline_model_parallel_layout's list form) is kept as its JSON text and marked in `lists`.
+// strings (pipeline_model_parallel_layout's list form) is kept as its JSON text and marked in `lists`; an object
+// (tp_comm_overlap_cfg) is kept as its JSON text and marked in `objects`.
 ParamMap params_from_json(const Json& obj, const JsonPath& at);
-// A `--param k=v` value as a scenario's JSON would give it: an integer, a number, true / false, else a string
-// (what importers write into the scenarios they make).
+// A `--param k=v` value as a scenario's JSON would give it: an integer, a number, true / false, a JSON object
+// ('{...}'), else a string (what importers write into the scenarios they make).
 Json param_value_json(const std::string& text);
 
 class ParamReader {
@@ -60,6 +62,9 @@ class ParamReader {
   bool boolean(const std::string& k, bool dflt);
   std::string string(const std::string& k, const std::string& dflt);  // a JSON list is refused
   std::string string_or_list(const std::string& k);  // a string, or a JSON list as its JSON text ("" if absent)
+  // A JSON object: a scenario's object, or a `--param k='{...}'` value holding one (null if absent). `what` names
+  // the expected object in the error a string or another JSON value gets.
+  Json object(const std::string& k, const std::string& what);
   std::uint64_t size(const std::string& k, std::uint64_t dflt);  // "64M", "1GiB", or bytes
   double bandwidth(const std::string& k, double dflt);  // bytes/s from "26.28GB/s", "200Gbps"; given: > 0
   double time(const std::string& k, double dflt);       // seconds from "0.5ms", "3us"; given: >= 0
