@@ -77,10 +77,6 @@ struct Communicator {
                                     // co-located with this group (sharing its hosts' network interfaces)
   std::int32_t mirror_stride = 1;   // copy k (1..mirrors) has ranks shifted by k * mirror_stride
   std::string category;             // default category of its collectives ("tp", "dp", ...)
-  // NCCL_COLLNET_ENABLE when NCCL created it: whether its collectives may use NCCL's SHARP algorithms (CollNet,
-  // NVLS across hosts) where the fabric has SHARP switches. Trace files say "collnet_enable": false only
-  // (default true). The gpt generator clears it but on Megatron's use_sharp data-parallel group.
-  bool collnet_enable = true;
   // all_to_allv on this communicator: rank i (index in `ranks`) sends bytes x a2a_matrix[i][j] to rank j
   // (`bytes` of the op is the mean send buffer per rank, so the entries of a uniform all_to_all are 1/n).
   // Empty: uniform. Mirror copies use the same matrix. MoE generators give each layer's dispatch and
@@ -91,6 +87,10 @@ struct Communicator {
   // explicit global ranks in NCCL order, besides the `mirrors`. The engine-backed models put their traffic
   // on the fabric with this group's.
   std::vector<std::vector<std::int32_t>> stand_ins;
+  // NCCL_COLLNET_ENABLE when NCCL created it: whether its collectives may use NCCL's SHARP algorithms (CollNet,
+  // NVLS across hosts) where the fabric has SHARP switches. Trace files say "collnet_enable": false only
+  // (default true). The gpt generator clears it but on Megatron's use_sharp data-parallel group.
+  bool collnet_enable = true;
 };
 
 struct Trace {
