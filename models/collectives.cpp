@@ -264,6 +264,8 @@ std::string why_not_applicable(const CollectiveSpec& spec, Algorithm a, const to
     for (const auto& g : groups)
       if (common_root(t, g, [](const topo::Node& nd) { return is_fabric_switch(nd.kind) && nd.sharp; }) == topo::kNoNode)
         return name + " needs one SHARP switch above all the rail leaves of a rail group (two tiers at most)";
+    if (!spec.collnet_enable)
+      return name + " needs NCCL_COLLNET_ENABLE on this communicator (Megatron-LM: use_sharp, for its data-parallel group)";
     return "";
   };
   switch (a) {

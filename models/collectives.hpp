@@ -67,6 +67,9 @@ struct CollectiveSpec {
   int elem_bytes = 4;                      // datatype size (float)
   std::vector<std::vector<std::uint64_t>> matrix;  // all_to_allv only: bytes rank i -> rank j (n x n)
   std::string where = "collective";        // names the input in error messages (a flag or file path)
+  // NCCL_COLLNET_ENABLE when the communicator was created (workloads::Communicator::collnet_enable): false
+  // makes CollNet and NVLS across hosts, NCCL's SHARP algorithms, inapplicable even where the fabric has SHARP.
+  bool collnet_enable = true;
 };
 
 // Algorithms that implement an operation at all (before topology checks), in NCCL's order.

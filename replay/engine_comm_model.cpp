@@ -240,6 +240,7 @@ models::CollectiveSpec group_spec(const topo::Topology& t, const workloads::Comm
   spec.elem_bytes = 2;
   spec.fidelity = fidelity;
   spec.where = "communicator '" + comm.name + "'";
+  spec.collnet_enable = comm.collnet_enable;
   if (op == CollOp::AllToAllv && !comm.a2a_matrix.empty()) {
     // Per-destination bytes: the op's bytes (mean send buffer per rank) times the communicator's matrix,
     // rounded to whole 2-byte elements.
@@ -835,8 +836,8 @@ void SharedNetworkCommModel::finalize_link_stats() {
 CommTiming EngineCommBase::idle_collective(const workloads::Communicator& comm, CollOp op, double bytes,
                                            const std::string& algorithm) {
   // The key: everything the call's schedule is built from (price_one_group and build_collective read the
-  // communicator's ranks, mirrors, mirror stride and stand-ins, and its byte matrix only through group_spec's
-  // rounded spec.matrix; comm.name only names it in error messages). Calls with equal keys are the same
+  // communicator's ranks, mirrors, mirror stride, stand-ins and collnet_enable, and its byte matrix only through
+  // group_spec's rounded spec.matrix; comm.name only names it in error messages). Calls with equal keys are the same
   // schedule inputs, so one price serves them all exactly: e.g. the balanced counterparts of the MoE layers of
   // one group, whose fitted matrices differ in the last bits but round to the same bytes.
   std::vector<std::uint64_t> key;
@@ -850,7 +851,7 @@ CommTiming EngineCommBase::idle_collective(const workloads::Communicator& comm, 
     std::uint64_t b;
     static_assert(sizeof b == sizeof bytes);
     std::memcpy(&b, &bytes, sizeof b);
-    put(static_cast<int>(op)), put(b), put(comm.mirrors), put(comm.mirror_stride);
+    put(static_cast<int>(op)), put(b), put(comm.mirrors), put(comm.mirror_stride), put(comm.collnet_enable);
     put_ranks(comm.ranks);
     put(comm.stand_ins.size());
     for (const auto& g : comm.stand_ins) put_ranks(g);

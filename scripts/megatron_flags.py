@@ -170,6 +170,10 @@ MODEL |= {"pipeline_model_parallel_layout", "microbatch_group_size_per_vp_stage"
 MODEL |= {"qk_layernorm", "add_qkv_bias", "squared_relu"}
 # The rank order tp-cp-ep-pp-dp (megatron/training/initialize.py): which GPUs form the DP and PP groups.
 MODEL |= {"use_tp_pp_dp_mapping"}
+# Hierarchical context parallelism (cp_comm_type a2a+p2p: Transformer Engine's all-to-all over heads inside the
+# first level's groups, the K/V ring across the second's) and SHARP for the data-parallel x context-parallel group
+# (use_sharp, sharp_enabled_group dp: NCCL's SHARP algorithms for those communicators only, on a fabric with SHARP).
+MODEL |= {"hierarchical_context_parallel_sizes", "use_sharp", "sharp_enabled_group"}
 # torch FSDP2's reshard_after_forward False (the importer's rule: fsdp_reshard_after_forward never).
 MODEL |= {"torch_fsdp2_reshard_after_forward"}
 # The optimizer's state and step: --optimizer adam / sgd (the importer's rule; the others stay not modelled) and

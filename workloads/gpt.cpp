@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <regex>
+#include <sstream>
 #include <stdexcept>
 
 #include "models/gpu.hpp"
@@ -314,6 +315,13 @@ std::int64_t GptConfig::mtp_virtual_stage() const {
   return pipeline_model_parallel_size * vp() - 1;
 }
 
+std::string GptConfig::cp_impl() const {
+  if (cp_comm_type != "a2a+p2p" || hierarchical_context_parallel_sizes.size() != 2) return cp_comm_type;
+  if (hierarchical_context_parallel_sizes[0] == 1) return "p2p";
+  if (hierarchical_context_parallel_sizes[1] == 1) return "a2a";
+  return cp_comm_type;
+}
+
 std::int64_t GptConfig::vp() const {
   // A hybrid pattern's '|' segments over PP (megatron/training/arguments.py:840-858 @d98e8a64).
   if (hybrid() && hybrid_layer_pattern.find('|') != std::string::npos)
@@ -387,6 +395,25 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.pipeline_model_parallel_size = r.integer("pipeline_model_parallel_size", c.pipeline_model_parallel_size, 1);
   c.context_parallel_size = r.integer("context_parallel_size", 1, 1);
   c.cp_comm_type = r.string("cp_comm_type", c.cp_comm_type);
+  if (r.has("hierarchical_context_parallel_sizes")) {
+    // Space-separated positive integers, as Megatron-LM's command line gives them.
+    std::istringstream in(r.string("hierarchical_context_parallel_sizes", ""));
+    std::string tok;
+    while (in >> tok) {
+      std::size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(tok, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != tok.size() || v < 1)
+        r.fail("hierarchical_context_parallel_sizes", "expected space-separated integers >= 1 (e.g. \"8 2\"), got '" + tok + "'");
+      c.hierarchical_context_parallel_sizes.push_back(v);
+    }
+    if (c.hierarchical_context_parallel_sizes.empty())
+      r.fail("hierarchical_context_parallel_sizes", "expected space-separated integers >= 1 (e.g. \"8 2\")");
+  }
   c.context_parallel_rotate_method = r.string("context_parallel_rotate_method", "");
   if (!c.context_parallel_rotate_method.empty() && r.has("cp_comm_type"))
     r.fail("context_parallel_rotate_method", "selects PyTorch's context parallelism; it replaces cp_comm_type (give one)");
@@ -446,6 +473,8 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.use_torch_fsdp2 = r.boolean("use_torch_fsdp2", false);
   c.data_parallel_sharding_strategy = r.string("data_parallel_sharding_strategy", c.data_parallel_sharding_strategy);
   c.num_distributed_optimizer_instances = r.integer("num_distributed_optimizer_instances", 1, 1);
+  c.use_sharp = r.boolean("use_sharp", false);
+  c.sharp_enabled_group = r.string("sharp_enabled_group", "");
   c.bucket_size = r.integer("bucket_size", c.bucket_size, 1);
   c.overlap_p2p_comm = r.boolean("overlap_p2p_comm", false);
   c.pipeline_parallel_schedule = r.string("pipeline_parallel_schedule", "");
@@ -646,7 +675,47 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   // assert not args.swiglu".
   if (c.squared_relu && c.swiglu) fail("squared_relu", "is the activation of the non-gated MLP; Megatron-LM refuses it with swiglu");
   one_of("position_embedding_type", c.position_embedding_type, {"learned_absolute", "rope", "none"});
-  one_of("cp_comm_type", c.cp_comm_type, {"p2p", "all_gather", "a2a"});
+  one_of("cp_comm_type", c.cp_comm_type, {"p2p", "all_gather", "a2a", "a2a+p2p"});
+  // Hierarchical context parallelism: megatron/training/arguments.py validate_args at NVIDIA/Megatron-LM@d98e8a64
+  // asserts the sizes' product is context_parallel_size and that a2a+p2p has them; Transformer Engine's
+  // attn_forward_func_with_cp (NVIDIA/TransformerEngine@d0067d0da) asserts cp_group = [a2a group, p2p group],
+  // and flash_attn_a2a_communicate splits the heads into inner-size parts (a view of h into cp, h // cp).
+  {
+    const auto& hs = c.hierarchical_context_parallel_sizes;
+    std::int64_t prod = 1;
+    for (auto v : hs) prod *= v;
+    if (!hs.empty() && prod != c.context_parallel_size)
+      fail("hierarchical_context_parallel_sizes", "their product (" + std::to_string(prod) +
+                                                      ") must equal context_parallel_size (" +
+                                                      std::to_string(c.context_parallel_size) + "), as Megatron-LM asserts");
+    if (c.cp_comm_type == "a2a+p2p" && c.context_parallel_size > 1) {
+      if (hs.empty())
+        fail("cp_comm_type", "a2a+p2p needs hierarchical_context_parallel_sizes (Megatron-LM asserts the same)");
+      if (hs.size() != 2)
+        fail("hierarchical_context_parallel_sizes", "a2a+p2p takes two levels, the all-to-all group's size then the "
+                                                    "ring's (Transformer Engine asserts cp_group = [a2a, p2p]); got " +
+                                                        std::to_string(hs.size()));
+      const std::int64_t n = hs[0], a_t = c.num_attention_heads / c.tensor_model_parallel_size,
+                         g_t = std::max<std::int64_t>(1, c.query_groups() / c.tensor_model_parallel_size);
+      if (c.cp_impl() == "a2a+p2p" && (a_t % n || g_t % n))
+        fail("hierarchical_context_parallel_sizes",
+             "the all-to-all group's size (" + std::to_string(n) + ") must divide the attention heads (" +
+                 std::to_string(a_t) + ") and key/value heads (" + std::to_string(g_t) +
+                 ") per tensor-parallel rank: Transformer Engine's all-to-all splits them");
+    }
+  }
+  // use_sharp: megatron/core/parallel_state.py at NVIDIA/Megatron-LM@d98e8a64 asserts sharp_enabled_group is
+  // dp or dp_replica and only with use_sharp.
+  if (!c.sharp_enabled_group.empty()) {
+    if (!c.use_sharp) fail("sharp_enabled_group", "is only valid with use_sharp (Megatron-LM asserts the same)");
+    if (c.sharp_enabled_group == "dp_replica")
+      fail("sharp_enabled_group", "dp_replica (SHARP for the inter-instance group of num_distributed_optimizer_instances) "
+                                  "is not modelled; dp is");
+    one_of("sharp_enabled_group", c.sharp_enabled_group, {"dp", "dp_replica"});
+  }
+  if (c.use_sharp && c.num_distributed_optimizer_instances > 1)
+    fail("use_sharp", "with num_distributed_optimizer_instances > 1 is not modelled (Megatron's SHARP group is the whole "
+                      "data-parallel x context-parallel group, whose gradients then travel over the partial groups)");
   one_of("data_parallel_sharding_strategy", c.data_parallel_sharding_strategy,
          {"no_shard", "optim", "optim_grads", "optim_grads_params"});
   // The precision-aware optimizer (megatron/training/arguments.py @d98e8a64 choices; Megatron-Core's
@@ -1172,6 +1241,13 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   I("pipeline_model_parallel_size", c.pipeline_model_parallel_size);
   I("context_parallel_size", c.context_parallel_size);
   if (c.context_parallel_size > 1 && c.context_parallel_rotate_method.empty()) m["cp_comm_type"] = c.cp_comm_type;
+  if (!c.hierarchical_context_parallel_sizes.empty()) {
+    std::string hs;
+    for (auto v : c.hierarchical_context_parallel_sizes) hs += (hs.empty() ? "" : " ") + std::to_string(v);
+    m["hierarchical_context_parallel_sizes"] = hs;
+  }
+  if (c.use_sharp) B("use_sharp", true);
+  if (!c.sharp_enabled_group.empty()) m["sharp_enabled_group"] = c.sharp_enabled_group;
   if (!c.context_parallel_rotate_method.empty()) m["context_parallel_rotate_method"] = c.context_parallel_rotate_method;
   I("num_layers_per_virtual_pipeline_stage", c.num_layers_per_virtual_pipeline_stage);
   I("virtual_pipeline_model_parallel_size", c.vp());

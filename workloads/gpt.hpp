@@ -74,7 +74,21 @@ struct GptConfig {
   std::int64_t tensor_model_parallel_size = 8;
   std::int64_t pipeline_model_parallel_size = 16;
   std::int64_t context_parallel_size = 1;
-  std::string cp_comm_type = "p2p";                          // p2p | all_gather | a2a
+  std::string cp_comm_type = "p2p";                          // p2p | all_gather | a2a | a2a+p2p
+  // Megatron-LM's --hierarchical-context-parallel-sizes (space-separated): the CP group's levels, inner first
+  // (megatron/core/parallel_state.py create_hierarchical_groups at NVIDIA/Megatron-LM@d98e8a64: level 0 is
+  // sizes[0] consecutive CP ranks, level 1 every sizes[0]-th). cp_comm_type a2a+p2p runs the all-to-all over
+  // heads inside level 0 and the KV ring across level 1 (Transformer Engine's AttnFuncWithCPAndKVP2P with
+  // cp_group = [a2a group, p2p group]). Empty: not given.
+  std::vector<std::int64_t> hierarchical_context_parallel_sizes;
+  // The context-parallel implementation Transformer Engine runs: a2a+p2p with a level of size 1 is the other
+  // level's plain form (attn_forward_func_with_cp at NVIDIA/TransformerEngine@d0067d0da: inner size 1 ->
+  // p2p, outer size 1 -> a2a).
+  std::string cp_impl() const;
+  // a2a+p2p: the all-to-all (inner) group's size; 1 otherwise.
+  std::int64_t cp_a2a_size() const { return cp_impl() == "a2a+p2p" ? hierarchical_context_parallel_sizes[0] : 1; }
+  // The KV ring's size: CP for p2p, CP / inner size for a2a+p2p.
+  std::int64_t cp_ring_size() const { return context_parallel_size / cp_a2a_size(); }
   // PyTorch's context parallelism (torch.distributed.tensor.experimental.context_parallel, as torchtitan runs
   // it), named by torchtitan's context_parallel_rotate_method: "allgather" (one all-gather of K/V per
   // attention, overlapped with the local chunk's attention only) or "alltoall" (K/V passed around the ring,
@@ -157,6 +171,14 @@ struct GptConfig {
   bool use_torch_fsdp2 = false;       // FSDP / ZeRO-3 (same as data_parallel_sharding_strategy=optim_grads_params)
   std::string data_parallel_sharding_strategy = "no_shard";  // no_shard | optim | optim_grads | optim_grads_params
   std::int64_t num_distributed_optimizer_instances = 1;      // HSDP: replica groups (shard group = DP / this)
+  // Megatron-LM's --use-sharp / --sharp-enabled-group: NCCL_COLLNET_ENABLE=1 while the data-parallel x
+  // context-parallel groups are created (megatron/core/parallel_state.py initialize_model_parallel at
+  // NVIDIA/Megatron-LM@d98e8a64; sharp_enabled_group defaults to "dp"), so only their collectives may run
+  // NCCL's SHARP algorithms (CollNet, NVLS across hosts); every other group is created without it (Megatron
+  // deletes the variable first), as are all groups without use_sharp. The trace marks the DP communicators
+  // (Communicator::collnet_enable).
+  bool use_sharp = false;
+  std::string sharp_enabled_group;  // "" or dp (dp_replica: not modelled)
   std::int64_t bucket_size = 40000000;  // gradient elements per DP bucket (Megatron DDP default 40M)
   bool grad_reduce_in_fp32 = false;     // DP gradient reduction in fp32 (4 bytes) instead of 2
   // Megatron-Core's precision-aware optimizer (--use-precision-aware-optimizer: Transformer Engine's FusedAdam

@@ -330,6 +330,8 @@ struct GptParallelLayout {
   }
   // Communicator indices into the trace: per stage, per decoder layer (EP dispatch / combine).
   std::vector<std::int32_t> tp_comm, dp_comm, cp_comm, rep_comm, epag_comm, etp_comm, edp_comm;
+  // a2a+p2p context parallelism (GptConfig::cp_impl): the stage's all-to-all (inner) and ring (outer) groups.
+  std::vector<std::int32_t> cp_a2a_comm, cp_ring_comm;
   std::vector<std::vector<std::int32_t>> disp_comm, comb_comm;  // [stage][global layer]
   // flex dispatcher over several NVLink domains: the forwarding inside the destination domain (DeepEP's
   // NVLink leg) as its own all_to_allv per layer.

@@ -268,7 +268,13 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   // element, bf16). The off-diagonal steps touch half of the queries (steps > r) or of the keys (steps <= r):
   // 3/4 of the elements on average.
   // (PyTorch's own context parallelism, context_parallel_rotate_method, is priced apart below.)
-  const bool ring = cp > 1 && c.cp_comm_type == "p2p" && c.context_parallel_rotate_method.empty();
+  // a2a+p2p (the same function with cp_group = [a2a group, p2p group]): after the all-to-all over the inner
+  // group of n ranks each rank holds heads / n heads of n consecutive chunks pairs, s / (cp / n) tokens, and
+  // runs the ring above over the cp / n outer ranks with them: cp / n steps of heads / n.
+  const std::string cpt = c.cp_impl();
+  const bool ring = cp > 1 && (cpt == "p2p" || cpt == "a2a+p2p") && c.context_parallel_rotate_method.empty();
+  const std::int64_t ring_n = ring ? c.cp_ring_size() : cp, ring_a2a = ring ? c.cp_a2a_size() : 1;
+  const std::int64_t rsl = s / ring_n;  // the ring's local tokens (sl for p2p)
   // Sliding-window attention (window_size (W, 0), on the share of layers window_layers() marks; no context
   // parallelism): each query attends to itself and the W tokens before it, so the flash kernel visits only the
   // band's blocks: W - W^2 / (2 s) keys per query on average (s / 2 for the full causal kernel), priced as a
@@ -285,7 +291,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   // cp_comm_type a2a: after the all-to-all each rank holds heads / cp heads of the whole sequence, so its kernel
   // is s x s over heads / cp heads (as many CTAs forward as the sl x s form, which all_gather runs, but the
   // backward's key tiles span the whole sequence).
-  const bool a2a_heads = cp > 1 && c.cp_comm_type == "a2a" && c.context_parallel_rotate_method.empty();
+  const bool a2a_heads = cp > 1 && cpt == "a2a" && c.context_parallel_rotate_method.empty();
   auto attention_ring = [&](Costs& out, std::int64_t heads, std::int64_t kv_heads, std::int64_t dh, bool bwd) {
     if (!ring) {
       const KernelDesc full =
@@ -300,19 +306,20 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
       out.kernels += 1;
       return;
     }
-    out.add(cm, KernelDesc::attention(b, heads, kv_heads, sl, sl, dh, true, bwd, act, impl));
-    const KernelDesc lower = KernelDesc::attention(b, heads, kv_heads, sl, sl / 2, dh, false, bwd, act, impl);
-    const KernelDesc upper = KernelDesc::attention(b, heads, kv_heads, sl / 2, sl, dh, false, bwd, act, impl);
-    const double steps = double(cp - 1);
+    heads /= ring_a2a, kv_heads = std::max<std::int64_t>(1, kv_heads / ring_a2a);
+    out.add(cm, KernelDesc::attention(b, heads, kv_heads, rsl, rsl, dh, true, bwd, act, impl));
+    const KernelDesc lower = KernelDesc::attention(b, heads, kv_heads, rsl, rsl / 2, dh, false, bwd, act, impl);
+    const KernelDesc upper = KernelDesc::attention(b, heads, kv_heads, rsl / 2, rsl, dh, false, bwd, act, impl);
+    const double steps = double(ring_n - 1);
     out.add_time(0.5 * (cm.kernel_time_s(lower) + cm.kernel_time_s(upper)), steps);
     out.flops += steps * lower.flops();
-    out.kernels += int(cp - 1);
-    const double q_el = double(b) * double(sl) * double(heads) * double(dh);
-    const double kv_el = 2.0 * double(b) * double(sl) * double(kv_heads) * double(dh);
-    for (std::int64_t i = 1; i < cp; ++i) {
+    out.kernels += int(ring_n - 1);
+    const double q_el = double(b) * double(rsl) * double(heads) * double(dh);
+    const double kv_el = 2.0 * double(b) * double(rsl) * double(kv_heads) * double(dh);
+    for (std::int64_t i = 1; i < ring_n; ++i) {
       if (!bwd) {
         out.add(cm, mem(MemoryKernel::Elementwise, 18.0 * 0.75 * q_el));
-        out.add(cm, mem(MemoryKernel::Elementwise, 3.0 * 4.0 * double(b) * double(sl) * double(heads) * 0.75));
+        out.add(cm, mem(MemoryKernel::Elementwise, 3.0 * 4.0 * double(b) * double(rsl) * double(heads) * 0.75));
       } else {
         out.add(cm, mem(MemoryKernel::Elementwise, 6.0 * 0.75 * q_el));
         out.add(cm, mem(MemoryKernel::Elementwise, 6.0 * 0.75 * kv_el));

@@ -79,6 +79,7 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
     comm.ranks = std::move(ranks);
     comm.mirrors = static_cast<std::int32_t>(mirrors);
     comm.mirror_stride = mirror_stride;
+    comm.collnet_enable = false;  // Megatron creates its groups without NCCL_COLLNET_ENABLE but for use_sharp's
     tr.comms.push_back(std::move(comm));
     return static_cast<std::int32_t>(tr.comms.size() - 1);
   };
@@ -87,6 +88,7 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
   auto& cp_comm = Y.cp_comm;
   auto& rep_comm = Y.rep_comm;
   tp_comm.assign(p, 0), dp_comm.assign(p, 0), cp_comm.assign(p, -1), rep_comm.assign(p, -1);
+  Y.cp_a2a_comm.assign(p, -1), Y.cp_ring_comm.assign(p, -1);
   for (std::int64_t st = 0; st < p; ++st) {
     const std::string sfx = ".stage" + std::to_string(st);
     std::vector<std::int32_t> ranks;
@@ -97,10 +99,22 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
       for (std::int64_t k = 0; k < cp; ++k)
         if (d * cp + k < shard_n) ranks.push_back(rank_of(st, d, k, 0));
     dp_comm[st] = add_comm("dp" + sfx, "dp", std::move(ranks), dp_mirrors);
+    tr.comms[static_cast<std::size_t>(dp_comm[st])].collnet_enable = c.use_sharp;  // GptConfig::use_sharp
     if (cp > 1) {
       ranks.clear();
       for (std::int64_t k = 0; k < cp; ++k) ranks.push_back(rank_of(st, 0, k, 0));
       cp_comm[st] = add_comm("cp" + sfx, "cp", std::move(ranks), dp_mirrors);
+      if (c.cp_impl() == "a2a+p2p") {
+        // Megatron's hierarchical CP groups of the simulated rank (CP index 0): level 0 the first n CP ranks,
+        // level 1 every n-th (create_hierarchical_groups, parallel_state.py at NVIDIA/Megatron-LM@d98e8a64).
+        const std::int64_t n = c.cp_a2a_size();
+        std::vector<std::int32_t> inner, outer;
+        for (std::int64_t k = 0; k < n; ++k) inner.push_back(rank_of(st, 0, k, 0));
+        for (std::int64_t k = 0; k < cp; k += n) outer.push_back(rank_of(st, 0, k, 0));
+        Y.cp_a2a_comm[st] = add_comm("cp.a2a" + sfx, "cp", std::move(inner), dp_mirrors);
+        // The n x t rings of a host's consecutive ranks (every TP and inner index) run at once and share its NICs.
+        Y.cp_ring_comm[st] = add_comm("cp.p2p" + sfx, "cp", std::move(outer), std::min<std::int64_t>(n * t, c.gpus_per_host) - 1);
+      }
     }
     if (R > 1) {
       ranks.clear();

@@ -697,13 +697,21 @@ class StageEmitter {
       if (ag_ovl) par.push_back(rb.fork(userbuffers(std::move(ag))));
       else rb.chain(std::move(ag));
     }
+    // a2a+p2p (GptConfig::cp_impl): the a2a form's all-to-alls over the inner group around the p2p form's ring
+    // over the outer group, whose K/V are the whole sequence's for heads / inner-size heads.
+    const std::string cpt = c.cp_impl();
+    const bool hier = cpt == "a2a+p2p";
     if (mcore_cp) {
       const std::int32_t cc = Y.cp_comm[st];
-      if (c.cp_comm_type == "p2p") {
-        par.push_back(rb.fork(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.kv", CollOp::AllGather, cc, kv_bytes, RankBuilder::kCp, "cp")));
+      if (hier)
+        rb.chain(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.a2a", CollOp::AllToAll, Y.cp_a2a_comm[st], bwd ? x_.o_local : x_.qkv_local, RankBuilder::kCp, "cp"));
+      if (cpt == "p2p" || hier) {
+        const std::int32_t rc = hier ? Y.cp_ring_comm[st] : cc;
+        const double rkv = kv_bytes / double(c.cp_a2a_size());
+        par.push_back(rb.fork(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.kv", CollOp::AllGather, rc, rkv, RankBuilder::kCp, "cp")));
         if (bwd)
-          par.push_back(rb.fork(coll_op(nm + ".bwd.cp.dkv", CollOp::ReduceScatter, cc, kv_bytes, RankBuilder::kCp, "cp")));
-      } else if (c.cp_comm_type == "all_gather") {
+          par.push_back(rb.fork(coll_op(nm + ".bwd.cp.dkv", CollOp::ReduceScatter, rc, rkv, RankBuilder::kCp, "cp")));
+      } else if (cpt == "all_gather") {
         rb.chain(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.kv", CollOp::AllGather, cc, kv_bytes, RankBuilder::kCp, "cp"));
       } else {
         rb.chain(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.a2a", CollOp::AllToAll, cc, bwd ? x_.o_local : x_.qkv_local, RankBuilder::kCp, "cp"));
@@ -731,10 +739,17 @@ class StageEmitter {
     if (torch_cp) torch_cp_attention(nm, cname, cc, bwd, first_deps);
     else if (mamba_cp) mamba_cp_block(gl, nm, cname, cc, bwd, din != nullptr, sm, first_deps);
     else rb.chain(compute_op(cname, cc), first_deps);
-    if (mcore_cp && c.cp_comm_type == "all_gather" && bwd)
+    if (mcore_cp && cpt == "all_gather" && bwd)
       rb.chain(coll_op(nm + ".bwd.cp.dkv", CollOp::ReduceScatter, Y.cp_comm[st], kv_bytes, RankBuilder::kCp, "cp"));
-    if (mcore_cp && c.cp_comm_type == "a2a")
-      rb.chain(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.a2a2", CollOp::AllToAll, Y.cp_comm[st], bwd ? x_.qkv_local : x_.o_local, RankBuilder::kCp, "cp"));
+    if (mcore_cp && (cpt == "a2a" || hier)) {
+      // The ring's last exchange ends before the output's all-to-all leaves (TE waits for it).
+      if (hier && !par.empty()) {
+        rb.chain(wait_op(nm + (bwd ? ".bwd" : "") + ".cp.ring.join"), par);
+        par.clear();
+      }
+      rb.chain(coll_op(nm + (bwd ? ".bwd" : "") + ".cp.a2a2", CollOp::AllToAll, hier ? Y.cp_a2a_comm[st] : Y.cp_comm[st],
+                       bwd ? x_.qkv_local : x_.o_local, RankBuilder::kCp, "cp"));
+    }
     if (split) {
       const Costs d = tp_overlap_stretched(*din, sm_of(in_gemm + "_dgrad", ovl)),
                   w = tp_overlap_stretched(*win, sm_of(in_gemm + "_wgrad", ovl));

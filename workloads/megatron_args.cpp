@@ -863,8 +863,9 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
   // Recompute: none unless asked; --recompute-activations = selective (validate_args, "if args.recompute_activations").
   p["recompute_granularity"] = has("recompute_activations") ? std::string("selective")
                                : has("recompute_granularity") ? value("recompute_granularity") : std::string("none");
-  // Module lists (--recompute-modules, --offload-modules; nargs): the generator's space-separated lists.
-  for (const char* d : {"recompute_modules", "offload_modules"})
+  // Lists (--recompute-modules, --offload-modules, --hierarchical-context-parallel-sizes; nargs): the generator's
+  // space-separated lists.
+  for (const char* d : {"recompute_modules", "offload_modules", "hierarchical_context_parallel_sizes"})
     if (has(d)) {
       std::string m;
       for (const auto& v : given.at(d).values) m += (m.empty() ? "" : " ") + v;

@@ -1,5 +1,6 @@
 #include "workloads/scenario.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -223,6 +224,13 @@ ParamMap generator_params(const Scenario& s, const topo::Topology& t, const mode
     std::int64_t mx = 1;
     for (const auto& [d, n] : dom) mx = std::max(mx, d >= 0 ? n : 1);
     p["gpus_per_nvlink_domain"] = std::to_string(mx);
+  }
+  // Megatron's use_sharp asks NCCL for SHARP on the data-parallel group (GptConfig::use_sharp): refused on a
+  // fabric without SHARP switches, where NCCL has no CollNet to give it.
+  if (w.generator == "gpt" && p.count("use_sharp") && (p.at("use_sharp") == "true" || p.at("use_sharp") == "1")) {
+    if (std::none_of(t.nodes().begin(), t.nodes().end(), [](const topo::Node& nd) { return nd.sharp; }))
+      throw InputError(w.where + " use_sharp", "needs InfiniBand switches with SHARP (superpod with sharp=true, or a "
+                                               "topology file whose switches say \"sharp\": true); this topology has none");
   }
   return p;
 }

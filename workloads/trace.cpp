@@ -134,6 +134,7 @@ Trace trace_from_json(const Json& doc, const std::string& file) {
       for (auto rk2 : c.ranks)
         if (rk2 + static_cast<std::int64_t>(c.mirrors) * c.mirror_stride >= t.world_size)
           json_fail(cr.path_of("mirrors"), "mirror copies would reach rank >= world_size");
+      c.collnet_enable = cr.boolean_or("collnet_enable", true);
       c.category = cr.string_or("category", "other");
       if (!kCategories.count(c.category))
         json_fail(cr.path_of("category"), "expected one of compute, tp, pp, dp, all_to_all, ep, other");
@@ -291,6 +292,7 @@ Json trace_to_json(const Trace& t) {
       cj["mirror_stride"] = c.mirror_stride;
     }
     if (!c.a2a_matrix.empty()) cj["all_to_allv_matrix"] = c.a2a_matrix;
+    if (!c.collnet_enable) cj["collnet_enable"] = false;
     comms.push_back(std::move(cj));
   }
   j["communicators"] = std::move(comms);

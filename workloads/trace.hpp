@@ -87,6 +87,10 @@ struct Communicator {
   // explicit global ranks in NCCL order, besides the `mirrors`. The engine-backed models put their traffic
   // on the fabric with this group's.
   std::vector<std::vector<std::int32_t>> stand_ins;
+  // NCCL_COLLNET_ENABLE when NCCL created it: whether its collectives may use NCCL's SHARP algorithms (CollNet,
+  // NVLS across hosts) where the fabric has SHARP switches. Trace files say "collnet_enable": false only
+  // (default true). The gpt generator clears it but on Megatron's use_sharp data-parallel group.
+  bool collnet_enable = true;
 };
 
 struct Trace {
