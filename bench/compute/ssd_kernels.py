@@ -9,9 +9,10 @@ Columns: kernel, batch, seqlen, heads, head_dim, groups, state, chunk, time_us. 
 (forward kernels) or "scan_fwd" / "scan_bwd" (_mamba_chunk_scan_combined_fwd / _bwd, all of their kernels)."""
 import csv, sys
 import torch
+from heldout_kernels import bench  # the same CUDA-event timing loop (20 runs after 5 warm-up)
 from mamba_ssm.ops.triton import ssd_bmm, ssd_chunk_scan, ssd_chunk_state, ssd_combined, ssd_state_passing
 
-ITERS, WARM, CHUNK = 20, 5, 128  # CHUNK: MambaMixer's chunk_size default (Megatron-LM mamba_mixer.py:194 @d98e8a64)
+CHUNK = 128  # MambaMixer's chunk_size default (Megatron-LM mamba_mixer.py:194 @d98e8a64)
 
 # (batch, seqlen, heads, head_dim, groups, state): Nemotron-H 8B's mixer (128 heads of 64, 8 groups, state 128) per
 # TP rank at TP 1, 2, 4, 8 and under CP 2 / 4 (heads / CP over the whole sequence); Nemotron-H 56B (256 heads,
@@ -19,19 +20,6 @@ ITERS, WARM, CHUNK = 20, 5, 128  # CHUNK: MambaMixer's chunk_size default (Megat
 SHAPES = [(1, 8192, 128, 64, 8, 128), (1, 8192, 64, 64, 4, 128), (1, 8192, 32, 64, 2, 128), (1, 8192, 16, 64, 1, 128),
           (1, 16384, 32, 64, 2, 128), (1, 32768, 8, 64, 1, 128), (1, 8192, 32, 64, 1, 256), (1, 8192, 64, 64, 8, 128),
           (4, 4096, 64, 64, 4, 128)]
-
-
-def bench(fn):
-    for _ in range(WARM):
-        fn()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(ITERS):
-        fn()
-    b.record()
-    torch.cuda.synchronize()
-    return a.elapsed_time(b) * 1000.0 / ITERS
 
 
 def times(b, L, H, P, G, N):
