@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -124,14 +125,19 @@ TEST_CASE("rows: ok and failed points, same CSV for 1 and 2 threads") {
   REQUIRE(rows1.size() == 6);
   std::string csv1 = sim::sweep_csv(s, rows1);
 
+  // Each point waits (up to 10 s) until two distinct threads have taken a point, so the check does not depend
+  // on the second thread starting before the first has drained the queue on a loaded machine; with one
+  // worker the wait times out and ids.size() stays 1.
   std::set<std::thread::id> ids;
   std::mutex mu;
+  std::condition_variable both;
   auto slow_run = [&](const Json& scen, const std::string& src) {
     {
-      std::lock_guard<std::mutex> l(mu);
+      std::unique_lock<std::mutex> l(mu);
       ids.insert(std::this_thread::get_id());
+      both.notify_all();
+      both.wait_for(l, std::chrono::seconds(10), [&] { return ids.size() >= 2; });
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
     return fake_run(scen, src);
   };
   sim::SweepRunOptions two;
