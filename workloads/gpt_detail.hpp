@@ -70,9 +70,6 @@ double mamba_activation_bytes_per_token(const GptConfig& c, double gemm_in, doub
 double hybrid_model_flops(const GptConfig& c);
 std::string hybrid_note(const GptConfig& c);
 void hybrid_catalogue_defaults(GptConfig& c);  // pattern, Mamba shape, MoE of the catalogue's hybrid models
-// tp_comm_overlap_cfg (gpt_tp_overlap.cpp): checks each entry as Transformer Engine does and fills c.ub_gemms;
-// errors name `where` tp_comm_overlap_cfg/<gemm>/<key>.
-void read_tp_comm_overlap_cfg(GptConfig& c, const Json& cfg, const std::string& where);
 // The userbuffers switches, tp_comm_overlap_cfg, fp8_wgrad and the deferred output-layer wgrad checked against the
 // rest of the configuration (reads tp_comm_overlap_cfg into c.ub_gemms).
 void check_tp_overlap_settings(GptConfig& c, const std::string& where,

@@ -697,22 +697,19 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
   M.pre_b.add(cm, mem(MemoryKernel::Copy, 2.0 * e * slots * double(rw)));
   if (L) latent(M.pre_b, h, L, false, &M.pre_w);
   M.pre_b.add(cm, mem(MemoryKernel::Softmax, 2.0 * 4.0 * Te * double(E)));
-  if (me.moe_router_dtype == "fp32") {
-    // moe_router_dtype fp32 (RouterGatingLinearFunction, megatron/core/transformer/moe/moe_utils.py @d98e8a64):
-    // the forward is Transformer Engine's bf16 GEMM with an fp32 output (the fp32 scores priced above); the
-    // backward casts the saved input and the weight to fp32 (read 2, write 4 bytes per element), runs both GEMMs
-    // on fp32 operands -- TF32 tensor cores: cublaslt_gemm.cu at NVIDIA/TransformerEngine@d0067d0da picks
-    // CUBLAS_COMPUTE_32F_FAST_TF32 for pure FP32 GEMMs -- and casts the input gradient back (read 4, write 2).
-    M.pre_b.add(cm, KernelDesc::memory(MemoryKernel::Cast, 6.0 * Te * double(h), Precision::FP32));
-    M.pre_b.add(cm, KernelDesc::gemm(Tl, h, E, Precision::TF32));
-    M.pre_b.add(cm, KernelDesc::gemm(h, E, Tl, Precision::TF32));
-    M.pre_w.add(cm, KernelDesc::gemm(h, E, Tl, Precision::TF32));
-    M.pre_b.add(cm, KernelDesc::memory(MemoryKernel::Cast, 6.0 * Te * double(h), Precision::FP32));
-  } else {
-    M.pre_b.add(cm, KernelDesc::gemm(Tl, h, E, act));
-    M.pre_b.add(cm, KernelDesc::gemm(h, E, Tl, act));
-    M.pre_w.add(cm, KernelDesc::gemm(h, E, Tl, act));
-  }
+  // moe_router_dtype fp32 (RouterGatingLinearFunction, megatron/core/transformer/moe/moe_utils.py @d98e8a64):
+  // the forward is Transformer Engine's bf16 GEMM with an fp32 output (the fp32 scores priced above); the
+  // backward casts the saved input and the weight to fp32 (read 2, write 4 bytes per element), runs both GEMMs
+  // on fp32 operands -- TF32 tensor cores: cublaslt_gemm.cu at NVIDIA/TransformerEngine@d0067d0da picks
+  // CUBLAS_COMPUTE_32F_FAST_TF32 for pure FP32 GEMMs -- and casts the input gradient back (read 4, write 2).
+  const bool fp32_router = me.moe_router_dtype == "fp32";
+  const Precision rp = fp32_router ? Precision::TF32 : act;
+  const KernelDesc router_cast = KernelDesc::memory(MemoryKernel::Cast, 6.0 * Te * double(h), Precision::FP32);
+  if (fp32_router) M.pre_b.add(cm, router_cast);
+  M.pre_b.add(cm, KernelDesc::gemm(Tl, h, E, rp));
+  M.pre_b.add(cm, KernelDesc::gemm(h, E, Tl, rp));
+  M.pre_w.add(cm, KernelDesc::gemm(h, E, Tl, rp));
+  if (fp32_router) M.pre_b.add(cm, router_cast);
   M.pre_b.add(cm, mem(MemoryKernel::Norm, 2.0 * 2.0 * e * Te * double(h)));
   M.post_b.add(cm, mem(MemoryKernel::Elementwise, 2.0 * 3.0 * e * Te * double(h)));
   // fc1_latent_proj's weight gradient leaves with the router's in the split-backward schedules (pre_w);

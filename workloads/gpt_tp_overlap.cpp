@@ -65,9 +65,10 @@ double GptConfig::ub_sm_factor(const std::string& gemm) const {
   return u.set_sm_margin ? kUbSms / (kUbSms - double(u.num_sm)) : 1.0;
 }
 
-void gpt_detail::read_tp_comm_overlap_cfg(GptConfig& c, const Json& cfg, const std::string& where) {
+// tp_comm_overlap_cfg: checks each entry as Transformer Engine does and fills c.ub_gemms; errors name `where`
+// tp_comm_overlap_cfg/<gemm>/<key>.
+static void read_tp_comm_overlap_cfg(GptConfig& c, const Json& cfg, const std::string& where) {
   const std::string at = where + " tp_comm_overlap_cfg";
-  c.tp_comm_overlap_cfg = cfg.dump();
   std::string names;
   for (const auto& [g, m] : default_methods()) names += (names.empty() ? "" : ", ") + g;
   for (auto it = cfg.begin(); it != cfg.end(); ++it) {
