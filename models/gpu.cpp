@@ -125,6 +125,21 @@ std::vector<GpuSpec> make_specs() {
   //   1,080 PF dense FP4, 576 TB/s).
   v.push_back({"gb300", 2500 * T, 2500 * T, 1250 * T, 83.3 * T, 8000 * GBps, 288 * GB,
                "NVIDIA GB300 NVL72 datasheet (per-GPU = rack / 72)", 5000 * T, 160, 15000 * T});
+  // AMD Instinct MI300X (OAM, 750 W, CDNA 3): ROCm documentation "AMD Instinct MI300 series microarchitecture"
+  //   (rocm.docs.amd.com/en/latest/conceptual/gpu-arch/mi300.html, table "Peak-performance capabilities of the
+  //   MI300X for different data types", dense): Matrix FP16 and BF16 1307.4, Matrix FP8 2614.9, Vector TF32
+  //   653.7, Matrix / Vector FP32 163.4 TFLOP/s; "theoretical aggregated peak memory bandwidth of the GPU is 5.3 TB
+  //   per second"; 8 XCDs of 38 active CUs, "up to 304 CUs". 192 GB HBM3: the same page's 8 HBM3 stacks and
+  //   AMD's MI300X product page; MLCommons inference_results_v4.1 closed/AMD/systems/8xMI300X_2xEPYC-9374F.json
+  //   ("accelerator_memory_capacity": "192 GB", "AMD Instinct MI300X-NPS1-SPX-192GB-750W"). The FP8 formats are
+  //   the FNUZ variants of e4m3 / e5m2 (CDNA 3 has no OCP FP8 and no MX block scaling: mxfp8 is refused as on
+  //   Hopper, workloads/gpt.cpp); no FP4. `sm_count` holds the 304 compute units (each with half an H100 SM's
+  //   dense FP16 rate: 2048 vs 4096 FLOP per clock), which the wave-quantisation model uses as it uses SMs.
+  //   No kernel measurement of this GPU exists in the project: its kernel efficiencies are the H200's NVIDIA fit
+  //   (models/compute_calibration.cpp default_compute_calibration; docs/calibration.md says what to measure).
+  v.push_back({"mi300x", 1307.4 * T, 1307.4 * T, 653.7 * T, 163.4 * T, 5300 * GBps, 192 * GB,
+               "ROCm docs, AMD Instinct MI300 series microarchitecture (peak table, 5.3 TB/s, 304 CUs); 192 GB HBM3",
+               2614.9 * T, 304});
   // V100 SXM2 16GB (ABCI V nodes, as in /work/shared/data/nccl-tests abci_*_vnode_*): FP16 Tensor 125
   //   TFLOP/s, FP32 15.7 TFLOP/s, HBM2 900 GB/s, 16 GB: NVIDIA Tesla V100 datasheet (SXM2). No BF16/TF32:
   //   TF32 work runs on the FP32 cores (15.7). 80 SMs: NVIDIA Tesla V100 GPU architecture whitepaper.

@@ -28,7 +28,7 @@ struct GpuSpec {
 };
 
 // Known GPUs: a100-40gb, a100-80gb (alias "a100"), h100 (alias "h100-80gb", "h100-sxm"), h200, b200, gb200,
-// b300, gb300, v100.
+// b300, gb300, v100, mi300x (AMD Instinct MI300X).
 const std::vector<GpuSpec>& gpu_specs();
 // Throws InputError(where, ...) listing the known names when `name` is unknown.
 const GpuSpec& gpu_spec(const std::string& name, const std::string& where = "gpu");

@@ -1,5 +1,5 @@
 // Generated topology presets: single servers (dgx-a100, dgx-h100, dgx-h200, dgx-b200, dgx-b300, dgx1-v100,
-// pcie-server), NVLink-domain systems (gb200-nvl72, gb300-nvl72, nvlink-switch-system) and `superpod` (N of those joined by a
+// pcie-server, mi300x-node), NVLink-domain systems (gb200-nvl72, gb300-nvl72, nvlink-switch-system) and `superpod` (N of those joined by a
 // rail-optimised or host-based InfiniBand/Ethernet fat tree).
 //
 // Sources. "HS" = /work/shared/data/hardware/hardware_specs.json (fabricsim's shared hardware facts; the
@@ -60,6 +60,13 @@ constexpr double kEdrBps = 100 * kGbps;
 // serving 8x single-port NVIDIA ConnectX-8 VPI, up to 800Gb/s") and GB300 NVL72 datasheet; not in HS,
 // UNVERIFIED in this session.
 constexpr double kXdrBps = 800 * kGbps;
+// AMD Infinity Fabric (xGMI) between MI300X GPUs: x16 links at 32 GT/s per lane, 64 GB/s per direction per link
+// (128 GB/s bidirectional). The Linux amdgpu driver's xGMI speeds (drivers/gpu/drm/amd/amdgpu/amdgpu_xgmi.h,
+// enum amdgpu_xgmi_link_speed: 16, 25, 32 GT) and its per-link figure (amdgpu_xgmi.c
+// __amdgpu_xgmi_get_max_bandwidth: "unidirectional bandwidth" = speed x link width); AMD's MI300X product
+// page lists "Peak Infinity Fabric Link Bandwidth 128 GB/s" (bidirectional; read through secondary summaries,
+// UNVERIFIED in this session against the page itself).
+constexpr double kXgmi4LinkBps = 64e9;
 // The largest per-NIC bandwidth a preset parameter accepts (Params::bandwidth says why).
 constexpr double kMaxNicBps = 100000 * kGbps;
 
@@ -69,7 +76,8 @@ constexpr double kPcieLatS = 250e-9;     // one PCIe hop through a switch/root p
 constexpr double kCpuLinkLatS = 300e-9;  // socket-to-socket hop (estimate)
 // InfiniBand / Ethernet link latencies: per fabric in topologies/fabrics.cpp.
 
-const std::vector<std::string> kGpuModels = {"a100-40gb", "a100-80gb", "h100", "h200", "b200", "gb200", "b300", "gb300", "v100"};
+const std::vector<std::string> kGpuModels = {"a100-40gb", "a100-80gb", "h100", "h200", "b200", "gb200", "b300", "gb300", "v100",
+                                             "mi300x"};
 
 // ---- Parameters -------------------------------------------------------------------------------------
 class Params {
@@ -158,7 +166,9 @@ const std::pair<const char*, const char*> kServerPresets[] = {
     {"dgx-b200", "8x B200, 18 NVLink5 links (9/9) to 2 NVSwitches, 8x 400 Gb/s NICs"},
     {"dgx-b300", "8x B300 288 GB, 18 NVLink5 links (9/9) to 2 NVSwitches, 8x ConnectX-8 800 Gb/s NICs (PCIe gen6)"},
     {"dgx1-v100", "8x V100 SXM2 in the NVLink2 hybrid cube-mesh (no NVSwitch), 4x EDR NICs"},
-    {"pcie-server", "8 GPUs behind 4 PCIe gen4 switches, no NVLink, 4x HDR NICs"}};
+    {"pcie-server", "8 GPUs behind 4 PCIe gen4 switches, no NVLink, 4x HDR NICs"},
+    {"mi300x-node", "8x AMD MI300X fully connected by Infinity Fabric (7 links each, 64 GB/s per direction per link), "
+                    "no switch, 8x 400 Gb/s NICs, PCIe gen5"}};
 }  // namespace
 
 std::vector<std::string> host_presets() {
@@ -263,9 +273,29 @@ HostSpec host_spec(const std::string& preset) {
     s.pcie_Bps = kPcie4Bps;
     s.pcie_switches = 4;
     s.cpus = 2;
+  } else if (preset == "mi300x-node") {
+    // An 8x AMD Instinct MI300X platform: ROCm documentation "AMD Instinct MI300 series microarchitecture",
+    // node-level architecture (rocm.docs.amd.com/en/latest/conceptual/gpu-arch/mi300.html): two EPYC sockets,
+    // the 8 OAMs attached to the host by PCIe gen5 x16 (through optional PCIe switches), "seven high-bandwidth,
+    // low-latency AMD Infinity Fabric links" per GPU "to form a fully connected 8-GPU system" -- one direct
+    // link per GPU pair, no switch, so no in-network reduction (RCCL has no NVLS; the tuner cannot pick it).
+    // Scale-out: one 400 Gb/s NIC per GPU on PCIe gen5, as AMD's MI300X reference platforms and the cloud
+    // MI300X servers pair them (e.g. Azure ND MI300X v5: 8x 400 Gb/s InfiniBand; UNVERIFIED in this session);
+    // 4 PCIe switches with 2 GPUs and 2 NICs each: modelling choice as for the DGX presets.
+    s.gpu = "mi300x";
+    s.gpus = 8;
+    s.nvswitches = 0;
+    s.nvlink_link_Bps = kXgmi4LinkBps;
+    s.full_mesh = true;
+    s.nics = 8;
+    s.nic_Bps = kNdrBps;
+    s.nic_model = "connectx-7-ndr";
+    s.pcie_Bps = kPcie5Bps;
+    s.pcie_switches = 4;
+    s.cpus = 2;
   } else {
     throw InputError("--param node", "a server preset (one of dgx-a100, dgx-h100, dgx-h200, dgx-b200, dgx-b300, "
-                                     "dgx1-v100, pcie-server, gb200-nvl72, gb300-nvl72; got '" + preset + "')");
+                                     "dgx1-v100, pcie-server, mi300x-node, gb200-nvl72, gb300-nvl72; got '" + preset + "')");
   }
   return s;
 }
@@ -344,7 +374,7 @@ void add_pcie_tree(TopologyBuilder& b, const HostNodes& h, double pcie_Bps) {
 HostNodes add_host(TopologyBuilder& b, const HostSpec& s, int host, int domain) {
   HostNodes out;
   const std::string p = "n" + std::to_string(host) + ".";
-  const int gpu_domain = (s.nvswitches > 0 || s.cube_mesh) ? domain : -1;
+  const int gpu_domain = (s.nvswitches > 0 || s.cube_mesh || s.full_mesh) ? domain : -1;
   for (int i = 0; i < s.gpus; ++i) out.gpus.push_back(add_gpu(b, p, host, i, s.gpu, gpu_domain));
   for (int j = 0; j < s.nvswitches; ++j)
     out.nvswitches.push_back(add_nvswitch(b, p, host, j, s.nvswitch_model, 1, s.nvls));
@@ -357,6 +387,11 @@ HostNodes add_host(TopologyBuilder& b, const HostSpec& s, int host, int domain) 
     for (const auto& [a, c, cnt] : cube_mesh_edges())
       b.add_link(out.gpus[a], out.gpus[c], LinkKind::NVLink, cnt * s.nvlink_link_Bps, kNvlinkLatS, cnt);
   }
+  // Full mesh (Infinity Fabric): one GPU-to-GPU link per pair, LinkKind::NVLink standing for the GPU fabric.
+  if (s.full_mesh)
+    for (int i = 0; i < s.gpus; ++i)
+      for (int j = i + 1; j < s.gpus; ++j)
+        b.add_link(out.gpus[i], out.gpus[j], LinkKind::NVLink, s.nvlink_link_Bps, kNvlinkLatS, 1);
   for (int i = 0; i < s.gpus; ++i)
     for (int j = 0; j < s.nvswitches; ++j) {
       int cnt = s.links_per_switch[j];
@@ -373,19 +408,18 @@ void apply_host_params(HostSpec& s, const std::map<std::string, std::string>& gi
   s.gpu = p.str("gpu", s.gpu, kGpuModels);
   if (s.cube_mesh) {
     s.gpus = static_cast<int>(p.integer("gpus_per_node", 8, 8, 8));  // the cube-mesh is defined for 8
+  } else if (s.full_mesh) {
+    s.gpus = static_cast<int>(p.integer("gpus_per_node", s.gpus, 2, 8));  // 7 Infinity Fabric links per GPU
   } else {
     s.gpus = static_cast<int>(p.integer("gpus_per_node", s.gpus, 1, 16));
   }
   s.nics = static_cast<int>(p.integer("nics_per_node", s.nics, 0, 16));
   s.nic_Bps = p.bandwidth("nic_bandwidth", s.nic_Bps);
   if (p.has("nvlink_bandwidth")) {
-    if (s.nvswitches == 0 && !s.cube_mesh)
+    if (s.nvswitches == 0 && !s.cube_mesh && !s.full_mesh)
       throw InputError("--param nvlink_bandwidth", "a preset with NVLink ('" + s.preset + "' has none)");
     double total = p.bandwidth("nvlink_bandwidth", 0);
-    int links = 0;
-    if (s.cube_mesh) links = 6;
-    for (int c : s.links_per_switch) links += c;
-    s.nvlink_link_Bps = total / links;
+    s.nvlink_link_Bps = total / host_gpu_links(s);
   }
   if (s.pcie_switches > 0) {
     // Keep the PCIe tree a tree: at most one switch per GPU.
@@ -393,11 +427,13 @@ void apply_host_params(HostSpec& s, const std::map<std::string, std::string>& gi
   }
 }
 
-double host_nvlink_Bps(const HostSpec& s) {
-  int links = s.cube_mesh ? 6 : 0;
+int host_gpu_links(const HostSpec& s) {
+  int links = s.cube_mesh ? 6 : s.full_mesh ? s.gpus - 1 : 0;
   for (int c : s.links_per_switch) links += c;
-  return links * s.nvlink_link_Bps;
+  return links;
 }
+
+double host_nvlink_Bps(const HostSpec& s) { return host_gpu_links(s) * s.nvlink_link_Bps; }
 
 namespace {
 
@@ -408,7 +444,7 @@ void record_host_params(TopologyBuilder& b, const HostSpec& s) {
   b.param("gpus_per_node", std::to_string(s.gpus));
   b.param("nics_per_node", std::to_string(s.nics));
   b.param("nic_bandwidth", bw_str(s.nic_Bps));
-  if (s.nvswitches > 0 || s.cube_mesh) b.param("nvlink_bandwidth", bw_str(host_nvlink_Bps(s)));
+  if (s.nvswitches > 0 || s.cube_mesh || s.full_mesh) b.param("nvlink_bandwidth", bw_str(host_nvlink_Bps(s)));
 }
 
 const std::vector<std::string> kHostParams = {"gpu", "gpus_per_node", "nics_per_node", "nic_bandwidth",
@@ -799,11 +835,14 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
 std::vector<PresetInfo> make_presets() {
   auto host_params = [](const HostSpec& s) {
     std::vector<std::pair<std::string, std::string>> v = {
-        {"gpu", "GPU model, one of a100-40gb a100-80gb h100 h200 b200 gb200 b300 gb300 v100 (default " + s.gpu + ")"},
+        {"gpu", "GPU model, one of a100-40gb a100-80gb h100 h200 b200 gb200 b300 gb300 v100 mi300x (default " + s.gpu + ")"},
         {"gpus_per_node", "GPUs in the server (default " + std::to_string(s.gpus) + ")"},
         {"nics_per_node", "network NICs (rails) in the server (default " + std::to_string(s.nics) + ")"},
         {"nic_bandwidth", "per-NIC bandwidth per direction, e.g. 200Gbps (default " + format_bandwidth(s.nic_Bps) + ")"}};
-    if (s.nvswitches > 0 || s.cube_mesh)
+    if (s.full_mesh)
+      v.push_back({"nvlink_bandwidth", "total Infinity Fabric bandwidth per GPU per direction over its gpus_per_node - 1 "
+                                       "links, e.g. 448GB/s (default " + format_bandwidth(host_nvlink_Bps(s)) + ")"});
+    else if (s.nvswitches > 0 || s.cube_mesh)
       v.push_back({"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction, e.g. 450GB/s (default " +
                                            format_bandwidth(host_nvlink_Bps(s)) + ")"});
     else
@@ -840,7 +879,7 @@ std::vector<PresetInfo> make_presets() {
                   {"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction (default 450.0 GB/s)"}}});
   out.push_back({"superpod", "N servers joined by a (rail-optimised by default) fat tree of a named scale-out fabric (InfiniBand, RoCE, EFA, TCPX/TCPXO, Slingshot, Ethernet)",
                  {{"nodes", "number of servers (racks for node=gb200-nvl72 / gb300-nvl72) (default 32)"},
-                  {"node", "server preset: dgx-a100 dgx-h100 dgx-h200 dgx-b200 dgx-b300 dgx1-v100 pcie-server gb200-nvl72 gb300-nvl72 (default dgx-h100)"},
+                  {"node", "server preset: dgx-a100 dgx-h100 dgx-h200 dgx-b200 dgx-b300 dgx1-v100 pcie-server mi300x-node gb200-nvl72 gb300-nvl72 (default dgx-h100)"},
                   {"gpu", "GPU model override (default: the node preset's)"},
                   {"gpus_per_node", "GPUs per server (default: the node preset's)"},
                   {"nics_per_node", "NICs = rails per server (default: the node preset's)"},

@@ -22,6 +22,7 @@ struct HostSpec {
   bool nvls = false;
   std::string nvswitch_model;
   bool cube_mesh = false;             // DGX-1 hybrid cube-mesh (8 GPUs, no NVSwitch)
+  bool full_mesh = false;             // every GPU pair joined by one direct link (MI300X Infinity Fabric)
   int nics = 0;
   double nic_Bps = 0;                 // per NIC, per direction
   std::string nic_model;
@@ -41,6 +42,7 @@ const std::vector<std::array<int, 3>>& cube_mesh_edges();
 HostNodes add_host(TopologyBuilder& b, const HostSpec& s, int host, int domain);
 void apply_host_params(HostSpec& s, const std::map<std::string, std::string>& given, const std::string& preset,
                        const std::vector<std::string>& valid);
+int host_gpu_links(const HostSpec& s);      // NVLink / Infinity Fabric links per GPU
 double host_nvlink_Bps(const HostSpec& s);  // per GPU per direction
 
 // Fat tree, rail-optimised or not. Leaves have `down` endpoint ports and `up` uplinks (down:up =

@@ -1,0 +1,77 @@
+// The AMD MI300X preset (models/gpu.cpp, ROCm documentation's peak table) and what NCCL-style collective
+// selection does on its Infinity Fabric node (topologies/presets.cpp mi300x-node): no switch, so no NVLS / CollNet.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "models/calibration.hpp"
+#include "models/compute_calibration.hpp"
+#include "models/gpu.hpp"
+#include "models/system.hpp"
+#include "models/tuner.hpp"
+#include "sim/base/error.hpp"
+#include "topologies/topology.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::models;
+
+TEST_CASE("gpu preset mi300x: AMD's dense peaks, 192 GB HBM3 at 5.3 TB/s, 304 CUs, no FP4") {
+  const auto& g = gpu_spec("mi300x");
+  CHECK(g.peak_flops(Precision::BF16) == doctest::Approx(1307.4e12));
+  CHECK(g.peak_flops(Precision::FP16) == doctest::Approx(1307.4e12));
+  CHECK(g.peak_flops(Precision::FP8) == doctest::Approx(2614.9e12));
+  CHECK(g.peak_flops(Precision::TF32) == doctest::Approx(653.7e12));
+  CHECK(g.peak_flops(Precision::FP32) == doctest::Approx(163.4e12));
+  CHECK(g.peak_flops(Precision::FP4) == 0);
+  CHECK(g.hbm_capacity_bytes == doctest::Approx(192e9));
+  CHECK(g.hbm_bandwidth_Bps == doctest::Approx(5.3e12));
+  CHECK(g.sm_count == 304);
+  // No AMD kernel measurement: the kernel efficiencies are the H200's NVIDIA fit (docs/calibration.md).
+  CHECK(&default_compute_calibration("mi300x") == &default_compute_calibration("h200"));
+}
+
+TEST_CASE("tuner on mi300x-node: ring / tree only, never NVLS or CollNet (no switch, no SHARP)") {
+  const Calibration cal = default_calibration();
+  for (const auto& [preset, params] :
+       std::vector<std::pair<std::string, std::map<std::string, std::string>>>{
+           {"mi300x-node", {}}, {"superpod", {{"nodes", "2"}, {"node", "mi300x-node"}}}}) {
+    CAPTURE(preset);
+    const System sys(system_spec(preset, params, "default"));
+    const topo::Topology& t = sys.topology();
+    topo::Routing& r = sys.routing();
+    for (std::uint64_t bytes : {std::uint64_t{8}, std::uint64_t{1} << 20, std::uint64_t{8} << 30}) {
+      CAPTURE(bytes);
+      CollectiveSpec s;
+      s.op = Op::AllReduce;
+      s.bytes = bytes;
+      s.communicator.assign(t.gpus().begin(), t.gpus().end());
+      const TunerChoice c = tune(s, t, r, cal);
+      CHECK((c.algorithm == Algorithm::Ring || c.algorithm == Algorithm::Tree));
+      for (const auto& k : c.candidates) {
+        CHECK(k.algorithm != Algorithm::Nvls);
+        CHECK(k.algorithm != Algorithm::NvlsTree);
+        CHECK(k.algorithm != Algorithm::CollNet);
+      }
+    }
+    // Forcing NVLS is an input error naming the algorithm.
+    CollectiveSpec n;
+    n.op = Op::AllReduce;
+    n.bytes = 1 << 20;
+    n.algorithm = Algorithm::Nvls;
+    n.communicator.assign(t.gpus().begin(), t.gpus().end());
+    CHECK_THROWS_WITH_AS(tune(n, t, r, cal), doctest::Contains("nvls"), InputError);
+  }
+  // The tuner's intra-node bandwidth: all 7 Infinity Fabric links of a GPU (7 x 64 GB/s) at the default NVLink
+  // efficiency (no MI300X calibration exists).
+  const System node(system_spec("mi300x-node", {}, "default"));
+  CollectiveSpec s;
+  s.op = Op::AllReduce;
+  s.bytes = 1 << 20;
+  s.communicator.assign(node.topology().gpus().begin(), node.topology().gpus().end());
+  const CommBandwidths bw = comm_bandwidths(s, node.topology(), node.routing(), cal);
+  CHECK(bw.intra_Bps == doctest::Approx(448e9 * cal.nvlink_efficiency("mi300x")));
+  CHECK(cal.nvlink_efficiency("mi300x") == cal.factors.nvlink_efficiency_default);
+}
