@@ -2,6 +2,7 @@
 // selection does on its Infinity Fabric node (topologies/presets.cpp mi300x-node): no switch, so no NVLS / CollNet.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -17,6 +18,17 @@
 
 using namespace fabricsim;
 using namespace fabricsim::models;
+
+namespace {
+// An all_reduce of `bytes` over every GPU of `t`, algorithm and protocol left to the tuner.
+CollectiveSpec all_reduce_over(const topo::Topology& t, std::uint64_t bytes) {
+  CollectiveSpec s;
+  s.op = Op::AllReduce;
+  s.bytes = bytes;
+  s.communicator.assign(t.gpus().begin(), t.gpus().end());
+  return s;
+}
+}  // namespace
 
 TEST_CASE("gpu preset mi300x: AMD's dense peaks, 192 GB HBM3 at 5.3 TB/s, 304 CUs, no FP4") {
   const auto& g = gpu_spec("mi300x");
@@ -44,11 +56,7 @@ TEST_CASE("tuner on mi300x-node: ring / tree only, never NVLS or CollNet (no swi
     topo::Routing& r = sys.routing();
     for (std::uint64_t bytes : {std::uint64_t{8}, std::uint64_t{1} << 20, std::uint64_t{8} << 30}) {
       CAPTURE(bytes);
-      CollectiveSpec s;
-      s.op = Op::AllReduce;
-      s.bytes = bytes;
-      s.communicator.assign(t.gpus().begin(), t.gpus().end());
-      const TunerChoice c = tune(s, t, r, cal);
+      const TunerChoice c = tune(all_reduce_over(t, bytes), t, r, cal);
       CHECK((c.algorithm == Algorithm::Ring || c.algorithm == Algorithm::Tree));
       for (const auto& k : c.candidates) {
         CHECK(k.algorithm != Algorithm::Nvls);
@@ -57,21 +65,14 @@ TEST_CASE("tuner on mi300x-node: ring / tree only, never NVLS or CollNet (no swi
       }
     }
     // Forcing NVLS is an input error naming the algorithm.
-    CollectiveSpec n;
-    n.op = Op::AllReduce;
-    n.bytes = 1 << 20;
+    CollectiveSpec n = all_reduce_over(t, 1 << 20);
     n.algorithm = Algorithm::Nvls;
-    n.communicator.assign(t.gpus().begin(), t.gpus().end());
     CHECK_THROWS_WITH_AS(tune(n, t, r, cal), doctest::Contains("nvls"), InputError);
   }
   // The tuner's intra-node bandwidth: all 7 Infinity Fabric links of a GPU (7 x 64 GB/s) at the default NVLink
   // efficiency (no MI300X calibration exists).
   const System node(system_spec("mi300x-node", {}, "default"));
-  CollectiveSpec s;
-  s.op = Op::AllReduce;
-  s.bytes = 1 << 20;
-  s.communicator.assign(node.topology().gpus().begin(), node.topology().gpus().end());
-  const CommBandwidths bw = comm_bandwidths(s, node.topology(), node.routing(), cal);
+  const CommBandwidths bw = comm_bandwidths(all_reduce_over(node.topology(), 1 << 20), node.topology(), node.routing(), cal);
   CHECK(bw.intra_Bps == doctest::Approx(448e9 * cal.nvlink_efficiency("mi300x")));
   CHECK(cal.nvlink_efficiency("mi300x") == cal.factors.nvlink_efficiency_default);
 }

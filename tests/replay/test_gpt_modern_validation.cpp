@@ -57,12 +57,15 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   out.gpu = has(g, "H200")   ? "h200"
             : has(g, "A100") ? "a100-80gb"
             : has(g, "B200") ? "b200"
+            // torchao's MI300X rows (torchtitan_mi300x.csv): the AMD preset (models/gpu.cpp) on its 8-GPU
+            // Infinity Fabric node (topologies/presets.cpp mi300x-node).
+            : has(g, "MI300X") ? "mi300x"
             // torchtitan's Grand Teton H100s: "96GB HBM2e" in the 2024-12 / 2025-06 benchmark files, "94/95GB
             // HBM2e, lower-TDP SXM" for the Aug 2024 405B rows of docs/performance.md -- the same HBM2e parts.
             : has(g, "HBM2e") ? "h100-96gb"
                              : "h100";
   out.label += " (" + out.gpu + ")";
-  out.node = out.gpu == "a100-80gb" ? "dgx-a100" : out.gpu == "b200" ? "dgx-b200" : "dgx-h100";
+  out.node = out.gpu == "a100-80gb" ? "dgx-a100" : out.gpu == "b200" ? "dgx-b200" : out.gpu == "mi300x" ? "mi300x-node" : "dgx-h100";
   out.gpus = std::stoi(r.at("num_gpus"));
   const int tp = std::stoi(r.at("tp")), pp = std::stoi(r.at("pp")), cp = std::stoi(r.at("cp")), dp = std::stoi(r.at("dp"));
   const int local = std::stoi(r.at("micro_batch"));
@@ -110,7 +113,7 @@ Row torchtitan_row(const std::map<std::string, std::string>& r) {
   // of 2025-02-28 (torchao H100 table) and the 2024 docs rows are before it; 820504e (async TP 2025-06),
   // e7c0cae (H200) and 6fc499f6 (torchao B200) contain it.
   const std::string src = r.at("source");
-  // e7c0cae (H200), 6fc499f6 (torchao B200) and 2c8b5947 (torchao MI300X, read below, not compared) contain it.
+  // e7c0cae (H200), 6fc499f6 (torchao B200) and 2c8b5947 (torchao MI300X) contain it.
   const bool loss_compiled_era =
       has(src, "820504e") || has(src, "e7c0cae") || has(src, "6fc499f6") || has(src, "2c8b5947");
   const bool compiled = has(other, "compile") || has(r.at("row_label"), "compile");
@@ -507,30 +510,33 @@ TEST_CASE("validation: peak memory, every published figure (torchtitan GiB, MoE 
     err.push_back(std::abs(e));
     if (std::abs(e) > 0.10) outside.push_back(r.at("table") + " / " + r.at("row_label") + test::fmt(" (%+.1f %%)", 100 * e));
   }
-  // torchao's MI300X rows (torchtitan_mi300x.csv): fabricsim has no MI300X preset, so they are not compared. The
-  // reading below runs the same configuration with the h100 preset: the memory terms depend on the GPU only
-  // through the compute stream's cuBLAS workspace (32 MiB on H100; ROCm's hipBLASLt workspace is not sized
-  // here) and the SDPA backend (torchtitan puts cuDNN first only on compute capability 10.0, models/attention.py
-  // at pytorch/torchtitan@2c8b5947; ROCm runs the flash op, which the selective-AC save list names, as H100).
+  // torchao's MI300X rows (torchtitan_mi300x.csv), held out (no memory term was written while looking at them),
+  // with the mi300x preset: the memory terms depend on the GPU only through the compute stream's BLAS workspace
+  // (8.1 MiB off Hopper; ROCm's hipBLASLt workspace is not sized here) and the SDPA backend (torchtitan puts cuDNN
+  // first only on compute capability 10.0, models/attention.py at pytorch/torchtitan@2c8b5947; ROCm runs the
+  // flash op, which the selective-AC save list names, as H100). Compared, kept out of the 28-row bound above.
   test::DocTable reading{"torchtitan-memory-mi300x-reading",
-                         {"row (MI300X; memory terms of the `h100` preset)", "published GB (as printed)",
-                          "model GiB", "difference"},
+                         {"row (MI300X, `mi300x` preset)", "published GB (as printed)", "model GiB", "difference"},
                          {false, true, true, true}, {}};
   double reading_lo = 1e9, reading_hi = -1e9;
   for (const auto& r : read_csv_rows(kData + "torchtitan_mi300x.csv")) {
     const Row row = torchtitan_row(r);
-    REQUIRE(row.gpu == "h100");
+    REQUIRE(row.gpu == "mi300x");
     const double gib = memory_gib(row), pub = std::stod(r.at("memory"));
     reading_lo = std::min(reading_lo, gib / pub - 1.0), reading_hi = std::max(reading_hi, gib / pub - 1.0);
     reading.add({r.at("table") + " / " + r.at("row_label") + " / " + r.at("model"), r.at("memory"),
                  test::fmt("%.1f", gib), test::signed_pct(gib / pub - 1.0)});
   }
   MESSAGE(reading.markdown());
+  // The bound of the compiled FSDP2 + op-level SAC rows on H100 / H200 (modern dense training test: 6.4 %),
+  // the same code path; measured -3.3 .. -1.8 %.
+  CHECK(reading_lo >= -0.064);
+  CHECK(reading_hi <= 0.064);
   test::check_doc_table(reading, "build/tests/test_replay -tc='validation: peak memory*'");
   // What each file publishes (a `memory` figure; an "OOM" printed in place of a result) and what checks it.
   const std::map<std::string, std::string> checked_by = {
       {"torchtitan_dense.csv", "compared: simulated peak GiB, largest pipeline stage (this test)"},
-      {"torchtitan_mi300x.csv", "not compared (no MI300X preset); read with the `h100` preset's terms (below)"},
+      {"torchtitan_mi300x.csv", "compared with the `mi300x` preset, outside the 28-row bound (`validation: torchtitan MI300X*` and below)"},
       {"moe_h100.csv", "the memory model's fit / OOM verdict on 80 GB (`validation: parallel folding tables 1-3*`)"},
       {"llama3_405b_h100.csv", "no figure; the paper's runs fit 80 GB without recompute: asserted (`validation: modern dense training (Llama 3 405B*`)"},
       {"llmfoundry_mpt.csv", "no figure; every row runs, so fits its GPU: asserted (`validation: modern dense training (llm-foundry*`)"},
@@ -555,7 +561,7 @@ TEST_CASE("validation: peak memory, every published figure (torchtitan GiB, MoE 
       result = test::fmt("%d rows: median |error| %.2f %%, max %.1f %%; %d within 10 %%", static_cast<int>(err.size()),
                          100 * median(err), 100 * *std::max_element(err.begin(), err.end()), within);
     } else if (f == "torchtitan_mi300x.csv") {
-      result = "reading " + test::signed_pct(reading_lo) + " .. " + test::signed_pct(reading_hi);
+      result = test::signed_pct(reading_lo) + " .. " + test::signed_pct(reading_hi);
     } else if (f == "moe_h100.csv") {
       result = "docs: MoE Parallel Folding";
     }
@@ -584,6 +590,51 @@ TEST_CASE("validation: peak memory, every published figure (torchtitan GiB, MoE 
   const std::vector<std::string> expected_outside = {"Table 4 / 2D (-10.9 %)", "Table 5 / 1F1B (-17.8 %)",
                                                      "Table 6 / FSDP 1, CP 8 (-15.1 %)"};
   CHECK(outside == expected_outside);
+}
+
+// torchao's four Llama 3 8B rows on 8 AMD MI300X (torchtitan_mi300x.csv; FSDP2 over 8, local batch 1 x 8192,
+// op-level selective AC, torch.compile; bf16 and three float8 recipes), held out: nothing is fitted on them, and
+// nothing of the model was fitted on an AMD GPU. The mi300x preset's peaks are AMD's (models/gpu.cpp); its kernel
+// efficiencies are the H200's NVIDIA fit (no MI300X kernel measurement exists in the project), its collectives
+// run NCCL's ring / tree pricing over the node's Infinity Fabric full mesh (topologies/presets.cpp mi300x-node).
+TEST_CASE("validation: torchtitan MI300X rows (mi300x preset on mi300x-node, held out)") {
+  test::DocTable doc{"torchtitan-mi300x",
+                     {"row (MI300X, `mi300x` preset)", "published TPS/GPU", "simulated", "error",
+                      "published speedup over bf16", "simulated", "step s", "compute s", "exposed DP s"},
+                     {false, true, true, true, true, true, true, true, true}, {}};
+  double pub_bf16 = 0, sim_bf16 = 0;
+  std::vector<double> err;
+  for (const auto& r : read_csv_rows(kData + "torchtitan_mi300x.csv")) {
+    const Row row = torchtitan_row(r);
+    CAPTURE(row.label);
+    REQUIRE(row.gpu == "mi300x");
+    REQUIRE(row.node == "mi300x-node");
+    const Outcome o = simulate(row);
+    CHECK(o.error.empty());
+    REQUIRE(o.sim > 0);
+    const double tps = std::stod(r.at("tokens_per_s_per_gpu"));
+    if (has(r.at("row_label"), "bfloat16)")) pub_bf16 = tps, sim_bf16 = o.sim;
+    REQUIRE(pub_bf16 > 0);  // the bf16 row comes first in the file
+    err.push_back(o.sim / tps - 1.0);
+    const auto dp = o.breakdown.exposed_comm_s.find("dp");
+    doc.add({row.label, test::fmt("%.0f", tps), test::fmt("%.0f", o.sim), test::signed_pct(err.back(), 0),
+             test::signed_pct(tps / pub_bf16 - 1.0), test::signed_pct(o.sim / sim_bf16 - 1.0),
+             test::fmt("%.2f", o.iteration_s), test::fmt("%.2f", o.breakdown.compute_s),
+             test::fmt("%.2f", dp == o.breakdown.exposed_comm_s.end() ? 0.0 : dp->second)});
+  }
+  MESSAGE(doc.markdown());
+  test::check_doc_table(doc, "build/tests/test_replay -tc='validation: torchtitan MI300X*'");
+  REQUIRE(err.size() == 4);
+  // Measured (nothing fitted): +97 / +104 / +77 / +84 %, all fast, simulated compute 0.63-0.75 s of a 0.65-0.77 s
+  // step (exposed FSDP collectives 0.02 s). The model prices MI300X kernels at the H200's NVIDIA-fitted
+  // efficiencies times AMD's peaks (1.32x the H100's BF16); the same torchao bf16 configuration published on H100
+  // (torchao of Feb 2025) ran 1.14x faster than the MI300X, where the peaks say 0.76x; the B200 rows of the same
+  // Aug 2025 torchao table come out +113 .. +135 % on NVIDIA's own fit. Which of the two (AMD kernels, that
+  // software generation) makes these rows fast only an MI300X kernel measurement can say (docs/validation.md).
+  // Bounds at the measured values, so that a change that moves these rows is seen.
+  for (double e : err) CHECK(e > 0);
+  CHECK(*std::min_element(err.begin(), err.end()) >= 0.76);
+  CHECK(*std::max_element(err.begin(), err.end()) <= 1.045);
 }
 
 TEST_CASE("validation: modern dense training (Llama 3 405B pre-training, TFLOP/s per GPU)") {
