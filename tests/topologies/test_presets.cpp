@@ -226,5 +226,5 @@ TEST_CASE("preset parameters: overrides and errors") {
   CHECK_THROWS_AS(build_preset("superpod", {{"nic_bandwidth", "-1Gbps"}}), InputError);
   CHECK_THROWS_AS(build_preset("superpod", {{"oversubscription", "0.5"}}), InputError);
   CHECK_THROWS_AS(build_preset("no-such-preset", {}), InputError);
-  CHECK(presets().size() == 11);  // + dgx-h200, dgx-b300, gb300-nvl72
+  CHECK(presets().size() == 12);  // + dgx-h200, dgx-b300, gb300-nvl72, mi300x-node
 }
