@@ -946,8 +946,9 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     if (c.use_torch_fsdp2 || !c.torch_compile.empty())
       fail("first_last_layers_bf16", "is Megatron-Core's; it is not modelled with the torch runtime (use_torch_fsdp2 / "
                                      "torch_compile)");
-    if (c.moe.enabled() || c.moe.multi_latent_attention)
-      fail("first_last_layers_bf16", "is modelled for dense models (bf16 MoE / MLA layers in an FP8 run are not)");
+    // MoE: the bf16 layers' MoE blocks run bf16 too (moe_costs per layer, gpt_kernels.cpp); MLA's are not priced.
+    if (c.moe.multi_latent_attention)
+      fail("first_last_layers_bf16", "is not modelled with multi_latent_attention (bf16 MLA layers in an FP8 run are not priced)");
     // (Megatron-LM bounds the counts under FP8 only; under FP4 any count is taken, layers past the ends simply all
     // bf16.)
     const std::int64_t per_stage = c.fp8() ? c.num_layers / c.pipeline_model_parallel_size : c.num_layers;

@@ -899,9 +899,16 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
   if (c.moe.enabled()) {
     const std::int64_t ep = c.moe.expert_model_parallel_size, etp = c.etp();
     const auto shares = moe_expert_shares(c.moe, K.n_moe, where);
-    for (std::int64_t i = 0; i < K.n_moe; ++i) {
+    // first_last_layers_bf16: an MoE layer among the bf16 layers runs its whole MoE block in bf16 (Megatron-LM's
+    // get_fp8_context / get_fp4_context wrap the whole TransformerLayer: is_first_last_bf16_layer,
+    // megatron/core/fp8_utils.py:710-727 @d98e8a64): its router, experts and shared expert priced with
+    // bf16_layers_config.
+    const GptConfig hp = c.bf16_layers_config();
+    for (std::int64_t l = 0; l < c.num_layers; ++l) {
+      if (!K.moe_pattern[l]) continue;
+      const std::int64_t i = K.moe_index[l];
       K.loads.push_back(moe_layer_load(c.moe, shares[i], K.T_local, ep, ep * etp));
-      K.moe.push_back(moe_costs(c, cm, K.loads.back(), K.T_local));
+      K.moe.push_back(moe_costs(c.bf16_layer(l) ? hp : c, cm, K.loads.back(), K.T_local));
     }
   }
   return K;

@@ -933,7 +933,8 @@ class StageEmitter {
     if (Y.a2a && ep > 1) {
       // flex + FP8: the forward dispatch moves FP8 activations with 1x128 block scales (DeepSeek-V3
       // arXiv:2412.19437 Sec. 3.3.2: FP8 dispatch, BF16 combine): (1 + 4/128) / 2 of the BF16 bytes.
-      const double scale = (x_.fp8_dispatch && first && !bwd) ? (1.0 + 4.0 / 128.0) / 2.0 : 1.0;
+      // (The bf16 layers of first_last_layers_bf16 dispatch bf16: their experts take bf16 inputs.)
+      const double scale = (x_.fp8_dispatch && first && !bwd && !c.bf16_layer(gl)) ? (1.0 + 4.0 / 128.0) / 2.0 : 1.0;
       std::vector<std::uint32_t> ops{
           rb.fork(coll_op(what, CollOp::AllToAllv, first ? Y.disp_comm[st][gl] : Y.comb_comm[st][gl], x_.a2a_bytes * scale, kEp, "ep"))};
       if (Y.flex_forwarding)

@@ -257,3 +257,38 @@ TEST_CASE("nemotron-3-super-120b-a12b: the catalogue's latent-MoE hybrid model h
   const double T = 64.0 * 8192, h = 4096, L = 1024, k = 22, F = 2688;
   CHECK(gpt_model_flops(cfg(q)) - gpt_model_flops(c) == doctest::Approx(3.0 * 40 * (4 * T * k * F * (h - L) - 4 * T * h * L)));
 }
+
+TEST_CASE("first_last_layers_bf16 with MoE: the end layers' MoE blocks in bf16, their experts without FP8 copies") {
+  // 4 MoE layers on PP 2, the first and the last in bf16 (Megatron's defaults: one at each end); flex dispatcher,
+  // whose FP8 runs dispatch FP8 tokens.
+  const ParamMap q = {{"precision", "fp8"}, {"fp8_recipe", "mxfp8"}, {"gpu", "gb200"}, {"moe_token_dispatcher_type", "flex"}};
+  ParamMap e = q, bf = q;
+  e["first_last_layers_bf16"] = "true";
+  bf["precision"] = "bf16";
+  const GptConfig c8 = cfg(moe(q)), ce = cfg(moe(e)), cb = cfg(moe(bf));
+  const auto K8 = gpt_detail::gpt_step_kernels(c8, cm_of(c8), "test"), Ke = gpt_detail::gpt_step_kernels(ce, cm_of(ce), "test"),
+             Kb = gpt_detail::gpt_step_kernels(cb, cm_of(cb), "test");
+  REQUIRE(Ke.moe.size() == 4);
+  // Layers 0 and 3 priced as the bf16 run's (no quantisation passes, bf16 GEMMs), 1 and 2 as the FP8 run's.
+  for (std::size_t i : {0u, 3u}) {
+    CHECK(Ke.moe[i].experts_f.seconds == doctest::Approx(Kb.moe[i].experts_f.seconds));
+    CHECK(Ke.moe[i].experts_b.seconds == doctest::Approx(Kb.moe[i].experts_b.seconds));
+    CHECK(Ke.moe[i].shared_f.kernels == Kb.moe[i].shared_f.kernels);
+    CHECK(Ke.moe[i].experts_f.kernels < K8.moe[i].experts_f.kernels);  // the casts are gone
+  }
+  for (std::size_t i : {1u, 2u}) CHECK(Ke.moe[i].experts_f.seconds == doctest::Approx(K8.moe[i].experts_f.seconds));
+  // Dispatch: the bf16 layer (global 0) sends bf16 tokens, the FP8 layer (global 1) FP8 with 1x128 scales.
+  const Trace t = gen(moe(e));
+  CHECK(first_op(t, ".l0.fwd.moe.dispatch").bytes == doctest::Approx(4096.0 * 4 * 2048 * 2));
+  CHECK(first_op(t, ".l1.fwd.moe.dispatch").bytes == doctest::Approx(4096.0 * 4 * 2048 * (1.0 + 4.0 / 128.0)));
+  // Weights: each stage holds one bf16 layer, which keeps no FP8 copies (data + transpose, 2 bytes per weight) of
+  // its dense part or of its experts.
+  const double saved = 2.0 * (gpt_detail::layer_params_moe_model(c8, true) + gpt_detail::expert_params_per_gpu(c8));
+  CHECK(gpt_memory_of_stage(c8, 0).weights_bytes - gpt_memory_of_stage(ce, 0).weights_bytes == doctest::Approx(saved));
+  CHECK(gpt_memory_of_stage(ce, 1).activations_bytes > gpt_memory_of_stage(c8, 1).activations_bytes);  // bf16 inputs saved
+  // MLA layers in bf16 are not priced.
+  CHECK(error_of([] {
+          cfg(moe({{"precision", "fp8"}, {"fp8_recipe", "mxfp8"}, {"first_last_layers_bf16", "true"},
+                   {"multi_latent_attention", "true"}}));
+        }).find("first_last_layers_bf16: is not modelled with multi_latent_attention") != std::string::npos);
+}
