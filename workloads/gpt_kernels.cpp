@@ -867,24 +867,32 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
   }
   // Multi-token prediction (DeepSeek-V3 Sec. 2.2), per micro-batch: per depth the embedding of the shifted
   // tokens (MultiTokenPredictionLayer._get_embeddings, Megatron-Core multi_token_prediction.py at
-  // NVIDIA/Megatron-LM@d98e8a64dd), a projection 2h -> h, one transformer layer (compute only: its MoE dispatch
-  // is not simulated) -- the MTP layers -- and the shared output head with its loss (process_mtp_loss, on the
-  // loss stage) -- the heads. With the MTP in the loss's stage both run as one op (mtp).
+  // NVIDIA/Megatron-LM@d98e8a64dd), a projection 2h -> h, one transformer layer -- the MTP layers -- and the
+  // shared output head with its loss (process_mtp_loss, on the loss stage) -- the heads. With the MTP in the
+  // loss's stage both run as one op (mtp). The transformer layer is built from the decoder's last layer spec
+  // (get_gpt_mtp_block_spec_for_backend, megatron/core/models/gpt/gpt_layer_specs.py:755-775 @d98e8a64: "get the
+  // spec for the last layer of decoder block"): after an MoE last layer it is an MoE layer with its own dispatch
+  // and combine over the EP group (mtp_moe: the trace runs it as the MoE steps of a layer, mtp_layer_f / _b
+  // holding the rest of one depth; its router load is the last decoder layer's).
   if (c.moe.mtp_num_layers > 0 && !legacy) {
     const Precision ap = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
     const std::int64_t Ti = c.micro_batch_size * (c.seq_length / cp);
+    const auto mpat = moe_layers_of(c);
+    K.mtp_moe = c.moe.enabled() && !mpat.empty() && mpat.back();
     for (std::int64_t k = 0; k < c.moe.mtp_num_layers; ++k) {
       K.mtp_layers += K.embed_fwd;
       K.mtp_layers.add(cm, KernelDesc::gemm(Ti, c.hidden_size / t, 2 * c.hidden_size, ap));
       K.mtp_layers += L.fwd_attn;
-      K.mtp_layers += L.fwd_mlp;
+      if (k == 0) K.mtp_layer_f = K.mtp_layers;
+      if (!K.mtp_moe) K.mtp_layers += L.fwd_mlp;
       K.mtp_heads += K.logits_fwd;
       K.mtp_heads_b += K.logits_bwd;
-      K.mtp_layers_b += L.bwd_mlp;
+      if (!K.mtp_moe) K.mtp_layers_b += L.bwd_mlp;
       K.mtp_layers_b += L.bwd_attn;
       K.mtp_layers_b.add(cm, KernelDesc::gemm(Ti, 2 * c.hidden_size, c.hidden_size / t, ap));
       K.mtp_layers_b.add(cm, KernelDesc::gemm(2 * c.hidden_size, c.hidden_size / t, Ti, ap));
       K.mtp_layers_b += K.embed_bwd;
+      if (k == 0) K.mtp_layer_b = K.mtp_layers_b;
     }
     K.mtp = K.mtp_layers, K.mtp += K.mtp_heads;
     K.mtp_b = K.mtp_heads_b, K.mtp_b += K.mtp_layers_b;
@@ -910,6 +918,8 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
       K.loads.push_back(moe_layer_load(c.moe, shares[i], K.T_local, ep, ep * etp));
       K.moe.push_back(moe_costs(c.bf16_layer(l) ? hp : c, cm, K.loads.back(), K.T_local));
     }
+    // The MTP layers' MoE blocks (mtp_moe), at index num_layers: priced as the last decoder layer's.
+    if (K.mtp_moe) K.moe_index.push_back(K.moe_index[static_cast<std::size_t>(c.num_layers - 1)]);
   }
   return K;
 }

@@ -1029,6 +1029,61 @@ class StageEmitter {
     moe_steps(nm, ".recompute", gl, false, out, before, extra);
   }
 
+  // The MTP layers built as MoE layers (GptStepKernels::mtp_moe) on the chunk that runs them, after its decoder
+  // layers. Forward: the logits on the loss stage, then per depth the embedding, projection and attention
+  // (mtp_layer_f) and the MoE steps of layer num_layers -- dispatch and combine over the EP group, as the decoder's
+  // MoE layers (MultiTokenPredictionLayer runs its transformer layer's MLP, the MoELayer, in
+  // megatron/core/transformer/multi_token_prediction.py @d98e8a64) -- then the heads on the loss stage or the send
+  // to the next stage. Backward: the heads (or the received gradient), per depth in reverse the MoE steps and the
+  // rest of the depth (mtp_layer_b), then the logits.
+  void mtp_moe_fwd(std::int64_t mb, std::int64_t ch, std::int64_t base, std::int64_t nl, const std::string& mbs,
+                   bool last_chunk, std::vector<Step>& out) {
+    out.push_back([this, mb, base, nl, mbs, last_chunk]() {
+      if (nl > 0) fg_offload_fwd(mb, nl - 1, nl, base + nl - 1, mbs, nullptr);
+      if (last_chunk) rb.chain(compute_op(mbs + ".logits.fwd", K.logits_fwd));
+    });
+    for (std::int64_t k = 0; k < c.moe.mtp_num_layers; ++k) {
+      const std::string nm = mbs + ".mtp" + std::to_string(k);
+      Step before = [this, nm]() { rb.chain(compute_op(nm + ".fwd", K.mtp_layer_f)); };
+      moe_steps(nm, ".fwd", c.num_layers, false, out, before, nullptr);
+    }
+    out.push_back([this, mb, ch, mbs, last_chunk]() {
+      if (last_chunk) {
+        rb.chain(compute_op(mbs + ".mtp.heads.fwd", K.mtp_heads));
+        return;
+      }
+      send(OpKind::Send, RankBuilder::kSendF, mbs + ".send.fwd", place(ch).to, tag(mb, place(ch).to_chunk, 0), ch,
+           place(ch).out_hidden);
+    });
+  }
+
+  void mtp_moe_bwd(std::int64_t mb, std::int64_t ch, std::int64_t base, std::int64_t nl, const std::string& mbs,
+                   bool last_chunk, bool gather, std::shared_ptr<std::uint32_t> fsdp_next, std::vector<Step>& out) {
+    out.push_back([this, mb, ch, base, nl, mbs, last_chunk]() {
+      if (nl > 0) fg_reload(mb, nl - 1, nl, base + nl - 1, mbs);
+      if (last_chunk) {
+        rb.chain(compute_op(mbs + ".mtp.heads.bwd", K.mtp_heads_b));
+        return;
+      }
+      send(OpKind::Recv, RankBuilder::kRecvB, mbs + ".recv.bwd", place(ch).to, tag(mb, ch, 1), ch, place(ch).out_hidden);
+      rb.chain(wait_op(mbs + ".bwd.wait"), {pending_recv_});
+    });
+    for (std::int64_t k = c.moe.mtp_num_layers - 1; k >= 0; --k) {
+      const std::string nm = mbs + ".mtp" + std::to_string(k);
+      moe_steps(nm, ".bwd", c.num_layers, true, out, nullptr, nullptr);
+      out.push_back([this, nm]() {
+        rb.chain(compute_op(nm + ".bwd", K.mtp_layer_b));
+        final_mtp_bwd = rb.last();
+      });
+    }
+    out.push_back([this, mb, base, nl, mbs, last_chunk, gather, fsdp_next]() {
+      if (last_chunk)
+        rb.chain(compute_op(mbs + ".logits.bwd", deferred_out_wgrad(mb) ? minus(K.logits_bwd, K.logits_wgrad) : K.logits_bwd));
+      if (gather && nl > 0)
+        *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base + nl - 1) + ".bwd.fsdp.ag", base + nl - 1);
+    });
+  }
+
   // `hidden`: hidden states in the message (GptChunkPlace::in_hidden / out_hidden).
   void send(OpKind kind, std::uint16_t stream, std::string name, std::int32_t peer, std::int64_t msg_tag,
             std::int64_t chunk, double hidden) {
@@ -1123,6 +1178,10 @@ class StageEmitter {
         };
         fwd_layer_steps(mbs + ".l" + std::to_string(gl), false, gl, out, pre, extra);
       }
+      if (K.mtp_moe && place(ch).mtp) {
+        mtp_moe_fwd(mb, ch, base, nl, mbs, last_chunk, out);
+        return;
+      }
       out.push_back([this, mb, ch, base, nl, mbs, last_chunk]() {
         if (nl > 0) fg_offload_fwd(mb, nl - 1, nl, base + nl - 1, mbs, nullptr);
         // A standalone MTP stage runs the MTP layers after its decoder layers; the loss stage the MTP heads.
@@ -1142,6 +1201,9 @@ class StageEmitter {
     const bool gather = c.fsdp() && fsdp_gather_before(ch, false);
     const WMode wm = sl.input_only ? WMode::Deferred : c.moe.delay_wgrad_compute ? WMode::Delay : WMode::Whole;
     Step first_layer_w;  // Delay: the first layer's attention weight gradient, after the slot's pipeline send
+    if (K.mtp_moe && place(ch).mtp) {
+      mtp_moe_bwd(mb, ch, base, nl, mbs, last_chunk, gather, fsdp_next, out);
+    } else {
     out.push_back([this, mb, ch, base, nl, mbs, last_chunk, gather, fsdp_next]() {
       if (nl > 0) fg_reload(mb, nl - 1, nl, base + nl - 1, mbs);
       if (!last_chunk) {
@@ -1157,6 +1219,7 @@ class StageEmitter {
       if (gather && nl > 0)
         *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base + nl - 1) + ".bwd.fsdp.ag", base + nl - 1);
     });
+    }
     for (std::int64_t l = nl - 1; l >= 0; --l) {
       const std::int64_t gl = base + l;
       const std::string nm = mbs + ".l" + std::to_string(gl);

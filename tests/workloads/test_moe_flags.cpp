@@ -292,3 +292,51 @@ TEST_CASE("first_last_layers_bf16 with MoE: the end layers' MoE blocks in bf16, 
                    {"multi_latent_attention", "true"}}));
         }).find("first_last_layers_bf16: is not modelled with multi_latent_attention") != std::string::npos);
 }
+
+TEST_CASE("mtp_num_layers with MoE: the MTP layer is an MoE layer with its own dispatch and combine") {
+  // moe(): 4 MoE layers on PP 2, EP 8, 2 micro-batches per rank; the MTP layers run on the last stage.
+  const Trace base = gen(moe()), t1 = gen(moe({{"mtp_num_layers", "1"}})), t2 = gen(moe({{"mtp_num_layers", "2"}}));
+  const RankTrace& last = t1.ranks.back();
+  auto count = [](const RankTrace& r, const std::string& part) {
+    int n = 0;
+    for (const auto& op : r.ops) n += op.name.find(part) != std::string::npos;
+    return n;
+  };
+  auto find = [](const RankTrace& r, const std::string& part) -> const Op& {
+    for (const auto& op : r.ops)
+      if (op.name.find(part) != std::string::npos) return op;
+    FAIL("no op containing " << part);
+    return r.ops.front();
+  };
+  // Per micro-batch one forward and one backward dispatch / combine of the MTP depth, tokens x top-4 x h x 2 B,
+  // on the MTP layer's own EP communicator (uniform router: the last decoder layer's matrix).
+  CHECK(count(last, ".mtp0.fwd.moe.experts") == 2);
+  CHECK(count(last, ".mtp0.bwd.moe.experts") == 2);
+  CHECK(count(t1.ranks.front(), ".mtp0.") == 0);
+  const Op& d = find(last, "mb0.mtp0.fwd.moe.dispatch");
+  CHECK(d.bytes == doctest::Approx(4096.0 * 4 * 2048 * 2));
+  CHECK(t1.comms.at(d.comm).name.find("ep.mtp.dispatch") != std::string::npos);
+  CHECK(find(last, "mb0.mtp0.bwd.moe.combine").bytes == doctest::Approx(d.bytes));
+  // Its experts are priced as the last decoder layer's (same load), its attention part without a dense MLP.
+  CHECK(find(last, "mb0.mtp0.fwd.moe.experts").duration_s == doctest::Approx(find(last, "mb0.l3.fwd.moe.experts").duration_s));
+  const GptConfig c = cfg(moe({{"mtp_num_layers", "1"}}));
+  const auto K = gpt_detail::gpt_step_kernels(c, cm_of(c), "test");
+  CHECK(K.mtp_moe);
+  // One depth: embedding, the 2h -> h projection (4096 tokens) and the attention block; no dense MLP.
+  CHECK(K.mtp_layer_f.flops == doctest::Approx(K.embed_fwd.flops + 2.0 * 4096 * 2048 * 4096 + K.layer.fwd_attn.flops));
+  CHECK(K.mtp_layers.flops == doctest::Approx(K.mtp_layer_f.flops));
+  // Two depths: two MoE blocks per micro-batch, one communicator pair.
+  CHECK(count(t2.ranks.back(), ".mtp1.fwd.moe.experts") == 2);
+  int mtp_comms = 0;
+  for (const auto& cm : t2.comms) mtp_comms += cm.name.find("ep.mtp.") != std::string::npos;
+  CHECK(mtp_comms == 2);
+  CHECK(count(base.ranks.back(), ".mtp") == 0);
+  // A dense model's MTP layer keeps its dense MLP (one op per micro-batch on the loss stage).
+  ParamMap dp = moe({{"mtp_num_layers", "1"}});
+  for (const char* k : {"num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
+                        "expert_model_parallel_size", "moe_token_dispatcher_type", "moe_grouped_gemm"})
+    dp.erase(k);
+  const Trace dense = gen(dp);
+  CHECK(count(dense.ranks.back(), ".mtp.fwd") == 2);
+  CHECK(count(dense.ranks.back(), ".mtp0.") == 0);
+}
