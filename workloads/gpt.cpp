@@ -906,8 +906,9 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
                                "float8 all-gather is enable_fsdp_float8_all_gather");
     if (c.fsdp()) fail("fp8_param_gather", "is not modelled with Megatron FSDP (modelled: the distributed optimizer)");
     if (!c.use_distributed_optimizer) fail("fp8_param_gather", "needs use_distributed_optimizer (Megatron-LM asserts the same)");
-    if (c.moe.enabled() || c.moe.multi_latent_attention)
-      fail("fp8_param_gather", "is modelled for dense models (the FP8 expert / MLA weights are not)");
+    // MoE: the experts' FP8 weights gathered over the expert data-parallel group (gpt_trace.cpp); MLA's are not priced.
+    if (c.moe.multi_latent_attention)
+      fail("fp8_param_gather", "is not modelled with multi_latent_attention (MLA's FP8 weights are not priced)");
   }
   // FP4 parameters (megatron/training/arguments.py @d98e8a64: "--fp4-param-gather must be used together with
   // --fp4-format"; the same buffer path as fp8_param_gather, modelled with the distributed optimizer).
@@ -915,8 +916,8 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     if (!c.fp4()) fail("fp4_param_gather", "needs precision fp4 (fp4_format e2m1; Megatron-LM asserts the same)");
     if (c.fsdp()) fail("fp4_param_gather", "is not modelled with FSDP (modelled: the distributed optimizer)");
     if (!c.use_distributed_optimizer) fail("fp4_param_gather", "needs use_distributed_optimizer (as fp8_param_gather)");
-    if (c.moe.enabled() || c.moe.multi_latent_attention)
-      fail("fp4_param_gather", "is modelled for dense models (the NVFP4 expert / MLA weights are not)");
+    if (c.moe.multi_latent_attention)
+      fail("fp4_param_gather", "is not modelled with multi_latent_attention (MLA's NVFP4 weights are not priced)");
   }
   // FP4 is Transformer Engine's NVFP4 recipe under Megatron-Core: not torchao's, not torch FSDP2's float8.
   if (c.fp4() && (c.use_torch_fsdp2 || !c.torch_compile.empty()))

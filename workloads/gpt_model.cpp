@@ -725,8 +725,11 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     const bool sharded = c.fsdp() || c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard";
     // The experts' quantised copies as the dense layers' (q_w_bytes): FP8 data + transpose, or NVFP4 row- and
     // column-wise (precision fp4, TEGroupedLinear's weights under the NVFP4 recipe); none for the experts of the
-    // bf16 layers of first_last_layers_bf16 (Pe_bf16).
-    mem.weights_bytes += (c.fsdp() ? 2.0 / edp : 2.0) * Pe + (c.fp8() || c.fp4() ? q_w_bytes * (Pe - Pe_bf16) : 0.0);
+    // bf16 layers of first_last_layers_bf16 (Pe_bf16). With fp8_param_gather / fp4_param_gather (not with FSDP)
+    // the quantised copies are the expert weights themselves: no bf16 copy but the bf16 layers'.
+    const bool q_experts = (c.fp8_param_gather || c.fp4_param_gather) && !c.fsdp();
+    mem.weights_bytes += (c.fsdp() ? 2.0 / edp : 2.0) * (q_experts ? Pe_bf16 : Pe) +
+                         (c.fp8() || c.fp4() ? q_w_bytes * (Pe - Pe_bf16) : 0.0);
     mem.grads_bytes += (c.fsdp() ? grad / edp : grad) * Pe;
     if (c.fsdp() && (!c.use_torch_fsdp2 || c.fsdp_expert_units) && edp > 1) {
       // Megatron FSDP (and torch FSDP2's expert units, fsdp_expert_units) gathers an MoE layer's experts over

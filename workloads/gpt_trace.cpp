@@ -1425,11 +1425,14 @@ class StageEmitter {
     // Expert gradients: reduced over the expert data-parallel group (reduce-scatter with a sharded
     // optimizer, else all-reduce) after the backward; the optimizer step waits for it.
     std::vector<std::uint32_t> expert_grad_done;
-    double stage_expert_params = 0;
+    double stage_expert_params = 0, stage_expert_bf16 = 0;  // the latter: the experts of first_last_layers_bf16's layers
     if (moe_on) {
       for (std::int64_t ch = 0; ch < nchunks(); ++ch)
         for (std::int64_t l = 0; l < place(ch).nl; ++l)
-          if (K.moe_pattern[place(ch).base + l]) stage_expert_params += expert_params_per_gpu(c);
+          if (K.moe_pattern[place(ch).base + l]) {
+            stage_expert_params += expert_params_per_gpu(c);
+            if (c.bf16_layer(place(ch).base + l)) stage_expert_bf16 += expert_params_per_gpu(c);
+          }
       // The MTP layers' experts (built like the decoder's last layer).
       if (final_mtp_bwd >= 0 && !K.moe_pattern.empty() && K.moe_pattern.back())
         stage_expert_params += double(c.moe.mtp_num_layers) * expert_params_per_gpu(c);
@@ -1551,6 +1554,19 @@ class StageEmitter {
       rb.chain(compute_op("fp8_param_gather.cast", f.cast));
       if (Y.shard_n > 1)
         rb.chain(coll_op("fp8_param_gather.amax.ar", CollOp::AllReduce, Y.dp_comm[st], f.amax_bytes, RankBuilder::kDp, "dp"));
+      // The experts' FP8 (NVFP4) weights the same way by the expert optimizer, on its shard over the expert
+      // data-parallel group (megatron/core/optimizer/__init__.py:1214-1243 @d98e8a64 builds it with
+      // intra_expt_dp_group, which _copy_main_params_to_model_params passes to quantize_param_shard,
+      // distrib_optimizer.py:2847-2852): one weight tensor per local expert in each of fc1 and fc2 (TEGroupedLinear).
+      const double q_experts = stage_expert_params - stage_expert_bf16;
+      if (q_experts > 0) {
+        const double edp_shard = c.use_distributed_optimizer ? double(edp) : 1.0;
+        const double tensors = 2.0 * double(c.moe.num_experts / Y.ep) * q_experts / expert_params_per_gpu(c);
+        const Fp8ParamCast fe = fp8_param_cast_costs(c, x_.cm, q_experts, edp_shard, tensors);
+        rb.chain(compute_op("fp8_param_gather.cast.experts", fe.cast));
+        if (edp > 1)
+          rb.chain(coll_op("fp8_param_gather.amax.ar.experts", CollOp::AllReduce, Y.edp_comm[st], fe.amax_bytes, RankBuilder::kDp, "dp"));
+      }
     }
     if (float8_weights().precompute.kernels) {
       // torchao's precompute_float8_dynamic_scale_for_fsdp after the optimizer step: the amaxes, their
@@ -1560,7 +1576,9 @@ class StageEmitter {
                        RankBuilder::kDp, "dp"));
     }
     if (moe_on && edp > 1 && stage_expert_params > 0 && c.use_distributed_optimizer && !c.fsdp()) {
-      Op op = coll_op("edp.experts.ag", CollOp::AllGather, Y.edp_comm[st], stage_expert_params * 2.0, RankBuilder::kDp, "dp");
+      // With fp8_param_gather / fp4_param_gather the quantised layers' experts gather their FP8 (NVFP4) data.
+      Op op = coll_op("edp.experts.ag", CollOp::AllGather, Y.edp_comm[st], param_ag_bytes(stage_expert_params, stage_expert_bf16),
+                      RankBuilder::kDp, "dp");
       op.deps.push_back(rb.last());
       rb.push(std::move(op));
     }

@@ -340,3 +340,36 @@ TEST_CASE("mtp_num_layers with MoE: the MTP layer is an MoE layer with its own d
   CHECK(count(dense.ranks.back(), ".mtp.fwd") == 2);
   CHECK(count(dense.ranks.back(), ".mtp0.") == 0);
 }
+
+TEST_CASE("fp8_param_gather / fp4_param_gather with MoE: the experts' weights are FP8 (NVFP4), gathered so over EDP") {
+  // 32 GPUs, PP 2: 16 per stage, EP 8 -> EDP 2; 2 MoE layers per stage of 2 local experts each.
+  const ParamMap q = {{"world_size", "32"}, {"precision", "fp8"}, {"fp8_recipe", "tensorwise"}};
+  ParamMap g = q;
+  g["fp8_param_gather"] = "true";
+  const GptConfig c8 = cfg(moe(q)), cg = cfg(moe(g));
+  REQUIRE(cg.expert_data_parallel() == 2);
+  const Trace t8 = gen(moe(q)), tg = gen(moe(g));
+  const double Pe_layer = gpt_detail::expert_params_per_gpu(cg), stage_experts = 2.0 * Pe_layer;
+  // The expert parameter all-gather moves the 1-byte FP8 data instead of bf16.
+  CHECK(first_op(t8, "edp.experts.ag").bytes == doctest::Approx(2.0 * stage_experts));
+  CHECK(first_op(tg, "edp.experts.ag").bytes == doctest::Approx(1.0 * stage_experts));
+  // After the optimizer step the expert shard is cast to FP8 and the amaxes (tensorwise: one per weight tensor,
+  // 2 local experts x fc1 / fc2 x 2 layers = 8) all-reduced over EDP.
+  const Op& ar = first_op(tg, "fp8_param_gather.amax.ar.experts");
+  CHECK(ar.bytes == doctest::Approx(4.0 * 8));
+  CHECK(tg.comms.at(ar.comm).ranks.size() == 2);
+  CHECK(first_op(tg, "fp8_param_gather.cast.experts").duration_s > 0);
+  // Memory: neither the dense weights of the stage's 2 layers nor its experts keep a bf16 copy.
+  CHECK(gpt_memory_of_stage(c8, 0).weights_bytes - gpt_memory_of_stage(cg, 0).weights_bytes ==
+        doctest::Approx(2.0 * (2.0 * gpt_detail::layer_params_moe_model(c8, true) + stage_experts)));
+  // With first_last_layers_bf16 the stage's bf16 layer's experts gather bf16: 2 + 1 bytes over the two layers.
+  ParamMap e = g;
+  e["first_last_layers_bf16"] = "true";
+  CHECK(first_op(gen(moe(e)), "edp.experts.ag").bytes == doctest::Approx(3.0 * Pe_layer));
+  // fp4_param_gather: the 4-bit data alone (0.5 bytes), every rank setting the block scales itself.
+  ParamMap f = {{"world_size", "32"}, {"gpu", "gb200"}, {"precision", "fp4"}, {"fp4_param_gather", "true"}};
+  CHECK(first_op(gen(moe(f)), "edp.experts.ag").bytes == doctest::Approx(0.5 * stage_experts));
+  CHECK(error_of([] {
+          cfg(moe({{"precision", "fp8"}, {"fp8_param_gather", "true"}, {"multi_latent_attention", "true"}}));
+        }).find("fp8_param_gather: is not modelled with multi_latent_attention") != std::string::npos);
+}
