@@ -724,9 +724,27 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
   auto experts = [&](const std::vector<double>& rows, Costs& f, Costs& bw, Costs& w) {
     double total = 0;
     for (double r : rows) total += r;
+    // The quantisation of a projection's input (forward) or output gradient (backward): TEGroupedLinear splits it
+    // per local expert and quantises the splits with tex.split_quantize (transformer_engine/pytorch/module/
+    // grouped_linear.py:820 and :1315, _split_quantization.py:226-232 at NVIDIA/TransformerEngine@d0067d0da), whose
+    // multi_tensor_quantize_impl (pytorch/csrc/extensions/cast.cpp:894-941) runs one fused kernel for delayed
+    // scaling (nvte_multi_cast_transpose) and one quantize kernel per split otherwise (current scaling, blockwise,
+    // mxfp8); NVFP4 has one fused grouped kernel when the inner dimension is a multiple of 128 (split_quantize,
+    // cast.cpp:1895-2040: split_quantize_nvfp4_impl). The bytes are the same either way (the recipe's per-element
+    // bytes over all rows); per-split kernels add their launches. Without moe_grouped_gemm each expert's linear
+    // quantises its own input. Not the CuTe DSL fused grouped MLP (Transformer Engine's ops/fused/grouped_mlp.py,
+    // Megatron's use_transformer_engine_op_fuser with NVTE_CUTEDSL_FUSED_GROUPED_MLP on sm100), which folds the
+    // activation and fc2's input quantisation into fc1's epilogue.
+    auto quantise = [&](Costs& out, std::int64_t width) {
+      const std::string& r = c.quant_recipe();
+      const bool one_kernel = me.moe_grouped_gemm && (r == "delayed" || (r == "nvfp4" && width % 128 == 0));
+      if (one_kernel) return out.add(cm, mem(MemoryKernel::Cast, cast * total * double(width)));
+      for (double r_e : rows)
+        if (r_e > 0) out.add(cm, mem(MemoryKernel::Cast, cast * r_e * double(width)));
+    };
     auto proj = [&](std::int64_t kin, std::int64_t nout, bool fwd) {
       Costs& out = fwd ? f : bw;
-      if (quant) out.add(cm, mem(MemoryKernel::Cast, cast * total * double(fwd ? kin : nout)));
+      if (quant) quantise(out, fwd ? kin : nout);
       if (me.moe_grouped_gemm) {
         const std::int64_t m = std::max<std::int64_t>(1, std::llround(total / double(rows.size())));
         if (fwd) {

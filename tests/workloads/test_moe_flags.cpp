@@ -113,9 +113,10 @@ TEST_CASE("fp4 with MoE: NVFP4 grouped expert GEMMs on Blackwell, refused on Hop
   CHECK(M4.experts_f.seconds < M8.experts_f.seconds);
   CHECK(M4.experts_b.seconds < M8.experts_b.seconds);
   CHECK(M8.experts_f.seconds < Mb.experts_f.seconds);
-  // The quantisation passes are extra kernels (grouped GEMM + cast per projection).
-  CHECK(M4.experts_f.kernels == M8.experts_f.kernels);
-  CHECK(M4.experts_f.kernels > Mb.experts_f.kernels);
+  // The quantisation passes are extra kernels per projection input: NVFP4's one fused grouped kernel (K = 8192, a
+  // multiple of 128), mxfp8's one per local expert (2 here; Transformer Engine's split_quantize).
+  CHECK(M4.experts_f.kernels == Mb.experts_f.kernels + 2);
+  CHECK(M8.experts_f.kernels == Mb.experts_f.kernels + 2 * 2);
   // NVFP4 expert weight copies: 2 x 0.5625 bytes per expert weight instead of FP8's 2 x 1.
   CHECK(gpt_memory_per_gpu(cfg(moe(fp4))).weights_bytes < gpt_memory_per_gpu(cfg(moe(gb))).weights_bytes);
   CHECK(error_of([] { cfg(moe({{"precision", "fp4"}})); }).find("fp4 needs FP4 tensor cores") != std::string::npos);
@@ -372,4 +373,40 @@ TEST_CASE("fp8_param_gather / fp4_param_gather with MoE: the experts' weights ar
   CHECK(error_of([] {
           cfg(moe({{"precision", "fp8"}, {"fp8_param_gather", "true"}, {"multi_latent_attention", "true"}}));
         }).find("fp8_param_gather: is not modelled with multi_latent_attention") != std::string::npos);
+}
+
+TEST_CASE("MoE expert quantisation: one pass over every routed row, split per local expert as Transformer Engine does") {
+  // 16 experts on EP 8 (2 local), uniform router: 4096 x 4 / 8 = 2048 rows per rank, hidden 2048, fc1 2 x 1024.
+  const ParamMap h = {{"gpu", "gb200"}, {"hidden_size", "2048"}, {"num_attention_heads", "16"}};
+  auto with = [&](const char* precision, const char* recipe) {
+    ParamMap p = h;
+    p["precision"] = precision;
+    if (std::string(precision) == "fp8") p["fp8_recipe"] = recipe;
+    return moe_costs_of(moe(p));
+  };
+  const auto bf = with("bf16", ""), dl = with("fp8", "delayed"), mx = with("fp8", "mxfp8"), ts = with("fp8", "tensorwise"),
+             f4 = with("fp4", "");
+  // Forward: the fc1 input (K 2048) and the fc2 input (K 1024). Delayed scaling: one multi-tensor cast-transpose
+  // each; mxfp8 / tensorwise: one kernel per local expert each; NVFP4: one fused grouped kernel each (2048 and 1024
+  // are multiples of 128).
+  CHECK(dl.experts_f.kernels == bf.experts_f.kernels + 2);
+  CHECK(mx.experts_f.kernels == bf.experts_f.kernels + 2 * 2);
+  CHECK(ts.experts_f.kernels == bf.experts_f.kernels + 2 * 2);
+  CHECK(f4.experts_f.kernels == bf.experts_f.kernels + 2);
+  // Backward: the two output gradients (fc2's, 2048 wide; fc1's, 2 x 1024).
+  CHECK(mx.experts_b.kernels == bf.experts_b.kernels + 2 * 2);
+  // Same GEMMs (FP8 rate) for mxfp8 and delayed: the forward differs by the casts alone -- mxfp8's 2 + 2 x (1 + 1/32)
+  // bytes per element in one kernel per expert (R rows each) against delayed's 4 bytes in one kernel over 2R rows.
+  ParamMap p8 = h;
+  p8["precision"] = "fp8";
+  const GptConfig c8 = cfg(moe(p8));
+  const models::ComputeModel cm = cm_of(c8);
+  const double R = gpt_detail::gpt_step_kernels(c8, cm, "test").loads.front().expert_tokens.front();
+  auto cast = [&](double bytes) {
+    return cm.kernel_time_s(models::KernelDesc::memory(models::MemoryKernel::Cast, bytes, models::Precision::BF16));
+  };
+  const double mxb = 2.0 + 2.0 * (1.0 + 1.0 / 32.0);
+  const double mx_casts = 2.0 * cast(mxb * R * 2048) + 2.0 * cast(mxb * R * 1024);
+  const double dl_casts = cast(4.0 * 2.0 * R * 2048) + cast(4.0 * 2.0 * R * 1024);
+  CHECK(mx.experts_f.seconds - dl.experts_f.seconds == doctest::Approx(mx_casts - dl_casts));
 }
