@@ -906,8 +906,9 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
                                "float8 all-gather is enable_fsdp_float8_all_gather");
     if (c.fsdp()) fail("fp8_param_gather", "is not modelled with Megatron FSDP (modelled: the distributed optimizer)");
     if (!c.use_distributed_optimizer) fail("fp8_param_gather", "needs use_distributed_optimizer (Megatron-LM asserts the same)");
-    if (c.moe.enabled() || c.moe.multi_latent_attention)
-      fail("fp8_param_gather", "is modelled for dense models (the FP8 expert / MLA weights are not)");
+    // MoE: the experts' FP8 weights gathered over the expert data-parallel group (gpt_trace.cpp); MLA's are not priced.
+    if (c.moe.multi_latent_attention)
+      fail("fp8_param_gather", "is not modelled with multi_latent_attention (MLA's FP8 weights are not priced)");
   }
   // FP4 parameters (megatron/training/arguments.py @d98e8a64: "--fp4-param-gather must be used together with
   // --fp4-format"; the same buffer path as fp8_param_gather, modelled with the distributed optimizer).
@@ -915,8 +916,8 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     if (!c.fp4()) fail("fp4_param_gather", "needs precision fp4 (fp4_format e2m1; Megatron-LM asserts the same)");
     if (c.fsdp()) fail("fp4_param_gather", "is not modelled with FSDP (modelled: the distributed optimizer)");
     if (!c.use_distributed_optimizer) fail("fp4_param_gather", "needs use_distributed_optimizer (as fp8_param_gather)");
-    if (c.moe.enabled() || c.moe.multi_latent_attention)
-      fail("fp4_param_gather", "is modelled for dense models (the NVFP4 expert / MLA weights are not)");
+    if (c.moe.multi_latent_attention)
+      fail("fp4_param_gather", "is not modelled with multi_latent_attention (MLA's NVFP4 weights are not priced)");
   }
   // FP4 is Transformer Engine's NVFP4 recipe under Megatron-Core: not torchao's, not torch FSDP2's float8.
   if (c.fp4() && (c.use_torch_fsdp2 || !c.torch_compile.empty()))
@@ -946,8 +947,9 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     if (c.use_torch_fsdp2 || !c.torch_compile.empty())
       fail("first_last_layers_bf16", "is Megatron-Core's; it is not modelled with the torch runtime (use_torch_fsdp2 / "
                                      "torch_compile)");
-    if (c.moe.enabled() || c.moe.multi_latent_attention)
-      fail("first_last_layers_bf16", "is modelled for dense models (bf16 MoE / MLA layers in an FP8 run are not)");
+    // MoE: the bf16 layers' MoE blocks run bf16 too (moe_costs per layer, gpt_kernels.cpp); MLA's are not priced.
+    if (c.moe.multi_latent_attention)
+      fail("first_last_layers_bf16", "is not modelled with multi_latent_attention (bf16 MLA layers in an FP8 run are not priced)");
     // (Megatron-LM bounds the counts under FP8 only; under FP4 any count is taken, layers past the ends simply all
     // bf16.)
     const std::int64_t per_stage = c.fp8() ? c.num_layers / c.pipeline_model_parallel_size : c.num_layers;

@@ -274,6 +274,11 @@ struct GptStepKernels {
   // the embedding of the shifted tokens, norms, projection 2h -> h, one transformer layer) on the MTP stage,
   // the heads (the shared output layer and loss per depth) on the loss stage.
   Costs mtp_layers, mtp_layers_b, mtp_heads, mtp_heads_b;
+  // MTP layers built as an MoE layer (the decoder's last layer is MoE): one depth's work outside its MoE block
+  // (embedding, projection, attention; forward and backward), the MoE block run as the MoE steps of layer
+  // num_layers (moe_index has num_layers + 1 entries, the last the last decoder layer's costs).
+  bool mtp_moe = false;
+  Costs mtp_layer_f, mtp_layer_b;
   // MoE: index of each decoder layer among the MoE layers (-1 = dense), per MoE layer its load and costs.
   std::vector<bool> moe_pattern;
   std::vector<std::int64_t> moe_index;

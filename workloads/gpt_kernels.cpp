@@ -724,9 +724,27 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
   auto experts = [&](const std::vector<double>& rows, Costs& f, Costs& bw, Costs& w) {
     double total = 0;
     for (double r : rows) total += r;
+    // The quantisation of a projection's input (forward) or output gradient (backward): TEGroupedLinear splits it
+    // per local expert and quantises the splits with tex.split_quantize (transformer_engine/pytorch/module/
+    // grouped_linear.py:820 and :1315, _split_quantization.py:226-232 at NVIDIA/TransformerEngine@d0067d0da), whose
+    // multi_tensor_quantize_impl (pytorch/csrc/extensions/cast.cpp:894-941) runs one fused kernel for delayed
+    // scaling (nvte_multi_cast_transpose) and one quantize kernel per split otherwise (current scaling, blockwise,
+    // mxfp8); NVFP4 has one fused grouped kernel when the inner dimension is a multiple of 128 (split_quantize,
+    // cast.cpp:1895-2040: split_quantize_nvfp4_impl). The bytes are the same either way (the recipe's per-element
+    // bytes over all rows); per-split kernels add their launches. Without moe_grouped_gemm each expert's linear
+    // quantises its own input. Not the CuTe DSL fused grouped MLP (Transformer Engine's ops/fused/grouped_mlp.py,
+    // Megatron's use_transformer_engine_op_fuser with NVTE_CUTEDSL_FUSED_GROUPED_MLP on sm100), which folds the
+    // activation and fc2's input quantisation into fc1's epilogue.
+    auto quantise = [&](Costs& out, std::int64_t width) {
+      const std::string& r = c.quant_recipe();
+      const bool one_kernel = me.moe_grouped_gemm && (r == "delayed" || (r == "nvfp4" && width % 128 == 0));
+      if (one_kernel) return out.add(cm, mem(MemoryKernel::Cast, cast * total * double(width)));
+      for (double r_e : rows)
+        if (r_e > 0) out.add(cm, mem(MemoryKernel::Cast, cast * r_e * double(width)));
+    };
     auto proj = [&](std::int64_t kin, std::int64_t nout, bool fwd) {
       Costs& out = fwd ? f : bw;
-      if (quant) out.add(cm, mem(MemoryKernel::Cast, cast * total * double(fwd ? kin : nout)));
+      if (quant) quantise(out, fwd ? kin : nout);
       if (me.moe_grouped_gemm) {
         const std::int64_t m = std::max<std::int64_t>(1, std::llround(total / double(rows.size())));
         if (fwd) {
@@ -867,24 +885,32 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
   }
   // Multi-token prediction (DeepSeek-V3 Sec. 2.2), per micro-batch: per depth the embedding of the shifted
   // tokens (MultiTokenPredictionLayer._get_embeddings, Megatron-Core multi_token_prediction.py at
-  // NVIDIA/Megatron-LM@d98e8a64dd), a projection 2h -> h, one transformer layer (compute only: its MoE dispatch
-  // is not simulated) -- the MTP layers -- and the shared output head with its loss (process_mtp_loss, on the
-  // loss stage) -- the heads. With the MTP in the loss's stage both run as one op (mtp).
+  // NVIDIA/Megatron-LM@d98e8a64dd), a projection 2h -> h, one transformer layer -- the MTP layers -- and the
+  // shared output head with its loss (process_mtp_loss, on the loss stage) -- the heads. With the MTP in the
+  // loss's stage both run as one op (mtp). The transformer layer is built from the decoder's last layer spec
+  // (get_gpt_mtp_block_spec_for_backend, megatron/core/models/gpt/gpt_layer_specs.py:755-775 @d98e8a64: "get the
+  // spec for the last layer of decoder block"): after an MoE last layer it is an MoE layer with its own dispatch
+  // and combine over the EP group (mtp_moe: the trace runs it as the MoE steps of a layer, mtp_layer_f / _b
+  // holding the rest of one depth; its router load is the last decoder layer's).
   if (c.moe.mtp_num_layers > 0 && !legacy) {
     const Precision ap = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
     const std::int64_t Ti = c.micro_batch_size * (c.seq_length / cp);
+    const auto mpat = moe_layers_of(c);
+    K.mtp_moe = c.moe.enabled() && !mpat.empty() && mpat.back();
     for (std::int64_t k = 0; k < c.moe.mtp_num_layers; ++k) {
       K.mtp_layers += K.embed_fwd;
       K.mtp_layers.add(cm, KernelDesc::gemm(Ti, c.hidden_size / t, 2 * c.hidden_size, ap));
       K.mtp_layers += L.fwd_attn;
-      K.mtp_layers += L.fwd_mlp;
+      if (k == 0) K.mtp_layer_f = K.mtp_layers;
+      if (!K.mtp_moe) K.mtp_layers += L.fwd_mlp;
       K.mtp_heads += K.logits_fwd;
       K.mtp_heads_b += K.logits_bwd;
-      K.mtp_layers_b += L.bwd_mlp;
+      if (!K.mtp_moe) K.mtp_layers_b += L.bwd_mlp;
       K.mtp_layers_b += L.bwd_attn;
       K.mtp_layers_b.add(cm, KernelDesc::gemm(Ti, 2 * c.hidden_size, c.hidden_size / t, ap));
       K.mtp_layers_b.add(cm, KernelDesc::gemm(2 * c.hidden_size, c.hidden_size / t, Ti, ap));
       K.mtp_layers_b += K.embed_bwd;
+      if (k == 0) K.mtp_layer_b = K.mtp_layers_b;
     }
     K.mtp = K.mtp_layers, K.mtp += K.mtp_heads;
     K.mtp_b = K.mtp_heads_b, K.mtp_b += K.mtp_layers_b;
@@ -899,10 +925,19 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
   if (c.moe.enabled()) {
     const std::int64_t ep = c.moe.expert_model_parallel_size, etp = c.etp();
     const auto shares = moe_expert_shares(c.moe, K.n_moe, where);
-    for (std::int64_t i = 0; i < K.n_moe; ++i) {
+    // first_last_layers_bf16: an MoE layer among the bf16 layers runs its whole MoE block in bf16 (Megatron-LM's
+    // get_fp8_context / get_fp4_context wrap the whole TransformerLayer: is_first_last_bf16_layer,
+    // megatron/core/fp8_utils.py:710-727 @d98e8a64): its router, experts and shared expert priced with
+    // bf16_layers_config.
+    const GptConfig hp = c.bf16_layers_config();
+    for (std::int64_t l = 0; l < c.num_layers; ++l) {
+      if (!K.moe_pattern[l]) continue;
+      const std::int64_t i = K.moe_index[l];
       K.loads.push_back(moe_layer_load(c.moe, shares[i], K.T_local, ep, ep * etp));
-      K.moe.push_back(moe_costs(c, cm, K.loads.back(), K.T_local));
+      K.moe.push_back(moe_costs(c.bf16_layer(l) ? hp : c, cm, K.loads.back(), K.T_local));
     }
+    // The MTP layers' MoE blocks (mtp_moe), at index num_layers: priced as the last decoder layer's.
+    if (K.mtp_moe) K.moe_index.push_back(K.moe_index[static_cast<std::size_t>(c.num_layers - 1)]);
   }
   return K;
 }

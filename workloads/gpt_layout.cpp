@@ -132,8 +132,8 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
   Y.a2a = a2a;
   // Expert ranks of a stage: local index = etp_i + etp * (ep_i + ep * edp_i) (expert tensor fastest, as
   // Megatron-Core's expert grid); the simulated rank is local index 0.
-  Y.disp_comm.assign(p, std::vector<std::int32_t>(c.num_layers, -1));
-  Y.comb_comm.assign(p, std::vector<std::int32_t>(c.num_layers, -1));
+  Y.disp_comm.assign(p, std::vector<std::int32_t>(c.num_layers + 1, -1));
+  Y.comb_comm.assign(p, std::vector<std::int32_t>(c.num_layers + 1, -1));
   Y.epag_comm.assign(p, -1), Y.etp_comm.assign(p, -1), Y.edp_comm.assign(p, -1);
   // flex: copies of a token per routed slot, per destination EP rank -- over NVLink inside the sender's
   // domain, and for the whole destination domain across the scale-out network (1 = one copy per slot).
@@ -183,8 +183,8 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
       // destination GPU. Modelled as an all_to_allv inside each NVLink domain beside the RDMA one.
       Y.flex_forwarding = ep * etp > dom && ep > 1 && a2a;
     }
-    Y.fwd_disp_comm.assign(p, std::vector<std::int32_t>(c.num_layers, -1));
-    Y.fwd_comb_comm.assign(p, std::vector<std::int32_t>(c.num_layers, -1));
+    Y.fwd_disp_comm.assign(p, std::vector<std::int32_t>(c.num_layers + 1, -1));
+    Y.fwd_comb_comm.assign(p, std::vector<std::int32_t>(c.num_layers + 1, -1));
     for (std::int64_t st = 0; st < p; ++st) {
       // Expert grid ranks of the stage by local index (expert tensor fastest, then EP, then EDP); with
       // use_tp_pp_dp_mapping the grid's pipeline groups equal the dense ones only when ETP x EP = TP x CP
@@ -205,45 +205,50 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
           std::fill(dom_copies.begin() + static_cast<std::ptrdiff_t>(a), dom_copies.begin() + static_cast<std::ptrdiff_t>(b), f);
         }
       if (a2a && ep > 1) {
-        for (std::int64_t ch = 0; ch < Y.chunks; ++ch)
-          for (std::int64_t l = 0; l < Y.places[st][ch].nl; ++l) {
-            const std::int64_t gl = Y.places[st][ch].base + l;
-            if (!moe_pattern[gl]) continue;
-            const auto& ld = K.loads[K.moe_index[gl]];
-            // Dispatch: every source sends recv_share[j] of its slots to EP rank j; combine: the transpose.
-            const std::size_t n = static_cast<std::size_t>(ep);
-            std::vector<std::vector<double>> W(n, std::vector<double>(n)), WT(n, std::vector<double>(n));
-            for (std::size_t i = 0; i < n; ++i)
-              for (std::size_t j = 0; j < n; ++j) {
-                const double f = host_of(base, i) != host_of(base, j) ? dom_copies[j] : gpu_copies[j];
-                W[i][j] = ld.recv_share[j] * f, WT[j][i] = W[i][j];
-              }
-            // DualPipe: every layer sits on two ranks (one per direction), each with its own EP group.
-            const std::string ln = "ep." + (c.dualpipe() ? "s" + std::to_string(st) + "." : std::string()) + "l" + std::to_string(gl);
-            Y.disp_comm[st][gl] = add(ln + ".dispatch", ep_ranks, mir, mstride);
-            tr.comms.back().a2a_matrix = std::move(W);
-            Y.comb_comm[st][gl] = add(ln + ".combine", ep_ranks, mir, mstride);
-            tr.comms.back().a2a_matrix = std::move(WT);
-            if (Y.flex_forwarding) {
-              // Sources per local index in other domains, for each EP rank i: EP ranks in another domain
-              // with i's position in its domain.
-              std::vector<std::vector<double>> F(n, std::vector<double>(n, 0.0)), FT(n, std::vector<double>(n, 0.0));
-              for (std::size_t i = 0; i < n; ++i) {
-                double remote_sources = 0;
-                for (std::size_t s2 = 0; s2 < n; ++s2)
-                  if (host_of(base, s2) != host_of(base, i) &&
-                      (base + static_cast<std::int64_t>(s2) * etp) % dom == (base + static_cast<std::int64_t>(i) * etp) % dom)
-                    remote_sources += 1.0;
-                for (std::size_t j = 0; j < n; ++j)
-                  if (j != i && host_of(base, j) == host_of(base, i))
-                    F[i][j] = remote_sources * ld.recv_share[j] * gpu_copies[j], FT[j][i] = F[i][j];
-              }
-              Y.fwd_disp_comm[st][gl] = add(ln + ".dispatch.nvlink", ep_ranks, mir, mstride);
-              tr.comms.back().a2a_matrix = std::move(F);
-              Y.fwd_comb_comm[st][gl] = add(ln + ".combine.nvlink", ep_ranks, mir, mstride);
-              tr.comms.back().a2a_matrix = std::move(FT);
+        // One MoE layer's communicators; gl = num_layers: the MTP layers' MoE block (GptStepKernels::mtp_moe),
+        // on the stage running them (one pair per stage: the MTP depths run one after another).
+        auto layer_comms = [&](std::int64_t gl) {
+          const auto& ld = K.loads[K.moe_index[gl]];
+          // Dispatch: every source sends recv_share[j] of its slots to EP rank j; combine: the transpose.
+          const std::size_t n = static_cast<std::size_t>(ep);
+          std::vector<std::vector<double>> W(n, std::vector<double>(n)), WT(n, std::vector<double>(n));
+          for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t j = 0; j < n; ++j) {
+              const double f = host_of(base, i) != host_of(base, j) ? dom_copies[j] : gpu_copies[j];
+              W[i][j] = ld.recv_share[j] * f, WT[j][i] = W[i][j];
             }
+          // DualPipe: every layer sits on two ranks (one per direction), each with its own EP group.
+          const std::string ln = "ep." + (c.dualpipe() ? "s" + std::to_string(st) + "." : std::string()) +
+                                 (gl == c.num_layers ? std::string("mtp") : "l" + std::to_string(gl));
+          Y.disp_comm[st][gl] = add(ln + ".dispatch", ep_ranks, mir, mstride);
+          tr.comms.back().a2a_matrix = std::move(W);
+          Y.comb_comm[st][gl] = add(ln + ".combine", ep_ranks, mir, mstride);
+          tr.comms.back().a2a_matrix = std::move(WT);
+          if (Y.flex_forwarding) {
+            // Sources per local index in other domains, for each EP rank i: EP ranks in another domain
+            // with i's position in its domain.
+            std::vector<std::vector<double>> F(n, std::vector<double>(n, 0.0)), FT(n, std::vector<double>(n, 0.0));
+            for (std::size_t i = 0; i < n; ++i) {
+              double remote_sources = 0;
+              for (std::size_t s2 = 0; s2 < n; ++s2)
+                if (host_of(base, s2) != host_of(base, i) &&
+                    (base + static_cast<std::int64_t>(s2) * etp) % dom == (base + static_cast<std::int64_t>(i) * etp) % dom)
+                  remote_sources += 1.0;
+              for (std::size_t j = 0; j < n; ++j)
+                if (j != i && host_of(base, j) == host_of(base, i))
+                  F[i][j] = remote_sources * ld.recv_share[j] * gpu_copies[j], FT[j][i] = F[i][j];
+            }
+            Y.fwd_disp_comm[st][gl] = add(ln + ".dispatch.nvlink", ep_ranks, mir, mstride);
+            tr.comms.back().a2a_matrix = std::move(F);
+            Y.fwd_comb_comm[st][gl] = add(ln + ".combine.nvlink", ep_ranks, mir, mstride);
+            tr.comms.back().a2a_matrix = std::move(FT);
           }
+        };
+        for (std::int64_t ch = 0; ch < Y.chunks; ++ch)
+          for (std::int64_t l = 0; l < Y.places[st][ch].nl; ++l)
+            if (moe_pattern[Y.places[st][ch].base + l]) layer_comms(Y.places[st][ch].base + l);
+        for (std::int64_t ch = 0; ch < Y.chunks; ++ch)
+          if (K.mtp_moe && Y.places[st][ch].mtp) layer_comms(c.num_layers);
       }
       if (!a2a && ep * etp > 1) {
         std::vector<std::int32_t> r;

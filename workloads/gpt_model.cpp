@@ -582,7 +582,7 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   double P = double(layers) * Pl;
   // MoE / MLA: the stage's own layers; expert weights separately (sharded over EDP by the distributed
   // optimizer / FSDP instead of DP x CP).
-  double Pe = 0, act_mean = 0, act_max = 0, act_mean_sel = 0, act_max_sel = 0;
+  double Pe = 0, Pe_bf16 = 0, act_mean = 0, act_max = 0, act_mean_sel = 0, act_max_sel = 0;
   const bool moe = moe_model(c);
   // Layers whose activations a chunk stores per micro-batch: its decoder layers and the MTP layers (built like
   // the decoder's last layer) on the MTP chunk; for MoE models also the sum of their selective-recompute bytes.
@@ -614,10 +614,13 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     }
     P = 0;
     const auto gdn_pattern = c.gdn_layers();
-    auto add_act = [&](std::size_t k, bool m, bool g, char sym) {
-      const double a_full = layer_activation_bytes(c, false, m, lf, g, sym);
+    // first_last_layers_bf16: a bf16 layer (its MoE block included) saves bf16 GEMM inputs (bf16_layers_config).
+    const GptConfig hp_moe = c.bf16_layers_config();
+    auto add_act = [&](std::size_t k, bool m, bool g, char sym, bool bf16 = false) {
+      const GptConfig& lc = bf16 ? hp_moe : c;
+      const double a_full = layer_activation_bytes(lc, false, m, lf, g, sym);
       act_mean += a_full, act_max = std::max(act_max, a_full);
-      const double a_sel = layer_activation_bytes(c, c.recompute_granularity == "selective", m, lf, g, sym);
+      const double a_sel = layer_activation_bytes(lc, c.recompute_granularity == "selective", m, lf, g, sym);
       act_mean_sel += a_sel, chunk_sel[k] += a_sel;
       if (m) act_max_sel = std::max(act_max_sel, a_full - a_sel);  // largest recomputed surplus
     };
@@ -627,7 +630,8 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
         const char sym = hybrid_symbol(c, chunks[k].first + l);
         P += layer_params_moe_model(c, m, g, sym);
         if (m) Pe += expert_params_per_gpu(c);
-        add_act(k, m, g, sym);
+        if (m && c.bf16_layer(chunks[k].first + l)) Pe_bf16 += expert_params_per_gpu(c);
+        add_act(k, m, g, sym, c.bf16_layer(chunks[k].first + l));
       }
     Pl = layers ? P / double(layers) : 0.0;
     if (mtp_chunk >= 0)
@@ -720,8 +724,12 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     const double edp = double(c.expert_data_parallel());
     const bool sharded = c.fsdp() || c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard";
     // The experts' quantised copies as the dense layers' (q_w_bytes): FP8 data + transpose, or NVFP4 row- and
-    // column-wise (precision fp4, TEGroupedLinear's weights under the NVFP4 recipe).
-    mem.weights_bytes += (c.fsdp() ? 2.0 / edp : 2.0) * Pe + (c.fp8() || c.fp4() ? q_w_bytes * Pe : 0.0);
+    // column-wise (precision fp4, TEGroupedLinear's weights under the NVFP4 recipe); none for the experts of the
+    // bf16 layers of first_last_layers_bf16 (Pe_bf16). With fp8_param_gather / fp4_param_gather (not with FSDP)
+    // the quantised copies are the expert weights themselves: no bf16 copy but the bf16 layers'.
+    const bool q_experts = (c.fp8_param_gather || c.fp4_param_gather) && !c.fsdp();
+    mem.weights_bytes += (c.fsdp() ? 2.0 / edp : 2.0) * (q_experts ? Pe_bf16 : Pe) +
+                         (c.fp8() || c.fp4() ? q_w_bytes * (Pe - Pe_bf16) : 0.0);
     mem.grads_bytes += (c.fsdp() ? grad / edp : grad) * Pe;
     if (c.fsdp() && (!c.use_torch_fsdp2 || c.fsdp_expert_units) && edp > 1) {
       // Megatron FSDP (and torch FSDP2's expert units, fsdp_expert_units) gathers an MoE layer's experts over

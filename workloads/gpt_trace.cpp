@@ -933,7 +933,8 @@ class StageEmitter {
     if (Y.a2a && ep > 1) {
       // flex + FP8: the forward dispatch moves FP8 activations with 1x128 block scales (DeepSeek-V3
       // arXiv:2412.19437 Sec. 3.3.2: FP8 dispatch, BF16 combine): (1 + 4/128) / 2 of the BF16 bytes.
-      const double scale = (x_.fp8_dispatch && first && !bwd) ? (1.0 + 4.0 / 128.0) / 2.0 : 1.0;
+      // (The bf16 layers of first_last_layers_bf16 dispatch bf16: their experts take bf16 inputs.)
+      const double scale = (x_.fp8_dispatch && first && !bwd && !c.bf16_layer(gl)) ? (1.0 + 4.0 / 128.0) / 2.0 : 1.0;
       std::vector<std::uint32_t> ops{
           rb.fork(coll_op(what, CollOp::AllToAllv, first ? Y.disp_comm[st][gl] : Y.comb_comm[st][gl], x_.a2a_bytes * scale, kEp, "ep"))};
       if (Y.flex_forwarding)
@@ -1026,6 +1027,61 @@ class StageEmitter {
       if (pre) pre();
     };
     moe_steps(nm, ".recompute", gl, false, out, before, extra);
+  }
+
+  // The MTP layers built as MoE layers (GptStepKernels::mtp_moe) on the chunk that runs them, after its decoder
+  // layers. Forward: the logits on the loss stage, then per depth the embedding, projection and attention
+  // (mtp_layer_f) and the MoE steps of layer num_layers -- dispatch and combine over the EP group, as the decoder's
+  // MoE layers (MultiTokenPredictionLayer runs its transformer layer's MLP, the MoELayer, in
+  // megatron/core/transformer/multi_token_prediction.py @d98e8a64) -- then the heads on the loss stage or the send
+  // to the next stage. Backward: the heads (or the received gradient), per depth in reverse the MoE steps and the
+  // rest of the depth (mtp_layer_b), then the logits.
+  void mtp_moe_fwd(std::int64_t mb, std::int64_t ch, std::int64_t base, std::int64_t nl, const std::string& mbs,
+                   bool last_chunk, std::vector<Step>& out) {
+    out.push_back([this, mb, base, nl, mbs, last_chunk]() {
+      if (nl > 0) fg_offload_fwd(mb, nl - 1, nl, base + nl - 1, mbs, nullptr);
+      if (last_chunk) rb.chain(compute_op(mbs + ".logits.fwd", K.logits_fwd));
+    });
+    for (std::int64_t k = 0; k < c.moe.mtp_num_layers; ++k) {
+      const std::string nm = mbs + ".mtp" + std::to_string(k);
+      Step before = [this, nm]() { rb.chain(compute_op(nm + ".fwd", K.mtp_layer_f)); };
+      moe_steps(nm, ".fwd", c.num_layers, false, out, before, nullptr);
+    }
+    out.push_back([this, mb, ch, mbs, last_chunk]() {
+      if (last_chunk) {
+        rb.chain(compute_op(mbs + ".mtp.heads.fwd", K.mtp_heads));
+        return;
+      }
+      send(OpKind::Send, RankBuilder::kSendF, mbs + ".send.fwd", place(ch).to, tag(mb, place(ch).to_chunk, 0), ch,
+           place(ch).out_hidden);
+    });
+  }
+
+  void mtp_moe_bwd(std::int64_t mb, std::int64_t ch, std::int64_t base, std::int64_t nl, const std::string& mbs,
+                   bool last_chunk, bool gather, std::shared_ptr<std::uint32_t> fsdp_next, std::vector<Step>& out) {
+    out.push_back([this, mb, ch, base, nl, mbs, last_chunk]() {
+      if (nl > 0) fg_reload(mb, nl - 1, nl, base + nl - 1, mbs);
+      if (last_chunk) {
+        rb.chain(compute_op(mbs + ".mtp.heads.bwd", K.mtp_heads_b));
+        return;
+      }
+      send(OpKind::Recv, RankBuilder::kRecvB, mbs + ".recv.bwd", place(ch).to, tag(mb, ch, 1), ch, place(ch).out_hidden);
+      rb.chain(wait_op(mbs + ".bwd.wait"), {pending_recv_});
+    });
+    for (std::int64_t k = c.moe.mtp_num_layers - 1; k >= 0; --k) {
+      const std::string nm = mbs + ".mtp" + std::to_string(k);
+      moe_steps(nm, ".bwd", c.num_layers, true, out, nullptr, nullptr);
+      out.push_back([this, nm]() {
+        rb.chain(compute_op(nm + ".bwd", K.mtp_layer_b));
+        final_mtp_bwd = rb.last();
+      });
+    }
+    out.push_back([this, mb, base, nl, mbs, last_chunk, gather, fsdp_next]() {
+      if (last_chunk)
+        rb.chain(compute_op(mbs + ".logits.bwd", deferred_out_wgrad(mb) ? minus(K.logits_bwd, K.logits_wgrad) : K.logits_bwd));
+      if (gather && nl > 0)
+        *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base + nl - 1) + ".bwd.fsdp.ag", base + nl - 1);
+    });
   }
 
   // `hidden`: hidden states in the message (GptChunkPlace::in_hidden / out_hidden).
@@ -1122,6 +1178,10 @@ class StageEmitter {
         };
         fwd_layer_steps(mbs + ".l" + std::to_string(gl), false, gl, out, pre, extra);
       }
+      if (K.mtp_moe && place(ch).mtp) {
+        mtp_moe_fwd(mb, ch, base, nl, mbs, last_chunk, out);
+        return;
+      }
       out.push_back([this, mb, ch, base, nl, mbs, last_chunk]() {
         if (nl > 0) fg_offload_fwd(mb, nl - 1, nl, base + nl - 1, mbs, nullptr);
         // A standalone MTP stage runs the MTP layers after its decoder layers; the loss stage the MTP heads.
@@ -1141,6 +1201,9 @@ class StageEmitter {
     const bool gather = c.fsdp() && fsdp_gather_before(ch, false);
     const WMode wm = sl.input_only ? WMode::Deferred : c.moe.delay_wgrad_compute ? WMode::Delay : WMode::Whole;
     Step first_layer_w;  // Delay: the first layer's attention weight gradient, after the slot's pipeline send
+    if (K.mtp_moe && place(ch).mtp) {
+      mtp_moe_bwd(mb, ch, base, nl, mbs, last_chunk, gather, fsdp_next, out);
+    } else {
     out.push_back([this, mb, ch, base, nl, mbs, last_chunk, gather, fsdp_next]() {
       if (nl > 0) fg_reload(mb, nl - 1, nl, base + nl - 1, mbs);
       if (!last_chunk) {
@@ -1156,6 +1219,7 @@ class StageEmitter {
       if (gather && nl > 0)
         *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base + nl - 1) + ".bwd.fsdp.ag", base + nl - 1);
     });
+    }
     for (std::int64_t l = nl - 1; l >= 0; --l) {
       const std::int64_t gl = base + l;
       const std::string nm = mbs + ".l" + std::to_string(gl);
@@ -1361,11 +1425,14 @@ class StageEmitter {
     // Expert gradients: reduced over the expert data-parallel group (reduce-scatter with a sharded
     // optimizer, else all-reduce) after the backward; the optimizer step waits for it.
     std::vector<std::uint32_t> expert_grad_done;
-    double stage_expert_params = 0;
+    double stage_expert_params = 0, stage_expert_bf16 = 0;  // the latter: the experts of first_last_layers_bf16's layers
     if (moe_on) {
       for (std::int64_t ch = 0; ch < nchunks(); ++ch)
         for (std::int64_t l = 0; l < place(ch).nl; ++l)
-          if (K.moe_pattern[place(ch).base + l]) stage_expert_params += expert_params_per_gpu(c);
+          if (K.moe_pattern[place(ch).base + l]) {
+            stage_expert_params += expert_params_per_gpu(c);
+            if (c.bf16_layer(place(ch).base + l)) stage_expert_bf16 += expert_params_per_gpu(c);
+          }
       // The MTP layers' experts (built like the decoder's last layer).
       if (final_mtp_bwd >= 0 && !K.moe_pattern.empty() && K.moe_pattern.back())
         stage_expert_params += double(c.moe.mtp_num_layers) * expert_params_per_gpu(c);
@@ -1487,6 +1554,19 @@ class StageEmitter {
       rb.chain(compute_op("fp8_param_gather.cast", f.cast));
       if (Y.shard_n > 1)
         rb.chain(coll_op("fp8_param_gather.amax.ar", CollOp::AllReduce, Y.dp_comm[st], f.amax_bytes, RankBuilder::kDp, "dp"));
+      // The experts' FP8 (NVFP4) weights the same way by the expert optimizer, on its shard over the expert
+      // data-parallel group (megatron/core/optimizer/__init__.py:1214-1243 @d98e8a64 builds it with
+      // intra_expt_dp_group, which _copy_main_params_to_model_params passes to quantize_param_shard,
+      // distrib_optimizer.py:2847-2852): one weight tensor per local expert in each of fc1 and fc2 (TEGroupedLinear).
+      const double q_experts = stage_expert_params - stage_expert_bf16;
+      if (q_experts > 0) {
+        const double edp_shard = c.use_distributed_optimizer ? double(edp) : 1.0;
+        const double tensors = 2.0 * double(c.moe.num_experts / Y.ep) * q_experts / expert_params_per_gpu(c);
+        const Fp8ParamCast fe = fp8_param_cast_costs(c, x_.cm, q_experts, edp_shard, tensors);
+        rb.chain(compute_op("fp8_param_gather.cast.experts", fe.cast));
+        if (edp > 1)
+          rb.chain(coll_op("fp8_param_gather.amax.ar.experts", CollOp::AllReduce, Y.edp_comm[st], fe.amax_bytes, RankBuilder::kDp, "dp"));
+      }
     }
     if (float8_weights().precompute.kernels) {
       // torchao's precompute_float8_dynamic_scale_for_fsdp after the optimizer step: the amaxes, their
@@ -1496,7 +1576,9 @@ class StageEmitter {
                        RankBuilder::kDp, "dp"));
     }
     if (moe_on && edp > 1 && stage_expert_params > 0 && c.use_distributed_optimizer && !c.fsdp()) {
-      Op op = coll_op("edp.experts.ag", CollOp::AllGather, Y.edp_comm[st], stage_expert_params * 2.0, RankBuilder::kDp, "dp");
+      // With fp8_param_gather / fp4_param_gather the quantised layers' experts gather their FP8 (NVFP4) data.
+      Op op = coll_op("edp.experts.ag", CollOp::AllGather, Y.edp_comm[st], param_ag_bytes(stage_expert_params, stage_expert_bf16),
+                      RankBuilder::kDp, "dp");
       op.deps.push_back(rb.last());
       rb.push(std::move(op));
     }

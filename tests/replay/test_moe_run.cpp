@@ -181,3 +181,13 @@ TEST_CASE("moe replay: flow bundles on the shared network give the same step as 
   CHECK(a.iteration_s == doctest::Approx(b.iteration_s).epsilon(1e-9));
   CHECK(replay_test::max_op_end_gap(a, b) < 1e-9);
 }
+
+TEST_CASE("moe replay: an MTP layer built as an MoE layer adds its all-to-alls to the step") {
+  // examples/sweeps/moe_small.json: 8 MoE layers, full recompute (6 all-to-alls per layer and micro-batch); the MTP
+  // depth adds 4 (forward and backward dispatch / combine): about 1/12 more exposed EP time.
+  auto base = run_small({{"expert_model_parallel_size", 16}});
+  auto mtp = run_small({{"expert_model_parallel_size", 16}, {"mtp_num_layers", 1}});
+  CHECK(exposed(mtp, "ep") > 1.04 * exposed(base, "ep"));
+  CHECK(mtp.breakdown.compute_s > base.breakdown.compute_s);
+  CHECK(mtp.iteration_s > base.iteration_s);
+}

@@ -505,17 +505,18 @@ TEST_CASE("moe example: DeepSeek-V3 on 2048 H800 generates with flex dedup and f
   CHECK(d.bytes == doctest::Approx(4096.0 * 8 * 7168 * (1.0 + 4.0 / 128)));
   CHECK(first_op(t, ".fwd.moe.combine", 1).bytes == doctest::Approx(4096.0 * 8 * 7168 * 2));
   // DualPipe (the scenario's pipeline_parallel_schedule): every MoE layer sits on two ranks, one per
-  // direction, each with its own EP group: 2 x 58 dispatch communicators.
+  // direction, each with its own EP group: 2 x 58 dispatch communicators, and the MTP layer's (an MoE layer, as
+  // DeepSeek-V3's last layer) on the two ranks that end the model.
   auto ends_with = [](const std::string& a, const std::string& b) {
     return a.size() >= b.size() && a.compare(a.size() - b.size(), b.size(), b) == 0;
   };
   int moe_comms = 0, nvl_comms = 0;
   for (const auto& c : t.comms) moe_comms += ends_with(c.name, ".dispatch"), nvl_comms += ends_with(c.name, ".dispatch.nvlink");
-  CHECK(moe_comms == 2 * 58);
+  CHECK(moe_comms == 2 * 58 + 2);
   // flex's NVLink forwarding leg, one per dispatch: GPU i of a server forwards to GPU j of the same server
   // the slots that the 7 sources with i's local index in the other 7 servers routed to j (uniform router:
   // 1/64 of each source's slots, one copy per destination GPU: x 0.9363), nothing across servers.
-  CHECK(nvl_comms == 2 * 58);
+  CHECK(nvl_comms == 2 * 58 + 2);
   const Op& fwd = first_op(t, ".fwd.moe.dispatch.nvlink", 1);
   const auto& F = t.comms.at(fwd.comm).a2a_matrix;
   REQUIRE(F.size() == 64);
@@ -524,7 +525,7 @@ TEST_CASE("moe example: DeepSeek-V3 on 2048 H800 generates with flex dedup and f
   CHECK(F[0][8] == 0.0);
   CHECK(fwd.bytes == doctest::Approx(d.bytes));
   bool mtp = false;
-  for (const auto& op : t.ranks.back().ops) mtp = mtp || op.name.find(".mtp.fwd") != std::string::npos;
+  for (const auto& op : t.ranks.back().ops) mtp = mtp || op.name.find(".mtp0.fwd.moe.dispatch") != std::string::npos;
   CHECK(mtp);
   CHECK(t.metadata.at("memory_per_gpu_bytes.max") < 80.0 * 1024 * 1024 * 1024);
 }

@@ -113,9 +113,10 @@ TEST_CASE("fp4 with MoE: NVFP4 grouped expert GEMMs on Blackwell, refused on Hop
   CHECK(M4.experts_f.seconds < M8.experts_f.seconds);
   CHECK(M4.experts_b.seconds < M8.experts_b.seconds);
   CHECK(M8.experts_f.seconds < Mb.experts_f.seconds);
-  // The quantisation passes are extra kernels (grouped GEMM + cast per projection).
-  CHECK(M4.experts_f.kernels == M8.experts_f.kernels);
-  CHECK(M4.experts_f.kernels > Mb.experts_f.kernels);
+  // The quantisation passes are extra kernels per projection input: NVFP4's one fused grouped kernel (K = 8192, a
+  // multiple of 128), mxfp8's one per local expert (2 here; Transformer Engine's split_quantize).
+  CHECK(M4.experts_f.kernels == Mb.experts_f.kernels + 2);
+  CHECK(M8.experts_f.kernels == Mb.experts_f.kernels + 2 * 2);
   // NVFP4 expert weight copies: 2 x 0.5625 bytes per expert weight instead of FP8's 2 x 1.
   CHECK(gpt_memory_per_gpu(cfg(moe(fp4))).weights_bytes < gpt_memory_per_gpu(cfg(moe(gb))).weights_bytes);
   CHECK(error_of([] { cfg(moe({{"precision", "fp4"}})); }).find("fp4 needs FP4 tensor cores") != std::string::npos);
@@ -256,4 +257,156 @@ TEST_CASE("nemotron-3-super-120b-a12b: the catalogue's latent-MoE hybrid model h
   q["moe_latent_size"] = "0";
   const double T = 64.0 * 8192, h = 4096, L = 1024, k = 22, F = 2688;
   CHECK(gpt_model_flops(cfg(q)) - gpt_model_flops(c) == doctest::Approx(3.0 * 40 * (4 * T * k * F * (h - L) - 4 * T * h * L)));
+}
+
+TEST_CASE("first_last_layers_bf16 with MoE: the end layers' MoE blocks in bf16, their experts without FP8 copies") {
+  // 4 MoE layers on PP 2, the first and the last in bf16 (Megatron's defaults: one at each end); flex dispatcher,
+  // whose FP8 runs dispatch FP8 tokens.
+  const ParamMap q = {{"precision", "fp8"}, {"fp8_recipe", "mxfp8"}, {"gpu", "gb200"}, {"moe_token_dispatcher_type", "flex"}};
+  ParamMap e = q, bf = q;
+  e["first_last_layers_bf16"] = "true";
+  bf["precision"] = "bf16";
+  const GptConfig c8 = cfg(moe(q)), ce = cfg(moe(e)), cb = cfg(moe(bf));
+  const auto K8 = gpt_detail::gpt_step_kernels(c8, cm_of(c8), "test"), Ke = gpt_detail::gpt_step_kernels(ce, cm_of(ce), "test"),
+             Kb = gpt_detail::gpt_step_kernels(cb, cm_of(cb), "test");
+  REQUIRE(Ke.moe.size() == 4);
+  // Layers 0 and 3 priced as the bf16 run's (no quantisation passes, bf16 GEMMs), 1 and 2 as the FP8 run's.
+  for (std::size_t i : {0u, 3u}) {
+    CHECK(Ke.moe[i].experts_f.seconds == doctest::Approx(Kb.moe[i].experts_f.seconds));
+    CHECK(Ke.moe[i].experts_b.seconds == doctest::Approx(Kb.moe[i].experts_b.seconds));
+    CHECK(Ke.moe[i].shared_f.kernels == Kb.moe[i].shared_f.kernels);
+    CHECK(Ke.moe[i].experts_f.kernels < K8.moe[i].experts_f.kernels);  // the casts are gone
+  }
+  for (std::size_t i : {1u, 2u}) CHECK(Ke.moe[i].experts_f.seconds == doctest::Approx(K8.moe[i].experts_f.seconds));
+  // Dispatch: the bf16 layer (global 0) sends bf16 tokens, the FP8 layer (global 1) FP8 with 1x128 scales.
+  const Trace t = gen(moe(e));
+  CHECK(first_op(t, ".l0.fwd.moe.dispatch").bytes == doctest::Approx(4096.0 * 4 * 2048 * 2));
+  CHECK(first_op(t, ".l1.fwd.moe.dispatch").bytes == doctest::Approx(4096.0 * 4 * 2048 * (1.0 + 4.0 / 128.0)));
+  // Weights: each stage holds one bf16 layer, which keeps no FP8 copies (data + transpose, 2 bytes per weight) of
+  // its dense part or of its experts.
+  const double saved = 2.0 * (gpt_detail::layer_params_moe_model(c8, true) + gpt_detail::expert_params_per_gpu(c8));
+  CHECK(gpt_memory_of_stage(c8, 0).weights_bytes - gpt_memory_of_stage(ce, 0).weights_bytes == doctest::Approx(saved));
+  CHECK(gpt_memory_of_stage(ce, 1).activations_bytes > gpt_memory_of_stage(c8, 1).activations_bytes);  // bf16 inputs saved
+  // MLA layers in bf16 are not priced.
+  CHECK(error_of([] {
+          cfg(moe({{"precision", "fp8"}, {"fp8_recipe", "mxfp8"}, {"first_last_layers_bf16", "true"},
+                   {"multi_latent_attention", "true"}}));
+        }).find("first_last_layers_bf16: is not modelled with multi_latent_attention") != std::string::npos);
+}
+
+TEST_CASE("mtp_num_layers with MoE: the MTP layer is an MoE layer with its own dispatch and combine") {
+  // moe(): 4 MoE layers on PP 2, EP 8, 2 micro-batches per rank; the MTP layers run on the last stage.
+  const Trace base = gen(moe()), t1 = gen(moe({{"mtp_num_layers", "1"}})), t2 = gen(moe({{"mtp_num_layers", "2"}}));
+  const RankTrace& last = t1.ranks.back();
+  auto count = [](const RankTrace& r, const std::string& part) {
+    int n = 0;
+    for (const auto& op : r.ops) n += op.name.find(part) != std::string::npos;
+    return n;
+  };
+  auto find = [](const RankTrace& r, const std::string& part) -> const Op& {
+    for (const auto& op : r.ops)
+      if (op.name.find(part) != std::string::npos) return op;
+    FAIL("no op containing " << part);
+    return r.ops.front();
+  };
+  // Per micro-batch one forward and one backward dispatch / combine of the MTP depth, tokens x top-4 x h x 2 B,
+  // on the MTP layer's own EP communicator (uniform router: the last decoder layer's matrix).
+  CHECK(count(last, ".mtp0.fwd.moe.experts") == 2);
+  CHECK(count(last, ".mtp0.bwd.moe.experts") == 2);
+  CHECK(count(t1.ranks.front(), ".mtp0.") == 0);
+  const Op& d = find(last, "mb0.mtp0.fwd.moe.dispatch");
+  CHECK(d.bytes == doctest::Approx(4096.0 * 4 * 2048 * 2));
+  CHECK(t1.comms.at(d.comm).name.find("ep.mtp.dispatch") != std::string::npos);
+  CHECK(find(last, "mb0.mtp0.bwd.moe.combine").bytes == doctest::Approx(d.bytes));
+  // Its experts are priced as the last decoder layer's (same load), its attention part without a dense MLP.
+  CHECK(find(last, "mb0.mtp0.fwd.moe.experts").duration_s == doctest::Approx(find(last, "mb0.l3.fwd.moe.experts").duration_s));
+  const GptConfig c = cfg(moe({{"mtp_num_layers", "1"}}));
+  const auto K = gpt_detail::gpt_step_kernels(c, cm_of(c), "test");
+  CHECK(K.mtp_moe);
+  // One depth: embedding, the 2h -> h projection (4096 tokens) and the attention block; no dense MLP.
+  CHECK(K.mtp_layer_f.flops == doctest::Approx(K.embed_fwd.flops + 2.0 * 4096 * 2048 * 4096 + K.layer.fwd_attn.flops));
+  CHECK(K.mtp_layers.flops == doctest::Approx(K.mtp_layer_f.flops));
+  // Two depths: two MoE blocks per micro-batch, one communicator pair.
+  CHECK(count(t2.ranks.back(), ".mtp1.fwd.moe.experts") == 2);
+  int mtp_comms = 0;
+  for (const auto& cm : t2.comms) mtp_comms += cm.name.find("ep.mtp.") != std::string::npos;
+  CHECK(mtp_comms == 2);
+  CHECK(count(base.ranks.back(), ".mtp") == 0);
+  // A dense model's MTP layer keeps its dense MLP (one op per micro-batch on the loss stage).
+  ParamMap dp = moe({{"mtp_num_layers", "1"}});
+  for (const char* k : {"num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
+                        "expert_model_parallel_size", "moe_token_dispatcher_type", "moe_grouped_gemm"})
+    dp.erase(k);
+  const Trace dense = gen(dp);
+  CHECK(count(dense.ranks.back(), ".mtp.fwd") == 2);
+  CHECK(count(dense.ranks.back(), ".mtp0.") == 0);
+}
+
+TEST_CASE("fp8_param_gather / fp4_param_gather with MoE: the experts' weights are FP8 (NVFP4), gathered so over EDP") {
+  // 32 GPUs, PP 2: 16 per stage, EP 8 -> EDP 2; 2 MoE layers per stage of 2 local experts each.
+  const ParamMap q = {{"world_size", "32"}, {"precision", "fp8"}, {"fp8_recipe", "tensorwise"}};
+  ParamMap g = q;
+  g["fp8_param_gather"] = "true";
+  const GptConfig c8 = cfg(moe(q)), cg = cfg(moe(g));
+  REQUIRE(cg.expert_data_parallel() == 2);
+  const Trace t8 = gen(moe(q)), tg = gen(moe(g));
+  const double Pe_layer = gpt_detail::expert_params_per_gpu(cg), stage_experts = 2.0 * Pe_layer;
+  // The expert parameter all-gather moves the 1-byte FP8 data instead of bf16.
+  CHECK(first_op(t8, "edp.experts.ag").bytes == doctest::Approx(2.0 * stage_experts));
+  CHECK(first_op(tg, "edp.experts.ag").bytes == doctest::Approx(1.0 * stage_experts));
+  // After the optimizer step the expert shard is cast to FP8 and the amaxes (tensorwise: one per weight tensor,
+  // 2 local experts x fc1 / fc2 x 2 layers = 8) all-reduced over EDP.
+  const Op& ar = first_op(tg, "fp8_param_gather.amax.ar.experts");
+  CHECK(ar.bytes == doctest::Approx(4.0 * 8));
+  CHECK(tg.comms.at(ar.comm).ranks.size() == 2);
+  CHECK(first_op(tg, "fp8_param_gather.cast.experts").duration_s > 0);
+  // Memory: neither the dense weights of the stage's 2 layers nor its experts keep a bf16 copy.
+  CHECK(gpt_memory_of_stage(c8, 0).weights_bytes - gpt_memory_of_stage(cg, 0).weights_bytes ==
+        doctest::Approx(2.0 * (2.0 * gpt_detail::layer_params_moe_model(c8, true) + stage_experts)));
+  // With first_last_layers_bf16 the stage's bf16 layer's experts gather bf16: 2 + 1 bytes over the two layers.
+  ParamMap e = g;
+  e["first_last_layers_bf16"] = "true";
+  CHECK(first_op(gen(moe(e)), "edp.experts.ag").bytes == doctest::Approx(3.0 * Pe_layer));
+  // fp4_param_gather: the 4-bit data alone (0.5 bytes), every rank setting the block scales itself.
+  ParamMap f = {{"world_size", "32"}, {"gpu", "gb200"}, {"precision", "fp4"}, {"fp4_param_gather", "true"}};
+  CHECK(first_op(gen(moe(f)), "edp.experts.ag").bytes == doctest::Approx(0.5 * stage_experts));
+  CHECK(error_of([] {
+          cfg(moe({{"precision", "fp8"}, {"fp8_param_gather", "true"}, {"multi_latent_attention", "true"}}));
+        }).find("fp8_param_gather: is not modelled with multi_latent_attention") != std::string::npos);
+}
+
+TEST_CASE("MoE expert quantisation: one pass over every routed row, split per local expert as Transformer Engine does") {
+  // 16 experts on EP 8 (2 local), uniform router: 4096 x 4 / 8 = 2048 rows per rank, hidden 2048, fc1 2 x 1024.
+  const ParamMap h = {{"gpu", "gb200"}, {"hidden_size", "2048"}, {"num_attention_heads", "16"}};
+  auto with = [&](const char* precision, const char* recipe) {
+    ParamMap p = h;
+    p["precision"] = precision;
+    if (std::string(precision) == "fp8") p["fp8_recipe"] = recipe;
+    return moe_costs_of(moe(p));
+  };
+  const auto bf = with("bf16", ""), dl = with("fp8", "delayed"), mx = with("fp8", "mxfp8"), ts = with("fp8", "tensorwise"),
+             f4 = with("fp4", "");
+  // Forward: the fc1 input (K 2048) and the fc2 input (K 1024). Delayed scaling: one multi-tensor cast-transpose
+  // each; mxfp8 / tensorwise: one kernel per local expert each; NVFP4: one fused grouped kernel each (2048 and 1024
+  // are multiples of 128).
+  CHECK(dl.experts_f.kernels == bf.experts_f.kernels + 2);
+  CHECK(mx.experts_f.kernels == bf.experts_f.kernels + 2 * 2);
+  CHECK(ts.experts_f.kernels == bf.experts_f.kernels + 2 * 2);
+  CHECK(f4.experts_f.kernels == bf.experts_f.kernels + 2);
+  // Backward: the two output gradients (fc2's, 2048 wide; fc1's, 2 x 1024).
+  CHECK(mx.experts_b.kernels == bf.experts_b.kernels + 2 * 2);
+  // Same GEMMs (FP8 rate) for mxfp8 and delayed: the forward differs by the casts alone -- mxfp8's 2 + 2 x (1 + 1/32)
+  // bytes per element in one kernel per expert (R rows each) against delayed's 4 bytes in one kernel over 2R rows.
+  ParamMap p8 = h;
+  p8["precision"] = "fp8";
+  const GptConfig c8 = cfg(moe(p8));
+  const models::ComputeModel cm = cm_of(c8);
+  const double R = gpt_detail::gpt_step_kernels(c8, cm, "test").loads.front().expert_tokens.front();
+  auto cast = [&](double bytes) {
+    return cm.kernel_time_s(models::KernelDesc::memory(models::MemoryKernel::Cast, bytes, models::Precision::BF16));
+  };
+  const double mxb = 2.0 + 2.0 * (1.0 + 1.0 / 32.0);
+  const double mx_casts = 2.0 * cast(mxb * R * 2048) + 2.0 * cast(mxb * R * 1024);
+  const double dl_casts = cast(4.0 * 2.0 * R * 2048) + cast(4.0 * 2.0 * R * 1024);
+  CHECK(mx.experts_f.seconds - dl.experts_f.seconds == doctest::Approx(mx_casts - dl_casts));
 }
