@@ -632,6 +632,9 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.gpus_per_host = r.integer("gpus_per_host", c.gpus_per_host, 1);
   c.gpus_per_nvlink_domain = r.integer("gpus_per_nvlink_domain", c.gpus_per_host, 1);
   read_moe_params(r, c.moe);
+  // A hybrid pattern with '+' (MLA) layers turns multi_latent_attention on (megatron/training/arguments.py:918-923
+  // @d98e8a64 infers it from the pattern).
+  if (c.hybrid() && c.hybrid_layers().find('+') != std::string::npos) c.moe.multi_latent_attention = true;
   // moe_router_padding_for_quantization's alignment, get_align_size_for_quantization (moe_utils.py @d98e8a64):
   // fp8 16, mxfp8 32 (get_fp8_align_size, megatron/core/fp8_utils.py), nvfp4 128 (get_fp4_align_size,
   // megatron/core/fp4_utils.py: the grouped NVFP4 quantisation's 128-token multiple).
@@ -803,6 +806,15 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   // linear_attention_freq must be set, value heads a multiple of key heads, both multiples of TP x CP); "gdn2" and
   // "dsa" (the other variants) have no kernels here. Megatron runs GDN under context parallelism by an all-to-all
   // from sequence to head sharding (a2a_cp_to_hp in megatron/core/ssm/gated_delta_net/gdn.py), not modelled.
+  // A hybrid model's Gated DeltaNet layers are its pattern's 'G' symbols, with the same shape checks (Megatron-Core
+  // builds them from the same TransformerConfig); linear_attention_freq is unused there.
+  const bool hybrid_gdn = c.hybrid() && c.hybrid_layers().find('G') != std::string::npos;
+  if (c.gdn() && c.hybrid())
+    fail("experimental_attention_variant", "cannot be combined with hybrid_layer_pattern: its 'G' symbols place the "
+                                           "Gated DeltaNet layers (Megatron's gdn2 variant of them is not modelled)");
+  if (c.hybrid() && !c.linear_attention_freq.empty())
+    fail("linear_attention_freq", "is not read by hybrid models: the 'G' symbols of hybrid_layer_pattern place the "
+                                  "Gated DeltaNet layers");
   if (c.gdn()) {
     const std::string& v = c.experimental_attention_variant;
     if (v != "gated_delta_net" && v != "gdn")
@@ -811,6 +823,16 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     if (c.linear_attention_freq.empty())
       fail("linear_attention_freq", "must be set with experimental_attention_variant " + v +
                                         " (Megatron-Core asserts the same)");
+    if (c.attention_backend == "unfused" || !c.torch_compile.empty() || c.moe.multi_latent_attention ||
+        c.window_left >= 0 || !c.selective_ac_option.empty())
+      fail("experimental_attention_variant", "Gated DeltaNet layers are modelled with Megatron-Core's fused "
+                                             "attention layers only (not unfused attention, torch_compile, "
+                                             "multi_latent_attention, window_size or selective_ac_option)");
+    c.gdn_layers();  // checks linear_attention_freq
+  } else if (!c.linear_attention_freq.empty()) {
+    fail("linear_attention_freq", "needs experimental_attention_variant (gated_delta_net)");
+  }
+  if (c.gdn() || hybrid_gdn) {
     if (c.linear_num_value_heads % c.linear_num_key_heads != 0)
       fail("linear_num_value_heads", "must be a multiple of linear_num_key_heads (" +
                                          std::to_string(c.linear_num_key_heads) + "), got " +
@@ -822,14 +844,6 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     if (c.context_parallel_size > 1)
       fail("context_parallel_size", "with Gated DeltaNet layers is not modelled (Megatron's all-to-all to head "
                                     "sharding inside the GDN layer has no ops here)");
-    if (c.attention_backend == "unfused" || !c.torch_compile.empty() || c.moe.multi_latent_attention ||
-        c.window_left >= 0 || !c.selective_ac_option.empty())
-      fail("experimental_attention_variant", "Gated DeltaNet layers are modelled with Megatron-Core's fused "
-                                             "attention layers only (not unfused attention, torch_compile, "
-                                             "multi_latent_attention, window_size or selective_ac_option)");
-    c.gdn_layers();  // checks linear_attention_freq
-  } else if (!c.linear_attention_freq.empty()) {
-    fail("linear_attention_freq", "needs experimental_attention_variant (gated_delta_net)");
   }
   if (c.hybrid()) gpt_detail::check_hybrid(c, fail);
   if (c.attention_output_gate && (c.moe.multi_latent_attention || c.attention_backend == "unfused" ||

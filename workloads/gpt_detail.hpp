@@ -38,6 +38,7 @@ double embedding_params_per_rank(const GptConfig& c);
 double mtp_params_per_rank(const GptConfig& c);         // the MTP layers on their rank, without their experts
 bool last_stage_has_output(const GptConfig& c);
 double moe_model_flops(const GptConfig& c);
+double gdn_flops_per_token(const GptConfig& c);  // one Gated DeltaNet layer's forward (Megatron's gdn_layer_flops / T)
 // First global layer of each model chunk in Megatron's interleaved order: chunk (stage st, virtual chunk ch)
 // holds layers [offset[ch * p + st], offset[ch * p + st] + layout[st][ch]).
 std::vector<std::int64_t> chunk_offsets(const GptConfig& c, const std::vector<std::vector<std::int64_t>>& layout);
@@ -254,15 +255,17 @@ struct GptStepKernels {
   // mixer, * attention, - / E the MLP block); empty when not hybrid. A sublayer runs one block: has_block.
   std::string hybrid_layers;
   LayerCosts layer_mamba, layer_attn_only, layer_mlp_only;
+  // G uses layer_gdn (the Gated DeltaNet sublayer), + layer_attn_only (priced as MLA: '+' turns
+  // multi_latent_attention on, and Megatron refuses '*' beside it).
   bool has_block(std::int64_t gl, bool attn) const {
     if (hybrid_layers.empty()) return true;
     const char s = hybrid_layers[static_cast<std::size_t>(gl)];
-    return attn ? (s == 'M' || s == '*') : (s == '-' || s == 'E');
+    return attn ? (s == 'M' || s == '*' || s == 'G' || s == '+') : (s == '-' || s == 'E');
   }
   const LayerCosts& layer_at(std::int64_t gl) const {
     if (!hybrid_layers.empty()) {
       const char s = hybrid_layers[static_cast<std::size_t>(gl)];
-      return s == 'M' ? layer_mamba : s == '*' ? layer_attn_only : layer_mlp_only;
+      return s == 'M' ? layer_mamba : s == 'G' ? layer_gdn : (s == '*' || s == '+') ? layer_attn_only : layer_mlp_only;
     }
     const bool bf = has_bf16_layers() && bf16_layers[static_cast<std::size_t>(gl)];
     if (!gdn_layers.empty() && gdn_layers[static_cast<std::size_t>(gl)]) return bf ? layer_gdn_bf16 : layer_gdn;

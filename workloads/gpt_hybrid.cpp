@@ -14,8 +14,9 @@
 namespace fabricsim::workloads {
 
 namespace {
-// The symbols of a hybrid layer pattern (Symbols in megatron/core/models/hybrid/hybrid_layer_allocation.py).
-bool modelled_symbol(char ch) { return ch == 'M' || ch == '*' || ch == '-' || ch == 'E'; }
+// The symbols of a hybrid layer pattern (Symbols in megatron/core/models/hybrid/hybrid_layer_allocation.py); all
+// but D (DSA attention).
+bool modelled_symbol(char ch) { return ch == 'M' || ch == '*' || ch == 'G' || ch == '+' || ch == '-' || ch == 'E'; }
 }  // namespace
 
 std::string GptConfig::hybrid_layers() const {
@@ -64,13 +65,17 @@ void check_hybrid(const GptConfig& c, const std::function<void(const std::string
     if (modelled_symbol(ch) || ch == '|') continue;
     if (ch == '/')
       fail(K, at + "starts MTP patterns (Megatron's unified MTP pattern), which fabricsim does not model for hybrid models");
-    if (ch == 'G' || ch == 'D' || ch == '+')
-      fail(K, at + "(Megatron's " + std::string(ch == 'G' ? "Gated DeltaNet" : ch == 'D' ? "DSA attention" : "MLA") +
-                  " layer) is not modelled in hybrid patterns; expected M, *, - or E");
-    fail(K, at + "is not a layer symbol (expected M Mamba, * attention, - MLP, E MoE, | pipeline boundary)");
+    if (ch == 'D')
+      fail(K, at + "(Megatron's DSA layer: MLA with DeepSeek sparse attention and its lightning indexer) is not "
+                  "modelled: fabricsim has no indexer or sparse-attention kernels; expected M, *, G, +, - or E");
+    fail(K, at + "is not a layer symbol (expected M Mamba, * attention, G Gated DeltaNet, + MLA, - MLP, E MoE, | "
+                 "pipeline boundary)");
   }
   const std::string layers = c.hybrid_layers();
   if (layers.empty()) fail(K, "has no layers");
+  if (layers.find('*') != std::string::npos && layers.find('+') != std::string::npos)
+    fail(K, "has both '*' attention and '+' MLA layers (Megatron refuses attention beside MLA in one model: "
+            "_validate_pattern in hybrid_layer_allocation.py)");
   const bool has_moe = layers.find('E') != std::string::npos;
   if (has_moe && !c.moe.enabled()) fail(K, "has MoE layers E but num_experts is not set");
   if (!has_moe && c.moe.enabled()) fail("num_experts", "is set but hybrid_layer_pattern has no MoE layer E");
@@ -102,8 +107,8 @@ void check_hybrid(const GptConfig& c, const std::function<void(const std::string
       fail("context_parallel_rotate_method", "is PyTorch's context parallelism; Megatron's hybrid model runs its Mamba "
                                              "layers under CP with MambaContextParallel's all-to-alls (cp_comm_type for attention)");
   }
-  if (c.gdn()) fail("experimental_attention_variant", "cannot be combined with hybrid_layer_pattern (use the pattern's symbols)");
-  if (c.moe.multi_latent_attention) fail("multi_latent_attention", "in hybrid models (Megatron's '+' symbol) is not modelled");
+  if (c.moe.multi_latent_attention && layers.find('+') == std::string::npos)
+    fail("multi_latent_attention", "in a hybrid model applies to its '+' (MLA) layers; hybrid_layer_pattern has none");
   if (c.moe.mtp_num_layers > 0) fail("mtp_num_layers", "with hybrid_layer_pattern is not modelled");
   if (c.attention_backend == "unfused" || !c.torch_compile.empty() || c.use_torch_fsdp2 || c.window_left >= 0 ||
       c.first_last_layers_bf16 || c.cpu_offloading_num_layers > 0 || c.dualpipe() || c.symm_mem_tp() ||
@@ -233,6 +238,9 @@ double mamba_activation_bytes_per_token(const GptConfig& c, double gemm_in, doub
 //   MLP        4 T h ffn (x 1.5 with SwiGLU);
 //   MoE        4 T h (topk moe_ffn + shared) (x 1.5 with SwiGLU; the router is not counted); with
 //              moe_latent_size L the routed part is 4 T L topk moe_ffn (x 1.5) + 4 T h L (moe_layer_flops);
+//   Gated DeltaNet  T x gdn_layer_flops per token (gdn_flops_per_token, gpt_model.cpp);
+//   MLA '+'    not counted: hybrid_flops takes the counts of M, G, *, - and E only (training.py:1340-1384), so
+//              Megatron's reported TFLOP/s leaves the MLA layers out, and so do these model FLOPs;
 //   logits     2 T h V.
 double hybrid_model_flops(const GptConfig& c) {
   const double B = double(c.global_batch_size), s = double(c.seq_length), h = double(c.hidden_size),
@@ -247,8 +255,10 @@ double hybrid_model_flops(const GptConfig& c) {
   const double L = double(c.moe.moe_latent_size), routed = double(c.moe.moe_router_topk) * double(c.moe_ffn());
   const double moe = L > 0 ? 4.0 * scale * T * (L * routed + h * double(c.moe.moe_shared_expert_intermediate_size)) + 4.0 * T * h * L
                            : 4.0 * scale * T * h * (routed + double(c.moe.moe_shared_expert_intermediate_size));
+  const double gdn = T * gdn_flops_per_token(c);
   double fwd = 2.0 * T * h * V;
-  for (char ch : c.hybrid_layers()) fwd += ch == 'M' ? mamba : ch == '*' ? attn : ch == '-' ? mlp : moe;
+  for (char ch : c.hybrid_layers())
+    fwd += ch == 'M' ? mamba : ch == '*' ? attn : ch == '-' ? mlp : ch == 'E' ? moe : ch == 'G' ? gdn : 0.0;
   return 3.0 * fwd;
 }
 
@@ -354,10 +364,10 @@ void add_mamba_core(Costs& out, const GptConfig& c, const models::ComputeModel& 
   mem(first, MemoryKernel::Norm, f * 2.0 * e * Tl * double(di * cp));
 }
 
-// A sublayer of the pattern: the decoder layer's costs with the half it lacks emptied (M and * keep the attention
-// block, - and E the MLP block; an E layer's MoE work is priced apart, MoeCosts).
+// A sublayer of the pattern: the decoder layer's costs with the half it lacks emptied (M, *, G and + keep the
+// attention block, - and E the MLP block; an E layer's MoE work is priced apart, MoeCosts).
 LayerCosts hybrid_sublayer(LayerCosts L, char sym) {
-  const bool attn = sym == 'M' || sym == '*';
+  const bool attn = sym == 'M' || sym == '*' || sym == 'G' || sym == '+';
   if (attn) {
     L.fwd_mlp = L.bwd_mlp = L.wgrad_mlp = L.dgrad_mlp_in = L.wgrad_mlp_in = Costs{};
   } else {
@@ -371,11 +381,16 @@ LayerCosts hybrid_sublayer(LayerCosts L, char sym) {
 std::string hybrid_note(const GptConfig& c) {
   const std::string L = c.hybrid_layers();
   auto n = [&](char ch) { return std::to_string(std::count(L.begin(), L.end(), ch)); };
+  const bool gdn = L.find('G') != std::string::npos, mla = L.find('+') != std::string::npos;
   return "gpt: hybrid model, " + std::to_string(L.size()) + " sublayers (" + n('M') + " Mamba-2, " + n('*') +
-         " attention, " + n('-') + " MLP, " + n('E') +
+         " attention, " + (gdn ? n('G') + " Gated DeltaNet, " : "") + (mla ? n('+') + " MLA, " : "") + n('-') +
+         " MLP, " + n('E') +
          " MoE): the Mamba-2 SSD chunked scan is priced kernel by kernel (its per-chunk products as batched GEMMs at "
-         "the GEMM fit, the state passing at the HBM model; no measurement of these kernels: unvalidated); model "
-         "FLOPs follow Megatron-LM's hybrid_flops";
+         "the GEMM fit, the state passing at the HBM model; no measurement of these kernels: unvalidated)" +
+         (gdn ? "; the Gated DeltaNet chunked delta rule is priced from gdn_layer_flops at the GEMM fit's rate (no "
+                "linear-attention kernel is measured: unvalidated)"
+              : "") +
+         "; model FLOPs follow Megatron-LM's hybrid_flops" + (mla ? " (which has no term for the MLA layers)" : "");
 }
 
 // The catalogue's hybrid models (gpt_models.cpp holds their shapes), from the launch scripts of

@@ -446,7 +446,9 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
     attn_out = G{a_t * me.v_head_dim, h};
     const std::int64_t dh = (qk + me.v_head_dim) / 2;
     fa_kv = a_t, fa_dh = dh;
-    latent_norm = 2.0 * e * double(T) * double(ql + kvl);
+    // The hybrid model's MLA layer ('+') has none (q_layernorm / kv_layernorm IdentityOp in hybrid_stack_spec,
+    // megatron/core/models/hybrid/hybrid_layer_specs.py @d98e8a64).
+    if (!c.hybrid()) latent_norm = 2.0 * e * double(T) * double(ql + kvl);
   } else if (mamba) {
     // Mamba-2 mixer (MambaMixer, megatron/core/ssm/mamba_mixer.py:281-450 at @d98e8a64): in_proj (the layer's norm and
     // one column-parallel GEMM) to z, x (local d_inner each), B, C (local groups x state each) and dt (local heads);
@@ -823,6 +825,7 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
     K.layer_mamba = hybrid_sublayer(layer_costs_fused(c, cm, false, true), 'M');
     K.layer_attn_only = hybrid_sublayer(K.layer, '*');
     K.layer_mlp_only = hybrid_sublayer(K.layer, '-');
+    if (K.hybrid_layers.find('G') != std::string::npos) K.layer_gdn = hybrid_sublayer(layer_costs_fused(c, cm, true), 'G');
   }
   const LayerCosts& L = K.layer;
   // Logits and loss (last stage), embedding lookup (first stage), per micro-batch.

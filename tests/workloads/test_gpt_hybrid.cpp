@@ -154,8 +154,22 @@ TEST_CASE("hybrid: bad patterns and unmodelled combinations are one-line errors 
   auto err = [](const ParamMap& p) { return error_of([&] { cfg(p); }); };
   CHECK(err(hy({{"hybrid_layer_pattern", "M*X-"}})).find("hybrid_layer_pattern: position 2: 'X' is not a layer symbol") !=
         std::string::npos);
-  CHECK(err(hy({{"hybrid_layer_pattern", "M*G-"}})).find("position 2: 'G' (Megatron's Gated DeltaNet layer) is not modelled") !=
+  CHECK(err(hy({{"hybrid_layer_pattern", "M*D-"}})).find("hybrid_layer_pattern: position 2: 'D' (Megatron's DSA layer") !=
         std::string::npos);
+  // Megatron's _validate_pattern refuses '*' beside '+' (hybrid_layer_allocation.py @d98e8a64).
+  CHECK(err(hy({{"hybrid_layer_pattern", "M*+-"}})).find("hybrid_layer_pattern: has both '*' attention and '+' MLA layers") !=
+        std::string::npos);
+  CHECK(err(hy({{"multi_latent_attention", "true"}})).find("multi_latent_attention: in a hybrid model applies to its '+' (MLA) layers") !=
+        std::string::npos);
+  CHECK(err(hy({{"hybrid_layer_pattern", "MG*-"}, {"experimental_attention_variant", "gated_delta_net"}, {"linear_attention_freq", "4"}}))
+            .find("experimental_attention_variant: cannot be combined with hybrid_layer_pattern: its 'G' symbols") != std::string::npos);
+  CHECK(err(hy({{"hybrid_layer_pattern", "MG*-"}, {"linear_attention_freq", "4"}}))
+            .find("linear_attention_freq: is not read by hybrid models") != std::string::npos);
+  // The GDN layers' shape checks (TransformerConfig.__post_init__ @d98e8a64) hold for 'G' too; CP is refused.
+  CHECK(err(hy({{"hybrid_layer_pattern", "MG*-"}, {"linear_num_key_heads", "3"}, {"linear_num_value_heads", "6"}}))
+            .find("linear_num_key_heads: linear_num_key_heads and linear_num_value_heads must be multiples of") != std::string::npos);
+  CHECK(err(hy({{"hybrid_layer_pattern", "G*G-"}, {"context_parallel_size", "2"}}))
+            .find("context_parallel_size: with Gated DeltaNet layers is not modelled") != std::string::npos);
   CHECK(err(hy({{"hybrid_layer_pattern", "M*M-/MM"}})).find("position 4: '/' starts MTP patterns") != std::string::npos);
   CHECK(err(hy({{"hybrid_layer_pattern", "M*ME"}})).find("has MoE layers E but num_experts is not set") != std::string::npos);
   CHECK(err(hy({{"hybrid_layer_pattern", "M*M|-|M"}, {"pipeline_model_parallel_size", "2"}})).find("not a multiple of pipeline_model_parallel_size") !=
@@ -338,4 +352,69 @@ TEST_CASE("hybrid: the SSD scan is priced kernel by kernel; its FLOPs by hand fr
   CHECK(L2.mamba_fwd_scan.flops == doctest::Approx(2 * fwd).epsilon(1e-12));
   CHECK(L2.mamba_fwd_scan.seconds / L.mamba_fwd_scan.seconds > 1.9);
   CHECK(L2.mamba_fwd_scan.seconds / L.mamba_fwd_scan.seconds <= 2.0);
+}
+
+namespace {
+double rank0_compute_s(const GptConfig& c) {
+  double sum = 0;
+  for (const Op& op : generate_gpt(c, h100(), "t").ranks.at(0).ops)
+    if (op.category == "compute") sum += op.duration_s;
+  return sum;
+}
+}  // namespace
+
+TEST_CASE("hybrid: 'G' sublayers are Gated DeltaNet layers: G-G-G-*- is the GPT path's GDN model with linear_attention_freq 4") {
+  // The same four decoder layers written two ways: Megatron's GPT model with experimental_attention_variant
+  // gated_delta_net and linear_attention_freq 4 (three GDN layers, then one attention layer, each with its MLP) and
+  // the hybrid pattern G-G-G-*- (each block its own sublayer with its own pre-norm). Same weights (a GPT layer's two
+  // norms are the two sublayers' pre-norms), same kernels, same saved activations.
+  const GptConfig gpt = cfg(workloads_test::small_llama(8, 8, {{"pipeline_model_parallel_size", "1"}, {"squared_relu", "true"},
+                                                              {"normalization", "RMSNorm"}, {"position_embedding_type", "none"},
+                                                              {"untie_embeddings_and_output_weights", "true"},
+                                                              {"experimental_attention_variant", "gated_delta_net"},
+                                                              {"linear_attention_freq", "4"}}));
+  const GptConfig hyb = cfg(hy({{"hybrid_layer_pattern", "G-G-G-*-"}}));
+  CHECK(hyb.num_layers == 8);
+  CHECK(hyb.gdn_layers() == std::vector<bool>{true, false, true, false, true, false, false, false});
+  CHECK(gpt_num_parameters(hyb) == doctest::Approx(gpt_num_parameters(gpt)).epsilon(1e-12));
+  CHECK(gpt_memory_per_gpu(hyb).activations_bytes == doctest::Approx(gpt_memory_per_gpu(gpt).activations_bytes).epsilon(1e-12));
+  const double cg = rank0_compute_s(gpt), ch = rank0_compute_s(hyb);
+  MESSAGE("rank 0 compute: GPT GDN " << cg * 1e3 << " ms, hybrid G-G-G-*- " << ch * 1e3 << " ms");
+  CHECK(ch == doctest::Approx(cg).epsilon(1e-9));
+  // hybrid_flops (training.py:964-1006 @d98e8a64) by hand with Megatron's GDN defaults (16 key heads, 32 value heads
+  // of 128, 4 conv taps): gdn_layer_flops = 2 T (h (2 qk + 2 v + 2 nv) + 4 (2 qk + v) + 4 nv dv^2 + h v).
+  const double h = 1024, V = 32000, f = 2816, B = 8, s = 2048, T = B * s;
+  const double qk = 16 * 128, v = 32 * 128, nv = 32, dv = 128;
+  const double f_gdn = 2 * T * (h * (2 * qk + 2 * v + 2 * nv) + 4 * (2 * qk + v) + 4 * nv * dv * dv + h * v);
+  const double f_attn = 4 * T * h * (h + h) + 2 * B * s * s * h, f_mlp = 4 * T * h * f;
+  CHECK(gpt_model_flops(hyb) == doctest::Approx(3 * (3 * f_gdn + f_attn + 4 * f_mlp + 2 * T * h * V)).epsilon(1e-12));
+  bool noted = false;
+  for (const auto& n : generate_gpt(hyb, h100(), "t").notes)
+    noted = noted || n.find("8 sublayers (0 Mamba-2, 1 attention, 3 Gated DeltaNet, 4 MLP, 0 MoE)") != std::string::npos;
+  CHECK(noted);
+}
+
+TEST_CASE("hybrid: '+' sublayers are MLA attention without latent norms; hybrid_flops does not count them") {
+  // '+' turns multi_latent_attention on (arguments.py:918-923 @d98e8a64). The hybrid MLA layer's spec has
+  // q_layernorm and kv_layernorm IdentityOp (hybrid_layer_specs.py mla_layer): the GPT path's MLA layer with its two
+  // latent norms less -- q_lora_rank + kv_lora_rank weights per layer, and their norm kernels.
+  const ParamMap mla = {{"q_lora_rank", "256"}, {"kv_lora_rank", "512"}, {"qk_head_dim", "64"},
+                        {"qk_pos_emb_head_dim", "32"}, {"v_head_dim", "64"}};
+  ParamMap g = workloads_test::small_llama(8, 8, {{"pipeline_model_parallel_size", "1"}, {"squared_relu", "true"},
+                                                  {"normalization", "RMSNorm"}, {"position_embedding_type", "none"},
+                                                  {"untie_embeddings_and_output_weights", "true"},
+                                                  {"multi_latent_attention", "true"}, {"num_layers", "2"}});
+  ParamMap hp = hy({{"hybrid_layer_pattern", "+-+-"}});
+  for (const auto& [k, v] : mla) g[k] = v, hp[k] = v;
+  const GptConfig gpt = cfg(g), hyb = cfg(hp);
+  CHECK(hyb.moe.multi_latent_attention);
+  CHECK(gpt_num_parameters(gpt) - gpt_num_parameters(hyb) == doctest::Approx(2.0 * (256 + 512)).epsilon(1e-12));
+  const double cg = rank0_compute_s(gpt), ch = rank0_compute_s(hyb);
+  MESSAGE("rank 0 compute: GPT MLA " << cg * 1e3 << " ms, hybrid +-+- " << ch * 1e3 << " ms");
+  CHECK(ch < cg);                                  // no latent norm kernels
+  CHECK(ch == doctest::Approx(cg).epsilon(0.02));  // otherwise the same layers
+  // Megatron's hybrid_flops takes the counts of M, G, *, - and E only (training.py:1340-1384): two MLP sublayers and
+  // the logits.
+  const double h = 1024, V = 32000, f = 2816, T = 8 * 2048.0;
+  CHECK(gpt_model_flops(hyb) == doctest::Approx(3 * (2 * 4 * T * h * f + 2 * T * h * V)).epsilon(1e-12));
 }
