@@ -634,7 +634,9 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   read_moe_params(r, c.moe);
   // A hybrid pattern with '+' (MLA) layers turns multi_latent_attention on (megatron/training/arguments.py:918-923
   // @d98e8a64 infers it from the pattern).
-  if (c.hybrid() && c.hybrid_layers().find('+') != std::string::npos) c.moe.multi_latent_attention = true;
+  if (c.hybrid() && c.hybrid_layer_pattern.find('+') != std::string::npos) c.moe.multi_latent_attention = true;
+  // and sets mtp_num_layers to its MTP depths (arguments.py:870-884; a differing value is refused in check_hybrid).
+  if (c.hybrid() && c.moe.mtp_num_layers == 0) c.moe.mtp_num_layers = gpt_detail::hybrid_mtp_depths(c);
   // moe_router_padding_for_quantization's alignment, get_align_size_for_quantization (moe_utils.py @d98e8a64):
   // fp8 16, mxfp8 32 (get_fp8_align_size, megatron/core/fp8_utils.py), nvfp4 128 (get_fp4_align_size,
   // megatron/core/fp4_utils.py: the grouped NVFP4 quantisation's 128-token multiple).

@@ -50,6 +50,12 @@ void check_hybrid(const GptConfig& c, const std::function<void(const std::string
 // [stage][chunk] decoder layers from the pattern's '|' segments (segment k: stage k % PP, chunk k / PP).
 std::vector<std::vector<std::int64_t>> hybrid_segment_layout(const GptConfig& c);
 char hybrid_symbol(const GptConfig& c, std::int64_t gl);  // the global layer's symbol; 0 if not hybrid
+// One MTP depth's sublayers: the hybrid pattern's part after '/' ("M*M*/*E/*E": "*E"); "" without one.
+std::string hybrid_mtp_pattern(const GptConfig& c);
+std::int64_t hybrid_mtp_depths(const GptConfig& c);  // the pattern's MTP parts (0 without '/')
+// MoE layers over all MTP depths: the E sublayers of the hybrid MTP pattern, else one per depth when the last
+// decoder layer is an MoE layer (an MTP layer is built like it).
+std::int64_t mtp_moe_layers(const GptConfig& c);
 double mamba_params_per_rank(const GptConfig& c);       // one Mamba-2 mixer on one TP rank (without the pre-norm)
 // What one rank's SSD scan runs on (MambaContextParallel, megatron/core/ssm/mamba_context_parallel.py @d98e8a64):
 // `batch` sequences of the whole `seqlen` (under CP the all-to-alls gather the sequence and split the heads), `heads`

@@ -868,30 +868,6 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
       K.embed_bwd.add(cm, KernelDesc::memory(models::MemoryKernel::Embedding, 2.0 * eb, ap));
     }
   }
-  // Multi-token prediction (DeepSeek-V3 Sec. 2.2), per micro-batch: per depth the embedding of the shifted
-  // tokens (MultiTokenPredictionLayer._get_embeddings, Megatron-Core multi_token_prediction.py at
-  // NVIDIA/Megatron-LM@d98e8a64dd), a projection 2h -> h, one transformer layer (compute only: its MoE dispatch
-  // is not simulated) -- the MTP layers -- and the shared output head with its loss (process_mtp_loss, on the
-  // loss stage) -- the heads. With the MTP in the loss's stage both run as one op (mtp).
-  if (c.moe.mtp_num_layers > 0 && !legacy) {
-    const Precision ap = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
-    const std::int64_t Ti = c.micro_batch_size * (c.seq_length / cp);
-    for (std::int64_t k = 0; k < c.moe.mtp_num_layers; ++k) {
-      K.mtp_layers += K.embed_fwd;
-      K.mtp_layers.add(cm, KernelDesc::gemm(Ti, c.hidden_size / t, 2 * c.hidden_size, ap));
-      K.mtp_layers += L.fwd_attn;
-      K.mtp_layers += L.fwd_mlp;
-      K.mtp_heads += K.logits_fwd;
-      K.mtp_heads_b += K.logits_bwd;
-      K.mtp_layers_b += L.bwd_mlp;
-      K.mtp_layers_b += L.bwd_attn;
-      K.mtp_layers_b.add(cm, KernelDesc::gemm(Ti, 2 * c.hidden_size, c.hidden_size / t, ap));
-      K.mtp_layers_b.add(cm, KernelDesc::gemm(2 * c.hidden_size, c.hidden_size / t, Ti, ap));
-      K.mtp_layers_b += K.embed_bwd;
-    }
-    K.mtp = K.mtp_layers, K.mtp += K.mtp_heads;
-    K.mtp_b = K.mtp_heads_b, K.mtp_b += K.mtp_layers_b;
-  }
   // Mixture of experts: routing per MoE layer (who gets how many tokens) and the priced MoE kernels.
   K.moe_pattern = moe_layers_of(c);
   K.moe_index.assign(c.num_layers, -1);
@@ -906,6 +882,55 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
       K.loads.push_back(moe_layer_load(c.moe, shares[i], K.T_local, ep, ep * etp));
       K.moe.push_back(moe_costs(c, cm, K.loads.back(), K.T_local));
     }
+  }
+  // Multi-token prediction (DeepSeek-V3 Sec. 2.2), per micro-batch: per depth the embedding of the shifted
+  // tokens (MultiTokenPredictionLayer._get_embeddings, Megatron-Core multi_token_prediction.py at
+  // NVIDIA/Megatron-LM@d98e8a64dd), a projection 2h -> h, one transformer layer (compute only: its MoE dispatch
+  // is not simulated) -- the MTP layers -- and the shared output head with its loss (process_mtp_loss, on the
+  // loss stage) -- the heads. With the MTP in the loss's stage both run as one op (mtp). A hybrid model's MTP
+  // layer runs its pattern's MTP part instead of the transformer layer (hybrid_mtp_pattern; a HybridStack,
+  // multi_token_prediction.py:1197-1213): each sublayer's block, an E sublayer's MoE block as the last decoder MoE
+  // layer's kernels at the mean load (compute only, as above).
+  if (c.moe.mtp_num_layers > 0 && !legacy) {
+    const Precision ap = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
+    const std::int64_t Ti = c.micro_batch_size * (c.seq_length / cp);
+    std::vector<const Costs*> fwd = {&L.fwd_attn, &L.fwd_mlp}, bwd = {&L.bwd_mlp, &L.bwd_attn};
+    if (c.hybrid()) {
+      fwd.clear(), bwd.clear();
+      const std::string mtp = hybrid_mtp_pattern(c);
+      for (char sym : mtp) {
+        if (sym == 'E') {
+          const MoeCosts& m = K.moe.back();
+          fwd.insert(fwd.end(), {&m.pre_f, &m.experts_f_mean, &m.post_f, &m.shared_f});
+        } else {
+          const LayerCosts& sl = sym == 'M' ? K.layer_mamba : sym == 'G' ? K.layer_gdn : sym == '-' ? K.layer_mlp_only : K.layer_attn_only;
+          fwd.push_back(sym == '-' ? &sl.fwd_mlp : &sl.fwd_attn);
+        }
+      }
+      for (auto it = mtp.rbegin(); it != mtp.rend(); ++it) {
+        const char sym = *it;
+        if (sym == 'E') {
+          const MoeCosts& m = K.moe.back();
+          bwd.insert(bwd.end(), {&m.shared_b, &m.post_b, &m.experts_b_mean, &m.pre_b});
+        } else {
+          const LayerCosts& sl = sym == 'M' ? K.layer_mamba : sym == 'G' ? K.layer_gdn : sym == '-' ? K.layer_mlp_only : K.layer_attn_only;
+          bwd.push_back(sym == '-' ? &sl.bwd_mlp : &sl.bwd_attn);
+        }
+      }
+    }
+    for (std::int64_t k = 0; k < c.moe.mtp_num_layers; ++k) {
+      K.mtp_layers += K.embed_fwd;
+      K.mtp_layers.add(cm, KernelDesc::gemm(Ti, c.hidden_size / t, 2 * c.hidden_size, ap));
+      for (const Costs* x : fwd) K.mtp_layers += *x;
+      K.mtp_heads += K.logits_fwd;
+      K.mtp_heads_b += K.logits_bwd;
+      for (const Costs* x : bwd) K.mtp_layers_b += *x;
+      K.mtp_layers_b.add(cm, KernelDesc::gemm(Ti, 2 * c.hidden_size, c.hidden_size / t, ap));
+      K.mtp_layers_b.add(cm, KernelDesc::gemm(2 * c.hidden_size, c.hidden_size / t, Ti, ap));
+      K.mtp_layers_b += K.embed_bwd;
+    }
+    K.mtp = K.mtp_layers, K.mtp += K.mtp_heads;
+    K.mtp_b = K.mtp_heads_b, K.mtp_b += K.mtp_layers_b;
   }
   return K;
 }

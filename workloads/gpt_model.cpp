@@ -211,6 +211,14 @@ double mtp_params_per_rank(const GptConfig& c) {
   // the decoder's last; its experts are counted by expert_params_per_gpu.
   if (c.moe.mtp_num_layers <= 0) return 0.0;
   const double h = double(c.hidden_size), t = double(c.tensor_model_parallel_size);
+  // A hybrid model's MTP layer runs its pattern's MTP part as a HybridStack without a final norm (the layer's own
+  // final_layernorm follows: MultiTokenPredictionLayer, multi_token_prediction.py:1197-1213 @d98e8a64).
+  const std::string mtp_pat = hybrid_mtp_pattern(c);
+  if (!mtp_pat.empty()) {
+    double layers = 0;
+    for (char sym : mtp_pat) layers += layer_params_moe_model(c, sym == 'E', sym == 'G', sym);
+    return double(c.moe.mtp_num_layers) * (3.0 * h + 2.0 * h * h / t + layers);
+  }
   const auto pattern = moe_layers_of(c);
   const double layer = moe_model(c) ? layer_params_moe_model(c, !pattern.empty() && pattern.back()) : layer_params_per_rank(c);  // full attention
   return double(c.moe.mtp_num_layers) * (3.0 * h + 2.0 * h * h / t + layer);
@@ -602,10 +610,13 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // the decoder's last layer) on the MTP chunk; for MoE models also the sum of their selective-recompute bytes.
   const auto pattern = moe_layers_of(c);
   const bool mtp_moe = !pattern.empty() && pattern.back();
+  // A hybrid model's MTP depth is its pattern's MTP part, one activation unit per sublayer (hybrid_mtp_pattern).
+  const std::string mtp_pat = hybrid_mtp_pattern(c);
+  const std::int64_t mtp_units = mtp_pat.empty() ? n_mtp : n_mtp * static_cast<std::int64_t>(mtp_pat.size());
   std::vector<double> chunk_layers(chunks.size()), chunk_sel(chunks.size(), 0.0);
   for (std::size_t k = 0; k < chunks.size(); ++k)
-    chunk_layers[k] = double(chunks[k].second + (static_cast<std::int64_t>(k) == mtp_chunk ? n_mtp : 0));
-  const double act_layers = double(layers + (mtp_chunk >= 0 ? n_mtp : 0));
+    chunk_layers[k] = double(chunks[k].second + (static_cast<std::int64_t>(k) == mtp_chunk ? mtp_units : 0));
+  const double act_layers = double(layers + (mtp_chunk >= 0 ? mtp_units : 0));
   double lf_act = 1.0;  // MoE: the busiest rank's routed tokens over the mean (below)
   if (moe) {
     double lf = 1.0;
@@ -646,8 +657,10 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     Pl = layers ? P / double(layers) : 0.0;
     if (mtp_chunk >= 0)
       for (std::int64_t k = 0; k < n_mtp; ++k) {
-        add_act(static_cast<std::size_t>(mtp_chunk), mtp_moe, false, 0);
-        if (mtp_moe) Pe += expert_params_per_gpu(c);
+        for (char sym : mtp_pat) add_act(static_cast<std::size_t>(mtp_chunk), sym == 'E', sym == 'G', sym);
+        if (mtp_pat.empty()) add_act(static_cast<std::size_t>(mtp_chunk), mtp_moe, false, 0);
+        Pe += double(std::count(mtp_pat.begin(), mtp_pat.end(), 'E')) * expert_params_per_gpu(c);
+        if (mtp_pat.empty() && mtp_moe) Pe += expert_params_per_gpu(c);
       }
     if (act_layers > 0) act_mean /= act_layers, act_mean_sel /= act_layers;
     lf_act = lf;

@@ -1367,8 +1367,7 @@ class StageEmitter {
         for (std::int64_t l = 0; l < place(ch).nl; ++l)
           if (K.moe_pattern[place(ch).base + l]) stage_expert_params += expert_params_per_gpu(c);
       // The MTP layers' experts (built like the decoder's last layer).
-      if (final_mtp_bwd >= 0 && !K.moe_pattern.empty() && K.moe_pattern.back())
-        stage_expert_params += double(c.moe.mtp_num_layers) * expert_params_per_gpu(c);
+      if (final_mtp_bwd >= 0) stage_expert_params += double(mtp_moe_layers(c)) * expert_params_per_gpu(c);
       // (Megatron FSDP and torch FSDP2 expert units reduce them per layer instead, fsdp_experts.)
       if (edp > 1 && stage_expert_params > 0 && !(c.fsdp() && (!c.use_torch_fsdp2 || c.fsdp_expert_units))) {
         const bool sh = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard" || c.fsdp();

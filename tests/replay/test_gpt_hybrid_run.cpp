@@ -34,15 +34,16 @@ TEST_CASE("hybrid run: Nemotron-H 8B with CP 2 on the same 32 H100 is no faster 
   CHECK(cp_exposed > 0);
 }
 
-TEST_CASE("hybrid run: Nemotron-H 8B's pattern with G (Gated DeltaNet) or + (MLA) sublayers replays end to end") {
+TEST_CASE("hybrid run: Nemotron-H 8B's pattern with G (Gated DeltaNet) or + (MLA) sublayers, or an MTP depth, replays end to end") {
   // What-ifs on the 32-H100 example (no published model): every Mamba mixer M swapped for a Gated DeltaNet layer G
   // (Megatron's GDN defaults: 16 key heads, 32 value heads of 128), or every attention sublayer * for MLA +.
   Scenario base = load_scenario(std::string(FABRICSIM_SOURCE_DIR) + "/examples/workloads/nemotron-h-8b-32-h100.json");
   const std::string pattern = base.workload.params.at("hybrid_layer_pattern");
-  auto run = [&](char from, char to) {
+  auto run = [&](char from, char to, const std::string& mtp = "") {
     Scenario s = base;
     std::string p = pattern;
     std::replace(p.begin(), p.end(), from, to);
+    p += mtp;
     s.workload.params["hybrid_layer_pattern"] = p;
     const sim::RunResult r = sim::run_scenario(s, {"analytic", {}, {}}).result;
     ParamMap wp = s.workload.params;
@@ -59,4 +60,9 @@ TEST_CASE("hybrid run: Nemotron-H 8B's pattern with G (Gated DeltaNet) or + (MLA
   const sim::RunResult m = run('G', 'G'), g = run('M', 'G'), plus = run('*', '+');
   CHECK(g.iteration_s != m.iteration_s);
   CHECK(plus.iteration_s != m.iteration_s);
+  // One MTP depth of an attention and an MLP sublayer (Megatron's unified pattern "main/*-") on the last stage: more
+  // compute, a longer step.
+  const sim::RunResult mtp = run('G', 'G', "/*-");
+  CHECK(mtp.breakdown.compute_s > m.breakdown.compute_s);
+  CHECK(mtp.iteration_s > m.iteration_s);
 }

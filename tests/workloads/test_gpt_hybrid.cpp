@@ -170,7 +170,16 @@ TEST_CASE("hybrid: bad patterns and unmodelled combinations are one-line errors 
             .find("linear_num_key_heads: linear_num_key_heads and linear_num_value_heads must be multiples of") != std::string::npos);
   CHECK(err(hy({{"hybrid_layer_pattern", "G*G-"}, {"context_parallel_size", "2"}}))
             .find("context_parallel_size: with Gated DeltaNet layers is not modelled") != std::string::npos);
-  CHECK(err(hy({{"hybrid_layer_pattern", "M*M-/MM"}})).find("position 4: '/' starts MTP patterns") != std::string::npos);
+  // MTP patterns (parse_hybrid_pattern, hybrid_layer_allocation.py; arguments.py:870-884 @d98e8a64).
+  CHECK(err(hy({{"hybrid_layer_pattern", "M*M-/*-/-*"}})).find("hybrid_layer_pattern: MTP pattern 2 ('-*') differs from MTP pattern 1 ('*-')") !=
+        std::string::npos);
+  CHECK(err(hy({{"hybrid_layer_pattern", "M*M-/*|-"}})).find("hybrid_layer_pattern: position 6: '|' in an MTP pattern") != std::string::npos);
+  CHECK(err(hy({{"hybrid_layer_pattern", "M*M-/*-/*-"}, {"mtp_num_layers", "3"}}))
+            .find("mtp_num_layers: (3) differs from the 2 MTP patterns after '/'") != std::string::npos);
+  CHECK(err(hy({{"mtp_num_layers", "1"}})).find("mtp_num_layers: with hybrid_layer_pattern needs the MTP layers' pattern after '/'") !=
+        std::string::npos);
+  CHECK(err(hy({{"hybrid_layer_pattern", "M*M-/*E"}, {"num_experts", "4"}})).find("has MoE layers E in its MTP pattern only") !=
+        std::string::npos);
   CHECK(err(hy({{"hybrid_layer_pattern", "M*ME"}})).find("has MoE layers E but num_experts is not set") != std::string::npos);
   CHECK(err(hy({{"hybrid_layer_pattern", "M*M|-|M"}, {"pipeline_model_parallel_size", "2"}})).find("not a multiple of pipeline_model_parallel_size") !=
         std::string::npos);
@@ -417,4 +426,52 @@ TEST_CASE("hybrid: '+' sublayers are MLA attention without latent norms; hybrid_
   // the logits.
   const double h = 1024, V = 32000, f = 2816, T = 8 * 2048.0;
   CHECK(gpt_model_flops(hyb) == doctest::Approx(3 * (2 * 4 * T * h * f + 2 * T * h * V)).epsilon(1e-12));
+}
+
+TEST_CASE("hybrid: MTP patterns after '/' are Megatron's MTP layers: parameters, hybrid_flops, kernels, memory") {
+  // "M*M-/*-/*-": the main pattern M*M-, two MTP depths each running the sublayers *- (a HybridStack without a final
+  // norm; the MTP layer's enorm, hnorm, eh_proj 2h -> h and final_layernorm around it: multi_token_prediction.py
+  // @d98e8a64). mtp_num_layers comes from the pattern (arguments.py:870-884).
+  const GptConfig base = cfg(hy()), mtp = cfg(hy({{"hybrid_layer_pattern", "M*M-/*-/*-"}}));
+  CHECK(mtp.num_layers == 4);
+  CHECK(mtp.hybrid_layers() == "M*M-");
+  CHECK(mtp.moe.mtp_num_layers == 2);
+  CHECK(gpt_detail::hybrid_mtp_pattern(mtp) == "*-");
+  CHECK(gpt_layer_layout(mtp) == gpt_layer_layout(base));
+  const double h = 1024, t = 2, f = 2816, V = 32000;
+  const double attn = (h * (16 + 2 * 16) * 64 + 16 * 64 * h) / t + h, mlp = 2 * h * f / t + h;
+  CHECK(gpt_detail::mtp_params_per_rank(mtp) == doctest::Approx(2 * (3 * h + 2 * h * h / t + attn + mlp)).epsilon(1e-12));
+  // hybrid_flops: the MTP sublayers counted once per depth (get_hybrid_layer_counts) and one more logits per depth.
+  const double B = 8, s = 2048, T = B * s;
+  const double f_attn = 4 * T * h * (h + h) + 2 * B * s * s * h, f_mlp = 4 * T * h * f;
+  CHECK(gpt_model_flops(mtp) - gpt_model_flops(base) ==
+        doctest::Approx(3 * 2 * (f_attn + f_mlp + 2 * T * h * V)).epsilon(1e-12));
+  // Kernels: one depth of "*-" runs the attention sublayer's and the MLP sublayer's blocks; "-" alone one less
+  // attention block per depth.
+  const auto k2 = gpt_detail::gpt_step_kernels(mtp, h100(), "t");
+  const auto k1 = gpt_detail::gpt_step_kernels(cfg(hy({{"hybrid_layer_pattern", "M*M-/-/-"}})), h100(), "t");
+  CHECK(k2.mtp_layers.seconds - k1.mtp_layers.seconds == doctest::Approx(2 * k2.layer_attn_only.fwd_attn.seconds).epsilon(1e-9));
+  CHECK(k2.mtp_layers_b.seconds - k1.mtp_layers_b.seconds == doctest::Approx(2 * k2.layer_attn_only.bwd_attn.seconds).epsilon(1e-9));
+  CHECK(k2.mtp_heads.seconds == doctest::Approx(2 * k2.logits_fwd.seconds).epsilon(1e-12));
+  // The trace runs them after the decoder's layers; memory holds their weights and activations.
+  int mtp_ops = 0;
+  for (const Op& op : generate_gpt(mtp, h100(), "t").ranks.at(0).ops) mtp_ops += op.name.find(".mtp.") != std::string::npos;
+  CHECK(mtp_ops == 2 * 2);  // forward and backward of each of the rank's 2 micro-batches (global batch 8 over DP 4)
+  CHECK(gpt_memory_per_gpu(mtp).activations_bytes > gpt_memory_per_gpu(base).activations_bytes);
+  CHECK(gpt_memory_per_gpu(mtp).weights_bytes > gpt_memory_per_gpu(base).weights_bytes);
+}
+
+TEST_CASE("hybrid: an MTP pattern's E sublayers add the MoE layer's experts and compute") {
+  const ParamMap moe = {{"num_experts", "4"}, {"expert_model_parallel_size", "2"}, {"moe_router_topk", "2"}};
+  ParamMap a = hy({{"hybrid_layer_pattern", "M*ME/*-"}}), b = hy({{"hybrid_layer_pattern", "M*ME/*E"}});
+  for (const auto& [k, v] : moe) a[k] = v, b[k] = v;
+  const GptConfig ca = cfg(a), cb = cfg(b);
+  CHECK(gpt_detail::mtp_moe_layers(ca) == 0);
+  CHECK(gpt_detail::mtp_moe_layers(cb) == 1);
+  const auto ka = gpt_detail::gpt_step_kernels(ca, h100(), "t"), kb = gpt_detail::gpt_step_kernels(cb, h100(), "t");
+  const auto& m = kb.moe.back();
+  CHECK(kb.mtp_layers.seconds - ka.mtp_layers.seconds ==
+        doctest::Approx(m.pre_f.seconds + m.experts_f_mean.seconds + m.post_f.seconds + m.shared_f.seconds -
+                        ka.layer_mlp_only.fwd_mlp.seconds).epsilon(1e-9));
+  CHECK(gpt_memory_per_gpu(cb).weights_bytes > gpt_memory_per_gpu(ca).weights_bytes);
 }
