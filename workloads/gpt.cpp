@@ -806,8 +806,9 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   }
   // Gated DeltaNet layers: Megatron-Core's checks (TransformerConfig.__post_init__ at NVIDIA/Megatron-LM@d98e8a64:
   // linear_attention_freq must be set, value heads a multiple of key heads, both multiples of TP x CP); "gdn2" and
-  // "dsa" (the other variants) have no kernels here. Megatron runs GDN under context parallelism by an all-to-all
-  // from sequence to head sharding (a2a_cp_to_hp in megatron/core/ssm/gated_delta_net/gdn.py), not modelled.
+  // "dsa" (the other variants) have no kernels here. Under context parallelism a GDN layer exchanges its in_proj
+  // output and its norm's output by all-to-all (a2a_cp_to_hp / a2a_hp_to_cp, megatron/core/ssm/gated_delta_net/;
+  // gpt_kernels.cpp and gpt_trace.cpp).
   // A hybrid model's Gated DeltaNet layers are its pattern's 'G' symbols, with the same shape checks (Megatron-Core
   // builds them from the same TransformerConfig); linear_attention_freq is unused there.
   const bool hybrid_gdn = c.hybrid() && c.hybrid_layers().find('G') != std::string::npos;
@@ -843,9 +844,6 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     if (c.linear_num_key_heads % tc != 0 || c.linear_num_value_heads % tc != 0)
       fail("linear_num_key_heads", "linear_num_key_heads and linear_num_value_heads must be multiples of "
                                    "tensor_model_parallel_size x context_parallel_size (" + std::to_string(tc) + ")");
-    if (c.context_parallel_size > 1)
-      fail("context_parallel_size", "with Gated DeltaNet layers is not modelled (Megatron's all-to-all to head "
-                                    "sharding inside the GDN layer has no ops here)");
   }
   if (c.hybrid()) gpt_detail::check_hybrid(c, fail);
   if (c.attention_output_gate && (c.moe.multi_latent_attention || c.attention_backend == "unfused" ||

@@ -564,8 +564,39 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
     out.flops += (bwd ? 7.0 : 3.0) * chunk.flops();
     out.add(cm, mem(MemoryKernel::Norm, f * 3.0 * e * double(T) * double(gdn_v)));
   };
+  // A Gated DeltaNet layer under context parallelism (GatedDeltaNet.forward, gdn.py @d98e8a64, with a2a_cp_to_hp /
+  // a2a_hp_to_cp in megatron/core/ssm/gated_delta_net/common.py): in_proj's output (q, k, v, z, beta, alpha: W =
+  // 2 qk + 2 v + 2 value heads per TP rank) goes by one all-to-all from sequence to head sharding, the conv1d and
+  // delta rule run over the whole sequence for value heads / CP, and the gated norm's output (v) comes back by a
+  // second all-to-all before out_proj. The core's kernels are those at CP 1 (tokens x heads per rank unchanged:
+  // cp times the tokens, 1 / cp of the heads). Around the exchanges, copies (read + write): the head permutation
+  // (index_select, so one unsectioned exchange serves every section) and all_to_all_sp2hp's split + cat before the
+  // first; attention's load-balanced chunk order undone after it and redone before the second
+  // (_undo / _redo_attention_load_balancing); all_to_all_hp2sp's split + cat after the second. The backward runs
+  // the gradients' copies, as many bytes. LayerCosts::mamba_* hold the split (GDN has no Mamba fields of its own).
+  auto add_gdn = [&](Costs& out, bool bwd) {
+    if (cp == 1) return add_gdn_core(out, bwd);
+    Costs& pre = bwd ? L.mamba_bwd_pre : L.mamba_fwd_pre;
+    Costs& scan = bwd ? L.mamba_bwd_scan : L.mamba_fwd_scan;
+    Costs rest;
+    Costs& first = bwd ? pre : rest;  // the output side: after the second exchange forward, before it backward
+    Costs& last = bwd ? rest : pre;   // the input side
+    auto copy = [&](Costs& part, double bytes) {
+      out.add(cm, mem(MemoryKernel::Copy, bytes));
+      part.add(cm, mem(MemoryKernel::Copy, bytes));
+    };
+    const double w_in = 2.0 * e * double(T) * double(2 * gdn_qk + 2 * gdn_v + 2 * gdn_nv), w_out = 2.0 * e * double(T) * double(gdn_v);
+    copy(last, w_in);
+    copy(last, w_in);
+    copy(scan, w_in);
+    Costs core;
+    add_gdn_core(core, bwd);
+    out += core, scan += core;
+    copy(scan, w_out);
+    copy(first, w_out);
+  };
   auto add_attention = [&](Costs& out, bool bwd) {
-    if (gdn) return add_gdn_core(out, bwd);
+    if (gdn) return add_gdn(out, bwd);
     if (mamba)
       return add_mamba_core(out, c, cm, bwd, bwd ? L.mamba_bwd_pre : L.mamba_fwd_pre, bwd ? L.mamba_bwd_scan : L.mamba_fwd_scan);
     if (!torch_cp) return attention_ring(out, fa_heads, fa_kv, fa_dh, bwd);
@@ -574,7 +605,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   };
   const Costs fwd_in = L.fwd_attn;  // a Mamba block's kernels before its CP exchanges (LayerCosts::mamba_fwd_pre)
   add_attention(L.fwd_attn, false);
-  if (mamba) L.mamba_fwd_pre += fwd_in;
+  if (mamba || (gdn && cp > 1)) L.mamba_fwd_pre += fwd_in;
   if (out_gate > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Elementwise, out_gate));
   fwd_gemm(L.fwd_attn, attn_out, Tp::Row);
   fuse(L.tp_fused[1][0], false, attn_out.n, attn_out.k);
@@ -604,7 +635,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   if (out_gate > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, 2.0 * out_gate));
   const Costs bwd_out = L.bwd_attn;  // out_proj's backward (LayerCosts::mamba_bwd_pre)
   add_attention(L.bwd_attn, true);
-  if (mamba) L.mamba_bwd_pre += bwd_out, L.mamba_bwd_pre_w = L.wgrad_attn;
+  if (mamba || (gdn && cp > 1)) L.mamba_bwd_pre += bwd_out, L.mamba_bwd_pre_w = L.wgrad_attn;
   if (repeat > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Copy, repeat));
   if (titan) add_rope(L.bwd_attn, 2.0);
   else if (rope > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, rope));
@@ -825,7 +856,10 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
     K.layer_mamba = hybrid_sublayer(layer_costs_fused(c, cm, false, true), 'M');
     K.layer_attn_only = hybrid_sublayer(K.layer, '*');
     K.layer_mlp_only = hybrid_sublayer(K.layer, '-');
-    if (K.hybrid_layers.find('G') != std::string::npos) K.layer_gdn = hybrid_sublayer(layer_costs_fused(c, cm, true), 'G');
+    if (K.hybrid_layers.find('G') != std::string::npos) {
+      K.layer_gdn = hybrid_sublayer(layer_costs_fused(c, cm, true), 'G');
+      K.gdn_layers = c.gdn_layers();
+    }
   }
   const LayerCosts& L = K.layer;
   // Logits and loss (last stage), embedding lookup (first stage), per micro-batch.

@@ -66,3 +66,18 @@ TEST_CASE("hybrid run: Nemotron-H 8B's pattern with G (Gated DeltaNet) or + (MLA
   CHECK(mtp.breakdown.compute_s > m.breakdown.compute_s);
   CHECK(mtp.iteration_s > m.iteration_s);
 }
+
+TEST_CASE("GDN run: Qwen3-Next (row 98) with CP 2 on the same 128 H100 adds exposed all-to-all time, no compute saved") {
+  // The ModelZoo run's configuration with context_parallel_size 2 (DP 16 instead of 32): its 36 Gated DeltaNet
+  // layers exchange in_proj's and the norm's outputs by all-to-all, its 12 attention layers run cp_comm_type p2p.
+  Scenario s = load_scenario(std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/training-modern/moe/qwen3_next_80b_h100_row98.json");
+  const sim::RunResult one = sim::run_scenario(s, {"analytic", {}, {}}).result;
+  s.workload.params["context_parallel_size"] = "2";
+  const sim::RunResult two = sim::run_scenario(s, {"analytic", {}, {}}).result;
+  const double cp_exposed = two.breakdown.exposed_comm_s.count("cp") ? two.breakdown.exposed_comm_s.at("cp") : 0.0;
+  MESSAGE("CP 1: step " << one.iteration_s * 1e3 << " ms, compute " << one.breakdown.compute_s * 1e3 << " ms; CP 2: step "
+                        << two.iteration_s * 1e3 << " ms, compute " << two.breakdown.compute_s * 1e3
+                        << " ms, exposed CP " << cp_exposed * 1e3 << " ms");
+  CHECK(cp_exposed > 0);
+  CHECK(two.breakdown.compute_s >= one.breakdown.compute_s);
+}

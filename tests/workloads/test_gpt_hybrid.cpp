@@ -168,8 +168,10 @@ TEST_CASE("hybrid: bad patterns and unmodelled combinations are one-line errors 
   // The GDN layers' shape checks (TransformerConfig.__post_init__ @d98e8a64) hold for 'G' too; CP is refused.
   CHECK(err(hy({{"hybrid_layer_pattern", "MG*-"}, {"linear_num_key_heads", "3"}, {"linear_num_value_heads", "6"}}))
             .find("linear_num_key_heads: linear_num_key_heads and linear_num_value_heads must be multiples of") != std::string::npos);
-  CHECK(err(hy({{"hybrid_layer_pattern", "G*G-"}, {"context_parallel_size", "2"}}))
-            .find("context_parallel_size: with Gated DeltaNet layers is not modelled") != std::string::npos);
+  CHECK(err(hy({{"hybrid_layer_pattern", "G*G-"}, {"context_parallel_size", "4"}, {"world_size", "16"}, {"global_batch_size", "16"},
+                {"linear_num_key_heads", "4"}, {"linear_num_value_heads", "8"}}))
+            .find("linear_num_key_heads: linear_num_key_heads and linear_num_value_heads must be multiples of "
+                  "tensor_model_parallel_size x context_parallel_size (8)") != std::string::npos);
   // MTP patterns (parse_hybrid_pattern, hybrid_layer_allocation.py; arguments.py:870-884 @d98e8a64).
   CHECK(err(hy({{"hybrid_layer_pattern", "M*M-/*-/-*"}})).find("hybrid_layer_pattern: MTP pattern 2 ('-*') differs from MTP pattern 1 ('*-')") !=
         std::string::npos);
@@ -366,7 +368,8 @@ TEST_CASE("hybrid: the SSD scan is priced kernel by kernel; its FLOPs by hand fr
 namespace {
 double rank0_compute_s(const GptConfig& c) {
   double sum = 0;
-  for (const Op& op : generate_gpt(c, h100(), "t").ranks.at(0).ops)
+  const Trace tr = generate_gpt(c, h100(), "t");
+  for (const Op& op : tr.ranks.at(0).ops)
     if (op.category == "compute") sum += op.duration_s;
   return sum;
 }
@@ -455,7 +458,8 @@ TEST_CASE("hybrid: MTP patterns after '/' are Megatron's MTP layers: parameters,
   CHECK(k2.mtp_heads.seconds == doctest::Approx(2 * k2.logits_fwd.seconds).epsilon(1e-12));
   // The trace runs them after the decoder's layers; memory holds their weights and activations.
   int mtp_ops = 0;
-  for (const Op& op : generate_gpt(mtp, h100(), "t").ranks.at(0).ops) mtp_ops += op.name.find(".mtp.") != std::string::npos;
+  const Trace tr = generate_gpt(mtp, h100(), "t");
+  for (const Op& op : tr.ranks.at(0).ops) mtp_ops += op.name.find(".mtp.") != std::string::npos;
   CHECK(mtp_ops == 2 * 2);  // forward and backward of each of the rank's 2 micro-batches (global batch 8 over DP 4)
   CHECK(gpt_memory_per_gpu(mtp).activations_bytes > gpt_memory_per_gpu(base).activations_bytes);
   CHECK(gpt_memory_per_gpu(mtp).weights_bytes > gpt_memory_per_gpu(base).weights_bytes);
@@ -474,4 +478,59 @@ TEST_CASE("hybrid: an MTP pattern's E sublayers add the MoE layer's experts and 
         doctest::Approx(m.pre_f.seconds + m.experts_f_mean.seconds + m.post_f.seconds + m.shared_f.seconds -
                         ka.layer_mlp_only.fwd_mlp.seconds).epsilon(1e-9));
   CHECK(gpt_memory_per_gpu(cb).weights_bytes > gpt_memory_per_gpu(ca).weights_bytes);
+}
+
+TEST_CASE("hybrid: Gated DeltaNet layers under CP 2 exchange in_proj's output and the norm's output by all-to-all") {
+  // a2a_cp_to_hp / a2a_hp_to_cp (megatron/core/ssm/gated_delta_net/common.py @d98e8a64), by hand: this rank's
+  // 2048 / 2 = 1024 tokens; a TP rank's in_proj output 2 x 2048 / 2 (q, k) + 2 x 4096 / 2 (v, z) + 2 x 32 / 2 (beta,
+  // alpha) = 6176 wide, the norm's output 4096 / 2 = 2048; bf16.
+  const GptConfig c = cfg(hy({{"hybrid_layer_pattern", "G*G-"}, {"context_parallel_size", "2"}}));
+  const double in = 1024.0 * 6176 * 2, out = 1024.0 * 2048 * 2;
+  std::vector<std::string> order;
+  std::map<std::string, double> got;
+  const Trace tr = generate_gpt(c, h100(), "t");
+  for (const Op& op : tr.ranks.at(0).ops) {
+    if (op.name.rfind("mb0.l0.", 0) != 0) continue;
+    order.push_back(op.name);
+    if (op.kind == OpKind::Collective && op.coll == CollOp::AllToAll) got[op.name] = op.bytes;
+  }
+  CHECK(got.size() == 4);
+  CHECK(got.at("mb0.l0.attn.cp.a2a.qkvzba") == doctest::Approx(in).epsilon(1e-12));
+  CHECK(got.at("mb0.l0.attn.cp.a2a.o") == doctest::Approx(out).epsilon(1e-12));
+  CHECK(got.at("mb0.l0.attn.bwd.cp.a2a.dqkvzba") == doctest::Approx(in).epsilon(1e-12));
+  CHECK(got.at("mb0.l0.attn.bwd.cp.a2a.do") == doctest::Approx(out).epsilon(1e-12));
+  auto at = [&](const std::string& n) { return std::find(order.begin(), order.end(), n) - order.begin(); };
+  CHECK(at("mb0.l0.fwd.attn.in") < at("mb0.l0.attn.cp.a2a.qkvzba"));
+  CHECK(at("mb0.l0.attn.cp.a2a.qkvzba") < at("mb0.l0.fwd.attn.scan"));
+  CHECK(at("mb0.l0.fwd.attn.scan") < at("mb0.l0.attn.cp.a2a.o"));
+  CHECK(at("mb0.l0.attn.cp.a2a.o") < at("mb0.l0.fwd.attn"));
+  CHECK(at("mb0.l0.attn.bwd.cp.a2a.do") < at("mb0.l0.bwd.attn.scan"));
+  CHECK(at("mb0.l0.bwd.attn.scan") < at("mb0.l0.attn.bwd.cp.a2a.dqkvzba"));
+  // The GDN block at CP 2 runs CP 1's kernels on the same local tokens (sequence 1024 at CP 1) plus five copies
+  // (head permutation, split + cat, load balancing undone / redone, hp2sp split + cat); the same FLOPs.
+  const auto k2 = gpt_detail::gpt_step_kernels(c, h100(), "t").layer_gdn;
+  const auto k1 = gpt_detail::gpt_step_kernels(cfg(hy({{"hybrid_layer_pattern", "G*G-"}, {"seq_length", "1024"}})), h100(), "t").layer_gdn;
+  CHECK(k2.fwd_attn.kernels - k1.fwd_attn.kernels == 5);
+  CHECK(k2.bwd_attn.kernels - k1.bwd_attn.kernels == 5);
+  CHECK(k2.fwd_attn.flops == doctest::Approx(k1.fwd_attn.flops).epsilon(1e-12));
+  CHECK(k2.fwd_attn.seconds > k1.fwd_attn.seconds);
+  CHECK(k2.mamba_fwd_scan.kernels > 0);
+}
+
+TEST_CASE("GDN under CP: the GPT path's Gated DeltaNet layers use the all-to-alls, its attention layers cp_comm_type's ring") {
+  const GptConfig c = cfg(workloads_test::small_llama(16, 16, {{"pipeline_model_parallel_size", "1"}, {"context_parallel_size", "2"},
+                                                              {"experimental_attention_variant", "gated_delta_net"},
+                                                              {"linear_attention_freq", "4"}}));
+  int gdn_a2a = 0, attn_ring = 0, other = 0;
+  const Trace tr = generate_gpt(c, h100(), "t");
+  for (const Op& op : tr.ranks.at(0).ops) {
+    if (op.category != "cp" || op.name.rfind("mb0.", 0) != 0) continue;
+    const bool l3 = op.name.rfind("mb0.l3.", 0) == 0;  // layer 4 of 4: full attention (linear_attention_freq 4)
+    if (!l3 && op.name.find(".cp.a2a.") != std::string::npos) ++gdn_a2a;
+    else if (l3 && op.name.find(".cp.a2a.") == std::string::npos) ++attn_ring;
+    else ++other;
+  }
+  CHECK(gdn_a2a == 3 * 4);  // three GDN layers, two exchanges forward and two backward
+  CHECK(attn_ring > 0);
+  CHECK(other == 0);
 }
