@@ -395,6 +395,15 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.pipeline_model_parallel_size = r.integer("pipeline_model_parallel_size", c.pipeline_model_parallel_size, 1);
   c.context_parallel_size = r.integer("context_parallel_size", 1, 1);
   c.cp_comm_type = r.string("cp_comm_type", c.cp_comm_type);
+  {
+    // Space-separated, as Megatron's --cp-comm-type takes several (nargs); all alike is that one type.
+    std::istringstream in(c.cp_comm_type);
+    std::vector<std::string> types;
+    for (std::string w; in >> w;) types.push_back(w);
+    if (types.empty()) r.fail("cp_comm_type", "is empty (expected p2p, all_gather, a2a or a2a+p2p, or one per layer)");
+    c.cp_comm_type = types[0];
+    if (std::any_of(types.begin(), types.end(), [&](const std::string& x) { return x != types[0]; })) c.cp_comm_types = types;
+  }
   if (r.has("hierarchical_context_parallel_sizes")) {
     // Space-separated positive integers, as Megatron-LM's command line gives them.
     std::istringstream in(r.string("hierarchical_context_parallel_sizes", ""));
@@ -681,6 +690,17 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   if (c.squared_relu && c.swiglu) fail("squared_relu", "is the activation of the non-gated MLP; Megatron-LM refuses it with swiglu");
   one_of("position_embedding_type", c.position_embedding_type, {"learned_absolute", "rope", "none"});
   one_of("cp_comm_type", c.cp_comm_type, {"p2p", "all_gather", "a2a", "a2a+p2p"});
+  if (!c.cp_comm_types.empty() && c.context_parallel_size > 1) {
+    for (const auto& x : c.cp_comm_types) one_of("cp_comm_type", x, {"p2p", "all_gather", "a2a", "a2a+p2p"});
+    // TransformerConfig.__post_init__ (transformer_config.py:3103-3110 @d98e8a64): one entry per layer.
+    if (static_cast<std::int64_t>(c.cp_comm_types.size()) != c.num_layers)
+      fail("cp_comm_type", "lists " + std::to_string(c.cp_comm_types.size()) + " types; a list needs one per decoder layer (" +
+                               std::to_string(c.num_layers) + "), as Megatron-LM asserts");
+    if (std::find(c.cp_comm_types.begin(), c.cp_comm_types.end(), "a2a+p2p") != c.cp_comm_types.end() ||
+        c.has_bf16_layers() || c.attention_backend == "unfused" || c.window_left >= 0 || c.dualpipe())
+      fail("cp_comm_type", "a list of different types per layer is modelled for p2p, all_gather and a2a with fused "
+                           "attention (not a2a+p2p, first_last_layers_bf16, window_size or DualPipe)");
+  }
   // Hierarchical context parallelism: megatron/training/arguments.py validate_args at NVIDIA/Megatron-LM@d98e8a64
   // asserts the sizes' product is context_parallel_size and that a2a+p2p has them; Transformer Engine's
   // attn_forward_func_with_cp (NVIDIA/TransformerEngine@d0067d0da) asserts cp_group = [a2a group, p2p group],
@@ -1254,7 +1274,11 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   I("tensor_model_parallel_size", c.tensor_model_parallel_size);
   I("pipeline_model_parallel_size", c.pipeline_model_parallel_size);
   I("context_parallel_size", c.context_parallel_size);
-  if (c.context_parallel_size > 1 && c.context_parallel_rotate_method.empty()) m["cp_comm_type"] = c.cp_comm_type;
+  if (c.context_parallel_size > 1 && c.context_parallel_rotate_method.empty()) {
+    std::string types;
+    for (const auto& x : c.cp_comm_types) types += (types.empty() ? "" : " ") + x;
+    m["cp_comm_type"] = c.cp_comm_types.empty() ? c.cp_comm_type : types;
+  }
   if (!c.hierarchical_context_parallel_sizes.empty()) {
     std::string hs;
     for (auto v : c.hierarchical_context_parallel_sizes) hs += (hs.empty() ? "" : " ") + std::to_string(v);

@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -268,13 +269,20 @@ struct GptStepKernels {
     const char s = hybrid_layers[static_cast<std::size_t>(gl)];
     return attn ? (s == 'M' || s == '*' || s == 'G' || s == '+') : (s == '-' || s == 'E');
   }
+  // cp_comm_type per layer (GptConfig::cp_comm_types): the layer's type, and the attention layer (the hybrid
+  // model's attention sublayer) priced with each type; empty with one type.
+  std::vector<std::string> cp_types;
+  std::map<std::string, LayerCosts> layer_of_cp;
   const LayerCosts& layer_at(std::int64_t gl) const {
+    const auto g = static_cast<std::size_t>(gl);
     if (!hybrid_layers.empty()) {
-      const char s = hybrid_layers[static_cast<std::size_t>(gl)];
+      const char s = hybrid_layers[g];
+      if ((s == '*' || s == '+') && !cp_types.empty()) return layer_of_cp.at(cp_types[g]);
       return s == 'M' ? layer_mamba : s == 'G' ? layer_gdn : (s == '*' || s == '+') ? layer_attn_only : layer_mlp_only;
     }
-    const bool bf = has_bf16_layers() && bf16_layers[static_cast<std::size_t>(gl)];
-    if (!gdn_layers.empty() && gdn_layers[static_cast<std::size_t>(gl)]) return bf ? layer_gdn_bf16 : layer_gdn;
+    const bool bf = has_bf16_layers() && bf16_layers[g];
+    if (!gdn_layers.empty() && gdn_layers[g]) return bf ? layer_gdn_bf16 : layer_gdn;
+    if (!cp_types.empty()) return layer_of_cp.at(cp_types[g]);
     return bf ? layer_bf16 : layer;
   }
   Costs logits_fwd, logits_bwd, embed_fwd, embed_bwd, mtp, mtp_b;

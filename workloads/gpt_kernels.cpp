@@ -851,6 +851,15 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
     K.layer_gdn = layer_costs_fused(c, cm, true);
     if (c.has_bf16_layers()) K.layer_gdn_bf16 = layer_costs_fused(c.bf16_layers_config(), cm, true);
   }
+  if (!c.cp_comm_types.empty() && cp > 1 && !legacy) {
+    K.cp_types = c.cp_comm_types;
+    for (const auto& type : K.cp_types) {
+      if (K.layer_of_cp.count(type)) continue;
+      GptConfig one = c;
+      one.cp_comm_type = type, one.cp_comm_types.clear();
+      K.layer_of_cp[type] = c.hybrid() ? hybrid_sublayer(layer_costs_fused(one, cm), '*') : layer_costs_fused(one, cm);
+    }
+  }
   if (c.hybrid()) {
     K.hybrid_layers = c.hybrid_layers();
     K.layer_mamba = hybrid_sublayer(layer_costs_fused(c, cm, false, true), 'M');

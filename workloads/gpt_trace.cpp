@@ -709,7 +709,7 @@ class StageEmitter {
     }
     // a2a+p2p (GptConfig::cp_impl): the a2a form's all-to-alls over the inner group around the p2p form's ring
     // over the outer group, whose K/V are the whole sequence's for heads / inner-size heads.
-    const std::string cpt = c.cp_impl();
+    const std::string cpt = K.cp_types.empty() ? c.cp_impl() : K.cp_types[static_cast<std::size_t>(gl)];
     const bool hier = cpt == "a2a+p2p";
     if (mcore_cp) {
       const std::int32_t cc = Y.cp_comm[st];

@@ -534,3 +534,51 @@ TEST_CASE("GDN under CP: the GPT path's Gated DeltaNet layers use the all-to-all
   CHECK(attn_ring > 0);
   CHECK(other == 0);
 }
+
+TEST_CASE("cp_comm_type per layer: each attention layer runs its own entry's exchange and kernels") {
+  // Megatron's list form (--cp-comm-type p2p p2p p2p a2a): TransformerLayer takes entry layer_number - 1
+  // (transformer_layer.py:378-385 @d98e8a64). In a hybrid model the entries of non-attention sublayers are unused.
+  auto names = [](const GptConfig& c, const std::string& layer) {
+    std::vector<std::string> out;
+    const Trace tr = generate_gpt(c, h100(), "t");
+    for (const Op& op : tr.ranks.at(0).ops)
+      if (op.name.rfind("mb0." + layer + ".", 0) == 0 && op.category == "cp") out.push_back(op.name);
+    return out;
+  };
+  const GptConfig mixed = cfg(hy({{"hybrid_layer_pattern", "M*M*"}, {"context_parallel_size", "2"}, {"cp_comm_type", "p2p p2p p2p a2a"}}));
+  CHECK(mixed.cp_comm_types == std::vector<std::string>{"p2p", "p2p", "p2p", "a2a"});
+  const auto l1 = names(mixed, "l1"), l3 = names(mixed, "l3");
+  CHECK(std::find(l1.begin(), l1.end(), "mb0.l1.attn.cp.kv") != l1.end());
+  CHECK(std::find(l3.begin(), l3.end(), "mb0.l3.attn.cp.a2a") != l3.end());
+  CHECK(std::find(l3.begin(), l3.end(), "mb0.l3.attn.cp.kv") == l3.end());
+  // Each attention sublayer prices as in the model with its entry for every layer.
+  auto attn = [](const GptConfig& c, std::int64_t gl) { return gpt_detail::gpt_step_kernels(c, h100(), "t").layer_at(gl).fwd_attn.seconds; };
+  const GptConfig all_a2a = cfg(hy({{"hybrid_layer_pattern", "M*M*"}, {"context_parallel_size", "2"}, {"cp_comm_type", "a2a"}}));
+  const GptConfig all_p2p = cfg(hy({{"hybrid_layer_pattern", "M*M*"}, {"context_parallel_size", "2"}}));
+  CHECK(attn(mixed, 3) == attn(all_a2a, 3));
+  CHECK(attn(mixed, 1) == attn(all_p2p, 1));
+  CHECK(attn(mixed, 3) != attn(mixed, 1));
+  // One type repeated is that type; the same trace.
+  const GptConfig same = cfg(hy({{"hybrid_layer_pattern", "M*M*"}, {"context_parallel_size", "2"}, {"cp_comm_type", "a2a a2a a2a a2a"}}));
+  CHECK(same.cp_comm_types.empty());
+  CHECK(same.cp_comm_type == "a2a");
+  CHECK(names(same, "l3") == names(all_a2a, "l3"));
+  // Megatron asserts one entry per layer (transformer_config.py:3103-3110).
+  auto err = [](const ParamMap& p) { return error_of([&] { cfg(p); }); };
+  CHECK(err(hy({{"context_parallel_size", "2"}, {"cp_comm_type", "p2p a2a"}})).find("cp_comm_type: lists 2 types; a list needs one per decoder layer (4)") !=
+        std::string::npos);
+  CHECK(err(hy({{"context_parallel_size", "2"}, {"cp_comm_type", "p2p p2p p2p a2a+p2p"}, {"hierarchical_context_parallel_sizes", "2 1"}}))
+            .find("cp_comm_type: a list of different types per layer is modelled for p2p, all_gather and a2a") != std::string::npos);
+  // The GPT path: layer 0 all_gather, the others p2p.
+  const GptConfig gpt = cfg(workloads_test::small_llama(16, 16, {{"pipeline_model_parallel_size", "1"}, {"context_parallel_size", "2"},
+                                                                {"cp_comm_type", "all_gather p2p p2p p2p"}}));
+  // Layer 0 prices as the all_gather model's, layer 1 as the p2p model's (all_gather runs one attention kernel over
+  // the gathered K / V, p2p the ring's steps).
+  auto gpt_with = [](const std::string& type) {
+    return cfg(workloads_test::small_llama(16, 16, {{"pipeline_model_parallel_size", "1"}, {"context_parallel_size", "2"},
+                                                    {"cp_comm_type", type}}));
+  };
+  CHECK(attn(gpt, 0) == attn(gpt_with("all_gather"), 0));
+  CHECK(attn(gpt, 1) == attn(gpt_with("p2p"), 1));
+  CHECK(attn(gpt, 0) != attn(gpt, 1));
+}
