@@ -218,10 +218,14 @@ std::vector<std::vector<std::int64_t>> hybrid_segment_layout(const GptConfig& c)
   return out;
 }
 
+// The gl-th layer symbol of the main pattern, found by walking it (no copy of the pattern: the memory and parameter
+// sums call this per layer).
 char hybrid_symbol(const GptConfig& c, std::int64_t gl) {
-  if (!c.hybrid()) return 0;
-  const std::string layers = c.hybrid_layers();
-  return layers[static_cast<std::size_t>(gl)];
+  for (char ch : c.hybrid_layer_pattern) {
+    if (ch == '/') break;
+    if (ch != '|' && gl-- == 0) return ch;
+  }
+  return 0;
 }
 
 // One Mamba-2 mixer on one TP rank (MambaMixer.__init__, mamba_mixer.py:281-450): in_proj h x (2 d_inner + 2 groups x
