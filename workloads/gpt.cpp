@@ -395,6 +395,15 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.pipeline_model_parallel_size = r.integer("pipeline_model_parallel_size", c.pipeline_model_parallel_size, 1);
   c.context_parallel_size = r.integer("context_parallel_size", 1, 1);
   c.cp_comm_type = r.string("cp_comm_type", c.cp_comm_type);
+  {
+    // Space-separated, as Megatron's --cp-comm-type takes several (nargs); all alike is that one type.
+    std::istringstream in(c.cp_comm_type);
+    std::vector<std::string> types;
+    for (std::string w; in >> w;) types.push_back(w);
+    if (types.empty()) r.fail("cp_comm_type", "is empty (expected p2p, all_gather, a2a or a2a+p2p, or one per layer)");
+    c.cp_comm_type = types[0];
+    if (std::any_of(types.begin(), types.end(), [&](const std::string& x) { return x != types[0]; })) c.cp_comm_types = types;
+  }
   if (r.has("hierarchical_context_parallel_sizes")) {
     // Space-separated positive integers, as Megatron-LM's command line gives them.
     std::istringstream in(r.string("hierarchical_context_parallel_sizes", ""));
@@ -632,6 +641,11 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.gpus_per_host = r.integer("gpus_per_host", c.gpus_per_host, 1);
   c.gpus_per_nvlink_domain = r.integer("gpus_per_nvlink_domain", c.gpus_per_host, 1);
   read_moe_params(r, c.moe);
+  // A hybrid pattern with '+' (MLA) layers turns multi_latent_attention on (megatron/training/arguments.py:918-923
+  // @d98e8a64 infers it from the pattern).
+  if (c.hybrid() && c.hybrid_layer_pattern.find('+') != std::string::npos) c.moe.multi_latent_attention = true;
+  // and sets mtp_num_layers to its MTP depths (arguments.py:870-884; a differing value is refused in check_hybrid).
+  if (c.hybrid() && c.moe.mtp_num_layers == 0) c.moe.mtp_num_layers = gpt_detail::hybrid_mtp_depths(c);
   // moe_router_padding_for_quantization's alignment, get_align_size_for_quantization (moe_utils.py @d98e8a64):
   // fp8 16, mxfp8 32 (get_fp8_align_size, megatron/core/fp8_utils.py), nvfp4 128 (get_fp4_align_size,
   // megatron/core/fp4_utils.py: the grouped NVFP4 quantisation's 128-token multiple).
@@ -676,6 +690,17 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   if (c.squared_relu && c.swiglu) fail("squared_relu", "is the activation of the non-gated MLP; Megatron-LM refuses it with swiglu");
   one_of("position_embedding_type", c.position_embedding_type, {"learned_absolute", "rope", "none"});
   one_of("cp_comm_type", c.cp_comm_type, {"p2p", "all_gather", "a2a", "a2a+p2p"});
+  if (!c.cp_comm_types.empty() && c.context_parallel_size > 1) {
+    for (const auto& x : c.cp_comm_types) one_of("cp_comm_type", x, {"p2p", "all_gather", "a2a", "a2a+p2p"});
+    // TransformerConfig.__post_init__ (transformer_config.py:3103-3110 @d98e8a64): one entry per layer.
+    if (static_cast<std::int64_t>(c.cp_comm_types.size()) != c.num_layers)
+      fail("cp_comm_type", "lists " + std::to_string(c.cp_comm_types.size()) + " types; a list needs one per decoder layer (" +
+                               std::to_string(c.num_layers) + "), as Megatron-LM asserts");
+    if (std::find(c.cp_comm_types.begin(), c.cp_comm_types.end(), "a2a+p2p") != c.cp_comm_types.end() ||
+        c.has_bf16_layers() || c.attention_backend == "unfused" || c.window_left >= 0 || c.dualpipe())
+      fail("cp_comm_type", "a list of different types per layer is modelled for p2p, all_gather and a2a with fused "
+                           "attention (not a2a+p2p, first_last_layers_bf16, window_size or DualPipe)");
+  }
   // Hierarchical context parallelism: megatron/training/arguments.py validate_args at NVIDIA/Megatron-LM@d98e8a64
   // asserts the sizes' product is context_parallel_size and that a2a+p2p has them; Transformer Engine's
   // attn_forward_func_with_cp (NVIDIA/TransformerEngine@d0067d0da) asserts cp_group = [a2a group, p2p group],
@@ -801,8 +826,18 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   }
   // Gated DeltaNet layers: Megatron-Core's checks (TransformerConfig.__post_init__ at NVIDIA/Megatron-LM@d98e8a64:
   // linear_attention_freq must be set, value heads a multiple of key heads, both multiples of TP x CP); "gdn2" and
-  // "dsa" (the other variants) have no kernels here. Megatron runs GDN under context parallelism by an all-to-all
-  // from sequence to head sharding (a2a_cp_to_hp in megatron/core/ssm/gated_delta_net/gdn.py), not modelled.
+  // "dsa" (the other variants) have no kernels here. Under context parallelism a GDN layer exchanges its in_proj
+  // output and its norm's output by all-to-all (a2a_cp_to_hp / a2a_hp_to_cp, megatron/core/ssm/gated_delta_net/;
+  // gpt_kernels.cpp and gpt_trace.cpp).
+  // A hybrid model's Gated DeltaNet layers are its pattern's 'G' symbols, with the same shape checks (Megatron-Core
+  // builds them from the same TransformerConfig); linear_attention_freq is unused there.
+  const bool hybrid_gdn = c.hybrid() && c.hybrid_layers().find('G') != std::string::npos;
+  if (c.gdn() && c.hybrid())
+    fail("experimental_attention_variant", "cannot be combined with hybrid_layer_pattern: its 'G' symbols place the "
+                                           "Gated DeltaNet layers (Megatron's gdn2 variant of them is not modelled)");
+  if (c.hybrid() && !c.linear_attention_freq.empty())
+    fail("linear_attention_freq", "is not read by hybrid models: the 'G' symbols of hybrid_layer_pattern place the "
+                                  "Gated DeltaNet layers");
   if (c.gdn()) {
     const std::string& v = c.experimental_attention_variant;
     if (v != "gated_delta_net" && v != "gdn")
@@ -811,17 +846,6 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     if (c.linear_attention_freq.empty())
       fail("linear_attention_freq", "must be set with experimental_attention_variant " + v +
                                         " (Megatron-Core asserts the same)");
-    if (c.linear_num_value_heads % c.linear_num_key_heads != 0)
-      fail("linear_num_value_heads", "must be a multiple of linear_num_key_heads (" +
-                                         std::to_string(c.linear_num_key_heads) + "), got " +
-                                         std::to_string(c.linear_num_value_heads));
-    const std::int64_t tc = c.tensor_model_parallel_size * c.context_parallel_size;
-    if (c.linear_num_key_heads % tc != 0 || c.linear_num_value_heads % tc != 0)
-      fail("linear_num_key_heads", "linear_num_key_heads and linear_num_value_heads must be multiples of "
-                                   "tensor_model_parallel_size x context_parallel_size (" + std::to_string(tc) + ")");
-    if (c.context_parallel_size > 1)
-      fail("context_parallel_size", "with Gated DeltaNet layers is not modelled (Megatron's all-to-all to head "
-                                    "sharding inside the GDN layer has no ops here)");
     if (c.attention_backend == "unfused" || !c.torch_compile.empty() || c.moe.multi_latent_attention ||
         c.window_left >= 0 || !c.selective_ac_option.empty())
       fail("experimental_attention_variant", "Gated DeltaNet layers are modelled with Megatron-Core's fused "
@@ -830,6 +854,16 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     c.gdn_layers();  // checks linear_attention_freq
   } else if (!c.linear_attention_freq.empty()) {
     fail("linear_attention_freq", "needs experimental_attention_variant (gated_delta_net)");
+  }
+  if (c.gdn() || hybrid_gdn) {
+    if (c.linear_num_value_heads % c.linear_num_key_heads != 0)
+      fail("linear_num_value_heads", "must be a multiple of linear_num_key_heads (" +
+                                         std::to_string(c.linear_num_key_heads) + "), got " +
+                                         std::to_string(c.linear_num_value_heads));
+    const std::int64_t tc = c.tensor_model_parallel_size * c.context_parallel_size;
+    if (c.linear_num_key_heads % tc != 0 || c.linear_num_value_heads % tc != 0)
+      fail("linear_num_key_heads", "linear_num_key_heads and linear_num_value_heads must be multiples of "
+                                   "tensor_model_parallel_size x context_parallel_size (" + std::to_string(tc) + ")");
   }
   if (c.hybrid()) gpt_detail::check_hybrid(c, fail);
   if (c.attention_output_gate && (c.moe.multi_latent_attention || c.attention_backend == "unfused" ||
@@ -1242,7 +1276,11 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   I("tensor_model_parallel_size", c.tensor_model_parallel_size);
   I("pipeline_model_parallel_size", c.pipeline_model_parallel_size);
   I("context_parallel_size", c.context_parallel_size);
-  if (c.context_parallel_size > 1 && c.context_parallel_rotate_method.empty()) m["cp_comm_type"] = c.cp_comm_type;
+  if (c.context_parallel_size > 1 && c.context_parallel_rotate_method.empty()) {
+    std::string types;
+    for (const auto& x : c.cp_comm_types) types += (types.empty() ? "" : " ") + x;
+    m["cp_comm_type"] = c.cp_comm_types.empty() ? c.cp_comm_type : types;
+  }
   if (!c.hierarchical_context_parallel_sizes.empty()) {
     std::string hs;
     for (auto v : c.hierarchical_context_parallel_sizes) hs += (hs.empty() ? "" : " ") + std::to_string(v);

@@ -75,6 +75,10 @@ struct GptConfig {
   std::int64_t pipeline_model_parallel_size = 16;
   std::int64_t context_parallel_size = 1;
   std::string cp_comm_type = "p2p";                          // p2p | all_gather | a2a | a2a+p2p
+  // cp_comm_type given as a list of differing types, one per decoder layer (Megatron's list form: TransformerLayer
+  // takes entry layer_number - 1, megatron/core/transformer/transformer_layer.py:378-385 @d98e8a64); empty when one
+  // type serves every layer (cp_comm_type then; with a list, cp_comm_type is its first entry).
+  std::vector<std::string> cp_comm_types;
   // Megatron-LM's --hierarchical-context-parallel-sizes (space-separated): the CP group's levels, inner first
   // (megatron/core/parallel_state.py create_hierarchical_groups at NVIDIA/Megatron-LM@d98e8a64: level 0 is
   // sizes[0] consecutive CP ranks, level 1 every sizes[0]-th). cp_comm_type a2a+p2p runs the all-to-all over

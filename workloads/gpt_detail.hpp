@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,7 @@ double embedding_params_per_rank(const GptConfig& c);
 double mtp_params_per_rank(const GptConfig& c);         // the MTP layers on their rank, without their experts
 bool last_stage_has_output(const GptConfig& c);
 double moe_model_flops(const GptConfig& c);
+double gdn_flops_per_token(const GptConfig& c);  // one Gated DeltaNet layer's forward (Megatron's gdn_layer_flops / T)
 // First global layer of each model chunk in Megatron's interleaved order: chunk (stage st, virtual chunk ch)
 // holds layers [offset[ch * p + st], offset[ch * p + st] + layout[st][ch]).
 std::vector<std::int64_t> chunk_offsets(const GptConfig& c, const std::vector<std::vector<std::int64_t>>& layout);
@@ -49,6 +51,12 @@ void check_hybrid(const GptConfig& c, const std::function<void(const std::string
 // [stage][chunk] decoder layers from the pattern's '|' segments (segment k: stage k % PP, chunk k / PP).
 std::vector<std::vector<std::int64_t>> hybrid_segment_layout(const GptConfig& c);
 char hybrid_symbol(const GptConfig& c, std::int64_t gl);  // the global layer's symbol; 0 if not hybrid
+// One MTP depth's sublayers: the hybrid pattern's part after '/' ("M*M*/*E/*E": "*E"); "" without one.
+std::string hybrid_mtp_pattern(const GptConfig& c);
+std::int64_t hybrid_mtp_depths(const GptConfig& c);  // the pattern's MTP parts (0 without '/')
+// MoE layers over all MTP depths: the E sublayers of the hybrid MTP pattern, else one per depth when the last
+// decoder layer is an MoE layer (an MTP layer is built like it).
+std::int64_t mtp_moe_layers(const GptConfig& c);
 double mamba_params_per_rank(const GptConfig& c);       // one Mamba-2 mixer on one TP rank (without the pre-norm)
 // What one rank's SSD scan runs on (MambaContextParallel, megatron/core/ssm/mamba_context_parallel.py @d98e8a64):
 // `batch` sequences of the whole `seqlen` (under CP the all-to-alls gather the sequence and split the heads), `heads`
@@ -254,18 +262,27 @@ struct GptStepKernels {
   // mixer, * attention, - / E the MLP block); empty when not hybrid. A sublayer runs one block: has_block.
   std::string hybrid_layers;
   LayerCosts layer_mamba, layer_attn_only, layer_mlp_only;
+  // G uses layer_gdn (the Gated DeltaNet sublayer), + layer_attn_only (priced as MLA: '+' turns
+  // multi_latent_attention on, and Megatron refuses '*' beside it).
   bool has_block(std::int64_t gl, bool attn) const {
     if (hybrid_layers.empty()) return true;
     const char s = hybrid_layers[static_cast<std::size_t>(gl)];
-    return attn ? (s == 'M' || s == '*') : (s == '-' || s == 'E');
+    return attn ? (s == 'M' || s == '*' || s == 'G' || s == '+') : (s == '-' || s == 'E');
   }
+  // cp_comm_type per layer (GptConfig::cp_comm_types): the layer's type, and the attention layer (the hybrid
+  // model's attention sublayer) priced with each type; empty with one type.
+  std::vector<std::string> cp_types;
+  std::map<std::string, LayerCosts> layer_of_cp;
   const LayerCosts& layer_at(std::int64_t gl) const {
+    const auto g = static_cast<std::size_t>(gl);
     if (!hybrid_layers.empty()) {
-      const char s = hybrid_layers[static_cast<std::size_t>(gl)];
-      return s == 'M' ? layer_mamba : s == '*' ? layer_attn_only : layer_mlp_only;
+      const char s = hybrid_layers[g];
+      if ((s == '*' || s == '+') && !cp_types.empty()) return layer_of_cp.at(cp_types[g]);
+      return s == 'M' ? layer_mamba : s == 'G' ? layer_gdn : (s == '*' || s == '+') ? layer_attn_only : layer_mlp_only;
     }
-    const bool bf = has_bf16_layers() && bf16_layers[static_cast<std::size_t>(gl)];
-    if (!gdn_layers.empty() && gdn_layers[static_cast<std::size_t>(gl)]) return bf ? layer_gdn_bf16 : layer_gdn;
+    const bool bf = has_bf16_layers() && bf16_layers[g];
+    if (!gdn_layers.empty() && gdn_layers[g]) return bf ? layer_gdn_bf16 : layer_gdn;
+    if (!cp_types.empty()) return layer_of_cp.at(cp_types[g]);
     return bf ? layer_bf16 : layer;
   }
   Costs logits_fwd, logits_bwd, embed_fwd, embed_bwd, mtp, mtp_b;

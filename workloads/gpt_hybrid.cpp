@@ -14,18 +14,52 @@
 namespace fabricsim::workloads {
 
 namespace {
-// The symbols of a hybrid layer pattern (Symbols in megatron/core/models/hybrid/hybrid_layer_allocation.py).
-bool modelled_symbol(char ch) { return ch == 'M' || ch == '*' || ch == '-' || ch == 'E'; }
+// The symbols of a hybrid layer pattern (Symbols in megatron/core/models/hybrid/hybrid_layer_allocation.py); all
+// but D (DSA attention).
+bool modelled_symbol(char ch) { return ch == 'M' || ch == '*' || ch == 'G' || ch == '+' || ch == '-' || ch == 'E'; }
 }  // namespace
 
 std::string GptConfig::hybrid_layers() const {
   std::string out;
-  for (char ch : hybrid_layer_pattern)
+  for (char ch : hybrid_layer_pattern) {
+    if (ch == '/') break;  // the MTP patterns follow
     if (ch != '|') out += ch;
+  }
   return out;
 }
 
 namespace gpt_detail {
+
+namespace {
+// The unified pattern's parts (parse_hybrid_pattern in hybrid_layer_allocation.py): the main pattern, then one MTP
+// pattern per depth after each '/'.
+std::vector<std::string> pattern_parts(const std::string& pat) {
+  std::vector<std::string> out(1);
+  for (char ch : pat) {
+    if (ch == '/') out.emplace_back();
+    else out.back() += ch;
+  }
+  return out;
+}
+}  // namespace
+
+std::string hybrid_mtp_pattern(const GptConfig& c) {
+  const auto parts = pattern_parts(c.hybrid_layer_pattern);
+  return parts.size() > 1 ? parts[1] : std::string();
+}
+std::int64_t hybrid_mtp_depths(const GptConfig& c) {
+  const auto parts = pattern_parts(c.hybrid_layer_pattern);
+  // Megatron: a '/' with only empty parts after it is no MTP (parse_hybrid_pattern).
+  if (std::all_of(parts.begin() + 1, parts.end(), [](const std::string& x) { return x.empty(); })) return 0;
+  return static_cast<std::int64_t>(parts.size()) - 1;
+}
+std::int64_t mtp_moe_layers(const GptConfig& c) {
+  if (c.moe.mtp_num_layers <= 0) return 0;
+  const std::string mtp = hybrid_mtp_pattern(c);
+  if (c.hybrid()) return c.moe.mtp_num_layers * static_cast<std::int64_t>(std::count(mtp.begin(), mtp.end(), 'E'));
+  const auto moe = moe_layers_of(c);
+  return !moe.empty() && moe.back() ? c.moe.mtp_num_layers : 0;
+}
 
 // Megatron's pattern_from_ratios (hybrid_layer_allocation.py): round(n x attention_ratio) attention layers spread
 // evenly between Mamba layers (the pattern starts and ends with Mamba), then round(n x mlp_ratio) of the remaining
@@ -57,20 +91,44 @@ std::string hybrid_pattern_from_ratios(std::int64_t n, double attention_ratio, d
 
 void check_hybrid(const GptConfig& c, const std::function<void(const std::string&, const std::string&)>& fail) {
   const char* K = "hybrid_layer_pattern";
-  const std::string& pat = c.hybrid_layer_pattern;
-  for (std::size_t i = 0; i < pat.size(); ++i) {
-    const char ch = pat[i];
+  const std::string& full = c.hybrid_layer_pattern;
+  const std::string pat = full.substr(0, full.find('/'));  // the main pattern (the MTP patterns after '/')
+  for (std::size_t i = 0; i < full.size(); ++i) {
+    const char ch = full[i];
     const std::string at = "position " + std::to_string(i) + ": '" + std::string(1, ch) + "' ";
-    if (modelled_symbol(ch) || ch == '|') continue;
-    if (ch == '/')
-      fail(K, at + "starts MTP patterns (Megatron's unified MTP pattern), which fabricsim does not model for hybrid models");
-    if (ch == 'G' || ch == 'D' || ch == '+')
-      fail(K, at + "(Megatron's " + std::string(ch == 'G' ? "Gated DeltaNet" : ch == 'D' ? "DSA attention" : "MLA") +
-                  " layer) is not modelled in hybrid patterns; expected M, *, - or E");
-    fail(K, at + "is not a layer symbol (expected M Mamba, * attention, - MLP, E MoE, | pipeline boundary)");
+    if (modelled_symbol(ch) || ch == '/' || (ch == '|' && i < pat.size())) continue;
+    if (ch == '|') fail(K, at + "in an MTP pattern (after '/'): pipeline boundaries belong to the main pattern (Megatron's _validate_pattern)");
+    if (ch == 'D')
+      fail(K, at + "(Megatron's DSA layer: MLA with DeepSeek sparse attention and its lightning indexer) is not "
+                  "modelled: fabricsim has no indexer or sparse-attention kernels; expected M, *, G, +, - or E");
+    fail(K, at + "is not a layer symbol (expected M Mamba, * attention, G Gated DeltaNet, + MLA, - MLP, E MoE, | "
+                 "pipeline boundary)");
   }
   const std::string layers = c.hybrid_layers();
   if (layers.empty()) fail(K, "has no layers");
+  const auto parts = pattern_parts(full);
+  for (const std::string& part : parts)
+    if (part.find('*') != std::string::npos && part.find('+') != std::string::npos)
+      fail(K, "has both '*' attention and '+' MLA layers (Megatron refuses attention beside MLA in one model: "
+              "_validate_pattern in hybrid_layer_allocation.py)");
+  // MTP (parse_hybrid_pattern in hybrid_layer_allocation.py; megatron/training/arguments.py:870-884 @d98e8a64 takes
+  // mtp_num_layers from the pattern's depths, warning where a given value differs; HybridModel builds the MTP block
+  // only from an MTP pattern, hybrid_model.py:219-230).
+  const std::string mtp = hybrid_mtp_pattern(c);
+  const std::int64_t depths = hybrid_mtp_depths(c);
+  for (std::size_t k = 2; k < parts.size(); ++k)
+    if (parts[k] != mtp)
+      fail(K, "MTP pattern " + std::to_string(k) + " ('" + parts[k] + "') differs from MTP pattern 1 ('" + mtp +
+                  "'): Megatron needs every depth's pattern identical");
+  if (depths > 0 && c.moe.mtp_num_layers != depths)
+    fail("mtp_num_layers", "(" + std::to_string(c.moe.mtp_num_layers) + ") differs from the " + std::to_string(depths) +
+                               " MTP patterns after '/' in hybrid_layer_pattern (Megatron warns and takes the pattern's)");
+  if (depths == 0 && c.moe.mtp_num_layers > 0)
+    fail("mtp_num_layers", "with hybrid_layer_pattern needs the MTP layers' pattern after '/', one per depth (e.g. "
+                           "M*M-/*-/*-): Megatron's hybrid model builds no MTP layers without it");
+  if (mtp.find('E') != std::string::npos && layers.find('E') == std::string::npos)
+    fail(K, "has MoE layers E in its MTP pattern only: fabricsim prices an MTP MoE block as the decoder's MoE layers "
+            "(put E in the main pattern too)");
   const bool has_moe = layers.find('E') != std::string::npos;
   if (has_moe && !c.moe.enabled()) fail(K, "has MoE layers E but num_experts is not set");
   if (!has_moe && c.moe.enabled()) fail("num_experts", "is set but hybrid_layer_pattern has no MoE layer E");
@@ -102,9 +160,8 @@ void check_hybrid(const GptConfig& c, const std::function<void(const std::string
       fail("context_parallel_rotate_method", "is PyTorch's context parallelism; Megatron's hybrid model runs its Mamba "
                                              "layers under CP with MambaContextParallel's all-to-alls (cp_comm_type for attention)");
   }
-  if (c.gdn()) fail("experimental_attention_variant", "cannot be combined with hybrid_layer_pattern (use the pattern's symbols)");
-  if (c.moe.multi_latent_attention) fail("multi_latent_attention", "in hybrid models (Megatron's '+' symbol) is not modelled");
-  if (c.moe.mtp_num_layers > 0) fail("mtp_num_layers", "with hybrid_layer_pattern is not modelled");
+  if (c.moe.multi_latent_attention && layers.find('+') == std::string::npos)
+    fail("multi_latent_attention", "in a hybrid model applies to its '+' (MLA) layers; hybrid_layer_pattern has none");
   if (c.attention_backend == "unfused" || !c.torch_compile.empty() || c.use_torch_fsdp2 || c.window_left >= 0 ||
       c.first_last_layers_bf16 || c.cpu_offloading_num_layers > 0 || c.dualpipe() || c.symm_mem_tp() ||
       !c.selective_ac_option.empty() || c.attention_output_gate)
@@ -148,6 +205,7 @@ std::vector<std::vector<std::int64_t>> hybrid_segment_layout(const GptConfig& c)
   const std::int64_t p = c.pipeline_model_parallel_size;
   std::vector<std::int64_t> seg(1, 0);
   for (char ch : c.hybrid_layer_pattern) {
+    if (ch == '/') break;  // the MTP patterns
     if (ch == '|') seg.push_back(0);
     else ++seg.back();
   }
@@ -160,10 +218,14 @@ std::vector<std::vector<std::int64_t>> hybrid_segment_layout(const GptConfig& c)
   return out;
 }
 
+// The gl-th layer symbol of the main pattern, found by walking it (no copy of the pattern: the memory and parameter
+// sums call this per layer).
 char hybrid_symbol(const GptConfig& c, std::int64_t gl) {
-  if (!c.hybrid()) return 0;
-  const std::string layers = c.hybrid_layers();
-  return layers[static_cast<std::size_t>(gl)];
+  for (char ch : c.hybrid_layer_pattern) {
+    if (ch == '/') break;
+    if (ch != '|' && gl-- == 0) return ch;
+  }
+  return 0;
 }
 
 // One Mamba-2 mixer on one TP rank (MambaMixer.__init__, mamba_mixer.py:281-450): in_proj h x (2 d_inner + 2 groups x
@@ -233,7 +295,12 @@ double mamba_activation_bytes_per_token(const GptConfig& c, double gemm_in, doub
 //   MLP        4 T h ffn (x 1.5 with SwiGLU);
 //   MoE        4 T h (topk moe_ffn + shared) (x 1.5 with SwiGLU; the router is not counted); with
 //              moe_latent_size L the routed part is 4 T L topk moe_ffn (x 1.5) + 4 T h L (moe_layer_flops);
-//   logits     2 T h V.
+//   Gated DeltaNet  T x gdn_layer_flops per token (gdn_flops_per_token, gpt_model.cpp);
+//   MLA '+'    not counted: hybrid_flops takes the counts of M, G, *, - and E only (training.py:1340-1384), so
+//              Megatron's reported TFLOP/s leaves the MLA layers out, and so do these model FLOPs;
+//   logits     2 T h V, once more per MTP depth;
+//   MTP        each depth's pattern sublayers as above (get_hybrid_layer_counts counts them once per depth; the
+//              MTP layer's eh_proj and norms are not counted).
 double hybrid_model_flops(const GptConfig& c) {
   const double B = double(c.global_batch_size), s = double(c.seq_length), h = double(c.hidden_size),
                V = double(c.padded_vocab_size), a = double(c.num_attention_heads), g = double(c.query_groups());
@@ -247,8 +314,17 @@ double hybrid_model_flops(const GptConfig& c) {
   const double L = double(c.moe.moe_latent_size), routed = double(c.moe.moe_router_topk) * double(c.moe_ffn());
   const double moe = L > 0 ? 4.0 * scale * T * (L * routed + h * double(c.moe.moe_shared_expert_intermediate_size)) + 4.0 * T * h * L
                            : 4.0 * scale * T * h * (routed + double(c.moe.moe_shared_expert_intermediate_size));
+  const double gdn = T * gdn_flops_per_token(c);
+  const auto sym = [&](char ch) {
+    return ch == 'M' ? mamba : ch == '*' ? attn : ch == '-' ? mlp : ch == 'E' ? moe : ch == 'G' ? gdn : 0.0;
+  };
   double fwd = 2.0 * T * h * V;
-  for (char ch : c.hybrid_layers()) fwd += ch == 'M' ? mamba : ch == '*' ? attn : ch == '-' ? mlp : moe;
+  for (char ch : c.hybrid_layers()) fwd += sym(ch);
+  const std::int64_t depths = std::max<std::int64_t>(0, c.moe.mtp_num_layers);
+  for (std::int64_t k = 0; k < depths; ++k) {
+    for (char ch : hybrid_mtp_pattern(c)) fwd += sym(ch);
+    fwd += 2.0 * T * h * V;
+  }
   return 3.0 * fwd;
 }
 
@@ -354,10 +430,10 @@ void add_mamba_core(Costs& out, const GptConfig& c, const models::ComputeModel& 
   mem(first, MemoryKernel::Norm, f * 2.0 * e * Tl * double(di * cp));
 }
 
-// A sublayer of the pattern: the decoder layer's costs with the half it lacks emptied (M and * keep the attention
-// block, - and E the MLP block; an E layer's MoE work is priced apart, MoeCosts).
+// A sublayer of the pattern: the decoder layer's costs with the half it lacks emptied (M, *, G and + keep the
+// attention block, - and E the MLP block; an E layer's MoE work is priced apart, MoeCosts).
 LayerCosts hybrid_sublayer(LayerCosts L, char sym) {
-  const bool attn = sym == 'M' || sym == '*';
+  const bool attn = sym == 'M' || sym == '*' || sym == 'G' || sym == '+';
   if (attn) {
     L.fwd_mlp = L.bwd_mlp = L.wgrad_mlp = L.dgrad_mlp_in = L.wgrad_mlp_in = Costs{};
   } else {
@@ -371,11 +447,19 @@ LayerCosts hybrid_sublayer(LayerCosts L, char sym) {
 std::string hybrid_note(const GptConfig& c) {
   const std::string L = c.hybrid_layers();
   auto n = [&](char ch) { return std::to_string(std::count(L.begin(), L.end(), ch)); };
+  const bool gdn = L.find('G') != std::string::npos, mla = L.find('+') != std::string::npos;
   return "gpt: hybrid model, " + std::to_string(L.size()) + " sublayers (" + n('M') + " Mamba-2, " + n('*') +
-         " attention, " + n('-') + " MLP, " + n('E') +
+         " attention, " + (gdn ? n('G') + " Gated DeltaNet, " : "") + (mla ? n('+') + " MLA, " : "") + n('-') +
+         " MLP, " + n('E') +
          " MoE): the Mamba-2 SSD chunked scan is priced kernel by kernel (its per-chunk products as batched GEMMs at "
-         "the GEMM fit, the state passing at the HBM model; no measurement of these kernels: unvalidated); model "
-         "FLOPs follow Megatron-LM's hybrid_flops";
+         "the GEMM fit, the state passing at the HBM model; no measurement of these kernels: unvalidated)" +
+         (gdn ? "; the Gated DeltaNet chunked delta rule is priced from gdn_layer_flops at the GEMM fit's rate (no "
+                "linear-attention kernel is measured: unvalidated)"
+              : "") +
+         (c.moe.mtp_num_layers > 0 ? "; " + std::to_string(c.moe.mtp_num_layers) + " MTP depths of '" +
+                                         hybrid_mtp_pattern(c) + "' (their MoE blocks' compute only, no dispatch)"
+                                   : std::string()) +
+         "; model FLOPs follow Megatron-LM's hybrid_flops" + (mla ? " (which has no term for the MLA layers)" : "");
 }
 
 // The catalogue's hybrid models (gpt_models.cpp holds their shapes), from the launch scripts of

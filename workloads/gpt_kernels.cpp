@@ -446,7 +446,9 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
     attn_out = G{a_t * me.v_head_dim, h};
     const std::int64_t dh = (qk + me.v_head_dim) / 2;
     fa_kv = a_t, fa_dh = dh;
-    latent_norm = 2.0 * e * double(T) * double(ql + kvl);
+    // The hybrid model's MLA layer ('+') has none (q_layernorm / kv_layernorm IdentityOp in hybrid_stack_spec,
+    // megatron/core/models/hybrid/hybrid_layer_specs.py @d98e8a64).
+    if (!c.hybrid()) latent_norm = 2.0 * e * double(T) * double(ql + kvl);
   } else if (mamba) {
     // Mamba-2 mixer (MambaMixer, megatron/core/ssm/mamba_mixer.py:281-450 at @d98e8a64): in_proj (the layer's norm and
     // one column-parallel GEMM) to z, x (local d_inner each), B, C (local groups x state each) and dt (local heads);
@@ -562,8 +564,39 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
     out.flops += (bwd ? 7.0 : 3.0) * chunk.flops();
     out.add(cm, mem(MemoryKernel::Norm, f * 3.0 * e * double(T) * double(gdn_v)));
   };
+  // A Gated DeltaNet layer under context parallelism (GatedDeltaNet.forward, gdn.py @d98e8a64, with a2a_cp_to_hp /
+  // a2a_hp_to_cp in megatron/core/ssm/gated_delta_net/common.py): in_proj's output (q, k, v, z, beta, alpha: W =
+  // 2 qk + 2 v + 2 value heads per TP rank) goes by one all-to-all from sequence to head sharding, the conv1d and
+  // delta rule run over the whole sequence for value heads / CP, and the gated norm's output (v) comes back by a
+  // second all-to-all before out_proj. The core's kernels are those at CP 1 (tokens x heads per rank unchanged:
+  // cp times the tokens, 1 / cp of the heads). Around the exchanges, copies (read + write): the head permutation
+  // (index_select, so one unsectioned exchange serves every section) and all_to_all_sp2hp's split + cat before the
+  // first; attention's load-balanced chunk order undone after it and redone before the second
+  // (_undo / _redo_attention_load_balancing); all_to_all_hp2sp's split + cat after the second. The backward runs
+  // the gradients' copies, as many bytes. LayerCosts::mamba_* hold the split (GDN has no Mamba fields of its own).
+  auto add_gdn = [&](Costs& out, bool bwd) {
+    if (cp == 1) return add_gdn_core(out, bwd);
+    Costs& pre = bwd ? L.mamba_bwd_pre : L.mamba_fwd_pre;
+    Costs& scan = bwd ? L.mamba_bwd_scan : L.mamba_fwd_scan;
+    Costs rest;
+    Costs& first = bwd ? pre : rest;  // the output side: after the second exchange forward, before it backward
+    Costs& last = bwd ? rest : pre;   // the input side
+    auto copy = [&](Costs& part, double bytes) {
+      out.add(cm, mem(MemoryKernel::Copy, bytes));
+      part.add(cm, mem(MemoryKernel::Copy, bytes));
+    };
+    const double w_in = 2.0 * e * double(T) * double(2 * gdn_qk + 2 * gdn_v + 2 * gdn_nv), w_out = 2.0 * e * double(T) * double(gdn_v);
+    copy(last, w_in);
+    copy(last, w_in);
+    copy(scan, w_in);
+    Costs core;
+    add_gdn_core(core, bwd);
+    out += core, scan += core;
+    copy(scan, w_out);
+    copy(first, w_out);
+  };
   auto add_attention = [&](Costs& out, bool bwd) {
-    if (gdn) return add_gdn_core(out, bwd);
+    if (gdn) return add_gdn(out, bwd);
     if (mamba)
       return add_mamba_core(out, c, cm, bwd, bwd ? L.mamba_bwd_pre : L.mamba_fwd_pre, bwd ? L.mamba_bwd_scan : L.mamba_fwd_scan);
     if (!torch_cp) return attention_ring(out, fa_heads, fa_kv, fa_dh, bwd);
@@ -572,7 +605,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   };
   const Costs fwd_in = L.fwd_attn;  // a Mamba block's kernels before its CP exchanges (LayerCosts::mamba_fwd_pre)
   add_attention(L.fwd_attn, false);
-  if (mamba) L.mamba_fwd_pre += fwd_in;
+  if (mamba || (gdn && cp > 1)) L.mamba_fwd_pre += fwd_in;
   if (out_gate > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Elementwise, out_gate));
   fwd_gemm(L.fwd_attn, attn_out, Tp::Row);
   fuse(L.tp_fused[1][0], false, attn_out.n, attn_out.k);
@@ -602,7 +635,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   if (out_gate > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, 2.0 * out_gate));
   const Costs bwd_out = L.bwd_attn;  // out_proj's backward (LayerCosts::mamba_bwd_pre)
   add_attention(L.bwd_attn, true);
-  if (mamba) L.mamba_bwd_pre += bwd_out, L.mamba_bwd_pre_w = L.wgrad_attn;
+  if (mamba || (gdn && cp > 1)) L.mamba_bwd_pre += bwd_out, L.mamba_bwd_pre_w = L.wgrad_attn;
   if (repeat > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Copy, repeat));
   if (titan) add_rope(L.bwd_attn, 2.0);
   else if (rope > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, rope));
@@ -836,11 +869,24 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
     K.layer_gdn = layer_costs_fused(c, cm, true);
     if (c.has_bf16_layers()) K.layer_gdn_bf16 = layer_costs_fused(c.bf16_layers_config(), cm, true);
   }
+  if (!c.cp_comm_types.empty() && cp > 1 && !legacy) {
+    K.cp_types = c.cp_comm_types;
+    for (const auto& type : K.cp_types) {
+      if (K.layer_of_cp.count(type)) continue;
+      GptConfig one = c;
+      one.cp_comm_type = type, one.cp_comm_types.clear();
+      K.layer_of_cp[type] = c.hybrid() ? hybrid_sublayer(layer_costs_fused(one, cm), '*') : layer_costs_fused(one, cm);
+    }
+  }
   if (c.hybrid()) {
     K.hybrid_layers = c.hybrid_layers();
     K.layer_mamba = hybrid_sublayer(layer_costs_fused(c, cm, false, true), 'M');
     K.layer_attn_only = hybrid_sublayer(K.layer, '*');
     K.layer_mlp_only = hybrid_sublayer(K.layer, '-');
+    if (K.hybrid_layers.find('G') != std::string::npos) {
+      K.layer_gdn = hybrid_sublayer(layer_costs_fused(c, cm, true), 'G');
+      K.gdn_layers = c.gdn_layers();
+    }
   }
   const LayerCosts& L = K.layer;
   // Logits and loss (last stage), embedding lookup (first stage), per micro-batch.
@@ -883,37 +929,14 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
       K.embed_bwd.add(cm, KernelDesc::memory(models::MemoryKernel::Embedding, 2.0 * eb, ap));
     }
   }
-  // Multi-token prediction (DeepSeek-V3 Sec. 2.2), per micro-batch: per depth the embedding of the shifted
-  // tokens (MultiTokenPredictionLayer._get_embeddings, Megatron-Core multi_token_prediction.py at
-  // NVIDIA/Megatron-LM@d98e8a64dd), a projection 2h -> h, one transformer layer -- the MTP layers -- and the
-  // shared output head with its loss (process_mtp_loss, on the loss stage) -- the heads. With the MTP in the
-  // loss's stage both run as one op (mtp). The transformer layer is built from the decoder's last layer spec
-  // (get_gpt_mtp_block_spec_for_backend, megatron/core/models/gpt/gpt_layer_specs.py:755-775 @d98e8a64: "get the
-  // spec for the last layer of decoder block"): after an MoE last layer it is an MoE layer with its own dispatch
-  // and combine over the EP group (mtp_moe: the trace runs it as the MoE steps of a layer, mtp_layer_f / _b
-  // holding the rest of one depth; its router load is the last decoder layer's).
-  if (c.moe.mtp_num_layers > 0 && !legacy) {
-    const Precision ap = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
-    const std::int64_t Ti = c.micro_batch_size * (c.seq_length / cp);
+  // The MTP layers are built from the decoder's last layer spec (get_gpt_mtp_block_spec_for_backend,
+  // megatron/core/models/gpt/gpt_layer_specs.py:755-775 @d98e8a64: "get the spec for the last layer of decoder
+  // block"): after an MoE last layer each is an MoE layer with its own dispatch and combine over the EP group
+  // (mtp_moe: the trace runs it as the MoE steps of a layer, mtp_layer_f / _b holding the rest of one depth; its
+  // router load is the last decoder layer's). A hybrid model's MTP runs its pattern's MTP part instead (below).
+  if (c.moe.mtp_num_layers > 0 && !legacy && !c.hybrid()) {
     const auto mpat = moe_layers_of(c);
     K.mtp_moe = c.moe.enabled() && !mpat.empty() && mpat.back();
-    for (std::int64_t k = 0; k < c.moe.mtp_num_layers; ++k) {
-      K.mtp_layers += K.embed_fwd;
-      K.mtp_layers.add(cm, KernelDesc::gemm(Ti, c.hidden_size / t, 2 * c.hidden_size, ap));
-      K.mtp_layers += L.fwd_attn;
-      if (k == 0) K.mtp_layer_f = K.mtp_layers;
-      if (!K.mtp_moe) K.mtp_layers += L.fwd_mlp;
-      K.mtp_heads += K.logits_fwd;
-      K.mtp_heads_b += K.logits_bwd;
-      if (!K.mtp_moe) K.mtp_layers_b += L.bwd_mlp;
-      K.mtp_layers_b += L.bwd_attn;
-      K.mtp_layers_b.add(cm, KernelDesc::gemm(Ti, 2 * c.hidden_size, c.hidden_size / t, ap));
-      K.mtp_layers_b.add(cm, KernelDesc::gemm(2 * c.hidden_size, c.hidden_size / t, Ti, ap));
-      K.mtp_layers_b += K.embed_bwd;
-      if (k == 0) K.mtp_layer_b = K.mtp_layers_b;
-    }
-    K.mtp = K.mtp_layers, K.mtp += K.mtp_heads;
-    K.mtp_b = K.mtp_heads_b, K.mtp_b += K.mtp_layers_b;
   }
   // Mixture of experts: routing per MoE layer (who gets how many tokens) and the priced MoE kernels.
   K.moe_pattern = moe_layers_of(c);
@@ -938,6 +961,58 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
     }
     // The MTP layers' MoE blocks (mtp_moe), at index num_layers: priced as the last decoder layer's.
     if (K.mtp_moe) K.moe_index.push_back(K.moe_index[static_cast<std::size_t>(c.num_layers - 1)]);
+  }
+  // Multi-token prediction (DeepSeek-V3 Sec. 2.2), per micro-batch: per depth the embedding of the shifted
+  // tokens (MultiTokenPredictionLayer._get_embeddings, Megatron-Core multi_token_prediction.py at
+  // NVIDIA/Megatron-LM@d98e8a64dd), a projection 2h -> h, one transformer layer (as an MoE layer: its attention
+  // here, its MoE block as the trace's MoE steps, mtp_moe above) -- the MTP layers -- and the shared output head
+  // with its loss (process_mtp_loss, on the loss stage) -- the heads. With the MTP in the loss's stage both run as
+  // one op (mtp). A hybrid model's MTP layer runs its pattern's MTP part instead of the transformer layer
+  // (hybrid_mtp_pattern; a HybridStack, multi_token_prediction.py:1197-1213): each sublayer's block, an E
+  // sublayer's MoE block as the last decoder MoE layer's kernels at the mean load (compute only: its dispatch is
+  // not simulated).
+  if (c.moe.mtp_num_layers > 0 && !legacy) {
+    const Precision ap = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
+    const std::int64_t Ti = c.micro_batch_size * (c.seq_length / cp);
+    std::vector<const Costs*> fwd = {&L.fwd_attn}, bwd = {&L.bwd_attn};
+    if (!K.mtp_moe) fwd.push_back(&L.fwd_mlp), bwd.insert(bwd.begin(), &L.bwd_mlp);
+    if (c.hybrid()) {
+      fwd.clear(), bwd.clear();
+      const std::string mtp = hybrid_mtp_pattern(c);
+      for (char sym : mtp) {
+        if (sym == 'E') {
+          const MoeCosts& m = K.moe.back();
+          fwd.insert(fwd.end(), {&m.pre_f, &m.experts_f_mean, &m.post_f, &m.shared_f});
+        } else {
+          const LayerCosts& sl = sym == 'M' ? K.layer_mamba : sym == 'G' ? K.layer_gdn : sym == '-' ? K.layer_mlp_only : K.layer_attn_only;
+          fwd.push_back(sym == '-' ? &sl.fwd_mlp : &sl.fwd_attn);
+        }
+      }
+      for (auto it = mtp.rbegin(); it != mtp.rend(); ++it) {
+        const char sym = *it;
+        if (sym == 'E') {
+          const MoeCosts& m = K.moe.back();
+          bwd.insert(bwd.end(), {&m.shared_b, &m.post_b, &m.experts_b_mean, &m.pre_b});
+        } else {
+          const LayerCosts& sl = sym == 'M' ? K.layer_mamba : sym == 'G' ? K.layer_gdn : sym == '-' ? K.layer_mlp_only : K.layer_attn_only;
+          bwd.push_back(sym == '-' ? &sl.bwd_mlp : &sl.bwd_attn);
+        }
+      }
+    }
+    for (std::int64_t k = 0; k < c.moe.mtp_num_layers; ++k) {
+      K.mtp_layers += K.embed_fwd;
+      K.mtp_layers.add(cm, KernelDesc::gemm(Ti, c.hidden_size / t, 2 * c.hidden_size, ap));
+      for (const Costs* x : fwd) K.mtp_layers += *x;
+      K.mtp_heads += K.logits_fwd;
+      K.mtp_heads_b += K.logits_bwd;
+      for (const Costs* x : bwd) K.mtp_layers_b += *x;
+      K.mtp_layers_b.add(cm, KernelDesc::gemm(Ti, 2 * c.hidden_size, c.hidden_size / t, ap));
+      K.mtp_layers_b.add(cm, KernelDesc::gemm(2 * c.hidden_size, c.hidden_size / t, Ti, ap));
+      K.mtp_layers_b += K.embed_bwd;
+      if (k == 0) K.mtp_layer_f = K.mtp_layers, K.mtp_layer_b = K.mtp_layers_b;
+    }
+    K.mtp = K.mtp_layers, K.mtp += K.mtp_heads;
+    K.mtp_b = K.mtp_heads_b, K.mtp_b += K.mtp_layers_b;
   }
   return K;
 }

@@ -45,7 +45,8 @@ double gdn_attention_params(const GptConfig& c) {
          double(c.linear_value_head_dim);
 }
 // A hybrid model's sublayer (sym, GptConfig::hybrid_layer_pattern) has one block and one pre-norm: M the Mamba-2
-// mixer (gpt_hybrid.cpp), * the attention, - the dense MLP, E the router and shared expert.
+// mixer (gpt_hybrid.cpp), * the attention, G the Gated DeltaNet, + the MLA attention, - the dense MLP, E the router
+// and shared expert.
 double layer_params_moe_model(const GptConfig& c, bool moe_layer, bool gdn_layer, char sym) {
   const double h = double(c.hidden_size), t = double(c.tensor_model_parallel_size), a = double(c.num_attention_heads);
   if (sym == 'M') return mamba_params_per_rank(c) + h;
@@ -77,7 +78,10 @@ double layer_params_moe_model(const GptConfig& c, bool moe_layer, bool gdn_layer
   } else {
     mlp = (gate + 1.0) * h * double(c.ffn()) / t;
   }
-  if (sym == '*') return attn + h;
+  if (sym == '*' || sym == 'G') return attn + h;
+  // '+': the hybrid MLA layer has no norms on the q / kv latents (q_layernorm and kv_layernorm IdentityOp in
+  // hybrid_stack_spec's mla_layer, megatron/core/models/hybrid/hybrid_layer_specs.py @d98e8a64).
+  if (sym == '+') return attn + h - double(e.q_lora_rank > 0 ? e.q_lora_rank : 0) - double(e.kv_lora_rank);
   if (sym == '-' || sym == 'E') return mlp + h;
   return attn + mlp + 2.0 * h;  // two RMSNorms
 }
@@ -109,6 +113,17 @@ double mean_layer_params_moe_model(const GptConfig& c) {
     sum += layer_params_moe_model(c, moe[l], gdn[l], hybrid_symbol(c, static_cast<std::int64_t>(l)));
   return sum / double(c.num_layers);
 }
+// A Gated DeltaNet layer's forward FLOPs per token, as gdn_layer_flops (megatron/training/training.py:939-962 at
+// NVIDIA/Megatron-LM@d98e8a64; num_floating_point_operations' linear_self_attn_term and hybrid_flops use it) counts
+// them: 2 x (h in_proj_dim + conv taps x (2 qk + v) + 4 value heads x value dim^2 + h v), no term in s.
+double gdn_flops_per_token(const GptConfig& c) {
+  const double h = double(c.hidden_size);
+  const double qk = double(c.linear_num_key_heads * c.linear_key_head_dim),
+               vd = double(c.linear_num_value_heads * c.linear_value_head_dim),
+               nv = double(c.linear_num_value_heads), dv = double(c.linear_value_head_dim);
+  return 2.0 * (h * (2.0 * qk + 2.0 * vd + 2.0 * nv) + double(c.linear_conv_kernel_dim) * (2.0 * qk + vd) +
+                4.0 * nv * dv * dv + h * vd);
+}
 // Model FLOPs of MoE / MLA models in Megatron-Core's convention (num_floating_point_operations, which
 // counts MoE layers with topk x moe_ffn + shared expert widths, MLA's projections, MTP layers): 3 x (2 x
 // GEMM weights seen per token + non-causal attention 2 s a (qk + v) per token per layer, halved with
@@ -133,14 +148,7 @@ double moe_model_flops(const GptConfig& c) {
   }
   // megatron-core-causal: Megatron-LM from 8873b55d6a (2025-03-06) halves the core attention for the causal mask.
   if (gpt_flops_convention(c) == "megatron-core-causal") attn_sc *= 0.5;
-  // A Gated DeltaNet layer, as gdn_layer_flops (megatron/training/training.py at NVIDIA/Megatron-LM@d98e8a64) and
-  // num_floating_point_operations' linear_self_attn_term count it per token, 3 x 2 x (h in_proj_dim + conv taps x
-  // (2 qk + v) + 4 value heads x value dim^2 + h v): no term in s.
-  const double qk = double(c.linear_num_key_heads * c.linear_key_head_dim),
-               vd = double(c.linear_num_value_heads * c.linear_value_head_dim),
-               nv = double(c.linear_num_value_heads), dv = double(c.linear_value_head_dim);
-  const double gdn_w = h * (2.0 * qk + 2.0 * vd + 2.0 * nv) + double(c.linear_conv_kernel_dim) * (2.0 * qk + vd) +
-                       4.0 * nv * dv * dv + h * vd;
+  const double gdn_w = gdn_flops_per_token(c) / 2.0;
   auto layer = [&](bool moe, bool gdn) {
     double w = gdn ? gdn_w : attn_w;
     // Latent MoE as num_floating_point_operations counts it (training.py @d98e8a64: routed experts at
@@ -203,6 +211,14 @@ double mtp_params_per_rank(const GptConfig& c) {
   // the decoder's last; its experts are counted by expert_params_per_gpu.
   if (c.moe.mtp_num_layers <= 0) return 0.0;
   const double h = double(c.hidden_size), t = double(c.tensor_model_parallel_size);
+  // A hybrid model's MTP layer runs its pattern's MTP part as a HybridStack without a final norm (the layer's own
+  // final_layernorm follows: MultiTokenPredictionLayer, multi_token_prediction.py:1197-1213 @d98e8a64).
+  const std::string mtp_pat = hybrid_mtp_pattern(c);
+  if (!mtp_pat.empty()) {
+    double layers = 0;
+    for (char sym : mtp_pat) layers += layer_params_moe_model(c, sym == 'E', sym == 'G', sym);
+    return double(c.moe.mtp_num_layers) * (3.0 * h + 2.0 * h * h / t + layers);
+  }
   const auto pattern = moe_layers_of(c);
   const double layer = moe_model(c) ? layer_params_moe_model(c, !pattern.empty() && pattern.back()) : layer_params_per_rank(c);  // full attention
   return double(c.moe.mtp_num_layers) * (3.0 * h + 2.0 * h * h / t + layer);
@@ -371,7 +387,7 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_lay
   // A hybrid sublayer keeps one block's tensors; a Mamba-2 mixer its own (gpt_hybrid.cpp).
   if (sym == 'M') attn = mamba_activation_bytes_per_token(c, gemm_in, mask, rep) -
                          (drop_scores && c.recomputes("layernorm") ? gemm_in * h * rep : 0.0);
-  if (sym == 'M' || sym == '*') mlp = 0;
+  if (sym == 'M' || sym == '*' || sym == 'G' || sym == '+') mlp = 0;
   if (sym == '-' || sym == 'E') attn = 0;
   const double tokens = double(c.micro_batch_size) * s / cp;
   return tokens * (attn + mlp);
@@ -430,8 +446,14 @@ std::vector<bool> GptConfig::window_layers() const {
 // Megatron-Core's linear attention pattern (num_floating_point_operations in megatron/training/training.py and
 // the layer specs' use of linear_attention_freq at NVIDIA/Megatron-LM@d98e8a64): the same rule, 1 = a Gated
 // DeltaNet layer (N - 1 GDN layers, then one full-attention layer). All false without
-// experimental_attention_variant.
+// experimental_attention_variant. A hybrid model's GDN layers are its pattern's 'G' sublayers (HybridStack builds
+// gdn_layer for them, megatron/core/models/hybrid/hybrid_block.py @d98e8a64; linear_attention_freq is unused there).
 std::vector<bool> GptConfig::gdn_layers() const {
+  if (hybrid()) {
+    std::vector<bool> out;
+    for (char ch : hybrid_layers()) out.push_back(ch == 'G');
+    return out;
+  }
   if (!gdn() || linear_attention_freq.empty()) return std::vector<bool>(static_cast<std::size_t>(num_layers), false);
   return skip_freq_pattern(linear_attention_freq, num_layers, "linear_attention_freq");
 }
@@ -588,10 +610,13 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // the decoder's last layer) on the MTP chunk; for MoE models also the sum of their selective-recompute bytes.
   const auto pattern = moe_layers_of(c);
   const bool mtp_moe = !pattern.empty() && pattern.back();
+  // A hybrid model's MTP depth is its pattern's MTP part, one activation unit per sublayer (hybrid_mtp_pattern).
+  const std::string mtp_pat = hybrid_mtp_pattern(c);
+  const std::int64_t mtp_units = mtp_pat.empty() ? n_mtp : n_mtp * static_cast<std::int64_t>(mtp_pat.size());
   std::vector<double> chunk_layers(chunks.size()), chunk_sel(chunks.size(), 0.0);
   for (std::size_t k = 0; k < chunks.size(); ++k)
-    chunk_layers[k] = double(chunks[k].second + (static_cast<std::int64_t>(k) == mtp_chunk ? n_mtp : 0));
-  const double act_layers = double(layers + (mtp_chunk >= 0 ? n_mtp : 0));
+    chunk_layers[k] = double(chunks[k].second + (static_cast<std::int64_t>(k) == mtp_chunk ? mtp_units : 0));
+  const double act_layers = double(layers + (mtp_chunk >= 0 ? mtp_units : 0));
   double lf_act = 1.0;  // MoE: the busiest rank's routed tokens over the mean (below)
   if (moe) {
     double lf = 1.0;
@@ -636,8 +661,10 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     Pl = layers ? P / double(layers) : 0.0;
     if (mtp_chunk >= 0)
       for (std::int64_t k = 0; k < n_mtp; ++k) {
-        add_act(static_cast<std::size_t>(mtp_chunk), mtp_moe, false, 0);
-        if (mtp_moe) Pe += expert_params_per_gpu(c);
+        for (char sym : mtp_pat) add_act(static_cast<std::size_t>(mtp_chunk), sym == 'E', sym == 'G', sym);
+        if (mtp_pat.empty()) add_act(static_cast<std::size_t>(mtp_chunk), mtp_moe, false, 0);
+        Pe += double(std::count(mtp_pat.begin(), mtp_pat.end(), 'E')) * expert_params_per_gpu(c);
+        if (mtp_pat.empty() && mtp_moe) Pe += expert_params_per_gpu(c);
       }
     if (act_layers > 0) act_mean /= act_layers, act_mean_sel /= act_layers;
     lf_act = lf;

@@ -146,6 +146,7 @@ struct StepContext {
   double tp_bytes = 0, tp_ag_bytes = 0, tp_ag_bytes_bf16 = 0, pp_bytes = 0, kv_bytes = 0, qkv_local = 0, o_local = 0, a2a_bytes = 0;
   double torch_cp_kv = 0, torch_cp_dkv = 0;  // PyTorch CP: gathered K/V (all ranks), one rank's fp32 dK/dV
   std::array<double, kMambaCpExchanges> mamba_a2a{};  // a Mamba block's CP all-to-alls (mamba_cp_a2a_bytes)
+  std::array<double, 2> gdn_a2a{};  // a Gated DeltaNet block's CP all-to-alls: in_proj's output, the norm's output
   double Pl = 0, emb_el = 0, out_el = 0, grad_elem_bytes = 2.0;
   bool fp8_dispatch = false;
 };
@@ -183,6 +184,13 @@ StepContext step_context(const GptConfig& c, const models::ComputeModel& cm, con
   // bf16 slots sent per rank, moe_latent_size wide under latent MoE (GptConfig::moe_width).
   x.a2a_bytes = K.T_local * double(c.moe.moe_router_topk) * double(c.moe_width()) * 2.0;
   if (c.hybrid() && cp > 1) x.mamba_a2a = mamba_cp_a2a_bytes(c);
+  if (cp > 1 && !K.gdn_layers.empty()) {
+    // Each rank's local tokens x the TP rank's widths in bf16 (a2a_cp_to_hp / a2a_hp_to_cp, gated_delta_net/common.py
+    // @d98e8a64; gpt_kernels.cpp layer_costs_fused prices the copies around them).
+    const double qk = double(c.linear_num_key_heads / t * c.linear_key_head_dim),
+                 v = double(c.linear_num_value_heads / t * c.linear_value_head_dim), nv = double(c.linear_num_value_heads / t);
+    x.gdn_a2a = {b * s * (2.0 * qk + 2.0 * v + 2.0 * nv) * 2.0, b * s * v * 2.0};
+  }
   x.fp8_dispatch = c.moe.moe_token_dispatcher_type == "flex" && c.fp8();
   x.Pl = layer_params_per_rank(c);
   x.emb_el = embedding_params_per_rank(c), x.out_el = x.V * x.h / double(t);
@@ -684,8 +692,10 @@ class StageEmitter {
     // Context parallelism of an attention block: PyTorch's (context_parallel_rotate_method) or Megatron's
     // (cp_comm_type).
     const bool torch_cp = attn && cp > 1 && !c.context_parallel_rotate_method.empty();
-    // A Mamba-2 block's own all-to-alls (MambaContextParallel) replace the attention's CP exchange.
-    const bool mamba_cp = attn && cp > 1 && !K.hybrid_layers.empty() && K.hybrid_layers[static_cast<std::size_t>(gl)] == 'M';
+    // A Mamba-2 block's own all-to-alls (MambaContextParallel) replace the attention's CP exchange, as a Gated
+    // DeltaNet block's (a2a_cp_to_hp / a2a_hp_to_cp) do.
+    const bool gdn_cp = attn && cp > 1 && !K.gdn_layers.empty() && K.gdn_layers[static_cast<std::size_t>(gl)];
+    const bool mamba_cp = gdn_cp || (attn && cp > 1 && !K.hybrid_layers.empty() && K.hybrid_layers[static_cast<std::size_t>(gl)] == 'M');
     const bool mcore_cp = attn && cp > 1 && !torch_cp && !mamba_cp;
     // Megatron's tp_comm_overlap_ag / tp_comm_overlap_rs (TE's ub_overlap_ag / ub_overlap_rs): off, the
     // ring-exchange all-gather (qkv / fc1 fprop; the output gradient's before proj / fc2 dgrad) or the pipelined
@@ -699,7 +709,7 @@ class StageEmitter {
     }
     // a2a+p2p (GptConfig::cp_impl): the a2a form's all-to-alls over the inner group around the p2p form's ring
     // over the outer group, whose K/V are the whole sequence's for heads / inner-size heads.
-    const std::string cpt = c.cp_impl();
+    const std::string cpt = K.cp_types.empty() ? c.cp_impl() : K.cp_types[static_cast<std::size_t>(gl)];
     const bool hier = cpt == "a2a+p2p";
     if (mcore_cp) {
       const std::int32_t cc = Y.cp_comm[st];
@@ -737,7 +747,7 @@ class StageEmitter {
     }
     if (rs_fused) cc = minus(cc, fz.rs_full);
     if (torch_cp) torch_cp_attention(nm, cname, cc, bwd, first_deps);
-    else if (mamba_cp) mamba_cp_block(gl, nm, cname, cc, bwd, din != nullptr, sm, first_deps);
+    else if (mamba_cp) mamba_cp_block(gl, nm, cname, cc, bwd, din != nullptr, sm, first_deps, gdn_cp);
     else rb.chain(compute_op(cname, cc), first_deps);
     if (mcore_cp && cpt == "all_gather" && bwd)
       rb.chain(coll_op(nm + ".bwd.cp.dkv", CollOp::ReduceScatter, Y.cp_comm[st], kv_bytes, RankBuilder::kCp, "cp"));
@@ -801,8 +811,9 @@ class StageEmitter {
   // backward runs the gradients' exchanges in reverse: dy's before the scan's backward, then dt, C, B, x, z (the
   // autograd order of the forward's cat). `cost` is the whole block (stretched); `whole_w`: it holds out_proj's
   // weight-gradient GEMM.
+  // `gdn`: a Gated DeltaNet block instead, two exchanges (in_proj's output "qkvzba" in, the gated norm's "o" back).
   void mamba_cp_block(std::int64_t gl, const std::string& nm, const std::string& cname, const Costs& cost, bool bwd,
-                      bool whole_w, double sm, const std::vector<std::uint32_t>& deps) {
+                      bool whole_w, double sm, const std::vector<std::uint32_t>& deps, bool gdn = false) {
     const LayerCosts& L = K.layer_at(gl);
     Costs pre = bwd ? L.mamba_bwd_pre : L.mamba_fwd_pre;
     if (bwd && !whole_w) pre = minus(pre, L.mamba_bwd_pre_w);
@@ -814,6 +825,17 @@ class StageEmitter {
                        x_.mamba_a2a[static_cast<std::size_t>(i)], RankBuilder::kCp, "cp"));
     };
     rb.chain(compute_op(cname + (bwd ? ".out" : ".in"), pre), deps);
+    if (gdn) {
+      auto gdn_exchange = [&](int i) {
+        rb.chain(coll_op(nm + ph + ".cp.a2a." + (bwd ? "d" : "") + (i == 0 ? "qkvzba" : "o"), CollOp::AllToAll,
+                         Y.cp_comm[st], x_.gdn_a2a[static_cast<std::size_t>(i)], RankBuilder::kCp, "cp"));
+      };
+      gdn_exchange(bwd ? 1 : 0);
+      rb.chain(compute_op(cname + ".scan", scan));
+      gdn_exchange(bwd ? 0 : 1);
+      rb.chain(compute_op(cname, minus(minus(cost, pre), scan)));
+      return;
+    }
     if (bwd) exchange(5);
     else
       for (int i = 0; i < 5; ++i) exchange(i);
@@ -1434,8 +1456,7 @@ class StageEmitter {
             if (c.bf16_layer(place(ch).base + l)) stage_expert_bf16 += expert_params_per_gpu(c);
           }
       // The MTP layers' experts (built like the decoder's last layer).
-      if (final_mtp_bwd >= 0 && !K.moe_pattern.empty() && K.moe_pattern.back())
-        stage_expert_params += double(c.moe.mtp_num_layers) * expert_params_per_gpu(c);
+      if (final_mtp_bwd >= 0) stage_expert_params += double(mtp_moe_layers(c)) * expert_params_per_gpu(c);
       // (Megatron FSDP and torch FSDP2 expert units reduce them per layer instead, fsdp_experts.)
       if (edp > 1 && stage_expert_params > 0 && !(c.fsdp() && (!c.use_torch_fsdp2 || c.fsdp_expert_units))) {
         const bool sh = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard" || c.fsdp();

@@ -911,13 +911,12 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     if (a == "local") p["attention_backend"] = "unfused";
     else if (a != "auto") p["attention_backend"] = a;
   }
-  // Context-parallel communication: one type for every layer.
+  // Context-parallel communication: one type for every layer, or one per layer (space-separated).
   if (has("cp_comm_type")) {
     const auto& v = given.at("cp_comm_type").values;
-    if (std::any_of(v.begin(), v.end(), [&](const std::string& x) { return x != v[0]; }))
-      fail_at(file, given.at("cp_comm_type").line, "--cp-comm-type with a different type per layer is not modelled "
-                                                   "(fabricsim uses one for all layers)");
-    p["cp_comm_type"] = v[0];
+    std::string types;
+    for (const auto& x : v) types += (types.empty() ? "" : " ") + x;
+    p["cp_comm_type"] = std::any_of(v.begin(), v.end(), [&](const std::string& x) { return x != v[0]; }) ? types : v[0];
   }
   // Sequence parallelism is switched off with TP 1 (validate_args).
   if (has("sequence_parallel")) {

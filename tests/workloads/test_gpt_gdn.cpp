@@ -140,8 +140,10 @@ TEST_CASE("gdn: bad values are one-line errors naming the key") {
   CHECK(err(hybrid({{"linear_num_value_heads", "6"}})).find("linear_num_value_heads: must be a multiple") != std::string::npos);
   CHECK(err(hybrid({{"linear_num_key_heads", "1"}, {"linear_num_value_heads", "2"}, {"tensor_model_parallel_size", "2"}}))
             .find("linear_num_key_heads: ") != std::string::npos);
-  CHECK(err(hybrid({{"context_parallel_size", "2"}, {"tensor_model_parallel_size", "1"}})).find("context_parallel_size: with Gated DeltaNet") !=
-        std::string::npos);
+  // Under CP the heads split over TP x CP (the a2a to head sharding; TransformerConfig.__post_init__ @d98e8a64).
+  CHECK(err(hybrid({{"context_parallel_size", "2"}, {"tensor_model_parallel_size", "1"}, {"linear_num_key_heads", "1"},
+                    {"linear_num_value_heads", "2"}}))
+            .find("multiples of tensor_model_parallel_size x context_parallel_size (2)") != std::string::npos);
   CHECK(err(hybrid({{"linear_conv_kernel_dim", "0"}})).find("linear_conv_kernel_dim") != std::string::npos);
   CHECK(err(hybrid({{"attention_output_gate", "maybe"}})).find("attention_output_gate") != std::string::npos);
   // A100's default attention is the SC'21 unfused layer, which has no GDN pricing.

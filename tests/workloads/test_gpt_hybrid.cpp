@@ -154,9 +154,34 @@ TEST_CASE("hybrid: bad patterns and unmodelled combinations are one-line errors 
   auto err = [](const ParamMap& p) { return error_of([&] { cfg(p); }); };
   CHECK(err(hy({{"hybrid_layer_pattern", "M*X-"}})).find("hybrid_layer_pattern: position 2: 'X' is not a layer symbol") !=
         std::string::npos);
-  CHECK(err(hy({{"hybrid_layer_pattern", "M*G-"}})).find("position 2: 'G' (Megatron's Gated DeltaNet layer) is not modelled") !=
+  CHECK(err(hy({{"hybrid_layer_pattern", "M*D-"}})).find("hybrid_layer_pattern: position 2: 'D' (Megatron's DSA layer") !=
         std::string::npos);
-  CHECK(err(hy({{"hybrid_layer_pattern", "M*M-/MM"}})).find("position 4: '/' starts MTP patterns") != std::string::npos);
+  // Megatron's _validate_pattern refuses '*' beside '+' (hybrid_layer_allocation.py @d98e8a64).
+  CHECK(err(hy({{"hybrid_layer_pattern", "M*+-"}})).find("hybrid_layer_pattern: has both '*' attention and '+' MLA layers") !=
+        std::string::npos);
+  CHECK(err(hy({{"multi_latent_attention", "true"}})).find("multi_latent_attention: in a hybrid model applies to its '+' (MLA) layers") !=
+        std::string::npos);
+  CHECK(err(hy({{"hybrid_layer_pattern", "MG*-"}, {"experimental_attention_variant", "gated_delta_net"}, {"linear_attention_freq", "4"}}))
+            .find("experimental_attention_variant: cannot be combined with hybrid_layer_pattern: its 'G' symbols") != std::string::npos);
+  CHECK(err(hy({{"hybrid_layer_pattern", "MG*-"}, {"linear_attention_freq", "4"}}))
+            .find("linear_attention_freq: is not read by hybrid models") != std::string::npos);
+  // The GDN layers' shape checks (TransformerConfig.__post_init__ @d98e8a64) hold for 'G' too; CP is refused.
+  CHECK(err(hy({{"hybrid_layer_pattern", "MG*-"}, {"linear_num_key_heads", "3"}, {"linear_num_value_heads", "6"}}))
+            .find("linear_num_key_heads: linear_num_key_heads and linear_num_value_heads must be multiples of") != std::string::npos);
+  CHECK(err(hy({{"hybrid_layer_pattern", "G*G-"}, {"context_parallel_size", "4"}, {"world_size", "16"}, {"global_batch_size", "16"},
+                {"linear_num_key_heads", "4"}, {"linear_num_value_heads", "8"}}))
+            .find("linear_num_key_heads: linear_num_key_heads and linear_num_value_heads must be multiples of "
+                  "tensor_model_parallel_size x context_parallel_size (8)") != std::string::npos);
+  // MTP patterns (parse_hybrid_pattern, hybrid_layer_allocation.py; arguments.py:870-884 @d98e8a64).
+  CHECK(err(hy({{"hybrid_layer_pattern", "M*M-/*-/-*"}})).find("hybrid_layer_pattern: MTP pattern 2 ('-*') differs from MTP pattern 1 ('*-')") !=
+        std::string::npos);
+  CHECK(err(hy({{"hybrid_layer_pattern", "M*M-/*|-"}})).find("hybrid_layer_pattern: position 6: '|' in an MTP pattern") != std::string::npos);
+  CHECK(err(hy({{"hybrid_layer_pattern", "M*M-/*-/*-"}, {"mtp_num_layers", "3"}}))
+            .find("mtp_num_layers: (3) differs from the 2 MTP patterns after '/'") != std::string::npos);
+  CHECK(err(hy({{"mtp_num_layers", "1"}})).find("mtp_num_layers: with hybrid_layer_pattern needs the MTP layers' pattern after '/'") !=
+        std::string::npos);
+  CHECK(err(hy({{"hybrid_layer_pattern", "M*M-/*E"}, {"num_experts", "4"}})).find("has MoE layers E in its MTP pattern only") !=
+        std::string::npos);
   CHECK(err(hy({{"hybrid_layer_pattern", "M*ME"}})).find("has MoE layers E but num_experts is not set") != std::string::npos);
   CHECK(err(hy({{"hybrid_layer_pattern", "M*M|-|M"}, {"pipeline_model_parallel_size", "2"}})).find("not a multiple of pipeline_model_parallel_size") !=
         std::string::npos);
@@ -338,4 +363,222 @@ TEST_CASE("hybrid: the SSD scan is priced kernel by kernel; its FLOPs by hand fr
   CHECK(L2.mamba_fwd_scan.flops == doctest::Approx(2 * fwd).epsilon(1e-12));
   CHECK(L2.mamba_fwd_scan.seconds / L.mamba_fwd_scan.seconds > 1.9);
   CHECK(L2.mamba_fwd_scan.seconds / L.mamba_fwd_scan.seconds <= 2.0);
+}
+
+namespace {
+double rank0_compute_s(const GptConfig& c) {
+  double sum = 0;
+  const Trace tr = generate_gpt(c, h100(), "t");
+  for (const Op& op : tr.ranks.at(0).ops)
+    if (op.category == "compute") sum += op.duration_s;
+  return sum;
+}
+}  // namespace
+
+TEST_CASE("hybrid: 'G' sublayers are Gated DeltaNet layers: G-G-G-*- is the GPT path's GDN model with linear_attention_freq 4") {
+  // The same four decoder layers written two ways: Megatron's GPT model with experimental_attention_variant
+  // gated_delta_net and linear_attention_freq 4 (three GDN layers, then one attention layer, each with its MLP) and
+  // the hybrid pattern G-G-G-*- (each block its own sublayer with its own pre-norm). Same weights (a GPT layer's two
+  // norms are the two sublayers' pre-norms), same kernels, same saved activations.
+  const GptConfig gpt = cfg(workloads_test::small_llama(8, 8, {{"pipeline_model_parallel_size", "1"}, {"squared_relu", "true"},
+                                                              {"normalization", "RMSNorm"}, {"position_embedding_type", "none"},
+                                                              {"untie_embeddings_and_output_weights", "true"},
+                                                              {"experimental_attention_variant", "gated_delta_net"},
+                                                              {"linear_attention_freq", "4"}}));
+  const GptConfig hyb = cfg(hy({{"hybrid_layer_pattern", "G-G-G-*-"}}));
+  CHECK(hyb.num_layers == 8);
+  CHECK(hyb.gdn_layers() == std::vector<bool>{true, false, true, false, true, false, false, false});
+  CHECK(gpt_num_parameters(hyb) == doctest::Approx(gpt_num_parameters(gpt)).epsilon(1e-12));
+  CHECK(gpt_memory_per_gpu(hyb).activations_bytes == doctest::Approx(gpt_memory_per_gpu(gpt).activations_bytes).epsilon(1e-12));
+  const double cg = rank0_compute_s(gpt), ch = rank0_compute_s(hyb);
+  MESSAGE("rank 0 compute: GPT GDN " << cg * 1e3 << " ms, hybrid G-G-G-*- " << ch * 1e3 << " ms");
+  CHECK(ch == doctest::Approx(cg).epsilon(1e-9));
+  // hybrid_flops (training.py:964-1006 @d98e8a64) by hand with Megatron's GDN defaults (16 key heads, 32 value heads
+  // of 128, 4 conv taps): gdn_layer_flops = 2 T (h (2 qk + 2 v + 2 nv) + 4 (2 qk + v) + 4 nv dv^2 + h v).
+  const double h = 1024, V = 32000, f = 2816, B = 8, s = 2048, T = B * s;
+  const double qk = 16 * 128, v = 32 * 128, nv = 32, dv = 128;
+  const double f_gdn = 2 * T * (h * (2 * qk + 2 * v + 2 * nv) + 4 * (2 * qk + v) + 4 * nv * dv * dv + h * v);
+  const double f_attn = 4 * T * h * (h + h) + 2 * B * s * s * h, f_mlp = 4 * T * h * f;
+  CHECK(gpt_model_flops(hyb) == doctest::Approx(3 * (3 * f_gdn + f_attn + 4 * f_mlp + 2 * T * h * V)).epsilon(1e-12));
+  bool noted = false;
+  for (const auto& n : generate_gpt(hyb, h100(), "t").notes)
+    noted = noted || n.find("8 sublayers (0 Mamba-2, 1 attention, 3 Gated DeltaNet, 4 MLP, 0 MoE)") != std::string::npos;
+  CHECK(noted);
+}
+
+TEST_CASE("hybrid: '+' sublayers are MLA attention without latent norms; hybrid_flops does not count them") {
+  // '+' turns multi_latent_attention on (arguments.py:918-923 @d98e8a64). The hybrid MLA layer's spec has
+  // q_layernorm and kv_layernorm IdentityOp (hybrid_layer_specs.py mla_layer): the GPT path's MLA layer with its two
+  // latent norms less -- q_lora_rank + kv_lora_rank weights per layer, and their norm kernels.
+  const ParamMap mla = {{"q_lora_rank", "256"}, {"kv_lora_rank", "512"}, {"qk_head_dim", "64"},
+                        {"qk_pos_emb_head_dim", "32"}, {"v_head_dim", "64"}};
+  ParamMap g = workloads_test::small_llama(8, 8, {{"pipeline_model_parallel_size", "1"}, {"squared_relu", "true"},
+                                                  {"normalization", "RMSNorm"}, {"position_embedding_type", "none"},
+                                                  {"untie_embeddings_and_output_weights", "true"},
+                                                  {"multi_latent_attention", "true"}, {"num_layers", "2"}});
+  ParamMap hp = hy({{"hybrid_layer_pattern", "+-+-"}});
+  for (const auto& [k, v] : mla) g[k] = v, hp[k] = v;
+  const GptConfig gpt = cfg(g), hyb = cfg(hp);
+  CHECK(hyb.moe.multi_latent_attention);
+  CHECK(gpt_num_parameters(gpt) - gpt_num_parameters(hyb) == doctest::Approx(2.0 * (256 + 512)).epsilon(1e-12));
+  const double cg = rank0_compute_s(gpt), ch = rank0_compute_s(hyb);
+  MESSAGE("rank 0 compute: GPT MLA " << cg * 1e3 << " ms, hybrid +-+- " << ch * 1e3 << " ms");
+  CHECK(ch < cg);                                  // no latent norm kernels
+  CHECK(ch == doctest::Approx(cg).epsilon(0.02));  // otherwise the same layers
+  // Megatron's hybrid_flops takes the counts of M, G, *, - and E only (training.py:1340-1384): two MLP sublayers and
+  // the logits.
+  const double h = 1024, V = 32000, f = 2816, T = 8 * 2048.0;
+  CHECK(gpt_model_flops(hyb) == doctest::Approx(3 * (2 * 4 * T * h * f + 2 * T * h * V)).epsilon(1e-12));
+}
+
+TEST_CASE("hybrid: MTP patterns after '/' are Megatron's MTP layers: parameters, hybrid_flops, kernels, memory") {
+  // "M*M-/*-/*-": the main pattern M*M-, two MTP depths each running the sublayers *- (a HybridStack without a final
+  // norm; the MTP layer's enorm, hnorm, eh_proj 2h -> h and final_layernorm around it: multi_token_prediction.py
+  // @d98e8a64). mtp_num_layers comes from the pattern (arguments.py:870-884).
+  const GptConfig base = cfg(hy()), mtp = cfg(hy({{"hybrid_layer_pattern", "M*M-/*-/*-"}}));
+  CHECK(mtp.num_layers == 4);
+  CHECK(mtp.hybrid_layers() == "M*M-");
+  CHECK(mtp.moe.mtp_num_layers == 2);
+  CHECK(gpt_detail::hybrid_mtp_pattern(mtp) == "*-");
+  CHECK(gpt_layer_layout(mtp) == gpt_layer_layout(base));
+  const double h = 1024, t = 2, f = 2816, V = 32000;
+  const double attn = (h * (16 + 2 * 16) * 64 + 16 * 64 * h) / t + h, mlp = 2 * h * f / t + h;
+  CHECK(gpt_detail::mtp_params_per_rank(mtp) == doctest::Approx(2 * (3 * h + 2 * h * h / t + attn + mlp)).epsilon(1e-12));
+  // hybrid_flops: the MTP sublayers counted once per depth (get_hybrid_layer_counts) and one more logits per depth.
+  const double B = 8, s = 2048, T = B * s;
+  const double f_attn = 4 * T * h * (h + h) + 2 * B * s * s * h, f_mlp = 4 * T * h * f;
+  CHECK(gpt_model_flops(mtp) - gpt_model_flops(base) ==
+        doctest::Approx(3 * 2 * (f_attn + f_mlp + 2 * T * h * V)).epsilon(1e-12));
+  // Kernels: one depth of "*-" runs the attention sublayer's and the MLP sublayer's blocks; "-" alone one less
+  // attention block per depth.
+  const auto k2 = gpt_detail::gpt_step_kernels(mtp, h100(), "t");
+  const auto k1 = gpt_detail::gpt_step_kernels(cfg(hy({{"hybrid_layer_pattern", "M*M-/-/-"}})), h100(), "t");
+  CHECK(k2.mtp_layers.seconds - k1.mtp_layers.seconds == doctest::Approx(2 * k2.layer_attn_only.fwd_attn.seconds).epsilon(1e-9));
+  CHECK(k2.mtp_layers_b.seconds - k1.mtp_layers_b.seconds == doctest::Approx(2 * k2.layer_attn_only.bwd_attn.seconds).epsilon(1e-9));
+  CHECK(k2.mtp_heads.seconds == doctest::Approx(2 * k2.logits_fwd.seconds).epsilon(1e-12));
+  // The trace runs them after the decoder's layers; memory holds their weights and activations.
+  int mtp_ops = 0;
+  const Trace tr = generate_gpt(mtp, h100(), "t");
+  for (const Op& op : tr.ranks.at(0).ops) mtp_ops += op.name.find(".mtp.") != std::string::npos;
+  CHECK(mtp_ops == 2 * 2);  // forward and backward of each of the rank's 2 micro-batches (global batch 8 over DP 4)
+  CHECK(gpt_memory_per_gpu(mtp).activations_bytes > gpt_memory_per_gpu(base).activations_bytes);
+  CHECK(gpt_memory_per_gpu(mtp).weights_bytes > gpt_memory_per_gpu(base).weights_bytes);
+}
+
+TEST_CASE("hybrid: an MTP pattern's E sublayers add the MoE layer's experts and compute") {
+  const ParamMap moe = {{"num_experts", "4"}, {"expert_model_parallel_size", "2"}, {"moe_router_topk", "2"}};
+  ParamMap a = hy({{"hybrid_layer_pattern", "M*ME/*-"}}), b = hy({{"hybrid_layer_pattern", "M*ME/*E"}});
+  for (const auto& [k, v] : moe) a[k] = v, b[k] = v;
+  const GptConfig ca = cfg(a), cb = cfg(b);
+  CHECK(gpt_detail::mtp_moe_layers(ca) == 0);
+  CHECK(gpt_detail::mtp_moe_layers(cb) == 1);
+  const auto ka = gpt_detail::gpt_step_kernels(ca, h100(), "t"), kb = gpt_detail::gpt_step_kernels(cb, h100(), "t");
+  const auto& m = kb.moe.back();
+  CHECK(kb.mtp_layers.seconds - ka.mtp_layers.seconds ==
+        doctest::Approx(m.pre_f.seconds + m.experts_f_mean.seconds + m.post_f.seconds + m.shared_f.seconds -
+                        ka.layer_mlp_only.fwd_mlp.seconds).epsilon(1e-9));
+  CHECK(gpt_memory_per_gpu(cb).weights_bytes > gpt_memory_per_gpu(ca).weights_bytes);
+}
+
+TEST_CASE("hybrid: Gated DeltaNet layers under CP 2 exchange in_proj's output and the norm's output by all-to-all") {
+  // a2a_cp_to_hp / a2a_hp_to_cp (megatron/core/ssm/gated_delta_net/common.py @d98e8a64), by hand: this rank's
+  // 2048 / 2 = 1024 tokens; a TP rank's in_proj output 2 x 2048 / 2 (q, k) + 2 x 4096 / 2 (v, z) + 2 x 32 / 2 (beta,
+  // alpha) = 6176 wide, the norm's output 4096 / 2 = 2048; bf16.
+  const GptConfig c = cfg(hy({{"hybrid_layer_pattern", "G*G-"}, {"context_parallel_size", "2"}}));
+  const double in = 1024.0 * 6176 * 2, out = 1024.0 * 2048 * 2;
+  std::vector<std::string> order;
+  std::map<std::string, double> got;
+  const Trace tr = generate_gpt(c, h100(), "t");
+  for (const Op& op : tr.ranks.at(0).ops) {
+    if (op.name.rfind("mb0.l0.", 0) != 0) continue;
+    order.push_back(op.name);
+    if (op.kind == OpKind::Collective && op.coll == CollOp::AllToAll) got[op.name] = op.bytes;
+  }
+  CHECK(got.size() == 4);
+  CHECK(got.at("mb0.l0.attn.cp.a2a.qkvzba") == doctest::Approx(in).epsilon(1e-12));
+  CHECK(got.at("mb0.l0.attn.cp.a2a.o") == doctest::Approx(out).epsilon(1e-12));
+  CHECK(got.at("mb0.l0.attn.bwd.cp.a2a.dqkvzba") == doctest::Approx(in).epsilon(1e-12));
+  CHECK(got.at("mb0.l0.attn.bwd.cp.a2a.do") == doctest::Approx(out).epsilon(1e-12));
+  auto at = [&](const std::string& n) { return std::find(order.begin(), order.end(), n) - order.begin(); };
+  CHECK(at("mb0.l0.fwd.attn.in") < at("mb0.l0.attn.cp.a2a.qkvzba"));
+  CHECK(at("mb0.l0.attn.cp.a2a.qkvzba") < at("mb0.l0.fwd.attn.scan"));
+  CHECK(at("mb0.l0.fwd.attn.scan") < at("mb0.l0.attn.cp.a2a.o"));
+  CHECK(at("mb0.l0.attn.cp.a2a.o") < at("mb0.l0.fwd.attn"));
+  CHECK(at("mb0.l0.attn.bwd.cp.a2a.do") < at("mb0.l0.bwd.attn.scan"));
+  CHECK(at("mb0.l0.bwd.attn.scan") < at("mb0.l0.attn.bwd.cp.a2a.dqkvzba"));
+  // The GDN block at CP 2 runs CP 1's kernels on the same local tokens (sequence 1024 at CP 1) plus five copies
+  // (head permutation, split + cat, load balancing undone / redone, hp2sp split + cat); the same FLOPs.
+  const auto k2 = gpt_detail::gpt_step_kernels(c, h100(), "t").layer_gdn;
+  const auto k1 = gpt_detail::gpt_step_kernels(cfg(hy({{"hybrid_layer_pattern", "G*G-"}, {"seq_length", "1024"}})), h100(), "t").layer_gdn;
+  CHECK(k2.fwd_attn.kernels - k1.fwd_attn.kernels == 5);
+  CHECK(k2.bwd_attn.kernels - k1.bwd_attn.kernels == 5);
+  CHECK(k2.fwd_attn.flops == doctest::Approx(k1.fwd_attn.flops).epsilon(1e-12));
+  CHECK(k2.fwd_attn.seconds > k1.fwd_attn.seconds);
+  CHECK(k2.mamba_fwd_scan.kernels > 0);
+}
+
+TEST_CASE("GDN under CP: the GPT path's Gated DeltaNet layers use the all-to-alls, its attention layers cp_comm_type's ring") {
+  const GptConfig c = cfg(workloads_test::small_llama(16, 16, {{"pipeline_model_parallel_size", "1"}, {"context_parallel_size", "2"},
+                                                              {"experimental_attention_variant", "gated_delta_net"},
+                                                              {"linear_attention_freq", "4"}}));
+  int gdn_a2a = 0, attn_ring = 0, other = 0;
+  const Trace tr = generate_gpt(c, h100(), "t");
+  for (const Op& op : tr.ranks.at(0).ops) {
+    if (op.category != "cp" || op.name.rfind("mb0.", 0) != 0) continue;
+    const bool l3 = op.name.rfind("mb0.l3.", 0) == 0;  // layer 4 of 4: full attention (linear_attention_freq 4)
+    if (!l3 && op.name.find(".cp.a2a.") != std::string::npos) ++gdn_a2a;
+    else if (l3 && op.name.find(".cp.a2a.") == std::string::npos) ++attn_ring;
+    else ++other;
+  }
+  CHECK(gdn_a2a == 3 * 4);  // three GDN layers, two exchanges forward and two backward
+  CHECK(attn_ring > 0);
+  CHECK(other == 0);
+}
+
+TEST_CASE("cp_comm_type per layer: each attention layer runs its own entry's exchange and kernels") {
+  // Megatron's list form (--cp-comm-type p2p p2p p2p a2a): TransformerLayer takes entry layer_number - 1
+  // (transformer_layer.py:378-385 @d98e8a64). In a hybrid model the entries of non-attention sublayers are unused.
+  auto names = [](const GptConfig& c, const std::string& layer) {
+    std::vector<std::string> out;
+    const Trace tr = generate_gpt(c, h100(), "t");
+    for (const Op& op : tr.ranks.at(0).ops)
+      if (op.name.rfind("mb0." + layer + ".", 0) == 0 && op.category == "cp") out.push_back(op.name);
+    return out;
+  };
+  const GptConfig mixed = cfg(hy({{"hybrid_layer_pattern", "M*M*"}, {"context_parallel_size", "2"}, {"cp_comm_type", "p2p p2p p2p a2a"}}));
+  CHECK(mixed.cp_comm_types == std::vector<std::string>{"p2p", "p2p", "p2p", "a2a"});
+  const auto l1 = names(mixed, "l1"), l3 = names(mixed, "l3");
+  CHECK(std::find(l1.begin(), l1.end(), "mb0.l1.attn.cp.kv") != l1.end());
+  CHECK(std::find(l3.begin(), l3.end(), "mb0.l3.attn.cp.a2a") != l3.end());
+  CHECK(std::find(l3.begin(), l3.end(), "mb0.l3.attn.cp.kv") == l3.end());
+  // Each attention sublayer prices as in the model with its entry for every layer.
+  auto attn = [](const GptConfig& c, std::int64_t gl) { return gpt_detail::gpt_step_kernels(c, h100(), "t").layer_at(gl).fwd_attn.seconds; };
+  const GptConfig all_a2a = cfg(hy({{"hybrid_layer_pattern", "M*M*"}, {"context_parallel_size", "2"}, {"cp_comm_type", "a2a"}}));
+  const GptConfig all_p2p = cfg(hy({{"hybrid_layer_pattern", "M*M*"}, {"context_parallel_size", "2"}}));
+  CHECK(attn(mixed, 3) == attn(all_a2a, 3));
+  CHECK(attn(mixed, 1) == attn(all_p2p, 1));
+  CHECK(attn(mixed, 3) != attn(mixed, 1));
+  // One type repeated is that type; the same trace.
+  const GptConfig same = cfg(hy({{"hybrid_layer_pattern", "M*M*"}, {"context_parallel_size", "2"}, {"cp_comm_type", "a2a a2a a2a a2a"}}));
+  CHECK(same.cp_comm_types.empty());
+  CHECK(same.cp_comm_type == "a2a");
+  CHECK(names(same, "l3") == names(all_a2a, "l3"));
+  // Megatron asserts one entry per layer (transformer_config.py:3103-3110).
+  auto err = [](const ParamMap& p) { return error_of([&] { cfg(p); }); };
+  CHECK(err(hy({{"context_parallel_size", "2"}, {"cp_comm_type", "p2p a2a"}})).find("cp_comm_type: lists 2 types; a list needs one per decoder layer (4)") !=
+        std::string::npos);
+  CHECK(err(hy({{"context_parallel_size", "2"}, {"cp_comm_type", "p2p p2p p2p a2a+p2p"}, {"hierarchical_context_parallel_sizes", "2 1"}}))
+            .find("cp_comm_type: a list of different types per layer is modelled for p2p, all_gather and a2a") != std::string::npos);
+  // The GPT path: layer 0 all_gather, the others p2p.
+  const GptConfig gpt = cfg(workloads_test::small_llama(16, 16, {{"pipeline_model_parallel_size", "1"}, {"context_parallel_size", "2"},
+                                                                {"cp_comm_type", "all_gather p2p p2p p2p"}}));
+  // Layer 0 prices as the all_gather model's, layer 1 as the p2p model's (all_gather runs one attention kernel over
+  // the gathered K / V, p2p the ring's steps).
+  auto gpt_with = [](const std::string& type) {
+    return cfg(workloads_test::small_llama(16, 16, {{"pipeline_model_parallel_size", "1"}, {"context_parallel_size", "2"},
+                                                    {"cp_comm_type", type}}));
+  };
+  CHECK(attn(gpt, 0) == attn(gpt_with("all_gather"), 0));
+  CHECK(attn(gpt, 1) == attn(gpt_with("p2p"), 1));
+  CHECK(attn(gpt, 0) != attn(gpt, 1));
 }

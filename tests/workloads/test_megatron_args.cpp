@@ -145,8 +145,8 @@ TEST_CASE("megatron import: modelled flags become gpt parameters, with Megatron-
   ParamMap mp = params_from_json(moe.params, JsonPath{"job.sh", "/workload/params"});
   mp["gpu"] = "h100";
   CHECK_NOTHROW(gpt_config_from_params(mp, "job.sh"));
-  CHECK(error_of([&] { import_text("torchrun pretrain_gpt.py" + kBase + " --cp-comm-type p2p a2a"); }) ==
-        "job.sh:1: --cp-comm-type with a different type per layer is not modelled (fabricsim uses one for all layers)");
+  // A type per layer (TransformerLayer takes entry layer_number - 1) travels as the generator's space-separated list.
+  CHECK(import_text("torchrun pretrain_gpt.py" + kBase + " --cp-comm-type p2p a2a").params["cp_comm_type"] == "p2p a2a");
   // No recompute unless asked; FFN 4h without SwiGLU; sequence parallelism off with TP 1; no P2P overlap
   // without interleaving.
   const MegatronImport d = import_text("torchrun pretrain_gpt.py" + kBase + " --sequence-parallel", 8);
