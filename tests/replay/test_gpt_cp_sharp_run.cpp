@@ -151,3 +151,43 @@ TEST_CASE("SHARP superpod, DP group of one GPU per server with 7 mirrors: NVLS r
   REQUIRE(picked > 0);
   CHECK(picked <= best * 1.01);
 }
+
+TEST_CASE("SHARP superpod, DP group of 4 GPUs per server (TP 2, DP 8 on 2 DGX H100): NVLS with CollNet applies") {
+  topo::Topology t = topo::build_preset("superpod", {{"nodes", "2"}, {"node", "dgx-h100"}, {"sharp", "true"}});
+  topo::Routing routing(t);
+  const auto calib = models::default_calibration();
+  models::CollectiveSpec spec;
+  spec.op = models::Op::AllReduce;
+  spec.bytes = 218278400;
+  spec.elem_bytes = 2;
+  Communicator comm;
+  comm.name = "dp";
+  comm.mirrors = 1;
+  comm.mirror_stride = 1;
+  for (int r = 0; r < 16; r += 2) {
+    spec.communicator.push_back(t.gpus()[r]);
+    comm.ranks.push_back(r);
+  }
+  // 4 local GPUs > 2: ncclNvlsInit keeps NVLS (src/transport/nvls.cc:157@v2.26.2-1).
+  CHECK(models::why_not_applicable(spec, models::Algorithm::Nvls, t, routing).empty());
+  spec.collnet_enable = false;
+  const models::TunerChoice off = models::tune(spec, t, routing, calib);
+  spec.collnet_enable = true;
+  const models::TunerChoice on = models::tune(spec, t, routing, calib);
+  sim::EngineCommModel engine(t, calib);
+  const auto price = [&](models::Algorithm a) {
+    return engine.idle_collective(comm, CollOp::AllReduce, static_cast<double>(spec.bytes), std::string(models::to_string(a)))
+        .duration_s;
+  };
+  MESSAGE("tuner without SHARP " << std::string(models::to_string(off.algorithm)) << " " << off.predicted_s * 1e3
+                                 << " ms (engine " << price(off.algorithm) * 1e3 << "), with "
+                                 << std::string(models::to_string(on.algorithm)) << " " << on.predicted_s * 1e3
+                                 << " ms (engine " << price(on.algorithm) * 1e3 << ")");
+  // Without NCCL_COLLNET_ENABLE NCCL's model takes NVLS_TREE across the hosts; with it NVLS with CollNet, whose
+  // heads send their shard S/g through the NIC once each way instead of once per tree (the same at 2 hosts) with
+  // one network latency instead of 2 log2(H): use_sharp shortens the reduction, in the tuner and in the engine.
+  CHECK(off.algorithm == models::Algorithm::NvlsTree);
+  CHECK(on.algorithm == models::Algorithm::Nvls);
+  CHECK(on.predicted_s < off.predicted_s);
+  CHECK(price(on.algorithm) < price(off.algorithm));
+}
