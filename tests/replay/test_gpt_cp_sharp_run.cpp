@@ -2,7 +2,9 @@
 // (docs/workloads.md, "Context parallelism", "SHARP for the data-parallel group").
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "models/collectives.hpp"
 #include "models/tuner.hpp"
@@ -112,16 +114,39 @@ TEST_CASE("gpt use_sharp on a SHARP superpod, TP 8 DP 2: the data-parallel reduc
                        doctest::Contains("use_sharp: needs InfiniBand switches with SHARP"), InputError);
 }
 
-TEST_CASE("SHARP superpod, DP group of one GPU per server with 7 mirrors: NVLS refused, the tuner's pick is the engine's fastest") {
+namespace {
+
+// A data-parallel all_reduce of the 218 MB gradient bucket of the gpt case above (2.18278e8 B) on 2 DGX H100 of a
+// superpod with SHARP: the group's ranks with NCCL_COLLNET_ENABLE, as the tuner sees it (`spec`) and as the
+// engine prices it with its co-located mirrors (`comm`, ranks shifted by 1 per mirror).
+struct SharpDp {
   topo::Topology t = topo::build_preset("superpod", {{"nodes", "2"}, {"node", "dgx-h100"}, {"sharp", "true"}});
-  topo::Routing routing(t);
-  const auto calib = models::default_calibration();
+  topo::Routing routing{t};
+  models::Calibration calib = models::default_calibration();
   models::CollectiveSpec spec;
-  spec.op = models::Op::AllReduce;
-  spec.bytes = 218278400;  // the gradient bucket of the case above (2.18278e8 B)
-  spec.elem_bytes = 2;
-  spec.communicator = {t.gpus()[0], t.gpus()[8]};
-  spec.collnet_enable = true;
+  Communicator comm;
+  SharpDp(const std::vector<std::int32_t>& ranks, int mirrors) {
+    spec.op = models::Op::AllReduce;
+    spec.bytes = 218278400;
+    spec.elem_bytes = 2;
+    spec.collnet_enable = true;
+    comm.name = "dp";
+    comm.ranks = ranks;
+    comm.mirrors = mirrors;
+    comm.mirror_stride = 1;
+    for (std::int32_t r : ranks) spec.communicator.push_back(t.gpus()[r]);
+  }
+  double engine_s(sim::EngineCommModel& engine, models::Algorithm a) {
+    return engine.idle_collective(comm, CollOp::AllReduce, static_cast<double>(spec.bytes), std::string(models::to_string(a)))
+        .duration_s;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("SHARP superpod, DP group of one GPU per server with 7 mirrors: NVLS refused, the tuner's pick is the engine's fastest") {
+  SharpDp dp({0, 8}, 7);
+  auto& [t, routing, calib, spec, comm] = dp;
   // ncclNvlsInit: gpuCount <= 2 -> nvlsSupport 0 (src/transport/nvls.cc:157@v2.26.2-1), so neither NVLS (with
   // CollNet across the hosts) nor NVLS_TREE; CollNet Direct stays (tuning.cc disables it only without NVSwitches).
   CHECK(models::why_not_applicable(spec, models::Algorithm::Nvls, t, routing).find("more than 2") != std::string::npos);
@@ -130,18 +155,12 @@ TEST_CASE("SHARP superpod, DP group of one GPU per server with 7 mirrors: NVLS r
   const models::TunerChoice pick = models::tune(spec, t, routing, calib);
   // The engine prices every applicable algorithm on the group and its 7 mirrors (the other TP ranks' DP groups,
   // on the same NICs and the same SHARP switch).
-  Communicator comm;
-  comm.name = "dp";
-  comm.ranks = {0, 8};
-  comm.mirrors = 7;
-  comm.mirror_stride = 1;
   sim::EngineCommModel engine(t, calib);
   double best = 1e30, picked = 0;
   std::string best_name;
   for (models::Algorithm a : models::algorithms_for(models::Op::AllReduce)) {
     if (!models::why_not_applicable(spec, a, t, routing).empty()) continue;
-    const double s = engine.idle_collective(comm, CollOp::AllReduce, static_cast<double>(spec.bytes),
-                                            std::string(models::to_string(a))).duration_s;
+    const double s = dp.engine_s(engine, a);
     MESSAGE(std::string(models::to_string(a)) << ": engine " << s * 1e3 << " ms");
     if (s < best) best = s, best_name = models::to_string(a);
     if (a == pick.algorithm) picked = s;
@@ -153,21 +172,8 @@ TEST_CASE("SHARP superpod, DP group of one GPU per server with 7 mirrors: NVLS r
 }
 
 TEST_CASE("SHARP superpod, DP group of 4 GPUs per server (TP 2, DP 8 on 2 DGX H100): NVLS with CollNet applies") {
-  topo::Topology t = topo::build_preset("superpod", {{"nodes", "2"}, {"node", "dgx-h100"}, {"sharp", "true"}});
-  topo::Routing routing(t);
-  const auto calib = models::default_calibration();
-  models::CollectiveSpec spec;
-  spec.op = models::Op::AllReduce;
-  spec.bytes = 218278400;
-  spec.elem_bytes = 2;
-  Communicator comm;
-  comm.name = "dp";
-  comm.mirrors = 1;
-  comm.mirror_stride = 1;
-  for (int r = 0; r < 16; r += 2) {
-    spec.communicator.push_back(t.gpus()[r]);
-    comm.ranks.push_back(r);
-  }
+  SharpDp dp({0, 2, 4, 6, 8, 10, 12, 14}, 1);
+  auto& [t, routing, calib, spec, comm] = dp;
   // 4 local GPUs > 2: ncclNvlsInit keeps NVLS (src/transport/nvls.cc:157@v2.26.2-1).
   CHECK(models::why_not_applicable(spec, models::Algorithm::Nvls, t, routing).empty());
   spec.collnet_enable = false;
@@ -175,10 +181,7 @@ TEST_CASE("SHARP superpod, DP group of 4 GPUs per server (TP 2, DP 8 on 2 DGX H1
   spec.collnet_enable = true;
   const models::TunerChoice on = models::tune(spec, t, routing, calib);
   sim::EngineCommModel engine(t, calib);
-  const auto price = [&](models::Algorithm a) {
-    return engine.idle_collective(comm, CollOp::AllReduce, static_cast<double>(spec.bytes), std::string(models::to_string(a)))
-        .duration_s;
-  };
+  const auto price = [&](models::Algorithm a) { return dp.engine_s(engine, a); };
   MESSAGE("tuner without SHARP " << std::string(models::to_string(off.algorithm)) << " " << off.predicted_s * 1e3
                                  << " ms (engine " << price(off.algorithm) * 1e3 << "), with "
                                  << std::string(models::to_string(on.algorithm)) << " " << on.predicted_s * 1e3
