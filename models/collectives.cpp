@@ -268,8 +268,20 @@ std::string why_not_applicable(const CollectiveSpec& spec, Algorithm a, const to
       return name + " needs NCCL_COLLNET_ENABLE on this communicator (Megatron-LM: use_sharp, for its data-parallel group)";
     return "";
   };
+  // NVIDIA/nccl: NVLS (and NVLS_TREE, which runs on NVLS's channels) needs more than 2 of the communicator's GPUs in
+  // each node: ncclNvlsInit leaves nvlsSupport 0 when the node's topology, which holds only this communicator's
+  // local GPUs, counts gpuCount <= 2 (src/transport/nvls.cc:157@v2.26.2-1, :239@v2.18.5-1), and ncclGetAlgoInfo
+  // then skips both (src/enqueue.cc:1669@v2.26.2-1). A data-parallel group with one GPU per server never runs NVLS.
+  const auto nvls_local_gpus = [&](const std::string& name) -> std::string {
+    std::size_t fewest = L.hosts[0].size();
+    for (const auto& h : L.hosts) fewest = std::min(fewest, h.size());
+    if (fewest > 2) return "";
+    return name + " needs more than 2 of the communicator's GPUs on every host (NCCL's ncclNvlsInit disables NVLS "
+                  "at 2 or fewer); this communicator has " + std::to_string(fewest) + " on a host";
+  };
   switch (a) {
     case Algorithm::Nvls: {
+      if (std::string w = nvls_local_gpus("nvls"); !w.empty()) return w;
       std::vector<NodeId> l1;
       for (NodeId g : spec.communicator) {
         NodeId s = nvls_switch_of(t, g);
@@ -294,6 +306,7 @@ std::string why_not_applicable(const CollectiveSpec& spec, Algorithm a, const to
     case Algorithm::NvlsTree:
       // [NCCL-T] NVLS_TREE is disabled on a single node (tuning.cc: "Disable NVLS Tree on a single node").
       if (L.hosts.size() < 2) return "nvls_tree needs ranks on at least two hosts (NCCL disables it on one node)";
+      if (std::string w = nvls_local_gpus("nvls_tree"); !w.empty()) return w;
       return nvls_per_host("nvls_tree");
     case Algorithm::CollNet: {
       if (!L.equal_per_host) return "collnet needs the same number of ranks on every host";

@@ -2,10 +2,13 @@
 // (docs/workloads.md, "Context parallelism", "SHARP for the data-parallel group").
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "models/collectives.hpp"
 #include "models/tuner.hpp"
+#include "replay/engine_comm_model.hpp"
 #include "replay/run_scenario.hpp"
 #include "sim/base/error.hpp"
 #include "topologies/io.hpp"
@@ -64,7 +67,7 @@ TEST_CASE("gpt a2a+p2p replayed on 2 DGX H100: the CP exchanges between pure a2a
   CHECK(h.iteration_s < p.iteration_s);
 }
 
-TEST_CASE("gpt use_sharp on a SHARP superpod: the data-parallel reduction takes the tuner's SHARP algorithm") {
+TEST_CASE("gpt use_sharp on a SHARP superpod, TP 8 DP 2: the data-parallel reduction keeps the ring, as NCCL does") {
   const std::string base = R"({"topology":{"preset":"superpod","params":{"nodes":2,"node":"dgx-h100","sharp":true}},
       "workload":{"generator":"gpt","params":{"num_layers":4,"hidden_size":4096,"num_attention_heads":32,
       "num_query_groups":8,"ffn_hidden_size":14336,"swiglu":true,"seq_length":2048,"padded_vocab_size":32000,
@@ -93,12 +96,15 @@ TEST_CASE("gpt use_sharp on a SHARP superpod: the data-parallel reduction takes 
                               << with.predicted_s * 1e3 << " ms");
   CHECK(r0.algorithm == std::string(models::to_string(without.algorithm)));
   CHECK(r1.algorithm == std::string(models::to_string(with.algorithm)));
-  CHECK(r1.algorithm != r0.algorithm);  // SHARP changes the algorithm ...
-  // ... and the time, to the engine's price of that algorithm over the group and its 7 mirrors (the other TP
-  // ranks' DP groups on the same NICs). The tuner, pricing one group alone, ranks NVLS with SHARP 0.2 % ahead of
-  // the ring; the engine's schedule with the mirrors prices it 18 % slower (5.37 ms against 4.54 ms at 218 MB):
-  // the replay follows NCCL's choice, not the faster schedule.
-  CHECK(r1.end_s - r1.start_s != r0.end_s - r0.start_s);
+  // NCCL_COLLNET_ENABLE opens CollNet to this group, but not NVLS: its one GPU per server leaves ncclNvlsInit's
+  // gpuCount at 1 (NVIDIA/nccl src/transport/nvls.cc:157@v2.26.2-1). At DP 2 the ring and CollNet both move S
+  // through each NIC each way (ring 2 (n-1)/n S = S; CollNet S up to the SHARP switch and S back), CollNet's at
+  // 0.85 of the bandwidth from compute capability 9.0 (src/graph/tuning.cc, collnet_efficiency): the ring.
+  CHECK(with.algorithm == models::Algorithm::Ring);
+  CHECK(without.algorithm == models::Algorithm::Ring);
+  // use_sharp's effect on this step therefore has NCCL's sign: none.
+  CHECK(r1.end_s - r1.start_s == doctest::Approx(r0.end_s - r0.start_s).epsilon(1e-12));
+  CHECK(on.iteration_s == doctest::Approx(off.iteration_s).epsilon(1e-12));
   // The tensor-parallel collectives are the same either way.
   CHECK(comm_s(on, "tp") == doctest::Approx(comm_s(off, "tp")));
   // Without SHARP switches: one line naming the parameter.
@@ -106,4 +112,85 @@ TEST_CASE("gpt use_sharp on a SHARP superpod: the data-parallel reduction takes 
                             base.substr(base.find("\"workload\""));
   CHECK_THROWS_WITH_AS(run_json(plain + R"(,"use_sharp":true}}})", "engine"),
                        doctest::Contains("use_sharp: needs InfiniBand switches with SHARP"), InputError);
+}
+
+namespace {
+
+// A data-parallel all_reduce of the 218 MB gradient bucket of the gpt case above (2.18278e8 B) on 2 DGX H100 of a
+// superpod with SHARP: the group's ranks with NCCL_COLLNET_ENABLE, as the tuner sees it (`spec`) and as the
+// engine prices it with its co-located mirrors (`comm`, ranks shifted by 1 per mirror).
+struct SharpDp {
+  topo::Topology t = topo::build_preset("superpod", {{"nodes", "2"}, {"node", "dgx-h100"}, {"sharp", "true"}});
+  topo::Routing routing{t};
+  models::Calibration calib = models::default_calibration();
+  models::CollectiveSpec spec;
+  Communicator comm;
+  SharpDp(const std::vector<std::int32_t>& ranks, int mirrors) {
+    spec.op = models::Op::AllReduce;
+    spec.bytes = 218278400;
+    spec.elem_bytes = 2;
+    spec.collnet_enable = true;
+    comm.name = "dp";
+    comm.ranks = ranks;
+    comm.mirrors = mirrors;
+    comm.mirror_stride = 1;
+    for (std::int32_t r : ranks) spec.communicator.push_back(t.gpus()[r]);
+  }
+  double engine_s(sim::EngineCommModel& engine, models::Algorithm a) {
+    return engine.idle_collective(comm, CollOp::AllReduce, static_cast<double>(spec.bytes), std::string(models::to_string(a)))
+        .duration_s;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("SHARP superpod, DP group of one GPU per server with 7 mirrors: NVLS refused, the tuner's pick is the engine's fastest") {
+  SharpDp dp({0, 8}, 7);
+  auto& [t, routing, calib, spec, comm] = dp;
+  // ncclNvlsInit: gpuCount <= 2 -> nvlsSupport 0 (src/transport/nvls.cc:157@v2.26.2-1), so neither NVLS (with
+  // CollNet across the hosts) nor NVLS_TREE; CollNet Direct stays (tuning.cc disables it only without NVSwitches).
+  CHECK(models::why_not_applicable(spec, models::Algorithm::Nvls, t, routing).find("more than 2") != std::string::npos);
+  CHECK(models::why_not_applicable(spec, models::Algorithm::NvlsTree, t, routing).find("more than 2") != std::string::npos);
+  CHECK(models::why_not_applicable(spec, models::Algorithm::CollNet, t, routing).empty());
+  const models::TunerChoice pick = models::tune(spec, t, routing, calib);
+  // The engine prices every applicable algorithm on the group and its 7 mirrors (the other TP ranks' DP groups,
+  // on the same NICs and the same SHARP switch).
+  sim::EngineCommModel engine(t, calib);
+  double best = 1e30, picked = 0;
+  std::string best_name;
+  for (models::Algorithm a : models::algorithms_for(models::Op::AllReduce)) {
+    if (!models::why_not_applicable(spec, a, t, routing).empty()) continue;
+    const double s = dp.engine_s(engine, a);
+    MESSAGE(std::string(models::to_string(a)) << ": engine " << s * 1e3 << " ms");
+    if (s < best) best = s, best_name = models::to_string(a);
+    if (a == pick.algorithm) picked = s;
+  }
+  MESSAGE("tuner picks " << std::string(models::to_string(pick.algorithm)) << " (" << pick.predicted_s * 1e3 << " ms); engine's fastest "
+                         << best_name << " " << best * 1e3 << " ms");
+  REQUIRE(picked > 0);
+  CHECK(picked <= best * 1.01);
+}
+
+TEST_CASE("SHARP superpod, DP group of 4 GPUs per server (TP 2, DP 8 on 2 DGX H100): NVLS with CollNet applies") {
+  SharpDp dp({0, 2, 4, 6, 8, 10, 12, 14}, 1);
+  auto& [t, routing, calib, spec, comm] = dp;
+  // 4 local GPUs > 2: ncclNvlsInit keeps NVLS (src/transport/nvls.cc:157@v2.26.2-1).
+  CHECK(models::why_not_applicable(spec, models::Algorithm::Nvls, t, routing).empty());
+  spec.collnet_enable = false;
+  const models::TunerChoice off = models::tune(spec, t, routing, calib);
+  spec.collnet_enable = true;
+  const models::TunerChoice on = models::tune(spec, t, routing, calib);
+  sim::EngineCommModel engine(t, calib);
+  const auto price = [&](models::Algorithm a) { return dp.engine_s(engine, a); };
+  MESSAGE("tuner without SHARP " << std::string(models::to_string(off.algorithm)) << " " << off.predicted_s * 1e3
+                                 << " ms (engine " << price(off.algorithm) * 1e3 << "), with "
+                                 << std::string(models::to_string(on.algorithm)) << " " << on.predicted_s * 1e3
+                                 << " ms (engine " << price(on.algorithm) * 1e3 << ")");
+  // Without NCCL_COLLNET_ENABLE NCCL's model takes NVLS_TREE across the hosts; with it NVLS with CollNet, whose
+  // heads send their shard S/g through the NIC once each way instead of once per tree (the same at 2 hosts) with
+  // one network latency instead of 2 log2(H): use_sharp shortens the reduction, in the tuner and in the engine.
+  CHECK(off.algorithm == models::Algorithm::NvlsTree);
+  CHECK(on.algorithm == models::Algorithm::Nvls);
+  CHECK(on.predicted_s < off.predicted_s);
+  CHECK(price(on.algorithm) < price(off.algorithm));
 }
