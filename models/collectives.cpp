@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <set>
 #include <tuple>
 
@@ -439,9 +441,130 @@ std::uint32_t ring_depth(const Calibration& calib, Protocol proto, double chunk_
   return static_cast<std::uint32_t>(std::min(cap, nccl));
 }
 
+// Whether the GPUs of these ranks (indices into comm) are joined pairwise by direct links, without a switch
+// (a full mesh: MI300X's Infinity Fabric, topology preset mi300x-node; the 4 fully linked V100s of a DGX-1
+// quad). Needs at least 3 ranks.
+static bool full_mesh(const std::vector<int>& host, const std::vector<NodeId>& comm, const topo::Topology& t) {
+  if (host.size() < 3) return false;
+  for (int a : host) {
+    std::set<NodeId> peers;
+    for (const auto& [l, nb] : t.adjacent(comm[static_cast<std::size_t>(a)])) peers.insert(nb);
+    for (int b : host)
+      if (a != b && !peers.count(comm[static_cast<std::size_t>(b)])) return false;
+  }
+  return true;
+}
+
+// Arc-disjoint directed rings through all m ranks of a full mesh, m - 1 of them (every link of every GPU in one
+// ring per direction): a Hamiltonian decomposition of the complete directed graph, which exists for every m but
+// 4 and 6 (Tillson, "A Hamiltonian decomposition of K*_2m, 2m >= 8", J. Comb. Theory B 29, 1980; odd m by
+// Walecki's construction). Found by depth-first search over ring positions (every ring starts at rank index 0)
+// with a budget of search steps; empty when none is found within it (m 4 and 6, or large m).
+static std::vector<std::vector<int>> mesh_decomposition_search(int m) {
+  std::vector<char> used(static_cast<std::size_t>(m * m), 0);
+  std::vector<std::vector<int>> rings;
+  std::vector<int> path;
+  std::vector<char> seen(static_cast<std::size_t>(m), 0);
+  long budget = 2000000;
+  auto arc = [&](int a, int b) -> char& { return used[static_cast<std::size_t>(a * m + b)]; };
+  // extend(): continue the ring in `path`; when it closes, start the next ring; true once m - 1 rings exist.
+  std::function<bool()> extend = [&]() -> bool {
+    if (--budget < 0) return false;
+    const int cur = path.back();
+    if (static_cast<int>(path.size()) == m) {
+      if (arc(cur, 0)) return false;
+      arc(cur, 0) = 1;
+      rings.push_back(path);
+      if (static_cast<int>(rings.size()) == m - 1) return true;
+      const std::vector<int> saved = path;
+      std::fill(seen.begin(), seen.end(), 0);
+      path.assign(1, 0), seen[0] = 1;
+      if (extend()) return true;
+      path = saved;
+      std::fill(seen.begin(), seen.end(), 0);
+      for (int r : path) seen[static_cast<std::size_t>(r)] = 1;
+      rings.pop_back();
+      arc(cur, 0) = 0;
+      return false;
+    }
+    for (int d = 1; d < m; ++d) {
+      const int x = (cur + d) % m;
+      if (seen[static_cast<std::size_t>(x)] || arc(cur, x)) continue;
+      arc(cur, x) = 1, seen[static_cast<std::size_t>(x)] = 1, path.push_back(x);
+      if (extend()) return true;
+      path.pop_back(), seen[static_cast<std::size_t>(x)] = 0, arc(cur, x) = 0;
+      if (budget < 0) return false;
+    }
+    return false;
+  };
+  path.assign(1, 0), seen[0] = 1;
+  if (m < 3 || !extend()) return {};
+  return rings;
+}
+
+// mesh_decomposition_search, once per m (the failing searches for m 4 and 6 take about a million steps).
+static std::vector<std::vector<int>> mesh_decomposition(int m) {
+  static std::mutex mu;
+  static std::map<int, std::vector<std::vector<int>>> known;
+  const std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(m);
+  if (it == known.end()) it = known.emplace(m, mesh_decomposition_search(m)).first;
+  return it->second;
+}
+
+// Rings of the channels of one host that is a full mesh (full_mesh); empty for any other host. One order per
+// channel: with the same order on every channel, as on a switched host, all channels would share the m links
+// of one cycle and leave the other m (m - 2) idle. RCCL runs its channels over rings that together cover every
+// link of the mesh (ROCm/rccl src/graph/rome_models.cc @008c53db, rome_model_81: 8 MI300X, 7 links each,
+// 8 distinct rings per group of 8 channels). The orders here are computed, not RCCL's table: channel c runs
+// ring c mod (m - 1) of the mesh's Hamiltonian decomposition (mesh_decomposition); where there is none (m 4
+// and 6), greedily: channel c starts at rank index c mod m and each hop goes to the unvisited rank whose link
+// from the current one the earlier channels used least (ties: the next rank in host order).
+static std::vector<std::vector<int>> full_mesh_rings(const std::vector<int>& host, const std::vector<NodeId>& comm,
+                                                     const topo::Topology& t, int nch) {
+  if (!full_mesh(host, comm, t)) return {};
+  const int m = static_cast<int>(host.size());
+  const std::vector<std::vector<int>> dec = mesh_decomposition(m);
+  std::vector<int> load(static_cast<std::size_t>(m * m), 0);
+  std::vector<std::vector<int>> rings;
+  for (int c = 0; c < nch; ++c) {
+    std::vector<int> idx;
+    if (!dec.empty()) {
+      idx = dec[static_cast<std::size_t>(c % (m - 1))];
+    } else {
+      idx = {c % m};
+      std::vector<char> seen(static_cast<std::size_t>(m), 0);
+      seen[static_cast<std::size_t>(c % m)] = 1;
+      while (static_cast<int>(idx.size()) < m) {
+        const int cur = idx.back();
+        int best = -1;
+        for (int d = 1; d < m; ++d) {
+          const int x = (cur + d) % m;
+          if (seen[static_cast<std::size_t>(x)]) continue;
+          if (best < 0 || load[static_cast<std::size_t>(cur * m + x)] < load[static_cast<std::size_t>(cur * m + best)]) best = x;
+        }
+        idx.push_back(best);
+        seen[static_cast<std::size_t>(best)] = 1;
+      }
+      for (int k = 0; k < m; ++k) ++load[static_cast<std::size_t>(idx[static_cast<std::size_t>(k)] * m + idx[static_cast<std::size_t>((k + 1) % m)])];
+    }
+    std::vector<int> order;
+    for (int k : idx) order.push_back(host[static_cast<std::size_t>(k)]);
+    // A cycle read from another start is the same ring: start every order at the host's first rank.
+    std::rotate(order.begin(), std::find(order.begin(), order.end(), host[0]), order.end());
+    rings.push_back(order);
+  }
+  return rings;
+}
+
 int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing) {
   if (spec.channels > 0) return spec.channels;
   CommLayout L = layout(spec, t);
+  // One host that is a full mesh: one channel per link of a GPU (m - 1), so that the rings of full_mesh_rings
+  // use every link once per direction. Any other single host: 1 (a channel's flows are not capped per channel
+  // on a host; docs/collectives.md).
+  if (L.hosts.size() == 1 && full_mesh(L.hosts.front(), spec.communicator, t))
+    return static_cast<int>(L.hosts.front().size()) - 1;
   if (L.hosts.size() <= 1) return 1;
   // A host's channels: one per distinct rail NIC of its ranks. NCCL's ring/tree search at the top
   // inter-node speed puts one channel on each NIC (a channel is NET n -> GPUs -> NET n and takes the NIC's
@@ -686,6 +809,7 @@ struct Builder {
     };
     bool zigzag = byhost.size() > 1;
     for (const auto& h : byhost) zigzag = zigzag && h.size() == byhost.front().size() && own_rail_nics(h);
+    const std::vector<std::vector<int>> mesh = byhost.size() == 1 ? full_mesh_rings(byhost[0], spec.communicator, t, nch) : std::vector<std::vector<int>>{};
     for (int c = 0; c < nch; ++c) {
       std::vector<int> o;
       for (std::size_t hi = 0; hi < byhost.size(); ++hi) {
@@ -714,7 +838,7 @@ struct Builder {
         }
       }
       // A single host's ring is a cycle: rotations give the same edges.
-      if (byhost.size() == 1) o = byhost[0];
+      if (byhost.size() == 1) o = mesh.empty() ? byhost[0] : mesh[static_cast<std::size_t>(c)];
       if (count[o]++ == 0) order_list.push_back(o);
     }
     std::vector<std::pair<std::vector<int>, int>> out;

@@ -76,3 +76,49 @@ TEST_CASE("tuner on mi300x-node: ring / tree only, never NVLS or CollNet (no swi
   CHECK(bw.intra_Bps == doctest::Approx(448e9 * cal.nvlink_efficiency("mi300x")));
   CHECK(cal.nvlink_efficiency("mi300x") == cal.factors.nvlink_efficiency_default);
 }
+
+namespace {
+// Payload bytes a ring all_reduce schedule (step fidelity, ring / simple forced) puts on each ordered GPU pair.
+std::map<std::pair<topo::NodeId, topo::NodeId>, double> ring_pair_bytes(const topo::Topology& t, topo::Routing& r,
+                                                                        const CollectiveSpec& base) {
+  CollectiveSpec s = base;
+  s.algorithm = Algorithm::Ring;
+  s.protocol = Protocol::Simple;
+  s.fidelity = Fidelity::Step;
+  const Schedule sch = build_schedule(s, t, r, default_calibration());
+  std::map<std::pair<topo::NodeId, topo::NodeId>, double> out;
+  for (const auto& tr : sch.transfers) out[{tr.src, tr.dst}] += tr.payload_bytes * tr.weight * tr.steps * tr.replicas;
+  return out;
+}
+}  // namespace
+
+TEST_CASE("rings on a full mesh: the channels' rings use every Infinity Fabric link (RCCL spreads its rings)") {
+  const Calibration cal = default_calibration();
+  {
+    // 8 GPUs: 7 channels on the 7 arc-disjoint rings of the mesh's Hamiltonian decomposition, so each of the
+    // 56 ordered GPU pairs carries the same bytes (one channel's ring share), where one shared order would load
+    // 8 pairs and leave 48 idle.
+    const System sys(system_spec("mi300x-node", {}, "default"));
+    const CollectiveSpec s = all_reduce_over(sys.topology(), std::uint64_t{1} << 30);
+    CHECK(default_channels(s, sys.topology(), sys.routing()) == 7);
+    const auto bytes = ring_pair_bytes(sys.topology(), sys.routing(), s);
+    REQUIRE(bytes.size() == 56);
+    // Ring all_reduce: each rank sends 2 (n - 1) / n of the buffer, split over 7 channels, each on one pair.
+    const double per_pair = 2.0 * 7.0 / 8.0 * double(std::uint64_t{1} << 30) / 7.0;
+    for (const auto& [pair, b] : bytes) CHECK(b == doctest::Approx(per_pair).epsilon(1e-9));
+  }
+  {
+    // 4 GPUs (no Hamiltonian decomposition of the complete directed graph on 4 vertices exists, so 3 rings of
+    // 4 pairs each cannot cover the 12 ordered pairs): 3 channels on greedy rings use 10 of them, where one
+    // shared order would use 4.
+    const System sys(system_spec("mi300x-node", {{"gpus_per_node", "4"}}, "default"));
+    const CollectiveSpec s = all_reduce_over(sys.topology(), std::uint64_t{1} << 30);
+    CHECK(default_channels(s, sys.topology(), sys.routing()) == 3);
+    CHECK(ring_pair_bytes(sys.topology(), sys.routing(), s).size() == 10);
+  }
+  {
+    // A switched host keeps one channel and one order (flows are not capped per channel there).
+    const System sys(system_spec("dgx-h100", {}, "default"));
+    CHECK(default_channels(all_reduce_over(sys.topology(), 1 << 20), sys.topology(), sys.routing()) == 1);
+  }
+}
