@@ -979,25 +979,19 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
     if (c.hybrid()) {
       fwd.clear(), bwd.clear();
       const std::string mtp = hybrid_mtp_pattern(c);
-      for (char sym : mtp) {
+      // A sublayer's blocks, forward in pattern order, backward in reverse.
+      auto add = [&](std::vector<const Costs*>& out, char sym, bool b) {
         if (sym == 'E') {
           const MoeCosts& m = K.moe.back();
-          fwd.insert(fwd.end(), {&m.pre_f, &m.experts_f_mean, &m.post_f, &m.shared_f});
-        } else {
-          const LayerCosts& sl = sym == 'M' ? K.layer_mamba : sym == 'G' ? K.layer_gdn : sym == '-' ? K.layer_mlp_only : K.layer_attn_only;
-          fwd.push_back(sym == '-' ? &sl.fwd_mlp : &sl.fwd_attn);
+          if (b) out.insert(out.end(), {&m.shared_b, &m.post_b, &m.experts_b_mean, &m.pre_b});
+          else out.insert(out.end(), {&m.pre_f, &m.experts_f_mean, &m.post_f, &m.shared_f});
+          return;
         }
-      }
-      for (auto it = mtp.rbegin(); it != mtp.rend(); ++it) {
-        const char sym = *it;
-        if (sym == 'E') {
-          const MoeCosts& m = K.moe.back();
-          bwd.insert(bwd.end(), {&m.shared_b, &m.post_b, &m.experts_b_mean, &m.pre_b});
-        } else {
-          const LayerCosts& sl = sym == 'M' ? K.layer_mamba : sym == 'G' ? K.layer_gdn : sym == '-' ? K.layer_mlp_only : K.layer_attn_only;
-          bwd.push_back(sym == '-' ? &sl.bwd_mlp : &sl.bwd_attn);
-        }
-      }
+        const LayerCosts& sl = sym == 'M' ? K.layer_mamba : sym == 'G' ? K.layer_gdn : sym == '-' ? K.layer_mlp_only : K.layer_attn_only;
+        out.push_back(sym == '-' ? (b ? &sl.bwd_mlp : &sl.fwd_mlp) : (b ? &sl.bwd_attn : &sl.fwd_attn));
+      };
+      for (char sym : mtp) add(fwd, sym, false);
+      for (auto it = mtp.rbegin(); it != mtp.rend(); ++it) add(bwd, *it, true);
     }
     for (std::int64_t k = 0; k < c.moe.mtp_num_layers; ++k) {
       K.mtp_layers += K.embed_fwd;
