@@ -40,6 +40,9 @@ double mtp_params_per_rank(const GptConfig& c);         // the MTP layers on the
 bool last_stage_has_output(const GptConfig& c);
 double moe_model_flops(const GptConfig& c);
 double gdn_flops_per_token(const GptConfig& c);  // one Gated DeltaNet layer's forward (Megatron's gdn_layer_flops / T)
+// Elements per token on one TP rank of a Gated DeltaNet layer's two exchanges under context parallelism: in_proj's
+// output (q, k, v, z, beta, alpha: 2 qk + 2 v + 2 value heads; also in_proj's GEMM width) and the gated norm's (v).
+std::array<std::int64_t, 2> gdn_cp_widths(const GptConfig& c);
 // First global layer of each model chunk in Megatron's interleaved order: chunk (stage st, virtual chunk ch)
 // holds layers [offset[ch * p + st], offset[ch * p + st] + layout[st][ch]).
 std::vector<std::int64_t> chunk_offsets(const GptConfig& c, const std::vector<std::vector<std::int64_t>>& layout);

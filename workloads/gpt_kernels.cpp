@@ -461,7 +461,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
     // in_proj (TELayerNormColumnParallelLinear: the norm and one column-parallel GEMM) to q, k (local key heads x
     // key dim each), v, z (local value heads x value dim each), beta and alpha (local value heads each); out_proj
     // row-parallel from the local value width. Heads split over TP as Megatron's in_proj_split_sections.
-    attn_in.push_back(G{h, 2 * gdn_qk + 2 * gdn_v + 2 * gdn_nv});
+    attn_in.push_back(G{h, gdn_cp_widths(c)[0]});
     attn_out = G{gdn_v, h};
   } else {
     // attention_output_gate: linear_qkv also produces the gate, the query's width (attention.py at @d98e8a64).
@@ -585,7 +585,8 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
       out.add(cm, mem(MemoryKernel::Copy, bytes));
       part.add(cm, mem(MemoryKernel::Copy, bytes));
     };
-    const double w_in = 2.0 * e * double(T) * double(2 * gdn_qk + 2 * gdn_v + 2 * gdn_nv), w_out = 2.0 * e * double(T) * double(gdn_v);
+    const auto w = gdn_cp_widths(c);
+    const double w_in = 2.0 * e * double(T) * double(w[0]), w_out = 2.0 * e * double(T) * double(w[1]);
     copy(last, w_in);
     copy(last, w_in);
     copy(scan, w_in);

@@ -124,6 +124,12 @@ double gdn_flops_per_token(const GptConfig& c) {
   return 2.0 * (h * (2.0 * qk + 2.0 * vd + 2.0 * nv) + double(c.linear_conv_kernel_dim) * (2.0 * qk + vd) +
                 4.0 * nv * dv * dv + h * vd);
 }
+
+std::array<std::int64_t, 2> gdn_cp_widths(const GptConfig& c) {
+  const std::int64_t t = c.tensor_model_parallel_size, nv = c.linear_num_value_heads / t;
+  const std::int64_t qk = (c.linear_num_key_heads / t) * c.linear_key_head_dim, v = nv * c.linear_value_head_dim;
+  return {2 * qk + 2 * v + 2 * nv, v};
+}
 // Model FLOPs of MoE / MLA models in Megatron-Core's convention (num_floating_point_operations, which
 // counts MoE layers with topk x moe_ffn + shared expert widths, MLA's projections, MTP layers): 3 x (2 x
 // GEMM weights seen per token + non-causal attention 2 s a (qk + v) per token per layer, halved with

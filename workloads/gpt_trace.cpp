@@ -187,9 +187,8 @@ StepContext step_context(const GptConfig& c, const models::ComputeModel& cm, con
   if (cp > 1 && !K.gdn_layers.empty()) {
     // Each rank's local tokens x the TP rank's widths in bf16 (a2a_cp_to_hp / a2a_hp_to_cp, gated_delta_net/common.py
     // @d98e8a64; gpt_kernels.cpp layer_costs_fused prices the copies around them).
-    const double qk = double(c.linear_num_key_heads / t * c.linear_key_head_dim),
-                 v = double(c.linear_num_value_heads / t * c.linear_value_head_dim), nv = double(c.linear_num_value_heads / t);
-    x.gdn_a2a = {b * s * (2.0 * qk + 2.0 * v + 2.0 * nv) * 2.0, b * s * v * 2.0};
+    const auto w = gdn_cp_widths(c);
+    x.gdn_a2a = {b * s * double(w[0]) * 2.0, b * s * double(w[1]) * 2.0};
   }
   x.fp8_dispatch = c.moe.moe_token_dispatcher_type == "flex" && c.fp8();
   x.Pl = layer_params_per_rank(c);
