@@ -394,7 +394,7 @@ KernelMeasurements kernel_measurements_from_json(const Json& j, const std::strin
     m.gpu = gpu_preset_for_device(m.device, m.memory_bytes);
     if (m.gpu.empty())
       json_fail(r.path_of("gpu").child("name"), "a GPU fabricsim knows (A100, H100, H200, B200, GB200, B300, GB300, "
-                                                "V100), found \"" + m.device + "\"");
+                                                "V100, MI300X), found \"" + m.device + "\"");
   }
   m.source = r.string("source");
   const Json& ks = r.array("kernels");

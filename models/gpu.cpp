@@ -185,7 +185,7 @@ const GpuSpec& gpu_spec(const std::string& name, const std::string& where) {
 std::string gpu_preset_for_device(const std::string& device_name, double memory_bytes) {
   const std::string n = lower(device_name);
   // Longest names first: "gb200" contains "b200", "gb300" contains "b300".
-  for (const char* p : {"gb300", "gb200", "b300", "b200", "h200", "h100", "v100"})
+  for (const char* p : {"gb300", "gb200", "b300", "b200", "h200", "h100", "v100", "mi300x"})
     if (n.find(p) != std::string::npos) return p;
   if (n.find("a100") != std::string::npos) {
     if (n.find("40gb") != std::string::npos) return "a100-40gb";

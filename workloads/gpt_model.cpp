@@ -473,7 +473,8 @@ namespace gpt_detail {
 // an assumption, not a measurement: no GB200 / GB300 host-copy rate is in tests/data (docs/workloads.md says so).
 double host_copy_Bps(const std::string& gpu) {
   const double eff = 26.28 / 32.0;
-  double link = 64e9;  // h100, h100-96gb, h200, b200: PCIe Gen5
+  // h100, h100-96gb, h200, b200, and mi300x (PCIe gen5 x16: ROCm docs, MI300 node-level architecture): PCIe Gen5
+  double link = 64e9;
   if (gpu == "v100") link = 16e9;
   else if (gpu.rfind("a100", 0) == 0) link = 32e9;
   else if (gpu == "b300") link = 128e9;
@@ -505,7 +506,7 @@ double host_dram_Bps(const std::string& gpu) {
   if (gpu == "b200") return 358.4e9 / 4.0;
   if (gpu == "b300") return 409.6e9 / 4.0;
   if (gpu == "gb200" || gpu == "gb300") return 18.4e12 / 36.0 / 2.0;
-  return 307.2e9 / 4.0;  // h100, h100-96gb, h200
+  return 307.2e9 / 4.0;  // h100, h100-96gb, h200; mi300x assumed alike (no MI300X server's CPU is in the data)
 }
 
 double host_dram_Bps(const GptConfig& c) {

@@ -286,7 +286,7 @@ TEST_CASE("kernel-measurement JSON (fabricsim-kernel-bench format): strict reade
   bad["kernels"][5]["pass"] = "fwd_bwd";
   CHECK(thrown([&] { kernel_measurements_from_json(bad, "k.json"); }).find("/kernels/5/pass") != std::string::npos);
   bad = j;
-  bad["gpu"]["name"] = "Radeon MI300X";
+  bad["gpu"]["name"] = "AMD Instinct MI250X";
   CHECK(thrown([&] { kernel_measurements_from_json(bad, "k.json"); }).find("/gpu/name") != std::string::npos);
   bad = j;
   bad["kernels"][1]["precision"] = "int8";
@@ -329,7 +329,9 @@ TEST_CASE("GPU presets: Hopper and Blackwell peaks, capacities, device names") {
   CHECK(gpu_preset_for_device("NVIDIA GB200") == "gb200");
   CHECK(gpu_preset_for_device("NVIDIA A100-SXM4-40GB") == "a100-40gb");
   CHECK(gpu_preset_for_device("NVIDIA A100-SXM4", 85e9) == "a100-80gb");
-  CHECK(gpu_preset_for_device("Radeon MI300X").empty());
+  // PyTorch on ROCm names the device "AMD Instinct MI300X" (torch.cuda.get_device_name).
+  CHECK(gpu_preset_for_device("AMD Instinct MI300X") == "mi300x");
+  CHECK(gpu_preset_for_device("AMD Instinct MI250X").empty());
 }
 
 // Kernels measured after the fit (tests/data/hardware/h200-heldout, docs/validation.md "Kernels measured after
