@@ -644,6 +644,16 @@ struct Builder {
     return nv_eff_;
   }
 
+  // Whether a GPU -> GPU hop goes over the scale-out network (hop_params' network case: neither one NVLink
+  // domain nor one host).
+  bool network_hop(NodeId a, NodeId b) const {
+    const auto& na = t.node(a);
+    const auto& nb = t.node(b);
+    if (na.kind != NodeKind::Gpu || nb.kind != NodeKind::Gpu) return false;
+    if (na.nvlink_domain >= 0 && na.nvlink_domain == nb.nvlink_domain) return false;
+    return !(na.host >= 0 && na.host == nb.host);
+  }
+
   // Efficiency and per-step latency of a hop between two nodes.
   std::pair<double, double> hop_params(NodeId a, NodeId b) const {
     const auto& na = t.node(a);
@@ -866,9 +876,34 @@ struct Builder {
     };
     // Steps of a hop in flight (ring_depth: the calibration's ring_credit_steps at most, NCCL's depth at
     // this step size).
-    const std::uint32_t depth = ring_depth(calib, proto, total_per_step / channels);
+    // LL / LL128 over a fabric whose own per-message latency (its links' latencies, topologies/fabrics.cpp: EFA's
+    // 20 us) exceeds NCCL's per-step network latency (models/ring_stream.hpp): the network hops' sends hold them
+    // for the step latency only, the rest of the route's latency in flight, NCCL_STEPS steps deep (the slots:
+    // prims_ll.h:59, prims_ll128.h:61 @v2.26.2-1; NCCL_STEPS 8, src/include/device.h:24). The fabric and NCCL's
+    // own figure (hwLatencies NET Ring: 2.7 us LL, 4.0 us LL128; the built-in defaults) decide, not a fit: fitted
+    // step latencies below InfiniBand's 1.6 us do not make InfiniBand a fabric with latency in flight.
+    const auto orders = ring_orders(ranks, channels);
+    bool in_flight = false;
+    if (proto != Protocol::Simple) {
+      static const Calibration nccl_defaults = default_calibration();
+      const double nccl_net_step_s = nccl_defaults.algo.at({Algorithm::Ring, proto}).net_step_latency_s;
+      std::vector<topo::LinkDir> route;
+      for (const auto& ow : orders)
+        for (int p = 0; p < m && !in_flight; ++p) {
+          const NodeId a = gpu(ow.first[p]), b = gpu(ow.first[(p + 1) % m]);
+          if (!network_hop(a, b)) continue;
+          route.clear();
+          routing.compute_route(a, b, route);
+          double fabric_s = 0;
+          for (topo::LinkDir d : route) fabric_s += t.link(topo::Topology::link_of(d)).latency_s;
+          in_flight = fabric_s > nccl_net_step_s;
+        }
+    }
+    auto deferred = [&](NodeId a, NodeId b) { return in_flight && network_hop(a, b); };
+    const std::uint32_t depth =
+        in_flight ? static_cast<std::uint32_t>(kNcclSteps) : ring_depth(calib, proto, total_per_step / channels);
     int c = 0;
-    for (const auto& [order, w] : ring_orders(ranks, channels)) {
+    for (const auto& [order, w] : orders) {
       double chunk = total_per_step / channels;  // per flow; weight w flows share the path
       if (!step) {
         // One transfer per hop carrying all steps. With depth 1 each step pays the hop's own latency, as the
@@ -887,14 +922,23 @@ struct Builder {
         }
         if (depth > 1) {
           std::vector<topo::LinkDir> route;
-          std::vector<double> lat(m), bw(m);
+          std::vector<double> lat(m), bw(m), held(m);
           double mean_lat = 0, b_max = 0;
           for (int p = 0; p < m; ++p) {
             const Transfer& x = s.transfers[ids[p]];
-            lat[p] = x.step_latency_s;
-            mean_lat += lat[p] / m;
             route.clear();
             if (x.src != x.dst) routing.compute_route(x.src, x.dst, route);
+            if (in_flight) {
+              // The step's whole latency, of which the hop holds `held` (models/ring_stream.hpp).
+              Transfer hop = x;
+              hop.latency_deferred = deferred(x.src, x.dst);
+              const RingStepLatency rl = ring_step_latency(hop, route_latency_s(t, calib, route));
+              lat[p] = (rl.pre_s + rl.post_s) / x.steps;
+              held[p] = rl.pre_s / x.steps;
+            } else {
+              lat[p] = x.step_latency_s;
+            }
+            mean_lat += lat[p] / m;
             double rate = std::numeric_limits<double>::infinity();
             for (topo::LinkDir d : route) {
               const topo::Link& link = t.link(topo::Topology::link_of(d));
@@ -905,7 +949,14 @@ struct Builder {
           }
           double per_step = mean_lat;
           for (int p = 0; p < m; ++p) per_step = std::max(per_step, (lat[p] + bw[p]) / depth - b_max);
-          for (int p = 0; p < m; ++p) s.transfers[ids[p]].step_latency_s = per_step;
+          // With latency in flight every step also holds its hop for `held` + its bandwidth time, and the
+          // per-step latency replaces the route's floor (the route's latency is in lat).
+          if (in_flight)
+            for (int p = 0; p < m; ++p) per_step = std::max(per_step, held[p] + bw[p] - b_max);
+          for (int p = 0; p < m; ++p) {
+            s.transfers[ids[p]].step_latency_s = per_step;
+            s.transfers[ids[p]].latency_deferred = in_flight;
+          }
         }
       } else if (stream) {
         // Compact form: the step-0 hops of this order (same emit() as below, without dependencies); the
@@ -913,6 +964,7 @@ struct Builder {
         RingStream::Ring rs;
         for (int p = 0; p < m; ++p) {
           const std::uint32_t id = emit(gpu(order[p]), gpu(order[(p + 1) % m]), chunk, 1, w, {}, c, 0);
+          s.transfers[id].latency_deferred = deferred(s.transfers[id].src, s.transfers[id].dst);
           rs.hops.push_back(std::move(s.transfers[id]));
         }
         s.transfers.clear();
@@ -946,16 +998,19 @@ struct Builder {
           c += w;
           continue;
         }
-        std::vector<double> post(m);
+        std::vector<double> post(m), route_lat(m);
+        std::vector<Transfer> hop_tmpl(m);
         std::vector<topo::LinkDir> route;
         for (int p = 0; p < m; ++p) {
           const NodeId a = gpu(order[p]), b = gpu(order[(p + 1) % m]);
           route.clear();
           if (a != b) routing.compute_route(a, b, route);
-          Transfer hop;
+          Transfer& hop = hop_tmpl[p];
           hop.step_latency_s = hop_params(a, b).second * step_latency_scale;
           hop.latency_includes_route = true;
-          post[p] = ring_post_latency_s(hop, route_latency_s(t, calib, route));
+          hop.latency_deferred = deferred(a, b);
+          route_lat[p] = route_latency_s(t, calib, route);
+          post[p] = ring_step_latency(hop, route_lat[p]).post_s;
         }
         std::vector<std::vector<std::uint32_t>> sent(static_cast<std::size_t>(nsteps), std::vector<std::uint32_t>(m));
         std::vector<std::vector<std::uint32_t>> recv(sent);
@@ -969,7 +1024,10 @@ struct Builder {
             if (k >= static_cast<int>(depth)) d.push_back(recv[k - depth][p]);
             sent[k][p] = emit(gpu(src), gpu(dst), chunk, 1, w, std::move(d), c, k);
             Transfer& x = s.transfers[sent[k][p]];
-            x.step_latency_s = 0;  // the route's latency only (latency_includes_route)
+            // The route's latency only (latency_includes_route); with latency in flight on a network hop, the
+            // hop's step latency only, the rest after it (the delay below).
+            x.latency_deferred = hop_tmpl[p].latency_deferred;
+            x.step_latency_s = x.latency_deferred ? ring_step_latency(hop_tmpl[p], route_lat[p]).pre_s : 0.0;
             Transfer delay;
             delay.src = delay.dst = gpu(dst);
             delay.weight = w;
@@ -1683,7 +1741,7 @@ void compress(Schedule& s, topo::Routing& routing, const topo::Topology& t, bool
     for (auto d : x.deps) has_dependents[d] = 1;
   auto is_free = [&](std::size_t i) { return s.transfers[i].deps.empty() && !has_dependents[i]; };
   // 1. identical free transfers on the same path -> one with the summed weight.
-  using Key = std::tuple<NodeId, NodeId, double, double, std::uint32_t, double, bool, double, std::uint32_t>;
+  using Key = std::tuple<NodeId, NodeId, double, double, std::uint32_t, double, bool, bool, double, std::uint32_t>;
   std::map<Key, std::size_t> first;
   std::vector<std::int64_t> remap(N, -1);
   std::vector<Transfer> out;
@@ -1691,8 +1749,8 @@ void compress(Schedule& s, topo::Routing& routing, const topo::Topology& t, bool
   for (std::size_t i = 0; i < N; ++i) {
     const Transfer& x = s.transfers[i];
     if (is_free(i)) {
-      Key k{x.src, x.dst, x.bytes, x.payload_bytes, x.steps, x.step_latency_s, x.latency_includes_route, x.rate_cap_Bps,
-            x.replicas};
+      Key k{x.src,           x.dst,          x.bytes, x.payload_bytes, x.steps, x.step_latency_s, x.latency_includes_route,
+            x.latency_deferred, x.rate_cap_Bps, x.replicas};
       auto it = first.find(k);
       if (it != first.end()) {
         out[it->second].weight += x.weight;
@@ -1720,7 +1778,7 @@ void compress(Schedule& s, topo::Routing& routing, const topo::Topology& t, bool
     routes[i] = &routing.route(s.transfers[i].src, s.transfers[i].dst);
     for (auto ld : *routes[i]) ++usage[ld];
   }
-  using Sig = std::tuple<double, double, double, std::uint32_t, double, bool, double,
+  using Sig = std::tuple<double, double, double, std::uint32_t, double, bool, bool, double,
                          std::vector<std::tuple<int, double, double>>>;
   std::map<Sig, std::size_t> rep;
   std::vector<char> drop(M, 0);
@@ -1739,8 +1797,8 @@ void compress(Schedule& s, topo::Routing& routing, const topo::Topology& t, bool
       const auto& lk = t.link(topo::Topology::link_of(ld));
       path.emplace_back(static_cast<int>(lk.kind), lk.bandwidth_Bps, lk.latency_s);
     }
-    Sig sig{x.bytes,         x.payload_bytes,          x.weight,      x.steps,
-            x.step_latency_s, x.latency_includes_route, x.rate_cap_Bps, std::move(path)};
+    Sig sig{x.bytes,          x.payload_bytes,          x.weight,           x.steps,
+            x.step_latency_s, x.latency_includes_route, x.latency_deferred, x.rate_cap_Bps, std::move(path)};
     auto it = rep.find(sig);
     if (it == rep.end()) {
       rep.emplace(std::move(sig), i);

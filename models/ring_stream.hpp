@@ -17,6 +17,16 @@
 // With depth D a step costs at least the slowest hop's latency / D and the mean hop latency (the data goes
 // round the ring once per m steps), as NCCL's model prices a pipelined ring (src/graph/tuning.cc) when D is
 // large; docs/collectives.md "Pipelined rings" measures it.
+//
+// LL and LL128 carry a flag with every line of data (src/device/prims_ll.h, prims_ll128.h at NVIDIA/nccl
+// v2.26.2-1): the receiver polls the flags and a sender only waits for a free slot (prims_ll.h:59), so a step
+// is not a round trip. On those protocols a network hop's step (Transfer::latency_deferred) holds the hop for
+// NCCL's per-step network latency (the protocol's and proxy's work per step: tuning.cc's hwLat plus the net
+// overhead) and its bandwidth phase; what the route's latency adds beyond that (a fabric slower than NCCL's
+// per-step figure: EFA's 20 us per message, topologies/fabrics.cpp) is in flight after the send while the hop
+// sends its next steps, up to NCCL_STEPS of them (Builder::ring). A ring has such hops only when one of its
+// network hops' route latency exceeds its step latency; otherwise (InfiniBand, RoCE, every single-host ring)
+// its steps are the serialised ones above.
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -45,6 +55,20 @@ inline double route_latency_s(const topo::Topology& t, const Calibration& calib,
 // latency paid before it (models::transfer_latency_s with the hop's step latency).
 inline double ring_post_latency_s(const Transfer& hop, double route_s) {
   return std::max(0.0, transfer_latency_s(hop, route_s) - route_s);
+}
+
+// A ring step's latency before and after its bandwidth phase: the route's, then the rest of the hop's per-step
+// latency; for a latency_deferred hop (above) its step latency before (at most the whole) and the rest after.
+struct RingStepLatency {
+  double pre_s = 0, post_s = 0;
+};
+inline RingStepLatency ring_step_latency(const Transfer& hop, double route_s) {
+  if (!hop.latency_deferred) return {route_s, ring_post_latency_s(hop, route_s)};
+  Transfer whole = hop;
+  whole.latency_deferred = false;
+  const double total = transfer_latency_s(whole, route_s);
+  const double held = std::min(total, transfer_latency_s(hop, route_s));
+  return {held, total - held};
 }
 
 struct RingStream {

@@ -28,6 +28,10 @@ struct Transfer {
   bool latency_includes_route = false;  // true: step_latency_s is an end-to-end per-step latency that
                                  // already includes the wire (NCCL's hwLatencies), so each step costs
                                  // max(step_latency_s, route latency) instead of route + step_latency_s
+  bool latency_deferred = false;  // true: the transfer pays its per-step latency (step_latency_s x steps) and
+                                 // not its route's; a delay transfer after it (src == dst) pays the rest (the
+                                 // send of an LL / LL128 ring step, whose route latency is in flight:
+                                 // models/ring_stream.hpp)
   std::int32_t lockstep = -1;    // >= 0: a step of a bulk-synchronous wave (PAT at phase fidelity). sim::Network
                                  // runs the transfers of one schedule that have the same lockstep id, DAG
                                  // depth, bytes, steps, weight, rate cap and latency, and link-disjoint routes,
@@ -40,8 +44,10 @@ struct Transfer {
 
 // Latency of one transfer before its bandwidth phase, given the latency of the route it takes (link latencies
 // plus calibration per-kind latencies, seconds): route + step_latency_s x steps, or, with
-// latency_includes_route, steps x max(step_latency_s, route). Both engines use it (docs/engine.md).
+// latency_includes_route, steps x max(step_latency_s, route); step_latency_s x steps when latency_deferred. Both
+// engines use it (docs/engine.md).
 inline double transfer_latency_s(const Transfer& tr, double route_s) {
+  if (tr.latency_deferred) return tr.step_latency_s * tr.steps;
   return tr.latency_includes_route ? tr.steps * std::max(tr.step_latency_s, route_s)
                                    : route_s + tr.step_latency_s * tr.steps;
 }

@@ -43,7 +43,7 @@ struct FlowKey {
   std::uint64_t h1 = 0, h2 = 0;
   std::uint32_t hops = 0, steps = 1;
   double bytes = 0, weight = 1, step_latency_s = 0, rate_cap_Bps = 0;
-  bool includes_route = false;
+  bool includes_route = false, deferred = false;
   bool operator==(const FlowKey&) const = default;
 };
 struct FlowKeyHash {
@@ -59,7 +59,7 @@ struct FlowKeyHash {
     mix(k.weight);
     mix(k.step_latency_s);
     mix(k.rate_cap_Bps);
-    return static_cast<std::size_t>(h ^ (std::uint64_t{k.steps} << 1) ^ k.includes_route);
+    return static_cast<std::size_t>(h ^ (std::uint64_t{k.steps} << 1) ^ k.includes_route ^ (std::uint64_t{k.deferred} << 63));
   }
 };
 
@@ -75,6 +75,7 @@ FlowKey flow_key(const models::Transfer& tr, topo::Routing& routing, std::vector
   k.step_latency_s = tr.step_latency_s;
   k.rate_cap_Bps = tr.rate_cap_Bps;
   k.includes_route = tr.latency_includes_route;
+  k.deferred = tr.latency_deferred;
   route.clear();
   if (tr.src != tr.dst) routing.compute_route(tr.src, tr.dst, route);
   for (topo::LinkDir d : route) {
@@ -653,7 +654,8 @@ MirrorQuotient mirror_quotient(const models::Schedule& s, std::uint32_t groups, 
       const models::Transfer& b = s.transfers[i + g * n0];
       bool same = a.bytes == b.bytes && a.steps == b.steps && a.weight == b.weight &&
                   a.rate_cap_Bps == b.rate_cap_Bps && a.step_latency_s == b.step_latency_s &&
-                  a.latency_includes_route == b.latency_includes_route && moves(a) == moves(b) &&
+                  a.latency_includes_route == b.latency_includes_route &&
+                  a.latency_deferred == b.latency_deferred && moves(a) == moves(b) &&
                   a.deps.size() == b.deps.size();
       for (std::size_t k = 0; same && k < a.deps.size(); ++k) same = b.deps[k] == a.deps[k] + g * n0;
       if (!same) {

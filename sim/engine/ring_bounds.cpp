@@ -90,8 +90,9 @@ RingBounds bound_ring_stream(const models::RingStream& rs, const topo::Topology&
       buf.clear();
       if (tr.src != tr.dst) routing.compute_route(tr.src, tr.dst, buf);
       const double rl = models::route_latency_s(t, calib, buf);  // as sim::run_ring_stream
-      h.pre_s = rl;
-      h.post_s = models::ring_post_latency_s(tr, rl);
+      const models::RingStepLatency lat = models::ring_step_latency(tr, rl);
+      h.pre_s = lat.pre_s;
+      h.post_s = lat.post_s;
       const double bytes = tr.bytes * tr.steps;
       if (tr.src != tr.dst && bytes > 0 && !buf.empty()) {
         h.bytes = bytes;

@@ -48,8 +48,11 @@ class Runner {
         buf.clear();
         if (tr.src != tr.dst) routing.compute_route(tr.src, tr.dst, buf);
         const double rl = models::route_latency_s(t, calib, buf);
-        pre_.push_back(rl);  // the pipelined step (models/ring_stream.hpp): route latency, bandwidth, the rest
-        post_.push_back(models::ring_post_latency_s(tr, rl));
+        // The pipelined step (models/ring_stream.hpp): route latency, bandwidth, the rest; LL / LL128: bandwidth,
+        // then all of it.
+        const models::RingStepLatency lat = models::ring_step_latency(tr, rl);
+        pre_.push_back(lat.pre_s);
+        post_.push_back(lat.post_s);
         route_off_.push_back(static_cast<std::uint32_t>(route_pool_.size()));
         route_pool_.insert(route_pool_.end(), buf.begin(), buf.end());
         route_len_.push_back(static_cast<std::uint32_t>(buf.size()));

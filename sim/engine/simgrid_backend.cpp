@@ -32,6 +32,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <simgrid/kernel/resource/NetworkModelIntf.hpp>
@@ -52,6 +53,7 @@ namespace sgr = simgrid::kernel::routing;
 
 constexpr double kReportedRouteLatency_s = 1.0;  // constant per route; the true one comes from the factor cb
 constexpr double kDelayHostSpeed = 1e9;          // flop/s: delays are expressed in nanoseconds of work
+constexpr double kUnboundedBps = 1e18;            // a proxy link that bounds nothing (1 EB/s)
 
 class FlatZone final : public sgr::NetZoneImpl {
  public:
@@ -262,6 +264,10 @@ ChildResult run_in_child(const models::Schedule& s, const topo::Topology& t, top
   for (std::size_t i = 0; i < n; ++i) {
     const models::Transfer& tr = s.transfers[i];
     double route = 0;
+    if (tr.latency_deferred) {  // its step latency only: its comms go from a zero-latency proxy (below)
+      g.delay[i] = models::transfer_latency_s(tr, 0.0);
+      continue;
+    }
     if (tr.src != tr.dst && tr.latency_includes_route)  // otherwise the route cancels out
       for (topo::LinkDir dir : routing.route(tr.src, tr.dst)) {
         const topo::Link& lk = t.link(topo::Topology::link_of(dir));
@@ -272,7 +278,11 @@ ChildResult run_in_child(const models::Schedule& s, const topo::Topology& t, top
   // A comm's rate cap: the tuned TCP-gamma 0 turns CM02's per-comm bound off (min(rate, gamma/2lat) = 0 =
   // unbounded), so a capped comm is sent from a proxy host behind a private link of bandwidth = cap, which
   // bounds it exactly as a rate bound would.
+  // A latency_deferred transfer (an LL / LL128 ring send, models/schedule.hpp) pays no route latency: its comms go
+  // from a proxy too (an unbounded private link when it has no cap), and the latency-factor callback gives
+  // comms from such a proxy none.
   std::size_t proxies = 0;
+  std::unordered_set<const sg4::Host*> no_latency;
   std::vector<bool> is_dst(t.num_nodes(), false);
   for (std::size_t i = 0; i < n; ++i) {
     const models::Transfer& tr = s.transfers[i];
@@ -286,13 +296,14 @@ ChildResult run_in_child(const models::Schedule& s, const topo::Topology& t, top
     const auto w = static_cast<std::uint64_t>(tr.weight);
     for (std::uint64_t k = 0; k < w; ++k) {
       sg4::Host* src = host_of[tr.src];
-      if (tr.rate_cap_Bps > 0) {
+      if (tr.rate_cap_Bps > 0 || tr.latency_deferred) {
         const std::string name = "__fabricsim_proxy" + std::to_string(proxies++);
         src = z->create_host(name, 1.0);
-        sg4::Link* priv = z->create_link(name + "_link", tr.rate_cap_Bps);
+        sg4::Link* priv = z->create_link(name + "_link", tr.rate_cap_Bps > 0 ? tr.rate_cap_Bps : kUnboundedBps);
         priv->set_latency(0);
         true_latency[priv] = 0;
         zone->add_proxy(src->get_netpoint(), tr.src, priv);
+        if (tr.latency_deferred) no_latency.insert(src);
       }
       g.comm_src[i].push_back(src);
     }
@@ -300,9 +311,10 @@ ChildResult run_in_child(const models::Schedule& s, const topo::Topology& t, top
   z->seal();
 
   auto* model = z->get_network_model();
-  model->set_lat_factor_cb([&true_latency](double, const sg4::Host*, const sg4::Host*,
-                                           const std::vector<sg4::Link*>& links,
-                                           const std::unordered_set<sg4::NetZone*>&) {
+  model->set_lat_factor_cb([&true_latency, &no_latency](double, const sg4::Host* from, const sg4::Host*,
+                                                        const std::vector<sg4::Link*>& links,
+                                                        const std::unordered_set<sg4::NetZone*>&) {
+    if (no_latency.count(from)) return 0.0;
     double lat = 0;
     for (const sg4::Link* l : links) lat += true_latency.at(l);
     return lat / kReportedRouteLatency_s;

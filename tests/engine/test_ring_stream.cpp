@@ -388,3 +388,78 @@ TEST_CASE("cross-check against SimGrid: step-level ring all_reduce with one netw
   CHECK(bad == 0);
 }
 #endif
+
+TEST_CASE("ring LL across EFA: the fabric's latency in flight, NCCL_STEPS deep; InfiniBand's steps unchanged") {
+  // 2 x 8 H100 over EFA (topologies/fabrics.cpp: 10 us per NIC link, 20 us per network hop, above NCCL's
+  // 2.7 us Ring LL network step latency) and the same over InfiniBand NDR (1.6 us per network hop, below it).
+  auto pod = [](const std::string& fabric) {
+    return models::System(models::system_spec(
+        "superpod", {{"nodes", "2"}, {"node", "dgx-h100"}, {"fabric", fabric}, {"nics_per_node", "8"}, {"nic_bandwidth", "400Gbps"}},
+        "default"));
+  };
+  auto ll = [](const topo::Topology& t, std::uint64_t bytes) {
+    models::CollectiveSpec spec = ring_spec(t, models::Op::AllReduce, bytes);
+    spec.protocol = models::Protocol::LL;
+    return spec;
+  };
+  const models::System efa = pod("efa");
+  const topo::Topology& t = efa.topology();
+  topo::Routing& routing = efa.routing();
+  const models::Calibration& calib = efa.calibration();
+  const auto spec = ll(t, 256 << 10);
+  const auto rs = models::build_ring_stream(spec, t, routing, calib);
+  REQUIRE(rs.has_value());
+  CHECK(rs->depth == 8);  // NCCL_STEPS, whatever ring_credit_steps (1 here) says
+  // Only the network hops hold their step latency alone; the chain of data dependencies pays every hop's whole
+  // latency: over 2(n-1) = 30 steps on a ring of m = 16 hops with 2 network hops, at least the mean hop
+  // latency per step (the data goes round the ring once per m steps).
+  std::size_t deferred = 0;
+  double mean_lat = 0, net_lat = 0;
+  const auto& hops = rs->rings.front().hops;
+  for (const auto& h : hops) {
+    std::vector<topo::LinkDir> route;
+    routing.compute_route(h.src, h.dst, route);
+    const double rl = models::route_latency_s(t, calib, route);
+    models::Transfer whole = h;
+    whole.latency_deferred = false;
+    const double lat = models::transfer_latency_s(whole, rl);
+    mean_lat += lat / hops.size();
+    if (h.latency_deferred) {
+      ++deferred;
+      net_lat = lat;
+      const models::RingStepLatency split = models::ring_step_latency(h, rl);
+      CHECK(split.pre_s == doctest::Approx(h.step_latency_s));  // held: NCCL's per-step network latency
+      CHECK(split.pre_s + split.post_s == doctest::Approx(lat));
+    }
+  }
+  CHECK(deferred == 2);
+  CHECK(net_lat > 20e-6);
+  const double chain = rs->fixed_latency_s + rs->nsteps * mean_lat;
+  const double serial = rs->fixed_latency_s + rs->nsteps * net_lat;  // every step waiting out EFA's latency
+  // The same spec materialised (send + in-flight delay per step), streamed, bounded, and on SimGrid.
+  const models::Schedule s = models::build_schedule(spec, t, routing, calib);
+  CHECK(s.transfers.size() == 2 * rs->transfers());
+  const double full = sim::run_schedule(s, t, routing, calib).makespan_s;
+  const double streamed = sim::run_ring_stream(*rs, t, routing, calib).makespan_s;
+  CHECK(streamed == doctest::Approx(full).epsilon(1e-9));
+  const sim::RingBounds b = sim::bound_ring_stream(*rs, t, routing, calib);
+  CHECK(b.lower_s <= streamed * (1 + 1e-9));
+  CHECK(b.upper_s >= streamed * (1 - 1e-9));
+  MESSAGE("EFA 256 KiB Ring LL: " << streamed * 1e6 << " us; data-chain floor " << chain * 1e6 << " us, every step "
+                                  << "at EFA's latency " << serial * 1e6 << " us (the AWS p5 log measures 104.7 us)");
+  CHECK(streamed >= chain);
+  CHECK(streamed < 0.3 * serial);
+#ifdef FABRICSIM_HAVE_SIMGRID
+  models::Schedule whole_bytes = s;
+  for (auto& tr : whole_bytes.transfers) tr.bytes = std::round(tr.bytes);  // SimGrid comm sizes are whole bytes
+  sim::RunOptions oracle;
+  oracle.engine = "simgrid";
+  CHECK(sim::run_schedule(whole_bytes, t, routing, calib, oracle).makespan_s == doctest::Approx(full).epsilon(1e-3));
+#endif
+  // InfiniBand: NCCL's step latency covers the fabric's; no hop is deferred and the depth is the calibration's.
+  const models::System ib = pod("infiniband-ndr");
+  const auto rs_ib = models::build_ring_stream(ll(ib.topology(), 256 << 10), ib.topology(), ib.routing(), ib.calibration());
+  REQUIRE(rs_ib.has_value());
+  CHECK(rs_ib->depth == 1);
+  for (const auto& h : rs_ib->rings.front().hops) CHECK_FALSE(h.latency_deferred);
+}

@@ -63,7 +63,7 @@ TEST_CASE("multi-node logs: held-out busbw error per collective with the cited d
   for (const auto& [op, logs] : by_op) {
     ErrorSummary s = summarize(logs);
     MESSAGE(op << ": >= 1 MiB median " << s.large.median << " p90 " << s.large.p90 << " (" << s.large.count
-               << " points); < 1 MiB median " << s.small.median << " (" << s.small.count << ")");
+               << " points); < 1 MiB median " << s.small.median << " p90 " << s.small.p90 << " (" << s.small.count << ")");
   }
   // Guards at the values measured 2026-11-26 (docs/validation.md "Multi-node logs"); issue bounds 8 % / 15 %.
   ErrorSummary ar = summarize(by_op.at("all_reduce"));
@@ -72,13 +72,24 @@ TEST_CASE("multi-node logs: held-out busbw error per collective with the cited d
   // alone, 13.2 % before both, 15.9 % before NCCL_MIN_CTAS was honoured, 20.3 % before NVLS_TREE, 24.4 % before
   // the fabric mapping); the points around the median are sparse, docs/validation.md.
   CHECK(ar.large.median <= 0.117);
-  // measured 25.9 % (29.2 % before EFA's per-step latency, 39.7 % before NCCL's net overhead in the ring's price)
-  CHECK(ar.small.median <= 0.26);
+  // measured 25.8 % (25.9 % with EFA's latency held at every Ring LL step, 29.2 % before EFA's per-step latency,
+  // 39.7 % before NCCL's net overhead in the ring's price)
+  CHECK(ar.small.median <= 0.259);
   // EFA's per-message latency from aws-ofi-nccl's own cost model (20 us per inter-node step, topologies/
   // fabrics.cpp): the AWS p5 log's 8 B-128 KiB Tree LL rows were 2.6-3.9x faster than measured with the RoCE
-  // estimate (0.6 us per NIC); measured 12.0 % >= 1 MiB and 27.0 % below (22.8 and 174.3 % before).
+  // estimate (0.6 us per NIC); measured 12.0 % >= 1 MiB and 24.5 % below (22.8 and 174.3 % before; 27.0 % below
+  // with the 20 us held at every Ring LL step).
   CHECK(log_of("aws_p5").large.median <= 0.121);
-  CHECK(log_of("aws_p5").small.median <= 0.27);
+  CHECK(log_of("aws_p5").small.median <= 0.25);
+  // Its 256 KiB row runs Ring LL: EFA's latency beyond NCCL's per-step latency in flight (models/ring_stream.hpp),
+  // 117.7 us against 104.7 measured (-11.0 % busbw); 639.1 us (-83.6 %) with the 20 us held at all 30 steps.
+  for (const auto& l : r.logs)
+    if (l.source.find("aws_p5") != std::string::npos)
+      for (const auto& p : l.points)
+        if (p.size_bytes == (256u << 10)) {
+          CHECK(p.algorithm == "ring");
+          CHECK(std::abs(p.busbw_error) <= 0.12);
+        }
   // NCCL's net overhead (>= 1 us per intra-node step of a multi-node ring) makes 8 ranks on 2 hosts a Tree LL
   // call, as NCCL's model does: ABCI V and Polaris below 1 MiB (45.5 and 53.3 % on Ring LL before).
   CHECK(log_of("abci_inter_vnode_job02").small.median <= 0.12);                    // measured 11.8 %
