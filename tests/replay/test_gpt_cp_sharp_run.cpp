@@ -120,7 +120,11 @@ namespace {
 // superpod with SHARP: the group's ranks with NCCL_COLLNET_ENABLE, as the tuner sees it (`spec`) and as the
 // engine prices it with its co-located mirrors (`comm`, ranks shifted by 1 per mirror).
 struct SharpDp {
-  topo::Topology t = topo::build_preset("superpod", {{"nodes", "2"}, {"node", "dgx-h100"}, {"sharp", "true"}});
+  // As models::System builds it (and so `coll`, `run` and `validate`): the NVSwitch planes merged, NVLS's
+  // multicast on one switch per host (models::merge_nvswitch_planes). On the raw preset an NVLS edge crossed
+  // one plane of four: NVLS_TREE on TP 2 DP 8 priced 3.01 ms against `coll`'s 1.41.
+  topo::Topology t = models::merge_nvswitch_planes(
+      topo::build_preset("superpod", {{"nodes", "2"}, {"node", "dgx-h100"}, {"sharp", "true"}}));
   topo::Routing routing{t};
   models::Calibration calib = models::default_calibration();
   models::CollectiveSpec spec;
@@ -188,9 +192,16 @@ TEST_CASE("SHARP superpod, DP group of 4 GPUs per server (TP 2, DP 8 on 2 DGX H1
                                  << " ms (engine " << price(on.algorithm) * 1e3 << ")");
   // Without NCCL_COLLNET_ENABLE NCCL's model takes NVLS_TREE across the hosts; with it NVLS with CollNet, whose
   // heads send their shard S/g through the NIC once each way instead of once per tree (the same at 2 hosts) with
-  // one network latency instead of 2 log2(H): use_sharp shortens the reduction, in the tuner and in the engine.
+  // one network latency instead of 2 log2(H): use_sharp shortens the reduction in NCCL's model.
   CHECK(off.algorithm == models::Algorithm::NvlsTree);
   CHECK(on.algorithm == models::Algorithm::Nvls);
   CHECK(on.predicted_s < off.predicted_s);
-  CHECK(price(on.algorithm) < price(off.algorithm));
+  // The engine puts the two within 9 % of each other the other way round (NVLS with SHARP 1.535 ms, NVLS_TREE
+  // 1.411 ms: at 2 hosts each head's NIC carries the shard once each way either way, and the SHARP hops run at
+  // the NVLS efficiency with a per-chunk step latency); the tuner's 2 % is inside that.
+  CHECK(price(on.algorithm) == doctest::Approx(price(off.algorithm)).epsilon(0.12));
+  // The tuner prices NCCL's model, which leaves out what the engine charges NVLS_TREE per loop (docs/
+  // collectives.md): the engine is the slower one, by 1.18x here (1.192 vs 1.411 ms); 2.5x on the raw preset.
+  CHECK(price(off.algorithm) > off.predicted_s);
+  CHECK(price(off.algorithm) < 1.3 * off.predicted_s);
 }
