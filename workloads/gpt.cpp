@@ -343,6 +343,14 @@ std::vector<std::vector<std::int64_t>> gpt_layer_layout(const GptConfig& c) {
 }
 
 namespace {
+// The words of a space-separated value, as Megatron-LM's nargs flags take them ("p2p a2a", "8 2").
+std::vector<std::string> space_separated(const std::string& value) {
+  std::vector<std::string> words;
+  std::istringstream in(value);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
 // Reads every parameter of the gpt generator (no cross-checks): gpt_config_from_params validates what it
 // returns; gpt_param_names runs it over no parameters to list the names it reads.
 GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
@@ -397,18 +405,14 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.cp_comm_type = r.string("cp_comm_type", c.cp_comm_type);
   {
     // Space-separated, as Megatron's --cp-comm-type takes several (nargs); all alike is that one type.
-    std::istringstream in(c.cp_comm_type);
-    std::vector<std::string> types;
-    for (std::string w; in >> w;) types.push_back(w);
+    const std::vector<std::string> types = space_separated(c.cp_comm_type);
     if (types.empty()) r.fail("cp_comm_type", "is empty (expected p2p, all_gather, a2a or a2a+p2p, or one per layer)");
     c.cp_comm_type = types[0];
     if (std::any_of(types.begin(), types.end(), [&](const std::string& x) { return x != types[0]; })) c.cp_comm_types = types;
   }
   if (r.has("hierarchical_context_parallel_sizes")) {
     // Space-separated positive integers, as Megatron-LM's command line gives them.
-    std::istringstream in(r.string("hierarchical_context_parallel_sizes", ""));
-    std::string tok;
-    while (in >> tok) {
+    for (const std::string& tok : space_separated(r.string("hierarchical_context_parallel_sizes", ""))) {
       std::size_t used = 0;
       long long v = 0;
       try {
