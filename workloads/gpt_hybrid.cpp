@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <string_view>
 
 #include "sim/base/error.hpp"
 #include "workloads/gpt_detail.hpp"
@@ -17,14 +18,17 @@ namespace {
 // The symbols of a hybrid layer pattern (Symbols in megatron/core/models/hybrid/hybrid_layer_allocation.py); all
 // but D (DSA attention).
 bool modelled_symbol(char ch) { return ch == 'M' || ch == '*' || ch == 'G' || ch == '+' || ch == '-' || ch == 'E'; }
+
+// The main pattern of a unified hybrid pattern: up to the first '/' (the MTP patterns follow it), its '|' kept.
+std::string_view main_pattern(const std::string& pattern) {
+  return std::string_view(pattern).substr(0, pattern.find('/'));
+}
 }  // namespace
 
 std::string GptConfig::hybrid_layers() const {
   std::string out;
-  for (char ch : hybrid_layer_pattern) {
-    if (ch == '/') break;  // the MTP patterns follow
+  for (char ch : main_pattern(hybrid_layer_pattern))
     if (ch != '|') out += ch;
-  }
   return out;
 }
 
@@ -92,7 +96,7 @@ std::string hybrid_pattern_from_ratios(std::int64_t n, double attention_ratio, d
 void check_hybrid(const GptConfig& c, const std::function<void(const std::string&, const std::string&)>& fail) {
   const char* K = "hybrid_layer_pattern";
   const std::string& full = c.hybrid_layer_pattern;
-  const std::string pat = full.substr(0, full.find('/'));  // the main pattern (the MTP patterns after '/')
+  const std::string pat(main_pattern(full));
   for (std::size_t i = 0; i < full.size(); ++i) {
     const char ch = full[i];
     const std::string at = "position " + std::to_string(i) + ": '" + std::string(1, ch) + "' ";
@@ -204,8 +208,7 @@ void check_hybrid(const GptConfig& c, const std::function<void(const std::string
 std::vector<std::vector<std::int64_t>> hybrid_segment_layout(const GptConfig& c) {
   const std::int64_t p = c.pipeline_model_parallel_size;
   std::vector<std::int64_t> seg(1, 0);
-  for (char ch : c.hybrid_layer_pattern) {
-    if (ch == '/') break;  // the MTP patterns
+  for (char ch : main_pattern(c.hybrid_layer_pattern)) {
     if (ch == '|') seg.push_back(0);
     else ++seg.back();
   }
@@ -221,10 +224,8 @@ std::vector<std::vector<std::int64_t>> hybrid_segment_layout(const GptConfig& c)
 // The gl-th layer symbol of the main pattern, found by walking it (no copy of the pattern: the memory and parameter
 // sums call this per layer).
 char hybrid_symbol(const GptConfig& c, std::int64_t gl) {
-  for (char ch : c.hybrid_layer_pattern) {
-    if (ch == '/') break;
+  for (char ch : main_pattern(c.hybrid_layer_pattern))
     if (ch != '|' && gl-- == 0) return ch;
-  }
   return 0;
 }
 
