@@ -57,8 +57,9 @@ char hybrid_symbol(const GptConfig& c, std::int64_t gl);  // the global layer's 
 // One MTP depth's sublayers: the hybrid pattern's part after '/' ("M*M*/*E/*E": "*E"); "" without one.
 std::string hybrid_mtp_pattern(const GptConfig& c);
 std::int64_t hybrid_mtp_depths(const GptConfig& c);  // the pattern's MTP parts (0 without '/')
-// MoE layers over all MTP depths: the E sublayers of the hybrid MTP pattern, else one per depth when the last
-// decoder layer is an MoE layer (an MTP layer is built like it).
+// MoE layers of one MTP depth: the E sublayers of the hybrid MTP pattern, else one when the last decoder layer is
+// an MoE layer (an MTP layer is built like it); over all depths, mtp_num_layers times that.
+std::int64_t mtp_moe_layers_per_depth(const GptConfig& c);
 std::int64_t mtp_moe_layers(const GptConfig& c);
 double mamba_params_per_rank(const GptConfig& c);       // one Mamba-2 mixer on one TP rank (without the pre-norm)
 // What one rank's SSD scan runs on (MambaContextParallel, megatron/core/ssm/mamba_context_parallel.py @d98e8a64):

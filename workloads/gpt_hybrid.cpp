@@ -57,13 +57,14 @@ std::int64_t hybrid_mtp_depths(const GptConfig& c) {
   if (std::all_of(parts.begin() + 1, parts.end(), [](const std::string& x) { return x.empty(); })) return 0;
   return static_cast<std::int64_t>(parts.size()) - 1;
 }
-std::int64_t mtp_moe_layers(const GptConfig& c) {
+std::int64_t mtp_moe_layers_per_depth(const GptConfig& c) {
   if (c.moe.mtp_num_layers <= 0) return 0;
   const std::string mtp = hybrid_mtp_pattern(c);
-  if (c.hybrid()) return c.moe.mtp_num_layers * static_cast<std::int64_t>(std::count(mtp.begin(), mtp.end(), 'E'));
+  if (c.hybrid()) return static_cast<std::int64_t>(std::count(mtp.begin(), mtp.end(), 'E'));
   const auto moe = moe_layers_of(c);
-  return !moe.empty() && moe.back() ? c.moe.mtp_num_layers : 0;
+  return !moe.empty() && moe.back() ? 1 : 0;
 }
+std::int64_t mtp_moe_layers(const GptConfig& c) { return c.moe.mtp_num_layers * mtp_moe_layers_per_depth(c); }
 
 // Megatron's pattern_from_ratios (hybrid_layer_allocation.py): round(n x attention_ratio) attention layers spread
 // evenly between Mamba layers (the pattern starts and ends with Mamba), then round(n x mlp_ratio) of the remaining

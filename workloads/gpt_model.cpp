@@ -670,8 +670,7 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
       for (std::int64_t k = 0; k < n_mtp; ++k) {
         for (char sym : mtp_pat) add_act(static_cast<std::size_t>(mtp_chunk), sym == 'E', sym == 'G', sym);
         if (mtp_pat.empty()) add_act(static_cast<std::size_t>(mtp_chunk), mtp_moe, false, 0);
-        Pe += double(std::count(mtp_pat.begin(), mtp_pat.end(), 'E')) * expert_params_per_gpu(c);
-        if (mtp_pat.empty() && mtp_moe) Pe += expert_params_per_gpu(c);
+        Pe += double(mtp_moe_layers_per_depth(c)) * expert_params_per_gpu(c);
       }
     if (act_layers > 0) act_mean /= act_layers, act_mean_sel /= act_layers;
     lf_act = lf;
