@@ -1073,8 +1073,7 @@ class StageEmitter {
         rb.chain(compute_op(mbs + ".mtp.heads.fwd", K.mtp_heads));
         return;
       }
-      send(OpKind::Send, RankBuilder::kSendF, mbs + ".send.fwd", place(ch).to, tag(mb, place(ch).to_chunk, 0), ch,
-           place(ch).out_hidden);
+      send_fwd(mb, ch, mbs);
     });
   }
 
@@ -1086,8 +1085,7 @@ class StageEmitter {
         rb.chain(compute_op(mbs + ".mtp.heads.bwd", K.mtp_heads_b));
         return;
       }
-      send(OpKind::Recv, RankBuilder::kRecvB, mbs + ".recv.bwd", place(ch).to, tag(mb, ch, 1), ch, place(ch).out_hidden);
-      rb.chain(wait_op(mbs + ".bwd.wait"), {pending_recv_});
+      recv_bwd(mb, ch, mbs);
     });
     for (std::int64_t k = c.moe.mtp_num_layers - 1; k >= 0; --k) {
       const std::string nm = mbs + ".mtp" + std::to_string(k);
@@ -1099,10 +1097,25 @@ class StageEmitter {
     }
     out.push_back([this, mb, base, nl, mbs, last_chunk, gather, fsdp_next]() {
       if (last_chunk)
-        rb.chain(compute_op(mbs + ".logits.bwd", deferred_out_wgrad(mb) ? minus(K.logits_bwd, K.logits_wgrad) : K.logits_bwd));
+        logits_bwd(mb, mbs);
       if (gather && nl > 0)
         *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base + nl - 1) + ".bwd.fsdp.ag", base + nl - 1);
     });
+  }
+
+  // A slot's pipeline hand-offs and its output layer's backward, as every slot shape emits them: the forward
+  // activations to the next stage, the backward gradient from it (received, then waited for) and the logits'
+  // backward (without the output-layer wgrad that defer_embedding_wgrad_compute leaves to the flush).
+  void send_fwd(std::int64_t mb, std::int64_t ch, const std::string& mbs) {
+    send(OpKind::Send, RankBuilder::kSendF, mbs + ".send.fwd", place(ch).to, tag(mb, place(ch).to_chunk, 0), ch,
+         place(ch).out_hidden);
+  }
+  void recv_bwd(std::int64_t mb, std::int64_t ch, const std::string& mbs) {
+    send(OpKind::Recv, RankBuilder::kRecvB, mbs + ".recv.bwd", place(ch).to, tag(mb, ch, 1), ch, place(ch).out_hidden);
+    rb.chain(wait_op(mbs + ".bwd.wait"), {pending_recv_});
+  }
+  void logits_bwd(std::int64_t mb, const std::string& mbs) {
+    rb.chain(compute_op(mbs + ".logits.bwd", deferred_out_wgrad(mb) ? minus(K.logits_bwd, K.logits_wgrad) : K.logits_bwd));
   }
 
   // `hidden`: hidden states in the message (GptChunkPlace::in_hidden / out_hidden).
@@ -1213,8 +1226,7 @@ class StageEmitter {
           else if (K.mtp.kernels) rb.chain(compute_op(mbs + ".mtp.fwd", K.mtp));
           return;
         }
-        send(OpKind::Send, RankBuilder::kSendF, mbs + ".send.fwd", place(ch).to, tag(mb, place(ch).to_chunk, 0), ch,
-             place(ch).out_hidden);
+        send_fwd(mb, ch, mbs);
       });
       return;
     }
@@ -1228,14 +1240,13 @@ class StageEmitter {
     out.push_back([this, mb, ch, base, nl, mbs, last_chunk, gather, fsdp_next]() {
       if (nl > 0) fg_reload(mb, nl - 1, nl, base + nl - 1, mbs);
       if (!last_chunk) {
-        send(OpKind::Recv, RankBuilder::kRecvB, mbs + ".recv.bwd", place(ch).to, tag(mb, ch, 1), ch, place(ch).out_hidden);
-        rb.chain(wait_op(mbs + ".bwd.wait"), {pending_recv_});
+        recv_bwd(mb, ch, mbs);
         if (place(ch).mtp) rb.chain(compute_op(mbs + ".mtp.bwd", K.mtp_layers_b)), final_mtp_bwd = rb.last();
       } else {
         if (c.mtp_standalone()) rb.chain(compute_op(mbs + ".mtp.heads.bwd", K.mtp_heads_b));
         else if (K.mtp_b.kernels) rb.chain(compute_op(mbs + ".mtp.bwd", K.mtp_b)), final_mtp_bwd = rb.last();
         // defer_embedding_wgrad_compute: this micro-batch's output-layer wgrad waits for the flush (finish_step).
-        rb.chain(compute_op(mbs + ".logits.bwd", deferred_out_wgrad(mb) ? minus(K.logits_bwd, K.logits_wgrad) : K.logits_bwd));
+        logits_bwd(mb, mbs);
       }
       if (gather && nl > 0)
         *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base + nl - 1) + ".bwd.fsdp.ag", base + nl - 1);
