@@ -24,6 +24,7 @@ const char* to_string(MemoryKernel k) {
     case MemoryKernel::Embedding: return "embedding";
     case MemoryKernel::Activation: return "activation";
     case MemoryKernel::ScatterAdd: return "scatter_add";
+    case MemoryKernel::TopK: return "topk";
   }
   return "?";
 }

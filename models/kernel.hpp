@@ -24,8 +24,9 @@ const char* to_string(KernelKind k);
 // What a memory-bound kernel does (efficiencies differ: a copy streams, a row softmax reduces).
 // Activation: an unfused gated activation (SwiGLU / GeGLU: several elementwise passes, measured far below a
 // residual add); ScatterAdd: index_add / scatter of rows (MoE unpermute), atomics-bound.
-enum class MemoryKernel { Copy, Norm, Elementwise, Softmax, CrossEntropy, Cast, Optimizer, Embedding, Activation, ScatterAdd };
-constexpr int kNumMemoryKernels = 10;
+// TopK: an unfused MoE router's score function and torch.topk over the tokens x experts fp32 scores.
+enum class MemoryKernel { Copy, Norm, Elementwise, Softmax, CrossEntropy, Cast, Optimizer, Embedding, Activation, ScatterAdd, TopK };
+constexpr int kNumMemoryKernels = 11;
 const char* to_string(MemoryKernel k);
 bool parse_memory_kernel(const std::string& s, MemoryKernel& out);  // the to_string names
 

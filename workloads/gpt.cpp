@@ -1418,6 +1418,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
     m["moe_expert_capacity_factor"] = buf;
     B("moe_pad_expert_input_to_capacity", e.moe_pad_expert_input_to_capacity);
     B("moe_permute_fusion", e.moe_permute_fusion);
+    if (e.moe_router_fusion) B("moe_router_fusion", true);
     B("overlap_moe_expert_parallel_comm", e.overlap_moe_expert_parallel_comm);
     if (e.delay_wgrad_compute) B("delay_wgrad_compute", true);
     m["moe_load"] = e.moe_load;

@@ -719,7 +719,13 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
   };
   M.pre_f.add(cm, mem(MemoryKernel::Norm, 2.0 * e * Te * double(h)));
   M.pre_f.add(cm, KernelDesc::gemm(Tl, E, h, act));
-  M.pre_f.add(cm, mem(MemoryKernel::Softmax, 4.0 * Te * double(E)));
+  // The score function and top-k: unfused (Megatron's default, topk_routing_with_score_function in
+  // megatron/core/transformer/moe/moe_utils.py @d98e8a64) torch's softmax / sigmoid and torch.topk, at the rate
+  // measured for them (MemoryKernel::TopK: 72-75 GB/s on an H200, tests/data/hardware/h200-kernels/kernels2.csv
+  // router_softmax_topk); with moe_router_fusion Transformer Engine's fused_topk_with_score_function, one warp per
+  // token reading the logits once (transformer_engine/common/fused_router/fused_topk_with_score_function.cu
+  // @d0067d0da), priced as one softmax pass.
+  M.pre_f.add(cm, mem(me.moe_router_fusion ? MemoryKernel::Softmax : MemoryKernel::TopK, 4.0 * Te * double(E)));
   if (L) latent(M.pre_f, h, L, true, nullptr);
   M.pre_f.add(cm, mem(MemoryKernel::Copy, 2.0 * e * slots * double(rw)));
   // Unpermute: gather-reduce of the k slots per token weighted by the router probabilities; without

@@ -516,7 +516,7 @@ const std::vector<MegatronFlag>& megatron_flags() {
     {"--moe-router-enable-expert-bias", "moe_router_enable_expert_bias", MegatronFlag::kTrue, 1, MegatronFlag::kNoEffect, 2373, "_add_network_size_args", "", "1e057005 d98e8a64"},
     {"--moe-router-force-biased", "moe_router_force_biased", MegatronFlag::kFloat, 1, MegatronFlag::kNoEffect, 2373, "_add_network_size_args", "", "d98e8a64"},
     {"--moe-router-force-load-balancing", "moe_router_force_load_balancing", MegatronFlag::kTrue, 1, MegatronFlag::kNotModelled, 2373, "_add_network_size_args", "", "1e057005 d98e8a64"},
-    {"--moe-router-fusion", "moe_router_fusion", MegatronFlag::kTrue, 1, MegatronFlag::kNotModelled, 2373, "_add_network_size_args", "", "d98e8a64"},
+    {"--moe-router-fusion", "moe_router_fusion", MegatronFlag::kTrue, 1, MegatronFlag::kModel, 2373, "_add_network_size_args", "", "d98e8a64"},
     {"--moe-router-group-topk", "moe_router_group_topk", MegatronFlag::kInt, 1, MegatronFlag::kModel, 2373, "_add_network_size_args", "", "1e057005 d98e8a64"},
     {"--moe-router-load-balancing-type", "moe_router_load_balancing_type", MegatronFlag::kStrs, 1, MegatronFlag::kModel, 3532, "_add_moe_args", "aux_loss", "1e057005 d98e8a64"},
     {"--moe-router-num-groups", "moe_router_num_groups", MegatronFlag::kInt, 1, MegatronFlag::kModel, 2373, "_add_network_size_args", "", "1e057005 d98e8a64"},

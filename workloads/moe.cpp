@@ -102,6 +102,7 @@ void read_moe_params(ParamReader& r, MoeConfig& m) {
   m.moe_expert_capacity_factor = r.number("moe_expert_capacity_factor", m.moe_expert_capacity_factor, 0);
   m.moe_pad_expert_input_to_capacity = r.boolean("moe_pad_expert_input_to_capacity", m.moe_pad_expert_input_to_capacity);
   m.moe_permute_fusion = r.boolean("moe_permute_fusion", m.moe_permute_fusion);
+  m.moe_router_fusion = r.boolean("moe_router_fusion", m.moe_router_fusion);
   m.overlap_moe_expert_parallel_comm = r.boolean("overlap_moe_expert_parallel_comm", m.overlap_moe_expert_parallel_comm);
   m.delay_wgrad_compute = r.boolean("delay_wgrad_compute", m.delay_wgrad_compute);
   m.moe_load = r.string("moe_load", m.moe_load);

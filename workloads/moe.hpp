@@ -35,6 +35,7 @@ struct MoeConfig {
   double moe_expert_capacity_factor = 0;                  // 0 = dropless
   bool moe_pad_expert_input_to_capacity = false;
   bool moe_permute_fusion = false;
+  bool moe_router_fusion = false;                         // TE's fused score function + top-k (one kernel)
   bool overlap_moe_expert_parallel_comm = false;          // 1F1B A2A overlap with the other micro-batch
   bool delay_wgrad_compute = false;                       // weight-gradient GEMMs after the input gradient's A2A / p2p
   // Load model (fabricsim's own keys; Megatron has no equivalent): how routed tokens spread over experts.

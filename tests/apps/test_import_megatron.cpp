@@ -164,11 +164,11 @@ TEST_CASE("import megatron: flags of Megatron-LM d98e8a64 (2026) import, and so 
   };
   CHECK(alone_compute(delay) == doctest::Approx(alone_compute(ovl)).epsilon(1e-6));
   // New in d98e8a64 and not modelled / no effect: accepted, with the warning for the first.
-  write(scratch() / "new.sh", moe + " --moe-router-fusion --muon-momentum 0.95 --flight-recorder-trace-buffer-size 100\n");
+  write(scratch() / "new.sh", moe + " --moe-ncclep-zero-copy --muon-momentum 0.95 --flight-recorder-trace-buffer-size 100\n");
   Run n = cli_test::run_in(scratch(), cli_test::fabricsim("import megatron new.sh --topology dgx-h100"));
   REQUIRE_MESSAGE(n.rc == 0, n.err);
   CHECK(n.err.find("warning: not modelled (they change the step; fabricsim does not simulate them): "
-                   "--moe-router-fusion\n") != std::string::npos);
+                   "--moe-ncclep-zero-copy\n") != std::string::npos);
   CHECK(n.err.find("ignored (no effect on step time): --muon-momentum 0.95, --flight-recorder-trace-buffer-size 100") !=
         std::string::npos);
   CHECK(json::parse(n.out)["workload"]["notes"][0].get<std::string>().find(

@@ -65,7 +65,7 @@ TEST_CASE("kernel CSV folders load with their GPU, groups and row counts") {
   CHECK(gemm == 458);
   CHECK(grouped == 18);
   CHECK(attn == 80);  // 40 configurations x (fwd, bwd)
-  CHECK(mem == 27);
+  CHECK(mem == 30);  // 27 bandwidth kernels and 3 router_softmax_topk (MemoryKernel::TopK)
 }
 
 // The held-out table of docs/validation.md "Compute kernels" (fabricsim calibrate --compute

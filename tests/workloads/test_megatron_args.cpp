@@ -268,12 +268,13 @@ TEST_CASE("megatron import: a script of 2026 (flags new in d98e8a64) and one of 
   const MegatronImport n = import_text("torchrun pretrain_gpt.py" + kBase +
                                        " --num-experts 8 --expert-model-parallel-size 8 --moe-token-dispatcher-type "
                                        "alltoall --overlap-moe-expert-parallel-comm --delay-wgrad-compute "
-                                       "--padded-vocab-size 51200 --moe-router-fusion --lion-beta1 0.9",
+                                       "--padded-vocab-size 51200 --moe-router-fusion --moe-ncclep-zero-copy --lion-beta1 0.9",
                                        8);
   CHECK(n.params.at("overlap_moe_expert_parallel_comm") == true);
   CHECK(n.params.at("delay_wgrad_compute") == true);
   CHECK(n.params.at("padded_vocab_size") == 51200);
-  CHECK(n.not_modelled == std::vector<std::string>{"--moe-router-fusion"});
+  CHECK(n.params.at("moe_router_fusion") == true);
+  CHECK(n.not_modelled == std::vector<std::string>{"--moe-ncclep-zero-copy"});
   CHECK(n.ignored == std::vector<std::string>{"--lion-beta1 0.9"});
   ParamMap pm = params_from_json(n.params, JsonPath{"job.sh", "/workload/params"});
   pm["gpu"] = "h100";

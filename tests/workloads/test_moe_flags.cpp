@@ -10,6 +10,7 @@
 #include <string>
 
 #include "models/compute.hpp"
+#include "models/compute_calibration.hpp"
 #include "models/gpu.hpp"
 #include "workloads/gpt.hpp"
 #include "workloads/gpt_detail.hpp"
@@ -409,4 +410,22 @@ TEST_CASE("MoE expert quantisation: one pass over every routed row, split per lo
   const double mx_casts = 2.0 * cast(mxb * R * 2048) + 2.0 * cast(mxb * R * 1024);
   const double dl_casts = cast(4.0 * 2.0 * R * 2048) + cast(4.0 * 2.0 * R * 1024);
   CHECK(mx.experts_f.seconds - dl.experts_f.seconds == doctest::Approx(mx_casts - dl_casts));
+}
+
+TEST_CASE("moe_router_fusion: Megatron's unfused softmax + torch.topk at their measured rate, fused one softmax pass") {
+  // T = 4096 tokens per micro-batch (TP 1, no SP), E = 16 experts: the router's score function and top-k read
+  // T x E fp32 scores, 262,144 bytes.
+  const auto M0 = moe_costs_of(moe()), M1 = moe_costs_of(moe({{"moe_router_fusion", "true"}}));
+  const models::ComputeModel cm = cm_of(cfg(moe()));
+  const double bytes = 4096.0 * 16 * 4;
+  const double unfused = cm.kernel_time_s(models::KernelDesc::memory(models::MemoryKernel::TopK, bytes));
+  const double fused = cm.kernel_time_s(models::KernelDesc::memory(models::MemoryKernel::Softmax, bytes));
+  // The H100's (kept from the H200's) topk fraction: 0.01531 of 3.35 TB/s, 51 GB/s -> 5.1 us + launch; softmax 0.4223.
+  CHECK(unfused == doctest::Approx(bytes / (0.01531 * 3350e9) + models::default_compute_calibration("h100").launch_overhead_s).epsilon(0.01));
+  CHECK(unfused > 2 * fused);
+  CHECK(M0.pre_f.seconds - M1.pre_f.seconds == doctest::Approx(unfused - fused).epsilon(1e-9));
+  CHECK(M0.pre_f.kernels == M1.pre_f.kernels);
+  // Backward (the softmax gradient over the same scores) is the same either way.
+  CHECK(M1.pre_b.seconds == doctest::Approx(M0.pre_b.seconds));
+  // (--moe-router-fusion imports as the key: tests/workloads/test_megatron_args.cpp.)
 }
