@@ -1419,6 +1419,17 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
     B("moe_pad_expert_input_to_capacity", e.moe_pad_expert_input_to_capacity);
     B("moe_permute_fusion", e.moe_permute_fusion);
     if (e.moe_router_fusion) B("moe_router_fusion", true);
+    if (e.moe_router_score_function != "softmax") m["moe_router_score_function"] = e.moe_router_score_function;
+    if (e.moe_aux_loss_coeff > 0) {
+      std::snprintf(buf, sizeof buf, "%g", e.moe_aux_loss_coeff);
+      m["moe_aux_loss_coeff"] = buf;
+    }
+    if (e.moe_z_loss_coeff > 0) {
+      std::snprintf(buf, sizeof buf, "%g", e.moe_z_loss_coeff);
+      m["moe_z_loss_coeff"] = buf;
+    }
+    if (e.moe_router_enable_expert_bias) B("moe_router_enable_expert_bias", true);
+    if (e.moe_router_force_load_balancing) B("moe_router_force_load_balancing", true);
     B("overlap_moe_expert_parallel_comm", e.overlap_moe_expert_parallel_comm);
     if (e.delay_wgrad_compute) B("delay_wgrad_compute", true);
     m["moe_load"] = e.moe_load;

@@ -355,6 +355,9 @@ struct GptParallelLayout {
   std::vector<std::int32_t> tp_comm, dp_comm, cp_comm, rep_comm, epag_comm, etp_comm, edp_comm;
   // a2a+p2p context parallelism (GptConfig::cp_impl): the stage's all-to-all (inner) and ring (outer) groups.
   std::vector<std::int32_t> cp_a2a_comm, cp_ring_comm;
+  // The stage's TP x CP group (Megatron's tp_cp_group: the MoE router's load-balancing loss sums the tokens per
+  // expert over it); the TP group where CP is 1, -1 where nothing uses it.
+  std::vector<std::int32_t> tpcp_comm;
   std::vector<std::vector<std::int32_t>> disp_comm, comb_comm;  // [stage][global layer]
   // flex dispatcher over several NVLink domains: the forwarding inside the destination domain (DeepEP's
   // NVLink leg) as its own all_to_allv per layer.

@@ -671,6 +671,78 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   return L;
 }
 
+namespace {
+// The router's load-balancing loss, z-loss and expert bias, on the rank's Te tokens x E experts (fp32 scores),
+// as Megatron-Core runs them in training (megatron/core/transformer/moe/router.py TopKRouter.routing and
+// moe_utils.py @d98e8a64; bytes per kernel as in PyTorch's eager kernels, the rates of the memory-bound model).
+// Forward kernels go to the router step (pre_f), backward ones to the router's backward (pre_b). The all-reduce of
+// the tokens per expert over the TP x CP group is a collective of the trace (gpt_trace.cpp, `.moe.aux.ar`).
+void router_losses(MoeCosts& M, const models::ComputeModel& cm, const GptConfig& c, double Te) {
+  using models::KernelDesc;
+  using models::MemoryKernel;
+  const auto& me = c.moe;
+  const Precision act = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
+  const double E = double(me.num_experts), TE = Te * E;
+  auto add = [&](Costs& out, MemoryKernel kind, double bytes) { out.add(cm, KernelDesc::memory(kind, bytes, act)); };
+  // Ops on an E-long vector or a scalar: one launch each.
+  auto small = [&](Costs& out, int n) {
+    for (int i = 0; i < n; ++i) add(out, MemoryKernel::Elementwise, 3.0 * 4.0 * E);
+  };
+  // Expert bias (aux-loss-free balancing): unfused, scores + bias before torch.topk and a gather of the k scores
+  // per token (topk_routing_with_score_function); fused, TE's kernel takes the bias. Then _apply_expert_bias
+  // counts the routing map per expert into local_tokens_per_expert (one compiled reduction + add).
+  if (me.moe_router_enable_expert_bias) {
+    if (!me.moe_router_fusion) {
+      add(M.pre_f, MemoryKernel::Elementwise, 2.0 * 4.0 * TE);
+      add(M.pre_f, MemoryKernel::Elementwise, 3.0 * 4.0 * Te * double(me.moe_router_topk));
+    }
+    add(M.pre_f, MemoryKernel::Elementwise, TE);
+  }
+  if (me.aux_loss_on()) {
+    // compute_routing_scores_for_aux_loss: fused, TE's fused_compute_score_for_moe_aux_loss (one pass over the
+    // logits, the softmax rate); unfused, the score function and torch.topk (the measured router kernel) and the
+    // routing map built as zeros_like(logits).int().scatter(1, top, 1).bool() (four kernels).
+    if (me.moe_router_fusion) {
+      add(M.pre_f, MemoryKernel::Softmax, 4.0 * TE);
+    } else {
+      add(M.pre_f, MemoryKernel::TopK, 4.0 * TE);
+      add(M.pre_f, MemoryKernel::Elementwise, 4.0 * TE);
+      add(M.pre_f, MemoryKernel::Elementwise, 2.0 * 4.0 * TE);
+      add(M.pre_f, MemoryKernel::Elementwise, 3.0 * 4.0 * Te * double(me.moe_router_topk));
+      add(M.pre_f, MemoryKernel::Elementwise, 5.0 * TE);
+    }
+    // routing_map.sum(dim=0) (get_tokens_per_expert_and_token_count), then switch_load_balancing_loss_func:
+    // fused, TE's fused_moe_aux_loss over the scores; unfused, scores.sum(dim=0) and three E-long ops. The
+    // loss is attached to the probabilities (MoEAuxLossAutoScaler) and logged (a division and the tracker's add);
+    // seq_aux_loss divides by the micro-batch size once more.
+    add(M.pre_f, MemoryKernel::Elementwise, TE);
+    add(M.pre_f, MemoryKernel::Elementwise, 4.0 * TE);
+    small(M.pre_f, (me.moe_router_fusion ? 0 : 3) + 2 + (me.moe_router_load_balancing_type == "seq_aux_loss" ? 1 : 0));
+    // Backward: the autoscaler's scaled ones (two), the loss's scalar and E-long steps (fused: none), the
+    // gradient of the summed scores broadcast over the tokens through the score function's backward (fused: the
+    // aux-loss kernel's backward writes it, then the score kernel's backward), and its sum into the logits'
+    // gradient (the logits feed the routing too).
+    small(M.pre_b, 2 + (me.moe_router_fusion ? 0 : 2));
+    if (me.moe_router_fusion) add(M.pre_b, MemoryKernel::Elementwise, 4.0 * TE);
+    add(M.pre_b, MemoryKernel::Softmax, 2.0 * 4.0 * TE);
+    add(M.pre_b, MemoryKernel::Elementwise, 3.0 * 4.0 * TE);
+  }
+  if (me.moe_z_loss_coeff > 0) {
+    // z_loss_func: torch.logsumexp over the experts (amax, subtract, exp_, sum over T x E; masked_fill, log_, add_
+    // on T), square, mean, the coefficient; attached and logged as the aux loss. Backward: the scalar steps,
+    // the square's, then logsumexp's gradient (subtract, exp, multiply over T x E) summed into the logits'.
+    add(M.pre_f, MemoryKernel::Elementwise, 4.0 * TE);
+    add(M.pre_f, MemoryKernel::Elementwise, 2.0 * 4.0 * TE);
+    add(M.pre_f, MemoryKernel::Elementwise, 2.0 * 4.0 * TE);
+    add(M.pre_f, MemoryKernel::Elementwise, 4.0 * TE);
+    small(M.pre_f, 3 + 3 + 2);
+    small(M.pre_b, 2 + 1 + 2 + 1);
+    for (int i = 0; i < 3; ++i) add(M.pre_b, MemoryKernel::Elementwise, 2.0 * 4.0 * TE);
+    add(M.pre_b, MemoryKernel::Elementwise, 3.0 * 4.0 * TE);
+  }
+}
+}  // namespace
+
 MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const MoeLayerLoad& ld, double T_local) {
   using models::MemoryKernel;
   const Precision act = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
@@ -725,7 +797,15 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
   // router_softmax_topk); with moe_router_fusion Transformer Engine's fused_topk_with_score_function, one warp per
   // token reading the logits once (transformer_engine/common/fused_router/fused_topk_with_score_function.cu
   // @d0067d0da), priced as one softmax pass.
-  M.pre_f.add(cm, mem(me.moe_router_fusion ? MemoryKernel::Softmax : MemoryKernel::TopK, 4.0 * Te * double(E)));
+  const double TE = Te * double(E);
+  // moe_router_force_load_balancing: RandomSTE replaces the logits by logits.clone().normal_() before the
+  // routing (moe_utils.py apply_random_logits @d98e8a64); its backward passes the gradient through.
+  if (me.moe_router_force_load_balancing) {
+    M.pre_f.add(cm, mem(MemoryKernel::Copy, 2.0 * 4.0 * TE));
+    M.pre_f.add(cm, mem(MemoryKernel::Elementwise, 4.0 * TE));
+  }
+  M.pre_f.add(cm, mem(me.moe_router_fusion ? MemoryKernel::Softmax : MemoryKernel::TopK, 4.0 * TE));
+  router_losses(M, cm, c, Te);
   if (L) latent(M.pre_f, h, L, true, nullptr);
   M.pre_f.add(cm, mem(MemoryKernel::Copy, 2.0 * e * slots * double(rw)));
   // Unpermute: gather-reduce of the k slots per token weighted by the router probabilities; without

@@ -88,7 +88,7 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
   auto& cp_comm = Y.cp_comm;
   auto& rep_comm = Y.rep_comm;
   tp_comm.assign(p, 0), dp_comm.assign(p, 0), cp_comm.assign(p, -1), rep_comm.assign(p, -1);
-  Y.cp_a2a_comm.assign(p, -1), Y.cp_ring_comm.assign(p, -1);
+  Y.cp_a2a_comm.assign(p, -1), Y.cp_ring_comm.assign(p, -1), Y.tpcp_comm.assign(p, -1);
   for (std::int64_t st = 0; st < p; ++st) {
     const std::string sfx = ".stage" + std::to_string(st);
     std::vector<std::int32_t> ranks;
@@ -115,6 +115,12 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
         // The n x t rings of a host's consecutive ranks (every TP and inner index) run at once and share its NICs.
         Y.cp_ring_comm[st] = add_comm("cp.p2p" + sfx, "cp", std::move(outer), std::min<std::int64_t>(n * t, c.gpus_per_host) - 1);
       }
+    }
+    if (c.moe.enabled() && c.moe.aux_loss_on() && t * cp > 1) {
+      ranks.clear();
+      for (std::int64_t k = 0; k < cp; ++k)
+        for (std::int64_t tp = 0; tp < t; ++tp) ranks.push_back(rank_of(st, 0, k, tp));
+      Y.tpcp_comm[st] = cp > 1 ? add_comm("tp.cp" + sfx, "tp", std::move(ranks)) : tp_comm[st];
     }
     if (R > 1) {
       ranks.clear();

@@ -383,6 +383,9 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_lay
           (S > 0 ? 2.0 * fc1s / t + gemm_in * S / t : 0.0);
     if (c.moe.moe_latent_size) mlp += gemm_in * rw / t_sp;
     if (S > 0 && c.moe.moe_shared_expert_gate) mlp += (2.0 * h + 2.0) / t_sp;
+    // The load-balancing loss keeps its fp32 scores for the score function's backward (router.py @d98e8a64:
+    // scores_for_aux_loss); the z-loss's logsumexp keeps one value per token (not counted).
+    if (c.moe.aux_loss_on()) mlp += 4.0 * double(c.moe.num_experts) / t_sp;
     if (drop_scores && c.recomputes("moe")) mlp = (2.0 * h + gemm_in * h + mask) * rep;
   }
   // recompute_modules layernorm: the two norms' outputs (the QKV and the MLP / router inputs) are not kept.

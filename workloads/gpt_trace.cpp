@@ -992,6 +992,11 @@ class StageEmitter {
       const MoeCosts& M = K.moe[K.moe_index[gl]];
       rb.chain(compute_op(nm + phase + (bwd ? ".moe.unpermute" : ".moe.router"), bwd ? M.post_b : M.pre_f),
                extra ? *extra : std::vector<std::uint32_t>{});
+      // The load-balancing loss's tokens per expert (int64) summed over the TP x CP group, on the compute stream's
+      // order (reduce_from_tensor_model_parallel_region in get_tokens_per_expert_and_token_count, moe_utils.py @d98e8a64).
+      if (!bwd && Y.tpcp_comm[st] >= 0)
+        rb.chain(coll_op(nm + phase + ".moe.aux.ar", CollOp::AllReduce, Y.tpcp_comm[st], 8.0 * double(c.moe.num_experts),
+                         RankBuilder::kTp, "tp"));
       if (!bwd && moe_host_sync) {
         Op w = wait_op(nm + phase + ".moe.host_sync");
         w.duration_s = static_cast<double>(to_ns(kMoeHostSyncS)) * 1e-9;

@@ -720,7 +720,7 @@ std::string megatron_param_name(const std::string& dest) {
       "sequence_parallel", "overlap_p2p_comm", "data_parallel_sharding_strategy", "use_custom_fsdp",
       "global_batch_size", "transformer_impl", "add_bias_linear", "moe_enable_deepep", "tensor_model_parallel_size",
       "pipeline_model_parallel_size", "use_megatron_fsdp", "padded_vocab_size", "torch_fsdp2_reshard_after_forward", "optimizer",
-      "tp_comm_overlap_cfg"};
+      "tp_comm_overlap_cfg", "moe_router_load_balancing_type", "moe_aux_loss_coeff"};
   // Megatron-LM's dest -> the generator's name for the same setting.
   static const std::map<std::string, std::string> renamed = {
       {"fp8", "fp8_format"}, {"fp4", "fp4_format"}, {"ddp_bucket_size", "bucket_size"},
@@ -917,6 +917,25 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     std::string types;
     for (const auto& x : v) types += (types.empty() ? "" : " ") + x;
     p["cp_comm_type"] = std::any_of(v.begin(), v.end(), [&](const std::string& x) { return x != v[0]; }) ? types : v[0];
+  }
+  // Load balancing: nargs lists, one entry per type (a list of one becomes the value, validate_args @d98e8a64
+  // arguments.py:1661-1664; TransformerConfig asserts one coefficient per type). fabricsim models one type.
+  if (has("moe_router_load_balancing_type") || has("moe_aux_loss_coeff")) {
+    const std::vector<std::string> types = has("moe_router_load_balancing_type")
+                                               ? given.at("moe_router_load_balancing_type").values
+                                               : std::vector<std::string>{"aux_loss"};
+    const std::vector<std::string> coeffs = has("moe_aux_loss_coeff") ? given.at("moe_aux_loss_coeff").values
+                                                                      : std::vector<std::string>{"0.0"};
+    if (types.size() > 1)
+      fail_at(file, given.at("moe_router_load_balancing_type").line,
+              "--moe-router-load-balancing-type with " + std::to_string(types.size()) +
+                  " types: fabricsim models one load-balancing type per run");
+    if (coeffs.size() > 1)
+      fail_at(file, given.at("moe_aux_loss_coeff").line,
+              "--moe-aux-loss-coeff with " + std::to_string(coeffs.size()) +
+                  " values for one load-balancing type: Megatron-LM asserts one coefficient per type");
+    if (has("moe_router_load_balancing_type")) p["moe_router_load_balancing_type"] = types[0];
+    if (has("moe_aux_loss_coeff")) p["moe_aux_loss_coeff"] = std::strtod(coeffs[0].c_str(), nullptr);
   }
   // Sequence parallelism is switched off with TP 1 (validate_args).
   if (has("sequence_parallel")) {

@@ -103,6 +103,11 @@ void read_moe_params(ParamReader& r, MoeConfig& m) {
   m.moe_pad_expert_input_to_capacity = r.boolean("moe_pad_expert_input_to_capacity", m.moe_pad_expert_input_to_capacity);
   m.moe_permute_fusion = r.boolean("moe_permute_fusion", m.moe_permute_fusion);
   m.moe_router_fusion = r.boolean("moe_router_fusion", m.moe_router_fusion);
+  m.moe_router_score_function = r.string("moe_router_score_function", m.moe_router_score_function);
+  m.moe_aux_loss_coeff = r.number("moe_aux_loss_coeff", m.moe_aux_loss_coeff, 0);
+  m.moe_z_loss_coeff = r.number("moe_z_loss_coeff", m.moe_z_loss_coeff, 0);
+  m.moe_router_enable_expert_bias = r.boolean("moe_router_enable_expert_bias", m.moe_router_enable_expert_bias);
+  m.moe_router_force_load_balancing = r.boolean("moe_router_force_load_balancing", m.moe_router_force_load_balancing);
   m.overlap_moe_expert_parallel_comm = r.boolean("overlap_moe_expert_parallel_comm", m.overlap_moe_expert_parallel_comm);
   m.delay_wgrad_compute = r.boolean("delay_wgrad_compute", m.delay_wgrad_compute);
   m.moe_load = r.string("moe_load", m.moe_load);
@@ -128,6 +133,17 @@ void read_moe_params(ParamReader& r, MoeConfig& m) {
   one_of("moe_router_load_balancing_type", m.moe_router_load_balancing_type,
          {"aux_loss", "seq_aux_loss", "sinkhorn", "none"});
   one_of("moe_load", m.moe_load, {"uniform", "zipf", "dirichlet", "file"});
+  one_of("moe_router_score_function", m.moe_router_score_function, {"softmax", "sigmoid", "sqrtsoftplus"});
+  // Megatron-Core's checks (megatron/core/transformer/transformer_config.py and router.py @d98e8a64): sinkhorn
+  // routing refuses an aux loss; the expert bias needs a sigmoid or sqrtsoftplus score function.
+  if (m.moe_router_load_balancing_type == "sinkhorn" && m.moe_aux_loss_coeff > 0)
+    r.fail("moe_aux_loss_coeff", "sinkhorn routing does not support an aux loss (Megatron-LM asserts moe_aux_loss_coeff == 0)");
+  if (m.moe_router_enable_expert_bias && m.moe_router_score_function == "softmax")
+    r.fail("moe_router_enable_expert_bias", "needs moe_router_score_function sigmoid or sqrtsoftplus (Megatron-LM raises the same)");
+  // Random logits route every token uniformly at random (apply_random_logits, moe_utils.py @d98e8a64): the load
+  // is the uniform one.
+  if (m.moe_router_force_load_balancing && m.moe_load != "uniform")
+    r.fail("moe_router_force_load_balancing", "routes at random (a uniform load): moe_load must be 'uniform', got '" + m.moe_load + "'");
   // Megatron-Core's moe_router_dtype: Literal['fp32', 'fp64'] (transformer_config.py @d98e8a64); router.py
   // gating() runs the router GEMM (router_gating_linear) and the scores in that dtype. fp64 has no GPU rate here.
   if (!m.moe_router_dtype.empty()) {

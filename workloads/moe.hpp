@@ -36,6 +36,11 @@ struct MoeConfig {
   bool moe_pad_expert_input_to_capacity = false;
   bool moe_permute_fusion = false;
   bool moe_router_fusion = false;                         // TE's fused score function + top-k (one kernel)
+  std::string moe_router_score_function = "softmax";      // softmax | sigmoid | sqrtsoftplus
+  double moe_aux_loss_coeff = 0;                          // load-balancing loss (aux_loss / seq_aux_loss), 0 = none
+  double moe_z_loss_coeff = 0;                            // router z-loss (ST-MoE), 0 = none (Megatron's None)
+  bool moe_router_enable_expert_bias = false;             // aux-loss-free balancing: per-expert bias before top-k
+  bool moe_router_force_load_balancing = false;           // random router logits (benchmark mode): uniform load
   bool overlap_moe_expert_parallel_comm = false;          // 1F1B A2A overlap with the other micro-batch
   bool delay_wgrad_compute = false;                       // weight-gradient GEMMs after the input gradient's A2A / p2p
   // Load model (fabricsim's own keys; Megatron has no equivalent): how routed tokens spread over experts.
@@ -51,6 +56,12 @@ struct MoeConfig {
   std::int64_t mtp_num_layers = 0;
 
   bool enabled() const { return num_experts > 0; }
+  // Megatron-Core computes the load-balancing loss only for these types with a positive coefficient
+  // (TopKRouter.get_aux_loss_coeff / is_aux_loss_enabled, megatron/core/transformer/moe/router.py @d98e8a64).
+  bool aux_loss_on() const {
+    return moe_aux_loss_coeff > 0 &&
+           (moe_router_load_balancing_type == "aux_loss" || moe_router_load_balancing_type == "seq_aux_loss");
+  }
 };
 
 // Catalogue defaults for a named model (false when the model has no MoE/MLA entry).

@@ -29,7 +29,8 @@
 //   every row         micro-batch 1, no recompute, no virtual pipeline stages (none printed), sequence
 //                     parallelism with TP (Megatron requires it with EP), alltoall dispatcher, grouped GEMM,
 //                     token drop at capacity factor 1 (paper Sec. 4.2) with the uniform router load, overlapped
-//                     gradient reduce / parameter gather, BF16; Table 2's rows take Table 3's Mixtral-8x22B
+//                     gradient reduce / parameter gather, the load-balancing loss (coefficient 1e-2) and the
+//                     fused permutation of the ModelZoo's configurations (scenario_json), BF16; Table 2's rows take Table 3's Mixtral-8x22B
 //                     mappings (the README: its BF16 TFLOPS equal Table 3's MFU x 989.5), FP8 with delayed
 //                     scaling as printed.
 //   EP blank = 1, PP blank = 1, CP blank = 1 (the paper leaves FSDP's EP blank for Mixtral).
@@ -127,7 +128,13 @@ Json scenario_json(int i) {
             // DistributedDataParallelConfig.grad_reduce_in_fp32, also read by Megatron's FSDP buffer); the
             // paper's run configuration (yanring/Megatron-MoE-ModelZoo model_configs/benchmarking/*.yaml)
             // sets --bf16 and not --grad-reduce-in-bf16, so gradients are reduced in fp32 (4 bytes).
-            {"grad_reduce_in_fp32", true}};
+            {"grad_reduce_in_fp32", true},
+            // The same configurations at the ModelZoo's first commit (yanring/Megatron-MoE-ModelZoo@78fd4d6,
+            // 2025-04-03: Mixtral-8x22B.yaml, Qwen2-57B-A14B.yaml) train with the load-balancing loss
+            // (--moe-router-load-balancing-type aux_loss, --moe-aux-loss-coeff 1e-2) and the fused permutation
+            // (--moe-permute-fusion); Llama3-8x70B has no configuration there and is given the same.
+            {"moe_aux_loss_coeff", 0.01},
+            {"moe_permute_fusion", true}};
   if (method == "MCore w/ Folding") p["expert_tensor_parallel_size"] = 1;
   else if (!L.at("etp").empty()) p["expert_tensor_parallel_size"] = std::stoi(L.at("etp"));
   if (method == "FSDP" || method == "FSDP + EP") {

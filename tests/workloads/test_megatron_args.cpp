@@ -298,3 +298,32 @@ TEST_CASE("megatron import: a script of 2026 (flags new in d98e8a64) and one of 
   CHECK(std::string(find_megatron_flag("--delay-wgrad-compute")->commits) == "d98e8a64");
   CHECK(std::string(find_megatron_flag("--num-layers")->commits) == "1e057005 d98e8a64");
 }
+
+TEST_CASE("megatron import: the router's losses, expert bias and forced balance as the generator's parameters") {
+  const std::string moe = " --num-experts 8 --expert-model-parallel-size 8 --moe-token-dispatcher-type alltoall";
+  const MegatronImport n = import_text("torchrun pretrain_gpt.py" + kBase + moe +
+                                           " --moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 1e-4 "
+                                           "--moe-z-loss-coeff 1e-3 --moe-router-score-function sigmoid "
+                                           "--moe-router-enable-expert-bias --moe-router-force-load-balancing",
+                                       8);
+  CHECK(n.params.at("moe_router_load_balancing_type") == "seq_aux_loss");
+  CHECK(n.params.at("moe_aux_loss_coeff") == doctest::Approx(1e-4));
+  CHECK(n.params.at("moe_z_loss_coeff") == doctest::Approx(1e-3));
+  CHECK(n.params.at("moe_router_score_function") == "sigmoid");
+  CHECK(n.params.at("moe_router_enable_expert_bias") == true);
+  CHECK(n.params.at("moe_router_force_load_balancing") == true);
+  CHECK(n.not_modelled.empty());
+  ParamMap pm = params_from_json(n.params, JsonPath{"job.sh", "/workload/params"});
+  pm["gpu"] = "h100";
+  const GptConfig c = gpt_config_from_params(pm, "job.sh");
+  CHECK(c.moe.aux_loss_on());
+  // A coefficient alone keeps Megatron's default type (aux_loss).
+  CHECK(import_text("torchrun pretrain_gpt.py" + kBase + moe + " --moe-aux-loss-coeff 0.01", 8).params.at("moe_aux_loss_coeff") ==
+        doctest::Approx(0.01));
+  // Several types (a list, one coefficient each) are one run's losses together: refused, naming the line.
+  const std::string two = "torchrun pretrain_gpt.py" + kBase + moe +
+                          " \\\n --moe-router-load-balancing-type aux_loss seq_aux_loss --moe-aux-loss-coeff 1e-3 1e-4";
+  CHECK(error_of([&] { import_text(two, 8); }).find("job.sh:2: --moe-router-load-balancing-type with 2 types") != std::string::npos);
+  CHECK(error_of([&] { import_text("torchrun pretrain_gpt.py" + kBase + moe + " --moe-aux-loss-coeff 1e-3 1e-4", 8); })
+            .find("--moe-aux-loss-coeff with 2 values") != std::string::npos);
+}

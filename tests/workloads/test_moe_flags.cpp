@@ -429,3 +429,97 @@ TEST_CASE("moe_router_fusion: Megatron's unfused softmax + torch.topk at their m
   CHECK(M1.pre_b.seconds == doctest::Approx(M0.pre_b.seconds));
   // (--moe-router-fusion imports as the key: tests/workloads/test_megatron_args.cpp.)
 }
+
+TEST_CASE("moe_aux_loss_coeff: the load-balancing loss priced where Megatron computes it, its tokens per expert summed over TP x CP") {
+  // T = 4096 tokens, E = 16 experts: every T x E pass is a memory-bound kernel over 65,536 elements.
+  const auto M0 = moe_costs_of(moe());
+  // Megatron's default coefficient 0 computes no loss whatever the type; sinkhorn / none have none either.
+  CHECK(moe_costs_of(moe({{"moe_aux_loss_coeff", "0"}})).pre_f.kernels == M0.pre_f.kernels);
+  CHECK(moe_costs_of(moe({{"moe_router_load_balancing_type", "none"}, {"moe_aux_loss_coeff", "0.01"}})).pre_f.kernels ==
+        M0.pre_f.kernels);
+  // Unfused (compute_routing_scores_for_aux_loss: score function + torch.topk, the routing map's four kernels;
+  // the two reductions; three loss ops and two logging ops): 12 forward kernels; backward 6.
+  const auto Mu = moe_costs_of(moe({{"moe_aux_loss_coeff", "0.01"}}));
+  CHECK(Mu.pre_f.kernels == M0.pre_f.kernels + 12);
+  CHECK(Mu.pre_b.kernels == M0.pre_b.kernels + 6);
+  CHECK(moe_costs_of(moe({{"moe_aux_loss_coeff", "0.01"}, {"moe_router_load_balancing_type", "seq_aux_loss"}})).pre_f.kernels ==
+        Mu.pre_f.kernels + 1);
+  // Fused (TE's fused score kernel and fused_moe_aux_loss): 5 forward, 5 backward, and cheaper than unfused,
+  // whose extra top-k runs at the measured 51 GB/s.
+  const ParamMap fused = {{"moe_router_fusion", "true"}};
+  ParamMap fused_aux = fused;
+  fused_aux["moe_aux_loss_coeff"] = "0.01";
+  const auto Mf0 = moe_costs_of(moe(fused)), Mf = moe_costs_of(moe(fused_aux));
+  CHECK(Mf.pre_f.kernels == Mf0.pre_f.kernels + 5);
+  CHECK(Mf.pre_b.kernels == Mf0.pre_b.kernels + 5);
+  const models::ComputeModel cm = cm_of(cfg(moe()));
+  const double TE = 4096.0 * 16;
+  auto t = [&](models::MemoryKernel k, double bytes) { return cm.kernel_time_s(models::KernelDesc::memory(k, bytes)); };
+  const double small = t(models::MemoryKernel::Elementwise, 12.0 * 16);
+  CHECK(Mf.pre_f.seconds - Mf0.pre_f.seconds ==
+        doctest::Approx(t(models::MemoryKernel::Softmax, 4 * TE) + t(models::MemoryKernel::Elementwise, TE) +
+                        t(models::MemoryKernel::Elementwise, 4 * TE) + 2 * small)
+            .epsilon(1e-9));
+  CHECK(Mu.pre_f.seconds - M0.pre_f.seconds > Mf.pre_f.seconds - Mf0.pre_f.seconds + t(models::MemoryKernel::TopK, 4 * TE) / 2);
+  // The trace: one all-reduce of E int64 counts per MoE layer forward over the TP group (TP 2 here), none with TP 1
+  // (and CP 1) or without the loss.
+  const ParamMap tp2 = {{"tensor_model_parallel_size", "2"}, {"sequence_parallel", "true"}, {"expert_tensor_parallel_size", "1"},
+                        {"moe_aux_loss_coeff", "0.01"}};
+  const Trace t2 = gen(moe(tp2));
+  CHECK(first_op(t2, ".moe.aux.ar").bytes == doctest::Approx(16.0 * 8));
+  CHECK(t2.comms.at(static_cast<std::size_t>(first_op(t2, ".moe.aux.ar").comm)).ranks.size() == 2);
+  std::size_t n_ar = 0, n_router = 0;
+  for (const auto& op : t2.ranks.at(0).ops) {
+    n_ar += op.name.find(".moe.aux.ar") != std::string::npos;
+    n_router += op.name.find("fwd.moe.router") != std::string::npos;
+  }
+  CHECK(n_ar > 0);
+  CHECK(n_ar == n_router);
+  for (const Trace& tr : {gen(moe({{"moe_aux_loss_coeff", "0.01"}})), gen(moe({{"tensor_model_parallel_size", "2"}, {"sequence_parallel", "true"}, {"expert_tensor_parallel_size", "1"}}))})
+    for (const auto& op : tr.ranks.at(0).ops) CHECK(op.name.find(".moe.aux.ar") == std::string::npos);
+  // CP 2 x TP 2: the group is TP x CP (4 ranks).
+  ParamMap cp = tp2;
+  cp["context_parallel_size"] = "2";
+  cp["world_size"] = "32";
+  const Trace t4 = gen(moe(cp));
+  CHECK(t4.comms.at(static_cast<std::size_t>(first_op(t4, ".moe.aux.ar").comm)).ranks.size() == 4);
+  // Memory: the loss keeps its fp32 scores, 4 E bytes per token, for every MoE layer a micro-batch holds.
+  const double per_layer_mb = 4096.0 * 16 * 4;
+  const double d = gpt_memory_of_stage(cfg(moe({{"moe_aux_loss_coeff", "0.01"}})), 0).activations_bytes -
+                   gpt_memory_of_stage(cfg(moe()), 0).activations_bytes;
+  CHECK(d > 0);
+  CHECK(d / per_layer_mb == doctest::Approx(std::round(d / per_layer_mb)));
+  // Megatron's checks.
+  CHECK(error_of([] { cfg(moe({{"moe_router_load_balancing_type", "sinkhorn"}, {"moe_aux_loss_coeff", "0.01"}})); })
+            .find("sinkhorn routing does not support an aux loss") != std::string::npos);
+}
+
+TEST_CASE("moe_z_loss_coeff, moe_router_enable_expert_bias, moe_router_force_load_balancing") {
+  const auto M0 = moe_costs_of(moe());
+  // z-loss: logsumexp's four T x E kernels and eight small ones forward; six small and four T x E backward.
+  const auto Mz = moe_costs_of(moe({{"moe_z_loss_coeff", "0.001"}}));
+  CHECK(Mz.pre_f.kernels == M0.pre_f.kernels + 12);
+  CHECK(Mz.pre_b.kernels == M0.pre_b.kernels + 10);
+  CHECK(Mz.pre_f.seconds > M0.pre_f.seconds);
+  // Expert bias (sigmoid scores, as Megatron requires): unfused, the bias add and the score gather before the
+  // count; fused, the count only. Refused with softmax.
+  const ParamMap sig = {{"moe_router_score_function", "sigmoid"}};
+  ParamMap bias = sig;
+  bias["moe_router_enable_expert_bias"] = "true";
+  CHECK(moe_costs_of(moe(sig)).pre_f.seconds == doctest::Approx(M0.pre_f.seconds));
+  CHECK(moe_costs_of(moe(bias)).pre_f.kernels == M0.pre_f.kernels + 3);
+  ParamMap bias_fused = bias;
+  bias_fused["moe_router_fusion"] = "true";
+  CHECK(moe_costs_of(moe(bias_fused)).pre_f.kernels == M0.pre_f.kernels + 1);
+  CHECK(moe_costs_of(moe(bias)).pre_b.kernels == M0.pre_b.kernels);
+  CHECK(error_of([] { cfg(moe({{"moe_router_enable_expert_bias", "true"}})); })
+            .find("needs moe_router_score_function sigmoid or sqrtsoftplus") != std::string::npos);
+  CHECK(error_of([] { cfg(moe({{"moe_router_score_function", "tanh"}})); }).find("expected one of softmax, sigmoid, sqrtsoftplus") !=
+        std::string::npos);
+  // Forced balance: the random logits (a clone and normal_), a uniform load; refused with a skewed load.
+  const auto Mr = moe_costs_of(moe({{"moe_router_force_load_balancing", "true"}}));
+  CHECK(Mr.pre_f.kernels == M0.pre_f.kernels + 2);
+  CHECK(Mr.pre_b.kernels == M0.pre_b.kernels);
+  CHECK(error_of([] { cfg(moe({{"moe_router_force_load_balancing", "true"}, {"moe_load", "zipf"}})); })
+            .find("routes at random (a uniform load)") != std::string::npos);
+}
