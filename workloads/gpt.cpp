@@ -467,6 +467,7 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   }
   c.use_distributed_optimizer = r.boolean("use_distributed_optimizer", false);
   c.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
+  c.gradient_accumulation_fusion = r.boolean("gradient_accumulation_fusion", true);
   c.overlap_param_gather = r.boolean("overlap_param_gather", false);
   c.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
   c.tp_comm_bulk_wgrad = r.boolean("tp_comm_bulk_wgrad", true);
@@ -1316,6 +1317,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   if (c.norm_type != "rmsnorm") m["norm_type"] = c.norm_type;
   B("use_distributed_optimizer", c.use_distributed_optimizer);
   B("overlap_grad_reduce", c.overlap_grad_reduce);
+  if (!c.gradient_accumulation_fusion) B("gradient_accumulation_fusion", false);
   B("overlap_param_gather", c.overlap_param_gather);
   if (c.fp8_param_gather) B("fp8_param_gather", true);
   if (c.fp4_param_gather) B("fp4_param_gather", true);

@@ -185,6 +185,9 @@ struct GptConfig {
   std::string sharp_enabled_group;  // "" or dp (dp_replica: not modelled)
   std::int64_t bucket_size = 40000000;  // gradient elements per DP bucket (Megatron DDP default 40M)
   bool grad_reduce_in_fp32 = false;     // DP gradient reduction in fp32 (4 bytes) instead of 2
+  // Megatron-LM's gradient-accumulation fusion (default on): weight-gradient GEMMs accumulate into the main
+  // gradient; false adds each bf16 weight gradient in the DDP hook (gpt_kernels.cpp add_grad_accumulation).
+  bool gradient_accumulation_fusion = true;
   // Megatron-Core's precision-aware optimizer (--use-precision-aware-optimizer: Transformer Engine's FusedAdam
   // holds the distributed optimizer's state in the dtypes below; megatron/core/optimizer/__init__.py and
   // optimizer_config.py at NVIDIA/Megatron-LM@d98e8a64). Needs use_distributed_optimizer. main_grads_dtype bf16

@@ -743,6 +743,65 @@ void router_losses(MoeCosts& M, const models::ComputeModel& cm, const GptConfig&
 }
 }  // namespace
 
+namespace {
+// Without gradient-accumulation fusion (Megatron-LM's --no-gradient-accumulation-fusion) the weight-gradient GEMMs
+// write a bf16 gradient instead of accumulating into the fp32 main gradient, and Megatron's DDP adds it in the
+// parameter's backward hook, one kernel per parameter tensor: param.main_grad.add_(param.grad.data)
+// (megatron/core/distributed/distributed_data_parallel.py _make_backward_post_hook; the linears'
+// LinearWithGradAccumulationAndAsyncCommunication / Transformer Engine's fuse_wgrad_accumulation otherwise, at
+// NVIDIA/Megatron-LM@d98e8a64). Each add reads the main gradient and the bf16 gradient and writes the main gradient:
+// 2 g + 2 bytes per element, g = 4 with fp32 main gradients (grad_reduce_in_fp32), else 2. Priced in every backward
+// of a micro-batch, in the weight-gradient part of each block (so the split-backward schedules move it with the
+// GEMMs): the attention block's parameters (with its norm), the MLP's (dense; or the MoE layer's router, shared
+// expert, latent projections and local experts, in the router's backward), the embedding and the output layer.
+// Tensors per block: QKV, projection, norm (+ QK norms, + QKV bias); MLA's eight; a Mamba or Gated DeltaNet
+// mixer eight; fc1, fc2, norm (+ their biases with LayerNorm); MoE router, norm, fc1 and fc2 per local expert
+// (+ the shared expert's two or three, the latent projections' two).
+void add_grad_accumulation(GptStepKernels& K, const GptConfig& c, const models::ComputeModel& cm) {
+  using models::MemoryKernel;
+  const Precision act = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
+  const double bytes = 2.0 * (c.grad_reduce_in_fp32 ? 4.0 : 2.0) + 2.0;
+  auto acc = [&](double elements, int tensors) {
+    Costs a;
+    for (int i = 0; i < tensors; ++i) a.add(cm, KernelDesc::memory(MemoryKernel::Elementwise, bytes * elements / tensors, act));
+    return a;
+  };
+  auto both = [](Costs& bwd, Costs& w, const Costs& a) { bwd += a, w += a; };
+  const auto& e = c.moe;
+  const bool bias = c.normalization == "LayerNorm";
+  const int attn_tensors = e.multi_latent_attention ? 8 : 3 + (c.qk_layernorm ? 2 : 0) + (c.add_qkv_bias ? 1 : 0);
+  const Costs attn = acc(layer_params_moe_model(c, false, false, '*'), attn_tensors);
+  const Costs mlp = acc(layer_params_moe_model(c, false, false, '-'), 3 + (bias ? 2 : 0));
+  const Costs mixer_gdn = acc(layer_params_moe_model(c, false, true, 'G'), 8);
+  auto dense = [&](LayerCosts& L, const Costs& a, bool with_mlp) {
+    both(L.bwd_attn, L.wgrad_attn, a);
+    if (with_mlp) both(L.bwd_mlp, L.wgrad_mlp, mlp);
+  };
+  if (K.hybrid_layers.empty()) {
+    dense(K.layer, attn, true);
+    if (K.has_bf16_layers()) dense(K.layer_bf16, attn, true);
+    if (!K.gdn_layers.empty()) dense(K.layer_gdn, mixer_gdn, true), dense(K.layer_gdn_bf16, mixer_gdn, true);
+    for (auto& [type, L] : K.layer_of_cp) dense(L, attn, true);
+  } else {
+    dense(K.layer_attn_only, attn, false);
+    for (auto& [type, L] : K.layer_of_cp) dense(L, attn, false);
+    dense(K.layer_mamba, acc(layer_params_moe_model(c, false, false, 'M'), 8), false);
+    if (!K.gdn_layers.empty()) dense(K.layer_gdn, mixer_gdn, false);
+    both(K.layer_mlp_only.bwd_mlp, K.layer_mlp_only.wgrad_mlp, mlp);
+  }
+  if (e.enabled()) {
+    const std::int64_t local = e.num_experts / e.expert_model_parallel_size;
+    const int tensors = 2 + 2 * static_cast<int>(local) +
+                        (e.moe_shared_expert_intermediate_size > 0 ? 2 + (e.moe_shared_expert_gate ? 1 : 0) : 0) +
+                        (e.moe_latent_size ? 2 : 0);
+    const Costs m = acc(layer_params_moe_model(c, true, false, 'E') + expert_params_per_gpu(c), tensors);
+    for (MoeCosts& M : K.moe) both(M.pre_b, M.pre_w, m);
+  }
+  K.embed_bwd += acc(embedding_params_per_rank(c), c.position_embedding_type == "learned_absolute" ? 2 : 1);
+  if (last_stage_has_output(c)) both(K.logits_bwd, K.logits_wgrad, acc(double(c.padded_vocab_size) * double(c.hidden_size) / double(c.tensor_model_parallel_size), 1));
+}
+}  // namespace
+
 MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const MoeLayerLoad& ld, double T_local) {
   using models::MemoryKernel;
   const Precision act = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
@@ -1049,6 +1108,7 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
     // The MTP layers' MoE blocks (mtp_moe), at index num_layers: priced as the last decoder layer's.
     if (K.mtp_moe) K.moe_index.push_back(K.moe_index[static_cast<std::size_t>(c.num_layers - 1)]);
   }
+  if (!c.gradient_accumulation_fusion && !c.use_torch_fsdp2) add_grad_accumulation(K, c, cm);
   // Multi-token prediction (DeepSeek-V3 Sec. 2.2), per micro-batch: per depth the embedding of the shifted
   // tokens (MultiTokenPredictionLayer._get_embeddings, Megatron-Core multi_token_prediction.py at
   // NVIDIA/Megatron-LM@d98e8a64dd), a projection 2h -> h, one transformer layer (as an MoE layer: its attention

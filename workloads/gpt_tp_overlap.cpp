@@ -192,6 +192,9 @@ void gpt_detail::check_tp_overlap_settings(GptConfig& c, const std::string& wher
                                             "embedding wgrad compute when pipeline model parallel is not used\")");
     if (c.dualpipe())
       fail("defer_embedding_wgrad_compute", "is drained by Megatron-LM's 1F1B / interleaved schedules, not DualPipe");
+    if (!c.gradient_accumulation_fusion)
+      fail("defer_embedding_wgrad_compute", "needs gradient_accumulation_fusion (Megatron-LM: \"Cannot defer embedding "
+                                            "wgrad compute when gradient accumulation fusion is not used\")");
     if (!c.torch_compile.empty())
       fail("defer_embedding_wgrad_compute", "is Megatron-LM's (its pipeline schedules drain the deferred GEMMs); "
                                             "torch_compile selects torchtitan's step");

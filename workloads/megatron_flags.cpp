@@ -595,7 +595,7 @@ const std::vector<MegatronFlag>& megatron_flags() {
     {"--no-flight-recorder-extra-dump-on-exec", "flight_recorder_extra_dump_on_exec", MegatronFlag::kFalse, 1, MegatronFlag::kNoEffect, 3092, "_add_distributed_args", "", "d98e8a64"},
     {"--no-flight-recorder-include-only-active", "flight_recorder_include_only_active", MegatronFlag::kFalse, 1, MegatronFlag::kNoEffect, 3092, "_add_distributed_args", "", "d98e8a64"},
     {"--no-fp8-wgrad", "fp8_wgrad", MegatronFlag::kFalse, 1, MegatronFlag::kModel, 2373, "_add_network_size_args", "", "1e057005 d98e8a64"},
-    {"--no-gradient-accumulation-fusion", "gradient_accumulation_fusion", MegatronFlag::kFalse, 1, MegatronFlag::kNotModelled, 2944, "_add_training_args", "", "1e057005 d98e8a64"},
+    {"--no-gradient-accumulation-fusion", "gradient_accumulation_fusion", MegatronFlag::kFalse, 1, MegatronFlag::kModel, 2944, "_add_training_args", "", "1e057005 d98e8a64"},
     {"--no-gradient-reduce-div-fusion", "gradient_reduce_div_fusion", MegatronFlag::kFalse, 1, MegatronFlag::kNotModelled, 3200, "_add_distributed_args", "", "1e057005 d98e8a64"},
     {"--no-inference-disable-ep-consensus", "inference_disable_ep_consensus", MegatronFlag::kFalse, 1, MegatronFlag::kNoEffect, 2262, "_add_inference_args", "", "d98e8a64"},
     {"--no-inference-dynamic-batching-prefix-caching", "inference_dynamic_batching_enable_prefix_caching", MegatronFlag::kFalse, 1, MegatronFlag::kNoEffect, 2161, "_add_inference_args", "", "d98e8a64"},

@@ -645,3 +645,52 @@ TEST_CASE("optimizer lamb: Adam's state, the step moves 20 bytes per parameter m
   CHECK(im.not_modelled == std::vector<std::string>{"--optimizer lamb"});
   CHECK_FALSE(im.params.contains("optimizer"));
 }
+
+TEST_CASE("gradient_accumulation_fusion false: every weight gradient added into the main gradient in each backward") {
+  const GptConfig c0 = cfg(small()), c1 = cfg(small({{"gradient_accumulation_fusion", "false"}}));
+  models::ComputeModel cm;
+  cm.gpu = models::gpu_spec(c0.gpu);
+  const auto K0 = gpt_detail::gpt_step_kernels(c0, cm, "t"), K1 = gpt_detail::gpt_step_kernels(c1, cm, "t");
+  // main_grad.add_(grad): read the main gradient and the bf16 gradient, write the main gradient.
+  const double per = 2.0 * (c1.grad_reduce_in_fp32 ? 4.0 : 2.0) + 2.0;
+  auto t = [&](double bytes) {
+    return cm.kernel_time_s(models::KernelDesc::memory(models::MemoryKernel::Elementwise, bytes, models::Precision::BF16));
+  };
+  const double Pa = gpt_detail::layer_params_moe_model(c1, false, false, '*'),
+               Pm = gpt_detail::layer_params_moe_model(c1, false, false, '-');
+  // Attention block: QKV, projection, norm (3 tensors); MLP: fc1, fc2, norm and, with LayerNorm, the two biases.
+  const int mlp_tensors = c1.normalization == "LayerNorm" ? 5 : 3;
+  CHECK(K1.layer.bwd_attn.kernels == K0.layer.bwd_attn.kernels + 3);
+  CHECK(K1.layer.bwd_attn.seconds - K0.layer.bwd_attn.seconds == doctest::Approx(3 * t(per * Pa / 3)).epsilon(1e-9));
+  CHECK(K1.layer.wgrad_attn.seconds - K0.layer.wgrad_attn.seconds == doctest::Approx(3 * t(per * Pa / 3)).epsilon(1e-9));
+  CHECK(K1.layer.bwd_mlp.kernels == K0.layer.bwd_mlp.kernels + mlp_tensors);
+  CHECK(K1.layer.bwd_mlp.seconds - K0.layer.bwd_mlp.seconds ==
+        doctest::Approx(mlp_tensors * t(per * Pm / mlp_tensors)).epsilon(1e-9));
+  CHECK(K1.layer.fwd_attn.seconds == K0.layer.fwd_attn.seconds);
+  CHECK(K1.layer.fwd_mlp.seconds == K0.layer.fwd_mlp.seconds);
+  // The embedding (V h / t word embeddings, plus the learned position table when there is one) and the output layer.
+  const double V = 32000, h = 1024;
+  CHECK(K1.logits_bwd.seconds - K0.logits_bwd.seconds == doctest::Approx(t(per * V * h / 2)).epsilon(1e-9));
+  CHECK(K1.embed_bwd.seconds > K0.embed_bwd.seconds);
+  // In the trace: each layer's attention backward is longer by the same time.
+  auto first_bwd_attn = [](const Trace& tr) {
+    for (const Op& op : tr.ranks.at(0).ops)
+      if (op.name.find(".bwd.attn") != std::string::npos && op.kind == OpKind::Compute) return op.duration_s;
+    return -1.0;
+  };
+  CHECK(first_bwd_attn(workloads_test::gen(small({{"gradient_accumulation_fusion", "false"}}))) -
+            first_bwd_attn(workloads_test::gen(small())) ==
+        doctest::Approx(3 * t(per * Pa / 3)).epsilon(1e-3));
+  // Megatron-LM's rule with the deferred output-layer gradient.
+  CHECK(error_of([] { cfg(small({{"gradient_accumulation_fusion", "false"}, {"defer_embedding_wgrad_compute", "true"}})); })
+            .find("needs gradient_accumulation_fusion") != std::string::npos);
+  // --no-gradient-accumulation-fusion imports as the key (modelled, not a note).
+  const auto imp = import_megatron_args(
+      read_megatron_launch("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
+                           "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
+                           "--global-batch-size 8 --bf16 --padded-vocab-size 32000 --no-gradient-accumulation-fusion",
+                           "job.sh", {}),
+      8, {});
+  CHECK(imp.params.at("gradient_accumulation_fusion") == false);
+  CHECK(imp.not_modelled.empty());
+}
