@@ -468,6 +468,9 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.use_distributed_optimizer = r.boolean("use_distributed_optimizer", false);
   c.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
   c.gradient_accumulation_fusion = r.boolean("gradient_accumulation_fusion", true);
+  c.bias_swiglu_fusion = r.boolean("bias_swiglu_fusion", true);
+  c.bias_gelu_fusion = r.boolean("bias_gelu_fusion", true);
+  c.apply_rope_fusion = r.boolean("apply_rope_fusion", true);
   c.overlap_param_gather = r.boolean("overlap_param_gather", false);
   c.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
   c.tp_comm_bulk_wgrad = r.boolean("tp_comm_bulk_wgrad", true);
@@ -1206,6 +1209,11 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
          "tensorwise");
   if (!c.torch_compile.empty() && !c.use_torch_fsdp2)
     fail("torch_compile", "describes torchtitan's model code (eager or torch.compile'd); it needs use_torch_fsdp2");
+  // Megatron-LM's fusion switches describe Megatron's layer; torchtitan's block is set by torch_compile.
+  for (const auto& [key, on] : {std::pair<const char*, bool>{"bias_swiglu_fusion", c.bias_swiglu_fusion},
+                                {"bias_gelu_fusion", c.bias_gelu_fusion}, {"apply_rope_fusion", c.apply_rope_fusion}})
+    if (!on && !c.torch_compile.empty())
+      fail(key, "is Megatron-LM's; torchtitan's block is described by torch_compile (eager or compiled)");
   if (!c.context_parallel_rotate_method.empty()) {
     if (c.context_parallel_rotate_method != "allgather" && c.context_parallel_rotate_method != "alltoall")
       fail("context_parallel_rotate_method", "expected allgather or alltoall (torchtitan's names), got '" +
@@ -1318,6 +1326,9 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   B("use_distributed_optimizer", c.use_distributed_optimizer);
   B("overlap_grad_reduce", c.overlap_grad_reduce);
   if (!c.gradient_accumulation_fusion) B("gradient_accumulation_fusion", false);
+  if (!c.bias_swiglu_fusion) B("bias_swiglu_fusion", false);
+  if (!c.bias_gelu_fusion) B("bias_gelu_fusion", false);
+  if (!c.apply_rope_fusion) B("apply_rope_fusion", false);
   B("overlap_param_gather", c.overlap_param_gather);
   if (c.fp8_param_gather) B("fp8_param_gather", true);
   if (c.fp4_param_gather) B("fp4_param_gather", true);

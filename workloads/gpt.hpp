@@ -188,6 +188,9 @@ struct GptConfig {
   // Megatron-LM's gradient-accumulation fusion (default on): weight-gradient GEMMs accumulate into the main
   // gradient; false adds each bf16 weight gradient in the DDP hook (gpt_kernels.cpp add_grad_accumulation).
   bool gradient_accumulation_fusion = true;
+  // Megatron-LM's kernel fusions (default on; --no-bias-swiglu-fusion, --no-bias-gelu-fusion, --no-rope-fusion):
+  // off, the activation and RoPE run as Megatron's unfused PyTorch ops (gpt_kernels.cpp layer_costs_fused).
+  bool bias_swiglu_fusion = true, bias_gelu_fusion = true, apply_rope_fusion = true;
   // Megatron-Core's precision-aware optimizer (--use-precision-aware-optimizer: Transformer Engine's FusedAdam
   // holds the distributed optimizer's state in the dtypes below; megatron/core/optimizer/__init__.py and
   // optimizer_config.py at NVIDIA/Megatron-LM@d98e8a64). Needs use_distributed_optimizer. main_grads_dtype bf16

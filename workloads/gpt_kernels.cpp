@@ -365,8 +365,18 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   // RoPE on Q and K: fused (read and write bf16), or torchtitan's eager apply_rotary_emb (xq.float(),
   // view_as_complex, complex multiply by freqs_cis, view_as_real, type_as): per element 2+4, 4+4, 4+2, for Q
   // and K apart.
+  // Megatron without apply_rope_fusion (--no-rope-fusion): _apply_rotary_pos_emb_bshd on Q and on K apart
+  // (megatron/core/models/common/embeddings/rope_utils.py at NVIDIA/Megatron-LM@d98e8a64): _rotate_half's negation
+  // of one half and cat, t * cos, rotate_half(t) * sin, their sum, the cat with the unrotated part -- per element
+  // 2, 4, 4, 4, 6, 4 bytes in bf16, each a streaming kernel at the copy rate; its backward the same kernels.
+  auto add_megatron_rope = [&](Costs& out) {
+    for (std::int64_t heads : {a_t, g_t})
+      for (double per_el : {2.0, 4.0, 4.0, 4.0, 6.0, 4.0})
+        out.add(cm, mem(MemoryKernel::Copy, per_el * double(T) * double(heads * d)));
+  };
   auto add_rope = [&](Costs& out, double factor) {
     if (rope <= 0) return;
+    if (!titan && !c.apply_rope_fusion) return add_megatron_rope(out);
     if (!eager) return out.add(cm, mem(MemoryKernel::Elementwise, factor * rope));
     for (std::int64_t heads : {a_t, g_t})
       for (double per_el : {6.0, 8.0, 6.0})
@@ -380,9 +390,17 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   // (tests/data/hardware/h100-kernels/memory_bound.csv swiglu_fwd, 3 tensors of bytes counted); torch.compile
   // fuses the two into one pointwise kernel streaming the same 3 tensors at the copy rate. Without
   // torch_compile: the fused activation kernel Megatron / TE run (priced as elementwise).
-  const MemoryKernel actv_kind = !titan ? MemoryKernel::Elementwise
+  // Megatron without bias_swiglu_fusion (--no-bias-swiglu-fusion): mlp.py's glu, torch.chunk then
+  // activation_func(x_glu) * x_linear -- the same two eager kernels (megatron/core/transformer/mlp.py @d98e8a64).
+  const MemoryKernel actv_kind = !titan ? (c.swiglu && !c.bias_swiglu_fusion ? MemoryKernel::Activation : MemoryKernel::Elementwise)
                                  : eager ? MemoryKernel::Activation
                                          : MemoryKernel::Copy;
+  // Megatron without bias_gelu_fusion (--no-bias-gelu-fusion) and with linear biases (Megatron turns the fusion off
+  // without them, arguments.py): fc1's bias added by its own kernel before F.gelu (read and write fc1's output),
+  // its gradient a reduction over the tokens in the backward (mlp.py @d98e8a64).
+  const double gelu_bias = !titan && !c.swiglu && !c.bias_gelu_fusion && c.normalization == "LayerNorm" && !c.squared_relu
+                               ? e * double(T) * double(f) / double(t)
+                               : 0.0;
   LayerCosts L;
   // PyTorch's async TP (tp_comm_overlap_impl symmetric_memory; LayerCosts::tp_fused, the trace arranges the
   // ops in gpt_trace.cpp). What Inductor's micro-pipeline TP pass fuses (torch/_inductor/fx_passes/
@@ -617,6 +635,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   fwd_gemm(L.fwd_mlp, up, Tp::ColumnGathered);
   fuse(L.tp_fused[0][0], true, up.n, up.k);
   if (sq_relu_bias > 0) L.fwd_mlp.add(cm, mem(MemoryKernel::Elementwise, 2.0 * sq_relu_bias));
+  if (gelu_bias > 0) L.fwd_mlp.add(cm, mem(MemoryKernel::Elementwise, 2.0 * gelu_bias));
   L.fwd_mlp.add(cm, mem(actv_kind, actv));
   fwd_gemm(L.fwd_mlp, down, Tp::Row);
   fuse(L.tp_fused[0][0], false, down.n, down.k);
@@ -628,6 +647,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   fuse(L.tp_fused[0][1], true, down.k, down.n);  // the input-gradient GEMM (M x k x n)
   L.bwd_mlp.add(cm, mem(actv_kind, 2.0 * actv));
   if (sq_relu_bias > 0) L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, sq_relu_bias));
+  if (gelu_bias > 0) L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, gelu_bias));
   bwd_gemm(L.bwd_mlp, up, L.wgrad_mlp, &L.dgrad_mlp_in, &L.wgrad_mlp_in);
   if (mlp_norm) add_norm(L.bwd_mlp, 2.0);
   L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
@@ -639,6 +659,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   if (mamba || (gdn && cp > 1)) L.mamba_bwd_pre += bwd_out, L.mamba_bwd_pre_w = L.wgrad_attn;
   if (repeat > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Copy, repeat));
   if (titan) add_rope(L.bwd_attn, 2.0);
+  else if (rope > 0 && !c.apply_rope_fusion) add_megatron_rope(L.bwd_attn);
   else if (rope > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, rope));
   add_qk_norms(L.bwd_attn, 2.0);
   if (latent_norm > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Norm, 2.0 * latent_norm));
@@ -947,13 +968,17 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
       }
     };
     const double actv = e * total * double(fc1 + F) / double(etp);
+    // The experts' activation: the fused bias + SwiGLU kernel, or without bias_swiglu_fusion the MLP's eager glu
+    // (the dense layer's rule, layer_costs_fused).
+    const MemoryKernel ak = c.swiglu && !c.bias_swiglu_fusion && c.torch_compile.empty() ? MemoryKernel::Activation
+                                                                                         : MemoryKernel::Elementwise;
     proj(rw, fc1 / etp, true);
-    f.add(cm, mem(MemoryKernel::Elementwise, actv));
+    f.add(cm, mem(ak, actv));
     proj(F / etp, rw, true);
     proj(F / etp, rw, false);
-    bw.add(cm, mem(MemoryKernel::Elementwise, 2.0 * actv));
+    bw.add(cm, mem(ak, 2.0 * actv));
     // recompute_modules moe_act: the activation's forward again before its backward.
-    if (c.recomputes("moe_act") && !c.recomputes("moe")) bw.add(cm, mem(MemoryKernel::Elementwise, actv));
+    if (c.recomputes("moe_act") && !c.recomputes("moe")) bw.add(cm, mem(ak, actv));
     proj(rw, fc1 / etp, false);
   };
   std::vector<double> busiest(ld.expert_tokens.begin() + ld.busiest_rank * El,

@@ -694,3 +694,52 @@ TEST_CASE("gradient_accumulation_fusion false: every weight gradient added into 
   CHECK(imp.params.at("gradient_accumulation_fusion") == false);
   CHECK(imp.not_modelled.empty());
 }
+
+TEST_CASE("bias_swiglu_fusion, bias_gelu_fusion, apply_rope_fusion false: Megatron's unfused activation and RoPE") {
+  models::ComputeModel cm;
+  cm.gpu = models::gpu_spec("h100");
+  auto K = [&](const ParamMap& p) { return gpt_detail::gpt_step_kernels(cfg(p), cm, "t"); };
+  // A Llama-style layer (SwiGLU, RMSNorm, RoPE, no biases).
+  const ParamMap llama = {{"swiglu", "true"}, {"normalization", "RMSNorm"}, {"position_embedding_type", "rope"}};
+  ParamMap sw = llama, rp = llama;
+  sw["bias_swiglu_fusion"] = "false";
+  rp["apply_rope_fusion"] = "false";
+  const auto K0 = K(small(llama)), Ks = K(small(sw)), Kr = K(small(rp));
+  // SwiGLU: the same bytes at the eager silu(g) * up rate (tests/data/hardware/h100-kernels/memory_bound.csv
+  // swiglu_fwd), slower than the fused kernel; one kernel still counted per pass.
+  CHECK(Ks.layer.fwd_mlp.kernels == K0.layer.fwd_mlp.kernels);
+  CHECK(Ks.layer.fwd_mlp.seconds > K0.layer.fwd_mlp.seconds);
+  CHECK(Ks.layer.bwd_mlp.seconds > K0.layer.bwd_mlp.seconds);
+  CHECK(Ks.layer.fwd_attn.seconds == K0.layer.fwd_attn.seconds);
+  // RoPE: six streaming kernels each for Q and K instead of one fused kernel, forward and backward.
+  CHECK(Kr.layer.fwd_attn.kernels == K0.layer.fwd_attn.kernels + 11);
+  CHECK(Kr.layer.bwd_attn.kernels == K0.layer.bwd_attn.kernels + 11);
+  CHECK(Kr.layer.fwd_attn.seconds > K0.layer.fwd_attn.seconds);
+  CHECK(Kr.layer.fwd_mlp.seconds == K0.layer.fwd_mlp.seconds);
+  // GELU with linear biases (LayerNorm): the bias add before F.gelu and its gradient's reduction; without biases
+  // (RMSNorm) F.gelu alone is the fused kernel's cost.
+  const ParamMap gpt = {{"normalization", "LayerNorm"}}, gpt_rms = {{"normalization", "RMSNorm"}};
+  ParamMap gu = gpt, gr = gpt_rms;
+  gu["bias_gelu_fusion"] = "false", gr["bias_gelu_fusion"] = "false";
+  const auto Kg0 = K(small(gpt)), Kg = K(small(gu));
+  CHECK(Kg.layer.fwd_mlp.kernels == Kg0.layer.fwd_mlp.kernels + 1);
+  CHECK(Kg.layer.bwd_mlp.kernels == Kg0.layer.bwd_mlp.kernels + 1);
+  CHECK(K(small(gr)).layer.fwd_mlp.seconds == K(small(gpt_rms)).layer.fwd_mlp.seconds);
+  // torchtitan's block is described by torch_compile.
+  CHECK(error_of([] {
+          cfg(small({{"use_torch_fsdp2", "true"}, {"torch_compile", "false"}, {"apply_rope_fusion", "false"},
+                     {"pipeline_model_parallel_size", "1"}, {"untie_embeddings_and_output_weights", "true"}}));
+        }).find("apply_rope_fusion: is Megatron-LM's") != std::string::npos);
+  // The three flags import as the keys.
+  const auto imp = import_megatron_args(
+      read_megatron_launch("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
+                           "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
+                           "--global-batch-size 8 --bf16 --padded-vocab-size 32000 --swiglu --position-embedding-type rope "
+                           "--no-bias-swiglu-fusion --no-rope-fusion --no-bias-gelu-fusion",
+                           "job.sh", {}),
+      8, {});
+  CHECK(imp.params.at("bias_swiglu_fusion") == false);
+  CHECK(imp.params.at("apply_rope_fusion") == false);
+  CHECK(imp.params.at("bias_gelu_fusion") == false);
+  CHECK(imp.not_modelled.empty());
+}
