@@ -32,6 +32,16 @@ ParamMap small(ParamMap over = {}) {
 }
 
 GptConfig cfg(const ParamMap& p) { return gpt_config_from_params(p, "--param"); }
+
+// A small pretrain_gpt.py launch with `flags` appended, imported for 8 GPUs.
+MegatronImport import_small(const std::string& flags) {
+  return import_megatron_args(
+      read_megatron_launch("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
+                           "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
+                           "--global-batch-size 8 --bf16 --padded-vocab-size 32000 " + flags,
+                           "job.sh", {}),
+      8, {});
+}
 GptMemory mem(const ParamMap& p) { return gpt_memory_per_gpu(cfg(p)); }
 
 const Op& op_named(const Trace& t, const std::string& name) {
@@ -685,12 +695,7 @@ TEST_CASE("gradient_accumulation_fusion false: every weight gradient added into 
   CHECK(error_of([] { cfg(small({{"gradient_accumulation_fusion", "false"}, {"defer_embedding_wgrad_compute", "true"}})); })
             .find("needs gradient_accumulation_fusion") != std::string::npos);
   // --no-gradient-accumulation-fusion imports as the key (modelled, not a note).
-  const auto imp = import_megatron_args(
-      read_megatron_launch("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
-                           "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
-                           "--global-batch-size 8 --bf16 --padded-vocab-size 32000 --no-gradient-accumulation-fusion",
-                           "job.sh", {}),
-      8, {});
+  const auto imp = import_small("--no-gradient-accumulation-fusion");
   CHECK(imp.params.at("gradient_accumulation_fusion") == false);
   CHECK(imp.not_modelled.empty());
 }
@@ -731,13 +736,8 @@ TEST_CASE("bias_swiglu_fusion, bias_gelu_fusion, apply_rope_fusion false: Megatr
                      {"pipeline_model_parallel_size", "1"}, {"untie_embeddings_and_output_weights", "true"}}));
         }).find("apply_rope_fusion: is Megatron-LM's") != std::string::npos);
   // The three flags import as the keys.
-  const auto imp = import_megatron_args(
-      read_megatron_launch("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
-                           "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
-                           "--global-batch-size 8 --bf16 --padded-vocab-size 32000 --swiglu --position-embedding-type rope "
-                           "--no-bias-swiglu-fusion --no-rope-fusion --no-bias-gelu-fusion",
-                           "job.sh", {}),
-      8, {});
+  const auto imp = import_small("--swiglu --position-embedding-type rope --no-bias-swiglu-fusion --no-rope-fusion "
+                                 "--no-bias-gelu-fusion");
   CHECK(imp.params.at("bias_swiglu_fusion") == false);
   CHECK(imp.params.at("apply_rope_fusion") == false);
   CHECK(imp.params.at("bias_gelu_fusion") == false);
