@@ -774,11 +774,12 @@ namespace {
 // 2 g + 2 bytes per element, g = 4 with fp32 main gradients (grad_reduce_in_fp32), else 2. Priced in every backward
 // of a micro-batch, in the weight-gradient part of each block (so the split-backward schedules move it with the
 // GEMMs): the attention block's parameters (with its norm), the MLP's (dense; or the MoE layer's router, shared
-// expert, latent projections and local experts, in the router's backward), the embedding and the output layer.
+// expert, latent projections and local experts, in the router's backward); with `embedding`, only the embedding
+// and the output layer (called once the MTP costs, which reuse their backward, are built).
 // Tensors per block: QKV, projection, norm (+ QK norms, + QKV bias); MLA's eight; a Mamba or Gated DeltaNet
 // mixer eight; fc1, fc2, norm (+ their biases with LayerNorm); MoE router, norm, fc1 and fc2 per local expert
 // (+ the shared expert's two or three, the latent projections' two).
-void add_grad_accumulation(GptStepKernels& K, const GptConfig& c, const models::ComputeModel& cm) {
+void add_grad_accumulation(GptStepKernels& K, const GptConfig& c, const models::ComputeModel& cm, bool embedding) {
   using models::MemoryKernel;
   const Precision act = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
   const double bytes = 2.0 * (c.grad_reduce_in_fp32 ? 4.0 : 2.0) + 2.0;
@@ -788,6 +789,16 @@ void add_grad_accumulation(GptStepKernels& K, const GptConfig& c, const models::
     return a;
   };
   auto both = [](Costs& bwd, Costs& w, const Costs& a) { bwd += a, w += a; };
+  if (embedding) {
+    // The embedding and the output layer: one add each per micro-batch, also where the MTP layers use them again
+    // (autograd sums a parameter's uses before its accumulation hook runs), so priced after the MTP costs are
+    // built from embed_bwd / logits_bwd.
+    K.embed_bwd += acc(embedding_params_per_rank(c), c.position_embedding_type == "learned_absolute" ? 2 : 1);
+    if (last_stage_has_output(c))
+      both(K.logits_bwd, K.logits_wgrad,
+           acc(double(c.padded_vocab_size) * double(c.hidden_size) / double(c.tensor_model_parallel_size), 1));
+    return;
+  }
   const auto& e = c.moe;
   const bool bias = c.normalization == "LayerNorm";
   const int attn_tensors = e.multi_latent_attention ? 8 : 3 + (c.qk_layernorm ? 2 : 0) + (c.add_qkv_bias ? 1 : 0);
@@ -818,8 +829,6 @@ void add_grad_accumulation(GptStepKernels& K, const GptConfig& c, const models::
     const Costs m = acc(layer_params_moe_model(c, true, false, 'E') + expert_params_per_gpu(c), tensors);
     for (MoeCosts& M : K.moe) both(M.pre_b, M.pre_w, m);
   }
-  K.embed_bwd += acc(embedding_params_per_rank(c), c.position_embedding_type == "learned_absolute" ? 2 : 1);
-  if (last_stage_has_output(c)) both(K.logits_bwd, K.logits_wgrad, acc(double(c.padded_vocab_size) * double(c.hidden_size) / double(c.tensor_model_parallel_size), 1));
 }
 }  // namespace
 
@@ -1133,7 +1142,8 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
     // The MTP layers' MoE blocks (mtp_moe), at index num_layers: priced as the last decoder layer's.
     if (K.mtp_moe) K.moe_index.push_back(K.moe_index[static_cast<std::size_t>(c.num_layers - 1)]);
   }
-  if (!c.gradient_accumulation_fusion && !c.use_torch_fsdp2) add_grad_accumulation(K, c, cm);
+  const bool unfused_accumulation = !c.gradient_accumulation_fusion && !c.use_torch_fsdp2;
+  if (unfused_accumulation) add_grad_accumulation(K, c, cm, false);
   // Multi-token prediction (DeepSeek-V3 Sec. 2.2), per micro-batch: per depth the embedding of the shifted
   // tokens (MultiTokenPredictionLayer._get_embeddings, Megatron-Core multi_token_prediction.py at
   // NVIDIA/Megatron-LM@d98e8a64dd), a projection 2h -> h, one transformer layer (as an MoE layer: its attention
@@ -1180,6 +1190,7 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
     K.mtp = K.mtp_layers, K.mtp += K.mtp_heads;
     K.mtp_b = K.mtp_heads_b, K.mtp_b += K.mtp_layers_b;
   }
+  if (unfused_accumulation) add_grad_accumulation(K, c, cm, true);
   return K;
 }
 

@@ -682,6 +682,17 @@ TEST_CASE("gradient_accumulation_fusion false: every weight gradient added into 
   const double V = 32000, h = 1024;
   CHECK(K1.logits_bwd.seconds - K0.logits_bwd.seconds == doctest::Approx(t(per * V * h / 2)).epsilon(1e-9));
   CHECK(K1.embed_bwd.seconds > K0.embed_bwd.seconds);
+  // An MTP layer adds its own layer's accumulation, not the shared embedding's and output layer's again (autograd
+  // sums a parameter's uses before the hook).
+  {
+    const ParamMap mtp = {{"mtp_num_layers", "1"}, {"untie_embeddings_and_output_weights", "true"}};
+    ParamMap mtp1 = mtp;
+    mtp1["gradient_accumulation_fusion"] = "false";
+    const auto M0 = gpt_detail::gpt_step_kernels(cfg(small(mtp)), cm, "t"), M1 = gpt_detail::gpt_step_kernels(cfg(small(mtp1)), cm, "t");
+    const double layer = (M1.layer.bwd_attn.seconds - M0.layer.bwd_attn.seconds) + (M1.layer.bwd_mlp.seconds - M0.layer.bwd_mlp.seconds);
+    CHECK(layer > 0);
+    CHECK(M1.mtp_b.seconds - M0.mtp_b.seconds == doctest::Approx(layer).epsilon(1e-9));
+  }
   // In the trace: each layer's attention backward is longer by the same time.
   auto first_bwd_attn = [](const Trace& tr) {
     for (const Op& op : tr.ranks.at(0).ops)
