@@ -762,9 +762,7 @@ void router_losses(MoeCosts& M, const models::ComputeModel& cm, const GptConfig&
     add(M.pre_b, MemoryKernel::Elementwise, 3.0 * 4.0 * TE);
   }
 }
-}  // namespace
 
-namespace {
 // Without gradient-accumulation fusion (Megatron-LM's --no-gradient-accumulation-fusion) the weight-gradient GEMMs
 // write a bf16 gradient instead of accumulating into the fp32 main gradient, and Megatron's DDP adds it in the
 // parameter's backward hook, one kernel per parameter tensor: param.main_grad.add_(param.grad.data)
