@@ -1267,6 +1267,11 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   ParamMap m;
   auto I = [&](const char* k, std::int64_t v) { m[k] = std::to_string(v); };
   auto B = [&](const char* k, bool v) { m[k] = v ? "true" : "false"; };
+  auto G = [&](const char* k, double v) {  // a number as %g
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    m[k] = buf;
+  };
   if (!c.model.empty()) m["model"] = c.model;
   I("num_layers", c.num_layers);
   I("hidden_size", c.hidden_size);
@@ -1341,9 +1346,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   if (c.fine_grained_activation_offloading) {
     B("fine_grained_activation_offloading", true);
     m["offload_modules"] = c.offload_modules;
-    char frac[32];
-    std::snprintf(frac, sizeof frac, "%g", c.activation_offload_fraction);
-    m["activation_offload_fraction"] = frac;
+    G("activation_offload_fraction", c.activation_offload_fraction);
     I("min_offloaded_tensor_size", c.min_offloaded_tensor_size);
     if (c.fine_grained_offloading_max_inflight_offloads >= 0)
       I("fine_grained_offloading_max_inflight_offloads", c.fine_grained_offloading_max_inflight_offloads);
@@ -1426,29 +1429,20 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
     if (e.moe_router_num_groups) I("moe_router_num_groups", e.moe_router_num_groups), I("moe_router_group_topk", e.moe_router_group_topk);
     B("moe_grouped_gemm", e.moe_grouped_gemm);
     m["moe_router_load_balancing_type"] = e.moe_router_load_balancing_type;
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", e.moe_expert_capacity_factor);
-    m["moe_expert_capacity_factor"] = buf;
+    G("moe_expert_capacity_factor", e.moe_expert_capacity_factor);
     B("moe_pad_expert_input_to_capacity", e.moe_pad_expert_input_to_capacity);
     B("moe_permute_fusion", e.moe_permute_fusion);
     if (e.moe_router_fusion) B("moe_router_fusion", true);
     if (e.moe_router_score_function != "softmax") m["moe_router_score_function"] = e.moe_router_score_function;
-    if (e.moe_aux_loss_coeff > 0) {
-      std::snprintf(buf, sizeof buf, "%g", e.moe_aux_loss_coeff);
-      m["moe_aux_loss_coeff"] = buf;
-    }
-    if (e.moe_z_loss_coeff > 0) {
-      std::snprintf(buf, sizeof buf, "%g", e.moe_z_loss_coeff);
-      m["moe_z_loss_coeff"] = buf;
-    }
+    if (e.moe_aux_loss_coeff > 0) G("moe_aux_loss_coeff", e.moe_aux_loss_coeff);
+    if (e.moe_z_loss_coeff > 0) G("moe_z_loss_coeff", e.moe_z_loss_coeff);
     if (e.moe_router_enable_expert_bias) B("moe_router_enable_expert_bias", true);
     if (e.moe_router_force_load_balancing) B("moe_router_force_load_balancing", true);
     B("overlap_moe_expert_parallel_comm", e.overlap_moe_expert_parallel_comm);
     if (e.delay_wgrad_compute) B("delay_wgrad_compute", true);
     m["moe_load"] = e.moe_load;
     if (e.moe_load == "zipf" || e.moe_load == "dirichlet") {
-      std::snprintf(buf, sizeof buf, "%g", e.moe_load_skew);
-      m["moe_load_skew"] = buf;
+      G("moe_load_skew", e.moe_load_skew);
       I("moe_load_seed", e.moe_load_seed);
     }
   }

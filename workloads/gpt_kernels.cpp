@@ -15,6 +15,12 @@ using models::KernelDesc;
 using models::OpClass;
 using models::Precision;
 
+namespace {
+// The precision of activations and of the kernels that stay in it (bf16 unless the run is fp16; FP8 / FP4 runs keep
+// bf16 activations).
+Precision act_precision(const GptConfig& c) { return c.precision == "fp16" ? Precision::FP16 : Precision::BF16; }
+}  // namespace
+
 // Eager FP8 casts (torchao float8 without compile: abs, amax, scale, multiply, clamp, convert as separate ops)
 // take 3.28x the time of the compiled cast: geometric mean of 305.4 / 64.1 us (8192x4096) and 1116.2 / 493.2 us
 // (16384x8192), tests/data/hardware/h200-kernels/kernels2.csv fp8_cast_with_amax_eager / _compiled.
@@ -158,7 +164,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   const std::int64_t a_t = c.num_attention_heads / t, g_t = std::max<std::int64_t>(1, c.query_groups() / t);
   const std::int64_t Te = c.sequence_parallel ? T / t : T;
   const std::int64_t fc1 = c.swiglu ? 2 * f : f;
-  const Precision act = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
+  const Precision act = act_precision(c);
   // The decoder linears' GEMMs: FP8, or NVFP4 under precision fp4 -- the NVFP4 recipe quantises all three
   // GEMMs of a linear (fprop, dgrad, wgrad: fp4_quant_fwd_inp / fwd_weight / bwd_grad in NVFP4BlockScaling at
   // NVIDIA/TransformerEngine@d0067d0da), priced at the GPU's dense FP4 peak with the FP8 GEMM efficiency
@@ -702,7 +708,7 @@ void router_losses(MoeCosts& M, const models::ComputeModel& cm, const GptConfig&
   using models::KernelDesc;
   using models::MemoryKernel;
   const auto& me = c.moe;
-  const Precision act = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
+  const Precision act = act_precision(c);
   const double E = double(me.num_experts), TE = Te * E;
   auto add = [&](Costs& out, MemoryKernel kind, double bytes) { out.add(cm, KernelDesc::memory(kind, bytes, act)); };
   // Ops on an E-long vector or a scalar: one launch each.
@@ -779,7 +785,7 @@ void router_losses(MoeCosts& M, const models::ComputeModel& cm, const GptConfig&
 // (+ the shared expert's two or three, the latent projections' two).
 void add_grad_accumulation(GptStepKernels& K, const GptConfig& c, const models::ComputeModel& cm, bool embedding) {
   using models::MemoryKernel;
-  const Precision act = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
+  const Precision act = act_precision(c);
   const double bytes = 2.0 * (c.grad_reduce_in_fp32 ? 4.0 : 2.0) + 2.0;
   auto acc = [&](double elements, int tensors) {
     Costs a;
@@ -832,7 +838,7 @@ void add_grad_accumulation(GptStepKernels& K, const GptConfig& c, const models::
 
 MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const MoeLayerLoad& ld, double T_local) {
   using models::MemoryKernel;
-  const Precision act = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
+  const Precision act = act_precision(c);
   // The expert, shared-expert and latent-projection GEMMs in the run's GEMM precision: FP8, or NVFP4 under
   // precision fp4 (Transformer Engine's TEGroupedLinear / TELinear quantise all three GEMMs of each, as the dense
   // linears: layer_costs_fused), with the recipe's quantisation pass over each GEMM input.
@@ -1085,7 +1091,7 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
       K.embed_bwd.add(cm, emb, 2.0);
     } else {
       // The output layer stays in bf16 under FP8 (Transformer Engine recipes quantise the decoder linears).
-      const Precision ap = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
+      const Precision ap = act_precision(c);
       const std::int64_t Ti = c.micro_batch_size * (c.seq_length / cp), Vt = c.padded_vocab_size / t;
       K.logits_fwd.add(cm, KernelDesc::gemm(Ti, Vt, c.hidden_size, ap));
       // The loss in the byte convention its efficiency (memory_bound cross_entropy) was fitted in:
@@ -1152,7 +1158,7 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
   // sublayer's MoE block as the last decoder MoE layer's kernels at the mean load (compute only: its dispatch is
   // not simulated).
   if (c.moe.mtp_num_layers > 0 && !legacy) {
-    const Precision ap = c.precision == "fp16" ? Precision::FP16 : Precision::BF16;
+    const Precision ap = act_precision(c);
     const std::int64_t Ti = c.micro_batch_size * (c.seq_length / cp);
     std::vector<const Costs*> fwd = {&L.fwd_attn}, bwd = {&L.bwd_attn};
     if (!K.mtp_moe) fwd.push_back(&L.fwd_mlp), bwd.insert(bwd.begin(), &L.bwd_mlp);
