@@ -472,6 +472,9 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.bias_gelu_fusion = r.boolean("bias_gelu_fusion", true);
   c.apply_rope_fusion = r.boolean("apply_rope_fusion", true);
   c.overlap_param_gather = r.boolean("overlap_param_gather", false);
+  c.overlap_param_gather_with_optimizer_step = r.boolean("overlap_param_gather_with_optimizer_step", false);
+  c.align_param_gather = r.boolean("align_param_gather", true);
+  c.align_grad_reduce = r.boolean("align_grad_reduce", true);
   c.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
   c.tp_comm_bulk_wgrad = r.boolean("tp_comm_bulk_wgrad", true);
   c.tp_comm_overlap_impl = r.string("tp_comm_overlap_impl", c.tp_comm_overlap_impl);
@@ -492,7 +495,8 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.num_distributed_optimizer_instances = r.integer("num_distributed_optimizer_instances", 1, 1);
   c.use_sharp = r.boolean("use_sharp", false);
   c.sharp_enabled_group = r.string("sharp_enabled_group", "");
-  c.bucket_size = r.integer("bucket_size", c.bucket_size, 1);
+  c.bucket_size = r.has("bucket_size") ? r.integer("bucket_size", 0, 1) : 0;          // 0: Megatron's default
+  c.ddp_num_buckets = r.has("ddp_num_buckets") ? r.integer("ddp_num_buckets", 0, 1) : 0;  // 0: none
   c.overlap_p2p_comm = r.boolean("overlap_p2p_comm", false);
   c.pipeline_parallel_schedule = r.string("pipeline_parallel_schedule", "");
   c.dualpipe_zero_bubble = r.boolean("dualpipe_zero_bubble", c.dualpipe_zero_bubble);
@@ -1122,6 +1126,18 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     fail("tp_comm_overlap_impl", "symmetric_memory is PyTorch's async TP, an Inductor pass: it needs torch_compile true");
   if (c.overlap_param_gather && !c.use_distributed_optimizer && !c.fsdp())
     fail("overlap_param_gather", "needs use_distributed_optimizer (Megatron-LM asserts the same)");
+  if (c.overlap_param_gather_with_optimizer_step) {
+    // Megatron-LM's asserts (megatron/training/arguments.py:1066-1073 @d98e8a64).
+    if (!c.use_distributed_optimizer || !c.megatron_ddp())
+      fail("overlap_param_gather_with_optimizer_step", "needs use_distributed_optimizer (Megatron-Core's DDP, no FSDP)");
+    if (!c.overlap_param_gather) fail("overlap_param_gather_with_optimizer_step", "needs overlap_param_gather");
+    if (c.vp() < 2 || c.dualpipe())
+      fail("overlap_param_gather_with_optimizer_step", "needs the interleaved pipeline schedule (virtual pipeline stages)");
+    if (c.optimizer_cpu_offload)
+      fail("overlap_param_gather_with_optimizer_step", "with optimizer_cpu_offload is not modelled");
+  }
+  if (c.ddp_num_buckets && !c.megatron_ddp())
+    fail("ddp_num_buckets", "sets Megatron-Core DDP's buckets; FSDP and data_parallel_sharding_strategy runs use bucket_size");
   if (c.num_distributed_optimizer_instances > 1 && (dp * cp) % c.num_distributed_optimizer_instances)
     fail("num_distributed_optimizer_instances", "must divide the data-parallel x context-parallel size");
   if (c.recompute_num_layers && c.recompute_granularity != "full")
@@ -1335,6 +1351,9 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   if (!c.bias_gelu_fusion) B("bias_gelu_fusion", false);
   if (!c.apply_rope_fusion) B("apply_rope_fusion", false);
   B("overlap_param_gather", c.overlap_param_gather);
+  if (c.overlap_param_gather_with_optimizer_step) B("overlap_param_gather_with_optimizer_step", true);
+  if (!c.align_param_gather) B("align_param_gather", false);
+  if (!c.align_grad_reduce) B("align_grad_reduce", false);
   if (c.fp8_param_gather) B("fp8_param_gather", true);
   if (c.fp4_param_gather) B("fp4_param_gather", true);
   if (c.first_last_layers_bf16) {
@@ -1404,7 +1423,8 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   B("overlap_p2p_comm", c.overlap_p2p_comm);
   if (c.dualpipe()) m["pipeline_parallel_schedule"] = c.pipeline_parallel_schedule;
   if (c.dualpipe()) B("dualpipe_zero_bubble", c.dualpipe_zero_bubble);
-  I("bucket_size", c.bucket_size);
+  if (c.bucket_size > 0) I("bucket_size", c.bucket_size);
+  if (c.ddp_num_buckets > 0) I("ddp_num_buckets", c.ddp_num_buckets);
   m["gpu"] = c.gpu;
   m["precision"] = c.precision;
   if (c.fp8()) m["fp8_recipe"] = c.fp8_recipe;

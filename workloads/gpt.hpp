@@ -136,6 +136,21 @@ struct GptConfig {
   bool use_distributed_optimizer = false;
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;  // distributed optimizer: parameter all-gather under the next forward
+  // Megatron's --overlap-param-gather-with-optimizer-step (interleaved schedule): the first chunk's optimizer
+  // steps first and its parameter all-gather runs beside the other chunks' step (megatron/core/optimizer/
+  // optimizer.py ChainedOptimizer._step, optimizer/__init__.py:1062-1068 @d98e8a64); no chunk is bucketed.
+  bool overlap_param_gather_with_optimizer_step = false;
+  // Megatron's --no-align-param-gather (dest align_param_gather, default true with the interleaved schedule):
+  // the chunks' parameter all-gathers are dispatched by the schedule, chunks 0 and 1 at its start and chunk
+  // c + 1 with the forward pipeline rank r runs r virtual micro-batches before chunk c's first
+  // (megatron/core/pipeline_parallel/schedules.py:1218-1221, 1341-1355 @d98e8a64); false: each chunk's at its
+  // first forward.
+  bool align_param_gather = true;
+  // Megatron's --no-align-grad-reduce (dest align_grad_reduce, default true): with overlap_grad_reduce under the
+  // interleaved schedule the schedule launches each chunk's reduction, pipeline rank r's r virtual
+  // micro-batches after the chunk's last backward, instead of the DDP hooks as its buckets are ready
+  // (workloads/gpt_trace.cpp aligned_grad_reduce).
+  bool align_grad_reduce = true;
   bool tp_comm_overlap = false;       // TP all-gather / reduce-scatter overlapped with the GEMMs (SM cost)
   bool tp_comm_bulk_wgrad = true;    // with tp_comm_overlap: backward reduce-scatter of the input gradient under
                                      // the weight-gradient GEMM (Megatron --disable-tp-comm-bulk-wgrad: false)
@@ -183,7 +198,16 @@ struct GptConfig {
   // (Communicator::collnet_enable).
   bool use_sharp = false;
   std::string sharp_enabled_group;  // "" or dp (dp_replica: not modelled)
-  std::int64_t bucket_size = 40000000;  // gradient elements per DP bucket (Megatron DDP default 40M)
+  // Megatron-Core DDP's gradient buckets (--ddp-bucket-size, --ddp-num-buckets; megatron/training/training.py
+  // resolve_ddp_bucket_size at NVIDIA/Megatron-LM@d98e8a64): elements per bucket, 0 = Megatron's default
+  // max(40M, 1M x data-parallel x context-parallel size); ddp_num_buckets (0 = none) splits the rank's parameters
+  // into that many instead and wins over bucket_size, as in Megatron. Only pipeline stage 0's first chunk with
+  // overlap_grad_reduce is cut into buckets (workloads/gpt_trace.cpp chunk_bucketed). The other data-parallel
+  // paths (Megatron FSDP's optim / optim_grads) cut bucket_size, 40M when 0, across the stage.
+  std::int64_t bucket_size = 0;
+  std::int64_t ddp_num_buckets = 0;
+  // Megatron-Core's DistributedDataParallel: no FSDP and no Megatron-FSDP sharding strategy.
+  bool megatron_ddp() const { return !fsdp() && data_parallel_sharding_strategy == "no_shard"; }
   bool grad_reduce_in_fp32 = false;     // DP gradient reduction in fp32 (4 bytes) instead of 2
   // Megatron-LM's gradient-accumulation fusion (default on): weight-gradient GEMMs accumulate into the main
   // gradient; false adds each bf16 weight gradient in the DDP hook (gpt_kernels.cpp add_grad_accumulation).

@@ -256,6 +256,7 @@ class StageEmitter {
   }
 
   void run(const GptSchedule& sched) {
+    plan_grad_launch(sched);
     for (const GptSlotGroup& g : sched.groups) {
       if (g.slots.size() == 1) {
         std::vector<Step> steps;
@@ -462,7 +463,50 @@ class StageEmitter {
   std::vector<std::vector<std::int64_t>> bucket_of;
   std::vector<double> bucket_elements;
   std::vector<double> bucket_dense;  // of which embedding / output-layer elements
-  std::vector<std::uint32_t> early_ag;
+  std::vector<std::int64_t> bucket_chunk;  // the chunk of each bucket (its first-gathered layers' chunk across chunks)
+  static constexpr std::uint32_t kNoOp = UINT32_MAX;
+  std::vector<std::uint32_t> early_ag;  // each bucket's overlapped parameter all-gather (kNoOp: none this step)
+  std::vector<char> chunk_ag_dispatched;
+  std::vector<std::pair<std::int64_t, std::int64_t>> fwd_table_;  // aligned_param_gather: (mb, chunk) of forward k
+  std::int64_t fwd_count_ = 0;                                  // forward slots built so far
+  // Megatron's align_param_gather: the interleaved schedule dispatches the chunks' parameter all-gathers.
+  bool aligned_param_gather() const { return c.megatron_ddp() && c.align_param_gather && v > 1 && !c.dualpipe(); }
+  // Megatron's align_grad_reduce (default true; --no-align-grad-reduce) under the interleaved schedule with
+  // overlap_grad_reduce: the DDP hooks stay off and the schedule launches a chunk's whole reduction after the
+  // backward pipeline rank r runs r virtual micro-batches after the chunk's last (backward_step_helper_postprocess,
+  // megatron/core/pipeline_parallel/schedules.py:1439-1456 @d98e8a64), the chunks not reached so after the
+  // cool-down (2063-2069); megatron/training/training.py:4345-4359 sets it. launch_slot_[ch]: that backward's
+  // index among the stage's backward slots, -1 after the cool-down; bwd_end_: each backward slot's last op.
+  std::vector<std::int64_t> launch_slot_;
+  std::vector<std::uint32_t> bwd_end_;
+  bool aligned_grad_reduce() const {
+    return c.megatron_ddp() && c.overlap_grad_reduce && c.align_grad_reduce && v > 1 && !c.dualpipe();
+  }
+  void plan_grad_launch(const GptSchedule& sched) {
+    if (!aligned_grad_reduce()) return;
+    std::vector<GptSlot> bw;
+    for (const GptSlotGroup& g : sched.groups)
+      for (const GptSlot& sl : g.slots)
+        if (!sl.fwd && !sl.weight) bw.push_back(sl);
+    launch_slot_.assign(static_cast<std::size_t>(nchunks()), -1);
+    for (std::size_t k = 0; k < bw.size(); ++k) {
+      if (k < static_cast<std::size_t>(st)) continue;
+      const GptSlot& j = bw[k - static_cast<std::size_t>(st)];
+      if (j.mb == x_.m - 1 && launch_slot_[static_cast<std::size_t>(j.chunk)] < 0)
+        launch_slot_[static_cast<std::size_t>(j.chunk)] = static_cast<std::int64_t>(k);
+    }
+  }
+  // Issues chunk ch's parameter all-gathers (its buckets, first layers first) where the chain stands.
+  void dispatch_param_ag(std::int64_t ch) {
+    if (chunk_ag_dispatched[static_cast<std::size_t>(ch)]) return;
+    chunk_ag_dispatched[static_cast<std::size_t>(ch)] = 1;
+    for (std::size_t k = bucket_elements.size(); k-- > 0;) {
+      if (bucket_chunk[k] != ch) continue;
+      Op op = coll_op("dp.bucket" + std::to_string(k) + ".ag", CollOp::AllGather, Y.dp_comm[st],
+                      param_ag_bytes(bucket_elements[k], bucket_dense[k]), RankBuilder::kDp, "dp");
+      early_ag[k] = rb.has_last() ? rb.fork(std::move(op)) : rb.push(std::move(op));
+    }
+  }
   // Last backward op index per (chunk, layer) for the final micro-batch (DP bucket readiness).
   std::vector<std::vector<std::uint32_t>> final_bwd;
   std::uint32_t final_embed_bwd = 0;
@@ -499,32 +543,89 @@ class StageEmitter {
   // Elements of global layer gl the parameter all-gather moves in bf16 with fp8 / fp4_param_gather.
   double bf16_layer_el(std::int64_t gl) const { return c.bf16_layer(gl) ? x_.Pl : 0.0; }
 
+  // Megatron-Core's DDP gradient buckets (GptConfig::megatron_ddp): one DistributedDataParallel per model chunk
+  // (megatron/training/training.py get_model, 2497-2540 at NVIDIA/Megatron-LM@d98e8a64), whose gradients form
+  // buckets of ddp_bucket_size elements only on pipeline stage 0's first chunk with overlap_grad_reduce and
+  // without overlap_param_gather_with_optimizer_step; every other chunk, every chunk of a later stage and every
+  // chunk without overlap_grad_reduce is one bucket (distributed_data_parallel.py:133-171: bucket_size None).
+  // Other data-parallel paths (Megatron FSDP's optim / optim_grads strategies) cut bucket_size (40M by default)
+  // across the stage's chunks.
+  bool chunk_bucketed(std::int64_t ch) const {
+    if (!c.megatron_ddp()) return true;
+    return st == 0 && ch == 0 && c.overlap_grad_reduce && !c.overlap_param_gather_with_optimizer_step;
+  }
+  // The bucket size in elements (resolve_ddp_bucket_size, training.py:2179-2194 @d98e8a64): ddp_num_buckets
+  // splits the rank's parameters (all its chunks, experts included) into that many; else ddp_bucket_size; else
+  // max(40M, 1M x the data-parallel x context-parallel size).
+  double bucket_limit() const {
+    if (!c.megatron_ddp()) return c.bucket_size > 0 ? double(c.bucket_size) : 40e6;
+    if (c.ddp_num_buckets > 0) return std::floor(rank_parameters() / double(c.ddp_num_buckets));
+    if (c.bucket_size > 0) return double(c.bucket_size);
+    return std::max(40e6, 1e6 * double(Y.dp * cp));
+  }
+  double rank_parameters() const {
+    double n = 0;
+    for (std::int64_t ch = 0; ch < nchunks(); ++ch)
+      for (std::int64_t l = 0; l < place(ch).nl; ++l) {
+        const std::int64_t gl = place(ch).base + l;
+        n += x_.Pl;
+        if (moe_on && K.moe_pattern[static_cast<std::size_t>(gl)]) n += expert_params_per_gpu(c);
+      }
+    if (has_first) n += x_.emb_el;
+    if (has_last && last_stage_has_output(c)) n += x_.out_el;
+    return n;
+  }
+
   void plan_buckets() {
     bucket_of.resize(nchunks());
     for (std::int64_t ch = 0; ch < nchunks(); ++ch) bucket_of[ch].assign(place(ch).nl, 0);
-    // (chunk, layer) in backward order, as the gradient buckets below.
+    // (chunk, layer) in backward order, as the gradient buckets below; each chunk's own buckets
+    // (chunk_bucketed), the embedding in its chunk's last, the output layer in its chunk's first.
+    const double limit = bucket_limit();
+    const bool per_chunk = c.megatron_ddp();
     double acc = 0, acc_bf16 = 0;
-    for (std::int64_t ch = nchunks() - 1; ch >= 0; --ch)
+    std::int64_t cur = 0;  // the chunk whose layers the bucket being filled holds (its last, with !per_chunk)
+    auto flush = [&] {
+      bucket_elements.push_back(acc), bucket_dense.push_back(acc_bf16), bucket_chunk.push_back(cur);
+      acc = 0, acc_bf16 = 0;
+    };
+    for (std::int64_t ch = nchunks() - 1; ch >= 0; --ch) {
+      const bool cut = chunk_bucketed(ch);
+      cur = ch;
+      const std::size_t first_bucket = bucket_elements.size();
       for (std::int64_t l = place(ch).nl - 1; l >= 0; --l) {
         acc += x_.Pl, acc_bf16 += bf16_layer_el(place(ch).base + l);
         bucket_of[ch][l] = static_cast<std::int64_t>(bucket_elements.size());
-        if (acc >= double(c.bucket_size)) {
-          bucket_elements.push_back(acc);
-          bucket_dense.push_back(acc_bf16);
-          acc = 0, acc_bf16 = 0;
-        }
+        if (cut && acc >= limit) flush();
       }
-    if (acc > 0 || bucket_elements.empty()) bucket_elements.push_back(acc), bucket_dense.push_back(acc_bf16);
-    if (has_first) bucket_elements.back() += x_.emb_el, bucket_dense.back() += x_.emb_el;
-    if (has_last && last_stage_has_output(c)) bucket_elements.front() += x_.out_el, bucket_dense.front() += x_.out_el;
+      if (!per_chunk) continue;
+      const bool emb = place(ch).first, out = place(ch).last && last_stage_has_output(c);
+      if (acc > 0 || (bucket_elements.size() == first_bucket && (emb || out))) flush();
+      if (emb) bucket_elements.back() += x_.emb_el, bucket_dense.back() += x_.emb_el;
+      if (out) bucket_elements[first_bucket] += x_.out_el, bucket_dense[first_bucket] += x_.out_el;
+    }
+    if (!per_chunk) {
+      if (acc > 0 || bucket_elements.empty()) flush();
+      if (has_first) bucket_elements.back() += x_.emb_el, bucket_dense.back() += x_.emb_el;
+      if (has_last && last_stage_has_output(c)) bucket_elements.front() += x_.out_el, bucket_dense.front() += x_.out_el;
+    }
+    if (bucket_elements.empty()) flush();
     // Megatron's overlap_param_gather: each bucket's parameter all-gather (the previous step's optimizer
-    // update) is issued at the start of the forward, first layers first, and the bucket's layers wait for
-    // it in the first micro-batch; only the first bucket's gather is exposed.
-    early_ag.assign(bucket_elements.size(), 0);
-    if (c.overlap_param_gather && dist_opt_sharded)
-      for (std::size_t k = bucket_elements.size(); k-- > 0;)
-        early_ag[k] = rb.push(coll_op("dp.bucket" + std::to_string(k) + ".ag", CollOp::AllGather, Y.dp_comm[st],
-                                      param_ag_bytes(bucket_elements[k], bucket_dense[k]), RankBuilder::kDp, "dp"));
+    // update) runs under the forward, first layers first, and the bucket's layers wait for it in the first
+    // micro-batch. When each chunk's are dispatched: param_ag_plan.
+    early_ag.assign(bucket_elements.size(), kNoOp);
+    chunk_ag_dispatched.assign(static_cast<std::size_t>(nchunks()), 0);
+    if (c.overlap_param_gather && dist_opt_sharded) {
+      if (!per_chunk) {
+        for (std::int64_t ch = 0; ch < nchunks(); ++ch) dispatch_param_ag(ch);
+      } else if (aligned_param_gather()) {
+        // Chunks 0 and 1 at the schedule's start (chunk 0's, with overlap_param_gather_with_optimizer_step,
+        // after its optimizer step instead: finish_step).
+        for (std::int64_t ch = c.overlap_param_gather_with_optimizer_step ? 1 : 0; ch < std::min<std::int64_t>(2, nchunks()); ++ch)
+          dispatch_param_ag(ch);
+        fwd_table_ = interleaved_table(x_.m, v, c.microbatch_group());
+      }
+    }
     final_bwd.resize(nchunks());
     for (std::int64_t ch = 0; ch < nchunks(); ++ch) final_bwd[ch].assign(place(ch).nl, 0);
   }
@@ -1160,6 +1261,14 @@ class StageEmitter {
   // layer), an epilogue (send or embedding backward). Run in order they emit the slot's ops; two slots'
   // steps alternated build two interleaved dependency chains (overlapped_pair).
   void slot_steps(const GptSlot& sl, std::vector<Step>& out) {
+    slot_steps_of(sl, out);
+    if (sl.fwd || sl.weight) return;
+    // The backward slot's last op (align_grad_reduce launches a chunk's reduction after one).
+    const std::size_t kb = bwd_end_.size();
+    bwd_end_.push_back(0);
+    out.push_back([this, kb]() { bwd_end_[kb] = rb.last(); });
+  }
+  void slot_steps_of(const GptSlot& sl, std::vector<Step>& out) {
     const GptChunkPlace& pl = place(sl.chunk);
     const std::int64_t mb = sl.mb, ch = sl.chunk, nl = pl.nl, base = pl.base;
     const bool first_chunk = pl.first, last_chunk = pl.last;
@@ -1185,11 +1294,26 @@ class StageEmitter {
     if (sl.fwd) {
       // (a chunk without decoder layers -- pipeline_model_parallel_layout's `E` or `L` alone -- gathers none)
       const bool gather = c.fsdp() && fsdp_gather_before(ch, true) && nl > 0;
-      out.push_back([this, mb, ch, base, mbs, first_chunk, gather, fsdp_next]() {
+      const std::int64_t k = fwd_count_++;
+      out.push_back([this, mb, ch, base, mbs, first_chunk, gather, fsdp_next, k]() {
+        const bool param_ag = c.overlap_param_gather && dist_opt_sharded && c.megatron_ddp();
+        if (param_ag && !fwd_table_.empty()) {
+          // align_param_gather: the forward pipeline rank st runs st virtual micro-batches before chunk cc - 1's
+          // first dispatches chunk cc's all-gathers (cc >= 2), so that every stage issues them at once.
+          const auto j = static_cast<std::size_t>(k + st);
+          if (j < fwd_table_.size() && fwd_table_[j].first == 0) {
+            const std::int64_t cc = fwd_table_[j].second + 1;
+            if (cc > 1 && cc < nchunks()) dispatch_param_ag(cc);
+          }
+        }
         if (!first_chunk) {
           send(OpKind::Recv, RankBuilder::kRecvF, mbs + ".recv.fwd", place(ch).from, tag(mb, ch, 0), ch, place(ch).in_hidden);
           rb.chain(wait_op(mbs + ".l" + std::to_string(base) + ".wait"), {pending_recv_});
         }
+        // A chunk's all-gathers not dispatched yet are at its first forward (its first layer's forward pre-hook,
+        // finish_param_sync in megatron/core/distributed/param_and_grad_buffer.py @d98e8a64); with
+        // overlap_param_gather_with_optimizer_step the first chunk's ran after its optimizer step.
+        if (param_ag && mb == 0 && !(c.overlap_param_gather_with_optimizer_step && ch == 0)) dispatch_param_ag(ch);
         if (gather) *fsdp_next = fsdp_ag(mbs + ".l" + std::to_string(base) + ".fsdp.ag", base);
         if (first_chunk) {
           // The embedding waits for the first layer's unit (layer_el counts the embedding in it).
@@ -1210,8 +1334,10 @@ class StageEmitter {
           }
           if (float8_layer(gl) && float8_weights().fwd.kernels)
             rb.chain(compute_op(mbs + ".l" + std::to_string(gl) + ".float8.weight_cast", float8_weights().fwd), *extra);
-          if (c.overlap_param_gather && dist_opt_sharded && mb == 0 && !early_ag.empty())
-            extra->push_back(early_ag[static_cast<std::size_t>(bucket_of[ch][l])]);
+          if (c.overlap_param_gather && dist_opt_sharded && mb == 0) {
+            const std::uint32_t ag = early_ag[static_cast<std::size_t>(bucket_of[ch][l])];
+            if (ag != kNoOp) extra->push_back(ag);
+          }
           offload_fwd(gl, mbs, *extra);
           if (l > 0) fg_offload_fwd(mb, l - 1, nl, gl - 1, mbs, extra.get());
         };
@@ -1481,12 +1607,11 @@ class StageEmitter {
         expert_grad_done.push_back(rb.push(std::move(op)));
       }
     }
-    // Gradient synchronisation: buckets of `bucket_size` elements in backward order (last layer first).
+    // Gradient synchronisation: buckets in backward order (last layer first), cut per chunk as Megatron-Core's
+    // DDP does (chunk_bucketed, bucket_limit), or across the stage's chunks on the other data-parallel paths.
     std::vector<std::pair<std::uint32_t, double>> grad_buckets;  // (ready op, elements)
     std::vector<double> grad_bucket_dense;  // of which embedding / output-layer elements (param_ag_bytes)
     {
-      double acc = 0, acc_dense = 0;
-      std::uint32_t ready = 0;
       struct Item {
         std::uint32_t first;  // the op after which the gradient is ready
         double second;        // its elements
@@ -1494,6 +1619,7 @@ class StageEmitter {
         double bf16_el = 0;   // of a decoder layer: its elements gathered in bf16 (param_ag_bytes)
         std::int64_t late = -1;  // the deferred output-layer wgrad: the op after which the gradient is ready,
                                  // its place in the buckets kept (Megatron's buckets are by parameter order)
+        std::int64_t chunk = 0;  // the model chunk whose DDP holds it
       };
       std::vector<Item> items;  // in the order gradients become ready
       if (last_stage_has_output(c))
@@ -1502,34 +1628,69 @@ class StageEmitter {
           // Output layer: its gradient is ready with the last layer's backward (SC'21 ordering kept).
           const std::int64_t nl = place(ch).nl;
           std::uint32_t at = nl ? final_bwd[ch][nl - 1] : backward_done;
-          items.push_back({at, x_.out_el, true, 0, out_wgrad_done});
+          items.push_back({at, x_.out_el, true, 0, out_wgrad_done, ch});
         }
       for (std::int64_t ch = nchunks() - 1; ch >= 0; --ch)
-        for (std::int64_t l = place(ch).nl - 1; l >= 0; --l) items.push_back({final_bwd[ch][l], x_.Pl, false, bf16_layer_el(place(ch).base + l)});
-      if (has_first) items.push_back({final_embed_bwd, x_.emb_el, true});
+        for (std::int64_t l = place(ch).nl - 1; l >= 0; --l)
+          items.push_back({final_bwd[ch][l], x_.Pl, false, bf16_layer_el(place(ch).base + l), -1, ch});
+      std::int64_t first_ch = 0, last_ch = nchunks() - 1;
+      for (std::int64_t ch = 0; ch < nchunks(); ++ch) {
+        if (place(ch).first) first_ch = ch;
+        if (place(ch).last) last_ch = ch;
+      }
+      if (has_first) items.push_back({final_embed_bwd, x_.emb_el, true, 0, -1, first_ch});
       // The MTP layers, and the MTP's copy of the word embeddings where the stage holds no other
       // (gpt_memory_of_stage counts the same parameters).
       if (final_mtp_bwd >= 0) {
         const auto at = static_cast<std::uint32_t>(final_mtp_bwd);
-        items.push_back({at, mtp_params_per_rank(c), false});
-        if (!has_first && !(has_last && !c.untie_embeddings_and_output_weights)) items.push_back({at, x_.emb_el, true});
+        items.push_back({at, mtp_params_per_rank(c), false, 0, -1, last_ch});
+        if (!has_first && !(has_last && !c.untie_embeddings_and_output_weights))
+          items.push_back({at, x_.emb_el, true, 0, -1, last_ch});
       }
       std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-      std::int64_t late = -1;
-      auto ready_op = [&] { return late >= 0 ? std::max(ready, static_cast<std::uint32_t>(late)) : ready; };
-      for (const Item& it : items) {
-        acc += it.second;
-        if (it.dense) acc_dense += it.second;
-        acc_dense += it.bf16_el;
-        ready = it.first;
-        late = std::max(late, it.late);
-        if (acc >= double(c.bucket_size)) {
-          grad_buckets.push_back({ready_op(), acc});
-          grad_bucket_dense.push_back(acc_dense);
-          acc = 0, acc_dense = 0, late = -1;
+      const double limit = bucket_limit();
+      // One pass per chunk's DDP (Megatron-Core), or one over the stage.
+      const bool per_chunk = c.megatron_ddp();
+      struct Bucket {
+        std::uint32_t ready;
+        double el, dense;
+        std::int64_t chunk;
+      };
+      std::vector<Bucket> buckets;
+      for (std::int64_t ch = per_chunk ? nchunks() - 1 : 0; ch >= 0; --ch) {
+        const bool cut = chunk_bucketed(ch);
+        // align_grad_reduce: the chunk's buckets all wait for its launch.
+        std::uint32_t launch = 0;
+        if (aligned_grad_reduce()) {
+          const std::int64_t ks = launch_slot_[static_cast<std::size_t>(ch)];
+          launch = ks >= 0 ? bwd_end_[static_cast<std::size_t>(ks)] : backward_done;
         }
+        double acc = 0, acc_dense = 0;
+        std::uint32_t ready = 0;
+        std::int64_t late = -1;
+        auto ready_op = [&] { return late >= 0 ? std::max(ready, static_cast<std::uint32_t>(late)) : ready; };
+        for (const Item& it : items) {
+          if (per_chunk && it.chunk != ch) continue;
+          acc += it.second;
+          if (it.dense) acc_dense += it.second;
+          acc_dense += it.bf16_el;
+          ready = it.first;
+          late = std::max(late, it.late);
+          if (cut && acc >= limit) {
+            buckets.push_back({std::max(ready_op(), launch), acc, acc_dense, ch});
+            acc = 0, acc_dense = 0, late = -1;
+          }
+        }
+        if (acc > 0) buckets.push_back({std::max(ready_op(), launch), acc, acc_dense, ch});
       }
-      if (acc > 0) grad_buckets.push_back({ready_op(), acc}), grad_bucket_dense.push_back(acc_dense);
+      // The reductions in the order they are issued: as each bucket's gradients are ready with
+      // overlap_grad_reduce; else after the backward, chunk by chunk (finalize_model_grads ->
+      // finish_grad_sync per chunk, megatron/core/distributed/finalize_model_grads.py @d98e8a64).
+      if (per_chunk)
+        std::stable_sort(buckets.begin(), buckets.end(), [&](const Bucket& a, const Bucket& b) {
+          return c.overlap_grad_reduce ? a.ready < b.ready : a.chunk < b.chunk;
+        });
+      for (const Bucket& bk : buckets) grad_buckets.push_back({bk.ready, bk.el}), grad_bucket_dense.push_back(bk.dense);
     }
     std::vector<std::uint32_t> grad_done;
     double local_params = 0;
@@ -1562,7 +1723,15 @@ class StageEmitter {
     for (auto d : expert_grad_done) grad_done.push_back(d);
     // optimizer_cpu_offload: the GPU's FusedAdam steps the share of the shard left on the GPU.
     const double host_el = c.optimizer_host_fraction() * shard;
-    const Costs opt = K.optimizer(x_.cm, shard - host_el);
+    // overlap_param_gather_with_optimizer_step: the first chunk's optimizer (ChainedOptimizer's first) steps first,
+    // then its parameter all-gather is dispatched (ChainedOptimizer._step, megatron/core/optimizer/optimizer.py
+    // @d98e8a64) and runs beside the other chunks' step; the next step's first forward needs it.
+    const bool split_first = c.overlap_param_gather_with_optimizer_step && dist_opt_sharded;
+    double shard0 = 0;
+    if (split_first)
+      for (std::size_t k = 0; k < bucket_elements.size(); ++k)
+        if (bucket_chunk[k] == 0) shard0 += bucket_elements[k] / double(Y.shard_n);
+    const Costs opt = K.optimizer(x_.cm, shard - host_el - shard0);
     if (c.fsdp()) {
       // The optimizer waits for the last reduce-scatter: a zero-length join on the FSDP stream.
       Op j = wait_op("fsdp.rs.done");
@@ -1574,22 +1743,32 @@ class StageEmitter {
         grad_done.push_back(rb.fork(std::move(a)));
       }
     }
-    if (host_el > 0) offloaded_optimizer_step(opt, host_el, grad_done);
-    else rb.chain(compute_op("optimizer.step", opt), grad_done);
-    if (c.fp8_param_gather || c.fp4_param_gather) {
-      // fp8_param_gather (fp4_param_gather): the updated fp32 main-parameter shard is quantised into the FP8 (NVFP4)
-      // parameters of the quantised layers (not first_last_layers_bf16's)
-      // (quantize_param_shard, megatron/core/fp8_utils.py @d98e8a64 -> Transformer Engine's
-      // cast_master_weights_to_fp8, transformer_engine/pytorch/tensor/utils.py @d0067d0da), then the amaxes
-      // are all-reduced (MAX) over the data-parallel group before the scales are set (fp8_param_cast_costs).
+    // fp8_param_gather (fp4_param_gather): the updated fp32 main-parameter shard is quantised into the FP8 (NVFP4)
+    // parameters of the quantised layers (not first_last_layers_bf16's) of chunks [from, to)
+    // (quantize_param_shard, megatron/core/fp8_utils.py @d98e8a64 -> Transformer Engine's
+    // cast_master_weights_to_fp8, transformer_engine/pytorch/tensor/utils.py @d0067d0da), then the amaxes
+    // are all-reduced (MAX) over the data-parallel group before the scales are set (fp8_param_cast_costs).
+    auto quantise_params = [&](std::int64_t from, std::int64_t to, const std::string& suffix) {
       double layers = 0;
-      for (std::int64_t ch = 0; ch < nchunks(); ++ch)
+      for (std::int64_t ch = from; ch < to; ++ch)
         for (std::int64_t l = 0; l < place(ch).nl; ++l) layers += c.bf16_layer(place(ch).base + l) ? 0.0 : 1.0;
       // Transformer Engine's four linears per layer: LayerNormLinear qkv, Linear proj, LayerNormLinear fc1, Linear fc2.
       const Fp8ParamCast f = fp8_param_cast_costs(c, x_.cm, layers * x_.Pl, double(Y.shard_n), 4.0 * layers);
-      rb.chain(compute_op("fp8_param_gather.cast", f.cast));
+      rb.chain(compute_op("fp8_param_gather.cast" + suffix, f.cast));
       if (Y.shard_n > 1)
-        rb.chain(coll_op("fp8_param_gather.amax.ar", CollOp::AllReduce, Y.dp_comm[st], f.amax_bytes, RankBuilder::kDp, "dp"));
+        rb.chain(coll_op("fp8_param_gather.amax.ar" + suffix, CollOp::AllReduce, Y.dp_comm[st], f.amax_bytes, RankBuilder::kDp, "dp"));
+    };
+    const bool quantised_params = c.fp8_param_gather || c.fp4_param_gather;
+    if (split_first) {
+      rb.chain(compute_op("optimizer.step.c0", K.optimizer(x_.cm, shard0)), grad_done);
+      grad_done.clear();
+      if (quantised_params) quantise_params(0, 1, ".c0");
+      dispatch_param_ag(0);
+    }
+    if (host_el > 0) offloaded_optimizer_step(opt, host_el, grad_done);
+    else rb.chain(compute_op("optimizer.step", opt), grad_done);
+    if (quantised_params) {
+      quantise_params(split_first ? 1 : 0, nchunks(), "");
       // The experts' FP8 (NVFP4) weights the same way by the expert optimizer, on its shard over the expert
       // data-parallel group (megatron/core/optimizer/__init__.py:1214-1243 @d98e8a64 builds it with
       // intra_expt_dp_group, which _copy_main_params_to_model_params passes to quantize_param_shard,
