@@ -584,7 +584,7 @@ class StageEmitter {
     const double limit = bucket_limit();
     const bool per_chunk = c.megatron_ddp();
     double acc = 0, acc_bf16 = 0;
-    std::int64_t cur = 0;  // the chunk whose layers the bucket being filled holds (its last, with !per_chunk)
+    std::int64_t cur = 0;  // the chunk of the filling bucket's first-gathered layers (the lowest, with !per_chunk)
     auto flush = [&] {
       bucket_elements.push_back(acc), bucket_dense.push_back(acc_bf16), bucket_chunk.push_back(cur);
       acc = 0, acc_bf16 = 0;
@@ -612,7 +612,8 @@ class StageEmitter {
     if (bucket_elements.empty()) flush();
     // Megatron's overlap_param_gather: each bucket's parameter all-gather (the previous step's optimizer
     // update) runs under the forward, first layers first, and the bucket's layers wait for it in the first
-    // micro-batch. When each chunk's are dispatched: param_ag_plan.
+    // micro-batch. Each chunk's are dispatched by dispatch_param_ag: here, at the schedule's forwards (slot_steps)
+    // or at the optimizer step (finish_step).
     early_ag.assign(bucket_elements.size(), kNoOp);
     chunk_ag_dispatched.assign(static_cast<std::size_t>(nchunks()), 0);
     if (c.overlap_param_gather && dist_opt_sharded) {

@@ -140,7 +140,8 @@ TEST_CASE("Megatron-Core DDP: when the overlapped parameter all-gathers are disp
   // Without align_param_gather each chunk's all-gather waits for its first forward: chunk 1's too.
   ParamMap na = base;
   na["align_param_gather"] = "false";
-  const auto agn = dp_ops(workloads_test::gen(na), 1, "ag");
+  const Trace tn = workloads_test::gen(na);  // named: dp_ops points into it
+  const auto agn = dp_ops(tn, 1, "ag");
   REQUIRE(agn.size() == 4);
   CHECK_FALSE(agn[1]->deps.empty());
   // Non-interleaved: a later stage dispatches its one all-gather after its first receive, so its first forward
