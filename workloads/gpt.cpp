@@ -1455,6 +1455,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
     if (e.moe_router_fusion) B("moe_router_fusion", true);
     if (e.moe_router_score_function != "softmax") m["moe_router_score_function"] = e.moe_router_score_function;
     if (e.moe_aux_loss_coeff > 0) G("moe_aux_loss_coeff", e.moe_aux_loss_coeff);
+    if (e.moe_input_jitter_eps > 0) G("moe_input_jitter_eps", e.moe_input_jitter_eps);
     if (e.moe_z_loss_coeff > 0) G("moe_z_loss_coeff", e.moe_z_loss_coeff);
     if (e.moe_router_enable_expert_bias) B("moe_router_enable_expert_bias", true);
     if (e.moe_router_force_load_balancing) B("moe_router_force_load_balancing", true);

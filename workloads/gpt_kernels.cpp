@@ -883,6 +883,18 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
     linear(out, Tl, kin, nout, fwd, wgrad);
   };
   M.pre_f.add(cm, mem(MemoryKernel::Norm, 2.0 * e * Te * double(h)));
+  if (me.moe_input_jitter_eps > 0) {
+    // Input jitter: Uniform(1 - eps, 1 + eps).rsample in the input's dtype -- the scalar high - low, torch.rand
+    // (writes), the scaling and the shift (read and write each) -- then input * noise; backward: the gradient
+    // times the noise (torch/distributions/uniform.py rsample; router.py apply_input_jitter @d98e8a64).
+    const double n = double(Tl) * double(h);
+    M.pre_f.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e));
+    M.pre_f.add(cm, mem(MemoryKernel::Elementwise, e * n));
+    M.pre_f.add(cm, mem(MemoryKernel::Elementwise, 2.0 * e * n));
+    M.pre_f.add(cm, mem(MemoryKernel::Elementwise, 2.0 * e * n));
+    M.pre_f.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e * n));
+    M.pre_b.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e * n));
+  }
   M.pre_f.add(cm, KernelDesc::gemm(Tl, E, h, act));
   // The score function and top-k: unfused (Megatron's default, topk_routing_with_score_function in
   // megatron/core/transformer/moe/moe_utils.py @d98e8a64) torch's softmax / sigmoid and torch.topk, at the rate

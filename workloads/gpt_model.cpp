@@ -386,6 +386,9 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_lay
     // The load-balancing loss keeps its fp32 scores for the score function's backward (router.py @d98e8a64:
     // scores_for_aux_loss); the z-loss's logsumexp keeps one value per token (not counted).
     if (c.moe.aux_loss_on()) mlp += 4.0 * double(c.moe.num_experts) / t_sp;
+    // moe_input_jitter_eps: the noise (kept for the product's backward) and the jittered input (the router GEMM's
+    // saved input), bf16 each.
+    if (c.moe.moe_input_jitter_eps > 0) mlp += 2.0 * 2.0 * h * rep;
     if (drop_scores && c.recomputes("moe")) mlp = (2.0 * h + gemm_in * h + mask) * rep;
   }
   // recompute_modules layernorm: the two norms' outputs (the QKV and the MLP / router inputs) are not kept.

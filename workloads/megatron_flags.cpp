@@ -496,7 +496,7 @@ const std::vector<MegatronFlag>& megatron_flags() {
     {"--moe-hybridep-num-sms", "moe_hybridep_num_sms", MegatronFlag::kInt, 1, MegatronFlag::kNotModelled, 2373, "_add_network_size_args", "", "d98e8a64"},
     {"--moe-hybridep-num-sms-preprocessing", "moe_hybridep_num_sms_preprocessing", MegatronFlag::kInt, 1, MegatronFlag::kNoEffect, 2373, "_add_network_size_args", "108", "d98e8a64"},
     {"--moe-hybridep-pad-uneven-dispatch-inputs", "moe_hybridep_pad_uneven_dispatch_inputs", MegatronFlag::kTrue, 1, MegatronFlag::kNoEffect, 2373, "_add_network_size_args", "", "d98e8a64"},
-    {"--moe-input-jitter-eps", "moe_input_jitter_eps", MegatronFlag::kFloat, 1, MegatronFlag::kNoEffect, 2373, "_add_network_size_args", "", "1e057005 d98e8a64"},
+    {"--moe-input-jitter-eps", "moe_input_jitter_eps", MegatronFlag::kFloat, 1, MegatronFlag::kModel, 2373, "_add_network_size_args", "", "1e057005 d98e8a64"},
     {"--moe-latent-size", "moe_latent_size", MegatronFlag::kInt, 1, MegatronFlag::kModel, 2373, "_add_network_size_args", "", "d98e8a64"},
     {"--moe-layer-freq", "moe_layer_freq", MegatronFlag::kStr, 1, MegatronFlag::kModel, 3520, "_add_moe_args", "1", "1e057005 d98e8a64"},
     {"--moe-layer-recompute", "moe_layer_recompute", MegatronFlag::kTrue, 1, MegatronFlag::kModel, 2373, "_add_network_size_args", "", "1e057005 d98e8a64"},

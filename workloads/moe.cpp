@@ -108,6 +108,11 @@ void read_moe_params(ParamReader& r, MoeConfig& m) {
   m.moe_z_loss_coeff = r.number("moe_z_loss_coeff", m.moe_z_loss_coeff, 0);
   m.moe_router_enable_expert_bias = r.boolean("moe_router_enable_expert_bias", m.moe_router_enable_expert_bias);
   m.moe_router_force_load_balancing = r.boolean("moe_router_force_load_balancing", m.moe_router_force_load_balancing);
+  if (r.has("moe_input_jitter_eps")) {
+    m.moe_input_jitter_eps = r.number("moe_input_jitter_eps", 0, 0);
+    // torch.distributions.Uniform validates low < high: eps 0 raises in Megatron-LM.
+    if (!(m.moe_input_jitter_eps > 0)) r.fail("moe_input_jitter_eps", "must be > 0 (torch's Uniform(1 - eps, 1 + eps) needs low < high)");
+  }
   m.overlap_moe_expert_parallel_comm = r.boolean("overlap_moe_expert_parallel_comm", m.overlap_moe_expert_parallel_comm);
   m.delay_wgrad_compute = r.boolean("delay_wgrad_compute", m.delay_wgrad_compute);
   m.moe_load = r.string("moe_load", m.moe_load);

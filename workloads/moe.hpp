@@ -41,6 +41,9 @@ struct MoeConfig {
   double moe_z_loss_coeff = 0;                            // router z-loss (ST-MoE), 0 = none (Megatron's None)
   bool moe_router_enable_expert_bias = false;             // aux-loss-free balancing: per-expert bias before top-k
   bool moe_router_force_load_balancing = false;           // random router logits (benchmark mode): uniform load
+  // Megatron's --moe-input-jitter-eps (Switch Transformer's input jitter): the router's input times uniform noise in
+  // [1 - eps, 1 + eps] (TopKRouter.apply_input_jitter, megatron/core/transformer/moe/router.py @d98e8a64); < 0 = None.
+  double moe_input_jitter_eps = -1;
   bool overlap_moe_expert_parallel_comm = false;          // 1F1B A2A overlap with the other micro-batch
   bool delay_wgrad_compute = false;                       // weight-gradient GEMMs after the input gradient's A2A / p2p
   // Load model (fabricsim's own keys; Megatron has no equivalent): how routed tokens spread over experts.

@@ -523,3 +523,36 @@ TEST_CASE("moe_z_loss_coeff, moe_router_enable_expert_bias, moe_router_force_loa
   CHECK(error_of([] { cfg(moe({{"moe_router_force_load_balancing", "true"}, {"moe_load", "zipf"}})); })
             .find("routes at random (a uniform load)") != std::string::npos);
 }
+
+TEST_CASE("moe_input_jitter_eps: the router input times uniform noise, priced and kept as Megatron-LM runs it") {
+  const auto M0 = moe_costs_of(moe());
+  const auto Mj = moe_costs_of(moe({{"moe_input_jitter_eps", "0.01"}}));
+  // Forward: the scalar high - low, torch.rand, the scaling, the shift and the product (five kernels, four over
+  // the 4096 x 2048 router input); backward: the gradient times the noise.
+  CHECK(Mj.pre_f.kernels == M0.pre_f.kernels + 5);
+  CHECK(Mj.pre_b.kernels == M0.pre_b.kernels + 1);
+  CHECK(Mj.pre_f.seconds > M0.pre_f.seconds);
+  CHECK(Mj.pre_b.seconds > M0.pre_b.seconds);
+  // The forward moves 8 bytes per element (2 + 4 + 4 + 6, bf16) against the backward's 3 x 2: at one memory
+  // rate the added forward time is 8/6 of the backward's, less the scalar kernel's launch.
+  const double df = Mj.pre_f.seconds - M0.pre_f.seconds, db = Mj.pre_b.seconds - M0.pre_b.seconds;
+  CHECK(df > db);
+  // Memory: the noise and the jittered input, bf16, per token of each MoE layer; each stage holds 2 MoE layers,
+  // stage 0 of 2 in-flight micro-batches (1F1B on PP 2), stage 1 of 1, 4096 tokens of hidden 2048 each.
+  for (std::int64_t st : {0, 1}) {
+    const double added = gpt_memory_of_stage(cfg(moe({{"moe_input_jitter_eps", "0.01"}})), st).activations_bytes -
+                         gpt_memory_of_stage(cfg(moe()), st).activations_bytes;
+    CHECK(added == doctest::Approx(2.0 * 2.0 * 2048 * 4096 * 2 * (st == 0 ? 2 : 1)));
+  }
+  CHECK(error_of([] { cfg(moe({{"moe_input_jitter_eps", "0"}})); }).find("must be > 0") != std::string::npos);
+  // Megatron-LM's flag imports as modelled.
+  const MegatronImport m = import_megatron_args(
+      read_megatron_launch("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
+                           "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
+                           "--global-batch-size 8 --bf16 --padded-vocab-size 32000 --num-experts 8 "
+                           "--expert-model-parallel-size 8 --moe-input-jitter-eps 0.01",
+                           "job.sh", {}),
+      8, {});
+  CHECK(m.params.at("moe_input_jitter_eps") == doctest::Approx(0.01));
+  CHECK(m.not_modelled.empty());
+}
