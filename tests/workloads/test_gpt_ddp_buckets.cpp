@@ -230,3 +230,21 @@ TEST_CASE("Megatron-Core DDP: align_grad_reduce launches an interleaved chunk's 
   // Without it the DDP hooks launch each chunk's reduction as its last layer's gradient is ready.
   CHECK(deps_of("false") == std::vector<std::string>{"mb3.c1.l6.attn.bwd.join", "mb3.c0.l2.attn.bwd.join"});
 }
+
+TEST_CASE("Megatron-Core DDP: the expert reduction, issued at the backward's end, does not hold the dense buckets") {
+  // 8 MoE layers of 8 experts on PP 2 x VP 2 over 32 GPUs, EP 4 -> expert data-parallel 2; overlap_grad_reduce.
+  const Trace t = workloads_test::gen(model(8, 32, 32, {{"virtual_pipeline_model_parallel_size", "2"},
+                                                        {"overlap_grad_reduce", "true"}, {"num_experts", "8"},
+                                                        {"moe_router_topk", "2"}, {"moe_ffn_hidden_size", "1024"},
+                                                        {"expert_model_parallel_size", "4"}, {"moe_grouped_gemm", "true"},
+                                                        {"moe_token_dispatcher_type", "alltoall"}}));
+  const auto& ops = t.ranks.at(0).ops;
+  const std::size_t experts = index_of(t, 0, "edp.experts.rs");
+  const auto rs = dp_ops(t, 0, "rs");
+  REQUIRE(rs.size() == 2);
+  // Both chunks' dense reductions come first on the in-order data-parallel stream; chunk 1's is launched before
+  // the last backward (align_grad_reduce), the expert one after it.
+  for (const Op* op : rs) CHECK(static_cast<std::size_t>(op - ops.data()) < experts);
+  CHECK(rs[0]->deps.at(0) < ops[experts].deps.at(0));
+  CHECK(ops[experts].stream == rs[0]->stream);
+}
