@@ -196,15 +196,10 @@ TEST_CASE("Megatron-Core DDP: overlap_param_gather_with_optimizer_step") {
 }
 
 TEST_CASE("Megatron-Core DDP flags import from a launch script") {
-  const MegatronImport m = import_megatron_args(
-      read_megatron_launch("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 8 --hidden-size 1024 "
-                           "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
-                           "--global-batch-size 8 --bf16 --padded-vocab-size 32000 --pipeline-model-parallel-size 2 "
-                           "--num-layers-per-virtual-pipeline-stage 2 --use-distributed-optimizer --overlap-grad-reduce "
-                           "--overlap-param-gather --overlap-param-gather-with-optimizer-step --no-align-param-gather "
-                           "--no-align-grad-reduce --ddp-num-buckets 3",
-                           "job.sh", {}),
-      8, {});
+  const MegatronImport m = workloads_test::import_small(
+      "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 --use-distributed-optimizer "
+      "--overlap-grad-reduce --overlap-param-gather --overlap-param-gather-with-optimizer-step --no-align-param-gather "
+      "--no-align-grad-reduce --ddp-num-buckets 3");
   CHECK(m.params.at("overlap_param_gather_with_optimizer_step") == true);
   CHECK(m.params.at("align_param_gather") == false);
   CHECK(m.params.at("align_grad_reduce") == false);

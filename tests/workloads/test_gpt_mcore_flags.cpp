@@ -33,15 +33,7 @@ ParamMap small(ParamMap over = {}) {
 
 GptConfig cfg(const ParamMap& p) { return gpt_config_from_params(p, "--param"); }
 
-// A small pretrain_gpt.py launch with `flags` appended, imported for 8 GPUs.
-MegatronImport import_small(const std::string& flags) {
-  return import_megatron_args(
-      read_megatron_launch("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
-                           "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
-                           "--global-batch-size 8 --bf16 --padded-vocab-size 32000 " + flags,
-                           "job.sh", {}),
-      8, {});
-}
+using workloads_test::import_small;
 GptMemory mem(const ParamMap& p) { return gpt_memory_per_gpu(cfg(p)); }
 
 const Op& op_named(const Trace& t, const std::string& name) {

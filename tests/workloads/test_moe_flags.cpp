@@ -546,13 +546,8 @@ TEST_CASE("moe_input_jitter_eps: the router input times uniform noise, priced an
   }
   CHECK(error_of([] { cfg(moe({{"moe_input_jitter_eps", "0"}})); }).find("must be > 0") != std::string::npos);
   // Megatron-LM's flag imports as modelled.
-  const MegatronImport m = import_megatron_args(
-      read_megatron_launch("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
-                           "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
-                           "--global-batch-size 8 --bf16 --padded-vocab-size 32000 --num-experts 8 "
-                           "--expert-model-parallel-size 8 --moe-input-jitter-eps 0.01",
-                           "job.sh", {}),
-      8, {});
+  const MegatronImport m =
+      workloads_test::import_small("--num-experts 8 --expert-model-parallel-size 8 --moe-input-jitter-eps 0.01");
   CHECK(m.params.at("moe_input_jitter_eps") == doctest::Approx(0.01));
   CHECK(m.not_modelled.empty());
 }

@@ -7,6 +7,7 @@
 #include "models/gpu.hpp"
 #include "sim/base/error.hpp"
 #include "workloads/gpt.hpp"
+#include "workloads/megatron_args.hpp"
 #include "workloads/params.hpp"
 
 // The message of the InputError `f` throws, or "" when it throws none.
@@ -53,6 +54,18 @@ inline fabricsim::workloads::ParamMap small_llama(int world, int batch, const fa
   p["world_size"] = std::to_string(world), p["global_batch_size"] = std::to_string(batch);
   for (const auto& [k, v] : over) p[k] = v;
   return p;
+}
+
+// A small pretrain_gpt.py launch (4 layers of hidden 1024, sequence 2048, global batch 8, bf16) with `flags`
+// appended, imported for 8 GPUs.
+inline fabricsim::workloads::MegatronImport import_small(const std::string& flags) {
+  using namespace fabricsim::workloads;
+  return import_megatron_args(
+      read_megatron_launch("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
+                           "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
+                           "--global-batch-size 8 --bf16 --padded-vocab-size 32000 " + flags,
+                           "job.sh", {}),
+      8, {});
 }
 
 }  // namespace workloads_test
