@@ -1600,17 +1600,6 @@ class StageEmitter {
       // The MTP layers' experts (built like the decoder's last layer).
       if (final_mtp_bwd >= 0) stage_expert_params += double(mtp_moe_layers(c)) * expert_params_per_gpu(c);
     }
-    // (Megatron FSDP and torch FSDP2 expert units reduce them per layer instead, fsdp_experts.) Issued after the
-    // dense buckets below: it waits for the whole backward, and the data-parallel stream runs its calls in order.
-    auto reduce_experts = [&] {
-      if (!(moe_on && edp > 1 && stage_expert_params > 0 && !(c.fsdp() && (!c.use_torch_fsdp2 || c.fsdp_expert_units))))
-        return;
-      const bool sh = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard" || c.fsdp();
-      Op op = coll_op(sh ? "edp.experts.rs" : "edp.experts.ar", sh ? CollOp::ReduceScatter : CollOp::AllReduce,
-                      Y.edp_comm[st], stage_expert_params * grad_elem_bytes, RankBuilder::kDp, "dp");
-      op.deps.push_back(backward_done);
-      expert_grad_done.push_back(rb.push(std::move(op)));
-    };
     // Gradient synchronisation: buckets in backward order (last layer first), cut per chunk as Megatron-Core's
     // DDP does (chunk_bucketed, bucket_limit), or across the stage's chunks on the other data-parallel paths.
     std::vector<std::pair<std::uint32_t, double>> grad_buckets;  // (ready op, elements)
@@ -1709,7 +1698,16 @@ class StageEmitter {
         grad_done.push_back(rb.push(std::move(op)));
       }
     }
-    reduce_experts();
+    // The stage's expert gradients over the expert data-parallel group, after the dense buckets: the call waits for
+    // the whole backward and the data-parallel stream runs its calls in order. (Megatron FSDP and torch FSDP2
+    // expert units reduce them per layer instead, fsdp_experts.)
+    if (moe_on && edp > 1 && stage_expert_params > 0 && !(c.fsdp() && (!c.use_torch_fsdp2 || c.fsdp_expert_units))) {
+      const bool sh = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard" || c.fsdp();
+      Op op = coll_op(sh ? "edp.experts.rs" : "edp.experts.ar", sh ? CollOp::ReduceScatter : CollOp::AllReduce,
+                      Y.edp_comm[st], stage_expert_params * grad_elem_bytes, RankBuilder::kDp, "dp");
+      op.deps.push_back(backward_done);
+      expert_grad_done.push_back(rb.push(std::move(op)));
+    }
     if (Y.R > 1 && !hsdp_per_unit()) {
       // HSDP: the gradient shards are all-reduced across the replica groups.
       Op op = coll_op("dp.replica.ar", CollOp::AllReduce, Y.rep_comm[st], local_params / double(Y.shard_n) * grad_elem_bytes,
