@@ -26,7 +26,8 @@
 //   MCore             TP x CP x DP x PP with ETP = TP (the expert grid is a sub-grid of DP, Megatron default)
 //   MCore w/ Folding  ETP 1 (the printed ETP; Llama3-8x70B's rows leave it blank, ETP 1 is assumed for them:
 //                     with TP 8 and 128-256 GPUs at PP 16, ETP 8 x EP 8 does not fit the TP x DP grid)
-//   every row         micro-batch 1, no recompute, no virtual pipeline stages (none printed), sequence
+//   every row         micro-batch 1, no recompute, no virtual pipeline stages (none printed) except where
+//                     the ModelZoo's runtime configuration runs the row's pipeline (below), sequence
 //                     parallelism with TP (Megatron requires it with EP), alltoall dispatcher, grouped GEMM,
 //                     token drop at capacity factor 1 (paper Sec. 4.2) with the uniform router load, overlapped
 //                     gradient reduce / parameter gather, the load-balancing loss (coefficient 1e-2) and the
@@ -34,6 +35,14 @@
 //                     TP communication overlap where TP > 1), BF16; Table 2's rows take Table 3's Mixtral-8x22B
 //                     mappings (the README: its BF16 TFLOPS equal Table 3's MFU x 989.5), FP8 with delayed
 //                     scaling as printed.
+//   Qwen2-57B-A14B    the ModelZoo's first commit (yanring/Megatron-MoE-ModelZoo@78fd4d6, 2025-04-03) runs it
+//                     as TP 2, PP 4, EP 4, VPP 7 on 8 nodes with GBS 256 (runtime_configs/benchmarking/
+//                     runtime.conf; Qwen2-57B-A14B.yaml passes --num-layers-per-virtual-pipeline-stage
+//                     LAYERS_PER_VP = 28 / PP / VPP = 1, and ETP 1): the layout of its MCore and folding rows
+//                     (TP 2, PP 4, EP 4), which therefore run 7 virtual stages of one layer each; its Mixtral-8x22B
+//                     configuration there (TP 2, PP 8, EP 8) has VPP 1, as assumed for the others. The same
+//                     Qwen2 yaml sets --moe-shared-expert-overlap (the shared expert beside the token
+//                     dispatch), given to every Qwen2-57B-A14B row as its other MoE settings are.
 //   EP blank = 1, PP blank = 1, CP blank = 1 (the paper leaves FSDP's EP blank for Mixtral).
 // The simulated rank count and micro-batches grow with GPUs and GBS, so the normal suite runs the 20 Table 3
 // rows and Table 2; Tables 4 and 5 (69 rows) run under the `long` label (tests/CMakeLists.txt,
@@ -139,6 +148,12 @@ Json scenario_json(int i) {
   // Mixtral-8x22B.yaml at that commit also sets --tp-comm-overlap (Transformer Engine's userbuffers overlap, which
   // Megatron-LM allows only with sequence parallelism, so with TP > 1); Table 2's rows are Mixtral-8x22B's.
   if (r.at("model") == "Mixtral-8x22B" && tp > 1) p["tp_comm_overlap"] = true;
+  // Qwen2-57B-A14B.yaml and runtime.conf at the same commit (header): the shared expert beside the dispatch, and
+  // 7 virtual stages of one layer on the configuration's 4-stage pipeline.
+  if (r.at("model") == "Qwen2-57B-A14B") {
+    p["moe_shared_expert_overlap"] = true;
+    if (pp == 4) p["num_layers_per_virtual_pipeline_stage"] = 1;
+  }
   if (method == "MCore w/ Folding") p["expert_tensor_parallel_size"] = 1;
   else if (!L.at("etp").empty()) p["expert_tensor_parallel_size"] = std::stoi(L.at("etp"));
   if (method == "FSDP" || method == "FSDP + EP") {
