@@ -206,6 +206,12 @@ void check_pipeline_layout(const GptConfig& c, Fail&& fail) {
 template <class Fail>
 std::vector<std::vector<std::int64_t>> layout_of(const GptConfig& c, Fail&& fail) {
   const std::int64_t p = c.pipeline_model_parallel_size, v = c.vp(), L = c.num_layers;
+  // No split gives a rank more virtual stages than the layers plus the embedding and the loss (the checks below say
+  // which rule a smaller count breaks); refused before the per-stage tables are sized by it.
+  if (c.pipeline_layout.empty() && v > L + 2)
+    fail(c.num_layers_per_virtual_pipeline_stage ? "num_layers_per_virtual_pipeline_stage" : "virtual_pipeline_model_parallel_size",
+         "gives " + std::to_string(v) + " virtual stages per pipeline rank for " + std::to_string(L) +
+             " layers: each virtual stage holds at least one layer");
   std::vector<std::vector<std::int64_t>> out(p, std::vector<std::int64_t>(v, 0));
   // A hybrid pattern's '|' segments are the virtual stages (gpt_hybrid.cpp, check_hybrid).
   if (c.hybrid() && c.hybrid_layer_pattern.find('|') != std::string::npos) return gpt_detail::hybrid_segment_layout(c);

@@ -50,7 +50,8 @@ class Config {
       if (!n.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
       const YAML::Node& cn = n;
       YAML::Node next = cn[k];
-      if (!next.IsDefined()) return next;
+      // An absent key gives yaml-cpp's invalid ("zombie") node, whose type queries throw: an undefined one instead.
+      if (!next.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
       n.reset(next);
     }
     return n;

@@ -7,6 +7,7 @@
 #include "models/gpu.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
+#include "topologies/io.hpp"
 #include "workloads/cluster.hpp"
 #include "workloads/dataparallel.hpp"
 #include "workloads/dlrm.hpp"
@@ -92,6 +93,11 @@ Scenario scenario_from_json(const Json& doc, const std::string& file) {
     if (has_preset == has_file) json_fail(r.path_of("topology"), "expected exactly one of \"preset\" or \"file\"");
     if (has_preset) {
       s.topology = tr.string("preset");
+      if (!topo::is_preset(s.topology)) {
+        std::string list;
+        for (const auto& p : topo::presets()) list += (list.empty() ? "" : ", ") + p.name;
+        json_fail(tr.path_of("preset"), "a topology preset name (" + list + "); a topology file goes in \"file\"");
+      }
       if (const Json* p = tr.object_optional("params")) s.topology_params = topology_params_from_json(*p, tr.path_of("params"));
     } else {
       s.topology = resolve(file, tr.string("file"));

@@ -198,6 +198,24 @@ TEST_CASE("issue 24 cases: generators, imported workloads, traces and nccl-tests
             "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 2, "world_size": 2,
             "virtual_pipeline_model_parallel_size": 2, "microbatch_group_size_per_vp_stage": 0}}})",
        "run g5.json --quiet", "microbatch_group_size_per_vp_stage: expected an integer >= 1"},
+      // bad_alloc / "cannot create std::vector larger than max_size()" before: the per-stage tables were sized by
+      // the virtual stages before any check (found by a fuzzing campaign, 2026-11-29)
+      {"GPT virtual_pipeline_model_parallel_size 2^63 - 1", "g6.json",
+       R"({"topology": {"preset": "dgx-h100"},
+          "workload": {"generator": "gpt", "params": {"num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16,
+            "seq_length": 1024, "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": 8,
+            "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "world_size": 1,
+            "virtual_pipeline_model_parallel_size": 9223372036854775807}}})",
+       "run g6.json --quiet",
+       "g6.json: /workload/params virtual_pipeline_model_parallel_size: gives 9223372036854775807 virtual stages per "
+       "pipeline rank for 4 layers"},
+      // unclear before: an unknown preset name in a scenario was reported without the file or its JSON path
+      {"unknown topology preset in a scenario", "s7.json",
+       R"({"topology": {"preset": "nosuch"}, "workload": {"generator": "dataparallel", "params": {}}})",
+       "run s7.json --quiet", "s7.json: /topology/preset: a topology preset name (dgx-a100,"},
+      // internal error before (yaml-cpp's "invalid node" for the absent section): found by the same campaign
+      {"NeMo config without a model: section", "n1.yaml", "trainer:\n  devices: 8\n  num_nodes: 1\n",
+       "import nemo n1.yaml --topology dgx-h100", "n1.yaml: expected a NeMo training config with a model: mapping"},
       {"dataparallel num_parameters \"1e8\"", "d1.json",
        R"({"topology": {"preset": "dgx-h100"},
           "workload": {"generator": "dataparallel", "params": {"num_parameters": "1e8"}}})",
