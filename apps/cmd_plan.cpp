@@ -374,6 +374,13 @@ int cmd_plan(int argc, char** argv) {
     } catch (const InputError&) {
       return todo;  // the simulation reports it, candidate by candidate
     }
+    {
+      // A parameter the generator does not read (a misspelt key) or a value of the wrong type is the scenario's
+      // error whatever the layout: reported once, not as every candidate refused.
+      const workloads::Scenario sc = workloads::scenario_from_json(sim::point_scenario(spec, spec.points[todo[0]]), source);
+      const models::ComputeModel cm = workloads::scenario_compute_model(sc, sys->topology(), sys->calibration().named_factors());
+      workloads::check_gpt_params_read(workloads::generator_params(sc, sys->topology(), cm), sc.workload.where);
+    }
     for (std::size_t i : todo) {
       const sim::SweepPoint& p = spec.points[i];
       Candidate& c = cands[i];

@@ -679,6 +679,12 @@ std::set<std::string> gpt_param_names() {
   return r.names();
 }
 
+void check_gpt_params_read(const ParamMap& p, const std::string& where) {
+  ParamReader r(p, where);
+  read_gpt_config(r, where);
+  r.finish();
+}
+
 GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   ParamReader r(p, where);
   GptConfig c = read_gpt_config(r, where);

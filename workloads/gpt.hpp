@@ -525,6 +525,10 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where);
 ParamMap gpt_config_to_params(const GptConfig& c);
 // The parameter names gpt_config_from_params accepts (read from its own code: workloads/params.hpp names()).
 std::set<std::string> gpt_param_names();
+// The parameters read as gpt_config_from_params reads them (each value's type and range, no key left unread),
+// without the checks between parameters (layout, batch, memory): what a search over layouts (`plan`) checks
+// once on its base scenario, so that a misspelt key is an error rather than every candidate refused.
+void check_gpt_params_read(const ParamMap& p, const std::string& where);
 
 // Megatron-Core's pipeline_model_parallel_layout (megatron/core/transformer/pipeline_parallel_layer_layout.py at
 // NVIDIA/Megatron-LM@d98e8a64dd): the string form ("Et*3|(tt|)*29,m|L": `|` ends a virtual stage, `,` is

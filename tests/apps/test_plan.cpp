@@ -343,3 +343,22 @@ TEST_CASE("fabricsim plan --vp: a virtual pipeline size that does not divide the
   CHECK(badr.err.find("--recompute") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("fabricsim plan: a workload key the generator does not read is the scenario's error, not every candidate refused") {
+  const fs::path dir = cli_test::scratch_dir("plan_unknown_key");
+  std::string base = cli_test::small_gpt_scenario(1, 64, 1, 2);
+  const std::string at = "\"micro_batch_size\"";
+  REQUIRE(base.find(at) != std::string::npos);
+  base.insert(base.find(at), "\"zz_unknown_key\": 1, ");
+  std::ofstream(dir / "base.json") << base;
+  const std::string bin = cli_test::quoted(FABRICSIM_BINARY);
+  // Found by a fuzzing campaign (2026-11-29): each candidate was refused for the key and plan ended with exit
+  // status 1, "no configuration meets the target", the cause shown nowhere under --quiet.
+  Proc plan = sh(bin + " plan base.json --nodes 1 --tp 1 --pp 1,2 --target-step-time 1000s -q", dir);
+  CHECK(plan.rc == 2);
+  CHECK(plan.out.empty());
+  CHECK_MESSAGE(plan.err.find("base.json: /workload/params: unknown parameter(s): zz_unknown_key") != std::string::npos,
+                plan.err);
+  CHECK(std::count(plan.err.begin(), plan.err.end(), '\n') == 1);
+  fs::remove_all(dir);
+}
