@@ -11,6 +11,7 @@
 #include "sim/base/error.hpp"
 #include "sim/base/input_file.hpp"
 #include "sim/base/json_reader.hpp"
+#include "sim/base/json_reader.hpp"
 #include "sim/base/units.hpp"
 
 namespace fabricsim::sim {
@@ -111,10 +112,12 @@ std::vector<CompareColumn> from_sweep_csv(const std::string& text, const std::st
       try {
         std::size_t used = 0;
         double v = std::stod(f[i], &used);
-        if (used != f[i].size()) throw std::invalid_argument("trailing");
+        // Every figure compared is a count, a time or a rate: finite and not negative (nan, inf, -1 are not a
+        // result a sweep writes).
+        if (used != f[i].size() || !std::isfinite(v) || v < 0) throw std::invalid_argument("not a figure");
         return v;
       } catch (const std::exception&) {
-        throw InputError(where, "column '" + head[i] + "': expected a number, got '" + f[i] + "'");
+        throw InputError(where, "column '" + head[i] + "': expected a finite number >= 0, got '" + text_excerpt(f[i], 40) + "'");
       }
     };
     CompareColumn c;

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include "cli_test_util.hpp"
 #include "replay/outputs_compare.hpp"
@@ -103,5 +105,24 @@ TEST_CASE("compare: two runs side by side, the step-time delta split by category
   const Run badcsv = run_in(d, cli_test::fabricsim("compare bad.csv r_tp4pp2.json"));
   CHECK(badcsv.rc == 2);
   CHECK(badcsv.err.find("bad.csv:1") != std::string::npos);
+  // A figure a sweep never writes (found by fuzzing: nan / inf / negative step times were printed as deltas).
+  {
+    std::ifstream in(d / "s.csv");
+    std::string csv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::size_t row = csv.find("\n2,large,ok,,16,0.008,");
+    REQUIRE(row != std::string::npos);
+    for (const char* v : {"nan", "inf", "-0.008"}) {
+      CAPTURE(v);
+      std::string bad_fig = csv;
+      bad_fig.replace(row + std::string("\n2,large,ok,,16,").size(), 5, v);
+      std::ofstream(d / "fig.csv") << bad_fig;
+      const Run r = run_in(d, cli_test::fabricsim("compare fig.csv"));
+      CHECK(r.rc == 2);
+      CHECK(r.out.empty());
+      CHECK_MESSAGE(r.err.find("fig.csv:4: column 'iteration_s': expected a finite number >= 0, got '" + std::string(v) + "'") !=
+                        std::string::npos,
+                    r.err);
+    }
+  }
   fs::remove_all(d);
 }
