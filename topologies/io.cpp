@@ -77,8 +77,29 @@ Topology topology_from_json(const Json& doc, const std::string& file) {
     is_gpu.push_back(n.kind == NodeKind::Gpu);
     b.add_node(std::move(n));
   }
+  // Routing finds a GPU's NICs by its host (topologies/routing.cpp): in a file where some GPU names a host, one
+  // without would have no path out of its server.
+  std::vector<int> gpu_host;
+  for (std::size_t i = 0; i < nodes.size(); ++i) gpu_host.push_back(is_gpu[i] ? b.node(static_cast<NodeId>(i)).host : -1);
+  {
+    std::size_t with = nodes.size();
+    for (std::size_t i = 0; i < nodes.size() && with == nodes.size(); ++i)
+      if (is_gpu[i] && gpu_host[i] >= 0) with = i;
+    for (std::size_t i = 0; i < nodes.size() && with < nodes.size(); ++i)
+      if (is_gpu[i] && gpu_host[i] < 0)
+        json_fail(root.path_of("nodes").index(i), "expected a \"host\": GPU '" + text_excerpt(nodes[i]["id"].get<std::string>()) +
+                                                      "' has none while /nodes/" + std::to_string(with) + " names host " +
+                                                      std::to_string(gpu_host[with]) + " (every GPU has a host, or none does)");
+  }
   const Json& links = root.array("links");
   std::vector<bool> connected(nodes.size(), false);
+  // Components of the link graph (union-find, links undirected): every GPU must reach every other.
+  std::vector<std::size_t> comp(nodes.size());
+  for (std::size_t i = 0; i < comp.size(); ++i) comp[i] = i;
+  auto root_of = [&](std::size_t x) {
+    while (comp[x] != x) x = comp[x] = comp[comp[x]];
+    return x;
+  };
   for (std::size_t i = 0; i < links.size(); ++i) {
     ObjectReader r(links[i], root.path_of("links").index(i));
     auto endpoint = [&](const std::string& key) -> NodeId {
@@ -99,12 +120,21 @@ Topology topology_from_json(const Json& doc, const std::string& file) {
     int count = small_int(r, "count", 1, 1);
     r.finish();
     connected[a] = connected[c] = true;
+    comp[root_of(a)] = root_of(c);
     b.add_link(a, c, lk, bw, lat, count);
   }
-  for (std::size_t i = 0; i < nodes.size(); ++i)
-    if (is_gpu[i] && !connected[i])
+  const auto first_gpu = static_cast<std::size_t>(std::find(is_gpu.begin(), is_gpu.end(), true) - is_gpu.begin());
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (!is_gpu[i]) continue;
+    if (!connected[i])
       json_fail(root.path_of("nodes").index(i), "expected a GPU connected by at least one link (no link names '" +
                                                     text_excerpt(nodes[i]["id"].get<std::string>()) + "')");
+    if (root_of(i) != root_of(first_gpu))
+      json_fail(root.path_of("nodes").index(i),
+                "expected a GPU with a path of links to every other GPU (none from '" +
+                    text_excerpt(nodes[i]["id"].get<std::string>()) + "' to '" +
+                    text_excerpt(nodes[first_gpu]["id"].get<std::string>()) + "', /nodes/" + std::to_string(first_gpu) + ")");
+  }
   root.finish();
   return std::move(b).build(file);
 }

@@ -143,6 +143,9 @@ TEST_CASE("malformed topology files: one error naming file, JSON path and expect
       {"bad_negative_latency.json", "/links/1/latency", "non-negative time"},
       {"bad_dangling_link.json", "/links/6/b", "no node 'sw9'"},
       {"bad_disconnected_gpu.json", "/nodes/7", "GPU connected by at least one link"},
+      // Found by fuzzing (2026-11-29): both loaded and failed later, in routing, without the file's name.
+      {"bad_gpu_without_host.json", "/nodes/4", "GPU 'h1.gpu1' has none while /nodes/0 names host 0"},
+      {"bad_split_hosts.json", "/nodes/3", "path of links to every other GPU (none from 'h1.gpu0' to 'h0.gpu0'"},
       {"bad_duplicate_id.json", "/nodes/4/id", "unique node id"},
       {"bad_node_kind.json", "/nodes/0/kind", "one of gpu, nvswitch"},
   };
