@@ -23,6 +23,7 @@
 #include "workloads/cluster.hpp"
 #include "workloads/gpt.hpp"
 #include "workloads/moe.hpp"
+#include "workloads/params.hpp"
 #include "workloads/scenario.hpp"
 
 namespace fabricsim::cli {
@@ -262,6 +263,11 @@ int cmd_plan(int argc, char** argv) {
     throw InputError(source + ": /workload/generator", "plan searches GPT layouts: expected generator \"gpt\"");
   if (!base["topology"].contains("preset"))
     throw InputError(source + ": /topology", "plan varies the preset's \"nodes\": expected a topology preset");
+  // The workload's parameters, each of the type the generator reads (a misspelt key or a string where a number
+  // goes is the scenario's error here, before the search reads them: found by fuzzing).
+  if (!base["workload"].contains("params") || base["workload"]["params"].is_null()) base["workload"]["params"] = Json::object();
+  workloads::check_gpt_params_read(workloads::params_from_json(base["workload"]["params"], JsonPath{source, "/workload/params"}),
+                                   parsed.workload.where);
   const Json& wp = base["workload"]["params"];
   std::vector<long long> mbss;
   if (args.has("--mbs")) mbss = int_list(args.get("--mbs"), "--mbs");

@@ -32,7 +32,8 @@ double num(const Json& j, const char* key, const JsonPath& at, bool required = t
     if (required) json_fail(at, std::string("a result JSON object with key '") + key + "' (fabricsim run --json)");
     return 0;
   }
-  if (!j[key].is_number()) json_fail(at.child(key), "a number");
+  // Every figure compared is a count, a time or a rate (a negative one is not a result fabricsim writes).
+  if (!j[key].is_number() || j[key].get<double>() < 0) json_fail(at.child(key), "a number >= 0");
   return j[key].get<double>();
 }
 
@@ -55,7 +56,7 @@ CompareColumn from_result_json(const Json& j, const std::string& path) {
   if (b.contains("exposed_comm_s")) {
     if (!b["exposed_comm_s"].is_object()) json_fail(bat.child("exposed_comm_s"), "an object of seconds by category");
     for (const auto& [k, v] : b["exposed_comm_s"].items()) {
-      if (!v.is_number()) json_fail(bat.child("exposed_comm_s").child(k), "a number (seconds)");
+      if (!v.is_number() || v.get<double>() < 0) json_fail(bat.child("exposed_comm_s").child(k), "a number of seconds >= 0");
       c.breakdown.emplace_back("exposed " + k, v.get<double>());
     }
   }

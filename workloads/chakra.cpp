@@ -491,6 +491,9 @@ ChakraOptions chakra_options_from_params(const ParamMap& params, const std::stri
   if (npus > kMaxImportedWorld) pr.fail("npus", "expected at most " + std::to_string(kMaxImportedWorld) + " ranks");
   o.npus = static_cast<std::int32_t>(npus);
   o.comm_group_file = pr.string("comm_group", "");
+  std::error_code ec;
+  if (!o.comm_group_file.empty() && !std::filesystem::is_regular_file(o.comm_group_file, ec))
+    pr.fail("comm_group", "expected the path of a comm group JSON file (no file '" + text_excerpt(o.comm_group_file, 80) + "')");
   const std::string dims = pr.string("dims", "");
   pr.finish();
   if (!dims.empty()) {

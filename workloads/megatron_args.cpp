@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "sim/base/error.hpp"
 #include "workloads/gpt.hpp"
@@ -620,12 +621,24 @@ MegatronLaunch read_megatron_launch(const std::string& text, const std::string& 
       if (w0 == "export" || w0 == "declare" || w0 == "local" || w0 == "readonly" || w0 == "typeset") k = 1, declared = true;
     }
     std::vector<std::pair<std::string, Value>> assigns;
+    // A variable's value, and a command's words, beyond these sizes are not a launch script's flags and paths:
+    // refused before they grow further (variables that double one another exhausted memory: found by fuzzing).
+    constexpr std::size_t kMaxValue = std::size_t{1} << 20, kMaxCommand = std::size_t{1} << 24;
+    auto bounded = [&](const std::string& name, const Value& v, int line) {
+      std::size_t n = v.text.size();
+      for (const auto& e : v.elements) n += e.text.size();
+      if (n > kMaxValue)
+        fail_at(file, line, "$" + name + " expands to more than " + std::to_string(kMaxValue) +
+                                " characters (a launch script's variables hold flags and paths)");
+    };
     for (; k < st.size(); ++k) {
       if (st[k].array_assign) {
         Value v;
         v.is_array = true;
-        for (const auto& e : st[k].elements)
+        for (const auto& e : st[k].elements) {
           for (auto& f : ex.fields(e)) v.elements.push_back(f);
+          bounded(st[k].name, v, st[k].line);
+        }
         assigns.emplace_back(st[k].name, std::move(v));
         continue;
       }
@@ -636,6 +649,7 @@ MegatronLaunch read_megatron_launch(const std::string& text, const std::string& 
         continue;  // declare -a / export -n
       if (!split_assignment(st[k], name, value)) break;
       assigns.emplace_back(name, ex.scalar(value));
+      bounded(name, assigns.back().second, st[k].line);
     }
     if (k == st.size()) {  // assignments only (bash sets them in the shell)
       for (auto& [n, v] : assigns) ex.set(n, std::move(v));
@@ -643,8 +657,15 @@ MegatronLaunch read_megatron_launch(const std::string& text, const std::string& 
     }
     // A command (assignments before it are its environment only). Is it the pretrain script?
     std::vector<ShellWord> words;
+    std::size_t command_size = 0;
     for (std::size_t j = k; j < st.size(); ++j)
-      for (auto& f : ex.fields(st[j])) words.push_back(f);
+      for (auto& f : ex.fields(st[j])) {
+        command_size += f.text.size();
+        if (command_size > kMaxCommand)
+          fail_at(file, st[j].line, "the command expands to more than " + std::to_string(kMaxCommand) +
+                                        " characters (a launch command holds flags and paths)");
+        words.push_back(f);
+      }
     std::size_t script = words.size();
     for (std::size_t j = 0; j < words.size(); ++j) {
       const std::string b = basename_of(words[j].text);
@@ -854,6 +875,11 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     }
   }
   const std::int64_t tp = integer("tensor_model_parallel_size", 1), pp = integer("pipeline_model_parallel_size", 1);
+  // Sizes below 1 before anything divides or pads by them (a vocabulary padded to 128 x 0 was an internal error:
+  // found by fuzzing).
+  for (const auto& [dest, option, v] : {std::tuple<const char*, const char*, std::int64_t>{"tensor_model_parallel_size", "--tensor-model-parallel-size", tp},
+                                         {"pipeline_model_parallel_size", "--pipeline-model-parallel-size", pp}})
+    if (v < 1) fail_at(file, given.at(dest).line, std::string(option) + " must be at least 1 (got " + std::to_string(v) + ")");
   p["tensor_model_parallel_size"] = tp;
   p["pipeline_model_parallel_size"] = pp;
   if (world_size > 0) p["world_size"] = world_size;
@@ -1020,7 +1046,7 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     }
     if (tok != "NullTokenizer" && tok != "TikTokenizer") mark("vocab_size", 1);
     const std::int64_t multiple = integer("make_vocab_size_divisible_by", 128) * tp;
-    if (multiple < 1)
+    if (multiple < 1 && given.count("make_vocab_size_divisible_by"))
       fail_at(file, given.at("make_vocab_size_divisible_by").line, "--make-vocab-size-divisible-by must be positive");
     p["padded_vocab_size"] = (vocab + multiple - 1) / multiple * multiple;
   }

@@ -178,9 +178,11 @@ Json parse_json_text(const std::string& text, const std::string& source_name) {
 }
 
 std::string read_input_file(const std::string& path, std::size_t max_bytes) {
+  std::error_code ec;
+  // A directory opens as an empty stream on Linux: said as what it is, not as an empty (invalid) input.
+  if (std::filesystem::is_directory(path, ec)) throw InputError(path, "expected a file, found a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "cannot open file for reading");
-  std::error_code ec;
   auto size = std::filesystem::file_size(path, ec);
   if (!ec && size > max_bytes)
     throw InputError(path, "file is " + std::to_string(size) + " bytes; inputs are limited to " +

@@ -216,6 +216,35 @@ TEST_CASE("issue 24 cases: generators, imported workloads, traces and nccl-tests
       // internal error before (yaml-cpp's "invalid node" for the absent section): found by the same campaign
       {"NeMo config without a model: section", "n1.yaml", "trainer:\n  devices: 8\n  num_nodes: 1\n",
        "import nemo n1.yaml --topology dgx-h100", "n1.yaml: expected a NeMo training config with a model: mapping"},
+      // SIGFPE before: micro-batch x data-parallel size wrapped to 0 in 64 bits and divided (fuzzing, 2026-11-29)
+      {"GPT micro_batch_size 2^60", "g7.json",
+       R"({"topology": {"preset": "dgx-h100"},
+          "workload": {"generator": "gpt", "params": {"num_layers": 2, "hidden_size": 1024, "num_attention_heads": 16,
+            "seq_length": 1024, "padded_vocab_size": 51200, "micro_batch_size": 1152921504606846976,
+            "global_batch_size": 8, "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1}}})",
+       "run g7.json --quiet", "g7.json: /workload/params micro_batch_size: expected at most 1048576, got 1152921504606846976"},
+      // internal error (map::at) before: the vocabulary padded to 128 x TP 0 (same campaign)
+      {"Megatron --tensor-model-parallel-size 0", "m1.sh",
+       "torchrun pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+       "--max-position-embeddings 128 --micro-batch-size 1 --bf16 --tensor-model-parallel-size 0 "
+       "--tokenizer-type NullTokenizer --vocab-size 1000\n",
+       "import megatron m1.sh --topology dgx-h100", "m1.sh:1: --tensor-model-parallel-size must be at least 1 (got 0)"},
+      // out of memory before: each variable twice the previous one (same campaign)
+      {"Megatron script variables that double each other", "m2.sh",
+       [] {
+         std::string t = "Z=--bf16\nA1=\"$Z $Z\"\n";
+         for (int i = 2; i <= 30; ++i) {
+           const std::string a = std::to_string(i), b = std::to_string(i - 1);
+           t.append("A").append(a).append("=\"$A").append(b).append(" $A").append(b).append("\"\n");
+         }
+         return t.append("torchrun pretrain_gpt.py $A30\n");
+       }(),
+       "import megatron m2.sh --topology dgx-h100", "m2.sh:19: $A18 expands to more than 1048576 characters"},
+      // no option named before: "2: cannot open file for reading" (same campaign)
+      {"Chakra comm_group naming no file", "c2.0.json",
+       R"({"workload_graph":[{"Id":1,"Name":"a","NodeType":4,"runtime":1}]})",
+       "run --trace c2.0.json --topology dgx-h100 --param comm_group=nosuch.json --quiet",
+       "--param comm_group: expected the path of a comm group JSON file (no file 'nosuch.json')"},
       {"dataparallel num_parameters \"1e8\"", "d1.json",
        R"({"topology": {"preset": "dgx-h100"},
           "workload": {"generator": "dataparallel", "params": {"num_parameters": "1e8"}}})",
@@ -272,6 +301,11 @@ TEST_CASE("issue 24 cases: generators, imported workloads, traces and nccl-tests
        "run --trace c --topology dgx-h100 --quiet", "c.1.json: dependency cycle through data_deps on rank 1: nodes"},
   };
   for (const auto& c : cases) check_case(dir, c);
+  // A directory given as a scenario: said as what it is, not as invalid JSON at 1:1 (same campaign).
+  fs::create_directories(dir / "adir");
+  cli_test::Run d = cli_test::run_in(dir, cli_test::fabricsim("run adir --quiet"));
+  CHECK(d.rc == 2);
+  CHECK_MESSAGE(d.err.find("adir: expected a file, found a directory") != std::string::npos, d.err);
   fs::remove_all(dir);
 }
 

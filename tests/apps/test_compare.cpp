@@ -105,6 +105,16 @@ TEST_CASE("compare: two runs side by side, the step-time delta split by category
   const Run badcsv = run_in(d, cli_test::fabricsim("compare bad.csv r_tp4pp2.json"));
   CHECK(badcsv.rc == 2);
   CHECK(badcsv.err.find("bad.csv:1") != std::string::npos);
+  // A negative figure in a result JSON (fuzzing, 2026-11-29: printed as a step of -1000 ms).
+  {
+    std::ifstream in(d / "r_tp4pp2.json");
+    Json r = Json::parse(in);
+    r["iteration_s"] = -1.0;
+    std::ofstream(d / "neg.json") << r.dump();
+    const Run n = run_in(d, cli_test::fabricsim("compare r_tp4pp2.json neg.json"));
+    CHECK(n.rc == 2);
+    CHECK_MESSAGE(n.err.find("neg.json: /iteration_s: a number >= 0") != std::string::npos, n.err);
+  }
   // A figure a sweep never writes (found by fuzzing: nan / inf / negative step times were printed as deltas).
   {
     std::ifstream in(d / "s.csv");

@@ -360,5 +360,17 @@ TEST_CASE("fabricsim plan: a workload key the generator does not read is the sce
   CHECK_MESSAGE(plan.err.find("base.json: /workload/params: unknown parameter(s): zz_unknown_key") != std::string::npos,
                 plan.err);
   CHECK(std::count(plan.err.begin(), plan.err.end(), '\n') == 1);
+  // A string where a number goes: the JSON library's type error ("internal error") before.
+  std::string quoted = cli_test::small_gpt_scenario(1, 64, 1, 2);
+  const std::string mbs = "\"micro_batch_size\": 1";
+  REQUIRE(quoted.find(mbs) != std::string::npos);
+  quoted.replace(quoted.find(mbs), mbs.size(), "\"micro_batch_size\": \"abc\"");
+  std::ofstream(dir / "quoted.json") << quoted;
+  Proc q = sh(bin + " plan quoted.json --nodes 1 --tp 1 --pp 1,2 --target-step-time 1000s -q", dir);
+  CHECK(q.rc == 2);
+  CHECK_MESSAGE(q.err.find("quoted.json: /workload/params/micro_batch_size: expected a number, found the string \"abc\"") !=
+                    std::string::npos,
+                q.err);
+  CHECK(q.err.find("internal error") == std::string::npos);
   fs::remove_all(dir);
 }
