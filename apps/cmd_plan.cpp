@@ -263,8 +263,8 @@ int cmd_plan(int argc, char** argv) {
     throw InputError(source + ": /workload/generator", "plan searches GPT layouts: expected generator \"gpt\"");
   if (!base["topology"].contains("preset"))
     throw InputError(source + ": /topology", "plan varies the preset's \"nodes\": expected a topology preset");
-  // The workload's parameters, each of the type the generator reads (a misspelt key or a string where a number
-  // goes is the scenario's error here, before the search reads them: found by fuzzing).
+  // The workload's parameters, each of the type the generator reads: a misspelt key or a string where a number
+  // goes is the scenario's error, reported once here, not as every candidate refused (found by fuzzing).
   if (!base["workload"].contains("params") || base["workload"]["params"].is_null()) base["workload"]["params"] = Json::object();
   workloads::check_gpt_params_read(workloads::params_from_json(base["workload"]["params"], JsonPath{source, "/workload/params"}),
                                    parsed.workload.where);
@@ -379,13 +379,6 @@ int cmd_plan(int argc, char** argv) {
       sys.emplace(sim::scenario_system(workloads::scenario_from_json(sim::point_scenario(spec, spec.points[todo[0]]), source)));
     } catch (const InputError&) {
       return todo;  // the simulation reports it, candidate by candidate
-    }
-    {
-      // A parameter the generator does not read (a misspelt key) or a value of the wrong type is the scenario's
-      // error whatever the layout: reported once, not as every candidate refused.
-      const workloads::Scenario sc = workloads::scenario_from_json(sim::point_scenario(spec, spec.points[todo[0]]), source);
-      const models::ComputeModel cm = workloads::scenario_compute_model(sc, sys->topology(), sys->calibration().named_factors());
-      workloads::check_gpt_params_read(workloads::generator_params(sc, sys->topology(), cm), sc.workload.where);
     }
     for (std::size_t i : todo) {
       const sim::SweepPoint& p = spec.points[i];

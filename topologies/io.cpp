@@ -79,18 +79,14 @@ Topology topology_from_json(const Json& doc, const std::string& file) {
   }
   // Routing finds a GPU's NICs by its host (topologies/routing.cpp): in a file where some GPU names a host, one
   // without would have no path out of its server.
-  std::vector<int> gpu_host;
-  for (std::size_t i = 0; i < nodes.size(); ++i) gpu_host.push_back(is_gpu[i] ? b.node(static_cast<NodeId>(i)).host : -1);
-  {
-    std::size_t with = nodes.size();
-    for (std::size_t i = 0; i < nodes.size() && with == nodes.size(); ++i)
-      if (is_gpu[i] && gpu_host[i] >= 0) with = i;
-    for (std::size_t i = 0; i < nodes.size() && with < nodes.size(); ++i)
-      if (is_gpu[i] && gpu_host[i] < 0)
-        json_fail(root.path_of("nodes").index(i), "expected a \"host\": GPU '" + text_excerpt(nodes[i]["id"].get<std::string>()) +
-                                                      "' has none while /nodes/" + std::to_string(with) + " names host " +
-                                                      std::to_string(gpu_host[with]) + " (every GPU has a host, or none does)");
-  }
+  auto host_of = [&](std::size_t i) { return b.node(static_cast<NodeId>(i)).host; };
+  std::size_t with_host = 0;
+  while (with_host < nodes.size() && !(is_gpu[with_host] && host_of(with_host) >= 0)) ++with_host;
+  for (std::size_t i = 0; i < nodes.size() && with_host < nodes.size(); ++i)
+    if (is_gpu[i] && host_of(i) < 0)
+      json_fail(root.path_of("nodes").index(i), "expected a \"host\": GPU '" + text_excerpt(nodes[i]["id"].get<std::string>()) +
+                                                    "' has none while /nodes/" + std::to_string(with_host) + " names host " +
+                                                    std::to_string(host_of(with_host)) + " (every GPU has a host, or none does)");
   const Json& links = root.array("links");
   std::vector<bool> connected(nodes.size(), false);
   // Components of the link graph (union-find, links undirected): every GPU must reach every other.
