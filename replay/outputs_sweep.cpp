@@ -57,8 +57,16 @@ std::string num(double v) {
 }
 
 // Text of a scalar JSON value for a CSV input column.
+// A point's label or axis value becomes a cell of the CSV's input columns, read back on resume: no line breaks or
+// other control characters (a label with a newline split its row, and resume failed on it: found by fuzzing).
+const std::string& csv_cell_text(const std::string& text, const JsonPath& at) {
+  for (unsigned char ch : text)
+    if (ch < 0x20 || ch == 0x7f) json_fail(at, "a text without line breaks or other control characters (it is a CSV cell)");
+  return text;
+}
+
 std::string scalar_text(const Json& v, const JsonPath& at) {
-  if (v.is_string()) return v.get<std::string>();
+  if (v.is_string()) return csv_cell_text(v.get<std::string>(), at);
   if (v.is_number() || v.is_boolean()) return v.dump();
   json_fail(at, "a string, number or boolean");
 }
@@ -140,7 +148,7 @@ SweepSpec parse_sweep(const Json& j, const std::string& file) {
         } else {
           if (!values[k].is_object()) json_fail(vp, "{\"label\": ..., \"set\": {pointer: value}} (the axis has no \"path\")");
           ObjectReader vr(values[k], vp);
-          v.text = vr.string("label");
+          v.text = csv_cell_text(vr.string("label"), vp.child("label"));
           v.set = read_set(vr.object("set"), vp.child("set"));
           vr.finish();
         }
@@ -182,7 +190,7 @@ SweepSpec parse_sweep(const Json& j, const std::string& file) {
       ObjectReader pr(pts[i], pp);
       SweepPoint p;
       p.index = i;
-      std::string label = pr.string("label");
+      std::string label = csv_cell_text(pr.string("label"), pp.child("label"));
       if (!labels.insert(label).second) json_fail(pp.child("label"), "a label not used by another point");
       p.inputs = {label};
       p.set = read_set(pr.object("set"), pp.child("set"));

@@ -137,9 +137,12 @@ std::string pipeline_layout_text(const std::vector<std::string>& stages) {
 
 std::string pipeline_layout_of_counts(const std::vector<std::int64_t>& layers) {
   std::vector<std::string> st;
-  for (std::size_t k = 0; k < layers.size(); ++k)
-    st.push_back((k == 0 ? "E" : "") + std::string(static_cast<std::size_t>(layers[k]), 't') +
-                 (k + 1 == layers.size() ? "L" : ""));
+  for (std::size_t k = 0; k < layers.size(); ++k) {
+    std::string stage = k == 0 ? "E" : "";
+    stage.append(static_cast<std::size_t>(layers[k]), 't');
+    if (k + 1 == layers.size()) stage += 'L';
+    st.push_back(std::move(stage));
+  }
   return pipeline_layout_text(st);
 }
 
@@ -693,6 +696,15 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   for (std::size_t i = 0; i < std::size(bounds); ++i)
     if (given[i] > bounds[i].second)
       r.bad_value(bounds[i].first, "expected at most " + std::to_string(bounds[i].second) + ", got " + std::to_string(given[i]));
+  // Per-layer, per-expert tables (router loads, expert token counts): their entries bounded too (DeepSeek-V3 has
+  // 61 x 256, Kimi K2 61 x 384).
+  constexpr std::int64_t kMaxLayerExperts = std::int64_t{1} << 24;
+  if (c.num_layers * c.moe.num_experts > kMaxLayerExperts) {
+    std::string what = "num_layers x num_experts is ";
+    what.append(std::to_string(c.num_layers * c.moe.num_experts)).append(", expected at most ");
+    what.append(std::to_string(kMaxLayerExperts)).append(" (a per-layer, per-expert table)");
+    r.bad_value("num_experts", what);
+  }
   return c;
 }
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -324,9 +325,14 @@ struct Value {
 };
 
 // Integer arithmetic of $(( ... )): + - * / % and parentheses over integers and variables.
+// $((...)) as bash evaluates it on 64-bit integers. What bash would not give a number for here -- an overflow (bash
+// wraps; a launch script that wraps is not one fabricsim can read), a division of the smallest integer by -1, a
+// variable that refers to itself, nesting beyond kMaxDepth -- is left unresolved (the importer's error names it):
+// found by fuzzing (SIGFPE, stack overflow).
 class Arith {
  public:
-  Arith(const std::string& e, const std::map<std::string, Value>& vars) : e_(e), vars_(vars) {}
+  Arith(const std::string& e, const std::map<std::string, Value>& vars, int depth = 0)
+      : e_(e), vars_(vars), depth_(depth) {}
   std::optional<std::int64_t> eval() {
     auto v = sum();
     skip();
@@ -341,7 +347,7 @@ class Arith {
   }
   std::optional<std::int64_t> atom() {
     skip();
-    if (p_ >= e_.size()) return std::nullopt;
+    if (p_ >= e_.size() || ++nest_ > kMaxDepth) return std::nullopt;
     if (e_[p_] == '(') {
       ++p_;
       auto v = sum();
@@ -353,12 +359,13 @@ class Arith {
     if (e_[p_] == '-') {
       ++p_;
       auto v = atom();
-      if (!v) return std::nullopt;
+      if (!v || *v == std::numeric_limits<std::int64_t>::min()) return std::nullopt;
       return -*v;
     }
     if (std::isdigit(static_cast<unsigned char>(e_[p_]))) {
       std::int64_t v = 0;
-      while (p_ < e_.size() && std::isdigit(static_cast<unsigned char>(e_[p_]))) v = v * 10 + (e_[p_++] - '0');
+      while (p_ < e_.size() && std::isdigit(static_cast<unsigned char>(e_[p_])))
+        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, e_[p_++] - '0', &v)) return std::nullopt;
       return v;
     }
     if (e_[p_] == '$') ++p_;
@@ -377,7 +384,11 @@ class Arith {
       if (unresolved.empty()) unresolved = it == vars_.end() || it->second.unresolved.empty() ? name : it->second.unresolved;
       return std::nullopt;
     }
-    Arith inner(it->second.text, vars_);
+    if (depth_ >= kMaxDepth) {  // a variable that refers to itself, directly or through others
+      if (unresolved.empty()) unresolved = name;
+      return std::nullopt;
+    }
+    Arith inner(it->second.text, vars_, depth_ + 1);
     auto v = inner.eval();
     if (!v && unresolved.empty()) unresolved = inner.unresolved.empty() ? name : inner.unresolved;
     return v;
@@ -389,8 +400,11 @@ class Arith {
       if (p_ >= e_.size() || (e_[p_] != '*' && e_[p_] != '/' && e_[p_] != '%')) break;
       const char op = e_[p_++];
       auto r = atom();
-      if (!r || ((op == '/' || op == '%') && *r == 0)) return std::nullopt;
-      v = op == '*' ? *v * *r : op == '/' ? *v / *r : *v % *r;
+      if (!r || ((op == '/' || op == '%') && (*r == 0 || (*r == -1 && *v == std::numeric_limits<std::int64_t>::min()))))
+        return std::nullopt;
+      std::int64_t out = 0;
+      if (op == '*' && __builtin_mul_overflow(*v, *r, &out)) return std::nullopt;
+      v = op == '*' ? out : op == '/' ? *v / *r : *v % *r;
     }
     return v;
   }
@@ -401,13 +415,17 @@ class Arith {
       if (p_ >= e_.size() || (e_[p_] != '+' && e_[p_] != '-')) break;
       const char op = e_[p_++];
       auto r = product();
-      if (!r) return std::nullopt;
-      v = op == '+' ? *v + *r : *v - *r;
+      std::int64_t out = 0;
+      if (!r || (op == '+' ? __builtin_add_overflow(*v, *r, &out) : __builtin_sub_overflow(*v, *r, &out))) return std::nullopt;
+      v = out;
     }
     return v;
   }
+  static constexpr int kMaxDepth = 64;
   const std::string& e_;
   const std::map<std::string, Value>& vars_;
+  int depth_ = 0;   // variables evaluated inside variables
+  int nest_ = 0;    // atoms parsed (bounds parentheses and unary minus nesting)
   std::size_t p_ = 0;
 };
 

@@ -445,7 +445,10 @@ struct Import {
     if (!n.IsMap()) cfg.fail(at, "expected a mapping of keys");
     for (auto it = n.begin(); it != n.end(); ++it) {
       Path p = at;
-      p.push_back(it->first.as<std::string>());
+      if (!it->first.IsScalar())  // a YAML complex key (`? [a, b]`): not a key any config reads
+        throw InputError(cfg.file() + ":" + std::to_string(it->first.Mark().line + 1),
+                         dotted(at) + ": expected a key name, found a " + (it->first.IsSequence() ? "list" : "mapping") + " as a key");
+      p.push_back(it->first.Scalar());
       const std::string name = dotted(p);
       if (name == "model.optim" || name == "model.mcore_customization_config") {
         walk(p, table);
@@ -774,7 +777,9 @@ Json scenario_for_nemo(const std::string& path, const std::string& text, const s
   for (const auto& k : nemo_keys()) table.emplace(k.path, &k);
   std::vector<std::string> sections;
   for (auto it = cfg.root().begin(); it != cfg.root().end(); ++it) {
-    const std::string name = it->first.as<std::string>();
+    if (!it->first.IsScalar())
+      throw InputError(path + ":" + std::to_string(it->first.Mark().line + 1), "expected a key name, found a list or mapping as a key");
+    const std::string name = it->first.Scalar();
     if (name == "trainer" || name == "model") im.walk({name}, table);
     else if (top_level_ignored().count(name)) sections.push_back(name);
     else im.unknown.push_back(name);

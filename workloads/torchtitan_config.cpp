@@ -292,12 +292,18 @@ class Doc {
   bool has_table(const std::string& t) const { return tables_.count(t) > 0; }
 
  private:
+  // torchtitan's sections hold keys, a few levels at most: deeper nesting is refused before its dotted paths (each
+  // as long as the nesting) fill memory (a 30,000-level dotted key took 5 GB: found by fuzzing).
+  static constexpr std::size_t kMaxDepth = 16;
   void walk_toml(const toml::table& t, const ConfigPath& at) {
     for (auto&& [k, v] : t) {
       ConfigPath p = at;
       p.push_back(std::string(k.str()));
-      const std::string d = dotted(p);
       const int line = static_cast<int>(k.source().begin.line);
+      if (p.size() > kMaxDepth)
+        throw InputError(file_ + ":" + std::to_string(line), "tables nested more than " + std::to_string(kMaxDepth) +
+                                                                 " deep (torchtitan's sections hold keys)");
+      const std::string d = dotted(p);
       if (const toml::table* sub = v.as_table()) {
         tables_.insert(d);
         if (sub->empty() && !known_table(d)) leaves_[d] = {Json::object(), line, ""};
@@ -328,6 +334,9 @@ class Doc {
     for (auto it = j.begin(); it != j.end(); ++it) {
       ConfigPath p = at;
       p.push_back(it.key());
+      if (p.size() > kMaxDepth)
+        throw InputError(file_, dotted(ConfigPath(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(kMaxDepth))) +
+                                    ": objects nested more than " + std::to_string(kMaxDepth) + " deep (torchtitan's sections hold keys)");
       const std::string d = dotted(p);
       if (it->is_object()) {
         tables_.insert(d);

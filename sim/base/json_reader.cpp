@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sim/base/units.hpp"
@@ -406,33 +407,56 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
   // POSIX calls rather than a stream so every failure has its errno (ENOSPC: "No space left on device",
   // EACCES, EROFS, EDQUOT ...). The data reaches the disk (fsync) before the rename makes it visible, so a
   // crash or kill at any point leaves either the old file or the new one, never a partial one.
-  const std::string tmp = path + ".tmp";
+  // A symbolic link is followed: the file it names is replaced, the link kept (renaming over the link would replace
+  // the link itself and leave its file as it was: found by fuzzing).
+  std::string target = path;
+  {
+    std::error_code ec;
+    if (std::filesystem::is_symlink(path, ec)) {
+      const auto real = std::filesystem::canonical(path, ec);
+      if (!ec) target = real.string();
+    }
+  }
+  const std::string tmp = target + ".tmp";
   auto fail = [&](const char* step, int err, bool remove_tmp) {
     if (remove_tmp) ::unlink(tmp.c_str());
     throw InputError(path, std::string("cannot write output (") + step + ": " + std::strerror(err) + ")");
   };
+  auto write_all = [&](int fd, bool remove_tmp) {
+    const char* p = contents.data();
+    std::size_t left = contents.size();
+    while (left > 0) {
+      const ssize_t n = ::write(fd, p, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int err = n < 0 ? errno : EIO;
+        ::close(fd);
+        fail("write", err, remove_tmp);
+      }
+      p += n;
+      left -= static_cast<std::size_t>(n);
+    }
+  };
+  // A device or a pipe (/dev/null, /dev/stdout, a FIFO) is written in place: renaming a temporary file over it
+  // would replace the device with a regular file (found by fuzzing).
+  struct stat st {};
+  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) fail("open", errno, false);
+    write_all(fd, false);
+    if (::close(fd) != 0) fail("close", errno, false);
+    return;
+  }
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) fail("create temporary file", errno, false);
-  const char* p = contents.data();
-  std::size_t left = contents.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      fail("write", err, true);
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
+  write_all(fd, true);
   if (::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {  // EINVAL: a file type without fsync
     const int err = errno;
     ::close(fd);
     fail("fsync", err, true);
   }
   if (::close(fd) != 0) fail("close", errno, true);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("rename into place", errno, true);
+  if (std::rename(tmp.c_str(), target.c_str()) != 0) fail("rename into place", errno, true);
 }
 
 }  // namespace fabricsim

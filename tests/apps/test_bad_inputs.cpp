@@ -245,6 +245,28 @@ TEST_CASE("issue 24 cases: generators, imported workloads, traces and nccl-tests
        R"({"workload_graph":[{"Id":1,"Name":"a","NodeType":4,"runtime":1}]})",
        "run --trace c2.0.json --topology dgx-h100 --param comm_group=nosuch.json --quiet",
        "--param comm_group: expected the path of a comm group JSON file (no file 'nosuch.json')"},
+      // Second fuzzing pass (2026-11-29): SIGFPE, stack overflow, out of memory and internal errors before.
+      {"Megatron $(( INT64_MIN / -1 ))", "m3.sh",
+       "TP=$(( (-9223372036854775807-1) / -1 ))\ntorchrun pretrain_gpt.py --num-layers 4 --tensor-model-parallel-size $TP\n",
+       "import megatron m3.sh --topology dgx-h100", "m3.sh:2: '$(( (-9223372036854775807-1) / -1 ))' is not expanded"},
+      {"Megatron $((A)) with A=A", "m4.sh", "A=A\ntorchrun pretrain_gpt.py --num-layers $((A))\n",
+       "import megatron m4.sh --topology dgx-h100", "m4.sh:2:"},
+      {"GPT 2^17 layers x 2^16 experts", "g8.json",
+       R"({"topology": {"preset": "dgx-h100"},
+          "workload": {"generator": "gpt", "params": {"model": "qwen3-30b-a3b", "num_layers": 131072, "num_experts": 65536,
+            "micro_batch_size": 1, "global_batch_size": 8, "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1}}})",
+       "run g8.json --quiet", "g8.json: /workload/params num_experts: num_layers x num_experts is 8589934592"},
+      {"NeMo list as a key", "n2.yaml", "trainer:\n  devices: 8\nmodel:\n  ? [a, b]\n  : 2\n",
+       "import nemo n2.yaml --topology dgx-h100", "n2.yaml:4: model: expected a key name, found a list as a key"},
+      {"torchtitan key 30 tables deep", "t3.toml", "[job]\n" + [] {
+         std::string k = "a";
+         for (int i = 0; i < 29; ++i) k.append(".a");
+         return k;
+       }() + " = 1\n",
+       "import torchtitan t3.toml --topology dgx-h100", "t3.toml:2: tables nested more than 16 deep"},
+      {"sweep label with a line break", "w6.json",
+       R"({"scenario": "s_gpt.json", "points": [{"label": "a\nb", "set": {"/workload/params/num_layers": 2}}]})",
+       "sweep w6.json --quiet", "w6.json: /points/0/label: a text without line breaks"},
       {"dataparallel num_parameters \"1e8\"", "d1.json",
        R"({"topology": {"preset": "dgx-h100"},
           "workload": {"generator": "dataparallel", "params": {"num_parameters": "1e8"}}})",
@@ -300,6 +322,11 @@ TEST_CASE("issue 24 cases: generators, imported workloads, traces and nccl-tests
                              {"Id":6,"Name":"b","NodeType":4,"runtime":1,"data_deps":[5]}]})",
        "run --trace c --topology dgx-h100 --quiet", "c.1.json: dependency cycle through data_deps on rank 1: nodes"},
   };
+  std::ofstream(dir / "s_gpt.json")
+      << R"({"topology": {"preset": "dgx-h100"}, "workload": {"generator": "gpt", "params": {"num_layers": 2,
+           "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 1024, "padded_vocab_size": 51200,
+           "micro_batch_size": 1, "global_batch_size": 8, "tensor_model_parallel_size": 1,
+           "pipeline_model_parallel_size": 1}}})";
   for (const auto& c : cases) check_case(dir, c);
   // A directory given as a scenario: said as what it is, not as invalid JSON at 1:1 (same campaign).
   fs::create_directories(dir / "adir");

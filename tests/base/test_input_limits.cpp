@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sim/base/error.hpp"
@@ -151,4 +153,36 @@ TEST_CASE("write_file_atomic: replaces whole files and reports why a write faile
     CHECK(!fs::exists(d / "full.csv"));  // no partial output appeared
   }
   fs::remove_all(d);
+}
+
+// Found by fuzzing (2026-11-29): an output path that named a device or a symbolic link was replaced by a regular
+// file (the temporary file renamed over it); as root, `--json /dev/null` replaced /dev/null.
+TEST_CASE("write_file_atomic writes into a pipe or device in place and follows a symbolic link") {
+  const fs::path dir = fs::temp_directory_path() / ("fabricsim_atomic_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // A FIFO stands in for a device (mkfifo needs no privilege); its reader is open before the write, non-blocking,
+  // so the write neither waits nor, if the FIFO were replaced, would the test hang.
+  const fs::path fifo = dir / "pipe";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const int rd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  REQUIRE(rd >= 0);
+  write_file_atomic(fifo.string(), "abc");
+  char buf[8] = {};
+  const ssize_t n = ::read(rd, buf, sizeof buf);
+  ::close(rd);
+  CHECK(n == 3);
+  CHECK(std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0) == "abc");
+  CHECK(fs::is_fifo(fifo));
+  CHECK(!fs::exists(dir / "pipe.tmp"));
+  // A link to a file: the file gets the new contents, the link stays a link.
+  std::ofstream(dir / "real.csv") << "old\n";
+  fs::create_symlink(dir / "real.csv", dir / "link.csv");
+  write_file_atomic((dir / "link.csv").string(), "new\n");
+  CHECK(fs::is_symlink(dir / "link.csv"));
+  std::ifstream in(dir / "real.csv");
+  std::string line;
+  std::getline(in, line);
+  CHECK(line == "new");
+  fs::remove_all(dir);
 }
