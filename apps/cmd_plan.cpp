@@ -517,6 +517,14 @@ int cmd_plan(int argc, char** argv) {
   }
   if (good.empty()) {
     o << "no configuration meets the target within the searched range\n";
+    // Nothing was simulated: say why the first candidate was refused (a value of the scenario the generator
+    // refuses whatever the layout reads as every candidate refused otherwise: found by fuzzing).
+    if (run_count > 0 && infeasible == run_count)
+      for (const auto& c : cands)
+        if (!c.ok && !c.error.empty()) {
+          o << "every candidate was refused; the first: " << c.error << "\n";
+          break;
+        }
     std::cout << o.str();
     return 1;
   }

@@ -372,5 +372,15 @@ TEST_CASE("fabricsim plan: a workload key the generator does not read is the sce
                     std::string::npos,
                 q.err);
   CHECK(q.err.find("internal error") == std::string::npos);
+  // A value the generator refuses whatever the layout (second fuzzing pass): every candidate refused, and the
+  // summary says why instead of only "no configuration meets the target".
+  std::string bogus = cli_test::small_gpt_scenario(1, 64, 1, 2);
+  bogus.insert(bogus.find(mbs), "\"recompute_granularity\": \"bogus\", ");
+  std::ofstream(dir / "bogus.json") << bogus;
+  Proc b = sh(bin + " plan bogus.json --nodes 1 --tp 1 --pp 1,2 --target-step-time 1000s -q", dir);
+  CHECK(b.rc == 1);
+  CHECK_MESSAGE(b.out.find("every candidate was refused; the first: bogus.json: /workload/params recompute_granularity: "
+                           "expected one of full, selective, none, got 'bogus'") != std::string::npos,
+                b.out);
   fs::remove_all(dir);
 }
