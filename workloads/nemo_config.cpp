@@ -39,9 +39,36 @@ class Config {
       throw InputError(e.mark.line >= 0 ? file + ":" + std::to_string(e.mark.line + 1) : file, "not valid YAML: " + e.msg);
     }
     if (!root_.IsMap()) throw InputError(file, "expected a NeMo training config: a YAML mapping with trainer: and model:");
+    refuse_duplicate_keys();
   }
   const std::string& file() const { return file_; }
   const YAML::Node& root() const { return root_; }
+  // A key given twice in one mapping: OmegaConf refuses the config, yaml-cpp would keep the first silently (found
+  // by fuzzing). Walked without recursion (a deep document must not exhaust the stack), each mapping and list once
+  // by its place in the file (an alias is the node it names: a billion aliases are not walked a billion times).
+  void refuse_duplicate_keys() const {
+    std::vector<std::pair<YAML::Node, std::string>> todo = {{root_, ""}};
+    std::set<std::pair<int, int>> walked;
+    while (!todo.empty()) {
+      auto [n, at] = todo.back();
+      todo.pop_back();
+      if ((n.IsSequence() || n.IsMap()) && !walked.insert({n.Mark().line, n.Mark().column}).second) continue;
+      if (n.IsSequence()) {
+        for (std::size_t i = 0; i < n.size(); ++i) todo.push_back({n[i], at + "[" + std::to_string(i) + "]"});
+        continue;
+      }
+      if (!n.IsMap()) continue;
+      std::set<std::string> seen;
+      for (auto it = n.begin(); it != n.end(); ++it) {
+        if (!it->first.IsScalar()) continue;  // complex keys: refused where the keys are read
+        const std::string key = at.empty() ? it->first.Scalar() : at + "." + it->first.Scalar();
+        if (!seen.insert(it->first.Scalar()).second)
+          throw InputError(file_ + ":" + std::to_string(it->first.Mark().line + 1),
+                           text_excerpt(key, 80) + ": duplicate key (OmegaConf refuses a key given twice in one mapping)");
+        todo.push_back({it->second, key});
+      }
+    }
+  }
 
   // The node at `p` as written (no interpolation), or an undefined node.
   YAML::Node raw(const Path& p) const {

@@ -256,6 +256,9 @@ TEST_CASE("issue 24 cases: generators, imported workloads, traces and nccl-tests
           "workload": {"generator": "gpt", "params": {"model": "qwen3-30b-a3b", "num_layers": 131072, "num_experts": 65536,
             "micro_batch_size": 1, "global_batch_size": 8, "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1}}})",
        "run g8.json --quiet", "g8.json: /workload/params num_experts: num_layers x num_experts is 8589934592"},
+      // accepted before, the first value kept (OmegaConf refuses it)
+      {"NeMo key given twice", "n3.yaml", "trainer:\n  devices: 8\nmodel:\n  num_layers: 12\n  num_layers: 4\n",
+       "import nemo n3.yaml --topology dgx-h100", "n3.yaml:5: model.num_layers: duplicate key"},
       {"NeMo list as a key", "n2.yaml", "trainer:\n  devices: 8\nmodel:\n  ? [a, b]\n  : 2\n",
        "import nemo n2.yaml --topology dgx-h100", "n2.yaml:4: model: expected a key name, found a list as a key"},
       {"torchtitan key 30 tables deep", "t3.toml", "[job]\n" + [] {
