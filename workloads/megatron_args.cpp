@@ -73,6 +73,7 @@ class Lexer {
       if (c == '\n' || c == ';' || c == '&' || c == '|' || c == '(' || c == ')') {
         if (c == '\n') ++line_;
         ++i_;
+        if (c == '\n') skip_heredoc_bodies();
         if (!cur.empty()) out.push_back(std::move(cur));
         cur.clear();
         continue;
@@ -107,12 +108,35 @@ class Lexer {
       }
     }
   }
+  // A here-document's body (`<<EOF` / `<<-EOF` ... a line `EOF`) is text fed to its command, not commands: the
+  // lines after the command's line up to the delimiter are skipped (tabs before it stripped for `<<-`; without a
+  // delimiter line the body runs to the end of the file, as bash reads it). Found by fuzzing: a body's lines were
+  // read as commands.
+  void skip_heredoc_bodies() {
+    for (const Heredoc& h : heredocs_) {
+      while (i_ < s_.size()) {
+        std::size_t nl = s_.find('\n', i_);
+        if (nl == std::string::npos) nl = s_.size();
+        std::string text = s_.substr(i_, nl - i_);
+        i_ = nl < s_.size() ? nl + 1 : nl;
+        ++line_;
+        if (!text.empty() && text.back() == '\r') text.pop_back();
+        if (h.strip_tabs) text.erase(0, text.find_first_not_of('\t') == std::string::npos ? text.size() : text.find_first_not_of('\t'));
+        if (text == h.delimiter) break;
+      }
+    }
+    heredocs_.clear();
+  }
   // A redirection (`> log`, `2>&1`, `>> out`, `< in`) is no word of the command: skipped with its target.
   bool skip_redirection() {
     std::size_t k = i_;
     while (k < s_.size() && std::isdigit(static_cast<unsigned char>(s_[k]))) ++k;
     if (k >= s_.size() || (s_[k] != '>' && s_[k] != '<')) return false;
+    const std::size_t op = k;
     while (k < s_.size() && (s_[k] == '>' || s_[k] == '<')) ++k;
+    const bool heredoc = s_.compare(op, k - op, "<<") == 0 && k - op == 2;
+    const bool strip_tabs = heredoc && k < s_.size() && s_[k] == '-';
+    if (strip_tabs) ++k;
     if (k < s_.size() && s_[k] == '&') {  // >&2, 2>&1, >&-
       ++k;
       while (k < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[k])) || s_[k] == '-')) ++k;
@@ -121,7 +145,14 @@ class Lexer {
     }
     i_ = k;
     skip_blanks();
-    if (i_ < s_.size() && !ends_word(s_[i_])) word();
+    if (i_ < s_.size() && !ends_word(s_[i_])) {
+      const RawWord target = word();
+      if (heredoc) {  // the delimiter as written, quotes removed
+        std::string d;
+        for (const auto& g : target.segs) d += g.kind == Segment::kLiteral ? g.text : "$" + g.text;
+        heredocs_.push_back({d, strip_tabs});
+      }
+    }
     return true;
   }
   static bool ends_word(char c) {
@@ -314,6 +345,11 @@ class Lexer {
   const std::string& file_;
   std::size_t i_ = 0;
   int line_ = 1;
+  struct Heredoc {
+    std::string delimiter;
+    bool strip_tabs = false;
+  };
+  std::vector<Heredoc> heredocs_;  // started on the current line, bodies after it
 };
 
 // A variable's value: text, or unresolved (the variable it depends on), or an array of words.

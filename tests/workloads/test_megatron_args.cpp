@@ -64,6 +64,26 @@ TEST_CASE("megatron launch: continuations, comments, quotes, redirections and th
   CHECK(words(m) == std::vector<std::string>{"--bf16"});
 }
 
+// Found by fuzzing (2026-11-29): a here-document's body was read as commands (a second pretrain invocation, or one
+// inside an unterminated body imported as the job's).
+TEST_CASE("megatron launch: here-documents are text, not commands") {
+  const std::string text =
+      "#!/bin/bash\n"
+      "cat > wrapper.sh <<'EOF'\n"
+      "torchrun pretrain_gpt.py --num-layers 99\n"
+      "EOF\n"
+      "cat <<-END >> notes.txt\n"
+      "\ttorchrun pretrain_gpt.py --num-layers 98\n"
+      "\tEND\n"
+      "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 <<< unused\n";
+  const MegatronLaunch l = read_megatron_launch(text, "job.sh", {});
+  CHECK(l.line == 8);
+  CHECK(words(l) == std::vector<std::string>{"--num-layers", "4"});
+  // Without its delimiter line the body runs to the end of the file (bash's reading): no command is left.
+  CHECK_THROWS_WITH_AS(read_megatron_launch("cat <<EOF\ntorchrun pretrain_gpt.py --num-layers 4\n", "u.sh", {}),
+                       doctest::Contains("no pretrain_gpt.py invocation found"), InputError);
+}
+
 TEST_CASE("megatron launch: variables, defaults, arithmetic, arrays and --var") {
   const std::string text =
       "TP=4\n"
