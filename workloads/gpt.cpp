@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
-#include <iterator>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -677,25 +676,32 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   // found by fuzzing, 2026-11-29), and sizes per-layer and per-expert tables. Each bound is far beyond any
   // cluster or model the generator is for (a million GPUs, 131,072 layers, 65,536 experts).
   constexpr std::int64_t kMaxRanks = std::int64_t{1} << 20;
-  const std::pair<const char*, std::int64_t> bounds[] = {
-      {"tensor_model_parallel_size", kMaxRanks}, {"pipeline_model_parallel_size", kMaxRanks},
-      {"context_parallel_size", kMaxRanks}, {"world_size", kMaxRanks},
-      {"expert_model_parallel_size", kMaxRanks}, {"expert_tensor_parallel_size", kMaxRanks},
-      {"gpus_per_host", kMaxRanks}, {"gpus_per_nvlink_domain", kMaxRanks},
-      {"micro_batch_size", kMaxRanks}, {"global_batch_size", std::int64_t{1} << 36},
-      {"seq_length", std::int64_t{1} << 23}, {"num_layers", std::int64_t{1} << 17},
-      {"hidden_size", std::int64_t{1} << 20}, {"ffn_hidden_size", std::int64_t{1} << 22},
-      {"num_attention_heads", std::int64_t{1} << 16}, {"padded_vocab_size", std::int64_t{1} << 24},
-      {"num_experts", std::int64_t{1} << 16}, {"moe_ffn_hidden_size", std::int64_t{1} << 22}};
-  const std::int64_t given[] = {c.tensor_model_parallel_size, c.pipeline_model_parallel_size, c.context_parallel_size,
-                                c.world_size, c.moe.expert_model_parallel_size, c.moe.expert_tensor_parallel_size,
-                                c.gpus_per_host, c.gpus_per_nvlink_domain, c.micro_batch_size, c.global_batch_size,
-                                c.seq_length, c.num_layers, c.hidden_size, c.ffn_hidden_size, c.num_attention_heads,
-                                c.padded_vocab_size, c.moe.num_experts, c.moe.moe_ffn_hidden_size};
-  static_assert(std::size(bounds) == std::size(given));
-  for (std::size_t i = 0; i < std::size(bounds); ++i)
-    if (given[i] > bounds[i].second)
-      r.bad_value(bounds[i].first, "expected at most " + std::to_string(bounds[i].second) + ", got " + std::to_string(given[i]));
+  struct Bound {
+    const char* key;
+    std::int64_t value, max;
+  };
+  const Bound bounds[] = {
+      {"tensor_model_parallel_size", c.tensor_model_parallel_size, kMaxRanks},
+      {"pipeline_model_parallel_size", c.pipeline_model_parallel_size, kMaxRanks},
+      {"context_parallel_size", c.context_parallel_size, kMaxRanks},
+      {"world_size", c.world_size, kMaxRanks},
+      {"expert_model_parallel_size", c.moe.expert_model_parallel_size, kMaxRanks},
+      {"expert_tensor_parallel_size", c.moe.expert_tensor_parallel_size, kMaxRanks},
+      {"gpus_per_host", c.gpus_per_host, kMaxRanks},
+      {"gpus_per_nvlink_domain", c.gpus_per_nvlink_domain, kMaxRanks},
+      {"micro_batch_size", c.micro_batch_size, kMaxRanks},
+      {"global_batch_size", c.global_batch_size, std::int64_t{1} << 36},
+      {"seq_length", c.seq_length, std::int64_t{1} << 23},
+      {"num_layers", c.num_layers, std::int64_t{1} << 17},
+      {"hidden_size", c.hidden_size, std::int64_t{1} << 20},
+      {"ffn_hidden_size", c.ffn_hidden_size, std::int64_t{1} << 22},
+      {"num_attention_heads", c.num_attention_heads, std::int64_t{1} << 16},
+      {"padded_vocab_size", c.padded_vocab_size, std::int64_t{1} << 24},
+      {"num_experts", c.moe.num_experts, std::int64_t{1} << 16},
+      {"moe_ffn_hidden_size", c.moe.moe_ffn_hidden_size, std::int64_t{1} << 22}};
+  for (const Bound& b : bounds)
+    if (b.value > b.max)
+      r.bad_value(b.key, "expected at most " + std::to_string(b.max) + ", got " + std::to_string(b.value));
   // Per-layer, per-expert tables (router loads, expert token counts): their entries bounded too (DeepSeek-V3 has
   // 61 x 256, Kimi K2 61 x 384).
   constexpr std::int64_t kMaxLayerExperts = std::int64_t{1} << 24;
