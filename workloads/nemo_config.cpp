@@ -39,14 +39,16 @@ class Config {
       throw InputError(e.mark.line >= 0 ? file + ":" + std::to_string(e.mark.line + 1) : file, "not valid YAML: " + e.msg);
     }
     if (!root_.IsMap()) throw InputError(file, "expected a NeMo training config: a YAML mapping with trainer: and model:");
-    refuse_duplicate_keys();
+    check_keys();
   }
   const std::string& file() const { return file_; }
   const YAML::Node& root() const { return root_; }
-  // A key given twice in one mapping: OmegaConf refuses the config, yaml-cpp would keep the first silently (found
-  // by fuzzing). Walked without recursion (a deep document must not exhaust the stack), each mapping and list once
-  // by its place in the file (an alias is the node it names: a billion aliases are not walked a billion times).
-  void refuse_duplicate_keys() const {
+  // Every mapping's keys, once, before anything reads them: a key that is a list or a mapping (YAML's `? [a, b]`:
+  // yaml-cpp's conversion to a name failed as an internal error) or a key given twice in one mapping (OmegaConf
+  // refuses the config, yaml-cpp would keep the first silently) -- both found by fuzzing. Walked without recursion
+  // (a deep document must not exhaust the stack), each mapping and list once by its place in the file (an alias is
+  // the node it names: a billion aliases are not walked a billion times).
+  void check_keys() const {
     std::vector<std::pair<YAML::Node, std::string>> todo = {{root_, ""}};
     std::set<std::pair<int, int>> walked;
     while (!todo.empty()) {
@@ -60,7 +62,10 @@ class Config {
       if (!n.IsMap()) continue;
       std::set<std::string> seen;
       for (auto it = n.begin(); it != n.end(); ++it) {
-        if (!it->first.IsScalar()) continue;  // complex keys: refused where the keys are read
+        if (!it->first.IsScalar())
+          throw InputError(file_ + ":" + std::to_string(it->first.Mark().line + 1),
+                           (at.empty() ? std::string() : at + ": ") + "expected a key name, found a " +
+                               (it->first.IsSequence() ? "list" : "mapping") + " as a key");
         const std::string key = at.empty() ? it->first.Scalar() : at + "." + it->first.Scalar();
         if (!seen.insert(it->first.Scalar()).second)
           throw InputError(file_ + ":" + std::to_string(it->first.Mark().line + 1),
@@ -472,10 +477,7 @@ struct Import {
     if (!n.IsMap()) cfg.fail(at, "expected a mapping of keys");
     for (auto it = n.begin(); it != n.end(); ++it) {
       Path p = at;
-      if (!it->first.IsScalar())  // a YAML complex key (`? [a, b]`): not a key any config reads
-        throw InputError(cfg.file() + ":" + std::to_string(it->first.Mark().line + 1),
-                         dotted(at) + ": expected a key name, found a " + (it->first.IsSequence() ? "list" : "mapping") + " as a key");
-      p.push_back(it->first.Scalar());
+      p.push_back(it->first.Scalar());  // a name: Config::check_keys
       const std::string name = dotted(p);
       if (name == "model.optim" || name == "model.mcore_customization_config") {
         walk(p, table);
@@ -804,9 +806,7 @@ Json scenario_for_nemo(const std::string& path, const std::string& text, const s
   for (const auto& k : nemo_keys()) table.emplace(k.path, &k);
   std::vector<std::string> sections;
   for (auto it = cfg.root().begin(); it != cfg.root().end(); ++it) {
-    if (!it->first.IsScalar())
-      throw InputError(path + ":" + std::to_string(it->first.Mark().line + 1), "expected a key name, found a list or mapping as a key");
-    const std::string name = it->first.Scalar();
+    const std::string name = it->first.Scalar();  // a name: Config::check_keys
     if (name == "trainer" || name == "model") im.walk({name}, table);
     else if (top_level_ignored().count(name)) sections.push_back(name);
     else im.unknown.push_back(name);
