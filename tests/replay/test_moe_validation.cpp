@@ -4,13 +4,12 @@
 // compute is the per-kernel model fitted on single-kernel measurements (validate/compute_calibrations/h100.json),
 // so all 9 rows are held out. Attention is cuDNN fused (`attention_backend: fused`, as Transformer Engine picks on
 // Hopper: docs/workloads.md "Attention"); gradients reduced in fp32 (Megatron-LM's bf16 rule, docs/workloads.md).
-// Measured 2026-11-27 at 56ee912 (docs/validation.md, "Mixture of experts", which also breaks each step down):
-// errors -15.7, -21.0, +15.5, -28.8, -48.7 % (Qwen3 rows 93, 94, 95, 96, 97; row 94 is row 93 with
-// overlap_moe_expert_parallel_comm) and +8.1, +3.4, +7.5, +2.3 % (Mixtral rows 111-114): median 15.5 %, max 48.7 %.
-// The backward TP overlap (d5d98dc) moved them by under 1 point (row 97: -49.6 %). DeepEP's one copy per
-// destination GPU (gpt_layout.cpp) and the host wait before each dropless forward dispatch (gpt_trace.cpp)
-// moved row 97 to -51.6 % (14.62 -> 14.03 s), the others by at most 0.1 point; the bounds below are the
-// current figures rounded up.
+// The Mixtral rows run the ModelZoo configuration they cite: expert TP 1 (`--expert-tensor-parallel-size: 1` in
+// every version of model_configs/benchmarking/Mixtral-8x22B.yaml, yanring/Megatron-MoE-ModelZoo 78fd4d6 ..
+// e8650517) and the fused cross-entropy it sets, and their TFLOP/s are compared in the count the source logs
+// (Megatron-LM's causal count, `flops_convention` megatron-core-causal; docs/validation.md "Mixture of experts").
+// Current errors: -13.3, -16.2, +23.0, -27.5, -49.7 % (Qwen3 rows 93-97) and +16.4, +11.4, +22.1, +10.3 % (Mixtral
+// rows 111-114): median 16.4 %, max 49.7 %.
 // Run with
 //   build/tests/test_replay -tc="validation: moe*" -s
 #include <doctest/doctest.h>
@@ -44,7 +43,7 @@ std::string csv_cell(const std::string& file, int row, const std::string& col) {
 }
 }  // namespace
 
-TEST_CASE("validation: moe, Qwen3-235B-A22B (256 H100) and Mixtral-8x22B (128 H100) held out: median <= 16 %, max <= 52 %") {
+TEST_CASE("validation: moe, Qwen3-235B-A22B (256 H100) and Mixtral-8x22B (128 H100) held out: median <= 17 %, max <= 52 %") {
   std::vector<double> abs_errors;  // |simulated / measured - 1| of every row, both tables
   std::printf("row  measured_s  simulated_s  error\n");
   // The layouts as docs/validation.md describes them (the scenario files hold the settings).
@@ -88,8 +87,10 @@ TEST_CASE("validation: moe, Qwen3-235B-A22B (256 H100) and Mixtral-8x22B (128 H1
   const double med = replay_test::median(abs_errors);
   const double worst = *std::max_element(abs_errors.begin(), abs_errors.end());
   MESSAGE("MoE rows: median |error| " << 100 * med << " %, max " << 100 * worst << " %");
-  // Bounds: measured 15.4 % / 51.6 % (row 97) rounded up to the next whole percent (docs/validation.md
-  // "Mixture of experts"). 4 of the 9 rows sit between 6 and 16 %, so small model changes move the median far.
-  CHECK(med <= 0.16);
+  // Bounds: the current figures (median 16.4 %, max 49.7 %, row 97) rounded up to the next whole percent
+  // (docs/validation.md "Mixture of experts"). The median bound is 17 % rather than the 16 % these rows had when
+  // the Mixtral scenarios ran expert TP 2 and the non-causal count: the scenarios were corrected to the cited
+  // configuration, not the model. 4 of the 9 rows sit between 10 and 17 %, so small model changes move the median far.
+  CHECK(med <= 0.17);
   CHECK(worst <= 0.52);
 }
