@@ -35,6 +35,21 @@ bool gpt_detail::is_blackwell(const std::string& gpu) {
 }
 bool gpt_detail::pre_hopper(const std::string& gpu) { return gpu.rfind("a100", 0) == 0 || gpu.rfind("v100", 0) == 0; }
 
+// The attention backend a configuration runs on `gpu`: the one given, else flash from H100 on and the SC'21
+// unfused layer before it. `auto` is Megatron-LM's --attention-backend auto (its default), which leaves the choice
+// to Transformer Engine's get_attention_backend (transformer_engine/pytorch/attention/dot_product_attention/
+// utils.py at NVIDIA/TransformerEngine@d0067d0da): below compute capability 8.0 it turns FlashAttention 2 and
+// FusedAttention off (lines 569-575: V100 runs TE's unfused attention); from 9.0 on it prefers FusedAttention
+// (cuDNN) when both qualify (lines 1647-1653: H100 and later); on A100 (8.0) FlashAttention stays. AMD GPUs run
+// ROCm's TE, whose choice is not read here: the generator's default.
+std::string gpt_detail::resolved_attention_backend(const std::string& backend, const std::string& gpu) {
+  if (backend.empty()) return pre_hopper(gpu) ? "unfused" : "flash";
+  if (backend != "auto") return backend;
+  if (gpu.rfind("v100", 0) == 0) return "unfused";
+  if (gpu.rfind("a100", 0) == 0 || gpu.rfind("mi", 0) == 0) return "flash";
+  return "fused";
+}
+
 using gpt_detail::is_blackwell;
 using gpt_detail::pre_hopper;
 
@@ -1063,7 +1078,7 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   }
   const auto& gpu = models::gpu_spec(c.gpu, where + " gpu");
   c.gpu = gpu.name;
-  if (c.attention_backend.empty()) c.attention_backend = pre_hopper(gpu.name) ? "unfused" : "flash";
+  c.attention_backend = gpt_detail::resolved_attention_backend(c.attention_backend, gpu.name);
   one_of("attention_backend", c.attention_backend, {"flash", "fused", "unfused"});
   if ((c.gdn() || c.attention_output_gate) && c.attention_backend == "unfused")
     fail(c.gdn() ? "experimental_attention_variant" : "attention_output_gate",
@@ -1538,9 +1553,7 @@ std::string gpt_flops_convention(const GptConfig& c) {
   if (!c.flops_convention.empty()) return c.flops_convention;
   // The SC'21 convention for the SC'21-shaped model (unfused attention, MHA, GELU, tied embeddings);
   // Megatron-Core's for everything else.
-  const std::string backend = !c.attention_backend.empty() ? c.attention_backend
-                              : pre_hopper(c.gpu)         ? "unfused"
-                                                          : "flash";
+  const std::string backend = gpt_detail::resolved_attention_backend(c.attention_backend, c.gpu);
   const bool sc21 = backend == "unfused" && c.query_groups() == c.num_attention_heads && !c.swiglu &&
                     !c.untie_embeddings_and_output_weights &&
                     c.head_dim() * c.num_attention_heads == c.hidden_size;

@@ -30,6 +30,8 @@ namespace fabricsim::workloads::gpt_detail {
 // ---- 1. Model description (gpt.cpp, gpt_model.cpp).
 bool is_blackwell(const std::string& gpu);
 bool pre_hopper(const std::string& gpu);
+// attention_backend as the configuration runs it on `gpu` ("" = the default, "auto" = Transformer Engine's choice).
+std::string resolved_attention_backend(const std::string& backend, const std::string& gpu);
 bool moe_model(const GptConfig& c);                    // MoE or multi-latent attention
 std::vector<bool> moe_layers_of(const GptConfig& c);   // per decoder layer: is it an MoE layer
 double layer_params_per_rank(const GptConfig& c);      // mean parameters of one layer on one TP rank

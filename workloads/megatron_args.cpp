@@ -984,12 +984,12 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
   // A learned position table longer than the sequence holds more weights than fabricsim counts (it sizes the
   // table by seq_length); with rope there is no table.
   if (pos == "learned_absolute" && maxpos != seq) mark("max_position_embeddings", 2);
-  // Attention backend: Megatron's AttnBackend names; auto leaves the choice to fabricsim's per-GPU default,
-  // local is Megatron-Core's own unfused DotProductAttention.
-  if (has("attention_backend")) {
-    const std::string a = value("attention_backend");
-    if (a == "local") p["attention_backend"] = "unfused";
-    else if (a != "auto") p["attention_backend"] = a;
+  // Attention backend: Megatron's AttnBackend names. auto (Megatron's default, so also when the flag is absent)
+  // leaves the choice to Transformer Engine, which is the generator's `auto` (gpt.cpp resolved_attention_backend:
+  // cuDNN fused attention from H100 on); local is Megatron-Core's own unfused DotProductAttention.
+  {
+    const std::string a = has("attention_backend") ? value("attention_backend") : std::string("auto");
+    p["attention_backend"] = a == "local" ? std::string("unfused") : a;
   }
   // Context-parallel communication: one type for every layer, or one per layer (space-separated).
   if (has("cp_comm_type")) {
@@ -1183,7 +1183,13 @@ Json scenario_for_megatron(const std::string& path, const std::string& text, con
                            const ParamMap& overrides, const std::map<std::string, std::string>& vars) {
   LaunchSource source;
   source.origin = "imported from the Megatron-LM launch " + path + " (flags of " + megatron_args_at("and") + ")";
-  return scenario_for_launch(read_megatron_launch(text, path, vars), topology, overrides, source);
+  Json doc = scenario_for_launch(read_megatron_launch(text, path, vars), topology, overrides, source);
+  // TFLOP/s in the count the launched Megatron-LM logs: megatron/training/training.py counts causal attention as
+  // half of the s x s product from NVIDIA/Megatron-LM@8873b55d6a (2025-03-06) on, an ancestor of both commits whose
+  // flags are read (kMegatronArgsCommits), so the import states megatron-core-causal unless --param says otherwise.
+  Json& params = doc["workload"]["params"];
+  if (!params.contains("flops_convention")) params["flops_convention"] = "megatron-core-causal";
+  return doc;
 }
 
 }  // namespace fabricsim::workloads

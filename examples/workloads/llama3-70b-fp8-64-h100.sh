@@ -3,7 +3,8 @@
 # TP 8 x PP 4 with 5 virtual stages per rank x DP 2, sequence parallel, distributed optimizer with
 # overlapped gradient reduce and parameter gather, TP communication overlap, mock data.
 # The same job as llama3-70b-fp8-64-h100.json except the vocabulary, which Megatron-LM pads to
-# 129,024 (a multiple of 128 x TP) where the JSON uses Llama-3's 128,256:
+# 129,024 (a multiple of 128 x TP) where the JSON uses Llama-3's 128,256. FlashAttention is asked for, as the
+# JSON runs it (without --attention-backend, Transformer Engine would pick cuDNN attention on H100):
 #   fabricsim import megatron examples/workloads/llama3-70b-fp8-64-h100.sh --topology dgx-h100 -o llama.json
 #   fabricsim run --megatron examples/workloads/llama3-70b-fp8-64-h100.sh --topology dgx-h100
 
@@ -35,6 +36,7 @@ MODEL_ARGS=(
     --untie-embeddings-and-output-weights
     --disable-bias-linear
     --attention-dropout 0.0 --hidden-dropout 0.0
+    --attention-backend flash
 )
 
 # Megatron-LM overlaps pipeline sends with compute by default under the interleaved schedule; this

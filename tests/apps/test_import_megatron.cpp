@@ -66,6 +66,9 @@ TEST_CASE("import megatron: the example script's scenario, its bytes, its notes 
   json ex = json::parse(cli_test::slurp(kSrc + "/examples/workloads/llama3-70b-fp8-64-h100.json"));
   CHECK(in_file["topology"] == ex["topology"]);
   ex["workload"]["params"]["padded_vocab_size"] = 129024;
+  // The import states the FLOP count the launched Megatron-LM logs (causal; docs/workloads.md "FLOPs and MFU").
+  CHECK(in_file["workload"]["params"]["flops_convention"] == "megatron-core-causal");
+  ex["workload"]["params"]["flops_convention"] = "megatron-core-causal";
   const fs::path exf = scratch() / "example_padded.json";
   write(exf, ex.dump(2));
   const json from_json = run_json("run " + cli_test::quoted(exf.string()), "r_json.json");

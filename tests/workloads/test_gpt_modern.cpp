@@ -92,6 +92,17 @@ TEST_CASE("gpt catalogue: named models, overrides, parameter counts") {
   CHECK(c.normalization == "RMSNorm");
   CHECK(c.seq_length == 8192);
   CHECK(c.attention_backend == "flash");  // default from H100 on
+  // `auto`: Transformer Engine's choice under Megatron-LM's --attention-backend auto (cuDNN from compute
+  // capability 9.0 on, FlashAttention on A100, TE's unfused attention below 8.0), whatever the generator's default.
+  auto backend = [](const char* gpu) {
+    return cfg({{"model", "llama3-8b"}, {"world_size", "8"}, {"gpu", gpu}, {"pipeline_model_parallel_size", "1"},
+                {"tensor_model_parallel_size", "8"}, {"global_batch_size", "8"}, {"attention_backend", "auto"}})
+        .attention_backend;
+  };
+  CHECK(backend("h100") == "fused");
+  CHECK(backend("b200") == "fused");
+  CHECK(backend("a100-80gb") == "flash");
+  CHECK(backend("v100") == "unfused");
   CHECK(c.precision == "bf16");
   // Published sizes: Llama 3 8B = 8.03B, 70B = 70.6B, 405B = 405.9B (Meta model cards).
   auto n = [](const char* m) {

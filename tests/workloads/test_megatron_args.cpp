@@ -137,6 +137,10 @@ TEST_CASE("megatron import: modelled flags become gpt parameters, with Megatron-
   CHECK(p["bucket_size"] == 1000);
   CHECK(p["attention_backend"] == "fused");
   CHECK(p["position_embedding_type"] == "rope");
+  // Without --attention-backend (Megatron's default auto) the choice is Transformer Engine's: the generator's `auto`.
+  CHECK(import_text("torchrun pretrain_gpt.py" + kBase, 8).params["attention_backend"] == "auto");
+  CHECK(import_text("torchrun pretrain_gpt.py" + kBase + " --attention-backend local", 8).params["attention_backend"] ==
+        "unfused");
   // validate_args: SwiGLU's FFN default int(4h x 2/3 / 64) x 64.
   CHECK(p["ffn_hidden_size"] == 2688);
   // GPT-2 BPE, 50,257 tokens, padded to a multiple of 128 x TP 8.
