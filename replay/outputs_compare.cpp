@@ -11,7 +11,7 @@
 #include "sim/base/error.hpp"
 #include "sim/base/input_file.hpp"
 #include "sim/base/json_reader.hpp"
-#include "sim/base/json_reader.hpp"
+#include "sim/base/json_schema.hpp"
 #include "sim/base/units.hpp"
 
 namespace fabricsim::sim {
@@ -77,6 +77,9 @@ CompareColumn from_result_json(const Json& j, const std::string& path) {
       c.link_classes[e["class"].get<std::string>()] = lc;
     }
   }
+  // The keys and values compare does not read are still those of the format (unknown keys are errors).
+  static const Json schema = Json::parse(embedded_result_schema().at(0).second);
+  check_json_schema(j, schema, at, "docs/result.schema.json");
   return c;
 }
 

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include <boost/graph/push_relabel_max_flow.hpp>
@@ -24,6 +26,50 @@ int small_int(ObjectReader& r, const std::string& key, int dflt, int lo) {
   if (v < lo || v > std::numeric_limits<int>::max())
     json_fail(r.path_of(key), "expected an integer >= " + std::to_string(lo) + ", found " + std::to_string(v));
   return static_cast<int>(v);
+}
+
+// In a host that has NICs, every GPU must reach one of them through that host's PCIe switches and CPUs, as
+// routing looks for a GPU's NIC (Routing::rail_nic): a path through another GPU does not count. NCCL's paths are
+// the same: its search from a NIC never passes through a GPU (ncclTopoSetPaths), every GPU has its own PCI path
+// to every NIC, and PXN only relays a GPU's sends over NVLink to a peer that is closer to the NIC, receives
+// landing on the GPU directly (ncclTopoComputePaths, "Only enabling it in the GPU->NIC direction"); NVIDIA/nccl
+// src/graph/paths.cc @5067397c. Found by fuzzing: such a GPU loaded and then failed in routing. Linear in the
+// links: the host's switches and CPUs are grouped into connected parts first, and a part that touches a NIC of
+// its host serves every GPU linked to it.
+void check_gpus_reach_nics(const TopologyBuilder& b, const std::vector<std::pair<std::size_t, std::size_t>>& ends,
+                           const std::function<JsonPath(std::size_t)>& node_path) {
+  const std::size_t n = b.num_nodes();
+  auto kind = [&](std::size_t i) { return b.node(static_cast<NodeId>(i)).kind; };
+  auto host = [&](std::size_t i) { return b.node(static_cast<NodeId>(i)).host; };
+  auto transit = [&](std::size_t i) { return host(i) >= 0 && kind(i) != NodeKind::Gpu && kind(i) != NodeKind::Nic; };
+  std::set<int> hosts_with_nic;
+  for (std::size_t i = 0; i < n; ++i)
+    if (kind(i) == NodeKind::Nic && host(i) >= 0) hosts_with_nic.insert(host(i));
+  if (hosts_with_nic.empty()) return;
+  std::vector<std::size_t> part(n);
+  for (std::size_t i = 0; i < n; ++i) part[i] = i;
+  auto part_of = [&](std::size_t x) {
+    while (part[x] != x) x = part[x] = part[part[x]];
+    return x;
+  };
+  for (auto [a, c] : ends)
+    if (transit(a) && transit(c) && host(a) == host(c)) part[part_of(a)] = part_of(c);
+  std::vector<char> part_has_nic(n, 0), gpu_ok(n, 0);
+  for (auto [a, c] : ends)
+    for (auto [x, y] : {std::pair{a, c}, std::pair{c, a}})
+      if (kind(x) == NodeKind::Nic && transit(y) && host(y) == host(x)) part_has_nic[part_of(y)] = 1;
+  for (auto [a, c] : ends)
+    for (auto [g, y] : {std::pair{a, c}, std::pair{c, a}})
+      if (kind(g) == NodeKind::Gpu && host(y) == host(g) &&
+          (kind(y) == NodeKind::Nic || (transit(y) && part_has_nic[part_of(y)])))
+        gpu_ok[g] = 1;
+  for (std::size_t i = 0; i < n; ++i)
+    if (kind(i) == NodeKind::Gpu && hosts_with_nic.count(host(i)) && !gpu_ok[i])
+      json_fail(node_path(i), "expected a GPU with a path of links to a NIC of its host (host " + std::to_string(host(i)) +
+                                  ") through that host's PCIe switches or CPUs: '" +
+                                  text_excerpt(b.node(static_cast<NodeId>(i)).id) +
+                                  "' has none that avoids another GPU (a GPU does not forward another's network traffic; "
+                                  "NCCL gives every GPU its own PCIe path to a NIC)");
 }
 
 }  // namespace
@@ -89,6 +135,7 @@ Topology topology_from_json(const Json& doc, const std::string& file) {
                                                     std::to_string(host_of(with_host)) + " (every GPU has a host, or none does)");
   const Json& links = root.array("links");
   std::vector<bool> connected(nodes.size(), false);
+  std::vector<std::pair<std::size_t, std::size_t>> ends;  // each link's endpoints
   // Components of the link graph (union-find, links undirected): every GPU must reach every other.
   std::vector<std::size_t> comp(nodes.size());
   for (std::size_t i = 0; i < comp.size(); ++i) comp[i] = i;
@@ -116,6 +163,7 @@ Topology topology_from_json(const Json& doc, const std::string& file) {
     int count = small_int(r, "count", 1, 1);
     r.finish();
     connected[a] = connected[c] = true;
+    ends.emplace_back(a, c);
     comp[root_of(a)] = root_of(c);
     b.add_link(a, c, lk, bw, lat, count);
   }
@@ -131,6 +179,7 @@ Topology topology_from_json(const Json& doc, const std::string& file) {
                     text_excerpt(nodes[i]["id"].get<std::string>()) + "' to '" +
                     text_excerpt(nodes[first_gpu]["id"].get<std::string>()) + "', /nodes/" + std::to_string(first_gpu) + ")");
   }
+  check_gpus_reach_nics(b, ends, [&](std::size_t i) { return root.path_of("nodes").index(i); });
   root.finish();
   return std::move(b).build(file);
 }

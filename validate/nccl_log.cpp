@@ -144,6 +144,7 @@ void parse_header_line(const std::vector<std::string>& t, RunHeader& h, const st
 RankInfo parse_rank_line(const std::vector<std::string>& t, const std::string& source, std::size_t line) {
   // "#" "Rank" N ["Group" G] "Pid" P "on" HOST "device" D "[BUS]" NAME...
   RankInfo r;
+  r.line = line;
   std::size_t i = 1;
   auto expect = [&](const char* word) {
     if (i >= t.size() || t[i] != word)
@@ -220,24 +221,27 @@ struct LoggedChoices {
   std::map<std::uint64_t, std::vector<NcclChoice>> by_bytes;
 };
 
-// Records the run's ranks into hosts / gpu / nranks.
-void finish_run(Measurement& m, const ParseHints& hints) {
+// Records the run's ranks into hosts / gpu / nranks. `file` is the text the ranks were read from (their lines
+// name the place of a problem with them).
+void finish_run(Measurement& m, const ParseHints& hints, const std::string& file) {
+  auto at = [&](const RankInfo& r) { return r.line ? where(file, r.line) : m.source; };
   std::set<int> seen;
   for (const auto& r : m.ranks) {
     if (!seen.insert(r.rank).second)
-      throw InputError(m.source, "rank " + std::to_string(r.rank) + " listed twice");
+      throw InputError(at(r), "rank " + std::to_string(r.rank) + " listed twice");
     if (std::find(m.hosts.begin(), m.hosts.end(), r.host) == m.hosts.end()) m.hosts.push_back(r.host);
     if (m.gpu_model.empty()) m.gpu_model = r.gpu_name;
   }
   if (!m.ranks.empty()) {
     m.nranks = static_cast<int>(m.ranks.size());
     m.num_nodes = static_cast<int>(m.hosts.size());
+    // (placed at the first rank line: the list the counts come from starts there)
     if (hints.nranks && hints.nranks != m.nranks)
-      throw InputError(m.source, "the log lists " + std::to_string(m.nranks) + " ranks but the hint says " +
-                                     std::to_string(hints.nranks));
+      throw InputError(at(m.ranks.front()), "the log lists " + std::to_string(m.nranks) + " ranks but the hint says " +
+                                                std::to_string(hints.nranks));
     if (hints.nodes && hints.nodes != m.num_nodes)
-      throw InputError(m.source, "the log lists " + std::to_string(m.num_nodes) + " hosts but the hint says " +
-                                     std::to_string(hints.nodes));
+      throw InputError(at(m.ranks.front()), "the log lists " + std::to_string(m.num_nodes) + " hosts but the hint says " +
+                                                std::to_string(hints.nodes));
   } else {
     m.nranks = hints.nranks;
     m.num_nodes = hints.nodes;
@@ -561,7 +565,7 @@ std::vector<Measurement> parse_nccl_tests_text(const std::string& text_in, const
   if (command_gpus > 0) run_hints.gpus_per_thread = command_gpus;
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (out.size() > 1) out[i].source = source + "#run" + std::to_string(i + 1);
-    finish_run(out[i], run_hints);
+    finish_run(out[i], run_hints, source);
     if (out_choices[i]) attach_choices(out[i], *out_choices[i]);
   }
   return out;
@@ -638,7 +642,7 @@ std::vector<Measurement> parse_busbw_markdown(const std::string& text, const std
     m.rows.push_back(r);
   }
   if (m.rows.empty()) throw InputError(source, "no '| Message Size (Bytes) | ... (GB/s) |' table found");
-  finish_run(m, hints);
+  finish_run(m, hints, source);
   // A busbw-only table gives algbw = busbw / factor once the op and rank count are known.
   if (!m.op.empty() && m.nranks > 0)
     for (auto& r : m.rows) r.ip.algbw_GBps = r.ip.busbw_GBps / busbw_factor(m.op, m.nranks);

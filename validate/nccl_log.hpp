@@ -40,6 +40,7 @@ struct RankInfo {
   int device = -1;
   std::string bus_id;  // "0x27" or "0000:19:00"
   std::string gpu_name;  // "A100-SXM4-40GB", "NVIDIA H100 80GB HBM3"
+  std::size_t line = 0;  // its line in the text log (0: not from one), for messages
 };
 
 // The "# nThread 1 nGpus 1 minBytes ... " line. Keys not listed here land in `extra` verbatim.

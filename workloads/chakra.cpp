@@ -93,18 +93,19 @@ std::int64_t integral(double v, const std::string& where, const std::string& wha
 }
 
 // Range checks every encoding goes through once a node is read (docs/reliability.md): times and sizes finite
-// and within the simulator's ranges, peer ranks within the ranks an imported trace may have.
-void check_node(const CNode& c, const std::string& file) {
-  const std::string where = node_where(file, c.id);
+// and within the simulator's ranges, peer ranks within the ranks an imported trace may have. `where(key)` names
+// the place of the field with that Chakra JSON key ("runtime", "comm_size", ...): its JSON path in Chakra JSON,
+// the node in the protobuf encodings.
+void check_node(const CNode& c, const std::function<std::string(const char*)>& where) {
   if (!(c.duration_us >= 0 && c.duration_us <= kMaxTime * 1e6))
-    throw InputError(where, "duration (microseconds) must be in [0, 1e15] (1e9 s)");
+    throw InputError(where("runtime"), "duration (microseconds) must be in [0, 1e15] (1e9 s)");
   for (auto [v, what] : {std::pair{c.comm_size, "comm_size"}, {c.tensor_size, "tensor_size"}})
-    if (v && !(*v >= 0 && *v <= double(kMaxSize))) throw InputError(where, std::string(what) + " must be in [0, 2^60] bytes");
-  if (c.num_ops && !(*c.num_ops >= 0 && *c.num_ops <= 1e30)) throw InputError(where, "num_ops must be in [0, 1e30]");
+    if (v && !(*v >= 0 && *v <= double(kMaxSize))) throw InputError(where(what), std::string(what) + " must be in [0, 2^60] bytes");
+  if (c.num_ops && !(*c.num_ops >= 0 && *c.num_ops <= 1e30)) throw InputError(where("num_ops"), "num_ops must be in [0, 1e30]");
   for (auto [v, what] : {std::pair{c.comm_src, "comm_src"}, {c.comm_dst, "comm_dst"}})
     if (v && *v >= kMaxImportedWorld)
-      throw InputError(where, std::string(what) + " " + std::to_string(*v) + " is beyond the " +
-                                  std::to_string(kMaxImportedWorld) + " ranks an imported trace may have");
+      throw InputError(where(what), std::string(what) + " " + std::to_string(*v) + " is beyond the " +
+                                        std::to_string(kMaxImportedWorld) + " ranks an imported trace may have");
 }
 
 // A rank count (ngpus, npus, a comm group's rank) checked against kMaxImportedWorld before narrowing.
@@ -229,7 +230,7 @@ CNode from_proto(const pb::Node& n, const std::string& file, std::set<std::strin
       unused.insert(text_excerpt(k));
     }
   }
-  check_node(c, file);
+  check_node(c, [&](const char*) { return node_where(file, c.id); });
   return c;
 }
 
@@ -431,7 +432,7 @@ void read_chakra_json(RankFile& rf, const Json& doc, std::set<std::string>& unus
                                                 "num_ops", "tensor_size", "pg_name", "involved_dim", "involved_dims"};
     for (const auto& [k, v] : g[i].items())
       if (!kRead.count(k)) unused.insert(text_excerpt(k));  // open-ended format: accepted, listed once
-    check_node(c, rf.file);
+    check_node(c, [&](const char* key) { return at.child(key).str(); });
     rf.nodes.push_back(std::move(c));
   }
 }

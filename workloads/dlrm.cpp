@@ -519,6 +519,16 @@ Trace generate_dlrm(const DlrmConfig& c, const models::ComputeModel& cm_in, cons
                mlp_bytes_fwd = mlp.bytes_fwd, mlp_kernels = mlp.kernels();
   // Memory: weights + optimizer state of embeddings, plus MLP weights/state (4 copies: weight, grad, 2 state).
   const double capacity = cm.gpu.hbm_capacity_bytes * c.memory_fraction - 4.0 * 4.0 * mlp_params;
+  // The MLPs alone beyond a GPU: said as such (the planner would report a negative room for the first table).
+  if (!(capacity > 0)) {
+    char buf[300];
+    std::snprintf(buf, sizeof buf,
+                  "the MLPs of model '%s' do not fit in GPU memory: %.4g parameters need %.1f GiB per GPU (weights, "
+                  "gradients and two optimizer states in fp32) but %s has %.1f GiB x memory_fraction %.2f",
+                  c.model.substr(0, 60).c_str(), mlp_params, 16.0 * mlp_params / 1073741824.0, cm.gpu.name.c_str(),
+                  cm.gpu.hbm_capacity_bytes / 1073741824.0, c.memory_fraction);
+    throw InputError(where, buf);
+  }
   // fabricsim's planner balances lookup time plus a per-shard overhead (the 3 per-shard optimizer ops of the
   // backward, see below), in equivalent bytes.
   const double shard_cost = 3.0 * cm.eff.kernel_overhead_s * cm.gpu.hbm_bandwidth_Bps * cm.eff.mem_eff(models::OpClass::Embedding);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -39,7 +40,7 @@ class Config {
       throw InputError(e.mark.line >= 0 ? file + ":" + std::to_string(e.mark.line + 1) : file, "not valid YAML: " + e.msg);
     }
     if (!root_.IsMap()) throw InputError(file, "expected a NeMo training config: a YAML mapping with trainer: and model:");
-    check_keys();
+    check_keys_and_merge();
   }
   const std::string& file() const { return file_; }
   const YAML::Node& root() const { return root_; }
@@ -48,31 +49,106 @@ class Config {
   // refuses the config, yaml-cpp would keep the first silently) -- both found by fuzzing. Walked without recursion
   // (a deep document must not exhaust the stack), each mapping and list once by its place in the file (an alias is
   // the node it names: a billion aliases are not walked a billion times).
-  void check_keys() const {
-    std::vector<std::pair<YAML::Node, std::string>> todo = {{root_, ""}};
-    std::set<std::pair<int, int>> walked;
+  // The same pass applies YAML 1.1 merge keys (`<<: *base`, `<<: [*a, *b]`), which PyYAML, and so OmegaConf and
+  // NeMo, apply and yaml-cpp does not: a mapping gets every key of the merged mappings it does not give itself
+  // (its own keys win; in a list, an earlier mapping wins over a later one), appended after its own keys. A
+  // mapping is merged after everything inside it (a post-order walk): a merged mapping is written before the alias
+  // that names it, so it is complete by then, or it encloses the merge (refused). Found by fuzzing: the keys were
+  // not applied.
+  void check_keys_and_merge() {
+    struct Visit {
+      YAML::Node n;
+      std::string at;
+      bool children_done;
+    };
+    std::vector<Visit> todo = {{root_, "", false}};
+    std::map<std::pair<int, int>, bool> walked;  // place -> finished (false while its children are walked)
+    auto place = [](const YAML::Node& n) { return std::pair{n.Mark().line, n.Mark().column}; };
     while (!todo.empty()) {
-      auto [n, at] = todo.back();
-      todo.pop_back();
-      if ((n.IsSequence() || n.IsMap()) && !walked.insert({n.Mark().line, n.Mark().column}).second) continue;
-      if (n.IsSequence()) {
-        for (std::size_t i = 0; i < n.size(); ++i) todo.push_back({n[i], at + "[" + std::to_string(i) + "]"});
+      if (todo.back().children_done) {
+        const Visit v = todo.back();
+        todo.pop_back();
+        if (v.n.IsMap()) merge_keys(v.n, v.at, walked);
+        walked[place(v.n)] = true;
         continue;
       }
-      if (!n.IsMap()) continue;
-      std::set<std::string> seen;
-      for (auto it = n.begin(); it != n.end(); ++it) {
-        if (!it->first.IsScalar())
-          throw InputError(file_ + ":" + std::to_string(it->first.Mark().line + 1),
-                           (at.empty() ? std::string() : at + ": ") + "expected a key name, found a " +
-                               (it->first.IsSequence() ? "list" : "mapping") + " as a key");
-        const std::string key = at.empty() ? it->first.Scalar() : at + "." + it->first.Scalar();
-        if (!seen.insert(it->first.Scalar()).second)
-          throw InputError(file_ + ":" + std::to_string(it->first.Mark().line + 1),
-                           text_excerpt(key, 80) + ": duplicate key (OmegaConf refuses a key given twice in one mapping)");
-        todo.push_back({it->second, key});
+      const YAML::Node n = todo.back().n;
+      const std::string at = todo.back().at;
+      if (!n.IsSequence() && !n.IsMap()) {
+        todo.pop_back();
+        continue;
       }
+      if (!walked.emplace(place(n), false).second) {
+        todo.pop_back();
+        continue;
+      }
+      todo.back().children_done = true;
+      // (YAML::Node's assignment rebinds the node it refers to, so Visits are only ever copy-constructed: the
+      // children are pushed in reverse, to be walked in file order, not reversed in place)
+      std::vector<Visit> children;
+      if (n.IsSequence()) {
+        for (std::size_t i = 0; i < n.size(); ++i) children.push_back({n[i], at + "[" + std::to_string(i) + "]", false});
+      } else {
+        std::set<std::string> seen;
+        bool merge_seen = false;
+        for (auto it = n.begin(); it != n.end(); ++it) {
+          if (!it->first.IsScalar())
+            throw InputError(file_ + ":" + std::to_string(it->first.Mark().line + 1),
+                             (at.empty() ? std::string() : at + ": ") + "expected a key name, found a " +
+                                 (it->first.IsSequence() ? "list" : "mapping") + " as a key");
+          const std::string key = at.empty() ? it->first.Scalar() : at + "." + it->first.Scalar();
+          if (is_merge_key(it->first)) {
+            if (merge_seen)
+              throw InputError(file_ + ":" + std::to_string(it->first.Mark().line + 1),
+                               text_excerpt(key, 80) + ": a second merge key in one mapping (give one: <<: [*a, *b])");
+            merge_seen = true;
+          } else if (!seen.insert(it->first.Scalar()).second) {
+            throw InputError(file_ + ":" + std::to_string(it->first.Mark().line + 1),
+                             text_excerpt(key, 80) + ": duplicate key (OmegaConf refuses a key given twice in one mapping)");
+          }
+          children.push_back({it->second, key, false});
+        }
+      }
+      for (auto c = children.rbegin(); c != children.rend(); ++c) todo.push_back(*c);
     }
+  }
+  // `<<` written plain (a quoted "<<" is an ordinary key, as in PyYAML).
+  static bool is_merge_key(const YAML::Node& k) { return k.IsScalar() && k.Scalar() == "<<" && k.Tag() == "?"; }
+  // Applies the merge key of mapping `m` (at `at`), whose contents are walked and merged already.
+  void merge_keys(YAML::Node m, const std::string& at, const std::map<std::pair<int, int>, bool>& walked) {
+    YAML::Node merge_key, value;
+    bool found = false;
+    for (auto it = m.begin(); it != m.end() && !found; ++it)
+      if (is_merge_key(it->first)) merge_key.reset(it->first), value.reset(it->second), found = true;
+    if (!found) return;
+    const std::string where = file_ + ":" + std::to_string(merge_key.Mark().line + 1);
+    const std::string name = at.empty() ? "<<" : at + ".<<";
+    std::vector<YAML::Node> sources;
+    if (value.IsSequence())
+      for (std::size_t i = 0; i < value.size(); ++i) sources.push_back(value[i]);
+    else
+      sources.push_back(value);
+    for (const YAML::Node& s : sources)
+      if (!s.IsMap())
+        throw InputError(where, text_excerpt(name, 80) + ": expected a mapping or a list of mappings to merge (a YAML merge "
+                                "key), found " + (value.IsSequence() ? "a list holding " : "") + kind_of(s));
+    std::vector<std::pair<YAML::Node, YAML::Node>> added;
+    std::set<std::string> have;
+    for (auto it = m.begin(); it != m.end(); ++it)
+      if (!is_merge_key(it->first)) have.insert(it->first.Scalar());
+    for (const YAML::Node& s : sources) {
+      const auto w = walked.find({s.Mark().line, s.Mark().column});
+      if (w == walked.end() || !w->second)
+        throw InputError(where, text_excerpt(name, 80) + ": merges its own mapping or one around it (a merge key names "
+                                "a mapping written before it)");
+      for (auto it = s.begin(); it != s.end(); ++it)
+        if (have.insert(it->first.Scalar()).second) added.emplace_back(it->first, it->second);
+    }
+    m.remove(merge_key);
+    for (const auto& [k, v] : added) m.force_insert(k, v);
+  }
+  static std::string kind_of(const YAML::Node& n) {
+    return n.IsMap() ? "a mapping" : n.IsSequence() ? "a list" : n.IsNull() ? "nothing" : "the value '" + text_excerpt(n.Scalar()) + "'";
   }
 
   // The node at `p` as written (no interpolation), or an undefined node.
@@ -477,7 +553,7 @@ struct Import {
     if (!n.IsMap()) cfg.fail(at, "expected a mapping of keys");
     for (auto it = n.begin(); it != n.end(); ++it) {
       Path p = at;
-      p.push_back(it->first.Scalar());  // a name: Config::check_keys
+      p.push_back(it->first.Scalar());  // a name: Config::check_keys_and_merge
       const std::string name = dotted(p);
       if (name == "model.optim" || name == "model.mcore_customization_config") {
         walk(p, table);
@@ -806,7 +882,7 @@ Json scenario_for_nemo(const std::string& path, const std::string& text, const s
   for (const auto& k : nemo_keys()) table.emplace(k.path, &k);
   std::vector<std::string> sections;
   for (auto it = cfg.root().begin(); it != cfg.root().end(); ++it) {
-    const std::string name = it->first.Scalar();  // a name: Config::check_keys
+    const std::string name = it->first.Scalar();  // a name: Config::check_keys_and_merge
     if (name == "trainer" || name == "model") im.walk({name}, table);
     else if (top_level_ignored().count(name)) sections.push_back(name);
     else im.unknown.push_back(name);

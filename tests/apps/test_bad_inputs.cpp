@@ -256,11 +256,43 @@ TEST_CASE("issue 24 cases: generators, imported workloads, traces and nccl-tests
           "workload": {"generator": "gpt", "params": {"model": "qwen3-30b-a3b", "num_layers": 131072, "num_experts": 65536,
             "micro_batch_size": 1, "global_batch_size": 8, "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1}}})",
        "run g8.json --quiet", "g8.json: /workload/params num_experts: num_layers x num_experts is 8589934592"},
+      // Probing the MoE path's bounds (2026-11-29): 10^9 MTP depths ran past 30 s before any check; an MoE model at
+      // the micro-batch x layer bound (4,096 micro-batches x 256 MoE layers) ran out of an 8 GB address space
+      {"GPT mtp_num_layers 10^9", "g9.json",
+       R"({"topology": {"preset": "dgx-h100"},
+          "workload": {"generator": "gpt", "params": {"model": "qwen3-30b-a3b", "num_layers": 4, "mtp_num_layers": 1000000000,
+            "micro_batch_size": 1, "global_batch_size": 8, "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1,
+            "expert_model_parallel_size": 8, "world_size": 8}}})",
+       "run g9.json --quiet", "g9.json: /workload/params mtp_num_layers: expected at most 131072, got 1000000000"},
+      {"GPT MoE: 4,096 micro-batches x 256 MoE layers", "g10.json",
+       R"({"topology": {"preset": "dgx-h100"},
+          "workload": {"generator": "gpt", "params": {"model": "qwen3-30b-a3b", "num_layers": 256, "num_experts": 64,
+            "hidden_size": 64, "num_attention_heads": 1, "num_query_groups": 1, "kv_channels": 64, "moe_ffn_hidden_size": 64,
+            "ffn_hidden_size": 64, "padded_vocab_size": 128, "seq_length": 128, "attention_backend": "flash",
+            "micro_batch_size": 1, "global_batch_size": 32768, "tensor_model_parallel_size": 1,
+            "pipeline_model_parallel_size": 1, "expert_model_parallel_size": 8, "world_size": 8}}})",
+       "run g10.json --quiet",
+       "g10.json: /workload/params global_batch_size: gives 4096 micro-batches (global_batch_size / (micro_batch_size x "
+       "data-parallel size 8)) of 256 layers (1024 layer steps: an MoE layer and an MTP depth of an MoE model count as 4); "
+       "at most 1048576"},
       // accepted before, the first value kept (OmegaConf refuses it)
       {"NeMo key given twice", "n3.yaml", "trainer:\n  devices: 8\nmodel:\n  num_layers: 12\n  num_layers: 4\n",
        "import nemo n3.yaml --topology dgx-h100", "n3.yaml:5: model.num_layers: duplicate key"},
       {"NeMo list as a key", "n2.yaml", "trainer:\n  devices: 8\nmodel:\n  ? [a, b]\n  : 2\n",
        "import nemo n2.yaml --topology dgx-h100", "n2.yaml:4: model: expected a key name, found a list as a key"},
+      // YAML merge keys (<<) were not applied before (second fuzzing pass); merging what is not a mapping is refused
+      {"NeMo merge key naming a value", "n4.yaml", "trainer:\n  devices: 8\nmodel:\n  <<: 5\n  num_layers: 4\n",
+       "import nemo n4.yaml --topology dgx-h100",
+       "n4.yaml:4: model.<<: expected a mapping or a list of mappings to merge (a YAML merge key), found the value '5'"},
+      {"NeMo merge key list holding a list", "n5.yaml", "b: &b {num_layers: 4}\ntrainer:\n  devices: 8\nmodel:\n  <<: [*b, [1]]\n",
+       "import nemo n5.yaml --topology dgx-h100",
+       "n5.yaml:5: model.<<: expected a mapping or a list of mappings to merge (a YAML merge key), found a list holding "
+       "a list"},
+      {"NeMo merge key naming its own mapping", "n6.yaml", "trainer:\n  devices: 8\nmodel: &m\n  num_layers: 4\n  <<: *m\n",
+       "import nemo n6.yaml --topology dgx-h100", "n6.yaml:5: model.<<: merges its own mapping or one around it"},
+      {"NeMo two merge keys in one mapping", "n7.yaml",
+       "b: &b {num_layers: 4}\ntrainer:\n  devices: 8\nmodel:\n  <<: *b\n  <<: *b\n",
+       "import nemo n7.yaml --topology dgx-h100", "n7.yaml:6: model.<<: a second merge key in one mapping"},
       {"torchtitan key 30 tables deep", "t3.toml", "[job]\n" + [] {
          std::string k = "a";
          for (int i = 0; i < 29; ++i) k.append(".a");
@@ -283,7 +315,7 @@ TEST_CASE("issue 24 cases: generators, imported workloads, traces and nccl-tests
        "--param npus: expected at most 1048576 ranks"},
       {"Chakra comm_dst 2e9", "p.0.json",
        R"({"workload_graph":[{"Id":4,"Name":"s","NodeType":5,"comm_dst":2000000000,"comm_size":64}]})",
-       "run --trace p.0.json --topology dgx-h100 --quiet", "p.0.json: node 4: comm_dst 2000000000 is beyond"},
+       "run --trace p.0.json --topology dgx-h100 --quiet", "p.0.json: /workload_graph/0/comm_dst: comm_dst 2000000000 is beyond"},
       // silently accepted before
       {"ASTRA npus 4294967304 (truncated to 8)", "a2.txt", "DATA all_gpus: 4294967304" + layer,
        "run --trace a2.txt --topology dgx-h100 --quiet", "a2.txt:1: all_gpus: 4294967304 is above the 1048576 ranks"},

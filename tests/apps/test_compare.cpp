@@ -2,6 +2,7 @@
 // delta) and by link class, on two real runs; sweep CSV rows as columns; bad inputs name the file.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -114,6 +115,37 @@ TEST_CASE("compare: two runs side by side, the step-time delta split by category
     const Run n = run_in(d, cli_test::fabricsim("compare r_tp4pp2.json neg.json"));
     CHECK(n.rc == 2);
     CHECK_MESSAGE(n.err.find("neg.json: /iteration_s: a number >= 0") != std::string::npos, n.err);
+  }
+  // Keys compare does not read are still checked against docs/result.schema.json (accepted silently before, as
+  // the second fuzzing pass found): an unknown key at any depth, or a value of another type, at its JSON path.
+  {
+    std::ifstream in(d / "r_tp4pp2.json");
+    const Json r = Json::parse(in);
+    struct Case {
+      const char* pointer;
+      Json value;
+      std::string message;
+    };
+    const Case cases[] = {
+        {"/iteration_ms", 12.5, "unk.json: /iteration_ms: unknown key 'iteration_ms' (known keys in docs/result.schema.json: "
+                                "breakdown, calibration, comm_model, gpus,"},
+        {"/breakdown/compute_z", 0.0, "unk.json: /breakdown/compute_z: unknown key 'compute_z' (known keys in "
+                                      "docs/result.schema.json: bubble_s, compute_s, exposed_comm_s, exposed_comm_total_s, idle_s)"},
+        {"/links/by_class/0/colour", "red", "unk.json: /links/by_class/0/colour: unknown key 'colour'"},
+        {"/topology", 5, "unk.json: /topology: expected a string, found 5 (docs/result.schema.json)"},
+        {"/schema_version", 2, "unk.json: /schema_version: expected 1, found 2 (docs/result.schema.json)"},
+    };
+    for (const auto& c : cases) {
+      CAPTURE(c.pointer);
+      Json u = r;
+      u[Json::json_pointer(c.pointer)] = c.value;
+      std::ofstream(d / "unk.json") << u.dump();
+      const Run x = run_in(d, cli_test::fabricsim("compare r_tp4pp2.json unk.json"));
+      CHECK(x.rc == 2);
+      CHECK(x.out.empty());
+      CHECK_MESSAGE(x.err.find(c.message) != std::string::npos, x.err);
+      CHECK(std::count(x.err.begin(), x.err.end(), '\n') == 1);
+    }
   }
   // A figure a sweep never writes (found by fuzzing: nan / inf / negative step times were printed as deltas).
   {

@@ -162,6 +162,36 @@ TEST_CASE("import nemo: interpolations resolve within the file") {
   CHECK(p["swiglu"] == true);          // "${.act}-swiglu" = fast-swiglu
 }
 
+TEST_CASE("import nemo: YAML merge keys (<<) apply as OmegaConf applies them") {
+  // model: merges two anchored mappings; `wide` merges a third itself. The mapping's own keys win (hidden_size),
+  // an earlier mapping of the list wins over a later one (ffn_hidden_size), a merged mapping's own merge applies.
+  write(scratch() / "merge.yaml",
+        "base: &b\n  num_layers: 6\n  hidden_size: 512\n  ffn_hidden_size: 4096\n"
+        "seq: &s\n  encoder_seq_length: 2048\n"
+        "wide: &w\n  <<: *s\n  hidden_size: 2048\n  ffn_hidden_size: 8192\n  num_attention_heads: 32\n"
+        "trainer:\n  devices: 8\n  num_nodes: 1\n  precision: bf16-mixed\n"
+        "model:\n  <<: [*b, *w]\n  hidden_size: 1024\n  mcore_gpt: true\n  megatron_amp_O2: true\n"
+        "  transformer_engine: true\n  micro_batch_size: 1\n  global_batch_size: 16\n"
+        "  tensor_model_parallel_size: 2\n  tokenizer:\n    library: megatron\n    type: GPT2BPETokenizer\n"
+        "  optim:\n    name: mcore_distributed_optim\n");
+  Run r = cli_test::run_in(scratch(), cli_test::fabricsim("import nemo merge.yaml --topology dgx-h100 --ignore-unknown"));
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(r.err.find("unknown keys ignored (--ignore-unknown): base, seq, wide\n") != std::string::npos);
+  const json p = json::parse(r.out)["workload"]["params"];
+  CHECK(p["num_layers"] == 6);             // from base
+  CHECK(p["hidden_size"] == 1024);         // model's own key wins over base's and wide's
+  CHECK(p["ffn_hidden_size"] == 4096);     // base (first in the list) wins over wide
+  CHECK(p["num_attention_heads"] == 32);   // from wide
+  CHECK(p["seq_length"] == 2048);          // wide's own merge of seq
+  // A quoted "<<" is an ordinary key (PyYAML's rule): nothing is merged, so num_layers is missing.
+  std::string quoted = cli_test::slurp(scratch() / "merge.yaml");
+  quoted.replace(quoted.find("  <<: [*b, *w]"), 14, "  \"<<\": [*b, *w]");
+  write(scratch() / "quoted.yaml", quoted);
+  Run q = cli_test::run_in(scratch(), cli_test::fabricsim("import nemo quoted.yaml --topology dgx-h100 --ignore-unknown"));
+  CHECK(q.rc == 2);
+  CHECK(q.err.find("quoted.yaml:16: model.num_layers: required") != std::string::npos);
+}
+
 TEST_CASE("import nemo: bad configs are one line naming file, line and key; exit 2; nothing written") {
   const fs::path out = scratch() / "never.json";
   struct Case {

@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include "sim/base/error.hpp"
+#include "sim/base/json_schema.hpp"
 #include "replay/outputs.hpp"
+#include "replay/outputs_compare.hpp"
 #include "replay/progress.hpp"
 
 using namespace fabricsim;
@@ -481,4 +483,8 @@ TEST_CASE("result JSON keys match docs/result.schema.json") {
         required(schema["properties"]["ops"]["properties"]["by_category"]["additionalProperties"]));
   Json lj = Json::parse(sim::link_stats_json(sample_result()));
   CHECK(keys_of(lj["links"][0]) == required(schema["$defs"]["link_direction"]));
+  // What is written passes the check `compare` applies to what it reads, with the schema built into the binary.
+  CHECK(Json::parse(sim::embedded_result_schema().at(0).second) == schema);
+  CHECK_NOTHROW(check_json_schema(j, schema, JsonPath{"r.json", ""}, "docs/result.schema.json"));
+  CHECK_NOTHROW(check_json_schema(jm, schema, JsonPath{"r.json", ""}, "docs/result.schema.json"));
 }

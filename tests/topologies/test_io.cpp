@@ -146,6 +146,9 @@ TEST_CASE("malformed topology files: one error naming file, JSON path and expect
       // Found by fuzzing (2026-11-29): both loaded and failed later, in routing, without the file's name.
       {"bad_gpu_without_host.json", "/nodes/4", "GPU 'h1.gpu1' has none while /nodes/0 names host 0"},
       {"bad_split_hosts.json", "/nodes/3", "path of links to every other GPU (none from 'h1.gpu0' to 'h0.gpu0'"},
+      // Found by fuzzing: h1.gpu0 reaches its host's NIC only through h1.gpu1 (loaded, then failed in routing).
+      {"bad_gpu_nic_via_gpu.json", "/nodes/3", "path of links to a NIC of its host (host 1) through that host's PCIe "
+                                               "switches or CPUs: 'h1.gpu0' has none that avoids another GPU"},
       {"bad_duplicate_id.json", "/nodes/4/id", "unique node id"},
       {"bad_node_kind.json", "/nodes/0/kind", "one of gpu, nvswitch"},
   };

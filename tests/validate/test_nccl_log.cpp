@@ -301,6 +301,22 @@ TEST_CASE("malformed input: errors name the file and line") {
     CHECK(std::string(e.what()).find("time") != std::string::npos);
   }
   CHECK_THROWS_AS(parse_nccl_tests_text("hello\nworld\n", "y.txt"), InputError);
+  // The rank list's problems name the line (the file alone before): a rank given twice at its second line, a
+  // rank or host count that contradicts the hint at the list's first line; in a log of several runs too.
+  const std::string two_ranks =
+      "# nThread 1 nGpus 1 minBytes 4 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 100 validation: 1\n"
+      "#\n# Using devices\n#   Rank  0 Pid 1 on h device  0 [0x27] GPU\n#   Rank  1 Pid 2 on h device  1 [0x2a] GPU\n#\n"
+      "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n"
+      "4 1 float sum 1.0 0.0 0.0 0e+00 1.0 0.0 0.0 0e+00\n";
+  std::string twice = two_ranks;
+  twice.replace(twice.find("Rank  1"), 7, "Rank  0");
+  CHECK_THROWS_WITH_AS(parse_nccl_tests_text(twice, "x.txt", hint("all_reduce")), "x.txt:5: rank 0 listed twice", InputError);
+  CHECK_THROWS_WITH_AS(parse_nccl_tests_text(two_ranks, "x.txt", hint("all_reduce", 4)),
+                       "x.txt:4: the log lists 2 ranks but the hint says 4", InputError);
+  CHECK_THROWS_WITH_AS(parse_nccl_tests_text(two_ranks, "x.txt", hint("all_reduce", 0, 2)),
+                       "x.txt:4: the log lists 1 hosts but the hint says 2", InputError);
+  CHECK_THROWS_WITH_AS(parse_nccl_tests_text(two_ranks + twice, "x.txt", hint("all_reduce")), "x.txt:13: rank 0 listed twice",
+                       InputError);
   // The hint may not contradict the log.
   CHECK_THROWS_AS(load_measurements(kData + "raw/together_h100_1node_all_reduce_ring.txt", hint("all_gather")), InputError);
   CHECK_THROWS_AS(load_measurements(kData + "raw/together_h100_1node_all_reduce_ring.txt", hint("", 16)), InputError);

@@ -136,14 +136,22 @@ TEST_CASE("Chakra: peers, rank counts and times are range-checked; errors name t
   // comm_dst 2e9 in a tiny file used to size a 2-billion-rank world.
   write(d / "p.0.json", R"({"workload_graph":[{"Id":4,"Name":"s","NodeType":5,"comm_dst":2000000000,"comm_size":64}]})");
   std::string e = error_of([&] { import_chakra((d / "p").string(), quiet()); });
-  CHECK(e.find("p.0.json: node 4: comm_dst 2000000000 is beyond the 1048576 ranks") != std::string::npos);
+  CHECK(e.find("p.0.json: /workload_graph/0/comm_dst: comm_dst 2000000000 is beyond the 1048576 ranks") != std::string::npos);
   // ngpus and the runtime (microseconds) likewise.
   write(d / "g.0.json", R"({"ngpus": 4294967304, "workload_graph":[{"Id":1,"Name":"c","NodeType":4,"runtime":1}]})");
   e = error_of([&] { import_chakra((d / "g").string(), quiet()); });
   CHECK(e.find("g.0.json: /ngpus: ngpus 4294967304 is outside [0, 1048576]") != std::string::npos);
   write(d / "r.0.json", R"({"workload_graph":[{"Id":9,"Name":"c","NodeType":4,"runtime":1e300}]})");
   e = error_of([&] { import_chakra((d / "r").string(), quiet()); });
-  CHECK(e.find("r.0.json: node 9: duration (microseconds) must be in [0, 1e15]") != std::string::npos);
+  CHECK(e.find("r.0.json: /workload_graph/0/runtime: duration (microseconds) must be in [0, 1e15]") != std::string::npos);
+  // Each range error names its field's JSON path (only the node id before), here the second node's.
+  write(d / "z.0.json", R"({"workload_graph":[{"Id":1,"Name":"c","NodeType":4,"runtime":1},
+                                               {"Id":2,"Name":"s","NodeType":7,"comm_type":0,"comm_size":1e30}]})");
+  e = error_of([&] { import_chakra((d / "z").string(), quiet()); });
+  CHECK(e.find("z.0.json: /workload_graph/1/comm_size: comm_size must be in [0, 2^60] bytes") != std::string::npos);
+  write(d / "q.0.json", R"({"workload_graph":[{"Id":3,"Name":"c","NodeType":4,"runtime":1,"num_ops":1e31}]})");
+  e = error_of([&] { import_chakra((d / "q").string(), quiet()); });
+  CHECK(e.find("q.0.json: /workload_graph/0/num_ops: num_ops must be in [0, 1e30]") != std::string::npos);
   // A cycle in rank 1's file is reported against rank 1's file, with the node ids.
   write(d / "c.0.json", R"({"workload_graph":[{"Id":1,"Name":"a","NodeType":4,"runtime":1}]})");
   write(d / "c.1.json", R"({"workload_graph":[

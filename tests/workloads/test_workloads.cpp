@@ -258,6 +258,14 @@ TEST_CASE("DLRM sharding planner: memory capacity, balance, reported memory") {
   m.world_size = 1;
   std::string e = error_of([&] { plan_sharding(m, 72.0 * 1073741824.0, "scenario.json: /workload/params"); });
   CHECK(e.find("do not fit in GPU memory") != std::string::npos);
+  // MLPs larger than a GPU are named as such (before: "no GPU with room left (capacity -4294967484.2 GiB per GPU"
+  // for the first table; found probing DLRM's bounds).
+  DlrmConfig big = c;
+  big.model = "small";
+  big.mlp_sizes.assign(64, std::int64_t{1} << 16);  // 64 layers of 65,536: 2.7e11 parameters, 4 TiB with state
+  e = error_of([&] { generate_dlrm(big, models::ComputeModel{}, "scenario.json: /workload/params"); });
+  CHECK_MESSAGE(e.find("scenario.json: /workload/params: the MLPs of model 'small' do not fit in GPU memory: ") == 0, e);
+  CHECK(e.find("capacity -") == std::string::npos);
   // Row-wise spreads the largest table over every GPU.
   c.sharding = "row";
   ShardingPlan rp = plan_sharding(c, 40.0 * 1073741824.0, "test");
