@@ -193,27 +193,41 @@ struct Routing::Impl {
     return cand[mix64(h ^ (0x632be59bd9b4e019ull * (hop + 1))) % m];
   }
 
-  // Walks from src to dst along decreasing d() (after bfs rooted at dst with the same predicates).
+  // The links from v (at distance dv) to neighbours one hop closer to dst that may take the route (dst itself,
+  // or a transit node), in v's adjacency order, into `cand`.
   template <class Transit, class LinkOk>
-  bool walk(NodeId src, NodeId dst, std::uint64_t h, std::size_t hop0, Transit transit, LinkOk link_ok,
-            std::vector<LinkDir>& out) {
+  void closer_links(NodeId v, std::uint32_t dv, NodeId dst, Transit transit, LinkOk link_ok) {
+    for (auto [l, w] : t.adjacent(v)) {
+      if (!link_ok(l) || d(w) != dv - 1) continue;
+      if (w != dst && !transit(w)) continue;
+      cand.emplace_back(l, w);
+    }
+  }
+
+  // Walks from src to dst along decreasing d(); `candidates(v, dv)` fills `cand` at each hop.
+  template <class Candidates>
+  bool walk_with(NodeId src, NodeId dst, std::uint64_t h, std::size_t hop0, Candidates candidates,
+                 std::vector<LinkDir>& out) {
     if (d(src) == kInf) return false;
     NodeId v = src;
     std::size_t hop = hop0;
     while (v != dst) {
-      std::uint32_t dv = d(v);
       cand.clear();
-      for (auto [l, w] : t.adjacent(v)) {
-        if (!link_ok(l) || d(w) != dv - 1) continue;
-        if (w != dst && !transit(w)) continue;
-        cand.emplace_back(l, w);
-      }
+      candidates(v, d(v));
       if (cand.empty()) return false;
       auto [l, w] = pick(h, hop++);
       out.push_back(t.dir_from(l, v));
       v = w;
     }
     return true;
+  }
+
+  // Walks from src to dst along decreasing d() (after bfs rooted at dst with the same predicates).
+  template <class Transit, class LinkOk>
+  bool walk(NodeId src, NodeId dst, std::uint64_t h, std::size_t hop0, Transit transit, LinkOk link_ok,
+            std::vector<LinkDir>& out) {
+    return walk_with(
+        src, dst, h, hop0, [&](NodeId v, std::uint32_t dv) { closer_links(v, dv, dst, transit, link_ok); }, out);
   }
 
   template <class Transit, class LinkOk>
@@ -487,16 +501,12 @@ struct Routing::Impl {
     }
     if (!found) return false;
     level_begin.push_back(queue.size());
-    NodeId v = src;
-    std::size_t hop = 0;
-    while (v != dst) {
-      const std::uint32_t dv = d(v);
-      cand.clear();
+    auto candidates = [&](NodeId v, std::uint32_t dv) {
       const std::size_t lb = level_begin[dv - 1], le = level_begin[dv];
-      std::size_t closer_links = 0;
-      for (std::size_t k = lb; k < le && closer_links <= t.adjacent(v).size(); ++k)
-        closer_links += t.adjacent(queue[k]).size();
-      if (closer_links < t.adjacent(v).size()) {
+      std::size_t their_links = 0;  // of the nodes one hop closer
+      for (std::size_t k = lb; k < le && their_links <= t.adjacent(v).size(); ++k)
+        their_links += t.adjacent(queue[k]).size();
+      if (their_links < t.adjacent(v).size()) {
         std::vector<std::pair<std::uint32_t, std::pair<LinkId, NodeId>>> at;  // (position in v's list, candidate)
         for (std::size_t k = lb; k < le; ++k)
           for (auto [l, x] : t.adjacent(queue[k]))
@@ -505,18 +515,10 @@ struct Routing::Impl {
         std::sort(at.begin(), at.end());
         for (const auto& [p, c] : at) cand.push_back(c);
       } else {
-        for (auto [l, w] : t.adjacent(v)) {
-          if (d(w) != dv - 1) continue;
-          if (w != dst && !transit(w)) continue;
-          cand.emplace_back(l, w);
-        }
+        closer_links(v, dv, dst, transit, [](LinkId) { return true; });
       }
-      if (cand.empty()) return false;
-      auto [l, w] = pick(h, hop++);
-      out.push_back(t.dir_from(l, v));
-      v = w;
-    }
-    return true;
+    };
+    return walk_with(src, dst, h, 0, candidates, out);
   }
 
   void compute(NodeId src, NodeId dst, std::vector<LinkDir>& out) {

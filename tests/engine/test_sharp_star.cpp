@@ -44,6 +44,18 @@ models::Schedule without_joins(const models::Schedule& s) {
   return out;
 }
 
+// A CollNet all_reduce of `bytes` over every GPU of `t`.
+models::CollectiveSpec collnet_all_reduce(const topo::Topology& t, std::uint64_t bytes, models::Fidelity f) {
+  models::CollectiveSpec spec;
+  spec.op = models::Op::AllReduce;
+  spec.bytes = bytes;
+  spec.algorithm = models::Algorithm::CollNet;
+  spec.protocol = models::Protocol::Simple;
+  spec.communicator = t.gpus();
+  spec.fidelity = f;
+  return spec;
+}
+
 std::size_t dependencies(const models::Schedule& s) {
   std::size_t n = 0;
   for (const auto& tr : s.transfers) n += tr.deps.size();
@@ -58,14 +70,8 @@ TEST_CASE("SHARP on one switch of 400 hosts: joins keep the dependencies linear,
   topo::Routing routing(t);
   const models::Calibration calib = models::default_calibration();
   for (const models::Fidelity f : {models::Fidelity::Step, models::Fidelity::Phase}) {
-    models::CollectiveSpec spec;
-    spec.op = models::Op::AllReduce;
-    spec.bytes = std::uint64_t{4} << 20;
-    spec.algorithm = models::Algorithm::CollNet;
-    spec.protocol = models::Protocol::Simple;
-    spec.communicator = t.gpus();
-    spec.fidelity = f;
-    const models::Schedule s = models::build_schedule(spec, t, routing, calib);
+    const models::Schedule s =
+        models::build_schedule(collnet_all_reduce(t, std::uint64_t{4} << 20, f), t, routing, calib);
     const models::Schedule plain = without_joins(s);
     const std::size_t joins = s.transfers.size() - models::counted_transfers(s);
     INFO(s.fidelity << ": " << s.transfers.size() << " transfers, " << joins << " joins");
@@ -92,13 +98,8 @@ TEST_CASE("SHARP on one switch: a join at most where the dependencies would exce
   // 200 hosts: 40,000 dependencies per chunk, the schedule keeps its plain form (every transfer a hop).
   const topo::Topology t = bench::one_switch_star(200, true);
   topo::Routing routing(t);
-  models::CollectiveSpec spec;
-  spec.op = models::Op::AllReduce;
-  spec.bytes = std::uint64_t{1} << 20;
-  spec.algorithm = models::Algorithm::CollNet;
-  spec.protocol = models::Protocol::Simple;
-  spec.communicator = t.gpus();
-  const models::Schedule s = models::build_schedule(spec, t, routing, models::default_calibration());
+  const models::Schedule s = models::build_schedule(
+      collnet_all_reduce(t, std::uint64_t{1} << 20, models::Fidelity::Auto), t, routing, models::default_calibration());
   CHECK(models::counted_transfers(s) == s.transfers.size());
   for (const auto& tr : s.transfers) CHECK(tr.src != tr.dst);
 }
