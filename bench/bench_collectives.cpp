@@ -4,6 +4,9 @@
 //   bench_collectives --op all_reduce --gpus 4096 --bytes 1G [--algo ring] [--fidelity auto|step|phase|symmetry]
 //                     [--stream 0|1 [--skip-periods 0|1] [--certify 0|1]] [--degrade F]
 //                     [--engine fabricsim|simgrid] [--batch-tolerance SECONDS] [--routing dmodk|hash] [--pxn auto|0|1]
+//                     [--star 0|1|sharp]
+// --star 1 / sharp: on --gpus one-GPU servers on one InfiniBand switch (bench::one_switch_star; sharp: the switch
+// reduces in the network, so --algo collnet runs) instead of the superpod.
 // --pxn 1 routes cross-rail traffic through the peer GPU on the destination's rail, as NCCL does by default
 // for point-to-point traffic on rail-optimised DGX systems; it also enables the aggregated all_to_all
 // schedule at phase/symmetry fidelity (docs/engine.md). --pxn auto (default): on for all_to_all,
@@ -58,7 +61,7 @@ int main(int argc, char** argv) {
         {{"--op", "all_reduce"}, {"--gpus", "64"}, {"--bytes", "1G"}, {"--fidelity", "auto"}, {"--engine", "fabricsim"},
          {"--algo", ""}, {"--batch-tolerance", "0"}, {"--routing", "dmodk"}, {"--pxn", "auto"},
          {"--stream", "0"}, {"--skip-periods", "1"}, {"--certify", "0"}, {"--degrade", "1"},
-         {"--ep", "0"}, {"--zipf", "0"}, {"--quotient", "auto"}});
+         {"--ep", "0"}, {"--zipf", "0"}, {"--quotient", "auto"}, {"--star", "0"}});
     const std::string opt_engine = a["--engine"];
     std::string method = "flows";
     const double t0 = now_s();
@@ -73,7 +76,9 @@ int main(int argc, char** argv) {
       spec.algorithm = al;
       spec.protocol = models::Protocol::Simple;
     }
-    topo::Topology t = bench::dgx_h100_superpod(gpus);
+    const std::string& star = a["--star"];
+    if (star != "0" && star != "1" && star != "sharp") throw InputError("--star", "0, 1 or sharp");
+    topo::Topology t = star == "0" ? bench::dgx_h100_superpod(gpus) : bench::one_switch_star(gpus, star == "sharp");
     const double degrade = parse_double(a["--degrade"], "--degrade");
     if (degrade != 1.0) t = bench::with_link_scaled(t, bench::first_nic_uplink(t), degrade);
     topo::RoutingOptions ropt;
@@ -177,7 +182,7 @@ int main(int argc, char** argv) {
         "op=%s gpus=%lld bytes=%s algo=%s proto=%s fidelity=%s engine=%s method=\"%s\" routing=%s pxn=%s transfers=%zu events=%zu simulated_s=%.9g "
         "topo_s=%.3f build_s=%.3f run_s=%.3f total_s=%.3f cpu_s=%.3f peak_rss_MiB=%.1f\n",
         a["--op"].c_str(), gpus, a["--bytes"].c_str(), s.algorithm.c_str(), s.protocol.c_str(), s.fidelity.c_str(),
-        opt.engine.c_str(), method.c_str(), a["--routing"].c_str(), a["--pxn"].c_str(), s.transfers.size(), r.events, r.makespan_s, t1 - t0, t2 - t1, t3 - t2, t3 - t0, cpu_s(), peak_rss_MiB());
+        opt.engine.c_str(), method.c_str(), a["--routing"].c_str(), a["--pxn"].c_str(), models::counted_transfers(s), r.events, r.makespan_s, t1 - t0, t2 - t1, t3 - t2, t3 - t0, cpu_s(), peak_rss_MiB());
     return 0;
   });
 }

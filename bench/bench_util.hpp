@@ -78,6 +78,44 @@ inline topo::Topology dgx_h100_superpod(long long gpus) {
       topo::build_preset("superpod", {{"nodes", std::to_string(gpus / 8)}, {"node", "dgx-h100"}}));
 }
 
+// `hosts` one-GPU servers (A100 80 GB, PCIe 32 GB/s to one 200 Gb/s NIC) on one InfiniBand switch, which reduces
+// in the network (SHARP) when `sharp`: the graph of the second fuzzing pass's hand-written topology file of 20,000
+// such hosts (docs/reliability.md), node for node, so that a run here is a run of that file.
+inline topo::Topology one_switch_star(long long hosts, bool sharp) {
+  if (hosts < 2) throw InputError("--gpus", "at least 2 hosts");
+  topo::TopologyBuilder b("star");
+  std::vector<topo::NodeId> gpu, nic;
+  for (long long h = 0; h < hosts; ++h) {
+    topo::Node g;
+    g.id = "h" + std::to_string(h) + ".gpu0";
+    g.kind = topo::NodeKind::Gpu;
+    g.model = "a100-80gb";
+    g.host = static_cast<int>(h);
+    g.local_index = 0;
+    g.nvlink_domain = static_cast<int>(h);
+    gpu.push_back(b.add_node(g));
+    topo::Node n;
+    n.id = "h" + std::to_string(h) + ".nic0";
+    n.kind = topo::NodeKind::Nic;
+    n.host = static_cast<int>(h);
+    n.local_index = 0;
+    n.rail = 0;
+    n.port_Bps = 25e9;
+    nic.push_back(b.add_node(n));
+  }
+  topo::Node sw;
+  sw.id = "sw";
+  sw.kind = topo::NodeKind::IbSwitch;
+  sw.model = "quantum";
+  sw.tier = 1;
+  sw.rail = 0;
+  sw.sharp = sharp;
+  const topo::NodeId s = b.add_node(sw);
+  for (long long h = 0; h < hosts; ++h) b.add_link(gpu[h], nic[h], topo::LinkKind::PCIe, 32e9, 250e-9);
+  for (long long h = 0; h < hosts; ++h) b.add_link(nic[h], s, topo::LinkKind::InfiniBand, 25e9, 600e-9);
+  return std::move(b).build("star");
+}
+
 // A copy of `t` in which link `l` has `factor` times its bandwidth (both directions): a degraded link.
 inline topo::Topology with_link_scaled(const topo::Topology& t, topo::LinkId l, double factor) {
   if (l >= t.num_links()) throw InputError("degraded link", "link " + std::to_string(l) + " does not exist");

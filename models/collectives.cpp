@@ -1085,7 +1085,36 @@ struct Builder {
     std::vector<std::uint32_t> start_deps;
     int channel = 0;
     double first_step_cost = 1.0;  // fraction of the hop's per-step latency the first chunk pays (build_nvls_tree)
+    bool join = false;             // a join at src (== dst): each chunk is a join transfer (models/schedule.hpp)
   };
+  // A join transfer (models/schedule.hpp) at node `at`.
+  std::uint32_t emit_join(NodeId at, std::vector<std::uint32_t> deps, int channel, int stepidx) {
+    Transfer x;
+    x.src = x.dst = at;
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    x.deps = std::move(deps);
+    x.channel = channel;
+    x.step = stepidx;
+    s.transfers.push_back(std::move(x));
+    return static_cast<std::uint32_t>(s.transfers.size() - 1);
+  }
+  // What `children` edges that all wait for `parents` list as their parents: `parents` itself, or, where that
+  // takes more than kJoinAbove dependencies per chunk, one join edge at `at` that waits for them (added to
+  // `edges`, which the children must follow): P + C dependencies in place of P x C. Each chunk of every child
+  // then starts when it would have without the join, and the engines start the children in the same order
+  // (they become ready as the join finishes, with nothing in between); SHARP on one switch of 20,000 hosts
+  // listed 4 x 10^8 dependencies per chunk. Below the bound (an NVLink domain of 72 GPUs: 5,184; a SHARP leaf)
+  // the schedule keeps its plain form, every transfer a hop.
+  static constexpr std::size_t kJoinAbove = std::size_t{1} << 16;
+  static std::vector<int> fan_in(std::vector<PEdge>& edges, NodeId at, std::vector<int> parents, std::size_t children,
+                                 int channel) {
+    if (parents.size() * children <= kJoinAbove) return parents;
+    PEdge j{at, at, 0.0, 1.0, std::move(parents), {}, channel};
+    j.join = true;
+    edges.push_back(std::move(j));
+    return {static_cast<int>(edges.size() - 1)};
+  }
   // Returns each edge's completing transfer.
   std::vector<std::uint32_t> pipeline(const std::vector<PEdge>& edges, std::uint32_t K) {
     const std::size_t E = edges.size();
@@ -1099,6 +1128,10 @@ struct Builder {
           for (int p : pe.parents) d.push_back(cur[p]);
           if (k == 0) d.insert(d.end(), pe.start_deps.begin(), pe.start_deps.end());
           else d.push_back(prev[e]);
+          if (pe.join) {
+            cur[e] = emit_join(pe.src, std::move(d), pe.channel, static_cast<int>(k));
+            continue;
+          }
           cur[e] = emit(pe.src, pe.dst, pe.payload / K, 1, pe.weight, std::move(d), pe.channel, static_cast<int>(k), k == 0 ? pe.first_step_cost : 1.0);
         }
         std::swap(prev, cur);
@@ -1112,15 +1145,23 @@ struct Builder {
       const PEdge& pe = edges[e];
       std::vector<std::uint32_t> d(pe.start_deps);
       for (int p : pe.parents) d.push_back(head[p]);
+      if (pe.join) {
+        head[e] = emit_join(pe.src, std::move(d), pe.channel, 0);
+        continue;
+      }
       head[e] = emit(pe.src, pe.dst, pe.payload / K, 1, pe.weight, std::move(d), pe.channel, 0, pe.first_step_cost);
     }
     for (std::size_t e = 0; e < E; ++e) {
       const PEdge& pe = edges[e];
       std::uint32_t before = head[e];
-      if (K > 2)
+      if (K > 2 && !pe.join)
         before = emit(pe.src, pe.dst, pe.payload / K, K - 2, pe.weight, {head[e]}, pe.channel, 1);
       std::vector<std::uint32_t> d{before};
       for (int p : pe.parents) d.push_back(tail[p]);
+      if (pe.join) {
+        tail[e] = emit_join(pe.src, std::move(d), pe.channel, static_cast<int>(K - 1));
+        continue;
+      }
       tail[e] = emit(pe.src, pe.dst, pe.payload / K, 1, pe.weight, std::move(d), pe.channel, static_cast<int>(K - 1));
     }
     return tail;
@@ -1289,17 +1330,21 @@ struct Builder {
         up_into[root].push_back(static_cast<int>(edges.size()));
         edges.push_back(e);
       }
+      const std::vector<int> at_root = fan_in(edges, root, up_into[root], leaf_members.size(), 0);
       for (const auto& [leaf, ms] : leaf_members) {
-        PEdge e{root, leaf, leaf_down(static_cast<int>(ms.size())), weight, up_into[root], {}, 0};
+        PEdge e{root, leaf, leaf_down(static_cast<int>(ms.size())), weight, at_root, {}, 0};
         leaf_down_edge[leaf] = static_cast<int>(edges.size());
         edges.push_back(e);
       }
     }
+    // One leaf, the root: every member's down edge waits for all the up edges.
+    const std::vector<int> reduced =
+        two_level ? std::vector<int>{} : fan_in(edges, root, up_into[root], members.size(), 0);
     std::vector<int> member_down(members.size());
     for (std::size_t i = 0; i < members.size(); ++i) {
       PEdge e{leaf_of[i], gpu(members[i]), down_payload, weight, {}, {}, 0};
       if (two_level) e.parents.push_back(leaf_down_edge[leaf_of[i]]);
-      else e.parents = up_into[leaf_of[i]];
+      else e.parents = reduced;
       member_down[i] = static_cast<int>(edges.size());
       edges.push_back(e);
     }
@@ -1373,7 +1418,7 @@ struct Builder {
     // charged per chunk (64 KiB chunks on 8 nodes: 128 loops per GiB) it serialised 2.7 ms of latency into a
     // 1 GiB call, 8.6 ms simulated against 5.6 ms measured on 8 H100 nodes.
     s.fixed_latency_s += 2 * std::ceil(std::log2(static_cast<double>(H))) * ap.net_step_latency_s;
-    nvls_hosts(K, [&](int k, const std::vector<std::vector<int>>& rs, auto& add, auto& head, auto& ready) {
+    nvls_hosts(K, [&](int k, const std::vector<std::vector<int>>& rs, auto& add, auto&, auto& head, auto& ready) {
       // Trees between the heads of shard k: what each head waits for before multicasting (per tree: the up edges
       // of its children when it is the root, else the down edge into it).
       for (bool second : {false, true}) {
@@ -1436,27 +1481,31 @@ struct Builder {
     // per-loop latency per chunk (hop_params), as CollNet's and NVLS_TREE's do.
     s.fixed_latency_s += ap.net_step_latency_s;
     nvls_sharp = true;
-    nvls_hosts(K, [&](int k, const std::vector<std::vector<int>>& rs, auto& add, auto& head, auto& ready) {
+    nvls_hosts(K, [&](int k, const std::vector<std::vector<int>>& rs, auto& add, auto& join, auto& head, auto& ready) {
       std::vector<NodeId> leaves(H);
       for (int h = 0; h < H; ++h) leaves[h] = sharp_leaf_of(t, routing, head(h, k));
       const NodeId root = common_root(t, leaves, [](const topo::Node& nd) { return is_fabric_switch(nd.kind) && nd.sharp; });
       std::map<NodeId, std::vector<int>> into;  // aggregation switch -> edges into it
       for (int h = 0; h < H; ++h) into[leaves[h]].push_back(add(head(h, k), leaves[h], shard, {rs[h][k]}, k));
       std::map<NodeId, int> down;  // leaf -> the reduced shard reaching it
+      std::vector<int> reduced;    // one switch, the root: what every head waits for (all the heads' shards)
       if (into.size() > 1 || into.begin()->first != root) {
         std::vector<int> at_root;
         for (const auto& [leaf, e] : into) at_root.push_back(add(leaf, root, shard, e, k));
+        at_root = join(root, std::move(at_root), into.size(), k);
         for (const auto& [leaf, e] : into) down[leaf] = add(root, leaf, shard, at_root, k);
+      } else {
+        reduced = join(root, into[root], static_cast<std::size_t>(H), k);
       }
       for (int h = 0; h < H; ++h) {
-        const std::vector<int> par = down.count(leaves[h]) ? std::vector<int>{down[leaves[h]]} : into[leaves[h]];
+        const std::vector<int> par = down.count(leaves[h]) ? std::vector<int>{down[leaves[h]]} : reduced;
         ready[h][k].push_back(add(leaves[h], head(h, k), shard, par, k));
       }
     });
   }
 
   // NVLS inside each host around an inter-host all_reduce of every shard (NCCL's NVLS_TREE, and its NVLS with
-  // CollNet): `inter(k, rs, add, head, ready)` adds the inter-host edges of shard k, which start after rs[h][k]
+  // CollNet): `inter(k, rs, add, join, head, ready)` adds the inter-host edges of shard k, which start after rs[h][k]
   // (the reduced shard k reaching head k of host h), and fills ready[h][k] with the edges head k waits for before
   // multicasting the result.
   template <class Inter>
@@ -1489,6 +1538,9 @@ struct Builder {
       edges.push_back(PEdge{a, b, payload, 1.0, std::move(parents), {}, ch, first_step_cost});
       return static_cast<int>(edges.size() - 1);
     };
+    auto join = [&](NodeId at, std::vector<int> parents, std::size_t children, int ch) {
+      return fan_in(edges, at, std::move(parents), children, ch);
+    };
     auto head = [&](int h, int k) { return gpu(L.hosts[h][k]); };
     // Reduce input: every rank sends the g-1 shards it does not head to the switch.
     std::vector<std::vector<int>> up(H);
@@ -1499,7 +1551,7 @@ struct Builder {
     for (int h = 0; h < H; ++h)
       for (int k = 0; k < g; ++k) rs[h][k] = add(sw[h], head(h, k), shard, up[h], k);
     std::vector<std::vector<std::vector<int>>> ready(H, std::vector<std::vector<int>>(g));
-    for (int k = 0; k < g; ++k) inter(k, rs, add, head, ready);
+    for (int k = 0; k < g; ++k) inter(k, rs, add, join, head, ready);
     // Head k multicasts its all-reduced shard; every rank receives the g-1 shards it does not head.
     std::vector<std::vector<int>> ag(H, std::vector<int>(g));
     for (int h = 0; h < H; ++h)

@@ -52,6 +52,15 @@ inline double transfer_latency_s(const Transfer& tr, double route_s) {
                                    : route_s + tr.step_latency_s * tr.steps;
 }
 
+// A join: src == dst, no bytes, no latency. It finishes when its last dependency does (no latency phase, no
+// bandwidth phase: docs/engine.md), so C transfers that all wait for the same P others can wait for one join
+// instead, P + C dependencies in place of P x C (the collective builder's in-network reductions through one switch
+// of many ranks: docs/collectives.md, "Joins"). Counts of a schedule's transfers (the engine's completion batching
+// threshold, `coll --json` "transfers", timelines) leave joins out.
+inline bool is_join(const Transfer& tr) {
+  return tr.src == tr.dst && tr.bytes == 0 && tr.payload_bytes == 0 && tr.step_latency_s == 0;
+}
+
 struct Schedule {
   std::string op;         // "all_reduce", ...
   std::string algorithm;  // "ring", "tree", "nvls", "collnet", "pat", "direct", "pairwise", "hierarchical"
@@ -60,5 +69,11 @@ struct Schedule {
   double fixed_latency_s = 0;  // launch/base latency added once before the first transfer
   std::vector<Transfer> transfers;
 };
+
+// The schedule's transfers that are not joins.
+inline std::size_t counted_transfers(const Schedule& s) {
+  return static_cast<std::size_t>(
+      std::count_if(s.transfers.begin(), s.transfers.end(), [](const Transfer& tr) { return !is_join(tr); }));
+}
 
 }  // namespace fabricsim::models

@@ -77,7 +77,8 @@ RunResult collective_run_result(const topo::Topology& t, const models::Schedule&
     o.protocol = s.protocol;
     r.ops.push_back(std::move(o));
   }
-  if (s.transfers.size() <= info.max_transfer_ops && res.transfers.size() == s.transfers.size()) {
+  const std::size_t shown = models::counted_transfers(s);  // joins are at switches: on no GPU's timeline
+  if (shown <= info.max_transfer_ops && res.transfers.size() == s.transfers.size()) {
     for (std::size_t i = 0; i < s.transfers.size(); ++i) {
       const models::Transfer& x = s.transfers[i];
       int src = gpu_rank(x.src), dst = gpu_rank(x.dst);
@@ -97,7 +98,7 @@ RunResult collective_run_result(const topo::Topology& t, const models::Schedule&
       r.ops.push_back(std::move(o));
     }
   } else {
-    r.notes.push_back("timeline: the schedule's " + std::to_string(s.transfers.size()) +
+    r.notes.push_back("timeline: the schedule's " + std::to_string(shown) +
                       " transfers are not shown (more than " + std::to_string(info.max_transfer_ops) + ")");
   }
   r.links = link_records(t, res.link_dirs);

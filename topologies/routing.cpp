@@ -12,7 +12,10 @@
 //       ingress NIC -> dst GPU (inside the destination host). The ingress NIC is the destination GPU's rail
 //       NIC.
 //  5. Anything else (non-GPU endpoints, hand-written graphs without NICs): one shortest path over the whole
-//     graph where GPUs never forward and host-local nodes only forward for the src/dst hosts.
+//     graph where GPUs never forward and host-local nodes only forward for the src/dst hosts. Its search
+//     (general()) visits only the nodes that may forward (fabric nodes, the two hosts' nodes) and stops once
+//     it reaches the source, so a GPU <-> switch route (SHARP's, NVLS's) costs the few nodes near both ends,
+//     not a scan of every port of a switch that thousands of hosts share.
 // The fabric segment uses per-target-switch hop-distance fields over the switch subgraph only (S switches:
 // S*S*2 bytes at most, built lazily); GPU<->rail-NIC segments are cached per GPU and NVLink segments per
 // pair. A route across a 16,384-GPU superpod thus costs a walk over a few switch adjacency lists, not a
@@ -79,6 +82,14 @@ struct Routing::Impl {
   std::uint32_t gen = 0;
   std::vector<NodeId> queue;
   std::vector<std::pair<LinkId, NodeId>> cand;
+  // general(): per node, its neighbours that are fabric nodes (not a GPU, no host); per host, (neighbour, node)
+  // for each link of each of its nodes that is not a GPU, sorted; per link end, the link's position in that
+  // end's adjacency list (2 l for end a, 2 l + 1 for b).
+  std::vector<std::vector<NodeId>> fabric_adj;
+  std::vector<std::vector<std::pair<NodeId, NodeId>>> host_att;
+  std::vector<std::uint32_t> adj_pos;
+  std::vector<NodeId> src_adj;           // general() scratch: a GPU source's neighbours, sorted
+  std::vector<std::size_t> level_begin;  // general() scratch: queue offset of each distance
 
   Impl(const Topology& topo, RoutingOptions o) : t(topo), opt(o) {
     if (!opt.fabric) opt.fabric = t.routing();
@@ -112,6 +123,24 @@ struct Routing::Impl {
           endpoint_index[w] = next_ep++;
           endpoint_rail[w] = static_cast<std::uint32_t>(std::max(0, t.node(sw).rail));
         }
+    fabric_adj.resize(n);
+    adj_pos.assign(2 * t.num_links(), kInf);
+    for (NodeId v = 0; v < n; ++v) {
+      const auto& adj = t.adjacent(v);
+      for (std::size_t k = 0; k < adj.size(); ++k) {
+        const auto [l, w] = adj[k];
+        const Node& nw = t.node(w);
+        if (nw.kind != NodeKind::Gpu && nw.host < 0) fabric_adj[v].push_back(w);
+        adj_pos[2 * static_cast<std::size_t>(l) + (t.link(l).a == v ? 0 : 1)] = static_cast<std::uint32_t>(k);
+      }
+      const Node& nv = t.node(v);
+      if (nv.kind != NodeKind::Gpu && nv.host >= 0) {
+        const auto hi = static_cast<std::size_t>(nv.host);
+        if (host_att.size() <= hi) host_att.resize(hi + 1);
+        for (auto [l, w] : adj) host_att[hi].emplace_back(w, v);
+      }
+    }
+    for (auto& ha : host_att) std::sort(ha.begin(), ha.end());
     up_seg.resize(n);
     down_seg.resize(n);
     rail_nic.assign(n, kNoNode);
@@ -164,27 +193,41 @@ struct Routing::Impl {
     return cand[mix64(h ^ (0x632be59bd9b4e019ull * (hop + 1))) % m];
   }
 
-  // Walks from src to dst along decreasing d() (after bfs rooted at dst with the same predicates).
+  // The links from v (at distance dv) to neighbours one hop closer to dst that may take the route (dst itself,
+  // or a transit node), in v's adjacency order, into `cand`.
   template <class Transit, class LinkOk>
-  bool walk(NodeId src, NodeId dst, std::uint64_t h, std::size_t hop0, Transit transit, LinkOk link_ok,
-            std::vector<LinkDir>& out) {
+  void closer_links(NodeId v, std::uint32_t dv, NodeId dst, Transit transit, LinkOk link_ok) {
+    for (auto [l, w] : t.adjacent(v)) {
+      if (!link_ok(l) || d(w) != dv - 1) continue;
+      if (w != dst && !transit(w)) continue;
+      cand.emplace_back(l, w);
+    }
+  }
+
+  // Walks from src to dst along decreasing d(); `candidates(v, dv)` fills `cand` at each hop.
+  template <class Candidates>
+  bool walk_with(NodeId src, NodeId dst, std::uint64_t h, std::size_t hop0, Candidates candidates,
+                 std::vector<LinkDir>& out) {
     if (d(src) == kInf) return false;
     NodeId v = src;
     std::size_t hop = hop0;
     while (v != dst) {
-      std::uint32_t dv = d(v);
       cand.clear();
-      for (auto [l, w] : t.adjacent(v)) {
-        if (!link_ok(l) || d(w) != dv - 1) continue;
-        if (w != dst && !transit(w)) continue;
-        cand.emplace_back(l, w);
-      }
+      candidates(v, d(v));
       if (cand.empty()) return false;
       auto [l, w] = pick(h, hop++);
       out.push_back(t.dir_from(l, v));
       v = w;
     }
     return true;
+  }
+
+  // Walks from src to dst along decreasing d() (after bfs rooted at dst with the same predicates).
+  template <class Transit, class LinkOk>
+  bool walk(NodeId src, NodeId dst, std::uint64_t h, std::size_t hop0, Transit transit, LinkOk link_ok,
+            std::vector<LinkDir>& out) {
+    return walk_with(
+        src, dst, h, hop0, [&](NodeId v, std::uint32_t dv) { closer_links(v, dv, dst, transit, link_ok); }, out);
   }
 
   template <class Transit, class LinkOk>
@@ -398,14 +441,84 @@ struct Routing::Impl {
     return true;
   }
 
+  // shortest(src, dst, h, 0, transit, any link, out) for the transit rule below, with the same route: its
+  // breadth-first search from dst expands only dst and transit nodes, and the walk from src reads only the
+  // distances of dst and of transit nodes one hop closer, so this search enumerates just those (a node's fabric
+  // neighbours, from fabric_adj; the two hosts' nodes and src, from their own adjacency) and stops when it
+  // reaches src: every node closer to dst than src has its distance then (they were all found before the
+  // nodes at src's distance were expanded, one of which found src). The walk takes the candidates of a hop
+  // from the nodes one hop closer when they have fewer links than the hop's node, ordered as that node lists
+  // its links; pick() then sees the same candidates in the same order.
   bool general(NodeId src, NodeId dst, std::uint64_t h, std::vector<LinkDir>& out) {
-    int hs = t.node(src).host, hd = t.node(dst).host;
+    const int hs = t.node(src).host, hd = t.node(dst).host;
     auto transit = [&](NodeId v) {
       const Node& nd = t.node(v);
       if (nd.kind == NodeKind::Gpu) return false;
       return nd.host < 0 || nd.host == hs || nd.host == hd;
     };
-    return shortest(src, dst, h, 0, transit, [](LinkId) { return true; }, out);
+    // The transit neighbours of v (fabric nodes, the two hosts' non-GPU nodes) and src among them: a GPU src is
+    // not transit, and a source that is not a GPU is a fabric node or one of its host's.
+    const std::vector<std::pair<NodeId, NodeId>>* hosts[2] = {nullptr, nullptr};
+    if (hs >= 0 && static_cast<std::size_t>(hs) < host_att.size()) hosts[0] = &host_att[static_cast<std::size_t>(hs)];
+    if (hd >= 0 && hd != hs && static_cast<std::size_t>(hd) < host_att.size())
+      hosts[1] = &host_att[static_cast<std::size_t>(hd)];
+    src_adj.clear();
+    if (!transit(src)) {
+      for (auto [l, y] : t.adjacent(src)) src_adj.push_back(y);
+      std::sort(src_adj.begin(), src_adj.end());
+    }
+    if (++gen == 0) {
+      std::fill(stamp.begin(), stamp.end(), 0);
+      gen = 1;
+    }
+    queue.clear();
+    level_begin.assign(1, 0);
+    queue.push_back(dst);
+    stamp[dst] = gen;
+    dist[dst] = 0;
+    bool found = false;
+    auto discover = [&](NodeId w, std::uint32_t dw) {
+      if (stamp[w] == gen) return;
+      stamp[w] = gen;
+      dist[w] = dw;
+      if (dw >= level_begin.size()) level_begin.push_back(queue.size());
+      queue.push_back(w);
+      found = found || w == src;
+    };
+    for (std::size_t qi = 0; qi < queue.size() && !found; ++qi) {
+      const NodeId v = queue[qi];
+      const std::uint32_t dw = dist[v] + 1;
+      if (std::binary_search(src_adj.begin(), src_adj.end(), v)) discover(src, dw);
+      for (const auto* ha : hosts) {
+        if (!ha) continue;
+        auto it = std::lower_bound(ha->begin(), ha->end(), std::make_pair(v, NodeId{0}));
+        for (; it != ha->end() && it->first == v && !found; ++it) discover(it->second, dw);
+      }
+      for (NodeId w : fabric_adj[v]) {
+        if (found) break;
+        discover(w, dw);
+      }
+    }
+    if (!found) return false;
+    level_begin.push_back(queue.size());
+    auto candidates = [&](NodeId v, std::uint32_t dv) {
+      const std::size_t lb = level_begin[dv - 1], le = level_begin[dv];
+      std::size_t their_links = 0;  // of the nodes one hop closer
+      for (std::size_t k = lb; k < le && their_links <= t.adjacent(v).size(); ++k)
+        their_links += t.adjacent(queue[k]).size();
+      if (their_links < t.adjacent(v).size()) {
+        std::vector<std::pair<std::uint32_t, std::pair<LinkId, NodeId>>> at;  // (position in v's list, candidate)
+        for (std::size_t k = lb; k < le; ++k)
+          for (auto [l, x] : t.adjacent(queue[k]))
+            if (x == v)
+              at.push_back({adj_pos[2 * static_cast<std::size_t>(l) + (t.link(l).a == v ? 0 : 1)], {l, queue[k]}});
+        std::sort(at.begin(), at.end());
+        for (const auto& [p, c] : at) cand.push_back(c);
+      } else {
+        closer_links(v, dv, dst, transit, [](LinkId) { return true; });
+      }
+    };
+    return walk_with(src, dst, h, 0, candidates, out);
   }
 
   void compute(NodeId src, NodeId dst, std::vector<LinkDir>& out) {

@@ -146,13 +146,14 @@ CollectiveTime time_collective(const topo::Topology& t, topo::Routing& routing, 
   auto sch = std::make_shared<models::Schedule>(models::build_schedule(fixed, t, routing, calib));
   RunOptions o;
   o.engine = call.engine;
+  const std::size_t transfers = models::counted_transfers(*sch);  // joins left out (models/schedule.hpp)
   o.batch_tolerance_s = call.batch_tolerance_s ? *call.batch_tolerance_s
-                        : sch->transfers.size() > kAutoBatchTransfers ? kAutoBatchToleranceS
-                                                                      : 0.0;
+                        : transfers > kAutoBatchTransfers ? kAutoBatchToleranceS
+                                                          : 0.0;
   out.algorithm = sch->algorithm;
   out.protocol = sch->protocol;
   out.fidelity = sch->fidelity;
-  out.transfers = sch->transfers.size();
+  out.transfers = transfers;
   double time_s = 0;
   if (call.keep_run || !loop) {
     RunOptions ro = o;

@@ -235,3 +235,75 @@ TEST_CASE("cached_route: nullptr until route() cached the pair; compute_route ca
   CHECK(routed == computed);
   CHECK(r.cached_route(g[31], g[0]) == nullptr);  // per ordered pair
 }
+
+namespace {
+// Hops from every node to `dst` over paths whose inner nodes may forward for the pair (src, dst) as the general
+// search allows (not a GPU; a fabric node or one of the two hosts'), by a plain breadth-first search.
+std::vector<std::uint32_t> forwarding_distances(const Topology& t, NodeId src, NodeId dst) {
+  const int hs = t.node(src).host, hd = t.node(dst).host;
+  std::vector<std::uint32_t> d(t.num_nodes(), ~0u);
+  std::vector<NodeId> q{dst};
+  d[dst] = 0;
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    const Node& nv = t.node(q[i]);
+    if (q[i] != dst && (nv.kind == NodeKind::Gpu || (nv.host >= 0 && nv.host != hs && nv.host != hd))) continue;
+    for (auto [l, w] : t.adjacent(q[i]))
+      if (d[w] == ~0u) d[w] = d[q[i]] + 1, q.push_back(w);
+  }
+  return d;
+}
+}  // namespace
+
+TEST_CASE("GPU <-> switch routes (general search): shortest paths through forwarding nodes, as a plain search") {
+  // 300 one-GPU hosts whose NICs hang off two switches (every third NIC on both, NIC-switch links doubled on
+  // every fifth host) joined by three parallel links and a third switch: several shortest paths for many pairs.
+  TopologyBuilder b("two-switch star");
+  Node sw;
+  sw.kind = NodeKind::IbSwitch;
+  std::vector<NodeId> s;
+  for (const char* name : {"s0", "s1", "s2"}) {
+    sw.id = name;
+    s.push_back(b.add_node(sw));
+  }
+  for (int k = 0; k < 3; ++k) b.add_link(s[0], s[1], LinkKind::InfiniBand, 50e9, 0);
+  b.add_link(s[0], s[2], LinkKind::InfiniBand, 50e9, 0);
+  b.add_link(s[1], s[2], LinkKind::InfiniBand, 50e9, 0);
+  std::vector<NodeId> gpus;
+  for (int h = 0; h < 300; ++h) {
+    Node g;
+    g.kind = NodeKind::Gpu;
+    g.id = gpu_id(h, 0);
+    g.host = h;
+    g.local_index = 0;
+    gpus.push_back(b.add_node(g));
+    Node n;
+    n.kind = NodeKind::Nic;
+    n.id = g.id + ".nic";
+    n.host = h;
+    n.local_index = 0;
+    const NodeId nic = b.add_node(n);
+    b.add_link(gpus.back(), nic, LinkKind::PCIe, 32e9, 0);
+    for (int c = 0; c < (h % 5 == 0 ? 2 : 1); ++c) b.add_link(nic, s[h % 2], LinkKind::InfiniBand, 25e9, 0);
+    if (h % 3 == 0) b.add_link(nic, s[1 - h % 2], LinkKind::InfiniBand, 25e9, 0);
+  }
+  const Topology t = std::move(b).build();
+  Routing r(t), again(t);
+  std::size_t checked = 0;
+  for (NodeId g : gpus)
+    for (NodeId x : s)
+      for (auto [src, dst] : {std::pair{g, x}, std::pair{x, g}}) {
+        const auto& route = r.route(src, dst);
+        const auto d = forwarding_distances(t, src, dst);
+        REQUIRE(route.size() == d[src]);
+        NodeId at = src;
+        for (LinkDir ld : route) {
+          REQUIRE(t.dir_src(ld) == at);
+          at = t.dir_dst(ld);
+          CHECK(d[at] + 1 == d[t.dir_src(ld)]);  // one hop closer each time
+        }
+        CHECK(at == dst);
+        CHECK(again.route(src, dst) == route);
+        ++checked;
+      }
+  CHECK(checked == 300 * 3 * 2);
+}
