@@ -455,50 +455,98 @@ static bool full_mesh(const std::vector<int>& host, const std::vector<NodeId>& c
   return true;
 }
 
+// Rings over the direct GPU-to-GPU NVLinks of one host that has them but is neither switched nor a full mesh
+// (the DGX-1's hybrid cube-mesh, topology preset dgx1-v100: 6 NVLinks per GPU, 2 to some neighbours, none to
+// 3 of the 7 others). NCCL's ring search (src/graph/search.cc ncclTopoCompute and ncclTopoSearchRec at
+// NVIDIA/nccl v2.26.2-1) looks for rings whose every hop is a path of the best type first (PATH_NVL: a direct
+// NVLink; paths.cc) at a per-channel speed taken from speedArrayIntra, highest first; each channel takes that
+// speed from the bandwidth left on every link it crosses, so a pair with 2 NVLinks can carry 2 channels at one
+// link's speed; it tries lower speeds while a lower one can give more total bandwidth (speed x channels, the
+// .49 rule) and stops when the channels use a GPU's whole bandwidth (totalBw). From each GPU it tries the next
+// GPU with the widest path first, then in index order from the current GPU (ncclTopoSearchNextGpuSort, cmpScore).
+// The search here is written for fabricsim, not NCCL's: speeds are whole numbers of the host's slowest
+// GPU-to-GPU NVLink (k = most links of a pair down to 1); at each speed a depth-first search (same next-GPU
+// preference) collects the most rings it can within a step budget; the speed with the most rings x k wins
+// (ties: the higher speed), and a set that fills every GPU's links ends the search. Empty when the host has no
+// GPU-to-GPU NVLink, has NVSwitches, or no ring of NVLink hops alone exists (then the ring follows rank
+// order, and its hops without NVLink go over PCIe, as NCCL's fallback to PCI paths would). Orders are the
+// host's ranks (indices into comm), each starting at the host's first rank.
+static std::vector<std::vector<int>> nvlink_rings_search(const std::vector<int>& cap, int m, long budget = 200000) {
+  const auto at = [m](int a, int b) { return static_cast<std::size_t>(a * m + b); };
+  int most = 0, perfect = std::numeric_limits<int>::max();
+  for (int a = 0; a < m; ++a) {
+    int out = 0;
+    for (int b = 0; b < m; ++b) out += cap[at(a, b)], most = std::max(most, cap[at(a, b)]);
+    perfect = std::min(perfect, out);
+  }
+  std::vector<std::vector<int>> best;
+  int best_total = 0;
+  for (int k = most; k >= 1 && best_total < perfect; --k) {
+    std::vector<int> left = cap;
+    std::vector<std::vector<int>> rings, found;
+    std::vector<int> path{0};
+    std::vector<char> seen(static_cast<std::size_t>(m), 0);
+    seen[0] = 1;
+    long left_steps = budget;
+    const int limit = perfect / k;  // rings at speed k that fill the GPU with the fewest links
+    // extend(): continue the ring in `path`; when it closes, start the next one. Keeps the largest set seen.
+    std::function<bool()> extend = [&]() -> bool {
+      if (--left_steps < 0) return false;
+      const int cur = path.back();
+      if (static_cast<int>(path.size()) == m) {
+        if (left[at(cur, 0)] < k) return false;
+        left[at(cur, 0)] -= k;
+        rings.push_back(path);
+        if (rings.size() > found.size()) found = rings;
+        bool done = static_cast<int>(rings.size()) >= limit;
+        if (!done) {
+          const std::vector<int> saved = path;
+          std::fill(seen.begin(), seen.end(), 0);
+          path.assign(1, 0), seen[0] = 1;
+          done = extend();
+          path = saved;
+          std::fill(seen.begin(), seen.end(), 0);
+          for (int r : path) seen[static_cast<std::size_t>(r)] = 1;
+        }
+        if (done) return true;
+        rings.pop_back();
+        left[at(cur, 0)] += k;
+        return false;
+      }
+      std::vector<int> next;
+      for (int d = 1; d < m; ++d) {
+        const int x = (cur + d) % m;
+        if (!seen[static_cast<std::size_t>(x)] && left[at(cur, x)] >= k) next.push_back(x);
+      }
+      std::stable_sort(next.begin(), next.end(), [&](int x, int y) { return cap[at(cur, x)] > cap[at(cur, y)]; });
+      for (int x : next) {
+        left[at(cur, x)] -= k, seen[static_cast<std::size_t>(x)] = 1, path.push_back(x);
+        const bool done = extend();
+        path.pop_back(), seen[static_cast<std::size_t>(x)] = 0, left[at(cur, x)] += k;
+        if (done) return true;
+        if (left_steps < 0) return false;
+      }
+      return false;
+    };
+    extend();
+    const int total = static_cast<int>(found.size()) * k;
+    if (total > best_total) best_total = total, best = found;
+  }
+  return best;
+}
+
 // Arc-disjoint directed rings through all m ranks of a full mesh, m - 1 of them (every link of every GPU in one
 // ring per direction): a Hamiltonian decomposition of the complete directed graph, which exists for every m but
 // 4 and 6 (Tillson, "A Hamiltonian decomposition of K*_2m, 2m >= 8", J. Comb. Theory B 29, 1980; odd m by
-// Walecki's construction). Found by depth-first search over ring positions (every ring starts at rank index 0)
-// with a budget of search steps; empty when none is found within it (m 4 and 6, or large m).
+// Walecki's construction). Found by nvlink_rings_search on the mesh (one unit per ordered pair: depth-first over
+// ring positions, every ring starting at rank index 0, next ranks in index order) with a budget of 2 M search
+// steps; empty when fewer than m - 1 rings are found within it (m 4 and 6, or large m).
 static std::vector<std::vector<int>> mesh_decomposition_search(int m) {
-  std::vector<char> used(static_cast<std::size_t>(m * m), 0);
-  std::vector<std::vector<int>> rings;
-  std::vector<int> path;
-  std::vector<char> seen(static_cast<std::size_t>(m), 0);
-  long budget = 2000000;
-  auto arc = [&](int a, int b) -> char& { return used[static_cast<std::size_t>(a * m + b)]; };
-  // extend(): continue the ring in `path`; when it closes, start the next ring; true once m - 1 rings exist.
-  std::function<bool()> extend = [&]() -> bool {
-    if (--budget < 0) return false;
-    const int cur = path.back();
-    if (static_cast<int>(path.size()) == m) {
-      if (arc(cur, 0)) return false;
-      arc(cur, 0) = 1;
-      rings.push_back(path);
-      if (static_cast<int>(rings.size()) == m - 1) return true;
-      const std::vector<int> saved = path;
-      std::fill(seen.begin(), seen.end(), 0);
-      path.assign(1, 0), seen[0] = 1;
-      if (extend()) return true;
-      path = saved;
-      std::fill(seen.begin(), seen.end(), 0);
-      for (int r : path) seen[static_cast<std::size_t>(r)] = 1;
-      rings.pop_back();
-      arc(cur, 0) = 0;
-      return false;
-    }
-    for (int d = 1; d < m; ++d) {
-      const int x = (cur + d) % m;
-      if (seen[static_cast<std::size_t>(x)] || arc(cur, x)) continue;
-      arc(cur, x) = 1, seen[static_cast<std::size_t>(x)] = 1, path.push_back(x);
-      if (extend()) return true;
-      path.pop_back(), seen[static_cast<std::size_t>(x)] = 0, arc(cur, x) = 0;
-      if (budget < 0) return false;
-    }
-    return false;
-  };
-  path.assign(1, 0), seen[0] = 1;
-  if (m < 3 || !extend()) return {};
+  if (m < 3) return {};
+  std::vector<int> cap(static_cast<std::size_t>(m * m), 1);
+  for (int a = 0; a < m; ++a) cap[static_cast<std::size_t>(a * m + a)] = 0;
+  std::vector<std::vector<int>> rings = nvlink_rings_search(cap, m, 2000000);
+  if (static_cast<int>(rings.size()) != m - 1) return {};
   return rings;
 }
 
@@ -557,14 +605,115 @@ static std::vector<std::vector<int>> full_mesh_rings(const std::vector<int>& hos
   return rings;
 }
 
+// The direct GPU-to-GPU NVLinks among a host's ranks as a capacity matrix (m x m, row-major over the positions
+// in `host`): each pair's NVLink bandwidth in whole multiples of the slowest pair's. Empty when the host has
+// fewer than 3 ranks, is a full mesh (full_mesh_rings), reaches an NVSwitch or has no GPU-to-GPU NVLink.
+static std::vector<int> nvlink_capacity(const std::vector<int>& host, const std::vector<NodeId>& comm,
+                                        const topo::Topology& t) {
+  const int m = static_cast<int>(host.size());
+  if (m < 3 || full_mesh(host, comm, t)) return {};
+  std::map<NodeId, int> index;
+  for (int i = 0; i < m; ++i) index[comm[static_cast<std::size_t>(host[static_cast<std::size_t>(i)])]] = i;
+  std::vector<double> bw(static_cast<std::size_t>(m * m), 0.0);
+  double unit = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < m; ++i)
+    for (const auto& [l, nb] : t.adjacent(comm[static_cast<std::size_t>(host[static_cast<std::size_t>(i)])])) {
+      const topo::Link& link = t.link(l);
+      if (link.kind != topo::LinkKind::NVLink) continue;
+      if (t.node(nb).kind == NodeKind::NvSwitch) return {};
+      auto it = index.find(nb);
+      if (it == index.end()) continue;
+      bw[static_cast<std::size_t>(i * m + it->second)] += link.bandwidth_Bps;
+    }
+  for (double b : bw)
+    if (b > 0) unit = std::min(unit, b);
+  if (!std::isfinite(unit)) return {};
+  std::vector<int> cap(bw.size(), 0);
+  for (std::size_t i = 0; i < bw.size(); ++i) cap[i] = static_cast<int>(std::floor(bw[i] / unit + 1e-9));
+  return cap;
+}
+
+static std::vector<std::vector<int>> nvlink_rings(const std::vector<int>& host, const std::vector<NodeId>& comm,
+                                                  const topo::Topology& t) {
+  const int m = static_cast<int>(host.size());
+  const std::vector<int> cap = nvlink_capacity(host, comm, t);
+  if (cap.empty()) return {};
+  // Once per capacity matrix (every schedule of a communicator asks again).
+  static std::mutex mu;
+  static std::map<std::vector<int>, std::vector<std::vector<int>>> known;
+  std::vector<std::vector<int>> idx;
+  {
+    const std::lock_guard<std::mutex> lock(mu);
+    auto it = known.find(cap);
+    if (it == known.end()) it = known.emplace(cap, nvlink_rings_search(cap, m)).first;
+    idx = it->second;
+  }
+  std::vector<std::vector<int>> rings;
+  for (const auto& r : idx) {
+    std::vector<int> order;
+    for (int k : r) order.push_back(host[static_cast<std::size_t>(k)]);
+    rings.push_back(order);
+  }
+  return rings;
+}
+
+// A host's part of a ring across hosts on such a server: a path from `from` to `to` (positions in the host)
+// through all m ranks over direct NVLinks, as NCCL's search builds a channel NET n -> GPU a -> ... -> GPU b ->
+// NET n over NVLink paths first (src/graph/search.cc ncclTopoSearchRecNet, ncclTopoSearchRecGpu at
+// v2.26.2-1). From each rank the next tried is the one whose link the earlier channels used least (`load`,
+// m x m, counts hops), then the widest link, then index order from the current rank; a depth-first search
+// within a step budget. Empty when there is none; otherwise `load` counts the path's hops.
+static std::vector<int> nvlink_path(const std::vector<int>& cap, int m, int from, int to, std::vector<int>& load) {
+  const auto at = [m](int a, int b) { return static_cast<std::size_t>(a * m + b); };
+  std::vector<int> path{from};
+  std::vector<char> seen(static_cast<std::size_t>(m), 0);
+  seen[static_cast<std::size_t>(from)] = 1;
+  long budget = 100000;
+  std::function<bool()> extend = [&]() -> bool {
+    if (--budget < 0) return false;
+    const int cur = path.back();
+    if (static_cast<int>(path.size()) == m) return cur == to;
+    std::vector<int> next;
+    for (int d = 1; d < m; ++d) {
+      const int x = (cur + d) % m;
+      // `to` comes last
+      if (seen[static_cast<std::size_t>(x)] || cap[at(cur, x)] == 0) continue;
+      if (x == to && static_cast<int>(path.size()) != m - 1) continue;
+      next.push_back(x);
+    }
+    std::stable_sort(next.begin(), next.end(), [&](int x, int y) {
+      const double lx = static_cast<double>(load[at(cur, x)]) / cap[at(cur, x)];
+      const double ly = static_cast<double>(load[at(cur, y)]) / cap[at(cur, y)];
+      return lx != ly ? lx < ly : cap[at(cur, x)] > cap[at(cur, y)];
+    });
+    for (int x : next) {
+      seen[static_cast<std::size_t>(x)] = 1, path.push_back(x);
+      if (extend()) return true;
+      path.pop_back(), seen[static_cast<std::size_t>(x)] = 0;
+      if (budget < 0) return false;
+    }
+    return false;
+  };
+  if (from == to || !extend()) return {};
+  for (int k = 0; k + 1 < m; ++k) ++load[at(path[static_cast<std::size_t>(k)], path[static_cast<std::size_t>(k + 1)])];
+  return path;
+}
+
 int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::Routing& routing) {
   if (spec.channels > 0) return spec.channels;
   CommLayout L = layout(spec, t);
   // One host that is a full mesh: one channel per link of a GPU (m - 1), so that the rings of full_mesh_rings
-  // use every link once per direction. Any other single host: 1 (a channel's flows are not capped per channel
-  // on a host; docs/collectives.md).
+  // use every link once per direction. A host with direct NVLinks that is not a full mesh: one per NVLink ring
+  // (below). Any other single host: 1 (a channel's flows are not capped per channel on a host;
+  // docs/collectives.md).
   if (L.hosts.size() == 1 && full_mesh(L.hosts.front(), spec.communicator, t))
     return static_cast<int>(L.hosts.front().size()) - 1;
+  // One host whose GPUs are joined by direct NVLinks but not all pairwise (a DGX-1): one channel per ring of
+  // NVLink hops that NCCL's search would find (nvlink_rings).
+  if (L.hosts.size() == 1) {
+    const std::size_t rings = nvlink_rings(L.hosts.front(), spec.communicator, t).size();
+    if (rings > 0) return static_cast<int>(rings);
+  }
   if (L.hosts.size() <= 1) return 1;
   // A host's channels: one per distinct rail NIC of its ranks. NCCL's ring/tree search at the top
   // inter-node speed puts one channel on each NIC (a channel is NET n -> GPUs -> NET n and takes the NIC's
@@ -819,7 +968,19 @@ struct Builder {
     };
     bool zigzag = byhost.size() > 1;
     for (const auto& h : byhost) zigzag = zigzag && h.size() == byhost.front().size() && own_rail_nics(h);
-    const std::vector<std::vector<int>> mesh = byhost.size() == 1 ? full_mesh_rings(byhost[0], spec.communicator, t, nch) : std::vector<std::vector<int>>{};
+    std::vector<std::vector<int>> mesh = byhost.size() == 1 ? full_mesh_rings(byhost[0], spec.communicator, t, nch) : std::vector<std::vector<int>>{};
+    // A host with direct NVLinks that is not a full mesh (a DGX-1): channel c runs NVLink ring c mod R.
+    if (byhost.size() == 1 && mesh.empty()) {
+      const std::vector<std::vector<int>> nv = nvlink_rings(byhost[0], spec.communicator, t);
+      for (int c = 0; c < nch && !nv.empty(); ++c) mesh.push_back(nv[static_cast<std::size_t>(c) % nv.size()]);
+    }
+    // Per host: its direct NVLinks (nvlink_capacity; empty for switched hosts, full meshes and hosts without
+    // them) and the hops the channels' paths put on them so far.
+    std::vector<std::vector<int>> nv_caps, nv_load;
+    for (const auto& h : byhost) {
+      nv_caps.push_back(byhost.size() > 1 ? nvlink_capacity(h, spec.communicator, t) : std::vector<int>{});
+      nv_load.emplace_back(nv_caps.back().size(), 0);
+    }
     for (int c = 0; c < nch; ++c) {
       std::vector<int> o;
       for (std::size_t hi = 0; hi < byhost.size(); ++hi) {
@@ -845,6 +1006,24 @@ struct Builder {
           o.push_back(ends.second);
         } else {
           o.insert(o.end(), rot.begin(), rot.end());
+        }
+        // On a server with direct NVLinks that is not a full mesh (a DGX-1), the host's part of the ring keeps
+        // its first and last rank (where the channel enters and leaves) and goes between them over NVLinks
+        // (nvlink_path) when a hop of it has none.
+        const std::vector<int>& cap = nv_caps[hi];
+        if (byhost.size() > 1 && !cap.empty()) {
+          const auto seg = o.end() - m;
+          std::vector<int> pos(static_cast<std::size_t>(m));
+          for (int i = 0; i < m; ++i)
+            pos[static_cast<std::size_t>(i)] =
+                static_cast<int>(std::find(h.begin(), h.end(), seg[i]) - h.begin());
+          bool nvlink_only = true;
+          for (int i = 0; i + 1 < m; ++i)
+            nvlink_only = nvlink_only && cap[static_cast<std::size_t>(pos[i] * m + pos[i + 1])] > 0;
+          if (!nvlink_only) {
+            const std::vector<int> path = nvlink_path(cap, m, pos.front(), pos.back(), nv_load[hi]);
+            for (int i = 0; i < static_cast<int>(path.size()); ++i) seg[i] = h[static_cast<std::size_t>(path[i])];
+          }
         }
       }
       // A single host's ring is a cycle: rotations give the same edges.
@@ -1231,21 +1410,28 @@ struct Builder {
     // the second tree is the first one mirrored (index -> H-1-index) when H is even, shifted by one when
     // H is odd, so a host that is internal in one tree is a leaf in the other and no host forwards for
     // both trees.
+    // One host with direct NVLinks that is not a full mesh (a DGX-1): channel c's chain follows NVLink ring
+    // c mod R (nvlink_rings), as NCCL's tree search, like its ring search, takes NVLink paths first.
+    const std::vector<std::vector<int>> nv =
+        H == 1 ? nvlink_rings(L.hosts[0], spec.communicator, t) : std::vector<std::vector<int>>{};
+    auto host_ranks = [&](int h, int c) -> const std::vector<int>& {
+      return nv.empty() ? L.hosts[h] : nv[static_cast<std::size_t>(c) % nv.size()];
+    };
     auto host_tree = [&](bool second, int c) {
       const std::vector<int> parent = double_binary_tree(H, second);
       // Where GPUs share NICs, the head is a GPU on the channel's NIC (channel_nic_ranks).
       std::vector<int> rp(n, -1);
       std::vector<std::size_t> head_pos(H);
       for (int h = 0; h < H; ++h) {
-        const auto& rs = L.hosts[h];
+        const auto& rs = host_ranks(h, c);
         head_pos[h] = c % rs.size();
         const std::vector<int> on = H > 1 ? channel_nic_ranks(rs, c) : std::vector<int>{};
         if (!on.empty())
           head_pos[h] = static_cast<std::size_t>(std::find(rs.begin(), rs.end(), on[0]) - rs.begin());
       }
-      auto head = [&](int h) { return L.hosts[h][head_pos[h]]; };
+      auto head = [&](int h) { return host_ranks(h, c)[head_pos[h]]; };
       for (int h = 0; h < H; ++h) {
-        const auto& rs = L.hosts[h];
+        const auto& rs = host_ranks(h, c);
         const std::size_t m = rs.size();
         for (std::size_t i = 1; i < m; ++i) rp[rs[(i + head_pos[h]) % m]] = rs[(i - 1 + head_pos[h]) % m];
         if (parent[h] >= 0) rp[head(h)] = head(parent[h]);

@@ -293,3 +293,95 @@ TEST_CASE("MNNVL ring all_gather across 4 GB200 NVL72 racks: NCCL's 4 channels x
   const double one = static_cast<double>(s.bytes) * busbw_factor(Op::AllGather, 16) / run(s, t, r, sys.calibration());
   CHECK(one < 0.3 * busbw);
 }
+
+// DGX-1 (topology preset dgx1-v100): 6 NVLink2 links per GPU, 2 to some neighbours, none to GPU pairs such as
+// 3-4 and 7-0 that the rank-order ring 0..7 would cross over PCIe. The rings follow the NVLinks as NCCL's
+// search does (models/collectives.cpp nvlink_rings): 6 channels, every hop a direct NVLink, each GPU's 6
+// links busy in each direction, so a ring all_reduce runs at the GPU's whole NVLink bandwidth.
+TEST_CASE("DGX-1 hybrid cube-mesh: rings of NVLink hops only, at the GPU's 6 x 25 GB/s") {
+  const System sys(system_spec("dgx1-v100", {}, "default"));
+  const topo::Topology& t = sys.topology();
+  topo::Routing& r = sys.routing();
+  const Calibration& c = sys.calibration();
+  const std::uint64_t S = 1ull << 30;
+  CollectiveSpec s = spec_for(t, Op::AllReduce, S, Algorithm::Ring, Fidelity::Step);
+  const int n = static_cast<int>(s.communicator.size());
+  REQUIRE(n == 8);
+  CHECK(default_channels(s, t, r) == 6);
+  // Every ring hop is one direct NVLink link; the 6 rings cover all 32 directed NVLink pairs.
+  auto nvlink_Bps = [&](topo::NodeId a, topo::NodeId b) {
+    double bw = 0;
+    for (const auto& [l, nb] : t.adjacent(a))
+      if (nb == b && t.link(l).kind == topo::LinkKind::NVLink) bw += t.link(l).bandwidth_Bps;
+    return bw;
+  };
+  std::map<std::pair<topo::NodeId, topo::NodeId>, int> hops;
+  for (const Transfer& x : build_schedule(s, t, r, c).transfers) {
+    if (x.src == x.dst) continue;
+    CHECK(nvlink_Bps(x.src, x.dst) > 0);
+    ++hops[{x.src, x.dst}];
+  }
+  CHECK(hops.size() == 32u);
+  // The NVLink bound: each GPU sends 2 (n-1)/n S over its 6 links (6 x 25 GB/s per direction, NVLink2:
+  // topologies/presets.cpp), at the calibration's NVLink efficiency, plus 2 (n-1) per-step latencies.
+  double out_Bps = 0;
+  for (const auto& [l, nb] : t.adjacent(s.communicator[0]))
+    if (t.link(l).kind == topo::LinkKind::NVLink) out_Bps += t.link(l).bandwidth_Bps;
+  CHECK(out_Bps == approx(150e9));
+  const auto& ap = c.of(Algorithm::Ring, Protocol::Simple);
+  const double bound = ap.base_latency_s + 2 * (n - 1) * ap.step_latency_s +
+                       2.0 * (n - 1) / n * S / (out_Bps * c.nvlink_efficiency("v100") * ap.bw_efficiency);
+  for (Fidelity f : kFids) {
+    CAPTURE(std::string(to_string(f)));
+    s.fidelity = f;
+    const double sim = run(s, t, r, c);
+    MESSAGE("simulated " << sim * 1e6 << " us, NVLink bound " << bound * 1e6 << " us");
+    CHECK(sim >= bound * (1 - 1e-9));
+    CHECK(sim <= bound * 1.05);
+  }
+  // The tuner's prediction (the GPU's NVLink total, models/tuner.cpp comm_bandwidths) within 5 %.
+  s.fidelity = Fidelity::Auto;
+  CollectiveSpec free = s;
+  free.algorithm.reset();
+  free.protocol.reset();
+  const TunerChoice tc = tune(free, t, r, c);
+  CHECK(tc.algorithm == Algorithm::Ring);
+  CHECK(run(s, t, r, c) == doctest::Approx(tc.predicted_s).epsilon(0.05));
+  // A communicator whose GPUs have no ring of NVLink hops (0, 5, 6, 7: GPU 0 has no NVLink to any of the
+  // others) keeps rank order and one channel.
+  CollectiveSpec sub = s;
+  sub.communicator = {t.gpus()[0], t.gpus()[5], t.gpus()[6], t.gpus()[7]};
+  CHECK(default_channels(sub, t, r) == 1);
+}
+
+// Two DGX-1 servers: each channel enters and leaves a server through the two GPUs of its NIC (NCCL's ring
+// search: NET n -> GPU a -> ... -> GPU b -> NET n), and between them goes over NVLinks only (nvlink_path); the
+// ring is then bound by the 4 EDR NICs per server, as the tuner prices it.
+TEST_CASE("two DGX-1 servers: a ring's hops inside a server are NVLinks, the time the tuner's") {
+  const System sys(system_spec("superpod", {{"nodes", "2"}, {"node", "dgx1-v100"}}, "default"));
+  const topo::Topology& t = sys.topology();
+  topo::Routing& r = sys.routing();
+  const Calibration& c = sys.calibration();
+  CollectiveSpec s = spec_for(t, Op::AllReduce, 512ull << 20, Algorithm::Ring, Fidelity::Step);
+  REQUIRE(s.communicator.size() == 16u);
+  CHECK(default_channels(s, t, r) == 4);
+  int intra = 0;
+  for (const Transfer& x : build_schedule(s, t, r, c).transfers) {
+    if (x.src == x.dst || t.node(x.src).host != t.node(x.dst).host) continue;
+    bool nvlink = false;
+    for (const auto& [l, nb] : t.adjacent(x.src)) nvlink = nvlink || (nb == x.dst && t.link(l).kind == topo::LinkKind::NVLink);
+    CHECK(nvlink);
+    ++intra;
+  }
+  CHECK(intra > 0);
+  CollectiveSpec free = s;
+  free.algorithm.reset();
+  free.protocol.reset();
+  const TunerChoice tc = tune(free, t, r, c);
+  REQUIRE(tc.algorithm == Algorithm::Ring);
+  REQUIRE(tc.protocol == Protocol::Simple);
+  s.fidelity = Fidelity::Auto;
+  const double sim = run(s, t, r, c);
+  MESSAGE("simulated " << sim * 1e6 << " us, tuner " << tc.predicted_s * 1e6 << " us");
+  CHECK(sim == doctest::Approx(tc.predicted_s).epsilon(0.05));
+}
