@@ -8,6 +8,7 @@
 #include "sim/base/units.hpp"
 #include "replay/outputs.hpp"
 #include "replay/run_scenario.hpp"
+#include "workloads/gpt.hpp"
 #include "workloads/importers.hpp"
 #include "workloads/scenario.hpp"
 
@@ -42,6 +43,10 @@ int cmd_run(int argc, char** argv) {
              "with --megatron, --nemo or --torchtitan a gpt parameter set after the import", "", true});
   megatron_flags(args);
   args.flag({"--comm-model", "", "MODEL", "shared (the default: all communication on one shared network, overlapping collectives contend), engine (the fast tier: NCCL schedules on the flow engine, each collective priced alone on an idle fabric) or analytic (closed form); overrides the scenario's comm_model", ""});
+  args.flag({"--calibration", "", "auto|default|shipped:NAME|FILE",
+             "network calibration, replacing the scenario's \"calibration\": auto = the shipped file fitted on matching "
+             "hardware (validate/calibrations/), default = built-in cited defaults, shipped:NAME, or a JSON file "
+             "such as `fabricsim calibrate -o` writes (relative to the current directory; docs/calibration.md)", ""});
   args.flag({"--compute-preset", "", "NAME",
              "compute efficiencies to start from, replacing the scenario's preset: default (cited hardware "
              "ceilings) or megatron-sc21 (fitted to Megatron-LM's measured GPT throughput; docs/workloads.md)",
@@ -53,7 +58,7 @@ int cmd_run(int argc, char** argv) {
   args.flag({"--quiet", "-q", "", "no progress output", ""});
   for (const auto& f : sim::output_flags())
     if (f.name != "--quiet") args.flag({f.name, "", f.value_name, f.help, "", false});
-  args.list_flag(Args::kTopologies | Args::kCompute | Args::kModels);
+  args.list_flag(Args::kTopologies | Args::kCalibrations | Args::kCompute | Args::kModels);
   if (!args.parse(argc, argv)) return 0;
   if (args.has("--print-default")) {
     std::cout << workloads::default_scenario_json().dump(2) << "\n";
@@ -93,6 +98,16 @@ int cmd_run(int argc, char** argv) {
   if (args.has("--compute-preset"))
     workloads::set_compute_preset(doc, args.get("--compute-preset"), "--compute-preset");
   workloads::Scenario sc = workloads::scenario_from_json(doc, file);
+  // The same spec and loader as coll's --calibration (models::System, models/system.hpp).
+  if (args.has("--calibration")) sc.calibration_file = args.get("--calibration");
+  // A catalogue model with no layout runs GPT-3 175B's (TP 8, PP 16, ...): said once per gpt workload.
+  auto warn_layout = [](const workloads::WorkloadSpec& w) {
+    if (w.kind != "generator" || w.generator != "gpt") return;
+    const std::string msg = workloads::gpt_default_layout_warning(w.params);
+    if (!msg.empty()) std::cerr << "fabricsim run: warning: " << w.where << ": " << msg << "\n";
+  };
+  warn_layout(sc.workload);
+  for (const auto& j : sc.jobs) warn_layout(j.workload);
   if (args.has("--kernel-shapes")) {
     args.check_output_flags({"--kernel-shapes"});
     write_file_atomic(args.get("--kernel-shapes"), sim::scenario_gemm_shapes(sc));

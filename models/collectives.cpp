@@ -119,6 +119,24 @@ double busbw_factor(Op op, int n) {
   return 1.0;
 }
 
+bool per_rank_blocks(Op op) {
+  return op == Op::AllGather || op == Op::ReduceScatter || op == Op::AllToAll || op == Op::AllToAllv ||
+         op == Op::Scatter;
+}
+
+// NVIDIA/nccl-tests@a0b82b22 src/common.cu setupArgs: count = size / wordSize(type), then the test's
+// GetCollByteCount; the printed size is max(sendBytes, expectedBytes). src/all_gather.cu, reduce_scatter.cu,
+// alltoall.cu, alltoallv.cu (generated pattern) and scatter.cu: (count / nranks) & ~(16 / eltSize - 1)
+// elements per rank, i.e. rounded down to 16 bytes, x nranks; all_reduce.cu, broadcast.cu, reduce.cu and
+// sendrecv.cu: count as is.
+std::uint64_t nccl_tests_bytes(Op op, std::uint64_t bytes, int n, int elem_bytes) {
+  const std::uint64_t eb = static_cast<std::uint64_t>(std::max(1, elem_bytes)), count = bytes / eb;
+  if (!per_rank_blocks(op)) return count * eb;
+  const std::uint64_t ranks = static_cast<std::uint64_t>(std::max(1, n));
+  const std::uint64_t align = eb < 16 ? 16 / eb : 1;  // 16 / eltSize elements (a power of two for every type)
+  return (count / ranks) / align * align * ranks * eb;
+}
+
 std::uint64_t nccl_tests_count(Op op, std::uint64_t bytes, int n, int elem_bytes) {
   std::uint64_t e = bytes / static_cast<std::uint64_t>(elem_bytes);
   switch (op) {
@@ -353,9 +371,7 @@ void validate_spec(const CollectiveSpec& spec, const topo::Topology& t, topo::Ro
     throw InputError(w, "root rank in [0, " + std::to_string(n) + "), got " + std::to_string(spec.root));
   if (spec.channels < 0) throw InputError(w, "channels >= 0 (0 = automatic)");
   const std::uint64_t eb = static_cast<std::uint64_t>(spec.elem_bytes);
-  bool per_rank_blocks = spec.op == Op::AllGather || spec.op == Op::ReduceScatter || spec.op == Op::AllToAll ||
-                         spec.op == Op::Scatter || (spec.op == Op::AllToAllv && spec.matrix.empty());
-  if (per_rank_blocks) {
+  if (per_rank_blocks(spec.op) && !(spec.op == Op::AllToAllv && !spec.matrix.empty())) {
     std::uint64_t unit = eb * static_cast<std::uint64_t>(n);
     if (spec.bytes % unit != 0)
       throw InputError(w, std::string("size ") + std::to_string(spec.bytes) + " B: " + to_string(spec.op) +

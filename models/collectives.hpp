@@ -132,6 +132,12 @@ double busbw_factor(Op op, int nranks);
 // Elements nccl-tests prints in its "count" column for `bytes` (per-rank count for all_gather,
 // reduce_scatter and all_to_all as nccl-tests does).
 std::uint64_t nccl_tests_count(Op op, std::uint64_t bytes, int nranks, int elem_bytes);
+// The size nccl-tests runs and prints for a requested `bytes` (its setupArgs and each test's GetCollByteCount):
+// whole elements; for the ops with a block per rank (all_gather, reduce_scatter, all_to_all(v), scatter) the
+// per-rank count rounded down to a multiple of 16 bytes, times nranks. May be 0.
+std::uint64_t nccl_tests_bytes(Op op, std::uint64_t bytes, int nranks, int elem_bytes);
+// Whether `op` has one block per rank (the rounding above).
+bool per_rank_blocks(Op op);
 
 // NVLink traffic between two GPUs is striped by the hardware over every NVSwitch plane they share, but a
 // flow model routes one flow over one path. This returns a copy of `t` in which the NVSwitches of one

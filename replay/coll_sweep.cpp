@@ -266,10 +266,23 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
   };
   std::vector<Row> rows;
   std::vector<models::CollectiveSpec> specs;
-  for (auto b : sizes) {
+  for (auto requested : sizes) {
     models::CollectiveSpec s = spec;
+    // The size nccl-tests would run for this -b/-e step (whole elements, per-rank blocks of 16-byte multiples),
+    // printed in the size column as nccl-tests prints it.
+    const std::uint64_t b = models::nccl_tests_bytes(s.op, requested, n, s.elem_bytes);
     s.bytes = b;
     if (s.where == "collective") s.where = "-b/-e";
+    if (b == 0) {
+      const bool blocks = models::per_rank_blocks(s.op);
+      const std::uint64_t least = blocks ? static_cast<std::uint64_t>(n) * std::max<std::uint64_t>(16, s.elem_bytes)
+                                         : static_cast<std::uint64_t>(s.elem_bytes);
+      throw InputError(s.where, "size " + std::to_string(requested) + " B runs 0 B: " +
+                                    (blocks ? std::string(models::to_string(s.op)) + " runs bytes / nranks per rank rounded "
+                                              "down to a multiple of 16 B, as nccl-tests does"
+                                            : std::string("nccl-tests runs whole elements")) +
+                                    "; the smallest size is " + std::to_string(least) + " B");
+    }
     if (s.op == models::Op::AllToAllv && n > 0) {
       // Deterministic imbalance: pair (i, j) sends {0.5, 1, 1.5} x bytes/n by (i + j) mod 3, in elements.
       const std::uint64_t eb = static_cast<std::uint64_t>(s.elem_bytes);

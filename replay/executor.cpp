@@ -569,6 +569,7 @@ void fill_throughput(const OpGraph& g, double T, RunResult& res) {
   if (!(T > 0)) return;
   const double rn = trace.ranks.empty() ? 1.0 : static_cast<double>(trace.ranks.size());
   res.samples_per_s = meta("samples_per_iteration") / T;
+  res.samples_known = trace.metadata.count("samples_per_iteration") > 0;
   res.tokens_per_s = meta("tokens_per_iteration") / T;
   double flops = meta("model_flops_per_iteration");
   if (flops <= 0) {
@@ -578,6 +579,7 @@ void fill_throughput(const OpGraph& g, double T, RunResult& res) {
     res.notes.push_back("tflops_per_gpu from the trace's compute-op FLOPs (no model_flops_per_iteration)");
   }
   res.tflops_per_gpu = flops / trace.world_size / T / 1e12;
+  res.flops_known = flops > 0;
   // MFU: achieved model FLOP/s over the dense (no sparsity) tensor-core peak the generator names for the
   // precision in use; no peak, no MFU.
   const double peak = meta("peak_dense_flops_per_gpu");

@@ -468,9 +468,10 @@ Json result_json(const RunResult& r, int top_links) {
   if (!r.comm_model.empty()) j["comm_model"] = r.comm_model;
   j["iteration_s"] = r.iteration_s;
   j["span_s"] = run_span_s(r);
-  j["samples_per_s"] = r.samples_per_s;
+  // Not known (RunResult::samples_known / flops_known): left out, as docs/result.schema.json says.
+  if (r.samples_known) j["samples_per_s"] = r.samples_per_s;
   j["tokens_per_s"] = r.tokens_per_s;
-  j["tflops_per_gpu"] = r.tflops_per_gpu;
+  if (r.flops_known) j["tflops_per_gpu"] = r.tflops_per_gpu;
   if (r.mfu > 0) {
     j["mfu"] = r.mfu;
     j["mfu_convention"] = kMfuConvention;
@@ -618,6 +619,10 @@ std::string jobs_text(const RunResult& r) {
   return o.str();
 }
 
+// What a workload does not state (RunResult::samples_known / flops_known), as the summary and report print it.
+constexpr const char* kNoSamples = "n/a (the workload states no samples per step)";
+constexpr const char* kNoFlops = "n/a (the workload states no model FLOPs and its compute ops carry none)";
+
 // "shared (one shared network: overlapping communication contends)", ...
 static std::string comm_model_text(const std::string& m) {
   if (m == "shared") return m + " (one shared network: overlapping communication contends)";
@@ -635,9 +640,9 @@ std::string summary_text(const RunResult& r, int top_links) {
   o << "GPUs         " << r.gpus << "\n";
   if (!r.comm_model.empty()) o << "comm model   " << comm_model_text(r.comm_model) << "\n";
   o << "step time    " << ms(r.iteration_s) << "\n";
-  o << "throughput   " << fx(r.samples_per_s, 1) << " samples/s";
+  o << "throughput   " << (r.samples_known ? fx(r.samples_per_s, 1) + " samples/s" : std::string("samples/s ") + kNoSamples);
   if (r.tokens_per_s > 0) o << ", " << fx(r.tokens_per_s, 0) << " tokens/s";
-  o << ", " << fx(r.tflops_per_gpu, 1) << " TFLOP/s per GPU";
+  o << ", " << (r.flops_known ? fx(r.tflops_per_gpu, 1) + " TFLOP/s per GPU" : std::string("TFLOP/s per GPU ") + kNoFlops);
   if (r.mfu > 0) o << ", MFU " << fx(100.0 * r.mfu, 1) << " % (of the dense peak, metric peak_dense_flops_per_gpu)";
   o << "\n";
   o << "breakdown (per-rank average; exposed = communication not hidden behind compute):\n";
@@ -1085,8 +1090,8 @@ std::string report_html(const RunResult& r, int top_links) {
   if (!r.comm_model.empty()) row("communication model", comm_model_text(r.comm_model));
   row("step time", ms(r.iteration_s), true);
   if (r.tokens_per_s > 0) row("tokens/s", fx(r.tokens_per_s, 0) + " tokens/s", true);
-  row("samples/s", fx(r.samples_per_s, 2) + " samples/s");
-  row("model FLOP/s per GPU", fx(r.tflops_per_gpu, 1) + " TFLOP/s");
+  row("samples/s", r.samples_known ? fx(r.samples_per_s, 2) + " samples/s" : std::string(kNoSamples));
+  row("model FLOP/s per GPU", r.flops_known ? fx(r.tflops_per_gpu, 1) + " TFLOP/s" : std::string(kNoFlops));
   row("MFU", r.mfu > 0 ? fx(100.0 * r.mfu, 1) + " %" : std::string("not computed: the workload names no dense peak"),
       r.mfu > 0, r.mfu > 0 ? std::string("(") + kMfuConvention + ")" : std::string());
   auto mem = r.metrics.find("memory_per_gpu_bytes.max");

@@ -100,6 +100,9 @@ struct RunResult {
   double tokens_per_s = 0;               // 0 when not a language model
   double tflops_per_gpu = 0;             // achieved model FLOP/s per GPU / 1e12
   double mfu = 0;                        // tflops_per_gpu x 1e12 / metric peak_dense_flops_per_gpu; 0: no peak
+  // Whether the workload states its samples per step and its model FLOPs (a Chakra / ASTRA-sim / SimAI trace may
+  // state neither); when not, samples_per_s / tflops_per_gpu are 0 and the outputs print them as not known.
+  bool samples_known = true, flops_known = true;
   Breakdown breakdown;
   // When each simulated rank's last op ended, in the trace's rank order (Trace::ranks), seconds. Not written
   // by the output writers; for callers that replay a subset of a topology's GPUs (e.g. several jobs).

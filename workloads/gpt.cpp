@@ -1366,6 +1366,41 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   return c;
 }
 
+namespace {
+// The parameters gpt_defaults_text lists: the shape, batch and layout a scenario gets when it gives none.
+constexpr const char* kDefaultKeys[] = {
+    "num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "seq_length", "padded_vocab_size",
+    "swiglu", "normalization", "position_embedding_type", "micro_batch_size", "global_batch_size",
+    "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size", "sequence_parallel",
+    "recompute_granularity"};
+// The parameters that choose a layout: any of them given, the warning below stays silent.
+constexpr const char* kLayoutKeys[] = {
+    "tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
+    "num_layers_per_virtual_pipeline_stage", "pipeline_model_parallel_layout", "context_parallel_size",
+    "expert_model_parallel_size", "expert_tensor_parallel_size"};
+}  // namespace
+
+std::string gpt_defaults_text() {
+  const ParamMap d = gpt_config_to_params(GptConfig{});
+  std::string s;
+  for (const char* k : kDefaultKeys) s += (s.empty() ? "" : ", ") + std::string(k) + " " + d.at(k);
+  return s + ", no virtual pipeline (virtual_pipeline_model_parallel_size unset)";
+}
+
+std::string gpt_default_layout_warning(const ParamMap& p) {
+  if (!p.count("model")) return "";
+  for (const char* k : kLayoutKeys)
+    if (p.count(k)) return "";
+  const ParamMap d = gpt_config_to_params(GptConfig{});
+  std::string s = "model " + p.at("model") + " with no parallelism parameter gets the gpt generator's defaults, set for "
+                  "GPT-3 175B on 1024 GPUs: tensor_model_parallel_size " + d.at("tensor_model_parallel_size") +
+                  ", pipeline_model_parallel_size " + d.at("pipeline_model_parallel_size") +
+                  ", no virtual pipeline";
+  for (const char* k : {"recompute_granularity", "global_batch_size"})
+    if (!p.count(k)) s += std::string(", ") + k + " " + d.at(k);
+  return s + " (give tensor_model_parallel_size and pipeline_model_parallel_size to choose the layout)";
+}
+
 ParamMap gpt_config_to_params(const GptConfig& c) {
   ParamMap m;
   auto I = [&](const char* k, std::int64_t v) { m[k] = std::to_string(v); };

@@ -523,6 +523,13 @@ struct GptConfig {
 // Reads and validates (divisibility, memory fit is checked by generate_gpt). Unknown keys are errors.
 GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where);
 ParamMap gpt_config_to_params(const GptConfig& c);
+// The defaults the generator gives a scenario's shape, batch and layout where it names no model and no value
+// (GptConfig's initialisers: GPT-3 175B's), "key value" joined by ", ", for help and docs.
+std::string gpt_defaults_text();
+// One warning line (without "warning: ") when `p` names a catalogue model but no parallelism parameter, naming
+// the layout defaults applied (TP, PP, no virtual pipeline, and recompute / global batch where not given); ""
+// otherwise. The defaults are GPT-3 175B's, not a choice for the model.
+std::string gpt_default_layout_warning(const ParamMap& p);
 // The parameter names gpt_config_from_params accepts (read from its own code: workloads/params.hpp names()).
 std::set<std::string> gpt_param_names();
 // The parameters read as gpt_config_from_params reads them (each value's type and range, no key left unread),

@@ -58,6 +58,22 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
   //   shape as meta-llama/Llama-4-Scout-17B-16E config.json (head_dim 128, intermediate_size 8192, vocab 202048,
   //   untied). ffn_hidden_size 16384 (intermediate_size_mlp) is unused: every layer is MoE. Chunked attention
   //   (8192-token blocks) and NoPE layers are not modelled (full causal attention; the same at seq <= 8192).
+  // torchtitan's flavors at pytorch/torchtitan@4a950eaab (the last commit with train_configs TOMLs; the same
+  //   shapes in the model registries at @b5bcd76c6), cited field by field:
+  // Qwen3 0.6B / 1.7B / 32B (torchtitan/models/qwen3/__init__.py qwen3_args, model/args.py, model/model.py):
+  //   28 / 28 / 64 layers, dim 1024 / 2048 / 5120, hidden_dim 3072 / 6144 / 25600, 16 / 16 / 64 heads, 8 kv
+  //   heads, head_dim 128, vocab 151936, max_seq_len 4096, qk_norm, bias-free projections, SwiGLU FeedForward,
+  //   RMSNorm, RoPE; enable_weight_tying True for 0.6B and 1.7B, default False for 32B.
+  // DeepSeek-V3 16B (torchtitan/models/deepseek_v3/__init__.py deepseekv3_args["16B"], model/args.py): 27
+  //   layers, dim 2048, inter_dim 10944 (the dense first layer), 16 heads (MLA), vocab 102400, max_seq_len
+  //   default 4096 x 4 with the TOML's training.seq_len 4096; untied output. Experts and MLA in workloads/moe.cpp.
+  // Llama 4 Maverick (torchtitan/models/llama4/__init__.py llama4_args["17bx128e"], model/args.py,
+  //   model/model.py TransformerBlock): dim 5120, 48 layers, 40 heads, 8 kv heads, vocab 202048 (args default),
+  //   ffn_dim_multiplier 1.2, multiple_of 2048: the dense layers' FeedForward(4 x dim) is int(1.2 x int(2 x 20480
+  //   / 3)) rounded up to 2048 = 16384; interleave_moe_layer_step default 2 (MoE on layers with (layer_id + 1) % 2
+  //   == 0, workloads/moe.cpp). No every_n_layers_nope and sdpa causal attention in this flavor: RoPE on every
+  //   layer and full causal attention, which is what is priced. The _irope flavors (NoPE layers, chunked
+  //   attention) have no catalogue entry.
   // gpt-oss-120b: model card (arXiv:2508.10925) and config.json (openai/gpt-oss-120b): 36 layers, hidden
   //   2880, 64 query heads, 8 kv heads, head_dim 64, vocab 201088, untied, gated (SwiGLU-style) experts of
   //   2880, initial_context_length 4096. Its banded-window attention on alternate layers is set with the MoE
@@ -90,6 +106,16 @@ const std::vector<GptModelShape>& gpt_model_catalogue() {
        "Qwen3 Technical Report, arXiv:2505.09388 Table 2; config.json", true, false},
       {"llama4-scout", 48, 5120, 16384, 40, 8, 128, 8192, 202048, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "torchtitan llama4 17bx16e (torchtitan/models/llama4/__init__.py); Llama-4-Scout-17B-16E config.json"},
+      {"qwen3-0.6b", 28, 1024, 3072, 16, 8, 128, 4096, 151936, true, false, "RMSNorm", "rope", 0.0, 0.0,
+       "torchtitan qwen3 0.6B (pytorch/torchtitan@4a950eaab torchtitan/models/qwen3/__init__.py)", true, false},
+      {"qwen3-1.7b", 28, 2048, 6144, 16, 8, 128, 4096, 151936, true, false, "RMSNorm", "rope", 0.0, 0.0,
+       "torchtitan qwen3 1.7B (pytorch/torchtitan@4a950eaab torchtitan/models/qwen3/__init__.py)", true, false},
+      {"qwen3-32b", 64, 5120, 25600, 64, 8, 128, 4096, 151936, true, true, "RMSNorm", "rope", 0.0, 0.0,
+       "torchtitan qwen3 32B (pytorch/torchtitan@4a950eaab torchtitan/models/qwen3/__init__.py)", true, false},
+      {"deepseek-v3-16b", 27, 2048, 10944, 16, 16, 128, 4096, 102400, true, true, "RMSNorm", "rope", 0.0, 0.0,
+       "torchtitan deepseek_v3 16B (pytorch/torchtitan@4a950eaab torchtitan/models/deepseek_v3/__init__.py)"},
+      {"llama4-maverick", 48, 5120, 16384, 40, 8, 128, 8192, 202048, true, true, "RMSNorm", "rope", 0.0, 0.0,
+       "torchtitan llama4 17bx128e (pytorch/torchtitan@4a950eaab torchtitan/models/llama4/__init__.py)"},
       {"gpt-oss-120b", 36, 2880, 2880, 64, 8, 64, 4096, 201088, true, true, "RMSNorm", "rope", 0.0, 0.0,
        "gpt-oss-120b model card, arXiv:2508.10925; config.json"},
       {"qwen3-next-80b-a3b", 48, 2048, 5120, 16, 2, 256, 4096, 151936, true, true, "RMSNorm", "rope", 0.0, 0.0,

@@ -51,6 +51,24 @@ bool moe_catalogue_defaults(const std::string& model, MoeConfig& m) {
     // (torchtitan llama4 "17bx16e" with MoEArgs defaults top_k 1, use_shared_expert; workloads/gpt_models.cpp).
     c.num_experts = 16, c.moe_router_topk = 1, c.moe_ffn_hidden_size = 8192;
     c.moe_shared_expert_intermediate_size = 8192;
+  } else if (model == "llama4-maverick") {
+    // Llama 4 Maverick: torchtitan llama4 "17bx128e" (pytorch/torchtitan@4a950eaab torchtitan/models/llama4/
+    // __init__.py: MoEArgs(num_experts=128), top_k default 1, num_shared_experts default 1 (models/moe/moe.py);
+    // model/model.py: MoE hidden int(int(1.2 x int(2 x 4 x 5120 / 3)) / (top_k + shared 1)) rounded up to
+    // multiple_of 2048 = 8192, the shared expert the same), on layers with (layer_id + 1) %
+    // interleave_moe_layer_step (default 2, model/args.py) == 0: dense, MoE, dense, MoE, ...
+    c.num_experts = 128, c.moe_router_topk = 1, c.moe_ffn_hidden_size = 8192;
+    c.moe_shared_expert_intermediate_size = 8192, c.moe_layer_freq = "([0,1]*24)";
+  } else if (model == "deepseek-v3-16b") {
+    // torchtitan deepseek_v3 "16B" (pytorch/torchtitan@4a950eaab torchtitan/models/deepseek_v3/__init__.py):
+    // n_dense_layers 1 of 27, 64 routed experts of moe_inter_dim 1408, num_shared_experts 2 (one MLP of 2 x 1408,
+    // models/moe/moe.py FeedForward(hidden_dim x num_shared_experts)), top_k 6, score_func softmax; MLA with
+    // q_lora_rank 0 (no query compression), kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64,
+    // v_head_dim 128. No MTP (torchtitan has none for this flavor).
+    c.num_experts = 64, c.moe_router_topk = 6, c.moe_ffn_hidden_size = 1408;
+    c.moe_shared_expert_intermediate_size = 2816, c.moe_layer_freq = "([0]*1+[1]*26)";
+    c.multi_latent_attention = true, c.q_lora_rank = 0, c.kv_lora_rank = 512;
+    c.qk_head_dim = 128, c.qk_pos_emb_head_dim = 64, c.v_head_dim = 128;
   } else if (model == "mixtral-8x7b" || model == "mixtral-8x22b") {
     // Mixtral of Experts (arXiv:2401.04088) Table 1: 8 experts, top-2, every layer; expert hidden = the
     // model's hidden_dim (14336 for 8x7B; 16384 for 8x22B per its config.json, mistralai/Mixtral-8x22B-v0.1).

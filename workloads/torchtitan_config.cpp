@@ -639,13 +639,21 @@ std::string catalogue_model(const std::string& name, const std::string& flavor, 
       {{"llama", "70B"}, "llama3-70b"},      {{"llama", "405B"}, "llama3.1-405b"},
       {{"llama4", "17bx16e"}, "llama4-scout"}, {{"deepseek_v3", "671B"}, "deepseek-v3"},
       {{"qwen3", "30B-A3B"}, "qwen3-30b-a3b"}, {{"qwen3", "235B-A22B"}, "qwen3-235b-a22b"},
+      {{"qwen3", "0.6B"}, "qwen3-0.6b"},     {{"qwen3", "1.7B"}, "qwen3-1.7b"},
+      {{"qwen3", "32B"}, "qwen3-32b"},       {{"deepseek_v3", "16B"}, "deepseek-v3-16b"},
+      {{"llama4", "17bx128e"}, "llama4-maverick"},
   };
   const auto it = m.find({name, flavor});
   if (it != m.end()) return it->second;
   std::string known;
   for (const auto& [k, v] : m) known += (known.empty() ? "" : ", ") + k.first + " " + k.second;
-  missing = "the catalogue has no shape for torchtitan's " + name + " flavor '" + flavor +
-            "' (it has " + known + "; --param model=NAME picks a catalogue model of the same shape)";
+  // Llama 4's _irope flavors (every_n_layers_nope 4: NoPE layers with chunked attention, llama4/__init__.py at
+  // @4a950eaab) have an attention fabricsim does not price; the same shape with RoPE and full causal attention
+  // on every layer is the flavor without the suffix.
+  const bool irope = flavor.size() > 6 && flavor.compare(flavor.size() - 6, 6, "_irope") == 0;
+  missing = "the catalogue has no shape for torchtitan's " + name + " flavor '" + flavor + "' (" +
+            (irope ? "NoPE layers with chunked attention are not modelled; " : "") + "it has " + known +
+            "; --param model=NAME picks a catalogue model of the same shape)";
   return "";
 }
 
@@ -677,6 +685,13 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
   const std::string model = overrides.count("model") ? overrides.at("model") : catalogue_model(name, flavor, missing);
   if (model.empty()) fail(pick({"model.flavor", "model_spec.flavor"}), missing);
   p["model"] = model;
+  // torchtitan trains no multi-token prediction in any catalogue flavor: MTP exists only from f59c215e8
+  // (2026-08-10), built when model_registry(..., num_mtp_layers=N) is given N > 0, which only
+  // deepseek_v3_debugmodel_mtp does (torchtitan/models/deepseek_v3/__init__.py and config_registry.py at
+  // pytorch/torchtitan@b5bcd76c6, num_mtp_layers default 0; MTP.md there: it refuses PP and CP with MTP); the TOML
+  // era (to 4a950eaab) has no MTP module at all. A catalogue model with MTP (deepseek-v3) is imported without it.
+  if (MoeConfig moe; moe_catalogue_defaults(model, moe) && moe.mtp_num_layers > 0)
+    p["mtp_num_layers"] = 0;
   const GptModelShape* shape = find_gpt_model(model);
   const std::int64_t layers = shape ? shape->num_layers : 0;
   if (gen == k2026 && doc_.has_table("model_spec.model"))

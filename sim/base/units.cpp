@@ -104,7 +104,7 @@ std::uint64_t parse_size(std::string_view text, std::string_view what) {
 double parse_bandwidth(std::string_view text, std::string_view what) {
   double v = 0;
   std::string suffix;
-  constexpr const char* expected = "a positive bandwidth such as 400Gbps, 25GB/s, 25GiB/s or bytes/s as a number";
+  constexpr const char* expected = "a positive bandwidth with its unit, such as 400Gbps, 25GB/s or 25GiB/s";
   if (!split_number(text, v, suffix)) fail(what, text, expected);
   std::string s = lower(suffix);
   // Normalise "/s" and "ps" endings.

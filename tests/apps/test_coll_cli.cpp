@@ -109,6 +109,36 @@ TEST_CASE("table: nccl-tests columns, busbw factors, one row per size") {
   CHECK(run_cli("--topology dgx-h100 --op scatter -b 8M -r 8").rc == 2);
 }
 
+TEST_CASE("sizes are rounded as nccl-tests rounds them, and the size column prints the size run") {
+  // NVIDIA/nccl-tests src/alltoall.cu: (count / nranks) & ~(16 / eltSize - 1) elements per rank. 72 GPUs, 1 MiB of
+  // float: 262144 / 72 = 3640 (a multiple of 4), x 72 x 4 B = 1048320 B.
+  Out a = run_cli("--topology gb200-nvl72 --op all_to_all -b 1M");
+  REQUIRE_MESSAGE(a.rc == 0, a.err);
+  auto v = rows(a.out);
+  REQUIRE(v.size() == 1u);
+  CHECK(v[0].size == 1048320);
+  CHECK(a.out.find("     1048320          3640     float") != std::string::npos);
+  // 6 GPUs of a DGX H100, all_gather of 1 MiB: 262144 / 6 = 43690 -> 43688 (4-element multiple), 1048512 B.
+  Out g = run_cli("--topology dgx-h100 -g 6 --op all_gather -b 1M");
+  REQUIRE_MESSAGE(g.rc == 0, g.err);
+  CHECK(rows(g.out).at(0).size == 1048512);
+  // int8: 16-element multiples (1048576 / 6 = 174762 -> 174752).
+  Out i8 = run_cli("--topology dgx-h100 -g 6 --op reduce_scatter -d int8 -b 1M");
+  REQUIRE_MESSAGE(i8.rc == 0, i8.err);
+  CHECK(rows(i8.out).at(0).size == 174752 * 6);
+  // The whole-buffer ops run whole elements: 6 B of float is one element.
+  Out ar = run_cli("--topology dgx-h100 --op all_reduce -b 6 -e 6");
+  REQUIRE_MESSAGE(ar.rc == 0, ar.err);
+  CHECK(rows(ar.out).at(0).size == 4);
+  // Sizes that divide are run as given (every power of two from 1 MiB on 8 GPUs).
+  Out p = run_cli("--topology dgx-h100 --op all_to_all -b 1M -e 4M -f 2");
+  REQUIRE(p.rc == 0);
+  auto pv = rows(p.out);
+  REQUIRE(pv.size() == 3u);
+  CHECK(pv[0].size == 1048576);
+  CHECK(pv[2].size == 4194304);
+}
+
 TEST_CASE("every operation runs on every preset family") {
   for (const char* topo : {"dgx-a100", "dgx-h100", "superpod --param nodes=4", "dgx1-v100", "pcie-server"}) {
     for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all",
@@ -161,8 +191,11 @@ TEST_CASE("bad input: one line on stderr, exit 2, no partial output") {
            {"--topology dgx-a100 --algo nvls -b 1M", "nvls"},
            {"--topology dgx-h100 --comm 0,1,99", "99"},
            {"--topology dgx-h100 --comm 0,1,1", "twice"},
-           {"--topology dgx-h100 --op all_gather -b 12", "multiple of nranks"},
-           {"--topology dgx-h100 --op all_gather -b 48 -e 4M", "multiple of nranks"},
+           {"--topology dgx-h100 --op all_gather -b 12", "size 12 B runs 0 B: all_gather runs bytes / nranks per rank "
+                                                          "rounded down to a multiple of 16 B, as nccl-tests does; the "
+                                                          "smallest size is 128 B"},
+           {"--topology dgx-h100 --op all_gather -b 48 -e 4M", "size 48 B runs 0 B"},
+           {"--topology dgx-h100 --op all_reduce -b 3", "size 3 B runs 0 B: nccl-tests runs whole elements; the smallest size is 4 B"},
            {"--topology dgx-h100 --algo pat --op all_gather", "one rank per host"},
            {"--topology dgx-h100 --engine warp", "--engine warp"},
            {"--topology dgx-h100 -d float7", "--datatype"},

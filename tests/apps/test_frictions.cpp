@@ -20,8 +20,8 @@ TEST_CASE("--list prints what each command accepts") {
     std::vector<const char*> has, lacks;
   };
   const Want wants[] = {
-      {"run", {"topology presets", "superpod", "compute presets", "megatron-sc21", "compute calibrations", "h200",
-               "models", "llama3-70b"}, {"network calibrations"}},
+      {"run", {"topology presets", "superpod", "network calibrations", "shipped:h100", "compute presets",
+               "megatron-sc21", "compute calibrations", "h200", "models", "llama3-70b"}, {}},
       {"sweep", {"superpod", "megatron-sc21", "llama3-70b"}, {"network calibrations"}},
       {"plan", {"superpod", "megatron-sc21", "llama3-70b"}, {"network calibrations"}},
       {"gen", {"megatron-sc21", "llama3-70b"}, {"topology presets"}},
@@ -49,5 +49,56 @@ TEST_CASE("gen dp defaults: 2048 tokens per sample, so a default step is a langu
   CHECK(j["metadata"]["tokens_per_iteration"].get<double>() == 256.0 * 2048);  // global_batch_size x 2048
   // 6 x 1e9 parameters x 2048 tokens per sample: 1.2e13 FLOPs per sample (was 6e9 at 1 token per sample).
   CHECK(j["metadata"]["model_flops_per_iteration"].get<double>() == doctest::Approx(256 * 6.0 * 1e9 * 2048));
+  fs::remove_all(d);
+}
+
+TEST_CASE("gpt defaults: listed by gen --help and docs/workloads.md; a catalogue model without a layout warns") {
+  const fs::path d = scratch_dir("frictions_gpt_defaults");
+  // The list gen --help prints is the one docs/workloads.md shows.
+  const Run h = run_in(d, cli_test::fabricsim("gen --help"));
+  REQUIRE(h.rc == 0);
+  const std::string open = "Defaults (GPT-3 175B's; a model sets its shape, not its layout): ";
+  const auto a = h.out.find(open), b = h.out.find("; world_size 1024 here");
+  REQUIRE(a != std::string::npos);
+  REQUIRE(b != std::string::npos);
+  const std::string list = h.out.substr(a + open.size(), b - a - open.size());
+  for (const char* k : {"tensor_model_parallel_size 8", "pipeline_model_parallel_size 16", "global_batch_size 1536",
+                        "recompute_granularity full", "no virtual pipeline"})
+    CHECK_MESSAGE(list.find(k) != std::string::npos, k);
+  CHECK(slurp(fs::path(FABRICSIM_SOURCE_DIR) / "docs/workloads.md").find(list) != std::string::npos);
+  // --help names every catalogue model (the models --list prints).
+  CHECK(h.out.find("qwen3-next-80b-a3b") != std::string::npos);
+
+  // {"model": "llama3-8b"} on 16 DGX H100: one warning line naming what was applied.
+  cli_test::write_file(d / "m.json",
+                       R"({"topology": {"preset": "superpod", "params": {"nodes": 16, "node": "dgx-h100"}},
+                           "workload": {"generator": "gpt", "params": {"model": "llama3-8b"}}})");
+  Run r = run_in(d, cli_test::fabricsim("run m.json -q --kernel-shapes k.txt"));
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(r.err == "fabricsim run: warning: m.json: /workload/params: model llama3-8b with no parallelism parameter gets "
+                 "the gpt generator's defaults, set for GPT-3 175B on 1024 GPUs: tensor_model_parallel_size 8, "
+                 "pipeline_model_parallel_size 16, no virtual pipeline, recompute_granularity full, global_batch_size "
+                 "1536 (give tensor_model_parallel_size and pipeline_model_parallel_size to choose the layout)\n");
+  // What is given is not listed as a default; any parallelism parameter silences it.
+  cli_test::write_file(d / "g.json",
+                       R"({"topology": {"preset": "superpod", "params": {"nodes": 16, "node": "dgx-h100"}},
+                           "workload": {"generator": "gpt", "params": {"model": "llama3-8b", "global_batch_size": 256,
+                                                                       "recompute_granularity": "none"}}})");
+  r = run_in(d, cli_test::fabricsim("run g.json -q --kernel-shapes k.txt"));
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(r.err.find("pipeline_model_parallel_size 16, no virtual pipeline (give") != std::string::npos);
+  cli_test::write_file(d / "t.json",
+                       R"({"topology": {"preset": "superpod", "params": {"nodes": 16, "node": "dgx-h100"}},
+                           "workload": {"generator": "gpt", "params": {"model": "llama3-8b", "tensor_model_parallel_size": 8}}})");
+  r = run_in(d, cli_test::fabricsim("run t.json -q --kernel-shapes k.txt"));
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(r.err.empty());
+  // No model: the shape is the defaults' own (GPT-3 175B), nothing to warn about.
+  r = run_in(d, cli_test::fabricsim("gen gpt --param world_size=128 --param global_batch_size=16 -o x.json"));
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(r.err.find("warning") == std::string::npos);
+  r = run_in(d, cli_test::fabricsim("gen gpt --param model=llama3-8b --param world_size=128 -o x.json"));
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(r.err.rfind("fabricsim gen: warning: --param model llama3-8b with no parallelism parameter", 0) == 0);
   fs::remove_all(d);
 }

@@ -157,6 +157,28 @@ TEST_CASE("a cycle or an unmatched collective in a Chakra trace is a one-line er
   CHECK(run_root("run --trace examples/imports/transformer.txt -q").rc == 2);
 }
 
+TEST_CASE("a trace that states no samples per step or model FLOPs: n/a in the summary, left out of the result JSON") {
+  // An ASTRA-sim text workload gives compute times, not FLOPs, and no batch.
+  const std::string json_path = (scratch() / "astra.json").string();
+  Run r = run_root("run --trace examples/imports/transformer.txt --topology dgx-h100 -q --json " + cli_test::quoted(json_path));
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(r.out.find("throughput   samples/s n/a (the workload states no samples per step), TFLOP/s per GPU n/a (the "
+                   "workload states no model FLOPs and its compute ops carry none)\n") != std::string::npos);
+  CHECK(r.out.find("0.0 samples/s") == std::string::npos);
+  const auto j = nlohmann::json::parse(cli_test::slurp(json_path));
+  CHECK_FALSE(j.contains("samples_per_s"));
+  CHECK_FALSE(j.contains("tflops_per_gpu"));
+  CHECK(j.contains("tokens_per_s"));
+  CHECK(j.at("iteration_s").get<double>() > 0);
+  // A generator states both.
+  r = run_root("run examples/workloads/gpt3-175b-1024gpu.json -q --json " + cli_test::quoted(json_path));
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(r.out.find(" samples/s, ") != std::string::npos);
+  const auto g = nlohmann::json::parse(cli_test::slurp(json_path));
+  CHECK(g.at("samples_per_s").get<double>() > 0);
+  CHECK(g.at("tflops_per_gpu").get<double>() > 0);
+}
+
 TEST_CASE("the minimal trace as .et and as chakra_jsonizer output gives the Chakra JSON step; two streams overlap in .et") {
   using fabricsim::et_test::EtNode;
   const fs::path d = scratch();

@@ -74,6 +74,49 @@ TEST_CASE("fabricsim calibrate writes a calibration that validate --calibration 
   fs::remove_all(d);
 }
 
+TEST_CASE("fabricsim run --calibration: a fitted file prices a run's collectives, as coll --calibration does") {
+  auto d = tmpdir("run_cal");
+  const std::string cal = (d / "cal.json").string();
+  Run c = run("calibrate " + kData + "nvidia_dgxc_dgxh100_1node_8gpu_all_reduce.meta.json --iterations 3 -o " + cal +
+                  " --name fit-h100",
+              d);
+  REQUIRE_MESSAGE(c.rc == 0, c.err);
+  // One 1 MiB all_reduce over 8 H100 (ASTRA-sim 1.0's MICRO workload).
+  const std::string trace = "run --trace " + std::string(FABRICSIM_SOURCE_DIR) +
+                            "/tests/data/foreign-workloads/astra-sim-1.0-text/microAllReduce.txt --topology dgx-h100 "
+                            "--param npus=8 -q --json ";
+  auto result = [&](const std::string& extra) {
+    const std::string out = (d / "r.json").string();
+    Run r = run(trace + cli_test::quoted(out) + extra, d);
+    REQUIRE_MESSAGE(r.rc == 0, r.err);
+    return nlohmann::json::parse(slurp(out));
+  };
+  const auto fitted = result(" --calibration " + cli_test::quoted(cal));
+  const auto builtin = result(" --calibration default");
+  const auto automatic = result("");
+  CHECK(fitted.at("calibration").get<std::string>().find("fit-h100") != std::string::npos);
+  CHECK(builtin.at("calibration").get<std::string>().rfind("default", 0) == 0);
+  CHECK(automatic.at("calibration").get<std::string>().rfind("h100", 0) == 0);  // the scenario's auto
+  const double tf = fitted.at("iteration_s").get<double>(), tb = builtin.at("iteration_s").get<double>();
+  CHECK(tf > 0);
+  CHECK(std::abs(tf / tb - 1) > 1e-3);  // the fitted constants move the all_reduce
+  // coll with the same file gives the fitted all_reduce time too: both sides use models::System.
+  Run cf = run("coll -t dgx-h100 --op all_reduce -b 1M --calibration " + cli_test::quoted(cal) + " --json c.json", d);
+  Run cb = run("coll -t dgx-h100 --op all_reduce -b 1M --calibration default --json cb.json", d);
+  REQUIRE(cf.rc == 0);
+  REQUIRE(cb.rc == 0);
+  const double cft = nlohmann::json::parse(slurp((d / "c.json").string())).at("rows")[0].at("time_us").get<double>();
+  const double cbt = nlohmann::json::parse(slurp((d / "cb.json").string())).at("rows")[0].at("time_us").get<double>();
+  // The trace is that one all_reduce: the run's step is coll's time for it, calibration by calibration.
+  CHECK(tf * 1e6 == doctest::Approx(cft).epsilon(1e-9));
+  CHECK(tb * 1e6 == doctest::Approx(cbt).epsilon(1e-9));
+  // A file that is not there: one line naming it, exit 2.
+  Run bad = run(trace + "x.json --calibration missing.json", d);
+  CHECK(bad.rc == 2);
+  CHECK(bad.err.find("missing.json") != std::string::npos);
+  fs::remove_all(d);
+}
+
 TEST_CASE("bad inputs: one error line, exit 2, no output file") {
   auto d = tmpdir("e");
   std::string out = (d / "x.json").string();

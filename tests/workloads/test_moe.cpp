@@ -78,6 +78,20 @@ TEST_CASE("moe catalogue: total parameters match the published model sizes") {
   }
 }
 
+TEST_CASE("torchtitan flavors in the catalogue: total parameters match the flavor names") {
+  // The sizes torchtitan's flavors are named by (pytorch/torchtitan@4a950eaab: qwen3 0.6B / 1.7B / 32B,
+  // deepseek_v3 16B), and Llama 4 Maverick 400B total, 17B active (Meta, "The Llama 4 herd", 2025-04-05).
+  // Qwen3-32B: 32.8B with untied embeddings; 0.6B and 1.7B tie them (enable_weight_tying).
+  const std::pair<const char*, double> named[] = {{"qwen3-0.6b", 0.6e9}, {"qwen3-1.7b", 1.7e9}, {"qwen3-32b", 32.8e9},
+                                                  {"deepseek-v3-16b", 16e9}, {"llama4-maverick", 400e9}};
+  for (const auto& [m, n] : named) {
+    CAPTURE(m);
+    const double got = model_params(m);
+    CAPTURE(got);
+    CHECK(std::abs(got / n - 1.0) < 0.03);
+  }
+}
+
 TEST_CASE("moe_layer_freq: integers and Megatron's list expressions") {
   auto ds = moe_layer_pattern("([0]*3+[1]*58)", 61, "t");
   CHECK(std::count(ds.begin(), ds.end(), true) == 58);
