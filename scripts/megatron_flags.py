@@ -207,6 +207,9 @@ MODEL |= {"ddp_pad_buckets_for_high_nccl_busbw"}
 # Which fused cross entropy runs with --cross-entropy-loss-fusion (native | te): the same loss memory and pricing
 # (workloads/gpt.hpp, gpt_model.cpp).
 MODEL |= {"cross_entropy_fusion_impl"}
+# Full recompute's checkpointed inputs split over TP (--distribute-saved-activations): the memory, the split copy
+# and the all-gather before each recompute (workloads/gpt.hpp).
+MODEL |= {"distribute_saved_activations"}
 # Groups new in d98e8a64 whose flags leave pretrain_gpt.py's step alone: GRPO reinforcement learning (train_rl.py)
 # and the fault injector (it hangs or kills ranks to test resilience; it does not change a step).
 NO_EFFECT_GROUPS |= {"_add_rl_args", "_add_fault_injector_args"}

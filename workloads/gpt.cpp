@@ -462,6 +462,7 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
                               {"recompute_granularity", c.recompute_granularity}})
     if (!r.has(k)) c.defaulted_layout.push_back(std::string(k) + " " + v);
   c.recompute_method = r.string("recompute_method", c.recompute_method);
+  c.distribute_saved_activations = r.boolean("distribute_saved_activations", false);
   c.recompute_num_layers = r.integer("recompute_num_layers", 0, 0);
   c.selective_ac_option = r.string("selective_ac_option", "");
   c.recompute_modules = r.string("recompute_modules", "");
@@ -1310,6 +1311,12 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     fail("norm_type", "fused_rmsnorm is torchtitan's Triton RMSNorm; it needs torch_compile and normalization RMSNorm");
   if (!c.torch_compile.empty() && c.attention_backend == "unfused")
     fail("torch_compile", "prices torchtitan's block around SDPA; it needs flash or fused attention");
+  // Megatron-LM's own checks (arguments.py:1410-1419, transformer_config.py:1934-1938 @d98e8a64).
+  if (c.distribute_saved_activations) {
+    if (c.tensor_model_parallel_size < 2) fail("distribute_saved_activations", "splits the saved inputs over TP; it needs tensor_model_parallel_size > 1");
+    if (c.recompute_granularity != "full") fail("distribute_saved_activations", "applies to full recompute only (recompute_granularity full)");
+    if (c.sequence_parallel) fail("distribute_saved_activations", "cannot be used with sequence_parallel (Megatron-Core refuses it)");
+  }
   if (c.cross_entropy_fusion_impl != "native" && c.cross_entropy_fusion_impl != "te")
     fail("cross_entropy_fusion_impl", "expected native or te (Megatron-LM's choices), got '" + c.cross_entropy_fusion_impl + "'");
   if (c.cross_entropy_impl != "megatron" && c.cross_entropy_loss_fusion)
@@ -1398,6 +1405,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   m["recompute_granularity"] = c.recompute_granularity;
   if (!c.selective_ac_option.empty()) m["selective_ac_option"] = c.selective_ac_option;
   if (!c.recompute_modules.empty()) m["recompute_modules"] = c.recompute_modules;
+  if (c.distribute_saved_activations) B("distribute_saved_activations", true);
   if (c.cross_entropy_impl != "megatron") m["cross_entropy_impl"] = c.cross_entropy_impl;
   if (c.cross_entropy_fusion_impl != "native") m["cross_entropy_fusion_impl"] = c.cross_entropy_fusion_impl;
   if (c.fsdp_embeddings_in_root) B("fsdp_embeddings_in_root", true);

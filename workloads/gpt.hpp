@@ -126,6 +126,11 @@ struct GptConfig {
   std::string recompute_granularity = "full";  // "full" | "selective" | "none"
   std::string recompute_method = "uniform";    // uniform | block (full recompute only)
   std::int64_t recompute_num_layers = 0;       // 0 = every layer (uniform: layers per checkpoint group 1)
+  // Megatron-LM's --distribute-saved-activations (full recompute, TP > 1, no sequence parallelism, as Megatron
+  // asserts): each checkpoint keeps only its TP rank's 1 / TP of the saved input (a copy of that chunk after the
+  // checkpointed forward) and all-gathers it over TP before the recompute (CheckpointFunction,
+  // megatron/core/tensor_parallel/random.py:600-672 at NVIDIA/Megatron-LM@d98e8a64).
+  bool distribute_saved_activations = false;
   // torchtitan's [activation_checkpoint] selective_ac_option with recompute_granularity selective: "" =
   // Megatron-Core's selective recompute (core attention), "op" = torchtitan's per-op policy (saves the
   // attention output and every other matmul output; the rest of the layer is recomputed).

@@ -813,18 +813,20 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // Stored bytes of one micro-batch through a chunk of `lpc` layers (MoE models: `sel_mean` selective bytes per
   // layer), and its peak during that chunk's backward.
   // `off_mean`: the bytes fine-grained activation offloading moves to the host per layer (0 = none).
+  // distribute_saved_activations: a checkpoint keeps 1 / TP of its input (random.py:621-625 @d98e8a64).
+  const double ckpt_input = c.distribute_saved_activations ? input_only / t : input_only;
   auto chunk_bytes = [&](double lpc, double sel_mean, double off_mean) -> std::pair<double, double> {
     double stored = 0, peak = 0;
     if (c.recompute_granularity == "full") {
       double n_re = c.recompute_num_layers ? std::min<double>(double(c.recompute_num_layers), lpc) : lpc;
       if (c.recompute_method == "block") {
-        stored = n_re * input_only + (lpc - n_re) * full;
-        peak = std::max(stored, (n_re - 1.0) * input_only + full);
+        stored = n_re * ckpt_input + (lpc - n_re) * full;
+        peak = std::max(stored, (n_re - 1.0) * ckpt_input + full);
       } else {
         const double group = c.recompute_num_layers ? n_re : 1.0;
         const double groups = std::ceil(lpc / group);
-        stored = groups * input_only;
-        peak = std::max(stored, (groups - 1.0) * input_only + group * full);
+        stored = groups * ckpt_input;
+        peak = std::max(stored, (groups - 1.0) * ckpt_input + group * full);
       }
     } else if (c.selective_ac_option == "op") {
       // The layer in its backward holds its recomputed activations on top of what was saved.

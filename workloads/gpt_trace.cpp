@@ -562,6 +562,17 @@ class StageEmitter {
     if (c.recompute_method == "block" && c.recompute_num_layers) return l < std::min(c.recompute_num_layers, n_chunk);
     return true;
   }
+  // distribute_saved_activations (GptConfig): whether chunk layer l of nl ends a checkpoint in forward order, whose
+  // saved input is split over TP -- uniform: groups of recompute_num_layers (1 when 0) from the chunk's first layer;
+  // block: each of the recomputed layers (megatron/core/transformer/transformer_block.py _checkpointed_forward).
+  bool ends_split_checkpoint(std::int64_t l, std::int64_t n_chunk) const {
+    if (!c.distribute_saved_activations || !recomputed(l, n_chunk)) return false;
+    if (c.recompute_method == "block") return true;
+    const std::int64_t g = std::max<std::int64_t>(1, c.recompute_num_layers);
+    return l == std::min((l / g + 1) * g, n_chunk) - 1;
+  }
+  // The checkpoint's input (the residual stream: all the rank's tokens, no sequence parallelism) in bytes.
+  double checkpoint_input_bytes() const { return x_.tp_bytes * c.residual_bytes() / 2.0; }
   double layer_el(std::int64_t gl) const {
     double el = x_.Pl;
     if (gl == 0) el += x_.emb_el;
@@ -1397,6 +1408,15 @@ class StageEmitter {
           if (l > 0) fg_offload_fwd(mb, l - 1, nl, gl - 1, mbs, extra.get());
         };
         fwd_layer_steps(mbs + ".l" + std::to_string(gl), false, gl, out, pre, extra);
+        // distribute_saved_activations: the checkpoint keeps a copy of its rank's 1 / TP of the input
+        // (split_tensor_into_1d_equal_chunks(new_buffer=True), random.py:621-625 @d98e8a64): read and write it.
+        if (ends_split_checkpoint(l, nl))
+          out.push_back([this, mbs, gl]() {
+            Costs copy;
+            copy.add(x_.cm, KernelDesc::memory(models::MemoryKernel::Copy, 2.0 * checkpoint_input_bytes() / double(t),
+                                               Precision::BF16));
+            rb.chain(compute_op(mbs + ".l" + std::to_string(gl) + ".checkpoint.split", copy));
+          });
       }
       if (K.mtp_moe && place(ch).mtp) {
         mtp_moe_fwd(mb, ch, base, nl, mbs, last_chunk, out);
@@ -1460,6 +1480,13 @@ class StageEmitter {
         fg_offload_bwd(mb, l, nl, gl, mbs, *extra);
       };
       if (re) {
+        // distribute_saved_activations: the checkpoint's input is all-gathered over TP before the group's recompute
+        // (gather_split_1d_tensor, random.py:647-651 @d98e8a64: synchronous, on the compute stream's order).
+        if (ends_split_checkpoint(l, nl))
+          out.push_back([this, nm]() {
+            rb.chain(coll_op(nm + ".checkpoint.ag", CollOp::AllGather, Y.tp_comm[st], checkpoint_input_bytes(),
+                             RankBuilder::kTp, "tp"));
+          });
         // The recomputed forward takes the dependencies; the backward then has none.
         auto none = std::make_shared<std::vector<std::uint32_t>>();
         fwd_layer_steps(nm, true, gl, out, pre, extra);

@@ -161,7 +161,7 @@ const std::vector<MegatronFlag>& megatron_flags() {
     {"--dist-ckpt-strictness", "dist_ckpt_strictness", MegatronFlag::kStr, 1, MegatronFlag::kNoEffect, 3008, "_add_checkpointing_args", "assume_ok_unexpected", "1e057005 d98e8a64"},
     {"--dist-ckpt-workers", "dist_ckpt_workers", MegatronFlag::kInt, 1, MegatronFlag::kNoEffect, 3029, "_add_checkpointing_args", "1", "d98e8a64"},
     {"--distrib-optim-fully-reshardable-mem-efficient", "distrib_optim_fully_reshardable_mem_efficient", MegatronFlag::kTrue, 1, MegatronFlag::kNoEffect, 3008, "_add_checkpointing_args", "", "d98e8a64"},
-    {"--distribute-saved-activations", "distribute_saved_activations", MegatronFlag::kTrue, 1, MegatronFlag::kNotModelled, 2373, "_add_network_size_args", "", "1e057005 d98e8a64"},
+    {"--distribute-saved-activations", "distribute_saved_activations", MegatronFlag::kTrue, 1, MegatronFlag::kModel, 2373, "_add_network_size_args", "", "1e057005 d98e8a64"},
     {"--distributed-backend", "distributed_backend", MegatronFlag::kStr, 1, MegatronFlag::kNoEffect, 3092, "_add_distributed_args", "nccl", "1e057005 d98e8a64"},
     {"--distributed-timeout-minutes", "distributed_timeout_minutes", MegatronFlag::kInt, 1, MegatronFlag::kNoEffect, 3092, "_add_distributed_args", "10", "1e057005 d98e8a64"},
     {"--distributed-timeout-seconds-after-init", "distributed_timeout_seconds_after_init", MegatronFlag::kInt, 1, MegatronFlag::kNoEffect, 3092, "_add_distributed_args", "", "d98e8a64"},

@@ -284,3 +284,56 @@ TEST_CASE("cross_entropy_fusion_impl: Transformer Engine's fused cross entropy p
   CHECK(imp.params.at("cross_entropy_fusion_impl") == "te");
   CHECK(imp.not_modelled.empty());
 }
+
+TEST_CASE("distribute_saved_activations: full recompute's saved inputs split over TP, all-gathered before the recompute") {
+  // TP 2 without sequence parallelism, every layer its own checkpoint; one stage (PP 1) on 4 GPUs.
+  const ParamMap base = small({{"sequence_parallel", "false"}, {"recompute_granularity", "full"},
+                               {"pipeline_model_parallel_size", "1"}, {"world_size", "4"}});
+  ParamMap dist = base;
+  dist["distribute_saved_activations"] = "true";
+  // Memory: the peak holds 3 stored inputs (and the recomputed layer); each is now 1/2 of 2048 x 1024 x 2 bytes.
+  const double input = 2048.0 * 1024.0 * 2.0;
+  CHECK(gpt_memory_per_gpu(cfg(base)).activations_bytes - gpt_memory_per_gpu(cfg(dist)).activations_bytes ==
+        doctest::Approx(3.0 * input / 2.0));
+  const Trace t0 = workloads_test::gen(base), t1 = workloads_test::gen(dist);
+  const RankTrace& r = t1.ranks.at(0);
+  int splits = 0, gathers = 0;
+  for (std::size_t i = 0; i < r.ops.size(); ++i) {
+    const Op& op = r.ops[i];
+    if (op.name.find(".checkpoint.split") != std::string::npos) {
+      ++splits;
+      // A copy of the rank's half of the input: read and write 2048 x 1024 x 2 / 2 bytes.
+      CHECK(op.duration_s == doctest::Approx(kt(MemoryKernel::Copy, 2.0 * input / 2.0)).epsilon(1e-3));
+    }
+    if (op.name.find(".checkpoint.ag") != std::string::npos) {
+      ++gathers;
+      CHECK(op.kind == OpKind::Collective);
+      CHECK(op.bytes == input);  // the whole input gathered over TP
+      // the layer's recompute waits for it
+      const std::string layer = op.name.substr(0, op.name.find(".checkpoint.ag"));
+      const int re = index_of(r, layer + ".recompute.attn");
+      REQUIRE(re > static_cast<int>(i));
+    }
+  }
+  const int mbs = 8 / 2;  // global batch 8 over DP 2, micro-batch 1
+  CHECK(splits == 4 * mbs);
+  CHECK(gathers == 4 * mbs);
+  CHECK(index_of(t0.ranks.at(0), "mb0.l0.checkpoint.ag") < 0);
+  // Groups of 2 layers (uniform): one checkpoint, split and gather per group.
+  ParamMap g2 = dist;
+  g2["recompute_num_layers"] = "2";
+  const Trace t2 = workloads_test::gen(g2);
+  CHECK(index_of(t2.ranks.at(0), "mb0.l1.checkpoint.split") >= 0);
+  CHECK(index_of(t2.ranks.at(0), "mb0.l0.checkpoint.split") < 0);
+  CHECK(index_of(t2.ranks.at(0), "mb0.l3.checkpoint.ag") >= 0);
+  CHECK(index_of(t2.ranks.at(0), "mb0.l2.checkpoint.ag") < 0);
+  // Megatron's own checks.
+  CHECK(error_of([&] { ParamMap p = dist; p["sequence_parallel"] = "true"; cfg(p); })
+            .find("distribute_saved_activations: cannot be used with sequence_parallel") != std::string::npos);
+  CHECK(error_of([&] { ParamMap p = dist; p["recompute_granularity"] = "selective"; cfg(p); })
+            .find("distribute_saved_activations: applies to full recompute only") != std::string::npos);
+  const auto imp = workloads_test::import_small("--tensor-model-parallel-size 2 --recompute-granularity full "
+                                                 "--recompute-method uniform --distribute-saved-activations");
+  CHECK(imp.params.at("distribute_saved_activations") == true);
+  CHECK(imp.not_modelled.empty());
+}
