@@ -1415,4 +1415,12 @@ Costs GptStepKernels::optimizer(const models::ComputeModel& cm, double elements)
   return opt;
 }
 
+Costs GptStepKernels::memory_pass(const models::ComputeModel& cm, models::MemoryKernel kind, double bytes,
+                                  Precision p) const {
+  Costs out;
+  if (legacy) out.add(cm, Kernel{OpClass::Elementwise, 0, bytes});
+  else out.add(cm, KernelDesc::memory(kind, bytes, p));
+  return out;
+}
+
 }  // namespace fabricsim::workloads::gpt_detail

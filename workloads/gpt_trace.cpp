@@ -1412,9 +1412,8 @@ class StageEmitter {
         // (split_tensor_into_1d_equal_chunks(new_buffer=True), random.py:621-625 @d98e8a64): read and write it.
         if (ends_split_checkpoint(l, nl))
           out.push_back([this, mbs, gl]() {
-            Costs copy;
-            copy.add(x_.cm, KernelDesc::memory(models::MemoryKernel::Copy, 2.0 * checkpoint_input_bytes() / double(t),
-                                               Precision::BF16));
+            const Costs copy = K.memory_pass(x_.cm, models::MemoryKernel::Copy, 2.0 * checkpoint_input_bytes() / double(t),
+                                             Precision::BF16);
             rb.chain(compute_op(mbs + ".l" + std::to_string(gl) + ".checkpoint.split", copy));
           });
       }
@@ -1778,10 +1777,8 @@ class StageEmitter {
     // bucket, each collective synchronous (async_op false: the compute stream waits for it), so each scale waits
     // for the previous bucket's collective.
     auto grad_scale = [&](const std::string& name, double el) {
-      Costs sc;
-      sc.add(x_.cm, models::KernelDesc::memory(models::MemoryKernel::Elementwise, 2.0 * el * grad_elem_bytes,
-                                               grad_elem_bytes == 4.0 ? Precision::FP32 : Precision::BF16));
-      return compute_op(name, sc);
+      return compute_op(name, K.memory_pass(x_.cm, models::MemoryKernel::Elementwise, 2.0 * el * grad_elem_bytes,
+                                            grad_elem_bytes == 4.0 ? Precision::FP32 : Precision::BF16));
     };
     const bool ddp_scale = c.megatron_ddp() && !c.ddp_average_in_collective;
     if (dp * cp > 1 && !c.fsdp()) {
