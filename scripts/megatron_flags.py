@@ -194,6 +194,22 @@ MODEL |= {"tp_comm_overlap_ag", "tp_comm_overlap_rs", "tp_comm_overlap_rs_dgrad"
 # --tp-comm-split-ag / --tp-comm-split-rs: read only for Transformer Engine before 1.5 (ub_split_ag / ub_split_rs,
 # megatron/core/extensions/transformer_engine.py at d98e8a64; from 1.5 tp_comm_overlap_ag / _rs decide).
 NO_EFFECT |= {"tp_comm_split_ag", "tp_comm_split_rs"}
+# The bias + dropout + residual add as one compiled kernel or eager ops (--no-bias-dropout-fusion), and the residual
+# stream in fp32 (--fp32-residual-connection: the residual adds, the norms' input casts, the pipeline sends, the
+# checkpointed layer inputs; workloads/gpt.hpp).
+MODEL |= {"bias_dropout_fusion", "fp32_residual_connection"}
+# Megatron-Core DDP's gradient scaling before each bucket's collective, gone when the collective averages
+# (--ddp-average-in-collective; workloads/gpt.hpp).
+MODEL |= {"ddp_average_in_collective"}
+# The distributed optimizer's bucket padding to lcm(DP, 128, 2^16) elements (--ddp-pad-buckets-for-high-nccl-busbw):
+# the padded bytes in the bucket collectives (workloads/gpt.hpp).
+MODEL |= {"ddp_pad_buckets_for_high_nccl_busbw"}
+# Which fused cross entropy runs with --cross-entropy-loss-fusion (native | te): the same loss memory and pricing
+# (workloads/gpt.hpp, gpt_model.cpp).
+MODEL |= {"cross_entropy_fusion_impl"}
+# Full recompute's checkpointed inputs split over TP (--distribute-saved-activations): the memory, the split copy
+# and the all-gather before each recompute (workloads/gpt.hpp).
+MODEL |= {"distribute_saved_activations"}
 # Groups new in d98e8a64 whose flags leave pretrain_gpt.py's step alone: GRPO reinforcement learning (train_rl.py)
 # and the fault injector (it hangs or kills ranks to test resilience; it does not change a step).
 NO_EFFECT_GROUPS |= {"_add_rl_args", "_add_fault_injector_args"}

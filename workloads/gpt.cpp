@@ -477,6 +477,7 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
                               {"recompute_granularity", c.recompute_granularity}})
     if (!r.has(k)) c.defaulted_layout.push_back(std::string(k) + " " + v);
   c.recompute_method = r.string("recompute_method", c.recompute_method);
+  c.distribute_saved_activations = r.boolean("distribute_saved_activations", false);
   c.recompute_num_layers = r.integer("recompute_num_layers", 0, 0);
   c.selective_ac_option = r.string("selective_ac_option", "");
   c.recompute_modules = r.string("recompute_modules", "");
@@ -495,6 +496,10 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.bias_swiglu_fusion = r.boolean("bias_swiglu_fusion", true);
   c.bias_gelu_fusion = r.boolean("bias_gelu_fusion", true);
   c.apply_rope_fusion = r.boolean("apply_rope_fusion", true);
+  c.bias_dropout_fusion = r.boolean("bias_dropout_fusion", true);
+  c.ddp_average_in_collective = r.boolean("ddp_average_in_collective", false);
+  c.ddp_pad_buckets_for_high_nccl_busbw = r.boolean("ddp_pad_buckets_for_high_nccl_busbw", false);
+  c.fp32_residual_connection = r.boolean("fp32_residual_connection", false);
   c.overlap_param_gather = r.boolean("overlap_param_gather", false);
   c.overlap_param_gather_with_optimizer_step = r.boolean("overlap_param_gather_with_optimizer_step", false);
   c.align_param_gather = r.boolean("align_param_gather", true);
@@ -526,6 +531,7 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.dualpipe_zero_bubble = r.boolean("dualpipe_zero_bubble", c.dualpipe_zero_bubble);
   c.cross_entropy_loss_fusion = r.boolean("cross_entropy_loss_fusion", false);
   c.cross_entropy_impl = r.string("cross_entropy_impl", c.cross_entropy_impl);
+  c.cross_entropy_fusion_impl = r.string("cross_entropy_fusion_impl", c.cross_entropy_fusion_impl);
   c.fsdp_embeddings_in_root = r.boolean("fsdp_embeddings_in_root", false);
   c.fsdp_reshard_after_forward = r.string("fsdp_reshard_after_forward", c.fsdp_reshard_after_forward);
   c.fsdp_expert_units = r.boolean("fsdp_expert_units", false);
@@ -1314,7 +1320,9 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     fail("torch_compile", "describes torchtitan's model code (eager or torch.compile'd); it needs use_torch_fsdp2");
   // Megatron-LM's fusion switches describe Megatron's layer; torchtitan's block is set by torch_compile.
   for (const auto& [key, on] : {std::pair<const char*, bool>{"bias_swiglu_fusion", c.bias_swiglu_fusion},
-                                {"bias_gelu_fusion", c.bias_gelu_fusion}, {"apply_rope_fusion", c.apply_rope_fusion}})
+                                {"bias_gelu_fusion", c.bias_gelu_fusion}, {"apply_rope_fusion", c.apply_rope_fusion},
+                                {"bias_dropout_fusion", c.bias_dropout_fusion},
+                                {"fp32_residual_connection", !c.fp32_residual_connection}})
     if (!on && !c.torch_compile.empty())
       fail(key, "is Megatron-LM's; torchtitan's block is described by torch_compile (eager or compiled)");
   if (!c.context_parallel_rotate_method.empty()) {
@@ -1335,6 +1343,14 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     fail("norm_type", "fused_rmsnorm is torchtitan's Triton RMSNorm; it needs torch_compile and normalization RMSNorm");
   if (!c.torch_compile.empty() && c.attention_backend == "unfused")
     fail("torch_compile", "prices torchtitan's block around SDPA; it needs flash or fused attention");
+  // Megatron-LM's own checks (arguments.py:1410-1419, transformer_config.py:1934-1938 @d98e8a64).
+  if (c.distribute_saved_activations) {
+    if (c.tensor_model_parallel_size < 2) fail("distribute_saved_activations", "splits the saved inputs over TP; it needs tensor_model_parallel_size > 1");
+    if (c.recompute_granularity != "full") fail("distribute_saved_activations", "applies to full recompute only (recompute_granularity full)");
+    if (c.sequence_parallel) fail("distribute_saved_activations", "cannot be used with sequence_parallel (Megatron-Core refuses it)");
+  }
+  if (c.cross_entropy_fusion_impl != "native" && c.cross_entropy_fusion_impl != "te")
+    fail("cross_entropy_fusion_impl", "expected native or te (Megatron-LM's choices), got '" + c.cross_entropy_fusion_impl + "'");
   if (c.cross_entropy_impl != "megatron" && c.cross_entropy_loss_fusion)
     fail("cross_entropy_loss_fusion", "is Megatron's fused cross entropy; it needs cross_entropy_impl megatron");
   if (!c.recompute_modules.empty()) {
@@ -1456,7 +1472,9 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   m["recompute_granularity"] = c.recompute_granularity;
   if (!c.selective_ac_option.empty()) m["selective_ac_option"] = c.selective_ac_option;
   if (!c.recompute_modules.empty()) m["recompute_modules"] = c.recompute_modules;
+  if (c.distribute_saved_activations) B("distribute_saved_activations", true);
   if (c.cross_entropy_impl != "megatron") m["cross_entropy_impl"] = c.cross_entropy_impl;
+  if (c.cross_entropy_fusion_impl != "native") m["cross_entropy_fusion_impl"] = c.cross_entropy_fusion_impl;
   if (c.fsdp_embeddings_in_root) B("fsdp_embeddings_in_root", true);
   if (c.fsdp_reshard_after_forward != "default") m["fsdp_reshard_after_forward"] = c.fsdp_reshard_after_forward;
   if (c.fsdp_expert_units) B("fsdp_expert_units", true);
@@ -1472,6 +1490,10 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   if (!c.bias_swiglu_fusion) B("bias_swiglu_fusion", false);
   if (!c.bias_gelu_fusion) B("bias_gelu_fusion", false);
   if (!c.apply_rope_fusion) B("apply_rope_fusion", false);
+  if (!c.bias_dropout_fusion) B("bias_dropout_fusion", false);
+  if (c.ddp_average_in_collective) B("ddp_average_in_collective", true);
+  if (c.ddp_pad_buckets_for_high_nccl_busbw) B("ddp_pad_buckets_for_high_nccl_busbw", true);
+  if (c.fp32_residual_connection) B("fp32_residual_connection", true);
   B("overlap_param_gather", c.overlap_param_gather);
   if (c.overlap_param_gather_with_optimizer_step) B("overlap_param_gather_with_optimizer_step", true);
   if (!c.align_param_gather) B("align_param_gather", false);

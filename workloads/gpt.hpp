@@ -126,6 +126,11 @@ struct GptConfig {
   std::string recompute_granularity = "full";  // "full" | "selective" | "none"
   std::string recompute_method = "uniform";    // uniform | block (full recompute only)
   std::int64_t recompute_num_layers = 0;       // 0 = every layer (uniform: layers per checkpoint group 1)
+  // Megatron-LM's --distribute-saved-activations (full recompute, TP > 1, no sequence parallelism, as Megatron
+  // asserts): each checkpoint keeps only its TP rank's 1 / TP of the saved input (a copy of that chunk after the
+  // checkpointed forward) and all-gathers it over TP before the recompute (CheckpointFunction,
+  // megatron/core/tensor_parallel/random.py:600-672 at NVIDIA/Megatron-LM@d98e8a64).
+  bool distribute_saved_activations = false;
   // torchtitan's [activation_checkpoint] selective_ac_option with recompute_granularity selective: "" =
   // Megatron-Core's selective recompute (core attention), "op" = torchtitan's per-op policy (saves the
   // attention output and every other matmul output; the rest of the layer is recomputed).
@@ -209,12 +214,34 @@ struct GptConfig {
   // Megatron-Core's DistributedDataParallel: no FSDP and no Megatron-FSDP sharding strategy.
   bool megatron_ddp() const { return !fsdp() && data_parallel_sharding_strategy == "no_shard"; }
   bool grad_reduce_in_fp32 = false;     // DP gradient reduction in fp32 (4 bytes) instead of 2
+  // Megatron-Core's DDP averages the gradients over the data-parallel x context-parallel group. By default
+  // (ddp_average_in_collective false) each bucket's gradients are first scaled by 1 / (DP x CP) in place on the
+  // compute stream, right before its collective, which then sums (ReduceOp.SUM); with --ddp-average-in-collective
+  // the collective averages (ReduceOp.AVG) and only the expert buckets keep a scale, by EDP / (DP x CP), where the
+  // two groups differ (DistributedDataParallel.__init__, megatron/core/distributed/distributed_data_parallel.py:
+  // 243-278, and _ParamAndGradBucketGroup.start_grad_sync, param_and_grad_buffer.py:660-672 at
+  // NVIDIA/Megatron-LM@d98e8a64). Megatron-Core's DDP only (GptConfig::megatron_ddp); gpt_trace.cpp finish_step.
+  bool ddp_average_in_collective = false;
+  // Megatron-Core's --ddp-pad-buckets-for-high-nccl-busbw: with the distributed optimizer each bucket's end is padded
+  // to a multiple of lcm(DP x CP, 128, 2^16) elements, so the padded bytes are reduced and gathered (gpt_trace.cpp
+  // padded). No effect without use_distributed_optimizer (Megatron's layout pads only the distributed optimizer's).
+  bool ddp_pad_buckets_for_high_nccl_busbw = false;
   // Megatron-LM's gradient-accumulation fusion (default on): weight-gradient GEMMs accumulate into the main
   // gradient; false adds each bf16 weight gradient in the DDP hook (gpt_kernels.cpp add_grad_accumulation).
   bool gradient_accumulation_fusion = true;
   // Megatron-LM's kernel fusions (default on; --no-bias-swiglu-fusion, --no-bias-gelu-fusion, --no-rope-fusion):
   // off, the activation and RoPE run as Megatron's unfused PyTorch ops (gpt_kernels.cpp layer_costs_fused).
   bool bias_swiglu_fusion = true, bias_gelu_fusion = true, apply_rope_fusion = true;
+  // Megatron-Core's bias + dropout + residual add after the attention and the MLP (--no-bias-dropout-fusion: false):
+  // one compiled kernel, or the eager ops of _bias_dropout_add_func (megatron/core/fusions/fused_bias_dropout.py at
+  // NVIDIA/Megatron-LM@d98e8a64) each a kernel of its own (gpt_kernels.cpp bias_dropout_add).
+  bool bias_dropout_fusion = true;
+  // Megatron-Core's --fp32-residual-connection: the residual stream (the embedding output and every layer's
+  // input and output) in fp32, cast to the activation dtype before each norm; the pipeline sends it in fp32
+  // (TransformerConfig.__post_init__ sets pipeline_dtype torch.float). Costs: gpt_kernels.cpp, gpt_model.cpp,
+  // gpt_trace.cpp.
+  bool fp32_residual_connection = false;
+  double residual_bytes() const { return fp32_residual_connection ? 4.0 : 2.0; }  // per residual-stream element
   // Megatron-Core's precision-aware optimizer (--use-precision-aware-optimizer: Transformer Engine's FusedAdam
   // holds the distributed optimizer's state in the dtypes below; megatron/core/optimizer/__init__.py and
   // optimizer_config.py at NVIDIA/Megatron-LM@d98e8a64). Needs use_distributed_optimizer. main_grads_dtype bf16
@@ -337,6 +364,12 @@ struct GptConfig {
   // under TP), "torch_compiled" (the same function under torch.compile, torchtitan from bbb1b616e with
   // training.compile).
   std::string cross_entropy_impl = "megatron";
+  // Megatron-Core's --cross-entropy-fusion-impl, read only with cross_entropy_loss_fusion
+  // (GPTModel.compute_language_model_loss, megatron/core/models/common/language_module/language_module.py:173-198
+  // at NVIDIA/Megatron-LM@d98e8a64): "native" (fused_vocab_parallel_cross_entropy) or "te" (Transformer Engine's
+  // parallel_cross_entropy). Priced alike (gpt_model.cpp says why); Megatron-LM's validate_args refuses te with the
+  // fusion from d98e8a64 on (arguments.py:1697-1702), while 1e057005 ran it.
+  std::string cross_entropy_fusion_impl = "native";
   // torch FSDP2 unit of the embedding and output layer: false (torchtitan from pytorch/torchtitan@83e694105,
   // 2025-07-28: tok_embeddings and [norm, output] are units of their own, the embedding resharded after forward,
   // the output unit reduced right after its backward), true (torchtitan before it: the three stay in the root

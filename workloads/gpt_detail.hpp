@@ -313,6 +313,9 @@ struct GptStepKernels {
   double optimizer_extra_bytes = 0;  // per parameter, beyond Adam's passes (LAMB's norms and second stage)
   // Optimizer step over `elements` parameters (Adam, memory bound).
   Costs optimizer(const models::ComputeModel& cm, double elements) const;
+  // One streaming pass of `bytes` (read + written) of the given kind: at the class roofline (Elementwise) under the
+  // SC'21 pricing (legacy), else the kind's calibrated memory-bound rate.
+  Costs memory_pass(const models::ComputeModel& cm, models::MemoryKernel kind, double bytes, models::Precision p) const;
 };
 GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& cm, const std::string& where);
 

@@ -19,6 +19,35 @@ namespace {
 // The precision of activations and of the kernels that stay in it (bf16 unless the run is fp16; FP8 / FP4 runs keep
 // bf16 activations).
 Precision act_precision(const GptConfig& c) { return c.precision == "fp16" ? Precision::FP16 : Precision::BF16; }
+
+// The bias + dropout + residual add after a block (TransformerLayer's self_attn_bda / mlp_bda,
+// megatron/core/transformer/transformer_layer.py:753-756 and 1104-1107 at NVIDIA/Megatron-LM@d98e8a64; MambaLayer's
+// mamba_bda, megatron/core/ssm/mamba_layer.py:176-179), in bytes per element of the block's output, one entry per
+// kernel. The block output x is in the activation dtype (e bytes), the residual and the sum in the residual
+// stream's (GptConfig::residual_bytes); with dropout a 1-byte mask is written. Fused (bias_dropout_fusion, the
+// default): _bias_dropout_add_func under torch.compile (jit_fuser, megatron/core/jit.py:16-24;
+// get_bias_dropout_add, megatron/core/fusions/fused_bias_dropout.py:83-94) is one kernel reading x and the
+// residual and writing the sum and the mask; its backward is priced as every memory-bound kernel's, twice the
+// forward bytes. Unfused, the same function runs eagerly (fused_bias_dropout.py:33-58), one kernel per op: x cast
+// to the residual's dtype when they differ (read e, write 4), x + bias (read and write), F.dropout (read, write,
+// mask; none at p = 0: PyTorch returns its input), residual + out (read both, write); in the backward the dropout
+// gradient is the fused kernel's, and the cast's gradient (read 4, write e) and the bias gradient (a reduction over
+// the tokens: read the gradient once) are kernels of their own.
+struct BiasDropoutAdd {
+  std::vector<double> fwd, bwd;
+};
+BiasDropoutAdd bias_dropout_add(const GptConfig& c, double e, bool dropout, bool bias) {
+  const double er = c.fp32_residual_connection ? c.residual_bytes() : e, mask = dropout ? 1.0 : 0.0;
+  const double fused = e + 2.0 * er + mask;
+  if (c.bias_dropout_fusion) return {{fused}, {2.0 * fused}};
+  BiasDropoutAdd k{{}, {2.0 * fused}};
+  double xb = e;  // bytes per element of x as the ops after the cast see it
+  if (er != e) k.fwd.push_back(e + er), k.bwd.push_back(er + e), xb = er;
+  if (bias) k.fwd.push_back(2.0 * xb), k.bwd.push_back(xb);
+  if (dropout) k.fwd.push_back(2.0 * xb + 1.0);
+  k.fwd.push_back(xb + 2.0 * er);
+  return k;
+}
 }  // namespace
 
 // Eager FP8 casts (torchao float8 without compile: abs, amax, scale, multiply, clamp, convert as separate ops)
@@ -63,7 +92,13 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
   Kernel attn_dropout{OpClass::Elementwise, 0, c.attention_dropout > 0 ? (B2 * 2.0 + 1.0) * E : 0.0};
   Kernel av{OpClass::Attention, 2.0 * T * skv * q_w / t, B2 * (E + 2.0 * T * q_w / t)};
   Kernel proj = gemm(T, q_w / t, h);
-  Kernel drop_add{OpClass::Elementwise, 0, (B2 * 3.0 + (c.hidden_dropout > 0 ? 1.0 : 0.0)) * Te * h};
+  // The bias + dropout + residual add (bias_dropout_add: the GPT-3 layer has linear biases); the norm reads the
+  // residual stream, cast first to the activation dtype with fp32_residual_connection (layer_costs_fused says why).
+  const BiasDropoutAdd bda = bias_dropout_add(c, B2, c.hidden_dropout > 0, true);
+  auto add_bda = [&](Costs& out, const std::vector<double>& per_el) {
+    for (double bytes : per_el) out.add(cm, Kernel{OpClass::Elementwise, 0, bytes * Te * h});
+  };
+  const Kernel ln_cast{OpClass::Elementwise, 0, c.fp32_residual_connection ? (c.residual_bytes() + B2) * Te * h : 0.0};
   Kernel fc1 = gemm(T, h, fc1_w / t);
   Kernel gelu{OpClass::Elementwise, 0, c.swiglu ? B2 * (fc1_w + f) / t * T : B2 * 2.0 * T * f / t};
   Kernel fc2 = gemm(T, f / t, h);
@@ -82,29 +117,35 @@ LayerCosts layer_costs_unfused(const GptConfig& c, const models::ComputeModel& c
   auto add = [&](Costs& out, const Kernel& k, double times, double tp_share) {
     out.add_tp_gemm(cm, k, times, tp_share);
   };
+  if (ln_cast.bytes > 0) L.fwd_attn.add(cm, ln_cast);
   for (const Kernel& k : {ln, qkv}) L.fwd_attn.add(cm, k);
   if (qk_el > 0) L.fwd_attn.add(cm, qk_norm);
   for (const Kernel& k : {qk, softmax, attn_dropout, av}) L.fwd_attn.add(cm, k);
   add(L.fwd_attn, proj, 1.0, 1.0);
-  L.fwd_attn.add(cm, drop_add);
+  add_bda(L.fwd_attn, bda.fwd);
   // The parallel block (GptConfig::parallel_block): the MLP reads the attention's normalised input, no norm of its own.
   const bool mlp_norm = !c.parallel_block();
+  if (mlp_norm && ln_cast.bytes > 0) L.fwd_mlp.add(cm, ln_cast);
   if (mlp_norm) L.fwd_mlp.add(cm, ln);
   L.fwd_mlp.add(cm, fc1);
   if (sq_bias.bytes > 0) L.fwd_mlp.add(cm, sq_bias);
   L.fwd_mlp.add(cm, gelu);
   add(L.fwd_mlp, fc2, 1.0, 1.0);
-  L.fwd_mlp.add(cm, drop_add);
+  add_bda(L.fwd_mlp, bda.fwd);
   // Backward: each GEMM becomes two GEMMs of the same size (input and weight gradients); elementwise
   // backward kernels move about twice the bytes (read output grad and saved input, write input grad).
   add(L.bwd_attn, qkv, 2.0, in_share);
   for (const Kernel& k : {qk, av, proj}) L.bwd_attn.add(cm, k, 2.0);
-  for (const Kernel& k : {ln, softmax, attn_dropout, drop_add}) L.bwd_attn.add(cm, k, 2.0);
+  for (const Kernel& k : {ln, softmax, attn_dropout}) L.bwd_attn.add(cm, k, 2.0);
+  add_bda(L.bwd_attn, bda.bwd);
+  if (ln_cast.bytes > 0) L.bwd_attn.add(cm, ln_cast);
   if (qk_el > 0) L.bwd_attn.add(cm, qk_norm, 2.0);
   add(L.bwd_mlp, fc1, 2.0, in_share);
   L.bwd_mlp.add(cm, fc2, 2.0);
   if (mlp_norm) L.bwd_mlp.add(cm, ln, 2.0);
-  for (const Kernel& k : {gelu, drop_add}) L.bwd_mlp.add(cm, k, 2.0);
+  if (mlp_norm && ln_cast.bytes > 0) L.bwd_mlp.add(cm, ln_cast);
+  L.bwd_mlp.add(cm, gelu, 2.0);
+  add_bda(L.bwd_mlp, bda.bwd);
   if (sq_bias.bytes > 0) L.bwd_mlp.add(cm, sq_bias, 0.5);
   add(L.wgrad_attn, qkv, 1.0, w_share), L.wgrad_attn.add(cm, proj);  // the weight half of the GEMMs' backward
   add(L.wgrad_mlp, fc1, 1.0, w_share), L.wgrad_mlp.add(cm, fc2);
@@ -333,7 +374,19 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
     }
   };
   const double norm = 2.0 * e * double(Te) * double(h);
-  const double resid = (3.0 * e + (c.hidden_dropout > 0 ? 1.0 : 0.0)) * double(Te) * double(h);
+  // The bias + dropout + residual add after each block (bias_dropout_add; linear biases with LayerNorm, as
+  // gpt_model.cpp counts them), forward and backward kernels.
+  const BiasDropoutAdd bda = bias_dropout_add(c, e, c.hidden_dropout > 0, c.normalization == "LayerNorm");
+  auto add_bda = [&](Costs& out, const std::vector<double>& per_el) {
+    for (double bytes : per_el) out.add(cm, mem(MemoryKernel::Elementwise, bytes * double(Te) * double(h)));
+  };
+  // fp32_residual_connection: each norm reads the fp32 residual stream through a cast to the activation dtype
+  // first -- Transformer Engine's LayerNormLinear / LayerNormMLP cast their input (cast_if_needed(inputmat,
+  // activation_dtype), transformer_engine/pytorch/module/layernorm_linear.py:186-191 at
+  // NVIDIA/TransformerEngine@d0067d0da) and save the cast copy; MambaLayer the same
+  // (hidden_states.to(params_dtype), megatron/core/ssm/mamba_layer.py:163 @d98e8a64) -- read 4, write e bytes per
+  // element; its backward casts the gradient back (read e, write 4).
+  const double norm_cast = c.fp32_residual_connection ? (c.residual_bytes() + e) * double(Te) * double(h) : 0.0;
   const double rope =
       c.position_embedding_type == "rope" && !mixer ? 2.0 * e * double(T) * double((a_t + g_t) * d) : 0.0;
   const double actv = e * double(T) * double(fc1 + f) / double(t);
@@ -362,8 +415,12 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   // + eps and rsqrt touch one fp32 value per row. norm_type fused_rmsnorm (torchtitan's Triton kernel,
   // norms.py TritonFusedRMSNorm) and LayerNorm (nn.LayerNorm): one kernel, as the fused norm.
   auto add_norm = [&](Costs& out, double factor) {
-    if (!eager || c.norm_type == "fused_rmsnorm" || c.normalization != "RMSNorm")
-      return out.add(cm, mem(MemoryKernel::Norm, factor * norm));
+    if (norm_cast > 0 && factor == 1.0) out.add(cm, mem(MemoryKernel::Cast, norm_cast));
+    if (!eager || c.norm_type == "fused_rmsnorm" || c.normalization != "RMSNorm") {
+      out.add(cm, mem(MemoryKernel::Norm, factor * norm));
+      if (norm_cast > 0 && factor != 1.0) out.add(cm, mem(MemoryKernel::Cast, norm_cast));
+      return;
+    }
     const double el = double(Te) * double(h), rows = double(Te);
     for (double per_el : {6.0, 8.0, 4.0, 8.0, 6.0, 4.0}) out.add(cm, mem(MemoryKernel::Copy, factor * per_el * el));
     for (int k = 0; k < 2; ++k) out.add(cm, mem(MemoryKernel::Copy, factor * 8.0 * rows));
@@ -634,7 +691,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   if (out_gate > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Elementwise, out_gate));
   fwd_gemm(L.fwd_attn, attn_out, Tp::Row);
   fuse(L.tp_fused[1][0], false, attn_out.n, attn_out.k);
-  L.fwd_attn.add(cm, mem(MemoryKernel::Elementwise, resid));
+  add_bda(L.fwd_attn, bda.fwd);
   // The parallel block (GptConfig::parallel_block): fc1 reads the attention's normalised input, one norm a layer.
   const bool mlp_norm = !c.parallel_block();
   if (mlp_norm) add_norm(L.fwd_mlp, 1.0);
@@ -645,10 +702,10 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   L.fwd_mlp.add(cm, mem(actv_kind, actv));
   fwd_gemm(L.fwd_mlp, down, Tp::Row);
   fuse(L.tp_fused[0][0], false, down.n, down.k);
-  L.fwd_mlp.add(cm, mem(MemoryKernel::Elementwise, resid));
+  add_bda(L.fwd_mlp, bda.fwd);
   // Backward: memory-bound kernels move twice their forward bytes (read the output gradient and the saved
   // input, write the input gradient).
-  L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
+  add_bda(L.bwd_mlp, bda.bwd);
   bwd_gemm(L.bwd_mlp, down, L.wgrad_mlp);
   fuse(L.tp_fused[0][1], true, down.k, down.n);  // the input-gradient GEMM (M x k x n)
   L.bwd_mlp.add(cm, mem(actv_kind, 2.0 * actv));
@@ -656,7 +713,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   if (gelu_bias > 0) L.bwd_mlp.add(cm, mem(MemoryKernel::Elementwise, gelu_bias));
   bwd_gemm(L.bwd_mlp, up, L.wgrad_mlp, &L.dgrad_mlp_in, &L.wgrad_mlp_in);
   if (mlp_norm) add_norm(L.bwd_mlp, 2.0);
-  L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, 2.0 * resid));
+  add_bda(L.bwd_attn, bda.bwd);
   bwd_gemm(L.bwd_attn, attn_out, L.wgrad_attn);
   fuse(L.tp_fused[1][1], true, attn_out.k, attn_out.n);
   if (out_gate > 0) L.bwd_attn.add(cm, mem(MemoryKernel::Elementwise, 2.0 * out_gate));
@@ -682,7 +739,7 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
     add_rope(L.recompute_attn_extra, 1.0);
     if (repeat > 0) L.recompute_attn_extra.add(cm, mem(MemoryKernel::Copy, repeat));
     fwd_gemm(L.recompute_attn_extra, attn_out, Tp::Row);
-    L.recompute_attn_extra.add(cm, mem(MemoryKernel::Elementwise, resid));
+    add_bda(L.recompute_attn_extra, bda.fwd);
     add_norm(L.bwd_mlp, 1.0);
     fwd_gemm(L.bwd_mlp, G{h, f / t}, Tp::ColumnGathered);
     L.bwd_mlp.add(cm, mem(actv_kind, actv));
@@ -882,6 +939,9 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
   auto latent = [&](Costs& out, std::int64_t kin, std::int64_t nout, bool fwd, Costs* wgrad) {
     linear(out, Tl, kin, nout, fwd, wgrad);
   };
+  // fp32_residual_connection: the norm's input cast (layer_costs_fused's norm_cast), forward and backward.
+  const double norm_cast = c.fp32_residual_connection ? (c.residual_bytes() + e) * Te * double(h) : 0.0;
+  if (norm_cast > 0) M.pre_f.add(cm, mem(MemoryKernel::Cast, norm_cast));
   M.pre_f.add(cm, mem(MemoryKernel::Norm, 2.0 * e * Te * double(h)));
   if (me.moe_input_jitter_eps > 0) {
     // Input jitter: Uniform(1 - eps, 1 + eps).rsample in the input's dtype -- the scalar high - low, torch.rand
@@ -918,7 +978,10 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
   M.post_f.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e * slots * double(rw)));
   if (!me.moe_permute_fusion) M.post_f.add(cm, mem(MemoryKernel::Elementwise, 2.0 * e * slots * double(rw)));
   if (L) latent(M.post_f, L, h, true, nullptr);
-  M.post_f.add(cm, mem(MemoryKernel::Elementwise, 3.0 * e * Te * double(h)));  // residual add
+  // The residual add (read the output and the residual, write the sum; the residual and the sum in the residual
+  // stream's dtype, GptConfig::residual_bytes): priced without dropout or bias, fused or not (the same one add).
+  const double er = c.fp32_residual_connection ? c.residual_bytes() : e;
+  M.post_f.add(cm, mem(MemoryKernel::Elementwise, (e + 2.0 * er) * Te * double(h)));
   M.pre_b.add(cm, mem(MemoryKernel::Copy, 2.0 * e * slots * double(rw)));
   if (L) latent(M.pre_b, h, L, false, &M.pre_w);
   M.pre_b.add(cm, mem(MemoryKernel::Softmax, 2.0 * 4.0 * Te * double(E)));
@@ -936,6 +999,7 @@ MoeCosts moe_costs(const GptConfig& c, const models::ComputeModel& cm, const Moe
   M.pre_w.add(cm, KernelDesc::gemm(h, E, Tl, rp));
   if (fp32_router) M.pre_b.add(cm, router_cast);
   M.pre_b.add(cm, mem(MemoryKernel::Norm, 2.0 * 2.0 * e * Te * double(h)));
+  if (norm_cast > 0) M.pre_b.add(cm, mem(MemoryKernel::Cast, norm_cast));
   M.post_b.add(cm, mem(MemoryKernel::Elementwise, 2.0 * 3.0 * e * Te * double(h)));
   // fc1_latent_proj's weight gradient leaves with the router's in the split-backward schedules (pre_w);
   // fc2_latent_proj's stays in the unpermute step (not split: Megatron runs it on the communication stream).
@@ -1123,6 +1187,16 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
       const double eb = (c.position_embedding_type == "learned_absolute" ? 2.0 : 1.0) * 2.0 * T * h;
       K.embed_fwd.add(cm, KernelDesc::memory(models::MemoryKernel::Embedding, eb, ap));
       K.embed_bwd.add(cm, KernelDesc::memory(models::MemoryKernel::Embedding, 2.0 * eb, ap));
+      // fp32_residual_connection: the embedding output cast to fp32 (embeddings.float(),
+      // megatron/core/models/common/embeddings/language_model_embedding.py:138-140 @d98e8a64) on the rank's tokens
+      // (split over TP under sequence parallelism), read e and write 4 bytes per element; the backward casts the
+      // gradient back.
+      if (c.fp32_residual_connection) {
+        const double cast_el = (c.sequence_parallel ? T / tt : T) * h;
+        const KernelDesc up = KernelDesc::memory(models::MemoryKernel::Cast, (c.residual_bytes() + 2.0) * cast_el, ap);
+        K.embed_fwd.add(cm, up);
+        K.embed_bwd.add(cm, up);
+      }
     }
   }
   // The MTP layers are built from the decoder's last layer spec (get_gpt_mtp_block_spec_for_backend,
@@ -1339,6 +1413,14 @@ Costs GptStepKernels::optimizer(const models::ComputeModel& cm, double elements)
   if (legacy) opt.add(cm, Kernel{OpClass::Elementwise, 0, bytes * elements});
   else opt.add(cm, KernelDesc::memory(models::MemoryKernel::Optimizer, bytes * elements, Precision::FP32));
   return opt;
+}
+
+Costs GptStepKernels::memory_pass(const models::ComputeModel& cm, models::MemoryKernel kind, double bytes,
+                                  Precision p) const {
+  Costs out;
+  if (legacy) out.add(cm, Kernel{OpClass::Elementwise, 0, bytes});
+  else out.add(cm, KernelDesc::memory(kind, bytes, p));
+  return out;
 }
 
 }  // namespace fabricsim::workloads::gpt_detail

@@ -804,25 +804,29 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   };
   const double full = moe ? act_max : bf16_share > 0 ? layer_activation_bytes(hp, false) : layer_activation_bytes(c, false);
   const double rep = c.sequence_parallel ? 1.0 / t : 1.0;
-  const double input_only = 2.0 * b * (s / cp) * h * rep;
+  // A checkpointed layer keeps its input, the residual stream: fp32 with fp32_residual_connection (the
+  // norms' saved inputs are their bf16 cast copies either way: gpt_kernels.cpp norm_cast).
+  const double input_only = c.residual_bytes() * b * (s / cp) * h * rep;
   // The micro-batch in its backward peaks while a recomputed layer (group) holds its full activations:
   // block -- the first N layers are recomputed after the stored ones were freed: (N-1) inputs + 1 layer;
   // uniform -- groups of G layers: (groups-1) inputs + G layers.
   // Stored bytes of one micro-batch through a chunk of `lpc` layers (MoE models: `sel_mean` selective bytes per
   // layer), and its peak during that chunk's backward.
   // `off_mean`: the bytes fine-grained activation offloading moves to the host per layer (0 = none).
+  // distribute_saved_activations: a checkpoint keeps 1 / TP of its input (random.py:621-625 @d98e8a64).
+  const double ckpt_input = c.distribute_saved_activations ? input_only / t : input_only;
   auto chunk_bytes = [&](double lpc, double sel_mean, double off_mean) -> std::pair<double, double> {
     double stored = 0, peak = 0;
     if (c.recompute_granularity == "full") {
       double n_re = c.recompute_num_layers ? std::min<double>(double(c.recompute_num_layers), lpc) : lpc;
       if (c.recompute_method == "block") {
-        stored = n_re * input_only + (lpc - n_re) * full;
-        peak = std::max(stored, (n_re - 1.0) * input_only + full);
+        stored = n_re * ckpt_input + (lpc - n_re) * full;
+        peak = std::max(stored, (n_re - 1.0) * ckpt_input + full);
       } else {
         const double group = c.recompute_num_layers ? n_re : 1.0;
         const double groups = std::ceil(lpc / group);
-        stored = groups * input_only;
-        peak = std::max(stored, (groups - 1.0) * input_only + group * full);
+        stored = groups * ckpt_input;
+        peak = std::max(stored, (groups - 1.0) * ckpt_input + group * full);
       }
     } else if (c.selective_ac_option == "op") {
       // The layer in its backward holds its recomputed activations on top of what was saved.
@@ -951,7 +955,11 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // vocab-parallel cross entropy (megatron/core/tensor_parallel/cross_entropy.py) keeps the bf16 logits
   // (2 bytes), upcasts them to fp32 (4), saves the fp32 softmax for the backward (4) and produces an fp32
   // gradient (4): 14 bytes; the fused version (cross_entropy_loss_fusion, fused_cross_entropy.py) works in
-  // place on the fp32 softmax: 2 + 4 = 6 bytes.
+  // place on the fp32 softmax: 2 + 4 = 6 bytes. Its Transformer Engine form (cross_entropy_fusion_impl te:
+  // parallel_cross_entropy, transformer_engine/pytorch/cross_entropy.py:53-62 and triton/cross_entropy.py:44-116 at
+  // NVIDIA/TransformerEngine@d0067d0da) reads the bf16 logits (2) in its forward kernels, writes the fp32 gradient
+  // (4: empty_like(input, float32)) and saves only that, scaling it in place in the backward: 6 bytes at the peak
+  // too, so the two are priced alike (no measurement tells their speeds apart: both at the cross_entropy rate).
   //
   // PyTorch (cross_entropy_impl torch / torch_compiled; torchtitan's loss
   // torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), labels), torchtitan/components/loss.py,

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 
 #include "models/compute_contention.hpp"
@@ -60,10 +61,49 @@ class RankBuilder {
   std::uint32_t last() const { return last_; }
   bool has_last() const { return has_last_; }
 
+  // An op that runs right after op `after` in program order (its stream runs it there) and depends on it, for
+  // work a hook issues once that op is done (Megatron's DDP: a bucket's gradient scaling when its last gradient is
+  // ready), decided after later ops were already added. Returns a handle that ops may list in their deps; the ops
+  // are put in place, and every index renumbered, by place_inserted() once the rank is complete.
+  std::uint32_t insert_after(std::uint32_t after, Op op) {
+    op.deps.push_back(after);
+    inserted_.push_back({after, std::move(op)});
+    return kInserted | static_cast<std::uint32_t>(inserted_.size() - 1);
+  }
+  void place_inserted() {
+    if (inserted_.empty()) return;
+    const std::size_t n = rt_.ops.size();
+    std::vector<std::vector<std::size_t>> after(n);
+    for (std::size_t k = 0; k < inserted_.size(); ++k) after[inserted_[k].first].push_back(k);
+    std::vector<std::uint32_t> at(n), at_inserted(inserted_.size());
+    std::uint32_t pos = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      at[i] = pos++;
+      for (std::size_t k : after[i]) at_inserted[k] = pos++;
+    }
+    auto renumber = [&](Op& op) {
+      for (auto& d : op.deps) d = (d & kInserted) ? at_inserted[d & ~kInserted] : at[d];
+    };
+    std::vector<Op> ops;
+    ops.reserve(n + inserted_.size());
+    for (std::size_t i = 0; i < n; ++i) {
+      ops.push_back(std::move(rt_.ops[i]));
+      renumber(ops.back());
+      for (std::size_t k : after[i]) {
+        ops.push_back(std::move(inserted_[k].second));
+        renumber(ops.back());
+      }
+    }
+    rt_.ops = std::move(ops);
+    inserted_.clear();
+  }
+
  private:
+  static constexpr std::uint32_t kInserted = 0x80000000u;
   RankTrace& rt_;
   std::uint32_t last_ = 0;
   bool has_last_ = false;
+  std::vector<std::pair<std::uint32_t, Op>> inserted_;
 };
 
 Op compute_op(std::string name, const Costs& c) {
@@ -168,7 +208,10 @@ StepContext step_context(const GptConfig& c, const models::ComputeModel& cm, con
   x.tp_ag_bytes_bf16 = act_bytes;
   // Pipeline sends use the scatter/gather optimisation (each TP rank sends 1/t of the activation; Narayanan
   // et al. SC'21 Sec. 4.1), on by default in Megatron-LM.
-  x.pp_bytes = act_bytes / double(t);
+  // fp32_residual_connection: the residual stream is sent in fp32 (TransformerConfig.__post_init__ sets
+  // pipeline_dtype torch.float, megatron/core/transformer/transformer_config.py:1419-1429 @d98e8a64), activations
+  // forward and their gradients backward.
+  x.pp_bytes = act_bytes / double(t) * (c.residual_bytes() / 2.0);
   // Context parallelism: K and V of this TP rank's key/value heads for the whole sequence (all-gather
   // output bytes; the ring of p2p exchanges moves the same (cp-1)/cp share); backward also returns dK, dV.
   const double g_t = std::max<double>(1.0, double(c.query_groups()) / double(t));
@@ -267,6 +310,7 @@ class StageEmitter {
       }
     }
     finish_step();
+    rb.place_inserted();
   }
 
  private:
@@ -503,7 +547,7 @@ class StageEmitter {
     for (std::size_t k = bucket_elements.size(); k-- > 0;) {
       if (bucket_chunk[k] != ch) continue;
       Op op = coll_op("dp.bucket" + std::to_string(k) + ".ag", CollOp::AllGather, Y.dp_comm[st],
-                      param_ag_bytes(bucket_elements[k], bucket_dense[k]), RankBuilder::kDp, "dp");
+                      param_ag_bytes(padded(bucket_elements[k], Y.shard_n), bucket_dense[k]), RankBuilder::kDp, "dp");
       early_ag[k] = rb.has_last() ? rb.fork(std::move(op)) : rb.push(std::move(op));
     }
   }
@@ -518,6 +562,17 @@ class StageEmitter {
     if (c.recompute_method == "block" && c.recompute_num_layers) return l < std::min(c.recompute_num_layers, n_chunk);
     return true;
   }
+  // distribute_saved_activations (GptConfig): whether chunk layer l of nl ends a checkpoint in forward order, whose
+  // saved input is split over TP -- uniform: groups of recompute_num_layers (1 when 0) from the chunk's first layer;
+  // block: each of the recomputed layers (megatron/core/transformer/transformer_block.py _checkpointed_forward).
+  bool ends_split_checkpoint(std::int64_t l, std::int64_t n_chunk) const {
+    if (!c.distribute_saved_activations || !recomputed(l, n_chunk)) return false;
+    if (c.recompute_method == "block") return true;
+    const std::int64_t g = std::max<std::int64_t>(1, c.recompute_num_layers);
+    return l == std::min((l / g + 1) * g, n_chunk) - 1;
+  }
+  // The checkpoint's input (the residual stream: all the rank's tokens, no sequence parallelism) in bytes.
+  double checkpoint_input_bytes() const { return x_.tp_bytes * c.residual_bytes() / 2.0; }
   double layer_el(std::int64_t gl) const {
     double el = x_.Pl;
     if (gl == 0) el += x_.emb_el;
@@ -539,6 +594,16 @@ class StageEmitter {
     if (!c.fp8_param_gather && !c.fp4_param_gather) return 2.0 * el;
     const double q = c.fp4_param_gather ? 0.5 : fp8_gather_bytes_per_element(c.fp8_recipe);
     return 2.0 * dense + q * (el - dense);
+  }
+  // A bucket of `el` elements as the distributed optimizer lays it out for a group of `group` ranks with
+  // ddp_pad_buckets_for_high_nccl_busbw: its end padded to a multiple of lcm(group, 128, 2^16) elements
+  // (pad_bucket_end / bucket_end_divisor, megatron/core/optimizer/param_layout.py:29-42, called from
+  // distrib_optimizer.py:544-548 at NVIDIA/Megatron-LM@d98e8a64); the padding is reduced and gathered with the
+  // bucket. Without the flag Megatron pads to lcm(group, 128) only, not modelled (under 128 x group elements).
+  double padded(double el, std::int64_t group) const {
+    if (!c.ddp_pad_buckets_for_high_nccl_busbw || !c.use_distributed_optimizer || !c.megatron_ddp()) return el;
+    const double div = double(std::lcm(std::lcm(group, std::int64_t(128)), std::int64_t(65536)));
+    return std::ceil(el / div) * div;
   }
   // Elements of global layer gl the parameter all-gather moves in bf16 with fp8 / fp4_param_gather.
   double bf16_layer_el(std::int64_t gl) const { return c.bf16_layer(gl) ? x_.Pl : 0.0; }
@@ -1343,6 +1408,14 @@ class StageEmitter {
           if (l > 0) fg_offload_fwd(mb, l - 1, nl, gl - 1, mbs, extra.get());
         };
         fwd_layer_steps(mbs + ".l" + std::to_string(gl), false, gl, out, pre, extra);
+        // distribute_saved_activations: the checkpoint keeps a copy of its rank's 1 / TP of the input
+        // (split_tensor_into_1d_equal_chunks(new_buffer=True), random.py:621-625 @d98e8a64): read and write it.
+        if (ends_split_checkpoint(l, nl))
+          out.push_back([this, mbs, gl]() {
+            const Costs copy = K.memory_pass(x_.cm, models::MemoryKernel::Copy, 2.0 * checkpoint_input_bytes() / double(t),
+                                             Precision::BF16);
+            rb.chain(compute_op(mbs + ".l" + std::to_string(gl) + ".checkpoint.split", copy));
+          });
       }
       if (K.mtp_moe && place(ch).mtp) {
         mtp_moe_fwd(mb, ch, base, nl, mbs, last_chunk, out);
@@ -1406,6 +1479,13 @@ class StageEmitter {
         fg_offload_bwd(mb, l, nl, gl, mbs, *extra);
       };
       if (re) {
+        // distribute_saved_activations: the checkpoint's input is all-gathered over TP before the group's recompute
+        // (gather_split_1d_tensor, random.py:647-651 @d98e8a64: synchronous, on the compute stream's order).
+        if (ends_split_checkpoint(l, nl))
+          out.push_back([this, nm]() {
+            rb.chain(coll_op(nm + ".checkpoint.ag", CollOp::AllGather, Y.tp_comm[st], checkpoint_input_bytes(),
+                             RankBuilder::kTp, "tp"));
+          });
         // The recomputed forward takes the dependencies; the backward then has none.
         auto none = std::make_shared<std::vector<std::uint32_t>>();
         fwd_layer_steps(nm, true, gl, out, pre, extra);
@@ -1689,12 +1769,31 @@ class StageEmitter {
     double local_params = 0;
     for (const auto& bk : grad_buckets) local_params += bk.second;
     const bool shard_opt = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard";
+    // Megatron-Core's DDP scales a bucket's gradients by 1 / (DP x CP) before its collective unless the collective
+    // averages (GptConfig::ddp_average_in_collective): `grad_data *= gradient_scaling_factor` on the compute stream
+    // in start_grad_sync (param_and_grad_buffer.py:660-667 @d98e8a64), one in-place multiply reading and writing
+    // the bucket's gradient buffer in its dtype. With overlap_grad_reduce the backward hook that finds the bucket
+    // ready runs it, so it follows the op that completed the bucket; without, finish_grad_sync runs bucket after
+    // bucket, each collective synchronous (async_op false: the compute stream waits for it), so each scale waits
+    // for the previous bucket's collective.
+    auto grad_scale = [&](const std::string& name, double el) {
+      return compute_op(name, K.memory_pass(x_.cm, models::MemoryKernel::Elementwise, 2.0 * el * grad_elem_bytes,
+                                            grad_elem_bytes == 4.0 ? Precision::FP32 : Precision::BF16));
+    };
+    const bool ddp_scale = c.megatron_ddp() && !c.ddp_average_in_collective;
     if (dp * cp > 1 && !c.fsdp()) {
       for (std::size_t k = 0; k < grad_buckets.size(); ++k) {
-        Op op = coll_op("dp.bucket" + std::to_string(k) + (shard_opt ? ".rs" : ".ar"),
-                        shard_opt ? CollOp::ReduceScatter : CollOp::AllReduce, Y.dp_comm[st],
-                        grad_buckets[k].second * grad_elem_bytes, RankBuilder::kDp, "dp");
-        op.deps.push_back(c.overlap_grad_reduce ? grad_buckets[k].first : backward_done);
+        const std::string name = "dp.bucket" + std::to_string(k);
+        const double el = padded(grad_buckets[k].second, Y.shard_n);
+        Op op = coll_op(name + (shard_opt ? ".rs" : ".ar"), shard_opt ? CollOp::ReduceScatter : CollOp::AllReduce,
+                        Y.dp_comm[st], el * grad_elem_bytes, RankBuilder::kDp, "dp");
+        std::uint32_t ready = c.overlap_grad_reduce ? grad_buckets[k].first : backward_done;
+        if (ddp_scale) {
+          Op s = grad_scale(name + ".scale", el);
+          if (c.overlap_grad_reduce) ready = rb.insert_after(ready, std::move(s));
+          else ready = grad_done.empty() ? rb.chain(std::move(s)) : rb.chain(std::move(s), {grad_done.back()});
+        }
+        op.deps.push_back(ready);
         grad_done.push_back(rb.push(std::move(op)));
       }
     }
@@ -1703,8 +1802,13 @@ class StageEmitter {
     // expert units reduce them per layer instead, fsdp_experts.)
     if (moe_on && edp > 1 && stage_expert_params > 0 && !(c.fsdp() && (!c.use_torch_fsdp2 || c.fsdp_expert_units))) {
       const bool sh = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard" || c.fsdp();
+      const double expert_el = padded(stage_expert_params, edp);
       Op op = coll_op(sh ? "edp.experts.rs" : "edp.experts.ar", sh ? CollOp::ReduceScatter : CollOp::AllReduce,
-                      Y.edp_comm[st], stage_expert_params * grad_elem_bytes, RankBuilder::kDp, "dp");
+                      Y.edp_comm[st], expert_el * grad_elem_bytes, RankBuilder::kDp, "dp");
+      // The expert buckets' scale: 1 / (DP x CP), or EDP / (DP x CP) when the collective averages -- none where
+      // that is 1 (distributed_data_parallel.py:271-278 @d98e8a64).
+      if (c.megatron_ddp() && (!c.ddp_average_in_collective || edp != dp * cp))
+        op.deps.push_back(rb.chain(grad_scale("edp.experts.scale", expert_el)));
       op.deps.push_back(backward_done);
       expert_grad_done.push_back(rb.push(std::move(op)));
     }
@@ -1795,7 +1899,7 @@ class StageEmitter {
     }
     if (moe_on && edp > 1 && stage_expert_params > 0 && c.use_distributed_optimizer && !c.fsdp()) {
       // With fp8_param_gather / fp4_param_gather the quantised layers' experts gather their FP8 (NVFP4) data.
-      Op op = coll_op("edp.experts.ag", CollOp::AllGather, Y.edp_comm[st], param_ag_bytes(stage_expert_params, stage_expert_bf16),
+      Op op = coll_op("edp.experts.ag", CollOp::AllGather, Y.edp_comm[st], param_ag_bytes(padded(stage_expert_params, edp), stage_expert_bf16),
                       RankBuilder::kDp, "dp");
       op.deps.push_back(rb.last());
       rb.push(std::move(op));
@@ -1803,7 +1907,7 @@ class StageEmitter {
     if (dist_opt_sharded && !c.overlap_param_gather) {
       for (std::size_t k = 0; k < grad_buckets.size(); ++k) {
         Op op = coll_op("dp.bucket" + std::to_string(k) + ".ag", CollOp::AllGather, Y.dp_comm[st],
-                        param_ag_bytes(grad_buckets[k].second, grad_bucket_dense[k]), RankBuilder::kDp, "dp");
+                        param_ag_bytes(padded(grad_buckets[k].second, Y.shard_n), grad_bucket_dense[k]), RankBuilder::kDp, "dp");
         op.deps.push_back(rb.last());
         rb.push(std::move(op));
       }

@@ -449,7 +449,7 @@ const std::vector<Key>& nemo_keys() {
       {"model.optim.contiguous_param_buffer", K::kIgnored, ""}, {"model.optim.grad_sync_dtype", K::kRule, ""},
       {"model.optim.param_sync_dtype", K::kIgnored, ""}, {"model.optim.dtype", K::kIgnored, ""},
       {"model.optim.ddp_bucket_size", K::kRule, ""}, {"model.optim.num_distributed_optimizer_instances", K::kRule, ""},
-      {"model.optim.check_for_nan_in_grad", K::kIgnored, ""}, {"model.optim.average_in_collective", K::kIgnored, ""},
+      {"model.optim.check_for_nan_in_grad", K::kIgnored, ""}, {"model.optim.average_in_collective", K::kRule, ""},
       {"model.optim.align_param_gather", K::kFlag, "--no-align-param-gather"},
       {"model.optim.overlap_param_gather_with_optimizer_step", K::kFlag, "--overlap-param-gather-with-optimizer-step"},
   };
@@ -816,6 +816,12 @@ void Import::rules() {
     if (mcore_opt) emit("--ddp-bucket-size", {std::to_string(cfg.count(key(o, "ddp_bucket_size")))}, key(o, "ddp_bucket_size"));
     else ignored(display(key(o, "ddp_bucket_size")) + " (mcore_distributed_optim only)");
   }
+  // Gradient averaging: NeMo builds Megatron-Core's DDP with average_in_collective = optim.average_in_collective,
+  // default True (megatron_gpt_model.py setup_mcore_distributed_parallel), where Megatron-LM's default is False.
+  if (mcore_opt && cfg.boolean_or(key(o, "average_in_collective"), true))
+    emit("--ddp-average-in-collective", {}, key(o, "average_in_collective"), display_or(key(o, "average_in_collective"), "true"));
+  else if (!mcore_opt && cfg.raw(key(o, "average_in_collective")).IsDefined())
+    ignored(display(key(o, "average_in_collective")) + " (mcore_distributed_optim only)");
   if (cfg.raw(key(o, "bucket_cap_mb")).IsDefined()) {
     if (opt == "distributed_fused_adam") not_modelled(display(key(o, "bucket_cap_mb")) + " (Apex's bucket size)");
     else ignored(display(key(o, "bucket_cap_mb")));

@@ -70,7 +70,8 @@ TEST_CASE("import nemo: the launcher's Llama 3 70B config is its Megatron-LM com
   // The same job written as a Megatron-LM launch, flag by flag from the YAML (trainer: 128 nodes x 8 GPUs, bf16;
   // model: mbs 1, gbs 2048, TP 4, PP 4, VPP 5, CP 2, 80 x 8192, FFN 28672, 64 heads in 8 groups, RMSNorm, no
   // biases, fast-swiglu, rope, untied embeddings, sequence parallel, userbuffers TP overlap, cross-entropy
-  // fusion, mcore distributed optimizer with both overlaps, the output layer's wgrad deferred for 22 micro-batches).
+  // fusion, mcore distributed optimizer with both overlaps and NeMo's default optim.average_in_collective True, the
+  // output layer's wgrad deferred for 22 micro-batches).
   write(scratch() / "llama.sh",
         "torchrun --nproc-per-node 8 --nnodes 128 pretrain_gpt.py --bf16 --micro-batch-size 1 --global-batch-size 2048 "
         "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 5 "
@@ -79,7 +80,7 @@ TEST_CASE("import nemo: the launcher's Llama 3 70B config is its Megatron-LM com
         "--hidden-dropout 0.0 --attention-dropout 0.0 --normalization RMSNorm --disable-bias-linear --swiglu "
         "--position-embedding-type rope --untie-embeddings-and-output-weights --sequence-parallel --tp-comm-overlap "
         "--cross-entropy-loss-fusion --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather "
-        "--defer-embedding-wgrad-compute --wgrad-deferral-limit 22\n");
+        "--ddp-average-in-collective --defer-embedding-wgrad-compute --wgrad-deferral-limit 22\n");
   Run m = cli_test::run_in(scratch(), cli_test::fabricsim("import megatron llama.sh --topology dgx-h100" + vocab));
   REQUIRE_MESSAGE(m.rc == 0, m.err);
   json meg = json::parse(m.out);

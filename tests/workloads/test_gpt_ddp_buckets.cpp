@@ -216,8 +216,12 @@ TEST_CASE("Megatron-Core DDP: align_grad_reduce launches an interleaved chunk's 
                                                           {"overlap_grad_reduce", "true"}, {"align_grad_reduce", align}}));
     std::vector<std::string> v;
     for (const Op* op : dp_ops(t, 1, "rs")) {
+      // The bucket's 1 / DP gradient scale (ddp_average_in_collective false) runs first, right after that op.
       REQUIRE(op->deps.size() == 1);
-      v.push_back(t.ranks[1].ops[op->deps[0]].name);
+      const Op& scale = t.ranks[1].ops[op->deps[0]];
+      REQUIRE(scale.name.find(".scale") != std::string::npos);
+      REQUIRE(scale.deps.size() == 1);
+      v.push_back(t.ranks[1].ops[scale.deps[0]].name);
     }
     return v;
   };

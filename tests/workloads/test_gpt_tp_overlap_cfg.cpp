@@ -237,8 +237,10 @@ TEST_CASE("defer_embedding_wgrad_compute: the output layer's wgrad GEMMs wait fo
   CHECK(op(def, "mb3.logits.wgrad.deferred", last).duration_s == ns(K.logits_wgrad.seconds));
   // The first gradient bucket (it holds the output layer) is reduced after the drain, not with the last layer.
   const std::uint32_t drained = idx(def, "mb3.logits.wgrad.deferred", last);
-  CHECK(dep(op(def, "dp.bucket0.ar", last), drained));
-  CHECK_FALSE(dep(op(base, "dp.bucket0.ar", last), drained));
+  // (through the bucket's 1 / DP gradient scale, which the reduction waits for)
+  CHECK(dep(op(def, "dp.bucket0.ar", last), idx(def, "dp.bucket0.scale", last)));
+  CHECK(dep(op(def, "dp.bucket0.scale", last), drained));
+  CHECK_FALSE(dep(op(base, "dp.bucket0.scale", last), drained));
   // wgrad_deferral_limit: only the first micro-batches wait; the others compute it in their backward.
   const Trace lim = gen(ovl({{"defer_embedding_wgrad_compute", "true"}, {"wgrad_deferral_limit", "2"}}));
   CHECK(count_prefix(lim, ".logits.wgrad.deferred", last) == 2);
