@@ -300,8 +300,8 @@ TEST_CASE("a2a imbalance: the replay's own idle prices, reused, are those of pri
 }
 
 TEST_CASE("a2a imbalance: 0 with a uniform router when flex EP groups straddle NVL72 racks unevenly") {
-  // 128 ranks packed on two GB200 NVL72 racks (GPUs 0-127): the second EP 64 group has 8 ranks on rack 0 and
-  // 56 on rack 1, so the flex dispatch's copies per slot (DeepEP: one NVLink copy per destination GPU, one
+  // 128 ranks packed on two GB200 NVL72 racks (GPUs 0-127), PP 2: the second stage's EP 64 group (simulated)
+  // has 8 ranks on rack 0 and 56 on rack 1, so the flex dispatch's copies per slot (DeepEP: one NVLink copy per destination GPU, one
   // RDMA copy per destination domain) give unequal row sums even with a uniform router. That is placement,
   // not routing skew: the metric compares with the uniform router's matrix the generator gives.
   const std::string dir = std::string(FABRICSIM_SOURCE_DIR) + "/examples/sweeps/";
@@ -309,7 +309,7 @@ TEST_CASE("a2a imbalance: 0 with a uniform router when flex EP groups straddle N
     Json j = load_json_file(dir + "moe_small.json");
     j["topology"] = Json::parse(R"({"preset": "superpod", "params": {"nodes": 2, "node": "gb200-nvl72"}})");
     for (auto [k, v] : std::map<std::string, Json>{{"expert_model_parallel_size", 64}, {"moe_token_dispatcher_type", "flex"},
-                                                    {"world_size", 128}, {"global_batch_size", 128}, {"num_layers", 2},
+                                                    {"world_size", 128}, {"global_batch_size", 128}, {"num_layers", 2}, {"pipeline_model_parallel_size", 2},
                                                     {"moe_load", load}})
       j["workload"]["params"][k] = v;
     if (load == "zipf") j["workload"]["params"]["moe_load_skew"] = 1.0;

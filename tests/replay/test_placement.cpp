@@ -17,13 +17,14 @@ using namespace fabricsim;
 using namespace fabricsim::workloads;
 
 namespace {
-// A small MoE (2 layers of qwen3-30b-a3b, EP 64, flex) on 128 GPUs of two GB200 NVL72 racks (18 trays of 4).
+// A small MoE (2 layers of qwen3-30b-a3b, PP 2, EP 64, flex) on 128 GPUs of two GB200 NVL72 racks (18 trays
+// of 4). PP 2: the second stage's EP group (ranks 64-127) is simulated, the one that straddles when packed.
 Json nvl72_moe() {
   return Json::parse(R"({
     "topology": {"preset": "superpod", "params": {"nodes": 2, "node": "gb200-nvl72"}},
     "workload": {"generator": "gpt", "params": {
       "model": "qwen3-30b-a3b", "num_layers": 2, "seq_length": 4096, "micro_batch_size": 1, "global_batch_size": 128,
-      "world_size": 128, "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1,
+      "world_size": 128, "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 2,
       "recompute_granularity": "full", "expert_model_parallel_size": 64, "moe_token_dispatcher_type": "flex",
       "moe_grouped_gemm": true, "moe_permute_fusion": true, "use_distributed_optimizer": true}},
     "comm_model": "engine"
@@ -66,7 +67,7 @@ TEST_CASE("placement: a straddling EP group warns once, naming the group, the do
   const GptConfig c = gpt_config_from_params(
       {{"model", "qwen3-30b-a3b"}, {"world_size", "256"}, {"tensor_model_parallel_size", "1"},
        {"pipeline_model_parallel_size", "1"}, {"expert_model_parallel_size", "64"}, {"gpus_per_host", "4"},
-       {"gpus_per_nvlink_domain", "72"}, {"global_batch_size", "256"}},
+       {"gpus_per_nvlink_domain", "72"}, {"global_batch_size", "256"}, {"attention_backend", "flash"}},
       "t");
   const auto w = nvlink_straddle_warnings(c, 72);
   REQUIRE(w.size() == 1);
