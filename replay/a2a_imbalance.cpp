@@ -99,7 +99,7 @@ A2aImbalance all_to_all_imbalance(const workloads::Trace& trace, CommModel& comm
         // The balanced matrix is fitted again for each distinct call of the communicator (a few per layer, and
         // cheaper than the call) rather than kept for every communicator.
         workloads::Communicator u = c;
-        u.a2a_matrix = balanced_a2a_matrix(c.a2a_matrix);
+        u.a2a_matrix = c.a2a_uniform.empty() ? balanced_a2a_matrix(c.a2a_matrix) : c.a2a_uniform;
         if (bit == balanced.end()) bit = balanced.emplace(op.comm, same(u.a2a_matrix, c.a2a_matrix)).first;
         if (bit->second) continue;
         // The skewed call as the replay priced it when it did so on an idle fabric (the engine model always,

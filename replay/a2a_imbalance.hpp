@@ -3,8 +3,11 @@
 //
 // Every all_to_allv call with a byte matrix (Communicator::a2a_matrix: MoE dispatch / combine) is priced twice
 // with the communication model's own idle-fabric price (CommModel::idle_collective, the price the replay
-// gives a call that shares no link): with its matrix, and with its balanced counterpart (same total bytes,
-// every rank sending and receiving the same amount, see balanced_a2a_matrix). The difference, summed over
+// gives a call that shares no link): with its matrix, and with a uniform router's: the communicator's
+// a2a_uniform where the workload gives it (the gpt generator does: under the flex dispatcher a group that
+// straddles NVLink domains unevenly has unequal row sums with a uniform router too, which is placement, not
+// skew), else its balanced counterpart (same total bytes, every rank sending and receiving the same amount,
+// see balanced_a2a_matrix). The difference, summed over
 // a simulated rank's calls, is the call time the skew costs that rank; the result is the largest such sum
 // over the simulated ranks (the expert-compute part, moe.imbalance_compute_s, is likewise the most loaded
 // pipeline stage's). Limits: it counts call time on an idle fabric, not step time: the part of a call hidden

@@ -17,6 +17,7 @@
 #include "replay/engine_comm_model.hpp"
 #include "replay/outputs_links.hpp"
 #include "topologies/io.hpp"
+#include "workloads/cluster.hpp"
 
 namespace fabricsim::sim {
 
@@ -29,7 +30,10 @@ models::System scenario_system(const workloads::Scenario& s) {
   return models::System(spec);
 }
 
-void check_scenario_inputs(const workloads::Scenario& s, const models::System& sys) {
+void check_scenario_inputs(const workloads::Scenario& s_in, const models::System& sys) {
+  // A placed single job is checked as the job the one-job cluster runs (its world_size: the placed GPUs).
+  workloads::Scenario s = s_in;
+  if (s.placement_segment > 0) s.workload = workloads::one_job_cluster(s_in, sys.topology()).jobs.front().workload;
   const models::ComputeModel cm = workloads::scenario_compute_model(s, sys.topology(), sys.calibration().named_factors());
   workloads::check_generator_params(s, sys.topology(), cm);
 }
@@ -56,6 +60,8 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   // NVLink traffic is striped by the hardware over all NVSwitch planes; the flow model needs them merged
   // (models/collectives.hpp, merge_nvswitch_planes), as `fabricsim coll` does.
   const models::System sys = scenario_system(s);
+  // A placed single job ("placement": {"segment": N}) runs as a one-job cluster on the GPUs it is placed on.
+  if (s.placement_segment > 0) return run_cluster(workloads::one_job_cluster(s, sys.topology()), opt);
   const topo::Topology& topo = sys.topology();
   const models::Calibration& calib = sys.calibration();
   models::ComputeModel cm = workloads::scenario_compute_model(s, topo, calib.named_factors());

@@ -43,22 +43,52 @@ double fraction(const Json& v, const JsonPath& at, bool allow_zero, double hi) {
   return x;
 }
 
-bool parse_random(const std::string& text, std::uint64_t& seed) {
-  if (text.rfind("random(", 0) != 0 || text.back() != ')') return false;
-  std::string n = text.substr(7, text.size() - 8);
-  if (n.empty() || n.size() > 19 || n.find_first_not_of("0123456789") != std::string::npos) return false;
-  seed = std::stoull(n);
+// NAME(N) with N a decimal integer (random(SEED), segment(N)).
+bool parse_call(const std::string& text, const std::string& name, std::uint64_t& n) {
+  if (text.rfind(name + "(", 0) != 0 || text.back() != ')') return false;
+  std::string d = text.substr(name.size() + 1, text.size() - name.size() - 2);
+  if (d.empty() || d.size() > 19 || d.find_first_not_of("0123456789") != std::string::npos) return false;
+  n = std::stoull(d);
   return true;
+}
+bool parse_random(const std::string& text, std::uint64_t& seed) { return parse_call(text, "random", seed); }
+bool parse_segment(const std::string& text, std::int64_t& servers) {
+  std::uint64_t n = 0;
+  if (!parse_call(text, "segment", n) || n < 1 || n > (1u << 20)) return false;
+  servers = static_cast<std::int64_t>(n);
+  return true;
+}
+
+// Whole servers `hosts` (in order) grouped into segments of n servers inside one NVLink domain: per domain
+// in order of first appearance, its servers in order, as many whole segments as it holds.
+std::vector<std::size_t> segment_order(const topo::Topology& t, const ClusterLayout& L, const std::vector<std::size_t>& hosts,
+                                       std::int64_t n) {
+  std::vector<int> order;
+  std::map<int, std::vector<std::size_t>> by_domain;
+  for (auto h : hosts) {
+    const int d = t.node(t.gpus()[static_cast<std::size_t>(L.host_gpus[h].front())]).nvlink_domain;
+    const int key = d >= 0 ? d : -1 - static_cast<int>(h);  // no NVLink domain: the server is one
+    if (!by_domain.count(key)) order.push_back(key);
+    by_domain[key].push_back(h);
+  }
+  std::vector<std::size_t> out;
+  for (int key : order) {
+    const auto& hs = by_domain[key];
+    const std::size_t whole = hs.size() / static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
+    out.insert(out.end(), hs.begin(), hs.begin() + static_cast<std::ptrdiff_t>(whole));
+  }
+  return out;
 }
 
 }  // namespace
 
-const char* placement_help() { return "packed, spread, random(SEED), rail-aligned or fill-racks"; }
+const char* placement_help() { return "packed, spread, random(SEED), rail-aligned, fill-racks or segment(N)"; }
 
 bool is_placement(const std::string& text) {
   std::uint64_t seed = 0;
+  std::int64_t servers = 0;
   return text == "packed" || text == "spread" || text == "rail-aligned" || text == "fill-racks" ||
-         parse_random(text, seed);
+         parse_random(text, seed) || parse_segment(text, servers);
 }
 
 FaultSpec parse_fault(const Json& j, const JsonPath& at) {
@@ -193,6 +223,7 @@ void parse_cluster(Scenario& s, ObjectReader& r, const std::string& file) {
       j.placement = jr.string("placement");
       if (!is_placement(j.placement)) json_fail(jr.path_of("placement"), std::string("one of ") + placement_help());
       parse_random(j.placement, j.placement_seed);
+      parse_segment(j.placement, j.placement_segment);
       if (!j.workload.params.count("world_size"))
         json_fail(jr.path_of("workload").child("params"),
                   "a \"world_size\" parameter (the job's GPU count) with \"placement\"");
@@ -371,6 +402,9 @@ std::vector<std::vector<std::int32_t>> place_jobs(const topo::Topology& t, const
         for (const auto& [n, rk] : racks)
           for (auto h : by_rack[rk]) order.push_back(h);
         hosts = std::move(order);
+      } else if (js.placement_segment > 0) {
+        // segment(N), Slurm's --segment=N: whole segments of N free servers, each inside one NVLink domain.
+        hosts = segment_order(t, L, hosts, js.placement_segment);
       } else {  // random(seed): Fisher-Yates with mt19937_64 (its output sequence is fixed by the standard)
         std::mt19937_64 rng(js.placement_seed);
         for (std::size_t i = hosts.size(); i > 1; --i) std::swap(hosts[i - 1], hosts[rng() % i]);
@@ -387,6 +421,37 @@ std::vector<std::vector<std::int32_t>> place_jobs(const topo::Topology& t, const
     out[j] = std::move(got);
   }
   return out;
+}
+
+std::int64_t segment_capacity(const topo::Topology& t, std::int64_t n) {
+  const ClusterLayout L = cluster_layout(t);
+  std::vector<std::size_t> hosts;
+  for (std::size_t h = 0; h < L.host_gpus.size(); ++h)
+    if (!L.host_gpus[h].empty()) hosts.push_back(h);
+  std::int64_t gpus = 0;
+  for (auto h : segment_order(t, L, hosts, n)) gpus += static_cast<std::int64_t>(L.host_gpus[h].size());
+  return gpus;
+}
+
+Scenario one_job_cluster(const Scenario& s, const topo::Topology& t) {
+  Scenario c = s;
+  JobSpec j;
+  j.name = "job";
+  j.workload = s.workload;
+  j.placement = "segment(" + std::to_string(s.placement_segment) + ")";
+  j.placement_segment = s.placement_segment;
+  j.where = s.placement_at.str();
+  if (j.workload.kind != "generator")
+    throw InputError(j.where, "a generator workload (a trace's ranks are fixed; place it with a cluster job's \"gpus\")");
+  if (!j.workload.params.count("world_size")) {
+    const std::int64_t cap = segment_capacity(t, s.placement_segment);
+    if (cap < 1) throw InputError(j.where + "/segment", "a segment that fits an NVLink domain (none holds " +
+                                                            std::to_string(s.placement_segment) + " servers)");
+    j.workload.params["world_size"] = std::to_string(cap);
+  }
+  c.jobs = {j};
+  c.placement_segment = 0;
+  return c;
 }
 
 // ---- jitter ------------------------------------------------------------------------------------------
@@ -840,6 +905,15 @@ ClusterPlan plan_cluster(const Scenario& s, const topo::Topology& t,
     models::ComputeModel cm = scenario_compute_model(one, t, calibration_extra);
     ParamMap& p = one.workload.params;
     if (one.workload.kind == "generator") p["world_size"] = std::to_string(placed[j].size());
+    // The NVLink domains as the job's ranks meet them (a job placed 64 per NVL72 rack: domains of 64 ranks),
+    // where the placement has that form; else the topology's largest domain (generator_params).
+    // Without that form the straddle warning (nvlink_straddle_warnings) would describe a placement the job
+    // does not have: none.
+    if (one.workload.kind == "generator" && one.workload.generator == "gpt" && !p.count("gpus_per_nvlink_domain")) {
+      const std::int64_t run = nvlink_run_length(t, placed[j]);
+      if (run > 0) p["gpus_per_nvlink_domain"] = std::to_string(run);
+      one.nvlink_warnings = run > 0;
+    }
     Trace tr = build_workload(one, t, cm);
     if (tr.world_size != static_cast<std::int32_t>(placed[j].size()))
       throw InputError(js.where, "a workload of " + std::to_string(placed[j].size()) + " ranks (its GPUs), got world_size " +

@@ -27,9 +27,16 @@ FaultSpec parse_fault(const Json& j, const JsonPath& at);
 // node=HOST[:shrink|spare]. Read by parse_fault, so both forms mean the same and fail the same way.
 FaultSpec parse_fault_text(const std::string& text, const std::string& flag);
 
-// The placement policies, for help texts: "packed, spread, random(SEED), rail-aligned, fill-racks".
+// The placement policies, for help texts: "packed, spread, random(SEED), rail-aligned, fill-racks, segment(N)".
 const char* placement_help();
-bool is_placement(const std::string& text);  // also accepts random(N)
+bool is_placement(const std::string& text);  // also accepts random(N) and segment(N)
+
+// GPUs that segment(n) placement finds on a topology with every GPU free: in each NVLink domain (a server
+// where GPUs have none), whole segments of n servers.
+std::int64_t segment_capacity(const topo::Topology& t, std::int64_t n);
+// A single-job scenario with the topology's "placement" ({"segment": N}) as a one-job cluster scenario: job
+// "job" placed by segment(N), world_size by default the GPUs segment(N) finds (segment_capacity).
+Scenario one_job_cluster(const Scenario& s, const topo::Topology& t);
 
 // The topology with the scenario's link / switch / NIC faults applied: a link at a fraction of its
 // bandwidth, or removed when down (routing then takes the remaining shortest paths); a switch or NIC down

@@ -217,23 +217,27 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
           const auto& ld = K.loads[K.moe_index[gl]];
           // Dispatch: every source sends recv_share[j] of its slots to EP rank j; combine: the transpose.
           const std::size_t n = static_cast<std::size_t>(ep);
-          std::vector<std::vector<double>> W(n, std::vector<double>(n)), WT(n, std::vector<double>(n));
+          // U, UT: the same with a uniform router (recv_share 1/n), the routing-skew metric's reference
+          // (Communicator::a2a_uniform): with flex the copies per slot depend on the NVLink domains, so a
+          // group that straddles domains unevenly has unequal row sums even with a uniform router.
+          std::vector<std::vector<double>> W(n, std::vector<double>(n)), WT(n, std::vector<double>(n)), U = W, UT = W;
           for (std::size_t i = 0; i < n; ++i)
             for (std::size_t j = 0; j < n; ++j) {
               const double f = host_of(base, i) != host_of(base, j) ? dom_copies[j] : gpu_copies[j];
               W[i][j] = ld.recv_share[j] * f, WT[j][i] = W[i][j];
+              U[i][j] = f / double(n), UT[j][i] = U[i][j];
             }
           // DualPipe: every layer sits on two ranks (one per direction), each with its own EP group.
           const std::string ln = "ep." + (c.dualpipe() ? "s" + std::to_string(st) + "." : std::string()) +
                                  (gl == c.num_layers ? std::string("mtp") : "l" + std::to_string(gl));
           Y.disp_comm[st][gl] = add(ln + ".dispatch", ep_ranks, mir, mstride);
-          tr.comms.back().a2a_matrix = std::move(W);
+          tr.comms.back().a2a_matrix = std::move(W), tr.comms.back().a2a_uniform = std::move(U);
           Y.comb_comm[st][gl] = add(ln + ".combine", ep_ranks, mir, mstride);
-          tr.comms.back().a2a_matrix = std::move(WT);
+          tr.comms.back().a2a_matrix = std::move(WT), tr.comms.back().a2a_uniform = std::move(UT);
           if (Y.flex_forwarding) {
             // Sources per local index in other domains, for each EP rank i: EP ranks in another domain
             // with i's position in its domain.
-            std::vector<std::vector<double>> F(n, std::vector<double>(n, 0.0)), FT(n, std::vector<double>(n, 0.0));
+            std::vector<std::vector<double>> F(n, std::vector<double>(n, 0.0)), FT = F, FU = F, FUT = F;
             for (std::size_t i = 0; i < n; ++i) {
               double remote_sources = 0;
               for (std::size_t s2 = 0; s2 < n; ++s2)
@@ -242,12 +246,13 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
                   remote_sources += 1.0;
               for (std::size_t j = 0; j < n; ++j)
                 if (j != i && host_of(base, j) == host_of(base, i))
-                  F[i][j] = remote_sources * ld.recv_share[j] * gpu_copies[j], FT[j][i] = F[i][j];
+                  F[i][j] = remote_sources * ld.recv_share[j] * gpu_copies[j], FT[j][i] = F[i][j],
+                  FU[i][j] = remote_sources * gpu_copies[j] / double(n), FUT[j][i] = FU[i][j];
             }
             Y.fwd_disp_comm[st][gl] = add(ln + ".dispatch.nvlink", ep_ranks, mir, mstride);
-            tr.comms.back().a2a_matrix = std::move(F);
+            tr.comms.back().a2a_matrix = std::move(F), tr.comms.back().a2a_uniform = std::move(FU);
             Y.fwd_comb_comm[st][gl] = add(ln + ".combine.nvlink", ep_ranks, mir, mstride);
-            tr.comms.back().a2a_matrix = std::move(FT);
+            tr.comms.back().a2a_matrix = std::move(FT), tr.comms.back().a2a_uniform = std::move(FUT);
           }
         };
         for (std::int64_t ch = 0; ch < Y.chunks; ++ch)

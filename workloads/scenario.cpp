@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "models/gpu.hpp"
 #include "sim/base/error.hpp"
@@ -101,6 +102,15 @@ Scenario scenario_from_json(const Json& doc, const std::string& file) {
       if (const Json* p = tr.object_optional("params")) s.topology_params = topology_params_from_json(*p, tr.path_of("params"));
     } else {
       s.topology = resolve(file, tr.string("file"));
+    }
+    if (const Json* pl = tr.object_optional("placement")) {
+      s.placement_at = tr.path_of("placement");
+      ObjectReader pr(*pl, s.placement_at);
+      s.placement_segment = pr.integer_in("segment", 1, 1 << 20);
+      pr.finish();
+      if (r.has("jobs"))
+        json_fail(s.placement_at, "no \"placement\" here in a cluster scenario (each job has its own: \"placement\": "
+                                  "\"segment(N)\" or \"gpus\")");
     }
     tr.finish();
   }
@@ -241,6 +251,52 @@ ParamMap generator_params(const Scenario& s, const topo::Topology& t, const mode
   return p;
 }
 
+std::int64_t nvlink_run_length(const topo::Topology& t, const std::vector<std::int32_t>& gpus) {
+  std::vector<std::int64_t> runs;
+  std::set<int> seen;
+  int cur = 0;
+  for (std::size_t k = 0; k < gpus.size(); ++k) {
+    const int d = t.node(t.gpus()[static_cast<std::size_t>(gpus[k])]).nvlink_domain;
+    if (d < 0) return 0;
+    if (k > 0 && d == cur) {
+      ++runs.back();
+      continue;
+    }
+    if (!seen.insert(d).second) return 0;  // back in a domain it left: no run form
+    cur = d, runs.push_back(1);
+  }
+  if (runs.empty()) return 0;
+  for (std::size_t k = 0; k + 1 < runs.size(); ++k)
+    if (runs[k] != runs[0]) return 0;
+  return runs.back() <= runs[0] ? runs[0] : 0;
+}
+
+std::vector<std::string> nvlink_straddle_warnings(const GptConfig& c, std::int64_t domain) {
+  std::vector<std::string> out;
+  const std::int64_t dom = std::max(domain, c.gpus_per_host);
+  if (dom <= 0 || c.world_size <= dom) return out;
+  // Megatron-Core's rank order (tp fastest, then cp, ep / dp, pp: megatron/core/parallel_state.py
+  // RankGenerator at d98e8a64) makes each of these groups a block of consecutive ranks of its size.
+  const std::int64_t ep = c.moe.enabled() ? c.moe.expert_model_parallel_size : 1;
+  const std::pair<const char*, std::int64_t> groups[] = {
+      {"tensor-parallel (TP)", c.tensor_model_parallel_size},
+      {"tensor x context-parallel (TP x CP)", c.context_parallel_size > 1 ? c.tensor_model_parallel_size * c.context_parallel_size : 1},
+      {"expert-parallel (EP x ETP)", ep * (c.moe.enabled() ? c.etp() : 1)}};
+  for (const auto& [name, g] : groups) {
+    if (g <= 1 || dom % g == 0 || g > dom) continue;  // fits every domain, or no placement keeps it in one
+    const std::int64_t per = dom / g * g;  // the most GPUs per domain that keep whole groups
+    std::string seg;
+    if (per % c.gpus_per_host == 0)
+      seg = "; Slurm --segment=" + std::to_string(per / c.gpus_per_host) + ", in a scenario the topology's \"placement\": "
+            "{\"segment\": " + std::to_string(per / c.gpus_per_host) + "} or a cluster job's \"placement\": \"segment(" +
+            std::to_string(per / c.gpus_per_host) + ")\"";
+    out.push_back(std::string("warning: ") + name + " groups of " + std::to_string(g) + " GPUs straddle NVLink domains of " +
+                  std::to_string(dom) + " GPUs (ranks fill each domain in order); " + std::to_string(per) +
+                  " GPUs per domain keep each group in one" + seg);
+  }
+  return out;
+}
+
 void check_generator_params(const Scenario& s, const topo::Topology& t, const models::ComputeModel& cm) {
   const auto& w = s.workload;
   if (w.kind != "generator") return;
@@ -264,6 +320,10 @@ Trace build_workload(const Scenario& s, const topo::Topology& t, const models::C
   if (w.kind == "generator") {
     ParamMap p = generator_params(s, t, cm);
     tr = generate(w.generator, p, cm, w.where);
+    if (w.generator == "gpt" && s.nvlink_warnings) {
+      const GptConfig c = gpt_config_from_params(p, w.where);
+      for (auto& n : nvlink_straddle_warnings(c, c.gpus_per_nvlink_domain)) tr.notes.push_back(std::move(n));
+    }
   } else if (w.kind == "trace") {
     tr = load_trace_file(w.file);
   } else if (w.kind == "chakra") {

@@ -29,6 +29,8 @@
 
 namespace fabricsim::workloads {
 
+struct GptConfig;  // workloads/gpt.hpp
+
 struct WorkloadSpec {
   std::string kind;       // "generator", "trace", "chakra", "astra"
   std::string generator;  // "gpt", "dlrm", "dataparallel"
@@ -46,6 +48,7 @@ struct JobSpec {
   std::vector<std::int32_t> gpus;  // explicit global GPU ranks (Topology::gpus() order); empty = placement
   std::string placement;           // "packed", "spread", "random", "rail-aligned", "fill-racks" (or "" with gpus)
   std::uint64_t placement_seed = 0;  // random(SEED)
+  std::int64_t placement_segment = 0;  // segment(N): servers per segment
   double start_offset_s = 0;
   int iterations = 1;
   std::string where;  // "scenario.json: /jobs/0"
@@ -73,6 +76,14 @@ struct Scenario {
   std::string file;  // the scenario's path ("<built-in>" for the default)
   std::string topology;  // preset name or resolved file path
   std::map<std::string, std::string> topology_params;
+  // Single-job scenario, the topology's "placement": {"segment": N}: the job's ranks fill segments of N whole
+  // servers, each segment inside one NVLink domain (Slurm's --segment); the run is a one-job cluster
+  // (workloads/cluster.hpp one_job_cluster). 0: ranks on GPUs 0..N-1 in order.
+  std::int64_t placement_segment = 0;
+  JsonPath placement_at;
+  // build_workload adds nvlink_straddle_warnings for a gpt workload: its ranks fill the NVLink domains in runs
+  // of gpus_per_nvlink_domain (false for a cluster job whose placement has no such form).
+  bool nvlink_warnings = true;
   WorkloadSpec workload;
   std::string calibration_file;  // auto | default | shipped:NAME | a file path; empty = auto (models/system.hpp)
   std::optional<Json> compute;   // efficiency overrides
@@ -124,6 +135,16 @@ Trace build_workload(const Scenario& s, const topo::Topology& t, const models::C
 // The generator's parameters as build_workload passes them: the scenario's, plus what the topology implies
 // (world_size, gpu, gpus_per_host, gpus_per_nvlink_domain).
 ParamMap generator_params(const Scenario& s, const topo::Topology& t, const models::ComputeModel& cm);
+// The NVLink domains of a job placed on `gpus` (local rank -> global GPU rank) as the gpt generator's
+// gpus_per_nvlink_domain describes them: S when the ranks fill the domains in consecutive runs of S ranks,
+// each run in a domain of its own (the last run may be shorter); 0 when the placement has no such form (a run
+// starts part-way, or the runs differ) or the GPUs have no NVLink domains.
+std::int64_t nvlink_run_length(const topo::Topology& t, const std::vector<std::int32_t>& gpus);
+// One warning line for each model-parallel group of a gpt workload (tensor, tensor x context, expert x expert
+// tensor) that straddles NVLink domains of `domain` ranks while a placement with fewer GPUs per domain would
+// keep every such group in one domain (c.gpus_per_host sizes that placement in whole servers, Slurm's
+// --segment). Empty when nothing straddles.
+std::vector<std::string> nvlink_straddle_warnings(const GptConfig& c, std::int64_t domain);
 // Checks a generator workload's parameters (names, types, ranges, divisibility by the topology's GPUs) as
 // build_workload would read them, without generating: `fabricsim sweep` runs it on every point first.
 void check_generator_params(const Scenario& s, const topo::Topology& t, const models::ComputeModel& cm);

@@ -138,8 +138,11 @@ Trace trace_from_json(const Json& doc, const std::string& file) {
       c.category = cr.string_or("category", "other");
       if (!kCategories.count(c.category))
         json_fail(cr.path_of("category"), "expected one of compute, tp, pp, dp, all_to_all, ep, other");
-      if (const Json* mx = cr.array_optional("all_to_allv_matrix")) {
-        const JsonPath mp = cr.path_of("all_to_allv_matrix");
+      // all_to_allv_matrix and all_to_allv_uniform_matrix: n x n fractions of the op's bytes.
+      auto read_matrix = [&](const char* key, std::vector<std::vector<double>>& out) {
+        const Json* mx = cr.array_optional(key);
+        if (!mx) return;
+        const JsonPath mp = cr.path_of(key);
         if (mx->size() != c.ranks.size())
           json_fail(mp, "expected " + std::to_string(c.ranks.size()) + " rows (one per rank), got " +
                             std::to_string(mx->size()));
@@ -153,9 +156,14 @@ Trace trace_from_json(const Json& doc, const std::string& file) {
               json_fail(mp.index(a).index(b), "expected a number >= 0 (fraction of the op's bytes)");
             v.push_back(row[b].get<double>());
           }
-          c.a2a_matrix.push_back(std::move(v));
+          out.push_back(std::move(v));
         }
-      }
+      };
+      read_matrix("all_to_allv_matrix", c.a2a_matrix);
+      read_matrix("all_to_allv_uniform_matrix", c.a2a_uniform);
+      if (!c.a2a_uniform.empty() && c.a2a_matrix.empty())
+        json_fail(cr.path_of("all_to_allv_uniform_matrix"), "an \"all_to_allv_matrix\" beside it (the uniform router's "
+                                                            "counterpart of that matrix)");
       cr.finish();
       comm_index[c.name] = static_cast<std::int32_t>(t.comms.size());
       t.comms.push_back(std::move(c));
@@ -292,6 +300,7 @@ Json trace_to_json(const Trace& t) {
       cj["mirror_stride"] = c.mirror_stride;
     }
     if (!c.a2a_matrix.empty()) cj["all_to_allv_matrix"] = c.a2a_matrix;
+    if (!c.a2a_uniform.empty()) cj["all_to_allv_uniform_matrix"] = c.a2a_uniform;
     if (!c.collnet_enable) cj["collnet_enable"] = false;
     comms.push_back(std::move(cj));
   }

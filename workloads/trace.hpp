@@ -82,6 +82,11 @@ struct Communicator {
   // Empty: uniform. Mirror copies use the same matrix. MoE generators give each layer's dispatch and
   // combine their own communicator with the routing's matrix (a hot expert -> a heavy column).
   std::vector<std::vector<double>> a2a_matrix;
+  // The matrix a uniform router would give this call on the same ranks (same shape as a2a_matrix; empty:
+  // not known): what the routing-skew metric (moe.imbalance_all_to_all_s, replay/a2a_imbalance.hpp) prices
+  // the call against. The gpt generator sets it for its flex dispatch, whose entries depend on the NVLink
+  // domains as well as on the router; without it the metric fits a balanced matrix to a2a_matrix.
+  std::vector<std::vector<double>> a2a_uniform;
   // Cluster runs only (workloads/cluster.hpp; not read from or written to trace files): the groups of
   // stand-in (non-simulated) ranks that run this same call at the same time elsewhere in the cluster,
   // explicit global ranks in NCCL order, besides the `mirrors`. The engine-backed models put their traffic

@@ -298,3 +298,47 @@ TEST_CASE("a2a imbalance: the replay's own idle prices, reused, are those of pri
   const auto [s_reused, s_calls] = run(shared, SharedTag{});
   MESSAGE("shared: " << s_reused << " of " << s_calls << " skewed calls priced on an idle fabric by the replay");
 }
+
+TEST_CASE("a2a imbalance: 0 with a uniform router when flex EP groups straddle NVL72 racks unevenly") {
+  // 128 ranks packed on two GB200 NVL72 racks (GPUs 0-127), PP 2: the second stage's EP 64 group (simulated)
+  // has 8 ranks on rack 0 and 56 on rack 1, so the flex dispatch's copies per slot (DeepEP: one NVLink copy per destination GPU, one
+  // RDMA copy per destination domain) give unequal row sums even with a uniform router. That is placement,
+  // not routing skew: the metric compares with the uniform router's matrix the generator gives.
+  const std::string dir = std::string(FABRICSIM_SOURCE_DIR) + "/examples/sweeps/";
+  auto scenario = [&](const std::string& load) {
+    Json j = load_json_file(dir + "moe_small.json");
+    j["topology"] = Json::parse(R"({"preset": "superpod", "params": {"nodes": 2, "node": "gb200-nvl72"}})");
+    for (auto [k, v] : std::map<std::string, Json>{{"expert_model_parallel_size", 64}, {"moe_token_dispatcher_type", "flex"},
+                                                    {"world_size", 128}, {"global_batch_size", 128}, {"num_layers", 2}, {"pipeline_model_parallel_size", 2},
+                                                    {"moe_load", load}})
+      j["workload"]["params"][k] = v;
+    if (load == "zipf") j["workload"]["params"]["moe_load_skew"] = 1.0;
+    return scenario_from_json(j, dir + "moe_small.json");
+  };
+  {
+    // The straddling group's uniform-router matrix is not balanced (the old reference would call it skew),
+    // and the generator hands it over as the reference.
+    const Scenario s = scenario("uniform");
+    const models::System sys = sim::scenario_system(s);
+    const Trace tr = build_workload(s, sys.topology(), scenario_compute_model(s, sys.topology(), {}));
+    int straddling = 0;
+    for (const auto& c : tr.comms) {
+      if (c.a2a_matrix.empty()) continue;
+      REQUIRE(c.a2a_uniform.size() == c.a2a_matrix.size());
+      for (std::size_t a = 0; a < c.a2a_matrix.size(); ++a)  // uniform router: the matrix is its own reference
+        for (std::size_t b = 0; b < c.a2a_matrix.size(); ++b)
+          REQUIRE(c.a2a_uniform[a][b] == doctest::Approx(c.a2a_matrix[a][b]).epsilon(1e-12));
+      if (c.ranks.front() == 64 && c.name.find(".dispatch") != std::string::npos &&
+          sim::balanced_a2a_matrix(c.a2a_matrix) != c.a2a_matrix)
+        ++straddling;
+    }
+    CHECK(straddling > 0);
+  }
+  for (const char* model : {"engine", "shared"}) {
+    CAPTURE(model);
+    const sim::RunResult uni = sim::run_scenario(scenario("uniform"), {model, {}, {}}).result;
+    const sim::RunResult hot = sim::run_scenario(scenario("zipf"), {model, {}, {}}).result;
+    CHECK(uni.metrics.at("moe.imbalance_all_to_all_s") == 0.0);
+    CHECK(hot.metrics.at("moe.imbalance_all_to_all_s") > 0.0);
+  }
+}

@@ -1,0 +1,118 @@
+// Placement of a job's ranks on NVLink domains (workloads/cluster.hpp segment(N), the single-job topology
+// "placement": {"segment": N}) and the warning when a model-parallel group straddles domains.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "replay/run_scenario.hpp"
+#include "sim/base/error.hpp"
+#include "topologies/io.hpp"
+#include "workloads/cluster.hpp"
+#include "workloads/gpt.hpp"
+#include "workloads/scenario.hpp"
+
+using namespace fabricsim;
+using namespace fabricsim::workloads;
+
+namespace {
+// A small MoE (2 layers of qwen3-30b-a3b, PP 2, EP 64, flex) on 128 GPUs of two GB200 NVL72 racks (18 trays
+// of 4). PP 2: the second stage's EP group (ranks 64-127) is simulated, the one that straddles when packed.
+Json nvl72_moe() {
+  return Json::parse(R"({
+    "topology": {"preset": "superpod", "params": {"nodes": 2, "node": "gb200-nvl72"}},
+    "workload": {"generator": "gpt", "params": {
+      "model": "qwen3-30b-a3b", "num_layers": 2, "seq_length": 4096, "micro_batch_size": 1, "global_batch_size": 128,
+      "world_size": 128, "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 2,
+      "recompute_granularity": "full", "expert_model_parallel_size": 64, "moe_token_dispatcher_type": "flex",
+      "moe_grouped_gemm": true, "moe_permute_fusion": true, "use_distributed_optimizer": true}},
+    "comm_model": "engine"
+  })");
+}
+bool has_note(const std::vector<std::string>& notes, const std::string& part) {
+  return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) { return n.find(part) != std::string::npos; });
+}
+}  // namespace
+
+TEST_CASE("placement: segment(N) puts whole segments of N servers in one NVLink domain") {
+  const Scenario s = scenario_from_json(nvl72_moe(), "t.json");
+  const models::System sys = sim::scenario_system(s);
+  const topo::Topology& t = sys.topology();
+  REQUIRE(t.gpus().size() == 144);
+  CHECK(segment_capacity(t, 16) == 128);  // 16 of each rack's 18 trays
+  CHECK(segment_capacity(t, 18) == 144);
+  CHECK(segment_capacity(t, 10) == 80);   // one segment of 10 per rack
+  CHECK(segment_capacity(t, 19) == 0);
+  CHECK(is_placement("segment(16)"));
+  CHECK(!is_placement("segment(0)"));
+  CHECK(!is_placement("segment(x)"));
+  JobSpec j;
+  j.placement = "segment(16)", j.placement_segment = 16;
+  const auto placed = place_jobs(t, {j}, {128});
+  REQUIRE(placed.size() == 1);
+  REQUIRE(placed[0].size() == 128);
+  CHECK(placed[0][63] == 63);
+  CHECK(placed[0][64] == 72);  // the second segment starts on the second rack
+  // The NVLink domains as the job's ranks meet them: runs of 64 ranks.
+  CHECK(nvlink_run_length(t, placed[0]) == 64);
+  std::vector<std::int32_t> packed(128);
+  for (int r = 0; r < 128; ++r) packed[r] = r;
+  CHECK(nvlink_run_length(t, packed) == 72);  // 72 then 56
+  std::vector<std::int32_t> odd = {0, 1, 72, 2};  // back in rack 0 after rack 1
+  CHECK(nvlink_run_length(t, odd) == 0);
+}
+
+TEST_CASE("placement: a straddling EP group warns once, naming the group, the domain and the option") {
+  const GptConfig c = gpt_config_from_params(
+      {{"model", "qwen3-30b-a3b"}, {"world_size", "256"}, {"tensor_model_parallel_size", "1"},
+       {"pipeline_model_parallel_size", "1"}, {"expert_model_parallel_size", "64"}, {"gpus_per_host", "4"},
+       {"gpus_per_nvlink_domain", "72"}, {"global_batch_size", "256"}, {"attention_backend", "flash"}},
+      "t");
+  const auto w = nvlink_straddle_warnings(c, 72);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].find("expert-parallel (EP x ETP) groups of 64 GPUs straddle NVLink domains of 72 GPUs") != std::string::npos);
+  CHECK(w[0].find("64 GPUs per domain") != std::string::npos);
+  CHECK(w[0].find("\"placement\": {\"segment\": 16}") != std::string::npos);
+  CHECK(nvlink_straddle_warnings(c, 64).empty());   // aligned domains
+  CHECK(nvlink_straddle_warnings(c, 8).empty());    // no placement keeps 64 in an 8-GPU domain: nothing to offer
+}
+
+TEST_CASE("placement: a single job with the topology's placement runs as a one-job cluster on its segments") {
+  Json packed = nvl72_moe();
+  const sim::RunResult a = sim::run_scenario(scenario_from_json(packed, "t.json"), {}).result;
+  CHECK(has_note(a.notes, "warning: expert-parallel (EP x ETP) groups of 64 GPUs straddle NVLink domains of 72 GPUs"));
+  Json seg = nvl72_moe();
+  seg["topology"]["placement"] = Json::parse(R"({"segment": 16})");
+  seg["workload"]["params"].erase("world_size");  // the GPUs segment(16) finds: 128
+  const sim::RunResult b = sim::run_scenario(scenario_from_json(seg, "t.json"), {}).result;
+  REQUIRE(b.jobs.size() == 1);
+  CHECK(b.jobs[0].placement == "segment(16)");
+  CHECK(b.jobs[0].gpus == 128);
+  CHECK(!has_note(b.notes, "straddle"));
+  // Each EP group on one rack: the step is shorter than packed (the second group's traffic leaves its rack
+  // when packed), and no routing skew is reported for the uniform router.
+  CHECK(b.iteration_s < a.iteration_s);
+  CHECK(a.metrics.at("moe.imbalance_all_to_all_s") == 0.0);
+  CHECK(b.metrics.at("moe.imbalance_all_to_all_s") == 0.0);
+}
+
+TEST_CASE("placement: bad placement objects are errors naming their JSON path") {
+  auto fails = [](const char* placement, const std::string& expect) {
+    Json j = nvl72_moe();
+    j["topology"]["placement"] = Json::parse(placement);
+    try {
+      (void)scenario_from_json(j, "t.json");
+      FAIL("accepted " << placement);
+    } catch (const InputError& e) {
+      CAPTURE(e.what());
+      CHECK(std::string(e.what()).find(expect) != std::string::npos);
+    }
+  };
+  fails(R"({"segment": 0})", "t.json: /topology/placement/segment");
+  fails(R"({"segment": 16, "gpus_per_domain": 64})", "gpus_per_domain");
+  fails(R"({})", "segment");
+  Json cl = Json::parse(R"({"topology": {"preset": "dgx-h100", "placement": {"segment": 1}},
+    "jobs": [{"name": "a", "placement": "packed", "workload": {"generator": "dataparallel", "params": {"world_size": 8}}}]})");
+  CHECK_THROWS_WITH_AS((void)scenario_from_json(cl, "c.json"), doctest::Contains("c.json: /topology/placement"), InputError);
+}
