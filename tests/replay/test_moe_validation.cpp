@@ -8,7 +8,7 @@
 // every version of model_configs/benchmarking/Mixtral-8x22B.yaml, yanring/Megatron-MoE-ModelZoo 78fd4d6 ..
 // e8650517) and the fused cross-entropy it sets, and their TFLOP/s are compared in the count the source logs
 // (Megatron-LM's causal count, `flops_convention` megatron-core-causal; docs/validation.md "Mixture of experts").
-// Current errors: -13.3, -16.2, +23.0, -27.5, -49.7 % (Qwen3 rows 93-97) and +16.4, +11.4, +22.1, +10.3 % (Mixtral
+// Current errors: -13.3, -16.1, +23.0, -27.5, -49.7 % (Qwen3 rows 93-97) and +16.4, +11.3, +22.0, +10.2 % (Mixtral
 // rows 111-114): median 16.4 %, max 49.7 %.
 // Run with
 //   build/tests/test_replay -tc="validation: moe*" -s
