@@ -678,17 +678,23 @@ static std::vector<std::vector<int>> nvlink_rings(const std::vector<int>& host, 
 // NET n over NVLink paths first (src/graph/search.cc ncclTopoSearchRecNet, ncclTopoSearchRecGpu at
 // v2.26.2-1). From each rank the next tried is the one whose link the earlier channels used least (`load`,
 // m x m, counts hops), then the widest link, then index order from the current rank; a depth-first search
-// within a step budget. Empty when there is none; otherwise `load` counts the path's hops.
-static std::vector<int> nvlink_path(const std::vector<int>& cap, int m, int from, int to, std::vector<int>& load) {
+// within a step budget. `to` < 0: the path may end anywhere (a tree's chain). `second` >= 0: the path's second
+// rank, when `from` has an NVLink to it. Empty when there is none; otherwise `load` counts the path's hops.
+static std::vector<int> nvlink_path(const std::vector<int>& cap, int m, int from, int to, std::vector<int>& load,
+                                    int second = -1) {
   const auto at = [m](int a, int b) { return static_cast<std::size_t>(a * m + b); };
   std::vector<int> path{from};
   std::vector<char> seen(static_cast<std::size_t>(m), 0);
   seen[static_cast<std::size_t>(from)] = 1;
+  if (second >= 0 && second != from && second != to && cap[at(from, second)] > 0) {
+    path.push_back(second);
+    seen[static_cast<std::size_t>(second)] = 1;
+  }
   long budget = 100000;
   std::function<bool()> extend = [&]() -> bool {
     if (--budget < 0) return false;
     const int cur = path.back();
-    if (static_cast<int>(path.size()) == m) return cur == to;
+    if (static_cast<int>(path.size()) == m) return to < 0 || cur == to;
     std::vector<int> next;
     for (int d = 1; d < m; ++d) {
       const int x = (cur + d) % m;
@@ -877,6 +883,90 @@ struct Builder {
     }
     s.transfers.push_back(std::move(x));
     return static_cast<std::uint32_t>(s.transfers.size() - 1);
+  }
+
+  // Bandwidth of the direct GPU-to-GPU NVLinks between a and b (every parallel link summed), bytes/s; 0 if none.
+  double direct_nvlink_Bps(NodeId a, NodeId b) const {
+    double bw = 0;
+    for (const auto& [l, nb] : t.adjacent(a))
+      if (nb == b && t.link(l).kind == topo::LinkKind::NVLink) bw += t.link(l).bandwidth_Bps;
+    return bw;
+  }
+
+  // NCCL's P2P through an intermediate GPU (PATH_NVB, NVIDIA/nccl since v2.8.3-1; src/graph/paths.cc and
+  // src/transport/p2p.cc at v2.26.2-1). Two GPUs of one server without an NVLink between them (the DGX-1's
+  // hybrid cube-mesh: GPU 0 and 5, 6, 7) connect through a third GPU that has an NVLink to each: paths.cc
+  // ncclTopoSetPaths lets a path pass one GPU ("allow routing through a GPU only as 1 hop", NVLink in and out),
+  // ncclTopoCheckP2p returns that GPU as the intermediate rank (path of 2 links whose first hop ends at a GPU),
+  // and p2p.cc (P2P_INTERMEDIATE, "via P2P/indirect") places the connection's buffers in its memory: the sender
+  // writes over the first NVLink, the receiver reads over the second, no kernel runs on the intermediate, and its
+  // NVLinks carry these bytes beside its own traffic. Conditions, as NCCL has them:
+  // - the intermediate is a rank of the communicator on the same server: NCCL's topology holds only the
+  //   communicator's GPUs (src/graph/topo.cc ncclTopoGetSystem: "Detect only the GPU managed by this process.
+  //   We'll get any others through XML fusion"; ncclTopoAddNvLinks drops an NVLink whose GPU is absent), so a
+  //   2-rank communicator of GPU 0 and 5 stays on PCIe / host memory;
+  // - the pair has no NVLink path of its own (direct, or through NVSwitches): those are PATH_NVL;
+  // - which intermediate: ncclTopoSetPaths runs a breadth-first search from the destination whose first level is
+  //   the destination's links sorted by bandwidth (ncclTopoConnectNodes), and a later candidate replaces the
+  //   first only with strictly more bandwidth: the most bandwidth min(src->k, k->dst), then the widest k->dst
+  //   link, then (NCCL: the order NVML lists the NVLinks, which the topology does not give) the lowest GPU index;
+  // - the relayed path (2 links) is taken over a PCIe path only if that path is longer (through a CPU) or, with 2
+  //   links too (one PCIe switch), narrower: the search keeps the first path found at the fewest links;
+  // - not with NCCL_NVB_DISABLE=1 or NCCL_P2P_LEVEL below NVB, which fabricsim does not take (NCCL's defaults).
+  // V100 never reads over P2P (P2P read is for Ampere over PATH_NVL only, paths.cc ncclTopoCheckP2p), so the
+  // protocols are the direct connection's. Returns the intermediate's rank index, or -1.
+  int nvb_relay(int i, int j) {
+    const NodeId a = gpu(i), b = gpu(j);
+    const auto& na = t.node(a);
+    if (a == b || na.kind != NodeKind::Gpu || t.node(b).kind != NodeKind::Gpu || na.host < 0 ||
+        na.host != t.node(b).host)
+      return -1;
+    bool gpu_links = false;  // a has a direct NVLink to some GPU (else there is no intermediate to use)
+    for (const auto& [l, nb] : t.adjacent(a))
+      gpu_links = gpu_links || (t.link(l).kind == topo::LinkKind::NVLink && t.node(nb).kind == NodeKind::Gpu);
+    if (!gpu_links || direct_nvlink_Bps(a, b) > 0) return -1;
+    const auto key = std::make_pair(i, j);
+    if (auto it = relays_.find(key); it != relays_.end()) return it->second;
+    int& out = relays_[key];
+    out = -1;
+    const std::vector<topo::LinkDir>& route = routing.route(a, b);
+    double route_Bps = std::numeric_limits<double>::infinity();
+    bool nvlink_only = true;
+    for (topo::LinkDir d : route) {
+      const topo::Link& link = t.link(topo::Topology::link_of(d));
+      nvlink_only = nvlink_only && link.kind == topo::LinkKind::NVLink;
+      route_Bps = std::min(route_Bps, link.bandwidth_Bps);
+    }
+    if (nvlink_only) return out;
+    double best_bw = 0, best_out = 0;
+    for (int k : L.hosts[static_cast<std::size_t>(L.host_of_rank[static_cast<std::size_t>(i)])]) {
+      const NodeId g = gpu(k);
+      if (g == a || g == b) continue;
+      const double in = direct_nvlink_Bps(a, g), to = direct_nvlink_Bps(g, b);
+      if (in <= 0 || to <= 0) continue;
+      const double bw = std::min(in, to);
+      const bool better = out < 0 || bw > best_bw || (bw == best_bw && to > best_out) ||
+                          (bw == best_bw && to == best_out && t.node(g).local_index < t.node(gpu(out)).local_index);
+      if (better) out = k, best_bw = bw, best_out = to;
+    }
+    if (out >= 0 && route.size() <= 2 && route_Bps >= best_bw) out = -1;
+    return out;
+  }
+  std::map<std::pair<int, int>, int> relays_;
+
+  // A point-to-point send of `payload` from rank i to rank j (all_to_all, send_recv, scatter): one transfer, or,
+  // between GPUs that NCCL connects through an intermediate GPU (nvb_relay), one transfer per NVLink leg, both
+  // at once (the legs are pipelined through the intermediate's buffer; the approximation is that each leg's rate
+  // is set on its own, as the PXN legs of build_direct_aggregated). With `joined`, the legs are followed by a
+  // join whose index is returned (for transfers that wait for this send).
+  std::uint32_t emit_p2p(int i, int j, double payload, std::vector<std::uint32_t> deps, int channel, int stepidx,
+                         bool joined = false) {
+    const int k = nvb_relay(i, j);
+    if (k < 0) return emit(gpu(i), gpu(j), payload, 1, 1.0, std::move(deps), channel, stepidx);
+    const std::uint32_t first = emit(gpu(i), gpu(k), payload, 1, 1.0, deps, channel, stepidx);
+    const std::uint32_t second = emit(gpu(k), gpu(j), payload, 1, 1.0, std::move(deps), channel, stepidx);
+    if (!joined || sink) return second;
+    return emit_join(gpu(j), {first, second}, channel, stepidx);
   }
 
   std::uint32_t chunk_count(double max_edge_payload) const {
@@ -1430,19 +1520,55 @@ struct Builder {
     // c mod R (nvlink_rings), as NCCL's tree search, like its ring search, takes NVLink paths first.
     const std::vector<std::vector<int>> nv =
         H == 1 ? nvlink_rings(L.hosts[0], spec.communicator, t) : std::vector<std::vector<int>>{};
+    // Several such servers: in each, channel c's chain starts at its head (below) and goes over NVLinks, as NCCL's
+    // tree search builds a channel NET n -> GPU a -> GPU b -> ... over NVLink paths first with the free end of a
+    // tree (src/graph/search.cc ncclTopoSearchRecGpu at v2.26.2-1: NCCL_TOPO_PATTERN_BALANCED_TREE goes back to
+    // the NIC from the first two GPUs, whose next GPU is sorted by its distance to the NIC) and connect.cc
+    // ncclTopoPreset chains the server's ranks in that order (tree.up = intra[i-1], tree.down[0] = intra[i+1]).
+    // So the chain is the head, the other GPU of the channel's NIC (channel_nic_ranks) when an NVLink joins them,
+    // then the remaining GPUs over NVLinks, each channel preferring the links the earlier ones used least
+    // (nvlink_path). Both trees of a channel share its chain (ncclTopoPreset duplicates the channels). Where
+    // no such path exists the chain stays in rank order from the head (its hops without NVLink over PCIe).
+    std::vector<std::vector<std::vector<int>>> chains(static_cast<std::size_t>(H));
+    if (H > 1)
+      for (int h = 0; h < H; ++h) {
+        const std::vector<int>& hr = L.hosts[static_cast<std::size_t>(h)];
+        const std::vector<int> cap = nvlink_capacity(hr, spec.communicator, t);
+        if (cap.empty()) continue;
+        const int m = static_cast<int>(hr.size());
+        std::vector<int> load(cap.size(), 0);
+        auto pos = [&](int r) { return static_cast<int>(std::find(hr.begin(), hr.end(), r) - hr.begin()); };
+        for (int c = 0; c < channels; ++c) {
+          const std::vector<int> on = channel_nic_ranks(hr, c);
+          const int head = on.empty() ? c % m : pos(on[0]);
+          const int partner = on.size() >= 2 ? pos(on[1]) : -1;
+          const std::vector<int> path = nvlink_path(cap, m, head, -1, load, partner);
+          std::vector<int> chain;
+          for (int k : path) chain.push_back(hr[static_cast<std::size_t>(k)]);
+          chains[static_cast<std::size_t>(h)].push_back(chain);
+        }
+      }
+    auto chain_of = [&](int h, int c) -> const std::vector<int>* {
+      const auto& v = chains[static_cast<std::size_t>(h)];
+      if (v.empty() || v[static_cast<std::size_t>(c)].empty()) return nullptr;
+      return &v[static_cast<std::size_t>(c)];
+    };
     auto host_ranks = [&](int h, int c) -> const std::vector<int>& {
+      if (const auto* ch = chain_of(h, c)) return *ch;
       return nv.empty() ? L.hosts[h] : nv[static_cast<std::size_t>(c) % nv.size()];
     };
     auto host_tree = [&](bool second, int c) {
       const std::vector<int> parent = double_binary_tree(H, second);
-      // Where GPUs share NICs, the head is a GPU on the channel's NIC (channel_nic_ranks).
+      // Where GPUs share NICs, the head is a GPU on the channel's NIC (channel_nic_ranks); an NVLink chain
+      // starts at its head.
       std::vector<int> rp(n, -1);
       std::vector<std::size_t> head_pos(H);
       for (int h = 0; h < H; ++h) {
         const auto& rs = host_ranks(h, c);
         head_pos[h] = c % rs.size();
         const std::vector<int> on = H > 1 ? channel_nic_ranks(rs, c) : std::vector<int>{};
-        if (!on.empty())
+        if (chain_of(h, c)) head_pos[h] = 0;
+        else if (!on.empty())
           head_pos[h] = static_cast<std::size_t>(std::find(rs.begin(), rs.end(), on[0]) - rs.begin());
       }
       auto head = [&](int h) { return host_ranks(h, c)[head_pos[h]]; };
@@ -1886,7 +2012,7 @@ struct Builder {
     for (const auto& h : L.hosts)
       for (int i : h)
         for (int j : h)
-          if (i != j) emit(gpu(i), gpu(j), blk, 1, 1.0, {}, 0, 0);
+          if (i != j) emit_p2p(i, j, blk, {}, 0, 0);
     // 2. PXN forwarding: sender i -> peer p on rail k carries the blocks for every off-host rank on rail k.
     for (int h = 0; h < H; ++h) {
       std::map<int, int> here;  // rail -> ranks on this host
@@ -1925,7 +2051,7 @@ struct Builder {
     if (build_direct_aggregated()) return;
     if (spec.op == Op::SendRecv) {
       if (n < 2) return;
-      for (int r = 0; r < n; ++r) emit(gpu(r), gpu((r + 1) % n), static_cast<double>(spec.bytes), 1, 1.0, {}, 0, 0);
+      for (int r = 0; r < n; ++r) emit_p2p(r, (r + 1) % n, static_cast<double>(spec.bytes), {}, 0, 0);
       return;
     }
     if (spec.op == Op::Scatter) {
@@ -1936,12 +2062,12 @@ struct Builder {
       // hosts. The root's block to itself is a local copy, not modelled.
       const double blk = static_cast<double>(spec.bytes) / n;
       for (int j = 0; j < n; ++j)
-        if (j != spec.root) emit(gpu(spec.root), gpu(j), blk, 1, 1.0, {}, 0, 0);
+        if (j != spec.root) emit_p2p(spec.root, j, blk, {}, 0, 0);
       return;
     }
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j)
-        if (i != j && a2a_bytes(i, j) > 0) emit(gpu(i), gpu(j), a2a_bytes(i, j), 1, 1.0, {}, 0, 0);
+        if (i != j && a2a_bytes(i, j) > 0) emit_p2p(i, j, a2a_bytes(i, j), {}, 0, 0);
   }
 
   // Pairwise exchange: n-1 rounds, in round k rank r sends to r+k and receives from r-k; a rank starts a
@@ -1958,7 +2084,7 @@ struct Builder {
         if (recvd[r] >= 0) dp.push_back(static_cast<std::uint32_t>(recvd[r]));
         double b = a2a_bytes(r, dst);
         // zero-byte rounds still synchronise the pair (NCCL posts them); keep them as tiny transfers.
-        ns[r] = emit(gpu(r), gpu(dst), b, 1, 1.0, std::move(dp), 0, k - 1);
+        ns[r] = emit_p2p(r, dst, b, std::move(dp), 0, k - 1, true);
         nr[dst] = ns[r];
       }
       sent = ns;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 
 #include "models/calibration.hpp"
@@ -354,6 +355,99 @@ TEST_CASE("DGX-1 hybrid cube-mesh: rings of NVLink hops only, at the GPU's 6 x 2
   CHECK(default_channels(sub, t, r) == 1);
 }
 
+// NCCL connects two GPUs of a server without an NVLink between them through a third GPU that has one to each
+// (PATH_NVB: src/graph/paths.cc, src/transport/p2p.cc "P2P/indirect" at NVIDIA/nccl v2.26.2-1): on the DGX-1 the
+// point-to-point operations cross two NVLinks instead of PCIe and the CPUs' link (models/collectives.cpp
+// nvb_relay). Hand-derived from the cube-mesh (topologies/presets.cpp cube_mesh_edges) and NCCL's choice of the
+// intermediate (the most bandwidth min(src->k, k->dst), then the widest k->dst, then the lowest GPU index).
+namespace {
+double nvlink_between(const topo::Topology& t, topo::NodeId a, topo::NodeId b) {
+  double bw = 0;
+  for (const auto& [l, nb] : t.adjacent(a))
+    if (nb == b && t.link(l).kind == topo::LinkKind::NVLink) bw += t.link(l).bandwidth_Bps;
+  return bw;
+}
+}  // namespace
+
+TEST_CASE("DGX-1: send_recv and all_to_all between GPUs without an NVLink go through an intermediate GPU") {
+  const System sys(system_spec("dgx1-v100", {}, "default"));
+  const topo::Topology& t = sys.topology();
+  topo::Routing& r = sys.routing();
+  const Calibration& c = sys.calibration();
+  const auto g = t.gpus();
+  REQUIRE(g.size() == 8u);
+  const double link = 25e9;  // one NVLink2 link per direction (topologies/presets.cpp)
+  const auto& ap = c.of(Algorithm::Direct, Protocol::Simple);
+  const double eff = c.nvlink_efficiency("v100") * ap.bw_efficiency;
+  const std::uint64_t S = 1ull << 30;
+
+  // send_recv r -> r+1: 3 -> 4 and 7 -> 0 have no NVLink. 3 -> 4 goes through GPU 0 (3-0 and 0-4 are 2 links
+  // each; GPU 7 has 1 link to 3), 7 -> 0 through GPU 4 (7-4, 4-0: 2 links each; GPU 3 has 1 link to 7).
+  CollectiveSpec sr = spec_for(t, Op::SendRecv, S, Algorithm::Direct, Fidelity::Step);
+  std::set<std::pair<topo::NodeId, topo::NodeId>> pairs;
+  for (const Transfer& x : build_schedule(sr, t, r, c).transfers) {
+    if (x.src == x.dst) continue;
+    CHECK(nvlink_between(t, x.src, x.dst) > 0);
+    pairs.insert({x.src, x.dst});
+  }
+  CHECK(pairs.size() == 10u);  // 6 direct pairs + 2 legs for each of the 2 relayed ones
+  for (auto [a, b] : {std::pair{3, 0}, std::pair{0, 4}, std::pair{7, 4}, std::pair{4, 0}})
+    CHECK(pairs.count({g[static_cast<std::size_t>(a)], g[static_cast<std::size_t>(b)]}) == 1u);
+  // No directed NVLink carries two sends, so the slowest pairs are the one-link ones (0 -> 1, 4 -> 5):
+  // S over one link (before: 3 -> 4 and 7 -> 0 over PCIe gen3 and the CPUs' link).
+  const double one_link = S / (link * eff);
+  for (Fidelity f : kFids) {
+    CAPTURE(std::string(to_string(f)));
+    sr.fidelity = f;
+    const double sim = run(sr, t, r, c);
+    MESSAGE("send_recv 1 GiB: simulated " << sim * 1e6 << " us, one NVLink " << one_link * 1e6 << " us");
+    CHECK(sim >= one_link);
+    CHECK(sim <= one_link * 1.01);
+  }
+
+  // all_to_all: every GPU sends S/8 to each of its 7 peers, 3 of them relayed. The relays load the directed
+  // NVLinks 0->2, 1->3, 2->6, 3->7 (1 link each) and 4->0, 5->1 (2 links each) with 3 blocks per link, the most
+  // of any: time = 3 (S/8) over one link (a progressive-filling max-min of these flows gives the same).
+  // 0 -> 7 goes through GPU 4 (2 links on both hops), not GPU 3 (1 link to 7).
+  const double a2a = 3.0 * (S / 8.0) / (link * eff);
+  for (Algorithm a : {Algorithm::Direct, Algorithm::Pairwise})
+    for (Fidelity f : kFids) {
+      CAPTURE(std::string(to_string(a)));
+      CAPTURE(std::string(to_string(f)));
+      CollectiveSpec s = spec_for(t, Op::AllToAll, S, a, f);
+      std::map<std::pair<topo::NodeId, topo::NodeId>, int> sends;
+      for (const Transfer& x : build_schedule(s, t, r, c).transfers) {
+        if (x.src == x.dst) continue;
+        CHECK(nvlink_between(t, x.src, x.dst) > 0);
+        ++sends[{x.src, x.dst}];
+      }
+      if (f == Fidelity::Step) {
+        // 0 -> 7 through GPU 4: 4 -> 7 carries its own block and 0 -> 7's second leg, 0 -> 3 its own and
+        // 4 -> 3's second leg (through GPU 0); through GPU 3 instead, 4 -> 7 would carry 1 and 0 -> 3 3.
+        CHECK(sends[{g[4], g[7]}] == 2);
+        CHECK(sends[{g[0], g[3]}] == 2);
+      }
+      if (a == Algorithm::Direct) {
+        const double sim = run(s, t, r, c);
+        MESSAGE("all_to_all 1 GiB: simulated " << sim * 1e6 << " us, hand-derived " << a2a * 1e6 << " us");
+        CHECK(sim >= a2a);
+        CHECK(sim <= a2a * 1.01);
+      }
+    }
+
+  // The intermediate must be a rank of the communicator (NCCL's topology holds only its GPUs): GPU 0 and 5
+  // alone stay on PCIe; with GPU 1 in the communicator, 0 -> 5 and 5 -> 0 go through it.
+  CollectiveSpec two = spec_for(t, Op::SendRecv, S, Algorithm::Direct, Fidelity::Step);
+  two.communicator = {g[0], g[5]};
+  for (const Transfer& x : build_schedule(two, t, r, c).transfers) CHECK(nvlink_between(t, x.src, x.dst) == 0);
+  CollectiveSpec three = two;
+  three.communicator = {g[0], g[5], g[1]};  // 0 -> 5 -> 1 -> 0
+  pairs.clear();
+  for (const Transfer& x : build_schedule(three, t, r, c).transfers)
+    if (x.src != x.dst) pairs.insert({x.src, x.dst});
+  CHECK(pairs == std::set<std::pair<topo::NodeId, topo::NodeId>>{{g[0], g[1]}, {g[1], g[5]}, {g[5], g[1]}, {g[1], g[0]}});
+}
+
 // Two DGX-1 servers: each channel enters and leaves a server through the two GPUs of its NIC (NCCL's ring
 // search: NET n -> GPU a -> ... -> GPU b -> NET n), and between them goes over NVLinks only (nvlink_path); the
 // ring is then bound by the 4 EDR NICs per server, as the tuner prices it.
@@ -384,4 +478,40 @@ TEST_CASE("two DGX-1 servers: a ring's hops inside a server are NVLinks, the tim
   const double sim = run(s, t, r, c);
   MESSAGE("simulated " << sim * 1e6 << " us, tuner " << tc.predicted_s * 1e6 << " us");
   CHECK(sim == doctest::Approx(tc.predicted_s).epsilon(0.05));
+}
+
+// Trees across DGX-1 servers: in each server channel c's chain starts at the GPU of its NIC, goes to the NIC's
+// other GPU and then over NVLinks (NCCL's tree search, NCCL_TOPO_PATTERN_BALANCED_TREE, and connect.cc's chain
+// in search order; models/collectives.cpp build_tree). In rank order the chains crossed PCIe at 3 -> 4 and 7 -> 0.
+TEST_CASE("DGX-1 servers: a tree's chain inside each server is NVLink hops only") {
+  for (const char* nodes : {"2", "3"}) {
+    CAPTURE(nodes);
+    const System sys(system_spec("superpod", {{"nodes", nodes}, {"node", "dgx1-v100"}}, "default"));
+    const topo::Topology& t = sys.topology();
+    topo::Routing& r = sys.routing();
+    const Calibration& c = sys.calibration();
+    CollectiveSpec s = spec_for(t, Op::AllReduce, 256ull << 20, Algorithm::Tree, Fidelity::Step);
+    REQUIRE(default_channels(s, t, r) == 4);
+    int intra = 0, inter = 0;
+    std::set<topo::NodeId> heads;
+    for (const Transfer& x : build_schedule(s, t, r, c).transfers) {
+      if (x.src == x.dst) continue;
+      if (t.node(x.src).host != t.node(x.dst).host) {
+        // Between servers only the channels' heads talk: GPU 0, 2, 4, 6 (the first GPU of NIC 0..3).
+        CHECK(t.node(x.src).local_index % 2 == 0);
+        heads.insert(x.src);
+        ++inter;
+        continue;
+      }
+      CHECK(nvlink_between(t, x.src, x.dst) > 0);
+      ++intra;
+    }
+    CHECK(intra > 0);
+    CHECK(inter > 0);
+    CHECK(heads.size() == 4u * std::stoul(nodes));
+    // Phase fidelity merges the chunks, not the edges: the same NVLink-only edges.
+    s.fidelity = Fidelity::Phase;
+    for (const Transfer& x : build_schedule(s, t, r, c).transfers)
+      if (x.src != x.dst && t.node(x.src).host == t.node(x.dst).host) CHECK(nvlink_between(t, x.src, x.dst) > 0);
+  }
 }
