@@ -1031,9 +1031,8 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
                                "float8 all-gather is enable_fsdp_float8_all_gather");
     if (c.fsdp()) fail("fp8_param_gather", "is not modelled with Megatron FSDP (modelled: the distributed optimizer)");
     if (!c.use_distributed_optimizer) fail("fp8_param_gather", "needs use_distributed_optimizer (Megatron-LM asserts the same)");
-    // MoE: the experts' FP8 weights gathered over the expert data-parallel group (gpt_trace.cpp); MLA's are not priced.
-    if (c.moe.multi_latent_attention)
-      fail("fp8_param_gather", "is not modelled with multi_latent_attention (MLA's FP8 weights are not priced)");
+    // MoE: the experts' FP8 weights gathered over the expert data-parallel group (gpt_trace.cpp); MLA's five
+    // linears are FP8 parameters like the other layers' (gpt_trace.cpp quantised_linears_per_layer).
   }
   // FP4 parameters (megatron/training/arguments.py @d98e8a64: "--fp4-param-gather must be used together with
   // --fp4-format"; the same buffer path as fp8_param_gather, modelled with the distributed optimizer).
@@ -1362,11 +1361,24 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     const auto mods = recompute_module_list(c.recompute_modules);
     if (mods.empty()) fail("recompute_modules", "expected at least one module name");
     for (const auto& m : mods) {
-      if (m == "mlp" || m == "mla_up_proj" || m == "shared_experts")
-        fail("recompute_modules", "'" + m + "' is a Megatron-Core module this model does not price (modelled: core_attn, layernorm, moe_act, moe)");
-      if (m != "core_attn" && m != "layernorm" && m != "moe_act" && m != "moe")
-        fail("recompute_modules", "expected core_attn, layernorm, moe_act or moe, got '" + m + "'");
+      if (m != "core_attn" && m != "layernorm" && m != "moe_act" && m != "moe" && m != "mla_up_proj" && m != "mlp" &&
+          m != "shared_experts")
+        fail("recompute_modules",
+             "expected core_attn, layernorm, mla_up_proj, mlp, moe, moe_act or shared_experts, got '" + m + "'");
       if ((m == "moe" || m == "moe_act") && !c.moe.enabled()) fail("recompute_modules", "'" + m + "' needs num_experts");
+      // transformer_config.py:1969-1973 @d98e8a64: "mla_up_proj in recompute_modules is only supported with
+      // multi_latent_attention"; :1991-1999: "shared_experts recompute cannot work with --moe-shared-expert-overlap".
+      if (m == "mla_up_proj" && !c.moe.multi_latent_attention)
+        fail("recompute_modules", "'mla_up_proj' needs multi_latent_attention (Megatron-Core raises the same)");
+      if (m == "mla_up_proj" && c.moe.q_lora_rank == 0 && c.tensor_model_parallel_size > 1)
+        fail("recompute_modules", "'mla_up_proj' without q_lora_rank is not modelled with tensor_model_parallel_size > 1 "
+                                  "(its recomputed linear_q_proj would gather the layer input over TP again)");
+      if (m == "shared_experts" && !c.moe.moe_shared_expert_intermediate_size)
+        fail("recompute_modules", "'shared_experts' needs moe_shared_expert_intermediate_size (a shared expert)");
+      if (m == "shared_experts" && c.moe.moe_shared_expert_overlap)
+        fail("recompute_modules", "'shared_experts' cannot be used with moe_shared_expert_overlap (Megatron-Core raises the same)");
+      if (m == "mlp" && c.parallel_block())
+        fail("recompute_modules", "'mlp' is not modelled with the parallel block (gpt_j_residual with gpt_j_tied)");
     }
   }
   if (!c.selective_ac_option.empty()) {

@@ -126,6 +126,10 @@ struct Costs {
 // Megatron's delay_wgrad_compute).
 // recompute_norm: one norm's forward (recompute_modules layernorm runs it again, twice per layer, in the
 // backward).
+// recompute_mla_up: MLA's up-projection part again before the attention's backward (recompute_modules
+// mla_up_proj): the latent norms, the q / kv up-projection GEMMs and RoPE.
+// recompute_mlp: the dense MLP's forward again before its backward (recompute_modules mlp): norm, fc1,
+// activation, fc2 (not the bias-dropout-add after it); the trace adds the block's TP collectives.
 // cp_*: with PyTorch's context parallelism (context_parallel_rotate_method), the part of fwd_attn / bwd_attn
 // that is the ring attention: `first` the local chunk's step (what the all-gathered K/V overlaps), `rest` the
 // other cp - 1 steps with the merges / gradient accumulation.
@@ -150,6 +154,7 @@ struct TpFusedGemms {
 
 struct LayerCosts {
   Costs fwd_attn, fwd_mlp, bwd_attn, bwd_mlp, recompute_attn_extra, wgrad_attn, wgrad_mlp, recompute_norm;
+  Costs recompute_mla_up, recompute_mlp;
   Costs dgrad_attn_in, wgrad_attn_in, dgrad_mlp_in, wgrad_mlp_in;
   Costs cp_fwd_first, cp_fwd_rest, cp_bwd_first, cp_bwd_rest;
   // A Mamba-2 mixer's block (hybrid 'M') split where its context-parallel all-to-alls sit: mamba_*_pre the kernels

@@ -557,6 +557,20 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   if (latent_norm > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Norm, latent_norm));
   add_qk_norms(L.fwd_attn, 1.0);
   add_rope(L.fwd_attn, 1.0);
+  if (mla) {
+    // recompute_modules mla_up_proj (MultiLatentAttention.get_query_key_value_tensors, multi_latent_attention.py
+    // :862-991 at NVIDIA/Megatron-LM@d98e8a64): qkv_up_proj_and_rope_apply -- linear_q_up_proj and
+    // linear_kv_up_proj (Transformer Engine LayerNormColumnParallelLinear: the latent norm fused with the GEMM) and
+    // RoPE on Q and K -- runs under CheckpointWithoutOutput, its outputs (Q, K, V) discarded after the core
+    // attention's forward and computed again before its backward.
+    if (latent_norm > 0) L.recompute_mla_up.add(cm, mem(MemoryKernel::Norm, latent_norm));
+    // Without q_lora_rank, linear_q_proj on the layer's input is inside the checkpoint (gpt.cpp refuses it with
+    // TP > 1, whose recompute would gather the input again).
+    const bool ql = c.moe.q_lora_rank > 0;
+    fwd_gemm(L.recompute_mla_up, attn_in[ql ? 1 : 0], ql ? Tp::Column : Tp::ColumnGathered);
+    fwd_gemm(L.recompute_mla_up, attn_in[ql ? 3 : 2], Tp::Column);
+    add_rope(L.recompute_mla_up, 1.0);
+  }
   if (repeat > 0) L.fwd_attn.add(cm, mem(MemoryKernel::Copy, repeat));
   // PyTorch's context parallelism (context_parallel_rotate_method; torch/distributed/tensor/experimental/
   // _attention.py, _templated_ring_attention and its backward, pytorch/pytorch@0123248a): the rank's s/cp
@@ -702,6 +716,10 @@ LayerCosts layer_costs_fused(const GptConfig& c, const models::ComputeModel& cm,
   L.fwd_mlp.add(cm, mem(actv_kind, actv));
   fwd_gemm(L.fwd_mlp, down, Tp::Row);
   fuse(L.tp_fused[0][0], false, down.n, down.k);
+  // recompute_modules mlp (TransformerLayer._run_mlp, transformer_layer.py:992-1012 @d98e8a64): the dense MLP
+  // module under tensor_parallel.checkpoint / te_checkpoint -- its forward again before its backward; the
+  // bias-dropout-add after it is outside the checkpoint.
+  L.recompute_mlp = L.fwd_mlp;
   add_bda(L.fwd_mlp, bda.fwd);
   // Backward: memory-bound kernels move twice their forward bytes (read the output gradient and the saved
   // input, write the input gradient).
@@ -1248,6 +1266,10 @@ GptStepKernels gpt_step_kernels(const GptConfig& c, const models::ComputeModel& 
     const std::int64_t Ti = c.micro_batch_size * (c.seq_length / cp);
     std::vector<const Costs*> fwd = {&L.fwd_attn}, bwd = {&L.bwd_attn};
     if (!K.mtp_moe) fwd.push_back(&L.fwd_mlp), bwd.insert(bwd.begin(), &L.bwd_mlp);
+    // The MTP layer's transformer layer has the decoder's config (multi_token_prediction.py @d98e8a64): its
+    // recompute_modules mla_up_proj / mlp recomputes run in its backward too.
+    if (c.recomputes("mla_up_proj")) bwd.push_back(&L.recompute_mla_up);
+    if (!K.mtp_moe && c.recomputes("mlp")) bwd.push_back(&L.recompute_mlp);
     if (c.hybrid()) {
       fwd.clear(), bwd.clear();
       const std::string mtp = hybrid_mtp_pattern(c);

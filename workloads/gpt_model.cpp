@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <sstream>
 #include <tuple>
 
 #include "models/gpu.hpp"
@@ -333,6 +334,10 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_lay
     const double qk = double(e.qk_head_dim + e.qk_pos_emb_head_dim), v = double(e.v_head_dim);
     attn = (2.0 * h + gemm_in * h + mask) * rep + 2.0 * (a / t) * (2.0 * qk + v) +
            2.0 * double(e.q_lora_rank + e.kv_lora_rank + e.qk_pos_emb_head_dim) + gemm_in * a * v / t + 4.0 * a / t;
+    // recompute_modules mla_up_proj (multi_latent_attention.py:983-991 and 455-458 @d98e8a64): the up-projections
+    // and RoPE run under CheckpointWithoutOutput, which keeps its inputs (the latents, counted above) and frees
+    // its outputs -- Q, K, V, the tensors the core attention saves -- once the core attention has run.
+    if (drop_scores && c.recomputes("mla_up_proj")) attn -= 2.0 * (a / t) * (2.0 * qk + v);
   }
   // attention_output_gate: the gate (query width) and the gated product's input are kept for the sigmoid-multiply's
   // backward: 2 x a d / t more (the attention output itself is counted above).
@@ -380,7 +385,7 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_lay
     const double rw = double(c.moe_width());
     mlp = (2.0 * h + gemm_in * h + mask) * rep +
           double(c.moe.moe_router_topk) * load_factor * (gemm_in * rw * etp + 2.0 * fc1m + fc2_in) / t_sp +
-          (S > 0 ? 2.0 * fc1s / t + gemm_in * S / t : 0.0);
+          (S > 0 && !(drop_scores && c.recomputes("shared_experts")) ? 2.0 * fc1s / t + gemm_in * S / t : 0.0);
     if (c.moe.moe_latent_size) mlp += gemm_in * rw / t_sp;
     if (S > 0 && c.moe.moe_shared_expert_gate) mlp += (2.0 * h + 2.0) / t_sp;
     // The load-balancing loss keeps its fp32 scores for the score function's backward (router.py @d98e8a64:
@@ -393,6 +398,10 @@ double layer_activation_bytes(const GptConfig& c, bool drop_scores, bool moe_lay
   }
   // recompute_modules layernorm: the two norms' outputs (the QKV and the MLP / router inputs) are not kept.
   if (drop_scores && c.recomputes("layernorm")) attn -= gemm_in * h * rep, mlp -= gemm_in * h * rep;
+  // recompute_modules mlp (a dense layer's MLP under tensor_parallel.checkpoint, transformer_layer.py:992-1012
+  // @d98e8a64; Transformer Engine fuses the pre-MLP norm into fc1, so the checkpoint's input is the norm's input):
+  // the MLP keeps that input alone; the dropout mask of the bias-dropout-add after it stays.
+  if (drop_scores && c.recomputes("mlp") && !moe_layer) mlp = (2.0 * h + mask) * rep;
   // The parallel block (GptConfig::parallel_block): the MLP shares the attention's norm, so neither the MLP's
   // norm input (2h) nor fc1's input (the attention's QKV input, counted above) is kept a second time.
   if (c.parallel_block()) mlp -= (2.0 * h + (drop_scores && c.recomputes("layernorm") ? 0.0 : gemm_in * h)) * rep;
@@ -619,6 +628,25 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // optimizer / FSDP instead of DP x CP).
   double Pe = 0, Pe_bf16 = 0, act_mean = 0, act_max = 0, act_mean_sel = 0, act_max_sel = 0;
   const bool moe = moe_model(c);
+  // recompute_modules mla_up_proj / mlp / shared_experts: a layer in its backward holds what its recompute made
+  // again (MLA's Q, K, V; the dense MLP's or the shared expert's activations) on top of what was saved; the largest
+  // such surplus over the stage's layers (act_max_mod) adds to the micro-batch's peak. `keep`: the config without
+  // those three modules.
+  GptConfig keep = c;
+  {
+    std::string mods;
+    std::istringstream words(c.recompute_modules.empty() ? std::string("core_attn") : c.recompute_modules);
+    for (std::string w; words >> w;) {
+      for (char& ch : w) ch = ch == ',' ? ' ' : ch;
+      std::istringstream parts(w);
+      for (std::string m; parts >> m;)
+        if (m != "mla_up_proj" && m != "mlp" && m != "shared_experts") mods += (mods.empty() ? "" : " ") + m;
+    }
+    keep.recompute_modules = mods.empty() ? "none" : mods;
+  }
+  const bool module_recompute = c.recompute_granularity == "selective" && c.selective_ac_option.empty() &&
+                                (c.recomputes("mla_up_proj") || c.recomputes("mlp") || c.recomputes("shared_experts"));
+  double act_max_mod = 0;
   // Layers whose activations a chunk stores per micro-batch: its decoder layers and the MTP layers (built like
   // the decoder's last layer) on the MTP chunk; for MoE models also the sum of their selective-recompute bytes.
   const auto pattern = moe_layers_of(c);
@@ -661,6 +689,9 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
       const double a_sel = layer_activation_bytes(lc, c.recompute_granularity == "selective", m, lf, g, sym);
       act_mean_sel += a_sel, chunk_sel[k] += a_sel;
       if (m) act_max_sel = std::max(act_max_sel, a_full - a_sel);  // largest recomputed surplus
+      if (module_recompute)
+        act_max_mod = std::max(act_max_mod, layer_activation_bytes(bf16 ? keep.bf16_layers_config() : keep, true, m, lf, g, sym) -
+                                                layer_activation_bytes(lc, true, m, lf, g, sym));
     };
     for (std::size_t k = 0; k < chunks.size(); ++k)
       for (std::int64_t l = 0; l < chunks[k].second; ++l) {
@@ -798,6 +829,9 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
   // per-layer bytes are the mean over its layers, the largest layer's for a recomputed layer's peak.
   const double bf16_share = layers && c.has_bf16_layers() ? double(layers - quantised_layers) / double(layers) : 0.0;
   const GptConfig hp = c.bf16_layers_config();
+  if (!moe && module_recompute)
+    act_max_mod = std::max(layer_activation_bytes(keep, true) - layer_activation_bytes(c, true),
+                           layer_activation_bytes(keep.bf16_layers_config(), true) - layer_activation_bytes(hp, true));
   auto dense_act = [&](bool drop_scores) {
     const double q = layer_activation_bytes(c, drop_scores);
     return bf16_share > 0 ? (1.0 - bf16_share) * q + bf16_share * layer_activation_bytes(hp, drop_scores) : q;
@@ -835,8 +869,10 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     } else {
       stored = lpc * (moe ? sel_mean : dense_act(c.recompute_granularity == "selective"));
       peak = stored;
-      // recompute_modules moe: the MoE layer in its backward holds its recomputed activations on top.
-      if (moe && c.recomputes("moe")) peak += act_max_sel;
+      // recompute_modules moe: the MoE layer in its backward holds its recomputed activations on top; mla_up_proj,
+      // mlp, shared_experts: their recomputed tensors (act_max_mod).
+      if (moe && c.recomputes("moe")) peak += std::max(act_max_sel, act_max_mod);
+      else peak += act_max_mod;
     }
     if (off_mean > 0) {
       // Fine-grained activation offloading (fine_grained_activation_offload.py at NVIDIA/Megatron-LM@d98e8a64):

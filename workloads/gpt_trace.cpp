@@ -1190,6 +1190,11 @@ class StageEmitter {
       const MoeCosts& M = K.moe[K.moe_index[gl]];
       rb.chain(wait_op(nm + phase + ".moe.combined"), *xo);
       rb.chain(compute_op(nm + phase + (bwd ? ".moe.router" : ".moe.unpermute"), bwd ? pre_b : M.post_f));
+      // recompute_modules shared_experts (MoELayer.shared_experts_compute, moe/moe_layer.py:507-532 @d98e8a64): the
+      // shared expert under tensor_parallel.checkpoint / te_checkpoint -- its forward, with its TP all-gather and
+      // reduce-scatter, again before its backward (gpt.cpp refuses it with moe_shared_expert_overlap, as
+      // Megatron-Core does).
+      if (!shared_ovl && bwd && c.recomputes("shared_experts")) shared_expert(nm, M.shared_f, ".recompute");
       if (!shared_ovl) shared_expert(nm, bwd ? shared_b : M.shared_f, phase);
     });
   }
@@ -1504,6 +1509,9 @@ class StageEmitter {
         ba += Lg.recompute_attn_extra;
       // recompute_modules layernorm: both norms of the layer forward again in its backward.
       if (c.recomputes("layernorm")) ba += Lg.recompute_norm, ba += c.parallel_block() ? Costs{} : Lg.recompute_norm;
+      // recompute_modules mla_up_proj: MLA's up-projections and RoPE again before the core attention's backward
+      // (CheckpointWithoutOutput's hook on the core attention output's gradient; LayerCosts::recompute_mla_up).
+      if (c.recomputes("mla_up_proj")) ba += Lg.recompute_mla_up;
       if (wm != WMode::Whole) ba = minus(ba, Lg.wgrad_attn);
       auto tail = [this, nm, ba, ch, l, gl, mb, wm]() {
         const LayerCosts& Lt = K.layer_at(gl);
@@ -1579,13 +1587,20 @@ class StageEmitter {
         out.push_back([this, nm, pre, extra, tail, wm, gl]() {
           if (pre) pre();
           const LayerCosts& Lm = K.layer_at(gl);
+          std::vector<std::uint32_t> deps = *extra;
+          if (c.recomputes("mlp") && K.has_block(gl, false)) {
+            // recompute_modules mlp (LayerCosts::recompute_mlp): the dense MLP's forward again, with its TP
+            // all-gather and reduce-scatter, before its backward (gpt.cpp refuses it with the parallel block).
+            block(gl, nm + ".mlp", nm + ".recompute.mlp", Lm.recompute_mlp, false, false, deps);
+            deps.clear();
+          }
           if (c.parallel_block())  // the attention's backward reduces the summed input gradient (and regathers)
             block(gl, nm + ".mlp", nm + ".bwd.mlp", wm == WMode::Whole ? Lm.bwd_mlp : minus(Lm.bwd_mlp, Lm.wgrad_mlp), false,
-                  true, *extra, nullptr, nullptr, kNoReduce);
+                  true, deps, nullptr, nullptr, kNoReduce);
           else if (wm == WMode::Whole)
-            block(gl, nm + ".mlp", nm + ".bwd.mlp", Lm.bwd_mlp, false, true, *extra, &Lm.dgrad_mlp_in, &Lm.wgrad_mlp_in);
+            block(gl, nm + ".mlp", nm + ".bwd.mlp", Lm.bwd_mlp, false, true, deps, &Lm.dgrad_mlp_in, &Lm.wgrad_mlp_in);
           else
-            block(gl, nm + ".mlp", nm + ".bwd.mlp", minus(Lm.bwd_mlp, Lm.wgrad_mlp), false, true, *extra);
+            block(gl, nm + ".mlp", nm + ".bwd.mlp", minus(Lm.bwd_mlp, Lm.wgrad_mlp), false, true, deps);
           if (wm == WMode::Delay) rb.chain(compute_op(nm + ".bwd.mlp.wgrad", Lm.wgrad_mlp));
           tail();
         });
@@ -1860,7 +1875,12 @@ class StageEmitter {
       for (std::int64_t ch = from; ch < to; ++ch)
         for (std::int64_t l = 0; l < place(ch).nl; ++l) layers += c.bf16_layer(place(ch).base + l) ? 0.0 : 1.0;
       // Transformer Engine's four linears per layer: LayerNormLinear qkv, Linear proj, LayerNormLinear fc1, Linear fc2.
-      const Fp8ParamCast f = fp8_param_cast_costs(c, x_.cm, layers * x_.Pl, double(Y.shard_n), 4.0 * layers);
+      // Multi-latent attention has five attention linears instead of two (multi_latent_attention.py @d98e8a64:
+      // linear_q_down_proj, linear_q_up_proj -- one linear_q_proj without q_lora_rank --, linear_kv_down_proj,
+      // linear_kv_up_proj, linear_proj), each an FP8 parameter with its own scale.
+      const double mla_linears = c.moe.q_lora_rank > 0 ? 5.0 : 4.0;
+      const double linears = c.moe.multi_latent_attention ? mla_linears + 2.0 : 4.0;
+      const Fp8ParamCast f = fp8_param_cast_costs(c, x_.cm, layers * x_.Pl, double(Y.shard_n), linears * layers);
       rb.chain(compute_op("fp8_param_gather.cast" + suffix, f.cast));
       if (Y.shard_n > 1)
         rb.chain(coll_op("fp8_param_gather.amax.ar" + suffix, CollOp::AllReduce, Y.dp_comm[st], f.amax_bytes, RankBuilder::kDp, "dp"));

@@ -667,9 +667,11 @@ TEST_CASE("moe recompute_modules: moe reruns the MoE layer forward with its all-
   // Megatron's rules and the modules not modelled are refused with the parameter's name.
   ParamMap bad = {{"recompute_modules", "moe"}};
   CHECK(error_of([&] { gen(small_moe(bad)); }).find("needs recompute_granularity selective") != std::string::npos);
-  ParamMap mlp = sel;
-  mlp["recompute_modules"] = "mlp";
-  CHECK(error_of([&] { gen(small_moe(mlp)); }).find("recompute_modules") != std::string::npos);
+  // (mlp and shared_experts are priced since 2026-11-29, tests/workloads/test_gpt_recompute_modules.cpp; mla_up_proj
+  // needs multi-latent attention, as Megatron-Core says.)
+  ParamMap up = sel;
+  up["recompute_modules"] = "mla_up_proj";
+  CHECK(error_of([&] { gen(small_moe(up)); }).find("needs multi_latent_attention") != std::string::npos);
   ParamMap typo = sel;
   typo["recompute_modules"] = "layernorm, moe_acts";
   CHECK(error_of([&] { gen(small_moe(typo)); }).find("moe_acts") != std::string::npos);
