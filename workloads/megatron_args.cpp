@@ -365,16 +365,20 @@ struct Value {
   std::string unresolved;
   bool is_array = false;
   std::vector<ShellWord> elements;
-  // Where the text is written: (offset in text, script line) from that offset on; none for --var values.
+  // Where the text is written: (offset in text, script line) from that offset on, offsets increasing; none for
+  // --var values.
   std::vector<std::pair<std::size_t, int>> runs;
+  // Line `line` from offset `at` (at least the last run's offset) on. At most one run per offset and none that
+  // repeats its line, so runs stay fewer than the characters (empty variables doubled do not grow them).
+  void mark(std::size_t at, int line) {
+    if (!runs.empty() && runs.back().first == at) runs.pop_back();
+    if (runs.empty() || runs.back().second != line) runs.push_back({at, line});
+  }
   // The script line the character at `at` is written on (0: not in the script).
   int line_at(std::size_t at) const {
-    int l = 0;
-    for (const auto& [o, line] : runs) {
-      if (o > at) break;
-      l = line;
-    }
-    return l;
+    const auto it = std::upper_bound(runs.begin(), runs.end(), at,
+                                     [](std::size_t a, const std::pair<std::size_t, int>& r) { return a < r.first; });
+    return it == runs.begin() ? 0 : std::prev(it)->second;
   }
 };
 
@@ -576,10 +580,10 @@ class Expander {
   }
   void append(Value& out, const Segment& g) {
     const std::size_t at = out.text.size();
-    out.runs.push_back({at, g.line});
+    out.mark(at, g.line);
     switch (g.kind) {
       case Segment::kLiteral:
-        for (std::size_t k = 0; k < g.breaks.size(); ++k) out.runs.push_back({at + g.breaks[k], g.line + int(k) + 1});
+        for (std::size_t k = 0; k < g.breaks.size(); ++k) out.mark(at + g.breaks[k], g.line + int(k) + 1);
         out.text += g.text;
         return;
       case Segment::kVar:
@@ -589,9 +593,9 @@ class Expander {
                                    !it->second.is_array)) {
           const Value& v = it->second;
           // The variable's text is written where it was assigned.
-          out.runs.back().second = v.is_array ? (v.elements.empty() ? 0 : v.elements[0].written) : 0;
+          out.mark(at, v.is_array ? (v.elements.empty() ? 0 : v.elements[0].written) : 0);
           if (!v.is_array)
-            for (const auto& [o, line] : v.runs) out.runs.push_back({at + o, line});
+            for (const auto& [o, line] : v.runs) out.mark(at + o, line);
           out.text += v.is_array ? (v.elements.empty() ? std::string() : v.elements[0].text) : v.text;
           if (out.unresolved.empty()) out.unresolved = v.unresolved;
           return;
