@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/error.hpp"
 #include "sim/base/json_reader.hpp"
+#include "workloads/param_origin.hpp"
 
 namespace fabricsim::cli {
 
@@ -76,19 +78,29 @@ int cmd_import(int argc, char** argv);
 
 // Megatron-LM launch scripts (apps/cmd_import.cpp), shared by `import megatron` and `run --megatron`: declares
 // --var; builds the scenario from SCRIPT (or - for stdin) with --topology, --param and --var, checks it
-// against the topology and prints what was left out on stderr.
+// against the topology and prints what was left out on stderr. An error the generator raises about a parameter
+// names the script line and flag that set it (`origins`, optional, receives them for the run's own errors:
+// rethrow_at_origin).
 void megatron_flags(Args& args);
-Json megatron_scenario(const Args& args, const std::string& script);
+Json megatron_scenario(const Args& args, const std::string& script, workloads::ParamOrigins* origins = nullptr);
 // NeMo training configs, shared by `import nemo` and `run --nemo`: CONFIG (or - for stdin) with --topology,
-// --param and --ignore-unknown, checked and reported the same way.
-Json nemo_scenario(const Args& args, const std::string& config);
+// --param and --ignore-unknown, checked and reported the same way (errors name the YAML key and line).
+Json nemo_scenario(const Args& args, const std::string& config, workloads::ParamOrigins* origins = nullptr);
 // torchtitan job configs, shared by `import torchtitan` and `run --torchtitan`: torchtitan_flags declares
 // --gpus and --torchtitan-version; take_torchtitan_overrides removes torchtitan's `--section.option [value]`
 // words from argv before Args::parse (a switch takes a following true / false only); torchtitan_scenario
-// builds CONFIG (or - for stdin) with them, --topology, --param and --ignore-unknown, checked as above.
+// builds CONFIG (or - for stdin) with them, --topology, --param and --ignore-unknown, checked as above (errors
+// name the TOML table.key and line, or the --section.option).
 void torchtitan_flags(Args& args);
 std::vector<std::pair<std::string, std::string>> take_torchtitan_overrides(int& argc, char** argv);
 Json torchtitan_scenario(const Args& args, const std::string& config,
-                         const std::vector<std::pair<std::string, std::string>>& overrides);
+                         const std::vector<std::pair<std::string, std::string>>& overrides,
+                         workloads::ParamOrigins* origins = nullptr);
+// Rethrows `e`: an error about parameter KEY of the imported scenario's params (`params_where KEY: ...`, where the
+// scenario names them) restated where KEY was set (`origins`: "train.sh:12: --recompute-modules: ..."), any
+// other error (or a parameter with no origin: a default, the catalogue model's) as it is. Call it from the
+// handler that caught `e`.
+[[noreturn]] void rethrow_at_origin(const InputError& e, const std::string& params_where,
+                                    const workloads::ParamOrigins& origins);
 
 }  // namespace fabricsim::cli

@@ -16,6 +16,7 @@
 #include "workloads/config_path.hpp"
 #include "workloads/megatron_args.hpp"
 #include "workloads/nemo_config.hpp"
+#include "workloads/params.hpp"
 #include "workloads/scenario.hpp"
 #include "workloads/torchtitan_config.hpp"
 
@@ -29,11 +30,16 @@ void megatron_flags(Args& args) {
 
 namespace {
 
-// The generator's own checks against the topology, so that a configuration it cannot run writes nothing; then
-// what was left out, on stderr (the scenario and the run's result keep the same notes).
-Json checked_import(const Args& args, Json doc, const std::string& name) {
+// The generator's own checks against the topology, so that a configuration it cannot run writes nothing (an
+// error about a parameter names where the user's file set it: `origins`); then what was left out, on stderr (the
+// scenario and the run's result keep the same notes).
+Json checked_import(const Args& args, Json doc, const std::string& name, const workloads::ParamOrigins& origins) {
   const workloads::Scenario s = workloads::scenario_from_json(doc, name);
-  sim::check_scenario_inputs(s, sim::scenario_system(s));
+  try {
+    sim::check_scenario_inputs(s, sim::scenario_system(s));
+  } catch (const InputError& e) {
+    rethrow_at_origin(e, s.workload.where, origins);
+  }
   const Json& notes = doc["workload"]["notes"];
   for (std::size_t k = 1; k < notes.size(); ++k) {
     const std::string n = notes[k].get<std::string>();
@@ -45,7 +51,26 @@ Json checked_import(const Args& args, Json doc, const std::string& name) {
 
 }  // namespace
 
-Json megatron_scenario(const Args& args, const std::string& script) {
+void rethrow_at_origin(const InputError& e, const std::string& params_where, const workloads::ParamOrigins& origins) {
+  // The generator names a parameter as `params_where KEY: what` (ParamReader::fail, bad_value) or
+  // `params_where/KEY: what` (a JSON string where a number was expected).
+  const std::string msg = e.what();
+  const std::size_t n = params_where.size();
+  if (!params_where.empty() && msg.size() > n && msg.compare(0, n, params_where) == 0 && (msg[n] == ' ' || msg[n] == '/')) {
+    const std::size_t colon = msg.find(": ", n + 1);
+    const auto o = colon == std::string::npos ? origins.end() : origins.find(msg.substr(n + 1, colon - n - 1));
+    if (o != origins.end()) {
+      const std::string where = o->second.at + (o->second.name.empty() ? std::string() : ": " + o->second.name);
+      const std::string what = msg.substr(colon + 2);
+      if (dynamic_cast<const DoesNotFitError*>(&e)) throw DoesNotFitError(where, what);
+      if (dynamic_cast<const workloads::ParamError*>(&e)) throw workloads::ParamError(where, what);
+      throw InputError(where, what);
+    }
+  }
+  throw;
+}
+
+Json megatron_scenario(const Args& args, const std::string& script, workloads::ParamOrigins* origins_out) {
   std::map<std::string, std::string> vars;
   for (const auto& v : args.all("--var")) {
     const auto eq = v.find('=');
@@ -54,16 +79,23 @@ Json megatron_scenario(const Args& args, const std::string& script) {
   }
   const std::string name = script == "-" ? std::string("<stdin>") : script;
   const std::string text = read_input_file(script == "-" ? std::string("/dev/stdin") : script);
-  return checked_import(args, workloads::scenario_for_megatron(name, text, args.get("--topology"), args.params(), vars),
-                        name);
+  workloads::ParamOrigins origins;
+  Json doc = checked_import(
+      args, workloads::scenario_for_megatron(name, text, args.get("--topology"), args.params(), vars, &origins), name,
+      origins);
+  if (origins_out) *origins_out = std::move(origins);
+  return doc;
 }
 
-Json nemo_scenario(const Args& args, const std::string& config) {
+Json nemo_scenario(const Args& args, const std::string& config, workloads::ParamOrigins* origins_out) {
   const std::string name = config == "-" ? std::string("<stdin>") : config;
   const std::string text = read_input_file(config == "-" ? std::string("/dev/stdin") : config);
-  return checked_import(args, workloads::scenario_for_nemo(name, text, args.get("--topology"), args.params(),
-                                                           args.has("--ignore-unknown")),
-                        name);
+  workloads::ParamOrigins origins;
+  Json doc = checked_import(args, workloads::scenario_for_nemo(name, text, args.get("--topology"), args.params(),
+                                                               args.has("--ignore-unknown"), &origins),
+                            name, origins);
+  if (origins_out) *origins_out = std::move(origins);
+  return doc;
 }
 
 void torchtitan_flags(Args& args) {
@@ -105,7 +137,8 @@ std::vector<std::pair<std::string, std::string>> take_torchtitan_overrides(int& 
 }
 
 Json torchtitan_scenario(const Args& args, const std::string& config,
-                         const std::vector<std::pair<std::string, std::string>>& overrides) {
+                         const std::vector<std::pair<std::string, std::string>>& overrides,
+                         workloads::ParamOrigins* origins_out) {
   const std::string name = config == "-" ? std::string("<stdin>") : config;
   const std::string text = read_input_file(config == "-" ? std::string("/dev/stdin") : config);
   workloads::TorchtitanOptions opt;
@@ -118,8 +151,12 @@ Json torchtitan_scenario(const Args& args, const std::string& config,
       throw InputError("--gpus", "expected a positive integer, got '" + text_excerpt(args.get("--gpus")) + "'");
     opt.gpus = n;
   }
-  return checked_import(args, workloads::scenario_for_torchtitan(name, text, args.get("--topology"), args.params(), opt),
-                        name);
+  workloads::ParamOrigins origins;
+  Json doc = checked_import(
+      args, workloads::scenario_for_torchtitan(name, text, args.get("--topology"), args.params(), opt, &origins), name,
+      origins);
+  if (origins_out) *origins_out = std::move(origins);
+  return doc;
 }
 
 int cmd_import(int argc, char** argv) {

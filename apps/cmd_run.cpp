@@ -90,10 +90,11 @@ int cmd_run(int argc, char** argv) {
                            : from_nemo ? (args.get("--nemo") == "-" ? std::string("<stdin>") : args.get("--nemo"))
                            : from_titan ? (args.get("--torchtitan") == "-" ? std::string("<stdin>") : args.get("--torchtitan"))
                            : args.positional().empty() ? std::string("<built-in>") : args.positional()[0];
+  workloads::ParamOrigins origins;  // where an imported file set each parameter (errors of the run name it)
   Json doc = from_trace ? workloads::scenario_for_trace(args.get("--trace"), args.get("--format"), args.get("--topology"), args.params())
-             : from_megatron ? megatron_scenario(args, args.get("--megatron"))
-             : from_nemo ? nemo_scenario(args, args.get("--nemo"))
-             : from_titan ? torchtitan_scenario(args, args.get("--torchtitan"), titan_overrides)
+             : from_megatron ? megatron_scenario(args, args.get("--megatron"), &origins)
+             : from_nemo ? nemo_scenario(args, args.get("--nemo"), &origins)
+             : from_titan ? torchtitan_scenario(args, args.get("--torchtitan"), titan_overrides, &origins)
              : args.positional().empty() ? workloads::default_scenario_json() : load_json_file(file);
   if (args.has("--compute-preset"))
     workloads::set_compute_preset(doc, args.get("--compute-preset"), "--compute-preset");
@@ -125,7 +126,13 @@ int cmd_run(int argc, char** argv) {
   if (!args.has("--quiet") && !out.quiet)
     std::cerr << "fabricsim run: " << (from_trace || from_megatron ? sc.file + " on " + doc["topology"].dump()
                                        : args.positional().empty() ? std::string("<built-in default>") : sc.file) << "\n";
-  sim::ScenarioRun run = sim::run_scenario(sc, opt);
+  sim::ScenarioRun run = [&] {
+    try {
+      return sim::run_scenario(sc, opt);
+    } catch (const InputError& e) {
+      rethrow_at_origin(e, sc.workload.where, origins);
+    }
+  }();
   std::cout << sim::summary_text(run.result, out.top_links);
   char buf[200];
   std::snprintf(buf, sizeof buf, "simulated %zu trace ops on %d GPUs (generation %.2f s, replay %.2f s wall)\n",

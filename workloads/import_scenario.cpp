@@ -1,8 +1,11 @@
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "sim/base/error.hpp"
 #include "topologies/io.hpp"
+#include "workloads/gpt.hpp"
 #include "workloads/importers.hpp"
 
 namespace fabricsim::workloads {
@@ -40,20 +43,102 @@ bool states_all_gpus(const std::string& path) {
 }
 }  // namespace
 
-Json topology_for_ranks(const std::string& topology, std::int64_t ranks, std::int64_t* gpus) {
+namespace {
+const topo::PresetInfo* preset_info(const std::string& name) {
+  for (const auto& p : topo::presets())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+bool single_server(const std::string& preset) { return topo::build_preset(preset, {}).num_hosts() == 1; }
+// The topology parameters an import accepts on `topology`: a file's none, a preset's own, and for a server preset
+// also the superpod's it grows into (node, nodes, fabric, ...).
+std::vector<std::string> topology_param_names(const std::string& topology) {
+  std::vector<std::string> out;
+  if (std::filesystem::is_regular_file(topology)) return out;
+  auto add = [&](const topo::PresetInfo& p) {
+    for (const auto& [k, d] : p.params)
+      if (std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+  };
+  const topo::PresetInfo* p = preset_info(topology);
+  if (!p) topo::build_preset(topology, {});  // an unknown name lists the presets
+  add(*p);
+  if (single_server(topology)) add(*preset_info("superpod"));
+  return out;
+}
+}  // namespace
+
+ImportOverrides split_import_overrides(const std::string& topology, const ParamMap& overrides) {
+  ImportOverrides out;
+  const std::set<std::string> gpt = gpt_param_names();
+  std::vector<std::string> topo_names;
+  bool topo_listed = false;
+  for (const auto& [k, v] : overrides) {
+    if (gpt.count(k)) {  // gpu stays the generator's (the GPU priced), as before topology overrides
+      out.gpt[k] = v;
+      if (overrides.quoted.count(k)) out.gpt.quoted.insert(k);
+      continue;
+    }
+    if (!topo_listed) topo_names = topology_param_names(topology), topo_listed = true;
+    if (std::find(topo_names.begin(), topo_names.end(), k) != topo_names.end()) {
+      out.topology[k] = v;
+      continue;
+    }
+    std::string list;
+    for (const auto& n : topo_names) list += (list.empty() ? "" : ", ") + n;
+    throw InputError("--param " + text_excerpt(k, 40),
+                     "unknown parameter: neither a gpt generator parameter (fabricsim gen --help; docs/workloads.md) nor " +
+                         (std::filesystem::is_regular_file(topology)
+                              ? "a topology parameter (the topology file " + topology + " takes none)"
+                              : "a parameter of topology " + topology + " (" + list + ")"));
+  }
+  return out;
+}
+
+Json topology_for_ranks(const std::string& topology, std::int64_t ranks, std::int64_t* gpus,
+                        const std::map<std::string, std::string>& params, std::string* gpu_model) {
   if (std::filesystem::is_regular_file(topology)) {
-    if (gpus) *gpus = static_cast<std::int64_t>(topo::load_topology_file(topology).gpus().size());
+    if (!params.empty())
+      throw InputError("--param " + params.begin()->first, "the topology file " + topology + " takes no parameters");
+    const topo::Topology t = topo::load_topology_file(topology);
+    if (gpus) *gpus = static_cast<std::int64_t>(t.gpus().size());
+    if (gpu_model && !t.gpus().empty()) *gpu_model = t.node(t.gpus()[0]).model;
     return {{"file", std::filesystem::absolute(topology).string()}};
   }
   const topo::Topology t = topo::build_preset(topology, {});  // an unknown name lists the presets
-  const auto preset_gpus = static_cast<std::int64_t>(t.gpus().size());
-  if (t.num_hosts() == 1 && ranks > preset_gpus) {
-    const std::int64_t nodes = (ranks + preset_gpus - 1) / preset_gpus;
-    if (gpus) *gpus = nodes * preset_gpus;
-    return {{"preset", "superpod"}, {"params", {{"node", topology}, {"nodes", nodes}}}};
+  auto typed = [](const std::map<std::string, std::string>& m) {
+    Json o = Json::object();
+    for (const auto& [k, v] : m) o[k] = param_value_json(v);
+    return o;
+  };
+  // Built as the scenario will build it (a bad value is an error naming --param KEY now).
+  auto built = [&](const std::string& preset, const std::map<std::string, std::string>& p) {
+    const topo::Topology b = topo::build_preset(preset, p);
+    if (gpus) *gpus = static_cast<std::int64_t>(b.gpus().size());
+    if (gpu_model && !b.gpus().empty()) *gpu_model = b.node(b.gpus()[0]).model;
+  };
+  const topo::PresetInfo& own = *preset_info(topology);
+  bool superpod_key = false;  // a parameter only the superpod has (node, nodes, fabric, ...)
+  for (const auto& [k, v] : params)
+    if (std::none_of(own.params.begin(), own.params.end(), [&](const auto& q) { return q.first == k; })) superpod_key = true;
+  if (t.num_hosts() == 1 && (superpod_key || ranks > static_cast<std::int64_t>(t.gpus().size()))) {
+    // A superpod of enough such servers (or of the --param node's), unless --param nodes says how many.
+    std::map<std::string, std::string> p = params;
+    if (!p.count("node")) p["node"] = topology;
+    if (!p.count("nodes")) {
+      std::map<std::string, std::string> one = p;
+      one["nodes"] = "1";
+      const auto per_node = static_cast<std::int64_t>(topo::build_preset("superpod", one).gpus().size());
+      p["nodes"] = std::to_string(std::max<std::int64_t>(1, (ranks + per_node - 1) / per_node));
+    }
+    built("superpod", p);
+    return {{"preset", "superpod"}, {"params", typed(p)}};
   }
-  if (gpus) *gpus = preset_gpus;
-  return {{"preset", topology}};
+  if (params.empty()) {
+    built(topology, {});
+    return {{"preset", topology}};
+  }
+  built(topology, params);
+  return {{"preset", topology}, {"params", typed(params)}};
 }
 
 Json scenario_for_trace(const std::string& path, const std::string& format_in, const std::string& topology,

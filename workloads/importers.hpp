@@ -32,6 +32,7 @@
 // SimAI ticks are ns), dims (network NPU counts for HYBRID_DATA_MODEL / HYBRID_MODEL_DATA, e.g. "8,8"),
 // gpus_per_host (co-located data-parallel copies; set from the topology by `fabricsim run`).
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "workloads/chakra.hpp"
@@ -53,8 +54,22 @@ namespace fabricsim::workloads {
 
 // The scenario's "topology" object for a workload of `ranks` ranks (0 = not known) on `topology`, a preset
 // name or a topology file (made absolute): a single-server preset (dgx-h100, dgx-a100, ...) too small for
-// the ranks becomes a superpod of enough such servers. `gpus` (optional) receives the topology's GPU count.
-Json topology_for_ranks(const std::string& topology, std::int64_t ranks, std::int64_t* gpus = nullptr);
+// the ranks becomes a superpod of enough such servers. `params` (the import's --param topology parameters,
+// split_import_overrides) go into the preset's "params"; on a server preset a parameter only the superpod has
+// (node, nodes, fabric, ...) makes it the superpod of such servers (node and nodes, unless given: the preset and
+// enough of them for the ranks). `gpus` and `gpu_model` (optional) receive the topology's GPU count and its first
+// GPU's model.
+Json topology_for_ranks(const std::string& topology, std::int64_t ranks, std::int64_t* gpus = nullptr,
+                        const std::map<std::string, std::string>& params = {}, std::string* gpu_model = nullptr);
+
+// An import's --param overrides: the gpt generator's parameters (gpu among them), and the topology's (a
+// parameter of the preset `topology`, or of the superpod a server preset grows into). A key of neither is an
+// error listing the topology's parameters.
+struct ImportOverrides {
+  ParamMap gpt;
+  std::map<std::string, std::string> topology;
+};
+ImportOverrides split_import_overrides(const std::string& topology, const ParamMap& overrides);
 
 // A scenario document for running another tool's workload file without writing a scenario
 // (`fabricsim run --trace PATH --topology NAME`): format "auto" (Chakra .et / JSON / jsonizer rank files or

@@ -44,6 +44,8 @@ struct Segment {
   std::string fallback;   // ${VAR:-fallback}
   bool has_fallback = false;
   bool quoted = false;    // inside double quotes: no field splitting
+  int line = 0;           // script line the segment starts on
+  std::vector<std::size_t> breaks;  // literal text: offsets where a new script line starts (quoted newlines)
 };
 
 struct RawWord {
@@ -159,13 +161,16 @@ class Lexer {
     return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == ';' || c == '&' || c == '|' || c == '(' ||
            c == ')';
   }
-  static void add_literal(std::vector<Segment>& segs, const std::string& t, bool quoted) {
-    if (!segs.empty() && segs.back().kind == Segment::kLiteral && segs.back().quoted == quoted) {
-      segs.back().text += t;
-    } else {
+  void add_literal(std::vector<Segment>& segs, const std::string& t, bool quoted) {
+    if (segs.empty() || segs.back().kind != Segment::kLiteral || segs.back().quoted != quoted) {
       Segment g;
-      g.text = t, g.quoted = quoted;
+      g.quoted = quoted, g.line = line_;
       segs.push_back(g);
+    }
+    // Each newline in the text starts a script line (where the words of a multi-line value are written).
+    for (char c : t) {
+      segs.back().text += c;
+      if (c == '\n') ++line_, segs.back().breaks.push_back(segs.back().text.size());
     }
   }
   // Text up to the parenthesis that closes one already opened (depth 1), quotes respected.
@@ -186,14 +191,14 @@ class Lexer {
     const std::size_t close = s_.find('`', i_ + 1);
     if (close == std::string::npos) fail("unterminated backquote");
     Segment g;
-    g.kind = Segment::kCommand, g.quoted = quoted, g.text = s_.substr(i_, close - i_ + 1);
+    g.kind = Segment::kCommand, g.quoted = quoted, g.text = s_.substr(i_, close - i_ + 1), g.line = line_;
     i_ = close + 1;
     return g;
   }
 
   Segment dollar(bool quoted) {
     Segment g;
-    g.quoted = quoted;
+    g.quoted = quoted, g.line = line_;
     if (i_ < s_.size() && s_[i_] == '(') {
       if (i_ + 1 < s_.size() && s_[i_ + 1] == '(') {
         i_ += 2;
@@ -270,9 +275,7 @@ class Lexer {
       } else if (c == '\'') {
         const std::size_t close = s_.find('\'', i_ + 1);
         if (close == std::string::npos) fail("unterminated single quote");
-        const std::string t = s_.substr(i_ + 1, close - i_ - 1);
-        line_ += static_cast<int>(std::count(t.begin(), t.end(), '\n'));
-        add_literal(w.segs, t, true);
+        add_literal(w.segs, s_.substr(i_ + 1, close - i_ - 1), true);  // counts its lines
         i_ = close + 1;
       } else if (c == '"') {
         ++i_;
@@ -285,8 +288,13 @@ class Lexer {
             break;
           }
           if (d == '\\' && i_ + 1 < s_.size() && std::string("$`\"\\\n").find(s_[i_ + 1]) != std::string::npos) {
-            if (s_[i_ + 1] == '\n') ++line_;
-            else add_literal(w.segs, std::string(1, s_[i_ + 1]), true);
+            if (s_[i_ + 1] == '\n') {  // a continuation: no text, the next script line
+              add_literal(w.segs, "", true);
+              ++line_;
+              w.segs.back().breaks.push_back(w.segs.back().text.size());
+            } else {
+              add_literal(w.segs, std::string(1, s_[i_ + 1]), true);
+            }
             i_ += 2;
           } else if (d == '$') {
             ++i_;
@@ -294,8 +302,7 @@ class Lexer {
           } else if (d == '`') {
             w.segs.push_back(backquote(true));
           } else {
-            if (d == '\n') ++line_;
-            add_literal(w.segs, std::string(1, d), true);
+            add_literal(w.segs, std::string(1, d), true);  // counts a newline
             ++i_;
           }
         }
@@ -358,6 +365,21 @@ struct Value {
   std::string unresolved;
   bool is_array = false;
   std::vector<ShellWord> elements;
+  // Where the text is written: (offset in text, script line) from that offset on, offsets increasing; none for
+  // --var values.
+  std::vector<std::pair<std::size_t, int>> runs;
+  // Line `line` from offset `at` (at least the last run's offset) on. At most one run per offset and none that
+  // repeats its line, so runs stay fewer than the characters (empty variables doubled do not grow them).
+  void mark(std::size_t at, int line) {
+    if (!runs.empty() && runs.back().first == at) runs.pop_back();
+    if (runs.empty() || runs.back().second != line) runs.push_back({at, line});
+  }
+  // The script line the character at `at` is written on (0: not in the script).
+  int line_at(std::size_t at) const {
+    const auto it = std::upper_bound(runs.begin(), runs.end(), at,
+                                     [](std::size_t a, const std::pair<std::size_t, int>& r) { return a < r.first; });
+    return it == runs.begin() ? 0 : std::prev(it)->second;
+  }
 };
 
 // Integer arithmetic of $(( ... )): + - * / % and parentheses over integers and variables.
@@ -499,15 +521,18 @@ class Expander {
         if (it != vars_.end() && it->second.is_array) {
           els = it->second.elements;
         } else if (it != vars_.end()) {
-          els.push_back(ShellWord{it->second.text, w.line, it->second.unresolved});
+          els.push_back(ShellWord{it->second.text, w.line, it->second.unresolved, it->second.line_at(0), ""});
         } else {
-          els.push_back(ShellWord{"${" + g.text + "[@]}", w.line, g.text});
+          els.push_back(ShellWord{"${" + g.text + "[@]}", w.line, g.text, 0, ""});
         }
         for (std::size_t k = 0; k < els.size(); ++k) {
           if (k > 0) flush();
+          Value e;  // the element's words are written on its line
+          e.runs.push_back({0, els[k].written});
           if (!g.quoted && els[k].unresolved.empty()) {
-            split_into(els[k].text, cur, have, flush);
+            split_into(els[k].text, e, g, cur, have, flush);
           } else {
+            start(cur, have, e, 0, g);
             cur.text += els[k].text;
             if (cur.unresolved.empty()) cur.unresolved = els[k].unresolved;
             have = true;
@@ -518,11 +543,12 @@ class Expander {
       Value v;
       append(v, g);
       if (g.quoted || g.kind == Segment::kLiteral || !v.unresolved.empty()) {
+        if (g.quoted || !v.text.empty() || !v.unresolved.empty()) start(cur, have, v, 0, g);
         cur.text += v.text;
         if (cur.unresolved.empty()) cur.unresolved = v.unresolved;
         if (g.quoted || !v.text.empty() || !v.unresolved.empty()) have = true;
       } else {
-        split_into(v.text, cur, have, flush);
+        split_into(v.text, v, g, cur, have, flush);
       }
     }
     flush();
@@ -530,8 +556,16 @@ class Expander {
   }
 
  private:
+  // A field begins (nothing of it yet) with the character at `at` of `v`, from segment `g`: where it is written,
+  // and the variable it came from.
+  static void start(ShellWord& cur, bool have, const Value& v, std::size_t at, const Segment& g) {
+    if (have) return;
+    cur.written = v.line_at(at);
+    if (g.kind == Segment::kVar || g.kind == Segment::kArray) cur.var = g.text;
+  }
   template <class Flush>
-  static void split_into(const std::string& text, ShellWord& cur, bool& have, Flush&& flush) {
+  static void split_into(const std::string& text, const Value& v, const Segment& g, ShellWord& cur, bool& have,
+                         Flush&& flush) {
     std::size_t k = 0;
     while (k < text.size()) {
       if (std::isspace(static_cast<unsigned char>(text[k]))) {
@@ -539,13 +573,17 @@ class Expander {
         while (k < text.size() && std::isspace(static_cast<unsigned char>(text[k]))) ++k;
         continue;
       }
+      start(cur, have, v, k, g);
       cur.text += text[k++];
       have = true;
     }
   }
   void append(Value& out, const Segment& g) {
+    const std::size_t at = out.text.size();
+    out.mark(at, g.line);
     switch (g.kind) {
       case Segment::kLiteral:
+        for (std::size_t k = 0; k < g.breaks.size(); ++k) out.mark(at + g.breaks[k], g.line + int(k) + 1);
         out.text += g.text;
         return;
       case Segment::kVar:
@@ -554,6 +592,10 @@ class Expander {
         if (it != vars_.end() && !(g.has_fallback && it->second.text.empty() && it->second.unresolved.empty() &&
                                    !it->second.is_array)) {
           const Value& v = it->second;
+          // The variable's text is written where it was assigned.
+          out.mark(at, v.is_array ? (v.elements.empty() ? 0 : v.elements[0].written) : 0);
+          if (!v.is_array)
+            for (const auto& [o, line] : v.runs) out.mark(at + o, line);
           out.text += v.is_array ? (v.elements.empty() ? std::string() : v.elements[0].text) : v.text;
           if (out.unresolved.empty()) out.unresolved = v.unresolved;
           return;
@@ -776,6 +818,8 @@ struct Given {
   int line = 0;
   std::size_t order = 0;           // position of its (last) occurrence
   std::string spelled;             // "--num-layers 80"
+  int written = 0;                 // the line its flag word is written on, when a variable held it (0: `line`)
+  std::string var;                 // that variable
 };
 
 bool looks_like_flag(const std::string& t) {
@@ -829,11 +873,11 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
                                 last_commit(f->commits) + "): " +
                                 megatron_rejected_hint(f->dest));
     Given g;
-    g.flag = f, g.line = w.line, g.order = order++, g.spelled = opt;
+    g.flag = f, g.line = w.line, g.order = order++, g.spelled = opt, g.written = w.written, g.var = w.var;
     const bool is_switch = f->kind == MegatronFlag::kTrue || f->kind == MegatronFlag::kFalse;
     const bool is_list = f->kind == MegatronFlag::kInts || f->kind == MegatronFlag::kFloats || f->kind == MegatronFlag::kStrs;
     std::vector<const ShellWord*> vals;
-    ShellWord inline_word{inline_value, w.line, ""};
+    ShellWord inline_word{inline_value, w.line, "", w.written, w.var};
     if (is_switch) {
       if (has_inline) fail_at(file, w.line, opt + " takes no value (got '" + text_excerpt(inline_value) + "')");
     } else if (has_inline) {
@@ -897,6 +941,19 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
 
   MegatronImport out;
   Json& p = out.params;
+  // Where the flag of `dest` is written, for the parameter `key` it sets (errors the generator raises name it).
+  auto from = [&](const std::string& key, const std::string& dest) {
+    const auto it = given.find(dest);
+    if (it == given.end()) return;
+    const Given& g = it->second;
+    ParamOrigin o;
+    o.at = file + ":" + std::to_string(g.written ? g.written : g.line);
+    o.name = g.spelled.substr(0, g.spelled.find(' '));
+    if (!g.var.empty())
+      o.name += " (in $" + g.var + (g.written ? std::string() : std::string(" of --var")) + ", expanded on line " +
+                std::to_string(g.line) + ")";
+    out.origins[key] = o;
+  };
   // Required shape and batch (validate_args: required_args and `assert args.micro_batch_size is not None`).
   // A hybrid model (pretrain_hybrid.py) is its --hybrid-layer-pattern, which sets num_layers
   // (megatron/training/arguments.py:787-795 @d98e8a64); pretrain_gpt.py builds a GPT model and never reads it.
@@ -920,6 +977,7 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     if (!names.count(key))
       throw InputError(file + ":" + std::to_string(g.line),
                        "internal: " + g.spelled + " is classed as modelled but the gpt generator has no parameter " + key);
+    from(key, dest);
     switch (g.flag->kind) {
       case MegatronFlag::kTrue: p[key] = true; break;
       case MegatronFlag::kFalse: p[key] = false; break;
@@ -936,6 +994,8 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     if (v < 1) fail_at(file, given.at(dest).line, std::string(option) + " must be at least 1 (got " + std::to_string(v) + ")");
   p["tensor_model_parallel_size"] = tp;
   p["pipeline_model_parallel_size"] = pp;
+  from("tensor_model_parallel_size", "tensor_model_parallel_size");
+  from("pipeline_model_parallel_size", "pipeline_model_parallel_size");
   if (world_size > 0) p["world_size"] = world_size;
   // Precision: Megatron-LM trains in fp32 unless --bf16 or --fp16 (fabricsim does not model fp32 training).
   if (!has("bf16") && !has("fp16"))
@@ -943,6 +1003,7 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
   // Recompute: none unless asked; --recompute-activations = selective (validate_args, "if args.recompute_activations").
   p["recompute_granularity"] = has("recompute_activations") ? std::string("selective")
                                : has("recompute_granularity") ? value("recompute_granularity") : std::string("none");
+  from("recompute_granularity", has("recompute_activations") ? "recompute_activations" : "recompute_granularity");
   // Lists (--recompute-modules, --offload-modules, --hierarchical-context-parallel-sizes; nargs): the generator's
   // space-separated lists.
   for (const char* d : {"recompute_modules", "offload_modules", "hierarchical_context_parallel_sizes"})
@@ -950,13 +1011,16 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
       std::string m;
       for (const auto& v : given.at(d).values) m += (m.empty() ? "" : " ") + v;
       p[d] = m;
+      from(d, d);
     }
   // --tp-comm-overlap-cfg: the YAML file, read only with --tp-comm-overlap (_initialize_tp_communicators).
   if (has("tp_comm_overlap_cfg")) {
-    if (has("tp_comm_overlap"))
+    if (has("tp_comm_overlap")) {
       p["tp_comm_overlap_cfg"] = read_megatron_ub_cfg(file, value("tp_comm_overlap_cfg"), given.at("tp_comm_overlap_cfg").line);
-    else
+      from("tp_comm_overlap_cfg", "tp_comm_overlap_cfg");
+    } else {
       mark("tp_comm_overlap_cfg", 1);
+    }
   }
   // --defer-embedding-wgrad-compute needs gradient accumulation fusion (ModelParallelConfig.__post_init__ at
   // NVIDIA/Megatron-LM@d98e8a64: "Cannot defer embedding wgrad compute when gradient accumulation fusion is not used").
@@ -969,11 +1033,13 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
   p["ffn_hidden_size"] = has("ffn_hidden_size") ? integer("ffn_hidden_size", 0)
                          : has("swiglu")         ? static_cast<std::int64_t>((4.0 * double(h) * 2.0 / 3.0) / 64.0) * 64
                                                  : 4 * h;
+  from("ffn_hidden_size", "ffn_hidden_size");
   // GQA: --num-query-groups counts only with --group-query-attention (default 1 group then).
-  if (has("group_query_attention")) p["num_query_groups"] = integer("num_query_groups", 1);
+  if (has("group_query_attention")) p["num_query_groups"] = integer("num_query_groups", 1), from("num_query_groups", "num_query_groups");
   else mark("num_query_groups", 1);
   // Position embeddings: --use-rotary-position-embeddings is the legacy spelling of rope.
-  if (has("use_rotary_position_embeddings")) p["position_embedding_type"] = "rope";
+  if (has("use_rotary_position_embeddings"))
+    p["position_embedding_type"] = "rope", from("position_embedding_type", "use_rotary_position_embeddings");
   const std::string pos = p.contains("position_embedding_type") ? p["position_embedding_type"].get<std::string>()
                                                                 : std::string("learned_absolute");
   const std::int64_t seq = integer("seq_length", 0), maxpos = integer("max_position_embeddings", 0);
@@ -990,6 +1056,7 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
   {
     const std::string a = has("attention_backend") ? value("attention_backend") : std::string("auto");
     p["attention_backend"] = a == "local" ? std::string("unfused") : a;
+    from("attention_backend", "attention_backend");
   }
   // Context-parallel communication: one type for every layer, or one per layer (space-separated).
   if (has("cp_comm_type")) {
@@ -997,6 +1064,7 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     std::string types;
     for (const auto& x : v) types += (types.empty() ? "" : " ") + x;
     p["cp_comm_type"] = std::any_of(v.begin(), v.end(), [&](const std::string& x) { return x != v[0]; }) ? types : v[0];
+    from("cp_comm_type", "cp_comm_type");
   }
   // Load balancing: nargs lists, one entry per type (a list of one becomes the value, validate_args @d98e8a64
   // arguments.py:1661-1664; TransformerConfig asserts one coefficient per type). fabricsim models one type.
@@ -1016,10 +1084,12 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
                   " values for one load-balancing type: Megatron-LM asserts one coefficient per type");
     if (has("moe_router_load_balancing_type")) p["moe_router_load_balancing_type"] = types[0];
     if (has("moe_aux_loss_coeff")) p["moe_aux_loss_coeff"] = std::strtod(coeffs[0].c_str(), nullptr);
+    from("moe_router_load_balancing_type", "moe_router_load_balancing_type");
+    from("moe_aux_loss_coeff", "moe_aux_loss_coeff");
   }
   // Sequence parallelism is switched off with TP 1 (validate_args).
   if (has("sequence_parallel")) {
-    if (tp > 1) p["sequence_parallel"] = true;
+    if (tp > 1) p["sequence_parallel"] = true, from("sequence_parallel", "sequence_parallel");
     else mark("sequence_parallel", 1);
   }
   // Interleaving: --num-virtual-stages-per-pipeline-rank is virtual_pipeline_model_parallel_size; P2P overlap is on
@@ -1039,6 +1109,7 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     const std::string s = value("data_parallel_sharding_strategy");
     if (has("use_custom_fsdp") || has("use_megatron_fsdp")) {
       p["data_parallel_sharding_strategy"] = s;
+      from("data_parallel_sharding_strategy", "data_parallel_sharding_strategy");
     } else if (s != "no_shard") {
       mark("data_parallel_sharding_strategy", 2);
     }
@@ -1052,7 +1123,7 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
   // --optimizer: Adam and SGD are priced (their state and step); muon, lion, soap, ... stay not modelled.
   if (has("optimizer")) {
     const std::string o = value("optimizer");
-    if (o == "adam" || o == "sgd") p["optimizer"] = o;
+    if (o == "adam" || o == "sgd") p["optimizer"] = o, from("optimizer", "optimizer");
     else mark("optimizer", 2);
   }
   // --optimizer-offload-fraction and --overlap-cpu-optimizer-d2h-h2d are read only with --optimizer-cpu-offload
@@ -1064,7 +1135,8 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
   // reshard_after_forward False, fabricsim's fsdp_reshard_after_forward never (torch FSDP2 only: Megatron reads it
   // only when it builds TorchFullyShardedDataParallel, megatron/training/training.py @d98e8a64).
   if (has("torch_fsdp2_reshard_after_forward")) {
-    if (has("use_torch_fsdp2")) p["fsdp_reshard_after_forward"] = "never";
+    if (has("use_torch_fsdp2"))
+      p["fsdp_reshard_after_forward"] = "never", from("fsdp_reshard_after_forward", "torch_fsdp2_reshard_after_forward");
     else mark("torch_fsdp2_reshard_after_forward", 1);
   }
   // Transformer Engine (the default) is what fabricsim prices; Megatron-Core's local layers are not.
@@ -1081,6 +1153,7 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     // --padded-vocab-size (@d98e8a64) is the model's vocabulary as given: "If not provided, it will be
     // automatically calculated from vocab-size".
     p["padded_vocab_size"] = integer("padded_vocab_size", 0);
+    from("padded_vocab_size", "padded_vocab_size");
     if (has("vocab_size")) mark("vocab_size", 1);
   } else if (!overrides.count("padded_vocab_size")) {
     const std::string tok = has("tokenizer_type") ? value("tokenizer_type") : std::string();
@@ -1107,6 +1180,7 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
   // Global batch: default micro_batch_size x data-parallel size (validate_args).
   if (has("global_batch_size")) {
     p["global_batch_size"] = integer("global_batch_size", 0);
+    from("global_batch_size", "global_batch_size");
   } else {
     const std::int64_t cp = integer("context_parallel_size", 1), mbs = integer("micro_batch_size", 1);
     if (world_size <= 0 || world_size % (tp * pp * cp))
@@ -1115,7 +1189,7 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     p["global_batch_size"] = mbs * (world_size / (tp * pp * cp));
   }
   // --param overrides (typed as JSON would give them).
-  for (const auto& [k, v] : overrides) p[k] = param_value_json(v);
+  for (const auto& [k, v] : overrides) p[k] = param_value_json(v), out.origins[k] = {"--param " + k, ""};
   for (const auto& [o, entry] : listed)
     (entry.first == 0 ? out.modelled : entry.first == 1 ? out.ignored : out.not_modelled).push_back(entry.second);
   return out;
@@ -1123,14 +1197,16 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
 
 // ---- Step 3: the scenario ----
 
-Json scenario_for_launch(const MegatronLaunch& l, const std::string& topology, const ParamMap& overrides,
-                         const LaunchSource& source) {
+Json scenario_for_launch(const MegatronLaunch& l, const std::string& topology, const ParamMap& overrides_in,
+                         const LaunchSource& source, ParamOrigins* origins) {
   const std::string& path = l.file;
+  const ImportOverrides split = split_import_overrides(topology, overrides_in);
+  const ParamMap& overrides = split.gpt;
   const std::int64_t launched = l.nproc_per_node && l.nnodes ? l.nproc_per_node * l.nnodes
                                 : l.nproc_per_node          ? l.nproc_per_node
                                                             : 0;
   std::int64_t gpus = 0;
-  Json topo = topology_for_ranks(topology, launched, &gpus);
+  Json topo = topology_for_ranks(topology, launched, &gpus, split.topology);
   if (launched > gpus) {
     const std::string from = !source.world_from.empty()
                                  ? source.world_from
@@ -1141,6 +1217,28 @@ Json scenario_for_launch(const MegatronLaunch& l, const std::string& topology, c
                          topology + " has " + std::to_string(gpus) + " GPUs");
   }
   const MegatronImport im = import_megatron_args(l, launched ? launched : gpus, overrides);
+  if (origins) {
+    // A launch an importer built names its own keys; a flag it generated from a default names nothing.
+    *origins = im.origins;
+    if (!source.names.empty())
+      for (auto it = origins->begin(); it != origins->end();) {
+        if (it->second.at.rfind("--param ", 0) == 0) {
+          ++it;
+          continue;
+        }
+        const auto p = source.paths.find(it->second.name.substr(0, it->second.name.find(' ')));
+        if (p == source.paths.end()) {
+          it = origins->erase(it);
+        } else {
+          it->second.name = p->second;
+          ++it;
+        }
+      }
+    // The launcher's world size, where the script's command line gives it.
+    if (launched && source.world_from.empty() && l.line && !origins->count("world_size"))
+      (*origins)["world_size"] = {path + ":" + std::to_string(l.line),
+                                  l.nnodes ? "--nproc-per-node x --nnodes" : "--nproc-per-node"};
+  }
   // The user's names for the flags, each once, after the importer's own entries.
   auto named = [&](std::vector<std::string> out, const std::vector<std::string>& flags) {
     for (const auto& f : flags) {
@@ -1180,10 +1278,11 @@ void note_unknown_keys(Json& scenario, const std::vector<std::string>& unknown) 
 }
 
 Json scenario_for_megatron(const std::string& path, const std::string& text, const std::string& topology,
-                           const ParamMap& overrides, const std::map<std::string, std::string>& vars) {
+                           const ParamMap& overrides, const std::map<std::string, std::string>& vars,
+                           ParamOrigins* origins) {
   LaunchSource source;
   source.origin = "imported from the Megatron-LM launch " + path + " (flags of " + megatron_args_at("and") + ")";
-  Json doc = scenario_for_launch(read_megatron_launch(text, path, vars), topology, overrides, source);
+  Json doc = scenario_for_launch(read_megatron_launch(text, path, vars), topology, overrides, source, origins);
   // TFLOP/s in the count the launched Megatron-LM logs: megatron/training/training.py counts causal attention as
   // half of the s x s product from NVIDIA/Megatron-LM@8873b55d6a (2025-03-06) on, an ancestor of both commits whose
   // flags are read (kMegatronArgsCommits), so the import states megatron-core-causal unless --param says otherwise.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "sim/base/json_reader.hpp"
+#include "workloads/param_origin.hpp"
 #include "workloads/params.hpp"
 
 namespace fabricsim::workloads {
@@ -55,6 +56,8 @@ struct ShellWord {
   std::string text;        // expanded text (the raw spelling where a variable stayed unresolved)
   int line = 0;            // script line the word is on
   std::string unresolved;  // the first variable that stayed unresolved ("" = none)
+  int written = 0;         // script line its text is written on (a variable's assignment; 0 = not in the script)
+  std::string var;         // the variable it was expanded from ("" = written in the command)
 };
 
 struct MegatronLaunch {
@@ -83,6 +86,7 @@ struct MegatronImport {
   std::vector<std::string> modelled;     // flags as given ("--num-layers 80"), in script order
   std::vector<std::string> ignored;      // no effect on step time or memory
   std::vector<std::string> not_modelled; // would change the step; fabricsim does not simulate them
+  ParamOrigins origins;                  // the flag (file:line) or --param that set each parameter it has
 };
 
 // Classifies and maps the launch's flags. `world_size`: the ranks of the job (the launcher's, else the
@@ -99,12 +103,16 @@ struct LaunchSource {
   std::string world_from;
   std::map<std::string, std::string> names;
   std::vector<std::string> not_modelled, ignored;
+  // The user's key path of each generated flag (by option) that the file sets itself, for errors about the
+  // parameter the flag sets; a flag not here (from the importer's defaults) names no origin.
+  std::map<std::string, std::string> paths;
 };
 
 // The scenario for a launch already read or built: topology as scenario_for_trace builds it for the launcher's
-// world size, the gpt workload from import_megatron_args, and the notes.
+// world size, the gpt workload from import_megatron_args, and the notes. `origins` (optional) receives where each
+// parameter was set (MegatronImport::origins, named by `source.paths` for a launch an importer built).
 Json scenario_for_launch(const MegatronLaunch& l, const std::string& topology, const ParamMap& overrides,
-                         const LaunchSource& source);
+                         const LaunchSource& source, ParamOrigins* origins = nullptr);
 
 // The scenario document every importer writes: the topology object, the gpt workload's parameters and its
 // notes (where the job came from, then what is not modelled and what was ignored, each list when not empty).
@@ -116,8 +124,10 @@ void note_unknown_keys(Json& scenario, const std::vector<std::string>& unknown);
 
 // The scenario for a launch script (path, or "-" for stdin text in `stdin_text`): topology as
 // scenario_for_trace builds it (a server preset grows into a superpod for the launcher's world size), the gpt
-// workload, and "notes" naming the flags that were ignored or are not modelled.
+// workload, and "notes" naming the flags that were ignored or are not modelled. `origins` (optional) receives the
+// script line and flag that set each parameter (ParamOrigin).
 Json scenario_for_megatron(const std::string& path, const std::string& text, const std::string& topology,
-                           const ParamMap& overrides, const std::map<std::string, std::string>& vars);
+                           const ParamMap& overrides, const std::map<std::string, std::string>& vars,
+                           ParamOrigins* origins = nullptr);
 
 }  // namespace fabricsim::workloads

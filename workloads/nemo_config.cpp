@@ -479,9 +479,10 @@ struct Import {
   void emit(const std::string& option, const std::vector<std::string>& values, const Path& key,
             const std::string& shown = "") {
     const int line = cfg.line(key);
-    launch.args.push_back({option, line, ""});
-    for (const auto& v : values) launch.args.push_back({v, line, ""});
+    launch.args.push_back({option, line, "", 0, ""});
+    for (const auto& v : values) launch.args.push_back({v, line, "", 0, ""});
     source.names[option] = shown.empty() ? display(key) : shown;
+    if (cfg.raw(key).IsDefined()) source.paths[option] = dotted(key);  // a key the file has: errors name it
   }
   void ignored(const std::string& s) { source.ignored.push_back(s); }
   void not_modelled(const std::string& s) { source.not_modelled.push_back(s); }
@@ -876,7 +877,7 @@ void Import::rules() {
 }  // namespace
 
 Json scenario_for_nemo(const std::string& path, const std::string& text, const std::string& topology,
-                       const ParamMap& overrides, bool ignore_unknown) {
+                       const ParamMap& overrides, bool ignore_unknown, ParamOrigins* origins) {
   const Config cfg(path, text);
   for (const char* s : {"trainer", "model"})
     if (!cfg.raw({s}).IsMap()) throw InputError(path, std::string("expected a NeMo training config with a ") + s + ": mapping");
@@ -901,7 +902,12 @@ Json scenario_for_nemo(const std::string& path, const std::string& text, const s
   im.source.ignored.insert(im.source.ignored.end(), sections.begin(), sections.end());
   im.source.origin = "imported from the NeMo config " + path + " (keys of NVIDIA/NeMo@" + kNemoCommit +
                      " megatron_gpt_config.yaml, as Megatron-LM flags of " + megatron_args_at("and") + ")";
-  Json doc = scenario_for_launch(im.launch, topology, overrides, im.source);
+  Json doc = scenario_for_launch(im.launch, topology, overrides, im.source, origins);
+  if (origins && !overrides.count("world_size")) {
+    const int line = cfg.line({"trainer", "devices"});
+    (*origins)["world_size"] = {path + (line ? ":" + std::to_string(line) : std::string()),
+                                "trainer.devices x trainer.num_nodes"};
+  }
   note_unknown_keys(doc, im.unknown);
   return doc;
 }

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "sim/base/json_reader.hpp"
+#include "workloads/param_origin.hpp"
 #include "workloads/params.hpp"
 
 namespace fabricsim::workloads {
@@ -23,8 +24,10 @@ namespace fabricsim::workloads {
 // The NeMo commit whose configs and model code the key table was read from.
 extern const char* const kNemoCommit;
 
-// `path` names the file in errors and notes; `text` is its contents. `overrides` (--param) are applied last.
+// `path` names the file in errors and notes; `text` is its contents. `overrides` (--param) are applied last: the
+// gpt generator's parameters, and the topology's (split_import_overrides, workloads/importers.hpp). `origins`
+// (optional) receives the YAML key and line that set each parameter (ParamOrigin).
 Json scenario_for_nemo(const std::string& path, const std::string& text, const std::string& topology,
-                       const ParamMap& overrides, bool ignore_unknown);
+                       const ParamMap& overrides, bool ignore_unknown, ParamOrigins* origins = nullptr);
 
 }  // namespace fabricsim::workloads

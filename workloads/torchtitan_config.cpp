@@ -386,6 +386,7 @@ class Import {
 
   std::vector<std::string> unknown, ignored, not_modelled;
   std::string date, date_from;
+  ParamOrigins origins;  // the key (file:line, or the command line's --section.option) that set each parameter
 
   // Classifies every key; applies the command-line overrides first.
   void classify() {
@@ -411,7 +412,9 @@ class Import {
     }
   }
 
-  Json rules(const std::string& topology, const ParamMap& overrides, Json& topo_out);
+  // `topo_params`: the --param overrides that are the topology's (split_import_overrides).
+  Json rules(const std::string& topology, const ParamMap& overrides, const std::map<std::string, std::string>& topo_params,
+             Json& topo_out);
 
   std::string generation_name() const {
     switch (doc_.generation()) {
@@ -430,6 +433,13 @@ class Import {
     if (it != doc_.leaves().end() && !it->second.given.empty())
       throw InputError("command line", "--" + path + ": " + what);
     throw InputError(doc_.file() + (line ? ":" + std::to_string(line) : std::string()), path + ": " + what);
+  }
+  // The parameter `param` was set by the key `path` (when the config or the command line gives it).
+  void from(const std::string& param, const std::string& path) {
+    const auto it = doc_.leaves().find(path);
+    if (it == doc_.leaves().end()) return;
+    if (!it->second.given.empty()) origins[param] = {"command line", "--" + path};
+    else origins[param] = {doc_.file() + (it->second.line ? ":" + std::to_string(it->second.line) : std::string()), path};
   }
   std::string show(const std::string& path) const {
     const Leaf& l = doc_.leaves().at(path);
@@ -657,7 +667,8 @@ std::string catalogue_model(const std::string& name, const std::string& flavor, 
   return "";
 }
 
-Json Import::rules(const std::string& topology, const ParamMap& overrides, Json& topo_out) {
+Json Import::rules(const std::string& topology, const ParamMap& overrides,
+                   const std::map<std::string, std::string>& topo_params, Json& topo_out) {
   const unsigned gen = doc_.generation();
   // The torchtitan version the implementation rules follow.
   if (!opt_.version.empty()) {
@@ -685,6 +696,7 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
   const std::string model = overrides.count("model") ? overrides.at("model") : catalogue_model(name, flavor, missing);
   if (model.empty()) fail(pick({"model.flavor", "model_spec.flavor"}), missing);
   p["model"] = model;
+  from("model", pick({"model.flavor", "model_spec.flavor"}));
   // torchtitan trains no multi-token prediction in any catalogue flavor: MTP exists only from f59c215e8
   // (2026-08-10), built when model_registry(..., num_mtp_layers=N) is given N > 0, which only
   // deepseek_v3_debugmodel_mtp does (torchtitan/models/deepseek_v3/__init__.py and config_registry.py at
@@ -698,7 +710,7 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
     not_modelled.push_back("model_spec.model (not read: the catalogue's " + model +
                            " shape is used, and float8 / MX set inside the model config is not seen)");
   const std::string norm = string("model.norm_type", "rmsnorm");
-  if (norm == "fused_rmsnorm") p["norm_type"] = "fused_rmsnorm";
+  if (norm == "fused_rmsnorm") p["norm_type"] = "fused_rmsnorm", from("norm_type", "model.norm_type");
   else if (norm != "rmsnorm")
     fail("model.norm_type", "'" + text_excerpt(norm) + "' is not modelled (fabricsim prices torchtitan's rmsnorm and fused_rmsnorm)");
 
@@ -732,7 +744,8 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
   std::int64_t topo_gpus = 0;
   std::int64_t world = opt_.gpus;
   if (!world && shard > 0) world = rep * shard * tp * pp * cp;
-  topo_out = topology_for_ranks(topology, world, &topo_gpus);
+  std::string topo_gpu;  // the topology's first GPU model
+  topo_out = topology_for_ranks(topology, world, &topo_gpus, topo_params, &topo_gpu);
   if (!world) world = topo_gpus;
   if (world > topo_gpus)
     throw InputError(doc_.file(), "the job has " + std::to_string(world) + " ranks but topology " + topology + " has " +
@@ -751,13 +764,20 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
   p["tensor_model_parallel_size"] = tp;
   p["pipeline_model_parallel_size"] = pp;
   p["context_parallel_size"] = cp;
+  if (opt_.gpus) origins["world_size"] = {"--gpus", ""};
+  else if (shard > 0) from("world_size", shard_k);
+  from("tensor_model_parallel_size", pick({"parallelism.tensor_parallel_degree", "training.tensor_parallel_degree"}));
+  from("pipeline_model_parallel_size", pick({"parallelism.pipeline_parallel_degree", "experimental.pipeline_parallel_degree"}));
+  from("context_parallel_size", pick({"parallelism.context_parallel_degree", "experimental.context_parallel_degree"}));
   const bool sp = tp > 1 && boolean("parallelism.enable_sequence_parallel", true);
   p["sequence_parallel"] = sp;
+  from("sequence_parallel", "parallelism.enable_sequence_parallel");
   if (tp > 1 && !sp) not_modelled.push_back("parallelism.enable_sequence_parallel=false (priced with sequence parallel norms)");
   const std::int64_t ep = integer("parallelism.expert_parallel_degree", 1);
-  if (ep > 1) p["expert_model_parallel_size"] = ep;
+  if (ep > 1) p["expert_model_parallel_size"] = ep, from("expert_model_parallel_size", "parallelism.expert_parallel_degree");
   const std::int64_t etp = integer("parallelism.expert_tensor_parallel_degree", 1);
-  if (etp > 1) p["expert_tensor_parallel_size"] = etp;
+  if (etp > 1)
+    p["expert_tensor_parallel_size"] = etp, from("expert_tensor_parallel_size", "parallelism.expert_tensor_parallel_degree");
 
   // Data parallelism: FSDP2 over dp_shard (x CP); HSDP with replicas; DDP with replicas only.
   const bool ddp = rep > 1 && shard == 1 && cp == 1;
@@ -778,7 +798,7 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
     // The gpt generator's fsdp_reshard_after_forward (torchtitan's names): "never" keeps each layer gathered
     // from its forward to its backward; "always" reshards after every forward (the default policy without PP).
     if (ddp) not_modelled.push_back(show("parallelism.fsdp_reshard_after_forward") + " (no FSDP2 here: replicas only)");
-    else p["fsdp_reshard_after_forward"] = reshard;
+    else p["fsdp_reshard_after_forward"] = reshard, from("fsdp_reshard_after_forward", "parallelism.fsdp_reshard_after_forward");
   }
 
   // Precision: bf16 parameters in FSDP2's mixed precision, fp32 or bf16 gradient reduction.
@@ -788,6 +808,7 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
   if (mpr != "float32" && mpr != "bfloat16")
     fail("training.mixed_precision_reduce", "expected float32 or bfloat16, got '" + text_excerpt(mpr) + "'");
   p["grad_reduce_in_fp32"] = mpr == "float32";
+  from("grad_reduce_in_fp32", "training.mixed_precision_reduce");
   const std::string dtype = string("training.dtype", "float32");
   if (dtype != "float32") not_modelled.push_back(show("training.dtype") + " (parameters kept in " + dtype + ")");
   p["attention_backend"] = "flash";  // PyTorch SDPA's flash backend (torchtitan models/attention.py)
@@ -810,6 +831,7 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
     fail(pick({"training.local_batch_size", "training.batch_size", "training.num_tokens_per_microbatch_per_dp_rank"}),
          "expected a batch from 1 to 2^20 sequences");
   p["seq_length"] = seq;
+  from("seq_length", pick({"training.seq_len", "training.max_context_length"}));
   const std::int64_t dp = rep * shard;
   std::int64_t global = local * dp;
   if (has("training.global_batch_size") && integer("training.global_batch_size", -1) > 0) {
@@ -834,14 +856,17 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
       const std::int64_t n = integer(k, pp);
       if (n < 1 || local % n) fail(k, "expected a divisor of the local batch " + std::to_string(local));
       micro = local / n;
+      from("micro_batch_size", k);
     } else if (gen == k2026) {
       const std::int64_t n = integer("parallelism.num_pp_microbatches", 1);
       if (n < 1 || local % n) fail("parallelism.num_pp_microbatches", "expected a divisor of the local batch " + std::to_string(local));
       micro = local / n;
+      from("micro_batch_size", "parallelism.num_pp_microbatches");
     } else {
       micro = integer("parallelism.pipeline_parallel_microbatch_size", 1);
       if (micro < 1 || local % micro)
         fail("parallelism.pipeline_parallel_microbatch_size", "expected a divisor of the local batch " + std::to_string(local));
+      from("micro_batch_size", "parallelism.pipeline_parallel_microbatch_size");
     }
     const std::string sk = pick({"parallelism.pipeline_parallel_schedule", "experimental.pipeline_parallel_schedule"});
     const std::string sched = string(sk, "1F1B");
@@ -859,10 +884,19 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
       fail(sk, "expected 1F1B, GPipe, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble or DualPipeV, "
                "got '" + text_excerpt(sched) + "'");
     }
+    from("pipeline_parallel_schedule", sk);
     pipeline_split(looped, ls == "dualpipev", pp, layers, p);
   }
   p["micro_batch_size"] = micro;
   p["global_batch_size"] = global;
+  {
+    const std::string local_k =
+        pick({"training.local_batch_size", "training.batch_size", "training.num_tokens_per_microbatch_per_dp_rank"});
+    if (pp == 1 || !origins.count("micro_batch_size")) from("micro_batch_size", local_k);
+    from("global_batch_size", has("training.num_tokens_per_train_step") ? "training.num_tokens_per_train_step"
+                              : has("training.global_batch_size")       ? "training.global_batch_size"
+                                                                        : local_k.c_str());
+  }
 
   // Activation checkpointing.
   std::string mode = string("activation_checkpoint.mode", "selective");
@@ -899,6 +933,9 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
   } else {
     fail("activation_checkpoint.mode", "expected none, selective or full, got '" + text_excerpt(mode) + "'");
   }
+  for (const char* k : {"recompute_granularity", "selective_ac_option", "recompute_method", "recompute_num_layers"})
+    if (p.contains(k)) from(k, has("activation_checkpoint.selective_ac_option") && std::string(k) != "recompute_granularity"
+                                   ? "activation_checkpoint.selective_ac_option" : "activation_checkpoint.mode");
 
   // torch.compile: 2024 / 2025 training.compile covers the blocks; from 2025-09 compile.components names them.
   bool compile_model = false, compile_loss = false;
@@ -920,6 +957,7 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
     not_modelled.push_back("torch.compile under DDP (priced eager)");
   } else {
     p["torch_compile"] = compile_model;
+    from("torch_compile", has("compile.enable") ? "compile.enable" : "training.compile");
   }
 
   // Float8 / MX linears.
@@ -960,6 +998,9 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
   if (!recipe.empty()) {
     p["precision"] = "fp8";
     p["fp8_recipe"] = recipe;
+    for (const char* k : {"precision", "fp8_recipe"})
+      from(k, has("float8.enable_float8_linear") && boolean("float8.enable_float8_linear", false) ? "float8.enable_float8_linear"
+                                                                                                 : "model.converters");
     if (fsdp_f8_ag) p["enable_fsdp_float8_all_gather"] = true;
     // Float8Linear casts the weight again in the backward (torchtitan components/quantization/float8.py at
     // 820504e passes it to torchao's Float8LinearConfig): priced under torch FSDP2 with tensorwise scaling.
@@ -984,6 +1025,7 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
     p["tp_comm_overlap"] = true;
     p["tp_comm_overlap_impl"] = "symmetric_memory";
     p["tp_comm_bulk_wgrad"] = false;
+    for (const char* k : {"tp_comm_overlap", "tp_comm_overlap_impl", "tp_comm_bulk_wgrad"}) from(k, async_key);
   }
   // Context parallelism: PyTorch's context_parallel with torchtitan's rotate method (default allgather).
   if (cp > 1) {
@@ -991,6 +1033,7 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
     const std::string rot = string(rk, "allgather");
     if (rot != "allgather" && rot != "alltoall") fail(rk, "expected allgather or alltoall, got '" + text_excerpt(rot) + "'");
     p["context_parallel_rotate_method"] = rot;
+    from("context_parallel_rotate_method", rk);
   }
   // Implementation choices that changed with torchtitan's commits (by `date`):
   //  - FSDP2 units of the embedding and output layer stay in the root unit before pytorch/torchtitan@83e694105
@@ -999,20 +1042,15 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides, Json&
   //  - the final norm is torchtitan's own eager RMSNorm before pytorch/torchtitan@5078e92e4 (2025-04-17).
   if (date < "2025-04-17") p["final_norm_eager"] = true;
   //  - cuDNN attention first on compute capability 10.0 from pytorch/torchtitan@5de055e30 (2025-05-20).
-  std::string gpu = overrides.count("gpu") ? overrides.at("gpu") : "";
-  if (gpu.empty()) {
-    // the server the topology is built of (a preset), or the file's first GPU
-    const topo::Topology t = std::filesystem::is_regular_file(topology) ? topo::load_topology_file(topology)
-                                                                        : topo::build_preset(topology, {});
-    if (!t.gpus().empty()) gpu = t.node(t.gpus()[0]).model;
-  }
+  // the --param gpu, else the topology's (the server a preset is built of, or the file's first GPU)
+  const std::string gpu = overrides.count("gpu") ? overrides.at("gpu") : topo_gpu;
   if ((gpu == "b200" || gpu == "gb200" || gpu == "b300") && date >= "2025-05-20") p["attention_backend"] = "fused";
 
   if (boolean("optimizer.early_step_in_backward", false))
     not_modelled.push_back(show("optimizer.early_step_in_backward"));
   if (boolean("fault_tolerance.enable", false)) not_modelled.push_back(show("fault_tolerance.enable"));
   // --param overrides (typed as JSON would give them).
-  for (const auto& [k, v] : overrides) p[k] = param_value_json(v);
+  for (const auto& [k, v] : overrides) p[k] = param_value_json(v), origins[k] = {"--param " + k, ""};
   return p;
 }
 
@@ -1024,7 +1062,8 @@ bool torchtitan_option_is_switch(const std::string& name) {
 }
 
 Json scenario_for_torchtitan(const std::string& path, const std::string& text, const std::string& topology,
-                             const ParamMap& overrides, const TorchtitanOptions& opt) {
+                             const ParamMap& overrides_in, const TorchtitanOptions& opt, ParamOrigins* origins) {
+  const ImportOverrides split = split_import_overrides(topology, overrides_in);
   Doc doc(path, text);
   Import im(doc, opt);
   im.classify();
@@ -1038,7 +1077,8 @@ Json scenario_for_torchtitan(const std::string& path, const std::string& text, c
                          " as far as the importer knows; --ignore-unknown lists such keys and goes on)");
   }
   Json topo;
-  Json params = im.rules(topology, overrides, topo);
+  Json params = im.rules(topology, split.gpt, split.topology, topo);
+  if (origins) *origins = im.origins;
   std::vector<std::string> ignored = im.ignored;
   for (const auto& s : im.sections())
     if (s != "model_spec.model") ignored.push_back("[" + s + "]");  // listed with the reason by the rules

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "sim/base/json_reader.hpp"
+#include "workloads/param_origin.hpp"
 #include "workloads/params.hpp"
 
 namespace fabricsim::workloads {
@@ -40,8 +41,10 @@ struct TorchtitanOptions {
 bool torchtitan_option_is_switch(const std::string& name);
 
 // `path` names the file in errors and notes; `text` is its contents (TOML, or JSON when it starts with '{').
-// `overrides` (--param) are applied last.
+// `overrides` (--param) are applied last: the gpt generator's parameters, and the topology's
+// (split_import_overrides, workloads/importers.hpp). `origins` (optional) receives the key (table.key and line,
+// or the command line's --section.option) that set each parameter (ParamOrigin).
 Json scenario_for_torchtitan(const std::string& path, const std::string& text, const std::string& topology,
-                             const ParamMap& overrides, const TorchtitanOptions& opt);
+                             const ParamMap& overrides, const TorchtitanOptions& opt, ParamOrigins* origins = nullptr);
 
 }  // namespace fabricsim::workloads

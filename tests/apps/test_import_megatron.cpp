@@ -210,9 +210,11 @@ TEST_CASE("import megatron: --pipeline-model-parallel-layout and the interleaved
   CHECK(r.err.find("warning: not modelled") == std::string::npos);
   const json res = run_json("run --megatron " + cli_test::quoted(sh.string()) + " --topology dgx-h100", "r_layout.json");
   CHECK(res.at("iteration_s").get<double>() > 0);
-  // A layout with the wrong number of decoder layers: one error line naming the key.
+  // A layout with the wrong number of decoder layers: one error line naming the script line and the flag (the
+  // generator's check, reported where the script sets the layout: tests/apps/test_import_origins.cpp).
   write(sh, std::string(script).replace(script.find("--num-layers 10"), 15, "--num-layers 12"));
   r = run_root("import megatron " + cli_test::quoted(sh.string()) + " --topology dgx-h100");
   CHECK(r.rc == 2);
-  CHECK(r.err.find("pipeline_model_parallel_layout: holds 10 decoder layers t, num_layers is 12") != std::string::npos);
+  CHECK(r.err.find("layout.sh:1: --pipeline-model-parallel-layout: holds 10 decoder layers t, num_layers is 12\n") !=
+        std::string::npos);
 }
