@@ -5,9 +5,9 @@
 // concurrent groups that share their hosts' NICs as mirrors.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <string>
-#include <optional>
 
 #include "workloads/gpt_detail.hpp"
 
@@ -106,7 +106,7 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
     tr.comms.push_back(std::move(comm));
     return static_cast<std::int32_t>(tr.comms.size() - 1);
   };
-  // Placement classes of the stage's groups of one kind (docs/workloads.md "Trace format"): when the groups
+  // Placement classes of the stage's groups of one kind (docs/workloads.md "Symmetry"): when the groups
   // do not all have the shape of the simulated rank's (groups[0]) over the NVLink domains and servers, the
   // first group of each other shape is added as communicator "NAME@FIRST_RANK" beside the simulated rank's
   // NAME (same kind, mirrors and matrices computed for its own ranks). No op calls it: the replay prices
