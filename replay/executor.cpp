@@ -6,6 +6,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "models/compute_contention.hpp"
@@ -75,6 +76,17 @@ struct OpGraph {
     sim_members.assign(t.comms.size(), 0);
     for (std::size_t c = 0; c < t.comms.size(); ++c)
       for (auto m : t.comms[c].ranks) sim_members[c] += rank_index.count(m) ? 1 : 0;
+    // A communicator no simulated rank belongs to but one calls: a placement class's group the simulated
+    // rank's calls were moved to (replay/placement_classes.hpp); its calls start when that caller arrives.
+    std::vector<std::set<std::size_t>> callers;
+    for (std::size_t r = 0; r < R; ++r)
+      for (const auto& o : t.ranks[r].ops)
+        if (o.kind == OpKind::Collective && o.comm >= 0 && sim_members[static_cast<std::size_t>(o.comm)] == 0) {
+          if (callers.empty()) callers.resize(t.comms.size());
+          callers[static_cast<std::size_t>(o.comm)].insert(r);
+        }
+    for (std::size_t c = 0; c < callers.size(); ++c)
+      if (!callers[c].empty()) sim_members[c] = static_cast<int>(callers[c].size());
   }
   std::uint32_t size() const { return base.back(); }
   const Op& op(std::uint32_t g) const { return trace.ranks[owner[g]].ops[g - base[owner[g]]]; }

@@ -16,6 +16,7 @@
 #include "replay/cluster_run.hpp"
 #include "replay/engine_comm_model.hpp"
 #include "replay/outputs_links.hpp"
+#include "replay/placement_classes.hpp"
 #include "topologies/io.hpp"
 #include "workloads/cluster.hpp"
 
@@ -105,8 +106,11 @@ ScenarioRun run_scenario(const workloads::Scenario& s, const ScenarioRunOptions&
   }
   ScenarioRun out;
   out.trace_ops = trace.num_ops();
+  // Groups of one kind not all alike over the fabric: the calls priced over the slowest one's.
+  const auto placement = price_slowest_placement_classes(trace, topo, *comm);
   out.result = replay(trace, topo, cm, *comm, opt.replay);
   RunResult& r = out.result;
+  add_placement_class_results(placement, r.notes, r.metrics);
   if (engine) {
     add_engine_run_metrics(*engine, shared, r);
     if (opt.engine.collect_link_stats) {

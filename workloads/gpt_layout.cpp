@@ -6,10 +6,33 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "workloads/gpt_detail.hpp"
 
 namespace fabricsim::workloads::gpt_detail {
+
+namespace {
+// The placement classes of the groups of one kind in a pipeline stage (groups[0]: the simulated rank's), rank
+// r on GPU r: two groups are alike when their members, in order, sit in the same NVLink domains (`dom` GPUs
+// each) and servers (`gph` GPUs each) relative to their first member's. The rails (a GPU's index in its
+// server) are left out: the fabrics give every rail the same links. The first group of each class, in
+// first-seen order, so the first is groups[0].
+std::vector<std::vector<std::int32_t>> group_classes(const std::vector<std::vector<std::int32_t>>& groups,
+                                                     std::int64_t dom, std::int64_t gph) {
+  std::vector<std::vector<std::int32_t>> out;
+  if (dom <= 0 || gph <= 0) return out;
+  std::set<std::vector<std::int64_t>> seen;
+  std::vector<std::int64_t> key;
+  for (const auto& g : groups) {
+    key.clear();
+    for (auto r : g) key.push_back(r / dom - g.front() / dom), key.push_back(r / gph - g.front() / gph);
+    if (seen.insert(key).second) out.push_back(g);
+  }
+  return out;
+}
+}  // namespace
 
 GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std::vector<std::int64_t>>& layout,
                                       const GptStepKernels& K, Trace& tr) {
@@ -83,6 +106,39 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
     tr.comms.push_back(std::move(comm));
     return static_cast<std::int32_t>(tr.comms.size() - 1);
   };
+  // Placement classes of the stage's groups of one kind (docs/workloads.md "Symmetry"): when the groups
+  // do not all have the shape of the simulated rank's (groups[0]) over the NVLink domains and servers, the
+  // first group of each other shape is added as communicator "NAME@FIRST_RANK" beside the simulated rank's
+  // NAME (same kind, mirrors and matrices computed for its own ranks). No op calls it: the replay prices
+  // NAME's calls over the slowest of them (replay/placement_classes.hpp). Megatron's default rank order only
+  // (with use_tp_pp_dp_mapping a stage's ranks are not consecutive: the simulated rank's group stands for all).
+  const std::int64_t class_dom = std::max(c.gpus_per_nvlink_domain, c.gpus_per_host);
+  auto classes_of = [&](const std::vector<std::vector<std::int32_t>>& groups) {
+    std::vector<std::vector<std::int32_t>> cls;
+    if (!Y.pp_inner) cls = group_classes(groups, class_dom, c.gpus_per_host);
+    if (cls.size() < 2) cls.clear();
+    return cls;
+  };
+  // Adds the class communicator of `own` (an index into tr.comms) for the group `ranks`; returns its index.
+  auto add_class = [&](std::int32_t own, const std::vector<std::int32_t>& ranks) {
+    Communicator a;
+    const Communicator& o = tr.comms[static_cast<std::size_t>(own)];
+    a.name = o.name + "@" + std::to_string(ranks.front());
+    a.category = o.category;
+    a.ranks = ranks;
+    a.mirrors = o.mirrors, a.mirror_stride = o.mirror_stride;
+    // Its co-located copies as the own group's, as far as the world reaches.
+    while (a.mirrors > 0 && *std::max_element(a.ranks.begin(), a.ranks.end()) +
+                                    static_cast<std::int64_t>(a.mirrors) * a.mirror_stride >= c.world_size)
+      --a.mirrors;
+    a.collnet_enable = o.collnet_enable;
+    tr.comms.push_back(std::move(a));
+    return static_cast<std::int32_t>(tr.comms.size() - 1);
+  };
+  auto attach_classes = [&](std::int32_t own, const std::vector<std::vector<std::int32_t>>& groups) {
+    const auto cls = classes_of(groups);
+    for (std::size_t k = 1; k < cls.size(); ++k) add_class(own, cls[k]);
+  };
   auto& tp_comm = Y.tp_comm;
   auto& dp_comm = Y.dp_comm;
   auto& cp_comm = Y.cp_comm;
@@ -94,6 +150,15 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
     std::vector<std::int32_t> ranks;
     for (std::int64_t k = 0; k < t; ++k) ranks.push_back(rank_of(st, 0, 0, k));
     tp_comm[st] = add_comm("tp" + sfx, "tp", std::move(ranks));
+    if (t > 1) {
+      std::vector<std::vector<std::int32_t>> groups;
+      for (std::int64_t d = 0; d < dp; ++d)
+        for (std::int64_t k = 0; k < cp; ++k) {
+          groups.emplace_back();
+          for (std::int64_t tp = 0; tp < t; ++tp) groups.back().push_back(rank_of(st, d, k, tp));
+        }
+      attach_classes(tp_comm[st], groups);
+    }
     ranks.clear();
     for (std::int64_t d = 0; d < dp; ++d)
       for (std::int64_t k = 0; k < cp; ++k)
@@ -104,6 +169,15 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
       ranks.clear();
       for (std::int64_t k = 0; k < cp; ++k) ranks.push_back(rank_of(st, 0, k, 0));
       cp_comm[st] = add_comm("cp" + sfx, "cp", std::move(ranks), dp_mirrors);
+      {
+        std::vector<std::vector<std::int32_t>> groups;
+        for (std::int64_t d = 0; d < dp; ++d)
+          for (std::int64_t tp = 0; tp < t; ++tp) {
+            groups.emplace_back();
+            for (std::int64_t k = 0; k < cp; ++k) groups.back().push_back(rank_of(st, d, k, tp));
+          }
+        attach_classes(cp_comm[st], groups);
+      }
       if (c.cp_impl() == "a2a+p2p") {
         // Megatron's hierarchical CP groups of the simulated rank (CP index 0): level 0 the first n CP ranks,
         // level 1 every n-th (create_hierarchical_groups, parallel_state.py at NVIDIA/Megatron-LM@d98e8a64).
@@ -121,6 +195,15 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
       for (std::int64_t k = 0; k < cp; ++k)
         for (std::int64_t tp = 0; tp < t; ++tp) ranks.push_back(rank_of(st, 0, k, tp));
       Y.tpcp_comm[st] = cp > 1 ? add_comm("tp.cp" + sfx, "tp", std::move(ranks)) : tp_comm[st];
+      if (cp > 1) {
+        std::vector<std::vector<std::int32_t>> groups;
+        for (std::int64_t d = 0; d < dp; ++d) {
+          groups.emplace_back();
+          for (std::int64_t k = 0; k < cp; ++k)
+            for (std::int64_t tp = 0; tp < t; ++tp) groups.back().push_back(rank_of(st, d, k, tp));
+        }
+        attach_classes(Y.tpcp_comm[st], groups);
+      }
     }
     if (R > 1) {
       ranks.clear();
@@ -202,57 +285,100 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
       };
       std::vector<std::int32_t> ep_ranks;
       for (std::int64_t k = 0; k < ep; ++k) ep_ranks.push_back(expert_rank(k * etp));
-      // flex: copies per slot into each EP rank's domain (its EP ranks are consecutive: host_of grows with k).
-      std::vector<double> dom_copies(static_cast<std::size_t>(ep), 1.0);
-      if (spread)
-        for (std::size_t a = 0, b = 0; a < static_cast<std::size_t>(ep); a = b) {
-          while (b < static_cast<std::size_t>(ep) && host_of(base, b) == host_of(base, a)) ++b;
-          const double f = spread->copies_per_slot(static_cast<std::int64_t>(a) * per_rank, static_cast<std::int64_t>(b) * per_rank);
-          std::fill(dom_copies.begin() + static_cast<std::ptrdiff_t>(a), dom_copies.begin() + static_cast<std::ptrdiff_t>(b), f);
-        }
+      // flex: copies per slot into each EP rank's domain (its EP ranks are consecutive: host_of grows with k), for
+      // the EP group whose first GPU is b.
+      auto dom_copies_of = [&](std::int64_t b) {
+        std::vector<double> dc(static_cast<std::size_t>(ep), 1.0);
+        if (spread)
+          for (std::size_t a = 0, e = 0; a < static_cast<std::size_t>(ep); a = e) {
+            while (e < static_cast<std::size_t>(ep) && host_of(b, e) == host_of(b, a)) ++e;
+            const double f = spread->copies_per_slot(static_cast<std::int64_t>(a) * per_rank, static_cast<std::int64_t>(e) * per_rank);
+            std::fill(dc.begin() + static_cast<std::ptrdiff_t>(a), dc.begin() + static_cast<std::ptrdiff_t>(e), f);
+          }
+        return dc;
+      };
+      const std::vector<double> dom_copies = dom_copies_of(base);
+      // Placement classes of the stage's EP groups (expert tensor index e, expert data index d; the simulated
+      // rank's is e = d = 0): their all_to_allv matrices differ with the domains their ranks sit in.
+      std::vector<std::vector<std::int32_t>> ep_cls;
+      std::vector<std::vector<double>> ep_cls_copies;
+      if (ep > 1) {
+        std::vector<std::vector<std::int32_t>> groups;
+        for (std::int64_t d = 0; d < edp; ++d)
+          for (std::int64_t e = 0; e < etp; ++e) {
+            groups.emplace_back();
+            for (std::int64_t k = 0; k < ep; ++k) groups.back().push_back(expert_rank(e + etp * (k + ep * d)));
+          }
+        ep_cls = classes_of(groups);
+        for (const auto& g : ep_cls) ep_cls_copies.push_back(dom_copies_of(g.front()));
+      }
       if (a2a && ep > 1) {
-        // One MoE layer's communicators; gl = num_layers: the MTP layers' MoE block (GptStepKernels::mtp_moe),
-        // on the stage running them (one pair per stage: the MTP depths run one after another).
-        auto layer_comms = [&](std::int64_t gl) {
+        using Matrix = std::vector<std::vector<double>>;
+        // One MoE layer's matrices on the EP group whose first GPU is b (dc: its dom_copies).
+        struct Mats {
+          Matrix W, WT, U, UT, F, FT, FU, FUT;
+        };
+        auto layer_mats = [&](std::int64_t gl, std::int64_t b, const std::vector<double>& dc) {
           const auto& ld = K.loads[K.moe_index[gl]];
           // Dispatch: every source sends recv_share[j] of its slots to EP rank j; combine: the transpose.
           const std::size_t n = static_cast<std::size_t>(ep);
           // U, UT: the same with a uniform router (recv_share 1/n), the routing-skew metric's reference
           // (Communicator::a2a_uniform): with flex the copies per slot depend on the NVLink domains, so a
           // group that straddles domains unevenly has unequal row sums even with a uniform router.
-          std::vector<std::vector<double>> W(n, std::vector<double>(n)), WT(n, std::vector<double>(n)), U = W, UT = W;
+          Mats m;
+          m.W.assign(n, std::vector<double>(n)), m.WT = m.W, m.U = m.W, m.UT = m.W;
           for (std::size_t i = 0; i < n; ++i)
             for (std::size_t j = 0; j < n; ++j) {
-              const double f = host_of(base, i) != host_of(base, j) ? dom_copies[j] : gpu_copies[j];
-              W[i][j] = ld.recv_share[j] * f, WT[j][i] = W[i][j];
-              U[i][j] = f / double(n), UT[j][i] = U[i][j];
+              const double f = host_of(b, i) != host_of(b, j) ? dc[j] : gpu_copies[j];
+              m.W[i][j] = ld.recv_share[j] * f, m.WT[j][i] = m.W[i][j];
+              m.U[i][j] = f / double(n), m.UT[j][i] = m.U[i][j];
             }
+          if (Y.flex_forwarding) {
+            // Sources per local index in other domains, for each EP rank i: EP ranks in another domain
+            // with i's position in its domain.
+            m.F.assign(n, std::vector<double>(n, 0.0)), m.FT = m.F, m.FU = m.F, m.FUT = m.F;
+            for (std::size_t i = 0; i < n; ++i) {
+              double remote_sources = 0;
+              for (std::size_t s2 = 0; s2 < n; ++s2)
+                if (host_of(b, s2) != host_of(b, i) &&
+                    (b + static_cast<std::int64_t>(s2) * etp) % dom == (b + static_cast<std::int64_t>(i) * etp) % dom)
+                  remote_sources += 1.0;
+              for (std::size_t j = 0; j < n; ++j)
+                if (j != i && host_of(b, j) == host_of(b, i))
+                  m.F[i][j] = remote_sources * ld.recv_share[j] * gpu_copies[j], m.FT[j][i] = m.F[i][j],
+                  m.FU[i][j] = remote_sources * gpu_copies[j] / double(n), m.FUT[j][i] = m.FU[i][j];
+            }
+          }
+          return m;
+        };
+        // One MoE layer's communicators; gl = num_layers: the MTP layers' MoE block (GptStepKernels::mtp_moe),
+        // on the stage running them (one pair per stage: the MTP depths run one after another).
+        auto layer_comms = [&](std::int64_t gl) {
+          Mats m = layer_mats(gl, base, dom_copies);
+          std::vector<Mats> cm;
+          for (std::size_t k = 1; k < ep_cls.size(); ++k) cm.push_back(layer_mats(gl, ep_cls[k].front(), ep_cls_copies[k]));
+          // The communicator just added (`own`) gets the matrices `mat` / `uni` of its own group, and each
+          // class's communicator its group's.
+          auto set_mats = [&](Matrix Mats::*mat, Matrix Mats::*uni) {
+            const auto own = static_cast<std::int32_t>(tr.comms.size() - 1);
+            tr.comms.back().a2a_matrix = std::move(m.*mat), tr.comms.back().a2a_uniform = std::move(m.*uni);
+            for (std::size_t k = 1; k < ep_cls.size(); ++k) {
+              Communicator& a = tr.comms[static_cast<std::size_t>(add_class(own, ep_cls[k]))];
+              a.a2a_matrix = std::move(cm[k - 1].*mat), a.a2a_uniform = std::move(cm[k - 1].*uni);
+            }
+          };
           // DualPipe: every layer sits on two ranks (one per direction), each with its own EP group.
           const std::string ln = "ep." + (c.dualpipe() ? "s" + std::to_string(st) + "." : std::string()) +
                                  (gl == c.num_layers ? std::string("mtp") : "l" + std::to_string(gl));
           Y.disp_comm[st][gl] = add(ln + ".dispatch", ep_ranks, mir, mstride);
-          tr.comms.back().a2a_matrix = std::move(W), tr.comms.back().a2a_uniform = std::move(U);
+          set_mats(&Mats::W, &Mats::U);
           Y.comb_comm[st][gl] = add(ln + ".combine", ep_ranks, mir, mstride);
-          tr.comms.back().a2a_matrix = std::move(WT), tr.comms.back().a2a_uniform = std::move(UT);
+          set_mats(&Mats::WT, &Mats::UT);
           if (Y.flex_forwarding) {
-            // Sources per local index in other domains, for each EP rank i: EP ranks in another domain
-            // with i's position in its domain.
-            std::vector<std::vector<double>> F(n, std::vector<double>(n, 0.0)), FT = F, FU = F, FUT = F;
-            for (std::size_t i = 0; i < n; ++i) {
-              double remote_sources = 0;
-              for (std::size_t s2 = 0; s2 < n; ++s2)
-                if (host_of(base, s2) != host_of(base, i) &&
-                    (base + static_cast<std::int64_t>(s2) * etp) % dom == (base + static_cast<std::int64_t>(i) * etp) % dom)
-                  remote_sources += 1.0;
-              for (std::size_t j = 0; j < n; ++j)
-                if (j != i && host_of(base, j) == host_of(base, i))
-                  F[i][j] = remote_sources * ld.recv_share[j] * gpu_copies[j], FT[j][i] = F[i][j],
-                  FU[i][j] = remote_sources * gpu_copies[j] / double(n), FUT[j][i] = FU[i][j];
-            }
             Y.fwd_disp_comm[st][gl] = add(ln + ".dispatch.nvlink", ep_ranks, mir, mstride);
-            tr.comms.back().a2a_matrix = std::move(F), tr.comms.back().a2a_uniform = std::move(FU);
+            set_mats(&Mats::F, &Mats::FU);
             Y.fwd_comb_comm[st][gl] = add(ln + ".combine.nvlink", ep_ranks, mir, mstride);
-            tr.comms.back().a2a_matrix = std::move(FT), tr.comms.back().a2a_uniform = std::move(FUT);
+            set_mats(&Mats::FT, &Mats::FUT);
           }
         };
         for (std::int64_t ch = 0; ch < Y.chunks; ++ch)
@@ -266,6 +392,12 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
         for (std::int64_t k = 0; k < ep * etp; ++k) r.push_back(expert_rank(k));
         const std::int32_t m2 = ep * etp < gph ? static_cast<std::int32_t>(std::min(edp, gph / (ep * etp)) - 1) : 0;
         Y.epag_comm[st] = add("ep.allgather.stage" + std::to_string(st), r, m2, static_cast<std::int32_t>(ep * etp));
+        std::vector<std::vector<std::int32_t>> groups;
+        for (std::int64_t d = 0; d < edp; ++d) {
+          groups.emplace_back();
+          for (std::int64_t k = 0; k < ep * etp; ++k) groups.back().push_back(expert_rank(k + ep * etp * d));
+        }
+        attach_classes(Y.epag_comm[st], groups);
       }
       if (a2a && etp > 1) {
         std::vector<std::int32_t> r;
@@ -299,6 +431,13 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
     if (ranks.size() > 1) Y.emb_comm = add_comm("embedding", "dp", std::move(ranks));
     else Y.emb_stage.assign(p, false);
   }
+  std::size_t classes = 0;
+  for (const auto& cm : tr.comms) classes += cm.name.find('@') != std::string::npos ? 1 : 0;
+  if (classes > 0)
+    tr.notes.push_back("gpt: the groups of a kind in a pipeline stage are not all alike over the NVLink domains and "
+                       "servers: " + std::to_string(classes) + " communicators NAME@RANK hold the first group of "
+                       "another placement class beside the simulated rank's NAME (the replay prices NAME's calls over "
+                       "the slowest of them)");
   return Y;
 }
 

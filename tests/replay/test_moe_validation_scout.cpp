@@ -80,11 +80,12 @@ TEST_CASE("validation: moe-scout Llama 4 Scout on 256 GB200 (torchtitan), bf16 a
     st.add({i == 0 ? "bf16" : "MXFP8", "reduced once at the step's end", test::fmt("%.1f", once), test::signed_pct(once / pub - 1.0)});
     // Measured 2026-11-28: bf16 8557.3 (+38.7 %), MXFP8 9893.6 (+33.7 %) without the units. The units cost the
     // MXFP8 step its per-layer gathers (exposed beside the shorter compute) and save the bf16 step its
-    // step-end expert reduce-scatter (overlapped per layer instead); both directions are asserted.
-    if (i == 0)
-      CHECK(once < sim[i]);
-    else
-      CHECK(once > sim[i]);
+    // step-end expert reduce-scatter (overlapped per layer instead). Re-set 2026-11-29 when the replay began
+    // pricing each communicator over the slowest placement class of its groups (replay/placement_classes.hpp):
+    // packed on 72-GPU racks the EP group of ranks 64-79 straddles two racks, its all-to-alls cross InfiniBand
+    // (ep calls 23.2 -> 170.3 ms per step on MXFP8), and with that exposed all-to-all the units are faster in
+    // both precisions: bf16 8326.3 vs 7441.1 without, MXFP8 8694.9 vs 8438.3 (docs/validation.md).
+    CHECK(once < sim[i]);
   }
   test::check_doc_table(st, "build/tests/test_replay -tc='validation: moe-scout*'");
   // MXFP8 over bf16: published +20.0 %; simulated +0.5 % (the backward's per-layer gathers and fp32

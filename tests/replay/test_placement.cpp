@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "models/gpu.hpp"
+#include "replay/engine_comm_model.hpp"
+#include "replay/placement_classes.hpp"
 #include "replay/run_scenario.hpp"
 #include "sim/base/error.hpp"
 #include "topologies/io.hpp"
@@ -115,4 +118,96 @@ TEST_CASE("placement: bad placement objects are errors naming their JSON path") 
   Json cl = Json::parse(R"({"topology": {"preset": "dgx-h100", "placement": {"segment": 1}},
     "jobs": [{"name": "a", "placement": "packed", "workload": {"generator": "dataparallel", "params": {"world_size": 8}}}]})");
   CHECK_THROWS_WITH_AS((void)scenario_from_json(cl, "c.json"), doctest::Contains("c.json: /topology/placement"), InputError);
+}
+
+// PP 1: the simulated rank's EP group is ranks 0-63, all on rack 0; the other group, ranks 64-127, has 8 GPUs
+// on rack 0 and 56 on rack 1, its all-to-all crossing InfiniBand. The step is as slow as that group's.
+TEST_CASE("placement: with PP 1 the all-to-alls are priced over the straddling EP group, not rank 0's") {
+  Json j = nvl72_moe();
+  auto& p = j["workload"]["params"];
+  p["pipeline_model_parallel_size"] = 1;
+  p["moe_token_dispatcher_type"] = "alltoall";  // one all_to_allv per dispatch / combine, on the EP ranks only
+  p["moe_router_force_load_balancing"] = true;  // every EP group's matrix is the uniform one
+  const Scenario s = scenario_from_json(j, "t.json");
+  const models::System sys = sim::scenario_system(s);
+  const topo::Topology& t = sys.topology();
+  const models::ComputeModel cm = scenario_compute_model(s, t, sys.calibration().named_factors());
+  const Trace tr = build_workload(s, t, cm);
+  REQUIRE(tr.ranks.size() == 1);
+  // The generator writes the straddling group beside each EP communicator, as its one other placement class.
+  auto index_of = [&](const std::string& name) {
+    for (std::size_t k = 0; k < tr.comms.size(); ++k)
+      if (tr.comms[k].name == name) return static_cast<std::int32_t>(k);
+    return std::int32_t{-1};
+  };
+  const std::int32_t disp = index_of("ep.l0.dispatch"), cls = index_of("ep.l0.dispatch@64");
+  REQUIRE(disp >= 0);
+  REQUIRE(cls >= 0);
+  CHECK(index_of("ep.l0.dispatch@72") < 0);
+  const Communicator& own = tr.comms[static_cast<std::size_t>(disp)];
+  CHECK(own.ranks.front() == 0);
+  CHECK(tr.comms[static_cast<std::size_t>(cls)].ranks.front() == 64);
+  CHECK(tr.comms[static_cast<std::size_t>(cls)].ranks.back() == 127);
+  CHECK(sim::group_shape(t, tr.comms[static_cast<std::size_t>(cls)].ranks) ==
+        "ranks 64-127: 64 GPUs, 2 NVLink domains (8 + 56), 16 servers");
+  CHECK(sim::group_shape(t, own.ranks) == "ranks 0-63: 64 GPUs, 1 NVLink domain, 16 servers");
+  // By hand: the simulated rank's all-to-alls priced alone over ranks 64-127 and over its own ranks 0-63.
+  Communicator straddle = own;
+  for (int k = 0; k < 64; ++k) straddle.ranks[static_cast<std::size_t>(k)] = 64 + k;
+  sim::EngineCommModel priced(t, sys.calibration());
+  double straddle_s = 0, inside_s = 0;
+  for (const auto& op : tr.ranks[0].ops)
+    if (op.kind == OpKind::Collective && op.coll == CollOp::AllToAllv) {
+      REQUIRE(tr.comms[static_cast<std::size_t>(op.comm)].a2a_matrix == own.a2a_matrix);  // uniform on every layer
+      straddle_s += priced.idle_collective(straddle, op.coll, op.bytes, op.algorithm).duration_s;
+      inside_s += priced.idle_collective(own, op.coll, op.bytes, op.algorithm).duration_s;
+    }
+  CHECK(straddle_s > 1.5 * inside_s);  // InfiniBand between the racks for 8 of the 64 ranks
+  const sim::RunResult r = sim::run_scenario(s, {}).result;
+  // The replay's EP all-to-alls took the straddling group's time: the step holds at least that much.
+  double ep_ops_s = 0;
+  for (const auto& o : r.ops)
+    if (o.category == "ep" && o.kind == "collective") ep_ops_s += o.end_s - o.start_s;
+  CHECK(ep_ops_s == doctest::Approx(straddle_s).epsilon(1e-9));
+  CHECK(r.iteration_s >= straddle_s);
+  CHECK(r.metrics.at("placement.ep.classes") == 2.0);
+  CHECK(r.metrics.at("placement.ep.priced_s") == doctest::Approx(straddle_s).epsilon(1e-9));
+  CHECK(r.metrics.at("placement.ep.own_s") == doctest::Approx(inside_s).epsilon(1e-9));
+  CHECK(has_note(r.notes, "slowest ranks 64-127: 64 GPUs, 2 NVLink domains (8 + 56), 16 servers"));
+  // Placed 64 GPUs per rack, both groups have rank 0's shape: nothing to reprice, and the step is shorter.
+  Json seg = j;
+  seg["topology"]["placement"] = Json::parse(R"({"segment": 16})");
+  seg["workload"]["params"].erase("world_size");
+  const sim::RunResult b = sim::run_scenario(scenario_from_json(seg, "t.json"), {}).result;
+  CHECK(!has_note(b.notes, "placement: "));
+  CHECK(b.iteration_s < r.iteration_s);
+}
+
+// Groups all alike (TP 4 inside 4-GPU trays; EP 8 inside a rack, ranks 64-71 and 72-79 on either side of the
+// rack boundary): no class communicators. EP 16 on the same 144 GPUs: the group 64-79 straddles the racks.
+TEST_CASE("placement: groups of one shape add no placement-class communicators") {
+  auto trace = [](const char* ep) {
+    const GptConfig c = gpt_config_from_params(
+        {{"model", "qwen3-30b-a3b"}, {"world_size", "144"}, {"tensor_model_parallel_size", "4"},
+         {"pipeline_model_parallel_size", "1"}, {"expert_model_parallel_size", ep}, {"expert_tensor_parallel_size", "1"},
+         {"moe_token_dispatcher_type", "alltoall"}, {"sequence_parallel", "true"}, {"gpus_per_host", "4"}, {"gpus_per_nvlink_domain", "72"},
+         {"global_batch_size", "36"}, {"num_layers", "2"}, {"attention_backend", "flash"}},
+        "t");
+    models::ComputeModel cm;
+    cm.gpu = models::gpu_spec(c.gpu);
+    return generate_gpt(c, cm, "t");
+  };
+  for (const auto& cc : trace("8").comms) {
+    CAPTURE(cc.name);
+    CHECK(cc.name.find('@') == std::string::npos);
+  }
+  std::vector<std::string> classes;
+  for (const auto& cc : trace("16").comms)
+    if (cc.name.find('@') != std::string::npos) {
+      classes.push_back(cc.name);
+      CHECK(cc.category == "ep");
+      CHECK(cc.ranks.front() == 64);
+      CHECK(cc.ranks.back() == 79);
+    }
+  CHECK(classes == std::vector<std::string>{"ep.l0.dispatch@64", "ep.l0.combine@64", "ep.l1.dispatch@64", "ep.l1.combine@64"});
 }
