@@ -4,12 +4,15 @@
 // 16,384 H100 (examples/workloads/llama3.1-405b-16384-h100.json: TP 8, CP 1, PP 16, DP 128, seq 8192).
 // DeepSeek-V3 on 2048 H800-class GPUs (examples/workloads/deepseek-v3-2048-h800.json: PP 16, EP 64, DP 128,
 // flex dispatch, FP8).
+// deepseekv3mz: the Megatron-MoE-ModelZoo DeepSeek-V3 recipe for 1,024 H100 (bench/deepseek_v3_modelzoo_1024_h100.json:
+// TP 2, PP 8 x VPP 4 by the layout Et|(tt|)*30mL, EP 64, ETP 1, MTP 1, GBS 8192, FP8 blockwise; docs/performance.md);
+// not part of `all` (about 70-110 s of CPU under the shared model).
 // cluster100k: two Llama-3-70B jobs of 49,152 GPUs each (TP 8, PP 8, DP 768; one packed, one spread) on a
 // 100,000-GPU H100 cluster (12,500 DGX H100, 3-tier radix-128 fat tree), bench/cluster_100k.json: with the
 // default engine tier each call priced alone on an idle fabric, with --comm-model shared replayed together on
 // the shared network and each alone where they meet (replay/cluster_run.hpp); not part of `all`.
 // Usage: bench_workloads [all | gpt1024 | gpt4096 | gpt16384 | dlrm128 | dlrm1024 | llama405b16k | deepseekv3 |
-//                         cluster100k]
+//                         deepseekv3mz | cluster100k]
 //        [--comm-model engine | shared | analytic]   (default engine)
 //        [--step-limit N] [--no-link-stats]
 // --step-limit sets EngineCommOptions::step_limit (1e18 = step fidelity everywhere, the old behaviour);
@@ -73,6 +76,8 @@ int run_one(const std::string& name, const std::string& comm, const sim::EngineC
   else if (name == "dlrm1024") sc = dlrm_case(1024);
   else if (name == "llama405b16k") sc = load_json_file(source_dir() + "/examples/workloads/llama3.1-405b-16384-h100.json");
   else if (name == "deepseekv3") sc = load_json_file(source_dir() + "/examples/workloads/deepseek-v3-2048-h800.json");
+  else if (name == "deepseekv3mz")
+    sc = load_json_file(source_dir() + "/bench/deepseek_v3_modelzoo_1024_h100.json");
   else if (name == "cluster100k") sc = load_json_file(source_dir() + "/bench/cluster_100k.json");
   else {
     std::fprintf(stderr, "unknown case %s\n", name.c_str());
