@@ -201,6 +201,9 @@ MODEL |= {"bias_dropout_fusion", "fp32_residual_connection"}
 # Megatron-Core DDP's gradient scaling before each bucket's collective, gone when the collective averages
 # (--ddp-average-in-collective; workloads/gpt.hpp).
 MODEL |= {"ddp_average_in_collective"}
+# Megatron-FSDP's gradient scale as a kernel of its own or folded into the collective
+# (--no-gradient-reduce-div-fusion; workloads/gpt.hpp).
+MODEL |= {"gradient_reduce_div_fusion"}
 # The distributed optimizer's bucket padding to lcm(DP, 128, 2^16) elements (--ddp-pad-buckets-for-high-nccl-busbw):
 # the padded bytes in the bucket collectives (workloads/gpt.hpp).
 MODEL |= {"ddp_pad_buckets_for_high_nccl_busbw"}
@@ -219,7 +222,12 @@ NOT_MODELLED_IN_GROUPS = {"rampup_batch_size", "encoder_seq_length", "decoder_se
                           # d98e8a64: the RL training step itself; an unpadded vocabulary; frozen layers (no weight
                           # gradients); per-document attention masks (cu_seqlens); CUDA-graph capture of training
                           "perform_rl_step", "pad_vocab_size", "freeze_all_layers", "dataloader_inter_document_masking",
-                          "cuda_graph_modules"}
+                          "cuda_graph_modules",
+                          # CUDA-graph capture of training layers under its older names (validate_args @d98e8a64:
+                          # --enable-cuda-graph is --cuda-graph-impl local, --external-cuda-graph transformer_engine,
+                          # --cuda-graph-scope --cuda-graph-modules; 1e057005 declared them among the inference
+                          # flags, but TransformerLayer captures the training step with them)
+                          "enable_cuda_graph", "external_cuda_graph", "cuda_graph_scope_deprecated"}
 # Megatron-LM's validate_args refuses these (arguments.py: "no longer valid" / "deprecated").
 REJECTED = {"batch_size": "use --micro-batch-size", "warmup": "use --lr-warmup-fraction",
             "model_parallel_size": "use --tensor-model-parallel-size",

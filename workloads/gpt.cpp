@@ -498,6 +498,7 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.apply_rope_fusion = r.boolean("apply_rope_fusion", true);
   c.bias_dropout_fusion = r.boolean("bias_dropout_fusion", true);
   c.ddp_average_in_collective = r.boolean("ddp_average_in_collective", false);
+  c.gradient_reduce_div_fusion = r.boolean("gradient_reduce_div_fusion", true);
   c.ddp_pad_buckets_for_high_nccl_busbw = r.boolean("ddp_pad_buckets_for_high_nccl_busbw", false);
   c.fp32_residual_connection = r.boolean("fp32_residual_connection", false);
   c.overlap_param_gather = r.boolean("overlap_param_gather", false);
@@ -1390,7 +1391,12 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     if (c.attention_backend == "unfused") fail("selective_ac_option", "needs flash or fused attention");
   }
   if (c.flops_convention.empty()) c.flops_convention = gpt_flops_convention(c);
-  one_of("flops_convention", c.flops_convention, {"megatron-sc21", "megatron-core", "megatron-core-causal"});
+  one_of("flops_convention", c.flops_convention,
+         {"megatron-sc21", "megatron-core", "megatron-core-causal", "nemo-gpt3", "nemo-llama2", "nemo-llama3",
+          "nemo-nemotron", "nemo-mixtral", "nemo-gpt3-causal", "nemo-llama2-causal", "nemo-llama3-causal",
+          "nemo-nemotron-causal", "nemo-mixtral-causal"});
+  if (c.flops_convention.rfind("nemo-mixtral", 0) == 0 && !c.moe.enabled())
+    fail("flops_convention", c.flops_convention + " needs num_experts (NeMo's mixtral formula counts moe_router_topk experts)");
   return c;
 }
 
@@ -1504,6 +1510,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   if (!c.apply_rope_fusion) B("apply_rope_fusion", false);
   if (!c.bias_dropout_fusion) B("bias_dropout_fusion", false);
   if (c.ddp_average_in_collective) B("ddp_average_in_collective", true);
+  if (!c.gradient_reduce_div_fusion) B("gradient_reduce_div_fusion", false);
   if (c.ddp_pad_buckets_for_high_nccl_busbw) B("ddp_pad_buckets_for_high_nccl_busbw", true);
   if (c.fp32_residual_connection) B("fp32_residual_connection", true);
   B("overlap_param_gather", c.overlap_param_gather);
@@ -1651,7 +1658,32 @@ std::string gpt_flops_convention(const GptConfig& c) {
   return sc21 ? "megatron-sc21" : "megatron-core";
 }
 
+namespace {
+// NeMo's logged model FLOPs (flops_convention nemo-<family>[-causal]): the family's formula in nemo/utils/
+// flops_formulas.py with the family's fixed vocabulary (LLM_VOCAB_SIZE_MAP, nemo/collections/common/parts/
+// perf_metrics_utils.py), at NVIDIA/NeMo@e564e669 (gpt3 lines 33-41, llama2 44-61, llama3 64-81, nemotron 84-101,
+// mixtral 104-121), the attention's s x s term halved with -causal as from NVIDIA/NeMo@6251117f4c (2025-08-09,
+// "Discount FLOPs in dot-product att"). f is the FFN hidden size (NeMo reads model.ffn_hidden_size), g the query
+// groups (num_attention_heads without GQA).
+double nemo_model_flops(const GptConfig& c) {
+  const std::string& conv = c.flops_convention;
+  const bool causal = conv.size() > 7 && conv.compare(conv.size() - 7, 7, "-causal") == 0;
+  const std::string family = conv.substr(5, conv.size() - 5 - (causal ? 7 : 0));
+  const double k = causal ? 0.5 : 1.0;
+  const double B = double(c.global_batch_size), s = double(c.seq_length), l = double(c.num_layers),
+               h = double(c.hidden_size), f = double(c.ffn()), a = double(c.num_attention_heads),
+               g = double(c.query_groups());
+  if (family == "gpt3") return (24.0 * B * s * h * h + 4.0 * B * s * s * h * k) * (3.0 * l) + 6.0 * B * s * h * 51200.0;
+  const double V = family == "llama2" || family == "mixtral" ? 32000.0 : family == "llama3" ? 128256.0 : 256000.0;
+  const double mlp = family == "nemotron" ? 12.0 * f / h
+                     : family == "mixtral" ? 18.0 * double(c.moe.moe_router_topk) * f / h
+                                           : 18.0 * f / h;
+  return B * s * l * h * h * (12.0 + 12.0 * g / a + mlp + 12.0 * s / h * k + 6.0 * V / (l * h));
+}
+}  // namespace
+
 double gpt_model_flops(const GptConfig& c) {
+  if (c.flops_convention.rfind("nemo-", 0) == 0) return nemo_model_flops(c);
   if (c.hybrid()) return gpt_detail::hybrid_model_flops(c);  // Megatron-LM's hybrid_flops
   if (gpt_detail::moe_model(c)) return gpt_detail::moe_model_flops(c);  // also hybrid GDN / gated attention
   const double B = double(c.global_batch_size), s = double(c.seq_length), l = double(c.num_layers),

@@ -222,6 +222,21 @@ struct GptConfig {
   // 243-278, and _ParamAndGradBucketGroup.start_grad_sync, param_and_grad_buffer.py:660-672 at
   // NVIDIA/Megatron-LM@d98e8a64). Megatron-Core's DDP only (GptConfig::megatron_ddp); gpt_trace.cpp finish_step.
   bool ddp_average_in_collective = false;
+  // Megatron-FSDP's gradient averaging (--no-gradient-reduce-div-fusion: false). Megatron-FSDP (a sharding strategy
+  // other than no_shard without torch FSDP2) scales each gradient bucket by 1 / DP before its reduction unless the
+  // collective averages (ddp_average_in_collective): with this fusion on (the default) and a gradient buffer that
+  // is not bf16 the scale rides in the collective (NCCL's premul-sum), otherwise it is an in-place multiply of the
+  // bucket on the reduce-scatter stream (gradient_reduce_preprocessing, megatron/core/distributed/fsdp/src/
+  // megatron_fsdp/param_and_grad_buffer.py:4740-4760 at NVIDIA/Megatron-LM@d98e8a64). Megatron-Core's DDP does not
+  // read it (its scale is ddp_average_in_collective's). gpt_trace.cpp megatron_fsdp_scale.
+  bool gradient_reduce_div_fusion = true;
+  bool megatron_fsdp() const { return !use_torch_fsdp2 && data_parallel_sharding_strategy != "no_shard"; }
+  // Megatron-FSDP runs the in-place 1 / DP multiply before each gradient bucket's reduction (see above): the
+  // gradients are bf16 when reduced in 2 bytes without fp16 parameters.
+  bool megatron_fsdp_grad_scale() const {
+    const bool bf16_grads = !grad_reduce_in_fp32 && precision != "fp16";
+    return megatron_fsdp() && !ddp_average_in_collective && (!gradient_reduce_div_fusion || bf16_grads);
+  }
   // Megatron-Core's --ddp-pad-buckets-for-high-nccl-busbw: with the distributed optimizer each bucket's end is padded
   // to a multiple of lcm(DP x CP, 128, 2^16) elements, so the padded bytes are reduced and gathered (gpt_trace.cpp
   // padded). No effect without use_distributed_optimizer (Megatron's layout pads only the distributed optimizer's).

@@ -1534,8 +1534,12 @@ class StageEmitter {
         if (c.fsdp() && reduce) {
           // Gradient reduce-scatter of this layer (every micro-batch, as FSDP2 without no_sync; with
           // pipeline parallelism torch FSDP2 reduces once, after the last micro-batch).
-          const std::uint32_t rs = rb.fork(coll_op(nm + ".fsdp.rs", CollOp::ReduceScatter, Y.dp_comm[st],
-                                                   layer_el(gl) * x_.grad_elem_bytes, RankBuilder::kFsdp, "dp"));
+          Op rs_op = coll_op(nm + ".fsdp.rs", CollOp::ReduceScatter, Y.dp_comm[st], layer_el(gl) * x_.grad_elem_bytes,
+                             RankBuilder::kFsdp, "dp");
+          // Megatron-FSDP's 1 / DP multiply before it, where it is a kernel (megatron_fsdp_scale).
+          if (c.megatron_fsdp_grad_scale())
+            rs_op.deps.push_back(megatron_fsdp_scale(nm + ".fsdp.rs.scale", layer_el(gl), RankBuilder::kFsdp, rb.last()));
+          const std::uint32_t rs = c.megatron_fsdp_grad_scale() ? rb.push(std::move(rs_op)) : rb.fork(std::move(rs_op));
           std::uint16_t post_stream = RankBuilder::kFsdp;
           std::uint32_t post_dep = rs;
           bool post_reduce = true;
@@ -1569,8 +1573,12 @@ class StageEmitter {
             // torch FSDP2: the expert unit's gradients chunk-cat into the reduce-scatter input on the compute
             // stream first, the reduced shard cast after a bf16 reduce.
             if (c.fsdp2_copies()) rb.chain(compute_op(nm + ".fsdp.experts.chunk_cat", expert_fsdp_copies().chunk_cat));
-            const std::uint32_t ers = rb.fork(coll_op(nm + ".fsdp.rs.experts", CollOp::ReduceScatter, Y.edp_comm[st],
-                                                      expert_params_per_gpu(c) * x_.grad_elem_bytes, RankBuilder::kFsdp, "dp"));
+            Op ers_op = coll_op(nm + ".fsdp.rs.experts", CollOp::ReduceScatter, Y.edp_comm[st],
+                                expert_params_per_gpu(c) * x_.grad_elem_bytes, RankBuilder::kFsdp, "dp");
+            if (c.megatron_fsdp_grad_scale())
+              ers_op.deps.push_back(megatron_fsdp_scale(nm + ".fsdp.rs.experts.scale", expert_params_per_gpu(c),
+                                                        RankBuilder::kFsdp, rb.last()));
+            const std::uint32_t ers = c.megatron_fsdp_grad_scale() ? rb.push(std::move(ers_op)) : rb.fork(std::move(ers_op));
             if (c.fsdp2_copies() && expert_fsdp_copies().post_reduce.kernels) {
               Op cast = compute_op(nm + ".fsdp.experts.reduce_cast", expert_fsdp_copies().post_reduce);
               cast.stream = RankBuilder::kFsdp;
@@ -1665,6 +1673,19 @@ class StageEmitter {
   // drain_embedding_wgrad_compute, megatron/core/pipeline_parallel/schedules.py and megatron/core/utils.py).
   bool deferred_out_wgrad(std::int64_t mb) const {
     return c.defer_embedding_wgrad_compute && (c.wgrad_deferral_limit == 0 || mb < c.wgrad_deferral_limit);
+  }
+
+  // Megatron-FSDP's 1 / DP scale of a gradient bucket of `el` elements where it is a kernel of its own
+  // (GptConfig::megatron_fsdp_grad_scale): `grad_data.mul_(scaling_factor)` in gradient_reduce_preprocessing, run
+  // on the reduce-scatter stream right before the bucket's collective (megatron_fsdp/param_and_grad_buffer.py
+  // :4075-4080 and :4740-4760 at NVIDIA/Megatron-LM@d98e8a64), one in-place pass reading and writing the bucket in
+  // its reduction dtype. Pushed on `stream` after `dep`.
+  std::uint32_t megatron_fsdp_scale(const std::string& name, double el, std::uint16_t stream, std::uint32_t dep) {
+    Op s = compute_op(name, K.memory_pass(x_.cm, models::MemoryKernel::Elementwise, 2.0 * el * x_.grad_elem_bytes,
+                                          x_.grad_elem_bytes == 4.0 ? Precision::FP32 : Precision::BF16));
+    s.stream = stream;
+    s.deps.push_back(dep);
+    return rb.push(std::move(s));
   }
 
   // After the last backward: expert-gradient and DP gradient reductions, the optimizer step, the
@@ -1808,6 +1829,7 @@ class StageEmitter {
           if (c.overlap_grad_reduce) ready = rb.insert_after(ready, std::move(s));
           else ready = grad_done.empty() ? rb.chain(std::move(s)) : rb.chain(std::move(s), {grad_done.back()});
         }
+        if (c.megatron_fsdp_grad_scale()) ready = megatron_fsdp_scale(name + ".scale", el, RankBuilder::kDp, ready);
         op.deps.push_back(ready);
         grad_done.push_back(rb.push(std::move(op)));
       }
@@ -1824,6 +1846,8 @@ class StageEmitter {
       // that is 1 (distributed_data_parallel.py:271-278 @d98e8a64).
       if (c.megatron_ddp() && (!c.ddp_average_in_collective || edp != dp * cp))
         op.deps.push_back(rb.chain(grad_scale("edp.experts.scale", expert_el)));
+      if (c.megatron_fsdp_grad_scale())
+        op.deps.push_back(megatron_fsdp_scale("edp.experts.scale", expert_el, RankBuilder::kDp, backward_done));
       op.deps.push_back(backward_done);
       expert_grad_done.push_back(rb.push(std::move(op)));
     }

@@ -424,6 +424,8 @@ const std::vector<Key>& nemo_keys() {
       {"model.cpu_offloading_activations", K::kRule, ""}, {"model.cpu_offloading_weights", K::kIgnored, ""},
       {"model.sharp", K::kFlag, "--use-sharp"}, {"model.enable_megatron_timers", K::kIgnored, ""},
       {"model.enable_cuda_graph", K::kFlag, "--enable-cuda-graph"}, {"model.use_te_rng_tracker", K::kFlag, "--te-rng-tracker"},
+      // TransformerConfig's external_cuda_graph (gpt_full_te_layer_autocast_spec.py:273 captures the layer with it)
+      {"model.external_cuda_graph", K::kFlag, "--external-cuda-graph"},
       // mixture of experts (megatron_gpt_model.py build_transformer_config; the others are TransformerConfig fields)
       {"model.num_moe_experts", K::kFlag, "--num-experts"}, {"model.moe_router_topk", K::kFlag, "--moe-router-topk"},
       {"model.moe_grouped_gemm", K::kFlag, "--moe-grouped-gemm"},
@@ -874,6 +876,26 @@ void Import::rules() {
   }
 }
 
+// The model family whose formula NeMo logs TFLOP/s per GPU with: FLOPsMeasurementCallback (nemo/collections/
+// common/metrics/perf_metrics.py at NVIDIA/NeMo@e564e669, lines 52-90 and 136-158), which megatron_trainer_builder.py
+// :183-184 adds unless exp_manager.log_tflops_per_sec_per_gpu is false, takes the first of gpt3, llama2, llama3,
+// nemotron, mixtral (then bert, not a GPT) whose name is in run.name, lower-cased; its formula reads the model keys
+// below, and NeMo logs -1 when one is missing (None in the arithmetic). "" when NeMo logs no TFLOP/s.
+std::string nemo_flops_family(const Config& cfg) {
+  if (!cfg.boolean_or({"exp_manager", "log_tflops_per_sec_per_gpu"}, true)) return "";
+  const std::string name = lower(cfg.string_or({"run", "name"}, ""));
+  for (const std::string f : {"gpt3", "llama2", "llama3", "nemotron", "mixtral"}) {
+    if (name.find(f) == std::string::npos) continue;
+    std::vector<std::string> keys = {"global_batch_size", "encoder_seq_length", "hidden_size", "num_layers"};
+    if (f != "gpt3") keys.insert(keys.end(), {"num_attention_heads", "ffn_hidden_size"});
+    if (f == "mixtral") keys.push_back("moe_router_topk");
+    for (const auto& k : keys)
+      if (!cfg.has({"model", k})) return "";
+    return f;
+  }
+  return "";
+}
+
 }  // namespace
 
 Json scenario_for_nemo(const std::string& path, const std::string& text, const std::string& topology,
@@ -908,6 +930,10 @@ Json scenario_for_nemo(const std::string& path, const std::string& text, const s
     (*origins)["world_size"] = {path + (line ? ":" + std::to_string(line) : std::string()),
                                 "trainer.devices x trainer.num_nodes"};
   }
+  // TFLOP/s in the count NeMo logs (GptConfig flops_convention nemo-<family>), unless --param says otherwise.
+  Json& params = doc["workload"]["params"];
+  const std::string family = nemo_flops_family(cfg);
+  if (!family.empty() && !params.contains("flops_convention")) params["flops_convention"] = "nemo-" + family;
   note_unknown_keys(doc, im.unknown);
   return doc;
 }

@@ -64,7 +64,7 @@ TEST_CASE("import nemo: the launcher's Llama 3 70B config is its Megatron-LM com
   CHECK(text == cli_test::slurp(b));
   Run r3 = run_root("import nemo - --topology dgx-h100" + vocab + " < " + kLlama);
   REQUIRE_MESSAGE(r3.rc == 0, r3.err);
-  const json nemo = json::parse(text);
+  json nemo = json::parse(text);
   CHECK(json::parse(r3.out)["workload"]["params"] == nemo["workload"]["params"]);
 
   // The same job written as a Megatron-LM launch, flag by flag from the YAML (trainer: 128 nodes x 8 GPUs, bf16;
@@ -84,11 +84,12 @@ TEST_CASE("import nemo: the launcher's Llama 3 70B config is its Megatron-LM com
   Run m = cli_test::run_in(scratch(), cli_test::fabricsim("import megatron llama.sh --topology dgx-h100" + vocab));
   REQUIRE_MESSAGE(m.rc == 0, m.err);
   json meg = json::parse(m.out);
-  // A Megatron-LM launch states the FLOP count Megatron-LM logs (causal); a NeMo config keeps the generator's
-  // default, as NeMo logs its own count (docs/workloads.md "FLOPs and MFU").
+  // A Megatron-LM launch states the FLOP count Megatron-LM logs (causal); the NeMo config the count NeMo logs, its
+  // llama3 formula by run.name llama3_70b (docs/workloads.md "FLOPs and MFU").
   CHECK(meg["workload"]["params"]["flops_convention"] == "megatron-core-causal");
-  CHECK(!nemo["workload"]["params"].contains("flops_convention"));
+  CHECK(nemo["workload"]["params"]["flops_convention"] == "nemo-llama3");
   meg["workload"]["params"].erase("flops_convention");
+  nemo["workload"]["params"].erase("flops_convention");
   CHECK(nemo["workload"]["params"] == meg["workload"]["params"]);
   CHECK(nemo["topology"] == meg["topology"]);
   CHECK(nemo["workload"]["params"]["world_size"] == 1024);
