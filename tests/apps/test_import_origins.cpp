@@ -65,8 +65,8 @@ TEST_CASE("import megatron: a value the generator refuses names the script line 
   // A flag written in the command.
   write("bad.sh", script("--recompute-granularity selective --recompute-modules core_attn bogus"));
   refused("megatron bad.sh --topology dgx-h100",
-          "fabricsim import: error: bad.sh:10: --recompute-modules: expected core_attn, layernorm, moe_act or moe, got "
-          "'bogus'\n");
+          "fabricsim import: error: bad.sh:10: --recompute-modules: expected core_attn, layernorm, mla_up_proj, mlp, "
+          "moe, moe_act or shared_experts, got 'bogus'\n");
   // A flag inside a multi-line string, through $PARALLEL_ARGS: the line it is written on (7), and where it is used.
   refused("megatron ok.sh --topology dgx-h100 --var TP=3",
           "fabricsim import: error: ok.sh:7: --tensor-model-parallel-size (in $PARALLEL_ARGS, expanded on line 8): "
@@ -84,8 +84,8 @@ TEST_CASE("import megatron: a value the generator refuses names the script line 
           "parallel size must divide world_size 8\n");
   Run r = cli_test::run_in(scratch(), cli_test::fabricsim("run --megatron bad.sh --topology dgx-h100 -q"));
   CHECK(r.rc == 2);
-  CHECK(r.err == "fabricsim run: error: bad.sh:10: --recompute-modules: expected core_attn, layernorm, moe_act or "
-                 "moe, got 'bogus'\n");
+  CHECK(r.err == "fabricsim run: error: bad.sh:10: --recompute-modules: expected core_attn, layernorm, mla_up_proj, "
+                 "mlp, moe, moe_act or shared_experts, got 'bogus'\n");
 }
 
 TEST_CASE("import nemo and torchtitan: a value the generator refuses names the YAML key / TOML key and its line") {
