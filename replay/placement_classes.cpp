@@ -83,6 +83,7 @@ std::map<std::string, PlacementClassChoice> price_slowest_placement_classes(work
     ch.classes = std::max(ch.classes, cls.size() + 1);
     ch.own_s += own, ch.priced_s += best;
     if (best_k != ci) ++ch.moved, moved[ci] = best_k;
+    if (ch.own_shape.empty()) ch.own_shape = group_shape(t, c.ranks);  // the note names it when nothing moves
     if (best - own > ch.largest_gain_s) {
       ch.largest_gain_s = best - own;
       ch.example = c.name;
