@@ -49,6 +49,18 @@ Json checked_import(const Args& args, Json doc, const std::string& name, const w
   return doc;
 }
 
+// Reads FILE (or stdin for "-"), converts it with `convert(name, text, origins)` and checks the scenario; the
+// parameter origins go to `origins_out` when given.
+template <class Convert>
+Json import_file(const Args& args, const std::string& file, workloads::ParamOrigins* origins_out, Convert&& convert) {
+  const std::string name = file == "-" ? std::string("<stdin>") : file;
+  const std::string text = read_input_file(file == "-" ? std::string("/dev/stdin") : file);
+  workloads::ParamOrigins origins;
+  Json doc = checked_import(args, convert(name, text, &origins), name, origins);
+  if (origins_out) *origins_out = std::move(origins);
+  return doc;
+}
+
 }  // namespace
 
 void rethrow_at_origin(const InputError& e, const std::string& params_where, const workloads::ParamOrigins& origins) {
@@ -77,25 +89,19 @@ Json megatron_scenario(const Args& args, const std::string& script, workloads::P
     if (eq == std::string::npos || eq == 0) throw InputError("--var", "expected NAME=VALUE, got '" + text_excerpt(v) + "'");
     vars[v.substr(0, eq)] = v.substr(eq + 1);
   }
-  const std::string name = script == "-" ? std::string("<stdin>") : script;
-  const std::string text = read_input_file(script == "-" ? std::string("/dev/stdin") : script);
-  workloads::ParamOrigins origins;
-  Json doc = checked_import(
-      args, workloads::scenario_for_megatron(name, text, args.get("--topology"), args.params(), vars, &origins), name,
-      origins);
-  if (origins_out) *origins_out = std::move(origins);
-  return doc;
+  return import_file(args, script, origins_out,
+                     [&](const std::string& name, const std::string& text, workloads::ParamOrigins* origins) {
+                       return workloads::scenario_for_megatron(name, text, args.get("--topology"), args.params(), vars,
+                                                               origins);
+                     });
 }
 
 Json nemo_scenario(const Args& args, const std::string& config, workloads::ParamOrigins* origins_out) {
-  const std::string name = config == "-" ? std::string("<stdin>") : config;
-  const std::string text = read_input_file(config == "-" ? std::string("/dev/stdin") : config);
-  workloads::ParamOrigins origins;
-  Json doc = checked_import(args, workloads::scenario_for_nemo(name, text, args.get("--topology"), args.params(),
-                                                               args.has("--ignore-unknown"), &origins),
-                            name, origins);
-  if (origins_out) *origins_out = std::move(origins);
-  return doc;
+  return import_file(args, config, origins_out,
+                     [&](const std::string& name, const std::string& text, workloads::ParamOrigins* origins) {
+                       return workloads::scenario_for_nemo(name, text, args.get("--topology"), args.params(),
+                                                           args.has("--ignore-unknown"), origins);
+                     });
 }
 
 void torchtitan_flags(Args& args) {
@@ -139,8 +145,6 @@ std::vector<std::pair<std::string, std::string>> take_torchtitan_overrides(int& 
 Json torchtitan_scenario(const Args& args, const std::string& config,
                          const std::vector<std::pair<std::string, std::string>>& overrides,
                          workloads::ParamOrigins* origins_out) {
-  const std::string name = config == "-" ? std::string("<stdin>") : config;
-  const std::string text = read_input_file(config == "-" ? std::string("/dev/stdin") : config);
   workloads::TorchtitanOptions opt;
   opt.overrides = overrides;
   opt.ignore_unknown = args.has("--ignore-unknown");
@@ -151,12 +155,11 @@ Json torchtitan_scenario(const Args& args, const std::string& config,
       throw InputError("--gpus", "expected a positive integer, got '" + text_excerpt(args.get("--gpus")) + "'");
     opt.gpus = n;
   }
-  workloads::ParamOrigins origins;
-  Json doc = checked_import(
-      args, workloads::scenario_for_torchtitan(name, text, args.get("--topology"), args.params(), opt, &origins), name,
-      origins);
-  if (origins_out) *origins_out = std::move(origins);
-  return doc;
+  return import_file(args, config, origins_out,
+                     [&](const std::string& name, const std::string& text, workloads::ParamOrigins* origins) {
+                       return workloads::scenario_for_torchtitan(name, text, args.get("--topology"), args.params(), opt,
+                                                                 origins);
+                     });
 }
 
 int cmd_import(int argc, char** argv) {

@@ -25,17 +25,13 @@ namespace {
 
 // The small Llama-shaped model in bf16 on 4 H100s: TP 2, PP 1, so DP 2.
 ParamMap small(ParamMap over = {}) {
-  ParamMap p = workloads_test::small_llama(4, 4, {{"precision", "bf16"}, {"pipeline_model_parallel_size", "1"}});
-  for (const auto& [k, v] : over) p[k] = v;
-  return p;
+  return workloads_test::with(
+      workloads_test::small_llama(4, 4, {{"precision", "bf16"}, {"pipeline_model_parallel_size", "1"}}), over);
 }
 
 GptConfig cfg(const ParamMap& p) { return gpt_config_from_params(p, "--param"); }
 
-const models::ComputeModel& cm() {
-  static const models::ComputeModel m = workloads_test::compute_of("h100");
-  return m;
-}
+const models::ComputeModel& cm() { return workloads_test::h100(); }
 
 int index_of(const RankTrace& r, const std::string& name) {
   for (std::size_t i = 0; i < r.ops.size(); ++i)

@@ -26,17 +26,12 @@ namespace {
 
 // The small Llama-shaped model (TP 2 with sequence parallelism, PP 2) in bf16 on 8 H100s.
 ParamMap small(ParamMap over = {}) {
-  ParamMap p = workloads_test::small_llama(8, 8, {{"precision", "bf16"}});
-  for (const auto& [k, v] : over) p[k] = v;
-  return p;
+  return workloads_test::with(workloads_test::small_llama(8, 8, {{"precision", "bf16"}}), over);
 }
 
 GptConfig cfg(const ParamMap& p) { return gpt_config_from_params(p, "--param"); }
 
-const models::ComputeModel& cm() {
-  static const models::ComputeModel m = workloads_test::compute_of("h100");
-  return m;
-}
+const models::ComputeModel& cm() { return workloads_test::h100(); }
 
 gpt_detail::GptStepKernels kernels(const ParamMap& p) { return gpt_detail::gpt_step_kernels(cfg(p), cm(), "t"); }
 

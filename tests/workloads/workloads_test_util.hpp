@@ -29,6 +29,19 @@ inline fabricsim::models::ComputeModel compute_of(const std::string& gpu) {
   return cm;
 }
 
+// The default H100 compute model, built once.
+inline const fabricsim::models::ComputeModel& h100() {
+  static const fabricsim::models::ComputeModel m = compute_of("h100");
+  return m;
+}
+
+// `base` with the entries of `over` replaced or added.
+inline fabricsim::workloads::ParamMap with(fabricsim::workloads::ParamMap base,
+                                          const fabricsim::workloads::ParamMap& over) {
+  for (const auto& [k, v] : over) base[k] = v;
+  return base;
+}
+
 // The gpt generator's trace for `p` (--param names), priced with the default compute model of its GPU.
 inline fabricsim::workloads::Trace gen(const fabricsim::workloads::ParamMap& p) {
   fabricsim::workloads::GptConfig c = fabricsim::workloads::gpt_config_from_params(p, "--param");
