@@ -43,8 +43,10 @@ std::map<std::string, PlacementClassChoice> price_slowest_placement_classes(work
 // A group's shape in words: "ranks 64-127: 64 GPUs, 2 NVLink domains (8 + 56), 16 servers".
 std::string group_shape(const topo::Topology& t, const std::vector<std::int32_t>& ranks);
 
-// One note per category, and the metrics placement.<category>.classes / .own_s / .priced_s.
+// One note per category, and the metrics <prefix>placement.<category>.classes / .own_s / .priced_s (a cluster
+// job's: prefix "job.NAME.").
 void add_placement_class_results(const std::map<std::string, PlacementClassChoice>& choices,
-                                 std::vector<std::string>& notes, std::map<std::string, double>& metrics);
+                                 std::vector<std::string>& notes, std::map<std::string, double>& metrics,
+                                 const std::string& prefix = "");
 
 }  // namespace fabricsim::sim
