@@ -123,7 +123,10 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
   // slowest class, as a single job's are (replay/placement_classes.hpp), each call alone on an idle fabric as
   // this run's comm model prices it (with the stand-in copies workloads/cluster.hpp gives the class groups).
   std::vector<std::map<std::string, PlacementClassChoice>> placement(plan.jobs.size());
-  {
+  bool any_class = false;
+  for (const auto& j : plan.jobs)
+    for (const auto& c : j.trace.comms) any_class = any_class || c.name.find('@') != std::string::npos;
+  if (any_class) {  // (no model to build where no job has placement classes)
     std::unique_ptr<EngineCommBase> pricer;
     if (shared) pricer = std::make_unique<SharedNetworkCommModel>(topo, calib, opt.engine);
     else pricer = std::make_unique<EngineCommModel>(topo, calib, opt.engine);
