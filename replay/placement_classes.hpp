@@ -1,5 +1,5 @@
 #pragma once
-// The slowest placement class. Where the groups of one kind (tensor, context, expert parallel) are not all
+// The slowest placement class. Where the groups of one kind (tensor, context, expert, data parallel) are not all
 // alike over the fabric, the step is as slow as the slowest group: every rank waits for it in the next
 // collective they share (the gradient all-reduce, a pipeline send). A trace says so with placement-class
 // communicators (docs/workloads.md "Trace format"; the gpt generator writes them): beside a simulated rank's
@@ -10,7 +10,7 @@
 // (NAME itself on ties, so where the classes price alike nothing changes). The choice is per communicator,
 // and only for one with a single simulated member (a group inside one pipeline stage): the slowest
 // tensor-parallel group and the slowest expert-parallel group of a stage may be different ranks' (a bound a
-// little above any one rank's step).
+// little above any one rank's step). Cluster scenarios run it per job (replay/cluster_run.cpp).
 #include <cstddef>
 #include <cstdint>
 #include <map>
