@@ -12,6 +12,7 @@
 #include "replay/engine_comm_model.hpp"
 #include "replay/executor.hpp"
 #include "replay/outputs_links.hpp"
+#include "replay/placement_classes.hpp"
 #include "replay/run_scenario.hpp"
 #include "sim/base/error.hpp"
 #include "topologies/io.hpp"
@@ -118,6 +119,27 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
   const models::Calibration& calib = sys.calibration();
   workloads::ClusterPlan plan = workloads::plan_cluster(s, topo, calib.named_factors());
   models::ComputeModel cm = workloads::scenario_compute_model(s, topo, calib.named_factors());
+  // Groups of one kind not all alike over the fabric (placement classes): each job's calls priced over its
+  // slowest class, as a single job's are (replay/placement_classes.hpp), each call alone on an idle fabric as
+  // this run's comm model prices it (with the stand-in copies workloads/cluster.hpp gives the class groups).
+  std::vector<std::map<std::string, PlacementClassChoice>> placement(plan.jobs.size());
+  bool any_class = false;
+  for (const auto& j : plan.jobs)
+    for (const auto& c : j.trace.comms) any_class = any_class || c.name.find('@') != std::string::npos;
+  if (any_class) {  // (no model to build where no job has placement classes)
+    std::unique_ptr<EngineCommBase> pricer;
+    if (shared) pricer = std::make_unique<SharedNetworkCommModel>(topo, calib, opt.engine);
+    else pricer = std::make_unique<EngineCommModel>(topo, calib, opt.engine);
+    for (std::size_t j = 0; j < plan.jobs.size(); ++j) {
+      workloads::PlacedJob& pj = plan.jobs[j];
+      placement[j] = price_slowest_placement_classes(pj.trace, topo, *pricer);
+      for (auto& [cat, ch] : placement[j]) ch.own_s /= pj.iterations, ch.priced_s /= pj.iterations;  // per step
+      std::vector<std::string> notes_j;
+      std::map<std::string, double> unused;
+      add_placement_class_results(placement[j], notes_j, unused, "job." + pj.name + ".");
+      for (auto& n : notes_j) pj.notes.push_back("job " + pj.name + ": " + n);
+    }
+  }
   auto t1 = std::chrono::steady_clock::now();
 
   std::vector<const workloads::PlacedJob*> all;
@@ -238,6 +260,10 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
     r.metrics["job." + jr.name + ".iteration_s"] = jr.iteration_s;
     r.metrics["job." + jr.name + ".iteration_s_alone"] = jr.iteration_s_alone;
     r.metrics["job." + jr.name + ".slowdown"] = jr.slowdown;
+  }
+  for (std::size_t j = 0; j < plan.jobs.size(); ++j) {
+    std::vector<std::string> unused;
+    add_placement_class_results(placement[j], unused, r.metrics, "job." + plan.jobs[j].name + ".");
   }
   // The merged trace's notes are the jobs' generators' (repeated per job); keep them once each.
   std::vector<std::string> kept;

@@ -67,7 +67,9 @@ double EngineCommBase::replication(const workloads::Communicator& comm) const {
   if (world_size_ <= 0 || simulated_.empty()) return 1.0;
   double s = 0;
   for (auto r : comm.ranks) s += simulated_.count(r) ? 1.0 : 0.0;
-  if (s <= 0) return 1.0;
+  // A called communicator with no simulated member is a placement class a simulated rank's calls were moved to
+  // (replay/placement_classes.hpp): it stands in for that rank's own group, one simulated member.
+  if (s <= 0) s = 1;
   double priced = static_cast<double>(comm.ranks.size()) * (comm.mirrors + 1.0);
   for (const auto& g : comm.stand_ins) priced += static_cast<double>(g.size());
   const double per_sim = static_cast<double>(world_size_) / static_cast<double>(simulated_.size());

@@ -23,7 +23,8 @@ std::string group_shape(const topo::Topology& t, const std::vector<std::int32_t>
   }
   bool contiguous = true;
   for (std::size_t k = 1; k < ranks.size(); ++k) contiguous = contiguous && ranks[k] == ranks[k - 1] + 1;
-  std::string s = "ranks " + std::to_string(ranks.front()) + (contiguous ? "-" : ", ..., ") + std::to_string(ranks.back()) +
+  std::string s = "ranks " + std::to_string(ranks.front()) + (contiguous ? "-" : ranks.size() == 2 ? ", " : ", ..., ") +
+                  std::to_string(ranks.back()) +
                   ": " + std::to_string(ranks.size()) + " GPUs, " + std::to_string(doms.size()) + " NVLink domain" +
                   (doms.size() > 1 ? "s" : "");
   if (doms.size() > 1) {
@@ -99,16 +100,17 @@ std::map<std::string, PlacementClassChoice> price_slowest_placement_classes(work
 }
 
 void add_placement_class_results(const std::map<std::string, PlacementClassChoice>& choices,
-                                 std::vector<std::string>& notes, std::map<std::string, double>& metrics) {
+                                 std::vector<std::string>& notes, std::map<std::string, double>& metrics,
+                                 const std::string& prefix) {
   auto ms = [](double s) {
     char b[48];
     std::snprintf(b, sizeof b, "%.3f ms", 1e3 * s);
     return std::string(b);
   };
   for (const auto& [cat, ch] : choices) {
-    metrics["placement." + cat + ".classes"] = double(ch.classes);
-    metrics["placement." + cat + ".own_s"] = ch.own_s;
-    metrics["placement." + cat + ".priced_s"] = ch.priced_s;
+    metrics[prefix + "placement." + cat + ".classes"] = double(ch.classes);
+    metrics[prefix + "placement." + cat + ".own_s"] = ch.own_s;
+    metrics[prefix + "placement." + cat + ".priced_s"] = ch.priced_s;
     std::string n = "placement: the " + cat + " groups of a pipeline stage take up to " + std::to_string(ch.classes) +
                     " shapes over the NVLink domains and servers; ";
     if (ch.moved == 0)
@@ -118,7 +120,7 @@ void add_placement_class_results(const std::map<std::string, PlacementClassChoic
       n += std::to_string(ch.moved) + " of " + std::to_string(ch.communicators) +
            " communicators run their calls over a slower group, slowest " + ch.slowest_shape + " (e.g. '" + ch.example +
            "'), not the simulated rank's own " + ch.own_shape + ": " + ms(ch.priced_s) + " of " + cat +
-           " calls per step, each alone on an idle fabric, instead of " + ms(ch.own_s) + " (metrics placement." + cat +
+           " calls per step, each alone on an idle fabric, instead of " + ms(ch.own_s) + " (metrics " + prefix + "placement." + cat +
            ".*)";
     notes.push_back(std::move(n));
   }

@@ -1,5 +1,5 @@
 #pragma once
-// The slowest placement class. Where the groups of one kind (tensor, context, expert parallel) are not all
+// The slowest placement class. Where the groups of one kind (tensor, context, expert, data parallel) are not all
 // alike over the fabric, the step is as slow as the slowest group: every rank waits for it in the next
 // collective they share (the gradient all-reduce, a pipeline send). A trace says so with placement-class
 // communicators (docs/workloads.md "Trace format"; the gpt generator writes them): beside a simulated rank's
@@ -10,7 +10,7 @@
 // (NAME itself on ties, so where the classes price alike nothing changes). The choice is per communicator,
 // and only for one with a single simulated member (a group inside one pipeline stage): the slowest
 // tensor-parallel group and the slowest expert-parallel group of a stage may be different ranks' (a bound a
-// little above any one rank's step).
+// little above any one rank's step). Cluster scenarios run it per job (replay/cluster_run.cpp).
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -43,8 +43,10 @@ std::map<std::string, PlacementClassChoice> price_slowest_placement_classes(work
 // A group's shape in words: "ranks 64-127: 64 GPUs, 2 NVLink domains (8 + 56), 16 servers".
 std::string group_shape(const topo::Topology& t, const std::vector<std::int32_t>& ranks);
 
-// One note per category, and the metrics placement.<category>.classes / .own_s / .priced_s.
+// One note per category, and the metrics <prefix>placement.<category>.classes / .own_s / .priced_s (a cluster
+// job's: prefix "job.NAME.").
 void add_placement_class_results(const std::map<std::string, PlacementClassChoice>& choices,
-                                 std::vector<std::string>& notes, std::map<std::string, double>& metrics);
+                                 std::vector<std::string>& notes, std::map<std::string, double>& metrics,
+                                 const std::string& prefix = "");
 
 }  // namespace fabricsim::sim

@@ -803,6 +803,45 @@ void place_stand_ins(const Trace& local, const topo::Topology& t, PlacedJob& pj)
       ++pj.stand_in_pairs;
     }
   }
+  // Placement-class communicators (NAME@R beside NAME, docs/workloads.md "Symmetry"): the replay may price
+  // NAME's calls over the class group instead (replay/placement_classes.hpp), so the class group runs with the
+  // groups NAME's call runs with: NAME's group, its co-located mirrors and its stand-in copies, less the class
+  // group and its own mirrors. Both prices then cover the same concurrent groups, each with its own matrices
+  // for the pair it heads. Only where NAME has stand-in copies (else NAME runs alone with its mirrors, and so
+  // does the class group).
+  std::map<std::string, std::size_t> by_name;
+  for (std::size_t c = 0; c < local.comms.size(); ++c) by_name.emplace(local.comms[c].name, c);
+  auto sorted = [](std::vector<std::int32_t> g) {
+    std::sort(g.begin(), g.end());
+    return g;
+  };
+  for (std::size_t c = 0; c < local.comms.size(); ++c) {
+    const std::string& n = local.comms[c].name;
+    const auto at = n.rfind('@');
+    if (at == std::string::npos || at + 1 >= n.size() ||
+        !std::all_of(n.begin() + static_cast<std::ptrdiff_t>(at) + 1, n.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+      continue;
+    auto own_at = by_name.find(n.substr(0, at));
+    if (own_at == by_name.end()) continue;
+    const Communicator& own = pj.trace.comms[own_at->second];
+    Communicator& cls = pj.trace.comms[c];
+    if (own.stand_ins.empty() || own.ranks.size() != cls.ranks.size() || !cls.stand_ins.empty()) continue;
+    std::set<std::vector<std::int32_t>> mine;
+    for (std::int32_t m = 0; m <= cls.mirrors; ++m) {
+      std::vector<std::int32_t> g = cls.ranks;
+      for (auto& r : g) r += m * cls.mirror_stride;
+      mine.insert(sorted(std::move(g)));
+    }
+    auto add = [&](std::vector<std::int32_t> g) {
+      if (g.size() == cls.ranks.size() && !mine.count(sorted(g))) cls.stand_ins.push_back(std::move(g));
+    };
+    for (std::int32_t m = 0; m <= own.mirrors; ++m) {
+      std::vector<std::int32_t> g = own.ranks;
+      for (auto& r : g) r += m * own.mirror_stride;
+      add(std::move(g));
+    }
+    for (const auto& g : own.stand_ins) add(g);
+  }
   pj.notes.push_back("job " + pj.name + ": stand-in traffic: " + std::to_string(pj.stand_in_groups) +
                      " communicator copies and " + std::to_string(pj.stand_in_pairs) +
                      " message-pair copies of the stand-in ranks placed on the fabric beside the simulated ranks' (" +

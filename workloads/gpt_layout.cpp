@@ -165,6 +165,18 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
         if (d * cp + k < shard_n) ranks.push_back(rank_of(st, d, k, 0));
     dp_comm[st] = add_comm("dp" + sfx, "dp", std::move(ranks), dp_mirrors);
     tr.comms[static_cast<std::size_t>(dp_comm[st])].collnet_enable = c.use_sharp;  // GptConfig::use_sharp
+    // The stage's data-parallel (shard) groups: one per tensor index and HSDP replica, member m at data x
+    // context index r * shard_n + m. Shifts by the tensor index, so one shape wherever the NVLink domains and
+    // servers hold whole tensor-parallel groups (docs/workloads.md "Symmetry").
+    if (t * R > 1) {
+      std::vector<std::vector<std::int32_t>> groups;
+      for (std::int64_t r = 0; r < R; ++r)
+        for (std::int64_t tp = 0; tp < t; ++tp) {
+          groups.emplace_back();
+          for (std::int64_t m = r * shard_n; m < (r + 1) * shard_n; ++m) groups.back().push_back(rank_of(st, m / cp, m % cp, tp));
+        }
+      attach_classes(dp_comm[st], groups);
+    }
     if (cp > 1) {
       ranks.clear();
       for (std::int64_t k = 0; k < cp; ++k) ranks.push_back(rank_of(st, 0, k, 0));
@@ -188,6 +200,22 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
         Y.cp_a2a_comm[st] = add_comm("cp.a2a" + sfx, "cp", std::move(inner), dp_mirrors);
         // The n x t rings of a host's consecutive ranks (every TP and inner index) run at once and share its NICs.
         Y.cp_ring_comm[st] = add_comm("cp.p2p" + sfx, "cp", std::move(outer), std::min<std::int64_t>(n * t, c.gpus_per_host) - 1);
+        // Their placement classes over the stage's (data, tensor) indices: level-0 groups per block of n CP
+        // ranks, level-1 groups per position inside the block.
+        std::vector<std::vector<std::int32_t>> g0, g1;
+        for (std::int64_t d = 0; d < dp; ++d)
+          for (std::int64_t tp = 0; tp < t; ++tp) {
+            for (std::int64_t b = 0; b < cp; b += n) {
+              g0.emplace_back();
+              for (std::int64_t k = b; k < b + n; ++k) g0.back().push_back(rank_of(st, d, k, tp));
+            }
+            for (std::int64_t j = 0; j < n; ++j) {
+              g1.emplace_back();
+              for (std::int64_t k = j; k < cp; k += n) g1.back().push_back(rank_of(st, d, k, tp));
+            }
+          }
+        attach_classes(Y.cp_a2a_comm[st], g0);
+        attach_classes(Y.cp_ring_comm[st], g1);
       }
     }
     if (c.moe.enabled() && c.moe.aux_loss_on() && t * cp > 1) {
@@ -209,6 +237,14 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
       ranks.clear();
       for (std::int64_t r = 0; r < R; ++r) ranks.push_back(rank_of(st, r * shard_n / cp, r * shard_n % cp, 0));
       rep_comm[st] = add_comm("dp.replica" + sfx, "dp", std::move(ranks), dp_mirrors);
+      // One replica group per tensor index and position m inside a shard.
+      std::vector<std::vector<std::int32_t>> groups;
+      for (std::int64_t m = 0; m < shard_n; ++m)
+        for (std::int64_t tp = 0; tp < t; ++tp) {
+          groups.emplace_back();
+          for (std::int64_t r = 0; r < R; ++r) groups.back().push_back(rank_of(st, (r * shard_n + m) / cp, (r * shard_n + m) % cp, tp));
+        }
+      attach_classes(rep_comm[st], groups);
     }
   }
   // ---- Mixture of experts: per-layer dispatch/combine communicators.
@@ -405,12 +441,25 @@ GptParallelLayout gpt_parallel_layout(const GptConfig& c, const std::vector<std:
         // The other EP ranks' ETP groups on the same server run the same gathers (co-located mirrors).
         const std::int64_t co = std::max<std::int64_t>(0, std::min(ep, gph / etp) - 1);
         Y.etp_comm[st] = add("etp.stage" + std::to_string(st), r, static_cast<std::int32_t>(co), static_cast<std::int32_t>(etp));
+        std::vector<std::vector<std::int32_t>> groups;
+        for (std::int64_t j = 0; j < ep * edp; ++j) {
+          groups.emplace_back();
+          for (std::int64_t e = 0; e < etp; ++e) groups.back().push_back(expert_rank(e + etp * j));
+        }
+        attach_classes(Y.etp_comm[st], groups);
       }
       if (edp > 1) {
         std::vector<std::int32_t> r;
         for (std::int64_t k = 0; k < edp; ++k) r.push_back(expert_rank(k * ep * etp));
         Y.edp_comm[st] = add("edp.stage" + std::to_string(st), r, static_cast<std::int32_t>(std::min(ep * etp, gph) - 1), 1);
         tr.comms.back().category = "dp";
+        // One expert data-parallel group per position j in the expert model-parallel block (EP x ETP ranks).
+        std::vector<std::vector<std::int32_t>> groups;
+        for (std::int64_t j = 0; j < ep * etp; ++j) {
+          groups.emplace_back();
+          for (std::int64_t k = 0; k < edp; ++k) groups.back().push_back(expert_rank(j + k * ep * etp));
+        }
+        attach_classes(Y.edp_comm[st], groups);
       }
     }
   }

@@ -3,9 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "models/calibration.hpp"
 #include "models/gpu.hpp"
 #include "replay/engine_comm_model.hpp"
 #include "replay/placement_classes.hpp"
@@ -205,9 +207,167 @@ TEST_CASE("placement: groups of one shape add no placement-class communicators")
   for (const auto& cc : trace("16").comms)
     if (cc.name.find('@') != std::string::npos) {
       classes.push_back(cc.name);
-      CHECK(cc.category == "ep");
-      CHECK(cc.ranks.front() == 64);
-      CHECK(cc.ranks.back() == 79);
+      CAPTURE(cc.name);
+      if (cc.name.rfind("ep.", 0) == 0) {
+        CHECK(cc.category == "ep");
+        CHECK(cc.ranks.front() == 64);
+        CHECK(cc.ranks.back() == 79);
+      } else {
+        // The expert data-parallel groups j, j + 16, ..., j + 128: 5 + 4 ranks over the two racks for j < 8,
+        // 4 + 5 for j >= 8 (the first class other than the simulated rank's: j = 8).
+        CHECK(cc.category == "dp");
+        REQUIRE(cc.ranks.size() == 9);
+        for (std::size_t k = 0; k < 9; ++k) CHECK(cc.ranks[k] == 8 + 16 * static_cast<std::int32_t>(k));
+      }
     }
-  CHECK(classes == std::vector<std::string>{"ep.l0.dispatch@64", "ep.l0.combine@64", "ep.l1.dispatch@64", "ep.l1.combine@64"});
+  CHECK(classes == std::vector<std::string>{"ep.l0.dispatch@64", "ep.l0.combine@64", "ep.l1.dispatch@64",
+                                            "ep.l1.combine@64", "edp.stage0@8"});
+}
+
+// The same straddling PP 1 job as a cluster scenario (one job on GPUs 0-127 listed explicitly): the cluster
+// path runs the placement-class pass too. Without stand-in traffic a class group is priced exactly as in the
+// single-job run (the group alone with its mirrors), so the two runs price the same EP time.
+TEST_CASE("placement: a cluster job's calls are priced over its slowest placement class") {
+  Json single = nvl72_moe();
+  auto& p = single["workload"]["params"];
+  p["pipeline_model_parallel_size"] = 1;
+  p["moe_token_dispatcher_type"] = "alltoall";
+  p["moe_router_force_load_balancing"] = true;
+  const sim::RunResult one = sim::run_scenario(scenario_from_json(single, "t.json"), {}).result;
+  Json cl = Json::parse(R"({"topology": {"preset": "superpod", "params": {"nodes": 2, "node": "gb200-nvl72"}},
+                            "comm_model": "engine", "stand_in_traffic": false})");
+  Json job = Json::object();
+  job["name"] = "a";
+  job["workload"] = single["workload"];
+  Json gpus = Json::array();
+  for (int g = 0; g < 128; ++g) gpus.push_back(g);
+  job["gpus"] = gpus;
+  cl["jobs"] = Json::array();
+  cl["jobs"].push_back(job);
+  const sim::RunResult r = sim::run_scenario(scenario_from_json(cl, "t.json"), {}).result;
+  REQUIRE(r.jobs.size() == 1);
+  CHECK(has_note(r.notes, "job a: placement: the ep groups of a pipeline stage take up to 2 shapes"));
+  CHECK(has_note(r.notes, "slowest ranks 64-127: 64 GPUs, 2 NVLink domains (8 + 56), 16 servers"));
+  CHECK(has_note(r.notes, "(metrics job.a.placement.ep.*)"));
+  CHECK(r.metrics.at("job.a.placement.ep.classes") == 2.0);
+  CHECK(r.metrics.at("job.a.placement.ep.priced_s") == doctest::Approx(one.metrics.at("placement.ep.priced_s")).epsilon(1e-9));
+  CHECK(r.metrics.at("job.a.placement.ep.own_s") == doctest::Approx(one.metrics.at("placement.ep.own_s")).epsilon(1e-9));
+  CHECK(r.metrics.at("job.a.placement.ep.priced_s") > 1.5 * r.metrics.at("job.a.placement.ep.own_s"));
+  double ep_ops_s = 0;
+  for (const auto& o : r.ops)
+    if (o.category == "ep" && o.kind == "collective") ep_ops_s += o.end_s - o.start_s;
+  CHECK(ep_ops_s == doctest::Approx(r.metrics.at("job.a.placement.ep.priced_s")).epsilon(1e-9));
+  CHECK(r.jobs[0].iteration_s >= r.metrics.at("job.a.placement.ep.priced_s"));
+
+  // With stand-in traffic (the default) the own group runs with its stand-in copy (ranks 64-127) and the class
+  // group with the own group's ranks as its stand-in copy: both prices cover the same two groups.
+  cl.erase("stand_in_traffic");
+  const Scenario s = scenario_from_json(cl, "t.json");
+  const models::System sys = sim::scenario_system(s);
+  const ClusterPlan plan = plan_cluster(s, sys.topology(), sys.calibration().named_factors());
+  REQUIRE(plan.jobs.size() == 1);
+  const Communicator *own = nullptr, *cls = nullptr;
+  for (const auto& c : plan.jobs[0].trace.comms) {
+    if (c.name == "a/ep.l0.dispatch") own = &c;
+    if (c.name == "a/ep.l0.dispatch@64") cls = &c;
+  }
+  REQUIRE(own);
+  REQUIRE(cls);
+  std::vector<std::int32_t> lo(64), hi(64);
+  for (int k = 0; k < 64; ++k) lo[static_cast<std::size_t>(k)] = k, hi[static_cast<std::size_t>(k)] = 64 + k;
+  CHECK(own->stand_ins == std::vector<std::vector<std::int32_t>>{hi});
+  CHECK(cls->stand_ins == std::vector<std::vector<std::int32_t>>{lo});
+  const sim::RunResult rs = sim::run_scenario(s, {}).result;
+  CHECK(rs.metrics.at("job.a.placement.ep.classes") == 2.0);
+  CHECK(rs.metrics.at("job.a.placement.ep.priced_s") >= rs.metrics.at("job.a.placement.ep.own_s"));
+}
+
+// link_bytes.cluster_estimate: a placement class's calls stand for the simulated rank's own group, so they are
+// scaled by that group's copies in the cluster (world / simulated ranks x 1 simulated member / ranks priced),
+// not counted once.
+TEST_CASE("placement: a moved call counts its group's copies in the cluster estimate") {
+  const topo::Topology t = topo::build_preset("superpod", {{"nodes", "2"}, {"node", "gb200-nvl72"}});
+  const models::Calibration calib = models::default_calibration();
+  sim::EngineCommOptions eo;
+  eo.collect_link_stats = true;
+  Communicator own, straddle;
+  own.name = "ep", straddle.name = "ep@64";
+  own.category = straddle.category = "ep";
+  for (int k = 0; k < 64; ++k) own.ranks.push_back(k), straddle.ranks.push_back(64 + k);
+  for (const Communicator* c : {&own, &straddle}) {
+    sim::EngineCommModel m(t, calib, eo);
+    m.set_symmetry(128, {0});  // rank 0 simulated: two groups of 64 in the world
+    m.collective(*c, CollOp::AllToAll, 64.0 * (1 << 20), "");
+    const auto tiers = m.link_totals_by_tier();
+    REQUIRE(!tiers.priced.empty());
+    for (const auto& [tier, b] : tiers.priced) {
+      CAPTURE(c->name);
+      CAPTURE(tier);
+      CHECK(tiers.cluster.at(tier) == doctest::Approx(2 * b).epsilon(1e-12));
+    }
+  }
+}
+
+// The other group kinds on 144 GPUs of two GB200 NVL72 racks (ranks 0-71 and 72-143, trays of 4). Their
+// groups of a stage are shifts of the simulated rank's by a tensor (or expert-tensor, or position) index, so
+// they take one shape where the domains and servers hold whole groups of the kind they shift by (TP 4 and
+// EP 8 above: no class); here they do not.
+TEST_CASE("placement: data-parallel, HSDP replica, hierarchical CP and ETP groups get placement classes where they differ") {
+  auto classes = [](std::map<std::string, std::string> over, const char* world = "144") {
+    std::map<std::string, std::string> p = {
+        {"model", "llama3-8b"}, {"world_size", world}, {"tensor_model_parallel_size", "1"},
+        {"pipeline_model_parallel_size", "1"}, {"gpus_per_host", "4"}, {"gpus_per_nvlink_domain", "72"},
+        {"seq_length", "8192"}, {"micro_batch_size", "1"}, {"num_layers", "2"}, {"attention_backend", "flash"}};
+    for (auto& [k, v] : over) p[k] = v;
+    if (!p.count("global_batch_size")) p["global_batch_size"] = world;
+    models::ComputeModel cm;
+    const GptConfig c = gpt_config_from_params(ParamMap(p), "t");
+    cm.gpu = models::gpu_spec(c.gpu);
+    std::map<std::string, std::vector<std::int32_t>> out;
+    for (const auto& cc : generate_gpt(c, cm, "t").comms)
+      if (cc.name.find('@') != std::string::npos) out[cc.name] = cc.ranks;
+    return out;
+  };
+  auto stride = [](std::int32_t first, std::int32_t step, int n) {
+    std::vector<std::int32_t> v;
+    for (int k = 0; k < n; ++k) v.push_back(first + step * k);
+    return v;
+  };
+  // TP 16: the tensor group 64-79 straddles the racks, and so do the data-parallel groups i, i + 16, ...:
+  // 5 + 4 ranks for i < 8, 4 + 5 for i >= 8.
+  {
+    const auto c = classes({{"tensor_model_parallel_size", "16"}, {"global_batch_size", "9"}});
+    CHECK(c.count("tp.stage0@64"));
+    REQUIRE(c.count("dp.stage0@8"));
+    CHECK(c.at("dp.stage0@8") == stride(8, 16, 9));
+  }
+  // HSDP, 3 replicas of 48 ranks: the shard 48-95 straddles (24 + 24); replica groups m, 48 + m, 96 + m lie
+  // on racks (0, 0, 1) for m < 24 and (0, 1, 1) from m = 24.
+  {
+    const auto c = classes({{"use_distributed_optimizer", "true"}, {"num_distributed_optimizer_instances", "3"}});
+    REQUIRE(c.count("dp.stage0@48"));
+    CHECK(c.at("dp.stage0@48") == stride(48, 1, 48));
+    CHECK(!c.count("dp.stage0@96"));  // 96-143: inside rack 1, the first shard's shape
+    REQUIRE(c.count("dp.replica.stage0@24"));
+    CHECK(c.at("dp.replica.stage0@24") == stride(24, 48, 3));
+    CHECK(c.size() == 2);
+  }
+  // Hierarchical CP 16 = 2 x 8: the CP group 64-79 straddles, its level-1 groups 64, 66, ..., 78 (4 + 4) too;
+  // the level-0 pairs never do (72 is even, trays of 4).
+  {
+    const auto c = classes({{"context_parallel_size", "16"}, {"cp_comm_type", "a2a+p2p"},
+                            {"hierarchical_context_parallel_sizes", "2 8"}, {"global_batch_size", "9"}});
+    CHECK(c.count("cp.stage0@64"));
+    REQUIRE(c.count("cp.p2p.stage0@64"));
+    CHECK(c.at("cp.p2p.stage0@64") == stride(64, 2, 8));
+    for (const auto& [name, ranks] : c) CHECK(name.rfind("cp.a2a.", 0) != 0);
+  }
+  // ETP 16 x EP 4 on 128 GPUs: the expert tensor group 64-79 straddles.
+  {
+    const auto c = classes({{"model", "qwen3-30b-a3b"}, {"expert_model_parallel_size", "4"},
+                            {"expert_tensor_parallel_size", "16"}, {"moe_token_dispatcher_type", "alltoall"}},
+                           "128");
+    REQUIRE(c.count("etp.stage0@64"));
+    CHECK(c.at("etp.stage0@64") == stride(64, 1, 16));
+  }
 }
