@@ -561,7 +561,8 @@ SharedNetworkCommModel::Entry& SharedNetworkCommModel::collective_entry(const wo
   std::shared_ptr<Shape>* shared = nullptr;
   if (opt_.shared_schedule_reuse) {
     auto [at, fresh] = shapes_.try_emplace(ShapeKey{static_cast<int>(op), bytes, algorithm, comm.ranks, comm.mirrors,
-                                                    comm.mirror_stride, comm.stand_ins, comm.a2a_matrix});
+                                                    comm.mirror_stride, comm.stand_ins, comm.a2a_matrix,
+                                                    comm.collnet_enable});
     if (!fresh) {
       e.shape = at->second;
       e.b = e.shape->b;

@@ -59,8 +59,8 @@ struct EngineCommOptions {
   // representative block while that is an exact quotient of the shared network's load (sim::Network's mirror
   // quotient, docs/engine.md); false: every block's flows (the reference).
   bool shared_mirror_quotient = true;
-  // SharedNetworkCommModel: calls of different communicators with the same ranks, mirrors, stand-in groups and
-  // all_to_allv matrix, operation, bytes and algorithm (e.g. each MoE layer's own dispatch communicator) run the
+  // SharedNetworkCommModel: calls of different communicators with the same ranks, mirrors, stand-in groups,
+  // all_to_allv matrix and collnet_enable, operation, bytes and algorithm (e.g. each MoE layer's own dispatch communicator) run the
   // same schedule object, so it is built, routed and planned once (exact: the schedules are equal); false: one
   // schedule per communicator (the reference).
   bool shared_schedule_reuse = true;
@@ -320,8 +320,10 @@ class SharedNetworkCommModel final : public EngineCommBase {
     std::vector<std::uint32_t> dirs;
     bool dirs_known = false;
   };
+  // Everything build_collective reads from a call (group_spec: ranks, mirrors, mirror stride, stand-in groups,
+  // all_to_allv matrix, collnet_enable; op, bytes, algorithm); the communicator's name only names it in error messages.
   using ShapeKey = std::tuple<int, double, std::string, std::vector<std::int32_t>, std::int32_t, std::int32_t,
-                              std::vector<std::vector<std::int32_t>>, std::vector<std::vector<double>>>;
+                              std::vector<std::vector<std::int32_t>>, std::vector<std::vector<double>>, bool>;
   struct Entry {
     Priced p;              // algorithm/protocol, payload link figures
     Built b;
