@@ -1,7 +1,8 @@
 // EngineCommOptions::shared_schedule_reuse: calls of different communicators with the same shape (ranks, mirrors,
 // stand-ins, all_to_allv matrix, collnet_enable, op, bytes, algorithm: each MoE layer's own dispatch / combine
-// communicator under a uniform router) run one schedule object on the shared network. The replay must be the same as with one
-// schedule per communicator: every op's end, the step, every link figure and the all-to-all class totals equal.
+// communicator under a uniform router) run one schedule object on the shared network. The replay must be the same
+// as with one schedule per communicator: every op's end, the step, every link figure and the all-to-all class
+// totals equal.
 #include <doctest/doctest.h>
 
 #include <map>
