@@ -563,7 +563,8 @@ SharedNetworkCommModel::Entry& SharedNetworkCommModel::collective_entry(const wo
   std::shared_ptr<Shape>* shared = nullptr;
   if (opt_.shared_schedule_reuse) {
     auto [at, fresh] = shapes_.try_emplace(ShapeKey{static_cast<int>(op), bytes, algorithm, comm.ranks, comm.mirrors,
-                                                    comm.mirror_stride, comm.stand_ins, comm.a2a_matrix});
+                                                    comm.mirror_stride, comm.stand_ins, comm.a2a_matrix,
+                                                    comm.collnet_enable});
     if (!fresh) {
       e.shape = at->second;
       e.b = e.shape->b;
@@ -712,13 +713,30 @@ void SharedNetworkCommModel::end_of_replay() {
 }
 
 void SharedNetworkCommModel::price_idle(Entry& e) {
-  if (!e.idle_priced) {
-    // A collective of a group without mirrors alone on its links: its one price (time_collective), as
-    // `fabricsim coll` gives it; otherwise the merged schedule on an idle fabric.
-    if (!(e.comm && price_one_group(*e.comm, e.op, e.bytes, e.algorithm, e.idle)))
-      e.idle = price(*e.b.s, opt_.shared_batch_tolerance_s, e.b.phase, routing_of(e.b));
-    e.idle.all_to_all = e.p.all_to_all;
+  if (e.idle_priced) return;
+  if (e.shape && e.shape->idle) {
+    // Priced for an earlier entry of the same shape: the same inputs (ShapeKey), so the same price. The schedule
+    // runs that pricing counted are counted again, so schedules_run() counts one idle pricing per entry, as
+    // when each entry priced its own.
+    e.idle = e.shape->idle;
+    runs_ += e.shape->idle_runs;
+    phase_runs_ += e.shape->idle_phase_runs;
     e.idle_priced = true;
+    return;
+  }
+  const std::size_t runs = runs_, phase_runs = phase_runs_;
+  // A collective of a group without mirrors alone on its links: its one price (time_collective), as
+  // `fabricsim coll` gives it; otherwise the merged schedule on an idle fabric.
+  Priced idle;
+  if (!(e.comm && price_one_group(*e.comm, e.op, e.bytes, e.algorithm, idle)))
+    idle = price(*e.b.s, opt_.shared_batch_tolerance_s, e.b.phase, routing_of(e.b));
+  idle.all_to_all = e.p.all_to_all;
+  e.idle = std::make_shared<const Priced>(std::move(idle));
+  e.idle_priced = true;
+  if (e.shape) {
+    e.shape->idle = e.idle;
+    e.shape->idle_runs = runs_ - runs;
+    e.shape->idle_phase_runs = phase_runs_ - phase_runs;
   }
 }
 
@@ -738,10 +756,10 @@ void SharedNetworkCommModel::start(Entry& e, Done done) {
   }
   if (!owner_shared_[e.owner]) {
     price_idle(e);
-    account(e.idle, e.p.replication);
+    account(*e.idle, e.p.replication);
     ++isolated_calls_;
     ++owner_in_flight_[e.owner];
-    const double end = now + e.idle.timing.duration_s;
+    const double end = now + e.idle->timing.duration_s;
     q_->schedule(end, [this, owner = e.owner, end, timing = e.p.timing, done = std::move(done)] {
       --owner_in_flight_[owner];
       done(end, timing);
@@ -760,7 +778,7 @@ void SharedNetworkCommModel::start(Entry& e, Done done) {
   }
   if (window) {
     price_idle(e);
-    account(e.idle, e.p.replication);
+    account(*e.idle, e.p.replication);
     ++isolated_calls_;
     ++window_calls_;
     std::int32_t w;
@@ -776,7 +794,7 @@ void SharedNetworkCommModel::start(Entry& e, Done done) {
       ++dir_busy_[d];
       dir_window_[d] = w;
     }
-    const double end = now + e.idle.timing.duration_s;
+    const double end = now + e.idle->timing.duration_s;
     q_->schedule(end, [this, &e, w, end, timing = e.p.timing, done = std::move(done)] {
       for (auto d : e.dirs_used) {
         --dir_busy_[d];
@@ -919,7 +937,7 @@ std::optional<CommTiming> SharedNetworkCommModel::replayed_idle_price(const work
   auto it = cache_.find(std::make_tuple(static_cast<const void*>(&comm), static_cast<int>(op), bytes));
   if (it == cache_.end() || !it->second.idle_priced || it->second.comm != &comm || it->second.algorithm != algorithm)
     return std::nullopt;
-  return it->second.idle.timing;
+  return it->second.idle->timing;
 }
 
 }  // namespace fabricsim::sim

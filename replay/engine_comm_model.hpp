@@ -59,10 +59,10 @@ struct EngineCommOptions {
   // representative block while that is an exact quotient of the shared network's load (sim::Network's mirror
   // quotient, docs/engine.md); false: every block's flows (the reference).
   bool shared_mirror_quotient = true;
-  // SharedNetworkCommModel: calls of different communicators with the same ranks, mirrors, stand-in groups and
-  // all_to_allv matrix, operation, bytes and algorithm (e.g. each MoE layer's own dispatch communicator) run the
-  // same schedule object, so it is built, routed and planned once (exact: the schedules are equal); false: one
-  // schedule per communicator (the reference).
+  // SharedNetworkCommModel: calls of different communicators with the same ranks, mirrors, stand-in groups,
+  // all_to_allv matrix and collnet_enable, operation, bytes and algorithm (e.g. each MoE layer's own dispatch
+  // communicator) run the same schedule object, so it is built, routed, planned and priced on an idle fabric once
+  // (exact: the schedules are equal); false: one schedule per communicator (the reference).
   bool shared_schedule_reuse = true;
 };
 
@@ -313,23 +313,30 @@ class SharedNetworkCommModel final : public EngineCommBase {
 
  private:
   // What calls of the same shape share (EngineCommOptions::shared_schedule_reuse): the schedule, its payload link
-  // figures and the distinct link directions it routes over (filled by the first claim()).
+  // figures, the distinct link directions it routes over (filled by the first claim()) and its idle-fabric price
+  // (filled by the first price_idle() of one of its entries, with how many schedule runs that pricing counted).
   struct Shape {
     Priced p;
     Built b;
     std::vector<std::uint32_t> dirs;
     bool dirs_known = false;
+    std::shared_ptr<const Priced> idle;
+    std::size_t idle_runs = 0, idle_phase_runs = 0;
   };
+  // Everything build_collective and price_one_group read from a call (group_spec: ranks, mirrors, mirror stride,
+  // stand-in groups, all_to_allv matrix, collnet_enable; op, bytes, algorithm); the communicator's name only names it
+  // in error messages.
   using ShapeKey = std::tuple<int, double, std::string, std::vector<std::int32_t>, std::int32_t, std::int32_t,
-                              std::vector<std::vector<std::int32_t>>, std::vector<std::vector<double>>>;
+                              std::vector<std::vector<std::int32_t>>, std::vector<std::vector<double>>, bool>;
   struct Entry {
     Priced p;              // algorithm/protocol, payload link figures
     Built b;
     std::shared_ptr<Shape> shape;  // shared with the calls of the same shape (collectives)
     std::uint32_t owner = 0;
     bool claimed = false;  // its link directions are marked with its owner
-    bool idle_priced = false;
-    Priced idle;           // idle-fabric timing and link figures (isolated owners)
+    bool idle_priced = false;  // price_idle() ran for this entry (and counted its schedule runs)
+    // idle-fabric timing and link figures (isolated owners, idle windows); shared with the entries of its shape
+    std::shared_ptr<const Priced> idle;
     std::vector<std::uint32_t> dirs_used;  // distinct link directions its schedule routes over (sorted)
     // The call, for its idle-fabric price (collectives; comm points into the replayed trace's communicators).
     const workloads::Communicator* comm = nullptr;
