@@ -2,7 +2,10 @@
 """Writes workloads/megatron_flags.cpp, the table of Megatron-LM's command-line flags that
 `fabricsim import megatron` reads (docs/workloads.md, "Megatron-LM launch scripts").
 
-    python3 scripts/megatron_flags.py MEGATRON_LM 1e057005 d98e8a64 > workloads/megatron_flags.cpp
+    python3 scripts/megatron_flags.py MEGATRON_LM 1e057005 d48bd6be d98e8a64 > workloads/megatron_flags.cpp
+
+(1e057005: main of 2025-05-24; d48bd6be: the dev branch of 2026-08-21, which Megatron-MoE-ModelZoo's recipes need
+for --offload-optimizer-states; d98e8a64: main of 2026-08-22. The commits are given oldest first.)
 
 MEGATRON_LM is a git clone of NVIDIA/Megatron-LM holding the commits; the script reads their sources with `git show`
 (nothing of Megatron-LM is imported or run). Every commit's flags are in the table: a flag a later commit dropped
@@ -118,7 +121,7 @@ record_shapes sft_tokenizer_prompt_format
 # inference-only settings; Mamba / hybrid-only settings and MTP bookkeeping; settings read only when a feature that is
 # itself not modelled (and warned about) is on: gated-delta-net / GatedDeltaProduct and DSA layers
 # (--experimental-attention-variant), mHC (--enable-mhc-connections), kitchen attention, batch-invariant mode, custom
-# FP8 / FP4 recipes, HybridEP / NCCL-EP backends (--moe-flex-dispatcher-backend), paged stash
+# FP8 / FP4 recipes, HybridEP's kernel tuning (block counts, preprocessing SMs, input padding), paged stash
 # (--moe-paged-stash), CUDA-graph capture (--delay-offload-until-cuda-graph);
 # process-group timeouts and NCCL flight-recorder dumps; profiling and signal handling, as --profile; a file listing
 # parameter groups; the SFT prompt format.)
@@ -185,6 +188,19 @@ MODEL |= {"optimizer", "sgd_momentum"}
 # Optimizer CPU offload (HybridDeviceOptimizer): the offloaded share of the optimizer state leaves HBM and its step
 # runs on the host (the gradients' copy out, the CPU AdamW, the parameters' copy back; workloads/gpt.hpp).
 MODEL |= {"optimizer_cpu_offload", "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d"}
+# Optimizer state offload (dev @d48bd6be, the deprecated spelling of --chunked-optimizer-state-offload with its
+# defaults): the optimizer state in host memory between steps, copied back for the optimizer step (workloads/gpt.hpp).
+MODEL |= {"offload_optimizer_states"}
+# The flex dispatcher's backend: deepep and hybridep are the kernels the flex model's dispatch follows (a token moves
+# once per destination NVLink domain and once per destination GPU in it; workloads/gpt_layout.cpp cites both, and
+# HybridEP is the backend whose NVLink domain is a whole NVL72 rack); the importer's rule leaves ncclep not modelled.
+MODEL |= {"moe_flex_dispatcher_backend"}
+# --enable-experimental at d98e8a64 switches only the token dispatchers' routing-map padding and the flex
+# dispatcher's indices-to-multihot to their fused kernels (megatron/core/transformer/moe/token_dispatcher.py:651,
+# 1415, 1425; megatron/core/utils.py's experimental_fn / experimental_cls have no users): the fused path is the one
+# fabricsim prices (neither form's kernels, nor the unfused form's host waits, are in the model; docs/validation.md
+# "Dispatch and combine"), so the flag changes nothing simulated.
+NO_EFFECT |= {"enable_experimental"}
 # Transformer Engine's userbuffers overlap as Megatron configures it (ub_overlap_ag / ub_overlap_rs /
 # ub_overlap_rs_dgrad / ub_bulk_dgrad, the per-GEMM --tp-comm-overlap-cfg YAML the importer reads), the weight-gradient
 # GEMMs in bf16 under the delayed FP8 recipe, and the output layer's weight gradient deferred to the pipeline flush

@@ -645,6 +645,7 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.optimizer_offload_fraction = r.number("optimizer_offload_fraction", c.optimizer_offload_fraction, 0);
   c.overlap_cpu_optimizer_d2h_h2d = r.boolean("overlap_cpu_optimizer_d2h_h2d", false);
   c.host_memory_bandwidth_per_gpu = r.bandwidth("host_memory_bandwidth_per_gpu", 0.0);
+  c.offload_optimizer_states = r.boolean("offload_optimizer_states", false);
   // Gradient reduction precision, one rule for every scenario. Megatron-LM turns fp32 gradient accumulation and
   // reduction on whenever the parameters are bf16 (megatron/training/arguments.py @d98e8a64, the `if args.bf16:`
   // block: accumulate_allreduce_grads_in_fp32 = True unless --grad-reduce-in-bf16; megatron/training/training.py
@@ -897,6 +898,38 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     // Read by Megatron only with the offload; given alone they change nothing, which a scenario should not claim.
     for (const char* k : {"optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d", "host_memory_bandwidth_per_gpu"})
       if (p.count(k)) fail(k, "needs optimizer_cpu_offload");
+  }
+  // offload_optimizer_states (--offload-optimizer-states): Megatron-LM's rules at NVIDIA/Megatron-LM dev @d48bd6be,
+  // where it is the deprecated spelling of --chunked-optimizer-state-offload (megatron/core/optimizer/
+  // optimizer_config.py OptimizerConfig.__post_init__: Adam only for the deprecated alias, lines 438-443; exclusive
+  // with optimizer_cpu_offload, 450-452; with the precision-aware optimizer fp32 master weights and fp32 / bf16
+  // moments, 457-470; the distributed optimizer, 484-487; megatron/training/arguments.py:2052-2054 refuses
+  // Megatron-FSDP), as at core_dev_r0.16.0 @bfa1d316 (arguments.py:1316-1319: distributed optimizer, adam, no
+  // Megatron-FSDP).
+  if (c.offload_optimizer_states) {
+    const char* k = "offload_optimizer_states";
+    if (c.optimizer != "adam")
+      fail(k, "needs optimizer adam (Megatron-LM: \"the deprecated --offload-optimizer-states alias currently supports "
+              "only Adam\", megatron/core/optimizer/optimizer_config.py:438-443 @d48bd6be)");
+    if (c.optimizer_cpu_offload)
+      fail(k, "cannot be combined with optimizer_cpu_offload (Megatron-LM: \"mutually exclusive\", "
+              "megatron/core/optimizer/optimizer_config.py:450-452 @d48bd6be)");
+    if (!c.megatron_ddp())
+      fail(k, "does not support FSDP (Megatron-LM refuses Megatron-FSDP, megatron/training/arguments.py:2052-2054 "
+              "@d48bd6be; it offloads the distributed optimizer's state)");
+    if (!c.use_distributed_optimizer)
+      fail(k, "needs use_distributed_optimizer (Megatron-LM: \"Adam optimizer state offload requires "
+              "use_distributed_optimizer\", megatron/core/optimizer/optimizer_config.py:484-487 @d48bd6be)");
+    if (c.use_precision_aware_optimizer) {
+      if (c.main_params_dtype != "fp32")
+        fail(k, "with use_precision_aware_optimizer needs main_params_dtype fp32 (megatron/core/optimizer/"
+                "optimizer_config.py:457-461 @d48bd6be)");
+      for (const auto& [key, v] : {std::pair<const char*, const std::string&>{"exp_avg_dtype", c.exp_avg_dtype},
+                                   {"exp_avg_sq_dtype", c.exp_avg_sq_dtype}})
+        if (v != "fp32" && v != "bf16")
+          fail(k, std::string("with use_precision_aware_optimizer needs ") + key + " fp32 or bf16, got " + v +
+                      " (megatron/core/optimizer/optimizer_config.py:462-470 @d48bd6be)");
+    }
   }
   if (p.count("host_memory_bandwidth_per_gpu")) {
     const std::string& v = p.at("host_memory_bandwidth_per_gpu");
@@ -1571,6 +1604,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
     if (c.overlap_cpu_optimizer_d2h_h2d) B("overlap_cpu_optimizer_d2h_h2d", true);
     if (c.host_memory_bandwidth_per_gpu > 0) m["host_memory_bandwidth_per_gpu"] = format_bandwidth(c.host_memory_bandwidth_per_gpu);
   }
+  if (c.offload_optimizer_states) B("offload_optimizer_states", true);
   B("tp_comm_overlap", c.tp_comm_overlap);
   if (c.tp_comm_overlap && !c.tp_comm_bulk_wgrad) B("tp_comm_bulk_wgrad", false);
   if (c.tp_comm_overlap && c.tp_comm_overlap_impl != "userbuffers") m["tp_comm_overlap_impl"] = c.tp_comm_overlap_impl;

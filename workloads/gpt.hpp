@@ -10,6 +10,7 @@
 // the real TP group, CP exchanges over the real CP group and DP collectives over the full DP x CP group on
 // the real fabric, with the other TP positions' concurrent groups as `mirrors` (they share the hosts'
 // NICs). Pipeline sends go between the real stage ranks.
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -289,6 +290,17 @@ struct GptConfig {
   double host_memory_bandwidth_per_gpu = 0;  // bytes/s of host DRAM per GPU; 0 = by GPU (host_dram_Bps)
   // The share of the optimizer state on the host: optimizer_offload_fraction with the offload, else 0.
   double optimizer_host_fraction() const { return optimizer_cpu_offload ? optimizer_offload_fraction : 0.0; }
+  // Megatron-LM's --offload-optimizer-states (NVIDIA/Megatron-LM core_dev_r0.16.0 @bfa1d316, megatron/core/optimizer/
+  // cpu_offloading/optimizer_state_offloader.py; at dev @d48bd6be the deprecated spelling of
+  // --chunked-optimizer-state-offload with chunk size 0 and fraction 1.0, cpu_offloading/
+  // chunked_optimizer_state_offload.py): the distributed optimizer's whole state -- Adam's two moments and the master
+  // weights, adam_state_bytes per element of the dense and expert shards -- lives in pinned host memory between
+  // optimizer steps. The GPU's FusedAdam still steps it: it is copied back over the GPU's host link
+  // (gpt_detail::host_copy_Bps: NVLink-C2C on GB200 / GB300, PCIe elsewhere) from the end of the last backward
+  // (finalize_model_grads), beside the gradient reduction, and the step waits for it; it is copied out again at the
+  // next step's start, beside the forward. HBM holds it only for the optimizer step, when no activation is stored
+  // (GptMemory::optimizer_offloaded_bytes). Needs the distributed optimizer and Adam, as Megatron-LM asserts.
+  bool offload_optimizer_states = false;
   // Megatron's --fp8-param-gather (precision fp8 with the distributed optimizer or Megatron FSDP): the model
   // keeps its linear weights as FP8 tensors (Transformer Engine's Float8Tensor / MXFP8Tensor, created under
   // fp8_model_init) instead of bf16, and the distributed optimizer all-gathers the FP8 bytes
@@ -628,9 +640,17 @@ struct GptMemory {
   // AdamW moments and fp32 gradient buffers of the offloaded shard (16 bytes per element; workloads/gpt_model.cpp).
   double host_optimizer_bytes = 0;
   double host_optimizer_elements = 0;  // the offloaded elements of the shard (dense and expert)
+  // offload_optimizer_states: the optimizer state (moments and master weights) kept in pinned host memory between
+  // steps and back in HBM only for the optimizer step, when the micro-batches' activations are gone; optimizer_bytes
+  // is then 0 (what HBM holds during the forward and backward passes).
+  double optimizer_offloaded_bytes = 0;
   std::int64_t stage = 0;        // pipeline stage of the peak
   double params_bytes() const { return weights_bytes + grads_bytes + optimizer_bytes; }
-  double total_bytes() const { return params_bytes() + activations_bytes + allocator_reserve_bytes + buffers_bytes; }
+  // The peak: the forward / backward phase (activations) or, with offload_optimizer_states, the optimizer step
+  // (the state back in HBM), whichever is larger.
+  double total_bytes() const {
+    return params_bytes() + std::max(activations_bytes, optimizer_offloaded_bytes) + allocator_reserve_bytes + buffers_bytes;
+  }
   std::string largest_term() const;
 };
 // Peak over pipeline stages.

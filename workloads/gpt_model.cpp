@@ -822,6 +822,19 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     mem.host_optimizer_elements = el;
     mem.host_optimizer_bytes = 16.0 * el;
   }
+  // offload_optimizer_states: every element's state -- the moments and the master weight, as the GPU's optimizer
+  // holds them (adam_state_bytes) -- is copied to pinned host buffers of the same size and dtype and its GPU storage
+  // released (OptimizerStateOffloader._offload_states / _release_states, megatron/core/optimizer/cpu_offloading/
+  // optimizer_state_offloader.py at NVIDIA/Megatron-LM core_dev_r0.16.0 @bfa1d316; ChunkedOptimizerStateOffloader
+  // at dev @d48bd6be selects every parameter bundle at fraction 1.0, its masters included). It is back in HBM from
+  // the end of the last backward (finalize_model_grads) through the optimizer step, when no micro-batch's
+  // activations are stored, until the next step's copy out, which runs beside its first forward; what that forward
+  // stores before the copy out ends is not counted (the copy takes bytes / gpt_detail::host_copy_Bps: 0.18 s for
+  // 60 GiB over GB200's NVLink-C2C).
+  if (c.offload_optimizer_states) {
+    mem.optimizer_offloaded_bytes = mem.optimizer_bytes;
+    mem.optimizer_bytes = 0;
+  }
   // Activations: in-flight micro-batches of this stage (1F1B: p - st; interleaved: Megatron's warm-up
   // count (p - st - 1) * 2 + (v - 1) p, + 1, in chunk units) times the stored bytes per layer.
   const double m = double(c.global_batch_size / (c.micro_batch_size * c.data_parallel()));

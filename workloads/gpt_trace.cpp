@@ -290,6 +290,20 @@ class StageEmitter {
       rb.add_stream("optimizer.cpu");
       if (c.overlap_cpu_optimizer_d2h_h2d) rb.add_stream("optimizer.d2h"), rb.add_stream("optimizer.h2d");
     }
+    if (c.offload_optimizer_states) {
+      // offload_optimizer_states: one copy out and one copy back of this stage's optimizer state per step, over the
+      // GPU's host link. With fine-grained activation offloading they queue on its two copy streams, so that one
+      // direction of the link carries one copy at a time (a host copy is priced at the link's whole rate); else on
+      // two streams of their own (Megatron-LM's offloader has its own D2H and H2D streams).
+      if (c.fine_grained_activation_offloading) {
+        kOptStateD2h = kFgD2h;
+      } else {
+        kOptStateD2h = static_cast<std::uint16_t>(rt.streams.size());
+        rb.add_stream("optimizer.state.d2h");
+        rb.add_stream("optimizer.state.h2d");
+      }
+      opt_state_copy_s_ = gpt_memory_of_stage(c, st).optimizer_offloaded_bytes / host_copy_Bps(c.gpu);
+    }
     first_stage = st == 0, last_stage = st == p - 1;
     for (const GptChunkPlace& pl : Y.places[st]) has_first = has_first || pl.first, has_last = has_last || pl.last;
     fsdp_pp_nosync = c.use_torch_fsdp2 && p > 1;
@@ -300,6 +314,12 @@ class StageEmitter {
 
   void run(const GptSchedule& sched) {
     plan_grad_launch(sched);
+    // offload_optimizer_states: the previous step's updated state goes to the host at this step's start (train_step
+    // calls offload_optimizer_state_for_forward before zeroing the gradients, megatron/training/training.py:2822-2825
+    // at NVIDIA/Megatron-LM dev @d48bd6be; offload_states at core_dev_r0.16.0 @bfa1d316 training.py:1617-1620), on
+    // the D2H stream beside the forward, which does not wait for it.
+    if (c.offload_optimizer_states)
+      opt_state_d2h_ = rb.push(host_copy("optimizer.state.d2h", opt_state_copy_s_, kOptStateD2h));
     for (const GptSlotGroup& g : sched.groups) {
       if (g.slots.size() == 1) {
         std::vector<Step> steps;
@@ -364,6 +384,9 @@ class StageEmitter {
     if (gl < N) extra.push_back(offload_h2d_[static_cast<std::size_t>(gl)]);
   }
   std::uint16_t kOptCpu = 0;  // optimizer_cpu_offload: the CPU AdamW (+1, +2: the D2H and H2D copy streams)
+  std::uint16_t kOptStateD2h = 0;  // offload_optimizer_states: the D2H stream (+1: H2D)
+  double opt_state_copy_s_ = 0;    // this stage's optimizer state over the host link, one direction
+  std::uint32_t opt_state_d2h_ = 0;
   // The optimizer step with optimizer_cpu_offload (HybridDeviceOptimizer.step, hybrid_optimizer.py:150-179 at
   // NVIDIA/Megatron-LM@d98e8a64): `gpu` is the FusedAdam over the shard's other elements, `el` the offloaded ones
   // (optimizer_offload_times prices their host work). Without overlap_cpu_optimizer_d2h_h2d both copy "streams" are
@@ -1867,6 +1890,17 @@ class StageEmitter {
     double shard = (shard_opt || c.fsdp()) ? local_params / double(Y.shard_n) : local_params;
     shard += (shard_opt || c.fsdp()) ? stage_expert_params / double(edp) : stage_expert_params;
     for (auto d : expert_grad_done) grad_done.push_back(d);
+    if (c.offload_optimizer_states) {
+      // The state comes back from the host once the last backward is done: finalize_model_grads is wrapped to start
+      // the H2D copy first (megatron/training/training.py:2762-2783 @d48bd6be, prefetch_for_step; training.py:
+      // 2556-2565 @bfa1d316, reload), on the H2D stream after the D2H stream (h2d_stream.wait_stream(d2h_stream)),
+      // beside the gradient reductions; the optimizer step waits for it (ChunkedOptimizerStateOffloader.step
+      // waits for the prefetch, chunked_optimizer_state_offload.py:957-965; sync_before_step, distrib_optimizer.py:
+      // 2589-2590 @bfa1d316).
+      Op h2d = host_copy("optimizer.state.h2d", opt_state_copy_s_, static_cast<std::uint16_t>(kOptStateD2h + 1));
+      h2d.deps = {backward_done, opt_state_d2h_};
+      grad_done.push_back(rb.push(std::move(h2d)));
+    }
     // optimizer_cpu_offload: the GPU's FusedAdam steps the share of the shard left on the GPU.
     const double host_el = c.optimizer_host_fraction() * shard;
     // overlap_param_gather_with_optimizer_step: the first chunk's optimizer (ChainedOptimizer's first) steps first,
@@ -1966,10 +2000,15 @@ GptMemory check_gpt_layout_and_memory(const GptConfig& c, const std::string& whe
   const auto& gpu = models::gpu_spec(c.gpu, where + " gpu");
   GptMemory mem = gpt_memory_per_gpu(c);
   if (mem.total_bytes() > gpu.hbm_capacity_bytes) {
-    char res[160] = "";
+    char res[260] = "";
     if (mem.allocator_reserve_bytes > 0 || mem.buffers_bytes > 0)
       std::snprintf(res, sizeof res, ", allocator reserve %.1f GiB, buffers %.2f GiB", mem.allocator_reserve_bytes / 1073741824.0,
                     mem.buffers_bytes / 1073741824.0);
+    if (mem.optimizer_offloaded_bytes > 0) {
+      const std::size_t used = std::strlen(res);
+      std::snprintf(res + used, sizeof res - used, ", %.1f GiB of optimizer state in host memory, in HBM for the step",
+                    mem.optimizer_offloaded_bytes / 1073741824.0);
+    }
     if (mem.activations_offloaded_bytes > 0) {
       const std::size_t used = std::strlen(res);
       std::snprintf(res + used, sizeof res - used, ", %.1f GiB of activations offloaded to host memory",
@@ -2058,6 +2097,26 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
                   1e3 * o.h2d_s, host_copy_Bps(c.gpu) / 1e9,
                   c.overlap_cpu_optimizer_d2h_h2d ? "pipelined per parameter (overlap_cpu_optimizer_d2h_h2d)"
                                                   : "one after the other, the CPU AdamW beside the GPU's");
+    tr.notes.push_back(buf);
+  }
+  if (c.offload_optimizer_states) {
+    // offload_optimizer_states: the state between steps in pinned host memory, in HBM for the optimizer step.
+    tr.metadata["memory_per_gpu_bytes.optimizer_offloaded"] = mem.optimizer_offloaded_bytes;
+    tr.metadata["host_memory_per_gpu_bytes.optimizer"] = mem.optimizer_offloaded_bytes;
+    const double link = host_copy_Bps(c.gpu);
+    const double step_phase = mem.params_bytes() + mem.optimizer_offloaded_bytes + mem.allocator_reserve_bytes + mem.buffers_bytes;
+    char buf[700];
+    std::snprintf(buf, sizeof buf,
+                  "gpt: offload_optimizer_states: %.2f GiB of optimizer state per GPU on pipeline stage %lld (moments and "
+                  "master weights) is in pinned host memory between steps, %.2f GiB per %lld-GPU server; copied out at "
+                  "the step's start beside the forward and back from the end of the backward, before the optimizer "
+                  "step: %.1f ms each way over %.1f GB/s per direction. HBM peak %.1f GiB in the forward / backward, "
+                  "%.1f GiB at the optimizer step",
+                  mem.optimizer_offloaded_bytes / 1073741824.0, static_cast<long long>(mem.stage),
+                  mem.optimizer_offloaded_bytes * double(c.gpus_per_host) / 1073741824.0,
+                  static_cast<long long>(c.gpus_per_host), 1e3 * mem.optimizer_offloaded_bytes / link, link / 1e9,
+                  (mem.params_bytes() + mem.activations_bytes + mem.allocator_reserve_bytes + mem.buffers_bytes) / 1073741824.0,
+                  step_phase / 1073741824.0);
     tr.notes.push_back(buf);
   }
   if (mem.activations_offloaded_bytes > 0)

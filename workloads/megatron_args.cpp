@@ -27,9 +27,12 @@ const MegatronFlag* find_megatron_flag(const std::string& option) {
 }
 
 std::string megatron_args_at(const std::string& conj) {
-  std::string out = "megatron/training/arguments.py", sep = " @";
+  std::vector<std::string> at;
   std::istringstream commits(kMegatronArgsCommits);
-  for (std::string c; commits >> c; sep = " " + conj + " @") out += sep + c;
+  for (std::string c; commits >> c;) at.push_back("@" + c);
+  std::string out = "megatron/training/arguments.py";
+  for (std::size_t i = 0; i < at.size(); ++i)
+    out += (i == 0 ? " " : i + 1 == at.size() ? " " + conj + " " : ", ") + at[i];
   return out;
 }
 
@@ -837,7 +840,8 @@ std::string megatron_param_name(const std::string& dest) {
       "use_rotary_position_embeddings", "make_vocab_size_divisible_by", "vocab_size", "tokenizer_type",
       "recompute_activations", "recompute_granularity", "recompute_modules", "offload_modules", "cp_comm_type", "ffn_hidden_size",
       "sequence_parallel", "overlap_p2p_comm", "data_parallel_sharding_strategy", "use_custom_fsdp",
-      "global_batch_size", "transformer_impl", "add_bias_linear", "moe_enable_deepep", "tensor_model_parallel_size",
+      "global_batch_size", "transformer_impl", "add_bias_linear", "moe_enable_deepep", "moe_flex_dispatcher_backend",
+      "tensor_model_parallel_size",
       "pipeline_model_parallel_size", "use_megatron_fsdp", "padded_vocab_size", "torch_fsdp2_reshard_after_forward", "optimizer",
       "tp_comm_overlap_cfg", "moe_router_load_balancing_type", "moe_aux_loss_coeff"};
   // Megatron-LM's dest -> the generator's name for the same setting.
@@ -1125,6 +1129,45 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     const std::string o = value("optimizer");
     if (o == "adam" || o == "sgd") p["optimizer"] = o, from("optimizer", "optimizer");
     else mark("optimizer", 2);
+  }
+  // --offload-optimizer-states (dev @d48bd6be: --chunked-optimizer-state-offload with chunk size 0 and fraction 1.0
+  // unless those are given, megatron/core/optimizer/optimizer_config.py:418-430). Fraction 0 turns it off
+  // (optimizer_config.py:438; training.py:2748-2752); another fraction below 1 offloads part of the state, which
+  // the generator does not model. Saving or loading optimizer state with it needs --ckpt-format torch_dist
+  // (megatron/training/arguments.py:2055-2060 @d48bd6be).
+  if (has("offload_optimizer_states")) {
+    if (has("optimizer_state_offload_fraction")) {
+      const double f = std::strtod(value("optimizer_state_offload_fraction").c_str(), nullptr);
+      if (f == 0.0) {
+        p.erase("offload_optimizer_states"), mark("offload_optimizer_states", 1), mark("optimizer_state_offload_fraction", 1);
+      } else if (f == 1.0) {
+        mark("optimizer_state_offload_fraction", 1);
+      } else {
+        p.erase("offload_optimizer_states"), mark("offload_optimizer_states", 2);
+      }
+    }
+    const bool saves_optim = !has("no_save_optim") || !has("no_load_optim");
+    if (p.count("offload_optimizer_states") && saves_optim && has("ckpt_format") && value("ckpt_format") != "torch_dist")
+      fail_at(file, given.at("ckpt_format").line,
+              "--offload-optimizer-states with --ckpt-format " + text_excerpt(value("ckpt_format")) +
+                  ": Megatron-LM needs --ckpt-format torch_dist when optimizer state is saved or loaded "
+                  "(megatron/training/arguments.py:2055-2060 @d48bd6be; or give --no-save-optim and --no-load-optim)");
+    if (p.count("offload_optimizer_states") && !has("no_save_optim") && has("async_save"))
+      fail_at(file, given.at("async_save").line,
+              "--offload-optimizer-states with --async-save: Megatron-LM refuses it when optimizer state is saved "
+              "(megatron/training/arguments.py:2061-2066 @d48bd6be; or give --no-save-optim)");
+    if (p.count("offload_optimizer_states") && has("cuda_graph_impl") && value("cuda_graph_impl") == "full_iteration")
+      fail_at(file, given.at("cuda_graph_impl").line,
+              "--offload-optimizer-states with --cuda-graph-impl full_iteration: Megatron-LM refuses it "
+              "(megatron/training/arguments.py:2067-2069 @d48bd6be)");
+  }
+  // --moe-flex-dispatcher-backend: deepep and hybridep run the dispatch the flex model prices (workloads/gpt_layout.cpp
+  // cites both kernels); ncclep is not modelled. Without the flex dispatcher the backend is not read.
+  if (has("moe_flex_dispatcher_backend")) {
+    const std::string b = value("moe_flex_dispatcher_backend");
+    const bool flex = (has("moe_token_dispatcher_type") && value("moe_token_dispatcher_type") == "flex") || has("moe_enable_deepep");
+    if (!flex) mark("moe_flex_dispatcher_backend", 1);
+    else if (b != "deepep" && b != "hybridep") mark("moe_flex_dispatcher_backend", 2);
   }
   // --optimizer-offload-fraction and --overlap-cpu-optimizer-d2h-h2d are read only with --optimizer-cpu-offload
   // (megatron/core/optimizer/__init__.py:504-544 @d98e8a64): alone they change nothing.

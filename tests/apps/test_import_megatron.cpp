@@ -105,7 +105,7 @@ TEST_CASE("import megatron: not-modelled flags warn; bad scripts are one line, e
   const Case cases[] = {
       {base + " \\\n  --no-such-flag\n",
        "fabricsim import: error: bad.sh:2: unknown Megatron-LM flag --no-such-flag (not in "
-       "megatron/training/arguments.py @1e057005 or @d98e8a64)\n"},
+       "megatron/training/arguments.py @1e057005, @d48bd6be or @d98e8a64)\n"},
       {base + " --tensor-model-parallel-size $TP\n",
        "fabricsim import: error: bad.sh:1: variable $TP is not set (set it in the script or give --var TP=VALUE)\n"},
       {base + " --num-experts\n",
@@ -175,7 +175,7 @@ TEST_CASE("import megatron: flags of Megatron-LM d98e8a64 (2026) import, and so 
   CHECK(n.err.find("ignored (no effect on step time): --muon-momentum 0.95, --flight-recorder-trace-buffer-size 100") !=
         std::string::npos);
   CHECK(json::parse(n.out)["workload"]["notes"][0].get<std::string>().find(
-            "(flags of megatron/training/arguments.py @1e057005 and @d98e8a64)") != std::string::npos);
+            "(flags of megatron/training/arguments.py @1e057005, @d48bd6be and @d98e8a64)") != std::string::npos);
   // Dropped after 1e057005, still read: --use-custom-fsdp (now --use-megatron-fsdp: the same scenario) and
   // --moe-extended-tp (not modelled).
   const std::string fsdp = moe + " --data-parallel-sharding-strategy optim_grads_params";

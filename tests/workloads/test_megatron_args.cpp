@@ -1,5 +1,5 @@
 // Megatron-LM launch scripts as gpt scenarios (workloads/megatron_args.hpp): the shell reading, the flag table
-// (megatron/training/arguments.py @1e057005 and @d98e8a64) and its four classes, Megatron-LM's derived defaults, the error lines.
+// (megatron/training/arguments.py @1e057005, @d48bd6be and @d98e8a64) and its four classes, Megatron-LM's derived defaults, the error lines.
 #include <doctest/doctest.h>
 
 #include "workloads_test_util.hpp"
@@ -208,8 +208,8 @@ TEST_CASE("megatron import: the error lines name file, line and flag") {
   };
   const std::string head = "torchrun \\\n  pretrain_gpt.py" + kBase + " \\\n  ";
   CHECK(err(head + "--num-layerz 3") ==
-        "job.sh:3: unknown Megatron-LM flag --num-layerz (not in megatron/training/arguments.py @1e057005 or "
-        "@d98e8a64)");
+        "job.sh:3: unknown Megatron-LM flag --num-layerz (not in megatron/training/arguments.py @1e057005, "
+        "@d48bd6be or @d98e8a64)");
   CHECK(err(head + "--tensor-model-parallel-size $TP") ==
         "job.sh:3: variable $TP is not set (set it in the script or give --var TP=VALUE)");
   CHECK(err(head + "--tensor-model-parallel-size $TP", {{"TP", "2"}}).empty());
@@ -265,14 +265,18 @@ TEST_CASE("megatron flags: the table against the generator's own parameter names
     }
     if (f.cls == MegatronFlag::kRejected) CHECK_FALSE(megatron_rejected_hint(f.dest).empty());
   }
-  // scripts/megatron_flags.py over arguments.py @1e057005 (486 option strings, 485 flags) and @d98e8a64 (878
-  // option strings, with its ArgumentGroupFactory groups): 907 option strings, 868 flags; 29 option strings only
-  // 1e057005 has.
-  CHECK(megatron_flags().size() == 907);
-  CHECK(dests.size() == 868);
+  // scripts/megatron_flags.py over arguments.py @1e057005 (486 option strings, 485 flags), the dev branch's
+  // @d48bd6be and @d98e8a64 (878 option strings, with its ArgumentGroupFactory groups): 954 option strings, 914 flags;
+  // 29 option strings only 1e057005 has, 47 only d48bd6be (--offload-optimizer-states among them), 41 only d98e8a64.
+  CHECK(megatron_flags().size() == 954);
+  CHECK(dests.size() == 914);
   std::map<std::string, int> by_commits;
   for (const auto& f : megatron_flags()) ++by_commits[f.commits];
-  CHECK(by_commits == std::map<std::string, int>{{"1e057005 d98e8a64", 457}, {"d98e8a64", 421}, {"1e057005", 29}});
+  CHECK(by_commits == std::map<std::string, int>{{"1e057005 d48bd6be d98e8a64", 457},
+                                                 {"d48bd6be d98e8a64", 380},
+                                                 {"d48bd6be", 47},
+                                                 {"d98e8a64", 41},
+                                                 {"1e057005", 29}});
   CHECK(std::string(kMegatronArgsCommit) == "d98e8a64");
   CHECK(find_megatron_flag("--persistent-save-interval") != nullptr);  // a second option string of one flag
 }
@@ -319,8 +323,8 @@ TEST_CASE("megatron import: a script of 2026 (flags new in d98e8a64) and one of 
     REQUIRE(find_megatron_flag(old_only) != nullptr);
     CHECK(std::string(find_megatron_flag(old_only)->commits) == "1e057005");
   }
-  CHECK(std::string(find_megatron_flag("--delay-wgrad-compute")->commits) == "d98e8a64");
-  CHECK(std::string(find_megatron_flag("--num-layers")->commits) == "1e057005 d98e8a64");
+  CHECK(std::string(find_megatron_flag("--delay-wgrad-compute")->commits) == "d48bd6be d98e8a64");
+  CHECK(std::string(find_megatron_flag("--num-layers")->commits) == "1e057005 d48bd6be d98e8a64");
 }
 
 TEST_CASE("megatron import: the router's losses, expert bias and forced balance as the generator's parameters") {
