@@ -40,7 +40,8 @@ int cmd_run(int argc, char** argv) {
   args.flag({"--format", "", "FORMAT", "auto, chakra, astra or trace (with --trace)", "auto"});
   args.flag({"--topology", "", "NAME|FILE", "topology preset or file (with --trace, --megatron, --nemo or --torchtitan)", ""});
   args.flag({"--param", "-p", "KEY=VALUE", "workload parameter with --trace (repeatable): npus, comm_group, dims, cycle_ns; "
-             "with --megatron, --nemo or --torchtitan a gpt parameter set after the import", "", true});
+             "with --megatron, --nemo or --torchtitan a gpt parameter set after the import; with any of them also a "
+             "parameter of --topology's preset (nodes=N, ...; a server preset's superpod parameters too)", "", true});
   megatron_flags(args);
   args.flag({"--comm-model", "", "MODEL", "shared (the default: all communication on one shared network, overlapping collectives contend), engine (the fast tier: NCCL schedules on the flow engine, each collective priced alone on an idle fabric) or analytic (closed form); overrides the scenario's comm_model", ""});
   args.flag({"--calibration", "", "auto|default|shipped:NAME|FILE",

@@ -893,6 +893,18 @@ struct Builder {
     return bw;
   }
 
+  // NCCL's PATH_NVL between two GPUs of a host: a direct NVLink, or NVLinks through NVSwitches only.
+  bool nvl_reach(NodeId a, NodeId b) {
+    if (direct_nvlink_Bps(a, b) > 0) return true;
+    const std::vector<topo::LinkDir>& r = routing.route(a, b);
+    if (r.empty()) return false;
+    for (std::size_t k = 0; k < r.size(); ++k) {
+      if (t.link(topo::Topology::link_of(r[k])).kind != topo::LinkKind::NVLink) return false;
+      if (k + 1 < r.size() && t.node(t.dir_dst(r[k])).kind == NodeKind::Gpu) return false;
+    }
+    return true;
+  }
+
   // NCCL's P2P through an intermediate GPU (PATH_NVB, NVIDIA/nccl since v2.8.3-1; src/graph/paths.cc and
   // src/transport/p2p.cc at v2.26.2-1). Two GPUs of one server without an NVLink between them (the DGX-1's
   // hybrid cube-mesh: GPU 0 and 5, 6, 7) connect through a third GPU that has an NVLink to each: paths.cc
@@ -1576,7 +1588,23 @@ struct Builder {
         const auto& rs = host_ranks(h, c);
         const std::size_t m = rs.size();
         for (std::size_t i = 1; i < m; ++i) rp[rs[(i + head_pos[h]) % m]] = rs[(i - 1 + head_pos[h]) % m];
-        if (parent[h] >= 0) rp[head(h)] = head(parent[h]);
+        if (parent[h] < 0) continue;
+        // Which GPU of the parent server takes the child server: on a server with an NVLink chain (DGX-1), NCCL's
+        // tree pattern NCCL_TOPO_PATTERN_BALANCED_TREE ("Tree parent + one child on first GPU, second child on
+        // second GPU", src/include/graph.h; the pattern init.cc gives the tree graph, which search.cc trades for
+        // NCCL_TOPO_PATTERN_TREE only from compute capability 9.0) puts the child of type 0 on the chain's second
+        // GPU (src/graph/connect.cc ncclTopoPreset: treeToChild0 = intra[1], treeToChild1 = intra[0];
+        // connectTrees), all at v2.26.2-1. The type is the btree's (src/graph/trees.cc ncclGetBtree: type 0 when
+        // the child's index is below its parent's), read in the second tree's mirrored or shifted indices
+        // (ncclGetDtree). Servers without a chain keep both children on the head (unchanged).
+        const auto* pc = chain_of(parent[h], c);
+        if (pc && pc->size() >= 2) {
+          auto index = [&](int x) { return !second ? x : H % 2 == 0 ? H - 1 - x : (x - 1 + H) % H; };
+          const bool type0 = index(h) < index(parent[h]);
+          rp[head(h)] = type0 ? (*pc)[1] : head(parent[h]);
+        } else {
+          rp[head(h)] = head(parent[h]);
+        }
       }
       return rp;
     };
@@ -1999,6 +2027,13 @@ struct Builder {
       for (auto a = proxy[h].begin(), b = proxy[0].begin(); a != proxy[h].end(); ++a, ++b)
         if (a->first != b->first) return false;
     }
+    // Every sender forwards through each rail's proxy only where NCCL would: over a direct NVLink or NVSwitches,
+    // no other GPU between (topo::Routing's PXN rule, NCCL's PATH_NVL). A DGX-1's GPU 0 and rail 3's GPU 6 are
+    // not so joined: GPU 0 sends through its own NIC there, which the per-pair form routes.
+    for (int h = 0; h < H; ++h)
+      for (int i : L.hosts[h])
+        for (const auto& [k, p] : proxy[h])
+          if (rail[i] != k && !nvl_reach(gpu(i), gpu(p))) return false;
     const double blk = static_cast<double>(spec.bytes) / n;
     if (!sink) {  // exact count when every host has one GPU per rail (DGX): avoids regrowing a 2 M-element vector
       std::size_t est = 0;

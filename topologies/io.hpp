@@ -24,6 +24,16 @@ struct PresetInfo {
 const std::vector<PresetInfo>& presets();
 bool is_preset(const std::string& name);
 Topology build_preset(const std::string& name, const std::map<std::string, std::string>& params);
+// How preset `name` (with `params`) reaches `gpus` GPUs, for a "too few GPUs" error: `preset` is `name` when it has a
+// "nodes" parameter, else "superpod" (a superpod whose node is `name`, when the superpod takes it), with `params`
+// kept; `nodes` is the smallest "nodes" giving at least `gpus` (0 if none does), `per_node` the GPUs one adds, and
+// `max_nodes` the largest count the preset allows when that is below what `gpus` needs. All 0 (preset empty) when
+// neither applies (a topology file, or a preset that takes no "nodes").
+struct GrowHint {
+  std::string preset;
+  std::int64_t nodes = 0, per_node = 0, max_nodes = 0;
+};
+GrowHint preset_growth(const std::string& name, const std::map<std::string, std::string>& params, std::int64_t gpus);
 // A preset name or a file path. `params_at` says where `params` came from when not the command line's
 // --param (e.g. "scenario.json: /topology/params"); a bad parameter is then reported there.
 Topology load_topology(const std::string& preset_or_file, const std::map<std::string, std::string>& params,

@@ -928,4 +928,52 @@ Topology build_preset(const std::string& name, const std::map<std::string, std::
   throw InputError("topology '" + name + "'", "a preset name (" + list + ") or an existing JSON file");
 }
 
+GrowHint preset_growth(const std::string& name, const std::map<std::string, std::string>& params, std::int64_t gpus) {
+  GrowHint h;
+  if (!is_preset(name)) return h;
+  auto gpus_of = [](const std::string& preset, const std::map<std::string, std::string>& p) -> std::int64_t {
+    try {
+      return static_cast<std::int64_t>(build_preset(preset, p).gpus().size());
+    } catch (const InputError&) {
+      return -1;  // a value the preset refuses (e.g. more servers than it allows)
+    }
+  };
+  const PresetInfo* info = nullptr;
+  for (const auto& p : presets())
+    if (p.name == name) info = &p;
+  const bool has_nodes = std::any_of(info->params.begin(), info->params.end(), [](const auto& q) { return q.first == "nodes"; });
+  std::map<std::string, std::string> p = params;
+  h.preset = name;
+  if (!has_nodes) {
+    // A server or rack preset: a superpod of such (its own parameters kept; one it refuses means no hint).
+    std::map<std::string, std::string> one = params;
+    one["node"] = name;
+    one["nodes"] = "1";
+    if (gpus_of("superpod", one) <= 0) return h;
+    p = params;
+    p["node"] = name;
+    h.preset = "superpod";
+  }
+  p["nodes"] = "1";
+  const std::int64_t per = gpus_of(h.preset, p);
+  if (per <= 0) return {};
+  h.per_node = per;
+  const std::int64_t want = std::max<std::int64_t>(1, (gpus + per - 1) / per);
+  p["nodes"] = std::to_string(want);
+  if (gpus_of(h.preset, p) >= gpus) {
+    h.nodes = want;
+    return h;
+  }
+  // The preset caps its servers below `want`: the largest count it builds (a bisection; `want` is small here, as
+  // the preset with a cap allows at most a few dozen servers).
+  std::int64_t lo = 1, hi = want;
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    p["nodes"] = std::to_string(mid);
+    (gpus_of(h.preset, p) > 0 ? lo : hi) = mid;
+  }
+  h.max_nodes = lo;
+  return h;
+}
+
 }  // namespace fabricsim::topo

@@ -542,7 +542,14 @@ struct Routing::Impl {
       if (opt.pxn) {
         const int r = rail_of(in);
         if (rail_of(rail_nic[src]) != r && s.nvlink_domain >= 0) {
-          // Peer GPU on the same host and NVLink domain whose rail NIC is on the destination's rail.
+          // Peer GPU on the same host and NVLink domain whose rail NIC is on the destination's rail: the first
+          // such GPU (NCCL's proxy is the NIC's local GPU, ncclTopoGetLocalGpu, the lowest-index GPU of that
+          // NIC; no other is tried), and only over an NVLink path that passes no other GPU (NCCL's
+          // P2P_PXN_LEVEL 2 default needs PATH_NVL between the proxy and the sender, not PATH_NVB; else the
+          // sender keeps its own NIC: src/graph/search.cc ncclTopoGetNetDev, src/graph/paths.cc
+          // ncclTopoComputePaths, src/graph/topo.cc ncclTopoGetLocalGpu at NVIDIA/nccl v2.26.2-1). On a DGX-1
+          // GPU 5 has no NVLink to GPU 0, rail 0's proxy, so it sends to rail 0 through its own NIC (not
+          // through GPU 1, which shares GPU 0's NIC).
           for (auto it = std::lower_bound(t.gpus().begin(), t.gpus().end(), src,
                                           [&](NodeId x, NodeId y) { return t.node(x).host < t.node(y).host; });
                it != t.gpus().end() && t.node(*it).host == s.host; ++it) {
@@ -551,10 +558,16 @@ struct Routing::Impl {
                 rail_of(rail_nic[p]) == r) {
               std::size_t mark = out.size();
               if (segment(src, p, true, out)) {
-                from = p;
-                break;
+                bool via_gpu = false;
+                for (std::size_t k = mark; k + 1 < out.size(); ++k)
+                  via_gpu = via_gpu || t.node(t.dir_dst(out[k])).kind == NodeKind::Gpu;
+                if (!via_gpu) {
+                  from = p;
+                  break;
+                }
               }
               out.resize(mark);
+              break;
             }
           }
         }

@@ -10,7 +10,7 @@
 // PCIe switches/CPUs, as NCCL picks the closest NIC; ties go to the NIC whose local index equals the GPU's
 // local index modulo the host's NIC count, then to the lowest local index). With `pxn` enabled a GPU whose rail differs from the destination's first
 // moves the data over NVLink to the peer GPU on the destination's rail (NCCL's PXN), so traffic stays on
-// one rail of the fabric. Paths are computed on demand and cached per pair; thread-compatible (one
+// one rail of the fabric, when an NVLink path that passes no other GPU joins them (else it uses its own NIC). Paths are computed on demand and cached per pair; thread-compatible (one
 // Routing per thread, or external locking).
 #include <cstdint>
 #include <memory>

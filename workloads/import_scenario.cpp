@@ -67,6 +67,36 @@ std::vector<std::string> topology_param_names(const std::string& topology) {
 }
 }  // namespace
 
+std::string gpus_shortfall(const std::string& topology, const std::map<std::string, std::string>& params,
+                           std::int64_t have, std::int64_t need, bool cli) {
+  const std::string n = std::to_string(need);
+  if (!topo::is_preset(topology))
+    return "the topology file " + topology + " has " + std::to_string(have) + " GPUs; a job of " + n +
+           " ranks needs a topology file with that many";
+  std::string given;
+  for (const auto& [k, v] : params) given += (given.empty() ? "" : ", ") + (cli ? "--param " + k + "=" + v : k + " " + v);
+  const bool grown = single_server(topology) && (params.count("nodes") || params.count("node"));
+  std::string out = "topology " + topology + (given.empty() ? std::string() : " (" + given + ")") +
+                    (grown ? " is a superpod of such servers with " : " has ") + std::to_string(have) + " GPUs";
+  const topo::GrowHint g = topo::preset_growth(topology, params, need);
+  if (g.preset.empty()) return out;
+  const std::string per = " (" + std::to_string(g.per_node) + " GPUs per node)";
+  const bool same = g.preset == topology || (cli && single_server(topology));  // the --param nodes= of an import grows it
+  if (!g.nodes) {
+    const std::string most = std::to_string(g.max_nodes * g.per_node);
+    return out + "; " + g.preset + " allows at most " + (cli ? "--param nodes=" : "\"nodes\": ") +
+           std::to_string(g.max_nodes) + " (" + most + " GPUs), fewer than the " + n + " ranks need";
+  }
+  const std::string nodes = std::to_string(g.nodes);
+  if (same)
+    return out + "; " + (cli ? "--param nodes=" + nodes : "\"nodes\": " + nodes + " in /topology/params") + per +
+           " fits the " + n + " ranks";
+  return out + "; " +
+         (cli ? "--topology superpod --param node=" + topology + " --param nodes=" + nodes
+              : "\"topology\": {\"preset\": \"superpod\", \"params\": {\"node\": \"" + topology + "\", \"nodes\": " + nodes + "}}") +
+         per + " fits the " + n + " ranks";
+}
+
 ImportOverrides split_import_overrides(const std::string& topology, const ParamMap& overrides) {
   ImportOverrides out;
   const std::set<std::string> gpt = gpt_param_names();
@@ -146,11 +176,24 @@ Json scenario_for_trace(const std::string& path, const std::string& format_in, c
   const std::string format = format_in.empty() || format_in == "auto" ? detect_format(path) : format_in;
   if (format != "chakra" && format != "astra" && format != "trace")
     throw InputError("--format", "expected auto, chakra, astra or trace");
-  if (format == "trace" && !params.empty()) throw InputError("--param", "a fabricsim trace takes no workload params");
-  ParamMap p = params;
+  // --param: the importer's parameters, and the topology's (a key of the preset, or of the superpod a server preset
+  // grows into, as the other imports take them); any other key stays the importer's, which refuses it.
+  static const std::set<std::string> kImporterParams = {"npus", "comm_group", "dims", "cycle_ns", "gpus_per_host"};
+  ParamMap p;
+  std::map<std::string, std::string> topo_params;
+  std::vector<std::string> topo_names;
+  if (!std::filesystem::is_regular_file(topology)) topo_names = topology_param_names(topology);  // an unknown name lists the presets
+  for (const auto& [k, v] : params) {
+    if (!kImporterParams.count(k) && std::find(topo_names.begin(), topo_names.end(), k) != topo_names.end()) {
+      topo_params[k] = v;
+      continue;
+    }
+    p[k] = v;
+    if (params.quoted.count(k)) p.quoted.insert(k);
+  }
+  if (format == "trace" && !p.empty()) throw InputError("--param", "a fabricsim trace takes no workload params");
   std::int64_t preset_gpus = 0;
-  if (!std::filesystem::is_regular_file(topology))
-    topology_for_ranks(topology, 0, &preset_gpus);  // an unknown name lists the presets
+  if (!std::filesystem::is_regular_file(topology)) topology_for_ranks(topology, 0, &preset_gpus, topo_params);
   if (format == "astra" && !p.count("npus") && !states_all_gpus(path) && preset_gpus > 0)
     p["npus"] = std::to_string(preset_gpus);
   // The workload's rank count decides the cluster size for single-server presets.
@@ -165,7 +208,11 @@ Json scenario_for_trace(const std::string& path, const std::string& format_in, c
     ranks = load_trace_file(path).world_size;
   }
   Json doc;
-  doc["topology"] = topology_for_ranks(topology, ranks);
+  std::int64_t gpus = 0;
+  doc["topology"] = topology_for_ranks(topology, ranks, &gpus, topo_params);
+  if (ranks > gpus)
+    throw InputError(path, "the workload has " + std::to_string(ranks) + " ranks but " +
+                               gpus_shortfall(topology, topo_params, gpus, ranks, true));
   Json w;
   w[format] = std::filesystem::absolute(path).string();
   if (!p.empty()) {

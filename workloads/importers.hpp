@@ -62,6 +62,13 @@ namespace fabricsim::workloads {
 Json topology_for_ranks(const std::string& topology, std::int64_t ranks, std::int64_t* gpus = nullptr,
                         const std::map<std::string, std::string>& params = {}, std::string* gpu_model = nullptr);
 
+// For the error that a job of `need` ranks does not fit on `topology` (a preset name or a file) built with `params`
+// (the user's topology parameters) into `have` GPUs: what the topology is and has, and how to get enough, as
+// --param / --topology options (`cli`) or as the scenario's "topology" object, e.g. "topology superpod (--param
+// nodes=2) has 16 GPUs; --param nodes=8 (8 GPUs per node) fits the 64 ranks".
+std::string gpus_shortfall(const std::string& topology, const std::map<std::string, std::string>& params,
+                           std::int64_t have, std::int64_t need, bool cli);
+
 // An import's --param overrides: the gpt generator's parameters (gpu among them), and the topology's (a
 // parameter of the preset `topology`, or of the superpod a server preset grows into). A key of neither is an
 // error listing the topology's parameters.

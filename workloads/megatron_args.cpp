@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include "sim/base/error.hpp"
 #include "workloads/gpt.hpp"
 #include "workloads/importers.hpp"
+#include "workloads/moe.hpp"
 
 namespace fabricsim::workloads {
 
@@ -853,6 +855,220 @@ std::string megatron_param_name(const std::string& dest) {
   return r == renamed.end() ? dest : r->second;
 }
 
+// CUDA-graph settings Megatron-LM refuses at NVIDIA/Megatron-LM@d98e8a64 (kMegatronArgsCommit): validate_args in
+// megatron/training/arguments.py, TransformerConfig.__post_init__ in megatron/core/transformer/transformer_config.py
+// and the helpers of megatron/core/transformer/cuda_graph_config.py. fabricsim does not model CUDA graphs (their
+// flags are listed as not modelled, docs/workloads.md), but a launch that Megatron-LM would not start is an error,
+// as for its other refusals: one line naming the flag's line, the combination and Megatron's own words.
+// Followed in Megatron's order; values left unexpanded ($VAR) are not judged.
+namespace {
+void check_cuda_graph_flags(const std::string& file, const std::map<std::string, Given>& given) {
+  auto has = [&](const std::string& d) { return given.count(d) > 0; };
+  auto values = [&](const std::string& d) -> std::vector<std::string> {
+    return has(d) ? given.at(d).values : std::vector<std::string>{};
+  };
+  auto value = [&](const std::string& d, const std::string& dflt) {
+    return has(d) && !given.at(d).values.empty() ? given.at(d).values[0] : dflt;
+  };
+  auto number = [&](const std::string& d, double dflt) {
+    return has(d) && !given.at(d).values.empty() ? std::strtod(given.at(d).values[0].c_str(), nullptr) : dflt;
+  };
+  auto flag = [&](const std::string& d) { return given.at(d).spelled.substr(0, given.at(d).spelled.find(' ')); };
+  auto spelled = [&](const std::string& d) { return given.at(d).spelled; };
+  for (const char* d : {"cuda_graph_impl", "cuda_graph_modules", "cuda_graph_scope_deprecated", "inference_cuda_graph_scope",
+                        "recompute_modules", "recompute_granularity", "moe_layer_freq", "num_layers", "num_experts"})
+    for (const auto& v : values(d))
+      if (v.find_first_of("$`") != std::string::npos) return;
+  const std::string args_py = "validate_args, megatron/training/arguments.py";
+  const std::string config_py = "TransformerConfig.__post_init__, megatron/core/transformer/transformer_config.py";
+  const std::string graph_py = "megatron/core/transformer/cuda_graph_config.py";
+  // `dest`: the flag whose line the error names; `what`: the combination; `quote`: Megatron's message.
+  auto refuse = [&](const std::string& dest, const std::string& what, const std::string& where, const std::string& quote) {
+    fail_at(file, given.at(dest).line,
+            what + ": Megatron-LM refuses it (" + where + " @" + kMegatronArgsCommit + ": \"" + quote + "\")");
+  };
+  const bool enable = has("enable_cuda_graph"), external = has("external_cuda_graph");
+  std::string impl = value("cuda_graph_impl", "none");
+  std::string impl_dest = has("cuda_graph_impl") ? "cuda_graph_impl" : "";
+  static const std::vector<std::string> kImpls = {"none", "local", "transformer_engine", "full_iteration"};
+  if (std::find(kImpls.begin(), kImpls.end(), impl) == kImpls.end())
+    fail_at(file, given.at("cuda_graph_impl").line,
+            "--cuda-graph-impl " + text_excerpt(impl, 40) + ": expected none, local, transformer_engine or full_iteration "
+            "(Megatron-LM's choices, " + args_py + " @" + kMegatronArgsCommit + ")");
+  // arguments.py:611-631: the deprecated switches become cuda_graph_impl.
+  if (enable || external) {
+    const std::string d = enable ? "enable_cuda_graph" : "external_cuda_graph";
+    if (impl != "none")
+      refuse(d, flag(d) + " with " + spelled("cuda_graph_impl"), args_py,
+             "Do not use --enable-cuda-graph or --external-cuda-graph with --cuda-graph-impl.");
+    if (enable && external)
+      refuse("external_cuda_graph", "--enable-cuda-graph with --external-cuda-graph", args_py,
+             "--enable-cuda-graph and --external-cuda-graph cannot be enabled at the same time.");
+    impl = enable ? "local" : "transformer_engine", impl_dest = d;
+  }
+  // arguments.py:633-641: --cuda-graph-scope is the deprecated spelling of --cuda-graph-modules.
+  if (has("cuda_graph_scope_deprecated") && !values("cuda_graph_modules").empty())
+    refuse("cuda_graph_scope_deprecated", "--cuda-graph-scope with --cuda-graph-modules", args_py,
+           "--cuda-graph-scope and --cuda-graph-modules cannot be used together.");
+  const std::string mod_dest = has("cuda_graph_scope_deprecated") ? "cuda_graph_scope_deprecated" : "cuda_graph_modules";
+  std::vector<std::string> raw = values(mod_dest);
+  // _parse_cuda_graph_modules_arg: a CudaGraphModule name (megatron/core/transformer/enums.py) or a deprecated
+  // spelling; normalize_cuda_graph_modules: "full" alone is the whole layer (an empty list).
+  static const std::set<std::string> kModules = {"attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba"};
+  static const std::set<std::string> kDeprecated = {"full_iteration", "full_iteration_inference"};
+  for (const auto& v : raw)
+    if (v != "full" && !kModules.count(v) && !kDeprecated.count(v))
+      fail_at(file, given.at(mod_dest).line,
+              flag(mod_dest) + " " + text_excerpt(v, 40) + ": expected attn, mlp, moe, moe_router, moe_preprocess, mamba, "
+              "full, full_iteration or full_iteration_inference (Megatron-LM's CudaGraphModule, "
+              "megatron/core/transformer/enums.py @" + kMegatronArgsCommit + ")");
+  if (std::find(raw.begin(), raw.end(), "full") != raw.end()) {
+    if (raw.size() > 1)
+      refuse(mod_dest, spelled(mod_dest), graph_py + " normalize_cuda_graph_modules",
+             "full scope cannot be used with other scopes.");
+    raw.clear();
+  }
+  std::vector<std::string> modules;
+  std::set<std::string> deprecated;
+  for (const auto& v : raw) {
+    if (kDeprecated.count(v)) deprecated.insert(v);
+    else modules.push_back(v);
+  }
+  auto in_modules = [&](const std::string& m) { return std::find(modules.begin(), modules.end(), m) != modules.end(); };
+  const std::string inf_given = value("inference_cuda_graph_scope", "");
+  if (!inf_given.empty() && inf_given != "none" && inf_given != "layer" && inf_given != "block")
+    fail_at(file, given.at("inference_cuda_graph_scope").line,
+            "--inference-cuda-graph-scope " + text_excerpt(inf_given, 40) + ": expected none, layer or block "
+            "(Megatron-LM's InferenceCudaGraphScope, megatron/core/transformer/enums.py @" + kMegatronArgsCommit + ")");
+  std::string inf = inf_given;
+  // validate_deprecated_cuda_graph_modules_migration_inputs and get_deprecated_cuda_graph_modules_migration.
+  if (deprecated.size() > 1)
+    refuse(mod_dest, spelled(mod_dest), graph_py, "cuda_graph_modules cannot contain multiple deprecated values at the same time");
+  if (deprecated.count("full_iteration")) {
+    if (impl == "transformer_engine")
+      refuse(mod_dest, spelled(mod_dest) + " with " + spelled(impl_dest), graph_py,
+             "cuda_graph_modules='full_iteration' cannot be combined with cuda_graph_impl='transformer_engine'.");
+    if (!inf.empty() && inf != "none")
+      refuse(mod_dest, spelled(mod_dest) + " with " + spelled("inference_cuda_graph_scope"), graph_py,
+             "cuda_graph_modules='full_iteration' cannot be combined with inference_cuda_graph_scope='" + inf + "'.");
+    impl = "full_iteration", impl_dest = mod_dest;
+  }
+  if (deprecated.count("full_iteration_inference")) {
+    if (impl != "none" && impl != "local")
+      refuse(mod_dest, spelled(mod_dest) + " with " + spelled(impl_dest), graph_py,
+             "cuda_graph_modules='full_iteration_inference' cannot be combined with cuda_graph_impl='" + impl + "'.");
+    if (!inf.empty() && inf != "block")
+      refuse(mod_dest, spelled(mod_dest) + " with " + spelled("inference_cuda_graph_scope"), graph_py,
+             "cuda_graph_modules='full_iteration_inference' cannot be combined with inference_cuda_graph_scope='" + inf + "'.");
+    if (impl != "none") inf = "block";
+  }
+  // normalize_inference_cuda_graph_scope (unset: layer under local, else none) and ALLOWED_INFERENCE_SCOPES.
+  if (inf.empty()) inf = impl == "local" ? "layer" : "none";
+  if (impl == "local" ? inf == "none" : inf != "none")
+    refuse(has("inference_cuda_graph_scope") ? "inference_cuda_graph_scope" : mod_dest,
+           "--inference-cuda-graph-scope " + inf + " with --cuda-graph-impl " + impl, args_py,
+           "Invalid inference CUDA graph scope '" + inf + "' for --cuda-graph-impl='" + impl + "'.");
+  if (impl == "none") return;
+  // arguments.py:1235-1249.
+  if (impl == "full_iteration" && !has("check_for_nan_in_loss_and_grad"))
+    refuse(impl_dest, "--cuda-graph-impl full_iteration without --no-check-for-nan-in-loss-and-grad", args_py,
+           "--no-check-for-nan-in-loss-and-grad should be set with --cuda-graph-impl=full_iteration for training.");
+  if (inf == "block" && has("fp8")) {
+    if (value("transformer_impl", "transformer_engine") != "inference_optimized")
+      refuse("fp8", "--inference-cuda-graph-scope block with " + spelled("fp8"), args_py,
+             "fp8 with --inference-cuda-graph-scope=block is only supported with --transformer-impl=inference_optimized");
+    if (value("fp8_recipe", "delayed") != "mxfp8")
+      refuse("fp8", "--inference-cuda-graph-scope block with " + spelled("fp8"), args_py,
+             "Only --fp8-recipe=mxfp8 is supported with --inference-cuda-graph-scope=block");
+  }
+  if (impl == "local" && has("inference_dynamic_batching_num_cuda_graphs")) {
+    const double n = number("inference_dynamic_batching_num_cuda_graphs", 16);
+    if (!(n > 0 || n == -1))
+      refuse("inference_dynamic_batching_num_cuda_graphs", spelled("inference_dynamic_batching_num_cuda_graphs") +
+                 " with --cuda-graph-impl local", args_py,
+             "inference_dynamic_batching_num_cuda_graphs should be a positive integer or -1");
+  }
+  // arguments.py:1855-1860 and 1969-1971.
+  if (number("inference_batch_times_seqlen_threshold", -1) > -1)
+    refuse("inference_batch_times_seqlen_threshold", spelled("inference_batch_times_seqlen_threshold") + " with CUDA graphs (--cuda-graph-impl " + impl + ")",
+           args_py, "Pipeline-parallel microbatched inference is incompatible with CUDA graphs");
+  if (impl == "full_iteration" && !modules.empty())
+    refuse(mod_dest, spelled(mod_dest) + " with --cuda-graph-impl full_iteration", args_py,
+           "--cuda-graph-modules must be empty when --cuda-graph-impl=full_iteration.");
+  // TransformerConfig.__post_init__, under cuda_graph_impl != "none".
+  const std::string with_impl = " with --cuda-graph-impl " + impl;
+  if (number("cpu_offloading_num_layers", 0) > 0 && impl != "full_iteration")
+    refuse(impl_dest, spelled("cpu_offloading_num_layers") + with_impl, config_py, "CUDA graphs not supported with CPU offloading.");
+  if (impl == "local" || impl == "transformer_engine") {
+    if (impl == "local" && (in_modules("moe_router") || in_modules("moe_preprocess"))) {
+      if (!in_modules("moe_router")) modules.push_back("moe_router");
+      if (!in_modules("moe_preprocess")) modules.push_back("moe_preprocess");
+    }
+    const std::string mods = has(mod_dest) ? spelled(mod_dest) : std::string();
+    if (in_modules("moe") && in_modules("moe_router"))
+      refuse(mod_dest, mods, config_py, "cuda_graph_modules must not contain both moe and moe_router.");
+    if (in_modules("moe_preprocess") && !in_modules("moe_router"))
+      refuse(mod_dest, mods + with_impl, config_py, "moe_preprocess cuda graph is only supported with moe_router cuda graph.");
+    const double experts = number("num_experts", 0);
+    if (experts <= 1) {
+      if (in_modules("moe") || in_modules("moe_router"))
+        refuse(mod_dest, mods + (has("num_experts") ? " with " + spelled("num_experts") : std::string(" without --num-experts")),
+               config_py, "moe cuda graph is only supported for MoE.");
+    } else {
+      const std::string freq = value("moe_layer_freq", "1");
+      bool all_moe = freq == "1";
+      if (!freq.empty() && (freq[0] == '[' || freq[0] == '(') && has("num_layers")) {
+        const std::vector<bool> moe = moe_layer_pattern(freq, static_cast<std::int64_t>(number("num_layers", 0)),
+                                                        file + ":" + std::to_string(given.at("moe_layer_freq").line));
+        all_moe = std::all_of(moe.begin(), moe.end(), [](bool b) { return b; });
+      }
+      if (all_moe && in_modules("mlp"))
+        refuse(mod_dest, mods + " on a model whose layers are all MoE (--moe-layer-freq " + freq + ")", config_py,
+               "mlp cuda graph is only supported for dense layers, but not found in the model.");
+      if (!has("moe_expert_capacity_factor") || !has("moe_pad_expert_input_to_capacity")) {
+        if (in_modules("moe"))
+          refuse(mod_dest, mods + " without --moe-expert-capacity-factor and --moe-pad-expert-input-to-capacity", config_py,
+                 "moe cuda graph is only supported with drop-padding MoE.");
+        if (value("moe_token_dispatcher_type", "allgather") == "alltoall" &&
+            (has("moe_expert_capacity_factor") || has("moe_router_padding_for_fp8")) && in_modules("moe_preprocess"))
+          refuse(mod_dest, mods + " with --moe-token-dispatcher-type alltoall and " +
+                               (has("moe_expert_capacity_factor") ? spelled("moe_expert_capacity_factor") : spelled("moe_router_padding_for_fp8")),
+                 config_py, "moe_preprocess cuda graph is not supported when there are DtoH copies and synchronizations in the preprocess step.");
+      }
+    }
+  }
+  // Recomputation (validate_args: --recompute-activations is selective); recompute_modules defaults to core_attn.
+  const std::string gran_dest = has("recompute_activations") ? "recompute_activations" : "recompute_granularity";
+  const std::string gran = has("recompute_activations") ? std::string("selective") : value("recompute_granularity", "");
+  if (gran.empty()) return;
+  if (gran != "selective") {
+    if (impl != "full_iteration")
+      refuse(gran_dest, spelled(gran_dest) + with_impl, config_py, "full recompute is only supported with full iteration CUDA graph.");
+    return;
+  }
+  std::vector<std::string> rm = has("recompute_modules") ? values("recompute_modules") : std::vector<std::string>{"core_attn"};
+  auto recomputes = [&](const std::string& m) { return std::find(rm.begin(), rm.end(), m) != rm.end(); };
+  const std::string rec = spelled(gran_dest) + (has("recompute_modules") ? " " + spelled("recompute_modules") : " (recomputing core_attn)");
+  if (impl == "transformer_engine" && recomputes("moe") && in_modules("moe_router"))
+    refuse(mod_dest, spelled(mod_dest) + " with " + rec + with_impl, config_py,
+           "moe recompute is not supported with moe_router CUDA graph with: --cuda-graph-impl transformer_engine.");
+  // "full_cudagraph means either full_iteration impl or an empty per-layer scope (which captures the whole layer)".
+  const bool full = impl == "full_iteration" || modules.empty();
+  const std::string graphed = full ? " with whole-layer CUDA graphs (--cuda-graph-impl " + impl + (has(mod_dest) ? ", " + spelled(mod_dest) : std::string(", no --cuda-graph-modules")) + ")"
+                                   : " with " + spelled(mod_dest) + with_impl;
+  const double attn_dropout = number("attention_dropout", 0.1), hidden_dropout = number("hidden_dropout", 0.1);
+  if (attn_dropout != 0.0 && (full || in_modules("attn")) && recomputes("core_attn"))
+    refuse(impl_dest, rec + " and attention dropout " + value("attention_dropout", "0.1") + graphed, config_py,
+           "attention dropout is not supported with graphed attention recomputation.");
+  if (hidden_dropout != 0.0 && (((full || in_modules("mlp")) && recomputes("mlp")) || ((full || in_modules("moe")) && recomputes("moe"))))
+    refuse(impl_dest, rec + " and hidden dropout " + value("hidden_dropout", "0.1") + graphed, config_py,
+           "hidden dropout is not supported with graphed MLP/MoE recomputation.");
+  if (has("moe_input_jitter_eps") && (full || in_modules("moe")) && recomputes("moe"))
+    refuse(impl_dest, rec + " and " + spelled("moe_input_jitter_eps") + graphed, config_py,
+           "moe_input_jitter_eps is not supported with graphed moe recomputation.");
+}
+}  // namespace
+
 MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_size, const ParamMap& overrides) {
   const std::string& file = l.file;
   std::map<std::string, Given> given;  // by dest
@@ -916,6 +1132,7 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     }
     given[f->dest] = g;  // argparse: the last occurrence wins
   }
+  check_cuda_graph_flags(file, given);
 
   // What each given flag became, in script order.
   std::map<std::size_t, std::pair<int, std::string>> listed;  // order -> (0 modelled, 1 ignored, 2 not modelled)
@@ -1256,8 +1473,8 @@ Json scenario_for_launch(const MegatronLaunch& l, const std::string& topology, c
                                  : "--nproc-per-node " + std::to_string(l.nproc_per_node) + " x --nnodes " +
                                        std::to_string(l.nnodes ? l.nnodes : 1);
     throw InputError(path + (l.line ? ":" + std::to_string(l.line) : std::string()),
-                     "the launcher starts " + std::to_string(launched) + " processes (" + from + ") but topology " +
-                         topology + " has " + std::to_string(gpus) + " GPUs");
+                     "the launcher starts " + std::to_string(launched) + " processes (" + from + ") but " +
+                         gpus_shortfall(topology, split.topology, gpus, launched, true));
   }
   const MegatronImport im = import_megatron_args(l, launched ? launched : gpus, overrides);
   if (origins) {

@@ -336,7 +336,8 @@ Trace build_workload(const Scenario& s, const topo::Topology& t, const models::C
   }
   if (tr.world_size > gpus)
     throw InputError(w.kind == "generator" ? w.where + " world_size" : w.file,
-                     "workload needs " + std::to_string(tr.world_size) + " GPUs but the topology has " + std::to_string(gpus));
+                     "workload needs " + std::to_string(tr.world_size) + " GPUs but " +
+                         gpus_shortfall(s.topology, s.topology_params, gpus, tr.world_size, false));
   return tr;
 }
 

@@ -748,8 +748,8 @@ Json Import::rules(const std::string& topology, const ParamMap& overrides,
   topo_out = topology_for_ranks(topology, world, &topo_gpus, topo_params, &topo_gpu);
   if (!world) world = topo_gpus;
   if (world > topo_gpus)
-    throw InputError(doc_.file(), "the job has " + std::to_string(world) + " ranks but topology " + topology + " has " +
-                                      std::to_string(topo_gpus) + " GPUs");
+    throw InputError(doc_.file(), "the job has " + std::to_string(world) + " ranks but " +
+                                      gpus_shortfall(topology, topo_params, topo_gpus, world, true));
   if (shard == -1) {
     if (world % (rep * tp * pp * cp))
       fail(shard_k, "-1 takes the ranks left over, but " + std::to_string(world) + " ranks are not a multiple of " +

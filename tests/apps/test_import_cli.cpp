@@ -155,6 +155,30 @@ TEST_CASE("a cycle or an unmatched collective in a Chakra trace is a one-line er
   CHECK(r.rc == 0);
   CHECK(r.err.find("\"nodes\":2") != std::string::npos);
   CHECK(run_root("run --trace examples/imports/transformer.txt -q").rc == 2);
+  // --param also sets the topology's parameters (as for the other imports); too few GPUs names what the topology
+  // has and the nodes that fit (16 ranks in transformer.txt's header).
+  r = run_root("run --trace examples/imports/transformer.txt --topology superpod --param nodes=1 -q");
+  CHECK(r.rc == 2);
+  CHECK(r.err == "fabricsim run: error: examples/imports/transformer.txt: the workload has 16 ranks but topology "
+                 "superpod (--param nodes=1) has 8 GPUs; --param nodes=2 (8 GPUs per node) fits the 16 ranks\n");
+  r = run_root("run --trace examples/imports/transformer.txt --topology superpod --param nodes=2 --param node=dgx-a100 "
+               "--json " + cli_test::quoted((scratch() / "t2.json").string()));
+  CHECK(r.rc == 0);
+  CHECK(r.err.find(R"("params":{"node":"dgx-a100","nodes":2})") != std::string::npos);
+  // The same in a scenario file, in its own terms; a rack preset points to the superpod of racks.
+  write(scratch() / "small.json", R"({"topology": {"preset": "superpod", "params": {"nodes": 1}},
+    "workload": {"astra": ")" + kSrc + R"(/examples/imports/transformer.txt"}})");
+  r = run_root("run " + cli_test::quoted((scratch() / "small.json").string()) + " -q");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("transformer.txt: workload needs 16 GPUs but topology superpod (nodes 1) has 8 GPUs; \"nodes\": 2 in "
+                   "/topology/params (8 GPUs per node) fits the 16 ranks\n") != std::string::npos);
+  write(scratch() / "server.json", R"({"topology": {"preset": "dgx-h100"},
+    "workload": {"astra": ")" + kSrc + R"(/examples/imports/transformer.txt"}})");
+  r = run_root("run " + cli_test::quoted((scratch() / "server.json").string()) + " -q");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("transformer.txt: workload needs 16 GPUs but topology dgx-h100 has 8 GPUs; \"topology\": {\"preset\": "
+                   "\"superpod\", \"params\": {\"node\": \"dgx-h100\", \"nodes\": 2}} (8 GPUs per node) fits the 16 ranks\n") !=
+        std::string::npos);
 }
 
 TEST_CASE("a trace that states no samples per step or model FLOPs: n/a in the summary, left out of the result JSON") {

@@ -124,9 +124,28 @@ TEST_CASE("import: --param sets the topology's parameters; a key of neither the 
   CHECK(doc["workload"]["params"]["gpu"] == "h200");
   // Too few GPUs for the launcher is the importer's error, as without the parameter.
   write("big.sh", script("").replace(script("").find("--nproc-per-node 8"), 18, "--nproc-per-node 8 --nnodes 4"));
+  // The error names what the topology is (a superpod of 2 such servers, not one dgx-h100) and how to get enough.
   refused("megatron big.sh --topology dgx-h100 --param nodes=2",
           "fabricsim import: error: big.sh:8: the launcher starts 32 processes (--nproc-per-node 8 x --nnodes 4) but "
-          "topology dgx-h100 has 16 GPUs\n");
+          "topology dgx-h100 (--param nodes=2) is a superpod of such servers with 16 GPUs; --param nodes=4 (8 GPUs per "
+          "node) fits the 32 ranks\n");
+  refused("megatron big.sh --topology superpod --param nodes=2 --param node=dgx-a100",
+          "fabricsim import: error: big.sh:8: the launcher starts 32 processes (--nproc-per-node 8 x --nnodes 4) but "
+          "topology superpod (--param node=dgx-a100, --param nodes=2) has 16 GPUs; --param nodes=4 (8 GPUs per node) "
+          "fits the 32 ranks\n");
+  CHECK(imported("megatron big.sh --topology superpod --param nodes=4 --param node=dgx-a100")["topology"] ==
+        json::parse(R"({"preset": "superpod", "params": {"node": "dgx-a100", "nodes": 4}})"));
+  // A rack preset takes no nodes: the superpod of such racks; a preset with a cap says so.
+  write("rack.sh", script("").replace(script("").find("--nproc-per-node 8"), 18, "--nproc-per-node 4 --nnodes 36"));
+  refused("megatron rack.sh --topology gb200-nvl72",
+          "fabricsim import: error: rack.sh:8: the launcher starts 144 processes (--nproc-per-node 4 x --nnodes 36) but "
+          "topology gb200-nvl72 has 72 GPUs; --topology superpod --param node=gb200-nvl72 --param nodes=2 (72 GPUs per "
+          "node) fits the 144 ranks\n");
+  write("huge.sh", script("").replace(script("").find("--nproc-per-node 8"), 18, "--nproc-per-node 8 --nnodes 40"));
+  refused("megatron huge.sh --topology nvlink-switch-system",
+          "fabricsim import: error: huge.sh:8: the launcher starts 320 processes (--nproc-per-node 8 x --nnodes 40) but "
+          "topology nvlink-switch-system has 256 GPUs; nvlink-switch-system allows at most --param nodes=32 (256 GPUs), "
+          "fewer than the 320 ranks need\n");
   refused("megatron ok.sh --topology dgx-h100 --param no_such_key=1",
           "fabricsim import: error: --param no_such_key: unknown parameter: neither a gpt generator parameter "
           "(fabricsim gen --help; docs/workloads.md) nor a parameter of topology dgx-h100 (gpu, gpus_per_node, "

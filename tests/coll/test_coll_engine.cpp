@@ -493,13 +493,18 @@ TEST_CASE("DGX-1 servers: a tree's chain inside each server is NVLink hops only"
     CollectiveSpec s = spec_for(t, Op::AllReduce, 256ull << 20, Algorithm::Tree, Fidelity::Step);
     REQUIRE(default_channels(s, t, r) == 4);
     int intra = 0, inter = 0;
-    std::set<topo::NodeId> heads;
+    std::set<topo::NodeId> heads, seconds;
     for (const Transfer& x : build_schedule(s, t, r, c).transfers) {
       if (x.src == x.dst) continue;
       if (t.node(x.src).host != t.node(x.dst).host) {
-        // Between servers only the channels' heads talk: GPU 0, 2, 4, 6 (the first GPU of NIC 0..3).
-        CHECK(t.node(x.src).local_index % 2 == 0);
-        heads.insert(x.src);
+        // Between servers only the two GPUs of a channel's NIC talk (GPU 2k and 2k+1 of NIC k, the same k at both
+        // ends), one of them the child server's head (GPU 0, 2, 4, 6): NCCL's BALANCED_TREE puts the parent and
+        // the child of type 1 on the chain's first GPU and the child of type 0 on its second (connect.cc
+        // ncclTopoPreset at v2.26.2-1).
+        const auto &a = t.node(x.src), &b = t.node(x.dst);
+        CHECK(a.local_index / 2 == b.local_index / 2);
+        CHECK((a.local_index % 2 == 0 || b.local_index % 2 == 0));
+        for (topo::NodeId g : {x.src, x.dst}) (t.node(g).local_index % 2 == 0 ? heads : seconds).insert(g);
         ++inter;
         continue;
       }
@@ -509,6 +514,11 @@ TEST_CASE("DGX-1 servers: a tree's chain inside each server is NVLink hops only"
     CHECK(intra > 0);
     CHECK(inter > 0);
     CHECK(heads.size() == 4u * std::stoul(nodes));
+    // 2 servers: each tree's child has type 1 (index 1 above root 0; mirrored, the same), so only heads talk. 3
+    // servers: in the first tree server 1 is server 2's child of type 0 (ncclGetBtree: 1 < 2), in the shifted
+    // second tree server 2 (index 1) is server 0's (index 2): the second GPUs of servers 2 and 0, 4 channels each.
+    CHECK(seconds.size() == (nodes == std::string("3") ? 8u : 0u));
+    for (topo::NodeId g : seconds) CHECK(t.node(g).host != t.node(t.gpus()[8]).host);
     // Phase fidelity merges the chunks, not the edges: the same NVLink-only edges.
     s.fidelity = Fidelity::Phase;
     for (const Transfer& x : build_schedule(s, t, r, c).transfers)

@@ -139,6 +139,31 @@ TEST_CASE("PXN keeps traffic on the destination's rail") {
   CHECK(vx.back() == dst);
 }
 
+TEST_CASE("PXN on DGX-1 servers: only through the NIC's first GPU, and only over a direct NVLink (NCCL's PATH_NVL)") {
+  // NCCL v2.26.2-1 (src/graph/search.cc ncclTopoGetNetDev, P2P_PXN_LEVEL 2; src/graph/topo.cc ncclTopoGetLocalGpu):
+  // the proxy for the destination's rail is that NIC's local GPU, GPU 2k of NIC k on a DGX-1, and it is used only
+  // when it has PATH_NVL to the sender; otherwise the sender leaves through its own NIC.
+  Topology t = build_preset("superpod", {{"nodes", "2"}, {"node", "dgx1-v100"}});
+  Routing pxn(t, RoutingOptions{true});
+  REQUIRE(pxn.rail_nic(id(t, "n0.gpu5")) == id(t, "n0.nic2"));
+  auto first_hop = [&](const std::string& a, const std::string& b) { return hops(t, pxn.route(id(t, a), id(t, b))).at(0); };
+  auto leaves_through = [&](const std::string& a, const std::string& b) {
+    for (NodeId v : hops(t, pxn.route(id(t, a), id(t, b))))
+      if (t.node(v).kind == NodeKind::Nic) return v;
+    return kNoNode;
+  };
+  // GPU 5 -> rail 0: GPU 0 (rail 0's proxy) has no NVLink to GPU 5; GPU 1 (NVLink to 5, same NIC) is not tried.
+  CHECK(leaves_through("n0.gpu5", "n1.gpu0") == id(t, "n0.nic2"));
+  CHECK(first_hop("n0.gpu5", "n1.gpu0") != id(t, "n0.gpu1"));
+  // GPU 0 -> rail 3: GPU 6 is two NVLinks away (through GPU 2 or 4), PATH_NVB: its own NIC.
+  CHECK(leaves_through("n0.gpu0", "n1.gpu6") == id(t, "n0.nic0"));
+  // GPU 5 -> rail 3: GPU 6 has a direct NVLink to GPU 5, so PXN through it.
+  CHECK(first_hop("n0.gpu5", "n1.gpu7") == id(t, "n0.gpu6"));
+  CHECK(leaves_through("n0.gpu5", "n1.gpu7") == id(t, "n0.nic3"));
+  // GPU 1 -> rail 1: GPU 2, direct NVLink.
+  CHECK(first_hop("n0.gpu1", "n1.gpu3") == id(t, "n0.gpu2"));
+}
+
 TEST_CASE("rail NIC is the closest NIC: 4 NICs for 8 GPUs (ABCI-like)") {
   Topology t = build_preset("dgx-a100", {{"nics_per_node", "4"}});
   Routing r(t);

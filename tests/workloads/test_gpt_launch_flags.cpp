@@ -158,6 +158,67 @@ TEST_CASE("CUDA graphs: the flags are accepted with the not-modelled warning and
   }
 }
 
+TEST_CASE("CUDA graphs: the combinations Megatron-LM refuses are errors naming the line and Megatron's words") {
+  // validate_args (megatron/training/arguments.py), TransformerConfig.__post_init__ (transformer_config.py) and
+  // cuda_graph_config.py at NVIDIA/Megatron-LM@d98e8a64. Each: one line, the script's line, the combination, the quote.
+  auto refused = [](const std::string& flags, const std::string& expect) {
+    CAPTURE(flags);
+    try {
+      workloads_test::import_small(flags);
+      FAIL("accepted: " << flags);
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      CHECK(msg.find("job.sh:1: ") != std::string::npos);
+      CHECK(msg.find("Megatron-LM") != std::string::npos);
+      CHECK(msg.find("@d98e8a64") != std::string::npos);
+      CHECK(msg.find(expect) != std::string::npos);
+      CHECK(msg.find('\n') == std::string::npos);
+    }
+  };
+  // The deprecated switches next to --cuda-graph-impl, and both at once.
+  refused("--enable-cuda-graph --cuda-graph-impl local",
+          "--enable-cuda-graph with --cuda-graph-impl local: Megatron-LM refuses it (validate_args, "
+          "megatron/training/arguments.py @d98e8a64: \"Do not use --enable-cuda-graph or --external-cuda-graph with "
+          "--cuda-graph-impl.\")");
+  refused("--enable-cuda-graph --external-cuda-graph", "cannot be enabled at the same time.");
+  refused("--cuda-graph-scope attn --cuda-graph-modules mlp", "--cuda-graph-scope and --cuda-graph-modules cannot be used together.");
+  refused("--cuda-graph-impl local --cuda-graph-modules full attn", "full scope cannot be used with other scopes.");
+  refused("--cuda-graph-impl transformer_engine --cuda-graph-modules full_iteration",
+          "cuda_graph_modules='full_iteration' cannot be combined with cuda_graph_impl='transformer_engine'.");
+  refused("--cuda-graph-impl transformer_engine --inference-cuda-graph-scope block",
+          "Invalid inference CUDA graph scope 'block' for --cuda-graph-impl='transformer_engine'.");
+  refused("--cuda-graph-impl local --inference-cuda-graph-scope none",
+          "Invalid inference CUDA graph scope 'none' for --cuda-graph-impl='local'.");
+  refused("--cuda-graph-impl full_iteration", "--no-check-for-nan-in-loss-and-grad should be set");
+  refused("--cuda-graph-impl full_iteration --no-check-for-nan-in-loss-and-grad --cuda-graph-modules attn",
+          "--cuda-graph-modules must be empty when --cuda-graph-impl=full_iteration.");
+  // TransformerConfig: CPU offloading, MoE modules on a dense model, full recompute, graphed recompute with dropout
+  // (the default attention dropout 0.1 and recompute module core_attn under whole-layer graphs).
+  refused("--cuda-graph-impl local --cpu-offloading-num-layers 1", "CUDA graphs not supported with CPU offloading.");
+  refused("--cuda-graph-impl transformer_engine --cuda-graph-modules moe_router", "moe cuda graph is only supported for MoE.");
+  refused("--cuda-graph-impl local --recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+          "full recompute is only supported with full iteration CUDA graph.");
+  refused("--external-cuda-graph --recompute-activations",
+          "--recompute-activations (recomputing core_attn) and attention dropout 0.1 with whole-layer CUDA graphs "
+          "(--cuda-graph-impl transformer_engine, no --cuda-graph-modules): Megatron-LM refuses it "
+          "(TransformerConfig.__post_init__, megatron/core/transformer/transformer_config.py @d98e8a64: \"attention "
+          "dropout is not supported with graphed attention recomputation.\")");
+  // Unknown values: Megatron's choices.
+  refused("--cuda-graph-impl cudagraph", "expected none, local, transformer_engine or full_iteration");
+  refused("--cuda-graph-impl local --cuda-graph-modules attention", "expected attn, mlp, moe");
+  // What Megatron accepts stays accepted (listed as not modelled): the same settings made valid.
+  for (const std::string ok : {"--enable-cuda-graph --cuda-graph-impl none", "--cuda-graph-impl local --inference-cuda-graph-scope block",
+                               "--cuda-graph-impl full_iteration --no-check-for-nan-in-loss-and-grad",
+                               "--cuda-graph-impl full_iteration --no-check-for-nan-in-loss-and-grad --recompute-granularity full "
+                               "--recompute-method uniform --recompute-num-layers 1",
+                               "--external-cuda-graph --recompute-activations --attention-dropout 0.0",
+                               "--cuda-graph-impl transformer_engine --cuda-graph-modules mlp --recompute-activations",
+                               "--cuda-graph-impl local --cuda-graph-modules full"}) {
+    CAPTURE(ok);
+    CHECK_NOTHROW(workloads_test::import_small(ok));
+  }
+}
+
 TEST_CASE("flops_convention nemo-<family>: the TFLOP/s NeMo logs, by hand on the launcher's Llama 3 70B") {
   const std::string path = std::string(FABRICSIM_SOURCE_DIR) + "/tests/data/nemo-configs/launcher-llama3_70b.yaml";
   const std::string text = read_input_file(path);
