@@ -97,31 +97,37 @@ std::string gpus_shortfall(const std::string& topology, const std::map<std::stri
          per + " fits the " + n + " ranks";
 }
 
-ImportOverrides split_import_overrides(const std::string& topology, const ParamMap& overrides) {
+ImportOverrides split_import_overrides(const std::string& topology, const ParamMap& overrides,
+                                       const std::set<std::string>& importer_names, UnknownParam unknown) {
   ImportOverrides out;
-  const std::set<std::string> gpt = gpt_param_names();
   std::vector<std::string> topo_names;
   bool topo_listed = false;
   for (const auto& [k, v] : overrides) {
-    if (gpt.count(k)) {  // gpu stays the generator's (the GPU priced), as before topology overrides
-      out.gpt[k] = v;
-      if (overrides.quoted.count(k)) out.gpt.quoted.insert(k);
-      continue;
+    if (!importer_names.count(k)) {
+      if (!topo_listed) topo_names = topology_param_names(topology), topo_listed = true;  // an unknown name lists the presets
+      if (std::find(topo_names.begin(), topo_names.end(), k) != topo_names.end()) {
+        out.topology[k] = v;
+        continue;
+      }
+      if (unknown == UnknownParam::refuse) {
+        std::string list;
+        for (const auto& n : topo_names) list += (list.empty() ? "" : ", ") + n;
+        throw InputError("--param " + text_excerpt(k, 40),
+                         "unknown parameter: neither a gpt generator parameter (fabricsim gen --help; docs/workloads.md) nor " +
+                             (std::filesystem::is_regular_file(topology)
+                                  ? "a topology parameter (the topology file " + topology + " takes none)"
+                                  : "a parameter of topology " + topology + " (" + list + ")"));
+      }
     }
-    if (!topo_listed) topo_names = topology_param_names(topology), topo_listed = true;
-    if (std::find(topo_names.begin(), topo_names.end(), k) != topo_names.end()) {
-      out.topology[k] = v;
-      continue;
-    }
-    std::string list;
-    for (const auto& n : topo_names) list += (list.empty() ? "" : ", ") + n;
-    throw InputError("--param " + text_excerpt(k, 40),
-                     "unknown parameter: neither a gpt generator parameter (fabricsim gen --help; docs/workloads.md) nor " +
-                         (std::filesystem::is_regular_file(topology)
-                              ? "a topology parameter (the topology file " + topology + " takes none)"
-                              : "a parameter of topology " + topology + " (" + list + ")"));
+    out.importer[k] = v;
+    if (overrides.quoted.count(k)) out.importer.quoted.insert(k);
   }
   return out;
+}
+
+ImportOverrides split_import_overrides(const std::string& topology, const ParamMap& overrides) {
+  static const std::set<std::string> gpt = gpt_param_names();
+  return split_import_overrides(topology, overrides, gpt, UnknownParam::refuse);
 }
 
 Json topology_for_ranks(const std::string& topology, std::int64_t ranks, std::int64_t* gpus,
@@ -179,18 +185,10 @@ Json scenario_for_trace(const std::string& path, const std::string& format_in, c
   // --param: the importer's parameters, and the topology's (a key of the preset, or of the superpod a server preset
   // grows into, as the other imports take them); any other key stays the importer's, which refuses it.
   static const std::set<std::string> kImporterParams = {"npus", "comm_group", "dims", "cycle_ns", "gpus_per_host"};
-  ParamMap p;
-  std::map<std::string, std::string> topo_params;
-  std::vector<std::string> topo_names;
-  if (!std::filesystem::is_regular_file(topology)) topo_names = topology_param_names(topology);  // an unknown name lists the presets
-  for (const auto& [k, v] : params) {
-    if (!kImporterParams.count(k) && std::find(topo_names.begin(), topo_names.end(), k) != topo_names.end()) {
-      topo_params[k] = v;
-      continue;
-    }
-    p[k] = v;
-    if (params.quoted.count(k)) p.quoted.insert(k);
-  }
+  if (!std::filesystem::is_regular_file(topology)) topology_param_names(topology);  // an unknown name lists the presets
+  ImportOverrides split = split_import_overrides(topology, params, kImporterParams, UnknownParam::importer);
+  ParamMap& p = split.importer;
+  const std::map<std::string, std::string>& topo_params = split.topology;
   if (format == "trace" && !p.empty()) throw InputError("--param", "a fabricsim trace takes no workload params");
   std::int64_t preset_gpus = 0;
   if (!std::filesystem::is_regular_file(topology)) topology_for_ranks(topology, 0, &preset_gpus, topo_params);

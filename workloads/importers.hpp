@@ -33,6 +33,7 @@
 // gpus_per_host (co-located data-parallel copies; set from the topology by `fabricsim run`).
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 
 #include "workloads/chakra.hpp"
@@ -69,13 +70,20 @@ Json topology_for_ranks(const std::string& topology, std::int64_t ranks, std::in
 std::string gpus_shortfall(const std::string& topology, const std::map<std::string, std::string>& params,
                            std::int64_t have, std::int64_t need, bool cli);
 
-// An import's --param overrides: the gpt generator's parameters (gpu among them), and the topology's (a
-// parameter of the preset `topology`, or of the superpod a server preset grows into). A key of neither is an
-// error listing the topology's parameters.
+// An import's --param overrides, split between the importer and the topology. A key in `importer_names` is the
+// importer's (it wins over a topology parameter of the same name: gpu stays the gpt generator's, the GPU priced);
+// a parameter of the preset `topology`, or of the superpod a server preset grows into, is the topology's. Any other
+// key is refused here, with a line listing the topology's parameters (`Unknown::refuse`: the launch imports, whose
+// importer is the gpt generator), or left to the importer, which refuses it in its own words (`Unknown::importer`:
+// the Chakra and ASTRA-sim importers of `run --trace`). A topology file takes no parameters.
 struct ImportOverrides {
-  ParamMap gpt;
+  ParamMap importer;
   std::map<std::string, std::string> topology;
 };
+enum class UnknownParam { refuse, importer };
+ImportOverrides split_import_overrides(const std::string& topology, const ParamMap& overrides,
+                                       const std::set<std::string>& importer_names, UnknownParam unknown);
+// The launch imports' split: the importer is the gpt generator (its parameter names), unknown keys refused.
 ImportOverrides split_import_overrides(const std::string& topology, const ParamMap& overrides);
 
 // A scenario document for running another tool's workload file without writing a scenario

@@ -1461,7 +1461,7 @@ Json scenario_for_launch(const MegatronLaunch& l, const std::string& topology, c
                          const LaunchSource& source, ParamOrigins* origins) {
   const std::string& path = l.file;
   const ImportOverrides split = split_import_overrides(topology, overrides_in);
-  const ParamMap& overrides = split.gpt;
+  const ParamMap& overrides = split.importer;
   const std::int64_t launched = l.nproc_per_node && l.nnodes ? l.nproc_per_node * l.nnodes
                                 : l.nproc_per_node          ? l.nproc_per_node
                                                             : 0;

@@ -1077,7 +1077,7 @@ Json scenario_for_torchtitan(const std::string& path, const std::string& text, c
                          " as far as the importer knows; --ignore-unknown lists such keys and goes on)");
   }
   Json topo;
-  Json params = im.rules(topology, split.gpt, split.topology, topo);
+  Json params = im.rules(topology, split.importer, split.topology, topo);
   if (origins) *origins = im.origins;
   std::vector<std::string> ignored = im.ignored;
   for (const auto& s : im.sections())

@@ -504,3 +504,46 @@ TEST_CASE("ASTRA-sim / SimAI text: weight-gradient collectives overlap the rest 
   CHECK(ordered(rt, op_named(rt, "b.ig.comm"), op_named(rt, "a.ig")));
   CHECK(t.comms[static_cast<std::size_t>(rt.ops[bwc].comm)].ranks.size() == 4);  // DP = 8 / TP 2
 }
+
+TEST_CASE("--param of an import: one split for launch imports (unknown refused) and trace imports (unknown to the importer)") {
+  ParamMap in;
+  in["npus"] = "16";        // an ASTRA-sim importer key
+  in["nodes"] = "2";        // the superpod's, which dgx-h100 grows into
+  in["fabric"] = "roce";    // the superpod's
+  in["num_layers"] = "4";   // a gpt generator key
+  in["gpu"] = "h100";       // the generator's, though presets take a gpu too
+  in.quoted.insert("fabric");
+
+  // run --trace: importer keys are the importer's, topology keys the topology's, the rest stays the importer's.
+  const ImportOverrides t = split_import_overrides("dgx-h100", in, {"npus", "gpu"}, UnknownParam::importer);
+  CHECK(t.importer.size() == 3);
+  CHECK(t.importer.count("npus"));
+  CHECK(t.importer.count("gpu"));
+  CHECK(t.importer.count("num_layers"));  // left for the importer to refuse in its own words
+  CHECK(t.topology == std::map<std::string, std::string>{{"nodes", "2"}, {"fabric", "roce"}});
+  CHECK(t.importer.quoted.empty());
+
+  // launch imports: the gpt generator's names; a key of neither is one line listing the topology's parameters.
+  ParamMap launch = in;
+  launch.erase("npus");
+  const ImportOverrides l = split_import_overrides("dgx-h100", launch);
+  CHECK(l.importer == ParamMap::Base{{"gpu", "h100"}, {"num_layers", "4"}});
+  CHECK(l.topology.count("fabric"));
+  CHECK(l.topology.count("nodes"));
+  try {
+    split_import_overrides("dgx-h100", in);
+    FAIL("npus is neither a gpt nor a dgx-h100/superpod parameter");
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    CHECK(what.find("--param npus") != std::string::npos);
+    CHECK(what.find("a parameter of topology dgx-h100 (") != std::string::npos);
+    CHECK(what.find("nodes") != std::string::npos);
+  }
+  // A topology file takes no parameters: its keys are refused (launch) or left to the importer (trace).
+  const fs::path d = scratch("split");
+  const std::string file = (d / "t.json").string();
+  std::ofstream(file) << "{}";
+  CHECK_THROWS_WITH_AS(split_import_overrides(file, launch), doctest::Contains("takes none"), InputError);
+  CHECK(split_import_overrides(file, in, {"npus"}, UnknownParam::importer).topology.empty());
+  fs::remove_all(d);
+}
