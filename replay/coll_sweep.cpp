@@ -381,13 +381,18 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
   const double avg = rows.empty() ? 0 : bus_sum / static_cast<double>(rows.size());
   if (req.ep > 0 && !rows.empty() && n > 1) {
     // DeepEP-style figures: bytes each rank sends per second of the call, split by where they go (peers in
-    // its own server over NVLink, peers on other servers over RDMA); rank 0's view, uniform all_to_all.
+    // its own NCCL node over NVLink, peers in other nodes over RDMA); rank 0's view, uniform all_to_all. The
+    // NCCL node (nn above) is the server, or the whole NVLink domain where one spans several trays (a GB200 /
+    // GB300 NVL72 rack): there every peer in the rack is reached over NVLink, whatever its tray.
     int local = 0;
-    for (auto g : spec.communicator)
-      if (g != spec.communicator.front() && t.node(g).host == t.node(spec.communicator.front()).host) ++local;
+    for (std::size_t i = 1; i < nn.size(); ++i)
+      if (nn[i] == nn[0]) ++local;
     const int remote = n - 1 - local;
-    o << "# EP " << n << " (" << req.ep_span << " span: " << local + 1 << " GPUs per server, " << hosts
-      << " servers), dispatch/combine bandwidth per rank (DeepEP-style: bytes sent / call time):\n";
+    o << "# EP " << n << " (" << req.ep_span << " span: " << local + 1
+      << (nodes == hosts ? " GPUs per server, " + std::to_string(hosts) + " servers"
+                         : " GPUs per NVLink domain, " + std::to_string(nodes) + " NVLink domains of " +
+                               std::to_string(hosts) + " trays")
+      << "), dispatch/combine bandwidth per rank (DeepEP-style: bytes sent / call time):\n";
     o << "#       size     time(us)   total(GB/s)   NVLink(GB/s)   RDMA(GB/s)\n";
     for (const auto& r : rows) {
       const double per_peer = static_cast<double>(r.bytes) / n;

@@ -1068,11 +1068,43 @@ Trace import_rank_files(const std::vector<std::string>& files, const std::functi
 
 }  // namespace
 
+namespace {
+// The set of rank files PREFIX.0.EXT, PREFIX.1.EXT, ... that a path PREFIX.K.EXT (.et or .json) belongs to, in
+// rank order; empty when the path does not look like one rank's file or no rank 0 file is beside it.
+std::vector<std::string> rank_file_set_of(const std::string& path, std::string* prefix) {
+  static const std::regex re(R"((.*)\.([0-9]+)\.(et|json)$)");
+  std::smatch m;
+  if (!std::regex_match(path, m, re)) return {};
+  *prefix = m[1].str();
+  std::vector<std::string> files;
+  for (int r = 0;; ++r) {
+    std::string f = m[1].str() + "." + std::to_string(r) + "." + m[3].str();
+    if (!std::filesystem::is_regular_file(f)) break;
+    files.push_back(std::move(f));
+  }
+  return files;
+}
+}  // namespace
+
 Trace import_chakra(const std::string& path, const ChakraOptions& opt) {
   const std::vector<std::string> files = chakra_rank_files(path);
   if (files.empty())
     throw InputError(path, "no Chakra trace (expected the file itself, " + path + ".0.et / " + path +
                                ".0.json, ..., or a folder with one such set of rank files)");
+  // One rank's file of a set (ASTRA-sim's all_to_all.0.et beside all_to_all.1.et ...) read alone would be a
+  // one-rank job: its collectives over one rank take no time. Ask for the prefix unless npus says the file's
+  // program is meant to run on that many ranks.
+  if (files.size() == 1 && opt.npus == 0) {
+    std::string prefix;
+    const std::vector<std::string> set = rank_file_set_of(path, &prefix);
+    if (set.size() > 1 && std::find(set.begin(), set.end(), path) != set.end()) {
+      const auto name = [](const std::string& f) { return std::filesystem::path(f).filename().string(); };
+      throw InputError(path, "one of the " + std::to_string(set.size()) + " rank files " + name(set[0]) + " ... " +
+                                 name(set.back()) + " beside it: give their prefix " + prefix + " to run all " +
+                                 std::to_string(set.size()) + " ranks (or the parameter npus to run this file's "
+                                 "program alone on that many ranks)");
+    }
+  }
   return import_rank_files(files, [&](std::size_t i) { return read_all(files[i]); }, path, opt);
 }
 

@@ -275,7 +275,10 @@ std::vector<std::vector<std::int64_t>> layout_of(const GptConfig& c, Fail&& fail
     if (f) stage[0] = f;
     if (la) stage[p - 1] = la;
   } else {
-    if (L % p) fail("num_layers", "must be a multiple of pipeline_model_parallel_size (" + std::to_string(p) + ")");
+    if (L % p)
+      fail("num_layers", "must be a multiple of pipeline_model_parallel_size (" + std::to_string(p) + "): " +
+                             std::to_string(L) + " layers; decoder_first_pipeline_num_layers and "
+                             "decoder_last_pipeline_num_layers give the first and last stages other counts");
     std::fill(stage.begin(), stage.end(), L / p);
   }
   for (std::int64_t s = 0; s < p; ++s) {
@@ -754,7 +757,8 @@ void check_gpt_params_read(const ParamMap& p, const std::string& where) {
   r.finish();
 }
 
-GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
+namespace {
+GptConfig checked_gpt_config(const ParamMap& p, const std::string& where) {
   ParamReader r(p, where);
   GptConfig c = read_gpt_config(r, where);
   r.finish();
@@ -1431,6 +1435,35 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
   if (c.flops_convention.rfind("nemo-mixtral", 0) == 0 && !c.moe.enabled())
     fail("flops_convention", c.flops_convention + " needs num_experts (NeMo's mixtral formula counts moe_router_topk experts)");
   return c;
+}
+}  // namespace
+
+GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
+  try {
+    return checked_gpt_config(p, where);
+  } catch (const DoesNotFitError&) {
+    throw;
+  } catch (const InputError& e) {
+    // A layout error about values the scenario never gave (a catalogue model without tensor/pipeline sizes gets
+    // GPT-3 175B's TP 8, PP 16 and, without expert_tensor_parallel_size, ETP = TP) says where they came from.
+    const std::string msg = e.what();
+    const GptConfig d{};
+    std::string given;
+    auto add = [&](const char* key, std::int64_t value, std::initializer_list<const char*> words) {
+      if (p.count(key)) return;
+      for (const char* w : words)
+        if (msg.find(w) != std::string::npos) {
+          given += (given.empty() ? "" : ", ") + std::string(key) + " " + std::to_string(value);
+          return;
+        }
+    };
+    add("tensor_model_parallel_size", d.tensor_model_parallel_size, {"tensor", "data-parallel", "data parallel"});
+    add("pipeline_model_parallel_size", d.pipeline_model_parallel_size,
+        {"pipeline", "data-parallel", "data parallel", "world_size"});
+    add("global_batch_size", d.global_batch_size, {"global_batch_size"});
+    if (given.empty()) throw;
+    throw InputError(msg + " (not given, so the gpt generator's defaults, set for GPT-3 175B on 1024 GPUs: " + given + ")");
+  }
 }
 
 namespace {

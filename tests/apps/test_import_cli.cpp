@@ -134,6 +134,30 @@ TEST_CASE("a Chakra trace with known compute times and one collective gives the 
         doctest::Approx(130e-6).epsilon(1e-12));
 }
 
+TEST_CASE("one rank's file of a Chakra rank-file set is refused with the prefix to give, not run as a one-rank job") {
+  // ASTRA-sim's 4-rank all-to-all: all_to_all.0.et ... all_to_all.3.et. Given the rank 0 file alone, the import
+  // once ran a one-rank job whose all-to-all took no time (step 0.000 ms, exit 0).
+  const std::string dir = "tests/data/foreign-workloads/chakra-et/astra-sim-microbench-all_to_all-4npus_1MB/";
+  Run r = run_root("run --trace " + dir + "all_to_all.0.et --topology dgx-h100 -q");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find(dir + "all_to_all.0.et: one of the 4 rank files all_to_all.0.et ... all_to_all.3.et beside it: give "
+                   "their prefix " + dir + "all_to_all to run all 4 ranks") != std::string::npos);
+  CHECK(r.err.find('\n') == r.err.size() - 1);  // one line
+  r = run_root("run --trace " + dir + "all_to_all.2.et --topology dgx-h100 -q");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("give their prefix " + dir + "all_to_all to run all 4 ranks") != std::string::npos);
+  // The prefix runs the 4 ranks: a positive step. npus says the one file is meant to run on that many ranks.
+  const double all = step_s("run --trace " + dir + "all_to_all --topology dgx-h100");
+  CHECK(all > 0);
+  CHECK(step_s("run --trace " + dir + "all_to_all.0.et --topology dgx-h100 --param npus=4") > 0);
+  // A lone rank file (no rank 1 beside it) still runs as it is.
+  const fs::path d = scratch() / "lone";
+  fs::create_directories(d);
+  write(d / "solo.0.json", R"({"workload_graph":[{"Id":1,"Name":"g","NodeType":4,"runtime":7}]})");
+  CHECK(step_s("run --trace " + cli_test::quoted((d / "solo.0.json").string()) + " --topology dgx-h100") ==
+        doctest::Approx(7e-6).epsilon(1e-9));
+}
+
 TEST_CASE("a cycle or an unmatched collective in a Chakra trace is a one-line error with node ids, not a hang") {
   const fs::path d = scratch();
   write(d / "cyc.0.json", R"({"workload_graph":[

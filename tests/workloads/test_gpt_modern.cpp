@@ -130,6 +130,40 @@ TEST_CASE("gpt catalogue: named models, overrides, parameter counts") {
   CHECK(error_of([] { cfg(small({{"attention_backend", "xformers"}})); }).find("--param attention_backend") == 0);
 }
 
+TEST_CASE("gpt layout errors name the defaults the scenario did not give, and the layer count to split") {
+  // Qwen3-30B-A3B with EP 16 on 256 GPUs and no TP/PP: the generator's GPT-3 175B layout (TP 8, PP 16) leaves DP 2,
+  // and ETP defaults to TP. The error once spoke of an "expert tensor (8)" the scenario never set.
+  const std::string e = error_of([] {
+    cfg({{"model", "qwen3-30b-a3b"}, {"gpu", "h100"}, {"world_size", "256"}, {"expert_model_parallel_size", "16"},
+         {"global_batch_size", "256"}});
+  });
+  CHECK(e.find("--param expert_model_parallel_size: expert tensor (8) x expert parallel (16) size must divide tensor x "
+               "context x data parallel size (16) (not given, so the gpt generator's defaults, set for GPT-3 175B on "
+               "1024 GPUs: tensor_model_parallel_size 8, pipeline_model_parallel_size 16)") == 0);
+  // Given, they are not explained again; an error about something else gets no note.
+  CHECK(error_of([] {
+          cfg({{"model", "qwen3-30b-a3b"}, {"gpu", "h100"}, {"world_size", "256"}, {"expert_model_parallel_size", "16"},
+               {"tensor_model_parallel_size", "8"}, {"pipeline_model_parallel_size", "16"}, {"global_batch_size", "256"}});
+        }).find("not given") == std::string::npos);
+  CHECK(error_of([] { cfg(small({{"normalization", "BatchNorm"}})); }).find("not given") == std::string::npos);
+  // Only the default the message is about: a global batch left at 1536 over DP 1000.
+  const std::string b = error_of([] {
+    cfg({{"model", "llama3-8b"}, {"gpu", "h100"}, {"world_size", "1000"}, {"tensor_model_parallel_size", "1"},
+         {"pipeline_model_parallel_size", "1"}});
+  });
+  CHECK(b.find("must be a multiple of micro_batch_size x data-parallel size") != std::string::npos);
+  CHECK(b.find("(not given, so the gpt generator's defaults, set for GPT-3 175B on 1024 GPUs: global_batch_size 1536)") !=
+        std::string::npos);
+  // Qwen3-235B's 94 layers over PP 4: the count comes from the catalogue, so the error states it and the way out.
+  CHECK(error_of([] {
+          cfg({{"model", "qwen3-235b-a22b"}, {"gpu", "h100"}, {"world_size", "64"}, {"tensor_model_parallel_size", "2"},
+               {"pipeline_model_parallel_size", "4"}, {"expert_model_parallel_size", "8"}, {"sequence_parallel", "true"},
+               {"global_batch_size", "64"}});
+        }).find("--param num_layers: must be a multiple of pipeline_model_parallel_size (4): 94 layers; "
+                "decoder_first_pipeline_num_layers and decoder_last_pipeline_num_layers give the first and last stages "
+                "other counts") == 0);
+}
+
 TEST_CASE("gpt GQA: the K/V projection FLOPs shrink by exactly the group ratio") {
   const Trace mha = gen(small()), gqa = gen(small({{"num_query_groups", "4"}}));
   // Per TP rank (t = 2), tokens T = 2048: QKV GEMM = 2 T h (a + 2g) d / t; forward, dgrad and wgrad.
