@@ -11,6 +11,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "models/gpu.hpp"
 #include "sim/base/csv.hpp"
 #include "sim/base/units.hpp"
 
@@ -645,6 +646,15 @@ std::string summary_text(const RunResult& r, int top_links) {
   o << ", " << (r.flops_known ? fx(r.tflops_per_gpu, 1) + " TFLOP/s per GPU" : std::string("TFLOP/s per GPU ") + kNoFlops);
   if (r.mfu > 0) o << ", MFU " << fx(100.0 * r.mfu, 1) << " % (of the dense peak, metric peak_dense_flops_per_gpu)";
   o << "\n";
+  if (auto mem = r.metrics.find("memory_per_gpu_bytes.max"); mem != r.metrics.end()) {
+    // The GPU the workload priced (its "gpu" parameter), whose HBM the generator checked the peak against.
+    const auto gpu = r.workload_params.find("gpu");
+    const bool known = gpu != r.workload_params.end() && models::is_known_gpu(gpu->second);
+    o << "memory       " << format_bytes(mem->second) << " per GPU at the peak"
+      << (known ? ", of " + format_bytes(models::gpu_spec(gpu->second).hbm_capacity_bytes) + " on " + gpu->second
+                : std::string())
+      << " (the largest over the GPUs; terms: metrics memory_per_gpu_bytes.*)\n";
+  }
   o << "breakdown (per-rank average; exposed = communication not hidden behind compute):\n";
   for (const auto& [name, v] : breakdown_segments(r.breakdown)) {
     std::string label = (name == "compute" || name == "bubble" || name == "idle") ? name : "exposed " + name;

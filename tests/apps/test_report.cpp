@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli_test_util.hpp"
+#include "models/gpu.hpp"
 #include "replay/outputs.hpp"
 #include "sim/base/units.hpp"
 
@@ -379,4 +380,20 @@ TEST_CASE("report: header, roles timeline, link classes under every comm model, 
     CHECK(png.compare(1, 3, "PNG") == 0);
   }
   fs::remove_all(dir);
+}
+
+// The text summary states the peak memory per GPU beside the GPU's HBM, as the report's header does.
+TEST_CASE("run summary: the peak memory per GPU and the HBM of the GPU priced") {
+  const fs::path dir = cli_test::scratch_dir("summary_memory");
+  std::ofstream(dir / "s.json") << cli_test::small_gpt_scenario(2, 16, 4, 2);
+  const cli_test::Run run = cli_test::run_in(dir, cli_test::fabricsim("run s.json --quiet --json r.json"));
+  REQUIRE_MESSAGE(run.rc == 0, run.err);
+  const Json j = Json::parse(slurp(dir / "r.json"));
+  const std::string gpu = j["workload_params"]["gpu"].get<std::string>();
+  const std::string line = "\nmemory       " + format_bytes(j["metrics"]["memory_per_gpu_bytes.max"].get<double>()) +
+                           " per GPU at the peak, of " + format_bytes(fabricsim::models::gpu_spec(gpu).hbm_capacity_bytes) +
+                           " on " + gpu + " (the largest over the GPUs";
+  CHECK_MESSAGE(run.out.find(line) != std::string::npos, line);
+  CHECK(run.out.find(line) > run.out.find("\nthroughput   "));
+  CHECK(run.out.find(line) < run.out.find("\nbreakdown "));
 }
