@@ -104,3 +104,14 @@ TEST_CASE("gpt defaults: listed by gen --help and docs/workloads.md; a catalogue
   CHECK(r.err.rfind("fabricsim gen: warning: --param model llama3-8b with no parallelism parameter", 0) == 0);
   fs::remove_all(d);
 }
+
+TEST_CASE("a command-line error names the command once") {
+  const fs::path d = scratch_dir("frictions_prefix");
+  std::ofstream(d / "s.json") << cli_test::small_gpt_scenario(2, 16, 4, 2);
+  const Run r = run_in(d, cli_test::fabricsim("run s.json --topology dgx-h100"));
+  CHECK(r.rc == 2);
+  CHECK(r.err == "fabricsim run: error: --topology goes with --trace, --megatron, --nemo or --torchtitan\n");
+  const Run two = run_in(d, cli_test::fabricsim("run s.json s.json"));
+  CHECK(two.rc == 2);
+  CHECK(two.err.find("fabricsim run: error: expected at most one scenario file") == 0);
+}
