@@ -2,6 +2,8 @@
 // data-parallel generator's defaults describing a language-model step (not 1 token per sample).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "cli_test_util.hpp"
 #include "sim/base/json_reader.hpp"
 
@@ -114,4 +116,16 @@ TEST_CASE("a command-line error names the command once") {
   const Run two = run_in(d, cli_test::fabricsim("run s.json s.json"));
   CHECK(two.rc == 2);
   CHECK(two.err.find("fabricsim run: error: expected at most one scenario file") == 0);
+}
+
+TEST_CASE("run given a result JSON says it is a result, not a scenario") {
+  const fs::path d = scratch_dir("frictions_result");
+  std::ofstream(d / "s.json") << cli_test::small_gpt_scenario(2, 16, 4, 2);
+  REQUIRE(run_in(d, cli_test::fabricsim("run s.json -q --json r.json")).rc == 0);
+  const Run r = run_in(d, cli_test::fabricsim("run r.json -q"));
+  CHECK(r.rc == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("r.json") != std::string::npos);
+  CHECK(r.err.find("this is a result written by fabricsim run --json") != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 }
