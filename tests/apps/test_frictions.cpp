@@ -129,3 +129,15 @@ TEST_CASE("run given a result JSON says it is a result, not a scenario") {
   CHECK(r.err.find("this is a result written by fabricsim run --json") != std::string::npos);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 }
+
+TEST_CASE("short options take their value attached (-j2, -b8G, -pnodes=2) as getopt does") {
+  const fs::path d = scratch_dir("frictions_short");
+  const Run a = run_in(d, cli_test::fabricsim("coll -tsuperpod -pnodes=2 --op all_reduce -b8M -e8M"));
+  const Run b = run_in(d, cli_test::fabricsim("coll -t superpod -p nodes=2 --op all_reduce -b 8M -e 8M"));
+  REQUIRE_MESSAGE(a.rc == 0, a.err);
+  CHECK(a.out == b.out);
+  // A switch keeps refusing what follows it, and an unknown short option is still one line.
+  const Run q = run_in(d, cli_test::fabricsim("coll -t superpod --op all_reduce -qx"));
+  CHECK(q.rc == 2);
+  CHECK(q.err.find("-qx: unknown option") != std::string::npos);
+}
