@@ -81,7 +81,7 @@ TEST_CASE("gpt defaults: listed by gen --help and docs/workloads.md; a catalogue
                  "the gpt generator's defaults, set for GPT-3 175B on 1024 GPUs: tensor_model_parallel_size 8, "
                  "pipeline_model_parallel_size 16, no virtual pipeline, recompute_granularity full, global_batch_size "
                  "1536 (give tensor_model_parallel_size and pipeline_model_parallel_size to choose the layout)\n");
-  // What is given is not listed as a default; any parallelism parameter silences it. (The runs below give a
+  // What is given is not listed as a default; tensor and pipeline sizes given silence it. (The runs below give a
   // global batch of 16: 1536 micro-batches of the default take most of a minute under the sanitizers.)
   cli_test::write_file(d / "g.json",
                        R"({"topology": {"preset": "superpod", "params": {"nodes": 16, "node": "dgx-h100"}},
@@ -95,6 +95,17 @@ TEST_CASE("gpt defaults: listed by gen --help and docs/workloads.md; a catalogue
                            "workload": {"generator": "gpt", "params": {"model": "llama3-8b", "tensor_model_parallel_size": 8,
                                                                        "global_batch_size": 16}}})");
   r = run_in(d, cli_test::fabricsim("run t.json -q --kernel-shapes k.txt"));
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  // Part of a layout given: the size left out is still GPT-3's, and the warning names it alone.
+  CHECK(r.err == "fabricsim run: warning: t.json: /workload/params: model llama3-8b runs with "
+                 "pipeline_model_parallel_size 16, the gpt generator's defaults (set for GPT-3 175B on 1024 GPUs; "
+                 "Megatron-LM's own are 1): give them to choose the layout\n");
+  cli_test::write_file(d / "tp.json",
+                       R"({"topology": {"preset": "superpod", "params": {"nodes": 16, "node": "dgx-h100"}},
+                           "workload": {"generator": "gpt", "params": {"model": "llama3-8b", "tensor_model_parallel_size": 8,
+                                                                       "pipeline_model_parallel_size": 2,
+                                                                       "global_batch_size": 16}}})");
+  r = run_in(d, cli_test::fabricsim("run tp.json -q --kernel-shapes k.txt"));
   REQUIRE_MESSAGE(r.rc == 0, r.err);
   CHECK(r.err.empty());
   // No model: the shape is the defaults' own (GPT-3 175B), nothing to warn about.
