@@ -91,6 +91,16 @@ bool Args::parse(int argc, char** argv) {
         inline_value = true;
       }
       const Flag* f = find(a);
+      if (!f && a[1] != '-' && a.size() > 2) {
+        // A short option with its value attached, as getopt takes it: -j2, -b8G, -pnodes=4.
+        const Flag* s = find(a.substr(0, 2));
+        if (s && !s->value_name.empty()) {
+          f = s;
+          value = a.substr(2);
+          a = a.substr(0, 2);
+          inline_value = true;
+        }
+      }
       if (!f) throw InputError(a, "unknown option for `fabricsim " + command_ + "` (see --help)");
       if (f->name == "--help") {
         std::cout << help();

@@ -6,6 +6,7 @@
 // search stops after the first size at which enough (--top) configurations meet the target, since any
 // larger cluster costs more GPUs.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -519,12 +520,26 @@ int cmd_plan(int argc, char** argv) {
     o << "no configuration meets the target within the searched range\n";
     // Nothing was simulated: say why the first candidate was refused (a value of the scenario the generator
     // refuses whatever the layout reads as every candidate refused otherwise: found by fuzzing).
-    if (run_count > 0 && infeasible == run_count)
-      for (const auto& c : cands)
-        if (!c.ok && !c.error.empty()) {
-          o << "every candidate was refused; the first: " << c.error << "\n";
-          break;
-        }
+    if (run_count > 0 && infeasible == run_count) {
+      // By reason: the refusals' texts with their numbers masked, each with its count and first candidate.
+      std::vector<std::pair<std::string, std::pair<int, const Candidate*>>> reasons;
+      for (const auto& c : cands) {
+        if (c.ok || c.error.empty()) continue;
+        std::string key;
+        for (char ch : c.error)
+          if (!std::isdigit(static_cast<unsigned char>(ch))) key += ch;
+          else if (key.empty() || key.back() != '#') key += '#';
+        auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& x) { return x.first == key; });
+        if (it == reasons.end()) reasons.push_back({key, {1, &c}});
+        else ++it->second.first;
+      }
+      o << "every candidate was refused, for " << reasons.size() << (reasons.size() == 1 ? " reason" : " reasons")
+        << " (count, the first such candidate, its error):\n";
+      for (const auto& [key, n] : reasons) {
+        const Candidate& c = *n.second;
+        o << "  " << n.first << " x, first nodes " << c.nodes << " TP " << c.tp << " PP " << c.pp << ": " << c.error << "\n";
+      }
+    }
     std::cout << o.str();
     return 1;
   }

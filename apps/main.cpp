@@ -61,7 +61,12 @@ int main(int argc, char** argv) {
       try {
         return s.fn(argc - 2, argv + 2);
       } catch (const fabricsim::InputError& e) {
-        std::cerr << "fabricsim " << cmd << ": error: " << e.what() << "\n";
+        // An error raised about the command line as a whole names the command as its place ("fabricsim run:
+        // ..."); the prefix already says it, so it is not said twice.
+        std::string what = e.what();
+        const std::string self = "fabricsim " + cmd + ": ";
+        if (what.rfind(self, 0) == 0) what.erase(0, self.size());
+        std::cerr << self << "error: " << what << "\n";
         return 2;
       } catch (const std::bad_alloc&) {
         // Last resort: generators and importers check their sizes before allocating (docs/reliability.md);

@@ -255,6 +255,10 @@ ScenarioRun run_cluster(const workloads::Scenario& s, const ScenarioRunOptions& 
     r.tokens_per_s += jr.tokens_per_s;
   }
   r.tflops_per_gpu = total_gpus > 0 ? flops_rate / total_gpus / 1e12 : 0;
+  // The sums are known when every job states its part (the merged trace carries no samples of its own).
+  r.samples_known = std::all_of(plan.jobs.begin(), plan.jobs.end(),
+                                [](const workloads::PlacedJob& j) { return j.metadata.count("samples_per_iteration") > 0; });
+  r.flops_known = flops_rate > 0;
   r.mfu = 0;
   for (const auto& jr : r.jobs) {
     r.metrics["job." + jr.name + ".iteration_s"] = jr.iteration_s;

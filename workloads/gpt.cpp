@@ -1489,9 +1489,20 @@ std::string gpt_defaults_text() {
 
 std::string gpt_default_layout_warning(const ParamMap& p) {
   if (!p.count("model")) return "";
-  for (const char* k : kLayoutKeys)
-    if (p.count(k)) return "";
   const ParamMap d = gpt_config_to_params(GptConfig{});
+  if (std::any_of(std::begin(kLayoutKeys), std::end(kLayoutKeys), [&](const char* k) { return p.count(k) > 0; })) {
+    // Part of a layout given (experts, say): the tensor / pipeline sizes left out are still GPT-3's.
+    std::string missing;
+    if (!p.count("tensor_model_parallel_size"))
+      missing = "tensor_model_parallel_size " + d.at("tensor_model_parallel_size");
+    if (!p.count("pipeline_model_parallel_size") && !p.count("pipeline_model_parallel_layout"))
+      missing += (missing.empty() ? "" : ", ") + std::string("pipeline_model_parallel_size ") +
+                 d.at("pipeline_model_parallel_size");
+    if (missing.empty()) return "";
+    return "model " + p.at("model") + " runs with " + missing +
+           ", the gpt generator's defaults (set for GPT-3 175B on 1024 GPUs; Megatron-LM's own are 1): give them to "
+           "choose the layout";
+  }
   std::string s = "model " + p.at("model") + " with no parallelism parameter gets the gpt generator's defaults, set for "
                   "GPT-3 175B on 1024 GPUs: tensor_model_parallel_size " + d.at("tensor_model_parallel_size") +
                   ", pipeline_model_parallel_size " + d.at("pipeline_model_parallel_size") +

@@ -87,6 +87,11 @@ const char* comm_model_help() { return "shared, engine or analytic"; }
 Scenario scenario_from_json(const Json& doc, const std::string& file) {
   Scenario s;
   s.file = file;
+  // A result of `fabricsim run --json` handed back as a scenario: say what it is, not that its topology (a name
+  // there) is not an object.
+  if (doc.is_object() && doc.contains("schema_version") && doc.contains("iteration_s") && doc.contains("breakdown"))
+    json_fail(JsonPath{file, ""}, "this is a result written by fabricsim run --json (it has schema_version, iteration_s "
+                                  "and breakdown), not a scenario; give the scenario file that produced it");
   ObjectReader r(doc, JsonPath{file, ""});
   {
     ObjectReader tr(r.object("topology"), r.path_of("topology"));

@@ -162,3 +162,20 @@ TEST_CASE("fabricsim sweep over the two-job 100k-GPU scenario scaled to 256 GPUs
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("a cluster of jobs that state their samples sums them (not n/a); a job without them keeps n/a") {
+  const fs::path dir = cli_test::scratch_dir("cluster_samples");
+  auto r = cli_test::run_in(dir, cli_test::fabricsim("run " + cli_test::quoted(kData + "dp_placements.json") + " -q --json r.json"));
+  REQUIRE(r.rc == 0);
+  auto j = nlohmann::json::parse(cli_test::slurp(dir / "r.json"));
+  REQUIRE(j.contains("samples_per_s"));
+  double sum = 0;
+  for (const auto& x : j["jobs"]) sum += x["samples_per_s"].get<double>();
+  CHECK(sum > 0);
+  CHECK(j["samples_per_s"].get<double>() == doctest::Approx(sum).epsilon(1e-12));
+  CHECK(r.out.find("throughput   samples/s n/a") == std::string::npos);
+  auto t = cli_test::run_in(dir, cli_test::fabricsim("run " + cli_test::quoted(kData + "two_jobs_2to1.json") + " -q --json t.json"));
+  REQUIRE(t.rc == 0);
+  CHECK(t.out.find("throughput   samples/s n/a") != std::string::npos);
+  CHECK(!nlohmann::json::parse(cli_test::slurp(dir / "t.json")).contains("samples_per_s"));
+}

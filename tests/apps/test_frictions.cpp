@@ -2,6 +2,8 @@
 // data-parallel generator's defaults describing a language-model step (not 1 token per sample).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "cli_test_util.hpp"
 #include "sim/base/json_reader.hpp"
 
@@ -79,7 +81,7 @@ TEST_CASE("gpt defaults: listed by gen --help and docs/workloads.md; a catalogue
                  "the gpt generator's defaults, set for GPT-3 175B on 1024 GPUs: tensor_model_parallel_size 8, "
                  "pipeline_model_parallel_size 16, no virtual pipeline, recompute_granularity full, global_batch_size "
                  "1536 (give tensor_model_parallel_size and pipeline_model_parallel_size to choose the layout)\n");
-  // What is given is not listed as a default; any parallelism parameter silences it. (The runs below give a
+  // What is given is not listed as a default; tensor and pipeline sizes given silence it. (The runs below give a
   // global batch of 16: 1536 micro-batches of the default take most of a minute under the sanitizers.)
   cli_test::write_file(d / "g.json",
                        R"({"topology": {"preset": "superpod", "params": {"nodes": 16, "node": "dgx-h100"}},
@@ -94,6 +96,17 @@ TEST_CASE("gpt defaults: listed by gen --help and docs/workloads.md; a catalogue
                                                                        "global_batch_size": 16}}})");
   r = run_in(d, cli_test::fabricsim("run t.json -q --kernel-shapes k.txt"));
   REQUIRE_MESSAGE(r.rc == 0, r.err);
+  // Part of a layout given: the size left out is still GPT-3's, and the warning names it alone.
+  CHECK(r.err == "fabricsim run: warning: t.json: /workload/params: model llama3-8b runs with "
+                 "pipeline_model_parallel_size 16, the gpt generator's defaults (set for GPT-3 175B on 1024 GPUs; "
+                 "Megatron-LM's own are 1): give them to choose the layout\n");
+  cli_test::write_file(d / "tp.json",
+                       R"({"topology": {"preset": "superpod", "params": {"nodes": 16, "node": "dgx-h100"}},
+                           "workload": {"generator": "gpt", "params": {"model": "llama3-8b", "tensor_model_parallel_size": 8,
+                                                                       "pipeline_model_parallel_size": 2,
+                                                                       "global_batch_size": 16}}})");
+  r = run_in(d, cli_test::fabricsim("run tp.json -q --kernel-shapes k.txt"));
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
   CHECK(r.err.empty());
   // No model: the shape is the defaults' own (GPT-3 175B), nothing to warn about.
   r = run_in(d, cli_test::fabricsim("gen gpt --param world_size=128 --param global_batch_size=16 -o x.json"));
@@ -103,4 +116,39 @@ TEST_CASE("gpt defaults: listed by gen --help and docs/workloads.md; a catalogue
   REQUIRE_MESSAGE(r.rc == 0, r.err);
   CHECK(r.err.rfind("fabricsim gen: warning: --param model llama3-8b with no parallelism parameter", 0) == 0);
   fs::remove_all(d);
+}
+
+TEST_CASE("a command-line error names the command once") {
+  const fs::path d = scratch_dir("frictions_prefix");
+  std::ofstream(d / "s.json") << cli_test::small_gpt_scenario(2, 16, 4, 2);
+  const Run r = run_in(d, cli_test::fabricsim("run s.json --topology dgx-h100"));
+  CHECK(r.rc == 2);
+  CHECK(r.err == "fabricsim run: error: --topology goes with --trace, --megatron, --nemo or --torchtitan\n");
+  const Run two = run_in(d, cli_test::fabricsim("run s.json s.json"));
+  CHECK(two.rc == 2);
+  CHECK(two.err.find("fabricsim run: error: expected at most one scenario file") == 0);
+}
+
+TEST_CASE("run given a result JSON says it is a result, not a scenario") {
+  const fs::path d = scratch_dir("frictions_result");
+  std::ofstream(d / "s.json") << cli_test::small_gpt_scenario(2, 16, 4, 2);
+  REQUIRE(run_in(d, cli_test::fabricsim("run s.json -q --json r.json")).rc == 0);
+  const Run r = run_in(d, cli_test::fabricsim("run r.json -q"));
+  CHECK(r.rc == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("r.json") != std::string::npos);
+  CHECK(r.err.find("this is a result written by fabricsim run --json") != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+TEST_CASE("short options take their value attached (-j2, -b8G, -pnodes=2) as getopt does") {
+  const fs::path d = scratch_dir("frictions_short");
+  const Run a = run_in(d, cli_test::fabricsim("coll -tsuperpod -pnodes=2 --op all_reduce -b8M -e8M"));
+  const Run b = run_in(d, cli_test::fabricsim("coll -t superpod -p nodes=2 --op all_reduce -b 8M -e 8M"));
+  REQUIRE_MESSAGE(a.rc == 0, a.err);
+  CHECK(a.out == b.out);
+  // A switch keeps refusing what follows it, and an unknown short option is still one line.
+  const Run q = run_in(d, cli_test::fabricsim("coll -t superpod --op all_reduce -qx"));
+  CHECK(q.rc == 2);
+  CHECK(q.err.find("-qx: unknown option") != std::string::npos);
 }

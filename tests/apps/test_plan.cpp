@@ -379,8 +379,17 @@ TEST_CASE("fabricsim plan: a workload key the generator does not read is the sce
   std::ofstream(dir / "bogus.json") << bogus;
   Proc b = sh(bin + " plan bogus.json --nodes 1 --tp 1 --pp 1,2 --target-step-time 1000s -q", dir);
   CHECK(b.rc == 1);
-  CHECK_MESSAGE(b.out.find("every candidate was refused; the first: bogus.json: /workload/params recompute_granularity: "
-                           "expected one of full, selective, none, got 'bogus'") != std::string::npos,
+  CHECK_MESSAGE(b.out.find("every candidate was refused, for 1 reason (count, the first such candidate, its error):\n"
+                           "  2 x, first nodes 1 TP 1 PP 1: bogus.json: /workload/params recompute_granularity: "
+                           "expected one of full, selective, none, got 'bogus'\n") != std::string::npos,
                 b.out);
+  // Refusals that differ only in their numbers are one reason; other texts are reasons of their own.
+  std::ofstream(dir / "layers4.json") << cli_test::small_gpt_scenario(1, 64, 1, 2);  // 4 layers on 8 GPUs
+  Proc m = sh(bin + " plan layers4.json --nodes 1 --tp 1 --pp 3,8 --target-step-time 1000s -q", dir);
+  CHECK(m.rc == 1);
+  CHECK_MESSAGE(m.out.find("every candidate was refused, for 2 reasons") != std::string::npos, m.out);
+  CHECK(m.out.find("  1 x, first nodes 1 TP 1 PP 3: layers4.json: ") != std::string::npos);
+  CHECK(m.out.find("  1 x, first nodes 1 TP 1 PP 8: layers4.json: /workload/params num_layers: must be a multiple of "
+                   "pipeline_model_parallel_size (8)\n") != std::string::npos);
   fs::remove_all(dir);
 }
