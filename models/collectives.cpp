@@ -561,8 +561,8 @@ static int nvb_intermediate(const topo::Topology& t, topo::Routing& routing, con
 // GPU-to-GPU NVLink (k = most links of a pair down to 1); at each speed a depth-first search (same next-GPU
 // preference) collects the most rings it can within a step budget; the speed with the most rings x k wins
 // (ties: the higher speed), and a set that fills every GPU's links ends the search. Empty when the host has no
-// GPU-to-GPU NVLink, has NVSwitches, or no ring of NVLink hops alone exists (then the ring follows rank
-// order, and its hops without NVLink go over PCIe, as NCCL's fallback to PCI paths would). Orders are the
+// GPU-to-GPU NVLink, has NVSwitches, or no ring of NVLink hops exists, relayed ones (below) included (then the
+// ring follows rank order, and its hops without NVLink go over PCIe, as NCCL's fallback to PCI paths would). Orders are the
 // host's ranks (indices into comm), each starting at the host's first rank.
 //
 // With `relay` (m x m: the intermediate's position of a pair's PATH_NVB path, nvb_intermediate; -1 none) a hop
