@@ -3,6 +3,7 @@
 #include "models/ring_stream.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -471,6 +472,82 @@ static bool full_mesh(const std::vector<int>& host, const std::vector<NodeId>& c
   return true;
 }
 
+// Bandwidth of the direct GPU-to-GPU NVLinks between a and b (every parallel link summed), bytes/s; 0 if none.
+static double direct_nvlink_bw(const topo::Topology& t, NodeId a, NodeId b) {
+  double bw = 0;
+  for (const auto& [l, nb] : t.adjacent(a))
+    if (nb == b && t.link(l).kind == topo::LinkKind::NVLink) bw += t.link(l).bandwidth_Bps;
+  return bw;
+}
+
+// NCCL's P2P through an intermediate GPU (PATH_NVB, NVIDIA/nccl since v2.8.3-1; src/graph/paths.cc and
+// src/transport/p2p.cc at v2.26.2-1). Two GPUs of one server without an NVLink between them (the DGX-1's
+// hybrid cube-mesh: GPU 0 and 5, 6, 7) connect through a third GPU that has an NVLink to each: paths.cc
+// ncclTopoSetPaths lets a path pass one GPU ("allow routing through a GPU only as 1 hop", NVLink in and out),
+// ncclTopoCheckP2p returns that GPU as the intermediate rank (path of 2 links whose first hop ends at a GPU),
+// and p2p.cc (P2P_INTERMEDIATE, "via P2P/indirect") places the connection's buffers in its memory: the sender
+// writes over the first NVLink, the receiver reads over the second, no kernel runs on the intermediate, and its
+// NVLinks carry these bytes beside its own traffic. The ring and tree search takes the same path for a hop
+// (the path ncclTopoSetPaths kept for the pair, PATH_NVB once typeIntra allows it: search.cc
+// ncclTopoFollowPath). Conditions, as NCCL has them:
+// - the intermediate is a rank of the communicator on the same server: NCCL's topology holds only the
+//   communicator's GPUs (src/graph/topo.cc ncclTopoGetSystem: "Detect only the GPU managed by this process.
+//   We'll get any others through XML fusion"; ncclTopoAddNvLinks drops an NVLink whose GPU is absent), so a
+//   2-rank communicator of GPU 0 and 5 stays on PCIe / host memory;
+// - the pair has no NVLink path of its own (direct, or through NVSwitches): those are PATH_NVL;
+// - which intermediate: ncclTopoSetPaths runs a breadth-first search from the destination whose first level is
+//   the destination's links sorted by bandwidth (ncclTopoConnectNodes), and a later candidate replaces the
+//   first only with strictly more bandwidth: the most bandwidth min(src->k, k->dst), then the widest k->dst
+//   link, then (NCCL: the order NVML lists the NVLinks, which the topology does not give) the lowest GPU index;
+// - the relayed path (2 links) is taken over a PCIe path only if that path is longer (through a CPU) or, with 2
+//   links too (one PCIe switch), narrower: the search keeps the first path found at the fewest links;
+// - not with NCCL_NVB_DISABLE=1 or NCCL_P2P_LEVEL below NVB, which fabricsim does not take (NCCL's defaults).
+// V100 never reads over P2P (P2P read is for Ampere over PATH_NVL only, paths.cc ncclTopoCheckP2p), so the
+// protocols are the direct connection's. `host`: the ranks (indices into comm) of the server of rank i.
+// Returns the intermediate's rank index, or -1.
+static int nvb_intermediate(const topo::Topology& t, topo::Routing& routing, const std::vector<NodeId>& comm,
+                            const std::vector<int>& host, int i, int j) {
+  const NodeId a = comm[static_cast<std::size_t>(i)], b = comm[static_cast<std::size_t>(j)];
+  const auto& na = t.node(a);
+  if (a == b || na.kind != NodeKind::Gpu || t.node(b).kind != NodeKind::Gpu || na.host < 0 || na.host != t.node(b).host)
+    return -1;
+  bool gpu_links = false;  // a has a direct NVLink to some GPU (else there is no intermediate to use)
+  for (const auto& [l, nb] : t.adjacent(a))
+    gpu_links = gpu_links || (t.link(l).kind == topo::LinkKind::NVLink && t.node(nb).kind == NodeKind::Gpu);
+  if (!gpu_links || direct_nvlink_bw(t, a, b) > 0) return -1;
+  int out = -1;
+  double best_bw = 0, best_out = 0;
+  for (int k : host) {
+    const NodeId g = comm[static_cast<std::size_t>(k)];
+    if (g == a || g == b) continue;
+    const double in = direct_nvlink_bw(t, a, g), to = direct_nvlink_bw(t, g, b);
+    if (in <= 0 || to <= 0) continue;
+    const double bw = std::min(in, to);
+    const bool better = out < 0 || bw > best_bw || (bw == best_bw && to > best_out) ||
+                        (bw == best_bw && to == best_out &&
+                         t.node(g).local_index < t.node(comm[static_cast<std::size_t>(out)]).local_index);
+    if (better) out = k, best_bw = bw, best_out = to;
+  }
+  if (out < 0) return -1;
+  // The pair's own route: an NVLink path (through NVSwitches) is PATH_NVL; a PCIe path of 2 links at least as
+  // wide is kept; a topology without any other path (a test's NVLink chain) has the relay only.
+  const std::vector<topo::LinkDir>* route = nullptr;
+  try {
+    route = &routing.route(a, b);
+  } catch (const InputError&) {
+    return out;
+  }
+  double route_Bps = std::numeric_limits<double>::infinity();
+  bool nvlink_only = true;
+  for (topo::LinkDir d : *route) {
+    const topo::Link& link = t.link(topo::Topology::link_of(d));
+    nvlink_only = nvlink_only && link.kind == topo::LinkKind::NVLink;
+    route_Bps = std::min(route_Bps, link.bandwidth_Bps);
+  }
+  if (nvlink_only || (route->size() <= 2 && route_Bps >= best_bw)) return -1;
+  return out;
+}
+
 // Rings over the direct GPU-to-GPU NVLinks of one host that has them but is neither switched nor a full mesh
 // (the DGX-1's hybrid cube-mesh, topology preset dgx1-v100: 6 NVLinks per GPU, 2 to some neighbours, none to
 // 3 of the 7 others). NCCL's ring search (src/graph/search.cc ncclTopoCompute and ncclTopoSearchRec at
@@ -484,11 +561,35 @@ static bool full_mesh(const std::vector<int>& host, const std::vector<NodeId>& c
 // GPU-to-GPU NVLink (k = most links of a pair down to 1); at each speed a depth-first search (same next-GPU
 // preference) collects the most rings it can within a step budget; the speed with the most rings x k wins
 // (ties: the higher speed), and a set that fills every GPU's links ends the search. Empty when the host has no
-// GPU-to-GPU NVLink, has NVSwitches, or no ring of NVLink hops alone exists (then the ring follows rank
-// order, and its hops without NVLink go over PCIe, as NCCL's fallback to PCI paths would). Orders are the
+// GPU-to-GPU NVLink, has NVSwitches, or no ring of NVLink hops exists, relayed ones (below) included (then the
+// ring follows rank order, and its hops without NVLink go over PCIe, as NCCL's fallback to PCI paths would). Orders are the
 // host's ranks (indices into comm), each starting at the host's first rank.
-static std::vector<std::vector<int>> nvlink_rings_search(const std::vector<int>& cap, int m, long budget = 200000) {
+//
+// With `relay` (m x m: the intermediate's position of a pair's PATH_NVB path, nvb_intermediate; -1 none) a hop
+// between two ranks without a direct NVLink may also go through the intermediate's two NVLinks, taking the
+// speed from both (NCCL's search at typeIntra PATH_NVB: ncclTopoFollowPath subtracts the channel's bandwidth
+// from every link of the path, search.cc followPath), and the next-rank order puts the wider path first, then the
+// one of fewer hops (cmpScore: intraBw, then intraNhops). A pair with a direct NVLink always takes it (its path
+// is PATH_NVL).
+static std::vector<std::vector<int>> nvlink_rings_search(const std::vector<int>& cap, int m, long budget = 200000,
+                                                         const std::vector<int>* relay = nullptr, bool* relayed = nullptr) {
   const auto at = [m](int a, int b) { return static_cast<std::size_t>(a * m + b); };
+  const std::vector<int>* rel = nullptr;  // the relays the search at the current type may use
+  // The hop a -> b: its links (one or two, as pairs) when it has a path at this search's types, else none.
+  const auto hop_links = [&](int a, int b, std::array<std::pair<int, int>, 2>& out) -> int {
+    if (cap[at(a, b)] > 0) return out[0] = {a, b}, 1;
+    const int r = rel ? (*rel)[at(a, b)] : -1;
+    if (r < 0) return 0;
+    out[0] = {a, r}, out[1] = {r, b};
+    return 2;
+  };
+  const auto hop_bw = [&](int a, int b) {  // the path's bandwidth in link units, 0 without one
+    std::array<std::pair<int, int>, 2> ls;
+    const int n = hop_links(a, b, ls);
+    int bw = n ? std::numeric_limits<int>::max() : 0;
+    for (int i = 0; i < n; ++i) bw = std::min(bw, cap[at(ls[i].first, ls[i].second)]);
+    return bw;
+  };
   int most = 0, perfect = std::numeric_limits<int>::max();
   for (int a = 0; a < m; ++a) {
     int out = 0;
@@ -497,7 +598,15 @@ static std::vector<std::vector<int>> nvlink_rings_search(const std::vector<int>&
   }
   std::vector<std::vector<int>> best;
   int best_total = 0;
-  for (int k = most; k >= 1 && best_total < perfect; --k) {
+  bool best_nvb = false;
+  // At each speed NCCL tries NVLink paths alone, then (typeIntra PATH_NVB) relayed ones too, the latter only while
+  // no solution is kept or the kept one has relayed hops (search.cc ncclTopoCompute: typeIntra rises only while
+  // "graph->nChannels == 0 || tmpGraph.typeIntra < graph->typeIntra", before the speed drops); a solution
+  // replaces the kept one only with more bandwidth (ncclTopoCompareGraphs).
+  for (int k = most; k >= 1 && best_total < perfect; --k)
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1 && !(relay && (best.empty() || best_nvb))) break;
+    rel = pass == 1 ? relay : nullptr;
     std::vector<int> left = cap;
     std::vector<std::vector<int>> rings, found;
     std::vector<int> path{0};
@@ -509,9 +618,19 @@ static std::vector<std::vector<int>> nvlink_rings_search(const std::vector<int>&
     std::function<bool()> extend = [&]() -> bool {
       if (--left_steps < 0) return false;
       const int cur = path.back();
+      std::array<std::pair<int, int>, 2> ls;
+      // Takes (sign -1) or gives back (+1) the speed on the links of hop a -> b; false when a link has too little.
+      const auto take = [&](int a, int b, int sign) {
+        const int n = hop_links(a, b, ls);
+        if (n == 0) return false;
+        if (sign < 0)
+          for (int i = 0; i < n; ++i)
+            if (left[at(ls[i].first, ls[i].second)] < k) return false;
+        for (int i = 0; i < n; ++i) left[at(ls[i].first, ls[i].second)] += sign * k;
+        return true;
+      };
       if (static_cast<int>(path.size()) == m) {
-        if (left[at(cur, 0)] < k) return false;
-        left[at(cur, 0)] -= k;
+        if (!take(cur, 0, -1)) return false;
         rings.push_back(path);
         if (rings.size() > found.size()) found = rings;
         bool done = static_cast<int>(rings.size()) >= limit;
@@ -526,19 +645,28 @@ static std::vector<std::vector<int>> nvlink_rings_search(const std::vector<int>&
         }
         if (done) return true;
         rings.pop_back();
-        left[at(cur, 0)] += k;
+        take(cur, 0, +1);
         return false;
       }
       std::vector<int> next;
       for (int d = 1; d < m; ++d) {
         const int x = (cur + d) % m;
-        if (!seen[static_cast<std::size_t>(x)] && left[at(cur, x)] >= k) next.push_back(x);
+        if (seen[static_cast<std::size_t>(x)]) continue;
+        const int n = hop_links(cur, x, ls);
+        bool fits = n > 0;
+        for (int i = 0; i < n; ++i) fits = fits && left[at(ls[i].first, ls[i].second)] >= k;
+        if (fits) next.push_back(x);
       }
-      std::stable_sort(next.begin(), next.end(), [&](int x, int y) { return cap[at(cur, x)] > cap[at(cur, y)]; });
+      // Wider path first, then fewer hops (a direct NVLink before a relayed path of the same width).
+      std::stable_sort(next.begin(), next.end(), [&](int x, int y) {
+        const int bx = hop_bw(cur, x), by = hop_bw(cur, y);
+        if (bx != by) return bx > by;
+        return (cap[at(cur, x)] > 0) > (cap[at(cur, y)] > 0);
+      });
       for (int x : next) {
-        left[at(cur, x)] -= k, seen[static_cast<std::size_t>(x)] = 1, path.push_back(x);
+        take(cur, x, -1), seen[static_cast<std::size_t>(x)] = 1, path.push_back(x);
         const bool done = extend();
-        path.pop_back(), seen[static_cast<std::size_t>(x)] = 0, left[at(cur, x)] += k;
+        path.pop_back(), seen[static_cast<std::size_t>(x)] = 0, take(cur, x, +1);
         if (done) return true;
         if (left_steps < 0) return false;
       }
@@ -546,8 +674,9 @@ static std::vector<std::vector<int>> nvlink_rings_search(const std::vector<int>&
     };
     extend();
     const int total = static_cast<int>(found.size()) * k;
-    if (total > best_total) best_total = total, best = found;
+    if (total > best_total) best_total = total, best = found, best_nvb = pass == 1;
   }
+  if (relayed) *relayed = best_nvb;
   return best;
 }
 
@@ -649,20 +778,42 @@ static std::vector<int> nvlink_capacity(const std::vector<int>& host, const std:
   return cap;
 }
 
+// The host's rings (nvlink_rings_search); where no ring of NVLink hops alone is kept, NCCL's search with PATH_NVB
+// hops (through an intermediate rank of the host, nvb_intermediate) decides, and `relayed` (when given) tells
+// whether the rings have such hops.
 static std::vector<std::vector<int>> nvlink_rings(const std::vector<int>& host, const std::vector<NodeId>& comm,
-                                                  const topo::Topology& t) {
+                                                  const topo::Topology& t, topo::Routing& routing,
+                                                  bool* relayed = nullptr) {
   const int m = static_cast<int>(host.size());
+  if (relayed) *relayed = false;
   const std::vector<int> cap = nvlink_capacity(host, comm, t);
   if (cap.empty()) return {};
-  // Once per capacity matrix (every schedule of a communicator asks again).
+  // The pairs' PATH_NVB intermediates (positions in the host), -1 where none; none at all: NVLink rings only.
+  std::vector<int> relay(cap.size(), -1);
+  bool any_relay = false;
+  for (int a = 0; a < m; ++a)
+    for (int b = 0; b < m; ++b) {
+      if (a == b || cap[static_cast<std::size_t>(a * m + b)] > 0) continue;
+      const int k = nvb_intermediate(t, routing, comm, host, host[static_cast<std::size_t>(a)], host[static_cast<std::size_t>(b)]);
+      if (k < 0) continue;
+      relay[static_cast<std::size_t>(a * m + b)] = static_cast<int>(std::find(host.begin(), host.end(), k) - host.begin());
+      any_relay = true;
+    }
+  // Once per capacity and relay matrix (every schedule of a communicator asks again).
   static std::mutex mu;
-  static std::map<std::vector<int>, std::vector<std::vector<int>>> known;
+  static std::map<std::pair<std::vector<int>, std::vector<int>>, std::pair<std::vector<std::vector<int>>, bool>> known;
   std::vector<std::vector<int>> idx;
   {
     const std::lock_guard<std::mutex> lock(mu);
-    auto it = known.find(cap);
-    if (it == known.end()) it = known.emplace(cap, nvlink_rings_search(cap, m)).first;
-    idx = it->second;
+    const auto key = std::make_pair(cap, any_relay ? relay : std::vector<int>{});
+    auto it = known.find(key);
+    if (it == known.end()) {
+      bool nvb = false;
+      auto found = nvlink_rings_search(cap, m, 200000, any_relay ? &relay : nullptr, &nvb);
+      it = known.emplace(key, std::make_pair(std::move(found), nvb)).first;
+    }
+    idx = it->second.first;
+    if (relayed) *relayed = it->second.second;
   }
   std::vector<std::vector<int>> rings;
   for (const auto& r : idx) {
@@ -733,7 +884,7 @@ int default_channels(const CollectiveSpec& spec, const topo::Topology& t, topo::
   // One host whose GPUs are joined by direct NVLinks but not all pairwise (a DGX-1): one channel per ring of
   // NVLink hops that NCCL's search would find (nvlink_rings).
   if (L.hosts.size() == 1) {
-    const std::size_t rings = nvlink_rings(L.hosts.front(), spec.communicator, t).size();
+    const std::size_t rings = nvlink_rings(L.hosts.front(), spec.communicator, t, routing).size();
     if (rings > 0) return static_cast<int>(rings);
   }
   if (L.hosts.size() <= 1) return 1;
@@ -801,6 +952,33 @@ struct Builder {
 
   NodeId gpu(int rank) const { return spec.communicator[rank]; }
 
+  // Ring and tree hops over NCCL's PATH_NVB paths: where one host's rings came from the search with relayed hops
+  // (nvlink_rings: no ring of NVLink hops alone kept), a ring, chain or tree hop between two GPUs without an
+  // NVLink goes through the pair's intermediate GPU (nvb_intermediate) as one transfer over both NVLinks
+  // (Transfer::via), as NCCL's search priced the channel (followPath takes its bandwidth from every link of the
+  // path) and its P2P transport connects it (buffers in the intermediate's memory, P2P_INTERMEDIATE).
+  int relay_rings_ = -1;  // -1: not known yet
+  std::map<NodeId, int> rank_of_node_;
+  bool relay_rings() {
+    if (relay_rings_ < 0) {
+      bool r = false;
+      if ((algo == Algorithm::Ring || algo == Algorithm::Tree) && L.hosts.size() == 1)
+        nvlink_rings(L.hosts.front(), spec.communicator, t, routing, &r);
+      relay_rings_ = r ? 1 : 0;
+      if (r)
+        for (int i = 0; i < L.n; ++i) rank_of_node_.emplace(gpu(i), i);
+    }
+    return relay_rings_ == 1;
+  }
+  // The GPU the hop a -> b goes through (kNoNode: none).
+  NodeId hop_via(NodeId a, NodeId b) {
+    if (a == b || !relay_rings()) return topo::kNoNode;
+    const auto ia = rank_of_node_.find(a), ib = rank_of_node_.find(b);
+    if (ia == rank_of_node_.end() || ib == rank_of_node_.end()) return topo::kNoNode;
+    const int k = nvb_relay(ia->second, ib->second);
+    return k < 0 ? topo::kNoNode : gpu(k);
+  }
+
   // Calibration factors of a hop (hop_params runs once per transfer: millions of times for a large all-to-all):
   // typed fields, and the NVLink efficiency of the last GPU model asked for.
   mutable double nv_eff_ = -1;
@@ -861,6 +1039,7 @@ struct Builder {
     Transfer x;
     x.src = src;
     x.dst = dst;
+    x.via = hop_via(src, dst);
     x.payload_bytes = payload;
     x.bytes = payload / (eff * ap.bw_efficiency * algo_eff);
     x.weight = weight;
@@ -885,12 +1064,16 @@ struct Builder {
     return static_cast<std::uint32_t>(s.transfers.size() - 1);
   }
 
-  // Bandwidth of the direct GPU-to-GPU NVLinks between a and b (every parallel link summed), bytes/s; 0 if none.
-  double direct_nvlink_Bps(NodeId a, NodeId b) const {
-    double bw = 0;
-    for (const auto& [l, nb] : t.adjacent(a))
-      if (nb == b && t.link(l).kind == topo::LinkKind::NVLink) bw += t.link(l).bandwidth_Bps;
-    return bw;
+  double direct_nvlink_Bps(NodeId a, NodeId b) const { return direct_nvlink_bw(t, a, b); }
+
+  // NCCL's PATH_NVB path between two GPUs of a server: the intermediate's rank index, or -1 (nvb_intermediate).
+  int nvb_relay(int i, int j) {
+    const auto key = std::make_pair(i, j);
+    if (auto it = relays_.find(key); it != relays_.end()) return it->second;
+    const int k = nvb_intermediate(t, routing, spec.communicator,
+                                   L.hosts[static_cast<std::size_t>(L.host_of_rank[static_cast<std::size_t>(i)])], i, j);
+    relays_[key] = k;
+    return k;
   }
 
   // NCCL's PATH_NVL between two GPUs of a host: a direct NVLink, or NVLinks through NVSwitches only.
@@ -905,65 +1088,6 @@ struct Builder {
     return true;
   }
 
-  // NCCL's P2P through an intermediate GPU (PATH_NVB, NVIDIA/nccl since v2.8.3-1; src/graph/paths.cc and
-  // src/transport/p2p.cc at v2.26.2-1). Two GPUs of one server without an NVLink between them (the DGX-1's
-  // hybrid cube-mesh: GPU 0 and 5, 6, 7) connect through a third GPU that has an NVLink to each: paths.cc
-  // ncclTopoSetPaths lets a path pass one GPU ("allow routing through a GPU only as 1 hop", NVLink in and out),
-  // ncclTopoCheckP2p returns that GPU as the intermediate rank (path of 2 links whose first hop ends at a GPU),
-  // and p2p.cc (P2P_INTERMEDIATE, "via P2P/indirect") places the connection's buffers in its memory: the sender
-  // writes over the first NVLink, the receiver reads over the second, no kernel runs on the intermediate, and its
-  // NVLinks carry these bytes beside its own traffic. Conditions, as NCCL has them:
-  // - the intermediate is a rank of the communicator on the same server: NCCL's topology holds only the
-  //   communicator's GPUs (src/graph/topo.cc ncclTopoGetSystem: "Detect only the GPU managed by this process.
-  //   We'll get any others through XML fusion"; ncclTopoAddNvLinks drops an NVLink whose GPU is absent), so a
-  //   2-rank communicator of GPU 0 and 5 stays on PCIe / host memory;
-  // - the pair has no NVLink path of its own (direct, or through NVSwitches): those are PATH_NVL;
-  // - which intermediate: ncclTopoSetPaths runs a breadth-first search from the destination whose first level is
-  //   the destination's links sorted by bandwidth (ncclTopoConnectNodes), and a later candidate replaces the
-  //   first only with strictly more bandwidth: the most bandwidth min(src->k, k->dst), then the widest k->dst
-  //   link, then (NCCL: the order NVML lists the NVLinks, which the topology does not give) the lowest GPU index;
-  // - the relayed path (2 links) is taken over a PCIe path only if that path is longer (through a CPU) or, with 2
-  //   links too (one PCIe switch), narrower: the search keeps the first path found at the fewest links;
-  // - not with NCCL_NVB_DISABLE=1 or NCCL_P2P_LEVEL below NVB, which fabricsim does not take (NCCL's defaults).
-  // V100 never reads over P2P (P2P read is for Ampere over PATH_NVL only, paths.cc ncclTopoCheckP2p), so the
-  // protocols are the direct connection's. Returns the intermediate's rank index, or -1.
-  int nvb_relay(int i, int j) {
-    const NodeId a = gpu(i), b = gpu(j);
-    const auto& na = t.node(a);
-    if (a == b || na.kind != NodeKind::Gpu || t.node(b).kind != NodeKind::Gpu || na.host < 0 ||
-        na.host != t.node(b).host)
-      return -1;
-    bool gpu_links = false;  // a has a direct NVLink to some GPU (else there is no intermediate to use)
-    for (const auto& [l, nb] : t.adjacent(a))
-      gpu_links = gpu_links || (t.link(l).kind == topo::LinkKind::NVLink && t.node(nb).kind == NodeKind::Gpu);
-    if (!gpu_links || direct_nvlink_Bps(a, b) > 0) return -1;
-    const auto key = std::make_pair(i, j);
-    if (auto it = relays_.find(key); it != relays_.end()) return it->second;
-    int& out = relays_[key];
-    out = -1;
-    const std::vector<topo::LinkDir>& route = routing.route(a, b);
-    double route_Bps = std::numeric_limits<double>::infinity();
-    bool nvlink_only = true;
-    for (topo::LinkDir d : route) {
-      const topo::Link& link = t.link(topo::Topology::link_of(d));
-      nvlink_only = nvlink_only && link.kind == topo::LinkKind::NVLink;
-      route_Bps = std::min(route_Bps, link.bandwidth_Bps);
-    }
-    if (nvlink_only) return out;
-    double best_bw = 0, best_out = 0;
-    for (int k : L.hosts[static_cast<std::size_t>(L.host_of_rank[static_cast<std::size_t>(i)])]) {
-      const NodeId g = gpu(k);
-      if (g == a || g == b) continue;
-      const double in = direct_nvlink_Bps(a, g), to = direct_nvlink_Bps(g, b);
-      if (in <= 0 || to <= 0) continue;
-      const double bw = std::min(in, to);
-      const bool better = out < 0 || bw > best_bw || (bw == best_bw && to > best_out) ||
-                          (bw == best_bw && to == best_out && t.node(g).local_index < t.node(gpu(out)).local_index);
-      if (better) out = k, best_bw = bw, best_out = to;
-    }
-    if (out >= 0 && route.size() <= 2 && route_Bps >= best_bw) out = -1;
-    return out;
-  }
   std::map<std::pair<int, int>, int> relays_;
 
   // A point-to-point send of `payload` from rank i to rank j (all_to_all, send_recv, scatter): one transfer, or,
@@ -1089,7 +1213,7 @@ struct Builder {
     std::vector<std::vector<int>> mesh = byhost.size() == 1 ? full_mesh_rings(byhost[0], spec.communicator, t, nch) : std::vector<std::vector<int>>{};
     // A host with direct NVLinks that is not a full mesh (a DGX-1): channel c runs NVLink ring c mod R.
     if (byhost.size() == 1 && mesh.empty()) {
-      const std::vector<std::vector<int>> nv = nvlink_rings(byhost[0], spec.communicator, t);
+      const std::vector<std::vector<int>> nv = nvlink_rings(byhost[0], spec.communicator, t, routing);
       for (int c = 0; c < nch && !nv.empty(); ++c) mesh.push_back(nv[static_cast<std::size_t>(c) % nv.size()]);
     }
     // Per host: its direct NVLinks (nvlink_capacity; empty for switched hosts, full meshes and hosts without
@@ -1223,8 +1347,7 @@ struct Builder {
           double mean_lat = 0, b_max = 0;
           for (int p = 0; p < m; ++p) {
             const Transfer& x = s.transfers[ids[p]];
-            route.clear();
-            if (x.src != x.dst) routing.compute_route(x.src, x.dst, route);
+            transfer_route(routing, x, route);
             if (in_flight) {
               // The step's whole latency, of which the hop holds `held` (models/ring_stream.hpp).
               Transfer hop = x;
@@ -1300,9 +1423,9 @@ struct Builder {
         std::vector<topo::LinkDir> route;
         for (int p = 0; p < m; ++p) {
           const NodeId a = gpu(order[p]), b = gpu(order[(p + 1) % m]);
-          route.clear();
-          if (a != b) routing.compute_route(a, b, route);
           Transfer& hop = hop_tmpl[p];
+          hop.src = a, hop.dst = b, hop.via = hop_via(a, b);
+          transfer_route(routing, hop, route);
           hop.step_latency_s = hop_params(a, b).second * step_latency_scale;
           hop.latency_includes_route = true;
           hop.latency_deferred = deferred(a, b);
@@ -1530,8 +1653,9 @@ struct Builder {
     // both trees.
     // One host with direct NVLinks that is not a full mesh (a DGX-1): channel c's chain follows NVLink ring
     // c mod R (nvlink_rings), as NCCL's tree search, like its ring search, takes NVLink paths first.
+    bool relayed_rings = false;
     const std::vector<std::vector<int>> nv =
-        H == 1 ? nvlink_rings(L.hosts[0], spec.communicator, t) : std::vector<std::vector<int>>{};
+        H == 1 ? nvlink_rings(L.hosts[0], spec.communicator, t, routing, &relayed_rings) : std::vector<std::vector<int>>{};
     // Several such servers: in each, channel c's chain starts at its head (below) and goes over NVLinks, as NCCL's
     // tree search builds a channel NET n -> GPU a -> GPU b -> ... over NVLink paths first with the free end of a
     // tree (src/graph/search.cc ncclTopoSearchRecGpu at v2.26.2-1: NCCL_TOPO_PATTERN_BALANCED_TREE goes back to
@@ -1560,6 +1684,27 @@ struct Builder {
           chains[static_cast<std::size_t>(h)].push_back(chain);
         }
       }
+    // One host whose rings need relayed hops (nvlink_rings): NCCL's tree search is a search of its own, for a chain
+    // that does not close (src/graph/search.cc, NCCL_TOPO_PATTERN_BALANCED_TREE without backToFirstRank), at
+    // NVLink paths first, so where a chain of NVLink hops alone exists the tree takes it: channel c's chain from
+    // the first rank (from rank c mod m on) that has one (nvlink_path, each channel preferring the links the
+    // earlier ones used least), with no relayed hop; else the chains follow the relayed rings.
+    if (H == 1 && relayed_rings) {
+      const std::vector<int>& hr = L.hosts[0];
+      const std::vector<int> cap = nvlink_capacity(hr, spec.communicator, t);
+      const int m = static_cast<int>(hr.size());
+      std::vector<int> load(cap.size(), 0);
+      std::vector<std::vector<int>> found;
+      for (int c = 0; c < channels && !cap.empty(); ++c) {
+        std::vector<int> path;
+        for (int d = 0; d < m && path.empty(); ++d) path = nvlink_path(cap, m, (c + d) % m, -1, load);
+        if (path.empty()) break;
+        std::vector<int> chain;
+        for (int k : path) chain.push_back(hr[static_cast<std::size_t>(k)]);
+        found.push_back(chain);
+      }
+      if (static_cast<int>(found.size()) == channels) chains[0] = std::move(found);
+    }
     auto chain_of = [&](int h, int c) -> const std::vector<int>* {
       const auto& v = chains[static_cast<std::size_t>(h)];
       if (v.empty() || v[static_cast<std::size_t>(c)].empty()) return nullptr;
@@ -2156,7 +2301,7 @@ void compress(Schedule& s, topo::Routing& routing, const topo::Topology& t, bool
     for (auto d : x.deps) has_dependents[d] = 1;
   auto is_free = [&](std::size_t i) { return s.transfers[i].deps.empty() && !has_dependents[i]; };
   // 1. identical free transfers on the same path -> one with the summed weight.
-  using Key = std::tuple<NodeId, NodeId, double, double, std::uint32_t, double, bool, bool, double, std::uint32_t>;
+  using Key = std::tuple<NodeId, NodeId, NodeId, double, double, std::uint32_t, double, bool, bool, double, std::uint32_t>;
   std::map<Key, std::size_t> first;
   std::vector<std::int64_t> remap(N, -1);
   std::vector<Transfer> out;
@@ -2164,8 +2309,8 @@ void compress(Schedule& s, topo::Routing& routing, const topo::Topology& t, bool
   for (std::size_t i = 0; i < N; ++i) {
     const Transfer& x = s.transfers[i];
     if (is_free(i)) {
-      Key k{x.src,           x.dst,          x.bytes, x.payload_bytes, x.steps, x.step_latency_s, x.latency_includes_route,
-            x.latency_deferred, x.rate_cap_Bps, x.replicas};
+      Key k{x.src,           x.dst,          x.via,   x.bytes, x.payload_bytes, x.steps, x.step_latency_s,
+            x.latency_includes_route, x.latency_deferred, x.rate_cap_Bps, x.replicas};
       auto it = first.find(k);
       if (it != first.end()) {
         out[it->second].weight += x.weight;
@@ -2189,8 +2334,14 @@ void compress(Schedule& s, topo::Routing& routing, const topo::Topology& t, bool
     for (auto d : x.deps) dependents[d] = 1;
   std::unordered_map<topo::LinkDir, std::uint32_t> usage;
   std::vector<const std::vector<topo::LinkDir>*> routes(M);
+  std::map<std::size_t, std::vector<topo::LinkDir>> relayed;  // the routes of relayed hops (Transfer::via)
   for (std::size_t i = 0; i < M; ++i) {
-    routes[i] = &routing.route(s.transfers[i].src, s.transfers[i].dst);
+    if (s.transfers[i].via != topo::kNoNode) {
+      transfer_route(routing, s.transfers[i], relayed[i]);
+      routes[i] = &relayed[i];
+    } else {
+      routes[i] = &routing.route(s.transfers[i].src, s.transfers[i].dst);
+    }
     for (auto ld : *routes[i]) ++usage[ld];
   }
   using Sig = std::tuple<double, double, double, std::uint32_t, double, bool, bool, double,

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "topologies/routing.hpp"
 #include "topologies/topology.hpp"
 
 namespace fabricsim::models {
@@ -15,6 +16,11 @@ namespace fabricsim::models {
 struct Transfer {
   topo::NodeId src = 0;
   topo::NodeId dst = 0;
+  // A GPU the transfer is relayed through (kNoNode: none): its route is src -> via -> dst, one flow over both
+  // routes, as NCCL's ring and tree search prices a PATH_NVB hop (a path through one intermediate GPU's
+  // NVLinks: its bandwidth is the smallest of its links', and the channel's bandwidth is taken from every link
+  // it crosses; src/graph/search.cc followPath at NVIDIA/nccl v2.26.2-1). transfer_route gives the links.
+  topo::NodeId via = topo::kNoNode;
   double bytes = 0;              // bytes on the wire for one instance, one step (protocol overhead included)
   double payload_bytes = 0;      // useful bytes for one instance, one step (for statistics)
   double weight = 1;             // identical flows on this same path this transfer stands for: it takes
@@ -50,6 +56,19 @@ inline double transfer_latency_s(const Transfer& tr, double route_s) {
   if (tr.latency_deferred) return tr.step_latency_s * tr.steps;
   return tr.latency_includes_route ? tr.steps * std::max(tr.step_latency_s, route_s)
                                    : route_s + tr.step_latency_s * tr.steps;
+}
+
+// The link directions a transfer crosses into `out`: route(src, dst), or route(src, via) then route(via, dst).
+inline void transfer_route(topo::Routing& routing, const Transfer& tr, std::vector<topo::LinkDir>& out) {
+  out.clear();
+  if (tr.src == tr.dst) return;
+  if (tr.via == topo::kNoNode) {
+    routing.compute_route(tr.src, tr.dst, out);
+    return;
+  }
+  routing.compute_route(tr.src, tr.via, out);
+  const std::vector<topo::LinkDir>& rest = routing.route(tr.via, tr.dst);
+  out.insert(out.end(), rest.begin(), rest.end());
 }
 
 // A join: src == dst, no bytes, no latency. It finishes when its last dependency does (no latency phase, no

@@ -148,6 +148,11 @@ void EngineCommBase::payload_bytes(const models::Schedule& s, topo::Routing& rou
   for (const auto& x : s.transfers) {
     if (x.src == x.dst) continue;
     const double b = x.payload_bytes * x.steps * x.weight;
+    if (x.via != topo::kNoNode) {  // a relayed hop: both routes
+      for (auto d : routing.route(x.src, x.via)) bytes[d] += b;
+      for (auto d : routing.route(x.via, x.dst)) bytes[d] += b;
+      continue;
+    }
     for (auto d : routing.route(x.src, x.dst)) bytes[d] += b;
   }
   for (std::size_t d = 0; d < bytes.size(); ++d) {
@@ -628,11 +633,19 @@ void SharedNetworkCommModel::claim(Entry& e) {
     ++claims_;
     for (const auto& x : e.b.s->transfers) {
       if (x.src == x.dst) continue;
-      for (auto d : routing.route(x.src, x.dst))
-        if (dir_mark_[d] != claims_) {  // each direction once (a ring's 130,048 transfers cross a few hundred)
-          dir_mark_[d] = claims_;
-          e.dirs_used.push_back(static_cast<std::uint32_t>(d));
-        }
+      const auto mark = [&](const std::vector<topo::LinkDir>& r) {
+        for (auto d : r)
+          if (dir_mark_[d] != claims_) {  // each direction once (a ring's 130,048 transfers cross a few hundred)
+            dir_mark_[d] = claims_;
+            e.dirs_used.push_back(static_cast<std::uint32_t>(d));
+          }
+      };
+      if (x.via != topo::kNoNode) {  // a relayed hop: both routes
+        mark(routing.route(x.src, x.via));
+        mark(routing.route(x.via, x.dst));
+      } else {
+        mark(routing.route(x.src, x.dst));
+      }
     }
     std::sort(e.dirs_used.begin(), e.dirs_used.end());
     e.dirs_used.shrink_to_fit();

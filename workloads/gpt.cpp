@@ -525,6 +525,7 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.async_tensor_model_parallel_allreduce = r.boolean("async_tensor_model_parallel_allreduce", true);
   c.use_torch_fsdp2 = r.boolean("use_torch_fsdp2", false);
   c.data_parallel_sharding_strategy = r.string("data_parallel_sharding_strategy", c.data_parallel_sharding_strategy);
+  c.use_megatron_fsdp = r.boolean("use_megatron_fsdp", false);
   c.num_distributed_optimizer_instances = r.integer("num_distributed_optimizer_instances", 1, 1);
   c.use_sharp = r.boolean("use_sharp", false);
   c.sharp_enabled_group = r.string("sharp_enabled_group", "");
@@ -840,6 +841,14 @@ GptConfig checked_gpt_config(const ParamMap& p, const std::string& where) {
                       "data-parallel x context-parallel group, whose gradients then travel over the partial groups)");
   one_of("data_parallel_sharding_strategy", c.data_parallel_sharding_strategy,
          {"no_shard", "optim", "optim_grads", "optim_grads_params"});
+  if (c.use_megatron_fsdp && c.use_torch_fsdp2)
+    fail("use_megatron_fsdp", "and use_torch_fsdp2 are two different FSDP wrappers; set one");
+  // Megatron-FSDP's no_shard keeps the main weights and the optimizer state whole on every rank
+  // (param_and_grad_buffer.py:2330-2334 @d98e8a64: nothing is distributed); Megatron-LM turns
+  // use_distributed_optimizer on for Megatron-FSDP v1 all the same (arguments.py:1124-1135), without effect here.
+  if (c.use_megatron_fsdp && c.data_parallel_sharding_strategy == "no_shard" && c.use_distributed_optimizer)
+    fail("use_distributed_optimizer", "shards nothing under use_megatron_fsdp with data_parallel_sharding_strategy "
+                                      "no_shard (Megatron-FSDP keeps the optimizer state whole); set it false");
   // The precision-aware optimizer (megatron/training/arguments.py @d98e8a64 choices; Megatron-Core's
   // OptimizerConfig.__post_init__: "main_grads_dtype can only be fp32 when not using precision-aware optimizer",
   // the same for the other three; megatron/core/optimizer/__init__.py: "--use-precision-aware-optimizer only
@@ -1579,6 +1588,7 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
   if (c.fsdp_flat_params) B("fsdp_flat_params", true);
   if (!c.torch_compile.empty()) B("torch_compile", c.torch_compile == "compiled");
   if (c.norm_type != "rmsnorm") m["norm_type"] = c.norm_type;
+  if (c.use_megatron_fsdp) B("use_megatron_fsdp", true);
   B("use_distributed_optimizer", c.use_distributed_optimizer);
   B("overlap_grad_reduce", c.overlap_grad_reduce);
   if (!c.gradient_accumulation_fusion) B("gradient_accumulation_fusion", false);

@@ -196,6 +196,12 @@ struct GptConfig {
   bool use_torch_fsdp2 = false;       // FSDP / ZeRO-3 (same as data_parallel_sharding_strategy=optim_grads_params)
   std::string data_parallel_sharding_strategy = "no_shard";  // no_shard | optim | optim_grads | optim_grads_params
   std::int64_t num_distributed_optimizer_instances = 1;      // HSDP: replica groups (shard group = DP / this)
+  // Megatron-LM's --use-megatron-fsdp (--use-custom-fsdp): the model is wrapped in Megatron-FSDP's
+  // FullyShardedDataParallel instead of Megatron-Core's DDP (megatron/training/training.py get_model @d98e8a64). A
+  // sharding strategy other than no_shard implies it; with no_shard it is what tells Megatron-FSDP's unsharded
+  // path (gradients all-reduced per bucket after gradient_reduce_preprocessing, optimizer state not sharded:
+  // megatron_fsdp/param_and_grad_buffer.py:2330-2334 and :4079-4088 @d98e8a64) from Megatron-Core's DDP.
+  bool use_megatron_fsdp = false;
   // Megatron-LM's --use-sharp / --sharp-enabled-group: NCCL_COLLNET_ENABLE=1 while the data-parallel x
   // context-parallel groups are created (megatron/core/parallel_state.py initialize_model_parallel at
   // NVIDIA/Megatron-LM@d98e8a64; sharp_enabled_group defaults to "dp"), so only their collectives may run
@@ -212,8 +218,8 @@ struct GptConfig {
   // paths (Megatron FSDP's optim / optim_grads) cut bucket_size, 40M when 0, across the stage.
   std::int64_t bucket_size = 0;
   std::int64_t ddp_num_buckets = 0;
-  // Megatron-Core's DistributedDataParallel: no FSDP and no Megatron-FSDP sharding strategy.
-  bool megatron_ddp() const { return !fsdp() && data_parallel_sharding_strategy == "no_shard"; }
+  // Megatron-Core's DistributedDataParallel: neither torch FSDP2 nor Megatron-FSDP (any strategy).
+  bool megatron_ddp() const { return !fsdp() && !use_megatron_fsdp && data_parallel_sharding_strategy == "no_shard"; }
   bool grad_reduce_in_fp32 = false;     // DP gradient reduction in fp32 (4 bytes) instead of 2
   // Megatron-Core's DDP averages the gradients over the data-parallel x context-parallel group. By default
   // (ddp_average_in_collective false) each bucket's gradients are first scaled by 1 / (DP x CP) in place on the
@@ -223,15 +229,22 @@ struct GptConfig {
   // 243-278, and _ParamAndGradBucketGroup.start_grad_sync, param_and_grad_buffer.py:660-672 at
   // NVIDIA/Megatron-LM@d98e8a64). Megatron-Core's DDP only (GptConfig::megatron_ddp); gpt_trace.cpp finish_step.
   bool ddp_average_in_collective = false;
-  // Megatron-FSDP's gradient averaging (--no-gradient-reduce-div-fusion: false). Megatron-FSDP (a sharding strategy
-  // other than no_shard without torch FSDP2) scales each gradient bucket by 1 / DP before its reduction unless the
+  // Megatron-FSDP's gradient averaging (--no-gradient-reduce-div-fusion: false). Megatron-FSDP (use_megatron_fsdp or
+  // a sharding strategy other than no_shard, without torch FSDP2) scales each gradient bucket by 1 / DP before its
+  // reduction (the reduce-scatter, or with no_shard the all-reduce, over the shard group) unless the
   // collective averages (ddp_average_in_collective): with this fusion on (the default) and a gradient buffer that
   // is not bf16 the scale rides in the collective (NCCL's premul-sum), otherwise it is an in-place multiply of the
   // bucket on the reduce-scatter stream (gradient_reduce_preprocessing, megatron/core/distributed/fsdp/src/
   // megatron_fsdp/param_and_grad_buffer.py:4740-4760 at NVIDIA/Megatron-LM@d98e8a64). Megatron-Core's DDP does not
-  // read it (its scale is ddp_average_in_collective's). gpt_trace.cpp megatron_fsdp_scale.
+  // read it (its scale is ddp_average_in_collective's). With HSDP (num_distributed_optimizer_instances > 1) the
+  // factor is 1 / the whole DP x CP group (megatron_fsdp.py:369-384, FSDPDistributedIndex.get_dp_group returns the
+  // hybrid group, megatron_fsdp/utils.py:686-694), applied once before the shard group's reduction; the
+  // all-reduce over the replicas that follows sums (or averages with ddp_average_in_collective) without a scale
+  // of its own (param_and_grad_buffer.py:4135-4148). gpt_trace.cpp megatron_fsdp_scale, mfsdp_outer_ar.
   bool gradient_reduce_div_fusion = true;
-  bool megatron_fsdp() const { return !use_torch_fsdp2 && data_parallel_sharding_strategy != "no_shard"; }
+  bool megatron_fsdp() const {
+    return !use_torch_fsdp2 && (use_megatron_fsdp || data_parallel_sharding_strategy != "no_shard");
+  }
   // Megatron-FSDP runs the in-place 1 / DP multiply before each gradient bucket's reduction (see above): the
   // gradients are bf16 when reduced in 2 bytes without fp16 parameters.
   bool megatron_fsdp_grad_scale() const {

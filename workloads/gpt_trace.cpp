@@ -256,7 +256,7 @@ class StageEmitter {
       kP2p = static_cast<std::uint16_t>(rt.streams.size());
       rb.add_stream("comm.tp.p2p");
     }
-    if (hsdp_per_unit()) {
+    if (hsdp_per_unit() || mfsdp_outer_ar()) {
       kFsdpAr = static_cast<std::uint16_t>(rt.streams.size());
       rb.add_stream("fsdp.all_reduce");
     }
@@ -481,7 +481,7 @@ class StageEmitter {
     if (h != fg_h2d_.end()) extra.push_back(h->second), fg_h2d_.erase(h);
   }
   std::uint16_t kP2p = 0;  // PyTorch's async TP: the copy-engine pulls from peer memory and their barriers
-  std::uint16_t kFsdpAr = 0;      // torch FSDP2's HSDP all-reduce stream (hsdp_per_unit)
+  std::uint16_t kFsdpAr = 0;      // the HSDP all-reduce stream of torch FSDP2 (hsdp_per_unit) and Megatron-FSDP (mfsdp_outer_ar)
   std::uint16_t kEpNvl = 0;  // flex dispatcher: the NVLink forwarding inside the destination node
   std::uint16_t kRev = 0;  // DualPipe: first of the reverse direction's four pipeline streams
   const bool moe_on = c.moe.enabled();
@@ -1071,6 +1071,22 @@ class StageEmitter {
   // the last adds it to its own output before the all-reduce). FSDP1 (fsdp_flat_params) keeps one replica
   // all-reduce at the step's end.
   bool hsdp_per_unit() const { return c.fsdp2_copies() && Y.R > 1; }
+  // Megatron-FSDP with replicas (HSDP: num_distributed_optimizer_instances > 1, outer_dp_sharding_strategy no_shard,
+  // its default) reduces each bucket group over the shard group on the reduce-scatter stream and then, on the last
+  // micro-batch, all-reduces it over the replica group on a stream of its own that waits for the reduce-scatter
+  // stream (_bucket_group_gradient_reduce, megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py
+  // :4130-4235 at NVIDIA/Megatron-LM@d98e8a64; outer_fsdp_group_grad_reduce only with is_last_microbatch,
+  // megatron_fsdp.py:782-785). That all-reduce has no scale: "Skip gradient scaling for DP-Outer, because the
+  // (DP-Shard, DP-Outer) scaling is already applied" (:4141-4147) -- the 1 / DP before the shard reduction is over
+  // the whole DP x CP group. It moves the bucket as the shard reduction left it: the gradient shard with
+  // optim_grads / optim_grads_params, the whole bucket with optim and no_shard (fsdp_grad_buffer.data, the gradient
+  // buffer not being distributed there; :4153-4159, "For `optim`, we don't need to reduce the local un-sharded
+  // gradient").
+  bool mfsdp_outer_ar() const { return c.megatron_fsdp() && Y.R > 1; }
+  double mfsdp_outer_el(double bucket_el) const {
+    const std::string& s = c.data_parallel_sharding_strategy;
+    return s == "optim_grads" || s == "optim_grads_params" ? bucket_el / double(Y.shard_n) : bucket_el;
+  }
   // torchao float8 weight costs of a dense layer (torchao_float8_weight_costs; none for MoE / MLA layers).
   const Float8WeightCosts& float8_weights() {
     if (!float8_) {
@@ -1585,6 +1601,12 @@ class StageEmitter {
             } else {
               post_reduce = false;  // foreach_reduce returns before the post-reduce cast
             }
+          } else if (mfsdp_outer_ar() && mb == x_.m - 1) {
+            // Megatron-FSDP's all-reduce of the layer's gradient shard over the replicas (mfsdp_outer_ar).
+            Op ar = coll_op(nm + ".fsdp.ar", CollOp::AllReduce, Y.rep_comm[st], mfsdp_outer_el(layer_el(gl)) * x_.grad_elem_bytes,
+                            kFsdpAr, "dp");
+            ar.deps.push_back(rs);
+            rb.push(std::move(ar));
           }
           if (post_reduce && c.fsdp2_copies() && fsdp_copies(gl).post_reduce.kernels) {
             Op cast = compute_op(nm + ".fsdp.reduce_cast", fsdp_copies(gl).post_reduce);
@@ -1824,7 +1846,7 @@ class StageEmitter {
         });
       for (const Bucket& bk : buckets) grad_buckets.push_back({bk.ready, bk.el}), grad_bucket_dense.push_back(bk.dense);
     }
-    std::vector<std::uint32_t> grad_done;
+    std::vector<std::uint32_t> grad_done, outer_done;
     double local_params = 0;
     for (const auto& bk : grad_buckets) local_params += bk.second;
     const bool shard_opt = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard";
@@ -1855,8 +1877,16 @@ class StageEmitter {
         if (c.megatron_fsdp_grad_scale()) ready = megatron_fsdp_scale(name + ".scale", el, RankBuilder::kDp, ready);
         op.deps.push_back(ready);
         grad_done.push_back(rb.push(std::move(op)));
+        if (mfsdp_outer_ar()) {
+          // Megatron-FSDP's all-reduce of the bucket over the replicas, unscaled, after its shard reduction.
+          Op ar = coll_op(name + ".replica.ar", CollOp::AllReduce, Y.rep_comm[st], mfsdp_outer_el(el) * grad_elem_bytes,
+                          kFsdpAr, "dp");
+          ar.deps.push_back(grad_done.back());
+          outer_done.push_back(rb.push(std::move(ar)));
+        }
       }
     }
+    for (auto d : outer_done) grad_done.push_back(d);
     // The stage's expert gradients over the expert data-parallel group, after the dense buckets: the call waits for
     // the whole backward and the data-parallel stream runs its calls in order. (Megatron FSDP and torch FSDP2
     // expert units reduce them per layer instead, fsdp_experts.)
@@ -1874,7 +1904,7 @@ class StageEmitter {
       op.deps.push_back(backward_done);
       expert_grad_done.push_back(rb.push(std::move(op)));
     }
-    if (Y.R > 1 && !hsdp_per_unit()) {
+    if (Y.R > 1 && !hsdp_per_unit() && !mfsdp_outer_ar()) {
       // HSDP: the gradient shards are all-reduced across the replica groups.
       Op op = coll_op("dp.replica.ar", CollOp::AllReduce, Y.rep_comm[st], local_params / double(Y.shard_n) * grad_elem_bytes,
                       RankBuilder::kDp, "dp");
@@ -1917,7 +1947,7 @@ class StageEmitter {
       Op j = wait_op("fsdp.rs.done");
       j.stream = RankBuilder::kFsdp;
       grad_done.push_back(rb.fork(std::move(j)));
-      if (hsdp_per_unit()) {
+      if (hsdp_per_unit() || mfsdp_outer_ar()) {
         Op a = wait_op("fsdp.ar.done");
         a.stream = kFsdpAr;
         grad_done.push_back(rb.fork(std::move(a)));

@@ -1331,6 +1331,14 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     if (has("use_custom_fsdp") || has("use_megatron_fsdp")) {
       p["data_parallel_sharding_strategy"] = s;
       from("data_parallel_sharding_strategy", "data_parallel_sharding_strategy");
+      if (s == "no_shard") {
+        // Megatron-FSDP unsharded, not Megatron-Core's DDP (training.py get_model @d98e8a64 wraps the model in
+        // FullyShardedDataParallel whatever the strategy); its --use-distributed-optimizer (forced on by
+        // validate_args for Megatron-FSDP v1) shards nothing there.
+        p["use_megatron_fsdp"] = true;
+        from("use_megatron_fsdp", has("use_megatron_fsdp") ? "use_megatron_fsdp" : "use_custom_fsdp");
+        if (has("use_distributed_optimizer")) p.erase("use_distributed_optimizer"), mark("use_distributed_optimizer", 1);
+      }
     } else if (s != "no_shard") {
       mark("data_parallel_sharding_strategy", 2);
     }

@@ -152,6 +152,20 @@ double Network::route_latency_s(topo::NodeId src, topo::NodeId dst, bool alterna
   return lat;
 }
 
+double Network::route_latency_s(const models::Transfer& tr, bool alternate_routing) {
+  if (tr.via == topo::kNoNode) return route_latency_s(tr.src, tr.dst, alternate_routing);
+  return route_latency_s(tr.src, tr.via, alternate_routing) + route_latency_s(tr.via, tr.dst, alternate_routing);
+}
+
+std::span<const topo::LinkDir> Network::route_of(const models::Transfer& tr, bool alternate) {
+  if (tr.via == topo::kNoNode) return route_of(tr.src, tr.dst, alternate);
+  const auto first = route_of(tr.src, tr.via, alternate);
+  via_buf_.assign(first.begin(), first.end());
+  const auto second = route_of(tr.via, tr.dst, alternate);
+  via_buf_.insert(via_buf_.end(), second.begin(), second.end());
+  return std::span<const topo::LinkDir>(via_buf_.data(), via_buf_.size());
+}
+
 std::span<const topo::LinkDir> Network::route_of(topo::NodeId src, topo::NodeId dst, bool alternate) {
   if (alternate && !alt_routing_) throw std::logic_error("Network: no alternate routing set");
   // bit 63 tells the two routings apart (node ids are 32-bit)
@@ -198,7 +212,7 @@ const Network::Plan* Network::plan_for(const std::shared_ptr<const models::Sched
       off[i + 1] = static_cast<std::uint32_t>(hops.size());
       continue;
     }
-    const auto route = route_of(tr.src, tr.dst, alt);
+    const auto route = route_of(tr, alt);
     double route_lat = 0;  // as route_latency_s
     for (topo::LinkDir d : route) {
       const topo::Link& link = topo_.link(topo::Topology::link_of(d));
@@ -590,7 +604,7 @@ std::shared_ptr<const Network::WavePlan> Network::build_waves(const Run& r) {
   for (std::uint32_t i = 0; i < n; ++i) {
     const models::Transfer& tr = trs[i];
     if (tr.lockstep < 0 || tr.src == tr.dst || !(tr.bytes * tr.steps > 0)) continue;
-    const double lat = models::transfer_latency_s(tr, route_latency_s(tr.src, tr.dst, r.alt));
+    const double lat = models::transfer_latency_s(tr, route_latency_s(tr, r.alt));
     groups[Key{tr.lockstep, depth[i], tr.bytes, tr.steps, tr.weight, tr.rate_cap_Bps, lat}].push_back(i);
   }
   auto plan = std::make_shared<WavePlan>();
@@ -602,7 +616,7 @@ std::shared_ptr<const Network::WavePlan> Network::build_waves(const Run& r) {
     next_free.clear();
     sub.clear();
     for (std::uint32_t i : members) {
-      const auto route = route_of(trs[i].src, trs[i].dst, r.alt);
+      const auto route = route_of(trs[i], r.alt);
       std::uint32_t b = 0;
       for (auto d : route)
         if (auto it = next_free.find(d); it != next_free.end()) b = std::max(b, it->second);
@@ -618,7 +632,7 @@ std::shared_ptr<const Network::WavePlan> Network::build_waves(const Run& r) {
       WavePlan::Wave w;
       w.latency_s = std::get<6>(key);
       for (std::uint32_t i : m) {
-        const auto route = route_of(trs[i].src, trs[i].dst, r.alt);
+        const auto route = route_of(trs[i], r.alt);
         w.route.insert(w.route.end(), route.begin(), route.end());
         plan->wave_of[i] = static_cast<std::uint32_t>(plan->waves.size());
       }
@@ -654,10 +668,10 @@ void Network::ready(std::uint64_t key, double t) {
   }
   double lat;
   if (!r.dep) {  // a single transfer of a cached bundle plan
-    lat = models::transfer_latency_s(tr, route_latency_s(tr.src, tr.dst, r.alt));
+    lat = models::transfer_latency_s(tr, route_latency_s(tr, r.alt));
   } else {
     double& known = r.dep->lat[i];
-    if (std::isnan(known)) known = models::transfer_latency_s(tr, route_latency_s(tr.src, tr.dst, r.alt));
+    if (std::isnan(known)) known = models::transfer_latency_s(tr, route_latency_s(tr, r.alt));
     lat = known;
   }
   if (r.mq) r.qstate[i] = kQLatency, r.qlat[i] = t + lat;
@@ -722,11 +736,11 @@ void Network::begin_bandwidth(std::uint64_t key, double t) {
     r.qstate[i] = kQBandwidth;
     return;
   }
-  auto route = route_of(tr.src, tr.dst, r.alt);
+  auto route = route_of(tr, r.alt);
   if (live_orbits_ > 0) {
     const std::vector<topo::LinkDir> mine(route.begin(), route.end());
     touch(mine, t);
-    route = route_of(tr.src, tr.dst, r.alt);  // expanding may have reused the route scratch
+    route = route_of(tr, r.alt);  // expanding may have reused the route scratch
   }
   model_.add(t, std::span<const std::uint32_t>(route.data(), route.size()), bytes, tr.weight, tr.rate_cap_Bps, key);
 }
@@ -888,7 +902,7 @@ void Network::split_bundles(double now) {
       }
       for (std::uint32_t m : nd.child_singles) {
         const models::Transfer& tr = r.s->transfers[m];
-        const auto route = route_of(tr.src, tr.dst, r.alt);
+        const auto route = route_of(tr, r.alt);
         model_.add(now, std::span<const std::uint32_t>(route.data(), route.size()), left, tr.weight, tr.rate_cap_Bps,
                    make_key(key_slot(key), m));
       }
@@ -938,6 +952,14 @@ std::shared_ptr<const MirrorQuotient> Network::mirror_plan(const Run& r, std::ui
   if (auto it = cache.find(r.s.get()); it != cache.end() && it->second.second->groups == groups)
     return it->second.second;
   const auto& trs = r.s->transfers;
+  if (std::any_of(trs.begin(), trs.end(), [](const models::Transfer& tr) { return tr.via != topo::kNoNode; })) {
+    // Relayed hops (Transfer::via): the quotient routes a transfer by its ends only.
+    auto no = std::make_shared<MirrorQuotient>();
+    no->groups = groups;
+    no->reason = no->kind = "relayed hops";
+    cache[r.s.get()] = std::make_pair(r.s, no);
+    return no;
+  }
   if (std::any_of(trs.begin(), trs.end(), [](const models::Transfer& tr) { return tr.lockstep >= 0; })) {
     // Lockstep waves (PAT at phase fidelity) already run a step's link-disjoint transfers as one flow, and a
     // quotient expanded later would continue without them: such schedules keep their waves.
@@ -1112,7 +1134,7 @@ void Network::expand(std::uint32_t slot, double now) {
             break;
           }
           const models::Transfer& tr = r.s->transfers[j];
-          const auto route = route_of(tr.src, tr.dst, r.alt);
+          const auto route = route_of(tr, r.alt);
           model_.add(now, std::span<const std::uint32_t>(route.data(), route.size()), left[i], tr.weight,
                      tr.rate_cap_Bps, key);
           break;

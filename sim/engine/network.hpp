@@ -115,6 +115,8 @@ class Network final : public EventTarget {
 
   // Latency phase of a transfer on its route (link + calibration per-hop latency), without step latency.
   double route_latency_s(topo::NodeId src, topo::NodeId dst, bool alternate_routing = false);
+  // The same over a transfer's route (route_of(tr)).
+  double route_latency_s(const models::Transfer& tr, bool alternate_routing = false);
   // Effective capacity (bytes/s) of a link direction.
   double capacity_Bps(topo::LinkDir d) const { return model_.capacity(d); }
 
@@ -183,6 +185,10 @@ class Network final : public EventTarget {
   std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> route_cache_;  // -> (offset, length)
   std::vector<topo::LinkDir> route_pool_;
   std::span<const topo::LinkDir> route_of(topo::NodeId src, topo::NodeId dst, bool alternate = false);
+  // A transfer's route: route_of(src, dst), or through its relay GPU (Transfer::via) the two routes joined in
+  // via_buf_ (valid until the next call).
+  std::span<const topo::LinkDir> route_of(const models::Transfer& tr, bool alternate = false);
+  std::vector<topo::LinkDir> via_buf_;
   std::vector<std::pair<std::uint64_t, double>> finished_runs_;
   std::unordered_map<const models::Schedule*, std::unique_ptr<Plan>> plans_[2];  // [alternate routing]
   // Lockstep wave plans per schedule (index 1: alternate routing), holding the schedule so its address stays

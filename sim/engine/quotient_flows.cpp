@@ -76,8 +76,7 @@ FlowKey flow_key(const models::Transfer& tr, topo::Routing& routing, std::vector
   k.rate_cap_Bps = tr.rate_cap_Bps;
   k.includes_route = tr.latency_includes_route;
   k.deferred = tr.latency_deferred;
-  route.clear();
-  if (tr.src != tr.dst) routing.compute_route(tr.src, tr.dst, route);
+  models::transfer_route(routing, tr, route);
   for (topo::LinkDir d : route) {
     k.h1 += rnd1[lc[d]];
     k.h2 += rnd2[lc[d]];
@@ -644,6 +643,11 @@ MirrorQuotient mirror_quotient(const models::Schedule& s, std::uint32_t groups, 
     q.kind = "blocks differ";
     return q;
   }
+  for (const models::Transfer& tr : s.transfers)
+    if (tr.via != topo::kNoNode) {  // `route` routes a transfer by its ends only
+      q.reason = q.kind = "relayed hops";
+      return q;
+    }
   const std::size_t n0 = n / groups;
   q.per_group = static_cast<std::uint32_t>(n0);
   auto moves = [](const models::Transfer& tr) { return tr.src != tr.dst && tr.bytes * tr.steps > 0; };

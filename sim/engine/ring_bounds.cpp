@@ -88,7 +88,7 @@ RingBounds bound_ring_stream(const models::RingStream& rs, const topo::Topology&
       h.ring = r;
       h.pos = p;
       buf.clear();
-      if (tr.src != tr.dst) routing.compute_route(tr.src, tr.dst, buf);
+      models::transfer_route(routing, tr, buf);
       const double rl = models::route_latency_s(t, calib, buf);  // as sim::run_ring_stream
       const models::RingStepLatency lat = models::ring_step_latency(tr, rl);
       h.pre_s = lat.pre_s;

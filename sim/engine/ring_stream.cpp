@@ -46,7 +46,7 @@ class Runner {
         next_.push_back(base + (p + 1) % m);
         prev_.push_back(base + (p + m - 1) % m);
         buf.clear();
-        if (tr.src != tr.dst) routing.compute_route(tr.src, tr.dst, buf);
+        models::transfer_route(routing, tr, buf);
         const double rl = models::route_latency_s(t, calib, buf);
         // The pipelined step (models/ring_stream.hpp): route latency, bandwidth, the rest; LL / LL128: bandwidth,
         // then all of it.

@@ -402,6 +402,9 @@ ScheduleResult run_schedule_simgrid(const models::Schedule& s, const topo::Topol
       throw InputError(w, "bytes, step_latency_s and rate_cap_Bps must be >= 0 and steps >= 1");
     for (std::uint32_t d : tr.deps)
       if (d >= n || d == i) throw InputError(w + ".deps", "dependency " + std::to_string(d) + " is not a transfer");
+    if (tr.via != topo::kNoNode)
+      throw InputError(w + ".via", "a hop relayed through a GPU (NCCL's PATH_NVB ring or tree hop) is not modelled by the "
+                                   "simgrid engine; use --engine fabricsim");
     if (tr.src != tr.dst) routing.route(tr.src, tr.dst);  // unreachable pairs throw InputError here, not in the child
   }
   for (const auto& l : calib.link)

@@ -355,6 +355,93 @@ TEST_CASE("DGX-1 hybrid cube-mesh: rings of NVLink hops only, at the GPU's 6 x 2
   CHECK(default_channels(sub, t, r) == 1);
 }
 
+// Communicators of DGX-1 GPUs without a ring of NVLink hops alone: NCCL's search takes hops through one
+// intermediate GPU (PATH_NVB) once NVLink paths alone give nothing (src/graph/search.cc ncclTopoCompute raises
+// typeIntra before lowering the speed; followPath takes the channel's bandwidth from both NVLinks of such a
+// path, at NVIDIA/nccl v2.26.2-1). Hand-derived from the cube-mesh (topologies/presets.cpp cube_mesh_edges):
+// GPUs 0-4: GPU 4's only NVLink in the communicator is to GPU 0 (2 links), so every ring reaches or leaves 4
+// through 0. Two rings at one link each fit: 0 3 2 1 4 (1 -> 4 through 0) and 0 3 4 1 2 (3 -> 4 and 4 -> 1
+// through 0); 0 <-> 4 and 0 -> 3 then carry 2 rings on their 2 links, no link more than its links' count.
+TEST_CASE("DGX-1 GPU subsets without an NVLink ring: rings through an intermediate GPU, trees on NVLink chains") {
+  const System sys(system_spec("dgx1-v100", {}, "default"));
+  const topo::Topology& t = sys.topology();
+  topo::Routing& r = sys.routing();
+  const Calibration& c = sys.calibration();
+  const auto g = t.gpus();
+  const std::uint64_t S = 1ull << 30;
+  const double link = 25e9;  // one NVLink2 link per direction (topologies/presets.cpp)
+  auto nvlinks = [&](topo::NodeId a, topo::NodeId b) {
+    double bw = 0;
+    for (const auto& [l, nb] : t.adjacent(a))
+      if (nb == b && t.link(l).kind == topo::LinkKind::NVLink) bw += t.link(l).bandwidth_Bps;
+    return bw / link;
+  };
+  CollectiveSpec s = spec_for(t, Op::AllReduce, S, Algorithm::Ring, Fidelity::Step);
+  s.communicator = {g[0], g[1], g[2], g[3], g[4]};
+  const int n = 5;
+  CHECK(default_channels(s, t, r) == 2);
+  // Every hop is a direct NVLink or goes through the pair's intermediate over two NVLinks; the relayed ones are
+  // 1 -> 4, 3 -> 4 and 4 -> 1, all through GPU 0; no directed NVLink carries more rings than it has links.
+  std::map<std::pair<topo::NodeId, topo::NodeId>, int> load;
+  std::set<std::pair<topo::NodeId, topo::NodeId>> relayed;
+  const Schedule sched = build_schedule(s, t, r, c);
+  for (const Transfer& x : sched.transfers) {
+    if (x.src == x.dst || x.step != 0) continue;
+    if (x.via == topo::kNoNode) {
+      CHECK(nvlinks(x.src, x.dst) > 0);
+      ++load[{x.src, x.dst}];
+    } else {
+      CHECK(nvlinks(x.src, x.dst) == 0);
+      CHECK(x.via == g[0]);
+      CHECK(nvlinks(x.src, x.via) > 0);
+      CHECK(nvlinks(x.via, x.dst) > 0);
+      ++load[{x.src, x.via}], ++load[{x.via, x.dst}];
+      relayed.insert({x.src, x.dst});
+    }
+  }
+  CHECK(relayed == std::set<std::pair<topo::NodeId, topo::NodeId>>{{g[1], g[4]}, {g[3], g[4]}, {g[4], g[1]}});
+  for (const auto& [pair, rings] : load) CHECK(rings <= nvlinks(pair.first, pair.second));
+  CHECK(load[{g[0], g[4]}] == 2);
+  CHECK(load[{g[4], g[0]}] == 2);
+  // Each ring at one link's bandwidth: 2 (n-1)/n S over 2 x 25 GB/s, at the NVLink efficiency, plus the steps'
+  // latencies (before: rank order on one channel, 4 -> 0 over PCIe gen3 and the CPUs' link).
+  const auto& ap = c.of(Algorithm::Ring, Protocol::Simple);
+  const double bound = ap.base_latency_s + 2 * (n - 1) * ap.step_latency_s +
+                       2.0 * (n - 1) / n * S / (2 * link * c.nvlink_efficiency("v100") * ap.bw_efficiency);
+  for (Fidelity f : kFids) {
+    CAPTURE(std::string(to_string(f)));
+    s.fidelity = f;
+    const double sim = run(s, t, r, c);
+    MESSAGE("GPUs 0-4 all_reduce 1 GiB: simulated " << sim * 1e6 << " us, two relayed rings' bound " << bound * 1e6 << " us");
+    CHECK(sim >= bound * (1 - 1e-9));
+    CHECK(sim <= bound * 1.05);
+  }
+  // NCCL's tree search looks for a chain (it does not close), NVLink paths first: GPUs 0-4 have one (e.g.
+  // 1 2 3 0 4), so the tree's hops are direct NVLinks, none relayed (before: rank order, 3 -> 4 over PCIe).
+  CollectiveSpec tr = s;
+  tr.algorithm = Algorithm::Tree;
+  tr.fidelity = Fidelity::Step;
+  for (const Transfer& x : build_schedule(tr, t, r, c).transfers) {
+    if (x.src == x.dst) continue;
+    CHECK(x.via == topo::kNoNode);
+    CHECK(nvlinks(x.src, x.dst) > 0);
+  }
+  // GPUs 0, 3, 4, 7: NVLink rings alone exist at one link (0 3 7 4 and back, 3 <-> 7 being one link), but at two
+  // links' speed only with relayed hops (0 3 4 7 with 3 -> 4 through 0 and 7 -> 0 through 4), which NCCL's
+  // search finds first and keeps; at one link it then finds 3 rings of both kinds (before: the 2 NVLink rings).
+  CollectiveSpec q = s;
+  q.communicator = {g[0], g[3], g[4], g[7]};
+  CHECK(default_channels(q, t, r) == 3);
+  // No intermediate in the communicator (GPU 0 has no NVLink to 5, 6, 7, nor do they share one): rank order over
+  // PCIe on one channel, no relayed hop, as before.
+  q.communicator = {g[0], g[5], g[6], g[7]};
+  CHECK(default_channels(q, t, r) == 1);
+  for (const Transfer& x : build_schedule(q, t, r, c).transfers) CHECK(x.via == topo::kNoNode);
+  // A communicator with an NVLink ring (GPUs 0-5) keeps its NVLink rings: no relayed hop.
+  q.communicator = {g[0], g[1], g[2], g[3], g[4], g[5]};
+  for (const Transfer& x : build_schedule(q, t, r, c).transfers) CHECK(x.via == topo::kNoNode);
+}
+
 // NCCL connects two GPUs of a server without an NVLink between them through a third GPU that has one to each
 // (PATH_NVB: src/graph/paths.cc, src/transport/p2p.cc "P2P/indirect" at NVIDIA/nccl v2.26.2-1): on the DGX-1 the
 // point-to-point operations cross two NVLinks instead of PCIe and the CPUs' link (models/collectives.cpp

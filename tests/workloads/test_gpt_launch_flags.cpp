@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 
 #include "models/compute.hpp"
 #include "sim/base/input_file.hpp"
@@ -53,6 +54,7 @@ int scaled(const Trace& t, const std::string& coll_tail, Precision prec) {
     const Op& coll = r.ops[i];
     if (coll.kind != OpKind::Collective || !ends_with(coll.name, coll_tail)) continue;
     if (coll.name.rfind("dp.bucket", 0) != 0 && coll.name.find(".fsdp.rs") == std::string::npos) continue;  // not DP
+    if (ends_with(coll.name, ".replica.ar")) continue;  // HSDP's all-reduce over the replicas: no scale of its own
     CAPTURE(coll.name);
     const std::string scale_name = ends_with(coll.name, ".fsdp.rs") || ends_with(coll.name, ".fsdp.rs.experts")
                                        ? coll.name + ".scale"
@@ -75,6 +77,14 @@ int scaled(const Trace& t, const std::string& coll_tail, Precision prec) {
 int count_suffix(const Trace& t, const std::string& tail) {
   int n = 0;
   for (const Op& op : t.ranks.at(0).ops) n += ends_with(op.name, tail) ? 1 : 0;
+  return n;
+}
+
+// The data-parallel bucket collectives dp.bucket<k><tail> of rank 0 (not HSDP's dp.bucket<k>.replica.ar).
+int count_buckets(const Trace& t, const std::string& tail) {
+  int n = 0;
+  for (const Op& op : t.ranks.at(0).ops)
+    n += op.name.rfind("dp.bucket", 0) == 0 && ends_with(op.name, tail) && !ends_with(op.name, ".replica.ar") ? 1 : 0;
   return n;
 }
 
@@ -125,6 +135,131 @@ TEST_CASE("gradient_reduce_div_fusion: Megatron-FSDP's 1/DP multiply where NCCL'
   const auto imp = workloads_test::import_small("--use-megatron-fsdp --no-gradient-reduce-div-fusion");
   CHECK(imp.params.at("gradient_reduce_div_fusion") == false);
   CHECK(imp.not_modelled.empty());
+}
+
+TEST_CASE("use_megatron_fsdp with no_shard: Megatron-FSDP's all-reduce with its own scale rule, not DDP's") {
+  // Megatron-Core's DDP (no_shard, no use_megatron_fsdp): its 1 / DP multiply runs on the compute stream
+  // whatever gradient_reduce_div_fusion says.
+  const Trace ddp = workloads_test::gen(small());
+  const int ddp_scale = index_of(ddp.ranks.at(0), "dp.bucket0.scale");
+  REQUIRE(ddp_scale >= 0);
+  const int ddp_ar = index_of(ddp.ranks.at(0), "dp.bucket0.ar");
+  REQUIRE(ddp_ar >= 0);
+  CHECK(ddp.ranks.at(0).ops[static_cast<std::size_t>(ddp_scale)].stream != ddp.ranks.at(0).ops[static_cast<std::size_t>(ddp_ar)].stream);
+  // Megatron-FSDP unsharded: the same all-reduces (no_shard), but gradient_reduce_preprocessing's rule: fp32
+  // gradients with the fusion on go to NCCL's premul-sum, so no multiply at all.
+  const ParamMap mf = small({{"use_megatron_fsdp", "true"}});
+  REQUIRE(cfg(mf).megatron_fsdp());
+  REQUIRE_FALSE(cfg(mf).megatron_ddp());
+  const Trace t0 = workloads_test::gen(mf);
+  const int ars = count_buckets(t0, ".ar");
+  CHECK(ars >= 1);
+  CHECK(count_buckets(t0, ".rs") == 0);  // nothing sharded
+  CHECK(count_suffix(t0, ".scale") == 0);
+  // Fusion off, or bf16 gradients: the multiply before each all-reduce, on the all-reduce's stream.
+  ParamMap unfused = mf;
+  unfused["gradient_reduce_div_fusion"] = "false";
+  CHECK(scaled(workloads_test::gen(unfused), ".ar", Precision::FP32) == ars);
+  ParamMap bf16 = mf;
+  bf16["grad_reduce_in_bf16"] = "true";
+  CHECK(scaled(workloads_test::gen(bf16), ".ar", Precision::BF16) == ars);
+  // Megatron-FSDP's no_shard shards nothing: the distributed optimizer is refused, as is the other FSDP wrapper.
+  ParamMap dist = mf;
+  dist["use_distributed_optimizer"] = "true";
+  CHECK_THROWS_WITH_AS(cfg(dist), doctest::Contains("use_distributed_optimizer"), InputError);
+  ParamMap both = mf;
+  both["use_torch_fsdp2"] = "true";
+  both["untie_embeddings_and_output_weights"] = "true";
+  CHECK_THROWS_WITH_AS(cfg(both), doctest::Contains("use_megatron_fsdp"), InputError);
+  // The launch flags: --use-megatron-fsdp with no_shard imports as the key, and the --use-distributed-optimizer
+  // Megatron-LM forces on has no effect there.
+  const auto imp = workloads_test::import_small(
+      "--use-megatron-fsdp --data-parallel-sharding-strategy no_shard --use-distributed-optimizer");
+  CHECK(imp.params.at("use_megatron_fsdp") == true);
+  CHECK(imp.params.at("data_parallel_sharding_strategy") == "no_shard");
+  CHECK_FALSE(imp.params.contains("use_distributed_optimizer"));
+  CHECK(imp.not_modelled.empty());
+  // Sharded strategies keep their params as before (the strategy alone says Megatron-FSDP).
+  CHECK_FALSE(workloads_test::import_small("--use-megatron-fsdp").params.contains("use_megatron_fsdp"));
+}
+
+TEST_CASE("Megatron-FSDP HSDP: each bucket all-reduced over the replicas after its shard reduction, unscaled") {
+  // 8 H100s, TP 2: DP 4 in 2 replicas of 2 (num_distributed_optimizer_instances 2); global batch 8: 2 micro-batches.
+  const ParamMap base = workloads_test::small_llama(
+      8, 8, {{"precision", "bf16"}, {"pipeline_model_parallel_size", "1"}, {"num_distributed_optimizer_instances", "2"},
+             {"gradient_reduce_div_fusion", "false"}});
+  auto replica_comm = [](const Trace& t) {
+    for (std::size_t i = 0; i < t.comms.size(); ++i)
+      if (t.comms[i].ranks.size() == 2 && t.comms[i].ranks[1] - t.comms[i].ranks[0] == 4) return static_cast<std::int32_t>(i);
+    return std::int32_t{-1};
+  };
+  // Checks each replica all-reduce (name ends in `ar_tail`): it follows the collective `coll_of(name)` (its deps),
+  // on another stream, over the replica group, moving `fraction` of that collective's bytes, with no scale of its
+  // own; returns how many there are.
+  auto outer = [&](const Trace& t, const std::string& ar_tail, auto coll_of, double fraction) {
+    const RankTrace& r = t.ranks.at(0);
+    int n = 0;
+    for (std::size_t i = 0; i < r.ops.size(); ++i) {
+      const Op& ar = r.ops[i];
+      if (!ends_with(ar.name, ar_tail)) continue;
+      CAPTURE(ar.name);
+      CHECK(ar.kind == OpKind::Collective);
+      CHECK(ar.coll == CollOp::AllReduce);
+      CHECK(ar.comm == replica_comm(t));
+      CHECK(index_of(r, ar.name + ".scale") < 0);
+      int inner = -1;
+      for (auto d : ar.deps)
+        if (r.ops[d].name == coll_of(ar.name)) inner = static_cast<int>(d);
+      REQUIRE(inner >= 0);
+      const Op& in = r.ops[static_cast<std::size_t>(inner)];
+      CHECK(in.stream != ar.stream);
+      CHECK(ar.bytes == doctest::Approx(fraction * in.bytes));
+      ++n;
+    }
+    return n;
+  };
+  const auto strip = [](const std::string& name, const std::string& tail, const std::string& with) {
+    return name.substr(0, name.size() - tail.size()) + with;
+  };
+  // optim_grads_params: per layer, on the last micro-batch only, the reduced shard (1 / 2 of the layer).
+  ParamMap ogp = base;
+  ogp["data_parallel_sharding_strategy"] = "optim_grads_params";
+  const Trace t = workloads_test::gen(ogp);
+  CHECK(replica_comm(t) >= 0);
+  CHECK(outer(t, ".fsdp.ar", [&](const std::string& n) { return strip(n, ".fsdp.ar", ".fsdp.rs"); }, 0.5) == 4);
+  CHECK(scaled(t, ".fsdp.rs", Precision::FP32) == 4 * 2);  // the only scale: 1 / DP before each shard reduce-scatter
+  CHECK(count_suffix(t, ".scale") == 4 * 2);
+  CHECK(index_of(t.ranks.at(0), "dp.replica.ar") < 0);  // not one all-reduce at the step's end
+  // The optimizer waits for the replica all-reduces (the join on their stream).
+  const int join = index_of(t.ranks.at(0), "fsdp.ar.done");
+  REQUIRE(join >= 0);
+  for (const Op& op : t.ranks.at(0).ops)
+    if (ends_with(op.name, ".fsdp.ar")) CHECK(op.stream == t.ranks.at(0).ops[static_cast<std::size_t>(join)].stream);
+  // optim_grads: the shard of each bucket; optim and no_shard: the whole bucket (the gradient buffer is not
+  // distributed there).
+  for (const auto& [strategy, coll, fraction] :
+       {std::tuple<std::string, std::string, double>{"optim_grads", ".rs", 0.5}, {"optim", ".rs", 1.0}, {"no_shard", ".ar", 1.0}}) {
+    CAPTURE(strategy);
+    ParamMap q = base;
+    q["data_parallel_sharding_strategy"] = strategy;
+    if (strategy == "no_shard") q["use_megatron_fsdp"] = "true";
+    const Trace tq = workloads_test::gen(q);
+    const int n = outer(tq, ".replica.ar", [&](const std::string& nm) { return strip(nm, ".replica.ar", coll); }, fraction);
+    CHECK(n >= 1);
+    CHECK(scaled(tq, coll, Precision::FP32) == n);
+    CHECK(count_suffix(tq, ".scale") == n);
+    CHECK(count_buckets(tq, coll) == n);  // one replica all-reduce per bucket
+    CHECK(index_of(tq.ranks.at(0), "dp.replica.ar") < 0);
+    // The optimizer step waits for every replica all-reduce.
+    const int step = index_of(tq.ranks.at(0), "optimizer.step");
+    REQUIRE(step >= 0);
+    const auto& deps = tq.ranks.at(0).ops[static_cast<std::size_t>(step)].deps;
+    CHECK(std::find(deps.begin(), deps.end(), static_cast<std::uint32_t>(index_of(tq.ranks.at(0), "dp.bucket0.replica.ar"))) != deps.end());
+  }
+  // Megatron-Core's DDP with the distributed optimizer's instances keeps its single all-reduce at the end.
+  ParamMap ddp = base;
+  ddp["use_distributed_optimizer"] = "true";
+  CHECK(index_of(workloads_test::gen(ddp).ranks.at(0), "dp.replica.ar") >= 0);
 }
 
 TEST_CASE("CUDA graphs: the flags are accepted with the not-modelled warning and change nothing simulated") {
