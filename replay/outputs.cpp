@@ -1108,6 +1108,12 @@ std::string report_html(const RunResult& r, int top_links) {
   row("memory per GPU", mem != r.metrics.end() ? format_bytes(mem->second) + " (largest over the GPUs)"
                                                : std::string("not estimated by this workload"),
       mem != r.metrics.end());
+  if (auto host = r.metrics.find("host_memory_per_gpu_bytes.max"); host != r.metrics.end()) {
+    auto cap = r.metrics.find("host_memory_per_gpu_bytes.capacity");
+    row("host memory per GPU", format_bytes(host->second) + " pinned (offloaded state)" +
+                                   (cap != r.metrics.end() ? " of " + format_bytes(cap->second) : std::string(", capacity not known")),
+        true);
+  }
   o << "</table>\n</section>\n";
 
   o << "<section id=\"breakdown\">\n<h2>Step time breakdown</h2>\n<p class=\"cap\">Per-rank average: compute, "

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -119,6 +120,12 @@ Topology topology_from_json(const Json& doc, const std::string& file) {
     n.sharp = r.boolean_or("sharp", false);
     n.nvlink_domain = small_int(r, "nvlink_domain", -1, -1);
     n.port_Bps = r.has("port_bandwidth") ? r.bandwidth("port_bandwidth") : r.bandwidth_or("port_bandwidth", 0);
+    if (r.has("memory")) {
+      // A CPU's host memory: a number of bytes or a size with its unit ("480GB", "1TiB").
+      if (n.kind != NodeKind::Cpu) json_fail(r.path_of("memory"), "expected no memory on a " + kind + " node (host memory belongs to cpu nodes)");
+      n.memory_bytes = static_cast<double>(r.size("memory"));
+      if (!(n.memory_bytes > 0)) json_fail(r.path_of("memory"), "expected a host memory > 0 bytes");
+    }
     r.finish();
     is_gpu.push_back(n.kind == NodeKind::Gpu);
     b.add_node(std::move(n));
@@ -209,6 +216,7 @@ Json topology_to_json(const Topology& t) {
     if (n.sharp) j["sharp"] = true;
     if (n.nvlink_domain >= 0) j["nvlink_domain"] = n.nvlink_domain;
     if (n.port_Bps > 0) j["port_bandwidth"] = n.port_Bps;
+    if (n.memory_bytes > 0) j["memory"] = static_cast<std::uint64_t>(n.memory_bytes);
     nodes.push_back(std::move(j));
   }
   doc["nodes"] = std::move(nodes);
@@ -435,6 +443,18 @@ std::string summary_text(const Topology& t, const TopologySummary& s) {
     o << "\n";
   }
   o << "GPUs: " << s.gpus << " on " << s.hosts << " host(s)\n";
+  if (!t.gpus().empty() && t.node(t.gpus()[0]).host >= 0) {
+    // The first GPU's server: its CPUs' memory (docs/topology.md "Host memory"), when the topology gives it.
+    const int host = t.node(t.gpus()[0]).host;
+    const double mem = t.host_memory_bytes(host);
+    if (mem > 0) {
+      int gpus_in_host = 0;
+      for (NodeId g : t.gpus()) gpus_in_host += t.node(g).host == host;
+      char b[160];
+      std::snprintf(b, sizeof b, "host memory: %.4g GB per host (%.4g GB per GPU)\n", mem / 1e9, mem / 1e9 / gpus_in_host);
+      o << b;
+    }
+  }
   o << "nodes: " << t.num_nodes() << " (";
   bool first = true;
   for (const auto& [k, v] : s.node_counts) {

@@ -70,6 +70,28 @@ constexpr double kXgmi4LinkBps = 64e9;
 // The largest per-NIC bandwidth a preset parameter accepts (Params::bandwidth says why).
 constexpr double kMaxNicBps = 100000 * kGbps;
 
+// Host (CPU) memory per server or compute tray, in decimal units as the datasheets print them (the DIMMs' and
+// LPDDR5X packages' binary capacities are a few per cent larger: 2 TB of 64 GB DIMMs is 2 TiB, so these are the
+// lower reading). Capacity against which offloaded state is checked (workloads/scenario.cpp).
+// DGX H100 / DGX H200: "2 TB of DDR5 system memory" -- NVIDIA DGX BasePOD reference architecture, Core Components,
+// "NVIDIA DGX H200 and H100 Systems" (docs.nvidia.com/dgx-basepod/reference-architecture-infrastructure-foundation-
+// enterprise-ai/latest/core-components.html).
+constexpr double kDgxH100HostMemory = 2e12;
+// DGX B200: "System memory (DIMM): 2 TB using 32 x DIMMs (upgradable to 4 TB)" -- NVIDIA DGX B200 User Guide,
+// "Introduction to NVIDIA DGX B200 Systems", component table (docs.nvidia.com/dgx/dgxb200-user-guide/
+// introduction-to-dgxb200.html). The shipped 2 TB; a 4 TB server is `--param host_memory=4TB`.
+constexpr double kDgxB200HostMemory = 2e12;
+// DGX A100 640 GB (8x A100 80 GB, the preset's GPU): 2 TB of system memory (the 320 GB system had 1 TB). Read in
+// secondary summaries of the DGX A100 datasheet (pcnews.ru on NVIDIA's DGX A100 documentation, "up to 2 TB"),
+// UNVERIFIED against the datasheet itself.
+constexpr double kDgxA100HostMemory = 2e12;
+// GB200: 480 GB of LPDDR5X per Grace CPU, one Grace per 2 B200 GPUs ("up to 480 GB LPDDR5X" per GB200 superchip;
+// the GB200 NVL72's 36 Grace CPUs, about 17 TB), read through secondary sources (yobitel.com GB200 knowledge base,
+// "1x Grace CPU at 72 Neoverse V2 cores with up to 480 GB LPDDR5X"), UNVERIFIED against NVIDIA's datasheet.
+constexpr double kGraceGb200Memory = 480e9;
+// Not given (no source found in this session; a run on them does not check host memory unless `host_memory` is
+// given): DGX B300, GB300 NVL72, DGX-1 V100, pcie-server, mi300x-node.
+
 // Latencies (seconds): ESTIMATES TO BE CALIBRATED.
 constexpr double kNvlinkLatS = 150e-9;   // GPU<->NVSwitch or GPU<->GPU NVLink hop (estimate)
 constexpr double kPcieLatS = 250e-9;     // one PCIe hop through a switch/root port (estimate)
@@ -121,6 +143,17 @@ class Params {
     if (!(v >= lo) || !std::isfinite(v))
       throw InputError("--param " + k, "a number >= " + std::to_string(lo) + " (got " + it->second + ")");
     return v;
+  }
+  // A size in bytes with its unit ("1TB", "512GiB"): a bare number would be bytes, surely not what a user means.
+  double size(const std::string& k, double dflt) const {
+    auto it = given_.find(k);
+    if (it == given_.end()) return dflt;
+    const std::string& v = it->second;
+    if (!v.empty() && v.find_first_not_of("0123456789.eE+-") == std::string::npos)
+      throw InputError("--param " + k + "=" + v, "a size needs its unit, e.g. \"" + v + "TB\" or \"" + v + "GiB\"");
+    const double bytes = static_cast<double>(parse_size(v, "--param " + k));
+    if (!(bytes > 0)) throw InputError("--param " + k + "=" + v, "a size > 0");
+    return bytes;
   }
   double bandwidth(const std::string& k, double dflt) const {
     auto it = given_.find(k);
@@ -199,6 +232,7 @@ HostSpec host_spec(const std::string& preset) {
     // the DGX A100 system architecture whitepaper's block diagram (UNVERIFIED in this session).
     s.pcie_switches = 4;
     s.cpus = 2;
+    s.host_memory_bytes = kDgxA100HostMemory;
   } else if (preset == "dgx-h100" || preset == "dgx-h200") {
     // HS "DGX H100 (NVIDIA Eos) / GPUs and NICs" (primary): 8x H100-SXM5-80GB, 8x CX-7 NDR 400 Gb/s, 2 CPUs.
     // 4 NVSwitches: HS "DGX H100 / number of NVSwitch chips" (UNVERIFIED). 18 NVLink4 links per GPU
@@ -219,6 +253,7 @@ HostSpec host_spec(const std::string& preset) {
     s.pcie_Bps = kPcie5Bps;  // HS "H100 SXM5 / PCIe": gen5
     s.pcie_switches = 4;     // modelling choice: 2 GPUs + 2 NICs per PCIe switch (UNVERIFIED)
     s.cpus = 2;
+    s.host_memory_bytes = kDgxH100HostMemory;
   } else if (preset == "dgx-b200" || preset == "dgx-b300") {
     // 8x B200 with 18 NVLink5 links each (HS "B200 / NVLink links per GPU", UNVERIFIED). 2 NVSwitch chips
     // (fifth generation, 72 ports each: 8 GPUs x 18 links = 144 = 2 x 72) with 9 links per GPU to each:
@@ -245,6 +280,7 @@ HostSpec host_spec(const std::string& preset) {
     }
     s.pcie_switches = 4;  // modelling choice (UNVERIFIED)
     s.cpus = 2;
+    if (preset == "dgx-b200") s.host_memory_bytes = kDgxB200HostMemory;
   } else if (preset == "dgx1-v100") {
     // 8x V100 SXM2, hybrid cube-mesh of NVLink2, 6 links per GPU, no NVSwitch: HS "V100 SXM2 / NVLink links
     // per GPU" and "V100 SXM2 (DGX-1 style 8-GPU) / topology" (UNVERIFIED, secondary). 4 PCIe gen3 switches
@@ -378,7 +414,11 @@ HostNodes add_host(TopologyBuilder& b, const HostSpec& s, int host, int domain) 
   for (int i = 0; i < s.gpus; ++i) out.gpus.push_back(add_gpu(b, p, host, i, s.gpu, gpu_domain));
   for (int j = 0; j < s.nvswitches; ++j)
     out.nvswitches.push_back(add_nvswitch(b, p, host, j, s.nvswitch_model, 1, s.nvls));
-  for (int c = 0; c < s.cpus; ++c) out.cpus.push_back(b.add_node(node_of(p, "cpu", NodeKind::Cpu, host, c, "")));
+  for (int c = 0; c < s.cpus; ++c) {
+    Node cpu = node_of(p, "cpu", NodeKind::Cpu, host, c, "");
+    cpu.memory_bytes = std::floor(s.host_memory_bytes / s.cpus);  // whole bytes (exports write integers)
+    out.cpus.push_back(b.add_node(cpu));
+  }
   for (int q = 0; q < s.pcie_switches; ++q)
     out.pcie_switches.push_back(b.add_node(node_of(p, "pcie", NodeKind::PcieSwitch, host, q, "")));
   for (int k = 0; k < s.nics; ++k) out.nics.push_back(add_nic(b, p, host, k, s.nic_model, s.nic_Bps));
@@ -415,6 +455,8 @@ void apply_host_params(HostSpec& s, const std::map<std::string, std::string>& gi
   }
   s.nics = static_cast<int>(p.integer("nics_per_node", s.nics, 0, 16));
   s.nic_Bps = p.bandwidth("nic_bandwidth", s.nic_Bps);
+  s.host_memory_bytes = p.size("host_memory", s.host_memory_bytes);
+  if (p.has("host_memory") && s.cpus < 1) throw InputError("--param host_memory", "a server with a CPU");
   if (p.has("nvlink_bandwidth")) {
     if (s.nvswitches == 0 && !s.cube_mesh && !s.full_mesh)
       throw InputError("--param nvlink_bandwidth", "a preset with NVLink ('" + s.preset + "' has none)");
@@ -447,8 +489,13 @@ void record_host_params(TopologyBuilder& b, const HostSpec& s) {
   if (s.nvswitches > 0 || s.cube_mesh || s.full_mesh) b.param("nvlink_bandwidth", bw_str(host_nvlink_Bps(s)));
 }
 
+// host_memory: recorded only when given (the preset's figure is on its CPU nodes).
+void record_host_memory(TopologyBuilder& b, const std::map<std::string, std::string>& given) {
+  if (auto it = given.find("host_memory"); it != given.end()) b.param("host_memory", it->second);
+}
+
 const std::vector<std::string> kHostParams = {"gpu", "gpus_per_node", "nics_per_node", "nic_bandwidth",
-                                              "nvlink_bandwidth"};
+                                              "nvlink_bandwidth", "host_memory"};
 
 // ---- NVLink-domain systems --------------------------------------------------------------------------
 
@@ -462,6 +509,7 @@ struct Nvl72Spec {
   double link_Bps = kNvlink5LinkBps;
   int nics_per_tray = 4;
   double nic_Bps = kNdrBps;
+  double tray_memory_bytes = 2 * kGraceGb200Memory;  // host memory per compute tray (2 Grace CPUs); 0 = not given
 };
 
 // GB200 NVL72: 18 compute trays of 2 GB200 superchips (4 B200 GPUs, 2 Grace CPUs) and 9 NVSwitch trays
@@ -482,7 +530,9 @@ void add_nvl72(TopologyBuilder& b, const Nvl72Spec& s, int rack, int host0, int 
     for (int i = 0; i < s.gpus_per_tray; ++i) hn.gpus.push_back(add_gpu(b, p, host, i, s.gpu, domain));
     const int sc = std::max(1, s.gpus_per_tray / 2);  // superchips per tray
     for (int c = 0; c < sc; ++c) {
-      hn.cpus.push_back(b.add_node(node_of(p, "cpu", NodeKind::Cpu, host, c, "grace")));
+      Node cpu = node_of(p, "cpu", NodeKind::Cpu, host, c, "grace");
+      cpu.memory_bytes = std::floor(s.tray_memory_bytes / sc);
+      hn.cpus.push_back(b.add_node(cpu));
       hn.pcie_switches.push_back(b.add_node(node_of(p, "pcie", NodeKind::PcieSwitch, host, c, "")));
     }
     for (int k = 0; k < s.nics_per_tray; ++k) hn.nics.push_back(add_nic(b, p, host, k, s.nic_model, s.nic_Bps));
@@ -504,6 +554,7 @@ Nvl72Spec nvl72_spec(const std::string& rack) {
     s.nic_model = "connectx-8";
     s.nic_Bps = kXdrBps;
     s.pcie_Bps = kPcie6Bps;
+    s.tray_memory_bytes = 0;  // not given (see kGraceGb200Memory)
   }
   return s;
 }
@@ -518,6 +569,7 @@ Nvl72Spec nvl72_params(const std::map<std::string, std::string>& given, const st
   s.nics_per_tray = static_cast<int>(p.integer("nics_per_node", s.nics_per_tray, 0, 8));
   s.nic_Bps = p.bandwidth("nic_bandwidth", s.nic_Bps);
   if (p.has("nvlink_bandwidth")) s.link_Bps = p.bandwidth("nvlink_bandwidth", 0) / s.nvswitch_chips;
+  s.tray_memory_bytes = p.size("host_memory", s.tray_memory_bytes);
   return s;
 }
 
@@ -529,11 +581,12 @@ void record_nvl72(TopologyBuilder& b, const Nvl72Spec& s) {
 }
 
 Topology build_nvl72(const std::string& rack, const std::map<std::string, std::string>& given) {
-  const std::vector<std::string> valid = {"gpu", "nics_per_node", "nic_bandwidth", "nvlink_bandwidth"};
+  const std::vector<std::string> valid = {"gpu", "nics_per_node", "nic_bandwidth", "nvlink_bandwidth", "host_memory"};
   Nvl72Spec s = nvl72_params(given, rack, valid, rack);
   TopologyBuilder b(rack);
   b.param("preset", rack);
   record_nvl72(b, s);
+  record_host_memory(b, given);
   std::vector<HostNodes> hosts;
   add_nvl72(b, s, 0, 0, 0, hosts);
   return std::move(b).build("preset " + rack);
@@ -548,20 +601,22 @@ Topology build_nvl72(const std::string& rack, const std::map<std::string, std::s
 // server's plane-j switch to each. Port counts of the real chips are not enforced (bandwidth-equivalent
 // model, UNVERIFIED wiring).
 Topology build_nvlink_switch_system(const std::map<std::string, std::string>& given) {
-  const std::vector<std::string> valid = {"nodes", "gpu", "nics_per_node", "nic_bandwidth", "nvlink_bandwidth"};
+  const std::vector<std::string> valid = {"nodes", "gpu", "nics_per_node", "nic_bandwidth", "nvlink_bandwidth",
+                                          "host_memory"};
   Params p("nvlink-switch-system", given, valid);
   const int nodes = static_cast<int>(p.integer("nodes", 32, 1, 32));
   std::map<std::string, std::string> hp;
   for (const auto& [k, v] : given)
     if (k != "nodes") hp[k] = v;
   HostSpec s = host_spec("dgx-h100");
-  std::vector<std::string> hvalid = {"gpu", "nics_per_node", "nic_bandwidth", "nvlink_bandwidth"};
+  std::vector<std::string> hvalid = {"gpu", "nics_per_node", "nic_bandwidth", "nvlink_bandwidth", "host_memory"};
   {
     Params hpp("nvlink-switch-system", hp, hvalid);
     s.gpu = hpp.str("gpu", "h100", {"h100", "h200"});
     s.nics = static_cast<int>(hpp.integer("nics_per_node", s.nics, 0, 16));
     s.nic_Bps = hpp.bandwidth("nic_bandwidth", s.nic_Bps);
     if (hpp.has("nvlink_bandwidth")) s.nvlink_link_Bps = hpp.bandwidth("nvlink_bandwidth", 0) / 18.0;
+    s.host_memory_bytes = hpp.size("host_memory", s.host_memory_bytes);
   }
   TopologyBuilder b("nvlink-switch-system");
   b.param("preset", "nvlink-switch-system");
@@ -570,6 +625,7 @@ Topology build_nvlink_switch_system(const std::map<std::string, std::string>& gi
   b.param("nics_per_node", std::to_string(s.nics));
   b.param("nic_bandwidth", bw_str(s.nic_Bps));
   b.param("nvlink_bandwidth", bw_str(host_nvlink_Bps(s)));
+  record_host_memory(b, given);
   std::vector<HostNodes> hosts;
   for (int h = 0; h < nodes; ++h) hosts.push_back(add_host(b, s, h, 0));
   const int per = 4;  // links from one server's plane-j switch to one tier-2 chip
@@ -732,6 +788,7 @@ Topology build_server(const std::string& name, const std::map<std::string, std::
   TopologyBuilder b(name);
   b.param("preset", name);
   record_host_params(b, s);
+  record_host_memory(b, given);
   add_host(b, s, 0, 0);
   return std::move(b).build("preset " + name);
 }
@@ -739,7 +796,7 @@ Topology build_server(const std::string& name, const std::map<std::string, std::
 Topology build_superpod(const std::map<std::string, std::string>& given) {
   const std::vector<std::string> valid = {"nodes", "node", "gpu", "gpus_per_node", "nics_per_node", "nic_bandwidth",
                                           "nvlink_bandwidth", "tiers", "radix", "oversubscription", "fabric",
-                                          "rail_optimized", "sharp", "routing"};
+                                          "rail_optimized", "sharp", "routing", "host_memory"};
   Params p("superpod", given, valid);
   const int nodes = static_cast<int>(p.integer("nodes", 32, 1, 100000));
   std::vector<std::string> node_kinds = host_presets();
@@ -766,6 +823,7 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
   b.param("nodes", std::to_string(nodes));
   b.param("node", node);
   b.param("fabric", fabric);
+  record_host_memory(b, given);
   std::vector<std::vector<NodeId>> rails;
   int per_host = 0;  // NICs per host (server or NVL72 tray)
   double port_Bps = 0;
@@ -832,13 +890,21 @@ Topology build_superpod(const std::map<std::string, std::string>& given) {
   return std::move(b).build("preset superpod");
 }
 
+// "2 TB", "960 GB": host memory as datasheets print it (decimal units).
+std::string decimal_bytes(double bytes) {
+  return bytes >= 1e12 ? fmt_num(bytes / 1e12) + " TB" : fmt_num(bytes / 1e9) + " GB";
+}
+
 std::vector<PresetInfo> make_presets() {
   auto host_params = [](const HostSpec& s) {
     std::vector<std::pair<std::string, std::string>> v = {
         {"gpu", "GPU model, one of a100-40gb a100-80gb h100 h200 b200 gb200 b300 gb300 v100 mi300x (default " + s.gpu + ")"},
         {"gpus_per_node", "GPUs in the server (default " + std::to_string(s.gpus) + ")"},
         {"nics_per_node", "network NICs (rails) in the server (default " + std::to_string(s.nics) + ")"},
-        {"nic_bandwidth", "per-NIC bandwidth per direction, e.g. 200Gbps (default " + format_bandwidth(s.nic_Bps) + ")"}};
+        {"nic_bandwidth", "per-NIC bandwidth per direction, e.g. 200Gbps (default " + format_bandwidth(s.nic_Bps) + ")"},
+        {"host_memory", "host (CPU) memory of the server, with its unit, e.g. 1TB (default " +
+                            (s.host_memory_bytes > 0 ? decimal_bytes(s.host_memory_bytes) + ", the datasheet's"
+                                                     : std::string("not given: host memory not checked")) + ")"}};
     if (s.full_mesh)
       v.push_back({"nvlink_bandwidth", "total Infinity Fabric bandwidth per GPU per direction over its gpus_per_node - 1 "
                                        "links, e.g. 448GB/s (default " + format_bandwidth(host_nvlink_Bps(s)) + ")"});
@@ -865,7 +931,10 @@ std::vector<PresetInfo> make_presets() {
         {"nics_per_node", "NICs per compute tray (default " + std::to_string(s.nics_per_tray) + ")"},
         {"nic_bandwidth", "per-NIC bandwidth per direction (default " + gbs(s.nic_Bps) + ")"},
         {"nvlink_bandwidth",
-         "total NVLink bandwidth per GPU per direction (default " + gbs(s.link_Bps * s.nvswitch_chips) + ")"}};
+         "total NVLink bandwidth per GPU per direction (default " + gbs(s.link_Bps * s.nvswitch_chips) + ")"},
+        {"host_memory", "host (CPU) memory per compute tray, with its unit, e.g. 960GB (default " +
+                            (s.tray_memory_bytes > 0 ? decimal_bytes(s.tray_memory_bytes) + ": 2 Grace CPUs of 480 GB LPDDR5X"
+                                                     : std::string("not given: host memory not checked")) + ")"}};
   };
   out.push_back({"gb200-nvl72", "72 B200 GPUs (18 trays of 4) in one NVLink5 domain over 18 NVSwitch chips",
                  nvl72_help("gb200-nvl72", "b200 or gb200 (B200 silicon at GB200 clocks) (default b200)")});
@@ -876,7 +945,8 @@ std::vector<PresetInfo> make_presets() {
                   {"gpu", "h100 or h200 (default h100)"},
                   {"nics_per_node", "NICs per server, not attached to a fabric (default 8)"},
                   {"nic_bandwidth", "per-NIC bandwidth per direction (default 50.0 GB/s)"},
-                  {"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction (default 450.0 GB/s)"}}});
+                  {"nvlink_bandwidth", "total NVLink bandwidth per GPU per direction (default 450.0 GB/s)"},
+                  {"host_memory", "host (CPU) memory per server, with its unit (default 2 TB, DGX H100's)"}}});
   out.push_back({"superpod", "N servers joined by a (rail-optimised by default) fat tree of a named scale-out fabric (InfiniBand, RoCE, EFA, TCPX/TCPXO, Slingshot, Ethernet)",
                  {{"nodes", "number of servers (racks for node=gb200-nvl72 / gb300-nvl72) (default 32)"},
                   {"node", "server preset: dgx-a100 dgx-h100 dgx-h200 dgx-b200 dgx-b300 dgx1-v100 pcie-server mi300x-node gb200-nvl72 gb300-nvl72 (default dgx-h100)"},
@@ -885,6 +955,8 @@ std::vector<PresetInfo> make_presets() {
                   {"nics_per_node", "NICs = rails per server (default: the node preset's)"},
                   {"nic_bandwidth", "per-NIC and per-fabric-port bandwidth per direction (default: the node preset's)"},
                   {"nvlink_bandwidth", "NVLink bandwidth per GPU per direction (default: the node preset's)"},
+                  {"host_memory", "host (CPU) memory per server or compute tray, with its unit, e.g. 1TB (default: the "
+                                  "node preset's)"},
                   {"tiers", "2 (leaf/spine) or 3 (leaf/spine/core) (default: 2 if it fits the radix, else 3)"},
                   {"radix", "switch ports (default 64; 40 for HDR-speed InfiniBand)"},
                   {"oversubscription", "leaf downlink:uplink bandwidth ratio, 1 to radix-1 (default 1)"},

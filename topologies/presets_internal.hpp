@@ -29,6 +29,7 @@ struct HostSpec {
   double pcie_Bps = 0;                // PCIe x16 per direction
   int pcie_switches = 0;
   int cpus = 0;
+  double host_memory_bytes = 0;       // the server's host memory, split evenly over its CPUs (0 = not given)
 };
 
 struct HostNodes {

@@ -118,6 +118,8 @@ Topology TopologyBuilder::build(const std::string& where) && {
   for (std::size_t i = 0; i < n; ++i) {
     const Node& nd = t.nodes_[i];
     if (nd.id.empty()) throw InputError(where + ": node " + std::to_string(i), "a non-empty node id");
+    if (!(nd.memory_bytes >= 0) || !std::isfinite(nd.memory_bytes) || (nd.memory_bytes > 0 && nd.kind != NodeKind::Cpu))
+      throw InputError(where + ": node '" + nd.id + "' memory", "a finite host memory >= 0 bytes, on a cpu node only");
     auto [it, fresh] = first.emplace(nd.id, i);
     if (!fresh)
       throw InputError(where + ": node " + std::to_string(i) + " '" + nd.id + "'",
@@ -174,6 +176,18 @@ Topology TopologyBuilder::build(const std::string& where) && {
   t.index_.clear();
   for (std::size_t i = 0; i < n; ++i) t.index_.emplace(t.nodes_[i].id, static_cast<NodeId>(i));
   return std::move(t_);
+}
+
+double Topology::host_memory_bytes(int host) const {
+  double sum = 0;
+  bool cpu = false;
+  for (const Node& nd : nodes_) {
+    if (nd.host != host || nd.kind != NodeKind::Cpu) continue;
+    if (!(nd.memory_bytes > 0)) return 0;
+    cpu = true;
+    sum += nd.memory_bytes;
+  }
+  return cpu ? sum : 0;
 }
 
 }  // namespace fabricsim::topo

@@ -45,6 +45,7 @@ struct Node {
   bool sharp = false;      // IB switch with SHARP in-network reduction
   int nvlink_domain = -1;  // GPUs that can reach each other over NVLink share a domain id
   double port_Bps = 0;     // NICs: line rate per direction in bytes/s (0 = not given)
+  double memory_bytes = 0; // CPUs: the host memory (DRAM / LPDDR) attached to this CPU, bytes (0 = not given)
 };
 
 struct Link {
@@ -72,6 +73,9 @@ class Topology {
   // GPUs in rank order (host-major, then local index). Rank r of the whole cluster is gpus()[r].
   const std::vector<NodeId>& gpus() const { return gpus_; }
   int num_hosts() const { return num_hosts_; }
+  // Host memory of server `host`: the sum of its CPUs' memory_bytes; 0 when a CPU of it does not give its
+  // memory or it has no CPU (not known).
+  double host_memory_bytes(int host) const;
   NodeId find(const std::string& id) const;  // kNoNode if absent
   // Links incident to a node, as (link id, neighbour).
   const std::vector<std::pair<LinkId, NodeId>>& adjacent(NodeId n) const { return adj_[n]; }

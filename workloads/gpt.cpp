@@ -650,6 +650,17 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.overlap_cpu_optimizer_d2h_h2d = r.boolean("overlap_cpu_optimizer_d2h_h2d", false);
   c.host_memory_bandwidth_per_gpu = r.bandwidth("host_memory_bandwidth_per_gpu", 0.0);
   c.offload_optimizer_states = r.boolean("offload_optimizer_states", false);
+  if (r.has("host_memory_per_gpu")) {
+    // A size with its unit ("240GB", "223.5GiB", "240000000000B"): set by `fabricsim run` from the topology.
+    const std::string v = r.string("host_memory_per_gpu", "");
+    double bytes = 0;
+    try {
+      if (!v.empty() && v.find_first_not_of("0123456789.eE+-") != std::string::npos) bytes = static_cast<double>(parse_size(v, "host_memory_per_gpu"));
+    } catch (const InputError&) {
+    }
+    if (!(bytes > 0)) r.fail("host_memory_per_gpu", "expected a size > 0 with its unit such as \"240GB\", got '" + v + "'");
+    c.host_memory_per_gpu = bytes;
+  }
   // Gradient reduction precision, one rule for every scenario. Megatron-LM turns fp32 gradient accumulation and
   // reduction on whenever the parameters are bf16 (megatron/training/arguments.py @d98e8a64, the `if args.bf16:`
   // block: accumulate_allreduce_grads_in_fp32 = True unless --grad-reduce-in-bf16; megatron/training/training.py

@@ -314,6 +314,11 @@ struct GptConfig {
   // next step's start, beside the forward. HBM holds it only for the optimizer step, when no activation is stored
   // (GptMemory::optimizer_offloaded_bytes). Needs the distributed optimizer and Adam, as Megatron-LM asserts.
   bool offload_optimizer_states = false;
+  // The host (CPU) memory per GPU of the servers the ranks run on: a server's memory over its GPUs (the smallest
+  // over the servers), in bytes. `fabricsim run` takes it from the topology (its CPU nodes' memory: the presets'
+  // datasheet figures, or --param host_memory=...); 0 = not known, not checked. check_gpt_layout_and_memory
+  // refuses a configuration whose pinned host memory per GPU (GptMemory::host_bytes) exceeds it.
+  double host_memory_per_gpu = 0;
   // Megatron's --fp8-param-gather (precision fp8 with the distributed optimizer or Megatron FSDP): the model
   // keeps its linear weights as FP8 tensors (Transformer Engine's Float8Tensor / MXFP8Tensor, created under
   // fp8_model_init) instead of bf16, and the distributed optimizer all-gathers the FP8 bytes
@@ -658,6 +663,10 @@ struct GptMemory {
   // is then 0 (what HBM holds during the forward and backward passes).
   double optimizer_offloaded_bytes = 0;
   std::int64_t stage = 0;        // pipeline stage of the peak
+  // Host memory per GPU of everything offloaded: optimizer_cpu_offload's shard, offload_optimizer_states' state,
+  // fine-grained activation offloading's activations at the peak (pinned buffers all, none freed within a step).
+  double host_bytes() const { return host_optimizer_bytes + optimizer_offloaded_bytes + activations_offloaded_bytes; }
+  std::string largest_host_term() const;
   double params_bytes() const { return weights_bytes + grads_bytes + optimizer_bytes; }
   // The peak: the forward / backward phase (activations) or, with offload_optimizer_states, the optimizer step
   // (the state back in HBM), whichever is larger.
@@ -673,6 +682,8 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t stage);
 // What generate_gpt checks before pricing a kernel: the layer split over (virtual) pipeline stages, the GPU,
 // and the memory per GPU against its HBM. Throws InputError (`where`) for a layout that cannot be split and
 // DoesNotFitError naming every memory term and the largest when the model does not fit; returns the memory.
+// With GptConfig::host_memory_per_gpu known, also DoesNotFitError when the largest pipeline stage's host memory
+// per GPU (GptMemory::host_bytes) exceeds it, naming the host terms, the largest and the capacity.
 // `fabricsim plan` prunes candidates with it before simulating.
 GptMemory check_gpt_layout_and_memory(const GptConfig& c, const std::string& where);
 

@@ -292,6 +292,13 @@ std::string GptMemory::largest_term() const {
   return std::max_element(std::begin(terms), std::end(terms))->second;
 }
 
+std::string GptMemory::largest_host_term() const {
+  std::pair<double, const char*> terms[] = {{host_optimizer_bytes, "optimizer_cpu_offload's optimizer shard"},
+                                            {optimizer_offloaded_bytes, "offload_optimizer_states' optimizer state"},
+                                            {activations_offloaded_bytes, "offloaded activations"}};
+  return std::max_element(std::begin(terms), std::end(terms))->second;
+}
+
 namespace {
 
 // Stored activation bytes of one layer for one micro-batch on one GPU, no recompute. Korthikanti et al.,

@@ -2057,6 +2057,37 @@ GptMemory check_gpt_layout_and_memory(const GptConfig& c, const std::string& whe
                   gpu.hbm_capacity_bytes / 1073741824.0);
     throw DoesNotFitError(where, buf);
   }
+  if (c.host_memory_per_gpu > 0) {
+    // Host memory: the pipeline stage with the most offloaded bytes per GPU (not necessarily the HBM peak's).
+    GptMemory host = mem;
+    for (std::int64_t st = 0; st < c.pipeline_model_parallel_size; ++st)
+      if (st != mem.stage) {
+        GptMemory m = gpt_memory_of_stage(c, st);
+        if (m.host_bytes() > host.host_bytes()) host = m;
+      }
+    if (host.host_bytes() > c.host_memory_per_gpu) {
+      std::string terms;
+      auto term = [&](double v, const char* name) {
+        if (v <= 0) return;
+        char t[120];
+        std::snprintf(t, sizeof t, "%s%s %.1f GiB", terms.empty() ? "" : ", ", name, v / 1073741824.0);
+        terms += t;
+      };
+      term(host.host_optimizer_bytes, "optimizer_cpu_offload's optimizer shard");
+      term(host.optimizer_offloaded_bytes, "offload_optimizer_states' optimizer state");
+      term(host.activations_offloaded_bytes, "offloaded activations");
+      char buf[900];
+      std::snprintf(buf, sizeof buf,
+                    "model does not fit in host memory: needs %.1f GiB of pinned host memory per GPU on pipeline stage "
+                    "%lld (%s; largest: %s) but the servers have %.1f GiB per GPU (%.1f GiB per %lld-GPU server; the "
+                    "topology's host_memory parameter states another); offload less (optimizer_offload_fraction, fewer "
+                    "offloaded activations) or shard the optimizer over more GPUs",
+                    host.host_bytes() / 1073741824.0, static_cast<long long>(host.stage), terms.c_str(),
+                    host.largest_host_term().c_str(), c.host_memory_per_gpu / 1073741824.0,
+                    c.host_memory_per_gpu * double(c.gpus_per_host) / 1073741824.0, static_cast<long long>(c.gpus_per_host));
+      throw DoesNotFitError(where, buf);
+    }
+  }
   return mem;
 }
 
@@ -2151,6 +2182,27 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
   }
   if (mem.activations_offloaded_bytes > 0)
     tr.metadata["memory_per_gpu_bytes.activations_offloaded"] = mem.activations_offloaded_bytes;
+  if (mem.host_bytes() > 0) {
+    // Host memory beside the HBM peak: what the offloads pin per GPU (the HBM peak's stage), and the servers'
+    // capacity per GPU when the topology gives it (check_gpt_layout_and_memory has refused more than it).
+    tr.metadata["host_memory_per_gpu_bytes.max"] = mem.host_bytes();
+    if (c.host_memory_per_gpu > 0) tr.metadata["host_memory_per_gpu_bytes.capacity"] = c.host_memory_per_gpu;
+    char buf[400];
+    if (c.host_memory_per_gpu > 0)
+      std::snprintf(buf, sizeof buf,
+                    "gpt: host memory: %.2f GiB pinned per GPU on pipeline stage %lld (HBM peak %.1f GiB) of the "
+                    "servers' %.1f GiB per GPU (%.1f GiB per %lld-GPU server, from the topology)",
+                    mem.host_bytes() / 1073741824.0, static_cast<long long>(mem.stage), mem.total_bytes() / 1073741824.0,
+                    c.host_memory_per_gpu / 1073741824.0, c.host_memory_per_gpu * double(c.gpus_per_host) / 1073741824.0,
+                    static_cast<long long>(c.gpus_per_host));
+    else
+      std::snprintf(buf, sizeof buf,
+                    "gpt: host memory: %.2f GiB pinned per GPU on pipeline stage %lld (HBM peak %.1f GiB); not checked: "
+                    "the topology does not give its servers' host memory (--param host_memory=... or a cpu node's "
+                    "\"memory\" states it)",
+                    mem.host_bytes() / 1073741824.0, static_cast<long long>(mem.stage), mem.total_bytes() / 1073741824.0);
+    tr.notes.push_back(buf);
+  }
   if (moe_on) {
     // Imbalance: per MoE layer the busiest expert-parallel rank's tokens over the mean, and the expert
     // compute time it costs (busiest minus evenly spread, forward + backward (+ recompute), all micro-

@@ -238,6 +238,25 @@ ParamMap generator_params(const Scenario& s, const topo::Topology& t, const mode
   if (!p.count("gpu")) p["gpu"] = cm.gpu.name;
   if (w.generator == "gpt" && !p.count("gpus_per_host") && t.num_hosts() > 0)
     p["gpus_per_host"] = std::to_string(std::max<std::int64_t>(1, gpus / t.num_hosts()));
+  if (w.generator == "gpt") {
+    // Host memory is the topology's (one place): its servers' memory over their GPUs, the smallest over the
+    // servers with GPUs; not known (not checked) when a server's CPUs do not give it.
+    if (p.count("host_memory_per_gpu"))
+      throw InputError(w.where + " host_memory_per_gpu", "no workload parameter: host memory is the topology's (a preset's "
+                                                         "--param host_memory=1TB per server, or a cpu node's \"memory\")");
+    std::map<int, std::int64_t> per_host;
+    for (auto g : t.gpus()) ++per_host[t.node(g).host];
+    double cap = 0;
+    for (const auto& [h, n] : per_host) {
+      const double m = h >= 0 ? t.host_memory_bytes(h) : 0.0;
+      if (!(m > 0)) {
+        cap = 0;
+        break;
+      }
+      cap = cap > 0 ? std::min(cap, m / double(n)) : m / double(n);
+    }
+    if (cap > 0) p["host_memory_per_gpu"] = std::to_string(static_cast<std::uint64_t>(cap)) + "B";
+  }
   if (w.generator == "gpt" && !p.count("gpus_per_nvlink_domain")) {
     // Largest NVLink domain (GB200 NVL72: 72 GPUs over 18 trays); MoE flex dispatch forwards inside it.
     std::map<int, std::int64_t> dom;

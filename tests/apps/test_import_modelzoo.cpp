@@ -137,6 +137,13 @@ TEST_CASE("modelzoo: Kimi-K2's GB200 recipe imports and runs as written, its opt
   CHECK(offloaded >= experts_gib);
   CHECK(offloaded < experts_gib + 3.0);  // + the stage's dense shard over DP 4 (attention, norms, output layer)
   CHECK(r.at("metrics").at("host_memory_per_gpu_bytes.optimizer").get<double>() / double(1u << 30) == doctest::Approx(offloaded));
+  // Host memory, checked against the topology's: a GB200 tray's 2 Grace CPUs of 480 GB LPDDR5X over its 4 GPUs
+  // (topologies/presets.cpp); pinned per GPU, the optimizer state and the offloaded expert_fc1 activations.
+  const auto& metrics = r.at("metrics");
+  CHECK(metrics.at("host_memory_per_gpu_bytes.capacity").get<double>() == 240e9);
+  const double host = metrics.at("host_memory_per_gpu_bytes.max").get<double>() / double(1u << 30);
+  CHECK(host == doctest::Approx(offloaded + gib(r, "activations_offloaded")));
+  CHECK(host < 240e9 / double(1u << 30));
   // Without the offload the same stage would not fit: the state on top of the forward / backward peak.
   CHECK(gib(r, "weights_grads_optimizer") + gib(r, "activations") + offloaded > hbm_gib);
   // The recipe's Slurm --segment=16 (SEGMENT=16, sbatch_benchmarking.sh at e865051): 16 trays of 4 GPUs per rack,

@@ -149,7 +149,7 @@ TEST_CASE("import: --param sets the topology's parameters; a key of neither the 
   refused("megatron ok.sh --topology dgx-h100 --param no_such_key=1",
           "fabricsim import: error: --param no_such_key: unknown parameter: neither a gpt generator parameter "
           "(fabricsim gen --help; docs/workloads.md) nor a parameter of topology dgx-h100 (gpu, gpus_per_node, "
-          "nics_per_node, nic_bandwidth, nvlink_bandwidth, nodes, node, tiers, radix, oversubscription, "
+          "nics_per_node, nic_bandwidth, host_memory, nvlink_bandwidth, nodes, node, tiers, radix, oversubscription, "
           "rail_optimized, fabric, sharp, routing)\n");
   refused("megatron ok.sh --topology dgx-h100 --param fabric=carrier-pigeon",
           "fabricsim import: error: --param fabric: one of infiniband, infiniband-edr, infiniband-hdr, infiniband-ndr, "
