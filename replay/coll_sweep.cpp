@@ -390,7 +390,7 @@ CollSweep run_coll_sweep(const CollSweepRequest& req) {
     const int remote = n - 1 - local;
     o << "# EP " << n << " (" << req.ep_span << " span: " << local + 1
       << (nodes == hosts ? " GPUs per server, " + std::to_string(hosts) + " servers"
-                         : " GPUs per NVLink domain, " + std::to_string(nodes) + " NVLink domains of " +
+                         : " GPUs per NVLink domain, " + std::to_string(nodes) + (nodes == 1 ? " NVLink domain of " : " NVLink domains of ") +
                                std::to_string(hosts) + " trays")
       << "), dispatch/combine bandwidth per rank (DeepEP-style: bytes sent / call time):\n";
     o << "#       size     time(us)   total(GB/s)   NVLink(GB/s)   RDMA(GB/s)\n";

@@ -293,22 +293,24 @@ TEST_CASE("--fidelity step ring: the streamed run prints the materialised schedu
   fs::remove_all(dir);
 }
 
+// The first row of coll --ep's DeepEP-style block: total, NVLink and RDMA GB/s per rank.
+static std::vector<double> ep_figures(const std::string& out) {
+  std::istringstream in(out.substr(out.find("RDMA(GB/s)")));
+  std::string line, hash;
+  std::getline(in, line);
+  std::getline(in, line);
+  std::istringstream l(line);
+  double size, us, total, nvl, rdma;
+  l >> hash >> size >> us >> total >> nvl >> rdma;
+  return std::vector<double>{total, nvl, rdma};
+}
+
 TEST_CASE("coll --ep: an expert-parallel all_to_all with DeepEP-style NVLink / RDMA bandwidth") {
   // EP 16 packed on two DGX H100: 7 of 15 peers over NVLink, 8 over RDMA.
   Out n = run_cli("--topology superpod -p nodes=2 --op all_to_all -b 64M -e 64M --ep 16");
   REQUIRE(n.rc == 0);
   CHECK(n.out.find("# EP 16 (node span: 8 GPUs per server, 2 servers)") != std::string::npos);
-  auto figures = [](const std::string& out) {
-    std::istringstream in(out.substr(out.find("RDMA(GB/s)")));
-    std::string line, hash;
-    std::getline(in, line);
-    std::getline(in, line);
-    std::istringstream l(line);
-    double size, us, total, nvl, rdma;
-    l >> hash >> size >> us >> total >> nvl >> rdma;
-    return std::vector<double>{total, nvl, rdma};
-  };
-  auto f = figures(n.out);
+  auto f = ep_figures(n.out);
   CHECK(f[1] > 0);
   CHECK(f[2] > 0);
   CHECK(f[0] == doctest::Approx(f[1] + f[2]).epsilon(0.01));
@@ -316,7 +318,7 @@ TEST_CASE("coll --ep: an expert-parallel all_to_all with DeepEP-style NVLink / R
   // rail span: one GPU per server, everything over RDMA.
   Out r = run_cli("--topology superpod -p nodes=2 --op all_to_all -b 64M -e 64M --ep 2 --ep-span rail");
   REQUIRE(r.rc == 0);
-  CHECK(figures(r.out)[1] == 0.0);
+  CHECK(ep_figures(r.out)[1] == 0.0);
   CHECK(run_cli("--topology superpod -p nodes=2 --op all_reduce --ep 2").rc == 2);
   CHECK(run_cli("--topology superpod -p nodes=2 --op all_to_all --ep 2 --ep-span ring").rc == 2);
 }
@@ -325,26 +327,16 @@ TEST_CASE("coll --ep on NVL72 racks: peers in the rank's NVLink domain are NVLin
   // Two GB200 NVL72 racks: a tray (host) holds 4 GPUs, the NVLink domain 72. An EP group of 64 packed on
   // rack 0 reaches all 63 peers over NVLink (the split once took the tray for the server: 3 NVLink peers and
   // 60 "RDMA" peers, 566.62 GB/s of RDMA through 50 GB/s NICs); EP 144 over both racks: 71 NVLink, 72 RDMA.
-  auto figures = [](const std::string& out) {
-    std::istringstream in(out.substr(out.find("RDMA(GB/s)")));
-    std::string line, hash;
-    std::getline(in, line);
-    std::getline(in, line);
-    std::istringstream l(line);
-    double size, us, total, nvl, rdma;
-    l >> hash >> size >> us >> total >> nvl >> rdma;
-    return std::vector<double>{total, nvl, rdma};
-  };
   Out a = run_cli("--topology superpod -p nodes=2 -p node=gb200-nvl72 --op all_to_all -b 32M -e 32M --ep 64");
   REQUIRE(a.rc == 0);
-  CHECK(a.out.find("# EP 64 (node span: 64 GPUs per NVLink domain, 1 NVLink domains of 16 trays)") != std::string::npos);
-  auto f = figures(a.out);
+  CHECK(a.out.find("# EP 64 (node span: 64 GPUs per NVLink domain, 1 NVLink domain of 16 trays)") != std::string::npos);
+  auto f = ep_figures(a.out);
   CHECK(f[1] > 0);
   CHECK(f[2] == 0.0);
   Out b = run_cli("--topology superpod -p nodes=2 -p node=gb200-nvl72 --op all_to_all -b 32M -e 32M --ep 144");
   REQUIRE(b.rc == 0);
   CHECK(b.out.find("# EP 144 (node span: 72 GPUs per NVLink domain, 2 NVLink domains of 36 trays)") != std::string::npos);
-  f = figures(b.out);
+  f = ep_figures(b.out);
   CHECK(f[1] / f[2] == doctest::Approx(71.0 / 72.0).epsilon(0.01));
   // The RDMA part leaves through the rack's NICs: 72 GPUs' worth at most, one 400 Gb/s NIC per GPU.
   CHECK(f[2] <= 50.0);
