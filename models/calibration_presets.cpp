@@ -15,6 +15,13 @@ std::string matching_calibration_name(const topo::Topology& t) {
   else if (m == "h100" || m == "h200") family = "h100";
   else if (m == "v100") family = "v100";
   else if (m == "b200") family = "b200";
+  // gb200 takes the b200 fit on purpose, not by a substring match: the fit (validate/calibrations/b200.json, two
+  // 2-node B200 sendrecv runs) moved the Simple protocol's base latency, the network step latency and
+  // network_efficiency, i.e. NCCL's SM100 kernels and ConnectX-7 NDR 400 Gb/s NICs (the log's .meta.json "nic").
+  // A gb200-nvl72 tray has the same GPU silicon and NIC model (topologies/presets.cpp "connectx-7-ndr"); its
+  // NVLink hops use nvlink_efficiency.gb200, which every shipped file holds equal to .b200 (SM100_NVLINK_BW).
+  // No GB200 collective log is in the shared data to fit or check it. Outputs name it "b200 (fitted, ...)".
+  else if (m == "gb200") family = "b200";
   else return "";
   if ((family == "a100" || family == "v100") && t.num_hosts() > 1) family = "multinode-ib";
   for (const auto& e : embedded_calibrations())

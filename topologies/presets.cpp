@@ -500,7 +500,7 @@ const std::vector<std::string> kHostParams = {"gpu", "gpus_per_node", "nics_per_
 // ---- NVLink-domain systems --------------------------------------------------------------------------
 
 struct Nvl72Spec {
-  std::string gpu = "b200";
+  std::string gpu = "gb200";  // the rack's own part (nvl72_params says why; gpu=b200 still selectable)
   std::string nic_model = "connectx-7-ndr";
   double pcie_Bps = kPcie5Bps;
   int trays = 18;
@@ -512,7 +512,7 @@ struct Nvl72Spec {
   double tray_memory_bytes = 2 * kGraceGb200Memory;  // host memory per compute tray (2 Grace CPUs); 0 = not given
 };
 
-// GB200 NVL72: 18 compute trays of 2 GB200 superchips (4 B200 GPUs, 2 Grace CPUs) and 9 NVSwitch trays
+// GB200 NVL72: 18 compute trays of 2 GB200 superchips (4 Blackwell GPUs, 2 Grace CPUs) and 9 NVSwitch trays
 // of 2 NVSwitch chips (18 chips). Each GPU has 18 NVLink5 links, one to every NVSwitch chip, so the 72
 // GPUs form one NVLink domain: HS "GB200 NVL72 / rack composition and NVLink bandwidth" (72 GPUs, 36 Grace,
 // 9 NVSwitch trays, 1.8 TB/s per GPU; UNVERIFIED, secondary) and HS "B200 / NVLink links per GPU".
@@ -563,9 +563,13 @@ Nvl72Spec nvl72_params(const std::map<std::string, std::string>& given, const st
                        const std::vector<std::string>& valid, const std::string& rack = "gb200-nvl72") {
   Params p(preset, given, valid);
   Nvl72Spec s = nvl72_spec(rack);
-  // gb200-nvl72 keeps "b200" as its default GPU model (calibrations and outputs key on it); gpu=gb200 prices
-  // compute at the GB200 part's clocks (models/gpu.cpp).
-  s.gpu = rack == "gb300-nvl72" ? p.str("gpu", "gb300", {"gb300"}) : p.str("gpu", "b200", {"b200", "gb200"});
+  // gb200-nvl72 prices the GB200 part by default: the Blackwell GPU of a GB200 superchip at its 1,200 W clocks
+  // (models/gpu.cpp "gb200": 2.5 PFLOP/s dense BF16, 186 GB, from the GB200 NVL72 datasheet's rack totals / 72).
+  // gpu=b200 keeps the HGX B200 part (2.25 PFLOP/s, 192 GB, PCIe host link) for comparison. What keys on the
+  // name: the network calibration (models/calibration_presets.cpp maps gb200 to the b200 fit on purpose), the
+  // kernel efficiencies (both take the H200 fit, models/compute_calibration.cpp), the host link and host DRAM
+  // rate of offloading (workloads/gpt_model.cpp: NVLink-C2C and Grace LPDDR5X for gb200).
+  s.gpu = rack == "gb300-nvl72" ? p.str("gpu", "gb300", {"gb300"}) : p.str("gpu", "gb200", {"gb200", "b200"});
   s.nics_per_tray = static_cast<int>(p.integer("nics_per_node", s.nics_per_tray, 0, 8));
   s.nic_Bps = p.bandwidth("nic_bandwidth", s.nic_Bps);
   if (p.has("nvlink_bandwidth")) s.link_Bps = p.bandwidth("nvlink_bandwidth", 0) / s.nvswitch_chips;
@@ -936,8 +940,9 @@ std::vector<PresetInfo> make_presets() {
                             (s.tray_memory_bytes > 0 ? decimal_bytes(s.tray_memory_bytes) + ": 2 Grace CPUs of 480 GB LPDDR5X"
                                                      : std::string("not given: host memory not checked")) + ")"}};
   };
-  out.push_back({"gb200-nvl72", "72 B200 GPUs (18 trays of 4) in one NVLink5 domain over 18 NVSwitch chips",
-                 nvl72_help("gb200-nvl72", "b200 or gb200 (B200 silicon at GB200 clocks) (default b200)")});
+  out.push_back({"gb200-nvl72", "72 GB200 GPUs (18 trays of 4) in one NVLink5 domain over 18 NVSwitch chips",
+                 nvl72_help("gb200-nvl72", "gb200 (the GB200 superchip's GPU: 2.5 PFLOP/s bf16, 186 GB) or b200 (the HGX "
+                                           "B200 part: 2.25 PFLOP/s, 192 GB) (default gb200)")});
   out.push_back({"gb300-nvl72", "72 Blackwell Ultra GPUs (18 trays of 4) in one NVLink5 domain, 4x ConnectX-8 800 Gb/s per tray",
                  nvl72_help("gb300-nvl72", "gb300 only (default gb300)")});
   out.push_back({"nvlink-switch-system", "up to 32 DGX H100 (256 GPUs) in one NVLink network via tier-2 NVSwitches",

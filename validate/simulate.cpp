@@ -138,6 +138,12 @@ SystemMapping map_system(const Measurement& m) {
     if (contains(g, "h200")) s.params = {{"gpu", "h200"}};
     s.family = "h100";
     s.rule = "H100 -> dgx-h100";
+  } else if (contains(g, "gb200")) {
+    // "NVIDIA GB200" contains "b200": without this rule a GB200 log would be mapped to an 8-GPU DGX B200. Its
+    // rack (MNNVL across 18 trays) is not a server preset; no GB200 log is in the validated data.
+    throw InputError(m.source, "no automatic topology mapping for GPU '" + m.gpu_model +
+                                   "' (a GB200 NVL72 rack is not a server); pass --topology superpod "
+                                   "--param node=gb200-nvl72 --param nodes=N");
   } else if (contains(g, "b200")) {
     s.preset = "dgx-b200";
     s.family = "b200";

@@ -57,6 +57,31 @@ TEST_CASE("examples: Llama-3-70B FP8 on 64 H100 and Llama-3.1-405B on 256 GB200 
   }
 }
 
+TEST_CASE("examples: a gb200-nvl72 rack prices the GB200 part by default, b200 on request") {
+  // Llama-3.1-405B on 4 GB200 NVL72 racks, whose topology names no GPU. The default is the GB200 superchip's
+  // GPU: NVIDIA GB200 NVL72 datasheet, FP16/BF16 360 PFLOP/s with sparsity per 72 GPUs -> 2.5 PFLOP/s dense, and
+  // 13.4 TB HBM3e per 72 GPUs -> 186 GB (hardware_specs.json facts[42]: 72 GPUs, "about 13.4 TB"). gpu=b200 is
+  // the HGX B200 part (2.25 PFLOP/s, 192 GB). Both take the b200 network calibration, chosen for gb200 by name
+  // (models/calibration_presets.cpp), so the two runs differ in the GPU alone.
+  Scenario s = load_scenario(kExamples + "llama3.1-405b-256-gb200.json");
+  const auto r = sim::run_scenario(s, {"analytic", {}, {}}).result;
+  CHECK(r.workload_params.at("gpu") == "gb200");
+  CHECK(r.metrics.at("peak_dense_flops_per_gpu") == doctest::Approx(2500e12));
+  CHECK(models::gpu_spec("gb200").hbm_capacity_bytes == doctest::Approx(186e9));
+  CHECK(sim::summary_text(r, 0).find("of 173.23 GiB on gb200") != std::string::npos);  // 186e9 B
+  CHECK(r.calibration.find("b200 (fitted, validate/calibrations/b200.json)") == 0);
+  Scenario b = load_scenario(kExamples + "llama3.1-405b-256-gb200.json");
+  b.topology_params["gpu"] = "b200";
+  const auto rb = sim::run_scenario(b, {"analytic", {}, {}}).result;
+  CHECK(rb.workload_params.at("gpu") == "b200");
+  CHECK(rb.metrics.at("peak_dense_flops_per_gpu") == doctest::Approx(2250e12));
+  CHECK(rb.calibration == r.calibration);
+  // The same kernels at 10 % lower peaks: the B200 step is longer, by less than the peak ratio (communication
+  // and the bubble's share do not scale with the clock).
+  CHECK(rb.iteration_s > r.iteration_s);
+  CHECK(rb.iteration_s < r.iteration_s * 2500.0 / 2250.0);
+}
+
 TEST_CASE("examples: Llama-3.1-405B NVFP4 with bf16 end layers on 256 GB300 NVL72 runs") {
   // Not validated: no FP4 kernel is measured (the FP4 GEMMs borrow the FP8 efficiency at the FP4 peak).
   const std::string file = "llama3.1-405b-nvfp4-256-gb300.json";

@@ -1,4 +1,4 @@
-// Presets added for 2024-2026 systems: dgx-h200, dgx-b300, gb300-nvl72 (and gpu=gb200 on gb200-nvl72), against
+// Presets added for 2024-2026 systems: dgx-h200, dgx-b300, gb300-nvl72 (and gb200-nvl72's GPU part), against
 // hand-computed counts and bandwidths (sources cited in topologies/presets.cpp).
 #include <doctest/doctest.h>
 
@@ -50,11 +50,15 @@ TEST_CASE("gb300-nvl72: 72 Blackwell Ultra GPUs in one NVLink domain, one 800 Gb
     CHECK(t.node(g).nvlink_domain == 0);
   }
   CHECK_THROWS_AS(build_preset("gb300-nvl72", {{"gpu", "b200"}}), InputError);
-  // gb200-nvl72 keeps b200 by default and accepts the GB200 part.
+  // gb200-nvl72 prices the GB200 part by default (every GPU, on the rack and in a superpod of racks) and still
+  // accepts the HGX B200 part; gb300 is not a GB200 rack's GPU.
   Topology d = build_preset("gb200-nvl72", {});
-  CHECK(d.node(d.gpus()[0]).model == "b200");
-  Topology g = build_preset("gb200-nvl72", {{"gpu", "gb200"}});
-  CHECK(g.node(g.gpus()[0]).model == "gb200");
+  for (NodeId gpu : d.gpus()) CHECK(d.node(gpu).model == "gb200");
+  Topology sp = build_preset("superpod", {{"nodes", "2"}, {"node", "gb200-nvl72"}});
+  for (NodeId gpu : sp.gpus()) CHECK(sp.node(gpu).model == "gb200");
+  Topology b = build_preset("gb200-nvl72", {{"gpu", "b200"}});
+  CHECK(b.node(b.gpus()[0]).model == "b200");
+  CHECK_THROWS_AS(build_preset("gb200-nvl72", {{"gpu", "gb300"}}), InputError);
 }
 
 TEST_CASE("superpod of gb300-nvl72 racks and of dgx-b300 / dgx-h200 servers") {
