@@ -104,7 +104,12 @@ std::vector<GpuSpec> make_specs() {
   //   GB200 NVL72 datasheet, 72-GPU totals / 72: FP16/BF16 360 PF sparse -> 2.5 PF dense; TF32 180 PF sparse
   //   -> 1.25 PF dense; FP32 5,760 TF -> 80 TF; FP8 720 PF sparse -> 5 PF dense; FP4 1,440 PF sparse -> 10 PF
   //   dense; HBM3e 13.4 TB, 576 TB/s -> 186 GB and 8 TB/s per GPU (hardware_specs.json facts[42]: 72 GPUs).
-  //   Same silicon as B200: 148 SMs (Blackwell technical brief).
+  //   Same silicon as B200: 148 SMs (Blackwell technical brief). The datasheet is not in the project's data (facts[42]
+  //   holds only the rack's 72 GPUs and "about 13.4 TB"); the per-GPU figures agree with two secondary restatements
+  //   of NVIDIA's specification table: zdszero.github.io Computer/Artificial_Intelligence/Hardware.html ("Individual
+  //   Blackwell GPU": FP4 20, FP8 10, FP16/BF16 5, TF32 2.5 PFLOP/s with sparsity, FP32 80 TFLOP/s, 186 GB HBM3E,
+  //   8 TB/s) and glennklockwood.com garden/processors/B200 ("GB200 variant of B200 ... 1,200 W": TF32 1250, BF16
+  //   2500, FP8 5000, FP4 10000 TFLOP/s dense). The default GPU of the gb200-nvl72 preset (topologies/presets.cpp).
   v.push_back({"gb200", 2500 * T, 2500 * T, 1250 * T, 80 * T, 8000 * GBps, 186 * GB,
                "NVIDIA GB200 NVL72 datasheet (per-GPU = rack / 72); hardware_specs.json facts[42]", 5000 * T, 148,
                10000 * T});
