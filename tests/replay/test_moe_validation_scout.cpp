@@ -61,7 +61,11 @@ TEST_CASE("validation: moe-scout Llama 4 Scout on 256 GB200 (torchtitan), bf16 a
     // Re-set 2026-11-28 (docs/validation.md says what moved and why; the lead reviews): NCCL's MNNVL rack as one
     // node with its 16 ring channels (docs/collectives.md) took the rows to +38.7 / +33.7 %, torchtitan's
     // per-layer expert FSDP2 units to +43.2 / +19.9 %; guards 44 / 20 %, the measured errors rounded up.
-    CHECK(std::fabs(sim[i] / pub - 1.0) <= (i == 0 ? 0.44 : 0.20));
+    // Re-set 2026-11-29 when the scenarios' input changed: GB200 racks take the b200 network calibration
+    // (models/calibration_presets.cpp; before, the built-in defaults), its fitted InfiniBand (network_efficiency
+    // 0.871, Simple network step 22.4 us) slowing the inter-rack FSDP and EP calls: bf16 +35.0 -> +24.3 %, MXFP8
+    // +17.5 -> +7.8 %; guards 25 / 8 %, the measured errors rounded up.
+    CHECK(std::fabs(sim[i] / pub - 1.0) <= (i == 0 ? 0.25 : 0.08));
   }
   test::check_doc_table(doc, "build/tests/test_replay -tc='validation: moe-scout*'");
   // The structure, measured: torchtitan's per-layer expert FSDP2 units (the scenarios' fsdp_expert_units; what
@@ -84,11 +88,16 @@ TEST_CASE("validation: moe-scout Llama 4 Scout on 256 GB200 (torchtitan), bf16 a
     // pricing each communicator over the slowest placement class of its groups (replay/placement_classes.hpp):
     // packed on 72-GPU racks the EP group of ranks 64-79 straddles two racks, its all-to-alls cross InfiniBand
     // (ep calls 23.2 -> 170.3 ms per step on MXFP8), and with that exposed all-to-all the units are faster in
-    // both precisions: bf16 8326.3 vs 7441.1 without, MXFP8 8694.9 vs 8438.3 (docs/validation.md).
-    CHECK(once < sim[i]);
+    // both precisions: bf16 8326.3 vs 7441.1 without, MXFP8 8694.9 vs 8438.3 (docs/validation.md). Re-set
+    // 2026-11-29 with the b200 network calibration of GB200 racks (above): bf16 7665.6 vs 7084.3 without (the
+    // units faster), MXFP8 7975.6 vs 7982.4 (a tie: the per-layer gathers exposed beside MXFP8's shorter compute
+    // cost what the overlapped step-end reduce-scatter saves). Asserted as measured: bf16 faster with the units,
+    // MXFP8 within 0.5 % either way.
+    if (i == 0) CHECK(once < sim[i]);
+    else CHECK(std::fabs(once / sim[i] - 1.0) < 0.005);
   }
   test::check_doc_table(st, "build/tests/test_replay -tc='validation: moe-scout*'");
-  // MXFP8 over bf16: published +20.0 %; simulated +0.5 % (the backward's per-layer gathers and fp32
+  // MXFP8 over bf16: published +20.0 %; simulated +4.0 % (the backward's per-layer gathers and fp32
   // reduce-scatters, in high precision in both runs -- "All distributed communication for MXFP8 training is
   // currently done in high precision" -- take about the layer's backward compute). The direction must hold.
   MESSAGE("MXFP8 / bf16: published 1.200, simulated " << sim[1] / sim[0]);

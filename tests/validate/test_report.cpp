@@ -68,6 +68,19 @@ TEST_CASE("machine mapping: ABCI A/V nodes, H100, multi-host superpod, errors") 
   Measurement odd = load1("together_h100_1node_8gpu_all_reduce_ring.meta.json");
   odd.gpu_model = "Radeon Instinct MI250X";
   CHECK_THROWS_AS(map_system(odd), InputError);
+  // "NVIDIA GB200" contains "b200": it is not mapped to an 8-GPU DGX B200 but refused, naming the rack preset.
+  Measurement gb = load1("together_h100_1node_8gpu_all_reduce_ring.meta.json");
+  gb.gpu_model = "NVIDIA GB200";
+  std::string err;
+  try {
+    map_system(gb);
+  } catch (const InputError& e) {
+    err = e.what();
+  }
+  CHECK(err.find("'NVIDIA GB200'") != std::string::npos);
+  CHECK(err.find("--param node=gb200-nvl72") != std::string::npos);
+  gb.gpu_model = "NVIDIA B200";
+  CHECK(map_system(gb).preset == "dgx-b200");
   Measurement uneven = load1("abci_inter_anode_job2_7194279_16gpu_all_reduce.meta.json");
   uneven.num_nodes = 3;
   CHECK_THROWS_AS(map_system(uneven), InputError);
