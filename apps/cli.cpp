@@ -6,6 +6,7 @@
 #include "models/calibration_presets.hpp"
 #include "models/compute.hpp"
 #include "models/compute_calibration.hpp"
+#include "sim/base/did_you_mean.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/json_reader.hpp"
 #include "topologies/io.hpp"
@@ -101,7 +102,13 @@ bool Args::parse(int argc, char** argv) {
           inline_value = true;
         }
       }
-      if (!f) throw InputError(a, "unknown option for `fabricsim " + command_ + "` (see --help)");
+      if (!f) {
+        std::vector<std::string> names;
+        for (const auto& fl : flags_)
+          if (fl.name.rfind("--", 0) == 0) names.push_back(fl.name);
+        const std::string opt = a.substr(0, a.find('='));
+        throw InputError(a, "unknown option for `fabricsim " + command_ + "`" + did_you_mean(opt, names) + " (see --help)");
+      }
       if (f->name == "--help") {
         std::cout << help();
         return false;

@@ -2,7 +2,8 @@
 // layouts (TP x PP, micro-batch) and cluster sizes (the topology's "nodes" parameter) and print the cheapest
 // configurations that meet the target: fewest GPUs first, then the fastest step. Every candidate is a real
 // simulation (the sweep machinery, threads on all cores); layouts that do not fit (divisibility, memory,
-// batch) fail in the generator and count as infeasible. Cluster sizes are tried smallest first and the
+// batch) fail in the generator and count as infeasible; one refused on all of a cluster's GPUs runs on the
+// largest world size below that the generator accepts (GPUs idle, cost still the nodes'). Cluster sizes are tried smallest first and the
 // search stops after the first size at which enough (--top) configurations meet the target, since any
 // larger cluster costs more GPUs.
 #include <algorithm>
@@ -77,6 +78,10 @@ struct Candidate {
   long long nodes = 0, tp = 0, pp = 0, mbs = 0;
   std::vector<Json> extra;  // values of the searched Dims, in their order
   long long cp = 1;         // for the DP column
+  long long paid = 0;       // the cluster's GPUs (0: not known before simulating)
+  long long world = 0;      // > 0: the layout runs on this many of them, the rest idle
+  long long full_dp = 0;    // the data-parallel size on every GPU, and the global and micro batch, when the
+  long long gbs = 0;        // global batch is what keeps it from every GPU
   bool ok = false;
   std::string error;
   sim::RunResult r;
@@ -193,7 +198,9 @@ int cmd_plan(int argc, char** argv) {
             "table then shows them with each configuration's peak memory per GPU, and the counts say how many\n"
             "candidates were refused for their layout, for memory and for the target. Candidates whose layout\n"
             "the generator rejects (divisibility, global batch, pipeline split) or that need more GPU memory than\n"
-            "the GPU has are refused before simulating.");
+            "the GPU has are refused before simulating. A layout refused on all of a cluster's GPUs runs on the\n"
+            "largest world size the generator accepts (world_size), the rest idle; the table then shows GPUs\n"
+            "used/paid and ranks by the GPUs paid for (--all-gpus refuses it instead).");
   args.flag({"--target-tokens-per-day", "", "N", "required training throughput, tokens per day", ""});
   args.flag({"--target-step-time", "", "TIME", "required step time, e.g. 10s or 800ms", ""});
   args.flag({"--nodes", "", "LIST", "cluster sizes to try (topology param nodes)", "1,2,4,8,16,32,64,128,256"});
@@ -210,6 +217,10 @@ int cmd_plan(int argc, char** argv) {
   args.flag({"--recompute", "", "LIST", "recompute_granularity values: none, selective, full", ""});
   args.flag({"--memory", "", "", "print the peak-memory column and the refusal counts (and write the memory CSV "
                                  "columns) also when no --cp/--vp/--ep/--etp/--recompute value is searched",
+             ""});
+  args.flag({"--all-gpus", "", "",
+             "refuse a layout that cannot use every GPU of the cluster (by default such a layout runs on the largest "
+             "world size it allows, the rest of the nodes' GPUs idle, and is ranked by the GPUs paid for)",
              ""});
   args.flag({"--top", "", "N", "configurations to print", "5"});
   args.flag({"--threads", "-j", "N", "worker threads (0 = all cores)", "0"});
@@ -254,6 +265,7 @@ int cmd_plan(int argc, char** argv) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   std::string comm_model = args.comm_model();
   bool quiet = args.has("--quiet");
+  const bool all_gpus = args.has("--all-gpus");
 
   std::string source = args.positional().empty() ? "<built-in>" : args.positional()[0];
   Json base = args.positional().empty() ? workloads::default_scenario_json() : load_json_file(source);
@@ -381,22 +393,59 @@ int cmd_plan(int argc, char** argv) {
     } catch (const InputError&) {
       return todo;  // the simulation reports it, candidate by candidate
     }
+    const long long cluster_gpus = static_cast<long long>(sys->topology().gpus().size());
     for (std::size_t i : todo) {
       const sim::SweepPoint& p = spec.points[i];
       Candidate& c = cands[i];
+      c.paid = cluster_gpus;
       try {
         workloads::Scenario sc = workloads::scenario_from_json(sim::point_scenario(spec, p), source);
         const models::ComputeModel cm =
             workloads::scenario_compute_model(sc, sys->topology(), sys->calibration().named_factors());
         workloads::ParamMap pm = workloads::generator_params(sc, sys->topology(), cm);
-        const workloads::GptConfig g = workloads::gpt_config_from_params(pm, sc.workload.where);
+        // The generator's checks at the world size in pm: the layout (InputError), then the memory per GPU
+        // (DoesNotFitError, with the peak and its largest term kept for the CSV).
+        auto check = [&](workloads::GptConfig& g) {
+          g = workloads::gpt_config_from_params(pm, sc.workload.where);
+          try {
+            c.peak_bytes = workloads::check_gpt_layout_and_memory(g, sc.workload.where).total_bytes();
+          } catch (const DoesNotFitError&) {
+            const workloads::GptMemory mem = workloads::gpt_memory_per_gpu(g);
+            c.peak_bytes = mem.total_bytes();
+            c.largest_term = mem.largest_term();
+            throw;
+          }
+        };
+        workloads::GptConfig g;
         try {
-          c.peak_bytes = workloads::check_gpt_layout_and_memory(g, sc.workload.where).total_bytes();
+          check(g);
         } catch (const DoesNotFitError&) {
-          const workloads::GptMemory mem = workloads::gpt_memory_per_gpu(g);
-          c.peak_bytes = mem.total_bytes();
-          c.largest_term = mem.largest_term();
           throw;
+        } catch (const InputError&) {
+          // Refused on every GPU of the cluster: Megatron's world is TP x PP x CP x DP, so the job may run on
+          // fewer GPUs than the nodes hold (as a scenario's world_size below the topology's GPUs does), the
+          // rest idle. The largest world size the generator accepts, if any; else the refusal stands.
+          if (all_gpus) throw;
+          const long long mp = c.tp * c.pp * c.cp;
+          for (long long k = (cluster_gpus - 1) / mp; k >= 1 && c.world == 0; --k) {
+            pm["world_size"] = std::to_string(k * mp);
+            try {
+              check(g);
+              c.world = k * mp;
+            } catch (const DoesNotFitError& e) {
+              throw DoesNotFitError("on " + std::to_string(k * mp) + " of the " + std::to_string(cluster_gpus) +
+                                    " GPUs (the largest world size the layout allows): " + e.what());
+            } catch (const InputError&) {
+            }
+          }
+          if (c.world == 0) throw;
+          spec.points[i].set.push_back({"/workload/params/world_size", c.world});
+          // Whether the global batch is what keeps the layout off the idle GPUs: the data-parallel size on
+          // every GPU does not divide it.
+          if (cluster_gpus % mp == 0 && g.global_batch_size % (g.micro_batch_size * (cluster_gpus / mp)) != 0) {
+            c.full_dp = cluster_gpus / mp;
+            c.gbs = g.global_batch_size;
+          }
         }
         run.push_back(i);
       } catch (const DoesNotFitError& e) {
@@ -478,8 +527,10 @@ int cmd_plan(int argc, char** argv) {
   std::vector<const Candidate*> good;
   for (const auto& c : cands)
     if (c.ok && meets(c.r)) good.push_back(&c);
+  // Cost is the GPUs paid for: the cluster's, also where a layout leaves some of them idle.
+  auto paid = [](const Candidate* c) { return c->paid > 0 ? c->paid : static_cast<long long>(c->r.gpus); };
   std::sort(good.begin(), good.end(), [&](const Candidate* a, const Candidate* b) {
-    if (a->r.gpus != b->r.gpus) return a->r.gpus < b->r.gpus;
+    if (paid(a) != paid(b)) return paid(a) < paid(b);
     if (a->r.iteration_s != b->r.iteration_s) return a->r.iteration_s < b->r.iteration_s;
     return a < b;  // enumeration order: nodes, tp, pp, mbs, then the further dimensions
   });
@@ -515,6 +566,14 @@ int cmd_plan(int argc, char** argv) {
       o << ")";
     }
     o << ", " << run_count - feasible - infeasible << " for the target (too slow)\n";
+  }
+  {
+    std::size_t fewer = 0;
+    for (const auto& [i, row] : rows) fewer += cands[i].ok && cands[i].world > 0;
+    if (fewer > 0)
+      o << fewer << (fewer == 1 ? " candidate" : " candidates")
+        << " ran on fewer GPUs than their nodes hold (refused on all of them: each on the largest world size "
+           "TP x PP x CP x DP its layout and the global batch allow, the rest idle)\n";
   }
   if (good.empty()) {
     o << "no configuration meets the target within the searched range\n";
@@ -554,14 +613,21 @@ int cmd_plan(int argc, char** argv) {
     }
     return h;
   };
-  std::snprintf(buf, sizeof buf, "%-4s %6s %6s %4s %4s", "#", "nodes", "GPUs", "TP", "PP");
+  bool idle = false;  // a printed configuration leaves GPUs idle: the GPU column says used/paid
+  for (std::size_t i = 0; i < good.size() && i < static_cast<std::size_t>(top); ++i) idle = idle || good[i]->world > 0;
+  std::snprintf(buf, sizeof buf, idle ? "%-4s %6s %9s %4s %4s" : "%-4s %6s %6s %4s %4s", "#", "nodes",
+                idle ? "used/paid" : "GPUs", "TP", "PP");
   o << buf << dim_header();
   std::snprintf(buf, sizeof buf, " %5s %4s %12s %14s %10s %12s %10s", "DP", "MBS", "step_s", "tokens/day", "TFLOP/s",
                 "exposed_s", "bubble_s");
   o << buf << (extended ? "    peak_GiB\n" : "\n");
   for (std::size_t i = 0; i < good.size() && i < static_cast<std::size_t>(top); ++i) {
     const Candidate& c = *good[i];
-    std::snprintf(buf, sizeof buf, "%-4zu %6lld %6d %4lld %4lld", i + 1, c.nodes, c.r.gpus, c.tp, c.pp);
+    if (idle)
+      std::snprintf(buf, sizeof buf, "%-4zu %6lld %9s %4lld %4lld", i + 1, c.nodes,
+                    (std::to_string(c.r.gpus) + "/" + std::to_string(paid(&c))).c_str(), c.tp, c.pp);
+    else
+      std::snprintf(buf, sizeof buf, "%-4zu %6lld %6d %4lld %4lld", i + 1, c.nodes, c.r.gpus, c.tp, c.pp);
     o << buf;
     for (std::size_t k = 0; k < dims.size(); ++k) {
       std::snprintf(buf, sizeof buf, dims[k].flag == "--recompute" ? " %-9s" : " %4s", json_text(c.extra[k]).c_str());
@@ -577,6 +643,17 @@ int cmd_plan(int argc, char** argv) {
     } else {
       o << "\n";
     }
+  }
+  // Why a printed configuration leaves GPUs idle, where the global batch is the reason, and the global batch
+  // sizes near the scenario's that would use them all.
+  for (std::size_t i = 0; i < good.size() && i < static_cast<std::size_t>(top); ++i) {
+    const Candidate& c = *good[i];
+    if (c.world == 0 || c.full_dp == 0) continue;
+    const long long q = c.mbs * c.full_dp, below = c.gbs / q * q;
+    o << "#" << i + 1 << " uses " << c.r.gpus << " of " << c.paid << " GPUs: global_batch_size " << c.gbs
+      << " is not a multiple of micro_batch_size x data-parallel size on all of them (" << c.mbs << " x " << c.full_dp
+      << "); " << (below > 0 ? std::to_string(below) + " or " : std::string()) << below + q << " would be\n";
+    break;
   }
   std::cout << o.str();
   return 0;

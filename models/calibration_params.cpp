@@ -5,6 +5,7 @@
 #include <limits>
 #include <sstream>
 
+#include "sim/base/did_you_mean.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
 
@@ -131,21 +132,10 @@ const char* removed_calibration_param(std::string_view name) {
 }
 
 std::string nearest_calibration_param(std::string_view name) {
-  auto dist = [](std::string_view a, std::string_view b) {
-    std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-      cur[0] = i;
-      for (std::size_t j = 1; j <= b.size(); ++j)
-        cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      std::swap(prev, cur);
-    }
-    return prev[b.size()];
-  };
   std::string best;
   std::size_t bd = std::numeric_limits<std::size_t>::max();
   for (const auto& d : calibration_params()) {
-    const std::size_t x = dist(name, d.name);
+    const std::size_t x = edit_distance(name, d.name);
     if (x < bd) bd = x, best = d.name;
   }
   return best;

@@ -11,6 +11,7 @@
 #include "models/calibration_presets.hpp"
 #include "models/ring_stream.hpp"
 #include "models/tuner.hpp"
+#include "sim/base/did_you_mean.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
 #include "models/system.hpp"
@@ -89,7 +90,8 @@ CollSweepRequest coll_request(const std::map<std::string, std::string>& options,
   if (!models::parse_op(get("op", "all_reduce"), spec.op))
     throw InputError("--op " + get("op"),
                      "one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, all_to_allv, "
-                     "send_recv");
+                     "send_recv" + did_you_mean(get("op"), {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+                                                             "all_to_all", "all_to_allv", "send_recv"}));
   std::string dtype = get("datatype", "float");
   spec.elem_bytes = 0;
   spec.elem_bytes = coll_datatype_bytes(dtype);

@@ -71,12 +71,18 @@ CompareColumn from_result_json(const Json& j, const std::string& path) {
       if (!e.is_object() || !e.contains("class") || !e["class"].is_string())
         json_fail(eat, "an object with a string 'class'");
       CompareLinkClass lc;
+      if (e.contains("tier")) lc.tier = static_cast<int>(num(e, "tier", eat));
       lc.directions = static_cast<int>(num(e, "directions", eat));
       lc.bytes = num(e, "bytes", eat);
       lc.util_avg_run_mean = num(e, "util_avg_run_mean", eat);
       c.link_classes[e["class"].get<std::string>()] = lc;
     }
   }
+  for (const char* k : {"topology", "calibration", "comm_model", "workload"})
+    if (j.contains(k) && j[k].is_string()) c.inputs[k] = j[k].get<std::string>();
+  for (const char* k : {"topology_params", "workload_params"})
+    if (j.contains(k) && j[k].is_object())
+      for (const auto& [name, v] : j[k].items()) c.inputs[std::string(k) + " " + name] = v.is_string() ? v.get<std::string>() : v.dump();
   // The keys and values compare does not read are still those of the format (unknown keys are errors).
   static const Json schema = Json::parse(embedded_result_schema().at(0).second);
   check_json_schema(j, schema, at, "docs/result.schema.json");
@@ -126,7 +132,10 @@ std::vector<CompareColumn> from_sweep_csv(const std::string& text, const std::st
     };
     CompareColumn c;
     std::string inputs;
-    for (std::size_t i = 1; i < status; ++i) inputs += (inputs.empty() ? "" : ",") + head[i] + "=" + f[i];
+    for (std::size_t i = 1; i < status; ++i) {
+      inputs += (inputs.empty() ? "" : ",") + head[i] + "=" + f[i];
+      c.inputs[head[i]] = f[i];
+    }
     c.label = basename_of(path) + ": " + (inputs.empty() ? "point " + f[0] : inputs);
     c.gpus = static_cast<int>(d(gpus));
     c.iteration_s = d(it);
@@ -153,6 +162,67 @@ std::string signed_ms(double s) { return fmt("%+.3f", s * 1e3) + " ms"; }
 std::string pct_change(double v, double base) {
   if (!(base != 0)) return "";
   return " (" + fmt("%+.1f", 100 * (v / base - 1)) + " %)";
+}
+
+// Two results whose step times agree to the printed 0.0 %: why, in two lines, from what the results state --
+// the inputs that differ, and what is equal (the breakdown, the link classes) and which links carry no traffic.
+std::string same_result_text(const CompareColumn& a, const CompareColumn& b, const std::vector<std::string>& cats,
+                             const std::set<std::string>& classes) {
+  std::string diff;
+  int n = 0;
+  std::set<std::string> keys;
+  for (const auto& [k, v] : a.inputs) keys.insert(k);
+  for (const auto& [k, v] : b.inputs) keys.insert(k);
+  for (const auto& k : keys) {
+    auto ia = a.inputs.find(k), ib = b.inputs.find(k);
+    const std::string va = ia == a.inputs.end() ? "(not stated)" : ia->second, vb = ib == b.inputs.end() ? "(not stated)" : ib->second;
+    if (va == vb) continue;
+    if (++n <= 4) diff += (diff.empty() ? "" : ", ") + k + " " + text_excerpt(va, 40) + " -> " + text_excerpt(vb, 40);
+  }
+  if (n > 4) diff += " and " + std::to_string(n - 4) + " more";
+  std::string o = "  why the same: ";
+  if (a.inputs.empty() || b.inputs.empty()) o += "the inputs are not stated in both results";
+  else if (n == 0) o += "both results state the same inputs";
+  else o += "the inputs differ in " + diff;
+  o += b.iteration_s == a.iteration_s ? " and the step times are equal;\n" : " and the step times differ by under 0.05 %;\n";
+  // What is equal, and where the traffic is.
+  auto value_of = [](const CompareColumn& c, const std::string& k) {
+    for (const auto& [kk, v] : c.breakdown)
+      if (kk == k) return v;
+    return 0.0;
+  };
+  std::vector<std::string> moved;
+  for (const auto& k : cats)
+    if (std::abs(value_of(a, k) - value_of(b, k)) >= 5e-7) moved.push_back(k);
+  o += "    ";
+  if (moved.empty()) o += "every breakdown category is equal (to 0.001 ms)";
+  else {
+    o += "categories that moved and cancel out:";
+    for (const auto& k : moved) o += " " + k;
+  }
+  if (a.has_links && b.has_links) {
+    std::string busy, changed;
+    bool between_switches = false, tiers_known = true;
+    for (const auto& cl : classes) {
+      auto ia = a.link_classes.find(cl), ib = b.link_classes.find(cl);
+      const double ba = ia == a.link_classes.end() ? 0 : ia->second.bytes, bb = ib == b.link_classes.end() ? 0 : ib->second.bytes;
+      const double ua = ia == a.link_classes.end() ? 0 : ia->second.util_avg_run_mean,
+                   ub = ib == b.link_classes.end() ? 0 : ib->second.util_avg_run_mean;
+      if (ba == 0 && bb == 0) continue;
+      busy += (busy.empty() ? "" : ", ") + cl;
+      if (ba != bb || ua != ub) changed += (changed.empty() ? "" : ", ") + cl;
+      const int tier = ia != a.link_classes.end() ? ia->second.tier : ib->second.tier;
+      if (tier < 0) tiers_known = false;
+      if (tier >= 2) between_switches = true;
+    }
+    if (busy.empty()) o += "; no link carries traffic in either";
+    else {
+      o += changed.empty() ? "; the links carrying traffic (" + busy + ") carry the same bytes at the same utilisation"
+                           : "; traffic on " + busy + " (changed: " + changed + ")";
+      if (tiers_known && !between_switches) o += "; no link between switches carries any";
+    }
+  }
+  return o + "\n";
 }
 
 }  // namespace
@@ -254,6 +324,7 @@ std::string compare_text(const std::vector<CompareColumn>& cols) {
     // The breakdown is a per-rank average that sums to the step time; say so when it does not quite.
     if (std::abs(sum - d) > 1e-6 + 1e-3 * std::abs(a.iteration_s))
       o << "    (the categories sum to " << signed_ms(sum) << ": the breakdown is a per-rank average)\n";
+    if (std::abs(d) < 5e-4 * std::abs(a.iteration_s) || d == 0) o << same_result_text(a, b, cats, classes);
     if (a.has_links && b.has_links) {
       std::vector<std::pair<std::string, std::string>> lines;
       for (const auto& cl : classes) {

@@ -12,6 +12,7 @@
 namespace fabricsim::sim {
 
 struct CompareLinkClass {
+  int tier = -1;  // 0 inside a host, 1 NIC - leaf, 2 and up between switches; -1 not stated
   int directions = 0;
   double bytes = 0;
   double util_avg_run_mean = 0;  // 0..1
@@ -26,6 +27,10 @@ struct CompareColumn {
   std::vector<std::pair<std::string, double>> breakdown;
   bool has_links = false;
   std::map<std::string, CompareLinkClass> link_classes;  // by class name (outputs.hpp link_class)
+  // The inputs the result states, for saying what differs between two results: "topology", "calibration",
+  // "comm_model", "workload" and the topology's and workload's parameters ("topology_params nodes", ...) of a
+  // result JSON; a sweep CSV row's input columns.
+  std::map<std::string, std::string> inputs;
 };
 
 // Reads one input: a result JSON (one column) or a sweep CSV (one column per ok row; failed rows are

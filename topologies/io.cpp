@@ -12,6 +12,7 @@
 
 #include <boost/graph/push_relabel_max_flow.hpp>
 
+#include "sim/base/did_you_mean.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
 #include "topologies/routing.hpp"
@@ -325,8 +326,10 @@ Topology load_topology(const std::string& preset_or_file, const std::map<std::st
     return load_topology_file(preset_or_file);
   }
   std::string list;
-  for (const auto& p : presets()) list += (list.empty() ? "" : ", ") + p.name;
-  throw InputError("topology '" + preset_or_file + "'", "a preset name (" + list + ") or an existing JSON file");
+  std::vector<std::string> names;
+  for (const auto& p : presets()) list += (list.empty() ? "" : ", ") + p.name, names.push_back(p.name);
+  throw InputError("topology '" + preset_or_file + "'",
+                   "a preset name" + did_you_mean(preset_or_file, names) + " (" + list + ") or an existing JSON file");
 }
 
 // ---- Summary ----------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "sim/base/did_you_mean.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
 #include "topologies/io.hpp"
@@ -111,8 +112,8 @@ class Params {
       if (std::find(valid_.begin(), valid_.end(), k) == valid_.end()) {
         std::string list;
         for (const auto& s : valid_) list += (list.empty() ? "" : ", ") + s;
-        throw InputError("--param " + k, "a parameter of preset '" + preset_ + "' (valid: " +
-                                             (list.empty() ? "none" : list) + ")");
+        throw InputError("--param " + k, "a parameter of preset '" + preset_ + "'" + did_you_mean(k, valid_) +
+                                             " (valid: " + (list.empty() ? "none" : list) + ")");
       }
     }
   }
@@ -1001,8 +1002,10 @@ Topology build_preset(const std::string& name, const std::map<std::string, std::
   if (name == "nvlink-switch-system") return build_nvlink_switch_system(params);
   if (name == "superpod") return build_superpod(params);
   std::string list;
-  for (const auto& p : presets()) list += (list.empty() ? "" : ", ") + p.name;
-  throw InputError("topology '" + name + "'", "a preset name (" + list + ") or an existing JSON file");
+  std::vector<std::string> names;
+  for (const auto& p : presets()) list += (list.empty() ? "" : ", ") + p.name, names.push_back(p.name);
+  throw InputError("topology '" + name + "'",
+                   "a preset name" + did_you_mean(name, names) + " (" + list + ") or an existing JSON file");
 }
 
 GrowHint preset_growth(const std::string& name, const std::map<std::string, std::string>& params, std::int64_t gpus) {

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "models/gpu.hpp"
+#include "sim/base/did_you_mean.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
 
@@ -29,8 +30,9 @@ DlrmConfig load_dlrm_model(const std::string& configs_path, const std::string& m
   r.finish();
   if (!models.contains(model)) {
     std::string known;
-    for (auto it = models.begin(); it != models.end(); ++it) known += (known.empty() ? "" : ", ") + it.key();
-    throw InputError(where + " model", "unknown model '" + text_excerpt(model) + "' in " + configs_path +
+    std::vector<std::string> names;
+    for (auto it = models.begin(); it != models.end(); ++it) known += (known.empty() ? "" : ", ") + it.key(), names.push_back(it.key());
+    throw InputError(where + " model", "unknown model '" + text_excerpt(model) + "'" + did_you_mean(model, names) + " in " + configs_path +
                                            " (known: " + known.substr(0, 300) + (known.size() > 300 ? "..." : "") + ")");
   }
   JsonPath at = r.path_of("models").child(model);

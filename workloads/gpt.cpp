@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "models/gpu.hpp"
+#include "sim/base/did_you_mean.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
 #include "workloads/gpt_detail.hpp"
@@ -385,7 +386,12 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.model = r.string("model", "");
   if (!c.model.empty()) {
     const GptModelShape* m = find_gpt_model(c.model);
-    if (!m) r.fail("model", "unknown model '" + c.model + "' (expected one of " + gpt_model_names() + ")");
+    if (!m) {
+      std::vector<std::string> names;
+      for (const auto& s : gpt_model_catalogue()) names.push_back(s.name);
+      r.fail("model", "unknown model '" + c.model + "'" + did_you_mean(c.model, names) + " (expected one of " +
+                          gpt_model_names() + ")");
+    }
     c.num_layers = m->num_layers, c.hidden_size = m->hidden_size, c.ffn_hidden_size = m->ffn_hidden_size;
     c.num_attention_heads = m->num_attention_heads, c.num_query_groups = m->num_query_groups;
     c.kv_channels = m->kv_channels, c.seq_length = m->seq_length, c.padded_vocab_size = m->padded_vocab_size;
@@ -1481,7 +1487,8 @@ GptConfig gpt_config_from_params(const ParamMap& p, const std::string& where) {
     add("pipeline_model_parallel_size", d.pipeline_model_parallel_size,
         {"pipeline", "data-parallel", "data parallel", "world_size"});
     add("global_batch_size", d.global_batch_size, {"global_batch_size"});
-    if (given.empty()) throw;
+    // An unknown name with its suggestion (sim/base/did_you_mean.hpp) is about the name, not the defaults.
+    if (given.empty() || msg.find("did you mean") != std::string::npos) throw;
     throw InputError(msg + " (not given, so the gpt generator's defaults, set for GPT-3 175B on 1024 GPUs: " + given + ")");
   }
 }

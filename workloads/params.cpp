@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "sim/base/did_you_mean.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/units.hpp"
 
@@ -199,8 +200,11 @@ std::set<std::string> ParamReader::names() const {
 
 void ParamReader::finish() const {
   std::string unknown;
+  const std::set<std::string> known = names();
+  const std::vector<std::string> known_list(known.begin(), known.end());
   for (const auto& [k, v] : p_)
-    if (!seen_.count(k) && unknown.size() < 200) unknown += (unknown.empty() ? "" : ", ") + text_excerpt(k, 40);
+    if (!seen_.count(k) && unknown.size() < 200)
+      unknown += (unknown.empty() ? "" : ", ") + text_excerpt(k, 40) + did_you_mean(k, known_list);
   if (!unknown.empty()) throw ParamError(where_, "unknown parameter(s): " + unknown);
 }
 

@@ -1,3 +1,4 @@
+#include "sim/base/did_you_mean.hpp"
 #include "sim/base/json_reader.hpp"
 #include "sim/base/input_file.hpp"
 
@@ -387,7 +388,9 @@ void ObjectReader::finish() const {
     if (!seen_.count(it.key())) {
       std::string known;
       for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
-      json_fail(path_.child(it.key()), "unknown key '" + text_excerpt(it.key(), 40) + "' (known keys: " + known + ")");
+      json_fail(path_.child(it.key()), "unknown key '" + text_excerpt(it.key(), 40) + "'" +
+                                           did_you_mean(it.key(), std::vector<std::string>(seen_.begin(), seen_.end())) +
+                                           " (known keys: " + known + ")");
     }
   }
 }

@@ -1,3 +1,4 @@
+#include "sim/base/did_you_mean.hpp"
 #include "sim/base/json_schema.hpp"
 
 #include <algorithm>
@@ -64,9 +65,13 @@ void check(const Json& v, const Json& s_in, const Json& root, const JsonPath& at
         check(*it, props[it.key()], root, at.child(it.key()), schema_name);
       } else if (others && others->is_boolean() && !others->get<bool>()) {
         std::string known;
-        for (auto p = props.begin(); p != props.end(); ++p) known += (known.empty() ? "" : ", ") + p.key();
-        json_fail(at.child(it.key()),
-                  "unknown key '" + text_excerpt(it.key(), 40) + "' (known keys in " + schema_name + ": " + known + ")");
+        std::vector<std::string> names;
+        for (auto p = props.begin(); p != props.end(); ++p) {
+          known += (known.empty() ? "" : ", ") + p.key();
+          names.push_back(p.key());
+        }
+        json_fail(at.child(it.key()), "unknown key '" + text_excerpt(it.key(), 40) + "'" + did_you_mean(it.key(), names) +
+                                          " (known keys in " + schema_name + ": " + known + ")");
       } else if (others) {
         check(*it, *others, root, at.child(it.key()), schema_name);
       }

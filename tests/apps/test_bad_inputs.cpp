@@ -414,3 +414,43 @@ TEST_CASE("inputs of every format are bounded in size: a large file by its size,
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("unknown names suggest the one they likely mistype: parameters, keys, ops, presets, models, options") {
+  const fs::path d = cli_test::scratch_dir("did_you_mean");
+  const std::string scen = cli_test::small_gpt_scenario(1, 8, 8, 1);
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = scen;
+    s.replace(s.find(from), from.size(), to);
+    return s;
+  };
+  std::ofstream(d / "param.json") << with("\"tensor_model_parallel_size\"", "\"tensor_parallel_size\"");
+  std::ofstream(d / "model.json") << with("\"num_layers\": 4,", "\"model\": \"llama-3-8b\",");
+  std::ofstream(d / "key.json") << with("\"workload\": {", "\"comm_modle\": \"shared\", \"workload\": {");
+  struct Case {
+    std::string args, line;
+  };
+  const std::vector<Case> cases = {
+      {"run param.json", "param.json: /workload/params: unknown parameter(s): tensor_parallel_size (did you mean "
+                         "'tensor_model_parallel_size'?)"},
+      {"run model.json", "unknown model 'llama-3-8b' (did you mean 'llama3-8b'?) (expected one of"},
+      {"run key.json", "key.json: /comm_modle: unknown key 'comm_modle' (did you mean 'comm_model'?)"},
+      {"coll -t dgx-h100 --op allreduce -b 1M -e 1M", "--op allreduce: one of all_reduce, all_gather, reduce_scatter, "
+                                                      "broadcast, reduce, all_to_all, all_to_allv, send_recv (did you "
+                                                      "mean 'all_reduce'?)"},
+      {"topo dgx-h10", "topology 'dgx-h10': a preset name (did you mean 'dgx-h100'?) ("},
+      {"topo superpod --param nodez=4", "--param nodez: a parameter of preset 'superpod' (did you mean 'nodes'?) (valid:"},
+      {"plan --target-tokens 1e9", "--target-tokens: unknown option for `fabricsim plan` (did you mean "
+                                   "'--target-tokens-per-day'?)"},
+  };
+  for (const auto& c : cases) {
+    const cli_test::Run r = cli_test::run_in(d, cli_test::fabricsim(c.args));
+    CHECK_MESSAGE(r.rc == 2, c.args);
+    CHECK_MESSAGE(r.err.find(c.line) != std::string::npos, (c.args + "\n" + r.err));
+  }
+  // Nothing close: no suggestion.
+  for (const char* args : {"coll -t dgx-h100 --op sum -b 1M -e 1M", "topo frontier"}) {
+    const cli_test::Run r = cli_test::run_in(d, cli_test::fabricsim(args));
+    CHECK(r.rc == 2);
+    CHECK_MESSAGE(r.err.find("did you mean") == std::string::npos, r.err);
+  }
+}

@@ -46,6 +46,7 @@ TEST_CASE("compare: two runs side by side, the step-time delta split by category
   CHECK(c.out.find("[B] r_tp8pp1.json") != std::string::npos);
   const double delta = b["iteration_s"].get<double>() - a["iteration_s"].get<double>();
   CHECK_MESSAGE(c.out.find("[B] - [A]: step time " + ms(delta)) != std::string::npos, c.out);
+  CHECK(c.out.find("why the same") == std::string::npos);  // only for results that do not differ
   // The category with the largest change comes first, with its delta from the two result JSONs.
   auto cats = [](const Json& j) {
     std::map<std::string, double> m;
@@ -167,4 +168,37 @@ TEST_CASE("compare: two runs side by side, the step-time delta split by category
     }
   }
   fs::remove_all(d);
+}
+
+TEST_CASE("compare: two results that do not differ say which inputs differ, what is equal and which links carry nothing") {
+  // InfiniBand vs RoCE on 4 DGX H100: TP 8 inside the servers, the DP all-reduce over one leaf per rail.
+  const fs::path d = scratch_dir("compare_same");
+  for (const char* f : {"infiniband", "roce"}) {
+    std::ofstream(d / (std::string(f) + ".json")) << R"({
+  "topology": {"preset": "superpod", "params": {"nodes": 4, "node": "dgx-h100", "fabric": ")" << f << R"("}},
+  "workload": {"generator": "gpt", "params": {"num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16,
+    "seq_length": 1024, "padded_vocab_size": 51200, "micro_batch_size": 1, "global_batch_size": 64,
+    "tensor_model_parallel_size": 8, "pipeline_model_parallel_size": 1, "recompute_granularity": "none"}}
+})";
+    const Run r = run_in(d, cli_test::fabricsim(std::string("run ") + f + ".json --quiet --json r_" + f + ".json"));
+    REQUIRE_MESSAGE(r.rc == 0, r.err);
+  }
+  const Json a = Json::parse(slurp(d / "r_infiniband.json")), b = Json::parse(slurp(d / "r_roce.json"));
+  REQUIRE(a["iteration_s"].get<double>() == b["iteration_s"].get<double>());
+  // Which links carry traffic, from the result itself: none between switches (tier 2 and up).
+  bool between_switches = false;
+  for (const auto& e : a["links"]["by_class"]) between_switches = between_switches || (e["tier"].get<int>() >= 2 && e["bytes"].get<double>() > 0);
+  REQUIRE(!between_switches);
+  const Run c = run_in(d, cli_test::fabricsim("compare r_infiniband.json r_roce.json"));
+  REQUIRE_MESSAGE(c.rc == 0, c.err);
+  CHECK_MESSAGE(c.out.find("[B] - [A]: step time +0.000 ms (+0.0 %); by category (largest first):\n"
+                           "  why the same: the inputs differ in topology_params fabric infiniband -> roce, "
+                           "topology_params routing (not stated) -> hash and the step times are equal;\n"
+                           "    every breakdown category is equal (to 0.001 ms); the links carrying traffic (") != std::string::npos,
+                c.out);
+  CHECK(c.out.find(") carry the same bytes at the same utilisation; no link between switches carries any\n") != std::string::npos);
+  // The same result twice: the same inputs.
+  const Run self = run_in(d, cli_test::fabricsim("compare r_roce.json r_roce.json"));
+  REQUIRE_MESSAGE(self.rc == 0, self.err);
+  CHECK(self.out.find("  why the same: both results state the same inputs and the step times are equal;\n") != std::string::npos);
 }

@@ -393,3 +393,66 @@ TEST_CASE("fabricsim plan: a workload key the generator does not read is the sce
                    "pipeline_model_parallel_size (8)") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("fabricsim plan on GB200 NVL72 racks: a global batch of 1024 runs on the largest world size it allows, ranked by the racks paid for") {
+  // Every world size on NVL72 racks is a multiple of 72, which 1024 / (micro-batch x DP) never divides: on all
+  // GPUs each layout is refused; plan runs it on the largest TP x PP x DP <= the racks' GPUs with DP dividing 1024.
+  const fs::path dir = cli_test::scratch_dir("plan_nvl72");
+  std::ofstream(dir / "gb.json") << R"({
+  "topology": {"preset": "superpod", "params": {"nodes": 2, "node": "gb200-nvl72", "gpu": "gb200"}},
+  "workload": {"generator": "gpt", "params": {
+    "num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 1024, "padded_vocab_size": 51200,
+    "micro_batch_size": 1, "global_batch_size": 1024, "recompute_granularity": "none",
+    "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1}}
+})";
+  const std::string bin = cli_test::quoted(FABRICSIM_BINARY);
+  const std::string search = " plan gb.json --target-tokens-per-day 1e9 --nodes 2,4 --tp 1,2 --pp 1,2 --top 4 -q";
+  // Requiring every GPU: nothing fits, each refusal for the global batch.
+  Proc all = sh(bin + search + " --all-gpus", dir);
+  CHECK(all.rc == 1);
+  CHECK(all.out.find("every candidate was refused") != std::string::npos);
+  CHECK(all.out.find("global_batch_size: must be a multiple of micro_batch_size x data-parallel size (1 x 144)") != std::string::npos);
+  // By default: configurations on 2 racks, 128 of their 144 GPUs.
+  Proc plan = sh(bin + search + " -o gb.csv", dir);
+  REQUIRE_MESSAGE(plan.rc == 0, (plan.out + plan.err));
+  CHECK(plan.out.find("4 candidates ran on fewer GPUs than their nodes hold") != std::string::npos);
+  std::vector<std::string> header;
+  auto rows = table_rows(plan.out, &header);
+  REQUIRE(header.size() > 3);
+  CHECK(header[2] == "used/paid");
+  std::erase_if(rows, [](const std::vector<std::string>& r) { return r[0].rfind("#", 0) == 0; });  // the note below
+  REQUIRE(rows.size() == 4);
+  for (const auto& r : rows) {
+    const int nodes = std::stoi(r[1]), tp = std::stoi(r[3]), pp = std::stoi(r[4]);
+    const auto used_paid = split(r[2], '/');
+    REQUIRE(used_paid.size() == 2);
+    const int used = std::stoi(used_paid[0]), paid = std::stoi(used_paid[1]);
+    CHECK(nodes == 2);
+    CHECK(paid == 72 * nodes);
+    // The largest data-parallel size that divides the global batch and fits the racks.
+    int dp = paid / (tp * pp);
+    while (1024 % dp != 0) --dp;
+    CHECK(used == dp * tp * pp);
+    CHECK(std::stoi(r[5]) == dp);
+  }
+  CHECK(plan.out.find("#1 uses 128 of 144 GPUs: global_batch_size 1024 is not a multiple of micro_batch_size x "
+                      "data-parallel size on all of them (1 x ") != std::string::npos);
+  // The CSV's gpus column holds the world size run, and the first row's step is what `run` gives for the same
+  // scenario with that world_size (the path a scenario on part of a topology takes).
+  const std::string csv = slurp(dir / "gb.csv");
+  CHECK(csv.find(",ok,,128,") != std::string::npos);
+  const auto& best = rows[0];
+  std::ofstream(dir / "one.json") << R"({
+  "topology": {"preset": "superpod", "params": {"nodes": 2, "node": "gb200-nvl72", "gpu": "gb200"}},
+  "workload": {"generator": "gpt", "params": {
+    "num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 1024, "padded_vocab_size": 51200,
+    "micro_batch_size": 1, "global_batch_size": 1024, "recompute_granularity": "none", "world_size": 128,
+    "tensor_model_parallel_size": )" + best[3] + R"(, "pipeline_model_parallel_size": )" + best[4] + "}}\n}";
+  Proc run = sh(bin + " run one.json --json one.result.json", dir);
+  REQUIRE_MESSAGE(run.rc == 0, run.err);
+  const auto j = nlohmann::json::parse(slurp(dir / "one.result.json"));
+  char step[32];
+  std::snprintf(step, sizeof step, "%.4f", j["iteration_s"].get<double>());
+  CHECK(best[7] == std::string(step));
+  CHECK(j["gpus"].get<int>() == 128);
+}
