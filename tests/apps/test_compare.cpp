@@ -128,10 +128,12 @@ TEST_CASE("compare: two runs side by side, the step-time delta split by category
       std::string message;
     };
     const Case cases[] = {
-        {"/iteration_ms", 12.5, "unk.json: /iteration_ms: unknown key 'iteration_ms' (known keys in docs/result.schema.json: "
-                                "breakdown, calibration, comm_model, gpus,"},
-        {"/breakdown/compute_z", 0.0, "unk.json: /breakdown/compute_z: unknown key 'compute_z' (known keys in "
-                                      "docs/result.schema.json: bubble_s, compute_s, exposed_comm_s, exposed_comm_total_s, idle_s)"},
+        // (with the one suggestion an unknown name gets, sim/base/did_you_mean.hpp)
+        {"/iteration_ms", 12.5, "unk.json: /iteration_ms: unknown key 'iteration_ms' (did you mean 'iteration_s'?) (known "
+                                "keys in docs/result.schema.json: breakdown, calibration, comm_model, gpus,"},
+        {"/breakdown/compute_z", 0.0, "unk.json: /breakdown/compute_z: unknown key 'compute_z' (did you mean 'compute_s'?) "
+                                      "(known keys in docs/result.schema.json: bubble_s, compute_s, exposed_comm_s, "
+                                      "exposed_comm_total_s, idle_s)"},
         {"/links/by_class/0/colour", "red", "unk.json: /links/by_class/0/colour: unknown key 'colour'"},
         {"/topology", 5, "unk.json: /topology: expected a string, found 5 (docs/result.schema.json)"},
         {"/schema_version", 2, "unk.json: /schema_version: expected 1, found 2 (docs/result.schema.json)"},

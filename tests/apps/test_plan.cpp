@@ -398,13 +398,14 @@ TEST_CASE("fabricsim plan on GB200 NVL72 racks: a global batch of 1024 runs on t
   // Every world size on NVL72 racks is a multiple of 72, which 1024 / (micro-batch x DP) never divides: on all
   // GPUs each layout is refused; plan runs it on the largest TP x PP x DP <= the racks' GPUs with DP dividing 1024.
   const fs::path dir = cli_test::scratch_dir("plan_nvl72");
-  std::ofstream(dir / "gb.json") << R"({
+  auto scenario = [](const std::string& layout) {
+    return R"({
   "topology": {"preset": "superpod", "params": {"nodes": 2, "node": "gb200-nvl72", "gpu": "gb200"}},
   "workload": {"generator": "gpt", "params": {
     "num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 1024, "padded_vocab_size": 51200,
-    "micro_batch_size": 1, "global_batch_size": 1024, "recompute_granularity": "none",
-    "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1}}
-})";
+    "micro_batch_size": 1, "global_batch_size": 1024, "recompute_granularity": "none", )" + layout + "}}\n}";
+  };
+  std::ofstream(dir / "gb.json") << scenario(R"("tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1)");
   const std::string bin = cli_test::quoted(FABRICSIM_BINARY);
   const std::string search = " plan gb.json --target-tokens-per-day 1e9 --nodes 2,4 --tp 1,2 --pp 1,2 --top 4 -q";
   // Requiring every GPU: nothing fits, each refusal for the global batch.
@@ -442,12 +443,8 @@ TEST_CASE("fabricsim plan on GB200 NVL72 racks: a global batch of 1024 runs on t
   const std::string csv = slurp(dir / "gb.csv");
   CHECK(csv.find(",ok,,128,") != std::string::npos);
   const auto& best = rows[0];
-  std::ofstream(dir / "one.json") << R"({
-  "topology": {"preset": "superpod", "params": {"nodes": 2, "node": "gb200-nvl72", "gpu": "gb200"}},
-  "workload": {"generator": "gpt", "params": {
-    "num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 1024, "padded_vocab_size": 51200,
-    "micro_batch_size": 1, "global_batch_size": 1024, "recompute_granularity": "none", "world_size": 128,
-    "tensor_model_parallel_size": )" + best[3] + R"(, "pipeline_model_parallel_size": )" + best[4] + "}}\n}";
+  std::ofstream(dir / "one.json") << scenario(R"("world_size": 128, "tensor_model_parallel_size": )" + best[3] +
+                                              R"(, "pipeline_model_parallel_size": )" + best[4]);
   Proc run = sh(bin + " run one.json --json one.result.json", dir);
   REQUIRE_MESSAGE(run.rc == 0, run.err);
   const auto j = nlohmann::json::parse(slurp(dir / "one.result.json"));
