@@ -2098,14 +2098,17 @@ GptMemory check_gpt_layout_and_memory(const GptConfig& c, const std::string& whe
   const auto& gpu = models::gpu_spec(c.gpu, where + " gpu");
   GptMemory mem = gpt_memory_per_gpu(c);
   if (mem.total_bytes() > gpu.hbm_capacity_bytes) {
-    char res[260] = "";
+    char res[400] = "";
     if (mem.allocator_reserve_bytes > 0 || mem.buffers_bytes > 0)
       std::snprintf(res, sizeof res, ", allocator reserve %.1f GiB, buffers %.2f GiB", mem.allocator_reserve_bytes / 1073741824.0,
                     mem.buffers_bytes / 1073741824.0);
     if (mem.optimizer_offloaded_bytes > 0) {
       const std::size_t used = std::strlen(res);
-      std::snprintf(res + used, sizeof res - used, ", %.1f GiB of optimizer state in host memory, in HBM for the step",
-                    mem.optimizer_offloaded_bytes / 1073741824.0);
+      std::snprintf(res + used, sizeof res - used,
+                    ", %.1f GiB of optimizer state in host memory, %.1f GiB of it in HBM at the optimizer step (masters "
+                    "window %.1f GiB, staging slots %.1f GiB)",
+                    mem.optimizer_offloaded_bytes / 1073741824.0, mem.optimizer_step_bytes / 1073741824.0,
+                    mem.state_offload.masters_bytes() / 1073741824.0, mem.state_offload.staging_bytes() / 1073741824.0);
     }
     if (mem.activations_offloaded_bytes > 0) {
       const std::size_t used = std::strlen(res);
@@ -2113,7 +2116,7 @@ GptMemory check_gpt_layout_and_memory(const GptConfig& c, const std::string& whe
                     mem.activations_offloaded_bytes / 1073741824.0);
     }
     const std::string reserve = res;
-    char buf[700];
+    char buf[1000];
     std::snprintf(buf, sizeof buf,
                   "model does not fit in GPU memory: needs %.1f GiB per GPU on pipeline stage %lld (weights %.1f GiB, "
                   "gradients %.1f GiB, optimizer %.1f GiB, activations %.1f GiB%s; largest: %s) but %s has %.1f GiB; "
