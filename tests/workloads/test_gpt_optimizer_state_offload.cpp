@@ -262,7 +262,7 @@ TEST_CASE("chunked_optimizer_state_offload: chunks of whole pieces up to the chu
 
 TEST_CASE("chunked_optimizer_state_offload: the trace pipelines copy in, step and copy out per chunk") {
   const Trace plain = workloads_test::gen(base({{"num_layers", "16"}}));
-  // 16 layers: stage 0 (rank 0) holds the embedding (its own chunk) and 8 layers; 16 MiB chunks of two layer pieces.
+  // 16 layers: stage 0 (rank 0) holds the embedding (its own chunk) and 8 layers; 16 MiB chunks of five layer pieces.
   const ParamMap pm = chunked({{"num_layers", "16"},
                                {"optimizer_state_offload_chunk_size_mb", "16"},
                                {"optimizer_state_offload_fraction", "0.75"}});
