@@ -188,9 +188,10 @@ MODEL |= {"optimizer", "sgd_momentum"}
 # Optimizer CPU offload (HybridDeviceOptimizer): the offloaded share of the optimizer state leaves HBM and its step
 # runs on the host (the gradients' copy out, the CPU AdamW, the parameters' copy back; workloads/gpt.hpp).
 MODEL |= {"optimizer_cpu_offload", "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d"}
-# Optimizer state offload (dev @d48bd6be, the deprecated spelling of --chunked-optimizer-state-offload with its
-# defaults): the optimizer state in host memory between steps, copied back for the optimizer step (workloads/gpt.hpp).
-MODEL |= {"offload_optimizer_states"}
+# Chunked optimizer-state offload (dev @d48bd6be; --offload-optimizer-states is its deprecated spelling): the selected
+# optimizer state in host memory between steps, copied back chunk by chunk for the optimizer step (workloads/gpt.hpp).
+MODEL |= {"offload_optimizer_states", "chunked_optimizer_state_offload", "optimizer_state_offload_chunk_size_mb",
+          "optimizer_state_offload_fraction"}
 # The flex dispatcher's backend: deepep and hybridep are the kernels the flex model's dispatch follows (a token moves
 # once per destination NVLink domain and once per destination GPU in it; workloads/gpt_layout.cpp cites both, and
 # HybridEP is the backend whose NVLink domain is a whole NVL72 rack); the importer's rule leaves ncclep not modelled.

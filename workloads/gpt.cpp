@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -656,6 +657,11 @@ GptConfig read_gpt_config(ParamReader& r, const std::string& where) {
   c.overlap_cpu_optimizer_d2h_h2d = r.boolean("overlap_cpu_optimizer_d2h_h2d", false);
   c.host_memory_bandwidth_per_gpu = r.bandwidth("host_memory_bandwidth_per_gpu", 0.0);
   c.offload_optimizer_states = r.boolean("offload_optimizer_states", false);
+  c.chunked_optimizer_state_offload = r.boolean("chunked_optimizer_state_offload", false);
+  // Megatron-LM's own bounds (optimizer_config.py:431-436 @d48bd6be), checked below with its words.
+  c.optimizer_state_offload_chunk_size_mb =
+      r.integer("optimizer_state_offload_chunk_size_mb", 0, std::numeric_limits<std::int64_t>::min());
+  c.optimizer_state_offload_fraction = r.number("optimizer_state_offload_fraction", 1.0, -std::numeric_limits<double>::infinity());
   if (r.has("host_memory_per_gpu")) {
     // A size with its unit ("240GB", "223.5GiB", "240000000000B"): set by `fabricsim run` from the topology.
     const std::string v = r.string("host_memory_per_gpu", "");
@@ -929,18 +935,34 @@ GptConfig checked_gpt_config(const ParamMap& p, const std::string& where) {
     for (const char* k : {"optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d", "host_memory_bandwidth_per_gpu"})
       if (p.count(k)) fail(k, "needs optimizer_cpu_offload");
   }
-  // offload_optimizer_states (--offload-optimizer-states): Megatron-LM's rules at NVIDIA/Megatron-LM dev @d48bd6be,
-  // where it is the deprecated spelling of --chunked-optimizer-state-offload (megatron/core/optimizer/
-  // optimizer_config.py OptimizerConfig.__post_init__: Adam only for the deprecated alias, lines 438-443; exclusive
-  // with optimizer_cpu_offload, 450-452; with the precision-aware optimizer fp32 master weights and fp32 / bf16
-  // moments, 457-470; the distributed optimizer, 484-487; megatron/training/arguments.py:2052-2054 refuses
-  // Megatron-FSDP), as at core_dev_r0.16.0 @bfa1d316 (arguments.py:1316-1319: distributed optimizer, adam, no
-  // Megatron-FSDP).
-  if (c.offload_optimizer_states) {
-    const char* k = "offload_optimizer_states";
-    if (c.optimizer != "adam")
+  // The chunked optimizer-state offload (chunked_optimizer_state_offload, or its deprecated spelling
+  // offload_optimizer_states): Megatron-LM's rules at NVIDIA/Megatron-LM dev @d48bd6be (megatron/core/optimizer/
+  // optimizer_config.py OptimizerConfig.__post_init__: the chunk size and fraction bounds, lines 431-436; Adam only
+  // for the deprecated alias, 439-443, Adam or Muon otherwise, 444-448; exclusive with optimizer_cpu_offload,
+  // 450-452; with the precision-aware optimizer fp32 master weights and fp32 / bf16 moments, 457-470; Adam needs the
+  // distributed optimizer, 481-487; megatron/training/arguments.py:2052-2054 refuses Megatron-FSDP), as at
+  // core_dev_r0.16.0 @bfa1d316 (arguments.py:1316-1319: distributed optimizer, adam, no Megatron-FSDP).
+  {
+    const bool on = c.chunked_optimizer_state_offload || c.offload_optimizer_states;
+    if (c.optimizer_state_offload_chunk_size_mb < 0)
+      fail("optimizer_state_offload_chunk_size_mb", "must be non-negative, got " + std::to_string(c.optimizer_state_offload_chunk_size_mb) +
+                                                        " (Megatron-LM: megatron/core/optimizer/optimizer_config.py:431-433 @d48bd6be)");
+    if (!(c.optimizer_state_offload_fraction >= 0.0 && c.optimizer_state_offload_fraction <= 1.0))
+      fail("optimizer_state_offload_fraction", "must be in [0.0, 1.0], got " + p.at("optimizer_state_offload_fraction") +
+                                                   " (Megatron-LM: megatron/core/optimizer/optimizer_config.py:434-436 @d48bd6be)");
+    // Read by Megatron only with the offload; given alone they change nothing, which a scenario should not claim.
+    if (!on)
+      for (const char* o : {"optimizer_state_offload_chunk_size_mb", "optimizer_state_offload_fraction"})
+        if (p.count(o)) fail(o, "needs chunked_optimizer_state_offload");
+  }
+  if (c.state_offload()) {
+    const char* k = c.chunked_optimizer_state_offload ? "chunked_optimizer_state_offload" : "offload_optimizer_states";
+    if (!c.chunked_optimizer_state_offload && c.optimizer != "adam")
       fail(k, "needs optimizer adam (Megatron-LM: \"the deprecated --offload-optimizer-states alias currently supports "
-              "only Adam\", megatron/core/optimizer/optimizer_config.py:438-443 @d48bd6be)");
+              "only Adam\", megatron/core/optimizer/optimizer_config.py:439-443 @d48bd6be)");
+    if (c.optimizer != "adam")
+      fail(k, "needs optimizer adam (Megatron-LM: \"chunked optimizer state offload currently supports Adam and Muon\", "
+              "megatron/core/optimizer/optimizer_config.py:444-448 @d48bd6be; Muon is not modelled)");
     if (c.optimizer_cpu_offload)
       fail(k, "cannot be combined with optimizer_cpu_offload (Megatron-LM: \"mutually exclusive\", "
               "megatron/core/optimizer/optimizer_config.py:450-452 @d48bd6be)");
@@ -949,7 +971,7 @@ GptConfig checked_gpt_config(const ParamMap& p, const std::string& where) {
               "@d48bd6be; it offloads the distributed optimizer's state)");
     if (!c.use_distributed_optimizer)
       fail(k, "needs use_distributed_optimizer (Megatron-LM: \"Adam optimizer state offload requires "
-              "use_distributed_optimizer\", megatron/core/optimizer/optimizer_config.py:484-487 @d48bd6be)");
+              "use_distributed_optimizer\", megatron/core/optimizer/optimizer_config.py:485-487 @d48bd6be)");
     if (c.use_precision_aware_optimizer) {
       if (c.main_params_dtype != "fp32")
         fail(k, "with use_precision_aware_optimizer needs main_params_dtype fp32 (megatron/core/optimizer/"
@@ -960,6 +982,10 @@ GptConfig checked_gpt_config(const ParamMap& p, const std::string& where) {
           fail(k, std::string("with use_precision_aware_optimizer needs ") + key + " fp32 or bf16, got " + v +
                       " (megatron/core/optimizer/optimizer_config.py:462-470 @d48bd6be)");
     }
+    // overlap_param_gather_with_optimizer_step splits the step per model chunk (one distributed optimizer each):
+    // the chunked pipeline over those optimizers is not modelled.
+    if (c.overlap_param_gather_with_optimizer_step)
+      fail(k, "with overlap_param_gather_with_optimizer_step is not modelled");
   }
   if (p.count("host_memory_bandwidth_per_gpu")) {
     const std::string& v = p.at("host_memory_bandwidth_per_gpu");
@@ -1677,6 +1703,11 @@ ParamMap gpt_config_to_params(const GptConfig& c) {
     if (c.host_memory_bandwidth_per_gpu > 0) m["host_memory_bandwidth_per_gpu"] = format_bandwidth(c.host_memory_bandwidth_per_gpu);
   }
   if (c.offload_optimizer_states) B("offload_optimizer_states", true);
+  if (c.chunked_optimizer_state_offload) B("chunked_optimizer_state_offload", true);
+  if ((c.chunked_optimizer_state_offload || c.offload_optimizer_states) && c.optimizer_state_offload_chunk_size_mb != 0)
+    m["optimizer_state_offload_chunk_size_mb"] = std::to_string(c.optimizer_state_offload_chunk_size_mb);
+  if ((c.chunked_optimizer_state_offload || c.offload_optimizer_states) && c.optimizer_state_offload_fraction != 1.0)
+    m["optimizer_state_offload_fraction"] = std::to_string(c.optimizer_state_offload_fraction);
   B("tp_comm_overlap", c.tp_comm_overlap);
   if (c.tp_comm_overlap && !c.tp_comm_bulk_wgrad) B("tp_comm_bulk_wgrad", false);
   if (c.tp_comm_overlap && c.tp_comm_overlap_impl != "userbuffers") m["tp_comm_overlap_impl"] = c.tp_comm_overlap_impl;

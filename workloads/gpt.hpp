@@ -303,17 +303,31 @@ struct GptConfig {
   double host_memory_bandwidth_per_gpu = 0;  // bytes/s of host DRAM per GPU; 0 = by GPU (host_dram_Bps)
   // The share of the optimizer state on the host: optimizer_offload_fraction with the offload, else 0.
   double optimizer_host_fraction() const { return optimizer_cpu_offload ? optimizer_offload_fraction : 0.0; }
-  // Megatron-LM's --offload-optimizer-states (NVIDIA/Megatron-LM core_dev_r0.16.0 @bfa1d316, megatron/core/optimizer/
-  // cpu_offloading/optimizer_state_offloader.py; at dev @d48bd6be the deprecated spelling of
-  // --chunked-optimizer-state-offload with chunk size 0 and fraction 1.0, cpu_offloading/
-  // chunked_optimizer_state_offload.py): the distributed optimizer's whole state -- Adam's two moments and the master
-  // weights, adam_state_bytes per element of the dense and expert shards -- lives in pinned host memory between
-  // optimizer steps. The GPU's FusedAdam still steps it: it is copied back over the GPU's host link
-  // (gpt_detail::host_copy_Bps: NVLink-C2C on GB200 / GB300, PCIe elsewhere) from the end of the last backward
-  // (finalize_model_grads), beside the gradient reduction, and the step waits for it; it is copied out again at the
-  // next step's start, beside the forward. HBM holds it only for the optimizer step, when no activation is stored
-  // (GptMemory::optimizer_offloaded_bytes). Needs the distributed optimizer and Adam, as Megatron-LM asserts.
+  // Megatron-LM's chunked optimizer-state offload (--chunked-optimizer-state-offload, --optimizer-state-offload-
+  // chunk-size-mb, --optimizer-state-offload-fraction; ChunkedOptimizerStateOffloader, megatron/core/optimizer/
+  // cpu_offloading/chunked_optimizer_state_offload.py at NVIDIA/Megatron-LM dev @d48bd6be). Each distributed
+  // optimizer (the dense shard's, then the experts') keeps the Adam moments and fp32 master weights of its selected
+  // parameters -- the first optimizer_state_offload_fraction of its bytes, whole parameters -- in pinned host memory
+  // between steps. The GPU's FusedAdam still steps them: the masters come back as one window and the moments one
+  // chunk at a time (whole parameters up to optimizer_state_offload_chunk_size_mb MiB of moments; 0 = one chunk)
+  // through two reusable staging slots, the copy in of chunk k+1 beside the step of chunk k and the copy out of
+  // chunk k-1, over the GPU's host link (gpt_detail::host_copy_Bps). The masters and the first chunk are prefetched
+  // from the end of the last backward (finalize_model_grads), beside the gradient reductions; the moments go back
+  // after each chunk's step, the masters at the next step's start beside the forward. HBM holds the unselected
+  // state always, the masters window and the staging slots only for the optimizer step (GptMemory::
+  // optimizer_step_bytes, OptimizerStateOffload). Needs the distributed optimizer and Adam, as Megatron-LM asserts.
+  bool chunked_optimizer_state_offload = false;
+  std::int64_t optimizer_state_offload_chunk_size_mb = 0;  // MiB (2^20 bytes) of moments per chunk; 0 = one chunk
+  double optimizer_state_offload_fraction = 1.0;           // of each optimizer's bytes (moments + masters), [0, 1]
+  // --offload-optimizer-states: at dev @d48bd6be the deprecated spelling of --chunked-optimizer-state-offload
+  // (chunk size 0 and fraction 1 unless given; Adam only: optimizer_config.py:418-443); at core_dev_r0.16.0
+  // @bfa1d316 its own offloader of the whole state (optimizer_state_offloader.py), which the chunk size 0 /
+  // fraction 1 case is.
   bool offload_optimizer_states = false;
+  // Whether any optimizer state is offloaded: either spelling with a fraction above 0 (training.py:2748-2752).
+  bool state_offload() const {
+    return (chunked_optimizer_state_offload || offload_optimizer_states) && optimizer_state_offload_fraction > 0.0;
+  }
   // The host (CPU) memory per GPU of the servers the ranks run on: a server's memory over its GPUs (the smallest
   // over the servers), in bytes. `fabricsim run` takes it from the topology (its CPU nodes' memory: the presets'
   // datasheet figures, or --param host_memory=...); 0 = not known, not checked. check_gpt_layout_and_memory
@@ -646,6 +660,29 @@ std::string gpt_flops_convention(const GptConfig& c);
 // Parameters of the whole model (GQA, SwiGLU, untied output, norm type aware).
 double gpt_num_parameters(const GptConfig& c);
 
+// The chunked optimizer-state offload of one rank (ChunkedOptimizerStateOffloader, megatron/core/optimizer/
+// cpu_offloading/chunked_optimizer_state_offload.py at NVIDIA/Megatron-LM dev @d48bd6be; workloads/gpt_model.cpp
+// plan_state_offload says what is modelled and how).
+struct OptimizerStateOffload {
+  struct Child {                 // one distributed optimizer: the dense shard's, then the experts' (ChainedOptimizer)
+    double elements = 0;         // its shard's elements on this rank
+    double piece = 0;            // elements of its largest parameter piece (the unit of selection and chunking)
+    double selected = 0;         // offloaded elements (whole pieces)
+    std::vector<double> chunks;  // offloaded elements per chunk, in step order
+    double slot[2] = {0, 0};     // the largest chunk (elements) of each of the two staging slots
+  };
+  std::vector<Child> children;
+  double moment_bytes = 0;  // per element: Adam's two moments (exp_avg_dtype + exp_avg_sq_dtype)
+  double master_bytes = 0;  // per element: the master weight (adam_state_bytes - moment_bytes)
+  std::int64_t chunks() const;
+  double selected_elements() const;
+  double host_bytes() const { return selected_elements() * (moment_bytes + master_bytes); }
+  double masters_bytes() const { return selected_elements() * master_bytes; }
+  // The staging slots' peak: while child i steps, its two slots and the first chunks prefetched for the later ones.
+  double staging_bytes() const;
+  double step_bytes() const { return masters_bytes() + staging_bytes(); }
+};
+
 struct GptMemory {
   double weights_bytes = 0;      // model weights (incl. FP8 weight copies) on the most loaded GPU
   double grads_bytes = 0;        // gradient buffers
@@ -658,20 +695,23 @@ struct GptMemory {
   // AdamW moments and fp32 gradient buffers of the offloaded shard (16 bytes per element; workloads/gpt_model.cpp).
   double host_optimizer_bytes = 0;
   double host_optimizer_elements = 0;  // the offloaded elements of the shard (dense and expert)
-  // offload_optimizer_states: the optimizer state (moments and master weights) kept in pinned host memory between
-  // steps and back in HBM only for the optimizer step, when the micro-batches' activations are gone; optimizer_bytes
-  // is then 0 (what HBM holds during the forward and backward passes).
+  // Chunked optimizer-state offload (GptConfig::state_offload): the selected moments and master weights, kept in
+  // pinned host memory between steps (optimizer_bytes is then the unselected state only), and what HBM holds of
+  // them during the optimizer step, when the micro-batches' activations are gone: the masters window and the
+  // staging slots' peak (OptimizerStateOffload::step_bytes).
   double optimizer_offloaded_bytes = 0;
+  double optimizer_step_bytes = 0;
+  OptimizerStateOffload state_offload;  // the plan (empty without the offload)
   std::int64_t stage = 0;        // pipeline stage of the peak
-  // Host memory per GPU of everything offloaded: optimizer_cpu_offload's shard, offload_optimizer_states' state,
+  // Host memory per GPU of everything offloaded: optimizer_cpu_offload's shard, the offloaded optimizer state,
   // fine-grained activation offloading's activations at the peak (pinned buffers all, none freed within a step).
   double host_bytes() const { return host_optimizer_bytes + optimizer_offloaded_bytes + activations_offloaded_bytes; }
   std::string largest_host_term() const;
   double params_bytes() const { return weights_bytes + grads_bytes + optimizer_bytes; }
-  // The peak: the forward / backward phase (activations) or, with offload_optimizer_states, the optimizer step
-  // (the state back in HBM), whichever is larger.
+  // The peak: the forward / backward phase (activations) or, with the optimizer-state offload, the optimizer step
+  // (the masters window and the staging slots in HBM), whichever is larger.
   double total_bytes() const {
-    return params_bytes() + std::max(activations_bytes, optimizer_offloaded_bytes) + allocator_reserve_bytes + buffers_bytes;
+    return params_bytes() + std::max(activations_bytes, optimizer_step_bytes) + allocator_reserve_bytes + buffers_bytes;
   }
   std::string largest_term() const;
 };

@@ -251,6 +251,9 @@ struct OptimizerOffloadTimes {
   std::int64_t pieces = 1;
 };
 OptimizerOffloadTimes optimizer_offload_times(const GptConfig& c, double elements);
+// Chunked optimizer-state offload (GptConfig::state_offload; workloads/gpt_model.cpp): the selection and chunk plan
+// of a rank's distributed optimizers, each given as its parameter pieces' elements in optimizer order.
+OptimizerStateOffload plan_state_offload(const GptConfig& c, const std::vector<std::vector<double>>& children);
 // Fine-grained activation offloading (offload_modules): the bytes of one layer, one micro-batch, that leave HBM
 // (`load_factor`: an MoE layer's routed tokens on this rank over the mean).
 double layer_offload_bytes(const GptConfig& c, bool moe_layer, double load_factor);

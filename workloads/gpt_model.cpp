@@ -292,9 +292,84 @@ std::string GptMemory::largest_term() const {
   return std::max_element(std::begin(terms), std::end(terms))->second;
 }
 
+std::int64_t OptimizerStateOffload::chunks() const {
+  std::int64_t n = 0;
+  for (const auto& ch : children) n += static_cast<std::int64_t>(ch.chunks.size());
+  return n;
+}
+double OptimizerStateOffload::selected_elements() const {
+  double el = 0;
+  for (const auto& ch : children) el += ch.selected;
+  return el;
+}
+double OptimizerStateOffload::staging_bytes() const {
+  double peak = 0;
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    double el = children[i].slot[0] + children[i].slot[1];
+    for (std::size_t j = i + 1; j < children.size(); ++j) el += children[j].chunks.empty() ? 0.0 : children[j].chunks.front();
+    peak = std::max(peak, el);
+  }
+  return peak * moment_bytes;
+}
+
+namespace gpt_detail {
+// Megatron-LM's chunked optimizer-state offload of one rank (ChunkedOptimizerStateOffloader, megatron/core/optimizer/
+// cpu_offloading/chunked_optimizer_state_offload.py at NVIDIA/Megatron-LM dev @d48bd6be), per distributed optimizer
+// (`children`: its shard's elements and the elements of one parameter piece; each DistributedOptimizer of the
+// ChainedOptimizer has its own offloader, distrib_optimizer.py:812-847).
+// - Selection (_select_params_for_offload, lines 205-226): fraction 1 selects every parameter, otherwise parameters
+//   in optimizer order, those with a separate master first, until their bytes (moments + master,
+//   _estimated_bundle_bytes, lines 189-197) reach ceil(fraction x the total): whole parameters, so the last may
+//   overshoot. Every element is modelled with a master (bf16 / fp16 parameters; the fp32 ones of the shard are not
+//   told apart).
+// - Chunks (_build_chunks, lines 231-270): the selected parameters in order, a chunk closed before the parameter
+//   that would take it past chunk_size_mb MiB of moments (_estimated_state_bytes: numel x the moments' dtype sizes,
+//   lines 228-229; the masters are not counted); a parameter larger than that is a chunk of its own; chunk size 0 is
+//   one chunk of everything.
+// - Staging (_state_staging_views, lines 712-756): chunks alternate between two reusable slots, each as large as its
+//   largest chunk (the 256-byte alignment of each tensor is not counted).
+// The model's parameter pieces (gpt_memory_of_stage): a distributed optimizer's shard of a rank is a contiguous range
+// of each gradient bucket, so its optimizer parameters are whole parameters and pieces of them; the model takes the
+// word embedding and the output layer as one piece each and the decoder layers' parameters as pieces as large as the
+// largest of them, each split evenly over the shard group. With chunks much larger than a piece the chunk count and
+// sizes do not depend on it.
+OptimizerStateOffload plan_state_offload(const GptConfig& c, const std::vector<std::vector<double>>& children) {
+  OptimizerStateOffload plan;
+  auto bytes = [](const std::string& d) { return d == "fp32" ? 4.0 : d == "fp8" ? 1.0 : 2.0; };
+  // state_dtypes: the precision-aware optimizer's exp_avg / exp_avg_sq dtypes, else fp32 (distrib_optimizer.py:838-842).
+  plan.moment_bytes = c.use_precision_aware_optimizer ? bytes(c.exp_avg_dtype) + bytes(c.exp_avg_sq_dtype) : 8.0;
+  plan.master_bytes = c.adam_state_bytes() - plan.moment_bytes;
+  const double f = c.optimizer_state_offload_fraction;
+  const double chunk_el = double(c.optimizer_state_offload_chunk_size_mb) * 1048576.0 / plan.moment_bytes;
+  for (const auto& pieces : children) {
+    OptimizerStateOffload::Child ch;
+    for (double p : pieces) ch.elements += p, ch.piece = std::max(ch.piece, p);
+    // Selection: every piece at fraction 1, else pieces in order until they reach ceil(f x the bytes) (the bytes
+    // per element are the same for every piece).
+    std::size_t n = pieces.size();
+    if (f < 1.0) {
+      const double target = f * ch.elements;
+      double sel = 0;
+      n = 0;
+      while (n < pieces.size() && sel < target * (1 - 1e-12)) sel += pieces[n++];
+    }
+    double cur = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      ch.selected += pieces[k];
+      if (chunk_el > 0 && cur > 0 && cur + pieces[k] > chunk_el * (1 + 1e-12)) ch.chunks.push_back(cur), cur = 0;
+      cur += pieces[k];
+    }
+    if (cur > 0) ch.chunks.push_back(cur);
+    for (std::size_t k = 0; k < ch.chunks.size(); ++k) ch.slot[k % 2] = std::max(ch.slot[k % 2], ch.chunks[k]);
+    plan.children.push_back(ch);
+  }
+  return plan;
+}
+}  // namespace gpt_detail
+
 std::string GptMemory::largest_host_term() const {
   std::pair<double, const char*> terms[] = {{host_optimizer_bytes, "optimizer_cpu_offload's optimizer shard"},
-                                            {optimizer_offloaded_bytes, "offload_optimizer_states' optimizer state"},
+                                            {optimizer_offloaded_bytes, "chunked_optimizer_state_offload's optimizer state"},
                                             {activations_offloaded_bytes, "offloaded activations"}};
   return std::max_element(std::begin(terms), std::end(terms))->second;
 }
@@ -829,18 +904,50 @@ GptMemory gpt_memory_of_stage(const GptConfig& c, std::int64_t st) {
     mem.host_optimizer_elements = el;
     mem.host_optimizer_bytes = 16.0 * el;
   }
-  // offload_optimizer_states: every element's state -- the moments and the master weight, as the GPU's optimizer
-  // holds them (adam_state_bytes) -- is copied to pinned host buffers of the same size and dtype and its GPU storage
-  // released (OptimizerStateOffloader._offload_states / _release_states, megatron/core/optimizer/cpu_offloading/
-  // optimizer_state_offloader.py at NVIDIA/Megatron-LM core_dev_r0.16.0 @bfa1d316; ChunkedOptimizerStateOffloader
-  // at dev @d48bd6be selects every parameter bundle at fraction 1.0, its masters included). It is back in HBM from
-  // the end of the last backward (finalize_model_grads) through the optimizer step, when no micro-batch's
-  // activations are stored, until the next step's copy out, which runs beside its first forward; what that forward
-  // stores before the copy out ends is not counted (the copy takes bytes / gpt_detail::host_copy_Bps: 0.18 s for
-  // 60 GiB over GB200's NVLink-C2C).
-  if (c.offload_optimizer_states) {
-    mem.optimizer_offloaded_bytes = mem.optimizer_bytes;
-    mem.optimizer_bytes = 0;
+  // Chunked optimizer-state offload (chunked_optimizer_state_offload / offload_optimizer_states): plan_state_offload
+  // below. The dense shard's optimizer and the experts' each select and chunk their own parameters.
+  if (c.state_offload()) {
+    const bool sharded = c.use_distributed_optimizer || c.data_parallel_sharding_strategy != "no_shard";
+    const double dense_el = mem.optimizer_bytes / c.adam_state_bytes() - (Pe > 0 ? Pe / (sharded ? double(c.expert_data_parallel()) : 1.0) : 0.0);
+    const double dense_shard = sharded ? dpcp / double(c.num_distributed_optimizer_instances) : 1.0;
+    // The optimizer's parameters in model order as pieces: the word embedding on the first stage, the decoder
+    // layers' parameters as pieces of the largest of them (the QKV, MLA's largest up-projection, the dense MLP's or
+    // the shared expert's fc1 weight) on one TP rank, the output layer on the last stage; each split evenly over the
+    // shard group.
+    const double gate = c.swiglu ? 2.0 : 1.0;
+    double largest = 0;
+    if (c.moe.multi_latent_attention) {
+      const double a = double(c.num_attention_heads);
+      largest = std::max(double(c.moe.q_lora_rank > 0 ? c.moe.q_lora_rank : c.hidden_size) * a *
+                             double(c.moe.qk_head_dim + c.moe.qk_pos_emb_head_dim) / t,
+                         double(c.moe.kv_lora_rank) * a * double(c.moe.qk_head_dim + c.moe.v_head_dim) / t);
+    } else {
+      largest = h * double(c.num_attention_heads + 2 * c.query_groups()) * double(c.head_dim()) / t;
+    }
+    if (!c.moe.enabled() || c.moe.moe_layer_freq != "1") largest = std::max(largest, gate * h * double(c.ffn()) / t);
+    if (c.moe.enabled() && c.moe.moe_shared_expert_intermediate_size > 0)
+      largest = std::max(largest, gate * h * double(c.moe.moe_shared_expert_intermediate_size) / t);
+    const double emb = holds_first ? V * h / t / dense_shard : 0.0, out = holds_last && last_stage_has_output(c) ? V * h / t / dense_shard : 0.0;
+    std::vector<std::vector<double>> children(1);
+    auto add_pieces = [](std::vector<double>& to, double elements, double piece) {
+      if (elements <= 0 || piece <= 0) return;
+      const double n = std::floor(elements / piece);
+      for (double k = 0; k < n; ++k) to.push_back(piece);
+      if (elements - n * piece > 1e-9 * piece) to.push_back(elements - n * piece);
+    };
+    if (emb > 0) children[0].push_back(emb);
+    add_pieces(children[0], std::max(0.0, dense_el - emb - out), largest / dense_shard);
+    if (out > 0) children[0].push_back(out);
+    if (Pe > 0) {
+      // One local expert's fc1 weight (TEGroupedLinear: one weight tensor per local expert).
+      const double edp = sharded ? double(c.expert_data_parallel()) : 1.0;
+      children.emplace_back();
+      add_pieces(children[1], Pe / edp, gate * double(c.moe_width()) * double(c.moe_ffn()) / double(c.etp()) / edp);
+    }
+    mem.state_offload = plan_state_offload(c, children);
+    mem.optimizer_offloaded_bytes = mem.state_offload.host_bytes();
+    mem.optimizer_step_bytes = mem.state_offload.step_bytes();
+    mem.optimizer_bytes -= mem.optimizer_offloaded_bytes;
   }
   // Activations: in-flight micro-batches of this stage (1F1B: p - st; interleaved: Megatron's warm-up
   // count (p - st - 1) * 2 + (v - 1) p, + 1, in chunk units) times the stored bytes per layer.

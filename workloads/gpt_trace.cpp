@@ -290,11 +290,11 @@ class StageEmitter {
       rb.add_stream("optimizer.cpu");
       if (c.overlap_cpu_optimizer_d2h_h2d) rb.add_stream("optimizer.d2h"), rb.add_stream("optimizer.h2d");
     }
-    if (c.offload_optimizer_states) {
-      // offload_optimizer_states: one copy out and one copy back of this stage's optimizer state per step, over the
-      // GPU's host link. With fine-grained activation offloading they queue on its two copy streams, so that one
-      // direction of the link carries one copy at a time (a host copy is priced at the link's whole rate); else on
-      // two streams of their own (Megatron-LM's offloader has its own D2H and H2D streams).
+    if (c.state_offload()) {
+      // The chunked optimizer-state offload: its copies over the GPU's host link. With fine-grained activation
+      // offloading they queue on its two copy streams, so that one direction of the link carries one copy at a time
+      // (a host copy is priced at the link's whole rate); else on two streams of their own (the offloaders of a
+      // ChainedOptimizer share one D2H / H2D stream pair, optimizer.py:1510-1528 @d48bd6be).
       if (c.fine_grained_activation_offloading) {
         kOptStateD2h = kFgD2h;
       } else {
@@ -302,7 +302,7 @@ class StageEmitter {
         rb.add_stream("optimizer.state.d2h");
         rb.add_stream("optimizer.state.h2d");
       }
-      opt_state_copy_s_ = gpt_memory_of_stage(c, st).optimizer_offloaded_bytes / host_copy_Bps(c.gpu);
+      state_plan_ = gpt_memory_of_stage(c, st).state_offload;
     }
     first_stage = st == 0, last_stage = st == p - 1;
     for (const GptChunkPlace& pl : Y.places[st]) has_first = has_first || pl.first, has_last = has_last || pl.last;
@@ -314,12 +314,20 @@ class StageEmitter {
 
   void run(const GptSchedule& sched) {
     plan_grad_launch(sched);
-    // offload_optimizer_states: the previous step's updated state goes to the host at this step's start (train_step
-    // calls offload_optimizer_state_for_forward before zeroing the gradients, megatron/training/training.py:2822-2825
-    // at NVIDIA/Megatron-LM dev @d48bd6be; offload_states at core_dev_r0.16.0 @bfa1d316 training.py:1617-1620), on
-    // the D2H stream beside the forward, which does not wait for it.
-    if (c.offload_optimizer_states)
-      opt_state_d2h_ = rb.push(host_copy("optimizer.state.d2h", opt_state_copy_s_, kOptStateD2h));
+    // Chunked optimizer-state offload: what the previous step's optimizer step left in HBM goes to the host at this
+    // step's start (train_step calls offload_optimizer_state_for_forward before zeroing the gradients, megatron/
+    // training/training.py:2820-2825 at NVIDIA/Megatron-LM dev @d48bd6be; offload_for_forward, chunked_optimizer_
+    // state_offload.py:808-830): the masters, and the moments of the step's last chunk, whose copy out (issued right
+    // after its step, line 997) runs on into this step. On the D2H stream beside the forward, which does not wait.
+    if (c.state_offload()) {
+      double bytes = state_plan_.masters_bytes();
+      for (auto it = state_plan_.children.rbegin(); it != state_plan_.children.rend(); ++it)
+        if (!it->chunks.empty()) {
+          bytes += it->chunks.back() * state_plan_.moment_bytes;
+          break;
+        }
+      opt_state_d2h_ = rb.push(host_copy("optimizer.state.d2h", bytes / host_copy_Bps(c.gpu), kOptStateD2h));
+    }
     for (const GptSlotGroup& g : sched.groups) {
       if (g.slots.size() == 1) {
         std::vector<Step> steps;
@@ -331,6 +339,53 @@ class StageEmitter {
     }
     finish_step();
     rb.place_inserted();
+  }
+
+  // The optimizer step with the chunked optimizer-state offload (ChunkedOptimizerStateOffloader.step, megatron/core/
+  // optimizer/cpu_offloading/chunked_optimizer_state_offload.py:956-1006 at NVIDIA/Megatron-LM dev @d48bd6be), each
+  // optimizer of the chain in turn (dense, then experts): wait for its masters (line 965), step its resident
+  // parameters beside the first chunk's copy in (972-980), then per chunk k: wait for its copy in, issue chunk k+1's
+  // copy in -- after everything on the D2H stream and the compute stream, so after chunk k-1's step and copy out,
+  // the other staging slot's (_order_h2d_after_source_streams, 700-710) --, step chunk k, issue its copy out after
+  // the step (997). The last chunk's copy out is the next step's (run). FusedAdam over each part's elements.
+  void chunked_optimizer_step(std::vector<std::uint32_t> deps, const std::vector<std::uint32_t>& masters_in,
+                              const std::vector<std::uint32_t>& first_in) {
+    const double link = host_copy_Bps(c.gpu);
+    const auto h2d_stream = static_cast<std::uint16_t>(kOptStateD2h + 1);
+    std::uint32_t last_d2h = opt_state_d2h_;
+    std::size_t last_child = 0;
+    for (std::size_t i = 0; i < state_plan_.children.size(); ++i)
+      if (!state_plan_.children[i].chunks.empty()) last_child = i;
+    for (std::size_t i = 0; i < state_plan_.children.size(); ++i) {
+      const auto& ch = state_plan_.children[i];
+      const std::string who = i == 0 ? "optimizer" : "optimizer.experts";
+      if (!ch.chunks.empty()) deps.push_back(masters_in[i]);
+      const double resident = ch.elements - ch.selected;
+      if (resident > 0 || ch.chunks.empty()) {
+        rb.chain(compute_op(who == "optimizer" ? "optimizer.step" : who + ".step", K.optimizer(x_.cm, resident)), deps);
+        deps.clear();
+      }
+      std::uint32_t cur = first_in[i];
+      for (std::size_t k = 0; k < ch.chunks.size(); ++k) {
+        const std::string kn = ".c" + std::to_string(k);
+        std::uint32_t next = 0;
+        if (k + 1 < ch.chunks.size()) {
+          Op h = host_copy(who + ".state.c" + std::to_string(k + 1) + ".h2d", ch.chunks[k + 1] * state_plan_.moment_bytes / link, h2d_stream);
+          if (rb.has_last()) h.deps.push_back(rb.last());
+          h.deps.push_back(last_d2h);
+          next = rb.push(std::move(h));
+        }
+        deps.push_back(cur);
+        rb.chain(compute_op(who + ".step" + kn, K.optimizer(x_.cm, ch.chunks[k])), deps);
+        deps.clear();
+        if (!(i == last_child && k + 1 == ch.chunks.size())) {
+          Op o = host_copy(who + ".state" + kn + ".d2h", ch.chunks[k] * state_plan_.moment_bytes / link, kOptStateD2h);
+          o.deps.push_back(rb.last());
+          last_d2h = rb.push(std::move(o));
+        }
+        cur = next;
+      }
+    }
   }
 
  private:
@@ -384,8 +439,8 @@ class StageEmitter {
     if (gl < N) extra.push_back(offload_h2d_[static_cast<std::size_t>(gl)]);
   }
   std::uint16_t kOptCpu = 0;  // optimizer_cpu_offload: the CPU AdamW (+1, +2: the D2H and H2D copy streams)
-  std::uint16_t kOptStateD2h = 0;  // offload_optimizer_states: the D2H stream (+1: H2D)
-  double opt_state_copy_s_ = 0;    // this stage's optimizer state over the host link, one direction
+  std::uint16_t kOptStateD2h = 0;  // the chunked optimizer-state offload: the D2H stream (+1: H2D)
+  OptimizerStateOffload state_plan_;  // the chunked optimizer-state offload of this rank (gpt_memory_of_stage)
   std::uint32_t opt_state_d2h_ = 0;
   // The optimizer step with optimizer_cpu_offload (HybridDeviceOptimizer.step, hybrid_optimizer.py:150-179 at
   // NVIDIA/Megatron-LM@d98e8a64): `gpu` is the FusedAdam over the shard's other elements, `el` the offloaded ones
@@ -1920,16 +1975,28 @@ class StageEmitter {
     double shard = (shard_opt || c.fsdp()) ? local_params / double(Y.shard_n) : local_params;
     shard += (shard_opt || c.fsdp()) ? stage_expert_params / double(edp) : stage_expert_params;
     for (auto d : expert_grad_done) grad_done.push_back(d);
-    if (c.offload_optimizer_states) {
-      // The state comes back from the host once the last backward is done: finalize_model_grads is wrapped to start
-      // the H2D copy first (megatron/training/training.py:2762-2783 @d48bd6be, prefetch_for_step; training.py:
-      // 2556-2565 @bfa1d316, reload), on the H2D stream after the D2H stream (h2d_stream.wait_stream(d2h_stream)),
-      // beside the gradient reductions; the optimizer step waits for it (ChunkedOptimizerStateOffloader.step
-      // waits for the prefetch, chunked_optimizer_state_offload.py:957-965; sync_before_step, distrib_optimizer.py:
-      // 2589-2590 @bfa1d316).
-      Op h2d = host_copy("optimizer.state.h2d", opt_state_copy_s_, static_cast<std::uint16_t>(kOptStateD2h + 1));
-      h2d.deps = {backward_done, opt_state_d2h_};
-      grad_done.push_back(rb.push(std::move(h2d)));
+    // Chunked optimizer-state offload: each optimizer's masters and first chunk come back from the host once the last
+    // backward is done -- finalize_model_grads is wrapped to start the copies first (megatron/training/training.py:
+    // 2762-2796 @d48bd6be; prefetch_for_step, chunked_optimizer_state_offload.py:785-792), on the H2D stream after
+    // what is on the D2H stream and the compute stream (_order_h2d_after_source_streams, lines 700-710), beside the
+    // gradient reductions. Every optimizer of the chain prefetches (ChainedOptimizer.prefetch_optimizer_state_for_
+    // gradient_finalization, optimizer.py:1585-1589).
+    std::vector<std::uint32_t> masters_in, first_in;
+    if (c.state_offload()) {
+      const double link = host_copy_Bps(c.gpu);
+      for (std::size_t i = 0; i < state_plan_.children.size(); ++i) {
+        const auto& ch = state_plan_.children[i];
+        const std::string who = i == 0 ? "optimizer" : "optimizer.experts";
+        masters_in.push_back(0), first_in.push_back(0);
+        if (ch.chunks.empty()) continue;
+        Op m = host_copy(who + ".masters.h2d", ch.selected * state_plan_.master_bytes / link, static_cast<std::uint16_t>(kOptStateD2h + 1));
+        m.deps = {backward_done, opt_state_d2h_};
+        masters_in.back() = rb.push(std::move(m));
+        Op f = host_copy(who + ".state.c0.h2d", ch.chunks.front() * state_plan_.moment_bytes / link,
+                         static_cast<std::uint16_t>(kOptStateD2h + 1));
+        f.deps = {backward_done, opt_state_d2h_};
+        first_in.back() = rb.push(std::move(f));
+      }
     }
     // optimizer_cpu_offload: the GPU's FusedAdam steps the share of the shard left on the GPU.
     const double host_el = c.optimizer_host_fraction() * shard;
@@ -1981,6 +2048,7 @@ class StageEmitter {
       dispatch_param_ag(0);
     }
     if (host_el > 0) offloaded_optimizer_step(opt, host_el, grad_done);
+    else if (c.state_offload()) chunked_optimizer_step(grad_done, masters_in, first_in);
     else rb.chain(compute_op("optimizer.step", opt), grad_done);
     if (quantised_params) {
       quantise_params(split_first ? 1 : 0, nchunks(), "");
@@ -2030,14 +2098,17 @@ GptMemory check_gpt_layout_and_memory(const GptConfig& c, const std::string& whe
   const auto& gpu = models::gpu_spec(c.gpu, where + " gpu");
   GptMemory mem = gpt_memory_per_gpu(c);
   if (mem.total_bytes() > gpu.hbm_capacity_bytes) {
-    char res[260] = "";
+    char res[400] = "";
     if (mem.allocator_reserve_bytes > 0 || mem.buffers_bytes > 0)
       std::snprintf(res, sizeof res, ", allocator reserve %.1f GiB, buffers %.2f GiB", mem.allocator_reserve_bytes / 1073741824.0,
                     mem.buffers_bytes / 1073741824.0);
     if (mem.optimizer_offloaded_bytes > 0) {
       const std::size_t used = std::strlen(res);
-      std::snprintf(res + used, sizeof res - used, ", %.1f GiB of optimizer state in host memory, in HBM for the step",
-                    mem.optimizer_offloaded_bytes / 1073741824.0);
+      std::snprintf(res + used, sizeof res - used,
+                    ", %.1f GiB of optimizer state in host memory, %.1f GiB of it in HBM at the optimizer step (masters "
+                    "window %.1f GiB, staging slots %.1f GiB)",
+                    mem.optimizer_offloaded_bytes / 1073741824.0, mem.optimizer_step_bytes / 1073741824.0,
+                    mem.state_offload.masters_bytes() / 1073741824.0, mem.state_offload.staging_bytes() / 1073741824.0);
     }
     if (mem.activations_offloaded_bytes > 0) {
       const std::size_t used = std::strlen(res);
@@ -2045,7 +2116,7 @@ GptMemory check_gpt_layout_and_memory(const GptConfig& c, const std::string& whe
                     mem.activations_offloaded_bytes / 1073741824.0);
     }
     const std::string reserve = res;
-    char buf[700];
+    char buf[1000];
     std::snprintf(buf, sizeof buf,
                   "model does not fit in GPU memory: needs %.1f GiB per GPU on pipeline stage %lld (weights %.1f GiB, "
                   "gradients %.1f GiB, optimizer %.1f GiB, activations %.1f GiB%s; largest: %s) but %s has %.1f GiB; "
@@ -2074,7 +2145,7 @@ GptMemory check_gpt_layout_and_memory(const GptConfig& c, const std::string& whe
         terms += t;
       };
       term(host.host_optimizer_bytes, "optimizer_cpu_offload's optimizer shard");
-      term(host.optimizer_offloaded_bytes, "offload_optimizer_states' optimizer state");
+      term(host.optimizer_offloaded_bytes, "chunked_optimizer_state_offload's optimizer state");
       term(host.activations_offloaded_bytes, "offloaded activations");
       char buf[900];
       std::snprintf(buf, sizeof buf,
@@ -2160,23 +2231,32 @@ Trace generate_gpt(const GptConfig& c, const models::ComputeModel& cm_in, const 
                                                   : "one after the other, the CPU AdamW beside the GPU's");
     tr.notes.push_back(buf);
   }
-  if (c.offload_optimizer_states) {
-    // offload_optimizer_states: the state between steps in pinned host memory, in HBM for the optimizer step.
+  if (c.state_offload()) {
+    // The chunked optimizer-state offload: the selected state between steps in pinned host memory, in HBM for the
+    // optimizer step as the masters window and the two staging slots.
+    const OptimizerStateOffload& so = mem.state_offload;
     tr.metadata["memory_per_gpu_bytes.optimizer_offloaded"] = mem.optimizer_offloaded_bytes;
+    tr.metadata["memory_per_gpu_bytes.optimizer_step"] = mem.optimizer_step_bytes;
     tr.metadata["host_memory_per_gpu_bytes.optimizer"] = mem.optimizer_offloaded_bytes;
+    tr.metadata["optimizer_state_offload.chunks"] = double(so.chunks());
     const double link = host_copy_Bps(c.gpu);
-    const double step_phase = mem.params_bytes() + mem.optimizer_offloaded_bytes + mem.allocator_reserve_bytes + mem.buffers_bytes;
-    char buf[700];
+    const double step_phase = mem.params_bytes() + mem.optimizer_step_bytes + mem.allocator_reserve_bytes + mem.buffers_bytes;
+    double largest_chunk = 0;
+    for (const auto& ch : so.children)
+      for (double e : ch.chunks) largest_chunk = std::max(largest_chunk, e);
+    char buf[900];
     std::snprintf(buf, sizeof buf,
-                  "gpt: offload_optimizer_states: %.2f GiB of optimizer state per GPU on pipeline stage %lld (moments and "
-                  "master weights) is in pinned host memory between steps, %.2f GiB per %lld-GPU server; copied out at "
-                  "the step's start beside the forward and back from the end of the backward, before the optimizer "
-                  "step: %.1f ms each way over %.1f GB/s per direction. HBM peak %.1f GiB in the forward / backward, "
-                  "%.1f GiB at the optimizer step",
-                  mem.optimizer_offloaded_bytes / 1073741824.0, static_cast<long long>(mem.stage),
-                  mem.optimizer_offloaded_bytes * double(c.gpus_per_host) / 1073741824.0,
-                  static_cast<long long>(c.gpus_per_host), 1e3 * mem.optimizer_offloaded_bytes / link, link / 1e9,
-                  (mem.params_bytes() + mem.activations_bytes + mem.allocator_reserve_bytes + mem.buffers_bytes) / 1073741824.0,
+                  "gpt: %s: %.2f GiB of optimizer state per GPU on pipeline stage %lld (fraction %g of the moments and "
+                  "master weights; %.2f GiB stay in HBM) is in pinned host memory between steps, %.2f GiB per %lld-GPU "
+                  "server; the step restores the masters (%.2f GiB) and %lld chunk%s of moments (largest %.1f MiB) "
+                  "through two staging slots (%.2f GiB at the peak) over %.1f GB/s per direction. HBM peak %.1f GiB in "
+                  "the forward / backward, %.1f GiB at the optimizer step",
+                  c.chunked_optimizer_state_offload ? "chunked_optimizer_state_offload" : "offload_optimizer_states",
+                  mem.optimizer_offloaded_bytes / 1073741824.0, static_cast<long long>(mem.stage), c.optimizer_state_offload_fraction,
+                  mem.optimizer_bytes / 1073741824.0, mem.optimizer_offloaded_bytes * double(c.gpus_per_host) / 1073741824.0,
+                  static_cast<long long>(c.gpus_per_host), so.masters_bytes() / 1073741824.0, static_cast<long long>(so.chunks()),
+                  so.chunks() == 1 ? "" : "s", largest_chunk * so.moment_bytes / 1048576.0, so.staging_bytes() / 1073741824.0,
+                  link / 1e9, (mem.params_bytes() + mem.activations_bytes + mem.allocator_reserve_bytes + mem.buffers_bytes) / 1073741824.0,
                   step_phase / 1073741824.0);
     tr.notes.push_back(buf);
   }

@@ -1355,36 +1355,42 @@ MegatronImport import_megatron_args(const MegatronLaunch& l, std::int64_t world_
     if (o == "adam" || o == "sgd") p["optimizer"] = o, from("optimizer", "optimizer");
     else mark("optimizer", 2);
   }
-  // --offload-optimizer-states (dev @d48bd6be: --chunked-optimizer-state-offload with chunk size 0 and fraction 1.0
-  // unless those are given, megatron/core/optimizer/optimizer_config.py:418-430). Fraction 0 turns it off
-  // (optimizer_config.py:438; training.py:2748-2752); another fraction below 1 offloads part of the state, which
-  // the generator does not model. Saving or loading optimizer state with it needs --ckpt-format torch_dist
-  // (megatron/training/arguments.py:2055-2060 @d48bd6be).
-  if (has("offload_optimizer_states")) {
-    if (has("optimizer_state_offload_fraction")) {
-      const double f = std::strtod(value("optimizer_state_offload_fraction").c_str(), nullptr);
-      if (f == 0.0) {
-        p.erase("offload_optimizer_states"), mark("offload_optimizer_states", 1), mark("optimizer_state_offload_fraction", 1);
-      } else if (f == 1.0) {
-        mark("optimizer_state_offload_fraction", 1);
-      } else {
-        p.erase("offload_optimizer_states"), mark("offload_optimizer_states", 2);
-      }
+  // --chunked-optimizer-state-offload, --optimizer-state-offload-chunk-size-mb, --optimizer-state-offload-fraction
+  // and the deprecated --offload-optimizer-states (dev @d48bd6be: the same offloader with chunk size 0 and fraction
+  // 1.0 unless those are given, megatron/core/optimizer/optimizer_config.py:418-430). Fraction 0 turns it off
+  // (optimizer_config.py:438; training.py:2748-2752); the chunk size and fraction are read only with the switch.
+  // The generator checks the bounds and the optimizer rules (workloads/gpt.cpp); the training-script rules are here:
+  // megatron/training/arguments.py:2039-2069 @d48bd6be (checkpoint format, async save, full-iteration CUDA graphs)
+  // and optimizer_config.py:453-455 (optimizer CUDA graphs).
+  {
+    const bool sw = has("chunked_optimizer_state_offload") || has("offload_optimizer_states");
+    const std::string flag = has("chunked_optimizer_state_offload") ? "--chunked-optimizer-state-offload" : "--offload-optimizer-states";
+    const char* knobs[] = {"optimizer_state_offload_chunk_size_mb", "optimizer_state_offload_fraction"};
+    const bool off = sw && has("optimizer_state_offload_fraction") &&
+                     std::strtod(value("optimizer_state_offload_fraction").c_str(), nullptr) == 0.0;
+    if (!sw || off) {
+      for (const char* d : {"chunked_optimizer_state_offload", "offload_optimizer_states", knobs[0], knobs[1]})
+        if (has(d)) p.erase(d), mark(d, 1);
+    } else {
+      const bool saves_optim = !has("no_save_optim") || !has("no_load_optim");
+      if (saves_optim && has("ckpt_format") && value("ckpt_format") != "torch_dist")
+        fail_at(file, given.at("ckpt_format").line,
+                flag + " with --ckpt-format " + text_excerpt(value("ckpt_format")) +
+                    ": Megatron-LM needs --ckpt-format torch_dist when optimizer state is saved or loaded "
+                    "(megatron/training/arguments.py:2055-2060 @d48bd6be; or give --no-save-optim and --no-load-optim)");
+      if (!has("no_save_optim") && has("async_save"))
+        fail_at(file, given.at("async_save").line,
+                flag + " with --async-save: Megatron-LM refuses it when optimizer state is saved "
+                       "(megatron/training/arguments.py:2061-2066 @d48bd6be; or give --no-save-optim)");
+      if (has("cuda_graph_impl") && value("cuda_graph_impl") == "full_iteration")
+        fail_at(file, given.at("cuda_graph_impl").line,
+                flag + " with --cuda-graph-impl full_iteration: Megatron-LM refuses it (megatron/training/arguments.py:"
+                       "2067-2069 @d48bd6be)");
+      if (has("optimizer_cuda_graph"))
+        fail_at(file, given.at("optimizer_cuda_graph").line,
+                flag + " with --optimizer-cuda-graph: Megatron-LM refuses it (\"chunked optimizer state offload does not "
+                       "support optimizer CUDA graphs\", megatron/core/optimizer/optimizer_config.py:453-455 @d48bd6be)");
     }
-    const bool saves_optim = !has("no_save_optim") || !has("no_load_optim");
-    if (p.count("offload_optimizer_states") && saves_optim && has("ckpt_format") && value("ckpt_format") != "torch_dist")
-      fail_at(file, given.at("ckpt_format").line,
-              "--offload-optimizer-states with --ckpt-format " + text_excerpt(value("ckpt_format")) +
-                  ": Megatron-LM needs --ckpt-format torch_dist when optimizer state is saved or loaded "
-                  "(megatron/training/arguments.py:2055-2060 @d48bd6be; or give --no-save-optim and --no-load-optim)");
-    if (p.count("offload_optimizer_states") && !has("no_save_optim") && has("async_save"))
-      fail_at(file, given.at("async_save").line,
-              "--offload-optimizer-states with --async-save: Megatron-LM refuses it when optimizer state is saved "
-              "(megatron/training/arguments.py:2061-2066 @d48bd6be; or give --no-save-optim)");
-    if (p.count("offload_optimizer_states") && has("cuda_graph_impl") && value("cuda_graph_impl") == "full_iteration")
-      fail_at(file, given.at("cuda_graph_impl").line,
-              "--offload-optimizer-states with --cuda-graph-impl full_iteration: Megatron-LM refuses it "
-              "(megatron/training/arguments.py:2067-2069 @d48bd6be)");
   }
   // --moe-flex-dispatcher-backend: deepep and hybridep run the dispatch the flex model prices (workloads/gpt_layout.cpp
   // cites both kernels); ncclep is not modelled. Without the flex dispatcher the backend is not read.

@@ -119,7 +119,7 @@ TEST_CASE("host memory: an offload needing more than the servers have is refused
     check_gpt_layout_and_memory(gpt_config_from_params(offload({{"host_memory_per_gpu", bytes_param(need * 0.99)}}), "--param"), "w");
   });
   CHECK(contains(e, "model does not fit in host memory"));
-  CHECK(contains(e, "largest: offload_optimizer_states' optimizer state"));
+  CHECK(contains(e, "largest: chunked_optimizer_state_offload's optimizer state"));
   CHECK(contains(e, "host_memory parameter"));
   try {
     check_gpt_layout_and_memory(gpt_config_from_params(offload({{"host_memory_per_gpu", bytes_param(need * 0.99)}}), "--param"), "w");
