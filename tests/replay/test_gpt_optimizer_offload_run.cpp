@@ -8,6 +8,7 @@
 #include <string>
 
 #include "replay/run_scenario.hpp"
+#include "tests/replay/scenario_test_util.hpp"
 #include "workloads/gpt.hpp"
 #include "workloads/gpt_detail.hpp"
 #include "workloads/scenario.hpp"
@@ -16,10 +17,7 @@ using namespace fabricsim;
 using namespace fabricsim::workloads;
 
 namespace {
-sim::RunResult run_json(const Json& j) {
-  Scenario s = scenario_from_json(j, "sc.json");
-  return sim::run_scenario(s, {"analytic", {}, {}}).result;
-}
+sim::RunResult run_json(const Json& j) { return replay_test::run_scenario_text(j.dump()); }
 
 // Llama-3-8B cut to 4 layers on two DGX H100 (TP 8, DP 2), the distributed and precision-aware optimizer.
 Json two_nodes(const Json& extra) {
