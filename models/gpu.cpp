@@ -92,14 +92,18 @@ std::vector<GpuSpec> make_specs() {
   //   132 SMs: tests/data/hardware/h200-kernels/env.txt ("sms=132").
   v.push_back({"h200", 989.4 * T, 989.4 * T, 494.7 * T, 67 * T, 4800 * GBps, 141 * GB,
                "NVIDIA H200 datasheet; hardware_specs.json facts[25]", 1979 * T, 132});
-  // B200 (HGX / DGX B200, 1000 W): FP16 dense 2250 TFLOP/s, HBM3e 8 TB/s, 192 GB: hardware_specs.json
-  //   facts[41] (secondary; note there: DGX/HGX B200 expose 180 GB, 1,440 GB per 8 GPUs). TF32 dense 1100
+  // B200 (HGX / DGX B200, 1000 W): FP16 dense 2250 TFLOP/s, HBM3e 8 TB/s: hardware_specs.json facts[41]
+  //   (secondary). HBM 180 GB, not the 192 GB of facts[41]'s value: its own note says the DGX / HGX B200 parts expose
+  //   180 GB (1,440 GB per 8 GPUs), and NVIDIA's BioNeMo Boltz-2 NIM support matrix (docs.nvidia.com/nim/bionemo/
+  //   boltz2/1.8.0/support-matrix.html, "Supported NVIDIA GPUs") lists "NVIDIA B200 | 180" GB beside "NVIDIA
+  //   GB200 | 186" and "NVIDIA B300 | 288". TF32 dense 1100
   //   TFLOP/s (2.2 PF sparse) and FP32 75 TFLOP/s: NVIDIA DGX B200 / HGX B200 datasheet (8-GPU totals / 8).
   //   FP8 dense 4.5 PFLOP/s: HGX B200 datasheet (72 PFLOPS FP8 per 8 GPUs with sparsity). FP4 dense 9
   //   PFLOP/s: HGX B200 datasheet (144 PFLOPS FP4 per 8 GPUs with sparsity). 148 SMs: NVIDIA Blackwell
   //   architecture technical brief (two GB100 dies, 74 SMs each enabled in B200).
-  v.push_back({"b200", 2250 * T, 2250 * T, 1100 * T, 75 * T, 8000 * GBps, 192 * GB,
-               "hardware_specs.json facts[41]; NVIDIA HGX B200 datasheet", 4500 * T, 148, 9000 * T});
+  v.push_back({"b200", 2250 * T, 2250 * T, 1100 * T, 75 * T, 8000 * GBps, 180 * GB,
+               "hardware_specs.json facts[41]; NVIDIA HGX B200 datasheet; 180 GB: NVIDIA NIM support matrix", 4500 * T,
+               148, 9000 * T});
   // GB200 (the B200 GPU of a GB200 NVL72 / GB200 superchip, 1200 W, higher clocks than HGX B200): NVIDIA
   //   GB200 NVL72 datasheet, 72-GPU totals / 72: FP16/BF16 360 PF sparse -> 2.5 PF dense; TF32 180 PF sparse
   //   -> 1.25 PF dense; FP32 5,760 TF -> 80 TF; FP8 720 PF sparse -> 5 PF dense; FP4 1,440 PF sparse -> 10 PF

@@ -566,7 +566,7 @@ Nvl72Spec nvl72_params(const std::map<std::string, std::string>& given, const st
   Nvl72Spec s = nvl72_spec(rack);
   // gb200-nvl72 prices the GB200 part by default: the Blackwell GPU of a GB200 superchip at its 1,200 W clocks
   // (models/gpu.cpp "gb200": 2.5 PFLOP/s dense BF16, 186 GB, from the GB200 NVL72 datasheet's rack totals / 72).
-  // gpu=b200 keeps the HGX B200 part (2.25 PFLOP/s, 192 GB, PCIe host link) for comparison. What keys on the
+  // gpu=b200 keeps the HGX B200 part (2.25 PFLOP/s, 180 GB, PCIe host link) for comparison. What keys on the
   // name: the network calibration (models/calibration_presets.cpp maps gb200 to the b200 fit on purpose), the
   // kernel efficiencies (both take the H200 fit, models/compute_calibration.cpp), the host link and host DRAM
   // rate of offloading (workloads/gpt_model.cpp: NVLink-C2C and Grace LPDDR5X for gb200).
@@ -943,7 +943,7 @@ std::vector<PresetInfo> make_presets() {
   };
   out.push_back({"gb200-nvl72", "72 GB200 GPUs (18 trays of 4) in one NVLink5 domain over 18 NVSwitch chips",
                  nvl72_help("gb200-nvl72", "gb200 (the GB200 superchip's GPU: 2.5 PFLOP/s bf16, 186 GB) or b200 (the HGX "
-                                           "B200 part: 2.25 PFLOP/s, 192 GB) (default gb200)")});
+                                           "B200 part: 2.25 PFLOP/s, 180 GB) (default gb200)")});
   out.push_back({"gb300-nvl72", "72 Blackwell Ultra GPUs (18 trays of 4) in one NVLink5 domain, 4x ConnectX-8 800 Gb/s per tray",
                  nvl72_help("gb300-nvl72", "gb300 only (default gb300)")});
   out.push_back({"nvlink-switch-system", "up to 32 DGX H100 (256 GPUs) in one NVLink network via tier-2 NVSwitches",

@@ -314,6 +314,7 @@ TEST_CASE("GPU presets: Hopper and Blackwell peaks, capacities, device names") {
   CHECK(gpu_spec("h100").hbm_capacity_bytes == doctest::Approx(80.0 * 1024 * 1024 * 1024));
   CHECK(gpu_spec("h200").hbm_capacity_bytes == doctest::Approx(141e9));
   CHECK(gpu_spec("gb200").hbm_capacity_bytes == doctest::Approx(186e9));
+  CHECK(gpu_spec("b200").hbm_capacity_bytes == doctest::Approx(180e9));  // what DGX / HGX B200 expose (models/gpu.cpp)
   CHECK(gpu_spec("b300").hbm_capacity_bytes == doctest::Approx(288e9));
   CHECK(gpu_spec("gb300").hbm_capacity_bytes == doctest::Approx(288e9));
   CHECK(gpu_spec("gb200").peak_flops(Precision::BF16) > gpu_spec("b200").peak_flops(Precision::BF16));

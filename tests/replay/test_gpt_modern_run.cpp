@@ -61,7 +61,7 @@ TEST_CASE("examples: a gb200-nvl72 rack prices the GB200 part by default, b200 o
   // Llama-3.1-405B on 4 GB200 NVL72 racks, whose topology names no GPU. The default is the GB200 superchip's
   // GPU: NVIDIA GB200 NVL72 datasheet, FP16/BF16 360 PFLOP/s with sparsity per 72 GPUs -> 2.5 PFLOP/s dense, and
   // 13.4 TB HBM3e per 72 GPUs -> 186 GB (hardware_specs.json facts[42]: 72 GPUs, "about 13.4 TB"). gpu=b200 is
-  // the HGX B200 part (2.25 PFLOP/s, 192 GB). Both take the b200 network calibration, chosen for gb200 by name
+  // the HGX B200 part (2.25 PFLOP/s, 180 GB). Both take the b200 network calibration, chosen for gb200 by name
   // (models/calibration_presets.cpp), so the two runs differ in the GPU alone.
   Scenario s = load_scenario(kExamples + "llama3.1-405b-256-gb200.json");
   const auto r = sim::run_scenario(s, {"analytic", {}, {}}).result;
