@@ -87,11 +87,13 @@ CollSweepRequest coll_request(const std::map<std::string, std::string>& options,
     return out;
   };
   models::CollectiveSpec spec;
-  if (!models::parse_op(get("op", "all_reduce"), spec.op))
-    throw InputError("--op " + get("op"),
-                     "one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, all_to_allv, "
-                     "send_recv" + did_you_mean(get("op"), {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
-                                                             "all_to_all", "all_to_allv", "send_recv"}));
+  if (!models::parse_op(get("op", "all_reduce"), spec.op)) {
+    const std::vector<std::string> ops = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                                          "reduce",     "all_to_all", "all_to_allv",    "send_recv"};
+    std::string list;
+    for (const auto& op : ops) list += (list.empty() ? "" : ", ") + op;
+    throw InputError("--op " + get("op"), "one of " + list + did_you_mean(get("op"), ops));
+  }
   std::string dtype = get("datatype", "float");
   spec.elem_bytes = 0;
   spec.elem_bytes = coll_datatype_bytes(dtype);

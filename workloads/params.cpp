@@ -199,13 +199,16 @@ std::set<std::string> ParamReader::names() const {
 }
 
 void ParamReader::finish() const {
-  std::string unknown;
+  std::vector<std::string> unseen;
+  for (const auto& [k, v] : p_)
+    if (!seen_.count(k)) unseen.push_back(k);
+  if (unseen.empty()) return;
   const std::set<std::string> known = names();
   const std::vector<std::string> known_list(known.begin(), known.end());
-  for (const auto& [k, v] : p_)
-    if (!seen_.count(k) && unknown.size() < 200)
-      unknown += (unknown.empty() ? "" : ", ") + text_excerpt(k, 40) + did_you_mean(k, known_list);
-  if (!unknown.empty()) throw ParamError(where_, "unknown parameter(s): " + unknown);
+  std::string unknown;
+  for (const auto& k : unseen)
+    if (unknown.size() < 200) unknown += (unknown.empty() ? "" : ", ") + text_excerpt(k, 40) + did_you_mean(k, known_list);
+  throw ParamError(where_, "unknown parameter(s): " + unknown);
 }
 
 }  // namespace fabricsim::workloads
