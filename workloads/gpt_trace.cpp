@@ -362,7 +362,7 @@ class StageEmitter {
       if (!ch.chunks.empty()) deps.push_back(masters_in[i]);
       const double resident = ch.elements - ch.selected;
       if (resident > 0 || ch.chunks.empty()) {
-        rb.chain(compute_op(who == "optimizer" ? "optimizer.step" : who + ".step", K.optimizer(x_.cm, resident)), deps);
+        rb.chain(compute_op(who + ".step", K.optimizer(x_.cm, resident)), deps);
         deps.clear();
       }
       std::uint32_t cur = first_in[i];
